@@ -1,0 +1,255 @@
+// The detail pane of one run: header, actions, tiles, charts, history, cards,
+// live logs and the Rollouts tab, kept current by the run's event stream.
+
+import { ApiError, getJSON, postJSON, runPath } from "./api";
+import { ChartsPanel } from "./charts";
+import { append, clear, h, text } from "./dom";
+import { fmtDuration, fmtNum, fmtTime, isTerminal, liveDuration, statusClass, statusLabel } from "./format";
+import { HealthPanel } from "./health";
+import { HistoryTable } from "./history";
+import { LiveStream } from "./live";
+import { LogsView } from "./logs";
+import { RolloutsView } from "./rollouts";
+import type { Checkpoint, HealthResponse, LogEntry, MetricKey, PointsEvent, RunDetail, RunSummary } from "./types";
+
+const ACTIVE = new Set(["QUEUED", "PREPARING", "RUNNING"]);
+
+function tile(label: string, value: string, id?: string): HTMLElement {
+  return h("div", { class: "tile", ...(id ? { "data-tile": id } : {}) }, h("div", { class: "tile-label" }, label), h("div", { class: "tile-value" }, value));
+}
+
+function kv(rows: [string, unknown][]): HTMLElement {
+  return h(
+    "dl",
+    { class: "kv" },
+    ...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v === null || v === undefined || v === "" ? "—" : typeof v === "object" ? JSON.stringify(v) : String(v))]),
+  );
+}
+
+export class DetailView {
+  readonly el = h("main", { class: "detail", id: "detail" });
+  private detail: RunDetail | null = null;
+  private charts: ChartsPanel | null = null;
+  private logs: LogsView | null = null;
+  private rollouts: RolloutsView | null = null;
+  private health: HealthPanel | null = null;
+  private stream: LiveStream | null = null;
+  private notice = h("div", { class: "notice", role: "status" });
+  private header = h("header", { class: "detail-head" });
+  private tilesEl = h("div", { class: "tiles" });
+  private scalarsEl = h("div", { class: "tiles scalars", id: "scalars" });
+  private cardsEl = h("div", { class: "cards" });
+  private overview = h("div", { class: "tab-body", "data-tab": "overview" });
+  private rolloutsEl = h("div", { class: "tab-body", "data-tab": "rollouts", hidden: "" });
+  private lastStep: number | null = null;
+  private ticker: number | undefined;
+  private disposed = false;
+
+  constructor(
+    private readonly runId: string,
+    private tab: string,
+    private readonly onTab: (tab: string) => void,
+    private readonly onRunChanged: (run: RunSummary) => void,
+  ) {}
+
+  async load(): Promise<void> {
+    const [detail, keys] = await Promise.all([
+      getJSON<RunDetail & { cursor: string }>(runPath(this.runId)),
+      getJSON<{ keys: MetricKey[] }>(`${runPath(this.runId)}/metrics/keys`),
+    ]);
+    if (this.disposed) return;
+    this.detail = detail;
+    this.lastStep = detail.scalars.steps;
+    this.charts = new ChartsPanel(detail.run.run_id);
+    this.logs = new LogsView(detail.run.run_id);
+    this.health = new HealthPanel(detail.run.run_id);
+    const history = new HistoryTable(detail.run.run_id);
+    this.renderHeader();
+    this.renderTiles();
+    this.overview.replaceChildren(this.tilesEl, this.scalarsEl, this.health.el, this.charts.el, history.el, this.cardsEl, this.logs.el);
+    this.el.replaceChildren(this.header, this.notice, this.overview, this.rolloutsEl);
+    await this.renderCards();
+    await Promise.all([
+      this.charts.load(),
+      history.init(keys.keys),
+      this.logs.load(),
+      this.health.load().then((f) => this.charts?.setFindings(f)),
+    ]);
+    if (this.disposed) return;
+    this.showTab(this.tab);
+    this.stream = new LiveStream(`/api${runPath(detail.run.run_id)}/stream?cursor=${encodeURIComponent(detail.cursor)}`, {
+      points: (d) => this.onPoints(d as PointsEvent[]),
+      log: (d) => this.logs?.append(d as LogEntry),
+      phase: (d) => void this.onPhase(d as RunSummary),
+      health: (d) => {
+        const resp = d as HealthResponse;
+        this.health?.show(resp);
+        this.charts?.setFindings(resp.findings);
+      },
+    }, (up) => this.el.classList.toggle("offline", !up));
+    this.ticker = window.setInterval(() => this.tickDuration(), 1000);
+    this.el.dataset.loaded = "true";
+  }
+
+  private onPoints(batch: PointsEvent[]): void {
+    for (const ev of batch) {
+      this.charts?.applyPoints(ev);
+      if (this.lastStep === null || ev.step > this.lastStep) this.lastStep = ev.step;
+    }
+    const steps = this.scalarsEl.querySelector('[data-tile="steps"] .tile-value');
+    if (steps) steps.textContent = fmtNum(this.lastStep);
+  }
+
+  private async onPhase(run: RunSummary): Promise<void> {
+    this.onRunChanged(run);
+    const detail = await getJSON<RunDetail & { cursor: string }>(runPath(this.runId));
+    if (this.disposed) return;
+    this.detail = detail;
+    this.renderHeader();
+    this.renderTiles();
+    await this.renderCards();
+  }
+
+  private renderHeader(): void {
+    const d = this.detail;
+    if (!d) return;
+    const run = d.run;
+    const actions = h("div", { class: "actions" });
+    if (ACTIVE.has(run.status.toUpperCase())) actions.appendChild(this.actionButton("Cancel", "cancel"));
+    if (isTerminal(run.status)) actions.appendChild(this.actionButton("Retry", "retry"));
+    const tabs = h("nav", { class: "tabs" }, this.tabButton("Overview", "overview"), this.tabButton("Rollouts", "rollouts"));
+    clear(this.header);
+    append(this.header,
+      h(
+        "div",
+        { class: "title-row" },
+        h("h2", { id: "run-title" }, run.name),
+        h("span", { class: `badge ${statusClass(run.status)}`, id: "run-status" }, h("span", { class: "dot" }), statusLabel(run.status)),
+        run.stage ? h("span", { class: "muted" }, run.stage) : null,
+        actions,
+      ),
+      h("p", { class: "summary", id: "run-summary" }, d.summary),
+      run.reason ? h("p", { class: "reason" }, run.reason) : null,
+      tabs,
+    );
+  }
+
+  private actionButton(label: string, action: "cancel" | "retry"): HTMLElement {
+    const b = h("button", { class: `btn ${action === "cancel" ? "danger" : ""}`, id: `action-${action}` }, label);
+    b.addEventListener("click", async () => {
+      this.notice.textContent = "";
+      try {
+        await postJSON(`${runPath(this.runId)}/${action}`);
+        this.notice.textContent = `${label} requested.`;
+      } catch (e) {
+        this.notice.textContent = e instanceof ApiError ? e.message : String(e);
+        this.notice.classList.add("error");
+      }
+    });
+    return b;
+  }
+
+  private tabButton(label: string, tab: string): HTMLElement {
+    const b = h("button", { class: `tab ${this.tab === tab ? "active" : ""}`, "data-tab-button": tab }, label);
+    b.addEventListener("click", () => this.showTab(tab));
+    return b;
+  }
+
+  private showTab(tab: string): void {
+    this.tab = tab;
+    this.onTab(tab);
+    this.overview.hidden = tab !== "overview";
+    this.rolloutsEl.hidden = tab !== "rollouts";
+    for (const b of this.header.querySelectorAll<HTMLElement>("[data-tab-button]")) b.classList.toggle("active", b.dataset.tabButton === tab);
+    if (tab === "rollouts" && !this.rollouts && this.detail) {
+      this.rollouts = new RolloutsView(this.detail.run.run_id);
+      this.rolloutsEl.replaceChildren(this.rollouts.el);
+      void this.rollouts.load();
+    }
+  }
+
+  private renderTiles(): void {
+    const d = this.detail;
+    if (!d) return;
+    const run = d.run;
+    this.tilesEl.replaceChildren(
+      tile("Backend", run.backend ?? "—"),
+      tile("Trainer", run.trainer ?? "—"),
+      tile("Dataset", run.dataset ?? "—"),
+      tile("Duration", fmtDuration(liveDuration(run.started_at, run.ended_at, run.duration_s)), "duration"),
+    );
+    const s = d.scalars;
+    const tiles: [string, number | null, string][] = [
+      ["Steps", s.steps, "steps"],
+      ["Examples", s.examples, "examples"],
+      ["Tokens", s.tokens, "tokens"],
+      ["Grad accum", s.grad_accum, "grad_accum"],
+      ["Best train loss", s.best_train_loss, "best_train_loss"],
+      ["Latest train loss", s.latest_train_loss, "latest_train_loss"],
+      ["Eval loss", s.eval_loss, "eval_loss"],
+      ["Mean reward", s.mean_reward, "mean_reward"],
+    ];
+    this.scalarsEl.replaceChildren(...tiles.filter(([, v, id]) => v !== null || id === "steps").map(([l, v, id]) => tile(l, fmtNum(v), id)));
+  }
+
+  private tickDuration(): void {
+    const run = this.detail?.run;
+    if (!run || run.ended_at) return;
+    const el = this.tilesEl.querySelector('[data-tile="duration"] .tile-value');
+    if (el) el.textContent = fmtDuration(liveDuration(run.started_at, run.ended_at, run.duration_s));
+  }
+
+  private async renderCards(): Promise<void> {
+    const d = this.detail;
+    if (!d) return;
+    const run = d.run;
+    const { checkpoints } = await getJSON<{ checkpoints: Checkpoint[] }>(`${runPath(this.runId)}/checkpoints`);
+    const refs: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(d.manifest)) {
+      if (/(_url|_sha|sha|dirty|host|url|dir|wandb)/i.test(k)) refs[k] = v;
+    }
+    refs.checkpoints = checkpoints.map((c) => ({ step: c.step, kind: c.kind, id: c.id, path: c.path }));
+    const settings = h("details", { class: "card", id: "settings" }, h("summary", {}, h("h3", {}, "Settings")));
+    const cfg = h("pre", { class: "code" });
+    cfg.textContent = d.settings.config ?? "(no config recorded)";
+    const eng = h("pre", { class: "code" });
+    eng.textContent = d.settings.engine_config ? text(d.settings.engine_config) : "(no engine config recorded)";
+    settings.append(h("h4", {}, "Config"), cfg, h("h4", {}, "Engine config"), eng);
+    const art = h("pre", { class: "code" });
+    art.textContent = JSON.stringify(refs, null, 2);
+    this.cardsEl.replaceChildren(
+      h(
+        "section",
+        { class: "card", id: "job-details" },
+        h("h3", {}, "Job details"),
+        kv([
+          ["Model", run.base_model],
+          ["Backend", run.backend],
+          ["Trainer", run.trainer],
+          ["Method", run.method],
+          ["Status", statusLabel(run.status)],
+          ["Stage", run.stage],
+          ["Observed step", run.observed_step],
+          ["Saved step", run.saved_step],
+          ["Run id", run.run_id],
+          ["Project", run.project],
+          ["Group", run.group],
+          ["Tags", run.tags.join(", ")],
+          ["Created", fmtTime(run.created_at)],
+          ["Started", fmtTime(run.started_at)],
+          ["Ended", fmtTime(run.ended_at)],
+          ["Failure reason", run.reason],
+        ]),
+      ),
+      h("section", { class: "card", id: "artifacts" }, h("h3", {}, "Artifacts & refs"), art),
+      settings,
+    );
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    window.clearInterval(this.ticker);
+    this.stream?.close();
+    this.charts?.dispose();
+  }
+}

@@ -1,0 +1,72 @@
+// The history table: every step of the run, a page at a time.
+
+import { getJSON, runPath } from "./api";
+import { HISTORY_COLUMNS, resolveLines } from "./chartspecs";
+import { clear, h } from "./dom";
+import { fmtNum } from "./format";
+import type { HistoryPage, MetricKey } from "./types";
+
+const PAGE = 50;
+
+export class HistoryTable {
+  readonly el: HTMLElement;
+  private body = h("tbody");
+  private head = h("thead");
+  private info = h("span", { class: "muted" });
+  private prev = h("button", { class: "btn", disabled: "" }, "‹ Earlier");
+  private next = h("button", { class: "btn", disabled: "" }, "Later ›");
+  private first = h("button", { class: "btn" }, "First");
+  private last = h("button", { class: "btn" }, "Latest");
+  private columns: { label: string; key: string }[] = [];
+  private page: HistoryPage | null = null;
+
+  constructor(private readonly runId: string) {
+    this.el = h(
+      "section",
+      { class: "card history", id: "history" },
+      h("div", { class: "card-head" }, h("h3", {}, "History"), h("div", { class: "pager" }, this.first, this.prev, this.info, this.next, this.last)),
+      h("div", { class: "table-wrap" }, h("table", { class: "table" }, this.head, this.body)),
+    );
+    this.prev.addEventListener("click", () => void this.load({ before: this.page?.prev_cursor ?? null }));
+    this.next.addEventListener("click", () => void this.load({ after: this.page?.next_cursor ?? null }));
+    this.first.addEventListener("click", () => void this.load({}));
+    this.last.addEventListener("click", () => void this.load({ order: "latest" }));
+  }
+
+  async init(keys: MetricKey[]): Promise<void> {
+    const known = new Set(keys.map((k) => k.key));
+    const picked = new Set<string>();
+    for (const spec of HISTORY_COLUMNS) {
+      const [line] = resolveLines({ id: spec.label, title: spec.label, group: "", lines: [spec] }, known);
+      if (line && !picked.has(line.key)) {
+        picked.add(line.key);
+        this.columns.push({ label: spec.label, key: line.key });
+      }
+    }
+    if (!this.columns.length) {
+      for (const k of keys.slice(0, 6)) this.columns.push({ label: k.key, key: k.key });
+    }
+    clear(this.head);
+    this.head.appendChild(h("tr", {}, h("th", {}, "step"), ...this.columns.map((c) => h("th", { title: c.key }, c.label))));
+    await this.load({});
+  }
+
+  private async load(where: { after?: string | null; before?: string | null; order?: string }): Promise<void> {
+    const q = new URLSearchParams({ limit: String(PAGE) });
+    for (const c of this.columns) q.append("key", c.key);
+    if (where.after) q.set("after", where.after);
+    if (where.before) q.set("before", where.before);
+    if (where.order) q.set("order", where.order);
+    this.page = await getJSON<HistoryPage>(`${runPath(this.runId)}/history?${q.toString()}`);
+    clear(this.body);
+    for (const row of this.page.rows) {
+      this.body.appendChild(h("tr", {}, h("td", {}, String(row.step)), ...this.columns.map((c) => h("td", {}, fmtNum(row.values[c.key] ?? null)))));
+    }
+    if (!this.page.rows.length) this.body.appendChild(h("tr", {}, h("td", { colspan: String(this.columns.length + 1), class: "muted" }, "No steps yet.")));
+    const rows = this.page.rows;
+    this.info.textContent = rows.length ? `steps ${rows[0].step}–${rows[rows.length - 1].step} of ${this.page.total}` : "";
+    this.prev.disabled = !this.page.prev_cursor;
+    this.next.disabled = !this.page.next_cursor;
+    this.el.dataset.total = String(this.page.total);
+  }
+}

@@ -1,0 +1,73 @@
+// Live logs: timestamp, level, message, and an expandable data payload.
+
+import { getJSON, runPath } from "./api";
+import { h, text } from "./dom";
+import { fmtTime } from "./format";
+import type { LogEntry, LogPage } from "./types";
+
+const LEVELS = ["", "DEBUG", "INFO", "WARNING", "ERROR"];
+const RANK: Record<string, number> = { DEBUG: 10, INFO: 20, WARNING: 30, WARN: 30, ERROR: 40, CRITICAL: 50 };
+
+export class LogsView {
+  readonly el: HTMLElement;
+  private list = h("div", { class: "logs", id: "logs" });
+  private level = h("select", { "aria-label": "Minimum level" }, ...LEVELS.map((l) => h("option", { value: l }, l || "all levels")));
+  private older = h("button", { class: "btn", hidden: "" }, "Older");
+  private cursor: string | null = null;
+  private seen = new Set<number>();
+
+  constructor(private readonly runId: string) {
+    this.el = h(
+      "section",
+      { class: "card", id: "live-logs" },
+      h("div", { class: "card-head" }, h("h3", {}, "Live logs"), this.level),
+      this.list,
+      this.older,
+    );
+    this.level.addEventListener("change", () => void this.load());
+    this.older.addEventListener("click", () => void this.loadOlder());
+  }
+
+  async load(): Promise<void> {
+    this.list.replaceChildren();
+    this.seen.clear();
+    const page = await getJSON<LogPage>(`${runPath(this.runId)}/logs`, { level: this.level.value, limit: 200 });
+    // the API pages newest first; show oldest at the top
+    for (const e of [...page.logs].reverse()) this.list.appendChild(this.entry(e));
+    this.cursor = page.next_cursor;
+    this.older.hidden = !this.cursor;
+    this.list.scrollTop = this.list.scrollHeight;
+  }
+
+  private async loadOlder(): Promise<void> {
+    if (!this.cursor) return;
+    const page = await getJSON<LogPage>(`${runPath(this.runId)}/logs`, { level: this.level.value, limit: 200, cursor: this.cursor });
+    for (const e of page.logs) this.list.insertBefore(this.entry(e), this.list.firstChild);
+    this.cursor = page.next_cursor;
+    this.older.hidden = !this.cursor;
+  }
+
+  append(e: LogEntry): void {
+    if (this.seen.has(e.seq)) return;
+    const min = RANK[this.level.value] ?? 0;
+    if ((RANK[e.level.toUpperCase()] ?? 20) < min) return;
+    const stick = this.list.scrollTop + this.list.clientHeight >= this.list.scrollHeight - 8;
+    this.list.appendChild(this.entry(e));
+    if (stick) this.list.scrollTop = this.list.scrollHeight;
+  }
+
+  private entry(e: LogEntry): HTMLElement {
+    this.seen.add(e.seq);
+    const row = h(
+      "div",
+      { class: `log-row level-${e.level.toLowerCase()}` },
+      h("span", { class: "log-ts" }, fmtTime(e.ts)),
+      h("span", { class: "log-level" }, e.level),
+      h("span", { class: "log-msg" }, e.message),
+    );
+    if (e.data !== null && e.data !== undefined) {
+      return h("details", { class: "log-entry" }, h("summary", {}, row), h("pre", { class: "log-data" }, text(e.data)));
+    }
+    return h("div", { class: "log-entry" }, row);
+  }
+}

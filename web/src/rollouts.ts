@@ -1,0 +1,99 @@
+// The Rollouts tab: pick a step and split, sort best/worst N by reward, and read
+// prompts and completions. Model output is untrusted: it is only ever text.
+
+import { getJSON, runPath } from "./api";
+import { clear, h } from "./dom";
+import { fmtNum } from "./format";
+import type { Sample, SamplesResponse } from "./types";
+
+function messageText(v: unknown): string {
+  if (typeof v === "string") return v;
+  if (Array.isArray(v)) {
+    return v
+      .map((m) => {
+        if (m && typeof m === "object" && "content" in m) {
+          const msg = m as { role?: unknown; content?: unknown };
+          return `[${String(msg.role ?? "message")}]\n${typeof msg.content === "string" ? msg.content : JSON.stringify(msg.content)}`;
+        }
+        return typeof m === "string" ? m : JSON.stringify(m);
+      })
+      .join("\n\n");
+  }
+  if (v === null || v === undefined) return "";
+  return JSON.stringify(v, null, 2);
+}
+
+export class RolloutsView {
+  readonly el: HTMLElement;
+  private step = h("select", { id: "rollout-step", "aria-label": "Step" });
+  private mode = h(
+    "select",
+    { id: "rollout-mode", "aria-label": "Order" },
+    h("option", { value: "all" }, "all, in order"),
+    h("option", { value: "best" }, "best N"),
+    h("option", { value: "worst" }, "worst N"),
+  );
+  private n = h("input", { id: "rollout-n", type: "number", min: "1", max: "500", value: "5", "aria-label": "N" });
+  private list = h("div", { class: "rollouts", id: "rollouts" });
+  private info = h("p", { class: "muted" });
+
+  constructor(private readonly runId: string) {
+    this.el = h(
+      "section",
+      { class: "card" },
+      h("div", { class: "card-head" }, h("h3", {}, "Rollouts"), h("div", { class: "controls" }, "Step ", this.step, " ", this.mode, " N ", this.n)),
+      this.info,
+      this.list,
+    );
+    for (const c of [this.step, this.mode, this.n]) c.addEventListener("change", () => void this.load());
+  }
+
+  async load(): Promise<void> {
+    const [step, split] = this.step.value ? this.step.value.split("|") : [null, null];
+    const mode = this.mode.value;
+    const resp = await getJSON<SamplesResponse>(`${runPath(this.runId)}/samples`, {
+      step,
+      split,
+      best: mode === "best" ? this.n.value : null,
+      worst: mode === "worst" ? this.n.value : null,
+      limit: mode === "all" ? 200 : null,
+    });
+    if (!this.step.options.length || this.step.options.length !== resp.available.length) {
+      clear(this.step);
+      for (const a of resp.available) {
+        this.step.appendChild(h("option", { value: `${a.step}|${a.split}` }, `step ${a.step} · ${a.split} (${a.count})`));
+      }
+    }
+    if (resp.step !== null) this.step.value = `${resp.step}|${resp.split}`;
+    clear(this.list);
+    if (!resp.available.length) {
+      this.info.textContent = "This run has kept no rollouts.";
+      return;
+    }
+    this.info.textContent = `${resp.samples.length} of ${resp.total} rollouts at step ${resp.step} (${resp.split})`;
+    for (const s of resp.samples) this.list.appendChild(this.card(s));
+    this.list.dataset.count = String(resp.samples.length);
+  }
+
+  private card(s: Sample): HTMLElement {
+    const terms = Object.entries(s.reward_terms ?? {});
+    const facts: [string, string][] = [
+      ["reward", fmtNum(s.reward)],
+      ["advantage", fmtNum(s.advantage)],
+      ["group", s.group === null || s.group === undefined ? "—" : String(s.group)],
+      ["truncated", s.truncated === null ? "—" : s.truncated ? "yes" : "no"],
+      ...Object.entries(s.tokens ?? {}).map(([k, v]): [string, string] => [k, fmtNum(v)]),
+    ];
+    const prompt = h("pre", { class: "prompt" });
+    prompt.textContent = messageText(s.prompt);
+    const completion = h("pre", { class: "completion" });
+    completion.textContent = messageText(s.completion);
+    return h(
+      "article",
+      { class: "rollout", "data-index": String(s.index) },
+      h("div", { class: "facts" }, ...facts.map(([k, v]) => h("span", { class: "fact" }, h("b", {}, k), " ", v))),
+      terms.length ? h("div", { class: "terms" }, h("b", {}, "reward terms "), ...terms.map(([k, v]) => h("span", { class: "term" }, `${k}: ${fmtNum(v)}`))) : null,
+      h("div", { class: "io" }, h("div", {}, h("h5", {}, "Prompt"), prompt), h("div", {}, h("h5", {}, "Completion"), completion)),
+    );
+  }
+}

@@ -1,0 +1,146 @@
+// The left-hand job list: search, status dots, live durations, batches of 100.
+
+import { getJSON } from "./api";
+import { clear, h } from "./dom";
+import { fmtDuration, liveDuration, statusClass, statusLabel } from "./format";
+import type { RunList, RunSummary } from "./types";
+
+export class RunListView {
+  readonly el: HTMLElement;
+  private rows = new Map<string, { run: RunSummary; el: HTMLElement }>();
+  private list = h("ul", { class: "run-list", id: "run-list" });
+  private more = h("button", { class: "btn more", id: "load-more", hidden: "" }, "Load 100 more");
+  private search = h("input", { type: "search", id: "search", placeholder: "Search name, id, status, model, dataset, trainer, backend", "aria-label": "Search runs" });
+  private status = h("p", { class: "muted list-status" });
+  private cursor: string | null = null;
+  private searchTimer: number | undefined;
+  private ticker: number;
+  private generation = 0;
+  selected: string | null = null;
+
+  constructor(
+    private project: string | null,
+    q: string,
+    private readonly onSelect: (run: RunSummary) => void,
+    private readonly onSearch: (q: string) => void,
+  ) {
+    this.search.value = q;
+    this.search.addEventListener("input", () => {
+      window.clearTimeout(this.searchTimer);
+      this.searchTimer = window.setTimeout(() => {
+        this.onSearch(this.search.value);
+        void this.reload();
+      }, 200);
+    });
+    this.more.addEventListener("click", () => void this.loadMore());
+    this.el = h("aside", { class: "sidebar" }, h("div", { class: "search-box" }, this.search), this.status, this.list, this.more);
+    this.ticker = window.setInterval(() => this.tick(), 1000);
+  }
+
+  get query(): string {
+    return this.search.value.trim();
+  }
+
+  setProject(project: string | null): void {
+    this.project = project;
+    void this.reload();
+  }
+
+  async reload(): Promise<void> {
+    const gen = ++this.generation;
+    const page = await getJSON<RunList>("/runs", { project: this.project, q: this.query, limit: 100 });
+    if (gen !== this.generation) return;
+    clear(this.list);
+    this.rows.clear();
+    this.add(page);
+  }
+
+  private async loadMore(): Promise<void> {
+    if (!this.cursor) return;
+    const gen = this.generation;
+    const page = await getJSON<RunList>("/runs", { project: this.project, q: this.query, limit: 100, cursor: this.cursor });
+    if (gen === this.generation) this.add(page);
+  }
+
+  private add(page: RunList): void {
+    for (const run of page.runs) {
+      if (this.rows.has(run.run_id)) continue;
+      const el = this.rowEl(run);
+      this.list.appendChild(el);
+      this.rows.set(run.run_id, { run, el });
+    }
+    this.cursor = page.next_cursor;
+    this.more.hidden = !this.cursor;
+    this.status.textContent = this.rows.size ? `${this.rows.size} run${this.rows.size === 1 ? "" : "s"}${this.cursor ? "+" : ""}` : "No runs match.";
+    this.list.dataset.count = String(this.rows.size);
+    this.highlight();
+  }
+
+  /** A run changed or appeared (from the live list stream). */
+  upsert(run: RunSummary): void {
+    if (this.project && run.project !== this.project) return;
+    const existing = this.rows.get(run.run_id);
+    if (existing) {
+      const el = this.rowEl(run);
+      existing.el.replaceWith(el);
+      this.rows.set(run.run_id, { run, el });
+    } else if (!this.query || this.matches(run, this.query)) {
+      const el = this.rowEl(run);
+      this.list.insertBefore(el, this.list.firstChild);
+      this.rows.set(run.run_id, { run, el });
+      this.list.dataset.count = String(this.rows.size);
+    }
+    this.highlight();
+  }
+
+  get(runId: string): RunSummary | undefined {
+    return this.rows.get(runId)?.run;
+  }
+
+  select(runId: string | null): void {
+    this.selected = runId;
+    this.highlight();
+  }
+
+  private matches(run: RunSummary, q: string): boolean {
+    const hay = [run.name, run.run_id, run.status, run.base_model, run.dataset, run.trainer, run.backend].join(" ").toLowerCase();
+    return hay.includes(q.toLowerCase());
+  }
+
+  private highlight(): void {
+    for (const [id, { el }] of this.rows) el.classList.toggle("selected", id === this.selected);
+  }
+
+  private rowEl(run: RunSummary): HTMLElement {
+    const dur = h("span", { class: "duration" }, fmtDuration(liveDuration(run.started_at, run.ended_at, run.duration_s)));
+    const li = h(
+      "li",
+      { class: "run-row", "data-run": run.run_id, tabindex: "0", role: "button" },
+      h("div", { class: "run-name" }, run.name || `${run.backend ?? "?"}/${run.trainer ?? "?"}`),
+      h("div", { class: "run-model muted" }, run.base_model ?? "—"),
+      h(
+        "div",
+        { class: "run-meta" },
+        h("span", { class: `status ${statusClass(run.status)}` }, h("span", { class: "dot" }), statusLabel(run.status)),
+        dur,
+      ),
+    );
+    li.addEventListener("click", () => this.onSelect(run));
+    li.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") this.onSelect(run);
+    });
+    return li;
+  }
+
+  private tick(): void {
+    for (const { run, el } of this.rows.values()) {
+      if (run.ended_at || !run.started_at) continue;
+      const d = el.querySelector(".duration");
+      if (d) d.textContent = fmtDuration(liveDuration(run.started_at, run.ended_at, run.duration_s));
+    }
+  }
+
+  dispose(): void {
+    window.clearInterval(this.ticker);
+  }
+}
