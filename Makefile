@@ -1,0 +1,44 @@
+# runwatch: `make demo` runs the main job, `make test` the whole suite. Both set up a
+# fresh machine themselves (a .venv with the pinned CPU build of PyTorch, the web app).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The CPU build lies on disk; any other torch request may pull a multi-GB CUDA build.
+TORCH := torch==2.13.0
+STAMP := $(VENV)/.installed
+WEB_STAMP := src/runwatch/server/static/index.html
+
+.PHONY: all venv web demo test bench lint clean
+
+all: venv web
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q -e ".[server,dev,recipes]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# The web app is built only when its sources exist; running runwatch needs no Node.
+web: $(STAMP)
+	@if [ -f web/package.json ]; then \
+	  cd web && (npm ci --no-audit --no-fund --loglevel=error || npm install --no-audit --no-fund --loglevel=error) && npm run build; \
+	fi
+
+demo: venv web
+	$(BIN)/runwatch demo
+
+test: venv web
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+bench: venv web
+	$(BIN)/python bench/run_all.py
+
+lint: venv
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) web/node_modules src/runwatch/server/static runs

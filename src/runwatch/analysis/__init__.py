@@ -1,0 +1,1 @@
+"""Derived views of runs: phase timing and cost, downsampling, compare, spikes."""

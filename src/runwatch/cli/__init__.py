@@ -1,0 +1,1 @@
+"""The `runwatch` command line (Typer + Rich)."""

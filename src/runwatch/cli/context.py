@@ -1,0 +1,54 @@
+"""Where the CLI finds runs and their index, and bringing the index up to date."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from runwatch.ingest.indexer import Indexer, IndexReport
+from runwatch.store import StoreError, open_engine
+
+DEFAULT_DIR = "runs"
+INDEX_DIRNAME = ".runwatch"
+
+
+def runs_dir(option: Path | None) -> Path:
+    """--dir, else RUNWATCH_DIR, else ./runs."""
+    if option is not None:
+        return option
+    return Path(os.environ.get("RUNWATCH_DIR") or DEFAULT_DIR)
+
+
+def default_db(directory: Path) -> Path:
+    """The embedded index of a runs folder lives inside it, in a folder runs never use."""
+    return directory / INDEX_DIRNAME / "index.db"
+
+
+@dataclass
+class Context:
+    directory: Path
+    engine: Engine
+
+    def refresh(self) -> IndexReport:
+        """Index what is new in the folder, so answers are current."""
+        return Indexer(self.engine, self.directory).index_once()
+
+
+def open_context(directory: Path | None, db: str | None, refresh: bool = True) -> Context:
+    from runwatch.cli.output import fail
+
+    d = runs_dir(directory)
+    if directory is not None and not d.is_dir():
+        raise fail(f"{d} is not a folder of runs", ["pass --dir DIR with the folder your "
+                                                     "training loop gives runwatch.init(dir=…)"])
+    try:
+        engine = open_engine(db or default_db(d))
+    except StoreError as exc:
+        raise fail(str(exc)) from exc
+    ctx = Context(d, engine)
+    if refresh:
+        ctx.refresh()
+    return ctx

@@ -1,0 +1,37 @@
+"""The `runwatch` command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runwatch.cli import runs
+from runwatch.cli.context import open_context
+from runwatch.cli.output import console
+
+app = typer.Typer(
+    help="runwatch: monitor LLM post-training runs (SFT, DPO, GRPO).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(runs.app, name="runs")
+
+
+@app.command("index")
+def index_cmd(
+    directory: Annotated[Path, typer.Argument(help="Folder of run directories.")] = Path("runs"),
+    db: Annotated[str | None, typer.Option("--db", help="Index database URL or SQLite path.")
+                  ] = None,
+) -> None:
+    """Index what is new in a folder of runs (safe to repeat: it adds only what is new)."""
+    ctx = open_context(directory, db, refresh=False)
+    report = ctx.refresh()
+    c = console()
+    c.print(f"indexed {report.runs} runs ({report.new_runs} new), {report.rows} new rows "
+            f"from {directory}")
+    for p in report.problems[:50]:
+        c.print(f"  warning: {p}", markup=False)
+    if len(report.problems) > 50:
+        c.print(f"  … and {len(report.problems) - 50} more warnings")

@@ -1,0 +1,252 @@
+"""`runwatch runs …`: list, get, metrics and logs of indexed runs."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from sqlalchemy import Connection, Row
+
+
+from runwatch.cli.context import open_context
+from runwatch.cli.output import (
+    Output,
+    console,
+    emit,
+    fail,
+    fmt_cell,
+    fmt_duration,
+    make_table,
+)
+from runwatch.store import queries as q
+from runwatch.store.detail import run_detail
+
+app = typer.Typer(help="Read the runs in the index.", no_args_is_help=True)
+
+DirOpt = Annotated[Path | None, typer.Option("--dir", help="Folder of runs (default: "
+                                             "$RUNWATCH_DIR or ./runs).", show_default=False)]
+DbOpt = Annotated[str | None, typer.Option("--db", help="Index database URL or SQLite path "
+                                           "(default: DIR/.runwatch/index.db).")]
+OutOpt = Annotated[Output, typer.Option("-o", "--output", help="table, wide or json.")]
+JqOpt = Annotated[str | None, typer.Option("--jq", help="Filter the JSON output with a jq "
+                                           "expression.")]
+RunArg = Annotated[str, typer.Argument(help="Run id, or a unique prefix of an id or name.")]
+
+
+def _resolve(conn: Connection, ref: str) -> Row[Any]:
+    try:
+        return q.resolve_run(conn, ref)
+    except q.RunNotFound as exc:
+        hints = [f"candidates:"] + [f"  {c}" for c in exc.candidates] if exc.candidates else []
+        raise fail(str(exc), hints) from exc
+
+
+def _summary(run: Row[Any]) -> dict[str, Any]:
+    end = run.ended_at or (run.updated_at if q.process_gone(run) else time.time())
+    start = run.started_at or run.created_at
+    return {
+        "run_id": run.run_id, "name": run.name, "project": run.project, "status": run.status,
+        "process_gone": q.process_gone(run), "method": run.method,
+        "base_model": run.base_model, "dataset": run.dataset, "trainer": run.trainer,
+        "backend": run.backend, "observed_step": run.observed_step,
+        "saved_step": run.saved_step, "created_at": run.created_at,
+        "duration_s": max(0.0, end - start) if end else None, "reason": run.reason,
+    }
+
+
+def _status_text(d: dict[str, Any]) -> str:
+    return f"{d['status']} (process gone)" if d["process_gone"] else d["status"]
+
+
+@app.command("list")
+def list_cmd(
+    directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table, jq: JqOpt = None,
+    search: Annotated[str | None, typer.Option(help="Match name, id, status, model, dataset, "
+                                               "trainer or backend.")] = None,
+    project: Annotated[str | None, typer.Option(help="Only this project.")] = None,
+    status: Annotated[str | None, typer.Option(help="Only runs in this phase.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 100,
+) -> None:
+    """List runs, newest first."""
+    ctx = open_context(directory, db)
+    with ctx.engine.connect() as conn:
+        data = [_summary(r) for r in q.list_runs(conn, search, project, status, limit)]
+
+    def table(wide: bool) -> None:
+        cols = ["NAME", "ID", "STATUS", "METHOD", "MODEL", "STEP", "DURATION"]
+        if wide:
+            cols += ["PROJECT", "DATASET", "TRAINER", "REASON"]
+        rows = []
+        for d in data:
+            row = [d["name"], d["run_id"][:8], _status_text(d), d["method"], d["base_model"],
+                   d["observed_step"], fmt_duration(d["duration_s"])]
+            if wide:
+                row += [d["project"], d["dataset"], d["trainer"], d["reason"]]
+            rows.append(row)
+        console().print(make_table(cols, rows))
+        if not data:
+            console().print(f"no runs in {ctx.directory}")
+
+    emit(data, output, jq, table)
+
+
+@app.command("get")
+def get_cmd(
+    run: RunArg, directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
+    jq: JqOpt = None,
+    settings: Annotated[bool, typer.Option("--settings", help="Add the run's settings.")] = False,
+) -> None:
+    """Show a run's state, results and cost (and settings with --settings or -o wide)."""
+    ctx = open_context(directory, db)
+    with ctx.engine.connect() as conn:
+        row = _resolve(conn, run)
+        detail = run_detail(conn, row)
+
+    def table(wide: bool) -> None:
+        c = console()
+        st = detail["state"]
+        c.print(f"[bold]{detail['name']}[/]  {detail['run_id']}")
+        status = st["phase"] + (" (the training process is gone: it stopped before it "
+                                "finished)" if st["process_gone"] else "")
+        lines = [("Project", st["project"]), ("Method", st["method"]),
+                 ("Base model", st["base_model"]), ("Dataset", st["dataset"]),
+                 ("Trainer", st["trainer"]), ("Phase", status)]
+        if st["stage"]:
+            prog = st["progress"]
+            extra = f" ({prog['done']}/{prog['total']})" if prog else ""
+            lines.append(("Stage", f"{st['stage']}{extra}"))
+        lines += [("Observed step", st["observed_step"]), ("Saved step", st["saved_step"])]
+        if st["reason"]:
+            lines.append(("Reason", st["reason"]))
+        _section(c, "State", lines)
+        res = detail["results"]
+        _section(c, "Results", [(k.replace("_", " ").capitalize(), v) for k, v in res.items()
+                                if v is not None])
+        cost = detail["cost"]
+        phases = ", ".join(f"{k.lower()} {fmt_duration(v / 1000)}"
+                           for k, v in cost["timing"]["phaseMillis"].items())
+        mem = cost["peak_memory_bytes"]
+        _section(c, "Cost", [("Duration", fmt_duration(cost["duration_s"])), ("Phases", phases),
+                             ("Device time", f"{cost['device_seconds']:.1f}s"
+                              + (" (estimate)" if cost["device_seconds_estimate"] else ""))]
+                 + [(f"Peak memory {k}", _bytes(v)) for k, v in mem.items()])
+        if detail["problems"]:
+            _section(c, "Problems while indexing", [("", p) for p in detail["problems"]])
+        if settings or wide:
+            import yaml
+
+            c.print("[bold]Settings[/]")
+            c.print(yaml.safe_dump(detail["settings"], sort_keys=False).rstrip(), markup=False)
+
+    emit(detail, output, jq, table)
+
+
+def _section(c: Any, title: str, lines: list[tuple[str, Any]]) -> None:
+    c.print(f"[bold]{title}[/]")
+    for label, value in lines:
+        c.print(f"  {label + ':' if label else ''} {fmt_cell(value)}".rstrip(), markup=False)
+
+
+def _bytes(n: Any) -> str:
+    if not isinstance(n, int | float) or n != n:
+        return fmt_cell(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
+            return f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def parse_steps(text: str | None) -> tuple[int | None, int | None]:
+    """'A:B', 'A:' or ':B' as an inclusive step range."""
+    if not text:
+        return None, None
+    a, sep, b = text.partition(":")
+    try:
+        lo = int(a) if a.strip() else None
+        hi = int(b) if b.strip() else None
+    except ValueError:
+        raise fail(f"--steps {text!r} is not A:B with integer steps", ["e.g. --steps 100:200, "
+                                                                       "--steps 500:"]) from None
+    if not sep:
+        hi = lo
+    return lo, hi
+
+
+@app.command("metrics")
+def metrics_cmd(
+    run: RunArg, directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
+    jq: JqOpt = None,
+    key: Annotated[list[str] | None, typer.Option("--key", "-k", help="Only these metrics "
+                                                  "(repeatable).")] = None,
+    steps: Annotated[str | None, typer.Option(help="Step range A:B (inclusive).")] = None,
+    limit: Annotated[int, typer.Option(help="Table: show the last N steps (json shows all).")
+                     ] = 30,
+) -> None:
+    """The metrics a run logged at each step (every field under `measured`)."""
+    lo, hi = parse_steps(steps)
+    ctx = open_context(directory, db)
+    with ctx.engine.connect() as conn:
+        row = _resolve(conn, run)
+        try:
+            hist = q.history(conn, row.pk, key, lo, hi)
+        except KeyError as exc:
+            raise fail(str(exc.args[0])) from exc
+    data = {"run_id": row.run_id, "name": row.name,
+            "steps": [{"step": h.step, "ts": h.ts, "measured": h.values} for h in hist]}
+
+    def table(wide: bool) -> None:
+        keys = sorted({k for h in hist for k in h.values})
+        if not wide and not key:
+            preferred = ["loss", "val/loss", "accuracy", "val/accuracy", "reward_mean",
+                         "learning_rate", "grad_norm", "grad_clip_factor", "adapter_norm",
+                         "update_ratio"]
+            shown = [k for k in preferred if k in keys] or keys[:8]
+        else:
+            shown = keys
+        tail = hist[-limit:]
+        rows = [[h.step, *[h.values.get(k) for k in shown]] for h in tail]
+        console().print(make_table(["STEP", *shown], rows))
+        if len(hist) > len(tail):
+            console().print(f"showing the last {len(tail)} of {len(hist)} steps "
+                            "(--limit N, --steps A:B, or -o json for all)")
+
+    emit(data, output, jq, table)
+
+
+@app.command("logs")
+def logs_cmd(
+    run: RunArg, directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
+    jq: JqOpt = None,
+    level: Annotated[str | None, typer.Option(help="Only this level and above "
+                                              "(debug, info, warning, error, critical).")
+                     ] = None,
+    tail: Annotated[int, typer.Option(help="The last N lines.")] = 200,
+) -> None:
+    """The structured log lines of a run."""
+    from runwatch.rundir.format import LOG_LEVELS
+
+    if level is not None and level.lower() not in LOG_LEVELS:
+        raise fail(f"--level {level!r} is not one of {', '.join(LOG_LEVELS)}")
+    ctx = open_context(directory, db)
+    with ctx.engine.connect() as conn:
+        row = _resolve(conn, run)
+        data = q.logs(conn, row.pk, level.lower() if level else None, limit=tail, tail=True)
+
+    def table(wide: bool) -> None:
+        rows = []
+        for d in data:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["ts"]))
+            row = [stamp, d["level"].upper(), d["message"]]
+            if wide:
+                row.append("" if d["data"] is None else str(d["data"]))
+            rows.append(row)
+        cols = ["TIME", "LEVEL", "MESSAGE"] + (["DATA"] if wide else [])
+        console().print(make_table(cols, rows))
+
+    emit(data, output, jq, table)
+
+
+

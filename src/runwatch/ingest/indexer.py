@@ -1,0 +1,280 @@
+"""The folder indexer: brings a runs folder's run directories into the index, incrementally.
+
+Each pass reads only what was appended since the last one (byte offsets are stored
+per file), so indexing twice changes nothing and a growing folder costs only its growth.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, Engine, delete, insert, select, update
+
+from runwatch.ingest.records import IngestResult, ingest_records
+from runwatch.ingest.sql import insert_ignore_sql
+from runwatch.rundir import format as fmt
+from runwatch.rundir.jsonl import loads_line
+from runwatch.rundir.reader import read_new
+from runwatch.store import schema as s
+
+KNOWN_FILES = frozenset({fmt.MANIFEST, fmt.CONFIG, fmt.ENGINE_CONFIG, *fmt.FILES})
+# Records are committed in slices of about this many bytes of a file.
+SLICE_BYTES = 16 * 1024 * 1024
+
+PointsHook = Callable[[Connection, int, list[dict[str, Any]]], None]
+
+
+@dataclass
+class IndexReport:
+    """What one pass over a folder did."""
+
+    runs: int = 0
+    new_runs: int = 0
+    rows: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+class Indexer:
+    """Indexes the run directories under `runs_dir` into `engine`'s database."""
+
+    def __init__(self, engine: Engine, runs_dir: Path, on_metrics: PointsHook | None = None):
+        self.engine = engine
+        self.runs_dir = Path(runs_dir)
+        self.on_metrics = on_metrics
+
+    def index_once(self) -> IndexReport:
+        report = IndexReport()
+        if not self.runs_dir.is_dir():
+            return report
+        for entry in sorted(os.scandir(self.runs_dir), key=lambda e: e.name):
+            if entry.is_dir() and not entry.name.startswith("."):
+                self.index_run(Path(entry.path), report)
+        return report
+
+    def index_run(self, run_dir: Path, report: IndexReport) -> int | None:
+        """Index one run directory; returns its run pk, or None if it cannot be indexed."""
+        manifest_path = run_dir / fmt.MANIFEST
+        try:
+            fmt.validate_name(run_dir.name)
+        except fmt.RunDirError as exc:
+            self._problem_once(None, str(run_dir), f"{exc}; the folder is not indexed", report)
+            return None
+        if not manifest_path.is_file():
+            self._problem_once(None, str(run_dir),
+                               f"{run_dir} has no manifest.json, so it is not indexed "
+                               "(a run directory is made by runwatch.init)", report)
+            return None
+        try:
+            manifest = loads_line(manifest_path.read_bytes())
+            if not isinstance(manifest, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as exc:
+            self._problem_once(None, str(manifest_path),
+                               f"{manifest_path} is not readable JSON ({exc}); run not indexed",
+                               report)
+            return None
+        version = manifest.get("schema_version")
+        if version != fmt.SCHEMA_VERSION:
+            self._problem_once(None, str(manifest_path),
+                               f"{manifest_path} has schema_version {version!r}; this runwatch "
+                               f"reads version {fmt.SCHEMA_VERSION}: upgrade runwatch", report)
+            return None
+        run_id = manifest.get("run_id")
+        if not isinstance(run_id, str) or not run_id:
+            self._problem_once(None, str(manifest_path),
+                               f"{manifest_path} has no run_id; run not indexed", report)
+            return None
+        with self.engine.begin() as conn:
+            run_pk, is_new = upsert_run(conn, manifest, run_dir)
+            self._whole_files(conn, run_pk, run_dir)
+        report.runs += 1
+        report.new_runs += int(is_new)
+        for name in fmt.FILES:
+            self._jsonl(run_pk, run_dir / name, report)
+        self._samples_and_foreign(run_pk, run_dir, report)
+        return run_pk
+
+    def _jsonl(self, run_pk: int, path: Path, report: IndexReport) -> None:
+        name = path.name
+        while True:
+            with self.engine.begin() as conn:
+                off = _offset(conn, run_pk, name)
+                res = read_new(path, off["offset"], off["line_no"], SLICE_BYTES)
+                if res.offset == off["offset"] and not res.bad:
+                    return
+                fresh = [r for r in res.records if r["seq"] > off["last_seq"]]
+                result = ingest_records(conn, run_pk, name, fresh) if fresh else IngestResult()
+                last_seq = max((r["seq"] for r in fresh), default=off["last_seq"])
+                problems = [f"{path}: line {b.line_no}: {b.error}" for b in res.bad]
+                problems += [f"{path.parent}/{p}" for p in result.problems]
+                extra = result.problem_count - len(result.problems)
+                if extra > 0:
+                    problems.append(f"{path}: {extra} more problems like the above")
+                for p in problems:
+                    _add_problem(conn, run_pk, str(path), p)
+                conn.execute(update(s.ingest_offsets).where(
+                    s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name
+                ).values(offset=res.offset, line_no=res.line_no, last_seq=last_seq,
+                         bad_lines=s.ingest_offsets.c.bad_lines + len(res.bad)))
+                if problems:
+                    conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values(
+                        problems=s.runs.c.problems + len(problems)))
+                if name == fmt.METRICS and fresh and self.on_metrics is not None:
+                    self.on_metrics(conn, run_pk, fresh)
+                report.rows += result.rows
+                report.problems.extend(problems)
+                if res.offset == off["offset"]:
+                    return
+
+    def _whole_files(self, conn: Connection, run_pk: int, run_dir: Path) -> None:
+        for name, column in ((fmt.CONFIG, "config"), (fmt.ENGINE_CONFIG, "engine_config")):
+            path = run_dir / name
+            try:
+                mtime = path.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            off = _offset(conn, run_pk, name)
+            if off["mtime"] == mtime:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values({column: text}))
+            _set_mtime(conn, run_pk, name, mtime)
+
+    def _samples_and_foreign(self, run_pk: int, run_dir: Path, report: IndexReport) -> None:
+        with self.engine.begin() as conn:
+            for entry in os.scandir(run_dir):
+                name = entry.name
+                if name in KNOWN_FILES or name.endswith(".tmp") or entry.is_dir():
+                    continue
+                parsed = fmt.parse_sample_file_name(name)
+                if parsed is None:
+                    self._problem_once(run_pk, str(entry.path),
+                                       f"{entry.path}: not a file of run format v1; ignored",
+                                       report, conn)
+                    continue
+                mtime = entry.stat().st_mtime
+                off = _offset(conn, run_pk, name)
+                if off["mtime"] == mtime:
+                    continue
+                report.rows += _ingest_samples(conn, run_pk, Path(entry.path), parsed, report)
+                _set_mtime(conn, run_pk, name, mtime)
+
+    def _problem_once(self, run_pk: int | None, path: str, message: str, report: IndexReport,
+                      conn: Connection | None = None) -> None:
+        def go(c: Connection) -> None:
+            seen = c.execute(select(s.ingest_problems.c.id).where(
+                s.ingest_problems.c.path == path, s.ingest_problems.c.message == message)).first()
+            if seen is None:
+                _add_problem(c, run_pk, path, message)
+                report.problems.append(message)
+
+        if conn is not None:
+            go(conn)
+        else:
+            with self.engine.begin() as c:
+                go(c)
+
+
+def upsert_run(conn: Connection, manifest: dict[str, Any], run_dir: Path | None) -> tuple[int, bool]:
+    """Insert or refresh the run row described by `manifest`; returns (pk, is_new)."""
+    r = s.runs.c
+    tags = manifest.get("tags") or []
+    values = {
+        "name": str(manifest.get("name") or (run_dir.name if run_dir else manifest["run_id"])),
+        "project": str(manifest.get("project") or "default"),
+        "group_name": _s(manifest.get("group")),
+        "tags": orjson.dumps([str(t) for t in tags] if isinstance(tags, list) else []).decode(),
+        "method": _s(manifest.get("method")),
+        "base_model": _s(manifest.get("base_model")),
+        "dataset": _s(manifest.get("dataset")),
+        "trainer": _s(manifest.get("trainer")),
+        "backend": _s(manifest.get("backend")),
+        "created_at": float(manifest.get("created_at") or time.time()),
+        "dir": str(run_dir.resolve()) if run_dir else None,
+        "manifest": orjson.dumps(manifest, option=orjson.OPT_NON_STR_KEYS).decode(),
+    }
+    row = conn.execute(select(r.pk, r.manifest).where(r.run_id == manifest["run_id"])).first()
+    if row is None:
+        pk = conn.execute(insert(s.runs).values(run_id=manifest["run_id"], status="QUEUED",
+                                                problems=0, **values)).inserted_primary_key
+        assert pk is not None
+        return int(pk[0]), True
+    if row.manifest != values["manifest"]:
+        conn.execute(update(s.runs).where(r.pk == row.pk).values(**values))
+    return int(row.pk), False
+
+
+def _s(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _offset(conn: Connection, run_pk: int, name: str) -> dict[str, Any]:
+    o = s.ingest_offsets.c
+    row = conn.execute(select(o.offset, o.line_no, o.last_seq, o.mtime).where(
+        o.run_pk == run_pk, o.file == name)).first()
+    if row is None:
+        conn.execute(insert(s.ingest_offsets).values(run_pk=run_pk, file=name, offset=0,
+                                                     line_no=0, last_seq=-1, bad_lines=0))
+        return {"offset": 0, "line_no": 0, "last_seq": -1, "mtime": None}
+    return dict(row._mapping)
+
+
+def _set_mtime(conn: Connection, run_pk: int, name: str, mtime: float) -> None:
+    conn.execute(update(s.ingest_offsets).where(
+        s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name).values(mtime=mtime))
+
+
+def _add_problem(conn: Connection, run_pk: int | None, path: str, message: str) -> None:
+    conn.execute(insert(s.ingest_problems).values(run_pk=run_pk, path=path, message=message,
+                                                  ts=time.time()))
+
+
+def _ingest_samples(conn: Connection, run_pk: int, path: Path, parsed: tuple[int, str, str],
+                    report: IndexReport) -> int:
+    step, split, kind = parsed
+    try:
+        payload = loads_line(path.read_bytes())
+        items = payload["samples"] if isinstance(payload, dict) else payload
+        if not isinstance(items, list):
+            raise ValueError("no 'samples' list")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        msg = f"{path}: not a samples file ({exc}); skipped"
+        _add_problem(conn, run_pk, str(path), msg)
+        report.problems.append(msg)
+        return 0
+    conn.execute(delete(s.samples).where(s.samples.c.run_pk == run_pk,
+                                         s.samples.c.file == path.name))
+    rows = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        rows.append((run_pk, path.name, i, step, split, kind, _num(item.get("reward")),
+                     _num(item.get("advantage")), _int(item.get("group")),
+                     bool(item["truncated"]) if "truncated" in item else None,
+                     _text(item.get("prompt")), _text(item.get("completion")),
+                     orjson.dumps(item, option=orjson.OPT_NON_STR_KEYS).decode()))
+    if rows:
+        conn.exec_driver_sql(insert_ignore_sql(s.samples, conn.dialect.name, conn.dialect), rows)
+    return len(rows)
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and v == v else None
+
+
+def _int(v: Any) -> int | None:
+    return v if type(v) is int else None
+
+
+def _text(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v
+    return orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()

@@ -1,0 +1,87 @@
+"""Names and constants of run directory format v1 (see docs/run-format.md)."""
+
+from __future__ import annotations
+
+import re
+
+SCHEMA_VERSION = 1
+
+MANIFEST = "manifest.json"
+CONFIG = "config.yaml"
+ENGINE_CONFIG = "engine_config.json"
+METRICS = "metrics.jsonl"
+EVENTS = "events.jsonl"
+CHECKPOINTS = "checkpoints.jsonl"
+LOGS = "logs.jsonl"
+
+# The append-only record files, in the order the indexer reads them.
+FILES = (EVENTS, METRICS, CHECKPOINTS, LOGS)
+
+PHASES = (
+    "QUEUED",
+    "PREPARING",
+    "RUNNING",
+    "CANCEL_REQUESTED",
+    "SUCCEEDED",
+    "FAILED",
+    "CANCELLED",
+)
+TERMINAL_PHASES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+
+CHECKPOINT_KINDS = ("training", "inference")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+SPLITS = ("train", "val")
+
+MAX_NAME_LENGTH = 128
+MAX_KEY_LENGTH = 256
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+_SAMPLE_RE = re.compile(r"^(step|val)_(\d{4,})_([A-Za-z0-9_-]+)\.json$")
+
+
+class RunDirError(ValueError):
+    """A run directory, a file in it, or a name for one is not valid format v1."""
+
+
+def validate_name(name: str, what: str = "run name") -> str:
+    """Return `name` if it is safe as a single path component, else raise RunDirError."""
+    if not isinstance(name, str) or not name:
+        raise RunDirError(f"the {what} is empty: use letters, digits, '.', '_' or '-'")
+    if len(name) > MAX_NAME_LENGTH:
+        raise RunDirError(f"the {what} {name[:40]!r}… is longer than {MAX_NAME_LENGTH} characters")
+    if name in (".", "..") or not _NAME_RE.match(name):
+        raise RunDirError(
+            f"the {what} {name!r} may only hold letters, digits, '.', '_' and '-' "
+            "(no path separators, never '..')"
+        )
+    return name
+
+
+def validate_key(key: object) -> str | None:
+    """Return why a metric key is unusable, or None when it is fine."""
+    if not isinstance(key, str):
+        return f"metric key {key!r} is not a string"
+    if not key:
+        return "a metric key is empty"
+    if len(key) > MAX_KEY_LENGTH:
+        return f"metric key {key[:40]!r}… is longer than {MAX_KEY_LENGTH} characters"
+    return None
+
+
+def sample_file_name(step: int, split: str, kind: str = "completions") -> str:
+    """The file of one step's samples: step_NNNN_<kind>.json (train) or val_NNNN_<kind>.json."""
+    if split not in SPLITS:
+        raise RunDirError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+    if not kind or "." in kind:
+        raise RunDirError(f"sample kind {kind!r} must be letters, digits, '_' or '-'")
+    prefix = "val" if split == "val" else "step"
+    return f"{prefix}_{step:04d}_{validate_name(kind, 'sample kind')}.json"
+
+
+def parse_sample_file_name(name: str) -> tuple[int, str, str] | None:
+    """(step, split, kind) for a samples file name, or None if `name` is not one."""
+    m = _SAMPLE_RE.match(name)
+    if not m:
+        return None
+    split = "val" if m.group(1) == "val" else "train"
+    return int(m.group(2)), split, m.group(3)

@@ -1,0 +1,90 @@
+"""Incremental, offset-based reading of a run's append-only JSONL files.
+
+A reader resumes from a saved byte offset and returns only complete lines: a torn
+last line (the writer crashed, or is mid-write) is left for the next read. A line that
+is not a JSON object with an integer `seq` is skipped and reported with its line
+number; the lines after it are still read.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runwatch.rundir.jsonl import loads_line
+
+# Read big files in slices so one huge file never needs to sit in memory at once.
+READ_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass
+class BadLine:
+    """A line that was skipped, with where it is and why."""
+
+    file: str
+    line_no: int
+    error: str
+
+
+@dataclass
+class ReadResult:
+    """What one incremental read of a file produced."""
+
+    records: list[dict[str, Any]]
+    offset: int
+    line_no: int
+    bad: list[BadLine] = field(default_factory=list)
+    torn: bool = False
+
+
+def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CHUNK) -> ReadResult:
+    """Read complete lines of `path` from byte `offset` (the file's `line_no` lines precede it).
+
+    At most about `limit` bytes are consumed; call again with the returned offset until
+    the offset stops moving. A file that shrank below `offset` (it was replaced) is an
+    error the caller decides about: it is reported as a bad line and nothing is read.
+    """
+    name = path.name
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        return ReadResult([], offset, line_no)
+    if size < offset:
+        bad = BadLine(name, line_no, f"the file shrank from {offset} to {size} bytes")
+        return ReadResult([], offset, line_no, [bad])
+    if size == offset:
+        return ReadResult([], offset, line_no)
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(min(size - offset, limit))
+    end = data.rfind(b"\n")
+    if end < 0:
+        if len(data) >= limit:
+            # One line longer than the whole slice: take it as broken rather than stall.
+            return ReadResult([], offset + len(data), line_no + 1,
+                              [BadLine(name, line_no + 1, "the line is too long")])
+        return ReadResult([], offset, line_no, torn=True)
+    chunk = data[: end + 1]
+    records: list[dict[str, Any]] = []
+    bad: list[BadLine] = []
+    for line in chunk.splitlines():
+        line_no += 1
+        if not line.strip():
+            continue
+        try:
+            obj = loads_line(line)
+        except ValueError as exc:
+            bad.append(BadLine(name, line_no, f"not JSON ({str(exc).splitlines()[0][:120]})"))
+            continue
+        if not isinstance(obj, dict):
+            bad.append(BadLine(name, line_no, "not a JSON object"))
+            continue
+        seq = obj.get("seq")
+        if type(seq) is not int:
+            bad.append(BadLine(name, line_no, "no integer 'seq' field"))
+            continue
+        obj["_line"] = line_no
+        records.append(obj)
+    return ReadResult(records, offset + len(chunk), line_no, bad, torn=end + 1 < len(data))

@@ -1,0 +1,119 @@
+"""`runwatch.init()`: create (or resume) a run directory and return the Run that writes it."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from runwatch.rundir import format as fmt
+from runwatch.rundir.jsonl import dumps_line, loads_line
+from runwatch.rundir.reader import read_new
+from runwatch.sdk.config import config_to_yaml
+from runwatch.sdk.manifest import environment
+from runwatch.sdk.null import NullRun
+from runwatch.sdk.run import Run, _write_atomic, register
+
+Mode = Literal["offline", "disabled"]
+
+
+def init(
+    project: str = "default",
+    name: str | None = None,
+    config: Any = None,
+    method: str | None = None,
+    base_model: str | None = None,
+    dataset: str | None = None,
+    trainer: str | None = None,
+    backend: str | None = None,
+    group: str | None = None,
+    tags: Sequence[str] = (),
+    dir: str | os.PathLike[str] = "runs",
+    mode: Mode = "offline",
+    resume: bool = False,
+    phase: str = "RUNNING",
+    flush_interval: float = 0.5,
+) -> Run | NullRun:
+    """Start recording a run into `dir`/<name> and return its Run (a context manager).
+
+    `mode="disabled"`, or a non-zero RANK / LOCAL_RANK, returns a NullRun that records
+    nothing. `resume=True` continues the run already in `dir`/<name>.
+    """
+    if mode == "disabled" or _is_secondary_rank():
+        return NullRun()
+    if mode != "offline":
+        raise ValueError(f"mode {mode!r} is not 'offline' or 'disabled'")
+    if phase not in ("QUEUED", "PREPARING", "RUNNING"):
+        raise ValueError(f"a run starts in QUEUED, PREPARING or RUNNING, not {phase!r}")
+    fmt.validate_name(project, "project name")
+    if name is None:
+        name = f"{method or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    fmt.validate_name(name)
+    run_dir = Path(dir) / name
+    manifest_path = run_dir / fmt.MANIFEST
+
+    if manifest_path.exists():
+        if not resume:
+            raise fmt.RunDirError(
+                f"{run_dir} already holds a run: pass resume=True to continue it, "
+                "or choose another name"
+            )
+        manifest = loads_line(manifest_path.read_bytes())
+        next_seq, last_step = _scan_existing(run_dir)
+    else:
+        manifest = {
+            "schema_version": fmt.SCHEMA_VERSION,
+            "run_id": uuid.uuid4().hex,
+            "name": name,
+            "project": project,
+            "group": group,
+            "tags": list(tags),
+            "method": method,
+            "base_model": base_model,
+            "dataset": dataset,
+            "trainer": trainer,
+            "backend": backend,
+            "created_at": time.time(),
+            **environment(),
+        }
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _write_atomic(manifest_path, dumps_line(manifest))
+        next_seq, last_step = {}, None
+    if config is not None:
+        _write_atomic(run_dir / fmt.CONFIG, config_to_yaml(config).encode())
+
+    run = Run(run_dir, manifest, next_seq, last_step, interval=flush_interval)
+    register(run)
+    run.set_phase(phase)
+    return run
+
+
+def _is_secondary_rank() -> bool:
+    for var in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(var)
+        if value and value.strip() not in ("0", ""):
+            return True
+    return False
+
+
+def _scan_existing(run_dir: Path) -> tuple[dict[str, int], int | None]:
+    """The next seq of each record file and the last logged step of a run being resumed."""
+    next_seq: dict[str, int] = {}
+    last_step: int | None = None
+    for name in fmt.FILES:
+        path = run_dir / name
+        offset, line_no, top = 0, 0, -1
+        while True:
+            res = read_new(path, offset, line_no)
+            for rec in res.records:
+                top = max(top, rec["seq"])
+            if res.offset == offset:
+                break
+            offset, line_no = res.offset, res.line_no
+        next_seq[name] = top + 1
+    # A resumed loop restarts its step count from its checkpoint, which may be earlier
+    # than the last step logged before the crash; the index keeps the latest value.
+    return next_seq, last_step

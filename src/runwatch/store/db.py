@@ -1,0 +1,97 @@
+"""Opening the index database: SQLite (WAL) by default, PostgreSQL by URL, schema at head.
+
+A new database is created from schema.py and stamped at the newest migration; an older
+one is brought forward with Alembic. Both paths end at the same schema.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, inspect, text
+
+from runwatch.store.schema import metadata
+
+# The newest migration in store/migrations/versions (a test keeps the two in step).
+HEAD_REVISION = "0001"
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+class StoreError(RuntimeError):
+    """The index database cannot be opened or is of an unknown version."""
+
+
+def database_url(target: str | Path) -> str:
+    """A SQLAlchemy URL for a URL or a plain file path (a SQLite database file)."""
+    s = str(target)
+    if "://" in s:
+        return s
+    return f"sqlite:///{Path(s).expanduser().resolve()}"
+
+
+def open_engine(target: str | Path, migrate: bool = True) -> Engine:
+    """An Engine for `target` (URL or SQLite path) whose schema is at head."""
+    url = database_url(target)
+    kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        path = url.split(":///", 1)[1] if ":///" in url else ""
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+    try:
+        engine = create_engine(url, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
+        raise StoreError(f"cannot open database {url!r}: {exc}") from exc
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    if migrate:
+        ensure_schema(engine)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    # WAL lets the web server read while the indexer writes; NORMAL is durable across
+    # process crashes, which is the failure the run directory itself already covers.
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA cache_size=-65536")
+    cur.execute("PRAGMA temp_store=MEMORY")
+    cur.close()
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Create a new database at head, or migrate an older one to head."""
+    with engine.connect() as conn:
+        tables = set(inspect(conn).get_table_names())
+        version = None
+        if "alembic_version" in tables:
+            version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    if version == HEAD_REVISION:
+        return
+    if not tables - {"alembic_version"}:
+        with engine.begin() as conn:
+            metadata.create_all(conn)
+        _alembic("stamp", engine)
+        return
+    if version is None:
+        raise StoreError("the database holds tables that are not a runwatch index; "
+                         "point --db at a new file or an empty database")
+    _alembic("upgrade", engine)
+
+
+def _alembic(command_name: str, engine: Engine) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        try:
+            getattr(command, command_name)(cfg, "head")
+        except Exception as exc:
+            raise StoreError(f"cannot bring the database schema to {HEAD_REVISION}: {exc}; "
+                             "this runwatch may be older than the database") from exc

@@ -1,0 +1,202 @@
+"""Read queries over the index shared by the CLI and the server (portable SQL only)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, Row, and_, func, or_, select
+
+from runwatch.rundir import format as fmt
+from runwatch.store import schema as s
+
+
+class RunNotFound(LookupError):
+    """A run reference matched no run, or more than one."""
+
+    def __init__(self, message: str, candidates: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.candidates = list(candidates)
+
+
+def resolve_run(conn: Connection, ref: str) -> Row[Any]:
+    """The run whose id is `ref`, or whose id or name uniquely starts with `ref`."""
+    r = s.runs.c
+    exact = conn.execute(select(s.runs).where(or_(r.run_id == ref, r.name == ref))).all()
+    if len(exact) == 1:
+        return exact[0]
+    if len(exact) > 1:
+        raise RunNotFound(f"{ref!r} names {len(exact)} runs; use a run id",
+                          [f"{x.run_id}  {x.name}" for x in exact])
+    pattern = _escape_like(ref) + "%"
+    found = conn.execute(
+        select(s.runs).where(or_(r.run_id.like(pattern, escape="\\"),
+                                 r.name.like(pattern, escape="\\")))
+        .order_by(r.created_at.desc()).limit(20)
+    ).all()
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise RunNotFound(f"{ref!r} matches {len(found)} runs; give more of the id or name",
+                          [f"{x.run_id}  {x.name}" for x in found])
+    recent = conn.execute(select(r.run_id, r.name).order_by(r.created_at.desc()).limit(10)).all()
+    raise RunNotFound(f"no run has the id or name {ref!r}",
+                      [f"{x.run_id}  {x.name}" for x in recent])
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+SEARCH_COLUMNS = ("name", "run_id", "status", "base_model", "dataset", "trainer", "backend")
+
+
+def list_runs(
+    conn: Connection,
+    search: str | None = None,
+    project: str | None = None,
+    status: str | None = None,
+    limit: int = 100,
+    before: tuple[float, int] | None = None,
+) -> list[Row[Any]]:
+    """Runs newest first; `before` = (created_at, pk) of the last row of the previous page."""
+    r = s.runs.c
+    q = select(s.runs)
+    if search:
+        pattern = "%" + _escape_like(search.lower()) + "%"
+        q = q.where(or_(*[func.lower(getattr(r, c)).like(pattern, escape="\\")
+                          for c in SEARCH_COLUMNS]))
+    if project:
+        q = q.where(r.project == project)
+    if status:
+        q = q.where(r.status == status.upper())
+    if before is not None:
+        ts, pk = before
+        q = q.where(or_(r.created_at < ts, and_(r.created_at == ts, r.pk < pk)))
+    return list(conn.execute(q.order_by(r.created_at.desc(), r.pk.desc()).limit(limit)).all())
+
+
+def metric_keys(conn: Connection, run_pk: int) -> dict[str, int]:
+    k = s.metric_keys.c
+    rows = conn.execute(select(k.key, k.id).where(k.run_pk == run_pk).order_by(k.key))
+    return {key: kid for key, kid in rows}
+
+
+def last_values(conn: Connection, run_pk: int) -> dict[str, Any]:
+    """The newest value of every metric of a run, with its step."""
+    k = s.metric_keys.c
+    rows = conn.execute(select(k.key, k.last_step, k.last_value, k.points)
+                        .where(k.run_pk == run_pk).order_by(k.key))
+    return {r.key: {"step": r.last_step, "value": _nan(r.last_value), "points": r.points}
+            for r in rows}
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else value
+
+
+@dataclass
+class StepRow:
+    step: int
+    ts: float
+    values: dict[str, float]
+
+
+def history(
+    conn: Connection,
+    run_pk: int,
+    keys: Sequence[str] | None = None,
+    step_min: int | None = None,
+    step_max: int | None = None,
+) -> list[StepRow]:
+    """Every step of a run with its metric values; the newest record wins within a step."""
+    ids = metric_keys(conn, run_pk)
+    if keys:
+        missing = [k for k in keys if k not in ids]
+        if missing:
+            raise KeyError(f"run has no metric {missing[0]!r}; it has: "
+                           + ", ".join(sorted(ids)[:30]))
+        ids = {k: ids[k] for k in keys}
+    names = {v: k for k, v in ids.items()}
+    p = s.metric_points.c
+    q = select(p.key_id, p.seq, p.step, p.ts, p.value).where(p.run_pk == run_pk)
+    if keys:
+        q = q.where(p.key_id.in_(list(names)))
+    if step_min is not None:
+        q = q.where(p.step >= step_min)
+    if step_max is not None:
+        q = q.where(p.step <= step_max)
+    by_step: dict[int, StepRow] = {}
+    nan = float("nan")
+    for kid, _seq, step, ts, value in conn.execute(q.order_by(p.seq)):
+        row = by_step.get(step)
+        if row is None:
+            row = by_step[step] = StepRow(step, ts, {})
+        row.values[names[kid]] = nan if value is None else value
+    return [by_step[k] for k in sorted(by_step)]
+
+
+def logs(conn: Connection, run_pk: int, level: str | None = None, after_seq: int = -1,
+         limit: int = 1000, tail: bool = False) -> list[dict[str, Any]]:
+    c = s.logs.c
+    q = select(s.logs).where(c.run_pk == run_pk, c.seq > after_seq)
+    if level:
+        wanted = fmt.LOG_LEVELS[fmt.LOG_LEVELS.index(level):]
+        q = q.where(c.level.in_(wanted))
+    q = q.order_by(c.seq.desc() if tail else c.seq).limit(limit)
+    rows = [_log_dict(r) for r in conn.execute(q)]
+    return rows[::-1] if tail else rows
+
+
+def _log_dict(r: Row[Any]) -> dict[str, Any]:
+    return {"seq": r.seq, "ts": r.ts, "level": r.level, "message": r.message,
+            "data": orjson.loads(r.data) if r.data else None}
+
+
+def events(conn: Connection, run_pk: int) -> list[dict[str, Any]]:
+    c = s.events.c
+    rows = conn.execute(select(s.events).where(c.run_pk == run_pk).order_by(c.seq))
+    return [{k: v for k, v in r._mapping.items() if k != "run_pk" and v is not None}
+            for r in rows]
+
+
+def checkpoints(conn: Connection, run_pk: int) -> list[dict[str, Any]]:
+    c = s.checkpoints.c
+    out = []
+    for r in conn.execute(select(s.checkpoints).where(c.run_pk == run_pk).order_by(c.seq)):
+        d = {"seq": r.seq, "ts": r.ts, "step": r.step, "kind": r.kind, "id": r.ckpt_id,
+             "path": r.path}
+        if r.data:
+            d.update(orjson.loads(r.data))
+        out.append(d)
+    return out
+
+
+def problems(conn: Connection, run_pk: int, limit: int = 50) -> list[str]:
+    c = s.ingest_problems.c
+    rows = conn.execute(select(c.message).where(c.run_pk == run_pk).order_by(c.id).limit(limit))
+    return [m for (m,) in rows]
+
+
+def process_gone(run: Row[Any]) -> bool:
+    """True when a run that is not finished was written by a process on this host that died."""
+    if run.status in fmt.TERMINAL_PHASES:
+        return False
+    try:
+        manifest = orjson.loads(run.manifest)
+    except orjson.JSONDecodeError:
+        return False
+    pid, host = manifest.get("pid"), manifest.get("host")
+    if type(pid) is not int or host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

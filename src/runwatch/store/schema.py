@@ -1,0 +1,194 @@
+"""The index's tables (SQLAlchemy Core), portable between SQLite and PostgreSQL.
+
+Runs are keyed by a small integer `pk` so the long-form point table stays narrow.
+Every record table carries (run_pk, seq) from its file: the idempotency key.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("pk", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False, unique=True),
+    Column("name", String(128), nullable=False),
+    Column("project", String(128), nullable=False, default="default"),
+    Column("group_name", String(256)),
+    Column("tags", Text, nullable=False, default="[]"),
+    Column("method", String(32)),
+    Column("base_model", Text),
+    Column("dataset", Text),
+    Column("trainer", String(128)),
+    Column("backend", String(128)),
+    Column("created_at", Float, nullable=False),
+    Column("started_at", Float),
+    Column("ended_at", Float),
+    Column("updated_at", Float),
+    Column("status", String(32), nullable=False, default="QUEUED"),
+    Column("stage", Text),
+    Column("progress_done", BigInteger),
+    Column("progress_total", BigInteger),
+    Column("reason", Text),
+    Column("observed_step", BigInteger),
+    Column("saved_step", BigInteger),
+    Column("dir", Text),
+    Column("manifest", Text, nullable=False, default="{}"),
+    Column("config", Text),
+    Column("engine_config", Text),
+    Column("problems", Integer, nullable=False, default=0),
+    Index("ix_runs_created", "created_at"),
+    Index("ix_runs_name", "name"),
+)
+
+metric_keys = Table(
+    "metric_keys",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_pk", Integer, ForeignKey("runs.pk", ondelete="CASCADE"), nullable=False),
+    Column("key", String(256), nullable=False),
+    Column("points", BigInteger, nullable=False, default=0),
+    Column("last_step", BigInteger),
+    Column("last_value", Float),
+    UniqueConstraint("run_pk", "key", name="uq_metric_keys_run_key"),
+)
+
+# Long form: one row per (run, key, seq). A NULL value is NaN (SQLite cannot store NaN).
+metric_points = Table(
+    "metric_points",
+    metadata,
+    Column("run_pk", Integer, primary_key=True),
+    Column("key_id", Integer, primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("step", BigInteger, nullable=False),
+    Column("ts", Float, nullable=False),
+    Column("value", Float),
+    # No index on step: a series is read whole by (run_pk, key_id), and a second index
+    # would halve the ingest rate.
+    sqlite_with_rowid=False,
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("run_pk", Integer, primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("ts", Float, nullable=False),
+    Column("phase", String(32), nullable=False),
+    Column("stage", Text),
+    Column("done", BigInteger),
+    Column("total", BigInteger),
+    Column("reason", Text),
+)
+
+checkpoints = Table(
+    "checkpoints",
+    metadata,
+    Column("run_pk", Integer, primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("ts", Float, nullable=False),
+    Column("step", BigInteger, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("ckpt_id", Text, nullable=False),
+    Column("path", Text),
+    Column("data", Text),
+)
+
+logs = Table(
+    "logs",
+    metadata,
+    Column("run_pk", Integer, primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("ts", Float, nullable=False),
+    Column("level", String(16), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("data", Text),
+)
+
+samples = Table(
+    "samples",
+    metadata,
+    Column("run_pk", Integer, primary_key=True),
+    Column("file", String(256), primary_key=True),
+    Column("idx", Integer, primary_key=True),
+    Column("step", BigInteger, nullable=False),
+    Column("split", String(16), nullable=False),
+    Column("kind", String(64), nullable=False),
+    Column("reward", Float),
+    Column("advantage", Float),
+    Column("group_id", Integer),
+    Column("truncated", Boolean),
+    Column("prompt", Text),
+    Column("completion", Text),
+    Column("data", Text, nullable=False),
+    Index("ix_samples_step", "run_pk", "split", "step"),
+)
+
+# Where the indexer stopped in each file: byte offset and line count for JSONL files,
+# size and mtime for whole-file records (samples, manifest, config).
+ingest_offsets = Table(
+    "ingest_offsets",
+    metadata,
+    Column("run_pk", Integer, primary_key=True),
+    Column("file", String(256), primary_key=True),
+    Column("offset", BigInteger, nullable=False, default=0),
+    Column("line_no", BigInteger, nullable=False, default=0),
+    Column("last_seq", BigInteger, nullable=False, default=-1),
+    Column("mtime", Float),
+    Column("bad_lines", Integer, nullable=False, default=0),
+    Column("last_error", Text),
+)
+
+# Problems met while indexing (bad lines, foreign files), shown by `runs get`.
+ingest_problems = Table(
+    "ingest_problems",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_pk", Integer),
+    Column("path", Text, nullable=False),
+    Column("line_no", BigInteger),
+    Column("message", Text, nullable=False),
+    Column("ts", Float, nullable=False),
+)
+
+findings = Table(
+    "findings",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_pk", Integer, ForeignKey("runs.pk", ondelete="CASCADE"), nullable=False),
+    Column("rule_id", String(128), nullable=False),
+    Column("severity", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("first_step", BigInteger),
+    Column("last_step", BigInteger),
+    Column("evidence", Text, nullable=False, default="{}"),
+    Column("message", Text, nullable=False),
+    Column("advice", Text, nullable=False),
+    Column("opened_ts", Float, nullable=False),
+    Column("updated_ts", Float, nullable=False),
+    Index("ix_findings_run", "run_pk", "status"),
+)
+
+health_state = Table(
+    "health_state",
+    metadata,
+    Column("run_pk", Integer, primary_key=True),
+    Column("state", Text, nullable=False),
+    Column("last_seq", BigInteger, nullable=False, default=-1),
+)

@@ -1,0 +1,161 @@
+"""Metric series as arrays, read from the index and kept in a bounded in-memory cache.
+
+The server downsamples and pages history from these arrays. A cached series is
+brought up to date by reading only the points stored after it (seq above the
+newest cached), so a live run costs its growth, not its length.
+
+A step logged again (a run restored from a checkpoint) supersedes every point of
+the same or later step logged before it, as the trainer's own record does.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Connection, select
+
+from runwatch.store import schema as s
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+# NULL (NaN) values cross the driver as this sentinel so rows load straight into numpy.
+_NULL = -1.7976931348623157e308
+_ROW = np.dtype([("seq", np.int64), ("step", np.int64), ("value", np.float64)])
+DEFAULT_MAX_POINTS = 12_000_000
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """One metric key of a run, with the counts the ingest keeps current."""
+
+    id: int
+    key: str
+    points: int
+    last_step: int | None
+    last_value: float | None
+
+
+@dataclass
+class Series:
+    """One key's points in step order, with superseded points removed."""
+
+    step: IntArray
+    value: FloatArray
+    seq: IntArray
+    loaded: int  # rows read from the index, superseded ones included
+    max_seq: int
+
+    @property
+    def size(self) -> int:
+        return int(self.step.size)
+
+
+def run_keys(conn: Connection, run_pk: int) -> list[KeyInfo]:
+    """The metric keys of a run, sorted by name."""
+    k = s.metric_keys.c
+    rows = conn.execute(
+        select(k.id, k.key, k.points, k.last_step, k.last_value)
+        .where(k.run_pk == run_pk).order_by(k.key)
+    )
+    return [KeyInfo(r.id, r.key, int(r.points or 0), r.last_step, r.last_value) for r in rows]
+
+
+def _read_rows(conn: Connection, run_pk: int, key_id: int, after_seq: int) -> npt.NDArray[np.void]:
+    dialect = conn.dialect.name
+    marker = "?" if dialect == "sqlite" else "%s"
+    sql = (
+        f"SELECT seq, step, COALESCE(value, {_NULL!r}) FROM metric_points "
+        f"WHERE run_pk = {marker} AND key_id = {marker} AND seq > {marker} ORDER BY seq"
+    )
+    cur = conn.exec_driver_sql(sql, (run_pk, key_id, after_seq))
+    rows = np.fromiter((tuple(r) for r in cur), dtype=_ROW)
+    return rows
+
+
+def _keep_mask(step: IntArray) -> npt.NDArray[np.bool_]:
+    """Points (in seq order) not superseded by a later point of the same or an earlier step."""
+    if step.size == 0:
+        return np.ones(0, dtype=bool)
+    later_min = np.minimum.accumulate(step[::-1])[::-1]
+    nxt = np.empty_like(later_min)
+    nxt[:-1] = later_min[1:]
+    nxt[-1] = np.iinfo(np.int64).max
+    return step < nxt
+
+
+def _from_rows(rows: npt.NDArray[np.void]) -> Series:
+    seq = rows["seq"].astype(np.int64)
+    step = rows["step"].astype(np.int64)
+    value = rows["value"].astype(np.float64)
+    value[value == _NULL] = np.nan
+    keep = _keep_mask(step)
+    max_seq = int(seq[-1]) if seq.size else -1
+    return Series(step[keep], value[keep], seq[keep], int(rows.size), max_seq)
+
+
+def _extend(old: Series, rows: npt.NDArray[np.void]) -> Series:
+    new = _from_rows(rows)
+    if new.loaded == 0:
+        return old
+    # drop old points superseded by the first new one (and so by all after it)
+    first_step = int(rows["step"].min())
+    cut = int(np.searchsorted(old.step, first_step, side="left"))
+    return Series(
+        np.concatenate([old.step[:cut], new.step]),
+        np.concatenate([old.value[:cut], new.value]),
+        np.concatenate([old.seq[:cut], new.seq]),
+        old.loaded + new.loaded,
+        new.max_seq,
+    )
+
+
+class SeriesCache:
+    """Least-recently-used cache of series, bounded by the total number of points held."""
+
+    def __init__(self, max_points: int = DEFAULT_MAX_POINTS) -> None:
+        self.max_points = max_points
+        self._items: OrderedDict[tuple[int, int], Series] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def get(self, conn: Connection, run_pk: int, key: KeyInfo) -> Series:
+        """The series of `key`, current as of `key.points` (read from metric_keys)."""
+        ident = (run_pk, key.id)
+        with self._lock:
+            cached = self._items.get(ident)
+            if cached is not None:
+                self._items.move_to_end(ident)
+        if cached is not None and cached.loaded >= key.points:
+            return cached
+        if cached is None:
+            series = _from_rows(_read_rows(conn, run_pk, key.id, -1))
+        else:
+            series = _extend(cached, _read_rows(conn, run_pk, key.id, cached.max_seq))
+        self._put(ident, series)
+        return series
+
+    def _put(self, ident: tuple[int, int], series: Series) -> None:
+        with self._lock:
+            old = self._items.pop(ident, None)
+            if old is not None:
+                self._held -= old.size
+            self._items[ident] = series
+            self._held += series.size
+            while self._held > self.max_points and len(self._items) > 1:
+                _, dropped = self._items.popitem(last=False)
+                self._held -= dropped.size
+
+    def forget_run(self, run_pk: int) -> None:
+        """Drop every cached series of a run (after its metrics were cleared)."""
+        with self._lock:
+            for ident in [i for i in self._items if i[0] == run_pk]:
+                self._held -= self._items.pop(ident).size
+
+    @property
+    def held_points(self) -> int:
+        return self._held
