@@ -1,0 +1,1 @@
+"""The runwatch HTTP server: FastAPI app factory, routes, auth and live streams."""

@@ -1,0 +1,103 @@
+"""The FastAPI app factory: API routes, the one error shape, auth, and the built web app."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from sqlalchemy import Engine
+
+from runwatch.server import errors, routes_ingest, routes_metrics, routes_records, routes_runs, sse
+from runwatch.server.auth import TokenAuth
+from runwatch.server.feed import ChangeFeed
+from runwatch.server.jsonio import JSONResponse
+from runwatch.server.routes_records import health_available
+from runwatch.server.state import Limits, ServerState, state
+from runwatch.store.series import SeriesCache
+
+STATIC_DIR = Path(__file__).parent / "static"
+APP_ROUTES = ("/runs", "/new")
+NOT_BUILT = (
+    "<!doctype html><title>runwatch</title><p>The runwatch API is running, but this copy "
+    "has no built web app. Build it with <code>make web</code> (needs Node) or install a "
+    "runwatch wheel, which ships it.</p>"
+)
+
+
+def _version() -> str:
+    try:
+        return version("runwatch")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def create_app(
+    engine: Engine,
+    *,
+    runs_dir: Path | None = None,
+    token: str | None = None,
+    feed: ChangeFeed | None = None,
+    cache: SeriesCache | None = None,
+    limits: Limits | None = None,
+    static_dir: Path = STATIC_DIR,
+    poll_interval: float = 0.1,
+) -> FastAPI:
+    """The runwatch server app over `engine`'s index.
+
+    `feed` is the change counter the caller's indexer bumps after storing rows, so live
+    streams wake at once; `token`, when given, is required on every route.
+    """
+    app = FastAPI(
+        title="runwatch",
+        version=_version(),
+        description="Runs, metrics, samples, logs and live streams of LLM post-training runs.",
+        default_response_class=JSONResponse,
+        docs_url="/api/docs",
+        redoc_url=None,
+    )
+    app.state.runwatch = ServerState(
+        engine=engine,
+        cache=cache or SeriesCache(),
+        feed=feed or ChangeFeed(),
+        runs_dir=runs_dir,
+        token=token,
+        limits=limits or Limits(),
+        poll_interval=poll_interval,
+    )
+    errors.install(app)
+    for module in (routes_runs, routes_metrics, routes_records, routes_ingest, sse):
+        app.include_router(module.router)
+
+    @app.get("/api/server", tags=["server"])
+    def server_info(st: ServerState = Depends(state)) -> dict[str, Any]:
+        """What this server is: version, whether auth is on, what it indexes."""
+        return {"ok": True, "version": _version(), "auth": st.token is not None,
+                "runs_dir": str(st.runs_dir) if st.runs_dir else None,
+                "health": health_available()}
+
+    _mount_web(app, static_dir)
+    if token:
+        app.add_middleware(TokenAuth, token=token)
+    return app
+
+
+def _mount_web(app: FastAPI, static_dir: Path) -> None:
+    index = static_dir / "index.html"
+    if (static_dir / "assets").is_dir():
+        app.mount("/assets", StaticFiles(directory=static_dir / "assets"), name="assets")
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/runs")
+
+    def page() -> Any:
+        if index.is_file():
+            return FileResponse(index, headers={"Cache-Control": "no-cache"})
+        return HTMLResponse(NOT_BUILT)
+
+    for path in APP_ROUTES:
+        app.add_api_route(path, page, methods=["GET"], include_in_schema=False)

@@ -1,0 +1,67 @@
+"""Token auth for every route: a bearer header, or a cookie the web app gets from ?token=.
+
+With no token configured the server serves anyone who can reach it, which is why
+it refuses to bind a non-loopback address without one (see cli/serve.py).
+"""
+
+from __future__ import annotations
+
+import hmac
+from http.cookies import SimpleCookie
+from urllib.parse import parse_qs
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from runwatch.server.errors import error_response
+
+COOKIE = "runwatch_token"
+ENV_VAR = "RUNWATCH_TOKEN"
+
+
+def _presented(scope: Scope) -> tuple[str | None, bool]:
+    """The token a request carries, and whether it came in the query string."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip(), False
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    if "token" in query:
+        return query["token"][0], True
+    cookie = SimpleCookie()
+    try:
+        cookie.load(headers.get("cookie", ""))
+    except Exception:
+        return None, False
+    morsel = cookie.get(COOKIE)
+    return (morsel.value if morsel else None), False
+
+
+class TokenAuth:
+    """ASGI middleware refusing, with the one error shape, any request without the token."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given, from_query = _presented(scope)
+        if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
+            message = ("this server needs a token: send 'Authorization: Bearer <token>', or open "
+                       "the app once as /?token=<token>")
+            await error_response(401, message)(scope, receive, send)
+            return
+        if not from_query:
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_cookie(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                cookie = f"{COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+                message["headers"] = [*message.get("headers", []),
+                                      (b"set-cookie", cookie.encode("latin-1"))]
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)

@@ -1,0 +1,76 @@
+"""The one JSON error shape of the API: {"ok": false, "error": ..., "status": ...}.
+
+Every error response, whatever raised it, leaves through `error_response`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from runwatch.server.jsonio import JSONResponse
+
+log = logging.getLogger("runwatch.server")
+
+
+class ApiError(Exception):
+    """An error a client can act on; `status` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra = extra
+
+
+def error_response(status: int, message: str, **extra: Any) -> JSONResponse:
+    """The response for every error the API returns."""
+    body: dict[str, Any] = {"ok": False, "error": message, "status": status}
+    body.update(extra)
+    return JSONResponse(body, status_code=status)
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError(404, what)
+
+
+def bad_request(message: str, **extra: Any) -> ApiError:
+    return ApiError(400, message, **extra)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "path", "body"))
+        parts.append(f"{loc or 'request'}: {err.get('msg', 'invalid')}")
+    return "bad request: " + "; ".join(parts)
+
+
+def install(app: FastAPI) -> None:
+    """Route every error raised in `app` through `error_response`."""
+
+    @app.exception_handler(ApiError)
+    async def _api(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.message, **exc.extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(400, _validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else "request failed"
+        if exc.status_code == 404 and message == "Not Found":
+            message = "no such API route; see /openapi.json for the routes"
+        elif exc.status_code == 405:
+            message = "this route does not accept that method; see /openapi.json"
+        return error_response(exc.status_code, message)
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, "the server failed on this request; its log has the details")

@@ -1,0 +1,137 @@
+"""The ingest route: batches of run-directory records, stored idempotently on (run, file, seq).
+
+Each batch is stored in its own transaction, whole or not at all, so a bad batch is
+refused with its reason while the good batches of the same request are kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy import Connection, select
+from starlette.concurrency import run_in_threadpool
+
+from runwatch.ingest import ingest_records
+from runwatch.ingest.indexer import upsert_run
+from runwatch.rundir import format as fmt
+from runwatch.rundir.jsonl import loads_line
+from runwatch.server.errors import ApiError, error_response
+from runwatch.server.jsonio import JSONResponse
+from runwatch.server.state import Limits, ServerState, state
+from runwatch.store import schema as s
+
+router = APIRouter(tags=["ingest"])
+
+
+class BatchError(Exception):
+    """One batch cannot be stored; `status` is the HTTP status it would get alone."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _check_batch(batch: Any, limits: Limits) -> tuple[str, str, list[dict[str, Any]], Any]:
+    if not isinstance(batch, dict):
+        raise BatchError(400, "a batch is a JSON object with run_id, file and records")
+    run_id, file, records = batch.get("run_id"), batch.get("file"), batch.get("records")
+    if not isinstance(run_id, str) or not run_id or len(run_id) > 64:
+        raise BatchError(400, "run_id must be a string of 1 to 64 characters")
+    if file not in fmt.FILES:
+        raise BatchError(400, f"file {file!r} is not one of {', '.join(fmt.FILES)}")
+    if not isinstance(records, list):
+        raise BatchError(400, "records must be a list of record objects")
+    if len(records) > limits.max_records:
+        raise BatchError(413, f"{len(records)} records is more than {limits.max_records} "
+                              "per batch; split the batch")
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise BatchError(400, f"record {i} is not a JSON object")
+        seq = rec.get("seq")
+        if type(seq) is not int or seq < 0:
+            raise BatchError(400, f"record {i} has no non-negative integer 'seq'")
+    manifest = batch.get("manifest")
+    if manifest is not None:
+        if not isinstance(manifest, dict) or manifest.get("run_id") != run_id:
+            raise BatchError(400, "manifest must be an object whose run_id is the batch's run_id")
+        if manifest.get("name") is not None:
+            try:
+                fmt.validate_name(str(manifest["name"]))
+            except fmt.RunDirError as exc:
+                raise BatchError(400, str(exc)) from exc
+    return run_id, file, records, manifest
+
+
+def _store(conn: Connection, run_id: str, file: str, records: list[dict[str, Any]],
+           manifest: dict[str, Any] | None) -> dict[str, Any]:
+    if manifest is not None:
+        run_pk, _ = upsert_run(conn, manifest, None)
+    else:
+        pk = conn.execute(select(s.runs.c.pk).where(s.runs.c.run_id == run_id)).scalar()
+        if pk is None:
+            raise BatchError(404, f"run {run_id!r} is unknown here; send its manifest with "
+                                  "the first batch")
+        run_pk = int(pk)
+    result = ingest_records(conn, run_pk, file, records)
+    if result.problem_count:
+        raise BatchError(400, f"{result.problem_count} bad record(s): "
+                              + "; ".join(result.problems[:5]))
+    return {"ok": True, "run_id": run_id, "file": file, "records": result.records,
+            "rows": result.rows}
+
+
+@router.post("/api/ingest")
+async def ingest(request: Request, st: ServerState = Depends(state)) -> JSONResponse:
+    """Store batches `{"batches": [{"run_id", "file", "records", "manifest"?}]}` (or one batch).
+
+    Sending a batch again stores nothing new. Answers 200 when every batch was stored;
+    otherwise the one error shape with the status of the first refused batch and
+    `results` saying, per batch, what was stored or why it was refused.
+    """
+    limits = st.limits
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limits.max_body_bytes:
+        raise ApiError(413, f"the request is over {limits.max_body_bytes} bytes; "
+                            "send smaller batches")
+    body = await request.body()
+    if len(body) > limits.max_body_bytes:
+        raise ApiError(413, f"the request is over {limits.max_body_bytes} bytes; "
+                            "send smaller batches")
+    try:
+        payload = loads_line(body)
+    except ValueError as exc:
+        raise ApiError(400, f"the body is not JSON: {exc}") from exc
+    if isinstance(payload, dict) and "batches" not in payload:
+        payload = {"batches": [payload]}
+    batches = payload.get("batches") if isinstance(payload, dict) else None
+    if not isinstance(batches, list) or not batches:
+        raise ApiError(400, 'the body must be {"batches": [...]} or one batch object')
+    if len(batches) > limits.max_batches:
+        raise ApiError(413, f"{len(batches)} batches is more than {limits.max_batches} per request")
+
+    def store_all() -> list[dict[str, Any]]:
+        results: list[dict[str, Any]] = []
+        for batch in batches:
+            try:
+                run_id, file, records, manifest = _check_batch(batch, limits)
+                with st.engine.begin() as conn:
+                    results.append(_store(conn, run_id, file, records, manifest))
+            except BatchError as exc:
+                results.append({"ok": False, "error": exc.message, "status": exc.status})
+        return results
+
+    results = await run_in_threadpool(store_all)
+    if any(r["ok"] for r in results):
+        st.feed.notify()
+    refused = [(i, r) for i, r in enumerate(results) if not r["ok"]]
+    if refused:
+        first_i, first = refused[0]
+        return error_response(
+            first["status"],
+            f"{len(refused)} of {len(results)} batch(es) refused; "
+            f"batch {first_i}: {first['error']}",
+            results=results,
+        )
+    return JSONResponse({"ok": True, "results": results})

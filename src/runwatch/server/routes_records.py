@@ -1,0 +1,177 @@
+"""Record routes of a run: samples (rollouts), checkpoints, logs and health findings."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Depends, Query
+from sqlalchemy import Connection, func, select
+
+from runwatch.server.errors import ApiError, bad_request
+from runwatch.server.runs import iso, resolve_run
+from runwatch.server.state import connection
+from runwatch.store import schema as s
+
+router = APIRouter(tags=["records"])
+
+LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+MAX_SAMPLES = 500
+
+
+def _loads(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
+def _sample(row: Any) -> dict[str, Any]:
+    data = _loads(row.data)
+    data = data if isinstance(data, dict) else {}
+    terms = data.get("reward_terms") or data.get("terms") or {}
+    tokens = data.get("tokens") if isinstance(data.get("tokens"), dict) else {
+        k: v for k, v in data.items() if k.endswith("_tokens") and isinstance(v, int | float)}
+    return {
+        "index": row.idx,
+        "prompt": data.get("prompt", _loads(row.prompt)),
+        "completion": data.get("completion", _loads(row.completion)),
+        "reward": row.reward,
+        "reward_terms": terms if isinstance(terms, dict) else {},
+        "advantage": row.advantage,
+        "group": row.group_id,
+        "truncated": row.truncated,
+        "tokens": tokens,
+        "data": {k: v for k, v in data.items() if k not in ("prompt", "completion")},
+    }
+
+
+@router.get("/api/runs/{run}/samples")
+def samples(
+    run: str,
+    step: int | None = Query(None, ge=0, description="the step; the latest kept when omitted"),
+    split: str | None = Query(None, pattern="^(train|val)$"),
+    best: int | None = Query(None, ge=1, le=MAX_SAMPLES, description="highest N by reward"),
+    worst: int | None = Query(None, ge=1, le=MAX_SAMPLES, description="lowest N by reward"),
+    limit: int = Query(100, ge=1, le=MAX_SAMPLES, description="first N in scoring order"),
+    conn: Connection = Depends(connection),
+) -> dict[str, Any]:
+    """One step's rollouts (prompt, completion, reward and its terms), sorted or in order."""
+    if best is not None and worst is not None:
+        raise bad_request("ask for best or worst, not both")
+    row = resolve_run(conn, run)
+    c = s.samples.c
+    available = conn.execute(
+        select(c.step, c.split, func.count()).where(c.run_pk == row.pk)
+        .group_by(c.step, c.split).order_by(c.step.desc(), c.split)
+    ).all()
+    avail = [{"step": a, "split": b, "count": n} for a, b, n in available]
+    chosen = [a for a in avail if (step is None or a["step"] == step)
+              and (split is None or a["split"] == split)]
+    if not chosen:
+        if step is not None:
+            where = f"{split} " if split else ""
+            raise ApiError(404, f"run {row.name} kept no {where}rollouts at step {step}; "
+                                "the response of /samples without a step lists the steps kept")
+        return {"ok": True, "available": avail, "step": None, "split": None, "total": 0,
+                "samples": []}
+    pick = next((a for a in chosen if a["split"] == "train"), chosen[0])
+    stmt = select(s.samples).where(c.run_pk == row.pk, c.step == pick["step"],
+                                   c.split == pick["split"])
+    if best is not None:
+        stmt = stmt.order_by(c.reward.is_(None), c.reward.desc(), c.idx).limit(best)
+    elif worst is not None:
+        stmt = stmt.order_by(c.reward.is_(None), c.reward.asc(), c.idx).limit(worst)
+    else:
+        stmt = stmt.order_by(c.file, c.idx).limit(limit)
+    rows = conn.execute(stmt).all()
+    return {"ok": True, "available": avail, "step": pick["step"], "split": pick["split"],
+            "total": pick["count"], "samples": [_sample(r) for r in rows]}
+
+
+@router.get("/api/runs/{run}/checkpoints")
+def checkpoints(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
+    """The run's training and inference checkpoints, oldest first."""
+    row = resolve_run(conn, run)
+    c = s.checkpoints.c
+    rows = conn.execute(select(s.checkpoints).where(c.run_pk == row.pk).order_by(c.seq)).all()
+    return {"ok": True, "checkpoints": [
+        {"seq": r.seq, "ts": iso(r.ts), "step": r.step, "kind": r.kind, "id": r.ckpt_id,
+         "path": r.path, "extra": _loads(r.data) or {}} for r in rows]}
+
+
+def _log(r: Any) -> dict[str, Any]:
+    return {"seq": r.seq, "ts": iso(r.ts), "level": r.level.upper(), "message": r.message,
+            "data": _loads(r.data)}
+
+
+@router.get("/api/runs/{run}/logs")
+def logs(
+    run: str,
+    level: str = Query("", description="minimum level: debug, info, warning, error, critical"),
+    cursor: str | None = Query(None, max_length=40, description="next_cursor of the last page"),
+    limit: int = Query(200, ge=1, le=2000),
+    conn: Connection = Depends(connection),
+) -> dict[str, Any]:
+    """Log entries newest first, a page at a time, optionally from a minimum level up."""
+    lv = level.strip().lower()
+    if lv and lv not in LOG_LEVELS:
+        raise bad_request(f"level {level!r} is not one of {', '.join(LOG_LEVELS)}")
+    before = None
+    if cursor:
+        try:
+            before = int(cursor)
+        except ValueError:
+            raise bad_request("the cursor is not one this server gave out") from None
+    row = resolve_run(conn, run)
+    c = s.logs.c
+    stmt = select(s.logs).where(c.run_pk == row.pk)
+    if lv:
+        stmt = stmt.where(c.level.in_([k for k, v in LOG_LEVELS.items() if v >= LOG_LEVELS[lv]]))
+    if before is not None:
+        stmt = stmt.where(c.seq < before)
+    rows = conn.execute(stmt.order_by(c.seq.desc()).limit(limit + 1)).all()
+    nxt = str(rows[limit - 1].seq) if len(rows) > limit else None
+    return {"ok": True, "logs": [_log(r) for r in rows[:limit]], "next_cursor": nxt}
+
+
+def health_available() -> bool:
+    """Whether the health engine is installed in this runwatch."""
+    return importlib.util.find_spec("runwatch.health") is not None
+
+
+def findings_payload(conn: Connection, run_pk: int) -> dict[str, Any]:
+    """Open findings of a run, in the shape the web app's health panel reads."""
+    if not health_available():
+        return {"ok": True, "available": False, "findings": []}
+    try:
+        rules = importlib.import_module("runwatch.health.rules").BY_ID
+    except (ImportError, AttributeError):
+        rules = {}
+    f = s.findings.c
+    rows = conn.execute(select(s.findings).where(f.run_pk == run_pk, f.status == "open")
+                        .order_by(f.first_step, f.id)).all()
+    out = []
+    for r in rows:
+        rule = rules.get(r.rule_id)
+        evidence = _loads(r.evidence) or {}
+        metric = evidence.get("metric") if isinstance(evidence, dict) else None
+        metrics = list(getattr(rule, "metrics", ()) or ([metric] if metric else []))
+        out.append({
+            "id": r.id, "rule": r.rule_id, "severity": r.severity, "status": r.status,
+            "title": getattr(rule, "title", r.rule_id), "message": r.message,
+            "advice": r.advice, "metrics": metrics, "step_start": r.first_step,
+            "step_end": r.last_step, "evidence": evidence,
+        })
+    return {"ok": True, "available": True, "findings": out}
+
+
+@router.get("/api/runs/{run}/health")
+def health(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
+    """The run's open health findings; `available` is false when no health engine is installed."""
+    row = resolve_run(conn, run)
+    return findings_payload(conn, row.pk)

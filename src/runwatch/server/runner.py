@@ -1,0 +1,136 @@
+"""Running the server: uvicorn plus, when a runs folder is given, an indexer thread.
+
+`ui`, `server`, the browser tests and the benchmarks all start the server this way.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+from sqlalchemy import Engine, select
+
+from runwatch.ingest import Indexer
+from runwatch.rundir import format as fmt
+from runwatch.server.app import create_app
+from runwatch.server.feed import ChangeFeed
+from runwatch.store import schema as s
+
+log = logging.getLogger("runwatch.server")
+DEFAULT_PORT = 8765
+INDEX_INTERVAL_S = 0.2
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def all_finished(engine: Engine) -> bool:
+    """True when the index holds runs and every one has reached a terminal phase."""
+    with engine.connect() as conn:
+        statuses = conn.execute(select(s.runs.c.status)).scalars().all()
+    return bool(statuses) and all(st in fmt.TERMINAL_PHASES for st in statuses)
+
+
+@dataclass
+class Runner:
+    """The server and its indexer; `start()` returns once the server accepts requests."""
+
+    engine: Engine
+    runs_dir: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    token: str | None = None
+    interval: float = INDEX_INTERVAL_S
+    exit_when_done: bool = False
+    feed: ChangeFeed = field(default_factory=ChangeFeed)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _server: uvicorn.Server | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def _index_loop(self) -> None:
+        assert self.runs_dir is not None
+        indexer = Indexer(self.engine, self.runs_dir)
+        while not self._stop.is_set():
+            try:
+                report = indexer.index_once()
+            except Exception:
+                log.exception("indexing %s failed; retrying", self.runs_dir)
+                self._stop.wait(1.0)
+                continue
+            if report.rows or report.new_runs:
+                self.feed.notify()
+            elif self.exit_when_done and all_finished(self.engine):
+                self.stop()
+                return
+            self._stop.wait(self.interval)
+
+    def _make_server(self) -> uvicorn.Server:
+        app = create_app(self.engine, runs_dir=self.runs_dir, token=self.token, feed=self.feed)
+        config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning",
+                                access_log=False, lifespan="off", timeout_graceful_shutdown=1)
+        return uvicorn.Server(config)
+
+    def start(self) -> Runner:
+        """Start indexing and serving in background threads."""
+        if self.runs_dir is not None:
+            Indexer(self.engine, self.runs_dir).index_once()
+            t = threading.Thread(target=self._index_loop, name="runwatch-indexer", daemon=True)
+            t.start()
+            self._threads.append(t)
+        self._server = self._make_server()
+        t = threading.Thread(target=self._server.run, name="runwatch-http", daemon=True)
+        t.start()
+        self._threads.append(t)
+        while not self._server.started:
+            if not t.is_alive():
+                raise OSError(f"the server could not listen on {self.url}; is the port taken?")
+            time.sleep(0.02)
+        return self
+
+    def wait(self) -> None:
+        """Block until the server stops (Ctrl-C, or --exit-when-done)."""
+        try:
+            while not self._stop.is_set() and any(t.is_alive() for t in self._threads):
+                self._stop.wait(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.should_exit = True
+            self._server.force_exit = False
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout=5)
+
+    def __enter__(self) -> Runner:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()

@@ -1,0 +1,45 @@
+"""What every request handler shares: the engine, the series cache, the change feed, limits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fastapi import Request
+from sqlalchemy import Connection, Engine
+
+from runwatch.server.feed import ChangeFeed
+from runwatch.store.series import SeriesCache
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits of the ingest API (each is documented in docs/api.md)."""
+
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_records: int = 10_000
+    max_batches: int = 100
+
+
+@dataclass
+class ServerState:
+    engine: Engine
+    cache: SeriesCache = field(default_factory=SeriesCache)
+    feed: ChangeFeed = field(default_factory=ChangeFeed)
+    runs_dir: Path | None = None
+    token: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    poll_interval: float = 0.1
+    heartbeat: float = 15.0
+
+
+def state(request: Request) -> ServerState:
+    st: ServerState = request.app.state.runwatch
+    return st
+
+
+def connection(request: Request) -> Iterator[Connection]:
+    """A read connection for one request."""
+    with state(request).engine.connect() as conn:
+        yield conn
