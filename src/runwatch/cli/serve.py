@@ -1,0 +1,84 @@
+"""`runwatch ui` and `runwatch server`: serve the API and the web app over an index."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runwatch.cli.context import default_db
+from runwatch.server.auth import ENV_VAR
+from runwatch.server.runner import DEFAULT_PORT, INDEX_INTERVAL_S, Runner, is_loopback
+from runwatch.store.db import StoreError, open_engine
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _check_bind(host: str, token: str | None) -> None:
+    if not is_loopback(host) and not token:
+        _fail(f"refusing to serve on {host} without auth: anyone on the network could read "
+              f"every run; pass --token or set {ENV_VAR}, or bind 127.0.0.1")
+
+
+def _run(runner: Runner) -> None:
+    try:
+        runner.start()
+    except OSError as exc:
+        _fail(str(exc))
+    typer.echo(f"runwatch is serving {runner.url}/runs"
+               + (f" (indexing {runner.runs_dir})" if runner.runs_dir else ""))
+    sys.stdout.flush()
+    runner.wait()
+
+
+def ui(
+    runs_dir: Annotated[Path, typer.Argument(help="folder of run directories")] = Path("runs"),
+    port: Annotated[int, typer.Option(help="port to listen on")] = DEFAULT_PORT,
+    host: Annotated[str, typer.Option(help="address to bind; non-loopback needs --token")] = (
+        "127.0.0.1"),
+    db: Annotated[str | None, typer.Option(
+        help="index database (URL or path); default DIR/.runwatch/index.db")] = None,
+    token: Annotated[str | None, typer.Option(envvar=ENV_VAR, help="require this token")] = None,
+    interval: Annotated[float, typer.Option(help="seconds between indexing passes")] = (
+        INDEX_INTERVAL_S),
+    exit_when_done: Annotated[bool, typer.Option(
+        help="stop once every run in DIR has finished and is indexed (for scripts)")] = False,
+) -> None:
+    """Index a runs folder continuously and serve the web app on http://127.0.0.1:8765."""
+    _check_bind(host, token)
+    if not runs_dir.is_dir():
+        _fail(f"{runs_dir} is not a folder; create it or point ui at your runs folder")
+    target = db or str(default_db(runs_dir))
+    try:
+        engine = open_engine(target)
+    except StoreError as exc:
+        _fail(str(exc))
+    _run(Runner(engine, runs_dir=runs_dir, host=host, port=port, token=token,
+                interval=interval, exit_when_done=exit_when_done))
+
+
+def server(
+    db: Annotated[str, typer.Option(help="index database: a URL (postgresql://…) or a path")],
+    runs_dir: Annotated[Path | None, typer.Option(
+        help="also index this runs folder continuously")] = None,
+    host: Annotated[str, typer.Option(help="address to bind; non-loopback needs --token")] = (
+        "127.0.0.1"),
+    port: Annotated[int, typer.Option(help="port to listen on")] = DEFAULT_PORT,
+    token: Annotated[str | None, typer.Option(envvar=ENV_VAR, help="require this token")] = None,
+    interval: Annotated[float, typer.Option(help="seconds between indexing passes")] = (
+        INDEX_INTERVAL_S),
+) -> None:
+    """Serve the API and web app over a database: the long-lived team form of `ui`."""
+    _check_bind(host, token or os.environ.get(ENV_VAR))
+    if runs_dir is not None and not runs_dir.is_dir():
+        _fail(f"{runs_dir} is not a folder")
+    try:
+        engine = open_engine(db)
+    except StoreError as exc:
+        _fail(str(exc))
+    _run(Runner(engine, runs_dir=runs_dir, host=host, port=port, token=token, interval=interval))
