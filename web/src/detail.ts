@@ -10,7 +10,7 @@ import { HistoryTable } from "./history";
 import { LiveStream } from "./live";
 import { LogsView } from "./logs";
 import { RolloutsView } from "./rollouts";
-import type { Checkpoint, HealthResponse, LogEntry, MetricKey, PointsEvent, RunDetail, RunSummary } from "./types";
+import type { HealthResponse, LogEntry, MetricKey, PointsEvent, RunDetail, RunSummary } from "./types";
 
 const ACTIVE = new Set(["QUEUED", "PREPARING", "RUNNING"]);
 
@@ -68,7 +68,7 @@ export class DetailView {
     this.renderTiles();
     this.overview.replaceChildren(this.tilesEl, this.scalarsEl, this.health.el, this.charts.el, history.el, this.cardsEl, this.logs.el);
     this.el.replaceChildren(this.header, this.notice, this.overview, this.rolloutsEl);
-    await this.renderCards();
+    this.renderCards();
     await Promise.all([
       this.charts.load(),
       history.init(keys.keys),
@@ -107,7 +107,7 @@ export class DetailView {
     this.detail = detail;
     this.renderHeader();
     this.renderTiles();
-    await this.renderCards();
+    this.renderCards();
   }
 
   private renderHeader(): void {
@@ -199,25 +199,27 @@ export class DetailView {
     if (el) el.textContent = fmtDuration(liveDuration(run.started_at, run.ended_at, run.duration_s));
   }
 
-  private async renderCards(): Promise<void> {
+  private renderCards(): void {
     const d = this.detail;
     if (!d) return;
     const run = d.run;
-    const { checkpoints } = await getJSON<{ checkpoints: Checkpoint[] }>(`${runPath(this.runId)}/checkpoints`);
+    const checkpoints = d.checkpoints ?? [];
+    // the manifest's references, without the recording process's own fields
+    const internal = new Set(["pid", "argv", "schema_version", "name", "project", "run_id", "method", "base_model", "dataset", "trainer", "backend", "tags", "group", "created_at"]);
     const refs: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(d.manifest)) {
-      if (/(_url|_sha|sha|dirty|host|url|dir|wandb)/i.test(k)) refs[k] = v;
-    }
+    for (const [k, v] of Object.entries(d.manifest)) if (!internal.has(k)) refs[k] = v;
     refs.checkpoints = checkpoints.map((c) => ({ step: c.step, kind: c.kind, id: c.id, path: c.path }));
     const settings = h("details", { class: "card", id: "settings" }, h("summary", {}, h("h3", {}, "Settings")));
     const cfg = h("pre", { class: "code" });
-    cfg.textContent = d.settings.config ?? "(no config recorded)";
+    cfg.textContent = d.settings.config_text ?? "(no config recorded)";
     const eng = h("pre", { class: "code" });
     eng.textContent = d.settings.engine_config ? text(d.settings.engine_config) : "(no engine config recorded)";
     settings.append(h("h4", {}, "Config"), cfg, h("h4", {}, "Engine config"), eng);
     const art = h("pre", { class: "code" });
     art.textContent = JSON.stringify(refs, null, 2);
-    this.cardsEl.replaceChildren(
+    clear(this.cardsEl);
+    append(
+      this.cardsEl,
       h(
         "section",
         { class: "card", id: "job-details" },
@@ -242,6 +244,9 @@ export class DetailView {
         ]),
       ),
       h("section", { class: "card", id: "artifacts" }, h("h3", {}, "Artifacts & refs"), art),
+      d.problems?.length
+        ? h("section", { class: "card", id: "problems" }, h("h3", {}, "Indexing problems"), ...d.problems.map((p) => h("p", { class: "muted small" }, p)))
+        : null,
       settings,
     );
   }

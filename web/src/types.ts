@@ -44,7 +44,9 @@ export interface RunDetail {
   state: Record<string, unknown>;
   results: Record<string, unknown>;
   cost: Record<string, unknown>;
-  settings: { config: string | null; engine_config: unknown };
+  settings: { config: unknown; config_text: string | null; engine_config: unknown };
+  checkpoints: { step: number | null; kind: string | null; id: string | null; path: string | null }[];
+  problems: string[];
   manifest: Record<string, unknown>;
   scalars: Scalars;
   actions: { cancel: boolean; retry: boolean };
@@ -92,16 +94,6 @@ export interface LogEntry {
 export interface LogPage {
   logs: LogEntry[];
   next_cursor: string | null;
-}
-
-export interface Checkpoint {
-  seq: number;
-  ts: string | null;
-  step: number | null;
-  kind: string | null;
-  id: string | null;
-  path: string | null;
-  extra: Record<string, unknown>;
 }
 
 export interface Sample {
