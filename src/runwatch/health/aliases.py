@@ -1,0 +1,101 @@
+"""Alias tables: other frameworks' metric names mapped to runwatch's canonical ones.
+
+A run keeps the names it logged; the health rules (and charts, via `canonical`) read
+the canonical name. Some aliases need a transform: tinker-cookbook logs the fraction
+of groups with mixed rewards, the complement of `zero_variance_skip_ratio`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Transform = Callable[[list[float]], list[float]]
+
+
+def complement(values: list[float]) -> list[float]:
+    return [1.0 - v for v in values]
+
+
+@dataclass(frozen=True)
+class Alias:
+    canonical: str
+    framework: str
+    transform: str | None = None  # a name in TRANSFORMS, kept as text for the docs
+
+
+TRANSFORMS: dict[str, Transform] = {"1 - x": complement}
+
+# Exact names. Where two frameworks use one name with one meaning, one entry serves both.
+EXACT: dict[str, Alias] = {
+    # --- TRL (GRPOTrainer, DPOTrainer, SFTTrainer; eval entries carry eval_) ---
+    "reward": Alias("reward_mean", "TRL, OpenRLHF"),
+    "frac_reward_zero_std": Alias("zero_variance_skip_ratio", "TRL"),
+    "clip_ratio/high_mean": Alias("fb/loss/clip/high_fraction", "TRL"),
+    "clip_ratio/low_mean": Alias("fb/loss/clip/low_fraction", "TRL"),
+    "completions/mean_length": Alias("mean_sampled_response_length", "TRL"),
+    "completion_length": Alias("mean_sampled_response_length", "TRL (older)"),
+    "completions/clipped_ratio": Alias("truncated_ratio", "TRL"),
+    "kl": Alias("fb/loss/kl_ref/mean", "TRL, OpenRLHF"),
+    "rewards/accuracies": Alias("preference_accuracy", "TRL DPO"),
+    "rewards/margins": Alias("mean_margin", "TRL DPO"),
+    "eval_rewards/accuracies": Alias("val/preference_accuracy", "TRL DPO"),
+    "eval_rewards/margins": Alias("val/mean_margin", "TRL DPO"),
+    "eval_loss": Alias("val/loss", "TRL"),
+    "eval_reward": Alias("val/reward_mean", "TRL"),
+    "eval_accuracy": Alias("val/accuracy", "TRL"),
+    "eval_completions/mean_length": Alias("val/mean_response_length", "TRL"),
+    # --- verl ---
+    "actor/pg_clipfrac": Alias("fb/loss/clip/high_fraction", "verl"),
+    "actor/pg_clipfrac_lower": Alias("fb/loss/clip/low_fraction", "verl"),
+    "actor/ppo_kl": Alias("fb/loss/kl_policy/mean", "verl"),
+    "actor/kl_loss": Alias("fb/loss/kl_ref/mean", "verl"),
+    "actor/grad_norm": Alias("grad_norm", "verl"),
+    "actor/lr": Alias("learning_rate", "verl"),
+    "actor/entropy": Alias("entropy", "verl"),
+    "critic/score/mean": Alias("accuracy", "verl"),
+    "critic/rewards/mean": Alias("reward_mean", "verl"),
+    "critic/advantages/std": Alias("completion_advantage_std", "verl"),
+    "response_length/mean": Alias("mean_sampled_response_length", "verl"),
+    "response_length/clip_ratio": Alias("truncated_ratio", "verl"),
+    # --- OpenRLHF ---
+    "ppo_clip_ratio": Alias("fb/loss/clip/high_fraction", "OpenRLHF"),
+    "ppo_kl": Alias("fb/loss/kl_policy/mean", "OpenRLHF"),
+    "response_length": Alias("mean_sampled_response_length", "OpenRLHF"),
+    "actor_lr": Alias("learning_rate", "OpenRLHF"),
+    "policy_entropy": Alias("entropy", "OpenRLHF"),
+    "actor_grad_norm": Alias("grad_norm", "OpenRLHF"),
+    # --- tinker-cookbook (rl/train.py metrics.jsonl) ---
+    "env/all/by_group/frac_mixed": Alias("zero_variance_skip_ratio", "tinker-cookbook", "1 - x"),
+    "env/all/reward/total": Alias("reward_mean", "tinker-cookbook"),
+    "test/env/all/reward/total": Alias("val/reward_mean", "tinker-cookbook"),
+    "env/all/ac_tokens_per_turn": Alias("mean_sampled_response_length", "tinker-cookbook"),
+    "test/env/all/ac_tokens_per_turn": Alias("val/mean_response_length", "tinker-cookbook"),
+    "env/all/turns_per_episode": Alias("num_turns_mean", "tinker-cookbook"),
+    "optim/kl_sample_train_v1": Alias("fb/loss/kl_policy/mean", "tinker-cookbook"),
+    "optim/kl_sample_train_v2": Alias("fb/loss/kl_policy/k3/mean", "tinker-cookbook"),
+    "optim/lr": Alias("learning_rate", "tinker-cookbook"),
+    "optim/entropy": Alias("entropy", "tinker-cookbook"),
+    "time/total": Alias("timing/step_total_s", "tinker-cookbook"),
+}
+
+# Name patterns (verl names validation metrics after the data source).
+PATTERNS: tuple[tuple[re.Pattern[str], Alias], ...] = (
+    (re.compile(r"^val-core/[^/]+/(?:reward|acc)/mean@1$"), Alias("val/accuracy", "verl")),
+    (re.compile(r"^val/test_score/[^/]+$"), Alias("val/accuracy", "verl (older)")),
+    (re.compile(r"^eval_[^/]+_pass1$"), Alias("val/accuracy", "OpenRLHF")),
+)
+
+
+def canonical(key: str) -> tuple[str, Transform | None]:
+    """The canonical name for `key` and the transform its values need (None: as is)."""
+    alias = EXACT.get(key)
+    if alias is None:
+        for pattern, candidate in PATTERNS:
+            if pattern.match(key):
+                alias = candidate
+                break
+    if alias is None:
+        return key, None
+    return alias.canonical, TRANSFORMS[alias.transform] if alias.transform else None

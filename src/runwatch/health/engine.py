@@ -1,0 +1,258 @@
+"""The health engine: evaluates the rule catalogue incrementally as a run's points arrive.
+
+`Engine` is pure (no database): feed it new points per metric and it returns the
+findings that opened, changed or resolved; its `state()` is what the store persists
+between batches, so the cost of a batch is proportional to the batch. `on_points` is
+the indexer's hook, which loads and saves that state around one batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from runwatch.health import detectors as d
+from runwatch.health.aliases import canonical
+from runwatch.health.evaluators import Columns, Evaluator, build_detector, clean
+from runwatch.health.findings import Finding, Record, Tracker, render
+from runwatch.health.rules import BY_ID, CATALOGUE, Rule
+from runwatch.health.thresholds import NONE, Overrides
+
+STATE_VERSION = 1
+CHUNK_STEPS = 1024  # divergence rules need series interleaved by step at this grain
+METHOD_FAMILIES = {"ppo": "grpo", "rl": "grpo", "rloo": "grpo", "dapo": "grpo",
+                   "reinforce": "grpo", "grpo": "grpo", "sft": "sft", "dpo": "dpo"}
+
+# Per metric: steps, wall times, values (None means NaN, as in the store).
+Batch = Mapping[str, tuple[list[int], list[float], list[Any]]]
+
+
+def normalize_method(method: str | None) -> str:
+    return METHOD_FAMILIES.get((method or "").lower(), (method or "").lower())
+
+
+def fingerprint(method: str, settings: Mapping[str, float], overrides: Overrides) -> str:
+    """Changes when anything that shapes evaluation changes; then state is rebuilt."""
+    blob = json.dumps([STATE_VERSION, method, dict(settings), overrides.to_dict(),
+                       [(r.id, dict(r.params)) for r in CATALOGUE]], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class Engine:
+    """Rule evaluation for one run."""
+
+    def __init__(self, method: str | None, settings: Mapping[str, float] | None = None,
+                 overrides: Overrides = NONE, state: dict[str, Any] | None = None) -> None:
+        self.method = normalize_method(method)
+        self.settings = {**(settings or {}), **overrides.settings}
+        self.overrides = overrides
+        self.fp = fingerprint(self.method, self.settings, overrides)
+        st = state if state and state.get("fp") == self.fp else {}
+        self.claims: dict[str, str] = dict(st.get("claims", {}))  # canonical -> raw key
+        self.seen: set[str] = set(st.get("seen", []))  # canonical keys seen
+        self.rules = [r for r in CATALOGUE if r.applies_to(self.method) and overrides.enabled(r)]
+        self.evals: dict[str, Evaluator] = {}
+        for key, est in st.get("evals", {}).items():
+            ev = self._make(key, est)
+            if ev is not None:
+                self.evals[key] = ev
+        self.nonfinite = {k: Tracker(rec) for k, rec in st.get("nonfinite", {}).items()}
+        self.stall = d.Stall(**self._stall_params(), state=st.get("stall"))
+        self.fresh = not st
+        # What the store remembers about the run's config between batches.
+        self.config_cache: dict[str, Any] | None = None
+
+    # --- building evaluators -------------------------------------------------------
+
+    def _stall_params(self) -> dict[str, float]:
+        p = self.overrides.params(BY_ID["run.stalled"])
+        return {"factor": float(p["factor"]), "min_seconds": float(p["min_seconds"])}
+
+    def _make(self, key: str, state: dict[str, Any] | None) -> Evaluator | None:
+        rule_id, _, variant_text = key.partition("|")
+        rule = BY_ID.get(rule_id)
+        if rule is None or rule not in self.rules:
+            return None
+        variant = tuple(variant_text.split("|"))
+        params = self.overrides.params(rule)
+        det = build_detector(rule, params, self.settings, (state or {}).get("det"))
+        if det is None:
+            return None
+        return Evaluator(rule, variant, params, self.overrides.severity(rule), det,
+                         self.settings, state)
+
+    def _activate(self) -> None:
+        for rule in self.rules:
+            if rule.detector in ("nonfinite", "stall"):
+                continue
+            for variant in rule.variants:
+                key = rule.id + "|" + "|".join(variant)
+                if key in self.evals:
+                    continue
+                # A divergence rule starts with its reference series, so the judged
+                # (sparse, validation) series finds history to compare with.
+                needed = variant[:1] if rule.detector == "divergence" else variant
+                if all(m in self.seen for m in needed):
+                    ev = self._make(key, None)
+                    if ev is not None:
+                        self.evals[key] = ev
+
+    # --- evaluation ----------------------------------------------------------------
+
+    def feed(self, batch: Batch) -> list[Finding]:
+        """Evaluate new points; returns the findings that opened, changed or resolved."""
+        out: dict[int, Finding] = {}
+        if not batch:
+            return []
+        longest = max(batch.values(), key=lambda c: len(c[0]))
+        if longest[0]:
+            self._past_stall(longest[1][0], out)
+            self.stall.feed(longest[0], longest[1])
+        cols: dict[str, Columns] = {}
+        for raw, (steps, _ts, values) in batch.items():
+            if not steps:
+                continue
+            values = self._check_finite(raw, steps, values, out)
+            name, transform = canonical(raw)
+            owner = self.claims.setdefault(name, raw)
+            if owner != raw:
+                continue  # another key already feeds this canonical metric
+            cols[name] = (steps, transform(values) if transform else values)
+            self.seen.add(name)
+        self._activate()
+        touched: set[str] = set()
+        for chunk in _chunks(cols):
+            for key, ev in self.evals.items():
+                if not any(m in chunk for m in ev.variant):
+                    continue
+                closed, is_open = ev.feed(chunk)
+                for rec in closed:
+                    out[id(rec)] = ev.finding(rec, "resolved")
+                if is_open:
+                    touched.add(key)
+        for key in touched:
+            open_rec = self.evals[key].tracker.open
+            if open_rec is not None:
+                out[id(open_rec)] = self.evals[key].finding(open_rec, "open")
+        return list(out.values())
+
+    def _check_finite(self, raw: str, steps: list[int], values: list[Any],
+                      out: dict[int, Finding]) -> list[float]:
+        rule = BY_ID["metric.non_finite"]
+        verdicts = d.NonFinite().feed(values)
+        tracker = self.nonfinite.get(raw)
+        if tracker is None and True not in verdicts:
+            return values
+        values = clean(values)
+        if rule not in self.rules:
+            return values
+        if tracker is None:
+            tracker = self.nonfinite[raw] = Tracker()
+        closed, is_open = tracker.update(steps, verdicts, values)
+        for rec in closed:
+            out[id(rec)] = self._nonfinite_finding(raw, rec, "resolved")
+        if tracker.open is None:
+            del self.nonfinite[raw]
+        elif is_open:
+            out[id(tracker.open)] = self._nonfinite_finding(raw, tracker.open, "open")
+        return values
+
+    def _nonfinite_finding(self, raw: str, rec: Record, status: str) -> Finding:
+        rule = BY_ID["metric.non_finite"]
+        ev = Evaluator(rule, (raw,), {}, self.overrides.severity(rule), d.NonFinite(),
+                       self.settings)
+        return ev.finding(rec, status)
+
+    # --- stall -----------------------------------------------------------------
+
+    def check_stall(self, now: float, running: bool) -> list[Finding]:
+        """The open stall finding at wall-clock time `now`, if the run has gone silent.
+
+        A stall is a live condition, checked when findings are read; it is stored (as
+        resolved) once points arrive again after the silence, by `feed`.
+        """
+        if BY_ID["run.stalled"] not in self.rules or not running:
+            return []
+        if not self.stall.stalled(now):
+            return []
+        return [self._stall_finding(self._stall_record(now), "open")]
+
+    def _past_stall(self, resumed_ts: float, out: dict[int, Finding]) -> None:
+        if BY_ID["run.stalled"] in self.rules and self.stall.stalled(resumed_ts):
+            rec = self._stall_record(resumed_ts)
+            out[id(rec)] = self._stall_finding(rec, "resolved")
+
+    def _stall_record(self, now: float) -> Record:
+        step = self.stall.last_step if self.stall.last_step is not None else 0
+        return {"id": None, "first_step": step, "last_step": step,
+                "silent_s": now - (self.stall.last_ts or now), "limit_s": self.stall.limit()}
+
+    def _stall_finding(self, rec: Record, status: str) -> Finding:
+        rule = BY_ID["run.stalled"]
+        evidence = {"silent_s": round(rec.get("silent_s", 0.0), 1),
+                    "limit_s": round(rec.get("limit_s", 0.0), 1), "last_step": rec["last_step"]}
+        fields = {**self.overrides.params(rule), **evidence}
+        return Finding(rule.id, rule.title, self.overrides.severity(rule), status, "*",
+                       int(rec["first_step"]), int(rec["last_step"]), evidence,
+                       render(rule.message, fields), rule.advice, rec.get("id"), rec)
+
+    # --- persistence -----------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "fp": self.fp,
+            "claims": self.claims,
+            "seen": sorted(self.seen),
+            "evals": {k: ev.state() for k, ev in self.evals.items()},
+            "nonfinite": {k: t.open for k, t in self.nonfinite.items() if t.open is not None},
+            "stall": self.stall.state(),
+        }
+
+
+def _chunks(cols: dict[str, Columns]) -> Iterable[dict[str, Columns]]:
+    """Split a big batch into step ranges so that series advance together."""
+    lo = min((c[0][0] for c in cols.values()), default=0)
+    hi = max((c[0][-1] for c in cols.values()), default=0)
+    if hi - lo <= CHUNK_STEPS:
+        yield cols
+        return
+    cuts = dict.fromkeys(cols, 0)
+    for edge in range(lo + CHUNK_STEPS, hi + CHUNK_STEPS + 1, CHUNK_STEPS):
+        last = edge > hi
+        chunk: dict[str, Columns] = {}
+        for k, (steps, values) in cols.items():
+            start = cuts[k]
+            # The last chunk takes whatever is left, so a key whose steps go backwards
+            # (a resumed run) still delivers every point once, in order.
+            end = len(steps) if last else bisect_right(steps, edge - 1, start)
+            if end > start:
+                chunk[k] = (steps[start:end], values[start:end])
+                cuts[k] = end
+        if chunk:
+            yield chunk
+
+
+Point = tuple[int, float, str, Any]  # step, ts, key, value
+ColumnsTs = tuple[list[int], list[float], list[Any]]
+
+
+def batch_from_points(points: Iterable[Point]) -> dict[str, ColumnsTs]:
+    """Group (step, ts, key, value) tuples into per-metric columns, keeping their order."""
+    out: dict[str, ColumnsTs] = {}
+    for step, ts, key, value in points:
+        col = out.get(key)
+        if col is None:
+            col = out[key] = ([], [], [])
+        col[0].append(step)
+        col[1].append(ts)
+        col[2].append(value)
+    return out
+
+
+def rules_for(method: str | None) -> list[Rule]:
+    """The catalogue's rules that apply to a method."""
+    m = normalize_method(method)
+    return [r for r in CATALOGUE if r.applies_to(m)]

@@ -1,0 +1,215 @@
+"""One rule evaluated on one metric variant: detector, alignment and finding tracker.
+
+The engine owns one `Evaluator` per (rule, variant) the run's metrics allow, feeds it
+the new points of its metrics, and turns its records into `Finding`s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from runwatch.health import detectors as d
+from runwatch.health.findings import Finding, Record, Tracker, finite_or_text, render
+from runwatch.health.rules.base import Param, Rule
+
+Columns = tuple[list[int], list[float]]  # steps, values
+ALIGN_CAP = 512  # steps waiting for a partner metric; older ones are dropped
+
+
+def budget_value(
+    rule: Rule, params: Mapping[str, Param], settings: Mapping[str, float]
+) -> float | None:
+    """The run setting a budget rule compares against, or None when it is unknown."""
+    if "budget" in params:
+        return float(params["budget"])
+    assert rule.budget is not None
+    total = 1.0
+    for name in rule.budget.split("*"):
+        value = settings.get(name.strip())
+        if value is None:
+            return None
+        total *= float(value)
+    return total
+
+
+def _num(params: Mapping[str, Param], name: str, default: float) -> float:
+    value = params.get(name, default)
+    return float(value) if not isinstance(value, str) else default
+
+
+def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, float],
+                   state: dict[str, Any] | None) -> Any:
+    """The detector for `rule` with resolved params `p`; None when a budget is unknown."""
+    kind = rule.detector
+    if kind == "threshold":
+        above = p.get("above")
+        below = p.get("below")
+        if rule.budget is not None:
+            budget = budget_value(rule, p, settings)
+            if budget is None:
+                return None
+            limit = _num(p, "fraction", 1.0) * budget
+            above, below = (limit, None) if p.get("side", "above") == "above" else (None, limit)
+        return d.Threshold(
+            above=None if above is None else float(above),
+            below=None if below is None else float(below),
+            k=int(_num(p, "k", 1)), n=int(_num(p, "n", 1)),
+            min_points=int(_num(p, "min_points", 0)), state=state,
+        )
+    if kind == "spike":
+        factor = _num(p, "factor", 0.0)
+        drop = _num(p, "drop", 0.0)
+        return d.Spike(
+            factor=factor or None, drop=drop or None, window=int(_num(p, "window", 200)),
+            min_history=int(_num(p, "min_history", 10)), floor=_num(p, "floor", 0.0),
+            hold=int(_num(p, "hold", 5)), state=state,
+        )
+    if kind == "trend":
+        return d.Trend(
+            direction=str(p["direction"]), window=int(_num(p, "window", 64)),
+            min_effect=_num(p, "min_effect", 0.1), relative=bool(_num(p, "relative", 1)),
+            min_buckets=int(_num(p, "min_buckets", 4)), state=state,
+        )
+    if kind == "no_progress":
+        return d.NoProgress(
+            direction=str(p.get("direction", "down")), min_change=_num(p, "min_change", 0.05),
+            warmup=int(_num(p, "warmup", 20)), bucket=int(_num(p, "bucket", 5)), state=state,
+        )
+    if kind == "divergence":
+        return d.Divergence(
+            a_dir=str(p["a_dir"]), b_dir=str(p["b_dir"]), window=int(_num(p, "window", 6)),
+            a_effect=_num(p, "a_effect", 0.05), b_effect=_num(p, "b_effect", 0.05),
+            a_bucket=int(_num(p, "a_bucket", 5)), relative=bool(_num(p, "relative", 0)),
+            state=state,
+        )
+    if kind == "nonfinite":
+        return d.NonFinite()
+    raise ValueError(f"rule {rule.id} has detector {kind!r}, which the engine cannot build")
+
+
+class Evaluator:
+    """Evaluates one rule on one variant (tuple of canonical metric names)."""
+
+    def __init__(self, rule: Rule, variant: tuple[str, ...], params: Mapping[str, Param],
+                 severity: str, detector: Any, settings: Mapping[str, float],
+                 state: dict[str, Any] | None = None) -> None:
+        st = state or {}
+        self.rule, self.variant, self.params, self.severity = rule, variant, params, severity
+        self.settings = settings
+        self.detector = detector
+        self.tracker = Tracker(st.get("open"))
+        # Steps still waiting for a partner metric (derived rules only): step -> values.
+        self.pending: dict[int, list[float | None]] = {
+            int(s): v for s, v in st.get("align", [])
+        }
+        self.metric = variant[-1] if rule.detector == "divergence" else variant[0]
+
+    def feed(self, cols: Mapping[str, Columns]) -> tuple[list[Record], bool]:
+        rule = self.rule
+        if rule.detector == "divergence":
+            a, b = self.variant
+            if a in cols:
+                self.detector.feed_a(*cols[a])
+            if b not in cols:
+                return [], False
+            steps, values = cols[b]
+            verdicts = self.detector.feed(steps, values)
+        elif rule.derive is not None:
+            steps, values = self._align(cols)
+            verdicts = self.detector.feed(values)
+        else:
+            steps, values = cols[self.metric]
+            if rule.detector in ("trend", "no_progress"):
+                verdicts = self.detector.feed(steps, values)
+            else:
+                verdicts = self.detector.feed(values)
+        closed, touched = self.tracker.update(steps, verdicts, values)
+        for rec in closed:
+            self._stamp(rec)
+        return closed, touched
+
+    def _align(self, cols: Mapping[str, Columns]) -> Columns:
+        """Values of the variant's metrics at the same step, combined by the rule's derive."""
+        derive = self.rule.derive
+        assert derive is not None
+        p = self.params
+        present = [cols.get(m) for m in self.variant]
+        if not self.pending and all(c is not None for c in present):
+            first = present[0]
+            assert first is not None
+            if all(c is not None and c[0] == first[0] for c in present):
+                return first[0], derive([c[1] for c in present if c is not None], p)
+        n = len(self.variant)
+        pending = self.pending
+        for i, c in enumerate(present):
+            if c is None:
+                continue
+            for step, value in zip(c[0], c[1], strict=True):
+                slot = pending.get(step)
+                if slot is None:
+                    slot = pending[step] = [None] * n
+                slot[i] = value
+        steps = [st for st in sorted(pending) if None not in pending[st]]
+        rows = [pending.pop(st) for st in steps]
+        while len(pending) > ALIGN_CAP:
+            del pending[min(pending)]
+        columns = [[float(r[i] or 0.0) for r in rows] for i in range(n)]
+        return steps, derive(columns, p) if steps else []
+
+    def _stamp(self, rec: Record) -> None:
+        """Detector context at this moment (median, effect, …), kept with the record."""
+        det = self.detector
+        extra: dict[str, Any] = {}
+        if isinstance(det, d.Threshold):
+            if det.above is not None:
+                extra["above"] = det.above
+            if det.below is not None:
+                extra["below"] = det.below
+            if self.rule.budget is not None:
+                extra["budget"] = budget_value(self.rule, self.params, self.settings)
+        elif isinstance(det, d.Spike):
+            ref = det.reference()
+            extra["median"] = ref
+            if ref and isinstance(rec.get("max"), int | float):
+                extra["ratio"] = rec["max"] / ref
+        elif isinstance(det, d.Trend | d.NoProgress):
+            extra["effect"] = det.last_effect
+        elif isinstance(det, d.Divergence):
+            extra["a_effect_seen"], extra["b_effect_seen"] = det.last
+            extra["reference"] = self.variant[0]
+        elif isinstance(det, d.NonFinite):
+            extra["value"] = finite_or_text(rec.get("first"))
+        rec["x"] = extra
+
+    def finding(self, rec: Record, status: str) -> Finding:
+        if status == "open" or "x" not in rec:
+            self._stamp(rec)
+        evidence: dict[str, Any] = {"metric": self.metric}
+        if len(self.variant) > 1:
+            evidence["metrics"] = list(self.variant)
+        for name in ("first", "last", "min", "max", "count"):
+            evidence[name] = finite_or_text(rec.get(name))
+        for name, value in rec.get("x", {}).items():
+            evidence[name] = finite_or_text(value) if isinstance(value, float) else value
+        first_step = int(rec["first_step"])
+        last_step = int(rec.get("last_step", first_step))
+        fields = {**self.params, **evidence, "first_step": first_step, "last_step": last_step}
+        return Finding(
+            rule_id=self.rule.id, title=self.rule.title, severity=self.severity, status=status,
+            metric=self.metric, first_step=first_step, last_step=last_step, evidence=evidence,
+            message=render(self.rule.message, fields), advice=self.rule.advice,
+            id=rec.get("id"), record=rec,
+        )
+
+    def state(self) -> dict[str, Any]:
+        st: dict[str, Any] = {"det": self.detector.state(), "open": self.tracker.open}
+        if self.pending:
+            st["align"] = [[s, v] for s, v in self.pending.items()]
+        return st
+
+
+def clean(values: list[Any]) -> list[float]:
+    """NULL (the store's NaN) as NaN, so detectors only ever see floats."""
+    return [math.nan if v is None else v for v in values]

@@ -1,0 +1,133 @@
+"""Findings and their life: a finding opens when a rule's condition starts to hold,
+updates while it holds, and resolves when it stops.
+
+A `Tracker` follows one rule on one metric. It scans a batch's per-point verdicts with
+`list.index` (a C-level scan), so a batch costs a few Python operations per change of
+verdict, not per point.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from dataclasses import dataclass, field
+from typing import Any
+
+Record = dict[str, Any]
+
+
+@dataclass
+class Finding:
+    """A finding as the store keeps it and the API, CLI and web app show it."""
+
+    rule_id: str
+    title: str
+    severity: str
+    status: str  # "open" | "resolved"
+    metric: str
+    first_step: int
+    last_step: int
+    evidence: dict[str, Any]
+    message: str
+    advice: str
+    id: int | None = None
+    # The tracker's record, so the store can write the new row's id back into the state.
+    record: Record | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "rule_id": self.rule_id,
+            "title": self.title,
+            "severity": self.severity,
+            "status": self.status,
+            "metric": self.metric,
+            "first_step": self.first_step,
+            "last_step": self.last_step,
+            "evidence": self.evidence,
+            "message": self.message,
+            "advice": self.advice,
+        }
+
+
+def finite_or_text(value: Any) -> Any:
+    """JSON has no NaN or Infinity: keep those as the text the run file uses."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if value is None:
+        return "NaN"  # the store keeps NaN as NULL
+    return value
+
+
+class Tracker:
+    """The open finding (if any) of one rule on one metric, as a JSON-able record."""
+
+    def __init__(self, record: Record | None = None) -> None:
+        self.open: Record | None = record
+
+    def update(
+        self, steps: list[int], verdicts: list[bool], values: list[float]
+    ) -> tuple[list[Record], bool]:
+        """Apply a batch; returns the records it resolved and whether one is open and touched."""
+        closed: list[Record] = []
+        touched = False
+        pos, m = 0, len(verdicts)
+        while pos < m:
+            if self.open is None:
+                try:
+                    pos = verdicts.index(True, pos)
+                except ValueError:
+                    break
+                v0 = values[pos]
+                self.open = {"id": None, "first_step": steps[pos], "first": v0,
+                             "min": v0, "max": v0, "count": 0}
+            try:
+                end = verdicts.index(False, pos)
+            except ValueError:
+                end = m
+            if end > pos:
+                self._extend(steps, values, pos, end)
+                touched = True
+            if end < m:
+                closed.append(self.open)
+                self.open = None
+                touched = False
+            pos = end
+        return closed, touched and self.open is not None
+
+    def _extend(self, steps: list[int], values: list[float], i: int, j: int) -> None:
+        rec = self.open
+        assert rec is not None
+        chunk = values[i:j]
+        fin = [v for v in chunk if v is not None and v - v == 0]
+        if fin:
+            lo, hi = min(fin), max(fin)
+            rec["min"] = lo if _num(rec["min"]) is None else min(rec["min"], lo)
+            rec["max"] = hi if _num(rec["max"]) is None else max(rec["max"], hi)
+        rec["last_step"] = steps[j - 1]
+        rec["last"] = values[j - 1]
+        rec["count"] += j - i
+
+
+def _num(v: Any) -> float | None:
+    return v if isinstance(v, int | float) and v - v == 0 else None
+
+
+class _Fmt(string.Formatter):
+    """Formats a message template; a missing or non-numeric field prints as '?' or as is."""
+
+    def get_value(self, key: Any, args: Any, kwargs: Any) -> Any:
+        return kwargs.get(key, "?")
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        try:
+            return super().format_field(value, format_spec)
+        except (ValueError, TypeError):
+            return str(value)
+
+
+_FMT = _Fmt()
+
+
+def render(template: str, fields: dict[str, Any]) -> str:
+    return _FMT.format(template, **fields)

@@ -1,0 +1,63 @@
+"""The shape of a health rule, shared by every catalogue module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+SEVERITIES = ("info", "warning", "critical")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+METHODS = ("sft", "dpo", "grpo")
+ALL_METHODS = ("*",)
+DETECTORS = (
+    "threshold",
+    "spike",
+    "trend",
+    "no_progress",
+    "divergence",
+    "nonfinite",
+    "stall",
+)
+
+Param = float | int | str
+# Combines several metrics' values, aligned by step (one list per metric, in the
+# variant's order), into the one series a threshold reads.
+Derive = Callable[[Sequence[list[float]], Mapping[str, Param]], list[float]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One health rule.
+
+    `variants` lists the metric tuples the rule runs on; one evaluator runs per variant
+    whose metrics the run logs (a rule that reads `loss` or `val/loss` alike has two).
+    For "divergence" a variant is (reference series, judged series); the finding is
+    about the second. `budget` names a run setting (`max_sample_tokens`, or a product
+    such as `batch_size*max_sampling_attempts`) that the threshold is a fraction of;
+    the rule stays silent when the run's config does not give it.
+    """
+
+    id: str
+    title: str
+    methods: tuple[str, ...]
+    variants: tuple[tuple[str, ...], ...]
+    detector: str
+    severity: str
+    condition: str
+    advice: str
+    message: str
+    params: Mapping[str, Param] = field(default_factory=dict)
+    derive: Derive | None = None
+    budget: str | None = None
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """Every metric the rule can read, in first-seen order."""
+        seen: dict[str, None] = {}
+        for v in self.variants:
+            for m in v:
+                seen.setdefault(m, None)
+        return tuple(seen)
+
+    def applies_to(self, method: str) -> bool:
+        return self.methods == ALL_METHODS or method in self.methods

@@ -1,0 +1,93 @@
+"""Rules for every method: the optimizer's fields, non-finite values, a run that
+stopped reporting, and a validation plateau."""
+
+from __future__ import annotations
+
+from runwatch.health.rules.base import ALL_METHODS, Rule
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="optim.clipping_every_step",
+        title="Gradients are clipped on almost every step",
+        methods=ALL_METHODS,
+        variants=(("grad_clip_factor",),),
+        detector="threshold",
+        params={"below": 0.999, "k": 9, "n": 10},
+        severity="info",
+        condition="`grad_clip_factor` is below 1 on {k} of the last {n} steps.",
+        message="{metric} stayed below 1 (last {last:.3g}): grad_norm says little about "
+        "update size.",
+        advice="Read update_ratio for the size of each update; if it is large, lower "
+        "learning_rate, otherwise raise max_grad_norm.",
+    ),
+    Rule(
+        id="optim.grad_norm_spike",
+        title="Gradient norm spiked",
+        methods=ALL_METHODS,
+        variants=(("grad_norm",),),
+        detector="spike",
+        params={"factor": 10.0, "window": 200, "min_history": 10, "floor": 0.0, "hold": 5},
+        severity="warning",
+        condition="`grad_norm` exceeds {factor}× the run's rolling median over the last "
+        "{window} steps.",
+        message="{metric} spiked to {max:.3g}, {ratio:.1f}× its median of {median:.3g}.",
+        advice="Read the batch at that step for bad rows; if spikes repeat, lower learning_rate "
+        "or max_grad_norm.",
+    ),
+    Rule(
+        id="optim.update_ratio_high",
+        title="Updates are large relative to the weights",
+        methods=ALL_METHODS,
+        variants=(("update_ratio",),),
+        detector="threshold",
+        params={"above": 0.1, "k": 8, "n": 10, "min_points": 10},
+        severity="warning",
+        condition="`update_ratio` is above {above} on {k} of the last {n} steps, after the "
+        "first {min_points}.",
+        message="{metric} stayed above {above} (last {last:.3g}, max {max:.3g}).",
+        advice="Each update changes the adapter by a large fraction: lower learning_rate.",
+    ),
+    Rule(
+        id="metric.non_finite",
+        title="A metric is NaN or infinite",
+        methods=ALL_METHODS,
+        variants=(("*",),),
+        detector="nonfinite",
+        severity="critical",
+        condition="Any metric's value is NaN, +Infinity or -Infinity.",
+        message="{metric} was {value} at step {first_step}.",
+        advice="Training diverged or divided by zero: lower learning_rate, set max_grad_norm, "
+        "check the reward and loss for log(0), and resume from the last good checkpoint.",
+    ),
+    Rule(
+        id="run.stalled",
+        title="The run stopped reporting",
+        methods=ALL_METHODS,
+        variants=(("*",),),
+        detector="stall",
+        params={"factor": 10.0, "min_seconds": 600.0},
+        severity="warning",
+        condition="A running run logs nothing for {factor}× its usual time per step, and at "
+        "least {min_seconds} s.",
+        message="No new metrics for {silent_s:.0f} s after step {last_step} "
+        "(limit {limit_s:.0f} s).",
+        advice="Read the run's logs (runwatch runs logs) for a hung collective, a dead "
+        "generator or a full disk; for long evaluations raise min_seconds of run.stalled.",
+    ),
+    Rule(
+        id="val.plateau",
+        title="Validation has plateaued",
+        methods=ALL_METHODS,
+        variants=(("val/accuracy",), ("val/reward_mean",), ("val/preference_accuracy",),
+                  ("val/loss",)),
+        detector="trend",
+        params={"direction": "flat", "window": 8, "min_effect": 0.02, "relative": 1,
+                "min_buckets": 8},
+        severity="info",
+        condition="The trend of the validation metric over the last {window} validations moves "
+        "less than {min_effect} of its level.",
+        message="{metric} has stayed flat for {window} validations (now {last:.3g}).",
+        advice="Plateaus are normal; if it holds, stop at the best checkpoint or lower "
+        "learning_rate for the remaining steps (max_steps).",
+    ),
+)

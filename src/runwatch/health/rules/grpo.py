@@ -1,0 +1,328 @@
+"""GRPO rules: the forward-backward (fb/) metrics, the cookbook's sampling metrics,
+dynamic sampling and validation (reward hacking, length runaway)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from operator import sub
+
+from runwatch.health.rules.base import Param, Rule
+
+GRPO = ("grpo",)
+SUSTAINED = {"k": 8, "n": 10}
+
+
+def _accuracy_minus_reward(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
+    return list(map(sub, v[0], v[1]))
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="grpo.ratio_drift",
+        title="Importance ratio drifted away from 1",
+        methods=GRPO,
+        variants=(("fb/loss/ratio/mean",),),
+        detector="threshold",
+        params={"above": 1.1, "below": 0.9, **SUSTAINED},
+        severity="warning",
+        condition="`fb/loss/ratio/mean` is outside [{below}, {above}] on {k} of the last {n} "
+        "steps.",
+        message="{metric} stayed outside [{below}, {above}] (last {last:.3g}, range "
+        "{min:.3g}–{max:.3g}).",
+        advice="Rule out the system before the reward: check that weights_sync reaches the "
+        "generators before sampling and that rollouts are fresh (lower max_steps_off_policy).",
+    ),
+    Rule(
+        id="grpo.ratio_growth",
+        title="Importance ratio keeps growing",
+        methods=GRPO,
+        variants=(("fb/loss/ratio/mean",),),
+        detector="trend",
+        params={"direction": "up", "window": 64, "min_effect": 0.05, "relative": 0},
+        severity="warning",
+        condition="The Theil–Sen trend of `fb/loss/ratio/mean` over the last {window} steps "
+        "rises by at least {min_effect}.",
+        message="{metric} rose by {effect:.3g} over the last {window} steps (now {last:.3g}).",
+        advice="The policy moves faster than the generator's log-probabilities stay fresh: "
+        "lower learning_rate.",
+    ),
+    Rule(
+        id="grpo.kl_policy_spike",
+        title="Trainer–generator KL spiked",
+        methods=GRPO,
+        variants=(("fb/loss/kl_policy/mean",),),
+        detector="spike",
+        params={"factor": 10.0, "window": 200, "min_history": 10, "floor": 0.01, "hold": 5},
+        severity="warning",
+        condition="`fb/loss/kl_policy/mean` exceeds {factor}× its rolling median (and {floor}).",
+        message="{metric} spiked to {max:.3g} against a median of {median:.3g}.",
+        advice="Updates are over-aggressive: lower learning_rate, and check "
+        "fb/loss/ratio/mean for drift at the same steps.",
+    ),
+    Rule(
+        id="grpo.clip_high",
+        title="Upper clip suppresses many updates",
+        methods=GRPO,
+        variants=(("fb/loss/clip/high_fraction",),),
+        detector="threshold",
+        params={"above": 0.10, **SUSTAINED},
+        severity="warning",
+        condition="`fb/loss/clip/high_fraction` is above {above} on {k} of the last {n} steps "
+        "(under 0.01–0.02 is healthy).",
+        message="{metric} stayed above {above} (last {last:.3g}, max {max:.3g}).",
+        advice="Updates are aggressively suppressed: lower learning_rate or widen the clip "
+        "band (raise clip_high_threshold).",
+    ),
+    Rule(
+        id="grpo.clip_low",
+        title="Lower clip suppresses many updates",
+        methods=GRPO,
+        variants=(("fb/loss/clip/low_fraction",),),
+        detector="threshold",
+        params={"above": 0.10, **SUSTAINED},
+        severity="warning",
+        condition="`fb/loss/clip/low_fraction` is above {above} on {k} of the last {n} steps.",
+        message="{metric} stayed above {above} (last {last:.3g}, max {max:.3g}).",
+        advice="Updates are aggressively suppressed: lower learning_rate or widen the clip "
+        "band (lower clip_low_threshold).",
+    ),
+    Rule(
+        id="grpo.clip_rising_plateau",
+        title="Clipping rises while accuracy plateaus",
+        methods=GRPO,
+        variants=(("accuracy", "fb/loss/clip/high_fraction"),),
+        detector="divergence",
+        params={"a_dir": "flat", "b_dir": "up", "window": 64, "a_effect": 0.02,
+                "b_effect": 0.01, "a_bucket": 8},
+        severity="info",
+        condition="`fb/loss/clip/high_fraction` rises by {b_effect} over {window} steps while "
+        "`accuracy` moves less than {a_effect}.",
+        message="{metric} moved {b_effect_seen:+.3g} while accuracy moved {a_effect_seen:+.3g}.",
+        advice="The model cannot push already-likely tokens further: raise clip_high_threshold "
+        "or move to harder training data.",
+    ),
+    Rule(
+        id="grpo.kl_ref_spike",
+        title="KL to the reference spiked",
+        methods=GRPO,
+        variants=(("fb/loss/kl_ref/mean",),),
+        detector="spike",
+        params={"factor": 10.0, "window": 200, "min_history": 10, "floor": 0.05, "hold": 5},
+        severity="warning",
+        condition="`fb/loss/kl_ref/mean` exceeds {factor}× its rolling median (and {floor}); "
+        "a slow rise is expected.",
+        message="{metric} spiked to {max:.3g} against a median of {median:.3g}.",
+        advice="The step was too large: lower learning_rate (or raise beta to hold the policy "
+        "nearer the reference).",
+    ),
+    Rule(
+        id="grpo.active_fraction_drop",
+        title="Active token fraction dropped sharply",
+        methods=GRPO,
+        variants=(("fb/loss/aggregate/active_fraction",),),
+        detector="spike",
+        params={"factor": 0, "drop": 0.5, "window": 200, "min_history": 10, "hold": 5},
+        severity="info",
+        condition="`fb/loss/aggregate/active_fraction` falls below {drop}× its rolling median.",
+        message="{metric} fell to {min:.3g} against a median of {median:.3g}.",
+        advice="Completions are short next to their prompts, or many carry zero loss weight: "
+        "check prompt lengths against max_model_length and the loss weights.",
+    ),
+    Rule(
+        id="grpo.zero_variance",
+        title="Most groups have no reward variance",
+        methods=GRPO,
+        variants=(("zero_variance_skip_ratio",),),
+        detector="threshold",
+        params={"above": 0.5, **SUSTAINED},
+        severity="warning",
+        condition="`zero_variance_skip_ratio` is above {above} on {k} of the last {n} steps "
+        "(under 0.3 is healthy).",
+        message="{metric} stayed above {above} (last {last:.3g}).",
+        advice="The task is too easy or too hard for the model now: read "
+        "identical_nonzero_reward_skip_ratio to tell which, then change the data's difficulty, "
+        "group_size or temperature.",
+    ),
+    Rule(
+        id="grpo.saturated_groups",
+        title="The model has saturated part of the data",
+        methods=GRPO,
+        variants=(("identical_nonzero_reward_skip_ratio",),),
+        detector="threshold",
+        params={"above": 0.3, **SUSTAINED},
+        severity="info",
+        condition="`identical_nonzero_reward_skip_ratio` is above {above} on {k} of the last "
+        "{n} steps.",
+        message="{metric} stayed above {above}: every completion succeeds in many groups.",
+        advice="This slice of the data is solved: add harder prompts to the training dataset.",
+    ),
+    Rule(
+        id="grpo.truncation",
+        title="Many completions hit the length budget",
+        methods=GRPO,
+        variants=(("truncated_ratio",),),
+        detector="threshold",
+        params={"above": 0.3, **SUSTAINED},
+        severity="warning",
+        condition="`truncated_ratio` is above {above} on {k} of the last {n} steps.",
+        message="{metric} stayed above {above} (last {last:.3g}, max {max:.3g}).",
+        advice="The budget is too tight or the output runs away: raise max_sample_tokens, or "
+        "set overlong_penalty_factor if val/mean_response_length keeps climbing.",
+    ),
+    Rule(
+        id="grpo.length_at_budget",
+        title="Completions run into max_sample_tokens",
+        methods=GRPO,
+        variants=(("mean_sampled_response_length",),),
+        detector="threshold",
+        budget="max_sample_tokens",
+        params={"fraction": 0.9, "side": "above", **SUSTAINED},
+        severity="warning",
+        condition="`mean_sampled_response_length` is above {fraction}× max_sample_tokens on "
+        "{k} of the last {n} steps.",
+        message="{metric} stayed near the budget of {budget:.0f} tokens (last {last:.4g}).",
+        advice="The model keeps running into the limit: raise max_sample_tokens.",
+    ),
+    Rule(
+        id="grpo.budget_squeezed",
+        title="Long prompts squeeze the completion budget",
+        methods=GRPO,
+        variants=(("mean_response_budget",),),
+        detector="threshold",
+        budget="max_sample_tokens",
+        params={"fraction": 0.75, "side": "below", **SUSTAINED},
+        severity="info",
+        condition="`mean_response_budget` is below {fraction}× max_sample_tokens on {k} of the "
+        "last {n} steps.",
+        message="{metric} stayed well below max_sample_tokens={budget:.0f} (last {last:.4g}).",
+        advice="Long prompts leave less room in max_model_length: raise max_model_length or "
+        "shorten the prompts.",
+    ),
+    Rule(
+        id="grpo.post_budget_clip",
+        title="Completions are cut before training",
+        methods=GRPO,
+        variants=(("post_budget_clip_ratio",),),
+        detector="threshold",
+        params={"above": 0.05, "k": 5, "n": 10},
+        severity="warning",
+        condition="`post_budget_clip_ratio` is above {above} on {k} of the last {n} steps "
+        "(it should stay near zero).",
+        message="{metric} stayed above {above} (last {last:.3g}).",
+        advice="Completions are cut to the budget before training: raise max_model_length or "
+        "shorten the prompts.",
+    ),
+    Rule(
+        id="grpo.overlong_penalty",
+        title="The overlong penalty dominates reward",
+        methods=GRPO,
+        variants=(("mean_overlong_penalty",),),
+        detector="threshold",
+        params={"below": -0.2, **SUSTAINED},
+        severity="warning",
+        condition="`mean_overlong_penalty` is below {below} on {k} of the last {n} steps.",
+        message="{metric} stayed below {below} (last {last:.3g}).",
+        advice="Lower overlong_penalty_factor or raise max_sample_tokens.",
+    ),
+    Rule(
+        id="grpo.reward_below_accuracy",
+        title="Reward sits below accuracy",
+        methods=GRPO,
+        variants=(("accuracy", "reward_mean"),),
+        detector="threshold",
+        derive=_accuracy_minus_reward,
+        params={"above": 0.1, **SUSTAINED},
+        severity="info",
+        condition="`accuracy` − `reward_mean` is above {above} on {k} of the last {n} steps.",
+        message="reward_mean sat {last:.3g} below accuracy: the overlong penalty lowers reward.",
+        advice="The overlong penalty is lowering reward: lower overlong_penalty_factor or raise "
+        "max_sample_tokens.",
+    ),
+    Rule(
+        id="grpo.advantage_collapse",
+        title="Advantages are near zero",
+        methods=GRPO,
+        variants=(("completion_advantage_std",),),
+        detector="threshold",
+        params={"below": 0.01, "min_points": 5, **SUSTAINED},
+        severity="info",
+        condition="`completion_advantage_std` is below {below} on {k} of the last {n} steps.",
+        message="{metric} stayed below {below} (last {last:.3g}): updates are small.",
+        advice="Rewards barely differ within groups: use a finer-grained reward, a larger "
+        "group_size or a higher temperature.",
+    ),
+    Rule(
+        id="grpo.logprob_falling",
+        title="Sampled log-probability keeps falling",
+        methods=GRPO,
+        variants=(("mean_logprob",),),
+        detector="trend",
+        params={"direction": "down", "window": 64, "min_effect": 0.25, "relative": 1},
+        severity="warning",
+        condition="The trend of `mean_logprob` over the last {window} steps falls by at least "
+        "{min_effect} of its level.",
+        message="{metric} fell by {effect:.0%} over the last {window} steps (now {last:.3g}).",
+        advice="Check temperature and exploration, and read the rollouts for mode collapse onto "
+        "rare tokens.",
+    ),
+    Rule(
+        id="grpo.sampling_attempts_cap",
+        title="Dynamic sampling hits its attempt cap",
+        methods=GRPO,
+        variants=(("dynamic_sampling/attempts",),),
+        detector="threshold",
+        budget="max_sampling_attempts",
+        params={"fraction": 0.999, "side": "above", **SUSTAINED},
+        severity="warning",
+        condition="`dynamic_sampling/attempts` reaches max_sampling_attempts on {k} of the last "
+        "{n} steps.",
+        message="{metric} reached the cap of {budget:.0f} attempts on most recent steps.",
+        advice="Most groups score identically: look at task difficulty and temperature before "
+        "raising max_sampling_attempts.",
+    ),
+    Rule(
+        id="grpo.sampling_short_batch",
+        title="Dynamic sampling trains on short batches",
+        methods=GRPO,
+        variants=(("dynamic_sampling/kept_groups",),),
+        detector="threshold",
+        budget="batch_size",
+        params={"fraction": 1.0, "side": "below", "k": 5, "n": 10},
+        severity="info",
+        condition="`dynamic_sampling/kept_groups` is below batch_size on {k} of the last {n} "
+        "steps.",
+        message="{metric} stayed below batch_size={budget:.0f} (last {last:.3g}).",
+        advice="Steps ran out of attempts and trained on smaller batches: make the data's "
+        "difficulty fit the model, or raise max_sampling_attempts.",
+    ),
+    Rule(
+        id="grpo.reward_hacking",
+        title="Training improves while validation falls",
+        methods=GRPO,
+        variants=(("accuracy", "val/accuracy"), ("reward_mean", "val/reward_mean")),
+        detector="divergence",
+        params={"a_dir": "up", "b_dir": "down", "window": 6, "a_effect": 0.05,
+                "b_effect": 0.05, "a_bucket": 5},
+        severity="critical",
+        condition="Over the last {window} validations the training series rises by {a_effect} "
+        "while the validation series falls by {b_effect}.",
+        message="{metric} moved {b_effect_seen:+.3g} while {reference} moved {a_effect_seen:+.3g}.",
+        advice="Likely reward hacking: read the rollouts for exploits, fix the reward function, "
+        "and restore the checkpoint from before validation fell.",
+    ),
+    Rule(
+        id="grpo.length_runaway",
+        title="Validation responses keep getting longer",
+        methods=GRPO,
+        variants=(("val/mean_response_length",),),
+        detector="trend",
+        params={"direction": "up", "window": 6, "min_effect": 0.2, "relative": 1},
+        severity="warning",
+        condition="The trend of `val/mean_response_length` over the last {window} validations "
+        "rises by at least {min_effect} of its level.",
+        message="{metric} grew by {effect:.0%} over the last {window} validations "
+        "(now {last:.4g}).",
+        advice="Length runaway: set or raise overlong_penalty_factor, or lower "
+        "max_sample_tokens, and read the longest rollouts.",
+    ),
+)

@@ -1,0 +1,282 @@
+"""Findings and engine state in the index database, and the hooks that keep them current.
+
+`on_metrics` is the indexer's hook: it loads a run's engine state, evaluates the new
+points and writes back only the findings that changed, so listing (`health_for_run`)
+is a single query. A change of thresholds or of the run's config re-evaluates the run
+from its stored points.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+import yaml
+from sqlalchemy import (
+    Column,
+    Connection,
+    Float,
+    MetaData,
+    String,
+    Table,
+    Text,
+    delete,
+    insert,
+    select,
+    update,
+)
+
+from runwatch.health.engine import Engine, batch_from_points
+from runwatch.health.findings import Finding
+from runwatch.health.rules import BY_ID
+from runwatch.health.rules.base import SEVERITY_RANK
+from runwatch.health.thresholds import NONE, Overrides, parse
+from runwatch.store import schema as s
+
+RUNNING = frozenset({"RUNNING", "PREPARING", "CANCEL_REQUESTED"})
+_NUMERIC = (int, float)
+
+# Per-project overrides. Kept here until the lead moves it into store/schema.py with a
+# migration; `set_thresholds` creates it on first use.
+_meta = MetaData()
+health_thresholds = Table(
+    "health_thresholds",
+    _meta,
+    Column("project", String(128), primary_key=True),
+    Column("overrides", Text, nullable=False),
+    Column("updated_ts", Float, nullable=False),
+)
+
+
+# --- run context ---------------------------------------------------------------
+
+
+def settings_from_config(text: str | None) -> dict[str, float]:
+    """Numeric leaves of a run's config by their last name (outer levels win), e.g.
+    `max_sample_tokens`: the budgets the saturation rules compare against."""
+    if not text:
+        return {}
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return {}
+    out: dict[str, float] = {}
+    level: list[Any] = [data]
+    while level:
+        nxt: list[Any] = []
+        for node in level:
+            if not isinstance(node, dict):
+                continue
+            for k, v in node.items():
+                if isinstance(v, dict):
+                    nxt.append(v)
+                elif isinstance(v, _NUMERIC) and not isinstance(v, bool):
+                    out.setdefault(str(k), float(v))
+        level = nxt
+    return out
+
+
+def get_thresholds(conn: Connection, project: str) -> Overrides:
+    """A project's overrides (none when the project has not set any)."""
+    if not conn.dialect.has_table(conn, "health_thresholds"):
+        return NONE
+    text = conn.execute(select(health_thresholds.c.overrides)
+                        .where(health_thresholds.c.project == project)).scalar()
+    return parse(orjson.loads(text)) if text else NONE
+
+
+def set_thresholds(conn: Connection, project: str, data: Mapping[str, Any] | None) -> Overrides:
+    """Validate and store a project's overrides (None clears them); the project's runs are
+    re-evaluated on their next batch, or now with `reevaluate`. Raises ThresholdError."""
+    overrides = parse(data)
+    health_thresholds.create(conn, checkfirst=True)
+    conn.execute(delete(health_thresholds).where(health_thresholds.c.project == project))
+    if data:
+        conn.execute(insert(health_thresholds).values(
+            project=project, overrides=orjson.dumps(overrides.to_dict()).decode(),
+            updated_ts=time.time()))
+    return overrides
+
+
+def _run_row(conn: Connection, run_pk: int) -> Any:
+    r = s.runs.c
+    row = conn.execute(select(r.method, r.project, r.status, r.config)
+                       .where(r.pk == run_pk)).first()
+    if row is None:
+        raise LookupError(f"run {run_pk} is not in the index")
+    return row
+
+
+def _load_state(conn: Connection, run_pk: int) -> tuple[dict[str, Any] | None, int]:
+    h = s.health_state.c
+    row = conn.execute(select(h.state, h.last_seq).where(h.run_pk == run_pk)).first()
+    if row is None:
+        return None, -1
+    return orjson.loads(row.state), int(row.last_seq)
+
+
+def _engine(conn: Connection, run_pk: int, state: dict[str, Any] | None,
+            overrides: Overrides | None = None) -> Engine:
+    row = _run_row(conn, run_pk)
+    cfg = row.config or ""
+    cfg_key = f"{len(cfg)}:{zlib.crc32(cfg.encode())}"
+    cached = (state or {}).get("config")
+    settings = (cached["settings"] if cached and cached.get("key") == cfg_key
+                else settings_from_config(cfg))
+    ov = overrides if overrides is not None else get_thresholds(conn, row.project)
+    engine = Engine(row.method, settings, ov, state)
+    engine.config_cache = {"key": cfg_key, "settings": settings}
+    return engine
+
+
+# --- evaluation ----------------------------------------------------------------
+
+
+def on_metrics(conn: Connection, run_pk: int, records: Iterable[Mapping[str, Any]]) -> None:
+    """The indexer's hook: evaluate newly ingested metrics records of a run."""
+    state, last_seq = _load_state(conn, run_pk)
+    points: list[tuple[int, float, str, Any]] = []
+    top = last_seq
+    for rec in records:
+        seq = rec.get("seq", -1)
+        if isinstance(seq, int) and seq <= last_seq:
+            continue  # already evaluated: ingest is idempotent, so is health
+        step, ts = rec.get("step"), rec.get("ts")
+        if type(step) is not int:
+            continue
+        ts = float(ts) if isinstance(ts, _NUMERIC) else 0.0
+        for key, value in rec.items():
+            if key in ("step", "ts", "seq", "_line"):
+                continue
+            if value is None or isinstance(value, _NUMERIC):
+                points.append((step, ts, key, float(value) if value is not None else None))
+        if isinstance(seq, int) and seq > top:
+            top = seq
+    _update(conn, run_pk, state, batch_from_points(points), top)
+
+
+def on_points(conn: Connection, run_pk: int, method: str | None,
+              points: list[tuple[int, float, str, Any]]) -> None:
+    """Evaluate new (step, ts, key, value) points of a run (`method` is read from the run)."""
+    del method  # the run row is the authority; kept for the documented hook signature
+    state, last_seq = _load_state(conn, run_pk)
+    _update(conn, run_pk, state, batch_from_points(points), last_seq)
+
+
+def _update(conn: Connection, run_pk: int, state: dict[str, Any] | None,
+            batch: dict[str, Any], last_seq: int) -> None:
+    engine = _engine(conn, run_pk, state)
+    if state is not None and engine.fresh:
+        # Thresholds, config or rules changed since the state was saved: start over.
+        reevaluate(conn, run_pk, engine=engine)
+        return
+    found = engine.feed(batch)
+    save(conn, run_pk, engine, found, last_seq)
+
+
+def reevaluate(conn: Connection, run_pk: int, engine: Engine | None = None) -> list[Finding]:
+    """Forget a run's findings and evaluate all its stored points again."""
+    engine = engine or _engine(conn, run_pk, None)
+    conn.execute(delete(s.findings).where(s.findings.c.run_pk == run_pk))
+    k, p = s.metric_keys.c, s.metric_points.c
+    names = dict(conn.execute(select(k.id, k.key).where(k.run_pk == run_pk)).all())
+    cols: dict[str, tuple[list[int], list[float], list[Any]]] = {}
+    last_seq = -1
+    rows = conn.execute(select(p.key_id, p.seq, p.step, p.ts, p.value)
+                        .where(p.run_pk == run_pk).order_by(p.key_id, p.seq))
+    for key_id, seq, step, ts, value in rows:
+        col = cols.get(names[key_id])
+        if col is None:
+            col = cols[names[key_id]] = ([], [], [])
+        col[0].append(step)
+        col[1].append(ts)
+        col[2].append(value)
+        if seq > last_seq:
+            last_seq = seq
+    found = engine.feed(cols)
+    save(conn, run_pk, engine, found, last_seq)
+    return found
+
+
+def save(conn: Connection, run_pk: int, engine: Engine, found: list[Finding],
+         last_seq: int, now: float | None = None) -> None:
+    """Write changed findings (ids go back into the engine state), then the state."""
+    now = time.time() if now is None else now
+    f = s.findings
+    for item in found:
+        values = {
+            "severity": item.severity, "status": item.status, "first_step": item.first_step,
+            "last_step": item.last_step, "evidence": orjson.dumps(item.evidence).decode(),
+            "message": item.message, "advice": item.advice, "updated_ts": now,
+        }
+        if item.id is None:
+            res = conn.execute(insert(f).values(run_pk=run_pk, rule_id=item.rule_id,
+                                                opened_ts=now, **values))
+            pk = res.inserted_primary_key
+            assert pk is not None
+            item.id = int(pk[0])
+            if item.record is not None:
+                item.record["id"] = item.id
+        else:
+            conn.execute(update(f).where(f.c.id == item.id).values(**values))
+    state = engine.state()
+    state["config"] = engine.config_cache
+    blob = orjson.dumps(state).decode()
+    h = s.health_state
+    done = conn.execute(update(h).where(h.c.run_pk == run_pk)
+                        .values(state=blob, last_seq=last_seq)).rowcount
+    if not done:
+        conn.execute(insert(h).values(run_pk=run_pk, state=blob, last_seq=last_seq))
+
+
+# --- listing ---------------------------------------------------------------------
+
+
+def health_for_run(conn: Connection, run_pk: int, now: float | None = None) -> list[dict[str, Any]]:
+    """A run's findings, worst first: open before resolved, then by severity and step.
+
+    Each is a dict with id, rule_id, title, severity, status, metric, first_step,
+    last_step, evidence, message, advice, opened_ts and updated_ts. A running run that
+    has gone silent also gets a live `run.stalled` finding (id None, not stored).
+    """
+    f = s.findings.c
+    rows = conn.execute(select(f.id, f.rule_id, f.severity, f.status, f.first_step, f.last_step,
+                               f.evidence, f.message, f.advice, f.opened_ts, f.updated_ts)
+                        .where(f.run_pk == run_pk)).all()
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        evidence = orjson.loads(r.evidence) if r.evidence else {}
+        rule = BY_ID.get(r.rule_id)
+        out.append({
+            "id": r.id, "rule_id": r.rule_id, "title": rule.title if rule else r.rule_id,
+            "severity": r.severity, "status": r.status, "metric": evidence.get("metric"),
+            "first_step": r.first_step, "last_step": r.last_step, "evidence": evidence,
+            "message": r.message, "advice": r.advice, "opened_ts": r.opened_ts,
+            "updated_ts": r.updated_ts,
+        })
+    stall = live_stall(conn, run_pk, time.time() if now is None else now)
+    if stall is not None:
+        out.append({**stall.to_dict(), "opened_ts": None, "updated_ts": None})
+    out.sort(key=sort_key)
+    return out
+
+
+def sort_key(item: Mapping[str, Any]) -> tuple[int, int, int]:
+    return (0 if item["status"] == "open" else 1, -SEVERITY_RANK.get(item["severity"], 0),
+            item.get("first_step") or 0)
+
+
+def live_stall(conn: Connection, run_pk: int, now: float) -> Finding | None:
+    """The `run.stalled` finding of a running run that has logged nothing for too long."""
+    row = _run_row(conn, run_pk)
+    if row.status not in RUNNING:
+        return None
+    state, _ = _load_state(conn, run_pk)
+    if state is None:
+        return None
+    engine = _engine(conn, run_pk, state)
+    found = engine.check_stall(now, running=True)
+    return found[0] if found else None
