@@ -18,7 +18,7 @@ def phase_millis(events: Sequence[dict[str, Any]], now: float | None = None) -> 
         if phase in TERMINAL_PHASES:
             break
         end = events[i + 1]["ts"] if i + 1 < len(events) else now
-        out[phase] = out.get(phase, 0) + max(0, int(round((end - ev["ts"]) * 1000)))
+        out[phase] = out.get(phase, 0) + max(0, round((end - ev["ts"]) * 1000))
     return out
 
 

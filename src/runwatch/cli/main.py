@@ -9,6 +9,7 @@ import typer
 
 from runwatch.cli import runs
 from runwatch.cli.context import open_context
+from runwatch.cli.demo import demo_cmd
 from runwatch.cli.output import console
 
 app = typer.Typer(
@@ -17,6 +18,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(runs.app, name="runs")
+app.command("demo")(demo_cmd)
 
 
 @app.command("index")

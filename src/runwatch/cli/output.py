@@ -6,7 +6,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import typer
@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 
-class Output(str, Enum):
+class Output(StrEnum):
     table = "table"
     wide = "wide"
     json = "json"
@@ -26,7 +26,7 @@ def console() -> Console:
 
 def fail(message: str, hints: Sequence[str] = (), code: int = 2) -> typer.Exit:
     """Print an error (and hints) to stderr; return the Exit to raise."""
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     err.print(f"[bold red]error:[/] {message}", markup=True)
     for hint in hints:
         err.print(f"  {hint}", markup=False)
@@ -60,7 +60,7 @@ def run_jq(expr: str, data: Any) -> None:
     text = json.dumps(_nan_to_none(data), default=str)
     try:
         for value in program.input_text(text):
-            sys.stdout.write(value if isinstance(value, str) else json.dumps(value))
+            sys.stdout.write(json.dumps(value, ensure_ascii=False))
             sys.stdout.write("\n")
     except ValueError as exc:
         raise fail(f"--jq expression {expr!r} failed: {exc}") from exc

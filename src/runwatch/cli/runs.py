@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import typer
 from sqlalchemy import Connection, Row
 
-
 from runwatch.cli.context import open_context
 from runwatch.cli.output import (
     Output,
@@ -39,7 +38,7 @@ def _resolve(conn: Connection, ref: str) -> Row[Any]:
     try:
         return q.resolve_run(conn, ref)
     except q.RunNotFound as exc:
-        hints = [f"candidates:"] + [f"  {c}" for c in exc.candidates] if exc.candidates else []
+        hints = ["candidates:"] + [f"  {c}" for c in exc.candidates] if exc.candidates else []
         raise fail(str(exc), hints) from exc
 
 

@@ -173,6 +173,9 @@ class Indexer:
             if seen is None:
                 _add_problem(c, run_pk, path, message)
                 report.problems.append(message)
+                if run_pk is not None:
+                    c.execute(update(s.runs).where(s.runs.c.pk == run_pk).values(
+                        problems=s.runs.c.problems + 1))
 
         if conn is not None:
             go(conn)
@@ -181,7 +184,9 @@ class Indexer:
                 go(c)
 
 
-def upsert_run(conn: Connection, manifest: dict[str, Any], run_dir: Path | None) -> tuple[int, bool]:
+def upsert_run(
+    conn: Connection, manifest: dict[str, Any], run_dir: Path | None
+) -> tuple[int, bool]:
     """Insert or refresh the run row described by `manifest`; returns (pk, is_new)."""
     r = s.runs.c
     tags = manifest.get("tags") or []

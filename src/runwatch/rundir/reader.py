@@ -52,8 +52,8 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
     except FileNotFoundError:
         return ReadResult([], offset, line_no)
     if size < offset:
-        bad = BadLine(name, line_no, f"the file shrank from {offset} to {size} bytes")
-        return ReadResult([], offset, line_no, [bad])
+        shrank = BadLine(name, line_no, f"the file shrank from {offset} to {size} bytes")
+        return ReadResult([], offset, line_no, [shrank])
     if size == offset:
         return ReadResult([], offset, line_no)
     with open(path, "rb") as f:

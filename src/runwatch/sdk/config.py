@@ -19,7 +19,8 @@ def config_to_dict(config: Any) -> dict[str, Any]:
     if isinstance(config, dict):
         return dict(config)
     raise TypeError(
-        f"config must be a dataclass, a dict or an object with to_yaml(); got {type(config).__name__}"
+        "config must be a dataclass, a dict or an object with to_yaml(); "
+        f"got {type(config).__name__}"
     )
 
 

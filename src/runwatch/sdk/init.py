@@ -62,7 +62,11 @@ def init(
                 "or choose another name"
             )
         manifest = loads_line(manifest_path.read_bytes())
-        next_seq, last_step = _scan_existing(run_dir)
+        env = environment()
+        # The resumed process is the one to watch now; keep the first start's git state.
+        manifest.update(host=env["host"], pid=env["pid"], resumed_at=time.time())
+        _write_atomic(manifest_path, dumps_line(manifest))
+        next_seq = _scan_existing(run_dir)
     else:
         manifest = {
             "schema_version": fmt.SCHEMA_VERSION,
@@ -81,11 +85,13 @@ def init(
         }
         run_dir.mkdir(parents=True, exist_ok=True)
         _write_atomic(manifest_path, dumps_line(manifest))
-        next_seq, last_step = {}, None
+        next_seq = {}
     if config is not None:
         _write_atomic(run_dir / fmt.CONFIG, config_to_yaml(config).encode())
 
-    run = Run(run_dir, manifest, next_seq, last_step, interval=flush_interval)
+    # A resumed loop restarts its step count at its checkpoint, which may be before the
+    # last step logged before the crash, so step order is checked from here on only.
+    run = Run(run_dir, manifest, next_seq, None, interval=flush_interval)
     register(run)
     run.set_phase(phase)
     return run
@@ -99,10 +105,9 @@ def _is_secondary_rank() -> bool:
     return False
 
 
-def _scan_existing(run_dir: Path) -> tuple[dict[str, int], int | None]:
-    """The next seq of each record file and the last logged step of a run being resumed."""
+def _scan_existing(run_dir: Path) -> dict[str, int]:
+    """The next seq of each record file of a run being resumed."""
     next_seq: dict[str, int] = {}
-    last_step: int | None = None
     for name in fmt.FILES:
         path = run_dir / name
         offset, line_no, top = 0, 0, -1
@@ -114,6 +119,4 @@ def _scan_existing(run_dir: Path) -> tuple[dict[str, int], int | None]:
                 break
             offset, line_no = res.offset, res.line_no
         next_seq[name] = top + 1
-    # A resumed loop restarts its step count from its checkpoint, which may be earlier
-    # than the last step logged before the crash; the index keeps the latest value.
-    return next_seq, last_step
+    return next_seq

@@ -226,8 +226,8 @@ def exception_reason(exc: BaseException | None) -> str:
     text = " ".join(str(exc).split())
     if len(text) > 300:
         text = text[:297] + "…"
-    name = type(exc).__name__
-    return f"the training loop raised {name}: {text}" if text else f"the training loop raised {name}"
+    head = f"the training loop raised {type(exc).__name__}"
+    return f"{head}: {text}" if text else head
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -272,6 +272,6 @@ def _finish_live_runs() -> None:
             else:
                 run.finish("FAILED", "the training job stopped before it finished "
                                      "(the process exited without calling finish())")
-        except Exception:  # noqa: BLE001 - exit hooks must never raise
+        except Exception:
             continue
 

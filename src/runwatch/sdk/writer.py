@@ -10,6 +10,7 @@ the disk is writable again.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import threading
 import warnings
@@ -52,8 +53,8 @@ class _FileSink:
         if not self.pending:
             return False
         remade = False
-        if self.fd is not None and not self.path.exists():
-            # The folder was removed under us: writes to the old descriptor would vanish.
+        if self.fd is not None and not self._still_ours():
+            # The file was removed or replaced: writes to the old descriptor would vanish.
             self.close()
             remade = True
         if self.fd is None:
@@ -77,12 +78,17 @@ class _FileSink:
             raise
         return remade
 
+    def _still_ours(self) -> bool:
+        assert self.fd is not None
+        try:
+            return os.stat(self.path).st_ino == os.fstat(self.fd).st_ino
+        except OSError:
+            return False
+
     def close(self) -> None:
         if self.fd is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self.fd)
-            except OSError:
-                pass
             self.fd = None
 
 
@@ -210,10 +216,8 @@ class BackgroundWriter:
         if self._io_failing or remade:
             self._io_failing = False
             if self._restore is not None:
-                try:
+                with contextlib.suppress(OSError):
                     self._restore()
-                except OSError:
-                    pass
 
     def _write_samples(self, name: str, payload: dict[str, Any]) -> None:
         path = self.run_dir / name

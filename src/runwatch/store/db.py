@@ -41,7 +41,7 @@ def open_engine(target: str | Path, migrate: bool = True) -> Engine:
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
     try:
         engine = create_engine(url, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - any driver error means the same to the user
+    except Exception as exc:
         raise StoreError(f"cannot open database {url!r}: {exc}") from exc
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)

@@ -1,0 +1,5 @@
+"""`python -m runwatch` runs the CLI."""
+
+from runwatch.cli.main import app
+
+app()

@@ -1,0 +1,93 @@
+"""The `runwatch` command, run as a real subprocess against real run folders."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+import runwatch
+
+
+def make_runs(runs_dir: Path) -> None:
+    with runwatch.init(project="p", name="sft-alpha", dir=runs_dir, method="sft",
+                       base_model="tiny", dataset="addition", config={"lr": 0.1}) as run:
+        for step in range(40):
+            run.log({"loss": 2.0 - step * 0.01, "learning_rate": 0.1, "val/loss": math.nan},
+                    step=step)
+        run.log_text("hello", level="warning", data={"x": 1})
+        run.log_text("quiet", level="debug")
+    with runwatch.init(project="p", name="sft-beta", dir=runs_dir, method="sft") as run:
+        run.log({"loss": 1.0}, step=0)
+
+
+def test_list_get_metrics_logs(runs_dir: Path) -> None:
+    make_runs(runs_dir)
+    out = run_cli("runs", "list", "--dir", str(runs_dir)).stdout
+    assert "sft-alpha" in out and "sft-beta" in out and "SUCCEEDED" in out
+    listed = json.loads(run_cli("runs", "list", "--dir", str(runs_dir), "-o", "json").stdout)
+    assert [r["name"] for r in listed] == ["sft-beta", "sft-alpha"], "newest first"
+    get = run_cli("runs", "get", "sft-a", "--dir", str(runs_dir), "--settings").stdout
+    assert "State" in get and "Results" in get and "Cost" in get and "lr: 0.1" in get
+    detail = json.loads(run_cli("runs", "get", "sft-alpha", "--dir", str(runs_dir),
+                                "-o", "json").stdout)
+    assert detail["state"]["observed_step"] == 39
+    assert detail["results"]["train_loss"] == 2.0 - 39 * 0.01
+    assert "RUNNING" in detail["cost"]["timing"]["phaseMillis"]
+    m = json.loads(run_cli("runs", "metrics", "sft-alpha", "--dir", str(runs_dir), "-o", "json",
+                           "--key", "loss", "--steps", "10:12").stdout)
+    assert [(s["step"], s["measured"]["loss"]) for s in m["steps"]] == [
+        (10, 1.9), (11, 1.89), (12, 1.88)]
+    table = run_cli("runs", "metrics", "sft-alpha", "--dir", str(runs_dir), "--limit", "5").stdout
+    assert "showing the last 5 of 40 steps" in table
+    logs = json.loads(run_cli("runs", "logs", "sft-alpha", "--dir", str(runs_dir), "-o", "json",
+                              "--level", "info").stdout)
+    assert [entry["message"] for entry in logs] == ["hello"]
+
+
+def test_jq_filters_json(runs_dir: Path) -> None:
+    make_runs(runs_dir)
+    out = run_cli("runs", "metrics", "sft-alpha", "--dir", str(runs_dir),
+                  "--jq", "[.steps[].measured.loss] | length").stdout
+    assert out.strip() == "40"
+    name = run_cli("runs", "get", "sft-beta", "--dir", str(runs_dir), "--jq", ".name").stdout
+    assert name.strip() == '"sft-beta"'
+    bad = run_cli("runs", "list", "--dir", str(runs_dir), "--jq", ".[", check=False)
+    assert bad.returncode == 2 and "does not compile" in bad.stderr
+
+
+def test_ambiguous_and_unknown_runs_list_candidates(runs_dir: Path) -> None:
+    make_runs(runs_dir)
+    amb = run_cli("runs", "get", "sft", "--dir", str(runs_dir), check=False)
+    assert amb.returncode == 2
+    assert "matches 2 runs" in amb.stderr and "sft-alpha" in amb.stderr and "sft-beta" in amb.stderr
+    unknown = run_cli("runs", "get", "nope", "--dir", str(runs_dir), check=False)
+    assert unknown.returncode == 2 and "no run has the id or name 'nope'" in unknown.stderr
+    assert "sft-alpha" in unknown.stderr
+
+
+def test_default_dir_env_and_index_command(runs_dir: Path, tmp_path: Path) -> None:
+    make_runs(runs_dir)
+    first = run_cli("index", str(runs_dir)).stdout
+    assert "indexed 2 runs (2 new)" in first
+    assert "0 new rows" in run_cli("index", str(runs_dir)).stdout
+    by_cwd = run_cli("runs", "list", cwd=tmp_path).stdout
+    assert "sft-alpha" in by_cwd, "./runs is the default folder"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    by_env = run_cli("runs", "list", cwd=elsewhere, env={"RUNWATCH_DIR": str(runs_dir)}).stdout
+    assert "sft-beta" in by_env
+
+
+def test_bad_options_get_clear_errors(runs_dir: Path, tmp_path: Path) -> None:
+    make_runs(runs_dir)
+    steps = run_cli("runs", "metrics", "sft-alpha", "--dir", str(runs_dir), "--steps", "a:b",
+                    check=False)
+    assert steps.returncode == 2 and "--steps 'a:b' is not A:B" in steps.stderr
+    key = run_cli("runs", "metrics", "sft-alpha", "--dir", str(runs_dir), "--key", "nokey",
+                  check=False)
+    assert key.returncode == 2 and "run has no metric 'nokey'" in key.stderr
+    missing = run_cli("runs", "list", "--dir", str(tmp_path / "absent"), check=False)
+    assert missing.returncode == 2 and "is not a folder of runs" in missing.stderr

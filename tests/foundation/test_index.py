@@ -1,0 +1,171 @@
+"""Indexing is idempotent, incremental, and tolerant of bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+import runwatch
+from runwatch.ingest import Indexer, ingest_records
+from runwatch.store import open_engine
+from runwatch.store import queries as q
+from runwatch.store import schema as s
+from runwatch.store.db import HEAD_REVISION, MIGRATIONS_DIR
+
+
+def count(engine, table) -> int:  # type: ignore[no-untyped-def]
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(table)).scalar() or 0)
+
+
+def make_run(runs_dir: Path, name: str, steps: int, keys: int = 3) -> None:
+    with runwatch.init(name=name, dir=runs_dir, method="sft") as run:
+        for step in range(steps):
+            run.log({f"k{i}": step + i / 10 for i in range(keys)}, step=step)
+        run.log_checkpoint(steps - 1, "training", f"ckpt-{steps - 1}")
+        run.log_text("done")
+
+
+def test_index_twice_changes_nothing_and_growth_adds_only_new(runs_dir: Path,
+                                                              tmp_path: Path) -> None:
+    make_run(runs_dir, "a", 100)
+    engine = open_engine(tmp_path / "i.db")
+    first = Indexer(engine, runs_dir).index_once()
+    assert (first.runs, first.new_runs, first.problems) == (1, 1, [])
+    assert count(engine, s.metric_points) == 300
+    again = Indexer(engine, runs_dir).index_once()
+    assert again.rows == 0 and count(engine, s.metric_points) == 300
+    with runwatch.init(name="a", dir=runs_dir, resume=True) as run:
+        run.log({"k0": -1.0}, step=100)
+    grown = Indexer(engine, runs_dir).index_once()
+    assert grown.new_runs == 0
+    assert count(engine, s.metric_points) == 301
+    with engine.connect() as conn:
+        run = q.resolve_run(conn, "a")
+        assert run.observed_step == 100 and run.saved_step == 99 and run.status == "SUCCEEDED"
+        hist = q.history(conn, run.pk, ["k0"])
+        assert len(hist) == 101 and hist[-1].values["k0"] == -1.0
+
+
+def test_ingest_records_is_idempotent_on_seq(runs_dir: Path, tmp_path: Path) -> None:
+    make_run(runs_dir, "b", 5)
+    engine = open_engine(tmp_path / "i.db")
+    Indexer(engine, runs_dir).index_once()
+    before = count(engine, s.metric_points)
+    with engine.begin() as conn:
+        pk = q.resolve_run(conn, "b").pk
+        recs = [{"seq": 2, "step": 2, "ts": 1.0, "k0": 99.0}, {"seq": 5, "step": 5, "ts": 1.0,
+                                                                "k0": 5.0}]
+        ingest_records(conn, pk, "metrics.jsonl", recs)
+        ingest_records(conn, pk, "metrics.jsonl", recs)
+        hist = q.history(conn, pk, ["k0"])
+    assert count(engine, s.metric_points) == before + 1
+    assert hist[2].values["k0"] == pytest.approx(2.0), "a repeated seq keeps the stored value"
+
+
+def test_nan_and_infinity_survive_the_index(runs_dir: Path, tmp_path: Path) -> None:
+    with runwatch.init(name="n", dir=runs_dir) as run:
+        run.log({"x": math.nan, "y": math.inf, "z": -math.inf}, step=0)
+    engine = open_engine(tmp_path / "i.db")
+    Indexer(engine, runs_dir).index_once()
+    with engine.connect() as conn:
+        v = q.history(conn, q.resolve_run(conn, "n").pk)[0].values
+    assert math.isnan(v["x"]) and v["y"] == math.inf and v["z"] == -math.inf
+
+
+def test_bad_input_is_reported_with_file_and_line_and_the_rest_indexed(runs_dir: Path,
+                                                                       tmp_path: Path) -> None:
+    make_run(runs_dir, "good", 3)
+    (runs_dir / "nomanifest").mkdir()
+    (runs_dir / "nomanifest" / "metrics.jsonl").write_text('{"seq":0,"step":0,"a":1}\n')
+    future = runs_dir / "future"
+    future.mkdir()
+    (future / "manifest.json").write_text(json.dumps({"schema_version": 99, "run_id": "f"}))
+    d = runs_dir / "good"
+    (d / "notes.txt").write_text("foreign")
+    with open(d / "metrics.jsonl", "a") as f:
+        f.write("garbage\n")
+        f.write(json.dumps({"seq": 10, "step": 3, "ts": 1.0, "": 1.0, "k" * 300: 2.0,
+                            "s": "a string", "k0": 7.0}) + "\n")
+        f.write(json.dumps({"seq": 11, "step": 4, "ts": 1.0, "k0": 8.0}) + "\n")
+    engine = open_engine(tmp_path / "i.db")
+    report = Indexer(engine, runs_dir).index_once()
+    text = "\n".join(report.problems)
+    assert "nomanifest has no manifest.json" in text
+    assert "schema_version 99" in text
+    assert "notes.txt: not a file of run format v1" in text
+    assert "metrics.jsonl: line 4: not JSON" in text
+    assert "metrics.jsonl line 5: a metric key is empty" in text
+    assert "longer than 256 characters" in text
+    assert "'s' is str 'a string', not a number" in text
+    with engine.connect() as conn:
+        run = q.resolve_run(conn, "good")
+        hist = q.history(conn, run.pk, ["k0"])
+        assert [h.values["k0"] for h in hist][-2:] == [7.0, 8.0]
+        assert run.problems >= 5
+    assert Indexer(engine, runs_dir).index_once().problems == [], "each problem is told once"
+
+
+def test_unfinished_run_and_lifecycle_state(runs_dir: Path, tmp_path: Path) -> None:
+    run = runwatch.init(name="live", dir=runs_dir, phase="PREPARING")
+    run.set_phase("PREPARING", stage="tokenizing", done=3, total=9)
+    run.log({"a": 1.0}, step=0)
+    assert isinstance(run, runwatch.Run)
+    run._writer.flush_now()
+    engine = open_engine(tmp_path / "i.db")
+    import time
+
+    deadline = time.monotonic() + 20
+    while count(engine, s.events) < 2 and time.monotonic() < deadline:
+        Indexer(engine, runs_dir).index_once()
+        time.sleep(0.05)
+    with engine.connect() as conn:
+        row = q.resolve_run(conn, "live")
+        assert (row.status, row.stage, row.progress_done, row.progress_total) == (
+            "PREPARING", "tokenizing", 3, 9)
+        assert not q.process_gone(row), "this process is alive"
+    run.fail("the training job was stopped")
+    Indexer(engine, runs_dir).index_once()
+    with engine.connect() as conn:
+        row = q.resolve_run(conn, "live")
+        assert (row.status, row.reason) == ("FAILED", "the training job was stopped")
+
+
+def test_samples_are_indexed_and_reindexed_when_the_file_changes(runs_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    run = runwatch.init(name="smp", dir=runs_dir)
+    run.log_samples(2, [{"prompt": "p", "completion": "<script>x</script>", "reward": 0.5,
+                         "advantage": -1.0, "group": 1, "truncated": True}])
+    run.finish()
+    engine = open_engine(tmp_path / "i.db")
+    Indexer(engine, runs_dir).index_once()
+    assert count(engine, s.samples) == 1
+    run = runwatch.init(name="smp", dir=runs_dir, resume=True)
+    run.log_samples(2, [{"prompt": "q", "completion": "c", "reward": 1.0}])
+    run.finish()
+    Indexer(engine, runs_dir).index_once()
+    with engine.connect() as conn:
+        rows = conn.execute(select(s.samples.c.completion, s.samples.c.truncated)
+                            .order_by(s.samples.c.idx)).all()
+    assert [r.completion for r in rows] == ["<script>x</script>", "c"]
+    assert rows[0].truncated is True
+
+
+def test_schema_head_matches_the_migrations(tmp_path: Path) -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    assert ScriptDirectory.from_config(cfg).get_current_head() == HEAD_REVISION
+    engine = open_engine(tmp_path / "fresh.db")
+    with engine.connect() as conn:
+        from sqlalchemy import text
+
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == \
+            HEAD_REVISION
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"

@@ -1,0 +1,259 @@
+"""The SDK writes a complete, valid run directory and survives misuse and I/O failure."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import shutil
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+
+import runwatch
+from runwatch.rundir import format as fmt
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@dataclasses.dataclass
+class DemoConfig:
+    lr: float = 1e-3
+    steps: int = 10
+    name: str = "x"
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(dataclasses.asdict(self))
+
+    @classmethod
+    def from_yaml(cls, text: str) -> DemoConfig:
+        return cls(**yaml.safe_load(text))
+
+
+def test_init_writes_manifest_and_round_trippable_config(runs_dir: Path) -> None:
+    cfg = DemoConfig(lr=3e-4, steps=7, name="abc")
+    run = runwatch.init(project="p", name="r1", config=cfg, method="sft", base_model="tiny",
+                        dataset="addition", trainer="t", backend="cpu", group="g", tags=["a"],
+                        dir=runs_dir)
+    run.finish()
+    manifest = json.loads((runs_dir / "r1" / "manifest.json").read_text())
+    assert manifest["schema_version"] == fmt.SCHEMA_VERSION
+    assert len(manifest["run_id"]) == 32
+    for field in ("host", "python", "packages", "git", "created_at", "pid"):
+        assert field in manifest
+    assert manifest["packages"]["runwatch"]
+    assert (manifest["method"], manifest["base_model"], manifest["tags"]) == ("sft", "tiny", ["a"])
+    text = (runs_dir / "r1" / "config.yaml").read_text()
+    assert DemoConfig.from_yaml(text) == cfg
+
+
+def test_plain_dataclass_and_dict_configs_are_yaml(runs_dir: Path) -> None:
+    @dataclasses.dataclass
+    class Plain:
+        a: int = 1
+        b: tuple[int, ...] = (1, 2)
+
+    runwatch.init(name="d1", config=Plain(), dir=runs_dir).finish()
+    runwatch.init(name="d2", config={"x": [1, 2]}, dir=runs_dir).finish()
+    assert yaml.safe_load((runs_dir / "d1" / "config.yaml").read_text()) == {"a": 1, "b": [1, 2]}
+    assert yaml.safe_load((runs_dir / "d2" / "config.yaml").read_text()) == {"x": [1, 2]}
+
+
+def test_log_records_every_value_with_increasing_seq(runs_dir: Path) -> None:
+    with runwatch.init(name="m", dir=runs_dir) as run:
+        for step in range(50):
+            run.log({"loss": 1.0 / (step + 1), "ok": True, "n": step}, step=step)
+        run.log({"nan": math.nan, "inf": math.inf, "ninf": -math.inf})
+    recs = lines(runs_dir / "m" / "metrics.jsonl")
+    assert [r["seq"] for r in recs] == list(range(51))
+    assert [r["step"] for r in recs] == [*range(50), 50]
+    assert recs[3]["loss"] == pytest.approx(0.25) and recs[3]["ok"] == 1
+    last = recs[-1]
+    assert math.isnan(last["nan"]) and last["inf"] == math.inf and last["ninf"] == -math.inf
+    events = lines(runs_dir / "m" / "events.jsonl")
+    assert [e["phase"] for e in events] == ["RUNNING", "SUCCEEDED"]
+
+
+def test_misuse_is_reported(runs_dir: Path) -> None:
+    run = runwatch.init(name="mis", dir=runs_dir)
+    run.log({"a": 1.0}, step=5)
+    with pytest.raises(ValueError, match="backwards"):
+        run.log({"a": 1.0}, step=4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run.log({"a": 2.0, "bad": "text", "worse": [1]}, step=6)
+        run.log({"bad": "again"}, step=7)
+        run.finish()
+    assert run.dropped_values == 3
+    messages = [str(w.message) for w in caught]
+    assert sum("'bad'" in m for m in messages) == 1, "one warning per key"
+    with pytest.raises(runwatch.RunFinishedError):
+        run.log({"a": 1.0})
+    recs = lines(runs_dir / "mis" / "metrics.jsonl")
+    assert recs[1] == {"step": 6, "ts": recs[1]["ts"], "a": 2.0, "seq": 1}
+
+
+def test_existing_run_needs_resume_and_resume_continues_seq(runs_dir: Path) -> None:
+    with runwatch.init(name="again", dir=runs_dir) as run:
+        run.log({"a": 1.0}, step=0)
+    with pytest.raises(fmt.RunDirError, match="resume=True"):
+        runwatch.init(name="again", dir=runs_dir)
+    with runwatch.init(name="again", dir=runs_dir, resume=True) as run:
+        run.log({"a": 2.0}, step=0)
+    recs = lines(runs_dir / "again" / "metrics.jsonl")
+    assert [r["seq"] for r in recs] == [0, 1]
+    assert [e["seq"] for e in lines(runs_dir / "again" / "events.jsonl")] == [0, 1, 2, 3]
+
+
+def test_unsafe_names_are_refused(runs_dir: Path) -> None:
+    for bad in ("../x", "a/b", "..", "", "a b"):
+        with pytest.raises(fmt.RunDirError):
+            runwatch.init(name=bad, dir=runs_dir)
+
+
+def test_exception_in_with_block_fails_the_run(runs_dir: Path) -> None:
+    with pytest.raises(ZeroDivisionError), runwatch.init(name="boom", dir=runs_dir):
+        1 / 0  # noqa: B018
+    last = lines(runs_dir / "boom" / "events.jsonl")[-1]
+    assert last["phase"] == "FAILED"
+    assert last["reason"].startswith("the training loop raised ZeroDivisionError")
+    assert "\n" not in last["reason"]
+
+
+def _child(code: str, runs_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code).format(dir=str(runs_dir))],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_exit_without_finish_marks_failed(runs_dir: Path) -> None:
+    proc = _child("""
+        import runwatch
+        run = runwatch.init(name="nofinish", dir={dir!r})
+        run.log({{"a": 1.0}})
+    """, runs_dir)
+    assert proc.returncode == 0, proc.stderr
+    last = lines(runs_dir / "nofinish" / "events.jsonl")[-1]
+    assert last["phase"] == "FAILED" and "finish()" in last["reason"]
+    assert lines(runs_dir / "nofinish" / "metrics.jsonl")[0]["a"] == 1.0
+
+
+def test_uncaught_exception_marks_failed_with_one_line_reason(runs_dir: Path) -> None:
+    proc = _child("""
+        import runwatch
+        run = runwatch.init(name="crash", dir={dir!r})
+        run.log({{"a": 1.0}})
+        raise RuntimeError("out of\\nbananas")
+    """, runs_dir)
+    assert proc.returncode == 1
+    last = lines(runs_dir / "crash" / "events.jsonl")[-1]
+    assert last == {**last, "phase": "FAILED",
+                    "reason": "the training loop raised RuntimeError: out of bananas"}
+
+
+def test_disabled_mode_and_secondary_ranks_record_nothing(runs_dir: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    run = runwatch.init(name="off", dir=runs_dir, mode="disabled")
+    assert isinstance(run, runwatch.NullRun)
+    monkeypatch.setenv("RANK", "1")
+    ranked = runwatch.init(name="rank1", dir=runs_dir)
+    assert isinstance(ranked, runwatch.NullRun)
+    for r in (run, ranked):
+        with r:
+            r.log({"a": 1.0}, step=0)
+            r.log_samples(0, [{"prompt": "p"}])
+            r.log_checkpoint(0, "training", "c0")
+            r.set_phase("RUNNING")
+            r.log_text("hi")
+            logging.getLogger("x").addHandler(r.logging_handler())
+            r.log_engine_config({}, {})
+            r.set_manifest_fields(wandb_url="u")
+    assert list(runs_dir.iterdir()) == []
+
+
+def test_logging_handler_samples_checkpoints_and_engine_config(runs_dir: Path) -> None:
+    log = logging.getLogger("runwatch-test")
+    log.setLevel(logging.DEBUG)
+    with runwatch.init(name="all", dir=runs_dir, phase="PREPARING") as run:
+        handler = run.logging_handler()
+        log.addHandler(handler)
+        try:
+            log.warning("disk %s", "slow")
+        finally:
+            log.removeHandler(handler)
+        run.log_text("plain", level="error", data={"k": 1})
+        run.set_phase("PREPARING", stage="tokenizing", done=5, total=10)
+        run.set_phase("RUNNING")
+        run.log_samples(3, [{"prompt": "p", "completion": "<b>c</b>", "reward": 1.0}])
+        run.log_samples(3, [{"prompt": "q", "completion": "d", "reward": 0.0}])
+        run.log_samples(4, [{"prompt": "v"}], split="val")
+        run.log_checkpoint(3, "training", "ckpt-3", path="/x", loss=0.5)
+        run.log_engine_config({"lr": 1}, {"lr": 1, "beta1": 0.9})
+        run.set_manifest_fields(wandb_url="https://example.invalid/run")
+    d = runs_dir / "all"
+    logs = lines(d / "logs.jsonl")
+    assert logs[0]["level"] == "warning" and logs[0]["message"] == "disk slow"
+    assert logs[1]["data"] == {"k": 1}
+    ev = lines(d / "events.jsonl")
+    assert ev[1] == {**ev[1], "phase": "PREPARING", "stage": "tokenizing", "done": 5, "total": 10}
+    samples = json.loads((d / "step_0003_completions.json").read_text())
+    assert [s["prompt"] for s in samples["samples"]] == ["p", "q"]
+    assert (d / "val_0004_completions.json").exists()
+    assert lines(d / "checkpoints.jsonl")[0]["loss"] == 0.5
+    assert json.loads((d / "engine_config.json").read_text())["resolved"]["beta1"] == 0.9
+    assert json.loads((d / "manifest.json").read_text())["wandb_url"].endswith("/run")
+
+
+def test_backlog_is_bounded_when_the_loop_outruns_the_writer(runs_dir: Path) -> None:
+    run = runwatch.init(name="fast", dir=runs_dir)
+    assert isinstance(run, runwatch.Run)
+    run._writer.max_backlog = 500
+    peak = 0
+    for step in range(20_000):
+        run.log({"a": float(step)}, step=step)
+        peak = max(peak, len(run._writer.queue))
+    run.finish()
+    assert peak <= 500
+    assert len(lines(runs_dir / "fast" / "metrics.jsonl")) == 20_000
+
+
+def test_io_failure_warns_once_and_logging_resumes(runs_dir: Path) -> None:
+    run = runwatch.init(name="io", dir=runs_dir, flush_interval=0.05)
+    assert isinstance(run, runwatch.Run)
+    d = runs_dir / "io"
+    run.log({"a": 0.0}, step=0)
+    run._writer.flush_now()
+    _wait_for(lambda: (d / "metrics.jsonl").exists())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        shutil.rmtree(d)
+        d.write_text("a file where the run folder was: every write fails")
+        for step in range(1, 30):
+            run.log({"a": float(step)}, step=step)
+        _wait_for(lambda: run._writer.io_warnings >= 1)
+        run.log({"a": 30.0}, step=30)
+        d.unlink()
+        for step in range(31, 40):
+            run.log({"a": float(step)}, step=step)
+        run.finish()
+    assert sum("could not write" in str(w.message) for w in caught) == 1
+    steps = [r["step"] for r in lines(d / "metrics.jsonl")]
+    assert steps == list(range(1, 40)), "nothing logged during the failure is lost"
+    assert json.loads((d / "manifest.json").read_text())["name"] == "io"
+
+
+def _wait_for(cond, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached")
+        time.sleep(0.01)
