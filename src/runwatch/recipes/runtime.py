@@ -1,0 +1,135 @@
+"""What every recipe does around its loop: start the run record, mirror to W&B, report.
+
+`run_recipe` turns a refusal or a setup error into a FAILED run whose reason is the
+refusal itself (which names the row and the fix), and an exit code of 1.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import runwatch
+from runwatch.recipes import checkpoint
+from runwatch.recipes.build import Policy, base_model_label, dataset_label
+from runwatch.recipes.chat import RecipeError
+from runwatch.recipes.config import ConfigError, TrainConfig
+from runwatch.recipes.wandb_bridge import WandbBridge, WandbSetupError, check_wandb
+from runwatch.sdk import NullRun, Run
+
+
+class Recorder:
+    """Sends each record to the runwatch run and, when enabled, to W&B; echoes progress."""
+
+    def __init__(self, run: Run | NullRun, wandb: WandbBridge, quiet: bool = False) -> None:
+        self.run = run
+        self.wandb = wandb
+        self.quiet = quiet
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        self.run.log(metrics, step=step)
+        self.wandb.log(metrics, step)
+
+    def progress(self, stage: str, done: int | None, total: int | None) -> None:
+        self.run.set_phase("PREPARING", stage=stage, done=done, total=total)
+
+    def text(self, level: str, message: str, data: dict[str, Any] | None = None) -> None:
+        self.run.log_text(message, level=level, data=data)
+        self.echo(message)
+
+    def echo(self, message: str) -> None:
+        if not self.quiet:
+            print(message, flush=True)
+
+
+Body = Callable[[Recorder], None]
+
+
+def run_recipe(cfg: TrainConfig, method: str, trainer: str, body: Body) -> int:
+    """Record a run of `body` and return the process exit code (0 = SUCCEEDED)."""
+    torch.set_num_threads(cfg.torch_threads)
+    name = cfg.name or f"{method}-{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run = runwatch.init(
+        project=cfg.project, name=name, config=cfg, method=method,
+        base_model=base_model_label(cfg), dataset=dataset_label(cfg), trainer=trainer,
+        backend="torch-cpu", group=cfg.wandb_group, dir=cfg.runs_dir, resume=cfg.resume,
+        phase="PREPARING",
+    )
+    wandb = WandbBridge()
+    failed = True
+    with run:
+        try:
+            # Before any data or model: a missing W&B key must cost seconds, not a run.
+            check_wandb(cfg.wandb_project)
+            wandb = WandbBridge.start(
+                cfg.wandb_project, cfg.wandb_entity, cfg.wandb_group,
+                cfg.wandb_run_name or name, cfg.to_dict(), run.dir,
+            )
+            if wandb.active:
+                run.set_manifest_fields(**wandb.manifest_fields())
+            rec = Recorder(run, wandb)
+            rec.echo(f"{method} run {name} recording to {run.dir}")
+            body(rec)
+            failed = False
+        except (RecipeError, ConfigError, WandbSetupError) as exc:
+            run.finish("FAILED", str(exc))
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            wandb.finish(failed)
+    return 0 if run.status in (None, "SUCCEEDED") else 1
+
+
+def save_checkpoints(
+    rec: Recorder, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+    source: dict[str, Any],
+) -> None:
+    """Save and record a training checkpoint (for resume) and an inference one (merged)."""
+    run_dir = rec.run.dir
+    if run_dir is None:
+        return
+    train_path = checkpoint.save_training(run_dir, step, model, optimizer)
+    rec.run.log_checkpoint(step, kind="training", id=f"ckpt-{step:06d}",
+                           path=str(train_path.relative_to(run_dir)))
+    infer_path = checkpoint.save_inference(run_dir, step, model, source)
+    rec.run.log_checkpoint(step, kind="inference", id=f"model-{step:06d}",
+                           path=str(infer_path.relative_to(run_dir)))
+
+
+def resume_step(
+    rec: Recorder, cfg: TrainConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer
+) -> int:
+    """The step to continue after: the last training checkpoint's, or 0 for a fresh start."""
+    if not cfg.resume or rec.run.dir is None:
+        return 0
+    path = checkpoint.latest(rec.run.dir, "training")
+    if path is None:
+        rec.text("warning", f"resume=true but {rec.run.dir} has no training checkpoint; "
+                            "starting from step 0")
+        return 0
+    step = checkpoint.restore_training(path, model, optimizer)
+    rec.text("info", f"resumed from step {step} ({path})", {"step": step, "path": str(path)})
+    return step
+
+
+def log_engine_config(rec: Recorder, cfg: TrainConfig, policy: Policy,
+                      optimizer: torch.optim.Optimizer) -> None:
+    """What the config asked of the engine, and what it resolved to."""
+    keys = ("base_model", "init_from", "n_layer", "n_head", "d_model", "lora_rank",
+            "lora_alpha", "lora_targets", "learning_rate", "weight_decay", "max_grad_norm",
+            "max_seq_length", "batch_size", "torch_threads")
+    group = {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
+    n_params = sum(p.numel() for p in policy.model.parameters())
+    n_train = sum(p.numel() for p in policy.model.parameters() if p.requires_grad)
+    resolved = {
+        "model": policy.source, "parameters": n_params, "trainable_parameters": n_train,
+        "lora_layers": policy.lora_layers, "max_seq_length": min(cfg.max_seq_length,
+                                                                  policy.max_seq_len),
+        "tokenizer": policy.tok.name, "optimizer": {"type": type(optimizer).__name__, **group},
+        "torch_threads": torch.get_num_threads(), "torch_version": torch.__version__,
+    }
+    rec.run.log_engine_config({k: getattr(cfg, k) for k in keys}, resolved)
