@@ -1,0 +1,80 @@
+"""Test helpers of the server tests: a synchronous HTTP client over the in-process app,
+the error-shape check, and a minimal manifest."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+# make_run(name, steps=…, metrics=…, status=…, **init fields) -> run id
+MakeRun = Callable[..., str]
+
+
+class Api:
+    """A synchronous face on httpx.AsyncClient(transport=ASGITransport(app))."""
+
+    def __init__(self, app: Any, headers: dict[str, str] | None = None) -> None:
+        self.app = app
+        self.headers = headers or {}
+
+    def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        async def go() -> httpx.Response:
+            transport = httpx.ASGITransport(app=self.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test",
+                                         headers=self.headers) as client:
+                return await client.request(method, path, **kw)
+
+        return asyncio.run(go())
+
+    def get(self, path: str, **kw: Any) -> httpx.Response:
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, **kw: Any) -> httpx.Response:
+        return self.request("POST", path, **kw)
+
+    def ok(self, path: str, **kw: Any) -> dict[str, Any]:
+        resp = self.get(path, **kw)
+        assert resp.status_code == 200, resp.text
+        body: dict[str, Any] = resp.json()
+        return body
+
+
+def assert_error(resp: httpx.Response, status: int | None = None) -> dict[str, Any]:
+    """The response is the one error shape, with a 4xx status (or exactly `status`)."""
+    body: dict[str, Any] = resp.json()
+    assert body["ok"] is False and isinstance(body["error"], str) and body["error"]
+    assert body["status"] == resp.status_code
+    if status is not None:
+        assert resp.status_code == status, body
+    else:
+        assert 400 <= resp.status_code < 500, body
+    return body
+
+
+
+def manifest(run_id: str, name: str, **fields: Any) -> dict[str, Any]:
+    return {"schema_version": 1, "run_id": run_id, "name": name, "project": "default",
+            "created_at": 1_700_000_000.0, **fields}
+
+
+def read_events(lines: Any, until: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
+    """Parse server-sent events from an iterator of lines until `until(events)` is true."""
+    import json
+
+    events: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    for line in lines:
+        if line == "":
+            if "data" in current:
+                current["data"] = json.loads(current["data"])
+                events.append(current)
+                if until(events):
+                    return events
+            current = {}
+        elif not line.startswith(":") and ":" in line:
+            field, _, value = line.partition(":")
+            current[field] = value[1:] if value.startswith(" ") else value
+    return events

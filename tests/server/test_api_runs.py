@@ -1,0 +1,82 @@
+"""Run routes: list newest first, search, pages of 100 with a cursor, detail, actions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from apiclient import Api, MakeRun, assert_error, manifest
+
+
+def _ingest_runs(api: Api, n: int) -> None:
+    batches: list[dict[str, Any]] = [
+        {"run_id": f"id{i:04d}", "file": "events.jsonl",
+         "manifest": manifest(f"id{i:04d}", f"run-{i:04d}", created_at=1_700_000_000.0 + i,
+                              base_model="model-a" if i % 2 else "model-b"),
+         "records": [{"seq": 0, "ts": 1_700_000_000.0 + i, "phase": "RUNNING"}]}
+        for i in range(n)
+    ]
+    for start in range(0, n, 100):
+        resp = api.post("/api/ingest", json={"batches": batches[start:start + 100]})
+        assert resp.status_code == 200, resp.text
+
+
+def test_list_pages_of_100_newest_first(api: Api) -> None:
+    _ingest_runs(api, 100 + 42)
+    first = api.ok("/api/runs")
+    assert len(first["runs"]) == 100 and first["next_cursor"]
+    assert first["runs"][0]["name"] == "run-0141"
+    second = api.ok("/api/runs", params={"cursor": first["next_cursor"]})
+    assert len(second["runs"]) == 42 and second["next_cursor"] is None
+    names = [r["name"] for r in first["runs"] + second["runs"]]
+    assert names == sorted(names, reverse=True)
+
+
+def test_search_covers_every_listed_column(api: Api, make_run: MakeRun,
+                                           index: Callable[[], None]) -> None:
+    make_run("alpha", steps=2, base_model="Qwen-0.5B", dataset="gsm8k", trainer="trl-grpo",
+             backend="ray-cluster")
+    run_id = make_run("beta", steps=2, status="FAILED")
+    index()
+    for q, expected in [("alpha", {"alpha"}), ("qwen", {"alpha"}), ("GSM8K", {"alpha"}),
+                        ("trl-grpo", {"alpha"}), ("ray-cluster", {"alpha"}),
+                        ("failed", {"beta"}), (run_id[:10], {"beta"}), ("nothing-x", set())]:
+        names = {r["name"] for r in api.ok("/api/runs", params={"q": q})["runs"]}
+        assert names == expected, q
+
+
+def test_detail_has_state_results_cost_settings_manifest_summary(
+        api: Api, make_run: MakeRun, index: Callable[[], None]) -> None:
+    make_run("sft-1", steps=30, config={"gradient_accumulation_steps": 4},
+             metrics=lambda i: {"loss": 3.0 - i * 0.05, "val/loss": 3.2 - i * 0.05,
+                                "trained_tokens": 100.0, "samples": 8.0})
+    index()
+    d = api.ok("/api/runs/sft-1")
+    for part in ("state", "results", "cost", "settings", "manifest", "summary", "scalars"):
+        assert part in d
+    assert d["summary"].startswith("Training tiny-gpt with runwatch-sft on arith")
+    s = d["scalars"]
+    assert s["steps"] == 29 and s["tokens"] == 3000 and s["examples"] == 240
+    assert s["grad_accum"] == 4
+    assert abs(s["best_train_loss"] - 1.55) < 1e-9 and abs(s["eval_loss"] - 1.75) < 1e-9
+    assert d["actions"] == {"cancel": False, "retry": True}
+    assert d["run"]["status"] == "SUCCEEDED"
+
+
+def test_cancel_and_retry_answer_in_the_error_shape(api: Api, make_run: MakeRun,
+                                                    index: Callable[[], None]) -> None:
+    make_run("done", steps=1)
+    index()
+    assert_error(api.post("/api/runs/done/cancel"), 409)
+    body = assert_error(api.post("/api/runs/done/retry"), 501)
+    assert "job control" in body["error"]
+
+
+def test_projects_and_events(api: Api, make_run: MakeRun, index: Callable[[], None]) -> None:
+    make_run("p-run", steps=1, project="vision")
+    index()
+    assert {"name": "vision", "runs": 1} in api.ok("/api/projects")["projects"]
+    phases = [e["phase"] for e in api.ok("/api/runs/p-run/events")["events"]]
+    assert phases[-1] == "SUCCEEDED"
+    assert [r["name"] for r in api.ok("/api/runs", params={"project": "vision"})["runs"]] == [
+        "p-run"]

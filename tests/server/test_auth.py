@@ -1,0 +1,54 @@
+"""Token auth on every route, and the refusal to serve a network address without it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+from apiclient import Api, MakeRun, assert_error
+from sqlalchemy import Engine
+from typer.testing import CliRunner
+
+from runwatch.cli.serve import server, ui
+from runwatch.server.app import create_app
+
+TOKEN = "s3cret-token"
+
+
+def test_every_route_needs_the_token(engine: Engine, runs_dir: Path, make_run: MakeRun,
+                                     index: Callable[[], None]) -> None:
+    make_run("r", steps=2)
+    index()
+    app = create_app(engine, runs_dir=runs_dir, token=TOKEN)
+    anonymous = Api(app)
+    spec_paths = Api(app, {"Authorization": f"Bearer {TOKEN}"}).ok("/openapi.json")["paths"]
+    for path, ops in spec_paths.items():
+        for method in ops:
+            assert_error(anonymous.request(method.upper(), path.replace("{run}", "r")), 401)
+    for path in ("/runs", "/openapi.json", "/api/docs", "/assets/x.js"):
+        assert_error(anonymous.get(path), 401)
+    assert_error(Api(app, {"Authorization": "Bearer wrong"}).get("/api/runs"), 401)
+    assert Api(app, {"Authorization": f"Bearer {TOKEN}"}).ok("/api/runs")["runs"]
+
+
+def test_token_in_the_url_sets_a_cookie_for_the_web_app(engine: Engine) -> None:
+    api = Api(create_app(engine, token=TOKEN))
+    resp = api.get("/api/server", params={"token": TOKEN})
+    assert resp.status_code == 200 and resp.json()["auth"] is True
+    cookie = resp.headers["set-cookie"]
+    assert cookie.startswith(f"runwatch_token={TOKEN}") and "HttpOnly" in cookie
+    assert Api(create_app(engine, token=TOKEN),
+               {"Cookie": f"runwatch_token={TOKEN}"}).ok("/api/runs")["ok"]
+
+
+def test_non_loopback_bind_without_token_is_refused(runs_dir: Path, tmp_path: Path) -> None:
+    app = typer.Typer()
+    app.command("ui")(ui)
+    app.command("server")(server)
+    runner = CliRunner()
+    result = runner.invoke(app, ["ui", str(runs_dir), "--host", "0.0.0.0"], env={})
+    assert result.exit_code == 2 and "--token" in result.output
+    result = runner.invoke(app, ["server", "--db", str(tmp_path / "x.db"), "--host", "10.1.2.3"],
+                           env={})
+    assert result.exit_code == 2 and "without auth" in result.output

@@ -1,0 +1,54 @@
+"""Every route answers bad input with the one error shape and a 4xx, never a 500."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from apiclient import Api, MakeRun, assert_error
+
+BAD_RUN = "no-such-run"
+# Streams are long-lived; their bad-input answers come before any streaming starts.
+BAD_QUERIES: dict[str, list[dict[str, str]]] = {
+    "/api/runs": [{"cursor": "%%%"}, {"cursor": "WyJ4IiwyXQ"}, {"limit": "0"}, {"limit": "x"}],
+    "/api/series": [{}, {"run": "r"}, {"run": "r", "key": "loss", "points": "5"},
+                    {"run": "r", "key": "loss", "lo": "x"}],
+    "/api/runs/{run}/history": [{"after": "x"}, {"before": "1.5"}, {"order": "sideways"},
+                                {"limit": "0"}],
+    "/api/runs/{run}/samples": [{"step": "-1"}, {"split": "test"}, {"best": "0"}],
+    "/api/runs/{run}/logs": [{"level": "loud"}, {"cursor": "zz"}, {"limit": "-3"}],
+    "/api/runs/{run}/series": [{"points": "big"}],
+    "/api/runs/{run}/stream": [{"cursor": "1.2"}],
+}
+
+
+def _routes(api: Api) -> list[tuple[str, str]]:
+    spec = api.ok("/openapi.json")
+    return [(m.upper(), p) for p, ops in spec["paths"].items() for m in ops]
+
+
+def test_every_route_refuses_an_unknown_run_or_bad_input(api: Api, make_run: MakeRun,
+                                                         index: Callable[[], None]) -> None:
+    make_run("r", steps=3, metrics=lambda i: {"loss": 1.0})
+    index()
+    routes = _routes(api)
+    assert len(routes) >= 17
+    for method, path in routes:
+        if "{run}" in path:
+            resp = api.request(method, path.replace("{run}", BAD_RUN))
+            assert_error(resp, 404)
+        for params in BAD_QUERIES.get(path, []):
+            resp = api.request(method, path.replace("{run}", "r"), params=params)
+            assert_error(resp)
+    assert_error(api.post("/api/ingest", content=b"\x00\xff"), 400)
+
+
+def test_unknown_routes_and_methods_use_the_error_shape(api: Api) -> None:
+    assert_error(api.get("/api/nothing-here"), 404)
+    assert_error(api.request("DELETE", "/api/runs"), 405)
+    assert_error(api.get("/assets/missing.js"), 404)
+
+
+def test_error_messages_say_what_to_do(api: Api) -> None:
+    body = assert_error(api.get(f"/api/runs/{BAD_RUN}"), 404)
+    assert re.search(r"GET /api/runs", body["error"])

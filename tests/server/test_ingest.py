@@ -1,0 +1,81 @@
+"""The ingest route: idempotent on (run, file, seq), size limits, bad batches refused alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apiclient import Api, assert_error, manifest
+from sqlalchemy import Engine
+
+from runwatch.server.app import create_app
+from runwatch.server.state import Limits
+
+
+def _metrics(run_id: str, seqs: range, with_manifest: bool = True) -> dict[str, Any]:
+    batch: dict[str, Any] = {"run_id": run_id, "file": "metrics.jsonl",
+                             "records": [{"seq": i, "step": i, "ts": 1.0, "loss": i / 10}
+                                         for i in seqs]}
+    if with_manifest:
+        batch["manifest"] = manifest(run_id, run_id)
+    return batch
+
+
+def test_sending_a_batch_twice_stores_it_once(api: Api) -> None:
+    for _ in range(2):
+        assert api.post("/api/ingest", json=_metrics("r1", range(10))).status_code == 200
+    assert api.post("/api/ingest", json=_metrics("r1", range(5, 15), False)).status_code == 200
+    s = api.ok("/api/series", params={"run": "r1", "key": "loss"})["series"][0]
+    assert s["count"] == 15 and s["step"] == list(range(15))
+
+
+def test_a_bad_batch_is_refused_and_its_neighbours_kept(api: Api) -> None:
+    bad = _metrics("r2", range(3))
+    bad["records"][1]["step"] = "seven"
+    resp = api.post("/api/ingest", json={"batches": [_metrics("r1", range(3)), bad,
+                                                     _metrics("r3", range(4))]})
+    body = assert_error(resp, 400)
+    assert [r["ok"] for r in body["results"]] == [True, False, True]
+    assert "batch 1" in body["error"] and "step" in body["error"]
+    assert api.ok("/api/series", params={"run": "r3", "key": "loss"})["series"][0]["count"] == 4
+    # the bad batch stored nothing, not even its good records
+    assert_error(api.get("/api/runs/r2/metrics/keys"), 404)
+
+
+def test_malformed_input_is_a_clear_4xx(api: Api) -> None:
+    cases: list[Any] = [
+        b"{not json",
+        b"[]",
+        {"batches": []},
+        {"run_id": "r", "file": "../etc/passwd", "records": []},
+        {"run_id": "r", "file": "metrics.jsonl", "records": "nope"},
+        {"run_id": "r", "file": "metrics.jsonl", "records": [{"step": 1}]},
+        {"run_id": "r", "file": "metrics.jsonl", "records": [7]},
+        {"run_id": "", "file": "metrics.jsonl", "records": []},
+        {"run_id": "r", "file": "events.jsonl", "records": [{"seq": 0, "phase": "BOGUS"}]},
+        {**_metrics("r", range(1)), "manifest": {"run_id": "other"}},
+        {**_metrics("r", range(1)), "manifest": manifest("r", "../escape")},
+    ]
+    for case in cases:
+        kw = {"content": case} if isinstance(case, bytes) else {"json": case}
+        assert_error(api.post("/api/ingest", **kw))
+    # a batch for a run never announced needs its manifest first
+    assert_error(api.post("/api/ingest", json=_metrics("ghost", range(1), False)), 404)
+
+
+def test_size_limits(engine: Engine) -> None:
+    api = Api(create_app(engine, limits=Limits(max_body_bytes=20_000, max_records=50,
+                                               max_batches=3)))
+    assert_error(api.post("/api/ingest", json=_metrics("r", range(51))), 413)
+    assert_error(api.post("/api/ingest", json={"batches": [_metrics("r", range(1))] * 4}), 413)
+    assert_error(api.post("/api/ingest", content=b" " * 20_001), 413)
+    assert api.post("/api/ingest", json=_metrics("r", range(50))).status_code == 200
+
+
+def test_events_sent_over_http_set_the_status(api: Api) -> None:
+    api.post("/api/ingest", json={"run_id": "e", "file": "events.jsonl",
+                                  "manifest": manifest("e", "e"),
+                                  "records": [{"seq": 0, "ts": 1.0, "phase": "RUNNING"},
+                                              {"seq": 1, "ts": 2.0, "phase": "FAILED",
+                                               "reason": "the training job was stopped"}]})
+    run = api.ok("/api/runs/e")["run"]
+    assert run["status"] == "FAILED" and run["reason"] == "the training job was stopped"

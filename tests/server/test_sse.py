@@ -1,0 +1,90 @@
+"""Live streams against the real server: new points, logs and phase changes arrive, and a
+reconnect with Last-Event-ID resumes without a gap."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from apiclient import read_events
+from sqlalchemy import Engine
+
+from runwatch.sdk import init
+from runwatch.server.runner import Runner, free_port
+
+GUARD = httpx.Timeout(30.0)  # only stops a broken test from hanging
+
+
+@pytest.fixture
+def server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05) as srv:
+        yield srv
+
+
+def _wait_for_run(client: httpx.Client, name: str) -> dict[str, Any]:
+    """The run's detail once the indexer has picked the run up."""
+    while (resp := client.get(f"/api/runs/{name}")).status_code != 200:
+        time.sleep(0.02)
+    body: dict[str, Any] = resp.json()
+    return body
+
+
+def _points(events: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    return [(p["step"], p["values"]) for e in events if e["event"] == "points" for p in e["data"]]
+
+
+def test_run_stream_pushes_points_logs_and_phase(server: Runner, runs_dir: Path) -> None:
+    run = init(name="live", dir=runs_dir, method="sft", flush_interval=0.05)
+    run.log({"loss": 1.0}, step=0)
+    with httpx.Client(base_url=server.url, timeout=GUARD) as client:
+        cursor = _wait_for_run(client, "live")["cursor"]
+        with client.stream("GET", "/api/runs/live/stream", params={"cursor": cursor}) as resp:
+            assert resp.headers["content-type"].startswith("text/event-stream")
+            run.log({"loss": 0.5, "val/loss": 0.7}, step=1)
+            run.log_text("halfway", level="warning")
+            run.finish("SUCCEEDED")
+            events = read_events(resp.iter_lines(),
+                                 lambda ev: any(e["event"] == "phase" for e in ev)
+                                 and any(e["event"] == "log" for e in ev)
+                                 and any(s == 1 for s, _ in _points(ev)))
+    assert (1, {"loss": 0.5, "val/loss": 0.7}) in _points(events)
+    assert all(step != 0 for step, _ in _points(events))  # nothing before the cursor again
+    log = next(e for e in events if e["event"] == "log")["data"]
+    assert log["message"] == "halfway" and log["level"] == "WARNING"
+    phase = [e for e in events if e["event"] == "phase"][-1]["data"]
+    assert phase["status"] == "SUCCEEDED"
+
+
+def test_reconnect_with_last_event_id_resumes(server: Runner, runs_dir: Path) -> None:
+    run = init(name="resume", dir=runs_dir, flush_interval=0.05)
+    with httpx.Client(base_url=server.url, timeout=GUARD) as client:
+        cursor = _wait_for_run(client, "resume")["cursor"]
+        with client.stream("GET", "/api/runs/resume/stream", params={"cursor": cursor}) as resp:
+            run.log({"loss": 1.0}, step=0)
+            first = read_events(resp.iter_lines(), lambda ev: bool(_points(ev)))
+        last_id = [e for e in first if e["event"] == "points"][-1]["id"]
+        # points logged while no one listens
+        for step in range(1, 6):
+            run.log({"loss": 1.0 / (step + 1)}, step=step)
+        run.finish("SUCCEEDED")
+        with client.stream("GET", "/api/runs/resume/stream",
+                           headers={"Last-Event-ID": last_id}) as resp:
+            later = read_events(resp.iter_lines(),
+                                lambda ev: any(s == 5 for s, _ in _points(ev)))
+    steps = [s for s, _ in _points(later)]
+    assert steps == [1, 2, 3, 4, 5]
+
+
+def test_list_stream_announces_new_and_changed_runs(server: Runner, runs_dir: Path) -> None:
+    with httpx.Client(base_url=server.url, timeout=GUARD) as client, \
+            client.stream("GET", "/api/stream/runs") as resp:
+        run = init(name="newcomer", dir=runs_dir, flush_interval=0.05)
+        run.finish("FAILED", reason="the training job was stopped")
+        events = read_events(resp.iter_lines(), lambda ev: any(
+            e["data"]["name"] == "newcomer" and e["data"]["status"] == "FAILED" for e in ev))
+    assert events[-1]["event"] == "run"
+    assert events[-1]["data"]["reason"] == "the training job was stopped"
