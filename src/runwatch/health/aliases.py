@@ -88,8 +88,17 @@ PATTERNS: tuple[tuple[re.Pattern[str], Alias], ...] = (
 )
 
 
+# Prefixes the Hugging Face Trainer adds when it logs to TensorBoard: the rest of the
+# name is then looked up as if logged to trainer_state.json.
+PREFIXES: tuple[tuple[str, str], ...] = (("train/", ""), ("eval/", "eval_"))
+
+
 def canonical(key: str) -> tuple[str, Transform | None]:
     """The canonical name for `key` and the transform its values need (None: as is)."""
+    for prefix, replacement in PREFIXES:
+        if key.startswith(prefix):
+            key = replacement + key[len(prefix):]
+            break
     alias = EXACT.get(key)
     if alias is None:
         for pattern, candidate in PATTERNS:

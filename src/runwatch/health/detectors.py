@@ -157,6 +157,11 @@ class Spike:
         st = state or {}
         self.history: list[float] = list(st.get("history", []))  # finite values, oldest first
         self.window = KOfN(1, hold, st.get("tail"))
+        # The median in use and the point count at which it is next refreshed: counted
+        # over the run, so batches of any size give the same verdicts.
+        self.med: float | None = st.get("med")
+        self.seen = int(st.get("seen", 0))
+        self.refresh_at = int(st.get("at", 0))
 
     def feed(self, values: list[float]) -> list[bool]:
         hits: list[int] = []
@@ -164,13 +169,18 @@ class Spike:
         factor, drop, floor = self.factor, self.drop, self.floor
         i, m = 0, len(values)
         while i < m:
-            # Short blocks while the history is still filling, so early spikes are judged
-            # against every point before them.
-            step = self.BLOCK if len(hist) >= size else max(1, min(self.BLOCK, len(hist)))
-            block = values[i : i + step]
+            if self.seen >= self.refresh_at:
+                self.med = median(hist) if len(hist) >= max(1, self.min_history) else None
+                # Short blocks while the history fills, so early spikes are judged against
+                # nearly every point before them.
+                n = len(hist)
+                block_len = self.BLOCK if n >= size else max(1, min(self.BLOCK, n))
+                self.refresh_at = self.seen + block_len
+            block = values[i : i + self.refresh_at - self.seen]
             i += len(block)
-            if len(hist) >= self.min_history and hist:
-                med = median(hist)
+            self.seen += len(block)
+            med = self.med
+            if med is not None:
                 hi = max(factor * med, floor) if factor is not None else INF
                 lo = drop * med if drop is not None else -INF
                 hits.extend([1 if (v > hi or v < lo) and v - v == 0 else 0 for v in block])
@@ -190,7 +200,8 @@ class Spike:
         return median(self.history) if self.history else None
 
     def state(self) -> dict[str, Any]:
-        return {"history": self.history, "tail": self.window.tail}
+        return {"history": self.history, "tail": self.window.tail, "med": self.med,
+                "seen": self.seen, "at": self.refresh_at}
 
 
 class Buckets:

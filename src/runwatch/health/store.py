@@ -24,6 +24,7 @@ from sqlalchemy import (
     Table,
     Text,
     delete,
+    func,
     insert,
     select,
     update,
@@ -181,12 +182,38 @@ def reevaluate(conn: Connection, run_pk: int, engine: Engine | None = None) -> l
     """Forget a run's findings and evaluate all its stored points again."""
     engine = engine or _engine(conn, run_pk, None)
     conn.execute(delete(s.findings).where(s.findings.c.run_pk == run_pk))
+    cols, last_seq = stored_points(conn, run_pk, -1)
+    found = engine.feed(cols)
+    save(conn, run_pk, engine, found, last_seq)
+    return found
+
+
+def ensure_current(conn: Connection, run_pk: int) -> None:
+    """Evaluate whatever stored points the engine has not seen yet (for a run indexed
+    without the hook, or after thresholds changed). Cheap when nothing is new."""
+    state, last_seq = _load_state(conn, run_pk)
+    p = s.metric_points.c
+    newest = conn.execute(select(func.max(p.seq)).where(p.run_pk == run_pk)).scalar()
+    engine = _engine(conn, run_pk, state)
+    if state is None or engine.fresh:
+        if newest is not None or state is not None:
+            reevaluate(conn, run_pk, engine=engine)
+        return
+    if newest is None or newest <= last_seq:
+        return
+    cols, top = stored_points(conn, run_pk, last_seq)
+    save(conn, run_pk, engine, engine.feed(cols), top)
+
+
+def stored_points(conn: Connection, run_pk: int, after_seq: int
+                   ) -> tuple[dict[str, tuple[list[int], list[float], list[Any]]], int]:
     k, p = s.metric_keys.c, s.metric_points.c
     names = dict(conn.execute(select(k.id, k.key).where(k.run_pk == run_pk)).all())
     cols: dict[str, tuple[list[int], list[float], list[Any]]] = {}
-    last_seq = -1
+    last_seq = after_seq
     rows = conn.execute(select(p.key_id, p.seq, p.step, p.ts, p.value)
-                        .where(p.run_pk == run_pk).order_by(p.key_id, p.seq))
+                        .where(p.run_pk == run_pk, p.seq > after_seq)
+                        .order_by(p.key_id, p.seq))
     for key_id, seq, step, ts, value in rows:
         col = cols.get(names[key_id])
         if col is None:
@@ -196,9 +223,7 @@ def reevaluate(conn: Connection, run_pk: int, engine: Engine | None = None) -> l
         col[2].append(value)
         if seq > last_seq:
             last_seq = seq
-    found = engine.feed(cols)
-    save(conn, run_pk, engine, found, last_seq)
-    return found
+    return cols, last_seq
 
 
 def save(conn: Connection, run_pk: int, engine: Engine, found: list[Finding],

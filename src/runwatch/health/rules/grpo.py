@@ -42,7 +42,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="The Theil–Sen trend of `fb/loss/ratio/mean` over the last {window} steps "
         "rises by at least {min_effect}.",
-        message="{metric} rose by {effect:.3g} over the last {window} steps (now {last:.3g}).",
+        message="{metric} moved {effect:+.3g} over the last {window} steps (now {last:.3g}).",
         advice="The policy moves faster than the generator's log-probabilities stay fresh: "
         "lower learning_rate.",
     ),
@@ -261,7 +261,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="The trend of `mean_logprob` over the last {window} steps falls by at least "
         "{min_effect} of its level.",
-        message="{metric} fell by {effect:.0%} over the last {window} steps (now {last:.3g}).",
+        message="{metric} moved {effect:+.0%} over the last {window} steps (now {last:.3g}).",
         advice="Check temperature and exploration, and read the rollouts for mode collapse onto "
         "rare tokens.",
     ),
@@ -320,7 +320,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="The trend of `val/mean_response_length` over the last {window} validations "
         "rises by at least {min_effect} of its level.",
-        message="{metric} grew by {effect:.0%} over the last {window} validations "
+        message="{metric} moved {effect:+.0%} over the last {window} validations "
         "(now {last:.4g}).",
         advice="Length runaway: set or raise overlong_penalty_factor, or lower "
         "max_sample_tokens, and read the longest rollouts.",

@@ -1,0 +1,99 @@
+"""`runwatch runs health RUN`: the findings of the health rules on one run.
+
+Mount with `runs.app.command("health")(health_command)`. With `--fail-on` the command
+exits 1 when a finding (open or resolved) is at or above that severity, so a script can
+gate on a run's health.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from runwatch.cli.context import open_context
+from runwatch.cli.output import Output, console, emit, fail, make_table
+from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, _resolve
+from runwatch.health import store as health_store
+from runwatch.health.engine import Engine
+from runwatch.health.rules.base import SEVERITY_RANK
+from runwatch.health.thresholds import ThresholdError, load_yaml
+
+EXIT_UNHEALTHY = 1
+STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+class FailOn(StrEnum):
+    warning = "warning"
+    critical = "critical"
+
+
+def health_command(
+    run: RunArg,
+    directory: DirOpt = None,
+    db: DbOpt = None,
+    output: OutOpt = Output.table,
+    jq: JqOpt = None,
+    fail_on: Annotated[FailOn | None, typer.Option(
+        "--fail-on", help="Exit 1 if any finding is at least this severe (warning|critical).")
+    ] = None,
+    open_only: Annotated[bool, typer.Option("--open", help="Only findings still open.")
+                         ] = False,
+    thresholds: Annotated[Path | None, typer.Option(
+        "--thresholds", help="Evaluate with these overrides (YAML, see docs/health.md) "
+        "instead of the project's; nothing is stored.")] = None,
+) -> None:
+    """What the health rules found in a run: severity, steps, values and what to change."""
+    ctx = open_context(directory, db)
+    with ctx.engine.begin() as conn:
+        row = _resolve(conn, run)
+        if thresholds is not None:
+            findings = _what_if(conn, row, thresholds)
+        else:
+            health_store.ensure_current(conn, row.pk)
+            findings = health_store.health_for_run(conn, row.pk)
+    if open_only:
+        findings = [f for f in findings if f["status"] == "open"]
+    data = {"run_id": row.run_id, "name": row.name, "status": row.status, "findings": findings}
+
+    def table(wide: bool) -> None:
+        c = console()
+        if not findings:
+            c.print(f"{row.name}: no findings")
+            return
+        cols = ["SEVERITY", "STATUS", "STEPS", "RULE", "MESSAGE"] + (["ADVICE"] if wide else [])
+        rows = []
+        for f in findings:
+            steps = f"{f['first_step']}–{f['last_step']}" if f["first_step"] != f["last_step"] \
+                else str(f["first_step"])
+            rows.append([f["severity"], f["status"], steps, f["rule_id"], f["message"]]
+                        + ([f["advice"]] if wide else []))
+        c.print(make_table(cols, rows, title=f"health of {row.name}"))
+        if not wide:
+            for f in findings:
+                if f["status"] == "open" and f["severity"] != "info":
+                    c.print(f"[{STYLE[f['severity']]}]{f['rule_id']}[/]: {f['advice']}")
+
+    emit(data, output, jq, table)
+    if fail_on is not None and worst(findings) >= SEVERITY_RANK[fail_on.value]:
+        raise typer.Exit(EXIT_UNHEALTHY)
+
+
+def worst(findings: list[dict[str, Any]]) -> int:
+    """Rank of the most severe finding (-1 when there is none)."""
+    return max((SEVERITY_RANK.get(f["severity"], 0) for f in findings), default=-1)
+
+
+def _what_if(conn: Any, row: Any, path: Path) -> list[dict[str, Any]]:
+    try:
+        overrides = load_yaml(path)
+    except ThresholdError as exc:
+        raise fail(str(exc), ["see docs/health.md for the file's shape and the rule ids"]) from exc
+    settings = health_store.settings_from_config(row.config)
+    engine = Engine(row.method, settings, overrides)
+    cols, _ = health_store.stored_points(conn, row.pk, -1)
+    found = [f.to_dict() for f in engine.feed(cols)]
+    found.sort(key=health_store.sort_key)
+    return found

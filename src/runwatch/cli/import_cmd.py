@@ -1,0 +1,73 @@
+"""`runwatch import SOURCE`: bring another tool's log into the runs folder as a run.
+
+Mount with `app.command("import")(import_command)`. Reads a TRL `trainer_state.json`, a
+verl or tinker-cookbook `metrics.jsonl`, or a TensorBoard event folder; writes a run
+directory, indexes it and evaluates the health rules on it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runwatch.cli.context import open_context, runs_dir
+from runwatch.cli.output import Output, console, emit, fail
+from runwatch.cli.runs import DbOpt, DirOpt, OutOpt
+from runwatch.health import store as health_store
+from runwatch.ingest.importers import FORMATS, SourceError, read_source, write_run_dir
+from runwatch.rundir.format import RunDirError
+from runwatch.store import queries as q
+
+
+def import_command(
+    source: Annotated[Path, typer.Argument(help="trainer_state.json, metrics.jsonl, or a "
+                                           "TensorBoard event folder.")],
+    directory: DirOpt = None,
+    db: DbOpt = None,
+    name: Annotated[str | None, typer.Option("--name", help="Run name (default: from the "
+                                             "source's path).")] = None,
+    project: Annotated[str, typer.Option("--project", help="Project of the run.")
+                       ] = "default",
+    method: Annotated[str | None, typer.Option("--method", help="sft, dpo or grpo "
+                                               "(default: guessed from the metric names).")
+                      ] = None,
+    kind: Annotated[str, typer.Option("--format", help="auto, trl, jsonl or tensorboard.")
+                    ] = "auto",
+    output: OutOpt = Output.table,
+) -> None:
+    """Import another framework's training log as a finished run."""
+    if kind not in FORMATS:
+        raise fail(f"--format {kind!r} is not one of {', '.join(FORMATS)}")
+    folder = runs_dir(directory)
+    try:
+        imported = read_source(source, kind)
+        run_name = name or default_name(source)
+        folder.mkdir(parents=True, exist_ok=True)
+        run_dir = write_run_dir(imported, folder, run_name, project, method)
+    except (SourceError, RunDirError) as exc:
+        raise fail(str(exc)) from exc
+    ctx = open_context(folder, db)
+    with ctx.engine.begin() as conn:
+        row = q.resolve_run(conn, run_dir.name)
+        health_store.ensure_current(conn, row.pk)
+        findings = health_store.health_for_run(conn, row.pk)
+    data = {"run_id": row.run_id, "name": row.name, "dir": str(run_dir),
+            "trainer": imported.trainer, "method": row.method, "steps": len(imported.records),
+            "findings": len(findings)}
+
+    def table(wide: bool) -> None:
+        console().print(f"imported {source} ({imported.trainer}, {row.method}) as run "
+                        f"{row.name}: {len(imported.records)} steps, {len(findings)} health "
+                        f"findings (runwatch runs health {row.name})", markup=False)
+
+    emit(data, output, None, table)
+
+
+def default_name(source: Path) -> str:
+    """A run name from the source path: its folder (or file stem), made safe."""
+    base = source.name if source.is_dir() else (
+        source.parent.name if source.stem in ("trainer_state", "metrics") else source.stem)
+    safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in base).strip(".-")
+    return f"imported-{safe or 'run'}"

@@ -1,0 +1,122 @@
+"""Writes docs/health.md from the rule catalogue: `python -m runwatch.health.docs [PATH]`.
+
+The catalogue is the source of truth; a test fails when the page misses a rule.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from runwatch.health.aliases import EXACT, PATTERNS
+from runwatch.health.rules import CATALOGUE, Rule
+from runwatch.health.rules.base import ALL_METHODS
+
+INTRO = """# Health rules
+
+runwatch evaluates these rules on every run as its metrics arrive. Each rule reads a
+few metrics (by canonical name; other frameworks' names are mapped by the alias table
+below), tests a condition, and raises a **finding** with a severity, the step range and
+values that triggered it, and advice that names the setting to change. A finding
+*opens* when its condition starts to hold, *updates* while it holds, and *resolves*
+when it stops; each new episode is a new finding.
+
+Read findings with `runwatch runs health RUN` (`-o json`, `--fail-on warning|critical`
+for scripts), in the run page of the web app (markers on the charts), or through the
+API. Severities: `info` (worth knowing), `warning` (likely costs you the run's
+quality or money), `critical` (the run is broken or the result is not to be trusted).
+
+## Detectors
+
+Rules are built from a few shared detectors, each evaluated incrementally (the cost of
+new points does not grow with the run's history):
+
+{detectors}
+
+## Overriding thresholds
+
+Every parameter below can be overridden per project, in YAML (`runwatch runs health RUN
+--thresholds FILE`) or through the API; the defaults are the spec's values.
+
+```yaml
+rules:
+  grpo.clip_high: {above: 0.15}
+  optim.grad_norm_spike: {factor: 20}
+  val.plateau: {enabled: false}
+  grpo.truncation: {severity: info}
+settings:            # budgets the run's config does not give
+  max_sample_tokens: 1024
+```
+
+## Rules
+"""
+
+
+DETECTOR_DOCS = (
+    ("threshold", "a value is above/below a limit on *k* of the last *n* points (optionally "
+     "after `min_points`); a budget rule's limit is a fraction of a run setting such as "
+     "`max_sample_tokens`"),
+    ("spike", "a value exceeds `factor` × the rolling median of the previous `window` points "
+     "(or falls below `drop` × it); the finding stays open `hold` points"),
+    ("trend", "the Theil–Sen slope over the last `window` points (on 8 bucket medians) moves "
+     "the series by at least `min_effect` (`relative`: as a fraction of its level) `up` or "
+     "`down`, or by less than it (`flat`); a holding trend is released only when the effect "
+     "clearly leaves it"),
+    ("no_progress", "after `warmup` points, the latest bucket median has not moved "
+     "`min_change` (relative) from the first"),
+    ("divergence", "one series trends one way while another trends the other way over the "
+     "same steps (e.g. training up, validation down)"),
+    ("nonfinite", "any metric is NaN, +Infinity or -Infinity"),
+    ("stall", "a running run logs nothing for `factor` × its usual step interval, and at "
+     "least `min_seconds`"),
+)
+
+
+def _methods(rule: Rule) -> str:
+    return "all" if rule.methods == ALL_METHODS else ", ".join(rule.methods)
+
+
+def _params(rule: Rule) -> str:
+    if not rule.params:
+        return "—"
+    return ", ".join(f"`{k}={v}`" for k, v in rule.params.items())
+
+
+def render() -> str:
+    table = ["| detector | fires when |", "|---|---|"]
+    table += [f"| `{name}` | {text} |" for name, text in DETECTOR_DOCS]
+    out = [INTRO.replace("{detectors}", "\n".join(table))]
+    for rule in CATALOGUE:
+        metrics = "any metric" if rule.metrics == ("*",) else ", ".join(
+            f"`{m}`" for m in rule.metrics)
+        condition = rule.condition.format(**{k: v for k, v in rule.params.items()})
+        out.append(f"### `{rule.id}` — {rule.title}\n")
+        out.append(f"- **Methods:** {_methods(rule)}")
+        out.append(f"- **Reads:** {metrics}")
+        out.append(f"- **Detector:** `{rule.detector}`; parameters: {_params(rule)}"
+                   + (f"; budget: `{rule.budget}`" if rule.budget else ""))
+        out.append(f"- **Condition:** {condition}")
+        out.append(f"- **Severity:** {rule.severity}")
+        out.append(f"- **Advice:** {rule.advice}\n")
+    out.append("## Metric aliases\n")
+    out.append("Names other frameworks log, and the canonical name the rules read.\n")
+    out.append("| logged name | canonical | framework | transform |")
+    out.append("|---|---|---|---|")
+    for name, alias in EXACT.items():
+        out.append(f"| `{name}` | `{alias.canonical}` | {alias.framework} | "
+                   f"{alias.transform or ''} |")
+    for pattern, alias in PATTERNS:
+        out.append(f"| `{pattern.pattern}` (pattern) | `{alias.canonical}` | {alias.framework} | |")
+    out.append("")
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> int:
+    path = Path(argv[1]) if len(argv) > 1 else Path("docs/health.md")
+    path.write_text(render(), encoding="utf-8")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,102 @@
+"""What every importer produces, and writing it out as a run directory (format v1).
+
+An importer reads another tool's log into an `Imported` (records plus what is known
+about the run); `write_run_dir` turns that into a finished run directory, which the
+indexer then picks up like any other.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runwatch.rundir import format as fmt
+from runwatch.rundir.jsonl import dumps_line
+
+
+class SourceError(ValueError):
+    """The source cannot be imported; the message says why and what to pass instead."""
+
+
+@dataclass
+class Imported:
+    """A run read from another tool's log."""
+
+    trainer: str  # the tool that wrote the log: "trl", "verl", "tinker-cookbook", …
+    method: str | None
+    records: list[dict[str, Any]]  # {"step": int, "ts": float?, metric: number, …}
+    config: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def numeric_items(entry: dict[str, Any], skip: frozenset[str]) -> dict[str, float | int]:
+    """The entry's numeric fields (NaN and ±Infinity kept), without the `skip` keys."""
+    return {k: v for k, v in entry.items() if k not in skip and is_number(v)}
+
+
+def synthesize_ts(records: list[dict[str, Any]], end: float, seconds_per_step: float = 1.0
+                  ) -> None:
+    """Give records without a wall time one, spaced by step and ending at `end`, so the
+    run's timeline keeps its shape (logs that record no time at all)."""
+    if all(is_number(r.get("ts")) and math.isfinite(r["ts"]) for r in records):
+        return
+    if not records:
+        return
+    last = records[-1]["step"]
+    for r in records:
+        if not (is_number(r.get("ts")) and math.isfinite(r["ts"])):
+            r["ts"] = end - (last - r["step"]) * seconds_per_step
+
+
+def write_run_dir(imported: Imported, runs_dir: Path, name: str, project: str = "default",
+                  method: str | None = None) -> Path:
+    """Write `imported` as the finished run `runs_dir`/`name`; refuses to overwrite."""
+    fmt.validate_name(name)
+    fmt.validate_name(project, "project name")
+    if not imported.records:
+        raise SourceError(f"{imported.source} holds no metrics to import")
+    run_dir = runs_dir / name
+    if run_dir.exists():
+        raise SourceError(f"{run_dir} already exists: pass --name with another run name")
+    records = sorted(imported.records, key=lambda r: r["step"])
+    synthesize_ts(records, end=time.time())
+    first_ts, last_ts = records[0]["ts"], records[-1]["ts"]
+    manifest = {
+        "schema_version": fmt.SCHEMA_VERSION,
+        "run_id": uuid.uuid4().hex,
+        "name": name,
+        "project": project,
+        "group": None,
+        "tags": ["imported"],
+        "method": method or imported.method,
+        "trainer": imported.trainer,
+        "created_at": first_ts,
+        "imported_from": imported.source,
+    }
+    tmp = runs_dir / f".{name}.importing-{os.getpid()}"
+    tmp.mkdir(parents=True)
+    (tmp / fmt.MANIFEST).write_bytes(dumps_line(manifest))
+    with open(tmp / fmt.METRICS, "wb") as fh:
+        for seq, rec in enumerate(records):
+            fh.write(dumps_line({"step": rec["step"], "ts": rec["ts"], "seq": seq,
+                                 **{k: v for k, v in rec.items() if k not in ("step", "ts")}}))
+    with open(tmp / fmt.EVENTS, "wb") as fh:
+        fh.write(dumps_line({"ts": first_ts, "seq": 0, "phase": "RUNNING"}))
+        fh.write(dumps_line({"ts": last_ts, "seq": 1, "phase": "SUCCEEDED"}))
+    if imported.config:
+        (tmp / fmt.CONFIG).write_text(yaml.safe_dump(imported.config, sort_keys=True),
+                                      encoding="utf-8")
+    # Appear complete or not at all: the indexer may be watching the folder.
+    tmp.rename(run_dir)
+    return run_dir

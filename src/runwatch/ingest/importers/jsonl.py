@@ -1,0 +1,72 @@
+"""Import a verl or tinker-cookbook `metrics.jsonl` (one JSON object per step).
+
+tinker-cookbook writes `{"step": …, metric: …}`; verl's file logger writes
+`{"step": …, "data": {metric: …}}`. Both are read; NaN and Infinity tokens are kept.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from runwatch.ingest.importers.common import Imported, SourceError, numeric_items
+from runwatch.rundir.jsonl import loads_line
+
+SKIP = frozenset({"step", "ts", "seq"})
+
+
+def guess(keys: set[str]) -> tuple[str, str]:
+    """(trainer, method) from the metric names."""
+    if any(k.startswith(("actor/", "critic/", "val-core/", "response_length/")) for k in keys):
+        return "verl", "grpo"
+    if any(k.startswith(("env/", "test/env/")) for k in keys):
+        return "tinker-cookbook", "grpo"
+    if any(k.startswith(("optim/", "progress/", "time/")) for k in keys):
+        return "tinker-cookbook", "sft"
+    return "jsonl", "sft" if "loss" in keys else "grpo"
+
+
+def read(path: Path) -> Imported:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
+    records: list[dict[str, Any]] = []
+    for line_no, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = loads_line(line)
+        except ValueError as exc:
+            raise SourceError(f"{path}: line {line_no} is not JSON ({exc})") from exc
+        if not isinstance(obj, dict):
+            raise SourceError(f"{path}: line {line_no} is not a JSON object")
+        nested = obj.get("data")
+        data: dict[str, Any] = nested if isinstance(nested, dict) else obj
+        step = obj.get("step", data.get("progress/batch"))
+        if not isinstance(step, int) or isinstance(step, bool):
+            step = len(records)  # logs without a step count lines
+        rec: dict[str, Any] = {"step": step, **numeric_items(data, SKIP)}
+        if isinstance(obj.get("ts"), int | float):
+            rec["ts"] = float(obj["ts"])
+        records.append(rec)
+    keys = {k for r in records for k in r}
+    trainer, method = guess(keys)
+    _cumulative_time(records)
+    return Imported(trainer, method, records, {}, str(path))
+
+
+def _cumulative_time(records: list[dict[str, Any]]) -> None:
+    """tinker-cookbook logs each step's duration (`time/total`) but no clock: rebuild
+    wall times from the durations so stalls and cost read right."""
+    if any("ts" in r for r in records) or not all("time/total" in r for r in records):
+        return
+    clock = 0.0
+    for r in records:
+        clock += float(r["time/total"])
+        r["ts"] = clock
+    # The log ended around when the file was last written; keep the spacings.
+    offset = time.time() - clock
+    for r in records:
+        r["ts"] += offset

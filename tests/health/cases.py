@@ -1,0 +1,223 @@
+"""Per-rule series: one that must trigger the rule and a near miss that must not.
+
+Each case is (method, settings, series) where series maps a metric name to its values
+at steps 0, 1, 2, … or to explicit (steps, values) for sparse validation metrics.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+Series = dict[str, Any]
+Case = tuple[str, dict[str, float], Series]
+
+
+def const(value: float, n: int = 30) -> list[float]:
+    return [value] * n
+
+
+def ramp(start: float, slope: float, n: int) -> list[float]:
+    return [start + slope * i for i in range(n)]
+
+
+def every(interval: int, values: list[float]) -> tuple[list[int], list[float]]:
+    return [interval * (k + 1) for k in range(len(values))], values
+
+
+def spike(base: float, peak: float, n: int = 30) -> list[float]:
+    return [base] * n + [peak] + [base] * 5
+
+
+def mostly(value: float, other: float, hits: int, n: int = 30) -> list[float]:
+    """`value` on `hits` of every 10 points, `other` elsewhere."""
+    return [value if i % 10 < hits else other for i in range(n)]
+
+
+NO: dict[str, float] = {}
+
+# rule id -> (trigger case, near-miss case)
+CASES: dict[str, tuple[Case, Case]] = {
+    "grpo.ratio_drift": (
+        ("grpo", NO, {"fb/loss/ratio/mean": const(1.0, 10) + const(1.2, 20)}),
+        ("grpo", NO, {"fb/loss/ratio/mean": const(1.0, 10) + mostly(1.2, 1.0, 7, 20)}),
+    ),
+    "grpo.ratio_growth": (
+        ("grpo", NO, {"fb/loss/ratio/mean": ramp(1.0, 0.003, 128)}),
+        ("grpo", NO, {"fb/loss/ratio/mean": ramp(1.0, 0.0005, 128)}),
+    ),
+    "grpo.kl_policy_spike": (
+        ("grpo", NO, {"fb/loss/kl_policy/mean": spike(0.001, 0.05)}),
+        ("grpo", NO, {"fb/loss/kl_policy/mean": spike(0.001, 0.009)}),
+    ),
+    "grpo.clip_high": (
+        ("grpo", NO, {"fb/loss/clip/high_fraction": const(0.15)}),
+        ("grpo", NO, {"fb/loss/clip/high_fraction": const(0.09)}),
+    ),
+    "grpo.clip_low": (
+        ("grpo", NO, {"fb/loss/clip/low_fraction": const(0.15)}),
+        ("grpo", NO, {"fb/loss/clip/low_fraction": mostly(0.15, 0.01, 7)}),
+    ),
+    "grpo.clip_rising_plateau": (
+        ("grpo", NO, {"accuracy": const(0.5, 200),
+                      "fb/loss/clip/high_fraction": ramp(0.005, 0.0003, 200)}),
+        ("grpo", NO, {"accuracy": ramp(0.3, 0.002, 200),
+                      "fb/loss/clip/high_fraction": ramp(0.005, 0.0003, 200)}),
+    ),
+    "grpo.kl_ref_spike": (
+        ("grpo", NO, {"fb/loss/kl_ref/mean": spike(0.02, 0.5)}),
+        ("grpo", NO, {"fb/loss/kl_ref/mean": spike(0.02, 0.15)}),
+    ),
+    "grpo.active_fraction_drop": (
+        ("grpo", NO, {"fb/loss/aggregate/active_fraction": spike(0.6, 0.2)}),
+        ("grpo", NO, {"fb/loss/aggregate/active_fraction": spike(0.6, 0.35)}),
+    ),
+    "grpo.zero_variance": (
+        ("grpo", NO, {"zero_variance_skip_ratio": const(0.6)}),
+        ("grpo", NO, {"zero_variance_skip_ratio": const(0.45)}),
+    ),
+    "grpo.saturated_groups": (
+        ("grpo", NO, {"identical_nonzero_reward_skip_ratio": const(0.4)}),
+        ("grpo", NO, {"identical_nonzero_reward_skip_ratio": const(0.25)}),
+    ),
+    "grpo.truncation": (
+        ("grpo", NO, {"truncated_ratio": const(0.4)}),
+        ("grpo", NO, {"truncated_ratio": const(0.25)}),
+    ),
+    "grpo.length_at_budget": (
+        ("grpo", {"max_sample_tokens": 512}, {"mean_sampled_response_length": const(500)}),
+        ("grpo", {"max_sample_tokens": 512}, {"mean_sampled_response_length": const(400)}),
+    ),
+    "grpo.budget_squeezed": (
+        ("grpo", {"max_sample_tokens": 512}, {"mean_response_budget": const(300)}),
+        ("grpo", {"max_sample_tokens": 512}, {"mean_response_budget": const(450)}),
+    ),
+    "grpo.post_budget_clip": (
+        ("grpo", NO, {"post_budget_clip_ratio": const(0.1)}),
+        ("grpo", NO, {"post_budget_clip_ratio": const(0.03)}),
+    ),
+    "grpo.overlong_penalty": (
+        ("grpo", NO, {"mean_overlong_penalty": const(-0.3)}),
+        ("grpo", NO, {"mean_overlong_penalty": const(-0.1)}),
+    ),
+    "grpo.reward_below_accuracy": (
+        ("grpo", NO, {"accuracy": const(0.6), "reward_mean": const(0.4)}),
+        ("grpo", NO, {"accuracy": const(0.6), "reward_mean": const(0.55)}),
+    ),
+    "grpo.advantage_collapse": (
+        ("grpo", NO, {"completion_advantage_std": const(0.001)}),
+        ("grpo", NO, {"completion_advantage_std": const(0.05)}),
+    ),
+    "grpo.logprob_falling": (
+        ("grpo", NO, {"mean_logprob": ramp(-0.5, -0.01, 128)}),
+        ("grpo", NO, {"mean_logprob": ramp(-0.5, -0.001, 128)}),
+    ),
+    "grpo.sampling_attempts_cap": (
+        ("grpo", {"max_sampling_attempts": 4}, {"dynamic_sampling/attempts": const(4)}),
+        ("grpo", {"max_sampling_attempts": 4}, {"dynamic_sampling/attempts": const(3)}),
+    ),
+    "grpo.sampling_short_batch": (
+        ("grpo", {"batch_size": 32}, {"dynamic_sampling/kept_groups": const(28)}),
+        ("grpo", {"batch_size": 32}, {"dynamic_sampling/kept_groups": const(32)}),
+    ),
+    "grpo.reward_hacking": (
+        ("grpo", NO, {"accuracy": ramp(0.3, 0.004, 200),
+                      "val/accuracy": every(20, ramp(0.6, -0.02, 9))}),
+        ("grpo", NO, {"accuracy": ramp(0.3, 0.004, 200),
+                      "val/accuracy": every(20, ramp(0.6, 0.005, 9))}),
+    ),
+    "grpo.length_runaway": (
+        ("grpo", NO, {"val/mean_response_length": every(10, [200 * 1.1**k for k in range(10)])}),
+        ("grpo", NO, {"val/mean_response_length": every(10, ramp(200, 2, 10))}),
+    ),
+    "multiturn.unfinished_episodes": (
+        ("grpo", NO, {"terminated_ratio": const(0.3), "truncated_ratio": const(0.5)}),
+        ("grpo", NO, {"terminated_ratio": const(0.7), "truncated_ratio": const(0.5)}),
+    ),
+    "multiturn.parse_failures_rising": (
+        ("grpo", NO, {"parse_failure_ratio": ramp(0.01, 0.003, 64)}),
+        ("grpo", NO, {"parse_failure_ratio": ramp(0.01, 0.0005, 64)}),
+    ),
+    "multiturn.context_overflow": (
+        ("grpo", NO, {"context_overflow_ratio": const(0.2)}),
+        ("grpo", NO, {"context_overflow_ratio": const(0.05)}),
+    ),
+    "async.dropped_stale": (
+        ("grpo", NO, {"async/dropped_stale_groups": const(2)}),
+        ("grpo", NO, {"async/dropped_stale_groups": mostly(2, 0, 4)}),
+    ),
+    "async.short_steps": (
+        ("grpo", {"batch_size": 32}, {"async/accepted_groups": const(20)}),
+        ("grpo", {"batch_size": 32}, {"async/accepted_groups": const(32)}),
+    ),
+    "async.staleness_over_budget": (
+        ("grpo", {"max_steps_off_policy": 2}, {"async/staleness_max": [*const(2), 3.0]}),
+        ("grpo", {"max_steps_off_policy": 2}, {"async/staleness_max": const(2)}),
+    ),
+    "async.zero_variance_drops": (
+        ("grpo", {"batch_size": 8, "max_sampling_attempts": 2},
+         {"async/dropped_zero_variance_groups": const(16)}),
+        ("grpo", {"batch_size": 8, "max_sampling_attempts": 2},
+         {"async/dropped_zero_variance_groups": const(10)}),
+    ),
+    "async.training_waits": (
+        ("grpo", NO, {"async/train_wait_s": const(5.0), "async/queue_depth": const(0)}),
+        ("grpo", NO, {"async/train_wait_s": const(5.0), "async/queue_depth": const(2)}),
+    ),
+    "async.collection_outruns": (
+        ("grpo", {"groups_in_flight": 8}, {"async/queue_depth": const(8)}),
+        ("grpo", {"groups_in_flight": 8}, {"async/queue_depth": const(6)}),
+    ),
+    "policy.weights_not_applied": (
+        ("grpo", NO, {"policy_state/target_weights_version": ramp(3, 1, 30),
+                      "policy_state/applied_weights_version": ramp(0, 1, 30)}),
+        ("grpo", NO, {"policy_state/target_weights_version": ramp(1, 1, 30),
+                      "policy_state/applied_weights_version": ramp(0, 1, 30)}),
+    ),
+    "policy.trainer_ahead": (
+        ("grpo", NO, {"policy_state/trainer_step": ramp(4, 1, 30),
+                      "policy_state/applied_weights_version": ramp(0, 1, 30)}),
+        ("grpo", NO, {"policy_state/trainer_step": ramp(2, 1, 30),
+                      "policy_state/applied_weights_version": ramp(0, 1, 30)}),
+    ),
+    "sft.loss_not_falling": (
+        ("sft", NO, {"loss": [2.0 + 0.01 * (i % 3) for i in range(60)]}),
+        ("sft", NO, {"loss": [2.0 * math.exp(-0.03 * i) for i in range(60)]}),
+    ),
+    "sft.overfitting": (
+        ("sft", NO, {"loss": ramp(2.0, -0.005, 200), "val/loss": every(20, ramp(1.5, 0.05, 9))}),
+        ("sft", NO, {"loss": ramp(2.0, -0.005, 200), "val/loss": every(20, ramp(1.5, -0.03, 9))}),
+    ),
+    "dpo.loss_not_falling": (
+        ("dpo", NO, {"loss": const(0.693, 60)}),
+        ("dpo", NO, {"loss": [0.693 * math.exp(-0.02 * i) for i in range(60)]}),
+    ),
+    "dpo.preference_accuracy_low": (
+        ("dpo", NO, {"val/preference_accuracy": every(10, const(0.5, 6))}),
+        ("dpo", NO, {"val/preference_accuracy": every(10, [0.5, 0.5, *const(0.7, 4)])}),
+    ),
+    "dpo.margin_not_positive": (
+        ("dpo", NO, {"val/mean_margin": every(10, const(-0.1, 6))}),
+        ("dpo", NO, {"val/mean_margin": every(10, [-0.1, 0.0, *ramp(0.2, 0.2, 4)])}),
+    ),
+    "optim.clipping_every_step": (
+        ("sft", NO, {"grad_clip_factor": const(0.5)}),
+        ("sft", NO, {"grad_clip_factor": mostly(0.5, 1.0, 4)}),
+    ),
+    "optim.grad_norm_spike": (
+        ("sft", NO, {"grad_norm": spike(1.0, 15.0)}),
+        ("sft", NO, {"grad_norm": spike(1.0, 8.0)}),
+    ),
+    "optim.update_ratio_high": (
+        ("sft", NO, {"update_ratio": const(0.2)}),
+        ("sft", NO, {"update_ratio": const(0.05)}),
+    ),
+    "metric.non_finite": (
+        ("sft", NO, {"loss": [1.0, 0.9, math.nan, 0.8], "grad_norm": [1.0, math.inf, 1.0, 1.0]}),
+        ("sft", NO, {"loss": [1.0, 0.9, 0.85, 0.8], "grad_norm": [1.0, 1e30, 1.0, 1.0]}),
+    ),
+    "val.plateau": (
+        ("grpo", NO, {"val/accuracy": every(10, [0.6 + 0.001 * (k % 2) for k in range(10)])}),
+        ("grpo", NO, {"val/accuracy": every(10, ramp(0.3, 0.05, 10))}),
+    ),
+}

@@ -1,0 +1,31 @@
+"""Building engine batches from plain series, shared by the health tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runwatch.health.engine import Engine
+from runwatch.health.findings import Finding
+
+T0 = 1_000_000.0
+STEP_S = 10.0
+
+
+def to_batch(series: dict[str, Any]) -> dict[str, tuple[list[int], list[float], list[Any]]]:
+    """Series (values at steps 0.. or explicit (steps, values)) as an engine batch."""
+    batch = {}
+    for name, data in series.items():
+        if isinstance(data, tuple):
+            steps, values = list(data[0]), list(data[1])
+        else:
+            steps, values = list(range(len(data))), list(data)
+        batch[name] = (steps, [T0 + STEP_S * s for s in steps], values)
+    return batch
+
+
+def evaluate(method: str, settings: dict[str, float], series: dict[str, Any]) -> list[Finding]:
+    return Engine(method, settings).feed(to_batch(series))
+
+
+def rule_ids(findings: list[Finding]) -> set[str]:
+    return {f.rule_id for f in findings}

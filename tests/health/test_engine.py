@@ -1,0 +1,177 @@
+"""The engine is incremental: any split into batches, with the state saved and loaded as
+JSON between them, gives the findings one batch gives."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runwatch.health.detectors import KOfN, theil_sen
+from runwatch.health.engine import Engine
+from runwatch.health.thresholds import ThresholdError, load_yaml, parse
+
+from .cases import CASES
+from .helpers import rule_ids, to_batch
+
+
+def summary(findings: list[Any]) -> dict[tuple[str, str, int], tuple[str, int]]:
+    """Final status and last step of each finding, keyed by rule, metric, first step."""
+    out = {}
+    for f in findings:
+        out[(f.rule_id, f.metric, f.first_step)] = (f.status, f.last_step)
+    return out
+
+
+def split_feed(method: str, settings_: dict[str, float], series: dict[str, Any],
+               rng: random.Random) -> list[Any]:
+    """Feed the series a few steps at a time, round-tripping the state through JSON."""
+    batch = to_batch(series)
+    steps = sorted({s for cols in batch.values() for s in cols[0]})
+    state: dict[str, Any] | None = None
+    findings: dict[tuple[str, str, int], Any] = {}
+    i = 0
+    while i < len(steps):
+        j = min(len(steps), i + rng.randint(1, 7))
+        lo, hi = steps[i], steps[j - 1]
+        part = {}
+        for name, (ss, ts, vs) in batch.items():
+            idx = [k for k, s in enumerate(ss) if lo <= s <= hi]
+            if idx:
+                part[name] = ([ss[k] for k in idx], [ts[k] for k in idx], [vs[k] for k in idx])
+        engine = Engine(method, settings_, state=state)
+        for f in engine.feed(part):
+            findings[(f.rule_id, f.metric, f.first_step)] = f
+        state = orjson.loads(orjson.dumps(engine.state()))
+        i = j
+    return list(findings.values())
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_batches_match_one_batch(rule_id: str) -> None:
+    for case in CASES[rule_id]:
+        method, settings_, series = case
+        whole = summary(Engine(method, settings_).feed(to_batch(series)))
+        parts = summary(split_feed(method, settings_, series, random.Random(rule_id)))
+        assert parts == whole
+
+
+def test_state_is_plain_json() -> None:
+    engine = Engine("grpo", {"max_sample_tokens": 512})
+    (_, _, series), _ = CASES["grpo.reward_hacking"]
+    engine.feed(to_batch(series))
+    json.dumps(engine.state(), allow_nan=False)
+
+
+def test_resolves_when_condition_stops() -> None:
+    series = {"truncated_ratio": [0.5] * 20 + [0.1] * 20}
+    (f,) = [f for f in Engine("grpo").feed(to_batch(series)) if f.rule_id == "grpo.truncation"]
+    assert f.status == "resolved"
+    assert f.evidence["max"] == 0.5
+    assert 7 <= f.first_step <= f.last_step < 30
+
+
+def test_open_finding_updates_across_batches() -> None:
+    engine = Engine("grpo")
+    first = engine.feed(to_batch({"truncated_ratio": [0.5] * 20}))
+    (opened,) = [f for f in first if f.rule_id == "grpo.truncation"]
+    opened.record["id"] = 41  # what the store does after inserting the row
+    later = {"truncated_ratio": (list(range(20, 25)), [2e6 + s for s in range(20, 25)], [0.6] * 5)}
+    (updated,) = [f for f in engine.feed(later) if f.rule_id == "grpo.truncation"]
+    assert updated.id == 41 and updated.status == "open"
+    assert updated.first_step == opened.first_step and updated.last_step == 24
+    assert updated.evidence["max"] == 0.6
+
+
+def test_aliases_let_rules_read_other_frameworks() -> None:
+    series = {"frac_reward_zero_std": [0.7] * 30, "clip_ratio/high_mean": [0.2] * 30,
+              "actor/pg_clipfrac": [0.0] * 30}
+    found = rule_ids(Engine("grpo").feed(to_batch(series)))
+    assert {"grpo.zero_variance", "grpo.clip_high"} <= found
+
+
+def test_alias_transform_complements_frac_mixed() -> None:
+    # tinker-cookbook: 10% of groups mixed means 90% had no reward variance.
+    series = {"env/all/by_group/frac_mixed": [0.1] * 30}
+    assert "grpo.zero_variance" in rule_ids(Engine("rl").feed(to_batch(series)))
+    series = {"env/all/by_group/frac_mixed": [0.9] * 30}
+    assert "grpo.zero_variance" not in rule_ids(Engine("rl").feed(to_batch(series)))
+
+
+def test_null_values_are_nan() -> None:
+    found = Engine("sft").feed(to_batch({"loss": [1.0, None, 1.0]}))
+    (f,) = [f for f in found if f.rule_id == "metric.non_finite"]
+    assert f.first_step == 1 and f.evidence["value"] == "NaN"
+
+
+def test_overrides_change_thresholds_and_disable_rules() -> None:
+    series = {"truncated_ratio": [0.4] * 30}
+    loose = parse({"rules": {"grpo.truncation": {"above": 0.5}}})
+    assert "grpo.truncation" not in rule_ids(Engine("grpo", overrides=loose).feed(to_batch(series)))
+    off = parse({"rules": {"grpo.truncation": {"enabled": False}}})
+    assert "grpo.truncation" not in rule_ids(Engine("grpo", overrides=off).feed(to_batch(series)))
+    info = parse({"rules": {"grpo.truncation": {"severity": "info"}}})
+    (f,) = [f for f in Engine("grpo", overrides=info).feed(to_batch(series))
+            if f.rule_id == "grpo.truncation"]
+    assert f.severity == "info"
+
+
+def test_override_settings_supply_budgets() -> None:
+    series = {"mean_sampled_response_length": [500.0] * 30}
+    ov = parse({"settings": {"max_sample_tokens": 512}})
+    assert "grpo.length_at_budget" in rule_ids(Engine("grpo", overrides=ov).feed(to_batch(series)))
+
+
+def test_changed_overrides_reset_state() -> None:
+    engine = Engine("grpo")
+    engine.feed(to_batch({"truncated_ratio": [0.5] * 20}))
+    ov = parse({"rules": {"grpo.truncation": {"above": 0.6}}})
+    assert Engine("grpo", overrides=ov, state=engine.state()).fresh
+    assert not Engine("grpo", state=engine.state()).fresh
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"rules": {"nope.rule": {}}}, "unknown health rule"),
+    ({"rules": {"grpo.truncation": {"abvoe": 0.5}}}, "has no parameter"),
+    ({"rules": {"grpo.truncation": {"above": "high"}}}, "must be a number"),
+    ({"rules": {"grpo.truncation": {"severity": "fatal"}}}, "severity must be one of"),
+    ({"limits": {}}, "unknown section"),
+    ({"settings": {"max_sample_tokens": "many"}}, "must be a number"),
+])
+def test_bad_overrides_say_what_is_wrong(bad: dict[str, Any], words: str) -> None:
+    with pytest.raises(ThresholdError, match=words):
+        parse(bad)
+
+
+def test_thresholds_yaml(tmp_path: Any) -> None:
+    path = tmp_path / "health.yaml"
+    path.write_text("rules:\n  optim.grad_norm_spike: {factor: 20}\n", encoding="utf-8")
+    assert load_yaml(path).rules["optim.grad_norm_spike"]["factor"] == 20
+    path.write_text("rules: [", encoding="utf-8")
+    with pytest.raises(ThresholdError, match="not valid YAML"):
+        load_yaml(path)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 1), max_size=40), st.integers(1, 5), st.integers(1, 8),
+       st.integers(1, 9))
+def test_k_of_n_matches_brute_force(hits: list[int], k: int, n: int, cut: int) -> None:
+    n = max(n, k)
+    w = KOfN(k, n)
+    got = w.feed(hits[:cut]) + KOfN(k, n, w.tail).feed(hits[cut:])
+    want = [sum(hits[max(0, i - n + 1): i + 1]) >= k for i in range(len(hits))]
+    assert got == want
+
+
+def test_theil_sen_ignores_an_outlier() -> None:
+    xs = [float(i) for i in range(8)]
+    ys = [2.0 * x for x in xs]
+    ys[3] = 1000.0
+    assert theil_sen(xs, ys) == pytest.approx(2.0)
+    assert math.isclose(theil_sen([0.0, 0.0, 1.0], [1.0, 2.0, 3.0]), 1.5)

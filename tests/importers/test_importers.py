@@ -1,0 +1,195 @@
+"""Importers on real logs and on files the tests write: run directories that index, and
+health findings on other frameworks' metric names."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from runwatch.cli.health import health_command
+from runwatch.cli.import_cmd import import_command
+from runwatch.health import store as health_store
+from runwatch.ingest.importers import SourceError, read_source, write_run_dir
+from runwatch.ingest.importers.tensorboard import EventFileError, crc32c
+from runwatch.ingest.importers.tensorboard import read as read_tb
+from runwatch.ingest.indexer import Indexer
+from runwatch.rundir.jsonl import loads_line
+from runwatch.store import open_engine
+from runwatch.store import queries as q
+
+from .tfevents import event, file_version, frame, write_events
+
+REAL = Path("/work/shared/data/real-logs")
+needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="real logs not present")
+
+
+def index_and_health(runs: Path, name: str) -> list[dict]:
+    engine = open_engine(runs / ".runwatch" / "index.db")
+    Indexer(engine, runs, on_metrics=health_store.on_metrics).index_once()
+    with engine.begin() as conn:
+        row = q.resolve_run(conn, name)
+        found = health_store.health_for_run(conn, row.pk)
+    engine.dispose()
+    return found
+
+
+@needs_real
+def test_trl_dpo_state_imports_and_flags_nan(tmp_path: Path) -> None:
+    imported = read_source(REAL / "dpo_soup_takehome_trainer_state.json")
+    assert imported.trainer == "trl" and imported.method == "dpo"
+    assert len(imported.records) == 75
+    run_dir = write_run_dir(imported, tmp_path, "dpo-real")
+    lines = [loads_line(x) for x in (run_dir / "metrics.jsonl").read_bytes().splitlines()]
+    assert [x["seq"] for x in lines] == list(range(75))
+    assert math.isnan(lines[0]["grad_norm"])  # NaN survives as a JSON token
+    found = index_and_health(tmp_path, "dpo-real")
+    nan = [f for f in found if f["rule_id"] == "metric.non_finite"]
+    assert nan and nan[0]["metric"] == "grad_norm" and nan[0]["first_step"] == 1
+    assert not [f for f in found if f["rule_id"] == "dpo.loss_not_falling"]
+
+
+@needs_real
+@pytest.mark.parametrize("name, method, steps", [
+    ("grpo_stats_safety_unsloth_trainer_state.json", "grpo", 158),
+    ("sft_qwen05_verifier_trainer_state.json", "sft", 24),  # 6 evals join their step
+])
+def test_trl_states(tmp_path: Path, name: str, method: str, steps: int) -> None:
+    imported = read_source(REAL / name)
+    assert imported.method == method and len(imported.records) == steps
+    if method == "sft":  # eval entries join the training entry of their step
+        assert any("eval_loss" in r and "loss" in r for r in imported.records)
+    write_run_dir(imported, tmp_path, "r")
+    index_and_health(tmp_path, "r")
+
+
+@needs_real
+def test_tinker_cookbook_jsonl(tmp_path: Path) -> None:
+    imported = read_source(REAL / "tinker_rubric_rl_metrics.jsonl")
+    assert imported.trainer == "tinker-cookbook" and imported.method == "grpo"
+    ts = [r["ts"] for r in imported.records]
+    assert ts == sorted(ts) and ts[1] - ts[0] == pytest.approx(3816.386, rel=1e-3)
+    write_run_dir(imported, tmp_path, "tinker")
+    index_and_health(tmp_path, "tinker")
+
+
+def test_verl_jsonl_names_reach_the_rules(tmp_path: Path) -> None:
+    src = tmp_path / "verl" / "metrics.jsonl"
+    src.parent.mkdir()
+    lines = [{"step": s, "data": {"actor/pg_clipfrac": 0.25, "actor/grad_norm": 1.0,
+                                  "critic/score/mean": 0.5}} for s in range(1, 31)]
+    src.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    imported = read_source(src)
+    assert imported.trainer == "verl" and imported.method == "grpo"
+    runs = tmp_path / "runs"
+    write_run_dir(imported, runs, "verl-run")
+    found = index_and_health(runs, "verl-run")
+    (clip,) = [f for f in found if f["rule_id"] == "grpo.clip_high"]
+    assert clip["metric"] == "fb/loss/clip/high_fraction" and clip["status"] == "open"
+
+
+def test_tensorboard_simple_and_tensor_scalars(tmp_path: Path) -> None:
+    logdir = tmp_path / "tb"
+    payloads = [file_version(1e9)]
+    for step in range(1, 41):
+        payloads.append(event(step, 1e9 + step, {"train/loss": 2.0, "train/grad_norm": 1.0}))
+        payloads.append(event(step, 1e9 + step, {"train/learning_rate": 1e-4}, as_tensor=True))
+    payloads.append(event(41, 1e9 + 41, {"train/grad_norm": float("inf")}))
+    write_events(logdir / "run1" / "events.out.tfevents.1.host", payloads)
+    imported = read_tb(logdir)
+    assert len(imported.records) == 41
+    first = imported.records[0]
+    assert first["step"] == 1 and first["ts"] == 1e9 + 1
+    assert first["train/loss"] == 2.0 and first["train/learning_rate"] == pytest.approx(1e-4)
+    assert math.isinf(imported.records[-1]["train/grad_norm"])
+    runs = tmp_path / "runs"
+    write_run_dir(imported, runs, "tb-run", method="sft")
+    rules = {f["rule_id"] for f in index_and_health(runs, "tb-run")}
+    # HF Trainer's TensorBoard names (train/…) map to canonical ones.
+    assert {"metric.non_finite", "sft.loss_not_falling"} <= rules
+
+
+def test_tensorboard_torn_tail_and_bad_crc(tmp_path: Path) -> None:
+    good = frame(event(1, 1e9, {"loss": 1.0}))
+    path = tmp_path / "events.out.tfevents.2"
+    path.write_bytes(good + good[:10])  # a crash mid-write leaves a torn record
+    assert len(read_tb(path).records) == 1
+    bad = bytearray(good)
+    bad[-5] ^= 0xFF  # flip a payload byte: the data checksum no longer matches
+    path.write_bytes(bytes(bad))
+    with pytest.raises(EventFileError, match="bad data checksum"):
+        read_tb(path)
+
+
+def test_crc32c_known_vector() -> None:
+    assert crc32c(b"123456789") == 0xE3069283
+    assert struct.pack("<I", crc32c(b"")) == b"\0\0\0\0"
+
+
+def test_sources_that_cannot_be_imported(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="does not exist"):
+        read_source(tmp_path / "missing.json")
+    (tmp_path / "x.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(SourceError, match="no log_history"):
+        read_source(tmp_path / "x.json")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SourceError, match="no TensorBoard event files"):
+        read_source(tmp_path / "empty")
+
+
+def cli() -> typer.Typer:
+    app = typer.Typer()
+    app.command("import")(import_command)
+    app.command("health")(health_command)
+    return app
+
+
+def test_import_and_health_commands(tmp_path: Path) -> None:
+    src = tmp_path / "state" / "trainer_state.json"
+    src.parent.mkdir()
+    history = [{"step": s, "loss": 2.0, "grad_norm": 1.0 if s != 35 else 50.0}
+               for s in range(1, 41)]
+    src.write_text(json.dumps({"log_history": history, "max_steps": 40}), encoding="utf-8")
+    runs = tmp_path / "runs"
+    runner = CliRunner()
+    res = runner.invoke(cli(), ["import", str(src), "--dir", str(runs), "-o", "json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["name"] == "imported-state" and out["steps"] == 40 and out["method"] == "sft"
+    res = runner.invoke(cli(), ["health", "imported-state", "--dir", str(runs), "-o", "json"])
+    assert res.exit_code == 0, res.output
+    rules = {f["rule_id"] for f in json.loads(res.stdout)["findings"]}
+    assert {"sft.loss_not_falling", "optim.grad_norm_spike"} <= rules
+    res = runner.invoke(cli(), ["health", "imported-state", "--dir", str(runs),
+                                "--fail-on", "warning"])
+    assert res.exit_code == 1
+    assert "sft.loss_not_falling" in res.stdout
+    res = runner.invoke(cli(), ["health", "imported-state", "--dir", str(runs),
+                                "--fail-on", "critical"])
+    assert res.exit_code == 0
+    again = runner.invoke(cli(), ["import", str(src), "--dir", str(runs)])
+    assert again.exit_code != 0 and "already exists" in again.output
+
+
+def test_health_thresholds_file_is_a_what_if(tmp_path: Path) -> None:
+    src = tmp_path / "s" / "trainer_state.json"
+    src.parent.mkdir()
+    src.write_text(json.dumps({"log_history": [{"step": s, "loss": 2.0} for s in range(40)]}),
+                   encoding="utf-8")
+    runs = tmp_path / "runs"
+    runner = CliRunner()
+    assert runner.invoke(cli(), ["import", str(src), "--dir", str(runs)]).exit_code == 0
+    cfg = tmp_path / "health.yaml"
+    cfg.write_text("rules:\n  sft.loss_not_falling: {enabled: false}\n", encoding="utf-8")
+    res = runner.invoke(cli(), ["health", "imported-s", "--dir", str(runs), "--thresholds",
+                                str(cfg), "--fail-on", "warning"])
+    assert res.exit_code == 0, res.output
+    cfg.write_text("rules:\n  sft.loss_not_falling: {enabeld: false}\n", encoding="utf-8")
+    res = runner.invoke(cli(), ["health", "imported-s", "--dir", str(runs), "--thresholds",
+                                str(cfg)])
+    assert res.exit_code == 2 and "has no parameter 'enabeld'" in res.output
