@@ -62,6 +62,12 @@ export function ema(values: (number | null)[], weight: number): (number | null)[
   return out;
 }
 
+function axisNumber(v: number): string {
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(0);
+  return String(Number(v.toPrecision(4)));
+}
+
 export class ChartView {
   readonly el: HTMLElement;
   private chart: echarts.ECharts;
@@ -69,6 +75,7 @@ export class ChartView {
   private smoothing: number;
   private findings: Finding[] = [];
   private pending = false;
+  private initialized = false;
   private zoomTimer: number | undefined;
   zoomed: { lo: number; hi: number } | null = null;
 
@@ -176,6 +183,9 @@ export class ChartView {
   }
 
   private render(full: boolean): void {
+    // axes must exist before any series update
+    full = full || !this.initialized;
+    this.initialized = true;
     const series: Record<string, unknown>[] = [];
     this.data.forEach((d, i) => {
       const color = PALETTE[i % PALETTE.length];
@@ -213,11 +223,11 @@ export class ChartView {
     if (full) {
       Object.assign(option, {
         animation: false,
-        grid: { left: 56, right: 16, top: this.lines.length > 1 ? 30 : 12, bottom: 52 },
+        grid: { left: 64, right: 16, top: this.lines.length > 1 ? 30 : 12, bottom: 52 },
         legend: this.lines.length > 1 ? { top: 0, data: this.lines.map((l) => l.label) } : undefined,
         tooltip: { trigger: "axis", valueFormatter: (v: unknown) => (typeof v === "number" ? v.toPrecision(5) : "—") },
         xAxis: { type: "value", name: "step", nameLocation: "middle", nameGap: 22, min: "dataMin", max: "dataMax" },
-        yAxis: { type: this.logY ? "log" : "value", scale: true },
+        yAxis: { type: this.logY ? "log" : "value", scale: true, axisLabel: { formatter: axisNumber } },
         dataZoom: [
           { type: "inside", xAxisIndex: 0, filterMode: "none" },
           { type: "slider", xAxisIndex: 0, filterMode: "none", height: 14, bottom: 4 },

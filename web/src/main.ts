@@ -121,6 +121,7 @@ class App {
     current.replaceWith(view.el);
     view.el.append(h("p", { class: "muted" }, "Loading…"));
     view.load().catch((e: unknown) => {
+      console.error(e);
       view.el.replaceChildren(h("p", { class: "error", id: "load-error" }, e instanceof Error ? e.message : String(e)));
     });
   }

@@ -17,6 +17,7 @@ class ChangeFeed:
     def __init__(self) -> None:
         self._version = 0
         self._lock = threading.Lock()
+        self.closed = False
 
     @property
     def version(self) -> int:
@@ -26,9 +27,13 @@ class ChangeFeed:
         with self._lock:
             self._version += 1
 
+    def close(self) -> None:
+        """The server is stopping: waits return at once and streams end."""
+        self.closed = True
+
     async def wait(self, seen: int, timeout: float, poll: float = 0.05) -> int:
         """Wait until the version differs from `seen` or `timeout` passes; return the version."""
         deadline = time.monotonic() + timeout
-        while self._version == seen and time.monotonic() < deadline:
+        while self._version == seen and not self.closed and time.monotonic() < deadline:
             await asyncio.sleep(poll)
         return self._version

@@ -45,6 +45,7 @@ def _series_payload(
 ) -> dict[str, Any]:
     if not runs:
         raise bad_request("name at least one run: ?run=<id or name>")
+    rows = [resolve_run(conn, ident) for ident in runs[:MAX_SERIES]]
     if not keys:
         raise bad_request("name at least one metric key: ?key=<key>")
     if len(runs) * len(keys) > MAX_SERIES:
@@ -52,8 +53,7 @@ def _series_payload(
     if lo is not None and hi is not None and lo > hi:
         raise bad_request("lo is above hi: give the step range low to high")
     picked: list[tuple[str, str, Series | None, tuple[int, int]]] = []
-    for ident in runs:
-        row = resolve_run(conn, ident)
+    for row in rows:
         by_key = {k.key: k for k in run_keys(conn, row.pk)}
         for key in keys:
             info = by_key.get(key)

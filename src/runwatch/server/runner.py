@@ -122,6 +122,7 @@ class Runner:
 
     def stop(self) -> None:
         self._stop.set()
+        self.feed.close()
         if self._server is not None:
             self._server.should_exit = True
             self._server.force_exit = False

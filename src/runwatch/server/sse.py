@@ -156,7 +156,7 @@ async def run_stream(
         yield b"retry: 1000\n\n"
         last_beat = time.monotonic()
         version = -1
-        while not await request.is_disconnected():
+        while not st.feed.closed and not await request.is_disconnected():
             version = st.feed.version
             frames = await run_in_threadpool(round_)
             for fr in frames:
@@ -211,7 +211,7 @@ async def runs_stream(
         first = True
         counter = 0
         last_beat = time.monotonic()
-        while not await request.is_disconnected():
+        while not st.feed.closed and not await request.is_disconnected():
             version = st.feed.version
             current = await run_in_threadpool(snapshot)
             for run_id, summary in reversed(list(current.items())):
@@ -227,7 +227,8 @@ async def runs_stream(
                 last_beat = time.monotonic()
                 yield b": keep-alive\n\n"
             await st.feed.wait(version, FALLBACK_POLL_S, st.poll_interval)
-            await asyncio.sleep(LIST_INTERVAL_S)
+            if not st.feed.closed:
+                await asyncio.sleep(LIST_INTERVAL_S)
 
     return StreamingResponse(gen(), media_type="text/event-stream", headers=HEADERS)
 

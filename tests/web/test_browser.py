@@ -1,0 +1,127 @@
+"""The training jobs view in a real browser: list, search, detail, charts, live points,
+rollouts (untrusted text stays text), URL state and the new-job page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+from webhelpers import chart_points, drawn_charts, grpo_run, open_run, sft_run, shot
+
+from runwatch.server.runner import Runner
+
+
+def test_list_search_and_charts_with_expected_points(page: Page, server: Runner,
+                                                     runs_dir: Path) -> None:
+    sft_run(runs_dir)
+    grpo_run(runs_dir)
+    page.goto(f"{server.url}/runs")
+    expect(page.locator(".run-row")).to_have_count(2)
+    shot(page, "list")
+    page.fill("#search", "grpo")
+    expect(page.locator(".run-row")).to_have_count(1)
+    page.fill("#search", "")
+    expect(page.locator(".run-row")).to_have_count(2)
+
+    open_run(page, server.url, "sft-small")
+    expect(page.locator("#run-summary")).to_have_text(
+        "Training Qwen/Qwen2.5-0.5B with runwatch-sft on gsm8k via local (SFT).")
+    # SFT logs no reward and no GRPO stability metrics: those charts are not drawn
+    assert drawn_charts(page) == {"loss", "lr", "accuracy"}
+    assert page.get_attribute('[data-chart="loss"]', "data-counts") == "loss=40;val/loss=4"
+    assert chart_points(page, "lr") == 40 and chart_points(page, "accuracy") == 40
+    expect(page.locator('[data-tile="grad_accum"] .tile-value')).to_have_text("2")
+    expect(page.locator("#history tbody tr")).to_have_count(40)
+    expect(page.locator("#action-retry")).to_be_visible()
+    expect(page.locator("#logs")).to_contain_text("training finished")
+    expect(page.locator("#health")).to_be_hidden()  # no findings, no panel
+    shot(page, "detail-sft")
+
+    open_run(page, server.url, "grpo-arith")
+    assert drawn_charts(page) == {"loss", "accuracy", "reward", "ratio", "clip", "kl", "timing"}
+    for chart in ("reward", "ratio", "clip", "kl", "timing"):
+        assert chart_points(page, chart) == 25
+    shot(page, "detail-grpo")
+
+
+def test_a_point_written_by_a_live_run_appears_without_reload(page: Page, server: Runner,
+                                                              runs_dir: Path) -> None:
+    run = grpo_run(runs_dir, "live-grpo", steps=10, finish=False)
+    open_run(page, server.url, "live-grpo")
+    expect(page.locator("#action-cancel")).to_be_visible()
+    assert chart_points(page, "reward") == 10
+    page.evaluate("window.__marker = 'same page'")
+    run.log({"reward_mean": 0.99, "fb/loss/ratio/mean": 1.0}, step=10)
+    run.log_text("step 10 done")
+    expect(page.locator('[data-chart="reward"]')).to_have_attribute("data-points", "11")
+    expect(page.locator('[data-tile="steps"] .tile-value')).to_have_text("10")
+    expect(page.locator("#logs")).to_contain_text("step 10 done")
+    assert page.evaluate("window.__marker") == "same page"  # no reload happened
+    run.finish("SUCCEEDED")
+    expect(page.locator("#run-status")).to_have_text("Succeeded")
+    expect(page.locator("#action-retry")).to_be_visible()
+
+
+def test_rollouts_show_untrusted_text_as_text(page: Page, server: Runner,
+                                              runs_dir: Path) -> None:
+    grpo_run(runs_dir)
+    open_run(page, server.url, "grpo-arith")
+    page.click("[data-tab-button=rollouts]")
+    expect(page.locator(".rollout")).to_have_count(3)
+    expect(page.locator("#rollout-step")).to_have_value("20|train")
+    completion = page.locator(".rollout .completion").first
+    expect(completion).to_have_text(
+        "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">")
+    assert page.locator(".rollouts img, .rollouts script").count() == 0
+    assert page.evaluate("window.__xss") is None
+    expect(page.locator(".rollout .terms").first).to_contain_text("format: 0")
+    page.select_option("#rollout-mode", "worst")
+    page.fill("#rollout-n", "1")
+    page.dispatch_event("#rollout-n", "change")
+    expect(page.locator(".rollout")).to_have_count(1)
+    expect(page.locator(".rollout .completion")).to_have_text("nine")
+    page.select_option("#rollout-step", "10|train")
+    expect(page.locator(".rollout")).to_have_count(1)
+    shot(page, "rollouts")
+
+
+def test_url_state_survives_reload(page: Page, server: Runner, runs_dir: Path) -> None:
+    grpo_run(runs_dir)
+    open_run(page, server.url, "grpo-arith")
+    page.click("[data-tab-button=rollouts]")
+    expect(page.locator(".rollout")).to_have_count(3)
+    assert "run=" in page.url and "tab=rollouts" in page.url
+    page.reload()
+    expect(page.locator(".run-row.selected")).to_contain_text("grpo-arith")
+    expect(page.locator(".rollout")).to_have_count(3)
+
+
+def test_new_job_page_and_cancel_reports_the_server_error(page: Page, server: Runner,
+                                                          runs_dir: Path) -> None:
+    run = grpo_run(runs_dir, "running", steps=3, finish=False)
+    page.goto(f"{server.url}/runs")
+    page.click("#new-job-button")
+    expect(page.locator("#new-job")).to_contain_text("runwatch.init(")
+    assert page.url.endswith("/new")
+    shot(page, "new-job")
+    page.go_back()
+    open_run(page, server.url, "running")
+    page.click("#action-cancel")
+    expect(page.locator(".notice")).to_contain_text("job control is not built")
+    run.finish("CANCELLED")
+
+
+def test_zooming_in_redraws_at_full_resolution(page: Page, server: Runner,
+                                               runs_dir: Path) -> None:
+    sft_run(runs_dir, "long-sft", steps=3000)
+    open_run(page, server.url, "long-sft")
+    chart = page.locator('[data-chart="lr"]')
+    expect(chart).to_have_attribute("data-full", "false")
+    assert chart_points(page, "lr") <= 1000
+    box = chart.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    while chart.get_attribute("data-full") != "true":
+        page.mouse.wheel(0, -400)
+        page.wait_for_timeout(150)
+    assert 0 < chart_points(page, "lr") < 1000

@@ -1,0 +1,76 @@
+"""Helpers of the browser tests: runs with known metrics, screenshots, chart readings."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from playwright.sync_api import Page
+
+from runwatch.sdk import Run, init
+
+REPO = Path(__file__).resolve().parents[2]
+SHOTS = REPO / "test-output"
+XSS_COMPLETION = "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">"
+
+
+def shot(page: Page, name: str) -> None:
+    """Save a full-page screenshot of the current view as test output."""
+    SHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def sft_run(runs_dir: Path, name: str = "sft-small", steps: int = 40) -> None:
+    """A finished SFT run: loss every step, val loss every 10th, learning rate, accuracy."""
+    run = init(name=name, dir=runs_dir, method="sft", base_model="Qwen/Qwen2.5-0.5B",
+               dataset="gsm8k", trainer="runwatch-sft", backend="local",
+               config={"learning_rate": 1e-4, "gradient_accumulation_steps": 2})
+    for i in range(steps):
+        m = {"loss": 2.0 * math.exp(-i / 20) + 0.1, "learning_rate": 1e-4 * (1 - i / steps),
+             "accuracy": min(1.0, i / steps), "trained_tokens": 512.0}
+        if i % 10 == 9:
+            m["val/loss"] = 2.1 * math.exp(-i / 20) + 0.15
+        run.log(m, step=i)
+    run.log_text("training finished", data={"final_step": steps - 1})
+    run.finish("SUCCEEDED")
+
+
+def grpo_run(runs_dir: Path, name: str = "grpo-arith", steps: int = 25,
+             finish: bool = True) -> Run:
+    """A GRPO run with reward, stability and timing metrics and two steps of rollouts."""
+    run = init(name=name, dir=runs_dir, method="grpo", base_model="tiny-gpt",
+               dataset="arith", trainer="runwatch-grpo", backend="local", flush_interval=0.05)
+    assert isinstance(run, Run)
+    for i in range(steps):
+        run.log({"loss": 0.01 * math.sin(i), "reward_mean": i / steps, "accuracy": i / steps,
+                 "fb/loss/ratio/mean": 1.0 + 0.01 * math.sin(i),
+                 "fb/loss/clip/high_fraction": 0.01, "fb/loss/clip/low_fraction": 0.005,
+                 "fb/loss/kl_policy/mean": 0.001 * i, "timing/step_total_s": 1.5,
+                 "timing/sample_s": 1.0}, step=i)
+    for step in (10, 20):
+        run.log_samples(step, [
+            {"prompt": "What is 2+2?", "completion": XSS_COMPLETION, "reward": 1.0,
+             "reward_terms": {"correct": 1.0, "format": 0.0}},
+            {"prompt": "What is 3+3?", "completion": "6", "reward": 0.25,
+             "reward_terms": {"correct": 0.25}},
+            {"prompt": "What is 4+4?", "completion": "nine", "reward": -1.0},
+        ], split="train")
+    if finish:
+        run.finish("SUCCEEDED")
+    return run
+
+
+def chart_points(page: Page, chart: str) -> int:
+    value = page.get_attribute(f'[data-chart="{chart}"]', "data-points")
+    return int(value or 0)
+
+
+def drawn_charts(page: Page) -> set[str]:
+    return {c.get_attribute("data-chart") or "" for c in page.query_selector_all("[data-chart]")}
+
+
+def open_run(page: Page, base_url: str, name: str) -> None:
+    """Open the list, click the run, and wait until its charts are drawn."""
+    page.goto(f"{base_url}/runs")
+    page.click(f'.run-row:has-text("{name}")')
+    page.wait_for_selector("#detail[data-loaded=true]")
