@@ -1,0 +1,115 @@
+"""GRPOConfig: the flat, documented settings of the GRPO recipe, built on TrainConfig.
+
+The shared base brings the run record, model start (fresh, init_from an SFT run, a
+local Hugging Face model, LoRA), YAML round-trip and key=value overrides; every field's
+help text feeds `--help`, docs/recipes.md and the test that fails on an undocumented
+setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from runwatch.recipes.config import ConfigError, TrainConfig
+from runwatch.recipes.config import setting as _f
+
+ENVS = ("single_turn", "guess_number")
+REWARDS = ("exact", "digit_overlap", "format")
+AGGREGATIONS = ("token_mean", "sequence_mean")
+
+
+@dataclass
+class GRPOConfig(TrainConfig):
+    """Settings of one GRPO run; `runwatch recipes grpo key=value …` overrides any field."""
+
+    # -- fields of the shared base whose GRPO meaning or default differs ----------------
+    batch_size: int = _f(8, "Groups trained per step (each of group_size completions).")
+    max_steps: int = _f(30, "Training steps (one batch of groups each).")
+    learning_rate: float = _f(3e-4, "Peak learning rate (AdamW).")
+    warmup_steps: int = _f(0, "Linear warmup steps.")
+    val_interval: int = _f(100, "Not used by GRPO: see validation_interval.")
+    checkpoint_interval: int = _f(1000, "Save checkpoints every this many steps (and at the "
+                                        "end).")
+    wandb_project: str | None = _f("post-training-cookbook", "W&B project; None turns W&B off "
+                                   "(or set WANDB_MODE=offline to keep W&B logs on disk).")
+    # -- GRPO ------------------------------------------------------------------------------
+    pathology: str | None = _f(None, "A preset that breaks the run on purpose (docs/recipes.md).")
+    max_model_length: int = _f(48, "Longest sequence (prompt + completion, all turns) sampled "
+                                   "or trained; at most the model's own length.")
+    # -- task and reward ---------------------------------------------------------------
+    env: str = _f("single_turn", "single_turn (one answer per prompt) or guess_number "
+                                 "(multi-turn, higher/lower feedback).")
+    reward: str = _f("exact", "exact (exact match), digit_overlap (a flawed scorer a long "
+                              "answer can exploit) or format (any all-digit answer passes).")
+    max_turns: int = _f(6, "Multi-turn: turns before an episode is truncated.")
+    guess_max: int = _f(16, "Multi-turn: the secret number lies in 1..guess_max.")
+    # -- sampling --------------------------------------------------------------------------
+    group_size: int = _f(8, "Completions sampled per prompt (one group).")
+    temperature: float = _f(1.0, "Sampling temperature of the generator.")
+    max_sample_tokens: int = _f(8, "Most tokens a completion (or a turn) may have.")
+    overlong_penalty_factor: float = _f(0.0, "Largest penalty for a completion that runs into "
+                                             "the budget; 0 turns the penalty off.")
+    overlong_buffer_tokens: int = _f(2, "The penalty ramps from 0 to the factor over the last "
+                                        "this-many tokens of the budget.")
+    max_sampling_attempts: int = _f(1, "Above 1 turns on dynamic sampling: redraw until "
+                                       "batch_size groups have varied rewards.")
+    # -- loss and optimizer --------------------------------------------------------------
+    lr_schedule: str = _f("constant", "constant or linear (decay to 0 at the last step).")
+    num_minibatches: int = _f(1, "Optimizer updates per sampled batch; above 1 the later "
+                                 "updates are off-policy and the ratio leaves 1.")
+    clip_low_threshold: float = _f(0.8, "Lower bound of the importance ratio clip.")
+    clip_high_threshold: float = _f(1.28, "Upper bound of the importance ratio clip.")
+    beta: float = _f(0.0, "Weight of the KL term to the reference (initial) policy.")
+    loss_aggregation: str = _f("token_mean", "token_mean or sequence_mean.")
+    # -- async collection ---------------------------------------------------------------
+    max_steps_off_policy: int | None = _f(None, "Set to collect rollouts in the background; "
+                                                "groups older than this many optimizer steps "
+                                                "are dropped.")
+    groups_in_flight: int = _f(8, "Async: most groups collected ahead of the trainer.")
+    weights_sync_interval: int = _f(1, "Optimizer steps between weight publishes to the "
+                                       "generator.")
+    # -- validation -----------------------------------------------------------------------
+    validation_interval: int = _f(10, "Steps between greedy validations (and at the end).")
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the setting when a value cannot work."""
+        super().validate()
+        checks = [
+            (not self.resume, "resume is not supported by GRPO yet; start a new run with "
+                              "init_from=<the run's directory>"),
+            (self.data_path is None, "GRPO samples task questions; data_path is not "
+                                     "supported, set task and digits instead"),
+            (self.env in ENVS, f"env must be one of {', '.join(ENVS)}"),
+            (self.reward in REWARDS, f"reward must be one of {', '.join(REWARDS)}"),
+            (self.loss_aggregation in AGGREGATIONS,
+             f"loss_aggregation must be one of {', '.join(AGGREGATIONS)}"),
+            (self.lr_schedule in ("constant", "linear"), "lr_schedule must be constant or linear"),
+            (self.group_size >= 2, "group_size must be at least 2 to compare completions"),
+            (self.max_sample_tokens >= 1, "max_sample_tokens must be at least 1"),
+            (0 < self.clip_low_threshold <= 1 <= self.clip_high_threshold,
+             "clip thresholds must satisfy 0 < clip_low_threshold <= 1 <= clip_high_threshold"),
+            (self.max_sampling_attempts >= 1, "max_sampling_attempts must be at least 1"),
+            (self.num_minibatches >= 1, "num_minibatches must be at least 1"),
+            (self.max_steps_off_policy is None or self.max_steps_off_policy >= 0,
+             "max_steps_off_policy must be >= 0 or unset"),
+            (self.groups_in_flight >= 1 and self.weights_sync_interval >= 1,
+             "groups_in_flight and weights_sync_interval must be at least 1"),
+            # Otherwise every group would be too stale until the next publish, which
+            # needs a training step, which needs groups: the run would hang.
+            (self.max_steps_off_policy is None
+             or self.weights_sync_interval <= self.max_steps_off_policy + 1,
+             "weights_sync_interval must be at most max_steps_off_policy + 1"),
+            (self.validation_interval >= 1, "validation_interval must be at least 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(f"invalid GRPO config: {message}")
+
+    @property
+    def is_async(self) -> bool:
+        return self.max_steps_off_policy is not None
+
+
+def field_help() -> dict[str, str]:
+    return {f.name: f.metadata["help"] for f in dataclasses.fields(GRPOConfig)}
