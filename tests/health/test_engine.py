@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runwatch.health.detectors import KOfN, theil_sen
+from runwatch.health.detectors import KOfN
 from runwatch.health.engine import Engine
 from runwatch.health.thresholds import ThresholdError, load_yaml, parse
+from runwatch.health.trends import theil_sen
 
 from .cases import CASES
 from .helpers import rule_ids, to_batch

@@ -34,10 +34,15 @@ def normalize_method(method: str | None) -> str:
     return METHOD_FAMILIES.get((method or "").lower(), (method or "").lower())
 
 
+# The catalogue's shape, computed once: a new rule or default changes every fingerprint.
+CATALOGUE_FP = json.dumps([STATE_VERSION, [(r.id, dict(r.params)) for r in CATALOGUE]],
+                          sort_keys=True, default=str)
+
+
 def fingerprint(method: str, settings: Mapping[str, float], overrides: Overrides) -> str:
     """Changes when anything that shapes evaluation changes; then state is rebuilt."""
-    blob = json.dumps([STATE_VERSION, method, dict(settings), overrides.to_dict(),
-                       [(r.id, dict(r.params)) for r in CATALOGUE]], sort_keys=True, default=str)
+    blob = json.dumps([CATALOGUE_FP, method, dict(settings), overrides.to_dict()],
+                      sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -54,6 +59,7 @@ class Engine:
         self.claims: dict[str, str] = dict(st.get("claims", {}))  # canonical -> raw key
         self.seen: set[str] = set(st.get("seen", []))  # canonical keys seen
         self.rules = [r for r in CATALOGUE if r.applies_to(self.method) and overrides.enabled(r)]
+        self.rule_ids = {r.id for r in self.rules}
         self.evals: dict[str, Evaluator] = {}
         for key, est in st.get("evals", {}).items():
             ev = self._make(key, est)
@@ -74,7 +80,7 @@ class Engine:
     def _make(self, key: str, state: dict[str, Any] | None) -> Evaluator | None:
         rule_id, _, variant_text = key.partition("|")
         rule = BY_ID.get(rule_id)
-        if rule is None or rule not in self.rules:
+        if rule is None or rule.id not in self.rule_ids:
             return None
         variant = tuple(variant_text.split("|"))
         params = self.overrides.params(rule)
@@ -147,7 +153,7 @@ class Engine:
         if tracker is None and True not in verdicts:
             return values
         values = clean(values)
-        if rule not in self.rules:
+        if rule.id not in self.rule_ids:
             return values
         if tracker is None:
             tracker = self.nonfinite[raw] = Tracker()
@@ -174,14 +180,14 @@ class Engine:
         A stall is a live condition, checked when findings are read; it is stored (as
         resolved) once points arrive again after the silence, by `feed`.
         """
-        if BY_ID["run.stalled"] not in self.rules or not running:
+        if "run.stalled" not in self.rule_ids or not running:
             return []
         if not self.stall.stalled(now):
             return []
         return [self._stall_finding(self._stall_record(now), "open")]
 
     def _past_stall(self, resumed_ts: float, out: dict[int, Finding]) -> None:
-        if BY_ID["run.stalled"] in self.rules and self.stall.stalled(resumed_ts):
+        if "run.stalled" in self.rule_ids and self.stall.stalled(resumed_ts):
             rec = self._stall_record(resumed_ts)
             out[id(rec)] = self._stall_finding(rec, "resolved")
 

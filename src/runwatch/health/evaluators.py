@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runwatch.health import detectors as d
+from runwatch.health import trends as t
 from runwatch.health.findings import Finding, Record, Tracker, finite_or_text, render
 from runwatch.health.rules.base import Param, Rule
 
@@ -67,18 +68,18 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             hold=int(_num(p, "hold", 5)), state=state,
         )
     if kind == "trend":
-        return d.Trend(
+        return t.Trend(
             direction=str(p["direction"]), window=int(_num(p, "window", 64)),
             min_effect=_num(p, "min_effect", 0.1), relative=bool(_num(p, "relative", 1)),
             min_buckets=int(_num(p, "min_buckets", 4)), state=state,
         )
     if kind == "no_progress":
-        return d.NoProgress(
+        return t.NoProgress(
             direction=str(p.get("direction", "down")), min_change=_num(p, "min_change", 0.05),
             warmup=int(_num(p, "warmup", 20)), bucket=int(_num(p, "bucket", 5)), state=state,
         )
     if kind == "divergence":
-        return d.Divergence(
+        return t.Divergence(
             a_dir=str(p["a_dir"]), b_dir=str(p["b_dir"]), window=int(_num(p, "window", 6)),
             a_effect=_num(p, "a_effect", 0.05), b_effect=_num(p, "b_effect", 0.05),
             a_bucket=int(_num(p, "a_bucket", 5)), relative=bool(_num(p, "relative", 0)),
@@ -125,7 +126,8 @@ class Evaluator:
                 verdicts = self.detector.feed(steps, values)
             else:
                 verdicts = self.detector.feed(values)
-        closed, touched = self.tracker.update(steps, verdicts, values)
+        hits = getattr(self.detector, "hits", None)
+        closed, touched = self.tracker.update(steps, verdicts, values, hits)
         for rec in closed:
             self._stamp(rec)
         return closed, touched
@@ -174,9 +176,9 @@ class Evaluator:
             extra["median"] = ref
             if ref and isinstance(rec.get("max"), int | float):
                 extra["ratio"] = rec["max"] / ref
-        elif isinstance(det, d.Trend | d.NoProgress):
+        elif isinstance(det, t.Trend | t.NoProgress):
             extra["effect"] = det.last_effect
-        elif isinstance(det, d.Divergence):
+        elif isinstance(det, t.Divergence):
             extra["a_effect_seen"], extra["b_effect_seen"] = det.last
             extra["reference"] = self.variant[0]
         elif isinstance(det, d.NonFinite):

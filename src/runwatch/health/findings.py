@@ -66,9 +66,13 @@ class Tracker:
         self.open: Record | None = record
 
     def update(
-        self, steps: list[int], verdicts: list[bool], values: list[float]
+        self, steps: list[int], verdicts: list[bool], values: list[float],
+        hits: list[int] | None = None,
     ) -> tuple[list[Record], bool]:
-        """Apply a batch; returns the records it resolved and whether one is open and touched."""
+        """Apply a batch; returns the records it resolved and whether one is open and touched.
+
+        `hits` marks the points that crossed the rule's limit themselves (a k-of-n
+        verdict also holds on the points between them); only those are evidence."""
         closed: list[Record] = []
         touched = False
         pos, m = 0, len(verdicts)
@@ -78,15 +82,14 @@ class Tracker:
                     pos = verdicts.index(True, pos)
                 except ValueError:
                     break
-                v0 = values[pos]
-                self.open = {"id": None, "first_step": steps[pos], "first": v0,
-                             "min": v0, "max": v0, "count": 0}
+                self.open = {"id": None, "first_step": steps[pos], "first": None,
+                             "min": None, "max": None, "last": None, "count": 0}
             try:
                 end = verdicts.index(False, pos)
             except ValueError:
                 end = m
             if end > pos:
-                self._extend(steps, values, pos, end)
+                self._extend(steps, values, pos, end, hits)
                 touched = True
             if end < m:
                 closed.append(self.open)
@@ -95,18 +98,25 @@ class Tracker:
             pos = end
         return closed, touched and self.open is not None
 
-    def _extend(self, steps: list[int], values: list[float], i: int, j: int) -> None:
+    def _extend(self, steps: list[int], values: list[float], i: int, j: int,
+                hits: list[int] | None) -> None:
         rec = self.open
         assert rec is not None
         chunk = values[i:j]
+        if hits is not None:
+            chunk = [v for v, h in zip(chunk, hits[i:j], strict=True) if h]
+        rec["last_step"] = steps[j - 1]
+        if not chunk:
+            return
         fin = [v for v in chunk if v is not None and v - v == 0]
         if fin:
             lo, hi = min(fin), max(fin)
             rec["min"] = lo if _num(rec["min"]) is None else min(rec["min"], lo)
             rec["max"] = hi if _num(rec["max"]) is None else max(rec["max"], hi)
-        rec["last_step"] = steps[j - 1]
-        rec["last"] = values[j - 1]
-        rec["count"] += j - i
+        if rec["first"] is None:
+            rec["first"] = chunk[0]
+        rec["last"] = chunk[-1]
+        rec["count"] += len(chunk)
 
 
 def _num(v: Any) -> float | None:

@@ -8,6 +8,7 @@ from its stored points.
 
 from __future__ import annotations
 
+import logging
 import time
 import zlib
 from collections.abc import Iterable, Mapping
@@ -37,6 +38,7 @@ from runwatch.health.rules.base import SEVERITY_RANK
 from runwatch.health.thresholds import NONE, Overrides, parse
 from runwatch.store import schema as s
 
+log = logging.getLogger(__name__)
 RUNNING = frozenset({"RUNNING", "PREPARING", "CANCEL_REQUESTED"})
 _NUMERIC = (int, float)
 
@@ -174,7 +176,14 @@ def _update(conn: Connection, run_pk: int, state: dict[str, Any] | None,
         # Thresholds, config or rules changed since the state was saved: start over.
         reevaluate(conn, run_pk, engine=engine)
         return
-    found = engine.feed(batch)
+    try:
+        found = engine.feed(batch)
+    except Exception:
+        # Health must never stop ingest: the points are stored, the state is left as it
+        # was, and `ensure_current` evaluates them on the next read.
+        log.exception("health evaluation of run %s failed; findings will catch up later",
+                      run_pk)
+        return
     save(conn, run_pk, engine, found, last_seq)
 
 

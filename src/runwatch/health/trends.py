@@ -1,0 +1,319 @@
+"""Trend detectors shared by the health rules: Theil–Sen slopes on bucket medians, "has
+not moved since the start", and two series diverging.
+
+A series is grouped into buckets of a few points; each completed bucket contributes
+its median step and value, and the detectors judge on those, so a batch costs one
+small Theil–Sen per bucket whatever the run's length.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from functools import lru_cache
+from itertools import pairwise
+from operator import itemgetter, sub, truediv
+from typing import Any, Protocol
+
+from runwatch.health.detectors import median
+
+
+@lru_cache(maxsize=64)
+def _pair_getters(n: int) -> tuple[itemgetter[Any], itemgetter[Any]]:
+    """Getters of the first and second member of every pair (i < j) of n items."""
+    pairs = [(i, j) for i in range(n - 1) for j in range(i + 1, n)]
+    return itemgetter(*[p[0] for p in pairs]), itemgetter(*[p[1] for p in pairs])
+
+
+def theil_sen(xs: list[float], ys: list[float]) -> float:
+    """Theil–Sen slope: the median of all pairwise slopes, robust to a few outliers."""
+    n = len(xs)
+    if n < 3:
+        return (ys[1] - ys[0]) / (xs[1] - xs[0]) if n == 2 and xs[1] != xs[0] else 0.0
+    first, second = _pair_getters(n)
+    dx = list(map(sub, second(xs), first(xs)))
+    dy = map(sub, second(ys), first(ys))
+    if 0 in dx:  # repeated steps: leave those pairs out
+        slopes = [b / a for a, b in zip(dx, dy, strict=True) if a]
+    else:
+        slopes = list(map(truediv, dy, dx))
+    return median(slopes) if slopes else 0.0
+
+
+def thin(xs: list[float], ys: list[float], most: int) -> tuple[list[float], list[float]]:
+    """At most `most` points, each the median of a run of neighbours: keeps Theil–Sen cheap
+    when a dense series is compared over a long span."""
+    n = len(xs)
+    if n <= most:
+        return xs, ys
+    edges = [n * g // most for g in range(most + 1)]
+    return ([median(xs[a:b]) for a, b in pairwise(edges)],
+            [median(ys[a:b]) for a, b in pairwise(edges)])
+
+
+class Buckets:
+    """Groups a series into buckets of `size` points, keeping each bucket's median step
+    and median value for the last `keep` buckets: the trend detectors work on these."""
+
+    def __init__(self, size: int, keep: int, state: dict[str, Any] | None = None) -> None:
+        self.size, self.keep = max(1, int(size)), max(2, int(keep))
+        st = state or {}
+        self.xs: list[float] = list(st.get("xs", []))[-self.keep :]
+        self.ys: list[float] = list(st.get("ys", []))[-self.keep :]
+        self.px: list[float] = st.get("px", [])
+        self.py: list[float] = st.get("py", [])
+        self.first: float | None = st.get("first")
+        self.base = len(self.xs)  # buckets held before the current batch
+        self.closed = int(st.get("n", 0))  # buckets completed over the run
+
+    def feed(self, steps: list[int], values: list[float]) -> list[int]:
+        """Add points; returns, per completed bucket, the index of the point closing it."""
+        closed: list[int] = []
+        size, px, py = self.size, self.px, self.py
+        if len(self.xs) > self.keep:  # the buckets this batch adds are all kept
+            del self.xs[: -self.keep]
+            del self.ys[: -self.keep]
+        self.base = len(self.xs)
+        m, i = len(values), 0
+        if px:  # finish the bucket the last batch left open
+            i = min(size - len(px), m)
+            px.extend(steps[:i])
+            py.extend(values[:i])
+            if len(px) == size:
+                self._add([px[size // 2]], [py], [i - 1], closed)
+                px.clear()
+                py.clear()
+        end = i + (m - i) // size * size
+        if end > i:
+            starts = range(i, end, size)
+            # Steps arrive in order, so a bucket's middle step is its median step.
+            self._add([float(x) for x in steps[i + size // 2 : end : size]],
+                      [values[k : k + size] for k in starts],
+                      [k + size - 1 for k in starts], closed)
+        px.extend(steps[end:])
+        py.extend(values[end:])
+        return closed
+
+    def upto(self, j: int) -> tuple[list[float], list[float]]:
+        """The last `keep` buckets as they stood when the batch's j-th new bucket closed."""
+        hi = self.base + j + 1
+        lo = max(0, hi - self.keep)
+        return self.xs[lo:hi], self.ys[lo:hi]
+
+    def _add(self, xs: list[float], groups: list[list[float]], ends: list[int],
+             closed: list[int]) -> None:
+        """Append the medians of whole buckets (non-finite values left out)."""
+        try:
+            finite = math.isfinite(sum(map(sum, groups)))
+        except TypeError:
+            finite = False
+        if not finite:
+            kept = [(x, [v for v in g if v is not None and v - v == 0], e)
+                    for x, g, e in zip(xs, groups, ends, strict=True)]
+            kept = [k for k in kept if k[1]]
+            xs, groups, ends = [k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept]
+            ys = [median(g) for g in groups]
+        elif self.size == 1:
+            ys = [g[0] for g in groups]
+        else:
+            half = self.size // 2
+            srt = list(map(sorted, groups))
+            ys = ([q[half] for q in srt] if self.size % 2
+                  else [0.5 * (q[half - 1] + q[half]) for q in srt])
+        if ys and self.first is None:
+            self.first = ys[0]
+        self.xs.extend(xs)
+        self.ys.extend(ys)
+        self.closed += len(ends)
+        closed.extend(ends)
+
+    def recent(self) -> tuple[list[float], list[float]]:
+        """The last `keep` buckets' steps and values."""
+        return self.xs[-self.keep :], self.ys[-self.keep :]
+
+    def between(self, lo: float, hi: float) -> tuple[list[float], list[float]]:
+        a, b = bisect_left(self.xs, lo), bisect_right(self.xs, hi)
+        return self.xs[a:b], self.ys[a:b]
+
+    def state(self) -> dict[str, Any]:
+        xs, ys = self.recent()
+        return {"xs": xs, "ys": ys, "px": self.px, "py": self.py, "n": self.closed,
+                "first": self.first}
+
+
+def effect(xs: list[float], ys: list[float], relative: bool, floor: float) -> float:
+    """Change over the window implied by the Theil–Sen slope, absolute or relative to
+    the window's median level (never below `floor`, so a series near zero stays sane)."""
+    change = theil_sen(xs, ys) * (xs[-1] - xs[0])
+    if not relative:
+        return change
+    return change / max(abs(median(ys)), floor)
+
+
+class _Judged(Protocol):
+    verdict: bool
+    stride: int
+
+    def judge(self, j: int) -> bool: ...
+
+
+def judge(buckets: Buckets, steps: list[int], values: list[float], who: _Judged) -> list[bool]:
+    """Per-point verdicts for a bucketed detector: each point carries the verdict of the
+    last judgement made at or before it; judgements happen as buckets complete."""
+    out: list[bool] = []
+    start = 0
+    first = buckets.closed
+    for j, end in enumerate(buckets.feed(steps, values)):
+        if (first + j + 1) % who.stride:
+            continue
+        out.extend([who.verdict] * (end - start))
+        who.verdict = who.judge(j)
+        start = end
+    out.extend([who.verdict] * (len(values) - start))
+    return out
+
+
+def trend_holds(direction: str, eff: float, min_effect: float, holding: bool = False) -> bool:
+    """Whether an effect shows the trend. A trend that already holds is released only
+    when the effect clearly leaves it (hysteresis), so noise near the threshold does not
+    open and resolve findings over and over."""
+    if direction == "flat":
+        return abs(eff) < (3.0 * min_effect if holding else min_effect)
+    edge = 0.5 * min_effect if holding else min_effect
+    return eff >= edge if direction == "up" else eff <= -edge
+
+
+class Trend:
+    """Robust trend over the last `window` points: Theil–Sen on bucket medians, with a
+    minimum effect size (the change across the window) before it counts.
+
+    Evaluated when a bucket completes (every window/8 points), so a batch costs one small
+    Theil–Sen per bucket; between evaluations each point carries the last verdict."""
+
+    BUCKETS = 8
+
+    def __init__(
+        self,
+        direction: str,
+        window: int = 64,
+        min_effect: float = 0.1,
+        relative: bool = True,
+        floor: float = 1e-6,
+        min_buckets: int = 4,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        self.direction, self.min_effect = direction, min_effect
+        self.relative, self.floor = relative, floor
+        nb = min(self.BUCKETS, max(2, int(window)))
+        self.buckets = Buckets(max(1, int(window) // nb), nb, (state or {}).get("b"))
+        self.min_buckets = max(2, min(int(min_buckets), nb))
+        # Judged every quarter window: a trend needs a window to show, and this halves
+        # the Theil–Sen work on dense series.
+        self.stride = max(1, nb // 4)
+        self.verdict: bool = bool((state or {}).get("v", False))
+        self.last_effect: float = float((state or {}).get("e", 0.0))
+
+    def feed(self, steps: list[int], values: list[float]) -> list[bool]:
+        return judge(self.buckets, steps, values, self)
+
+    def judge(self, j: int) -> bool:
+        xs, ys = self.buckets.upto(j)
+        if len(xs) < self.min_buckets:
+            return False
+        self.last_effect = effect(xs, ys, self.relative, self.floor)
+        return trend_holds(self.direction, self.last_effect, self.min_effect, self.verdict)
+
+    def state(self) -> dict[str, Any]:
+        return {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect}
+
+
+class NoProgress:
+    """A series that has not moved by `min_change` (relative) from where it started,
+    judged on bucket medians after `warmup` points: "loss is not falling"."""
+
+    stride = 1
+
+    def __init__(
+        self,
+        direction: str = "down",
+        min_change: float = 0.05,
+        warmup: int = 20,
+        bucket: int = 5,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        self.direction, self.min_change = direction, min_change
+        st = state or {}
+        self.buckets = Buckets(bucket, 2, st.get("b"))
+        self.warmup_buckets = max(2, -(-int(warmup) // self.buckets.size))
+        self.verdict = bool(st.get("v", False))
+        self.last_effect = float(st.get("e", 0.0))
+
+    def feed(self, steps: list[int], values: list[float]) -> list[bool]:
+        return judge(self.buckets, steps, values, self)
+
+    def judge(self, j: int) -> bool:
+        b = self.buckets
+        if b.closed - len(b.xs) + b.base + j + 1 < self.warmup_buckets or b.first is None:
+            return False
+        first, now = b.first, b.upto(j)[1][-1]
+        self.last_effect = (now - first) / max(abs(first), 1e-12)
+        if self.direction == "down":
+            return self.last_effect > -self.min_change
+        return self.last_effect < self.min_change
+
+    def state(self) -> dict[str, Any]:
+        return {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect}
+
+
+class Divergence:
+    """Two series trending against each other over the same steps, e.g. training accuracy
+    rising while validation accuracy falls. Judged whenever series `b` (the one the
+    finding is about) completes a bucket, using series `a`'s buckets over b's span."""
+
+    def __init__(
+        self,
+        a_dir: str,
+        b_dir: str,
+        window: int = 6,
+        a_effect: float = 0.05,
+        b_effect: float = 0.05,
+        a_bucket: int = 5,
+        relative: bool = False,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        st = state or {}
+        self.a_dir, self.b_dir = a_dir, b_dir
+        self.a_effect, self.b_effect, self.relative = a_effect, b_effect, relative
+        nb = min(Trend.BUCKETS, max(2, int(window)))
+        self.b = Buckets(max(1, int(window) // nb), nb, st.get("b"))
+        self.a = Buckets(a_bucket, 256, st.get("a"))
+        self.stride = max(1, nb // 4)
+        self.verdict = bool(st.get("v", False))
+        self.last = tuple(st.get("e", (0.0, 0.0)))
+
+    def feed_a(self, steps: list[int], values: list[float]) -> None:
+        self.a.feed(steps, values)
+
+    def feed(self, steps: list[int], values: list[float]) -> list[bool]:
+        return judge(self.b, steps, values, self)
+
+    def judge(self, j: int) -> bool:
+        bx, by = self.b.upto(j)
+        if len(bx) < 3:
+            return False
+        eb = effect(bx, by, self.relative, 1e-6)
+        self.last = (self.last[0], eb)
+        if not trend_holds(self.b_dir, eb, self.b_effect, self.verdict):
+            return False  # the judged series alone settles it: skip the reference's trend
+        ax, ay = thin(*self.a.between(bx[0], bx[-1]), Trend.BUCKETS)
+        if len(ax) < 3:
+            return False
+        ea = effect(ax, ay, self.relative, 1e-6)
+        self.last = (ea, eb)
+        return trend_holds(self.a_dir, ea, self.a_effect, self.verdict)
+
+    def state(self) -> dict[str, Any]:
+        return {"a": self.a.state(), "b": self.b.state(), "v": self.verdict,
+                "e": list(self.last)}
+
+
