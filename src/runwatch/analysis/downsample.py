@@ -70,10 +70,12 @@ def downsample(steps: IntArray, values: FloatArray, edges: Edges, budget: int) -
     n = len(steps)
     if n <= budget:
         return Downsampled(True, n, steps, values, values, values)
-    pos = np.floor((steps - edges.lo) / edges.width).astype(np.int64)
-    np.clip(pos, 0, edges.buckets - 1, out=pos)
-    # steps are sorted, so each bucket is one contiguous run of indices
-    starts = np.flatnonzero(np.diff(pos, prepend=-1))
+    # steps are sorted, so each bucket is one contiguous run of indices: find where each
+    # bucket starts with a binary search instead of classifying every point
+    bounds = edges.lo + edges.width * np.arange(1, edges.buckets)
+    cuts = np.searchsorted(steps, bounds, side="left")
+    starts = np.unique(np.concatenate(([0], cuts)))
+    starts = starts[starts < n]
     ends = np.append(starts[1:], n) - 1
     with np.errstate(invalid="ignore"):
         lo_v = np.fmin.reduceat(values, starts)

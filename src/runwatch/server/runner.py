@@ -12,19 +12,24 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import uvicorn
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
 
 from runwatch.ingest import Indexer
+from runwatch.ingest.indexer import PointsHook
 from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
 from runwatch.server.feed import ChangeFeed
 from runwatch.store import schema as s
+from runwatch.store.series import SeriesCache
 
 log = logging.getLogger("runwatch.server")
 DEFAULT_PORT = 8765
 INDEX_INTERVAL_S = 0.2
+# the fields of a metrics record that are not metrics
+RECORD_FIELDS = frozenset({"step", "ts", "seq", "_line"})
 
 
 def is_loopback(host: str) -> bool:
@@ -61,6 +66,9 @@ class Runner:
     interval: float = INDEX_INTERVAL_S
     exit_when_done: bool = False
     feed: ChangeFeed = field(default_factory=ChangeFeed)
+    cache: SeriesCache = field(default_factory=SeriesCache)
+    # called after each batch of metric records is stored, e.g. by the health engine
+    on_metrics: PointsHook | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _server: uvicorn.Server | None = None
@@ -70,9 +78,20 @@ class Runner:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def _index_loop(self) -> None:
+    def _warm_cache(self, conn: Connection, run_pk: int, records: list[dict[str, Any]]) -> None:
+        # series the indexer stores are read into the cache as they arrive, so opening a
+        # run this server indexed never waits for a cold read of its whole history
+        keys = {k for rec in records for k in rec if k not in RECORD_FIELDS}
+        self.cache.warm(conn, run_pk, keys)
+        if self.on_metrics is not None:
+            self.on_metrics(conn, run_pk, records)
+
+    def _indexer(self) -> Indexer:
         assert self.runs_dir is not None
-        indexer = Indexer(self.engine, self.runs_dir)
+        return Indexer(self.engine, self.runs_dir, on_metrics=self._warm_cache)
+
+    def _index_loop(self) -> None:
+        indexer = self._indexer()
         while not self._stop.is_set():
             try:
                 report = indexer.index_once()
@@ -88,7 +107,8 @@ class Runner:
             self._stop.wait(self.interval)
 
     def _make_server(self) -> uvicorn.Server:
-        app = create_app(self.engine, runs_dir=self.runs_dir, token=self.token, feed=self.feed)
+        app = create_app(self.engine, runs_dir=self.runs_dir, token=self.token, feed=self.feed,
+                         cache=self.cache)
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning",
                                 access_log=False, lifespan="off", timeout_graceful_shutdown=1)
         return uvicorn.Server(config)
@@ -96,7 +116,7 @@ class Runner:
     def start(self) -> Runner:
         """Start indexing and serving in background threads."""
         if self.runs_dir is not None:
-            Indexer(self.engine, self.runs_dir).index_once()
+            self._indexer().index_once()
             t = threading.Thread(target=self._index_loop, name="runwatch-indexer", daemon=True)
             t.start()
             self._threads.append(t)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -46,7 +48,6 @@ class Series:
 
     step: IntArray
     value: FloatArray
-    seq: IntArray
     loaded: int  # rows read from the index, superseded ones included
     max_seq: int
 
@@ -66,15 +67,19 @@ def run_keys(conn: Connection, run_pk: int) -> list[KeyInfo]:
 
 
 def _read_rows(conn: Connection, run_pk: int, key_id: int, after_seq: int) -> npt.NDArray[np.void]:
-    dialect = conn.dialect.name
-    marker = "?" if dialect == "sqlite" else "%s"
+    """(seq, step, value) rows of one key after `after_seq`, straight from the driver's cursor."""
+    marker = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     sql = (
         f"SELECT seq, step, COALESCE(value, {_NULL!r}) FROM metric_points "
         f"WHERE run_pk = {marker} AND key_id = {marker} AND seq > {marker} ORDER BY seq"
     )
-    cur = conn.exec_driver_sql(sql, (run_pk, key_id, after_seq))
-    rows = np.fromiter((tuple(r) for r in cur), dtype=_ROW)
-    return rows
+    # the DBAPI cursor yields plain tuples, which numpy reads without per-row Python objects
+    cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cur.execute(sql, (run_pk, key_id, after_seq))
+        return np.fromiter(cast(Iterable[tuple[int, int, float]], cur), dtype=_ROW)
+    finally:
+        cur.close()
 
 
 def _keep_mask(step: IntArray) -> npt.NDArray[np.bool_]:
@@ -95,7 +100,7 @@ def _from_rows(rows: npt.NDArray[np.void]) -> Series:
     value[value == _NULL] = np.nan
     keep = _keep_mask(step)
     max_seq = int(seq[-1]) if seq.size else -1
-    return Series(step[keep], value[keep], seq[keep], int(rows.size), max_seq)
+    return Series(step[keep], value[keep], int(rows.size), max_seq)
 
 
 def _extend(old: Series, rows: npt.NDArray[np.void]) -> Series:
@@ -108,7 +113,6 @@ def _extend(old: Series, rows: npt.NDArray[np.void]) -> Series:
     return Series(
         np.concatenate([old.step[:cut], new.step]),
         np.concatenate([old.value[:cut], new.value]),
-        np.concatenate([old.seq[:cut], new.seq]),
         old.loaded + new.loaded,
         new.max_seq,
     )
@@ -149,6 +153,13 @@ class SeriesCache:
             while self._held > self.max_points and len(self._items) > 1:
                 _, dropped = self._items.popitem(last=False)
                 self._held -= dropped.size
+
+    def warm(self, conn: Connection, run_pk: int, keys: Iterable[str]) -> None:
+        """Bring the named keys of a run up to date (the indexer calls this as it stores points)."""
+        wanted = set(keys)
+        for info in run_keys(conn, run_pk):
+            if info.key in wanted:
+                self.get(conn, run_pk, info)
 
     def forget_run(self, run_pk: int) -> None:
         """Drop every cached series of a run (after its metrics were cleared)."""
