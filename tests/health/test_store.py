@@ -52,7 +52,7 @@ def db(tmp_path: Path) -> Engine:
 
 
 def index(db: Engine, runs: Path) -> None:
-    Indexer(db, runs, on_metrics=health_store.on_metrics).index_once()
+    Indexer(db, runs).index_once()  # the indexer calls health_store.on_metrics
 
 
 def run_pk(db: Engine, name: str) -> int:
@@ -133,7 +133,7 @@ def test_project_thresholds_reevaluate(db: Engine, tmp_path: Path) -> None:
 def test_ensure_current_catches_up_without_the_hook(db: Engine, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     write_run(runs, "r", "grpo", steps(0, 20, truncated_ratio=0.5))
-    Indexer(db, runs).index_once()  # no hook wired
+    Indexer(db, runs, health=False).index_once()  # no health hook
     assert listing(db, "r", now=0) == []
     with db.begin() as conn:
         health_store.ensure_current(conn, run_pk(db, "r"))

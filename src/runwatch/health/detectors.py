@@ -31,12 +31,20 @@ def median(values: list[float]) -> float:
 
 
 class KOfN:
-    """Turns per-point hits into "at least k hits among the last n points"."""
+    """Turns per-point hits into "at least k hits among the last n points".
 
-    def __init__(self, k: int, n: int, tail: list[int] | None = None) -> None:
+    Once that holds it keeps holding until fewer than `release` (about k/2) of the last
+    n points are hits: hysteresis, so a condition hovering near k does not open and
+    resolve a finding every few steps.
+    """
+
+    def __init__(self, k: int, n: int, tail: list[int] | None = None,
+                 holding: bool = False) -> None:
         self.k = max(1, int(k))
         self.n = max(self.k, int(n))
+        self.release = max(1, (self.k + 1) // 2)
         self.tail = tail or []  # the last n-1 hit flags, carried across batches
+        self.holding = holding
 
     def feed(self, hits: list[int]) -> list[bool]:
         m = len(hits)
@@ -52,10 +60,37 @@ class KOfN:
         lo = [0] * z + pref[t + 1 + z - n : t + 1 + m - n] if m > z else [0] * m
         counts = list(map(sub, hi, lo))
         self.tail = full[-(n - 1) :] if n > 1 else []
-        return list(map(self.k.__le__, counts))
+        opens = list(map(self.k.__le__, counts))
+        if self.release >= self.k:
+            self.holding = opens[-1]
+            return opens
+        holds = list(map(self.release.__le__, counts))
+        # A verdict starts where k is reached (or continues from the last batch) and
+        # lasts to the end of that stretch of at least `release` hits.
+        out = [False] * m
+        pos = 0
+        if self.holding:
+            pos = _index(holds, False, 0, m)
+            out[:pos] = [True] * pos
+        while pos < m:
+            start = _index(opens, True, pos, m)
+            if start == m:
+                break
+            pos = _index(holds, False, start, m)
+            out[start:pos] = [True] * (pos - start)
+        self.holding = out[-1]
+        return out
 
     def state(self) -> dict[str, Any]:
-        return {"tail": self.tail}
+        return {"tail": self.tail, "holding": self.holding}
+
+
+def _index(flags: list[bool], value: bool, start: int, end: int) -> int:
+    """Index of the first `value` in flags[start:], or `end` if there is none."""
+    try:
+        return flags.index(value, start)
+    except ValueError:
+        return end
 
 
 class Threshold:
@@ -76,7 +111,7 @@ class Threshold:
     ) -> None:
         self.above, self.below = above, below
         st = state or {}
-        self.window = KOfN(k, n, st.get("tail"))
+        self.window = KOfN(k, n, st.get("tail"), bool(st.get("holding", False)))
         self.seen = int(st.get("seen", 0))
         self.min_points = int(min_points)
         self.hits: list[int] = []
@@ -99,7 +134,7 @@ class Threshold:
         return self.window.feed(hits)
 
     def state(self) -> dict[str, Any]:
-        return {"tail": self.window.tail, "seen": self.seen}
+        return {"tail": self.window.tail, "holding": self.window.holding, "seen": self.seen}
 
 
 class Spike:
