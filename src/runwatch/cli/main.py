@@ -1,4 +1,4 @@
-"""The `runwatch` command."""
+"""The `runwatch` command: every sub-command is mounted here."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ import typer
 from runwatch.cli import runs
 from runwatch.cli.context import open_context
 from runwatch.cli.demo import demo_cmd
+from runwatch.cli.health import health_command
+from runwatch.cli.import_cmd import import_command
 from runwatch.cli.output import console
+from runwatch.cli.recipes import recipes_app
+from runwatch.cli.serve import server, ui
 
 app = typer.Typer(
     help="runwatch: monitor LLM post-training runs (SFT, DPO, GRPO).",
@@ -18,6 +22,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(runs.app, name="runs")
+app.add_typer(recipes_app, name="recipes")
+runs.app.command("health")(health_command)
+app.command("import")(import_command)
+app.command("ui")(ui)
+app.command("server")(server)
 app.command("demo")(demo_cmd)
 
 

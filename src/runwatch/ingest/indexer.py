@@ -43,10 +43,19 @@ class IndexReport:
 class Indexer:
     """Indexes the run directories under `runs_dir` into `engine`'s database."""
 
-    def __init__(self, engine: Engine, runs_dir: Path, on_metrics: PointsHook | None = None):
+    def __init__(self, engine: Engine, runs_dir: Path, on_metrics: PointsHook | None = None,
+                 health: bool = True):
         self.engine = engine
         self.runs_dir = Path(runs_dir)
-        self.on_metrics = on_metrics
+        # New metrics go to the health engine (so findings are current whenever the index
+        # is) and then to the caller's hook, inside the transaction that stored them.
+        self.hooks: list[PointsHook] = []
+        if health:
+            from runwatch.health.store import on_metrics as health_hook
+
+            self.hooks.append(health_hook)
+        if on_metrics is not None:
+            self.hooks.append(on_metrics)
 
     def index_once(self) -> IndexReport:
         report = IndexReport()
@@ -125,8 +134,9 @@ class Indexer:
                 if problems:
                     conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values(
                         problems=s.runs.c.problems + len(problems)))
-                if name == fmt.METRICS and fresh and self.on_metrics is not None:
-                    self.on_metrics(conn, run_pk, fresh)
+                if name == fmt.METRICS and fresh:
+                    for hook in self.hooks:
+                        hook(conn, run_pk, fresh)
                 report.rows += result.rows
                 report.problems.extend(problems)
                 if res.offset == off["offset"]:
