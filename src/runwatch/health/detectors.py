@@ -52,6 +52,10 @@ class KOfN:
             return []
         n, tail = self.n, self.tail
         full = tail + hits if tail else hits
+        if not self.holding and sum(full) < self.k:
+            # Too few hits for any window to reach k: the usual case on a healthy run.
+            self.tail = full[-(n - 1) :] if n > 1 else []
+            return [False] * m
         pref = list(accumulate(full, initial=0))
         t = len(tail)
         # Window ending at new point i spans full[max(0, t+i-n+1) : t+i+1].
@@ -61,9 +65,9 @@ class KOfN:
         counts = list(map(sub, hi, lo))
         self.tail = full[-(n - 1) :] if n > 1 else []
         opens = list(map(self.k.__le__, counts))
-        if self.release >= self.k:
+        if self.release >= self.k or (not self.holding and True not in opens):
             self.holding = opens[-1]
-            return opens
+            return opens  # the common, healthy case: one C-level scan
         holds = list(map(self.release.__le__, counts))
         # A verdict starts where k is reached (or continues from the last batch) and
         # lasts to the end of that stretch of at least `release` hits.
@@ -121,9 +125,14 @@ class Threshold:
         if a is not None and b is not None:
             hits = [1 if (v > a or v < b) and v - v == 0 else 0 for v in values]
         elif a is not None:
-            hits = [1 if v > a and v != INF else 0 for v in values]
+            # float.__lt__ over the batch is one C-level pass; infinities are rare.
+            hits = list(map(a.__lt__, values))
+            if INF in values:
+                hits = [h if v != INF else 0 for h, v in zip(hits, values, strict=True)]
         elif b is not None:
-            hits = [1 if v < b and v != -INF else 0 for v in values]
+            hits = list(map(b.__gt__, values))
+            if -INF in values:
+                hits = [h if v != -INF else 0 for h, v in zip(hits, values, strict=True)]
         else:
             hits = [0] * len(values)
         skip = self.min_points - self.seen
