@@ -1,20 +1,23 @@
 // The charts section of a run: resolves which charts to draw from the run's
 // metric keys, loads them with one downsampled request, and applies live points.
 
-import { getJSON, runPath } from "./api";
+import { getJSON } from "./api";
 import { CHARTS, GROUPS, resolveLines } from "./chartspecs";
 import { ChartView } from "./chartview";
 import { clear, h } from "./dom";
 import type { Finding, MetricKey, PointsEvent, SeriesResponse } from "./types";
 
-export const POINT_BUDGET = 1000;
+// A chart cannot show more distinct points than it is pixels wide; the server never
+// sends more than this per series.
+export const MAX_POINTS = 1000;
+const MIN_POINTS = 300;
 const SMOOTHING_KEY = "runwatch.smoothing";
 
-function seriesPath(runId: string, keys: string[], range: { lo: number; hi: number } | null): string {
+function seriesPath(runId: string, keys: string[], range: { lo: number; hi: number } | null, points: number): string {
   const q = new URLSearchParams();
   q.append("run", runId);
   for (const k of keys) q.append("key", k);
-  q.set("points", String(POINT_BUDGET));
+  q.set("points", String(points));
   if (range) {
     q.set("lo", String(range.lo));
     q.set("hi", String(range.hi));
@@ -55,9 +58,7 @@ export class ChartsPanel {
     this.resizeObserver.observe(this.grid);
   }
 
-  async load(): Promise<void> {
-    const { keys } = await getJSON<{ keys: MetricKey[] }>(`${runPath(this.runId)}/metrics/keys`);
-    if (this.disposed) return;
+  async load(keys: MetricKey[]): Promise<void> {
     this.knownKeys = new Set(keys.filter((k) => k.count > 0).map((k) => k.key));
     await this.build();
   }
@@ -88,13 +89,21 @@ export class ChartsPanel {
     }
     this.grid.querySelector(".empty")?.remove();
     const keys = created.flatMap((v) => v.keys);
-    const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, keys, null));
+    const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, keys, null, this.budget(created[0])));
     if (this.disposed) return;
     for (const v of created) {
+      v.setFindings(this.findings, false);
       v.setSeries(resp.series);
-      v.setFindings(this.findings);
     }
     this.grid.dataset.ready = "true";
+    // ECharts paints on the next animation frame; mark the charts drawn after it
+    requestAnimationFrame(() => requestAnimationFrame(() => (this.grid.dataset.drawn = "true")));
+  }
+
+  /** Points per series: about one per pixel of plot width. */
+  private budget(view: ChartView): number {
+    const width = view.el.clientWidth || this.grid.clientWidth / 2;
+    return Math.max(MIN_POINTS, Math.min(MAX_POINTS, Math.round(width)));
   }
 
   private groupEl(group: string): HTMLElement {
@@ -111,7 +120,7 @@ export class ChartsPanel {
   }
 
   private async zoom(view: ChartView, range: { lo: number; hi: number } | null): Promise<void> {
-    const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, view.keys, range));
+    const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, view.keys, range, this.budget(view)));
     if (!this.disposed) view.setSeries(resp.series);
   }
 

@@ -1,7 +1,7 @@
 // One ECharts chart: EMA line over a faint raw line, a min/max band where the
 // server downsampled, zoom that asks for full resolution, and live appends.
 
-import { LineChart } from "echarts/charts";
+import { CustomChart, LineChart } from "echarts/charts";
 import {
   DataZoomComponent,
   GridComponent,
@@ -16,6 +16,7 @@ import type { Finding, SeriesData } from "./types";
 
 echarts.use([
   LineChart,
+  CustomChart,
   GridComponent,
   TooltipComponent,
   LegendComponent,
@@ -60,6 +61,40 @@ export function ema(values: (number | null)[], weight: number): (number | null)[
     out[i] = weight === 0 ? v : last / (1 - Math.pow(weight, n));
   }
   return out;
+}
+
+/**
+ * The min/max band of a downsampled line as one polygon (a custom series), which costs
+ * one shape instead of two stacked line series. Two data items carry the band's
+ * extent so the axes make room for it; only the first draws.
+ */
+function bandSeries(i: number, color: string, step: number[], min: (number | null)[], max: (number | null)[]): Record<string, unknown> {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (let j = 0; j < step.length; j++) {
+    if (min[j] !== null && (min[j] as number) < lo) lo = min[j] as number;
+    if (max[j] !== null && (max[j] as number) > hi) hi = max[j] as number;
+  }
+  const extent = Number.isFinite(lo) ? [[step[0], lo], [step[step.length - 1], hi]] : [];
+  return {
+    type: "custom",
+    id: `band-${i}`,
+    silent: true,
+    clip: true,
+    tooltip: { show: false },
+    data: extent,
+    renderItem: (params: { dataIndex: number }, api: { coord: (v: [number, number]) => number[] }) => {
+      if (params.dataIndex !== 0) return null;
+      const upper: number[][] = [];
+      const lower: number[][] = [];
+      for (let j = 0; j < step.length; j++) {
+        if (min[j] === null || max[j] === null) continue;
+        upper.push(api.coord([step[j], max[j] as number]));
+        lower.push(api.coord([step[j], min[j] as number]));
+      }
+      return { type: "polygon", shape: { points: upper.concat(lower.reverse()) }, style: { fill: color, opacity: 0.15 } };
+    },
+  };
 }
 
 function axisNumber(v: number): string {
@@ -143,10 +178,10 @@ export class ChartView {
     this.render(false);
   }
 
-  setFindings(findings: Finding[]): void {
+  setFindings(findings: Finding[], redraw = true): void {
     const keys = new Set(this.keys);
     this.findings = findings.filter((f) => f.metrics.some((m) => keys.has(m)) && f.step_start !== null);
-    this.render(false);
+    if (redraw) this.render(false);
   }
 
   resize(): void {
@@ -193,21 +228,7 @@ export class ChartView {
       const raw: Pt[] = d.step.map((s, j) => [s, values[j]]);
       const smooth = ema(values, this.smoothing);
       const main: Pt[] = d.step.map((s, j) => [s, smooth[j]]);
-      if (d.min && d.max && !this.logY) {
-        const mn = d.min;
-        const mx = d.max;
-        series.push({
-          type: "line", id: `band-lo-${i}`, stack: `band-${i}`, stackStrategy: "all", symbol: "none",
-          lineStyle: { opacity: 0 }, silent: true, tooltip: { show: false },
-          data: d.step.map((s, j) => [s, mn[j]]),
-        });
-        series.push({
-          type: "line", id: `band-hi-${i}`, stack: `band-${i}`, stackStrategy: "all", symbol: "none",
-          lineStyle: { opacity: 0 }, silent: true, tooltip: { show: false },
-          areaStyle: { color, opacity: 0.12 },
-          data: d.step.map((s, j) => [s, mx[j] !== null && mn[j] !== null ? (mx[j] as number) - (mn[j] as number) : null]),
-        });
-      }
+      if (d.min && d.max && !this.logY) series.push(bandSeries(i, color, d.step, d.min, d.max));
       series.push({
         type: "line", id: `raw-${i}`, name: `${d.line.label} (raw)`, symbol: "none", color,
         lineStyle: { width: 1, opacity: this.smoothing > 0 ? 0.25 : 1 }, data: raw, connectNulls: false,

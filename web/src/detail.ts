@@ -70,7 +70,7 @@ export class DetailView {
     this.el.replaceChildren(this.header, this.notice, this.overview, this.rolloutsEl);
     this.renderCards();
     await Promise.all([
-      this.charts.load(),
+      this.charts.load(keys.keys),
       history.init(keys.keys),
       this.logs.load(),
       this.health.load().then((f) => this.charts?.setFindings(f)),

@@ -23,11 +23,14 @@ from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
 from runwatch.server.feed import ChangeFeed
 from runwatch.store import schema as s
-from runwatch.store.series import SeriesCache
+from runwatch.store.series import SeriesCache, run_keys
 
 log = logging.getLogger("runwatch.server")
 DEFAULT_PORT = 8765
 INDEX_INTERVAL_S = 0.2
+# At startup the newest runs are read into the series cache, up to this share of it.
+PREWARM_RUNS = 50
+PREWARM_SHARE = 0.5
 # the fields of a metrics record that are not metrics
 RECORD_FIELDS = frozenset({"step", "ts", "seq", "_line"})
 
@@ -65,6 +68,7 @@ class Runner:
     token: str | None = None
     interval: float = INDEX_INTERVAL_S
     exit_when_done: bool = False
+    prewarm: bool = True
     feed: ChangeFeed = field(default_factory=ChangeFeed)
     cache: SeriesCache = field(default_factory=SeriesCache)
     # called after each batch of metric records is stored, e.g. by the health engine
@@ -106,6 +110,18 @@ class Runner:
                 return
             self._stop.wait(self.interval)
 
+    def _prewarm(self) -> None:
+        """Read the newest runs' series into the cache, so a restarted server answers fast."""
+        budget = int(self.cache.max_points * PREWARM_SHARE)
+        with self.engine.connect() as conn:
+            pks = conn.execute(select(s.runs.c.pk).order_by(s.runs.c.created_at.desc())
+                               .limit(PREWARM_RUNS)).scalars().all()
+            for pk in pks:
+                for info in run_keys(conn, pk):
+                    if self._stop.is_set() or self.cache.held_points + info.points > budget:
+                        return
+                    self.cache.get(conn, pk, info)
+
     def _make_server(self) -> uvicorn.Server:
         app = create_app(self.engine, runs_dir=self.runs_dir, token=self.token, feed=self.feed,
                          cache=self.cache)
@@ -118,6 +134,10 @@ class Runner:
         if self.runs_dir is not None:
             self._indexer().index_once()
             t = threading.Thread(target=self._index_loop, name="runwatch-indexer", daemon=True)
+            t.start()
+            self._threads.append(t)
+        if self.prewarm:
+            t = threading.Thread(target=self._prewarm, name="runwatch-prewarm", daemon=True)
             t.start()
             self._threads.append(t)
         self._server = self._make_server()
