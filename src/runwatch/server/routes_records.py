@@ -145,29 +145,29 @@ def health_available() -> bool:
 
 
 def findings_payload(conn: Connection, run_pk: int) -> dict[str, Any]:
-    """Open findings of a run, in the shape the web app's health panel reads."""
+    """Open findings of a run (from the health engine), in the shape the web app reads."""
     if not health_available():
-        return {"ok": True, "available": False, "findings": []}
-    try:
-        rules = importlib.import_module("runwatch.health.rules").BY_ID
-    except (ImportError, AttributeError):
-        rules = {}
-    f = s.findings.c
-    rows = conn.execute(select(s.findings).where(f.run_pk == run_pk, f.status == "open")
-                        .order_by(f.first_step, f.id)).all()
+        return {"ok": True, "available": False, "findings": [], "resolved": 0}
+    store = importlib.import_module("runwatch.health.store")
+    rules = importlib.import_module("runwatch.health.rules").BY_ID
+    found = store.health_for_run(conn, run_pk)
     out = []
-    for r in rows:
-        rule = rules.get(r.rule_id)
-        evidence = _loads(r.evidence) or {}
-        metric = evidence.get("metric") if isinstance(evidence, dict) else None
-        metrics = list(getattr(rule, "metrics", ()) or ([metric] if metric else []))
+    for item in found:
+        if item.get("status") != "open":
+            continue
+        rule = rules.get(item["rule_id"])
+        metric = item.get("metric")
+        metrics = ([metric] if metric else []) + [
+            m for m in getattr(rule, "metrics", ()) if m != metric]
         out.append({
-            "id": r.id, "rule": r.rule_id, "severity": r.severity, "status": r.status,
-            "title": getattr(rule, "title", r.rule_id), "message": r.message,
-            "advice": r.advice, "metrics": metrics, "step_start": r.first_step,
-            "step_end": r.last_step, "evidence": evidence,
+            "id": item.get("id"), "rule": item["rule_id"], "severity": item["severity"],
+            "status": item["status"], "title": item.get("title") or item["rule_id"],
+            "message": item.get("message") or "", "advice": item.get("advice") or "",
+            "metrics": metrics, "step_start": item.get("first_step"),
+            "step_end": item.get("last_step"), "evidence": item.get("evidence") or {},
         })
-    return {"ok": True, "available": True, "findings": out}
+    return {"ok": True, "available": True, "findings": out,
+            "resolved": sum(1 for item in found if item.get("status") == "resolved")}
 
 
 @router.get("/api/runs/{run}/health")
