@@ -42,6 +42,10 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"fb/loss/ratio/mean": const(1.0, 10) + const(1.2, 20)}),
         ("grpo", NO, {"fb/loss/ratio/mean": const(1.0, 10) + mostly(1.2, 1.0, 7, 20)}),
     ),
+    "grpo.ratio_extreme": (
+        ("grpo", NO, {"fb/loss/ratio/mean": [*const(1.0, 5), 4.8, *const(1.0, 5)]}),
+        ("grpo", NO, {"fb/loss/ratio/mean": [*const(1.0, 5), 1.3, 0.75, *const(1.0, 5)]}),
+    ),
     "grpo.ratio_growth": (
         ("grpo", NO, {"fb/loss/ratio/mean": ramp(1.0, 0.003, 128)}),
         ("grpo", NO, {"fb/loss/ratio/mean": ramp(1.0, 0.0005, 128)}),
@@ -215,6 +219,10 @@ CASES: dict[str, tuple[Case, Case]] = {
     "metric.non_finite": (
         ("sft", NO, {"loss": [1.0, 0.9, math.nan, 0.8], "grad_norm": [1.0, math.inf, 1.0, 1.0]}),
         ("sft", NO, {"loss": [1.0, 0.9, 0.85, 0.8], "grad_norm": [1.0, 1e30, 1.0, 1.0]}),
+    ),
+    "val.falling": (
+        ("grpo", NO, {"val/accuracy": every(10, [1.0, 0.69, 0.53, 0.72])}),
+        ("grpo", NO, {"val/accuracy": every(10, [0.6, 0.62, 0.58, 0.61, 0.6, 0.59])}),
     ),
     "val.plateau": (
         ("grpo", NO, {"val/accuracy": every(10, [0.6 + 0.001 * (k % 2) for k in range(10)])}),

@@ -105,6 +105,13 @@ def test_alias_transform_complements_frac_mixed() -> None:
     assert "grpo.zero_variance" not in rule_ids(Engine("rl").feed(to_batch(series)))
 
 
+def test_exclusive_rule_reports_once() -> None:
+    val = ([10, 20, 30, 40], [1.0, 0.7, 0.5, 0.4])
+    found = Engine("grpo").feed(to_batch({"val/accuracy": val, "val/reward_mean": val}))
+    falling = [f for f in found if f.rule_id == "val.falling"]
+    assert [f.metric for f in falling] == ["val/accuracy"]
+
+
 def test_null_values_are_nan() -> None:
     found = Engine("sft").feed(to_batch({"loss": [1.0, None, 1.0]}))
     (f,) = [f for f in found if f.rule_id == "metric.non_finite"]

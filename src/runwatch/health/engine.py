@@ -94,9 +94,10 @@ class Engine:
         for rule in self.rules:
             if rule.detector in ("nonfinite", "stall"):
                 continue
+            taken = rule.exclusive and any(k.startswith(rule.id + "|") for k in self.evals)
             for variant in rule.variants:
                 key = rule.id + "|" + "|".join(variant)
-                if key in self.evals:
+                if key in self.evals or taken:
                     continue
                 # A divergence rule starts with its reference series, so the judged
                 # (sparse, validation) series finds history to compare with.
@@ -105,6 +106,7 @@ class Engine:
                     ev = self._make(key, None)
                     if ev is not None:
                         self.evals[key] = ev
+                        taken = rule.exclusive
 
     # --- evaluation ----------------------------------------------------------------
 

@@ -34,7 +34,9 @@ class Rule:
     For "divergence" a variant is (reference series, judged series); the finding is
     about the second. `budget` names a run setting (`max_sample_tokens`, or a product
     such as `batch_size*max_sampling_attempts`) that the threshold is a fraction of;
-    the rule stays silent when the run's config does not give it.
+    the rule stays silent when the run's config does not give it. An `exclusive` rule
+    runs on the first of its variants the run logs, and only that one (a GRPO run logs
+    val/accuracy and val/reward_mean alike, and one finding about the fall is enough).
     """
 
     id: str
@@ -49,6 +51,7 @@ class Rule:
     params: Mapping[str, Param] = field(default_factory=dict)
     derive: Derive | None = None
     budget: str | None = None
+    exclusive: bool = False
 
     @property
     def metrics(self) -> tuple[str, ...]:

@@ -75,6 +75,22 @@ RULES: tuple[Rule, ...] = (
         "generator or a full disk; for long evaluations raise min_seconds of run.stalled.",
     ),
     Rule(
+        id="val.falling",
+        title="Validation is getting worse",
+        methods=ALL_METHODS,
+        variants=(("val/accuracy",), ("val/reward_mean",), ("val/preference_accuracy",)),
+        detector="trend",
+        params={"direction": "down", "window": 6, "min_effect": 0.1, "relative": 0},
+        exclusive=True,
+        severity="warning",
+        condition="The trend of the validation metric over the last {window} validations "
+        "falls by at least {min_effect}.",
+        message="{metric} moved {effect:+.3g} over the last {window} validations "
+        "(now {last:.3g}).",
+        advice="Training is making the model worse on held-out data: lower learning_rate, "
+        "read the rollouts for reward hacking, and keep the checkpoint from before the fall.",
+    ),
+    Rule(
         id="val.plateau",
         title="Validation has plateaued",
         methods=ALL_METHODS,
@@ -83,6 +99,7 @@ RULES: tuple[Rule, ...] = (
         detector="trend",
         params={"direction": "flat", "window": 8, "min_effect": 0.02, "relative": 1,
                 "min_buckets": 8},
+        exclusive=True,
         severity="info",
         condition="The trend of the validation metric over the last {window} validations moves "
         "less than {min_effect} of its level.",

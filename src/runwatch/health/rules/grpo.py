@@ -33,6 +33,19 @@ RULES: tuple[Rule, ...] = (
         "generators before sampling and that rollouts are fresh (lower max_steps_off_policy).",
     ),
     Rule(
+        id="grpo.ratio_extreme",
+        title="Importance ratio far from 1 on a step",
+        methods=GRPO,
+        variants=(("fb/loss/ratio/mean",),),
+        detector="threshold",
+        params={"above": 1.4, "below": 0.7, "k": 1, "n": 1},
+        severity="warning",
+        condition="`fb/loss/ratio/mean` is outside [{below}, {above}] on any step.",
+        message="{metric} reached {max:.3g} (lowest {min:.3g}) on a single step.",
+        advice="One step moved the policy far from the generator's: lower learning_rate (or "
+        "use fewer num_minibatches per sampled batch), and check max_steps_off_policy.",
+    ),
+    Rule(
         id="grpo.ratio_growth",
         title="Importance ratio keeps growing",
         methods=GRPO,
