@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from runwatch.cli.health import health_command
+from runwatch.cli.health import health_command, thresholds_command
 from runwatch.cli.import_cmd import import_command
 from runwatch.health import store as health_store
 from runwatch.ingest.importers import SourceError, read_source, write_run_dir
@@ -146,6 +146,7 @@ def cli() -> typer.Typer:
     app = typer.Typer()
     app.command("import")(import_command)
     app.command("health")(health_command)
+    app.command("thresholds")(thresholds_command)
     return app
 
 
@@ -193,3 +194,26 @@ def test_health_thresholds_file_is_a_what_if(tmp_path: Path) -> None:
     res = runner.invoke(cli(), ["health", "imported-s", "--dir", str(runs), "--thresholds",
                                 str(cfg)])
     assert res.exit_code == 2 and "has no parameter 'enabeld'" in res.output
+
+
+def test_project_thresholds_command(tmp_path: Path) -> None:
+    src = tmp_path / "s" / "trainer_state.json"
+    src.parent.mkdir()
+    src.write_text(json.dumps({"log_history": [{"step": s, "loss": 2.0} for s in range(40)]}),
+                   encoding="utf-8")
+    runs = tmp_path / "runs"
+    runner = CliRunner()
+    assert runner.invoke(cli(), ["import", str(src), "--dir", str(runs), "--project", "team"]
+                         ).exit_code == 0
+    health = ["health", "imported-s", "--dir", str(runs), "--fail-on", "warning"]
+    assert runner.invoke(cli(), health).exit_code == 1
+    cfg = tmp_path / "health.yaml"
+    cfg.write_text("rules:\n  sft.loss_not_falling: {severity: info}\n", encoding="utf-8")
+    res = runner.invoke(cli(), ["thresholds", "team", str(cfg), "--dir", str(runs)])
+    assert res.exit_code == 0 and "re-evaluated 1 runs" in res.output, res.output
+    assert runner.invoke(cli(), health).exit_code == 0
+    shown = runner.invoke(cli(), ["thresholds", "team", "--dir", str(runs)])
+    assert "sft.loss_not_falling" in shown.output
+    assert runner.invoke(cli(), ["thresholds", "team", "--clear", "--dir", str(runs)]
+                         ).exit_code == 0
+    assert runner.invoke(cli(), health).exit_code == 1

@@ -1,6 +1,7 @@
 """`runwatch runs health RUN`: the findings of the health rules on one run.
 
-Mount with `runs.app.command("health")(health_command)`. With `--fail-on` the command
+Mount with `runs.app.command("health")(health_command)` and
+`app.command("thresholds")(thresholds_command)`. With `--fail-on` the command
 exits 1 when a finding (open or resolved) is at or above that severity, so a script can
 gate on a run's health.
 """
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 
 from runwatch.cli.context import open_context
 from runwatch.cli.output import Output, console, emit, fail, make_table
@@ -79,6 +81,34 @@ def health_command(
     emit(data, output, jq, table)
     if fail_on is not None and worst(findings) >= SEVERITY_RANK[fail_on.value]:
         raise typer.Exit(EXIT_UNHEALTHY)
+
+
+def thresholds_command(
+    project: Annotated[str, typer.Argument(help="Project whose thresholds to show or set.")],
+    file: Annotated[Path | None, typer.Argument(help="YAML overrides to store (see "
+                                                "docs/health.md); omit to show the current "
+                                                "ones.")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Remove the project's overrides.")
+                     ] = False,
+    directory: DirOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Show or set a project's health thresholds; setting re-evaluates its runs."""
+    ctx = open_context(directory, db)
+    with ctx.engine.begin() as conn:
+        if file is None and not clear:
+            current = health_store.get_thresholds(conn, project).to_dict()
+            console().print(yaml.safe_dump(current, sort_keys=True).rstrip(), markup=False)
+            return
+        try:
+            data = None if clear else load_yaml(file).to_dict() if file else None
+            health_store.set_thresholds(conn, project, data)
+        except ThresholdError as exc:
+            raise fail(str(exc), ["see docs/health.md for the file's shape and the rule ids"]
+                       ) from exc
+        count = health_store.refresh_project(conn, project)
+    console().print(f"{'cleared' if clear else 'stored'} the health thresholds of {project}; "
+                    f"re-evaluated {count} runs", markup=False)
 
 
 def worst(findings: list[dict[str, Any]]) -> int:

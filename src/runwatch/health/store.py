@@ -104,6 +104,14 @@ def set_thresholds(conn: Connection, project: str, data: Mapping[str, Any] | Non
     return overrides
 
 
+def refresh_project(conn: Connection, project: str) -> int:
+    """Bring every run of a project up to date with its thresholds; returns how many."""
+    pks = conn.execute(select(s.runs.c.pk).where(s.runs.c.project == project)).scalars().all()
+    for pk in pks:
+        ensure_current(conn, int(pk))
+    return len(pks)
+
+
 def _run_row(conn: Connection, run_pk: int) -> Any:
     r = s.runs.c
     row = conn.execute(select(r.method, r.project, r.status, r.config)
