@@ -35,8 +35,12 @@ new points does not grow with the run's history):
 
 ## Overriding thresholds
 
-Every parameter below can be overridden per project, in YAML (`runwatch runs health RUN
---thresholds FILE`) or through the API; the defaults are the spec's values.
+Every parameter below can be overridden per project; the defaults are the spec's values.
+Store a project's overrides with `runwatch thresholds PROJECT FILE` (or through the API;
+`--clear` removes them) and its runs are re-evaluated; try a file on one run without
+storing anything with `runwatch runs health RUN --thresholds FILE`. Budget rules read
+their budget (`max_sample_tokens`, `batch_size`, …) from the run's `config.yaml` at any
+depth; `settings` supplies one the config lacks.
 
 ```yaml
 rules:
@@ -47,6 +51,17 @@ rules:
 settings:            # budgets the run's config does not give
   max_sample_tokens: 1024
 ```
+
+## Findings
+
+A finding carries `rule_id`, `severity`, `status` (`open` or `resolved`), `metric`,
+`first_step` (where the condition first held) and `last_step` (the latest step it held
+at), `evidence` (the values of the points that crossed the limit: `first`, `last`, `min`,
+`max`, `count`, plus the detector's context such as the rolling `median`, a trend's
+`effect` or the `budget`), a `message` and the `advice`. Non-finite values appear in
+evidence as the text `NaN`, `Infinity` or `-Infinity`. A `run.stalled` finding of a run
+still running is computed when findings are read (its `id` is null); once metrics arrive
+again the stall is stored as resolved.
 
 ## Rules
 """
