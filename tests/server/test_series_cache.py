@@ -70,3 +70,25 @@ def test_cache_is_bounded(engine: Engine) -> None:
         for k in run_keys(conn, pk):
             cache.get(conn, pk, k)
     assert cache.held_points <= 15
+
+
+def test_saved_series_are_reused_and_checked(engine: Engine, tmp_path: Any,
+                                             monkeypatch: Any) -> None:
+    monkeypatch.setattr("runwatch.store.series.SAVE_MIN_POINTS", 5)
+    disk = tmp_path / "series"
+    pk = _store(engine, _points(0, list(range(10)), 0.0))
+    with engine.connect() as conn:
+        SeriesCache(disk_dir=disk).get(conn, pk, run_keys(conn, pk)[0])
+    assert len(list(disk.glob("*.npz"))) == 1
+    _store(engine, _points(10, list(range(10, 12)), 0.0))
+    # a new process: the file gives the first 10 points, the database the 2 after them
+    with engine.connect() as conn:
+        s = SeriesCache(disk_dir=disk).get(conn, pk, run_keys(conn, pk)[0])
+    assert s.step.tolist() == list(range(12)) and s.loaded == 12
+    # a file that does not match the database's data is ignored
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE metric_points SET step = step + 100 WHERE seq = 0")
+    with engine.connect() as conn:
+        s = SeriesCache(disk_dir=disk).get(conn, pk, run_keys(conn, pk)[0])
+    # (the changed first row, step 100, is itself superseded by the later steps 1..11)
+    assert s.step.tolist() == list(range(1, 12))

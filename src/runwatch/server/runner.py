@@ -23,7 +23,7 @@ from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
 from runwatch.server.feed import ChangeFeed
 from runwatch.store import schema as s
-from runwatch.store.series import SeriesCache, run_keys
+from runwatch.store.series import SeriesCache, default_disk_dir, run_keys
 
 log = logging.getLogger("runwatch.server")
 DEFAULT_PORT = 8765
@@ -69,6 +69,8 @@ class Runner:
     interval: float = INDEX_INTERVAL_S
     exit_when_done: bool = False
     prewarm: bool = True
+    # keep long series as files beside a SQLite index, for fast reads after a restart
+    save_series: bool = True
     feed: ChangeFeed = field(default_factory=ChangeFeed)
     cache: SeriesCache = field(default_factory=SeriesCache)
     # called after each batch of metric records is stored, e.g. by the health engine
@@ -131,6 +133,8 @@ class Runner:
 
     def start(self) -> Runner:
         """Start indexing and serving in background threads."""
+        if self.save_series and self.cache.disk_dir is None:
+            self.cache.disk_dir = default_disk_dir(self.engine)
         if self.runs_dir is not None:
             self._indexer().index_once()
             t = threading.Thread(target=self._index_loop, name="runwatch-indexer", daemon=True)

@@ -2,7 +2,9 @@
 
 The server downsamples and pages history from these arrays. A cached series is
 brought up to date by reading only the points stored after it (seq above the
-newest cached), so a live run costs its growth, not its length.
+newest cached), so a live run costs its growth, not its length. With a `disk_dir`,
+long series are also saved as .npz files, so a restarted server reads a run's
+history from one file instead of row by row from the database.
 
 A step logged again (a run restored from a checkpoint) supersedes every point of
 the same or later step logged before it, as the trainer's own record does.
@@ -10,15 +12,17 @@ the same or later step logged before it, as the trainer's own record does.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import cast
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Engine, select
 
 from runwatch.store import schema as s
 
@@ -29,6 +33,8 @@ FloatArray = npt.NDArray[np.float64]
 _NULL = -1.7976931348623157e308
 _ROW = np.dtype([("seq", np.int64), ("step", np.int64), ("value", np.float64)])
 DEFAULT_MAX_POINTS = 12_000_000
+# Series shorter than this are quick to read from the database and are not saved.
+SAVE_MIN_POINTS = 20_000
 
 
 @dataclass(frozen=True)
@@ -50,10 +56,20 @@ class Series:
     value: FloatArray
     loaded: int  # rows read from the index, superseded ones included
     max_seq: int
+    first: tuple[int, int] = (-1, -1)  # (seq, step) of the first row: identifies the data
 
     @property
     def size(self) -> int:
         return int(self.step.size)
+
+
+def default_disk_dir(engine: Engine) -> Path | None:
+    """Where a SQLite index keeps its saved series: beside the database file."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        return None
+    path = Path(database)
+    return path.parent / f"{path.stem}.series"
 
 
 def run_keys(conn: Connection, run_pk: int) -> list[KeyInfo]:
@@ -100,7 +116,8 @@ def _from_rows(rows: npt.NDArray[np.void]) -> Series:
     value[value == _NULL] = np.nan
     keep = _keep_mask(step)
     max_seq = int(seq[-1]) if seq.size else -1
-    return Series(step[keep], value[keep], int(rows.size), max_seq)
+    first = (int(seq[0]), int(step[0])) if seq.size else (-1, -1)
+    return Series(step[keep], value[keep], int(rows.size), max_seq, first)
 
 
 def _extend(old: Series, rows: npt.NDArray[np.void]) -> Series:
@@ -115,17 +132,27 @@ def _extend(old: Series, rows: npt.NDArray[np.void]) -> Series:
         np.concatenate([old.value[:cut], new.value]),
         old.loaded + new.loaded,
         new.max_seq,
+        old.first if old.loaded else new.first,
     )
+
+
+def _first_row(conn: Connection, run_pk: int, key_id: int) -> tuple[int, int]:
+    p = s.metric_points.c
+    row = conn.execute(select(p.seq, p.step).where(p.run_pk == run_pk, p.key_id == key_id)
+                       .order_by(p.seq).limit(1)).first()
+    return (-1, -1) if row is None else (int(row.seq), int(row.step))
 
 
 class SeriesCache:
     """Least-recently-used cache of series, bounded by the total number of points held."""
 
-    def __init__(self, max_points: int = DEFAULT_MAX_POINTS) -> None:
+    def __init__(self, max_points: int = DEFAULT_MAX_POINTS, disk_dir: Path | None = None) -> None:
         self.max_points = max_points
+        self.disk_dir = disk_dir
         self._items: OrderedDict[tuple[int, int], Series] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
+        self._saved: dict[tuple[int, int], int] = {}  # rows loaded when last saved
 
     def get(self, conn: Connection, run_pk: int, key: KeyInfo) -> Series:
         """The series of `key`, current as of `key.points` (read from metric_keys)."""
@@ -136,12 +163,56 @@ class SeriesCache:
                 self._items.move_to_end(ident)
         if cached is not None and cached.loaded >= key.points:
             return cached
+        if cached is None and key.points >= SAVE_MIN_POINTS:
+            cached = self._load(conn, run_pk, key)
         if cached is None:
             series = _from_rows(_read_rows(conn, run_pk, key.id, -1))
+        elif cached.loaded >= key.points:
+            series = cached
         else:
             series = _extend(cached, _read_rows(conn, run_pk, key.id, cached.max_seq))
         self._put(ident, series)
+        self._save(ident, key, series)
         return series
+
+    def _path(self, ident: tuple[int, int]) -> Path | None:
+        return None if self.disk_dir is None else self.disk_dir / f"{ident[0]}-{ident[1]}.npz"
+
+    def _load(self, conn: Connection, run_pk: int, key: KeyInfo) -> Series | None:
+        """A saved series, if it is of this key and its data is still in the database."""
+        path = self._path((run_pk, key.id))
+        if path is None or not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                loaded, max_seq, first_seq, first_step = (int(x) for x in f["meta"])
+                name = str(f["key"])
+                series = Series(f["step"], f["value"], loaded, max_seq, (first_seq, first_step))
+        except (OSError, ValueError, KeyError):
+            return None
+        # a rebuilt index can reuse ids: trust the file only for the same key and data
+        if name != key.key or loaded > key.points or _first_row(conn, run_pk, key.id) != (
+                first_seq, first_step):
+            return None
+        self._saved[(run_pk, key.id)] = loaded
+        return series
+
+    def _save(self, ident: tuple[int, int], key: KeyInfo, series: Series) -> None:
+        path = self._path(ident)
+        last = self._saved.get(ident, 0)
+        # a live series is saved again only once it has doubled, so writes stay rare
+        if path is None or series.loaded < SAVE_MIN_POINTS or series.loaded < 2 * last:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
+            with open(tmp, "wb") as f:
+                np.savez(f, step=series.step, value=series.value, key=np.array(key.key),
+                         meta=np.array([series.loaded, series.max_seq, *series.first]))
+            os.replace(tmp, path)
+            self._saved[ident] = series.loaded
+        except OSError:
+            return  # the cache on disk is an optimisation; the database stays the record
 
     def _put(self, ident: tuple[int, int], series: Series) -> None:
         with self._lock:
@@ -166,6 +237,10 @@ class SeriesCache:
         with self._lock:
             for ident in [i for i in self._items if i[0] == run_pk]:
                 self._held -= self._items.pop(ident).size
+        if self.disk_dir is not None and self.disk_dir.is_dir():
+            for path in self.disk_dir.glob(f"{run_pk}-*.npz"):
+                path.unlink(missing_ok=True)
+            self._saved = {i: n for i, n in self._saved.items() if i[0] != run_pk}
 
     @property
     def held_points(self) -> int:
