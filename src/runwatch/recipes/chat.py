@@ -21,8 +21,13 @@ class RecipeError(Exception):
     """Base of the errors a recipe raises about its inputs.
 
     RecipeError
-    └── RowRefusal   a dataset row the recipe will not train on (names the row)
+    ├── RowRefusal   a dataset row the recipe will not train on (names the row)
+    └── SetupError   a model, checkpoint or optional package the config names is unusable
     """
+
+
+class SetupError(RecipeError):
+    """What the config points at cannot be used; the message says what to change."""
 
 
 class RowRefusal(RecipeError):

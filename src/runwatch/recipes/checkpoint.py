@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from runwatch.recipes.adapter import adapter_state_dict, is_adapter_param, merged_state_dict
+from runwatch.recipes.chat import SetupError
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -32,7 +33,7 @@ def _save(path: Path, payload: dict[str, Any]) -> None:
 def load(path: str | Path) -> dict[str, Any]:
     data = torch.load(Path(path), map_location="cpu", weights_only=True)
     if not isinstance(data, dict):
-        raise ValueError(f"{path} is not a runwatch recipe checkpoint")
+        raise SetupError(f"{path} is not a runwatch recipe checkpoint")
     return data
 
 
@@ -63,7 +64,7 @@ def restore_training(
     data = load(path)
     missing, unexpected = model.load_state_dict(data["model"], strict=False)
     if unexpected or (missing and not has_adapter(model)):
-        raise ValueError(
+        raise SetupError(
             f"checkpoint {path} does not match the model: missing {missing[:5]}, "
             f"unexpected {unexpected[:5]}; resume with the config that wrote it"
         )
@@ -114,11 +115,11 @@ def resolve_inference(path_or_run: str | Path) -> Path:
     if p.is_dir():
         found = latest(p, "inference")
         if found is None:
-            raise FileNotFoundError(
+            raise SetupError(
                 f"{p} records no inference checkpoint in checkpoints.jsonl; point init_from "
                 "at a finished SFT run directory or a step-*-inference.pt file"
             )
         return found
     if not p.exists():
-        raise FileNotFoundError(f"init_from {p} does not exist; give a run directory or a .pt file")
+        raise SetupError(f"init_from {p} does not exist; give a run directory or a .pt file")
     return p

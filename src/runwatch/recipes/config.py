@@ -216,12 +216,13 @@ class SFTConfig(TrainConfig):
 class DPOConfig(TrainConfig):
     """Direct preference optimisation, normally started from an SFT run (init_from)."""
 
-    beta: float = setting(0.1, "DPO temperature: how strongly the margin is rewarded.")
+    beta: float = setting(
+        0.3, "DPO temperature: scales the margin inside the loss; a larger beta stops "
+        "pushing sooner once a pair is separated.")
     n_train: int = setting(2000, "Training pairs generated from the task.")
-    lora_rank: int = setting(8, "LoRA adapter rank; 0 trains all weights (full fine-tuning).")
     batch_size: int = setting(32, "Preference pairs per optimizer step.")
     max_steps: int = setting(100, "Optimizer steps to train.")
-    learning_rate: float = setting(2e-3, "Peak learning rate (AdamW), decayed linearly to 0.")
+    learning_rate: float = setting(5e-4, "Peak learning rate (AdamW), decayed linearly to 0.")
     warmup_steps: int = setting(5, "Steps of linear warmup before the decay.")
     val_interval: int = setting(20, "Validate every this many steps (and before and at the end).")
     checkpoint_interval: int = setting(

@@ -12,12 +12,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from runwatch.recipes.chat import SetupError
+
 
 def _transformers() -> Any:
     try:
         import transformers
     except ImportError as exc:
-        raise ImportError(
+        raise SetupError(
             "base_model needs the optional 'transformers' package: pip install 'runwatch[hf]'"
         ) from exc
     return transformers
@@ -52,7 +54,7 @@ class HFChatTokenizer:
 
     def __init__(self, tok: Any, source: str) -> None:
         if tok.eos_token_id is None:
-            raise ValueError(
+            raise SetupError(
                 f"the tokenizer in {source} has no EOS token; set eos_token in its "
                 "tokenizer_config.json so replies have an end"
             )
@@ -79,7 +81,7 @@ def load_hf(base_model: str | Path) -> tuple[HFCausalLM, HFChatTokenizer]:
     """Model and tokenizer from a local `save_pretrained` directory, in float32 on CPU."""
     path = Path(base_model).expanduser()
     if not path.is_dir():
-        raise FileNotFoundError(
+        raise SetupError(
             f"base_model {path} is not a directory; give the folder save_pretrained wrote "
             "(models are never downloaded)"
         )

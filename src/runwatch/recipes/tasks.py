@@ -55,7 +55,20 @@ class Addition:
         return f"{int(a) + int(b):0{self.digits + 1}d}"
 
     def wrong_answer(self, question: str, rng: random.Random) -> str:
-        return _perturb_digits(self.answer(question), rng)
+        """The classic slip: adding column by column and forgetting to carry.
+
+        With no carry to forget, the last digit is off by one instead. A systematic
+        mistake (rather than a random digit) is what preference data is made of.
+        """
+        a, b = (int(x) for x in question.split("+"))
+        right = self.answer(question)
+        no_carry = sum(((a // 10**i % 10 + b // 10**i % 10) % 10) * 10**i
+                       for i in range(self.digits))
+        wrong = f"{no_carry:0{self.digits + 1}d}"
+        if wrong == right:
+            last = (int(right[-1]) + rng.choice((1, 9))) % 10
+            wrong = right[:-1] + str(last)
+        return wrong
 
 
 @dataclass
