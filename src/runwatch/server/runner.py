@@ -173,6 +173,7 @@ class Runner:
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(timeout=5)
+        self.cache.save_all()
 
     def __enter__(self) -> Runner:
         return self.start()

@@ -153,6 +153,7 @@ class SeriesCache:
         self._held = 0
         self._lock = threading.Lock()
         self._saved: dict[tuple[int, int], int] = {}  # rows loaded when last saved
+        self._names: dict[tuple[int, int], str] = {}  # key names, for saving later
 
     def get(self, conn: Connection, run_pk: int, key: KeyInfo) -> Series:
         """The series of `key`, current as of `key.points` (read from metric_keys)."""
@@ -197,17 +198,29 @@ class SeriesCache:
         self._saved[(run_pk, key.id)] = loaded
         return series
 
-    def _save(self, ident: tuple[int, int], key: KeyInfo, series: Series) -> None:
+    def save_all(self) -> None:
+        """Save every cached series that grew since it was saved (when the server stops)."""
+        with self._lock:
+            items = list(self._items.items())
+        for ident, series in items:
+            if series.loaded > self._saved.get(ident, 0) and self._names.get(ident):
+                self._save(ident, self._names[ident], series, force=True)
+
+    def _save(self, ident: tuple[int, int], key: KeyInfo | str, series: Series,
+              force: bool = False) -> None:
         path = self._path(ident)
         last = self._saved.get(ident, 0)
+        name = key if isinstance(key, str) else key.key
+        self._names[ident] = name
         # a live series is saved again only once it has doubled, so writes stay rare
-        if path is None or series.loaded < SAVE_MIN_POINTS or series.loaded < 2 * last:
+        if path is None or series.loaded < SAVE_MIN_POINTS or (
+                not force and series.loaded < 2 * last):
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
             with open(tmp, "wb") as f:
-                np.savez(f, step=series.step, value=series.value, key=np.array(key.key),
+                np.savez(f, step=series.step, value=series.value, key=np.array(name),
                          meta=np.array([series.loaded, series.max_seq, *series.first]))
             os.replace(tmp, path)
             self._saved[ident] = series.loaded
