@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 Transform = Callable[[list[float]], list[float]]
 
@@ -93,8 +94,11 @@ PATTERNS: tuple[tuple[re.Pattern[str], Alias], ...] = (
 PREFIXES: tuple[tuple[str, str], ...] = (("train/", ""), ("eval/", "eval_"))
 
 
+@lru_cache(maxsize=4096)
 def canonical(key: str) -> tuple[str, Transform | None]:
-    """The canonical name for `key` and the transform its values need (None: as is)."""
+    """The canonical name for `key` and the transform its values need (None: as is).
+
+    Cached: a run asks about the same few dozen names on every step."""
     for prefix, replacement in PREFIXES:
         if key.startswith(prefix):
             key = replacement + key[len(prefix):]
