@@ -75,7 +75,8 @@ def test_resolves_when_condition_stops() -> None:
     (f,) = [f for f in Engine("grpo").feed(to_batch(series)) if f.rule_id == "grpo.truncation"]
     assert f.status == "resolved"
     assert f.evidence["max"] == 0.5
-    assert 7 <= f.first_step <= f.last_step < 30
+    # The finding starts at the first of the hits that made the condition hold.
+    assert f.first_step == 0 and 19 <= f.last_step < 30
 
 
 def test_open_finding_updates_across_batches() -> None:

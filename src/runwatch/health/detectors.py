@@ -119,8 +119,12 @@ class Threshold:
         self.seen = int(st.get("seen", 0))
         self.min_points = int(min_points)
         self.hits: list[int] = []
+        # Steps of the window's tail, so a finding can start at the window's first hit.
+        self.tail_steps: list[int] = list(st.get("steps", []))
+        self._prev: tuple[list[int], list[int]] = ([], [])
+        self._steps: list[int] = []
 
-    def feed(self, values: list[float]) -> list[bool]:
+    def feed(self, values: list[float], steps: list[int] | None = None) -> list[bool]:
         a, b = self.above, self.below
         if a is not None and b is not None:
             hits = [1 if (v > a or v < b) and v - v == 0 else 0 for v in values]
@@ -140,10 +144,28 @@ class Threshold:
             hits[:skip] = [0] * min(skip, len(hits))
         self.seen += len(values)
         self.hits = hits  # which points crossed the limit: the finding's evidence
+        if steps is not None:
+            self._prev = (self.window.tail, self.tail_steps)
+            self._steps = steps
+            keep = self.window.n - 1
+            self.tail_steps = (self.tail_steps + steps)[-keep:] if keep else []
         return self.window.feed(hits)
 
+    def onset(self, i: int) -> int | None:
+        """The step of the first hit in the window that made point i of the last batch
+        reach k: where the trouble started, a few points before the finding opened."""
+        prev_hits, prev_steps = self._prev
+        hits = prev_hits + self.hits[: i + 1]
+        steps = prev_steps + self._steps[: i + 1]
+        lo = max(0, len(hits) - self.window.n)
+        try:
+            return steps[hits.index(True, lo)]
+        except (ValueError, IndexError):
+            return None
+
     def state(self) -> dict[str, Any]:
-        return {"tail": self.window.tail, "holding": self.window.holding, "seen": self.seen}
+        return {"tail": self.window.tail, "holding": self.window.holding, "seen": self.seen,
+                "steps": self.tail_steps}
 
 
 class Spike:

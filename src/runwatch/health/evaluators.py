@@ -119,15 +119,17 @@ class Evaluator:
             verdicts = self.detector.feed(steps, values)
         elif rule.derive is not None:
             steps, values = self._align(cols)
-            verdicts = self.detector.feed(values)
+            verdicts = self.detector.feed(values, steps)
         else:
             steps, values = cols[self.metric]
-            if rule.detector in ("trend", "no_progress"):
-                verdicts = self.detector.feed(steps, values)
+            if rule.detector in ("trend", "no_progress", "threshold"):
+                verdicts = self.detector.feed(values, steps) if rule.detector == "threshold" \
+                    else self.detector.feed(steps, values)
             else:
                 verdicts = self.detector.feed(values)
         hits = getattr(self.detector, "hits", None)
-        closed, touched = self.tracker.update(steps, verdicts, values, hits)
+        onset = getattr(self.detector, "onset", None)
+        closed, touched = self.tracker.update(steps, verdicts, values, hits, onset)
         for rec in closed:
             self._stamp(rec)
         return closed, touched

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,12 +68,13 @@ class Tracker:
 
     def update(
         self, steps: list[int], verdicts: list[bool], values: list[float],
-        hits: list[int] | None = None,
+        hits: list[int] | None = None, onset: Callable[[int], int | None] | None = None,
     ) -> tuple[list[Record], bool]:
         """Apply a batch; returns the records it resolved and whether one is open and touched.
 
         `hits` marks the points that crossed the rule's limit themselves (a k-of-n
-        verdict also holds on the points between them); only those are evidence."""
+        verdict also holds on the points between them); only those are evidence. `onset`
+        gives the step where the hits that opened a finding began."""
         closed: list[Record] = []
         touched = False
         pos, m = 0, len(verdicts)
@@ -82,8 +84,10 @@ class Tracker:
                     pos = verdicts.index(True, pos)
                 except ValueError:
                     break
-                self.open = {"id": None, "first_step": steps[pos], "first": None,
-                             "min": None, "max": None, "last": None, "count": 0}
+                start = onset(pos) if onset is not None else None
+                self.open = {"id": None, "first_step": steps[pos] if start is None else start,
+                             "first": None, "min": None, "max": None, "last": None,
+                             "count": 0}
             try:
                 end = verdicts.index(False, pos)
             except ValueError:
