@@ -55,8 +55,8 @@ settings:            # budgets the run's config does not give
 ## Findings
 
 A finding carries `rule_id`, `severity`, `status` (`open` or `resolved`), `metric`,
-`first_step` (where the condition first held) and `last_step` (the latest step it held
-at), `evidence` (the values of the points that crossed the limit: `first`, `last`, `min`,
+`first_step` (the first point that crossed the limit in the window that opened it) and
+`last_step` (the latest step the condition held at), `evidence` (the values of the points that crossed the limit: `first`, `last`, `min`,
 `max`, `count`, plus the detector's context such as the rolling `median`, a trend's
 `effect` or the `budget`), a `message` and the `advice`. Non-finite values appear in
 evidence as the text `NaN`, `Infinity` or `-Infinity`. A `run.stalled` finding of a run
