@@ -29,6 +29,8 @@ class GRPOConfig(TrainConfig):
     learning_rate: float = _f(3e-4, "Peak learning rate (AdamW).")
     warmup_steps: int = _f(0, "Linear warmup steps.")
     val_interval: int = _f(100, "Not used by GRPO: see validation_interval.")
+    export_samples: bool = _f(True, "Write each step's completions or episodes to "
+                                    "step_NNNN_*.json and validation's to val_NNNN_*.json.")
     checkpoint_interval: int = _f(1000, "Save checkpoints every this many steps (and at the "
                                         "end).")
     wandb_project: str | None = _f("post-training-cookbook", "W&B project; None turns W&B off "
@@ -41,7 +43,8 @@ class GRPOConfig(TrainConfig):
     env: str = _f("single_turn", "single_turn (one answer per prompt) or guess_number "
                                  "(multi-turn, higher/lower feedback).")
     reward: str = _f("exact", "exact (exact match), digit_overlap (a flawed scorer a long "
-                              "answer can exploit) or format (any all-digit answer passes).")
+                              "answer can exploit) or format (any non-empty answer that ends "
+                              "passes).")
     max_turns: int = _f(6, "Multi-turn: turns before an episode is truncated.")
     guess_max: int = _f(16, "Multi-turn: the secret number lies in 1..guess_max.")
     # -- sampling --------------------------------------------------------------------------

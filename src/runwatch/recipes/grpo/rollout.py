@@ -85,7 +85,8 @@ def score(completion: str, answer: str, reward: str) -> float:
     if reward == "exact":
         return 1.0 if text == answer else 0.0
     if reward == "format":
-        return 1.0 if text.isdigit() or (text.isalpha() and text.islower()) else 0.0
+        # Too lenient on purpose: any answer at all passes (the too-easy pathology).
+        return 1.0 if text else 0.0
     wanted = set(answer)
     return len(wanted & set(text)) / len(wanted)
 

@@ -1,0 +1,61 @@
+"""The recipe as a user runs it: a subprocess, two steps of each mode, a finished run record."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import TINY
+
+MODES = {
+    "single_turn": [],
+    "dynamic_sampling": ["max_sampling_attempts=3", "lora_rank=4"],
+    "async": ["max_steps_off_policy=1", "groups_in_flight=4"],
+    "multi_turn": ["env=guess_number", "max_turns=3", "guess_max=9", "max_sample_tokens=3"],
+}
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS="1", WANDB_MODE="offline")
+    env.pop("WANDB_API_KEY", None)
+    return env
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_two_steps_of_each_mode(tmp_path: Path, mode: str) -> None:
+    args = [sys.executable, "-m", "runwatch.recipes.grpo", *TINY, f"runs_dir={tmp_path}",
+            f"name={mode}", "wandb_project=None", "max_steps=2", "batch_size=2",
+            "group_size=3", "n_train=200", "n_val=4", "validation_interval=1",
+            "max_sample_tokens=4", "export_samples=true", *MODES[mode]]
+    proc = subprocess.run(args, capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = tmp_path / mode
+    events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+    assert events[-1]["phase"] == "SUCCEEDED"
+    steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [0, 1, 2]
+    assert any(run.glob("step_0001_*.json")) and any(run.glob("val_0002_*.json"))
+    kinds = [json.loads(x)["kind"] for x in (run / "checkpoints.jsonl").read_text().splitlines()]
+    assert "inference" in kinds
+
+
+def test_missing_wandb_key_fails_before_loading_anything(tmp_path: Path) -> None:
+    env = _env()
+    env.pop("WANDB_MODE")
+    proc = subprocess.run(
+        [sys.executable, "-m", "runwatch.recipes.grpo", f"runs_dir={tmp_path}", "name=wb",
+         "init_from=/nonexistent/checkpoint"],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 1
+    assert "WANDB_API_KEY" in proc.stderr
+    # The bad init_from was never reached: W&B is checked before the model loads.
+    assert "nonexistent" not in proc.stderr
+    events = [json.loads(x) for x in (tmp_path / "wb" / "events.jsonl").read_text().splitlines()]
+    assert events[-1]["phase"] == "FAILED" and "WANDB_API_KEY" in events[-1]["reason"]
+    assert not any(e.get("stage") == "loading model" for e in events)
