@@ -120,6 +120,7 @@ class Engine:
             self._past_stall(longest[1][0], out)
             self.stall.feed(longest[0], longest[1])
         cols: dict[str, Columns] = {}
+        grown = False
         for raw, (steps, _ts, values) in batch.items():
             if not steps:
                 continue
@@ -129,8 +130,11 @@ class Engine:
             if owner != raw:
                 continue  # another key already feeds this canonical metric
             cols[name] = (steps, transform(values) if transform else values)
-            self.seen.add(name)
-        self._activate()
+            if name not in self.seen:
+                self.seen.add(name)
+                grown = True
+        if grown:  # a metric appeared for the first time: rules may start on it
+            self._activate()
         touched: set[str] = set()
         for chunk in _chunks(cols):
             for key, ev in self.evals.items():
