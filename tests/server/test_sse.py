@@ -25,12 +25,14 @@ def server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
         yield srv
 
 
-def _wait_for_run(client: httpx.Client, name: str) -> dict[str, Any]:
-    """The run's detail once the indexer has picked the run up."""
-    while (resp := client.get(f"/api/runs/{name}")).status_code != 200:
+def _wait_for_run(client: httpx.Client, name: str, step: int | None = None) -> dict[str, Any]:
+    """The run's detail once the indexer has picked the run up (and indexed `step`)."""
+    while True:
+        resp = client.get(f"/api/runs/{name}")
+        body: dict[str, Any] = resp.json()
+        if resp.status_code == 200 and (step is None or body["run"]["observed_step"] == step):
+            return body
         time.sleep(0.02)
-    body: dict[str, Any] = resp.json()
-    return body
 
 
 def _points(events: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
@@ -41,14 +43,15 @@ def test_run_stream_pushes_points_logs_and_phase(server: Runner, runs_dir: Path)
     run = init(name="live", dir=runs_dir, method="sft", flush_interval=0.05)
     run.log({"loss": 1.0}, step=0)
     with httpx.Client(base_url=server.url, timeout=GUARD) as client:
-        cursor = _wait_for_run(client, "live")["cursor"]
+        cursor = _wait_for_run(client, "live", step=0)["cursor"]
         with client.stream("GET", "/api/runs/live/stream", params={"cursor": cursor}) as resp:
             assert resp.headers["content-type"].startswith("text/event-stream")
             run.log({"loss": 0.5, "val/loss": 0.7}, step=1)
             run.log_text("halfway", level="warning")
             run.finish("SUCCEEDED")
             events = read_events(resp.iter_lines(),
-                                 lambda ev: any(e["event"] == "phase" for e in ev)
+                                 lambda ev: any(e["event"] == "phase"
+                                                and e["data"]["status"] == "SUCCEEDED" for e in ev)
                                  and any(e["event"] == "log" for e in ev)
                                  and any(s == 1 for s, _ in _points(ev)))
     assert (1, {"loss": 0.5, "val/loss": 0.7}) in _points(events)
