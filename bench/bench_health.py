@@ -43,8 +43,8 @@ LEVELS: dict[str, tuple[float, float]] = {
     "context_overflow_ratio": (0.01, 0.005), "async/accepted_groups": (32.0, 0.0),
     "async/dropped_stale_groups": (0.0, 0.0), "async/dropped_zero_variance_groups": (2.0, 1.0),
     "async/staleness_max": (1.0, 0.0), "async/train_wait_s": (0.1, 0.05),
-    "async/queue_depth": (3.0, 1.0), "policy_state/target_weights_version": (0.0, 0.0),
-    "policy_state/applied_weights_version": (0.0, 0.0), "policy_state/trainer_step": (0.0, 0.0),
+    "async/queue_depth": (3.0, 1.0), "policy/target_weights_version": (0.0, 0.0),
+    "policy/applied_weights_version": (0.0, 0.0), "policy/trainer_step": (0.0, 0.0),
     "grad_norm": (1.0, 0.2), "grad_clip_factor": (1.0, 0.0), "update_ratio": (0.001, 0.0002),
 }
 FILLER = [f"timing/phase_{i}_s" for i in range(50 - len(LEVELS))]
@@ -54,7 +54,7 @@ VALIDATION = {"val/accuracy": (0.6, 0.01), "val/reward_mean": (0.6, 0.01),
 
 def series(rng: random.Random, steps: list[int], level: float, noise: float,
            name: str) -> list[float]:
-    if name.startswith("policy_state/"):
+    if name.startswith("policy/"):
         return [float(s) for s in steps]  # versions advance with the trainer
     return [level + rng.gauss(0.0, noise) if noise else level for _ in steps]
 

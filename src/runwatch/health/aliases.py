@@ -91,7 +91,12 @@ PATTERNS: tuple[tuple[re.Pattern[str], Alias], ...] = (
 
 # Prefixes the Hugging Face Trainer adds when it logs to TensorBoard: the rest of the
 # name is then looked up as if logged to trainer_state.json.
-PREFIXES: tuple[tuple[str, str], ...] = (("train/", ""), ("eval/", "eval_"))
+PREFIXES: tuple[tuple[str, str], ...] = (
+    ("train/", ""),
+    ("eval/", "eval_"),
+    # The service's policy_state fields (session.retrieve()) logged under their own name.
+    ("policy_state/", "policy/"),
+)
 
 
 @lru_cache(maxsize=4096)

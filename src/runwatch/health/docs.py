@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from runwatch.health.aliases import EXACT, PATTERNS
+from runwatch.health.aliases import EXACT, PATTERNS, PREFIXES
 from runwatch.health.rules import CATALOGUE, Rule
 from runwatch.health.rules.base import ALL_METHODS
 
@@ -56,9 +56,10 @@ settings:            # budgets the run's config does not give
 
 A finding carries `rule_id`, `severity`, `status` (`open` or `resolved`), `metric`,
 `first_step` (the first point that crossed the limit in the window that opened it) and
-`last_step` (the latest step the condition held at), `evidence` (the values of the points that crossed the limit: `first`, `last`, `min`,
-`max`, `count`, plus the detector's context such as the rolling `median`, a trend's
-`effect` or the `budget`), a `message` and the `advice`. Non-finite values appear in
+`last_step` (the latest step the condition held at), `evidence` (the values of the
+points that crossed the limit: `first`, `last`, `min`, `max`, `count`, plus the
+detector's context such as the rolling `median`, a trend's `effect` or the `budget`), a
+`message` and the `advice`. Non-finite values appear in
 evidence as the text `NaN`, `Infinity` or `-Infinity`. A `run.stalled` finding of a run
 still running is computed when findings are read (its `id` is null); once metrics arrive
 again the stall is stored as resolved.
@@ -120,6 +121,9 @@ def render() -> str:
     for name, alias in EXACT.items():
         out.append(f"| `{name}` | `{alias.canonical}` | {alias.framework} | "
                    f"{alias.transform or ''} |")
+    for prefix, replacement in PREFIXES:
+        out.append(f"| `{prefix}…` (prefix) | `{replacement}…`, then looked up again | "
+                   "Hugging Face Trainer (TensorBoard), runwatch | |")
     for pattern, alias in PATTERNS:
         out.append(f"| `{pattern.pattern}` (pattern) | `{alias.canonical}` | {alias.framework} | |")
     out.append("")
