@@ -61,10 +61,9 @@ class Engine:
         self.rules = [r for r in CATALOGUE if r.applies_to(self.method) and overrides.enabled(r)]
         self.rule_ids = {r.id for r in self.rules}
         self.evals: dict[str, Evaluator] = {}
-        for key, est in st.get("evals", {}).items():
-            ev = self._make(key, est)
-            if ev is not None:
-                self.evals[key] = ev
+        # Saved evaluators are rebuilt on the first batch, not here: reading a run's
+        # stall status needs none of them.
+        self._saved: dict[str, Any] = dict(st.get("evals", {}))
         self.nonfinite = {k: Tracker(rec) for k, rec in st.get("nonfinite", {}).items()}
         self.stall = d.Stall(**self._stall_params(), state=st.get("stall"))
         self.fresh = not st
@@ -89,6 +88,13 @@ class Engine:
             return None
         return Evaluator(rule, variant, params, self.overrides.severity(rule), det,
                          self.settings, state)
+
+    def _restore(self) -> None:
+        for key, est in self._saved.items():
+            ev = self._make(key, est)
+            if ev is not None:
+                self.evals[key] = ev
+        self._saved = {}
 
     def _activate(self) -> None:
         for rule in self.rules:
@@ -115,6 +121,8 @@ class Engine:
         out: dict[int, Finding] = {}
         if not batch:
             return []
+        if self._saved:
+            self._restore()
         longest = max(batch.values(), key=lambda c: len(c[0]))
         if longest[0]:
             self._past_stall(longest[1][0], out)
@@ -218,7 +226,7 @@ class Engine:
             "fp": self.fp,
             "claims": self.claims,
             "seen": sorted(self.seen),
-            "evals": {k: ev.state() for k, ev in self.evals.items()},
+            "evals": {**self._saved, **{k: ev.state() for k, ev in self.evals.items()}},
             "nonfinite": {k: t.open for k, t in self.nonfinite.items() if t.open is not None},
             "stall": self.stall.state(),
         }
