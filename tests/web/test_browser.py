@@ -6,7 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
-from webhelpers import chart_points, drawn_charts, grpo_run, open_run, sft_run, shot
+from webhelpers import (
+    chart_points,
+    drawn_charts,
+    grpo_run,
+    open_run,
+    sft_run,
+    shot,
+    wait_indexed,
+)
 
 from runwatch.server.runner import Runner
 
@@ -17,6 +25,8 @@ def test_list_search_and_charts_with_expected_points(page: Page, server: Runner,
     grpo_run(runs_dir)
     page.goto(f"{server.url}/runs")
     expect(page.locator(".run-row")).to_have_count(2)
+    wait_indexed(server.url, "sft-small", 39)
+    wait_indexed(server.url, "grpo-arith", 24, samples=2)
     shot(page, "list")
     page.fill("#search", "grpo")
     expect(page.locator(".run-row")).to_have_count(1)
@@ -47,6 +57,7 @@ def test_list_search_and_charts_with_expected_points(page: Page, server: Runner,
 def test_a_point_written_by_a_live_run_appears_without_reload(page: Page, server: Runner,
                                                               runs_dir: Path) -> None:
     run = grpo_run(runs_dir, "live-grpo", steps=10, finish=False)
+    wait_indexed(server.url, "live-grpo", 9, samples=2)
     open_run(page, server.url, "live-grpo")
     expect(page.locator("#action-cancel")).to_be_visible()
     assert chart_points(page, "reward") == 10
@@ -65,6 +76,7 @@ def test_a_point_written_by_a_live_run_appears_without_reload(page: Page, server
 def test_rollouts_show_untrusted_text_as_text(page: Page, server: Runner,
                                               runs_dir: Path) -> None:
     grpo_run(runs_dir)
+    wait_indexed(server.url, "grpo-arith", 24, samples=2)
     open_run(page, server.url, "grpo-arith")
     page.click("[data-tab-button=rollouts]")
     expect(page.locator(".rollout")).to_have_count(3)
@@ -87,6 +99,7 @@ def test_rollouts_show_untrusted_text_as_text(page: Page, server: Runner,
 
 def test_url_state_survives_reload(page: Page, server: Runner, runs_dir: Path) -> None:
     grpo_run(runs_dir)
+    wait_indexed(server.url, "grpo-arith", 24, samples=2)
     open_run(page, server.url, "grpo-arith")
     page.click("[data-tab-button=rollouts]")
     expect(page.locator(".rollout")).to_have_count(3)
@@ -99,6 +112,7 @@ def test_url_state_survives_reload(page: Page, server: Runner, runs_dir: Path) -
 def test_new_job_page_and_cancel_reports_the_server_error(page: Page, server: Runner,
                                                           runs_dir: Path) -> None:
     run = grpo_run(runs_dir, "running", steps=3, finish=False)
+    wait_indexed(server.url, "running", 2)
     page.goto(f"{server.url}/runs")
     page.click("#new-job-button")
     expect(page.locator("#new-job")).to_contain_text("runwatch.init(")
@@ -114,6 +128,7 @@ def test_new_job_page_and_cancel_reports_the_server_error(page: Page, server: Ru
 def test_zooming_in_redraws_at_full_resolution(page: Page, server: Runner,
                                                runs_dir: Path) -> None:
     sft_run(runs_dir, "long-sft", steps=3000)
+    wait_indexed(server.url, "long-sft", 2999)
     open_run(page, server.url, "long-sft")
     chart = page.locator('[data-chart="lr"]')
     expect(chart).to_have_attribute("data-full", "false")

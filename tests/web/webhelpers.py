@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
+import httpx
 from playwright.sync_api import Page
 
 from runwatch.sdk import Run, init
@@ -60,6 +62,18 @@ def grpo_run(runs_dir: Path, name: str = "grpo-arith", steps: int = 25,
     return run
 
 
+def wait_indexed(base_url: str, name: str, last_step: int, samples: int = 0) -> None:
+    """Wait until the server has indexed the run up to `last_step` (and `samples` files)."""
+    with httpx.Client(base_url=base_url, timeout=30) as client:
+        while True:
+            resp = client.get(f"/api/runs/{name}")
+            if resp.status_code == 200 and resp.json()["run"]["observed_step"] == last_step:
+                kept = client.get(f"/api/runs/{name}/samples").json()["available"]
+                if len(kept) >= samples:
+                    return
+            time.sleep(0.02)
+
+
 def chart_points(page: Page, chart: str) -> int:
     value = page.get_attribute(f'[data-chart="{chart}"]', "data-points")
     return int(value or 0)
@@ -70,7 +84,7 @@ def drawn_charts(page: Page) -> set[str]:
 
 
 def open_run(page: Page, base_url: str, name: str) -> None:
-    """Open the list, click the run, and wait until its charts are drawn."""
+    """Open the list, click the run, and wait until its detail is loaded."""
     page.goto(f"{base_url}/runs")
     page.click(f'.run-row:has-text("{name}")')
     page.wait_for_selector("#detail[data-loaded=true]")

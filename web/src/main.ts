@@ -74,7 +74,12 @@ class App {
       this.state = readUrl();
       this.render();
     });
-    new LiveStream("/api/stream/runs", { run: (d) => this.list.upsert(d as RunSummary) });
+    // the stream says `ready` once it watches; listing again then closes the gap between
+    // the first list and the stream's start
+    new LiveStream("/api/stream/runs", {
+      run: (d) => this.list.upsert(d as RunSummary),
+      ready: () => void this.list.reload(),
+    });
     void this.loadProjects();
     void this.list.reload();
     this.render();

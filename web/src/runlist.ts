@@ -84,13 +84,22 @@ export class RunListView {
       const el = this.rowEl(run);
       existing.el.replaceWith(el);
       this.rows.set(run.run_id, { run, el });
-    } else if (!this.query || this.matches(run, this.query)) {
+    } else if ((!this.query || this.matches(run, this.query)) && this.isNewest(run)) {
       const el = this.rowEl(run);
       this.list.insertBefore(el, this.list.firstChild);
       this.rows.set(run.run_id, { run, el });
       this.list.dataset.count = String(this.rows.size);
     }
     this.highlight();
+  }
+
+  /** A run not in the list is shown only if it is newer than every listed run. */
+  private isNewest(run: RunSummary): boolean {
+    const created = Date.parse(run.created_at ?? "");
+    for (const { run: r } of this.rows.values()) {
+      if (Date.parse(r.created_at ?? "") > created) return false;
+    }
+    return true;
   }
 
   get(runId: string): RunSummary | undefined {

@@ -195,8 +195,9 @@ async def runs_stream(
 ) -> StreamingResponse:
     """Live changes to the run list: one `run` event per new or changed run.
 
-    A client that reconnects with Last-Event-ID is sent every watched run once, so it
-    misses nothing that changed while it was away.
+    A `ready` event follows the first look at the runs: a client that fetches the list
+    after it misses nothing. A client that reconnects with Last-Event-ID is sent every
+    watched run once, so it misses nothing that changed while it was away.
     """
     resumed = request.headers.get("last-event-id") is not None
     engine = st.engine
@@ -222,6 +223,9 @@ async def runs_stream(
                         counter += 1
                         last_beat = time.monotonic()
                         yield frame("run", summary, str(counter))
+            if first and not resumed:
+                # the baseline is taken: a client that lists runs now misses nothing
+                yield frame("ready", {"runs": len(current)}, "0")
             first = False
             if time.monotonic() - last_beat > st.heartbeat:
                 last_beat = time.monotonic()
