@@ -88,6 +88,8 @@ def test_list_stream_announces_new_and_changed_runs(server: Runner, runs_dir: Pa
         run = init(name="newcomer", dir=runs_dir, flush_interval=0.05)
         run.finish("FAILED", reason="the training job was stopped")
         events = read_events(resp.iter_lines(), lambda ev: any(
-            e["data"]["name"] == "newcomer" and e["data"]["status"] == "FAILED" for e in ev))
+            e["event"] == "run" and e["data"]["name"] == "newcomer"
+            and e["data"]["status"] == "FAILED" for e in ev))
+    assert events[0]["event"] == "ready"
     assert events[-1]["event"] == "run"
     assert events[-1]["data"]["reason"] == "the training job was stopped"
