@@ -49,7 +49,7 @@ RULES: tuple[Rule, ...] = (
         methods=RL,
         variants=(("parse_failure_ratio",),),
         detector="trend",
-        params={"direction": "up", "window": 32, "min_effect": 0.05, "relative": 0},
+        params={"direction": "up", "window": 64, "min_effect": 0.05, "relative": 0},
         severity="warning",
         condition="The trend of `parse_failure_ratio` over the last {window} steps rises by at "
         "least {min_effect}.",
