@@ -2,8 +2,8 @@
 
 `Engine` is pure (no database): feed it new points per metric and it returns the
 findings that opened, changed or resolved; its `state()` is what the store persists
-between batches, so the cost of a batch is proportional to the batch. `on_points` is
-the indexer's hook, which loads and saves that state around one batch.
+between batches, so the cost of a batch is proportional to the batch. The indexer's
+hook (`runwatch.health.store.on_metrics`) loads and saves that state around one batch.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from runwatch.health import detectors as d
 from runwatch.health.aliases import canonical
 from runwatch.health.evaluators import Columns, Evaluator, build_detector, clean
 from runwatch.health.findings import Finding, Record, Tracker, render
-from runwatch.health.rules import BY_ID, CATALOGUE, Rule
+from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.thresholds import NONE, Overrides
 
 STATE_VERSION = 1
@@ -271,8 +271,3 @@ def batch_from_points(points: Iterable[Point]) -> dict[str, ColumnsTs]:
         col[2].append(value)
     return out
 
-
-def rules_for(method: str | None) -> list[Rule]:
-    """The catalogue's rules that apply to a method."""
-    m = normalize_method(method)
-    return [r for r in CATALOGUE if r.applies_to(m)]

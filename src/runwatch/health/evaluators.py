@@ -122,10 +122,11 @@ class Evaluator:
             verdicts = self.detector.feed(values, steps)
         else:
             steps, values = cols[self.metric]
-            if rule.detector in ("trend", "no_progress", "threshold"):
-                verdicts = self.detector.feed(values, steps) if rule.detector == "threshold" \
-                    else self.detector.feed(steps, values)
-            else:
+            if rule.detector == "threshold":
+                verdicts = self.detector.feed(values, steps)
+            elif rule.detector in ("trend", "no_progress"):
+                verdicts = self.detector.feed(steps, values)
+            else:  # spike
                 verdicts = self.detector.feed(values)
         hits = getattr(self.detector, "hits", None)
         onset = getattr(self.detector, "onset", None)
