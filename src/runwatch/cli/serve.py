@@ -14,6 +14,7 @@ from runwatch.server.auth import ENV_VAR
 from runwatch.server.runner import DEFAULT_PORT, INDEX_INTERVAL_S, Runner, is_loopback
 from runwatch.store.db import StoreError, open_engine
 
+
 def _fail(message: str) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
