@@ -55,8 +55,6 @@ def finite_or_text(value: Any) -> Any:
     """JSON has no NaN or Infinity: keep those as the text the run file uses."""
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
-    if value is None:
-        return "NaN"  # the store keeps NaN as NULL
     return value
 
 
