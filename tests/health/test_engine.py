@@ -188,3 +188,28 @@ def test_theil_sen_ignores_an_outlier() -> None:
     ys[3] = 1000.0
     assert theil_sen(xs, ys) == pytest.approx(2.0)
     assert math.isclose(theil_sen([0.0, 0.0, 1.0], [1.0, 2.0, 3.0]), 1.5)
+
+
+values_st = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32),
+                      st.integers(-5, 5), st.none())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(values_st, min_size=1, max_size=60), st.sampled_from(["sft", "dpo", "grpo"]),
+       st.integers(1, 9))
+def test_any_series_evaluates_without_error(values: list[Any], method: str, cut: int) -> None:
+    # Every metric a rule reads gets the same odd series, in two batches with the state
+    # saved in between: the engine must take NaN, infinities, NULLs and ints in stride.
+    from runwatch.health.rules import CATALOGUE
+
+    names = {m for r in CATALOGUE for m in r.metrics if m != "*"}
+    series = {name: list(values) for name in names}
+    batch = to_batch(series)
+    first = {k: (s[:cut], t[:cut], v[:cut]) for k, (s, t, v) in batch.items()}
+    rest = {k: (s[cut:], t[cut:], v[cut:]) for k, (s, t, v) in batch.items() if s[cut:]}
+    engine = Engine(method, {"max_sample_tokens": 8, "batch_size": 4})
+    engine.feed(first)
+    state = orjson.loads(orjson.dumps(engine.state()))
+    again = Engine(method, {"max_sample_tokens": 8, "batch_size": 4}, state=state)
+    for f in again.feed(rest):
+        json.dumps(f.to_dict(), allow_nan=False)
