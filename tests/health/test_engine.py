@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runwatch.health.detectors import KOfN
+from runwatch.health.detectors import KOfN, spike_steps
 from runwatch.health.engine import Engine
 from runwatch.health.thresholds import ThresholdError, load_yaml, parse
 from runwatch.health.trends import theil_sen
@@ -213,3 +213,10 @@ def test_any_series_evaluates_without_error(values: list[Any], method: str, cut:
     again = Engine(method, {"max_sample_tokens": 8, "batch_size": 4}, state=state)
     for f in again.feed(rest):
         json.dumps(f.to_dict(), allow_nan=False)
+
+
+def test_spike_steps_against_the_whole_run() -> None:
+    values = [1.0, 1.2, 0.9, 50.0, 1.1, math.nan, 11.0]
+    assert spike_steps(list(range(7)), values) == [3, 6]
+    assert spike_steps(list(range(7)), values, factor=20.0) == [3]
+    assert spike_steps([0], [math.nan]) == []

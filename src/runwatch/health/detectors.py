@@ -240,6 +240,17 @@ class Spike:
                 "seen": self.seen, "at": self.refresh_at}
 
 
+def spike_steps(steps: list[int], values: list[float], factor: float = 10.0) -> list[int]:
+    """Steps whose value is more than `factor` times the median of the whole series: the
+    after-the-fact form of `Spike` (what `runs compare --spike-factor` lists)."""
+    finite = [v for v in values if v is not None and v - v == 0]
+    if not finite:
+        return []
+    limit = factor * median(finite)
+    return [s for s, v in zip(steps, values, strict=True)
+            if v is not None and v - v == 0 and v > limit]
+
+
 class NonFinite:
     """NaN or ±Infinity. A whole batch is summed first: a finite sum proves every value
     finite, so the common case costs one C-level pass."""
