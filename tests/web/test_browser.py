@@ -16,6 +16,7 @@ from webhelpers import (
     wait_indexed,
 )
 
+from runwatch.sdk import init
 from runwatch.server.runner import Runner
 
 
@@ -140,3 +141,20 @@ def test_zooming_in_redraws_at_full_resolution(page: Page, server: Runner,
         page.mouse.wheel(0, -400)
         page.wait_for_timeout(150)
     assert 0 < chart_points(page, "lr") < 1000
+
+
+def test_health_panel_and_chart_markers(page: Page, server: Runner, runs_dir: Path) -> None:
+    run = init(name="nan-run", dir=runs_dir, method="sft", base_model="tiny", dataset="arith")
+    for i in range(30):
+        run.log({"loss": float("nan") if i >= 20 else 2.0 - i * 0.01, "learning_rate": 1e-4},
+                step=i)
+    run.finish("FAILED", reason="the training job stopped before it finished")
+    wait_indexed(server.url, "nan-run", 29)
+    open_run(page, server.url, "nan-run")
+    panel = page.locator("#health")
+    expect(panel).to_be_visible()
+    expect(panel).to_contain_text("NaN")
+    expect(panel.locator(".finding.severity-critical")).to_have_count(1)
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-markers", "1")
+    expect(page.locator(".reason")).to_have_text("the training job stopped before it finished")
+    shot(page, "health")

@@ -259,6 +259,7 @@ export class ChartView {
     this.el.dataset.points = String(this.data[0]?.step.length ?? 0);
     this.el.dataset.counts = this.data.map((d) => `${d.line.key}=${d.step.length}`).join(";");
     this.el.dataset.full = this.data.every((d) => d.full) ? "true" : "false";
+    this.el.dataset.markers = String(this.findings.length);
   }
 
   private markArea(): Record<string, unknown> | undefined {

@@ -158,7 +158,7 @@ def findings_payload(conn: Connection, run_pk: int) -> dict[str, Any]:
         rule = rules.get(item["rule_id"])
         metric = item.get("metric")
         metrics = ([metric] if metric else []) + [
-            m for m in getattr(rule, "metrics", ()) if m != metric]
+            m for m in getattr(rule, "metrics", ()) if m not in (metric, "*")]
         out.append({
             "id": item.get("id"), "rule": item["rule_id"], "severity": item["severity"],
             "status": item["status"], "title": item.get("title") or item["rule_id"],
