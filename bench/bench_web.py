@@ -207,6 +207,7 @@ def bench_load(browser: Any, tmp: Path, n_runs: int, seconds: float) -> dict[str
         out["points_expected"] = expected
         out["page_points_of_open_run"] = steps
         out["event_loop_lag_ms"] = stats([max(0.0, x) for x in lags])
+        out["event_loop_lag_ms"]["worst_at_tick"] = max(range(len(lags)), key=lambda i: lags[i])
         out["search_filter_ms"] = stats(searches)
         page.close()
     return out
