@@ -17,7 +17,7 @@ import yaml
 
 from runwatch.cli.context import open_context
 from runwatch.cli.output import Output, console, emit, fail, make_table
-from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, _resolve
+from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, resolve_or_exit
 from runwatch.health import store as health_store
 from runwatch.health.engine import Engine
 from runwatch.health.rules.base import SEVERITY_RANK
@@ -50,7 +50,7 @@ def health_command(
     """What the health rules found in a run: severity, steps, values and what to change."""
     ctx = open_context(directory, db)
     with ctx.engine.begin() as conn:
-        row = _resolve(conn, run)
+        row = resolve_or_exit(conn, run)
         if thresholds is not None:
             findings = _what_if(conn, row, thresholds)
         else:

@@ -12,6 +12,7 @@ from runwatch.cli.context import open_context
 from runwatch.cli.demo import demo_cmd
 from runwatch.cli.health import health_command
 from runwatch.cli.import_cmd import import_command
+from runwatch.cli.inspect_cmds import engine_config_cmd, hparams_cmd, rollouts_cmd, wait_cmd
 from runwatch.cli.output import console
 from runwatch.cli.recipes import recipes_app
 from runwatch.cli.serve import server, ui
@@ -24,6 +25,10 @@ app = typer.Typer(
 app.add_typer(runs.app, name="runs")
 app.add_typer(recipes_app, name="recipes")
 runs.app.command("health")(health_command)
+runs.app.command("rollouts")(rollouts_cmd)
+runs.app.command("hparams")(hparams_cmd)
+runs.app.command("engine-config")(engine_config_cmd)
+runs.app.command("wait")(wait_cmd)
 app.command("import")(import_command)
 app.command("ui")(ui)
 app.command("server")(server)

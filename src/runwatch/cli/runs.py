@@ -34,7 +34,7 @@ JqOpt = Annotated[str | None, typer.Option("--jq", help="Filter the JSON output 
 RunArg = Annotated[str, typer.Argument(help="Run id, or a unique prefix of an id or name.")]
 
 
-def _resolve(conn: Connection, ref: str) -> Row[Any]:
+def resolve_or_exit(conn: Connection, ref: str) -> Row[Any]:
     try:
         return q.resolve_run(conn, ref)
     except q.RunNotFound as exc:
@@ -100,7 +100,7 @@ def get_cmd(
     """Show a run's state, results and cost (and settings with --settings or -o wide)."""
     ctx = open_context(directory, db)
     with ctx.engine.connect() as conn:
-        row = _resolve(conn, run)
+        row = resolve_or_exit(conn, run)
         detail = run_detail(conn, row)
 
     def table(wide: bool) -> None:
@@ -188,7 +188,7 @@ def metrics_cmd(
     lo, hi = parse_steps(steps)
     ctx = open_context(directory, db)
     with ctx.engine.connect() as conn:
-        row = _resolve(conn, run)
+        row = resolve_or_exit(conn, run)
         try:
             hist = q.history(conn, row.pk, key, lo, hi)
         except KeyError as exc:
@@ -231,7 +231,7 @@ def logs_cmd(
         raise fail(f"--level {level!r} is not one of {', '.join(LOG_LEVELS)}")
     ctx = open_context(directory, db)
     with ctx.engine.connect() as conn:
-        row = _resolve(conn, run)
+        row = resolve_or_exit(conn, run)
         data = q.logs(conn, row.pk, level.lower() if level else None, limit=tail, tail=True)
 
     def table(wide: bool) -> None:

@@ -1,0 +1,203 @@
+"""`runwatch runs rollouts|hparams|engine-config|wait`: look inside one run."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Annotated, Any
+
+import orjson
+import typer
+import yaml
+
+from runwatch.cli.context import open_context
+from runwatch.cli.output import Output, console, emit, fail, fmt_cell, make_table
+from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, resolve_or_exit
+from runwatch.rundir.format import TERMINAL_PHASES
+from runwatch.store import queries as q
+from runwatch.store.detail import run_detail
+from runwatch.store.rollouts import NoRollouts, rollouts
+
+# The widest a prompt or completion is shown in a table; -o json shows it whole.
+CELL = 120
+
+
+def rollouts_cmd(
+    run: RunArg, directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
+    jq: JqOpt = None,
+    step: Annotated[int | None, typer.Option(help="The step (default: the latest kept).")
+                    ] = None,
+    split: Annotated[str | None, typer.Option(help="train or val.")] = None,
+    best: Annotated[int | None, typer.Option(min=1, help="The N highest scored.")] = None,
+    worst: Annotated[int | None, typer.Option(min=1, help="The N lowest scored.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="The first N in scoring order.")] = 20,
+) -> None:
+    """A step's rollouts: prompt, completion, score and the share of each reward term."""
+    if best is not None and worst is not None:
+        raise fail("give --best or --worst, not both")
+    if split is not None and split not in ("train", "val"):
+        raise fail(f"--split {split!r} is not train or val")
+    ctx = open_context(directory, db)
+    with ctx.engine.connect() as conn:
+        row = resolve_or_exit(conn, run)
+        try:
+            data = rollouts(conn, row.pk, step, split, best, worst, limit)
+        except NoRollouts as exc:
+            kept = sorted({a["step"] for a in rollouts(conn, row.pk)["available"]})
+            raise fail(f"{exc} (run {row.name})",
+                       [f"steps kept: {_ranges(kept)}" if kept else "it kept none"]) from exc
+
+    def table(wide: bool) -> None:
+        c = console()
+        if data["step"] is None:
+            c.print(f"run {row.name} kept no rollouts (export_samples=True keeps them)")
+            return
+        c.print(f"step {data['step']} ({data['split']}): {len(data['samples'])} of "
+                f"{data['total']} rollouts", markup=False)
+        rows = []
+        for smp in data["samples"]:
+            terms = ", ".join(f"{k}={fmt_cell(v)}" for k, v in smp["reward_terms"].items())
+            rows.append([smp["index"], _clip(_last_message(smp["prompt"]), wide),
+                         _clip(smp["completion"], wide), smp["reward"], terms,
+                         smp["advantage"], smp["truncated"]])
+        c.print(make_table(["#", "PROMPT (last message)", "COMPLETION", "REWARD", "TERMS",
+                            "ADVANTAGE", "TRUNCATED"], rows))
+
+    emit(data, output, jq, table)
+
+
+def _ranges(steps: list[int]) -> str:
+    if len(steps) <= 12:
+        return ", ".join(map(str, steps))
+    return ", ".join(map(str, steps[:5])) + ", …, " + ", ".join(map(str, steps[-5:]))
+
+
+def _last_message(prompt: Any) -> str:
+    """The last message of a chat prompt (a list of {role, content}), or the prompt text."""
+    if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict):
+        return str(prompt[-1].get("content", prompt[-1]))
+    return "" if prompt is None else str(prompt)
+
+
+def _clip(text: Any, wide: bool) -> str:
+    s = "" if text is None else str(text)
+    s = " ".join(s.split())
+    return s if wide or len(s) <= CELL else s[: CELL - 1] + "…"
+
+
+def hparams_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
+                output: OutOpt = Output.table, jq: JqOpt = None) -> None:
+    """The resolved hyperparameters the run trained with (its config.yaml, defaults applied)."""
+    ctx = open_context(directory, db)
+    with ctx.engine.connect() as conn:
+        row = resolve_or_exit(conn, run)
+    if not row.config:
+        raise fail(f"run {row.name} has no config.yaml yet",
+                   ["it is written when the loop passes config= to runwatch.init"])
+    try:
+        data = yaml.safe_load(row.config)
+    except yaml.YAMLError as exc:
+        raise fail(f"run {row.name}'s config.yaml is not YAML: {exc}") from exc
+
+    def table(wide: bool) -> None:
+        flat = _flatten(data) if isinstance(data, dict) else {"config": data}
+        console().print(make_table(["SETTING", "VALUE"], sorted(flat.items())))
+
+    emit(data, output, jq, table)
+
+
+def engine_config_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
+                      output: OutOpt = Output.table, jq: JqOpt = None) -> None:
+    """What the loop asked of its training engine, and what the engine resolved."""
+    ctx = open_context(directory, db)
+    with ctx.engine.connect() as conn:
+        row = resolve_or_exit(conn, run)
+    if not row.engine_config:
+        raise fail(f"run {row.name} has no engine_config.json yet",
+                   ["a loop writes it with run.log_engine_config(requested, resolved)"])
+    data = orjson.loads(row.engine_config)
+
+    def table(wide: bool) -> None:
+        req = _flatten(data.get("requested") or {})
+        res = _flatten(data.get("resolved") or {})
+        keys = sorted(set(req) | (set(res) if wide else set()))
+        rows = []
+        for k in keys:
+            r, v = req.get(k), res.get(k)
+            rows.append([k, json.dumps(r) if k in req else "-",
+                         "" if k in req and v == r else json.dumps(v) if k in res else "-"])
+        console().print(make_table(["SETTING", "REQUESTED", "RESOLVED (if different)"], rows))
+        if not wide:
+            console().print("-o wide adds the settings the engine filled in itself")
+
+    emit(data, output, jq, table)
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+EXIT_CODES = {"SUCCEEDED": 0, "FAILED": 1, "CANCELLED": 3}
+
+
+def wait_cmd(
+    run: RunArg, directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
+    timeout: Annotated[float | None, typer.Option(help="Stop waiting after this many seconds "
+                                                  "(the run goes on).")] = None,
+    exit_status: Annotated[bool, typer.Option("--exit-status", help="Exit 0 if the run "
+                                              "succeeded, 1 if it failed, 3 if cancelled.")
+                           ] = False,
+    interval: Annotated[float, typer.Option(min=0.1, help="Seconds between checks.")] = 1.0,
+) -> None:
+    """Follow a run until it reaches a terminal phase, printing each change of phase."""
+    ctx = open_context(directory, db)
+    start = time.monotonic()
+    seen = -1
+    with ctx.engine.connect() as conn:
+        row = resolve_or_exit(conn, run)
+    pk = row.pk
+    while True:
+        with ctx.engine.connect() as conn:
+            events = q.events(conn, pk)
+            for ev in events:
+                if ev["seq"] > seen:
+                    seen = ev["seq"]
+                    _print_event(ev, output)
+            row = resolve_or_exit(conn, row.run_id)
+            if row.status in TERMINAL_PHASES:
+                if output is Output.json:
+                    sys.stdout.write(json.dumps(run_detail(conn, row), default=str) + "\n")
+                raise typer.Exit(EXIT_CODES[row.status] if exit_status else 0)
+            if q.process_gone(row):
+                console().print("the training process is gone: the run stopped before it "
+                                "finished")
+                raise typer.Exit(1 if exit_status else 0)
+        if timeout is not None and time.monotonic() - start >= timeout:
+            console().print(f"still {row.status} after {timeout:g}s; the run goes on")
+            raise typer.Exit(124)
+        time.sleep(interval)
+        ctx.refresh()
+
+
+def _print_event(ev: dict[str, Any], output: Output) -> None:
+    if output is Output.json:
+        sys.stdout.write(json.dumps(ev) + "\n")
+        sys.stdout.flush()
+        return
+    stamp = time.strftime("%H:%M:%S", time.localtime(ev["ts"]))
+    text = f"{stamp}  {ev['phase']}"
+    if ev.get("stage"):
+        text += f"  {ev['stage']}"
+        if ev.get("total") is not None:
+            text += f" {ev.get('done', 0)}/{ev['total']}"
+    if ev.get("reason"):
+        text += f"  {ev['reason']}"
+    console().print(text, markup=False)

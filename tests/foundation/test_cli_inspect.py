@@ -1,0 +1,93 @@
+"""`runs rollouts`, `hparams`, `engine-config` and `wait`, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import runwatch
+from tests.conftest import run_cli
+
+
+def make_rl_run(runs_dir: Path) -> None:
+    with runwatch.init(name="rl", dir=runs_dir, method="grpo",
+                       config={"learning_rate": 1e-5, "optim": {"beta1": 0.9}}) as run:
+        for step in (1, 2):
+            run.log({"reward_mean": 0.1 * step}, step=step)
+            run.log_samples(step, [
+                {"prompt": [{"role": "user", "content": f"q{step}-{i}"}],
+                 "completion": f"answer {i} <script>alert(1)</script>", "reward": float(i),
+                 "reward_terms": {"correct": float(i), "overlong": 0.0}, "advantage": i - 1.0,
+                 "group": 0, "truncated": i == 0}
+                for i in range(3)])
+        run.log_engine_config({"lr": 1e-5, "rank": 8}, {"lr": 1e-5, "rank": 16, "alpha": 32})
+
+
+def test_rollouts_latest_step_best_worst_and_errors(runs_dir: Path) -> None:
+    make_rl_run(runs_dir)
+    latest = json.loads(run_cli("runs", "rollouts", "rl", "--dir", str(runs_dir),
+                                "-o", "json").stdout)
+    assert latest["step"] == 2 and latest["total"] == 3
+    assert latest["samples"][0]["completion"] == "answer 0 <script>alert(1)</script>"
+    best = json.loads(run_cli("runs", "rollouts", "rl", "--dir", str(runs_dir), "--step", "1",
+                              "--best", "1", "-o", "json").stdout)
+    assert [s["reward"] for s in best["samples"]] == [2.0]
+    worst = run_cli("runs", "rollouts", "rl", "--dir", str(runs_dir), "--worst", "2").stdout
+    assert "q2-0" in worst and "q2-1" in worst and "q2-2" not in worst
+    missing = run_cli("runs", "rollouts", "rl", "--dir", str(runs_dir), "--step", "9",
+                      check=False)
+    assert missing.returncode == 2 and "no rollouts at step 9" in missing.stderr
+    assert "steps kept: 1, 2" in missing.stderr
+
+
+def test_hparams_and_engine_config(runs_dir: Path) -> None:
+    make_rl_run(runs_dir)
+    hp = run_cli("runs", "hparams", "rl", "--dir", str(runs_dir)).stdout
+    assert "optim.beta1" in hp and "learning_rate" in hp
+    beta = run_cli("runs", "hparams", "rl", "--dir", str(runs_dir), "--jq", ".optim.beta1")
+    assert beta.stdout.strip() == "0.9"
+    table = run_cli("runs", "engine-config", "rl", "--dir", str(runs_dir)).stdout
+    rank_line = next(line for line in table.splitlines() if line.startswith("rank"))
+    assert "8" in rank_line and "16" in rank_line
+    alpha = run_cli("runs", "engine-config", "rl", "--dir", str(runs_dir),
+                    "--jq", ".resolved.alpha")
+    assert alpha.stdout.strip() == "32"
+
+
+def test_wait_follows_a_run_to_its_end(runs_dir: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time, runwatch\n"
+        "run = runwatch.init(name='w', dir=sys.argv[1], phase='PREPARING')\n"
+        "print('started', flush=True)\n"
+        "time.sleep(1.0)\n"
+        "run.set_phase('RUNNING')\n"
+        "run.fail('the training job was stopped')\n"), str(runs_dir)],
+        stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline().strip() == "started"
+    import time
+
+    while not (runs_dir / "w" / "events.jsonl").exists():
+        time.sleep(0.05)
+    waited = run_cli("runs", "wait", "w", "--dir", str(runs_dir), "--exit-status",
+                     "--interval", "0.2", "-o", "json", check=False)
+    child.wait(timeout=60)
+    assert waited.returncode == 1
+    lines = [json.loads(line) for line in waited.stdout.splitlines()]
+    assert [e["phase"] for e in lines[:-1]][-2:] == ["RUNNING", "FAILED"]
+    assert lines[-1]["state"]["reason"] == "the training job was stopped"
+
+
+def test_wait_times_out_and_leaves_the_run_going(runs_dir: Path) -> None:
+    run = runwatch.init(name="slow", dir=runs_dir)
+    try:
+        import time
+
+        while not (runs_dir / "slow" / "events.jsonl").exists():
+            time.sleep(0.05)
+        out = run_cli("runs", "wait", "slow", "--dir", str(runs_dir), "--timeout", "0.5",
+                      "--interval", "0.2", check=False)
+        assert out.returncode == 124 and "the run goes on" in out.stdout
+    finally:
+        run.finish()
