@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import run_cli
-
 import runwatch
+from tests.conftest import run_cli
 
 STEPS = 100_000
 KEYS = 20

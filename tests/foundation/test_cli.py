@@ -6,9 +6,8 @@ import json
 import math
 from pathlib import Path
 
-from tests.conftest import run_cli
-
 import runwatch
+from tests.conftest import run_cli
 
 
 def make_runs(runs_dir: Path) -> None:
