@@ -55,8 +55,9 @@ settings:            # budgets the run's config does not give
 ## Findings
 
 A finding carries `rule_id`, `severity`, `status` (`open` or `resolved`), `metric`,
-`first_step` (the first point that crossed the limit in the window that opened it) and
-`last_step` (the latest step the condition held at), `evidence` (the values of the
+`first_step` (the first point that crossed the limit in the window that opened it; for
+a trend, the first step of the window it judged) and `last_step` (the latest step the
+condition held at), `evidence` (the values of the
 points that crossed the limit: `first`, `last`, `min`, `max`, `count`, plus the
 detector's context such as the rolling `median`, a trend's `effect` or the `budget`), a
 `message` and the `advice`. Non-finite values appear in

@@ -157,8 +157,22 @@ def effect(xs: list[float], ys: list[float], relative: bool, floor: float) -> fl
 class _Judged(Protocol):
     verdict: bool
     stride: int
+    marks: list[tuple[int, float]]
 
     def judge(self, j: int) -> bool: ...
+
+
+class Onsets:
+    """Remembers, for the judgements of the last batch, the first step of the window
+    each one looked at: a trend finding starts where its window does."""
+
+    marks: list[tuple[int, float]]
+
+    def onset(self, i: int) -> int | None:
+        for index, first_step in reversed(self.marks):
+            if index <= i:
+                return int(first_step)
+        return None
 
 
 def judge(buckets: Buckets, steps: list[int], values: list[float], who: _Judged) -> list[bool]:
@@ -167,11 +181,15 @@ def judge(buckets: Buckets, steps: list[int], values: list[float], who: _Judged)
     out: list[bool] = []
     start = 0
     first = buckets.closed
+    who.marks = []
     for j, end in enumerate(buckets.feed(steps, values)):
         if (first + j + 1) % who.stride:
             continue
         out.extend([who.verdict] * (end - start))
         who.verdict = who.judge(j)
+        window = buckets.upto(j)[0]
+        if window:
+            who.marks.append((end, window[0]))
         start = end
     out.extend([who.verdict] * (len(values) - start))
     return out
@@ -187,7 +205,7 @@ def trend_holds(direction: str, eff: float, min_effect: float, holding: bool = F
     return eff >= edge if direction == "up" else eff <= -edge
 
 
-class Trend:
+class Trend(Onsets):
     """Robust trend over the last `window` points: Theil–Sen on bucket medians, with a
     minimum effect size (the change across the window) before it counts.
 
@@ -215,6 +233,7 @@ class Trend:
         # the Theil–Sen work on dense series.
         self.stride = max(1, nb // 4)
         self.verdict: bool = bool((state or {}).get("v", False))
+        self.marks: list[tuple[int, float]] = []
         self.last_effect: float = float((state or {}).get("e", 0.0))
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
@@ -250,6 +269,7 @@ class NoProgress:
         self.buckets = Buckets(bucket, 2, st.get("b"))
         self.warmup_buckets = max(2, -(-int(warmup) // self.buckets.size))
         self.verdict = bool(st.get("v", False))
+        self.marks: list[tuple[int, float]] = []
         self.last_effect = float(st.get("e", 0.0))
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
@@ -269,7 +289,7 @@ class NoProgress:
         return {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect}
 
 
-class Divergence:
+class Divergence(Onsets):
     """Two series trending against each other over the same steps, e.g. training accuracy
     rising while validation accuracy falls. Judged whenever series `b` (the one the
     finding is about) completes a bucket, using series `a`'s buckets over b's span."""
@@ -293,6 +313,7 @@ class Divergence:
         self.a = Buckets(a_bucket, 256, st.get("a"))
         self.stride = max(1, nb // 4)
         self.verdict = bool(st.get("v", False))
+        self.marks: list[tuple[int, float]] = []
         self.last = tuple(st.get("e", (0.0, 0.0)))
 
     def feed_a(self, steps: list[int], values: list[float]) -> None:
