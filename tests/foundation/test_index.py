@@ -169,3 +169,31 @@ def test_schema_head_matches_the_migrations(tmp_path: Path) -> None:
         assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == \
             HEAD_REVISION
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+
+
+def test_an_older_database_is_migrated_to_head(tmp_path: Path) -> None:
+    from sqlalchemy import inspect, text
+
+    path = tmp_path / "old.db"
+    engine = open_engine(path)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE health_thresholds"))
+        conn.execute(text("UPDATE alembic_version SET version_num = '0001'"))
+    engine.dispose()
+    upgraded = open_engine(path)
+    with upgraded.connect() as conn:
+        assert "health_thresholds" in inspect(conn).get_table_names()
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == \
+            HEAD_REVISION
+
+
+def test_a_foreign_database_is_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    from runwatch.store import StoreError
+
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE customers (id INTEGER)")
+    with pytest.raises(StoreError, match="not a runwatch index"):
+        open_engine(path)

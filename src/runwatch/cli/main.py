@@ -10,7 +10,7 @@ import typer
 from runwatch.cli import runs
 from runwatch.cli.context import open_context
 from runwatch.cli.demo import demo_cmd
-from runwatch.cli.health import health_command
+from runwatch.cli.health import health_command, thresholds_command
 from runwatch.cli.import_cmd import import_command
 from runwatch.cli.inspect_cmds import engine_config_cmd, hparams_cmd, rollouts_cmd, wait_cmd
 from runwatch.cli.output import console
@@ -30,6 +30,7 @@ runs.app.command("hparams")(hparams_cmd)
 runs.app.command("engine-config")(engine_config_cmd)
 runs.app.command("wait")(wait_cmd)
 app.command("import")(import_command)
+app.command("thresholds")(thresholds_command)
 app.command("ui")(ui)
 app.command("server")(server)
 app.command("demo")(demo_cmd)

@@ -17,13 +17,7 @@ from typing import Any
 import orjson
 import yaml
 from sqlalchemy import (
-    Column,
     Connection,
-    Float,
-    MetaData,
-    String,
-    Table,
-    Text,
     delete,
     func,
     insert,
@@ -42,16 +36,6 @@ log = logging.getLogger(__name__)
 RUNNING = frozenset({"RUNNING", "PREPARING", "CANCEL_REQUESTED"})
 _NUMERIC = (int, float)
 
-# Per-project overrides. Kept here until the lead moves it into store/schema.py with a
-# migration; `set_thresholds` creates it on first use.
-_meta = MetaData()
-health_thresholds = Table(
-    "health_thresholds",
-    _meta,
-    Column("project", String(128), primary_key=True),
-    Column("overrides", Text, nullable=False),
-    Column("updated_ts", Float, nullable=False),
-)
 
 
 # --- run context ---------------------------------------------------------------
@@ -84,10 +68,8 @@ def settings_from_config(text: str | None) -> dict[str, float]:
 
 def get_thresholds(conn: Connection, project: str) -> Overrides:
     """A project's overrides (none when the project has not set any)."""
-    if not conn.dialect.has_table(conn, "health_thresholds"):
-        return NONE
-    text = conn.execute(select(health_thresholds.c.overrides)
-                        .where(health_thresholds.c.project == project)).scalar()
+    text = conn.execute(select(s.health_thresholds.c.overrides)
+                        .where(s.health_thresholds.c.project == project)).scalar()
     return parse(orjson.loads(text)) if text else NONE
 
 
@@ -95,10 +77,9 @@ def set_thresholds(conn: Connection, project: str, data: Mapping[str, Any] | Non
     """Validate and store a project's overrides (None clears them); the project's runs are
     re-evaluated on their next batch, or now with `reevaluate`. Raises ThresholdError."""
     overrides = parse(data)
-    health_thresholds.create(conn, checkfirst=True)
-    conn.execute(delete(health_thresholds).where(health_thresholds.c.project == project))
+    conn.execute(delete(s.health_thresholds).where(s.health_thresholds.c.project == project))
     if data:
-        conn.execute(insert(health_thresholds).values(
+        conn.execute(insert(s.health_thresholds).values(
             project=project, overrides=orjson.dumps(overrides.to_dict()).decode(),
             updated_ts=time.time()))
     return overrides

@@ -192,3 +192,12 @@ health_state = Table(
     Column("state", Text, nullable=False),
     Column("last_seq", BigInteger, nullable=False, default=-1),
 )
+
+# Per-project overrides of the health rules' thresholds (YAML-validated, stored as JSON).
+health_thresholds = Table(
+    "health_thresholds",
+    metadata,
+    Column("project", String(128), primary_key=True),
+    Column("overrides", Text, nullable=False),
+    Column("updated_ts", Float, nullable=False),
+)
