@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -23,7 +24,7 @@ def test_yaml_round_trip(cls: type[SFTConfig]) -> None:
     assert cls.from_yaml(cfg.to_yaml()) == cfg
 
 
-def test_overrides_are_parsed_by_type(tmp_path: object) -> None:
+def test_overrides_are_parsed_by_type() -> None:
     cfg = SFTConfig().with_overrides(
         ["max_steps=1e3", "learning_rate=0.01", "resume=true", "name=x", "init_from=None",
          "export_samples=no"])
@@ -39,10 +40,8 @@ def test_overrides_are_parsed_by_type(tmp_path: object) -> None:
         SFTConfig().with_overrides(["d_model=30", "n_head=4"])
 
 
-def test_config_file_then_overrides(tmp_path: object) -> None:
-    from pathlib import Path
-
-    path = Path(str(tmp_path)) / "config.yaml"
+def test_config_file_then_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
     path.write_text(DPOConfig(beta=0.5, max_steps=7).to_yaml())
     cfg = parse_argv(DPOConfig, ["--config", str(path), "max_steps=9"])
     assert cfg.beta == 0.5 and cfg.max_steps == 9
@@ -57,3 +56,10 @@ def test_help_lists_every_field_with_its_documentation(command: str, cls: type[S
     for f in dataclasses.fields(cls):
         assert f"{f.name} (" in text
         assert " ".join(f.metadata["help"].split()) in text
+
+
+@pytest.mark.parametrize("cls", [SFTConfig, DPOConfig])
+def test_docs_list_every_field(cls: type[SFTConfig]) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "recipes.md").read_text()
+    for f in dataclasses.fields(cls):
+        assert f"`{f.name}`" in doc, f"docs/recipes.md does not mention {f.name}"

@@ -171,15 +171,15 @@ class TrainConfig(RecipeConfig):
     lora_targets: str = setting(
         "", "Comma-separated suffixes of linear layers to adapt; empty adapts all but the head.")
     batch_size: int = setting(64, "Sequences per optimizer step.")
-    max_steps: int = setting(600, "Optimizer steps to train.")
+    max_steps: int = setting(450, "Optimizer steps to train.")
     learning_rate: float = setting(3e-3, "Peak learning rate (AdamW), decayed linearly to 0.")
     warmup_steps: int = setting(20, "Steps of linear warmup before the decay.")
     weight_decay: float = setting(0.0, "AdamW weight decay.")
     max_grad_norm: float = setting(1.0, "Clip the gradient norm to this; 0 disables clipping.")
     max_seq_length: int = setting(48, "Longest sequence trained; longer rows are cut.")
-    val_interval: int = setting(100, "Validate every this many steps (and at the end).")
+    val_interval: int = setting(50, "Validate every this many steps (and at the end).")
     checkpoint_interval: int = setting(
-        200, "Save a training checkpoint every this many steps (and at the end).")
+        150, "Save a training checkpoint every this many steps (and at the end).")
     export_samples: bool = setting(True, "Write validation completions to val_NNNN_*.json.")
     torch_threads: int = setting(1, "CPU threads for PyTorch.")
     wandb_project: str | None = setting(
@@ -219,9 +219,12 @@ class DPOConfig(TrainConfig):
     beta: float = setting(
         0.3, "DPO temperature: scales the margin inside the loss; a larger beta stops "
         "pushing sooner once a pair is separated.")
+    rpo_alpha: float = setting(
+        1.0, "Weight of the chosen replies' per-token NLL added to the DPO loss (RPO); "
+        "0 is plain DPO, which can lower the chosen reply too.")
     n_train: int = setting(2000, "Training pairs generated from the task.")
     batch_size: int = setting(32, "Preference pairs per optimizer step.")
-    max_steps: int = setting(100, "Optimizer steps to train.")
+    max_steps: int = setting(150, "Optimizer steps to train.")
     learning_rate: float = setting(5e-4, "Peak learning rate (AdamW), decayed linearly to 0.")
     warmup_steps: int = setting(5, "Steps of linear warmup before the decay.")
     val_interval: int = setting(20, "Validate every this many steps (and before and at the end).")
@@ -232,6 +235,8 @@ class DPOConfig(TrainConfig):
         super().validate()
         if self.beta <= 0:
             raise ConfigError(f"beta must be positive, got {self.beta}")
+        if self.rpo_alpha < 0:
+            raise ConfigError(f"rpo_alpha must be 0 or more, got {self.rpo_alpha}")
 
 
 def parse_argv(cls: type[C], argv: list[str]) -> C:

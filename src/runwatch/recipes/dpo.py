@@ -52,16 +52,27 @@ def pair_logprobs(model: nn.Module, batch: list[PairExample], pad_id: int
     return logp_B[:n], logp_B[n:], ids_BT.numel(), padding
 
 
-def dpo_terms(policy: Policy, batch: list[PairExample], beta: float) -> dict[str, torch.Tensor]:
-    """Loss and the per-pair deltas of one batch (deltas are detached)."""
+def dpo_terms(policy: Policy, batch: list[PairExample], beta: float, rpo_alpha: float
+              ) -> dict[str, torch.Tensor]:
+    """Loss and the per-pair deltas of one batch (deltas are detached).
+
+    The loss is DPO's `-log sigmoid(beta * margin)` plus `rpo_alpha` times the chosen
+    replies' mean per-token negative log-likelihood: without that anchor, a model that
+    already answers right can only widen the margin by lowering both replies, and its
+    greedy accuracy falls while preference accuracy rises.
+    """
     assert policy.reference is not None
     with torch.no_grad():
         ref_c_B, ref_r_B, _, _ = pair_logprobs(policy.reference, batch, policy.tok.pad_id)
     pi_c_B, pi_r_B, tokens, padding = pair_logprobs(policy.model, batch, policy.tok.pad_id)
     chosen_B, rejected_B = pi_c_B - ref_c_B, pi_r_B - ref_r_B
     margin_B = chosen_B - rejected_B
+    dpo_loss = -F.logsigmoid(beta * margin_B).mean()
+    n_chosen_B = torch.tensor([len(e.chosen) for e in batch], dtype=pi_c_B.dtype)
+    chosen_nll = (-pi_c_B / n_chosen_B).mean()
     return {
-        "loss": -F.logsigmoid(beta * margin_B).mean(),
+        "loss": dpo_loss + rpo_alpha * chosen_nll,
+        "dpo_loss": dpo_loss.detach(), "chosen_nll": chosen_nll.detach(),
         "chosen_B": chosen_B.detach(), "rejected_B": rejected_B.detach(),
         "margin_B": margin_B.detach(),
         "tokens": torch.tensor(tokens), "padding": torch.tensor(padding),
@@ -84,11 +95,12 @@ def summarize(terms: list[dict[str, torch.Tensor]], prefix: str) -> dict[str, fl
 def validate(cfg: DPOConfig, policy: Policy, val: list[PairExample], step: int,
              rec: Recorder) -> dict[str, float]:
     policy.model.eval()
-    terms = [dpo_terms(policy, val[i : i + 256], cfg.beta) for i in range(0, len(val), 256)]
+    terms = [dpo_terms(policy, val[i : i + 256], cfg.beta, cfg.rpo_alpha)
+             for i in range(0, len(val), 256)]
     policy.model.train()
     metrics = summarize(terms, "val/")
-    metrics["val/loss"] = float(
-        sum(float(t["loss"]) * len(t["margin_B"]) for t in terms) / len(val))
+    for key in ("loss", "dpo_loss", "chosen_nll"):
+        metrics[f"val/{key}"] = sum(float(t[key]) * len(t["margin_B"]) for t in terms) / len(val)
     if cfg.export_samples:
         margins = torch.cat([t["margin_B"] for t in terms]).tolist()
         tok = policy.tok
@@ -147,7 +159,7 @@ def train(cfg: DPOConfig, rec: Recorder) -> None:
         batch = [pairs[i] for i in order.indices(step)]
         optimizer.zero_grad(set_to_none=True)
         with memory.track_activations():
-            terms = dpo_terms(policy, batch, cfg.beta)
+            terms = dpo_terms(policy, batch, cfg.beta, cfg.rpo_alpha)
         terms["loss"].backward()
         t1 = time.perf_counter()
         metrics: dict[str, Any] = apply_update(optimizer, params, cfg.max_grad_norm, meter)
@@ -155,6 +167,8 @@ def train(cfg: DPOConfig, rec: Recorder) -> None:
         fit.add_batch(int(terms["tokens"]), int(terms["padding"]))
         metrics.update({
             "loss": terms["loss"].item(),
+            "dpo_loss": terms["dpo_loss"].item(),
+            "chosen_nll": terms["chosen_nll"].item(),
             "pairs": len(batch),
             "learning_rate": lr,
             "padding_fraction": float(terms["padding"]) / float(terms["tokens"]),
