@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -70,8 +72,6 @@ _NUMERIC = frozenset({float, int, bool})
 def _metrics(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]) -> IngestResult:
     res = IngestResult()
     keys = _key_ids(conn, run_pk)
-    last: dict[int, tuple[int, int, Any]] = {}  # key_id -> (seq, step, value) of its newest point
-    counts: dict[int, int] = {}
     rows: list[tuple[Any, ...]] = []
     extend = rows.extend
     max_step = -1
@@ -97,26 +97,35 @@ def _metrics(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]) -
             rec = _clean_record(conn, run_pk, keys, rec, line, res)
         # SQLite stores a bound NaN as NULL, and NULL is how the index spells NaN.
         extend([(run_pk, keys[k], seq, step, ts, v) for k, v in rec.items()])
-        for k, v in rec.items():
-            last[keys[k]] = (seq, step, v)
     if rows:
         sql = insert_ignore_sql(s.metric_points, conn.dialect.name, conn.dialect)
         if conn.dialect.name != "sqlite":
             rows = [r if r[5] == r[5] else (*r[:5], None) for r in rows]
         conn.exec_driver_sql(sql, rows)
         res.rows = len(rows)
-        for r in rows:
-            counts[r[1]] = counts.get(r[1], 0) + 1
-        for kid, (_seq, last_step, last_value) in last.items():
-            conn.execute(
-                update(s.metric_keys)
-                .where(s.metric_keys.c.id == kid)
-                .values(points=s.metric_keys.c.points + counts.get(kid, 0),
-                        last_step=last_step, last_value=_finite_or_none(last_value))
-            )
+        _update_key_stats(conn, rows)
     if max_step >= 0:
         _advance_run(conn, run_pk, max_step, max_ts)
     return res
+
+
+def _update_key_stats(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+    """Add each key's point count and newest (step, value); rows are in seq order."""
+    counts = Counter(map(itemgetter(1), rows))
+    newest: dict[int, tuple[Any, ...]] = {}
+    # Walking back from the end finds every key's newest point without touching the rest.
+    for row in reversed(rows):
+        if row[1] not in newest:
+            newest[row[1]] = row
+            if len(newest) == len(counts):
+                break
+    for kid, row in newest.items():
+        conn.execute(
+            update(s.metric_keys)
+            .where(s.metric_keys.c.id == kid)
+            .values(points=s.metric_keys.c.points + counts[kid], last_step=row[3],
+                    last_value=_finite_or_none(row[5]))
+        )
 
 
 def _finite_or_none(value: Any) -> float | None:

@@ -16,6 +16,7 @@ class NullRun:
     dir: Path | None = None
     status: str | None = None
     dropped_values = 0
+    dropped_lines = 0
     finished = False
 
     def __init__(self) -> None:

@@ -163,6 +163,11 @@ class Run:
         """How many non-numeric metric values were dropped so far."""
         return self._writer.dropped_values
 
+    @property
+    def dropped_lines(self) -> int:
+        """Records lost because the disk refused writes for too long (warned about)."""
+        return self._writer.dropped_lines
+
     def __enter__(self) -> Run:
         return self
 

@@ -24,6 +24,9 @@ from runwatch.rundir.jsonl import dumps_line, loads_line
 # Bytes kept for retry while the disk refuses writes; past this the oldest are dropped.
 MAX_PENDING_BYTES = 64 * 1024 * 1024
 
+# Metric records whose values are all of these types need no per-value check.
+_PLAIN_NUMBERS = frozenset({float, int})
+
 # A queued item: (file name, record) for JSONL files, or (sample file name, payload).
 Item = tuple[str, dict[str, Any]]
 
@@ -41,9 +44,16 @@ class _FileSink:
     def add(self, line: bytes) -> None:
         self.pending.append(line)
         self.pending_bytes += len(line)
+        if self.pending_bytes <= MAX_PENDING_BYTES:
+            return
+        # Only a disk that refuses writes for long lets this much wait: keep the newest.
+        before = self.dropped
         while self.pending_bytes > MAX_PENDING_BYTES and len(self.pending) > 1:
             self.pending_bytes -= len(self.pending.popleft())
             self.dropped += 1
+        if before == 0:
+            _warn(f"runwatch: {self.path} could not be written for so long that more than "
+                  f"{MAX_PENDING_BYTES >> 20} MiB waited; the oldest lines are being dropped")
 
     def flush(self) -> bool:
         """Write everything pending; True when the file had vanished and was made anew.
@@ -142,6 +152,11 @@ class BackgroundWriter:
         for sink in self._sinks.values():
             sink.close()
 
+    @property
+    def dropped_lines(self) -> int:
+        """Lines given up after the disk refused writes for too long."""
+        return sum(sink.dropped for sink in self._sinks.values())
+
     def flush_now(self) -> None:
         """Ask the thread to write at once (used by tests and finish())."""
         self._wake.set()
@@ -158,22 +173,33 @@ class BackgroundWriter:
                 return
 
     def _drain(self) -> None:
+        """Encode and write everything queued, one bounded batch at a time.
+
+        Writing after each batch (not once the queue is empty) keeps the encoded lines
+        in memory bounded even while the producer keeps refilling the queue, and wakes
+        a producer that waits on backpressure as soon as there is room.
+        """
         q = self.queue
         while q:
-            name, record = q.popleft()
-            if name.endswith(".json"):
-                self._write_samples(name, record)
-                continue
-            seq = self._seq.get(name, 0)
-            self._seq[name] = seq + 1
-            record["seq"] = seq
-            if name == fmt.METRICS:
-                self._check_values(record)
-            sink = self._sinks.get(name)
-            if sink is None:
-                sink = self._sinks[name] = _FileSink(self.run_dir / name)
-            sink.add(dumps_line(record))
-        self._flush_sinks()
+            for _ in range(min(len(q), self.max_backlog)):
+                self._encode(*q.popleft())
+            self._flush_sinks()
+            with self._drained:
+                self._drained.notify_all()
+
+    def _encode(self, name: str, record: dict[str, Any]) -> None:
+        if name.endswith(".json"):
+            self._write_samples(name, record)
+            return
+        seq = self._seq.get(name, 0)
+        self._seq[name] = seq + 1
+        record["seq"] = seq
+        if name == fmt.METRICS and not _PLAIN_NUMBERS.issuperset(map(type, record.values())):
+            self._check_values(record)
+        sink = self._sinks.get(name)
+        if sink is None:
+            sink = self._sinks[name] = _FileSink(self.run_dir / name)
+        sink.add(dumps_line(record))
 
     def _check_values(self, record: dict[str, Any]) -> None:
         """Drop (counted, warned once per key) values that are not numbers."""
