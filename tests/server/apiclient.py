@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -27,7 +28,9 @@ class Api:
                                          headers=self.headers) as client:
                 return await client.request(method, path, **kw)
 
-        return asyncio.run(go())
+        # a thread of its own, so this works even where a loop already runs (Playwright)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, go()).result()
 
     def get(self, path: str, **kw: Any) -> httpx.Response:
         return self.request("GET", path, **kw)

@@ -42,6 +42,7 @@ export class DetailView {
   private overview = h("div", { class: "tab-body", "data-tab": "overview" });
   private rolloutsEl = h("div", { class: "tab-body", "data-tab": "rollouts", hidden: "" });
   private lastStep: number | null = null;
+  private cursor = "";
   private ticker: number | undefined;
   private disposed = false;
 
@@ -53,31 +54,35 @@ export class DetailView {
   ) {}
 
   async load(): Promise<void> {
-    const [detail, keys] = await Promise.all([
-      getJSON<RunDetail & { cursor: string }>(runPath(this.runId)),
-      getJSON<{ keys: MetricKey[] }>(`${runPath(this.runId)}/metrics/keys`),
-    ]);
+    // The keys come first: their cursor is where the live stream starts, and everything
+    // fetched after them (series, logs, the detail itself) is at least that new.
+    const keys = await getJSON<{ keys: MetricKey[]; cursor: string }>(`${runPath(this.runId)}/metrics/keys`);
     if (this.disposed) return;
-    this.detail = detail;
-    this.lastStep = detail.scalars.steps;
-    this.charts = new ChartsPanel(detail.run.run_id);
-    this.logs = new LogsView(detail.run.run_id);
-    this.health = new HealthPanel(detail.run.run_id);
-    const history = new HistoryTable(detail.run.run_id);
-    this.renderHeader();
-    this.renderTiles();
+    this.charts = new ChartsPanel(this.runId);
+    this.logs = new LogsView(this.runId);
+    this.health = new HealthPanel(this.runId);
+    const history = new HistoryTable(this.runId);
     this.overview.replaceChildren(this.tilesEl, this.scalarsEl, this.health.el, this.charts.el, history.el, this.cardsEl, this.logs.el);
     this.el.replaceChildren(this.header, this.notice, this.overview, this.rolloutsEl);
-    this.renderCards();
+    const detailLoaded = getJSON<RunDetail>(runPath(this.runId)).then((detail) => {
+      if (this.disposed) return;
+      this.detail = detail;
+      if (this.lastStep === null || (detail.scalars.steps ?? -1) > this.lastStep) this.lastStep = detail.scalars.steps;
+      this.renderHeader();
+      this.renderTiles();
+      this.renderCards();
+    });
     await Promise.all([
+      detailLoaded,
       this.charts.load(keys.keys),
       history.init(keys.keys),
       this.logs.load(),
       this.health.load().then((f) => this.charts?.setFindings(f)),
     ]);
+    this.cursor = keys.cursor;
     if (this.disposed) return;
     this.showTab(this.tab);
-    this.stream = new LiveStream(`/api${runPath(detail.run.run_id)}/stream?cursor=${encodeURIComponent(detail.cursor)}`, {
+    this.stream = new LiveStream(`/api${runPath(this.runId)}/stream?cursor=${encodeURIComponent(this.cursor)}`, {
       points: (d) => this.onPoints(d as PointsEvent[]),
       log: (d) => this.logs?.append(d as LogEntry),
       phase: (d) => void this.onPhase(d as RunSummary),
@@ -102,7 +107,7 @@ export class DetailView {
 
   private async onPhase(run: RunSummary): Promise<void> {
     this.onRunChanged(run);
-    const detail = await getJSON<RunDetail & { cursor: string }>(runPath(this.runId));
+    const detail = await getJSON<RunDetail>(runPath(this.runId));
     if (this.disposed) return;
     this.detail = detail;
     this.renderHeader();

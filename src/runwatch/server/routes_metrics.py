@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query
 from sqlalchemy import Connection
 
 from runwatch.analysis.downsample import downsample, shared_edges, window
+from runwatch.server.detail import stream_cursor
 from runwatch.server.errors import bad_request
 from runwatch.server.jsonio import JSONResponse
 from runwatch.server.runs import resolve_run
@@ -27,11 +28,16 @@ MAX_HISTORY_KEYS = 100
 
 @router.get("/api/runs/{run}/metrics/keys")
 def metric_keys(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
-    """Every metric key the run logged, with its point count and latest value."""
+    """Every metric key the run logged, with its point count and latest value.
+
+    `cursor` is where the run's stream starts so that nothing stored after this answer
+    is missed by a client that loads the series next.
+    """
     row = resolve_run(conn, run)
     keys = run_keys(conn, row.pk)
     return {
         "ok": True,
+        "cursor": stream_cursor(conn, row.pk, keys),
         "keys": [
             {"key": k.key, "count": k.points, "last_step": k.last_step, "last_value": k.last_value}
             for k in keys
