@@ -27,7 +27,7 @@ def sft_run(tmp_path: Path) -> Path:
 
 def test_dpo_smoke_subprocess_two_steps_from_sft(tmp_path: Path, sft_run: Path) -> None:
     args = [*common(tmp_path, "dpo"), f"init_from={sft_run}", "max_steps=2", "val_interval=1"]
-    proc = subprocess.run([sys.executable, "-m", "runwatch.recipes.dpo", *args],
+    proc = subprocess.run([sys.executable, "-m", "runwatch", "recipes", "dpo", *args],
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr

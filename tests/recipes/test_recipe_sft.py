@@ -34,11 +34,13 @@ def check_step_metrics(rows: list[dict], names: tuple[str, ...]) -> None:
                     "timing/step_total_s"):
             assert row[key] >= 0
         assert row["timing/step_total_s"] >= row["timing/step_forward_backward_s"]
+        assert 0 <= row["padding_fraction"] <= 1
 
 
 def test_sft_smoke_subprocess_two_steps(tmp_path: Path) -> None:
     args = [*common(tmp_path, "smoke"), "max_steps=2", "val_interval=1"]
-    proc = subprocess.run([sys.executable, "-m", "runwatch.recipes.sft", *args],
+    # The real command line: `runwatch recipes sft key=value ...`.
+    proc = subprocess.run([sys.executable, "-m", "runwatch", "recipes", "sft", *args],
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr
@@ -79,6 +81,7 @@ def test_preparing_reports_progress_and_the_cache_is_reused_or_rebuilt(tmp_path:
     memory = [r for r in logs(run) if "memory" in (r.get("data") or {})][-1]["data"]["memory"]
     assert "saved_tensors_hooks" in memory["how_measured"]
 
+    assert sft.main([*common(tmp_path, "a"), "max_steps=1"]) == 2  # the name is taken
     assert sft.main([*common(tmp_path, "b"), "max_steps=1"]) == 0
     run_b = tmp_path / "runs" / "b"
     assert any("used cached tokenized rows" in r["message"] for r in logs(run_b))

@@ -19,6 +19,7 @@ from runwatch.recipes.build import Policy, base_model_label, dataset_label
 from runwatch.recipes.chat import RecipeError
 from runwatch.recipes.config import ConfigError, TrainConfig
 from runwatch.recipes.wandb_bridge import WandbBridge, WandbSetupError, check_wandb
+from runwatch.rundir.format import RunDirError
 from runwatch.sdk import NullRun, Run
 
 
@@ -53,12 +54,17 @@ def run_recipe(cfg: TrainConfig, method: str, trainer: str, body: Body) -> int:
     """Record a run of `body` and return the process exit code (0 = SUCCEEDED)."""
     torch.set_num_threads(cfg.torch_threads)
     name = cfg.name or f"{method}-{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run = runwatch.init(
-        project=cfg.project, name=name, config=cfg, method=method,
-        base_model=base_model_label(cfg), dataset=dataset_label(cfg), trainer=trainer,
-        backend="torch-cpu", group=cfg.wandb_group, dir=cfg.runs_dir, resume=cfg.resume,
-        phase="PREPARING",
-    )
+    try:
+        run = runwatch.init(
+            project=cfg.project, name=name, config=cfg, method=method,
+            base_model=base_model_label(cfg), dataset=dataset_label(cfg), trainer=trainer,
+            backend="torch-cpu", group=cfg.wandb_group, dir=cfg.runs_dir, resume=cfg.resume,
+            phase="PREPARING",
+        )
+    except RunDirError as exc:
+        # e.g. the name is taken: nothing was recorded, so only the terminal hears of it.
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     wandb = WandbBridge()
     failed = True
     with run:
