@@ -13,18 +13,19 @@ from runwatch.recipes.grpo.loss import grpo_loss, make_batch
 from runwatch.recipes.grpo.rollout import assign_advantages
 from runwatch.recipes.grpo.weights import GeneratorPolicy, WeightsChannel
 
-from .conftest import TINY
+from .conftest import TASK, TINY
 
 
 def _batch(sft_run: Path, *settings: str):  # type: ignore[no-untyped-def]
     cfg = build_config([f"init_from={sft_run}", "wandb_project=None", "n_train=2000",
-                        "n_val=8", "max_sample_tokens=6", *settings])
+                        "n_val=8", "max_sample_tokens=6", *TASK, *settings])
     policy = build_policy(cfg)
     env, train_q, _ = make_env(cfg, policy.tok)
     gen = GeneratorPolicy(policy.model, WeightsChannel(policy.model), in_flight=False)
-    groups = env.rollout(gen, train_q[:6], 6, 1.0, torch.Generator().manual_seed(0))
+    groups = env.rollout(gen, train_q[:16], 8, 1.0, torch.Generator().manual_seed(0))
     for g in groups:
         assign_advantages(g)
+    assert any(g.has_variance for g in groups), "no group to learn from; sample more"
     samples = [s for g in groups for s in g.samples]
     return cfg, policy, make_batch(samples, policy.tok.pad_id)
 

@@ -1,8 +1,9 @@
 """The GRPO training loop: sample groups, score them, update the policy, record everything.
 
-Reads top to bottom: set up (W&B check first, before any model or data), then each
-step collects a batch (sync, dynamic or async), trains on it in `num_minibatches`
-updates, publishes weights to the generator and logs one line of metrics.
+`run_recipe` (shared with SFT and DPO) checks W&B before any model or data loads and
+records the run's lifecycle; `train` then reads top to bottom: each step collects a
+batch (sync, dynamic or async), trains on it in `num_minibatches` updates, publishes
+weights to the generator and logs one line of metrics.
 """
 
 from __future__ import annotations
@@ -45,7 +46,11 @@ from runwatch.recipes.tokenizer import ChatTokenizer
 
 
 def make_env(cfg: GRPOConfig, tok: ChatTokenizer) -> tuple[Env, list[str], list[str]]:
-    """The environment and its train and validation prompts (disjoint)."""
+    """The environment and its train and validation prompts.
+
+    Task questions are disjoint between the two; guess_number secrets are few (1 to
+    guess_max), so there validation measures the policy, not unseen inputs.
+    """
     seed = cfg.seed
     if cfg.env == "guess_number":
         env = GuessNumberEnv(tok, cfg)
