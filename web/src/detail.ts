@@ -15,7 +15,7 @@ import type { HealthResponse, LogEntry, MetricKey, PointsEvent, RunDetail, RunSu
 const ACTIVE = new Set(["QUEUED", "PREPARING", "RUNNING"]);
 
 function tile(label: string, value: string, id?: string): HTMLElement {
-  return h("div", { class: "tile", ...(id ? { "data-tile": id } : {}) }, h("div", { class: "tile-label" }, label), h("div", { class: "tile-value" }, value));
+  return h("div", { class: "tile", ...(id ? { "data-tile": id } : {}) }, h("div", { class: "tile-label" }, label), h("div", { class: "tile-value", title: value }, value));
 }
 
 function kv(rows: [string, unknown][]): HTMLElement {
