@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from apiclient import Api, assert_error, manifest
@@ -79,3 +80,12 @@ def test_events_sent_over_http_set_the_status(api: Api) -> None:
                                                "reason": "the training job was stopped"}]})
     run = api.ok("/api/runs/e")["run"]
     assert run["status"] == "FAILED" and run["reason"] == "the training job was stopped"
+
+
+def test_streamed_metrics_are_checked_by_the_health_engine(api: Api) -> None:
+    batch = _metrics("hx", range(5))
+    batch["records"][4]["loss"] = float("nan")
+    assert api.post("/api/ingest", content=json.dumps(batch).encode(),
+                    headers={"content-type": "application/json"}).status_code == 200
+    findings = api.ok("/api/runs/hx/health")["findings"]
+    assert [(f["rule"], f["step_start"]) for f in findings] == [("metric.non_finite", 4)]

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Request
 from sqlalchemy import Connection, select
 from starlette.concurrency import run_in_threadpool
 
+from runwatch.health.store import on_metrics as health_on_metrics
 from runwatch.ingest import ingest_records
 from runwatch.ingest.indexer import upsert_run
 from runwatch.rundir import format as fmt
@@ -78,6 +79,9 @@ def _store(conn: Connection, run_id: str, file: str, records: list[dict[str, Any
     if result.problem_count:
         raise BatchError(400, f"{result.problem_count} bad record(s): "
                               + "; ".join(result.problems[:5]))
+    if file == fmt.METRICS and result.rows:
+        # Streamed runs get the same live health evaluation as indexed folders.
+        health_on_metrics(conn, run_pk, records)
     return {"ok": True, "run_id": run_id, "file": file, "records": result.records,
             "rows": result.rows}
 

@@ -8,12 +8,13 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, Depends, Query
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, select
 
 from runwatch.server.errors import ApiError, bad_request
 from runwatch.server.runs import iso, resolve_run
 from runwatch.server.state import connection
 from runwatch.store import schema as s
+from runwatch.store.rollouts import NoRollouts, rollouts
 
 router = APIRouter(tags=["records"])
 
@@ -30,26 +31,6 @@ def _loads(text: str | None) -> Any:
         return text
 
 
-def _sample(row: Any) -> dict[str, Any]:
-    data = _loads(row.data)
-    data = data if isinstance(data, dict) else {}
-    terms = data.get("reward_terms") or data.get("terms") or {}
-    tokens = data.get("tokens") if isinstance(data.get("tokens"), dict) else {
-        k: v for k, v in data.items() if k.endswith("_tokens") and isinstance(v, int | float)}
-    return {
-        "index": row.idx,
-        "prompt": data.get("prompt", _loads(row.prompt)),
-        "completion": data.get("completion", _loads(row.completion)),
-        "reward": row.reward,
-        "reward_terms": terms if isinstance(terms, dict) else {},
-        "advantage": row.advantage,
-        "group": row.group_id,
-        "truncated": row.truncated,
-        "tokens": tokens,
-        "data": {k: v for k, v in data.items() if k not in ("prompt", "completion")},
-    }
-
-
 @router.get("/api/runs/{run}/samples")
 def samples(
     run: str,
@@ -64,33 +45,12 @@ def samples(
     if best is not None and worst is not None:
         raise bad_request("ask for best or worst, not both")
     row = resolve_run(conn, run)
-    c = s.samples.c
-    available = conn.execute(
-        select(c.step, c.split, func.count()).where(c.run_pk == row.pk)
-        .group_by(c.step, c.split).order_by(c.step.desc(), c.split)
-    ).all()
-    avail = [{"step": a, "split": b, "count": n} for a, b, n in available]
-    chosen = [a for a in avail if (step is None or a["step"] == step)
-              and (split is None or a["split"] == split)]
-    if not chosen:
-        if step is not None:
-            where = f"{split} " if split else ""
-            raise ApiError(404, f"run {row.name} kept no {where}rollouts at step {step}; "
-                                "the response of /samples without a step lists the steps kept")
-        return {"ok": True, "available": avail, "step": None, "split": None, "total": 0,
-                "samples": []}
-    pick = next((a for a in chosen if a["split"] == "train"), chosen[0])
-    stmt = select(s.samples).where(c.run_pk == row.pk, c.step == pick["step"],
-                                   c.split == pick["split"])
-    if best is not None:
-        stmt = stmt.order_by(c.reward.is_(None), c.reward.desc(), c.idx).limit(best)
-    elif worst is not None:
-        stmt = stmt.order_by(c.reward.is_(None), c.reward.asc(), c.idx).limit(worst)
-    else:
-        stmt = stmt.order_by(c.file, c.idx).limit(limit)
-    rows = conn.execute(stmt).all()
-    return {"ok": True, "available": avail, "step": pick["step"], "split": pick["split"],
-            "total": pick["count"], "samples": [_sample(r) for r in rows]}
+    try:
+        found = rollouts(conn, row.pk, step, split, best, worst, limit)
+    except NoRollouts as exc:
+        raise ApiError(404, f"{exc} (run {row.name}); the response of /samples without a "
+                            "step lists the steps kept") from exc
+    return {"ok": True, **found}
 
 
 @router.get("/api/runs/{run}/checkpoints")

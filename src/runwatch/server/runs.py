@@ -116,8 +116,7 @@ def resolve_run(conn: Connection, ident: str) -> Row[Any]:
     try:
         return queries.resolve_run(conn, ident)
     except queries.RunNotFound as exc:
-        # RunNotFound covers both no match and several matches (a prefix, a shared name)
-        status = 404 if str(exc).startswith("no run") else 400
+        status = 400 if exc.ambiguous else 404
         raise ApiError(status, f"{exc}; list runs with GET /api/runs",
                        candidates=exc.candidates) from exc
 

@@ -18,9 +18,12 @@ from runwatch.store import schema as s
 class RunNotFound(LookupError):
     """A run reference matched no run, or more than one."""
 
-    def __init__(self, message: str, candidates: Sequence[str] = ()) -> None:
+    def __init__(self, message: str, candidates: Sequence[str] = (), ambiguous: bool = False
+                 ) -> None:
         super().__init__(message)
         self.candidates = list(candidates)
+        # True when several runs matched (the caller must be more precise), False when none.
+        self.ambiguous = ambiguous
 
 
 def resolve_run(conn: Connection, ref: str) -> Row[Any]:
@@ -31,7 +34,7 @@ def resolve_run(conn: Connection, ref: str) -> Row[Any]:
         return exact[0]
     if len(exact) > 1:
         raise RunNotFound(f"{ref!r} names {len(exact)} runs; use a run id",
-                          [f"{x.run_id}  {x.name}" for x in exact])
+                          [f"{x.run_id}  {x.name}" for x in exact], ambiguous=True)
     pattern = _escape_like(ref) + "%"
     found = conn.execute(
         select(s.runs).where(or_(r.run_id.like(pattern, escape="\\"),
@@ -42,7 +45,7 @@ def resolve_run(conn: Connection, ref: str) -> Row[Any]:
         return found[0]
     if found:
         raise RunNotFound(f"{ref!r} matches {len(found)} runs; give more of the id or name",
-                          [f"{x.run_id}  {x.name}" for x in found])
+                          [f"{x.run_id}  {x.name}" for x in found], ambiguous=True)
     recent = conn.execute(select(r.run_id, r.name).order_by(r.created_at.desc()).limit(10)).all()
     raise RunNotFound(f"no run has the id or name {ref!r}",
                       [f"{x.run_id}  {x.name}" for x in recent])
