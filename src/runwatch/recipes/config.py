@@ -171,7 +171,7 @@ class TrainConfig(RecipeConfig):
     lora_targets: str = setting(
         "", "Comma-separated suffixes of linear layers to adapt; empty adapts all but the head.")
     batch_size: int = setting(64, "Sequences per optimizer step.")
-    max_steps: int = setting(450, "Optimizer steps to train.")
+    max_steps: int = setting(400, "Optimizer steps to train.")
     learning_rate: float = setting(3e-3, "Peak learning rate (AdamW), decayed linearly to 0.")
     warmup_steps: int = setting(20, "Steps of linear warmup before the decay.")
     weight_decay: float = setting(0.0, "AdamW weight decay.")
