@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[server,dev,recipes]"
+	$(BIN)/pip install -q -e ".[server,dev,recipes,hf,wandb]"
 	touch $(STAMP)
 
 venv: $(STAMP)
