@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from runwatch.cli.context import default_db
-from runwatch.server.auth import ENV_VAR
-from runwatch.server.runner import DEFAULT_PORT, INDEX_INTERVAL_S, Runner, is_loopback
+from runwatch.server.settings import DEFAULT_PORT, ENV_VAR, INDEX_INTERVAL_S, is_loopback
 from runwatch.store.db import StoreError, open_engine
+
+if TYPE_CHECKING:
+    from runwatch.server.runner import Runner
 
 
 def _fail(message: str) -> None:
@@ -59,6 +61,8 @@ def ui(
         engine = open_engine(target)
     except StoreError as exc:
         _fail(str(exc))
+    from runwatch.server.runner import Runner
+
     _run(Runner(engine, runs_dir=runs_dir, host=host, port=port, token=token,
                 interval=interval, exit_when_done=exit_when_done))
 
@@ -82,4 +86,6 @@ def server(
         engine = open_engine(db)
     except StoreError as exc:
         _fail(str(exc))
+    from runwatch.server.runner import Runner
+
     _run(Runner(engine, runs_dir=runs_dir, host=host, port=port, token=token, interval=interval))

@@ -15,7 +15,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from runwatch.server.errors import error_response
 
 COOKIE = "runwatch_token"
-ENV_VAR = "RUNWATCH_TOKEN"
 
 
 def _presented(scope: Scope) -> tuple[str | None, bool]:

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 import threading
@@ -22,12 +21,11 @@ from runwatch.ingest.indexer import PointsHook
 from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
 from runwatch.server.feed import ChangeFeed
+from runwatch.server.settings import DEFAULT_PORT, INDEX_INTERVAL_S
 from runwatch.store import schema as s
 from runwatch.store.series import SeriesCache, default_disk_dir, run_keys
 
 log = logging.getLogger("runwatch.server")
-DEFAULT_PORT = 8765
-INDEX_INTERVAL_S = 0.2
 # At startup the newest runs are read into the series cache, up to this share of it.
 PREWARM_RUNS = 50
 PREWARM_SHARE = 0.5
@@ -35,13 +33,6 @@ PREWARM_SHARE = 0.5
 RECORD_FIELDS = frozenset({"step", "ts", "seq", "_line"})
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def free_port(host: str = "127.0.0.1") -> int:
