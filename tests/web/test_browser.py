@@ -137,9 +137,12 @@ def test_zooming_in_redraws_at_full_resolution(page: Page, server: Runner,
     box = chart.bounding_box()
     assert box is not None
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    while chart.get_attribute("data-full") != "true":
-        page.mouse.wheel(0, -400)
-        page.wait_for_timeout(150)
+    for _ in range(300):
+        if chart.get_attribute("data-full") == "true":
+            break
+        page.mouse.wheel(0, -1200)
+        page.wait_for_timeout(100)
+    expect(chart).to_have_attribute("data-full", "true")
     assert 0 < chart_points(page, "lr") < 1000
 
 
