@@ -16,7 +16,7 @@ CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True,
            "help_option_names": ["-h", "--help"]}
 
 recipes_app = typer.Typer(
-    help="Train the built-in SFT and DPO recipes on a tiny model (CPU is enough).",
+    help="Train the built-in SFT, DPO and GRPO recipes on a tiny model (CPU is enough).",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
