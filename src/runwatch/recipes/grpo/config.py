@@ -24,10 +24,10 @@ class GRPOConfig(TrainConfig):
     """Settings of one GRPO run; `runwatch recipes grpo key=value …` overrides any field."""
 
     # -- fields of the shared base whose GRPO meaning or default differs ----------------
-    batch_size: int = _f(8, "Groups trained per step (each of group_size completions).")
-    max_steps: int = _f(30, "Training steps (one batch of groups each).")
-    learning_rate: float = _f(3e-4, "Peak learning rate (AdamW).")
-    warmup_steps: int = _f(0, "Linear warmup steps.")
+    batch_size: int = _f(64, "Groups trained per step (each of group_size completions).")
+    max_steps: int = _f(60, "Training steps (one batch of groups each).")
+    learning_rate: float = _f(1e-4, "Peak learning rate (AdamW).")
+    warmup_steps: int = _f(5, "Linear warmup steps.")
     val_interval: int = _f(100, "Not used by GRPO: see validation_interval.")
     export_samples: bool = _f(True, "Write each step's completions or episodes to "
                                     "step_NNNN_*.json and validation's to val_NNNN_*.json.")
@@ -49,7 +49,7 @@ class GRPOConfig(TrainConfig):
     guess_max: int = _f(16, "Multi-turn: the secret number lies in 1..guess_max.")
     # -- sampling --------------------------------------------------------------------------
     group_size: int = _f(8, "Completions sampled per prompt (one group).")
-    temperature: float = _f(1.0, "Sampling temperature of the generator.")
+    temperature: float = _f(0.5, "Sampling temperature of the generator.")
     max_sample_tokens: int = _f(8, "Most tokens a completion (or a turn) may have.")
     overlong_penalty_factor: float = _f(0.0, "Largest penalty for a completion that runs into "
                                              "the budget; 0 turns the penalty off.")
@@ -58,7 +58,7 @@ class GRPOConfig(TrainConfig):
     max_sampling_attempts: int = _f(1, "Above 1 turns on dynamic sampling: redraw until "
                                        "batch_size groups have varied rewards.")
     # -- loss and optimizer --------------------------------------------------------------
-    lr_schedule: str = _f("constant", "constant or linear (decay to 0 at the last step).")
+    lr_schedule: str = _f("linear", "constant or linear (decay to 0 at the last step).")
     num_minibatches: int = _f(1, "Optimizer updates per sampled batch; above 1 the later "
                                  "updates are off-policy and the ratio leaves 1.")
     clip_low_threshold: float = _f(0.8, "Lower bound of the importance ratio clip.")
@@ -73,7 +73,7 @@ class GRPOConfig(TrainConfig):
     weights_sync_interval: int = _f(1, "Optimizer steps between weight publishes to the "
                                        "generator.")
     # -- validation -----------------------------------------------------------------------
-    validation_interval: int = _f(10, "Steps between greedy validations (and at the end).")
+    validation_interval: int = _f(15, "Steps between greedy validations (and at the end).")
 
     def validate(self) -> None:
         """Raise ConfigError naming the setting when a value cannot work."""

@@ -21,14 +21,17 @@ class Pathology:
 
 PATHOLOGIES: dict[str, Pathology] = {
     "high_lr": Pathology(
-        {"learning_rate": "1e-2", "num_minibatches": "4"},
+        {"learning_rate": "1e-2", "num_minibatches": "4", "temperature": "1.0",
+         "lr_schedule": "constant", "warmup_steps": "0"},
         "fb/loss/clip/high_fraction and low_fraction rise; fb/loss/ratio/mean leaves 1"),
     "stale": Pathology(
         {"max_steps_off_policy": "4", "groups_in_flight": "16", "weights_sync_interval": "4",
-         "learning_rate": "1e-3"},
+         "batch_size": "8", "learning_rate": "1e-3", "temperature": "1.0",
+         "lr_schedule": "constant", "warmup_steps": "0"},
         "async/staleness_mean rises; fb/loss/ratio/mean drifts and kl_policy grows"),
     "reward_hack": Pathology(
-        {"reward": "digit_overlap", "max_sample_tokens": "16", "learning_rate": "1e-3"},
+        {"reward": "digit_overlap", "max_sample_tokens": "16", "learning_rate": "1e-3",
+         "temperature": "1.0", "lr_schedule": "constant", "warmup_steps": "0"},
         "accuracy (the flawed scorer's) rises while val/accuracy falls and "
         "mean_sampled_response_length climbs"),
     "tight_budget": Pathology(
