@@ -25,7 +25,8 @@ from runwatch.store import queries as q
 
 from .tfevents import event, file_version, frame, write_events
 
-REAL = Path("/work/shared/data/real-logs")
+# shared/ lies beside the repository (in CI too, next to the fresh clone).
+REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real-logs"
 needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="real logs not present")
 
 
