@@ -22,7 +22,7 @@ from torch import nn
 from runwatch.recipes import data as prep
 from runwatch.recipes.batches import BatchOrder, PairExample, collate_pairs, fit_pairs
 from runwatch.recipes.build import Policy, build_policy
-from runwatch.recipes.config import ConfigError, DPOConfig, parse_argv
+from runwatch.recipes.config import DPOConfig
 from runwatch.recipes.inference import sequence_logprobs
 from runwatch.recipes.memory import MemoryMeter
 from runwatch.recipes.optim import (
@@ -36,8 +36,8 @@ from runwatch.recipes.optim import (
 from runwatch.recipes.runtime import (
     Recorder,
     log_engine_config,
+    recipe_main,
     resume_step,
-    run_recipe,
     save_checkpoints,
 )
 from runwatch.recipes.tasks import dpo_rows, make_task
@@ -196,17 +196,7 @@ def train(cfg: DPOConfig, rec: Recorder) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if any(a in ("-h", "--help") for a in args):
-        print(__doc__)
-        print(DPOConfig.help_text())
-        return 0
-    try:
-        cfg = parse_argv(DPOConfig, args)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return run_recipe(cfg, "dpo", "runwatch-dpo", lambda rec: train(cfg, rec))
+    return recipe_main(DPOConfig, "dpo", __doc__, argv, train)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import runwatch
 from runwatch.recipes import checkpoint
 from runwatch.recipes.build import Policy, base_model_label, dataset_label
 from runwatch.recipes.chat import RecipeError
-from runwatch.recipes.config import ConfigError, TrainConfig
+from runwatch.recipes.config import ConfigError, TrainConfig, parse_argv
 from runwatch.recipes.wandb_bridge import WandbBridge, WandbSetupError, check_wandb
 from runwatch.rundir.format import RunDirError
 from runwatch.sdk import NullRun, Run
@@ -48,6 +48,22 @@ class Recorder:
 
 
 Body = Callable[[Recorder], None]
+
+
+def recipe_main(cls: type[TrainConfig], method: str, doc: str | None, argv: list[str] | None,
+                train: Callable[[Any, Recorder], None]) -> int:
+    """The command line of a recipe: --help, key=value parsing, then `run_recipe`."""
+    args = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in args):
+        print(doc)
+        print(cls.help_text())
+        return 0
+    try:
+        cfg = parse_argv(cls, args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return run_recipe(cfg, method, f"runwatch-{method}", lambda rec: train(cfg, rec))
 
 
 def run_recipe(cfg: TrainConfig, method: str, trainer: str, body: Body) -> int:

@@ -21,7 +21,7 @@ from runwatch.recipes import data as prep
 from runwatch.recipes.batches import BatchOrder, SFTExample, collate_sft, fit_sft
 from runwatch.recipes.build import Policy, build_policy
 from runwatch.recipes.chat import Message, render_prompt, split_reply
-from runwatch.recipes.config import ConfigError, SFTConfig, TrainConfig, parse_argv
+from runwatch.recipes.config import SFTConfig, TrainConfig
 from runwatch.recipes.inference import generate
 from runwatch.recipes.memory import MemoryMeter
 from runwatch.recipes.optim import (
@@ -35,8 +35,8 @@ from runwatch.recipes.optim import (
 from runwatch.recipes.runtime import (
     Recorder,
     log_engine_config,
+    recipe_main,
     resume_step,
-    run_recipe,
     save_checkpoints,
 )
 from runwatch.recipes.tasks import make_task, sft_rows
@@ -181,17 +181,7 @@ def train(cfg: SFTConfig, rec: Recorder) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if any(a in ("-h", "--help") for a in args):
-        print(__doc__)
-        print(SFTConfig.help_text())
-        return 0
-    try:
-        cfg = parse_argv(SFTConfig, args)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return run_recipe(cfg, "sft", "runwatch-sft", lambda rec: train(cfg, rec))
+    return recipe_main(SFTConfig, "sft", __doc__, argv, train)
 
 
 if __name__ == "__main__":
