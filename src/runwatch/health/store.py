@@ -25,7 +25,7 @@ from sqlalchemy import (
     update,
 )
 
-from runwatch.health.engine import Engine, batch_from_points
+from runwatch.health.engine import ColumnsTs, Engine, batch_from_points
 from runwatch.health.findings import Finding
 from runwatch.health.rules import BY_ID
 from runwatch.health.rules.base import SEVERITY_RANK
@@ -127,27 +127,41 @@ def _engine(conn: Connection, run_pk: int, state: dict[str, Any] | None,
 # --- evaluation ----------------------------------------------------------------
 
 
+_RECORD_FIELDS = frozenset({"step", "ts", "seq", "_line"})
+
+
 def on_metrics(conn: Connection, run_pk: int, records: Iterable[Mapping[str, Any]]) -> None:
     """The indexer's hook: evaluate newly ingested metrics records of a run."""
     state, last_seq = _load_state(conn, run_pk)
-    points: list[tuple[int, float, str, Any]] = []
+    # Columns are built in one pass (no intermediate point tuples): this runs on every
+    # ingested point, inside the indexer's transaction.
+    cols: dict[str, ColumnsTs] = {}
     top = last_seq
     for rec in records:
         seq = rec.get("seq", -1)
-        if isinstance(seq, int) and seq <= last_seq:
-            continue  # already evaluated: ingest is idempotent, so is health
+        if isinstance(seq, int):
+            if seq <= last_seq:
+                continue  # already evaluated: ingest is idempotent, so is health
+            if seq > top:
+                top = seq
         step, ts = rec.get("step"), rec.get("ts")
         if type(step) is not int:
             continue
         ts = float(ts) if isinstance(ts, _NUMERIC) else 0.0
         for key, value in rec.items():
-            if key in ("step", "ts", "seq", "_line"):
+            if key in _RECORD_FIELDS:
                 continue
-            if value is None or isinstance(value, _NUMERIC):
-                points.append((step, ts, key, float(value) if value is not None else None))
-        if isinstance(seq, int) and seq > top:
-            top = seq
-    _update(conn, run_pk, state, batch_from_points(points), top)
+            if value is not None:
+                if not isinstance(value, _NUMERIC):
+                    continue
+                value = float(value)
+            col = cols.get(key)
+            if col is None:
+                col = cols[key] = ([], [], [])
+            col[0].append(step)
+            col[1].append(ts)
+            col[2].append(value)
+    _update(conn, run_pk, state, cols, top)
 
 
 def on_points(conn: Connection, run_pk: int, method: str | None,
