@@ -197,3 +197,21 @@ def test_a_foreign_database_is_refused(tmp_path: Path) -> None:
         c.execute("CREATE TABLE customers (id INTEGER)")
     with pytest.raises(StoreError, match="not a runwatch index"):
         open_engine(path)
+
+
+def test_a_long_lived_indexer_sees_every_change(runs_dir: Path, tmp_path: Path) -> None:
+    make_run(runs_dir, "live2", 3)
+    engine = open_engine(tmp_path / "i.db")
+    indexer = Indexer(engine, runs_dir)
+    assert indexer.index_once().rows > 0
+    assert indexer.index_once().rows == 0, "an unchanged folder adds nothing"
+    with runwatch.init(name="live2", dir=runs_dir, resume=True) as run:
+        run.log({"k0": 9.0}, step=3)
+        run.log_samples(3, [{"prompt": "p", "reward": 1.0}])
+    again = indexer.index_once()
+    assert again.rows >= 2 and again.runs == 1
+    assert count(engine, s.samples) == 1
+    with runwatch.init(name="live2", dir=runs_dir, resume=True) as run:
+        run.log_samples(3, [{"prompt": "q", "reward": 0.0}])
+    indexer.index_once()
+    assert count(engine, s.samples) == 2, "a samples file rewritten in place is read again"
