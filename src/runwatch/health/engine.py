@@ -27,7 +27,8 @@ METHOD_FAMILIES = {"ppo": "grpo", "rl": "grpo", "rloo": "grpo", "dapo": "grpo",
                    "reinforce": "grpo", "grpo": "grpo", "sft": "sft", "dpo": "dpo"}
 
 # Per metric: steps, wall times, values (None means NaN, as in the store).
-Batch = Mapping[str, tuple[list[int], list[float], list[Any]]]
+ColumnsTs = tuple[list[int], list[float], list[Any]]
+Batch = Mapping[str, ColumnsTs]
 
 
 def normalize_method(method: str | None) -> str:
@@ -253,21 +254,4 @@ def _chunks(cols: dict[str, Columns]) -> Iterable[dict[str, Columns]]:
                 cuts[k] = end
         if chunk:
             yield chunk
-
-
-Point = tuple[int, float, str, Any]  # step, ts, key, value
-ColumnsTs = tuple[list[int], list[float], list[Any]]
-
-
-def batch_from_points(points: Iterable[Point]) -> dict[str, ColumnsTs]:
-    """Group (step, ts, key, value) tuples into per-metric columns, keeping their order."""
-    out: dict[str, ColumnsTs] = {}
-    for step, ts, key, value in points:
-        col = out.get(key)
-        if col is None:
-            col = out[key] = ([], [], [])
-        col[0].append(step)
-        col[1].append(ts)
-        col[2].append(value)
-    return out
 

@@ -25,7 +25,7 @@ from sqlalchemy import (
     update,
 )
 
-from runwatch.health.engine import ColumnsTs, Engine, batch_from_points
+from runwatch.health.engine import ColumnsTs, Engine
 from runwatch.health.findings import Finding
 from runwatch.health.rules import BY_ID
 from runwatch.health.rules.base import SEVERITY_RANK
@@ -162,14 +162,6 @@ def on_metrics(conn: Connection, run_pk: int, records: Iterable[Mapping[str, Any
             col[1].append(ts)
             col[2].append(value)
     _update(conn, run_pk, state, cols, top)
-
-
-def on_points(conn: Connection, run_pk: int, method: str | None,
-              points: list[tuple[int, float, str, Any]]) -> None:
-    """Evaluate new (step, ts, key, value) points of a run (`method` is read from the run)."""
-    del method  # the run row is the authority; kept for the documented hook signature
-    state, last_seq = _load_state(conn, run_pk)
-    _update(conn, run_pk, state, batch_from_points(points), last_seq)
 
 
 def _update(conn: Connection, run_pk: int, state: dict[str, Any] | None,

@@ -89,9 +89,7 @@ def init(
     if config is not None:
         _write_atomic(run_dir / fmt.CONFIG, config_to_yaml(config).encode())
 
-    # A resumed loop restarts its step count at its checkpoint, which may be before the
-    # last step logged before the crash, so step order is checked from here on only.
-    run = Run(run_dir, manifest, next_seq, None, interval=flush_interval)
+    run = Run(run_dir, manifest, next_seq, interval=flush_interval)
     register(run)
     run.set_phase(phase)
     return run

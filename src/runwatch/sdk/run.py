@@ -34,7 +34,6 @@ class Run:
         run_dir: Path,
         manifest: dict[str, Any],
         next_seq: dict[str, int],
-        last_step: int | None,
         interval: float = 0.5,
         max_backlog: int = 10_000,
     ) -> None:
@@ -44,7 +43,9 @@ class Run:
         self.manifest = manifest
         self._writer = BackgroundWriter(run_dir, interval, max_backlog, restore=self._restore)
         self._writer.start(next_seq)
-        self._last_step = last_step
+        # A resumed loop restarts its step count at its checkpoint, which may be before
+        # the last step logged before the crash, so step order is checked per process.
+        self._last_step: int | None = None
         self._finished = False
         self._lock = threading.Lock()
         self.status: str | None = None
@@ -175,9 +176,9 @@ class Run:
         self, exc_type: type[BaseException] | None, exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc_type is None:
+        if exc is None:
             self.finish("SUCCEEDED")
-        elif issubclass(exc_type, KeyboardInterrupt):
+        elif isinstance(exc, KeyboardInterrupt):
             self.finish("CANCELLED", "the training job was stopped")
         else:
             self.finish("FAILED", exception_reason(exc))
@@ -224,10 +225,8 @@ class RunLogHandler(logging.Handler):
             self.handleError(record)
 
 
-def exception_reason(exc: BaseException | None) -> str:
+def exception_reason(exc: BaseException) -> str:
     """A one-line failure reason for an exception that ended a training loop."""
-    if exc is None:
-        return "the training job stopped before it finished"
     text = " ".join(str(exc).split())
     if len(text) > 300:
         text = text[:297] + "…"

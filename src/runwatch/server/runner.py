@@ -17,7 +17,6 @@ import uvicorn
 from sqlalchemy import Connection, Engine, select
 
 from runwatch.ingest import Indexer
-from runwatch.ingest.indexer import PointsHook
 from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
 from runwatch.server.feed import ChangeFeed
@@ -64,8 +63,6 @@ class Runner:
     save_series: bool = True
     feed: ChangeFeed = field(default_factory=ChangeFeed)
     cache: SeriesCache = field(default_factory=SeriesCache)
-    # called after each batch of metric records is stored, e.g. by the health engine
-    on_metrics: PointsHook | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _server: uvicorn.Server | None = None
@@ -80,8 +77,6 @@ class Runner:
         # run this server indexed never waits for a cold read of its whole history
         keys = {k for rec in records for k in rec if k not in RECORD_FIELDS}
         self.cache.warm(conn, run_pk, keys)
-        if self.on_metrics is not None:
-            self.on_metrics(conn, run_pk, records)
 
     def _indexer(self) -> Indexer:
         assert self.runs_dir is not None
