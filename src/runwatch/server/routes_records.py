@@ -6,29 +6,21 @@ import importlib
 import importlib.util
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Depends, Query
 from sqlalchemy import Connection, select
 
 from runwatch.server.errors import ApiError, bad_request
 from runwatch.server.runs import iso, resolve_run
 from runwatch.server.state import connection
+from runwatch.store import queries
 from runwatch.store import schema as s
+from runwatch.store.queries import json_or_text
 from runwatch.store.rollouts import NoRollouts, rollouts
 
 router = APIRouter(tags=["records"])
 
 LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 MAX_SAMPLES = 500
-
-
-def _loads(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return text
 
 
 @router.get("/api/runs/{run}/samples")
@@ -57,16 +49,13 @@ def samples(
 def checkpoints(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
     """The run's training and inference checkpoints, oldest first."""
     row = resolve_run(conn, run)
-    c = s.checkpoints.c
-    rows = conn.execute(select(s.checkpoints).where(c.run_pk == row.pk).order_by(c.seq)).all()
-    return {"ok": True, "checkpoints": [
-        {"seq": r.seq, "ts": iso(r.ts), "step": r.step, "kind": r.kind, "id": r.ckpt_id,
-         "path": r.path, "extra": _loads(r.data) or {}} for r in rows]}
+    return {"ok": True, "checkpoints": [{**c, "ts": iso(c["ts"])}
+                                        for c in queries.checkpoints(conn, row.pk)]}
 
 
 def _log(r: Any) -> dict[str, Any]:
     return {"seq": r.seq, "ts": iso(r.ts), "level": r.level.upper(), "message": r.message,
-            "data": _loads(r.data)}
+            "data": json_or_text(r.data)}
 
 
 @router.get("/api/runs/{run}/logs")

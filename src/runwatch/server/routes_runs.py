@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from runwatch.server.detail import run_detail
 from runwatch.server.errors import ApiError
@@ -21,7 +21,7 @@ from runwatch.server.runs import (
     run_summary,
 )
 from runwatch.server.state import ServerState, connection, state
-from runwatch.store import schema as s
+from runwatch.store import queries
 
 router = APIRouter(tags=["runs"])
 
@@ -58,11 +58,8 @@ def run_get(
 def run_events(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
     """The run's lifecycle events, oldest first."""
     row = resolve_run(conn, run)
-    e = s.events.c
-    rows = conn.execute(select(s.events).where(e.run_pk == row.pk).order_by(e.seq)).all()
-    return {"ok": True, "events": [
-        {"seq": r.seq, "ts": iso(r.ts), "phase": r.phase, "stage": r.stage, "done": r.done,
-         "total": r.total, "reason": r.reason} for r in rows]}
+    return {"ok": True, "events": [{**e, "ts": iso(e["ts"])}
+                                   for e in queries.events(conn, row.pk)]}
 
 
 def _job_control(conn: Connection, run: str, action: str) -> None:

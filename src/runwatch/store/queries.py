@@ -157,26 +157,32 @@ def logs(conn: Connection, run_pk: int, level: str | None = None, after_seq: int
 
 def _log_dict(r: Row[Any]) -> dict[str, Any]:
     return {"seq": r.seq, "ts": r.ts, "level": r.level, "message": r.message,
-            "data": orjson.loads(r.data) if r.data else None}
+            "data": json_or_text(r.data)}
+
+
+def json_or_text(text: str | None) -> Any:
+    """A stored JSON column's value; text that is not JSON comes back as it is."""
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
 
 
 def events(conn: Connection, run_pk: int) -> list[dict[str, Any]]:
+    """A run's lifecycle events, oldest first (absent fields are None)."""
     c = s.events.c
     rows = conn.execute(select(s.events).where(c.run_pk == run_pk).order_by(c.seq))
-    return [{k: v for k, v in r._mapping.items() if k != "run_pk" and v is not None}
-            for r in rows]
+    return [{k: v for k, v in r._mapping.items() if k != "run_pk"} for r in rows]
 
 
 def checkpoints(conn: Connection, run_pk: int) -> list[dict[str, Any]]:
+    """A run's checkpoints, oldest first; fields beyond the format's are under `extra`."""
     c = s.checkpoints.c
-    out = []
-    for r in conn.execute(select(s.checkpoints).where(c.run_pk == run_pk).order_by(c.seq)):
-        d = {"seq": r.seq, "ts": r.ts, "step": r.step, "kind": r.kind, "id": r.ckpt_id,
-             "path": r.path}
-        if r.data:
-            d.update(orjson.loads(r.data))
-        out.append(d)
-    return out
+    rows = conn.execute(select(s.checkpoints).where(c.run_pk == run_pk).order_by(c.seq))
+    return [{"seq": r.seq, "ts": r.ts, "step": r.step, "kind": r.kind, "id": r.ckpt_id,
+             "path": r.path, "extra": json_or_text(r.data) or {}} for r in rows]
 
 
 def problems(conn: Connection, run_pk: int, limit: int = 50) -> list[str]:

@@ -4,36 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from sqlalchemy import Connection, func, select
 
 from runwatch.store import schema as s
+from runwatch.store.queries import json_or_text
 
 
 class NoRollouts(LookupError):
     """The run kept no rollouts at the step (and split) asked for."""
 
 
-def _loads(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return text
-
-
 def sample_dict(row: Any) -> dict[str, Any]:
     """One stored sample as the API and CLI show it."""
-    data = _loads(row.data)
+    data = json_or_text(row.data)
     data = data if isinstance(data, dict) else {}
     terms = data.get("reward_terms") or data.get("terms") or {}
     tokens = data.get("tokens") if isinstance(data.get("tokens"), dict) else {
         k: v for k, v in data.items() if k.endswith("_tokens") and isinstance(v, int | float)}
     return {
         "index": row.idx,
-        "prompt": data.get("prompt", _loads(row.prompt)),
-        "completion": data.get("completion", _loads(row.completion)),
+        "prompt": data.get("prompt", json_or_text(row.prompt)),
+        "completion": data.get("completion", json_or_text(row.completion)),
         "reward": row.reward,
         "reward_terms": terms if isinstance(terms, dict) else {},
         "advantage": row.advantage,
