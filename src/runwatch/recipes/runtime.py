@@ -15,9 +15,11 @@ import torch
 
 import runwatch
 from runwatch.recipes import checkpoint
+from runwatch.recipes.batches import DataFit
 from runwatch.recipes.build import Policy, base_model_label, dataset_label
 from runwatch.recipes.chat import RecipeError
 from runwatch.recipes.config import ConfigError, TrainConfig, parse_argv
+from runwatch.recipes.memory import MemoryMeter
 from runwatch.recipes.wandb_bridge import WandbBridge, WandbSetupError, check_wandb
 from runwatch.rundir.format import RunDirError
 from runwatch.sdk import NullRun, Run
@@ -104,6 +106,13 @@ def run_recipe(cfg: TrainConfig, method: str, trainer: str, body: Body) -> int:
         finally:
             wandb.finish(failed)
     return 0 if run.status in (None, "SUCCEEDED") else 1
+
+
+def report_after_training(rec: Recorder, fit: DataFit, memory: MemoryMeter) -> None:
+    """Log the data-fit report and the peak-memory breakdown once training ends."""
+    rec.text("info", f"data fit after training: {fit.as_dict()}", {"data_fit": fit.as_dict()})
+    peak = memory.report()
+    rec.text("info", f"peak memory at step {peak['step']}: {peak['bytes']}", {"memory": peak})
 
 
 def save_checkpoints(

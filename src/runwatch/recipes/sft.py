@@ -36,6 +36,7 @@ from runwatch.recipes.runtime import (
     Recorder,
     log_engine_config,
     recipe_main,
+    report_after_training,
     resume_step,
     save_checkpoints,
 )
@@ -175,9 +176,7 @@ def train(cfg: SFTConfig, rec: Recorder) -> None:
         if step % cfg.checkpoint_interval == 0 or last:
             save_checkpoints(rec, step, model, optimizer, policy.source)
 
-    rec.text("info", f"data fit after training: {fit.as_dict()}", {"data_fit": fit.as_dict()})
-    peak = memory.report()
-    rec.text("info", f"peak memory at step {peak['step']}: {peak['bytes']}", {"memory": peak})
+    report_after_training(rec, fit, memory)
 
 
 def main(argv: list[str] | None = None) -> int:
