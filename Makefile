@@ -21,11 +21,18 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# The web app is built only when its sources exist; running runwatch needs no Node.
-web: $(STAMP)
-	@if [ -f web/package.json ]; then \
-	  cd web && (npm ci --no-audit --no-fund --loglevel=error || npm install --no-audit --no-fund --loglevel=error) && npm run build; \
-	fi
+# The web app is rebuilt only when its sources change; running runwatch needs no Node.
+WEB_SRC := $(wildcard web/src/* web/index.html web/package.json web/tsconfig.json web/vite.config.ts)
+WEB_DEPS := web/node_modules/.package-lock.json
+
+$(WEB_DEPS): web/package-lock.json
+	cd web && (npm ci --no-audit --no-fund --loglevel=error || npm install --no-audit --no-fund --loglevel=error)
+	touch $(WEB_DEPS)
+
+$(WEB_STAMP): $(WEB_DEPS) $(WEB_SRC)
+	cd web && npm run build
+
+web: $(WEB_STAMP)
 
 demo: venv web
 	$(BIN)/runwatch demo
