@@ -7,10 +7,11 @@ from typing import Any
 
 import orjson
 import yaml
-from sqlalchemy import Connection, Row
+from sqlalchemy import Connection, Row, func, select
 
 from runwatch.analysis.timing import duration_s, phase_millis
 from runwatch.store import queries as q
+from runwatch.store import schema as s
 
 RESULT_KEYS = {
     "train_loss": "loss",
@@ -95,10 +96,6 @@ def _last(last: dict[str, Any], key: str, field: str = "value") -> Any:
 
 
 def _best_loss(conn: Connection, run_pk: int) -> float | None:
-    from sqlalchemy import func, select
-
-    from runwatch.store import schema as s
-
     kid = q.metric_keys(conn, run_pk).get("loss")
     if kid is None:
         return None
