@@ -60,11 +60,15 @@ def test_ingest_records_is_idempotent_on_seq(runs_dir: Path, tmp_path: Path) -> 
         pk = q.resolve_run(conn, "b").pk
         recs = [{"seq": 2, "step": 2, "ts": 1.0, "k0": 99.0}, {"seq": 5, "step": 5, "ts": 1.0,
                                                                 "k0": 5.0}]
-        ingest_records(conn, pk, "metrics.jsonl", recs)
-        ingest_records(conn, pk, "metrics.jsonl", recs)
+        first = ingest_records(conn, pk, "metrics.jsonl", recs)
+        again = ingest_records(conn, pk, "metrics.jsonl", recs)
         hist = q.history(conn, pk, ["k0"])
+        counted = conn.execute(select(s.metric_keys.c.points).where(
+            s.metric_keys.c.run_pk == pk, s.metric_keys.c.key == "k0")).scalar()
+    assert (first.rows, again.rows) == (1, 0)
     assert count(engine, s.metric_points) == before + 1
     assert hist[2].values["k0"] == pytest.approx(2.0), "a repeated seq keeps the stored value"
+    assert counted == 6, "a key's point count counts what is stored, not what was sent"
 
 
 def test_nan_and_infinity_survive_the_index(runs_dir: Path, tmp_path: Path) -> None:
@@ -171,12 +175,31 @@ def test_schema_head_matches_the_migrations(tmp_path: Path) -> None:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
 
 
-def test_an_older_database_is_migrated_to_head(tmp_path: Path) -> None:
+def test_an_older_database_is_migrated_to_head(tmp_path: Path, runs_dir: Path) -> None:
+    """A 0001 index (points keyed by run, key and seq; no threshold table) is brought to
+    head, and every point it held comes through, NaN included."""
     from sqlalchemy import inspect, text
 
+    run = runwatch.init("p", name="old", dir=runs_dir)
+    for i in range(50):
+        run.log({"loss": 1.0 / (i + 1), "acc": float("nan") if i == 7 else i / 50}, step=i)
+    run.finish()
     path = tmp_path / "old.db"
     engine = open_engine(path)
+    Indexer(engine, runs_dir).index_once()
+    with engine.connect() as conn:
+        before = q.history(conn, q.resolve_run(conn, "old").pk)
     with engine.begin() as conn:
+        # rebuild the points table as revision 0001 had it
+        conn.execute(text(
+            "CREATE TABLE old_points (run_pk INTEGER, key_id INTEGER, seq BIGINT, "
+            "step BIGINT NOT NULL, ts FLOAT NOT NULL, value FLOAT, "
+            "PRIMARY KEY (run_pk, key_id, seq)) WITHOUT ROWID"))
+        conn.execute(text(
+            "INSERT INTO old_points SELECT k.run_pk, k.id, p.id % 68719476736, p.step, p.ts, "
+            "p.value FROM metric_points p JOIN metric_keys k ON k.id = p.id / 68719476736"))
+        conn.execute(text("DROP TABLE metric_points"))
+        conn.execute(text("ALTER TABLE old_points RENAME TO metric_points"))
         conn.execute(text("DROP TABLE health_thresholds"))
         conn.execute(text("UPDATE alembic_version SET version_num = '0001'"))
     engine.dispose()
@@ -185,6 +208,20 @@ def test_an_older_database_is_migrated_to_head(tmp_path: Path) -> None:
         assert "health_thresholds" in inspect(conn).get_table_names()
         assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == \
             HEAD_REVISION
+        assert "id" in {c["name"] for c in inspect(conn).get_columns("metric_points")}
+        after = q.history(conn, q.resolve_run(conn, "old").pk)
+    assert len(after) == len(before) == 50
+    for a, b in zip(after, before, strict=True):
+        assert (a.step, a.ts, a.values["loss"]) == (b.step, b.ts, b.values["loss"])
+        assert a.values["acc"] == b.values["acc"] or (math.isnan(a.values["acc"])
+                                                      and math.isnan(b.values["acc"]))
+    # and the migrated index keeps working: more points arrive after the old ones
+    resumed = runwatch.init("p", name="old", dir=runs_dir, resume=True)
+    resumed.log({"loss": 0.01}, step=50)
+    resumed.finish()
+    Indexer(upgraded, runs_dir).index_once()
+    with upgraded.connect() as conn:
+        assert len(q.history(conn, q.resolve_run(conn, "old").pk)) == 51
 
 
 def test_a_foreign_database_is_refused(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from sqlalchemy import Engine, func, select
 
 from runwatch.health import store as health_store
 from runwatch.health.thresholds import ThresholdError
+from runwatch.ingest import ingest_records
 from runwatch.ingest.indexer import Indexer
 from runwatch.store import open_engine
 from runwatch.store import queries as q
@@ -148,6 +149,9 @@ def test_hook_is_idempotent_on_replayed_records(db: Engine, tmp_path: Path) -> N
     records = [{"seq": i, "step": i, "ts": time.time(), "truncated_ratio": 0.5}
                for i in range(20)]
     with db.begin() as conn:
-        health_store.on_metrics(conn, run_pk(db, "r"), records)
+        # sent again (as over HTTP): nothing is stored, and health sees nothing new
+        replayed = ingest_records(conn, run_pk(db, "r"), "metrics.jsonl", records)
+        assert replayed.rows == 0 and len(replayed.points["truncated_ratio"][0]) == 20
+        health_store.on_metrics(conn, run_pk(db, "r"), replayed.points)
     (f,) = listing(db, "r", now=0)
     assert f["last_step"] == 19

@@ -9,6 +9,7 @@ from sqlalchemy import Engine
 
 from runwatch.ingest import ingest_records
 from runwatch.ingest.indexer import upsert_run
+from runwatch.store.points import SEQ_LIMIT
 from runwatch.store.series import SeriesCache, run_keys
 
 
@@ -87,7 +88,8 @@ def test_saved_series_are_reused_and_checked(engine: Engine, tmp_path: Any,
     assert s.step.tolist() == list(range(12)) and s.loaded == 12
     # a file that does not match the database's data is ignored
     with engine.begin() as conn:
-        conn.exec_driver_sql("UPDATE metric_points SET step = step + 100 WHERE seq = 0")
+        conn.exec_driver_sql(
+            f"UPDATE metric_points SET step = step + 100 WHERE id % {SEQ_LIMIT} = 0")
     with engine.connect() as conn:
         s = SeriesCache(disk_dir=disk).get(conn, pk, run_keys(conn, pk)[0])
     # (the changed first row, step 100, is itself superseded by the later steps 1..11)

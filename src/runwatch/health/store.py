@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -19,7 +19,6 @@ import yaml
 from sqlalchemy import (
     Connection,
     delete,
-    func,
     insert,
     select,
     update,
@@ -31,6 +30,7 @@ from runwatch.health.rules import BY_ID
 from runwatch.health.rules.base import SEVERITY_RANK
 from runwatch.health.thresholds import NONE, Overrides, parse
 from runwatch.store import schema as s
+from runwatch.store.points import in_key, newest_seq, run_key_ids, seq_of
 
 log = logging.getLogger(__name__)
 RUNNING = frozenset({"RUNNING", "PREPARING", "CANCEL_REQUESTED"})
@@ -127,41 +127,31 @@ def _engine(conn: Connection, run_pk: int, state: dict[str, Any] | None,
 # --- evaluation ----------------------------------------------------------------
 
 
-_RECORD_FIELDS = frozenset({"step", "ts", "seq", "_line"})
-
-
-def on_metrics(conn: Connection, run_pk: int, records: Iterable[Mapping[str, Any]]) -> None:
-    """The indexer's hook: evaluate newly ingested metrics records of a run."""
+def on_metrics(conn: Connection, run_pk: int,
+               points: Mapping[str, tuple[list[int], list[int], list[float], list[float]]]
+               ) -> None:
+    """The ingest hook: evaluate a run's newly stored points, by key (seqs, steps, ts,
+    values in seq order, as `runwatch.ingest.records.IngestResult.points` holds them)."""
     state, last_seq = _load_state(conn, run_pk)
-    # Columns are built in one pass (no intermediate point tuples): this runs on every
-    # ingested point, inside the indexer's transaction.
     cols: dict[str, ColumnsTs] = {}
     top = last_seq
-    for rec in records:
-        seq = rec.get("seq", -1)
-        if isinstance(seq, int):
-            if seq <= last_seq:
-                continue  # already evaluated: ingest is idempotent, so is health
-            if seq > top:
-                top = seq
-        step, ts = rec.get("step"), rec.get("ts")
-        if type(step) is not int:
+    for key, (seqs, steps, tss, values) in points.items():
+        if not seqs:
             continue
-        ts = float(ts) if isinstance(ts, _NUMERIC) else 0.0
-        for key, value in rec.items():
-            if key in _RECORD_FIELDS:
+        if min(seqs) <= last_seq:
+            # some were evaluated already (a batch sent twice): ingest is idempotent,
+            # and so is health
+            keep = [i for i, q in enumerate(seqs) if q > last_seq]
+            if not keep:
                 continue
-            if value is not None:
-                if not isinstance(value, _NUMERIC):
-                    continue
-                value = float(value)
-            col = cols.get(key)
-            if col is None:
-                col = cols[key] = ([], [], [])
-            col[0].append(step)
-            col[1].append(ts)
-            col[2].append(value)
-    _update(conn, run_pk, state, cols, top)
+            seqs = [seqs[i] for i in keep]
+            steps = [steps[i] for i in keep]
+            tss = [tss[i] for i in keep]
+            values = [values[i] for i in keep]
+        top = max(top, max(seqs))
+        cols[key] = (steps, tss, values)
+    if cols:
+        _update(conn, run_pk, state, cols, top)
 
 
 def _update(conn: Connection, run_pk: int, state: dict[str, Any] | None,
@@ -196,8 +186,7 @@ def ensure_current(conn: Connection, run_pk: int) -> None:
     """Evaluate whatever stored points the engine has not seen yet (for a run indexed
     without the hook, or after thresholds changed). Cheap when nothing is new."""
     state, last_seq = _load_state(conn, run_pk)
-    p = s.metric_points.c
-    newest = conn.execute(select(func.max(p.seq)).where(p.run_pk == run_pk)).scalar()
+    newest = newest_seq(conn, run_key_ids(conn, run_pk))
     engine = _engine(conn, run_pk, state)
     if state is None or engine.fresh:
         if newest is not None or state is not None:
@@ -211,22 +200,18 @@ def ensure_current(conn: Connection, run_pk: int) -> None:
 
 def stored_points(conn: Connection, run_pk: int, after_seq: int
                    ) -> tuple[dict[str, tuple[list[int], list[float], list[Any]]], int]:
-    k, p = s.metric_keys.c, s.metric_points.c
-    names = dict(conn.execute(select(k.id, k.key).where(k.run_pk == run_pk)).all())
+    """A run's points after `after_seq`, by key, and the highest seq among them."""
+    p = s.metric_points.c
     cols: dict[str, tuple[list[int], list[float], list[Any]]] = {}
     last_seq = after_seq
-    rows = conn.execute(select(p.key_id, p.seq, p.step, p.ts, p.value)
-                        .where(p.run_pk == run_pk, p.seq > after_seq)
-                        .order_by(p.key_id, p.seq))
-    for key_id, seq, step, ts, value in rows:
-        col = cols.get(names[key_id])
-        if col is None:
-            col = cols[names[key_id]] = ([], [], [])
-        col[0].append(step)
-        col[1].append(ts)
-        col[2].append(value)
-        if seq > last_seq:
-            last_seq = seq
+    for kid, name in run_key_ids(conn, run_pk).items():
+        rows = conn.execute(select(p.id, p.step, p.ts, p.value)
+                            .where(in_key(p.id, kid, after_seq)).order_by(p.id)).all()
+        if not rows:
+            continue
+        _ids, steps, tss, values = map(list, zip(*rows, strict=True))
+        cols[name] = (steps, tss, values)
+        last_seq = max(last_seq, seq_of(rows[-1][0]))
     return cols, last_seq
 
 

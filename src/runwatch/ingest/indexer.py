@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, delete, insert, select, update
 
-from runwatch.ingest.records import IngestResult, ingest_records
+from runwatch.ingest.records import IngestResult, PointColumns, ingest_records
 from runwatch.ingest.sql import insert_ignore_sql
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
@@ -24,10 +24,13 @@ from runwatch.rundir.reader import read_new
 from runwatch.store import schema as s
 
 KNOWN_FILES = frozenset({fmt.MANIFEST, fmt.CONFIG, fmt.ENGINE_CONFIG, *fmt.FILES})
-# Records are committed in slices of about this many bytes of a file.
+# Records are committed in slices of about this many bytes of a file, read and stored
+# in pieces of READ_BYTES (small enough that a piece's records stay in cache).
 SLICE_BYTES = 16 * 1024 * 1024
+READ_BYTES = 1024 * 1024
 
-PointsHook = Callable[[Connection, int, list[dict[str, Any]]], None]
+# Called with each committed slice's new points by key: (seqs, steps, ts, values).
+PointsHook = Callable[[Connection, int, dict[str, PointColumns]], None]
 
 
 @dataclass
@@ -126,37 +129,69 @@ class Indexer:
         return run_pk
 
     def _jsonl(self, run_pk: int, path: Path, report: IndexReport) -> None:
-        name = path.name
-        while True:
+        more = True
+        while more:
             with self.engine.begin() as conn:
-                off = _offset(conn, run_pk, name)
-                res = read_new(path, off["offset"], off["line_no"], SLICE_BYTES)
-                if res.offset == off["offset"] and not res.bad:
-                    return
-                fresh = [r for r in res.records if r["seq"] > off["last_seq"]]
-                result = ingest_records(conn, run_pk, name, fresh) if fresh else IngestResult()
-                last_seq = max((r["seq"] for r in fresh), default=off["last_seq"])
-                problems = [f"{path}: line {b.line_no}: {b.error}" for b in res.bad]
+                more = self._jsonl_slice(conn, run_pk, path, report)
+
+    def _jsonl_slice(self, conn: Connection, run_pk: int, path: Path,
+                     report: IndexReport) -> bool:
+        """Index up to SLICE_BYTES of a record file in one transaction; True if more is left.
+
+        The slice is read and stored in pieces of READ_BYTES, so each piece's records are
+        still in the processor's cache when they are stored.
+        """
+        name = path.name
+        off = _offset(conn, run_pk, name)
+        offset, line_no, last_seq = off["offset"], off["line_no"], off["last_seq"]
+        total = IngestResult()
+        problems: list[str] = []
+        bad_lines = 0
+        start = offset
+        more = False
+        while offset - start < SLICE_BYTES:
+            res = read_new(path, offset, line_no, READ_BYTES, max_line=SLICE_BYTES)
+            if res.offset == offset and not res.bad:
+                break
+            top = last_seq
+            fresh = []
+            for rec in res.records:
+                seq = rec["seq"]
+                if seq > last_seq:
+                    fresh.append(rec)
+                    if seq > top:
+                        top = seq
+            if fresh:
+                result = ingest_records(conn, run_pk, name, fresh)
                 problems += [f"{path.parent}/{p}" for p in result.problems]
                 extra = result.problem_count - len(result.problems)
                 if extra > 0:
                     problems.append(f"{path}: {extra} more problems like the above")
-                for p in problems:
-                    _add_problem(conn, run_pk, str(path), p)
-                conn.execute(update(s.ingest_offsets).where(
-                    s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name
-                ).values(offset=res.offset, line_no=res.line_no, last_seq=last_seq,
-                         bad_lines=s.ingest_offsets.c.bad_lines + len(res.bad)))
-                if problems:
-                    conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values(
-                        problems=s.runs.c.problems + len(problems)))
-                if name == fmt.METRICS and fresh:
-                    for hook in self.hooks:
-                        hook(conn, run_pk, fresh)
-                report.rows += result.rows
-                report.problems.extend(problems)
-                if res.offset == off["offset"]:
-                    return
+                total.merge(result)
+            problems += [f"{path}: line {b.line_no}: {b.error}" for b in res.bad]
+            bad_lines += len(res.bad)
+            last_seq = top
+            more = res.offset != offset
+            offset, line_no = res.offset, res.line_no
+            if not more:
+                break
+        if offset == start and not bad_lines:
+            return False
+        for p in problems:
+            _add_problem(conn, run_pk, str(path), p)
+        conn.execute(update(s.ingest_offsets).where(
+            s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name
+        ).values(offset=offset, line_no=line_no, last_seq=last_seq,
+                 bad_lines=s.ingest_offsets.c.bad_lines + bad_lines))
+        if problems:
+            conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values(
+                problems=s.runs.c.problems + len(problems)))
+        if name == fmt.METRICS and total.points:
+            for hook in self.hooks:
+                hook(conn, run_pk, total.points)
+        report.rows += total.rows
+        report.problems.extend(problems)
+        return more
 
     def _whole_files(self, conn: Connection, run_pk: int, run_dir: Path) -> None:
         for name, column in ((fmt.CONFIG, "config"), (fmt.ENGINE_CONFIG, "engine_config")):

@@ -39,13 +39,18 @@ class ReadResult:
     torn: bool = False
 
 
-def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CHUNK) -> ReadResult:
+def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CHUNK,
+             max_line: int | None = None) -> ReadResult:
     """Read complete lines of `path` from byte `offset` (the file's `line_no` lines precede it).
 
-    At most about `limit` bytes are consumed; call again with the returned offset until
-    the offset stops moving. A file that shrank below `offset` (it was replaced) is an
-    error the caller decides about: it is reported as a bad line and nothing is read.
+    At most about `limit` bytes are consumed (more when one line is longer, up to
+    `max_line`, by default `limit`: a longer line is reported as broken and skipped);
+    call again with the returned offset until the offset stops moving. A file that
+    shrank below `offset` (it was replaced) is an error the caller decides about: it is
+    reported as a bad line and nothing is read.
     """
+    limit = max(limit, 1)
+    max_line = max(max_line or limit, limit)
     name = path.name
     try:
         size = os.path.getsize(path)
@@ -59,9 +64,11 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
     with open(path, "rb") as f:
         f.seek(offset)
         data = f.read(min(size - offset, limit))
+        if b"\n" not in data and len(data) < size - offset and max_line > limit:
+            data += f.read(min(size - offset, max_line) - len(data))
     end = data.rfind(b"\n")
     if end < 0:
-        if len(data) >= limit:
+        if len(data) >= max_line:
             # One line longer than the whole slice: take it as broken rather than stall.
             return ReadResult([], offset + len(data), line_no + 1,
                               [BadLine(name, line_no + 1, "the line is too long")])

@@ -13,6 +13,7 @@ from runwatch.server.runs import ACTIVE, TERMINAL, run_summary, summary_line
 from runwatch.server.state import ServerState
 from runwatch.store import detail as store_detail
 from runwatch.store import schema as s
+from runwatch.store.points import newest_seq
 from runwatch.store.series import KeyInfo, run_keys
 
 TRAIN_LOSS = ("loss", "train_loss", "train/loss")
@@ -43,15 +44,8 @@ def _find_setting(config: Any, names: tuple[str, ...]) -> Any:
 
 def stream_cursor(conn: Connection, run_pk: int, keys: list[KeyInfo]) -> str:
     """The high-water marks (metrics.logs.events.checkpoints seq) a stream resumes after."""
-    m = -1
-    for k in keys:
-        top = conn.execute(
-            select(func.max(s.metric_points.c.seq)).where(
-                s.metric_points.c.run_pk == run_pk, s.metric_points.c.key_id == k.id)
-        ).scalar()
-        if top is not None and top > m:
-            m = int(top)
-    marks = [m]
+    newest = newest_seq(conn, [k.id for k in keys])
+    marks = [-1 if newest is None else newest]
     for table in (s.logs, s.events, s.checkpoints):
         top = conn.execute(select(func.max(table.c.seq)).where(table.c.run_pk == run_pk)).scalar()
         marks.append(-1 if top is None else int(top))

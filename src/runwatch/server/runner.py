@@ -28,8 +28,6 @@ log = logging.getLogger("runwatch.server")
 # At startup the newest runs are read into the series cache, up to this share of it.
 PREWARM_RUNS = 50
 PREWARM_SHARE = 0.5
-# the fields of a metrics record that are not metrics
-RECORD_FIELDS = frozenset({"step", "ts", "seq", "_line"})
 
 
 
@@ -72,11 +70,10 @@ class Runner:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def _warm_cache(self, conn: Connection, run_pk: int, records: list[dict[str, Any]]) -> None:
+    def _warm_cache(self, conn: Connection, run_pk: int, points: dict[str, Any]) -> None:
         # series the indexer stores are read into the cache as they arrive, so opening a
         # run this server indexed never waits for a cold read of its whole history
-        keys = {k for rec in records for k in rec if k not in RECORD_FIELDS}
-        self.cache.warm(conn, run_pk, keys)
+        self.cache.warm(conn, run_pk, set(points))
 
     def _indexer(self) -> Indexer:
         assert self.runs_dir is not None

@@ -13,7 +13,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, or_, select
 from starlette.concurrency import run_in_threadpool
 
 from runwatch.server.detail import stream_cursor
@@ -23,6 +23,7 @@ from runwatch.server.routes_records import _log, findings_payload
 from runwatch.server.runs import iso, resolve_run, run_summary
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store import schema as s
+from runwatch.store.points import in_key, key_of, seq_of
 from runwatch.store.series import run_keys
 
 router = APIRouter(tags=["live"])
@@ -79,13 +80,14 @@ def _new_points(conn: Connection, run_pk: int, cur: RunCursor,
     p = s.metric_points.c
     top = cur.metrics + SEQ_WINDOW
     rows = conn.execute(
-        select(p.key_id, p.seq, p.step, p.value).where(
-            p.run_pk == run_pk, p.key_id.in_(list(changed)), p.seq > cur.metrics, p.seq <= top)
+        select(p.id, p.step, p.value).where(
+            or_(*(in_key(p.id, kid, cur.metrics, top) for kid in changed)))
     ).all()
     records: dict[int, dict[str, Any]] = {}
-    for key_id, seq, step, value in rows:
+    for point, step, value in rows:
+        seq = seq_of(point)
         rec = records.setdefault(seq, {"seq": seq, "step": step, "values": {}})
-        rec["values"][changed[key_id].key] = value
+        rec["values"][changed[key_of(point)].key] = value
     if top not in records:  # otherwise more may lie beyond the window: look again at once
         for k in changed.values():
             seen_counts[k.id] = k.points

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Row, func, select
 from runwatch.analysis.timing import duration_s, phase_millis
 from runwatch.store import queries as q
 from runwatch.store import schema as s
+from runwatch.store.points import in_key
 
 RESULT_KEYS = {
     "train_loss": "loss",
@@ -100,7 +101,7 @@ def _best_loss(conn: Connection, run_pk: int) -> float | None:
     if kid is None:
         return None
     p = s.metric_points.c
-    best = conn.execute(select(func.min(p.value)).where(p.run_pk == run_pk, p.key_id == kid))
+    best = conn.execute(select(func.min(p.value)).where(in_key(p.id, kid)))
     value = best.scalar()
     return None if value is None or not math.isfinite(value) else float(value)
 

@@ -13,6 +13,7 @@ from sqlalchemy import Connection, Row, and_, func, or_, select
 
 from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
+from runwatch.store.points import in_key, key_base
 
 
 class RunNotFound(LookupError):
@@ -124,23 +125,27 @@ def history(
             raise KeyError(f"run has no metric {missing[0]!r}; it has: "
                            + ", ".join(sorted(ids)[:30]))
         ids = {k: ids[k] for k in keys}
-    names = {v: k for k, v in ids.items()}
     p = s.metric_points.c
-    q = select(p.key_id, p.seq, p.step, p.ts, p.value).where(p.run_pk == run_pk)
-    if keys:
-        q = q.where(p.key_id.in_(list(names)))
-    if step_min is not None:
-        q = q.where(p.step >= step_min)
-    if step_max is not None:
-        q = q.where(p.step <= step_max)
-    by_step: dict[int, StepRow] = {}
+    # Per step: (lowest seq, its ts, values); within a key, points come in seq order,
+    # so a later record of the same step overwrites an earlier one.
+    by_step: dict[int, tuple[int, float, dict[str, float]]] = {}
     nan = float("nan")
-    for kid, _seq, step, ts, value in conn.execute(q.order_by(p.seq)):
-        row = by_step.get(step)
-        if row is None:
-            row = by_step[step] = StepRow(step, ts, {})
-        row.values[names[kid]] = nan if value is None else value
-    return [by_step[k] for k in sorted(by_step)]
+    for name, kid in ids.items():
+        base = key_base(kid)
+        q = select(p.id, p.step, p.ts, p.value).where(in_key(p.id, kid))
+        if step_min is not None:
+            q = q.where(p.step >= step_min)
+        if step_max is not None:
+            q = q.where(p.step <= step_max)
+        for point, step, ts, value in conn.execute(q.order_by(p.id)):
+            seq = point - base
+            entry = by_step.get(step)
+            if entry is None:
+                entry = by_step[step] = (seq, ts, {})
+            elif seq < entry[0]:
+                entry = by_step[step] = (seq, ts, entry[2])
+            entry[2][name] = nan if value is None else value
+    return [StepRow(step, by_step[step][1], by_step[step][2]) for step in sorted(by_step)]
 
 
 def logs(conn: Connection, run_pk: int, level: str | None = None, after_seq: int = -1,

@@ -1,7 +1,8 @@
 """The index's tables (SQLAlchemy Core), portable between SQLite and PostgreSQL.
 
-Runs are keyed by a small integer `pk` so the long-form point table stays narrow.
-Every record table carries (run_pk, seq) from its file: the idempotency key.
+Runs are keyed by a small integer `pk`. Every record table carries (run_pk, seq) from
+its file, the idempotency key; metric points carry it folded into one integer id
+(key_id, which names the run, and seq: see runwatch.store.points).
 """
 
 from __future__ import annotations
@@ -69,19 +70,20 @@ metric_keys = Table(
     UniqueConstraint("run_pk", "key", name="uq_metric_keys_run_key"),
 )
 
-# Long form: one row per (run, key, seq). A NULL value is NaN (SQLite cannot store NaN).
+# Long form: one row per point. `id` is key_id * 2**36 + seq (runwatch.store.points), so a
+# key's points are one range of the primary key, in seq order; in SQLite the id is the
+# rowid, the cheapest key to insert by. A NULL value is NaN (SQLite cannot store NaN).
 metric_points = Table(
     "metric_points",
     metadata,
-    Column("run_pk", Integer, primary_key=True),
-    Column("key_id", Integer, primary_key=True),
-    Column("seq", BigInteger, primary_key=True),
+    # INTEGER (not BIGINT) in SQLite, where only "INTEGER PRIMARY KEY" is the rowid
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=False),
     Column("step", BigInteger, nullable=False),
     Column("ts", Float, nullable=False),
     Column("value", Float),
-    # No index on step: a series is read whole by (run_pk, key_id), and a second index
+    # No index on step: a series is read whole by its id range, and a second index
     # would halve the ingest rate.
-    sqlite_with_rowid=False,
 )
 
 events = Table(

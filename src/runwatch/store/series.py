@@ -25,6 +25,7 @@ import numpy.typing as npt
 from sqlalchemy import Connection, Engine, select
 
 from runwatch.store import schema as s
+from runwatch.store.points import SEQ_BITS, id_range, in_key, seq_of
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -82,17 +83,19 @@ def run_keys(conn: Connection, run_pk: int) -> list[KeyInfo]:
     return [KeyInfo(r.id, r.key, int(r.points or 0), r.last_step, r.last_value) for r in rows]
 
 
-def _read_rows(conn: Connection, run_pk: int, key_id: int, after_seq: int) -> npt.NDArray[np.void]:
+def _read_rows(conn: Connection, key_id: int, after_seq: int) -> npt.NDArray[np.void]:
     """(seq, step, value) rows of one key after `after_seq`, straight from the driver's cursor."""
     marker = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    low, high = id_range(key_id, after_seq)
+    base = key_id << SEQ_BITS
     sql = (
-        f"SELECT seq, step, COALESCE(value, {_NULL!r}) FROM metric_points "
-        f"WHERE run_pk = {marker} AND key_id = {marker} AND seq > {marker} ORDER BY seq"
+        f"SELECT id - {base}, step, COALESCE(value, {_NULL!r}) FROM metric_points "
+        f"WHERE id BETWEEN {marker} AND {marker} ORDER BY id"
     )
     # the DBAPI cursor yields plain tuples, which numpy reads without per-row Python objects
     cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
-        cur.execute(sql, (run_pk, key_id, after_seq))
+        cur.execute(sql, (low, high))
         return np.fromiter(cast(Iterable[tuple[int, int, float]], cur), dtype=_ROW)
     finally:
         cur.close()
@@ -136,11 +139,11 @@ def _extend(old: Series, rows: npt.NDArray[np.void]) -> Series:
     )
 
 
-def _first_row(conn: Connection, run_pk: int, key_id: int) -> tuple[int, int]:
+def _first_row(conn: Connection, key_id: int) -> tuple[int, int]:
     p = s.metric_points.c
-    row = conn.execute(select(p.seq, p.step).where(p.run_pk == run_pk, p.key_id == key_id)
-                       .order_by(p.seq).limit(1)).first()
-    return (-1, -1) if row is None else (int(row.seq), int(row.step))
+    row = conn.execute(select(p.id, p.step).where(in_key(p.id, key_id))
+                       .order_by(p.id).limit(1)).first()
+    return (-1, -1) if row is None else (seq_of(int(row.id)), int(row.step))
 
 
 class SeriesCache:
@@ -167,11 +170,11 @@ class SeriesCache:
         if cached is None and key.points >= SAVE_MIN_POINTS:
             cached = self._load(conn, run_pk, key)
         if cached is None:
-            series = _from_rows(_read_rows(conn, run_pk, key.id, -1))
+            series = _from_rows(_read_rows(conn, key.id, -1))
         elif cached.loaded >= key.points:
             series = cached
         else:
-            series = _extend(cached, _read_rows(conn, run_pk, key.id, cached.max_seq))
+            series = _extend(cached, _read_rows(conn, key.id, cached.max_seq))
         self._put(ident, series)
         self._save(ident, key, series)
         return series
@@ -192,7 +195,7 @@ class SeriesCache:
         except (OSError, ValueError, KeyError):
             return None
         # a rebuilt index can reuse ids: trust the file only for the same key and data
-        if name != key.key or loaded > key.points or _first_row(conn, run_pk, key.id) != (
+        if name != key.key or loaded > key.points or _first_row(conn, key.id) != (
                 first_seq, first_step):
             return None
         self._saved[(run_pk, key.id)] = loaded
