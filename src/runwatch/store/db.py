@@ -9,7 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    MetaData,
+    String,
+    Table,
+    create_engine,
+    event,
+    inspect,
+    text,
+)
 
 from runwatch.store.schema import metadata
 
@@ -74,12 +85,22 @@ def ensure_schema(engine: Engine) -> None:
     if not tables - {"alembic_version"}:
         with engine.begin() as conn:
             metadata.create_all(conn)
-        _alembic("stamp", engine)
+            _stamp(conn)
         return
     if version is None:
         raise StoreError("the database holds tables that are not a runwatch index; "
                          "point --db at a new file or an empty database")
     _alembic("upgrade", engine)
+
+
+def _stamp(conn: Connection) -> None:
+    """Record a new database as being at head, as `alembic stamp head` would (Alembic's
+    own table), without importing Alembic: it is a fifth of a short command's start."""
+    version = Table("alembic_version", MetaData(),
+                    Column("version_num", String(32), primary_key=True))
+    version.create(conn, checkfirst=True)
+    conn.execute(version.delete())
+    conn.execute(version.insert().values(version_num=HEAD_REVISION))
 
 
 def _alembic(command_name: str, engine: Engine) -> None:
