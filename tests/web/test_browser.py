@@ -3,6 +3,7 @@ rollouts (untrusted text stays text), URL state and the new-job page."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
@@ -161,3 +162,23 @@ def test_health_panel_and_chart_markers(page: Page, server: Runner, runs_dir: Pa
     expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-markers", "1")
     expect(page.locator(".reason")).to_have_text("the training job stopped before it finished")
     shot(page, "health")
+
+
+def test_runs_indexed_out_of_creation_order_are_all_listed_newest_first(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """Runs started together are indexed in no set order; each is listed live, in place."""
+    page.goto(f"{server.url}/runs")
+    expect(page.locator("#run-list")).to_have_attribute("data-count", "0")
+
+    def write(name: str, created_at: float) -> None:
+        run = runs_dir / name
+        run.mkdir()
+        manifest = {"schema_version": 1, "run_id": f"id-{name}", "name": name,
+                    "created_at": created_at}
+        (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+    write("middle", 2_000_000_000.0)
+    expect(page.locator(".run-row")).to_have_count(1)
+    write("oldest", 1_000_000_000.0)  # older than every listed run: it still shows, last
+    write("newest", 3_000_000_000.0)
+    expect(page.locator(".run-row .run-name")).to_have_text(["newest", "middle", "oldest"])

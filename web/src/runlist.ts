@@ -84,22 +84,32 @@ export class RunListView {
       const el = this.rowEl(run);
       existing.el.replaceWith(el);
       this.rows.set(run.run_id, { run, el });
-    } else if ((!this.query || this.matches(run, this.query)) && this.isNewest(run)) {
-      const el = this.rowEl(run);
-      this.list.insertBefore(el, this.list.firstChild);
-      this.rows.set(run.run_id, { run, el });
-      this.list.dataset.count = String(this.rows.size);
+    } else if (!this.query || this.matches(run, this.query)) {
+      const before = this.placeFor(run);
+      if (before !== undefined) {
+        const el = this.rowEl(run);
+        this.list.insertBefore(el, before);
+        this.rows.set(run.run_id, { run, el });
+        this.list.dataset.count = String(this.rows.size);
+        this.status.textContent = `${this.rows.size} run${this.rows.size === 1 ? "" : "s"}${this.cursor ? "+" : ""}`;
+      }
     }
     this.highlight();
   }
 
-  /** A run not in the list is shown only if it is newer than every listed run. */
-  private isNewest(run: RunSummary): boolean {
+  /**
+   * Where a run not yet listed goes, newest first: before the first listed run created
+   * before it (null: at the end). Runs are indexed in no particular order, so a run may
+   * arrive after newer ones. One older than every listed run while more pages remain
+   * belongs to a later page (undefined: not shown now).
+   */
+  private placeFor(run: RunSummary): Element | null | undefined {
     const created = Date.parse(run.created_at ?? "");
-    for (const { run: r } of this.rows.values()) {
-      if (Date.parse(r.created_at ?? "") > created) return false;
+    for (const el of Array.from(this.list.children)) {
+      const listed = this.rows.get((el as HTMLElement).dataset.run ?? "");
+      if (listed && Date.parse(listed.run.created_at ?? "") < created) return el;
     }
-    return true;
+    return this.cursor ? undefined : null;
   }
 
   get(runId: string): RunSummary | undefined {
