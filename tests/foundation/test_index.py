@@ -252,3 +252,20 @@ def test_a_long_lived_indexer_sees_every_change(runs_dir: Path, tmp_path: Path) 
         run.log_samples(3, [{"prompt": "q", "reward": 0.0}])
     indexer.index_once()
     assert count(engine, s.samples) == 2, "a samples file rewritten in place is read again"
+
+
+def test_a_run_folder_being_created_is_not_reported(runs_dir: Path, tmp_path: Path) -> None:
+    """Between mkdir and the manifest's rename, a run folder is empty or holds only
+    manifest.json.tmp: the indexer looks again later rather than warn."""
+    engine = open_engine(tmp_path / "i.db")
+    starting = runs_dir / "starting"
+    starting.mkdir()
+    indexer = Indexer(engine, runs_dir)
+    assert indexer.index_once().problems == []
+    (starting / "manifest.json.tmp").write_text("{")
+    assert indexer.index_once().problems == []
+    (starting / "manifest.json.tmp").rename(starting / "manifest.json")
+    (starting / "manifest.json").write_text(json.dumps(
+        {"schema_version": 1, "run_id": "id-starting", "name": "starting", "created_at": 1e9}))
+    report = indexer.index_once()
+    assert (report.runs, report.new_runs, report.problems) == (1, 1, [])

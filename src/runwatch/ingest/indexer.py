@@ -94,6 +94,8 @@ class Indexer:
             self._problem_once(None, str(run_dir), f"{exc}; the folder is not indexed", report)
             return None
         if not manifest_path.is_file():
+            if _being_created(run_dir):
+                return None  # runwatch.init writes the manifest next: look again next pass
             self._problem_once(None, str(run_dir),
                                f"{run_dir} has no manifest.json, so it is not indexed "
                                "(a run directory is made by runwatch.init)", report)
@@ -243,6 +245,14 @@ class Indexer:
         else:
             with self.engine.begin() as c:
                 go(c)
+
+
+def _being_created(run_dir: Path) -> bool:
+    """An empty folder, or one holding only .tmp files: `runwatch.init` is making it."""
+    try:
+        return all(name.endswith(".tmp") for name in os.listdir(run_dir))
+    except OSError:
+        return True
 
 
 def _signature(run_dir: Path) -> tuple[tuple[str, int, int], ...]:
