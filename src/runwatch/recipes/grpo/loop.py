@@ -197,8 +197,10 @@ def train(cfg: GRPOConfig, rec: Recorder) -> None:
             rec.log(line, step)
             if "val/reward_mean" in line:
                 shown = line.get("val/accuracy", line["val/reward_mean"])
-                rec.echo(f"step {step}/{cfg.max_steps} val {shown:.3f} "
-                         f"reward_mean {line.get('reward_mean', float('nan')):.3f}")
+                # the last step only validates: it has no training reward to show
+                train = (f" reward_mean {line['reward_mean']:.3f}"
+                         if "reward_mean" in line else "")
+                rec.echo(f"step {step}/{cfg.max_steps} val {shown:.3f}{train}")
             if step > 0 and (step % cfg.checkpoint_interval == 0 or step == cfg.max_steps):
                 save_checkpoints(rec, step, trainer.policy.model, trainer.optimizer,
                                  trainer.policy.source)
