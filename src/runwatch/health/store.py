@@ -30,7 +30,7 @@ from runwatch.health.rules import BY_ID
 from runwatch.health.rules.base import SEVERITY_RANK
 from runwatch.health.thresholds import NONE, Overrides, parse
 from runwatch.store import schema as s
-from runwatch.store.points import in_key, newest_seq, run_key_ids, seq_of
+from runwatch.store.points import newest_seq, read_points, run_key_ids
 
 log = logging.getLogger(__name__)
 RUNNING = frozenset({"RUNNING", "PREPARING", "CANCEL_REQUESTED"})
@@ -201,17 +201,15 @@ def ensure_current(conn: Connection, run_pk: int) -> None:
 def stored_points(conn: Connection, run_pk: int, after_seq: int
                    ) -> tuple[dict[str, tuple[list[int], list[float], list[Any]]], int]:
     """A run's points after `after_seq`, by key, and the highest seq among them."""
-    p = s.metric_points.c
     cols: dict[str, tuple[list[int], list[float], list[Any]]] = {}
     last_seq = after_seq
     for kid, name in run_key_ids(conn, run_pk).items():
-        rows = conn.execute(select(p.id, p.step, p.ts, p.value)
-                            .where(in_key(p.id, kid, after_seq)).order_by(p.id)).all()
+        rows = read_points(conn, kid, after_seq)
         if not rows:
             continue
-        _ids, steps, tss, values = map(list, zip(*rows, strict=True))
+        seqs, steps, tss, values = map(list, zip(*rows, strict=True))
         cols[name] = (steps, tss, values)
-        last_seq = max(last_seq, seq_of(rows[-1][0]))
+        last_seq = max(last_seq, seqs[-1])
     return cols, last_seq
 
 

@@ -14,7 +14,7 @@ docs/benchmarks.md). PostgreSQL stores the same BIGINT key in an ordinary index.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, func, select
 
@@ -83,3 +83,30 @@ def run_key_ids(conn: Connection, run_pk: int) -> dict[int, str]:
     k = s.metric_keys.c
     rows = conn.execute(select(k.id, k.key).where(k.run_pk == run_pk))
     return {int(i): str(name) for i, name in rows}
+
+
+def read_points(conn: Connection, key_id: int, after_seq: int = -1,
+                step_min: int | None = None, step_max: int | None = None
+                ) -> list[tuple[int, int, float, float | None]]:
+    """(seq, step, ts, value) of a key's points after `after_seq`, in seq order.
+
+    Read with the driver's own cursor: for millions of points that is about twice as
+    fast as SQLAlchemy rows. A NULL value is NaN.
+    """
+    m = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    low, high = id_range(key_id, after_seq)
+    sql = (f"SELECT id - {key_id << SEQ_BITS}, step, ts, value FROM metric_points "
+           f"WHERE id BETWEEN {m} AND {m}")
+    params: list[int] = [low, high]
+    if step_min is not None:
+        sql += f" AND step >= {m}"
+        params.append(step_min)
+    if step_max is not None:
+        sql += f" AND step <= {m}"
+        params.append(step_max)
+    cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cur.execute(sql + " ORDER BY id", params)
+        return cast(list[tuple[int, int, float, float | None]], cur.fetchall())
+    finally:
+        cur.close()

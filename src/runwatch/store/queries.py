@@ -13,7 +13,7 @@ from sqlalchemy import Connection, Row, and_, func, or_, select
 
 from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
-from runwatch.store.points import in_key, key_base
+from runwatch.store.points import read_points
 
 
 class RunNotFound(LookupError):
@@ -125,20 +125,13 @@ def history(
             raise KeyError(f"run has no metric {missing[0]!r}; it has: "
                            + ", ".join(sorted(ids)[:30]))
         ids = {k: ids[k] for k in keys}
-    p = s.metric_points.c
     # Per step: (lowest seq, its ts, values); within a key, points come in seq order,
     # so a later record of the same step overwrites an earlier one.
     by_step: dict[int, tuple[int, float, dict[str, float]]] = {}
     nan = float("nan")
     for name, kid in ids.items():
-        base = key_base(kid)
-        q = select(p.id, p.step, p.ts, p.value).where(in_key(p.id, kid))
-        if step_min is not None:
-            q = q.where(p.step >= step_min)
-        if step_max is not None:
-            q = q.where(p.step <= step_max)
-        for point, step, ts, value in conn.execute(q.order_by(p.id)):
-            seq = point - base
+        for seq, step, ts, value in read_points(conn, kid, step_min=step_min,
+                                                step_max=step_max):
             entry = by_step.get(step)
             if entry is None:
                 entry = by_step[step] = (seq, ts, {})
