@@ -269,3 +269,32 @@ def test_a_run_folder_being_created_is_not_reported(runs_dir: Path, tmp_path: Pa
         {"schema_version": 1, "run_id": "id-starting", "name": "starting", "created_at": 1e9}))
     report = indexer.index_once()
     assert (report.runs, report.new_runs, report.problems) == (1, 1, [])
+
+
+def test_a_run_that_fails_to_index_does_not_stop_the_others(runs_dir: Path,
+                                                            tmp_path: Path) -> None:
+    """A caller's hook that raises for one run: that run's slice is rolled back and
+    reported once, every other run is indexed, and the failed one is tried again."""
+    make_run(runs_dir, "a-breaks", 3)
+    make_run(runs_dir, "b-fine", 3)
+    engine = open_engine(tmp_path / "i.db")
+    broken = {"on": True}
+
+    def hook(conn: object, run_pk: int, points: object) -> None:
+        with engine.connect() as c:
+            name = c.execute(select(s.runs.c.name).where(s.runs.c.pk == run_pk)).scalar()
+        if broken["on"] and name == "a-breaks":
+            raise RuntimeError("the hook failed")
+
+    indexer = Indexer(engine, runs_dir, on_metrics=hook)
+    report = indexer.index_once()
+    assert sum("a-breaks: indexing failed (RuntimeError: the hook failed)" in p
+               for p in report.problems) == 1
+    with engine.connect() as conn:
+        assert len(q.history(conn, q.resolve_run(conn, "b-fine").pk)) == 3
+        assert q.history(conn, q.resolve_run(conn, "a-breaks").pk) == []
+    assert indexer.index_once().problems == [], "told once"
+    broken["on"] = False
+    indexer.index_once()
+    with engine.connect() as conn:
+        assert len(q.history(conn, q.resolve_run(conn, "a-breaks").pk)) == 3

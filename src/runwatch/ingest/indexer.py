@@ -6,6 +6,7 @@ per file), so indexing twice changes nothing and a growing folder costs only its
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -22,6 +23,9 @@ from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
 from runwatch.rundir.reader import read_new
 from runwatch.store import schema as s
+from runwatch.store.points import SEQ_LIMIT
+
+log = logging.getLogger(__name__)
 
 KNOWN_FILES = frozenset({fmt.MANIFEST, fmt.CONFIG, fmt.ENGINE_CONFIG, *fmt.FILES})
 # Records are committed in slices of about this many bytes of a file, read and stored
@@ -70,7 +74,18 @@ class Indexer:
             return report
         for entry in sorted(os.scandir(self.runs_dir), key=lambda e: e.name):
             if entry.is_dir() and not entry.name.startswith("."):
-                self.index_run(Path(entry.path), report)
+                run_dir = Path(entry.path)
+                try:
+                    self.index_run(run_dir, report)
+                except Exception as exc:
+                    # One run that cannot be indexed must not stop the others; its
+                    # transaction is rolled back and the next pass tries it again.
+                    log.exception("indexing %s failed", run_dir)
+                    self._problem_once(None, str(run_dir),
+                                       f"{run_dir}: indexing failed ({type(exc).__name__}: "
+                                       f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); "
+                                       "the other runs are indexed, and this one is tried "
+                                       "again on the next pass", report)
         return report
 
     def index_run(self, run_dir: Path, report: IndexReport) -> int | None:
@@ -147,10 +162,12 @@ class Indexer:
         off = _offset(conn, run_pk, name)
         offset, line_no, last_seq = off["offset"], off["line_no"], off["last_seq"]
         total = IngestResult()
-        problems: list[str] = []
-        bad_lines = 0
+        bad: list[str] = []
         start = offset
         more = False
+        # a metrics record whose seq no point id can hold is refused; it must not hide
+        # the records after it
+        seq_limit = SEQ_LIMIT if name == fmt.METRICS else None
         while offset - start < SLICE_BYTES:
             res = read_new(path, offset, line_no, READ_BYTES, max_line=SLICE_BYTES)
             if res.offset == offset and not res.bad:
@@ -161,30 +178,30 @@ class Indexer:
                 seq = rec["seq"]
                 if seq > last_seq:
                     fresh.append(rec)
-                    if seq > top:
+                    if seq > top and (seq_limit is None or seq < seq_limit):
                         top = seq
             if fresh:
-                result = ingest_records(conn, run_pk, name, fresh)
-                problems += [f"{path.parent}/{p}" for p in result.problems]
-                extra = result.problem_count - len(result.problems)
-                if extra > 0:
-                    problems.append(f"{path}: {extra} more problems like the above")
-                total.merge(result)
-            problems += [f"{path}: line {b.line_no}: {b.error}" for b in res.bad]
-            bad_lines += len(res.bad)
+                total.merge(ingest_records(conn, run_pk, name, fresh))
+            bad += [f"{path}: line {b.line_no}: {b.error}" for b in res.bad]
             last_seq = top
             more = res.offset != offset
             offset, line_no = res.offset, res.line_no
             if not more:
                 break
-        if offset == start and not bad_lines:
+        if offset == start and not bad:
             return False
+        # at most MAX_PROBLEMS_LISTED record problems are itemised per slice, then counted
+        problems = [f"{path.parent}/{p}" for p in total.problems]
+        extra = total.problem_count - len(total.problems)
+        if extra > 0:
+            problems.append(f"{path}: {extra} more problems like the above")
+        problems += bad
         for p in problems:
             _add_problem(conn, run_pk, str(path), p)
         conn.execute(update(s.ingest_offsets).where(
             s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name
         ).values(offset=offset, line_no=line_no, last_seq=last_seq,
-                 bad_lines=s.ingest_offsets.c.bad_lines + bad_lines))
+                 bad_lines=s.ingest_offsets.c.bad_lines + len(bad)))
         if problems:
             conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values(
                 problems=s.runs.c.problems + len(problems)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import groupby
@@ -84,6 +84,7 @@ def _where(file: str, rec: dict[str, Any]) -> str:
 
 
 _NUMERIC = frozenset({float, int, bool})
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT = frozenset({int})
 _FLOAT = frozenset({float})
 # the fields of a metrics record that are not metrics
@@ -101,17 +102,30 @@ def _metrics(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]) -
     instead of a Python step per point, and stored by one statement per record that
     inserts all its points. A run with anything wrong in it (a bad step, a key not
     seen before and not valid, a value that is not a number) goes record by record
-    instead, so every problem is reported with its line and the rest is kept.
+    instead, so every problem is reported with its line and the rest is kept. A seq
+    that repeats within the call keeps its first record, as one stored earlier would.
     """
     res = IngestResult()
     sink = _PointSink(conn, run_pk, res)
-    for shape, group in groupby(records, key=tuple):
+    for shape, group in groupby(_first_of_each_seq(records), key=tuple):
         block = list(group)
         if not sink.add_block(shape, block):
             for rec in block:
                 sink.add_record(rec)
     sink.flush()
     return res
+
+
+def _first_of_each_seq(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    seen: set[Any] = set()
+    add = seen.add
+    for rec in records:
+        seq = rec.get("seq")
+        if type(seq) is int:  # anything else is refused later, with its line
+            if seq in seen:
+                continue
+            add(seq)
+        yield rec
 
 
 class _PointSink:
@@ -129,21 +143,18 @@ class _PointSink:
         self.max_step = -1
         self.max_ts = 0.0
 
-    def _known(self, keys: Iterable[str]) -> bool:
-        """Register new keys; False if one is not a valid key (then records go one by one)."""
-        for key in keys:
-            if key not in self.keys:
-                if fmt.validate_key(key):
-                    return False
-                self.keys[key] = _new_key(self.conn, self.run_pk, key)
-        return True
+    def _key_id(self, key: str) -> int:
+        kid = self.keys.get(key)
+        if kid is None:
+            kid = self.keys[key] = _new_key(self.conn, self.run_pk, key)
+        return kid
 
     def add_block(self, shape: tuple[str, ...], block: list[dict[str, Any]]) -> bool:
         """Store records of one shape as columns; False if they need the record path."""
         if "seq" not in shape or "step" not in shape or "ts" not in shape:
             return False
         names = [k for k in shape if k not in RECORD_FIELDS]
-        if not self._known(names):
+        if any(k not in self.keys and fmt.validate_key(k) for k in names):
             return False
         parts = []
         for i in range(0, max(len(names), 1), KEYS_PER_STATEMENT):
@@ -166,15 +177,15 @@ class _PointSink:
         if not names:
             return
         seqs, steps, tss = cols[0], cols[1], cols[2]
-        bases = [key_base(self.keys[k]) for k in names]
+        bases = [key_base(self._key_id(k)) for k in names]
         if self.sqlite:
             self.by_statement.setdefault(_record_sql(tuple(bases)), []).extend(params)
         points = self.res.points
         for name, base, values in zip(names, bases, cols[3:], strict=True):
-            if not self.sqlite:
-                self.rows.extend(zip([base + q for q in seqs], steps, tss, values, strict=True))
             if not _FLOAT.issuperset(map(type, values)):
                 values = tuple(map(float, values))
+            if not self.sqlite:
+                self.rows.extend(zip([base + q for q in seqs], steps, tss, values, strict=True))
             col = points.get(name)
             if col is None:
                 points[name] = (list(seqs), list(steps), list(tss), list(values))
@@ -192,25 +203,19 @@ class _PointSink:
         ts = rec.pop("ts", None)
         line = rec.pop("_line", None)
         where = f"{fmt.METRICS} line {line}" if line is not None else f"{fmt.METRICS} seq {seq}"
-        if type(step) is not int or step < 0:
-            self.res.problem(f"{where}: 'step' must be a non-negative integer")
+        if type(step) is not int or not 0 <= step <= _INT64_MAX:
+            self.res.problem(f"{where}: 'step' must be a non-negative integer below 2**63")
             return
         if type(seq) is not int or not 0 <= seq < SEQ_LIMIT:
             self.res.problem(f"{where}: 'seq' must be an integer in 0..{SEQ_LIMIT - 1}")
             return
-        if type(ts) is not float:
-            ts = float(ts) if type(ts) is int else 0.0
+        # a missing or unusable wall time must not cost the record its metrics
+        ts = float(ts) if type(ts) in (float, int) and math.isfinite(ts) else 0.0
         self.res.records += 1
         self.max_step = max(self.max_step, step)
         self.max_ts = max(self.max_ts, ts)
         points = self.res.points
         for key, value in rec.items():
-            if key not in self.keys:
-                problem = fmt.validate_key(key)
-                if problem:
-                    self.res.problem(f"{where}: {problem}; skipped")
-                    continue
-                self.keys[key] = _new_key(self.conn, self.run_pk, key)
             t = type(value)
             if t is int or t is bool:
                 value = float(value)
@@ -218,7 +223,12 @@ class _PointSink:
                 self.res.problem(f"{where}: {key!r} is {t.__name__} "
                                  f"{str(value)[:40]!r}, not a number; skipped")
                 continue
-            self.rows.append((key_base(self.keys[key]) + seq, step, ts, value))
+            if key not in self.keys:
+                problem = fmt.validate_key(key)
+                if problem:
+                    self.res.problem(f"{where}: {problem}; skipped")
+                    continue
+            self.rows.append((key_base(self._key_id(key)) + seq, step, ts, value))
             col = points.get(key)
             if col is None:
                 col = points[key] = ([], [], [], [])
@@ -248,33 +258,43 @@ class _PointSink:
             _advance_run(conn, self.run_pk, self.max_step, self.max_ts)
 
     def _key_stats(self, exact: bool) -> None:
-        """Each key's point count and newest (step, value).
+        """Each touched key's point count and newest stored (step, value).
 
-        When some points were already stored (a batch sent again), counts are taken
-        from the table rather than added, so they stay exact.
+        Counts are added when every point was new; when some were stored already (a
+        batch sent again) they are counted in the table, so they stay exact. The newest
+        point is read back, since a batch may arrive after one with higher seqs.
         """
         k, p = s.metric_keys.c, s.metric_points.c
-        for name, (seqs, steps, _ts, values) in self.res.points.items():
+        for name, (seqs, _steps, _ts, _values) in self.res.points.items():
             kid = self.keys[name]
             if exact:
                 points: Any = k.points + len(seqs)
             else:
                 points = select(func.count()).where(in_key(p.id, kid)).scalar_subquery()
-            # records arrive in seq order, so a key's newest point is its last
+            newest = select(p.step, p.value).where(in_key(p.id, kid)).order_by(p.id.desc())
+            row = self.conn.execute(newest.limit(1)).first()
             self.conn.execute(update(s.metric_keys).where(k.id == kid).values(
-                points=points, last_step=steps[-1], last_value=_finite_or_none(values[-1])))
+                points=points, last_step=None if row is None else row.step,
+                last_value=None if row is None else _finite_or_none(row.value)))
 
 
 def _valid(cols: list[tuple[Any, ...]]) -> bool:
-    """Columns (seq, step, ts, values...) with integer seq and step, float ts, number values."""
+    """Columns (seq, step, ts, values...) with integer seq and step, finite float ts and
+    number values (an int value must fit the 64 bits SQLite binds it in)."""
     seqs, steps, tss = cols[0], cols[1], cols[2]
     if not (_INT.issuperset(map(type, seqs)) and _INT.issuperset(map(type, steps))
-            and _FLOAT.issuperset(map(type, tss))):
+            and _FLOAT.issuperset(map(type, tss)) and math.isfinite(sum(tss))):
         return False
-    if min(steps) < 0 or min(seqs) < 0 or max(seqs) >= SEQ_LIMIT:
+    if min(steps) < 0 or max(steps) > _INT64_MAX or min(seqs) < 0 or max(seqs) >= SEQ_LIMIT:
         return False
-    numeric = _NUMERIC.issuperset
-    return all(numeric(map(type, col)) for col in cols[3:])
+    for col in cols[3:]:
+        types = set(map(type, col))
+        if not _NUMERIC.issuperset(types):
+            return False
+        if int in types and not all(_INT64_MIN <= v <= _INT64_MAX
+                                    for v in col if type(v) is int):
+            return False
+    return True
 
 
 def _rowcount(result: Any, default: int) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from runwatch.rundir.jsonl import loads_line
 
@@ -66,12 +66,17 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
         data = f.read(min(size - offset, limit))
         if b"\n" not in data and len(data) < size - offset and max_line > limit:
             data += f.read(min(size - offset, max_line) - len(data))
+        if b"\n" not in data and len(data) >= max_line:
+            # One line longer than max_line: skip it whole, as one bad line, once its
+            # end is written (until then it is a torn line like any other).
+            end_of_line = _find_newline(f, offset + len(data))
+            if end_of_line < 0:
+                return ReadResult([], offset, line_no, torn=True)
+            too_long = BadLine(name, line_no + 1,
+                               f"the line is longer than {max_line} bytes; skipped")
+            return ReadResult([], end_of_line + 1, line_no + 1, [too_long])
     end = data.rfind(b"\n")
     if end < 0:
-        if len(data) >= max_line:
-            # One line longer than the whole slice: take it as broken rather than stall.
-            return ReadResult([], offset + len(data), line_no + 1,
-                              [BadLine(name, line_no + 1, "the line is too long")])
         return ReadResult([], offset, line_no, torn=True)
     chunk = data[: end + 1]
     records: list[dict[str, Any]] = []
@@ -95,3 +100,15 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
         obj["_line"] = line_no
         records.append(obj)
     return ReadResult(records, offset + len(chunk), line_no, bad, torn=end + 1 < len(data))
+
+
+def _find_newline(f: BinaryIO, start: int) -> int:
+    """The offset of the first newline at or after `start` in `f`, or -1."""
+    f.seek(start)
+    pos = start
+    while chunk := f.read(READ_CHUNK):
+        i = chunk.find(b"\n")
+        if i >= 0:
+            return pos + i
+        pos += len(chunk)
+    return -1

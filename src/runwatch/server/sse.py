@@ -13,7 +13,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
-from sqlalchemy import Connection, or_, select
+from sqlalchemy import BigInteger, Connection, cast, select
 from starlette.concurrency import run_in_threadpool
 
 from runwatch.server.detail import stream_cursor
@@ -23,7 +23,7 @@ from runwatch.server.routes_records import _log, findings_payload
 from runwatch.server.runs import iso, resolve_run, run_summary
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store import schema as s
-from runwatch.store.points import in_key, key_of, seq_of
+from runwatch.store.points import SEQ_LIMIT, key_of, seq_of
 from runwatch.store.series import run_keys
 
 router = APIRouter(tags=["live"])
@@ -77,17 +77,26 @@ def _new_points(conn: Connection, run_pk: int, cur: RunCursor,
     changed = {k.id: k for k in keys if seen_counts.get(k.id) != k.points}
     if not changed:
         return []
-    p = s.metric_points.c
+    p, kc = s.metric_points.c, s.metric_keys.c
     top = cur.metrics + SEQ_WINDOW
+    # every key of the run, each a range of point ids (a key with nothing new costs one
+    # index probe); one statement however many keys, with no list of them to bind
+    base = cast(kc.id, BigInteger) * SEQ_LIMIT  # BIGINT: PostgreSQL binds an INTEGER
+    low, high = max(cur.metrics + 1, 0), min(top, SEQ_LIMIT - 1)
     rows = conn.execute(
-        select(p.id, p.step, p.value).where(
-            or_(*(in_key(p.id, kid, cur.metrics, top) for kid in changed)))
+        select(p.id, p.step, p.value)
+        .select_from(s.metric_keys.join(s.metric_points,
+                                        p.id.between(base + low, base + high)))
+        .where(kc.run_pk == run_pk)
     ).all()
     records: dict[int, dict[str, Any]] = {}
     for point, step, value in rows:
+        key = changed.get(key_of(point))
+        if key is None:
+            continue
         seq = seq_of(point)
         rec = records.setdefault(seq, {"seq": seq, "step": step, "values": {}})
-        rec["values"][changed[key_of(point)].key] = value
+        rec["values"][key.key] = value
     if top not in records:  # otherwise more may lie beyond the window: look again at once
         for k in changed.values():
             seen_counts[k.id] = k.points

@@ -1,0 +1,90 @@
+"""The index on PostgreSQL gives what it gives on SQLite: points, key statistics, series,
+the live stream's points and health findings, for runs with every kind of value.
+
+PostgreSQL is not part of CI's machine: set RUNWATCH_TEST_POSTGRES_URL to an empty
+scratch database (postgresql+psycopg://user@/db?host=/socket/dir&port=5432) and install
+the `postgres` extra to run it; otherwise it is skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, select
+
+import runwatch
+from runwatch.health import store as health_store
+from runwatch.ingest import Indexer
+from runwatch.server.sse import RunCursor, _new_points
+from runwatch.store import open_engine
+from runwatch.store import queries as q
+from runwatch.store import schema as s
+from runwatch.store.series import SeriesCache, run_keys
+
+PG_URL = os.environ.get("RUNWATCH_TEST_POSTGRES_URL")
+pytestmark = pytest.mark.skipif(
+    not PG_URL, reason="set RUNWATCH_TEST_POSTGRES_URL to an empty scratch PostgreSQL database")
+
+
+def write_runs(runs: Path) -> None:
+    run = runwatch.init("p", name="sdk", dir=runs, method="grpo")
+    for i in range(500):
+        run.log({"loss": 1 / (i + 1), "ok": i % 2 == 0, "n": i,
+                 "x": math.nan if i == 7 else i * 0.5, "truncated_ratio": 0.6}, step=i)
+        if i % 50 == 0:
+            run.log({"val/acc": i / 500, "inf": math.inf}, step=i)
+    run.finish()
+    records: list[dict[str, Any]] = [
+        {"seq": i, "ts": 1e9 + i, "step": i, "loss": "bad" if i == 5 else 0.5, "k": i}
+        for i in range(30)]
+    records.append({"seq": 30, "ts": 1e9, "step": 30, **{f"w/{i}": float(i) for i in range(450)}})
+    records.append({"seq": 3, "ts": 1e9, "step": 99, "loss": 9.0})  # a repeated seq
+    hand = runs / "hand"
+    hand.mkdir()
+    (hand / "manifest.json").write_text(json.dumps(
+        {"schema_version": 1, "run_id": "id-hand", "name": "hand", "created_at": 1e9}))
+    (hand / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def everything(engine: Engine, runs: Path) -> dict[str, Any]:
+    first, again = Indexer(engine, runs).index_once(), Indexer(engine, runs).index_once()
+    out: dict[str, Any] = {"rows": (first.rows, again.rows),
+                           "problems": sorted(p.split("/")[-1] for p in first.problems)}
+    with engine.begin() as conn:
+        for name in ("sdk", "hand"):
+            pk = q.resolve_run(conn, name).pk
+            out[f"{name} history"] = [
+                (h.step, h.ts, sorted((k, None if v != v else v) for k, v in h.values.items()))
+                for h in q.history(conn, pk)]
+            out[f"{name} keys"] = sorted(
+                (r.key, r.points, r.last_step, r.last_value)
+                for r in conn.execute(select(s.metric_keys).where(s.metric_keys.c.run_pk == pk)))
+            out[f"{name} series"] = [(k.key, SeriesCache().get(conn, pk, k).step.tolist())
+                                     for k in run_keys(conn, pk)]
+            out[f"{name} stream"] = _new_points(conn, pk, RunCursor(), {})
+            health_store.reevaluate(conn, pk)
+            out[f"{name} health"] = sorted(f["rule_id"]
+                                           for f in health_store.health_for_run(conn, pk, now=0))
+    return out
+
+
+def test_postgresql_index_matches_sqlite(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    write_runs(runs)
+    assert PG_URL is not None
+    pg = open_engine(PG_URL)
+    lite = open_engine(tmp_path / "index.db")
+    try:
+        want, got = everything(lite, runs), everything(pg, runs)
+    finally:
+        pg.dispose()
+        lite.dispose()
+    assert want["rows"][0] > 0 and want["rows"][1] == 0
+    for key, value in want.items():
+        assert got[key] == value, key
