@@ -116,13 +116,13 @@ def main() -> int:
         times, cpus = [], []
         for i in range(100):
             step = STEPS + 200 + i
-            record: dict[str, Any] = {"step": step, "ts": 1.0e9 + 5.0 * step, "seq": step}
-            for name, (_ts, _t, vals) in make_batch(rng, step, 1).items():
-                if vals:
-                    record[name] = vals[0]
+            ts = 1.0e9 + 5.0 * step
+            # one record's points by key, as ingest hands them to the hook
+            points = {name: ([step], [step], [ts], [float(vals[0])])
+                      for name, (_ts, _t, vals) in make_batch(rng, step, 1).items() if vals}
             with db.begin() as conn:
                 t0, c0 = time.perf_counter(), time.process_time()
-                health_store.on_metrics(conn, run_pk, [record])
+                health_store.on_metrics(conn, run_pk, points)
                 times.append(time.perf_counter() - t0)
                 cpus.append(time.process_time() - c0)
         print(f"incremental, one new step, SQLite store (load state, evaluate, write findings "

@@ -1,0 +1,26 @@
+"""The benchmark scripts still run against the code they measure (small sizes, no timing
+judged here: `make bench` is where figures come from). They call internal APIs, so a
+change there must not silently break `make bench`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("args", [
+    ["bench_ingest.py", "--steps", "2000", "--metrics", "5", "--repeat", "1",
+     "--json", "{tmp}/i.json"],
+    ["bench_server.py", "--points", "20000", "--requests", "3", "--out", "{tmp}/s.json"],
+    ["bench_health.py"],
+], ids=["ingest", "server", "health"])
+def test_bench_script_runs(args: list[str], tmp_path: Path) -> None:
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / argv[0]), *argv[1:]],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
