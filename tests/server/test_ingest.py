@@ -89,3 +89,18 @@ def test_streamed_metrics_are_checked_by_the_health_engine(api: Api) -> None:
                     headers={"content-type": "application/json"}).status_code == 200
     findings = api.ok("/api/runs/hx/health")["findings"]
     assert [(f["rule"], f["step_start"]) for f in findings] == [("metric.non_finite", 4)]
+
+
+def test_a_batch_that_arrives_after_a_later_one_is_checked_by_the_health_engine(
+        api: Api) -> None:
+    """Health evaluates incrementally after the highest seq it has seen; a new batch
+    below that (sent late over HTTP) must still be evaluated, and one sent twice not."""
+    late = _metrics("hl", range(5))
+    late["records"][2]["loss"] = float("nan")
+    early = _metrics("hl", range(5, 10))
+    for batch in (early, late, late):
+        assert api.post("/api/ingest", content=json.dumps(batch).encode(),
+                        headers={"content-type": "application/json"}).status_code == 200
+    health = api.ok("/api/runs/hl/health")
+    # the NaN at step 2 was followed by finite values: one finding, opened and resolved
+    assert health["findings"] == [] and health["resolved"] == 1

@@ -29,7 +29,9 @@ quality or money), `critical` (the run is broken or the result is not to be trus
 ## Detectors
 
 Rules are built from a few shared detectors, each evaluated incrementally (the cost of
-new points does not grow with the run's history):
+new points does not grow with the run's history). Points arrive in seq order from a run
+folder; a batch sent over HTTP after a later one makes the run be evaluated again whole,
+so no stored point escapes the rules.
 
 {detectors}
 

@@ -35,6 +35,8 @@ from runwatch.store.points import newest_seq, read_points, run_key_ids
 log = logging.getLogger(__name__)
 RUNNING = frozenset({"RUNNING", "PREPARING", "CANCEL_REQUESTED"})
 _NUMERIC = (int, float)
+# new points by key: (seqs, steps, ts, values), as runwatch.ingest.records collects them
+Points = Mapping[str, tuple[list[int], list[int], list[float], list[float]]]
 
 
 
@@ -128,11 +130,19 @@ def _engine(conn: Connection, run_pk: int, state: dict[str, Any] | None,
 
 
 def on_metrics(conn: Connection, run_pk: int,
-               points: Mapping[str, tuple[list[int], list[int], list[float], list[float]]]
-               ) -> None:
+               points: Points, stored: int | None = None) -> None:
     """The ingest hook: evaluate a run's newly stored points, by key (seqs, steps, ts,
-    values in seq order, as `runwatch.ingest.records.IngestResult.points` holds them)."""
+    values in seq order, as `runwatch.ingest.records.IngestResult.points` holds them).
+
+    `stored`, when given, is how many of them were new to the index. Points are
+    evaluated incrementally, after the highest seq evaluated so far; new points below
+    it (a batch sent over HTTP after a later one) are evaluated by going over the
+    whole run again, so no stored point escapes the rules.
+    """
     state, last_seq = _load_state(conn, run_pk)
+    if stored and state is not None and stored > _count_after(points, last_seq):
+        reevaluate(conn, run_pk)
+        return
     cols: dict[str, ColumnsTs] = {}
     top = last_seq
     for key, (seqs, steps, tss, values) in points.items():
@@ -152,6 +162,17 @@ def on_metrics(conn: Connection, run_pk: int,
         cols[key] = (steps, tss, values)
     if cols:
         _update(conn, run_pk, state, cols, top)
+
+
+def _count_after(points: Points, last_seq: int) -> int:
+    """How many of `points` lie after seq `last_seq`."""
+    n = 0
+    for seqs, *_ in points.values():
+        if seqs and min(seqs) <= last_seq:
+            n += sum(1 for q in seqs if q > last_seq)
+        else:
+            n += len(seqs)
+    return n
 
 
 def _update(conn: Connection, run_pk: int, state: dict[str, Any] | None,

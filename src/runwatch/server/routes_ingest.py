@@ -81,7 +81,7 @@ def _store(conn: Connection, run_id: str, file: str, records: list[dict[str, Any
                               + "; ".join(result.problems[:5]))
     if file == fmt.METRICS and result.rows:
         # Streamed runs get the same live health evaluation as indexed folders.
-        health_on_metrics(conn, run_pk, result.points)
+        health_on_metrics(conn, run_pk, result.points, stored=result.rows)
     return {"ok": True, "run_id": run_id, "file": file, "records": result.records,
             "rows": result.rows}
 
