@@ -12,11 +12,11 @@ WEB_STAMP := src/runwatch/server/static/index.html
 
 all: venv web
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[server,dev,recipes,hf,wandb]"
+	$(BIN)/pip install -q -e ".[server,dev,recipes,hf,wandb,postgres]"
 	touch $(STAMP)
 
 venv: $(STAMP)

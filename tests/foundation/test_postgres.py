@@ -1,9 +1,10 @@
 """The index on PostgreSQL gives what it gives on SQLite: points, key statistics, series,
 the live stream's points and health findings, for runs with every kind of value.
 
-PostgreSQL is not part of CI's machine: set RUNWATCH_TEST_POSTGRES_URL to an empty
-scratch database (postgresql+psycopg://user@/db?host=/socket/dir&port=5432) and install
-the `postgres` extra to run it; otherwise it is skipped, saying so.
+Set RUNWATCH_TEST_POSTGRES_URL to a PostgreSQL server's URL (a database on it that the
+user may connect to, and the right to create databases): the test works in a database
+of its own, made and dropped here. `.ci/run` starts Debian's PostgreSQL and sets it;
+without it the test is skipped, saying so.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, create_engine, make_url, select, text
 
 import runwatch
 from runwatch.health import store as health_store
@@ -28,7 +31,7 @@ from runwatch.store.series import SeriesCache, run_keys
 
 PG_URL = os.environ.get("RUNWATCH_TEST_POSTGRES_URL")
 pytestmark = pytest.mark.skipif(
-    not PG_URL, reason="set RUNWATCH_TEST_POSTGRES_URL to an empty scratch PostgreSQL database")
+    not PG_URL, reason="set RUNWATCH_TEST_POSTGRES_URL to a PostgreSQL server (see the module)")
 
 
 def write_runs(runs: Path) -> None:
@@ -73,12 +76,28 @@ def everything(engine: Engine, runs: Path) -> dict[str, Any]:
     return out
 
 
-def test_postgresql_index_matches_sqlite(tmp_path: Path) -> None:
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A new, empty database on the server of RUNWATCH_TEST_POSTGRES_URL."""
+    assert PG_URL is not None
+    server = make_url(PG_URL)
+    name = f"runwatch_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        admin.dispose()
+
+
+def test_postgresql_index_matches_sqlite(tmp_path: Path, pg_url: str) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
     write_runs(runs)
-    assert PG_URL is not None
-    pg = open_engine(PG_URL)
+    pg = open_engine(pg_url)
     lite = open_engine(tmp_path / "index.db")
     try:
         want, got = everything(lite, runs), everything(pg, runs)
