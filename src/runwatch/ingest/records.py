@@ -197,12 +197,12 @@ class _PointSink:
 
     def add_record(self, rec: dict[str, Any]) -> None:
         """The record path: check one record field by field; problems name its line."""
+        where = _where(fmt.METRICS, rec)
         rec = dict(rec)
         step = rec.pop("step", None)
         seq = rec.pop("seq", None)
         ts = rec.pop("ts", None)
-        line = rec.pop("_line", None)
-        where = f"{fmt.METRICS} line {line}" if line is not None else f"{fmt.METRICS} seq {seq}"
+        rec.pop("_line", None)
         if type(step) is not int or not 0 <= step <= _INT64_MAX:
             self.res.problem(f"{where}: 'step' must be a non-negative integer below 2**63")
             return
