@@ -30,7 +30,8 @@ from runwatch.health.rules import BY_ID
 from runwatch.health.rules.base import SEVERITY_RANK
 from runwatch.health.thresholds import NONE, Overrides, parse
 from runwatch.store import schema as s
-from runwatch.store.points import newest_seq, read_points, run_key_ids
+from runwatch.store.points import newest_seq, read_points
+from runwatch.store.queries import metric_keys
 
 log = logging.getLogger(__name__)
 RUNNING = frozenset({"RUNNING", "PREPARING", "CANCEL_REQUESTED"})
@@ -140,9 +141,6 @@ def on_metrics(conn: Connection, run_pk: int,
     whole run again, so no stored point escapes the rules.
     """
     state, last_seq = _load_state(conn, run_pk)
-    if stored and state is not None and stored > _count_after(points, last_seq):
-        reevaluate(conn, run_pk)
-        return
     cols: dict[str, ColumnsTs] = {}
     top = last_seq
     for key, (seqs, steps, tss, values) in points.items():
@@ -160,19 +158,10 @@ def on_metrics(conn: Connection, run_pk: int,
             values = [values[i] for i in keep]
         top = max(top, max(seqs))
         cols[key] = (steps, tss, values)
-    if cols:
+    if stored and state is not None and stored > sum(len(c[0]) for c in cols.values()):
+        reevaluate(conn, run_pk)  # some new points lie at or below last_seq
+    elif cols:
         _update(conn, run_pk, state, cols, top)
-
-
-def _count_after(points: Points, last_seq: int) -> int:
-    """How many of `points` lie after seq `last_seq`."""
-    n = 0
-    for seqs, *_ in points.values():
-        if seqs and min(seqs) <= last_seq:
-            n += sum(1 for q in seqs if q > last_seq)
-        else:
-            n += len(seqs)
-    return n
 
 
 def _update(conn: Connection, run_pk: int, state: dict[str, Any] | None,
@@ -207,7 +196,7 @@ def ensure_current(conn: Connection, run_pk: int) -> None:
     """Evaluate whatever stored points the engine has not seen yet (for a run indexed
     without the hook, or after thresholds changed). Cheap when nothing is new."""
     state, last_seq = _load_state(conn, run_pk)
-    newest = newest_seq(conn, run_key_ids(conn, run_pk))
+    newest = newest_seq(conn, metric_keys(conn, run_pk).values())
     engine = _engine(conn, run_pk, state)
     if state is None or engine.fresh:
         if newest is not None or state is not None:
@@ -224,7 +213,7 @@ def stored_points(conn: Connection, run_pk: int, after_seq: int
     """A run's points after `after_seq`, by key, and the highest seq among them."""
     cols: dict[str, tuple[list[int], list[float], list[Any]]] = {}
     last_seq = after_seq
-    for kid, name in run_key_ids(conn, run_pk).items():
+    for name, kid in metric_keys(conn, run_pk).items():
         rows = read_points(conn, kid, after_seq)
         if not rows:
             continue

@@ -22,6 +22,7 @@ from runwatch.ingest.sql import insert_ignore_sql
 from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
 from runwatch.store.points import SEQ_LIMIT, in_key, key_base
+from runwatch.store.queries import metric_keys
 
 # At most this many problems are itemised per file and batch; the rest are counted.
 MAX_PROBLEMS_LISTED = 20
@@ -135,7 +136,7 @@ class _PointSink:
         self.conn = conn
         self.run_pk = run_pk
         self.res = res
-        self.keys = _key_ids(conn, run_pk)
+        self.keys = metric_keys(conn, run_pk)
         self.sqlite = conn.dialect.name == "sqlite"
         # per SQLite statement, the records (seq, step, ts, values...) it stores
         self.by_statement: dict[str, list[tuple[Any, ...]]] = {}
@@ -314,13 +315,6 @@ def _record_sql(bases: tuple[int, ...]) -> str:
 
 def _finite_or_none(value: Any) -> float | None:
     return None if value is None or value != value else float(value)
-
-
-def _key_ids(conn: Connection, run_pk: int) -> dict[str, int]:
-    rows = conn.execute(
-        select(s.metric_keys.c.key, s.metric_keys.c.id).where(s.metric_keys.c.run_pk == run_pk)
-    )
-    return {k: i for k, i in rows}
 
 
 def _new_key(conn: Connection, run_pk: int, key: str) -> int:

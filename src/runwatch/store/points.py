@@ -32,11 +32,6 @@ class PointIdError(ValueError):
     """A seq or key id that does not fit a point id."""
 
 
-def point_id(key_id: int, seq: int) -> int:
-    """The id of the point of `key_id` in record `seq`."""
-    return (key_id << SEQ_BITS) | seq
-
-
 def key_base(key_id: int) -> int:
     """The id of a key's point at seq 0; its points are base .. base + SEQ_MASK."""
     if not 0 < key_id < KEY_LIMIT:
@@ -76,13 +71,6 @@ def newest_seq(conn: Connection, key_ids: Iterable[int]) -> int | None:
         if top is not None and (best is None or seq_of(top) > best):
             best = seq_of(int(top))
     return best
-
-
-def run_key_ids(conn: Connection, run_pk: int) -> dict[int, str]:
-    """A run's metric keys: id -> name."""
-    k = s.metric_keys.c
-    rows = conn.execute(select(k.id, k.key).where(k.run_pk == run_pk))
-    return {int(i): str(name) for i, name in rows}
 
 
 def read_points(conn: Connection, key_id: int, after_seq: int = -1,
