@@ -35,11 +35,11 @@ from runwatch.recipes.optim import (
 )
 from runwatch.recipes.runtime import (
     Recorder,
+    end_step,
     log_engine_config,
     recipe_main,
     report_after_training,
     resume_step,
-    save_checkpoints,
 )
 from runwatch.recipes.tasks import dpo_rows, make_task
 
@@ -178,18 +178,10 @@ def train(cfg: DPOConfig, rec: Recorder) -> None:
             **summarize([terms], ""),
         })
         metrics.update(memory.observe(step) or {})
-        last = step == cfg.max_steps
-        if val_pairs and (step % cfg.val_interval == 0 or last):
-            t3 = time.perf_counter()
-            metrics.update(validate(cfg, policy, val_pairs, step, rec))
-            metrics["timing/val_s"] = time.perf_counter() - t3
-            rec.echo(f"step {step}/{cfg.max_steps} loss {metrics['loss']:.4f} "
-                     f"val/preference_accuracy {metrics['val/preference_accuracy']:.3f} "
-                     f"val/mean_margin {metrics['val/mean_margin']:.3f}")
-        metrics["timing/step_total_s"] = time.perf_counter() - t0
-        rec.log(metrics, step)
-        if step % cfg.checkpoint_interval == 0 or last:
-            save_checkpoints(rec, step, model, optimizer, policy.source)
+        end_step(rec, cfg, step, t0, metrics,
+                 (lambda at: validate(cfg, policy, val_pairs, at, rec)) if val_pairs else None,
+                 (("val/preference_accuracy", 3), ("val/mean_margin", 3)),
+                 model, optimizer, policy.source)
 
     report_after_training(rec, fit, memory)
 

@@ -115,6 +115,26 @@ def report_after_training(rec: Recorder, fit: DataFit, memory: MemoryMeter) -> N
     rec.text("info", f"peak memory at step {peak['step']}: {peak['bytes']}", {"memory": peak})
 
 
+def end_step(
+    rec: Recorder, cfg: TrainConfig, step: int, t0: float, metrics: dict[str, Any],
+    validate: Callable[[int], dict[str, Any]] | None, shown: tuple[tuple[str, int], ...],
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, source: dict[str, Any],
+) -> None:
+    """The end of an SFT or DPO step: validate when due (timed, and echoed as the loss
+    and the `shown` (key, decimals)), log the step, save checkpoints when due."""
+    last = step == cfg.max_steps
+    if validate is not None and (step % cfg.val_interval == 0 or last):
+        t = time.perf_counter()
+        metrics.update(validate(step))
+        metrics["timing/val_s"] = time.perf_counter() - t
+        rec.echo(" ".join([f"step {step}/{cfg.max_steps} loss {metrics['loss']:.4f}",
+                           *(f"{k} {metrics[k]:.{d}f}" for k, d in shown)]))
+    metrics["timing/step_total_s"] = time.perf_counter() - t0
+    rec.log(metrics, step)
+    if step % cfg.checkpoint_interval == 0 or last:
+        save_checkpoints(rec, step, model, optimizer, source)
+
+
 def save_checkpoints(
     rec: Recorder, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     source: dict[str, Any],

@@ -34,11 +34,11 @@ from runwatch.recipes.optim import (
 )
 from runwatch.recipes.runtime import (
     Recorder,
+    end_step,
     log_engine_config,
     recipe_main,
     report_after_training,
     resume_step,
-    save_checkpoints,
 )
 from runwatch.recipes.tasks import make_task, sft_rows
 
@@ -163,18 +163,10 @@ def train(cfg: SFTConfig, rec: Recorder) -> None:
         if step == start + 1:
             metrics.update({f"data_fit/{k}": v for k, v in fit.as_dict().items()
                             if k != "padding_fraction"})
-        last = step == cfg.max_steps
-        if val_examples and (step % cfg.val_interval == 0 or last):
-            t3 = time.perf_counter()
-            metrics.update(validate(cfg, policy, val_examples, val_convs, step, rec))
-            metrics["timing/val_s"] = time.perf_counter() - t3
-            rec.echo(f"step {step}/{cfg.max_steps} loss {metrics['loss']:.4f} "
-                     f"val/loss {metrics['val/loss']:.4f} "
-                     f"val/accuracy {metrics['val/accuracy']:.3f}")
-        metrics["timing/step_total_s"] = time.perf_counter() - t0
-        rec.log(metrics, step)
-        if step % cfg.checkpoint_interval == 0 or last:
-            save_checkpoints(rec, step, model, optimizer, policy.source)
+        end_step(rec, cfg, step, t0, metrics,
+                 (lambda at: validate(cfg, policy, val_examples, val_convs, at, rec))
+                 if val_examples else None,
+                 (("val/loss", 4), ("val/accuracy", 3)), model, optimizer, policy.source)
 
     report_after_training(rec, fit, memory)
 
