@@ -8,9 +8,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from runwatch.health.aliases import EXACT, PATTERNS, PREFIXES
 from runwatch.health.rules import CATALOGUE, Rule
 from runwatch.health.rules.base import ALL_METHODS
+from runwatch.metrics.aliases import EXACT, PATTERNS, PREFIXES
 
 INTRO = """# Health rules
 

@@ -15,11 +15,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from runwatch.health import detectors as d
-from runwatch.health.aliases import canonical
 from runwatch.health.evaluators import Columns, Evaluator, build_detector, clean
 from runwatch.health.findings import Finding, Record, Tracker, render
 from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.thresholds import NONE, Overrides
+from runwatch.metrics.aliases import canonical
 
 STATE_VERSION = 1
 CHUNK_STEPS = 1024  # divergence rules need series interleaved by step at this grain

@@ -1,8 +1,9 @@
 """Alias tables: other frameworks' metric names mapped to runwatch's canonical ones.
 
-A run keeps the names it logged; the health rules (and charts, via `canonical`) read
-the canonical name. Some aliases need a transform: tinker-cookbook logs the fraction
-of groups with mixed rewards, the complement of `zero_variance_skip_ratio`.
+A run keeps the names it logged; the health rules read the canonical name (`canonical`),
+and the displays find the key that plays a role (`runwatch.metrics.find_key`). Some
+aliases need a transform: tinker-cookbook logs the fraction of groups with mixed
+rewards, the complement of `zero_variance_skip_ratio`.
 """
 
 from __future__ import annotations
@@ -79,6 +80,22 @@ EXACT: dict[str, Alias] = {
     "optim/lr": Alias("learning_rate", "tinker-cookbook"),
     "optim/entropy": Alias("entropy", "tinker-cookbook"),
     "time/total": Alias("timing/step_total_s", "tinker-cookbook"),
+}
+
+# Names that hand-written loops and older tools log for a metric that a display (tile,
+# result, table column, chart line) shows. The health rules do not read them: their
+# meaning varies between tools (the HF Trainer's `train_loss` is the run's mean loss).
+SHOWN: dict[str, Alias] = {
+    "train_loss": Alias("loss", "HF Trainer (run mean), hand-written loops"),
+    "val_loss": Alias("val/loss", "hand-written loops"),
+    "lr": Alias("learning_rate", "hand-written loops"),
+    "examples": Alias("samples", "hand-written loops"),
+    "num_examples": Alias("samples", "hand-written loops"),
+    "tokens": Alias("trained_tokens", "hand-written loops"),
+    "num_tokens": Alias("trained_tokens", "TRL"),
+    "grad_accum": Alias("gradient_accumulation_steps", "config files"),
+    "grad_accum_steps": Alias("gradient_accumulation_steps", "config files"),
+    "gradient_accumulation": Alias("gradient_accumulation_steps", "config files"),
 }
 
 # Name patterns (verl names validation metrics after the data source).
