@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 from apiclient import Api, MakeRun, assert_error
+from sqlalchemy import QueuePool, create_engine
+
+from runwatch.server.app import create_app
+from runwatch.store.db import open_engine
 
 BAD_RUN = "no-such-run"
 # Streams are long-lived; their bad-input answers come before any streaming starts.
@@ -52,3 +57,14 @@ def test_unknown_routes_and_methods_use_the_error_shape(api: Api) -> None:
 def test_error_messages_say_what_to_do(api: Api) -> None:
     body = assert_error(api.get(f"/api/runs/{BAD_RUN}"), 404)
     assert re.search(r"GET /api/runs", body["error"])
+
+
+def test_an_exhausted_connection_pool_is_a_503_with_retry_after(tmp_path: Path) -> None:
+    open_engine(tmp_path / "index.db").dispose()  # create the index
+    small = create_engine(f"sqlite:///{tmp_path / 'index.db'}", poolclass=QueuePool,
+                          pool_size=1, max_overflow=0, pool_timeout=0.05)
+    with small.connect():  # the only connection is in use
+        resp = Api(create_app(small)).get("/api/runs")
+    body = assert_error(resp, 503)
+    assert resp.headers["retry-after"] == "2" and body["retry_after"] == 2
+    assert "busy" in body["error"]

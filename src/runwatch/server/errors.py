@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from runwatch.server.jsonio import JSONResponse
@@ -20,18 +21,21 @@ log = logging.getLogger("runwatch.server")
 class ApiError(Exception):
     """An error a client can act on; `status` is the HTTP status to answer with."""
 
-    def __init__(self, status: int, message: str, **extra: Any) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None,
+                 **extra: Any) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers
         self.extra = extra
 
 
-def error_response(status: int, message: str, **extra: Any) -> JSONResponse:
+def error_response(status: int, message: str, headers: dict[str, str] | None = None,
+                   **extra: Any) -> JSONResponse:
     """The response for every error the API returns."""
     body: dict[str, Any] = {"ok": False, "error": message, "status": status}
     body.update(extra)
-    return JSONResponse(body, status_code=status)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def not_found(what: str) -> ApiError:
@@ -40,6 +44,12 @@ def not_found(what: str) -> ApiError:
 
 def bad_request(message: str, **extra: Any) -> ApiError:
     return ApiError(400, message, **extra)
+
+
+def unavailable(message: str, retry_after_s: int) -> ApiError:
+    """A 503 the client should retry after `retry_after_s` seconds (header and body)."""
+    return ApiError(503, message, headers={"Retry-After": str(retry_after_s)},
+                    retry_after=retry_after_s)
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -55,7 +65,13 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api(_: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.message, **exc.extra)
+        return error_response(exc.status, exc.message, exc.headers, **exc.extra)
+
+    @app.exception_handler(PoolTimeout)
+    async def _busy(_: Request, exc: PoolTimeout) -> JSONResponse:
+        busy = unavailable("the server is busy: every database connection is in use; "
+                           "retry in a few seconds", 2)
+        return error_response(busy.status, busy.message, busy.headers, **busy.extra)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
