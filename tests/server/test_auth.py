@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from runwatch.cli.serve import server, ui
 from runwatch.server.app import create_app
 
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-4-tests"
 
 
 def test_every_route_needs_the_token(engine: Engine, runs_dir: Path, make_run: MakeRun,

@@ -13,6 +13,7 @@ from runwatch.server.app import create_app
 from runwatch.store.db import open_engine
 
 BAD_RUN = "no-such-run"
+JSON = {"Content-Type": "application/json"}
 # Streams are long-lived; their bad-input answers come before any streaming starts.
 BAD_QUERIES: dict[str, list[dict[str, str]]] = {
     "/api/runs": [{"cursor": "%%%"}, {"cursor": "WyJ4IiwyXQ"}, {"limit": "0"}, {"limit": "x"}],
@@ -39,18 +40,19 @@ def test_every_route_refuses_an_unknown_run_or_bad_input(api: Api, make_run: Mak
     routes = _routes(api)
     assert len(routes) >= 17
     for method, path in routes:
+        body = {"json": {}} if method == "POST" else {}
         if "{run}" in path:
-            resp = api.request(method, path.replace("{run}", BAD_RUN))
+            resp = api.request(method, path.replace("{run}", BAD_RUN), **body)
             assert_error(resp, 404)
         for params in BAD_QUERIES.get(path, []):
-            resp = api.request(method, path.replace("{run}", "r"), params=params)
+            resp = api.request(method, path.replace("{run}", "r"), params=params, **body)
             assert_error(resp)
-    assert_error(api.post("/api/ingest", content=b"\x00\xff"), 400)
+    assert_error(api.post("/api/ingest", content=b"\x00\xff", headers=JSON), 400)
 
 
 def test_unknown_routes_and_methods_use_the_error_shape(api: Api) -> None:
     assert_error(api.get("/api/nothing-here"), 404)
-    assert_error(api.request("DELETE", "/api/runs"), 405)
+    assert_error(api.request("DELETE", "/api/runs", json={}), 405)
     assert_error(api.get("/assets/missing.js"), 404)
 
 

@@ -11,6 +11,8 @@ from sqlalchemy import Engine
 from runwatch.server.app import create_app
 from runwatch.server.state import Limits
 
+JSON = {"Content-Type": "application/json"}
+
 
 def _metrics(run_id: str, seqs: range, with_manifest: bool = True) -> dict[str, Any]:
     batch: dict[str, Any] = {"run_id": run_id, "file": "metrics.jsonl",
@@ -57,7 +59,7 @@ def test_malformed_input_is_a_clear_4xx(api: Api) -> None:
         {**_metrics("r", range(1)), "manifest": manifest("r", "../escape")},
     ]
     for case in cases:
-        kw = {"content": case} if isinstance(case, bytes) else {"json": case}
+        kw = {"content": case, "headers": JSON} if isinstance(case, bytes) else {"json": case}
         assert_error(api.post("/api/ingest", **kw))
     # a batch for a run never announced needs its manifest first
     assert_error(api.post("/api/ingest", json=_metrics("ghost", range(1), False)), 404)
@@ -68,7 +70,7 @@ def test_size_limits(engine: Engine) -> None:
                                                max_batches=3)))
     assert_error(api.post("/api/ingest", json=_metrics("r", range(51))), 413)
     assert_error(api.post("/api/ingest", json={"batches": [_metrics("r", range(1))] * 4}), 413)
-    assert_error(api.post("/api/ingest", content=b" " * 20_001), 413)
+    assert_error(api.post("/api/ingest", content=b" " * 20_001, headers=JSON), 413)
     assert api.post("/api/ingest", json=_metrics("r", range(50))).status_code == 200
 
 
@@ -86,7 +88,7 @@ def test_streamed_metrics_are_checked_by_the_health_engine(api: Api) -> None:
     batch = _metrics("hx", range(5))
     batch["records"][4]["loss"] = float("nan")
     assert api.post("/api/ingest", content=json.dumps(batch).encode(),
-                    headers={"content-type": "application/json"}).status_code == 200
+                    headers=JSON).status_code == 200
     findings = api.ok("/api/runs/hx/health")["findings"]
     assert [(f["rule"], f["step_start"]) for f in findings] == [("metric.non_finite", 4)]
 
@@ -100,7 +102,7 @@ def test_a_batch_that_arrives_after_a_later_one_is_checked_by_the_health_engine(
     early = _metrics("hl", range(5, 10))
     for batch in (early, late, late):
         assert api.post("/api/ingest", content=json.dumps(batch).encode(),
-                        headers={"content-type": "application/json"}).status_code == 200
+                        headers=JSON).status_code == 200
     health = api.ok("/api/runs/hl/health")
     # the NaN at step 2 was followed by finite values: one finding, opened and resolved
     assert health["findings"] == [] and health["resolved"] == 1

@@ -15,6 +15,7 @@ from runwatch.server import errors, routes_ingest, routes_metrics, routes_record
 from runwatch.server.auth import TokenAuth
 from runwatch.server.feed import ChangeFeed
 from runwatch.server.jsonio import JSONResponse
+from runwatch.server.origins import SameOrigin
 from runwatch.server.routes_records import health_available
 from runwatch.server.state import Limits, ServerState, state
 from runwatch.store.series import SeriesCache
@@ -49,7 +50,8 @@ def create_app(
     """The runwatch server app over `engine`'s index.
 
     `feed` is the change counter the caller's indexer bumps after storing rows, so live
-    streams wake at once; `token`, when given, is required on every route.
+    streams wake at once; `token`, when given, is required on every route. Without a
+    token only loopback names are served; writes are same-origin JSON (server/origins.py).
     """
     app = FastAPI(
         title="runwatch",
@@ -80,6 +82,8 @@ def create_app(
                 "health": health_available()}
 
     _mount_web(app, static_dir)
+    # the last added runs first: the token before anything else is said about a request
+    app.add_middleware(SameOrigin, check_host=token is None)
     if token:
         app.add_middleware(TokenAuth, token=token)
     return app
