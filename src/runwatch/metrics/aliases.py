@@ -117,8 +117,8 @@ PREFIXES: tuple[tuple[str, str], ...] = (
 
 
 @lru_cache(maxsize=4096)
-def canonical(key: str) -> tuple[str, Transform | None]:
-    """The canonical name for `key` and the transform its values need (None: as is).
+def resolve(key: str) -> tuple[str, Alias | None]:
+    """The name `key` is looked up as (after a prefix rule) and the alias it is, if any.
 
     Cached: a run asks about the same few dozen names on every step."""
     for prefix, replacement in PREFIXES:
@@ -127,10 +127,13 @@ def canonical(key: str) -> tuple[str, Transform | None]:
             break
     alias = EXACT.get(key)
     if alias is None:
-        for pattern, candidate in PATTERNS:
-            if pattern.match(key):
-                alias = candidate
-                break
+        alias = next((a for pattern, a in PATTERNS if pattern.match(key)), None)
+    return key, alias
+
+
+def canonical(key: str) -> tuple[str, Transform | None]:
+    """The canonical name for `key` and the transform its values need (None: as is)."""
+    name, alias = resolve(key)
     if alias is None:
-        return key, None
+        return name, None
     return alias.canonical, TRANSFORMS[alias.transform] if alias.transform else None

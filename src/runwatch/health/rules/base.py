@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from runwatch.metrics import BY_NAME
+
 SEVERITIES = ("info", "warning", "critical")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 METHODS = ("sft", "dpo", "grpo")
@@ -34,7 +36,8 @@ class Rule:
     For "divergence" a variant is (reference series, judged series); the finding is
     about the second. `budget` names a run setting (`max_sample_tokens`, or a product
     such as `batch_size*max_sampling_attempts`) that the threshold is a fraction of;
-    the rule stays silent when the run's config does not give it. An `exclusive` rule
+    the rule stays silent when the run's config does not give it. Every metric a rule
+    reads is a canonical name of the vocabulary (`runwatch.metrics`). An `exclusive` rule
     runs on the first of its variants the run logs, and only that one (a GRPO run logs
     val/accuracy and val/reward_mean alike, and one finding about the fall is enough).
     """
@@ -52,6 +55,12 @@ class Rule:
     derive: Derive | None = None
     budget: str | None = None
     exclusive: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.metrics if m != "*" and m not in BY_NAME]
+        if unknown:
+            raise ValueError(f"rule {self.id} reads {unknown}, which the metric vocabulary "
+                             "(runwatch.metrics.catalogue) does not know: add them there")
 
     @property
     def metrics(self) -> tuple[str, ...]:
