@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from apiclient import Api, assert_error, manifest
@@ -106,3 +107,25 @@ def test_a_batch_that_arrives_after_a_later_one_is_checked_by_the_health_engine(
     health = api.ok("/api/runs/hl/health")
     # the NaN at step 2 was followed by finite values: one finding, opened and resolved
     assert health["findings"] == [] and health["resolved"] == 1
+
+
+def test_an_oversized_body_is_refused_before_it_is_read_whole(engine: Engine) -> None:
+    """A chunked body (no Content-Length) is counted while it streams in: the 413 comes
+    once the limit is passed, not after the whole 50 MB has been read into memory."""
+    limit, chunk = 64 * 1024, b" " * (64 * 1024)
+    api = Api(create_app(engine, limits=Limits(max_body_bytes=limit)))
+    sent = 0
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal sent
+        for _ in range(50 * 16):  # 50 MB
+            sent += len(chunk)
+            yield chunk
+
+    assert_error(api.post("/api/ingest", content=body(), headers=JSON), 413)
+    assert sent <= limit + 2 * len(chunk)
+    # a Content-Length over the limit is refused before any of the body is read
+    sent = 0
+    resp = api.post("/api/ingest", content=body(), headers={**JSON, "Content-Length": "52428800"})
+    assert_error(resp, 413)
+    assert sent <= len(chunk)

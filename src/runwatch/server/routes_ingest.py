@@ -86,6 +86,21 @@ def _store(conn: Connection, run_id: str, file: str, records: list[dict[str, Any
             "rows": result.rows}
 
 
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refused with 413 as soon as it passes `limit` bytes: a chunked body is
+    counted while it streams in, so an oversized one is never held whole."""
+    too_big = ApiError(413, f"the request is over {limit} bytes; send smaller batches")
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise too_big
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise too_big
+    return bytes(body)
+
+
 @router.post("/api/ingest")
 async def ingest(request: Request, st: ServerState = Depends(state)) -> JSONResponse:
     """Store batches `{"batches": [{"run_id", "file", "records", "manifest"?}]}` (or one batch).
@@ -95,16 +110,8 @@ async def ingest(request: Request, st: ServerState = Depends(state)) -> JSONResp
     `results` saying, per batch, what was stored or why it was refused.
     """
     limits = st.limits
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limits.max_body_bytes:
-        raise ApiError(413, f"the request is over {limits.max_body_bytes} bytes; "
-                            "send smaller batches")
-    body = await request.body()
-    if len(body) > limits.max_body_bytes:
-        raise ApiError(413, f"the request is over {limits.max_body_bytes} bytes; "
-                            "send smaller batches")
     try:
-        payload = loads_line(body)
+        payload = loads_line(await _read_body(request, limits.max_body_bytes))
     except ValueError as exc:
         raise ApiError(400, f"the body is not JSON: {exc}") from exc
     if isinstance(payload, dict) and "batches" not in payload:
