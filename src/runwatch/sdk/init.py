@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from runwatch.rundir import format as fmt
+from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line, loads_line
+from runwatch.rundir.manifest import build_manifest
 from runwatch.rundir.reader import read_new
 from runwatch.sdk.config import config_to_yaml
-from runwatch.sdk.manifest import environment
+from runwatch.sdk.environment import environment
 from runwatch.sdk.null import NullRun
-from runwatch.sdk.run import Run, _write_atomic, register
+from runwatch.sdk.run import Run, register
 
 Mode = Literal["offline", "disabled"]
 
@@ -65,29 +67,17 @@ def init(
         env = environment()
         # The resumed process is the one to watch now; keep the first start's git state.
         manifest.update(host=env["host"], pid=env["pid"], resumed_at=time.time())
-        _write_atomic(manifest_path, dumps_line(manifest))
+        write_atomic(manifest_path, dumps_line(manifest))
         next_seq = _scan_existing(run_dir)
     else:
-        manifest = {
-            "schema_version": fmt.SCHEMA_VERSION,
-            "run_id": uuid.uuid4().hex,
-            "name": name,
-            "project": project,
-            "group": group,
-            "tags": list(tags),
-            "method": method,
-            "base_model": base_model,
-            "dataset": dataset,
-            "trainer": trainer,
-            "backend": backend,
-            "created_at": time.time(),
-            **environment(),
-        }
+        manifest = build_manifest(name, project, group=group, tags=tags, method=method,
+                                  base_model=base_model, dataset=dataset, trainer=trainer,
+                                  backend=backend, **environment())
         run_dir.mkdir(parents=True, exist_ok=True)
-        _write_atomic(manifest_path, dumps_line(manifest))
+        write_atomic(manifest_path, dumps_line(manifest))
         next_seq = {}
     if config is not None:
-        _write_atomic(run_dir / fmt.CONFIG, config_to_yaml(config).encode())
+        write_atomic(run_dir / fmt.CONFIG, config_to_yaml(config).encode())
 
     run = Run(run_dir, manifest, next_seq, interval=flush_interval)
     register(run)

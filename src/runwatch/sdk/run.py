@@ -9,7 +9,6 @@ about once per key, because it can appear hours into a run and must not end it.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import time
@@ -18,6 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from runwatch.rundir import format as fmt
+from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line
 from runwatch.sdk.writer import BackgroundWriter
 
@@ -125,14 +125,14 @@ class Run:
     def log_engine_config(self, requested: dict[str, Any], resolved: dict[str, Any]) -> None:
         """Write engine_config.json: what the loop asked for and what the engine resolved."""
         self._check_open()
-        _write_atomic(self.dir / fmt.ENGINE_CONFIG,
+        write_atomic(self.dir / fmt.ENGINE_CONFIG,
                       dumps_line({"requested": requested, "resolved": resolved}))
 
     def set_manifest_fields(self, **fields: Any) -> None:
         """Add fields to manifest.json (for example `wandb_url`)."""
         self._check_open()
         self.manifest.update(fields)
-        _write_atomic(self.dir / fmt.MANIFEST, dumps_line(self.manifest))
+        write_atomic(self.dir / fmt.MANIFEST, dumps_line(self.manifest))
 
     # -- ending ------------------------------------------------------------------------
 
@@ -200,7 +200,7 @@ class Run:
         """Rewrite the manifest after the run folder was removed and made anew."""
         manifest = self.dir / fmt.MANIFEST
         if not manifest.exists():
-            _write_atomic(manifest, dumps_line(self.manifest))
+            write_atomic(manifest, dumps_line(self.manifest))
 
 
 class RunLogHandler(logging.Handler):
@@ -232,13 +232,6 @@ def exception_reason(exc: BaseException) -> str:
         text = text[:297] + "…"
     head = f"the training loop raised {type(exc).__name__}"
     return f"{head}: {text}" if text else head
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 # Runs that have not finished: the exit hooks below mark them FAILED. This is the one

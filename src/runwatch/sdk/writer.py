@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.rundir import format as fmt
+from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line, loads_line
 
 # Bytes kept for retry while the disk refuses writes; past this the oldest are dropped.
@@ -247,14 +248,11 @@ class BackgroundWriter:
 
     def _write_samples(self, name: str, payload: dict[str, Any]) -> None:
         path = self.run_dir / name
-        tmp = path.with_suffix(".json.tmp")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             if path.exists():
                 old = loads_line(path.read_bytes())
                 payload = {**payload, "samples": list(old.get("samples", [])) + payload["samples"]}
-            tmp.write_bytes(dumps_line(payload))
-            os.replace(tmp, path)
+            write_atomic(path, dumps_line(payload))
         except (OSError, ValueError) as exc:
             self.io_warnings += 1
             _warn(f"runwatch: could not write samples file {path} ({exc})")

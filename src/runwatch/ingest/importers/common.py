@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,9 @@ from typing import Any
 import yaml
 
 from runwatch.rundir import format as fmt
+from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line
+from runwatch.rundir.manifest import build_manifest
 
 
 class SourceError(ValueError):
@@ -72,21 +73,12 @@ def write_run_dir(imported: Imported, runs_dir: Path, name: str, project: str = 
     records = sorted(imported.records, key=lambda r: r["step"])
     synthesize_ts(records, end=time.time())
     first_ts, last_ts = records[0]["ts"], records[-1]["ts"]
-    manifest = {
-        "schema_version": fmt.SCHEMA_VERSION,
-        "run_id": uuid.uuid4().hex,
-        "name": name,
-        "project": project,
-        "group": None,
-        "tags": ["imported"],
-        "method": method or imported.method,
-        "trainer": imported.trainer,
-        "created_at": first_ts,
-        "imported_from": imported.source,
-    }
+    manifest = build_manifest(name, project, tags=["imported"], method=method or imported.method,
+                              trainer=imported.trainer, created_at=first_ts,
+                              imported_from=imported.source)
     tmp = runs_dir / f".{name}.importing-{os.getpid()}"
     tmp.mkdir(parents=True)
-    (tmp / fmt.MANIFEST).write_bytes(dumps_line(manifest))
+    write_atomic(tmp / fmt.MANIFEST, dumps_line(manifest))
     with open(tmp / fmt.METRICS, "wb") as fh:
         for seq, rec in enumerate(records):
             fh.write(dumps_line({"step": rec["step"], "ts": rec["ts"], "seq": seq,
@@ -95,8 +87,7 @@ def write_run_dir(imported: Imported, runs_dir: Path, name: str, project: str = 
         fh.write(dumps_line({"ts": first_ts, "seq": 0, "phase": "RUNNING"}))
         fh.write(dumps_line({"ts": last_ts, "seq": 1, "phase": "SUCCEEDED"}))
     if imported.config:
-        (tmp / fmt.CONFIG).write_text(yaml.safe_dump(imported.config, sort_keys=True),
-                                      encoding="utf-8")
+        write_atomic(tmp / fmt.CONFIG, yaml.safe_dump(imported.config, sort_keys=True).encode())
     # Appear complete or not at all: the indexer may be watching the folder.
     tmp.rename(run_dir)
     return run_dir
