@@ -1,16 +1,17 @@
-"""Shared fixtures: real folders, real SQLite files, the real CLI."""
+"""Shared fixtures: real folders, real SQLite files, the real server and CLI, and the one
+SFT checkpoint the recipe and health tests start from. Helpers live in tests/support."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 
-REPO = Path(__file__).resolve().parents[1]
+from runwatch.server.runner import Runner, free_port
+from runwatch.store.db import open_engine
+from tests.support import SFT_CHECKPOINT, MakeRun, sdk_run
 
 
 @pytest.fixture
@@ -27,13 +28,45 @@ def _no_inherited_runwatch_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None
     yield
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run `runwatch ARGS` as a real subprocess."""
-    full_env = {**os.environ, **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "runwatch", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"runwatch {' '.join(args)} exited {proc.returncode}:\n"
-                             f"{proc.stdout}\n{proc.stderr}")
-    return proc
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    """A fresh SQLite index in the test's folder."""
+    eng = open_engine(tmp_path / "index.db")
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture
+def server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
+    """The real server on a free loopback port, indexing `runs_dir` every 50 ms."""
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05) as srv:
+        yield srv
+
+
+@pytest.fixture
+def make_run(runs_dir: Path) -> MakeRun:
+    """`make_run(name, steps=…, metrics=…, status=…, **init fields)`: a finished run in
+    `runs_dir` written by the SDK (see tests.support.sdk_run); returns its run id."""
+
+    def make(name: str, **kw: object) -> str:
+        return sdk_run(runs_dir, name, **kw)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def sft_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The folder of one SFT run on the tiny model (tests.support.SFT_CHECKPOINT), trained
+    once per session. Start GRPO or DPO from it, index it; never write into its folder."""
+    torch = pytest.importorskip("torch")
+    from runwatch.recipes import sft
+
+    runs = tmp_path_factory.mktemp("sft-checkpoint")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert sft.main([*SFT_CHECKPOINT, f"runs_dir={runs}"]) == 0
+    finally:
+        torch.set_num_threads(before)
+    yield runs / "sft"
+

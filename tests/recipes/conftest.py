@@ -1,4 +1,5 @@
-"""Shared pieces of the recipe tests: a tiny model config and run-directory readers."""
+"""Shared pieces of the recipe tests: the tiny model with a tiny data set, and
+run-directory readers."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from typing import Any
 import pytest
 import torch
 
-# Small enough that a training step takes milliseconds on one core.
-TINY = ["n_layer=1", "n_head=2", "d_model=32", "max_seq_length=32", "batch_size=8",
-        "n_train=64", "n_val=8", "wandb_project=None"]
+from tests.support import TINY_MODEL
+
+# The shared tiny model on a data set small enough that a run is mostly start-up.
+TINY = [*TINY_MODEL, "batch_size=8", "n_train=64", "n_val=8", "wandb_project=None"]
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,9 @@
-"""Shared fixtures: one thread for torch, and a small SFT checkpoint GRPO starts from.
+"""Shared pieces of the GRPO tests: one thread for torch, the SFT checkpoint GRPO starts
+from, and GRPO run in-process with small settings.
 
-The checkpoint comes from the real SFT recipe (Recipes I), trained just long enough
-to answer in the right format and be right part of the time, which is what GRPO needs
-to have something to compare within a group.
+The checkpoint is the session's one SFT run (tests/conftest.py `sft_checkpoint`): the real
+SFT recipe trained just long enough to answer in the right format and be right part of
+the time, which is what GRPO needs to have something to compare within a group.
 """
 
 from __future__ import annotations
@@ -14,16 +15,14 @@ from typing import Any
 import pytest
 import torch
 
-from runwatch.recipes import sft
 from runwatch.recipes.config import parse_argv
 from runwatch.recipes.grpo.config import GRPOConfig
 from runwatch.recipes.grpo.loop import run_grpo
 from runwatch.recipes.grpo.pathologies import expand
+from tests.support import SORT_TASK, TINY_MODEL
 
-# A model small enough that a GRPO step takes a fraction of a second on one core.
-TINY = ["n_layer=2", "n_head=2", "d_model=64", "max_seq_length=48"]
-# Sorting 4 digits: this model learns it to roughly half right in a few seconds.
-TASK = ["task=sort", "digits=4"]
+# The GRPO tests' names for the shared tiny model and the task its checkpoint learned.
+TINY, TASK = TINY_MODEL, SORT_TASK
 
 
 @pytest.fixture(autouse=True)
@@ -32,16 +31,8 @@ def _one_thread() -> None:
 
 
 @pytest.fixture(scope="session")
-def sft_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch.set_num_threads(1)
-    runs = tmp_path_factory.mktemp("sft")
-    code = sft.main([*TINY, *TASK, f"runs_dir={runs}", "name=sft", "max_steps=80",
-                     "batch_size=32",
-                     "learning_rate=3e-3", "warmup_steps=10", "n_train=2000", "n_val=64",
-                     "val_interval=150", "checkpoint_interval=150", "export_samples=false",
-                     "cache_dir=None", "wandb_project=None"])
-    assert code == 0
-    return runs / "sft"
+def sft_run(sft_checkpoint: Path) -> Path:
+    return sft_checkpoint
 
 
 def grpo(tmp: Path, *settings: str, init: Path | None = None) -> list[dict[str, Any]]:

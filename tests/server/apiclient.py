@@ -1,17 +1,23 @@
 """Test helpers of the server tests: a synchronous HTTP client over the in-process app,
-the error-shape check, and a minimal manifest."""
+the error-shape check, a batch's manifest, and a reader of server-sent events."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import json
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import pytest
 
-# make_run(name, steps=…, metrics=…, status=…, **init fields) -> run id
-MakeRun = Callable[..., str]
+from tests.support import MakeRun
+from tests.support import manifest as named_manifest
+from tests.support.wait import DEADLINE_S
+
+__all__ = ["Api", "MakeRun", "assert_error", "manifest", "read_events"]
 
 
 class Api:
@@ -57,16 +63,16 @@ def assert_error(resp: httpx.Response, status: int | None = None) -> dict[str, A
     return body
 
 
-
 def manifest(run_id: str, name: str, **fields: Any) -> dict[str, Any]:
-    return {"schema_version": 1, "run_id": run_id, "name": name, "project": "default",
-            "created_at": 1_700_000_000.0, **fields}
+    """The smallest valid manifest of an ingest batch's run (tests.support.manifest)."""
+    return named_manifest(name, run_id=run_id, **fields)
 
 
-def read_events(lines: Any, until: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
-    """Parse server-sent events from an iterator of lines until `until(events)` is true."""
-    import json
-
+def read_events(lines: Iterator[str], until: Callable[[list[dict[str, Any]]], bool],
+                deadline: float = DEADLINE_S) -> list[dict[str, Any]]:
+    """Parse server-sent events from an iterator of lines until `until(events)` is true;
+    fail the test when `deadline` seconds pass first (keep-alive lines do not count)."""
+    end = time.monotonic() + deadline
     events: list[dict[str, Any]] = []
     current: dict[str, Any] = {}
     for line in lines:
@@ -80,4 +86,7 @@ def read_events(lines: Any, until: Callable[[list[dict[str, Any]]], bool]) -> li
         elif not line.startswith(":") and ":" in line:
             field, _, value = line.partition(":")
             current[field] = value[1:] if value.startswith(" ") else value
-    return events
+        if time.monotonic() > end:
+            break
+    pytest.fail(f"gave up after {deadline:g} s waiting for the awaited server-sent events; "
+                f"got {[e.get('event') for e in events]}")

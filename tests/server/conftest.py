@@ -1,48 +1,17 @@
-"""Fixtures of the server tests: real runs written by the SDK, a real SQLite index,
-and the app called in-process over HTTP (httpx ASGITransport)."""
+"""Fixtures of the server tests: the app called in-process over HTTP (httpx ASGITransport)
+on the shared `engine`, and an `index` pass over the shared `runs_dir`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from apiclient import Api, MakeRun
+from apiclient import Api
 from sqlalchemy import Engine
 
 from runwatch.ingest import Indexer
-from runwatch.sdk import init
 from runwatch.server.app import create_app
-from runwatch.store.db import open_engine
-
-
-@pytest.fixture
-def make_run(runs_dir: Path) -> MakeRun:
-    """Write a finished run with the SDK: `steps` steps of `metrics(step) -> dict`."""
-
-    def make(name: str, steps: int = 20, metrics: Callable[[int], dict[str, float]] | None = None,
-             status: str = "SUCCEEDED", **fields: Any) -> str:
-        fields.setdefault("method", "sft")
-        fields.setdefault("base_model", "tiny-gpt")
-        fields.setdefault("dataset", "arith")
-        fields.setdefault("trainer", "runwatch-sft")
-        fields.setdefault("backend", "local")
-        run = init(name=name, dir=runs_dir, **fields)
-        fn = metrics or (lambda i: {"loss": 2.0 / (i + 1), "learning_rate": 1e-3})
-        for i in range(steps):
-            run.log(fn(i), step=i)
-        run.finish(status)
-        return str(run.id)
-
-    return make
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    eng = open_engine(tmp_path / "index.db")
-    yield eng
-    eng.dispose()
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""Fixtures of the browser tests: Debian's Chromium driven by Playwright, the real server
-on a free loopback port over a runs folder written by the SDK, screenshots in test-output/."""
+"""Fixtures of the browser tests: Debian's Chromium driven by Playwright, on the shared
+`server` fixture; a page fails its test on any page error or console error, except those a
+test names with `@pytest.mark.console_error(PATTERN)` because it makes the server refuse."""
 
 from __future__ import annotations
 
@@ -11,17 +12,19 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
-from sqlalchemy import Engine
 
 from runwatch.server.app import STATIC_DIR
-from runwatch.server.runner import Runner, free_port
-from runwatch.store.db import open_engine
+from runwatch.server.runner import Runner
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
-EXPECTED_STATUS = re.compile(r"status of (409|501)\b")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "console_error(pattern): a console error the test "
+                            "expects (a regular expression), e.g. from a request it makes fail")
 
 
 def _ensure_built() -> None:
@@ -47,29 +50,16 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def web_engine(tmp_path: Path) -> Iterator[Engine]:
-    eng = open_engine(tmp_path / "index.db")
-    yield eng
-    eng.dispose()
-
-
-@pytest.fixture
-def server(web_engine: Engine, runs_dir: Path) -> Iterator[Runner]:
-    with Runner(web_engine, runs_dir=runs_dir, port=free_port(), interval=0.05) as srv:
-        yield srv
-
-
-@pytest.fixture
-def page(browser: Browser, server: Runner) -> Iterator[Page]:
+def page(browser: Browser, server: Runner, request: pytest.FixtureRequest) -> Iterator[Page]:
     # depends on `server` so that the page closes before the server stops
+    expected = [re.compile(m.args[0]) for m in request.node.iter_markers("console_error")]
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = context.new_page()
     problems: list[str] = []
     pg.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
 
     def on_console(msg: ConsoleMessage) -> None:
-        # Cancel and Retry answer 409/501 until job control exists; the app shows that
-        if msg.type == "error" and not EXPECTED_STATUS.search(msg.text):
+        if msg.type == "error" and not any(p.search(msg.text) for p in expected):
             problems.append(f"console error: {msg.text}")
 
     pg.on("console", on_console)

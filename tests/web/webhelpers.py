@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import httpx
 from playwright.sync_api import Page
 
 from runwatch.sdk import Run, init
+from tests.support import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = REPO / "test-output"
@@ -65,13 +65,16 @@ def grpo_run(runs_dir: Path, name: str = "grpo-arith", steps: int = 25,
 def wait_indexed(base_url: str, name: str, last_step: int, samples: int = 0) -> None:
     """Wait until the server has indexed the run up to `last_step` (and `samples` files)."""
     with httpx.Client(base_url=base_url, timeout=30) as client:
-        while True:
+
+        def indexed() -> bool:
             resp = client.get(f"/api/runs/{name}")
-            if resp.status_code == 200 and resp.json()["run"]["observed_step"] == last_step:
-                kept = client.get(f"/api/runs/{name}/samples").json()["available"]
-                if len(kept) >= samples:
-                    return
-            time.sleep(0.02)
+            if resp.status_code != 200 or resp.json()["run"]["observed_step"] != last_step:
+                return False
+            kept = client.get(f"/api/runs/{name}/samples").json()["available"]
+            return len(kept) >= samples
+
+        wait_for(indexed, what=f"the server to index run {name!r} up to step {last_step} "
+                 f"with {samples} sample files")
 
 
 def chart_points(page: Page, chart: str) -> int:

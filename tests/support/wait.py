@@ -1,0 +1,45 @@
+"""Waiting for something that happens elsewhere (a thread, a subprocess, the server), always
+with a deadline, and failing with what was waited for instead of hanging."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+
+T = TypeVar("T")
+# Long enough for a loaded CI machine; a wait only ever takes this long when it fails.
+DEADLINE_S = 30.0
+
+
+def wait_for(predicate: Callable[[], T], *, what: str, deadline: float = DEADLINE_S,
+             interval: float = 0.02) -> T:
+    """Call `predicate` until it returns something truthy and return that; fail the test
+    naming `what` when `deadline` seconds pass first."""
+    end = time.monotonic() + deadline
+    while True:
+        got = predicate()
+        if got:
+            return got
+        if time.monotonic() > end:
+            pytest.fail(f"gave up after {deadline:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def first_line(proc: subprocess.Popen[str], *, what: str, deadline: float = DEADLINE_S) -> str:
+    """The next line `proc` writes to its stdout pipe, stripped; fail the test naming `what`
+    when none comes within `deadline` seconds (the process is then killed)."""
+    assert proc.stdout is not None, "start the process with stdout=subprocess.PIPE"
+    stdout = proc.stdout
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(deadline)
+    if not lines:
+        proc.kill()
+        pytest.fail(f"gave up after {deadline:g} s waiting for {what}")
+    return lines[0].strip()
