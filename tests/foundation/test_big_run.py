@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import runwatch
-from tests.conftest import run_cli
+from tests.support import run_cli
 
 STEPS = 100_000
 KEYS = 20

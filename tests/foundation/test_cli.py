@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import runwatch
-from tests.conftest import run_cli
+from tests.support import run_cli
 
 
 def make_runs(runs_dir: Path) -> None:

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import runwatch
-from tests.conftest import run_cli
+from tests.support import first_line, run_cli, wait_for
+from tests.support.cli import CLI_DEADLINE_S
 
 
 def make_rl_run(runs_dir: Path) -> None:
@@ -58,23 +59,32 @@ def test_hparams_and_engine_config(runs_dir: Path) -> None:
 
 def test_wait_follows_a_run_to_its_end(runs_dir: Path) -> None:
     child = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time, runwatch\n"
+        "import sys, runwatch\n"
         "run = runwatch.init(name='w', dir=sys.argv[1], phase='PREPARING')\n"
         "print('started', flush=True)\n"
-        "time.sleep(1.0)\n"
+        "sys.stdin.readline()  # until `runs wait` has seen PREPARING\n"
         "run.set_phase('RUNNING')\n"
         "run.fail('the training job was stopped')\n"), str(runs_dir)],
-        stdout=subprocess.PIPE, text=True)
-    assert child.stdout is not None and child.stdout.readline().strip() == "started"
-    import time
-
-    while not (runs_dir / "w" / "events.jsonl").exists():
-        time.sleep(0.05)
-    waited = run_cli("runs", "wait", "w", "--dir", str(runs_dir), "--exit-status",
-                     "--interval", "0.2", "-o", "json", check=False)
-    child.wait(timeout=60)
-    assert waited.returncode == 1
-    lines = [json.loads(line) for line in waited.stdout.splitlines()]
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None
+    try:
+        assert first_line(child, what="the training process to start") == "started"
+        wait_for(lambda: (runs_dir / "w" / "events.jsonl").exists(),
+                 what="the run's events.jsonl")
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "runwatch", "runs", "wait", "w", "--dir", str(runs_dir),
+             "--exit-status", "--interval", "0.2", "-o", "json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = json.loads(first_line(waiting, what="`runs wait` to print the first phase"))
+        assert first["phase"] == "PREPARING"
+        child.stdin.write("go\n")
+        child.stdin.close()
+        rest, err = waiting.communicate(timeout=CLI_DEADLINE_S)
+    finally:
+        child.kill()
+        child.wait(timeout=CLI_DEADLINE_S)
+    assert waiting.returncode == 1, err
+    lines = [json.loads(line) for line in rest.splitlines()]
     assert [e["phase"] for e in lines[:-1]][-2:] == ["RUNNING", "FAILED"]
     assert lines[-1]["state"]["reason"] == "the training job was stopped"
 
@@ -82,10 +92,8 @@ def test_wait_follows_a_run_to_its_end(runs_dir: Path) -> None:
 def test_wait_times_out_and_leaves_the_run_going(runs_dir: Path) -> None:
     run = runwatch.init(name="slow", dir=runs_dir)
     try:
-        import time
-
-        while not (runs_dir / "slow" / "events.jsonl").exists():
-            time.sleep(0.05)
+        wait_for(lambda: (runs_dir / "slow" / "events.jsonl").exists(),
+                 what="the run's events.jsonl")
         out = run_cli("runs", "wait", "slow", "--dir", str(runs_dir), "--timeout", "0.5",
                       "--interval", "0.2", check=False)
         assert out.returncode == 124 and "the run goes on" in out.stdout
