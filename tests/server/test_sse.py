@@ -3,36 +3,32 @@ reconnect with Last-Event-ID resumes without a gap."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from apiclient import read_events
-from sqlalchemy import Engine
 
 from runwatch.sdk import init
-from runwatch.server.runner import Runner, free_port
+from runwatch.server.runner import Runner
+from tests.support import wait_for
 
 GUARD = httpx.Timeout(30.0)  # only stops a broken test from hanging
 
 
-@pytest.fixture
-def server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
-    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05) as srv:
-        yield srv
-
-
 def _wait_for_run(client: httpx.Client, name: str, step: int | None = None) -> dict[str, Any]:
     """The run's detail once the indexer has picked the run up (and indexed `step`)."""
-    while True:
+
+    def detail() -> dict[str, Any] | None:
         resp = client.get(f"/api/runs/{name}")
         body: dict[str, Any] = resp.json()
         if resp.status_code == 200 and (step is None or body["run"]["observed_step"] == step):
             return body
-        time.sleep(0.02)
+        return None
+
+    got: dict[str, Any] = wait_for(detail, what=f"the server to index run {name!r}"
+                                   + ("" if step is None else f" up to step {step}"))
+    return got
 
 
 def _points(events: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
