@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from apiclient import Api, MakeRun, assert_error, manifest
+
+from tests.support import run_cli
 
 
 def _ingest_runs(api: Api, n: int) -> None:
@@ -63,13 +69,48 @@ def test_detail_has_state_results_cost_settings_manifest_summary(
     assert d["run"]["status"] == "SUCCEEDED"
 
 
-def test_cancel_and_retry_answer_in_the_error_shape(api: Api, make_run: MakeRun,
-                                                    index: Callable[[], None]) -> None:
+def test_cancel_and_retry_follow_the_actions_of_the_run(api: Api, make_run: MakeRun,
+                                                        index: Callable[[], None]) -> None:
     make_run("done", steps=1)
     index()
-    assert_error(api.post("/api/runs/done/cancel"), 409)
-    body = assert_error(api.post("/api/runs/done/retry"), 501)
-    assert "job control" in body["error"]
+    assert api.ok("/api/runs/done")["actions"] == {"cancel": False, "retry": True}
+    body = assert_error(api.post("/api/runs/done/cancel", json={}), 409)
+    assert "only a queued, preparing or running run can be cancelled" in body["error"]
+    # retry is allowed for a finished run: whatever the server answers, it is not a 409
+    assert api.post("/api/runs/done/retry", json={}).status_code != 409
+
+
+def test_a_run_whose_process_died_says_so_in_its_summary(
+        api: Api, runs_dir: Path, index: Callable[[], None]) -> None:
+    code = ("import runwatch, os\nfrom tests.support import wait_for\n"
+            f"run = runwatch.init(name='killed', dir={str(runs_dir)!r}, method='sft')\n"
+            "events = run.dir / 'events.jsonl'\n"
+            "wait_for(lambda: events.exists() and events.stat().st_size > 0, what='events')\n"
+            "os._exit(9)\n")
+    subprocess.run([sys.executable, "-c", code], check=False, timeout=60,
+                   cwd=Path(__file__).resolve().parents[2])
+    index()
+    (listed,) = api.ok("/api/runs")["runs"]
+    detail = api.ok("/api/runs/killed")
+    assert listed["status"] == "RUNNING" and listed["process_gone"] is True
+    assert detail["run"] == {**listed, "duration_s": detail["run"]["duration_s"]}
+    assert detail["state"]["process_gone"] is True
+
+
+def test_a_run_that_logs_train_slash_loss_has_a_best_loss_in_api_and_cli(
+        api: Api, make_run: MakeRun, index: Callable[[], None], runs_dir: Path) -> None:
+    make_run("hf-style", steps=5, metrics=lambda i: {"train/loss": 3.0 - i, "eval_loss": 9.0})
+    index()
+    d = api.ok("/api/runs/hf-style")
+    cli = json.loads(run_cli("runs", "get", "hf-style", "--dir", str(runs_dir), "-o", "json"
+                             ).stdout)
+    for detail in (d, cli):
+        assert detail["scalars"]["best_train_loss"] == -1.0
+        assert detail["scalars"]["latest_train_loss"] == -1.0
+        assert detail["results"]["best_train_loss"] == -1.0
+        assert detail["results"]["train_loss"] == -1.0
+        assert detail["results"]["val_loss"] == 9.0
+    assert cli["scalars"] == d["scalars"] and cli["results"] == d["results"]
 
 
 def test_projects_and_events(api: Api, make_run: MakeRun, index: Callable[[], None]) -> None:

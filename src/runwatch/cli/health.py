@@ -124,6 +124,6 @@ def _what_if(conn: Any, row: Any, path: Path) -> list[dict[str, Any]]:
     settings = health_store.settings_from_config(row.config)
     engine = Engine(row.method, settings, overrides)
     cols, _ = health_store.stored_points(conn, row.pk, -1)
-    found = [f.to_dict() for f in engine.feed(cols)]
+    found = [health_store.finding_json(f.to_dict()) for f in engine.feed(cols)]
     found.sort(key=health_store.sort_key)
     return found

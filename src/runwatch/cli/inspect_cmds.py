@@ -13,10 +13,9 @@ import yaml
 
 from runwatch.cli.context import open_context
 from runwatch.cli.output import Output, console, emit, fail, fmt_cell, make_table
-from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, resolve_or_exit
-from runwatch.rundir.format import TERMINAL_PHASES
+from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, detail_of, resolve_or_exit
+from runwatch.rundir.format import SPLITS, TERMINAL_PHASES
 from runwatch.store import queries as q
-from runwatch.store.detail import run_detail
 from runwatch.store.rollouts import NoRollouts, rollouts
 
 # The widest a prompt or completion is shown in a table; -o json shows it whole.
@@ -36,7 +35,7 @@ def rollouts_cmd(
     """A step's rollouts: prompt, completion, score and the share of each reward term."""
     if best is not None and worst is not None:
         raise fail("give --best or --worst, not both")
-    if split is not None and split not in ("train", "val"):
+    if split is not None and split not in SPLITS:
         raise fail(f"--split {split!r} is not train or val")
     ctx = open_context(directory, db)
     with ctx.engine.connect() as conn:
@@ -174,7 +173,7 @@ def wait_cmd(
             row = resolve_or_exit(conn, row.run_id)
             if row.status in TERMINAL_PHASES:
                 if output is Output.json:
-                    sys.stdout.write(json.dumps(run_detail(conn, row), default=str) + "\n")
+                    sys.stdout.write(json.dumps(detail_of(conn, row), default=str) + "\n")
                 raise typer.Exit(EXIT_CODES[row.status] if exit_status else 0)
             if q.process_gone(row):
                 console().print("the training process is gone: the run stopped before it "

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import time
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from sqlalchemy import Connection, Row
 
+from runwatch.analysis.detail import run_detail
+from runwatch.analysis.views import log_entry, run_summary
 from runwatch.cli.context import open_context
 from runwatch.cli.output import (
     Output,
@@ -19,8 +21,11 @@ from runwatch.cli.output import (
     fmt_duration,
     make_table,
 )
+from runwatch.metrics import Role, find_key
+from runwatch.rundir.format import LOG_LEVELS
 from runwatch.store import queries as q
-from runwatch.store.detail import run_detail
+from runwatch.store.detail import log_rows, read_run
+from runwatch.store.series import read_series
 
 app = typer.Typer(help="Read the runs in the index.", no_args_is_help=True)
 
@@ -31,6 +36,10 @@ DbOpt = Annotated[str | None, typer.Option("--db", help="Index database URL or S
 OutOpt = Annotated[Output, typer.Option("-o", "--output", help="table, wide or json.")]
 JqOpt = Annotated[str | None, typer.Option("--jq", help="Filter the JSON output with a jq "
                                            "expression.")]
+# The metrics `runs metrics` shows by default, by the role they play.
+TABLE_ROLES = (Role.TRAIN_LOSS, Role.EVAL_LOSS, Role.ACCURACY, Role.VAL_ACCURACY, Role.REWARD,
+               Role.LEARNING_RATE, Role.GRAD_NORM, Role.GRAD_CLIP_FACTOR, Role.ADAPTER_NORM,
+               Role.UPDATE_RATIO)
 RunArg = Annotated[str, typer.Argument(help="Run id, or a unique prefix of an id or name.")]
 
 
@@ -42,21 +51,13 @@ def resolve_or_exit(conn: Connection, ref: str) -> Row[Any]:
         raise fail(str(exc), hints) from exc
 
 
-def _summary(run: Row[Any]) -> dict[str, Any]:
-    end = run.ended_at or (run.updated_at if q.process_gone(run) else time.time())
-    start = run.started_at or run.created_at
-    return {
-        "run_id": run.run_id, "name": run.name, "project": run.project, "status": run.status,
-        "process_gone": q.process_gone(run), "method": run.method,
-        "base_model": run.base_model, "dataset": run.dataset, "trainer": run.trainer,
-        "backend": run.backend, "observed_step": run.observed_step,
-        "saved_step": run.saved_step, "created_at": run.created_at,
-        "duration_s": max(0.0, end - start) if end else None, "reason": run.reason,
-    }
-
-
 def _status_text(d: dict[str, Any]) -> str:
     return f"{d['status']} (process gone)" if d["process_gone"] else d["status"]
+
+
+def detail_of(conn: Connection, row: Row[Any]) -> dict[str, Any]:
+    """The run detail, as the API sends it, with its series read from the index."""
+    return run_detail(read_run(conn, row), lambda key: read_series(conn, key.id).value)
 
 
 @app.command("list")
@@ -71,7 +72,7 @@ def list_cmd(
     """List runs, newest first."""
     ctx = open_context(directory, db)
     with ctx.engine.connect() as conn:
-        data = [_summary(r) for r in q.list_runs(conn, search, project, status, limit)]
+        data = [run_summary(r) for r in q.list_runs(conn, search, project, status, limit)]
 
     def table(wide: bool) -> None:
         cols = ["NAME", "ID", "STATUS", "METHOD", "MODEL", "STEP", "DURATION"]
@@ -101,7 +102,7 @@ def get_cmd(
     ctx = open_context(directory, db)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
-        detail = run_detail(conn, row)
+        detail = detail_of(conn, row)
 
     def table(wide: bool) -> None:
         c = console()
@@ -137,7 +138,8 @@ def get_cmd(
             import yaml
 
             c.print("[bold]Settings[/]")
-            c.print(yaml.safe_dump(detail["settings"], sort_keys=False).rstrip(), markup=False)
+            shown = {k: detail["settings"][k] for k in ("config", "engine_config")}
+            c.print(yaml.safe_dump(shown, sort_keys=False).rstrip(), markup=False)
 
     emit(detail, output, jq, table)
 
@@ -199,10 +201,8 @@ def metrics_cmd(
     def table(wide: bool) -> None:
         keys = sorted({k for h in hist for k in h.values})
         if not wide and not key:
-            preferred = ["loss", "val/loss", "accuracy", "val/accuracy", "reward_mean",
-                         "learning_rate", "grad_norm", "grad_clip_factor", "adapter_norm",
-                         "update_ratio"]
-            shown = [k for k in preferred if k in keys] or keys[:8]
+            found = (find_key(keys, role) for role in TABLE_ROLES)
+            shown = [k for k in found if k is not None] or keys[:8]
         else:
             shown = keys
         tail = hist[-limit:]
@@ -225,20 +225,19 @@ def logs_cmd(
     tail: Annotated[int, typer.Option(help="The last N lines.")] = 200,
 ) -> None:
     """The structured log lines of a run."""
-    from runwatch.rundir.format import LOG_LEVELS
-
     if level is not None and level.lower() not in LOG_LEVELS:
         raise fail(f"--level {level!r} is not one of {', '.join(LOG_LEVELS)}")
     ctx = open_context(directory, db)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
-        data = q.logs(conn, row.pk, level.lower() if level else None, limit=tail, tail=True)
+        data = [log_entry(r) for r in
+                reversed(log_rows(conn, row.pk, level.lower() if level else None, limit=tail))]
 
     def table(wide: bool) -> None:
         rows = []
         for d in data:
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["ts"]))
-            row = [stamp, d["level"].upper(), d["message"]]
+            stamp = _local_time(d["ts"])
+            row = [stamp, d["level"], d["message"]]
             if wide:
                 row.append("" if d["data"] is None else str(d["data"]))
             rows.append(row)
@@ -248,4 +247,9 @@ def logs_cmd(
     emit(data, output, jq, table)
 
 
-
+def _local_time(ts: str | None) -> str:
+    """An ISO 8601 UTC time as local "YYYY-MM-DD HH:MM:SS"."""
+    if ts is None:
+        return ""
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).astimezone().strftime(
+        "%Y-%m-%d %H:%M:%S")

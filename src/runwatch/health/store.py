@@ -29,12 +29,12 @@ from runwatch.health.findings import Finding
 from runwatch.health.rules import BY_ID
 from runwatch.health.rules.base import SEVERITY_RANK
 from runwatch.health.thresholds import NONE, Overrides, parse
+from runwatch.rundir.format import ACTIVE_PHASES
 from runwatch.store import schema as s
+from runwatch.store.keys import metric_keys
 from runwatch.store.points import newest_seq, read_points
-from runwatch.store.queries import metric_keys
 
 log = logging.getLogger(__name__)
-RUNNING = frozenset({"RUNNING", "PREPARING", "CANCEL_REQUESTED"})
 _NUMERIC = (int, float)
 # new points by key: (seqs, steps, ts, values), as runwatch.ingest.records collects them
 Points = Mapping[str, tuple[list[int], list[int], list[float], list[float]]]
@@ -260,9 +260,8 @@ def save(conn: Connection, run_pk: int, engine: Engine, found: list[Finding],
 def health_for_run(conn: Connection, run_pk: int, now: float | None = None) -> list[dict[str, Any]]:
     """A run's findings, worst first: open before resolved, then by severity and step.
 
-    Each is a dict with id, rule_id, title, severity, status, metric, first_step,
-    last_step, evidence, message, advice, opened_ts and updated_ts. A running run that
-    has gone silent also gets a live `run.stalled` finding (id None, not stored).
+    Each is in the shape of `finding_json`. A running run that has gone silent also
+    gets a live `run.stalled` finding (id None, not stored).
     """
     f = s.findings.c
     rows = conn.execute(select(f.id, f.rule_id, f.severity, f.status, f.first_step, f.last_step,
@@ -272,18 +271,29 @@ def health_for_run(conn: Connection, run_pk: int, now: float | None = None) -> l
     for r in rows:
         evidence = orjson.loads(r.evidence) if r.evidence else {}
         rule = BY_ID.get(r.rule_id)
-        out.append({
+        out.append(finding_json({
             "id": r.id, "rule_id": r.rule_id, "title": rule.title if rule else r.rule_id,
             "severity": r.severity, "status": r.status, "metric": evidence.get("metric"),
             "first_step": r.first_step, "last_step": r.last_step, "evidence": evidence,
-            "message": r.message, "advice": r.advice, "opened_ts": r.opened_ts,
-            "updated_ts": r.updated_ts,
-        })
+            "message": r.message, "advice": r.advice,
+        }, r.opened_ts, r.updated_ts))
     stall = live_stall(conn, run_pk, time.time() if now is None else now)
     if stall is not None:
-        out.append({**stall.to_dict(), "opened_ts": None, "updated_ts": None})
+        out.append(finding_json(stall.to_dict()))
     out.sort(key=sort_key)
     return out
+
+
+def finding_json(item: Mapping[str, Any], opened_ts: float | None = None,
+                 updated_ts: float | None = None) -> dict[str, Any]:
+    """A finding as the API, the CLI and the web app show it: `Finding.to_dict()`'s fields,
+    `metrics` (its metric first, then the others its rule reads: the charts it shades)
+    and when it was opened and last updated (Unix seconds; None when not stored)."""
+    rule = BY_ID.get(item["rule_id"])
+    metric = item.get("metric")
+    metrics = ([metric] if metric else []) + [
+        m for m in (rule.metrics if rule else ()) if m not in (metric, "*")]
+    return {**item, "metrics": metrics, "opened_ts": opened_ts, "updated_ts": updated_ts}
 
 
 def sort_key(item: Mapping[str, Any]) -> tuple[int, int, int]:
@@ -294,7 +304,7 @@ def sort_key(item: Mapping[str, Any]) -> tuple[int, int, int]:
 def live_stall(conn: Connection, run_pk: int, now: float) -> Finding | None:
     """The `run.stalled` finding of a running run that has logged nothing for too long."""
     row = _run_row(conn, run_pk)
-    if row.status not in RUNNING:
+    if row.status not in ACTIVE_PHASES:
         return None
     state, _ = _load_state(conn, run_pk)
     if state is None:

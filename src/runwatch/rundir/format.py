@@ -26,10 +26,20 @@ PHASES = (
     "FAILED",
     "CANCELLED",
 )
+# The groups of phases every reader of runs uses (the API's actions, the CLI, health):
+# a run has ended in a terminal phase; a process is at work on an active one; a run can
+# be cancelled until it is told to stop, and retried once it has ended. A new run starts
+# in one of the start phases.
 TERMINAL_PHASES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+ACTIVE_PHASES = frozenset({"PREPARING", "RUNNING", "CANCEL_REQUESTED"})
+CANCELLABLE_PHASES = frozenset({"QUEUED", "PREPARING", "RUNNING"})
+RETRYABLE_PHASES = TERMINAL_PHASES
+START_PHASES = ("QUEUED", "PREPARING", "RUNNING")
 
 CHECKPOINT_KINDS = ("training", "inference")
-LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+# Log levels from least to most severe, with the ranks of Python's logging module.
+LOG_LEVEL_RANK = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+LOG_LEVELS = tuple(LOG_LEVEL_RANK)
 SPLITS = ("train", "val")
 
 MAX_NAME_LENGTH = 128
@@ -66,6 +76,11 @@ def validate_key(key: object) -> str | None:
     if len(key) > MAX_KEY_LENGTH:
         return f"metric key {key[:40]!r}… is longer than {MAX_KEY_LENGTH} characters"
     return None
+
+
+def levels_from(level: str) -> tuple[str, ...]:
+    """The log levels at least as severe as `level` (one of LOG_LEVELS)."""
+    return tuple(lv for lv in LOG_LEVELS if LOG_LEVEL_RANK[lv] >= LOG_LEVEL_RANK[level])
 
 
 def sample_file_name(step: int, split: str, kind: str = "completions") -> str:

@@ -7,19 +7,20 @@ import importlib.util
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
+from runwatch.analysis.timing import iso
+from runwatch.analysis.views import log_entry
+from runwatch.rundir.format import LOG_LEVELS
 from runwatch.server.errors import ApiError, bad_request
-from runwatch.server.runs import iso, resolve_run
+from runwatch.server.runs import resolve_run
 from runwatch.server.state import connection
 from runwatch.store import queries
-from runwatch.store import schema as s
-from runwatch.store.queries import json_or_text
+from runwatch.store.detail import log_rows
 from runwatch.store.rollouts import NoRollouts, rollouts
 
 router = APIRouter(tags=["records"])
 
-LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 MAX_SAMPLES = 500
 
 
@@ -53,11 +54,6 @@ def checkpoints(run: str, conn: Connection = Depends(connection)) -> dict[str, A
                                         for c in queries.checkpoints(conn, row.pk)]}
 
 
-def _log(r: Any) -> dict[str, Any]:
-    return {"seq": r.seq, "ts": iso(r.ts), "level": r.level.upper(), "message": r.message,
-            "data": json_or_text(r.data)}
-
-
 @router.get("/api/runs/{run}/logs")
 def logs(
     run: str,
@@ -77,15 +73,9 @@ def logs(
         except ValueError:
             raise bad_request("the cursor is not one this server gave out") from None
     row = resolve_run(conn, run)
-    c = s.logs.c
-    stmt = select(s.logs).where(c.run_pk == row.pk)
-    if lv:
-        stmt = stmt.where(c.level.in_([k for k, v in LOG_LEVELS.items() if v >= LOG_LEVELS[lv]]))
-    if before is not None:
-        stmt = stmt.where(c.seq < before)
-    rows = conn.execute(stmt.order_by(c.seq.desc()).limit(limit + 1)).all()
+    rows = log_rows(conn, row.pk, lv or None, before, limit + 1)
     nxt = str(rows[limit - 1].seq) if len(rows) > limit else None
-    return {"ok": True, "logs": [_log(r) for r in rows[:limit]], "next_cursor": nxt}
+    return {"ok": True, "logs": [log_entry(r) for r in rows[:limit]], "next_cursor": nxt}
 
 
 def health_available() -> bool:
@@ -94,29 +84,15 @@ def health_available() -> bool:
 
 
 def findings_payload(conn: Connection, run_pk: int) -> dict[str, Any]:
-    """Open findings of a run (from the health engine), in the shape the web app reads."""
+    """Open findings of a run (from the health engine), each in the one finding shape
+    (`runwatch.health.store.finding_json`), and how many have resolved."""
     if not health_available():
         return {"ok": True, "available": False, "findings": [], "resolved": 0}
     store = importlib.import_module("runwatch.health.store")
-    rules = importlib.import_module("runwatch.health.rules").BY_ID
     found = store.health_for_run(conn, run_pk)
-    out = []
-    for item in found:
-        if item.get("status") != "open":
-            continue
-        rule = rules.get(item["rule_id"])
-        metric = item.get("metric")
-        metrics = ([metric] if metric else []) + [
-            m for m in getattr(rule, "metrics", ()) if m not in (metric, "*")]
-        out.append({
-            "id": item.get("id"), "rule": item["rule_id"], "severity": item["severity"],
-            "status": item["status"], "title": item.get("title") or item["rule_id"],
-            "message": item.get("message") or "", "advice": item.get("advice") or "",
-            "metrics": metrics, "step_start": item.get("first_step"),
-            "step_end": item.get("last_step"), "evidence": item.get("evidence") or {},
-        })
-    return {"ok": True, "available": True, "findings": out,
-            "resolved": sum(1 for item in found if item.get("status") == "resolved")}
+    return {"ok": True, "available": True,
+            "findings": [item for item in found if item["status"] == "open"],
+            "resolved": sum(1 for item in found if item["status"] == "resolved")}
 
 
 @router.get("/api/runs/{run}/health")

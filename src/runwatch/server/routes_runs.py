@@ -7,18 +7,16 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 from sqlalchemy import Connection
 
+from runwatch.analysis.timing import iso
+from runwatch.analysis.views import actions, run_summary
 from runwatch.server.detail import run_detail
 from runwatch.server.errors import ApiError
 from runwatch.server.runs import (
-    ACTIVE,
     MAX_PAGE_SIZE,
     PAGE_SIZE,
-    TERMINAL,
-    iso,
     list_projects,
     list_runs,
     resolve_run,
-    run_summary,
 )
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store import queries
@@ -64,10 +62,11 @@ def run_events(run: str, conn: Connection = Depends(connection)) -> dict[str, An
 
 def _job_control(conn: Connection, run: str, action: str) -> None:
     row = resolve_run(conn, run)
-    if action == "cancel" and row.status not in ACTIVE:
+    allowed = actions(row.status)
+    if action == "cancel" and not allowed["cancel"]:
         raise ApiError(409, f"run {row.name} is {row.status}; only a queued, preparing or "
                             "running run can be cancelled")
-    if action == "retry" and row.status not in TERMINAL:
+    if action == "retry" and not allowed["retry"]:
         raise ApiError(409, f"run {row.name} is {row.status}; only a finished run can be retried")
     raise ApiError(501, f"this server cannot {action} runs yet: job control is not built; "
                         f"stop the training process yourself")

@@ -1,10 +1,12 @@
-"""Reading runs for the API: the list with search and cursor, lookup, and JSON views."""
+"""Reading runs for the API: the list with search and cursor, lookup, and projects.
+
+The JSON views of a run (summary, detail, log line) are shared with the CLI and live in
+`runwatch.analysis`."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -16,66 +18,6 @@ from runwatch.store import schema as s
 
 PAGE_SIZE = 100
 MAX_PAGE_SIZE = 500
-ACTIVE = frozenset({"QUEUED", "PREPARING", "RUNNING"})
-TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
-
-
-def _duration(row: Row[Any], now: float) -> float | None:
-    if row.started_at is None:
-        return None
-    end = row.ended_at if row.ended_at is not None else now
-    return max(0.0, end - row.started_at)
-
-
-def run_summary(row: Row[Any], now: float | None = None) -> dict[str, Any]:
-    """The fields of a run that the list and the streams carry."""
-    now = now if now is not None else datetime.now(UTC).timestamp()
-    try:
-        tags = orjson.loads(row.tags or "[]")
-    except orjson.JSONDecodeError:
-        tags = []
-    return {
-        "run_id": row.run_id,
-        "name": row.name,
-        "project": row.project,
-        "group": row.group_name,
-        "tags": tags,
-        "method": row.method,
-        "base_model": row.base_model,
-        "dataset": row.dataset,
-        "trainer": row.trainer,
-        "backend": row.backend,
-        "status": row.status,
-        "stage": row.stage,
-        "reason": row.reason,
-        "created_at": iso(row.created_at),
-        "started_at": iso(row.started_at),
-        "ended_at": iso(row.ended_at),
-        "duration_s": _duration(row, now),
-        "observed_step": row.observed_step,
-        "saved_step": row.saved_step,
-    }
-
-
-def summary_line(row: Row[Any]) -> str:
-    """One sentence: "Training <model> with <trainer> on <dataset> (<method>)."."""
-    parts = [f"Training {row.base_model or 'a model'}"]
-    if row.trainer:
-        parts.append(f"with {row.trainer}")
-    if row.dataset:
-        parts.append(f"on {row.dataset}")
-    if row.backend:
-        parts.append(f"via {row.backend}")
-    text = " ".join(parts)
-    if row.method:
-        text += f" ({row.method.upper()})"
-    return text + "."
 
 
 def encode_cursor(created_at: float, pk: int) -> str:

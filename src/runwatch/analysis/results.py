@@ -1,0 +1,125 @@
+"""A run's results, tiles and cost, computed from its keys, series, events and settings.
+
+Which key is the train loss, the eval loss, the reward and so on comes from the metric
+vocabulary (`runwatch.metrics`), so a run that logs `train/loss` or `eval_loss` gets
+the same results as one that logs `loss` and `val/loss`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from runwatch.analysis.timing import phase_millis
+from runwatch.metrics import Role, find_key, names
+from runwatch.store.keys import KeyInfo
+
+# The values of one key's series, in step order, with superseded points removed.
+SeriesValues = Callable[[KeyInfo], npt.NDArray[np.float64]]
+
+# Results: the last value of the key that plays each role, by result name.
+RESULT_ROLES = {
+    "train_loss": Role.TRAIN_LOSS,
+    "val_loss": Role.EVAL_LOSS,
+    "val_accuracy": Role.VAL_ACCURACY,
+    "accuracy": Role.ACCURACY,
+    "reward_mean": Role.REWARD,
+    "val_reward_mean": Role.VAL_REWARD,
+    "val_preference_accuracy": Role.VAL_PREFERENCE_ACCURACY,
+    "val_mean_margin": Role.VAL_MARGIN,
+}
+
+
+def finite(value: float | None) -> float | None:
+    """The value, or None when it is missing, NaN or infinite."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _role_key(by_key: Mapping[str, KeyInfo], role: Role) -> KeyInfo | None:
+    found = find_key(by_key, role)
+    return None if found is None else by_key[found]
+
+
+def _series_stat(info: KeyInfo | None, values: SeriesValues, how: str) -> float | None:
+    """The minimum or the sum of a key's finite values (None when it has none)."""
+    if info is None:
+        return None
+    arr = values(info)
+    fin = arr[np.isfinite(arr)]
+    if not fin.size:
+        return None
+    return float(fin.min() if how == "min" else fin.sum())
+
+
+def find_setting(config: Any, names_: Sequence[str]) -> Any:
+    """The first numeric setting named one of `names_` anywhere in a nested config mapping."""
+    if isinstance(config, dict):
+        for k, v in config.items():
+            if k in names_ and isinstance(v, int | float):
+                return v
+        for v in config.values():
+            found = find_setting(v, names_)
+            if found is not None:
+                return found
+    return None
+
+
+def scalars(keys: Sequence[KeyInfo], values: SeriesValues, config: Any,
+            observed_step: int | None) -> dict[str, Any]:
+    """The run's tiles: steps, examples, tokens, grad accumulation and the headline values."""
+    by_key = {k.key: k for k in keys}
+    train = _role_key(by_key, Role.TRAIN_LOSS)
+    evl = _role_key(by_key, Role.EVAL_LOSS)
+    reward = _role_key(by_key, Role.REWARD)
+    steps = observed_step
+    if steps is None and keys:
+        steps = max((k.last_step for k in keys if k.last_step is not None), default=None)
+    return {
+        "steps": steps,
+        "examples": _series_stat(_role_key(by_key, Role.EXAMPLES), values, "sum"),
+        "tokens": _series_stat(_role_key(by_key, Role.TOKENS), values, "sum"),
+        "grad_accum": find_setting(config, names(Role.GRAD_ACCUM)),
+        "best_train_loss": _series_stat(train, values, "min"),
+        "latest_train_loss": finite(train.last_value) if train else None,
+        "eval_loss": finite(evl.last_value) if evl else None,
+        "mean_reward": finite(reward.last_value) if reward else None,
+    }
+
+
+def results(keys: Sequence[KeyInfo], best_train_loss: float | None,
+            checkpoints: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The run's results: the last value of each result metric it logs, its best train
+    loss and its registered (inference) checkpoint."""
+    by_key = {k.key: k for k in keys}
+    out: dict[str, Any] = {}
+    for name, role in RESULT_ROLES.items():
+        info = _role_key(by_key, role)
+        if info is not None:
+            out[name] = info.last_value
+    out["best_train_loss"] = best_train_loss
+    out["registered_model"] = next((c["id"] for c in reversed(checkpoints)
+                                    if c["kind"] == "inference"), None)
+    return out
+
+
+def cost(events: Sequence[dict[str, Any]], keys: Sequence[KeyInfo], devices: int,
+         duration_s: float | None, finished: bool, now: float) -> dict[str, Any]:
+    """Time and resources the run used: its duration, time per phase, device time (an
+    estimate until the run ends), its last step time and peak memory per device kind."""
+    millis = phase_millis(events, now)
+    by_key = {k.key: k for k in keys}
+    step_time = _role_key(by_key, Role.STEP_TIME)
+    return {
+        "duration_s": duration_s,
+        "timing": {"phaseMillis": millis},
+        # Device time is the training time times the devices the run says it used.
+        "device_seconds": millis.get("RUNNING", 0) / 1000 * devices,
+        "device_seconds_estimate": not finished,
+        "last_step_time_s": step_time.last_value if step_time else None,
+        "peak_memory_bytes": {k.key.split("/", 1)[1]: k.last_value for k in keys
+                              if k.key.startswith("memory/")},
+    }

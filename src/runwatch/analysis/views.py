@@ -1,0 +1,79 @@
+"""The JSON views of a run that the CLI and the API share: its summary, its one-line
+description, the actions its phase allows, and a log line.
+
+Both `runwatch runs … -o json` and the HTTP API send exactly these shapes (see
+docs/api.md); timestamps are ISO 8601 text in UTC.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+from sqlalchemy import Row
+
+from runwatch.analysis.timing import iso, run_duration_s
+from runwatch.rundir.format import CANCELLABLE_PHASES, RETRYABLE_PHASES
+from runwatch.store.queries import json_or_text, process_gone
+
+
+def run_summary(row: Row[Any], now: float | None = None) -> dict[str, Any]:
+    """A run's list fields: what the run list, the CLI's table and the streams carry.
+
+    `process_gone` is true for a run that has not ended but whose training process (on
+    this host) is no longer alive; its duration then stops at its last record."""
+    gone = process_gone(row)
+    try:
+        tags = orjson.loads(row.tags or "[]")
+    except orjson.JSONDecodeError:
+        tags = []
+    return {
+        "run_id": row.run_id,
+        "name": row.name,
+        "project": row.project,
+        "group": row.group_name,
+        "tags": tags,
+        "method": row.method,
+        "base_model": row.base_model,
+        "dataset": row.dataset,
+        "trainer": row.trainer,
+        "backend": row.backend,
+        "status": row.status,
+        "process_gone": gone,
+        "stage": row.stage,
+        "reason": row.reason,
+        "created_at": iso(row.created_at),
+        "started_at": iso(row.started_at),
+        "ended_at": iso(row.ended_at),
+        "duration_s": run_duration_s(row.started_at, row.ended_at, row.updated_at, gone,
+                                     time.time() if now is None else now),
+        "observed_step": row.observed_step,
+        "saved_step": row.saved_step,
+    }
+
+
+def summary_line(row: Row[Any]) -> str:
+    """One sentence: "Training <model> with <trainer> on <dataset> via <backend> (<method>)."."""
+    parts = [f"Training {row.base_model or 'a model'}"]
+    if row.trainer:
+        parts.append(f"with {row.trainer}")
+    if row.dataset:
+        parts.append(f"on {row.dataset}")
+    if row.backend:
+        parts.append(f"via {row.backend}")
+    text = " ".join(parts)
+    if row.method:
+        text += f" ({row.method.upper()})"
+    return text + "."
+
+
+def actions(status: str) -> dict[str, bool]:
+    """Which job-control actions a run's phase allows."""
+    return {"cancel": status in CANCELLABLE_PHASES, "retry": status in RETRYABLE_PHASES}
+
+
+def log_entry(row: Any) -> dict[str, Any]:
+    """One log line of a run (a `logs` row): seq, time, level (upper case), message, data."""
+    return {"seq": row.seq, "ts": iso(row.ts), "level": row.level.upper(),
+            "message": row.message, "data": json_or_text(row.data)}
