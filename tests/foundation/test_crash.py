@@ -14,6 +14,7 @@ from runwatch.ingest import Indexer
 from runwatch.rundir.reader import read_new
 from runwatch.store import open_engine
 from runwatch.store import queries as q
+from tests.support import first_line
 
 CHILD = textwrap.dedent("""
     import sys, time, runwatch
@@ -35,8 +36,7 @@ CHILD = textwrap.dedent("""
 def test_sigkill_loses_at_most_the_last_flush_interval(runs_dir: Path, tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", CHILD, str(runs_dir)], stdout=subprocess.PIPE,
                             text=True)
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "ready"
+    assert first_line(proc, what="the child to log its first 1000 steps") == "ready"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     d = runs_dir / "killed"

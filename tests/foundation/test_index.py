@@ -15,6 +15,7 @@ from runwatch.store import open_engine
 from runwatch.store import queries as q
 from runwatch.store import schema as s
 from runwatch.store.db import HEAD_REVISION, MIGRATIONS_DIR
+from tests.support import wait_for
 
 
 def count(engine, table) -> int:  # type: ignore[no-untyped-def]
@@ -121,12 +122,13 @@ def test_unfinished_run_and_lifecycle_state(runs_dir: Path, tmp_path: Path) -> N
     assert isinstance(run, runwatch.Run)
     run._writer.flush_now()
     engine = open_engine(tmp_path / "i.db")
-    import time
 
-    deadline = time.monotonic() + 20
-    while count(engine, s.events) < 2 and time.monotonic() < deadline:
+    def both_events_indexed() -> bool:
         Indexer(engine, runs_dir).index_once()
-        time.sleep(0.05)
+        return count(engine, s.events) >= 2
+
+    wait_for(both_events_indexed, what="the run's two PREPARING events in the index",
+             interval=0.05)
     with engine.connect() as conn:
         row = q.resolve_run(conn, "live")
         assert (row.status, row.stage, row.progress_done, row.progress_total) == (

@@ -18,6 +18,7 @@ import yaml
 
 import runwatch
 from runwatch.rundir import format as fmt
+from tests.support import wait_for
 
 
 def lines(path: Path) -> list[dict]:
@@ -255,14 +256,14 @@ def test_io_failure_warns_once_and_logging_resumes(runs_dir: Path) -> None:
     d = runs_dir / "io"
     run.log({"a": 0.0}, step=0)
     run._writer.flush_now()
-    _wait_for(lambda: (d / "metrics.jsonl").exists())
+    wait_for(lambda: (d / "metrics.jsonl").exists(), what="the first flush of metrics.jsonl")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         shutil.rmtree(d)
         d.write_text("a file where the run folder was: every write fails")
         for step in range(1, 30):
             run.log({"a": float(step)}, step=step)
-        _wait_for(lambda: run._writer.io_warnings >= 1)
+        wait_for(lambda: run._writer.io_warnings >= 1, what="the writer to meet the failure")
         run.log({"a": 30.0}, step=30)
         d.unlink()
         for step in range(31, 40):
@@ -273,12 +274,3 @@ def test_io_failure_warns_once_and_logging_resumes(runs_dir: Path) -> None:
     assert steps == list(range(1, 40)), "nothing logged during the failure is lost"
     assert json.loads((d / "manifest.json").read_text())["name"] == "io"
 
-
-def _wait_for(cond, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    import time
-
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached")
-        time.sleep(0.01)
