@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from runwatch.rundir.reader import read_new
 
 
@@ -37,12 +39,14 @@ def test_reads_in_slices_and_resumes_from_offset(tmp_path: Path) -> None:
     p = tmp_path / "m.jsonl"
     p.write_bytes(b"".join(b'{"seq":%d}\n' % i for i in range(1000)))
     seen, offset, line_no = [], 0, 0
-    while True:
+    for _ in range(1001):  # every slice reads a line at least, then one empty read
         res = read_new(p, offset, line_no, limit=100)
         seen += [r["seq"] for r in res.records]
         if res.offset == offset:
             break
         offset, line_no = res.offset, res.line_no
+    else:
+        pytest.fail(f"still reading after 1001 slices, at offset {offset}")
     assert seen == list(range(1000)) and line_no == 1000
 
 
