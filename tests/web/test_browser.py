@@ -3,9 +3,9 @@ rollouts (untrusted text stays text), URL state and the new-job page."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page, expect
 from webhelpers import (
     chart_points,
@@ -19,6 +19,7 @@ from webhelpers import (
 
 from runwatch.sdk import init
 from runwatch.server.runner import Runner
+from tests.support import write_manifest
 
 
 def test_list_search_and_charts_with_expected_points(page: Page, server: Runner,
@@ -111,6 +112,7 @@ def test_url_state_survives_reload(page: Page, server: Runner, runs_dir: Path) -
     expect(page.locator(".rollout")).to_have_count(3)
 
 
+@pytest.mark.console_error(r"status of [45]\d\d\b")  # the refused Cancel request
 def test_new_job_page_and_cancel_reports_the_server_error(page: Page, server: Runner,
                                                           runs_dir: Path) -> None:
     run = grpo_run(runs_dir, "running", steps=3, finish=False)
@@ -170,15 +172,9 @@ def test_runs_indexed_out_of_creation_order_are_all_listed_newest_first(
     page.goto(f"{server.url}/runs")
     expect(page.locator("#run-list")).to_have_attribute("data-count", "0")
 
-    def write(name: str, created_at: float) -> None:
-        run = runs_dir / name
-        run.mkdir()
-        manifest = {"schema_version": 1, "run_id": f"id-{name}", "name": name,
-                    "created_at": created_at}
-        (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-
-    write("middle", 2_000_000_000.0)
+    write_manifest(runs_dir / "middle", created_at=2_000_000_000.0)
     expect(page.locator(".run-row")).to_have_count(1)
-    write("oldest", 1_000_000_000.0)  # older than every listed run: it still shows, last
-    write("newest", 3_000_000_000.0)
+    # older than every listed run: it still shows, last
+    write_manifest(runs_dir / "oldest", created_at=1_000_000_000.0)
+    write_manifest(runs_dir / "newest", created_at=3_000_000_000.0)
     expect(page.locator(".run-row .run-name")).to_have_text(["newest", "middle", "oldest"])
