@@ -180,7 +180,7 @@ export class ChartView {
 
   setFindings(findings: Finding[], redraw = true): void {
     const keys = new Set(this.keys);
-    this.findings = findings.filter((f) => f.metrics.some((m) => keys.has(m)) && f.step_start !== null);
+    this.findings = findings.filter((f) => f.metrics.some((m) => keys.has(m)) && f.first_step !== null);
     if (redraw) this.render(false);
   }
 
@@ -267,8 +267,8 @@ export class ChartView {
     return {
       silent: false,
       data: this.findings.map((f) => [
-        { name: f.title, xAxis: f.step_start, itemStyle: { color: SEVERITY_COLOR[f.severity] ?? SEVERITY_COLOR.info } },
-        { xAxis: Math.max(f.step_end ?? f.step_start ?? 0, (f.step_start ?? 0) + 0.5) },
+        { name: f.title, xAxis: f.first_step, itemStyle: { color: SEVERITY_COLOR[f.severity] ?? SEVERITY_COLOR.info } },
+        { xAxis: Math.max(f.last_step ?? f.first_step ?? 0, (f.first_step ?? 0) + 0.5) },
       ]),
     };
   }

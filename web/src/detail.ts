@@ -4,15 +4,13 @@
 import { ApiError, getJSON, postJSON, runPath } from "./api";
 import { ChartsPanel } from "./charts";
 import { append, clear, h, text } from "./dom";
-import { fmtDuration, fmtNum, fmtTime, isTerminal, liveDuration, statusClass, statusLabel } from "./format";
+import { fmtDuration, fmtNum, fmtTime, liveDuration, statusClass, statusLabel, statusText } from "./format";
 import { HealthPanel } from "./health";
 import { HistoryTable } from "./history";
 import { LiveStream } from "./live";
 import { LogsView } from "./logs";
 import { RolloutsView } from "./rollouts";
-import type { HealthResponse, LogEntry, MetricKey, PointsEvent, RunDetail, RunSummary } from "./types";
-
-const ACTIVE = new Set(["QUEUED", "PREPARING", "RUNNING"]);
+import type { HealthResponse, LogEntry, MetricKeys, PointsEvent, RunDetail, RunSummary } from "./types";
 
 function tile(label: string, value: string, id?: string): HTMLElement {
   return h("div", { class: "tile", ...(id ? { "data-tile": id } : {}) }, h("div", { class: "tile-label" }, label), h("div", { class: "tile-value", title: value }, value));
@@ -29,6 +27,7 @@ function kv(rows: [string, unknown][]): HTMLElement {
 export class DetailView {
   readonly el = h("main", { class: "detail", id: "detail" });
   private detail: RunDetail | null = null;
+  private detailAt = 0;
   private charts: ChartsPanel | null = null;
   private logs: LogsView | null = null;
   private rollouts: RolloutsView | null = null;
@@ -56,7 +55,7 @@ export class DetailView {
   async load(): Promise<void> {
     // The keys come first: their cursor is where the live stream starts, and everything
     // fetched after them (series, logs, the detail itself) is at least that new.
-    const keys = await getJSON<{ keys: MetricKey[]; cursor: string }>(`${runPath(this.runId)}/metrics/keys`);
+    const keys = await getJSON<MetricKeys>(`${runPath(this.runId)}/metrics/keys`);
     if (this.disposed) return;
     this.charts = new ChartsPanel(this.runId);
     this.logs = new LogsView(this.runId);
@@ -67,6 +66,7 @@ export class DetailView {
     const detailLoaded = getJSON<RunDetail>(runPath(this.runId)).then((detail) => {
       if (this.disposed) return;
       this.detail = detail;
+      this.detailAt = Date.now();
       if (this.lastStep === null || (detail.scalars.steps ?? -1) > this.lastStep) this.lastStep = detail.scalars.steps;
       this.renderHeader();
       this.renderTiles();
@@ -110,6 +110,7 @@ export class DetailView {
     const detail = await getJSON<RunDetail>(runPath(this.runId));
     if (this.disposed) return;
     this.detail = detail;
+    this.detailAt = Date.now();
     this.renderHeader();
     this.renderTiles();
     this.renderCards();
@@ -120,8 +121,8 @@ export class DetailView {
     if (!d) return;
     const run = d.run;
     const actions = h("div", { class: "actions" });
-    if (ACTIVE.has(run.status.toUpperCase())) actions.appendChild(this.actionButton("Cancel", "cancel"));
-    if (isTerminal(run.status)) actions.appendChild(this.actionButton("Retry", "retry"));
+    if (d.actions.cancel) actions.appendChild(this.actionButton("Cancel", "cancel"));
+    if (d.actions.retry) actions.appendChild(this.actionButton("Retry", "retry"));
     const tabs = h("nav", { class: "tabs" }, this.tabButton("Overview", "overview"), this.tabButton("Rollouts", "rollouts"));
     clear(this.header);
     append(this.header,
@@ -129,7 +130,7 @@ export class DetailView {
         "div",
         { class: "title-row" },
         h("h2", { id: "run-title" }, run.name),
-        h("span", { class: `badge ${statusClass(run.status)}`, id: "run-status" }, h("span", { class: "dot" }), statusLabel(run.status)),
+        h("span", { class: `badge ${statusClass(run.status)}`, id: "run-status" }, h("span", { class: "dot" }), statusText(run)),
         run.stage ? h("span", { class: "muted" }, run.stage) : null,
         actions,
       ),
@@ -181,7 +182,7 @@ export class DetailView {
       tile("Backend", run.backend ?? "—"),
       tile("Trainer", run.trainer ?? "—"),
       tile("Dataset", run.dataset ?? "—"),
-      tile("Duration", fmtDuration(liveDuration(run.started_at, run.ended_at, run.duration_s)), "duration"),
+      tile("Duration", fmtDuration(liveDuration(run, this.detailAt)), "duration"),
     );
     const s = d.scalars;
     const tiles: [string, number | null, string][] = [
@@ -199,9 +200,9 @@ export class DetailView {
 
   private tickDuration(): void {
     const run = this.detail?.run;
-    if (!run || run.ended_at) return;
+    if (!run || run.ended_at || run.process_gone) return;
     const el = this.tilesEl.querySelector('[data-tile="duration"] .tile-value');
-    if (el) el.textContent = fmtDuration(liveDuration(run.started_at, run.ended_at, run.duration_s));
+    if (el) el.textContent = fmtDuration(liveDuration(run, this.detailAt));
   }
 
   private renderCards(): void {

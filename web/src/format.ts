@@ -1,5 +1,7 @@
 // Formatting of numbers, durations, timestamps and statuses for display.
 
+import type { RunSummary } from "./types";
+
 export function fmtNum(v: number | null | undefined, digits = 4): string {
   if (v === null || v === undefined) return "—";
   if (!Number.isFinite(v)) return String(v);
@@ -22,12 +24,19 @@ export function fmtDuration(seconds: number | null | undefined): string {
   return `${ss}s`;
 }
 
-export function liveDuration(startedAt: string | null, endedAt: string | null, fallback: number | null): number | null {
-  if (!startedAt) return fallback;
-  const start = Date.parse(startedAt);
-  const end = endedAt ? Date.parse(endedAt) : Date.now();
-  if (Number.isNaN(start) || Number.isNaN(end)) return fallback;
-  return (end - start) / 1000;
+/**
+ * A run's duration as of now: the server's `duration_s` (see docs/api.md), counted on
+ * while the run is still going, so the list and the tiles tick without asking again.
+ */
+export function liveDuration(run: RunSummary, receivedAt: number): number | null {
+  if (run.duration_s === null) return null;
+  if (run.ended_at || run.process_gone) return run.duration_s;
+  return run.duration_s + Math.max(0, Date.now() - receivedAt) / 1000;
+}
+
+/** The status as a label, with "(process gone)" when the run's process has died. */
+export function statusText(run: RunSummary): string {
+  return statusLabel(run.status) + (run.process_gone ? " (process gone)" : "");
 }
 
 export function fmtTime(ts: string | null | undefined): string {
@@ -35,12 +44,6 @@ export function fmtTime(ts: string | null | undefined): string {
   const d = new Date(ts);
   if (Number.isNaN(d.getTime())) return ts;
   return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
-}
-
-const TERMINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
-
-export function isTerminal(status: string): boolean {
-  return TERMINAL.has(status.toUpperCase());
 }
 
 export function statusClass(status: string): string {

@@ -21,7 +21,7 @@ export class HealthPanel {
     if (this.el.hidden) return;
     this.el.appendChild(h("div", { class: "card-head" }, h("h3", {}, `Health · ${resp.findings.length} finding${resp.findings.length === 1 ? "" : "s"}`)));
     for (const f of resp.findings) {
-      const steps = f.step_start === null ? "" : f.step_end !== null && f.step_end !== f.step_start ? `steps ${f.step_start}–${f.step_end}` : `step ${f.step_start}`;
+      const steps = f.first_step === null ? "" : f.last_step !== null && f.last_step !== f.first_step ? `steps ${f.first_step}–${f.last_step}` : `step ${f.first_step}`;
       this.el.appendChild(
         h(
           "div",
@@ -29,7 +29,7 @@ export class HealthPanel {
           h("div", {}, h("span", { class: "sev" }, f.severity), " ", h("b", {}, f.title), " ", h("span", { class: "muted" }, steps)),
           f.message ? h("p", {}, f.message) : null,
           f.advice ? h("p", { class: "advice" }, f.advice) : null,
-          h("p", { class: "muted small" }, `${f.rule} · ${f.metrics.join(", ")}`),
+          h("p", { class: "muted small" }, `${f.rule_id} · ${f.metrics.join(", ")}`),
         ),
       );
     }

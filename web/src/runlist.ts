@@ -2,12 +2,12 @@
 
 import { getJSON } from "./api";
 import { clear, h } from "./dom";
-import { fmtDuration, liveDuration, statusClass, statusLabel } from "./format";
+import { fmtDuration, liveDuration, statusClass, statusText } from "./format";
 import type { RunList, RunSummary } from "./types";
 
 export class RunListView {
   readonly el: HTMLElement;
-  private rows = new Map<string, { run: RunSummary; el: HTMLElement }>();
+  private rows = new Map<string, { run: RunSummary; el: HTMLElement; at: number }>();
   private list = h("ul", { class: "run-list", id: "run-list" });
   private more = h("button", { class: "btn more", id: "load-more", hidden: "" }, "Load 100 more");
   private search = h("input", { type: "search", id: "search", placeholder: "Search name, id, status, model, dataset, trainer, backend", "aria-label": "Search runs" });
@@ -67,7 +67,7 @@ export class RunListView {
       if (this.rows.has(run.run_id)) continue;
       const el = this.rowEl(run);
       this.list.appendChild(el);
-      this.rows.set(run.run_id, { run, el });
+      this.rows.set(run.run_id, { run, el, at: Date.now() });
     }
     this.cursor = page.next_cursor;
     this.more.hidden = !this.cursor;
@@ -83,13 +83,13 @@ export class RunListView {
     if (existing) {
       const el = this.rowEl(run);
       existing.el.replaceWith(el);
-      this.rows.set(run.run_id, { run, el });
+      this.rows.set(run.run_id, { run, el, at: Date.now() });
     } else if (!this.query || this.matches(run, this.query)) {
       const before = this.placeFor(run);
       if (before !== undefined) {
         const el = this.rowEl(run);
         this.list.insertBefore(el, before);
-        this.rows.set(run.run_id, { run, el });
+        this.rows.set(run.run_id, { run, el, at: Date.now() });
         this.list.dataset.count = String(this.rows.size);
         this.status.textContent = `${this.rows.size} run${this.rows.size === 1 ? "" : "s"}${this.cursor ? "+" : ""}`;
       }
@@ -131,7 +131,7 @@ export class RunListView {
   }
 
   private rowEl(run: RunSummary): HTMLElement {
-    const dur = h("span", { class: "duration" }, fmtDuration(liveDuration(run.started_at, run.ended_at, run.duration_s)));
+    const dur = h("span", { class: "duration" }, fmtDuration(run.duration_s));
     const li = h(
       "li",
       { class: "run-row", "data-run": run.run_id, tabindex: "0", role: "button" },
@@ -140,7 +140,7 @@ export class RunListView {
       h(
         "div",
         { class: "run-meta" },
-        h("span", { class: `status ${statusClass(run.status)}` }, h("span", { class: "dot" }), statusLabel(run.status)),
+        h("span", { class: `status ${statusClass(run.status)}` }, h("span", { class: "dot" }), statusText(run)),
         dur,
       ),
     );
@@ -152,10 +152,10 @@ export class RunListView {
   }
 
   private tick(): void {
-    for (const { run, el } of this.rows.values()) {
-      if (run.ended_at || !run.started_at) continue;
+    for (const { run, el, at } of this.rows.values()) {
+      if (run.ended_at || run.process_gone || run.duration_s === null) continue;
       const d = el.querySelector(".duration");
-      if (d) d.textContent = fmtDuration(liveDuration(run.started_at, run.ended_at, run.duration_s));
+      if (d) d.textContent = fmtDuration(liveDuration(run, at));
     }
   }
 

@@ -12,17 +12,21 @@ export interface RunSummary {
   trainer: string | null;
   backend: string | null;
   status: string;
+  /** The run has not ended but its training process is gone. */
+  process_gone: boolean;
   stage: string | null;
   reason: string | null;
   created_at: string | null;
   started_at: string | null;
   ended_at: string | null;
+  /** Seconds from start to end (or now; or the last record when the process is gone). */
   duration_s: number | null;
   observed_step: number | null;
   saved_step: number | null;
 }
 
 export interface RunList {
+  ok: boolean;
   runs: RunSummary[];
   next_cursor: string | null;
 }
@@ -38,25 +42,94 @@ export interface Scalars {
   mean_reward: number | null;
 }
 
+/** What the run's phase allows; the app shows Cancel and Retry from these. */
+export interface Actions {
+  cancel: boolean;
+  retry: boolean;
+}
+
+/** The run's state; times are Unix seconds. */
+export interface RunState {
+  project: string | null;
+  group: string | null;
+  tags: string[];
+  method: string | null;
+  base_model: string | null;
+  dataset: string | null;
+  trainer: string | null;
+  backend: string | null;
+  phase: string;
+  stage: string | null;
+  progress: { done: number | null; total: number } | null;
+  observed_step: number | null;
+  saved_step: number | null;
+  reason: string | null;
+  process_gone: boolean;
+  created_at: number | null;
+  started_at: number | null;
+  ended_at: number | null;
+  updated_at: number | null;
+}
+
+export interface Cost {
+  duration_s: number | null;
+  timing: { phaseMillis: Record<string, number> };
+  device_seconds: number;
+  device_seconds_estimate: boolean;
+  last_step_time_s: number | null;
+  peak_memory_bytes: Record<string, number | null>;
+}
+
+export interface Checkpoint {
+  seq: number;
+  ts: number | null;
+  step: number | null;
+  kind: string | null;
+  id: string | null;
+  path: string | null;
+  extra: Record<string, unknown>;
+}
+
+export interface Settings {
+  config: unknown;
+  config_text: string | null;
+  engine_config: unknown;
+}
+
 export interface RunDetail {
+  ok: boolean;
+  run_id: string;
+  name: string;
   run: RunSummary;
   summary: string;
-  state: Record<string, unknown>;
-  results: Record<string, unknown>;
-  cost: Record<string, unknown>;
-  settings: { config: unknown; config_text: string | null; engine_config: unknown };
-  checkpoints: { step: number | null; kind: string | null; id: string | null; path: string | null }[];
-  problems: string[];
-  manifest: Record<string, unknown>;
+  state: RunState;
+  results: Record<string, number | string | null>;
+  cost: Cost;
   scalars: Scalars;
-  actions: { cancel: boolean; retry: boolean };
+  actions: Actions;
+  checkpoints: Checkpoint[];
+  metrics: string[];
+  manifest: Record<string, unknown>;
+  problems: string[];
+  dir: string | null;
+  settings: Settings;
+  cursor: string;
 }
 
 export interface MetricKey {
   key: string;
   count: number;
-  first_step: number | null;
   last_step: number | null;
+  last_value: number | null;
+  canonical: string | null;
+  role: string | null;
+  unit: string | null;
+}
+
+export interface MetricKeys {
+  ok: boolean;
+  cursor: string;
+  keys: MetricKey[];
 }
 
 export interface SeriesData {
@@ -71,11 +144,13 @@ export interface SeriesData {
 }
 
 export interface SeriesResponse {
+  ok: boolean;
   edges: { lo: number; hi: number; buckets: number; width: number };
   series: SeriesData[];
 }
 
 export interface HistoryPage {
+  ok: boolean;
   columns: string[];
   rows: { step: number; values: Record<string, number | null> }[];
   total: number;
@@ -92,6 +167,7 @@ export interface LogEntry {
 }
 
 export interface LogPage {
+  ok: boolean;
   logs: LogEntry[];
   next_cursor: string | null;
 }
@@ -106,9 +182,11 @@ export interface Sample {
   group: unknown;
   truncated: boolean | null;
   tokens: Record<string, number | null>;
+  data: Record<string, unknown>;
 }
 
 export interface SamplesResponse {
+  ok: boolean;
   available: { step: number; split: string; count: number }[];
   step: number | null;
   split: string | null;
@@ -117,19 +195,28 @@ export interface SamplesResponse {
 }
 
 export interface Finding {
-  rule: string;
-  severity: string;
+  id: number | null;
+  rule_id: string;
   title: string;
+  severity: string;
+  status: string;
+  metric: string | null;
+  first_step: number | null;
+  last_step: number | null;
+  evidence: Record<string, unknown>;
   message: string;
   advice: string;
+  /** The finding's metric first, then the others its rule reads: the charts it shades. */
   metrics: string[];
-  step_start: number | null;
-  step_end: number | null;
+  opened_ts: number | null;
+  updated_ts: number | null;
 }
 
 export interface HealthResponse {
+  ok: boolean;
   available: boolean;
   findings: Finding[];
+  resolved: number;
 }
 
 export interface PointsEvent {
