@@ -3,6 +3,7 @@ rollouts (untrusted text stays text), URL state and the new-job page."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from webhelpers import (
 
 from runwatch.sdk import init
 from runwatch.server.runner import Runner
-from tests.support import write_manifest
+from tests.support import run_cli, write_manifest
 
 
 def test_list_search_and_charts_with_expected_points(page: Page, server: Runner,
@@ -178,3 +179,30 @@ def test_runs_indexed_out_of_creation_order_are_all_listed_newest_first(
     write_manifest(runs_dir / "oldest", created_at=1_000_000_000.0)
     write_manifest(runs_dir / "newest", created_at=3_000_000_000.0)
     expect(page.locator(".run-row .run-name")).to_have_text(["newest", "middle", "oldest"])
+
+
+def test_best_and_latest_train_loss_match_the_cli(page: Page, server: Runner,
+                                                  runs_dir: Path) -> None:
+    """A run that logs `train/loss` (not `loss`) shows the same best and latest train loss
+    in the web app as `runwatch runs get -o json`."""
+    run = init(name="hf-loss", dir=runs_dir, method="sft", base_model="tiny", dataset="arith")
+    for i in range(10):
+        run.log({"train/loss": [2.5, 1.25, 0.75, 1.5][i % 4] + i / 100}, step=i)
+    run.finish("SUCCEEDED")
+    wait_indexed(server.url, "hf-loss", 9)
+    cli = json.loads(run_cli("runs", "get", "hf-loss", "--dir", str(runs_dir), "-o", "json"
+                             ).stdout)
+    best, latest = cli["scalars"]["best_train_loss"], cli["scalars"]["latest_train_loss"]
+    assert (best, latest) == (0.75 + 2 / 100, 1.25 + 9 / 100)
+    assert cli["results"]["best_train_loss"] == best and cli["results"]["train_loss"] == latest
+    open_run(page, server.url, "hf-loss")
+    shown = page.evaluate("""() => {
+        const t = (id) => document.querySelector(`[data-tile="${id}"] .tile-value`);
+        return [t("best_train_loss")?.textContent, t("latest_train_loss")?.textContent];
+    }""")
+    assert shown == [_fmt(best), _fmt(latest)]
+
+
+def _fmt(value: float) -> str:
+    """A number as the web app's fmtNum shows it (4 significant digits, no trailing 0s)."""
+    return f"{value:.4g}"
