@@ -3,11 +3,15 @@ reconnect with Last-Event-ID resumes without a gap."""
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from apiclient import read_events
+from sqlalchemy import Engine
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from runwatch.sdk import init
 from runwatch.server.runner import Runner
@@ -89,3 +93,48 @@ def test_list_stream_announces_new_and_changed_runs(server: Runner, runs_dir: Pa
     assert events[0]["event"] == "ready"
     assert events[-1]["event"] == "run"
     assert events[-1]["data"]["reason"] == "the training job was stopped"
+
+
+def test_many_open_streams_leave_the_api_answering(server: Runner, runs_dir: Path) -> None:
+    """More streams than the connection pool holds: each once kept a connection for its
+    whole life, and the 16th made every request wait 30 s for one and then fail."""
+    run = init(name="watched", dir=runs_dir, method="sft", flush_interval=0.05)
+    run.log({"loss": 1.0}, step=0)
+    with httpx.Client(base_url=server.url, timeout=GUARD) as client, ExitStack() as streams:
+        cursor = _wait_for_run(client, "watched", step=0)["cursor"]
+        opened = []
+        for _ in range(24):
+            resp = streams.enter_context(
+                client.stream("GET", "/api/runs/watched/stream", params={"cursor": cursor}))
+            lines = resp.iter_lines()
+            assert next(lines) == "retry: 1000"  # the stream is open on the server
+            opened.append(lines)
+        with httpx.Client(base_url=server.url, timeout=httpx.Timeout(20.0)) as other:
+            listed = other.get("/api/runs")
+            assert listed.status_code == 200, listed.text
+            assert other.get("/api/runs/watched").status_code == 200
+        run.log({"loss": 0.5}, step=1)
+        for lines in opened:  # and every stream still gets the new point
+            events = read_events(lines, lambda ev: any(s == 1 for s, _ in _points(ev)))
+            assert [s for s, _ in _points(events)] == [1]
+    run.finish("SUCCEEDED")
+
+
+def test_exhausted_pool_answers_503_with_retry_after(server: Runner, engine: Engine,
+                                                     runs_dir: Path) -> None:
+    """With every pooled connection taken, a request is told to retry, soon, instead of
+    waiting 30 s for a connection and failing with 500."""
+    init(name="busy", dir=runs_dir, flush_interval=0.05).finish("SUCCEEDED")
+    with httpx.Client(base_url=server.url, timeout=GUARD) as client, ExitStack() as held:
+        _wait_for_run(client, "busy")
+        with pytest.raises(PoolTimeout):  # take every connection the pool will give
+            while True:
+                held.enter_context(engine.connect())
+        for path in ("/api/runs", "/api/runs/busy/stream"):
+            resp = client.get(path)
+            assert resp.status_code == 503, resp.text
+            assert int(resp.headers["retry-after"]) > 0
+            body = resp.json()
+            assert body["ok"] is False and body["status"] == 503 and "retry" in body["error"]
+        held.close()  # connections back: the server answers again
+        assert client.get("/api/runs").status_code == 200

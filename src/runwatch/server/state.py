@@ -1,16 +1,21 @@
-"""What every request handler shares: the engine, the series cache, the change feed, limits."""
+"""What every request handler shares: the engine, the series cache, the change feed, limits,
+and the pollers of the live streams."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastapi import Request
 from sqlalchemy import Connection, Engine
 
 from runwatch.server.feed import ChangeFeed
-from runwatch.store.series import SeriesCache
+from runwatch.server.series_cache import SeriesCache
+
+if TYPE_CHECKING:  # the pollers read through modules that import this one
+    from runwatch.server.pollers import Hub
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,7 @@ class ServerState:
     limits: Limits = field(default_factory=Limits)
     poll_interval: float = 0.1
     heartbeat: float = 15.0
+    hub: Hub | None = None  # made by the first live stream (`runwatch.server.pollers.hub`)
 
 
 def state(request: Request) -> ServerState:

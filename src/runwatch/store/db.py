@@ -27,6 +27,14 @@ from runwatch.store.schema import metadata
 # The newest migration in store/migrations/versions (a test keeps the two in step).
 HEAD_REVISION = "0003"
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+# The connection pool of a database file or server. A server's indexer uses one or two
+# connections, its live streams at most four at once (server/pollers.py), and each API
+# request one while it runs; the rest of the pool is for requests. A request that finds
+# every connection busy gives up after POOL_TIMEOUT_S (the API answers 503 with a retry
+# hint) instead of SQLAlchemy's default 30 s.
+POOL_SIZE = 10
+POOL_OVERFLOW = 20
+POOL_TIMEOUT_S = 5.0
 
 
 class StoreError(RuntimeError):
@@ -45,11 +53,16 @@ def open_engine(target: str | Path, migrate: bool = True) -> Engine:
     """An Engine for `target` (URL or SQLite path) whose schema is at head."""
     url = database_url(target)
     kwargs: dict[str, Any] = {}
+    pooled = True
     if url.startswith("sqlite"):
         path = url.split(":///", 1)[1] if ":///" in url else ""
-        if path and path != ":memory:":
+        pooled = bool(path) and path != ":memory:"  # an in-memory database has no pool
+        if pooled:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+    if pooled:
+        kwargs.update(pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW,
+                      pool_timeout=POOL_TIMEOUT_S)
     try:
         engine = create_engine(url, **kwargs)
     except Exception as exc:
