@@ -26,23 +26,9 @@ from runwatch.store import open_engine
 from runwatch.store import queries as q
 from runwatch.store import schema as s
 from runwatch.store.points import SEQ_LIMIT, read_points
+from tests.support import manifest, write_run
 
 MB = 1024 * 1024
-
-
-def manifest(name: str) -> dict[str, Any]:
-    return {"schema_version": 1, "run_id": f"id-{name}", "name": name, "project": "p",
-            "created_at": 1e9}
-
-
-def write_run(runs: Path, name: str, lines: list[Any], end: str = "\n") -> Path:
-    """A run folder whose metrics.jsonl holds `lines` (dicts as JSON, str as they are)."""
-    run = runs / name
-    run.mkdir(parents=True)
-    (run / "manifest.json").write_text(json.dumps(manifest(name)))
-    text = "\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines)
-    (run / "metrics.jsonl").write_text(text + end if lines else "")
-    return run
 
 
 def pk_of(engine: Engine, name: str) -> int:
@@ -93,15 +79,13 @@ class Collect:
             self.points.setdefault(key, []).extend(zip(seqs, steps, tss, values, strict=True))
 
 
-# --- bugs ------------------------------------------------------------------------------
+# --- input at the limits: wide runs, many problems, bad steps, ts, values and seqs ---------
 
 
 def test_stream_reads_new_points_of_a_run_with_over_a_thousand_keys(
         runs_dir: Path, tmp_path: Path) -> None:
-    """The live stream's point query ORs one id range per changed key. SQLite parses
-    `a OR b OR ...` into a tree as deep as the list, and refuses depth > 1000, so a run
-    with more than ~1000 metric keys (per-layer statistics) can no longer be streamed.
-    Before the change the query was `key_id IN (...)`, which has no such limit."""
+    """The live stream reads the new points of a run with more metric keys (per-layer
+    statistics) than SQLite's expression depth limit of 1000: every point, every key."""
     keys = 1100
     write_run(runs_dir, "wide", [{"seq": i, "step": i, "ts": 1e9 + i,
                                   **{f"layer/{k:04d}/norm": float(k) for k in range(keys)}}
@@ -121,11 +105,9 @@ def test_stream_reads_new_points_of_a_run_with_over_a_thousand_keys(
 
 def test_problems_of_one_slice_are_itemised_at_most_twenty_times(
         runs_dir: Path, tmp_path: Path) -> None:
-    """At most MAX_PROBLEMS_LISTED problems are itemised per file and batch, the rest
-    counted in one line. The indexer now calls ingest_records per 1 MiB piece and caps
-    each piece on its own, so one 16 MiB slice lists up to 16 x 20 problems plus 16
-    "N more problems" lines (before: 20 + 1), and the run's problem count grows with
-    them. `total.merge` caps correctly, but its problems are never used."""
+    """At most MAX_PROBLEMS_LISTED problems are itemised per file and pass, the rest
+    counted in one "N more problems like the above" line, also when the indexer reads the
+    file in several 1 MiB pieces; every good value is still stored."""
     pad = "p" * 200
     lines = [{"seq": i, "step": i, "ts": 1e9, "loss": 1.0, "note": pad} for i in range(11_000)]
     write_run(runs_dir, "noisy", lines)
@@ -141,10 +123,8 @@ def test_problems_of_one_slice_are_itemised_at_most_twenty_times(
 
 def test_a_record_refused_for_its_step_leaves_no_empty_metric_key(
         runs_dir: Path, tmp_path: Path) -> None:
-    """The block path registers a block's new keys before it checks the block; when the
-    block then fails (here: every record has a negative step) the record path refuses
-    each record, but the keys stay, with no points, and show up in the run's key list.
-    The record path (and the code before the change) checks the step first."""
+    """Records refused for a negative step are each reported and register none of their
+    keys: the run's key list holds only keys that have points."""
     write_run(runs_dir, "neg", [{"seq": 0, "step": 0, "ts": 1e9, "loss": 1.0}]
               + [{"seq": i, "step": -1, "ts": 1e9, "ghost": 1.0} for i in range(1, 4)])
     engine = open_engine(tmp_path / "i.db")
@@ -155,28 +135,24 @@ def test_a_record_refused_for_its_step_leaves_no_empty_metric_key(
 
 def test_nan_ts_on_the_block_path_is_not_dropped_silently(runs_dir: Path,
                                                           tmp_path: Path) -> None:
-    """NaN is a legal token in metrics.jsonl. A NaN ts binds as NULL into the NOT NULL ts
-    column, and the block path's INSERT OR IGNORE then skips the point without a word:
-    the record counts as ingested, the health hook is fed the point, key statistics
-    name its step, yet it is not in the index and no problem is reported."""
+    """NaN is a legal token in metrics.jsonl, and an unusable wall time must not cost a
+    record its metrics: a point whose ts is NaN is stored at ts 0.0, as one without ts
+    is, and the health hook is fed exactly what the index holds."""
     write_run(runs_dir, "nants", [{"seq": i, "step": i, "ts": math.nan if i == 1 else 1e9 + i,
                                    "loss": float(i)} for i in range(3)])
     engine = open_engine(tmp_path / "i.db")
     hook = Collect()
     report = Indexer(engine, runs_dir, on_metrics=hook).index_once()
     points = stored(engine, "nants")["loss"]
-    reported = any("line 2" in p for p in report.problems)
-    assert [p[0] for p in points] == [0, 1, 2] or reported, (points, report.problems)
-    # whatever is decided, the health hook must see what the index holds, no more
-    assert [p[0] for p in hook.points["loss"]] == [p[0] for p in points]
+    assert [(p[0], p[2]) for p in points] == [(0, 1e9), (1, 0.0), (2, 1e9 + 2)], (
+        points, report.problems)
+    assert [p[0] for p in hook.points["loss"]] == [0, 1, 2]
 
 
 def test_nan_ts_on_the_record_path_does_not_stop_the_indexer(runs_dir: Path,
                                                              tmp_path: Path) -> None:
-    """The same NaN ts on the record path (its block holds a bad record) goes through
-    the ON CONFLICT DO NOTHING statement, which does not ignore NOT NULL: the
-    IntegrityError aborts index_once, so this run and every run after it alphabetically
-    is never indexed again. (Present before the change too; the two paths now differ.)"""
+    """A NaN ts on the record path (its block also holds a bad record) does not stop the
+    indexer: the run's later points and the runs indexed after it are stored."""
     write_run(runs_dir, "a-nants", [
         {"seq": 0, "step": 0, "ts": math.nan, "loss": 1.0},
         {"seq": 1, "step": 1, "ts": 1e9, "loss": "bad"},
@@ -191,10 +167,8 @@ def test_nan_ts_on_the_record_path_does_not_stop_the_indexer(runs_dir: Path,
 
 def test_an_integer_value_beyond_64_bits_does_not_stop_the_indexer(runs_dir: Path,
                                                                     tmp_path: Path) -> None:
-    """JSON integers are unbounded. The block path binds int values as they are, and
-    sqlite3 raises OverflowError for one outside the signed 64-bit range, aborting the
-    whole pass (every later run too). The record path converts to float and stores
-    it. (The old fast path bound ints as they are too.)"""
+    """JSON integers are unbounded: a value outside the signed 64-bit range is stored as a
+    float, and the runs indexed after it are stored too."""
     big = 2**63
     write_run(runs_dir, "a-big", [{"seq": 0, "step": 0, "ts": 1e9, "tokens": 1},
                                   {"seq": 1, "step": 1, "ts": 1e9, "tokens": big}])
@@ -219,11 +193,9 @@ def _batch(seqs: list[int], value: float = 0.0) -> list[dict[str, Any]]:
 ], ids=["resent-older-batch", "out-of-order", "repeated-seq"])
 def test_key_stats_name_the_newest_stored_point(runs_dir: Path, tmp_path: Path,
                                                 batches: list[list[dict[str, Any]]]) -> None:
-    """metric_keys.points is now exact when a batch is sent again, but last_step and
-    last_value are still taken from the last record of each call, not from the key's
-    highest stored seq: a re-sent older batch turns them back, an out-of-order batch
-    names a point that is not the newest, and a repeated seq names the value that
-    INSERT OR IGNORE threw away. /api/runs/{run}/metrics/keys shows them."""
+    """A key's statistics (shown by /api/runs/{run}/metrics/keys) count its stored points
+    and name the newest one, by seq, whatever the batches: an older batch sent again,
+    records out of seq order, or a repeated seq (whose first record is the one kept)."""
     write_run(runs_dir, "ks", [])
     engine = open_engine(tmp_path / "i.db")
     Indexer(engine, runs_dir).index_once()
@@ -240,10 +212,8 @@ def test_key_stats_name_the_newest_stored_point(runs_dir: Path, tmp_path: Path,
 
 def test_a_repeated_seq_in_one_batch_keeps_the_first_record_on_both_paths(
         runs_dir: Path, tmp_path: Path) -> None:
-    """Within the block path, INSERT OR IGNORE keeps the first of two records sharing a
-    seq. When the first goes the record path (here: it has no ts) and the second the
-    block path, the block statements run first in flush(), so the later record wins:
-    which point is kept depends on the path, not on the order of the records."""
+    """Of two records sharing a seq in one batch the first is kept, whichever ingest path
+    each takes (a record without ts takes the record path, one with ts the block path)."""
     write_run(runs_dir, "a-block", [])
     engine = open_engine(tmp_path / "i.db")
     Indexer(engine, runs_dir).index_once()
@@ -261,9 +231,8 @@ def test_a_repeated_seq_in_one_batch_keeps_the_first_record_on_both_paths(
 
 def test_a_record_with_a_seq_too_big_for_a_point_id_does_not_hide_the_rest(
         runs_dir: Path, tmp_path: Path) -> None:
-    """A seq of 2**36 or more is refused (it does not fit a point id), but the indexer
-    still takes it as the file's high-water mark: every later record, whose seq is
-    lower, is filtered out as already indexed, silently and for good."""
+    """A seq of 2**36 or more (too big for a point id) is refused with a problem and is
+    not the file's high-water mark: the records written after it are indexed."""
     run = write_run(runs_dir, "bigseq", [{"seq": 0, "step": 0, "ts": 1e9, "loss": 0.0},
                                          {"seq": SEQ_LIMIT, "step": 1, "ts": 1e9, "loss": 1.0}])
     engine = open_engine(tmp_path / "i.db")
@@ -278,10 +247,8 @@ def test_a_record_with_a_seq_too_big_for_a_point_id_does_not_hide_the_rest(
 
 def test_a_line_longer_than_a_slice_is_one_problem_and_line_numbers_stay_right(
         runs_dir: Path, tmp_path: Path) -> None:
-    """A line over SLICE_BYTES is reported as too long, but only its first 16 MiB are
-    skipped: the rest of it is read as another line ("not JSON"), so the line is
-    reported twice and every later line number is one too high. (The reader did this
-    before the change as well.)"""
+    """A line over SLICE_BYTES is one problem, "the line is longer than …", and is skipped
+    whole: the lines after it are read with their true line numbers."""
     write_run(runs_dir, "long", [
         {"seq": 0, "step": 0, "ts": 1e9, "loss": 0.0},
         {"seq": 1, "step": 1, "ts": 1e9, "loss": 1.0, "note": "x" * (17 * MB)},
@@ -296,7 +263,7 @@ def test_a_line_longer_than_a_slice_is_one_problem_and_line_numbers_stay_right(
     assert len(report.problems) == 2, report.problems
 
 
-# --- behaviour that holds (pinned) -----------------------------------------------------
+# --- the block and record paths agree, from files and over HTTP -------------------------
 
 
 def _varied_records(first_seq: int, n: int, bad_every: int | None) -> list[dict[str, Any]]:
