@@ -1,8 +1,12 @@
-// Which charts the detail pane draws, and which metric keys feed each line.
+// Which charts the detail pane draws, and which metric roles feed each line.
+// The names that play a role come from the vocabulary (metrics.gen.ts, generated from
+// src/runwatch/metrics): the same key the server and the CLI pick for that role.
+
+import { ALIASES, PATTERNS, PREFIXES, ROLE_NAMES, type Role } from "./metrics.gen";
 
 export interface LineSpec {
   label: string;
-  keys: string[]; // candidates, first present wins
+  roles: Role[]; // the first role a key of the run plays wins
 }
 
 export interface ChartSpec {
@@ -22,8 +26,8 @@ export const CHARTS: ChartSpec[] = [
     title: "Loss",
     group: "Training",
     lines: [
-      { label: "train", keys: ["loss", "train_loss", "train/loss"] },
-      { label: "val", keys: ["val/loss", "val_loss", "eval/loss", "eval_loss"] },
+      { label: "train", roles: ["train_loss"] },
+      { label: "val", roles: ["eval_loss"] },
     ],
   },
   {
@@ -31,16 +35,16 @@ export const CHARTS: ChartSpec[] = [
     title: "Learning rate",
     group: "Training",
     logY: true,
-    lines: [{ label: "learning rate", keys: ["learning_rate", "lr", "train/learning_rate"] }],
+    lines: [{ label: "learning rate", roles: ["learning_rate"] }],
   },
   {
     id: "accuracy",
     title: "Accuracy",
     group: "Training",
     lines: [
-      { label: "train", keys: ["accuracy", "train/accuracy"] },
-      { label: "val", keys: ["val/accuracy"] },
-      { label: "val preference", keys: ["val/preference_accuracy"] },
+      { label: "train", roles: ["accuracy"] },
+      { label: "val", roles: ["val_accuracy"] },
+      { label: "val preference", roles: ["val_preference_accuracy"] },
     ],
   },
   {
@@ -48,8 +52,8 @@ export const CHARTS: ChartSpec[] = [
     title: "Reward",
     group: "Training",
     lines: [
-      { label: "train", keys: ["reward", "reward_mean", "train/reward_mean"] },
-      { label: "val", keys: ["val/reward_mean"] },
+      { label: "train", roles: ["reward"] },
+      { label: "val", roles: ["val_reward"] },
     ],
   },
   {
@@ -57,8 +61,8 @@ export const CHARTS: ChartSpec[] = [
     title: "Importance ratio",
     group: "GRPO stability",
     lines: [
-      { label: "ratio mean", keys: ["fb/loss/ratio/mean"] },
-      { label: "clipped ratio mean", keys: ["fb/loss/clip/clipped_ratio/mean"] },
+      { label: "ratio mean", roles: ["ratio_mean"] },
+      { label: "clipped ratio mean", roles: ["clipped_ratio_mean"] },
     ],
   },
   {
@@ -66,8 +70,8 @@ export const CHARTS: ChartSpec[] = [
     title: "Clip fractions",
     group: "GRPO stability",
     lines: [
-      { label: "high", keys: ["fb/loss/clip/high_fraction"] },
-      { label: "low", keys: ["fb/loss/clip/low_fraction"] },
+      { label: "high", roles: ["clip_high"] },
+      { label: "low", roles: ["clip_low"] },
     ],
   },
   {
@@ -75,13 +79,40 @@ export const CHARTS: ChartSpec[] = [
     title: "KL",
     group: "GRPO stability",
     lines: [
-      { label: "policy", keys: ["fb/loss/kl_policy/mean"] },
-      { label: "policy k3", keys: ["fb/loss/kl_policy/k3/mean"] },
-      { label: "reference", keys: ["fb/loss/kl_ref/mean"] },
+      { label: "policy", roles: ["kl_policy"] },
+      { label: "policy k3", roles: ["kl_policy_k3"] },
+      { label: "reference", roles: ["kl_ref"] },
     ],
   },
   { id: "timing", title: "Step timing (s)", group: "Timing", lines: [], prefix: "timing/" },
 ];
+
+/** The canonical name of a logged key and the transform its values need (null: as is). */
+export function canonicalName(key: string): [string, string | null] {
+  let name = key;
+  for (const [prefix, replacement] of PREFIXES) {
+    if (name.startsWith(prefix)) {
+      name = replacement + name.slice(prefix.length);
+      break;
+    }
+  }
+  const exact = ALIASES.get(name);
+  if (exact) return [exact[0], exact[1]];
+  const pattern = PATTERNS.find(([re]) => re.test(name));
+  return pattern ? [pattern[1], null] : [name, null];
+}
+
+/** The key among `keys` that plays `role`: the canonical name, then a listed alias, then
+ * (first in sorted order) a key the prefix and pattern rules map to it as is. */
+export function findKey(keys: Set<string>, role: Role): string | undefined {
+  const listed = ROLE_NAMES[role];
+  const found = listed.find((n) => keys.has(n));
+  if (found) return found;
+  return [...keys].sort().find((k) => {
+    const [name, transform] = canonicalName(k);
+    return name === listed[0] && transform === null;
+  });
+}
 
 export interface ResolvedLine {
   label: string;
@@ -99,7 +130,7 @@ export function resolveLines(spec: ChartSpec, keys: Set<string>): ResolvedLine[]
   }
   const out: ResolvedLine[] = [];
   for (const line of spec.lines) {
-    const key = line.keys.find((k) => keys.has(k));
+    const key = line.roles.map((role) => findKey(keys, role)).find((k) => k !== undefined);
     if (key) out.push({ label: line.label, key });
   }
   return out;
@@ -107,10 +138,10 @@ export function resolveLines(spec: ChartSpec, keys: Set<string>): ResolvedLine[]
 
 /** The key a history column shows under a friendly name. */
 export const HISTORY_COLUMNS: LineSpec[] = [
-  { label: "train loss", keys: ["loss", "train_loss", "train/loss"] },
-  { label: "val loss", keys: ["val/loss", "val_loss", "eval/loss", "eval_loss"] },
-  { label: "accuracy", keys: ["accuracy", "train/accuracy", "val/accuracy"] },
-  { label: "reward", keys: ["reward", "reward_mean", "train/reward_mean"] },
-  { label: "learning rate", keys: ["learning_rate", "lr", "train/learning_rate"] },
-  { label: "grad norm", keys: ["grad_norm", "actor/grad_norm"] },
+  { label: "train loss", roles: ["train_loss"] },
+  { label: "val loss", roles: ["eval_loss"] },
+  { label: "accuracy", roles: ["accuracy", "val_accuracy"] },
+  { label: "reward", roles: ["reward"] },
+  { label: "learning rate", roles: ["learning_rate"] },
+  { label: "grad norm", roles: ["grad_norm"] },
 ];

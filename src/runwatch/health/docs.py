@@ -10,16 +10,15 @@ from pathlib import Path
 
 from runwatch.health.rules import CATALOGUE, Rule
 from runwatch.health.rules.base import ALL_METHODS
-from runwatch.metrics.aliases import EXACT, PATTERNS, PREFIXES
 
 INTRO = """# Health rules
 
 runwatch evaluates these rules on every run as its metrics arrive. Each rule reads a
-few metrics (by canonical name; other frameworks' names are mapped by the alias table
-below), tests a condition, and raises a **finding** with a severity, the step range and
-values that triggered it, and advice that names the setting to change. A finding
-*opens* when its condition starts to hold, *updates* while it holds, and *resolves*
-when it stops; each new episode is a new finding.
+few metrics (by canonical name; other frameworks' names are mapped to it by the aliases
+in [metrics.md](metrics.md)), tests a condition, and raises a **finding** with a
+severity, the step range and values that triggered it, and advice that names the
+setting to change. A finding *opens* when its condition starts to hold, *updates* while
+it holds, and *resolves* when it stops; each new episode is a new finding.
 
 Read findings with `runwatch runs health RUN` (`-o json`, `--fail-on warning|critical`
 for scripts), in the run page of the web app (markers on the charts), or through the
@@ -117,18 +116,6 @@ def render() -> str:
         out.append(f"- **Condition:** {condition}")
         out.append(f"- **Severity:** {rule.severity}")
         out.append(f"- **Advice:** {rule.advice}\n")
-    out.append("## Metric aliases\n")
-    out.append("Names other frameworks log, and the canonical name the rules read.\n")
-    out.append("| logged name | canonical | framework | transform |")
-    out.append("|---|---|---|---|")
-    for name, alias in EXACT.items():
-        out.append(f"| `{name}` | `{alias.canonical}` | {alias.framework} | "
-                   f"{alias.transform or ''} |")
-    for prefix, replacement in PREFIXES:
-        out.append(f"| `{prefix}…` (prefix) | `{replacement}…`, then looked up again | "
-                   "Hugging Face Trainer (TensorBoard), runwatch | |")
-    for pattern, alias in PATTERNS:
-        out.append(f"| `{pattern.pattern}` (pattern) | `{alias.canonical}` | {alias.framework} | |")
     out.append("")
     return "\n".join(out)
 

@@ -92,7 +92,7 @@ SHOWN: dict[str, Alias] = {
     "examples": Alias("samples", "hand-written loops"),
     "num_examples": Alias("samples", "hand-written loops"),
     "tokens": Alias("trained_tokens", "hand-written loops"),
-    "num_tokens": Alias("trained_tokens", "TRL"),
+    "num_tokens": Alias("trained_tokens", "hand-written loops"),
     "grad_accum": Alias("gradient_accumulation_steps", "config files"),
     "grad_accum_steps": Alias("gradient_accumulation_steps", "config files"),
     "gradient_accumulation": Alias("gradient_accumulation_steps", "config files"),
@@ -107,12 +107,12 @@ PATTERNS: tuple[tuple[re.Pattern[str], Alias], ...] = (
 
 
 # Prefixes the Hugging Face Trainer adds when it logs to TensorBoard: the rest of the
-# name is then looked up as if logged to trainer_state.json.
-PREFIXES: tuple[tuple[str, str], ...] = (
-    ("train/", ""),
-    ("eval/", "eval_"),
+# name is then looked up as if logged to trainer_state.json. (prefix, replacement, source)
+PREFIXES: tuple[tuple[str, str, str], ...] = (
+    ("train/", "", "Hugging Face Trainer (TensorBoard)"),
+    ("eval/", "eval_", "Hugging Face Trainer (TensorBoard)"),
     # The service's policy_state fields (session.retrieve()) logged under their own name.
-    ("policy_state/", "policy/"),
+    ("policy_state/", "policy/", "the service's policy_state (session.retrieve())"),
 )
 
 
@@ -121,7 +121,7 @@ def resolve(key: str) -> tuple[str, Alias | None]:
     """The name `key` is looked up as (after a prefix rule) and the alias it is, if any.
 
     Cached: a run asks about the same few dozen names on every step."""
-    for prefix, replacement in PREFIXES:
+    for prefix, replacement, _source in PREFIXES:
         if key.startswith(prefix):
             key = replacement + key[len(prefix):]
             break

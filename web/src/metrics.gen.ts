@@ -1,0 +1,125 @@
+// Generated from src/runwatch/metrics by `python -m runwatch.metrics.typescript`.
+// Do not edit: change the vocabulary and run it again. The metric vocabulary the web
+// app reads (docs/metrics.md): roles, the names that play each role, and the rules that
+// map other frameworks' names to canonical ones.
+
+export type Role =
+  | "train_loss"
+  | "eval_loss"
+  | "reward"
+  | "val_reward"
+  | "accuracy"
+  | "val_accuracy"
+  | "preference_accuracy"
+  | "val_preference_accuracy"
+  | "margin"
+  | "val_margin"
+  | "learning_rate"
+  | "grad_norm"
+  | "grad_clip_factor"
+  | "update_ratio"
+  | "adapter_norm"
+  | "examples"
+  | "tokens"
+  | "grad_accum"
+  | "step_time"
+  | "ratio_mean"
+  | "clipped_ratio_mean"
+  | "clip_high"
+  | "clip_low"
+  | "kl_policy"
+  | "kl_policy_k3"
+  | "kl_ref";
+
+/** The names that play each role, best first: the canonical name, then its listed aliases. */
+export const ROLE_NAMES: Readonly<Record<Role, readonly string[]>> = {
+  train_loss: ["loss", "train_loss"],
+  eval_loss: ["val/loss", "eval_loss", "val_loss"],
+  reward: ["reward_mean", "reward", "critic/rewards/mean", "env/all/reward/total"],
+  val_reward: ["val/reward_mean", "eval_reward", "test/env/all/reward/total"],
+  accuracy: ["accuracy", "critic/score/mean"],
+  val_accuracy: ["val/accuracy", "eval_accuracy"],
+  preference_accuracy: ["preference_accuracy", "rewards/accuracies"],
+  val_preference_accuracy: ["val/preference_accuracy", "eval_rewards/accuracies"],
+  margin: ["mean_margin", "rewards/margins"],
+  val_margin: ["val/mean_margin", "eval_rewards/margins"],
+  learning_rate: ["learning_rate", "actor/lr", "actor_lr", "optim/lr", "lr"],
+  grad_norm: ["grad_norm", "actor/grad_norm", "actor_grad_norm"],
+  grad_clip_factor: ["grad_clip_factor"],
+  update_ratio: ["update_ratio"],
+  adapter_norm: ["adapter_norm"],
+  examples: ["samples", "examples", "num_examples"],
+  tokens: ["trained_tokens", "tokens", "num_tokens"],
+  grad_accum: ["gradient_accumulation_steps", "grad_accum", "grad_accum_steps", "gradient_accumulation"],
+  step_time: ["timing/step_total_s", "time/total"],
+  ratio_mean: ["fb/loss/ratio/mean"],
+  clipped_ratio_mean: ["fb/loss/clip/clipped_ratio/mean"],
+  clip_high: ["fb/loss/clip/high_fraction", "clip_ratio/high_mean", "actor/pg_clipfrac", "ppo_clip_ratio"],
+  clip_low: ["fb/loss/clip/low_fraction", "clip_ratio/low_mean", "actor/pg_clipfrac_lower"],
+  kl_policy: ["fb/loss/kl_policy/mean", "actor/ppo_kl", "ppo_kl", "optim/kl_sample_train_v1"],
+  kl_policy_k3: ["fb/loss/kl_policy/k3/mean", "optim/kl_sample_train_v2"],
+  kl_ref: ["fb/loss/kl_ref/mean", "kl", "actor/kl_loss"],
+};
+
+/** Exact aliases: logged name -> [canonical name, transform its values need or null]. */
+export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = new Map([
+  ["reward", ["reward_mean", null]],
+  ["frac_reward_zero_std", ["zero_variance_skip_ratio", null]],
+  ["clip_ratio/high_mean", ["fb/loss/clip/high_fraction", null]],
+  ["clip_ratio/low_mean", ["fb/loss/clip/low_fraction", null]],
+  ["completions/mean_length", ["mean_sampled_response_length", null]],
+  ["completion_length", ["mean_sampled_response_length", null]],
+  ["completions/clipped_ratio", ["truncated_ratio", null]],
+  ["kl", ["fb/loss/kl_ref/mean", null]],
+  ["rewards/accuracies", ["preference_accuracy", null]],
+  ["rewards/margins", ["mean_margin", null]],
+  ["eval_rewards/accuracies", ["val/preference_accuracy", null]],
+  ["eval_rewards/margins", ["val/mean_margin", null]],
+  ["eval_loss", ["val/loss", null]],
+  ["eval_reward", ["val/reward_mean", null]],
+  ["eval_accuracy", ["val/accuracy", null]],
+  ["eval_completions/mean_length", ["val/mean_response_length", null]],
+  ["actor/pg_clipfrac", ["fb/loss/clip/high_fraction", null]],
+  ["actor/pg_clipfrac_lower", ["fb/loss/clip/low_fraction", null]],
+  ["actor/ppo_kl", ["fb/loss/kl_policy/mean", null]],
+  ["actor/kl_loss", ["fb/loss/kl_ref/mean", null]],
+  ["actor/grad_norm", ["grad_norm", null]],
+  ["actor/lr", ["learning_rate", null]],
+  ["actor/entropy", ["entropy", null]],
+  ["critic/score/mean", ["accuracy", null]],
+  ["critic/rewards/mean", ["reward_mean", null]],
+  ["critic/advantages/std", ["completion_advantage_std", null]],
+  ["response_length/mean", ["mean_sampled_response_length", null]],
+  ["response_length/clip_ratio", ["truncated_ratio", null]],
+  ["ppo_clip_ratio", ["fb/loss/clip/high_fraction", null]],
+  ["ppo_kl", ["fb/loss/kl_policy/mean", null]],
+  ["response_length", ["mean_sampled_response_length", null]],
+  ["actor_lr", ["learning_rate", null]],
+  ["policy_entropy", ["entropy", null]],
+  ["actor_grad_norm", ["grad_norm", null]],
+  ["env/all/by_group/frac_mixed", ["zero_variance_skip_ratio", "1 - x"]],
+  ["env/all/reward/total", ["reward_mean", null]],
+  ["test/env/all/reward/total", ["val/reward_mean", null]],
+  ["env/all/ac_tokens_per_turn", ["mean_sampled_response_length", null]],
+  ["test/env/all/ac_tokens_per_turn", ["val/mean_response_length", null]],
+  ["env/all/turns_per_episode", ["num_turns_mean", null]],
+  ["optim/kl_sample_train_v1", ["fb/loss/kl_policy/mean", null]],
+  ["optim/kl_sample_train_v2", ["fb/loss/kl_policy/k3/mean", null]],
+  ["optim/lr", ["learning_rate", null]],
+  ["optim/entropy", ["entropy", null]],
+  ["time/total", ["timing/step_total_s", null]],
+]);
+
+/** A name that starts with a prefix is looked up with it replaced: [prefix, replacement]. */
+export const PREFIXES: readonly (readonly [string, string])[] = [
+  ["train/", ""],
+  ["eval/", "eval_"],
+  ["policy_state/", "policy/"],
+];
+
+/** Name patterns, tried when no exact alias matches: [pattern, canonical name]. */
+export const PATTERNS: readonly (readonly [RegExp, string])[] = [
+  [new RegExp("^val-core/[^/]+/(?:reward|acc)/mean@1$"), "val/accuracy"],
+  [new RegExp("^val/test_score/[^/]+$"), "val/accuracy"],
+  [new RegExp("^eval_[^/]+_pass1$"), "val/accuracy"],
+];
