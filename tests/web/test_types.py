@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from runwatch.rundir.format import typescript
 from runwatch.sdk import init
 from runwatch.server.runner import Runner
 from tests.support import wait_for
@@ -106,3 +107,8 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
         assert not missing and not undeclared, (
             f"{name}: declared but not sent {sorted(missing)}, sent but not declared "
             f"{sorted(undeclared)}")
+
+
+def test_the_generated_log_levels_are_current() -> None:
+    assert (TYPES.parent / "format.gen.ts").read_text() == typescript(), (
+        "web/src/format.gen.ts is stale: write typescript() of runwatch.rundir.format to it")

@@ -3,10 +3,10 @@
 import { getJSON, runPath } from "./api";
 import { h, text } from "./dom";
 import { fmtTime } from "./format";
+import { LOG_LEVEL_RANK } from "./format.gen";
 import type { LogEntry, LogPage } from "./types";
 
-const LEVELS = ["", "DEBUG", "INFO", "WARNING", "ERROR"];
-const RANK: Record<string, number> = { DEBUG: 10, INFO: 20, WARNING: 30, WARN: 30, ERROR: 40, CRITICAL: 50 };
+const LEVELS = ["", ...Object.keys(LOG_LEVEL_RANK).map((l) => l.toUpperCase())];
 
 export class LogsView {
   readonly el: HTMLElement;
@@ -49,8 +49,8 @@ export class LogsView {
 
   append(e: LogEntry): void {
     if (this.seen.has(e.seq)) return;
-    const min = RANK[this.level.value] ?? 0;
-    if ((RANK[e.level.toUpperCase()] ?? 20) < min) return;
+    const min = LOG_LEVEL_RANK[this.level.value.toLowerCase()] ?? 0;
+    if ((LOG_LEVEL_RANK[e.level.toLowerCase()] ?? 20) < min) return;
     const stick = this.list.scrollTop + this.list.clientHeight >= this.list.scrollHeight - 8;
     this.list.appendChild(this.entry(e));
     if (stick) this.list.scrollTop = this.list.scrollHeight;

@@ -83,6 +83,15 @@ def levels_from(level: str) -> tuple[str, ...]:
     return tuple(lv for lv in LOG_LEVELS if LOG_LEVEL_RANK[lv] >= LOG_LEVEL_RANK[level])
 
 
+def typescript() -> str:
+    """web/src/format.gen.ts: the log levels for the web app (a test keeps it current)."""
+    ranks = ", ".join(f"{name}: {rank}" for name, rank in LOG_LEVEL_RANK.items())
+    return ("// Generated from src/runwatch/rundir/format.py by its typescript(); do not edit:\n"
+            "// change format.py and write this file again (see docs/web.md).\n\n"
+            "// Log levels from least to most severe, with their ranks.\n"
+            f"export const LOG_LEVEL_RANK: Record<string, number> = {{ {ranks} }};\n")
+
+
 def sample_file_name(step: int, split: str, kind: str = "completions") -> str:
     """The file of one step's samples: step_NNNN_<kind>.json (train) or val_NNNN_<kind>.json."""
     if split not in SPLITS:

@@ -1,0 +1,5 @@
+// Generated from src/runwatch/rundir/format.py by its typescript(); do not edit:
+// change format.py and write this file again (see docs/web.md).
+
+// Log levels from least to most severe, with their ranks.
+export const LOG_LEVEL_RANK: Record<string, number> = { debug: 10, info: 20, warning: 30, error: 40, critical: 50 };
