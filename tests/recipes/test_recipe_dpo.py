@@ -19,14 +19,9 @@ VAL = ("val/preference_accuracy", "val/mean_chosen_delta", "val/mean_rejected_de
        "val/mean_margin")
 
 
-@pytest.fixture
-def sft_run(tmp_path: Path) -> Path:
-    assert sft.main([*common(tmp_path, "sft"), "max_steps=2", "val_interval=100"]) == 0
-    return tmp_path / "runs" / "sft"
-
-
-def test_dpo_smoke_subprocess_two_steps_from_sft(tmp_path: Path, sft_run: Path) -> None:
-    args = [*common(tmp_path, "dpo"), f"init_from={sft_run}", "max_steps=2", "val_interval=1"]
+def test_dpo_smoke_subprocess_two_steps_from_sft(tmp_path: Path, sft_checkpoint: Path) -> None:
+    args = [*common(tmp_path, "dpo"), f"init_from={sft_checkpoint}", "max_steps=2",
+            "val_interval=1"]
     proc = subprocess.run([sys.executable, "-m", "runwatch", "recipes", "dpo", *args],
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -52,15 +47,15 @@ def test_dpo_smoke_subprocess_two_steps_from_sft(tmp_path: Path, sft_run: Path) 
         assert r["val/mean_margin"] == pytest.approx(
             r["val/mean_chosen_delta"] - r["val/mean_rejected_delta"], abs=1e-4)
     manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["method"] == "dpo" and str(sft_run) in manifest["base_model"]
+    assert manifest["method"] == "dpo" and str(sft_checkpoint) in manifest["base_model"]
     assert rows[1]["memory/weights_bytes"] > rows[1]["memory/gradients_bytes"]  # + reference
 
 
 def test_dpo_with_an_adapter_saves_a_merged_inference_checkpoint(tmp_path: Path,
-                                                                 sft_run: Path) -> None:
-    assert dpo.main([*common(tmp_path, "dpo-lora"), f"init_from={sft_run}", "max_steps=2",
-                     "lora_rank=2", "val_interval=100", "export_samples=false",
-                     "rpo_alpha=0"]) == 0
+                                                                 sft_checkpoint: Path) -> None:
+    assert dpo.main([*common(tmp_path, "dpo-lora"), f"init_from={sft_checkpoint}",
+                     "max_steps=2", "lora_rank=2", "val_interval=100",
+                     "export_samples=false", "rpo_alpha=0"]) == 0
     run = tmp_path / "runs" / "dpo-lora"
     assert all(r["loss"] == r["dpo_loss"] for r in metrics(run)[1:])  # plain DPO
     assert metrics(run)[1]["memory/adapter_bytes"] > 0  # [0] is the baseline validation
