@@ -1,5 +1,8 @@
 """End to end: the recipes' default runs raise no warning, and each GRPO pathology preset
-raises the rule that names its problem. Real recipe runs, indexed into real SQLite."""
+raises the rule that names its problem. Real recipe runs, indexed into real SQLite.
+
+The presets start from an SFT run on addition, trained here; the default GRPO run starts
+from the session's SFT checkpoint on sorting (tests/conftest.py `sft_checkpoint`)."""
 
 from __future__ import annotations
 
@@ -19,10 +22,10 @@ from runwatch.recipes.grpo.config import GRPOConfig  # noqa: E402
 from runwatch.recipes.grpo.pathologies import PATHOLOGIES, expand  # noqa: E402
 from runwatch.store import open_engine  # noqa: E402
 from runwatch.store import queries as q  # noqa: E402
+from tests.support import SORT_TASK, TINY_MODEL  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-TINY = ["n_layer=2", "n_head=2", "d_model=64", "max_seq_length=48"]
 COMMON = ["wandb_project=None", "export_samples=false", "checkpoint_interval=1000"]
 # The rule each preset must raise (any one of the set).
 EXPECTED = {
@@ -46,7 +49,7 @@ def _one_thread() -> None:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.set_num_threads(1)
     d = tmp_path_factory.mktemp("runs")
-    assert sft.main([*TINY, *COMMON, f"runs_dir={d}", "name=sft", "max_steps=150",
+    assert sft.main([*TINY_MODEL, *COMMON, f"runs_dir={d}", "name=sft", "max_steps=150",
                      "batch_size=32", "learning_rate=3e-3", "warmup_steps=10", "n_train=2000",
                      "n_val=64", "val_interval=50", "cache_dir=None"]) == 0
     return d
@@ -83,17 +86,13 @@ def test_dpo_default_is_healthy(runs: Path) -> None:
     assert serious(findings(runs, "dpo")) == []
 
 
-def test_grpo_default_is_healthy(runs: Path) -> None:
+def test_grpo_default_is_healthy(runs: Path, sft_checkpoint: Path) -> None:
     # GRPO needs a start that is partly right (a model that always fails, or always
     # succeeds, gives groups with no reward variance: the health engine rightly warns).
-    # A short SFT on 4-digit sorting is that start; GRPO then runs with its defaults,
-    # shortened.
-    sort = ["task=sort", "digits=4"]
-    assert sft.main([*TINY, *COMMON, *sort, f"runs_dir={runs}", "name=sft-sort",
-                     "max_steps=80", "batch_size=32", "learning_rate=3e-3", "warmup_steps=10",
-                     "n_train=2000", "n_val=64", "val_interval=80", "cache_dir=None"]) == 0
-    args = [*COMMON, *sort, f"runs_dir={runs}", "name=grpo-default",
-            f"init_from={runs / 'sft-sort'}", "n_train=2000", "n_val=64", "max_steps=20",
+    # The session's SFT checkpoint, partly right at 4-digit sorting, is that start; GRPO
+    # then runs with its defaults, shortened.
+    args = [*COMMON, *SORT_TASK, f"runs_dir={runs}", "name=grpo-default",
+            f"init_from={sft_checkpoint}", "n_train=2000", "n_val=64", "max_steps=20",
             "validation_interval=5"]
     assert grpo_loop.run_grpo(parse_argv(GRPOConfig, args)) == 0
     assert serious(findings(runs, "grpo-default")) == []
