@@ -27,9 +27,9 @@ import numpy as np
 
 from runwatch.analysis.downsample import downsample, shared_edges
 from runwatch.ingest import ingest_records
-from runwatch.ingest.indexer import upsert_run
 from runwatch.server.runner import Runner, free_port
 from runwatch.store.db import open_engine
+from runwatch.store.runs import upsert_run
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "build" / "bench" / "server.json"

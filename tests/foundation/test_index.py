@@ -288,7 +288,7 @@ def test_a_run_that_fails_to_index_does_not_stop_the_others(runs_dir: Path,
         if broken["on"] and name == "a-breaks":
             raise RuntimeError("the hook failed")
 
-    indexer = Indexer(engine, runs_dir, on_metrics=hook)
+    indexer = Indexer(engine, runs_dir, hooks=[hook])
     report = indexer.index_once()
     assert sum("a-breaks: indexing failed (RuntimeError: the hook failed)" in p
                for p in report.problems) == 1

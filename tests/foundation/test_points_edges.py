@@ -19,9 +19,10 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import OperationalError
 
 from runwatch.ingest import Indexer, ingest_records
-from runwatch.ingest.records import KEYS_PER_STATEMENT, MAX_PROBLEMS_LISTED
+from runwatch.ingest.points import KEYS_PER_STATEMENT
+from runwatch.ingest.result import MAX_PROBLEMS_LISTED
 from runwatch.server.app import create_app
-from runwatch.server.sse import RunCursor, _new_points
+from runwatch.server.updates import RunCursor, _new_points
 from runwatch.store import open_engine
 from runwatch.store import queries as q
 from runwatch.store import schema as s
@@ -142,7 +143,7 @@ def test_nan_ts_on_the_block_path_is_not_dropped_silently(runs_dir: Path,
                                    "loss": float(i)} for i in range(3)])
     engine = open_engine(tmp_path / "i.db")
     hook = Collect()
-    report = Indexer(engine, runs_dir, on_metrics=hook).index_once()
+    report = Indexer(engine, runs_dir, hooks=[hook]).index_once()
     points = stored(engine, "nants")["loss"]
     assert [(p[0], p[2]) for p in points] == [(0, 1e9), (1, 0.0), (2, 1e9 + 2)], (
         points, report.problems)
@@ -309,7 +310,7 @@ def test_block_and_record_paths_store_and_report_the_same_points(runs_dir: Path,
     engine = open_engine(tmp_path / "i.db")
     hooks = {"clean": Collect(), "dirty": Collect()}
     for name in hooks:
-        Indexer(engine, runs_dir, on_metrics=hooks[name]).index_run(runs_dir / name,
+        Indexer(engine, runs_dir, hooks=[hooks[name]]).index_run(runs_dir / name,
                                                                     _report())
     a, b = stored(engine, "clean"), stored(engine, "dirty")
     assert set(a) == set(b)
@@ -357,7 +358,7 @@ def test_a_file_read_in_pieces_torn_and_growing_is_stored_once_with_right_lines(
         fh.write(torn[:20])
     engine = open_engine(tmp_path / "i.db")
     hook = Collect()
-    indexer = Indexer(engine, runs_dir, on_metrics=hook)
+    indexer = Indexer(engine, runs_dir, hooks=[hook])
     report = indexer.index_once()
     assert [p for p in report.problems if "line" in p] == [
         f"{run}/metrics.jsonl line 9001: 'loss' is str '{'x' * 40}', not a number; skipped"]
@@ -370,7 +371,7 @@ def test_a_file_read_in_pieces_torn_and_growing_is_stored_once_with_right_lines(
         for i in range(12_001, 12_100):
             fh.write(json.dumps({"seq": i, "step": i, "ts": 1e9 + i, "loss": float(i)}) + "\n")
     hook2 = Collect()
-    Indexer(engine, runs_dir, on_metrics=hook2).index_once()
+    Indexer(engine, runs_dir, hooks=[hook2]).index_once()
     assert [p[0] for p in hook2.points["loss"]] == list(range(12_000, 12_100))
     got = stored(engine, "grow")["loss"]
     assert len(got) == 12_099 and key_rows(engine, "grow")["loss"].points == 12_099

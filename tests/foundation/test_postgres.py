@@ -23,11 +23,12 @@ from sqlalchemy import Engine, create_engine, make_url, select, text
 import runwatch
 from runwatch.health import store as health_store
 from runwatch.ingest import Indexer
-from runwatch.server.sse import RunCursor, _new_points
+from runwatch.server.series_cache import SeriesCache
+from runwatch.server.updates import RunCursor, _new_points
 from runwatch.store import open_engine
 from runwatch.store import queries as q
 from runwatch.store import schema as s
-from runwatch.store.series import SeriesCache, run_keys
+from runwatch.store.keys import run_keys
 
 PG_URL = os.environ.get("RUNWATCH_TEST_POSTGRES_URL")
 pytestmark = pytest.mark.skipif(

@@ -32,7 +32,7 @@ needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="real logs not present
 
 def index_and_health(runs: Path, name: str) -> list[dict]:
     engine = open_engine(runs / ".runwatch" / "index.db")
-    Indexer(engine, runs).index_once()  # the indexer feeds the health engine
+    Indexer(engine, runs, hooks=[health_store.on_metrics]).index_once()
     with engine.begin() as conn:
         row = q.resolve_run(conn, name)
         found = health_store.health_for_run(conn, row.pk)

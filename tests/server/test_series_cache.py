@@ -8,9 +8,10 @@ import numpy as np
 from sqlalchemy import Engine
 
 from runwatch.ingest import ingest_records
-from runwatch.ingest.indexer import upsert_run
+from runwatch.server.series_cache import SeriesCache
+from runwatch.store.keys import run_keys
 from runwatch.store.points import SEQ_LIMIT
-from runwatch.store.series import SeriesCache, run_keys
+from runwatch.store.runs import upsert_run
 
 
 def _points(seq0: int, steps: list[int], value: float) -> list[dict[str, Any]]:
@@ -75,7 +76,7 @@ def test_cache_is_bounded(engine: Engine) -> None:
 
 def test_saved_series_are_reused_and_checked(engine: Engine, tmp_path: Any,
                                              monkeypatch: Any) -> None:
-    monkeypatch.setattr("runwatch.store.series.SAVE_MIN_POINTS", 5)
+    monkeypatch.setattr("runwatch.server.series_cache.SAVE_MIN_POINTS", 5)
     disk = tmp_path / "series"
     pk = _store(engine, _points(0, list(range(10)), 0.0))
     with engine.connect() as conn:

@@ -33,8 +33,10 @@ class Context:
     engine: Engine
 
     def refresh(self) -> IndexReport:
-        """Index what is new in the folder, so answers are current."""
-        return Indexer(self.engine, self.directory).index_once()
+        """Index what is new in the folder (health findings included), so answers are current."""
+        from runwatch.health.store import on_metrics as health_hook
+
+        return Indexer(self.engine, self.directory, hooks=[health_hook]).index_once()
 
 
 def open_context(directory: Path | None, db: str | None, refresh: bool = True) -> Context:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,13 +17,14 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, delete, insert, select, update
 
-from runwatch.ingest.records import IngestResult, PointColumns, ingest_records
+from runwatch.ingest.records import IngestResult, ingest_records
 from runwatch.ingest.sql import insert_ignore_sql
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
 from runwatch.rundir.reader import read_new
 from runwatch.store import schema as s
-from runwatch.store.points import SEQ_LIMIT
+from runwatch.store.points import SEQ_LIMIT, PointColumns
+from runwatch.store.runs import upsert_run
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,8 @@ KNOWN_FILES = frozenset({fmt.MANIFEST, fmt.CONFIG, fmt.ENGINE_CONFIG, *fmt.FILES
 SLICE_BYTES = 16 * 1024 * 1024
 READ_BYTES = 1024 * 1024
 
-# Called with each committed slice's new points by key: (seqs, steps, ts, values).
-PointsHook = Callable[[Connection, int, dict[str, PointColumns]], None]
+# Called with each slice's new points by key, inside the transaction that stores them.
+PointsHook = Callable[[Connection, int, Mapping[str, PointColumns]], None]
 
 
 @dataclass
@@ -50,19 +51,13 @@ class IndexReport:
 class Indexer:
     """Indexes the run directories under `runs_dir` into `engine`'s database."""
 
-    def __init__(self, engine: Engine, runs_dir: Path, on_metrics: PointsHook | None = None,
-                 health: bool = True):
+    def __init__(self, engine: Engine, runs_dir: Path, hooks: Sequence[PointsHook] = ()):
         self.engine = engine
         self.runs_dir = Path(runs_dir)
-        # New metrics go to the health engine (so findings are current whenever the index
-        # is) and then to the caller's hook, inside the transaction that stored them.
-        self.hooks: list[PointsHook] = []
-        if health:
-            from runwatch.health.store import on_metrics as health_hook
-
-            self.hooks.append(health_hook)
-        if on_metrics is not None:
-            self.hooks.append(on_metrics)
+        # New metrics go to each hook in turn, inside the transaction that stores them;
+        # the composition roots (`runwatch.server.runner`, `runwatch.cli.context`) pass
+        # the health engine's, so findings are current whenever the index is.
+        self.hooks = list(hooks)
         # Per run folder, the (size, mtime) of everything it holds as of the last pass,
         # and its pk: `runwatch ui` passes every 0.2 s, and a run that has not changed
         # must then cost a few stat calls, not a dozen queries.
@@ -286,41 +281,6 @@ def _signature(run_dir: Path) -> tuple[tuple[str, int, int], ...]:
     except OSError:
         return ()
     return tuple(sorted(out))
-
-
-def upsert_run(
-    conn: Connection, manifest: dict[str, Any], run_dir: Path | None
-) -> tuple[int, bool]:
-    """Insert or refresh the run row described by `manifest`; returns (pk, is_new)."""
-    r = s.runs.c
-    tags = manifest.get("tags") or []
-    values = {
-        "name": str(manifest.get("name") or (run_dir.name if run_dir else manifest["run_id"])),
-        "project": str(manifest.get("project") or "default"),
-        "group_name": _s(manifest.get("group")),
-        "tags": orjson.dumps([str(t) for t in tags] if isinstance(tags, list) else []).decode(),
-        "method": _s(manifest.get("method")),
-        "base_model": _s(manifest.get("base_model")),
-        "dataset": _s(manifest.get("dataset")),
-        "trainer": _s(manifest.get("trainer")),
-        "backend": _s(manifest.get("backend")),
-        "created_at": float(manifest.get("created_at") or time.time()),
-        "dir": str(run_dir.resolve()) if run_dir else None,
-        "manifest": orjson.dumps(manifest, option=orjson.OPT_NON_STR_KEYS).decode(),
-    }
-    row = conn.execute(select(r.pk, r.manifest).where(r.run_id == manifest["run_id"])).first()
-    if row is None:
-        pk = conn.execute(insert(s.runs).values(run_id=manifest["run_id"], status="QUEUED",
-                                                problems=0, **values)).inserted_primary_key
-        assert pk is not None
-        return int(pk[0]), True
-    if row.manifest != values["manifest"]:
-        conn.execute(update(s.runs).where(r.pk == row.pk).values(**values))
-    return int(row.pk), False
-
-
-def _s(value: Any) -> str | None:
-    return None if value is None else str(value)
 
 
 def _offset(conn: Connection, run_pk: int, name: str) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from runwatch.server.feed import ChangeFeed
 from runwatch.server.jsonio import JSONResponse
 from runwatch.server.origins import SameOrigin
 from runwatch.server.routes_records import health_available
+from runwatch.server.series_cache import SeriesCache
 from runwatch.server.state import Limits, ServerState, state
-from runwatch.store.series import SeriesCache
 
 STATIC_DIR = Path(__file__).parent / "static"
 APP_ROUTES = ("/runs", "/new")

@@ -14,13 +14,13 @@ from starlette.concurrency import run_in_threadpool
 
 from runwatch.health.store import on_metrics as health_on_metrics
 from runwatch.ingest import ingest_records
-from runwatch.ingest.indexer import upsert_run
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
 from runwatch.server.errors import ApiError, error_response
 from runwatch.server.jsonio import JSONResponse
 from runwatch.server.state import Limits, ServerState, state
 from runwatch.store import schema as s
+from runwatch.store.runs import upsert_run
 
 router = APIRouter(tags=["ingest"])
 

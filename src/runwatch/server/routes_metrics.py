@@ -14,7 +14,8 @@ from runwatch.server.errors import bad_request
 from runwatch.server.jsonio import JSONResponse
 from runwatch.server.runs import resolve_run
 from runwatch.server.state import ServerState, connection, state
-from runwatch.store.series import KeyInfo, Series, run_keys
+from runwatch.store.keys import KeyInfo, run_keys
+from runwatch.store.series import Series
 
 router = APIRouter(tags=["metrics"])
 

@@ -11,25 +11,24 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import uvicorn
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Engine, select
 
+from runwatch.health.store import on_metrics as health_hook
 from runwatch.ingest import Indexer
 from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
 from runwatch.server.feed import ChangeFeed
+from runwatch.server.series_cache import SeriesCache, default_disk_dir
 from runwatch.server.settings import DEFAULT_PORT, INDEX_INTERVAL_S
 from runwatch.store import schema as s
-from runwatch.store.series import SeriesCache, default_disk_dir, run_keys
+from runwatch.store.keys import run_keys
 
 log = logging.getLogger("runwatch.server")
 # At startup the newest runs are read into the series cache, up to this share of it.
 PREWARM_RUNS = 50
 PREWARM_SHARE = 0.5
-
-
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -70,14 +69,10 @@ class Runner:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def _warm_cache(self, conn: Connection, run_pk: int, points: dict[str, Any]) -> None:
-        # series the indexer stores are read into the cache as they arrive, so opening a
-        # run this server indexed never waits for a cold read of its whole history
-        self.cache.warm(conn, run_pk, set(points))
-
     def _indexer(self) -> Indexer:
+        """The indexer with this server's hooks: health findings, then the series cache."""
         assert self.runs_dir is not None
-        return Indexer(self.engine, self.runs_dir, on_metrics=self._warm_cache)
+        return Indexer(self.engine, self.runs_dir, hooks=[health_hook, self.cache.warm])
 
     def _index_loop(self) -> None:
         indexer = self._indexer()

@@ -4,6 +4,11 @@ A point's id is `key_id * 2**SEQ_BITS + seq`. Metric keys belong to one run, so 
 id says the run, the key and the record the point came from, and all points of a key
 are one range of ids in seq order: a series is one range scan of the primary key.
 
+Every read of `metric_points` is here: a key's points (`scan_points`, `read_points`),
+the first and last of them, and the points of all of a run's keys in a seq window
+(`run_points`, for live streams). `PointColumns` is how new points travel from ingest
+to its hooks (the health engine, the server's series cache).
+
 Why not a (run_pk, key_id, seq) primary key: in SQLite an integer primary key is the
 table's rowid, and inserting by rowid skips the composite-key comparisons and the
 second B-tree of a WITHOUT ROWID table; with the ingest statement of
@@ -13,10 +18,11 @@ docs/benchmarks.md). PostgreSQL stores the same BIGINT key in an ordinary index.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, cast
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, TypeVar
+from typing import cast as cast_type
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import BigInteger, Connection, Row, cast, func, select
 
 from runwatch.store import schema as s
 
@@ -26,6 +32,19 @@ SEQ_LIMIT = 1 << SEQ_BITS
 # ... and an index up to 2**27 (about 134 million) metric keys, so ids fit 63 bits.
 KEY_LIMIT = 1 << (63 - SEQ_BITS)
 SEQ_MASK = SEQ_LIMIT - 1
+
+
+T = TypeVar("T")
+PointRow = tuple[int, int, float, float | None]  # seq, step, ts, value (None is NaN)
+
+
+class PointColumns(NamedTuple):
+    """New points of one metric key as columns, in seq order (a NaN value is NaN)."""
+
+    seqs: list[int]
+    steps: list[int]
+    ts: list[float]
+    values: list[float]
 
 
 class PointIdError(ValueError):
@@ -73,18 +92,21 @@ def newest_seq(conn: Connection, key_ids: Iterable[int]) -> int | None:
     return best
 
 
-def read_points(conn: Connection, key_id: int, after_seq: int = -1,
-                step_min: int | None = None, step_max: int | None = None
-                ) -> list[tuple[int, int, float, float | None]]:
-    """(seq, step, ts, value) of a key's points after `after_seq`, in seq order.
+def scan_points(conn: Connection, key_id: int, consume: Callable[[Iterable[Any]], T],
+                after_seq: int = -1, *, with_ts: bool = True, null: float | None = None,
+                step_min: int | None = None, step_max: int | None = None) -> T:
+    """Hand `consume` the rows (seq, step, [ts,] value) of a key's points after
+    `after_seq`, in seq order, straight from the driver's own cursor.
 
-    Read with the driver's own cursor: for millions of points that is about twice as
-    fast as SQLAlchemy rows. A NULL value is NaN.
+    For millions of points the driver's plain tuples are about twice as fast as
+    SQLAlchemy rows, and numpy can read them without a Python object per row. A NULL
+    value (NaN) comes as `null`.
     """
     m = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     low, high = id_range(key_id, after_seq)
-    sql = (f"SELECT id - {key_id << SEQ_BITS}, step, ts, value FROM metric_points "
-           f"WHERE id BETWEEN {m} AND {m}")
+    value = "value" if null is None else f"COALESCE(value, {null!r})"
+    sql = (f"SELECT id - {key_id << SEQ_BITS}, step, {'ts, ' if with_ts else ''}{value} "
+           f"FROM metric_points WHERE id BETWEEN {m} AND {m}")
     params: list[int] = [low, high]
     if step_min is not None:
         sql += f" AND step >= {m}"
@@ -95,6 +117,54 @@ def read_points(conn: Connection, key_id: int, after_seq: int = -1,
     cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         cur.execute(sql + " ORDER BY id", params)
-        return cast(list[tuple[int, int, float, float | None]], cur.fetchall())
+        return consume(cast_type(Iterable[Any], cur))
     finally:
         cur.close()
+
+
+def read_points(conn: Connection, key_id: int, after_seq: int = -1,
+                step_min: int | None = None, step_max: int | None = None) -> list[PointRow]:
+    """(seq, step, ts, value) of a key's points after `after_seq`, in seq order."""
+    rows: list[PointRow] = scan_points(conn, key_id, list, after_seq,
+                                       step_min=step_min, step_max=step_max)
+    return rows
+
+
+def first_point(conn: Connection, key_id: int) -> tuple[int, int]:
+    """(seq, step) of a key's first point, or (-1, -1) when it has none."""
+    p = s.metric_points.c
+    row = conn.execute(select(p.id, p.step).where(in_key(p.id, key_id))
+                       .order_by(p.id).limit(1)).first()
+    return (-1, -1) if row is None else (seq_of(int(row.id)), int(row.step))
+
+
+def last_point(conn: Connection, key_id: int) -> tuple[int, float | None] | None:
+    """(step, value) of a key's newest point by seq, or None when it has none."""
+    p = s.metric_points.c
+    row = conn.execute(select(p.step, p.value).where(in_key(p.id, key_id))
+                       .order_by(p.id.desc()).limit(1)).first()
+    return None if row is None else (int(row.step), row.value)
+
+
+def count_points(key_id: int) -> Any:
+    """A scalar subquery: how many points a key has."""
+    p = s.metric_points.c
+    return select(func.count()).where(in_key(p.id, key_id)).scalar_subquery()
+
+
+def run_points(conn: Connection, run_pk: int, after_seq: int, upto_seq: int
+               ) -> Sequence[Row[Any, Any, Any]]:
+    """(id, step, value) of every point of a run with after_seq < seq <= upto_seq.
+
+    One statement reads every key (a key with nothing in the window costs one index
+    probe), so a batch committed meanwhile is seen whole or not at all. The point id
+    says the key and seq (`key_of`, `seq_of`).
+    """
+    p, k = s.metric_points.c, s.metric_keys.c
+    base = cast(k.id, BigInteger) * SEQ_LIMIT  # BIGINT: PostgreSQL binds an INTEGER
+    low, high = max(after_seq + 1, 0), min(upto_seq, SEQ_MASK)
+    return conn.execute(
+        select(p.id, p.step, p.value)
+        .select_from(s.metric_keys.join(s.metric_points, p.id.between(base + low, base + high)))
+        .where(k.run_pk == run_pk)
+    ).all()

@@ -13,6 +13,7 @@ from sqlalchemy import Connection, Row, and_, func, or_, select
 
 from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
+from runwatch.store.keys import metric_keys, run_keys
 from runwatch.store.points import read_points
 
 
@@ -84,19 +85,10 @@ def list_runs(
     return list(conn.execute(q.order_by(r.created_at.desc(), r.pk.desc()).limit(limit)).all())
 
 
-def metric_keys(conn: Connection, run_pk: int) -> dict[str, int]:
-    k = s.metric_keys.c
-    rows = conn.execute(select(k.key, k.id).where(k.run_pk == run_pk).order_by(k.key))
-    return {key: kid for key, kid in rows}
-
-
 def last_values(conn: Connection, run_pk: int) -> dict[str, Any]:
     """The newest value of every metric of a run, with its step."""
-    k = s.metric_keys.c
-    rows = conn.execute(select(k.key, k.last_step, k.last_value, k.points)
-                        .where(k.run_pk == run_pk).order_by(k.key))
-    return {r.key: {"step": r.last_step, "value": _nan(r.last_value), "points": r.points}
-            for r in rows}
+    return {k.key: {"step": k.last_step, "value": _nan(k.last_value), "points": k.points}
+            for k in run_keys(conn, run_pk)}
 
 
 def _nan(value: float | None) -> float:

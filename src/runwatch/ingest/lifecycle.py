@@ -1,0 +1,136 @@
+"""Run lifecycle from its record files: events, checkpoints and logs into rows, and the
+run's state (phase, stage, progress, times, saved step) derived from them."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, Table, func, select, update
+
+from runwatch.ingest.result import IngestResult, where
+from runwatch.ingest.sql import insert_ignore_sql
+from runwatch.rundir import format as fmt
+from runwatch.store import schema as s
+
+
+def store_events(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]
+                 ) -> IngestResult:
+    """Store events records, then derive the run's state from all its events."""
+    return _store(conn, run_pk, fmt.EVENTS, records, s.events, _event_row, refresh_run_state)
+
+
+def store_checkpoints(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]
+                      ) -> IngestResult:
+    """Store checkpoints records, then the run's newest saved training step."""
+    return _store(conn, run_pk, fmt.CHECKPOINTS, records, s.checkpoints, _checkpoint_row,
+                  _refresh_saved_step)
+
+
+def store_logs(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]
+               ) -> IngestResult:
+    """Store logs records."""
+    return _store(conn, run_pk, fmt.LOGS, records, s.logs, _log_row)
+
+
+def refresh_run_state(conn: Connection, run_pk: int) -> None:
+    """Derive status, stage, start/end times and reason of a run from its events."""
+    e = s.events.c
+    rows = conn.execute(
+        select(e.ts, e.phase, e.stage, e.done, e.total, e.reason)
+        .where(e.run_pk == run_pk).order_by(e.seq)
+    ).all()
+    if not rows:
+        return
+    last = rows[-1]
+    started = next((r.ts for r in rows if r.phase == "RUNNING"), None)
+    ended = last.ts if last.phase in fmt.TERMINAL_PHASES else None
+    conn.execute(
+        update(s.runs).where(s.runs.c.pk == run_pk).values(
+            status=last.phase, stage=last.stage, progress_done=last.done,
+            progress_total=last.total, reason=last.reason, started_at=started, ended_at=ended,
+        )
+    )
+
+
+def _store(
+    conn: Connection, run_pk: int, file: str, records: Iterable[dict[str, Any]], table: Table,
+    make_row: Callable[[int, dict[str, Any]], tuple[Any, ...]],
+    then: Callable[[Connection, int], None] | None = None,
+) -> IngestResult:
+    """Store the records that make a row; `then` refreshes the run when any were stored."""
+    res = IngestResult()
+    rows = []
+    for rec in records:
+        try:
+            row = make_row(run_pk, rec)
+        except (KeyError, TypeError, ValueError) as exc:
+            res.problem(f"{where(file, rec)}: {exc}")
+            continue
+        rows.append(row)
+    res.records = len(rows)
+    if rows:
+        conn.exec_driver_sql(insert_ignore_sql(table, conn.dialect.name, conn.dialect), rows)
+        res.rows = len(rows)
+        if then is not None:
+            then(conn, run_pk)
+    return res
+
+
+def _ts(rec: dict[str, Any]) -> float:
+    ts = rec.get("ts")
+    if not isinstance(ts, int | float) or not math.isfinite(ts):
+        return time.time()
+    return float(ts)
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+
+
+def _event_row(run_pk: int, rec: dict[str, Any]) -> tuple[Any, ...]:
+    phase = rec["phase"]
+    if phase not in fmt.PHASES:
+        raise ValueError(f"unknown phase {phase!r}")
+    done, total = rec.get("done"), rec.get("total")
+    return (run_pk, rec["seq"], _ts(rec), phase, _opt_str(rec.get("stage")),
+            done if type(done) is int else None, total if type(total) is int else None,
+            _opt_str(rec.get("reason")))
+
+
+def _checkpoint_row(run_pk: int, rec: dict[str, Any]) -> tuple[Any, ...]:
+    step = rec["step"]
+    if type(step) is not int:
+        raise ValueError("'step' must be an integer")
+    kind = rec["kind"]
+    if kind not in fmt.CHECKPOINT_KINDS:
+        raise ValueError(f"checkpoint kind {kind!r} is not training or inference")
+    extra = {k: v for k, v in rec.items() if k not in ("ts", "seq", "step", "kind", "id", "path",
+                                                        "_line")}
+    return (run_pk, rec["seq"], _ts(rec), step, kind, str(rec["id"]), _opt_str(rec.get("path")),
+            _json(extra) if extra else None)
+
+
+def _log_row(run_pk: int, rec: dict[str, Any]) -> tuple[Any, ...]:
+    level = str(rec.get("level", "info")).lower()
+    if level not in fmt.LOG_LEVELS:
+        level = "info"
+    message = rec["message"]
+    return (run_pk, rec["seq"], _ts(rec), level, str(message), _json(rec.get("data")))
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _refresh_saved_step(conn: Connection, run_pk: int) -> None:
+    c = s.checkpoints.c
+    saved = conn.execute(
+        select(func.max(c.step)).where(c.run_pk == run_pk, c.kind == "training")
+    ).scalar()
+    conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values(saved_step=saved))

@@ -1,0 +1,147 @@
+"""The server's bounded in-memory cache of metric series (`runwatch.store.series`).
+
+A cached series is brought up to date by reading only the points stored after it,
+so a live run costs its growth, not its length. With a `disk_dir`, long series are
+also saved as .npz files, so a restarted server reads a run's history from one file
+instead of row by row from the database.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import Connection, Engine
+
+from runwatch.store.keys import KeyInfo, run_keys
+from runwatch.store.points import first_point
+from runwatch.store.series import Series, extend_series, read_series
+
+DEFAULT_MAX_POINTS = 12_000_000
+# Series shorter than this are quick to read from the database and are not saved.
+SAVE_MIN_POINTS = 20_000
+
+
+def default_disk_dir(engine: Engine) -> Path | None:
+    """Where a SQLite index keeps its saved series: beside the database file."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        return None
+    path = Path(database)
+    return path.parent / f"{path.stem}.series"
+
+
+class SeriesCache:
+    """Least-recently-used cache of series, bounded by the total number of points held."""
+
+    def __init__(self, max_points: int = DEFAULT_MAX_POINTS, disk_dir: Path | None = None) -> None:
+        self.max_points = max_points
+        self.disk_dir = disk_dir
+        self._items: OrderedDict[tuple[int, int], Series] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+        self._saved: dict[tuple[int, int], int] = {}  # rows loaded when last saved
+        self._names: dict[tuple[int, int], str] = {}  # key names, for saving later
+
+    def get(self, conn: Connection, run_pk: int, key: KeyInfo) -> Series:
+        """The series of `key`, current as of `key.points` (read from metric_keys)."""
+        ident = (run_pk, key.id)
+        with self._lock:
+            cached = self._items.get(ident)
+            if cached is not None:
+                self._items.move_to_end(ident)
+        if cached is not None and cached.loaded >= key.points:
+            return cached
+        if cached is None and key.points >= SAVE_MIN_POINTS:
+            cached = self._load(conn, run_pk, key)
+        if cached is None:
+            series = read_series(conn, key.id)
+        elif cached.loaded >= key.points:
+            series = cached
+        else:
+            series = extend_series(conn, key.id, cached)
+        self._put(ident, series)
+        self._save(ident, key, series)
+        return series
+
+    def _path(self, ident: tuple[int, int]) -> Path | None:
+        return None if self.disk_dir is None else self.disk_dir / f"{ident[0]}-{ident[1]}.npz"
+
+    def _load(self, conn: Connection, run_pk: int, key: KeyInfo) -> Series | None:
+        """A saved series, if it is of this key and its data is still in the database."""
+        path = self._path((run_pk, key.id))
+        if path is None or not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                loaded, max_seq, first_seq, first_step = (int(x) for x in f["meta"])
+                name = str(f["key"])
+                series = Series(f["step"], f["value"], loaded, max_seq, (first_seq, first_step))
+        except (OSError, ValueError, KeyError):
+            return None
+        # a rebuilt index can reuse ids: trust the file only for the same key and data
+        if name != key.key or loaded > key.points or first_point(conn, key.id) != (
+                first_seq, first_step):
+            return None
+        self._saved[(run_pk, key.id)] = loaded
+        return series
+
+    def save_all(self) -> None:
+        """Save every cached series that grew since it was saved (when the server stops)."""
+        with self._lock:
+            items = list(self._items.items())
+        for ident, series in items:
+            if series.loaded > self._saved.get(ident, 0) and self._names.get(ident):
+                self._save(ident, self._names[ident], series, force=True)
+
+    def _save(self, ident: tuple[int, int], key: KeyInfo | str, series: Series,
+              force: bool = False) -> None:
+        path = self._path(ident)
+        last = self._saved.get(ident, 0)
+        name = key if isinstance(key, str) else key.key
+        self._names[ident] = name
+        # a live series is saved again only once it has doubled, so writes stay rare
+        if path is None or series.loaded < SAVE_MIN_POINTS or (
+                not force and series.loaded < 2 * last):
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
+            with open(tmp, "wb") as f:
+                np.savez(f, step=series.step, value=series.value, key=np.array(name),
+                         meta=np.array([series.loaded, series.max_seq, *series.first]))
+            os.replace(tmp, path)
+            self._saved[ident] = series.loaded
+        except OSError:
+            return  # the cache on disk is an optimisation; the database stays the record
+
+    def _put(self, ident: tuple[int, int], series: Series) -> None:
+        with self._lock:
+            old = self._items.pop(ident, None)
+            if old is not None:
+                self._held -= old.size
+            self._items[ident] = series
+            self._held += series.size
+            while self._held > self.max_points and len(self._items) > 1:
+                _, dropped = self._items.popitem(last=False)
+                self._held -= dropped.size
+
+    def warm(self, conn: Connection, run_pk: int, keys: Iterable[str]) -> None:
+        """Bring the named keys of a run up to date.
+
+        This is also the indexer's hook (it is called with the new points by key): the
+        series it stores are read into the cache as they arrive, so opening a run this
+        server indexed never waits for a cold read of its whole history.
+        """
+        wanted = set(keys)
+        for info in run_keys(conn, run_pk):
+            if info.key in wanted:
+                self.get(conn, run_pk, info)
+
+    @property
+    def held_points(self) -> int:
+        return self._held
