@@ -6,10 +6,10 @@ The catalogue is the source of truth; a test fails when the page misses a rule.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from runwatch.health.rules import CATALOGUE, Rule
 from runwatch.health.rules.base import ALL_METHODS
+from runwatch.metrics.docs import write_generated
 
 INTRO = """# Health rules
 
@@ -121,10 +121,7 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    path = Path(argv[1]) if len(argv) > 1 else Path("docs/health.md")
-    path.write_text(render(), encoding="utf-8")
-    print(f"wrote {path}")
-    return 0
+    return write_generated(render, "docs/health.md", argv)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ The vocabulary is the source of truth; a test fails when the page differs from `
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from runwatch.metrics.aliases import EXACT, PATTERNS, PREFIXES, SHOWN, Alias
@@ -98,11 +99,16 @@ def render() -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str]) -> int:
-    path = Path(argv[1]) if len(argv) > 1 else Path("docs/metrics.md")
+def write_generated(render: Callable[[], str], default: str, argv: list[str]) -> int:
+    """Write `render()` to the path in argv[1], else to `default`: every generator's main."""
+    path = Path(argv[1]) if len(argv) > 1 else Path(default)
     path.write_text(render(), encoding="utf-8")
     print(f"wrote {path}")
     return 0
+
+
+def main(argv: list[str]) -> int:
+    return write_generated(render, "docs/metrics.md", argv)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from runwatch.metrics.aliases import EXACT, PATTERNS, PREFIXES
 from runwatch.metrics.catalogue import Role
+from runwatch.metrics.docs import write_generated
 from runwatch.metrics.lookup import names
 
 HEADER = """// Generated from src/runwatch/metrics by `python -m runwatch.metrics.typescript`.
@@ -54,10 +54,7 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    path = Path(argv[1]) if len(argv) > 1 else Path("web/src/metrics.gen.ts")
-    path.write_text(render(), encoding="utf-8")
-    print(f"wrote {path}")
-    return 0
+    return write_generated(render, "web/src/metrics.gen.ts", argv)
 
 
 if __name__ == "__main__":
