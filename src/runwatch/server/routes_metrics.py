@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query
 from sqlalchemy import Connection
 
 from runwatch.analysis.downsample import downsample, shared_edges, window
+from runwatch.metrics import describe
 from runwatch.server.detail import stream_cursor
 from runwatch.server.errors import bad_request
 from runwatch.server.jsonio import JSONResponse
@@ -29,7 +30,9 @@ MAX_HISTORY_KEYS = 100
 
 @router.get("/api/runs/{run}/metrics/keys")
 def metric_keys(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
-    """Every metric key the run logged, with its point count and latest value.
+    """Every metric key the run logged, with its point count and latest value, and what
+    the vocabulary says of it: its canonical name, its role (null when it plays none)
+    and its unit (null when unknown or unitless).
 
     `cursor` is where the run's stream starts so that nothing stored after this answer
     is missed by a client that loads the series next.
@@ -39,11 +42,16 @@ def metric_keys(run: str, conn: Connection = Depends(connection)) -> dict[str, A
     return {
         "ok": True,
         "cursor": stream_cursor(conn, row.pk, keys),
-        "keys": [
-            {"key": k.key, "count": k.points, "last_step": k.last_step, "last_value": k.last_value}
-            for k in keys
-        ],
+        "keys": [_key(k) for k in keys],
     }
+
+
+def _key(info: KeyInfo) -> dict[str, Any]:
+    meaning = describe(info.key)
+    return {"key": info.key, "count": info.points, "last_step": info.last_step,
+            "last_value": info.last_value, "canonical": meaning.canonical,
+            "role": meaning.role,
+            "unit": (meaning.metric.unit or None) if meaning.metric else None}
 
 
 def _series_payload(
