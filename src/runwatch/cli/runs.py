@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import typer
 from sqlalchemy import Connection, Row
 
-from runwatch.analysis.detail import run_detail
 from runwatch.analysis.views import log_entry, run_summary
 from runwatch.cli.context import open_context
 from runwatch.cli.output import (
@@ -25,7 +24,6 @@ from runwatch.metrics import Role, find_key
 from runwatch.rundir.format import LOG_LEVELS
 from runwatch.store import queries as q
 from runwatch.store.detail import log_rows, read_run
-from runwatch.store.series import read_series
 
 app = typer.Typer(help="Read the runs in the index.", no_args_is_help=True)
 
@@ -57,6 +55,10 @@ def _status_text(d: dict[str, Any]) -> str:
 
 def detail_of(conn: Connection, row: Row[Any]) -> dict[str, Any]:
     """The run detail, as the API sends it, with its series read from the index."""
+    # imported here: numpy, which reads series, would slow every other command's start
+    from runwatch.analysis.detail import run_detail
+    from runwatch.store.series import read_series
+
     return run_detail(read_run(conn, row), lambda key: read_series(conn, key.id).value)
 
 
