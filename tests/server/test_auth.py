@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import typer
 from apiclient import Api, MakeRun, assert_error
 from sqlalchemy import Engine
@@ -12,6 +15,8 @@ from typer.testing import CliRunner
 
 from runwatch.cli.serve import server, ui
 from runwatch.server.app import create_app
+from runwatch.server.runner import free_port
+from runwatch.store.db import open_engine
 
 TOKEN = "s3cret-token-4-tests"
 
@@ -52,3 +57,35 @@ def test_non_loopback_bind_without_token_is_refused(runs_dir: Path, tmp_path: Pa
     result = runner.invoke(app, ["server", "--db", str(tmp_path / "x.db"), "--host", "10.1.2.3"],
                            env={})
     assert result.exit_code == 2 and "without auth" in result.output
+
+
+def test_weak_tokens_are_refused_and_the_refusal_offers_a_strong_one(
+        runs_dir: Path, tmp_path: Path, make_run: MakeRun) -> None:
+    app = typer.Typer()
+    app.command("ui")(ui)
+    app.command("server")(server)
+    runner = CliRunner()
+    make_run("done", steps=1)
+    # were a weak token taken, ui would exit once its run is indexed and server would fail
+    # on the taken port: either way without the message checked here
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        for weak in (" ", "        \t       ", "x", "short-token", "abababababababababab",
+                     "has a space in it ok"):
+            result = runner.invoke(app, ["ui", str(runs_dir), "--token", weak, "--port",
+                                         str(free_port()), "--exit-when-done"], env={})
+            assert result.exit_code == 2 and "16 characters" in result.output, weak
+            result = runner.invoke(app, ["server", "--db", str(tmp_path / "x.db"), "--port",
+                                         port], env={"RUNWATCH_TOKEN": weak})
+            assert result.exit_code == 2 and "16 characters" in result.output, weak
+            with pytest.raises(ValueError, match="16 characters"):
+                create_app(open_engine(tmp_path / "x.db"), token=weak)
+    # the refusal of a network bind without a token offers a generated token that is accepted
+    result = runner.invoke(app, ["ui", str(runs_dir), "--host", "0.0.0.0"], env={})
+    offered = re.search(r"--token (\S+)", result.output)
+    assert offered, result.output
+    result = runner.invoke(app, ["ui", str(runs_dir), "--token", offered.group(1), "--port",
+                                 str(free_port()), "--exit-when-done"], env={})
+    assert result.exit_code == 0, result.output

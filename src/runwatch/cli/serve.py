@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runwatch.cli.context import default_db
-from runwatch.server.settings import DEFAULT_PORT, ENV_VAR, INDEX_INTERVAL_S, is_loopback
+from runwatch.server.settings import (
+    DEFAULT_PORT,
+    ENV_VAR,
+    INDEX_INTERVAL_S,
+    is_loopback,
+    new_token,
+    token_problem,
+)
 from runwatch.store.db import StoreError, open_engine
 
 if TYPE_CHECKING:
@@ -23,9 +30,14 @@ def _fail(message: str) -> None:
 
 
 def _check_bind(host: str, token: str | None) -> None:
-    if not is_loopback(host) and not token:
+    if token is not None:
+        problem = token_problem(token)
+        if problem:
+            _fail(problem)
+    elif not is_loopback(host):
         _fail(f"refusing to serve on {host} without auth: anyone on the network could read "
-              f"every run; pass --token or set {ENV_VAR}, or bind 127.0.0.1")
+              f"every run; pass a token (for example --token {new_token()}) or set "
+              f"{ENV_VAR}, or bind 127.0.0.1")
 
 
 def _run(runner: Runner) -> None:

@@ -18,6 +18,7 @@ from runwatch.server.jsonio import JSONResponse
 from runwatch.server.origins import SameOrigin
 from runwatch.server.routes_records import health_available
 from runwatch.server.series_cache import SeriesCache
+from runwatch.server.settings import token_problem
 from runwatch.server.state import Limits, ServerState, state
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -53,6 +54,9 @@ def create_app(
     streams wake at once; `token`, when given, is required on every route. Without a
     token only loopback names are served; writes are same-origin JSON (server/origins.py).
     """
+    problem = token_problem(token) if token is not None else None
+    if problem:
+        raise ValueError(problem)
     app = FastAPI(
         title="runwatch",
         version=_version(),
@@ -84,7 +88,7 @@ def create_app(
     _mount_web(app, static_dir)
     # the last added runs first: the token before anything else is said about a request
     app.add_middleware(SameOrigin, check_host=token is None)
-    if token:
+    if token is not None:
         app.add_middleware(TokenAuth, token=token)
     return app
 
