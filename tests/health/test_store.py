@@ -42,7 +42,7 @@ def steps(a: int, b: int, **values: float) -> list[dict[str, Any]]:
 
 
 def index(engine: Engine, runs: Path) -> None:
-    Indexer(engine, runs).index_once()  # the indexer calls health_store.on_metrics
+    Indexer(engine, runs, hooks=[health_store.on_metrics]).index_once()
 
 
 def run_pk(engine: Engine, name: str) -> int:
@@ -123,7 +123,7 @@ def test_project_thresholds_reevaluate(engine: Engine, tmp_path: Path) -> None:
 def test_ensure_current_catches_up_without_the_hook(engine: Engine, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     write_run(runs, "r", "grpo", steps(0, 20, truncated_ratio=0.5))
-    Indexer(engine, runs, health=False).index_once()  # no health hook
+    Indexer(engine, runs).index_once()  # no health hook
     assert listing(engine, "r", now=0) == []
     with engine.begin() as conn:
         health_store.ensure_current(conn, run_pk(engine, "r"))
