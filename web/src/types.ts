@@ -82,7 +82,7 @@ export interface Cost {
 
 export interface Checkpoint {
   seq: number;
-  ts: number | null;
+  ts: string | null;
   step: number | null;
   kind: string | null;
   id: string | null;

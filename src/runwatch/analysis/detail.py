@@ -10,7 +10,7 @@ import orjson
 import yaml
 
 from runwatch.analysis.results import SeriesValues, cost, results, scalars
-from runwatch.analysis.views import actions, run_summary, summary_line
+from runwatch.analysis.views import actions, checkpoint_entry, run_summary, summary_line
 from runwatch.rundir.format import TERMINAL_PHASES
 from runwatch.store.detail import RunRecords
 
@@ -59,7 +59,7 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None
                      summary["duration_s"], run.status in TERMINAL_PHASES, now),
         "scalars": tiles,
         "actions": actions(run.status),
-        "checkpoints": rec.checkpoints,
+        "checkpoints": [checkpoint_entry(c) for c in rec.checkpoints],
         "metrics": [k.key for k in rec.keys],
         "manifest": manifest,
         "problems": rec.problems,

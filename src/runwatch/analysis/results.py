@@ -91,7 +91,7 @@ def scalars(keys: Sequence[KeyInfo], values: SeriesValues, config: Any,
 
 
 def results(keys: Sequence[KeyInfo], best_train_loss: float | None,
-            checkpoints: Sequence[dict[str, Any]]) -> dict[str, Any]:
+            checkpoints: Sequence[Any]) -> dict[str, Any]:
     """The run's results: the last value of each result metric it logs, its best train
     loss and its registered (inference) checkpoint."""
     by_key = {k.key: k for k in keys}
@@ -101,8 +101,8 @@ def results(keys: Sequence[KeyInfo], best_train_loss: float | None,
         if info is not None:
             out[name] = info.last_value
     out["best_train_loss"] = best_train_loss
-    out["registered_model"] = next((c["id"] for c in reversed(checkpoints)
-                                    if c["kind"] == "inference"), None)
+    out["registered_model"] = next((c.ckpt_id for c in reversed(checkpoints)
+                                    if c.kind == "inference"), None)
     return out
 
 

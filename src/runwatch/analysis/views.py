@@ -1,5 +1,5 @@
 """The JSON views of a run that the CLI and the API share: its summary, its one-line
-description, the actions its phase allows, and a log line.
+description, the actions its phase allows, a checkpoint and a log line.
 
 Both `runwatch runs … -o json` and the HTTP API send exactly these shapes (see
 docs/api.md); timestamps are ISO 8601 text in UTC.
@@ -71,6 +71,12 @@ def summary_line(row: Row[Any]) -> str:
 def actions(status: str) -> dict[str, bool]:
     """Which job-control actions a run's phase allows."""
     return {"cancel": status in CANCELLABLE_PHASES, "retry": status in RETRYABLE_PHASES}
+
+
+def checkpoint_entry(row: Any) -> dict[str, Any]:
+    """One checkpoint of a run (a `checkpoints` row); fields beyond the format's are `extra`."""
+    return {"seq": row.seq, "ts": iso(row.ts), "step": row.step, "kind": row.kind,
+            "id": row.ckpt_id, "path": row.path, "extra": json_or_text(row.data) or {}}
 
 
 def log_entry(row: Any) -> dict[str, Any]:

@@ -9,14 +9,12 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 from sqlalchemy import Connection
 
-from runwatch.analysis.timing import iso
-from runwatch.analysis.views import log_entry
+from runwatch.analysis.views import checkpoint_entry, log_entry
 from runwatch.rundir.format import LOG_LEVELS
 from runwatch.server.errors import ApiError, bad_request
 from runwatch.server.runs import resolve_run
 from runwatch.server.state import connection
-from runwatch.store import queries
-from runwatch.store.detail import log_rows
+from runwatch.store.detail import checkpoint_rows, log_rows
 from runwatch.store.rollouts import NoRollouts, rollouts
 
 router = APIRouter(tags=["records"])
@@ -50,8 +48,8 @@ def samples(
 def checkpoints(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
     """The run's training and inference checkpoints, oldest first."""
     row = resolve_run(conn, run)
-    return {"ok": True, "checkpoints": [{**c, "ts": iso(c["ts"])}
-                                        for c in queries.checkpoints(conn, row.pk)]}
+    return {"ok": True, "checkpoints": [checkpoint_entry(c)
+                                        for c in checkpoint_rows(conn, row.pk)]}
 
 
 @router.get("/api/runs/{run}/logs")

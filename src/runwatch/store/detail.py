@@ -24,7 +24,7 @@ class RunRecords:
     row: Row[Any]
     events: list[dict[str, Any]]
     keys: list[KeyInfo]
-    checkpoints: list[dict[str, Any]]
+    checkpoints: list[Row[Any]]
     problems: list[str]
     process_gone: bool
 
@@ -32,8 +32,14 @@ class RunRecords:
 def read_run(conn: Connection, row: Row[Any]) -> RunRecords:
     """The records of the run in `row`."""
     return RunRecords(row, q.events(conn, row.pk), run_keys(conn, row.pk),
-                      q.checkpoints(conn, row.pk), q.problems(conn, row.pk),
+                      checkpoint_rows(conn, row.pk), q.problems(conn, row.pk),
                       q.process_gone(row))
+
+
+def checkpoint_rows(conn: Connection, run_pk: int) -> list[Row[Any]]:
+    """A run's checkpoint rows, oldest first."""
+    c = s.checkpoints.c
+    return list(conn.execute(select(s.checkpoints).where(c.run_pk == run_pk).order_by(c.seq)))
 
 
 def log_rows(conn: Connection, run_pk: int, level: str | None = None,
