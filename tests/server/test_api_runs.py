@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from apiclient import Api, MakeRun, assert_error, manifest
 
+from tests.killed import killed_run
 from tests.support import run_cli
 
 
@@ -82,13 +81,7 @@ def test_cancel_and_retry_follow_the_actions_of_the_run(api: Api, make_run: Make
 
 def test_a_run_whose_process_died_says_so_in_its_summary(
         api: Api, runs_dir: Path, index: Callable[[], None]) -> None:
-    code = ("import runwatch, os\nfrom tests.support import wait_for\n"
-            f"run = runwatch.init(name='killed', dir={str(runs_dir)!r}, method='sft')\n"
-            "events = run.dir / 'events.jsonl'\n"
-            "wait_for(lambda: events.exists() and events.stat().st_size > 0, what='events')\n"
-            "os._exit(9)\n")
-    subprocess.run([sys.executable, "-c", code], check=False, timeout=60,
-                   cwd=Path(__file__).resolve().parents[2])
+    killed_run(runs_dir, "killed")
     index()
     (listed,) = api.ok("/api/runs")["runs"]
     detail = api.ok("/api/runs/killed")

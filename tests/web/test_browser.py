@@ -20,6 +20,7 @@ from webhelpers import (
 
 from runwatch.sdk import init
 from runwatch.server.runner import Runner
+from tests.killed import killed_run
 from tests.support import run_cli, write_manifest
 
 
@@ -206,3 +207,16 @@ def test_best_and_latest_train_loss_match_the_cli(page: Page, server: Runner,
 def _fmt(value: float) -> str:
     """A number as the web app's fmtNum shows it (4 significant digits, no trailing 0s)."""
     return f"{value:.4g}"
+
+
+def test_a_run_whose_process_died_shows_process_gone(page: Page, server: Runner,
+                                                     runs_dir: Path) -> None:
+    killed_run(runs_dir, "killed")
+    sft_run(runs_dir, "finished", steps=3)
+    wait_indexed(server.url, "finished", 2)
+    page.goto(f"{server.url}/runs")
+    expect(page.locator('.run-row:has-text("killed") .status')).to_have_text(
+        "Running (process gone)")
+    expect(page.locator('.run-row:has-text("finished") .status')).to_have_text("Succeeded")
+    open_run(page, server.url, "killed")
+    expect(page.locator("#run-status")).to_have_text("Running (process gone)")

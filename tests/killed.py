@@ -1,0 +1,21 @@
+"""A run whose training process died: started by a real subprocess that exits without
+finishing it, so its manifest names a process that no longer exists."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def killed_run(runs_dir: Path, name: str) -> None:
+    """Start run `name` in a child process that dies (exit 9) once its RUNNING event is on disk."""
+    code = ("import runwatch, os\nfrom tests.support import wait_for\n"
+            f"run = runwatch.init(name={name!r}, dir={str(runs_dir)!r}, method='sft')\n"
+            "events = run.dir / 'events.jsonl'\n"
+            "wait_for(lambda: events.exists() and events.stat().st_size > 0, what='events')\n"
+            "os._exit(9)\n")
+    done = subprocess.run([sys.executable, "-c", code], check=False, timeout=60, cwd=REPO)
+    assert done.returncode == 9, "the child should die without finishing the run"
