@@ -15,16 +15,7 @@ from runwatch.store import open_engine
 from runwatch.store import queries as q
 from runwatch.store import schema as s
 from runwatch.store.points import KEY_LIMIT, SEQ_LIMIT, PointIdError, id_range, key_base
-
-
-def write_run(runs: Path, name: str, records: list[dict[str, Any]]) -> None:
-    run = runs / name
-    run.mkdir(parents=True)
-    (run / "manifest.json").write_text(json.dumps(
-        {"schema_version": 1, "run_id": f"id-{name}", "name": name, "created_at": 1e9}))
-    with open(run / "metrics.jsonl", "w", encoding="utf-8") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec) + "\n")  # json.dumps writes NaN and Infinity tokens
+from tests.support import write_run
 
 
 def expected_history(records: list[dict[str, Any]]) -> dict[int, dict[str, float]]:

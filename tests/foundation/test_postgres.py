@@ -9,7 +9,6 @@ without it the test is skipped, saying so.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import uuid
@@ -29,6 +28,7 @@ from runwatch.store import open_engine
 from runwatch.store import queries as q
 from runwatch.store import schema as s
 from runwatch.store.keys import run_keys
+from tests.support import write_run
 
 PG_URL = os.environ.get("RUNWATCH_TEST_POSTGRES_URL")
 pytestmark = pytest.mark.skipif(
@@ -48,11 +48,7 @@ def write_runs(runs: Path) -> None:
         for i in range(30)]
     records.append({"seq": 30, "ts": 1e9, "step": 30, **{f"w/{i}": float(i) for i in range(450)}})
     records.append({"seq": 3, "ts": 1e9, "step": 99, "loss": 9.0})  # a repeated seq
-    hand = runs / "hand"
-    hand.mkdir()
-    (hand / "manifest.json").write_text(json.dumps(
-        {"schema_version": 1, "run_id": "id-hand", "name": "hand", "created_at": 1e9}))
-    (hand / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    write_run(runs, "hand", records)
 
 
 def everything(engine: Engine, runs: Path) -> dict[str, Any]:
