@@ -15,7 +15,7 @@ from runwatch.store import open_engine
 from runwatch.store import queries as q
 from runwatch.store import schema as s
 from runwatch.store.db import HEAD_REVISION, MIGRATIONS_DIR
-from tests.support import wait_for
+from tests.support import manifest, wait_for
 
 
 def count(engine, table) -> int:  # type: ignore[no-untyped-def]
@@ -267,8 +267,7 @@ def test_a_run_folder_being_created_is_not_reported(runs_dir: Path, tmp_path: Pa
     (starting / "manifest.json.tmp").write_text("{")
     assert indexer.index_once().problems == []
     (starting / "manifest.json.tmp").rename(starting / "manifest.json")
-    (starting / "manifest.json").write_text(json.dumps(
-        {"schema_version": 1, "run_id": "id-starting", "name": "starting", "created_at": 1e9}))
+    (starting / "manifest.json").write_text(json.dumps(manifest("starting")))
     report = indexer.index_once()
     assert (report.runs, report.new_runs, report.problems) == (1, 1, [])
 
