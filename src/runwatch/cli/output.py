@@ -1,9 +1,15 @@
-"""Rendering CLI results: Rich tables, JSON (NaN kept as a token), and --jq filters."""
+"""Rendering CLI results: Rich tables, JSON (NaN kept as a token), and --jq filters.
+
+Run data is untrusted text: every string this module prints shows the control characters
+a terminal would act on (escape and OSC sequences, carriage returns, bidirectional
+overrides) as escapes, and table cells and `line()` parts are never read as Rich markup.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Sequence
 from enum import StrEnum
@@ -12,6 +18,12 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+# C0 controls but newline and tab, DEL, C1 controls, and the bidirectional marks and overrides
+UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# What JSON leaves raw among those: DEL, C1 and the bidirectional characters
+JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 class Output(StrEnum):
@@ -20,22 +32,54 @@ class Output(StrEnum):
     json = "json"
 
 
-def console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+def escape_controls(text: str) -> str:
+    """`text` with each control character a terminal would act on written as an escape."""
+    return UNSAFE.sub(lambda m: _escape_char(m.group()), text)
+
+
+def _escape_char(c: str) -> str:
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+def _json_safe(text: str) -> str:
+    # these characters can stand only inside JSON strings, where \uXXXX means the same
+    return JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class SafeConsole(Console):
+    """A Rich console that escapes control characters in every string it prints."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(escape_controls(text), **kwargs)
+
+
+def console(stderr: bool = False) -> Console:
+    return SafeConsole(stderr=stderr, highlight=False, soft_wrap=stderr, emoji=False)
+
+
+def text(value: Any, style: str = "") -> Text:
+    """A value of run data as Rich text: formatted by `fmt_cell`, escaped, never markup."""
+    return Text(fmt_cell(value), style=style)
+
+
+def line(*parts: Any, style: str = "") -> None:
+    """Print one line to stdout: `Text` parts as they are, any other part as `text()`."""
+    console().print(Text.assemble(*[p if isinstance(p, Text) else text(p) for p in parts],
+                                  style=style))
 
 
 def fail(message: str, hints: Sequence[str] = (), code: int = 2) -> typer.Exit:
     """Print an error (and hints) to stderr; return the Exit to raise."""
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    err.print(f"[bold red]error:[/] {message}", markup=True)
+    err = console(stderr=True)
+    err.print(Text.assemble(Text("error:", style="bold red"), " ", text(message)))
     for hint in hints:
-        err.print(f"  {hint}", markup=False)
+        err.print(text(f"  {hint}"))
     return typer.Exit(code)
 
 
 def dumps(data: Any) -> str:
     """JSON text; NaN and ±Infinity stay tokens as in the run files."""
-    return json.dumps(data, ensure_ascii=False, default=str)
+    return _json_safe(json.dumps(data, ensure_ascii=False, default=str))
 
 
 def emit(data: Any, output: Output, jq_expr: str | None, table: Callable[[bool], None]) -> None:
@@ -60,7 +104,7 @@ def run_jq(expr: str, data: Any) -> None:
     text = json.dumps(_nan_to_none(data), default=str)
     try:
         for value in program.input_text(text):
-            sys.stdout.write(json.dumps(value, ensure_ascii=False))
+            sys.stdout.write(_json_safe(json.dumps(value, ensure_ascii=False)))
             sys.stdout.write("\n")
     except ValueError as exc:
         raise fail(f"--jq expression {expr!r} failed: {exc}") from exc
@@ -78,15 +122,18 @@ def _nan_to_none(value: Any) -> Any:
 
 def make_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None
                ) -> Table:
-    t = Table(title=title, header_style="bold", show_edge=False, pad_edge=False)
+    """A table of run data: every cell is `text()`, so shown as it is, escaped."""
+    t = Table(title=text(title, "table.title") if title else None, header_style="bold",
+              show_edge=False, pad_edge=False)
     for c in columns:
         t.add_column(c, overflow="fold")
     for row in rows:
-        t.add_row(*[fmt_cell(v) for v in row])
+        t.add_row(*[v if isinstance(v, Text) else text(v) for v in row])
     return t
 
 
 def fmt_cell(value: Any) -> str:
+    """A value as table text; control characters in it are escaped (see escape_controls)."""
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -97,7 +144,7 @@ def fmt_cell(value: Any) -> str:
         if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
             return f"{value:.3e}"
         return f"{value:.4g}"
-    return str(value)
+    return escape_controls(str(value))
 
 
 def fmt_duration(seconds: float | None) -> str:
