@@ -27,8 +27,13 @@ displays read a TRL, verl, OpenRLHF, tinker-cookbook or Hugging Face Trainer run
 runwatch one. `GET /api/runs/{run}/metrics/keys` reports each key's canonical name, role
 and unit.
 
-A key the vocabulary does not know is still stored, charted on request and checked for
-non-finite values; it just plays no role.
+A key the vocabulary does not know is still stored, served by the API and
+`runwatch runs metrics RUN -o wide`, and checked for non-finite values; it just plays
+no role.
+
+Regenerate this page with `python -m runwatch.metrics.docs` and the web app's copy of
+the roles and aliases with `python -m runwatch.metrics.typescript` after changing
+`src/runwatch/metrics`; a test fails while either is stale.
 """
 
 ROLES_INTRO = """## Roles
