@@ -13,7 +13,7 @@ from runwatch.cli.demo import demo_cmd
 from runwatch.cli.health import health_command, thresholds_command
 from runwatch.cli.import_cmd import import_command
 from runwatch.cli.inspect_cmds import engine_config_cmd, hparams_cmd, rollouts_cmd, wait_cmd
-from runwatch.cli.output import console
+from runwatch.cli.output import line
 from runwatch.cli.recipes import recipes_app
 from runwatch.cli.serve import server, ui
 
@@ -46,10 +46,9 @@ def index_cmd(
     """Index what is new in a folder of runs (safe to repeat: it adds only what is new)."""
     ctx = open_context(directory, db, refresh=False)
     report = ctx.refresh()
-    c = console()
-    c.print(f"indexed {report.runs} runs ({report.new_runs} new), {report.rows} new rows "
-            f"from {directory}")
+    line(f"indexed {report.runs} runs ({report.new_runs} new), {report.rows} new rows "
+         f"from {directory}")
     for p in report.problems[:50]:
-        c.print(f"  warning: {p}", markup=False)
+        line(f"  warning: {p}")
     if len(report.problems) > 50:
-        c.print(f"  … and {len(report.problems) - 50} more warnings")
+        line(f"  … and {len(report.problems) - 50} more warnings")
