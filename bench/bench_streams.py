@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import secrets
+import socket
 import statistics
 import subprocess
 import sys
@@ -30,8 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-from runwatch.server.runner import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "build" / "bench" / "streams.json"
@@ -144,6 +143,12 @@ async def probe(client: httpx.AsyncClient, stop: asyncio.Event, tally: Tally) ->
         except httpx.HTTPError:
             tally.runs_failed += 1
         await asyncio.sleep(0.25)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def rss_mib(pid: int, field_name: str = "VmRSS") -> float:

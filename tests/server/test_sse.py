@@ -3,6 +3,8 @@ reconnect with Last-Event-ID resumes without a gap."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from runwatch.sdk import init
 from runwatch.server.runner import Runner
+from runwatch.server.updates import LOG_PAGE, SEQ_WINDOW
 from tests.support import wait_for
 
 GUARD = httpx.Timeout(30.0)  # only stops a broken test from hanging
@@ -33,6 +36,16 @@ def _wait_for_run(client: httpx.Client, name: str, step: int | None = None) -> d
     got: dict[str, Any] = wait_for(detail, what=f"the server to index run {name!r}"
                                    + ("" if step is None else f" up to step {step}"))
     return got
+
+
+def _within(lines: Iterator[str], seconds: float = 60.0) -> Iterator[str]:
+    """The stream's lines, failing the test once `seconds` have passed (a stream sends a
+    keep-alive line at least every 15 s, so this is checked at least that often)."""
+    end = time.monotonic() + seconds
+    for line in lines:
+        if time.monotonic() > end:
+            pytest.fail(f"the stream did not send what was awaited within {seconds:g} s")
+        yield line
 
 
 def _points(events: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
@@ -115,7 +128,7 @@ def test_many_open_streams_leave_the_api_answering(server: Runner, runs_dir: Pat
             assert other.get("/api/runs/watched").status_code == 200
         run.log({"loss": 0.5}, step=1)
         for lines in opened:  # and every stream still gets the new point
-            events = read_events(lines, lambda ev: any(s == 1 for s, _ in _points(ev)))
+            events = read_events(_within(lines), lambda ev: any(s == 1 for s, _ in _points(ev)))
             assert [s for s, _ in _points(events)] == [1]
     run.finish("SUCCEEDED")
 
@@ -138,3 +151,26 @@ def test_exhausted_pool_answers_503_with_retry_after(server: Runner, engine: Eng
             assert body["ok"] is False and body["status"] == 503 and "retry" in body["error"]
         held.close()  # connections back: the server answers again
         assert client.get("/api/runs").status_code == 200
+
+
+def test_resume_from_the_start_pages_through_a_long_history(server: Runner,
+                                                            runs_dir: Path) -> None:
+    """More records and log lines than one read takes: the stream reads page after page."""
+    steps, lines = 2 * SEQ_WINDOW + 10, LOG_PAGE + 20
+    run = init(name="long", dir=runs_dir, flush_interval=0.05)
+    for step in range(steps):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+    for i in range(lines):
+        run.log_text(f"line {i}")
+    run.finish("SUCCEEDED")
+    with httpx.Client(base_url=server.url, timeout=GUARD) as client:
+        wait_for(lambda: client.get("/api/runs/long").json().get("run", {}).get("status")
+                 == "SUCCEEDED", what="the server to index the whole run")
+        with client.stream("GET", "/api/runs/long/stream",
+                           headers={"Last-Event-ID": "-1.-1.-1.-1"}) as resp:
+            events = read_events(_within(resp.iter_lines()), lambda ev: any(
+                e["event"] == "log" and e["data"]["message"] == f"line {lines - 1}" for e in ev)
+                and any(s == steps - 1 for s, _ in _points(ev)))
+    assert [s for s, _ in _points(events)] == list(range(steps))
+    assert [e["data"]["message"] for e in events if e["event"] == "log"] == \
+        [f"line {i}" for i in range(lines)]

@@ -32,10 +32,10 @@ from runwatch.server.state import ServerState
 from runwatch.server.updates import (
     RunCursor,
     Update,
-    findings_stamp,
     findings_update,
     fingerprint,
     list_state,
+    run_marks,
     run_updates,
 )
 from runwatch.store.keys import run_keys
@@ -108,7 +108,7 @@ class Poller:
         """One look (in a worker thread, with a connection of its own)."""
         raise NotImplementedError
 
-    async def pause(self, version: int, found: bool) -> None:
+    async def pause(self, version: int) -> None:
         await self.hub.feed.wait(version, FALLBACK_POLL_S, self.hub.poll_interval)
 
     def deliver(self, updates: list[Update]) -> None:
@@ -129,7 +129,7 @@ class Poller:
                 self.ready.set()
                 if updates:
                     self.deliver(updates)
-                await self.pause(version, bool(updates))
+                await self.pause(version)
         finally:
             # no await since the last check: no stream can have joined in between
             self.hub.forget(self)
@@ -145,18 +145,21 @@ class RunPoller(Poller):
         self.run_pk = run_pk
         self.cursor: RunCursor | None = None
         self.seen_counts: dict[int, int] = {}
+        self.more = False
         self.stamp: float | None = None
         self.last_health: Update | None = None
 
     def look(self) -> list[Update]:
         with self.hub.engine.connect() as conn:
-            stamp = findings_stamp(conn, self.run_pk)
+            marks = run_marks(conn, self.run_pk)
+            stamp = marks.findings
             if self.cursor is None:  # the baseline: updates are what comes after it
                 self.cursor = RunCursor.parse(
                     stream_cursor(conn, self.run_pk, run_keys(conn, self.run_pk)))
                 self.stamp = stamp
                 return []
-            updates = run_updates(conn, self.run_pk, self.cursor, self.seen_counts)
+            updates, self.more = run_updates(conn, self.run_pk, self.cursor,
+                                             self.seen_counts, marks)
             # as before the pollers: the first findings seen are the baseline too
             if stamp is not None and stamp != self.stamp:
                 first, self.stamp = self.stamp is None, stamp
@@ -166,9 +169,9 @@ class RunPoller(Poller):
                     updates.append(self.last_health)
             return updates
 
-    async def pause(self, version: int, found: bool) -> None:
-        if not found:  # else more may wait beyond the page just read: look again at once
-            await super().pause(version, found)
+    async def pause(self, version: int) -> None:
+        if not self.more:  # else more waits beyond the page just read: look again at once
+            await super().pause(version)
 
 
 class ListPoller(Poller):
@@ -192,8 +195,8 @@ class ListPoller(Poller):
         self.snapshot, self.prints = current, prints
         return updates
 
-    async def pause(self, version: int, found: bool) -> None:
-        await super().pause(version, found)
+    async def pause(self, version: int) -> None:
+        await super().pause(version)
         if not self.hub.feed.closed:
             await asyncio.sleep(LIST_INTERVAL_S)
 
@@ -286,10 +289,15 @@ class Hub:
                         ) -> AsyncIterator[tuple[Update, str]]:
         """What is stored after `cur`, read a page at a time until nothing is new."""
         seen: dict[int, int] = {}
-        while True:
-            updates = await self.read(partial(_read_run, self.engine, run_pk, cur.copy(), seen))
-            if not updates:
-                return
+        more = True
+        while more:
+            try:
+                updates, more = await self.read(
+                    partial(_read_run, self.engine, run_pk, cur.copy(), seen))
+            except Exception as exc:  # the database is busy or gone: try again later
+                log.warning("a live stream's catch-up read failed (%s); retrying", exc)
+                await asyncio.sleep(RETRY_S)
+                continue
             for update in updates:
                 fresh = _advance(cur, update)
                 if fresh is not None:
@@ -319,9 +327,9 @@ class Hub:
 
 
 def _read_run(engine: Engine, run_pk: int, cur: RunCursor,
-              seen: dict[int, int]) -> list[Update]:
+              seen: dict[int, int]) -> tuple[list[Update], bool]:
     with engine.connect() as conn:
-        return run_updates(conn, run_pk, cur, seen)
+        return run_updates(conn, run_pk, cur, seen, run_marks(conn, run_pk))
 
 
 def hub(st: ServerState) -> Hub:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, cast, select
+from sqlalchemy import BigInteger, Connection, bindparam, cast, func, select
 
 from runwatch.analysis.timing import iso
 from runwatch.analysis.views import log_entry, run_summary
@@ -24,7 +24,6 @@ from runwatch.store.points import SEQ_LIMIT, key_of, seq_of
 SEQ_WINDOW = 2000  # records of metrics per look at most
 LOG_PAGE = 500  # log entries per look at most
 LIST_WATCH = 500  # newest runs the list stream watches
-MARKS = ("metrics", "logs", "events", "checkpoints")
 
 
 @dataclass
@@ -72,9 +71,61 @@ class Update:
         object.__setattr__(self, "body", dumps(self.data))
 
 
+@dataclass(frozen=True)
+class Marks:
+    """How far each kind of record of a run has come: one cheap statement, so a look at a
+    run where nothing changed reads nothing else."""
+
+    points: int  # points stored, all keys together
+    logs: int
+    checkpoints: int
+    events: int
+    findings: float | None  # when the findings last changed
+
+
+def _marks_statement() -> Any:
+    def top(table: Any, column: Any) -> Any:
+        return select(func.max(column)).where(table.c.run_pk == bindparam("run_pk"))
+
+    kc = s.metric_keys.c
+    return select(
+        select(func.sum(kc.points)).where(kc.run_pk == bindparam("run_pk")).scalar_subquery(),
+        *(top(t, c).scalar_subquery() for t, c in (
+            (s.logs, s.logs.c.seq), (s.checkpoints, s.checkpoints.c.seq),
+            (s.events, s.events.c.seq), (s.findings, s.findings.c.updated_ts))))
+
+
+# built once: building the statement costs more than running it
+RUN_MARKS = _marks_statement()
+
+
+def run_marks(conn: Connection, run_pk: int) -> Marks:
+    points, logs, checkpoints, events, findings = conn.execute(RUN_MARKS, {"run_pk": run_pk}).one()
+    return Marks(int(points or 0), -1 if logs is None else int(logs),
+                 -1 if checkpoints is None else int(checkpoints),
+                 -1 if events is None else int(events),
+                 None if findings is None else float(findings))
+
+
+def _new_points_statement() -> Any:
+    # every key of the run, each a range of point ids (a key with nothing new costs one
+    # index probe); one statement however many keys, with no list of them to bind
+    p, kc = s.metric_points.c, s.metric_keys.c
+    base = cast(kc.id, BigInteger) * SEQ_LIMIT  # BIGINT: PostgreSQL binds an INTEGER
+    low, high = bindparam("low", type_=BigInteger), bindparam("high", type_=BigInteger)
+    return (select(p.id, p.step, p.value)
+            .select_from(s.metric_keys.join(s.metric_points,
+                                            p.id.between(base + low, base + high)))
+            .where(kc.run_pk == bindparam("run_pk")))
+
+
+NEW_POINTS = _new_points_statement()
+
+
 def _new_points(conn: Connection, run_pk: int, cur: RunCursor,
-                seen_counts: dict[int, int]) -> list[dict[str, Any]]:
-    """Records (seq, step, values) stored after cur.metrics, at most SEQ_WINDOW seqs of them.
+                seen_counts: dict[int, int]) -> tuple[list[dict[str, Any]], bool]:
+    """Records (seq, step, values) stored after cur.metrics, at most SEQ_WINDOW seqs of
+    them, and whether more may lie beyond that window.
 
     One statement reads every key, so a batch committed meanwhile is seen whole or not
     at all: the cursor never moves past a record half of whose points were missed.
@@ -82,19 +133,10 @@ def _new_points(conn: Connection, run_pk: int, cur: RunCursor,
     keys = run_keys(conn, run_pk)
     changed = {k.id: k for k in keys if seen_counts.get(k.id) != k.points}
     if not changed:
-        return []
-    p, kc = s.metric_points.c, s.metric_keys.c
+        return [], False
     top = cur.metrics + SEQ_WINDOW
-    # every key of the run, each a range of point ids (a key with nothing new costs one
-    # index probe); one statement however many keys, with no list of them to bind
-    base = cast(kc.id, BigInteger) * SEQ_LIMIT  # BIGINT: PostgreSQL binds an INTEGER
     low, high = max(cur.metrics + 1, 0), min(top, SEQ_LIMIT - 1)
-    rows = conn.execute(
-        select(p.id, p.step, p.value)
-        .select_from(s.metric_keys.join(s.metric_points,
-                                        p.id.between(base + low, base + high)))
-        .where(kc.run_pk == run_pk)
-    ).all()
+    rows = conn.execute(NEW_POINTS, {"run_pk": run_pk, "low": low, "high": high}).all()
     records: dict[int, dict[str, Any]] = {}
     for point, step, value in rows:
         key = changed.get(key_of(point))
@@ -103,52 +145,50 @@ def _new_points(conn: Connection, run_pk: int, cur: RunCursor,
         seq = seq_of(point)
         rec = records.setdefault(seq, {"seq": seq, "step": step, "values": {}})
         rec["values"][key.key] = value
-    if top not in records:  # otherwise more may lie beyond the window: look again at once
+    more = top in records
+    if not more:
         for k in changed.values():
             seen_counts[k.id] = k.points
-    return [records[q] for q in sorted(records)]
+    return [records[q] for q in sorted(records)], more
 
 
-def run_updates(conn: Connection, run_pk: int, cur: RunCursor,
-                seen_counts: dict[int, int]) -> list[Update]:
-    """Points, logs, checkpoints and a phase change stored after `cur`; advances `cur`.
+def run_updates(conn: Connection, run_pk: int, cur: RunCursor, seen_counts: dict[int, int],
+                marks: Marks) -> tuple[list[Update], bool]:
+    """Points, logs, checkpoints and a phase change stored after `cur` (up to `marks` at
+    least), and whether more may wait beyond the pages read; advances `cur`.
 
-    Points come at most SEQ_WINDOW records at a time: while a look returns updates,
-    look again before waiting.
+    `seen_counts` (point counts per key id) is the caller's, kept from look to look.
+    Only the kinds of record whose mark moved are read.
     """
     out: list[Update] = []
-    points = _new_points(conn, run_pk, cur, seen_counts)
-    if points:
-        cur.metrics = points[-1]["seq"]
-        out.append(Update("points", points, "metrics", cur.metrics))
-    lg = s.logs.c
-    for r in conn.execute(select(s.logs).where(lg.run_pk == run_pk, lg.seq > cur.logs)
-                          .order_by(lg.seq).limit(LOG_PAGE)).all():
-        cur.logs = r.seq
-        out.append(Update("log", log_entry(r), "logs", r.seq))
-    ck = s.checkpoints.c
-    for r in conn.execute(select(s.checkpoints).where(ck.run_pk == run_pk, ck.seq > cur.checkpoints)
-                          .order_by(ck.seq)).all():
-        cur.checkpoints = r.seq
-        out.append(Update("checkpoint", {"seq": r.seq, "ts": iso(r.ts), "step": r.step,
-                                         "kind": r.kind, "id": r.ckpt_id, "path": r.path},
-                          "checkpoints", r.seq))
-    ev = s.events.c
-    top_event = conn.execute(select(ev.seq).where(ev.run_pk == run_pk, ev.seq > cur.events)
-                             .order_by(ev.seq.desc()).limit(1)).scalar()
-    if top_event is not None:
-        cur.events = int(top_event)
+    more = False
+    if marks.points != sum(seen_counts.values()):
+        points, more = _new_points(conn, run_pk, cur, seen_counts)
+        if points:
+            cur.metrics = points[-1]["seq"]
+            out.append(Update("points", points, "metrics", cur.metrics))
+    if marks.logs > cur.logs:
+        lg = s.logs.c
+        for r in conn.execute(select(s.logs).where(lg.run_pk == run_pk, lg.seq > cur.logs)
+                              .order_by(lg.seq).limit(LOG_PAGE)).all():
+            cur.logs = r.seq
+            out.append(Update("log", log_entry(r), "logs", r.seq))
+        more = more or cur.logs < marks.logs
+    if marks.checkpoints > cur.checkpoints:
+        ck = s.checkpoints.c
+        for r in conn.execute(select(s.checkpoints)
+                              .where(ck.run_pk == run_pk, ck.seq > cur.checkpoints)
+                              .order_by(ck.seq)).all():
+            cur.checkpoints = r.seq
+            out.append(Update("checkpoint", {"seq": r.seq, "ts": iso(r.ts), "step": r.step,
+                                             "kind": r.kind, "id": r.ckpt_id, "path": r.path},
+                              "checkpoints", r.seq))
+    if marks.events > cur.events:
+        # a phase event carries the run's list fields after the newest lifecycle event
+        cur.events = marks.events
         row = conn.execute(select(s.runs).where(s.runs.c.pk == run_pk)).one()
         out.append(Update("phase", run_summary(row), "events", cur.events))
-    return out
-
-
-def findings_stamp(conn: Connection, run_pk: int) -> float | None:
-    """When the run's findings last changed (None before the health engine saw it)."""
-    f = s.findings.c
-    stamp = conn.execute(select(f.updated_ts).where(f.run_pk == run_pk)
-                         .order_by(f.updated_ts.desc()).limit(1)).scalar()
-    return None if stamp is None else float(stamp)
+    return out, more
 
 
 def findings_update(conn: Connection, run_pk: int, count: int) -> Update:
