@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from runwatch.metrics import Role, find_key, names
+import pytest
+
+from runwatch.metrics import Alias, Role, find_key, names
+from runwatch.metrics.aliases import EXACT, resolve
 
 
 def test_canonical_name_wins_over_aliases() -> None:
@@ -30,9 +33,17 @@ def test_no_key_plays_the_role() -> None:
     assert find_key([], Role.TRAIN_LOSS) is None
 
 
-def test_a_key_that_needs_a_transform_is_not_offered() -> None:
-    # tinker-cookbook's frac_mixed is 1 - zero_variance_skip_ratio: shown as is it would lie.
-    assert "env/all/by_group/frac_mixed" not in names(Role.REWARD)
+def test_an_alias_that_needs_a_transform_plays_no_role(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Shown as is, a complement (like tinker-cookbook's frac_mixed) would lie.
+    monkeypatch.setitem(EXACT, "inverted_loss", Alias("loss", "a test", "1 - x"))
+    names.cache_clear()
+    resolve.cache_clear()
+    try:
+        assert "inverted_loss" not in names(Role.TRAIN_LOSS)
+        assert find_key(["inverted_loss"], Role.TRAIN_LOSS) is None
+    finally:
+        names.cache_clear()
+        resolve.cache_clear()
 
 
 def test_setting_names_for_grad_accum() -> None:

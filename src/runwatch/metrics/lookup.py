@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 
 from runwatch.metrics.aliases import EXACT, SHOWN, canonical, resolve
 from runwatch.metrics.catalogue import BY_NAME, BY_ROLE, Metric, Role
 
 
+@cache
 def names(role: Role) -> tuple[str, ...]:
     """The names that play `role`, best first: the canonical name, then its listed aliases.
 
