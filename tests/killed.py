@@ -11,11 +11,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def killed_run(runs_dir: Path, name: str) -> None:
-    """Start run `name` in a child process that dies (exit 9) once its RUNNING event is on disk."""
+    """Start run `name` in a child process that logs `loss` at step 0 and dies (exit 9) once
+    that record is on disk."""
     code = ("import runwatch, os\nfrom tests.support import wait_for\n"
             f"run = runwatch.init(name={name!r}, dir={str(runs_dir)!r}, method='sft')\n"
-            "events = run.dir / 'events.jsonl'\n"
-            "wait_for(lambda: events.exists() and events.stat().st_size > 0, what='events')\n"
+            "run.log({'loss': 1.0}, step=0)\n"
+            "metrics = run.dir / 'metrics.jsonl'\n"
+            "wait_for(lambda: metrics.exists() and metrics.stat().st_size > 0, what='a record')\n"
             "os._exit(9)\n")
     done = subprocess.run([sys.executable, "-c", code], check=False, timeout=60, cwd=REPO)
     assert done.returncode == 9, "the child should die without finishing the run"

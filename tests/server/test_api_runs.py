@@ -86,8 +86,12 @@ def test_a_run_whose_process_died_says_so_in_its_summary(
     (listed,) = api.ok("/api/runs")["runs"]
     detail = api.ok("/api/runs/killed")
     assert listed["status"] == "RUNNING" and listed["process_gone"] is True
-    assert detail["run"] == {**listed, "duration_s": detail["run"]["duration_s"]}
+    assert detail["run"] == listed
     assert detail["state"]["process_gone"] is True
+    # its duration stops at its last record, so two reads at different times agree
+    assert listed["duration_s"] == detail["run"]["duration_s"] == detail["cost"]["duration_s"]
+    assert detail["cost"]["timing"]["phaseMillis"] == {
+        "RUNNING": round(listed["duration_s"] * 1000)}
 
 
 def test_a_run_that_logs_train_slash_loss_has_a_best_loss_in_api_and_cli(

@@ -55,8 +55,10 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None
             "updated_at": run.updated_at,
         },
         "results": results(rec.keys, tiles["best_train_loss"], rec.checkpoints),
+        # a run whose process is gone stopped at its last record, not now
         "cost": cost(rec.events, rec.keys, int(manifest.get("devices") or 1),
-                     summary["duration_s"], run.status in TERMINAL_PHASES, now),
+                     summary["duration_s"], run.status in TERMINAL_PHASES,
+                     run.updated_at if rec.process_gone and run.updated_at else now),
         "scalars": tiles,
         "actions": actions(run.status),
         "checkpoints": [checkpoint_entry(c) for c in rec.checkpoints],

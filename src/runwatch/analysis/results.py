@@ -107,10 +107,11 @@ def results(keys: Sequence[KeyInfo], best_train_loss: float | None,
 
 
 def cost(events: Sequence[dict[str, Any]], keys: Sequence[KeyInfo], devices: int,
-         duration_s: float | None, finished: bool, now: float) -> dict[str, Any]:
-    """Time and resources the run used: its duration, time per phase, device time (an
-    estimate until the run ends), its last step time and peak memory per device kind."""
-    millis = phase_millis(events, now)
+         duration_s: float | None, finished: bool, until: float) -> dict[str, Any]:
+    """Time and resources the run used: its duration, time per phase (an unfinished phase
+    lasts until `until`), device time (an estimate until the run ends), its last step time
+    and peak memory per device kind."""
+    millis = phase_millis(events, until)
     by_key = {k.key: k for k in keys}
     step_time = _role_key(by_key, Role.STEP_TIME)
     return {

@@ -3,7 +3,8 @@
 A run's **duration** (`duration_s` wherever runwatch shows one) is the wall-clock time
 it has been training: from its start (the first RUNNING event) to its end (the terminal
 event). While it is active it runs until now, except when its training process is gone,
-where it stops at the run's last record. A run that has not started has no duration.
+where it stops at the run's last metric record (at its start if it logged none). A run
+that has not started has no duration.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ def run_duration_s(started_at: float | None, ended_at: float | None,
         return None
     if ended_at is not None:
         end = ended_at
-    elif process_gone and last_record_at is not None:
-        end = last_record_at
+    elif process_gone:
+        end = started_at if last_record_at is None else last_record_at
     else:
         end = time.time() if now is None else now
     return max(0.0, end - started_at)
