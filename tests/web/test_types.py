@@ -1,12 +1,14 @@
 """The web app's API types (web/src/types.ts) against what a real server sends.
 
 The real server runs over HTTP on runs written by the SDK; for each interface in
-types.ts, a real response of the route it describes must have every declared field
-(optional ones, marked `?`, may be absent) and no field the interface does not declare.
+types.ts, a real response of the route (or event of the run's stream: points, log,
+phase) it describes must have every declared field (optional ones, marked `?`, may be
+absent) and no field the interface does not declare.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -86,6 +88,7 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
         logs = get("/api/runs/typed/logs")
         samples = get("/api/runs/typed/samples")
         health = get("/api/runs/typed/health")
+        events = _stream_events(client, "/api/runs/typed/stream", {"points", "log", "phase"})
         sent: dict[str, Any] = {
             "RunList": run_list, "RunSummary": run_list["runs"][0], "RunDetail": detail,
             "Scalars": detail["scalars"], "Actions": detail["actions"],
@@ -97,11 +100,12 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
             "LogPage": logs, "LogEntry": logs["logs"][0],
             "SamplesResponse": samples, "Sample": samples["samples"][0],
             "HealthResponse": health, "Finding": health["findings"][0],
+            "PointsEvent": events["points"][0], "LogEntry (stream)": events["log"],
+            "RunSummary (stream)": events["phase"],
         }
-    # every interface is checked here except PointsEvent, an event of the live stream
-    assert set(sent) | {"PointsEvent"} == set(declared)
+    assert {name.split(" ")[0] for name in sent} == set(declared), "every interface is checked"
     for name, body in sent.items():
-        fields = declared[name]
+        fields = declared[name.split(" ")[0]]
         missing = {f for f, required in fields.items() if required and f not in body}
         undeclared = set(body) - set(fields)
         assert not missing and not undeclared, (
@@ -112,3 +116,19 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
 def test_the_generated_log_levels_are_current() -> None:
     assert (TYPES.parent / "format.gen.ts").read_text() == typescript(), (
         "web/src/format.gen.ts is stale: write typescript() of runwatch.rundir.format to it")
+
+
+def _stream_events(client: httpx.Client, path: str, wanted: set[str]) -> dict[str, Any]:
+    """The data of the first event of each wanted kind of a run's stream, read from its
+    first record on (each read waits at most the client's timeout)."""
+    found: dict[str, Any] = {}
+    event = ""
+    with client.stream("GET", path, params={"cursor": "-1.-1.-1.-1"}) as resp:
+        for line in resp.iter_lines():
+            if line.startswith("event:"):
+                event = line.partition(":")[2].strip()
+            elif line.startswith("data:") and event in wanted and event not in found:
+                found[event] = json.loads(line.partition(":")[2])
+                if set(found) == wanted:
+                    break
+    return found
