@@ -19,7 +19,8 @@ Record = dict[str, Any]
 
 @dataclass
 class Finding:
-    """A finding as the store keeps it and the API, CLI and web app show it."""
+    """A finding as the store keeps it; the API, CLI and web app show `to_dict()` with the
+    fields `runwatch.health.store.finding_json` adds."""
 
     rule_id: str
     title: str
