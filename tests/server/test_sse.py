@@ -174,3 +174,28 @@ def test_resume_from_the_start_pages_through_a_long_history(server: Runner,
     assert [s for s, _ in _points(events)] == list(range(steps))
     assert [e["data"]["message"] for e in events if e["event"] == "log"] == \
         [f"line {i}" for i in range(lines)]
+
+
+def test_changed_findings_are_pushed_as_a_health_event(server: Runner, runs_dir: Path) -> None:
+    run = init(name="diverging", dir=runs_dir, flush_interval=0.05)
+    run.log({"loss": 1.0, "grad_norm": 1.0}, step=0)
+    with httpx.Client(base_url=server.url, timeout=GUARD) as client:
+        cursor = _wait_for_run(client, "diverging", step=0)["cursor"]
+        with client.stream("GET", "/api/runs/diverging/stream",
+                           params={"cursor": cursor}) as resp:
+            lines = _within(resp.iter_lines())
+            run.log({"loss": float("nan"), "grad_norm": 1.0}, step=1)
+            wait_for(lambda: client.get("/api/runs/diverging/health").json()["findings"],
+                     what="the health engine to open a finding")
+            # as before the pollers, the first findings a stream sees are its baseline;
+            # once the stream has what was logged after them, each change is pushed
+            run.log({"loss": 1.0, "grad_norm": 1.0}, step=2)
+            read_events(lines, lambda ev: any(s == 2 for s, _ in _points(ev)))
+            run.log({"loss": 1.0, "grad_norm": float("inf")}, step=3)
+            events = read_events(lines, lambda ev: any(
+                f["metric"] == "grad_norm" for e in ev if e["event"] == "health"
+                for f in e["data"]["findings"]))
+    health = [e["data"] for e in events if e["event"] == "health"][-1]
+    assert [(f["rule_id"], f["metric"]) for f in health["findings"]] == \
+        [("metric.non_finite", "grad_norm")]
+    run.finish("SUCCEEDED")
