@@ -10,14 +10,17 @@ import pytest
 from apiclient import Api
 from sqlalchemy import Engine
 
+from runwatch.health.store import on_metrics
 from runwatch.ingest import Indexer
 from runwatch.server.app import create_app
 
 
 @pytest.fixture
 def index(engine: Engine, runs_dir: Path) -> Callable[[], None]:
+    """One indexer pass over `runs_dir` with the health hook, as the server runs it."""
+
     def go() -> None:
-        Indexer(engine, runs_dir).index_once()
+        Indexer(engine, runs_dir, hooks=[on_metrics]).index_once()
 
     return go
 
