@@ -6,7 +6,7 @@ clients follow the runs' streams (4 per run) and 10 more follow the run list; ea
 client reconnects from its last event id, as a browser does, if its stream drops.
 Meanwhile `/api/runs` is asked 4 times a second. Recorded: /api/runs latency (p50/p99),
 points lost, repeated or out of order (target 0 each), 5xx answers, reconnects, and
-the server's RSS.
+the server's RSS and CPU time (it indexes the runs too).
 
     python bench/bench_streams.py                               # 200 clients, 50 runs, 60 s
     python bench/bench_streams.py --runs 5 --clients 20 --seconds 10   # a quick look
@@ -145,6 +145,12 @@ async def probe(client: httpx.AsyncClient, stop: asyncio.Event, tally: Tally) ->
         await asyncio.sleep(0.25)
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -204,12 +210,14 @@ def run_bench(tmp: Path, n_runs: int, clients: int, list_clients: int,
             cursors = {n: c.get(f"/api/runs/{n}").json()["cursor"] for n in names}
         tally = Tally()
         rss: list[float] = []
+        cpu0 = cpu_s(server.pid)
         t0 = time.perf_counter()
         asyncio.run(clients_main(url, headers, cursors, steps, clients, list_clients,
                                  seconds, runs_dir, server.pid, tally, rss))
         took = time.perf_counter() - t0
+        cpu = cpu_s(server.pid) - cpu0
         writer.wait(timeout=60)
-        peak = rss_mib(server.pid, "VmHWM")
+        peak = max([rss_mib(server.pid, "VmHWM"), *rss])
     finally:
         for proc in (writer, server):
             proc.terminate()
@@ -220,7 +228,7 @@ def run_bench(tmp: Path, n_runs: int, clients: int, list_clients: int,
     return {
         "runs": n_runs, "run_clients": len(tally.steps), "list_clients": list_clients,
         "seconds": seconds, "steps_per_run": steps, "metrics_per_step": len(KEYS) + 1,
-        "wall_s": round(took, 1),
+        "wall_s": round(took, 1), "server_cpu_s": round(cpu, 1),
         "points_expected": expected, "points_lost": expected - received,
         "points_repeated": sum(len(s) - len(set(s)) for s in tally.steps),
         "clients_out_of_order": sum(s != sorted(s) for s in tally.steps),
