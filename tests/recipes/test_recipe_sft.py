@@ -118,6 +118,19 @@ def test_resume_continues_step_count_and_lr_schedule(tmp_path: Path) -> None:
     assert final_event(cut)["phase"] == "SUCCEEDED"
 
 
+def test_a_run_that_records_nothing_still_trains(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # A non-zero RANK gets a NullRun: the same loop runs, with no run directory, no
+    # checkpoint saved and none to resume from.
+    monkeypatch.setenv("RANK", "1")
+    assert sft.main([*common(tmp_path, "rank1"), "max_steps=2", "val_interval=1",
+                     "checkpoint_interval=1", "resume=true"]) == 0
+    assert not (tmp_path / "runs").exists()
+    out = capsys.readouterr().out
+    assert "records nothing (a non-zero RANK), has no training checkpoint" in out
+    assert "step 2/2 loss " in out
+
+
 def test_lora_adapter_metrics_describe_the_adapter(tmp_path: Path) -> None:
     assert sft.main([*common(tmp_path, "lora"), "max_steps=2", "lora_rank=4",
                      "val_interval=100"]) == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runwatch.recipes.config import ConfigError, TrainConfig, parse_argv
-from runwatch.recipes.grpo.__main__ import build_config
+from runwatch.recipes.grpo import loop
 from runwatch.recipes.grpo.config import GRPOConfig
 from runwatch.recipes.grpo.pathologies import PATHOLOGIES, expand
 
@@ -46,12 +46,29 @@ def test_wandb_on_by_default_and_yaml_round_trip() -> None:
     assert changed.max_steps_off_policy == 2 and changed.wandb_project is None
 
 
-def test_preset_then_explicit_settings_win() -> None:
-    cfg = build_config(["pathology=high_lr", "learning_rate=5e-3"])
+def test_preset_then_explicit_settings_win(tmp_path: Path) -> None:
+    cfg = parse_argv(GRPOConfig, ["pathology=high_lr", "learning_rate=5e-3"])
     assert cfg.num_minibatches == 4 and cfg.learning_rate == 5e-3
+    assert cfg.pathology == "high_lr"
     assert expand(["seed=1"]) == ["seed=1"]
     with pytest.raises(ConfigError, match="unknown pathology"):
-        build_config(["pathology=nope"])
+        parse_argv(GRPOConfig, ["pathology=nope"])
+    # A saved config.yaml already holds its preset's settings; an explicit one still wins.
+    path = tmp_path / "config.yaml"
+    path.write_text(cfg.to_yaml())
+    again = parse_argv(GRPOConfig, ["--config", str(path), "temperature=0.3"])
+    assert again.learning_rate == 5e-3 and again.temperature == 0.3
+
+
+def test_help_lists_every_setting_and_preset(capsys: pytest.CaptureFixture[str]) -> None:
+    # `python -m runwatch.recipes.grpo --help` (the same main as `runwatch recipes grpo`)
+    assert loop.main(["--help"]) == 0
+    text = capsys.readouterr().out
+    for f in dataclasses.fields(GRPOConfig):
+        assert f"\n{f.name} (" in text and f.metadata["help"] in text
+    assert "val_interval (int, default 15; alias validation_interval)" in text
+    for name, p in PATHOLOGIES.items():
+        assert f"pathology={name}: " in text and p.moves in text
 
 
 @pytest.mark.parametrize("bad", [

@@ -7,7 +7,8 @@ from pathlib import Path
 import torch
 
 from runwatch.recipes.build import build_policy
-from runwatch.recipes.grpo.__main__ import build_config
+from runwatch.recipes.config import parse_argv
+from runwatch.recipes.grpo.config import GRPOConfig
 from runwatch.recipes.grpo.loop import make_env
 from runwatch.recipes.grpo.loss import grpo_loss, make_batch
 from runwatch.recipes.grpo.rollout import assign_advantages
@@ -17,8 +18,9 @@ from .conftest import TASK, TINY
 
 
 def _batch(sft_run: Path, *settings: str):  # type: ignore[no-untyped-def]
-    cfg = build_config([f"init_from={sft_run}", "wandb_project=None", "n_train=2000",
-                        "n_val=8", "max_sample_tokens=6", *TASK, *settings])
+    cfg = parse_argv(GRPOConfig, [f"init_from={sft_run}", "wandb_project=None",
+                                  "n_train=2000", "n_val=8", "max_sample_tokens=6", *TASK,
+                                  *settings])
     policy = build_policy(cfg)
     env, train_q, _ = make_env(cfg, policy.tok)
     gen = GeneratorPolicy(policy.model, WeightsChannel(policy.model), in_flight=False)
@@ -59,8 +61,9 @@ def test_kl_to_reference_only_with_beta(sft_run: Path) -> None:
 def test_fresh_model_rollout_is_aligned(tmp_path: Path) -> None:
     # Multi-turn sequences interleave generated and environment tokens; the trainer
     # must still see exactly the generator's probabilities on every generated token.
-    cfg = build_config([*TINY, "wandb_project=None", "env=guess_number", "max_turns=3",
-                        "n_train=16", "n_val=4", "max_sample_tokens=3", "guess_max=9"])
+    cfg = parse_argv(GRPOConfig, [*TINY, "wandb_project=None", "env=guess_number",
+                                  "max_turns=3", "n_train=16", "n_val=4", "max_sample_tokens=3",
+                                  "guess_max=9"])
     policy = build_policy(cfg)
     env, train_q, _ = make_env(cfg, policy.tok)
     gen = GeneratorPolicy(policy.model, WeightsChannel(policy.model), in_flight=False)

@@ -55,7 +55,7 @@ def test_stale_rollouts_make_the_ratio_drift(tmp_path: Path, sft_run: Path,
 
 def test_hackable_reward_rises_while_validation_falls_and_length_climbs(
         tmp_path: Path, sft_run: Path, default: list[dict[str, Any]]) -> None:
-    bad = grpo(tmp_path, "pathology=reward_hack", "max_steps=12", "validation_interval=12",
+    bad = grpo(tmp_path, "pathology=reward_hack", "max_steps=12", "val_interval=12",
                init=sft_run)
     lengths = series(bad, "mean_sampled_response_length")
     assert _mean(lengths[-3:]) > _mean(lengths[:3])

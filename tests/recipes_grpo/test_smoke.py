@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,10 +32,15 @@ def _env() -> dict[str, str]:
 def test_two_steps_of_each_mode(tmp_path: Path, mode: str) -> None:
     args = [sys.executable, "-m", "runwatch.recipes.grpo", *TINY, f"runs_dir={tmp_path}",
             f"name={mode}", "wandb_project=None", "max_steps=2", "batch_size=2",
-            "group_size=3", "n_train=200", "n_val=4", "validation_interval=1",
+            "group_size=3", "n_train=200", "n_val=4", "val_interval=1",
             "max_sample_tokens=4", "export_samples=true", *MODES[mode]]
     proc = subprocess.run(args, capture_output=True, text=True, env=_env(), timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # The progress line after each validation: greedy score, then the step's reward.
+    shown = [line for line in proc.stdout.splitlines() if line.startswith("step ")]
+    assert [line.split()[1] for line in shown] == ["0/2", "1/2", "2/2"]
+    for line in shown:
+        assert re.fullmatch(r"step \d/2 val \d\.\d{3}( reward_mean -?\d+\.\d{3})?", line), line
     run = tmp_path / mode
     events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
     assert events[-1]["phase"] == "SUCCEEDED"

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from runwatch.cli import recipes_grpo, runs
+from runwatch.cli import runs
 from runwatch.cli.context import open_context
 from runwatch.cli.demo import demo_cmd
 from runwatch.cli.health import health_command, thresholds_command
@@ -23,7 +23,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(runs.app, name="runs")
-recipes_grpo.register(recipes_app)
 app.add_typer(recipes_app, name="recipes")
 runs.app.command("health")(health_command)
 runs.app.command("rollouts")(rollouts_cmd)

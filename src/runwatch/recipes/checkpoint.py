@@ -3,7 +3,8 @@
 A training checkpoint holds what resume needs (trained weights, optimizer state, step,
 RNG); an inference checkpoint holds the whole model with any adapter merged, plus what
 rebuilds it (the tiny model's shape, or the Hugging Face directory it started from).
-Both are loaded with `torch.load(..., weights_only=True)`.
+Both are loaded with `torch.load(..., weights_only=True)`. A recipe saves them through
+`for_run(run)`, which for a run that records nothing (a NullRun) saves nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from torch import nn
 
 from runwatch.recipes.adapter import adapter_state_dict, is_adapter_param, merged_state_dict
 from runwatch.recipes.chat import SetupError
+from runwatch.sdk import NullRun, Run
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -123,3 +125,43 @@ def resolve_inference(path_or_run: str | Path) -> Path:
     if not p.exists():
         raise SetupError(f"init_from {p} does not exist; give a run directory or a .pt file")
     return p
+
+
+class RunCheckpoints:
+    """A recorded run's checkpoints: files under its directory, lines in checkpoints.jsonl."""
+
+    def __init__(self, run: Run | NullRun, run_dir: Path) -> None:
+        self.run = run
+        self.dir = run_dir
+        self.where = str(run_dir)
+
+    def save(self, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
+             source: dict[str, Any]) -> None:
+        """Save and record a training checkpoint (for resume) and an inference one (merged)."""
+        train_path = save_training(self.dir, step, model, optimizer)
+        self.run.log_checkpoint(step, kind="training", id=f"ckpt-{step:06d}",
+                                path=str(train_path.relative_to(self.dir)))
+        infer_path = save_inference(self.dir, step, model, source)
+        self.run.log_checkpoint(step, kind="inference", id=f"model-{step:06d}",
+                                path=str(infer_path.relative_to(self.dir)))
+
+    def latest_training(self) -> Path | None:
+        return latest(self.dir, "training")
+
+
+class NoCheckpoints:
+    """The checkpoints of a run that records nothing: none saved, none to resume from."""
+
+    where = "this process's run, which records nothing (a non-zero RANK),"
+
+    def save(self, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
+             source: dict[str, Any]) -> None:
+        return None
+
+    def latest_training(self) -> Path | None:
+        return None
+
+
+def for_run(run: Run | NullRun) -> RunCheckpoints | NoCheckpoints:
+    """Where `run`'s checkpoints go: its directory, or nowhere when it is a NullRun."""
+    return NoCheckpoints() if run.dir is None else RunCheckpoints(run, run.dir)

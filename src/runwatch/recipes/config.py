@@ -1,7 +1,8 @@
 """The base of recipe configs: a flat, documented dataclass with YAML and key=value overrides.
 
 Each field carries its help text in `metadata["help"]`; that one table feeds
-`--help`, docs/recipes.md and a test that fails when a field is undocumented.
+`--help`, docs/recipes.md and a test that fails when a field is undocumented. A
+setting has one name; `ALIASES` lists the other names it is still accepted under.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import dataclasses
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import Any, ClassVar, TypeVar, Union
 
 import yaml
 
@@ -34,6 +35,9 @@ class ConfigError(ValueError):
 class RecipeConfig:
     """Fields shared by every recipe; subclasses add their own."""
 
+    # Another name a setting is accepted under -> its one name (see TrainConfig).
+    ALIASES: ClassVar[dict[str, str]] = {}
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -42,6 +46,10 @@ class RecipeConfig:
 
     @classmethod
     def from_dict(cls: type[C], data: dict[str, Any]) -> C:
+        # A GRPO config.yaml saved before the rename holds both names, and its alias
+        # (validation_interval) is the value that run used, so an alias wins.
+        data = {k: v for k, v in data.items() if k not in cls.ALIASES} | {
+            cls.ALIASES[k]: v for k, v in data.items() if k in cls.ALIASES}
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
@@ -75,22 +83,30 @@ class RecipeConfig:
             key, sep, value = item.partition("=")
             if not sep:
                 raise ConfigError(f"override {item!r} is not key=value, e.g. learning_rate=1e-3")
-            data[key.strip()] = value
+            key = key.strip()
+            data[self.ALIASES.get(key, key)] = value
         return type(self).from_dict(data)
 
     def validate(self) -> None:
         """Raise ConfigError for values the recipe cannot run with."""
 
     @classmethod
-    def help_text(cls) -> str:
-        """One entry per field: name, type, default and what it does."""
+    def help_sections(cls) -> list[tuple[str, list[tuple[str, str]]]]:
+        """What --help lists, as (title, [(entry, what it does)]): the fields come first."""
         hints = typing.get_type_hints(cls)
-        lines = []
+        fields = []
         for f in dataclasses.fields(cls):
-            type_name = _type_name(hints[f.name])
-            lines.append(f"{f.name} ({type_name}, default {f.default!r})")
-            lines.append(f"    {f.metadata.get('help', '')}")
-        return "\n".join(lines)
+            also = "".join(f"; alias {a}" for a, name in cls.ALIASES.items() if name == f.name)
+            fields.append((f"{f.name} ({_type_name(hints[f.name])}, default {f.default!r}{also})",
+                           f.metadata.get("help", "")))
+        return [("Config fields (pass as key=value)", fields)]
+
+    @classmethod
+    def help_text(cls) -> str:
+        """`help_sections` as plain text: each entry, then what it does indented below."""
+        return "\n\n".join(
+            f"{title}:\n" + "\n".join(f"{entry}\n    {what}" for entry, what in entries)
+            for title, entries in cls.help_sections())
 
 
 def _type_name(tp: Any) -> str:
@@ -139,6 +155,10 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
 @dataclasses.dataclass
 class TrainConfig(RecipeConfig):
     """Fields every training recipe has: where it records, what it trains, how."""
+
+    # One name for all three recipes: `val_interval` matches n_val, val_data_path,
+    # val_batch_size and the val/ metrics; GRPO used to call it validation_interval.
+    ALIASES: ClassVar[dict[str, str]] = {"validation_interval": "val_interval"}
 
     name: str | None = setting(
         None, "Run name (folder under runs_dir); default <method>-<task>-<time>.")

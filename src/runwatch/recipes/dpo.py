@@ -35,12 +35,12 @@ from runwatch.recipes.optim import (
 )
 from runwatch.recipes.runtime import (
     Recorder,
-    end_step,
     log_engine_config,
     recipe_main,
     report_after_training,
     resume_step,
 )
+from runwatch.recipes.steps import Shown, StepContext, StepResult
 from runwatch.recipes.tasks import dpo_rows, make_task
 
 
@@ -148,6 +148,10 @@ def train(cfg: DPOConfig, rec: Recorder) -> None:
     order = BatchOrder(len(pairs), cfg.batch_size, cfg.seed)
     meter = UpdateMeter(params)
     memory = MemoryMeter(model, optimizer, extra_weights=policy.reference)
+    steps = StepContext(
+        rec, cfg, policy, optimizer,
+        (lambda at: validate(cfg, policy, val_pairs, at, rec)) if val_pairs else None,
+        (Shown("loss", 4), Shown("val/preference_accuracy", 3), Shown("val/mean_margin", 3)))
 
     rec.run.set_phase("RUNNING")
     if start == 0 and val_pairs:
@@ -178,10 +182,8 @@ def train(cfg: DPOConfig, rec: Recorder) -> None:
             **summarize([terms], ""),
         })
         metrics.update(memory.observe(step) or {})
-        end_step(rec, cfg, step, t0, metrics,
-                 (lambda at: validate(cfg, policy, val_pairs, at, rec)) if val_pairs else None,
-                 (("val/preference_accuracy", 3), ("val/mean_margin", 3)),
-                 model, optimizer, policy.source)
+        metrics.update(steps.validation(step))
+        steps.end(StepResult(step, t0, metrics))
 
     report_after_training(rec, fit, memory)
 

@@ -1,7 +1,9 @@
-"""What every recipe does around its loop: start the run record, mirror to W&B, report.
+"""What every recipe (SFT, DPO, GRPO) does around its loop: parse its settings, start
+the run record, mirror to W&B, resume, report.
 
-`run_recipe` turns a refusal or a setup error into a FAILED run whose reason is the
-refusal itself (which names the row and the fix), and an exit code of 1.
+`recipe_main` is each recipe's command line; `run_recipe` turns a refusal or a setup
+error into a FAILED run whose reason is the refusal itself (which names the row and
+the fix), and an exit code of 1. The end of each step is in `steps`.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from runwatch.sdk import NullRun, Run
 
 
 class Recorder:
-    """Sends each record to the runwatch run and, when enabled, to W&B; echoes progress."""
+    """Sends each record to the runwatch run and, when enabled, to W&B; echoes progress;
+    saves checkpoints where the run keeps them."""
 
     def __init__(self, run: Run | NullRun, wandb: WandbBridge, quiet: bool = False) -> None:
         self.run = run
         self.wandb = wandb
         self.quiet = quiet
+        self.checkpoints = checkpoint.for_run(run)
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         self.run.log(metrics, step=step)
@@ -54,7 +58,8 @@ Body = Callable[[Recorder], None]
 
 def recipe_main(cls: type[TrainConfig], method: str, doc: str | None, argv: list[str] | None,
                 train: Callable[[Any, Recorder], None]) -> int:
-    """The command line of a recipe: --help, key=value parsing, then `run_recipe`."""
+    """The command line of every recipe: --help, `[--config FILE] key=value` parsing,
+    then `run_recipe`."""
     args = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in args):
         print(doc)
@@ -65,19 +70,19 @@ def recipe_main(cls: type[TrainConfig], method: str, doc: str | None, argv: list
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return run_recipe(cfg, method, f"runwatch-{method}", lambda rec: train(cfg, rec))
+    return run_recipe(cfg, method, lambda rec: train(cfg, rec))
 
 
-def run_recipe(cfg: TrainConfig, method: str, trainer: str, body: Body) -> int:
+def run_recipe(cfg: TrainConfig, method: str, body: Body) -> int:
     """Record a run of `body` and return the process exit code (0 = SUCCEEDED)."""
     torch.set_num_threads(cfg.torch_threads)
     name = cfg.name or f"{method}-{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         run = runwatch.init(
             project=cfg.project, name=name, config=cfg, method=method,
-            base_model=base_model_label(cfg), dataset=dataset_label(cfg), trainer=trainer,
-            backend="torch-cpu", group=cfg.wandb_group, dir=cfg.runs_dir, resume=cfg.resume,
-            phase="PREPARING",
+            base_model=base_model_label(cfg), dataset=dataset_label(cfg),
+            trainer=f"runwatch-{method}", backend="torch-cpu", group=cfg.wandb_group,
+            dir=cfg.runs_dir, resume=cfg.resume, phase="PREPARING",
         )
     except RunDirError as exc:
         # e.g. the name is taken: nothing was recorded, so only the terminal hears of it.
@@ -115,52 +120,16 @@ def report_after_training(rec: Recorder, fit: DataFit, memory: MemoryMeter) -> N
     rec.text("info", f"peak memory at step {peak['step']}: {peak['bytes']}", {"memory": peak})
 
 
-def end_step(
-    rec: Recorder, cfg: TrainConfig, step: int, t0: float, metrics: dict[str, Any],
-    validate: Callable[[int], dict[str, Any]] | None, shown: tuple[tuple[str, int], ...],
-    model: torch.nn.Module, optimizer: torch.optim.Optimizer, source: dict[str, Any],
-) -> None:
-    """The end of an SFT or DPO step: validate when due (timed, and echoed as the loss
-    and the `shown` (key, decimals)), log the step, save checkpoints when due."""
-    last = step == cfg.max_steps
-    if validate is not None and (step % cfg.val_interval == 0 or last):
-        t = time.perf_counter()
-        metrics.update(validate(step))
-        metrics["timing/val_s"] = time.perf_counter() - t
-        rec.echo(" ".join([f"step {step}/{cfg.max_steps} loss {metrics['loss']:.4f}",
-                           *(f"{k} {metrics[k]:.{d}f}" for k, d in shown)]))
-    metrics["timing/step_total_s"] = time.perf_counter() - t0
-    rec.log(metrics, step)
-    if step % cfg.checkpoint_interval == 0 or last:
-        save_checkpoints(rec, step, model, optimizer, source)
-
-
-def save_checkpoints(
-    rec: Recorder, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-    source: dict[str, Any],
-) -> None:
-    """Save and record a training checkpoint (for resume) and an inference one (merged)."""
-    run_dir = rec.run.dir
-    if run_dir is None:
-        return
-    train_path = checkpoint.save_training(run_dir, step, model, optimizer)
-    rec.run.log_checkpoint(step, kind="training", id=f"ckpt-{step:06d}",
-                           path=str(train_path.relative_to(run_dir)))
-    infer_path = checkpoint.save_inference(run_dir, step, model, source)
-    rec.run.log_checkpoint(step, kind="inference", id=f"model-{step:06d}",
-                           path=str(infer_path.relative_to(run_dir)))
-
-
 def resume_step(
     rec: Recorder, cfg: TrainConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer
 ) -> int:
     """The step to continue after: the last training checkpoint's, or 0 for a fresh start."""
-    if not cfg.resume or rec.run.dir is None:
+    if not cfg.resume:
         return 0
-    path = checkpoint.latest(rec.run.dir, "training")
+    path = rec.checkpoints.latest_training()
     if path is None:
-        rec.text("warning", f"resume=true but {rec.run.dir} has no training checkpoint; "
-                            "starting from step 0")
+        rec.text("warning", f"resume=true but {rec.checkpoints.where} has no training "
+                            "checkpoint; starting from step 0")
         return 0
     step = checkpoint.restore_training(path, model, optimizer)
     rec.text("info", f"resumed from step {step} ({path})", {"step": step, "path": str(path)})

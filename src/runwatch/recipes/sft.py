@@ -34,12 +34,12 @@ from runwatch.recipes.optim import (
 )
 from runwatch.recipes.runtime import (
     Recorder,
-    end_step,
     log_engine_config,
     recipe_main,
     report_after_training,
     resume_step,
 )
+from runwatch.recipes.steps import Shown, StepContext, StepResult
 from runwatch.recipes.tasks import make_task, sft_rows
 
 
@@ -132,6 +132,11 @@ def train(cfg: SFTConfig, rec: Recorder) -> None:
     start = resume_step(rec, cfg, model, optimizer)
     order = BatchOrder(len(examples), cfg.batch_size, cfg.seed)
     meter, memory = UpdateMeter(params), MemoryMeter(model, optimizer)
+    steps = StepContext(
+        rec, cfg, policy, optimizer,
+        (lambda at: validate(cfg, policy, val_examples, val_convs, at, rec))
+        if val_examples else None,
+        (Shown("loss", 4), Shown("val/loss", 4), Shown("val/accuracy", 3)))
 
     rec.run.set_phase("RUNNING")
     for step in range(start + 1, cfg.max_steps + 1):
@@ -163,10 +168,8 @@ def train(cfg: SFTConfig, rec: Recorder) -> None:
         if step == start + 1:
             metrics.update({f"data_fit/{k}": v for k, v in fit.as_dict().items()
                             if k != "padding_fraction"})
-        end_step(rec, cfg, step, t0, metrics,
-                 (lambda at: validate(cfg, policy, val_examples, val_convs, at, rec))
-                 if val_examples else None,
-                 (("val/loss", 4), ("val/accuracy", 3)), model, optimizer, policy.source)
+        metrics.update(steps.validation(step))
+        steps.end(StepResult(step, t0, metrics))
 
     report_after_training(rec, fit, memory)
 

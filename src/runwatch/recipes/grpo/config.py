@@ -1,18 +1,18 @@
 """GRPOConfig: the flat, documented settings of the GRPO recipe, built on TrainConfig.
 
 The shared base brings the run record, model start (fresh, init_from an SFT run, a
-local Hugging Face model, LoRA), YAML round-trip and key=value overrides; every field's
-help text feeds `--help`, docs/recipes.md and the test that fails on an undocumented
-setting.
+local Hugging Face model, LoRA), YAML round-trip and key=value overrides, which here
+apply a `pathology=NAME` preset's settings first; every field's help text feeds
+`--help`, docs/recipes.md and the test that fails on an undocumented setting.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from runwatch.recipes.config import ConfigError, TrainConfig
 from runwatch.recipes.config import setting as _f
+from runwatch.recipes.grpo.pathologies import PATHOLOGIES, expand
 
 ENVS = ("single_turn", "guess_number")
 REWARDS = ("exact", "digit_overlap", "format")
@@ -28,7 +28,8 @@ class GRPOConfig(TrainConfig):
     max_steps: int = _f(60, "Training steps (one batch of groups each).")
     learning_rate: float = _f(1e-4, "Peak learning rate (AdamW).")
     warmup_steps: int = _f(5, "Linear warmup steps.")
-    val_interval: int = _f(100, "Not used by GRPO: see validation_interval.")
+    val_interval: int = _f(15, "Steps between greedy validations (and before the first and "
+                               "at the end).")
     export_samples: bool = _f(True, "Write each step's completions or episodes to "
                                     "step_NNNN_*.json and validation's to val_NNNN_*.json.")
     checkpoint_interval: int = _f(1000, "Save checkpoints every this many steps (and at the "
@@ -72,8 +73,6 @@ class GRPOConfig(TrainConfig):
     groups_in_flight: int = _f(8, "Async: most groups collected ahead of the trainer.")
     weights_sync_interval: int = _f(1, "Optimizer steps between weight publishes to the "
                                        "generator.")
-    # -- validation -----------------------------------------------------------------------
-    validation_interval: int = _f(15, "Steps between greedy validations (and at the end).")
 
     def validate(self) -> None:
         """Raise ConfigError naming the setting when a value cannot work."""
@@ -103,16 +102,22 @@ class GRPOConfig(TrainConfig):
             (self.max_steps_off_policy is None
              or self.weights_sync_interval <= self.max_steps_off_policy + 1,
              "weights_sync_interval must be at most max_steps_off_policy + 1"),
-            (self.validation_interval >= 1, "validation_interval must be at least 1"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"invalid GRPO config: {message}")
 
+    def with_overrides(self, overrides: list[str]) -> GRPOConfig:
+        """The base's overrides, after the settings of a `pathology=NAME` preset."""
+        return super().with_overrides(expand(overrides))
+
+    @classmethod
+    def help_sections(cls) -> list[tuple[str, list[tuple[str, str]]]]:
+        presets = [(f"pathology={name}: " + " ".join(f"{k}={v}" for k, v in p.settings.items()),
+                    p.moves) for name, p in PATHOLOGIES.items()]
+        title = "Pathology presets (pathology=NAME; explicit settings win)"
+        return [*super().help_sections(), (title, presets)]
+
     @property
     def is_async(self) -> bool:
         return self.max_steps_off_policy is not None
-
-
-def field_help() -> dict[str, str]:
-    return {f.name: f.metadata["help"] for f in dataclasses.fields(GRPOConfig)}

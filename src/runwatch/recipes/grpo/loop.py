@@ -1,9 +1,12 @@
-"""The GRPO training loop: sample groups, score them, update the policy, record everything.
+"""GRPO recipe: sample groups, score them, update the policy, record everything.
 
-`run_recipe` (shared with SFT and DPO) checks W&B before any model or data loads and
-records the run's lifecycle; `train` then reads top to bottom: each step collects a
-batch (sync, dynamic or async), trains on it in `num_minibatches` updates, publishes
-weights to the generator and logs one line of metrics.
+    python -m runwatch.recipes.grpo init_from=runs/<sft-run> key=value ...
+                                                   (or `runwatch recipes grpo`)
+
+Each step validates greedily when due (every val_interval steps, before the first
+update and at the end), collects a batch of groups (sync, dynamic or async), trains on
+it in num_minibatches updates, publishes weights to the generator and logs one line of
+metrics. pathology=NAME applies a preset that breaks the run on purpose.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ from runwatch.recipes.optim import (
     set_lr,
     trainable_parameters,
 )
-from runwatch.recipes.runtime import Recorder, run_recipe, save_checkpoints
+from runwatch.recipes.runtime import Recorder, recipe_main, run_recipe
+from runwatch.recipes.steps import Shown, StepContext, StepResult
 from runwatch.recipes.tasks import make_task, sft_rows
 from runwatch.recipes.tokenizer import ChatTokenizer
 
@@ -140,9 +144,7 @@ class Trainer:
             self.channel.publish(self.policy.model, self.trainer_step)
 
     def validation(self, step: int, rec: Recorder) -> dict[str, float]:
-        t0 = time.perf_counter()
         line, samples = validate(self.env, self.policy.model, self.val_q, self.cfg)
-        line["timing/step_val_s"] = time.perf_counter() - t0
         if self.cfg.export_samples:
             rec.run.log_samples(step, [sample_record(s, i) for i, s in enumerate(samples)],
                                 "val", self.env.kind)
@@ -174,40 +176,41 @@ class Trainer:
         if cfg.export_samples:
             rec.run.log_samples(step, [sample_record(s, g.index) for g in batch.scored
                                        for s in g.samples], "train", self.env.kind)
+        bad = sorted(k for k, v in line.items() if not math.isfinite(v))
+        if bad:
+            raise FloatingPointError(f"step {step} produced non-finite {', '.join(bad)}; "
+                                     "lower learning_rate")
         return line
 
 
+# The progress line after a validation: greedy accuracy (or reward, multi-turn) and
+# the step's training reward (absent on the last step, which only validates).
+SHOWN = (Shown("val", 3, ("val/accuracy", "val/reward_mean")), Shown("reward_mean", 3))
+
+
 def train(cfg: GRPOConfig, rec: Recorder) -> None:
-    """The loop body run_recipe records: validate, step, log, checkpoint."""
+    """Each step: validate the policy before its update when due, train, end the step."""
     trainer = Trainer(cfg, rec)
+    steps = StepContext(rec, cfg, trainer.policy, trainer.optimizer,
+                        lambda at: trainer.validation(at, rec), SHOWN,
+                        val_timing_key="timing/step_val_s")
     rec.run.set_phase("RUNNING")
     try:
         for step in range(cfg.max_steps + 1):
             t0 = time.perf_counter()
-            line: dict[str, float] = {}
-            if step % cfg.validation_interval == 0 or step == cfg.max_steps:
-                line.update(trainer.validation(step, rec))
-            if step < cfg.max_steps:
+            line = steps.validation(step)
+            trained = step < cfg.max_steps
+            if trained:
                 line.update(trainer.train_step(step, rec))
-                line["timing/step_total_s"] = time.perf_counter() - t0
-                bad = sorted(k for k, v in line.items() if not math.isfinite(v))
-                if bad:
-                    raise FloatingPointError(f"step {step} produced non-finite {', '.join(bad)}; "
-                                             "lower learning_rate")
-            rec.log(line, step)
-            if "val/reward_mean" in line:
-                shown = line.get("val/accuracy", line["val/reward_mean"])
-                # the last step only validates: it has no training reward to show
-                train = (f" reward_mean {line['reward_mean']:.3f}"
-                         if "reward_mean" in line else "")
-                rec.echo(f"step {step}/{cfg.max_steps} val {shown:.3f}{train}")
-            if step > 0 and (step % cfg.checkpoint_interval == 0 or step == cfg.max_steps):
-                save_checkpoints(rec, step, trainer.policy.model, trainer.optimizer,
-                                 trainer.policy.source)
+            steps.end(StepResult(step, t0, line, trained))
     finally:
         trainer.sampler.close()
 
 
 def run_grpo(cfg: GRPOConfig) -> int:
     """Run GRPO as configured, recording it; returns the process exit code."""
-    return run_recipe(cfg, "grpo", "runwatch-grpo", lambda rec: train(cfg, rec))
+    return run_recipe(cfg, "grpo", lambda rec: train(cfg, rec))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return recipe_main(GRPOConfig, "grpo", __doc__, argv, train)
