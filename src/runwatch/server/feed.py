@@ -1,7 +1,8 @@
 """A change counter the indexer and the ingest API bump, so idle streams query nothing.
 
-Streams still look at the database every few seconds, which covers writers in
-other processes (a second server, `runwatch sync`) that cannot bump this counter.
+The live streams' pollers (`runwatch.server.pollers`) still look at the database every
+few seconds, which covers writers in other processes (a second server, `runwatch sync`)
+that cannot bump this counter.
 """
 
 from __future__ import annotations
