@@ -96,7 +96,7 @@ def test_stream_reads_new_points_of_a_run_with_over_a_thousand_keys(
     error, points = None, []
     with engine.connect() as conn:
         try:
-            points = _new_points(conn, pk_of(engine, "wide"), RunCursor(), {})
+            points, _more = _new_points(conn, pk_of(engine, "wide"), RunCursor(), {})
         except OperationalError as exc:  # keep the failure short: the SQL is 1100 ORs
             error = str(exc.orig)
     assert error is None, f"the stream's point query failed: {error}"

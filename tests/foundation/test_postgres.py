@@ -66,7 +66,7 @@ def everything(engine: Engine, runs: Path) -> dict[str, Any]:
                 for r in conn.execute(select(s.metric_keys).where(s.metric_keys.c.run_pk == pk)))
             out[f"{name} series"] = [(k.key, SeriesCache().get(conn, pk, k).step.tolist())
                                      for k in run_keys(conn, pk)]
-            out[f"{name} stream"] = _new_points(conn, pk, RunCursor(), {})
+            out[f"{name} stream"] = _new_points(conn, pk, RunCursor(), {})[0]
             health_store.reevaluate(conn, pk)
             out[f"{name} health"] = sorted(f["rule_id"]
                                            for f in health_store.health_for_run(conn, pk, now=0))

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 from typing import cast as cast_type
 
-from sqlalchemy import BigInteger, Connection, Row, cast, func, select
+from sqlalchemy import BigInteger, Connection, Row, bindparam, cast, func, select
 
 from runwatch.store import schema as s
 
@@ -152,19 +152,27 @@ def count_points(key_id: int) -> Any:
     return select(func.count()).where(in_key(p.id, key_id)).scalar_subquery()
 
 
+def _run_points_statement() -> Any:
+    # every key of the run, each a range of point ids (a key with nothing new costs one
+    # index probe); one statement however many keys, with no list of them to bind
+    p, k = s.metric_points.c, s.metric_keys.c
+    base = cast(k.id, BigInteger) * SEQ_LIMIT  # BIGINT: PostgreSQL binds an INTEGER
+    low, high = bindparam("low", type_=BigInteger), bindparam("high", type_=BigInteger)
+    return (select(p.id, p.step, p.value)
+            .select_from(s.metric_keys.join(s.metric_points,
+                                            p.id.between(base + low, base + high)))
+            .where(k.run_pk == bindparam("run_pk")))
+
+
+_RUN_POINTS = _run_points_statement()  # built once: live streams run it several times a second
+
+
 def run_points(conn: Connection, run_pk: int, after_seq: int, upto_seq: int
                ) -> Sequence[Row[Any, Any, Any]]:
     """(id, step, value) of every point of a run with after_seq < seq <= upto_seq.
 
-    One statement reads every key (a key with nothing in the window costs one index
-    probe), so a batch committed meanwhile is seen whole or not at all. The point id
-    says the key and seq (`key_of`, `seq_of`).
+    One statement reads every key, so a batch committed meanwhile is seen whole or not
+    at all. The point id says the key and seq (`key_of`, `seq_of`).
     """
-    p, k = s.metric_points.c, s.metric_keys.c
-    base = cast(k.id, BigInteger) * SEQ_LIMIT  # BIGINT: PostgreSQL binds an INTEGER
     low, high = max(after_seq + 1, 0), min(upto_seq, SEQ_MASK)
-    return conn.execute(
-        select(p.id, p.step, p.value)
-        .select_from(s.metric_keys.join(s.metric_points, p.id.between(base + low, base + high)))
-        .where(k.run_pk == run_pk)
-    ).all()
+    return conn.execute(_RUN_POINTS, {"run_pk": run_pk, "low": low, "high": high}).all()
