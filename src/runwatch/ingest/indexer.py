@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Engine, delete, insert, select, update
+from sqlalchemy import Connection, Engine, insert, select, update
 
 from runwatch.ingest.records import IngestResult, ingest_records
-from runwatch.ingest.sql import insert_ignore_sql
+from runwatch.ingest.samples import store_samples
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
 from runwatch.rundir.reader import read_new
+from runwatch.rundir.safeio import SAMPLES_CAP, UnsafeFile, read_capped
 from runwatch.store import schema as s
 from runwatch.store.points import SEQ_LIMIT, PointColumns
 from runwatch.store.runs import upsert_run
@@ -68,7 +69,16 @@ class Indexer:
         if not self.runs_dir.is_dir():
             return report
         for entry in sorted(os.scandir(self.runs_dir), key=lambda e: e.name):
-            if entry.is_dir() and not entry.name.startswith("."):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_symlink():
+                if entry.is_dir():
+                    self._problem_once(None, entry.path,
+                                       f"{entry.path} is a symbolic link to a folder; a run "
+                                       "folder must be a real folder inside the runs folder, "
+                                       "so it is not indexed", report)
+                continue
+            if entry.is_dir(follow_symlinks=False):
                 run_dir = Path(entry.path)
                 try:
                     self.index_run(run_dir, report)
@@ -103,17 +113,20 @@ class Indexer:
         except fmt.RunDirError as exc:
             self._problem_once(None, str(run_dir), f"{exc}; the folder is not indexed", report)
             return None
-        if not manifest_path.is_file():
+        try:
+            manifest = loads_line(read_capped(manifest_path))
+            if not isinstance(manifest, dict):
+                raise ValueError("not a JSON object")
+        except FileNotFoundError:
             if _being_created(run_dir):
                 return None  # runwatch.init writes the manifest next: look again next pass
             self._problem_once(None, str(run_dir),
                                f"{run_dir} has no manifest.json, so it is not indexed "
                                "(a run directory is made by runwatch.init)", report)
             return None
-        try:
-            manifest = loads_line(manifest_path.read_bytes())
-            if not isinstance(manifest, dict):
-                raise ValueError("not a JSON object")
+        except UnsafeFile as exc:
+            self._problem_once(None, str(manifest_path), f"{exc}; run not indexed", report)
+            return None
         except (OSError, ValueError) as exc:
             self._problem_once(None, str(manifest_path),
                                f"{manifest_path} is not readable JSON ({exc}); run not indexed",
@@ -132,7 +145,7 @@ class Indexer:
             return None
         with self.engine.begin() as conn:
             run_pk, is_new = upsert_run(conn, manifest, run_dir)
-            self._whole_files(conn, run_pk, run_dir)
+            self._whole_files(conn, run_pk, run_dir, report)
         report.runs += 1
         report.new_runs += int(is_new)
         for name in fmt.FILES:
@@ -142,9 +155,12 @@ class Indexer:
 
     def _jsonl(self, run_pk: int, path: Path, report: IndexReport) -> None:
         more = True
-        while more:
-            with self.engine.begin() as conn:
-                more = self._jsonl_slice(conn, run_pk, path, report)
+        try:
+            while more:
+                with self.engine.begin() as conn:
+                    more = self._jsonl_slice(conn, run_pk, path, report)
+        except UnsafeFile as exc:
+            self._problem_once(run_pk, str(path), f"{exc}; its records are not indexed", report)
 
     def _jsonl_slice(self, conn: Connection, run_pk: int, path: Path,
                      report: IndexReport) -> bool:
@@ -207,25 +223,33 @@ class Indexer:
         report.problems.extend(problems)
         return more
 
-    def _whole_files(self, conn: Connection, run_pk: int, run_dir: Path) -> None:
+    def _whole_files(self, conn: Connection, run_pk: int, run_dir: Path,
+                     report: IndexReport) -> None:
+        """config.yaml and engine_config.json, when changed; one refused is not stored."""
         for name, column in ((fmt.CONFIG, "config"), (fmt.ENGINE_CONFIG, "engine_config")):
             path = run_dir / name
             try:
-                mtime = path.stat().st_mtime
+                mtime = path.lstat().st_mtime
             except FileNotFoundError:
                 continue
             off = _offset(conn, run_pk, name)
             if off["mtime"] == mtime:
                 continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-            conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values({column: text}))
+            value: str | None = None
+            try:
+                value = _whole_file(path)
+            except (OSError, ValueError) as exc:
+                self._problem_once(run_pk, str(path), f"{_said(path, exc)}; not stored",
+                                   report, conn)
+            conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values({column: value}))
             _set_mtime(conn, run_pk, name, mtime)
 
     def _samples_and_foreign(self, run_pk: int, run_dir: Path, report: IndexReport) -> None:
         with self.engine.begin() as conn:
             for entry in os.scandir(run_dir):
                 name = entry.name
-                if name in KNOWN_FILES or name.endswith(".tmp") or entry.is_dir():
+                if (name in KNOWN_FILES or name.endswith(".tmp")
+                        or entry.is_dir(follow_symlinks=False)):
                     continue
                 parsed = fmt.parse_sample_file_name(name)
                 if parsed is None:
@@ -233,11 +257,23 @@ class Indexer:
                                        f"{entry.path}: not a file of run format v1; ignored",
                                        report, conn)
                     continue
-                mtime = entry.stat().st_mtime
+                mtime = entry.stat(follow_symlinks=False).st_mtime
                 off = _offset(conn, run_pk, name)
                 if off["mtime"] == mtime:
                     continue
-                report.rows += _ingest_samples(conn, run_pk, Path(entry.path), parsed, report)
+                path = Path(entry.path)
+                try:
+                    raw = read_capped(path, SAMPLES_CAP)
+                except OSError as exc:
+                    self._problem_once(run_pk, str(path), f"{_said(path, exc)}; skipped",
+                                       report, conn)
+                else:
+                    try:
+                        report.rows += store_samples(conn, run_pk, path.name, raw, parsed)
+                    except ValueError as exc:
+                        msg = f"{path}: not a samples file ({exc}); skipped"
+                        _add_problem(conn, run_pk, str(path), msg)
+                        report.problems.append(msg)
                 _set_mtime(conn, run_pk, name, mtime)
 
     def _problem_once(self, run_pk: int | None, path: str, message: str, report: IndexReport,
@@ -274,7 +310,7 @@ def _signature(run_dir: Path) -> tuple[tuple[str, int, int], ...]:
             out = []
             for entry in entries:
                 try:
-                    st = entry.stat()
+                    st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
                 out.append((entry.name, st.st_size, st.st_mtime_ns))
@@ -304,46 +340,21 @@ def _add_problem(conn: Connection, run_pk: int | None, path: str, message: str) 
                                                   ts=time.time()))
 
 
-def _ingest_samples(conn: Connection, run_pk: int, path: Path, parsed: tuple[int, str, str],
-                    report: IndexReport) -> int:
-    step, split, kind = parsed
+def _whole_file(path: Path) -> str:
+    """config.yaml as text; engine_config.json as JSON that every reader parses (NaN and
+    Infinity, which the SDK may write, become null)."""
+    raw = read_capped(path)
+    if path.name == fmt.CONFIG:
+        return raw.decode("utf-8", errors="replace")
     try:
-        payload = loads_line(path.read_bytes())
-        items = payload["samples"] if isinstance(payload, dict) else payload
-        if not isinstance(items, list):
-            raise ValueError("no 'samples' list")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        msg = f"{path}: not a samples file ({exc}); skipped"
-        _add_problem(conn, run_pk, str(path), msg)
-        report.problems.append(msg)
-        return 0
-    conn.execute(delete(s.samples).where(s.samples.c.run_pk == run_pk,
-                                         s.samples.c.file == path.name))
-    rows = []
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            continue
-        rows.append((run_pk, path.name, i, step, split, kind, _num(item.get("reward")),
-                     _num(item.get("advantage")), _int(item.get("group")),
-                     bool(item["truncated"]) if "truncated" in item else None,
-                     _text(item.get("prompt")), _text(item.get("completion")),
-                     orjson.dumps(item, option=orjson.OPT_NON_STR_KEYS).decode()))
-    if rows:
-        conn.exec_driver_sql(insert_ignore_sql(s.samples, conn.dialect.name, conn.dialect), rows)
-    return len(rows)
+        return orjson.dumps(loads_line(raw)).decode()
+    except (ValueError, TypeError) as exc:  # orjson's encode error is a TypeError
+        raise ValueError(f"{path} is not JSON that runwatch can store "
+                         f"({str(exc).splitlines()[0][:120]})") from None
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and v == v else None
-
-
-def _int(v: Any) -> int | None:
-    return v if type(v) is int else None
-
-
-def _text(v: Any) -> str | None:
-    if v is None:
-        return None
-    if isinstance(v, str):
-        return v
-    return orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
+def _said(path: Path, exc: Exception) -> str:
+    """What went wrong with a file: a refusal or a ValueError says it all, an OSError less."""
+    if isinstance(exc, OSError) and not isinstance(exc, UnsafeFile):
+        return f"{path} cannot be read ({exc.strerror or exc})"
+    return str(exc)

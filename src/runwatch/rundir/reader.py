@@ -3,7 +3,8 @@
 A reader resumes from a saved byte offset and returns only complete lines: a torn
 last line (the writer crashed, or is mid-write) is left for the next read. A line that
 is not a JSON object with an integer `seq` is skipped and reported with its line
-number; the lines after it are still read.
+number; the lines after it are still read. Files are opened by `runwatch.rundir.safeio`
+(no symbolic links, regular files only).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from runwatch.rundir.jsonl import loads_line
+from runwatch.rundir.safeio import open_run_file
 
 # Read big files in slices so one huge file never needs to sit in memory at once.
 READ_CHUNK = 8 * 1024 * 1024
@@ -47,21 +49,23 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
     `max_line`, by default `limit`: a longer line is reported as broken and skipped);
     call again with the returned offset until the offset stops moving. A file that
     shrank below `offset` (it was replaced) is an error the caller decides about: it is
-    reported as a bad line and nothing is read.
+    reported as a bad line and nothing is read. A file that is a symbolic link or not a
+    regular file raises `runwatch.rundir.safeio.UnsafeFile`.
     """
     limit = max(limit, 1)
     max_line = max(max_line or limit, limit)
     name = path.name
     try:
-        size = os.path.getsize(path)
+        f = open_run_file(path)
     except FileNotFoundError:
         return ReadResult([], offset, line_no)
-    if size < offset:
-        shrank = BadLine(name, line_no, f"the file shrank from {offset} to {size} bytes")
-        return ReadResult([], offset, line_no, [shrank])
-    if size == offset:
-        return ReadResult([], offset, line_no)
-    with open(path, "rb") as f:
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size < offset:
+            shrank = BadLine(name, line_no, f"the file shrank from {offset} to {size} bytes")
+            return ReadResult([], offset, line_no, [shrank])
+        if size == offset:
+            return ReadResult([], offset, line_no)
         f.seek(offset)
         data = f.read(min(size - offset, limit))
         if b"\n" not in data and len(data) < size - offset and max_line > limit:

@@ -1,0 +1,53 @@
+"""A run's samples files (the completions of one step) into rows, one per sample."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, delete
+
+from runwatch.ingest.sql import insert_ignore_sql
+from runwatch.rundir.jsonl import loads_line
+from runwatch.store import schema as s
+
+
+def store_samples(conn: Connection, run_pk: int, name: str, raw: bytes,
+                  parsed: tuple[int, str, str]) -> int:
+    """Store (replacing) the samples of file `name`, whose content is `raw` and whose
+    (step, split, kind) is `parsed`; raises ValueError when it is not a samples file."""
+    step, split, kind = parsed
+    payload = loads_line(raw)
+    items = payload.get("samples") if isinstance(payload, dict) else payload
+    if not isinstance(items, list):
+        raise ValueError("no 'samples' list")
+    conn.execute(delete(s.samples).where(s.samples.c.run_pk == run_pk,
+                                         s.samples.c.file == name))
+    rows = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        rows.append((run_pk, name, i, step, split, kind, _num(item.get("reward")),
+                     _num(item.get("advantage")), _int(item.get("group")),
+                     bool(item["truncated"]) if "truncated" in item else None,
+                     _text(item.get("prompt")), _text(item.get("completion")),
+                     orjson.dumps(item, option=orjson.OPT_NON_STR_KEYS).decode()))
+    if rows:
+        conn.exec_driver_sql(insert_ignore_sql(s.samples, conn.dialect.name, conn.dialect), rows)
+    return len(rows)
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and v == v else None
+
+
+def _int(v: Any) -> int | None:
+    return v if type(v) is int else None
+
+
+def _text(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v
+    return orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode()
