@@ -225,6 +225,7 @@ class Hub:
 
     async def read(self, fn: Callable[[], T]) -> T:
         """Run `fn` (a short database read) in a worker thread, STREAM_CONNECTIONS at most."""
+        self._on_this_loop()
         async with self._gate:
             return await run_in_threadpool(fn)
 

@@ -16,7 +16,6 @@ from typing import TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
-from starlette.concurrency import run_in_threadpool
 
 from runwatch.server.detail import stream_cursor
 from runwatch.server.pollers import hub
@@ -73,7 +72,9 @@ async def run_stream(
             return run_pk, RunCursor.parse(
                 resume or stream_cursor(conn, run_pk, run_keys(conn, run_pk)))
 
-    run_pk, cur = await run_in_threadpool(start)
+    # through the streams' connection gate: a burst of (re)connecting streams waits its
+    # turn there instead of taking the pool from the API
+    run_pk, cur = await hub(st).read(start)
 
     def render(got: tuple[Update, str]) -> bytes:
         update, event_id = got
