@@ -268,6 +268,9 @@ def test_io_failure_warns_once_and_logging_resumes(runs_dir: Path) -> None:
         d.unlink()
         for step in range(31, 40):
             run.log({"a": float(step)}, step=step)
+        wait_for(lambda: (d / "manifest.json").exists(), what="the run folder made anew")
+        with pytest.raises(fmt.RunDirError, match="is being recorded"):
+            runwatch.init(name="io", dir=runs_dir, resume=True)
         run.finish()
     assert sum("could not write" in str(w.message) for w in caught) == 1
     steps = [r["step"] for r in lines(d / "metrics.jsonl")]

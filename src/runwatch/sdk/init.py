@@ -16,6 +16,7 @@ from runwatch.rundir.manifest import build_manifest
 from runwatch.rundir.reader import read_new
 from runwatch.sdk.config import config_to_yaml
 from runwatch.sdk.environment import environment
+from runwatch.sdk.lock import RunLock
 from runwatch.sdk.null import NullRun
 from runwatch.sdk.run import Run, register
 
@@ -55,31 +56,36 @@ def init(
         name = f"{method or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     fmt.validate_name(name)
     run_dir = Path(dir) / name
-    manifest_path = run_dir / fmt.MANIFEST
-
-    if manifest_path.exists():
-        if not resume:
-            raise fmt.RunDirError(
-                f"{run_dir} already holds a run: pass resume=True to continue it, "
-                "or choose another name"
-            )
-        manifest = loads_line(manifest_path.read_bytes())
-        env = environment()
-        # The resumed process is the one to watch now; keep the first start's git state.
-        manifest.update(host=env["host"], pid=env["pid"], resumed_at=time.time())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    # Only the holder of the folder's lock looks at what is there, so of two processes
+    # starting or resuming one run at the same instant exactly one goes on.
+    lock = RunLock(run_dir)
+    try:
+        manifest_path = run_dir / fmt.MANIFEST
+        if manifest_path.exists():
+            if not resume:
+                raise fmt.RunDirError(
+                    f"{run_dir} already holds a run: pass resume=True to continue it, "
+                    "or choose another name"
+                )
+            manifest = loads_line(manifest_path.read_bytes())
+            env = environment()
+            # The resumed process is the one to watch now; keep the first start's git state.
+            manifest.update(host=env["host"], pid=env["pid"], resumed_at=time.time())
+            next_seq = _scan_existing(run_dir)
+        else:
+            manifest = build_manifest(name, project, group=group, tags=tags, method=method,
+                                      base_model=base_model, dataset=dataset, trainer=trainer,
+                                      backend=backend, **environment())
+            next_seq = {}
         write_atomic(manifest_path, dumps_line(manifest))
-        next_seq = _scan_existing(run_dir)
-    else:
-        manifest = build_manifest(name, project, group=group, tags=tags, method=method,
-                                  base_model=base_model, dataset=dataset, trainer=trainer,
-                                  backend=backend, **environment())
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(manifest_path, dumps_line(manifest))
-        next_seq = {}
-    if config is not None:
-        write_atomic(run_dir / fmt.CONFIG, config_to_yaml(config).encode())
+        if config is not None:
+            write_atomic(run_dir / fmt.CONFIG, config_to_yaml(config).encode())
+    except BaseException:
+        lock.release()
+        raise
 
-    run = Run(run_dir, manifest, next_seq, interval=flush_interval)
+    run = Run(run_dir, manifest, next_seq, lock, interval=flush_interval)
     register(run)
     run.set_phase(phase)
     return run

@@ -8,6 +8,7 @@ about once per key, because it can appear hours into a run and must not end it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
@@ -19,6 +20,7 @@ from typing import Any
 from runwatch.rundir import format as fmt
 from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line
+from runwatch.sdk.lock import RunLock
 from runwatch.sdk.writer import BackgroundWriter
 
 
@@ -34,10 +36,12 @@ class Run:
         run_dir: Path,
         manifest: dict[str, Any],
         next_seq: dict[str, int],
+        lock: RunLock,
         interval: float = 0.5,
         max_backlog: int = 10_000,
     ) -> None:
         self.dir = run_dir
+        self._run_lock = lock
         self.id: str = manifest["run_id"]
         self.name: str = manifest["name"]
         self.manifest = manifest
@@ -149,6 +153,7 @@ class Run:
             self._finished = True
             self.status = status
         self._writer.close()
+        self._run_lock.release()
         _LIVE_RUNS.discard(self)
 
     def fail(self, reason: str) -> None:
@@ -197,9 +202,11 @@ class Run:
         self._writer.put((fmt.EVENTS, record))
 
     def _restore(self) -> None:
-        """Rewrite the manifest after the run folder was removed and made anew."""
+        """Rewrite the manifest, and lock the folder again, after it was removed and made anew."""
         manifest = self.dir / fmt.MANIFEST
         if not manifest.exists():
+            with contextlib.suppress(fmt.RunDirError):
+                self._run_lock.acquire()
             write_atomic(manifest, dumps_line(self.manifest))
 
 

@@ -1,0 +1,62 @@
+"""One recording process per run: an exclusive lock on the run folder, held for the run's life.
+
+The lock is `flock` on the folder itself, so the run format gains no file and the
+indexer sees nothing new. The kernel drops it when the process ends, however it ends,
+so a crashed run can always be resumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import warnings
+from pathlib import Path
+
+from runwatch.rundir import format as fmt
+from runwatch.rundir.jsonl import loads_line
+
+
+class RunLock:
+    """The held lock of one run folder; `release()` (or the process ending) lets it go."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._fd: int | None = None
+        self.acquire()
+
+    def acquire(self) -> None:
+        """Take the lock of the folder now at `run_dir` (again, after it was made anew).
+
+        Raises RunDirError when a live process, this one included, records the run.
+        """
+        self.release()
+        fd = os.open(self.run_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise fmt.RunDirError(
+                f"{self.run_dir} is being recorded by a live process{_holder(self.run_dir)}: "
+                "wait for it to finish, stop it, or choose another run name") from None
+        except OSError as exc:
+            # Some network filesystems lock nothing; recording must still work there.
+            warnings.warn(f"runwatch: cannot lock {self.run_dir} ({exc.strerror or exc}); a "
+                          "second process recording this run at the same time would not be "
+                          "stopped", RuntimeWarning, stacklevel=3)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+
+def _holder(run_dir: Path) -> str:
+    """' (pid N on host H)' from the run's manifest, or '' when it cannot be read."""
+    try:
+        manifest = loads_line((run_dir / fmt.MANIFEST).read_bytes())
+        return f" (pid {int(manifest['pid'])} on {manifest['host']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
