@@ -10,16 +10,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, bindparam, cast, func, select
+from sqlalchemy import Connection, bindparam, func, select
 
-from runwatch.analysis.timing import iso
-from runwatch.analysis.views import log_entry, run_summary
+from runwatch.analysis.views import checkpoint_entry, log_entry, run_summary
 from runwatch.server.errors import bad_request
 from runwatch.server.jsonio import dumps
 from runwatch.server.routes_records import findings_payload
 from runwatch.store import schema as s
 from runwatch.store.keys import run_keys
-from runwatch.store.points import SEQ_LIMIT, key_of, seq_of
+from runwatch.store.points import key_of, run_points, seq_of
 
 SEQ_WINDOW = 2000  # records of metrics per look at most
 LOG_PAGE = 500  # log entries per look at most
@@ -107,36 +106,21 @@ def run_marks(conn: Connection, run_pk: int) -> Marks:
                  None if findings is None else float(findings))
 
 
-def _new_points_statement() -> Any:
-    # every key of the run, each a range of point ids (a key with nothing new costs one
-    # index probe); one statement however many keys, with no list of them to bind
-    p, kc = s.metric_points.c, s.metric_keys.c
-    base = cast(kc.id, BigInteger) * SEQ_LIMIT  # BIGINT: PostgreSQL binds an INTEGER
-    low, high = bindparam("low", type_=BigInteger), bindparam("high", type_=BigInteger)
-    return (select(p.id, p.step, p.value)
-            .select_from(s.metric_keys.join(s.metric_points,
-                                            p.id.between(base + low, base + high)))
-            .where(kc.run_pk == bindparam("run_pk")))
-
-
-NEW_POINTS = _new_points_statement()
-
-
 def _new_points(conn: Connection, run_pk: int, cur: RunCursor,
                 seen_counts: dict[int, int]) -> tuple[list[dict[str, Any]], bool]:
     """Records (seq, step, values) stored after cur.metrics, at most SEQ_WINDOW seqs of
     them, and whether more may lie beyond that window.
 
-    One statement reads every key, so a batch committed meanwhile is seen whole or not
-    at all: the cursor never moves past a record half of whose points were missed.
+    `run_points` reads every key in one statement, so a batch committed meanwhile is seen
+    whole or not at all: the cursor never moves past a record half of whose points were
+    missed.
     """
     keys = run_keys(conn, run_pk)
     changed = {k.id: k for k in keys if seen_counts.get(k.id) != k.points}
     if not changed:
         return [], False
     top = cur.metrics + SEQ_WINDOW
-    low, high = max(cur.metrics + 1, 0), min(top, SEQ_LIMIT - 1)
-    rows = conn.execute(NEW_POINTS, {"run_pk": run_pk, "low": low, "high": high}).all()
+    rows = run_points(conn, run_pk, cur.metrics, top)
     records: dict[int, dict[str, Any]] = {}
     for point, step, value in rows:
         key = changed.get(key_of(point))
@@ -180,9 +164,7 @@ def run_updates(conn: Connection, run_pk: int, cur: RunCursor, seen_counts: dict
                               .where(ck.run_pk == run_pk, ck.seq > cur.checkpoints)
                               .order_by(ck.seq)).all():
             cur.checkpoints = r.seq
-            out.append(Update("checkpoint", {"seq": r.seq, "ts": iso(r.ts), "step": r.step,
-                                             "kind": r.kind, "id": r.ckpt_id, "path": r.path},
-                              "checkpoints", r.seq))
+            out.append(Update("checkpoint", checkpoint_entry(r), "checkpoints", r.seq))
     if marks.events > cur.events:
         # a phase event carries the run's list fields after the newest lifecycle event
         cur.events = marks.events
