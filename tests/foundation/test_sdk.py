@@ -231,16 +231,16 @@ def test_the_writer_writes_each_batch_before_encoding_the_next(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A producer that keeps refilling the queue must not make encoded lines pile up in
     # memory: the writer writes at most max_backlog records' lines at a time.
-    from runwatch.sdk import writer
+    from runwatch.sdk import sinks, writer
 
     pending_at_flush: list[int] = []
-    real_flush = writer._FileSink.flush
+    real_flush = sinks.LineSink.flush
 
-    def observed_flush(self: writer._FileSink) -> bool:
+    def observed_flush(self: sinks.LineSink) -> bool:
         pending_at_flush.append(len(self.pending))
         return real_flush(self)
 
-    monkeypatch.setattr(writer._FileSink, "flush", observed_flush)
+    monkeypatch.setattr(sinks.LineSink, "flush", observed_flush)
     w = writer.BackgroundWriter(tmp_path, max_backlog=100)
     for step in range(1000):
         w.queue.append(("metrics.jsonl", {"step": step, "ts": 0.0, "a": 1.0}))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -29,8 +30,8 @@ class NullRun:
                     kind: str = "completions") -> None:
         return None
 
-    def log_checkpoint(self, step: int, kind: str, id: str, path: str | None = None,
-                       **meta: Any) -> None:
+    def log_checkpoint(self, step: int, kind: str, id: str,
+                       path: str | os.PathLike[str] | None = None, **meta: Any) -> None:
         return None
 
     def set_phase(self, phase: str, stage: str | None = None, done: int | None = None,

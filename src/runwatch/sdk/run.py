@@ -1,15 +1,17 @@
 """`Run`: the object a training loop records with. Every method only queues work.
 
-Misuse policy (docs/sdk.md): calling a method after `finish()` and a step that goes
-backwards raise at once, because they are bugs in the loop that a test run shows on
-its first step; a metric value that is not a number is dropped, counted and warned
-about once per key, because it can appear hours into a run and must not end it.
+Misuse policy (docs/sdk.md): calling a method after `finish()`, a step that goes
+backwards and a metric key that is not a string raise at once, because they are bugs
+in the loop that a test run shows on its first step; a metric value that is not a
+number, and any value with no JSON form, is dropped, counted and warned about once
+per key, because it can appear hours into a run and must not end it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import threading
 import time
@@ -18,10 +20,11 @@ from types import TracebackType
 from typing import Any
 
 from runwatch.rundir import format as fmt
-from runwatch.rundir.atomic import write_atomic
-from runwatch.rundir.jsonl import dumps_line
 from runwatch.sdk.lock import RunLock
 from runwatch.sdk.writer import BackgroundWriter
+
+_METRICS = fmt.METRICS
+_now = time.time
 
 
 class RunFinishedError(RuntimeError):
@@ -47,6 +50,7 @@ class Run:
         self.manifest = manifest
         self._writer = BackgroundWriter(run_dir, interval, max_backlog, restore=self._restore)
         self._writer.start(next_seq)
+        self._queue = self._writer.queue
         # A resumed loop restarts its step count at its checkpoint, which may be before
         # the last step logged before the crash, so step order is checked per process.
         self._last_step: int | None = None
@@ -67,10 +71,17 @@ class Run:
             raise ValueError(
                 f"step {step} is before the last logged step {last}: steps must not go backwards"
             )
+        record = {"step": step, "ts": _now()}
+        try:
+            record.update(**metrics)  # the cheapest check that every key is a str
+        except TypeError:
+            raise TypeError(_key_error(metrics)) from None
         self._last_step = step
-        record = {"step": step, "ts": time.time()}
-        record.update(metrics)
-        self._writer.put((fmt.METRICS, record))
+        # BackgroundWriter.put, inlined: this is the call a training loop makes most.
+        queue = self._queue
+        queue.append((_METRICS, record))
+        if len(queue) > self._writer.max_backlog:
+            self._writer.wait_for_room()
 
     def log_samples(
         self,
@@ -87,7 +98,7 @@ class Run:
         self._writer.put((name, payload))
 
     def log_checkpoint(
-        self, step: int, kind: str, id: str, path: str | None = None, **meta: Any
+        self, step: int, kind: str, id: str, path: str | os.PathLike[str] | None = None, **meta: Any
     ) -> None:
         """Record a saved checkpoint; `kind` is "training" (resumable) or "inference"."""
         self._check_open()
@@ -129,14 +140,13 @@ class Run:
     def log_engine_config(self, requested: dict[str, Any], resolved: dict[str, Any]) -> None:
         """Write engine_config.json: what the loop asked for and what the engine resolved."""
         self._check_open()
-        write_atomic(self.dir / fmt.ENGINE_CONFIG,
-                      dumps_line({"requested": requested, "resolved": resolved}))
+        self._writer.write_file(fmt.ENGINE_CONFIG, {"requested": requested, "resolved": resolved})
 
     def set_manifest_fields(self, **fields: Any) -> None:
         """Add fields to manifest.json (for example `wandb_url`)."""
         self._check_open()
         self.manifest.update(fields)
-        write_atomic(self.dir / fmt.MANIFEST, dumps_line(self.manifest))
+        self._writer.write_file(fmt.MANIFEST, self.manifest)
 
     # -- ending ------------------------------------------------------------------------
 
@@ -149,10 +159,10 @@ class Run:
                 raise ValueError(f"status {status!r} is not one of {sorted(fmt.TERMINAL_PHASES)}")
             if status == "FAILED" and not reason:
                 reason = "the training job failed; the run ID is what support needs"
-            self._event(status, reason=reason)
             self._finished = True
             self.status = status
-        self._writer.close()
+        # Written after every other record, saying how many of them the disk refused.
+        self._writer.close(final=(fmt.EVENTS, self._event_record(status, reason=reason)))
         self._run_lock.release()
         _LIVE_RUNS.discard(self)
 
@@ -166,12 +176,12 @@ class Run:
 
     @property
     def dropped_values(self) -> int:
-        """How many non-numeric metric values were dropped so far."""
+        """Values dropped so far: metric values that are not numbers, values with no JSON form."""
         return self._writer.dropped_values
 
     @property
     def dropped_lines(self) -> int:
-        """Records lost because the disk refused writes for too long (warned about)."""
+        """Records that never reached the disk because it refused writes (warned about)."""
         return self._writer.dropped_lines
 
     def __enter__(self) -> Run:
@@ -195,11 +205,15 @@ class Run:
             raise RunFinishedError(f"run {self.name!r} is finished; no more records can be added")
 
     def _event(self, phase: str, **fields: Any) -> None:
+        self._writer.put((fmt.EVENTS, self._event_record(phase, **fields)))
+
+    @staticmethod
+    def _event_record(phase: str, **fields: Any) -> dict[str, Any]:
         if phase not in fmt.PHASES:
             raise ValueError(f"phase {phase!r} is not one of {', '.join(fmt.PHASES)}")
         record: dict[str, Any] = {"ts": time.time(), "phase": phase}
         record.update({k: v for k, v in fields.items() if v is not None})
-        self._writer.put((fmt.EVENTS, record))
+        return record
 
     def _restore(self) -> None:
         """Rewrite the manifest, and lock the folder again, after it was removed and made anew."""
@@ -207,7 +221,7 @@ class Run:
         if not manifest.exists():
             with contextlib.suppress(fmt.RunDirError):
                 self._run_lock.acquire()
-            write_atomic(manifest, dumps_line(self.manifest))
+            self._writer.write_file(fmt.MANIFEST, self.manifest)
 
 
 class RunLogHandler(logging.Handler):
@@ -230,6 +244,15 @@ class RunLogHandler(logging.Handler):
             self.run.log_text(record.getMessage(), level=level, data=data)
         except Exception:
             self.handleError(record)
+
+
+def _key_error(metrics: Any) -> str:
+    """Why log() refused `metrics`: a key that is not a str, or not a mapping at all."""
+    if not hasattr(metrics, "keys"):
+        return f"log() takes a dict of metric name to number, not {type(metrics).__name__}"
+    bad = next((k for k in metrics if not isinstance(k, str)), None)
+    return (f"metric keys must be strings: got {type(bad).__name__} {bad!r:.60}; "
+            "name the metric, for example {'train/loss': value}")
 
 
 def exception_reason(exc: BaseException) -> str:

@@ -3,104 +3,29 @@
 `Run.log()` only appends to an in-memory deque. This thread drains it at most every
 `interval` seconds (sooner when the backlog passes `max_backlog`, which also makes the
 producer wait, so memory stays bounded when the loop outruns the disk). An I/O error
-becomes one warning; the unwritten bytes are kept and retried, so logging resumes when
-the disk is writable again.
+becomes one warning; the unwritten bytes are kept and retried (sinks.py), so logging
+resumes when the disk is writable again. A record that cannot be encoded loses only its
+unencodable values (encode.py), and no error in one batch stops the thread.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import os
 import threading
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from runwatch.rundir import format as fmt
-from runwatch.rundir.atomic import write_atomic
-from runwatch.rundir.jsonl import dumps_line, loads_line
-
-# Bytes kept for retry while the disk refuses writes; past this the oldest are dropped.
-MAX_PENDING_BYTES = 64 * 1024 * 1024
+from runwatch.sdk.encode import Encoder, warn
+from runwatch.sdk.sinks import LineSink, WholeFiles
 
 # Metric records whose values are all of these types need no per-value check.
 _PLAIN_NUMBERS = frozenset({float, int})
 
 # A queued item: (file name, record) for JSONL files, or (sample file name, payload).
 Item = tuple[str, dict[str, Any]]
-
-
-class _FileSink:
-    """Appends whole lines to one file with O_APPEND, remembering exactly what is unwritten."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.fd: int | None = None
-        self.pending: collections.deque[bytes] = collections.deque()
-        self.pending_bytes = 0
-        self.dropped = 0
-
-    def add(self, line: bytes) -> None:
-        self.pending.append(line)
-        self.pending_bytes += len(line)
-        if self.pending_bytes <= MAX_PENDING_BYTES:
-            return
-        # Only a disk that refuses writes for long lets this much wait: keep the newest.
-        before = self.dropped
-        while self.pending_bytes > MAX_PENDING_BYTES and len(self.pending) > 1:
-            self.pending_bytes -= len(self.pending.popleft())
-            self.dropped += 1
-        if before == 0:
-            _warn(f"runwatch: {self.path} could not be written for so long that more than "
-                  f"{MAX_PENDING_BYTES >> 20} MiB waited; the oldest lines are being dropped")
-
-    def flush(self) -> bool:
-        """Write everything pending; True when the file had vanished and was made anew.
-
-        Raises OSError with the rest still pending.
-        """
-        if not self.pending:
-            return False
-        remade = False
-        if self.fd is not None and not self._still_ours():
-            # The file was removed or replaced: writes to the old descriptor would vanish.
-            self.close()
-            remade = True
-        if self.fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        data = b"".join(self.pending)
-        self.pending.clear()
-        self.pending_bytes = 0
-        view = memoryview(data)
-        try:
-            while view:
-                n = os.write(self.fd, view)
-                view = view[n:]
-        except OSError:
-            rest = bytes(view)
-            # Restart a half-written line from its beginning so no fragment is glued
-            # to the next line; the reader dedups the repeated seq.
-            start = data.rfind(b"\n", 0, len(data) - len(rest)) + 1
-            self.add(data[start:])
-            self.close()
-            raise
-        return remade
-
-    def _still_ours(self) -> bool:
-        assert self.fd is not None
-        try:
-            return os.stat(self.path).st_ino == os.fstat(self.fd).st_ino
-        except OSError:
-            return False
-
-    def close(self) -> None:
-        if self.fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
-            self.fd = None
 
 
 class BackgroundWriter:
@@ -118,14 +43,18 @@ class BackgroundWriter:
         self.max_backlog = max_backlog
         self._restore = restore
         self.queue: collections.deque[Item] = collections.deque()
-        self._sinks: dict[str, _FileSink] = {}
+        self._sinks: dict[str, LineSink] = {}
+        self._files = WholeFiles(run_dir)
+        self._encoder = Encoder()
         self._seq: dict[str, int] = {}
         self._wake = threading.Event()
         self._drained = threading.Condition()
         self._stop = False
+        self._final: Item | None = None
         self._io_failing = False
+        self._lost = 0
         self.io_warnings = 0
-        self.dropped_values = 0
+        self.errors = 0
         self._warned_keys: set[str] = set()
         self._thread = threading.Thread(target=self._loop, name="runwatch-writer", daemon=True)
 
@@ -137,26 +66,63 @@ class BackgroundWriter:
         """Queue one item; waits while the backlog is full (bounded memory)."""
         self.queue.append(item)
         if len(self.queue) > self.max_backlog:
-            with self._drained:
-                self._wake.set()
-                while len(self.queue) > self.max_backlog and self._thread.is_alive():
-                    self._drained.wait(0.1)
+            self.wait_for_room()
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Write everything queued and stop the thread."""
+    def wait_for_room(self) -> None:
+        """Wait until the backlog is back under `max_backlog` (Run.log() calls this itself)."""
+        with self._drained:
+            self._wake.set()
+            while len(self.queue) > self.max_backlog:
+                if not self._thread.is_alive():
+                    self._drain()  # no thread to wait for: write from the caller
+                self._drained.wait(0.1)
+
+    def write_file(self, name: str, record: dict[str, Any]) -> None:
+        """Write `record` as the whole file `name` now; when the disk refuses, keep it and
+        retry with the rest."""
+        with self._drained:
+            try:
+                self._files.replace(name, self._encoder.line(name, record))
+                self._files.flush()
+            except OSError as exc:
+                self._failed_io(exc)
+
+    def close(self, final: Item | None = None, timeout: float = 30.0) -> None:
+        """Write everything queued, then `final` (the run's last event), and stop the thread.
+
+        `final` is written after every other record and says how many of them could not
+        be written; what is still unwritten at the end is counted in `dropped_lines`.
+        """
+        self._final = final
         self._stop = True
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
         else:
-            self._drain()
+            self._last_batch()
+        lost = self.unwritten
+        self._lost += lost
         for sink in self._sinks.values():
             sink.close()
+        if lost:
+            warn(f"runwatch: {lost} records could not be written to {self.run_dir} and are "
+                 "lost (counted in run.dropped_lines); free space on that disk")
+
+    @property
+    def unwritten(self) -> int:
+        """Records waiting for the disk now."""
+        return sum(s.unwritten for s in self._sinks.values()) + self._files.unwritten
 
     @property
     def dropped_lines(self) -> int:
-        """Lines given up after the disk refused writes for too long."""
-        return sum(sink.dropped for sink in self._sinks.values())
+        """Records lost: dropped while the disk refused writes for long, or unwritten at close."""
+        return (sum(sink.dropped for sink in self._sinks.values()) + self._files.dropped
+                + self._lost)
+
+    @property
+    def dropped_values(self) -> int:
+        """Values dropped because they were not numbers (metrics) or had no JSON form."""
+        return self._encoder.dropped
 
     def flush_now(self) -> None:
         """Ask the thread to write at once (used by tests and finish())."""
@@ -167,11 +133,29 @@ class BackgroundWriter:
             self._wake.wait(self.interval)
             self._wake.clear()
             stop = self._stop
-            self._drain()
+            try:
+                if stop:
+                    self._last_batch()
+                else:
+                    self._drain()
+            except BaseException as exc:  # the thread outlives any one batch
+                self._failed(exc)
             with self._drained:
                 self._drained.notify_all()
             if stop:
                 return
+
+    def _last_batch(self) -> None:
+        self._drain()
+        if self._final is not None:
+            name, record = self._final
+            lost = self.unwritten
+            if lost:
+                why = f"{lost} records could not be written: the disk refused them"
+                record["unwritten"] = lost
+                record["reason"] = f"{record['reason']}; {why}" if record.get("reason") else why
+            self._encode(name, record)
+            self._flush_sinks()
 
     def _drain(self) -> None:
         """Encode and write everything queued, one bounded batch at a time.
@@ -182,15 +166,20 @@ class BackgroundWriter:
         """
         q = self.queue
         while q:
-            for _ in range(min(len(q), self.max_backlog)):
-                self._encode(*q.popleft())
-            self._flush_sinks()
             with self._drained:
+                for _ in range(min(len(q), self.max_backlog)):
+                    item = q.popleft()
+                    try:
+                        self._encode(*item)
+                    except Exception as exc:
+                        self._lost += 1
+                        self._failed(exc)
+                self._flush_sinks()
                 self._drained.notify_all()
 
     def _encode(self, name: str, record: dict[str, Any]) -> None:
         if name.endswith(".json"):
-            self._write_samples(name, record)
+            self._files.add_samples(name, *self._encoder.checked(name, record))
             return
         seq = self._seq.get(name, 0)
         self._seq[name] = seq + 1
@@ -199,8 +188,8 @@ class BackgroundWriter:
             self._check_values(record)
         sink = self._sinks.get(name)
         if sink is None:
-            sink = self._sinks[name] = _FileSink(self.run_dir / name)
-        sink.add(dumps_line(record))
+            sink = self._sinks[name] = LineSink(self.run_dir / name)
+        sink.add(self._encoder.line(name, record))
 
     def _check_values(self, record: dict[str, Any]) -> None:
         """Drop (counted, warned once per key) values that are not numbers."""
@@ -213,7 +202,7 @@ class BackgroundWriter:
                 try:
                     record[key] = float(value)
                     continue
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):
                     pass
             if t is bool:
                 record[key] = int(value)
@@ -222,23 +211,27 @@ class BackgroundWriter:
             bad.append(key)
         for key in bad or ():
             value = record.pop(key)
-            self.dropped_values += 1
+            self._encoder.dropped += 1
             if key not in self._warned_keys:
                 self._warned_keys.add(key)
-                _warn(f"runwatch: metric {key!r} got {type(value).__name__} {value!r:.60}, "
-                      "not a number; such values are dropped (counted in the run's summary)")
+                warn(f"runwatch: metric {key!r} got {type(value).__name__} {value!r:.60}, "
+                     "not a number; such values are dropped (counted in the run's summary)")
 
     def _flush_sinks(self) -> None:
+        """Try every file, so that one the disk refuses does not hold back the others."""
         remade = False
-        try:
-            for sink in self._sinks.values():
+        error: OSError | None = None
+        for sink in self._sinks.values():
+            try:
                 remade = sink.flush() or remade
+            except OSError as exc:
+                error = error or exc
+        try:
+            self._files.flush()
         except OSError as exc:
-            if not self._io_failing:
-                self._io_failing = True
-                self.io_warnings += 1
-                _warn(f"runwatch: could not write to {self.run_dir} ({exc.strerror or exc}); "
-                      "records are kept in memory and written when the disk accepts them")
+            error = error or exc
+        if error is not None:
+            self._failed_io(error)
             return
         if self._io_failing or remade:
             self._io_failing = False
@@ -246,17 +239,16 @@ class BackgroundWriter:
                 with contextlib.suppress(OSError):
                     self._restore()
 
-    def _write_samples(self, name: str, payload: dict[str, Any]) -> None:
-        path = self.run_dir / name
-        try:
-            if path.exists():
-                old = loads_line(path.read_bytes())
-                payload = {**payload, "samples": list(old.get("samples", [])) + payload["samples"]}
-            write_atomic(path, dumps_line(payload))
-        except (OSError, ValueError) as exc:
+    def _failed_io(self, exc: OSError) -> None:
+        if not self._io_failing:
+            self._io_failing = True
             self.io_warnings += 1
-            _warn(f"runwatch: could not write samples file {path} ({exc})")
+            warn(f"runwatch: could not write to {self.run_dir} ({exc.strerror or exc}); "
+                 "records are kept in memory and written when the disk accepts them")
 
-
-def _warn(message: str) -> None:
-    warnings.warn(message, RuntimeWarning, stacklevel=2)
+    def _failed(self, exc: BaseException) -> None:
+        """An error no record should cause: count it and warn about the first."""
+        self.errors += 1
+        if self.errors == 1:
+            warn(f"runwatch: the writer of {self.run_dir} met an error and carries on "
+                 f"({type(exc).__name__}: {exc}); please report it")

@@ -1,0 +1,202 @@
+"""Where the writer's bytes wait until the disk takes them: one sink per file.
+
+A `LineSink` appends whole lines to a JSONL file. When the disk refuses a write part
+way through a line, the fragment is cut off again (the file ends at the last complete
+line) and the line is kept to retry from its beginning, so no record is torn or glued
+to another. `WholeFiles` holds whole-file writes (sample files, and a manifest or engine
+config that could not be written at the call) until one succeeds. Both remember what is
+still unwritten, so a run that ends on a full disk can say how much it lost.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from runwatch.rundir.atomic import write_atomic
+from runwatch.rundir.jsonl import dumps_line, loads_line
+from runwatch.sdk.encode import warn
+
+# Bytes kept for retry while the disk refuses writes; past this the oldest are dropped.
+MAX_PENDING_BYTES = 64 * 1024 * 1024
+
+
+class LineSink:
+    """Appends whole lines to one file with O_APPEND, remembering exactly what is unwritten."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+        self.pending: collections.deque[bytes] = collections.deque()
+        self.pending_bytes = 0
+        self.dropped = 0
+        # The file may end in a fragment that could not be cut off: end it first.
+        self._torn = False
+
+    def add(self, line: bytes) -> None:
+        self.pending.append(line)
+        self.pending_bytes += len(line)
+        if self.pending_bytes <= MAX_PENDING_BYTES:
+            return
+        # Only a disk that refuses writes for long lets this much wait: keep the newest.
+        before = self.dropped
+        while self.pending_bytes > MAX_PENDING_BYTES and len(self.pending) > 1:
+            oldest = self.pending.popleft()
+            self.pending_bytes -= len(oldest)
+            self.dropped += oldest.count(b"\n")
+        if before == 0 < self.dropped:
+            _warn_dropping(f"{self.path}", "lines")
+
+    @property
+    def unwritten(self) -> int:
+        """Lines not yet on disk."""
+        return sum(chunk.count(b"\n") for chunk in self.pending)
+
+    def flush(self) -> bool:
+        """Write everything pending; True when the file had vanished and was made anew.
+
+        Raises OSError with the rest still pending.
+        """
+        if not self.pending:
+            return False
+        remade = False
+        if self.fd is not None and not self._still_ours():
+            # The file was removed or replaced: writes to the old descriptor would vanish.
+            self.close()
+            self._torn = False
+            remade = True
+        if self.fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        data = b"".join(self.pending)
+        self.pending.clear()
+        self.pending_bytes = 0
+        view = memoryview(data)
+        try:
+            if self._torn:
+                os.write(self.fd, b"\n")  # one byte: written whole or not at all
+                self._torn = False
+            while view:
+                n = os.write(self.fd, view)
+                view = view[n:]
+        except OSError:
+            done = len(data) - len(view)
+            # Retry from the beginning of the line being written, and cut its fragment
+            # off the file so that the file ends at the last complete line.
+            start = data.rfind(b"\n", 0, done) + 1
+            if done > start:
+                self._cut(done - start)
+            self.add(data[start:])
+            self.close()
+            raise
+        return remade
+
+    def _cut(self, fragment: int) -> None:
+        """Truncate the `fragment` bytes just written; if that fails, end them next time."""
+        assert self.fd is not None
+        try:
+            os.ftruncate(self.fd, os.fstat(self.fd).st_size - fragment)
+        except OSError:
+            self._torn = True
+
+    def _still_ours(self) -> bool:
+        assert self.fd is not None
+        try:
+            return os.stat(self.path).st_ino == os.fstat(self.fd).st_ino
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
+
+
+class WholeFiles:
+    """Whole-file writes of one run folder waiting for the disk, retried on every flush.
+
+    A sample file gathers the samples of its step: new ones are added to those already
+    in the file. Other files are replaced whole, the newest content winning.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        # file name -> bytes to write whole, or a samples payload to add to the file
+        self.pending: dict[str, bytes | dict[str, Any]] = {}
+        self._sizes: dict[str, int] = {}
+        self.dropped = 0
+
+    def replace(self, name: str, data: bytes) -> None:
+        self._keep(name, data, len(data))
+
+    def add_samples(self, name: str, payload: dict[str, Any], size: int) -> None:
+        """Queue `payload` (JSON values only, `size` bytes encoded) for sample file `name`."""
+        waiting = self.pending.get(name)
+        if isinstance(waiting, dict):
+            payload = {**payload, "samples": waiting["samples"] + payload["samples"]}
+            size += self._sizes[name]
+        self._keep(name, payload, size)
+
+    def _keep(self, name: str, content: bytes | dict[str, Any], size: int) -> None:
+        self.pending[name] = content
+        self._sizes[name] = size
+        if sum(self._sizes.values()) <= MAX_PENDING_BYTES:
+            return
+        # As for lines: only a disk that refuses writes for long gets here; keep the newest.
+        before = self.dropped
+        while sum(self._sizes.values()) > MAX_PENDING_BYTES and len(self.pending) > 1:
+            oldest = next(iter(self.pending))
+            self.dropped += _records(self.pending.pop(oldest))
+            del self._sizes[oldest]
+        if before == 0 < self.dropped:
+            _warn_dropping(f"files of {self.run_dir}", "files")
+
+    @property
+    def unwritten(self) -> int:
+        """Records not yet on disk: each sample, and each whole file."""
+        return sum(_records(p) for p in self.pending.values())
+
+    def flush(self) -> None:
+        """Write every pending file; raises the first OSError, the failed ones kept."""
+        error: OSError | None = None
+        for name, content in list(self.pending.items()):
+            try:
+                self._write(name, content)
+            except OSError as exc:
+                error = error or exc
+                continue
+            del self.pending[name]
+            del self._sizes[name]
+        if error is not None:
+            raise error
+
+    def _write(self, name: str, content: bytes | dict[str, Any]) -> None:
+        path = self.run_dir / name
+        if isinstance(content, bytes):
+            write_atomic(path, content)
+            return
+        try:
+            old = loads_line(path.read_bytes())
+            before = old.get("samples") if isinstance(old, dict) else None
+        except FileNotFoundError:
+            before = None
+        except ValueError:
+            before = None  # a damaged file is replaced by the samples we hold
+        if isinstance(before, list):
+            content = {**content, "samples": before + content["samples"]}
+        write_atomic(path, dumps_line(content))
+
+
+def _records(content: bytes | dict[str, Any]) -> int:
+    """The records a pending file holds: each of its samples, or the file itself."""
+    return len(content["samples"]) if isinstance(content, dict) else 1
+
+
+def _warn_dropping(what: str, kind: str) -> None:
+    warn(f"runwatch: {what} could not be written for so long that more than "
+         f"{MAX_PENDING_BYTES >> 20} MiB waited; the oldest {kind} are being dropped "
+         "(counted in run.dropped_lines)")

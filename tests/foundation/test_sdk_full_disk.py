@@ -1,0 +1,128 @@
+"""A full disk loses no record silently: the SDK resumes at the last complete line,
+retries sample files and whole files, leaves no temporary file behind, and a run that
+ends while the disk is still full counts and reports every record it could not write.
+
+The disk is a real one: a 256 KiB tmpfs mounted for the test (this needs root, as CI
+has), filled with a plain file until the kernel answers ENOSPC.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import runwatch
+from runwatch.rundir import format as fmt
+from tests.support import wait_for
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[Path]:
+    """A folder on a fresh 256 KiB filesystem of its own."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def fill(disk: Path) -> Path:
+    """Fill `disk` until writes fail with ENOSPC; the filler file, to free it again."""
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        while True:
+            try:
+                f.write(b"\0" * 4096)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                return filler
+
+
+def parsed(path: Path) -> list[dict[str, Any]]:
+    """Every line of a JSONL file, each required to be whole JSON (no fragments)."""
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def open_run(disk: Path, name: str) -> runwatch.Run:
+    run = runwatch.init(name=name, dir=disk / "runs", flush_interval=0.05)
+    assert isinstance(run, runwatch.Run)
+    return run
+
+
+def test_records_logged_while_the_disk_is_full_are_written_once_it_has_room(
+        disk: Path) -> None:
+    run = open_run(disk, "full")
+    d = disk / "runs" / "full"
+    for step in range(10):
+        run.log({"loss": 1.0, "pad": float(step)}, step=step)
+    run.log_samples(0, [{"prompt": "before", "completion": "c"}])
+    run._writer.flush_now()
+    wait_for(lambda: (d / fmt.METRICS).exists() and len(parsed(d / fmt.METRICS)) == 10,
+             what="the first records on disk")
+    filler = fill(disk)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(10, 400):
+            run.log({"loss": 0.5, "pad": float(step)}, step=step)
+        run.log_samples(1, [{"prompt": "while full", "completion": "x" * 2000}])
+        run.log_samples(0, [{"prompt": "more of step 0", "completion": "y" * 2000}])
+        run.set_manifest_fields(wandb_url="https://example.invalid/full")
+        run._writer.flush_now()
+        wait_for(lambda: run._writer.io_warnings >= 1, what="the writer to meet the full disk")
+    assert any("could not write" in str(w.message) for w in caught)
+    filler.unlink()
+    run.finish()
+
+    metrics = parsed(d / fmt.METRICS)
+    assert [r["seq"] for r in metrics] == list(range(400)), "each record once, none torn"
+    assert [r["pad"] for r in metrics] == [float(s) for s in range(400)]
+    step0 = json.loads((d / "step_0000_completions.json").read_bytes())
+    assert [s["prompt"] for s in step0["samples"]] == ["before", "more of step 0"]
+    step1 = json.loads((d / "step_0001_completions.json").read_bytes())
+    assert step1["samples"][0]["prompt"] == "while full"
+    assert json.loads((d / fmt.MANIFEST).read_bytes())["wandb_url"].endswith("/full")
+    assert not [p.name for p in d.iterdir() if p.name.endswith(".tmp")]
+    assert run.dropped_lines == 0
+    assert [e["phase"] for e in parsed(d / fmt.EVENTS)] == ["RUNNING", "SUCCEEDED"]
+
+
+def test_a_run_that_ends_on_a_full_disk_counts_what_it_could_not_write(disk: Path) -> None:
+    run = open_run(disk, "ends-full")
+    d = disk / "runs" / "ends-full"
+    run.log({"loss": 1.0}, step=0)
+    run._writer.flush_now()
+    wait_for(lambda: (d / fmt.METRICS).exists(), what="the first record on disk")
+    fill(disk)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(1, 1000):
+            run.log({"loss": 0.5, "pad": float(step)}, step=step)
+        run.log_samples(1, [{"prompt": "p", "completion": "x" * 5000}])
+        run.finish()
+
+    metrics = parsed(d / fmt.METRICS)
+    events = parsed(d / fmt.EVENTS)
+    samples = list(d.glob("step_*.json"))
+    written = len(metrics) + len(events) + len(samples)
+    # 1000 metric records, RUNNING and SUCCEEDED, and one sample.
+    assert run.dropped_lines == 1000 + 2 + 1 - written > 0
+    assert [r["seq"] for r in metrics] == list(range(len(metrics)))
+    assert any(f"{run.dropped_lines} records" in str(w.message) for w in caught)
+    last = events[-1]
+    assert last["phase"] != "SUCCEEDED" or (
+        last["unwritten"] == run.dropped_lines and "could not be written" in last["reason"])
+    assert not [p.name for p in d.iterdir() if p.name.endswith(".tmp")]
+    assert os.statvfs(disk).f_bavail == 0, "the disk stayed full throughout"
