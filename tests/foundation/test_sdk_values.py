@@ -94,3 +94,14 @@ def test_the_writer_keeps_writing_and_pushing_back_after_a_poison_value(
                                  "huge": float(2**70)}
     assert (runs_dir / "poison" / "step_0000_completions.json").exists()
     assert run.dropped_values == 2
+
+
+def test_text_that_is_not_valid_unicode_is_kept_with_a_replacement(runs_dir: Path) -> None:
+    with open_run(runs_dir, "text") as run:
+        run.log_text("half \ud800 a pair")
+        run.log_samples(0, [{"prompt": "p", "completion": "bad \udcff byte", "\ud800": 1}])
+    d = runs_dir / "text"
+    assert lines(d / "logs.jsonl")[0]["message"] == "half ? a pair"
+    sample = json.loads((d / "step_0000_completions.json").read_text())["samples"][0]
+    assert sample == {"prompt": "p", "completion": "bad ? byte", "?": 1}
+    assert run.dropped_values == 0

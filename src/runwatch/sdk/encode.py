@@ -4,7 +4,8 @@ The fast path is `dumps_line` as is. When it refuses a record (a numpy scalar, a
 `Path`, an integer past 64 bits, a key that is not a plain `str`, …) the record is
 rebuilt from plain values: numpy and torch values through `tolist()`, paths and UUIDs
 as strings, dates as ISO 8601, enums as their value, sets and tuples as lists,
-dataclasses as objects, integers past 64 bits as floats, keys that are numbers as text.
+dataclasses as objects, integers past 64 bits as floats, keys that are numbers as text,
+and a lone surrogate in text (which UTF-8 cannot hold) as '?'.
 A value with no JSON form is dropped from its object (or becomes null in a list, so
 positions hold), counted, and warned about once per file and key; the rest of the
 record is kept.
@@ -67,7 +68,9 @@ class Encoder:
 
     def _value(self, file: str, key: str, value: Any, depth: int) -> Any:
         t = type(value)
-        if t is str or t is float or t is bool or value is None:
+        if t is str:
+            return _text(value)
+        if t is float or t is bool or value is None:
             return value
         if t is int and _INT_MIN <= value < _INT_END:
             return value
@@ -98,7 +101,7 @@ class Encoder:
         if isinstance(value, enum.Enum):
             return self._value(file, key, value.value, depth + 1)
         if isinstance(value, str):
-            return str(value)
+            return _text(str(value))
         if isinstance(value, int):  # past 64 bits, or a subclass
             return float(value) if type(value) is int else self._value(file, key, int(value),
                                                                          depth)
@@ -133,10 +136,19 @@ def _key(key: Any) -> str | None:
     if isinstance(key, enum.Enum):
         key = key.value
     if isinstance(key, str):
-        return str(key)
+        return _text(str(key))
     if isinstance(key, int | float) and not isinstance(key, bool):
         return str(key)
     return None
+
+
+def _text(value: str) -> str:
+    """`value`, with any lone surrogate (text no UTF-8 encoder takes) replaced by '?'."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "replace").decode("utf-8")
+    return value
 
 
 def _ordered(values: set[Any] | frozenset[Any]) -> list[Any]:
