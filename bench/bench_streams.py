@@ -72,6 +72,8 @@ class Tally:
     gave_up: int = 0
     runs_ms: list[float] = field(default_factory=list)
     runs_failed: int = 0
+    indexed_at: float | None = None  # when /api/runs first showed every run finished
+    streamed_at: float | None = None  # when the last run client had every point
 
 
 async def sse(resp: httpx.Response) -> AsyncIterator[dict[str, Any]]:
@@ -131,15 +133,19 @@ async def until(deadline: float, work: Any, tally: Tally) -> None:
         tally.gave_up += 1
 
 
-async def probe(client: httpx.AsyncClient, stop: asyncio.Event, tally: Tally) -> None:
+async def probe(client: httpx.AsyncClient, runs: int, stop: asyncio.Event,
+                tally: Tally) -> None:
     while not stop.is_set():
         t = time.perf_counter()
         try:
-            resp = await client.get("/api/runs")
+            resp = await client.get("/api/runs", params={"limit": runs})
             tally.runs_ms.append((time.perf_counter() - t) * 1000)
             if resp.status_code != 200:
                 tally.runs_failed += 1
                 tally.server_errors += resp.status_code >= 500
+            elif tally.indexed_at is None and all(
+                    r["status"] == "SUCCEEDED" for r in resp.json()["runs"]):
+                tally.indexed_at = time.monotonic()
         except httpx.HTTPError:
             tally.runs_failed += 1
         await asyncio.sleep(0.25)
@@ -229,6 +235,9 @@ def run_bench(tmp: Path, n_runs: int, clients: int, list_clients: int,
         "runs": n_runs, "run_clients": len(tally.steps), "list_clients": list_clients,
         "seconds": seconds, "steps_per_run": steps, "metrics_per_step": len(KEYS) + 1,
         "wall_s": round(took, 1), "server_cpu_s": round(cpu, 1),
+        # from the writers' start: every run indexed as finished, every point streamed
+        "all_indexed_s": None if tally.indexed_at is None else round(tally.indexed_at, 1),
+        "all_streamed_s": None if tally.streamed_at is None else round(tally.streamed_at, 1),
         "points_expected": expected, "points_lost": expected - received,
         "points_repeated": sum(len(s) - len(set(s)) for s in tally.steps),
         "clients_out_of_order": sum(s != sorted(s) for s in tally.steps),
@@ -254,7 +263,7 @@ async def clients_main(url: str, headers: dict[str, str], cursors: dict[str, str
     async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits,
                                  timeout=httpx.Timeout(60.0)) as client:
         stop = asyncio.Event()
-        side = [asyncio.create_task(probe(client, stop, tally)),
+        side = [asyncio.create_task(probe(client, len(names), stop, tally)),
                 asyncio.create_task(sample_rss(pid, stop, rss))]
         streams = [asyncio.create_task(until(deadline, follow_run(
                        client, names[i % len(names)], cursors[names[i % len(names)]], steps,
@@ -263,7 +272,13 @@ async def clients_main(url: str, headers: dict[str, str], cursors: dict[str, str
                                               tally)) for _ in range(list_clients)]
         await asyncio.sleep(1.0)  # every stream has opened
         (runs_dir / "go").touch()
+        go = time.monotonic()
         await asyncio.gather(*streams)
+        tally.streamed_at = time.monotonic() - go
+        while tally.indexed_at is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+        if tally.indexed_at is not None:
+            tally.indexed_at -= go
         stop.set()
         await asyncio.gather(*side)
 
