@@ -58,7 +58,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def findings(runs: Path, name: str) -> list[dict[str, Any]]:
     engine = open_engine(runs / ".runwatch" / "index.db")
     try:
-        Indexer(engine, runs).index_once()
+        Indexer(engine, runs, hooks=[health_store.on_metrics]).index_once()
         with engine.begin() as conn:
             row = q.resolve_run(conn, name)
             return health_store.health_for_run(conn, row.pk, now=0)
@@ -72,7 +72,7 @@ def serious(found: list[dict[str, Any]]) -> list[str]:
 
 def grpo(runs: Path, name: str, *settings: str) -> None:
     base = [*COMMON, f"runs_dir={runs}", f"name={name}", f"init_from={runs / 'sft'}",
-            "n_train=2000", "n_val=32", "max_steps=30", "validation_interval=5", "batch_size=8"]
+            "n_train=2000", "n_val=32", "max_steps=30", "val_interval=5", "batch_size=8"]
     assert grpo_loop.run_grpo(parse_argv(GRPOConfig, [*base, *expand(list(settings))])) == 0
 
 
@@ -93,7 +93,7 @@ def test_grpo_default_is_healthy(runs: Path, sft_checkpoint: Path) -> None:
     # then runs with its defaults, shortened.
     args = [*COMMON, *SORT_TASK, f"runs_dir={runs}", "name=grpo-default",
             f"init_from={sft_checkpoint}", "n_train=2000", "n_val=64", "max_steps=20",
-            "validation_interval=5"]
+            "val_interval=5"]
     assert grpo_loop.run_grpo(parse_argv(GRPOConfig, args)) == 0
     assert serious(findings(runs, "grpo-default")) == []
 
