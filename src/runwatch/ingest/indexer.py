@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, insert, select, update
 
+from runwatch.ingest.manifest import manifest_problems
 from runwatch.ingest.records import IngestResult, ingest_records
 from runwatch.ingest.samples import store_samples
 from runwatch.rundir import format as fmt
@@ -26,6 +27,7 @@ from runwatch.rundir.safeio import SAMPLES_CAP, UnsafeFile, read_capped
 from runwatch.store import schema as s
 from runwatch.store.points import SEQ_LIMIT, PointColumns
 from runwatch.store.runs import upsert_run
+from runwatch.store.values import INT64_MAX
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +147,9 @@ class Indexer:
             return None
         with self.engine.begin() as conn:
             run_pk, is_new = upsert_run(conn, manifest, run_dir)
+            for problem in manifest_problems(manifest):
+                self._problem_once(run_pk, str(manifest_path), f"{manifest_path}: {problem}",
+                                   report, conn)
             self._whole_files(conn, run_pk, run_dir, report)
         report.runs += 1
         report.new_runs += int(is_new)
@@ -176,9 +181,9 @@ class Indexer:
         bad: list[str] = []
         start = offset
         more = False
-        # a metrics record whose seq no point id can hold is refused; it must not hide
-        # the records after it
-        seq_limit = SEQ_LIMIT if name == fmt.METRICS else None
+        # a record whose seq no point id (or 64-bit column) can hold is refused; it must
+        # not hide the records after it
+        seq_limit = SEQ_LIMIT if name == fmt.METRICS else INT64_MAX + 1
         while offset - start < SLICE_BYTES:
             res = read_new(path, offset, line_no, READ_BYTES, max_line=SLICE_BYTES)
             if res.offset == offset and not res.bad:
@@ -189,7 +194,7 @@ class Indexer:
                 seq = rec["seq"]
                 if seq > last_seq:
                     fresh.append(rec)
-                    if seq > top and (seq_limit is None or seq < seq_limit):
+                    if top < seq < seq_limit:
                         top = seq
             if fresh:
                 total.merge(ingest_records(conn, run_pk, name, fresh))

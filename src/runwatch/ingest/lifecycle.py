@@ -3,7 +3,6 @@ run's state (phase, stage, progress, times, saved step) derived from them."""
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -15,6 +14,7 @@ from runwatch.ingest.result import IngestResult, where
 from runwatch.ingest.sql import insert_ignore_sql
 from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
+from runwatch.store.values import finite, is_int64
 
 
 def store_events(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]
@@ -67,8 +67,9 @@ def _store(
     for rec in records:
         try:
             row = make_row(run_pk, rec)
-        except (KeyError, TypeError, ValueError) as exc:
-            res.problem(f"{where(file, rec)}: {exc}")
+        except (KeyError, TypeError, ValueError, ArithmeticError, RecursionError) as exc:
+            # a value no column holds (too large, too deeply nested) is the record's problem
+            res.problem(f"{where(file, rec)}: {str(exc)[:200]}")
             continue
         rows.append(row)
     res.records = len(rows)
@@ -81,10 +82,19 @@ def _store(
 
 
 def _ts(rec: dict[str, Any]) -> float:
-    ts = rec.get("ts")
-    if not isinstance(ts, int | float) or not math.isfinite(ts):
-        return time.time()
-    return float(ts)
+    ts = finite(rec.get("ts"))
+    return time.time() if ts is None else ts
+
+
+def _seq(rec: dict[str, Any]) -> int:
+    seq = rec["seq"]
+    if not is_int64(seq) or seq < 0:
+        raise ValueError("'seq' must be a non-negative integer below 2**63")
+    return int(seq)
+
+
+def _opt_int(value: Any) -> int | None:
+    return value if is_int64(value) else None
 
 
 def _json(value: Any) -> str | None:
@@ -97,22 +107,20 @@ def _event_row(run_pk: int, rec: dict[str, Any]) -> tuple[Any, ...]:
     phase = rec["phase"]
     if phase not in fmt.PHASES:
         raise ValueError(f"unknown phase {phase!r}")
-    done, total = rec.get("done"), rec.get("total")
-    return (run_pk, rec["seq"], _ts(rec), phase, _opt_str(rec.get("stage")),
-            done if type(done) is int else None, total if type(total) is int else None,
-            _opt_str(rec.get("reason")))
+    return (run_pk, _seq(rec), _ts(rec), phase, _opt_str(rec.get("stage")),
+            _opt_int(rec.get("done")), _opt_int(rec.get("total")), _opt_str(rec.get("reason")))
 
 
 def _checkpoint_row(run_pk: int, rec: dict[str, Any]) -> tuple[Any, ...]:
     step = rec["step"]
-    if type(step) is not int:
-        raise ValueError("'step' must be an integer")
+    if not is_int64(step):
+        raise ValueError("'step' must be an integer below 2**63")
     kind = rec["kind"]
     if kind not in fmt.CHECKPOINT_KINDS:
         raise ValueError(f"checkpoint kind {kind!r} is not training or inference")
     extra = {k: v for k, v in rec.items() if k not in ("ts", "seq", "step", "kind", "id", "path",
                                                         "_line")}
-    return (run_pk, rec["seq"], _ts(rec), step, kind, str(rec["id"]), _opt_str(rec.get("path")),
+    return (run_pk, _seq(rec), _ts(rec), step, kind, str(rec["id"]), _opt_str(rec.get("path")),
             _json(extra) if extra else None)
 
 
@@ -121,7 +129,7 @@ def _log_row(run_pk: int, rec: dict[str, Any]) -> tuple[Any, ...]:
     if level not in fmt.LOG_LEVELS:
         level = "info"
     message = rec["message"]
-    return (run_pk, rec["seq"], _ts(rec), level, str(message), _json(rec.get("data")))
+    return (run_pk, _seq(rec), _ts(rec), level, str(message), _json(rec.get("data")))
 
 
 def _opt_str(value: Any) -> str | None:

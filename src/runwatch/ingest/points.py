@@ -27,9 +27,9 @@ from runwatch.store.points import (
     key_base,
     last_point,
 )
+from runwatch.store.values import INT64_MAX, INT64_MIN, finite, is_int64, preview, to_float
 
 _NUMERIC = frozenset({float, int, bool})
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT = frozenset({int})
 _FLOAT = frozenset({float})
 # the fields of a metrics record that are not metrics
@@ -149,25 +149,24 @@ class _PointSink:
         seq = rec.pop("seq", None)
         ts = rec.pop("ts", None)
         rec.pop("_line", None)
-        if type(step) is not int or not 0 <= step <= _INT64_MAX:
+        if not is_int64(step) or step < 0:
             self.res.problem(f"{place}: 'step' must be a non-negative integer below 2**63")
             return
         if type(seq) is not int or not 0 <= seq < SEQ_LIMIT:
             self.res.problem(f"{place}: 'seq' must be an integer in 0..{SEQ_LIMIT - 1}")
             return
         # a missing or unusable wall time must not cost the record its metrics
-        ts = float(ts) if type(ts) in (float, int) and math.isfinite(ts) else 0.0
+        ts = finite(ts) or 0.0
         self.res.records += 1
         self.max_step = max(self.max_step, step)
         self.max_ts = max(self.max_ts, ts)
         points = self.res.points
-        for key, value in rec.items():
-            t = type(value)
-            if t is int or t is bool:
-                value = float(value)
-            elif t is not float:
-                self.res.problem(f"{place}: {key!r} is {t.__name__} "
-                                 f"{str(value)[:40]!r}, not a number; skipped")
+        for key, raw in rec.items():
+            value = to_float(raw)
+            if value is None:
+                what = ("an integer too large for a float" if type(raw) is int else
+                        f"{type(raw).__name__} {preview(raw)!r}, not a number")
+                self.res.problem(f"{place}: {key!r} is {what}; skipped")
                 continue
             if key not in self.keys:
                 problem = fmt.validate_key(key)
@@ -227,13 +226,13 @@ def _valid(cols: list[tuple[Any, ...]]) -> bool:
     if not (_INT.issuperset(map(type, seqs)) and _INT.issuperset(map(type, steps))
             and _FLOAT.issuperset(map(type, tss)) and math.isfinite(sum(tss))):
         return False
-    if min(steps) < 0 or max(steps) > _INT64_MAX or min(seqs) < 0 or max(seqs) >= SEQ_LIMIT:
+    if min(steps) < 0 or max(steps) > INT64_MAX or min(seqs) < 0 or max(seqs) >= SEQ_LIMIT:
         return False
     for col in cols[3:]:
         types = set(map(type, col))
         if not _NUMERIC.issuperset(types):
             return False
-        if int in types and not all(_INT64_MIN <= v <= _INT64_MAX
+        if int in types and not all(INT64_MIN <= v <= INT64_MAX
                                     for v in col if type(v) is int):
             return False
     return True

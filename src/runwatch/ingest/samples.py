@@ -10,6 +10,7 @@ from sqlalchemy import Connection, delete
 from runwatch.ingest.sql import insert_ignore_sql
 from runwatch.rundir.jsonl import loads_line
 from runwatch.store import schema as s
+from runwatch.store.values import is_int64, to_float
 
 
 def store_samples(conn: Connection, run_pk: int, name: str, raw: bytes,
@@ -27,22 +28,27 @@ def store_samples(conn: Connection, run_pk: int, name: str, raw: bytes,
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             continue
+        try:
+            data = orjson.dumps(item, option=orjson.OPT_NON_STR_KEYS).decode()
+            prompt, completion = _text(item.get("prompt")), _text(item.get("completion"))
+        except TypeError:  # orjson's encode error: a value beyond 64 bits, too deep
+            continue  # an item no JSON reader could take is not stored
         rows.append((run_pk, name, i, step, split, kind, _num(item.get("reward")),
                      _num(item.get("advantage")), _int(item.get("group")),
                      bool(item["truncated"]) if "truncated" in item else None,
-                     _text(item.get("prompt")), _text(item.get("completion")),
-                     orjson.dumps(item, option=orjson.OPT_NON_STR_KEYS).decode()))
+                     prompt, completion, data))
     if rows:
         conn.exec_driver_sql(insert_ignore_sql(s.samples, conn.dialect.name, conn.dialect), rows)
     return len(rows)
 
 
 def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and v == v else None
+    number = to_float(v)
+    return None if number is None or number != number else number
 
 
 def _int(v: Any) -> int | None:
-    return v if type(v) is int else None
+    return v if is_int64(v) else None
 
 
 def _text(v: Any) -> str | None:

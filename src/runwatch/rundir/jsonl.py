@@ -23,9 +23,12 @@ def dumps_line(record: dict[str, Any]) -> bytes:
 
 
 def loads_line(line: bytes) -> Any:
-    """Parse one line; raises ValueError when it is not JSON."""
+    """Parse one line; raises ValueError when it is not JSON or is nested too deeply."""
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
         # The NaN / Infinity / -Infinity tokens are part of format v1.
-        return json.loads(line)
+        try:
+            return json.loads(line)
+        except RecursionError:
+            raise ValueError("the JSON is nested too deeply") from None

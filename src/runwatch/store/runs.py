@@ -1,7 +1,13 @@
-"""Writing a run's row: the manifest's fields, inserted or refreshed by run id."""
+"""Writing a run's row: the manifest's fields, inserted or refreshed by run id.
+
+A field of the wrong kind never fails the write: `created_at` that is not a finite
+number of seconds is the time of writing, `tags` that is not a list is none. The
+ingest reports such fields (`runwatch.ingest.manifest`) using the same readers.
+"""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -10,6 +16,28 @@ import orjson
 from sqlalchemy import Connection, insert, select, update
 
 from runwatch.store import schema as s
+from runwatch.store.values import finite
+
+
+def created_at(manifest: dict[str, Any]) -> float | None:
+    """The manifest's `created_at` as a finite float, or None when absent or unusable."""
+    return finite(manifest.get("created_at"))
+
+
+def tags(manifest: dict[str, Any]) -> list[str] | None:
+    """The manifest's tags as strings, or None when `tags` is there but not a list."""
+    value = manifest.get("tags")
+    if value is None:
+        return []
+    return [_text(t) for t in value] if isinstance(value, list) else None
+
+
+def manifest_json(manifest: dict[str, Any]) -> str:
+    """The manifest as stored: JSON, even with values orjson refuses (over 64 bits, deep)."""
+    try:
+        return orjson.dumps(manifest, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # orjson's encode error
+        return json.dumps(manifest, default=str)
 
 
 def upsert_run(
@@ -17,20 +45,19 @@ def upsert_run(
 ) -> tuple[int, bool]:
     """Insert or refresh the run row described by `manifest`; returns (pk, is_new)."""
     r = s.runs.c
-    tags = manifest.get("tags") or []
     values = {
-        "name": str(manifest.get("name") or (run_dir.name if run_dir else manifest["run_id"])),
-        "project": str(manifest.get("project") or "default"),
+        "name": _text(manifest.get("name") or (run_dir.name if run_dir else manifest["run_id"])),
+        "project": _text(manifest.get("project") or "default"),
         "group_name": _s(manifest.get("group")),
-        "tags": orjson.dumps([str(t) for t in tags] if isinstance(tags, list) else []).decode(),
+        "tags": orjson.dumps(tags(manifest) or []).decode(),
         "method": _s(manifest.get("method")),
         "base_model": _s(manifest.get("base_model")),
         "dataset": _s(manifest.get("dataset")),
         "trainer": _s(manifest.get("trainer")),
         "backend": _s(manifest.get("backend")),
-        "created_at": float(manifest.get("created_at") or time.time()),
+        "created_at": created_at(manifest) or time.time(),
         "dir": str(run_dir.resolve()) if run_dir else None,
-        "manifest": orjson.dumps(manifest, option=orjson.OPT_NON_STR_KEYS).decode(),
+        "manifest": manifest_json(manifest),
     }
     row = conn.execute(select(r.pk, r.manifest).where(r.run_id == manifest["run_id"])).first()
     if row is None:
@@ -44,4 +71,15 @@ def upsert_run(
 
 
 def _s(value: Any) -> str | None:
-    return None if value is None else str(value)
+    return None if value is None else _text(value)
+
+
+def _text(value: Any) -> str:
+    """A field as text: a string as it is, a number as str() writes it, anything else as
+    (at most 1,000 characters of) JSON."""
+    if isinstance(value, str | int | float):
+        return str(value)
+    try:
+        return json.dumps(value, default=str)[:1000]
+    except (ValueError, RecursionError):
+        return type(value).__name__
