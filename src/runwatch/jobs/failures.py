@@ -1,0 +1,265 @@
+"""The failure catalogue, and how an ended attempt is classified into it.
+
+A failed run carries one reason from `CATALOGUE`: a stable id, a sentence that says what
+happened and what would fit, and what to do. Except for a refusal (the runtime's own
+words about the input it would not train on, which name that input), a reason never
+carries an exception's message, a compute backend's message or a module name: those
+belong in the run's logs. `classify` reads what a worker can observe of an ended
+attempt (`AttemptEnd`) and says how the attempt ended: its terminal phase and, when it
+failed, the reason.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from runwatch.recipes.chat import RecipeError
+from runwatch.recipes.config import ConfigError
+from runwatch.recipes.wandb_bridge import WandbSetupError
+
+# Exceptions the recipes raise when they refuse their input; their message names it.
+REFUSAL_TYPES: tuple[type[BaseException], ...] = (RecipeError, ConfigError, WandbSetupError)
+MAX_REFUSAL_CHARS = 500
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One entry of the failure catalogue."""
+
+    id: str
+    sentence: str  # the reason a run shows (for a refusal: what its text is)
+    what_to_do: str
+    refusal: bool = False
+
+
+_CATALOGUE = (
+    Reason("refused", "the runtime's refusal itself, which names the input it would not train "
+           "on, such as \"row 3 ends with a user message\"",
+           "Correct the input the refusal names, then submit the run again: the runtime read "
+           "the run's inputs and would not train on them.", refusal=True),
+    Reason("device_oom", "the training job ran out of device memory; shorter sequences, a "
+           "smaller micro batch or activation checkpointing need less",
+           "A training step needed more device memory than the device has. Lower the longest "
+           "sequence length or the micro batch, or turn on activation (gradient) "
+           "checkpointing; if it still fails, choose a device profile with more device memory."),
+    Reason("rollout_engine_oom", "the training job's rollout engine did not fit in its share "
+           "of device memory; shorter sequences or a smaller model fit",
+           "The rollout engine could not hold the model's weights and the cache for one "
+           "sequence in its share of device memory. Lower the longest sequence length, or "
+           "train a smaller model."),
+    Reason("weight_handoff_oom", "the training job ran out of device memory while handing "
+           "its weights to the rollout engine; a smaller model or a device with more memory "
+           "fits", "While the trainer updates the rollout engine the device holds two copies "
+                   "of the weights. Train a smaller model, or choose a device profile with "
+                   "more device memory."),
+    Reason("eval_device_oom", "the evaluation job ran out of device memory; a lower "
+           "completion limit needs less",
+           "Lower the evaluation's completion limit, or ask whoever runs your workers for "
+           "evaluation devices with more device memory."),
+    Reason("eval_engine_oom", "the evaluation job's inference engine did not fit in its share "
+           "of device memory; a smaller model or a device with more memory fits",
+           "The inference engine could not hold the model's weights and its cache in its "
+           "share of device memory; the completion limit does not change that. Evaluate a "
+           "smaller model, or ask whoever runs your workers for devices with more memory."),
+    Reason("host_oom", "the training job ran out of host memory; a smaller micro batch or "
+           "shorter sequences need less",
+           "The worker ran out of host memory, so the operating system stopped the job. "
+           "Lower the longest sequence length or the micro batch; if it still fails, choose "
+           "a device profile with more host memory."),
+    Reason("eval_host_oom", "the evaluation job ran out of host memory; a device with more "
+           "host memory fits it",
+           "The evaluation worker ran out of host memory, so the operating system stopped the "
+           "job. Ask whoever runs your workers for evaluation devices with more host memory."),
+    Reason("devices_unreachable", "the training cluster did not answer while this run waited "
+           "for its devices",
+           "The run was granted its devices, and the cluster did not answer before the wait "
+           "for them ran out. Submit the run again later; if it fails the same way, give the "
+           "run ID to whoever runs your workers."),
+    Reason("could_not_start", "this run's training process could not be started",
+           "Starting the run's process failed on every try; the sentence names no cause. "
+           "Submit the run again later; if it fails the same way, give the run ID to whoever "
+           "runs your workers."),
+    Reason("startup_timeout", "this run's training job reported no progress within the "
+           "startup timeout",
+           "The job was preparing and reported nothing for the deployment's startup timeout. "
+           "Submit the run again; if it hangs again, read the run's logs for the last step "
+           "it reported, or ask for a longer startup timeout."),
+    Reason("stopped", "the training job was stopped",
+           "Something outside runwatch ended the job. Start the run again, or resume it if it "
+           "holds a checkpoint."),
+    Reason("stopped_early", "the training job stopped before it finished",
+           "The job ended without reporting how. Start the run again."),
+    Reason("failed", "the training job failed; the run ID is what support needs",
+           "Nothing in the job reported what went wrong; its logs hold what it printed. "
+           "Quote the run ID."),
+)
+CATALOGUE: dict[str, Reason] = {r.id: r for r in _CATALOGUE}
+
+
+class Activity(StrEnum):
+    """What the job was doing when it ended (a reason for memory depends on it)."""
+
+    TRAINING = "training"
+    ROLLOUT_ENGINE = "rollout_engine"  # loading the rollout engine
+    WEIGHT_HANDOFF = "weight_handoff"  # handing the trainer's weights to the rollout engine
+    EVALUATION = "evaluation"
+    EVALUATION_ENGINE = "evaluation_engine"  # loading the evaluation's inference engine
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """What a worker can observe of an attempt whose process ended (or never started)."""
+
+    exit_code: int | None = None  # None when a signal ended the process
+    signal: int | None = None  # the signal that ended it
+    oom_killed: bool = False  # the kernel's OOM killer ended it (memory evidence, not a guess)
+    exception_type: str | None = None  # the exception that ended it, if known by name
+    sdk_phase: str | None = None  # the terminal phase the SDK recorded, if any
+    sdk_reason: str | None = None  # the reason the SDK recorded with it
+    refusal: str | None = None  # an input refusal the runtime recorded as one (kept verbatim)
+    stderr_tail: str = ""  # the last lines the process wrote to stderr
+    cancel_requested: bool = False  # runwatch asked it to stop
+    startup_timed_out: bool = False  # no progress while PREPARING within the startup timeout
+    devices_timed_out: bool = False  # the wait for its devices ran out
+    start_failed: bool = False  # its process could not be started
+    worker_lost: bool = False  # its worker stopped heartbeating
+    activity: Activity = Activity.TRAINING
+
+    @classmethod
+    def from_returncode(cls, returncode: int, **observed: Any) -> AttemptEnd:
+        """From a subprocess's returncode, negative when a signal ended it."""
+        if returncode < 0:
+            return cls(signal=-returncode, **observed)
+        return cls(exit_code=returncode, **observed)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How an attempt ended: its terminal phase, and the reason when it FAILED."""
+
+    phase: str
+    reason: Reason | None = None
+    text: str | None = None  # what the run shows: the sentence, or a refusal's own words
+
+
+def refusal_of(exc: BaseException) -> str | None:
+    """The text of `exc` if it is a refusal of the run's input (what a recipe raises),
+    else None: any other exception's message stays out of the reason."""
+    if not isinstance(exc, REFUSAL_TYPES):
+        return None
+    return _one_line(str(exc)) or None
+
+
+# Words a framework's device out-of-memory error carries (PyTorch on CUDA, ROCm, MPS and
+# XPU, cuBLAS, the CUDA runtime, XLA).
+_DEVICE_OOM = re.compile(
+    r"OutOfMemoryError|(CUDA|HIP|XPU|MPS backend) out of memory|CUDA error: out of memory|"
+    r"CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|RESOURCE_EXHAUSTED")
+# Host allocation failures: Python's MemoryError, PyTorch's CPU allocator, C++, ENOMEM.
+_HOST_OOM = re.compile(
+    r"\bMemoryError\b|DefaultCPUAllocator: can't allocate memory|std::bad_alloc|"
+    r"Cannot allocate memory")
+# The last line of a traceback: a (dotted) exception name, then ":" or the line's end.
+_EXC_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?::|$)")
+# How the SDK records an exception that ended the loop (runwatch.sdk.run.exception_reason).
+_SDK_RAISED = re.compile(r"^the training loop raised ((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)")
+# Signals that mean the process was stopped from outside rather than crashing.
+_STOP_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
+                           signal.SIGQUIT})
+_DEVICE_OOM_BY_ACTIVITY = {
+    Activity.TRAINING: "device_oom", Activity.ROLLOUT_ENGINE: "rollout_engine_oom",
+    Activity.WEIGHT_HANDOFF: "weight_handoff_oom", Activity.EVALUATION: "eval_device_oom",
+    Activity.EVALUATION_ENGINE: "eval_engine_oom",
+}
+_EVALUATING = frozenset({Activity.EVALUATION, Activity.EVALUATION_ENGINE})
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_REFUSAL_CHARS else text[:MAX_REFUSAL_CHARS - 1] + "…"
+
+
+def traceback_exception(stderr_tail: str) -> str | None:
+    """The name of the exception a Python traceback in `stderr_tail` ended with, if any."""
+    lines = stderr_tail.splitlines()
+    start = max((i for i, line in enumerate(lines)
+                 if line.startswith("Traceback (most recent call last)")), default=None)
+    if start is None:
+        return None
+    for line in lines[start + 1:]:
+        if line and not line[0].isspace():
+            m = _EXC_LINE.match(line)
+            return m.group(1) if m else None
+    return None
+
+
+def _exception(end: AttemptEnd) -> str | None:
+    if end.exception_type:
+        return end.exception_type
+    m = _SDK_RAISED.match(end.sdk_reason or "")
+    return m.group(1) if m else traceback_exception(end.stderr_tail)
+
+
+def _signal(end: AttemptEnd) -> int | None:
+    """The signal that ended the process; a shell reports its child's as 128 + N."""
+    if end.signal is not None:
+        return end.signal
+    code = end.exit_code
+    return code - 128 if code is not None and code - 128 in _STOP_SIGNALS else None
+
+
+def _failed(reason_id: str) -> Verdict:
+    """A FAILED verdict with catalogue reason `reason_id` (not a refusal)."""
+    reason = CATALOGUE[reason_id]
+    return Verdict("FAILED", reason, reason.sentence)
+
+
+def _memory(end: AttemptEnd, exc: str | None) -> Verdict | None:
+    texts = " ".join(t for t in (exc, end.sdk_reason, end.stderr_tail) if t)
+    if end.oom_killed or (_HOST_OOM.search(texts) and not _DEVICE_OOM.search(texts)):
+        return _failed("eval_host_oom" if end.activity in _EVALUATING else "host_oom")
+    if _DEVICE_OOM.search(texts):
+        return _failed(_DEVICE_OOM_BY_ACTIVITY[end.activity])
+    return None
+
+
+def _recorded(end: AttemptEnd) -> Verdict | None:
+    """The catalogue reason the SDK recorded, when it recorded one of the sentences."""
+    text = end.sdk_reason or ""
+    found = next((r for r in _CATALOGUE if not r.refusal and text.startswith(r.sentence)), None)
+    return None if found is None else _failed(found.id)
+
+
+def classify(end: AttemptEnd) -> Verdict:
+    """How an attempt ended, from what its worker observed (see docs/jobs.md)."""
+    if end.sdk_phase == "SUCCEEDED":
+        return Verdict("SUCCEEDED")  # what happened after the job said so undoes no training
+    if end.cancel_requested:
+        return Verdict("CANCELLED")
+    for flag, reason_id in ((end.start_failed, "could_not_start"),
+                            (end.devices_timed_out, "devices_unreachable"),
+                            (end.startup_timed_out, "startup_timeout"),
+                            (end.worker_lost, "stopped_early")):
+        if flag:
+            return _failed(reason_id)
+    refusal = _one_line(end.refusal or "")
+    if refusal:
+        return Verdict("FAILED", CATALOGUE["refused"], refusal)
+    exc = _exception(end)
+    memory = _memory(end, exc)
+    if memory is not None:
+        return memory
+    sig = _signal(end)
+    if sig is not None:
+        return _failed("stopped" if sig in _STOP_SIGNALS else "failed")
+    if end.sdk_phase == "CANCELLED":
+        return _failed("stopped")  # stopped from outside: runwatch did not ask
+    if end.sdk_phase is None and end.exit_code == 0:
+        return Verdict("SUCCEEDED")  # a command that records nothing and exits well
+    if end.sdk_phase == "FAILED":
+        return _recorded(end) or _failed("failed")
+    return _failed("failed" if exc else "stopped_early")

@@ -1,0 +1,300 @@
+"""The failure catalogue and `classify`: each way an attempt can end, including real child
+processes, gets its reason, and no reason but a refusal carries what the job printed."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from runwatch.jobs.failures import (
+    CATALOGUE,
+    MAX_REFUSAL_CHARS,
+    Activity,
+    AttemptEnd,
+    classify,
+    refusal_of,
+    traceback_exception,
+)
+from runwatch.recipes.chat import RowRefusal, SetupError, validate_messages
+from runwatch.recipes.config import ConfigError
+from runwatch.recipes.wandb_bridge import WandbSetupError
+from runwatch.rundir import format as fmt
+from runwatch.sdk.run import exception_reason
+
+TORCH_OOM = ("Traceback (most recent call last):\n  File \"/srv/secretproj/train.py\", line 9, "
+             "in <module>\n    loss.backward()\ntorch.OutOfMemoryError: CUDA out of memory. "
+             "Tried to allocate 20.00 GiB (GPU 0; 79.15 GiB total capacity)\n")
+REFUSAL = "row 3 ends with a user message; end the conversation with the assistant's reply"
+
+# (what the worker observed, the phase it ends in, the catalogue reason)
+CASES: list[tuple[str, AttemptEnd, str, str | None]] = [
+    ("finished", AttemptEnd(exit_code=0, sdk_phase="SUCCEEDED"), "SUCCEEDED", None),
+    ("finished, then killed in teardown", AttemptEnd(signal=9, sdk_phase="SUCCEEDED"),
+     "SUCCEEDED", None),
+    ("a command that records nothing exits 0", AttemptEnd(exit_code=0), "SUCCEEDED", None),
+    ("cancelled by runwatch", AttemptEnd(signal=15, cancel_requested=True), "CANCELLED", None),
+    ("cancelled, SDK recorded it", AttemptEnd(exit_code=1, sdk_phase="CANCELLED",
+                                              cancel_requested=True), "CANCELLED", None),
+    ("cancelled while failing", AttemptEnd(exit_code=1, sdk_phase="FAILED",
+                                           cancel_requested=True), "CANCELLED", None),
+    ("could not start", AttemptEnd(start_failed=True), "FAILED", "could_not_start"),
+    ("devices never answered", AttemptEnd(devices_timed_out=True), "FAILED",
+     "devices_unreachable"),
+    ("hung while preparing", AttemptEnd(signal=9, startup_timed_out=True), "FAILED",
+     "startup_timeout"),
+    ("worker lost", AttemptEnd(worker_lost=True), "FAILED", "stopped_early"),
+    ("refused input", AttemptEnd(exit_code=1, sdk_phase="FAILED", sdk_reason=REFUSAL,
+                                 refusal=REFUSAL), "FAILED", "refused"),
+    ("OOM killer", AttemptEnd(signal=9, oom_killed=True), "FAILED", "host_oom"),
+    ("OOM killer, evaluating", AttemptEnd(signal=9, oom_killed=True,
+                                          activity=Activity.EVALUATION), "FAILED",
+     "eval_host_oom"),
+    ("SIGKILL from outside", AttemptEnd(signal=9), "FAILED", "stopped"),
+    ("SIGTERM from outside", AttemptEnd(signal=15), "FAILED", "stopped"),
+    ("a shell reports SIGKILL", AttemptEnd(exit_code=137), "FAILED", "stopped"),
+    ("segfault", AttemptEnd(signal=11), "FAILED", "failed"),
+    ("Ctrl-C from outside", AttemptEnd(exit_code=1, sdk_phase="CANCELLED",
+                                       sdk_reason="the training job was stopped"),
+     "FAILED", "stopped"),
+    ("torch OOM by name", AttemptEnd(exit_code=1, exception_type="torch.OutOfMemoryError"),
+     "FAILED", "device_oom"),
+    ("torch OOM traceback", AttemptEnd(exit_code=1, stderr_tail=TORCH_OOM), "FAILED",
+     "device_oom"),
+    ("rollout engine OOM", AttemptEnd(exit_code=1, stderr_tail=TORCH_OOM,
+                                      activity=Activity.ROLLOUT_ENGINE), "FAILED",
+     "rollout_engine_oom"),
+    ("weight handoff OOM", AttemptEnd(exit_code=1, stderr_tail=TORCH_OOM,
+                                      activity=Activity.WEIGHT_HANDOFF), "FAILED",
+     "weight_handoff_oom"),
+    ("evaluation OOM", AttemptEnd(exit_code=1, stderr_tail=TORCH_OOM,
+                                  activity=Activity.EVALUATION), "FAILED", "eval_device_oom"),
+    ("evaluation engine OOM", AttemptEnd(exit_code=1, stderr_tail=TORCH_OOM,
+                                         activity=Activity.EVALUATION_ENGINE), "FAILED",
+     "eval_engine_oom"),
+    ("CUDA runtime OOM", AttemptEnd(exit_code=1, stderr_tail="RuntimeError: CUDA error: out "
+                                    "of memory\nCUDA kernel errors might be reported"),
+     "FAILED", "device_oom"),
+    ("XLA OOM", AttemptEnd(exit_code=1, stderr_tail="jaxlib.xla_extension.XlaRuntimeError: "
+                           "RESOURCE_EXHAUSTED: Out of memory allocating 123 bytes"),
+     "FAILED", "device_oom"),
+    ("SDK recorded a device OOM", AttemptEnd(
+        exit_code=1, sdk_phase="FAILED",
+        sdk_reason="the training loop raised OutOfMemoryError: CUDA out of memory"),
+     "FAILED", "device_oom"),
+    ("MemoryError", AttemptEnd(exit_code=1, exception_type="MemoryError"), "FAILED",
+     "host_oom"),
+    ("CPU allocator", AttemptEnd(exit_code=1, stderr_tail="RuntimeError: [enforce fail at "
+                                 "alloc_cpu.cpp:83] DefaultCPUAllocator: can't allocate "
+                                 "memory: you tried to allocate 8 bytes"),
+     "FAILED", "host_oom"),
+    ("exited without finish()", AttemptEnd(
+        exit_code=0, sdk_phase="FAILED", sdk_reason="the training job stopped before it "
+        "finished (the process exited without calling finish())"), "FAILED", "stopped_early"),
+    ("SDK's own default reason", AttemptEnd(
+        exit_code=1, sdk_phase="FAILED",
+        sdk_reason="the training job failed; the run ID is what support needs"),
+     "FAILED", "failed"),
+    ("an exception the SDK recorded", AttemptEnd(
+        exit_code=1, sdk_phase="FAILED",
+        sdk_reason="the training loop raised KeyError: 'answer'"), "FAILED", "failed"),
+    ("a loop's own fail() text", AttemptEnd(exit_code=1, sdk_phase="FAILED",
+                                            sdk_reason="bad shard in /data/x"),
+     "FAILED", "failed"),
+    ("a traceback, no SDK", AttemptEnd(exit_code=1, stderr_tail="Traceback (most recent call "
+                                       "last):\nValueError: nope\n"), "FAILED", "failed"),
+    ("exit 3, nothing said", AttemptEnd(exit_code=3), "FAILED", "stopped_early"),
+    ("nothing observed at all", AttemptEnd(), "FAILED", "stopped_early"),
+]
+
+
+@pytest.mark.parametrize(("end", "phase", "reason"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_classify(end: AttemptEnd, phase: str, reason: str | None) -> None:
+    verdict = classify(end)
+    assert (verdict.phase, verdict.reason and verdict.reason.id) == (phase, reason)
+    if reason is None:
+        assert verdict.text is None
+    elif reason == "refused":
+        assert verdict.text == end.refusal
+    else:
+        assert verdict.text == CATALOGUE[reason].sentence
+
+
+def test_every_reason_is_reachable_and_phases_are_terminal() -> None:
+    assert {c[3] for c in CASES} - {None} == set(CATALOGUE)
+    assert {c[2] for c in CASES} == fmt.TERMINAL_PHASES
+
+
+def test_the_catalogue_s_entries_read_as_one_sentence_and_say_what_to_do() -> None:
+    assert [r.id for r in CATALOGUE.values() if r.refusal] == ["refused"]
+    for reason in CATALOGUE.values():
+        assert reason.sentence[0].islower() and not reason.sentence.endswith(".")
+        assert "\n" not in reason.sentence + reason.what_to_do
+        assert reason.what_to_do[0].isupper() and reason.what_to_do.endswith(".")
+    assert len({r.sentence for r in CATALOGUE.values()}) == len(CATALOGUE)
+
+
+SECRETS = ["SECRET-7f3a", "/home/alice/proj/train_secret.py", "mycorp.internal.trainer",
+           "NCCL WARN SECRET-nccl"]
+
+
+def _leaky_ends() -> list[AttemptEnd]:
+    """Every combination of the flags, with secrets wherever a process writes text."""
+    texts = [f"{kind}: {s}" for kind, s in zip(
+        ["torch.OutOfMemoryError", "MemoryError", "KeyError", "RuntimeError"], SECRETS,
+        strict=True)]
+    sdk = [(None, None), ("FAILED", f"the training loop raised ValueError: {SECRETS[0]}"),
+           ("FAILED", f"the training job ran out of device memory; {SECRETS[1]}"),
+           ("FAILED", SECRETS[2]), ("CANCELLED", SECRETS[3])]
+    ends = []
+    for (phase, reason), tail, code, sig, flags in itertools.product(
+            sdk, [*texts, "Traceback (most recent call last):\n" + texts[2]],
+            [None, 0, 1, 137], [None, 9, 11], itertools.product([False, True], repeat=3)):
+        oom, timed_out, lost = flags
+        ends.append(AttemptEnd(exit_code=code, signal=sig, oom_killed=oom,
+                               exception_type=f"{SECRETS[2]}.Boom", sdk_phase=phase,
+                               sdk_reason=reason, stderr_tail=tail,
+                               startup_timed_out=timed_out, worker_lost=lost))
+    return ends
+
+
+def test_no_reason_but_a_refusal_carries_what_the_process_wrote() -> None:
+    sentences = {r.sentence for r in CATALOGUE.values() if not r.refusal}
+    ends = _leaky_ends()
+    for end in ends:
+        verdict = classify(end)
+        assert verdict.text is None or verdict.text in sentences, end
+        assert not any(s in (verdict.text or "") for s in SECRETS)
+    reached = {v.reason.id for v in map(classify, ends) if v.reason}
+    assert {"device_oom", "host_oom", "stopped", "failed", "stopped_early",
+            "startup_timeout"} <= reached
+
+
+def test_a_refusal_is_kept_on_one_line_and_capped() -> None:
+    verdict = classify(AttemptEnd(exit_code=1, refusal="row 9\n  is   long " + "x" * 900))
+    assert verdict.text is not None and verdict.text.startswith("row 9 is long x")
+    assert len(verdict.text) == MAX_REFUSAL_CHARS and verdict.text.endswith("…")
+    assert classify(AttemptEnd(exit_code=1, refusal=" \n")).reason == CATALOGUE["stopped_early"]
+
+
+def _row_refusal() -> RowRefusal:
+    try:
+        validate_messages(3, [{"role": "assistant", "content": "hi"},
+                              {"role": "user", "content": "and?"}])
+    except RowRefusal as exc:
+        return exc
+    raise AssertionError("the recipe accepted a conversation that ends with a user message")
+
+
+@pytest.mark.parametrize("exc", [
+    _row_refusal(), SetupError("init_from names no checkpoint: give a path"),
+    ConfigError("max_steps must be at least 1"), WandbSetupError("set WANDB_API_KEY"),
+], ids=type)
+def test_what_the_recipes_raise_for_their_input_is_a_refusal(exc: Exception) -> None:
+    assert refusal_of(exc) == str(exc)
+    verdict = classify(AttemptEnd(exit_code=1, refusal=refusal_of(exc)))
+    assert verdict.reason == CATALOGUE["refused"] and verdict.text == str(exc)
+
+
+def test_the_recipes_row_refusal_names_the_row() -> None:
+    assert refusal_of(_row_refusal()) == ("row 3 ends with a user message; end the conversation "
+                                          "with the assistant's reply or drop the last user turn")
+
+
+@pytest.mark.parametrize("exc", [ValueError("SECRET-1"), KeyError("SECRET-2"),
+                                 RuntimeError("CUDA out of memory SECRET-3"), MemoryError()],
+                         ids=type)
+def test_any_other_exception_is_no_refusal(exc: Exception) -> None:
+    assert refusal_of(exc) is None
+
+
+class OutOfMemoryError(RuntimeError):
+    """Named as PyTorch names its device out-of-memory error."""
+
+
+@pytest.mark.parametrize(("exc", "reason"), [
+    (OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB SECRET"), "device_oom"),
+    (MemoryError(), "host_oom"), (KeyError("SECRET"), "failed"),
+], ids=["device", "host", "other"])
+def test_the_sdk_s_recorded_exception_is_read_by_its_type(exc: Exception, reason: str) -> None:
+    end = AttemptEnd(exit_code=1, sdk_phase="FAILED", sdk_reason=exception_reason(exc))
+    verdict = classify(end)
+    assert verdict.reason == CATALOGUE[reason] and "SECRET" not in (verdict.text or "")
+
+
+def test_traceback_exception_reads_the_last_traceback() -> None:
+    chained = ("Traceback (most recent call last):\n  File \"a.py\"\nKeyError: 'x'\n\nDuring "
+               "handling of the above exception, another exception occurred:\n\nTraceback "
+               "(most recent call last):\n  File \"a.py\", line 3\n    boom()\n"
+               "torch.OutOfMemoryError: CUDA out of memory\nwarning: later noise\n")
+    assert traceback_exception(chained) == "torch.OutOfMemoryError"
+    assert traceback_exception("Traceback (most recent call last):\nMemoryError\n") == \
+        "MemoryError"
+    assert traceback_exception("no traceback here\nKeyError: x") is None
+    assert traceback_exception("Traceback (most recent call last):\n  File \"a.py\"\n") is None
+
+
+# -- real processes ---------------------------------------------------------------------
+
+CHILD_TIMEOUT_S = 120
+
+
+def _ended(code: str, tmp_path: Path, kill: bool = False) -> AttemptEnd:
+    """Run `code` in a child Python, and what a worker would observe of its end."""
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if kill:
+        proc.send_signal(signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=CHILD_TIMEOUT_S)
+    events = sorted(tmp_path.glob(f"runs/*/{fmt.EVENTS}"))
+    last = orjson.loads(events[0].read_text().splitlines()[-1]) if events else {}
+    phase = last.get("phase")
+    return AttemptEnd.from_returncode(
+        proc.returncode, stderr_tail=stderr[-4000:],
+        sdk_phase=phase if phase in fmt.TERMINAL_PHASES else None,
+        sdk_reason=last.get("reason"))
+
+
+ALLOCATE_UNTIL_REFUSED = """
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (768 << 20, 768 << 20))
+held = []
+while True:
+    held.append(bytearray(32 << 20))
+"""
+SDK_CHILD = """
+import runwatch
+run = runwatch.init(name="child", dir="runs", flush_interval=0.05)
+run.log({{"loss": 1.0}}, step=1)
+{end}
+"""
+
+
+@pytest.mark.parametrize(("code", "kill", "reason"), [
+    ("import time\ntime.sleep(60)", True, "stopped"),
+    ("raise KeyError('SECRET-42 in /home/alice/mod.py')", False, "failed"),
+    (ALLOCATE_UNTIL_REFUSED, False, "host_oom"),
+    ("import torch\nraise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate "
+     "20.00 GiB SECRET')", False, "device_oom"),
+    ("import sys\nsys.exit(3)", False, "stopped_early"),
+    (SDK_CHILD.format(end="raise KeyError('SECRET-42')"), False, "failed"),
+    (SDK_CHILD.format(end="pass  # exits without finish()"), False, "stopped_early"),
+], ids=["sigkill", "exception", "memory-rlimit", "torch-oom", "exit-3", "sdk-exception",
+        "sdk-no-finish"])
+def test_a_real_child_s_end_gets_its_reason(code: str, kill: bool, reason: str,
+                                            tmp_path: Path) -> None:
+    verdict = classify(_ended(code, tmp_path, kill))
+    assert verdict.phase == "FAILED" and verdict.reason == CATALOGUE[reason]
+    assert "SECRET" not in (verdict.text or "")
+
+
+def test_a_real_child_that_finishes_succeeds(tmp_path: Path) -> None:
+    end = _ended(SDK_CHILD.format(end="run.finish()"), tmp_path)
+    assert (end.exit_code, end.sdk_phase) == (0, "SUCCEEDED")
+    assert classify(end).phase == "SUCCEEDED"
