@@ -1,0 +1,218 @@
+"""What a run costs: device time over all its attempts, and spend at a device profile's rate.
+
+A run holds its devices from the moment a worker starts its process (PREPARING) until the
+process exits (through RUNNING, and CANCEL_REQUESTED while it stops), so an attempt's
+device seconds are that time × the devices the run asked for; QUEUED time is shown apart,
+as queue wait, and costs nothing. A retried run's cost is the sum over its attempts (an
+attempt ends at a terminal event; the events after it are the next attempt's). Until the
+last attempt ends the figures are an estimate, with its open phase lasting until `until`.
+Phase times come from `runwatch.analysis.timing.phase_millis`.
+
+Spend is device hours × the profile's hourly rate per device. Profiles are a small table:
+the built-in `cpu` profile (this machine, one device) and those of a config mapping:
+
+    default: a100x8
+    profiles:
+      cpu: {hourly_rate: 0.2}            # a field of a known profile, overridden
+      a100x8: {devices: 8, device_memory_gib: 80, host_memory_gib: 1024, hourly_rate: 2.5}
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from runwatch.analysis.timing import phase_millis
+from runwatch.rundir.format import TERMINAL_PHASES, RunDirError, validate_name
+
+GIB = 1024**3
+# The phases in which a run holds its devices.
+HOLDING_PHASES = ("PREPARING", "RUNNING", "CANCEL_REQUESTED")
+
+
+class ProfileError(ValueError):
+    """A device profile or its config is unusable; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """A kind of worker machine a run can ask for, and what an hour of one device costs."""
+
+    name: str
+    devices: int
+    device_memory_bytes: int  # per device; 0 for CPUs (they use host memory) or not stated
+    host_memory_bytes: int  # 0 when not stated
+    hourly_rate: float  # per device-hour, in the deployment's currency
+
+
+def _host_memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+# A laptop or workstation CPU counts as one device. The rate is a placeholder close to a
+# small cloud CPU machine's price per hour: set your own in the config.
+CPU = DeviceProfile("cpu", devices=1, device_memory_bytes=0,
+                    host_memory_bytes=_host_memory_bytes(), hourly_rate=0.05)
+
+_FIELDS = {"devices": "devices", "device_memory_gib": "device_memory_bytes",
+           "host_memory_gib": "host_memory_bytes", "hourly_rate": "hourly_rate"}
+
+
+@dataclass(frozen=True)
+class Profiles:
+    """The device profiles a deployment offers, and the one a run gets when it names none."""
+
+    by_name: Mapping[str, DeviceProfile]
+    default: str
+
+    def get(self, name: str | None = None) -> DeviceProfile:
+        """The profile called `name` (the default for None), else ProfileError naming them."""
+        wanted = self.default if name is None else name
+        found = self.by_name.get(wanted)
+        if found is None:
+            raise ProfileError(f"there is no device profile {wanted!r}; choose one of "
+                               f"{', '.join(sorted(self.by_name))}")
+        return found
+
+
+def _number(name: str, key: str, value: Any, integer: bool, least: float) -> float:
+    ok = isinstance(value, int if integer else int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < least:
+        kind = "a whole number" if integer else "a number"
+        raise ProfileError(f"device profile {name!r}: {key} must be {kind} of at least "
+                           f"{least:g}, not {value!r}")
+    return float(value)
+
+
+def _profile(name: str, fields: Any, base: DeviceProfile | None) -> DeviceProfile:
+    if not isinstance(fields, Mapping):
+        raise ProfileError(f"device profile {name!r} must be a mapping of "
+                           f"{', '.join(_FIELDS)}, not {type(fields).__name__}")
+    unknown = sorted(str(k) for k in fields if k not in _FIELDS)
+    if unknown:
+        raise ProfileError(f"device profile {name!r} has no setting {unknown[0]!r}; its "
+                           f"settings are {', '.join(_FIELDS)}")
+    if base is None and "hourly_rate" not in fields:
+        raise ProfileError(f"device profile {name!r} needs an hourly_rate (per device-hour)")
+    profile = base or DeviceProfile(name, 1, 0, 0, 0.0)
+    devices = _number(name, "devices", fields.get("devices", profile.devices), True, 1)
+    device_mem = _number(name, "device_memory_gib", fields.get(
+        "device_memory_gib", profile.device_memory_bytes / GIB), False, 0)
+    host_mem = _number(name, "host_memory_gib", fields.get(
+        "host_memory_gib", profile.host_memory_bytes / GIB), False, 0)
+    rate = _number(name, "hourly_rate", fields.get("hourly_rate", profile.hourly_rate), False, 0)
+    return replace(profile, devices=int(devices), device_memory_bytes=round(device_mem * GIB),
+                   host_memory_bytes=round(host_mem * GIB), hourly_rate=rate)
+
+
+def load_profiles(config: Mapping[str, Any] | None = None) -> Profiles:
+    """The built-in profiles with those of `config` (see the module docstring) over them."""
+    config = config or {}
+    unknown = sorted(str(k) for k in config if k not in ("default", "profiles"))
+    if unknown:
+        raise ProfileError(f"the device profile config has no setting {unknown[0]!r}; its "
+                           "settings are default and profiles")
+    given = config.get("profiles") or {}
+    if not isinstance(given, Mapping):
+        raise ProfileError("the device profile config's profiles must be a mapping of name "
+                           "to settings")
+    by_name: dict[str, DeviceProfile] = {CPU.name: CPU}
+    for name, fields in given.items():
+        try:
+            validate_name(name, "device profile name")
+        except RunDirError as exc:
+            raise ProfileError(str(exc)) from None
+        by_name[name] = _profile(name, fields, by_name.get(name))
+    profiles = Profiles(by_name, str(config.get("default") or CPU.name))
+    profiles.get()  # the default must exist
+    return profiles
+
+
+@dataclass(frozen=True)
+class AttemptTime:
+    """One attempt of a run: the time it spent in each phase, and whether it has ended."""
+
+    number: int  # 1 for the first attempt
+    phase_millis: Mapping[str, int]
+    ended: bool
+
+    @property
+    def held_s(self) -> float:
+        """Seconds the attempt held its devices."""
+        return sum(self.phase_millis.get(p, 0) for p in HOLDING_PHASES) / 1000
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A run's cost over all its attempts."""
+
+    profile: DeviceProfile
+    devices: int
+    attempts: tuple[AttemptTime, ...]
+    estimate: bool  # the run has not ended: the figures grow until it does
+
+    @property
+    def phase_millis(self) -> dict[str, int]:
+        """Milliseconds in each phase, summed over the attempts."""
+        total: dict[str, int] = {}
+        for attempt in self.attempts:
+            for phase, ms in attempt.phase_millis.items():
+                total[phase] = total.get(phase, 0) + ms
+        return total
+
+    @property
+    def queue_wait_s(self) -> float:
+        return self.phase_millis.get("QUEUED", 0) / 1000
+
+    @property
+    def device_seconds(self) -> float:
+        return sum(a.held_s for a in self.attempts) * self.devices
+
+    @property
+    def spend(self) -> float:
+        """Device hours × the profile's hourly rate."""
+        return self.device_seconds / 3600 * self.profile.hourly_rate
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data, for the API and `-o json`."""
+        return {
+            "device_profile": self.profile.name,
+            "devices": self.devices,
+            "hourly_rate": self.profile.hourly_rate,
+            "device_seconds": self.device_seconds,
+            "spend": self.spend,
+            "estimate": self.estimate,
+            "queue_wait_s": self.queue_wait_s,
+            "timing": {"phaseMillis": self.phase_millis},
+            "attempts": [{"attempt": a.number, "phaseMillis": dict(a.phase_millis),
+                          "device_seconds": a.held_s * self.devices, "ended": a.ended}
+                         for a in self.attempts],
+        }
+
+
+def split_attempts(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """A run's lifecycle events, cut into attempts after each terminal event."""
+    out: list[list[dict[str, Any]]] = [[]]
+    for event in events:
+        if out[-1] and out[-1][-1]["phase"] in TERMINAL_PHASES:
+            out.append([])
+        out[-1].append(event)
+    return out if out[-1] else []
+
+
+def run_cost(events: Sequence[dict[str, Any]], devices: int, profile: DeviceProfile,
+             until: float | None = None) -> Cost:
+    """The cost of a run from its events (in order), for `devices` of `profile`; an attempt
+    still open lasts until `until` (now by default)."""
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise ProfileError(f"a run uses at least one device, not {devices!r}")
+    attempts = tuple(
+        AttemptTime(n, phase_millis(evs, until), evs[-1]["phase"] in TERMINAL_PHASES)
+        for n, evs in enumerate(split_attempts(events), start=1))
+    return Cost(profile, devices, attempts, estimate=not attempts or not attempts[-1].ended)
