@@ -91,7 +91,7 @@ def test_streamed_metrics_are_checked_by_the_health_engine(api: Api) -> None:
     assert api.post("/api/ingest", content=json.dumps(batch).encode(),
                     headers=JSON).status_code == 200
     findings = api.ok("/api/runs/hx/health")["findings"]
-    assert [(f["rule"], f["step_start"]) for f in findings] == [("metric.non_finite", 4)]
+    assert [(f["rule_id"], f["first_step"]) for f in findings] == [("metric.non_finite", 4)]
 
 
 def test_a_batch_that_arrives_after_a_later_one_is_checked_by_the_health_engine(
@@ -129,3 +129,12 @@ def test_an_oversized_body_is_refused_before_it_is_read_whole(engine: Engine) ->
     resp = api.post("/api/ingest", content=body(), headers={**JSON, "Content-Length": "52428800"})
     assert_error(resp, 413)
     assert sent <= len(chunk)
+
+
+def test_a_manifest_with_fields_of_the_wrong_kind_is_refused(api: Api) -> None:
+    for field, value in (("created_at", "yesterday"), ("tags", "not-a-list")):
+        batch = {**_metrics("bad-m", range(2)), "manifest": manifest("bad-m", "bad-m",
+                                                                    **{field: value})}
+        body = assert_error(api.post("/api/ingest", json=batch), 400)
+        assert field in body["error"]
+    assert_error(api.get("/api/runs/bad-m"), 404)

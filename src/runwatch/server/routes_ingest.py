@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from runwatch.health.store import on_metrics as health_on_metrics
 from runwatch.ingest import ingest_records
+from runwatch.ingest.manifest import ManifestError, check_manifest
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
 from runwatch.server.errors import ApiError, error_response
@@ -57,6 +58,10 @@ def _check_batch(batch: Any, limits: Limits) -> tuple[str, str, list[dict[str, A
     if manifest is not None:
         if not isinstance(manifest, dict) or manifest.get("run_id") != run_id:
             raise BatchError(400, "manifest must be an object whose run_id is the batch's run_id")
+        try:
+            check_manifest(manifest)
+        except ManifestError as exc:
+            raise BatchError(400, str(exc)) from exc
         if manifest.get("name") is not None:
             try:
                 fmt.validate_name(str(manifest["name"]))
