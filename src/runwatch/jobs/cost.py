@@ -9,12 +9,8 @@ last attempt ends the figures are an estimate, with its open phase lasting until
 Phase times come from `runwatch.analysis.timing.phase_millis`.
 
 Spend is device hours × the profile's hourly rate per device. Profiles are a small table:
-the built-in `cpu` profile (this machine, one device) and those of a config mapping:
-
-    default: a100x8
-    profiles:
-      cpu: {hourly_rate: 0.2}            # a field of a known profile, overridden
-      a100x8: {devices: 8, device_memory_gib: 80, host_memory_gib: 1024, hourly_rate: 2.5}
+the built-in `cpu` profile (this machine, one device) and those of a config mapping
+(`load_profiles`; its shape is in docs/jobs.md).
 """
 
 from __future__ import annotations
