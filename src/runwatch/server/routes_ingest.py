@@ -25,6 +25,25 @@ from runwatch.store.runs import upsert_run
 
 router = APIRouter(tags=["ingest"])
 
+_BATCH = {
+    "type": "object",
+    "required": ["run_id", "file", "records"],
+    "properties": {
+        "run_id": {"type": "string", "minLength": 1, "maxLength": 64},
+        "file": {"type": "string", "enum": list(fmt.FILES)},
+        "records": {"type": "array", "items": {
+            "type": "object", "required": ["seq"],
+            "properties": {"seq": {"type": "integer", "minimum": 0}}}},
+        "manifest": {"type": "object", "description": "the run's manifest.json, with the "
+                                                      "first batch of a run"},
+    },
+}
+# The body is read by hand (to count it while it streams); this tells /openapi.json its shape.
+REQUEST_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "anyOf": [{"type": "object", "required": ["batches"],
+               "properties": {"batches": {"type": "array", "minItems": 1, "items": _BATCH}}},
+              _BATCH]}}}}}
+
 
 class BatchError(Exception):
     """One batch cannot be stored; `status` is the HTTP status it would get alone."""
@@ -106,7 +125,7 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-@router.post("/api/ingest")
+@router.post("/api/ingest", openapi_extra=REQUEST_BODY)
 async def ingest(request: Request, st: ServerState = Depends(state)) -> JSONResponse:
     """Store batches `{"batches": [{"run_id", "file", "records", "manifest"?}]}` (or one batch).
 

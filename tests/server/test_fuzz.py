@@ -1,0 +1,166 @@
+"""A fuzz run of the whole API from its OpenAPI schema (schemathesis): no input gets a 5xx,
+and every 4xx is the one error shape.
+
+The app runs in-process over a real SQLite index holding a few real runs; requests are
+generated from `/openapi.json`, valid ones and invalid ones, with the run and key
+parameters often pointing at what the index holds. A live stream of a real run stays open, so
+the stream routes are fuzzed with generated run names only (tests/server/test_sse.py
+covers real streams). Failures are collected rather than raised, so one run lists every
+5xx at once (without Hypothesis shrinking each one).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+from apiclient import Api, MakeRun
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
+from sqlalchemy import Engine
+
+from runwatch.rundir import format as fmt
+from runwatch.server.app import create_app
+
+pytestmark = pytest.mark.slow
+# examples per operation and generation mode: some 400 cases in all
+EXAMPLES = 20
+RUNS = ["fz-sft", "fz-nan", "fz-failed"]
+KEYS = ["loss", "learning_rate", "reward"]
+JSON = "application/json"
+
+
+def _index_runs(make_run: MakeRun, index: Callable[[], None]) -> None:
+    make_run("fz-sft", steps=30)
+    make_run("fz-nan", steps=10,
+             metrics=lambda i: {"loss": math.nan if i == 4 else 1.0 / (i + 1), "reward": i})
+    make_run("fz-failed", steps=3, status="FAILED")
+    index()
+
+
+def _aim(case: Any, data: st.DataObject) -> None:
+    """Point the run and key parameters at real runs and keys about half of the time."""
+    real = st.booleans()
+    if case.path_parameters and "run" in case.path_parameters and data.draw(real):
+        case.path_parameters["run"] = data.draw(st.sampled_from(RUNS))
+    query = case.query if isinstance(case.query, dict) else None
+    if query is not None:
+        if "run" in query and data.draw(real):
+            query["run"] = data.draw(st.lists(st.sampled_from(RUNS), min_size=1, max_size=2))
+        if "key" in query and data.draw(real):
+            query["key"] = data.draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=2))
+
+
+def _problem(status: int, body: Any) -> str | None:
+    if status >= 500:
+        return f"{status}"
+    if status >= 400 and not (isinstance(body, dict) and body.get("ok") is False
+                              and isinstance(body.get("error"), str) and body["error"]
+                              and body.get("status") == status):
+        return f"{status} without the error shape"
+    return None
+
+
+def test_fuzz_the_whole_api_finds_no_5xx(engine: Engine, runs_dir: Path, make_run: MakeRun,
+                                         index: Callable[[], None]) -> None:
+    _index_runs(make_run, index)
+    app = create_app(engine, runs_dir=runs_dir, poll_interval=0.01)
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    schema.config.max_stream_events = 1  # a stream answers one event, then is closed
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) >= 18
+    ran: list[str] = []
+    failures: list[str] = []
+
+    for op in operations:
+        # a path holds only strings, so an operation with no query and no body has no
+        # invalid input to generate beyond the strings its valid input already has
+        has_input = len(op.query) > 0 or len(op.body) > 0
+        modes = [GenerationMode.POSITIVE] + ([GenerationMode.NEGATIVE] if has_input else [])
+        for mode in modes:
+
+            @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+                      phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+            @given(case=op.as_strategy(generation_mode=mode), data=st.data())
+            def fuzz(case: Any, data: st.DataObject) -> None:
+                if not case.operation.path.endswith("/stream"):  # a real run's stream stays open
+                    _aim(case, data)
+                ran.append(case.operation.label)
+                try:
+                    resp = case.call()
+                except Exception as exc:  # the app raised: the client saw a 500
+                    failures.append(f"{case.operation.label} raised {exc!r}: "
+                                    f"{case.as_curl_command()}")
+                    return
+                try:
+                    body = resp.json()
+                except ValueError:
+                    body = None
+                problem = _problem(resp.status_code, body)
+                if problem:
+                    failures.append(f"{case.operation.label} answered {problem} {str(body)[:300]}: "
+                                    f"{case.as_curl_command()}")
+
+            fuzz()
+
+    print(f"fuzzed {len(ran)} cases over {len(operations)} operations; "
+          f"{len(failures)} failures")
+    assert not failures, "\n".join(sorted(set(failures))[:40])
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
+    | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                max_size=3),
+    max_leaves=8)
+MANIFEST_FIELDS = ["name", "project", "group", "tags", "method", "base_model", "created_at",
+                   "schema_version", "config", "host", "git"]
+
+
+@st.composite
+def ingest_bodies(draw: st.DrawFn) -> bytes:
+    """A batch whose records and manifest hold any JSON values (NaN, huge ints, nesting)."""
+    run_id = draw(st.sampled_from(["fz-new", *RUNS]))
+    fields = draw(st.dictionaries(st.sampled_from(MANIFEST_FIELDS), JSON_VALUES, max_size=4))
+    manifest = {"schema_version": 1, "run_id": run_id, "name": run_id,
+                "created_at": 1.7e9, **fields}
+    records = draw(st.lists(st.fixed_dictionaries(
+        {"seq": st.integers(min_value=0, max_value=2**40), "step": JSON_VALUES,
+         "ts": JSON_VALUES},
+        optional={k: JSON_VALUES for k in ("loss", "reward", "phase", "level", "message")}),
+        max_size=4))
+    batch = {"run_id": run_id, "file": draw(st.sampled_from(fmt.FILES)), "records": records}
+    if draw(st.booleans()):
+        batch["manifest"] = manifest
+    return json.dumps(batch).encode()
+
+
+def test_fuzz_ingest_with_any_json_values_finds_no_5xx(
+        engine: Engine, runs_dir: Path, make_run: MakeRun, index: Callable[[], None]) -> None:
+    _index_runs(make_run, index)
+    api = Api(create_app(engine, runs_dir=runs_dir))
+    failures: list[str] = []
+
+    @settings(max_examples=150, deadline=None, database=None, derandomize=True,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(body=ingest_bodies())
+    def fuzz(body: bytes) -> None:
+        try:
+            resp = api.post("/api/ingest", content=body, headers={"Content-Type": JSON})
+        except Exception as exc:  # the app raised: the client saw a 500
+            failures.append(f"raised {exc!r}: {body[:400]!r}")
+            return
+        problem = _problem(resp.status_code, resp.json())
+        if problem:
+            failures.append(f"answered {problem} {resp.text[:300]}: {body[:400]!r}")
+
+    fuzz()
+    print(f"fuzzed /api/ingest with 150 bodies; {len(failures)} failures")
+    assert not failures, "\n".join(failures[:20])
