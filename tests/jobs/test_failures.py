@@ -38,6 +38,8 @@ CASES: list[tuple[str, AttemptEnd, str, str | None]] = [
     ("finished, then killed in teardown", AttemptEnd(signal=9, sdk_phase="SUCCEEDED"),
      "SUCCEEDED", None),
     ("a command that records nothing exits 0", AttemptEnd(exit_code=0), "SUCCEEDED", None),
+    ("exits 0 after a memory warning", AttemptEnd(exit_code=0, stderr_tail=TORCH_OOM),
+     "SUCCEEDED", None),
     ("cancelled by runwatch", AttemptEnd(signal=15, cancel_requested=True), "CANCELLED", None),
     ("cancelled, SDK recorded it", AttemptEnd(exit_code=1, sdk_phase="CANCELLED",
                                               cancel_requested=True), "CANCELLED", None),

@@ -55,7 +55,9 @@ CLASSIFY = """A worker classifies an ended attempt from what it can observe
    within the startup timeout (`startup_timeout`), its worker stopped heartbeating
    (`stopped_early`).
 3. An input refusal the runtime recorded as one (`refused`, its text kept). The recipes'
-   refusals are their `RecipeError`, `ConfigError` and `WandbSetupError`.
+   refusals are their `RecipeError`, `ConfigError` and `WandbSetupError`. Then exit code
+   0 with nothing recorded and no OOM kill: SUCCEEDED (a command that does not use the
+   SDK; what it printed on the way does not fail it).
 4. Memory: the kernel's OOM killer (SIGKILL with evidence such as the cgroup's `oom_kill`
    count) or a host allocation failure (`MemoryError`, PyTorch's CPU allocator,
    `std::bad_alloc`) means host memory; a framework's device out-of-memory error
@@ -66,8 +68,7 @@ CLASSIFY = """A worker classifies an ended attempt from what it can observe
 5. A signal from outside (SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT, or a shell's exit
    code 128 + N for one of them), or the SDK recording CANCELLED that runwatch did not
    ask for: `stopped`. Any other signal (a crash): `failed`.
-6. Exit code 0 with nothing recorded: SUCCEEDED (a command that does not use the SDK).
-   The SDK recorded FAILED: the catalogue sentence it recorded, else `failed`. A non-zero
+6. The SDK recorded FAILED: the catalogue sentence it recorded, else `failed`. A non-zero
    exit after a traceback: `failed`; without one: `stopped_early`.
 """
 

@@ -249,6 +249,8 @@ def classify(end: AttemptEnd) -> Verdict:
     refusal = _one_line(end.refusal or "")
     if refusal:
         return Verdict("FAILED", CATALOGUE["refused"], refusal)
+    if end.exit_code == 0 and end.sdk_phase is None and not end.oom_killed:
+        return Verdict("SUCCEEDED")  # a command that records nothing and exits well
     exc = _exception(end)
     memory = _memory(end, exc)
     if memory is not None:
@@ -258,8 +260,6 @@ def classify(end: AttemptEnd) -> Verdict:
         return _failed("stopped" if sig in _STOP_SIGNALS else "failed")
     if end.sdk_phase == "CANCELLED":
         return _failed("stopped")  # stopped from outside: runwatch did not ask
-    if end.sdk_phase is None and end.exit_code == 0:
-        return Verdict("SUCCEEDED")  # a command that records nothing and exits well
     if end.sdk_phase == "FAILED":
         return _recorded(end) or _failed("failed")
     return _failed("failed" if exc else "stopped_early")
