@@ -9,7 +9,10 @@ its own before the stop took effect. Retry is the one way out of a terminal phas
 attempt of the same run, QUEUED again.
 
 The phase names and groups are those of `runwatch.rundir.format`. Refusals are one
-sentence that says what the run can do instead (the API answers them with 409).
+sentence that says what the run can do instead (the API answers them with 409). The
+table governs the moves job control makes (workers, cancel, retry); the events a run's
+own process writes are recorded as written (the SDK of a run started by hand records
+RUNNING → CANCELLED on Ctrl-C).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ WHY: Mapping[tuple[str, str], str] = {
     ("QUEUED", "CANCELLED"): "cancel: the run had no process yet, so it ends at once",
     ("PREPARING", "RUNNING"): "the process started training",
     ("PREPARING", "CANCEL_REQUESTED"): "cancel: the process is told to stop",
-    ("PREPARING", "SUCCEEDED"): "the process ended well before it reported training",
+    ("PREPARING", "SUCCEEDED"): "the process finished without reporting a training phase",
     ("PREPARING", "FAILED"): "the process failed, or reported no progress before the startup "
                              "timeout, or could not be started",
     ("RUNNING", "CANCEL_REQUESTED"): "cancel: the process is told to stop",
