@@ -20,13 +20,7 @@ from runwatch.ingest.sql import insert_ignore_sql
 from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
 from runwatch.store.keys import metric_keys
-from runwatch.store.points import (
-    SEQ_LIMIT,
-    PointColumns,
-    count_points,
-    key_base,
-    last_point,
-)
+from runwatch.store.points import SEQ_LIMIT, PointColumns, key_base, update_key_stats
 from runwatch.store.values import INT64_MAX, INT64_MIN, finite, is_int64, preview, to_float
 
 _NUMERIC = frozenset({float, int, bool})
@@ -37,6 +31,10 @@ RECORD_FIELDS = frozenset({"seq", "step", "ts", "_line"})
 # One SQLite statement stores this many metrics of a record at most (one bound value
 # each, plus seq, step and ts); a wider record is stored in several.
 KEYS_PER_STATEMENT = 200
+# Each new key costs statements inside the transaction that holds the index's write
+# lock: a record may have at most this many metrics, a run at most this many keys.
+MAX_KEYS_PER_RECORD = 2_000
+MAX_KEYS_PER_RUN = 10_000
 
 
 def store_metrics(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]
@@ -92,15 +90,26 @@ class _PointSink:
     def _key_id(self, key: str) -> int:
         kid = self.keys.get(key)
         if kid is None:
-            kid = self.keys[key] = _new_key(self.conn, self.run_pk, key)
+            self._new_keys([key])
+            kid = self.keys[key]
         return kid
+
+    def _new_keys(self, names: list[str]) -> None:
+        """Create metric keys of the run in one statement, and learn their ids."""
+        self.conn.execute(s.metric_keys.insert(),
+                          [{"run_pk": self.run_pk, "key": k, "points": 0} for k in names])
+        self.keys = metric_keys(self.conn, self.run_pk)
 
     def add_block(self, shape: tuple[str, ...], block: list[dict[str, Any]]) -> bool:
         """Store records of one shape as columns; False if they need the record path."""
         if "seq" not in shape or "step" not in shape or "ts" not in shape:
             return False
         names = [k for k in shape if k not in RECORD_FIELDS]
-        if any(k not in self.keys and fmt.validate_key(k) for k in names):
+        if len(names) > MAX_KEYS_PER_RECORD:
+            return False
+        new = [k for k in names if k not in self.keys]
+        if new and (len(self.keys) + len(new) > MAX_KEYS_PER_RUN
+                    or any(fmt.validate_key(k) for k in new)):
             return False
         parts = []
         for i in range(0, max(len(names), 1), KEYS_PER_STATEMENT):
@@ -110,6 +119,8 @@ class _PointSink:
             if not _valid(cols):
                 return False
             parts.append((part, params, cols))
+        if new:
+            self._new_keys(new)
         self.max_step = max(self.max_step, max(parts[0][2][1]))
         self.max_ts = max(self.max_ts, max(parts[0][2][2]))
         for part, params, cols in parts:
@@ -149,6 +160,11 @@ class _PointSink:
         seq = rec.pop("seq", None)
         ts = rec.pop("ts", None)
         rec.pop("_line", None)
+        if len(rec) > MAX_KEYS_PER_RECORD:
+            self.res.problem(f"{place}: the record has {len(rec)} metrics, and a record may "
+                             f"have at most {MAX_KEYS_PER_RECORD}; skipped (log fewer "
+                             "metrics per record)")
+            return
         if not is_int64(step) or step < 0:
             self.res.problem(f"{place}: 'step' must be a non-negative integer below 2**63")
             return
@@ -170,6 +186,9 @@ class _PointSink:
                 continue
             if key not in self.keys:
                 problem = fmt.validate_key(key)
+                if not problem and len(self.keys) >= MAX_KEYS_PER_RUN:
+                    problem = (f"{key!r} is a new metric key, and the run has "
+                               f"{MAX_KEYS_PER_RUN} metric keys, the most a run may have")
                 if problem:
                     self.res.problem(f"{place}: {problem}; skipped")
                     continue
@@ -203,20 +222,9 @@ class _PointSink:
             _advance_run(conn, self.run_pk, self.max_step, self.max_ts)
 
     def _key_stats(self, exact: bool) -> None:
-        """Each touched key's point count and newest stored (step, value).
-
-        Counts are added when every point was new; when some were stored already (a
-        batch sent again) they are counted in the table, so they stay exact. The newest
-        point is read back, since a batch may arrive after one with higher seqs.
-        """
-        k = s.metric_keys.c
-        for name, cols in self.res.points.items():
-            kid = self.keys[name]
-            points = k.points + len(cols.seqs) if exact else count_points(kid)
-            last = last_point(self.conn, kid)
-            self.conn.execute(update(s.metric_keys).where(k.id == kid).values(
-                points=points, last_step=None if last is None else last[0],
-                last_value=None if last is None else _finite_or_none(last[1])))
+        """Each touched key's point count and newest stored (step, value)."""
+        update_key_stats(self.conn, {self.keys[name]: len(cols.seqs)
+                                     for name, cols in self.res.points.items()}, exact)
 
 
 def _valid(cols: list[tuple[Any, ...]]) -> bool:
@@ -251,17 +259,6 @@ def _record_sql(bases: tuple[int, ...]) -> str:
     # runs a multi-row upsert about five times slower (measured on 3.40). The two differ
     # only on a NULL step or ts, which the caller has already ruled out.
     return f"INSERT OR IGNORE INTO metric_points (id, step, ts, value) VALUES {values}"
-
-
-def _finite_or_none(value: Any) -> float | None:
-    return None if value is None or value != value else float(value)
-
-
-def _new_key(conn: Connection, run_pk: int, key: str) -> int:
-    result = conn.execute(s.metric_keys.insert().values(run_pk=run_pk, key=key, points=0))
-    pk = result.inserted_primary_key
-    assert pk is not None
-    return int(pk[0])
 
 
 def _advance_run(conn: Connection, run_pk: int, max_step: int, max_ts: float | None) -> None:

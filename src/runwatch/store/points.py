@@ -5,9 +5,10 @@ id says the run, the key and the record the point came from, and all points of a
 are one range of ids in seq order: a series is one range scan of the primary key.
 
 Every read of `metric_points` is here: a key's points (`scan_points`, `read_points`),
-the first and last of them, and the points of all of a run's keys in a seq window
-(`run_points`, for live streams). `PointColumns` is how new points travel from ingest
-to its hooks (the health engine, the server's series cache).
+the first of them, the keys' statistics after a write (`update_key_stats`), and the
+points of all of a run's keys in a seq window (`run_points`, for live streams).
+`PointColumns` is how new points travel from ingest to its hooks (the health engine,
+the server's series cache).
 
 Why not a (run_pk, key_id, seq) primary key: in SQLite an integer primary key is the
 table's rowid, and inserting by rowid skips the composite-key comparisons and the
@@ -138,18 +139,27 @@ def first_point(conn: Connection, key_id: int) -> tuple[int, int]:
     return (-1, -1) if row is None else (seq_of(int(row.id)), int(row.step))
 
 
-def last_point(conn: Connection, key_id: int) -> tuple[int, float | None] | None:
-    """(step, value) of a key's newest point by seq, or None when it has none."""
-    p = s.metric_points.c
-    row = conn.execute(select(p.step, p.value).where(in_key(p.id, key_id))
-                       .order_by(p.id.desc()).limit(1)).first()
-    return None if row is None else (int(row.step), row.value)
+def update_key_stats(conn: Connection, added: dict[int, int], exact: bool) -> None:
+    """Bring each key's count and newest stored (step, value) up to date after a write.
 
-
-def count_points(key_id: int) -> Any:
-    """A scalar subquery: how many points a key has."""
-    p = s.metric_points.c
-    return select(func.count()).where(in_key(p.id, key_id)).scalar_subquery()
+    `added` is how many points were written per key id. When every one was new
+    (`exact`) the counts are added; otherwise they are counted again from the table.
+    The newest point is read back, since a batch may arrive after one with higher seqs.
+    One statement for all keys (a NaN value, stored as NULL, is a NULL last value).
+    """
+    m = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    newest = f"FROM metric_points WHERE id BETWEEN {m} AND {m} ORDER BY id DESC LIMIT 1"
+    points = f"points + {m}" if exact else (
+        f"(SELECT count(*) FROM metric_points WHERE id BETWEEN {m} AND {m})")
+    sql = (f"UPDATE metric_keys SET points = {points}, last_step = (SELECT step {newest}), "
+           f"last_value = (SELECT value {newest}) WHERE id = {m}")
+    rows = []
+    for kid, n in added.items():
+        low, high = id_range(kid)
+        rows.append((n if exact else low, *(() if exact else (high,)), low, high, low, high,
+                     kid))
+    if rows:
+        conn.exec_driver_sql(sql, rows)
 
 
 def _run_points_statement() -> Any:
