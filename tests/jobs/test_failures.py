@@ -267,8 +267,9 @@ ALLOCATE_UNTIL_REFUSED = """
 import resource
 resource.setrlimit(resource.RLIMIT_AS, (768 << 20, 768 << 20))
 held = []
-while True:
+for _ in range(64):  # 2 GiB, far past the limit
     held.append(bytearray(32 << 20))
+raise SystemExit("the address-space limit was not enforced")
 """
 SDK_CHILD = """
 import runwatch
