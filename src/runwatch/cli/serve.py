@@ -58,7 +58,8 @@ def ui(
         "127.0.0.1"),
     db: Annotated[str | None, typer.Option(
         help="index database (URL or path); default DIR/.runwatch/index.db")] = None,
-    token: Annotated[str | None, typer.Option(envvar=ENV_VAR, help="require this token")] = None,
+    token: Annotated[str | None, typer.Option(
+        envvar=ENV_VAR, help="require this token (16+ characters; see docs/security.md)")] = None,
     interval: Annotated[float, typer.Option(help="seconds between indexing passes")] = (
         INDEX_INTERVAL_S),
     exit_when_done: Annotated[bool, typer.Option(
@@ -86,7 +87,8 @@ def server(
     host: Annotated[str, typer.Option(help="address to bind; non-loopback needs --token")] = (
         "127.0.0.1"),
     port: Annotated[int, typer.Option(help="port to listen on")] = DEFAULT_PORT,
-    token: Annotated[str | None, typer.Option(envvar=ENV_VAR, help="require this token")] = None,
+    token: Annotated[str | None, typer.Option(
+        envvar=ENV_VAR, help="require this token (16+ characters; see docs/security.md)")] = None,
     interval: Annotated[float, typer.Option(help="seconds between indexing passes")] = (
         INDEX_INTERVAL_S),
 ) -> None:
