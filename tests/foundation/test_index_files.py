@@ -24,10 +24,11 @@ from runwatch.ingest import Indexer
 from runwatch.rundir import format as fmt
 from runwatch.rundir import safeio
 from runwatch.server.app import create_app
+from runwatch.server.runner import free_port
 from runwatch.store import open_engine
 from runwatch.store import queries as q
 from runwatch.store import schema as s
-from tests.support import write_manifest, write_run
+from tests.support import wait_for, write_manifest, write_run
 
 SECRET = "h3-secret-value-that-must-not-be-indexed"
 
@@ -137,6 +138,31 @@ def test_a_fifo_as_config_does_not_block_indexing(runs_dir: Path, tmp_path: Path
         pytest.fail("runwatch index did not finish within 60 s: it waits on the FIFO")
     assert done.returncode == 0, done.stderr
     assert "config.yaml" in done.stdout and "not a regular file" in done.stdout, done.stdout
+
+
+def test_a_fifo_as_config_does_not_keep_runwatch_ui_from_listening(runs_dir: Path,
+                                                                   tmp_path: Path) -> None:
+    """`runwatch ui` indexes the folder once before it listens: with a FIFO as a run's
+    config it still answers, and lists the run."""
+    run = write_run(runs_dir, "fifo-ui", [{"seq": 0, "step": 0, "ts": 1e9, "loss": 1.0}])
+    os.mkfifo(run / fmt.CONFIG)
+    port = free_port()
+    ui = subprocess.Popen([sys.executable, "-m", "runwatch", "ui", str(runs_dir), "--port",
+                           str(port), "--db", str(tmp_path / "ui.db")],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def runs() -> list[str] | None:
+        try:
+            res = httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=2)
+        except httpx.TransportError:
+            return None
+        return [r["name"] for r in res.json()["runs"]] if res.status_code == 200 else None
+
+    try:
+        assert wait_for(runs, what="runwatch ui to answer /api/runs") == ["fifo-ui"]
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
 
 
 def test_whole_file_reads_are_capped(runs_dir: Path, engine: Engine) -> None:
