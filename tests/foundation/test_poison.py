@@ -150,7 +150,8 @@ def test_a_bad_manifest_over_http_answers_400(runs_dir: Path, engine: Engine) ->
 def test_poison_samples_are_set_aside_and_the_rest_stored(runs_dir: Path,
                                                           engine: Engine) -> None:
     """A samples file with a reward beyond floats, a group beyond 64 bits and an item
-    nested deeper than JSON writers go: the good items are stored, the run indexed."""
+    nested deeper than JSON writers go: those are set aside and reported, the good item
+    is stored, the run indexed."""
     run = write_manifest(runs_dir / "samples")
     items = ['{"prompt": "ok", "reward": 1.0}', '{"prompt": "a", "reward": ' + HUGE + '}',
              '{"prompt": "b", "group": ' + BIG + '}',
@@ -159,6 +160,7 @@ def test_poison_samples_are_set_aside_and_the_rest_stored(runs_dir: Path,
         '{"samples": [' + ", ".join(items) + "]}", encoding="utf-8")
     report = Indexer(engine, runs_dir).index_once()
     assert not any("indexing failed" in p for p in report.problems), report.problems
+    assert any("3 samples" in p for p in report.problems), report.problems
     with engine.connect() as conn:
         prompts = conn.execute(select(s.samples.c.prompt).order_by(s.samples.c.idx)).scalars()
-        assert list(prompts)[0] == "ok"
+        assert list(prompts) == ["ok"]

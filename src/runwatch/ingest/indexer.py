@@ -274,11 +274,17 @@ class Indexer:
                                        report, conn)
                 else:
                     try:
-                        report.rows += store_samples(conn, run_pk, path.name, raw, parsed)
+                        stored, aside = store_samples(conn, run_pk, path.name, raw, parsed)
                     except ValueError as exc:
                         msg = f"{path}: not a samples file ({exc}); skipped"
                         _add_problem(conn, run_pk, str(path), msg)
                         report.problems.append(msg)
+                    else:
+                        report.rows += stored
+                        if aside:
+                            self._problem_once(run_pk, str(path), f"{path}: {aside} samples "
+                                               "hold a value beyond 64 bits or nested too "
+                                               "deep to store as JSON; skipped", report, conn)
                 _set_mtime(conn, run_pk, name, mtime)
 
     def _problem_once(self, run_pk: int | None, path: str, message: str, report: IndexReport,

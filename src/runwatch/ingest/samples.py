@@ -14,9 +14,11 @@ from runwatch.store.values import is_int64, to_float
 
 
 def store_samples(conn: Connection, run_pk: int, name: str, raw: bytes,
-                  parsed: tuple[int, str, str]) -> int:
+                  parsed: tuple[int, str, str]) -> tuple[int, int]:
     """Store (replacing) the samples of file `name`, whose content is `raw` and whose
-    (step, split, kind) is `parsed`; raises ValueError when it is not a samples file."""
+    (step, split, kind) is `parsed`; returns how many were stored and how many set aside
+    (a value beyond 64 bits or nested too deep for JSON readers). Raises ValueError when
+    it is not a samples file."""
     step, split, kind = parsed
     payload = loads_line(raw)
     items = payload.get("samples") if isinstance(payload, dict) else payload
@@ -25,6 +27,7 @@ def store_samples(conn: Connection, run_pk: int, name: str, raw: bytes,
     conn.execute(delete(s.samples).where(s.samples.c.run_pk == run_pk,
                                          s.samples.c.file == name))
     rows = []
+    aside = 0
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             continue
@@ -32,14 +35,15 @@ def store_samples(conn: Connection, run_pk: int, name: str, raw: bytes,
             data = orjson.dumps(item, option=orjson.OPT_NON_STR_KEYS).decode()
             prompt, completion = _text(item.get("prompt")), _text(item.get("completion"))
         except TypeError:  # orjson's encode error: a value beyond 64 bits, too deep
-            continue  # an item no JSON reader could take is not stored
+            aside += 1  # an item no JSON reader could take is not stored
+            continue
         rows.append((run_pk, name, i, step, split, kind, _num(item.get("reward")),
                      _num(item.get("advantage")), _int(item.get("group")),
                      bool(item["truncated"]) if "truncated" in item else None,
                      prompt, completion, data))
     if rows:
         conn.exec_driver_sql(insert_ignore_sql(s.samples, conn.dialect.name, conn.dialect), rows)
-    return len(rows)
+    return len(rows), aside
 
 
 def _num(v: Any) -> float | None:
