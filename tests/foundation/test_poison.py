@@ -21,7 +21,7 @@ from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
 from runwatch.store import queries as q
 from runwatch.store import schema as s
-from tests.support import manifest, write_manifest
+from tests.support import manifest, write_manifest, write_run
 
 DEEP = "[" * 10_000 + "]" * 10_000
 BIG = "1" + "0" * 30  # beyond 64 bits, still a float
@@ -164,3 +164,14 @@ def test_poison_samples_are_set_aside_and_the_rest_stored(runs_dir: Path,
     with engine.connect() as conn:
         prompts = conn.execute(select(s.samples.c.prompt).order_by(s.samples.c.idx)).scalars()
         assert list(prompts) == ["ok"]
+
+
+def test_a_run_id_longer_than_its_column_is_refused_with_a_problem(runs_dir: Path,
+                                                                   engine: Engine) -> None:
+    """PostgreSQL refuses a run_id over 64 characters, so the run could never be stored:
+    it is not indexed, and the problem says why (SQLite behaves the same)."""
+    write_run(runs_dir, "long-id", [json.loads(good(fmt.METRICS, 0))], run_id="r" * 65)
+    report = Indexer(engine, runs_dir).index_once()
+    assert any("run_id" in p and "64" in p for p in report.problems), report.problems
+    with engine.connect() as conn:
+        assert conn.execute(select(s.runs)).first() is None

@@ -49,6 +49,9 @@ def write_runs(runs: Path) -> None:
     records.append({"seq": 30, "ts": 1e9, "step": 30, **{f"w/{i}": float(i) for i in range(450)}})
     records.append({"seq": 3, "ts": 1e9, "step": 99, "loss": 9.0})  # a repeated seq
     write_run(runs, "hand", records)
+    # fields longer than their columns, which PostgreSQL (unlike SQLite) enforces
+    write_run(runs, "long", records[:3], method="m" * 100, trainer="t" * 300,
+              project="p" * 200, group="g" * 300)
 
 
 def everything(engine: Engine, runs: Path) -> dict[str, Any]:
@@ -56,6 +59,8 @@ def everything(engine: Engine, runs: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"rows": (first.rows, again.rows),
                            "problems": sorted(p.split("/")[-1] for p in first.problems)}
     with engine.begin() as conn:
+        long = q.resolve_run(conn, "long")
+        out["long"] = (long.method, long.trainer, long.project, long.group_name)
         for name in ("sdk", "hand"):
             pk = q.resolve_run(conn, name).pk
             out[f"{name} history"] = [
@@ -102,5 +107,7 @@ def test_postgresql_index_matches_sqlite(tmp_path: Path, pg_url: str) -> None:
         pg.dispose()
         lite.dispose()
     assert want["rows"][0] > 0 and want["rows"][1] == 0
+    assert want["long"] == ("m" * 32, "t" * 128, "p" * 128, "g" * 256), "cut to the columns"
+    assert sum("longer than" in p for p in want["problems"]) == 4, want["problems"]
     for key, value in want.items():
         assert got[key] == value, key

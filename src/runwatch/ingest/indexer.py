@@ -26,7 +26,7 @@ from runwatch.rundir.reader import read_new
 from runwatch.rundir.safeio import SAMPLES_CAP, UnsafeFile, read_capped
 from runwatch.store import schema as s
 from runwatch.store.points import SEQ_LIMIT, PointColumns
-from runwatch.store.runs import upsert_run
+from runwatch.store.runs import RUN_ID_LENGTH, upsert_run
 from runwatch.store.values import INT64_MAX
 
 log = logging.getLogger(__name__)
@@ -141,9 +141,10 @@ class Indexer:
                                f"reads version {fmt.SCHEMA_VERSION}: upgrade runwatch", report)
             return None
         run_id = manifest.get("run_id")
-        if not isinstance(run_id, str) or not run_id:
+        if not isinstance(run_id, str) or not 0 < len(run_id) <= RUN_ID_LENGTH:
             self._problem_once(None, str(manifest_path),
-                               f"{manifest_path} has no run_id; run not indexed", report)
+                               f"{manifest_path} has no run_id of 1 to {RUN_ID_LENGTH} "
+                               "characters; run not indexed", report)
             return None
         with self.engine.begin() as conn:
             run_pk, is_new = upsert_run(conn, manifest, run_dir)

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from runwatch.store.runs import created_at, tags
+from runwatch.store.runs import TEXT_FIELDS, column_length, created_at, tags
 from runwatch.store.values import preview
 
 
@@ -28,6 +28,11 @@ def manifest_problems(manifest: dict[str, Any]) -> list[str]:
     if tags(manifest) is None:
         problems.append(f"'tags' is {preview(manifest['tags'])!r}, not a list; "
                         "the run has no tags")
+    for field in TEXT_FIELDS:
+        value, length = manifest.get(field), column_length(field)
+        if isinstance(value, str) and length and len(value) > length:
+            problems.append(f"'{field}' is {len(value)} characters, longer than the "
+                            f"{length} it may have; it is cut to {length}")
     try:
         orjson.dumps(manifest, option=orjson.OPT_NON_STR_KEYS)
     except TypeError as exc:  # orjson's encode error

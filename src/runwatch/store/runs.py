@@ -1,8 +1,9 @@
 """Writing a run's row: the manifest's fields, inserted or refreshed by run id.
 
 A field of the wrong kind never fails the write: `created_at` that is not a finite
-number of seconds is the time of writing, `tags` that is not a list is none. The
-ingest reports such fields (`runwatch.ingest.manifest`) using the same readers.
+number of seconds is the time of writing, `tags` that is not a list is none, and text
+longer than its column (which PostgreSQL enforces) is cut to it. The ingest reports
+such fields (`runwatch.ingest.manifest`) using the same readers.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, String, insert, select, update
 
 from runwatch.store import schema as s
 from runwatch.store.values import finite
@@ -32,6 +33,18 @@ def tags(manifest: dict[str, Any]) -> list[str] | None:
     return [_text(t) for t in value] if isinstance(value, list) else None
 
 
+RUN_ID_LENGTH = cast(String, s.runs.c.run_id.type).length or 64  # the schema's String(64)
+# manifest field -> runs column, for the text fields cut to their column's length
+TEXT_FIELDS = {"name": "name", "project": "project", "group": "group_name",
+               "method": "method", "trainer": "trainer", "backend": "backend"}
+
+
+def column_length(field: str) -> int | None:
+    """The most characters the column of manifest text field `field` holds, if bounded."""
+    length = getattr(s.runs.c[TEXT_FIELDS[field]].type, "length", None)
+    return int(length) if length else None
+
+
 def manifest_json(manifest: dict[str, Any]) -> str:
     """The manifest as stored: JSON, even with values orjson refuses (over 64 bits, deep)."""
     try:
@@ -46,15 +59,16 @@ def upsert_run(
     """Insert or refresh the run row described by `manifest`; returns (pk, is_new)."""
     r = s.runs.c
     values = {
-        "name": _text(manifest.get("name") or (run_dir.name if run_dir else manifest["run_id"])),
-        "project": _text(manifest.get("project") or "default"),
-        "group_name": _s(manifest.get("group")),
+        "name": _fit("name", _text(
+            manifest.get("name") or (run_dir.name if run_dir else manifest["run_id"]))),
+        "project": _fit("project", _text(manifest.get("project") or "default")),
+        "group_name": _fit("group", _s(manifest.get("group"))),
         "tags": orjson.dumps(tags(manifest) or []).decode(),
-        "method": _s(manifest.get("method")),
+        "method": _fit("method", _s(manifest.get("method"))),
         "base_model": _s(manifest.get("base_model")),
         "dataset": _s(manifest.get("dataset")),
-        "trainer": _s(manifest.get("trainer")),
-        "backend": _s(manifest.get("backend")),
+        "trainer": _fit("trainer", _s(manifest.get("trainer"))),
+        "backend": _fit("backend", _s(manifest.get("backend"))),
         "created_at": created_at(manifest) or time.time(),
         "dir": str(run_dir.resolve()) if run_dir else None,
         "manifest": manifest_json(manifest),
@@ -68,6 +82,11 @@ def upsert_run(
     if row.manifest != values["manifest"]:
         conn.execute(update(s.runs).where(r.pk == row.pk).values(**values))
     return int(row.pk), False
+
+
+def _fit(field: str, value: str | None) -> Any:
+    length = column_length(field)
+    return value[:length] if value is not None and length else value
 
 
 def _s(value: Any) -> str | None:
