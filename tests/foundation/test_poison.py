@@ -175,3 +175,16 @@ def test_a_run_id_longer_than_its_column_is_refused_with_a_problem(runs_dir: Pat
     assert any("run_id" in p and "64" in p for p in report.problems), report.problems
     with engine.connect() as conn:
         assert conn.execute(select(s.runs)).first() is None
+
+
+def test_a_samples_file_whose_kind_no_column_holds_is_a_problem(runs_dir: Path,
+                                                                engine: Engine) -> None:
+    """PostgreSQL holds a samples kind of at most 64 characters: a longer one (the file
+    name allows it) is reported instead of failing the run's every pass."""
+    run = write_manifest(runs_dir / "long-kind")
+    name = fmt.sample_file_name(1, "train", "k" * 65)
+    (run / name).write_text('{"samples": [{"prompt": "p"}]}', encoding="utf-8")
+    report = Indexer(engine, runs_dir).index_once()
+    assert any(name in p and "64" in p for p in report.problems), report.problems
+    with engine.connect() as conn:
+        assert conn.execute(select(s.samples)).first() is None

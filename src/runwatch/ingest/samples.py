@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import orjson
-from sqlalchemy import Connection, delete
+from sqlalchemy import Connection, String, delete
 
 from runwatch.ingest.sql import insert_ignore_sql
 from runwatch.rundir.jsonl import loads_line
 from runwatch.store import schema as s
 from runwatch.store.values import is_int64, to_float
+
+KIND_LENGTH = cast(String, s.samples.c.kind.type).length or 64  # the schema's String(64)
 
 
 def store_samples(conn: Connection, run_pk: int, name: str, raw: bytes,
@@ -20,6 +22,9 @@ def store_samples(conn: Connection, run_pk: int, name: str, raw: bytes,
     (a value beyond 64 bits or nested too deep for JSON readers). Raises ValueError when
     it is not a samples file."""
     step, split, kind = parsed
+    if len(kind) > KIND_LENGTH:
+        raise ValueError(f"its kind is {len(kind)} characters, longer than the {KIND_LENGTH} "
+                         "a samples kind may have")
     payload = loads_line(raw)
     items = payload.get("samples") if isinstance(payload, dict) else payload
     if not isinstance(items, list):
