@@ -14,6 +14,7 @@ from runwatch.ingest import Indexer
 from runwatch.store import open_engine
 from runwatch.store import queries as q
 from runwatch.store import schema as s
+from runwatch.store.detail import log_rows
 from runwatch.store.points import KEY_LIMIT, SEQ_LIMIT, PointIdError, id_range, key_base
 from tests.support import write_run
 
@@ -101,8 +102,8 @@ def test_a_line_longer_than_a_read_piece_is_read_whole(runs_dir: Path, tmp_path:
     report = Indexer(engine, runs_dir).index_once()
     assert report.problems == []
     with engine.connect() as conn:
-        logs = q.logs(conn, q.resolve_run(conn, "long").pk)
-    assert [len(x["message"]) for x in logs] == [len(message), 5]
+        newest_first = log_rows(conn, q.resolve_run(conn, "long").pk)
+    assert [len(r.message) for r in newest_first] == [5, len(message)]
 
 
 def test_point_ids_keep_keys_apart_and_refuse_what_does_not_fit() -> None:

@@ -133,23 +133,6 @@ def history(
     return [StepRow(step, by_step[step][1], by_step[step][2]) for step in sorted(by_step)]
 
 
-def logs(conn: Connection, run_pk: int, level: str | None = None, after_seq: int = -1,
-         limit: int = 1000, tail: bool = False) -> list[dict[str, Any]]:
-    c = s.logs.c
-    q = select(s.logs).where(c.run_pk == run_pk, c.seq > after_seq)
-    if level:
-        wanted = fmt.LOG_LEVELS[fmt.LOG_LEVELS.index(level):]
-        q = q.where(c.level.in_(wanted))
-    q = q.order_by(c.seq.desc() if tail else c.seq).limit(limit)
-    rows = [_log_dict(r) for r in conn.execute(q)]
-    return rows[::-1] if tail else rows
-
-
-def _log_dict(r: Row[Any]) -> dict[str, Any]:
-    return {"seq": r.seq, "ts": r.ts, "level": r.level, "message": r.message,
-            "data": json_or_text(r.data)}
-
-
 def json_or_text(text: str | None) -> Any:
     """A stored JSON column's value; text that is not JSON comes back as it is."""
     if text is None:
@@ -165,14 +148,6 @@ def events(conn: Connection, run_pk: int) -> list[dict[str, Any]]:
     c = s.events.c
     rows = conn.execute(select(s.events).where(c.run_pk == run_pk).order_by(c.seq))
     return [{k: v for k, v in r._mapping.items() if k != "run_pk"} for r in rows]
-
-
-def checkpoints(conn: Connection, run_pk: int) -> list[dict[str, Any]]:
-    """A run's checkpoints, oldest first; fields beyond the format's are under `extra`."""
-    c = s.checkpoints.c
-    rows = conn.execute(select(s.checkpoints).where(c.run_pk == run_pk).order_by(c.seq))
-    return [{"seq": r.seq, "ts": r.ts, "step": r.step, "kind": r.kind, "id": r.ckpt_id,
-             "path": r.path, "extra": json_or_text(r.data) or {}} for r in rows]
 
 
 def problems(conn: Connection, run_pk: int, limit: int = 50) -> list[str]:
