@@ -188,3 +188,25 @@ def test_a_samples_file_whose_kind_no_column_holds_is_a_problem(runs_dir: Path,
     assert any(name in p and "64" in p for p in report.problems), report.problems
     with engine.connect() as conn:
         assert conn.execute(select(s.samples)).first() is None
+
+
+def test_a_run_that_keeps_failing_is_not_retried_every_pass(runs_dir: Path,
+                                                            engine: Engine) -> None:
+    """A run whose indexing fails for a reason no check foresaw is tried again when its
+    folder changes (or after a wait that grows), not on every pass: each try costs a
+    traceback in the log and a core for as long as the try takes."""
+    run = write_run(runs_dir, "fails", [json.loads(good(fmt.METRICS, 0))])
+    tries = []
+
+    def hook(conn: object, run_pk: int, points: object) -> None:
+        tries.append(run_pk)
+        raise RuntimeError("an unforeseen failure")
+
+    indexer = Indexer(engine, runs_dir, hooks=[hook])
+    indexer.index_once()
+    indexer.index_once()
+    assert len(tries) == 1, "the second pass right after the first did not try again"
+    with open(run / fmt.METRICS, "a", encoding="utf-8") as f:
+        f.write(good(fmt.METRICS, 1) + "\n")
+    indexer.index_once()
+    assert len(tries) == 2, "a change to the folder is tried at once"

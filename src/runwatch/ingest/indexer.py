@@ -36,6 +36,9 @@ KNOWN_FILES = frozenset({fmt.MANIFEST, fmt.CONFIG, fmt.ENGINE_CONFIG, *fmt.FILES
 # in pieces of READ_BYTES (small enough that a piece's records stay in cache).
 SLICE_BYTES = 16 * 1024 * 1024
 READ_BYTES = 1024 * 1024
+# A run whose indexing failed is tried again after these many seconds, doubling.
+RETRY_MIN_S = 1.0
+RETRY_MAX_S = 300.0
 
 # Called with each slice's new points by key, inside the transaction that stores them.
 PointsHook = Callable[[Connection, int, Mapping[str, PointColumns]], None]
@@ -65,6 +68,9 @@ class Indexer:
         # and its pk: `runwatch ui` passes every 0.2 s, and a run that has not changed
         # must then cost a few stat calls, not a dozen queries.
         self._seen: dict[Path, tuple[tuple[tuple[str, int, int], ...], int]] = {}
+        # Per run folder whose indexing raised: its signature then, when to try again
+        # though it has not changed, and the wait that came to.
+        self._failed: dict[Path, tuple[tuple[tuple[str, int, int], ...], float, float]] = {}
 
     def index_once(self) -> IndexReport:
         report = IndexReport()
@@ -86,23 +92,41 @@ class Indexer:
                     self.index_run(run_dir, report)
                 except Exception as exc:
                     # One run that cannot be indexed must not stop the others; its
-                    # transaction is rolled back and the next pass tries it again.
-                    log.exception("indexing %s failed", run_dir)
+                    # transaction is rolled back and it is tried again (see index_run).
+                    if self._failed[run_dir][2] == RETRY_MIN_S:
+                        log.exception("indexing %s failed", run_dir)
+                    else:
+                        log.warning("indexing %s failed again: %s", run_dir, exc)
                     self._problem_once(None, str(run_dir),
                                        f"{run_dir}: indexing failed ({type(exc).__name__}: "
                                        f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); "
                                        "the other runs are indexed, and this one is tried "
-                                       "again on the next pass", report)
+                                       "again when its files change, and at least every "
+                                       f"{RETRY_MAX_S / 60:g} minutes", report)
         return report
 
     def index_run(self, run_dir: Path, report: IndexReport) -> int | None:
-        """Index one run directory; returns its run pk, or None if it cannot be indexed."""
+        """Index one run directory; returns its run pk, or None if it cannot be indexed.
+
+        A run whose indexing raised is tried again once its folder changes, or after a
+        wait that doubles from RETRY_MIN_S to RETRY_MAX_S while it keeps failing: a run
+        that always fails must not cost a traceback and a core on every pass.
+        """
         signature = _signature(run_dir)
         seen = self._seen.get(run_dir)
         if seen is not None and seen[0] == signature:
             report.runs += 1
             return seen[1]
-        run_pk = self._index_run(run_dir, report)
+        failed = self._failed.get(run_dir)
+        if failed is not None and failed[0] == signature and time.monotonic() < failed[1]:
+            return None
+        try:
+            run_pk = self._index_run(run_dir, report)
+        except Exception:
+            wait = RETRY_MIN_S if failed is None else min(2 * failed[2], RETRY_MAX_S)
+            self._failed[run_dir] = (signature, time.monotonic() + wait, wait)
+            raise
+        self._failed.pop(run_dir, None)
         if run_pk is not None:
             # Taken before reading, so anything written meanwhile is read next pass.
             self._seen[run_dir] = (signature, run_pk)
