@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support import run_cli, write_manifest
+import pytest
+
+from tests.support import manifest, run_cli, write_manifest
 
 OSC_LINK = "\x1b]8;;http://evil.example\x1b\\click\x1b]8;;\x1b\\"
 FIELDS = {
@@ -41,3 +43,69 @@ def test_json_output_escapes_what_json_leaves_raw(runs_dir: Path) -> None:
         out = run_cli("runs", "list", *args, "--dir", str(runs_dir)).stdout
         assert "\x9b" not in out and "\u202e" not in out and "\x1b" not in out
         assert FIELDS["trainer"] in json.dumps(json.loads(out.splitlines()[0]), ensure_ascii=False)
+
+
+# A run whose own words (name, a phase's reason, a log line) hold escape and OSC
+# sequences, DEL, C1 controls, a bidirectional override and Rich markup
+HOSTILE = f"run {OSC_LINK} \x1b[2J\x7f\x9b31m\u202e [link=http://evil.example]x[/link]"
+WIDE = {"COLUMNS": "1000"}  # no wrapping, so each shown value stays on one line
+
+
+def _shown_literally(out: str, link: str = "\\x1b]8;;http://evil.example",
+                     markup: str = "[link=http://evil.example]x[/link]") -> None:
+    """No control character reaches stdout, and each line that shows the hostile text
+    (found by its escaped OSC 8 `link`) shows its Rich `markup` as written."""
+    bad = [c for c in out if (ord(c) < 0x20 and c not in "\n") or 0x7f <= ord(c) <= 0x9f
+           or c == "\u202e"]
+    assert not bad, (bad, out)
+    shown = [ln for ln in out.splitlines() if link in ln]
+    assert shown and all(markup in ln for ln in shown), f"markup is shown, not applied: {out}"
+
+
+def _hostile_run(runs: Path) -> str:
+    run = runs / "hostile"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps(manifest("hostile") | {"name": HOSTILE}),
+                                       encoding="utf-8")
+    events = [{"ts": 1.0, "seq": 0, "phase": "RUNNING"},
+              {"ts": 2.0, "seq": 1, "phase": "FAILED", "reason": HOSTILE}]
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events),
+                                      encoding="utf-8")
+    log = {"ts": 1.5, "seq": 0, "level": "error", "message": HOSTILE, "data": {"x": HOSTILE}}
+    (run / "logs.jsonl").write_text(json.dumps(log) + "\n", encoding="utf-8")
+    return "id-hostile"
+
+
+@pytest.mark.parametrize("args", [["get"], ["health"], ["health", "-o", "wide"], ["rollouts"],
+                                  ["wait"], ["logs", "-o", "wide"]], ids=" ".join)
+def test_a_runs_own_words_are_shown_literally(runs_dir: Path, args: list[str]) -> None:
+    run = _hostile_run(runs_dir)
+    out = run_cli("runs", args[0], run, *args[1:], "--dir", str(runs_dir), env=WIDE).stdout
+    _shown_literally(out)
+
+
+@pytest.mark.parametrize("command", ["get", "health", "wait", "logs"])
+def test_a_runs_own_words_in_json_lines_are_escaped(runs_dir: Path, command: str) -> None:
+    run = _hostile_run(runs_dir)
+    out = run_cli("runs", command, run, "-o", "json", "--dir", str(runs_dir)).stdout
+    assert not [c for c in out if c in "\x1b\x7f\x9b\u202e"], out
+    assert HOSTILE in _strings([json.loads(x) for x in out.splitlines()]), out
+
+
+def _strings(value: object) -> list[str]:
+    """Every string inside a parsed JSON value."""
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def test_import_shows_a_source_path_literally(tmp_path: Path, runs_dir: Path) -> None:
+    # a file name holds no slash: an OSC 8 link without a URL, markup without a closing tag
+    source = tmp_path / "m \x1b]8;;evil\x1b\\click\x1b]8;;\x1b\\ \x7f [reverse]x.jsonl"
+    source.write_text('{"step": 0, "loss": 1.0}\n{"step": 1, "loss": 0.5}\n', encoding="utf-8")
+    out = run_cli("import", str(source), "--name", "imported", "--dir", str(runs_dir),
+                  env=WIDE).stdout
+    _shown_literally(out, "\\x1b]8;;evil", "[reverse]x")
+    assert "\\x7f" in out, out

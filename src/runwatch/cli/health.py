@@ -16,7 +16,7 @@ import typer
 import yaml
 
 from runwatch.cli.context import open_context
-from runwatch.cli.output import Output, console, emit, fail, make_table
+from runwatch.cli.output import Output, console, emit, fail, line, make_table, text
 from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, resolve_or_exit
 from runwatch.health import store as health_store
 from runwatch.health.engine import Engine
@@ -63,7 +63,7 @@ def health_command(
     def table(wide: bool) -> None:
         c = console()
         if not findings:
-            c.print(f"{row.name}: no findings")
+            line(row.name, ": no findings")
             return
         cols = ["SEVERITY", "STATUS", "STEPS", "RULE", "MESSAGE"] + (["ADVICE"] if wide else [])
         rows = []
@@ -76,7 +76,7 @@ def health_command(
         if not wide:
             for f in findings:
                 if f["status"] == "open" and f["severity"] != "info":
-                    c.print(f"[{STYLE[f['severity']]}]{f['rule_id']}[/]: {f['advice']}")
+                    line(text(f["rule_id"], STYLE[f["severity"]]), ": ", f["advice"])
 
     emit(data, output, jq, table)
     if fail_on is not None and worst(findings) >= SEVERITY_RANK[fail_on.value]:

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from runwatch.cli.context import open_context, runs_dir
-from runwatch.cli.output import Output, console, emit, fail
+from runwatch.cli.output import Output, emit, fail, line
 from runwatch.cli.runs import DbOpt, DirOpt, OutOpt
 from runwatch.health import store as health_store
 from runwatch.ingest.importers import FORMATS, SourceError, read_source, write_run_dir
@@ -58,9 +58,9 @@ def import_command(
             "findings": len(findings)}
 
     def table(wide: bool) -> None:
-        console().print(f"imported {source} ({imported.trainer}, {row.method}) as run "
-                        f"{row.name}: {len(imported.records)} steps, {len(findings)} health "
-                        f"findings (runwatch runs health {row.name})", markup=False)
+        line("imported ", str(source), " (", imported.trainer, ", ", row.method, ") as run ",
+             row.name, f": {len(imported.records)} steps, {len(findings)} health findings "
+             "(runwatch runs health ", row.name, ")")
 
     emit(data, output, None, table)
 

@@ -12,7 +12,16 @@ import typer
 import yaml
 
 from runwatch.cli.context import open_context
-from runwatch.cli.output import Output, console, emit, fail, fmt_cell, make_table
+from runwatch.cli.output import (
+    Output,
+    console,
+    dumps,
+    emit,
+    fail,
+    fmt_cell,
+    line,
+    make_table,
+)
 from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, detail_of, resolve_or_exit
 from runwatch.rundir.format import SPLITS, TERMINAL_PHASES
 from runwatch.store import queries as q
@@ -50,7 +59,7 @@ def rollouts_cmd(
     def table(wide: bool) -> None:
         c = console()
         if data["step"] is None:
-            c.print(f"run {row.name} kept no rollouts (export_samples=True keeps them)")
+            line("run ", row.name, " kept no rollouts (export_samples=True keeps them)")
             return
         c.print(f"step {data['step']} ({data['split']}): {len(data['samples'])} of "
                 f"{data['total']} rollouts", markup=False)
@@ -173,14 +182,14 @@ def wait_cmd(
             row = resolve_or_exit(conn, row.run_id)
             if row.status in TERMINAL_PHASES:
                 if output is Output.json:
-                    sys.stdout.write(json.dumps(detail_of(conn, row), default=str) + "\n")
+                    sys.stdout.write(dumps(detail_of(conn, row)) + "\n")
                 raise typer.Exit(EXIT_CODES[row.status] if exit_status else 0)
             if q.process_gone(row):
                 console().print("the training process is gone: the run stopped before it "
                                 "finished")
                 raise typer.Exit(1 if exit_status else 0)
         if timeout is not None and time.monotonic() - start >= timeout:
-            console().print(f"still {row.status} after {timeout:g}s; the run goes on")
+            line("still ", row.status, f" after {timeout:g}s; the run goes on")
             raise typer.Exit(124)
         time.sleep(interval)
         ctx.refresh()
@@ -188,7 +197,7 @@ def wait_cmd(
 
 def _print_event(ev: dict[str, Any], output: Output) -> None:
     if output is Output.json:
-        sys.stdout.write(json.dumps(ev) + "\n")
+        sys.stdout.write(dumps(ev) + "\n")
         sys.stdout.flush()
         return
     stamp = time.strftime("%H:%M:%S", time.localtime(ev["ts"]))

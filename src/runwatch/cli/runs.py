@@ -18,7 +18,9 @@ from runwatch.cli.output import (
     fail,
     fmt_cell,
     fmt_duration,
+    line,
     make_table,
+    text,
 )
 from runwatch.metrics import Role, find_key
 from runwatch.rundir.format import LOG_LEVELS
@@ -89,7 +91,7 @@ def list_cmd(
             rows.append(row)
         console().print(make_table(cols, rows))
         if not data:
-            console().print(f"no runs in {ctx.directory}")
+            line("no runs in ", str(ctx.directory))
 
     emit(data, output, jq, table)
 
@@ -109,7 +111,7 @@ def get_cmd(
     def table(wide: bool) -> None:
         c = console()
         st = detail["state"]
-        c.print(f"[bold]{detail['name']}[/]  {detail['run_id']}")
+        line(text(detail["name"], "bold"), "  ", detail["run_id"])
         status = st["phase"] + (" (the training process is gone: it stopped before it "
                                 "finished)" if st["process_gone"] else "")
         lines = [("Project", st["project"]), ("Method", st["method"]),
