@@ -16,7 +16,6 @@ from runwatch.server.auth import TokenAuth
 from runwatch.server.feed import ChangeFeed
 from runwatch.server.jsonio import JSONResponse
 from runwatch.server.origins import SameOrigin
-from runwatch.server.routes_records import health_available
 from runwatch.server.series_cache import SeriesCache
 from runwatch.server.settings import token_problem
 from runwatch.server.state import Limits, ServerState, state
@@ -82,8 +81,7 @@ def create_app(
     def server_info(st: ServerState = Depends(state)) -> dict[str, Any]:
         """What this server is: version, whether auth is on, what it indexes."""
         return {"ok": True, "version": _version(), "auth": st.token is not None,
-                "runs_dir": str(st.runs_dir) if st.runs_dir else None,
-                "health": health_available()}
+                "runs_dir": str(st.runs_dir) if st.runs_dir else None}
 
     _mount_web(app, static_dir)
     # the last added runs first: the token before anything else is said about a request

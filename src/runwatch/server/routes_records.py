@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query
 from sqlalchemy import Connection
 
 from runwatch.analysis.views import checkpoint_entry, log_entry
+from runwatch.health.store import health_for_run
 from runwatch.rundir.format import LOG_LEVELS
 from runwatch.server.errors import ApiError, bad_request
 from runwatch.server.runs import resolve_run
@@ -76,18 +75,10 @@ def logs(
     return {"ok": True, "logs": [log_entry(r) for r in rows[:limit]], "next_cursor": nxt}
 
 
-def health_available() -> bool:
-    """Whether the health engine is installed in this runwatch."""
-    return importlib.util.find_spec("runwatch.health") is not None
-
-
 def findings_payload(conn: Connection, run_pk: int) -> dict[str, Any]:
     """Open findings of a run (from the health engine), each in the one finding shape
     (`runwatch.health.store.finding_json`), and how many have resolved."""
-    if not health_available():
-        return {"ok": True, "available": False, "findings": [], "resolved": 0}
-    store = importlib.import_module("runwatch.health.store")
-    found = store.health_for_run(conn, run_pk)
+    found = health_for_run(conn, run_pk)
     return {"ok": True, "available": True,
             "findings": [item for item in found if item["status"] == "open"],
             "resolved": sum(1 for item in found if item["status"] == "resolved")}
@@ -95,6 +86,6 @@ def findings_payload(conn: Connection, run_pk: int) -> dict[str, Any]:
 
 @router.get("/api/runs/{run}/health")
 def health(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
-    """The run's open health findings; `available` is false when no health engine is installed."""
+    """The run's open health findings and how many have resolved (`available` is always true)."""
     row = resolve_run(conn, run)
     return findings_payload(conn, row.pk)
