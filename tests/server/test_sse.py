@@ -185,17 +185,20 @@ def test_changed_findings_are_pushed_as_a_health_event(server: Runner, runs_dir:
         with client.stream("GET", "/api/runs/diverging/stream",
                            params={"cursor": cursor}) as resp:
             lines = _within(resp.iter_lines())
+            # the run's first finding reaches a stream opened before it, and so does each
+            # change after it
             run.log({"loss": float("nan"), "grad_norm": 1.0}, step=1)
-            wait_for(lambda: client.get("/api/runs/diverging/health").json()["findings"],
-                     what="the health engine to open a finding")
-            # as before the pollers, the first findings a stream sees are its baseline;
-            # once the stream has what was logged after them, each change is pushed
+            first = read_events(lines, lambda ev: any(
+                e["event"] == "health" and e["data"]["findings"] for e in ev), deadline=30)
             run.log({"loss": 1.0, "grad_norm": 1.0}, step=2)
             read_events(lines, lambda ev: any(s == 2 for s, _ in _points(ev)))
             run.log({"loss": 1.0, "grad_norm": float("inf")}, step=3)
             events = read_events(lines, lambda ev: any(
                 f["metric"] == "grad_norm" for e in ev if e["event"] == "health"
                 for f in e["data"]["findings"]))
+    opened = next(e["data"] for e in first if e["event"] == "health")
+    assert [(f["rule_id"], f["metric"]) for f in opened["findings"]] == \
+        [("metric.non_finite", "loss")]
     health = [e["data"] for e in events if e["event"] == "health"][-1]
     assert [(f["rule_id"], f["metric"]) for f in health["findings"]] == \
         [("metric.non_finite", "grad_norm")]

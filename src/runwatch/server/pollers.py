@@ -160,13 +160,12 @@ class RunPoller(Poller):
                 return []
             updates, self.more = run_updates(conn, self.run_pk, self.cursor,
                                              self.seen_counts, marks)
-            # as before the pollers: the first findings seen are the baseline too
+            # findings that change after the baseline, the run's first ones included
             if stamp is not None and stamp != self.stamp:
-                first, self.stamp = self.stamp is None, stamp
-                if not first:
-                    count = 1 + (self.last_health.seq if self.last_health else 0)
-                    self.last_health = findings_update(conn, self.run_pk, count)
-                    updates.append(self.last_health)
+                self.stamp = stamp
+                count = 1 + (self.last_health.seq if self.last_health else 0)
+                self.last_health = findings_update(conn, self.run_pk, count)
+                updates.append(self.last_health)
             return updates
 
     async def pause(self, version: int) -> None:
