@@ -114,6 +114,14 @@ def test_existing_run_needs_resume_and_resume_continues_seq(runs_dir: Path) -> N
     assert [e["seq"] for e in lines(runs_dir / "again" / "events.jsonl")] == [0, 1, 2, 3]
 
 
+def test_a_run_starts_only_in_a_starting_phase(runs_dir: Path) -> None:
+    for phase in fmt.START_PHASES:
+        runwatch.init(name=f"starts-{phase.lower()}", dir=runs_dir, phase=phase).finish()
+    with pytest.raises(ValueError, match="QUEUED, PREPARING, RUNNING, not 'SUCCEEDED'"):
+        runwatch.init(name="finished", dir=runs_dir, phase="SUCCEEDED")
+    assert not (runs_dir / "finished").exists()
+
+
 def test_unsafe_names_are_refused(runs_dir: Path) -> None:
     for bad in ("../x", "a/b", "..", "", "a b"):
         with pytest.raises(fmt.RunDirError):

@@ -49,8 +49,8 @@ def init(
         return NullRun()
     if mode != "offline":
         raise ValueError(f"mode {mode!r} is not 'offline' or 'disabled'")
-    if phase not in ("QUEUED", "PREPARING", "RUNNING"):
-        raise ValueError(f"a run starts in QUEUED, PREPARING or RUNNING, not {phase!r}")
+    if phase not in fmt.START_PHASES:
+        raise ValueError(f"a run starts in one of {', '.join(fmt.START_PHASES)}, not {phase!r}")
     fmt.validate_name(project, "project name")
     if name is None:
         name = f"{method or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
