@@ -23,14 +23,17 @@ import runwatch
 from runwatch.rundir import format as fmt
 from tests.support import wait_for
 
+DISK_BYTES = 256 * 1024
+BLOCK = 4096  # tmpfs gives a file whole pages: a file's last page has room to append
+
 
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
     """A folder on a fresh 256 KiB filesystem of its own."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES // 1024}k", "tmpfs",
+                           str(mount)], capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here (needs root): {done.stderr.strip()}")
     try:
@@ -43,12 +46,13 @@ def fill(disk: Path) -> Path:
     """Fill `disk` until writes fail with ENOSPC; the filler file, to free it again."""
     filler = disk / "filler"
     with open(filler, "wb", buffering=0) as f:
-        while True:
+        for _ in range(DISK_BYTES // BLOCK + 1):
             try:
-                f.write(b"\0" * 4096)
+                f.write(b"\0" * BLOCK)
             except OSError as exc:
                 assert exc.errno == errno.ENOSPC
                 return filler
+    pytest.fail(f"a {DISK_BYTES // 1024} KiB tmpfs took {DISK_BYTES + BLOCK} bytes without ENOSPC")
 
 
 def parsed(path: Path) -> list[dict[str, Any]]:
@@ -121,8 +125,36 @@ def test_a_run_that_ends_on_a_full_disk_counts_what_it_could_not_write(disk: Pat
     assert run.dropped_lines == 1000 + 2 + 1 - written > 0
     assert [r["seq"] for r in metrics] == list(range(len(metrics)))
     assert any(f"{run.dropped_lines} records" in str(w.message) for w in caught)
-    last = events[-1]
-    assert last["phase"] != "SUCCEEDED" or (
-        last["unwritten"] == run.dropped_lines and "could not be written" in last["reason"])
+    # the final event is written after every other record; events.jsonl's page has room
+    # for it, so it is on disk and counts what the disk refused
+    assert [e["phase"] for e in events] == ["RUNNING", "SUCCEEDED"]
+    assert events[-1]["unwritten"] == run.dropped_lines
+    assert events[-1]["reason"] == \
+        f"{run.dropped_lines} records could not be written: the disk refused them"
     assert not [p.name for p in d.iterdir() if p.name.endswith(".tmp")]
+    assert os.statvfs(disk).f_bavail == 0, "the disk stayed full throughout"
+
+
+def test_a_final_event_the_full_disk_refuses_is_counted_and_warned_of(disk: Path) -> None:
+    run = runwatch.init(name="no-end", dir=disk / "runs", phase="PREPARING",
+                        flush_interval=0.05)
+    assert isinstance(run, runwatch.Run)
+    d = disk / "runs" / "no-end"
+    run._writer.flush_now()
+    wait_for(lambda: (d / fmt.EVENTS).exists(), what="the first event on disk")
+    fill(disk)
+    total = 3 * BLOCK // 50  # progress events (each over 50 bytes) that overflow the page
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(total):
+            run.set_phase("PREPARING", stage="tokenizing", done=i, total=total)
+        run.finish()
+
+    events = parsed(d / fmt.EVENTS)  # whole lines only: no event is torn
+    assert events[-1]["phase"] == "PREPARING", "the final event is not on disk"
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    # the first PREPARING, the progress events and the final one: those not on disk are lost
+    assert run.dropped_lines == 1 + total + 1 - len(events) > 1
+    assert any(f"runwatch: {run.dropped_lines} records could not be written" in str(w.message)
+               for w in caught)
     assert os.statvfs(disk).f_bavail == 0, "the disk stayed full throughout"

@@ -20,12 +20,17 @@ from runwatch.rundir import format as fmt
 from tests.support import first_line
 
 # Records a run: prints "ready" once init returned, logs 500 steps, then waits for a
-# line on stdin before finishing. A refused init prints the error and exits 3.
-CHILD = textwrap.dedent("""
-    import os, sys, time, runwatch
+# line on stdin before finishing. A refused init prints the error and exits 3. Each
+# wait has a deadline of WAIT_S: past it the child exits 1, saying what it waited for.
+WAIT_S = 60
+CHILD = textwrap.dedent(f"""
+    import os, select, sys, time, runwatch
     from runwatch.rundir.format import RunDirError
     runs, resume, go = sys.argv[1], sys.argv[2] == "resume", sys.argv[3]
+    deadline = time.monotonic() + {WAIT_S}
     while go != "-" and not os.path.exists(go):
+        if time.monotonic() > deadline:
+            sys.exit("the go file did not appear within {WAIT_S} s")
         time.sleep(0.001)
     try:
         run = runwatch.init(name="same", dir=runs, resume=resume)
@@ -34,7 +39,9 @@ CHILD = textwrap.dedent("""
         sys.exit(3)
     print("ready", flush=True)
     for step in range(500):
-        run.log({"pid": float(os.getpid())}, step=step)
+        run.log({{"pid": float(os.getpid())}}, step=step)
+    if not select.select([sys.stdin], [], [], {WAIT_S})[0]:
+        sys.exit("no line on stdin within {WAIT_S} s")
     sys.stdin.readline()
     run.finish()
 """)
