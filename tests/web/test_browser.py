@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 from webhelpers import (
     chart_points,
     drawn_charts,
@@ -76,6 +76,38 @@ def test_a_point_written_by_a_live_run_appears_without_reload(page: Page, server
     run.finish("SUCCEEDED")
     expect(page.locator("#run-status")).to_have_text("Succeeded")
     expect(page.locator("#action-retry")).to_be_visible()
+
+
+@pytest.mark.console_error(r"503")
+def test_a_stream_the_browser_gave_up_on_is_opened_again(page: Page, server: Runner,
+                                                         runs_dir: Path) -> None:
+    """A browser closes for good a stream whose open is answered with an error (the 503
+    of a server whose database connections are all busy); the page opens it again from
+    where it was, so a point logged meanwhile still arrives without a reload."""
+    run = grpo_run(runs_dir, "reopened", steps=10, finish=False)
+    wait_indexed(server.url, "reopened", 9, samples=2)
+    refused: list[str] = []
+
+    def busy_once(route: Route) -> None:
+        # the server's own 503 needs every pool connection held for 5 s; the browser
+        # sees the same answer here (tests/server/test_sse.py checks the server's)
+        if refused:
+            route.continue_()
+            return
+        refused.append(route.request.url)
+        route.fulfill(status=503, headers={"Retry-After": "1"}, content_type="application/json",
+                      body=json.dumps({"ok": False, "status": 503, "retry_after": 1,
+                                       "error": "the server is busy; retry in a few seconds"}))
+
+    page.route("**/api/runs/*/stream?*", busy_once)
+    open_run(page, server.url, "reopened")
+    assert chart_points(page, "reward") == 10
+    run.log({"reward_mean": 0.99, "fb/loss/ratio/mean": 1.0}, step=10)
+    expect(page.locator('[data-chart="reward"]')).to_have_attribute("data-points", "11",
+                                                                    timeout=30_000)
+    assert len(refused) == 1
+    run.finish("SUCCEEDED")
+    expect(page.locator("#run-status")).to_have_text("Succeeded")
 
 
 def test_rollouts_show_untrusted_text_as_text(page: Page, server: Runner,
