@@ -31,7 +31,8 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # connections, its live streams at most four at once (server/pollers.py), and each API
 # request one while it runs; the rest of the pool is for requests. A request that finds
 # every connection busy gives up after POOL_TIMEOUT_S (the API answers 503 with a retry
-# hint) instead of SQLAlchemy's default 30 s.
+# hint) instead of SQLAlchemy's default 30 s; open_engine(pool_timeout_s=...) sets another
+# wait (tests use a short one to reach that 503 quickly).
 POOL_SIZE = 10
 POOL_OVERFLOW = 20
 POOL_TIMEOUT_S = 5.0
@@ -49,8 +50,10 @@ def database_url(target: str | Path) -> str:
     return f"sqlite:///{Path(s).expanduser().resolve()}"
 
 
-def open_engine(target: str | Path, migrate: bool = True) -> Engine:
-    """An Engine for `target` (URL or SQLite path) whose schema is at head."""
+def open_engine(target: str | Path, migrate: bool = True, *,
+                pool_timeout_s: float = POOL_TIMEOUT_S) -> Engine:
+    """An Engine for `target` (URL or SQLite path) whose schema is at head; a request for
+    a connection waits at most `pool_timeout_s` for a free one."""
     url = database_url(target)
     kwargs: dict[str, Any] = {}
     pooled = True
@@ -62,7 +65,7 @@ def open_engine(target: str | Path, migrate: bool = True) -> Engine:
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
     if pooled:
         kwargs.update(pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW,
-                      pool_timeout=POOL_TIMEOUT_S)
+                      pool_timeout=pool_timeout_s)
     try:
         engine = create_engine(url, **kwargs)
     except Exception as exc:
