@@ -12,13 +12,12 @@ from typing import Any
 import httpx
 import pytest
 from apiclient import read_events
-from sqlalchemy import Engine
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from runwatch.sdk import init
-from runwatch.server.runner import Runner
+from runwatch.server.runner import Runner, free_port
 from runwatch.server.updates import LOG_PAGE, SEQ_WINDOW
-from runwatch.store.db import POOL_OVERFLOW, POOL_SIZE
+from runwatch.store.db import POOL_OVERFLOW, POOL_SIZE, open_engine
 from tests.support import wait_for
 
 GUARD = httpx.Timeout(30.0)  # only stops a broken test from hanging
@@ -134,12 +133,14 @@ def test_many_open_streams_leave_the_api_answering(server: Runner, runs_dir: Pat
     run.finish("SUCCEEDED")
 
 
-def test_exhausted_pool_answers_503_with_retry_after(server: Runner, engine: Engine,
-                                                     runs_dir: Path) -> None:
+def test_exhausted_pool_answers_503_with_retry_after(tmp_path: Path, runs_dir: Path) -> None:
     """With every pooled connection taken, a request (a stream's too) is answered 503 with
-    a Retry-After hint; once the connections are back it is answered as usual."""
+    a Retry-After hint; once the connections are back it is answered as usual. The pool
+    waits 0.2 s instead of POOL_TIMEOUT_S for a free connection, so each 503 comes fast."""
     init(name="busy", dir=runs_dir, flush_interval=0.05).finish("SUCCEEDED")
-    with httpx.Client(base_url=server.url, timeout=GUARD) as client, ExitStack() as held:
+    engine = open_engine(tmp_path / "busy.db", pool_timeout_s=0.2)
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05) as server, \
+            httpx.Client(base_url=server.url, timeout=GUARD) as client, ExitStack() as held:
         _wait_for_run(client, "busy")
         with pytest.raises(PoolTimeout):  # take every connection the pool will give
             for _ in range(POOL_SIZE + POOL_OVERFLOW + 1):
@@ -152,6 +153,7 @@ def test_exhausted_pool_answers_503_with_retry_after(server: Runner, engine: Eng
             assert body["ok"] is False and body["status"] == 503 and "retry" in body["error"]
         held.close()  # connections back: the server answers again
         assert client.get("/api/runs").status_code == 200
+    engine.dispose()
 
 
 def test_resume_from_the_start_pages_through_a_long_history(server: Runner,
