@@ -13,7 +13,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import insert
 
@@ -21,6 +20,7 @@ from runwatch.health import store as health_store
 from runwatch.health.engine import Engine
 from runwatch.store import schema as s
 from runwatch.store.db import open_engine
+from runwatch.store.points import PointColumns
 
 STEPS = 100_000
 VAL_EVERY = 10
@@ -59,18 +59,18 @@ def series(rng: random.Random, steps: list[int], level: float, noise: float,
     return [level + rng.gauss(0.0, noise) if noise else level for _ in steps]
 
 
-def make_batch(rng: random.Random, first: int, count: int) -> dict[str, Any]:
+def make_batch(rng: random.Random, first: int, count: int) -> dict[str, PointColumns]:
     steps = list(range(first, first + count))
     ts = [1.0e9 + 5.0 * st for st in steps]
-    batch: dict[str, Any] = {}
+    batch: dict[str, PointColumns] = {}
     for name, (level, noise) in LEVELS.items():
-        batch[name] = (steps, ts, series(rng, steps, level, noise, name))
+        batch[name] = PointColumns(steps, steps, ts, series(rng, steps, level, noise, name))
     for name in FILLER:
-        batch[name] = (steps, ts, [rng.random() for _ in steps])
+        batch[name] = PointColumns(steps, steps, ts, [rng.random() for _ in steps])
     vsteps = [st for st in steps if st % VAL_EVERY == 0]
     vts = [1.0e9 + 5.0 * st for st in vsteps]
     for name, (level, noise) in VALIDATION.items():
-        batch[name] = (vsteps, vts, series(rng, vsteps, level, noise, name))
+        batch[name] = PointColumns(vsteps, vsteps, vts, series(rng, vsteps, level, noise, name))
     return batch
 
 
@@ -78,7 +78,7 @@ def main() -> int:
     rng = random.Random(7)
     batch = make_batch(rng, 0, STEPS)
     dense = len(LEVELS) + len(FILLER)
-    points = sum(len(c[0]) for c in batch.values())
+    points = sum(len(c.steps) for c in batch.values())
     walls, cpus = [], []
     for _ in range(REPEAT):  # best of a few: the figure is the engine's, not the neighbours'
         engine = Engine("grpo", SETTINGS)
@@ -118,8 +118,8 @@ def main() -> int:
             step = STEPS + 200 + i
             ts = 1.0e9 + 5.0 * step
             # one record's points by key, as ingest hands them to the hook
-            points = {name: ([step], [step], [ts], [float(vals[0])])
-                      for name, (_ts, _t, vals) in make_batch(rng, step, 1).items() if vals}
+            points = {name: PointColumns([step], [step], [ts], [float(col.values[0])])
+                      for name, col in make_batch(rng, step, 1).items() if col.values}
             with db.begin() as conn:
                 t0, c0 = time.perf_counter(), time.process_time()
                 health_store.on_metrics(conn, run_pk, points)

@@ -6,12 +6,13 @@ from typing import Any
 
 from runwatch.health.engine import Engine
 from runwatch.health.findings import Finding
+from runwatch.store.points import PointColumns
 
 T0 = 1_000_000.0
 STEP_S = 10.0
 
 
-def to_batch(series: dict[str, Any]) -> dict[str, tuple[list[int], list[float], list[Any]]]:
+def to_batch(series: dict[str, Any]) -> dict[str, PointColumns]:
     """Series (values at steps 0.. or explicit (steps, values)) as an engine batch."""
     batch = {}
     for name, data in series.items():
@@ -19,7 +20,8 @@ def to_batch(series: dict[str, Any]) -> dict[str, tuple[list[int], list[float], 
             steps, values = list(data[0]), list(data[1])
         else:
             steps, values = list(range(len(data))), list(data)
-        batch[name] = (steps, [T0 + STEP_S * s for s in steps], values)
+        seqs = list(range(len(steps)))
+        batch[name] = PointColumns(seqs, steps, [T0 + STEP_S * s for s in steps], values)
     return batch
 
 

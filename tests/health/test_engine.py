@@ -17,6 +17,7 @@ from runwatch.health.detectors import KOfN, spike_steps
 from runwatch.health.engine import Engine
 from runwatch.health.thresholds import ThresholdError, load_yaml, parse
 from runwatch.health.trends import theil_sen
+from runwatch.store.points import PointColumns
 
 from .cases import CASES
 from .helpers import rule_ids, to_batch
@@ -34,7 +35,7 @@ def split_feed(method: str, settings_: dict[str, float], series: dict[str, Any],
                rng: random.Random) -> list[Any]:
     """Feed the series a few steps at a time, round-tripping the state through JSON."""
     batch = to_batch(series)
-    steps = sorted({s for cols in batch.values() for s in cols[0]})
+    steps = sorted({s for cols in batch.values() for s in cols.steps})
     state: dict[str, Any] | None = None
     findings: dict[tuple[str, str, int], Any] = {}
     i = 0
@@ -42,10 +43,10 @@ def split_feed(method: str, settings_: dict[str, float], series: dict[str, Any],
         j = min(len(steps), i + rng.randint(1, 7))
         lo, hi = steps[i], steps[j - 1]
         part = {}
-        for name, (ss, ts, vs) in batch.items():
-            idx = [k for k, s in enumerate(ss) if lo <= s <= hi]
+        for name, col in batch.items():
+            idx = [k for k, s in enumerate(col.steps) if lo <= s <= hi]
             if idx:
-                part[name] = ([ss[k] for k in idx], [ts[k] for k in idx], [vs[k] for k in idx])
+                part[name] = PointColumns(*([c[k] for k in idx] for c in col))
         engine = Engine(method, settings_, state=state)
         for f in engine.feed(part):
             findings[(f.rule_id, f.metric, f.first_step)] = f
@@ -84,7 +85,8 @@ def test_open_finding_updates_across_batches() -> None:
     first = engine.feed(to_batch({"truncated_ratio": [0.5] * 20}))
     (opened,) = [f for f in first if f.rule_id == "grpo.truncation"]
     opened.record["id"] = 41  # what the store does after inserting the row
-    later = {"truncated_ratio": (list(range(20, 25)), [2e6 + s for s in range(20, 25)], [0.6] * 5)}
+    later = {"truncated_ratio": PointColumns(list(range(20, 25)), list(range(20, 25)),
+                                             [2e6 + s for s in range(20, 25)], [0.6] * 5)}
     (updated,) = [f for f in engine.feed(later) if f.rule_id == "grpo.truncation"]
     assert updated.id == 41 and updated.status == "open"
     assert updated.first_step == opened.first_step and updated.last_step == 24
@@ -205,8 +207,9 @@ def test_any_series_evaluates_without_error(values: list[Any], method: str, cut:
     names = {m for r in CATALOGUE for m in r.metrics if m != "*"}
     series = {name: list(values) for name in names}
     batch = to_batch(series)
-    first = {k: (s[:cut], t[:cut], v[:cut]) for k, (s, t, v) in batch.items()}
-    rest = {k: (s[cut:], t[cut:], v[cut:]) for k, (s, t, v) in batch.items() if s[cut:]}
+    first = {k: PointColumns(*(c[:cut] for c in col)) for k, col in batch.items()}
+    rest = {k: PointColumns(*(c[cut:] for c in col)) for k, col in batch.items()
+            if col.steps[cut:]}
     engine = Engine(method, {"max_sample_tokens": 8, "batch_size": 4})
     engine.feed(first)
     state = orjson.loads(orjson.dumps(engine.state()))

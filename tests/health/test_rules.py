@@ -9,6 +9,7 @@ import pytest
 from runwatch.health.docs import render
 from runwatch.health.engine import Engine
 from runwatch.health.rules import CATALOGUE, SEVERITIES
+from runwatch.store.points import PointColumns
 
 from .cases import CASES
 from .helpers import STEP_S, T0, evaluate, rule_ids, to_batch
@@ -85,6 +86,6 @@ def test_stall_near_misses() -> None:
 def test_stall_is_recorded_when_points_resume() -> None:
     engine = Engine("sft")
     engine.feed(to_batch({"loss": [1.0] * 20}))
-    later = {"loss": ([20], [T0 + STEP_S * 19 + 5000], [1.0])}
+    later = {"loss": PointColumns([20], [20], [T0 + STEP_S * 19 + 5000], [1.0])}
     (f,) = [f for f in engine.feed(later) if f.rule_id == "run.stalled"]
     assert f.status == "resolved" and f.first_step == 19

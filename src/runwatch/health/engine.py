@@ -15,20 +15,21 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from runwatch.health import detectors as d
-from runwatch.health.evaluators import Columns, Evaluator, build_detector, clean
+from runwatch.health.evaluators import Evaluator, StepValues, build_detector, clean
 from runwatch.health.findings import Finding, Record, Tracker, render
 from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.thresholds import NONE, Overrides
 from runwatch.metrics.aliases import canonical
+from runwatch.store.points import PointColumns
 
 STATE_VERSION = 1
 CHUNK_STEPS = 1024  # divergence rules need series interleaved by step at this grain
 METHOD_FAMILIES = {"ppo": "grpo", "rl": "grpo", "rloo": "grpo", "dapo": "grpo",
                    "reinforce": "grpo", "grpo": "grpo", "sft": "sft", "dpo": "dpo"}
 
-# Per metric: steps, wall times, values (None means NaN, as in the store).
-ColumnsTs = tuple[list[int], list[float], list[Any]]
-Batch = Mapping[str, ColumnsTs]
+# New points by metric key, as the store hands them out; the engine reads their steps,
+# wall times and values (a value may also be None for NaN).
+Batch = Mapping[str, PointColumns]
 
 
 def normalize_method(method: str | None) -> str:
@@ -124,13 +125,13 @@ class Engine:
             return []
         if self._saved:
             self._restore()
-        longest = max(batch.values(), key=lambda c: len(c[0]))
-        if longest[0]:
-            self._past_stall(longest[1][0], out)
-            self.stall.feed(longest[0], longest[1])
-        cols: dict[str, Columns] = {}
+        longest = max(batch.values(), key=lambda c: len(c.steps))
+        if longest.steps:
+            self._past_stall(longest.ts[0], out)
+            self.stall.feed(longest.steps, longest.ts)
+        cols: dict[str, StepValues] = {}
         grown = False
-        for raw, (steps, _ts, values) in batch.items():
+        for raw, (_seqs, steps, _ts, values) in batch.items():
             if not steps:
                 continue
             values = self._check_finite(raw, steps, values, out)
@@ -233,7 +234,7 @@ class Engine:
         }
 
 
-def _chunks(cols: dict[str, Columns]) -> Iterable[dict[str, Columns]]:
+def _chunks(cols: dict[str, StepValues]) -> Iterable[dict[str, StepValues]]:
     """Split a big batch into step ranges so that series advance together."""
     lo = min((c[0][0] for c in cols.values()), default=0)
     hi = max((c[0][-1] for c in cols.values()), default=0)
@@ -243,7 +244,7 @@ def _chunks(cols: dict[str, Columns]) -> Iterable[dict[str, Columns]]:
     cuts = dict.fromkeys(cols, 0)
     for edge in range(lo + CHUNK_STEPS, hi + CHUNK_STEPS + 1, CHUNK_STEPS):
         last = edge > hi
-        chunk: dict[str, Columns] = {}
+        chunk: dict[str, StepValues] = {}
         for k, (steps, values) in cols.items():
             start = cuts[k]
             # The last chunk takes whatever is left, so a key whose steps go backwards

@@ -15,7 +15,8 @@ from runwatch.health import trends as t
 from runwatch.health.findings import Finding, Record, Tracker, finite_or_text, render
 from runwatch.health.rules.base import Param, Rule
 
-Columns = tuple[list[int], list[float]]  # steps, values
+# The steps and values of one metric's PointColumns, after its alias transform.
+StepValues = tuple[list[int], list[float]]
 ALIGN_CAP = 512  # steps waiting for a partner metric; older ones are dropped
 
 
@@ -107,7 +108,7 @@ class Evaluator:
         }
         self.metric = variant[-1] if rule.detector == "divergence" else variant[0]
 
-    def feed(self, cols: Mapping[str, Columns]) -> tuple[list[Record], bool]:
+    def feed(self, cols: Mapping[str, StepValues]) -> tuple[list[Record], bool]:
         rule = self.rule
         if rule.detector == "divergence":
             a, b = self.variant
@@ -135,7 +136,7 @@ class Evaluator:
             self._stamp(rec)
         return closed, touched
 
-    def _align(self, cols: Mapping[str, Columns]) -> Columns:
+    def _align(self, cols: Mapping[str, StepValues]) -> StepValues:
         """Values of the variant's metrics at the same step, combined by the rule's derive."""
         derive = self.rule.derive
         assert derive is not None

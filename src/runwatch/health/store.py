@@ -24,7 +24,7 @@ from sqlalchemy import (
     update,
 )
 
-from runwatch.health.engine import ColumnsTs, Engine
+from runwatch.health.engine import Engine
 from runwatch.health.findings import Finding
 from runwatch.health.rules import BY_ID
 from runwatch.health.rules.base import SEVERITY_RANK
@@ -32,12 +32,10 @@ from runwatch.health.thresholds import NONE, Overrides, parse
 from runwatch.rundir.format import ACTIVE_PHASES
 from runwatch.store import schema as s
 from runwatch.store.keys import metric_keys
-from runwatch.store.points import newest_seq, read_points
+from runwatch.store.points import PointColumns, newest_seq, read_points
 
 log = logging.getLogger(__name__)
 _NUMERIC = (int, float)
-# new points by key: (seqs, steps, ts, values), as runwatch.ingest.records collects them
-Points = Mapping[str, tuple[list[int], list[int], list[float], list[float]]]
 
 
 
@@ -131,9 +129,9 @@ def _engine(conn: Connection, run_pk: int, state: dict[str, Any] | None,
 
 
 def on_metrics(conn: Connection, run_pk: int,
-               points: Points, stored: int | None = None) -> None:
-    """The ingest hook: evaluate a run's newly stored points, by key (seqs, steps, ts,
-    values in seq order, as `runwatch.ingest.records.IngestResult.points` holds them).
+               points: Mapping[str, PointColumns], stored: int | None = None) -> None:
+    """The ingest hook: evaluate a run's newly stored points, by key (in seq order, as
+    `runwatch.ingest.result.IngestResult.points` holds them).
 
     `stored`, when given, is how many of them were new to the index. Points are
     evaluated incrementally, after the highest seq evaluated so far; new points below
@@ -141,24 +139,22 @@ def on_metrics(conn: Connection, run_pk: int,
     whole run again, so no stored point escapes the rules.
     """
     state, last_seq = _load_state(conn, run_pk)
-    cols: dict[str, ColumnsTs] = {}
+    cols: dict[str, PointColumns] = {}
     top = last_seq
-    for key, (seqs, steps, tss, values) in points.items():
-        if not seqs:
+    for key, col in points.items():
+        if not col.seqs:
             continue
-        if min(seqs) <= last_seq:
+        if min(col.seqs) <= last_seq:
             # some were evaluated already (a batch sent twice): ingest is idempotent,
             # and so is health
-            keep = [i for i, q in enumerate(seqs) if q > last_seq]
+            keep = [i for i, q in enumerate(col.seqs) if q > last_seq]
             if not keep:
                 continue
-            seqs = [seqs[i] for i in keep]
-            steps = [steps[i] for i in keep]
-            tss = [tss[i] for i in keep]
-            values = [values[i] for i in keep]
-        top = max(top, max(seqs))
-        cols[key] = (steps, tss, values)
-    if stored and state is not None and stored > sum(len(c[0]) for c in cols.values()):
+            col = PointColumns([col.seqs[i] for i in keep], [col.steps[i] for i in keep],
+                               [col.ts[i] for i in keep], [col.values[i] for i in keep])
+        top = max(top, max(col.seqs))
+        cols[key] = col
+    if stored and state is not None and stored > sum(len(c.seqs) for c in cols.values()):
         reevaluate(conn, run_pk)  # some new points lie at or below last_seq
     elif cols:
         _update(conn, run_pk, state, cols, top)
@@ -209,16 +205,16 @@ def ensure_current(conn: Connection, run_pk: int) -> None:
 
 
 def stored_points(conn: Connection, run_pk: int, after_seq: int
-                   ) -> tuple[dict[str, tuple[list[int], list[float], list[Any]]], int]:
+                   ) -> tuple[dict[str, PointColumns], int]:
     """A run's points after `after_seq`, by key, and the highest seq among them."""
-    cols: dict[str, tuple[list[int], list[float], list[Any]]] = {}
+    cols: dict[str, PointColumns] = {}
     last_seq = after_seq
     for name, kid in metric_keys(conn, run_pk).items():
         rows = read_points(conn, kid, after_seq)
         if not rows:
             continue
         seqs, steps, tss, values = map(list, zip(*rows, strict=True))
-        cols[name] = (steps, tss, values)
+        cols[name] = PointColumns(seqs, steps, tss, values)
         last_seq = max(last_seq, seqs[-1])
     return cols, last_seq
 
