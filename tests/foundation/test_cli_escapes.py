@@ -1,5 +1,8 @@
 """Run data cannot drive the terminal: the CLI shows control characters and Rich markup
-from run folders as text, in tables, plain lines and JSON alike."""
+from run folders as text, in tables, plain lines and JSON alike.
+
+Each command and output form runs once (a real subprocess costs about a second), against
+one folder of hostile runs built once for the module."""
 
 from __future__ import annotations
 
@@ -19,6 +22,12 @@ FIELDS = {
 }
 
 
+# A run whose own words (name, a phase's reason, a log line) hold escape and OSC
+# sequences, DEL, C1 controls, a bidirectional override and Rich markup
+HOSTILE = f"run {OSC_LINK} \x1b[2J\x7f\x9b31m\u202e [link=http://evil.example]x[/link]"
+WIDE = {"COLUMNS": "1000"}  # no wrapping, so each shown value stays on one line
+
+
 def _shown(out: str) -> None:
     # stdout is not a terminal here, so Rich adds no escape sequence of its own: any
     # control character in the output would have come from the run's data
@@ -28,27 +37,18 @@ def _shown(out: str) -> None:
     assert "\\x1b]8;;http://evil.example" in out and "\\x9b31m" in out and "\\u202e" in out
 
 
-def test_tables_and_lines_escape_run_data(runs_dir: Path) -> None:
-    write_manifest(runs_dir / "hostile", **FIELDS)
-    out = run_cli("runs", "list", "-o", "wide", "--dir", str(runs_dir),
-                  env={"COLUMNS": "400"}).stdout
+def test_tables_escape_run_data(hostile_runs: Path) -> None:
+    out = run_cli("runs", "list", "-o", "wide", "--dir", str(hostile_runs), env=WIDE).stdout
     _shown(out)
     assert "[link=http://evil.example]proj[/link]" in out, "markup is shown, not applied"
-    _shown(run_cli("runs", "get", "hostile", "--dir", str(runs_dir)).stdout)
 
 
-def test_json_output_escapes_what_json_leaves_raw(runs_dir: Path) -> None:
-    write_manifest(runs_dir / "hostile", **FIELDS)
-    for args in (["-o", "json"], ["--jq", ".[0].trainer"]):
-        out = run_cli("runs", "list", *args, "--dir", str(runs_dir)).stdout
-        assert "\x9b" not in out and "\u202e" not in out and "\x1b" not in out
-        assert FIELDS["trainer"] in json.dumps(json.loads(out.splitlines()[0]), ensure_ascii=False)
-
-
-# A run whose own words (name, a phase's reason, a log line) hold escape and OSC
-# sequences, DEL, C1 controls, a bidirectional override and Rich markup
-HOSTILE = f"run {OSC_LINK} \x1b[2J\x7f\x9b31m\u202e [link=http://evil.example]x[/link]"
-WIDE = {"COLUMNS": "1000"}  # no wrapping, so each shown value stays on one line
+@pytest.mark.parametrize("args", [["-o", "json"], ["--jq", '.[] | select(.run_id == "id-fields")']],
+                         ids=["json", "jq"])
+def test_json_output_escapes_what_json_leaves_raw(hostile_runs: Path, args: list[str]) -> None:
+    out = run_cli("runs", "list", *args, "--dir", str(hostile_runs)).stdout
+    assert "\x9b" not in out and "\u202e" not in out and "\x1b" not in out
+    assert FIELDS["trainer"] in json.dumps(json.loads(out.splitlines()[0]), ensure_ascii=False)
 
 
 def _shown_literally(out: str, link: str = "\\x1b]8;;http://evil.example",
@@ -62,7 +62,12 @@ def _shown_literally(out: str, link: str = "\\x1b]8;;http://evil.example",
     assert shown and all(markup in ln for ln in shown), f"markup is shown, not applied: {out}"
 
 
-def _hostile_run(runs: Path) -> str:
+@pytest.fixture(scope="module")
+def hostile_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of two runs: `fields`, whose manifest fields hold FIELDS, and `hostile`
+    (id `id-hostile`), whose name, failure reason and a log line hold HOSTILE."""
+    runs = tmp_path_factory.mktemp("hostile") / "runs"
+    write_manifest(runs / "fields", **FIELDS)
     run = runs / "hostile"
     run.mkdir()
     (run / "manifest.json").write_text(json.dumps(manifest("hostile") | {"name": HOSTILE}),
@@ -73,23 +78,27 @@ def _hostile_run(runs: Path) -> str:
                                       encoding="utf-8")
     log = {"ts": 1.5, "seq": 0, "level": "error", "message": HOSTILE, "data": {"x": HOSTILE}}
     (run / "logs.jsonl").write_text(json.dumps(log) + "\n", encoding="utf-8")
-    return "id-hostile"
+    return runs
 
 
-@pytest.mark.parametrize("args", [["get"], ["health"], ["health", "-o", "wide"], ["rollouts"],
-                                  ["wait"], ["logs", "-o", "wide"]], ids=" ".join)
-def test_a_runs_own_words_are_shown_literally(runs_dir: Path, args: list[str]) -> None:
-    run = _hostile_run(runs_dir)
-    out = run_cli("runs", args[0], run, *args[1:], "--dir", str(runs_dir), env=WIDE).stdout
+# One of each way the commands print: `get` plain lines, `health` a table with a title and
+# advice lines (`-o wide` puts the advice into the same table), `rollouts` clipped cells,
+# `wait` phase lines, `logs -o wide` a table with the log's data
+@pytest.mark.parametrize("args", [["get"], ["health"], ["rollouts"], ["wait"],
+                                  ["logs", "-o", "wide"]], ids=" ".join)
+def test_a_runs_own_words_are_shown_literally(hostile_runs: Path, args: list[str]) -> None:
+    out = run_cli("runs", args[0], "id-hostile", *args[1:], "--dir", str(hostile_runs),
+                  env=WIDE).stdout
     _shown_literally(out)
 
 
-@pytest.mark.parametrize("command", ["get", "health", "wait", "logs"])
-def test_a_runs_own_words_in_json_lines_are_escaped(runs_dir: Path, command: str) -> None:
-    run = _hostile_run(runs_dir)
-    out = run_cli("runs", command, run, "-o", "json", "--dir", str(runs_dir)).stdout
+def test_a_runs_own_words_in_json_lines_are_escaped(hostile_runs: Path) -> None:
+    # `wait -o json` writes each event and then the run's detail as JSON lines itself; the
+    # other commands' JSON goes through the one printer `runs list -o json` checks above
+    out = run_cli("runs", "wait", "id-hostile", "-o", "json", "--dir", str(hostile_runs)).stdout
     assert not [c for c in out if c in "\x1b\x7f\x9b\u202e"], out
-    assert HOSTILE in _strings([json.loads(x) for x in out.splitlines()]), out
+    parsed = [json.loads(x) for x in out.splitlines()]
+    assert HOSTILE in _strings(parsed[:-1]) and HOSTILE in _strings(parsed[-1]), out
 
 
 def _strings(value: object) -> list[str]:
