@@ -4,6 +4,12 @@ The real server runs over HTTP on runs written by the SDK; for each interface in
 types.ts, a real response of the route (or event of the run's stream: points, log,
 phase) it describes must have every declared field (optional ones, marked `?`, may be
 absent) and no field the interface does not declare.
+
+Each interface must also match the component schema of the same name in the server's
+`/openapi.json` (runwatch.server.schemas): the same fields, the same required ones, and
+each field of the same kind (number, string, boolean, array, object, unknown, or a named
+type; null-able or not). So what the server sends, the web's types and the OpenAPI schema
+are checked against each other.
 """
 
 from __future__ import annotations
@@ -11,45 +17,159 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
 from runwatch.rundir.format import typescript
 from runwatch.sdk import init
 from runwatch.server.runner import Runner
+from runwatch.server.schemas import PointsEvent
 from tests.support import wait_for
 
 TYPES = Path(__file__).resolve().parents[2] / "web" / "src" / "types.ts"
+# the models of stream events (no route of /openapi.json names them)
+STREAM_ONLY = {"PointsEvent": PointsEvent}
 
 
-def interfaces(text: str) -> dict[str, dict[str, bool]]:
-    """Each `export interface Name { … }` in `text`: its top-level fields and whether each
-    is required (no `?`). Fields of inline object types are not descended into."""
-    out: dict[str, dict[str, bool]] = {}
+class TsField(NamedTuple):
+    """One field of an interface: whether it is required (no `?`) and its type's text."""
+
+    required: bool
+    type: str
+
+
+def interfaces(text: str) -> dict[str, dict[str, TsField]]:
+    """Each `export interface Name { … }` in `text`: its top-level fields. Fields of
+    inline object types are not descended into."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
+    out: dict[str, dict[str, TsField]] = {}
     for m in re.finditer(r"export interface (\w+) \{", text):
         depth, i, body_start = 1, m.end(), m.end()
         while depth:
             depth += {"{": 1, "}": -1}.get(text[i], 0)
             i += 1
-        body = text[body_start:i - 1]
-        fields: dict[str, bool] = {}
-        level = 0
-        for line in body.splitlines():
-            if level == 0:
-                fm = re.match(r"\s*(\w+)(\??):", line)
-                if fm:
-                    fields[fm.group(1)] = fm.group(2) != "?"
-            level += line.count("{") - line.count("}")
+        fields: dict[str, TsField] = {}
+        for member in _split(text[body_start:i - 1], ";"):
+            fm = re.fullmatch(r"\s*(\w+)(\??):\s*(.*?)\s*", member, flags=re.S)
+            if fm:
+                fields[fm.group(1)] = TsField(fm.group(2) != "?", fm.group(3))
         out[m.group(1)] = fields
     return out
 
 
-def test_the_parser_reads_fields_and_optionals() -> None:
-    parsed = interfaces("export interface A {\n  x: number;\n  y?: { z: string };\n"
-                        "  w: string;\n}\n")
-    assert parsed == {"A": {"x": True, "y": False, "w": True}}
+def _split(text: str, sep: str) -> list[str]:
+    """`text` split at each `sep` outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"{": 1, "(": 1, "<": 1, "[": 1, "}": -1, ")": -1, ">": -1, "]": -1}.get(ch, 0)
+        if ch == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
+
+
+def ts_kinds(type_text: str) -> set[str]:
+    """The kinds a TypeScript type allows: number, string, boolean, array, object,
+    unknown, null, or the name of an interface."""
+    kinds: set[str] = set()
+    for alt in (a.strip() for a in _split(type_text, "|")):
+        if alt.endswith("[]"):
+            kinds.add("array")
+        elif alt.startswith(("{", "Record<")):
+            kinds.add("object")
+        elif alt.startswith("(") and alt.endswith(")"):
+            kinds |= ts_kinds(alt[1:-1])
+        else:
+            kinds.add(alt)
+    return kinds
+
+
+def schema_kinds(schema: dict[str, Any], named: Collection[str] = ()) -> set[str]:
+    """The same kinds for a JSON schema of OpenAPI (an integer is a number); a reference
+    to a component is its name when `named` holds it (an interface), else an object."""
+    if "$ref" in schema:
+        ref = schema["$ref"].rsplit("/", 1)[1]
+        return {ref if ref in named else "object"}
+    if "anyOf" in schema:
+        return set().union(*(schema_kinds(s, named) for s in schema["anyOf"]))
+    kind = schema.get("type", "unknown")
+    return {"number" if kind == "integer" else kind}
+
+
+def schema_problems(name: str, fields: dict[str, TsField], schema: dict[str, Any],
+                    components: dict[str, Any], named: Collection[str]) -> list[str]:
+    """How the interface `name` of types.ts differs from its component schema; an
+    inline object type is compared with the component its field refers to."""
+    props = schema.get("properties", {})
+    required = set(schema.get("required", []))
+    problems = [f"{name}.{f}: in types.ts, not in the schema" for f in set(fields) - set(props)]
+    problems += [f"{name}.{f}: in the schema, not in types.ts" for f in set(props) - set(fields)]
+    for f in set(fields) & set(props):
+        if fields[f].required != (f in required):
+            problems.append(f"{name}.{f}: required in one and optional in the other")
+        ts, api = ts_kinds(fields[f].type), schema_kinds(props[f], named)
+        if ts != api:
+            problems.append(f"{name}.{f}: {fields[f].type} in types.ts, {sorted(api)} "
+                            "in the schema")
+        inline = [a for a in _split(fields[f].type, "|") if a.strip().startswith("{")]
+        refs = [s["$ref"] for s in props[f].get("anyOf", [props[f]]) if "$ref" in s]
+        if inline and refs:
+            inner = interfaces(f"export interface X {inline[0]}")["X"]
+            problems += schema_problems(f"{name}.{f}", inner,
+                                        components[refs[0].rsplit("/", 1)[1]],
+                                        components, named)
+    return problems
+
+
+def test_the_parser_reads_fields_optionals_and_kinds() -> None:
+    parsed = interfaces("export interface A {\n  /** x. */\n  x: number;\n"
+                        "  y?: { z: string; v: number };\n  w: (number | null)[];\n}\n")
+    assert parsed == {"A": {"x": TsField(True, "number"),
+                            "y": TsField(False, "{ z: string; v: number }"),
+                            "w": TsField(True, "(number | null)[]")}}
+    assert ts_kinds("Record<string, number | null> | null") == {"object", "null"}
+    assert ts_kinds("RunSummary") == {"RunSummary"}
+    assert schema_kinds({"anyOf": [{"type": "integer"}, {"type": "null"}]}) == {"number", "null"}
+    assert schema_kinds({"$ref": "#/components/schemas/Edges"}, named={"RunSummary"}) == {
+        "object"}
+    assert schema_kinds({}) == {"unknown"}
+
+
+def test_a_schema_that_differs_from_types_ts_is_reported() -> None:
+    fields = {"a": TsField(True, "number | null"), "b": TsField(False, "string[]"),
+              "c": TsField(True, "boolean"), "e": TsField(True, "{ x: number } | null")}
+    schema = {"properties": {"a": {"type": "integer"}, "b": {"type": "array"},
+                             "d": {"type": "string"},
+                             "e": {"anyOf": [{"$ref": "#/components/schemas/E"},
+                                             {"type": "null"}]}},
+              "required": ["a", "b", "e"]}
+    components = {"E": {"properties": {"x": {"type": "string"}}, "required": ["x"]}}
+    assert sorted(schema_problems("T", fields, schema, components, {"T"})) == [
+        "T.a: number | null in types.ts, ['number'] in the schema",
+        "T.b: required in one and optional in the other",
+        "T.c: in types.ts, not in the schema",
+        "T.d: in the schema, not in types.ts",
+        "T.e.x: number in types.ts, ['string'] in the schema",
+    ]
+
+
+def test_types_match_the_openapi_schema(server: Runner) -> None:
+    declared = interfaces(TYPES.read_text())
+    spec = httpx.get(f"{server.url}/openapi.json", timeout=30).json()
+    components: dict[str, Any] = spec["components"]["schemas"]
+    # a stream's OpenAPI entry cannot say what its events carry: their models are read here
+    components.update({name: model.model_json_schema(ref_template="#/components/schemas/"
+                                                     "{model}")
+                       for name, model in STREAM_ONLY.items()})
+    assert set(declared) <= set(components), (
+        f"no component schema for {sorted(set(declared) - set(components))}")
+    problems = [p for name, fields in declared.items()
+                for p in schema_problems(name, fields, components[name], components,
+                                         set(declared))]
+    assert not problems, "\n".join(sorted(problems))
 
 
 def _runs(runs_dir: Path) -> None:
@@ -106,7 +226,7 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
     assert {name.split(" ")[0] for name in sent} == set(declared), "every interface is checked"
     for name, body in sent.items():
         fields = declared[name.split(" ")[0]]
-        missing = {f for f, required in fields.items() if required and f not in body}
+        missing = {f for f, field in fields.items() if field.required and f not in body}
         undeclared = set(body) - set(fields)
         assert not missing and not undeclared, (
             f"{name}: declared but not sent {sorted(missing)}, sent but not declared "

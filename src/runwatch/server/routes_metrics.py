@@ -14,6 +14,7 @@ from runwatch.server.detail import stream_cursor
 from runwatch.server.errors import bad_request
 from runwatch.server.jsonio import JSONResponse
 from runwatch.server.runs import resolve_run
+from runwatch.server.schemas import HistoryPage, MetricKeys, SeriesResponse, documented
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store.keys import KeyInfo, run_keys
 from runwatch.store.series import Series
@@ -28,7 +29,7 @@ MAX_HISTORY_PAGE = 1000
 MAX_HISTORY_KEYS = 100
 
 
-@router.get("/api/runs/{run}/metrics/keys")
+@router.get("/api/runs/{run}/metrics/keys", **documented(MetricKeys, "the run's metric keys"))
 def metric_keys(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
     """Every metric key the run logged, with its point count and latest value, and what
     the vocabulary says of it: its canonical name, its role (null when it plays none)
@@ -101,7 +102,7 @@ def _series_payload(
     return {"ok": True, "edges": edges.as_dict(), "series": out}
 
 
-@router.get("/api/series")
+@router.get("/api/series", **documented(SeriesResponse, "the series"))
 def series(
     run: list[str] = Query(default=[], description="run id or name; repeat for several runs"),
     key: list[str] = Query(default=[], description="metric key; repeat for several keys"),
@@ -119,7 +120,7 @@ def series(
     return JSONResponse(_series_payload(conn, st, run, key, points, lo, hi))
 
 
-@router.get("/api/runs/{run}/series")
+@router.get("/api/runs/{run}/series", **documented(SeriesResponse, "the series"))
 def run_series(
     run: str,
     key: list[str] = Query(default=[]),
@@ -142,7 +143,7 @@ def _step_cursor(value: str | None, name: str) -> int | None:
         raise bad_request(f"{name} must be a step number from a previous page") from None
 
 
-@router.get("/api/runs/{run}/history")
+@router.get("/api/runs/{run}/history", **documented(HistoryPage, "a page of steps"))
 def history(
     run: str,
     key: list[str] = Query(default=[], description="columns; all keys when omitted"),

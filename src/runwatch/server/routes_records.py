@@ -12,6 +12,13 @@ from runwatch.health.store import health_for_run
 from runwatch.rundir.format import LOG_LEVELS
 from runwatch.server.errors import ApiError, bad_request
 from runwatch.server.runs import resolve_run
+from runwatch.server.schemas import (
+    CheckpointList,
+    HealthResponse,
+    LogPage,
+    SamplesResponse,
+    documented,
+)
 from runwatch.server.state import connection
 from runwatch.store.detail import checkpoint_rows, log_rows
 from runwatch.store.rollouts import NoRollouts, rollouts
@@ -21,7 +28,7 @@ router = APIRouter(tags=["records"])
 MAX_SAMPLES = 500
 
 
-@router.get("/api/runs/{run}/samples")
+@router.get("/api/runs/{run}/samples", **documented(SamplesResponse, "one step's rollouts"))
 def samples(
     run: str,
     step: int | None = Query(None, ge=0, description="the step; the latest kept when omitted"),
@@ -43,7 +50,7 @@ def samples(
     return {"ok": True, **found}
 
 
-@router.get("/api/runs/{run}/checkpoints")
+@router.get("/api/runs/{run}/checkpoints", **documented(CheckpointList, "the run's checkpoints"))
 def checkpoints(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
     """The run's training and inference checkpoints, oldest first."""
     row = resolve_run(conn, run)
@@ -51,7 +58,7 @@ def checkpoints(run: str, conn: Connection = Depends(connection)) -> dict[str, A
                                         for c in checkpoint_rows(conn, row.pk)]}
 
 
-@router.get("/api/runs/{run}/logs")
+@router.get("/api/runs/{run}/logs", **documented(LogPage, "a page of log entries"))
 def logs(
     run: str,
     level: str = Query("", description="minimum level: debug, info, warning, error, critical"),
@@ -84,7 +91,7 @@ def findings_payload(conn: Connection, run_pk: int) -> dict[str, Any]:
             "resolved": sum(1 for item in found if item["status"] == "resolved")}
 
 
-@router.get("/api/runs/{run}/health")
+@router.get("/api/runs/{run}/health", **documented(HealthResponse, "the run's findings"))
 def health(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
     """The run's open health findings and how many have resolved (`available` is always true)."""
     row = resolve_run(conn, run)

@@ -18,13 +18,14 @@ from runwatch.server.runs import (
     list_runs,
     resolve_run,
 )
+from runwatch.server.schemas import RunDetail, RunList, documented
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store import queries
 
 router = APIRouter(tags=["runs"])
 
 
-@router.get("/api/runs")
+@router.get("/api/runs", **documented(RunList, "a page of runs"))
 def runs_list(
     q: str = Query("", max_length=200, description="words matched against name, id, status, "
                    "model, dataset, trainer and backend"),
@@ -44,7 +45,7 @@ def projects(conn: Connection = Depends(connection)) -> dict[str, Any]:
     return {"ok": True, "projects": list_projects(conn)}
 
 
-@router.get("/api/runs/{run}")
+@router.get("/api/runs/{run}", **documented(RunDetail, "the run detail"))
 def run_get(
     run: str, conn: Connection = Depends(connection), st: ServerState = Depends(state),
 ) -> dict[str, Any]:
