@@ -10,7 +10,7 @@ from sqlalchemy import Connection
 from runwatch.analysis.views import checkpoint_entry, log_entry
 from runwatch.health.store import health_for_run
 from runwatch.rundir.format import LOG_LEVELS
-from runwatch.server.errors import ApiError, bad_request
+from runwatch.server.errors import bad_request, not_found
 from runwatch.server.runs import resolve_run
 from runwatch.server.schemas import (
     CheckpointList,
@@ -45,8 +45,8 @@ def samples(
     try:
         found = rollouts(conn, row.pk, step, split, best, worst, limit)
     except NoRollouts as exc:
-        raise ApiError(404, f"{exc} (run {row.name}); the response of /samples without a "
-                            "step lists the steps kept") from exc
+        raise not_found(f"{exc} (run {row.name}); the response of /samples without a "
+                        "step lists the steps kept") from exc
     return {"ok": True, **found}
 
 
