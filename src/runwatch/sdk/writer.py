@@ -125,7 +125,7 @@ class BackgroundWriter:
         return self._encoder.dropped
 
     def flush_now(self) -> None:
-        """Ask the thread to write at once (used by tests and finish())."""
+        """Ask the thread to write at once (tests use it; close() wakes the thread itself)."""
         self._wake.set()
 
     def _loop(self) -> None:
