@@ -13,7 +13,7 @@ the server's series cache).
 Why not a (run_pk, key_id, seq) primary key: in SQLite an integer primary key is the
 table's rowid, and inserting by rowid skips the composite-key comparisons and the
 second B-tree of a WITHOUT ROWID table; with the ingest statement of
-`runwatch.ingest.records` it more than halves the cost of storing a point (see
+`runwatch.ingest.points` it more than halves the cost of storing a point (see
 docs/benchmarks.md). PostgreSQL stores the same BIGINT key in an ordinary index.
 """
 
