@@ -261,13 +261,13 @@ def _record_sql(bases: tuple[int, ...]) -> str:
     return f"INSERT OR IGNORE INTO metric_points (id, step, ts, value) VALUES {values}"
 
 
-def _advance_run(conn: Connection, run_pk: int, max_step: int, max_ts: float | None) -> None:
+def _advance_run(conn: Connection, run_pk: int, max_step: int, max_ts: float) -> None:
     r = s.runs.c
     current = conn.execute(select(r.observed_step, r.updated_at).where(r.pk == run_pk)).one()
     values: dict[str, Any] = {}
     if current.observed_step is None or max_step > current.observed_step:
         values["observed_step"] = max_step
-    if max_ts is not None and (current.updated_at is None or max_ts > current.updated_at):
+    if current.updated_at is None or max_ts > current.updated_at:
         values["updated_at"] = max_ts
     if values:
         conn.execute(update(s.runs).where(r.pk == run_pk).values(**values))
