@@ -28,24 +28,17 @@ def names(role: Role) -> tuple[str, ...]:
     return (name, *listed)
 
 
-@cache
-def _rank(role: Role) -> dict[str, int]:
-    """Each name in `names(role)` and its place: `find_key` asks per role, many times."""
-    return {n: i for i, n in enumerate(names(role))}
-
-
 def find_key(keys: Iterable[str], role: Role) -> str | None:
     """The key among `keys` that plays `role`, or None when none does.
 
     The canonical name wins, then a listed alias (in `names` order), then any key that
     the prefix and pattern rules map to the canonical name (the first in sorted order)."""
-    rank = _rank(role)
+    listed = names(role)
     present = set(keys)
-    best = min((k for k in present if k in rank), key=rank.__getitem__, default=None)
+    best = next((n for n in listed if n in present), None)
     if best is not None:
         return best
-    name = BY_ROLE[role].name
-    return next((k for k in sorted(present) if canonical(k) == (name, None)), None)
+    return next((k for k in sorted(present) if canonical(k) == (listed[0], None)), None)
 
 
 @dataclass(frozen=True)
