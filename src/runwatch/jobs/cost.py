@@ -22,11 +22,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from runwatch.analysis.timing import phase_millis
-from runwatch.rundir.format import TERMINAL_PHASES, RunDirError, validate_name
+from runwatch.rundir.format import (
+    ACTIVE_PHASES,
+    PHASES,
+    TERMINAL_PHASES,
+    RunDirError,
+    validate_name,
+)
 
 GIB = 1024**3
-# The phases in which a run holds its devices.
-HOLDING_PHASES = ("PREPARING", "RUNNING", "CANCEL_REQUESTED")
+# The phases in which a run holds its devices: the active ones, in lifecycle order.
+HOLDING_PHASES = tuple(p for p in PHASES if p in ACTIVE_PHASES)
 
 
 class ProfileError(ValueError):
