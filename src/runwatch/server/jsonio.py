@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from starlette.responses import Response
+from starlette import responses
 
 OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
@@ -14,10 +14,9 @@ def dumps(content: Any) -> bytes:
     return orjson.dumps(content, option=OPTIONS)
 
 
-class JSONResponse(Response):
-    """The API's JSON response class."""
-
-    media_type = "application/json"
+class JSONResponse(responses.JSONResponse):
+    """The API's JSON response class (a Starlette JSONResponse, so FastAPI's OpenAPI
+    schema knows its body as JSON)."""
 
     def render(self, content: Any) -> bytes:
         return dumps(content)

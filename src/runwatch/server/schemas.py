@@ -12,22 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import responses
 from pydantic import BaseModel, Field
 
 from runwatch.server import jsonio
-
-
-class JSONBody(jsonio.JSONResponse, responses.JSONResponse):
-    """The API's JSON response (rendered by `jsonio`), known to FastAPI as JSON, so the
-    schema of a route that names it holds only its model."""
 
 
 def documented(model: type[BaseModel], description: str) -> dict[str, Any]:
     """A read route's decorator arguments that describe its 200 body as `model` in the
     OpenAPI schema; the route's return value goes to the client as it is (no
     `response_model`: nothing is validated, filtered or converted on the way)."""
-    return {"response_model": None, "response_class": JSONBody,
+    return {"response_model": None, "response_class": jsonio.JSONResponse,
             "responses": {200: {"model": model, "description": description}}}
 
 
