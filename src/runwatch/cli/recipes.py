@@ -45,9 +45,7 @@ Overrides = Annotated[
 
 def _epilog(cls: type[TrainConfig]) -> str:
     # "\b" keeps click from re-wrapping an entry into one line with the next.
-    return "\n\n".join(
-        f"{title}:\n" + "\n".join(f"\b\n{entry}\n    {what}" for entry, what in entries)
-        for title, entries in cls.help_sections())
+    return cls.help_text(before_entry="\b\n")
 
 
 def _command(module: str) -> Callable[[Overrides], None]:

@@ -102,10 +102,12 @@ class RecipeConfig:
         return [("Config fields (pass as key=value)", fields)]
 
     @classmethod
-    def help_text(cls) -> str:
-        """`help_sections` as plain text: each entry, then what it does indented below."""
+    def help_text(cls, before_entry: str = "") -> str:
+        """`help_sections` as plain text: each entry (after `before_entry`), then what it
+        does indented below."""
         return "\n\n".join(
-            f"{title}:\n" + "\n".join(f"{entry}\n    {what}" for entry, what in entries)
+            f"{title}:\n" + "\n".join(f"{before_entry}{entry}\n    {what}"
+                                       for entry, what in entries)
             for title, entries in cls.help_sections())
 
 
