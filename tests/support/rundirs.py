@@ -25,7 +25,7 @@ def manifest(name: str, **fields: Any) -> dict[str, Any]:
 def write_manifest(run: Path, **fields: Any) -> Path:
     """Make the folder `run` with a manifest named after it; return the folder."""
     run.mkdir(parents=True)
-    (run / "manifest.json").write_text(json.dumps(manifest(run.name, **fields)),
+    (run / fmt.MANIFEST).write_text(json.dumps(manifest(run.name, **fields)),
                                        encoding="utf-8")
     return run
 
@@ -36,7 +36,7 @@ def write_run(runs: Path, name: str, lines: Sequence[dict[str, Any] | str] = (),
     `lines` (dicts as JSON, strings as they are) joined by newlines and ending in `end`."""
     run = write_manifest(runs / name, **fields)
     text = "\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines)
-    (run / "metrics.jsonl").write_text(text + end if lines else "", encoding="utf-8")
+    (run / fmt.METRICS).write_text(text + end if lines else "", encoding="utf-8")
     return run
 
 
