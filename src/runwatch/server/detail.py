@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select
+from sqlalchemy import Connection, Row
 
 from runwatch.analysis.detail import run_detail as shared_detail
 from runwatch.server.state import ServerState
-from runwatch.store import schema as s
+from runwatch.server.updates import RunCursor, run_marks
 from runwatch.store.detail import read_run
 from runwatch.store.keys import KeyInfo
 from runwatch.store.points import newest_seq
@@ -17,11 +17,9 @@ from runwatch.store.points import newest_seq
 def stream_cursor(conn: Connection, run_pk: int, keys: list[KeyInfo]) -> str:
     """The high-water marks (metrics.logs.events.checkpoints seq) a stream resumes after."""
     newest = newest_seq(conn, [k.id for k in keys])
-    marks = [-1 if newest is None else newest]
-    for table in (s.logs, s.events, s.checkpoints):
-        top = conn.execute(select(func.max(table.c.seq)).where(table.c.run_pk == run_pk)).scalar()
-        marks.append(-1 if top is None else int(top))
-    return ".".join(str(x) for x in marks)
+    marks = run_marks(conn, run_pk)  # the pollers' one statement for the other tables
+    return str(RunCursor(-1 if newest is None else newest, marks.logs, marks.events,
+                         marks.checkpoints))
 
 
 def run_detail(conn: Connection, st: ServerState, row: Row[Any]) -> dict[str, Any]:
