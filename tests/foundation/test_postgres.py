@@ -1,5 +1,6 @@
 """The index on PostgreSQL gives what it gives on SQLite: points, key statistics, series,
-the live stream's points and health findings, for runs with every kind of value.
+the live stream's points and health findings, for runs with every kind of value; and the
+queue's claim is as atomic there.
 
 Set RUNWATCH_TEST_POSTGRES_URL to a PostgreSQL server's URL (a database on it that the
 user may connect to, and the right to create databases): the test works in a database
@@ -24,11 +25,13 @@ from runwatch.health import store as health_store
 from runwatch.ingest import Indexer
 from runwatch.server.series_cache import SeriesCache
 from runwatch.server.updates import RunCursor, _new_points
+from runwatch.store import jobs as store_jobs
 from runwatch.store import open_engine
 from runwatch.store import queries as q
 from runwatch.store import schema as s
 from runwatch.store.keys import run_keys
 from tests.support import write_run
+from tests.support.jobs import claim_race, submit_command
 
 PG_URL = os.environ.get("RUNWATCH_TEST_POSTGRES_URL")
 pytestmark = pytest.mark.skipif(
@@ -111,3 +114,19 @@ def test_postgresql_index_matches_sqlite(tmp_path: Path, pg_url: str) -> None:
     assert sum("longer than" in p for p in want["problems"]) == 4, want["problems"]
     for key, value in want.items():
         assert got[key] == value, key
+
+
+def test_postgresql_claims_each_job_exactly_once(tmp_path: Path, pg_url: str) -> None:
+    """Processes and threads racing `claim` on PostgreSQL (FOR UPDATE SKIP LOCKED) take
+    each queued job once."""
+    runs = tmp_path / "runs"
+    engine = open_engine(pg_url)
+    try:
+        pks = [submit_command(engine, runs, f"job{i:02d}", priority=i % 3).run_pk
+               for i in range(40)]
+        claimed = claim_race(pg_url, processes=4, threads=3)
+        with engine.connect() as conn:
+            assert store_jobs.queue_depth(conn) == 0
+    finally:
+        engine.dispose()
+    assert sorted(claimed) == sorted(pks), "each job claimed once, none missed"

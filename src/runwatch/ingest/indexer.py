@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, insert, select, update
 
+from runwatch.ingest.jobspec import store_job_spec
 from runwatch.ingest.manifest import manifest_problems
 from runwatch.ingest.records import IngestResult, ingest_records
 from runwatch.ingest.samples import store_samples
@@ -31,7 +32,7 @@ from runwatch.store.values import INT64_MAX
 
 log = logging.getLogger(__name__)
 
-KNOWN_FILES = frozenset({fmt.MANIFEST, fmt.CONFIG, fmt.ENGINE_CONFIG, *fmt.FILES})
+KNOWN_FILES = frozenset({fmt.MANIFEST, fmt.CONFIG, fmt.ENGINE_CONFIG, fmt.JOB, *fmt.FILES})
 # Records are committed in slices of about this many bytes of a file, read and stored
 # in pieces of READ_BYTES (small enough that a piece's records stay in cache).
 SLICE_BYTES = 16 * 1024 * 1024
@@ -255,8 +256,10 @@ class Indexer:
 
     def _whole_files(self, conn: Connection, run_pk: int, run_dir: Path,
                      report: IndexReport) -> None:
-        """config.yaml and engine_config.json, when changed; one refused is not stored."""
-        for name, column in ((fmt.CONFIG, "config"), (fmt.ENGINE_CONFIG, "engine_config")):
+        """config.yaml, engine_config.json and job.json, when changed; one refused is not
+        stored (a refused job.json leaves the jobs row as it was)."""
+        for name, column in ((fmt.CONFIG, "config"), (fmt.ENGINE_CONFIG, "engine_config"),
+                             (fmt.JOB, None)):
             path = run_dir / name
             try:
                 mtime = path.lstat().st_mtime
@@ -267,11 +270,15 @@ class Indexer:
                 continue
             value: str | None = None
             try:
-                value = _whole_file(path)
+                if column is None:
+                    store_job_spec(conn, run_pk, run_dir)
+                else:
+                    value = _whole_file(path)
             except (OSError, ValueError) as exc:
                 self._problem_once(run_pk, str(path), f"{_said(path, exc)}; not stored",
                                    report, conn)
-            conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values({column: value}))
+            if column is not None:
+                conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values({column: value}))
             _set_mtime(conn, run_pk, name, mtime)
 
     def _samples_and_foreign(self, run_pk: int, run_dir: Path, report: IndexReport) -> None:

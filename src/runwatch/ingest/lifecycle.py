@@ -8,13 +8,16 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Table, func, select, update
+from sqlalchemy import Connection, Table, delete, func, select, update
 
 from runwatch.ingest.result import IngestResult, where
 from runwatch.ingest.sql import insert_ignore_sql
 from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
+from runwatch.store.runs import delete_metrics
 from runwatch.store.values import finite, is_int64
+
+CODE_LENGTH = 64  # the events.code and runs.reason_code columns' String(64)
 
 
 def store_events(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]
@@ -37,23 +40,60 @@ def store_logs(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]
 
 
 def refresh_run_state(conn: Connection, run_pk: int) -> None:
-    """Derive status, stage, start/end times and reason of a run from its events."""
+    """Derive status, stage, start/end times, reason and attempt of a run from the events
+    of its current attempt (those from the first event that names it on).
+
+    A CANCEL_REQUESTED status that job control set in the index (runwatch.jobs.control)
+    stays until the attempt ends: an event the process wrote before it heard of the
+    request must not undo it. An event that starts a newer attempt first purges the old
+    attempt's rows from the index (`purge_attempt`), in this transaction.
+    """
     e = s.events.c
     rows = conn.execute(
-        select(e.ts, e.phase, e.stage, e.done, e.total, e.reason)
+        select(e.ts, e.phase, e.stage, e.done, e.total, e.reason, e.attempt, e.code)
         .where(e.run_pk == run_pk).order_by(e.seq)
     ).all()
     if not rows:
         return
-    last = rows[-1]
-    started = next((r.ts for r in rows if r.phase == "RUNNING"), None)
+    attempt, first = 1, 0
+    for i, row in enumerate(rows):
+        if row.attempt is not None and row.attempt > attempt:
+            attempt, first = row.attempt, i
+    current = rows[first:]
+    last = current[-1]
+    run = conn.execute(select(s.runs.c.status, s.runs.c.attempt)
+                       .where(s.runs.c.pk == run_pk)).one()
+    if attempt > run.attempt:
+        purge_attempt(conn, run_pk)
+    status = last.phase
+    if (run.status == "CANCEL_REQUESTED" and attempt == run.attempt
+            and status in fmt.ACTIVE_PHASES):
+        status = "CANCEL_REQUESTED"
+    started = next((r.ts for r in current if r.phase == "RUNNING"), None)
     ended = last.ts if last.phase in fmt.TERMINAL_PHASES else None
     conn.execute(
         update(s.runs).where(s.runs.c.pk == run_pk).values(
-            status=last.phase, stage=last.stage, progress_done=last.done,
-            progress_total=last.total, reason=last.reason, started_at=started, ended_at=ended,
+            status=status, stage=last.stage, progress_done=last.done,
+            progress_total=last.total, reason=last.reason, reason_code=last.code,
+            started_at=started, ended_at=ended, attempt=attempt,
         )
     )
+
+
+def purge_attempt(conn: Connection, run_pk: int) -> None:
+    """Forget what the index holds of a run's attempt-scoped files (metric points and
+    keys, samples, checkpoints, health findings and state, and where ingest stopped in
+    those files): a new attempt starts with none. Events and logs stay."""
+    delete_metrics(conn, run_pk)
+    for table in (s.samples, s.checkpoints, s.findings, s.health_state):
+        conn.execute(delete(table).where(table.c.run_pk == run_pk))
+    o = s.ingest_offsets.c
+    files = conn.execute(select(o.file).where(o.run_pk == run_pk)).scalars().all()
+    scoped = [f for f in files if fmt.is_attempt_file(f)]
+    if scoped:
+        conn.execute(delete(s.ingest_offsets).where(o.run_pk == run_pk, o.file.in_(scoped)))
+    conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values(
+        observed_step=None, saved_step=None, engine_config=None))
 
 
 def _store(
@@ -108,7 +148,8 @@ def _event_row(run_pk: int, rec: dict[str, Any]) -> tuple[Any, ...]:
     if phase not in fmt.PHASES:
         raise ValueError(f"unknown phase {phase!r}")
     return (run_pk, _seq(rec), _ts(rec), phase, _opt_str(rec.get("stage")),
-            _opt_int(rec.get("done")), _opt_int(rec.get("total")), _opt_str(rec.get("reason")))
+            _opt_int(rec.get("done")), _opt_int(rec.get("total")), _opt_str(rec.get("reason")),
+            _attempt(rec), _code(rec))
 
 
 def _checkpoint_row(run_pk: int, rec: dict[str, Any]) -> tuple[Any, ...]:
@@ -130,6 +171,20 @@ def _log_row(run_pk: int, rec: dict[str, Any]) -> tuple[Any, ...]:
         level = "info"
     message = rec["message"]
     return (run_pk, _seq(rec), _ts(rec), level, str(message), _json(rec.get("data")))
+
+
+def _attempt(rec: dict[str, Any]) -> int | None:
+    value = rec.get("attempt")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31:
+        raise ValueError("'attempt' must be a whole number from 1")
+    return value
+
+
+def _code(rec: dict[str, Any]) -> str | None:
+    code = _opt_str(rec.get("code"))
+    return None if code is None else code[:CODE_LENGTH]
 
 
 def _opt_str(value: Any) -> str | None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import time
+import uuid
+from pathlib import Path
 
 SCHEMA_VERSION = 1
 
@@ -13,6 +16,12 @@ METRICS = "metrics.jsonl"
 EVENTS = "events.jsonl"
 CHECKPOINTS = "checkpoints.jsonl"
 LOGS = "logs.jsonl"
+# Written once by `runwatch submit` (runwatch.jobs.spec), never by the run's process.
+JOB = "job.json"
+# attempts/<n>/ holds attempt n's attempt-scoped files once a new attempt starts, and
+# its process's output (OUTPUT_LOG); the indexer reads no subfolder.
+ATTEMPTS_DIR = "attempts"
+OUTPUT_LOG = "output.log"
 
 # The append-only record files, in the order the indexer reads them.
 FILES = (EVENTS, METRICS, CHECKPOINTS, LOGS)
@@ -35,6 +44,11 @@ ACTIVE_PHASES = frozenset({"PREPARING", "RUNNING", "CANCEL_REQUESTED"})
 CANCELLABLE_PHASES = frozenset({"QUEUED", "PREPARING", "RUNNING"})
 RETRYABLE_PHASES = TERMINAL_PHASES
 START_PHASES = ("QUEUED", "PREPARING", "RUNNING")
+
+# What job control tells a run's process (runwatch.init attaches to that folder).
+ENV_RUN_DIR = "RUNWATCH_RUN_DIR"
+ENV_RUN_ID = "RUNWATCH_RUN_ID"
+ENV_ATTEMPT = "RUNWATCH_ATTEMPT"
 
 CHECKPOINT_KINDS = ("training", "inference")
 # Log levels from least to most severe, with the ranks of Python's logging module.
@@ -65,6 +79,11 @@ def validate_name(name: str, what: str = "run name") -> str:
             "(no path separators, never '..')"
         )
     return name
+
+
+def default_run_name(prefix: str) -> str:
+    """A fresh run name: `<prefix>-<YYYYmmdd-HHMMSS>-<4 hex digits>`."""
+    return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
 
 
 def validate_key(key: object) -> str | None:
@@ -100,6 +119,19 @@ def sample_file_name(step: int, split: str, kind: str = "completions") -> str:
         raise RunDirError(f"sample kind {kind!r} must be letters, digits, '_' or '-'")
     prefix = "val" if split == "val" else "step"
     return f"{prefix}_{step:04d}_{validate_name(kind, 'sample kind')}.json"
+
+
+def is_attempt_file(name: str) -> bool:
+    """Whether a run folder's file `name` belongs to one attempt (metrics, checkpoints,
+    samples, engine config): a new attempt moves these into attempts/<n>/, while the
+    manifest, job.json, config, events and logs stay whole across attempts."""
+    return (name in (METRICS, CHECKPOINTS, ENGINE_CONFIG)
+            or parse_sample_file_name(name) is not None)
+
+
+def attempt_dir(run_dir: Path, attempt: int) -> Path:
+    """The folder of attempt `attempt`'s files and output: <run>/attempts/<attempt>."""
+    return run_dir / ATTEMPTS_DIR / str(attempt)
 
 
 def parse_sample_file_name(name: str) -> tuple[int, str, str] | None:

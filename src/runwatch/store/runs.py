@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import orjson
-from sqlalchemy import Connection, String, insert, select, update
+from sqlalchemy import Connection, String, delete, insert, select, update
 
 from runwatch.store import schema as s
+from runwatch.store.points import in_key
 from runwatch.store.values import finite
 
 
@@ -102,3 +103,21 @@ def _text(value: Any) -> str:
         return json.dumps(value, default=str)[:1000]
     except (ValueError, RecursionError):
         return type(value).__name__
+
+
+def delete_metrics(conn: Connection, run_pk: int) -> None:
+    """Remove a run's metric points and keys from the index."""
+    keys = conn.execute(select(s.metric_keys.c.id).where(s.metric_keys.c.run_pk == run_pk)
+                        ).scalars().all()
+    for key_id in keys:
+        conn.execute(delete(s.metric_points).where(in_key(s.metric_points.c.id, key_id)))
+    conn.execute(delete(s.metric_keys).where(s.metric_keys.c.run_pk == run_pk))
+
+
+def delete_run(conn: Connection, run_pk: int) -> None:
+    """Remove a run and everything the index holds of it (its folder is not touched)."""
+    delete_metrics(conn, run_pk)
+    for table in reversed(s.metadata.sorted_tables):
+        if "run_pk" in table.c:
+            conn.execute(delete(table).where(table.c.run_pk == run_pk))
+    conn.execute(delete(s.runs).where(s.runs.c.pk == run_pk))

@@ -47,6 +47,10 @@ runs = Table(
     Column("progress_done", BigInteger),
     Column("progress_total", BigInteger),
     Column("reason", Text),
+    # the failure catalogue's id of `reason` (runwatch.jobs.failures), when it has one
+    Column("reason_code", String(64)),
+    # the run's current attempt (1 until a retry or requeue starts another)
+    Column("attempt", Integer, nullable=False, server_default="1"),
     Column("observed_step", BigInteger),
     Column("saved_step", BigInteger),
     Column("dir", Text),
@@ -68,6 +72,9 @@ metric_keys = Table(
     Column("last_step", BigInteger),
     Column("last_value", Float),
     UniqueConstraint("run_pk", "key", name="uq_metric_keys_run_key"),
+    # ids are never reused (SQLite would reuse the highest after a delete): a new
+    # attempt's keys must not take ids whose series a server still holds in its cache
+    sqlite_autoincrement=True,
 )
 
 # Long form: one row per point. `id` is key_id * 2**36 + seq (runwatch.store.points), so a
@@ -97,6 +104,8 @@ events = Table(
     Column("done", BigInteger),
     Column("total", BigInteger),
     Column("reason", Text),
+    Column("attempt", Integer),
+    Column("code", String(64)),
 )
 
 checkpoints = Table(
@@ -202,4 +211,44 @@ health_thresholds = Table(
     Column("project", String(128), primary_key=True),
     Column("overrides", Text, nullable=False),
     Column("updated_ts", Float, nullable=False),
+)
+
+# The queue's claim state (runwatch.store.jobs). The spec fields come from the run's
+# job.json (the indexer writes them); the claim fields are the workers' own: the folder
+# holds no claim state.
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("run_pk", Integer, ForeignKey("runs.pk", ondelete="CASCADE"), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("recipe", String(16)),
+    Column("argv", Text, nullable=False),  # a JSON list
+    Column("cwd", Text, nullable=False),
+    Column("devices", Integer, nullable=False, default=1),
+    Column("device_profile", String(64), nullable=False),
+    Column("priority", Integer, nullable=False, default=0),
+    Column("max_attempts", Integer, nullable=False, default=1),
+    Column("startup_timeout_s", Float),
+    Column("submitted_at", Float, nullable=False),
+    Column("attempt", Integer, nullable=False, default=1),
+    Column("worker_id", String(64)),
+    Column("claimed_at", Float),
+    Column("heartbeat_at", Float),
+    Column("pid", Integer),
+    Column("cancel_requested_at", Float),
+    Index("ix_jobs_worker", "worker_id"),
+)
+
+workers = Table(
+    "workers",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("host", String(256), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("devices", Integer, nullable=False),
+    Column("device_profile", String(64), nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("heartbeat_at", Float, nullable=False),
+    Column("draining", Boolean, nullable=False, default=False),
+    Column("stopped_at", Float),
 )

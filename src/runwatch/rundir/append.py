@@ -1,0 +1,91 @@
+"""Job control's writes to a run folder, under the folder's lock (the one-writer rule).
+
+Submit, the workers, cancel, retry and the reaper write to a run folder only while they
+hold its RunLock (runwatch.sdk.lock), which the run's own process holds while it
+records: so they write before the process starts and after it exits, never beside it.
+`locked` waits for the lock up to a deadline; `append_events` takes it and appends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from runwatch.rundir import format as fmt
+from runwatch.rundir.jsonl import dumps_line
+from runwatch.rundir.reader import read_new
+from runwatch.sdk.lock import RunLock
+
+# How long job control waits for a run's process to let go of its folder by default.
+WAIT_S = 10.0
+_POLL_S = 0.05
+
+
+class RunBusy(fmt.RunDirError):
+    """A run folder's lock was not free within the wait: a process still records it."""
+
+
+@contextlib.contextmanager
+def locked(run_dir: Path, wait_s: float = WAIT_S) -> Iterator[None]:
+    """Hold `run_dir`'s lock for the block, waiting up to `wait_s` seconds for it.
+
+    Raises RunBusy when a process still holds it after the wait.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            lock = RunLock(run_dir)
+            break
+        except fmt.RunDirError as exc:
+            if time.monotonic() >= deadline:
+                raise RunBusy(str(exc)) from None
+            time.sleep(_POLL_S)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def next_seq(path: Path) -> int:
+    """The seq the next record of record file `path` takes: one past the highest there
+    (0 for a missing or empty file)."""
+    offset, line_no, top = 0, 0, -1
+    while True:
+        res = read_new(path, offset, line_no)
+        for rec in res.records:
+            top = max(top, rec["seq"])
+        if res.offset == offset:
+            return top + 1
+        offset, line_no = res.offset, res.line_no
+
+
+def write_events(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
+    """Append `records` to events.jsonl with the next seqs (and `ts` now where absent),
+    and fsync. The caller holds the folder's lock (see `locked`)."""
+    path = run_dir / fmt.EVENTS
+    seq = next_seq(path)
+    lines = []
+    for i, rec in enumerate(records):
+        lines.append(dumps_line({"ts": time.time(), **rec, "seq": seq + i}))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        # a torn last line (its writer died mid-line) must not swallow the first record
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            lines.insert(0, b"\n")
+        os.write(fd, b"".join(lines))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def append_events(run_dir: Path, records: Sequence[dict[str, Any]], *,
+                  wait_s: float = WAIT_S) -> None:
+    """Append event `records` to a run folder under its lock, waiting up to `wait_s`
+    seconds for the lock (RunBusy when it stays held)."""
+    with locked(run_dir, wait_s):
+        write_events(run_dir, records)

@@ -1,0 +1,222 @@
+"""The queue's claim state: which worker runs which job, and the workers themselves.
+
+A job is a run with a job.json; its row in `jobs` holds the spec (written by the indexer
+from job.json, `upsert_spec`) and the claim (written by workers and job control). A job
+can be claimed while its run is QUEUED, no worker holds it and no cancel was asked.
+
+`claim` is atomic across processes: on SQLite one conditional UPDATE … RETURNING (the
+statement takes the database's write lock before it reads, so two workers never pick
+the same row); on PostgreSQL `SELECT … FOR UPDATE SKIP LOCKED`, then the UPDATE. Call
+it at the start of a transaction (`with engine.begin() as conn: claim(conn, …)`): on
+SQLite a transaction that read first may be refused the write lock.
+
+Every function takes a Connection first and leaves the transaction to the caller; all
+times are float seconds since the epoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, func, insert, select, update
+
+from runwatch.store import schema as s
+
+j = s.jobs.c
+r = s.runs.c
+w = s.workers.c
+
+# job.json's fields as stored in the row (runwatch.jobs.spec writes them)
+SPEC_COLUMNS = ("kind", "recipe", "argv", "cwd", "devices", "device_profile", "priority",
+                "max_attempts", "startup_timeout_s", "submitted_at")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job a worker holds: what to start, where, and on how many devices."""
+
+    run_pk: int
+    run_id: str
+    name: str
+    dir: str
+    attempt: int
+    argv: list[str]
+    cwd: str
+    devices: int
+    device_profile: str
+    startup_timeout_s: float | None
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """A worker as it registers: its id, where it runs, and the devices it offers."""
+
+    id: str
+    host: str
+    pid: int
+    devices: int
+    device_profile: str
+    started_at: float
+
+
+_CLAIM_COLUMNS = (j.run_pk, r.run_id, r.name, r.dir, j.attempt, j.argv, j.cwd, j.devices,
+                  j.device_profile, j.startup_timeout_s)
+
+
+def _claim(row: Any) -> Claim:
+    return Claim(run_pk=row.run_pk, run_id=row.run_id, name=row.name, dir=row.dir or "",
+                 attempt=row.attempt, argv=list(orjson.loads(row.argv)), cwd=row.cwd,
+                 devices=row.devices, device_profile=row.device_profile,
+                 startup_timeout_s=row.startup_timeout_s)
+
+
+def upsert_spec(conn: Connection, run_pk: int, spec: dict[str, Any]) -> None:
+    """Insert the job row of `run_pk` from its spec fields (SPEC_COLUMNS; `argv` a list),
+    or refresh those fields of an existing row; the claim fields are left as they are."""
+    values = {name: spec[name] for name in SPEC_COLUMNS}
+    values["argv"] = orjson.dumps(values["argv"]).decode()
+    current = conn.execute(select(*(j[name] for name in SPEC_COLUMNS))
+                           .where(j.run_pk == run_pk)).first()
+    if current is None:
+        conn.execute(insert(s.jobs).values(run_pk=run_pk, attempt=1, **values))
+    elif tuple(current) != tuple(values[name] for name in SPEC_COLUMNS):
+        conn.execute(update(s.jobs).where(j.run_pk == run_pk).values(**values))
+
+
+def claim(conn: Connection, worker_id: str, free_devices: int, now: float) -> Claim | None:
+    """Claim for `worker_id` the first claimable job that fits `free_devices`: highest
+    priority first, then oldest, then first indexed; None when there is none."""
+    q = s.jobs.alias("q")
+    qr = s.runs.alias("qr")
+    pick = (select(q.c.run_pk).select_from(q.join(qr, qr.c.pk == q.c.run_pk))
+            .where(qr.c.status == "QUEUED", q.c.worker_id.is_(None),
+                   q.c.cancel_requested_at.is_(None), q.c.devices <= free_devices)
+            .order_by(q.c.priority.desc(), q.c.submitted_at, q.c.run_pk).limit(1))
+    held = {"worker_id": worker_id, "claimed_at": now, "heartbeat_at": now, "pid": None}
+    if conn.dialect.name == "postgresql":
+        run_pk = conn.execute(pick.with_for_update(skip_locked=True, of=q)).scalar()
+        if run_pk is None:
+            return None
+        conn.execute(update(s.jobs).where(j.run_pk == run_pk).values(**held))
+    else:
+        run_pk = conn.execute(
+            update(s.jobs).where(j.run_pk == pick.scalar_subquery(), j.worker_id.is_(None))
+            .values(**held).returning(j.run_pk)).scalar()
+        if run_pk is None:
+            return None
+    row = conn.execute(select(*_CLAIM_COLUMNS).join(s.runs, r.pk == j.run_pk)
+                       .where(j.run_pk == run_pk)).one()
+    return _claim(row)
+
+
+def register_worker(conn: Connection, worker: WorkerRow) -> None:
+    """Record a worker as started (again, if its id was seen before)."""
+    values = {"host": worker.host, "pid": worker.pid, "devices": worker.devices,
+              "device_profile": worker.device_profile, "started_at": worker.started_at,
+              "heartbeat_at": worker.started_at, "draining": False, "stopped_at": None}
+    if conn.execute(update(s.workers).where(w.id == worker.id).values(**values)).rowcount == 0:
+        conn.execute(insert(s.workers).values(id=worker.id, **values))
+
+
+def heartbeat(conn: Connection, worker_id: str, now: float) -> None:
+    """A worker is alive: its row and the jobs it holds are stamped `now`."""
+    conn.execute(update(s.workers).where(w.id == worker_id).values(heartbeat_at=now))
+    conn.execute(update(s.jobs).where(j.worker_id == worker_id).values(heartbeat_at=now))
+
+
+def set_pid(conn: Connection, run_pk: int, pid: int) -> None:
+    """The process id of a claimed job's process (its process group's leader)."""
+    conn.execute(update(s.jobs).where(j.run_pk == run_pk).values(pid=pid))
+
+
+def release(conn: Connection, run_pk: int) -> None:
+    """No worker holds the job any more (its process ended, or it never started)."""
+    conn.execute(update(s.jobs).where(j.run_pk == run_pk).values(
+        worker_id=None, claimed_at=None, heartbeat_at=None, pid=None))
+
+
+def requeue(conn: Connection, run_pk: int, attempt: int) -> None:
+    """Make the job claimable again as attempt `attempt` (retry, or a worker's requeue):
+    no worker, no cancel request. The caller has appended the QUEUED event."""
+    conn.execute(update(s.jobs).where(j.run_pk == run_pk).values(
+        attempt=attempt, worker_id=None, claimed_at=None, heartbeat_at=None, pid=None,
+        cancel_requested_at=None))
+
+
+def request_cancel(conn: Connection, run_pk: int, now: float) -> bool:
+    """Ask for the job to be cancelled: no worker claims it from now on, and the worker
+    that holds it stops it. True when no worker held it, so the caller ends the run
+    itself; False when a worker holds it (or the run has no job row)."""
+    conn.execute(update(s.jobs).where(j.run_pk == run_pk, j.cancel_requested_at.is_(None))
+                 .values(cancel_requested_at=now))
+    row = conn.execute(select(j.worker_id).where(j.run_pk == run_pk)).first()
+    return row is not None and row.worker_id is None
+
+
+def cancel_requested(conn: Connection, run_pk: int) -> bool:
+    """Whether a cancel was asked of the job (a worker polls this while it runs it)."""
+    return conn.execute(select(j.cancel_requested_at).where(j.run_pk == run_pk)
+                        ).scalar() is not None
+
+
+def stale_claims(conn: Connection, timeout_s: float, now: float) -> list[Claim]:
+    """Jobs held by a worker that has not stamped them for over `timeout_s` seconds."""
+    rows = conn.execute(select(*_CLAIM_COLUMNS).join(s.runs, r.pk == j.run_pk).where(
+        j.worker_id.is_not(None), j.heartbeat_at < now - timeout_s).order_by(j.run_pk))
+    return [_claim(row) for row in rows]
+
+
+def set_draining(conn: Connection, worker_id: str, draining: bool) -> bool:
+    """Tell a worker to claim no more jobs (or to claim again); False for an unknown id."""
+    return conn.execute(update(s.workers).where(w.id == worker_id).values(
+        draining=draining)).rowcount > 0
+
+
+def draining(conn: Connection, worker_id: str) -> bool:
+    """Whether the worker was told to drain."""
+    return bool(conn.execute(select(w.draining).where(w.id == worker_id)).scalar())
+
+
+def stop_worker(conn: Connection, worker_id: str, now: float) -> None:
+    """The worker has stopped (its jobs were released or ended before)."""
+    conn.execute(update(s.workers).where(w.id == worker_id).values(stopped_at=now))
+
+
+def list_workers(conn: Connection) -> list[dict[str, Any]]:
+    """Every worker, newest first, with `jobs` (the runs it holds: run_pk, run_id, name,
+    status, devices, attempt, claimed_at) and `devices_used`."""
+    held: dict[str, list[dict[str, Any]]] = {}
+    for row in conn.execute(select(j.worker_id, j.run_pk, r.run_id, r.name, r.status,
+                                   j.devices, j.attempt, j.claimed_at)
+                            .join(s.runs, r.pk == j.run_pk)
+                            .where(j.worker_id.is_not(None)).order_by(j.claimed_at)):
+        job = dict(row._mapping)
+        held.setdefault(job.pop("worker_id"), []).append(job)
+    out = []
+    for row in conn.execute(select(s.workers).order_by(w.started_at.desc(), w.id)):
+        worker = dict(row._mapping)
+        worker["draining"] = bool(worker["draining"])
+        worker["jobs"] = held.get(worker["id"], [])
+        worker["devices_used"] = sum(job["devices"] for job in worker["jobs"])
+        out.append(worker)
+    return out
+
+
+def queue_depth(conn: Connection) -> int:
+    """How many jobs wait for a worker."""
+    return int(conn.execute(
+        select(func.count()).select_from(s.jobs.join(s.runs, r.pk == j.run_pk))
+        .where(r.status == "QUEUED", j.worker_id.is_(None), j.cancel_requested_at.is_(None))
+    ).scalar() or 0)
+
+
+def job_row(conn: Connection, run_pk: int) -> dict[str, Any] | None:
+    """The job row of a run (argv as a list), or None for a run started by hand."""
+    row = conn.execute(select(s.jobs).where(j.run_pk == run_pk)).first()
+    if row is None:
+        return None
+    out = dict(row._mapping)
+    out["argv"] = list(orjson.loads(out["argv"]))
+    return out
