@@ -180,7 +180,11 @@ def test_schema_head_matches_the_migrations(tmp_path: Path) -> None:
 def test_an_older_database_is_migrated_to_head(tmp_path: Path, runs_dir: Path) -> None:
     """A 0001 index (points keyed by run, key and seq; no threshold table) is brought to
     head, and every point it held comes through, NaN included."""
+    from alembic import command
+    from alembic.config import Config
     from sqlalchemy import inspect, text
+
+    from runwatch.store.db import MIGRATIONS_DIR
 
     run = runwatch.init("p", name="old", dir=runs_dir)
     for i in range(50):
@@ -192,7 +196,12 @@ def test_an_older_database_is_migrated_to_head(tmp_path: Path, runs_dir: Path) -
     with engine.connect() as conn:
         before = q.history(conn, q.resolve_run(conn, "old").pk)
     with engine.begin() as conn:
-        # rebuild the points table as revision 0001 had it
+        # back to 0003 with the migrations' own downgrades, then rebuild the points table
+        # as revision 0001 had it
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0003")
         conn.execute(text(
             "CREATE TABLE old_points (run_pk INTEGER, key_id INTEGER, seq BIGINT, "
             "step BIGINT NOT NULL, ts FLOAT NOT NULL, value FLOAT, "
