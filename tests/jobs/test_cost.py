@@ -15,9 +15,13 @@ from runwatch.analysis.timing import phase_millis
 from runwatch.jobs.cost import (
     CPU,
     GIB,
+    PROFILES_ENV,
+    PROFILES_FILE,
     DeviceProfile,
     ProfileError,
     load_profiles,
+    profiles_path,
+    read_profiles,
     run_cost,
     split_attempts,
 )
@@ -160,3 +164,57 @@ def test_asking_for_an_unknown_profile_names_the_known_ones() -> None:
     profiles = load_profiles({"profiles": {"a100": {"hourly_rate": 1.0}}})
     with pytest.raises(ProfileError, match="no device profile 'b200'; choose one of a100, cpu"):
         profiles.get("b200")
+
+
+def test_attempts_are_numbered_and_cut_by_the_attempt_their_events_name() -> None:
+    # a requeue of a lost worker's job starts attempt 2 with no terminal event before it
+    events = [{"ts": 0, "phase": "QUEUED", "attempt": 1}, {"ts": 5, "phase": "PREPARING"},
+              {"ts": 10, "phase": "RUNNING"}, {"ts": 40, "phase": "QUEUED", "attempt": 2},
+              {"ts": 45, "phase": "PREPARING", "attempt": 2}, {"ts": 50, "phase": "RUNNING"},
+              {"ts": 70, "phase": "FAILED", "reason": "the training job failed", "code": "failed"}]
+    cost = run_cost(events, 1, RATE)
+    # attempt 1 ended where attempt 2 started: its RUNNING time stops there, not now
+    assert [(a.number, a.held_s, a.ended) for a in cost.attempts] == [(1, 35.0, True),
+                                                                      (2, 25.0, True)]
+    assert not cost.estimate
+    last = cost.as_dict()["attempts"][-1]
+    assert (last["phase"], last["reason_code"], last["started_at"], last["ended_at"]) == (
+        "FAILED", "failed", 40, 70)
+
+
+# -- the profiles file -----------------------------------------------------------------
+
+def test_the_profiles_file_is_the_environment_s_else_the_runs_folder_s(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PROFILES_ENV, raising=False)
+    assert profiles_path(tmp_path) is None and read_profiles(tmp_path).get() is CPU
+    folder = tmp_path / PROFILES_FILE
+    folder.parent.mkdir()
+    folder.write_text("profiles:\n  cpu: {hourly_rate: 0.5}\n")
+    assert read_profiles(tmp_path).get().hourly_rate == 0.5
+    named = tmp_path / "elsewhere.yaml"
+    named.write_text("default: a100\nprofiles:\n  a100: {devices: 8, hourly_rate: 2}\n")
+    monkeypatch.setenv(PROFILES_ENV, str(named))
+    assert profiles_path(tmp_path) == named
+    assert read_profiles(tmp_path).get().name == "a100"
+    # an edit is read at once
+    named.write_text("default: h100\nprofiles:\n  h100: {devices: 4, hourly_rate: 3.5}\n")
+    assert read_profiles(tmp_path).get().hourly_rate == 3.5
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    (None, "cannot be read (No such file or directory); create it"),
+    ("profiles: [unclosed", "cannot be read as YAML at line 1"),
+    ("- a\n- b\n", "must hold a mapping with default and profiles, not list"),
+    ("profiles:\n  gpu: {devices: 2}\n", ": device profile 'gpu' needs an hourly_rate"),
+])
+def test_a_bad_profiles_file_is_named_in_one_sentence(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str | None, words: str) -> None:
+    path = tmp_path / "profiles.yaml"
+    if text is not None:
+        path.write_text(text)
+    monkeypatch.setenv(PROFILES_ENV, str(path))
+    with pytest.raises(ProfileError) as raised:
+        read_profiles(None)
+    assert str(path) in str(raised.value) and words in str(raised.value)
+    assert "\n" not in str(raised.value)

@@ -57,26 +57,28 @@ def test_detail_has_state_results_cost_settings_manifest_summary(
                                 "trained_tokens": 100.0, "samples": 8.0})
     index()
     d = api.ok("/api/runs/sft-1")
-    for part in ("state", "results", "cost", "settings", "manifest", "summary", "scalars"):
+    for part in ("state", "results", "cost", "timing", "attempts", "settings", "manifest",
+                 "summary", "scalars"):
         assert part in d
     assert d["summary"].startswith("Training tiny-gpt with runwatch-sft on arith")
     s = d["scalars"]
     assert s["steps"] == 29 and s["tokens"] == 3000 and s["examples"] == 240
     assert s["grad_accum"] == 4
     assert abs(s["best_train_loss"] - 1.55) < 1e-9 and abs(s["eval_loss"] - 1.75) < 1e-9
-    assert d["actions"] == {"cancel": False, "retry": True}
-    assert d["run"]["status"] == "SUCCEEDED"
+    # started by hand: no job to requeue, and no process left to stop
+    assert d["actions"] == {"cancel": False, "retry": False}
+    assert d["job"] is None and d["failure"] is None
+    assert d["run"]["status"] == "SUCCEEDED" and d["run"]["attempt"] == 1
 
 
-def test_cancel_and_retry_follow_the_actions_of_the_run(api: Api, make_run: MakeRun,
-                                                        index: Callable[[], None]) -> None:
+def test_a_run_started_by_hand_is_neither_cancelled_nor_retried_once_ended(
+        api: Api, make_run: MakeRun, index: Callable[[], None]) -> None:
     make_run("done", steps=1)
     index()
-    assert api.ok("/api/runs/done")["actions"] == {"cancel": False, "retry": True}
-    body = assert_error(api.post("/api/runs/done/cancel", json={}), 409)
-    assert "only a queued, preparing or running run can be cancelled" in body["error"]
-    # retry is allowed for a finished run: whatever the server answers, it is not a 409
-    assert api.post("/api/runs/done/retry", json={}).status_code != 409
+    assert api.ok("/api/runs/done")["actions"] == {"cancel": False, "retry": False}
+    for action in ("cancel", "retry"):
+        assert_error(api.post(f"/api/runs/done/{action}", json={}), 409)
+    assert api.ok("/api/runs/done")["run"]["status"] == "SUCCEEDED"
 
 
 def test_a_run_whose_process_died_says_so_in_its_summary(
@@ -90,8 +92,11 @@ def test_a_run_whose_process_died_says_so_in_its_summary(
     assert detail["state"]["process_gone"] is True
     # its duration stops at its last record, so two reads at different times agree
     assert listed["duration_s"] == detail["run"]["duration_s"] == detail["cost"]["duration_s"]
-    assert detail["cost"]["timing"]["phaseMillis"] == {
-        "RUNNING": round(listed["duration_s"] * 1000)}
+    assert detail["timing"]["phaseMillis"] == {"RUNNING": round(listed["duration_s"] * 1000)}
+    # one device (of the built-in cpu profile) for the time it ran: fixed, not growing
+    assert detail["cost"]["device_seconds"] == detail["timing"]["phaseMillis"]["RUNNING"] / 1000
+    assert detail["cost"]["device_seconds_estimate"] is True
+    assert detail["cost"]["device_profile"] == "cpu" and detail["cost"]["devices"] == 1
 
 
 def test_a_run_that_logs_train_slash_loss_has_a_best_loss_in_api_and_cli(

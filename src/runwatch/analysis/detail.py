@@ -1,9 +1,11 @@
-"""The run detail: one run's state, results, cost, tiles and settings, as both
-`runwatch runs get -o json` and `GET /api/runs/{run}` send it (see docs/api.md)."""
+"""The run detail: one run's state, results, cost, timing, attempts, job, tiles and
+settings, as both `runwatch runs get -o json` and `GET /api/runs/{run}` send it (see
+docs/api.md)."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -11,22 +13,36 @@ import yaml
 
 from runwatch.analysis.results import SeriesValues, cost, results, scalars
 from runwatch.analysis.views import actions, checkpoint_entry, run_summary, summary_line
-from runwatch.rundir.format import TERMINAL_PHASES
+from runwatch.jobs.cost import Cost, DeviceProfile, ProfileError, read_profiles, run_cost
+from runwatch.jobs.failures import CATALOGUE
 from runwatch.store.detail import RunRecords
+from runwatch.store.queries import process_here
+
+# The job spec fields the detail shows (the jobs row's claim state stays in the index).
+JOB_FIELDS = ("kind", "recipe", "argv", "cwd", "devices", "device_profile", "priority",
+              "max_attempts", "startup_timeout_s", "submitted_at", "attempt", "worker_id",
+              "cancel_requested_at")
 
 
-def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None
-               ) -> dict[str, Any]:
+def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
+               runs_dir: Path | None = None) -> dict[str, Any]:
     """Everything known about a run, as plain JSON-ready data.
 
     `values` gives a key's series values (the server passes its cache, the CLI reads
-    the index)."""
+    the index). Spend uses the device profiles of `runs_dir` (see
+    `runwatch.jobs.cost.read_profiles`; by default the folder that holds the run's)."""
     now = time.time() if now is None else now
     run = rec.row
     manifest = _json(run.manifest) or {}
     config = _yaml(run.config)
     summary = run_summary(run, now)
     tiles = scalars(rec.keys, values, config, run.observed_step)
+    if runs_dir is None and run.dir:
+        runs_dir = Path(run.dir).parent
+    # a run whose process is gone stopped at its last record, not now
+    until = run.updated_at if rec.process_gone and run.updated_at else now
+    spent, problem = _run_cost(rec, runs_dir, until)
+    figures = spent.as_dict()
     return {
         "run_id": run.run_id,
         "name": run.name,
@@ -54,13 +70,14 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None
             "ended_at": run.ended_at,
             "updated_at": run.updated_at,
         },
+        "failure": _failure(run),
         "results": results(rec.keys, tiles["best_train_loss"], rec.checkpoints),
-        # a run whose process is gone stopped at its last record, not now
-        "cost": cost(rec.events, rec.keys, int(manifest.get("devices") or 1),
-                     summary["duration_s"], run.status in TERMINAL_PHASES,
-                     run.updated_at if rec.process_gone and run.updated_at else now),
+        "cost": _unknown_spend(cost(spent, rec.keys, values, summary["duration_s"]), problem),
+        "timing": figures["timing"],
+        "attempts": figures["attempts"],
+        "job": _job(rec.job),
         "scalars": tiles,
-        "actions": actions(run.status),
+        "actions": actions(run.status, rec.job is not None, process_here(run)),
         "checkpoints": [checkpoint_entry(c) for c in rec.checkpoints],
         "metrics": [k.key for k in rec.keys],
         "manifest": manifest,
@@ -72,6 +89,44 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None
             "engine_config": _json(run.engine_config),
         },
     }
+
+
+def _run_cost(rec: RunRecords, runs_dir: Path | None, until: float) -> tuple[Cost, str | None]:
+    """The run's cost for the devices and profile its job asked for (one device of the
+    default profile for a run started by hand), and why its spend is unknown, if it is."""
+    job = rec.job or {}
+    devices = job.get("devices")
+    devices = devices if isinstance(devices, int) and devices >= 1 else 1
+    name = job.get("device_profile")
+    try:
+        profile = read_profiles(runs_dir).get(name)
+    except ProfileError as exc:
+        unknown = DeviceProfile(name or "unknown", devices, 0, 0, 0.0)
+        return run_cost(rec.events, devices, unknown, until), str(exc)
+    return run_cost(rec.events, devices, profile, until), None
+
+
+def _unknown_spend(figures: dict[str, Any], problem: str | None) -> dict[str, Any]:
+    """The cost figures, with no rate or spend when the profile could not be read."""
+    if problem is None:
+        return {**figures, "problem": None}
+    return {**figures, "hourly_rate": None, "spend": None,
+            "problem": f"the spend is unknown: {problem}"}
+
+
+def _failure(run: Any) -> dict[str, Any] | None:
+    """Why a FAILED or CANCELLED run ended, and what to do about it (the failure
+    catalogue's advice for its reason code); None for any other run."""
+    if run.status not in ("FAILED", "CANCELLED") or not (run.reason or run.reason_code):
+        return None
+    known = CATALOGUE.get(run.reason_code) if run.reason_code else None
+    return {"code": run.reason_code, "reason": run.reason,
+            "what_to_do": known.what_to_do if known else None}
+
+
+def _job(job: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The job a run was submitted as (None for a run started by hand)."""
+    return None if job is None else {k: job.get(k) for k in JOB_FIELDS}
 
 
 def _json(text: str | None) -> Any:

@@ -1,4 +1,4 @@
-"""A run's results, tiles and cost, computed from its keys, series, events and settings.
+"""A run's results, tiles and cost, computed from its keys, series, cost and settings.
 
 Which key is the train loss, the eval loss, the reward and so on comes from the metric
 vocabulary (`runwatch.metrics`), so a run that logs `train/loss` or `eval_loss` gets
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from runwatch.analysis.timing import phase_millis
+from runwatch.jobs.cost import Cost
 from runwatch.metrics import Role, find_key, names
 from runwatch.store.keys import KeyInfo
 
@@ -45,14 +45,14 @@ def _role_key(by_key: Mapping[str, KeyInfo], role: Role) -> KeyInfo | None:
 
 
 def _series_stat(info: KeyInfo | None, values: SeriesValues, how: str) -> float | None:
-    """The minimum or the sum of a key's finite values (None when it has none)."""
+    """The minimum, maximum or sum of a key's finite values (None when it has none)."""
     if info is None:
         return None
     arr = values(info)
     fin = arr[np.isfinite(arr)]
     if not fin.size:
         return None
-    return float(fin.min() if how == "min" else fin.sum())
+    return float(fin.min() if how == "min" else fin.max() if how == "max" else fin.sum())
 
 
 def find_setting(config: Any, names_: Sequence[str]) -> Any:
@@ -106,21 +106,19 @@ def results(keys: Sequence[KeyInfo], best_train_loss: float | None,
     return out
 
 
-def cost(events: Sequence[dict[str, Any]], keys: Sequence[KeyInfo], devices: int,
-         duration_s: float | None, finished: bool, until: float) -> dict[str, Any]:
-    """Time and resources the run used: its duration, time per phase (an unfinished phase
-    lasts until `until`), device time (an estimate until the run ends), its last step time
-    and peak memory per device kind."""
-    millis = phase_millis(events, until)
+def cost(run_cost: Cost, keys: Sequence[KeyInfo], values: SeriesValues,
+         duration_s: float | None) -> dict[str, Any]:
+    """What the run used: its training duration, queue wait, device time and spend over
+    all attempts (an estimate until it ends), its last step time, and the peak of each
+    memory part it logged (`memory/<part>_bytes`: the recipes log the parts of their one
+    device's step with the most memory)."""
     by_key = {k.key: k for k in keys}
     step_time = _role_key(by_key, Role.STEP_TIME)
+    figures = {k: v for k, v in run_cost.as_dict().items() if k not in ("timing", "attempts")}
     return {
         "duration_s": duration_s,
-        "timing": {"phaseMillis": millis},
-        # Device time is the training time times the devices the run says it used.
-        "device_seconds": millis.get("RUNNING", 0) / 1000 * devices,
-        "device_seconds_estimate": not finished,
+        **figures,
         "last_step_time_s": step_time.last_value if step_time else None,
-        "peak_memory_bytes": {k.key.split("/", 1)[1]: k.last_value for k in keys
-                              if k.key.startswith("memory/")},
+        "peak_memory_bytes": {k.key.split("/", 1)[1]: _series_stat(k, values, "max")
+                              for k in keys if k.key.startswith("memory/")},
     }

@@ -42,7 +42,9 @@ def run_summary(row: Row[Any], now: float | None = None) -> dict[str, Any]:
         "status": row.status,
         "process_gone": gone,
         "stage": row.stage,
+        "attempt": row.attempt,
         "reason": row.reason,
+        "reason_code": row.reason_code,
         "created_at": iso(row.created_at),
         "started_at": iso(row.started_at),
         "ended_at": iso(row.ended_at),
@@ -68,9 +70,17 @@ def summary_line(row: Row[Any]) -> str:
     return text + "."
 
 
-def actions(status: str) -> dict[str, bool]:
-    """Which job-control actions a run's phase allows."""
-    return {"cancel": status in CANCELLABLE_PHASES, "retry": status in RETRYABLE_PHASES}
+def actions(status: str, job: bool = False, process_here: bool = False) -> dict[str, bool]:
+    """Which job-control actions a run allows (`runwatch.jobs.control` does them).
+
+    A job (a run submitted to the queue) can be cancelled until it is told to stop and
+    retried once it has ended. A run started by hand has no job to requeue, so it is never
+    retried (start its command again), and it can be cancelled only while it is preparing
+    or running in a process on this host (`process_here`), which is sent SIGTERM."""
+    if job:
+        return {"cancel": status in CANCELLABLE_PHASES, "retry": status in RETRYABLE_PHASES}
+    return {"cancel": process_here and status in CANCELLABLE_PHASES - {"QUEUED"},
+            "retry": False}
 
 
 def checkpoint_entry(row: Any) -> dict[str, Any]:

@@ -10,7 +10,9 @@ Phase times come from `runwatch.analysis.timing.phase_millis`.
 
 Spend is device hours × the profile's hourly rate per device. Profiles are a small table:
 the built-in `cpu` profile (this machine, one device) and those of a config mapping
-(`load_profiles`; its shape is in docs/jobs.md).
+(`load_profiles`; its shape is in docs/jobs.md), read from a YAML file (`read_profiles`):
+the file `RUNWATCH_PROFILES` names, else `<runs dir>/.runwatch/profiles.yaml` when it
+exists.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from runwatch.analysis.timing import phase_millis
 from runwatch.rundir.format import (
@@ -136,18 +141,98 @@ def load_profiles(config: Mapping[str, Any] | None = None) -> Profiles:
     return profiles
 
 
+PROFILES_ENV = "RUNWATCH_PROFILES"
+# where a runs folder keeps its profiles when the environment names no file
+PROFILES_FILE = Path(".runwatch") / "profiles.yaml"
+MAX_PROFILES_BYTES = 1024 * 1024
+_read_cache: dict[tuple[str, int, int], Profiles | ProfileError] = {}
+
+
+def profiles_path(runs_dir: Path | None) -> Path | None:
+    """The device profiles file in use: `$RUNWATCH_PROFILES`, else the runs folder's
+    `.runwatch/profiles.yaml` when it exists, else None (the built-in profiles)."""
+    named = os.environ.get(PROFILES_ENV)
+    if named:
+        return Path(named).expanduser()
+    if runs_dir is not None and (runs_dir / PROFILES_FILE).is_file():
+        return runs_dir / PROFILES_FILE
+    return None
+
+
+def read_profiles(runs_dir: Path | None = None) -> Profiles:
+    """The profiles of the file `profiles_path` finds (the built-in ones when there is
+    none), or ProfileError naming the file and what is wrong with it. A file is read
+    again only when it changes."""
+    path = profiles_path(runs_dir)
+    if path is None:
+        return load_profiles()
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise ProfileError(f"the device profiles file {path} cannot be read "
+                           f"({exc.strerror}); create it, or point {PROFILES_ENV} at "
+                           "one that exists") from None
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    found = _read_cache.get(key)
+    if found is None:
+        found = _parse_profiles(path)
+        _read_cache.clear()  # one file is in use at a time; keep only its newest reading
+        _read_cache[key] = found
+    if isinstance(found, ProfileError):
+        raise found
+    return found
+
+
+def _parse_profiles(path: Path) -> Profiles | ProfileError:
+    try:
+        if path.stat().st_size > MAX_PROFILES_BYTES:
+            return ProfileError(f"the device profiles file {path} is larger than 1 MiB; "
+                                "it should hold a few profiles")
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        return ProfileError(f"the device profiles file {path} cannot be read as YAML{line}; "
+                            "fix it (see docs/jobs.md for its shape)")
+    if data is not None and not isinstance(data, Mapping):
+        return ProfileError(f"the device profiles file {path} must hold a mapping with "
+                            f"default and profiles, not {type(data).__name__}")
+    try:
+        return load_profiles(data)
+    except ProfileError as exc:
+        return ProfileError(f"{path}: {exc}")
+
+
 @dataclass(frozen=True)
 class AttemptTime:
-    """One attempt of a run: the time it spent in each phase, and whether it has ended."""
+    """One attempt of a run: the time it spent in each phase, and how it ended."""
 
     number: int  # 1 for the first attempt
     phase_millis: Mapping[str, int]
-    ended: bool
+    ended: bool  # by a terminal event, or by the start of the next attempt
+    phase: str = "QUEUED"  # its last phase
+    reason: str | None = None  # of its terminal event
+    code: str | None = None  # the failure catalogue id of its terminal event
+    started_at: float | None = None  # its first event
+    ended_at: float | None = None  # its terminal event, or the next attempt's start
 
     @property
     def held_s(self) -> float:
         """Seconds the attempt held its devices."""
         return sum(self.phase_millis.get(p, 0) for p in HOLDING_PHASES) / 1000
+
+    @classmethod
+    def of(cls, number: int, events: Sequence[dict[str, Any]], until: float | None,
+           superseded_at: float | None = None) -> AttemptTime:
+        """The attempt made of `events` (in order); an open phase lasts until `until`,
+        or until `superseded_at` when a next attempt started without a terminal event
+        (a requeued job whose worker was lost), where this attempt ends."""
+        last = events[-1]
+        terminal = last["phase"] in TERMINAL_PHASES
+        end = last["ts"] if terminal else superseded_at
+        return cls(number, phase_millis(events, until if end is None else end), end is not None,
+                   last["phase"], last.get("reason") if terminal else None,
+                   last.get("code") if terminal else None, events[0]["ts"], end)
 
 
 @dataclass(frozen=True)
@@ -182,28 +267,37 @@ class Cost:
         return self.device_seconds / 3600 * self.profile.hourly_rate
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data, for the API and `-o json`."""
+        """Plain JSON-ready data, for the API and `-o json`: the figures, and each attempt."""
         return {
             "device_profile": self.profile.name,
             "devices": self.devices,
             "hourly_rate": self.profile.hourly_rate,
             "device_seconds": self.device_seconds,
+            "device_seconds_estimate": self.estimate,
             "spend": self.spend,
-            "estimate": self.estimate,
             "queue_wait_s": self.queue_wait_s,
             "timing": {"phaseMillis": self.phase_millis},
-            "attempts": [{"attempt": a.number, "phaseMillis": dict(a.phase_millis),
-                          "device_seconds": a.held_s * self.devices, "ended": a.ended}
+            "attempts": [{"attempt": a.number, "phase": a.phase, "ended": a.ended,
+                          "phaseMillis": dict(a.phase_millis),
+                          "device_seconds": a.held_s * self.devices,
+                          "reason": a.reason, "reason_code": a.code,
+                          "started_at": a.started_at, "ended_at": a.ended_at}
                          for a in self.attempts],
         }
 
 
 def split_attempts(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """A run's lifecycle events, cut into attempts after each terminal event."""
+    """A run's lifecycle events, cut into attempts: a new one starts after each terminal
+    event, and at an event that names a higher `attempt` than the events before it (a
+    job requeued without a terminal event)."""
     out: list[list[dict[str, Any]]] = [[]]
+    number = 0
     for event in events:
-        if out[-1] and out[-1][-1]["phase"] in TERMINAL_PHASES:
+        attempt = event.get("attempt")
+        newer = isinstance(attempt, int) and attempt > number
+        if out[-1] and (out[-1][-1]["phase"] in TERMINAL_PHASES or newer):
             out.append([])
+        number = max(number, attempt) if isinstance(attempt, int) else number
         out[-1].append(event)
     return out if out[-1] else []
 
@@ -211,10 +305,16 @@ def split_attempts(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]
 def run_cost(events: Sequence[dict[str, Any]], devices: int, profile: DeviceProfile,
              until: float | None = None) -> Cost:
     """The cost of a run from its events (in order), for `devices` of `profile`; an attempt
-    still open lasts until `until` (now by default)."""
+    still open lasts until `until` (now by default). Attempts are numbered by the
+    `attempt` their events name, else in order."""
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise ProfileError(f"a run uses at least one device, not {devices!r}")
-    attempts = tuple(
-        AttemptTime(n, phase_millis(evs, until), evs[-1]["phase"] in TERMINAL_PHASES)
-        for n, evs in enumerate(split_attempts(events), start=1))
-    return Cost(profile, devices, attempts, estimate=not attempts or not attempts[-1].ended)
+    attempts: list[AttemptTime] = []
+    parts = split_attempts(events)
+    for i, evs in enumerate(parts):
+        named = next((e["attempt"] for e in evs if isinstance(e.get("attempt"), int)), None)
+        number = named if named is not None else len(attempts) + 1
+        after = parts[i + 1][0]["ts"] if i + 1 < len(parts) else None
+        attempts.append(AttemptTime.of(number, evs, until, after))
+    return Cost(profile, devices, tuple(attempts),
+                estimate=not attempts or not attempts[-1].ended)

@@ -1,4 +1,4 @@
-"""The JSON bodies the API's read routes send, as models for the OpenAPI schema only.
+"""The JSON bodies the API sends, as models for the OpenAPI schema only.
 
 The routes attach these with `responses={200: {"model": ...}}`, never `response_model`,
 so nothing is validated or filtered at run time: a large series answer stays as fast as
@@ -17,12 +17,13 @@ from pydantic import BaseModel, Field
 from runwatch.server import jsonio
 
 
-def documented(model: type[BaseModel], description: str) -> dict[str, Any]:
-    """A read route's decorator arguments that describe its 200 body as `model` in the
+def documented(model: type[BaseModel], description: str, status: int = 200
+               ) -> dict[str, Any]:
+    """A route's decorator arguments that describe its `status` body as `model` in the
     OpenAPI schema; the route's return value goes to the client as it is (no
     `response_model`: nothing is validated, filtered or converted on the way)."""
     return {"response_model": None, "response_class": jsonio.JSONResponse,
-            "responses": {200: {"model": model, "description": description}}}
+            "responses": {status: {"model": model, "description": description}}}
 
 
 class RunLabels(BaseModel):
@@ -46,7 +47,9 @@ class RunSummary(RunLabels):
     status: str
     process_gone: bool = Field(description="the run has not ended but its process is gone")
     stage: str | None
+    attempt: int = Field(description="the run's current attempt, 1 until a retry or requeue")
     reason: str | None
+    reason_code: str | None = Field(description="the failure catalogue's id of `reason`")
     created_at: str | None
     started_at: str | None
     ended_at: str | None
@@ -103,16 +106,64 @@ class RunState(RunLabels):
 
 
 class Timing(BaseModel):
-    phaseMillis: dict[str, float]
+    phaseMillis: dict[str, float] = Field(description="milliseconds in each phase, summed "
+                                          "over the attempts")
 
 
 class Cost(BaseModel):
-    duration_s: float | None
-    timing: Timing
+    """Time and devices a run used over all its attempts, and what they cost."""
+
+    duration_s: float | None = Field(description="training time of the run")
+    queue_wait_s: float = Field(description="time spent QUEUED, over all attempts")
+    device_profile: str
+    devices: int
+    hourly_rate: float | None = Field(description="per device-hour; null when unknown")
     device_seconds: float
-    device_seconds_estimate: bool
+    device_seconds_estimate: bool = Field(description="the run has not ended")
+    spend: float | None = Field(description="device hours × hourly rate; null when unknown")
     last_step_time_s: float | None
     peak_memory_bytes: dict[str, float | None]
+    problem: str | None = Field(description="why the rate and spend are unknown")
+
+
+class Attempt(BaseModel):
+    """One attempt of a run (a retry or requeue starts the next)."""
+
+    attempt: int
+    phase: str = Field(description="its last phase")
+    ended: bool
+    phaseMillis: dict[str, float]
+    device_seconds: float
+    reason: str | None
+    reason_code: str | None
+    started_at: float | None
+    ended_at: float | None
+
+
+class Failure(BaseModel):
+    """Why a FAILED or CANCELLED run ended, and the failure catalogue's advice."""
+
+    code: str | None
+    reason: str | None
+    what_to_do: str | None
+
+
+class JobSpec(BaseModel):
+    """The job a run was submitted as, and who holds it now."""
+
+    kind: str
+    recipe: str | None
+    argv: list[str]
+    cwd: str
+    devices: int
+    device_profile: str
+    priority: int
+    max_attempts: int
+    startup_timeout_s: float | None
+    submitted_at: float
+    attempt: int
+    worker_id: str | None
+    cancel_requested_at: float | None
 
 
 class Checkpoint(BaseModel):
@@ -143,8 +194,12 @@ class RunDetail(BaseModel):
     run: RunSummary
     summary: str
     state: RunState
+    failure: Failure | None
     results: dict[str, float | str | None]
     cost: Cost
+    timing: Timing
+    attempts: list[Attempt]
+    job: JobSpec | None
     scalars: Scalars
     actions: Actions
     checkpoints: list[Checkpoint]
@@ -290,3 +345,88 @@ class PointsEvent(BaseModel):
     step: int
     values: dict[str, float | None]
 
+
+
+class ActionAnswer(BaseModel):
+    """What a job-control action (submit, cancel, retry) answers: the run's new phase."""
+
+    ok: bool
+    status: str
+    run: RunSummary
+
+
+class RecipeSetting(BaseModel):
+    """One setting of a built-in recipe (`key=value` on its command line)."""
+
+    name: str
+    type: str = Field(description="int, float, str or bool")
+    nullable: bool = Field(description="none (or null) is a value it takes")
+    default: Any
+    help: str
+
+
+class Recipe(BaseModel):
+    name: str
+    method: str
+    help: str
+    settings: list[RecipeSetting]
+
+
+class DeviceProfileInfo(BaseModel):
+    """A kind of worker machine a job can ask for, and its rate per device-hour."""
+
+    name: str
+    devices: int
+    hourly_rate: float
+    device_memory_bytes: int
+    host_memory_bytes: int
+
+
+class RecipeList(BaseModel):
+    ok: bool
+    recipes: list[Recipe]
+    device_profiles: list[DeviceProfileInfo]
+    default_profile: str
+
+
+class WorkerJob(BaseModel):
+    """A job a worker runs."""
+
+    run_id: str
+    name: str
+    status: str
+    devices: int
+    attempt: int
+    claimed_at: float | None
+
+
+class Worker(BaseModel):
+    """A worker: its devices, what it runs, and what it has cost while up."""
+
+    id: str
+    host: str
+    pid: int
+    devices: int
+    devices_used: int
+    device_profile: str
+    hourly_rate: float | None
+    started_at: float
+    heartbeat_at: float
+    heartbeat_age_s: float
+    draining: bool
+    stopped_at: float | None
+    status: str = Field(description="active, draining, stopped or lost (no heartbeat)")
+    spend: float | None = Field(description="devices × hourly rate × hours up; null when "
+                                "the rate is unknown")
+    jobs: list[WorkerJob]
+
+
+class WorkerList(BaseModel):
+    ok: bool
+    queue_depth: int = Field(description="jobs waiting for a worker")
+    workers: list[Worker]
+
+
+class WorkerAnswer(BaseModel):
+    ok: bool
+    worker: Worker

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Row, select
 from runwatch.rundir.format import levels_from
 from runwatch.store import queries as q
 from runwatch.store import schema as s
+from runwatch.store.jobs import job_row
 from runwatch.store.keys import KeyInfo, run_keys
 
 
@@ -27,13 +28,14 @@ class RunRecords:
     checkpoints: list[Row[Any]]
     problems: list[str]
     process_gone: bool
+    job: dict[str, Any] | None  # its row in the queue (store.jobs.job_row); None by hand
 
 
 def read_run(conn: Connection, row: Row[Any]) -> RunRecords:
     """The records of the run in `row`."""
     return RunRecords(row, q.events(conn, row.pk), run_keys(conn, row.pk),
                       checkpoint_rows(conn, row.pk), q.problems(conn, row.pk),
-                      q.process_gone(row))
+                      q.process_gone(row), job_row(conn, row.pk))
 
 
 def checkpoint_rows(conn: Connection, run_pk: int) -> list[Row[Any]]:

@@ -158,19 +158,31 @@ def problems(conn: Connection, run_pk: int, limit: int = 50) -> list[str]:
 
 def process_gone(run: Row[Any]) -> bool:
     """True when a run that is not finished was written by a process on this host that died."""
-    if run.status in fmt.TERMINAL_PHASES:
-        return False
+    return run.status not in fmt.TERMINAL_PHASES and _local_process(run) is False
+
+
+def process_here(run: Row[Any]) -> bool:
+    """True when a run that is not finished was written by a process on this host that is
+    still alive (one this host can signal)."""
+    return run.status not in fmt.TERMINAL_PHASES and _local_process(run) is True
+
+
+def _local_process(run: Row[Any]) -> bool | None:
+    """Whether the process the run's manifest names is alive, when it names one on this
+    host; None when it names none, or one elsewhere, or one this user cannot see."""
     try:
         manifest = orjson.loads(run.manifest)
     except orjson.JSONDecodeError:
-        return False
+        return None
+    if not isinstance(manifest, dict):
+        return None
     pid, host = manifest.get("pid"), manifest.get("host")
-    if type(pid) is not int or host != socket.gethostname():
-        return False
+    if type(pid) is not int or pid <= 0 or host != socket.gethostname():
+        return None
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
-    except PermissionError:
         return False
-    return False
+    except (PermissionError, OverflowError):
+        return None
+    return True
