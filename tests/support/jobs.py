@@ -4,7 +4,9 @@
 any argv) through the real runwatch.jobs.submit, so the run is QUEUED on disk and in
 the index; `events(run_dir)` reads events.jsonl back; `job(engine, name)` is the run's
 jobs row; `run_row(engine, name)` its runs row; `claim_race(url)` has processes and
-threads claim from one database at once and returns every claim.
+threads claim from one database at once and returns every claim; `record_attempt`
+writes what an attempt's worker and process leave in the folder (events, metrics, a
+checkpoint, samples), so control and ingest can be tested without starting one.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from sqlalchemy import Engine, select
 from runwatch.jobs.spec import command_spec
 from runwatch.jobs.submit import SubmittedRun, submit
 from runwatch.rundir import format as fmt
+from runwatch.rundir.append import locked, write_events
 from runwatch.rundir.jsonl import loads_line
 from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
@@ -102,3 +105,28 @@ def _claim_all(url: str, name: str, threads: int) -> None:
     for t in pool:
         t.join()
     print(json.dumps(got))
+
+
+def record_attempt(run_dir: Path, attempt: int, end: str | None = "FAILED", steps: int = 5,
+                   code: str | None = "failed") -> None:
+    """Write what attempt `attempt` of a job leaves in its folder when its process ends
+    in phase `end`: PREPARING (by a worker "w"), RUNNING and `end` events (with `code`
+    unless it SUCCEEDED), `steps` metric records, a checkpoint, one samples file and an
+    engine config, the way the SDK writes them. Pass end=None to leave it RUNNING."""
+    ts = time.time()
+    with locked(run_dir):
+        evs: list[dict[str, Any]] = [{"phase": "PREPARING", "attempt": attempt, "worker": "w"},
+                                     {"phase": "RUNNING"}]
+        if end is not None:
+            evs.append({"phase": end, **({"code": code, "reason": f"ended {code}"}
+                                        if end != "SUCCEEDED" else {})})
+        write_events(run_dir, evs)
+        metrics = [{"seq": i, "ts": ts, "step": i, "loss": 1.0 / (i + attempt)}
+                   for i in range(steps)]
+        (run_dir / fmt.METRICS).write_text("".join(json.dumps(m) + "\n" for m in metrics))
+        (run_dir / fmt.CHECKPOINTS).write_text(json.dumps(
+            {"seq": 0, "ts": ts, "step": steps - 1, "kind": "training", "id": f"a{attempt}"})
+            + "\n")
+        (run_dir / fmt.sample_file_name(1, "train")).write_text(json.dumps(
+            [{"prompt": f"attempt {attempt}", "completion": "c", "reward": 1.0}]))
+        (run_dir / fmt.ENGINE_CONFIG).write_text(json.dumps({"attempt": attempt}))

@@ -50,17 +50,22 @@ def locked(run_dir: Path, wait_s: float = WAIT_S) -> Iterator[None]:
         lock.release()
 
 
+def records(path: Path) -> Iterator[dict[str, Any]]:
+    """Every complete record of record file `path` in file order (none when it is
+    missing), read in pieces."""
+    offset, line_no = 0, 0
+    while True:
+        res = read_new(path, offset, line_no)
+        yield from res.records
+        if res.offset == offset:
+            return
+        offset, line_no = res.offset, res.line_no
+
+
 def next_seq(path: Path) -> int:
     """The seq the next record of record file `path` takes: one past the highest there
     (0 for a missing or empty file)."""
-    offset, line_no, top = 0, 0, -1
-    while True:
-        res = read_new(path, offset, line_no)
-        for rec in res.records:
-            top = max(top, rec["seq"])
-        if res.offset == offset:
-            return top + 1
-        offset, line_no = res.offset, res.line_no
+    return max((rec["seq"] for rec in records(path)), default=-1) + 1
 
 
 def write_events(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
@@ -71,7 +76,7 @@ def write_events(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
     lines = []
     for i, rec in enumerate(records):
         lines.append(dumps_line({"ts": time.time(), **rec, "seq": seq + i}))
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
     try:
         size = os.fstat(fd).st_size
         # a torn last line (its writer died mid-line) must not swallow the first record

@@ -1,0 +1,82 @@
+"""Starting a run's next attempt on disk: its attempt-scoped files go to attempts/<n>/,
+then a QUEUED event names the new attempt.
+
+The order makes it safe to crash anywhere: until the event is written the run is still
+the ended attempt n (a second try moves whatever is left and writes the event), and
+once it is written the indexer purges attempt n from the index knowing that no file of
+it is left in the run folder to be read back. Nothing is overwritten: a file whose name
+is taken in attempts/<n>/ is kept beside it under the next free `<name>.<k>`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from runwatch.jobs.lifecycle import TransitionError
+from runwatch.rundir import format as fmt
+from runwatch.rundir.append import WAIT_S, locked, records, write_events
+
+
+def move_attempt_files(run_dir: Path, attempt: int) -> list[str]:
+    """Move the attempt-scoped files in `run_dir` into attempts/<attempt>/ and return
+    their names. The caller holds the folder's lock."""
+    names = sorted(e.name for e in os.scandir(run_dir)
+                   if fmt.is_attempt_file(e.name) and e.is_file(follow_symlinks=False))
+    if not names:
+        return []
+    target = fmt.attempt_dir(run_dir, attempt)
+    target.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        os.rename(run_dir / name, _free(target / name))
+    _fsync_dir(target)
+    _fsync_dir(run_dir)
+    return names
+
+
+def _free(path: Path) -> Path:
+    """`path`, or the first of `path`.1, `path`.2 … that does not exist."""
+    k = 0
+    candidate = path
+    while candidate.exists():
+        k += 1
+        candidate = path.with_name(f"{path.name}.{k}")
+    return candidate
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def last_event(run_dir: Path) -> dict[str, Any] | None:
+    """The last complete record of a run folder's events.jsonl, or None."""
+    last = deque(records(run_dir / fmt.EVENTS), maxlen=1)
+    return last[0] if last else None
+
+
+def new_attempt(run_dir: Path, next_attempt: int, *, wait_s: float = WAIT_S) -> list[str]:
+    """Start attempt `next_attempt` of the ended run in `run_dir`: under the folder's lock,
+    move attempt `next_attempt - 1`'s files into attempts/<next_attempt - 1>/, then append
+    {"phase": "QUEUED", "attempt": next_attempt}. Returns the names moved.
+
+    Raises TransitionError when the folder's last event is not a terminal one (the run
+    has not ended, or the attempt was started already), RunBusy when a process still
+    holds the folder after `wait_s` seconds.
+    """
+    with locked(run_dir, wait_s):
+        last = last_event(run_dir)
+        phase = None if last is None else last.get("phase")
+        if phase not in fmt.TERMINAL_PHASES:
+            raise TransitionError(f"the run's folder says it is {phase or 'not started'}, "
+                                  "not ended, so no new attempt was started: wait for it to "
+                                  "end, then retry")
+        moved = move_attempt_files(run_dir, next_attempt - 1)
+        write_events(run_dir, [{"phase": "QUEUED", "attempt": next_attempt}])
+    return moved
+

@@ -1,0 +1,125 @@
+"""Cancel and retry, the same for the CLI and the API (runwatch runs cancel|retry, POST
+/api/runs/{run}/cancel|retry). A move the run cannot make raises
+runwatch.jobs.lifecycle.TransitionError, whose message says what is possible (the API
+answers it with 409).
+
+Cancel: a QUEUED job is made unclaimable in the index and ends CANCELLED at once; if a
+worker claimed it first, or the job is PREPARING or RUNNING, the index records the
+request (jobs.cancel_requested_at, and the run CANCEL_REQUESTED) and the worker that
+runs it stops its process. A run started by hand (no job.json) is sent SIGTERM, which
+its SDK records as CANCEL_REQUESTED then CANCELLED, when it runs on this host and still
+holds its folder's lock; otherwise only its own user can stop it.
+
+Retry: an ended job starts its next attempt (runwatch.jobs.attempts), QUEUED again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, select, update
+
+from runwatch.ingest.indexer import Indexer, IndexReport
+from runwatch.jobs import lifecycle
+from runwatch.jobs.attempts import new_attempt
+from runwatch.jobs.failures import CATALOGUE
+from runwatch.jobs.lifecycle import TransitionError
+from runwatch.rundir import format as fmt
+from runwatch.rundir.append import append_events
+from runwatch.rundir.jsonl import loads_line
+from runwatch.sdk.lock import RunLock
+from runwatch.store import jobs as store_jobs
+from runwatch.store import schema as s
+
+RunRef = int | Any  # a run's pk, or a row of `runs` (anything with .pk)
+
+
+def _run(engine: Engine, run: RunRef) -> Any:
+    pk = run if isinstance(run, int) else run.pk
+    with engine.connect() as conn:
+        row = conn.execute(select(s.runs).where(s.runs.c.pk == pk)).first()
+    if row is None:
+        raise LookupError(f"there is no run with pk {pk} in the index")
+    return row
+
+
+def _index(engine: Engine, run_dir: Path, runs_dir: Path | None) -> None:
+    Indexer(engine, runs_dir or run_dir.parent).index_run(run_dir, IndexReport())
+
+
+def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> str:
+    """Cancel a run; returns its new phase: CANCELLED (a QUEUED job nobody had claimed)
+    or CANCEL_REQUESTED (its process is being stopped)."""
+    row = _run(engine, run)
+    lifecycle.cancel(row.status)  # raises for a run that ended or is already stopping
+    run_dir = Path(row.dir)
+    with engine.begin() as conn:
+        job = store_jobs.job_row(conn, row.pk)
+        if job is None:
+            return _stop_by_hand(run_dir)
+        unclaimed = store_jobs.request_cancel(conn, row.pk, time.time())
+        if not (row.status == "QUEUED" and unclaimed):
+            conn.execute(update(s.runs).where(
+                s.runs.c.pk == row.pk, s.runs.c.status.not_in(fmt.TERMINAL_PHASES)
+            ).values(status="CANCEL_REQUESTED"))
+            return "CANCEL_REQUESTED"
+    # No worker holds the job and none will claim it now: it has no process to stop.
+    reason = CATALOGUE["cancelled"]
+    append_events(run_dir, [{"phase": reason.phase, "attempt": job["attempt"],
+                             "code": reason.id, "reason": reason.sentence}])
+    _index(engine, run_dir, runs_dir)
+    return reason.phase
+
+
+def _stop_by_hand(run_dir: Path) -> str:
+    """SIGTERM the process recording a run started by hand, if that can be done here."""
+    try:
+        manifest = loads_line((run_dir / fmt.MANIFEST).read_bytes())
+        pid, host = int(manifest["pid"]), str(manifest["host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise TransitionError("this run was started by hand and its manifest names no process "
+                              "to stop: stop its process yourself") from None
+    if host != socket.gethostname():
+        raise TransitionError(f"this run was started by hand on {host} (pid {pid}), not by a "
+                              f"runwatch worker: stop its process there yourself")
+    try:
+        RunLock(run_dir).release()
+    except fmt.RunDirError:
+        pass  # held: a live process records the run
+    else:
+        raise TransitionError("no process records this run any more (it ended without "
+                              "recording how), so there is nothing to cancel")
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        raise TransitionError(f"process {pid}, which started this run, is gone; another "
+                              "process records the run now: stop it yourself") from None
+    except PermissionError:
+        raise TransitionError(f"process {pid}, which records this run, belongs to another "
+                              "user: stop it yourself") from None
+    return "CANCEL_REQUESTED"
+
+
+def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> str:
+    """Start the next attempt of an ended job; returns "QUEUED"."""
+    row = _run(engine, run)
+    lifecycle.retry(row.status)  # raises unless the run has ended
+    with engine.connect() as conn:
+        job = store_jobs.job_row(conn, row.pk)
+    if job is None:
+        raise TransitionError("this run was started by hand (it has no job.json), so runwatch "
+                              "cannot start it again: run its command again, or submit it "
+                              "with `runwatch submit` so it can be retried")
+    attempt = max(row.attempt, job["attempt"]) + 1
+    run_dir = Path(row.dir)
+    new_attempt(run_dir, attempt)
+    with engine.begin() as conn:
+        # before the run is QUEUED in the index, so no worker claims the old attempt
+        store_jobs.requeue(conn, row.pk, attempt)
+    _index(engine, run_dir, runs_dir)
+    return "QUEUED"
