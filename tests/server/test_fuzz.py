@@ -1,18 +1,20 @@
 """A fuzz run of the whole API from its OpenAPI schema (schemathesis): no input gets a 5xx,
 and every 4xx is the one error shape.
 
-The app runs in-process over a real SQLite index holding a few real runs; requests are
-generated from `/openapi.json`, valid ones and invalid ones, with the run and key
-parameters often pointing at what the index holds. A live stream of a real run stays open, so
-the stream routes are fuzzed with generated run names only (tests/server/test_sse.py
-covers real streams). Failures are collected rather than raised, so one run lists every
-5xx at once (without Hypothesis shrinking each one).
+The app runs in-process over a real SQLite index holding a few real runs and a worker;
+requests are generated from `/openapi.json`, valid ones and invalid ones, with the run,
+key and worker parameters often pointing at what the index holds (the write routes
+included: a generated job is submitted for real, and no worker runs it). A live stream
+of a real run stays open, so the stream routes are fuzzed with generated run names only
+(tests/server/test_sse.py covers real streams). Failures are collected rather than
+raised, so one run lists every 5xx at once (without Hypothesis shrinking each one).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from sqlalchemy import Engine
 
 from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
+from runwatch.store import jobs as store_jobs
 
 pytestmark = pytest.mark.slow
 # examples per operation and generation mode: some 330 cases in all
@@ -35,6 +38,7 @@ EXAMPLES = 13
 BODIES = 100
 RUNS = ["fz-sft", "fz-nan", "fz-failed"]
 KEYS = ["loss", "learning_rate", "reward"]
+WORKER = "fz-worker"
 JSON = "application/json"
 
 
@@ -51,6 +55,8 @@ def _aim(case: Any, data: st.DataObject) -> None:
     real = st.booleans()
     if case.path_parameters and "run" in case.path_parameters and data.draw(real):
         case.path_parameters["run"] = data.draw(st.sampled_from(RUNS))
+    if case.path_parameters and "worker" in case.path_parameters and data.draw(real):
+        case.path_parameters["worker"] = WORKER
     query = case.query if isinstance(case.query, dict) else None
     if query is not None:
         if "run" in query and data.draw(real):
@@ -72,11 +78,14 @@ def _problem(status: int, body: Any) -> str | None:
 def test_fuzz_the_whole_api_finds_no_5xx(engine: Engine, runs_dir: Path, make_run: MakeRun,
                                          index: Callable[[], None]) -> None:
     _index_runs(make_run, index)
+    with engine.begin() as conn:
+        store_jobs.register_worker(conn, store_jobs.WorkerRow(WORKER, "fz-host", 1, 1, "cpu",
+                                                               time.time()))
     app = create_app(engine, runs_dir=runs_dir, poll_interval=0.01)
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     schema.config.max_stream_events = 1  # a stream answers one event, then is closed
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) >= 18
+    assert len(operations) >= 22
     ran: list[str] = []
     failures: list[str] = []
 

@@ -70,7 +70,7 @@ def summary_line(row: Row[Any]) -> str:
     return text + "."
 
 
-def actions(status: str, job: bool = False, process_here: bool = False) -> dict[str, bool]:
+def actions(status: str, job: bool, process_here: bool) -> dict[str, bool]:
     """Which job-control actions a run allows (`runwatch.jobs.control` does them).
 
     A job (a run submitted to the queue) can be cancelled until it is told to stop and

@@ -11,7 +11,15 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 
-from runwatch.server import errors, routes_ingest, routes_metrics, routes_records, routes_runs, sse
+from runwatch.server import (
+    errors,
+    routes_ingest,
+    routes_jobs,
+    routes_metrics,
+    routes_records,
+    routes_runs,
+    sse,
+)
 from runwatch.server.auth import TokenAuth
 from runwatch.server.feed import ChangeFeed
 from runwatch.server.jsonio import JSONResponse
@@ -21,7 +29,7 @@ from runwatch.server.settings import token_problem
 from runwatch.server.state import Limits, ServerState, state
 
 STATIC_DIR = Path(__file__).parent / "static"
-APP_ROUTES = ("/runs", "/new")
+APP_ROUTES = ("/runs", "/new", "/resources")
 NOT_BUILT = (
     "<!doctype html><title>runwatch</title><p>The runwatch API is running, but this copy "
     "has no built web app. Build it with <code>make web</code> (needs Node) or install a "
@@ -59,7 +67,8 @@ def create_app(
     app = FastAPI(
         title="runwatch",
         version=_version(),
-        description="Runs, metrics, samples, logs and live streams of LLM post-training runs.",
+        description="Runs, metrics, samples, logs and live streams of LLM post-training "
+                    "runs, and the jobs and workers that run them.",
         default_response_class=JSONResponse,
         docs_url="/api/docs",
         redoc_url=None,
@@ -74,7 +83,7 @@ def create_app(
         poll_interval=poll_interval,
     )
     errors.install(app)
-    for module in (routes_runs, routes_metrics, routes_records, routes_ingest, sse):
+    for module in (routes_runs, routes_jobs, routes_metrics, routes_records, routes_ingest, sse):
         app.include_router(module.router)
 
     @app.get("/api/server", tags=["server"])

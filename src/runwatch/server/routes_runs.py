@@ -1,14 +1,17 @@
-"""Run routes: the list with search and cursor, projects, detail, lifecycle events, actions."""
+"""Run routes: the list with search and cursor, projects, detail, lifecycle events, and
+the job-control actions cancel and retry (runwatch.jobs.control does them)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 
 from runwatch.analysis.timing import iso
-from runwatch.analysis.views import actions, run_summary
+from runwatch.analysis.views import run_summary
+from runwatch.jobs import control
+from runwatch.jobs.lifecycle import TransitionError
 from runwatch.server.detail import run_detail
 from runwatch.server.errors import ApiError
 from runwatch.server.runs import (
@@ -18,9 +21,10 @@ from runwatch.server.runs import (
     list_runs,
     resolve_run,
 )
-from runwatch.server.schemas import RunDetail, RunList, documented
+from runwatch.server.schemas import ActionAnswer, RunDetail, RunList, documented
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store import queries
+from runwatch.store import schema as s
 
 router = APIRouter(tags=["runs"])
 
@@ -61,27 +65,33 @@ def run_events(run: str, conn: Connection = Depends(connection)) -> dict[str, An
                                    for e in queries.events(conn, row.pk)]}
 
 
-def _job_control(conn: Connection, run: str, action: str) -> None:
-    row = resolve_run(conn, run)
-    allowed = actions(row.status)
-    if action == "cancel" and not allowed["cancel"]:
-        raise ApiError(409, f"run {row.name} is {row.status}; only a queued, preparing or "
-                            "running run can be cancelled")
-    if action == "retry" and not allowed["retry"]:
-        raise ApiError(409, f"run {row.name} is {row.status}; only a finished run can be retried")
-    raise ApiError(501, f"this server cannot {action} runs yet: job control is not built; "
-                        f"stop the training process yourself")
+def _job_control(st: ServerState, run: str, action: str) -> dict[str, Any]:
+    """Do `action` (cancel or retry) to a run through job control; 409 with what is
+    possible when its state does not allow it."""
+    with st.engine.connect() as conn:
+        row = resolve_run(conn, run)
+    try:
+        if action == "cancel":
+            phase = control.cancel(st.engine, row, st.runs_dir)
+        else:
+            phase = control.retry(st.engine, row, st.runs_dir)
+    except TransitionError as exc:
+        raise ApiError(409, f"run {row.name}: {exc}") from None
+    with st.engine.connect() as conn:
+        now = conn.execute(select(s.runs).where(s.runs.c.pk == row.pk)).one()
+    return {"ok": True, "status": phase, "run": run_summary(now)}
 
 
-@router.post("/api/runs/{run}/cancel")
-def run_cancel(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
-    """Cancel a queued or running run (not available until job control exists: 501)."""
-    _job_control(conn, run, "cancel")
-    return {"ok": True}
+@router.post("/api/runs/{run}/cancel", **documented(ActionAnswer, "the run's new phase"))
+def run_cancel(run: str, st: ServerState = Depends(state)) -> dict[str, Any]:
+    """Cancel a run: a QUEUED job is CANCELLED at once; a PREPARING or RUNNING one is
+    CANCEL_REQUESTED and its process is stopped (SIGTERM, then SIGKILL after the grace
+    period), after which it is CANCELLED."""
+    return _job_control(st, run, "cancel")
 
 
-@router.post("/api/runs/{run}/retry")
-def run_retry(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
-    """Retry a finished run (not available until job control exists: 501)."""
-    _job_control(conn, run, "retry")
-    return {"ok": True}
+@router.post("/api/runs/{run}/retry", **documented(ActionAnswer, "the run's new phase"))
+def run_retry(run: str, st: ServerState = Depends(state)) -> dict[str, Any]:
+    """Retry an ended job as its next attempt, QUEUED: the earlier attempts stay on record
+    (and in its cost); their metrics, samples and checkpoints leave the view."""
+    return _job_control(st, run, "retry")

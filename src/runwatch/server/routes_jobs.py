@@ -1,0 +1,254 @@
+"""Job routes: submit a job, the built-in recipes a job can run, and the workers.
+
+`POST /api/jobs` starts processes on the server's machine (through the queue and its
+workers), so it is a write like every other: the token when the server has one, and
+same-origin JSON (server/origins.py; docs/security.md says what that stops).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import Connection, select
+
+from runwatch.analysis.views import run_summary
+from runwatch.analysis.workers import worker_entry, workers_view
+from runwatch.cli.recipes import RECIPES
+from runwatch.jobs.cost import ProfileError, Profiles, read_profiles
+from runwatch.jobs.spec import (
+    MAX_ATTEMPTS,
+    MAX_DEVICES,
+    JobSpec,
+    JobSpecError,
+    command_spec,
+    recipe_spec,
+)
+from runwatch.jobs.submit import SubmitError, submit
+from runwatch.recipes.config import ConfigError, TrainConfig, parse_argv
+from runwatch.rundir import format as fmt
+from runwatch.server.errors import ApiError, not_found
+from runwatch.server.schemas import (
+    ActionAnswer,
+    RecipeList,
+    WorkerAnswer,
+    WorkerList,
+    documented,
+)
+from runwatch.server.state import ServerState, connection, state
+from runwatch.store import jobs as store_jobs
+from runwatch.store import schema as s
+
+router = APIRouter(tags=["jobs"])
+
+# Recipe settings a job sets itself: its run's folder, name and project are the job's.
+JOB_OWNED = ("name", "project", "runs_dir", "resume")
+_TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
+
+
+def _setting(cfg: type[TrainConfig], f: dataclasses.Field[Any], hint: Any) -> dict[str, Any]:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    base = args[0] if args else hint
+    return {"name": f.name, "type": _TYPES[base], "nullable": bool(args),
+            "default": f.default, "help": f.metadata.get("help", "")}
+
+
+def recipe_list() -> list[dict[str, Any]]:
+    """The built-in recipes and the settings a job may give each (`runwatch recipes`)."""
+    out = []
+    for name, (cfg, _module, help_) in RECIPES.items():
+        hints = typing.get_type_hints(cfg)
+        settings = [_setting(cfg, f, hints[f.name]) for f in dataclasses.fields(cfg)
+                    if f.name not in JOB_OWNED]
+        out.append({"name": name, "method": name, "help": help_, "settings": settings})
+    return out
+
+
+def _profiles(st: ServerState) -> Profiles:
+    try:
+        return read_profiles(st.runs_dir)
+    except ProfileError as exc:
+        raise ApiError(409, f"{exc}; until it is fixed this server cannot price or place "
+                            "jobs") from None
+
+
+@router.get("/api/recipes", **documented(RecipeList, "the built-in recipes"))
+def recipes(st: ServerState = Depends(state)) -> dict[str, Any]:
+    """The built-in recipes with their settings (name, type, default, help), and the
+    device profiles a job can ask for."""
+    profiles = _profiles(st)
+    return {"ok": True, "recipes": recipe_list(), "default_profile": profiles.default,
+            "device_profiles": [
+                {"name": p.name, "devices": p.devices, "hourly_rate": p.hourly_rate,
+                 "device_memory_bytes": p.device_memory_bytes,
+                 "host_memory_bytes": p.host_memory_bytes}
+                for p in sorted(profiles.by_name.values(), key=lambda p: p.name)]}
+
+
+def _maybe_profiles(st: ServerState) -> Profiles | None:
+    try:
+        return read_profiles(st.runs_dir)
+    except ProfileError:
+        return None  # the workers are listed; their rate and spend are unknown
+
+
+@router.get("/api/workers", **documented(WorkerList, "the workers and the queue"))
+def workers(conn: Connection = Depends(connection), st: ServerState = Depends(state)
+            ) -> dict[str, Any]:
+    """Every worker (newest first; stopped ones too) with its devices, profile, hourly
+    rate, running jobs and estimated spend so far, and how many jobs wait in the queue."""
+    return {"ok": True, **workers_view(conn, _maybe_profiles(st), time.time())}
+
+
+class Empty(BaseModel):
+    """No fields: the action needs none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@router.post("/api/workers/{worker}/drain", **documented(WorkerAnswer, "the worker"))
+def drain(worker: str, _body: Empty | None = None, st: ServerState = Depends(state)
+          ) -> dict[str, Any]:
+    """Stop a worker: it finishes the jobs it runs, claims no more, then exits."""
+    with st.engine.begin() as conn:
+        rows = {w["id"]: w for w in store_jobs.list_workers(conn)}
+        row = rows.get(worker)
+        if row is None:
+            raise not_found(f"no worker has the id {worker!r}; list them with GET /api/workers")
+        if row["stopped_at"] is not None:
+            raise ApiError(409, f"worker {worker} has already stopped; there is nothing to "
+                                "drain")
+        store_jobs.set_draining(conn, worker, True)
+        row["draining"] = True
+    return {"ok": True, "worker": worker_entry(row, _maybe_profiles(st), time.time())}
+
+
+Value = str | int | float | bool | None
+
+
+class JobRequest(BaseModel):
+    """A job to submit: a built-in recipe with its settings, or any command."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["recipe", "command"]
+    recipe: str | None = Field(None, description="sft, dpo or grpo (kind recipe)")
+    settings: dict[str, Value] = Field(default_factory=dict, max_length=200,
+                                       description="the recipe's settings (kind recipe)")
+    argv: list[str] | None = Field(None, min_length=1, max_length=1000,
+                                   description="the command to run (kind command)")
+    name: str | None = Field(None, max_length=fmt.MAX_NAME_LENGTH,
+                             description="the run's name; by default one is made")
+    project: str = Field("default", max_length=fmt.MAX_NAME_LENGTH)
+    devices: int = Field(1, ge=1, le=MAX_DEVICES)
+    device_profile: str | None = Field(None, max_length=64, description="by default the "
+                                       "profiles' default")
+    priority: int = Field(0, ge=-(2**31), le=2**31 - 1, description="higher runs first")
+    max_attempts: int = Field(1, ge=1, le=MAX_ATTEMPTS, description="attempts before the "
+                              "run fails for good (a failure that is not a refusal is retried)")
+    startup_timeout_s: float | None = Field(None, gt=0, description="a PREPARING attempt "
+                                            "that reports nothing for this long fails")
+
+
+def refused(message: str, field: str | None, status: int = 422) -> ApiError:
+    """An error that names the body field at fault (the web's form shows it there)."""
+    return ApiError(status, message, field=field) if field else ApiError(status, message)
+
+
+def _text(value: Value) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def check_settings(recipe: str, settings: dict[str, Value]) -> list[str]:
+    """The `key=value` arguments of `settings` for `recipe`, checked as its command line
+    checks them; ApiError 422 naming the setting at fault otherwise."""
+    cfg = RECIPES[recipe][0]
+    names = {f.name for f in dataclasses.fields(cfg)} | set(cfg.ALIASES)
+    for key in settings:
+        if key in JOB_OWNED:
+            raise refused(f"{key} is the job's own, not a recipe setting: set it in the "
+                          f"job's {key} field" if key in ("name", "project") else
+                          f"{key} is the job's own: a job's run folder is made by the "
+                          "server, so leave it out", f"settings.{key}")
+        if key not in names:
+            raise refused(f"the {recipe} recipe has no setting {key!r}; GET /api/recipes "
+                          "lists its settings", f"settings.{key}")
+    argv = [f"{k}={_text(v)}" for k, v in settings.items()]
+    try:
+        parse_argv(cfg, argv)
+    except ConfigError as whole:
+        for key, arg in zip(settings, argv, strict=True):
+            try:
+                parse_argv(cfg, [arg])
+            except ConfigError as exc:
+                raise refused(str(exc), f"settings.{key}") from None
+        raise refused(str(whole), None) from None
+    return argv
+
+
+def _spec(body: JobRequest, profile: str) -> JobSpec:
+    fields: dict[str, Any] = {"devices": body.devices, "device_profile": profile,
+                              "priority": body.priority, "max_attempts": body.max_attempts,
+                              "startup_timeout_s": body.startup_timeout_s}
+    cwd = Path.cwd()
+    if body.kind == "command":
+        if body.recipe is not None or body.settings:
+            raise refused("a command job has no recipe or settings: put them in argv, or "
+                          "use kind 'recipe'", "recipe" if body.recipe else "settings")
+        if not body.argv:
+            raise refused("a command job needs argv, the command to run, e.g. "
+                          "[\"python\", \"train.py\"]", "argv")
+        return command_spec(body.argv, cwd=cwd, **fields)
+    if body.argv is not None:
+        raise refused("a recipe job runs its recipe: leave argv out, or use kind 'command'",
+                      "argv")
+    if body.recipe not in RECIPES:
+        raise refused(f"recipe must be one of {', '.join(RECIPES)}, not {body.recipe!r}",
+                      "recipe")
+    return recipe_spec(body.recipe, check_settings(body.recipe, body.settings), cwd=cwd,
+                       **fields)
+
+
+@router.post("/api/jobs", status_code=201,
+             **documented(ActionAnswer, "the QUEUED run the job became", status=201))
+def submit_job(body: JobRequest, st: ServerState = Depends(state)) -> dict[str, Any]:
+    """Submit a job: its run is QUEUED at once, and a worker starts it when devices are
+    free. Recipe settings are checked as `runwatch recipes` checks them (422 naming the
+    setting); a taken name is 409. Commands run in the server's working folder."""
+    if st.runs_dir is None:
+        raise ApiError(409, "this server has no runs folder to make the job's run in; "
+                            "start it with one (runwatch ui DIR) to submit jobs")
+    profiles = _profiles(st)
+    try:
+        profile = profiles.get(body.device_profile)
+    except ProfileError as exc:
+        raise refused(str(exc), "device_profile") from None
+    if body.devices > profile.devices:
+        raise refused(f"a worker of profile {profile.name} has {profile.devices} "
+                      f"device{'s' if profile.devices > 1 else ''}, so a job on it can ask "
+                      f"for at most that many, not {body.devices}", "devices")
+    for what, value in (("name", body.name), ("project", body.project)):
+        try:
+            if value is not None:
+                fmt.validate_name(value, f"{what if what == 'project' else 'run'} name")
+        except fmt.RunDirError as exc:
+            raise refused(str(exc), what) from None
+    try:
+        spec = _spec(body, profile.name)
+        made = submit(st.engine, st.runs_dir, spec, body.name, body.project)
+    except JobSpecError as exc:
+        raise refused(str(exc), None) from None
+    except SubmitError as exc:  # the name and project were checked: the name is taken
+        raise refused(str(exc), exc.field, 409 if exc.field == "name" else 422) from None
+    with st.engine.connect() as conn:
+        row = conn.execute(select(s.runs).where(s.runs.c.pk == made.run_pk)).one()
+    return {"ok": True, "status": row.status, "run": run_summary(row)}

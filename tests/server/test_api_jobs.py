@@ -1,0 +1,294 @@
+"""Job routes over real HTTP: submit (recipe and command), the recipe listing, workers and
+drain, cancel and retry, and the run detail's job, cost and actions.
+
+The server is the real one (no embedded worker, so a submitted job stays QUEUED until a
+test claims it through store.jobs as a worker would).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from apiclient import assert_error, manifest
+from sqlalchemy import Engine
+
+from runwatch.jobs.cost import PROFILES_ENV
+from runwatch.server.runner import Runner, free_port
+from runwatch.store import jobs as store_jobs
+from tests.support import MakeRun, wait_for
+from tests.support.jobs import events
+
+
+def post(server: Runner, path: str, body: Any = None) -> httpx.Response:
+    return httpx.post(f"{server.url}{path}", json={} if body is None else body, timeout=30)
+
+
+def get(server: Runner, path: str) -> dict[str, Any]:
+    resp = httpx.get(f"{server.url}{path}", timeout=30)
+    assert resp.status_code == 200, resp.text
+    body: dict[str, Any] = resp.json()
+    return body
+
+
+def submit_recipe(server: Runner, name: str, **body: Any) -> dict[str, Any]:
+    resp = post(server, "/api/jobs", {"kind": "recipe", "recipe": "sft", "name": name,
+                                      "settings": {"max_steps": 3}, **body})
+    assert resp.status_code == 201, resp.text
+    answer: dict[str, Any] = resp.json()
+    return answer
+
+
+def test_a_submitted_recipe_is_queued_at_once_in_every_view(server: Runner, runs_dir: Path
+                                                            ) -> None:
+    answer = submit_recipe(server, "sft-a", project="demo", priority=3, max_attempts=2,
+                           settings={"max_steps": "7", "lora_rank": 4, "export_samples": False,
+                                     "wandb_project": None})
+    assert answer["status"] == "QUEUED" and answer["run"]["name"] == "sft-a"
+    assert answer["run"]["status"] == "QUEUED" and answer["run"]["attempt"] == 1
+    # no indexer pass needed: submit indexed the folder itself
+    listed = get(server, "/api/runs?q=sft-a")["runs"]
+    assert [r["status"] for r in listed] == ["QUEUED"]
+    detail = get(server, "/api/runs/sft-a")
+    job = detail["job"]
+    assert job["argv"][-6:] == ["recipes", "sft", "max_steps=7", "lora_rank=4",
+                                "export_samples=false", "wandb_project=none"]
+    assert (job["kind"], job["recipe"], job["priority"], job["max_attempts"], job["devices"],
+            job["device_profile"], job["worker_id"]) == ("recipe", "sft", 3, 2, 1, "cpu", None)
+    assert detail["actions"] == {"cancel": True, "retry": False}
+    assert detail["run"]["project"] == "demo" and detail["state"]["method"] == "sft"
+    # queued: waiting costs nothing, and the figures grow until it ends
+    assert detail["cost"]["device_seconds"] == 0 and detail["cost"]["spend"] == 0
+    assert detail["cost"]["device_seconds_estimate"] is True
+    assert set(detail["timing"]["phaseMillis"]) == {"QUEUED"}
+    assert [a["attempt"] for a in detail["attempts"]] == [1]
+    assert events(runs_dir / "sft-a")[0]["phase"] == "QUEUED"
+    assert get(server, "/api/workers")["queue_depth"] == 1
+
+
+def test_a_command_job_runs_in_the_server_s_folder(server: Runner) -> None:
+    resp = post(server, "/api/jobs", {"kind": "command", "argv": [sys.executable, "train.py"],
+                                      "name": "cmd-1", "devices": 1})
+    assert resp.status_code == 201, resp.text
+    job = get(server, "/api/runs/cmd-1")["job"]
+    assert job["kind"] == "command" and job["recipe"] is None
+    assert job["argv"] == [sys.executable, "train.py"] and job["cwd"] == str(Path.cwd())
+
+
+@pytest.mark.parametrize(("body", "status", "field", "words"), [
+    ({"settings": {"max_steps": "many"}}, 422, "settings.max_steps",
+     "max_steps='many' is not a valid int"),
+    ({"settings": {"max_stpes": 3}}, 422, "settings.max_stpes", "has no setting 'max_stpes'"),
+    ({"settings": {"runs_dir": "/tmp"}}, 422, "settings.runs_dir", "runs_dir is the job's own"),
+    ({"settings": {"name": "x"}}, 422, "settings.name", "set it in the job's name field"),
+    ({"settings": {"d_model": 130}}, 422, "settings.d_model", "must be divisible by n_head"),
+    # each alone is fine, together they are not: no one setting is at fault
+    ({"settings": {"d_model": 36, "n_head": 8}}, 422, None, "d_model 36 must be divisible"),
+    ({"recipe": "ppo"}, 422, "recipe", "recipe must be one of sft, dpo, grpo"),
+    ({"argv": ["python"]}, 422, "argv", "leave argv out"),
+    ({"device_profile": "b200"}, 422, "device_profile", "no device profile 'b200'"),
+    ({"devices": 2}, 422, "devices", "has 1 device, so a job on it can ask for at most"),
+    ({"name": "../up"}, 422, "name", "may only hold letters"),
+    ({"project": "a b"}, 422, "project", "project name 'a b' may only hold"),
+    ({"kind": "shell"}, 400, None, "kind"),
+    ({"devices": 0}, 400, None, "devices"),
+    ({"extra": 1}, 400, None, "extra"),
+])
+def test_a_bad_job_is_refused_naming_its_field(server: Runner, runs_dir: Path,
+                                               body: dict[str, Any], status: int,
+                                               field: str | None, words: str) -> None:
+    sent = {"kind": "recipe", "recipe": "sft", "name": "bad", **body}
+    err = assert_error(post(server, "/api/jobs", sent), status)
+    assert words in err["error"] and err.get("field") == field
+    assert "\n" not in err["error"]
+    assert not (runs_dir / "bad").exists() and get(server, "/api/runs")["runs"] == []
+
+
+def test_a_command_job_needs_argv_and_takes_no_settings(server: Runner) -> None:
+    err = assert_error(post(server, "/api/jobs", {"kind": "command"}), 422)
+    assert err["field"] == "argv" and "needs argv" in err["error"]
+    err = assert_error(post(server, "/api/jobs", {"kind": "command", "argv": ["x"],
+                                                  "settings": {"a": 1}}), 422)
+    assert err["field"] == "settings"
+
+
+def test_a_taken_name_is_a_conflict_and_the_first_run_is_untouched(server: Runner,
+                                                                   runs_dir: Path) -> None:
+    submit_recipe(server, "same")
+    before = (runs_dir / "same" / "job.json").read_bytes()
+    err = assert_error(post(server, "/api/jobs", {"kind": "recipe", "recipe": "sft",
+                                                  "name": "same"}), 409)
+    assert err["field"] == "name" and "already exists" in err["error"]
+    assert (runs_dir / "same" / "job.json").read_bytes() == before
+
+
+def test_a_job_write_needs_json_from_this_origin_and_the_token(engine: Engine, runs_dir: Path
+                                                               ) -> None:
+    token = "Tok3n-for-jobs-only!"
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), token=token) as srv:
+        body = {"kind": "command", "argv": ["true"], "name": "w"}
+        assert httpx.post(f"{srv.url}/api/jobs", json=body, timeout=30).status_code == 401
+        auth = {"Authorization": f"Bearer {token}"}
+        form = httpx.post(f"{srv.url}/api/jobs", data={"kind": "command"}, headers=auth,
+                          timeout=30)
+        assert form.status_code == 415
+        foreign = httpx.post(f"{srv.url}/api/jobs", json=body, timeout=30,
+                             headers={**auth, "Origin": "https://evil.example"})
+        assert foreign.status_code == 403
+        assert not (runs_dir / "w").exists()
+        ok = httpx.post(f"{srv.url}/api/jobs", json=body, headers=auth, timeout=30)
+        assert ok.status_code == 201, ok.text
+
+
+def test_recipes_list_their_settings_and_the_profiles(server: Runner, runs_dir: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PROFILES_ENV, raising=False)
+    (runs_dir / ".runwatch").mkdir()
+    (runs_dir / ".runwatch" / "profiles.yaml").write_text(
+        "profiles:\n  a100x8: {devices: 8, device_memory_gib: 80, hourly_rate: 2.5}\n")
+    body = get(server, "/api/recipes")
+    assert [r["name"] for r in body["recipes"]] == ["sft", "dpo", "grpo"]
+    sft = {s["name"]: s for s in body["recipes"][0]["settings"]}
+    assert sft["max_steps"] == {"name": "max_steps", "type": "int", "nullable": False,
+                                "default": 400, "help": "Optimizer steps to train."}
+    assert sft["base_model"]["type"] == "str" and sft["base_model"]["nullable"] is True
+    assert sft["export_samples"]["type"] == "bool"
+    assert not {"name", "project", "runs_dir", "resume"} & set(sft)
+    grpo = {s["name"] for s in body["recipes"][2]["settings"]}
+    assert "group_size" in grpo or len(grpo) > len(sft)
+    profiles = {p["name"]: p for p in body["device_profiles"]}
+    assert body["default_profile"] == "cpu" and set(profiles) == {"a100x8", "cpu"}
+    assert profiles["a100x8"]["devices"] == 8 and profiles["a100x8"]["hourly_rate"] == 2.5
+    # a job may now ask for that profile's devices
+    submit_recipe(server, "big", device_profile="a100x8", devices=8)
+    cost = get(server, "/api/runs/big")["cost"]
+    assert (cost["device_profile"], cost["devices"], cost["hourly_rate"]) == ("a100x8", 8, 2.5)
+
+
+def test_a_broken_profiles_file_leaves_spend_unknown_and_says_why(
+        server: Runner, runs_dir: Path, make_run: MakeRun, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "profiles.yaml"
+    broken.write_text("profiles: [")
+    monkeypatch.setenv(PROFILES_ENV, str(broken))
+    make_run("hand", steps=2)
+    wait_for(lambda: httpx.get(f"{server.url}/api/runs/hand", timeout=30).status_code == 200,
+             what="the run indexed")
+    detail = get(server, "/api/runs/hand")
+    cost = detail["cost"]
+    assert cost["spend"] is None and cost["hourly_rate"] is None
+    assert str(broken) in cost["problem"]
+    # the time is still known
+    assert cost["device_seconds"] == detail["timing"]["phaseMillis"]["RUNNING"] / 1000
+    err = assert_error(post(server, "/api/jobs", {"kind": "command", "argv": ["true"]}), 409)
+    assert str(broken) in err["error"]
+
+
+def _worker(engine: Engine, wid: str, devices: int = 2, started: float | None = None) -> None:
+    """Register worker `wid` as started an hour ago (or at `started`), stamped now."""
+    with engine.begin() as conn:
+        store_jobs.register_worker(conn, store_jobs.WorkerRow(
+            wid, "host-a", 4242, devices, "cpu", started or time.time() - 3600))
+        store_jobs.heartbeat(conn, wid, time.time())
+
+
+def test_workers_show_devices_jobs_rate_and_spend_and_drain(server: Runner, engine: Engine
+                                                            ) -> None:
+    submit_recipe(server, "held")
+    submit_recipe(server, "waiting")
+    _worker(engine, "w-1")
+    with engine.begin() as conn:
+        claim = store_jobs.claim(conn, "w-1", 2, time.time())
+    assert claim is not None and claim.name == "held"
+    body = get(server, "/api/workers")
+    assert body["queue_depth"] == 1
+    (w,) = body["workers"]
+    assert (w["id"], w["devices"], w["devices_used"], w["status"], w["draining"]) == (
+        "w-1", 2, 1, "active", False)
+    assert [j["name"] for j in w["jobs"]] == ["held"] and w["hourly_rate"] == 0.05
+    # up an hour with two devices at the cpu rate
+    assert w["spend"] == pytest.approx(2 * 0.05, rel=0.01)
+    drained = post(server, "/api/workers/w-1/drain")
+    assert drained.status_code == 200, drained.text
+    assert drained.json()["worker"]["status"] == "draining"
+    with engine.connect() as conn:
+        assert store_jobs.draining(conn, "w-1")
+    assert get(server, "/api/workers")["workers"][0]["status"] == "draining"
+    assert_error(post(server, "/api/workers/nope/drain"), 404)
+    with engine.begin() as conn:
+        store_jobs.stop_worker(conn, "w-1", time.time())
+    err = assert_error(post(server, "/api/workers/w-1/drain"), 409)
+    assert "already stopped" in err["error"]
+
+
+def test_a_worker_without_heartbeats_is_lost_and_its_spend_stops(server: Runner,
+                                                                  engine: Engine) -> None:
+    _worker(engine, "w-old", devices=1, started=time.time() - 7200)
+    with engine.begin() as conn:
+        store_jobs.heartbeat(conn, "w-old", time.time() - 3600)
+    (w,) = get(server, "/api/workers")["workers"]
+    assert w["status"] == "lost" and w["heartbeat_age_s"] >= 3600
+    assert w["spend"] == pytest.approx(0.05, rel=0.01)  # one hour up, not two
+
+
+def test_cancel_a_queued_job_at_once_then_retry_it_as_attempt_two(server: Runner,
+                                                                    runs_dir: Path) -> None:
+    submit_recipe(server, "c1")
+    resp = post(server, "/api/runs/c1/cancel")
+    assert resp.status_code == 200, resp.text
+    answer = resp.json()
+    assert answer["status"] == "CANCELLED" and answer["run"]["status"] == "CANCELLED"
+    detail = get(server, "/api/runs/c1")
+    assert detail["actions"] == {"cancel": False, "retry": True}
+    assert detail["failure"]["code"] == "cancelled" and detail["failure"]["what_to_do"]
+    assert detail["cost"]["device_seconds_estimate"] is False
+    err = assert_error(post(server, "/api/runs/c1/cancel"), 409)
+    assert "already ended (CANCELLED)" in err["error"] and "retry" in err["error"]
+
+    retried = post(server, "/api/runs/c1/retry")
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["status"] == "QUEUED" and retried.json()["run"]["attempt"] == 2
+    detail = get(server, "/api/runs/c1")
+    assert [(a["attempt"], a["phase"], a["ended"]) for a in detail["attempts"]] == [
+        (1, "CANCELLED", True), (2, "QUEUED", False)]
+    assert detail["attempts"][0]["reason_code"] == "cancelled"
+    assert detail["actions"] == {"cancel": True, "retry": False}
+    assert detail["failure"] is None and detail["job"]["attempt"] == 2
+    err = assert_error(post(server, "/api/runs/c1/retry"), 409)
+    assert "only an ended run can be retried" in err["error"]
+    assert [e["phase"] for e in events(runs_dir / "c1")] == ["QUEUED", "CANCELLED", "QUEUED"]
+
+
+def test_cancel_of_a_claimed_job_asks_its_worker_to_stop_it(server: Runner,
+                                                            engine: Engine) -> None:
+    submit_recipe(server, "c2")
+    _worker(engine, "w-2")
+    with engine.begin() as conn:
+        assert store_jobs.claim(conn, "w-2", 1, time.time()) is not None
+    resp = post(server, "/api/runs/c2/cancel")
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["status"] == "CANCEL_REQUESTED"
+    assert resp.json()["run"]["status"] == "CANCEL_REQUESTED"
+    detail = get(server, "/api/runs/c2")
+    assert detail["actions"] == {"cancel": False, "retry": False}
+    assert detail["job"]["cancel_requested_at"] is not None
+    err = assert_error(post(server, "/api/runs/c2/cancel"), 409)
+    assert "already stopping" in err["error"]
+
+
+def test_a_run_sent_over_http_has_no_folder_here_to_cancel_or_retry(server: Runner) -> None:
+    for phase in ("RUNNING", "FAILED"):
+        body = {"run_id": f"http-{phase}", "file": "events.jsonl",
+                "manifest": manifest(f"http-{phase}", f"sent-{phase}"),
+                "records": [{"seq": 0, "ts": time.time(), "phase": phase}]}
+        assert post(server, "/api/ingest", body).status_code == 200
+        run = get(server, f"/api/runs/sent-{phase}")
+        assert run["actions"] == {"cancel": False, "retry": False}
+        action = "cancel" if phase == "RUNNING" else "retry"
+        err = assert_error(post(server, f"/api/runs/sent-{phase}/{action}"), 409)
+        assert "stop" in err["error"] or "start it again" in err["error"] or \
+            "run its command again" in err["error"]
