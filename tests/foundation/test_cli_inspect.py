@@ -99,3 +99,22 @@ def test_wait_times_out_and_leaves_the_run_going(runs_dir: Path) -> None:
         assert out.returncode == 124 and "the run goes on" in out.stdout
     finally:
         run.finish()
+
+
+def test_wait_on_an_ended_run_prints_its_end_once(runs_dir: Path) -> None:
+    with runwatch.init(name="done", dir=runs_dir, phase="PREPARING") as run:
+        for done in range(0, 50, 10):
+            run.set_phase("PREPARING", stage="tokenizing", done=done, total=50)
+        run.set_phase("RUNNING")
+        run.fail("the training job was stopped")
+    table = run_cli("runs", "wait", "done", "--dir", str(runs_dir), "--exit-status",
+                    check=False)
+    assert table.returncode == 1, table.stderr
+    assert "tokenizing" not in table.stdout, "no replay of the progress events"
+    assert sum("FAILED" in ln for ln in table.stdout.splitlines()) == 1
+    assert "the training job was stopped" in table.stdout
+    out = run_cli("runs", "wait", "done", "--dir", str(runs_dir), "-o", "json").stdout
+    lines = [json.loads(ln) for ln in out.splitlines()]
+    assert len(lines) == 2, "the terminal event, then the run record"
+    assert lines[0]["phase"] == "FAILED" and lines[0]["reason"] == "the training job was stopped"
+    assert lines[1]["state"]["phase"] == "FAILED" and lines[1]["name"] == "done"

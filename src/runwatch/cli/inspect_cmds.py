@@ -23,6 +23,7 @@ from runwatch.cli.output import (
     make_table,
 )
 from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, detail_of, resolve_or_exit
+from runwatch.jobs.failures import CATALOGUE
 from runwatch.rundir.format import SPLITS, TERMINAL_PHASES
 from runwatch.store import queries as q
 from runwatch.store.rollouts import NoRollouts, rollouts
@@ -154,6 +155,7 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 EXIT_CODES = {"SUCCEEDED": 0, "FAILED": 1, "CANCELLED": 3}
+GONE = CATALOGUE["stopped_early"]
 
 
 def wait_cmd(
@@ -165,34 +167,69 @@ def wait_cmd(
                            ] = False,
     interval: Annotated[float, typer.Option(min=0.1, help="Seconds between checks.")] = 1.0,
 ) -> None:
-    """Follow a run until it reaches a terminal phase, printing each change of phase."""
+    """Follow a run until it reaches a terminal phase: its current phase, then each change.
+
+    The terminal event carries the failure reason; with -o json the events are one JSON
+    object a line, and the whole run record follows the terminal one."""
     ctx = open_context(directory, db)
     start = time.monotonic()
-    seen = -1
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
-    pk = row.pk
+    pk, run_id = row.pk, row.run_id
+    seen: int | None = None  # the seq of the last event printed; None before the first look
     while True:
         with ctx.engine.connect() as conn:
+            # the run first: the events read after it hold the event of the phase it is in
+            row = resolve_or_exit(conn, run_id)
             events = q.events(conn, pk)
-            for ev in events:
-                if ev["seq"] > seen:
-                    seen = ev["seq"]
-                    _print_event(ev, output)
-            row = resolve_or_exit(conn, row.run_id)
-            if row.status in TERMINAL_PHASES:
-                if output is Output.json:
-                    sys.stdout.write(dumps(detail_of(conn, row)) + "\n")
-                raise typer.Exit(EXIT_CODES[row.status] if exit_status else 0)
-            if q.process_gone(row):
-                console().print("the training process is gone: the run stopped before it "
-                                "finished")
-                raise typer.Exit(1 if exit_status else 0)
+            for ev in _to_show(events, seen, row.status in TERMINAL_PHASES):
+                _print_event(ev, output)
+            if events:
+                seen = events[-1]["seq"]
+            elif seen is None:
+                seen = -1
+            if row.status in TERMINAL_PHASES or q.process_gone(row):
+                _end(conn, row, output)
+                code = EXIT_CODES.get(row.status, 1)
+                raise typer.Exit(code if exit_status else 0)
         if timeout is not None and time.monotonic() - start >= timeout:
             line("still ", row.status, f" after {timeout:g}s; the run goes on")
             raise typer.Exit(124)
         time.sleep(interval)
         ctx.refresh()
+
+
+def _to_show(events: list[dict[str, Any]], seen: int | None, ended: bool
+             ) -> list[dict[str, Any]]:
+    """The events to print: on the first look only the current phase (on an ended run its
+    terminal event), never the history again; after that each new event."""
+    if seen is not None:
+        return [ev for ev in events if ev["seq"] > seen]
+    if ended:
+        last = next((ev for ev in reversed(events) if ev["phase"] in TERMINAL_PHASES), None)
+        return [last] if last else events[-1:]
+    return events[-1:]
+
+
+def _end(conn: Any, row: Any, output: Output) -> None:
+    """After the terminal event: the run record (json), or what to do about a failure."""
+    gone = row.status not in TERMINAL_PHASES
+    if output is Output.json:
+        if gone:  # no process will record an end: say so as the stream's terminal event
+            _print_event({"ts": time.time(), "phase": row.status, "process_gone": True,
+                          "reason": GONE.sentence, "code": GONE.id}, output)
+        sys.stdout.write(dumps(detail_of(conn, row)) + "\n")
+        return
+    if gone:
+        line("the training process is gone: ", GONE.sentence)
+    code = GONE.id if gone else _reason_code(row)
+    if code in CATALOGUE and row.status != "SUCCEEDED":
+        line("what to do: ", CATALOGUE[code].what_to_do)
+
+
+def _reason_code(row: Any) -> str | None:
+    code = row._mapping.get("reason_code")
+    return code if isinstance(code, str) else None
 
 
 def _print_event(ev: dict[str, Any], output: Output) -> None:
@@ -201,11 +238,15 @@ def _print_event(ev: dict[str, Any], output: Output) -> None:
         sys.stdout.flush()
         return
     stamp = time.strftime("%H:%M:%S", time.localtime(ev["ts"]))
-    text = f"{stamp}  {ev['phase']}"
+    parts = [stamp, "  ", ev["phase"]]
+    if ev.get("attempt") and ev["attempt"] > 1:
+        parts.append(f" (attempt {ev['attempt']})")
     if ev.get("stage"):
-        text += f"  {ev['stage']}"
+        parts += ["  ", ev["stage"]]
         if ev.get("total") is not None:
-            text += f" {ev.get('done', 0)}/{ev['total']}"
+            parts.append(f" {ev.get('done') or 0}/{ev['total']}")
     if ev.get("reason"):
-        text += f"  {ev['reason']}"
-    console().print(text, markup=False)
+        parts += ["  ", ev["reason"]]
+    if ev.get("code"):
+        parts.append(f" [{ev['code']}]")
+    line(*parts)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -63,9 +65,10 @@ def text(value: Any, style: str = "") -> Text:
 
 
 def line(*parts: Any, style: str = "") -> None:
-    """Print one line to stdout: `Text` parts as they are, any other part as `text()`."""
+    """Print one line to stdout: `Text` parts as they are, any other part as `text()`.
+    It is never broken at the console's width (a printed command stays one line)."""
     console().print(Text.assemble(*[p if isinstance(p, Text) else text(p) for p in parts],
-                                  style=style))
+                                  style=style), soft_wrap=True)
 
 
 def fail(message: str, hints: Sequence[str] = (), code: int = 2) -> typer.Exit:
@@ -75,6 +78,13 @@ def fail(message: str, hints: Sequence[str] = (), code: int = 2) -> typer.Exit:
     for hint in hints:
         err.print(text(f"  {hint}"))
     return typer.Exit(code)
+
+
+def runwatch_command(*words: str, folder: Path | None = None, db: str | None = None) -> str:
+    """A `runwatch` command line to print as a next step, quoted to run as printed, with
+    `--dir FOLDER` and `--db DB` when given."""
+    where = (["--dir", str(folder)] if folder is not None else []) + (["--db", db] if db else [])
+    return shlex.join(["runwatch", *words, *where])
 
 
 def dumps(data: Any) -> str:
