@@ -30,7 +30,7 @@ from runwatch.jobs.spec import (
     recipe_spec,
 )
 from runwatch.jobs.submit import SubmitError, submit
-from runwatch.recipes.config import ConfigError, TrainConfig, parse_argv
+from runwatch.recipes.config import ConfigError, parse_argv
 from runwatch.rundir import format as fmt
 from runwatch.server.errors import ApiError, not_found
 from runwatch.server.schemas import (
@@ -51,7 +51,8 @@ JOB_OWNED = ("name", "project", "runs_dir", "resume")
 _TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
-def _setting(cfg: type[TrainConfig], f: dataclasses.Field[Any], hint: Any) -> dict[str, Any]:
+def _setting(f: dataclasses.Field[Any], hint: Any) -> dict[str, Any]:
+    """One setting as GET /api/recipes lists it (`hint` is its type, maybe Optional)."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     base = args[0] if args else hint
     return {"name": f.name, "type": _TYPES[base], "nullable": bool(args),
@@ -63,7 +64,7 @@ def recipe_list() -> list[dict[str, Any]]:
     out = []
     for name, (cfg, _module, help_) in RECIPES.items():
         hints = typing.get_type_hints(cfg)
-        settings = [_setting(cfg, f, hints[f.name]) for f in dataclasses.fields(cfg)
+        settings = [_setting(f, hints[f.name]) for f in dataclasses.fields(cfg)
                     if f.name not in JOB_OWNED]
         out.append({"name": name, "method": name, "help": help_, "settings": settings})
     return out
