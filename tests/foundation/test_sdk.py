@@ -17,8 +17,11 @@ import pytest
 import yaml
 
 import runwatch
+from runwatch.jobs.failures import CATALOGUE
 from runwatch.rundir import format as fmt
 from tests.support import wait_for
+
+FAILED_SENTENCE = CATALOGUE["failed"].sentence
 
 
 def lines(path: Path) -> list[dict]:
@@ -128,13 +131,63 @@ def test_unsafe_names_are_refused(runs_dir: Path) -> None:
             runwatch.init(name=bad, dir=runs_dir)
 
 
-def test_exception_in_with_block_fails_the_run(runs_dir: Path) -> None:
+def test_exception_in_with_block_fails_the_run_and_logs_the_exception(runs_dir: Path) -> None:
     with pytest.raises(ZeroDivisionError), runwatch.init(name="boom", dir=runs_dir):
         1 / 0  # noqa: B018
     last = lines(runs_dir / "boom" / "events.jsonl")[-1]
-    assert last["phase"] == "FAILED"
-    assert last["reason"].startswith("the training loop raised ZeroDivisionError")
-    assert "\n" not in last["reason"]
+    assert last == {**last, "phase": "FAILED", "reason": FAILED_SENTENCE, "code": "failed"}
+    error = lines(runs_dir / "boom" / "logs.jsonl")[-1]
+    assert error["level"] == "error"
+    assert error["message"] == "the training loop raised ZeroDivisionError: division by zero"
+    assert error["data"]["exception"] == "ZeroDivisionError"
+    assert error["data"]["message"] == "division by zero"
+    assert error["data"]["traceback"].startswith("Traceback (most recent call last)")
+    assert "1 / 0" in error["data"]["traceback"]
+
+
+class OutOfMemoryError(RuntimeError):
+    """Named as the frameworks name their device out-of-memory error."""
+
+
+@pytest.mark.parametrize(("exc", "phase", "code", "reason"), [
+    (OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB at /srv/x.py"), "FAILED",
+     "device_oom", CATALOGUE["device_oom"].sentence),
+    (MemoryError(), "FAILED", "host_oom", CATALOGUE["host_oom"].sentence),
+    (runwatch.sdk.RefusedInput("row 3 ends\nwith a user message"), "FAILED", "refused",
+     "row 3 ends with a user message"),
+    (KeyboardInterrupt(), "CANCELLED", "cancelled", "the training job was stopped"),
+], ids=["device-oom", "host-oom", "refusal", "ctrl-c"])
+def test_what_ends_the_loop_decides_the_code_and_reason(
+        runs_dir: Path, exc: BaseException, phase: str, code: str, reason: str) -> None:
+    with pytest.raises(type(exc)), runwatch.init(name="ends", dir=runs_dir):
+        raise exc
+    last = lines(runs_dir / "ends" / "events.jsonl")[-1]
+    assert (last["phase"], last["code"], last["reason"]) == (phase, code, reason)
+    logs = runs_dir / "ends" / "logs.jsonl"
+    if code == "cancelled":
+        assert not logs.exists(), "Ctrl-C is no error"
+        return
+    [error] = lines(logs)
+    assert error["level"] == "error"
+    assert error["data"]["exception"] == (f"{type(exc).__module__}.{type(exc).__qualname__}"
+                                          .removeprefix("builtins."))
+
+
+def test_finish_records_a_code_and_refuses_one_the_catalogue_lacks(runs_dir: Path) -> None:
+    run = runwatch.init(name="coded", dir=runs_dir)
+    with pytest.raises(ValueError, match="not a failure-catalogue id for FAILED"):
+        run.finish("FAILED", code="cancelled")
+    with pytest.raises(ValueError, match="not a failure-catalogue id"):
+        run.finish("FAILED", code="martian")
+    with pytest.raises(ValueError, match="refusal's reason is its own text"):
+        run.finish("FAILED", code="refused")
+    run.finish("FAILED", code="device_oom")
+    last = lines(runs_dir / "coded" / "events.jsonl")[-1]
+    assert (last["code"], last["reason"]) == ("device_oom", CATALOGUE["device_oom"].sentence)
+    with runwatch.init(name="plain", dir=runs_dir) as run:
+        run.fail("bad shard in /data/x")
+    last = lines(runs_dir / "plain" / "events.jsonl")[-1]
+    assert last["reason"] == "bad shard in /data/x" and "code" not in last
 
 
 def _child(code: str, runs_dir: Path) -> subprocess.CompletedProcess[str]:
@@ -150,11 +203,14 @@ def test_exit_without_finish_marks_failed(runs_dir: Path) -> None:
     """, runs_dir)
     assert proc.returncode == 0, proc.stderr
     last = lines(runs_dir / "nofinish" / "events.jsonl")[-1]
-    assert last["phase"] == "FAILED" and "finish()" in last["reason"]
+    assert last == {**last, "phase": "FAILED", "code": "stopped_early",
+                    "reason": "the training job stopped before it finished"}
     assert lines(runs_dir / "nofinish" / "metrics.jsonl")[0]["a"] == 1.0
+    error = lines(runs_dir / "nofinish" / "logs.jsonl")[-1]
+    assert error["level"] == "error" and "finish()" in error["message"]
 
 
-def test_uncaught_exception_marks_failed_with_one_line_reason(runs_dir: Path) -> None:
+def test_uncaught_exception_marks_failed_and_logs_what_it_said(runs_dir: Path) -> None:
     proc = _child("""
         import runwatch
         run = runwatch.init(name="crash", dir={dir!r})
@@ -163,8 +219,11 @@ def test_uncaught_exception_marks_failed_with_one_line_reason(runs_dir: Path) ->
     """, runs_dir)
     assert proc.returncode == 1
     last = lines(runs_dir / "crash" / "events.jsonl")[-1]
-    assert last == {**last, "phase": "FAILED",
-                    "reason": "the training loop raised RuntimeError: out of bananas"}
+    assert last == {**last, "phase": "FAILED", "reason": FAILED_SENTENCE, "code": "failed"}
+    error = lines(runs_dir / "crash" / "logs.jsonl")[-1]
+    assert error["message"] == "the training loop raised RuntimeError: out of bananas"
+    assert error["data"]["message"] == "out of\nbananas"
+    assert error["data"]["traceback"].endswith("RuntimeError: out of\nbananas\n")
 
 
 def test_disabled_mode_and_secondary_ranks_record_nothing(runs_dir: Path,
@@ -206,8 +265,19 @@ def test_logging_handler_samples_checkpoints_and_engine_config(runs_dir: Path) -
         run.log_checkpoint(3, "training", "ckpt-3", path="/x", loss=0.5)
         run.log_engine_config({"lr": 1}, {"lr": 1, "beta1": 0.9})
         run.set_manifest_fields(wandb_url="https://example.invalid/run")
+        log.addHandler(handler)
+        try:
+            {}["answer"]
+        except KeyError:
+            log.exception("lookup failed")
+        finally:
+            log.removeHandler(handler)
     d = runs_dir / "all"
     logs = lines(d / "logs.jsonl")
+    assert logs[-1]["message"] == "lookup failed"
+    assert logs[-1]["data"] == {**logs[-1]["data"], "logger": "runwatch-test",
+                                "exception": "KeyError", "message": "'answer'"}
+    assert logs[-1]["data"]["traceback"].startswith("Traceback")
     assert logs[0]["level"] == "warning" and logs[0]["message"] == "disk slow"
     assert logs[1]["data"] == {"k": 1}
     ev = lines(d / "events.jsonl")

@@ -1,5 +1,7 @@
-"""The failure catalogue and `classify`: each way an attempt can end, including real child
-processes, gets its reason, and no reason but a refusal carries what the job printed."""
+"""The failure catalogue, `exception_verdict` and `classify`: each way an attempt can end,
+including real child processes, gets its reason (a recorded code first, the old wording
+of runs from before codes next), and no reason but a refusal carries what the job
+printed."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from runwatch.jobs.failures import (
     MAX_REFUSAL_CHARS,
     Activity,
     AttemptEnd,
+    RefusedInput,
     classify,
+    exception_verdict,
     refusal_of,
     traceback_exception,
 )
@@ -25,7 +29,6 @@ from runwatch.recipes.chat import RowRefusal, SetupError, validate_messages
 from runwatch.recipes.config import ConfigError
 from runwatch.recipes.wandb_bridge import WandbSetupError
 from runwatch.rundir import format as fmt
-from runwatch.sdk.run import exception_reason
 
 TORCH_OOM = ("Traceback (most recent call last):\n  File \"/srv/secretproj/train.py\", line 9, "
              "in <module>\n    loss.backward()\ntorch.OutOfMemoryError: CUDA out of memory. "
@@ -40,11 +43,13 @@ CASES: list[tuple[str, AttemptEnd, str, str | None]] = [
     ("a command that records nothing exits 0", AttemptEnd(exit_code=0), "SUCCEEDED", None),
     ("exits 0 after a memory warning", AttemptEnd(exit_code=0, stderr_tail=TORCH_OOM),
      "SUCCEEDED", None),
-    ("cancelled by runwatch", AttemptEnd(signal=15, cancel_requested=True), "CANCELLED", None),
+    ("cancelled by runwatch", AttemptEnd(signal=15, cancel_requested=True), "CANCELLED",
+     "cancelled"),
     ("cancelled, SDK recorded it", AttemptEnd(exit_code=1, sdk_phase="CANCELLED",
-                                              cancel_requested=True), "CANCELLED", None),
+                                              sdk_code="cancelled", cancel_requested=True),
+     "CANCELLED", "cancelled"),
     ("cancelled while failing", AttemptEnd(exit_code=1, sdk_phase="FAILED",
-                                           cancel_requested=True), "CANCELLED", None),
+                                           cancel_requested=True), "CANCELLED", "cancelled"),
     ("could not start", AttemptEnd(start_failed=True), "FAILED", "could_not_start"),
     ("devices never answered", AttemptEnd(devices_timed_out=True), "FAILED",
      "devices_unreachable"),
@@ -52,7 +57,31 @@ CASES: list[tuple[str, AttemptEnd, str, str | None]] = [
      "startup_timeout"),
     ("worker lost", AttemptEnd(worker_lost=True), "FAILED", "stopped_early"),
     ("refused input", AttemptEnd(exit_code=1, sdk_phase="FAILED", sdk_reason=REFUSAL,
-                                 refusal=REFUSAL), "FAILED", "refused"),
+                                 sdk_code="refused"), "FAILED", "refused"),
+    ("SDK's device OOM code", AttemptEnd(exit_code=1, sdk_phase="FAILED", sdk_code="device_oom",
+                                         sdk_reason=CATALOGUE["device_oom"].sentence),
+     "FAILED", "device_oom"),
+    ("SDK's host OOM code", AttemptEnd(exit_code=1, sdk_phase="FAILED", sdk_code="host_oom",
+                                       sdk_reason=CATALOGUE["host_oom"].sentence),
+     "FAILED", "host_oom"),
+    ("the code beats stderr's wording", AttemptEnd(exit_code=1, sdk_phase="FAILED",
+                                                    sdk_code="failed", stderr_tail=TORCH_OOM),
+     "FAILED", "failed"),
+    ("SDK's code for exit without finish()", AttemptEnd(
+        exit_code=0, sdk_phase="FAILED", sdk_code="stopped_early",
+        sdk_reason=CATALOGUE["stopped_early"].sentence), "FAILED", "stopped_early"),
+    ("SIGTERM from outside, SDK recorded it", AttemptEnd(
+        signal=2, sdk_phase="CANCELLED", sdk_code="cancelled",
+        sdk_reason=CATALOGUE["cancelled"].sentence), "FAILED", "stopped"),
+    ("a code that does not fit its phase", AttemptEnd(exit_code=1, sdk_phase="FAILED",
+                                                       sdk_code="cancelled",
+                                                       stderr_tail=TORCH_OOM),
+     "FAILED", "device_oom"),
+    ("an unknown code", AttemptEnd(exit_code=1, sdk_phase="FAILED", sdk_code="martian",
+                                   sdk_reason="bad shard"), "FAILED", "failed"),
+    ("a refusal code with no text", AttemptEnd(exit_code=1, sdk_phase="FAILED",
+                                               sdk_code="refused", sdk_reason=" "),
+     "FAILED", "failed"),
     ("OOM killer", AttemptEnd(signal=9, oom_killed=True), "FAILED", "host_oom"),
     ("OOM killer, evaluating", AttemptEnd(signal=9, oom_killed=True,
                                           activity=Activity.EVALUATION), "FAILED",
@@ -85,7 +114,7 @@ CASES: list[tuple[str, AttemptEnd, str, str | None]] = [
     ("XLA OOM", AttemptEnd(exit_code=1, stderr_tail="jaxlib.xla_extension.XlaRuntimeError: "
                            "RESOURCE_EXHAUSTED: Out of memory allocating 123 bytes"),
      "FAILED", "device_oom"),
-    ("SDK recorded a device OOM", AttemptEnd(
+    ("an old run's SDK recorded a device OOM", AttemptEnd(
         exit_code=1, sdk_phase="FAILED",
         sdk_reason="the training loop raised OutOfMemoryError: CUDA out of memory"),
      "FAILED", "device_oom"),
@@ -102,7 +131,7 @@ CASES: list[tuple[str, AttemptEnd, str, str | None]] = [
         exit_code=1, sdk_phase="FAILED",
         sdk_reason="the training job failed; the run ID is what support needs"),
      "FAILED", "failed"),
-    ("an exception the SDK recorded", AttemptEnd(
+    ("an exception an old run's SDK recorded", AttemptEnd(
         exit_code=1, sdk_phase="FAILED",
         sdk_reason="the training loop raised KeyError: 'answer'"), "FAILED", "failed"),
     ("a loop's own fail() text", AttemptEnd(exit_code=1, sdk_phase="FAILED",
@@ -120,10 +149,11 @@ CASES: list[tuple[str, AttemptEnd, str, str | None]] = [
 def test_classify(end: AttemptEnd, phase: str, reason: str | None) -> None:
     verdict = classify(end)
     assert (verdict.phase, verdict.reason and verdict.reason.id) == (phase, reason)
+    assert verdict.code == reason
     if reason is None:
         assert verdict.text is None
     elif reason == "refused":
-        assert verdict.text == end.refusal
+        assert verdict.text == end.sdk_reason
     else:
         assert verdict.text == CATALOGUE[reason].sentence
 
@@ -139,7 +169,10 @@ def test_the_catalogue_s_entries_read_as_one_sentence_and_say_what_to_do() -> No
         assert reason.sentence[0].islower() and not reason.sentence.endswith(".")
         assert "\n" not in reason.sentence + reason.what_to_do
         assert reason.what_to_do[0].isupper() and reason.what_to_do.endswith(".")
-    assert len({r.sentence for r in CATALOGUE.values()}) == len(CATALOGUE)
+    failing = [r for r in CATALOGUE.values() if r.phase == "FAILED"]
+    assert len({r.sentence for r in failing}) == len(failing)
+    assert {r.id: r.phase for r in CATALOGUE.values() if r.phase != "FAILED"} == {
+        "cancelled": "CANCELLED"}
 
 
 SECRETS = ["SECRET-7f3a", "/home/alice/proj/train_secret.py", "mycorp.internal.trainer",
@@ -151,23 +184,27 @@ def _leaky_ends() -> list[AttemptEnd]:
     texts = [f"{kind}: {s}" for kind, s in zip(
         ["torch.OutOfMemoryError", "MemoryError", "KeyError", "RuntimeError"], SECRETS,
         strict=True)]
-    sdk = [(None, None), ("FAILED", f"the training loop raised ValueError: {SECRETS[0]}"),
-           ("FAILED", f"the training job ran out of device memory; {SECRETS[1]}"),
-           ("FAILED", SECRETS[2]), ("CANCELLED", SECRETS[3])]
+    sdk = [(None, None, None),
+           ("FAILED", f"the training loop raised ValueError: {SECRETS[0]}", None),
+           ("FAILED", f"the training job ran out of device memory; {SECRETS[1]}", None),
+           ("FAILED", SECRETS[2], None), ("CANCELLED", SECRETS[3], None),
+           ("FAILED", SECRETS[0], "failed"), ("FAILED", SECRETS[1], "device_oom"),
+           ("CANCELLED", SECRETS[3], "cancelled"), ("FAILED", SECRETS[2], "stopped_early")]
     ends = []
-    for (phase, reason), tail, code, sig, flags in itertools.product(
+    for (phase, reason, sdk_code), tail, code, sig, flags in itertools.product(
             sdk, [*texts, "Traceback (most recent call last):\n" + texts[2]],
             [None, 0, 1, 137], [None, 9, 11], itertools.product([False, True], repeat=3)):
         oom, timed_out, lost = flags
         ends.append(AttemptEnd(exit_code=code, signal=sig, oom_killed=oom,
                                exception_type=f"{SECRETS[2]}.Boom", sdk_phase=phase,
-                               sdk_reason=reason, stderr_tail=tail,
+                               sdk_reason=reason, sdk_code=sdk_code, stderr_tail=tail,
                                startup_timed_out=timed_out, worker_lost=lost))
     return ends
 
 
 def test_no_reason_but_a_refusal_carries_what_the_process_wrote() -> None:
     sentences = {r.sentence for r in CATALOGUE.values() if not r.refusal}
+    assert not any(s in sentence for s in SECRETS for sentence in sentences)
     ends = _leaky_ends()
     for end in ends:
         verdict = classify(end)
@@ -179,10 +216,12 @@ def test_no_reason_but_a_refusal_carries_what_the_process_wrote() -> None:
 
 
 def test_a_refusal_is_kept_on_one_line_and_capped() -> None:
-    verdict = classify(AttemptEnd(exit_code=1, refusal="row 9\n  is   long " + "x" * 900))
+    long = "row 9\n  is   long " + "x" * 900
+    verdict = classify(AttemptEnd(exit_code=1, sdk_phase="FAILED", sdk_code="refused",
+                                  sdk_reason=long))
     assert verdict.text is not None and verdict.text.startswith("row 9 is long x")
     assert len(verdict.text) == MAX_REFUSAL_CHARS and verdict.text.endswith("…")
-    assert classify(AttemptEnd(exit_code=1, refusal=" \n")).reason == CATALOGUE["stopped_early"]
+    assert exception_verdict(RefusedInput(long)).text == verdict.text
 
 
 def _row_refusal() -> RowRefusal:
@@ -199,9 +238,12 @@ def _row_refusal() -> RowRefusal:
     ConfigError("max_steps must be at least 1"), WandbSetupError("set WANDB_API_KEY"),
 ], ids=type)
 def test_what_the_recipes_raise_for_their_input_is_a_refusal(exc: Exception) -> None:
-    assert refusal_of(exc) == str(exc)
-    verdict = classify(AttemptEnd(exit_code=1, refusal=refusal_of(exc)))
-    assert verdict.reason == CATALOGUE["refused"] and verdict.text == str(exc)
+    assert isinstance(exc, RefusedInput) and refusal_of(exc) == str(exc)
+    verdict = exception_verdict(exc)
+    assert (verdict.phase, verdict.code, verdict.text) == ("FAILED", "refused", str(exc))
+    recorded = AttemptEnd(exit_code=1, sdk_phase="FAILED", sdk_reason=verdict.text,
+                          sdk_code=verdict.code)
+    assert classify(recorded) == verdict
 
 
 def test_the_recipes_row_refusal_names_the_row() -> None:
@@ -220,14 +262,63 @@ class OutOfMemoryError(RuntimeError):
     """Named as PyTorch names its device out-of-memory error."""
 
 
+class ShardOOM(OutOfMemoryError):
+    """A framework's own subclass of it."""
+
+
+def _raised_from(cause: BaseException, exc: Exception) -> Exception:
+    try:
+        raise exc from cause
+    except Exception as raised:
+        return raised
+
+
+def _raised_while_handling(first: BaseException, exc: Exception) -> Exception:
+    try:
+        try:
+            raise first
+        except BaseException:
+            raise exc  # noqa: B904 - its implicit context is the point
+    except Exception as raised:
+        return raised
+
+
 @pytest.mark.parametrize(("exc", "reason"), [
-    (OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB SECRET"), "device_oom"),
-    (MemoryError(), "host_oom"), (KeyError("SECRET"), "failed"),
-], ids=["device", "host", "other"])
-def test_the_sdk_s_recorded_exception_is_read_by_its_type(exc: Exception, reason: str) -> None:
-    end = AttemptEnd(exit_code=1, sdk_phase="FAILED", sdk_reason=exception_reason(exc))
-    verdict = classify(end)
-    assert verdict.reason == CATALOGUE[reason] and "SECRET" not in (verdict.text or "")
+    (OutOfMemoryError("Tried to allocate 2 GiB SECRET"), "device_oom"),
+    (ShardOOM("SECRET"), "device_oom"),
+    (RuntimeError("CUDA out of memory. Tried to allocate 2 GiB SECRET"), "device_oom"),
+    (RuntimeError("CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate SECRET"),
+     "device_oom"),
+    (MemoryError(), "host_oom"),
+    (RuntimeError("DefaultCPUAllocator: can't allocate memory: SECRET"), "host_oom"),
+    (_raised_from(MemoryError(), ValueError("SECRET")), "host_oom"),
+    (_raised_while_handling(OutOfMemoryError("SECRET"), KeyError("SECRET")), "device_oom"),
+    (KeyError("SECRET"), "failed"), (ValueError("out of bananas SECRET"), "failed"),
+    (KeyboardInterrupt(), "cancelled"),
+], ids=["torch-name", "subclass", "cuda-wording", "cublas", "host", "cpu-allocator",
+        "wrapped-host", "while-handling-device", "key", "value", "ctrl-c"])
+def test_an_exception_gets_its_catalogue_sentence_never_its_text(exc: BaseException,
+                                                                reason: str) -> None:
+    verdict = exception_verdict(exc)
+    assert verdict.code == reason and verdict.text == CATALOGUE[reason].sentence
+    assert verdict.phase == CATALOGUE[reason].phase and "SECRET" not in (verdict.text or "")
+
+
+def test_an_exception_whose_str_fails_still_gets_a_verdict() -> None:
+    class Broken(RefusedInput):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    assert exception_verdict(Broken()).code == "failed"
+
+
+def test_failures_imports_no_recipe_and_no_framework() -> None:
+    code = ("import sys, runwatch.sdk, runwatch.jobs.failures\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'"
+            " or m.startswith('runwatch.recipes')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=CHILD_TIMEOUT_S)
+    assert out.stdout.strip() == "[]"
 
 
 def test_traceback_exception_reads_the_last_traceback() -> None:
@@ -260,7 +351,7 @@ def _ended(code: str, tmp_path: Path, kill: bool = False) -> AttemptEnd:
     return AttemptEnd.from_returncode(
         proc.returncode, stderr_tail=stderr[-4000:],
         sdk_phase=phase if phase in fmt.TERMINAL_PHASES else None,
-        sdk_reason=last.get("reason"))
+        sdk_reason=last.get("reason"), sdk_code=last.get("code"))
 
 
 ALLOCATE_UNTIL_REFUSED = """
@@ -288,13 +379,23 @@ run.log({{"loss": 1.0}}, step=1)
     ("import sys\nsys.exit(3)", False, "stopped_early"),
     (SDK_CHILD.format(end="raise KeyError('SECRET-42')"), False, "failed"),
     (SDK_CHILD.format(end="pass  # exits without finish()"), False, "stopped_early"),
+    (SDK_CHILD.format(end="class OutOfMemoryError(RuntimeError): pass\n"
+                          "with run: raise OutOfMemoryError('SECRET')"), False, "device_oom"),
+    (SDK_CHILD.format(end="with run: raise MemoryError('SECRET')"), False, "host_oom"),
 ], ids=["sigkill", "exception", "memory-rlimit", "torch-oom", "exit-3", "sdk-exception",
-        "sdk-no-finish"])
+        "sdk-no-finish", "sdk-device-oom", "sdk-host-oom"])
 def test_a_real_child_s_end_gets_its_reason(code: str, kill: bool, reason: str,
                                             tmp_path: Path) -> None:
     verdict = classify(_ended(code, tmp_path, kill))
     assert verdict.phase == "FAILED" and verdict.reason == CATALOGUE[reason]
     assert "SECRET" not in (verdict.text or "")
+
+
+def test_a_real_child_s_refusal_keeps_its_own_words(tmp_path: Path) -> None:
+    end = _ended(SDK_CHILD.format(end="from runwatch.sdk import RefusedInput\n"
+                                      "with run: raise RefusedInput('row 3 is empty')"), tmp_path)
+    assert (end.sdk_phase, end.sdk_code, end.sdk_reason) == ("FAILED", "refused", "row 3 is empty")
+    assert classify(end).text == "row 3 is empty"
 
 
 def test_a_real_child_that_finishes_succeeds(tmp_path: Path) -> None:

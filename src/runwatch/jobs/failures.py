@@ -1,29 +1,35 @@
 """The failure catalogue, and how an ended attempt is classified into it.
 
-A failed run carries one reason from `CATALOGUE`: a stable id, a sentence that says what
-happened and what would fit, and what to do. Except for a refusal (the runtime's own
+A failed run carries one reason from `CATALOGUE`: a stable id (the `code` of its
+terminal event), a sentence that says what happened and what would fit, and what to do;
+a cancelled run carries the `cancelled` entry. Except for a refusal (the runtime's own
 words about the input it would not train on, which name that input), a reason never
 carries an exception's message, a compute backend's message or a module name: those
-belong in the run's logs. `classify` reads what a worker can observe of an ended
-attempt (`AttemptEnd`) and says how the attempt ended: its terminal phase and, when it
-failed, the reason.
+belong in the run's logs. `exception_verdict` gives the reason for an exception that
+ended a training loop (the SDK records it), and `classify` reads what a worker can
+observe of an ended attempt (`AttemptEnd`) and says how the attempt ended: its terminal
+phase and, unless it succeeded, the reason.
+
+This module imports no recipe and no framework, so the SDK can use it.
 """
 
 from __future__ import annotations
 
 import re
 import signal
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from runwatch.recipes.chat import RecipeError
-from runwatch.recipes.config import ConfigError
-from runwatch.recipes.wandb_bridge import WandbSetupError
-
-# Exceptions the recipes raise when they refuse their input; their message names it.
-REFUSAL_TYPES: tuple[type[BaseException], ...] = (RecipeError, ConfigError, WandbSetupError)
 MAX_REFUSAL_CHARS = 500
+
+
+class RefusedInput(Exception):
+    """A training runtime will not train on its input. The message names that input and
+    the fix; it is the one exception text a run's reason keeps (as `refused`). The
+    recipes' RecipeError, ConfigError and WandbSetupError are refusals; a loop of your
+    own may raise (a subclass of) it too. `runwatch.sdk.RefusedInput` is this class."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,7 @@ class Reason:
     sentence: str  # the reason a run shows (for a refusal: what its text is)
     what_to_do: str
     refusal: bool = False
+    phase: str = "FAILED"  # the terminal phase a run with this reason ends in
 
 
 _CATALOGUE = (
@@ -96,6 +103,10 @@ _CATALOGUE = (
     Reason("failed", "the training job failed; the run ID is what support needs",
            "Nothing in the job reported what went wrong; its logs hold what it printed. "
            "Quote the run ID."),
+    Reason("cancelled", "the training job was stopped",
+           "It was asked to stop (cancelled, or sent SIGTERM or Ctrl-C) and stopped. Retry "
+           "the run to start it again, or resume it if it holds a checkpoint.",
+           phase="CANCELLED"),
 )
 CATALOGUE: dict[str, Reason] = {r.id: r for r in _CATALOGUE}
 
@@ -120,7 +131,7 @@ class AttemptEnd:
     exception_type: str | None = None  # the exception that ended it, if known by name
     sdk_phase: str | None = None  # the terminal phase the SDK recorded, if any
     sdk_reason: str | None = None  # the reason the SDK recorded with it
-    refusal: str | None = None  # an input refusal the runtime recorded as one (kept verbatim)
+    sdk_code: str | None = None  # the catalogue id the SDK recorded with it (its `code`)
     stderr_tail: str = ""  # the last lines the process wrote to stderr
     cancel_requested: bool = False  # runwatch asked it to stop
     startup_timed_out: bool = False  # no progress while PREPARING within the startup timeout
@@ -139,19 +150,67 @@ class AttemptEnd:
 
 @dataclass(frozen=True)
 class Verdict:
-    """How an attempt ended: its terminal phase, and the reason when it FAILED."""
+    """How an attempt ended: its terminal phase and, unless it SUCCEEDED, the reason."""
 
     phase: str
     reason: Reason | None = None
     text: str | None = None  # what the run shows: the sentence, or a refusal's own words
 
+    @property
+    def code(self) -> str | None:
+        """The reason's id, which the run's terminal event records as its `code`."""
+        return None if self.reason is None else self.reason.id
+
 
 def refusal_of(exc: BaseException) -> str | None:
-    """The text of `exc` if it is a refusal of the run's input (what a recipe raises),
-    else None: any other exception's message stays out of the reason."""
-    if not isinstance(exc, REFUSAL_TYPES):
+    """The text of `exc` if it is a refusal of the run's input (a `RefusedInput`, which
+    is what the recipes raise), else None: any other exception's message stays out of
+    the reason."""
+    if not isinstance(exc, RefusedInput):
         return None
-    return _one_line(str(exc)) or None
+    return _one_line(_text(exc)) or None
+
+
+def exception_verdict(exc: BaseException) -> Verdict:
+    """How a run ends when `exc` ended its training loop (what the SDK records).
+
+    Ctrl-C (or the SDK's SIGTERM handler): CANCELLED. A refusal: FAILED with its own
+    text. A framework's device out-of-memory error (a class named OutOfMemoryError, such
+    as torch.cuda.OutOfMemoryError, or its known wording), here or in what it was raised
+    from: `device_oom`; MemoryError or a host allocator's wording: `host_oom`. Anything
+    else: `failed`. No verdict carries the exception's message but a refusal's.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        return _verdict("cancelled")
+    refusal = refusal_of(exc)
+    if refusal:
+        return Verdict("FAILED", CATALOGUE["refused"], refusal)
+    for link in _chain(exc):
+        named = f"{type(link).__name__}: {_text(link)}"
+        oom_class = any(c.__name__ == "OutOfMemoryError" for c in type(link).__mro__)
+        if oom_class or _DEVICE_OOM.search(named):
+            return _verdict("device_oom")
+        if isinstance(link, MemoryError) or _HOST_OOM.search(named):
+            return _verdict("host_oom")
+    return _verdict("failed")
+
+
+def _chain(exc: BaseException, limit: int = 16) -> Iterator[BaseException]:
+    """`exc`, then what it was raised from or while handling (a wrapped OOM is an OOM)."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen and len(seen) < limit:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
+
+
+def _text(exc: BaseException) -> str:
+    """str(exc), or '' for an exception whose __str__ fails."""
+    try:
+        return str(exc)
+    except Exception:
+        return ""
 
 
 # Words a framework's device out-of-memory error carries (PyTorch on CUDA, ROCm, MPS and
@@ -165,7 +224,7 @@ _HOST_OOM = re.compile(
     r"Cannot allocate memory")
 # The last line of a traceback: a (dotted) exception name, then ":" or the line's end.
 _EXC_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?::|$)")
-# How the SDK records an exception that ended the loop (runwatch.sdk.run.exception_reason).
+# How the SDK recorded an exception that ended the loop before it recorded codes (old runs).
 _SDK_RAISED = re.compile(r"^the training loop raised ((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)")
 # Signals that mean the process was stopped from outside rather than crashing.
 _STOP_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
@@ -212,26 +271,41 @@ def _signal(end: AttemptEnd) -> int | None:
     return code - 128 if code is not None and code - 128 in _STOP_SIGNALS else None
 
 
-def _failed(reason_id: str) -> Verdict:
-    """A FAILED verdict with catalogue reason `reason_id` (not a refusal)."""
+def _verdict(reason_id: str) -> Verdict:
+    """The verdict of catalogue reason `reason_id` (not a refusal): its phase, its sentence."""
     reason = CATALOGUE[reason_id]
-    return Verdict("FAILED", reason, reason.sentence)
+    return Verdict(reason.phase, reason, reason.sentence)
 
 
 def _memory(end: AttemptEnd, exc: str | None) -> Verdict | None:
     texts = " ".join(t for t in (exc, end.sdk_reason, end.stderr_tail) if t)
     if end.oom_killed or (_HOST_OOM.search(texts) and not _DEVICE_OOM.search(texts)):
-        return _failed("eval_host_oom" if end.activity in _EVALUATING else "host_oom")
+        return _verdict("eval_host_oom" if end.activity in _EVALUATING else "host_oom")
     if _DEVICE_OOM.search(texts):
-        return _failed(_DEVICE_OOM_BY_ACTIVITY[end.activity])
+        return _verdict(_DEVICE_OOM_BY_ACTIVITY[end.activity])
     return None
+
+
+def _coded(end: AttemptEnd) -> Verdict | None:
+    """The verdict the SDK's recorded `code` gives (the best evidence there is), or None
+    when it recorded none that fits its phase (a run from before codes, a loop's own)."""
+    reason = CATALOGUE.get(end.sdk_code or "")
+    if reason is None or reason.phase != end.sdk_phase:
+        return None
+    if reason.phase == "CANCELLED":
+        return _verdict("stopped")  # stopped from outside: runwatch did not ask
+    if reason.refusal:
+        refusal = _one_line(end.sdk_reason or "")
+        return Verdict("FAILED", reason, refusal) if refusal else None
+    return _verdict(reason.id)
 
 
 def _recorded(end: AttemptEnd) -> Verdict | None:
     """The catalogue reason the SDK recorded, when it recorded one of the sentences."""
     text = end.sdk_reason or ""
-    found = next((r for r in _CATALOGUE if not r.refusal and text.startswith(r.sentence)), None)
-    return None if found is None else _failed(found.id)
+    found = next((r for r in _CATALOGUE if r.phase == "FAILED" and not r.refusal
+                  and text.startswith(r.sentence)), None)
+    return None if found is None else _verdict(found.id)
 
 
 def classify(end: AttemptEnd) -> Verdict:
@@ -239,16 +313,16 @@ def classify(end: AttemptEnd) -> Verdict:
     if end.sdk_phase == "SUCCEEDED":
         return Verdict("SUCCEEDED")  # what happened after the job said so undoes no training
     if end.cancel_requested:
-        return Verdict("CANCELLED")
+        return _verdict("cancelled")
     for flag, reason_id in ((end.start_failed, "could_not_start"),
                             (end.devices_timed_out, "devices_unreachable"),
                             (end.startup_timed_out, "startup_timeout"),
                             (end.worker_lost, "stopped_early")):
         if flag:
-            return _failed(reason_id)
-    refusal = _one_line(end.refusal or "")
-    if refusal:
-        return Verdict("FAILED", CATALOGUE["refused"], refusal)
+            return _verdict(reason_id)
+    coded = _coded(end)
+    if coded is not None:
+        return coded
     if end.exit_code == 0 and end.sdk_phase is None and not end.oom_killed:
         return Verdict("SUCCEEDED")  # a command that records nothing and exits well
     exc = _exception(end)
@@ -257,9 +331,9 @@ def classify(end: AttemptEnd) -> Verdict:
         return memory
     sig = _signal(end)
     if sig is not None:
-        return _failed("stopped" if sig in _STOP_SIGNALS else "failed")
+        return _verdict("stopped" if sig in _STOP_SIGNALS else "failed")
     if end.sdk_phase == "CANCELLED":
-        return _failed("stopped")  # stopped from outside: runwatch did not ask
+        return _verdict("stopped")  # stopped from outside: runwatch did not ask
     if end.sdk_phase == "FAILED":
-        return _recorded(end) or _failed("failed")
-    return _failed("failed" if exc else "stopped_early")
+        return _recorded(end) or _verdict("failed")
+    return _verdict("failed" if exc else "stopped_early")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runwatch.jobs.failures import RefusedInput
 from runwatch.recipes.tokenizer import ChatTokenizer
 
 TEMPLATE_NAME = "runwatch-chat-v1"
@@ -17,8 +18,9 @@ ROLES = ("system", "user", "assistant")
 Message = dict[str, str]
 
 
-class RecipeError(Exception):
-    """Base of the errors a recipe raises about its inputs.
+class RecipeError(RefusedInput):
+    """Base of the errors a recipe raises about its inputs (refusals: a failed run's
+    reason is the message itself).
 
     RecipeError
     ├── RowRefusal   a dataset row the recipe will not train on (names the row)

@@ -15,6 +15,8 @@ from typing import Any, ClassVar, TypeVar, Union
 
 import yaml
 
+from runwatch.jobs.failures import RefusedInput
+
 C = TypeVar("C", bound="RecipeConfig")
 
 _NONE_WORDS = {"none", "null", "~", ""}
@@ -27,7 +29,7 @@ def setting(default: Any, help: str) -> Any:
     return dataclasses.field(default=default, metadata={"help": help})
 
 
-class ConfigError(ValueError):
+class ConfigError(RefusedInput, ValueError):
     """A config value or key that the recipe cannot use; the message says which."""
 
 

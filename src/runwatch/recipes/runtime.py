@@ -2,8 +2,10 @@
 the run record, mirror to W&B, resume, report.
 
 `recipe_main` is each recipe's command line; `run_recipe` turns a refusal or a setup
-error into a FAILED run whose reason is the refusal itself (which names the row and
-the fix), and an exit code of 1. The end of each step is in `steps`.
+error (a `RefusedInput`) into a FAILED run whose reason is the refusal itself (which
+names the row and the fix, code `refused`), and an exit code of 1. Under a job (started
+by a runwatch worker) the run is the job's: `name`, `runs_dir` and `resume` do not pick
+it. The end of each step is in `steps`.
 """
 
 from __future__ import annotations
@@ -19,12 +21,11 @@ import runwatch
 from runwatch.recipes import checkpoint
 from runwatch.recipes.batches import DataFit
 from runwatch.recipes.build import Policy, base_model_label, dataset_label
-from runwatch.recipes.chat import RecipeError
 from runwatch.recipes.config import ConfigError, TrainConfig, parse_argv
 from runwatch.recipes.memory import MemoryMeter
-from runwatch.recipes.wandb_bridge import WandbBridge, WandbSetupError, check_wandb
+from runwatch.recipes.wandb_bridge import WandbBridge, check_wandb
 from runwatch.rundir.format import RunDirError
-from runwatch.sdk import NullRun, Run
+from runwatch.sdk import NullRun, RefusedInput, Run
 
 
 class Recorder:
@@ -94,6 +95,8 @@ def run_recipe(cfg: TrainConfig, method: str, body: Body) -> int:
         try:
             # Before any data or model: a missing W&B key must cost seconds, not a run.
             check_wandb(cfg.wandb_project)
+            # Under a job the run (and so its name and folder) is the job's.
+            name = run.name or name
             wandb = WandbBridge.start(
                 cfg.wandb_project, cfg.wandb_entity, cfg.wandb_group,
                 cfg.wandb_run_name or name, cfg.to_dict(), run.dir,
@@ -104,8 +107,8 @@ def run_recipe(cfg: TrainConfig, method: str, body: Body) -> int:
             rec.echo(f"{method} run {name} recording to {run.dir}")
             body(rec)
             failed = False
-        except (RecipeError, ConfigError, WandbSetupError) as exc:
-            run.finish("FAILED", str(exc))
+        except RefusedInput as exc:
+            run.fail_from(exc)  # FAILED, code refused, the refusal's own words
             print(f"error: {exc}", file=sys.stderr)
             return 1
         finally:

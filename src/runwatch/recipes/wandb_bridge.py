@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from runwatch.jobs.failures import RefusedInput
+
 OFFLINE_MODES = {"offline", "dryrun", "disabled"}
 
 
-class WandbSetupError(RuntimeError):
+class WandbSetupError(RefusedInput, RuntimeError):
     """W&B was asked for but cannot start; the message says what to set."""
 
 

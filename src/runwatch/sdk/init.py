@@ -1,4 +1,5 @@
-"""`runwatch.init()`: create (or resume) a run directory and return the Run that writes it."""
+"""`runwatch.init()`: create (or resume) a run directory, or attach to the one job control
+made for this process, and return the Run that writes it."""
 
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ from runwatch.rundir.manifest import build_manifest
 from runwatch.rundir.reader import read_new
 from runwatch.sdk.config import config_to_yaml
 from runwatch.sdk.environment import environment
+from runwatch.sdk.live import register
 from runwatch.sdk.lock import RunLock
 from runwatch.sdk.null import NullRun
-from runwatch.sdk.run import Run, register
+from runwatch.sdk.run import Run
 
 Mode = Literal["offline", "disabled"]
+# How long attaching waits for job control to let the run's folder go.
+ATTACH_LOCK_WAIT_S = 10.0
 
 
 def init(
@@ -43,7 +47,9 @@ def init(
     """Start recording a run into `dir`/<name> and return its Run (a context manager).
 
     `mode="disabled"`, or a non-zero RANK / LOCAL_RANK, returns a NullRun that records
-    nothing. `resume=True` continues the run already in `dir`/<name>.
+    nothing. `resume=True` continues the run already in `dir`/<name>. Under a job
+    (RUNWATCH_RUN_DIR set by a runwatch worker) it attaches to that job's run instead,
+    ignoring `dir`, `name` and `resume`, and keeping the job's project and name.
     """
     if mode == "disabled" or _is_secondary_rank():
         return NullRun()
@@ -52,6 +58,12 @@ def init(
     if phase not in fmt.START_PHASES:
         raise ValueError(f"a run starts in one of {', '.join(fmt.START_PHASES)}, not {phase!r}")
     fmt.validate_name(project, "project name")
+    described = {"method": method, "base_model": base_model, "dataset": dataset,
+                 "trainer": trainer, "backend": backend, "group": group,
+                 "tags": list(tags) or None}
+    job_dir = os.environ.get(fmt.ENV_RUN_DIR)
+    if job_dir:
+        return _start(*_attach(Path(job_dir), described, config), phase, flush_interval)
     if name is None:
         name = f"{method or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     fmt.validate_name(name)
@@ -78,13 +90,53 @@ def init(
                                       base_model=base_model, dataset=dataset, trainer=trainer,
                                       backend=backend, **environment())
             next_seq = {}
-        write_atomic(manifest_path, dumps_line(manifest))
-        if config is not None:
-            write_atomic(run_dir / fmt.CONFIG, config_to_yaml(config).encode())
+        _write(run_dir, manifest, config)
     except BaseException:
         lock.release()
         raise
+    return _start(run_dir, manifest, next_seq, lock, phase, flush_interval)
 
+
+def _attach(
+    run_dir: Path, described: dict[str, Any], config: Any
+) -> tuple[Path, dict[str, Any], dict[str, int], RunLock]:
+    """Take over the run job control made for this process (its folder is in the
+    environment): check it is the run the job names, add what this process knows."""
+    run_id = os.environ.get(fmt.ENV_RUN_ID, "")
+    manifest_path = run_dir / fmt.MANIFEST
+    if not manifest_path.is_file():
+        raise fmt.RunDirError(
+            f"{fmt.ENV_RUN_DIR} names {run_dir}, which holds no run: start the script "
+            f"with `runwatch submit`, or unset {fmt.ENV_RUN_DIR} to record a run of its own")
+    # The worker lets the folder go just before it starts this process.
+    lock = RunLock(run_dir, wait_s=ATTACH_LOCK_WAIT_S)
+    try:
+        manifest = loads_line(manifest_path.read_bytes())
+        if not run_id or manifest.get("run_id") != run_id:
+            raise fmt.RunDirError(
+                f"{run_dir} holds run {manifest.get('run_id')!r}, not the run "
+                f"{run_id!r} that {fmt.ENV_RUN_ID} names, so this process was not "
+                f"started for it: unset {fmt.ENV_RUN_DIR} and {fmt.ENV_RUN_ID} to record "
+                "a run of its own, or start it with `runwatch submit`")
+        # The job's project and name stay; this process says what it trains and where.
+        manifest.update({k: v for k, v in described.items() if v is not None})
+        manifest.update(environment(), attached_at=time.time())
+        next_seq = _scan_existing(run_dir)
+        _write(run_dir, manifest, config)
+    except BaseException:
+        lock.release()
+        raise
+    return run_dir, manifest, next_seq, lock
+
+
+def _write(run_dir: Path, manifest: dict[str, Any], config: Any) -> None:
+    write_atomic(run_dir / fmt.MANIFEST, dumps_line(manifest))
+    if config is not None:
+        write_atomic(run_dir / fmt.CONFIG, config_to_yaml(config).encode())
+
+
+def _start(run_dir: Path, manifest: dict[str, Any], next_seq: dict[str, int], lock: RunLock,
+           phase: str, flush_interval: float) -> Run:
     run = Run(run_dir, manifest, next_seq, lock, interval=flush_interval)
     register(run)
     run.set_phase(phase)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 import warnings
 from pathlib import Path
 
@@ -18,27 +19,35 @@ from runwatch.rundir.jsonl import loads_line
 
 
 class RunLock:
-    """The held lock of one run folder; `release()` (or the process ending) lets it go."""
+    """The held lock of one run folder; `release()` (or the process ending) lets it go.
 
-    def __init__(self, run_dir: Path) -> None:
+    `wait_s` is how long to wait for a lock another holder has (job control holds a
+    folder's lock for moments, to append to it) before giving up.
+    """
+
+    def __init__(self, run_dir: Path, wait_s: float = 0.0) -> None:
         self.run_dir = run_dir
         self._fd: int | None = None
-        self.acquire()
+        self.acquire(wait_s)
 
-    def acquire(self) -> None:
-        """Take the lock of the folder now at `run_dir` (again, after it was made anew).
+    def acquire(self, wait_s: float = 0.0) -> None:
+        """Take the lock of the folder now at `run_dir` (again, after it was made anew),
+        waiting up to `wait_s` seconds while someone else holds it.
 
         Raises RunDirError when a live process, this one included, records the run.
         """
         self.release()
         fd = os.open(self.run_dir, os.O_RDONLY | os.O_DIRECTORY)
+        deadline = time.monotonic() + wait_s
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise fmt.RunDirError(
-                f"{self.run_dir} is being recorded by a live process{_holder(self.run_dir)}: "
-                "wait for it to finish, stop it, or choose another run name") from None
+            while not _try_lock(fd):
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise fmt.RunDirError(
+                        f"{self.run_dir} is being recorded by a live process"
+                        f"{_holder(self.run_dir)}: wait for it to finish, stop it, or "
+                        "choose another run name")
+                time.sleep(0.02)
         except OSError as exc:
             # Some network filesystems lock nothing; recording must still work there.
             warnings.warn(f"runwatch: cannot lock {self.run_dir} ({exc.strerror or exc}); a "
@@ -51,6 +60,15 @@ class RunLock:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
+
+
+def _try_lock(fd: int) -> bool:
+    """Take the exclusive lock on `fd` if no one holds it; False when someone does."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _holder(run_dir: Path) -> str:

@@ -50,11 +50,15 @@ class NullRun:
     def set_manifest_fields(self, **fields: Any) -> None:
         return None
 
-    def finish(self, status: str = "SUCCEEDED", reason: str | None = None) -> None:
-        self.status = status
+    def finish(self, status: str | None = None, reason: str | None = None,
+               code: str | None = None) -> None:
+        self.status = status or "SUCCEEDED"
 
-    def fail(self, reason: str) -> None:
-        self.finish("FAILED", reason)
+    def fail(self, reason: str, code: str | None = None) -> None:
+        self.finish("FAILED", reason, code)
+
+    def fail_from(self, exc: BaseException) -> None:
+        self.finish("FAILED")
 
     def __enter__(self) -> NullRun:
         return self

@@ -5,6 +5,11 @@ backwards and a metric key that is not a string raise at once, because they are 
 in the loop that a test run shows on its first step; a metric value that is not a
 number, and any value with no JSON form, is dropped, counted and warned about once
 per key, because it can appear hours into a run and must not end it.
+
+How a run ends (docs/sdk.md): its terminal event carries a reason from the failure
+catalogue (runwatch.jobs.failures) and that reason's id as `code`; an exception that
+ended the loop goes to logs.jsonl with its type, message and traceback, and only a
+refusal's own text becomes the reason.
 """
 
 from __future__ import annotations
@@ -12,19 +17,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from runwatch.jobs.failures import CATALOGUE, exception_verdict
 from runwatch.rundir import format as fmt
+from runwatch.sdk import live
 from runwatch.sdk.lock import RunLock
 from runwatch.sdk.writer import BackgroundWriter
 
 _METRICS = fmt.METRICS
 _now = time.time
+# The reason a terminal phase gets when finish() is given none.
+_DEFAULT_CODE = {"FAILED": "failed", "CANCELLED": "cancelled"}
+# An error line keeps at most this much of an exception's message and traceback.
+MAX_MESSAGE_CHARS = 2_000
+MAX_TRACEBACK_CHARS = 20_000
 
 
 class RunFinishedError(RuntimeError):
@@ -55,7 +67,9 @@ class Run:
         # the last step logged before the crash, so step order is checked per process.
         self._last_step: int | None = None
         self._finished = False
-        self._lock = threading.Lock()
+        self._stop_requested = False
+        # Reentrant: the SIGTERM handler (request_stop) may run while this thread holds it.
+        self._lock = threading.RLock()
         self.status: str | None = None
 
     # -- recording -------------------------------------------------------------------
@@ -150,25 +164,82 @@ class Run:
 
     # -- ending ------------------------------------------------------------------------
 
-    def finish(self, status: str = "SUCCEEDED", reason: str | None = None) -> None:
-        """End the run with a terminal status, writing everything still queued."""
+    def finish(
+        self, status: str | None = None, reason: str | None = None, code: str | None = None
+    ) -> None:
+        """End the run with a terminal status, writing everything still queued.
+
+        No status is SUCCEEDED, or CANCELLED once SIGTERM asked the process to stop.
+        `code` is the failure catalogue's id for the reason (runwatch.jobs.failures);
+        FAILED or CANCELLED with no reason records that code's sentence (by default
+        `failed`, or `cancelled`).
+        """
         with self._lock:
             if self._finished:
                 return
+            if status is None:
+                status = "CANCELLED" if self._stop_requested else "SUCCEEDED"
             if status not in fmt.TERMINAL_PHASES:
                 raise ValueError(f"status {status!r} is not one of {sorted(fmt.TERMINAL_PHASES)}")
-            if status == "FAILED" and not reason:
-                reason = "the training job failed; the run ID is what support needs"
+            _check_code(status, reason, code)
+            if not reason and status in _DEFAULT_CODE:
+                code = code or _DEFAULT_CODE[status]
+                reason = CATALOGUE[code].sentence
             self._finished = True
             self.status = status
         # Written after every other record, saying how many of them the disk refused.
-        self._writer.close(final=(fmt.EVENTS, self._event_record(status, reason=reason)))
+        record = self._event_record(status, reason=reason, code=code)
+        self._writer.close(final=(fmt.EVENTS, record))
         self._run_lock.release()
-        _LIVE_RUNS.discard(self)
+        live.unregister(self)
 
-    def fail(self, reason: str) -> None:
-        """Shorthand for finish(status="FAILED", reason=reason)."""
-        self.finish("FAILED", reason)
+    def fail(self, reason: str, code: str | None = None) -> None:
+        """Shorthand for finish(status="FAILED", reason=reason, code=code)."""
+        self.finish("FAILED", reason, code)
+
+    def fail_from(self, exc: BaseException) -> None:
+        """End the run for the exception that stopped its loop: the exception's type,
+        message and traceback go to logs.jsonl as an error line, and the run records the
+        catalogue's reason for it (a refusal's own text; CANCELLED once SIGTERM or
+        Ctrl-C stopped it)."""
+        if self._finished:
+            return
+        if not isinstance(exc, KeyboardInterrupt):
+            self._log_exception(exc)
+        if self._stop_requested:
+            self.finish()
+            return
+        verdict = exception_verdict(exc)
+        self.finish(verdict.phase, verdict.text, verdict.code)
+
+    def end_unfinished(self, exc: BaseException | None) -> None:
+        """End a run its process is leaving without finish() (the SDK's exit hook):
+        `exc` is the uncaught exception, if one is why."""
+        if exc is not None:
+            self.fail_from(exc)
+        elif self._stop_requested:
+            self.finish()
+        elif not self._finished:
+            self.log_text("the process exited without calling finish()", level="error")
+            self.finish("FAILED", code="stopped_early")
+
+    def request_stop(self) -> bool:
+        """Record that the process was asked to stop: CANCEL_REQUESTED, written with the
+        next flush (at once when the loop unwinds); the run then ends CANCELLED however
+        its loop unwinds. True the first time, False once asked or finished.
+
+        The SDK's SIGTERM handler calls this, so it takes no lock but the run's own
+        (reentrant) and never waits: it only appends to the writer's queue.
+        """
+        with self._lock:
+            if self._finished or self._stop_requested:
+                return False
+            self._stop_requested = True
+            note = {"ts": time.time(), "level": "warning",
+                    "message": "the process was asked to stop (SIGTERM): stopping the loop"}
+            self._queue.append((fmt.LOGS, note))
+            self._queue.append((fmt.EVENTS, self._event_record("CANCEL_REQUESTED")))
+        return True
 
     @property
     def finished(self) -> bool:
@@ -191,12 +262,10 @@ class Run:
         self, exc_type: type[BaseException] | None, exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc is None:
-            self.finish("SUCCEEDED")
-        elif isinstance(exc, KeyboardInterrupt):
-            self.finish("CANCELLED", "the training job was stopped")
+        if exc is not None:
+            self.fail_from(exc)
         else:
-            self.finish("FAILED", exception_reason(exc))
+            self.finish()
 
     # -- internals -----------------------------------------------------------------------
 
@@ -214,6 +283,11 @@ class Run:
         record: dict[str, Any] = {"ts": time.time(), "phase": phase}
         record.update({k: v for k, v in fields.items() if v is not None})
         return record
+
+    def _log_exception(self, exc: BaseException) -> None:
+        data = exception_data(exc)
+        self.log_text(f"the training loop raised {data['exception']}: "
+                      f"{_one_line(data['message'])}", level="error", data=data)
 
     def _restore(self) -> None:
         """Rewrite the manifest, and lock the folder again, after it was removed and made anew."""
@@ -240,7 +314,7 @@ class RunLogHandler(logging.Handler):
                 level = "info"
             data = {"logger": record.name}
             if record.exc_info and record.exc_info[1] is not None:
-                data["exception"] = exception_reason(record.exc_info[1])
+                data.update(exception_data(record.exc_info[1]))
             self.run.log_text(record.getMessage(), level=level, data=data)
         except Exception:
             self.handleError(record)
@@ -255,50 +329,38 @@ def _key_error(metrics: Any) -> str:
             "name the metric, for example {'train/loss': value}")
 
 
-def exception_reason(exc: BaseException) -> str:
-    """A one-line failure reason for an exception that ended a training loop."""
-    text = " ".join(str(exc).split())
-    if len(text) > 300:
-        text = text[:297] + "…"
-    head = f"the training loop raised {type(exc).__name__}"
-    return f"{head}: {text}" if text else head
+def exception_data(exc: BaseException) -> dict[str, str]:
+    """An exception for a log line's data: its type (with module), message and traceback."""
+    kind = type(exc)
+    module = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
+    try:
+        message = str(exc)
+    except Exception:
+        message = ""
+    trace = "".join(traceback.format_exception(exc))
+    return {"exception": f"{module}{kind.__qualname__}",
+            "message": _capped(message, MAX_MESSAGE_CHARS),
+            "traceback": trace if len(trace) <= MAX_TRACEBACK_CHARS
+            else "…" + trace[-MAX_TRACEBACK_CHARS:]}
 
 
-# Runs that have not finished: the exit hooks below mark them FAILED. This is the one
-# piece of module state, because atexit and sys.excepthook are process-wide too.
-_LIVE_RUNS: set[Run] = set()
-_LAST_EXCEPTION: list[BaseException] = []
-_HOOKS_INSTALLED = threading.Event()
+def _capped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def register(run: Run) -> None:
-    """Track `run` so an uncaught exception or an exit without finish() marks it FAILED."""
-    _LIVE_RUNS.add(run)
-    if not _HOOKS_INSTALLED.is_set():
-        _HOOKS_INSTALLED.set()
-        import atexit
-
-        previous = sys.excepthook
-
-        def hook(t: type[BaseException], e: BaseException, tb: TracebackType | None) -> None:
-            _LAST_EXCEPTION.append(e)
-            previous(t, e, tb)
-
-        sys.excepthook = hook
-        atexit.register(_finish_live_runs)
+def _one_line(text: str) -> str:
+    return _capped(" ".join(text.split()), 300)
 
 
-def _finish_live_runs() -> None:
-    exc = _LAST_EXCEPTION[-1] if _LAST_EXCEPTION else None
-    for run in list(_LIVE_RUNS):
-        try:
-            if isinstance(exc, KeyboardInterrupt):
-                run.finish("CANCELLED", "the training job was stopped")
-            elif exc is not None:
-                run.finish("FAILED", exception_reason(exc))
-            else:
-                run.finish("FAILED", "the training job stopped before it finished "
-                                     "(the process exited without calling finish())")
-        except Exception:
-            continue
-
+def _check_code(status: str, reason: str | None, code: str | None) -> None:
+    """Refuse a `code` the catalogue does not hold for `status`, or a refusal with no text."""
+    if code is None:
+        return
+    entry = CATALOGUE.get(code)
+    if entry is None or entry.phase != status:
+        fitting = ", ".join(r.id for r in CATALOGUE.values() if r.phase == status) or "none"
+        raise ValueError(f"code {code!r} is not a failure-catalogue id for {status} "
+                         f"(those are: {fitting})")
+    if entry.refusal and not reason:
+        raise ValueError("a refusal's reason is its own text: pass reason= with the "
+                         "input it refuses and the fix")
