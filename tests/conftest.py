@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from runwatch.rundir import format as fmt
 from runwatch.server.runner import Runner, free_port
 from runwatch.store.db import open_engine
 from tests.support import SFT_CHECKPOINT, MakeRun, sdk_run
@@ -23,7 +24,8 @@ def runs_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _no_inherited_runwatch_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for var in ("RUNWATCH_DIR", "RANK", "LOCAL_RANK"):
+    for var in ("RUNWATCH_DIR", "RANK", "LOCAL_RANK", fmt.ENV_RUN_DIR, fmt.ENV_RUN_ID,
+                fmt.ENV_ATTEMPT):
         monkeypatch.delenv(var, raising=False)
     yield
 
