@@ -7,8 +7,10 @@ test claims it through store.jobs as a worker would).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from runwatch.jobs.cost import PROFILES_ENV
 from runwatch.server.runner import Runner, free_port
 from runwatch.store import jobs as store_jobs
 from tests.support import MakeRun, wait_for
-from tests.support.jobs import events
+from tests.support.jobs import events, job
 
 
 def post(server: Runner, path: str, body: Any = None) -> httpx.Response:
@@ -292,3 +294,58 @@ def test_a_run_sent_over_http_has_no_folder_here_to_cancel_or_retry(server: Runn
         err = assert_error(post(server, f"/api/runs/sent-{phase}/{action}"), 409)
         assert "stop" in err["error"] or "start it again" in err["error"] or \
             "run its command again" in err["error"]
+
+
+@pytest.fixture
+def working(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
+    """The real server with one embedded worker of one cpu device."""
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, workers=1,
+                worker_settings={"heartbeat_s": 0.2, "grace_s": 2.0}) as srv:
+        yield srv
+
+
+def _ended(server: Runner, name: str, attempt: int) -> Callable[[], bool]:
+    def check() -> bool:
+        run = get(server, f"/api/runs/{name}")["run"]
+        return run["attempt"] == attempt and run["status"] in ("SUCCEEDED", "FAILED",
+                                                               "CANCELLED")
+    return check
+
+
+def test_a_job_s_cost_counts_every_attempt_a_worker_ran(working: Runner) -> None:
+    body = {"kind": "command", "name": "twice",
+            "argv": [sys.executable, "-c", "import time; time.sleep(0.5)"]}
+    assert post(working, "/api/jobs", body).status_code == 201
+    wait_for(_ended(working, "twice", 1), what="attempt 1 ended")
+    first = get(working, "/api/runs/twice")
+    assert first["cost"]["device_seconds_estimate"] is False
+    assert first["cost"]["device_seconds"] >= 0.5  # the process slept that long
+    assert first["actions"] == {"cancel": False, "retry": True}
+    assert post(working, "/api/runs/twice/retry").status_code == 200
+    wait_for(_ended(working, "twice", 2), what="attempt 2 ended")
+    second = get(working, "/api/runs/twice")
+    held = [a["device_seconds"] for a in second["attempts"]]
+    assert len(held) == 2 and held[0] == first["cost"]["device_seconds"]
+    assert second["cost"]["device_seconds"] == pytest.approx(sum(held))
+    assert second["cost"]["spend"] == pytest.approx(sum(held) / 3600 * 0.05)
+    assert second["timing"]["phaseMillis"]["QUEUED"] >= first["timing"]["phaseMillis"]["QUEUED"]
+
+
+def test_cancel_a_running_job_stops_its_process(working: Runner, runs_dir: Path) -> None:
+    body = {"kind": "command", "name": "long",
+            "argv": [sys.executable, "-c", "import time; time.sleep(600)"]}
+    assert post(working, "/api/jobs", body).status_code == 201
+    wait_for(lambda: get(working, "/api/workers")["workers"][0]["jobs"] != [] and
+             get(working, "/api/runs/long")["run"]["status"] in ("PREPARING", "RUNNING"),
+             what="the job started")
+    pid = wait_for(lambda: (job(working.engine, "long") or {}).get("pid"),
+                   what="the job's process id")
+    resp = post(working, "/api/runs/long/cancel")
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["status"] == "CANCEL_REQUESTED"
+    wait_for(_ended(working, "long", 1), what="the cancelled job ended")
+    detail = get(working, "/api/runs/long")
+    assert detail["run"]["status"] == "CANCELLED" and detail["failure"]["code"] == "cancelled"
+    assert detail["actions"] == {"cancel": False, "retry": True}
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
