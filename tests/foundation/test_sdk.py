@@ -163,11 +163,14 @@ def test_what_ends_the_loop_decides_the_code_and_reason(
         raise exc
     last = lines(runs_dir / "ends" / "events.jsonl")[-1]
     assert (last["phase"], last["code"], last["reason"]) == (phase, code, reason)
-    logs = runs_dir / "ends" / "logs.jsonl"
+    logs = lines(runs_dir / "ends" / "logs.jsonl")
     if code == "cancelled":
-        assert not logs.exists(), "Ctrl-C is no error"
+        assert [e["level"] for e in logs] == ["warning"], "Ctrl-C is no error"
+        assert "Ctrl-C" in logs[0]["message"]
+        assert [e["phase"] for e in lines(runs_dir / "ends" / "events.jsonl")] == [
+            "RUNNING", "CANCEL_REQUESTED", "CANCELLED"]
         return
-    [error] = lines(logs)
+    [error] = logs
     assert error["level"] == "error"
     assert error["data"]["exception"] == (f"{type(exc).__module__}.{type(exc).__qualname__}"
                                           .removeprefix("builtins."))

@@ -72,7 +72,7 @@ ENDINGS = (
      "`torch.cuda.OutOfMemoryError`, or its wording, such as \"CUDA out of memory\"), "
      "itself or what it was raised from", "FAILED", "device_oom"),
     ("`MemoryError`, or a host allocator's wording", "FAILED", "host_oom"),
-    ("Ctrl-C or SIGTERM", "CANCELLED", "cancelled"),
+    ("Ctrl-C or SIGTERM", "CANCELLED, after CANCEL_REQUESTED", "cancelled"),
     ("any other exception", "FAILED", "failed"),
     ("nothing: the process exited without `finish()`", "FAILED", "stopped_early"),
 )

@@ -204,7 +204,9 @@ class Run:
         Ctrl-C stopped it)."""
         if self._finished:
             return
-        if not isinstance(exc, KeyboardInterrupt):
+        if isinstance(exc, KeyboardInterrupt):
+            self.request_stop("Ctrl-C")  # unless SIGTERM already did: CANCEL_REQUESTED
+        else:
             self._log_exception(exc)
         if self._stop_requested:
             self.finish()
@@ -223,10 +225,10 @@ class Run:
             self.log_text("the process exited without calling finish()", level="error")
             self.finish("FAILED", code="stopped_early")
 
-    def request_stop(self) -> bool:
-        """Record that the process was asked to stop: CANCEL_REQUESTED, written with the
-        next flush (at once when the loop unwinds); the run then ends CANCELLED however
-        its loop unwinds. True the first time, False once asked or finished.
+    def request_stop(self, how: str = "SIGTERM") -> bool:
+        """Record that the process was asked to stop (`how`): CANCEL_REQUESTED, written
+        with the next flush (at once when the loop unwinds); the run then ends CANCELLED
+        however its loop unwinds. True the first time, False once asked or finished.
 
         The SDK's SIGTERM handler calls this, so it takes no lock but the run's own
         (reentrant) and never waits: it only appends to the writer's queue.
@@ -236,7 +238,7 @@ class Run:
                 return False
             self._stop_requested = True
             note = {"ts": time.time(), "level": "warning",
-                    "message": "the process was asked to stop (SIGTERM): stopping the loop"}
+                    "message": f"the process was asked to stop ({how}): stopping the loop"}
             self._queue.append((fmt.LOGS, note))
             self._queue.append((fmt.EVENTS, self._event_record("CANCEL_REQUESTED")))
         return True
