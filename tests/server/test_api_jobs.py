@@ -169,6 +169,11 @@ def test_recipes_list_their_settings_and_the_profiles(server: Runner, runs_dir: 
     submit_recipe(server, "big", device_profile="a100x8", devices=8)
     cost = get(server, "/api/runs/big")["cost"]
     assert (cost["device_profile"], cost["devices"], cost["hourly_rate"]) == ("a100x8", 8, 2.5)
+    # the profile leaves the file: the run's time stays known, its price does not
+    (runs_dir / ".runwatch" / "profiles.yaml").write_text("profiles: {}\n")
+    cost = get(server, "/api/runs/big")["cost"]
+    assert (cost["device_profile"], cost["hourly_rate"], cost["spend"]) == ("a100x8", None, None)
+    assert "profile 'a100x8' is not among the profiles (cpu)" in cost["problem"]
 
 
 def test_a_broken_profiles_file_leaves_spend_unknown_and_says_why(

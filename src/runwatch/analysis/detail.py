@@ -99,11 +99,16 @@ def _run_cost(rec: RunRecords, runs_dir: Path | None, until: float) -> tuple[Cos
     devices = devices if isinstance(devices, int) and devices >= 1 else 1
     name = job.get("device_profile")
     try:
-        profile = read_profiles(runs_dir).get(name)
+        profiles = read_profiles(runs_dir)
     except ProfileError as exc:
-        unknown = DeviceProfile(name or "unknown", devices, 0, 0, 0.0)
-        return run_cost(rec.events, devices, unknown, until), str(exc)
-    return run_cost(rec.events, devices, profile, until), None
+        problem = str(exc)
+    else:
+        if name is None or name in profiles.by_name:
+            return run_cost(rec.events, devices, profiles.get(name), until), None
+        problem = (f"the run's device profile {name!r} is not among the profiles "
+                   f"({', '.join(sorted(profiles.by_name))}); add it to the profiles file")
+    unknown = DeviceProfile(name or "unknown", devices, 0, 0, 0.0)
+    return run_cost(rec.events, devices, unknown, until), problem
 
 
 def _unknown_spend(figures: dict[str, Any], problem: str | None) -> dict[str, Any]:
