@@ -16,6 +16,7 @@ from runwatch.cli.inspect_cmds import engine_config_cmd, hparams_cmd, rollouts_c
 from runwatch.cli.output import line
 from runwatch.cli.recipes import recipes_app
 from runwatch.cli.serve import server, ui
+from runwatch.cli.worker import worker_cmd
 
 app = typer.Typer(
     help="runwatch: monitor LLM post-training runs (SFT, DPO, GRPO).",
@@ -33,6 +34,7 @@ app.command("import")(import_command)
 app.command("thresholds")(thresholds_command)
 app.command("ui")(ui)
 app.command("server")(server)
+app.command("worker")(worker_cmd)
 app.command("demo")(demo_cmd)
 
 

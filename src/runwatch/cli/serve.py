@@ -1,8 +1,10 @@
-"""`runwatch ui` and `runwatch server`: serve the API and the web app over an index."""
+"""`runwatch ui` and `runwatch server`: serve the API and the web app over an index, and
+run queued jobs in embedded workers (`ui` runs one by default, `server` none)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -10,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runwatch.cli.context import default_db
+from runwatch.jobs.cost import ProfileError, read_profiles
 from runwatch.server.settings import (
     DEFAULT_PORT,
     ENV_VAR,
@@ -40,15 +43,41 @@ def _check_bind(host: str, token: str | None) -> None:
               f"{ENV_VAR}, or bind 127.0.0.1")
 
 
+def _workers(runs_dir: Path | None, workers: int, devices: int | None,
+             device_profile: str | None) -> tuple[int, str]:
+    """The embedded workers' devices and device profile (defaults: the profile's device
+    count, the profiles' default), once `workers` and the profile were checked."""
+    if workers and runs_dir is None:
+        _fail("embedded workers run the jobs of a runs folder: pass --runs-dir, or "
+              "--workers 0")
+    try:
+        profile = read_profiles(runs_dir).get(device_profile)
+    except ProfileError as exc:
+        _fail(str(exc))
+    return devices or profile.devices, profile.name
+
+
 def _run(runner: Runner) -> None:
     try:
         runner.start()
     except OSError as exc:
         _fail(str(exc))
     typer.echo(f"runwatch is serving {runner.url}/runs"
-               + (f" (indexing {runner.runs_dir})" if runner.runs_dir else ""))
+               + (f" (indexing {runner.runs_dir})" if runner.runs_dir else "")
+               + (f", running queued jobs on {runner.workers} worker(s) of {runner.devices} "
+                  f"{runner.device_profile} device(s)" if runner.workers else ""))
     sys.stdout.flush()
+    # SIGTERM stops like Ctrl-C: the workers stop their jobs before the server exits
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     runner.wait()
+
+
+WorkersOption = Annotated[int, typer.Option(
+    min=0, help="embedded workers that run queued jobs (0: none)")]
+DevicesOption = Annotated[int | None, typer.Option(
+    min=1, help="devices each embedded worker offers; default: the device profile's")]
+ProfileOption = Annotated[str | None, typer.Option(
+    help="device profile of the embedded workers; default: the profiles' default")]
 
 
 def ui(
@@ -64,8 +93,12 @@ def ui(
         INDEX_INTERVAL_S),
     exit_when_done: Annotated[bool, typer.Option(
         help="stop once every run in DIR has finished and is indexed (for scripts)")] = False,
+    workers: WorkersOption = 1,
+    devices: DevicesOption = None,
+    device_profile: ProfileOption = None,
 ) -> None:
-    """Index a runs folder continuously and serve the web app on http://127.0.0.1:8765."""
+    """Index a runs folder continuously, run its queued jobs (one embedded worker; --workers
+    0: none) and serve the web app on http://127.0.0.1:8765."""
     _check_bind(host, token)
     if not runs_dir.is_dir():
         _fail(f"{runs_dir} is not a folder; create it or point ui at your runs folder")
@@ -76,8 +109,10 @@ def ui(
         _fail(str(exc))
     from runwatch.server.runner import Runner
 
+    devices, profile = _workers(runs_dir, workers, devices, device_profile)
     _run(Runner(engine, runs_dir=runs_dir, host=host, port=port, token=token,
-                interval=interval, exit_when_done=exit_when_done))
+                interval=interval, exit_when_done=exit_when_done, workers=workers,
+                devices=devices, device_profile=profile))
 
 
 def server(
@@ -91,6 +126,9 @@ def server(
         envvar=ENV_VAR, help="require this token (16+ characters; see docs/security.md)")] = None,
     interval: Annotated[float, typer.Option(help="seconds between indexing passes")] = (
         INDEX_INTERVAL_S),
+    workers: WorkersOption = 0,
+    devices: DevicesOption = None,
+    device_profile: ProfileOption = None,
 ) -> None:
     """Serve the API and web app over a database: the long-lived team form of `ui`."""
     _check_bind(host, token or os.environ.get(ENV_VAR))
@@ -102,4 +140,6 @@ def server(
         _fail(str(exc))
     from runwatch.server.runner import Runner
 
-    _run(Runner(engine, runs_dir=runs_dir, host=host, port=port, token=token, interval=interval))
+    devices, profile = _workers(runs_dir, workers, devices, device_profile)
+    _run(Runner(engine, runs_dir=runs_dir, host=host, port=port, token=token, interval=interval,
+                workers=workers, devices=devices, device_profile=profile))

@@ -1,6 +1,9 @@
-"""Running the server: uvicorn plus, when a runs folder is given, an indexer thread.
+"""Running the server: uvicorn plus, when a runs folder is given, an indexer thread and
+the embedded workers' threads (`workers`, none by default; `runwatch ui` runs one).
 
-`ui`, `server`, the browser tests and the benchmarks all start the server this way.
+`ui`, `server`, the browser tests and the benchmarks all start the server this way. The
+indexer is one, shared by the index loop and the workers (each use holds `_index_lock`),
+so a run folder is never indexed by two passes at once.
 """
 
 from __future__ import annotations
@@ -11,12 +14,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from sqlalchemy import Engine, select
 
 from runwatch.health.store import on_metrics as health_hook
 from runwatch.ingest import Indexer
+from runwatch.jobs.worker import Worker
 from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
 from runwatch.server.feed import ChangeFeed
@@ -60,9 +65,18 @@ class Runner:
     save_series: bool = True
     feed: ChangeFeed = field(default_factory=ChangeFeed)
     cache: SeriesCache = field(default_factory=SeriesCache)
+    # embedded workers (they need runs_dir), each offering `devices` of `device_profile`;
+    # worker_settings are further Worker arguments (heartbeat_s, grace_s, ...)
+    workers: int = 0
+    devices: int = 1
+    device_profile: str = "cpu"
+    worker_settings: dict[str, Any] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
+    _workers: list[tuple[Worker, threading.Thread]] = field(default_factory=list)
     _server: uvicorn.Server | None = None
+    _index: Indexer | None = None
+    _index_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def url(self) -> str:
@@ -71,14 +85,18 @@ class Runner:
 
     def _indexer(self) -> Indexer:
         """The indexer with this server's hooks: health findings, then the series cache."""
-        assert self.runs_dir is not None
-        return Indexer(self.engine, self.runs_dir, hooks=[health_hook, self.cache.warm])
+        if self._index is None:
+            assert self.runs_dir is not None
+            self._index = Indexer(self.engine, self.runs_dir,
+                                  hooks=[health_hook, self.cache.warm])
+        return self._index
 
     def _index_loop(self) -> None:
         indexer = self._indexer()
         while not self._stop.is_set():
             try:
-                report = indexer.index_once()
+                with self._index_lock:
+                    report = indexer.index_once()
             except Exception:
                 log.exception("indexing %s failed; retrying", self.runs_dir)
                 self._stop.wait(1.0)
@@ -118,6 +136,14 @@ class Runner:
             t = threading.Thread(target=self._index_loop, name="runwatch-indexer", daemon=True)
             t.start()
             self._threads.append(t)
+            for n in range(self.workers):
+                worker = Worker(self.engine, self.runs_dir, devices=self.devices,
+                                device_profile=self.device_profile, indexer=self._indexer(),
+                                index_lock=self._index_lock, **self.worker_settings)
+                t = threading.Thread(target=worker.run_forever, args=(self._stop,),
+                                     name=f"runwatch-worker-{n}", daemon=True)
+                t.start()
+                self._workers.append((worker, t))
         if self.prewarm:
             t = threading.Thread(target=self._prewarm, name="runwatch-prewarm", daemon=True)
             t.start()
@@ -151,6 +177,10 @@ class Runner:
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(timeout=5)
+        # a worker stops its running jobs first: SIGTERM, their grace period, SIGKILL
+        for worker, t in self._workers:
+            if t is not threading.current_thread():
+                t.join(timeout=worker.grace_s + 15)
         self.cache.save_all()
 
     def __enter__(self) -> Runner:

@@ -1,0 +1,76 @@
+"""`runwatch worker`: run queued jobs from an index, until drained or stopped."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runwatch.cli.context import default_db
+from runwatch.jobs.cost import ProfileError, read_profiles
+from runwatch.store.db import StoreError, open_engine
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def worker_cmd(
+    runs_dir: Annotated[Path, typer.Argument(help="folder of run directories")] = Path("runs"),
+    db: Annotated[str | None, typer.Option(
+        help="index database (URL or path); default DIR/.runwatch/index.db")] = None,
+    devices: Annotated[int | None, typer.Option(
+        min=1, help="devices this worker offers; default: the device profile's")] = None,
+    device_profile: Annotated[str | None, typer.Option(
+        help="the device profile of this machine; default: the profiles' default")] = None,
+    heartbeat_s: Annotated[float, typer.Option(
+        min=0.05, help="seconds between heartbeats")] = 2.0,
+    heartbeat_timeout_s: Annotated[float, typer.Option(
+        min=0.1, help="a job whose worker sent no heartbeat for this long is ended "
+                      "(or queued again) by another worker")] = 30.0,
+    grace_s: Annotated[float, typer.Option(
+        min=0.0, help="seconds a job may take to stop after SIGTERM before SIGKILL")] = 10.0,
+    startup_timeout_s: Annotated[float, typer.Option(
+        min=0.0, help="a job still PREPARING that wrote no event and no output for this "
+                      "long fails (a job's own startup timeout wins; 0: none)")] = 600.0,
+) -> None:
+    """Run queued jobs: claim them from the index, run each as a process, until stopped.
+
+    Ctrl-C or SIGTERM stops the running jobs as a cancel would and queues them again
+    where attempts remain; drain the worker (runwatch resources) to let them finish.
+    """
+    if not runs_dir.is_dir():
+        _fail(f"{runs_dir} is not a folder; create it or point the worker at your runs "
+              "folder")
+    try:
+        profile = read_profiles(runs_dir).get(device_profile)
+    except ProfileError as exc:
+        _fail(str(exc))
+    try:
+        engine = open_engine(db or str(default_db(runs_dir)))
+    except StoreError as exc:
+        _fail(str(exc))
+    from runwatch.health.store import on_metrics as health_hook
+    from runwatch.ingest.indexer import Indexer
+    from runwatch.jobs.worker import Worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    worker = Worker(engine, runs_dir, devices=devices or profile.devices,
+                    device_profile=profile.name, heartbeat_s=heartbeat_s,
+                    heartbeat_timeout_s=heartbeat_timeout_s, grace_s=grace_s,
+                    startup_timeout_s=startup_timeout_s or None,
+                    indexer=Indexer(engine, runs_dir, hooks=[health_hook]))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    typer.echo(f"worker {worker.id} runs jobs on {worker.devices} {profile.name} device(s) "
+               f"from {runs_dir}")
+    sys.stdout.flush()
+    worker.run_forever(stop)
+    typer.echo(f"worker {worker.id} stopped")

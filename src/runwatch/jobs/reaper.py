@@ -1,0 +1,180 @@
+"""Ending an attempt, whether its worker saw its process exit or the worker died.
+
+`conclude` is the one way an attempt ends: under the run folder's lock it checks that
+the job row still names the attempt and the worker that held it, appends the verdict
+event (phase, reason, `code`) unless the run's own process recorded a terminal event for
+this attempt, requeues the run as its next attempt when the verdict is a failure other
+than a refusal and attempts remain (attempt files moved to attempts/<n>/, then QUEUED
+n+1), and releases the claim. Holding the lock while deciding makes it safe for two
+workers to reap the same dead worker's job: the second finds the row changed.
+
+`reap` is what every worker does each heartbeat: a job whose worker has not stamped it
+for the heartbeat timeout is concluded as `stopped_early` (or with what its process
+recorded), once no process records the run (its lock is free) and, for a worker on this
+host, nothing of the job's process group is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from runwatch.jobs.attempts import move_attempt_files
+from runwatch.jobs.failures import AttemptEnd, Verdict, classify
+from runwatch.jobs.process import group_alive
+from runwatch.rundir import format as fmt
+from runwatch.rundir.append import RunBusy, locked, write_events
+from runwatch.rundir.reader import read_new
+from runwatch.store import jobs as store_jobs
+from runwatch.store.jobs import Claim
+
+log = logging.getLogger(__name__)
+
+# How long ending an attempt waits for the run folder's lock.
+LOCK_WAIT_S = 0.5
+
+IndexRun = Callable[[Path], None]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a run's events say of one attempt: whether job control started it (its
+    PREPARING event), the phase it is in now, and the terminal event its process wrote."""
+
+    started: bool = False
+    phase: str | None = None
+    terminal: dict[str, Any] | None = None
+
+
+def read_events(run_dir: Path, offset: int = 0, line_no: int = 0
+                ) -> tuple[list[dict[str, Any]], int, int]:
+    """The events of `run_dir` from byte `offset` (after `line_no` lines) to the end,
+    with the offset and line count reached."""
+    path = run_dir / fmt.EVENTS
+    records: list[dict[str, Any]] = []
+    while True:
+        res = read_new(path, offset, line_no)
+        records.extend(res.records)
+        if res.offset == offset:
+            return records, offset, line_no
+        offset, line_no = res.offset, res.line_no
+
+
+def recorded(run_dir: Path, attempt: int) -> Recorded:
+    """What the events of `run_dir` say of attempt `attempt`, from the PREPARING event a
+    worker wrote when it started it."""
+    events, _, _ = read_events(run_dir)
+    start = max((i for i, ev in enumerate(events)
+                 if ev.get("phase") == "PREPARING" and ev.get("attempt") == attempt
+                 and "worker" in ev), default=None)
+    if start is None:
+        return Recorded()
+    phase = None
+    for ev in events[start:]:
+        phase = ev.get("phase")
+        if phase in fmt.TERMINAL_PHASES:
+            return Recorded(True, phase, ev)
+    return Recorded(True, phase)
+
+
+def sdk_fields(terminal: dict[str, Any] | None) -> dict[str, Any]:
+    """AttemptEnd's fields for the terminal event a run's process recorded, if any."""
+    if terminal is None:
+        return {}
+    return {"sdk_phase": terminal.get("phase"), "sdk_reason": terminal.get("reason"),
+            "sdk_code": terminal.get("code")}
+
+
+def verdict_event(verdict: Verdict, attempt: int) -> dict[str, Any]:
+    event: dict[str, Any] = {"phase": verdict.phase, "attempt": attempt}
+    if verdict.text:
+        event["reason"] = verdict.text
+    if verdict.code:
+        event["code"] = verdict.code
+    return event
+
+
+def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: IndexRun, *,
+             stale_before: float | None = None, wait_s: float = LOCK_WAIT_S
+             ) -> Verdict | None:
+    """End attempt `claim.attempt`, which worker `holder` held, from what was observed of
+    its process (`end`) and what it recorded (read here, under the lock). Returns the
+    verdict, or None when the job row names another attempt or worker now (someone else
+    ended it), was stamped at or after `stale_before` (its worker lives), or the run
+    folder stayed busy for `wait_s` seconds (try again later)."""
+    run_dir = Path(claim.dir)
+    try:
+        with locked(run_dir, wait_s):
+            with engine.connect() as conn:
+                row = store_jobs.job_row(conn, claim.run_pk)
+            if (row is None or row["worker_id"] != holder or row["attempt"] != claim.attempt
+                    or (stale_before is not None and (row["heartbeat_at"] or 0) >= stale_before)):
+                return None
+            now = recorded(run_dir, claim.attempt)
+            end = replace(end, worker_lost=end.worker_lost and now.terminal is None,
+                          **sdk_fields(now.terminal))
+            verdict = classify(end)
+            events = [] if not now.started or now.terminal else [
+                verdict_event(verdict, claim.attempt)]
+            again = (now.started and verdict.phase == "FAILED"
+                     and not (verdict.reason and verdict.reason.refusal)
+                     and claim.attempt < row["max_attempts"])
+            if again:
+                move_attempt_files(run_dir, claim.attempt)
+                events.append({"phase": "QUEUED", "attempt": claim.attempt + 1})
+            if events:
+                write_events(run_dir, events)
+            with engine.begin() as conn:
+                if again:
+                    store_jobs.requeue(conn, claim.run_pk, claim.attempt + 1)
+                else:
+                    store_jobs.release(conn, claim.run_pk)
+    except RunBusy:
+        return None
+    index(run_dir)
+    log.info("%s attempt %d: %s%s%s", claim.name, claim.attempt, verdict.phase,
+             f" ({verdict.code})" if verdict.code else "", ", queued again" if again else "")
+    return verdict
+
+
+def reap(engine: Engine, worker_id: str, heartbeat_timeout_s: float, now: float,
+         index: IndexRun) -> int:
+    """Conclude the jobs of workers that stopped heartbeating; how many were concluded."""
+    with engine.connect() as conn:
+        stale = store_jobs.stale_claims(conn, heartbeat_timeout_s, now)
+        if not stale:
+            return 0
+        hosts = {w["id"]: w["host"] for w in store_jobs.list_workers(conn)}
+        rows = {c.run_pk: store_jobs.job_row(conn, c.run_pk) for c in stale}
+    here = socket.gethostname()
+    done = 0
+    for claim in stale:
+        row = rows[claim.run_pk]
+        if row is None or row["worker_id"] in (None, worker_id):
+            continue
+        if row["pid"] and hosts.get(row["worker_id"]) == here and group_alive(row["pid"]):
+            continue  # its process still runs here; its end is concluded once it has gone
+        if _reap_one(engine, claim, row["worker_id"], heartbeat_timeout_s, now, index):
+            done += 1
+    return done
+
+
+def _reap_one(engine: Engine, claim: Claim, holder: str, timeout_s: float, now: float,
+              index: IndexRun) -> bool:
+    run_dir = Path(claim.dir)
+    if not run_dir.is_dir():  # the folder was deleted: nothing to record, free the job
+        with engine.begin() as conn:
+            store_jobs.release(conn, claim.run_pk)
+        return True
+    verdict = conclude(engine, claim, holder, AttemptEnd(worker_lost=True), index,
+                       stale_before=now - timeout_s, wait_s=0.0)
+    if verdict is not None:
+        log.warning("worker %s stopped heartbeating; its job %s ended %s", holder, claim.name,
+                    verdict.phase)
+    return verdict is not None

@@ -1,0 +1,325 @@
+"""The worker: claims queued jobs from the index and runs each as a process of its own.
+
+One loop (`Worker.tick`, every TICK_S) does everything, so a worker needs no threads:
+- every `heartbeat_s`: stamp the worker and its jobs, read whether it was told to drain,
+  and reap the jobs of workers that stopped heartbeating (runwatch.jobs.reaper);
+- for each running job: see whether its process group has ended; stop it (SIGTERM, the
+  grace period, SIGKILL to the whole group) when a cancel was asked or when it stayed
+  PREPARING with no new event and no new output for its startup timeout; conclude it
+  once it has ended (reaper.conclude: the verdict event unless the process recorded its
+  own end, a requeue when attempts remain, the claim released);
+- index the folders of its runs, so every surface sees their progress at once;
+- claim jobs while it has free devices and is not draining, and start each: PREPARING
+  {attempt, worker} appended under the folder's lock, then the process, in a session of
+  its own, with RUNWATCH_RUN_DIR, RUNWATCH_RUN_ID and RUNWATCH_ATTEMPT set and its output
+  in attempts/<n>/output.log.
+
+Draining (`runwatch resources` / the API): claim nothing more, finish the running jobs,
+then exit. Stopping (SIGTERM or Ctrl-C, `stop_event`): claim nothing more and stop the
+running jobs as a cancel would, at once; each ends as its process recorded, or FAILED
+"the training job was stopped", and is queued again as its next attempt when attempts
+remain, so another worker picks it up. A worker that dies (SIGKILL, a lost machine)
+leaves its jobs to the others' reaper after the heartbeat timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from runwatch.ingest.indexer import Indexer, IndexReport
+from runwatch.jobs import process, reaper
+from runwatch.jobs.failures import AttemptEnd, classify
+from runwatch.jobs.oom import OomWatch
+from runwatch.rundir import format as fmt
+from runwatch.rundir.append import RunBusy, locked, write_events
+from runwatch.store import jobs as store_jobs
+from runwatch.store.jobs import Claim, WorkerRow
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.2
+# A stopping worker SIGKILLs what is left this long after its jobs' grace period.
+STOP_MARGIN_S = 5.0
+
+
+@dataclass
+class Job:
+    """A job this worker holds: its claim and, once started, its process."""
+
+    claim: Claim
+    proc: process.JobProcess | None = None
+    oom: OomWatch | None = None
+    startup_timeout_s: float | None = None
+    cancel: bool = False  # a cancel was asked, and the stop sent
+    startup_timed_out: bool = False
+    start_error: str | None = None  # why PREPARING could not be written (tried again)
+    end: AttemptEnd | None = None  # what was observed of its end, once it has ended
+    # Its events as read so far (offset and line), its phase, its output's size, and
+    # when it last showed progress (a new event or output).
+    events_at: tuple[int, int] = (0, 0)
+    phase: str = "PREPARING"
+    output_size: int = 0
+    last_event: float = field(default_factory=time.monotonic)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.claim.dir)
+
+
+class Worker:
+    """Runs queued jobs from `engine`'s index on `devices` devices of `device_profile`."""
+
+    def __init__(self, engine: Engine, runs_dir: Path, devices: int = 1,
+                 device_profile: str = "cpu", heartbeat_s: float = 2.0,
+                 heartbeat_timeout_s: float = 30.0, grace_s: float = 10.0,
+                 startup_timeout_s: float | None = 600.0, *, indexer: Indexer,
+                 index_lock: threading.Lock | None = None) -> None:
+        if devices < 1:
+            raise ValueError(f"a worker needs at least one device, not {devices}")
+        self.engine = engine
+        self.runs_dir = Path(runs_dir)
+        self.devices = devices
+        self.device_profile = device_profile
+        self.heartbeat_s = heartbeat_s
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.grace_s = grace_s
+        self.startup_timeout_s = startup_timeout_s
+        # The composition root's indexer (with its hooks), maybe shared (the ui's): every
+        # use of it holds `index_lock`.
+        self.indexer = indexer
+        self.index_lock = index_lock or threading.Lock()
+        host = socket.gethostname()
+        self.id = f"{host[:40]}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.jobs: dict[int, Job] = {}
+        self.draining = False
+        self.stopping = False
+        self._beat_at = 0.0
+        with engine.begin() as conn:
+            store_jobs.register_worker(conn, WorkerRow(
+                id=self.id, host=host, pid=os.getpid(), devices=devices,
+                device_profile=device_profile, started_at=time.time()))
+
+    @property
+    def free_devices(self) -> int:
+        return self.devices - sum(job.claim.devices for job in self.jobs.values())
+
+    def run_forever(self, stop_event: threading.Event) -> None:
+        """Tick until drained, or until `stop_event` is set (then stop the running jobs,
+        see the module docstring); the worker is marked stopped either way."""
+        try:
+            while not stop_event.is_set():
+                self._safe_tick()
+                if self.draining and not self.jobs:
+                    return
+                stop_event.wait(TICK_S)
+            self.stop_jobs()
+        finally:
+            with self.engine.begin() as conn:
+                store_jobs.stop_worker(conn, self.id, time.time())
+
+    def stop_jobs(self) -> None:
+        """Claim nothing more; stop every running job (SIGTERM, the grace, SIGKILL) and
+        conclude each; give back the jobs not started yet."""
+        self.stopping = True
+        deadline = time.monotonic() + self.grace_s + STOP_MARGIN_S
+        for job in self.jobs.values():
+            if job.proc is not None:
+                job.proc.stop(self.grace_s)
+        while self.jobs and time.monotonic() < deadline:
+            self._safe_tick()
+            time.sleep(TICK_S / 4)
+        for job in list(self.jobs.values()):
+            if job.proc is None:  # not started: back to the queue
+                with self.engine.begin() as conn:
+                    store_jobs.release(conn, job.claim.run_pk)
+                continue
+            job.proc.kill_now()
+            job.proc.poll()
+            self._finish(job)
+        for job in self.jobs.values():
+            if job.proc is not None:  # its folder stayed busy: left to the reaper
+                log.warning("worker %s stops with %s unconcluded; another worker's reaper "
+                            "ends it after the heartbeat timeout", self.id, job.claim.name)
+        self.jobs.clear()
+
+    def _safe_tick(self) -> None:
+        try:
+            self.tick()
+        except Exception:  # a database or disk hiccup must not end the worker
+            log.exception("worker %s: a pass failed; retrying", self.id)
+            time.sleep(1.0)
+
+    def tick(self) -> None:
+        """One pass: heartbeat (and reap) when due, watch the jobs, index, claim."""
+        mono = time.monotonic()
+        beat = mono - self._beat_at >= self.heartbeat_s
+        if beat:
+            self._heartbeat()
+            self._beat_at = mono
+        for job in list(self.jobs.values()):
+            self._watch(job, beat)
+        for job in self.jobs.values():
+            self._index(job.run_dir)
+        if not (self.draining or self.stopping):
+            self._claim()
+
+    def _heartbeat(self) -> None:
+        now = time.time()
+        with self.engine.begin() as conn:
+            store_jobs.heartbeat(conn, self.id, now)
+            self.draining = store_jobs.draining(conn, self.id)
+        reaper.reap(self.engine, self.id, self.heartbeat_timeout_s, now, self._index)
+
+    def _index(self, run_dir: Path) -> None:
+        try:
+            with self.index_lock:
+                self.indexer.index_run(run_dir, IndexReport())
+        except Exception:
+            log.exception("indexing %s failed", run_dir)
+
+    def _claim(self) -> None:
+        while self.free_devices > 0:
+            with self.engine.connect() as conn:
+                if store_jobs.queue_depth(conn) == 0:
+                    return
+            with self.engine.begin() as conn:
+                claim = store_jobs.claim(conn, self.id, self.free_devices, time.time())
+            if claim is None:
+                return
+            timeout = claim.startup_timeout_s
+            self.jobs[claim.run_pk] = Job(claim, startup_timeout_s=(
+                self.startup_timeout_s if timeout is None else timeout))
+            self._start(self.jobs[claim.run_pk])
+
+    def _start(self, job: Job) -> None:
+        """Record PREPARING and start the job's process. A folder still busy is tried
+        again next tick; a job cancelled meanwhile ends CANCELLED without a process."""
+        claim = job.claim
+        with self.engine.connect() as conn:
+            cancelled = store_jobs.cancel_requested(conn, claim.run_pk)
+        first = {"phase": "PREPARING", "attempt": claim.attempt, "worker": self.id}
+        try:
+            with locked(job.run_dir, 0.0):
+                if cancelled:
+                    write_events(job.run_dir, [reaper.verdict_event(
+                        classify(AttemptEnd(cancel_requested=True)), claim.attempt)])
+                else:
+                    write_events(job.run_dir, [first])
+                    _, offset, line_no = reaper.read_events(job.run_dir)
+        except RunBusy:
+            return
+        except OSError as exc:  # the folder went away, or the disk refused the write
+            if job.start_error is None:
+                log.error("cannot start %s: %s; trying again each heartbeat", claim.name, exc)
+            job.start_error = str(exc)
+            return
+        if cancelled:
+            with self.engine.begin() as conn:
+                store_jobs.release(conn, claim.run_pk)
+            del self.jobs[claim.run_pk]
+            self._index(job.run_dir)
+            return
+        job.events_at = (offset, line_no)
+        job.last_event = time.monotonic()
+        output = fmt.attempt_dir(job.run_dir, claim.attempt) / fmt.OUTPUT_LOG
+        env = {fmt.ENV_RUN_DIR: str(job.run_dir), fmt.ENV_RUN_ID: claim.run_id,
+               fmt.ENV_ATTEMPT: str(claim.attempt)}
+        try:
+            job.proc = process.start(claim.argv, Path(claim.cwd), env, output)
+        except OSError as exc:
+            _note(output, f"runwatch: could not start {claim.argv[0] if claim.argv else '?'}"
+                          f" in {claim.cwd}: {exc.strerror or exc}\n")
+            self._finish(job, AttemptEnd(start_failed=True))
+            return
+        job.oom = OomWatch(job.proc.pid)
+        with self.engine.begin() as conn:
+            store_jobs.set_pid(conn, claim.run_pk, job.proc.pid)
+        log.info("started %s attempt %d (pid %d)", claim.name, claim.attempt, job.proc.pid)
+        self._index(job.run_dir)
+
+    def _watch(self, job: Job, beat: bool) -> None:
+        if job.proc is None:
+            if not self.stopping and (beat or job.start_error is None):
+                self._start(job)
+            return
+        if job.proc.poll() is not None:
+            self._finish(job)
+            return
+        if job.proc.stop_started is None:
+            with self.engine.connect() as conn:
+                job.cancel = store_jobs.cancel_requested(conn, job.claim.run_pk)
+            job.startup_timed_out = not job.cancel and self._preparing_too_long(job)
+            if job.cancel or job.startup_timed_out or self.stopping:
+                job.proc.stop(self.grace_s)
+        if beat and job.oom is not None:
+            job.oom.observe()
+
+    def _preparing_too_long(self, job: Job) -> bool:
+        """Whether the job is still PREPARING and showed no progress for its startup
+        timeout: no new event, and no new output (a command that does not use the SDK
+        never leaves PREPARING, so what it prints is its only sign of progress)."""
+        if job.startup_timeout_s is None or job.phase != "PREPARING" or job.proc is None:
+            return False
+        offset, line_no = job.events_at
+        events, offset, line_no = reaper.read_events(job.run_dir, offset, line_no)
+        if events:
+            job.events_at = (offset, line_no)
+            job.phase = str(events[-1].get("phase"))
+        size = _size(job.proc.output)
+        if events or size != job.output_size:
+            job.output_size = size
+            job.last_event = time.monotonic()
+        return (job.phase == "PREPARING"
+                and time.monotonic() - job.last_event > job.startup_timeout_s)
+
+    def _finish(self, job: Job, end: AttemptEnd | None = None) -> None:
+        """Conclude a job whose process has ended (or never started); it stays held (and
+        is tried again next tick) while its folder is busy."""
+        if end is None and job.end is None:
+            assert job.proc is not None
+            rc = job.proc.popen.returncode  # set once its main process was reaped
+            if rc is None:  # it outlived SIGKILL (stuck in the kernel): count it killed
+                rc = -signal.SIGKILL
+            sig = -rc if rc < 0 else (rc - 128 if 128 < rc < 160 else None)
+            job.end = AttemptEnd.from_returncode(
+                rc, oom_killed=job.oom is not None and job.oom.killed(sig),
+                stderr_tail=job.proc.output_tail(), cancel_requested=job.cancel,
+                startup_timed_out=job.startup_timed_out)
+        end = end or job.end
+        assert end is not None
+        verdict = reaper.conclude(self.engine, job.claim, self.id, end, self._index)
+        if verdict is not None or not _still_ours(self.engine, job.claim, self.id):
+            self.jobs.pop(job.claim.run_pk, None)
+
+
+def _still_ours(engine: Engine, claim: Claim, worker_id: str) -> bool:
+    with engine.connect() as conn:
+        row = store_jobs.job_row(conn, claim.run_pk)
+    return row is not None and row["worker_id"] == worker_id and row["attempt"] == claim.attempt
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _note(path: Path, text: str) -> None:
+    """Append `text` to a job's output file (why it could not start), where possible."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError:
+        log.warning("%s", text.strip())

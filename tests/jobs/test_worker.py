@@ -1,0 +1,177 @@
+"""One `runwatch worker` process running real jobs: the phases a job goes through, its
+output and environment, the reasons a worker gives (could not start, startup timeout,
+a failure requeued while attempts remain), draining, a worker stopped by SIGTERM, and
+the worker embedded in the server."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from runwatch.rundir import format as fmt
+from runwatch.server.runner import Runner, free_port
+from runwatch.store import jobs as store_jobs
+from tests.support.jobs import events, job, run_row, submit_command
+from tests.support.wait import wait_for
+from tests.support.workers import FAST, Workers, group_gone, phases, workers
+
+__all__ = ["workers"]  # the fixture
+
+# A job script that uses the SDK: attaches to its run, reports its preparation, trains
+# two steps, finishes.
+TRAIN = """
+import runwatch
+run = runwatch.init(project="p", phase="PREPARING")
+run.set_phase("PREPARING", stage="tokenizing", done=2, total=2)
+run.set_phase("RUNNING")
+for step in range(2):
+    run.log({"train/loss": 1.0 / (step + 1)}, step=step)
+run.finish()
+"""
+
+
+def ended(engine: Engine, name: str) -> str:
+    """The run's status once it is terminal in the index (else '')."""
+    status = run_row(engine, name).status
+    return status if status in fmt.TERMINAL_PHASES else ""
+
+
+def test_a_job_runs_queued_preparing_running_succeeded(engine: Engine, runs_dir: Path,
+                                                       workers: Workers,
+                                                       tmp_path: Path) -> None:
+    run = submit_command(engine, runs_dir, "train", TRAIN)
+    workers.start(runs_dir, tmp_path / "index.db")
+    assert wait_for(lambda: ended(engine, "train"), what="the job to end") == "SUCCEEDED"
+    assert phases(run.dir) == ["QUEUED", "PREPARING", "RUNNING", "SUCCEEDED"]
+    prep = events(run.dir)[1]
+    assert prep["attempt"] == 1 and prep["worker"].split(":")[0]
+    # the same indexing pass stores the metrics after the events
+    wait_for(lambda: run_row(engine, "train").observed_step == 1, what="its steps indexed")
+    row = run_row(engine, "train")
+    assert (row.attempt, row.reason, row.reason_code) == (1, None, None)
+    # the SDK's SUCCEEDED is indexed as soon as it is written; the worker then releases
+    wait_for(lambda: (job(engine, "train") or {}).get("worker_id", "") is None,
+             what="the worker to release the job")
+    assert (job(engine, "train") or {}).get("pid", "") is None
+
+
+def test_a_command_gets_its_run_in_the_environment_and_its_output_is_kept(
+        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+    show = (f"import os; print(os.environ['{fmt.ENV_RUN_DIR}'], os.environ['{fmt.ENV_RUN_ID}'],"
+            f" os.environ['{fmt.ENV_ATTEMPT}'], os.getcwd()); import sys; "
+            "print('to stderr', file=sys.stderr)")
+    run = submit_command(engine, runs_dir, "env", show)
+    workers.start(runs_dir, tmp_path / "index.db")
+    assert wait_for(lambda: ended(engine, "env"), what="the job to end") == "SUCCEEDED"
+    output = (fmt.attempt_dir(run.dir, 1) / fmt.OUTPUT_LOG).read_text().splitlines()
+    assert output == [f"{run.dir} {run.run_id} 1 {runs_dir.resolve()}", "to stderr"]
+    assert phases(run.dir) == ["QUEUED", "PREPARING", "SUCCEEDED"]
+
+
+def test_a_program_that_cannot_start_fails_with_its_reason(engine: Engine, runs_dir: Path,
+                                                           workers: Workers,
+                                                           tmp_path: Path) -> None:
+    run = submit_command(engine, runs_dir, "missing", [str(tmp_path / "no-such-program")])
+    workers.start(runs_dir, tmp_path / "index.db")
+    assert wait_for(lambda: ended(engine, "missing"), what="the job to end") == "FAILED"
+    last = events(run.dir)[-1]
+    assert (last["phase"], last["code"]) == ("FAILED", "could_not_start")
+    assert run_row(engine, "missing").reason_code == "could_not_start"
+    output = (fmt.attempt_dir(run.dir, 1) / fmt.OUTPUT_LOG).read_text()
+    assert "could not start" in output and "no-such-program" in output
+
+
+def test_a_job_silent_in_preparing_past_its_startup_timeout_fails(
+        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+    hang = "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(300)"
+    run = submit_command(engine, runs_dir, "hang", hang, startup_timeout_s=1.0)
+    workers.start(runs_dir, tmp_path / "index.db")
+    assert wait_for(lambda: ended(engine, "hang"), what="the job to end") == "FAILED"
+    last = events(run.dir)[-1]
+    assert (last["phase"], last["code"]) == ("FAILED", "startup_timeout")
+    assert group_gone(int((runs_dir / "pid").read_text()))
+
+
+def test_a_failed_attempt_is_queued_again_while_attempts_remain(
+        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+    # attempt 1 crashes; attempt 2 succeeds
+    code = (f"import os, sys; n = os.environ['{fmt.ENV_ATTEMPT}']; print('attempt', n); "
+            "sys.exit(0 if n == '2' else 1)")
+    run = submit_command(engine, runs_dir, "flaky", code, max_attempts=2)
+    workers.start(runs_dir, tmp_path / "index.db")
+    assert wait_for(lambda: ended(engine, "flaky"), what="the job to end") == "SUCCEEDED"
+    evs = events(run.dir)
+    assert [(ev["phase"], ev.get("attempt")) for ev in evs] == [
+        ("QUEUED", 1), ("PREPARING", 1), ("FAILED", 1), ("QUEUED", 2), ("PREPARING", 2),
+        ("SUCCEEDED", 2)]
+    assert evs[2]["code"] and run_row(engine, "flaky").attempt == 2
+    for n in (1, 2):
+        assert (fmt.attempt_dir(run.dir, n) / fmt.OUTPUT_LOG).read_text() == f"attempt {n}\n"
+
+
+def test_a_drained_worker_finishes_its_job_claims_no_more_and_exits(
+        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+    gate = tmp_path / "go"
+    wait_gate = (f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.05)")
+    submit_command(engine, runs_dir, "first", wait_gate)
+    proc = workers.start(runs_dir, tmp_path / "index.db")
+    wait_for(lambda: run_row(engine, "first").status == "PREPARING", what="the job to start")
+    submit_command(engine, runs_dir, "second", "pass")
+    with engine.begin() as conn:
+        [worker] = store_jobs.list_workers(conn)
+        assert store_jobs.set_draining(conn, worker["id"], True)
+    # the worker reads the drain with each heartbeat: let one happen before the gate opens
+    beat = _heartbeat(engine)
+    wait_for(lambda: _heartbeat(engine) > beat, what="the worker's next heartbeat")
+    gate.touch()
+    assert proc.wait(timeout=30) == 0
+    assert ended(engine, "first") == "SUCCEEDED"
+    assert run_row(engine, "second").status == "QUEUED"
+    with engine.connect() as conn:
+        [worker] = store_jobs.list_workers(conn)
+    assert worker["stopped_at"] is not None and worker["jobs"] == []
+
+
+def _heartbeat(engine: Engine) -> float:
+    with engine.connect() as conn:
+        return float(store_jobs.list_workers(conn)[0]["heartbeat_at"])
+
+
+def test_a_worker_stopped_by_sigterm_stops_its_jobs_and_queues_them_again(
+        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+    forever = (f"import os, time; open('pid-' + os.environ['{fmt.ENV_RUN_ID}'], 'w')"
+               ".write(str(os.getpid())); print('up', flush=True); time.sleep(300)")
+    again = submit_command(engine, runs_dir, "again", forever, max_attempts=2)
+    once = submit_command(engine, runs_dir, "once", forever)
+    proc = workers.start(runs_dir, tmp_path / "index.db", devices=2)
+    for run in (again, once):
+        wait_for(lambda run=run: (fmt.attempt_dir(run.dir, 1) / fmt.OUTPUT_LOG).exists()
+                 and (fmt.attempt_dir(run.dir, 1) / fmt.OUTPUT_LOG).read_text() == "up\n",
+                 what=f"{run.name} to run")
+    assert workers.stop(proc, signal.SIGTERM) == 0
+    # stopped like a cancel; queued again where an attempt remains, else FAILED "stopped"
+    assert [(ev["phase"], ev.get("code")) for ev in events(again.dir)][-2:] == [
+        ("FAILED", "stopped"), ("QUEUED", None)]
+    assert [(ev["phase"], ev.get("code")) for ev in events(once.dir)][-1] == (
+        "FAILED", "stopped")
+    assert run_row(engine, "again").status == "QUEUED"
+    assert run_row(engine, "once").status == "FAILED"
+    for run in (again, once):
+        assert group_gone(int((runs_dir / f"pid-{run.run_id}").read_text()))
+    with engine.connect() as conn:
+        assert store_jobs.queue_depth(conn) == 1
+
+
+def test_the_server_runs_an_embedded_worker(engine: Engine, runs_dir: Path) -> None:
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, workers=1,
+                worker_settings=dict(FAST)):
+        run = submit_command(engine, runs_dir, "embedded", TRAIN)
+        assert wait_for(lambda: ended(engine, "embedded"), what="the job to end") == \
+            "SUCCEEDED"
+    assert phases(run.dir) == ["QUEUED", "PREPARING", "RUNNING", "SUCCEEDED"]
+    with engine.connect() as conn:
+        [worker] = store_jobs.list_workers(conn)
+    assert worker["stopped_at"] is not None
+

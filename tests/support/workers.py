@@ -1,0 +1,145 @@
+"""Workers for tests: real `runwatch worker` processes, and everything they start killed.
+
+`workers` is a fixture (import it into a test module): `workers.start(runs, db, ...)`
+starts `runwatch worker` in a session of its own with short heartbeats and grace;
+at teardown every worker is stopped (SIGTERM, then SIGKILL of its group) and every job
+process still running for the test's runs folders is SIGKILLed with its group, whatever
+the test did. A worker's jobs run in sessions of their own, so killing the worker alone
+would leave them running: `job_processes(runs)` finds them by the RUNWATCH_RUN_DIR their
+worker gave them. `phases(run_dir)` is a run's phases with repeats folded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runwatch.rundir import format as fmt
+from tests.support.jobs import events
+from tests.support.wait import DEADLINE_S, wait_for
+
+# Short enough that a test waits little; heartbeat_timeout_s leaves room for a loaded CI.
+FAST = {"heartbeat_s": 0.2, "heartbeat_timeout_s": 3.0, "grace_s": 1.0}
+
+
+def phases(run_dir: Path) -> list[str]:
+    """A run's phases in order, each once however many events repeat it (progress)."""
+    out: list[str] = []
+    for ev in events(run_dir):
+        if not out or out[-1] != ev["phase"]:
+            out.append(ev["phase"])
+    return out
+
+
+def job_processes(runs: Path) -> dict[int, int]:
+    """{pid: process group} of every live process whose RUNWATCH_RUN_DIR is in `runs`."""
+    prefix = f"{fmt.ENV_RUN_DIR}={Path(runs).resolve()}/".encode()
+    found: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            if any(var.startswith(prefix) for var in env):
+                found[int(entry)] = os.getpgid(int(entry))
+        except (OSError, ProcessLookupError):
+            continue
+    return found
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:].split()[0] != b"Z"
+
+
+def group_gone(pgid: int) -> bool:
+    """Whether no live process of group `pgid` is left."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.getpgid(int(entry)) == pgid and pid_alive(int(entry)):
+                    return False
+            except ProcessLookupError:
+                continue
+    return True
+
+
+class Workers:
+    """The `runwatch worker` processes of one test, and the runs folders they serve."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[str]] = []
+        self.folders: set[Path] = set()
+
+    def start(self, runs: Path, db: str | Path, *, devices: int = 1,
+              log: Path | None = None, **options: float) -> subprocess.Popen[str]:
+        """Start `runwatch worker runs --db db` with FAST settings (override by keyword:
+        heartbeat_s=…, startup_timeout_s=…); its output goes to `log` (default
+        <runs>/../worker-<n>.log)."""
+        self.folders.add(Path(runs))
+        settings = {**FAST, **options}
+        args = [f"--{key.replace('_', '-')}={value}" for key, value in settings.items()]
+        log = log or Path(runs).parent / f"worker-{len(self.procs)}.log"
+        with open(log, "w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "runwatch", "worker", str(runs), "--db", str(db),
+                 f"--devices={devices}", *args],
+                stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
+        """Send `sig` to a worker and wait for it to exit; its exit code."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, sig)
+        return proc.wait(timeout=DEADLINE_S)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for runs in self.folders:
+            kill_jobs(runs)
+
+
+def kill_jobs(runs: Path) -> None:
+    """SIGKILL every job process of `runs` with its group, and wait until they are gone."""
+    for pgid in set(job_processes(runs).values()):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    wait_for(lambda: not job_processes(runs), what=f"the job processes of {runs} to be gone")
+
+
+@pytest.fixture
+def workers() -> Iterator[Workers]:
+    """Start `runwatch worker` processes; all of them and their jobs end with the test."""
+    started = Workers()
+    try:
+        yield started
+    finally:
+        started.close()
