@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import orjson
@@ -189,7 +190,7 @@ def wait_cmd(
             elif seen is None:
                 seen = -1
             if row.status in TERMINAL_PHASES or q.process_gone(row):
-                _end(conn, row, output)
+                _end(conn, row, output, ctx.directory)
                 code = EXIT_CODES.get(row.status, 1)
                 raise typer.Exit(code if exit_status else 0)
         if timeout is not None and time.monotonic() - start >= timeout:
@@ -211,14 +212,14 @@ def _to_show(events: list[dict[str, Any]], seen: int | None, ended: bool
     return events[-1:]
 
 
-def _end(conn: Any, row: Any, output: Output) -> None:
+def _end(conn: Any, row: Any, output: Output, runs_dir: Path) -> None:
     """After the terminal event: the run record (json), or what to do about a failure."""
     gone = row.status not in TERMINAL_PHASES
     if output is Output.json:
         if gone:  # no process will record an end: say so as the stream's terminal event
             _print_event({"ts": time.time(), "phase": row.status, "process_gone": True,
                           "reason": GONE.sentence, "code": GONE.id}, output)
-        sys.stdout.write(dumps(detail_of(conn, row)) + "\n")
+        sys.stdout.write(dumps(detail_of(conn, row, runs_dir)) + "\n")
         return
     if gone:
         line("the training process is gone: ", GONE.sentence)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -55,13 +56,15 @@ def _status_text(d: dict[str, Any]) -> str:
     return f"{d['status']} (process gone)" if d["process_gone"] else d["status"]
 
 
-def detail_of(conn: Connection, row: Row[Any]) -> dict[str, Any]:
-    """The run detail, as the API sends it, with its series read from the index."""
+def detail_of(conn: Connection, row: Row[Any], runs_dir: Path) -> dict[str, Any]:
+    """The run detail, as the API sends it, with its series read from the index (and its
+    spend at the device profiles of `runs_dir`)."""
     # imported here: numpy, which reads series, would slow every other command's start
     from runwatch.analysis.detail import run_detail
     from runwatch.store.series import read_series
 
-    return run_detail(read_run(conn, row), lambda key: read_series(conn, key.id).value)
+    return run_detail(read_run(conn, row), lambda key: read_series(conn, key.id).value,
+                      runs_dir=runs_dir)
 
 
 @app.command("list")
@@ -106,36 +109,21 @@ def get_cmd(
     ctx = open_context(directory, db)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
-        detail = detail_of(conn, row)
+        detail = detail_of(conn, row, ctx.directory)
 
     def table(wide: bool) -> None:
         c = console()
-        st = detail["state"]
         line(text(detail["name"], "bold"), "  ", detail["run_id"])
-        status = st["phase"] + (" (the training process is gone: it stopped before it "
-                                "finished)" if st["process_gone"] else "")
-        lines = [("Project", st["project"]), ("Method", st["method"]),
-                 ("Base model", st["base_model"]), ("Dataset", st["dataset"]),
-                 ("Trainer", st["trainer"]), ("Phase", status)]
-        if st["stage"]:
-            prog = st["progress"]
-            extra = f" ({prog['done']}/{prog['total']})" if prog else ""
-            lines.append(("Stage", f"{st['stage']}{extra}"))
-        lines += [("Observed step", st["observed_step"]), ("Saved step", st["saved_step"])]
-        if st["reason"]:
-            lines.append(("Reason", st["reason"]))
-        _section(c, "State", lines)
+        _section(c, "State", _state_lines(detail))
+        if detail["job"]:
+            _section(c, "Job", _job_lines(detail["job"]))
         res = detail["results"]
         _section(c, "Results", [(k.replace("_", " ").capitalize(), v) for k, v in res.items()
                                 if v is not None])
-        cost = detail["cost"]
-        phases = ", ".join(f"{k.lower()} {fmt_duration(v / 1000)}"
-                           for k, v in cost["timing"]["phaseMillis"].items())
-        mem = cost["peak_memory_bytes"]
-        _section(c, "Cost", [("Duration", fmt_duration(cost["duration_s"])), ("Phases", phases),
-                             ("Device time", f"{cost['device_seconds']:.1f}s"
-                              + (" (estimate)" if cost["device_seconds_estimate"] else ""))]
-                 + [(f"Peak memory {k}", _bytes(v)) for k, v in mem.items()])
+        _section(c, "Cost", _cost_lines(detail))
+        if len(detail["attempts"]) > 1:
+            _section(c, "Attempts", [(f"#{a['attempt']}", _attempt_text(a))
+                                     for a in detail["attempts"]])
         if detail["problems"]:
             _section(c, "Problems while indexing", [("", p) for p in detail["problems"]])
         if settings or wide:
@@ -152,6 +140,63 @@ def _section(c: Any, title: str, lines: list[tuple[str, Any]]) -> None:
     c.print(f"[bold]{title}[/]")
     for label, value in lines:
         c.print(f"  {label + ':' if label else ''} {fmt_cell(value)}".rstrip(), markup=False)
+
+
+def _state_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
+    st, job = detail["state"], detail["job"]
+    phase = st["phase"] + (" (the training process is gone: it stopped before it finished)"
+                           if st["process_gone"] else "")
+    if job and (job["attempt"] > 1 or job["max_attempts"] > 1):
+        phase += f", attempt {job['attempt']} of at most {job['max_attempts']}"
+    lines = [("Project", st["project"]), ("Method", st["method"]),
+             ("Base model", st["base_model"]), ("Dataset", st["dataset"]),
+             ("Trainer", st["trainer"]), ("Phase", phase)]
+    if st["stage"]:
+        prog = st["progress"]
+        extra = f" ({prog['done']}/{prog['total']})" if prog else ""
+        lines.append(("Stage", f"{st['stage']}{extra}"))
+    lines += [("Observed step", st["observed_step"]), ("Saved step", st["saved_step"])]
+    failure = detail["failure"]
+    if failure:
+        code = f" [{failure['code']}]" if failure["code"] else ""
+        lines.append(("Reason", f"{failure['reason'] or '-'}{code}"))
+        if failure["what_to_do"]:
+            lines.append(("What to do", failure["what_to_do"]))
+    elif st["reason"]:
+        lines.append(("Reason", st["reason"]))
+    return lines
+
+
+def _job_lines(job: dict[str, Any]) -> list[tuple[str, Any]]:
+    what = f"recipe {job['recipe']}" if job["recipe"] else "command"
+    return [("Runs", f"{what}: {shlex.join(job['argv'])}"), ("In", job["cwd"]),
+            ("Devices", f"{job['devices']} × {job['device_profile']}"),
+            ("Priority", job["priority"]), ("Worker", job["worker_id"])]
+
+
+def _cost_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
+    cost = detail["cost"]
+    estimate = " (estimate: the run has not ended)" if cost["device_seconds_estimate"] else ""
+    phases = ", ".join(f"{k.lower()} {fmt_duration(v / 1000)}"
+                       for k, v in detail["timing"]["phaseMillis"].items())
+    lines = [("Training time", fmt_duration(cost["duration_s"])),
+             ("Queue wait", fmt_duration(cost["queue_wait_s"])), ("Phases", phases),
+             ("Device time", f"{cost['device_seconds']:.1f}s on {cost['devices']} × "
+                             f"{cost['device_profile']}{estimate}")]
+    if cost["spend"] is None:
+        lines.append(("Spend", cost["problem"]))
+    else:
+        lines.append(("Spend", f"{cost['spend']:.4f} at {cost['hourly_rate']:g} per "
+                               f"device-hour{estimate}"))
+    mem = cost["peak_memory_bytes"]
+    return lines + [(f"Peak memory {k}", _bytes(v)) for k, v in mem.items()]
+
+
+def _attempt_text(attempt: dict[str, Any]) -> str:
+    text = f"{attempt['phase']}, {attempt['device_seconds']:.1f} device-seconds"
+    if attempt["reason"]:
+        text += f": {attempt['reason']}"
+    return text
 
 
 def _bytes(n: Any) -> str:
