@@ -218,3 +218,14 @@ def test_a_bad_profiles_file_is_named_in_one_sentence(
         read_profiles(None)
     assert str(path) in str(raised.value) and words in str(raised.value)
     assert "\n" not in str(raised.value)
+
+
+def test_a_job_may_ask_for_at_most_its_profile_s_devices() -> None:
+    profiles = load_profiles({"profiles": {"a100x8": {"devices": 8, "hourly_rate": 2.5}}})
+    assert profiles.for_job("a100x8", 8).name == "a100x8"
+    assert profiles.for_job(None, 1) is CPU
+    with pytest.raises(ProfileError, match="profile cpu has 1 device, so a job on it can ask "
+                                           "for at most that many, not 2"):
+        profiles.for_job(None, 2)
+    with pytest.raises(ProfileError, match="no device profile 'b200'"):
+        profiles.for_job("b200", 1)

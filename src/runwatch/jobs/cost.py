@@ -87,6 +87,17 @@ class Profiles:
                                f"{', '.join(sorted(self.by_name))}")
         return found
 
+    def for_job(self, name: str | None, devices: int) -> DeviceProfile:
+        """The profile a job asking for `devices` devices of profile `name` (the default
+        for None) runs on; ProfileError when there is no such profile, or when its
+        workers have fewer devices, so the job could never start."""
+        profile = self.get(name)
+        if devices > profile.devices:
+            raise ProfileError(f"a worker of profile {profile.name} has {profile.devices} "
+                               f"device{'s' if profile.devices > 1 else ''}, so a job on it "
+                               f"can ask for at most that many, not {devices}")
+        return profile
+
 
 def _number(name: str, key: str, value: Any, integer: bool, least: float) -> float:
     ok = isinstance(value, int if integer else int | float) and not isinstance(value, bool)

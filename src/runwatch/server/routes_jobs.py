@@ -230,13 +230,13 @@ def submit_job(body: JobRequest, st: ServerState = Depends(state)) -> dict[str, 
                             "start it with one (runwatch ui DIR) to submit jobs")
     profiles = _profiles(st)
     try:
-        profile = profiles.get(body.device_profile)
+        name = profiles.get(body.device_profile).name
     except ProfileError as exc:
         raise refused(str(exc), "device_profile") from None
-    if body.devices > profile.devices:
-        raise refused(f"a worker of profile {profile.name} has {profile.devices} "
-                      f"device{'s' if profile.devices > 1 else ''}, so a job on it can ask "
-                      f"for at most that many, not {body.devices}", "devices")
+    try:
+        profile = profiles.for_job(name, body.devices)
+    except ProfileError as exc:
+        raise refused(str(exc), "devices") from None
     for what, value in (("name", body.name), ("project", body.project)):
         try:
             if value is not None:
