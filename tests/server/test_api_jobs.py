@@ -55,6 +55,9 @@ def test_a_submitted_recipe_is_queued_at_once_in_every_view(server: Runner, runs
     # no indexer pass needed: submit indexed the folder itself
     listed = get(server, "/api/runs?q=sft-a")["runs"]
     assert [r["status"] for r in listed] == ["QUEUED"]
+    assert [r["name"] for r in get(server, "/api/runs?status=QUEUED")["runs"]] == ["sft-a"]
+    assert get(server, "/api/runs?status=RUNNING")["runs"] == []
+    assert_error(httpx.get(f"{server.url}/api/runs?status=queued", timeout=30), 400)
     detail = get(server, "/api/runs/sft-a")
     job = detail["job"]
     assert job["argv"][-6:] == ["recipes", "sft", "max_steps=7", "lora_rank=4",

@@ -12,6 +12,7 @@ from runwatch.analysis.timing import iso
 from runwatch.analysis.views import run_summary
 from runwatch.jobs import control
 from runwatch.jobs.lifecycle import TransitionError
+from runwatch.rundir.format import PHASES
 from runwatch.server.detail import run_detail
 from runwatch.server.errors import ApiError
 from runwatch.server.runs import (
@@ -34,12 +35,14 @@ def runs_list(
     q: str = Query("", max_length=200, description="words matched against name, id, status, "
                    "model, dataset, trainer and backend"),
     project: str | None = Query(None, max_length=128),
+    status: str | None = Query(None, pattern=f"^({'|'.join(PHASES)})$",
+                               description="only runs in this phase, e.g. QUEUED"),
     cursor: str | None = Query(None, max_length=200, description="next_cursor of the last page"),
     limit: int = Query(PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE),
     conn: Connection = Depends(connection),
 ) -> dict[str, Any]:
     """Runs newest first, a page at a time."""
-    rows, nxt = list_runs(conn, q, project, cursor, limit)
+    rows, nxt = list_runs(conn, q, project, cursor, limit, status)
     return {"ok": True, "runs": [run_summary(r) for r in rows], "next_cursor": nxt}
 
 
