@@ -13,9 +13,11 @@ from runwatch.cli.demo import demo_cmd
 from runwatch.cli.health import health_command, thresholds_command
 from runwatch.cli.import_cmd import import_command
 from runwatch.cli.inspect_cmds import engine_config_cmd, hparams_cmd, rollouts_cmd, wait_cmd
+from runwatch.cli.jobs_cmds import cancel_cmd, resources_cmd, retry_cmd
 from runwatch.cli.output import line
 from runwatch.cli.recipes import recipes_app
 from runwatch.cli.serve import server, ui
+from runwatch.cli.submit import submit_cmd
 from runwatch.cli.worker import worker_cmd
 
 app = typer.Typer(
@@ -30,12 +32,16 @@ runs.app.command("rollouts")(rollouts_cmd)
 runs.app.command("hparams")(hparams_cmd)
 runs.app.command("engine-config")(engine_config_cmd)
 runs.app.command("wait")(wait_cmd)
+runs.app.command("cancel")(cancel_cmd)
+runs.app.command("retry")(retry_cmd)
 app.command("import")(import_command)
 app.command("thresholds")(thresholds_command)
 app.command("ui")(ui)
 app.command("server")(server)
 app.command("worker")(worker_cmd)
 app.command("demo")(demo_cmd)
+app.command("submit")(submit_cmd)
+app.command("resources")(resources_cmd)
 
 
 @app.command("index")

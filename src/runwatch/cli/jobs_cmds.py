@@ -1,0 +1,152 @@
+"""`runwatch runs cancel|retry RUN` and `runwatch resources`: job control from the CLI.
+
+Cancel and retry are runwatch.jobs.control's, as the API's are; a move the run cannot
+make is refused with the lifecycle's sentence (what is possible instead) and exit 2, as
+every refusal of the CLI. `resources` lists the workers as GET /api/workers does
+(runwatch.analysis.workers) and drains one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from sqlalchemy import Engine
+
+from runwatch.analysis.views import run_summary
+from runwatch.analysis.workers import worker_entry, workers_view
+from runwatch.cli.context import Context, open_context
+from runwatch.cli.output import (
+    Output,
+    console,
+    emit,
+    fail,
+    fmt_duration,
+    line,
+    make_table,
+    runwatch_command,
+)
+from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, resolve_or_exit
+from runwatch.jobs import control
+from runwatch.jobs.cost import ProfileError, Profiles, read_profiles
+from runwatch.jobs.lifecycle import TransitionError
+from runwatch.store import jobs as store_jobs
+
+Action = Callable[[Engine, Any, Path | None], str]
+
+
+def cancel_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
+               output: OutOpt = Output.table, jq: JqOpt = None) -> None:
+    """Cancel a run: a QUEUED job ends CANCELLED at once; a PREPARING or RUNNING one is
+    CANCEL_REQUESTED and ends CANCELLED when its process has stopped."""
+    _act("cancel", control.cancel, run, directory, db, output, jq)
+
+
+def retry_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
+              output: OutOpt = Output.table, jq: JqOpt = None) -> None:
+    """Retry an ended job: its next attempt is QUEUED (the earlier attempts stay on
+    record, and in its cost)."""
+    _act("retry", control.retry, run, directory, db, output, jq)
+
+
+def _act(verb: str, action: Action, run: str, directory: Path | None, db: str | None,
+         output: Output, jq: str | None) -> None:
+    ctx = open_context(directory, db)
+    with ctx.engine.connect() as conn:
+        row = resolve_or_exit(conn, run)
+    try:
+        phase = action(ctx.engine, row, ctx.directory)
+    except TransitionError as exc:
+        raise fail(f"cannot {verb} run {row.name}: {exc}") from None
+    with ctx.engine.connect() as conn:
+        row = resolve_or_exit(conn, row.run_id)
+        data = {"status": phase, "run": run_summary(row)}
+
+    def table(wide: bool) -> None:
+        after = {"CANCELLED": "it had not started, so it ended at once",
+                 "CANCEL_REQUESTED": "its process is told to stop; it ends CANCELLED then",
+                 "QUEUED": f"attempt {row.attempt}: a worker starts it when its devices are "
+                           "free"}
+        line(row.name, ": ", phase, f" ({after[phase]})" if phase in after else "")
+        if phase != "CANCELLED":
+            line("follow it: ", runwatch_command("runs", "wait", row.name, "--exit-status",
+                                                 folder=ctx.directory, db=db))
+
+    emit(data, output, jq, table)
+
+
+def resources_cmd(
+    directory: Annotated[Path | None, typer.Argument(
+        help="Folder of runs (default: $RUNWATCH_DIR or ./runs).", show_default=False)] = None,
+    db: DbOpt = None, output: OutOpt = Output.table, jq: JqOpt = None,
+    drain: Annotated[str | None, typer.Option(
+        "--drain", metavar="WORKER", help="Stop a worker (its id, or a unique prefix): it "
+        "finishes the jobs it runs, claims no more, then exits.")] = None,
+) -> None:
+    """The workers: devices used of total, profile, hourly rate, jobs running, estimated
+    spend so far (devices × rate × hours up), last heartbeat; and the queue's depth."""
+    ctx = open_context(directory, db, refresh=False)
+    profiles, problem = _profiles(ctx)
+    if drain is not None:
+        _drain(ctx, drain, profiles, output, jq)
+        return
+    with ctx.engine.connect() as conn:
+        data = workers_view(conn, profiles, time.time())
+
+    def table(wide: bool) -> None:
+        cols = ["WORKER", "HOST", "STATUS", "DEVICES", "PROFILE", "RATE", "JOBS", "SPEND",
+                "HEARTBEAT"]
+        rows = [[w["id"], w["host"], w["status"], f"{w['devices_used']}/{w['devices']}",
+                 w["device_profile"], w["hourly_rate"], _jobs(w["jobs"]),
+                 None if w["spend"] is None else f"{w['spend']:.4f}",
+                 f"{fmt_duration(w['heartbeat_age_s'])} ago"] for w in data["workers"]]
+        console().print(make_table(cols, rows))
+        if not data["workers"]:
+            line("no worker has run on this index; start one: ",
+                 runwatch_command("worker", str(ctx.directory), db=db))
+        line(f"{data['queue_depth']} job(s) wait in the queue; RATE is per device-hour, SPEND "
+             "the estimate so far (devices × rate × hours up)")
+        if problem:
+            line("rates and spend are unknown: ", problem)
+
+    emit(data, output, jq, table)
+
+
+def _profiles(ctx: Context) -> tuple[Profiles | None, str | None]:
+    """The folder's device profiles, or None and why (the workers are listed anyway)."""
+    try:
+        return read_profiles(ctx.directory), None
+    except ProfileError as exc:
+        return None, str(exc)
+
+
+def _jobs(jobs: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{j['name']} ({j['status']})" for j in jobs) or "-"
+
+
+def _drain(ctx: Context, ref: str, profiles: Profiles | None, output: Output,
+           jq: str | None) -> None:
+    with ctx.engine.begin() as conn:
+        rows = store_jobs.list_workers(conn)
+        found = [w for w in rows if w["id"] == ref] or [w for w in rows
+                                                         if w["id"].startswith(ref)]
+        if len(found) != 1:
+            what = f"{len(found)} workers have" if found else "no worker has"
+            ids = [w["id"] for w in found or rows]
+            raise fail(f"{what} the id {ref!r}", ["workers: " + ", ".join(ids)] if ids else
+                       ["no worker has run on this index"])
+        row = found[0]
+        if row["stopped_at"] is not None:
+            raise fail(f"worker {row['id']} has already stopped; there is nothing to drain")
+        store_jobs.set_draining(conn, row["id"], True)
+        row["draining"] = True
+    entry = worker_entry(row, profiles, time.time())
+
+    def table(wide: bool) -> None:
+        line(f"worker {entry['id']} drains: it finishes its {len(entry['jobs'])} running "
+             "job(s), claims no more, then exits")
+
+    emit({"worker": entry}, output, jq, table)

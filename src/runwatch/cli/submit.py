@@ -1,0 +1,153 @@
+"""`runwatch submit`: queue a built-in recipe or any command as a job, a QUEUED run.
+
+`runwatch submit recipes NAME key=value …` checks the recipe's name and settings as
+`runwatch recipes NAME` would, before anything is made; `runwatch submit -- CMD ARGS…`
+queues any command (its `runwatch.init()` attaches to the run). A worker on the same
+index starts the job: `runwatch ui` runs one, `runwatch worker` is one on its own.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from runwatch.analysis.views import run_summary
+from runwatch.analysis.workers import workers_view
+from runwatch.cli.context import open_context, runs_dir
+from runwatch.cli.output import Output, dumps, fail, line, runwatch_command
+from runwatch.cli.recipes import RECIPES
+from runwatch.cli.runs import DbOpt, DirOpt, OutOpt
+from runwatch.jobs.cost import ProfileError, read_profiles
+from runwatch.jobs.spec import (
+    MAX_ATTEMPTS,
+    MAX_DEVICES,
+    JobSpec,
+    JobSpecError,
+    command_spec,
+    recipe_spec,
+)
+from runwatch.jobs.submit import SubmitError, submit
+from runwatch.recipes.config import ConfigError, parse_argv
+from runwatch.rundir import format as fmt
+from runwatch.store import queries as q
+
+RECIPE_WORD = "recipes"  # `runwatch submit recipes NAME …`, as `runwatch recipes NAME …`
+# Recipe settings a job sets itself (its run's folder, name and project), and instead:
+JOB_OWNED = {"name": "pass --name", "project": "pass --project", "runs_dir": "pass --dir",
+             "resume": "a job makes a new run; retry an ended one with runwatch runs retry RUN"}
+
+Args = Annotated[list[str], typer.Argument(
+    help="`recipes NAME [key=value …]` for a built-in recipe, or `-- CMD [ARGS …]` for any "
+         "command (after --, its own options are not read as submit's).",
+    show_default=False, metavar="recipes NAME [key=value …] | -- CMD [ARGS …]")]
+
+
+def submit_cmd(
+    args: Args,
+    directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
+    name: Annotated[str | None, typer.Option(help="The run's name (default: the recipe, or "
+                                             "'job', then the time).")] = None,
+    project: Annotated[str, typer.Option(help="The run's project.")] = "default",
+    devices: Annotated[int, typer.Option(min=1, max=MAX_DEVICES, help="Devices the job "
+                                         "holds while it runs.")] = 1,
+    device_profile: Annotated[str | None, typer.Option(
+        help="The kind of worker it runs on (default: the profiles' default).")] = None,
+    priority: Annotated[int, typer.Option(help="Higher runs first.")] = 0,
+    max_attempts: Annotated[int, typer.Option(
+        min=1, max=MAX_ATTEMPTS, help="Attempts before it fails for good (a failure "
+        "that is not a refusal of its input is queued again).")] = 1,
+    startup_timeout: Annotated[float | None, typer.Option(
+        min=0.001, help="Seconds a PREPARING attempt may report nothing before it fails "
+        "(default: the worker's).")] = None,
+) -> None:
+    """Queue a job: its run is QUEUED at once, and a worker starts it when devices are free.
+
+    Examples: `runwatch submit recipes sft max_steps=100`; `runwatch submit --devices 2
+    -- python train.py --lr 1e-4`.
+    """
+    folder = runs_dir(directory)
+    try:
+        profiles = read_profiles(folder)
+        profile = profiles.for_job(device_profile, devices)
+    except ProfileError as exc:
+        raise fail(str(exc)) from None
+    fields: dict[str, Any] = {"devices": devices, "device_profile": profile.name,
+                              "priority": priority, "max_attempts": max_attempts,
+                              "startup_timeout_s": startup_timeout}
+    spec = _spec(args, fields)
+    for what, value in (("run name", name), ("project name", project)):
+        try:
+            if value is not None:
+                fmt.validate_name(value, what)
+        except fmt.RunDirError as exc:
+            raise fail(str(exc)) from None
+    folder.mkdir(parents=True, exist_ok=True)
+    ctx = open_context(folder, db, refresh=False)
+    try:
+        made = submit(ctx.engine, folder, spec, name, project)
+    except SubmitError as exc:
+        raise fail(str(exc)) from None
+    with ctx.engine.connect() as conn:
+        row = q.resolve_run(conn, made.run_id)
+        summary = run_summary(row)
+        workers = [w for w in workers_view(conn, None, time.time())["workers"]
+                   if w["status"] == "active" and w["device_profile"] == profile.name]
+    if output is Output.json:
+        typer.echo(dumps({"status": row.status, "run": summary}))
+        return
+    _next_steps(made.name, made.run_id, folder, db, profile.name,
+                profile.name == profiles.default, [w["id"] for w in workers])
+
+
+def _spec(args: list[str], fields: dict[str, Any]) -> JobSpec:
+    """The job of `args`: a built-in recipe with its checked settings, or a command."""
+    cwd = Path.cwd()
+    try:
+        if args[0] != RECIPE_WORD:
+            return command_spec(args, cwd=cwd, **fields)
+        if len(args) < 2:
+            raise fail(f"`runwatch submit {RECIPE_WORD}` needs the recipe's name",
+                       [f"e.g. runwatch submit {RECIPE_WORD} sft max_steps=100"])
+        _check_settings(args[1], args[2:])
+        return recipe_spec(args[1], args[2:], cwd=cwd, **fields)
+    except JobSpecError as exc:
+        hints = ([f"runwatch recipes {args[1]} --help lists its settings"]
+                 if args[0] == RECIPE_WORD and args[1] in RECIPES else [])
+        raise fail(str(exc), hints) from None
+
+
+def _check_settings(recipe: str, settings: list[str]) -> None:
+    """Refuse the settings `runwatch recipes RECIPE` would refuse, and those the job owns."""
+    if recipe not in RECIPES:
+        return  # recipe_spec says which recipes there are
+    for item in settings:
+        key = item.partition("=")[0].strip()
+        if key in JOB_OWNED:
+            raise JobSpecError(f"{key} is the job's own, not a recipe setting: "
+                               f"{JOB_OWNED[key]}")
+    try:
+        parse_argv(RECIPES[recipe][0], settings)
+    except ConfigError as exc:
+        raise JobSpecError(str(exc)) from None
+
+
+def _next_steps(name: str, run_id: str, folder: Path, db: str | None, profile: str,
+                default_profile: bool, workers: list[str]) -> None:
+    """What was queued, and the commands that follow it (runnable as printed)."""
+    line(f"queued {name} (run {run_id}): QUEUED")
+    line("next:")
+    for cmd in (("runs", "get", name), ("runs", "wait", name, "--exit-status")):
+        line("  ", runwatch_command(*cmd, folder=folder, db=db))
+    if workers:
+        line(f"worker {', '.join(workers)} will start it when its devices are free")
+        return
+    line(f"no worker of profile {profile} is running on this index; start one:")
+    if default_profile:
+        line("  ", runwatch_command("ui", str(folder), db=db),
+             "   (the web app, with one worker)")
+        line("  ", runwatch_command("worker", str(folder), db=db))
+    else:
+        line("  ", runwatch_command("worker", str(folder), "--device-profile", profile, db=db))

@@ -1,0 +1,194 @@
+"""`runwatch submit`, `runs cancel|retry` and `resources`, run as a user runs them: real
+subprocesses over a real runs folder and its SQLite index (no worker runs here: the
+end-to-end runs through a worker are tests/jobs')."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from pathlib import Path
+
+import pytest
+
+import runwatch
+from runwatch.cli.context import default_db
+from runwatch.store import jobs as store_jobs
+from runwatch.store.db import open_engine
+from tests.support import run_cli
+
+PROFILES = "profiles:\n  big:\n    devices: 4\n    hourly_rate: 2.0\n"
+
+
+def submit(runs: Path, *args: str, check: bool = True) -> dict:
+    out = run_cli("submit", "--dir", str(runs), "-o", "json", *args, check=check)
+    return json.loads(out.stdout) if check else {"proc": out}
+
+
+def detail(runs: Path, name: str) -> dict:
+    return json.loads(run_cli("runs", "get", name, "--dir", str(runs), "-o", "json").stdout)
+
+
+def test_submit_a_recipe_queues_its_run_and_prints_runnable_next_steps(tmp_path: Path) -> None:
+    runs = tmp_path / "new runs"  # not made yet, and a space to quote
+    out = run_cli("submit", "recipes", "sft", "max_steps=3", "learning_rate=1e-3",
+                  "--dir", str(runs), "--name", "first", "--project", "p", "--priority", "5",
+                  "--max-attempts", "2", "--startup-timeout", "60").stdout
+    assert "first" in out and "QUEUED" in out
+    assert "no worker of profile cpu is running" in out and "runwatch worker" in out
+    shown = [shlex.split(ln.strip()) for ln in out.splitlines()
+             if ln.strip().startswith("runwatch runs ")]
+    assert [words[1:3] for words in shown] == [["runs", "get"], ["runs", "wait"]]
+    got = json.loads(run_cli(*shown[0][1:], "-o", "json").stdout)  # as printed
+    assert got["name"] == "first" and got["state"]["phase"] == "QUEUED"
+    assert got["state"]["project"] == "p" and got["state"]["method"] == "sft"
+    job = got["job"]
+    assert (job["kind"], job["recipe"], job["priority"], job["max_attempts"],
+            job["startup_timeout_s"], job["devices"], job["device_profile"]) == \
+        ("recipe", "sft", 5, 2, 60.0, 1, "cpu")
+    assert job["argv"][-4:] == ["recipes", "sft", "max_steps=3", "learning_rate=1e-3"]
+    listed = run_cli("runs", "list", "--dir", str(runs), "--status", "QUEUED").stdout
+    assert "first" in listed
+
+
+def test_submit_a_command_keeps_its_own_options_after_the_double_dash(runs_dir: Path) -> None:
+    made = submit(runs_dir, "--devices", "1", "--", "python", "train.py", "--lr", "1e-4",
+                  "-o", "x")
+    assert made["status"] == "QUEUED" and made["run"]["name"].startswith("job-")
+    job = detail(runs_dir, made["run"]["name"])["job"]
+    assert job["kind"] == "command" and job["recipe"] is None
+    assert job["argv"] == ["python", "train.py", "--lr", "1e-4", "-o", "x"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["recipes", "nope"], "recipe must be one of sft, dpo, grpo, not 'nope'"),
+    (["recipes"], "needs the recipe's name"),
+    (["recipes", "sft", "max_step=3"], "unknown SFTConfig field(s) max_step"),
+    (["recipes", "sft", "max_steps=many"], "max_steps"),
+    (["recipes", "dpo", "beta=-1"], "beta must be positive"),
+    (["recipes", "sft", "name=x"], "name is the job's own, not a recipe setting: pass --name"),
+    (["recipes", "sft", "runs_dir=/tmp/x"], "pass --dir"),
+    (["--devices", "2", "recipes", "sft"], "profile cpu has 1 device, so a job on it can ask "
+                                           "for at most that many, not 2"),
+    (["--device-profile", "tpu", "recipes", "sft"], "there is no device profile 'tpu'"),
+    (["--name", "../up", "recipes", "sft"], "run name"),
+    (["--project", "a/b", "--", "python", "x.py"], "project name"),
+])
+def test_a_refused_submit_says_why_and_makes_nothing(tmp_path: Path, args: list[str],
+                                                    message: str) -> None:
+    runs = tmp_path / "runs"
+    proc = run_cli("submit", "--dir", str(runs), *args, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr and proc.stdout == ""
+    assert not runs.exists(), "a refused job leaves no folder and no index behind"
+
+
+def test_a_taken_name_is_refused_and_the_run_there_is_untouched(runs_dir: Path) -> None:
+    with runwatch.init(name="mine", dir=runs_dir) as run:
+        run.log({"loss": 1.0}, step=0)
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in (runs_dir / "mine").iterdir())
+    proc = run_cli("submit", "--dir", str(runs_dir), "--name", "mine", "recipes", "sft",
+                   check=False)
+    assert proc.returncode == 2 and "a run named 'mine' already exists" in proc.stderr
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in (runs_dir / "mine").iterdir()) == \
+        before
+    assert [r["name"] for r in json.loads(run_cli("runs", "list", "--dir", str(runs_dir),
+                                                  "-o", "json").stdout)] == ["mine"]
+
+
+def test_cancel_a_queued_job_then_retry_it(runs_dir: Path) -> None:
+    submit(runs_dir, "--name", "q", "--max-attempts", "3", "--", "python", "-c", "pass")
+    cancelled = json.loads(run_cli("runs", "cancel", "q", "--dir", str(runs_dir),
+                                   "-o", "json").stdout)
+    assert cancelled["status"] == "CANCELLED" and cancelled["run"]["status"] == "CANCELLED"
+    again = run_cli("runs", "cancel", "q", "--dir", str(runs_dir), check=False)
+    assert again.returncode == 2
+    assert "cannot cancel run q: the run has already ended (CANCELLED)" in again.stderr
+    assert "retry it" in again.stderr
+    ended = detail(runs_dir, "q")
+    assert ended["failure"]["code"] == "cancelled" and ended["failure"]["what_to_do"]
+    table = run_cli("runs", "get", "q", "--dir", str(runs_dir)).stdout
+    assert "What to do:" in table and "[cancelled]" in table and "Queue wait:" in table
+
+    retried = run_cli("runs", "retry", "q", "--dir", str(runs_dir)).stdout
+    assert "q: QUEUED (attempt 2" in retried
+    follow = next(ln for ln in retried.splitlines() if "runwatch runs wait" in ln)
+    assert shlex.split(follow.split(": ", 1)[1])[1:4] == ["runs", "wait", "q"]
+    requeued = detail(runs_dir, "q")
+    assert requeued["state"]["phase"] == "QUEUED" and requeued["job"]["attempt"] == 2
+    assert "attempt 2 of at most 3" in run_cli("runs", "get", "q", "--dir",
+                                               str(runs_dir)).stdout
+    twice = run_cli("runs", "retry", "q", "--dir", str(runs_dir), check=False)
+    assert twice.returncode == 2
+    assert "only an ended run can be retried and this one is QUEUED" in twice.stderr
+
+
+def test_cancel_and_retry_of_a_run_started_by_hand(runs_dir: Path) -> None:
+    with runwatch.init(name="byhand", dir=runs_dir) as run:
+        run.log({"loss": 1.0}, step=0)
+    retry = run_cli("runs", "retry", "byhand", "--dir", str(runs_dir), check=False)
+    assert retry.returncode == 2 and "started by hand" in retry.stderr
+    assert "runwatch submit" in retry.stderr
+    cancel = run_cli("runs", "cancel", "byhand", "--dir", str(runs_dir), check=False)
+    assert cancel.returncode == 2 and "already ended (SUCCEEDED)" in cancel.stderr
+
+
+def test_wait_on_a_cancelled_job_ends_with_its_reason_and_code(runs_dir: Path) -> None:
+    submit(runs_dir, "--name", "c", "--", "python", "-c", "pass")
+    run_cli("runs", "cancel", "c", "--dir", str(runs_dir))
+    proc = run_cli("runs", "wait", "c", "--dir", str(runs_dir), "--exit-status", "-o", "json",
+                   check=False)
+    assert proc.returncode == 3, proc.stderr
+    end, record = (json.loads(ln) for ln in proc.stdout.splitlines())
+    assert (end["phase"], end["code"], end["reason"]) == \
+        ("CANCELLED", "cancelled", "the training job was stopped")
+    assert record["state"]["phase"] == "CANCELLED" and record["name"] == "c"
+
+
+def _worker(runs: Path, wid: str, started_at: float, profile: str = "big") -> None:
+    engine = open_engine(default_db(runs))
+    try:
+        with engine.begin() as conn:
+            store_jobs.register_worker(conn, store_jobs.WorkerRow(
+                wid, "host-a", 4242, 4, profile, started_at))
+            store_jobs.heartbeat(conn, wid, time.time())
+            assert store_jobs.claim(conn, wid, 4, time.time()) is not None
+    finally:
+        engine.dispose()
+
+
+def test_resources_lists_the_workers_and_drains_one(runs_dir: Path) -> None:
+    (runs_dir / ".runwatch").mkdir()
+    (runs_dir / ".runwatch" / "profiles.yaml").write_text(PROFILES)
+    submit(runs_dir, "--name", "held", "--devices", "3", "--device-profile", "big",
+           "--", "python", "-c", "pass")
+    submit(runs_dir, "--name", "waits", "--", "python", "-c", "pass")
+    _worker(runs_dir, "w-one", time.time() - 1800)
+    view = json.loads(run_cli("resources", str(runs_dir), "-o", "json").stdout)
+    assert view["queue_depth"] == 1
+    [w] = view["workers"]
+    assert (w["id"], w["host"], w["status"], w["devices"], w["devices_used"],
+            w["device_profile"], w["hourly_rate"], w["draining"]) == \
+        ("w-one", "host-a", "active", 4, 3, "big", 2.0, False)
+    assert [j["name"] for j in w["jobs"]] == ["held"]
+    assert w["spend"] == pytest.approx(4 * 2.0 * 0.5, abs=0.05), "4 devices, 2.0/h, 30 min"
+    table = run_cli("resources", str(runs_dir)).stdout
+    assert "w-one" in table and "3/4" in table and "held" in table
+    assert "1 job(s) wait in the queue" in table
+
+    drained = json.loads(run_cli("resources", str(runs_dir), "--drain", "w-o",
+                                 "-o", "json").stdout)
+    assert drained["worker"]["draining"] is True and drained["worker"]["status"] == "draining"
+    engine = open_engine(default_db(runs_dir))
+    try:
+        with engine.connect() as conn:
+            assert store_jobs.draining(conn, "w-one")
+            store_jobs.stop_worker(conn, "w-one", time.time())
+            conn.commit()
+    finally:
+        engine.dispose()
+    stopped = run_cli("resources", str(runs_dir), "--drain", "w-one", check=False)
+    assert stopped.returncode == 2 and "has already stopped" in stopped.stderr
+    unknown = run_cli("resources", str(runs_dir), "--drain", "nope", check=False)
+    assert unknown.returncode == 2 and "no worker has the id 'nope'" in unknown.stderr
+    assert "w-one" in unknown.stderr
