@@ -5,6 +5,8 @@ the worker embedded in the server."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -175,3 +177,19 @@ def test_the_server_runs_an_embedded_worker(engine: Engine, runs_dir: Path) -> N
         [worker] = store_jobs.list_workers(conn)
     assert worker["stopped_at"] is not None
 
+
+
+def test_a_job_whose_folder_is_deleted_is_released_and_the_worker_goes_on(
+        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+    hang = f"import os, time; open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()));" \
+           " time.sleep(300)"
+    run = submit_command(engine, runs_dir, "deleted", hang)
+    workers.start(runs_dir, tmp_path / "index.db")
+    pid = int(wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(),
+                       what="the job to start"))
+    shutil.rmtree(run.dir)
+    os.killpg(pid, signal.SIGKILL)
+    wait_for(lambda: (job(engine, "deleted") or {}).get("worker_id", "") is None,
+             what="the job to be released")
+    submit_command(engine, runs_dir, "next", "pass")
+    assert wait_for(lambda: ended(engine, "next"), what="the next job to end") == "SUCCEEDED"

@@ -106,8 +106,9 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
     """End attempt `claim.attempt`, which worker `holder` held, from what was observed of
     its process (`end`) and what it recorded (read here, under the lock). Returns the
     verdict, or None when the job row names another attempt or worker now (someone else
-    ended it), was stamped at or after `stale_before` (its worker lives), or the run
-    folder stayed busy for `wait_s` seconds (try again later)."""
+    ended it), was stamped at or after `stale_before` (its worker lives), the run folder
+    stayed busy for `wait_s` seconds (try again later), or is gone (the job is released).
+    """
     run_dir = Path(claim.dir)
     try:
         with locked(run_dir, wait_s):
@@ -136,6 +137,13 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
                 else:
                     store_jobs.release(conn, claim.run_pk)
     except RunBusy:
+        return None
+    except FileNotFoundError:  # the run folder was deleted: nothing to record, free the job
+        with engine.begin() as conn:
+            row = store_jobs.job_row(conn, claim.run_pk)
+            if row is not None and row["worker_id"] == holder:
+                store_jobs.release(conn, claim.run_pk)
+        log.warning("the folder of %s is gone; its job was released", claim.name)
         return None
     index(run_dir)
     log.info("%s attempt %d: %s%s%s", claim.name, claim.attempt, verdict.phase,
@@ -167,11 +175,6 @@ def reap(engine: Engine, worker_id: str, heartbeat_timeout_s: float, now: float,
 
 def _reap_one(engine: Engine, claim: Claim, holder: str, timeout_s: float, now: float,
               index: IndexRun) -> bool:
-    run_dir = Path(claim.dir)
-    if not run_dir.is_dir():  # the folder was deleted: nothing to record, free the job
-        with engine.begin() as conn:
-            store_jobs.release(conn, claim.run_pk)
-        return True
     verdict = conclude(engine, claim, holder, AttemptEnd(worker_lost=True), index,
                        stale_before=now - timeout_s, wait_s=0.0)
     if verdict is not None:
