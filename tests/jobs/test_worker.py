@@ -10,6 +10,7 @@ import shutil
 import signal
 from pathlib import Path
 
+import pytest
 from sqlalchemy import Engine
 
 from runwatch.rundir import format as fmt
@@ -85,9 +86,15 @@ def test_a_program_that_cannot_start_fails_with_its_reason(engine: Engine, runs_
     assert "could not start" in output and "no-such-program" in output
 
 
+HANG = "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(300)"
+# Attaches in PREPARING, reports one step of it, then hangs (its SDK handles SIGTERM).
+SDK_HANG = ("import runwatch; run = runwatch.init(phase='PREPARING'); "
+            "run.set_phase('PREPARING', stage='tokenizing', done=0, total=10); " + HANG)
+
+
+@pytest.mark.parametrize("hang", [HANG, SDK_HANG], ids=["command", "sdk"])
 def test_a_job_silent_in_preparing_past_its_startup_timeout_fails(
-        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
-    hang = "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(300)"
+        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path, hang: str) -> None:
     run = submit_command(engine, runs_dir, "hang", hang, startup_timeout_s=1.0)
     workers.start(runs_dir, tmp_path / "index.db")
     assert wait_for(lambda: ended(engine, "hang"), what="the job to end") == "FAILED"

@@ -47,6 +47,12 @@ class JobProcess:
         self.kill_at = self.stop_started + grace_s
         signal_group(self.pid, signal.SIGTERM)
 
+    def kill(self) -> None:
+        """SIGKILL the whole group now, with no SIGTERM first: for a job that made no
+        progress, so it has nothing to flush and must not record an end of its own."""
+        self.stop_started = self.kill_at = time.monotonic()
+        self.killed = signal_group(self.pid, signal.SIGKILL) or self.killed
+
     def poll(self) -> int | None:
         """The main process's returncode once it has ended and nothing of its group is
         left, else None. Sends the SIGKILL a stop's grace has run out for, and kills what

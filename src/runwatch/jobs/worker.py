@@ -4,10 +4,12 @@ One loop (`Worker.tick`, every TICK_S) does everything, so a worker needs no thr
 - every `heartbeat_s`: stamp the worker and its jobs, read whether it was told to drain,
   and reap the jobs of workers that stopped heartbeating (runwatch.jobs.reaper);
 - for each running job: see whether its process group has ended; stop it (SIGTERM, the
-  grace period, SIGKILL to the whole group) when a cancel was asked or when it stayed
-  PREPARING with no new event and no new output for its startup timeout; conclude it
-  once it has ended (reaper.conclude: the verdict event unless the process recorded its
-  own end, a requeue when attempts remain, the claim released);
+  grace period, SIGKILL to the whole group) when a cancel was asked; SIGKILL the group
+  when it stayed PREPARING with no new event and no new output for its startup timeout
+  (it made no progress, so it has nothing to flush, and the SDK would record a SIGTERM
+  as CANCELLED, not the timeout); conclude it once it has ended (reaper.conclude: the
+  verdict event unless the process recorded its own end, a requeue when attempts
+  remain, the claim released);
 - index the folders of its runs, so every surface sees their progress at once;
 - claim jobs while it has free devices and is not draining, and start each: PREPARING
   {attempt, worker} appended under the folder's lock, then the process, in a session of
@@ -16,9 +18,10 @@ One loop (`Worker.tick`, every TICK_S) does everything, so a worker needs no thr
 
 Draining (`runwatch resources` / the API): claim nothing more, finish the running jobs,
 then exit. Stopping (SIGTERM or Ctrl-C, `stop_event`): claim nothing more and stop the
-running jobs as a cancel would, at once; each ends as its process recorded, or FAILED
-"the training job was stopped", and is queued again as its next attempt when attempts
-remain, so another worker picks it up. A worker that dies (SIGKILL, a lost machine)
+running jobs as a cancel would, at once; each ends as its process recorded it (the SDK
+records CANCELLED, "the training job was stopped"), or else FAILED with that sentence
+(`stopped`), and is queued again as its next attempt when attempts remain, so another
+worker picks it up. A worker that dies (SIGKILL, a lost machine)
 leaves its jobs to the others' reaper after the heartbeat timeout.
 """
 
@@ -259,7 +262,9 @@ class Worker:
             with self.engine.connect() as conn:
                 job.cancel = store_jobs.cancel_requested(conn, job.claim.run_pk)
             job.startup_timed_out = not job.cancel and self._preparing_too_long(job)
-            if job.cancel or job.startup_timed_out or self.stopping:
+            if job.startup_timed_out:
+                job.proc.kill()  # no SIGTERM: the SDK would record it CANCELLED
+            elif job.cancel or self.stopping:
                 job.proc.stop(self.grace_s)
         if beat and job.oom is not None:
             job.oom.observe()
