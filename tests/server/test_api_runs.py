@@ -9,8 +9,9 @@ from typing import Any
 
 from apiclient import Api, MakeRun, assert_error, manifest
 
+from runwatch.sdk import init
 from tests.killed import killed_run
-from tests.support import run_cli
+from tests.support import run_cli, wait_for
 
 
 def _ingest_runs(api: Api, n: int) -> None:
@@ -97,6 +98,27 @@ def test_a_run_whose_process_died_says_so_in_its_summary(
     assert detail["cost"]["device_seconds"] == detail["timing"]["phaseMillis"]["RUNNING"] / 1000
     assert detail["cost"]["device_seconds_estimate"] is True
     assert detail["cost"]["device_profile"] == "cpu" and detail["cost"]["devices"] == 1
+    # nothing is left to stop, and a run started by hand cannot be retried
+    assert detail["actions"] == {"cancel": False, "retry": False}
+
+
+def test_a_run_started_by_hand_that_runs_here_can_be_cancelled(
+        api: Api, runs_dir: Path, index: Callable[[], None]) -> None:
+    run = init(name="live", dir=runs_dir)  # this test's process records it, on this host
+    try:
+        run.log({"loss": 1.0}, step=0)
+
+        def running() -> bool:  # the SDK writes from its own thread
+            index()
+            resp = api.get("/api/runs/live")
+            return resp.status_code == 200 and resp.json()["run"]["status"] == "RUNNING"
+
+        wait_for(running, what="the live run indexed as RUNNING")
+        assert api.ok("/api/runs/live")["actions"] == {"cancel": True, "retry": False}
+    finally:
+        run.finish("SUCCEEDED")
+    index()
+    assert api.ok("/api/runs/live")["actions"] == {"cancel": False, "retry": False}
 
 
 def test_a_run_that_logs_train_slash_loss_has_a_best_loss_in_api_and_cli(
