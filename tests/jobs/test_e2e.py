@@ -1,0 +1,178 @@
+"""Job control end to end, as a user meets it: `runwatch ui` (the server with its embedded
+worker) as a real process, jobs submitted through the queue, and what the API and the
+run folder say at each step.
+
+- A real SFT recipe on the tiny model: QUEUED in the index at once, then PREPARING
+  (tokenize progress with done/total), RUNNING and SUCCEEDED, its metrics indexed.
+- Retry after a failure: attempt 2 is recorded, attempt 1's files are kept under
+  attempts/1/, the view shows attempt 2's metrics only, and attempt 1's device time stays
+  in the run's cost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from runwatch.jobs.failures import CATALOGUE
+from runwatch.jobs.spec import recipe_spec
+from runwatch.jobs.submit import submit
+from runwatch.rundir import format as fmt
+from runwatch.server.runner import free_port
+from runwatch.store import open_engine
+from tests.support import TINY_MODEL, first_line, wait_for
+from tests.support.jobs import events, run_row
+from tests.support.workers import kill_jobs, phases
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+# A recipe's or a script's whole life on a loaded two-core machine (torch import included).
+END_DEADLINE_S = 180.0
+SFT = [*TINY_MODEL, "batch_size=8", "n_train=64", "n_val=8", "max_steps=6", "val_interval=3",
+       "export_samples=false", "wandb_project=None"]
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    return folder
+
+
+class Ui:
+    """A `runwatch ui` process over a runs folder, and an HTTP client of its API."""
+
+    def __init__(self, runs: Path) -> None:
+        self.runs = runs
+        port = free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "runwatch", "ui", str(runs), "--port", str(port)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True)
+        self.serving = first_line(self.proc, what="runwatch ui to start serving")
+        self.api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+
+    def get(self, path: str) -> Any:
+        res = self.api.get(path)
+        assert res.status_code == 200, res.text
+        return res.json()
+
+    def post(self, path: str, body: dict[str, Any], status: int = 200) -> Any:
+        res = self.api.post(path, json=body)
+        assert res.status_code == status, res.text
+        return res.json()
+
+    def ended(self, name: str) -> dict[str, Any]:
+        """The run detail once the run has ended."""
+        return wait_for(lambda: (d := self.get(f"/api/runs/{name}"))["run"]["status"]
+                        in fmt.TERMINAL_PHASES and d, what=f"run {name} to end",
+                        deadline=END_DEADLINE_S, interval=0.2)
+
+    def close(self) -> None:
+        self.api.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        kill_jobs(self.runs)
+
+
+@pytest.fixture
+def ui(runs: Path) -> Iterator[Ui]:
+    server = Ui(runs)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_a_recipe_goes_from_queued_to_succeeded_through_the_queue(
+        runs: Path, tmp_path: Path) -> None:
+    engine = open_engine(runs / ".runwatch" / "index.db")
+    spec = recipe_spec("sft", [*SFT, f"cache_dir={tmp_path / 'cache'}"], cwd=tmp_path)
+    made = submit(engine, runs, spec, "sft-e2e")
+    assert run_row(engine, "sft-e2e").status == "QUEUED", "QUEUED in the index at once"
+    engine.dispose()
+    server = Ui(runs)  # its embedded worker picks the job up
+    try:
+        detail = server.ended("sft-e2e")
+        workers = server.get("/api/workers")["workers"]
+        keys = {k["key"]: k for k in server.get("/api/runs/sft-e2e/metrics/keys")["keys"]}
+    finally:
+        server.close()
+    assert detail["run"]["status"] == "SUCCEEDED", detail["run"]
+    evs = events(made.dir)
+    assert phases(made.dir) == ["QUEUED", "PREPARING", "RUNNING", "SUCCEEDED"]
+    assert evs[0]["attempt"] == 1
+    start = next(e for e in evs if e["phase"] == "PREPARING")
+    assert start["attempt"] == 1 and start["worker"] == workers[0]["id"]
+    tokenize = [(e["done"], e["total"]) for e in evs
+                if e["phase"] == "PREPARING" and e.get("stage") == "tokenizing"]
+    assert tokenize[0] == (0, 64) and tokenize[-1] == (64, 64), tokenize
+    assert [d for d, _ in tokenize] == sorted(d for d, _ in tokenize)
+    assert (keys["loss"]["count"], keys["loss"]["last_step"]) == (6, 6), keys["loss"]
+    assert detail["cost"]["device_seconds"] > 0
+    assert {"QUEUED", "PREPARING", "RUNNING"} <= set(detail["timing"]["phaseMillis"])
+
+
+def held_seconds(run_dir: Path) -> dict[int, float]:
+    """Each attempt's time from its PREPARING event to its terminal event, from the
+    run's events.jsonl: the time it held its device."""
+    held: dict[int, float] = {}
+    attempt, start = 0, None
+    for e in events(run_dir):
+        if e["phase"] == "PREPARING" and "attempt" in e:
+            attempt, start = e["attempt"], e["ts"]
+        elif e["phase"] in fmt.TERMINAL_PHASES and start is not None:
+            held[attempt] = e["ts"] - start
+            start = None
+    return held
+
+
+def test_retry_after_a_failure_keeps_attempt_one_on_record_and_in_the_cost(
+        runs: Path, tmp_path: Path, ui: Ui) -> None:
+    broken = tmp_path / "broken"
+    broken.write_text("the data is broken")
+    argv = [sys.executable, str(SCRIPTS / "train.py"), "--steps", "10",
+            "--fail-if", str(broken)]
+    ui.post("/api/jobs", {"kind": "command", "argv": argv, "name": "flaky",
+                          "max_attempts": 1}, status=201)
+    first = ui.ended("flaky")
+    assert (first["run"]["status"], first["run"]["reason_code"]) == ("FAILED", "failed")
+    assert first["run"]["reason"] == CATALOGUE["failed"].sentence
+
+    broken.unlink()  # the user fixes the cause, then retries
+    answer = ui.post("/api/runs/flaky/retry", {})
+    assert answer["status"] == "QUEUED" and answer["run"]["attempt"] == 2
+    second = ui.ended("flaky")
+    assert (second["run"]["status"], second["run"]["attempt"]) == ("SUCCEEDED", 2)
+
+    run_dir = runs / "flaky"
+    kept = fmt.attempt_dir(run_dir, 1)
+    old = (kept / fmt.METRICS).read_text().splitlines()
+    assert len(old) == 10 and all('"attempt":1' in line for line in old)
+    assert "runwatch_e2e_secret" in (kept / fmt.OUTPUT_LOG).read_text()
+    queued = [e for e in events(run_dir) if e["phase"] == "QUEUED"]
+    assert [e["attempt"] for e in queued] == [1, 2]
+    history = ui.get("/api/runs/flaky/history?key=attempt")
+    values = [row["values"]["attempt"] for row in history["rows"]]
+    assert values == [2] * 10, "the view shows the new attempt's metrics only"
+
+    held = held_seconds(run_dir)
+    assert sorted(held) == [1, 2]
+    cost = second["cost"]
+    assert cost["device_seconds"] == pytest.approx(held[1] + held[2], abs=0.05)
+    assert [a["attempt"] for a in second["attempts"]] == [1, 2]
+    assert second["attempts"][0]["device_seconds"] == pytest.approx(held[1], abs=0.05)
