@@ -23,8 +23,10 @@ def stream_cursor(conn: Connection, run_pk: int, keys: list[KeyInfo]) -> str:
 
 
 def run_detail(conn: Connection, st: ServerState, row: Row[Any]) -> dict[str, Any]:
-    """The run detail (as the CLI shows it), its series read through the server's cache,
-    and the cursor its live stream starts from."""
+    """The run detail (as the CLI shows it), its series read through the server's cache
+    and its spend priced by the device profiles of the server's runs folder, and the
+    cursor its live stream starts from."""
     rec = read_run(conn, row)
-    detail = shared_detail(rec, lambda key: st.cache.get(conn, row.pk, key).value)
+    detail = shared_detail(rec, lambda key: st.cache.get(conn, row.pk, key).value,
+                           runs_dir=st.runs_dir)
     return {"ok": True, **detail, "cursor": stream_cursor(conn, row.pk, rec.keys)}
