@@ -1,9 +1,10 @@
 """The web app's API types (web/src/types.ts) against what a real server sends.
 
-The real server runs over HTTP on runs written by the SDK; for each interface in
-types.ts, a real response of the route (or event of the run's stream: points, log,
-phase) it describes must have every declared field (optional ones, marked `?`, may be
-absent) and no field the interface does not declare.
+The real server runs over HTTP, with an embedded worker, on runs written by the SDK and
+jobs submitted through the API; for each interface in types.ts, a real response of the
+route (or event of the run's stream: points, log, phase) it describes must have every
+declared field (optional ones, marked `?`, may be absent) and no field the interface
+does not declare.
 
 Each interface must also match the component schema of the same name in the server's
 `/openapi.json` (runwatch.server.schemas): the same fields, the same required ones, and
@@ -17,21 +18,33 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Collection
+import sys
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import httpx
+import pytest
+from sqlalchemy import Engine
 
 from runwatch.rundir.format import typescript
 from runwatch.sdk import init
-from runwatch.server.runner import Runner
+from runwatch.server.runner import Runner, free_port
 from runwatch.server.schemas import PointsEvent
 from tests.support import wait_for
 
 TYPES = Path(__file__).resolve().parents[2] / "web" / "src" / "types.ts"
 # the models of stream events (no route of /openapi.json names them)
 STREAM_ONLY = {"PointsEvent": PointsEvent}
+
+
+@pytest.fixture
+def server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
+    """The real server with one embedded worker (as `runwatch ui`), so the job routes have
+    a worker and a running job to show."""
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, workers=1,
+                worker_settings={"heartbeat_s": 0.5, "grace_s": 2.0}) as srv:
+        yield srv
 
 
 class TsField(NamedTuple):
@@ -195,6 +208,23 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
             assert resp.status_code == 200, resp.text
             return resp.json()
 
+        def post(path: str, **body: Any) -> Any:
+            resp = client.post(path, json=body)
+            assert resp.status_code in (200, 201), resp.text
+            return resp.json()
+
+        # one job runs on the worker's one device; the other waits, and is cancelled
+        sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+        submitted = post("/api/jobs", kind="command", name="sleeps", argv=sleeper)
+        post("/api/jobs", kind="command", name="waits", argv=sleeper)
+        workers = wait_for(lambda: (w := get("/api/workers"))["workers"][0]["jobs"] and w,
+                           what="the worker to run a job")
+        cancelled = post("/api/runs/waits/cancel")
+        job = get("/api/runs/waits")
+        assert job["failure"] is not None, "a cancelled job's detail has a failure"
+        recipes = get("/api/recipes")
+        drained = post(f"/api/workers/{workers['workers'][0]['id']}/drain")
+
         def ready() -> bool:
             r = client.get("/api/runs/typed/health")
             return r.status_code == 200 and bool(r.json()["findings"]) and bool(
@@ -222,6 +252,13 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
             "HealthResponse": health, "Finding": health["findings"][0],
             "PointsEvent": events["points"][0], "LogEntry (stream)": events["log"],
             "RunSummary (stream)": events["phase"],
+            "ActionAnswer": submitted, "ActionAnswer (cancel)": cancelled,
+            "JobSpec": job["job"], "Failure": job["failure"], "Attempt": job["attempts"][0],
+            "RecipeList": recipes, "Recipe": recipes["recipes"][0],
+            "RecipeSetting": recipes["recipes"][0]["settings"][0],
+            "DeviceProfileInfo": recipes["device_profiles"][0],
+            "WorkerList": workers, "Worker": workers["workers"][0],
+            "WorkerJob": workers["workers"][0]["jobs"][0], "WorkerAnswer": drained,
         }
     assert {name.split(" ")[0] for name in sent} == set(declared), "every interface is checked"
     for name, body in sent.items():

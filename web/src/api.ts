@@ -4,6 +4,8 @@ export class ApiError extends Error {
   constructor(
     message: string,
     readonly status: number,
+    /** The request field the error is about (a form shows the message next to it). */
+    readonly field: string | null = null,
   ) {
     super(message);
   }
@@ -28,8 +30,8 @@ async function parse<T>(resp: Response): Promise<T> {
     throw new ApiError(`The server answered ${resp.status} without JSON.`, resp.status);
   }
   if (!resp.ok) {
-    const err = body as { error?: string; status?: number };
-    throw new ApiError(err.error ?? `HTTP ${resp.status}`, err.status ?? resp.status);
+    const err = body as { error?: string; status?: number; field?: string | null };
+    throw new ApiError(err.error ?? `The server answered ${resp.status}.`, err.status ?? resp.status, err.field ?? null);
   }
   return body as T;
 }

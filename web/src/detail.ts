@@ -1,19 +1,39 @@
 // The detail pane of one run: header, actions, tiles, charts, history, cards,
-// live logs and the Rollouts tab, kept current by the run's event stream.
+// live logs and the Rollouts tab, kept current by the run's event stream. A new attempt
+// (a retry, or a requeue after a failure) loads the pane again from empty charts.
 
 import { ApiError, getJSON, postJSON, runPath } from "./api";
 import { ChartsPanel } from "./charts";
+import { CostCard } from "./costcard";
 import { append, clear, h, text } from "./dom";
 import { fmtDuration, fmtNum, fmtTime, liveDuration, statusClass, statusLabel, statusText } from "./format";
+import { TERMINAL_PHASES } from "./format.gen";
 import { HealthPanel } from "./health";
 import { HistoryTable } from "./history";
 import { LiveStream } from "./live";
 import { LogsView } from "./logs";
 import { RolloutsView } from "./rollouts";
-import type { HealthResponse, LogEntry, MetricKeys, PointsEvent, RunDetail, RunSummary } from "./types";
+import type { ActionAnswer, HealthResponse, JobSpec, LogEntry, MetricKeys, PointsEvent, RunDetail, RunSummary } from "./types";
 
 function tile(label: string, value: string, id?: string): HTMLElement {
   return h("div", { class: "tile", ...(id ? { "data-tile": id } : {}) }, h("div", { class: "tile-label" }, label), h("div", { class: "tile-value", title: value }, value));
+}
+
+/** An argument list as one shell command line (quoted where a shell would need it). */
+function commandLine(argv: string[]): string {
+  return argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'"'"'`)}'`)).join(" ");
+}
+
+function jobRows(job: JobSpec | null, run: RunSummary): [string, unknown][] {
+  if (!job) return [["Job", "started by hand (not through the queue)"]];
+  return [
+    ["Job", job.kind === "recipe" ? `recipe ${job.recipe ?? ""}` : "command"],
+    ["Command", commandLine(job.argv)],
+    ["Devices", `${job.devices} × ${job.device_profile}`],
+    ["Priority", job.priority],
+    ["Attempt", `${run.attempt} of at most ${job.max_attempts}`],
+    ["Worker", job.worker_id],
+  ];
 }
 
 function kv(rows: [string, unknown][]): HTMLElement {
@@ -38,12 +58,17 @@ export class DetailView {
   private tilesEl = h("div", { class: "tiles" });
   private scalarsEl = h("div", { class: "tiles scalars", id: "scalars" });
   private cardsEl = h("div", { class: "cards" });
+  private cost = new CostCard();
   private overview = h("div", { class: "tab-body", "data-tab": "overview" });
   private rolloutsEl = h("div", { class: "tab-body", "data-tab": "rollouts", hidden: "" });
   private lastStep: number | null = null;
   private cursor = "";
   private ticker: number | undefined;
   private disposed = false;
+  // which load() is current: a new attempt starts another, and the older one stops
+  private generation = 0;
+  private refreshing: Promise<void> | null = null;
+  private refreshAgain = false;
 
   constructor(
     private readonly runId: string,
@@ -53,10 +78,12 @@ export class DetailView {
   ) {}
 
   async load(): Promise<void> {
+    const gen = ++this.generation;
+    const stale = () => this.disposed || gen !== this.generation;
     // The keys come first: their cursor is where the live stream starts, and everything
     // fetched after them (series, logs, the detail itself) is at least that new.
     const keys = await getJSON<MetricKeys>(`${runPath(this.runId)}/metrics/keys`);
-    if (this.disposed) return;
+    if (stale()) return;
     this.charts = new ChartsPanel(this.runId);
     this.logs = new LogsView(this.runId);
     this.health = new HealthPanel(this.runId);
@@ -64,13 +91,9 @@ export class DetailView {
     this.overview.replaceChildren(this.tilesEl, this.scalarsEl, this.health.el, this.charts.el, history.el, this.cardsEl, this.logs.el);
     this.el.replaceChildren(this.header, this.notice, this.overview, this.rolloutsEl);
     const detailLoaded = getJSON<RunDetail>(runPath(this.runId)).then((detail) => {
-      if (this.disposed) return;
-      this.detail = detail;
-      this.detailAt = Date.now();
+      if (stale()) return;
       if (this.lastStep === null || (detail.scalars.steps ?? -1) > this.lastStep) this.lastStep = detail.scalars.steps;
-      this.renderHeader();
-      this.renderTiles();
-      this.renderCards();
+      this.show(detail);
     });
     await Promise.all([
       detailLoaded,
@@ -80,12 +103,12 @@ export class DetailView {
       this.health.load().then((f) => this.charts?.setFindings(f)),
     ]);
     this.cursor = keys.cursor;
-    if (this.disposed) return;
+    if (stale()) return;
     this.showTab(this.tab);
     this.stream = new LiveStream(`/api${runPath(this.runId)}/stream?cursor=${encodeURIComponent(this.cursor)}`, {
       points: (d) => this.onPoints(d as PointsEvent[]),
       log: (d) => this.logs?.append(d as LogEntry),
-      phase: (d) => void this.onPhase(d as RunSummary),
+      phase: (d) => this.update(d as RunSummary, true),
       health: (d) => {
         const resp = d as HealthResponse;
         this.health?.show(resp);
@@ -105,21 +128,83 @@ export class DetailView {
     if (steps) steps.textContent = fmtNum(this.lastStep);
   }
 
-  private async onPhase(run: RunSummary): Promise<void> {
-    this.onRunChanged(run);
-    const detail = await getJSON<RunDetail>(runPath(this.runId));
-    if (this.disposed) return;
+  /**
+   * The run's list fields changed: from its stream's phase event (`always`), or from the
+   * run list's stream, which also tells of a change job control makes in the index alone
+   * (a cancel request). A new attempt loads the pane again; another change of phase,
+   * stage or reason (any phase event) fetches the detail again.
+   */
+  update(run: RunSummary, always: boolean): void {
+    const prev = this.detail?.run;
+    if (!prev) return; // loading: what it fetches is at least this new
+    if (always) this.onRunChanged(run); // the list's own stream has told the list
+    if (run.status !== prev.status) this.setNotice(""); // a notice is about the phase before
+    if (run.attempt > prev.attempt || (TERMINAL_PHASES.includes(prev.status) && !TERMINAL_PHASES.includes(run.status))) {
+      this.restart(run.status);
+      return;
+    }
+    if (!always && run.status === prev.status && run.reason === prev.reason && run.stage === prev.stage && run.process_gone === prev.process_gone) return;
+    if (run.status !== prev.status) {
+      // the new phase shows at once; the detail fetched next brings its actions and cards
+      this.detail = { ...this.detail!, run, actions: { cancel: false, retry: false } };
+      this.el.dataset.status = run.status;
+      this.renderHeader();
+    }
+    void this.refresh();
+  }
+
+  /** Fetch the detail again; calls while one is under way make one more fetch after it. */
+  private async refresh(): Promise<void> {
+    if (this.refreshing) {
+      this.refreshAgain = true;
+      return this.refreshing;
+    }
+    const gen = this.generation;
+    this.refreshing = (async () => {
+      do {
+        this.refreshAgain = false;
+        const detail = await getJSON<RunDetail>(runPath(this.runId));
+        if (this.disposed || gen !== this.generation) return;
+        this.show(detail);
+      } while (this.refreshAgain);
+    })().finally(() => {
+      this.refreshing = null;
+    });
+    return this.refreshing;
+  }
+
+  private show(detail: RunDetail): void {
     this.detail = detail;
     this.detailAt = Date.now();
+    this.el.dataset.status = detail.run.status;
+    this.el.dataset.attempt = String(detail.run.attempt);
     this.renderHeader();
     this.renderTiles();
     this.renderCards();
+  }
+
+  /** Load the pane again, from empty charts: the run's points are a new attempt's now. */
+  private restart(status: string): void {
+    this.el.dataset.status = status;
+    this.stopLive();
+    this.detail = null;
+    this.lastStep = null;
+    this.rollouts = null;
+    this.rolloutsEl.replaceChildren();
+    delete this.el.dataset.loaded;
+    this.load().catch((e: unknown) => this.setNotice(e instanceof Error ? e.message : String(e), true));
+  }
+
+  private setNotice(message: string, error = false): void {
+    this.notice.textContent = message;
+    this.notice.classList.toggle("error", error);
   }
 
   private renderHeader(): void {
     const d = this.detail;
     if (!d) return;
     const run = d.run;
+    const failure = d.failure;
     const actions = h("div", { class: "actions" });
     if (d.actions.cancel) actions.appendChild(this.actionButton("Cancel", "cancel"));
     if (d.actions.retry) actions.appendChild(this.actionButton("Retry", "retry"));
@@ -131,11 +216,13 @@ export class DetailView {
         { class: "title-row" },
         h("h2", { id: "run-title" }, run.name),
         h("span", { class: `badge ${statusClass(run.status)}`, id: "run-status" }, h("span", { class: "dot" }), statusText(run)),
+        run.attempt > 1 ? h("span", { class: "badge", id: "run-attempt" }, `attempt ${run.attempt}`) : null,
         run.stage ? h("span", { class: "muted" }, run.stage) : null,
         actions,
       ),
       h("p", { class: "summary", id: "run-summary" }, d.summary),
-      run.reason ? h("p", { class: "reason" }, run.reason) : null,
+      run.reason ? h("p", { class: "reason", id: "run-reason" }, run.reason) : null,
+      failure?.what_to_do ? h("p", { class: "what-to-do", id: "what-to-do" }, h("strong", {}, "What to do: "), failure.what_to_do) : null,
       tabs,
     );
   }
@@ -143,13 +230,21 @@ export class DetailView {
   private actionButton(label: string, action: "cancel" | "retry"): HTMLElement {
     const b = h("button", { class: `btn ${action === "cancel" ? "danger" : ""}`, id: `action-${action}` }, label);
     b.addEventListener("click", async () => {
-      this.notice.textContent = "";
+      b.disabled = true;
+      this.setNotice("");
       try {
-        await postJSON(`${runPath(this.runId)}/${action}`);
-        this.notice.textContent = `${label} requested.`;
+        const res = await postJSON<ActionAnswer>(`${runPath(this.runId)}/${action}`);
+        this.update(res.run, true);
+        this.setNotice(
+          action === "retry"
+            ? `Queued again as attempt ${res.run.attempt}; the charts start empty.`
+            : res.status === "CANCELLED"
+              ? "Cancelled before it started."
+              : "Cancel requested: the job is told to stop, and is stopped for good after a grace period.",
+        );
       } catch (e) {
-        this.notice.textContent = e instanceof ApiError ? e.message : String(e);
-        this.notice.classList.add("error");
+        b.disabled = false;
+        this.setNotice(e instanceof ApiError ? e.message : String(e), true);
       }
     });
     return b;
@@ -199,6 +294,7 @@ export class DetailView {
   }
 
   private tickDuration(): void {
+    this.cost.tick();
     const run = this.detail?.run;
     if (!run || run.ended_at || run.process_gone) return;
     const el = this.tilesEl.querySelector('[data-tile="duration"] .tile-value');
@@ -221,6 +317,7 @@ export class DetailView {
     const eng = h("pre", { class: "code" });
     eng.textContent = d.settings.engine_config ? text(d.settings.engine_config) : "(no engine config recorded)";
     settings.append(h("h4", {}, "Config"), cfg, h("h4", {}, "Engine config"), eng);
+    this.cost.show(d, this.detailAt);
     const art = h("pre", { class: "code" });
     art.textContent = JSON.stringify(refs, null, 2);
     clear(this.cardsEl);
@@ -247,8 +344,10 @@ export class DetailView {
           ["Started", fmtTime(run.started_at)],
           ["Ended", fmtTime(run.ended_at)],
           ["Failure reason", run.reason],
+          ...jobRows(d.job, run),
         ]),
       ),
+      this.cost.el,
       h("section", { class: "card", id: "artifacts" }, h("h3", {}, "Artifacts & refs"), art),
       d.problems?.length
         ? h("section", { class: "card", id: "problems" }, h("h3", {}, "Indexing problems"), ...d.problems.map((p) => h("p", { class: "muted small" }, p)))
@@ -257,10 +356,16 @@ export class DetailView {
     );
   }
 
-  dispose(): void {
-    this.disposed = true;
+  private stopLive(): void {
     window.clearInterval(this.ticker);
     this.stream?.close();
+    this.stream = null;
     this.charts?.dispose();
+    this.charts = null;
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    this.stopLive();
   }
 }

@@ -3,3 +3,7 @@
 
 // Log levels from least to most severe, with their ranks.
 export const LOG_LEVEL_RANK: Record<string, number> = { debug: 10, info: 20, warning: 30, error: 40, critical: 50 };
+
+// Phases in which a run has ended, and in which it holds its devices.
+export const TERMINAL_PHASES: readonly string[] = ["CANCELLED", "FAILED", "SUCCEEDED"];
+export const ACTIVE_PHASES: readonly string[] = ["CANCEL_REQUESTED", "PREPARING", "RUNNING"];

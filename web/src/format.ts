@@ -54,3 +54,10 @@ export function statusLabel(status: string): string {
   const s = status.toLowerCase().replace(/_/g, " ");
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
+
+/** An amount of money in the deployment's currency: cents, or more digits below one cent. */
+export function fmtSpend(v: number | null | undefined): string {
+  if (v === null || v === undefined || !Number.isFinite(v)) return "—";
+  if (v !== 0 && Math.abs(v) < 0.01) return v.toPrecision(2);
+  return v.toFixed(2);
+}

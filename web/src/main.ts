@@ -1,16 +1,21 @@
-// Entry point: the app shell, URL state (/runs?project=…&run=…) and routing.
+// Entry point: the app shell, URL state (/runs?project=…&run=…, /new, /resources) and routing.
 
 import "./style.css";
 import { getJSON } from "./api";
 import { DetailView } from "./detail";
 import { h } from "./dom";
 import { LiveStream } from "./live";
-import { newJobPage } from "./newjob";
+import { NewJobPage } from "./newjob";
+import { ResourcesPage } from "./resources";
 import { RunListView } from "./runlist";
 import type { RunSummary } from "./types";
 
+type Page = "runs" | "new" | "resources";
+
+const PAGE_PATHS: Record<Page, string> = { runs: "/runs", new: "/new", resources: "/resources" };
+
 interface UrlState {
-  page: "runs" | "new";
+  page: Page;
   project: string | null;
   run: string | null;
   q: string;
@@ -21,7 +26,7 @@ function readUrl(): UrlState {
   const u = new URL(window.location.href);
   const p = u.searchParams;
   return {
-    page: u.pathname.startsWith("/new") ? "new" : "runs",
+    page: u.pathname.startsWith("/new") ? "new" : u.pathname.startsWith("/resources") ? "resources" : "runs",
     project: p.get("project"),
     run: p.get("run"),
     q: p.get("q") ?? "",
@@ -36,7 +41,7 @@ function writeUrl(s: UrlState, push: boolean): void {
   if (s.q) p.set("q", s.q);
   if (s.tab && s.tab !== "overview") p.set("tab", s.tab);
   const qs = p.toString();
-  const url = `${s.page === "new" ? "/new" : "/runs"}${qs ? `?${qs}` : ""}`;
+  const url = `${PAGE_PATHS[s.page]}${qs ? `?${qs}` : ""}`;
   if (url === `${window.location.pathname}${window.location.search}`) return;
   if (push) history.pushState(null, "", url);
   else history.replaceState(null, "", url);
@@ -49,21 +54,28 @@ class App {
   private body = h("div", { class: "layout" });
   private list: RunListView;
   private detail: DetailView | null = null;
+  // the New job or Resources page while one is open
+  private page: { el: HTMLElement; dispose?: () => void } | null = null;
   private placeholder = h("main", { class: "detail empty-detail" }, h("p", { class: "muted" }, "Select a run on the left."));
 
   constructor() {
     const newJob = h("button", { class: "btn primary", id: "new-job-button" }, "+ New job");
-    newJob.addEventListener("click", () => this.go({ page: "new" }));
+    newJob.addEventListener("click", () => this.go({ page: "new", run: null }));
     this.projectSelect.addEventListener("change", () => {
       this.go({ project: this.projectSelect.value || null, run: null });
       this.list.setProject(this.state.project);
     });
-    const brand = h("a", { class: "brand", href: "/runs" }, "runwatch");
-    brand.addEventListener("click", (e) => {
-      e.preventDefault();
-      this.go({ page: "runs", run: null });
-    });
-    this.root.append(h("header", { class: "topbar" }, brand, h("span", { class: "muted" }, "Training jobs"), this.projectSelect, h("span", { class: "spacer" }), newJob), this.body);
+    const link = (label: string, page: Page, attrs: Record<string, string>) => {
+      const a = h("a", { href: PAGE_PATHS[page], ...attrs }, label);
+      a.addEventListener("click", (e) => {
+        e.preventDefault();
+        this.go({ page, run: null });
+      });
+      return a;
+    };
+    const brand = link("runwatch", "runs", { class: "brand" });
+    const resources = link("Resources", "resources", { class: "nav-link", id: "resources-link" });
+    this.root.append(h("header", { class: "topbar" }, brand, h("span", { class: "muted" }, "Training jobs"), this.projectSelect, resources, h("span", { class: "spacer" }), newJob), this.body);
     this.list = new RunListView(
       this.state.project,
       this.state.q,
@@ -77,7 +89,12 @@ class App {
     // the stream says `ready` once it watches; listing again then closes the gap between
     // the first list and the stream's start
     new LiveStream("/api/stream/runs", {
-      run: (d) => this.list.upsert(d as RunSummary),
+      run: (d) => {
+        const run = d as RunSummary;
+        this.list.upsert(run);
+        // a cancel request changes the index alone: the run's own stream has no event for it
+        if (run.run_id === this.state.run) this.detail?.update(run, false);
+      },
       ready: () => void this.list.reload(),
     });
     void this.loadProjects();
@@ -101,10 +118,17 @@ class App {
 
   private render(): void {
     this.list.select(this.state.run);
-    if (this.state.page === "new") {
+    this.page?.dispose?.();
+    this.page = null;
+    this.root.dataset.page = this.state.page;
+    if (this.state.page !== "runs") {
       this.detail?.dispose();
       this.detail = null;
-      this.body.replaceChildren(newJobPage(() => this.go({ page: "runs" })));
+      const open = (run: string) => this.go({ page: "runs", run, tab: "overview" });
+      const page = this.state.page === "new" ? new NewJobPage(open, () => this.go({ page: "runs" })) : new ResourcesPage(open);
+      this.page = page;
+      this.body.replaceChildren(page.el);
+      void page.load();
       return;
     }
     if (!this.body.contains(this.list.el)) this.body.replaceChildren(this.list.el, this.placeholder);

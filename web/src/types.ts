@@ -23,6 +23,10 @@ export interface RunSummary {
   duration_s: number | null;
   observed_step: number | null;
   saved_step: number | null;
+  /** 1 for the first attempt; a retry or a requeue adds one. */
+  attempt: number;
+  /** The failure catalogue's id of `reason`, when it has one. */
+  reason_code: string | null;
 }
 
 export interface RunList {
@@ -71,13 +75,58 @@ export interface RunState {
   updated_at: number | null;
 }
 
+/** What a run used over all its attempts; device time and spend are estimates while
+ * it has not ended. Rate and spend are null when its device profile is unknown
+ * (`problem` says why). */
 export interface Cost {
   duration_s: number | null;
-  timing: { phaseMillis: Record<string, number> };
+  queue_wait_s: number;
+  device_profile: string;
+  devices: number;
+  hourly_rate: number | null;
   device_seconds: number;
   device_seconds_estimate: boolean;
+  spend: number | null;
   last_step_time_s: number | null;
   peak_memory_bytes: Record<string, number | null>;
+  problem: string | null;
+}
+
+/** One attempt of a run: how it ended, its time per phase and the device time it held. */
+export interface Attempt {
+  attempt: number;
+  phase: string;
+  ended: boolean;
+  phaseMillis: Record<string, number>;
+  device_seconds: number;
+  reason: string | null;
+  reason_code: string | null;
+  started_at: number | null;
+  ended_at: number | null;
+}
+
+/** Why a run failed (or was stopped), from the failure catalogue, and what to do. */
+export interface Failure {
+  code: string | null;
+  reason: string | null;
+  what_to_do: string | null;
+}
+
+/** How a submitted run is run (its job.json and claim); null for a run started by hand. */
+export interface JobSpec {
+  kind: string;
+  recipe: string | null;
+  argv: string[];
+  cwd: string;
+  devices: number;
+  device_profile: string;
+  priority: number;
+  max_attempts: number;
+  startup_timeout_s: number | null;
+  submitted_at: number;
+  attempt: number;
+  worker_id: string | null;
+  cancel_requested_at: number | null;
 }
 
 export interface Checkpoint {
@@ -105,6 +154,10 @@ export interface RunDetail {
   state: RunState;
   results: Record<string, number | string | null>;
   cost: Cost;
+  timing: { phaseMillis: Record<string, number> };
+  attempts: Attempt[];
+  failure: Failure | null;
+  job: JobSpec | null;
   scalars: Scalars;
   actions: Actions;
   checkpoints: Checkpoint[];
@@ -223,4 +276,86 @@ export interface PointsEvent {
   seq: number;
   step: number;
   values: Record<string, number | null>;
+}
+
+export interface RecipeSetting {
+  name: string;
+  /** "int", "float", "str" or "bool". */
+  type: string;
+  /** The setting also takes none (null). */
+  nullable: boolean;
+  default: unknown;
+  help: string;
+}
+
+export interface Recipe {
+  name: string;
+  method: string;
+  help: string;
+  settings: RecipeSetting[];
+}
+
+export interface DeviceProfileInfo {
+  name: string;
+  devices: number;
+  hourly_rate: number;
+  device_memory_bytes: number;
+  host_memory_bytes: number;
+}
+
+export interface RecipeList {
+  ok: boolean;
+  recipes: Recipe[];
+  device_profiles: DeviceProfileInfo[];
+  default_profile: string;
+}
+
+/** The answer to a submit, cancel or retry: the run's new phase and list fields. */
+export interface ActionAnswer {
+  ok: boolean;
+  status: string;
+  run: RunSummary;
+}
+
+export interface WorkerJob {
+  run_id: string;
+  name: string;
+  status: string;
+  devices: number;
+  attempt: number;
+  claimed_at: number | null;
+}
+
+/** A worker and the jobs it runs; times are Unix seconds. Its spend is what it has cost
+ * while up (devices × hourly rate × hours), null when its profile is unknown. */
+export interface Worker {
+  id: string;
+  host: string;
+  pid: number;
+  devices: number;
+  devices_used: number;
+  device_profile: string;
+  hourly_rate: number | null;
+  started_at: number;
+  heartbeat_at: number;
+  heartbeat_age_s: number;
+  draining: boolean;
+  stopped_at: number | null;
+  /** "active", "draining", "stopped", or "lost": not stopped, and no heartbeat for the
+   * heartbeat timeout. */
+  status: string;
+  spend: number | null;
+  jobs: WorkerJob[];
+}
+
+export interface WorkerList {
+  ok: boolean;
+  queue_depth: number;
+  workers: Worker[];
+}
+
+/** The answer to a drain: the worker as it is now. */
+export interface WorkerAnswer {
+  ok: boolean;
+  worker: Worker;
 }

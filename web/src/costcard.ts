@@ -1,0 +1,95 @@
+// The Cost card of the run detail: device time and spend over all attempts (marked as an
+// estimate while the run has not ended, and counted on each second from the server's
+// figures), queue wait apart from preparing and training time, and each attempt.
+
+import { append, h } from "./dom";
+import { fmtDuration, fmtNum, fmtSpend, statusClass, statusLabel } from "./format";
+import { ACTIVE_PHASES } from "./format.gen";
+import type { Attempt, RunDetail } from "./types";
+
+function seconds(millis: Record<string, number>, ...phases: string[]): number {
+  return phases.reduce((sum, p) => sum + (millis[p] ?? 0), 0) / 1000;
+}
+
+function fmtBytes(v: number | null): string {
+  if (v === null) return "—";
+  const gib = v / 1024 ** 3;
+  return gib >= 1 ? `${fmtNum(gib, 3)} GiB` : `${fmtNum(v / 1024 ** 2, 3)} MiB`;
+}
+
+/** Each attempt: how it ended, its time in each part of the lifecycle, and why it ended. */
+function attemptsTable(attempts: Attempt[]): HTMLElement {
+  const head = ["Attempt", "Ended", "Queued", "Preparing", "Training", "Device time", "Reason"];
+  const row = (a: Attempt) =>
+    h(
+      "tr",
+      {},
+      h("td", {}, String(a.attempt)),
+      h("td", {}, h("span", { class: `status ${statusClass(a.phase)}` }, h("span", { class: "dot" }), a.ended ? statusLabel(a.phase) : `${statusLabel(a.phase)} (open)`)),
+      h("td", {}, fmtDuration(seconds(a.phaseMillis, "QUEUED"))),
+      h("td", {}, fmtDuration(seconds(a.phaseMillis, "PREPARING"))),
+      h("td", {}, fmtDuration(seconds(a.phaseMillis, "RUNNING", "CANCEL_REQUESTED"))),
+      h("td", {}, fmtDuration(a.device_seconds)),
+      h("td", { class: "reason-cell" }, a.reason ?? ""),
+    );
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h("table", { class: "table attempts", id: "cost-attempts" }, h("thead", {}, h("tr", {}, ...head.map((x) => h("th", {}, x)))), h("tbody", {}, ...attempts.map(row))),
+  );
+}
+
+export class CostCard {
+  readonly el = h("section", { class: "card", id: "cost" });
+  private detail: RunDetail | null = null;
+  private at = 0;
+
+  /** Show the cost of `detail`, received at `receivedAt` (ms). */
+  show(detail: RunDetail, receivedAt: number): void {
+    this.detail = detail;
+    this.at = receivedAt;
+    this.render();
+  }
+
+  /** Count the open phase on to now (called each second while the run is active). */
+  tick(): void {
+    if (this.detail?.cost.device_seconds_estimate) this.render();
+  }
+
+  private render(): void {
+    const d = this.detail;
+    if (!d) return;
+    const c = d.cost;
+    const status = d.run.status;
+    const estimate = c.device_seconds_estimate;
+    // the server counted the open phase up to when it answered; go on counting from there
+    const open = estimate ? Math.max(0, Date.now() - this.at) / 1000 : 0;
+    const holding = estimate && ACTIVE_PHASES.includes(status) ? open : 0;
+    const millis = { ...d.timing.phaseMillis };
+    if (estimate) millis[status] = (millis[status] ?? 0) + open * 1000;
+    const deviceS = c.device_seconds + holding * c.devices;
+    const mark = () => (estimate ? h("span", { class: "estimate", title: "The run has not ended: this grows until it does." }, " (estimate)") : null);
+    const spend =
+      c.spend === null || c.hourly_rate === null
+        ? h("span", { "data-cost": "spend", class: "muted" }, c.problem ?? "unknown")
+        : h("span", { "data-cost": "spend" }, fmtSpend(c.spend + (holding * c.devices * c.hourly_rate) / 3600), ` at ${fmtSpend(c.hourly_rate)} per device-hour`, mark());
+    const job = d.job;
+    const rows: [string, Node | string][] = [
+      ["Device time", h("span", { "data-cost": "device-time" }, fmtDuration(deviceS), ` (${c.devices} × ${c.device_profile})`, mark())],
+      ["Spend", spend],
+      ["Queue wait", h("span", { "data-cost": "queue-wait" }, fmtDuration(seconds(millis, "QUEUED")))],
+      ["Preparing", fmtDuration(seconds(millis, "PREPARING"))],
+      ["Training", h("span", { "data-cost": "training" }, fmtDuration(seconds(millis, "RUNNING", "CANCEL_REQUESTED")))],
+      ["Attempts", h("span", { "data-cost": "attempts" }, String(Math.max(d.run.attempt, d.attempts.length)), job ? ` of at most ${job.max_attempts}` : "")],
+      ["Last step time", c.last_step_time_s === null ? "—" : `${fmtNum(c.last_step_time_s)} s`],
+      ...Object.entries(c.peak_memory_bytes).map(([k, v]): [string, string] => [`Peak memory (${k})`, fmtBytes(v)]),
+    ];
+    this.el.replaceChildren();
+    append(
+      this.el,
+      h("h3", {}, "Cost"),
+      h("dl", { class: "kv" }, ...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+      d.attempts.length > 1 ? attemptsTable(d.attempts) : null,
+    );
+  }
+}

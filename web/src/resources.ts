@@ -1,0 +1,142 @@
+// The Resources page: the queue's depth and each worker with its host, devices in use,
+// device profile, hourly rate, running jobs, estimated spend so far and heartbeat age;
+// Stop drains a worker (it finishes its jobs, takes no new ones, then exits). Workers
+// are asked for again every REFRESH_MS while the page is open; ages tick in between.
+
+import { getJSON, postJSON } from "./api";
+import { h } from "./dom";
+import { fmtDuration, fmtSpend, statusClass, statusLabel } from "./format";
+import type { Worker, WorkerAnswer, WorkerList } from "./types";
+
+const REFRESH_MS = 2000;
+// How each worker status shows: its words and its dot's colour.
+const STATES: Record<string, [string, string]> = {
+  active: ["Active", "status-running"],
+  draining: ["Stopping: finishing its jobs", "status-cancel_requested"],
+  stopped: ["Stopped", "status-cancelled"],
+  lost: ["Lost: no heartbeat", "status-failed"],
+};
+
+export class ResourcesPage {
+  readonly el: HTMLElement;
+  private queue = h("p", { class: "queue-depth", id: "queue-depth" });
+  private notice = h("div", { class: "notice", role: "status" });
+  private active = h("tbody", { id: "workers" });
+  private past = h("tbody", { id: "past-workers" });
+  private pastSection: HTMLElement;
+  private empty = h("p", { class: "muted", id: "no-workers", hidden: "" }, "No worker is running. `runwatch ui` runs one by default; start more with `runwatch worker`.");
+  private timer: number | undefined;
+  private ticker: number | undefined;
+  private fetchedAt = 0;
+  private workers: Worker[] = [];
+  private disposed = false;
+
+  constructor(private readonly onOpenRun: (runId: string) => void) {
+    const head = () =>
+      h("thead", {}, h("tr", {}, ...["Worker", "Host", "Devices in use", "Profile", "Rate / device-hour", "Running jobs", "Est. spend so far", "Heartbeat", "State", ""].map((c) => h("th", {}, c))));
+    this.pastSection = h("section", { class: "card", hidden: "" }, h("h3", {}, "Past workers"), h("div", { class: "table-wrap" }, h("table", { class: "table workers" }, head(), this.past)));
+    this.el = h(
+      "div",
+      { class: "resources", id: "resources" },
+      h("h2", {}, "Resources"),
+      this.queue,
+      this.notice,
+      h("section", { class: "card" }, h("h3", {}, "Workers"), this.empty, h("div", { class: "table-wrap" }, h("table", { class: "table workers" }, head(), this.active))),
+      this.pastSection,
+    );
+  }
+
+  async load(): Promise<void> {
+    await this.refresh();
+    if (this.disposed) return;
+    this.timer = window.setInterval(() => void this.refresh(), REFRESH_MS);
+    this.ticker = window.setInterval(() => this.render(), 1000);
+    this.el.dataset.loaded = "true";
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    window.clearInterval(this.timer);
+    window.clearInterval(this.ticker);
+  }
+
+  private async refresh(): Promise<void> {
+    try {
+      const list = await getJSON<WorkerList>("/workers");
+      if (this.disposed) return;
+      this.workers = list.workers;
+      this.fetchedAt = Date.now();
+      this.queue.textContent = `${list.queue_depth} job${list.queue_depth === 1 ? "" : "s"} waiting in the queue`;
+      this.queue.dataset.depth = String(list.queue_depth);
+      if (this.notice.classList.contains("stale")) this.setNotice("");
+      this.render();
+    } catch (e) {
+      this.setNotice(`The workers could not be read: ${e instanceof Error ? e.message : String(e)}. Retrying.`, true, "stale");
+    }
+  }
+
+  private setNotice(message: string, error = false, kind = ""): void {
+    this.notice.textContent = message;
+    this.notice.className = `notice${error ? " error" : ""}${kind ? ` ${kind}` : ""}`;
+  }
+
+  private render(): void {
+    const since = (Date.now() - this.fetchedAt) / 1000;
+    const live = this.workers.filter((w) => w.stopped_at === null);
+    const past = this.workers.filter((w) => w.stopped_at !== null);
+    this.active.replaceChildren(...live.map((w) => this.row(w, since)));
+    this.past.replaceChildren(...past.map((w) => this.row(w, since)));
+    this.empty.hidden = live.length > 0;
+    this.pastSection.hidden = past.length === 0;
+  }
+
+  /** One worker's row, its heartbeat age and spend counted on `since` seconds after the answer. */
+  private row(w: Worker, since: number): HTMLElement {
+    const up = w.stopped_at === null;
+    const spend = w.spend === null || w.hourly_rate === null ? null : w.spend + (up ? (since * w.devices * w.hourly_rate) / 3600 : 0);
+    const [label, cls] = STATES[w.status] ?? [w.status, ""];
+    const jobs = h("td", { class: "jobs" });
+    for (const job of w.jobs) {
+      const a = h("a", { href: `/runs?run=${encodeURIComponent(job.run_id)}`, class: "job-link", title: `${statusLabel(job.status)} · ${job.devices} device${job.devices === 1 ? "" : "s"}` }, job.name);
+      a.addEventListener("click", (e) => {
+        e.preventDefault();
+        this.onOpenRun(job.run_id);
+      });
+      jobs.append(h("span", { class: `status ${statusClass(job.status)}` }, h("span", { class: "dot" })), a, " ");
+    }
+    if (!w.jobs.length) jobs.append(h("span", { class: "muted" }, "none"));
+    const action = h("td", {});
+    if (up) {
+      const stop = h("button", { class: "btn danger", "data-drain": w.id, title: "Finish its running jobs, take no new ones, then exit." }, w.draining ? "Stopping…" : "Stop");
+      stop.disabled = w.draining;
+      stop.addEventListener("click", () => void this.drain(w, stop));
+      action.append(stop);
+    }
+    return h(
+      "tr",
+      { "data-worker": w.id },
+      h("td", { class: "mono" }, w.id),
+      h("td", {}, w.host),
+      h("td", {}, `${w.devices_used} / ${w.devices}`),
+      h("td", {}, w.device_profile),
+      h("td", {}, fmtSpend(w.hourly_rate)),
+      jobs,
+      h("td", { "data-spend": "" }, fmtSpend(spend)),
+      h("td", {}, up ? `${fmtDuration(w.heartbeat_age_s + since)} ago` : "—"),
+      h("td", {}, h("span", { class: `status ${cls}`, "data-state": w.status }, h("span", { class: "dot" }), label)),
+      action,
+    );
+  }
+
+  private async drain(w: Worker, button: HTMLButtonElement): Promise<void> {
+    button.disabled = true;
+    try {
+      await postJSON<WorkerAnswer>(`/workers/${encodeURIComponent(w.id)}/drain`);
+      this.setNotice(`Worker ${w.id} stops once its running jobs end; it takes no new ones.`);
+    } catch (e) {
+      button.disabled = false;
+      this.setNotice(e instanceof Error ? e.message : String(e), true);
+    }
+    await this.refresh();
+  }
+}
