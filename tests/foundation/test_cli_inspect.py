@@ -118,3 +118,29 @@ def test_wait_on_an_ended_run_prints_its_end_once(runs_dir: Path) -> None:
     assert len(lines) == 2, "the terminal event, then the run record"
     assert lines[0]["phase"] == "FAILED" and lines[0]["reason"] == "the training job was stopped"
     assert lines[1]["state"]["phase"] == "FAILED" and lines[1]["name"] == "done"
+
+
+def test_wait_on_a_run_whose_process_died_ends_the_stream_with_a_terminal_event(
+        runs_dir: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time, runwatch\n"
+        "run = runwatch.init(name='gone', dir=sys.argv[1], phase='RUNNING')\n"
+        "time.sleep(600)\n"), str(runs_dir)])
+    try:
+        wait_for(lambda: b"RUNNING" in _read(runs_dir / "gone" / "events.jsonl"),
+                 what="the run's RUNNING event on disk")
+    finally:
+        child.kill()
+        child.wait(timeout=CLI_DEADLINE_S)
+    proc = run_cli("runs", "wait", "gone", "--dir", str(runs_dir), "--exit-status", "-o", "json",
+                   check=False)
+    assert proc.returncode == 1, proc.stderr
+    *events, end, record = (json.loads(ln) for ln in proc.stdout.splitlines())
+    assert [e["phase"] for e in events] == ["RUNNING"]
+    assert (end["process_gone"], end["code"], end["reason"]) == \
+        (True, "stopped_early", "the training job stopped before it finished")
+    assert record["state"]["process_gone"] is True and record["name"] == "gone"
+
+
+def _read(path: Path) -> bytes:
+    return path.read_bytes() if path.exists() else b""

@@ -116,8 +116,9 @@ def test_cancel_a_queued_job_then_retry_it(runs_dir: Path) -> None:
     assert shlex.split(follow.split(": ", 1)[1])[1:4] == ["runs", "wait", "q"]
     requeued = detail(runs_dir, "q")
     assert requeued["state"]["phase"] == "QUEUED" and requeued["job"]["attempt"] == 2
-    assert "attempt 2 of at most 3" in run_cli("runs", "get", "q", "--dir",
-                                               str(runs_dir)).stdout
+    queued = run_cli("runs", "get", "q", "--dir", str(runs_dir)).stdout
+    assert "attempt 2 of at most 3" in queued
+    assert "Spend:" in queued and "(estimate: the run has not ended)" in queued
     twice = run_cli("runs", "retry", "q", "--dir", str(runs_dir), check=False)
     assert twice.returncode == 2
     assert "only an ended run can be retried and this one is QUEUED" in twice.stderr

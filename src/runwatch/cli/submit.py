@@ -40,9 +40,9 @@ JOB_OWNED = {"name": "pass --name", "project": "pass --project", "runs_dir": "pa
              "resume": "a job makes a new run; retry an ended one with runwatch runs retry RUN"}
 
 Args = Annotated[list[str], typer.Argument(
-    help="`recipes NAME [key=value …]` for a built-in recipe, or `-- CMD [ARGS …]` for any "
+    help="`recipes NAME key=value …` for a built-in recipe, or `-- CMD ARGS …` for any "
          "command (after --, its own options are not read as submit's).",
-    show_default=False, metavar="recipes NAME [key=value …] | -- CMD [ARGS …]")]
+    show_default=False, metavar="recipes NAME key=value… | -- CMD ARGS…")]
 
 
 def submit_cmd(
