@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from runwatch.jobs.worker import VISIBLE_DEVICES
 from runwatch.rundir import format as fmt
 from runwatch.server.runner import Runner, free_port
 from runwatch.store import jobs as store_jobs
+from tests.support.cli import run_cli
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
 from tests.support.workers import FAST, Workers, group_gone, phases, workers
@@ -200,3 +202,43 @@ def test_a_job_whose_folder_is_deleted_is_released_and_the_worker_goes_on(
              what="the job to be released")
     submit_command(engine, runs_dir, "next", "pass")
     assert wait_for(lambda: ended(engine, "next"), what="the next job to end") == "SUCCEEDED"
+
+
+def test_each_job_gets_devices_of_its_own(engine: Engine, runs_dir: Path, workers: Workers,
+                                          tmp_path: Path) -> None:
+    (runs_dir / ".runwatch").mkdir()
+    (runs_dir / ".runwatch" / "profiles.yaml").write_text(
+        "profiles:\n  gpu3:\n    devices: 3\n    hourly_rate: 2.0\n")
+    gate = tmp_path / "go"
+    show = (f"import os, time; print(os.environ['{VISIBLE_DEVICES}'], flush=True)\n"
+            f"while not os.path.exists({str(gate)!r}): time.sleep(0.05)")
+    runs = [submit_command(engine, runs_dir, name, show, devices=n, device_profile="gpu3")
+            for name, n in (("two", 2), ("one", 1))]
+    # the worker's own CUDA_VISIBLE_DEVICES names the devices it may hand out
+    workers.start(runs_dir, tmp_path / "index.db", devices=3, device_profile="gpu3",
+                  env={VISIBLE_DEVICES: "5,6,7"})
+
+    def output(run_dir: Path) -> str:
+        path = fmt.attempt_dir(run_dir, 1) / fmt.OUTPUT_LOG
+        return path.read_text().strip() if path.exists() else ""
+
+    shown = wait_for(lambda: all(output(r.dir) for r in runs) and [output(r.dir) for r in runs],
+                     what="both jobs to print their devices")
+    assert shown == ["5,6", "7"]  # the oldest job is claimed first
+    # a job of all three devices waits for both, then gets them back
+    third = submit_command(engine, runs_dir, "three", show, devices=3, device_profile="gpu3")
+    gate.touch()
+    assert wait_for(lambda: ended(engine, "three"), what="the third job to end") == "SUCCEEDED"
+    assert output(third.dir) == "5,6,7"
+    assert [ended(engine, r.name) for r in runs] == ["SUCCEEDED", "SUCCEEDED"]
+
+
+def test_a_worker_offering_more_devices_than_it_may_use_is_refused(runs_dir: Path,
+                                                                   tmp_path: Path) -> None:
+    (runs_dir / ".runwatch").mkdir()
+    (runs_dir / ".runwatch" / "profiles.yaml").write_text(
+        "profiles:\n  gpu3:\n    devices: 3\n    hourly_rate: 2.0\n")
+    proc = run_cli("worker", str(runs_dir), "--db", str(tmp_path / "index.db"),
+                   "--device-profile", "gpu3", env={VISIBLE_DEVICES: "0"}, check=False)
+    assert proc.returncode == 2
+    assert f"offers 3 devices but {VISIBLE_DEVICES} names 1" in proc.stderr

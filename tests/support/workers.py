@@ -89,18 +89,21 @@ class Workers:
         self.folders: set[Path] = set()
 
     def start(self, runs: Path, db: str | Path, *, devices: int = 1,
+              device_profile: str | None = None, env: dict[str, str] | None = None,
               log: Path | None = None, **options: float) -> subprocess.Popen[str]:
         """Start `runwatch worker runs --db db` with FAST settings (override by keyword:
-        heartbeat_s=…, startup_timeout_s=…); its output goes to `log` (default
-        <runs>/../worker-<n>.log)."""
+        heartbeat_s=…, startup_timeout_s=…) and `env` added to its environment; its
+        output goes to `log` (default <runs>/../worker-<n>.log)."""
         self.folders.add(Path(runs))
         settings = {**FAST, **options}
         args = [f"--{key.replace('_', '-')}={value}" for key, value in settings.items()]
+        if device_profile is not None:
+            args.append(f"--device-profile={device_profile}")
         log = log or Path(runs).parent / f"worker-{len(self.procs)}.log"
         with open(log, "w") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "runwatch", "worker", str(runs), "--db", str(db),
-                 f"--devices={devices}", *args],
+                 f"--devices={devices}", *args], env={**os.environ, **(env or {})},
                 stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.procs.append(proc)
         return proc

@@ -13,6 +13,7 @@ import typer
 
 from runwatch.cli.context import default_db
 from runwatch.jobs.cost import ProfileError, read_profiles
+from runwatch.jobs.worker import device_ids
 from runwatch.server.settings import (
     DEFAULT_PORT,
     ENV_VAR,
@@ -44,9 +45,9 @@ def _check_bind(host: str, token: str | None) -> None:
 
 
 def _workers(runs_dir: Path | None, workers: int, devices: int | None,
-             device_profile: str | None) -> tuple[int, str]:
-    """The embedded workers' devices and device profile (defaults: the profile's device
-    count, the profiles' default), once `workers` and the profile were checked."""
+             device_profile: str | None) -> tuple[int, str, list[str] | None]:
+    """The embedded workers' devices each, device profile (defaults: the profile's device
+    count, the profiles' default) and the device ids they hand out between them."""
     if workers and runs_dir is None:
         _fail("embedded workers run the jobs of a runs folder: pass --runs-dir, or "
               "--workers 0")
@@ -54,7 +55,12 @@ def _workers(runs_dir: Path | None, workers: int, devices: int | None,
         profile = read_profiles(runs_dir).get(device_profile)
     except ProfileError as exc:
         _fail(str(exc))
-    return devices or profile.devices, profile.name
+    devices = devices or profile.devices
+    try:
+        ids = device_ids(profile.name, devices * workers, os.environ)
+    except ValueError as exc:
+        _fail(str(exc))
+    return devices, profile.name, ids
 
 
 def _run(runner: Runner) -> None:
@@ -109,10 +115,10 @@ def ui(
         _fail(str(exc))
     from runwatch.server.runner import Runner
 
-    devices, profile = _workers(runs_dir, workers, devices, device_profile)
+    devices, profile, ids = _workers(runs_dir, workers, devices, device_profile)
     _run(Runner(engine, runs_dir=runs_dir, host=host, port=port, token=token,
                 interval=interval, exit_when_done=exit_when_done, workers=workers,
-                devices=devices, device_profile=profile))
+                devices=devices, device_profile=profile, device_ids=ids))
 
 
 def server(
@@ -140,6 +146,6 @@ def server(
         _fail(str(exc))
     from runwatch.server.runner import Runner
 
-    devices, profile = _workers(runs_dir, workers, devices, device_profile)
+    devices, profile, ids = _workers(runs_dir, workers, devices, device_profile)
     _run(Runner(engine, runs_dir=runs_dir, host=host, port=port, token=token, interval=interval,
-                workers=workers, devices=devices, device_profile=profile))
+                workers=workers, devices=devices, device_profile=profile, device_ids=ids))

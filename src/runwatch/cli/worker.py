@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -58,14 +59,18 @@ def worker_cmd(
         _fail(str(exc))
     from runwatch.health.store import on_metrics as health_hook
     from runwatch.ingest.indexer import Indexer
-    from runwatch.jobs.worker import Worker
+    from runwatch.jobs.worker import Worker, device_ids
 
+    devices = devices or profile.devices
+    try:
+        ids = device_ids(profile.name, devices, os.environ)
+    except ValueError as exc:
+        _fail(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    worker = Worker(engine, runs_dir, devices=devices or profile.devices,
-                    device_profile=profile.name, heartbeat_s=heartbeat_s,
-                    heartbeat_timeout_s=heartbeat_timeout_s, grace_s=grace_s,
-                    startup_timeout_s=startup_timeout_s or None,
-                    indexer=Indexer(engine, runs_dir, hooks=[health_hook]))
+    worker = Worker(engine, runs_dir, devices=devices, device_profile=profile.name,
+                    heartbeat_s=heartbeat_s, heartbeat_timeout_s=heartbeat_timeout_s,
+                    grace_s=grace_s, startup_timeout_s=startup_timeout_s or None,
+                    indexer=Indexer(engine, runs_dir, hooks=[health_hook]), device_ids=ids)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -14,7 +14,8 @@ One loop (`Worker.tick`, every TICK_S) does everything, so a worker needs no thr
 - claim jobs while it has free devices and is not draining, and start each: PREPARING
   {attempt, worker} appended under the folder's lock, then the process, in a session of
   its own, with RUNWATCH_RUN_DIR, RUNWATCH_RUN_ID and RUNWATCH_ATTEMPT set and its output
-  in attempts/<n>/output.log.
+  in attempts/<n>/output.log. A job holds its own devices of the worker's: except for
+  the cpu profile, its CUDA_VISIBLE_DEVICES names them (`device_ids`).
 
 Draining (`runwatch resources` / the API): claim nothing more, finish the running jobs,
 then exit. Stopping (SIGTERM or Ctrl-C, `stop_event`): claim nothing more and stop the
@@ -34,6 +35,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +43,7 @@ from sqlalchemy import Engine
 
 from runwatch.ingest.indexer import Indexer, IndexReport
 from runwatch.jobs import process, reaper
+from runwatch.jobs.cost import CPU
 from runwatch.jobs.failures import AttemptEnd, classify
 from runwatch.jobs.oom import OomWatch
 from runwatch.rundir import format as fmt
@@ -51,6 +54,7 @@ from runwatch.store.jobs import Claim, WorkerRow
 log = logging.getLogger(__name__)
 
 TICK_S = 0.2
+VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 # A stopping worker SIGKILLs what is left this long after its jobs' grace period.
 STOP_MARGIN_S = 5.0
 
@@ -60,6 +64,7 @@ class Job:
     """A job this worker holds: its claim and, once started, its process."""
 
     claim: Claim
+    slots: tuple[int, ...] = ()  # which of the worker's devices it holds
     proc: process.JobProcess | None = None
     oom: OomWatch | None = None
     startup_timeout_s: float | None = None
@@ -86,7 +91,8 @@ class Worker:
                  device_profile: str = "cpu", heartbeat_s: float = 2.0,
                  heartbeat_timeout_s: float = 30.0, grace_s: float = 10.0,
                  startup_timeout_s: float | None = 600.0, *, indexer: Indexer,
-                 index_lock: threading.Lock | None = None) -> None:
+                 index_lock: threading.Lock | None = None,
+                 device_ids: Sequence[str] | None = None) -> None:
         if devices < 1:
             raise ValueError(f"a worker needs at least one device, not {devices}")
         self.engine = engine
@@ -97,6 +103,12 @@ class Worker:
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.grace_s = grace_s
         self.startup_timeout_s = startup_timeout_s
+        # The ids a job's CUDA_VISIBLE_DEVICES names for the devices it holds (None: the
+        # worker sets none), see `device_ids`.
+        if device_ids is not None and len(device_ids) < devices:
+            raise ValueError(f"{devices} devices need as many device ids, not {device_ids}")
+        self.device_ids = None if device_ids is None else list(device_ids)
+        self._free_slots = set(range(devices))
         # The composition root's indexer (with its hooks), maybe shared (the ui's): every
         # use of it holds `index_lock`.
         self.indexer = indexer
@@ -114,7 +126,12 @@ class Worker:
 
     @property
     def free_devices(self) -> int:
-        return self.devices - sum(job.claim.devices for job in self.jobs.values())
+        return len(self._free_slots)
+
+    def _drop(self, job: Job) -> None:
+        """The job is no longer this worker's: its devices are free again."""
+        if self.jobs.pop(job.claim.run_pk, None) is not None:
+            self._free_slots.update(job.slots)
 
     def run_forever(self, stop_event: threading.Event) -> None:
         """Tick until drained, or until `stop_event` is set (then stop the running jobs,
@@ -145,15 +162,15 @@ class Worker:
             if job.proc is None:  # not started: back to the queue
                 with self.engine.begin() as conn:
                     store_jobs.release(conn, job.claim.run_pk)
+                self._drop(job)
                 continue
             job.proc.kill_now()
             job.proc.poll()
             self._finish(job)
-        for job in self.jobs.values():
-            if job.proc is not None:  # its folder stayed busy: left to the reaper
-                log.warning("worker %s stops with %s unconcluded; another worker's reaper "
-                            "ends it after the heartbeat timeout", self.id, job.claim.name)
-        self.jobs.clear()
+        for job in list(self.jobs.values()):  # its folder stayed busy: left to the reaper
+            log.warning("worker %s stops with %s unconcluded; another worker's reaper ends "
+                        "it after the heartbeat timeout", self.id, job.claim.name)
+            self._drop(job)
 
     def _safe_tick(self) -> None:
         try:
@@ -200,9 +217,11 @@ class Worker:
             if claim is None:
                 return
             timeout = claim.startup_timeout_s
-            self.jobs[claim.run_pk] = Job(claim, startup_timeout_s=(
+            slots = tuple(sorted(self._free_slots)[:claim.devices])
+            self._free_slots.difference_update(slots)
+            job = self.jobs[claim.run_pk] = Job(claim, slots, startup_timeout_s=(
                 self.startup_timeout_s if timeout is None else timeout))
-            self._start(self.jobs[claim.run_pk])
+            self._start(job)
 
     def _start(self, job: Job) -> None:
         """Record PREPARING and start the job's process. A folder still busy is tried
@@ -229,7 +248,7 @@ class Worker:
         if cancelled:
             with self.engine.begin() as conn:
                 store_jobs.release(conn, claim.run_pk)
-            del self.jobs[claim.run_pk]
+            self._drop(job)
             self._index(job.run_dir)
             return
         job.events_at = (offset, line_no)
@@ -237,6 +256,8 @@ class Worker:
         output = fmt.attempt_dir(job.run_dir, claim.attempt) / fmt.OUTPUT_LOG
         env = {fmt.ENV_RUN_DIR: str(job.run_dir), fmt.ENV_RUN_ID: claim.run_id,
                fmt.ENV_ATTEMPT: str(claim.attempt)}
+        if self.device_ids is not None:
+            env[VISIBLE_DEVICES] = ",".join(self.device_ids[slot] for slot in job.slots)
         try:
             job.proc = process.start(claim.argv, Path(claim.cwd), env, output)
         except OSError as exc:
@@ -304,7 +325,25 @@ class Worker:
         assert end is not None
         verdict = reaper.conclude(self.engine, job.claim, self.id, end, self._index)
         if verdict is not None or not _still_ours(self.engine, job.claim, self.id):
-            self.jobs.pop(job.claim.run_pk, None)
+            self._drop(job)
+
+
+def device_ids(profile: str, devices: int, environ: Mapping[str, str]) -> list[str] | None:
+    """The ids of the devices a worker of `profile` hands its jobs (CUDA_VISIBLE_DEVICES
+    names a job's share): those the worker's own CUDA_VISIBLE_DEVICES names, else 0..N-1;
+    None for the built-in cpu profile. Raises ValueError when the worker's own list
+    names fewer than `devices`."""
+    if profile == CPU.name:
+        return None
+    own = environ.get(VISIBLE_DEVICES)
+    if own is None:
+        return [str(i) for i in range(devices)]
+    ids = [d.strip() for d in own.split(",") if d.strip()]
+    if len(ids) < devices:
+        raise ValueError(f"the worker offers {devices} devices but {VISIBLE_DEVICES} names "
+                         f"{len(ids)} ({own!r}): offer fewer devices (--devices) or name "
+                         "more in it")
+    return ids
 
 
 def _still_ours(engine: Engine, claim: Claim, worker_id: str) -> bool:

@@ -65,11 +65,13 @@ class Runner:
     save_series: bool = True
     feed: ChangeFeed = field(default_factory=ChangeFeed)
     cache: SeriesCache = field(default_factory=SeriesCache)
-    # embedded workers (they need runs_dir), each offering `devices` of `device_profile`;
+    # embedded workers (they need runs_dir), each offering `devices` of `device_profile`
+    # (worker k hands out device_ids[k*devices:(k+1)*devices], see jobs.worker.device_ids);
     # worker_settings are further Worker arguments (heartbeat_s, grace_s, ...)
     workers: int = 0
     devices: int = 1
     device_profile: str = "cpu"
+    device_ids: list[str] | None = None
     worker_settings: dict[str, Any] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -137,9 +139,12 @@ class Runner:
             t.start()
             self._threads.append(t)
             for n in range(self.workers):
+                ids = (None if self.device_ids is None
+                       else self.device_ids[n * self.devices:(n + 1) * self.devices])
                 worker = Worker(self.engine, self.runs_dir, devices=self.devices,
                                 device_profile=self.device_profile, indexer=self._indexer(),
-                                index_lock=self._index_lock, **self.worker_settings)
+                                index_lock=self._index_lock, device_ids=ids,
+                                **self.worker_settings)
                 t = threading.Thread(target=worker.run_forever, args=(self._stop,),
                                      name=f"runwatch-worker-{n}", daemon=True)
                 t.start()
