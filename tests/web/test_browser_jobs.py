@@ -119,6 +119,7 @@ def test_new_job_form_then_cancel_while_running_live(page: Page, server: Runner,
     expect(page.locator("#run-title")).to_have_text("slow")
     expect(page.locator("#run-status")).to_have_text("Running", timeout=60_000)
     expect(page.locator('[data-chart="loss"]')).to_be_visible()
+    expect(page.locator('[data-cost="device-time"]')).to_contain_text("(estimate)")
     page.click("#action-cancel")
     expect(page.locator("#run-status")).to_have_text("Cancelled", timeout=60_000)
     seen = statuses(page)
@@ -127,6 +128,7 @@ def test_new_job_form_then_cancel_while_running_live(page: Page, server: Runner,
     expect(page.locator("#action-retry")).to_be_visible()
     expect(page.locator("#action-cancel")).to_have_count(0)
     expect(page.locator("#run-reason")).to_have_text("the training job was stopped")
+    expect(page.locator('[data-cost="device-time"]')).not_to_contain_text("estimate")
     shot(page, "run-cancelled")
 
 
@@ -184,6 +186,7 @@ def test_resources_page_shows_the_worker_and_stops_it(page: Page, server: Runner
     row = rows.first
     expect(row.locator(".job-link")).to_have_text("busy", timeout=60_000)
     expect(page.locator("#queue-depth")).to_have_attribute("data-depth", "1")
+    expect(page.locator("#waiting li")).to_have_text(["waiting"])
     expect(row).to_contain_text("1 / 1")
     expect(row).to_contain_text("cpu")
     expect(row.locator("[data-state]")).to_have_attribute("data-state", "active")

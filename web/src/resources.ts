@@ -1,12 +1,13 @@
-// The Resources page: the queue's depth and each worker with its host, devices in use,
-// device profile, hourly rate, running jobs, estimated spend so far and heartbeat age;
-// Stop drains a worker (it finishes its jobs, takes no new ones, then exits). Workers
-// are asked for again every REFRESH_MS while the page is open; ages tick in between.
+// The Resources page: the queue (its depth and the jobs waiting, oldest first) and each
+// worker with its host, devices in use, device profile, hourly rate, running jobs,
+// estimated spend so far and heartbeat age; Stop drains a worker (it finishes its jobs,
+// takes no new ones, then exits). Both are asked for again every REFRESH_MS while the
+// page is open; ages and spend tick in between.
 
 import { getJSON, postJSON } from "./api";
 import { h } from "./dom";
-import { fmtDuration, fmtSpend, statusClass, statusLabel } from "./format";
-import type { Worker, WorkerAnswer, WorkerList } from "./types";
+import { fmtDuration, fmtSpend, fmtTime, statusClass, statusLabel } from "./format";
+import type { RunList, Worker, WorkerAnswer, WorkerList } from "./types";
 
 const REFRESH_MS = 2000;
 // How each worker status shows: its words and its dot's colour.
@@ -20,6 +21,7 @@ const STATES: Record<string, [string, string]> = {
 export class ResourcesPage {
   readonly el: HTMLElement;
   private queue = h("p", { class: "queue-depth", id: "queue-depth" });
+  private waiting = h("ul", { class: "waiting", id: "waiting" });
   private notice = h("div", { class: "notice", role: "status" });
   private active = h("tbody", { id: "workers" });
   private past = h("tbody", { id: "past-workers" });
@@ -40,6 +42,7 @@ export class ResourcesPage {
       { class: "resources", id: "resources" },
       h("h2", {}, "Resources"),
       this.queue,
+      this.waiting,
       this.notice,
       h("section", { class: "card" }, h("h3", {}, "Workers"), this.empty, h("div", { class: "table-wrap" }, h("table", { class: "table workers" }, head(), this.active))),
       this.pastSection,
@@ -62,8 +65,9 @@ export class ResourcesPage {
 
   private async refresh(): Promise<void> {
     try {
-      const list = await getJSON<WorkerList>("/workers");
+      const [list, queued] = await Promise.all([getJSON<WorkerList>("/workers"), getJSON<RunList>("/runs", { status: "QUEUED", limit: 100 })]);
       if (this.disposed) return;
+      this.waiting.replaceChildren(...queued.runs.reverse().map((run) => h("li", {}, this.runLink(run.run_id, run.name, `Queued since ${fmtTime(run.created_at)}`))));
       this.workers = list.workers;
       this.fetchedAt = Date.now();
       this.queue.textContent = `${list.queue_depth} job${list.queue_depth === 1 ? "" : "s"} waiting in the queue`;
@@ -97,12 +101,8 @@ export class ResourcesPage {
     const [label, cls] = STATES[w.status] ?? [w.status, ""];
     const jobs = h("td", { class: "jobs" });
     for (const job of w.jobs) {
-      const a = h("a", { href: `/runs?run=${encodeURIComponent(job.run_id)}`, class: "job-link", title: `${statusLabel(job.status)} · ${job.devices} device${job.devices === 1 ? "" : "s"}` }, job.name);
-      a.addEventListener("click", (e) => {
-        e.preventDefault();
-        this.onOpenRun(job.run_id);
-      });
-      jobs.append(h("span", { class: `status ${statusClass(job.status)}` }, h("span", { class: "dot" })), a, " ");
+      const title = `${statusLabel(job.status)}, attempt ${job.attempt}, ${job.devices} device${job.devices === 1 ? "" : "s"}`;
+      jobs.append(h("span", { class: `status ${statusClass(job.status)}` }, h("span", { class: "dot" })), this.runLink(job.run_id, job.name, title), " ");
     }
     if (!w.jobs.length) jobs.append(h("span", { class: "muted" }, "none"));
     const action = h("td", {});
@@ -126,6 +126,15 @@ export class ResourcesPage {
       h("td", {}, h("span", { class: `status ${cls}`, "data-state": w.status }, h("span", { class: "dot" }), label)),
       action,
     );
+  }
+
+  private runLink(runId: string, name: string, title: string): HTMLElement {
+    const a = h("a", { href: `/runs?run=${encodeURIComponent(runId)}`, class: "job-link", title }, name);
+    a.addEventListener("click", (e) => {
+      e.preventDefault();
+      this.onOpenRun(runId);
+    });
+    return a;
   }
 
   private async drain(w: Worker, button: HTMLButtonElement): Promise<void> {
