@@ -21,6 +21,7 @@ from runwatch.analysis.views import run_summary
 from runwatch.analysis.workers import worker_entry, workers_view
 from runwatch.cli.recipes import RECIPES
 from runwatch.jobs.cost import ProfileError, Profiles, read_profiles
+from runwatch.jobs.settings import JOB_OWNED, SettingsError, check_recipe_settings
 from runwatch.jobs.spec import (
     MAX_ATTEMPTS,
     MAX_DEVICES,
@@ -30,7 +31,6 @@ from runwatch.jobs.spec import (
     recipe_spec,
 )
 from runwatch.jobs.submit import SubmitError, submit
-from runwatch.recipes.config import ConfigError, parse_argv
 from runwatch.rundir import format as fmt
 from runwatch.server.errors import ApiError, not_found
 from runwatch.server.schemas import (
@@ -46,8 +46,6 @@ from runwatch.store import schema as s
 
 router = APIRouter(tags=["jobs"])
 
-# Recipe settings a job sets itself: its run's folder, name and project are the job's.
-JOB_OWNED = ("name", "project", "runs_dir", "resume")
 _TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
@@ -169,30 +167,21 @@ def _text(value: Value) -> str:
     return str(value)
 
 
-def check_settings(recipe: str, settings: dict[str, Value]) -> list[str]:
+# What to do instead of a recipe setting the job owns (jobs.settings.JOB_OWNED).
+INSTEAD = {"name": "set it in the job's name field", "project": "set it in the job's "
+           "project field", "runs_dir": "a job's run folder is made by the server, so leave "
+           "it out", "resume": "a job makes a new run; retry an ended one with POST "
+           "/api/runs/{run}/retry"}
+
+
+def _settings(recipe: str, settings: dict[str, Value]) -> list[str]:
     """The `key=value` arguments of `settings` for `recipe`, checked as its command line
     checks them; ApiError 422 naming the setting at fault otherwise."""
-    cfg = RECIPES[recipe][0]
-    names = {f.name for f in dataclasses.fields(cfg)} | set(cfg.ALIASES)
-    for key in settings:
-        if key in JOB_OWNED:
-            raise refused(f"{key} is the job's own, not a recipe setting: set it in the "
-                          f"job's {key} field" if key in ("name", "project") else
-                          f"{key} is the job's own: a job's run folder is made by the "
-                          "server, so leave it out", f"settings.{key}")
-        if key not in names:
-            raise refused(f"the {recipe} recipe has no setting {key!r}; GET /api/recipes "
-                          "lists its settings", f"settings.{key}")
     argv = [f"{k}={_text(v)}" for k, v in settings.items()]
     try:
-        parse_argv(cfg, argv)
-    except ConfigError as whole:
-        for key, arg in zip(settings, argv, strict=True):
-            try:
-                parse_argv(cfg, [arg])
-            except ConfigError as exc:
-                raise refused(str(exc), f"settings.{key}") from None
-        raise refused(str(whole), None) from None
+        check_recipe_settings(recipe, argv, INSTEAD, "GET /api/recipes lists its settings")
+    except SettingsError as exc:
+        raise refused(str(exc), exc.field) from None
     return argv
 
 
@@ -215,7 +204,7 @@ def _spec(body: JobRequest, profile: str) -> JobSpec:
     if body.recipe not in RECIPES:
         raise refused(f"recipe must be one of {', '.join(RECIPES)}, not {body.recipe!r}",
                       "recipe")
-    return recipe_spec(body.recipe, check_settings(body.recipe, body.settings), cwd=cwd,
+    return recipe_spec(body.recipe, _settings(body.recipe, body.settings), cwd=cwd,
                        **fields)
 
 

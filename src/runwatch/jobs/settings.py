@@ -1,0 +1,54 @@
+"""The settings a job gives a built-in recipe, checked as `runwatch recipes NAME` checks
+them, before anything is made: `runwatch submit recipes NAME key=value …` and
+`POST /api/jobs` refuse the same settings with the same sentences.
+
+A job's run folder, name and project are the job's own, so the recipe settings that
+would choose them (`JOB_OWNED`) are refused; each caller says what to do instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from runwatch.cli.recipes import RECIPES
+from runwatch.recipes.config import ConfigError, parse_argv
+
+JOB_OWNED = ("name", "project", "runs_dir", "resume")
+
+
+class SettingsError(ValueError):
+    """A recipe setting a job cannot run with; `field` is "settings.KEY" when one setting
+    is at fault (None when only the settings together are refused)."""
+
+    def __init__(self, message: str, field: str | None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def check_recipe_settings(recipe: str, argv: Sequence[str], instead: Mapping[str, str],
+                          listing: str) -> None:
+    """Raise SettingsError unless recipe `recipe` runs with the `key=value` items of
+    `argv`. `instead[key]` says what to do instead of a JOB_OWNED setting; `listing`
+    says where the recipe's settings are listed. The recipe's own refusal is kept."""
+    cfg = RECIPES[recipe][0]
+    names = {f.name for f in dataclasses.fields(cfg)}
+    for item in argv:
+        given, sep, _ = item.partition("=")
+        key = cfg.ALIASES.get(given.strip(), given.strip())
+        if sep and key in JOB_OWNED:
+            raise SettingsError(f"{key} is the job's own, not a recipe setting: "
+                                f"{instead[key]}", f"settings.{key}")
+        if sep and key not in names:
+            raise SettingsError(f"the {recipe} recipe has no setting {given.strip()!r}; "
+                                f"{listing}", f"settings.{given.strip()}")
+    try:
+        parse_argv(cfg, list(argv))
+    except ConfigError as whole:
+        for item in argv:
+            try:
+                parse_argv(cfg, [item])
+            except ConfigError as exc:
+                raise SettingsError(str(exc), f"settings.{item.partition('=')[0].strip()}"
+                                    ) from None
+        raise SettingsError(str(whole), None) from None

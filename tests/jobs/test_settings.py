@@ -1,0 +1,39 @@
+"""A job's recipe settings are refused before anything is made, naming the setting."""
+
+from __future__ import annotations
+
+import pytest
+
+from runwatch.jobs.settings import SettingsError, check_recipe_settings
+
+INSTEAD = {k: f"use --{k}" for k in ("name", "project", "runs_dir", "resume")}
+
+
+def check(recipe: str, *argv: str) -> SettingsError | None:
+    try:
+        check_recipe_settings(recipe, argv, INSTEAD, "see --help")
+    except SettingsError as exc:
+        return exc
+    return None
+
+
+def test_good_settings_pass_and_aliases_are_their_setting() -> None:
+    assert check("sft", "max_steps=5", "lora_rank=4", "wandb_project=none") is None
+    assert check("grpo", "validation_interval=5") is None  # the old name of val_interval
+    assert check("sft") is None
+
+
+@pytest.mark.parametrize(("argv", "field", "words"), [
+    (("max_steps=x",), "settings.max_steps", "max_steps='x' is not a valid int"),
+    (("max_stpes=3",), "settings.max_stpes", "the sft recipe has no setting 'max_stpes'; "
+                                             "see --help"),
+    (("runs_dir=/tmp",), "settings.runs_dir", "runs_dir is the job's own, not a recipe "
+                                              "setting: use --runs_dir"),
+    (("max_steps=3", "batch_size=0"), "settings.batch_size", "batch_size must be positive"),
+    (("d_model=36", "n_head=8"), None, "d_model 36 must be divisible by n_head 8"),
+    (("lonely",), "settings.lonely", "override 'lonely' is not key=value"),
+])
+def test_a_refusal_names_the_setting_at_fault(argv: tuple[str, ...], field: str | None,
+                                              words: str) -> None:
+    exc = check("sft", *argv)
+    assert exc is not None and exc.field == field and words in str(exc)
