@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Connection, Engine, delete, func, select, text
 
 from runwatch.ingest import Indexer
 from runwatch.jobs import control
@@ -148,3 +148,23 @@ def test_events_are_appended_after_a_torn_line_and_only_under_the_lock(
     lines = (run_dir / fmt.EVENTS).read_text().splitlines()
     assert lines[1] == '{"seq": 1, "pha'
     assert json.loads(lines[2])["seq"] == 1 and json.loads(lines[2])["phase"] == "CANCELLED"
+
+
+def test_a_slice_read_before_a_concurrent_purge_is_not_stored(engine: Engine,
+                                                              runs_dir: Path) -> None:
+    """Another indexer (submit's, control's) may purge the run's attempt while this one
+    holds records it read from the old metrics file: the purge removed the file's ingest
+    offsets, so the slice is rolled back instead of storing the old attempt's points."""
+    run = submit_command(engine, runs_dir, "raced")
+    record_attempt(run.dir, 1, "FAILED", steps=5)
+
+    def purged_meanwhile(conn: Connection, run_pk: int, _points: object) -> None:
+        # what the other indexer's purge did before this slice could write its offsets
+        conn.execute(delete(s.ingest_offsets).where(s.ingest_offsets.c.run_pk == run_pk,
+                                                    s.ingest_offsets.c.file == fmt.METRICS))
+
+    report = Indexer(engine, runs_dir, hooks=[purged_meanwhile]).index_once()
+    assert not report.problems
+    assert held(engine, run.run_pk)["metric_points"] == 0
+    Indexer(engine, runs_dir).index_once()
+    assert held(engine, run.run_pk)["metric_points"] == 5, "read again from the start"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,27 @@ def test_an_invalid_job_json_is_reported_and_no_job_row_is_made(engine: Engine,
     assert any("argv must be a non-empty list" in p for p in report.problems), report.problems
     got = job(engine, "edited")
     assert got is not None and got["argv"][0] == sys.executable, "the last good spec stays"
+
+
+def test_submit_while_a_server_indexes_the_same_folder(engine: Engine, runs_dir: Path) -> None:
+    """The server's indexer may find a new run before submit indexes it: both insert it,
+    and neither fails (submit must not undo a run because another indexer won)."""
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def server_indexer() -> None:
+        indexer = Indexer(engine, runs_dir)
+        while not stop.is_set():
+            failures.extend(p for p in indexer.index_once().problems if "failed" in p)
+
+    thread = threading.Thread(target=server_indexer)
+    thread.start()
+    try:
+        names = [submit_command(engine, runs_dir, f"busy{i:02d}").name for i in range(30)]
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not failures
+    assert sorted(p.name for p in runs_dir.iterdir()) == names
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(s.jobs)).scalar() == 30

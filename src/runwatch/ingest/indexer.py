@@ -6,6 +6,7 @@ per file), so indexing twice changes nothing and a growing folder costs only its
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -16,6 +17,7 @@ from typing import Any
 
 import orjson
 from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from runwatch.ingest.jobspec import store_job_spec
 from runwatch.ingest.manifest import manifest_problems
@@ -190,6 +192,8 @@ class Indexer:
             while more:
                 with self.engine.begin() as conn:
                     more = self._jsonl_slice(conn, run_pk, path, report)
+        except _Purged:
+            return  # rolled back; the next pass reads the new attempt's file from its start
         except UnsafeFile as exc:
             self._problem_once(run_pk, str(path), f"{exc}; its records are not indexed", report)
 
@@ -240,16 +244,18 @@ class Indexer:
         problems += bad
         for p in problems:
             _add_problem(conn, run_pk, str(path), p)
-        conn.execute(update(s.ingest_offsets).where(
-            s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name
-        ).values(offset=offset, line_no=line_no, last_seq=last_seq,
-                 bad_lines=s.ingest_offsets.c.bad_lines + len(bad)))
         if problems:
             conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values(
                 problems=s.runs.c.problems + len(problems)))
         if name == fmt.METRICS and total.points:
             for hook in self.hooks:
                 hook(conn, run_pk, total.points)
+        # last, so that nothing of a slice whose file was purged meanwhile is kept
+        if conn.execute(update(s.ingest_offsets).where(
+            s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name
+        ).values(offset=offset, line_no=line_no, last_seq=last_seq,
+                 bad_lines=s.ingest_offsets.c.bad_lines + len(bad))).rowcount == 0:
+            raise _Purged
         report.rows += total.rows
         report.problems.extend(problems)
         return more
@@ -282,7 +288,7 @@ class Indexer:
             _set_mtime(conn, run_pk, name, mtime)
 
     def _samples_and_foreign(self, run_pk: int, run_dir: Path, report: IndexReport) -> None:
-        with self.engine.begin() as conn:
+        with contextlib.suppress(_Purged), self.engine.begin() as conn:
             for entry in os.scandir(run_dir):
                 name = entry.name
                 if (name in KNOWN_FILES or name.endswith(".tmp")
@@ -317,7 +323,8 @@ class Indexer:
                             self._problem_once(run_pk, str(path), f"{path}: {aside} samples "
                                                "hold a value beyond 64 bits or nested too "
                                                "deep to store as JSON; skipped", report, conn)
-                _set_mtime(conn, run_pk, name, mtime)
+                if not _set_mtime(conn, run_pk, name, mtime):
+                    raise _Purged
 
     def _problem_once(self, run_pk: int | None, path: str, message: str, report: IndexReport,
                       conn: Connection | None = None) -> None:
@@ -362,20 +369,31 @@ def _signature(run_dir: Path) -> tuple[tuple[str, int, int], ...]:
     return tuple(sorted(out))
 
 
+class _Purged(Exception):
+    """A file's ingest offsets vanished while it was read: a new attempt of the run was
+    indexed meanwhile (by another indexer), so what was read belongs to the old one."""
+
+
 def _offset(conn: Connection, run_pk: int, name: str) -> dict[str, Any]:
     o = s.ingest_offsets.c
-    row = conn.execute(select(o.offset, o.line_no, o.last_seq, o.mtime).where(
-        o.run_pk == run_pk, o.file == name)).first()
+    find = select(o.offset, o.line_no, o.last_seq, o.mtime).where(o.run_pk == run_pk,
+                                                                  o.file == name)
+    row = conn.execute(find).first()
     if row is None:
-        conn.execute(insert(s.ingest_offsets).values(run_pk=run_pk, file=name, offset=0,
-                                                     line_no=0, last_seq=-1, bad_lines=0))
-        return {"offset": 0, "line_no": 0, "last_seq": -1, "mtime": None}
+        # another indexer (`runwatch submit`'s, a server's) may insert the row first
+        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+        conn.execute(dialect.insert(s.ingest_offsets).values(
+            run_pk=run_pk, file=name, offset=0, line_no=0, last_seq=-1, bad_lines=0,
+        ).on_conflict_do_nothing())
+        row = conn.execute(find).one()
     return dict(row._mapping)
 
 
-def _set_mtime(conn: Connection, run_pk: int, name: str, mtime: float) -> None:
-    conn.execute(update(s.ingest_offsets).where(
-        s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name).values(mtime=mtime))
+def _set_mtime(conn: Connection, run_pk: int, name: str, mtime: float) -> bool:
+    """Record the mtime a whole file was read at; False when its row is gone (_Purged)."""
+    return conn.execute(update(s.ingest_offsets).where(
+        s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name).values(mtime=mtime)
+    ).rowcount > 0
 
 
 def _add_problem(conn: Connection, run_pk: int | None, path: str, message: str) -> None:

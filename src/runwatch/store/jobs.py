@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from runwatch.store import schema as s
 
@@ -77,11 +78,15 @@ def upsert_spec(conn: Connection, run_pk: int, spec: dict[str, Any]) -> None:
     or refresh those fields of an existing row; the claim fields are left as they are."""
     values = {name: spec[name] for name in SPEC_COLUMNS}
     values["argv"] = orjson.dumps(values["argv"]).decode()
-    current = conn.execute(select(*(j[name] for name in SPEC_COLUMNS))
-                           .where(j.run_pk == run_pk)).first()
+    find = select(*(j[name] for name in SPEC_COLUMNS)).where(j.run_pk == run_pk)
+    current = conn.execute(find).first()
     if current is None:
-        conn.execute(insert(s.jobs).values(run_pk=run_pk, attempt=1, **values))
-    elif tuple(current) != tuple(values[name] for name in SPEC_COLUMNS):
+        # another indexer (`runwatch submit`'s, a server's) may insert the row first
+        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+        conn.execute(dialect.insert(s.jobs).values(run_pk=run_pk, attempt=1, **values)
+                     .on_conflict_do_nothing())
+        current = conn.execute(find).one()
+    if tuple(current) != tuple(values[name] for name in SPEC_COLUMNS):
         conn.execute(update(s.jobs).where(j.run_pk == run_pk).values(**values))
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import orjson
-from sqlalchemy import Connection, String, delete, insert, select, update
+from sqlalchemy import Connection, String, delete, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from runwatch.store import schema as s
 from runwatch.store.points import in_key
@@ -74,12 +75,17 @@ def upsert_run(
         "dir": str(run_dir.resolve()) if run_dir else None,
         "manifest": manifest_json(manifest),
     }
-    row = conn.execute(select(r.pk, r.manifest).where(r.run_id == manifest["run_id"])).first()
+    find = select(r.pk, r.manifest).where(r.run_id == manifest["run_id"])
+    row = conn.execute(find).first()
     if row is None:
-        pk = conn.execute(insert(s.runs).values(run_id=manifest["run_id"], status="QUEUED",
-                                                problems=0, **values)).inserted_primary_key
-        assert pk is not None
-        return int(pk[0]), True
+        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+        pk = conn.execute(dialect.insert(s.runs).values(
+            run_id=manifest["run_id"], status="QUEUED", problems=0, **values,
+        ).on_conflict_do_nothing(index_elements=["run_id"]).returning(r.pk)).scalar()
+        if pk is not None:
+            return int(pk), True
+        # another indexer inserted it meanwhile (a server's, while `runwatch submit` indexes)
+        row = conn.execute(find).one()
     if row.manifest != values["manifest"]:
         conn.execute(update(s.runs).where(r.pk == row.pk).values(**values))
     return int(row.pk), False
