@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -103,12 +104,18 @@ def levels_from(level: str) -> tuple[str, ...]:
 
 
 def typescript() -> str:
-    """web/src/format.gen.ts: the log levels for the web app (a test keeps it current)."""
+    """web/src/format.gen.ts: the log levels and phase groups for the web app (a test
+    keeps it current)."""
     ranks = ", ".join(f"{name}: {rank}" for name, rank in LOG_LEVEL_RANK.items())
     return ("// Generated from src/runwatch/rundir/format.py by its typescript(); do not edit:\n"
             "// change format.py and write this file again (see docs/web.md).\n\n"
             "// Log levels from least to most severe, with their ranks.\n"
-            f"export const LOG_LEVEL_RANK: Record<string, number> = {{ {ranks} }};\n")
+            f"export const LOG_LEVEL_RANK: Record<string, number> = {{ {ranks} }};\n"
+            "\n// Phases in which a run has ended, and in which it holds its devices.\n"
+            f"export const TERMINAL_PHASES: readonly string[] = "
+            f"{json.dumps(sorted(TERMINAL_PHASES))};\n"
+            f"export const ACTIVE_PHASES: readonly string[] = "
+            f"{json.dumps(sorted(ACTIVE_PHASES))};\n")
 
 
 def sample_file_name(step: int, split: str, kind: str = "completions") -> str:
