@@ -48,6 +48,20 @@ def test_claims_go_by_priority_then_age_and_fit_the_free_devices(engine: Engine,
     assert claim(engine, free=8) is None
 
 
+def test_a_worker_of_a_profile_claims_only_that_profiles_jobs(engine: Engine,
+                                                              runs_dir: Path) -> None:
+    submit_command(engine, runs_dir, "gpu", device_profile="a100", priority=9)
+    submit_command(engine, runs_dir, "cpu", device_profile="cpu")
+    with engine.connect() as conn:
+        assert (q.queue_depth(conn, "cpu"), q.queue_depth(conn, "a100"),
+                q.queue_depth(conn)) == (1, 1, 2)
+    with engine.begin() as conn:
+        got = q.claim(conn, "w", 1, 0.0, device_profile="cpu")
+        assert got is not None and got.name == "cpu"
+        assert q.claim(conn, "w", 1, 0.0, device_profile="cpu") is None
+    assert claim(engine) == "gpu", "without a profile a claim takes any"
+
+
 def test_a_claim_carries_what_the_worker_starts(engine: Engine, runs_dir: Path) -> None:
     sub = submit_command(engine, runs_dir, "what", ["python", "train.py"], devices=2,
                          device_profile="a100", startup_timeout_s=30)
