@@ -19,21 +19,23 @@ from webhelpers import drawn_charts, shot
 from runwatch.server.runner import Runner, free_port
 
 # A training script that records into the job's run (runwatch.init attaches to it): it
-# logs a step every `pause` seconds. Attempt 1 of a `fail_first` job raises after three
-# steps; stopping (SIGTERM) takes a second of clean-up, while the run is CANCEL_REQUESTED.
+# logs a step every `pause` seconds. Attempt 1 of a `fail_first` job raises after its
+# steps; a later attempt logs half as many and succeeds. Stopping (SIGTERM) takes a
+# second of clean-up, while the run is CANCEL_REQUESTED.
 SCRIPT = """
 import os, sys, time
 import runwatch
 
 steps, pause, fail_first = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "1"
+first = os.environ["RUNWATCH_ATTEMPT"] == "1"
 run = runwatch.init(method="sft", base_model="tiny", dataset="arith", trainer="browser-test",
                     flush_interval=0.05)
 try:
-    for i in range(steps):
+    for i in range(steps if first or not fail_first else steps // 2):
         run.log({"loss": 1.0 / (i + 1)}, step=i)
         time.sleep(pause)
-        if fail_first and i == 2 and os.environ["RUNWATCH_ATTEMPT"] == "1":
-            raise RuntimeError("attempt 1 fails on purpose")
+    if fail_first and first:
+        raise RuntimeError("attempt 1 fails on purpose")
 finally:
     time.sleep(1.0)
 run.finish("SUCCEEDED")
@@ -147,12 +149,12 @@ def test_a_queued_job_is_cancelled_at_once(page: Page, server: Runner, script: P
 def test_retry_after_a_failure_runs_attempt_two_live(page: Page, server: Runner,
                                                      script: Path) -> None:
     run = submit(server.url, kind="command", name="flaky", max_attempts=1,
-                 argv=command(script, steps=8, pause=0.3, fail_first=True))
+                 argv=command(script, steps=6, pause=0.3, fail_first=True))
     open_run_page(page, server.url, run["run_id"])
     expect(page.locator("#run-status")).to_have_text("Failed", timeout=60_000)
     expect(page.locator("#run-reason")).to_contain_text("the training job failed")
     expect(page.locator("#what-to-do")).not_to_be_empty()
-    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-points", "3")
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-points", "6")
     shot(page, "run-failed")
 
     page.click("#action-retry")
@@ -164,8 +166,9 @@ def test_retry_after_a_failure_runs_attempt_two_live(page: Page, server: Runner,
     assert seen[retried] == "QUEUED" and "RUNNING" in seen[retried:], seen
     assert seen[-1] == "SUCCEEDED", seen
     assert page.evaluate("window.__marker") == "same page"  # no reload happened
-    # the charts hold attempt 2's points only
-    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-points", "8")
+    # the charts hold attempt 2's three points only (a stream kept from attempt 1 would
+    # still show its six: attempt 2's records start again at seq 0)
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-points", "3")
     assert drawn_charts(page) == {"loss"}
     expect(page.locator('[data-cost="attempts"]')).to_contain_text("2")
     expect(page.locator("#cost-attempts tbody tr")).to_have_count(2)
