@@ -193,3 +193,16 @@ def test_resources_lists_the_workers_and_drains_one(runs_dir: Path) -> None:
     unknown = run_cli("resources", str(runs_dir), "--drain", "nope", check=False)
     assert unknown.returncode == 2 and "no worker has the id 'nope'" in unknown.stderr
     assert "w-one" in unknown.stderr
+
+
+def test_cancel_a_claimed_job_asks_its_worker_and_wait_shows_it(runs_dir: Path) -> None:
+    submit(runs_dir, "--name", "claimed", "--", "python", "-c", "pass")
+    _worker(runs_dir, "w-two", time.time(), profile="cpu")  # claims it, starts nothing
+    out = run_cli("runs", "cancel", "claimed", "--dir", str(runs_dir)).stdout
+    assert "claimed: CANCEL_REQUESTED (its process is told to stop" in out
+    proc = run_cli("runs", "wait", "claimed", "--dir", str(runs_dir), "-o", "json",
+                   "--timeout", "0.5", "--interval", "0.2", check=False)
+    assert proc.returncode == 124 and "still CANCEL_REQUESTED" in proc.stderr
+    shown = [json.loads(ln) for ln in proc.stdout.splitlines()]
+    assert [e["phase"] for e in shown] == ["QUEUED", "CANCEL_REQUESTED"], \
+        "the index's phase once, after the last event, and stdout only JSON lines"

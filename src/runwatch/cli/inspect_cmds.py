@@ -22,6 +22,7 @@ from runwatch.cli.output import (
     fmt_cell,
     line,
     make_table,
+    text,
 )
 from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, detail_of, resolve_or_exit
 from runwatch.jobs.failures import CATALOGUE
@@ -178,23 +179,36 @@ def wait_cmd(
         row = resolve_or_exit(conn, run)
     pk, run_id = row.pk, row.run_id
     seen: int | None = None  # the seq of the last event printed; None before the first look
+    # a phase the index holds before any event says so (job control's CANCEL_REQUESTED),
+    # shown once: the event that records it later is not shown again
+    told: str | None = None
     while True:
         with ctx.engine.connect() as conn:
             # the run first: the events read after it hold the event of the phase it is in
             row = resolve_or_exit(conn, run_id)
             events = q.events(conn, pk)
             for ev in _to_show(events, seen, row.status in TERMINAL_PHASES):
-                _print_event(ev, output)
+                if ev["phase"] == told:
+                    told = None  # recorded now, shown before
+                else:
+                    _print_event(ev, output)
             if events:
                 seen = events[-1]["seq"]
             elif seen is None:
                 seen = -1
+            last = events[-1]["phase"] if events else None
+            if row.status not in TERMINAL_PHASES and row.status not in (last, told):
+                told = row.status
+                _print_event({"ts": time.time(), "phase": told, "attempt": row.attempt},
+                             output)
             if row.status in TERMINAL_PHASES or q.process_gone(row):
                 _end(conn, row, output, ctx.directory)
                 code = EXIT_CODES.get(row.status, 1)
                 raise typer.Exit(code if exit_status else 0)
         if timeout is not None and time.monotonic() - start >= timeout:
-            line("still ", row.status, f" after {timeout:g}s; the run goes on")
+            # on stderr with -o json, which keeps stdout to JSON lines
+            console(stderr=output is Output.json).print(
+                text(f"still {row.status} after {timeout:g}s; the run goes on"))
             raise typer.Exit(124)
         time.sleep(interval)
         ctx.refresh()
