@@ -1,7 +1,7 @@
 """One `runwatch worker` process running real jobs: the phases a job goes through, its
 output and environment, the reasons a worker gives (could not start, startup timeout,
-a failure requeued while attempts remain), draining, a worker stopped by SIGTERM, and
-the worker embedded in the server."""
+a failure requeued while attempts remain), draining, a worker stopped by SIGTERM, a
+deleted run folder, each job's own devices; and `runwatch ui` with its embedded worker."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from sqlalchemy import Engine
 
 from runwatch.jobs.worker import VISIBLE_DEVICES
 from runwatch.rundir import format as fmt
-from runwatch.server.runner import Runner, free_port
+from runwatch.server.runner import free_port
 from runwatch.store import jobs as store_jobs
 from tests.support.cli import run_cli
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
-from tests.support.workers import FAST, Workers, group_gone, phases, workers
+from tests.support.workers import Workers, group_gone, phases, workers
 
 __all__ = ["workers"]  # the fixture
 
@@ -175,17 +175,27 @@ def test_a_worker_stopped_by_sigterm_stops_its_jobs_and_queues_them_again(
         assert store_jobs.queue_depth(conn) == 1
 
 
-def test_the_server_runs_an_embedded_worker(engine: Engine, runs_dir: Path) -> None:
-    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, workers=1,
-                worker_settings=dict(FAST)):
-        run = submit_command(engine, runs_dir, "embedded", TRAIN)
-        assert wait_for(lambda: ended(engine, "embedded"), what="the job to end") == \
-            "SUCCEEDED"
-    assert phases(run.dir) == ["QUEUED", "PREPARING", "RUNNING", "SUCCEEDED"]
+def test_ui_runs_jobs_and_sigterm_stops_them_and_queues_them_again(
+        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+    quick = submit_command(engine, runs_dir, "quick", TRAIN)
+    hang = f"import os, time; open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()));" \
+           " time.sleep(300)"
+    long = submit_command(engine, runs_dir, "long", hang, max_attempts=2)
+    ui = workers.spawn(runs_dir, ["ui", str(runs_dir), "--db", str(tmp_path / "index.db"),
+                                  "--port", str(free_port())])
+    # its one embedded worker (one cpu device) runs the older job, then the other
+    assert wait_for(lambda: ended(engine, "quick"), what="the first job to end") == "SUCCEEDED"
+    assert phases(quick.dir) == ["QUEUED", "PREPARING", "RUNNING", "SUCCEEDED"]
+    pid = int(wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(),
+                       what="the second job to start"))
+    assert workers.stop(ui, signal.SIGTERM) == 0
+    assert group_gone(pid)
+    assert [(ev["phase"], ev.get("attempt"), ev.get("code")) for ev in events(long.dir)] == [
+        ("QUEUED", 1, None), ("PREPARING", 1, None), ("FAILED", 1, "stopped"),
+        ("QUEUED", 2, None)]
     with engine.connect() as conn:
         [worker] = store_jobs.list_workers(conn)
-    assert worker["stopped_at"] is not None
-
+    assert worker["stopped_at"] is not None and worker["jobs"] == []
 
 
 def test_a_job_whose_folder_is_deleted_is_released_and_the_worker_goes_on(

@@ -1,8 +1,9 @@
 """Workers for tests: real `runwatch worker` processes, and everything they start killed.
 
 `workers` is a fixture (import it into a test module): `workers.start(runs, db, ...)`
-starts `runwatch worker` in a session of its own with short heartbeats and grace;
-at teardown every worker is stopped (SIGTERM, then SIGKILL of its group) and every job
+starts `runwatch worker` in a session of its own with short heartbeats and grace
+(`workers.spawn(runs, ["ui", ...])` any other command that runs jobs); at teardown
+every one is stopped (SIGTERM, then SIGKILL of its group) and every job
 process still running for the test's runs folders is SIGKILLed with its group, whatever
 the test did. A worker's jobs run in sessions of their own, so killing the worker alone
 would leave them running: `job_processes(runs)` finds them by the RUNWATCH_RUN_DIR their
@@ -94,22 +95,28 @@ class Workers:
         """Start `runwatch worker runs --db db` with FAST settings (override by keyword:
         heartbeat_s=…, startup_timeout_s=…) and `env` added to its environment; its
         output goes to `log` (default <runs>/../worker-<n>.log)."""
-        self.folders.add(Path(runs))
         settings = {**FAST, **options}
         args = [f"--{key.replace('_', '-')}={value}" for key, value in settings.items()]
         if device_profile is not None:
             args.append(f"--device-profile={device_profile}")
-        log = log or Path(runs).parent / f"worker-{len(self.procs)}.log"
+        return self.spawn(runs, ["worker", str(runs), "--db", str(db), f"--devices={devices}",
+                                 *args], env=env, log=log)
+
+    def spawn(self, runs: Path, args: list[str], *, env: dict[str, str] | None = None,
+              log: Path | None = None) -> subprocess.Popen[str]:
+        """Start `runwatch ARGS` (a command that runs the jobs of `runs`: worker, ui) in a
+        session of its own; stopped, with the jobs of `runs`, at teardown."""
+        self.folders.add(Path(runs))
+        log = log or Path(runs).parent / f"{args[0]}-{len(self.procs)}.log"
         with open(log, "w") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "runwatch", "worker", str(runs), "--db", str(db),
-                 f"--devices={devices}", *args], env={**os.environ, **(env or {})},
-                stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            proc = subprocess.Popen([sys.executable, "-m", "runwatch", *args],
+                                    env={**os.environ, **(env or {})}, stdout=out,
+                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.procs.append(proc)
         return proc
 
     def stop(self, proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
-        """Send `sig` to a worker and wait for it to exit; its exit code."""
+        """Send `sig` to a worker (or ui) and wait for it to exit; its exit code."""
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, sig)
         return proc.wait(timeout=DEADLINE_S)
