@@ -14,7 +14,7 @@ from runwatch.ingest import Indexer
 from runwatch.store import jobs as q
 from runwatch.store.db import HEAD_REVISION, MIGRATIONS_DIR, open_engine
 from runwatch.store.jobs import WorkerRow
-from tests.support.jobs import claim_race, job, run_row, submit_command
+from tests.support.jobs import claim_race, job, record_attempt, run_row, submit_command
 
 
 def claim(engine: Engine, worker: str = "w", free: int = 1, now: float = 100.0) -> str | None:
@@ -139,7 +139,9 @@ def test_migration_0004_adds_the_queue_to_an_older_index_and_takes_it_away(
 
     path = tmp_path / "old.db"
     engine = open_engine(path)
-    submit_command(engine, runs_dir, "before")
+    before = submit_command(engine, runs_dir, "before")
+    record_attempt(before.dir, 1, "FAILED", steps=5)
+    Indexer(engine, runs_dir).index_once()
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     with engine.begin() as conn:
@@ -154,6 +156,8 @@ def test_migration_0004_adds_the_queue_to_an_older_index_and_takes_it_away(
         assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == \
             HEAD_REVISION
         assert conn.execute(text("SELECT attempt FROM runs")).scalar() == 1
+        assert conn.execute(text("SELECT count(*) FROM metric_points")).scalar() == 5
+        assert conn.execute(text("SELECT count(*) FROM metric_keys")).scalar() == 1
         assert "AUTOINCREMENT" in conn.execute(text(
             "SELECT sql FROM sqlite_master WHERE name = 'metric_keys'")).scalar()
     Indexer(upgraded, runs_dir).index_once()

@@ -66,9 +66,8 @@ def downgrade() -> None:
     op.drop_table("workers")
     op.drop_index("ix_jobs_worker", "jobs")
     op.drop_table("jobs")
-    with op.batch_alter_table("events") as batch:
-        batch.drop_column("code")
-        batch.drop_column("attempt")
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("attempt")
-        batch.drop_column("reason_code")
+    # ALTER TABLE … DROP COLUMN (SQLite 3.35 and later too), not a batch copy of the table:
+    # on SQLite dropping the old `runs` would cascade to every table that refers to it
+    for table, column in (("events", "code"), ("events", "attempt"), ("runs", "attempt"),
+                          ("runs", "reason_code")):
+        op.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
