@@ -22,7 +22,6 @@ from runwatch.sdk.lock import RunLock
 
 # How long job control waits for a run's process to let go of its folder by default.
 WAIT_S = 10.0
-_POLL_S = 0.05
 
 
 class RunBusy(fmt.RunDirError):
@@ -35,15 +34,10 @@ def locked(run_dir: Path, wait_s: float = WAIT_S) -> Iterator[None]:
 
     Raises RunBusy when a process still holds it after the wait.
     """
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            lock = RunLock(run_dir)
-            break
-        except fmt.RunDirError as exc:
-            if time.monotonic() >= deadline:
-                raise RunBusy(str(exc)) from None
-            time.sleep(_POLL_S)
+    try:
+        lock = RunLock(run_dir, wait_s)
+    except fmt.RunDirError as exc:
+        raise RunBusy(str(exc)) from None
     try:
         yield
     finally:
