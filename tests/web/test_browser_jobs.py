@@ -101,11 +101,20 @@ def test_new_job_form_then_cancel_while_running_live(page: Page, server: Runner,
     expect(page.locator('#recipe-settings [data-setting="runs_dir"]')).to_have_count(0)
     box = page.locator("#job-form").bounding_box()
     assert box is not None and box["width"] > 1000  # the form uses the window's width
+    # the recipe's own check of a setting shows next to that setting
+    page.fill('[data-setting="max_steps"]', "many")
+    page.click("#submit-job")
+    expect(page.locator('[data-error-for="settings.max_steps"]')).to_contain_text(
+        "not a valid int")
     shot(page, "new-job-recipe")
 
     page.check("#kind-command")
     page.fill("#command", shlex.join(command(script, steps=600, pause=0.1)))
     page.fill("#job-name", "slow")
+    page.fill("#job-devices", "0")
+    page.click("#submit-job")
+    expect(page.locator('[data-error-for="devices"]')).to_have_text(
+        "Devices must be a whole number of at least 1.")
     page.fill("#job-devices", "2")
     page.click("#submit-job")
     # the API's refusal (the cpu profile has one device) shows next to the field it is about

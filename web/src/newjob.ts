@@ -27,7 +27,7 @@ runwatch ui runs/`;
 const JOB_OWNED = new Set(["name", "project", "runs_dir", "resume"]);
 
 /** A command line split into arguments as a POSIX shell would: quotes and backslashes. */
-export function splitCommand(line: string): string[] {
+function splitCommand(line: string): string[] {
   const args: string[] = [];
   let cur = "";
   let started = false;
@@ -59,6 +59,25 @@ export function splitCommand(line: string): string[] {
   if (quote) throw new Error(`The command has an unclosed ${quote} quote; close it or remove it.`);
   if (started) args.push(cur);
   return args;
+}
+
+/** A form value the page refuses before sending it, and the field it is about. */
+class FieldError extends Error {
+  constructor(
+    message: string,
+    readonly field: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A whole number from a number input, at least `least` when given; else a FieldError. */
+function whole(el: HTMLInputElement, key: string, label: string, least: number | null): number {
+  const n = Number(el.value);
+  if (el.value.trim() === "" || !Number.isInteger(n) || (least !== null && n < least)) {
+    throw new FieldError(`${label} must be a whole number${least === null ? "" : ` of at least ${least}`}.`, key);
+  }
+  return n;
 }
 
 function field(label: string, key: string, input: HTMLElement, help?: string): HTMLElement {
@@ -234,14 +253,14 @@ export class NewJobPage {
     }
   }
 
+  /** The request body; a field the form can tell is wrong throws a FieldError. */
   private body(): Record<string, unknown> {
-    const int = (el: HTMLInputElement): number | string => (el.value.trim() === "" ? el.value : Number(el.value));
     const body: Record<string, unknown> = {
       kind: this.kind,
-      devices: int(this.devices),
+      devices: whole(this.devices, "devices", "Devices", 1),
       device_profile: this.profile.value || undefined,
-      priority: int(this.priority),
-      max_attempts: int(this.maxAttempts),
+      priority: whole(this.priority, "priority", "Priority", null),
+      max_attempts: whole(this.maxAttempts, "max_attempts", "Max attempts", 1),
     };
     if (this.name.value.trim()) body.name = this.name.value.trim();
     if (this.project.value.trim()) body.project = this.project.value.trim();
@@ -251,7 +270,12 @@ export class NewJobPage {
       for (const [key, { input }] of this.inputs) if (input.value.trim() !== "") settings[key] = input.value.trim();
       body.settings = settings;
     } else {
-      body.argv = splitCommand(this.command.value);
+      try {
+        body.argv = splitCommand(this.command.value);
+      } catch (e) {
+        throw new FieldError(e instanceof Error ? e.message : String(e), "argv");
+      }
+      if ((body.argv as string[]).length === 0) throw new FieldError("Write the command to run, such as python train.py.", "argv");
       if (this.cwd.value.trim()) body.cwd = this.cwd.value.trim();
     }
     return body;
@@ -263,11 +287,8 @@ export class NewJobPage {
     try {
       body = this.body();
     } catch (e) {
-      this.showError(e instanceof Error ? e.message : String(e), "argv");
-      return;
-    }
-    if (this.kind === "command" && (body.argv as string[]).length === 0) {
-      this.showError("Write the command to run, such as python train.py.", "argv");
+      if (!(e instanceof FieldError)) throw e;
+      this.showError(e.message, e.field);
       return;
     }
     this.submit.disabled = true;
