@@ -63,7 +63,8 @@ def test_submit_a_command_keeps_its_own_options_after_the_double_dash(runs_dir: 
 @pytest.mark.parametrize(("args", "message"), [
     (["recipes", "nope"], "recipe must be one of sft, dpo, grpo, not 'nope'"),
     (["recipes"], "needs the recipe's name"),
-    (["recipes", "sft", "max_step=3"], "unknown SFTConfig field(s) max_step"),
+    (["recipes", "sft", "max_step=3"], "the sft recipe has no setting 'max_step'; runwatch "
+                                       "recipes sft --help lists its settings"),
     (["recipes", "sft", "max_steps=many"], "max_steps"),
     (["recipes", "dpo", "beta=-1"], "beta must be positive"),
     (["recipes", "sft", "name=x"], "name is the job's own, not a recipe setting: pass --name"),

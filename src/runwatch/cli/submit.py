@@ -18,9 +18,9 @@ from runwatch.analysis.views import run_summary
 from runwatch.analysis.workers import workers_view
 from runwatch.cli.context import open_context, runs_dir
 from runwatch.cli.output import Output, dumps, fail, line, runwatch_command
-from runwatch.cli.recipes import RECIPES
 from runwatch.cli.runs import DbOpt, DirOpt, OutOpt
 from runwatch.jobs.cost import ProfileError, read_profiles
+from runwatch.jobs.settings import SettingsError, check_recipe_settings
 from runwatch.jobs.spec import (
     MAX_ATTEMPTS,
     MAX_DEVICES,
@@ -30,14 +30,13 @@ from runwatch.jobs.spec import (
     recipe_spec,
 )
 from runwatch.jobs.submit import SubmitError, submit
-from runwatch.recipes.config import ConfigError, parse_argv
 from runwatch.rundir import format as fmt
 from runwatch.store import queries as q
 
 RECIPE_WORD = "recipes"  # `runwatch submit recipes NAME …`, as `runwatch recipes NAME …`
-# Recipe settings a job sets itself (its run's folder, name and project), and instead:
-JOB_OWNED = {"name": "pass --name", "project": "pass --project", "runs_dir": "pass --dir",
-             "resume": "a job makes a new run; retry an ended one with runwatch runs retry RUN"}
+# What to do instead of giving a recipe a setting the job owns (jobs.settings.JOB_OWNED)
+INSTEAD = {"name": "pass --name", "project": "pass --project", "runs_dir": "pass --dir",
+           "resume": "a job makes a new run; retry an ended one with runwatch runs retry RUN"}
 
 Args = Annotated[list[str], typer.Argument(
     help="`recipes NAME key=value …` for a built-in recipe, or `-- CMD ARGS …` for any "
@@ -111,27 +110,12 @@ def _spec(args: list[str], fields: dict[str, Any]) -> JobSpec:
         if len(args) < 2:
             raise fail(f"`runwatch submit {RECIPE_WORD}` needs the recipe's name",
                        [f"e.g. runwatch submit {RECIPE_WORD} sft max_steps=100"])
-        _check_settings(args[1], args[2:])
-        return recipe_spec(args[1], args[2:], cwd=cwd, **fields)
-    except JobSpecError as exc:
-        hints = ([f"runwatch recipes {args[1]} --help lists its settings"]
-                 if args[0] == RECIPE_WORD and args[1] in RECIPES else [])
-        raise fail(str(exc), hints) from None
-
-
-def _check_settings(recipe: str, settings: list[str]) -> None:
-    """Refuse the settings `runwatch recipes RECIPE` would refuse, and those the job owns."""
-    if recipe not in RECIPES:
-        return  # recipe_spec says which recipes there are
-    for item in settings:
-        key = item.partition("=")[0].strip()
-        if key in JOB_OWNED:
-            raise JobSpecError(f"{key} is the job's own, not a recipe setting: "
-                               f"{JOB_OWNED[key]}")
-    try:
-        parse_argv(RECIPES[recipe][0], settings)
-    except ConfigError as exc:
-        raise JobSpecError(str(exc)) from None
+        spec = recipe_spec(args[1], args[2:], cwd=cwd, **fields)  # checks the recipe's name
+        check_recipe_settings(args[1], args[2:], INSTEAD,
+                              f"runwatch recipes {args[1]} --help lists its settings")
+        return spec
+    except (JobSpecError, SettingsError) as exc:
+        raise fail(str(exc)) from None
 
 
 def _next_steps(name: str, run_id: str, folder: Path, db: str | None, profile: str,
