@@ -1,6 +1,6 @@
 """The index on PostgreSQL gives what it gives on SQLite: points, key statistics, series,
-the live stream's points and health findings, for runs with every kind of value; and the
-queue's claim is as atomic there.
+the live stream's points and health findings, for runs with every kind of value; the
+queue's claim is as atomic there, and cancel and retry leave the same rows.
 
 Set RUNWATCH_TEST_POSTGRES_URL to a PostgreSQL server's URL (a database on it that the
 user may connect to, and the right to create databases): the test works in a database
@@ -23,6 +23,7 @@ from sqlalchemy import Engine, create_engine, make_url, select, text
 import runwatch
 from runwatch.health import store as health_store
 from runwatch.ingest import Indexer
+from runwatch.jobs import control
 from runwatch.server.series_cache import SeriesCache
 from runwatch.server.updates import RunCursor, _new_points
 from runwatch.store import jobs as store_jobs
@@ -31,7 +32,7 @@ from runwatch.store import queries as q
 from runwatch.store import schema as s
 from runwatch.store.keys import run_keys
 from tests.support import write_run
-from tests.support.jobs import claim_race, submit_command
+from tests.support.jobs import claim_race, record_attempt, submit_command
 
 PG_URL = os.environ.get("RUNWATCH_TEST_POSTGRES_URL")
 pytestmark = pytest.mark.skipif(
@@ -130,3 +131,40 @@ def test_postgresql_claims_each_job_exactly_once(tmp_path: Path, pg_url: str) ->
     finally:
         engine.dispose()
     assert sorted(claimed) == sorted(pks), "each job claimed once, none missed"
+
+
+def test_postgresql_cancel_and_retry_as_on_sqlite(tmp_path: Path, pg_url: str) -> None:
+    """Cancel of a queued job and a retry's purge of the old attempt give PostgreSQL the
+    same runs and rows as SQLite."""
+
+    def scenario(engine: Engine, runs: Path) -> dict[str, Any]:
+        queued = submit_command(engine, runs, "queued")
+        failed = submit_command(engine, runs, "failed")
+        record_attempt(failed.dir, 1, "FAILED", steps=5)
+        Indexer(engine, runs).index_once()
+        out: dict[str, Any] = {"cancel": control.cancel(engine, queued.run_pk),
+                               "retry": control.retry(engine, failed.run_pk)}
+        record_attempt(failed.dir, 2, "SUCCEEDED", steps=3)
+        Indexer(engine, runs).index_once()
+        with engine.connect() as conn:
+            out["runs"] = [tuple(r) for r in conn.execute(select(
+                s.runs.c.name, s.runs.c.status, s.runs.c.attempt, s.runs.c.reason_code,
+                s.runs.c.observed_step).order_by(s.runs.c.name))]
+            out["points"] = conn.execute(select(s.metric_points.c.value)
+                                         .order_by(s.metric_points.c.id)).scalars().all()
+            out["samples"] = conn.execute(select(s.samples.c.prompt)).scalars().all()
+            out["claimable"] = store_jobs.queue_depth(conn)
+        return out
+
+    lite = open_engine(tmp_path / "index.db")
+    pg = open_engine(pg_url)
+    try:
+        want = scenario(lite, tmp_path / "lite")
+        got = scenario(pg, tmp_path / "pg")
+    finally:
+        lite.dispose()
+        pg.dispose()
+    assert want["runs"] == [("failed", "SUCCEEDED", 2, None, 2),
+                            ("queued", "CANCELLED", 1, "cancelled", None)]
+    assert want["points"] == [1 / 2, 1 / 3, 1 / 4] and want["samples"] == ["attempt 2"]
+    assert got == want
