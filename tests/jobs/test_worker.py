@@ -214,14 +214,16 @@ def test_a_job_whose_folder_is_deleted_is_released_and_the_worker_goes_on(
     assert wait_for(lambda: ended(engine, "next"), what="the next job to end") == "SUCCEEDED"
 
 
-def test_each_job_gets_devices_of_its_own(engine: Engine, runs_dir: Path, workers: Workers,
-                                          tmp_path: Path) -> None:
+def test_a_worker_runs_its_profiles_jobs_each_on_devices_of_its_own(
+        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
     (runs_dir / ".runwatch").mkdir()
     (runs_dir / ".runwatch" / "profiles.yaml").write_text(
         "profiles:\n  gpu3:\n    devices: 3\n    hourly_rate: 2.0\n")
     gate = tmp_path / "go"
     show = (f"import os, time; print(os.environ['{VISIBLE_DEVICES}'], flush=True)\n"
             f"while not os.path.exists({str(gate)!r}): time.sleep(0.05)")
+    # the oldest job asks for the cpu profile: this worker leaves it to a cpu worker
+    submit_command(engine, runs_dir, "on-cpu", "pass")
     runs = [submit_command(engine, runs_dir, name, show, devices=n, device_profile="gpu3")
             for name, n in (("two", 2), ("one", 1))]
     # the worker's own CUDA_VISIBLE_DEVICES names the devices it may hand out
@@ -241,6 +243,7 @@ def test_each_job_gets_devices_of_its_own(engine: Engine, runs_dir: Path, worker
     assert wait_for(lambda: ended(engine, "three"), what="the third job to end") == "SUCCEEDED"
     assert output(third.dir) == "5,6,7"
     assert [ended(engine, r.name) for r in runs] == ["SUCCEEDED", "SUCCEEDED"]
+    assert run_row(engine, "on-cpu").status == "QUEUED"
 
 
 def test_a_worker_offering_more_devices_than_it_may_use_is_refused(runs_dir: Path,

@@ -11,11 +11,12 @@ One loop (`Worker.tick`, every TICK_S) does everything, so a worker needs no thr
   verdict event unless the process recorded its own end, a requeue when attempts
   remain, the claim released);
 - index the folders of its runs, so every surface sees their progress at once;
-- claim jobs while it has free devices and is not draining, and start each: PREPARING
-  {attempt, worker} appended under the folder's lock, then the process, in a session of
-  its own, with RUNWATCH_RUN_DIR, RUNWATCH_RUN_ID and RUNWATCH_ATTEMPT set and its output
-  in attempts/<n>/output.log. A job holds its own devices of the worker's: except for
-  the cpu profile, its CUDA_VISIBLE_DEVICES names them (`device_ids`).
+- claim jobs of its device profile while it has free devices and is not draining (a
+  job that asks for another profile waits for a worker of that one), and start each:
+  PREPARING {attempt, worker} appended under the folder's lock, then the process, in a
+  session of its own, with RUNWATCH_RUN_DIR, RUNWATCH_RUN_ID and RUNWATCH_ATTEMPT set and
+  its output in attempts/<n>/output.log. A job holds devices of its own: except for the
+  cpu profile, its CUDA_VISIBLE_DEVICES names them (`device_ids`).
 
 Draining (`runwatch resources` / the API): claim nothing more, finish the running jobs,
 then exit. Stopping (SIGTERM or Ctrl-C, `stop_event`): claim nothing more and stop the
@@ -210,10 +211,11 @@ class Worker:
     def _claim(self) -> None:
         while self.free_devices > 0:
             with self.engine.connect() as conn:
-                if store_jobs.queue_depth(conn) == 0:
+                if store_jobs.queue_depth(conn, self.device_profile) == 0:
                     return
             with self.engine.begin() as conn:
-                claim = store_jobs.claim(conn, self.id, self.free_devices, time.time())
+                claim = store_jobs.claim(conn, self.id, self.free_devices, time.time(),
+                                         self.device_profile)
             if claim is None:
                 return
             timeout = claim.startup_timeout_s
