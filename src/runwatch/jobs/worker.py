@@ -86,9 +86,12 @@ class Job:
 
 
 class Worker:
-    """Runs queued jobs from `engine`'s index on `devices` devices of `device_profile`."""
+    """Runs queued jobs from `engine`'s index on `devices` devices of `device_profile`.
 
-    def __init__(self, engine: Engine, runs_dir: Path, devices: int = 1,
+    A job's folder is where the index says (runs.dir): every worker of one index must see
+    the runs folder at the same path (one machine, or a shared filesystem)."""
+
+    def __init__(self, engine: Engine, devices: int = 1,
                  device_profile: str = "cpu", heartbeat_s: float = 2.0,
                  heartbeat_timeout_s: float = 30.0, grace_s: float = 10.0,
                  startup_timeout_s: float | None = 600.0, *, indexer: Indexer,
@@ -97,7 +100,6 @@ class Worker:
         if devices < 1:
             raise ValueError(f"a worker needs at least one device, not {devices}")
         self.engine = engine
-        self.runs_dir = Path(runs_dir)
         self.devices = devices
         self.device_profile = device_profile
         self.heartbeat_s = heartbeat_s
