@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,9 +15,12 @@ import pytest
 
 import runwatch
 from runwatch.cli.context import default_db
+from runwatch.jobs.failures import CATALOGUE
+from runwatch.rundir.append import append_events
 from runwatch.store import jobs as store_jobs
 from runwatch.store.db import open_engine
-from tests.support import run_cli
+from tests.support import first_line, run_cli
+from tests.support.cli import CLI_DEADLINE_S
 
 PROFILES = "profiles:\n  big:\n    devices: 4\n    hourly_rate: 2.0\n"
 
@@ -207,3 +212,30 @@ def test_cancel_a_claimed_job_asks_its_worker_and_wait_shows_it(runs_dir: Path) 
     shown = [json.loads(ln) for ln in proc.stdout.splitlines()]
     assert [e["phase"] for e in shown] == ["QUEUED", "CANCEL_REQUESTED"], \
         "the index's phase once, after the last event, and stdout only JSON lines"
+
+
+def test_wait_follows_a_job_and_says_each_thing_once(runs_dir: Path) -> None:
+    submit(runs_dir, "--name", "f", "--", "python", "-c", "pass")
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "runwatch", "runs", "wait", "f", "--dir", str(runs_dir),
+         "--exit-status", "--interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "QUEUED" in first_line(waiting, what="`runs wait` to print the queued phase")
+        failed = CATALOGUE["failed"]
+        # what a worker and then the job's SDK write: PREPARING twice, progress, the end
+        append_events(runs_dir / "f", [
+            {"ts": time.time(), "phase": "PREPARING", "attempt": 1, "worker": "w"},
+            {"ts": time.time(), "phase": "PREPARING"},
+            {"ts": time.time(), "phase": "PREPARING", "stage": "tokenizing", "done": 1,
+             "total": 2},
+            {"ts": time.time(), "phase": "FAILED", "reason": failed.sentence, "code": failed.id}])
+        out, err = waiting.communicate(timeout=CLI_DEADLINE_S)
+    finally:
+        waiting.kill()
+        waiting.wait(timeout=CLI_DEADLINE_S)
+    assert waiting.returncode == 1, err
+    said = [ln.split("  ", 1)[1] for ln in out.splitlines() if ln[:1].isdigit()]
+    assert said == ["PREPARING", "PREPARING  tokenizing 1/2",
+                    f"FAILED  {failed.sentence} [failed]"]
+    assert f"what to do: {failed.what_to_do}" in out

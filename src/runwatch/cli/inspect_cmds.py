@@ -182,6 +182,7 @@ def wait_cmd(
     # a phase the index holds before any event says so (job control's CANCEL_REQUESTED),
     # shown once: the event that records it later is not shown again
     told: str | None = None
+    said: tuple[Any, ...] = ()  # what the last event said
     while True:
         with ctx.engine.connect() as conn:
             # the run first: the events read after it hold the event of the phase it is in
@@ -190,8 +191,9 @@ def wait_cmd(
             for ev in _to_show(events, seen, row.status in TERMINAL_PHASES):
                 if ev["phase"] == told:
                     told = None  # recorded now, shown before
-                else:
-                    _print_event(ev, output)
+                elif output is Output.json or _said(ev) != said:
+                    _print_event(ev, output)  # the table skips a repeat of the line before
+                said = _said(ev)
             if events:
                 seen = events[-1]["seq"]
             elif seen is None:
@@ -212,6 +214,12 @@ def wait_cmd(
             raise typer.Exit(124)
         time.sleep(interval)
         ctx.refresh()
+
+
+def _said(ev: dict[str, Any]) -> tuple[Any, ...]:
+    """What an event says, apart from when (the worker's and the SDK's PREPARING say the
+    same)."""
+    return tuple(ev.get(k) for k in ("phase", "stage", "done", "total", "reason", "code"))
 
 
 def _to_show(events: list[dict[str, Any]], seen: int | None, ended: bool

@@ -101,7 +101,7 @@ def resources_cmd(
                 "HEARTBEAT"]
         rows = [[w["id"], w["host"], w["status"], f"{w['devices_used']}/{w['devices']}",
                  w["device_profile"], w["hourly_rate"], _jobs(w["jobs"]),
-                 None if w["spend"] is None else f"{w['spend']:.4f}",
+                 w["spend"],
                  f"{fmt_duration(w['heartbeat_age_s'])} ago"] for w in data["workers"]]
         console().print(make_table(cols, rows))
         if not data["workers"]:

@@ -186,7 +186,7 @@ def _cost_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
     if cost["spend"] is None:
         lines.append(("Spend", cost["problem"]))
     else:
-        lines.append(("Spend", f"{cost['spend']:.4f} at {cost['hourly_rate']:g} per "
+        lines.append(("Spend", f"{fmt_cell(cost['spend'])} at {cost['hourly_rate']:g} per "
                                f"device-hour{estimate}"))
     mem = cost["peak_memory_bytes"]
     return lines + [(f"Peak memory {k}", _bytes(v)) for k, v in mem.items()]
