@@ -1,7 +1,8 @@
 """Under a job (RUNWATCH_RUN_DIR and RUNWATCH_RUN_ID set by a worker) `runwatch.init()`
 attaches to the job's run: the folder and run the job names, not the ones the call
 names; what the process describes merged into the manifest; every file's seq continued;
-a clear error when the environment names another run; and a recipe needs no change."""
+a clear error when the environment names another run; later runs of the process its
+own; and a recipe needs no change."""
 
 from __future__ import annotations
 
@@ -121,6 +122,21 @@ def test_attach_waits_for_job_control_to_let_the_folder_go(
             runwatch.init()
     finally:
         held.release()
+
+
+def test_only_the_first_run_of_a_job_s_process_is_the_job_s(
+        job_env: tuple[Path, str], tmp_path: Path) -> None:
+    run_dir, run_id = job_env
+    own = tmp_path / "own"
+    with runwatch.init(name="train") as job_run:
+        assert job_run.id == run_id
+        # while it records the job's run, another run of the process is its own, at once
+        with runwatch.init(name="side", dir=own) as side:
+            assert side.dir == own / "side" and side.id != run_id
+    with runwatch.init(name="eval", dir=own) as later:  # the job's run has ended
+        assert later.dir == own / "eval"
+    assert [e["phase"] for e in lines(run_dir / fmt.EVENTS)] == [
+        "QUEUED", "PREPARING", "RUNNING", "SUCCEEDED"]
 
 
 def test_secondary_ranks_of_a_job_record_nothing(job_env: tuple[Path, str],

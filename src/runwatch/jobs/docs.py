@@ -53,7 +53,8 @@ whatever folder, name or `resume` it names: it checks that the folder holds the 
 job names, keeps the job's project and name, adds what the process describes (method,
 base model, data set, trainer, backend, group, tags, its config, its host and pid) and
 continues every file where job control left it. So a script needs no change to run as
-a job (docs/sdk.md).
+a job (docs/sdk.md). Only the first run of the process is the job's: one started while
+it records, or after it ended, is a run of its own.
 
 While a run records, SIGTERM (what cancel sends) makes the SDK record
 **CANCEL_REQUESTED** and unwind the training loop as Ctrl-C does; the run ends

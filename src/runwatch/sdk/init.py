@@ -10,14 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from runwatch.rundir import append  # (a module: append imports sdk.lock, so no names)
 from runwatch.rundir import format as fmt
 from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line, loads_line
 from runwatch.rundir.manifest import build_manifest
-from runwatch.rundir.reader import read_new
 from runwatch.sdk.config import config_to_yaml
 from runwatch.sdk.environment import environment
-from runwatch.sdk.live import register
+from runwatch.sdk.live import recording, register
 from runwatch.sdk.lock import RunLock
 from runwatch.sdk.null import NullRun
 from runwatch.sdk.run import Run
@@ -49,7 +49,9 @@ def init(
     `mode="disabled"`, or a non-zero RANK / LOCAL_RANK, returns a NullRun that records
     nothing. `resume=True` continues the run already in `dir`/<name>. Under a job
     (RUNWATCH_RUN_DIR set by a runwatch worker) it attaches to that job's run instead,
-    ignoring `dir`, `name` and `resume`, and keeping the job's project and name.
+    ignoring `dir`, `name` and `resume`, and keeping the job's project and name; once
+    this process records the job's run, or that run has ended, a further init() records
+    a run of its own.
     """
     if mode == "disabled" or _is_secondary_rank():
         return NullRun()
@@ -62,8 +64,10 @@ def init(
                  "trainer": trainer, "backend": backend, "group": group,
                  "tags": list(tags) or None}
     job_dir = os.environ.get(fmt.ENV_RUN_DIR)
-    if job_dir:
-        return _start(*_attach(Path(job_dir), described, config), phase, flush_interval)
+    if job_dir and not recording(Path(job_dir)):
+        attached = _attach(Path(job_dir), described, config)
+        if attached is not None:
+            return _start(*attached, phase, flush_interval)
     if name is None:
         name = f"{method or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     fmt.validate_name(name)
@@ -99,9 +103,10 @@ def init(
 
 def _attach(
     run_dir: Path, described: dict[str, Any], config: Any
-) -> tuple[Path, dict[str, Any], dict[str, int], RunLock]:
+) -> tuple[Path, dict[str, Any], dict[str, int], RunLock] | None:
     """Take over the run job control made for this process (its folder is in the
-    environment): check it is the run the job names, add what this process knows."""
+    environment): check it is the run the job names, add what this process knows.
+    None when that run has ended (this process recorded it and goes on to another)."""
     run_id = os.environ.get(fmt.ENV_RUN_ID, "")
     manifest_path = run_dir / fmt.MANIFEST
     if not manifest_path.is_file():
@@ -118,6 +123,9 @@ def _attach(
                 f"{run_id!r} that {fmt.ENV_RUN_ID} names, so this process was not "
                 f"started for it: unset {fmt.ENV_RUN_DIR} and {fmt.ENV_RUN_ID} to record "
                 "a run of its own, or start it with `runwatch submit`")
+        if _last_phase(run_dir) in fmt.TERMINAL_PHASES:
+            lock.release()
+            return None
         # The job's project and name stay; this process says what it trains and where.
         manifest.update({k: v for k, v in described.items() if v is not None})
         manifest.update(environment(), attached_at=time.time())
@@ -152,17 +160,11 @@ def _is_secondary_rank() -> bool:
 
 
 def _scan_existing(run_dir: Path) -> dict[str, int]:
-    """The next seq of each record file of a run being resumed."""
-    next_seq: dict[str, int] = {}
-    for name in fmt.FILES:
-        path = run_dir / name
-        offset, line_no, top = 0, 0, -1
-        while True:
-            res = read_new(path, offset, line_no)
-            for rec in res.records:
-                top = max(top, rec["seq"])
-            if res.offset == offset:
-                break
-            offset, line_no = res.offset, res.line_no
-        next_seq[name] = top + 1
-    return next_seq
+    """The next seq of each record file of a run being resumed or attached to."""
+    return {name: append.next_seq(run_dir / name) for name in fmt.FILES}
+
+
+def _last_phase(run_dir: Path) -> str | None:
+    """The phase of a run's latest event (the one with the highest seq), if any."""
+    last = max(append.records(run_dir / fmt.EVENTS), key=lambda rec: rec["seq"], default=None)
+    return None if last is None else last["phase"]

@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,12 @@ def register(run: Run) -> None:
         sys.excepthook = hook
         atexit.register(_finish_live_runs)
     _install_sigterm()
+
+
+def recording(run_dir: Path) -> bool:
+    """Whether a live run of this process records the folder `run_dir`."""
+    where = run_dir.resolve()
+    return any(run.dir.resolve() == where for run in list(_LIVE_RUNS))
 
 
 def unregister(run: Run) -> None:

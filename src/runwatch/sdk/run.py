@@ -169,7 +169,8 @@ class Run:
     ) -> None:
         """End the run with a terminal status, writing everything still queued.
 
-        No status is SUCCEEDED, or CANCELLED once SIGTERM asked the process to stop.
+        No status is SUCCEEDED, or CANCELLED once the process was asked to stop (SIGTERM
+        or Ctrl-C).
         `code` is the failure catalogue's id for the reason (runwatch.jobs.failures);
         FAILED or CANCELLED with no reason records that code's sentence (by default
         `failed`, or `cancelled`).
