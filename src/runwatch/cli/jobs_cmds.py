@@ -33,6 +33,7 @@ from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, resolve_or_e
 from runwatch.jobs import control
 from runwatch.jobs.cost import ProfileError, Profiles, read_profiles
 from runwatch.jobs.lifecycle import TransitionError
+from runwatch.rundir.format import RunDirError
 from runwatch.store import jobs as store_jobs
 
 Action = Callable[[Engine, Any, Path | None], str]
@@ -61,6 +62,8 @@ def _act(verb: str, action: Action, run: str, directory: Path | None, db: str | 
         phase = action(ctx.engine, row, ctx.directory)
     except TransitionError as exc:
         raise fail(f"cannot {verb} run {row.name}: {exc}") from None
+    except (RunDirError, OSError) as exc:  # its folder stayed locked, or is gone
+        raise fail(f"cannot {verb} run {row.name} now: {exc}") from None
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, row.run_id)
         data = {"status": phase, "run": run_summary(row)}
