@@ -171,7 +171,7 @@ def test_what_ends_the_loop_decides_the_code_and_reason(
             "RUNNING", "CANCEL_REQUESTED", "CANCELLED"]
         return
     [error] = logs
-    assert error["level"] == "error"
+    assert error["level"] == "error" and not error["message"].endswith(": ")
     assert error["data"]["exception"] == (f"{type(exc).__module__}.{type(exc).__qualname__}"
                                           .removeprefix("builtins."))
 
@@ -247,6 +247,10 @@ def test_disabled_mode_and_secondary_ranks_record_nothing(runs_dir: Path,
             r.log_engine_config({}, {})
             r.set_manifest_fields(wandb_url="u")
     assert list(runs_dir.iterdir()) == []
+    for exc, status in ((KeyboardInterrupt(), "CANCELLED"), (KeyError("k"), "FAILED")):
+        stopped = runwatch.NullRun()
+        stopped.fail_from(exc)
+        assert stopped.status == status
 
 
 def test_logging_handler_samples_checkpoints_and_engine_config(runs_dir: Path) -> None:

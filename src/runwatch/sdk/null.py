@@ -8,6 +8,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from runwatch.jobs.failures import exception_verdict
+
 
 class NullRun:
     """Accepts every call a `Run` accepts and records nothing (disabled mode, non-zero ranks)."""
@@ -58,7 +60,7 @@ class NullRun:
         self.finish("FAILED", reason, code)
 
     def fail_from(self, exc: BaseException) -> None:
-        self.finish("FAILED")
+        self.finish(exception_verdict(exc).phase)
 
     def __enter__(self) -> NullRun:
         return self

@@ -289,8 +289,9 @@ class Run:
 
     def _log_exception(self, exc: BaseException) -> None:
         data = exception_data(exc)
-        self.log_text(f"the training loop raised {data['exception']}: "
-                      f"{_one_line(data['message'])}", level="error", data=data)
+        said = _one_line(data["message"])
+        head = f"the training loop raised {data['exception']}"
+        self.log_text(f"{head}: {said}" if said else head, level="error", data=data)
 
     def _restore(self) -> None:
         """Rewrite the manifest, and lock the folder again, after it was removed and made anew."""
