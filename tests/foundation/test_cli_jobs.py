@@ -152,14 +152,19 @@ def test_wait_on_a_cancelled_job_ends_with_its_reason_and_code(runs_dir: Path) -
     assert record["state"]["phase"] == "CANCELLED" and record["name"] == "c"
 
 
-def _worker(runs: Path, wid: str, started_at: float, profile: str = "big") -> None:
+def _worker(runs: Path, wid: str, started_at: float, profile: str = "big",
+            stopped: bool = False) -> None:
+    """Register worker `wid` in the folder's index; it claims a job, or has stopped."""
     engine = open_engine(default_db(runs))
     try:
         with engine.begin() as conn:
             store_jobs.register_worker(conn, store_jobs.WorkerRow(
                 wid, "host-a", 4242, 4, profile, started_at))
             store_jobs.heartbeat(conn, wid, time.time())
-            assert store_jobs.claim(conn, wid, 4, time.time()) is not None
+            if stopped:
+                store_jobs.stop_worker(conn, wid, time.time())
+            else:
+                assert store_jobs.claim(conn, wid, 4, time.time()) is not None
     finally:
         engine.dispose()
 
@@ -171,9 +176,11 @@ def test_resources_lists_the_workers_and_drains_one(runs_dir: Path) -> None:
            "--", "python", "-c", "pass")
     submit(runs_dir, "--name", "waits", "--", "python", "-c", "pass")
     _worker(runs_dir, "w-one", time.time() - 1800)
+    _worker(runs_dir, "w-past", time.time(), stopped=True)
     view = json.loads(run_cli("resources", str(runs_dir), "-o", "json").stdout)
     assert view["queue_depth"] == 1
-    [w] = view["workers"]
+    past, w = view["workers"]  # newest first
+    assert (past["id"], past["status"], past["jobs"]) == ("w-past", "stopped", [])
     assert (w["id"], w["host"], w["status"], w["devices"], w["devices_used"],
             w["device_profile"], w["hourly_rate"], w["draining"]) == \
         ("w-one", "host-a", "active", 4, 3, "big", 2.0, False)
@@ -181,6 +188,7 @@ def test_resources_lists_the_workers_and_drains_one(runs_dir: Path) -> None:
     assert w["spend"] == pytest.approx(4 * 2.0 * 0.5, abs=0.05), "4 devices, 2.0/h, 30 min"
     table = run_cli("resources", str(runs_dir)).stdout
     assert "w-one" in table and "3/4" in table and "held" in table
+    assert table.index("w-one") < table.index("w-past"), "the past workers below the active"
     assert "1 job(s) wait in the queue" in table
 
     drained = json.loads(run_cli("resources", str(runs_dir), "--drain", "w-o",

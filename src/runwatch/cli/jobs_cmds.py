@@ -105,7 +105,9 @@ def resources_cmd(
         rows = [[w["id"], w["host"], w["status"], f"{w['devices_used']}/{w['devices']}",
                  w["device_profile"], w["hourly_rate"], _jobs(w["jobs"]),
                  w["spend"],
-                 f"{fmt_duration(w['heartbeat_age_s'])} ago"] for w in data["workers"]]
+                 f"{fmt_duration(w['heartbeat_age_s'])} ago"]
+                # the active ones first, the past (stopped) ones below them
+                for w in sorted(data["workers"], key=lambda w: w["status"] == "stopped")]
         console().print(make_table(cols, rows))
         if not data["workers"]:
             line("no worker has run on this index; start one: ",
