@@ -15,13 +15,14 @@ import threading
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, update
 
 from runwatch.ingest import Indexer
 from runwatch.jobs import control
 from runwatch.jobs.lifecycle import TransitionError
 from runwatch.rundir import format as fmt
 from runwatch.store import jobs as q
+from runwatch.store import schema as s
 from tests.support import first_line, wait_for, write_manifest
 from tests.support.jobs import events, job, record_attempt, run_row, submit_command
 
@@ -138,6 +139,10 @@ def test_a_run_started_by_hand_is_refused_what_runwatch_cannot_do(engine: Engine
     Indexer(engine, runs_dir).index_once()
     with pytest.raises(TransitionError, match=r"started by hand.*runwatch submit"):
         control.retry(engine, run_row(engine, "gone"))
+    with engine.begin() as conn:  # as a run sent over HTTP (POST /api/ingest) is
+        conn.execute(update(s.runs).where(s.runs.c.name == "elsewhere").values(dir=None))
+    with pytest.raises(TransitionError, match=r"sent to the server over HTTP.*where it runs"):
+        control.cancel(engine, run_row(engine, "elsewhere"))
 
 
 def test_a_run_started_by_hand_here_gets_sigterm(engine: Engine, runs_dir: Path) -> None:

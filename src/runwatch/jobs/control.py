@@ -57,6 +57,9 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> str:
     or CANCEL_REQUESTED (its process is being stopped)."""
     row = _run(engine, run)
     lifecycle.cancel(row.status)  # raises for a run that ended or is already stopping
+    if row.dir is None:
+        raise TransitionError("this run was sent to the server over HTTP, so no folder or "
+                              "process of it is here to stop: stop its process where it runs")
     run_dir = Path(row.dir)
     with engine.begin() as conn:
         job = store_jobs.job_row(conn, row.pk)
