@@ -13,14 +13,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import orjson
 from sqlalchemy import Connection, Engine, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from runwatch.ingest.jobspec import store_job_spec
 from runwatch.ingest.manifest import manifest_problems
+from runwatch.ingest.offsets import Purged, offset_row, set_mtime
 from runwatch.ingest.records import IngestResult, ingest_records
 from runwatch.ingest.samples import store_samples
 from runwatch.rundir import format as fmt
@@ -192,7 +191,7 @@ class Indexer:
             while more:
                 with self.engine.begin() as conn:
                     more = self._jsonl_slice(conn, run_pk, path, report)
-        except _Purged:
+        except Purged:
             return  # rolled back; the next pass reads the new attempt's file from its start
         except UnsafeFile as exc:
             self._problem_once(run_pk, str(path), f"{exc}; its records are not indexed", report)
@@ -205,7 +204,7 @@ class Indexer:
         still in the processor's cache when they are stored.
         """
         name = path.name
-        off = _offset(conn, run_pk, name)
+        off = offset_row(conn, run_pk, name)
         offset, line_no, last_seq = off["offset"], off["line_no"], off["last_seq"]
         total = IngestResult()
         bad: list[str] = []
@@ -255,7 +254,7 @@ class Indexer:
             s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name
         ).values(offset=offset, line_no=line_no, last_seq=last_seq,
                  bad_lines=s.ingest_offsets.c.bad_lines + len(bad))).rowcount == 0:
-            raise _Purged
+            raise Purged
         report.rows += total.rows
         report.problems.extend(problems)
         return more
@@ -271,7 +270,7 @@ class Indexer:
                 mtime = path.lstat().st_mtime
             except FileNotFoundError:
                 continue
-            off = _offset(conn, run_pk, name)
+            off = offset_row(conn, run_pk, name)
             if off["mtime"] == mtime:
                 continue
             value: str | None = None
@@ -285,10 +284,10 @@ class Indexer:
                                    report, conn)
             if column is not None:
                 conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values({column: value}))
-            _set_mtime(conn, run_pk, name, mtime)
+            set_mtime(conn, run_pk, name, mtime)
 
     def _samples_and_foreign(self, run_pk: int, run_dir: Path, report: IndexReport) -> None:
-        with contextlib.suppress(_Purged), self.engine.begin() as conn:
+        with contextlib.suppress(Purged), self.engine.begin() as conn:
             for entry in os.scandir(run_dir):
                 name = entry.name
                 if (name in KNOWN_FILES or name.endswith(".tmp")
@@ -301,7 +300,7 @@ class Indexer:
                                        report, conn)
                     continue
                 mtime = entry.stat(follow_symlinks=False).st_mtime
-                off = _offset(conn, run_pk, name)
+                off = offset_row(conn, run_pk, name)
                 if off["mtime"] == mtime:
                     continue
                 path = Path(entry.path)
@@ -323,8 +322,8 @@ class Indexer:
                             self._problem_once(run_pk, str(path), f"{path}: {aside} samples "
                                                "hold a value beyond 64 bits or nested too "
                                                "deep to store as JSON; skipped", report, conn)
-                if not _set_mtime(conn, run_pk, name, mtime):
-                    raise _Purged
+                if not set_mtime(conn, run_pk, name, mtime):
+                    raise Purged
 
     def _problem_once(self, run_pk: int | None, path: str, message: str, report: IndexReport,
                       conn: Connection | None = None) -> None:
@@ -367,33 +366,6 @@ def _signature(run_dir: Path) -> tuple[tuple[str, int, int], ...]:
     except OSError:
         return ()
     return tuple(sorted(out))
-
-
-class _Purged(Exception):
-    """A file's ingest offsets vanished while it was read: a new attempt of the run was
-    indexed meanwhile (by another indexer), so what was read belongs to the old one."""
-
-
-def _offset(conn: Connection, run_pk: int, name: str) -> dict[str, Any]:
-    o = s.ingest_offsets.c
-    find = select(o.offset, o.line_no, o.last_seq, o.mtime).where(o.run_pk == run_pk,
-                                                                  o.file == name)
-    row = conn.execute(find).first()
-    if row is None:
-        # another indexer (`runwatch submit`'s, a server's) may insert the row first
-        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        conn.execute(dialect.insert(s.ingest_offsets).values(
-            run_pk=run_pk, file=name, offset=0, line_no=0, last_seq=-1, bad_lines=0,
-        ).on_conflict_do_nothing())
-        row = conn.execute(find).one()
-    return dict(row._mapping)
-
-
-def _set_mtime(conn: Connection, run_pk: int, name: str, mtime: float) -> bool:
-    """Record the mtime a whole file was read at; False when its row is gone (_Purged)."""
-    return conn.execute(update(s.ingest_offsets).where(
-        s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name).values(mtime=mtime)
-    ).rowcount > 0
 
 
 def _add_problem(conn: Connection, run_pk: int | None, path: str, message: str) -> None:

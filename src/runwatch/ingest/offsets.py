@@ -1,0 +1,39 @@
+"""Where the indexer stopped in each file of a run (the `ingest_offsets` rows): byte
+offset, line and last seq of a record file, mtime of a whole file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from runwatch.store import schema as s
+
+
+class Purged(Exception):
+    """A file's ingest offsets vanished while it was read: a new attempt of the run was
+    indexed meanwhile (by another indexer), so what was read belongs to the old one."""
+
+
+def offset_row(conn: Connection, run_pk: int, name: str) -> dict[str, Any]:
+    """The file's offset, line_no, last_seq and mtime; a new row at the start if none."""
+    o = s.ingest_offsets.c
+    find = select(o.offset, o.line_no, o.last_seq, o.mtime).where(o.run_pk == run_pk,
+                                                                  o.file == name)
+    row = conn.execute(find).first()
+    if row is None:
+        # another indexer (`runwatch submit`'s, a server's) may insert the row first
+        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+        conn.execute(dialect.insert(s.ingest_offsets).values(
+            run_pk=run_pk, file=name, offset=0, line_no=0, last_seq=-1, bad_lines=0,
+        ).on_conflict_do_nothing())
+        row = conn.execute(find).one()
+    return dict(row._mapping)
+
+
+def set_mtime(conn: Connection, run_pk: int, name: str, mtime: float) -> bool:
+    """Record the mtime a whole file was read at; False when its row is gone (Purged)."""
+    return conn.execute(update(s.ingest_offsets).where(
+        s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name).values(mtime=mtime)
+    ).rowcount > 0
