@@ -62,6 +62,20 @@ def test_a_worker_of_a_profile_claims_only_that_profiles_jobs(engine: Engine,
     assert claim(engine) == "gpu", "without a profile a claim takes any"
 
 
+def test_a_worker_claims_only_the_jobs_in_its_runs_folder(engine: Engine,
+                                                         tmp_path: Path) -> None:
+    """On a shared index a worker must not take a job whose folder it cannot see; a
+    folder name with LIKE's wildcards in it matches only itself."""
+    mine, other = tmp_path / "my_runs", tmp_path / "myXruns"
+    submit_command(engine, other, "theirs", priority=9)
+    submit_command(engine, mine, "ours")
+    with engine.begin() as conn:
+        assert q.queue_depth(conn, runs_dir=str(mine.resolve())) == 1
+        got = q.claim(conn, "w", 1, 0.0, runs_dir=str(mine.resolve()))
+        assert got is not None and got.name == "ours"
+        assert q.claim(conn, "w", 1, 0.0, runs_dir=str(mine.resolve())) is None
+
+
 def test_a_claim_carries_what_the_worker_starts(engine: Engine, runs_dir: Path) -> None:
     sub = submit_command(engine, runs_dir, "what", ["python", "train.py"], devices=2,
                          device_profile="a100", startup_timeout_s=30)

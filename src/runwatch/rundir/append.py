@@ -62,14 +62,16 @@ def next_seq(path: Path) -> int:
     return max((rec["seq"] for rec in records(path)), default=-1) + 1
 
 
-def write_events(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
-    """Append `records` to events.jsonl with the next seqs (and `ts` now where absent),
-    and fsync. The caller holds the folder's lock (see `locked`)."""
-    path = run_dir / fmt.EVENTS
+def write_records(run_dir: Path, name: str, records: Sequence[dict[str, Any]]) -> None:
+    """Append `records` to record file `name` (one of format.FILES) with the next seqs
+    (and `ts` now where absent), and fsync. The caller holds the folder's lock (see
+    `locked`)."""
+    if name not in fmt.FILES:
+        raise ValueError(f"{name!r} is not a record file ({', '.join(fmt.FILES)})")
+    path = run_dir / name
     seq = next_seq(path)
-    lines = []
-    for i, rec in enumerate(records):
-        lines.append(dumps_line({"ts": time.time(), **rec, "seq": seq + i}))
+    lines = [dumps_line({"ts": time.time(), **rec, "seq": seq + i})
+             for i, rec in enumerate(records)]
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
     try:
         size = os.fstat(fd).st_size
@@ -80,6 +82,12 @@ def write_events(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_events(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
+    """Append event `records` to events.jsonl (see write_records); the caller holds the
+    folder's lock."""
+    write_records(run_dir, fmt.EVENTS, records)
 
 
 def append_events(run_dir: Path, records: Sequence[dict[str, Any]], *,

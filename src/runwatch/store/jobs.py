@@ -91,16 +91,16 @@ def upsert_spec(conn: Connection, run_pk: int, spec: dict[str, Any]) -> None:
 
 
 def claim(conn: Connection, worker_id: str, free_devices: int, now: float,
-          device_profile: str | None = None) -> Claim | None:
-    """Claim for `worker_id` the first claimable job that fits `free_devices` (and asks
-    for `device_profile`, when given): highest priority first, then oldest, then first
-    indexed; None when there is none."""
+          device_profile: str | None = None, runs_dir: str | None = None) -> Claim | None:
+    """Claim for `worker_id` the first claimable job that fits `free_devices` (and, when
+    given, asks for `device_profile` and has its folder in `runs_dir`, an absolute path):
+    highest priority first, then oldest, then first indexed; None when there is none."""
     q = s.jobs.alias("q")
     qr = s.runs.alias("qr")
     pick = (select(q.c.run_pk).select_from(q.join(qr, qr.c.pk == q.c.run_pk))
             .where(qr.c.status == "QUEUED", q.c.worker_id.is_(None),
                    q.c.cancel_requested_at.is_(None), q.c.devices <= free_devices,
-                   *_of_profile(q.c.device_profile, device_profile))
+                   *_fits(q.c.device_profile, qr.c.dir, device_profile, runs_dir))
             .order_by(q.c.priority.desc(), q.c.submitted_at, q.c.run_pk).limit(1))
     held = {"worker_id": worker_id, "claimed_at": now, "heartbeat_at": now, "pid": None}
     if conn.dialect.name == "postgresql":
@@ -212,17 +212,23 @@ def list_workers(conn: Connection) -> list[dict[str, Any]]:
     return out
 
 
-def queue_depth(conn: Connection, device_profile: str | None = None) -> int:
-    """How many jobs wait for a worker (of `device_profile`, when given)."""
+def queue_depth(conn: Connection, device_profile: str | None = None,
+                runs_dir: str | None = None) -> int:
+    """How many jobs wait for a worker (of `device_profile`, on `runs_dir`, when given)."""
     return int(conn.execute(
         select(func.count()).select_from(s.jobs.join(s.runs, r.pk == j.run_pk))
         .where(r.status == "QUEUED", j.worker_id.is_(None), j.cancel_requested_at.is_(None),
-               *_of_profile(j.device_profile, device_profile))
+               *_fits(j.device_profile, r.dir, device_profile, runs_dir))
     ).scalar() or 0)
 
 
-def _of_profile(column: Any, device_profile: str | None) -> list[Any]:
-    return [] if device_profile is None else [column == device_profile]
+def _fits(profile_column: Any, dir_column: Any, device_profile: str | None,
+          runs_dir: str | None) -> list[Any]:
+    """The conditions that a job asks for `device_profile` and lives in `runs_dir`."""
+    out = [] if device_profile is None else [profile_column == device_profile]
+    if runs_dir is not None:
+        out.append(dir_column.startswith(runs_dir.rstrip("/") + "/", autoescape=True))
+    return out
 
 
 def job_row(conn: Connection, run_pk: int) -> dict[str, Any] | None:
