@@ -124,6 +124,24 @@ def test_attach_waits_for_job_control_to_let_the_folder_go(
         held.release()
 
 
+def test_a_retried_job_s_attempt_continues_past_the_earlier_attempts_seqs(
+        job_env: tuple[Path, str]) -> None:
+    run_dir, _ = job_env
+    # attempt 1 ran, failed and was moved aside; attempt 2 is queued and preparing
+    earlier = run_dir / fmt.ATTEMPTS_DIR / "1"
+    earlier.mkdir(parents=True)
+    (earlier / fmt.METRICS).write_text("".join(
+        f'{{"step": {i}, "ts": 1.0, "seq": {i}, "loss": 1.0}}\n' for i in range(5)))
+    with (run_dir / fmt.EVENTS).open("a") as events:
+        events.write('{"ts": 3.0, "seq": 2, "phase": "FAILED", "code": "failed"}\n'
+                     '{"ts": 4.0, "seq": 3, "phase": "QUEUED", "attempt": 2}\n'
+                     '{"ts": 5.0, "seq": 4, "phase": "PREPARING", "attempt": 2}\n')
+    with runwatch.init() as run:
+        run.log({"loss": 0.5}, step=0)
+    assert [m["seq"] for m in lines(run_dir / fmt.METRICS)] == [5]
+    assert [e["seq"] for e in lines(run_dir / fmt.EVENTS)][-2:] == [5, 6]
+
+
 def test_only_the_first_run_of_a_job_s_process_is_the_job_s(
         job_env: tuple[Path, str], tmp_path: Path) -> None:
     run_dir, run_id = job_env

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -69,7 +68,7 @@ def init(
         if attached is not None:
             return _start(*attached, phase, flush_interval)
     if name is None:
-        name = f"{method or 'run'}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        name = fmt.default_run_name(method or "run")
     fmt.validate_name(name)
     run_dir = Path(dir) / name
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -160,8 +159,13 @@ def _is_secondary_rank() -> bool:
 
 
 def _scan_existing(run_dir: Path) -> dict[str, int]:
-    """The next seq of each record file of a run being resumed or attached to."""
-    return {name: append.next_seq(run_dir / name) for name in fmt.FILES}
+    """The next seq of each record file of a run being resumed or attached to: past
+    every seq the file had, in earlier attempts too (attempts/<n>/), so a reader's seq
+    cursor never sees a new attempt's records as ones it has read."""
+    earlier = run_dir / fmt.ATTEMPTS_DIR
+    return {name: max([append.next_seq(run_dir / name),
+                       *(append.next_seq(p) for p in earlier.glob(f"*/{name}"))])
+            for name in fmt.FILES}
 
 
 def _last_phase(run_dir: Path) -> str | None:
