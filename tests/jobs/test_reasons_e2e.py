@@ -116,8 +116,10 @@ def ended(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ended]:
         pid = wait_for(lambda: (job(engine, "sigkill") or {}).get("pid"),
                        what="the sigkill job's pid")
         os.kill(pid, signal.SIGKILL)
-        for name in [*CASES, "refused"]:
-            wait_ended(engine, name)
+        names = [*CASES, "refused"]
+        wait_for(lambda: all(run_row(engine, n).status in fmt.TERMINAL_PHASES for n in names),
+                 what=f"runs {', '.join(names)} to end", deadline=END_DEADLINE_S,
+                 interval=0.2)
         yield Ended(runs, engine)
     finally:
         workers.close()
