@@ -148,6 +148,8 @@ def test_workers_heartbeat_drain_and_leave_stale_claims(engine: Engine,
 
 def test_migration_0004_adds_the_queue_to_an_older_index_and_takes_it_away(
         tmp_path: Path, runs_dir: Path) -> None:
+    """Down to 0003 and up again: the queue's tables and columns go and come back, and
+    every point, key and finding stays."""
     from alembic import command
     from alembic.config import Config
 
@@ -156,6 +158,10 @@ def test_migration_0004_adds_the_queue_to_an_older_index_and_takes_it_away(
     before = submit_command(engine, runs_dir, "before")
     record_attempt(before.dir, 1, "FAILED", steps=5)
     Indexer(engine, runs_dir).index_once()
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO findings (run_pk, rule_id, severity, status, evidence, "
+                          "message, advice, opened_ts, updated_ts) VALUES (:pk, 'r', 'warn', "
+                          "'open', '{}', 'm', 'a', 0, 0)"), {"pk": before.run_pk})
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     with engine.begin() as conn:
@@ -172,6 +178,7 @@ def test_migration_0004_adds_the_queue_to_an_older_index_and_takes_it_away(
         assert conn.execute(text("SELECT attempt FROM runs")).scalar() == 1
         assert conn.execute(text("SELECT count(*) FROM metric_points")).scalar() == 5
         assert conn.execute(text("SELECT count(*) FROM metric_keys")).scalar() == 1
+        assert conn.execute(text("SELECT count(*) FROM findings")).scalar() == 1
         assert "AUTOINCREMENT" in conn.execute(text(
             "SELECT sql FROM sqlite_master WHERE name = 'metric_keys'")).scalar()
     Indexer(upgraded, runs_dir).index_once()

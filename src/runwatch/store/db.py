@@ -125,10 +125,22 @@ def _alembic(command_name: str, engine: Engine) -> None:
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
+    with engine.connect() as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        if sqlite:
+            # A batch migration copies a table, drops it and renames the copy; with foreign
+            # keys on, dropping `runs` would cascade to every table that refers to it. The
+            # pragma only takes effect outside a transaction.
+            conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            conn.commit()
         try:
-            getattr(command, command_name)(cfg, "head")
+            with conn.begin():
+                cfg.attributes["connection"] = conn
+                getattr(command, command_name)(cfg, "head")
         except Exception as exc:
             raise StoreError(f"cannot bring the database schema to {HEAD_REVISION}: {exc}; "
                              "this runwatch may be older than the database") from exc
+        finally:
+            if sqlite:
+                conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+                conn.commit()
