@@ -1,7 +1,8 @@
 """Cancel and retry, the same for the CLI and the API (runwatch runs cancel|retry, POST
 /api/runs/{run}/cancel|retry). A move the run cannot make raises
 runwatch.jobs.lifecycle.TransitionError, whose message says what is possible (the API
-answers it with 409).
+answers it with 409); a run that is no longer in the index raises LookupError (404);
+a run folder another process keeps locked raises runwatch.rundir.append.RunBusy.
 
 Cancel: a QUEUED job is made unclaimable in the index and ends CANCELLED at once; if a
 worker claimed it first, or the job is PREPARING or RUNNING, the index records the
@@ -44,7 +45,7 @@ def _run(engine: Engine, run: RunRef) -> Any:
     with engine.connect() as conn:
         row = conn.execute(select(s.runs).where(s.runs.c.pk == pk)).first()
     if row is None:
-        raise LookupError(f"there is no run with pk {pk} in the index")
+        raise LookupError(f"run {pk} is no longer in the index: list the runs again")
     return row
 
 
