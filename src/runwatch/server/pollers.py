@@ -148,6 +148,7 @@ class RunPoller(Poller):
         self.more = False
         self.stamp: float | None = None
         self.last_health: Update | None = None
+        self.attempt = 1
 
     def look(self) -> list[Update]:
         with self.hub.engine.connect() as conn:
@@ -157,7 +158,15 @@ class RunPoller(Poller):
                 self.cursor = RunCursor.parse(
                     stream_cursor(conn, self.run_pk, run_keys(conn, self.run_pk)))
                 self.stamp = stamp
+                self.attempt = marks.attempt
                 return []
+            if marks.attempt != self.attempt:
+                # A new attempt: the old one's points and checkpoints left the index and
+                # the new one's start again at seq 0. Streams still at the old cursor drop
+                # them (their client reloads on the phase event's attempt).
+                self.attempt = marks.attempt
+                self.cursor.metrics = self.cursor.checkpoints = -1
+                self.seen_counts = {}
             updates, self.more = run_updates(conn, self.run_pk, self.cursor,
                                              self.seen_counts, marks)
             # findings that change after the baseline, the run's first ones included

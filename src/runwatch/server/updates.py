@@ -80,6 +80,7 @@ class Marks:
     checkpoints: int
     events: int
     findings: float | None  # when the findings last changed
+    attempt: int  # the run's attempt: a new one starts its metrics and checkpoints at seq 0
 
 
 def _marks_statement() -> Any:
@@ -91,7 +92,8 @@ def _marks_statement() -> Any:
         select(func.sum(kc.points)).where(kc.run_pk == bindparam("run_pk")).scalar_subquery(),
         *(top(t, c).scalar_subquery() for t, c in (
             (s.logs, s.logs.c.seq), (s.checkpoints, s.checkpoints.c.seq),
-            (s.events, s.events.c.seq), (s.findings, s.findings.c.updated_ts))))
+            (s.events, s.events.c.seq), (s.findings, s.findings.c.updated_ts))),
+        select(s.runs.c.attempt).where(s.runs.c.pk == bindparam("run_pk")).scalar_subquery())
 
 
 # built once: building the statement costs more than running it
@@ -99,11 +101,12 @@ RUN_MARKS = _marks_statement()
 
 
 def run_marks(conn: Connection, run_pk: int) -> Marks:
-    points, logs, checkpoints, events, findings = conn.execute(RUN_MARKS, {"run_pk": run_pk}).one()
+    points, logs, checkpoints, events, findings, attempt = conn.execute(
+        RUN_MARKS, {"run_pk": run_pk}).one()
     return Marks(int(points or 0), -1 if logs is None else int(logs),
                  -1 if checkpoints is None else int(checkpoints),
                  -1 if events is None else int(events),
-                 None if findings is None else float(findings))
+                 None if findings is None else float(findings), int(attempt or 1))
 
 
 def _new_points(conn: Connection, run_pk: int, cur: RunCursor,
