@@ -304,6 +304,14 @@ def test_an_exception_gets_its_catalogue_sentence_never_its_text(exc: BaseExcept
     assert verdict.phase == CATALOGUE[reason].phase and "SECRET" not in (verdict.text or "")
 
 
+def test_pytorch_s_own_device_oom_is_device_oom() -> None:
+    import torch
+
+    for kind in (torch.cuda.OutOfMemoryError, torch.OutOfMemoryError):
+        verdict = exception_verdict(kind("CUDA out of memory. Tried to allocate 2 GiB SECRET"))
+        assert verdict.code == "device_oom" and "SECRET" not in (verdict.text or "")
+
+
 def test_an_exception_whose_str_fails_still_gets_a_verdict() -> None:
     class Broken(RefusedInput):
         def __str__(self) -> str:
