@@ -64,6 +64,9 @@ def _act(verb: str, action: Action, run: str, directory: Path | None, db: str | 
         raise fail(f"cannot {verb} run {row.name}: {exc}") from None
     except (RunDirError, OSError) as exc:  # its folder stayed locked, or is gone
         raise fail(f"cannot {verb} run {row.name} now: {exc}") from None
+    except LookupError:
+        raise fail(f"run {row.name} is no longer in the index, so there is nothing to "
+                   f"{verb}") from None
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, row.run_id)
         data = {"status": phase, "run": run_summary(row)}
@@ -101,7 +104,7 @@ def resources_cmd(
 
     def table(wide: bool) -> None:
         cols = ["WORKER", "HOST", "STATUS", "DEVICES", "PROFILE", "RATE", "JOBS", "SPEND",
-                "HEARTBEAT"]
+                "SEEN"]
         rows = [[w["id"], w["host"], w["status"], f"{w['devices_used']}/{w['devices']}",
                  w["device_profile"], w["hourly_rate"], _jobs(w["jobs"]),
                  w["spend"],
@@ -113,7 +116,7 @@ def resources_cmd(
             line("no worker has run on this index; start one: ",
                  runwatch_command("worker", str(ctx.directory), db=db))
         line(f"{data['queue_depth']} job(s) wait in the queue; RATE is per device-hour, SPEND "
-             "the estimate so far (devices × rate × hours up)")
+             "the estimate so far (devices × rate × hours up), SEEN the last heartbeat")
         if problem:
             line("rates and spend are unknown: ", problem)
 
