@@ -20,6 +20,7 @@ from apiclient import assert_error, manifest
 from sqlalchemy import Engine
 
 from runwatch.jobs.cost import PROFILES_ENV
+from runwatch.sdk.lock import RunLock
 from runwatch.server.runner import Runner, free_port
 from runwatch.store import jobs as store_jobs
 from tests.support import MakeRun, wait_for
@@ -357,3 +358,17 @@ def test_cancel_a_running_job_stops_its_process(working: Runner, runs_dir: Path)
     assert detail["actions"] == {"cancel": False, "retry": True}
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_retry_while_a_process_still_holds_the_folder_is_retried_later(
+        server: Runner, runs_dir: Path) -> None:
+    submit_recipe(server, "busy")
+    assert post(server, "/api/runs/busy/cancel").json()["status"] == "CANCELLED"
+    lock = RunLock(runs_dir / "busy")  # as a process that has not exited yet holds it
+    try:
+        resp = post(server, "/api/runs/busy/retry")  # waits for the lock, then gives up
+        err = assert_error(resp, 503)
+        assert resp.headers["Retry-After"] == "2" and "try again in a moment" in err["error"]
+    finally:
+        lock.release()
+    assert post(server, "/api/runs/busy/retry").json()["status"] == "QUEUED"

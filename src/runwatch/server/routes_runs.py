@@ -12,9 +12,10 @@ from runwatch.analysis.timing import iso
 from runwatch.analysis.views import run_summary
 from runwatch.jobs import control
 from runwatch.jobs.lifecycle import TransitionError
+from runwatch.rundir.append import RunBusy
 from runwatch.rundir.format import PHASES
 from runwatch.server.detail import run_detail
-from runwatch.server.errors import ApiError
+from runwatch.server.errors import ApiError, not_found, unavailable
 from runwatch.server.runs import (
     MAX_PAGE_SIZE,
     PAGE_SIZE,
@@ -70,7 +71,8 @@ def run_events(run: str, conn: Connection = Depends(connection)) -> dict[str, An
 
 def _job_control(st: ServerState, run: str, action: str) -> dict[str, Any]:
     """Do `action` (cancel or retry) to a run through job control; 409 with what is
-    possible when its state does not allow it."""
+    possible when its state does not allow it, 404 when it left the index meanwhile, 503
+    while a process still holds its folder."""
     with st.engine.connect() as conn:
         row = resolve_run(conn, run)
     try:
@@ -80,6 +82,10 @@ def _job_control(st: ServerState, run: str, action: str) -> dict[str, Any]:
             phase = control.retry(st.engine, row, st.runs_dir)
     except TransitionError as exc:
         raise ApiError(409, f"run {row.name}: {exc}") from None
+    except LookupError as exc:  # deleted from the index meanwhile
+        raise not_found(str(exc)) from None
+    except RunBusy as exc:  # its process still holds the folder; it lets go as it exits
+        raise unavailable(f"run {row.name}: {exc}; try again in a moment", 2) from None
     with st.engine.connect() as conn:
         now = conn.execute(select(s.runs).where(s.runs.c.pk == row.pk)).one()
     return {"ok": True, "status": phase, "run": run_summary(now)}
