@@ -217,3 +217,15 @@ def test_a_recipe_s_refusal_under_a_job_records_code_refused(
     last = lines(run_dir / fmt.EVENTS)[-1]
     assert (last["phase"], last["code"]) == ("FAILED", "refused")
     assert last["reason"].startswith("row 1 ") and "assistant" in last["reason"]
+
+
+def test_a_recipe_s_settings_that_do_not_parse_fail_the_job_s_run_as_a_refusal(
+        job_env: tuple[Path, str], runs_dir: Path) -> None:
+    from runwatch.recipes import sft
+
+    run_dir, _ = job_env
+    assert sft.main(["max_steps=0"]) == 2
+    last = lines(run_dir / fmt.EVENTS)[-1]
+    assert (last["phase"], last["code"]) == ("FAILED", "refused")
+    assert last["reason"] == "max_steps must be positive, got 0"
+    assert [p.name for p in runs_dir.iterdir()] == ["job-1"]

@@ -5,11 +5,13 @@ the run record, mirror to W&B, resume, report.
 error (a `RefusedInput`) into a FAILED run whose reason is the refusal itself (which
 names the row and the fix, code `refused`), and an exit code of 1. Under a job (started
 by a runwatch worker) the run is the job's: `name`, `runs_dir` and `resume` do not pick
-it. The end of each step is in `steps`.
+it, and settings that do not parse fail it as a refusal too. The end of each step is in
+`steps`.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -24,7 +26,7 @@ from runwatch.recipes.build import Policy, base_model_label, dataset_label
 from runwatch.recipes.config import ConfigError, TrainConfig, parse_argv
 from runwatch.recipes.memory import MemoryMeter
 from runwatch.recipes.wandb_bridge import WandbBridge, check_wandb
-from runwatch.rundir.format import RunDirError
+from runwatch.rundir.format import ENV_RUN_DIR, RunDirError
 from runwatch.sdk import NullRun, RefusedInput, Run
 
 
@@ -70,8 +72,19 @@ def recipe_main(cls: type[TrainConfig], method: str, doc: str | None, argv: list
         cfg = parse_argv(cls, args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if os.environ.get(ENV_RUN_DIR):
+            _refuse_job(method, exc)
         return 2
     return run_recipe(cfg, method, lambda rec: train(cfg, rec))
+
+
+def _refuse_job(method: str, exc: ConfigError) -> None:
+    """Under a job its run exists already: it fails with the refusal (code refused), not
+    as a process that stopped without a word."""
+    try:
+        runwatch.init(method=method, phase="PREPARING").fail_from(exc)
+    except RunDirError as err:  # the environment names no run of this job: say so only
+        print(f"error: {err}", file=sys.stderr)
 
 
 def run_recipe(cfg: TrainConfig, method: str, body: Body) -> int:
