@@ -7,6 +7,8 @@ run folder say at each step.
 - Retry after a failure: attempt 2 is recorded, attempt 1's files are kept under
   attempts/1/, the view shows attempt 2's metrics only, and attempt 1's device time stays
   in the run's cost.
+- `runwatch demo` (on a smaller model and data set): its three recipes go through the
+  queue, and the web app's API shows GRPO running while DPO is queued.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
+from runwatch.cli import demo
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.jobs.spec import recipe_spec
 from runwatch.jobs.submit import submit
@@ -176,3 +180,51 @@ def test_retry_after_a_failure_keeps_attempt_one_on_record_and_in_the_cost(
     assert cost["device_seconds"] == pytest.approx(held[1] + held[2], abs=0.05)
     assert [a["attempt"] for a in second["attempts"]] == [1, 2]
     assert second["attempts"][0]["device_seconds"] == pytest.approx(held[1], abs=0.05)
+
+
+# The demo on a model and data set small enough for a test (the demo's own settings train
+# for minutes); every recipe gets the same model, as GRPO and DPO start from SFT's weights.
+MODEL = ["n_layer=1", "n_head=2", "d_model=32", "max_seq_length=48", "wandb_project=None"]
+SUPERVISED = [*MODEL, "batch_size=8", "n_train=64", "n_val=8", "cache_dir=None",
+              "max_steps=2", "val_interval=1"]
+GRPO = [*MODEL, "max_steps=2", "batch_size=2", "group_size=3", "n_train=200", "n_val=4",
+        "validation_interval=1", "export_samples=false", "reward=digit_overlap",
+        "temperature=1.0", "max_sample_tokens=6"]
+
+
+@pytest.mark.slow
+def test_the_demo_queues_its_recipes_and_shows_one_running_while_one_waits(
+        runs: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    for name, args in (("SFT_ARGS", SUPERVISED), ("GRPO_ARGS", GRPO), ("DPO_ARGS", SUPERVISED)):
+        monkeypatch.setattr(demo, name, args)
+    port = free_port()
+    seen: set[tuple[str, str]] = set()
+    done = threading.Event()
+
+    def watch() -> None:  # what the web app's run list shows, as it changes
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as api:
+            while not done.is_set():
+                with contextlib.suppress(httpx.HTTPError):
+                    status = {r["name"].split("-")[1]: r["status"]
+                              for r in api.get("/api/runs").json()["runs"]}
+                    seen.add((status.get("grpo", "-"), status.get("dpo", "-")))
+                done.wait(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        demo.demo_cmd(directory=runs, port=port, serve=True, keep_serving=False)
+    finally:
+        done.set()
+        watcher.join(timeout=10)
+        kill_jobs(runs)
+    out = capfd.readouterr().out
+    names = sorted(p.name for p in runs.iterdir() if p.name.startswith("demo-"))
+    assert [n.split("-")[1] for n in names] == ["dpo", "grpo", "sft"]
+    for name in names:
+        assert phases(runs / name)[0] == "QUEUED" and phases(runs / name)[-1] == "SUCCEEDED"
+        assert (fmt.attempt_dir(runs / name, 1) / fmt.OUTPUT_LOG).exists(), "a worker ran it"
+        assert f"{runs / name}  SUCCEEDED  health: " in out
+    assert any(grpo in fmt.ACTIVE_PHASES and dpo == "QUEUED" for grpo, dpo in seen), seen
+    assert f"runwatch runs get {names[1]} --dir {runs}" in out

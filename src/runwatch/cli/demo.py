@@ -33,6 +33,7 @@ from runwatch.store import queries as q
 # something to improve (0.73 -> 0.78 on its own 1000 questions).
 SFT_ARGS = ["n_train=400", "n_val=1000", "max_steps=250", "val_interval=125"]
 GRPO_ARGS = ["wandb_project=None", "n_val=1000", "max_sample_tokens=6"]
+DPO_ARGS: list[str] = []  # its defaults
 RUNWATCH = [sys.executable, "-m", "runwatch"]
 
 
@@ -121,7 +122,7 @@ def demo_cmd(
         init_from = f"init_from={(directory / sft).resolve()}"
         # Both at once on one device: the web app shows GRPO RUNNING and DPO QUEUED.
         _submit(directory, grpo, "grpo", [init_from, *GRPO_ARGS])
-        _submit(directory, dpo, "dpo", [init_from])
+        _submit(directory, dpo, "dpo", [init_from, *DPO_ARGS])
         _wait(directory, grpo)
         _wait(directory, dpo)
         _summary(directory, (sft, grpo, dpo))
