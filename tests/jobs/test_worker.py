@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 
 from runwatch.jobs.worker import VISIBLE_DEVICES
 from runwatch.rundir import format as fmt
+from runwatch.rundir.jsonl import loads_line
 from runwatch.server.runner import free_port
 from runwatch.store import jobs as store_jobs
 from tests.support.cli import run_cli
@@ -120,6 +121,11 @@ def test_a_failed_attempt_is_queued_again_while_attempts_remain(
     assert evs[2]["code"] and run_row(engine, "flaky").attempt == 2
     for n in (1, 2):
         assert (fmt.attempt_dir(run.dir, n) / fmt.OUTPUT_LOG).read_text() == f"attempt {n}\n"
+    # the failed attempt's output is in the run's logs too; the one that succeeded is not
+    [said] = [loads_line(line) for line in (run.dir / fmt.LOGS).read_bytes().splitlines()]
+    assert (said["level"], said["data"]) == ("error", {"attempt": 1,
+                                                       "output": "attempts/1/output.log"})
+    assert said["message"].endswith(":\nattempt 1")
 
 
 def test_a_drained_worker_finishes_its_job_claims_no_more_and_exits(
@@ -214,7 +220,7 @@ def test_a_job_whose_folder_is_deleted_is_released_and_the_worker_goes_on(
     assert wait_for(lambda: ended(engine, "next"), what="the next job to end") == "SUCCEEDED"
 
 
-def test_a_worker_runs_its_profiles_jobs_each_on_devices_of_its_own(
+def test_a_worker_runs_its_folders_and_profiles_jobs_each_on_devices_of_its_own(
         engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
     (runs_dir / ".runwatch").mkdir()
     (runs_dir / ".runwatch" / "profiles.yaml").write_text(
@@ -222,8 +228,10 @@ def test_a_worker_runs_its_profiles_jobs_each_on_devices_of_its_own(
     gate = tmp_path / "go"
     show = (f"import os, time; print(os.environ['{VISIBLE_DEVICES}'], flush=True)\n"
             f"while not os.path.exists({str(gate)!r}): time.sleep(0.05)")
-    # the oldest job asks for the cpu profile: this worker leaves it to a cpu worker
+    # the oldest jobs ask for the cpu profile, or are in another runs folder (of the same
+    # index): this worker leaves them to others
     submit_command(engine, runs_dir, "on-cpu", "pass")
+    submit_command(engine, tmp_path / "other-runs", "elsewhere", "pass", device_profile="gpu3")
     runs = [submit_command(engine, runs_dir, name, show, devices=n, device_profile="gpu3")
             for name, n in (("two", 2), ("one", 1))]
     # the worker's own CUDA_VISIBLE_DEVICES names the devices it may hand out
@@ -243,7 +251,7 @@ def test_a_worker_runs_its_profiles_jobs_each_on_devices_of_its_own(
     assert wait_for(lambda: ended(engine, "three"), what="the third job to end") == "SUCCEEDED"
     assert output(third.dir) == "5,6,7"
     assert [ended(engine, r.name) for r in runs] == ["SUCCEEDED", "SUCCEEDED"]
-    assert run_row(engine, "on-cpu").status == "QUEUED"
+    assert run_row(engine, "on-cpu").status == run_row(engine, "elsewhere").status == "QUEUED"
 
 
 def test_a_worker_offering_more_devices_than_it_may_use_is_refused(runs_dir: Path,

@@ -67,7 +67,7 @@ def worker_cmd(
     except ValueError as exc:
         _fail(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    worker = Worker(engine, devices=devices, device_profile=profile.name,
+    worker = Worker(engine, runs_dir, devices=devices, device_profile=profile.name,
                     heartbeat_s=heartbeat_s, heartbeat_timeout_s=heartbeat_timeout_s,
                     grace_s=grace_s, startup_timeout_s=startup_timeout_s or None,
                     indexer=Indexer(engine, runs_dir, hooks=[health_hook]), device_ids=ids)

@@ -1,8 +1,9 @@
 """Ending an attempt, whether its worker saw its process exit or the worker died.
 
 `conclude` is the one way an attempt ends: under the run folder's lock it checks that
-the job row still names the attempt and the worker that held it, appends the verdict
-event (phase, reason, `code`) unless the run's own process recorded a terminal event for
+the job row still names the attempt and the worker that held it, keeps the end of an
+output that did not succeed as a line of the run's logs, appends the verdict event
+(phase, reason, `code`) unless the run's own process recorded a terminal event for
 this attempt, requeues the run as its next attempt when the verdict is a failure other
 than a refusal and attempts remain (attempt files moved to attempts/<n>/, then QUEUED
 n+1), and releases the claim. Holding the lock while deciding makes it safe for two
@@ -27,9 +28,9 @@ from sqlalchemy import Engine
 
 from runwatch.jobs.attempts import move_attempt_files
 from runwatch.jobs.failures import AttemptEnd, Verdict, classify
-from runwatch.jobs.process import group_alive
+from runwatch.jobs.process import group_alive, tail
 from runwatch.rundir import format as fmt
-from runwatch.rundir.append import RunBusy, locked, write_events
+from runwatch.rundir.append import RunBusy, locked, write_events, write_records
 from runwatch.rundir.reader import read_new
 from runwatch.store import jobs as store_jobs
 from runwatch.store.jobs import Claim
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 
 # How long ending an attempt waits for the run folder's lock.
 LOCK_WAIT_S = 0.5
+# How much of an attempt's output that did not succeed goes into the run's logs.
+OUTPUT_TAIL_LINES = 40
+OUTPUT_TAIL_BYTES = 8 * 1024
 
 IndexRun = Callable[[Path], None]
 
@@ -100,6 +104,21 @@ def verdict_event(verdict: Verdict, attempt: int) -> dict[str, Any]:
     return event
 
 
+def output_log_line(run_dir: Path, attempt: int, phase: str) -> dict[str, Any] | None:
+    """The log line that keeps the end of an attempt's output (attempts/<n>/output.log)
+    in the run's logs when it did not succeed (None when it did, or printed nothing):
+    an error for a failure, else info."""
+    path = fmt.attempt_dir(run_dir, attempt) / fmt.OUTPUT_LOG
+    lines = tail(path, OUTPUT_TAIL_BYTES).splitlines()[-OUTPUT_TAIL_LINES:]
+    if phase == "SUCCEEDED" or not lines:
+        return None
+    rel = path.relative_to(run_dir).as_posix()
+    return {"level": "error" if phase == "FAILED" else "info",
+            "message": f"attempt {attempt} ended {phase}; the last {len(lines)} lines of its "
+                       f"output ({rel}):\n" + "\n".join(lines),
+            "data": {"attempt": attempt, "output": rel}}
+
+
 def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: IndexRun, *,
              stale_before: float | None = None, wait_s: float = LOCK_WAIT_S
              ) -> Verdict | None:
@@ -126,6 +145,10 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
             again = (now.started and verdict.phase == "FAILED"
                      and not (verdict.reason and verdict.reason.refusal)
                      and claim.attempt < row["max_attempts"])
+            ended = now.terminal["phase"] if now.terminal else verdict.phase
+            said = output_log_line(run_dir, claim.attempt, ended) if now.started else None
+            if said is not None:
+                write_records(run_dir, fmt.LOGS, [said])
             if again:
                 move_attempt_files(run_dir, claim.attempt)
                 events.append({"phase": "QUEUED", "attempt": claim.attempt + 1})

@@ -11,12 +11,12 @@ One loop (`Worker.tick`, every TICK_S) does everything, so a worker needs no thr
   verdict event unless the process recorded its own end, a requeue when attempts
   remain, the claim released);
 - index the folders of its runs, so every surface sees their progress at once;
-- claim jobs of its device profile while it has free devices and is not draining (a
-  job that asks for another profile waits for a worker of that one), and start each:
-  PREPARING {attempt, worker} appended under the folder's lock, then the process, in a
-  session of its own, with RUNWATCH_RUN_DIR, RUNWATCH_RUN_ID and RUNWATCH_ATTEMPT set and
-  its output in attempts/<n>/output.log. A job holds devices of its own: except for the
-  cpu profile, its CUDA_VISIBLE_DEVICES names them (`device_ids`).
+- claim jobs of its runs folder and device profile while it has free devices and is not
+  draining (a job that asks for another profile waits for a worker of that one), and
+  start each: PREPARING {attempt, worker} appended under the folder's lock, then the
+  process, in a session of its own, with RUNWATCH_RUN_DIR, RUNWATCH_RUN_ID and
+  RUNWATCH_ATTEMPT set and its output in attempts/<n>/output.log. A job holds devices of
+  its own: except for the cpu profile, its CUDA_VISIBLE_DEVICES names them (`device_ids`).
 
 Draining (`runwatch resources` / the API): claim nothing more, finish the running jobs,
 then exit. Stopping (SIGTERM or Ctrl-C, `stop_event`): claim nothing more and stop the
@@ -86,12 +86,15 @@ class Job:
 
 
 class Worker:
-    """Runs queued jobs from `engine`'s index on `devices` devices of `device_profile`.
+    """Runs the queued jobs of `runs_dir` from `engine`'s index on `devices` devices of
+    `device_profile`.
 
-    A job's folder is where the index says (runs.dir): every worker of one index must see
-    the runs folder at the same path (one machine, or a shared filesystem)."""
+    A job's folder is where the index says (runs.dir), and a worker claims only the jobs
+    whose folder is in its `runs_dir`: on an index several machines share, a worker never
+    claims a folder it cannot see (workers meant to share jobs see the runs folder at the
+    same path: one machine, or a shared filesystem)."""
 
-    def __init__(self, engine: Engine, devices: int = 1,
+    def __init__(self, engine: Engine, runs_dir: Path, devices: int = 1,
                  device_profile: str = "cpu", heartbeat_s: float = 2.0,
                  heartbeat_timeout_s: float = 30.0, grace_s: float = 10.0,
                  startup_timeout_s: float | None = 600.0, *, indexer: Indexer,
@@ -100,6 +103,7 @@ class Worker:
         if devices < 1:
             raise ValueError(f"a worker needs at least one device, not {devices}")
         self.engine = engine
+        self.runs_dir = str(Path(runs_dir).resolve())
         self.devices = devices
         self.device_profile = device_profile
         self.heartbeat_s = heartbeat_s
@@ -213,11 +217,11 @@ class Worker:
     def _claim(self) -> None:
         while self.free_devices > 0:
             with self.engine.connect() as conn:
-                if store_jobs.queue_depth(conn, self.device_profile) == 0:
+                if store_jobs.queue_depth(conn, self.device_profile, self.runs_dir) == 0:
                     return
             with self.engine.begin() as conn:
                 claim = store_jobs.claim(conn, self.id, self.free_devices, time.time(),
-                                         self.device_profile)
+                                         self.device_profile, self.runs_dir)
             if claim is None:
                 return
             timeout = claim.startup_timeout_s

@@ -141,7 +141,7 @@ class Runner:
             for n in range(self.workers):
                 ids = (None if self.device_ids is None
                        else self.device_ids[n * self.devices:(n + 1) * self.devices])
-                worker = Worker(self.engine, devices=self.devices,
+                worker = Worker(self.engine, self.runs_dir, devices=self.devices,
                                 device_profile=self.device_profile, indexer=self._indexer(),
                                 index_lock=self._index_lock, device_ids=ids,
                                 **self.worker_settings)
