@@ -156,13 +156,18 @@ class OutOfMemoryError(RuntimeError):
     (runwatch.sdk.RefusedInput("row 3 ends\nwith a user message"), "FAILED", "refused",
      "row 3 ends with a user message"),
     (KeyboardInterrupt(), "CANCELLED", "cancelled", "the training job was stopped"),
-], ids=["device-oom", "host-oom", "refusal", "ctrl-c"])
+    (SystemExit(0), "SUCCEEDED", None, None),
+    (SystemExit(2), "FAILED", "failed", FAILED_SENTENCE),
+], ids=["device-oom", "host-oom", "refusal", "ctrl-c", "exit-0", "exit-2"])
 def test_what_ends_the_loop_decides_the_code_and_reason(
         runs_dir: Path, exc: BaseException, phase: str, code: str, reason: str) -> None:
     with pytest.raises(type(exc)), runwatch.init(name="ends", dir=runs_dir):
         raise exc
     last = lines(runs_dir / "ends" / "events.jsonl")[-1]
-    assert (last["phase"], last["code"], last["reason"]) == (phase, code, reason)
+    assert (last["phase"], last.get("code"), last.get("reason")) == (phase, code, reason)
+    if phase == "SUCCEEDED":
+        assert not (runs_dir / "ends" / "logs.jsonl").exists(), "sys.exit(0) is no error"
+        return
     logs = lines(runs_dir / "ends" / "logs.jsonl")
     if code == "cancelled":
         assert [e["level"] for e in logs] == ["warning"], "Ctrl-C is no error"

@@ -20,6 +20,7 @@ from runwatch.jobs.failures import (
     Activity,
     AttemptEnd,
     RefusedInput,
+    Verdict,
     classify,
     exception_verdict,
     refusal_of,
@@ -318,6 +319,13 @@ def test_an_exception_whose_str_fails_still_gets_a_verdict() -> None:
             raise RuntimeError("no text")
 
     assert exception_verdict(Broken()).code == "failed"
+
+
+def test_sys_exit_0_succeeds_and_any_other_exit_fails() -> None:
+    assert exception_verdict(SystemExit(0)) == exception_verdict(SystemExit()) == \
+        Verdict("SUCCEEDED")
+    assert exception_verdict(SystemExit(3)).code == exception_verdict(SystemExit("no")).code \
+        == "failed"
 
 
 def test_failures_imports_no_recipe_and_no_framework() -> None:

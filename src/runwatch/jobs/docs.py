@@ -65,7 +65,7 @@ exception's type, message and traceback to the run's logs as an error line:
 """
 
 # What ended a job's loop, the phase the SDK records, and the code (exception_verdict).
-ENDINGS = (
+ENDINGS: tuple[tuple[str, str, str | None], ...] = (
     ("a refusal: `runwatch.sdk.RefusedInput`, which the recipes' `RecipeError`, "
      "`ConfigError` and `WandbSetupError` are",
      f"FAILED, with the refusal's own text (one line, at most {MAX_REFUSAL_CHARS} "
@@ -75,7 +75,8 @@ ENDINGS = (
      "itself or what it was raised from", "FAILED", "device_oom"),
     ("`MemoryError`, or a host allocator's wording", "FAILED", "host_oom"),
     ("Ctrl-C or SIGTERM", "CANCELLED, after CANCEL_REQUESTED", "cancelled"),
-    ("any other exception", "FAILED", "failed"),
+    ("`sys.exit(0)`", "SUCCEEDED", None),
+    ("any other exception (`sys.exit` with another code too)", "FAILED", "failed"),
     ("nothing: the process exited without `finish()`", "FAILED", "stopped_early"),
 )
 
@@ -193,7 +194,8 @@ def render() -> str:
         out.append(f"| `{r.id}` | {shows} | {r.what_to_do} |")
     activities = ", ".join(f"`{a.value}`" for a in Activity)
     out += ["", RECORDS, "| the loop ended with | the run ends | code |", "|---|---|---|"]
-    out += [f"| {what} | {phase} | `{code}` |" for what, phase, code in ENDINGS]
+    out += [f"| {what} | {phase} | {f'`{code}`' if code else 'none'} |"
+            for what, phase, code in ENDINGS]
     out += ["", CLASSIFY.format(activities=activities), WORKERS]
     out.append(COST.format(holding=", ".join(HOLDING_PHASES), cpu=CPU.name,
                            devices=CPU.devices, rate=CPU.hourly_rate, config=CONFIG_EXAMPLE,

@@ -174,14 +174,17 @@ def refusal_of(exc: BaseException) -> str | None:
 def exception_verdict(exc: BaseException) -> Verdict:
     """How a run ends when `exc` ended its training loop (what the SDK records).
 
-    Ctrl-C (or the SDK's SIGTERM handler): CANCELLED. A refusal: FAILED with its own
-    text. A framework's device out-of-memory error (a class named OutOfMemoryError, such
-    as torch.cuda.OutOfMemoryError, or its known wording), here or in what it was raised
+    Ctrl-C (or the SDK's SIGTERM handler): CANCELLED. sys.exit(0): SUCCEEDED (the loop
+    chose to end). A refusal: FAILED with its own text. A framework's device
+    out-of-memory error (a class named OutOfMemoryError, such as
+    torch.cuda.OutOfMemoryError, or its known wording), here or in what it was raised
     from: `device_oom`; MemoryError or a host allocator's wording: `host_oom`. Anything
     else: `failed`. No verdict carries the exception's message but a refusal's.
     """
     if isinstance(exc, KeyboardInterrupt):
         return _verdict("cancelled")
+    if isinstance(exc, SystemExit) and exc.code in (None, 0):
+        return Verdict("SUCCEEDED")
     refusal = refusal_of(exc)
     if refusal:
         return Verdict("FAILED", CATALOGUE["refused"], refusal)

@@ -205,14 +205,14 @@ class Run:
         Ctrl-C stopped it)."""
         if self._finished:
             return
+        verdict = exception_verdict(exc)
         if isinstance(exc, KeyboardInterrupt):
             self.request_stop("Ctrl-C")  # unless SIGTERM already did: CANCEL_REQUESTED
-        else:
+        elif verdict.phase != "SUCCEEDED":  # sys.exit(0) is no error
             self._log_exception(exc)
         if self._stop_requested:
             self.finish()
             return
-        verdict = exception_verdict(exc)
         self.finish(verdict.phase, verdict.text, verdict.code)
 
     def end_unfinished(self, exc: BaseException | None) -> None:
