@@ -78,6 +78,13 @@ GOOD_ROW = {"messages": [{"role": "user", "content": "1+1"},
 BAD_ROW = {"messages": [{"role": "user", "content": "1+1"},
                         {"role": "assistant", "content": "2"},
                         {"role": "user", "content": "and 2+2?"}]}
+# SFT jobs the runtime refuses: {name: (its max_steps setting, what the refusal says)}.
+# The data file's third row is BAD_ROW; a setting that does not parse is refused before
+# the data is read (the Python API, unlike `runwatch submit`, queues it unchecked).
+REFUSED = {
+    "refused-row": ("max_steps=2", "row 3 ends with a user message"),
+    "refused-setting": ("max_steps=-1", "max_steps must be positive, got -1"),
+}
 
 
 @dataclass
@@ -104,19 +111,21 @@ def ended(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ended]:
         submit_command(engine, runs, name, case.argv, max_attempts=1, **case.spec)
     data = root / "rows.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in (GOOD_ROW, GOOD_ROW, BAD_ROW)))
-    settings = [*TINY_MODEL, "batch_size=8", "max_steps=2", f"data_path={data}",
+    settings = [*TINY_MODEL, "batch_size=8", f"data_path={data}",
                 f"cache_dir={root / 'cache'}", "wandb_project=None"]
-    submit(engine, runs, recipe_spec("sft", settings, cwd=root, max_attempts=1), "refused")
+    for name, (setting, _) in REFUSED.items():
+        spec = recipe_spec("sft", [*settings, setting], cwd=root, max_attempts=1)
+        submit(engine, runs, spec, name)
     workers = Workers()
     try:
-        workers.start(runs, db, devices=len(CASES) + 1)
+        workers.start(runs, db, devices=len(CASES) + len(REFUSED))
         # SIGKILL from outside, once the job trains (its metrics are on disk).
         wait_for(lambda: (runs / "sigkill" / fmt.METRICS).exists(),
                  what="the sigkill job to train", deadline=END_DEADLINE_S)
         pid = wait_for(lambda: (job(engine, "sigkill") or {}).get("pid"),
                        what="the sigkill job's pid")
         os.kill(pid, signal.SIGKILL)
-        names = [*CASES, "refused"]
+        names = [*CASES, *REFUSED]
         wait_for(lambda: all(run_row(engine, n).status in fmt.TERMINAL_PHASES for n in names),
                  what=f"runs {', '.join(names)} to end", deadline=END_DEADLINE_S,
                  interval=0.2)
@@ -147,13 +156,14 @@ def test_a_real_cause_ends_the_run_with_its_catalogue_reason(ended: Ended, name:
         assert words in held, f"the logs of {name} do not say {words!r}"
 
 
-def test_a_refused_data_file_keeps_the_runtimes_own_words(ended: Ended) -> None:
-    row = run_row(ended.engine, "refused")
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_refusal_keeps_the_runtimes_own_words(ended: Ended, name: str) -> None:
+    row = run_row(ended.engine, name)
     assert (row.status, row.reason_code) == ("FAILED", "refused")
-    assert row.reason.startswith("row 3 ") and "ends with a user message" in row.reason
-    for words in ("RecipeError", "Traceback", "runwatch.recipes"):
+    assert row.reason.startswith(REFUSED[name][1]), row.reason
+    for words in ("RecipeError", "ConfigError", "Traceback", "runwatch.recipes"):
         assert words not in row.reason
-    assert "RUNNING" not in [e["phase"] for e in events(ended.runs / "refused")]
+    assert "RUNNING" not in [e["phase"] for e in events(ended.runs / name)]
 
 
 MEMORY_CGROUPS = Path("/sys/fs/cgroup/memory")
