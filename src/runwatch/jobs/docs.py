@@ -116,9 +116,10 @@ WORKERS = """## Workers
 `--device-profile`), and `runwatch server` none unless `--workers N --runs-dir DIR`.
 
 - **Claim.** A worker claims the highest-priority, then oldest, QUEUED job of its device
-  profile that fits its free devices, atomically (two workers never claim one job),
-  appends PREPARING `{attempt, worker}` under the run folder's lock, and starts the
-  job's argv in its cwd, in a session (process group) of its own, with
+  profile whose folder is inside its runs folder and that fits its free devices,
+  atomically (two workers never claim one job), appends PREPARING `{attempt, worker}`
+  under the run folder's lock, and starts the job's argv in its cwd, in a session
+  (process group) of its own, with
   `RUNWATCH_RUN_DIR`, `RUNWATCH_RUN_ID` and `RUNWATCH_ATTEMPT` set; its stdout and
   stderr go to `attempts/<n>/output.log`. Each job holds devices of its own: except on
   the `cpu` profile the worker names them in the job's `CUDA_VISIBLE_DEVICES` (ids from
@@ -135,8 +136,9 @@ WORKERS = """## Workers
   code or signal, the kernel's OOM killer where readable, the output's tail, what the
   SDK recorded), appends the verdict with its `code` unless the SDK recorded the end
   itself, and queues a FAILED attempt that is not a refusal again as attempt n+1 while
-  attempts remain (`--max-attempts` at submit). Whatever the main process leaves in its
-  group when it exits is killed then.
+  attempts remain (`--max-attempts` at submit). An attempt that did not succeed leaves
+  the last 40 lines of its `output.log` in the run's logs (an error line when it
+  FAILED). Whatever the main process leaves in its group when it exits is killed then.
 - **Stopping a worker.** Drain (`runwatch resources`, the API): claim nothing more,
   finish the running jobs, exit. SIGTERM or Ctrl-C: the worker stops its running jobs
   as a cancel would; a job that uses the SDK ends as the SDK records it (CANCELLED,
