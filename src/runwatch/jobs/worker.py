@@ -280,6 +280,9 @@ class Worker:
         self._index(job.run_dir)
 
     def _watch(self, job: Job, beat: bool) -> None:
+        if job.end is not None:  # ended, and its folder was busy: conclude it again
+            self._finish(job)
+            return
         if job.proc is None:
             if not self.stopping and (beat or job.start_error is None):
                 self._start(job)
@@ -317,21 +320,23 @@ class Worker:
                 and time.monotonic() - job.last_event > job.startup_timeout_s)
 
     def _finish(self, job: Job, end: AttemptEnd | None = None) -> None:
-        """Conclude a job whose process has ended (or never started); it stays held (and
-        is tried again next tick) while its folder is busy."""
-        if end is None and job.end is None:
+        """Conclude a job whose process has ended (or never started: `end` says why); it
+        stays held, and is concluded again next tick, while its folder is busy."""
+        if end is not None:
+            job.end = end
+        if job.end is None:
             assert job.proc is not None
             rc = job.proc.popen.returncode  # set once its main process was reaped
             if rc is None:  # it outlived SIGKILL (stuck in the kernel): count it killed
                 rc = -signal.SIGKILL
             sig = -rc if rc < 0 else (rc - 128 if 128 < rc < 160 else None)
+            with self.engine.connect() as conn:  # a cancel asked while it was stopping
+                cancel = job.cancel or store_jobs.cancel_requested(conn, job.claim.run_pk)
             job.end = AttemptEnd.from_returncode(
                 rc, oom_killed=job.oom is not None and job.oom.killed(sig),
-                stderr_tail=job.proc.output_tail(), cancel_requested=job.cancel,
+                stderr_tail=job.proc.output_tail(), cancel_requested=cancel,
                 startup_timed_out=job.startup_timed_out)
-        end = end or job.end
-        assert end is not None
-        verdict = reaper.conclude(self.engine, job.claim, self.id, end, self._index)
+        verdict = reaper.conclude(self.engine, job.claim, self.id, job.end, self._index)
         if verdict is not None or not _still_ours(self.engine, job.claim, self.id):
             self._drop(job)
 
