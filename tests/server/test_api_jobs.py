@@ -8,6 +8,8 @@ test claims it through store.jobs as a worker would).
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +27,7 @@ from runwatch.server.runner import Runner, free_port
 from runwatch.store import jobs as store_jobs
 from tests.support import MakeRun, wait_for
 from tests.support.jobs import events, job
+from tests.support.wait import DEADLINE_S
 
 
 def post(server: Runner, path: str, body: Any = None) -> httpx.Response:
@@ -372,3 +375,36 @@ def test_retry_while_a_process_still_holds_the_folder_is_retried_later(
     finally:
         lock.release()
     assert post(server, "/api/runs/busy/retry").json()["status"] == "QUEUED"
+
+
+HAND_RUN = """
+import sys, time
+import runwatch
+with runwatch.init(name="byhand", dir=sys.argv[1]) as run:
+    for step in range(100000):
+        run.log({"loss": 1.0}, step=step)
+        time.sleep(0.05)
+"""
+
+
+def test_cancel_a_run_started_by_hand_here_sends_its_process_sigterm(
+        server: Runner, runs_dir: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", HAND_RUN, str(runs_dir)],
+                            start_new_session=True)
+    try:
+        wait_for(lambda: httpx.get(f"{server.url}/api/runs/byhand", timeout=30).status_code
+                 == 200 and get(server, "/api/runs/byhand")["actions"]["cancel"],
+                 what="the run started by hand, running")
+        resp = post(server, "/api/runs/byhand/cancel")
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["status"] == "CANCEL_REQUESTED"
+        proc.wait(timeout=DEADLINE_S)  # the SDK unwound its loop and recorded the end
+        wait_for(lambda: get(server, "/api/runs/byhand")["run"]["status"] == "CANCELLED",
+                 what="the run CANCELLED")
+        detail = get(server, "/api/runs/byhand")
+        assert detail["actions"] == {"cancel": False, "retry": False}
+        assert detail["failure"]["code"] == "cancelled"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
