@@ -219,7 +219,8 @@ def test_the_demo_queues_its_recipes_and_shows_one_running_while_one_waits(
         done.set()
         watcher.join(timeout=10)
         kill_jobs(runs)
-    out = capfd.readouterr().out
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err, "the demo's terminal shows no traceback (ui's included)"
     names = sorted(p.name for p in runs.iterdir() if p.name.startswith("demo-"))
     assert [n.split("-")[1] for n in names] == ["dpo", "grpo", "sft"]
     for name in names:
