@@ -93,7 +93,7 @@ export class ChartsPanel {
     if (this.disposed) return;
     for (const v of created) {
       v.setFindings(this.findings, false);
-      v.setSeries(resp.series);
+      v.setSeries(resp.series, true);
     }
     this.grid.dataset.ready = "true";
     // ECharts paints on the next animation frame; mark the charts drawn after it

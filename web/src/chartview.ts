@@ -132,17 +132,24 @@ export class ChartView {
     return this.lines.map((l) => l.key);
   }
 
-  /** Replace the data of every line with a server response. */
-  setSeries(series: SeriesData[]): void {
+  /**
+   * Replace the data of every line with a server response. With `keepNewer` (a chart's
+   * first load, which live points may overtake while it is fetched), the points already
+   * appended past the response's last step stay after it.
+   */
+  setSeries(series: SeriesData[], keepNewer = false): void {
     for (const d of this.data) {
       const s = series.find((x) => x.key === d.line.key);
       if (!s) continue;
+      const last = s.step.length ? s.step[s.step.length - 1] : -Infinity;
+      const newer = keepNewer ? d.step.flatMap((step, i) => (step > last ? [[step, d.value[i]] as const] : [])) : [];
       d.step = s.step.slice();
       d.value = s.value.slice();
       d.full = s.full;
       d.min = s.full || !s.min ? null : s.min.slice();
       d.max = s.full || !s.max ? null : s.max.slice();
       d.count = s.count;
+      for (const [step, value] of newer) this.push(d, step, value);
     }
     this.render(true);
   }
@@ -163,6 +170,11 @@ export class ChartView {
         d.max.length = i;
       }
     }
+    this.push(d, step, value);
+    this.schedule();
+  }
+
+  private push(d: LineData, step: number, value: number | null): void {
     d.step.push(step);
     d.value.push(value);
     if (d.min && d.max) {
@@ -170,7 +182,6 @@ export class ChartView {
       d.max.push(value);
     }
     d.count += 1;
-    this.schedule();
   }
 
   setSmoothing(weight: number): void {
