@@ -33,7 +33,7 @@ from runwatch.jobs.submit import submit
 from runwatch.rundir import format as fmt
 from runwatch.server.runner import free_port
 from runwatch.store import open_engine
-from tests.support import TINY_MODEL, first_line, wait_for
+from tests.support import TINY_MODEL, wait_for
 from tests.support.jobs import events, run_row
 from tests.support.workers import kill_jobs, phases
 
@@ -52,17 +52,27 @@ def runs(tmp_path: Path) -> Path:
 
 
 class Ui:
-    """A `runwatch ui` process over a runs folder, and an HTTP client of its API."""
+    """A `runwatch ui` process over a runs folder (its output in ui.log beside the
+    folder), and an HTTP client of its API."""
 
     def __init__(self, runs: Path) -> None:
         self.runs = runs
         port = free_port()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "runwatch", "ui", str(runs), "--port", str(port)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True)
-        self.serving = first_line(self.proc, what="runwatch ui to start serving")
+        with open(runs.parent / "ui.log", "a") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "runwatch", "ui", str(runs), "--port", str(port)],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+        wait_for(self._answers, what="runwatch ui to answer", interval=0.1)
+
+    def _answers(self) -> bool:
+        try:
+            return self.api.get("/api/server").status_code == 200
+        except httpx.TransportError:
+            if self.proc.poll() is not None:
+                pytest.fail(f"runwatch ui exited ({self.proc.returncode}); its output is in "
+                            f"{self.runs.parent / 'ui.log'}")
+            return False
 
     def get(self, path: str) -> Any:
         res = self.api.get(path)
