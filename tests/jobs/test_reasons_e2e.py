@@ -1,7 +1,7 @@
 """Each failure reason of the catalogue, produced by a real cause and classified by a real
 worker: jobs submitted through the queue, run by a `runwatch worker` process, ended by
 what ends training jobs (a device OOM exception, host memory running out, a refused
-data file, SIGKILL from outside, an exit without finishing, a PREPARING hang past the
+data file or setting, SIGKILL from outside, an exit without finishing, a PREPARING hang past the
 startup timeout, a bug). The run shows the catalogue's sentence and code; the exception's
 message and module never reach the reason, and the run's logs hold them.
 
@@ -106,18 +106,18 @@ def ended(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ended]:
     runs = root / "runs"
     runs.mkdir()
     db = runs / ".runwatch" / "index.db"
-    engine = open_engine(db)
-    for name, case in CASES.items():
-        submit_command(engine, runs, name, case.argv, max_attempts=1, **case.spec)
     data = root / "rows.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in (GOOD_ROW, GOOD_ROW, BAD_ROW)))
     settings = [*TINY_MODEL, "batch_size=8", f"data_path={data}",
                 f"cache_dir={root / 'cache'}", "wandb_project=None"]
-    for name, (setting, _) in REFUSED.items():
-        spec = recipe_spec("sft", [*settings, setting], cwd=root, max_attempts=1)
-        submit(engine, runs, spec, name)
+    engine = open_engine(db)
     workers = Workers()
     try:
+        for name, case in CASES.items():
+            submit_command(engine, runs, name, case.argv, max_attempts=1, **case.spec)
+        for name, (setting, _) in REFUSED.items():
+            spec = recipe_spec("sft", [*settings, setting], cwd=root, max_attempts=1)
+            submit(engine, runs, spec, name)
         workers.start(runs, db, devices=len(CASES) + len(REFUSED))
         # SIGKILL from outside, once the job trains (its metrics are on disk).
         wait_for(lambda: (runs / "sigkill" / fmt.METRICS).exists(),
