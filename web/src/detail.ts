@@ -167,9 +167,11 @@ export class DetailView {
         if (this.disposed || gen !== this.generation) return;
         this.show(detail);
       } while (this.refreshAgain);
-    })().finally(() => {
-      this.refreshing = null;
-    });
+    })()
+      .catch((e: unknown) => this.setNotice(`The run's details could not be read again (${e instanceof Error ? e.message : String(e)}); they are read at its next change, or reload the page.`, true))
+      .finally(() => {
+        this.refreshing = null;
+      });
     return this.refreshing;
   }
 
