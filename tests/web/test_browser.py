@@ -73,6 +73,7 @@ def test_a_point_written_by_a_live_run_appears_without_reload(page: Page, server
     run.log_text("step 10 done")
     expect(page.locator('[data-chart="reward"]')).to_have_attribute("data-points", "11")
     expect(page.locator('[data-tile="steps"] .tile-value')).to_have_text("10")
+    expect(page.locator("#history tbody tr")).to_have_count(11)  # the history table too
     expect(page.locator("#logs")).to_contain_text("step 10 done")
     assert page.evaluate("window.__marker") == "same page"  # no reload happened
     run.finish("SUCCEEDED")

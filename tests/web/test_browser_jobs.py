@@ -179,6 +179,9 @@ def test_retry_after_a_failure_runs_attempt_two_live(page: Page, server: Runner,
     # still show its six: attempt 2's records start again at seq 0)
     expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-points", "3")
     assert drawn_charts(page) == {"loss"}
+    # the history table, empty when the pane loaded again at QUEUED, fills as it runs
+    expect(page.locator("#history tbody tr")).to_have_count(3)
+    expect(page.locator("#history thead")).to_contain_text("train loss")
     expect(page.locator('[data-cost="attempts"]')).to_contain_text("2")
     expect(page.locator("#cost-attempts tbody tr")).to_have_count(2)
     expect(page.locator('[data-cost="device-time"]')).not_to_contain_text("estimate")

@@ -52,6 +52,7 @@ export class DetailView {
   private logs: LogsView | null = null;
   private rollouts: RolloutsView | null = null;
   private health: HealthPanel | null = null;
+  private history: HistoryTable | null = null;
   private stream: LiveStream | null = null;
   private notice = h("div", { class: "notice", role: "status" });
   private header = h("header", { class: "detail-head" });
@@ -87,7 +88,7 @@ export class DetailView {
     this.charts = new ChartsPanel(this.runId);
     this.logs = new LogsView(this.runId);
     this.health = new HealthPanel(this.runId);
-    const history = new HistoryTable(this.runId);
+    const history = (this.history = new HistoryTable(this.runId));
     this.overview.replaceChildren(this.tilesEl, this.scalarsEl, this.health.el, this.charts.el, history.el, this.cardsEl, this.logs.el);
     this.el.replaceChildren(this.header, this.notice, this.overview, this.rolloutsEl);
     const detailLoaded = getJSON<RunDetail>(runPath(this.runId)).then((detail) => {
@@ -120,6 +121,7 @@ export class DetailView {
   }
 
   private onPoints(batch: PointsEvent[]): void {
+    this.history?.onPoints(batch);
     for (const ev of batch) {
       this.charts?.applyPoints(ev);
       if (this.lastStep === null || ev.step > this.lastStep) this.lastStep = ev.step;
@@ -364,6 +366,7 @@ export class DetailView {
     this.stream = null;
     this.charts?.dispose();
     this.charts = null;
+    this.history?.dispose();
   }
 
   dispose(): void {

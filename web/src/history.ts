@@ -1,12 +1,17 @@
-// The history table: every step of the run, a page at a time.
+// The history table: every step of the run, a page at a time. While the run logs, the
+// page in view is read again (at most once a second) when it can show the new steps: a
+// page with no later one (the first, until it is full), or the latest page.
 
 import { getJSON, runPath } from "./api";
 import { HISTORY_COLUMNS, resolveLines } from "./chartspecs";
 import { clear, h } from "./dom";
 import { fmtNum } from "./format";
-import type { HistoryPage, MetricKey } from "./types";
+import type { HistoryPage, MetricKey, PointsEvent } from "./types";
 
 const PAGE = 50;
+const LIVE_MS = 1000;
+
+type Where = { after?: string | null; before?: string | null; order?: string };
 
 export class HistoryTable {
   readonly el: HTMLElement;
@@ -18,7 +23,10 @@ export class HistoryTable {
   private first = h("button", { class: "btn" }, "First");
   private last = h("button", { class: "btn" }, "Latest");
   private columns: { label: string; key: string }[] = [];
+  private known = new Set<string>();
   private page: HistoryPage | null = null;
+  private where: Where = {};
+  private timer: number | undefined;
 
   constructor(private readonly runId: string) {
     this.el = h(
@@ -34,24 +42,48 @@ export class HistoryTable {
   }
 
   async init(keys: MetricKey[]): Promise<void> {
-    const known = new Set(keys.map((k) => k.key));
+    this.known = new Set(keys.map((k) => k.key));
+    this.pickColumns();
+    await this.load({});
+  }
+
+  /** New points were logged: read the page again if it can show them (new keys may add columns). */
+  onPoints(batch: PointsEvent[]): void {
+    const before = this.known.size;
+    for (const ev of batch) for (const key of Object.keys(ev.values)) this.known.add(key);
+    if (this.known.size !== before) this.pickColumns();
+    const page = this.page;
+    const live = !page || !page.next_cursor || this.where.order === "latest";
+    if (!live || this.timer !== undefined) return;
+    this.timer = window.setTimeout(() => {
+      this.timer = undefined;
+      void this.load(this.where);
+    }, LIVE_MS);
+  }
+
+  dispose(): void {
+    window.clearTimeout(this.timer);
+  }
+
+  private pickColumns(): void {
     const picked = new Set<string>();
+    this.columns = [];
     for (const spec of HISTORY_COLUMNS) {
-      const [line] = resolveLines({ id: spec.label, title: spec.label, group: "", lines: [spec] }, known);
+      const [line] = resolveLines({ id: spec.label, title: spec.label, group: "", lines: [spec] }, this.known);
       if (line && !picked.has(line.key)) {
         picked.add(line.key);
         this.columns.push({ label: spec.label, key: line.key });
       }
     }
     if (!this.columns.length) {
-      for (const k of keys.slice(0, 6)) this.columns.push({ label: k.key, key: k.key });
+      for (const k of [...this.known].slice(0, 6)) this.columns.push({ label: k, key: k });
     }
     clear(this.head);
     this.head.appendChild(h("tr", {}, h("th", {}, "step"), ...this.columns.map((c) => h("th", { title: c.key }, c.label))));
-    await this.load({});
   }
 
-  private async load(where: { after?: string | null; before?: string | null; order?: string }): Promise<void> {
+  private async load(where: Where): Promise<void> {
+    this.where = where;
     const q = new URLSearchParams({ limit: String(PAGE) });
     for (const c of this.columns) q.append("key", c.key);
     if (where.after) q.set("after", where.after);
