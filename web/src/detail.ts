@@ -209,6 +209,8 @@ export class DetailView {
     if (!d) return;
     const run = d.run;
     const failure = d.failure;
+    // a run that was stopped did not fail: its reason is not shown as an error
+    const stopped = run.status === "CANCELLED" ? "stopped" : "";
     const actions = h("div", { class: "actions" });
     if (d.actions.cancel) actions.appendChild(this.actionButton("Cancel", "cancel"));
     if (d.actions.retry) actions.appendChild(this.actionButton("Retry", "retry"));
@@ -225,8 +227,8 @@ export class DetailView {
         actions,
       ),
       h("p", { class: "summary", id: "run-summary" }, d.summary),
-      run.reason ? h("p", { class: "reason", id: "run-reason" }, run.reason) : null,
-      failure?.what_to_do ? h("p", { class: "what-to-do", id: "what-to-do" }, h("strong", {}, "What to do: "), failure.what_to_do) : null,
+      run.reason ? h("p", { class: `reason ${stopped}`, id: "run-reason" }, run.reason) : null,
+      failure?.what_to_do ? h("p", { class: `what-to-do ${stopped}`, id: "what-to-do" }, h("strong", {}, "What to do: "), failure.what_to_do) : null,
       tabs,
     );
   }
