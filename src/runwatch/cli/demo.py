@@ -115,6 +115,9 @@ def demo_cmd(
     stamp = time.strftime("%Y%m%d-%H%M%S")
     sft, grpo, dpo = (f"demo-{m}-{stamp}" for m in ("sft", "grpo", "dpo"))
     port = _free_port(port) if serve else port
+    # The index is made before the processes that share it start (two at once on a new
+    # index would both try to make it).
+    open_context(directory, None, refresh=False).engine.dispose()
     runner = _start(directory, port, serve)
     try:
         _submit(directory, sft, "sft", SFT_ARGS)
