@@ -168,3 +168,21 @@ def test_a_slice_read_before_a_concurrent_purge_is_not_stored(engine: Engine,
     assert held(engine, run.run_pk)["metric_points"] == 0
     Indexer(engine, runs_dir).index_once()
     assert held(engine, run.run_pk)["metric_points"] == 5, "read again from the start"
+
+
+def test_a_new_attempt_takes_its_checkpoint_files_along(runs_dir: Path, engine: Engine) -> None:
+    """The checkpoints/ folder moves with checkpoints.jsonl, so attempt 2 cannot write over
+    attempt 1's files and attempt 1's relative paths still name them from attempts/1/."""
+    run = submit_command(engine, runs_dir, "ckpt")
+    record_attempt(run.dir, 1, "FAILED")
+    folder = run.dir / fmt.CHECKPOINT_DIR
+    folder.mkdir()
+    (folder / "step-000004-training.pt").write_bytes(b"attempt 1 weights")
+    with (run.dir / fmt.CHECKPOINTS).open("a") as f:
+        f.write(json.dumps({"seq": 9, "ts": 1.0, "step": 4, "kind": "training", "id": "c4",
+                            "path": f"{fmt.CHECKPOINT_DIR}/step-000004-training.pt"}) + "\n")
+    moved = new_attempt(run.dir, 2)
+    assert fmt.CHECKPOINT_DIR in moved and not folder.exists()
+    kept = run.dir / "attempts" / "1"
+    last = json.loads((kept / fmt.CHECKPOINTS).read_text().splitlines()[-1])
+    assert (kept / last["path"]).read_bytes() == b"attempt 1 weights"

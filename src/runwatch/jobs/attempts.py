@@ -1,5 +1,5 @@
-"""Starting a run's next attempt on disk: its attempt-scoped files go to attempts/<n>/,
-then a QUEUED event names the new attempt.
+"""Starting a run's next attempt on disk: its attempt-scoped files (and its checkpoints/
+folder) go to attempts/<n>/, then a QUEUED event names the new attempt.
 
 The order makes it safe to crash anywhere: until the event is written the run is still
 the ended attempt n (a second try moves whatever is left and writes the event), and
@@ -24,7 +24,8 @@ def move_attempt_files(run_dir: Path, attempt: int) -> list[str]:
     """Move the attempt-scoped files in `run_dir` into attempts/<attempt>/ and return
     their names. The caller holds the folder's lock."""
     names = sorted(e.name for e in os.scandir(run_dir)
-                   if fmt.is_attempt_file(e.name) and e.is_file(follow_symlinks=False))
+                   if (fmt.is_attempt_file(e.name) and e.is_file(follow_symlinks=False))
+                   or (fmt.is_attempt_folder(e.name) and e.is_dir(follow_symlinks=False)))
     if not names:
         return []
     target = fmt.attempt_dir(run_dir, attempt)

@@ -19,9 +19,10 @@ from torch import nn
 
 from runwatch.recipes.adapter import adapter_state_dict, is_adapter_param, merged_state_dict
 from runwatch.recipes.chat import SetupError
+from runwatch.rundir import format as fmt
 from runwatch.sdk import NullRun, Run
 
-CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_DIR = fmt.CHECKPOINT_DIR
 
 
 def _save(path: Path, payload: dict[str, Any]) -> None:

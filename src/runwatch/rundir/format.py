@@ -23,6 +23,9 @@ JOB = "job.json"
 # its process's output (OUTPUT_LOG); the indexer reads no subfolder.
 ATTEMPTS_DIR = "attempts"
 OUTPUT_LOG = "output.log"
+# The folder of a run's checkpoint files (checkpoints.jsonl names them relative to the run
+# folder); it belongs to one attempt like checkpoints.jsonl, and moves with it.
+CHECKPOINT_DIR = "checkpoints"
 
 # The append-only record files, in the order the indexer reads them.
 FILES = (EVENTS, METRICS, CHECKPOINTS, LOGS)
@@ -134,6 +137,13 @@ def is_attempt_file(name: str) -> bool:
     manifest, job.json, config, events and logs stay whole across attempts."""
     return (name in (METRICS, CHECKPOINTS, ENGINE_CONFIG)
             or parse_sample_file_name(name) is not None)
+
+
+def is_attempt_folder(name: str) -> bool:
+    """Whether a run folder's subfolder `name` belongs to one attempt: the checkpoint files,
+    which move into attempts/<n>/ with the checkpoints.jsonl that names them relative to
+    the folder it lies in."""
+    return name == CHECKPOINT_DIR
 
 
 def attempt_dir(run_dir: Path, attempt: int) -> Path:
