@@ -6,6 +6,7 @@ one is brought forward with Alembic. Both paths end at the same schema.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from sqlalchemy import (
     inspect,
     text,
 )
+from sqlalchemy.exc import DBAPIError
 
 from runwatch.store.schema import metadata
 
@@ -36,6 +38,8 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 POOL_SIZE = 10
 POOL_OVERFLOW = 20
 POOL_TIMEOUT_S = 5.0
+# How long opening an index waits for another process that is creating it.
+CREATE_WAIT_S = 30.0
 
 
 class StoreError(RuntimeError):
@@ -89,24 +93,46 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def ensure_schema(engine: Engine) -> None:
-    """Create a new database at head, or migrate an older one to head."""
+def ensure_schema(engine: Engine, wait_s: float = CREATE_WAIT_S) -> None:
+    """Create a new database at head, or migrate an older one to head.
+
+    Several processes may open a new index at once (`runwatch ui` and `runwatch submit`
+    started together): one creates it while the others wait, up to `wait_s`, for it to be
+    whole. SQLite makes each table visible as it is created, so a half-made index (only
+    runwatch's tables, not yet stamped) is waited for, not refused.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        tables, version = _state(engine)
+        if version == HEAD_REVISION:
+            return
+        if not tables - {"alembic_version"}:
+            try:
+                with engine.begin() as conn:
+                    metadata.create_all(conn)
+                    _stamp(conn)
+                return
+            except DBAPIError:
+                if time.monotonic() > deadline:  # not another process creating it: say why
+                    raise
+        elif version is not None:
+            _alembic("upgrade", engine)
+            return
+        elif (not tables - {"alembic_version"} <= set(metadata.tables)
+              or time.monotonic() > deadline):
+            raise StoreError("the database holds tables that are not a runwatch index; "
+                             "point --db at a new file or an empty database")
+        time.sleep(0.05)  # another process is making the index: look again
+
+
+def _state(engine: Engine) -> tuple[set[str], str | None]:
+    """The database's tables and its schema revision (None when it is not stamped)."""
     with engine.connect() as conn:
         tables = set(inspect(conn).get_table_names())
         version = None
         if "alembic_version" in tables:
             version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-    if version == HEAD_REVISION:
-        return
-    if not tables - {"alembic_version"}:
-        with engine.begin() as conn:
-            metadata.create_all(conn)
-            _stamp(conn)
-        return
-    if version is None:
-        raise StoreError("the database holds tables that are not a runwatch index; "
-                         "point --db at a new file or an empty database")
-    _alembic("upgrade", engine)
+    return tables, version
 
 
 def _stamp(conn: Connection) -> None:

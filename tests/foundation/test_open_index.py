@@ -1,0 +1,57 @@
+"""Opening one new index from several processes at once: each gets a whole index.
+
+`runwatch ui runs &` then `runwatch submit` on a new folder open the same new SQLite file
+at the same moment; SQLite shows each table as it is created, so the later opener used to
+see a half-made index and refuse it as "not a runwatch index".
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from runwatch.store.db import HEAD_REVISION, StoreError, open_engine
+
+OPENERS = 6
+
+
+def _open(path: str, start: mp.synchronize.Barrier, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    start.wait(30)
+    try:
+        engine = open_engine(path)
+        with engine.connect() as conn:
+            out.put(conn.execute(text("SELECT version_num FROM alembic_version")).scalar())
+        engine.dispose()
+    except Exception as exc:  # reported to the test, which names it
+        out.put(f"{type(exc).__name__}: {exc}")
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_processes_opening_a_new_index_at_once_all_get_it_whole(tmp_path: Path,
+                                                                round_: int) -> None:
+    path = str(tmp_path / f"index-{round_}.db")
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Barrier(OPENERS), ctx.Queue()
+    procs = [ctx.Process(target=_open, args=(path, start, out)) for _ in range(OPENERS)]
+    for p in procs:
+        p.start()
+    try:
+        got = [out.get(timeout=120) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+    assert got == [HEAD_REVISION] * OPENERS
+
+
+def test_a_database_of_other_tables_is_still_refused_at_once(tmp_path: Path) -> None:
+    engine = open_engine(tmp_path / "other.db", migrate=False)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE accounts (id INTEGER PRIMARY KEY)"))
+    engine.dispose()
+    with pytest.raises(StoreError, match="not a runwatch index"):
+        open_engine(tmp_path / "other.db")
