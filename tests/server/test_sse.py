@@ -205,3 +205,25 @@ def test_changed_findings_are_pushed_as_a_health_event(server: Runner, runs_dir:
     assert [(f["rule_id"], f["metric"]) for f in health["findings"]] == \
         [("metric.non_finite", "grad_norm")]
     run.finish("SUCCEEDED")
+
+
+def test_a_phase_set_by_job_control_alone_is_pushed(server: Runner, runs_dir: Path) -> None:
+    """Cancel of a running job changes the phase in the index before its process records
+    anything (CANCEL_REQUESTED): an open run page must hear of it from its own stream."""
+    from runwatch.jobs import control
+    from runwatch.store import jobs as store_jobs
+    from tests.support.jobs import submit_command
+
+    run = submit_command(server.engine, runs_dir, "held", "import time; time.sleep(60)")
+    with server.engine.begin() as conn:  # a worker holds it (no process: none is needed)
+        assert store_jobs.claim(conn, "w-test", 1, time.time()) is not None
+    with httpx.Client(base_url=server.url, timeout=GUARD) as client:
+        cursor = _wait_for_run(client, "held")["cursor"]
+        with client.stream("GET", "/api/runs/held/stream", params={"cursor": cursor}) as resp:
+            assert control.cancel(server.engine, run.run_pk) == "CANCEL_REQUESTED"
+            events = read_events(_within(resp.iter_lines()),
+                                 lambda ev: any(e["event"] == "phase" and
+                                                e["data"]["status"] == "CANCEL_REQUESTED"
+                                                for e in ev))
+    assert [e["data"]["status"] for e in events if e["event"] == "phase"][-1] == \
+        "CANCEL_REQUESTED"

@@ -35,6 +35,7 @@ from runwatch.server.updates import (
     findings_update,
     fingerprint,
     list_state,
+    phase_now,
     run_marks,
     run_updates,
 )
@@ -157,6 +158,7 @@ class RunPoller(Poller):
             if self.cursor is None:  # the baseline: updates are what comes after it
                 self.cursor = RunCursor.parse(
                     stream_cursor(conn, self.run_pk, run_keys(conn, self.run_pk)))
+                self.cursor.status = marks.status
                 self.stamp = stamp
                 self.attempt = marks.attempt
                 return []
@@ -284,6 +286,12 @@ class Hub:
                         cur.health = poller.last_health.seq if poller.last_health else 0
                     async for got in self._catch_up(run_pk, cur):
                         yield got
+                    if item is START:
+                        # and the phase as it is now: job control may have changed it in
+                        # the index alone, which no cursor of the client's can tell
+                        now = await self._phase_now(run_pk)
+                        if now is not None:
+                            yield now, str(cur)
                     # and the findings, if they changed while the stream was behind
                     item = [poller.last_health] if poller.last_health else []
                 if isinstance(item, list):
@@ -293,6 +301,13 @@ class Hub:
                             yield fresh, str(cur)
                 elif item is TICK:
                     yield None
+
+    async def _phase_now(self, run_pk: int) -> Update | None:
+        try:
+            return await self.read(partial(_read_phase, self.engine, run_pk))
+        except Exception as exc:  # the database is busy or gone: the poller will tell
+            log.warning("a live stream's phase read failed (%s)", exc)
+            return None
 
     async def _catch_up(self, run_pk: int, cur: RunCursor
                         ) -> AsyncIterator[tuple[Update, str]]:
@@ -333,6 +348,11 @@ class Hub:
                         yield update
                 elif item is TICK:
                     yield None
+
+
+def _read_phase(engine: Engine, run_pk: int) -> Update:
+    with engine.connect() as conn:
+        return phase_now(conn, run_pk)
 
 
 def _read_run(engine: Engine, run_pk: int, cur: RunCursor,

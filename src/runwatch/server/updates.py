@@ -38,6 +38,8 @@ class RunCursor:
     events: int = -1
     checkpoints: int = -1
     health: int = 0
+    # the run's phase as last seen (None: not yet), not part of the cursor a client sees
+    status: str | None = None
 
     def __str__(self) -> str:
         return f"{self.metrics}.{self.logs}.{self.events}.{self.checkpoints}"
@@ -52,7 +54,8 @@ class RunCursor:
         return cls(m, lg, e, c)
 
     def copy(self) -> RunCursor:
-        return RunCursor(self.metrics, self.logs, self.events, self.checkpoints, self.health)
+        return RunCursor(self.metrics, self.logs, self.events, self.checkpoints, self.health,
+                         self.status)
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Marks:
     events: int
     findings: float | None  # when the findings last changed
     attempt: int  # the run's attempt: a new one starts its metrics and checkpoints at seq 0
+    status: str  # the run's phase, which job control may change before any event says so
 
 
 def _marks_statement() -> Any:
@@ -93,7 +97,8 @@ def _marks_statement() -> Any:
         *(top(t, c).scalar_subquery() for t, c in (
             (s.logs, s.logs.c.seq), (s.checkpoints, s.checkpoints.c.seq),
             (s.events, s.events.c.seq), (s.findings, s.findings.c.updated_ts))),
-        select(s.runs.c.attempt).where(s.runs.c.pk == bindparam("run_pk")).scalar_subquery())
+        *(select(c).where(s.runs.c.pk == bindparam("run_pk")).scalar_subquery()
+          for c in (s.runs.c.attempt, s.runs.c.status)))
 
 
 # built once: building the statement costs more than running it
@@ -101,12 +106,13 @@ RUN_MARKS = _marks_statement()
 
 
 def run_marks(conn: Connection, run_pk: int) -> Marks:
-    points, logs, checkpoints, events, findings, attempt = conn.execute(
+    points, logs, checkpoints, events, findings, attempt, status = conn.execute(
         RUN_MARKS, {"run_pk": run_pk}).one()
     return Marks(int(points or 0), -1 if logs is None else int(logs),
                  -1 if checkpoints is None else int(checkpoints),
                  -1 if events is None else int(events),
-                 None if findings is None else float(findings), int(attempt or 1))
+                 None if findings is None else float(findings), int(attempt or 1),
+                 str(status))
 
 
 def _new_points(conn: Connection, run_pk: int, cur: RunCursor,
@@ -168,12 +174,24 @@ def run_updates(conn: Connection, run_pk: int, cur: RunCursor, seen_counts: dict
                               .order_by(ck.seq)).all():
             cur.checkpoints = r.seq
             out.append(Update("checkpoint", checkpoint_entry(r), "checkpoints", r.seq))
+    moved = cur.status is not None and marks.status != cur.status
+    cur.status = marks.status
     if marks.events > cur.events:
         # a phase event carries the run's list fields after the newest lifecycle event
         cur.events = marks.events
         row = conn.execute(select(s.runs).where(s.runs.c.pk == run_pk)).one()
         out.append(Update("phase", run_summary(row), "events", cur.events))
+    elif moved:
+        # job control changed the phase in the index alone (a cancel asked of a running
+        # job is CANCEL_REQUESTED before its process records anything): no cursor moves
+        out.append(phase_now(conn, run_pk))
     return out, more
+
+
+def phase_now(conn: Connection, run_pk: int) -> Update:
+    """A phase event with the run's list fields as they are now; it moves no cursor."""
+    return Update("phase", run_summary(conn.execute(select(s.runs)
+                                                    .where(s.runs.c.pk == run_pk)).one()))
 
 
 def findings_update(conn: Connection, run_pk: int, count: int) -> Update:
