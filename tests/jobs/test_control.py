@@ -172,3 +172,18 @@ def test_a_run_started_by_hand_here_gets_sigterm(engine: Engine, runs_dir: Path)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_a_cancel_that_cannot_write_leaves_the_job_queued_and_claimable(
+        engine: Engine, runs_dir: Path) -> None:
+    """A queued job whose CANCELLED cannot be written (its folder is gone or stays busy)
+    is not stranded: the cancel says why, and a worker may still claim the job."""
+    import shutil
+
+    run = submit_command(engine, runs_dir, "gone")
+    shutil.rmtree(run.dir)
+    with pytest.raises(OSError):
+        control.cancel(engine, run.run_pk)
+    assert run_row(engine, "gone").status == "QUEUED"
+    with engine.begin() as conn:
+        assert q.claim(conn, "w", 1, 0.0) is not None

@@ -74,8 +74,17 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> str:
             return "CANCEL_REQUESTED"
     # No worker holds the job and none will claim it now: it has no process to stop.
     reason = CATALOGUE["cancelled"]
-    append_events(run_dir, [{"phase": reason.phase, "attempt": job["attempt"],
-                             "code": reason.id, "reason": reason.sentence}])
+    try:
+        append_events(run_dir, [{"phase": reason.phase, "attempt": job["attempt"],
+                                 "code": reason.id, "reason": reason.sentence}])
+    except BaseException:
+        # The run stays QUEUED: let workers claim it again rather than strand it, and let
+        # the caller say why the cancel did not happen (a busy or vanished folder).
+        with engine.begin() as conn:
+            conn.execute(update(s.jobs).where(s.jobs.c.run_pk == row.pk,
+                                              s.jobs.c.worker_id.is_(None))
+                         .values(cancel_requested_at=None))
+        raise
     _index(engine, run_dir, runs_dir)
     return reason.phase
 
