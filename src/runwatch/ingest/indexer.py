@@ -13,13 +13,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 
 import orjson
 from sqlalchemy import Connection, Engine, insert, select, update
 
 from runwatch.ingest.jobspec import store_job_spec
 from runwatch.ingest.manifest import manifest_problems
-from runwatch.ingest.offsets import Purged, offset_row, set_mtime
+from runwatch.ingest.offsets import Purged, grown, lock_offsets, offset_row, set_mtime
 from runwatch.ingest.records import IngestResult, ingest_records
 from runwatch.ingest.samples import store_samples
 from runwatch.rundir import format as fmt
@@ -189,7 +190,16 @@ class Indexer:
         more = True
         try:
             while more:
+                try:
+                    st = path.lstat()
+                except FileNotFoundError:
+                    return
+                if S_ISREG(st.st_mode):  # else the safe reader says what is wrong with it
+                    with self.engine.connect() as conn:  # nothing new: no write lock taken
+                        if not grown(conn, run_pk, path.name, st.st_size):
+                            return
                 with self.engine.begin() as conn:
+                    lock_offsets(conn, run_pk, path.name)
                     more = self._jsonl_slice(conn, run_pk, path, report)
         except Purged:
             return  # rolled back; the next pass reads the new attempt's file from its start

@@ -37,3 +37,20 @@ def set_mtime(conn: Connection, run_pk: int, name: str, mtime: float) -> bool:
     return conn.execute(update(s.ingest_offsets).where(
         s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name).values(mtime=mtime)
     ).rowcount > 0
+
+
+def grown(conn: Connection, run_pk: int, name: str, size: int) -> bool:
+    """Whether a record file of `size` bytes holds bytes past where the indexer stopped."""
+    o = s.ingest_offsets.c
+    offset = conn.execute(select(o.offset).where(o.run_pk == run_pk, o.file == name)).scalar()
+    return size > (offset or 0)
+
+
+def lock_offsets(conn: Connection, run_pk: int, name: str) -> None:
+    """Take the write lock (SQLite) or the file's offsets row (PostgreSQL) first thing in a
+    slice's transaction, so two indexers of one run (a server's, a worker's, a CLI's) read
+    a file one after the other, each from where the other stopped, instead of both storing
+    the same records (new metric keys then collide)."""
+    conn.execute(update(s.ingest_offsets).where(
+        s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name
+    ).values(offset=s.ingest_offsets.c.offset))
