@@ -117,6 +117,7 @@ export function findKey(keys: Set<string>, role: Role): string | undefined {
 export interface ResolvedLine {
   label: string;
   key: string;
+  run?: string; // the run the line belongs to, where a chart overlays several runs
 }
 
 /** The lines of `spec` that the run has data for; empty means the chart is not drawn. */

@@ -139,7 +139,7 @@ export class ChartView {
    */
   setSeries(series: SeriesData[], keepNewer = false): void {
     for (const d of this.data) {
-      const s = series.find((x) => x.key === d.line.key);
+      const s = series.find((x) => x.key === d.line.key && (d.line.run === undefined || x.run === d.line.run));
       if (!s) continue;
       const last = s.step.length ? s.step[s.step.length - 1] : -Infinity;
       const newer = keepNewer ? d.step.flatMap((step, i) => (step > last ? [[step, d.value[i]] as const] : [])) : [];
@@ -155,8 +155,8 @@ export class ChartView {
   }
 
   /** Append one live point; the redraw is batched to the next animation frame. */
-  append(key: string, step: number, value: number | null): void {
-    const d = this.data.find((x) => x.line.key === key);
+  append(key: string, step: number, value: number | null, run?: string): void {
+    const d = this.data.find((x) => x.line.key === key && (run === undefined || x.line.run === undefined || x.line.run === run));
     if (!d) return;
     const n = d.step.length;
     if (n > 0 && step <= d.step[n - 1]) {

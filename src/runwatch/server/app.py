@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,9 @@ from runwatch.server.series_cache import SeriesCache
 from runwatch.server.settings import token_problem
 from runwatch.server.state import Limits, ServerState, state
 
-STATIC_DIR = Path(__file__).parent / "static"
+# RUNWATCH_STATIC_DIR serves a web build from elsewhere (a developer's own `vite build
+# --outDir`), so that several builds can be tried side by side without touching the package.
+STATIC_DIR = Path(os.environ.get("RUNWATCH_STATIC_DIR") or Path(__file__).parent / "static")
 APP_ROUTES = ("/runs", "/new", "/resources")
 NOT_BUILT = (
     "<!doctype html><title>runwatch</title><p>The runwatch API is running, but this copy "
