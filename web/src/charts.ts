@@ -1,19 +1,54 @@
-// The charts section of a run: resolves which charts to draw from the run's
-// metric keys, loads them with one downsampled request, and applies live points.
+// The charts section of a run: resolves which charts to draw from the run's metric keys
+// (the specs' charts, the keys the metric picker added, the metrics a health finding names),
+// loads them with one downsampled request, applies live points, and keeps each chart's
+// settings (log scale, smoothing, x axis) and the run's chart set in localStorage.
 
 import { getJSON } from "./api";
-import { CHARTS, GROUPS, resolveLines } from "./chartspecs";
-import { ChartView } from "./chartview";
+import "./charts.css";
+import { ADDED_GROUP, CHARTS, FLAGGED_GROUP, GROUPS, canonicalName, findKey, findName, resolveLines, type ResolvedLine } from "./chartspecs";
+import { ChartView, X_LABELS, type TokenAxis, type XMode } from "./chartview";
 import { clear, h } from "./dom";
+import { downloadCsv, downloadPng, seriesTable } from "./export";
+import { MetricPicker, type PickerKey } from "./picker";
 import type { Finding, MetricKey, PointsEvent, SeriesResponse } from "./types";
 
 // A chart cannot show more distinct points than it is pixels wide; the server never
 // sends more than this per series.
 export const MAX_POINTS = 1000;
 const MIN_POINTS = 300;
+// The most points the server sends per series (routes_metrics MAX_POINTS): what a CSV
+// export and the tokens axis ask for.
+const EXPORT_POINTS = 20_000;
 const SMOOTHING_KEY = "runwatch.smoothing";
+const CHARTS_KEY = "runwatch.charts.";
 
-function seriesPath(runId: string, keys: string[], range: { lo: number; hi: number } | null, points: number): string {
+interface ChartSettings {
+  log?: boolean;
+  smoothing?: number;
+  x?: XMode;
+}
+
+/** What a run page remembers of its charts: keys added with the picker, charts removed
+ * (spec chart ids, `key:<key>`), and each chart's own settings. */
+interface StoredCharts {
+  added: string[];
+  removed: string[];
+  settings: Record<string, ChartSettings>;
+}
+
+function loadStored(runId: string): StoredCharts {
+  const empty: StoredCharts = { added: [], removed: [], settings: {} };
+  try {
+    const v = JSON.parse(localStorage.getItem(CHARTS_KEY + runId) ?? "null") as Partial<StoredCharts> | null;
+    if (!v || typeof v !== "object") return empty;
+    const strings = (a: unknown): string[] => (Array.isArray(a) ? a.filter((x): x is string => typeof x === "string") : []);
+    return { added: strings(v.added), removed: strings(v.removed), settings: v.settings && typeof v.settings === "object" ? v.settings : {} };
+  } catch {
+    return empty;
+  }
+}
+
+function seriesPath(runId: string, keys: string[], range: { lo: number; hi: number } | null, points: number, time: boolean): string {
   const q = new URLSearchParams();
   q.append("run", runId);
   for (const k of keys) q.append("key", k);
@@ -22,20 +57,62 @@ function seriesPath(runId: string, keys: string[], range: { lo: number; hi: numb
     q.set("lo", String(range.lo));
     q.set("hi", String(range.hi));
   }
+  if (time) q.set("x", "time");
   return `/series?${q.toString()}`;
+}
+
+/**
+ * Whether a tokens series counts tokens so far (it rises at nearly every step) rather than
+ * tokens per step (it goes up and down, or stays the same).
+ */
+function isRunningTotal(values: (number | null)[]): boolean {
+  const v = values.filter((x): x is number => x !== null);
+  if (v.length < 3) return false;
+  let rises = 0;
+  for (let i = 1; i < v.length; i++) {
+    if (v[i] < v[i - 1]) return false;
+    if (v[i] > v[i - 1]) rises++;
+  }
+  return rises >= 0.9 * (v.length - 1);
+}
+
+interface ChartDef {
+  id: string;
+  title: string;
+  group: string;
+  lines: ResolvedLine[];
+  logY: boolean;
+  legend: boolean;
+}
+
+interface Chart {
+  def: ChartDef;
+  view: ChartView;
+  card: HTMLElement;
+  reset: HTMLButtonElement;
+  smoothing: HTMLInputElement;
+  smoothingShown: HTMLElement;
+  request: number; // the latest series request, so an older answer is dropped
 }
 
 export class ChartsPanel {
   readonly el: HTMLElement;
-  private views = new Map<string, ChartView>();
+  private charts = new Map<string, Chart>();
   private knownKeys = new Set<string>();
+  private pickerKeys = new Map<string, PickerKey>();
+  private stored: StoredCharts;
+  private flagged = new Set<string>(); // keys a finding names that no chart showed
   private smoothing: number;
   private findings: Finding[] = [];
   private grid = h("div", { class: "chart-groups" });
+  private picker: MetricPicker;
   private resizeObserver: ResizeObserver;
   private disposed = false;
+  private tokens: { key: string; axis: TokenAxis; runningTotal: boolean } | null = null;
+  private tokensLoading: Promise<void> | null = null;
 
   constructor(private readonly runId: string) {
+    this.stored = loadStored(runId);
     const stored = Number(localStorage.getItem(SMOOTHING_KEY) ?? "0.6");
     this.smoothing = Number.isFinite(stored) ? Math.min(Math.max(stored, 0), 0.99) : 0.6;
     const slider = h("input", { type: "range", min: "0", max: "0.99", step: "0.01", value: String(this.smoothing), "aria-label": "Smoothing" });
@@ -44,60 +121,224 @@ export class ChartsPanel {
       this.smoothing = Number(slider.value);
       shown.textContent = this.smoothing.toFixed(2);
       localStorage.setItem(SMOOTHING_KEY, slider.value);
-      for (const v of this.views.values()) v.setSmoothing(this.smoothing);
+      for (const c of this.charts.values()) {
+        if (this.stored.settings[c.def.id]?.smoothing === undefined) this.applySmoothing(c, this.smoothing);
+      }
     });
+    this.picker = new MetricPicker(
+      (key) => this.pick(key),
+      () => this.restoreDefaults(),
+    );
+    const add = h("button", { type: "button", id: "chart-picker-open", class: "chart-add" }, "+ Add chart");
+    add.addEventListener("click", () => (this.picker.isOpen ? this.picker.close() : this.picker.open()));
     this.el = h(
       "section",
       { class: "card charts", id: "charts" },
-      h("div", { class: "card-head" }, h("h3", {}, "Metrics"), h("label", { class: "smoothing" }, "Smoothing ", slider, " ", shown)),
+      h(
+        "div",
+        { class: "card-head" },
+        h("h3", {}, "Metrics"),
+        h("div", { class: "charts-tools" }, add, h("label", { class: "smoothing" }, "Smoothing ", slider, " ", shown)),
+      ),
+      this.picker.el,
       this.grid,
     );
     this.resizeObserver = new ResizeObserver(() => {
-      for (const v of this.views.values()) v.resize();
+      for (const c of this.charts.values()) c.view.resize();
     });
     this.resizeObserver.observe(this.grid);
   }
 
   async load(keys: MetricKey[]): Promise<void> {
-    this.knownKeys = new Set(keys.filter((k) => k.count > 0).map((k) => k.key));
+    const logged = keys.filter((k) => k.count > 0);
+    this.knownKeys = new Set(logged.map((k) => k.key));
+    for (const k of logged) this.pickerKeys.set(k.key, { key: k.key, count: k.count, canonical: k.canonical });
     await this.build();
+  }
+
+  /** The charts the run page shows now, in order: the specs', then added, then flagged. */
+  private wanted(): ChartDef[] {
+    const removed = new Set(this.stored.removed);
+    const out = new Map<string, ChartDef>();
+    for (const spec of CHARTS) {
+      if (removed.has(spec.id)) continue;
+      const lines = resolveLines(spec, this.knownKeys);
+      if (lines.length) out.set(spec.id, { id: spec.id, title: spec.title, group: spec.group, lines, logY: !!spec.logY, legend: spec.lines.length > 1 });
+    }
+    const single = (key: string, group: string): void => {
+      const id = `key:${key}`;
+      if (removed.has(id) || out.has(id) || !this.knownKeys.has(key)) return;
+      out.set(id, { id, title: key, group, lines: [{ label: key, key }], logY: false, legend: false });
+    };
+    for (const key of this.stored.added) single(key, ADDED_GROUP);
+    for (const key of this.flagged) single(key, FLAGGED_GROUP);
+    return [...out.values()];
   }
 
   /** Create the charts whose lines changed with the known keys, and load their data. */
   private async build(): Promise<void> {
-    const created: ChartView[] = [];
-    for (const spec of CHARTS) {
-      const lines = resolveLines(spec, this.knownKeys);
-      const old = this.views.get(spec.id);
-      if (!lines.length || (old && old.keys.join("\n") === lines.map((l) => l.key).join("\n"))) continue;
-      const box = h("div", { class: "chart", "data-chart": spec.id });
-      const card = h("div", { class: "chart-card", "data-chart-card": spec.id }, h("h4", {}, spec.title), box);
-      const oldCard = old?.el.parentElement;
-      if (old && oldCard) {
-        old.dispose();
-        oldCard.replaceWith(card);
+    const created: Chart[] = [];
+    const wanted = this.wanted();
+    const ids = new Set(wanted.map((d) => d.id));
+    for (const [id, c] of this.charts) if (!ids.has(id)) this.drop(c);
+    for (const def of wanted) {
+      const old = this.charts.get(def.id);
+      if (old && old.view.keys.join("\n") === def.lines.map((l) => l.key).join("\n")) continue;
+      const c = this.chart(def);
+      if (old) {
+        old.view.dispose();
+        old.card.replaceWith(c.card);
       } else {
-        this.groupEl(spec.group).appendChild(card);
+        this.groupEl(def.group).appendChild(c.card);
       }
-      const view = new ChartView(box, lines, !!spec.logY, this.smoothing, (range) => void this.zoom(view, range));
-      this.views.set(spec.id, view);
-      created.push(view);
+      this.charts.set(def.id, c);
+      created.push(c);
     }
+    this.updatePicker();
     if (!created.length) {
-      if (!this.views.size) this.grid.replaceChildren(h("p", { class: "muted empty" }, "No metrics logged yet."));
+      if (!this.charts.size) this.grid.replaceChildren(h("p", { class: "muted empty" }, "No metrics logged yet."));
       return;
     }
     this.grid.querySelector(".empty")?.remove();
-    const keys = created.flatMap((v) => v.keys);
-    const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, keys, null, this.budget(created[0])));
-    if (this.disposed) return;
-    for (const v of created) {
-      v.setFindings(this.findings, false);
-      v.setSeries(resp.series, true);
+    if (created.some((c) => this.settings(c.def.id).x === "tokens")) await this.loadTokens();
+    for (const c of created) {
+      if (c.view.x === "tokens") c.view.setX("tokens", this.tokens?.axis ?? null);
     }
+    // one request for the charts on a step axis, one for those that need each point's time
+    const loads = [false, true].map(async (time) => {
+      const batch = created.filter((c) => c.view.needsTime === time);
+      if (!batch.length) return;
+      const keys = batch.flatMap((c) => c.view.keys);
+      const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, keys, null, this.budget(batch[0].view), time));
+      if (this.disposed) return;
+      for (const c of batch) {
+        c.view.setFindings(this.findings, false);
+        c.view.setSeries(resp.series, true);
+      }
+    });
+    await Promise.all(loads);
+    if (this.disposed) return;
     this.grid.dataset.ready = "true";
     // ECharts paints on the next animation frame; mark the charts drawn after it
     requestAnimationFrame(() => requestAnimationFrame(() => (this.grid.dataset.drawn = "true")));
+  }
+
+  private settings(id: string): ChartSettings {
+    return this.stored.settings[id] ?? {};
+  }
+
+  private save(): void {
+    localStorage.setItem(CHARTS_KEY + this.runId, JSON.stringify(this.stored));
+  }
+
+  private setting(id: string, change: ChartSettings): void {
+    this.stored.settings[id] = { ...this.settings(id), ...change };
+    this.save();
+  }
+
+  /** A chart's card: title, its controls, the chart, and the settings it remembers. */
+  private chart(def: ChartDef): Chart {
+    const s = this.settings(def.id);
+    const tokensKey = findKey(this.knownKeys, "tokens");
+    const x: XMode = s.x === "tokens" && !tokensKey ? "step" : (s.x ?? "step");
+    const smoothing = s.smoothing ?? this.smoothing;
+    const box = h("div", { class: "chart", "data-chart": def.id });
+    const button = (cls: string, label: string, title: string): HTMLButtonElement =>
+      h("button", { type: "button", class: `chart-button ${cls}`, title, "aria-label": title }, label);
+    const reset = button("chart-reset", "Reset zoom", "Zoom back out to the whole run");
+    reset.hidden = true;
+    const gear = button("chart-settings-toggle", "⚙", "Chart settings");
+    const csv = button("chart-csv", "CSV", "Download the chart's series as CSV");
+    const png = button("chart-png", "PNG", "Download the chart as a PNG image");
+    const remove = button("chart-remove", "×", "Remove this chart");
+    const log = h("input", { type: "checkbox", class: "chart-log" });
+    log.checked = s.log ?? def.logY;
+    const slider = h("input", { type: "range", class: "chart-smoothing", min: "0", max: "0.99", step: "0.01", value: String(smoothing), "aria-label": "Smoothing of this chart" });
+    const smoothingShown = h("span", { class: "muted" }, smoothing.toFixed(2));
+    const modes: XMode[] = ["step", "time", "relative", ...(tokensKey ? (["tokens"] as const) : [])];
+    const xSelect = h("select", { class: "chart-x", "aria-label": "X axis" }, ...modes.map((m) => h("option", { value: m }, X_LABELS[m])));
+    xSelect.value = x;
+    const settings = h(
+      "div",
+      { class: "chart-settings", hidden: "" },
+      h("label", {}, log, " Log scale"),
+      h("label", {}, "Smoothing ", slider, " ", smoothingShown),
+      h("label", {}, "X axis ", xSelect),
+    );
+    const card = h(
+      "div",
+      { class: "chart-card", "data-chart-card": def.id },
+      h("div", { class: "chart-head" }, h("h4", { title: def.lines.map((l) => l.key).join(", ") }, def.title), h("div", { class: "chart-buttons" }, reset, gear, csv, png, remove)),
+      settings,
+      box,
+    );
+    const c: Chart = { def, view: null as unknown as ChartView, card, reset, smoothing: slider, smoothingShown, request: 0 };
+    // a tokens axis is set (with build's loadTokens) before the series arrive
+    c.view = new ChartView(box, def.lines, log.checked, smoothing, (range) => void this.zoom(c, range), { legend: def.legend, x });
+    gear.addEventListener("click", () => (settings.hidden = !settings.hidden));
+    reset.addEventListener("click", () => c.view.resetZoom());
+    remove.addEventListener("click", () => this.remove(c));
+    csv.addEventListener("click", () => void this.exportCsv(c));
+    png.addEventListener("click", () => downloadPng(`${this.fileStem(c)}.png`, c.view));
+    log.addEventListener("change", () => {
+      this.setting(def.id, { log: log.checked });
+      c.view.setLogY(log.checked);
+    });
+    slider.addEventListener("input", () => {
+      this.setting(def.id, { smoothing: Number(slider.value) });
+      this.applySmoothing(c, Number(slider.value));
+    });
+    xSelect.addEventListener("change", () => void this.changeX(c, xSelect.value as XMode));
+    return c;
+  }
+
+  private applySmoothing(c: Chart, weight: number): void {
+    c.smoothing.value = String(weight);
+    c.smoothingShown.textContent = weight.toFixed(2);
+    c.view.setSmoothing(weight);
+  }
+
+  private async changeX(c: Chart, mode: XMode): Promise<void> {
+    this.setting(c.def.id, { x: mode });
+    if (mode === "tokens") await this.loadTokens();
+    if (this.disposed) return;
+    c.view.setX(mode, this.tokens?.axis ?? null);
+    c.reset.hidden = true;
+    await this.zoom(c, null);
+  }
+
+  private fileStem(c: Chart): string {
+    return `${this.runId}-${c.def.id.replace(/[^A-Za-z0-9._-]+/g, "_")}`;
+  }
+
+  /** The chart's lines over its zoom range, at up to the server's most points per series. */
+  private async exportCsv(c: Chart): Promise<void> {
+    const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, c.view.keys, c.view.zoomed, EXPORT_POINTS, true));
+    const { header, rows } = seriesTable(c.def.lines, resp.series);
+    downloadCsv(`${this.fileStem(c)}.csv`, header, rows);
+  }
+
+  /** Load the tokens axis (once): the tokens trained up to each step. */
+  private loadTokens(): Promise<void> {
+    const key = findKey(this.knownKeys, "tokens");
+    if (!key) return Promise.resolve();
+    this.tokensLoading ??= (async () => {
+      const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, [key], null, EXPORT_POINTS, false));
+      const s = resp.series[0];
+      if (!s) return;
+      const runningTotal = isRunningTotal(s.value);
+      const total: number[] = [];
+      let sum = 0;
+      s.step.forEach((step, j) => {
+        const v = s.value[j] ?? 0;
+        // a downsampled per-step series: each bucket's last value stands for its steps
+        const steps = s.full || j === 0 ? 1 : step - s.step[j - 1];
+        sum = runningTotal ? v : sum + v * steps;
+        total.push(sum);
+      });
+      this.tokens = { key, axis: { steps: s.step.slice(), total }, runningTotal };
+    })();
+    return this.tokensLoading;
   }
 
   /** Points per series: about one per pixel of plot width. */
@@ -119,36 +360,99 @@ export class ChartsPanel {
     return el.querySelector(".chart-row") as HTMLElement;
   }
 
-  private async zoom(view: ChartView, range: { lo: number; hi: number } | null): Promise<void> {
-    const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, view.keys, range, this.budget(view)));
-    if (!this.disposed) view.setSeries(resp.series);
+  private async zoom(c: Chart, range: { lo: number; hi: number } | null): Promise<void> {
+    c.reset.hidden = range === null;
+    const request = ++c.request;
+    const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, c.view.keys, range, this.budget(c.view), c.view.needsTime));
+    if (!this.disposed && request === c.request) c.view.setSeries(resp.series);
+  }
+
+  private pick(key: string): void {
+    if (!this.stored.added.includes(key)) this.stored.added.push(key);
+    this.stored.removed = this.stored.removed.filter((id) => id !== `key:${key}`);
+    this.save();
+    void this.build().then(() => this.charts.get(`key:${key}`)?.card.scrollIntoView({ block: "nearest" }));
+  }
+
+  private remove(c: Chart): void {
+    const key = c.def.id.startsWith("key:") ? c.def.id.slice(4) : null;
+    if (key) this.stored.added = this.stored.added.filter((k) => k !== key);
+    if (!this.stored.removed.includes(c.def.id)) this.stored.removed.push(c.def.id);
+    this.save();
+    this.drop(c);
+    this.updatePicker();
+  }
+
+  private drop(c: Chart): void {
+    c.view.dispose();
+    const group = c.card.closest<HTMLElement>(".chart-group");
+    c.card.remove();
+    if (group && !group.querySelector(".chart-card")) group.remove();
+    this.charts.delete(c.def.id);
+  }
+
+  private restoreDefaults(): void {
+    localStorage.removeItem(CHARTS_KEY + this.runId);
+    this.stored = { added: [], removed: [], settings: {} };
+    for (const c of [...this.charts.values()]) this.drop(c);
+    void this.build();
+  }
+
+  private updatePicker(): void {
+    const shown = new Set([...this.charts.values()].flatMap((c) => c.view.keys));
+    this.picker.setKeys([...this.pickerKeys.values()], shown);
   }
 
   /** Apply one live record: append to each chart showing its keys; new keys may add charts. */
   applyPoints(ev: PointsEvent): void {
     let fresh = false;
+    const now = Date.now() / 1000;
     for (const [key, value] of Object.entries(ev.values)) {
       if (!this.knownKeys.has(key)) {
         this.knownKeys.add(key);
+        this.pickerKeys.set(key, { key, count: null, canonical: canonicalName(key)[0] });
         fresh = true;
       }
-      for (const v of this.views.values()) {
-        if (v.keys.includes(key)) v.append(key, ev.step, value);
+      if (this.tokens && key === this.tokens.key && value !== null) this.growTokens(ev.step, value);
+      for (const c of this.charts.values()) {
+        if (c.view.keys.includes(key)) c.view.append(key, ev.step, value, undefined, now);
       }
     }
     if (fresh) void this.build();
   }
 
+  private growTokens(step: number, value: number): void {
+    if (!this.tokens) return;
+    const { axis, runningTotal } = this.tokens;
+    const n = axis.steps.length;
+    if (n && step <= axis.steps[n - 1]) return;
+    axis.steps.push(step);
+    axis.total.push(runningTotal ? value : (n ? axis.total[n - 1] : 0) + value);
+    for (const c of this.charts.values()) c.view.tokensChanged();
+  }
+
+  /** Findings mark the charts of their metrics; a metric no chart shows gets a chart. */
   setFindings(findings: Finding[]): void {
     this.findings = findings;
-    for (const v of this.views.values()) v.setFindings(findings);
+    for (const c of this.charts.values()) c.view.setFindings(findings);
+    const shown = new Set([...this.charts.values()].flatMap((c) => c.view.keys.flatMap((k) => [k, canonicalName(k)[0]])));
+    let grew = false;
+    for (const f of findings) {
+      if (f.first_step === null || !f.metrics.length || f.metrics.some((m) => shown.has(m))) continue;
+      const key = f.metrics.map((m) => findName(this.knownKeys, m)).find((k) => k !== undefined);
+      if (key && !this.flagged.has(key)) {
+        this.flagged.add(key);
+        grew = true;
+      }
+    }
+    if (grew) void this.build();
   }
 
   dispose(): void {
     this.disposed = true;
     this.resizeObserver.disconnect();
-    for (const v of this.views.values()) v.dispose();
-    this.views.clear();
+    for (const c of this.charts.values()) c.view.dispose();
+    this.charts.clear();
     clear(this.grid);
   }
 }

@@ -6,7 +6,8 @@ import { ALIASES, PATTERNS, PREFIXES, ROLE_NAMES, type Role } from "./metrics.ge
 
 export interface LineSpec {
   label: string;
-  roles: Role[]; // the first role a key of the run plays wins
+  roles?: Role[]; // the first role a key of the run plays wins
+  names?: string[]; // canonical names (docs/metrics.md), for metrics that play no role
 }
 
 export interface ChartSpec {
@@ -18,7 +19,12 @@ export interface ChartSpec {
   logY?: boolean;
 }
 
-export const GROUPS = ["Training", "GRPO stability", "Timing"];
+/** Charts the metric picker added, and charts of metrics a health finding names that no
+ * other chart shows: each holds one key. */
+export const ADDED_GROUP = "Added";
+export const FLAGGED_GROUP = "Flagged by health";
+
+export const GROUPS = ["Training", "GRPO stability", "GRPO sampling", "Async collection", "Optimizer", "Timing", ADDED_GROUP, FLAGGED_GROUP];
 
 export const CHARTS: ChartSpec[] = [
   {
@@ -57,6 +63,15 @@ export const CHARTS: ChartSpec[] = [
     ],
   },
   {
+    id: "margin",
+    title: "DPO margin (nats)",
+    group: "Training",
+    lines: [
+      { label: "train", roles: ["margin"] },
+      { label: "val", roles: ["val_margin"] },
+    ],
+  },
+  {
     id: "ratio",
     title: "Importance ratio",
     group: "GRPO stability",
@@ -84,6 +99,62 @@ export const CHARTS: ChartSpec[] = [
       { label: "reference", roles: ["kl_ref"] },
     ],
   },
+  // the spec's "what to watch first" for GRPO sampling (monitor-training-runs)
+  {
+    id: "skip",
+    title: "Skipped groups",
+    group: "GRPO sampling",
+    lines: [
+      { label: "zero variance", names: ["zero_variance_skip_ratio"] },
+      { label: "all succeeded", names: ["identical_nonzero_reward_skip_ratio"] },
+    ],
+  },
+  {
+    id: "spread",
+    title: "Reward spread",
+    group: "GRPO sampling",
+    lines: [
+      { label: "reward std", names: ["reward_std"] },
+      { label: "advantage std", names: ["completion_advantage_std"] },
+    ],
+  },
+  {
+    id: "truncation",
+    title: "Truncated completions",
+    group: "GRPO sampling",
+    lines: [
+      { label: "train", names: ["truncated_ratio"] },
+      { label: "val", names: ["val/truncated_ratio"] },
+    ],
+  },
+  {
+    id: "length",
+    title: "Response length (tokens)",
+    group: "GRPO sampling",
+    lines: [
+      { label: "train", names: ["mean_sampled_response_length"] },
+      { label: "val", names: ["val/mean_response_length"] },
+    ],
+  },
+  {
+    id: "staleness",
+    title: "Staleness (steps)",
+    group: "Async collection",
+    lines: [
+      { label: "mean", names: ["async/staleness_mean"] },
+      { label: "max", names: ["async/staleness_max"] },
+    ],
+  },
+  // the optimizer fields every run reports (observe-a-run, "Metrics")
+  { id: "grad_norm", title: "Gradient norm", group: "Optimizer", lines: [{ label: "grad norm", roles: ["grad_norm"] }] },
+  {
+    id: "grad_clip_factor",
+    title: "Gradient clip factor",
+    group: "Optimizer",
+    lines: [{ label: "clip factor", roles: ["grad_clip_factor"] }],
+  },
+  { id: "update_ratio", title: "Update ratio", group: "Optimizer", logY: true, lines: [{ label: "update ratio", roles: ["update_ratio"] }] },
+  { id: "adapter_norm", title: "Adapter norm", group: "Optimizer", lines: [{ label: "adapter norm", roles: ["adapter_norm"] }] },
   { id: "timing", title: "Step timing (s)", group: "Timing", lines: [], prefix: "timing/" },
 ];
 
@@ -114,10 +185,21 @@ export function findKey(keys: Set<string>, role: Role): string | undefined {
   });
 }
 
+/** The key among `keys` logged under canonical `name` (or an alias of it that needs no
+ * transform of its values): the name itself first, then the first in sorted order. */
+export function findName(keys: Set<string>, name: string): string | undefined {
+  if (keys.has(name)) return name;
+  return [...keys].sort().find((k) => {
+    const [canonical, transform] = canonicalName(k);
+    return canonical === name && transform === null;
+  });
+}
+
 export interface ResolvedLine {
   label: string;
   key: string;
   run?: string; // the run the line belongs to, where a chart overlays several runs
+  color?: string; // a colour of the caller's choosing (an overlay colours by run); else by label
 }
 
 /** The lines of `spec` that the run has data for; empty means the chart is not drawn. */
@@ -131,7 +213,10 @@ export function resolveLines(spec: ChartSpec, keys: Set<string>): ResolvedLine[]
   }
   const out: ResolvedLine[] = [];
   for (const line of spec.lines) {
-    const key = line.roles.map((role) => findKey(keys, role)).find((k) => k !== undefined);
+    const key = [
+      ...(line.roles ?? []).map((role) => findKey(keys, role)),
+      ...(line.names ?? []).map((name) => findName(keys, name)),
+    ].find((k) => k !== undefined);
     if (key) out.push({ label: line.label, key });
   }
   return out;

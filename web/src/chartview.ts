@@ -1,5 +1,7 @@
 // One ECharts chart: EMA line over a faint raw line, a min/max band where the
 // server downsampled, zoom that asks for full resolution, and live appends.
+// The x axis is the step, the wall time, the time since the run's first point, or the
+// tokens trained so far; a zoom is always turned into a step range for the server.
 
 import { CustomChart, LineChart } from "echarts/charts";
 import {
@@ -11,7 +13,8 @@ import {
 } from "echarts/components";
 import * as echarts from "echarts/core";
 import { CanvasRenderer } from "echarts/renderers";
-import type { ResolvedLine } from "./chartspecs";
+import { canonicalName, type ResolvedLine } from "./chartspecs";
+import { chartTheme, cssVar, onThemeChange } from "./theme";
 import type { Finding, SeriesData } from "./types";
 
 echarts.use([
@@ -25,19 +28,62 @@ echarts.use([
   CanvasRenderer,
 ]);
 
-const PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563", "#ca8a04"];
+// Line colours: CSS variables (they follow dark mode) with their light values as fallback,
+// then two mid tones that read on either background.
+const PALETTE: [string, string][] = [
+  ["--blue", "#2563eb"],
+  ["--orange", "#ea580c"],
+  ["--green", "#16a34a"],
+  ["--red", "#dc2626"],
+  ["", "#9333ea"],
+  ["", "#0891b2"],
+  ["--amber", "#d97706"],
+  ["--gray", "#9ca3af"],
+];
+// A line labelled train or val has the same colour on every chart.
+const LABEL_SLOT: Record<string, number> = { train: 0, val: 1 };
 const SEVERITY_COLOR: Record<string, string> = {
   critical: "rgba(220,38,38,0.15)",
   error: "rgba(220,38,38,0.15)",
   warning: "rgba(234,179,8,0.18)",
   info: "rgba(37,99,235,0.10)",
 };
+/** A line with fewer points than this is drawn as logged, never smoothed. */
+export const MIN_SMOOTH_POINTS = 10;
 
-type Pt = [number, number | null];
+/** A series item as the series API sends it with `x=time`: with each point's time (unix
+ * seconds, a downsampled bucket's last point's). */
+export type TimedSeries = SeriesData & { time?: number[] };
+
+export type XMode = "step" | "time" | "relative" | "tokens";
+
+export const X_LABELS: Record<XMode, string> = {
+  step: "step",
+  time: "wall time",
+  relative: "relative time",
+  tokens: "tokens",
+};
+
+/** The tokens trained up to each step (ascending steps), for the tokens x axis. */
+export interface TokenAxis {
+  steps: number[];
+  total: number[];
+}
+
+export interface ChartOptions {
+  /** Show the legend even for one line (a chart whose lines are one of several, e.g. val only). */
+  legend?: boolean;
+  x?: XMode;
+  tokens?: TokenAxis | null;
+}
+
+// [x, y, step]: the step rides along so a tooltip names the step of the point under it
+type Pt = [number | null, number | null, number];
 
 interface LineData {
   line: ResolvedLine;
   step: number[];
+  time: number[]; // unix seconds; NaN where unknown
   value: (number | null)[];
   min: (number | null)[] | null;
   max: (number | null)[] | null;
@@ -63,22 +109,65 @@ export function ema(values: (number | null)[], weight: number): (number | null)[
   return out;
 }
 
+function medianGap(step: number[]): number {
+  if (step.length < 2) return Infinity;
+  const gaps = step.slice(1).map((s, i) => s - step[i]).sort((a, b) => a - b);
+  return gaps[Math.floor(gaps.length / 2)];
+}
+
+/**
+ * Which lines of a chart smoothing applies to. An EMA is a trade of each point's own value
+ * for its neighbours': a fair trade on a dense, noisy line, a false one on a sparse line
+ * (validation every few hundred steps), whose few points are each a measurement in their own
+ * right and whose last value the EMA would drag towards the first. So a line is smoothed only
+ * when it has at least MIN_SMOOTH_POINTS points and they are about as dense (median step gap
+ * at most twice) as the densest line's of the chart; every other line is drawn as logged.
+ */
+export function smoothedLines(steps: number[][]): boolean[] {
+  const gaps = steps.map(medianGap);
+  const densest = Math.min(...gaps);
+  return steps.map((s, i) => s.length >= MIN_SMOOTH_POINTS && gaps[i] <= 2 * densest);
+}
+
+/** The tokens trained up to `step`: exact at a logged step, interpolated between. */
+export function tokensAt(axis: TokenAxis, step: number): number | null {
+  const { steps, total } = axis;
+  if (!steps.length) return null;
+  let lo = 0;
+  let hi = steps.length - 1;
+  if (step <= steps[0]) return total[0];
+  if (step >= steps[hi]) return total[hi];
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if (steps[mid] <= step) lo = mid;
+    else hi = mid;
+  }
+  const f = (step - steps[lo]) / (steps[hi] - steps[lo]);
+  return total[lo] + f * (total[hi] - total[lo]);
+}
+
 /**
  * The min/max band of a downsampled line as one polygon (a custom series), which costs
  * one shape instead of two stacked line series. Two data items carry the band's
  * extent so the axes make room for it; only the first draws.
  */
-function bandSeries(i: number, color: string, step: number[], min: (number | null)[], max: (number | null)[]): Record<string, unknown> {
+function bandSeries(i: number, name: string, color: string, xs: (number | null)[], min: (number | null)[], max: (number | null)[]): Record<string, unknown> {
   let lo = Infinity;
   let hi = -Infinity;
-  for (let j = 0; j < step.length; j++) {
+  let x0: number | null = null;
+  let x1: number | null = null;
+  for (let j = 0; j < xs.length; j++) {
+    if (xs[j] === null) continue;
+    x0 ??= xs[j];
+    x1 = xs[j];
     if (min[j] !== null && (min[j] as number) < lo) lo = min[j] as number;
     if (max[j] !== null && (max[j] as number) > hi) hi = max[j] as number;
   }
-  const extent = Number.isFinite(lo) ? [[step[0], lo], [step[step.length - 1], hi]] : [];
+  const extent = Number.isFinite(lo) ? [[x0, lo], [x1, hi]] : [];
   return {
     type: "custom",
     id: `band-${i}`,
+    name,
     silent: true,
     clip: true,
     tooltip: { show: false },
@@ -87,10 +176,10 @@ function bandSeries(i: number, color: string, step: number[], min: (number | nul
       if (params.dataIndex !== 0) return null;
       const upper: number[][] = [];
       const lower: number[][] = [];
-      for (let j = 0; j < step.length; j++) {
-        if (min[j] === null || max[j] === null) continue;
-        upper.push(api.coord([step[j], max[j] as number]));
-        lower.push(api.coord([step[j], min[j] as number]));
+      for (let j = 0; j < xs.length; j++) {
+        if (min[j] === null || max[j] === null || xs[j] === null) continue;
+        upper.push(api.coord([xs[j] as number, max[j] as number]));
+        lower.push(api.coord([xs[j] as number, min[j] as number]));
       }
       return { type: "polygon", shape: { points: upper.concat(lower.reverse()) }, style: { fill: color, opacity: 0.15 } };
     },
@@ -103,6 +192,71 @@ function axisNumber(v: number): string {
   return String(Number(v.toPrecision(4)));
 }
 
+/** A duration in seconds as the relative-time axis shows it: 45s, 12m 05s, 3h 07m. */
+export function duration(seconds: number): string {
+  const s = Math.round(seconds);
+  const sign = s < 0 ? "-" : "";
+  const a = Math.abs(s);
+  if (a < 60) return `${sign}${a}s`;
+  if (a < 3600) return `${sign}${Math.floor(a / 60)}m ${String(a % 60).padStart(2, "0")}s`;
+  return `${sign}${Math.floor(a / 3600)}h ${String(Math.floor((a % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+function compact(v: number): string {
+  const a = Math.abs(v);
+  if (a >= 1e9) return `${Number((v / 1e9).toPrecision(3))}G`;
+  if (a >= 1e6) return `${Number((v / 1e6).toPrecision(3))}M`;
+  if (a >= 1e3) return `${Number((v / 1e3).toPrecision(3))}k`;
+  return String(Math.round(v));
+}
+
+function colorOf(slot: number): string {
+  const [name, fallback] = PALETTE[slot % PALETTE.length];
+  return (name && cssVar(name)) || fallback;
+}
+
+/**
+ * Each line's colour: its own if given; on a chart of several runs, one colour per run (a
+ * run's later lines are dashed, see `dashedLines`); else train and val fixed and the rest
+ * the first colour free.
+ */
+function lineColors(lines: ResolvedLine[]): string[] {
+  if (lines.some((l) => l.run !== undefined)) {
+    const runs = [...new Set(lines.map((l) => l.run ?? ""))];
+    return lines.map((l) => l.color ?? colorOf(runs.indexOf(l.run ?? "")));
+  }
+  const taken = new Set<number>();
+  const slots: (number | null)[] = lines.map((l) => {
+    const slot = l.color ? null : LABEL_SLOT[l.label];
+    if (slot !== undefined && slot !== null && !taken.has(slot)) {
+      taken.add(slot);
+      return slot;
+    }
+    return null;
+  });
+  return lines.map((l, i) => {
+    if (l.color) return l.color;
+    let slot = slots[i];
+    if (slot === null) {
+      slot = 0;
+      while (taken.has(slot) && slot < PALETTE.length) slot++;
+      taken.add(slot);
+    }
+    return colorOf(slot);
+  });
+}
+
+/** On a chart of several runs, the lines after a run's first (its val line, say) are dashed. */
+function dashedLines(lines: ResolvedLine[]): boolean[] {
+  const seen = new Set<string>();
+  return lines.map((l) => {
+    if (l.run === undefined) return false;
+    const again = seen.has(l.run);
+    seen.add(l.run);
+    return again;
+  });
+}
+
 export class ChartView {
   readonly el: HTMLElement;
   private chart: echarts.ECharts;
@@ -112,24 +266,47 @@ export class ChartView {
   private pending = false;
   private initialized = false;
   private zoomTimer: number | undefined;
+  private xMode: XMode;
+  private tokens: TokenAxis | null;
+  private readonly legend: boolean;
+  private t0 = Infinity; // the first point's time, where relative time counts from
+  private labelsSeen = new Set<string>();
+  private labelsPending = false;
+  private stopTheme: () => void;
   zoomed: { lo: number; hi: number } | null = null;
 
   constructor(
     el: HTMLElement,
     readonly lines: ResolvedLine[],
-    private readonly logY: boolean,
+    private logY: boolean,
     smoothing: number,
     private readonly onZoom: (range: { lo: number; hi: number } | null) => void,
+    options: ChartOptions = {},
   ) {
     this.el = el;
     this.smoothing = smoothing;
-    this.data = lines.map((line) => ({ line, step: [], value: [], min: null, max: null, full: true, count: 0 }));
+    this.xMode = options.x ?? "step";
+    this.tokens = options.tokens ?? null;
+    this.legend = options.legend ?? false;
+    this.data = lines.map((line) => ({ line, step: [], time: [], value: [], min: null, max: null, full: true, count: 0 }));
     this.chart = echarts.init(el, undefined, { renderer: "canvas" });
     this.chart.on("datazoom", () => this.zoomChanged());
+    this.stopTheme = onThemeChange(() => this.render(true));
+    el.dataset.x = this.xMode;
+    el.dataset.log = String(this.logY);
   }
 
   get keys(): string[] {
     return this.lines.map((l) => l.key);
+  }
+
+  get x(): XMode {
+    return this.xMode;
+  }
+
+  /** Whether the chart's fetches must ask for each point's time (`x=time`). */
+  get needsTime(): boolean {
+    return this.xMode === "time" || this.xMode === "relative";
   }
 
   /**
@@ -137,25 +314,28 @@ export class ChartView {
    * first load, which live points may overtake while it is fetched), the points already
    * appended past the response's last step stay after it.
    */
-  setSeries(series: SeriesData[], keepNewer = false): void {
+  setSeries(series: TimedSeries[], keepNewer = false): void {
     for (const d of this.data) {
       const s = series.find((x) => x.key === d.line.key && (d.line.run === undefined || x.run === d.line.run));
       if (!s) continue;
       const last = s.step.length ? s.step[s.step.length - 1] : -Infinity;
-      const newer = keepNewer ? d.step.flatMap((step, i) => (step > last ? [[step, d.value[i]] as const] : [])) : [];
+      const newer = keepNewer ? d.step.flatMap((step, i) => (step > last ? [[step, d.value[i], d.time[i]] as const] : [])) : [];
       d.step = s.step.slice();
+      d.time = s.time ? s.time.slice() : s.step.map(() => NaN);
       d.value = s.value.slice();
       d.full = s.full;
       d.min = s.full || !s.min ? null : s.min.slice();
       d.max = s.full || !s.max ? null : s.max.slice();
       d.count = s.count;
-      for (const [step, value] of newer) this.push(d, step, value);
+      for (const [step, value, time] of newer) this.push(d, step, value, time);
+      if (!this.zoomed && Number.isFinite(d.time[0])) this.t0 = Math.min(this.t0, d.time[0]);
     }
     this.render(true);
   }
 
-  /** Append one live point; the redraw is batched to the next animation frame. */
-  append(key: string, step: number, value: number | null, run?: string): void {
+  /** Append one live point; the redraw is batched to the next animation frame. `time` is
+   * when it was logged (unix seconds), by default now. */
+  append(key: string, step: number, value: number | null, run?: string, time = Date.now() / 1000): void {
     const d = this.data.find((x) => x.line.key === key && (run === undefined || x.line.run === undefined || x.line.run === run));
     if (!d) return;
     const n = d.step.length;
@@ -164,24 +344,27 @@ export class ChartView {
       let i = n;
       while (i > 0 && d.step[i - 1] >= step) i--;
       d.step.length = i;
+      d.time.length = i;
       d.value.length = i;
       if (d.min && d.max) {
         d.min.length = i;
         d.max.length = i;
       }
     }
-    this.push(d, step, value);
+    this.push(d, step, value, time);
     this.schedule();
   }
 
-  private push(d: LineData, step: number, value: number | null): void {
+  private push(d: LineData, step: number, value: number | null, time: number): void {
     d.step.push(step);
+    d.time.push(time);
     d.value.push(value);
     if (d.min && d.max) {
       d.min.push(value);
       d.max.push(value);
     }
     d.count += 1;
+    if (Number.isFinite(time) && !Number.isFinite(this.t0)) this.t0 = time;
   }
 
   setSmoothing(weight: number): void {
@@ -189,18 +372,64 @@ export class ChartView {
     this.render(false);
   }
 
+  setLogY(logY: boolean): void {
+    this.logY = logY;
+    this.el.dataset.log = String(logY);
+    this.render(true);
+  }
+
+  /** Change what the x axis shows. The caller loads the series again (time needs `x=time`). */
+  setX(mode: XMode, tokens: TokenAxis | null = this.tokens): void {
+    this.xMode = mode;
+    this.tokens = tokens;
+    this.el.dataset.x = mode;
+    this.zoomed = null;
+    delete this.el.dataset.zoomed;
+    this.render(true);
+  }
+
+  /** The tokens axis grew (a live point); redraw with it. */
+  tokensChanged(): void {
+    if (this.xMode === "tokens") this.schedule();
+  }
+
   setFindings(findings: Finding[], redraw = true): void {
-    const keys = new Set(this.keys);
-    this.findings = findings.filter((f) => f.metrics.some((m) => keys.has(m)) && f.first_step !== null);
+    const names = new Set(this.keys.flatMap((k) => [k, canonicalName(k)[0]]));
+    this.findings = findings.filter((f) => f.metrics.some((m) => names.has(m)) && f.first_step !== null);
     if (redraw) this.render(false);
+  }
+
+  /** Zoom back out to the whole run (the full range is loaded again). */
+  resetZoom(): void {
+    this.chart.dispatchAction({ type: "dataZoom", start: 0, end: 100 });
   }
 
   resize(): void {
     this.chart.resize();
   }
 
+  /** The chart as drawn, as a PNG data URL on the card's background. */
+  pngDataUrl(): string {
+    return this.chart.getDataURL({ type: "png", pixelRatio: 2, backgroundColor: chartTheme().bg });
+  }
+
+  /** What the chart holds, one series per line (for export). */
+  heldSeries(): TimedSeries[] {
+    return this.data.map((d) => ({
+      run: d.line.run ?? "",
+      key: d.line.key,
+      full: d.full,
+      count: d.count,
+      step: d.step,
+      value: d.value,
+      ...(d.time.some(Number.isFinite) ? { time: d.time } : {}),
+      ...(d.min && d.max ? { min: d.min, max: d.max } : {}),
+    }));
+  }
+
   dispose(): void {
     window.clearTimeout(this.zoomTimer);
+    this.stopTheme();
     this.chart.dispose();
   }
 
@@ -213,6 +442,51 @@ export class ChartView {
     });
   }
 
+  private xs(d: LineData): (number | null)[] {
+    switch (this.xMode) {
+      case "step":
+        return d.step;
+      case "time":
+        return d.time.map((t) => (Number.isFinite(t) ? t * 1000 : null));
+      case "relative":
+        return d.time.map((t) => (Number.isFinite(t) ? t - this.t0 : null));
+      case "tokens": {
+        const axis = this.tokens;
+        return d.step.map((s) => (axis ? tokensAt(axis, s) : null));
+      }
+    }
+  }
+
+  /** The step range whose points lie in [xlo, xhi] on the x axis. */
+  private stepRange(xlo: number, xhi: number): { lo: number; hi: number } {
+    if (this.xMode === "step") return { lo: Math.floor(xlo), hi: Math.ceil(xhi) };
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const d of this.data) {
+      const xs = this.xs(d);
+      for (let j = 0; j < xs.length; j++) {
+        const x = xs[j];
+        if (x === null) continue;
+        // the points just outside the window count too, so a window between two points
+        // still holds both
+        if (x >= xlo || (j + 1 < xs.length && (xs[j + 1] ?? -Infinity) >= xlo)) lo = Math.min(lo, d.step[j]);
+        if (x <= xhi || (j > 0 && (xs[j - 1] ?? Infinity) <= xhi)) hi = Math.max(hi, d.step[j]);
+      }
+    }
+    return Number.isFinite(lo) && Number.isFinite(hi) && lo <= hi ? { lo, hi } : { lo: 0, hi: 0 };
+  }
+
+  /** Where `step` lies on the x axis (for finding markers): the nearest point's x. */
+  private xAtStep(step: number): number | null {
+    if (this.xMode === "step") return step;
+    if (this.xMode === "tokens") return this.tokens ? tokensAt(this.tokens, step) : null;
+    const d = this.data.reduce((a, b) => (b.step.length > a.step.length ? b : a), this.data[0]);
+    if (!d || !d.step.length) return null;
+    let best = 0;
+    for (let j = 1; j < d.step.length; j++) if (Math.abs(d.step[j] - step) < Math.abs(d.step[best] - step)) best = j;
+    return this.xs(d)[best];
+  }
+
   private zoomChanged(): void {
     window.clearTimeout(this.zoomTimer);
     this.zoomTimer = window.setTimeout(() => {
@@ -221,48 +495,140 @@ export class ChartView {
       if (!z) return;
       if ((z.start ?? 0) <= 0 && (z.end ?? 100) >= 100) {
         this.zoomed = null;
+        delete this.el.dataset.zoomed;
       } else if (z.startValue !== undefined && z.endValue !== undefined) {
-        this.zoomed = { lo: Math.floor(z.startValue), hi: Math.ceil(z.endValue) };
+        this.zoomed = this.stepRange(z.startValue, z.endValue);
+        this.el.dataset.zoomed = `${this.zoomed.lo}-${this.zoomed.hi}`;
       }
       this.onZoom(this.zoomed);
     }, 250);
+  }
+
+  /** A label of the x axis; what ECharts asked for lands in data-x-labels (for tests). */
+  private xLabel(v: number): string {
+    let label: string;
+    if (this.xMode === "step") label = Number.isInteger(v) ? String(v) : ""; // steps are whole
+    else if (this.xMode === "relative") label = duration(v);
+    else label = compact(v);
+    if (label) {
+      this.labelsSeen.add(label);
+      if (!this.labelsPending) {
+        this.labelsPending = true;
+        requestAnimationFrame(() => {
+          this.labelsPending = false;
+          this.el.dataset.xLabels = [...this.labelsSeen].join("|");
+          this.labelsSeen.clear();
+        });
+      }
+    }
+    return label;
+  }
+
+  /** The tooltip's first line: the point's step, and its x where the axis is not the step. */
+  private tooltipHead(x: number | null, step: number): string {
+    const s = `step ${step}`;
+    if (x === null || this.xMode === "step") return s;
+    if (this.xMode === "time") return `${new Date(x).toLocaleString()} · ${s}`;
+    if (this.xMode === "relative") return `${duration(x)} · ${s}`;
+    return `${Math.round(x).toLocaleString("en-US")} tokens · ${s}`;
+  }
+
+  private tooltip(params: unknown): string {
+    const enc = echarts.format.encodeHTML;
+    const list = (Array.isArray(params) ? params : [params]) as {
+      seriesId: string;
+      dataIndex: number;
+      marker: string;
+      value: Pt;
+    }[];
+    const rows = list.filter((p) => p.seriesId.startsWith("line-"));
+    if (!rows.length) return "";
+    const [x, , step] = rows[0].value;
+    const out = [`<div class="chart-tip-head">${enc(this.tooltipHead(x, step))}</div>`];
+    for (const p of rows) {
+      const d = this.data[Number(p.seriesId.slice(5))];
+      const raw = d?.value[p.dataIndex];
+      const shown = p.value[1];
+      const value = typeof raw === "number" ? raw.toPrecision(5) : "—";
+      const smoothed = typeof shown === "number" && shown !== raw ? ` <span class="chart-tip-smooth">(smoothed ${shown.toPrecision(5)})</span>` : "";
+      const at = p.value[2] !== step ? ` <span class="chart-tip-smooth">at step ${p.value[2]}</span>` : "";
+      out.push(`<div>${p.marker}${enc(d?.line.label ?? "")}: <b>${value}</b>${smoothed}${at}</div>`);
+    }
+    return out.join("");
   }
 
   private render(full: boolean): void {
     // axes must exist before any series update
     full = full || !this.initialized;
     this.initialized = true;
+    const theme = chartTheme();
+    const colors = lineColors(this.lines);
+    const dashed = dashedLines(this.lines);
+    const smoothed = smoothedLines(this.data.map((d) => d.step));
     const series: Record<string, unknown>[] = [];
+    let marked = false;
     this.data.forEach((d, i) => {
-      const color = PALETTE[i % PALETTE.length];
+      const color = colors[i];
+      const name = d.line.label;
+      const xs = this.xs(d);
       const values = this.logY ? d.value.map((v) => (v !== null && v > 0 ? v : null)) : d.value;
-      const raw: Pt[] = d.step.map((s, j) => [s, values[j]]);
-      const smooth = ema(values, this.smoothing);
-      const main: Pt[] = d.step.map((s, j) => [s, smooth[j]]);
-      if (d.min && d.max && !this.logY) series.push(bandSeries(i, color, d.step, d.min, d.max));
+      const smooth = smoothed[i] && this.smoothing > 0;
+      const main = smooth ? ema(values, this.smoothing) : values;
+      const sparse = d.step.length < MIN_SMOOTH_POINTS;
+      if (d.min && d.max && !this.logY) series.push(bandSeries(i, name, color, xs, d.min, d.max));
       series.push({
-        type: "line", id: `raw-${i}`, name: `${d.line.label} (raw)`, symbol: "none", color,
-        lineStyle: { width: 1, opacity: this.smoothing > 0 ? 0.25 : 1 }, data: raw, connectNulls: false,
-        tooltip: { show: false },
+        type: "line", id: `raw-${i}`, name, symbol: "none", color,
+        lineStyle: { width: 1, opacity: smooth ? 0.25 : 0 }, data: d.step.map((s, j): Pt => [xs[j], values[j], s]),
+        connectNulls: false, tooltip: { show: false },
       });
       series.push({
-        type: "line", id: `ema-${i}`, name: d.line.label, symbol: d.step.length === 1 ? "circle" : "none", color,
-        lineStyle: { width: 2, opacity: this.smoothing > 0 ? 1 : 0 }, data: main,
-        markArea: i === 0 ? this.markArea() : undefined,
+        type: "line", id: `line-${i}`, name, color,
+        symbol: sparse ? "circle" : "none", symbolSize: 5, showSymbol: sparse,
+        lineStyle: { width: smooth ? 2 : 1.5, type: dashed[i] ? "dashed" : "solid" }, data: d.step.map((s, j): Pt => [xs[j], main[j], s]),
+        markArea: marked ? undefined : this.markArea(),
       });
+      marked = true;
     });
+    const showLegend = this.legend || this.lines.length > 1;
     const option: Record<string, unknown> = { series };
     if (full) {
+      const axisStyle = {
+        axisLine: { lineStyle: { color: theme.axis } },
+        axisTick: { lineStyle: { color: theme.axis } },
+        splitLine: { lineStyle: { color: theme.grid } },
+        nameTextStyle: { color: theme.axis },
+      };
+      const xAxis: Record<string, unknown> = {
+        ...axisStyle,
+        name: X_LABELS[this.xMode],
+        nameLocation: "middle",
+        nameGap: 22,
+        min: "dataMin",
+        max: "dataMax",
+        type: this.xMode === "time" ? "time" : "value",
+        minInterval: this.xMode === "step" ? 1 : undefined,
+        axisLabel: { color: theme.axis, hideOverlap: true, ...(this.xMode === "time" ? {} : { formatter: (v: number) => this.xLabel(v) }) },
+        axisPointer: { snap: true },
+      };
       Object.assign(option, {
         animation: false,
-        grid: { left: 64, right: 16, top: this.lines.length > 1 ? 30 : 12, bottom: 52 },
-        legend: this.lines.length > 1 ? { top: 0, data: this.lines.map((l) => l.label) } : undefined,
-        tooltip: { trigger: "axis", valueFormatter: (v: unknown) => (typeof v === "number" ? v.toPrecision(5) : "—") },
-        xAxis: { type: "value", name: "step", nameLocation: "middle", nameGap: 22, min: "dataMin", max: "dataMax" },
-        yAxis: { type: this.logY ? "log" : "value", scale: true, axisLabel: { formatter: axisNumber } },
+        grid: { left: 64, right: 16, top: showLegend ? 30 : 12, bottom: 52 },
+        legend: showLegend
+          ? { type: "scroll", top: 0, data: this.lines.map((l) => l.label), textStyle: { color: theme.text }, inactiveColor: theme.grid }
+          : { show: false },
+        tooltip: {
+          trigger: "axis",
+          backgroundColor: theme.bg,
+          borderColor: theme.grid,
+          textStyle: { color: theme.text },
+          className: "chart-tip",
+          formatter: (p: unknown) => this.tooltip(p),
+        },
+        xAxis,
+        yAxis: { ...axisStyle, type: this.logY ? "log" : "value", scale: true, axisLabel: { color: theme.axis, formatter: axisNumber } },
         dataZoom: [
           { type: "inside", xAxisIndex: 0, filterMode: "none" },
-          { type: "slider", xAxisIndex: 0, filterMode: "none", height: 14, bottom: 4 },
+          { type: "slider", xAxisIndex: 0, filterMode: "none", height: 14, bottom: 4, showDetail: false, borderColor: theme.grid },
         ],
       });
     }
@@ -271,16 +637,21 @@ export class ChartView {
     this.el.dataset.counts = this.data.map((d) => `${d.line.key}=${d.step.length}`).join(";");
     this.el.dataset.full = this.data.every((d) => d.full) ? "true" : "false";
     this.el.dataset.markers = String(this.findings.length);
+    this.el.dataset.legend = showLegend ? this.lines.map((l) => l.label).join("|") : "";
+    this.el.dataset.colors = this.lines.map((l, i) => `${l.label}=${colors[i]}`).join("|");
+    this.el.dataset.smoothed = this.data.filter((_, i) => smoothed[i] && this.smoothing > 0).map((d) => d.line.label).join("|");
   }
 
   private markArea(): Record<string, unknown> | undefined {
     if (!this.findings.length) return undefined;
-    return {
-      silent: false,
-      data: this.findings.map((f) => [
-        { name: f.title, xAxis: f.first_step, itemStyle: { color: SEVERITY_COLOR[f.severity] ?? SEVERITY_COLOR.info } },
-        { xAxis: Math.max(f.last_step ?? f.first_step ?? 0, (f.first_step ?? 0) + 0.5) },
-      ]),
-    };
+    const data = this.findings.flatMap((f) => {
+      const a = this.xAtStep(f.first_step ?? 0);
+      const last = Math.max(f.last_step ?? f.first_step ?? 0, f.first_step ?? 0);
+      let b = this.xAtStep(last);
+      if (a === null || b === null) return [];
+      if (this.xMode === "step") b = Math.max(b, a + 0.5);
+      return [[{ name: f.title, xAxis: a, itemStyle: { color: SEVERITY_COLOR[f.severity] ?? SEVERITY_COLOR.info } }, { xAxis: b }]];
+    });
+    return { silent: false, data };
   }
 }
