@@ -38,6 +38,24 @@ def test_list_pages_of_100_newest_first(api: Api) -> None:
     assert names == sorted(names, reverse=True)
 
 
+def test_group_keeps_the_runs_of_one_group_over_pages(api: Api) -> None:
+    batches: list[dict[str, Any]] = [
+        {"run_id": f"g{i:03d}", "file": "events.jsonl",
+         "manifest": manifest(f"g{i:03d}", f"arm-{i:03d}", created_at=1_700_000_000.0 + i,
+                              group="sweep-lr" if i % 3 == 0 else "other"),
+         "records": [{"seq": 0, "ts": 1_700_000_000.0 + i, "phase": "RUNNING"}]}
+        for i in range(30)
+    ]
+    assert api.post("/api/ingest", json={"batches": batches}).status_code == 200
+    first = api.ok("/api/runs", params={"group": "sweep-lr", "limit": 6})
+    second = api.ok("/api/runs", params={"group": "sweep-lr", "limit": 6,
+                                         "cursor": first["next_cursor"]})
+    names = [r["name"] for r in first["runs"] + second["runs"]]
+    assert names == [f"arm-{i:03d}" for i in range(27, -1, -3)]
+    assert second["next_cursor"] is None
+    assert api.ok("/api/runs", params={"group": "no-such-group"})["runs"] == []
+
+
 def test_search_covers_every_listed_column(api: Api, make_run: MakeRun,
                                            index: Callable[[], None]) -> None:
     make_run("alpha", steps=2, base_model="Qwen-0.5B", dataset="gsm8k", trainer="trl-grpo",

@@ -38,12 +38,14 @@ def runs_list(
     project: str | None = Query(None, max_length=128),
     status: str | None = Query(None, pattern=f"^({'|'.join(PHASES)})$",
                                description="only runs in this phase, e.g. QUEUED"),
+    group: str | None = Query(None, max_length=256,
+                              description="only the runs of this group (e.g. a sweep's arms)"),
     cursor: str | None = Query(None, max_length=200, description="next_cursor of the last page"),
     limit: int = Query(PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE),
     conn: Connection = Depends(connection),
 ) -> dict[str, Any]:
     """Runs newest first, a page at a time."""
-    rows, nxt = list_runs(conn, q, project, cursor, limit, status)
+    rows, nxt = list_runs(conn, q, project, cursor, limit, status, group)
     return {"ok": True, "runs": [run_summary(r) for r in rows], "next_cursor": nxt}
 
 

@@ -40,13 +40,13 @@ def decode_cursor(cursor: str) -> tuple[float, int]:
 
 def list_runs(
     conn: Connection, q: str = "", project: str | None = None, cursor: str | None = None,
-    limit: int = PAGE_SIZE, status: str | None = None,
+    limit: int = PAGE_SIZE, status: str | None = None, group: str | None = None,
 ) -> tuple[list[Row[Any]], str | None]:
-    """Runs newest first, filtered by `q` over the search columns and by phase; returns
-    (rows, next cursor)."""
+    """Runs newest first, filtered by `q` over the search columns, by phase and by group;
+    returns (rows, next cursor)."""
     before = decode_cursor(cursor) if cursor else None
     rows = queries.list_runs(conn, search=q.strip() or None, project=project, status=status,
-                             limit=limit + 1, before=before)
+                             limit=limit + 1, before=before, group=group)
     nxt = None
     if len(rows) > limit:
         rows = rows[:limit]

@@ -67,8 +67,10 @@ def list_runs(
     status: str | None = None,
     limit: int = 100,
     before: tuple[float, int] | None = None,
+    group: str | None = None,
 ) -> list[Row[Any]]:
-    """Runs newest first; `before` = (created_at, pk) of the last row of the previous page."""
+    """Runs newest first; `before` = (created_at, pk) of the last row of the previous page;
+    `group` keeps the runs of one group (a sweep's arms share one)."""
     r = s.runs.c
     q = select(s.runs)
     if search:
@@ -77,6 +79,8 @@ def list_runs(
                           for c in SEARCH_COLUMNS]))
     if project:
         q = q.where(r.project == project)
+    if group:
+        q = q.where(r.group_name == group)
     if status:
         q = q.where(r.status == status.upper())
     if before is not None:
