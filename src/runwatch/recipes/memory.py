@@ -2,6 +2,8 @@
 
 How each part is measured (CPU has no allocator statistics like CUDA's):
 - weights, adapter, gradients, optimizer state: the byte size of those tensors;
+- generation (reinforcement recipes): the byte size of what the generator holds besides
+  the trainer's weights (its own copy of the policy, the published snapshot);
 - activations: the tensors autograd saved for the backward pass during the forward
   pass (counted with `saved_tensors_hooks`, each storage once); they are all alive at
   the end of the forward pass, which is the step's peak;
@@ -15,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import resource
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 from torch import nn
@@ -23,7 +25,8 @@ from torch import nn
 from runwatch.recipes.adapter import is_adapter_param
 
 HOW_MEASURED = (
-    "CPU: tensor byte sizes for weights, adapter, gradients and optimizer state; "
+    "CPU: tensor byte sizes for weights, adapter, gradients, optimizer state and (GRPO) "
+    "generation, the generator's copy of the weights; "
     "activations are the tensors autograd saved for backward (saved_tensors_hooks, each "
     "storage once), all alive at the end of the forward pass; process_peak_rss is "
     "getrusage's peak resident memory of the whole process"
@@ -32,6 +35,11 @@ HOW_MEASURED = (
 
 def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
+
+
+def tensors_nbytes(tensors: Iterable[torch.Tensor]) -> int:
+    """The byte size of `tensors` together."""
+    return sum(_nbytes(t) for t in tensors)
 
 
 def process_peak_rss_bytes() -> int:
@@ -44,10 +52,13 @@ class MemoryMeter:
     """Tracks the step with the largest memory footprint and its breakdown."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer,
-                 extra_weights: nn.Module | None = None) -> None:
+                 extra_weights: nn.Module | None = None,
+                 generation: Callable[[], int] | None = None) -> None:
         self.model = model
         self.optimizer = optimizer
         self.extra_weights = extra_weights
+        # Bytes the generator holds now; None: the recipe does not generate while training.
+        self.generation = generation
         self._activations = 0
         self._seen: set[tuple[int, int]] = set()
         self.peak: dict[str, int] = {}
@@ -84,7 +95,7 @@ class MemoryMeter:
             if p.grad is not None:
                 grads += _nbytes(p.grad)
         if self.extra_weights is not None:
-            weights += sum(_nbytes(p) for p in self.extra_weights.parameters())
+            weights += tensors_nbytes(self.extra_weights.parameters())
         opt_state = sum(
             _nbytes(v)
             for state in self.optimizer.state.values()
@@ -98,6 +109,8 @@ class MemoryMeter:
             "optimizer_state": opt_state,
             "activations": self._activations,
         }
+        if self.generation is not None:
+            parts["generation"] = self.generation()
         parts["total"] = sum(parts.values())
         return parts
 

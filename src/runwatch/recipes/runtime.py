@@ -1,11 +1,13 @@
 """What every recipe (SFT, DPO, GRPO) does around its loop: parse its settings, start
 the run record, mirror to W&B, resume, report.
 
-`recipe_main` is each recipe's command line; `run_recipe` turns a refusal or a setup
-error (a `RefusedInput`) into a FAILED run whose reason is the refusal itself (which
-names the row and the fix, code `refused`), and an exit code of 1. Under a job (started
-by a runwatch worker) the run is the job's: `name`, `runs_dir` and `resume` do not pick
-it, and settings that do not parse fail it as a refusal too. The end of each step is in
+`recipe_main` is each recipe's command line; a setting it refuses, and a W&B set-up
+that cannot work, stop the recipe before any run folder is made (under a job, whose run
+exists already, they fail that run). `run_recipe` turns a later refusal or setup error
+(a `RefusedInput`) into a FAILED run whose reason is the refusal itself (which names the
+row and the fix, code `refused`), and an exit code of 1. Under a job (started by a
+runwatch worker) the run is the job's: `name`, `runs_dir` and `resume` do not pick it,
+and settings that do not parse fail it as a refusal too. The end of each step is in
 `steps`.
 """
 
@@ -25,7 +27,7 @@ from runwatch.recipes.batches import DataFit
 from runwatch.recipes.build import Policy, base_model_label, dataset_label
 from runwatch.recipes.config import ConfigError, TrainConfig, parse_argv
 from runwatch.recipes.memory import MemoryMeter
-from runwatch.recipes.wandb_bridge import WandbBridge, check_wandb
+from runwatch.recipes.wandb_bridge import WandbBridge, WandbSetupError, check_wandb
 from runwatch.rundir.format import ENV_RUN_DIR, RunDirError
 from runwatch.sdk import NullRun, RefusedInput, Run
 
@@ -70,17 +72,20 @@ def recipe_main(cls: type[TrainConfig], method: str, doc: str | None, argv: list
         return 0
     try:
         cfg = parse_argv(cls, args)
+        cfg.check_start()
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if os.environ.get(ENV_RUN_DIR):
-            _refuse_job(method, exc)
+        _refuse(method, exc)
         return 2
     return run_recipe(cfg, method, lambda rec: train(cfg, rec))
 
 
-def _refuse_job(method: str, exc: ConfigError) -> None:
-    """Under a job its run exists already: it fails with the refusal (code refused), not
-    as a process that stopped without a word."""
+def _refuse(method: str, exc: RefusedInput) -> None:
+    """Say why the recipe will not start. Outside a job nothing is made, so no run folder
+    is left behind; under a job its run exists already and fails with the refusal (code
+    refused), not as a process that stopped without a word."""
+    print(f"error: {exc}", file=sys.stderr)
+    if not os.environ.get(ENV_RUN_DIR):
+        return
     try:
         runwatch.init(method=method, phase="PREPARING").fail_from(exc)
     except RunDirError as err:  # the environment names no run of this job: say so only
@@ -90,6 +95,13 @@ def _refuse_job(method: str, exc: ConfigError) -> None:
 def run_recipe(cfg: TrainConfig, method: str, body: Body) -> int:
     """Record a run of `body` and return the process exit code (0 = SUCCEEDED)."""
     torch.set_num_threads(cfg.torch_threads)
+    try:
+        # Before any run, data or model: a missing W&B key must cost seconds, not a run
+        # folder whose name a later run's prefix would collide with.
+        check_wandb(cfg.wandb_project)
+    except WandbSetupError as exc:
+        _refuse(method, exc)
+        return 1
     name = cfg.name or f"{method}-{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         run = runwatch.init(
@@ -106,8 +118,6 @@ def run_recipe(cfg: TrainConfig, method: str, body: Body) -> int:
     failed = True
     with run:
         try:
-            # Before any data or model: a missing W&B key must cost seconds, not a run.
-            check_wandb(cfg.wandb_project)
             # Under a job the run (and so its name and folder) is the job's.
             name = run.name or name
             wandb = WandbBridge.start(
@@ -132,6 +142,14 @@ def run_recipe(cfg: TrainConfig, method: str, body: Body) -> int:
 def report_after_training(rec: Recorder, fit: DataFit, memory: MemoryMeter) -> None:
     """Log the data-fit report and the peak-memory breakdown once training ends."""
     rec.text("info", f"data fit after training: {fit.as_dict()}", {"data_fit": fit.as_dict()})
+    report_peak_memory(rec, memory)
+
+
+def report_peak_memory(rec: Recorder, memory: MemoryMeter) -> None:
+    """Log the peak-memory breakdown (the step with the most memory) once training ends."""
+    if not memory.peak:
+        rec.text("warning", "no step updated the model, so no peak memory was measured")
+        return
     peak = memory.report()
     rec.text("info", f"peak memory at step {peak['step']}: {peak['bytes']}", {"memory": peak})
 
@@ -153,19 +171,22 @@ def resume_step(
 
 
 def log_engine_config(rec: Recorder, cfg: TrainConfig, policy: Policy,
-                      optimizer: torch.optim.Optimizer) -> None:
-    """What the config asked of the engine, and what it resolved to."""
+                      optimizer: torch.optim.Optimizer, requested: tuple[str, ...] = (),
+                      resolved: dict[str, Any] | None = None) -> None:
+    """What the config asked of the engine, and what it resolved to; a recipe adds its own
+    `requested` settings and `resolved` values to the shared ones."""
     keys = ("base_model", "init_from", "n_layer", "n_head", "d_model", "lora_rank",
             "lora_alpha", "lora_targets", "learning_rate", "weight_decay", "max_grad_norm",
             "max_seq_length", "batch_size", "torch_threads")
     group = {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
     n_params = sum(p.numel() for p in policy.model.parameters())
     n_train = sum(p.numel() for p in policy.model.parameters() if p.requires_grad)
-    resolved = {
+    engine = {
         "model": policy.source, "parameters": n_params, "trainable_parameters": n_train,
         "lora_layers": policy.lora_layers, "max_seq_length": min(cfg.max_seq_length,
                                                                   policy.max_seq_len),
         "tokenizer": policy.tok.name, "optimizer": {"type": type(optimizer).__name__, **group},
         "torch_threads": torch.get_num_threads(), "torch_version": torch.__version__,
+        **(resolved or {}),
     }
-    rec.run.log_engine_config({k: getattr(cfg, k) for k in keys}, resolved)
+    rec.run.log_engine_config({k: getattr(cfg, k) for k in (*keys, *requested)}, engine)

@@ -3,8 +3,8 @@
 A recipe builds one `StepContext` before its loop. Each step takes the timed
 validation when one is due (`validation`, placed where the recipe validates: after
 SFT's and DPO's update, before GRPO's), then hands its metrics to `end` as a
-`StepResult`, which echoes the progress line after a validation, logs the step and
-saves checkpoints when due.
+`StepResult`, which echoes the progress line after a validation (and writes it to the
+run's logs), logs the step and saves checkpoints when due.
 """
 
 from __future__ import annotations
@@ -73,13 +73,15 @@ class StepContext:
         return metrics
 
     def end(self, result: StepResult) -> None:
-        """Echo the progress line after a validation, log the step, checkpoint when due."""
+        """Echo (and log) the progress line after a validation, log the step, checkpoint
+        when due."""
         cfg, step, metrics = self.cfg, result.step, result.metrics
         if result.trained:
             metrics["timing/step_total_s"] = time.perf_counter() - result.started
         if self.validation_due(step):
             columns = (c.text(metrics) for c in self.shown)
-            self.rec.echo(" ".join([f"step {step}/{cfg.max_steps}", *filter(None, columns)]))
+            self.rec.text("info", " ".join([f"step {step}/{cfg.max_steps}",
+                                             *filter(None, columns)]))
         self.rec.log(metrics, step)
         if step > 0 and (step % cfg.checkpoint_interval == 0 or step == cfg.max_steps):
             self.rec.checkpoints.save(step, self.policy.model, self.optimizer,

@@ -35,6 +35,7 @@ from runwatch.recipes.grpo.rollout import (
 )
 from runwatch.recipes.grpo.sampling import Env, PromptStream, SyncSampler
 from runwatch.recipes.grpo.weights import GeneratorPolicy, WeightsChannel
+from runwatch.recipes.memory import MemoryMeter, tensors_nbytes
 from runwatch.recipes.optim import (
     UpdateMeter,
     apply_update,
@@ -43,7 +44,13 @@ from runwatch.recipes.optim import (
     set_lr,
     trainable_parameters,
 )
-from runwatch.recipes.runtime import Recorder, recipe_main, run_recipe
+from runwatch.recipes.runtime import (
+    Recorder,
+    log_engine_config,
+    recipe_main,
+    report_peak_memory,
+    run_recipe,
+)
 from runwatch.recipes.steps import Shown, StepContext, StepResult
 from runwatch.recipes.tasks import make_task, sft_rows
 from runwatch.recipes.tokenizer import ChatTokenizer
@@ -76,9 +83,11 @@ def validate(env: Env, model: nn.Module, questions: list[str], cfg: GRPOConfig,
 
 
 def train_on(model: nn.Module, ref: nn.Module | None, kept: list[Group], cfg: GRPOConfig,
-             optimizer: torch.optim.Optimizer, pad_id: int,
-             on_update: Callable[[], None]) -> list[dict[str, float]]:
-    """`num_minibatches` updates over the kept groups; returns each update's metrics.
+             optimizer: torch.optim.Optimizer, pad_id: int, memory: MemoryMeter, step: int,
+             on_update: Callable[[], None]) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """`num_minibatches` updates over the kept groups; returns each update's metrics and
+    the `memory/*` metrics when an update set a new peak (measured before the gradients
+    are freed).
 
     The first update is on-policy (ratio 1 when the generator holds the trainer's
     weights); later ones see weights the batch was not sampled from.
@@ -87,16 +96,20 @@ def train_on(model: nn.Module, ref: nn.Module | None, kept: list[Group], cfg: GR
     n = min(cfg.num_minibatches, len(samples))
     params = trainable_parameters(model)
     meter = UpdateMeter(params)
-    updates = []
+    updates: list[dict[str, float]] = []
+    peak: dict[str, float] = {}
     for i in range(n):
-        loss, fb = grpo_loss(model, make_batch(samples[i::n], pad_id), cfg.clip_low_threshold,
-                             cfg.clip_high_threshold, cfg.beta, ref, cfg.loss_aggregation)
+        with memory.track_activations():
+            loss, fb = grpo_loss(model, make_batch(samples[i::n], pad_id),
+                                 cfg.clip_low_threshold, cfg.clip_high_threshold, cfg.beta,
+                                 ref, cfg.loss_aggregation)
         loss.backward()
         fb.update(apply_update(optimizer, params, cfg.max_grad_norm, meter))
+        peak = memory.observe(step) or peak
         optimizer.zero_grad(set_to_none=True)
         updates.append(fb)
         on_update()
-    return updates
+    return updates, peak
 
 
 def learning_rate(cfg: GRPOConfig, step: int) -> float:
@@ -137,6 +150,30 @@ class Trainer:
         collector = AsyncCollector if cfg.is_async else SyncSampler
         self.sampler: SyncSampler | AsyncCollector = collector(
             self.env, self.generator, prompts, cfg, cfg.seed + 11)
+        # The generator's copy of the policy and the published snapshot are the
+        # generation phase's share of the step.
+        self.memory = MemoryMeter(model, self.optimizer, extra_weights=self.ref,
+                                  generation=lambda: tensors_nbytes(
+                                      self.generator.parameters()) + self.channel.nbytes())
+
+    @property
+    def collection(self) -> str:
+        """How batches are collected: async, dynamic (redrawn) or sync."""
+        if self.cfg.is_async:
+            return "async"
+        return "dynamic" if self.cfg.max_sampling_attempts > 1 else "sync"
+
+    def log_start(self, rec: Recorder) -> None:
+        """The engine configuration and the prompts, before the first step."""
+        cfg = self.cfg
+        log_engine_config(rec, cfg, self.policy, self.optimizer, ENGINE_SETTINGS, {
+            "max_model_length": cfg.max_model_length, "collection": self.collection,
+            "reference_model": self.ref is not None, "samples": self.env.kind})
+        rec.text("info", f"{len(self.train_q)} train and {len(self.val_q)} validation prompts "
+                         f"({cfg.env}, {cfg.task}); {self.collection} collection of "
+                         f"{cfg.batch_size} groups of {cfg.group_size} per step",
+                 {"train_prompts": len(self.train_q), "val_prompts": len(self.val_q),
+                  "collection": self.collection})
 
     def after_update(self) -> None:
         self.trainer_step += 1
@@ -165,9 +202,11 @@ class Trainer:
             line["async/mid_rollout_drift_ratio"] = M.drift_ratio(batch.scored)
         t0 = time.perf_counter()
         if batch.kept:
-            updates = train_on(self.policy.model, self.ref, batch.kept, cfg, self.optimizer,
-                               self.tok.pad_id, self.after_update)
+            updates, peak = train_on(self.policy.model, self.ref, batch.kept, cfg,
+                                     self.optimizer, self.tok.pad_id, self.memory, step,
+                                     self.after_update)
             line.update(_mean_of(updates))
+            line.update(peak)
         line["timing/step_train_s"] = time.perf_counter() - t0
         line["learning_rate"] = lr
         line["policy/trainer_step"] = float(self.trainer_step)
@@ -183,6 +222,13 @@ class Trainer:
         return line
 
 
+# The GRPO settings the engine configuration lists besides the ones every recipe has.
+ENGINE_SETTINGS = ("max_model_length", "group_size", "temperature", "max_sample_tokens",
+                   "max_sampling_attempts", "num_minibatches", "clip_low_threshold",
+                   "clip_high_threshold", "beta", "loss_aggregation", "max_steps_off_policy",
+                   "groups_in_flight", "weights_sync_interval")
+
+
 # The progress line after a validation: greedy accuracy (or reward, multi-turn) and
 # the step's training reward (absent on the last step, which only validates).
 SHOWN = (Shown("val", 3, ("val/accuracy", "val/reward_mean")), Shown("reward_mean", 3))
@@ -191,6 +237,7 @@ SHOWN = (Shown("val", 3, ("val/accuracy", "val/reward_mean")), Shown("reward_mea
 def train(cfg: GRPOConfig, rec: Recorder) -> None:
     """Each step: validate the policy before its update when due, train, end the step."""
     trainer = Trainer(cfg, rec)
+    trainer.log_start(rec)
     steps = StepContext(rec, cfg, trainer.policy, trainer.optimizer,
                         lambda at: trainer.validation(at, rec), SHOWN,
                         val_timing_key="timing/step_val_s")
@@ -203,6 +250,7 @@ def train(cfg: GRPOConfig, rec: Recorder) -> None:
             if trained:
                 line.update(trainer.train_step(step, rec))
             steps.end(StepResult(step, t0, line, trained))
+        report_peak_memory(rec, trainer.memory)
     finally:
         trainer.sampler.close()
 

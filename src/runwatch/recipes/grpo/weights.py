@@ -14,6 +14,8 @@ import threading
 import torch
 from torch import nn
 
+from runwatch.recipes.memory import tensors_nbytes
+
 
 class WeightsChannel:
     """The latest published weights and their version; safe across threads."""
@@ -32,6 +34,11 @@ class WeightsChannel:
     def version(self) -> int:
         with self._lock:
             return self._version
+
+    def nbytes(self) -> int:
+        """Bytes the published snapshot holds."""
+        with self._lock:
+            return tensors_nbytes(self._state.values())
 
     def newer_than(self, version: int) -> tuple[int, dict[str, torch.Tensor]] | None:
         with self._lock:
