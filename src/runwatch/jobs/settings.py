@@ -43,8 +43,12 @@ def check_recipe_settings(recipe: str, argv: Sequence[str], instead: Mapping[str
             raise SettingsError(f"the {recipe} recipe has no setting {given.strip()!r}; "
                                 f"{listing}", f"settings.{given.strip()}")
     try:
-        parse_argv(cfg, list(argv))
+        # The recipe's start check too (GRPO without init_from): a job is refused at
+        # submit, not after it waited in the queue.
+        parse_argv(cfg, list(argv)).check_start()
     except ConfigError as whole:
+        if whole.setting is not None:
+            raise SettingsError(str(whole), f"settings.{whole.setting}") from None
         for item in argv:
             try:
                 parse_argv(cfg, [item])

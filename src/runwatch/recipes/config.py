@@ -30,7 +30,12 @@ def setting(default: Any, help: str) -> Any:
 
 
 class ConfigError(RefusedInput, ValueError):
-    """A config value or key that the recipe cannot use; the message says which."""
+    """A config value or key that the recipe cannot use; the message says which, and
+    `setting` names it where one setting is at fault and the message alone cannot say."""
+
+    def __init__(self, message: str, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 @dataclasses.dataclass
@@ -91,6 +96,11 @@ class RecipeConfig:
 
     def validate(self) -> None:
         """Raise ConfigError for values the recipe cannot run with."""
+
+    def check_start(self) -> None:
+        """Raise ConfigError for settings that are valid but would waste the run; the
+        command line and a job's settings check call it before anything is made (a
+        saved config.yaml, read back, is not refused by it)."""
 
     @classmethod
     def help_sections(cls) -> list[tuple[str, list[tuple[str, str]]]]:

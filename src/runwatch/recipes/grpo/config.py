@@ -37,6 +37,9 @@ class GRPOConfig(TrainConfig):
     wandb_project: str | None = _f("post-training-cookbook", "W&B project; None turns W&B off "
                                    "(or set WANDB_MODE=offline to keep W&B logs on disk).")
     # -- GRPO ------------------------------------------------------------------------------
+    from_scratch: bool = _f(False, "Train a freshly initialised model: without init_from or "
+                                   "base_model GRPO refuses to start unless this is true, as "
+                                   "a random model earns no reward to learn from.")
     pathology: str | None = _f(None, "A preset that breaks the run on purpose (docs/recipes.md).")
     max_model_length: int = _f(48, "Longest sequence (prompt + completion, all turns) sampled "
                                    "or trained; at most the model's own length.")
@@ -106,6 +109,17 @@ class GRPOConfig(TrainConfig):
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"invalid GRPO config: {message}")
+
+    def check_start(self) -> None:
+        """Refuse to train a random model unless asked to: every completion of a group earns
+        the same reward, so the run would end SUCCEEDED having learned nothing."""
+        if self.init_from is None and self.base_model is None and not self.from_scratch:
+            raise ConfigError(
+                "GRPO needs a model that is sometimes right, and init_from is not set: a "
+                "fresh model earns the same reward on every completion and learns nothing. "
+                "Train the SFT recipe first (runwatch recipes sft) and pass "
+                "init_from=runs/<sft-run>, or set from_scratch=true to train it anyway",
+                "init_from")
 
     def with_overrides(self, overrides: list[str]) -> GRPOConfig:
         """The base's overrides, after the settings of a `pathology=NAME` preset."""
