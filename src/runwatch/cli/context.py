@@ -39,18 +39,37 @@ class Context:
         return Indexer(self.engine, self.directory, hooks=[health_hook]).index_once()
 
 
-def open_context(directory: Path | None, db: str | None, refresh: bool = True) -> Context:
+def open_context(directory: Path | None, db: str | None, refresh: bool = True,
+                 read_only: bool = False) -> Context:
+    """The runs folder and its index, brought up to date unless `refresh` is False.
+
+    A `read_only` command (one that only shows what is there) makes nothing: where the
+    folder or the index file does not exist it says so instead of creating them."""
     from runwatch.cli.output import fail
 
     d = runs_dir(directory)
     if directory is not None and not d.is_dir():
         raise fail(f"{d} is not a folder of runs", ["pass --dir DIR with the folder your "
                                                      "training loop gives runwatch.init(dir=…)"])
+    if read_only:
+        _must_exist(d, db)
     try:
         engine = open_engine(db or default_db(d))
     except StoreError as exc:
         raise fail(str(exc)) from exc
     ctx = Context(d, engine)
-    if refresh:
+    if refresh and (d.is_dir() or not read_only):
         ctx.refresh()
     return ctx
+
+
+def _must_exist(d: Path, db: str | None) -> None:
+    from runwatch.cli.output import fail
+
+    if db is None and not d.is_dir():
+        raise fail(f"there is no runs folder here: {d.resolve()} does not exist",
+                   ["pass --dir DIR or set RUNWATCH_DIR to the folder your training loop "
+                    "gives runwatch.init(dir=…) (./runs by default)"])
+    if db is not None and "://" not in db and not Path(db).expanduser().is_file():
+        raise fail(f"there is no index at {db}",
+                   ["pass --db with an index that `runwatch index` or `runwatch ui` made"])

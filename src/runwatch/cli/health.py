@@ -14,10 +14,11 @@ from typing import Annotated, Any
 
 import typer
 import yaml
+from rich.text import Text
 
 from runwatch.cli.context import open_context
-from runwatch.cli.output import Output, console, emit, fail, line, make_table, text
-from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, resolve_or_exit
+from runwatch.cli.output import Output, console, emit, fail, line, print_table, text
+from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
 from runwatch.health import store as health_store
 from runwatch.health.engine import Engine
 from runwatch.health.rules.base import SEVERITY_RANK
@@ -38,6 +39,7 @@ def health_command(
     db: DbOpt = None,
     output: OutOpt = Output.table,
     jq: JqOpt = None,
+    raw: RawOpt = False,
     fail_on: Annotated[FailOn | None, typer.Option(
         "--fail-on", help="Exit 1 if any finding is at least this severe (warning|critical).")
     ] = None,
@@ -48,7 +50,7 @@ def health_command(
         "instead of the project's; nothing is stored.")] = None,
 ) -> None:
     """What the health rules found in a run: severity, steps, values and what to change."""
-    ctx = open_context(directory, db)
+    ctx = open_context(directory, db, read_only=True)
     with ctx.engine.begin() as conn:
         row = resolve_or_exit(conn, run)
         if thresholds is not None:
@@ -61,24 +63,28 @@ def health_command(
     data = {"run_id": row.run_id, "name": row.name, "status": row.status, "findings": findings}
 
     def table(wide: bool) -> None:
-        c = console()
         if not findings:
             line(row.name, ": no findings")
             return
-        cols = ["SEVERITY", "STATUS", "STEPS", "RULE", "MESSAGE"] + (["ADVICE"] if wide else [])
         rows = []
         for f in findings:
             steps = f"{f['first_step']}–{f['last_step']}" if f["first_step"] != f["last_step"] \
                 else str(f["first_step"])
-            rows.append([f["severity"], f["status"], steps, f["rule_id"], f["message"]]
-                        + ([f["advice"]] if wide else []))
-        c.print(make_table(cols, rows, title=f"health of {row.name}"))
-        if not wide:
-            for f in findings:
-                if f["status"] == "open" and f["severity"] != "info":
-                    line(text(f["rule_id"], STYLE[f["severity"]]), ": ", f["advice"])
+            severity = text(f["severity"], STYLE.get(f["severity"], ""))
+            if wide:
+                rows.append([severity, f["status"], steps, f["rule_id"], f["message"],
+                             f["advice"]])
+            else:  # the status under the severity, the advice under the message: 80 columns
+                rows.append([Text.assemble(severity, "\n", text(f["status"], "dim")), steps,
+                             f["rule_id"], Text.assemble(text(f["message"]), "\n",
+                                                         text("What to do: ", "bold"),
+                                                         text(f["advice"]))])
+        cols = (["SEVERITY", "STATUS", "STEPS", "RULE", "MESSAGE", "ADVICE"] if wide
+                else ["SEVERITY", "STEPS", "RULE", "FINDING"])
+        print_table(cols, rows, title=f"health of {row.name}", wide=wide,
+                    prose=("FINDING",))
 
-    emit(data, output, jq, table)
+    emit(data, output, jq, table, raw)
     if fail_on is not None and worst(findings) >= SEVERITY_RANK[fail_on.value]:
         raise typer.Exit(EXIT_UNHEALTHY)
 

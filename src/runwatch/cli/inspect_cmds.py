@@ -21,10 +21,19 @@ from runwatch.cli.output import (
     fail,
     fmt_cell,
     line,
-    make_table,
+    print_table,
     text,
 )
-from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, detail_of, resolve_or_exit
+from runwatch.cli.runs import (
+    DbOpt,
+    DirOpt,
+    JqOpt,
+    OutOpt,
+    RawOpt,
+    RunArg,
+    detail_of,
+    resolve_or_exit,
+)
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.rundir.format import SPLITS, TERMINAL_PHASES
 from runwatch.store import queries as q
@@ -36,7 +45,7 @@ CELL = 120
 
 def rollouts_cmd(
     run: RunArg, directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
-    jq: JqOpt = None,
+    jq: JqOpt = None, raw: RawOpt = False,
     step: Annotated[int | None, typer.Option(help="The step (default: the latest kept).")
                     ] = None,
     split: Annotated[str | None, typer.Option(help="train or val.")] = None,
@@ -49,7 +58,7 @@ def rollouts_cmd(
         raise fail("give --best or --worst, not both")
     if split is not None and split not in SPLITS:
         raise fail(f"--split {split!r} is not train or val")
-    ctx = open_context(directory, db)
+    ctx = open_context(directory, db, read_only=True)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
         try:
@@ -72,10 +81,12 @@ def rollouts_cmd(
             rows.append([smp["index"], _clip(_last_message(smp["prompt"]), wide),
                          _clip(smp["completion"], wide), smp["reward"], terms,
                          smp["advantage"], smp["truncated"]])
-        c.print(make_table(["#", "PROMPT (last message)", "COMPLETION", "REWARD", "TERMS",
-                            "ADVANTAGE", "TRUNCATED"], rows))
+        print_table(["#", "PROMPT (last message)", "COMPLETION", "REWARD", "TERMS",
+                     "ADVANTAGE", "TRUNCATED"], rows, wide=wide,
+                    drop=("TRUNCATED", "ADVANTAGE", "TERMS"),
+                    prose=("PROMPT (last message)", "COMPLETION", "TERMS"))
 
-    emit(data, output, jq, table)
+    emit(data, output, jq, table, raw)
 
 
 def _ranges(steps: list[int]) -> str:
@@ -98,9 +109,9 @@ def _clip(text: Any, wide: bool) -> str:
 
 
 def hparams_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
-                output: OutOpt = Output.table, jq: JqOpt = None) -> None:
+                output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False) -> None:
     """The resolved hyperparameters the run trained with (its config.yaml, defaults applied)."""
-    ctx = open_context(directory, db)
+    ctx = open_context(directory, db, read_only=True)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
     if not row.config:
@@ -113,15 +124,16 @@ def hparams_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
 
     def table(wide: bool) -> None:
         flat = _flatten(data) if isinstance(data, dict) else {"config": data}
-        console().print(make_table(["SETTING", "VALUE"], sorted(flat.items())))
+        print_table(["SETTING", "VALUE"], sorted(flat.items()), wide=wide, prose=("VALUE",))
 
-    emit(data, output, jq, table)
+    emit(data, output, jq, table, raw)
 
 
 def engine_config_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
-                      output: OutOpt = Output.table, jq: JqOpt = None) -> None:
+                      output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False
+                      ) -> None:
     """What the loop asked of its training engine, and what the engine resolved."""
-    ctx = open_context(directory, db)
+    ctx = open_context(directory, db, read_only=True)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
     if not row.engine_config:
@@ -138,11 +150,12 @@ def engine_config_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
             r, v = req.get(k), res.get(k)
             rows.append([k, json.dumps(r) if k in req else "-",
                          "" if k in req and v == r else json.dumps(v) if k in res else "-"])
-        console().print(make_table(["SETTING", "REQUESTED", "RESOLVED (if different)"], rows))
+        print_table(["SETTING", "REQUESTED", "RESOLVED (if different)"], rows, wide=wide,
+                    prose=("REQUESTED", "RESOLVED (if different)"))
         if not wide:
-            console().print("-o wide adds the settings the engine filled in itself")
+            line("-o wide adds the settings the engine filled in itself")
 
-    emit(data, output, jq, table)
+    emit(data, output, jq, table, raw)
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -173,7 +186,7 @@ def wait_cmd(
 
     The terminal event carries the failure reason; with -o json the events are one JSON
     object a line, and the whole run record follows the terminal one."""
-    ctx = open_context(directory, db)
+    ctx = open_context(directory, db, read_only=True)
     start = time.monotonic()
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from runwatch.cli import runs
+from runwatch.cli.compare_cmd import compare_cmd
 from runwatch.cli.context import open_context
 from runwatch.cli.demo import demo_cmd
 from runwatch.cli.health import health_command, thresholds_command
@@ -28,6 +29,7 @@ app = typer.Typer(
 app.add_typer(runs.app, name="runs")
 app.add_typer(recipes_app, name="recipes")
 runs.app.command("health")(health_command)
+runs.app.command("compare")(compare_cmd)
 runs.app.command("rollouts")(rollouts_cmd)
 runs.app.command("hparams")(hparams_cmd)
 runs.app.command("engine-config")(engine_config_cmd)

@@ -11,6 +11,7 @@ import json
 import math
 import re
 import shlex
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from enum import StrEnum
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -55,8 +57,14 @@ class SafeConsole(Console):
         return super().render_str(escape_controls(text), **kwargs)
 
 
-def console(stderr: bool = False) -> Console:
-    return SafeConsole(stderr=stderr, highlight=False, soft_wrap=stderr, emoji=False)
+def console(stderr: bool = False, width: int | None = None) -> Console:
+    return SafeConsole(stderr=stderr, highlight=False, soft_wrap=stderr, emoji=False,
+                       width=width)
+
+
+def terminal_width() -> int:
+    """The width tables fit: $COLUMNS, else the terminal's, else 80."""
+    return shutil.get_terminal_size(fallback=(80, 24)).columns
 
 
 def text(value: Any, style: str = "") -> Text:
@@ -92,10 +100,15 @@ def dumps(data: Any) -> str:
     return _json_safe(json.dumps(data, ensure_ascii=False, default=str))
 
 
-def emit(data: Any, output: Output, jq_expr: str | None, table: Callable[[bool], None]) -> None:
-    """Show `data` as a table (via `table(wide)`), JSON, or the result of a jq filter."""
+def emit(data: Any, output: Output, jq_expr: str | None, table: Callable[[bool], None],
+         raw: bool = False) -> None:
+    """Show `data` as a table (via `table(wide)`), JSON, or the result of a jq filter
+    (strings written raw with `raw`, as `jq -r` does)."""
+    if raw and not jq_expr:
+        raise fail("-r writes the strings a --jq filter gives raw: give --jq EXPR too",
+                   ["e.g. --jq '.[].name' -r"])
     if jq_expr:
-        run_jq(jq_expr, data)
+        run_jq(jq_expr, data, raw)
     elif output is Output.json:
         sys.stdout.write(dumps(data))
         sys.stdout.write("\n")
@@ -103,7 +116,7 @@ def emit(data: Any, output: Output, jq_expr: str | None, table: Callable[[bool],
         table(output is Output.wide)
 
 
-def run_jq(expr: str, data: Any) -> None:
+def run_jq(expr: str, data: Any, raw: bool = False) -> None:
     import jq
 
     try:
@@ -114,7 +127,10 @@ def run_jq(expr: str, data: Any) -> None:
     text = json.dumps(_nan_to_none(data), default=str)
     try:
         for value in program.input_text(text):
-            sys.stdout.write(_json_safe(json.dumps(value, ensure_ascii=False)))
+            if raw and isinstance(value, str):  # shown as it is, but for terminal controls
+                sys.stdout.write(escape_controls(value))
+            else:
+                sys.stdout.write(_json_safe(json.dumps(value, ensure_ascii=False)))
             sys.stdout.write("\n")
     except ValueError as exc:
         raise fail(f"--jq expression {expr!r} failed: {exc}") from exc
@@ -130,16 +146,98 @@ def _nan_to_none(value: Any) -> Any:
     return value
 
 
-def make_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None
+# Between two columns: a space, the rule, a space (the tables have no outer edge).
+GAP = 3
+# The narrowest a column of prose is wrapped to, and any other text column cut to.
+MIN_PROSE = 20
+MIN_TEXT = 8
+
+
+def make_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None,
+               *, width: int | None = None, wide: bool = False, prose: Sequence[str] = ()
                ) -> Table:
-    """A table of run data: every cell is `text()`, so shown as it is, escaped."""
+    """A table of run data: every cell is `text()`, so shown as it is, escaped.
+
+    It fits `width` (the terminal's by default) without breaking a word: a column named in
+    `prose` wraps at spaces, any other text is cut with an ellipsis, numbers are shown
+    whole; `wide` keeps every cell whole, however wide the table gets."""
+    return fit_table(columns, rows, title, width=width, wide=wide, prose=prose)[0]
+
+
+def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None,
+                *, wide: bool = False, drop: Sequence[str] = (), prose: Sequence[str] = ()
+                ) -> list[str]:
+    """Print a table that fits the terminal (see make_table): first the columns in `drop`
+    (in that order) are left out while it does not fit, and a line says what -o wide adds.
+    Returns the columns left out."""
+    table, dropped, needs = fit_table(columns, rows, title, wide=wide, drop=drop,
+                                      prose=prose)
+    console(width=max(needs, terminal_width())).print(table)
+    if dropped:
+        line(f"-o wide adds {', '.join(dropped)}")
+    return dropped
+
+
+def fit_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None,
+              *, width: int | None = None, wide: bool = False, drop: Sequence[str] = (),
+              prose: Sequence[str] = ()) -> tuple[Table, list[str], int]:
+    """The table (see print_table), the columns it leaves out, and the width it needs."""
+    room = width or terminal_width()
+    cells = [[v if isinstance(v, Text) else text(v) for v in row] for row in rows]
+    numeric = [all(isinstance(row[i], int | float) or row[i] is None for row in rows)
+               for i in range(len(columns))]
+    natural = [max([_longest_line(columns[i])] + [_longest_line(row[i].plain) for row in cells])
+               for i in range(len(columns))]
+    keep = list(range(len(columns)))
+    dropped: list[str] = []
+    if not wide:
+        for name in drop:
+            if _width([natural[i] for i in keep]) <= room:
+                break
+            if name in columns and columns.index(name) in keep and len(keep) > 1:
+                keep.remove(columns.index(name))
+                dropped.append(name)
+    widths = {i: natural[i] for i in keep}
+    if not wide:
+        for group, floor in (([i for i in keep if columns[i] in prose], MIN_PROSE),
+                             ([i for i in keep if columns[i] not in prose and not numeric[i]],
+                              MIN_TEXT)):
+            excess = _width(list(widths.values())) - room
+            if excess > 0 and group:
+                _shrink(widths, group, floor, excess)
     t = Table(title=text(title, "table.title") if title else None, header_style="bold",
               show_edge=False, pad_edge=False)
-    for c in columns:
-        t.add_column(c, overflow="fold")
-    for row in rows:
-        t.add_row(*[v if isinstance(v, Text) else text(v) for v in row])
-    return t
+    for i in keep:
+        wrap = columns[i] in prose
+        t.add_column(columns[i], width=widths[i], no_wrap=not wrap, overflow="ellipsis",
+                     justify="left")
+    for row in cells:
+        t.add_row(*[row[i] for i in keep])
+    return t, dropped, _width(list(widths.values()))
+
+
+def _longest_line(s: str) -> int:
+    return max(cell_len(part) for part in s.split("\n"))
+
+
+def _width(widths: list[int]) -> int:
+    return sum(widths) + GAP * max(len(widths) - 1, 0)
+
+
+def _shrink(widths: dict[int, int], group: list[int], floor: int, excess: int) -> None:
+    """Narrow the widest columns of `group` (never below `floor`, nor a column already
+    narrower) until `excess` is taken up or all are at their floor."""
+    floors = {i: min(widths[i], floor) for i in group}
+    lo, hi = 0, max(widths[i] for i in group)
+    target = sum(widths[i] for i in group) - excess
+    while lo < hi:  # the highest cap under which the group fits its share
+        cap = (lo + hi + 1) // 2
+        if sum(max(floors[i], min(widths[i], cap)) for i in group) <= target:
+            lo = cap
+        else:
+            hi = cap - 1
+    for i in group:
+        widths[i] = max(floors[i], min(widths[i], lo))
 
 
 def fmt_cell(value: Any) -> str:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import csv
 import shlex
+import sys
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,11 +19,12 @@ from runwatch.cli.output import (
     Output,
     console,
     emit,
+    escape_controls,
     fail,
     fmt_cell,
     fmt_duration,
     line,
-    make_table,
+    print_table,
     text,
 )
 from runwatch.metrics import Role, find_key
@@ -37,6 +41,8 @@ DbOpt = Annotated[str | None, typer.Option("--db", help="Index database URL or S
 OutOpt = Annotated[Output, typer.Option("-o", "--output", help="table, wide or json.")]
 JqOpt = Annotated[str | None, typer.Option("--jq", help="Filter the JSON output with a jq "
                                            "expression.")]
+RawOpt = Annotated[bool, typer.Option("-r", "--raw-output", help="With --jq: write strings "
+                                      "raw, not as JSON (as jq -r does).")]
 # The metrics `runs metrics` shows by default, by the role they play.
 TABLE_ROLES = (Role.TRAIN_LOSS, Role.EVAL_LOSS, Role.ACCURACY, Role.VAL_ACCURACY, Role.REWARD,
                Role.LEARNING_RATE, Role.GRAD_NORM, Role.GRAD_CLIP_FACTOR, Role.ADAPTER_NORM,
@@ -70,6 +76,7 @@ def detail_of(conn: Connection, row: Row[Any], runs_dir: Path) -> dict[str, Any]
 @app.command("list")
 def list_cmd(
     directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table, jq: JqOpt = None,
+    raw: RawOpt = False,
     search: Annotated[str | None, typer.Option(help="Match name, id, status, model, dataset, "
                                                "trainer or backend.")] = None,
     project: Annotated[str | None, typer.Option(help="Only this project.")] = None,
@@ -77,7 +84,7 @@ def list_cmd(
     limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 100,
 ) -> None:
     """List runs, newest first."""
-    ctx = open_context(directory, db)
+    ctx = open_context(directory, db, read_only=True)
     with ctx.engine.connect() as conn:
         data = [run_summary(r) for r in q.list_runs(conn, search, project, status, limit)]
 
@@ -92,21 +99,21 @@ def list_cmd(
             if wide:
                 row += [d["project"], d["dataset"], d["trainer"], d["reason"]]
             rows.append(row)
-        console().print(make_table(cols, rows))
+        print_table(cols, rows, wide=wide, drop=("DURATION", "METHOD", "MODEL"))
         if not data:
             line("no runs in ", str(ctx.directory))
 
-    emit(data, output, jq, table)
+    emit(data, output, jq, table, raw)
 
 
 @app.command("get")
 def get_cmd(
     run: RunArg, directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
-    jq: JqOpt = None,
+    jq: JqOpt = None, raw: RawOpt = False,
     settings: Annotated[bool, typer.Option("--settings", help="Add the run's settings.")] = False,
 ) -> None:
     """Show a run's state, results and cost (and settings with --settings or -o wide)."""
-    ctx = open_context(directory, db)
+    ctx = open_context(directory, db, read_only=True)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
         detail = detail_of(conn, row, ctx.directory)
@@ -133,7 +140,7 @@ def get_cmd(
             shown = {k: detail["settings"][k] for k in ("config", "engine_config")}
             c.print(yaml.safe_dump(shown, sort_keys=False).rstrip(), markup=False)
 
-    emit(detail, output, jq, table)
+    emit(detail, output, jq, table, raw)
 
 
 def _section(c: Any, title: str, lines: list[tuple[str, Any]]) -> None:
@@ -225,25 +232,38 @@ def parse_steps(text: str | None) -> tuple[int | None, int | None]:
     return lo, hi
 
 
+class MetricsOutput(StrEnum):
+    table = "table"
+    wide = "wide"
+    json = "json"
+    csv = "csv"
+
+
 @app.command("metrics")
 def metrics_cmd(
-    run: RunArg, directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
-    jq: JqOpt = None,
+    run: RunArg, directory: DirOpt = None, db: DbOpt = None,
+    output: Annotated[MetricsOutput, typer.Option("-o", "--output", help="table, wide, json "
+                                                  "or csv.")] = MetricsOutput.table,
+    jq: JqOpt = None, raw: RawOpt = False,
     key: Annotated[list[str] | None, typer.Option("--key", "-k", help="Only these metrics "
                                                   "(repeatable).")] = None,
     steps: Annotated[str | None, typer.Option(help="Step range A:B (inclusive).")] = None,
-    limit: Annotated[int, typer.Option(help="Table: show the last N steps (json shows all).")
-                     ] = 30,
+    limit: Annotated[int, typer.Option(help="Table: show the last N steps (json and csv show "
+                                       "all).")] = 30,
 ) -> None:
-    """The metrics a run logged at each step (every field under `measured`)."""
+    """The metrics a run logged at each step (every field under `measured`); -o csv writes
+    a row a step and a column a metric."""
     lo, hi = parse_steps(steps)
-    ctx = open_context(directory, db)
+    ctx = open_context(directory, db, read_only=True)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
         try:
             hist = q.history(conn, row.pk, key, lo, hi)
         except KeyError as exc:
             raise fail(str(exc.args[0])) from exc
+    if output is MetricsOutput.csv and not jq:
+        write_csv(hist, key)
+        return
     data = {"run_id": row.run_id, "name": row.name,
             "steps": [{"step": h.step, "ts": h.ts, "measured": h.values} for h in hist]}
 
@@ -256,18 +276,31 @@ def metrics_cmd(
             shown = keys
         tail = hist[-limit:]
         rows = [[h.step, *[h.values.get(k) for k in shown]] for h in tail]
-        console().print(make_table(["STEP", *shown], rows))
+        # the roles last in TABLE_ROLES are the first left out of a narrow terminal
+        print_table(["STEP", *shown], rows, wide=wide or bool(key), drop=shown[:0:-1])
         if len(hist) > len(tail):
-            console().print(f"showing the last {len(tail)} of {len(hist)} steps "
-                            "(--limit N, --steps A:B, or -o json for all)")
+            line(f"showing the last {len(tail)} of {len(hist)} steps "
+                 "(--limit N, --steps A:B, or -o json for all)")
 
-    emit(data, output, jq, table)
+    emit(data, Output.table if output is MetricsOutput.csv else Output(output.value), jq,
+         table, raw)
+
+
+def write_csv(hist: list[q.StepRow], keys: list[str] | None) -> None:
+    """The steps as CSV: step, ts (unix seconds), then each metric in name order (an empty
+    cell where a step logged no value; NaN and infinities as nan, inf and -inf)."""
+    names = keys or sorted({k for h in hist for k in h.values})
+    out = csv.writer(sys.stdout, lineterminator="\n")
+    out.writerow(["step", "ts", *[escape_controls(k) for k in names]])
+    for h in hist:
+        out.writerow([h.step, repr(h.ts), *["" if (v := h.values.get(k)) is None else repr(v)
+                                            for k in names]])
 
 
 @app.command("logs")
 def logs_cmd(
     run: RunArg, directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
-    jq: JqOpt = None,
+    jq: JqOpt = None, raw: RawOpt = False,
     level: Annotated[str | None, typer.Option(help="Only this level and above "
                                               "(debug, info, warning, error, critical).")
                      ] = None,
@@ -276,7 +309,7 @@ def logs_cmd(
     """The structured log lines of a run."""
     if level is not None and level.lower() not in LOG_LEVELS:
         raise fail(f"--level {level!r} is not one of {', '.join(LOG_LEVELS)}")
-    ctx = open_context(directory, db)
+    ctx = open_context(directory, db, read_only=True)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
         data = [log_entry(r) for r in
@@ -291,9 +324,9 @@ def logs_cmd(
                 row.append("" if d["data"] is None else str(d["data"]))
             rows.append(row)
         cols = ["TIME", "LEVEL", "MESSAGE"] + (["DATA"] if wide else [])
-        console().print(make_table(cols, rows))
+        print_table(cols, rows, wide=wide, prose=("MESSAGE",))
 
-    emit(data, output, jq, table)
+    emit(data, output, jq, table, raw)
 
 
 def _local_time(ts: str | None) -> str:

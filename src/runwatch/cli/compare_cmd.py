@@ -1,0 +1,203 @@
+"""`runwatch runs compare RUN BASELINE`: a supervised run's training loss against a
+baseline's, window by window (runwatch.analysis.compare computes it, as for the API)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.text import Text
+
+from runwatch.cli.context import open_context
+from runwatch.cli.output import Output, emit, fail, fmt_cell, line, print_table, text
+from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
+
+if TYPE_CHECKING:
+    from runwatch.analysis.compare import Side
+
+# The defaults of runwatch.analysis.compare, written out: importing it (numpy) here would
+# slow every other command's start (a test checks that they agree).
+WINDOW, MARGIN, SPIKE_FACTOR = 10, 0.03, 10.0
+# A longer report shows these windows: the first and last few, the reported one and
+# those around it, and those with a spike; -o json lists every one.
+EDGE_ROWS = 5
+NEAR_ROWS = 2
+SPIKE_ROWS = 10
+ALL_ROWS = 30
+SPIKES_LISTED = 20
+
+
+def read_side(conn: Any, row: Any) -> Side:
+    """A run of the index as the comparison reads it."""
+    from runwatch.analysis.compare import side_of
+    from runwatch.store.jobs import job_row
+    from runwatch.store.keys import run_keys
+    from runwatch.store.series import read_series
+
+    def series_of(key: Any) -> Any:
+        s = read_series(conn, key.id)
+        return s.step, s.value
+
+    job = job_row(conn, row.pk)
+    return side_of(row, run_keys(conn, row.pk), job["devices"] if job else None,
+                       series_of)
+
+
+def compare_cmd(
+    run: RunArg,
+    baseline: Annotated[str, typer.Argument(help="The baseline run: id, or a unique prefix "
+                                            "of an id or name.")],
+    directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
+    jq: JqOpt = None, raw: RawOpt = False,
+    window: Annotated[int, typer.Option(min=1, help="The number of steps averaged into each "
+                                        "row.")] = WINDOW,
+    margin: Annotated[float, typer.Option(min=0.0, help="The mean loss difference over a "
+                                          "window above which the window is reported.")
+                      ] = MARGIN,
+    spike_factor: Annotated[float, typer.Option(
+        "--spike-factor",
+        help="How many times its run's median a gradient norm must be to count as a spike.")
+    ] = SPIKE_FACTOR,
+    across_plans: Annotated[bool, typer.Option(
+        "--across-plans", help="Compare two runs whose configurations or base models "
+        "differ.")] = False,
+) -> None:
+    """Compare the training loss of a supervised run with a baseline run's: the mean
+    difference (run − baseline) over each window of steps, the steps where either run's
+    gradient norm spiked, and the first full window whose mean differs by more than the
+    margin. Runs whose plans differ are refused, with the differences, unless
+    --across-plans."""
+    from runwatch.analysis import compare as cmp
+
+    try:
+        options = cmp.Options(window, margin, spike_factor, across_plans)
+    except cmp.CompareError as exc:
+        raise fail(str(exc)) from exc
+    ctx = open_context(directory, db, read_only=True)
+    with ctx.engine.connect() as conn:
+        sides = [read_side(conn, resolve_or_exit(conn, ref)) for ref in (run, baseline)]
+    try:
+        report = cmp.compare(sides[0], sides[1], options)
+    except cmp.PlansDiffer as exc:
+        raise fail(str(exc), [f"{d['field']}: {_value(d['run'])} (run) vs "
+                              f"{_value(d['baseline'])} (baseline)" for d in exc.differences]
+                   + ["--across-plans compares them anyway"]) from exc
+    except cmp.CompareError as exc:
+        raise fail(str(exc)) from exc
+    emit(report, output, jq, lambda wide: show(report, wide), raw)
+
+
+def _value(v: Any) -> str:
+    return "(not set)" if v is None else fmt_cell(v)
+
+
+def _division(d: dict[str, Any]) -> str:
+    per_pass = "?" if d["sequences_per_pass"] is None else d["sequences_per_pass"]
+    total = "?" if d["sequences_per_update"] is None else d["sequences_per_update"]
+    return (f"{d['devices']} device(s) × {per_pass} sequence(s) a pass × "
+            f"{d['accumulation']} pass(es) accumulated = {total} sequences per update")
+
+
+def show(report: dict[str, Any], wide: bool) -> None:
+    """The report as a terminal reads it."""
+    run, base, opts = report["run"], report["baseline"], report["options"]
+    line(text(run["name"], "bold"), " against the baseline ", text(base["name"], "bold"),
+         f": {report['compared_steps']} steps compared"
+         + (f" (steps {report['first_step']}–{report['last_step']})"
+            if report["compared_steps"] else ""))
+    plan = report["plan"]
+    if plan["differences"]:
+        line(text("the plans differ", "yellow"), " (compared with --across-plans): "
+             + "; ".join(f"{d['field']} {_value(d['run'])} vs {_value(d['baseline'])}"
+                         for d in plan["differences"]))
+    elif plan["divided_differently"]:
+        line("same plan, and the same sequences per update divided differently:")
+        line("  run:      ", _division(run["division"]))
+        line("  baseline: ", _division(base["division"]))
+    else:
+        line("same plan: data set, seed, base model, sequences per update and config")
+    for problem in report["problems"]:
+        line(text("warning: ", "yellow"), problem)
+    if report["nonfinite_steps"]:
+        n = len(report["nonfinite_steps"])
+        line(f"{n} step(s) where a loss is NaN or infinite are left out (first: step "
+             f"{report['nonfinite_steps'][0]})")
+    windows = report["windows"]
+    if windows:
+        line(f"mean loss over windows of {opts['window']} steps; DIFF is run − baseline")
+        _windows_table(windows, report["reported"], wide)
+    _spikes(report, opts)
+    _verdict(report, opts)
+
+
+def _windows_table(windows: list[dict[str, Any]], reported: dict[str, Any] | None,
+                   wide: bool) -> None:
+    shown = _rows_to_show(windows, reported)
+    rows: list[list[Any]] = []
+    last = -1
+    for i in shown:
+        if i > last + 1:
+            rows.append([f"… {i - last - 1} windows", None, None, None, None, None])
+        w = windows[i]
+        mark = "  ← reported" if reported and i == reported["index"] else (
+            "" if w["full"] else "  (not full)")
+        rows.append([f"{w['first_step']}–{w['last_step']}", w["steps"], w["run_loss"],
+                     w["baseline_loss"], Text(f"{w['mean_diff']:+.4g}{mark}"),
+                     w["spikes"] or None])
+        last = i
+    print_table(["STEPS", "COMPARED", "RUN", "BASELINE", "DIFF", "SPIKES"], rows, wide=wide,
+                drop=("SPIKES", "BASELINE", "RUN"))
+    if len(shown) < len(windows):
+        line(f"{len(shown)} of {len(windows)} windows shown; -o json lists every one")
+
+
+def _rows_to_show(windows: list[dict[str, Any]], reported: dict[str, Any] | None
+                  ) -> list[int]:
+    n = len(windows)
+    if n <= ALL_ROWS:
+        return list(range(n))
+    keep = set(range(EDGE_ROWS)) | set(range(n - EDGE_ROWS, n))
+    if reported:
+        i = reported["index"]
+        keep |= set(range(max(0, i - NEAR_ROWS), min(n, i + NEAR_ROWS + 1)))
+    keep |= set([i for i, w in enumerate(windows) if w["spikes"]][:SPIKE_ROWS])
+    return sorted(keep)
+
+
+def _spikes(report: dict[str, Any], opts: dict[str, Any]) -> None:
+    spikes = report["spikes"]
+    medians = ", ".join(f"{report[side]['name']} {fmt_cell(report[side]['grad_norm_median'])}"
+                        for side in ("run", "baseline"))
+    if not any(report[side]["grad_norm_key"] for side in ("run", "baseline")):
+        line("no gradient norm logged by either run, so no spikes are looked for")
+        return
+    if not spikes:
+        line(f"no gradient-norm spike above {opts['spike_factor']:g} × its run's median "
+             f"(medians: {medians})")
+        return
+    line(f"gradient-norm spikes above {opts['spike_factor']:g} × its run's median "
+         f"(medians: {medians}):")
+    for s in spikes[:SPIKES_LISTED]:
+        parts = [f"{side} {fmt_cell(s[side])}" + ("" if side in s["spiked"] else " (no spike)")
+                 for side in ("run", "baseline") if s[side] is not None]
+        line(f"  step {s['step']}: " + ", ".join(parts))
+    if len(spikes) > SPIKES_LISTED:
+        line(f"  … and {len(spikes) - SPIKES_LISTED} more; -o json lists every one")
+
+
+def _verdict(report: dict[str, Any], opts: dict[str, Any]) -> None:
+    found = report["reported"]
+    if found:
+        line(text("reported: ", "bold"),
+             f"steps {found['first_step']}–{found['last_step']}, the first full window "
+             f"whose mean differs by more than {opts['margin']:g}: the run's loss is "
+             f"{found['direction']} than the baseline's by {abs(found['mean_diff']):.4g} on "
+             "average")
+        line("the backward pass is nondeterministic and a spike can move a run's loss for "
+             "many steps: check the window against repeated runs of one plan before acting")
+        return
+    windows = report["windows"]
+    short = "" if not windows or windows[-1]["full"] else (
+        f" (the last window, {windows[-1]['steps']} of {opts['window']} steps, is not full "
+        "and cannot be reported)")
+    line(f"no full window differs by more than {opts['margin']:g} on average{short}")
