@@ -1,18 +1,23 @@
-// Entry point: the app shell, URL state (/runs?project=…&run=…, /new, /resources) and routing.
+// Entry point: the app shell, URL state (/runs?project=…&run=…, /compare?run=…&run=…,
+// /table, /new, /resources), routing and the keys of the run list.
 
 import "./style.css";
 import { getJSON } from "./api";
+import { CompareView, readCompareState, writeCompareState, type CompareState } from "./compare";
 import { DetailView } from "./detail";
 import { h } from "./dom";
+import { installListKeys, type KeyTarget } from "./keyboard";
 import { LiveStream } from "./live";
 import { NewJobPage } from "./newjob";
 import { ResourcesPage } from "./resources";
 import { RunListView } from "./runlist";
+import { RunTablePage, readTableState, writeTableState, type TableState } from "./runtable";
+import { Selection } from "./selection";
 import type { RunSummary } from "./types";
 
-type Page = "runs" | "new" | "resources";
+type Page = "runs" | "new" | "resources" | "compare" | "table";
 
-const PAGE_PATHS: Record<Page, string> = { runs: "/runs", new: "/new", resources: "/resources" };
+const PAGE_PATHS: Record<Page, string> = { runs: "/runs", new: "/new", resources: "/resources", compare: "/compare", table: "/table" };
 
 interface UrlState {
   page: Page;
@@ -20,26 +25,33 @@ interface UrlState {
   run: string | null;
   q: string;
   tab: string;
+  compare: CompareState;
+  table: TableState;
 }
 
 function readUrl(): UrlState {
   const u = new URL(window.location.href);
   const p = u.searchParams;
+  const page = (Object.keys(PAGE_PATHS) as Page[]).find((k) => u.pathname.startsWith(PAGE_PATHS[k])) ?? "runs";
   return {
-    page: u.pathname.startsWith("/new") ? "new" : u.pathname.startsWith("/resources") ? "resources" : "runs",
+    page,
     project: p.get("project"),
-    run: p.get("run"),
+    run: page === "runs" ? p.get("run") : null,
     q: p.get("q") ?? "",
     tab: p.get("tab") ?? "overview",
+    compare: readCompareState(page === "compare" ? p : new URLSearchParams()),
+    table: readTableState(page === "table" ? p : new URLSearchParams()),
   };
 }
 
 function writeUrl(s: UrlState, push: boolean): void {
   const p = new URLSearchParams();
   if (s.project) p.set("project", s.project);
-  if (s.run) p.set("run", s.run);
-  if (s.q) p.set("q", s.q);
-  if (s.tab && s.tab !== "overview") p.set("tab", s.tab);
+  if (s.page === "runs" && s.run) p.set("run", s.run);
+  if (s.q && (s.page === "runs" || s.page === "compare" || s.page === "table")) p.set("q", s.q);
+  if (s.page === "runs" && s.tab && s.tab !== "overview") p.set("tab", s.tab);
+  if (s.page === "compare") writeCompareState(s.compare, p);
+  if (s.page === "table") writeTableState(s.table, p);
   const qs = p.toString();
   const url = `${PAGE_PATHS[s.page]}${qs ? `?${qs}` : ""}`;
   if (url === `${window.location.pathname}${window.location.search}`) return;
@@ -52,8 +64,11 @@ class App {
   private root = document.getElementById("app") as HTMLElement;
   private projectSelect = h("select", { id: "project", "aria-label": "Project" }, h("option", { value: "" }, "All projects"));
   private body = h("div", { class: "layout" });
+  private selection = new Selection();
   private list: RunListView;
   private detail: DetailView | null = null;
+  private compare: CompareView | null = null;
+  private table: RunTablePage | null = null;
   // the New job or Resources page while one is open
   private page: { el: HTMLElement; dispose?: () => void } | null = null;
   private placeholder = h("main", { class: "detail empty-detail" }, h("p", { class: "muted" }, "Select a run on the left."));
@@ -64,6 +79,7 @@ class App {
     this.projectSelect.addEventListener("change", () => {
       this.go({ project: this.projectSelect.value || null, run: null });
       this.list.setProject(this.state.project);
+      if (this.state.page === "table") this.render();
     });
     const link = (label: string, page: Page, attrs: Record<string, string>) => {
       const a = h("a", { href: PAGE_PATHS[page], ...attrs }, label);
@@ -74,13 +90,16 @@ class App {
       return a;
     };
     const brand = link("runwatch", "runs", { class: "brand" });
+    const table = link("Table", "table", { class: "nav-link", id: "table-link" });
     const resources = link("Resources", "resources", { class: "nav-link", id: "resources-link" });
-    this.root.append(h("header", { class: "topbar" }, brand, h("span", { class: "muted" }, "Training jobs"), this.projectSelect, resources, h("span", { class: "spacer" }), newJob), this.body);
+    this.root.append(h("header", { class: "topbar" }, brand, h("span", { class: "muted" }, "Training jobs"), this.projectSelect, table, resources, h("span", { class: "spacer" }), newJob), this.body);
     this.list = new RunListView(
       this.state.project,
       this.state.q,
-      (run) => this.go({ run: run.run_id, page: "runs", tab: "overview" }),
+      (run) => this.openRun(run.run_id),
       (q) => this.go({ q }, false),
+      this.selection,
+      (runs) => this.openCompare(runs),
     );
     window.addEventListener("popstate", () => {
       this.state = readUrl();
@@ -92,14 +111,37 @@ class App {
       run: (d) => {
         const run = d as RunSummary;
         this.list.upsert(run);
+        this.compare?.update(run);
+        this.table?.upsert(run);
         // a cancel request changes the index alone: the run's own stream has no event for it
         if (run.run_id === this.state.run) this.detail?.update(run, false);
       },
       ready: () => void this.list.reload(),
     });
+    installListKeys(() => this.keyTarget());
     void this.loadProjects();
     void this.list.reload();
     this.render();
+  }
+
+  private openRun(runId: string): void {
+    this.go({ page: "runs", run: runId, tab: "overview" });
+  }
+
+  private openCompare(runIds: string[]): void {
+    this.go({ page: "compare", compare: { ...this.state.compare, runs: runIds, baseline: null, subject: null } });
+  }
+
+  /** What j, k, x, Enter and / act on: the run table on its page, else the list. */
+  private keyTarget(): KeyTarget | null {
+    const on = this.state.page === "table" ? this.table : this.state.page === "runs" || this.state.page === "compare" ? this.list : null;
+    if (!on) return null;
+    return {
+      rows: () => on.rowEls,
+      search: () => on.searchInput,
+      open: (row) => row.dataset.run && this.openRun(row.dataset.run),
+      toggle: (row) => row.dataset.run && this.selection.toggle(row.dataset.run),
+    };
   }
 
   private async loadProjects(): Promise<void> {
@@ -109,37 +151,70 @@ class App {
   }
 
   private go(change: Partial<UrlState>, push = true): void {
-    const runChanged = change.run !== undefined && change.run !== this.state.run;
-    const pageChanged = change.page !== undefined && change.page !== this.state.page;
+    const before = this.state;
     this.state = { ...this.state, ...change };
-    writeUrl(this.state, push && (runChanged || pageChanged));
-    if (runChanged || pageChanged) this.render();
+    const pageChanged = this.state.page !== before.page;
+    const changed =
+      pageChanged ||
+      (this.state.page === "runs" && this.state.run !== before.run) ||
+      (this.state.page === "compare" && this.state.compare.runs.join("\n") !== before.compare.runs.join("\n"));
+    writeUrl(this.state, push && changed);
+    if (changed) this.render();
+  }
+
+  private disposePages(): void {
+    this.detail?.dispose();
+    this.detail = null;
+    this.compare?.dispose();
+    this.compare = null;
+    this.table?.dispose();
+    this.table = null;
+    this.page?.dispose?.();
+    this.page = null;
   }
 
   private render(): void {
-    this.list.select(this.state.run);
-    this.page?.dispose?.();
-    this.page = null;
+    this.list.select(this.state.page === "runs" ? this.state.run : null);
+    this.disposePages();
     this.root.dataset.page = this.state.page;
-    if (this.state.page !== "runs") {
-      this.detail?.dispose();
-      this.detail = null;
-      const open = (run: string) => this.go({ page: "runs", run, tab: "overview" });
-      const page = this.state.page === "new" ? new NewJobPage(open, () => this.go({ page: "runs" })) : new ResourcesPage(open);
+    if (this.state.page === "new" || this.state.page === "resources") {
+      const page = this.state.page === "new" ? new NewJobPage((run) => this.openRun(run), () => this.go({ page: "runs" })) : new ResourcesPage((run) => this.openRun(run));
       this.page = page;
       this.body.replaceChildren(page.el);
       void page.load();
       return;
     }
+    if (this.state.page === "table") {
+      const table = new RunTablePage(
+        this.state.table,
+        this.state.project,
+        this.state.q,
+        this.selection,
+        (t) => this.go({ table: t }, false),
+        (q) => this.go({ q }, false),
+        (run) => this.openRun(run),
+        (runs) => this.openCompare(runs),
+      );
+      this.table = table;
+      this.body.replaceChildren(table.el);
+      void table.load();
+      return;
+    }
     if (!this.body.contains(this.list.el)) this.body.replaceChildren(this.list.el, this.placeholder);
     const current = this.body.children[1];
+    if (this.state.page === "compare") {
+      this.selection.set(this.state.compare.runs);
+      const view = new CompareView(this.state.compare, (c) => this.go({ compare: c }, true), (run) => this.openRun(run));
+      this.compare = view;
+      current.replaceWith(view.el);
+      view.el.append(h("p", { class: "muted" }, "Loading…"));
+      view.load().catch((e: unknown) => this.loadFailed(view.el, e));
+      return;
+    }
     if (!this.state.run) {
-      this.detail?.dispose();
-      this.detail = null;
       current.replaceWith(this.placeholder);
       return;
     }
-    this.detail?.dispose();
     const view = new DetailView(
       this.state.run,
       this.state.tab,
@@ -149,10 +224,12 @@ class App {
     this.detail = view;
     current.replaceWith(view.el);
     view.el.append(h("p", { class: "muted" }, "Loading…"));
-    view.load().catch((e: unknown) => {
-      console.error(e);
-      view.el.replaceChildren(h("p", { class: "error", id: "load-error" }, e instanceof Error ? e.message : String(e)));
-    });
+    view.load().catch((e: unknown) => this.loadFailed(view.el, e));
+  }
+
+  private loadFailed(el: HTMLElement, e: unknown): void {
+    console.error(e);
+    el.replaceChildren(h("p", { class: "error", id: "load-error" }, e instanceof Error ? e.message : String(e)));
   }
 }
 

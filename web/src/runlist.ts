@@ -1,19 +1,41 @@
-// The left-hand job list: search, status dots, live durations, batches of 100.
+// The left-hand job list: search, status dots, live durations, batches of 100, and
+// checkboxes (one run, or every run of its group) that feed the compare view.
 
 import { getJSON } from "./api";
 import { clear, h } from "./dom";
 import { fmtDuration, liveDuration, statusClass, statusText } from "./format";
+import { groupRuns, type Selection } from "./selection";
 import type { RunList, RunSummary } from "./types";
+
+/** A run search box that calls `onSearch` once typing pauses for 200 ms. */
+export function searchBox(id: string, q: string, onSearch: (q: string) => void): HTMLInputElement {
+  const input = h("input", { type: "search", id, placeholder: "Search name, id, status, model, dataset, trainer, backend", "aria-label": "Search runs" });
+  input.value = q;
+  let timer: number | undefined;
+  input.addEventListener("input", () => {
+    window.clearTimeout(timer);
+    timer = window.setTimeout(() => onSearch(input.value), 200);
+  });
+  return input;
+}
+
+/** "Compare (n)": enabled from two runs on. */
+export function compareLabel(button: HTMLButtonElement, n: number): void {
+  button.textContent = `Compare (${n})`;
+  button.disabled = n < 2;
+}
 
 export class RunListView {
   readonly el: HTMLElement;
   private rows = new Map<string, { run: RunSummary; el: HTMLElement; at: number }>();
   private list = h("ul", { class: "run-list", id: "run-list" });
   private more = h("button", { class: "btn more", id: "load-more", hidden: "" }, "Load 100 more");
-  private search = h("input", { type: "search", id: "search", placeholder: "Search name, id, status, model, dataset, trainer, backend", "aria-label": "Search runs" });
+  private search: HTMLInputElement;
   private status = h("p", { class: "muted list-status" });
+  private compare = h("button", { class: "btn primary", id: "compare-button" });
+  private clearButton = h("button", { class: "btn", id: "clear-selection" }, "Clear");
+  private unsubscribe: () => void;
   private cursor: string | null = null;
-  private searchTimer: number | undefined;
   private ticker: number;
   private generation = 0;
   selected: string | null = null;
@@ -23,18 +45,30 @@ export class RunListView {
     q: string,
     private readonly onSelect: (run: RunSummary) => void,
     private readonly onSearch: (q: string) => void,
+    private readonly selection: Selection,
+    onCompare: (runIds: string[]) => void,
   ) {
-    this.search.value = q;
-    this.search.addEventListener("input", () => {
-      window.clearTimeout(this.searchTimer);
-      this.searchTimer = window.setTimeout(() => {
-        this.onSearch(this.search.value);
-        void this.reload();
-      }, 200);
+    this.search = searchBox("search", q, (text) => {
+      this.onSearch(text);
+      void this.reload();
     });
     this.more.addEventListener("click", () => void this.loadMore());
-    this.el = h("aside", { class: "sidebar" }, h("div", { class: "search-box" }, this.search), this.status, this.list, this.more);
+    this.compare.addEventListener("click", () => onCompare(this.selection.list));
+    this.clearButton.addEventListener("click", () => this.selection.set([]));
+    this.unsubscribe = selection.onChange(() => this.showSelection());
+    const bar = h("div", { class: "compare-bar" }, this.compare, this.clearButton);
+    this.el = h("aside", { class: "sidebar" }, h("div", { class: "search-box" }, this.search, bar), this.status, this.list, this.more);
+    this.showSelection();
     this.ticker = window.setInterval(() => this.tick(), 1000);
+  }
+
+  get searchInput(): HTMLInputElement {
+    return this.search;
+  }
+
+  /** The rows in the order shown (keyboard navigation walks them). */
+  get rowEls(): HTMLElement[] {
+    return Array.from(this.list.children) as HTMLElement[];
   }
 
   get query(): string {
@@ -130,13 +164,41 @@ export class RunListView {
     for (const [id, { el }] of this.rows) el.classList.toggle("selected", id === this.selected);
   }
 
+  private showSelection(): void {
+    for (const [id, { el }] of this.rows) {
+      const box = el.querySelector<HTMLInputElement>(".run-check");
+      if (box) box.checked = this.selection.has(id);
+    }
+    compareLabel(this.compare, this.selection.size);
+    this.clearButton.hidden = this.selection.size === 0;
+  }
+
+  private async selectGroup(group: string): Promise<void> {
+    const runs = await groupRuns(group, this.project);
+    this.selection.add(runs.map((r) => r.run_id));
+  }
+
   private rowEl(run: RunSummary): HTMLElement {
     const dur = h("span", { class: "duration" }, fmtDuration(run.duration_s));
+    const name = run.name || `${run.backend ?? "?"}/${run.trainer ?? "?"}`;
+    const box = h("input", { type: "checkbox", class: "run-check", "aria-label": `Select ${name} to compare` });
+    box.checked = this.selection.has(run.run_id);
+    box.addEventListener("click", (e) => e.stopPropagation());
+    box.addEventListener("change", () => this.selection.toggle(run.run_id, box.checked));
+    let groupEl: HTMLElement | null = null;
+    if (run.group) {
+      const group = run.group;
+      groupEl = h("button", { class: "run-group", title: `Select every run of group ${group}`, "data-group": group }, group);
+      groupEl.addEventListener("click", (e) => {
+        e.stopPropagation();
+        void this.selectGroup(group);
+      });
+    }
     const li = h(
       "li",
       { class: "run-row", "data-run": run.run_id, tabindex: "0", role: "button" },
-      h("div", { class: "run-name" }, run.name || `${run.backend ?? "?"}/${run.trainer ?? "?"}`),
-      h("div", { class: "run-model muted" }, run.base_model ?? "—"),
+      h("div", { class: "run-name" }, box, h("span", {}, name)),
+      h("div", { class: "run-model muted" }, h("span", { class: "model" }, run.base_model ?? "—"), groupEl),
       h(
         "div",
         { class: "run-meta" },
@@ -146,7 +208,7 @@ export class RunListView {
     );
     li.addEventListener("click", () => this.onSelect(run));
     li.addEventListener("keydown", (e) => {
-      if (e.key === "Enter") this.onSelect(run);
+      if (e.key === "Enter" && e.target === li) this.onSelect(run);
     });
     return li;
   }
@@ -161,5 +223,6 @@ export class RunListView {
 
   dispose(): void {
     window.clearInterval(this.ticker);
+    this.unsubscribe();
   }
 }

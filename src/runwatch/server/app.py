@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 
 from runwatch.server import (
     errors,
+    routes_compare,
     routes_ingest,
     routes_jobs,
     routes_metrics,
@@ -32,7 +33,7 @@ from runwatch.server.state import Limits, ServerState, state
 # RUNWATCH_STATIC_DIR serves a web build from elsewhere (a developer's own `vite build
 # --outDir`), so that several builds can be tried side by side without touching the package.
 STATIC_DIR = Path(os.environ.get("RUNWATCH_STATIC_DIR") or Path(__file__).parent / "static")
-APP_ROUTES = ("/runs", "/new", "/resources")
+APP_ROUTES = ("/runs", "/new", "/resources", "/compare", "/table")
 NOT_BUILT = (
     "<!doctype html><title>runwatch</title><p>The runwatch API is running, but this copy "
     "has no built web app. Build it with <code>make web</code> (needs Node) or install a "
@@ -86,7 +87,8 @@ def create_app(
         poll_interval=poll_interval,
     )
     errors.install(app)
-    for module in (routes_runs, routes_jobs, routes_metrics, routes_records, routes_ingest, sse):
+    for module in (routes_runs, routes_jobs, routes_metrics, routes_records, routes_ingest, sse,
+                   routes_compare):
         app.include_router(module.router)
 
     @app.get("/api/server", tags=["server"])

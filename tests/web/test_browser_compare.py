@@ -1,0 +1,262 @@
+"""Comparing runs in a real browser: runs ticked in the list (one by one or a whole group)
+overlaid on the same charts, a live run's new points, the settings table with its
+differences, the view's state in the URL, the run table (sort, tags, CSV export) and the
+list's keys (j, k, x, Enter, /)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from playwright.sync_api import Page, Request, expect
+from webhelpers import shot, wait_indexed
+
+from runwatch.sdk import Run, init
+from runwatch.server.runner import Runner
+
+LRS = (1e-4, 3e-4, 1e-3)
+# /api/compare (H4's route) is not in the tree yet: the report's request is answered 404
+pytestmark = pytest.mark.console_error(r"404")
+
+
+def sweep_arm(runs_dir: Path, name: str, steps: int, lr: float, *, group: str = "lr-sweep",
+              tags: tuple[str, ...] = (), finish: bool = True, **config: Any) -> Run:
+    """An SFT arm of a learning-rate sweep: loss every step, val loss every 10th step."""
+    run = init(name=name, dir=runs_dir, method="sft", base_model="tiny-gpt", dataset="arith",
+               trainer="runwatch-sft", backend="local", group=group, tags=tags,
+               flush_interval=0.05,
+               config={"learning_rate": lr, "batch_size": 8, "optim": {"name": "adamw"},
+                       **config})
+    assert isinstance(run, Run)
+    for i in range(steps):
+        m = {"loss": 2.0 * math.exp(-i * lr * 100) + 0.1, "learning_rate": lr}
+        if i % 10 == 9:
+            m["val/loss"] = 2.1 * math.exp(-i * lr * 100) + 0.15
+        run.log(m, step=i)
+    if finish:
+        run.finish("SUCCEEDED")
+    return run
+
+
+def three_arms(runs_dir: Path, server: Runner) -> list[str]:
+    """Three finished arms of one group, 30, 40 and 50 steps; their names, oldest first."""
+    names = [f"arm-{i}" for i in range(3)]
+    for i, (name, lr) in enumerate(zip(names, LRS, strict=True)):
+        sweep_arm(runs_dir, name, 30 + 10 * i, lr)
+    for i, name in enumerate(names):
+        wait_indexed(server.url, name, 29 + 10 * i)
+    return names
+
+
+def run_id(page: Page, name: str) -> str:
+    return page.get_attribute(f'.run-row:has-text("{name}")', "data-run") or ""
+
+
+def query(page: Page) -> dict[str, list[str]]:
+    return parse_qs(urlparse(page.url).query)
+
+
+def test_a_group_overlaid_on_shared_charts_with_its_settings_compared(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    names = three_arms(runs_dir, server)
+    sweep_arm(runs_dir, "other", 10, 1e-4, group="other-sweep")
+    wait_indexed(server.url, "other", 9)
+    series_requests: list[Request] = []
+    page.on("request", lambda r: series_requests.append(r) if "/api/series?" in r.url else None)
+    page.goto(f"{server.url}/runs")
+    expect(page.locator(".run-row")).to_have_count(4)
+    expect(page.locator("#compare-button")).to_be_disabled()
+    # one click on a run's group ticks every run of that group, and no other
+    page.locator('.run-row:has-text("arm-0") .run-group').click()
+    expect(page.locator("#compare-button")).to_have_text("Compare (3)")
+    assert not page.locator('.run-row:has-text("other") .run-check').is_checked()
+    ids = [run_id(page, n) for n in names]
+    page.click("#compare-button")
+    expect(page.locator("#compare-charts")).to_have_attribute("data-drawn", "true")
+    assert urlparse(page.url).path == "/compare"
+    assert sorted(query(page)["run"]) == sorted(ids)
+    # each run has its own lines (30, 40, 50 steps; val every 10th), all from one request:
+    # the server cut every run's series at the same bucket edges
+    loss = page.locator('[data-chart="loss"]')
+    counts = loss.get_attribute("data-counts") or ""
+    assert sorted(counts.split(";")) == sorted(
+        ["loss=30", "val/loss=3", "loss=40", "val/loss=4", "loss=50", "val/loss=5"])
+    assert len(series_requests) == 1
+    sent = parse_qs(urlparse(series_requests[0].url).query)
+    assert sorted(sent["run"]) == sorted(ids) and {"loss", "val/loss", "learning_rate"} <= set(
+        sent["key"])
+    steps = {i: 30 + 10 * k for k, i in enumerate(ids)}
+    expect(page.locator('[data-chart="lr"]')).to_have_attribute(
+        "data-counts", ";".join(f"learning_rate={steps[i]}" for i in shown_runs(page)))
+    # the settings: the learning rates differ, the batch size and the optimizer do not
+    table = page.locator("#compare-config")
+    expect(table.locator('tr[data-key="learning_rate"]')).to_have_class("diff")
+    expect(table.locator('tr[data-key="batch_size"]')).not_to_have_class("diff")
+    expect(table.locator('tr[data-key="optim.name"]')).not_to_have_class("diff")
+    expect(table.locator('tr[data-key="learning_rate"] td')).to_have_text(
+        ["learning_rate", *[str(lr) for lr in _in_order(page, ids)]])
+    shot(page, "compare-overlay")
+    page.check("#compare-only-diff")
+    expect(table.locator('tr[data-key="batch_size"]')).to_be_hidden()
+    expect(table.locator('tr[data-key="learning_rate"]')).to_be_visible()
+    assert query(page)["only_diff"] == ["1"]
+    shot(page, "compare-only-differences")
+
+
+def test_a_live_run_keeps_drawing_in_the_compare_view(page: Page, server: Runner,
+                                                     runs_dir: Path) -> None:
+    sweep_arm(runs_dir, "done", 20, 1e-4)
+    live = sweep_arm(runs_dir, "going", 20, 3e-4, finish=False)
+    wait_indexed(server.url, "done", 19)
+    wait_indexed(server.url, "going", 19)
+    page.goto(f"{server.url}/compare?run=done&run=going")
+    loss = page.locator('[data-chart="loss"]')
+    expect(page.locator("#compare-charts")).to_have_attribute("data-drawn", "true")
+    expect(loss).to_have_attribute("data-counts", "loss=20;val/loss=2;loss=20;val/loss=2")
+    page.evaluate("window.__marker = 'same page'")
+    for i in range(20, 30):
+        live.log({"loss": 0.5, "learning_rate": 3e-4, **({"val/loss": 0.6} if i == 29 else {})},
+                 step=i)
+    expect(loss).to_have_attribute("data-counts", "loss=20;val/loss=2;loss=30;val/loss=3",
+                                   timeout=20_000)
+    live.finish("SUCCEEDED")
+    expect(page.locator('.compare-chip[data-run] .status').nth(1)).to_have_text("Succeeded")
+    assert page.evaluate("window.__marker") == "same page"
+
+
+def test_the_view_is_kept_in_the_url(page: Page, server: Runner, runs_dir: Path) -> None:
+    names = three_arms(runs_dir, server)
+    page.goto(f"{server.url}/runs")
+    ids = [run_id(page, n) for n in names]
+    url = (f"{server.url}/compare?run={ids[0]}&run={ids[1]}&run={ids[2]}&key=learning_rate"
+           f"&baseline={ids[2]}&subject={ids[1]}&only_diff=1")
+    page.goto(url)
+    expect(page.locator("#compare-charts")).to_have_attribute("data-drawn", "true")
+    assert shown_runs(page) == ids
+    expect(page.locator('[data-chart="key:learning_rate"]')).to_have_attribute(
+        "data-counts", "learning_rate=30;learning_rate=40;learning_rate=50")
+    expect(page.locator("#compare-baseline")).to_have_value(ids[2])
+    expect(page.locator("#compare-subject")).to_have_value(ids[1])
+    expect(page.locator("#compare-only-diff")).to_be_checked()
+    expect(page.locator('#compare-config tr[data-key="batch_size"]')).to_be_hidden()
+    # what changes in the view changes the URL, and a reload gives the same view back
+    page.fill("#compare-key", "val/loss")
+    page.click("#compare-add-key")
+    expect(page.locator('[data-chart="key:val/loss"]')).to_have_attribute(
+        "data-counts", "val/loss=3;val/loss=4;val/loss=5")
+    page.select_option("#compare-baseline", ids[0])
+    page.uncheck("#compare-only-diff")
+    page.locator(f'.compare-chip[data-run="{ids[1]}"] .chip-remove').click()
+    expect(page.locator(".compare-chip")).to_have_count(2)
+    state = query(page)
+    assert state["run"] == [ids[0], ids[2]]
+    assert state["key"] == ["learning_rate", "val/loss"]
+    assert state["baseline"] == [ids[0]] and "only_diff" not in state
+    page.reload()
+    expect(page.locator("#compare-charts")).to_have_attribute("data-drawn", "true")
+    assert shown_runs(page) == [ids[0], ids[2]]
+    expect(page.locator('[data-chart="key:val/loss"]')).to_have_attribute(
+        "data-counts", "val/loss=3;val/loss=5")
+    expect(page.locator("#compare-baseline")).to_have_value(ids[0])
+    expect(page.locator('#compare-config tr[data-key="batch_size"]')).to_be_visible()
+    # back goes to the three runs
+    page.go_back()
+    expect(page.locator(".compare-chip")).to_have_count(3)
+
+
+def test_the_run_table_sorts_shows_tags_and_exports_csv(page: Page, server: Runner,
+                                                        runs_dir: Path) -> None:
+    sweep_arm(runs_dir, "b-run", 30, 1e-3, tags=("baseline", "lr"))
+    sweep_arm(runs_dir, "a-run", 20, 1e-4)
+    sweep_arm(runs_dir, "c-run", 10, 3e-4, group="other")
+    for name, last in (("b-run", 29), ("a-run", 19), ("c-run", 9)):
+        wait_indexed(server.url, name, last)
+    page.goto(f"{server.url}/runs")
+    page.click("#table-link")
+    body = page.locator("#run-table-body")
+    expect(body).to_have_attribute("data-latest", "true")
+    names = body.locator('td[data-col="name"]')
+    expect(names).to_have_text(["c-run", "a-run", "b-run"])  # newest first
+    expect(page.locator('tr:has-text("b-run") td[data-col="tags"] .tag')).to_have_text(
+        ["baseline", "lr"])
+    page.click('button[data-sort="name"]')
+    expect(names).to_have_text(["a-run", "b-run", "c-run"])
+    assert query(page)["sort"] == ["name"] and "desc" not in query(page)
+    page.click('button[data-sort="name"]')
+    expect(names).to_have_text(["c-run", "b-run", "a-run"])
+    # latest loss: each arm's last loss, lowest first once sorted up
+    page.click('button[data-sort="loss"]')
+    page.click('button[data-sort="loss"]')
+    losses = {n: 2.0 * math.exp(-(s - 1) * lr * 100) + 0.1
+              for n, s, lr in (("a-run", 20, 1e-4), ("b-run", 30, 1e-3), ("c-run", 10, 3e-4))}
+    expect(names).to_have_text(sorted(losses, key=losses.__getitem__))
+    expect(page.locator('th[aria-sort="ascending"]')).to_have_text("Latest loss ▲")
+    page.reload()
+    expect(names).to_have_text(sorted(losses, key=losses.__getitem__))
+    shot(page, "run-table")
+    with page.expect_download() as info:
+        page.click("#table-csv")
+    download = info.value
+    rows = list(csv.reader(io.StringIO(Path(download.path()).read_text())))
+    assert rows[0] == ["run_id", "name", "status", "model", "method", "group", "tags",
+                       "duration", "created", "loss", "reward"]
+    assert [r[1] for r in rows[1:]] == sorted(losses, key=losses.__getitem__)
+    by_name = {r[1]: r for r in rows[1:]}
+    assert by_name["b-run"][6] == "baseline lr" and by_name["c-run"][5] == "other"
+    assert math.isclose(float(by_name["b-run"][9]), losses["b-run"], rel_tol=1e-9)
+    # ticked rows open the compare view
+    page.check('tr:has-text("a-run") .run-check')
+    page.check('tr:has-text("c-run") .run-check')
+    page.click("#table-compare")
+    expect(page.locator(".compare-chip")).to_have_count(2)
+    expect(page.locator(".compare-chip .chip-name")).to_have_text(["a-run", "c-run"])
+
+
+def test_keys_move_through_the_list_tick_and_open(page: Page, server: Runner,
+                                                  runs_dir: Path) -> None:
+    names = three_arms(runs_dir, server)
+    page.goto(f"{server.url}/runs")
+    rows = page.locator(".run-row")
+    expect(rows).to_have_count(3)
+    newest_first = names[::-1]
+    page.keyboard.press("j")
+    expect(rows.nth(0)).to_have_class("run-row cursor")
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    page.keyboard.press("j")  # stays on the last row
+    expect(rows.nth(2)).to_have_class("run-row cursor")
+    page.keyboard.press("k")
+    expect(page.locator(".run-row.cursor")).to_contain_text(newest_first[1])
+    page.keyboard.press("x")
+    expect(page.locator("#compare-button")).to_have_text("Compare (1)")
+    page.keyboard.press("Enter")
+    expect(page.locator("#detail[data-loaded=true]")).to_be_visible()
+    expect(page.locator(".run-row.selected")).to_contain_text(newest_first[1])
+    assert query(page)["run"] == [run_id(page, newest_first[1])]
+    # / goes to the search box; keys typed there are text, not moves
+    page.keyboard.press("/")
+    expect(page.locator("#search")).to_be_focused()
+    page.keyboard.type("arm-0")
+    expect(page.locator("#search")).to_have_value("arm-0")
+    expect(rows).to_have_count(1)
+    page.keyboard.press("Escape")
+    expect(page.locator("#search")).not_to_be_focused()
+    page.keyboard.press("j")
+    expect(page.locator(".run-row.cursor")).to_contain_text("arm-0")
+    shot(page, "keyboard")
+
+
+def shown_runs(page: Page) -> list[str]:
+    """The run ids in the order the compare view shows the runs."""
+    return page.locator("#compare-runs .compare-chip").evaluate_all(
+        "els => els.map(e => e.dataset.run)")
+
+
+def _in_order(page: Page, ids: list[str]) -> list[float]:
+    """The learning rates in the order the compare view shows the runs."""
+    return [LRS[ids.index(i)] for i in shown_runs(page)]

@@ -1,0 +1,181 @@
+// The `runs compare` report in the compare view: one compared run's training loss against
+// a baseline's (GET /api/compare): window means of the difference, gradient-norm spikes,
+// the first full window past the margin, and how the runs divide their sequences per
+// update. Runs whose plans differ are refused with the differences listed, unless
+// "Compare across plans" is ticked.
+
+import { query } from "./api";
+import { h } from "./dom";
+import { fmtNum } from "./format";
+import type { RunSummary } from "./types";
+
+// The answer of GET /api/compare (runwatch.analysis.compare.compare); it moves to
+// types.ts once the route documents its schema (types.ts is checked against it).
+export interface PlanDifference {
+  field: string;
+  run: unknown;
+  baseline: unknown;
+}
+
+interface Division {
+  devices: number | null;
+  sequences_per_pass: number | null;
+  accumulation: number | null;
+  sequences_per_update: number | null;
+}
+
+interface Window {
+  first_step: number;
+  last_step: number;
+  steps: number;
+  full: boolean;
+  mean_diff: number;
+  spikes: number;
+}
+
+export interface CompareAnswer {
+  run: { run_id: string; name: string; division: Division };
+  baseline: { run_id: string; name: string; division: Division };
+  options: { window: number; margin: number; spike_factor: number; across_plans: boolean };
+  plan: { same: boolean; differences: PlanDifference[]; divided_differently: boolean };
+  compared_steps: number;
+  first_step: number | null;
+  last_step: number | null;
+  nonfinite_steps: number[];
+  windows: Window[];
+  spikes: { step: number; run: number | null; baseline: number | null; spiked: string[] }[];
+  reported: (Window & { index: number; direction: string }) | null;
+}
+
+interface ErrorBody {
+  error?: string | { message?: string; differences?: PlanDifference[] };
+  differences?: PlanDifference[];
+}
+
+// A long run has thousands of windows; the table shows the first ones and the reported one.
+const MAX_ROWS = 30;
+
+function differencesTable(diffs: PlanDifference[], id: string): HTMLElement {
+  const cell = (v: unknown) => h("td", {}, v === null || v === undefined ? "—" : typeof v === "string" ? v : JSON.stringify(v));
+  return h(
+    "table",
+    { class: "table", id },
+    h("thead", {}, h("tr", {}, h("th", {}, "Setting"), h("th", {}, "Run"), h("th", {}, "Baseline"))),
+    h("tbody", {}, ...diffs.map((d) => h("tr", { class: "diff" }, h("td", { class: "mono" }, d.field), cell(d.run), cell(d.baseline)))),
+  );
+}
+
+export class CompareReport {
+  readonly el: HTMLElement;
+  private subject = h("select", { id: "compare-subject", "aria-label": "Run" });
+  private baseline = h("select", { id: "compare-baseline", "aria-label": "Baseline" });
+  private across = h("input", { type: "checkbox", id: "compare-across-plans" });
+  private body = h("div", { id: "compare-report-body" });
+  private generation = 0;
+
+  constructor(private readonly onChange: (baseline: string, subject: string, acrossPlans: boolean) => void) {
+    const changed = () => {
+      this.onChange(this.baseline.value, this.subject.value, this.across.checked);
+      void this.load();
+    };
+    for (const el of [this.subject, this.baseline, this.across]) el.addEventListener("change", changed);
+    this.el = h(
+      "section",
+      { class: "card", id: "compare-report" },
+      h(
+        "div",
+        { class: "card-head" },
+        h("h3", {}, "Training loss against a baseline"),
+        h("div", { class: "controls" }, h("label", {}, "Run ", this.subject), h("label", {}, "Baseline ", this.baseline), h("label", {}, this.across, " Compare across plans")),
+      ),
+      this.body,
+    );
+  }
+
+  show(runs: RunSummary[], baseline: string | null, subject: string | null, acrossPlans: boolean): void {
+    const options = () => runs.map((r) => h("option", { value: r.run_id }, r.name));
+    this.subject.replaceChildren(...options());
+    this.baseline.replaceChildren(...options());
+    if (subject) this.subject.value = subject;
+    if (baseline) this.baseline.value = baseline;
+    this.across.checked = acrossPlans;
+    void this.load();
+  }
+
+  private async load(): Promise<void> {
+    const gen = ++this.generation;
+    const run = this.subject.value;
+    const baseline = this.baseline.value;
+    if (!run || !baseline || run === baseline) {
+      this.body.replaceChildren(h("p", { class: "muted" }, "Pick a run and a different baseline."));
+      return;
+    }
+    this.body.replaceChildren(h("p", { class: "muted" }, "Comparing…"));
+    const resp = await fetch(`/api/compare${query({ run, baseline, across_plans: this.across.checked ? "true" : "false" })}`);
+    const answer = (await resp.json().catch(() => null)) as (CompareAnswer & ErrorBody) | null;
+    if (gen !== this.generation) return;
+    this.body.dataset.status = String(resp.status);
+    if (!resp.ok || !answer) {
+      const message = (typeof answer?.error === "object" ? answer.error.message : answer?.error) ?? `The server answered ${resp.status}.`;
+      const refused = h("p", { class: "error", id: "compare-refused" }, message);
+      const diffs = answer?.differences ?? (typeof answer?.error === "object" ? answer.error.differences : undefined) ?? [];
+      this.body.replaceChildren(refused, ...(diffs.length ? [differencesTable(diffs, "compare-differences"), h("p", { class: "muted" }, "Tick “Compare across plans” to compare them anyway.")] : []));
+      return;
+    }
+    this.body.replaceChildren(...this.render(answer));
+  }
+
+  private render(a: CompareAnswer): HTMLElement[] {
+    const margin = a.options.margin;
+    const verdict = a.reported
+      ? `Steps ${a.reported.first_step}–${a.reported.last_step} are the first full window of ${a.options.window} whose mean difference passes ${margin}: the run's loss is ${a.reported.direction} by ${fmtNum(Math.abs(a.reported.mean_diff))} on average.`
+      : `No full window of ${a.options.window} steps differs by more than ${margin} on average.`;
+    const out: HTMLElement[] = [
+      h("p", { id: "compare-verdict" }, verdict),
+      h("p", { class: "muted" }, `${a.compared_steps} steps compared${a.first_step !== null ? ` (${a.first_step}–${a.last_step})` : ""}; difference = run − baseline.${a.nonfinite_steps.length ? ` ${a.nonfinite_steps.length} steps with a non-finite loss left out.` : ""}`),
+    ];
+    if (a.plan.divided_differently) {
+      const d = (x: CompareAnswer["run"]) => `${x.division.devices ?? "?"} devices × ${x.division.sequences_per_pass ?? "?"} per pass × ${x.division.accumulation ?? "?"} accumulation = ${x.division.sequences_per_update ?? "?"}`;
+      out.push(h("p", { id: "compare-division" }, `The runs divide the same sequences per update differently: run ${d(a.run)}; baseline ${d(a.baseline)}. They train the same rows.`));
+    }
+    if (a.plan.differences.length) {
+      out.push(h("p", { class: "muted" }, "Compared across plans: these settings differ, so the loss differs because of them too."), differencesTable(a.plan.differences, "compare-differences"));
+    }
+    const rows = a.windows.slice(0, MAX_ROWS);
+    if (a.reported && a.reported.index >= MAX_ROWS) rows.push(a.windows[a.reported.index]);
+    out.push(
+      h(
+        "table",
+        { class: "table", id: "compare-windows" },
+        h("thead", {}, h("tr", {}, h("th", {}, "Steps"), h("th", {}, "Compared"), h("th", {}, "Mean difference"), h("th", {}, "Spikes"))),
+        h(
+          "tbody",
+          {},
+          ...rows.map((w) =>
+            h(
+              "tr",
+              { class: [w.first_step === a.reported?.first_step ? "reported" : "", w.full ? "" : "partial"].join(" ").trim() },
+              h("td", {}, `${w.first_step}–${w.last_step}`),
+              h("td", {}, w.full ? String(w.steps) : `${w.steps} (short)`),
+              h("td", {}, fmtNum(w.mean_diff)),
+              h("td", {}, String(w.spikes)),
+            ),
+          ),
+        ),
+      ),
+    );
+    if (a.windows.length > rows.length) out.push(h("p", { class: "muted" }, `${a.windows.length - rows.length} more windows not shown (runwatch runs compare lists them all).`));
+    if (a.spikes.length) {
+      out.push(
+        h("h4", {}, `Gradient-norm spikes (over ${a.options.spike_factor} × the median)`),
+        h(
+          "table",
+          { class: "table", id: "compare-spikes" },
+          h("thead", {}, h("tr", {}, h("th", {}, "Step"), h("th", {}, "Run"), h("th", {}, "Baseline"), h("th", {}, "Spiked in"))),
+          h("tbody", {}, ...a.spikes.slice(0, MAX_ROWS).map((s) => h("tr", {}, h("td", {}, String(s.step)), h("td", {}, fmtNum(s.run)), h("td", {}, fmtNum(s.baseline)), h("td", {}, s.spiked.join(", "))))),
+        ),
+      );
+    }
+    return out;
+  }
+}

@@ -1,0 +1,88 @@
+// The settings of compared runs side by side: a row per setting (the run's own fields,
+// then its config flattened to dotted keys), a column per run. A row whose values differ
+// between the runs has class `diff`; "Only differences" hides the others.
+
+import { h } from "./dom";
+import type { RunDetail, RunSummary } from "./types";
+
+const FIELDS: [string, (r: RunSummary) => string | null][] = [
+  ["project", (r) => r.project],
+  ["group", (r) => r.group],
+  ["tags", (r) => (r.tags.length ? r.tags.join(", ") : null)],
+  ["method", (r) => r.method],
+  ["base model", (r) => r.base_model],
+  ["dataset", (r) => r.dataset],
+  ["trainer", (r) => r.trainer],
+  ["backend", (r) => r.backend],
+];
+
+/** A config as dotted keys and their values as text, in the order they were written. */
+export function flatten(value: unknown, prefix = "", out = new Map<string, string>()): Map<string, string> {
+  if (value !== null && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length) {
+    for (const [k, v] of Object.entries(value)) flatten(v, prefix ? `${prefix}.${k}` : k, out);
+  } else if (prefix) {
+    out.set(prefix, typeof value === "string" ? value : JSON.stringify(value));
+  }
+  return out;
+}
+
+export class ConfigTable {
+  readonly el: HTMLElement;
+  private table = h("table", { class: "table config-table", id: "compare-config" });
+  private count = h("span", { class: "muted", id: "compare-config-count" });
+  private onlyDiff: HTMLInputElement;
+
+  constructor(onlyDiff: boolean, onToggle: (onlyDiff: boolean) => void) {
+    this.onlyDiff = h("input", { type: "checkbox", id: "compare-only-diff" });
+    this.onlyDiff.checked = onlyDiff;
+    this.onlyDiff.addEventListener("change", () => {
+      this.table.classList.toggle("only-diff", this.onlyDiff.checked);
+      onToggle(this.onlyDiff.checked);
+    });
+    this.table.classList.toggle("only-diff", onlyDiff);
+    this.el = h(
+      "section",
+      { class: "card", id: "compare-settings" },
+      h("div", { class: "card-head" }, h("h3", {}, "Settings"), this.count, h("label", { class: "smoothing" }, this.onlyDiff, "Only differences")),
+      h("div", { class: "table-wrap" }, this.table),
+    );
+  }
+
+  show(runs: RunDetail[]): void {
+    const values = runs.map((d) => {
+      const m = new Map<string, string>();
+      for (const [name, get] of FIELDS) {
+        const v = get(d.run);
+        if (v !== null && v !== "") m.set(name, v);
+      }
+      return flatten(d.settings.config, "", m);
+    });
+    const names: string[] = [];
+    const seen = new Set<string>();
+    for (const m of values) {
+      for (const k of m.keys()) {
+        if (!seen.has(k)) {
+          seen.add(k);
+          names.push(k);
+        }
+      }
+    }
+    let differ = 0;
+    const rows = names.map((name) => {
+      const cells = values.map((m) => m.get(name));
+      const diff = new Set(cells.map((c) => c ?? "\u0000missing")).size > 1;
+      if (diff) differ += 1;
+      return h(
+        "tr",
+        { "data-key": name, ...(diff ? { class: "diff" } : {}) },
+        h("td", { class: "mono" }, name),
+        ...cells.map((c) => h("td", { title: c ?? "not set" }, c ?? "—")),
+      );
+    });
+    this.table.replaceChildren(
+      h("thead", {}, h("tr", {}, h("th", {}, "Setting"), ...runs.map((d) => h("th", {}, d.name)))),
+      h("tbody", {}, ...rows),
+    );
+    this.count.textContent = `${differ} of ${names.length} differ`;
+  }
+}

@@ -1,0 +1,262 @@
+// The run table (/table?sort=<column>&desc=1&q=…): the project's runs a page at a time,
+// sortable by any column, with their tags, group, latest training loss and reward;
+// checkboxes feed the compare view, and "Export CSV" saves the table as shown.
+
+import "./compare.css";
+import { getJSON, runPath } from "./api";
+import { findKey } from "./chartspecs";
+import { h } from "./dom";
+import { downloadCsv } from "./export";
+import { fmtDuration, fmtNum, fmtTime, statusClass, statusText } from "./format";
+import { compareLabel, searchBox } from "./runlist";
+import { groupRuns, type Selection } from "./selection";
+import type { MetricKeys, RunList, RunSummary } from "./types";
+
+export interface TableState {
+  sort: string;
+  desc: boolean;
+}
+
+export function readTableState(p: URLSearchParams): TableState {
+  const sort = p.get("sort") ?? "created";
+  return { sort: COLUMNS.some((c) => c.id === sort) ? sort : "created", desc: p.has("sort") ? p.get("desc") === "1" : true };
+}
+
+export function writeTableState(s: TableState, p: URLSearchParams): void {
+  p.set("sort", s.sort);
+  if (s.desc) p.set("desc", "1");
+}
+
+/** A run as the table shows it: its summary and its latest loss and reward (read later). */
+interface Row {
+  run: RunSummary;
+  loss: number | null;
+  reward: number | null;
+}
+
+type Cell = string | number | null;
+
+interface Column {
+  id: string;
+  label: string;
+  /** The value sorted by and exported. */
+  value: (r: Row) => Cell;
+  /** The text shown (the value when absent). */
+  show?: (r: Row) => string;
+}
+
+const COLUMNS: Column[] = [
+  { id: "name", label: "Name", value: (r) => r.run.name },
+  { id: "status", label: "Status", value: (r) => r.run.status, show: (r) => statusText(r.run) },
+  { id: "model", label: "Model", value: (r) => r.run.base_model },
+  { id: "method", label: "Method", value: (r) => r.run.method },
+  { id: "group", label: "Group", value: (r) => r.run.group },
+  { id: "tags", label: "Tags", value: (r) => r.run.tags.join(" ") || null },
+  { id: "duration", label: "Duration", value: (r) => r.run.duration_s, show: (r) => fmtDuration(r.run.duration_s) },
+  { id: "created", label: "Created", value: (r) => r.run.created_at, show: (r) => fmtTime(r.run.created_at) },
+  { id: "loss", label: "Latest loss", value: (r) => r.loss, show: (r) => fmtNum(r.loss) },
+  { id: "reward", label: "Latest reward", value: (r) => r.reward, show: (r) => fmtNum(r.reward) },
+];
+
+const PAGE = 100;
+// metric-key reads at once while the latest loss and reward fill in
+const READERS = 4;
+
+/** Nulls last whichever the direction; numbers as numbers, text by locale. */
+function compare(a: Cell, b: Cell, desc: boolean): number {
+  if (a === null || a === "") return b === null || b === "" ? 0 : 1;
+  if (b === null || b === "") return -1;
+  const d = typeof a === "number" && typeof b === "number" ? a - b : String(a).localeCompare(String(b));
+  return desc ? -d : d;
+}
+
+export class RunTablePage {
+  readonly el: HTMLElement;
+  private rows: Row[] = [];
+  private body = h("tbody", { id: "run-table-body" });
+  private head = h("tr", {});
+  private count = h("span", { class: "muted", id: "run-table-count" });
+  private more = h("button", { class: "btn", id: "run-table-more", hidden: "" }, `Load ${PAGE} more`);
+  private compareButton = h("button", { class: "btn primary", id: "table-compare" });
+  private search: HTMLInputElement;
+  private cursor: string | null = null;
+  private unsubscribe: () => void;
+  private generation = 0;
+  private disposed = false;
+
+  constructor(
+    private state: TableState,
+    private readonly project: string | null,
+    q: string,
+    private readonly selection: Selection,
+    private readonly onState: (s: TableState) => void,
+    private readonly onSearch: (q: string) => void,
+    private readonly onOpenRun: (runId: string) => void,
+    onCompare: (runIds: string[]) => void,
+  ) {
+    this.search = searchBox("table-search", q, (text) => {
+      this.onSearch(text);
+      void this.load();
+    });
+    this.more.addEventListener("click", () => void this.loadMore());
+    this.compareButton.addEventListener("click", () => onCompare(this.selection.list));
+    const csv = h("button", { class: "btn", id: "table-csv" }, "Export CSV");
+    csv.addEventListener("click", () => this.exportCsv());
+    this.unsubscribe = selection.onChange(() => this.showSelection());
+    this.el = h(
+      "main",
+      { class: "run-table-page", id: "run-table-page" },
+      h("div", { class: "page-head" }, h("h2", {}, "Runs"), this.count, h("span", { class: "spacer" }), this.compareButton, csv),
+      h("div", { class: "search-box table-search" }, this.search),
+      h("div", { class: "table-wrap" }, h("table", { class: "table run-table", id: "run-table" }, h("thead", {}, this.head), this.body)),
+      this.more,
+    );
+    this.showHead();
+    this.showSelection();
+  }
+
+  get searchInput(): HTMLInputElement {
+    return this.search;
+  }
+
+  get rowEls(): HTMLElement[] {
+    return Array.from(this.body.children) as HTMLElement[];
+  }
+
+  async load(): Promise<void> {
+    const gen = ++this.generation;
+    const page = await getJSON<RunList>("/runs", { project: this.project, q: this.search.value.trim(), limit: PAGE });
+    if (gen !== this.generation || this.disposed) return;
+    this.rows = [];
+    this.add(page);
+  }
+
+  private async loadMore(): Promise<void> {
+    if (!this.cursor) return;
+    const gen = this.generation;
+    const page = await getJSON<RunList>("/runs", { project: this.project, q: this.search.value.trim(), limit: PAGE, cursor: this.cursor });
+    if (gen === this.generation && !this.disposed) this.add(page);
+  }
+
+  private add(page: RunList): void {
+    const fresh = page.runs.filter((run) => !this.rows.some((r) => r.run.run_id === run.run_id)).map((run) => ({ run, loss: null, reward: null }));
+    this.rows.push(...fresh);
+    this.cursor = page.next_cursor;
+    this.more.hidden = !this.cursor;
+    this.count.textContent = `${this.rows.length} run${this.rows.length === 1 ? "" : "s"}${this.cursor ? "+" : ""}`;
+    this.showRows();
+    void this.readLatest(fresh, this.generation);
+  }
+
+  /** Fill in the latest training loss and reward from each run's metric keys. */
+  private async readLatest(rows: Row[], gen: number): Promise<void> {
+    const queue = rows.slice();
+    const reader = async () => {
+      for (let row = queue.shift(); row; row = queue.shift()) {
+        const { keys } = await getJSON<MetricKeys>(`${runPath(row.run.run_id)}/metrics/keys`);
+        if (gen !== this.generation || this.disposed) return;
+        const present = new Set(keys.filter((k) => k.count > 0).map((k) => k.key));
+        const last = (key: string | undefined) => keys.find((k) => k.key === key)?.last_value ?? null;
+        row.loss = last(findKey(present, "train_loss"));
+        row.reward = last(findKey(present, "reward"));
+      }
+    };
+    await Promise.all(Array.from({ length: READERS }, reader));
+    if (gen === this.generation && !this.disposed) {
+      this.showRows();
+      this.body.dataset.latest = "true";
+    }
+  }
+
+  private sorted(): Row[] {
+    const col = COLUMNS.find((c) => c.id === this.state.sort) ?? COLUMNS[0];
+    return this.rows.slice().sort((a, b) => compare(col.value(a), col.value(b), this.state.desc));
+  }
+
+  private showHead(): void {
+    const all = h("input", { type: "checkbox", id: "run-table-all", "aria-label": "Select every run shown" });
+    all.addEventListener("change", () => {
+      if (all.checked) this.selection.add(this.rows.map((r) => r.run.run_id));
+      else this.selection.set(this.selection.list.filter((id) => !this.rows.some((r) => r.run.run_id === id)));
+    });
+    this.head.replaceChildren(
+      h("th", {}, all),
+      ...COLUMNS.map((c) => {
+        const sorted = c.id === this.state.sort;
+        const button = h("button", { class: "sort", "data-sort": c.id }, c.label, sorted ? (this.state.desc ? " ▼" : " ▲") : "");
+        button.addEventListener("click", () => this.sortBy(c.id));
+        return h("th", { "aria-sort": sorted ? (this.state.desc ? "descending" : "ascending") : "none" }, button);
+      }),
+    );
+  }
+
+  private sortBy(column: string): void {
+    // a new column starts with what reads best first: text A to Z, numbers and times high to low
+    const desc = column === this.state.sort ? !this.state.desc : !["name", "status", "model", "method", "group", "tags"].includes(column);
+    this.state = { sort: column, desc };
+    this.onState(this.state);
+    this.showHead();
+    this.showRows();
+  }
+
+  private showRows(): void {
+    this.body.replaceChildren(...this.sorted().map((r) => this.rowEl(r)));
+    this.body.dataset.count = String(this.rows.length);
+    this.showSelection();
+  }
+
+  private rowEl(r: Row): HTMLElement {
+    const run = r.run;
+    const box = h("input", { type: "checkbox", class: "run-check", "aria-label": `Select ${run.name} to compare` });
+    box.addEventListener("change", () => this.selection.toggle(run.run_id, box.checked));
+    const cells = COLUMNS.map((c) => {
+      const text = c.show ? c.show(r) : String(c.value(r) ?? "—");
+      if (c.id === "name") {
+        const a = h("a", { href: `/runs?run=${encodeURIComponent(run.run_id)}` }, run.name);
+        a.addEventListener("click", (e) => {
+          e.preventDefault();
+          this.onOpenRun(run.run_id);
+        });
+        return h("td", { "data-col": c.id }, a);
+      }
+      if (c.id === "status") return h("td", { "data-col": c.id }, h("span", { class: `status ${statusClass(run.status)}` }, h("span", { class: "dot" }), text));
+      if (c.id === "tags") return h("td", { "data-col": c.id }, ...run.tags.map((t) => h("span", { class: "tag" }, t)));
+      if (c.id === "group" && run.group) {
+        const group = run.group;
+        const b = h("button", { class: "run-group", title: `Select every run of group ${group}`, "data-group": group }, group);
+        b.addEventListener("click", () => void groupRuns(group, this.project).then((runs) => this.selection.add(runs.map((x) => x.run_id))));
+        return h("td", { "data-col": c.id }, b);
+      }
+      return h("td", { "data-col": c.id }, text);
+    });
+    return h("tr", { "data-run": run.run_id, tabindex: "0" }, h("td", {}, box), ...cells);
+  }
+
+  private showSelection(): void {
+    for (const tr of this.rowEls) {
+      const box = tr.querySelector<HTMLInputElement>(".run-check");
+      if (box) box.checked = this.selection.has(tr.dataset.run ?? "");
+    }
+    compareLabel(this.compareButton, this.selection.size);
+  }
+
+  /** A listed run changed (the run-list stream): its row shows it. */
+  upsert(run: RunSummary): void {
+    const row = this.rows.find((r) => r.run.run_id === run.run_id);
+    if (!row) return;
+    row.run = run;
+    const el = this.rowEls.find((tr) => tr.dataset.run === run.run_id);
+    el?.replaceWith(this.rowEl(row));
+    this.showSelection();
+  }
+
+  private exportCsv(): void {
+    const rows = this.sorted().map((r) => [r.run.run_id, ...COLUMNS.map((c) => c.value(r))]);
+    downloadCsv("runs.csv", ["run_id", ...COLUMNS.map((c) => c.id)], rows);
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    this.unsubscribe();
+  }
+}
