@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-from playwright.sync_api import Page
+from playwright.sync_api import Browser, ConsoleMessage, Page
 
 from runwatch.sdk import Run, init
 from tests.support import wait_for
@@ -91,3 +94,80 @@ def open_run(page: Page, base_url: str, name: str) -> None:
     page.goto(f"{base_url}/runs")
     page.click(f'.run-row:has-text("{name}")')
     page.wait_for_selector("#detail[data-loaded=true]")
+
+
+@contextmanager
+def themed_page(browser: Browser, scheme: str, width: int = 1400,
+                expected_errors: tuple[str, ...] = ()) -> Iterator[Page]:
+    """A page whose system colour setting is `scheme` ("light" or "dark"), sized as the
+    `page` fixture's; a page error or console error (except those matching a pattern of
+    `expected_errors`) fails the test when the block ends."""
+    context = browser.new_context(viewport={"width": width, "height": 1000}, color_scheme=scheme)  # type: ignore[arg-type]
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+
+    def on_console(msg: ConsoleMessage) -> None:
+        if msg.type == "error" and not any(re.search(p, msg.text) for p in expected_errors):
+            problems.append(f"console error: {msg.text}")
+
+    pg.on("console", on_console)
+    try:
+        yield pg
+    finally:
+        context.close()
+    assert not problems, problems
+
+
+# Every visible element that breaks dark mode: a light grey/white background (alpha over
+# 0.5; saturated accents such as a primary button or a status dot are not counted) or own
+# text too dark to read on a dark page; as "tag#id.class background|text colour", at most
+# 20. Relative luminance as WCAG defines it.
+LIGHT_IN_DARK = """() => {
+    const lum = (c) => {
+        const m = c.match(/rgba?\\(([\\d.]+),\\s*([\\d.]+),\\s*([\\d.]+)(?:,\\s*([\\d.]+))?/);
+        if (!m) return null;
+        const a = m[4] === undefined ? 1 : Number(m[4]);
+        const ch = [m[1], m[2], m[3]].map((v) => {
+            const s = Number(v) / 255;
+            return s <= 0.03928 ? s / 12.92 : Math.pow((s + 0.055) / 1.055, 2.4);
+        });
+        return { l: 0.2126 * ch[0] + 0.7152 * ch[1] + 0.0722 * ch[2], a };
+    };
+    const cls = (el) => typeof el.className === 'string' && el.className.trim()
+        ? '.' + el.className.trim().split(/\\s+/).join('.') : '';
+    const name = (el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + cls(el);
+    const bad = [];
+    for (const el of document.querySelectorAll('body, body *')) {
+        const r = el.getBoundingClientRect();
+        if (r.width === 0 || r.height === 0 || el.closest('[hidden]')) continue;
+        const st = getComputedStyle(el);
+        if (st.visibility === 'hidden' || st.display === 'none') continue;
+        const bg = lum(st.backgroundColor);
+        if (bg && bg.a > 0.5 && bg.l > 0.35) {
+            // coloured accents (a primary button, a status dot) are neither light nor dark
+            const [r1, g1, b1] = st.backgroundColor.match(/[\\d.]+/g).map(Number);
+            if (Math.max(r1, g1, b1) - Math.min(r1, g1, b1) < 60) {
+                bad.push(`${name(el)} background ${st.backgroundColor}`);
+            }
+        }
+        const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+        const fg = lum(st.color);
+        if (own && fg && fg.a > 0.5 && fg.l < 0.12) {
+            bad.push(`${name(el)} text ${st.color}`);
+        }
+    }
+    return bad.slice(0, 20);
+}"""
+
+
+def light_in_dark(page: Page) -> list[str]:
+    """The visible elements of a dark page still coloured for light (see LIGHT_IN_DARK)."""
+    found: list[str] = page.evaluate(LIGHT_IN_DARK)
+    return found
+
+
+def background(page: Page, selector: str) -> str:
+    """The computed background colour of the first element `selector` matches."""
+    colour: str = page.eval_on_selector(selector, "el => getComputedStyle(el).backgroundColor")
+    return colour

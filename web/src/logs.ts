@@ -13,6 +13,7 @@ export class LogsView {
   private list = h("div", { class: "logs", id: "logs" });
   private level = h("select", { "aria-label": "Minimum level" }, ...LEVELS.map((l) => h("option", { value: l }, l || "all levels")));
   private older = h("button", { class: "btn", hidden: "" }, "Older");
+  private empty = h("div", { class: "logs-empty muted", id: "logs-empty", hidden: "" });
   private cursor: string | null = null;
   private seen = new Set<number>();
 
@@ -22,6 +23,7 @@ export class LogsView {
       { class: "card", id: "live-logs" },
       h("div", { class: "card-head" }, h("h3", {}, "Live logs"), this.level),
       this.list,
+      this.empty,
       this.older,
     );
     this.level.addEventListener("change", () => void this.load());
@@ -36,7 +38,38 @@ export class LogsView {
     for (const e of [...page.logs].reverse()) this.list.appendChild(this.entry(e));
     this.cursor = page.next_cursor;
     this.older.hidden = !this.cursor;
+    this.showEmpty();
     this.list.scrollTop = this.list.scrollHeight;
+  }
+
+  /** With no line to show, say so, and what writes log lines (the level filter may hide some). */
+  private showEmpty(): void {
+    const none = this.list.childElementCount === 0;
+    this.empty.hidden = !none;
+    this.list.hidden = none;
+    if (!none) return;
+    const level = this.level.value;
+    if (level) {
+      this.empty.replaceChildren(
+        h("p", {}, `No log lines at ${level} or above yet.`),
+        h("p", { class: "small" }, "Choose “all levels” to see the lower ones."),
+      );
+      return;
+    }
+    this.empty.replaceChildren(
+      h("p", {}, "No log lines yet."),
+      h(
+        "p",
+        { class: "small" },
+        "They show here as the run writes them: ",
+        h("code", {}, "run.log_text(\"message\")"),
+        ", Python logging through ",
+        h("code", {}, "run.logging_handler()"),
+        ", and an error that ends the training loop (all in the run folder's ",
+        h("code", {}, "logs.jsonl"),
+        "). The built-in recipes log their progress there.",
+      ),
+    );
   }
 
   private async loadOlder(): Promise<void> {
@@ -53,6 +86,7 @@ export class LogsView {
     if ((LOG_LEVEL_RANK[e.level.toLowerCase()] ?? 20) < min) return;
     const stick = this.list.scrollTop + this.list.clientHeight >= this.list.scrollHeight - 8;
     this.list.appendChild(this.entry(e));
+    if (!this.empty.hidden) this.showEmpty();
     if (stick) this.list.scrollTop = this.list.scrollHeight;
   }
 

@@ -197,7 +197,7 @@ export class NewJobPage {
       this.profile.value = list.default_profile;
       this.showRecipe();
     } catch (e) {
-      this.formError.textContent = `The recipes could not be loaded: ${e instanceof Error ? e.message : String(e)}. The command form still works.`;
+      this.formError.textContent = `The recipes could not be loaded, so only the command form works. ${e instanceof Error ? e.message : String(e)}`;
       this.kindCommand.checked = true;
       this.showKind();
     }

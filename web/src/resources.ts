@@ -75,7 +75,7 @@ export class ResourcesPage {
       if (this.notice.classList.contains("stale")) this.setNotice("");
       this.render();
     } catch (e) {
-      this.setNotice(`The workers could not be read: ${e instanceof Error ? e.message : String(e)}. Retrying.`, true, "stale");
+      this.setNotice(`The workers could not be read (this page tries again every few seconds). ${e instanceof Error ? e.message : String(e)}`, true, "stale");
     }
   }
 

@@ -6,6 +6,9 @@ import { clear, h } from "./dom";
 import { fmtNum } from "./format";
 import type { Sample, SamplesResponse } from "./types";
 
+/** Rollouts a page shows in "all, in order". */
+const PAGE = 100;
+
 function messageText(v: unknown): string {
   if (typeof v === "string") return v;
   if (Array.isArray(v)) {
@@ -35,7 +38,14 @@ export class RolloutsView {
   );
   private n = h("input", { id: "rollout-n", type: "number", min: "1", max: "500", value: "5", "aria-label": "N" });
   private list = h("div", { class: "rollouts", id: "rollouts" });
-  private info = h("p", { class: "muted" });
+  private info = h("p", { class: "muted", id: "rollout-info" });
+  private prev = h("button", { class: "btn", type: "button", id: "rollout-prev" }, "‹ Previous");
+  private next = h("button", { class: "btn", type: "button", id: "rollout-next" }, "Next ›");
+  private range = h("span", { class: "muted", id: "rollout-range" });
+  private pager = h("div", { class: "pager rollout-pager", hidden: "" }, this.prev, this.range, this.next);
+  /** The first rollout shown (in "all, in order"): the pager moves it a page at a time. */
+  private offset = 0;
+  private total = 0;
 
   constructor(private readonly runId: string) {
     this.el = h(
@@ -44,8 +54,22 @@ export class RolloutsView {
       h("div", { class: "card-head" }, h("h3", {}, "Rollouts"), h("div", { class: "controls" }, "Step ", this.step, " ", this.mode, " N ", this.n)),
       this.info,
       this.list,
+      this.pager,
     );
-    for (const c of [this.step, this.mode, this.n]) c.addEventListener("change", () => void this.load());
+    for (const c of [this.step, this.mode, this.n]) {
+      c.addEventListener("change", () => {
+        this.offset = 0;
+        void this.load();
+      });
+    }
+    this.prev.addEventListener("click", () => void this.turn(-PAGE));
+    this.next.addEventListener("click", () => void this.turn(PAGE));
+  }
+
+  private async turn(by: number): Promise<void> {
+    this.offset = Math.max(0, Math.min(this.offset + by, Math.max(0, this.total - 1)));
+    await this.load();
+    this.el.scrollIntoView({ block: "start" });
   }
 
   async load(): Promise<void> {
@@ -56,7 +80,8 @@ export class RolloutsView {
       split,
       best: mode === "best" ? this.n.value : null,
       worst: mode === "worst" ? this.n.value : null,
-      limit: mode === "all" ? 200 : null,
+      limit: mode === "all" ? PAGE : null,
+      offset: mode === "all" && this.offset ? this.offset : null,
     });
     if (!this.step.options.length || this.step.options.length !== resp.available.length) {
       clear(this.step);
@@ -66,13 +91,23 @@ export class RolloutsView {
     }
     if (resp.step !== null) this.step.value = `${resp.step}|${resp.split}`;
     clear(this.list);
+    this.total = resp.total;
     if (!resp.available.length) {
       this.info.textContent = "This run has kept no rollouts.";
+      this.pager.hidden = true;
       return;
     }
-    this.info.textContent = `${resp.samples.length} of ${resp.total} rollouts at step ${resp.step} (${resp.split})`;
+    const first = mode === "all" ? this.offset : 0;
+    const shown = resp.samples.length ? `rollouts ${first + 1}–${first + resp.samples.length}` : "no rollouts";
+    this.info.textContent = `${shown} of ${resp.total} at step ${resp.step} (${resp.split})`;
     for (const s of resp.samples) this.list.appendChild(this.card(s));
     this.list.dataset.count = String(resp.samples.length);
+    this.list.dataset.offset = String(first);
+    // pages only in "all, in order": best/worst N show their N at once
+    this.pager.hidden = mode !== "all" || resp.total <= PAGE;
+    this.range.textContent = `${first + 1}–${first + resp.samples.length} of ${resp.total}`;
+    this.prev.disabled = first === 0;
+    this.next.disabled = first + resp.samples.length >= resp.total;
   }
 
   private card(s: Sample): HTMLElement {

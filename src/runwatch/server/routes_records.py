@@ -36,6 +36,8 @@ def samples(
     best: int | None = Query(None, ge=1, le=MAX_SAMPLES, description="highest N by reward"),
     worst: int | None = Query(None, ge=1, le=MAX_SAMPLES, description="lowest N by reward"),
     limit: int = Query(100, ge=1, le=MAX_SAMPLES, description="first N in scoring order"),
+    offset: int = Query(0, ge=0, le=2**31 - 1, description="skip this many first (paging "
+                        "through a step's rollouts, in the order asked for)"),
     conn: Connection = Depends(connection),
 ) -> dict[str, Any]:
     """One step's rollouts (prompt, completion, reward and its terms), sorted or in order."""
@@ -43,7 +45,7 @@ def samples(
         raise bad_request("ask for best or worst, not both")
     row = resolve_run(conn, run)
     try:
-        found = rollouts(conn, row.pk, step, split, best, worst, limit)
+        found = rollouts(conn, row.pk, step, split, best, worst, limit, offset)
     except NoRollouts as exc:
         raise not_found(f"{exc} (run {row.name}); the response of /samples without a "
                         "step lists the steps kept") from exc

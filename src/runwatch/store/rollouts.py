@@ -43,11 +43,14 @@ def rollouts(
     best: int | None = None,
     worst: int | None = None,
     limit: int = 100,
+    offset: int = 0,
 ) -> dict[str, Any]:
     """One step's rollouts: the latest kept step unless `step` is given (train before val).
 
     `best`/`worst` sort by reward and keep the first N; otherwise the first `limit` in
-    scoring order. Raises NoRollouts when `step` names a step the run did not keep.
+    scoring order. `offset` skips that many first (in the same order), so a client pages
+    through a step's rollouts. Raises NoRollouts when `step` names a step the run did not
+    keep.
     """
     c = s.samples.c
     available = conn.execute(
@@ -71,6 +74,6 @@ def rollouts(
         stmt = stmt.order_by(c.reward.is_(None), c.reward.asc(), c.idx).limit(worst)
     else:
         stmt = stmt.order_by(c.file, c.idx).limit(limit)
-    rows = conn.execute(stmt).all()
+    rows = conn.execute(stmt.offset(offset) if offset else stmt).all()
     return {"available": avail, "step": pick["step"], "split": pick["split"],
             "total": pick["count"], "samples": [sample_dict(r) for r in rows]}
