@@ -74,7 +74,15 @@ class Scalars(BaseModel):
     best_train_loss: float | None
     latest_train_loss: float | None
     eval_loss: float | None
-    mean_reward: float | None
+    mean_reward: float | None = Field(description="the latest mean reward")
+    best_mean_reward: float | None
+    reward_std: float | None = Field(description="the latest spread of reward")
+    val_reward: float | None
+    val_accuracy: float | None
+    preference_accuracy: float | None
+    margin: float | None = Field(description="the latest mean DPO margin")
+    val_preference_accuracy: float | None
+    val_margin: float | None
 
 
 class Actions(BaseModel):
@@ -123,6 +131,8 @@ class Cost(BaseModel):
     spend: float | None = Field(description="device hours × hourly rate; null when unknown")
     last_step_time_s: float | None
     peak_memory_bytes: dict[str, float | None]
+    data_fit: dict[str, float | None] = Field(description="the last value of each "
+                                              "data_fit/<count> the run logged")
     problem: str | None = Field(description="why the rate and spend are unknown")
 
 
@@ -193,6 +203,7 @@ class RunDetail(BaseModel):
     name: str
     run: RunSummary
     summary: str
+    model: ModelOrigin
     state: RunState
     failure: Failure | None
     results: dict[str, float | str | None]
@@ -430,3 +441,22 @@ class WorkerList(BaseModel):
 class WorkerAnswer(BaseModel):
     ok: bool
     worker: Worker
+
+# --- H1: run page ---
+
+
+class ParentRun(BaseModel):
+    run_id: str
+    name: str
+
+
+class ModelOrigin(BaseModel):
+    """The model a run trains; for a run started from an earlier run (`init_from`), the
+    base model at the start of the chain and the run it started from."""
+
+    base_model: str | None = Field(description="null when the chain's start is not indexed")
+    init_from: str | None = Field(description="the run folder or checkpoint it started from")
+    parent: ParentRun | None = Field(description="the indexed run it started from")
+
+
+RunDetail.model_rebuild()

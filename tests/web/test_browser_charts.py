@@ -1,0 +1,337 @@
+"""The run page's charts in a real browser: smoothing that leaves sparse lines on their
+values, a colour and a legend per line, whole steps after a zoom and its reset, charts for
+the spec's watch-first and optimizer metrics, the metric picker, per-chart settings, and
+CSV and PNG export. What a chart draws is read from its canvas pixels, its tooltip (HTML)
+and the data attributes it keeps (see docs/web.md, "Charts")."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+import struct
+from pathlib import Path
+
+from playwright.sync_api import Locator, Page, expect
+from webhelpers import drawn_charts, open_run, sft_run, shot, wait_indexed
+
+from runwatch.sdk import init
+from runwatch.server.runner import Runner
+
+# the light theme's line colours (style.css --blue, --orange)
+TRAIN_RGB = (0x25, 0x63, 0xEB)
+VAL_RGB = (0xEA, 0x58, 0x0C)
+LEGEND_CSS_PX = 26  # the legend's strip above the plot (grid top is 30)
+
+COUNT_PIXELS = """([sel, rgb, tol, topPx]) => {
+  const canvas = document.querySelector(sel + ' canvas');
+  const ctx = canvas.getContext('2d');
+  const data = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+  const top = Math.round(topPx * canvas.width / canvas.clientWidth);
+  let all = 0, strip = 0;
+  for (let i = 0; i < data.length; i += 4) {
+    if (Math.abs(data[i] - rgb[0]) <= tol && Math.abs(data[i + 1] - rgb[1]) <= tol
+        && Math.abs(data[i + 2] - rgb[2]) <= tol && data[i + 3] > 200) {
+      all++;
+      if (Math.floor(i / 4 / canvas.width) < top) strip++;
+    }
+  }
+  return [all, strip];
+}"""
+
+
+def pixels(page: Page, chart: str, rgb: tuple[int, int, int]) -> tuple[int, int]:
+    """Pixels of `chart`'s canvas near colour `rgb`: in all, and in the legend's strip."""
+    all_, strip = page.evaluate(COUNT_PIXELS, [f'[data-chart="{chart}"]', list(rgb), 40,
+                                               LEGEND_CSS_PX])
+    return int(all_), int(strip)
+
+
+def hover_tooltip(page: Page, chart: str, fraction: float) -> str:
+    """Move the mouse to `fraction` of the plot's width (mid height) and return the
+    tooltip's text."""
+    box = page.locator(f'[data-chart="{chart}"]').bounding_box()
+    assert box is not None
+    left, right = 64, 16  # the chart's grid
+    x = box["x"] + left + fraction * (box["width"] - left - right - 1)
+    tip = page.locator(f'[data-chart="{chart}"] .chart-tip, [data-chart="{chart}"] > div + div')
+    # away from the chart first, so the tooltip read is the one for this point
+    page.mouse.move(1, 1)
+    expect(tip.first).to_be_hidden()
+    page.mouse.move(x, box["y"] + box["height"] / 2)
+    expect(tip.first).to_be_visible()
+    return tip.first.inner_text()
+
+
+def card(page: Page, chart: str) -> Locator:
+    return page.locator(f'[data-chart-card="{chart}"]')
+
+
+def test_smoothing_leaves_a_sparse_val_line_on_its_values(page: Page, server: Runner,
+                                                         runs_dir: Path) -> None:
+    """Two val points under the default smoothing (0.6): the old chart's EMA drew the second
+    at 0.6875 (0.375 of the first plus 0.625 of the second), not at the 0.5 logged."""
+    run = init(name="sparse-val", dir=runs_dir, method="sft", base_model="tiny", dataset="d")
+    for i in range(20):
+        m = {"loss": 2.0 - 0.05 * i + (0.2 if i % 2 else -0.2)}
+        if i in (9, 19):
+            m["val/loss"] = 1.0 if i == 9 else 0.5
+        run.log(m, step=i)
+    run.finish("SUCCEEDED")
+    wait_indexed(server.url, "sparse-val", 19)
+    open_run(page, server.url, "sparse-val")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    text = hover_tooltip(page, "loss", 1.0)
+    assert re.search(r"val\W*0\.50000", text), text
+    assert text.startswith("step 19"), text
+    # the dense, noisy train line is still smoothed (its tooltip names the smoothed value)
+    assert re.search(r"train\W*1\.2500\d* \(smoothed", text), text
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-smoothed", "train")
+    shot(page, "charts-sparse-val")
+
+
+def test_a_val_only_line_has_the_val_colour_and_a_legend(page: Page, server: Runner,
+                                                        runs_dir: Path) -> None:
+    """SFT logs val/accuracy alone: the old chart drew it in the train colour, unnamed."""
+    run = init(name="val-acc", dir=runs_dir, method="sft", base_model="tiny", dataset="d")
+    for i in range(40):
+        m = {"loss": 2.0 - 0.04 * i}
+        if i % 10 == 9:
+            m["val/loss"] = 2.1 - 0.04 * i
+            m["val/accuracy"] = 0.2 + 0.01 * i
+        run.log(m, step=i)
+    run.finish("SUCCEEDED")
+    wait_indexed(server.url, "val-acc", 39)
+    open_run(page, server.url, "val-acc")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    val_all, val_legend = pixels(page, "accuracy", VAL_RGB)
+    train_all, _ = pixels(page, "accuracy", TRAIN_RGB)
+    assert val_all > 50 and val_legend > 0, (val_all, val_legend)  # a line and its legend key
+    assert train_all == 0, train_all
+    expect(page.locator('[data-chart="accuracy"]')).to_have_attribute("data-legend", "val")
+    # on the loss chart both lines, each in its own colour, both in the legend
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-legend", "train|val")
+    for rgb in (TRAIN_RGB, VAL_RGB):
+        line, legend = pixels(page, "loss", rgb)
+        assert line > 50 and legend > 0, (rgb, line, legend)
+    shot(page, "charts-val-colour")
+
+
+def test_a_zoom_shows_whole_steps_and_reset_zoom_shows_the_run_again(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    sft_run(runs_dir, "zoomy", steps=40)
+    wait_indexed(server.url, "zoomy", 39)
+    open_run(page, server.url, "zoomy")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    chart = page.locator('[data-chart="loss"]')
+    box = chart.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    span = 40
+    zoomed = ""
+    while span > 8:  # each wheel turn zooms in a little; wait for its reload
+        page.mouse.wheel(0, -120)
+        expect(chart).to_have_attribute("data-zoomed", re.compile(r"\d+-\d+"))
+        expect(chart).not_to_have_attribute("data-zoomed", zoomed)
+        zoomed = chart.get_attribute("data-zoomed") or ""
+        lo, hi = (int(v) for v in zoomed.split("-"))
+        span = hi - lo
+    assert span >= 3, zoomed
+    expect(card(page, "loss").locator(".chart-reset")).to_be_visible()
+    # the axis labels ECharts drew for the zoomed window are whole steps
+    labels = (chart.get_attribute("data-x-labels") or "").split("|")
+    assert labels and all(re.fullmatch(r"\d+", v) for v in labels), labels
+    heads = set()
+    for fraction in (0.1, 0.33, 0.5, 0.71, 0.9):
+        head = hover_tooltip(page, "loss", fraction).splitlines()[0]
+        assert re.fullmatch(r"step \d+", head), head
+        heads.add(head)
+    assert len(heads) >= 3, heads
+    shot(page, "charts-zoomed")
+    card(page, "loss").locator(".chart-reset").click()
+    expect(chart).not_to_have_attribute("data-zoomed", re.compile(".*"))
+    expect(chart).to_have_attribute("data-counts", "loss=40;val/loss=4")
+    expect(card(page, "loss").locator(".chart-reset")).to_be_hidden()
+
+
+def test_watch_first_and_optimizer_metrics_have_charts_that_findings_mark(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    run = init(name="grpo-watch", dir=runs_dir, method="grpo", base_model="tiny",
+               dataset="arith")
+    for i in range(20):
+        run.log({"reward_mean": i / 20, "reward_std": 0.3, "completion_advantage_std": 0.5,
+                 "zero_variance_skip_ratio": 0.8, "identical_nonzero_reward_skip_ratio": 0.1,
+                 # another framework's name for truncated_ratio (an alias)
+                 "completions/clipped_ratio": 0.05, "mean_sampled_response_length": 100.0 + i,
+                 "async/staleness_mean": 0.5, "async/staleness_max": 1.0,
+                 "grad_norm": 1.0, "grad_clip_factor": 1.0, "update_ratio": 1e-3,
+                 "adapter_norm": 10.0 + i / 100, "context_overflow_ratio": 0.6}, step=i)
+    run.finish("SUCCEEDED")
+    dpo = init(name="dpo-margin", dir=runs_dir, method="dpo", base_model="tiny",
+               dataset="prefs")
+    for i in range(20):
+        m = {"loss": 0.7 - i / 100, "mean_margin": i / 10}
+        if i % 5 == 4:
+            m["val/mean_margin"] = i / 12
+        dpo.log(m, step=i)
+    dpo.finish("SUCCEEDED")
+    wait_indexed(server.url, "grpo-watch", 19)
+    wait_indexed(server.url, "dpo-margin", 19)
+
+    open_run(page, server.url, "grpo-watch")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    expected = {"skip", "spread", "truncation", "length", "staleness", "grad_norm",
+                "grad_clip_factor", "update_ratio", "adapter_norm"}
+    assert expected <= drawn_charts(page), drawn_charts(page)
+    expect(page.locator('[data-chart="truncation"]')).to_have_attribute(
+        "data-counts", "completions/clipped_ratio=20")
+    # the health finding on the skip ratio shades the skip chart
+    expect(page.locator("#health")).to_contain_text("no reward variance")
+    expect(page.locator('[data-chart="skip"]')).to_have_attribute("data-markers", "1")
+    # a finding on a metric no spec chart shows gets a chart of its own, marked
+    flagged = page.locator('[data-chart="key:context_overflow_ratio"]')
+    expect(flagged).to_have_attribute("data-markers", "1")
+    expect(page.locator('[data-group="Flagged by health"]')).to_be_visible()
+    shot(page, "charts-watch-first")
+
+    open_run(page, server.url, "dpo-margin")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    expect(page.locator('[data-chart="margin"]')).to_have_attribute(
+        "data-counts", "mean_margin=20;val/mean_margin=4")
+
+
+def picker_run(runs_dir: Path, name: str) -> None:
+    run = init(name=name, dir=runs_dir, method="sft", base_model="tiny", dataset="d")
+    for i in range(12):
+        run.log({"loss": 1.0 / (i + 1), "custom/foo": float(i), "custom/bar": 2.0 * i,
+                 "env/score": 0.5, "padding_fraction": 0.1}, step=i)
+    run.finish("SUCCEEDED")
+
+
+def test_the_metric_picker_adds_and_removes_charts_remembered_per_run(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    picker_run(runs_dir, "pick-a")
+    picker_run(runs_dir, "pick-b")
+    wait_indexed(server.url, "pick-a", 11)
+    wait_indexed(server.url, "pick-b", 11)
+    open_run(page, server.url, "pick-a")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    assert drawn_charts(page) == {"loss"}
+    page.click("#chart-picker-open")
+    picker = page.locator("#chart-picker")
+    groups = picker.locator(".picker-group")
+    expect(groups).to_have_count(3)
+    assert [g.get_attribute("data-namespace") for g in groups.all()] == [
+        "(no namespace)", "custom", "env"]
+    # the loss is on a chart already: listed, not pickable
+    expect(picker.locator('[data-key="loss"]')).to_be_disabled()
+    page.fill("#chart-picker-search", "foo")
+    expect(picker.locator(".picker-key")).to_have_count(1)
+    shot(page, "charts-picker")
+    picker.locator('[data-key="custom/foo"]').click()
+    added = page.locator('[data-chart="key:custom/foo"]')
+    expect(added).to_have_attribute("data-points", "12")
+    expect(picker.locator('[data-key="custom/foo"]')).to_be_disabled()
+    page.fill("#chart-picker-search", "env")
+    page.press("#chart-picker-search", "Enter")  # adds the first match
+    expect(page.locator('[data-chart="key:env/score"]')).to_have_attribute("data-points", "12")
+    card(page, "loss").locator(".chart-remove").click()
+    expect(page.locator('[data-chart="loss"]')).to_have_count(0)
+
+    page.reload()
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    assert drawn_charts(page) == {"key:custom/foo", "key:env/score"}
+    # another run keeps its own set
+    open_run(page, server.url, "pick-b")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    assert drawn_charts(page) == {"loss"}
+    open_run(page, server.url, "pick-a")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    expect(page.locator('[data-chart="key:custom/foo"]')).to_have_count(1)
+    page.click("#chart-picker-open")
+    page.click("#chart-picker-defaults")
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-points", "12")
+    assert drawn_charts(page) == {"loss"}
+
+
+def test_per_chart_log_scale_smoothing_and_tokens_axis(page: Page, server: Runner,
+                                                       runs_dir: Path) -> None:
+    sft_run(runs_dir, "settings", steps=40)  # 512 trained tokens a step
+    wait_indexed(server.url, "settings", 39)
+    open_run(page, server.url, "settings")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    loss = card(page, "loss")
+    loss.locator(".chart-settings-toggle").click()
+    # log scale
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-log", "false")
+    loss.locator(".chart-log").check()
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-log", "true")
+    # this chart's smoothing off; the others keep the page's
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-smoothed", "train")
+    loss.locator(".chart-smoothing").fill("0")
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-smoothed", "")
+    expect(page.locator('[data-chart="accuracy"]')).to_have_attribute("data-smoothed", "train")
+    # tokens trained so far on the x axis: 40 steps of 512 at the last point
+    loss.locator(".chart-x").select_option("tokens")
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-x", "tokens")
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-counts",
+                                                                 "loss=40;val/loss=4")
+    head = hover_tooltip(page, "loss", 1.0).splitlines()[0]
+    assert head == "20,480 tokens · step 39", head
+    shot(page, "charts-settings")
+    page.reload()
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    loss = card(page, "loss")
+    expect(loss.locator(".chart-x")).to_have_value("tokens")
+    expect(loss.locator(".chart-log")).to_be_checked()
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-smoothed", "")
+    head = hover_tooltip(page, "loss", 1.0).splitlines()[0]
+    assert head == "20,480 tokens · step 39", head
+
+
+def test_a_run_without_tokens_offers_no_tokens_axis(page: Page, server: Runner,
+                                                   runs_dir: Path) -> None:
+    picker_run(runs_dir, "no-tokens")
+    wait_indexed(server.url, "no-tokens", 11)
+    open_run(page, server.url, "no-tokens")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    options = card(page, "loss").locator(".chart-x option")
+    assert [o.get_attribute("value") for o in options.all()] == ["step", "time", "relative"]
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_csv_and_png_export_of_a_chart(page: Page, server: Runner, runs_dir: Path) -> None:
+    sft_run(runs_dir, "export", steps=40)
+    wait_indexed(server.url, "export", 39)
+    open_run(page, server.url, "export")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    loss = card(page, "loss")
+    with page.expect_download() as dl:
+        loss.locator(".chart-csv").click()
+    path = dl.value.path()
+    assert dl.value.suggested_filename.endswith("-loss.csv")
+    rows = list(csv.reader(io.StringIO(Path(path).read_text())))
+    assert rows[0][0] == "step" and rows[0][-2:] == ["train", "val"]
+    body = rows[1:]
+    assert [int(r[0]) for r in body] == list(range(40))
+    for r in body:
+        i = int(r[0])
+        assert math.isclose(float(r[-2]), 2.0 * math.exp(-i / 20) + 0.1, rel_tol=1e-9)
+        if i % 10 == 9:
+            assert math.isclose(float(r[-1]), 2.1 * math.exp(-i / 20) + 0.15, rel_tol=1e-9)
+        else:
+            assert r[-1] == ""
+    with page.expect_download() as dl:
+        loss.locator(".chart-png").click()
+    assert dl.value.suggested_filename.endswith("-loss.png")
+    data = Path(dl.value.path()).read_bytes()
+    box = page.locator('[data-chart="loss"]').bounding_box()
+    assert box is not None
+    # drawn at twice the pixel ratio of the chart on the page
+    assert png_size(data) == (round(box["width"]) * 2, round(box["height"]) * 2)
