@@ -1,8 +1,9 @@
 """`runwatch import SOURCE`: bring another tool's log into the runs folder as a run.
 
 Mount with `app.command("import")(import_command)`. Reads a TRL `trainer_state.json`, a
-verl or tinker-cookbook `metrics.jsonl`, or a TensorBoard event folder; writes a run
-directory, indexes it and evaluates the health rules on it.
+verl or tinker-cookbook `metrics.jsonl`, a TensorBoard event folder, a CSV of per-step
+metrics, or a W&B history export (CSV or JSON lines); writes a run directory, indexes it
+and evaluates the health rules on it.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from runwatch.store import queries as q
 
 
 def import_command(
-    source: Annotated[Path, typer.Argument(help="trainer_state.json, metrics.jsonl, or a "
-                                           "TensorBoard event folder.")],
+    source: Annotated[Path, typer.Argument(help="trainer_state.json, metrics.jsonl, a "
+                                           "TensorBoard event folder, a CSV of per-step "
+                                           "metrics, or a W&B history export.")],
     directory: DirOpt = None,
     db: DbOpt = None,
     name: Annotated[str | None, typer.Option("--name", help="Run name (default: from the "
@@ -33,8 +35,11 @@ def import_command(
     method: Annotated[str | None, typer.Option("--method", help="sft, dpo or grpo "
                                                "(default: guessed from the metric names).")
                       ] = None,
-    kind: Annotated[str, typer.Option("--format", help="auto, trl, jsonl or tensorboard.")
-                    ] = "auto",
+    kind: Annotated[str, typer.Option("--format", help="auto, trl, jsonl, tensorboard, csv "
+                                      "or wandb.")] = "auto",
+    step_column: Annotated[str | None, typer.Option(
+        "--step-column", help="CSV/W&B column holding the step (default: step, global_step, "
+        "train/global_step, _step or Step, else the row number).")] = None,
     output: OutOpt = Output.table,
 ) -> None:
     """Import another framework's training log as a finished run."""
@@ -42,7 +47,7 @@ def import_command(
         raise fail(f"--format {kind!r} is not one of {', '.join(FORMATS)}")
     folder = runs_dir(directory)
     try:
-        imported = read_source(source, kind)
+        imported = read_source(source, kind, step_column)
         run_name = name or default_name(source)
         folder.mkdir(parents=True, exist_ok=True)
         run_dir = write_run_dir(imported, folder, run_name, project, method)
@@ -65,9 +70,14 @@ def import_command(
     emit(data, output, None, table)
 
 
+# File names that say what a log is, not which run: the run is named after the folder.
+GENERIC_STEMS = ("trainer_state", "metrics", "progress", "history", "wandb-history",
+                 "wandb_export", "train_log", "training_log")
+
+
 def default_name(source: Path) -> str:
     """A run name from the source path: its folder (or file stem), made safe."""
     base = source.name if source.is_dir() else (
-        source.parent.name if source.stem in ("trainer_state", "metrics") else source.stem)
+        source.parent.name if source.stem in GENERIC_STEMS else source.stem)
     safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in base).strip(".-")
     return f"imported-{safe or 'run'}"

@@ -1,22 +1,28 @@
-"""Importers: other tools' logs (TRL, verl, tinker-cookbook, TensorBoard) as run directories."""
+"""Importers: other tools' logs (TRL, verl, tinker-cookbook, TensorBoard, CSV, W&B) as run
+directories."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from runwatch.ingest.importers import jsonl, tensorboard, trl
+from runwatch.ingest.importers import csvlog, jsonl, tensorboard, trl, wandb_export
 from runwatch.ingest.importers.common import Imported, SourceError, write_run_dir
 
-FORMATS = ("auto", "trl", "jsonl", "tensorboard")
+FORMATS = ("auto", "trl", "jsonl", "tensorboard", "csv", "wandb")
 
 
-def read_source(source: Path, kind: str = "auto") -> Imported:
-    """Read `source` in format `kind` ("auto" looks at what the path is)."""
+def read_source(source: Path, kind: str = "auto", step_column: str | None = None) -> Imported:
+    """Read `source` in format `kind` ("auto" looks at what the path is); `step_column`
+    names the column that numbers a table's rows (CSV, W&B)."""
     if not source.exists():
         raise SourceError(f"{source} does not exist")
     if kind == "auto":
         if source.is_dir():
             kind = "tensorboard"
+        elif source.suffix in (".csv", ".tsv"):
+            kind = "csv"
+        elif source.suffix in (".jsonl", ".json") and wandb_export.looks_like(source):
+            kind = "wandb"
         elif source.suffix == ".jsonl":
             kind = "jsonl"
         elif source.suffix == ".json":
@@ -25,13 +31,17 @@ def read_source(source: Path, kind: str = "auto") -> Imported:
             kind = "tensorboard"
         else:
             raise SourceError(f"cannot tell what {source} is: pass --format "
-                               "trl, jsonl or tensorboard")
+                               "trl, jsonl, tensorboard, csv or wandb")
     if kind == "trl":
         return trl.read(source)
     if kind == "jsonl":
         return jsonl.read(source)
     if kind == "tensorboard":
         return tensorboard.read(source)
+    if kind == "csv" or (kind == "wandb" and source.suffix in (".csv", ".tsv")):
+        return csvlog.read(source, step_column)
+    if kind == "wandb":
+        return wandb_export.read(source, step_column)
     raise SourceError(f"unknown format {kind!r}: use {', '.join(FORMATS)}")
 
 

@@ -1,0 +1,202 @@
+"""Import a table of per-step metrics: a CSV file (one row per step), and the table
+reader the W&B history importer shares.
+
+A `step` column (or `global_step`, `train/global_step`, W&B's `_step`, a chart export's
+`Step`) gives each row its step; without one the row index does. Empty cells (and `NA`,
+`null`, `None`) are missing values; `nan`/`inf` cells are kept as non-finite values.
+Columns that hold only text are ignored; a column that mixes numbers and text is refused.
+W&B exports are recognised by their `_step`/`_runtime`/`_timestamp` columns, or, for a
+chart panel's CSV, by `Step` and `<run> - <metric>` columns (with `__MIN`/`__MAX` bands).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from runwatch.ingest.importers import jsonl, trl
+from runwatch.ingest.importers.common import Imported, SourceError, is_number
+
+WANDB_COLUMNS = frozenset({"_step", "_runtime", "_timestamp"})
+STEP_COLUMNS = ("step", "global_step", "train/global_step", "_step", "Step", "iteration")
+MISSING = frozenset({"", "na", "n/a", "null", "none", "-"})
+NON_FINITE = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
+              "infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf}
+BAND_SUFFIXES = ("__MIN", "__MAX")
+# A chart panel's CSV names its columns "<run name> - <metric>".
+RUN_SEPARATOR = " - "
+
+
+def read(path: Path, step_column: str | None = None) -> Imported:
+    """Read a CSV (or TSV) file of per-step metrics."""
+    header, rows = _read_table(path)
+    if not header:
+        raise SourceError(f"{path} has no header row: the first line must name the columns")
+    trainer = "wandb" if WANDB_COLUMNS & set(header) else "csv"
+    renamed = _chart_export_names(header, path)
+    if renamed is not None:
+        trainer = "wandb"
+        header = [renamed.get(name, "") for name in header]
+    table = [dict(zip(header, (_cell(v) for v in row), strict=False)) for row in rows]
+    return records_from_table(header, table, path, trainer, step_column, first_line=2)
+
+
+def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path: Path,
+                       trainer: str, step_column: str | None = None, first_line: int = 1
+                       ) -> Imported:
+    """Turn rows of {column: number | text | None} into an `Imported` run: pick the step
+    column, keep numeric columns as metrics, W&B's wall clock as the records' time."""
+    if not table:
+        raise SourceError(f"{path} holds no rows of metrics to import")
+    numeric = _numeric_columns(columns, table, path, first_line)
+    step_col = _step_column(step_column, numeric, table, path)
+    internal = {c for c in numeric if c.startswith("_")}  # W&B's _step, _runtime, …
+    # "step" and "ts" name a record's own fields, never a metric.
+    metrics = [c for c in numeric if c not in (step_col, "step", "ts") and c not in internal]
+    if not metrics:
+        raise SourceError(f"{path} has no numeric metric columns (columns: "
+                          f"{', '.join(c for c in columns if c) or 'none'})")
+    records: list[dict[str, Any]] = []
+    runtimes: dict[int, float] = {}
+    for index, row in enumerate(table):
+        step = index if step_col is None else int(row[step_col])
+        values = {c: row[c] for c in metrics if is_number(row.get(c))}
+        if not values:
+            continue
+        if _finite(row.get("_timestamp")):
+            values["ts"] = float(row["_timestamp"])
+        if _finite(row.get("_runtime")):
+            runtimes.setdefault(step, float(row["_runtime"]))
+        # Train and eval rows W&B (or a script) wrote for one step become one record,
+        # at the time of the first.
+        if records and records[-1]["step"] == step and \
+                not (records[-1].keys() & values.keys()) - {"ts"}:
+            records[-1].update({k: v for k, v in values.items() if k != "ts"})
+        else:
+            records.append({"step": step, **values})
+    _runtime_clock(records, runtimes)
+    keys = {k.removeprefix("train/") for r in records for k in r}
+    return Imported(trainer, guess_method(keys), records, {}, str(path))
+
+
+def guess_method(keys: set[str]) -> str:
+    """sft, dpo or grpo from the metric names (HF's `train/` prefix already removed)."""
+    method = trl.guess_method(keys)
+    if method != "sft":
+        return method
+    framework, rl_method = jsonl.guess(keys)
+    if framework != "jsonl":
+        return rl_method
+    if any("reward" in k or "rew_" in k for k in keys):
+        return "grpo"
+    return "sft"
+
+
+def _read_table(path: Path) -> tuple[list[str], list[list[str]]]:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceError(f"cannot read {path} as text: {exc}") from exc
+    delimiter = "\t" if path.suffix == ".tsv" else ","
+    first = text.split("\n", 1)[0]
+    if delimiter == "," and first.count(";") > first.count(","):
+        delimiter = ";"
+    try:
+        lines = list(csv.reader(text.splitlines(), delimiter=delimiter))
+    except csv.Error as exc:
+        raise SourceError(f"{path} is not a readable CSV file: {exc}") from exc
+    lines = [line for line in lines if any(cell.strip() for cell in line)]
+    if not lines:
+        return [], []
+    header = [name.strip() for name in lines[0]]
+    for number, line in enumerate(lines[1:], start=2):
+        if len(line) > len(header):
+            raise SourceError(f"{path}: line {number} has {len(line)} cells but the header "
+                              f"names {len(header)} columns")
+    return header, lines[1:]
+
+
+def _cell(text: str) -> float | str | None:
+    value = text.strip()
+    if value.lower() in MISSING:
+        return None
+    if value.lower() in NON_FINITE:
+        return NON_FINITE[value.lower()]
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def _chart_export_names(header: list[str], path: Path) -> dict[str, str] | None:
+    """A W&B chart export's columns renamed to the metric names, band columns dropped;
+    None when `header` is not such an export."""
+    if not header or header[0] != "Step":
+        return None
+    series = [h for h in header[1:] if h and not h.endswith(BAND_SUFFIXES)]
+    if not series or not all(RUN_SEPARATOR in h for h in series):
+        return None
+    runs = sorted({h.split(RUN_SEPARATOR, 1)[0] for h in series})
+    if len(runs) > 1:
+        raise SourceError(f"{path} is a W&B chart export of {len(runs)} runs "
+                          f"({', '.join(runs)}): export the chart of one run, or delete "
+                          "the other runs' columns")
+    return {"Step": "Step", **{h: h.split(RUN_SEPARATOR, 1)[1] for h in series}}
+
+
+def _numeric_columns(columns: Sequence[str], table: list[dict[str, Any]], path: Path,
+                     first_line: int) -> list[str]:
+    """The columns whose values are numbers (or missing); text-only columns are left out,
+    a column mixing numbers and text is refused."""
+    kept: list[str] = []
+    for name in dict.fromkeys(c for c in columns if c):
+        cells = [(i, row.get(name)) for i, row in enumerate(table)]
+        has_number = any(is_number(v) for _, v in cells)
+        texts = [(i, v) for i, v in cells if v is not None and not is_number(v)]
+        if has_number and texts:
+            i, value = texts[0]
+            raise SourceError(f"{path}: column {name!r} mixes numbers and text (line "
+                              f"{i + first_line}: {str(value)[:40]!r}); clean that column "
+                              "or delete it")
+        if has_number:
+            kept.append(name)
+    return kept
+
+
+def _step_column(wanted: str | None, numeric: list[str], table: list[dict[str, Any]],
+                 path: Path) -> str | None:
+    """The column that numbers the rows: `wanted`, else the first known step column with
+    a whole number in every row, else None (the row index). A `wanted` or `step` column
+    without one is refused rather than skipped."""
+    candidates = [wanted] if wanted else [c for c in STEP_COLUMNS if c in numeric]
+    for name in candidates:
+        values = [row.get(name) for row in table]
+        if all(_whole(v) for v in values):
+            return name
+        if name in (wanted, "step"):
+            bad = next(i for i, v in enumerate(values) if not _whole(v))
+            raise SourceError(f"{path}: step column {name!r} has no whole number in data "
+                              f"row {bad + 1} ({values[bad]!r}); pass another --step-column")
+    return None
+
+
+def _finite(value: Any) -> bool:
+    return is_number(value) and math.isfinite(value)
+
+
+def _whole(value: Any) -> bool:
+    return _finite(value) and float(value).is_integer()
+
+
+def _runtime_clock(records: list[dict[str, Any]], runtimes: dict[int, float]) -> None:
+    """A W&B export without `_timestamp` still has `_runtime` (seconds since the run
+    started): place the records on a clock ending now so their spacing is kept."""
+    if any("ts" in r for r in records) or not all(r["step"] in runtimes for r in records):
+        return
+    start = time.time() - max(runtimes.values())
+    for record in records:
+        record["ts"] = start + runtimes[record["step"]]

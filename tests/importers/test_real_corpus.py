@@ -1,0 +1,70 @@
+"""The labelled corpus of real logs (tests/data/real): every run has its source and label,
+and every log imports with `runwatch import` into a real index that reads it back."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from runwatch.cli.main import app
+from runwatch.ingest.importers import read_source
+from runwatch.store import open_engine
+from runwatch.store import queries as q
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "real"
+LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))["runs"]
+RUNS = sorted(p.name for p in CORPUS.iterdir() if p.is_dir())
+METHODS = {"sft", "dpo", "grpo", "ppo", "other"}
+# What `runwatch import --method` takes for each corpus method.
+IMPORT_METHOD = {"sft": "sft", "dpo": "dpo", "grpo": "grpo", "ppo": "grpo", "other": "sft"}
+
+
+def test_every_run_is_labelled_and_the_split_is_a_third() -> None:
+    assert sorted(LABELS) == RUNS and len(RUNS) >= 20
+    holdout = [name for name in RUNS if LABELS[name]["split"] == "holdout"]
+    assert len(holdout) * 3 == len(RUNS)
+    assert {LABELS[n]["method"] for n in holdout} >= {"sft", "dpo", "grpo"}
+    assert {LABELS[n]["label"] == "healthy" for n in holdout} == {True, False}
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_source_and_label(name: str) -> None:
+    source = json.loads((CORPUS / name / "source.json").read_text(encoding="utf-8"))
+    label = LABELS[name]
+    assert re.fullmatch(r"[\w.-]+/[\w.-]+", source["repo"])
+    assert re.fullmatch(r"[0-9a-f]{40}", source["commit"])
+    assert source["method"] == label["method"] in METHODS
+    assert source["file"] == label["file"] and (CORPUS / name / label["file"]).is_file()
+    assert source["trimmed"] and source["description"]
+    assert label["split"] in ("train", "holdout")
+    assert (label["label"] == "healthy") == (label["onset_step"] is None)
+    assert re.search(r"\d", label["evidence"])  # the numbers a reader sees
+    text = (CORPUS / name / "source.json").read_text(encoding="utf-8")
+    assert "://" not in text and "www." not in text
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_imports_into_an_index(tmp_path: Path, name: str) -> None:
+    label = LABELS[name]
+    src = CORPUS / name / label["file"]
+    imported = read_source(src)
+    res = CliRunner().invoke(app, ["import", str(src), "--dir", str(tmp_path), "--name", name,
+                                   "--method", IMPORT_METHOD[label["method"]], "-o", "json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["steps"] == len(imported.records) > 0
+    engine = open_engine(tmp_path / ".runwatch" / "index.db")
+    with engine.begin() as conn:
+        run = q.resolve_run(conn, name)
+        rows = q.history(conn, run.pk)
+    engine.dispose()
+    assert run.method == IMPORT_METHOD[label["method"]]
+    assert [r.step for r in rows] == sorted({r["step"] for r in imported.records})
+    onset = label["onset_step"]
+    if onset is not None:
+        assert rows[0].step <= onset <= rows[-1].step
