@@ -19,7 +19,7 @@ def check(recipe: str, *argv: str) -> SettingsError | None:
 
 def test_good_settings_pass_and_aliases_are_their_setting() -> None:
     assert check("sft", "max_steps=5", "lora_rank=4", "wandb_project=none") is None
-    assert check("grpo", "validation_interval=5") is None  # the old name of val_interval
+    assert check("grpo", "validation_interval=5", "init_from=runs/sft-1") is None  # old name
     assert check("sft") is None
 
 

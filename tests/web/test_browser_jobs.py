@@ -105,7 +105,7 @@ def test_new_job_form_then_cancel_while_running_live(page: Page, server: Runner,
     page.fill('[data-setting="max_steps"]', "many")
     page.click("#submit-job")
     expect(page.locator('[data-error-for="settings.max_steps"]')).to_contain_text(
-        "not a valid int")
+        "must be a whole number")
     shot(page, "new-job-recipe")
 
     page.check("#kind-command")

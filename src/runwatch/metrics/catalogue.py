@@ -262,15 +262,17 @@ GROUPS: tuple[tuple[str, tuple[Metric, ...]], ...] = (
     _group(
         "Memory (logged on a step that sets a new peak)",
         M("memory/weights_bytes", "bytes", "The model's weights (DPO: with the reference).",
-          (SFT, DPO)),
-        M("memory/adapter_bytes", "bytes", "The adapter's weights.", (SFT, DPO)),
-        M("memory/gradients_bytes", "bytes", "The gradients.", (SFT, DPO)),
-        M("memory/optimizer_state_bytes", "bytes", "The optimizer's state.", (SFT, DPO)),
+          (SFT, DPO, GRPO)),
+        M("memory/adapter_bytes", "bytes", "The adapter's weights.", (SFT, DPO, GRPO)),
+        M("memory/gradients_bytes", "bytes", "The gradients.", (SFT, DPO, GRPO)),
+        M("memory/optimizer_state_bytes", "bytes", "The optimizer's state.", (SFT, DPO, GRPO)),
         M("memory/activations_bytes", "bytes", "The activations saved for the backward "
-          "pass, all alive at the end of the forward pass.", (SFT, DPO)),
-        M("memory/total_bytes", "bytes", "The sum of the parts above.", (SFT, DPO)),
+          "pass, all alive at the end of the forward pass.", (SFT, DPO, GRPO)),
+        M("memory/generation_bytes", "bytes", "What the generator holds besides the trainer's "
+          "weights: its copy of the policy and the published snapshot.", (GRPO,)),
+        M("memory/total_bytes", "bytes", "The sum of the parts above.", (SFT, DPO, GRPO)),
         M("memory/process_peak_rss_bytes", "bytes", "The process's peak resident memory "
-          "(interpreter, libraries and dataset included).", (SFT, DPO)),
+          "(interpreter, libraries and dataset included).", (SFT, DPO, GRPO)),
     ),
     _group(
         "Data fit (logged once, on the first step)",
