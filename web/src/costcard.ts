@@ -1,6 +1,8 @@
 // The Cost card of the run detail: device time and spend over all attempts (marked as an
 // estimate while the run has not ended, and counted on each second from the server's
-// figures), queue wait apart from preparing and training time, and each attempt.
+// figures), queue wait apart from preparing and training time, the peak of each memory
+// part and the data fit the run logged, and each attempt. The run page shows it again
+// each time it reads the run's detail (while points arrive, at most once a second).
 
 import { append, h } from "./dom";
 import { fmtDuration, fmtNum, fmtSpend, statusClass, statusLabel } from "./format";
@@ -15,6 +17,18 @@ function fmtBytes(v: number | null): string {
   if (v === null) return "—";
   const gib = v / 1024 ** 3;
   return gib >= 1 ? `${fmtNum(gib, 3)} GiB` : `${fmtNum(v / 1024 ** 2, 3)} MiB`;
+}
+
+// What each data_fit/<count> counts (runwatch.metrics: "Data fit").
+const DATA_FIT: Record<string, string> = {
+  rows: "rows drawn",
+  rows_at_max_length: "rows at max_seq_length",
+  rows_lost_target_end: "rows that lost their target's end",
+  rows_dropped_empty: "rows dropped (nothing to train)",
+};
+
+function words(key: string): string {
+  return key.replace(/_/g, " ");
 }
 
 /** Each attempt: how it ended, its time in each part of the lifecycle, and why it ended. */
@@ -81,8 +95,9 @@ export class CostCard {
       ["Preparing", fmtDuration(seconds(millis, "PREPARING"))],
       ["Training", h("span", { "data-cost": "training" }, fmtDuration(seconds(millis, "RUNNING", "CANCEL_REQUESTED")))],
       ["Attempts", h("span", { "data-cost": "attempts" }, String(Math.max(d.run.attempt, d.attempts.length)), job ? ` of at most ${job.max_attempts}` : "")],
-      ["Last step time", c.last_step_time_s === null ? "—" : `${fmtNum(c.last_step_time_s)} s`],
-      ...Object.entries(c.peak_memory_bytes).map(([k, v]): [string, string] => [`Peak memory (${k})`, fmtBytes(v)]),
+      ["Last step time", h("span", { "data-cost": "step-time" }, c.last_step_time_s === null ? "—" : `${fmtNum(c.last_step_time_s)} s`)],
+      ...Object.entries(c.peak_memory_bytes).map(([k, v]): [string, Node] => [`Peak memory: ${words(k.replace(/_bytes$/, ""))}`, h("span", { "data-memory": k }, fmtBytes(v))]),
+      ...Object.entries(c.data_fit ?? {}).map(([k, v]): [string, Node] => [`Data fit: ${DATA_FIT[k] ?? words(k)}`, h("span", { "data-fit": k }, fmtNum(v))]),
     ];
     this.el.replaceChildren();
     append(

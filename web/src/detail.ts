@@ -13,7 +13,12 @@ import { HistoryTable } from "./history";
 import { LiveStream } from "./live";
 import { LogsView } from "./logs";
 import { RolloutsView } from "./rollouts";
-import type { ActionAnswer, HealthResponse, JobSpec, LogEntry, MetricKeys, PointsEvent, RunDetail, RunSummary } from "./types";
+import type { ActionAnswer, HealthResponse, JobSpec, LogEntry, MetricKeys, PointsEvent, RunDetail, RunSummary, Scalars } from "./types";
+
+/** Set an element's text only when it changed (a selection in it stays). */
+function setText(el: HTMLElement, value: string): void {
+  if (el.textContent !== value) el.textContent = value;
+}
 
 function tile(label: string, value: string, id?: string): HTMLElement {
   return h("div", { class: "tile", ...(id ? { "data-tile": id } : {}) }, h("div", { class: "tile-label" }, label), h("div", { class: "tile-value", title: value }, value));
@@ -36,13 +41,69 @@ function jobRows(job: JobSpec | null, run: RunSummary): [string, unknown][] {
   ];
 }
 
+/** A label as a `data-row` name: "Observed step" → "observed-step". */
+function rowName(label: string): string {
+  return label.toLowerCase().replace(/[^a-z0-9]+/g, "-");
+}
+
 function kv(rows: [string, unknown][]): HTMLElement {
   return h(
     "dl",
     { class: "kv" },
-    ...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v === null || v === undefined || v === "" ? "—" : typeof v === "object" ? JSON.stringify(v) : String(v))]),
+    ...rows.flatMap(([k, v]) => [
+      h("dt", {}, k),
+      h("dd", { "data-row": rowName(k) }, v instanceof Node ? v : v === null || v === undefined || v === "" ? "—" : typeof v === "object" ? JSON.stringify(v) : String(v)),
+    ]),
   );
 }
+
+/** Open another run's page in this app (the app follows the URL on popstate). */
+function runLink(runId: string, label: string, attrs: Record<string, string> = {}): HTMLElement {
+  const href = `/runs?run=${encodeURIComponent(runId)}`;
+  const a = h("a", { href, ...attrs }, label);
+  a.addEventListener("click", (e) => {
+    if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+    e.preventDefault();
+    history.pushState(null, "", href);
+    window.dispatchEvent(new PopStateEvent("popstate"));
+  });
+  return a;
+}
+
+/** The model a run trains: a run started from an earlier run (init_from) names the base
+ * model at the start of the chain and links the run it started from. */
+function modelValue(d: RunDetail): Node | string | null {
+  const m = d.model;
+  if (!m.init_from) return d.run.base_model;
+  const el = h("span", { id: "model-origin" }, h("span", { "data-model": "base" }, m.base_model ?? "unknown base model"), " · from run ");
+  if (m.parent) el.append(runLink(m.parent.run_id, m.parent.name, { id: "parent-run", title: m.init_from }));
+  else el.append(h("span", { class: "muted", title: "not in the index" }, m.init_from));
+  return el;
+}
+
+// [label, scalar, shown for GRPO, shown for other methods]: GRPO's training loss is no
+// progress signal (the spec), so its tiles centre on reward; the rest show when logged.
+const SCALAR_TILES: [string, keyof Scalars, boolean, boolean][] = [
+  ["Steps", "steps", true, true],
+  ["Examples", "examples", true, true],
+  ["Tokens", "tokens", true, true],
+  ["Grad accum", "grad_accum", true, true],
+  ["Best train loss", "best_train_loss", false, true],
+  ["Latest train loss", "latest_train_loss", false, true],
+  ["Eval loss", "eval_loss", true, true],
+  ["Latest mean reward", "mean_reward", true, true],
+  ["Best mean reward", "best_mean_reward", true, true],
+  ["Reward std", "reward_std", true, true],
+  ["Val reward", "val_reward", true, true],
+  ["Val accuracy", "val_accuracy", true, true],
+  ["Preference accuracy", "preference_accuracy", true, true],
+  ["Mean margin", "margin", true, true],
+  ["Val preference accuracy", "val_preference_accuracy", true, true],
+  ["Val margin", "val_margin", true, true],
+];
+
+// While points arrive, the detail (tiles, job details, cost) is read again at most this often.
+const LIVE_MS = 1000;
 
 export class DetailView {
   readonly el = h("main", { class: "detail", id: "detail" });
@@ -60,6 +121,15 @@ export class DetailView {
   private scalarsEl = h("div", { class: "tiles scalars", id: "scalars" });
   private cardsEl = h("div", { class: "cards" });
   private cost = new CostCard();
+  // the cards stay in place as the detail is read again (an open Settings stays open)
+  private jobCard = h("section", { class: "card", id: "job-details" });
+  private artifacts = h("pre", { class: "code" });
+  private problemsCard = h("section", { class: "card", id: "problems", hidden: "" });
+  private configText = h("pre", { class: "code" });
+  private engineText = h("pre", { class: "code" });
+  private settings = h("details", { class: "card", id: "settings" }, h("summary", {}, h("h3", {}, "Settings")));
+  private headerShown = "";
+  private liveTimer: number | undefined;
   private overview = h("div", { class: "tab-body", "data-tab": "overview" });
   private rolloutsEl = h("div", { class: "tab-body", "data-tab": "rollouts", hidden: "" });
   private lastStep: number | null = null;
@@ -128,6 +198,15 @@ export class DetailView {
     }
     const steps = this.scalarsEl.querySelector('[data-tile="steps"] .tile-value');
     if (steps) steps.textContent = fmtNum(this.lastStep);
+    const observed = this.jobCard.querySelector('[data-row="observed-step"]');
+    if (observed && this.lastStep !== null) observed.textContent = String(this.lastStep);
+    // the other tiles, the job details and the cost follow from the detail read again
+    if (this.liveTimer === undefined) {
+      this.liveTimer = window.setTimeout(() => {
+        this.liveTimer = undefined;
+        void this.refresh();
+      }, LIVE_MS);
+    }
   }
 
   /**
@@ -182,7 +261,10 @@ export class DetailView {
     this.detailAt = Date.now();
     this.el.dataset.status = detail.run.status;
     this.el.dataset.attempt = String(detail.run.attempt);
-    this.renderHeader();
+    // the header (its buttons and tabs) is drawn again only when what it shows changed
+    const { duration_s: _d, observed_step: _o, saved_step: _s, ...headed } = detail.run;
+    const shown = JSON.stringify([headed, detail.summary, detail.failure, detail.actions]);
+    if (shown !== this.headerShown) this.renderHeader();
     this.renderTiles();
     this.renderCards();
   }
@@ -207,6 +289,7 @@ export class DetailView {
   private renderHeader(): void {
     const d = this.detail;
     if (!d) return;
+    this.headerShown = "";
     const run = d.run;
     const failure = d.failure;
     // a run that was stopped did not fail: its reason is not shown as an error
@@ -285,18 +368,13 @@ export class DetailView {
       tile("Dataset", run.dataset ?? "—"),
       tile("Duration", fmtDuration(liveDuration(run, this.detailAt)), "duration"),
     );
-    const s = d.scalars;
-    const tiles: [string, number | null, string][] = [
-      ["Steps", s.steps, "steps"],
-      ["Examples", s.examples, "examples"],
-      ["Tokens", s.tokens, "tokens"],
-      ["Grad accum", s.grad_accum, "grad_accum"],
-      ["Best train loss", s.best_train_loss, "best_train_loss"],
-      ["Latest train loss", s.latest_train_loss, "latest_train_loss"],
-      ["Eval loss", s.eval_loss, "eval_loss"],
-      ["Mean reward", s.mean_reward, "mean_reward"],
-    ];
-    this.scalarsEl.replaceChildren(...tiles.filter(([, v, id]) => v !== null || id === "steps").map(([l, v, id]) => tile(l, fmtNum(v), id)));
+    const s = { ...d.scalars };
+    // the points seen since the detail was read may be later than its step count
+    if (this.lastStep !== null && (s.steps === null || this.lastStep > s.steps)) s.steps = this.lastStep;
+    const grpo = (run.method ?? "").toLowerCase() === "grpo";
+    const tiles = SCALAR_TILES.filter(([, id, forGrpo, forOthers]) => (grpo ? forGrpo : forOthers) && (s[id] !== null || id === "steps"));
+    this.scalarsEl.dataset.method = grpo ? "grpo" : (run.method ?? "");
+    this.scalarsEl.replaceChildren(...tiles.map(([l, id]) => tile(l, fmtNum(s[id]), id)));
   }
 
   private tickDuration(): void {
@@ -317,53 +395,46 @@ export class DetailView {
     const refs: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(d.manifest)) if (!internal.has(k)) refs[k] = v;
     refs.checkpoints = checkpoints.map((c) => ({ step: c.step, kind: c.kind, id: c.id, path: c.path }));
-    const settings = h("details", { class: "card", id: "settings" }, h("summary", {}, h("h3", {}, "Settings")));
-    const cfg = h("pre", { class: "code" });
-    cfg.textContent = d.settings.config_text ?? "(no config recorded)";
-    const eng = h("pre", { class: "code" });
-    eng.textContent = d.settings.engine_config ? text(d.settings.engine_config) : "(no engine config recorded)";
-    settings.append(h("h4", {}, "Config"), cfg, h("h4", {}, "Engine config"), eng);
+    setText(this.configText, d.settings.config_text ?? "(no config recorded)");
+    setText(this.engineText, d.settings.engine_config ? text(d.settings.engine_config) : "(no engine config recorded)");
+    setText(this.artifacts, JSON.stringify(refs, null, 2));
     this.cost.show(d, this.detailAt);
-    const art = h("pre", { class: "code" });
-    art.textContent = JSON.stringify(refs, null, 2);
-    clear(this.cardsEl);
-    append(
-      this.cardsEl,
-      h(
-        "section",
-        { class: "card", id: "job-details" },
-        h("h3", {}, "Job details"),
-        kv([
-          ["Model", run.base_model],
-          ["Backend", run.backend],
-          ["Trainer", run.trainer],
-          ["Method", run.method],
-          ["Status", statusLabel(run.status)],
-          ["Stage", run.stage],
-          ["Observed step", run.observed_step],
-          ["Saved step", run.saved_step],
-          ["Run id", run.run_id],
-          ["Project", run.project],
-          ["Group", run.group],
-          ["Tags", run.tags.join(", ")],
-          ["Created", fmtTime(run.created_at)],
-          ["Started", fmtTime(run.started_at)],
-          ["Ended", fmtTime(run.ended_at)],
-          ["Failure reason", run.reason],
-          ...jobRows(d.job, run),
-        ]),
-      ),
-      this.cost.el,
-      h("section", { class: "card", id: "artifacts" }, h("h3", {}, "Artifacts & refs"), art),
-      d.problems?.length
-        ? h("section", { class: "card", id: "problems" }, h("h3", {}, "Indexing problems"), ...d.problems.map((p) => h("p", { class: "muted small" }, p)))
-        : null,
-      settings,
+    // a point seen since the detail was read may be later than its observed step
+    const observed = this.lastStep !== null && (run.observed_step === null || this.lastStep > run.observed_step) ? this.lastStep : run.observed_step;
+    this.jobCard.replaceChildren(
+      h("h3", {}, "Job details"),
+      kv([
+        ["Model", modelValue(d)],
+        ["Backend", run.backend],
+        ["Trainer", run.trainer],
+        ["Method", run.method],
+        ["Status", statusLabel(run.status)],
+        ["Stage", run.stage],
+        ["Observed step", observed],
+        ["Saved step", run.saved_step],
+        ["Run id", run.run_id],
+        ["Project", run.project],
+        ["Group", run.group],
+        ["Tags", run.tags.join(", ")],
+        ["Created", fmtTime(run.created_at)],
+        ["Started", fmtTime(run.started_at)],
+        ["Ended", fmtTime(run.ended_at)],
+        ["Failure reason", run.reason],
+        ...jobRows(d.job, run),
+      ]),
     );
+    this.problemsCard.hidden = !d.problems?.length;
+    this.problemsCard.replaceChildren(h("h3", {}, "Indexing problems"), ...(d.problems ?? []).map((p) => h("p", { class: "muted small" }, p)));
+    if (!this.cardsEl.childElementCount) {
+      this.settings.append(h("h4", {}, "Config"), this.configText, h("h4", {}, "Engine config"), this.engineText);
+      append(this.cardsEl, this.jobCard, this.cost.el, h("section", { class: "card", id: "artifacts" }, h("h3", {}, "Artifacts & refs"), this.artifacts), this.problemsCard, this.settings);
+    }
   }
 
   private stopLive(): void {
     window.clearInterval(this.ticker);
+    window.clearTimeout(this.liveTimer);
+    this.liveTimer = undefined;
     this.stream?.close();
     this.stream = null;
     this.charts?.dispose();

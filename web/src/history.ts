@@ -1,6 +1,8 @@
 // The history table: every step of the run, a page at a time. While the run logs, the
-// page in view is read again (at most once a second) when it can show the new steps: a
-// page with no later one (the first, until it is full), or the latest page.
+// page in view is read again (at most once a second): a page with no later one (the
+// first, until it is full, or the latest page) shows the new steps, and any page its
+// count of steps and a pager that reaches them. An answer to an older read than the
+// last one asked (a live read overtaken by a click on the pager) is dropped.
 
 import { getJSON, runPath } from "./api";
 import { HISTORY_COLUMNS, resolveLines } from "./chartspecs";
@@ -27,6 +29,7 @@ export class HistoryTable {
   private page: HistoryPage | null = null;
   private where: Where = {};
   private timer: number | undefined;
+  private reads = 0;
 
   constructor(private readonly runId: string) {
     this.el = h(
@@ -52,9 +55,7 @@ export class HistoryTable {
     const before = this.known.size;
     for (const ev of batch) for (const key of Object.keys(ev.values)) this.known.add(key);
     if (this.known.size !== before) this.pickColumns();
-    const page = this.page;
-    const live = !page || !page.next_cursor || this.where.order === "latest";
-    if (!live || this.timer !== undefined) return;
+    if (this.timer !== undefined) return;
     this.timer = window.setTimeout(() => {
       this.timer = undefined;
       void this.load(this.where);
@@ -89,7 +90,10 @@ export class HistoryTable {
     if (where.after) q.set("after", where.after);
     if (where.before) q.set("before", where.before);
     if (where.order) q.set("order", where.order);
-    this.page = await getJSON<HistoryPage>(`${runPath(this.runId)}/history?${q.toString()}`);
+    const read = ++this.reads;
+    const page = await getJSON<HistoryPage>(`${runPath(this.runId)}/history?${q.toString()}`);
+    if (read !== this.reads) return;
+    this.page = page;
     clear(this.body);
     for (const row of this.page.rows) {
       this.body.appendChild(h("tr", {}, h("td", {}, String(row.step)), ...this.columns.map((c) => h("td", {}, fmtNum(row.values[c.key] ?? null)))));

@@ -43,7 +43,16 @@ export interface Scalars {
   best_train_loss: number | null;
   latest_train_loss: number | null;
   eval_loss: number | null;
+  /** The latest mean reward. */
   mean_reward: number | null;
+  best_mean_reward: number | null;
+  reward_std: number | null;
+  val_reward: number | null;
+  val_accuracy: number | null;
+  preference_accuracy: number | null;
+  margin: number | null;
+  val_preference_accuracy: number | null;
+  val_margin: number | null;
 }
 
 /** What the run's phase allows; the app shows Cancel and Retry from these. */
@@ -89,6 +98,8 @@ export interface Cost {
   spend: number | null;
   last_step_time_s: number | null;
   peak_memory_bytes: Record<string, number | null>;
+  /** The last value of each data_fit/<count> the run logged. */
+  data_fit: Record<string, number | null>;
   problem: string | null;
 }
 
@@ -151,6 +162,9 @@ export interface RunDetail {
   name: string;
   run: RunSummary;
   summary: string;
+  /** The model it trains; for a run started from an earlier run (init_from), the base
+   * model at the start of the chain and the run it started from. */
+  model: { base_model: string | null; init_from: string | null; parent: { run_id: string; name: string } | null };
   state: RunState;
   results: Record<string, number | string | null>;
   cost: Cost;

@@ -15,7 +15,7 @@ from runwatch.analysis.results import SeriesValues, cost, results, scalars
 from runwatch.analysis.views import actions, checkpoint_entry, run_summary, summary_line
 from runwatch.jobs.cost import Cost, DeviceProfile, ProfileError, read_profiles, run_cost
 from runwatch.jobs.failures import CATALOGUE
-from runwatch.store.detail import RunRecords
+from runwatch.store.detail import RunRecords, init_from
 from runwatch.store.queries import process_here
 
 # The job spec fields the detail shows (the jobs row's claim state stays in the index).
@@ -47,7 +47,8 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
         "run_id": run.run_id,
         "name": run.name,
         "run": summary,
-        "summary": summary_line(run),
+        "summary": _summary(rec),
+        "model": model_origin(rec),
         "state": {
             "project": run.project,
             "group": run.group_name,
@@ -89,6 +90,31 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
             "engine_config": _json(run.engine_config),
         },
     }
+
+
+def model_origin(rec: RunRecords) -> dict[str, Any]:
+    """The model a run trains: for a run started from an earlier run's checkpoint
+    (`init_from`), the base model at the start of that chain and the run it started from
+    (`parent`, when the index holds it), rather than the bare `init_from:<path>`."""
+    ref = init_from(rec.row.base_model)
+    base = None if ref else rec.row.base_model
+    for parent in rec.parents:
+        if init_from(parent.base_model) is None:
+            base = parent.base_model
+            break
+    first = rec.parents[0] if rec.parents else None
+    return {"base_model": base, "init_from": ref,
+            "parent": None if first is None else {"run_id": first.run_id, "name": first.name}}
+
+
+def _summary(rec: RunRecords) -> str:
+    """The summary line, naming a derived run's base model and parent run."""
+    line = summary_line(rec.row)
+    origin = model_origin(rec)
+    if origin["init_from"] is None or origin["parent"] is None:
+        return line
+    model = f"{origin['base_model'] or 'a model'} (from run {origin['parent']['name']})"
+    return line.replace(f"Training {rec.row.base_model}", f"Training {model}", 1)
 
 
 def _run_cost(rec: RunRecords, runs_dir: Path | None, until: float) -> tuple[Cost, str | None]:

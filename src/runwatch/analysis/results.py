@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from runwatch.jobs.cost import Cost
-from runwatch.metrics import Role, find_key, names
+from runwatch.metrics import Role, describe, find_key, names
 from runwatch.store.keys import KeyInfo
 
 # The values of one key's series, in step order, with superseded points removed.
@@ -44,6 +44,18 @@ def _role_key(by_key: Mapping[str, KeyInfo], role: Role) -> KeyInfo | None:
     return None if found is None else by_key[found]
 
 
+def _named_key(keys: Sequence[KeyInfo], name: str) -> KeyInfo | None:
+    """The key that is the canonical metric `name` as logged (a catalogue metric with no
+    role, such as `reward_std`): the canonical name itself first, then an alias."""
+    found = [k for k in keys if describe(k.key).canonical == name
+             and describe(k.key).transform is None]
+    return next((k for k in found if k.key == name), found[0] if found else None)
+
+
+def _latest(info: KeyInfo | None) -> float | None:
+    return finite(info.last_value) if info else None
+
+
 def _series_stat(info: KeyInfo | None, values: SeriesValues, how: str) -> float | None:
     """The minimum, maximum or sum of a key's finite values (None when it has none)."""
     if info is None:
@@ -70,10 +82,11 @@ def find_setting(config: Any, names_: Sequence[str]) -> Any:
 
 def scalars(keys: Sequence[KeyInfo], values: SeriesValues, config: Any,
             observed_step: int | None) -> dict[str, Any]:
-    """The run's tiles: steps, examples, tokens, grad accumulation and the headline values."""
+    """The run's tiles: steps, examples, tokens, grad accumulation and the headline values
+    (the web app shows the loss tiles for SFT and DPO, the reward tiles for GRPO, whose
+    training loss is no progress signal, and the preference tiles for DPO)."""
     by_key = {k.key: k for k in keys}
     train = _role_key(by_key, Role.TRAIN_LOSS)
-    evl = _role_key(by_key, Role.EVAL_LOSS)
     reward = _role_key(by_key, Role.REWARD)
     steps = observed_step
     if steps is None and keys:
@@ -84,9 +97,17 @@ def scalars(keys: Sequence[KeyInfo], values: SeriesValues, config: Any,
         "tokens": _series_stat(_role_key(by_key, Role.TOKENS), values, "sum"),
         "grad_accum": find_setting(config, names(Role.GRAD_ACCUM)),
         "best_train_loss": _series_stat(train, values, "min"),
-        "latest_train_loss": finite(train.last_value) if train else None,
-        "eval_loss": finite(evl.last_value) if evl else None,
-        "mean_reward": finite(reward.last_value) if reward else None,
+        "latest_train_loss": _latest(train),
+        "eval_loss": _latest(_role_key(by_key, Role.EVAL_LOSS)),
+        "mean_reward": _latest(reward),
+        "best_mean_reward": _series_stat(reward, values, "max"),
+        "reward_std": _latest(_named_key(keys, "reward_std")),
+        "val_reward": _latest(_role_key(by_key, Role.VAL_REWARD)),
+        "val_accuracy": _latest(_role_key(by_key, Role.VAL_ACCURACY)),
+        "preference_accuracy": _latest(_role_key(by_key, Role.PREFERENCE_ACCURACY)),
+        "margin": _latest(_role_key(by_key, Role.MARGIN)),
+        "val_preference_accuracy": _latest(_role_key(by_key, Role.VAL_PREFERENCE_ACCURACY)),
+        "val_margin": _latest(_role_key(by_key, Role.VAL_MARGIN)),
     }
 
 
@@ -109,9 +130,10 @@ def results(keys: Sequence[KeyInfo], best_train_loss: float | None,
 def cost(run_cost: Cost, keys: Sequence[KeyInfo], values: SeriesValues,
          duration_s: float | None) -> dict[str, Any]:
     """What the run used: its training duration, queue wait, device time and spend over
-    all attempts (an estimate until it ends), its last step time, and the peak of each
+    all attempts (an estimate until it ends), its last step time, the peak of each
     memory part it logged (`memory/<part>_bytes`: the recipes log the parts of their one
-    device's step with the most memory)."""
+    device's step with the most memory) and its data fit (the last value of each
+    `data_fit/<count>` it logged: how its rows fitted max_seq_length)."""
     by_key = {k.key: k for k in keys}
     step_time = _role_key(by_key, Role.STEP_TIME)
     figures = {k: v for k, v in run_cost.as_dict().items() if k not in ("timing", "attempts")}
@@ -121,4 +143,6 @@ def cost(run_cost: Cost, keys: Sequence[KeyInfo], values: SeriesValues,
         "last_step_time_s": step_time.last_value if step_time else None,
         "peak_memory_bytes": {k.key.split("/", 1)[1]: _series_stat(k, values, "max")
                               for k in keys if k.key.startswith("memory/")},
+        "data_fit": {k.key.split("/", 1)[1]: _latest(k)
+                     for k in keys if k.key.startswith("data_fit/")},
     }

@@ -7,6 +7,7 @@ the run detail the CLI and the API show.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Row, select
@@ -29,13 +30,85 @@ class RunRecords:
     problems: list[str]
     process_gone: bool
     job: dict[str, Any] | None  # its row in the queue (store.jobs.job_row); None by hand
+    # the runs it started from, nearest first (`init_from`: see `parent_runs`)
+    parents: tuple[Row[Any], ...] = ()
 
 
 def read_run(conn: Connection, row: Row[Any]) -> RunRecords:
     """The records of the run in `row`."""
+    job = job_row(conn, row.pk)
     return RunRecords(row, q.events(conn, row.pk), run_keys(conn, row.pk),
                       checkpoint_rows(conn, row.pk), q.problems(conn, row.pk),
-                      q.process_gone(row), job_row(conn, row.pk))
+                      q.process_gone(row), job, parent_runs(conn, row, job))
+
+
+INIT_FROM = "init_from:"
+MAX_ANCESTORS = 8
+# a checkpoint file given as init_from lies this many folders below its run's at most
+CHECKPOINT_DEPTH = 3
+
+
+def init_from(base_model: str | None) -> str | None:
+    """The run folder or checkpoint file a run started from, when its base model says
+    `init_from:<path>` (as the recipes record a model started from an earlier run)."""
+    if base_model and base_model.startswith(INIT_FROM):
+        return base_model[len(INIT_FROM):] or None
+    return None
+
+
+def parent_runs(conn: Connection, row: Row[Any], job: dict[str, Any] | None
+                ) -> tuple[Row[Any], ...]:
+    """The indexed runs `row` started from, nearest first: its `init_from` run, that run's,
+    and so on (a cycle or a run not in the index ends the chain)."""
+    chain: list[Row[Any]] = []
+    seen = {row.pk}
+    while len(chain) < MAX_ANCESTORS:
+        parent = _parent_run(conn, row, job if not chain else None)
+        if parent is None or parent.pk in seen:
+            break
+        chain.append(parent)
+        seen.add(parent.pk)
+        row = parent
+    return tuple(chain)
+
+
+def _parent_run(conn: Connection, row: Row[Any], job: dict[str, Any] | None
+                ) -> Row[Any] | None:
+    """The indexed run whose folder holds `row`'s init_from path.
+
+    A relative path is read from the job's working folder, else from the folder that holds
+    the runs folder (`runs/<run>`) or the runs folder itself; a checkpoint file is looked
+    for in the folders above it. Failing an exact folder, a run of the same runs folder
+    with the same folder name is taken (the path was relative to a folder not recorded)."""
+    ref = init_from(row.base_model)
+    if ref is None:
+        return None
+    path = Path(ref).expanduser()
+    runs_folder = Path(row.dir).parent if row.dir else None
+    bases: list[Path] = []
+    if not path.is_absolute():
+        if job and job.get("cwd"):
+            bases.append(Path(job["cwd"]))
+        if runs_folder is not None:
+            bases += [runs_folder.parent, runs_folder]
+    candidates = [path] if path.is_absolute() else [b / path for b in bases]
+    folders: list[str] = []
+    names: list[str] = []
+    for cand in candidates:
+        cand = cand.resolve()
+        for folder in (cand, *list(cand.parents)[:CHECKPOINT_DEPTH]):
+            folders.append(str(folder))
+            names.append(folder.name)
+    c = s.runs.c
+    if folders:
+        found = conn.execute(select(s.runs).where(c.dir.in_(folders))).all()
+        if found:
+            return min(found, key=lambda r: folders.index(r.dir))
+    if runs_folder is None:
+        return None
+    near = [str(runs_folder / n) for n in dict.fromkeys(names) if n]
+    found = conn.execute(select(s.runs).where(c.dir.in_(near))).all() if near else []
+    return min(found, key=lambda r: near.index(r.dir)) if found else None
 
 
 def checkpoint_rows(conn: Connection, run_pk: int) -> list[Row[Any]]:
