@@ -9,7 +9,7 @@ import typer
 from rich.text import Text
 
 from runwatch.cli.context import open_context
-from runwatch.cli.output import Output, emit, fail, fmt_cell, line, print_table, text
+from runwatch.cli.output import Output, emit, fail, fmt_cell, para, print_table, text
 from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
 
 if TYPE_CHECKING:
@@ -101,30 +101,30 @@ def _division(d: dict[str, Any]) -> str:
 def show(report: dict[str, Any], wide: bool) -> None:
     """The report as a terminal reads it."""
     run, base, opts = report["run"], report["baseline"], report["options"]
-    line(text(run["name"], "bold"), " against the baseline ", text(base["name"], "bold"),
+    para(text(run["name"], "bold"), " against the baseline ", text(base["name"], "bold"),
          f": {report['compared_steps']} steps compared"
          + (f" (steps {report['first_step']}–{report['last_step']})"
             if report["compared_steps"] else ""))
     plan = report["plan"]
     if plan["differences"]:
-        line(text("the plans differ", "yellow"), " (compared with --across-plans): "
+        para(text("the plans differ", "yellow"), " (compared with --across-plans): "
              + "; ".join(f"{d['field']} {_value(d['run'])} vs {_value(d['baseline'])}"
                          for d in plan["differences"]))
     elif plan["divided_differently"]:
-        line("same plan, and the same sequences per update divided differently:")
-        line("  run:      ", _division(run["division"]))
-        line("  baseline: ", _division(base["division"]))
+        para("same plan, and the same sequences per update divided differently:")
+        para("  run:      ", _division(run["division"]))
+        para("  baseline: ", _division(base["division"]))
     else:
-        line("same plan: data set, seed, base model, sequences per update and config")
+        para("same plan: data set, seed, base model, sequences per update and config")
     for problem in report["problems"]:
-        line(text("warning: ", "yellow"), problem)
+        para(text("warning: ", "yellow"), problem)
     if report["nonfinite_steps"]:
         n = len(report["nonfinite_steps"])
-        line(f"{n} step(s) where a loss is NaN or infinite are left out (first: step "
+        para(f"{n} step(s) where a loss is NaN or infinite are left out (first: step "
              f"{report['nonfinite_steps'][0]})")
     windows = report["windows"]
     if windows:
-        line(f"mean loss over windows of {opts['window']} steps; DIFF is run − baseline")
+        para(f"mean loss over windows of {opts['window']} steps; DIFF is run − baseline")
         _windows_table(windows, report["reported"], wide)
     _spikes(report, opts)
     _verdict(report, opts)
@@ -148,7 +148,7 @@ def _windows_table(windows: list[dict[str, Any]], reported: dict[str, Any] | Non
     print_table(["STEPS", "COMPARED", "RUN", "BASELINE", "DIFF", "SPIKES"], rows, wide=wide,
                 drop=("SPIKES", "BASELINE", "RUN"))
     if len(shown) < len(windows):
-        line(f"{len(shown)} of {len(windows)} windows shown; -o json lists every one")
+        para(f"{len(shown)} of {len(windows)} windows shown; -o json lists every one")
 
 
 def _rows_to_show(windows: list[dict[str, Any]], reported: dict[str, Any] | None
@@ -169,35 +169,35 @@ def _spikes(report: dict[str, Any], opts: dict[str, Any]) -> None:
     medians = ", ".join(f"{report[side]['name']} {fmt_cell(report[side]['grad_norm_median'])}"
                         for side in ("run", "baseline"))
     if not any(report[side]["grad_norm_key"] for side in ("run", "baseline")):
-        line("no gradient norm logged by either run, so no spikes are looked for")
+        para("no gradient norm logged by either run, so no spikes are looked for")
         return
     if not spikes:
-        line(f"no gradient-norm spike above {opts['spike_factor']:g} × its run's median "
+        para(f"no gradient-norm spike above {opts['spike_factor']:g} × its run's median "
              f"(medians: {medians})")
         return
-    line(f"gradient-norm spikes above {opts['spike_factor']:g} × its run's median "
+    para(f"gradient-norm spikes above {opts['spike_factor']:g} × its run's median "
          f"(medians: {medians}):")
     for s in spikes[:SPIKES_LISTED]:
         parts = [f"{side} {fmt_cell(s[side])}" + ("" if side in s["spiked"] else " (no spike)")
                  for side in ("run", "baseline") if s[side] is not None]
-        line(f"  step {s['step']}: " + ", ".join(parts))
+        para(f"  step {s['step']}: " + ", ".join(parts))
     if len(spikes) > SPIKES_LISTED:
-        line(f"  … and {len(spikes) - SPIKES_LISTED} more; -o json lists every one")
+        para(f"  … and {len(spikes) - SPIKES_LISTED} more; -o json lists every one")
 
 
 def _verdict(report: dict[str, Any], opts: dict[str, Any]) -> None:
     found = report["reported"]
     if found:
-        line(text("reported: ", "bold"),
+        para(text("reported: ", "bold"),
              f"steps {found['first_step']}–{found['last_step']}, the first full window "
              f"whose mean differs by more than {opts['margin']:g}: the run's loss is "
              f"{found['direction']} than the baseline's by {abs(found['mean_diff']):.4g} on "
              "average")
-        line("the backward pass is nondeterministic and a spike can move a run's loss for "
+        para("the backward pass is nondeterministic and a spike can move a run's loss for "
              "many steps: check the window against repeated runs of one plan before acting")
         return
     windows = report["windows"]
     short = "" if not windows or windows[-1]["full"] else (
         f" (the last window, {windows[-1]['steps']} of {opts['window']} steps, is not full "
         "and cannot be reported)")
-    line(f"no full window differs by more than {opts['margin']:g} on average{short}")
+    para(f"no full window differs by more than {opts['margin']:g} on average{short}")

@@ -79,6 +79,13 @@ def line(*parts: Any, style: str = "") -> None:
                                   style=style), soft_wrap=True)
 
 
+def para(*parts: Any, style: str = "") -> None:
+    """Print a paragraph to stdout, its parts as `line()` takes them, wrapped at spaces to
+    the terminal's width."""
+    console(width=terminal_width()).print(
+        Text.assemble(*[p if isinstance(p, Text) else text(p) for p in parts], style=style))
+
+
 def fail(message: str, hints: Sequence[str] = (), code: int = 2) -> typer.Exit:
     """Print an error (and hints) to stderr; return the Exit to raise."""
     err = console(stderr=True)
@@ -148,9 +155,10 @@ def _nan_to_none(value: Any) -> Any:
 
 # Between two columns: a space, the rule, a space (the tables have no outer edge).
 GAP = 3
-# The narrowest a column of prose is wrapped to, and any other text column cut to.
+# The narrowest a column of prose is wrapped to, and any other text column cut to, before
+# a column is left out instead.
 MIN_PROSE = 20
-MIN_TEXT = 8
+MIN_TEXT = 16
 
 
 def make_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None,
@@ -188,23 +196,24 @@ def fit_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str 
                for i in range(len(columns))]
     natural = [max([_longest_line(columns[i])] + [_longest_line(row[i].plain) for row in cells])
                for i in range(len(columns))]
+    floors = [natural[i] if numeric[i] else min(natural[i], MIN_PROSE if columns[i] in prose
+                                                 else MIN_TEXT) for i in range(len(columns))]
     keep = list(range(len(columns)))
     dropped: list[str] = []
     if not wide:
         for name in drop:
-            if _width([natural[i] for i in keep]) <= room:
+            if _width([floors[i] for i in keep]) <= room:
                 break
             if name in columns and columns.index(name) in keep and len(keep) > 1:
                 keep.remove(columns.index(name))
                 dropped.append(name)
     widths = {i: natural[i] for i in keep}
-    if not wide:
-        for group, floor in (([i for i in keep if columns[i] in prose], MIN_PROSE),
-                             ([i for i in keep if columns[i] not in prose and not numeric[i]],
-                              MIN_TEXT)):
+    if not wide:  # prose wraps first, then text is cut
+        for group in ([i for i in keep if columns[i] in prose],
+                      [i for i in keep if columns[i] not in prose and not numeric[i]]):
             excess = _width(list(widths.values())) - room
             if excess > 0 and group:
-                _shrink(widths, group, floor, excess)
+                _shrink(widths, {i: floors[i] for i in group}, excess)
     t = Table(title=text(title, "table.title") if title else None, header_style="bold",
               show_edge=False, pad_edge=False)
     for i in keep:
@@ -224,10 +233,10 @@ def _width(widths: list[int]) -> int:
     return sum(widths) + GAP * max(len(widths) - 1, 0)
 
 
-def _shrink(widths: dict[int, int], group: list[int], floor: int, excess: int) -> None:
-    """Narrow the widest columns of `group` (never below `floor`, nor a column already
-    narrower) until `excess` is taken up or all are at their floor."""
-    floors = {i: min(widths[i], floor) for i in group}
+def _shrink(widths: dict[int, int], floors: dict[int, int], excess: int) -> None:
+    """Narrow the widest of the columns in `floors` (none below its floor) until `excess`
+    is taken up or all are at their floors."""
+    group = list(floors)
     lo, hi = 0, max(widths[i] for i in group)
     target = sum(widths[i] for i in group) - excess
     while lo < hi:  # the highest cap under which the group fits its share

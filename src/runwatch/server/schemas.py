@@ -460,3 +460,87 @@ class ModelOrigin(BaseModel):
 
 
 RunDetail.model_rebuild()
+
+
+# --- H4: runs compare (GET /api/compare) ---
+
+
+class Division(BaseModel):
+    """How a run divides its sequences per update (null where it cannot be told)."""
+
+    devices: int
+    sequences_per_pass: int | None
+    accumulation: int
+    sequences_per_update: int | None
+
+
+class CompareSide(BaseModel):
+    run_id: str
+    name: str
+    method: str | None
+    loss_key: str | None
+    grad_norm_key: str | None
+    loss_steps: int
+    grad_norm_median: float | None
+    division: Division
+
+
+class PlanDifference(BaseModel):
+    field: str = Field(description="dataset, seed, base_model, base_model_revision, "
+                       "sequences_per_update, method, or config.<path>")
+    run: Any
+    baseline: Any
+
+
+class ComparePlan(BaseModel):
+    same: bool
+    differences: list[PlanDifference]
+    divided_differently: bool = Field(description="the same plan, with the same sequences "
+                                      "per update divided differently")
+
+
+class CompareWindow(BaseModel):
+    first_step: int
+    last_step: int
+    steps: int = Field(description="steps compared in the window")
+    full: bool
+    run_loss: float
+    baseline_loss: float
+    mean_diff: float = Field(description="mean of run loss − baseline loss")
+    spikes: int = Field(description="gradient-norm spikes of either run in the window")
+
+
+class ReportedWindow(CompareWindow):
+    index: int
+    direction: str = Field(description="higher or lower: the run's loss against the "
+                           "baseline's")
+
+
+class CompareSpike(BaseModel):
+    step: int
+    run: float | None
+    baseline: float | None
+    spiked: list[str] = Field(description="run, baseline or both")
+
+
+class CompareOptions(BaseModel):
+    window: int
+    margin: float
+    spike_factor: float
+    across_plans: bool
+
+
+class CompareReport(BaseModel):
+    ok: bool
+    run: CompareSide
+    baseline: CompareSide
+    options: CompareOptions
+    plan: ComparePlan
+    compared_steps: int
+    first_step: int | None
+    last_step: int | None
+    nonfinite_steps: list[int]
+    problems: list[str]
+    windows: list[CompareWindow]
+    spikes: list[CompareSpike]
+    reported: ReportedWindow | None

@@ -1,0 +1,167 @@
+"""Benchmark of `runwatch runs compare` on two 100,000-step runs: the CLI end to end (a
+new process each time, as a user runs it) and GET /api/compare, medians of several runs.
+
+Two supervised runs of one plan are written by the SDK (loss, grad_norm, learning_rate at
+every step; the run's loss drifts from the baseline's halfway) and indexed once. Then:
+the comparison alone (runwatch.analysis.compare), the CLI with -o json and with its
+table (process start, the index check and the series reads included), the floor of any
+CLI command (`runs list` on the same folder), and the API (first request: the series
+read into the server's cache; then warm).
+
+    python bench/bench_compare.py                     # 100,000 steps, 5 repeats
+    python bench/bench_compare.py --steps 20000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+import runwatch
+from runwatch.analysis import compare as cmp
+from runwatch.cli.compare_cmd import read_side
+from runwatch.health.store import on_metrics
+from runwatch.ingest.indexer import Indexer
+from runwatch.server.runner import Runner, free_port
+from runwatch.store import queries as q
+from runwatch.store.db import open_engine
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "build" / "bench" / "compare.json"
+TARGET_S = 1.0
+CONFIG = {"seed": 3, "batch_size": 64, "learning_rate": 1e-4, "max_steps": 100_000}
+
+
+def write_runs(runs: Path, steps: int) -> None:
+    for name, drift in (("baseline", 0.0), ("candidate", 0.04)):
+        with runwatch.init(project="bench", name=name, dir=runs, method="sft",
+                           base_model="tiny", dataset="arith", config=CONFIG) as run:
+            for i in range(steps):
+                loss = 2.0 / (1 + i / 1000) + 0.01 * math.sin(i) + (drift if i > steps // 2
+                                                                      else 0.0)
+                grad = 30.0 if i % 10_007 == 5 else 1.0 + 0.1 * math.cos(i)
+                run.log({"loss": loss, "grad_norm": grad, "learning_rate": 1e-4}, step=i)
+
+
+def timed(fn: Any, n: int) -> tuple[list[float], Any]:
+    times, result = [], None
+    for _ in range(n):
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    return times, result
+
+
+def summary(seconds: list[float]) -> dict[str, float]:
+    return {"median_s": round(statistics.median(seconds), 3), "min_s": round(min(seconds), 3),
+            "max_s": round(max(seconds), 3)}
+
+
+def cli(runs: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "runwatch", *args, "--dir", str(runs)],
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr)
+    return proc
+
+
+def cli_timed(runs: Path, n: int, *args: str) -> tuple[dict[str, float], str]:
+    """Wall-clock summary of `n` runs of a CLI command, with the median CPU seconds its
+    processes used (what a busy machine does not inflate), and the last output."""
+    cpu, proc = [], None
+
+    def one() -> subprocess.CompletedProcess[str]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = cli(runs, *args)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        return done
+
+    wall, proc = timed(one, n)
+    return {**summary(wall), "median_cpu_s": round(statistics.median(cpu), 3)}, proc.stdout
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--target", type=float, default=TARGET_S, help="seconds; the exit status "
+                    "is 1 when a median is above it")
+    args = ap.parse_args()
+    out: dict[str, Any] = {"steps": args.steps, "repeat": args.repeat, "target_s": args.target}
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = Path(tmp) / "runs"
+        t = time.perf_counter()
+        write_runs(runs, args.steps)
+        out["write_runs_s"] = round(time.perf_counter() - t, 1)
+        engine = open_engine(runs / ".runwatch" / "index.db")
+        t = time.perf_counter()
+        Indexer(engine, runs, hooks=[on_metrics]).index_once()
+        out["index_s"] = round(time.perf_counter() - t, 1)
+
+        with engine.connect() as conn:
+            sides = [read_side(conn, q.resolve_run(conn, name))
+                     for name in ("candidate", "baseline")]
+        analysis, report = timed(lambda: cmp.compare(*sides), args.repeat)
+        assert report["compared_steps"] == args.steps and report["reported"] is not None
+        out["analysis"] = summary(analysis)
+
+        def read_and_compare() -> dict[str, Any]:
+            with engine.connect() as conn:
+                pair = [read_side(conn, q.resolve_run(conn, name))
+                        for name in ("candidate", "baseline")]
+            return cmp.compare(*pair)
+
+        out["read_and_analysis"] = summary(timed(read_and_compare, args.repeat)[0])
+        out["cli_floor_runs_list"] = cli_timed(runs, args.repeat, "runs", "list")[0]
+        out["cli_json"], printed = cli_timed(runs, args.repeat, "runs", "compare", "candidate",
+                                             "baseline", "-o", "json")
+        assert json.loads(printed)["compared_steps"] == args.steps
+        out["cli_table"] = cli_timed(runs, args.repeat, "runs", "compare", "candidate",
+                                     "baseline")[0]
+
+        with Runner(engine, port=free_port()) as server, \
+                httpx.Client(base_url=server.url, timeout=120) as client:
+            params = {"run": "candidate", "baseline": "baseline"}
+
+            def api() -> dict[str, Any]:
+                resp = client.get("/api/compare", params=params)
+                resp.raise_for_status()
+                body: dict[str, Any] = resp.json()
+                return body
+
+            cold, body = timed(api, 1)
+            assert body["compared_steps"] == args.steps
+            out["api_first_request_s"] = round(cold[0], 3)
+            out["api_warm"] = summary(timed(api, args.repeat)[0])
+        engine.dispose()
+    out["meets_target"] = (out["cli_json"]["median_s"] <= args.target
+                           and out["api_warm"]["median_s"] <= args.target)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=2))
+    print(f"\nruns compare, two {args.steps:,}-step runs: CLI -o json median "
+          f"{out['cli_json']['median_s']} s, {out['cli_json']['median_cpu_s']} CPU s (process "
+          f"start included; `runs list` takes {out['cli_floor_runs_list']['median_s']} s), "
+          "API median "
+          f"{out['api_warm']['median_s']} s (first request {out['api_first_request_s']} s), "
+          f"the comparison alone {out['analysis']['median_s']} s; target <= {args.target} s; "
+          f"results in {args.out}")
+    return 0 if out["meets_target"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

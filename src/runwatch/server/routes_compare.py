@@ -1,0 +1,67 @@
+"""GET /api/compare: a supervised run's training loss against a baseline's, the report
+`runwatch runs compare RUN BASELINE -o json` prints (runwatch.analysis.compare)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+from sqlalchemy import Connection
+
+from runwatch.analysis import compare as cmp
+from runwatch.server.errors import ApiError, bad_request
+from runwatch.server.runs import resolve_run
+from runwatch.server.schemas import CompareReport, documented
+from runwatch.server.state import ServerState, connection, state
+from runwatch.store.jobs import job_row
+from runwatch.store.keys import KeyInfo, run_keys
+from runwatch.store.series import FloatArray, IntArray
+
+router = APIRouter(tags=["metrics"])
+
+
+def _side(conn: Connection, st: ServerState, ident: str) -> cmp.Side:
+    row = resolve_run(conn, ident)
+
+    def series_of(key: KeyInfo) -> tuple[IntArray, FloatArray]:
+        series = st.cache.get(conn, row.pk, key)
+        return series.step, series.value
+
+    job = job_row(conn, row.pk)
+    return cmp.side_of(row, run_keys(conn, row.pk), job["devices"] if job else None,
+                       series_of)
+
+
+@router.get("/api/compare", **documented(CompareReport, "the comparison"))
+def compare(
+    run: str = Query(..., max_length=200, description="the run: id or name"),
+    baseline: str = Query(..., max_length=200, description="the baseline run: id or name"),
+    window: int = Query(cmp.DEFAULT_WINDOW, ge=1, le=1_000_000,
+                        description="steps averaged into each window"),
+    margin: float = Query(cmp.DEFAULT_MARGIN, ge=0, description="the mean loss difference "
+                          "over a window above which the window is reported"),
+    spike_factor: float = Query(cmp.DEFAULT_SPIKE_FACTOR, gt=0, description="how many times "
+                                "its run's median a gradient norm must be to count as a "
+                                "spike"),
+    across_plans: bool = Query(False, description="compare runs whose plans differ"),
+    conn: Connection = Depends(connection),
+    st: ServerState = Depends(state),
+) -> dict[str, Any]:
+    """The mean loss difference (run − baseline) over each window of steps, the steps
+    where either run's gradient norm spiked, and the first full window whose mean differs
+    by more than `margin`.
+
+    Only supervised runs (400 for a reinforcement run, which logs no training loss).
+    Runs whose plans differ (data set, seed, base model or its revision, sequences per
+    update, another config value) are refused with 409 and `differences`, a list of
+    {field, run, baseline}, unless `across_plans=true`."""
+    options = cmp.Options(window, margin, spike_factor, across_plans)
+    sides = _side(conn, st, run), _side(conn, st, baseline)
+    try:
+        report = cmp.compare(*sides, options)
+    except cmp.PlansDiffer as exc:
+        raise ApiError(409, f"{exc}; across_plans=true compares them anyway",
+                       differences=exc.differences) from None
+    except cmp.CompareError as exc:
+        raise bad_request(str(exc)) from None
+    return {"ok": True, **report}

@@ -1,0 +1,191 @@
+"""`runwatch runs compare RUN BASELINE` and GET /api/compare, on runs the SDK writes: the
+window means of the loss difference, the gradient-norm spikes, the first full window
+over the margin (never a short last one), the refusal of runs whose plans differ, the
+division of the same sequences per update, and the API's report being the CLI's."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner, Result
+
+from runwatch.analysis import compare as cmp
+from runwatch.cli.compare_cmd import compare_cmd
+from runwatch.cli.main import app
+from runwatch.server.runner import Runner
+from tests.support import run_cli, sdk_run, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+PLAN = {"seed": 7, "batch_size": 64, "learning_rate": 1e-3, "runs_dir": "runs"}
+STEPS = 125  # 12 full windows of 10 and a last one of 5
+
+
+def base_loss(i: int) -> float:
+    return 2.0 / (1 + i / 20)
+
+
+def losses(offset: Callable[[int], float], spike_at: int | None = None
+           ) -> Callable[[int], dict[str, float]]:
+    return lambda i: {"loss": base_loss(i) + offset(i),
+                      "grad_norm": 40.0 if i == spike_at else 1.0 + (i % 3) / 10}
+
+
+def cli(*args: str) -> Result:
+    return CliRunner().invoke(app, ["runs", "compare", *args], env={"COLUMNS": "80"})
+
+
+def report(runs: Path, *args: str) -> dict[str, object]:
+    res = cli(*args, "--dir", str(runs), "-o", "json")
+    assert res.exit_code == 0, res.output
+    out: dict[str, object] = json.loads(res.stdout)
+    return out
+
+
+@pytest.fixture
+def pair(runs_dir: Path) -> Path:
+    """A baseline and a run of one plan whose loss is 0.05 higher from step 60 on, with a
+    gradient spike at step 33 in the run."""
+    sdk_run(runs_dir, "baseline", steps=STEPS, metrics=losses(lambda i: 0.0),
+            config={**PLAN, "runs_dir": "elsewhere"})
+    sdk_run(runs_dir, "candidate", steps=STEPS,
+            metrics=losses(lambda i: 0.05 if i >= 60 else 0.001, spike_at=33), config=PLAN)
+    return runs_dir
+
+
+def test_windows_spikes_and_the_reported_window(pair: Path) -> None:
+    r = report(pair, "candidate", "baseline")
+    windows = r["windows"]
+    assert isinstance(windows, list) and len(windows) == 13
+    assert [w["steps"] for w in windows] == [10] * 12 + [5]
+    assert [w["full"] for w in windows] == [True] * 12 + [False]
+    assert windows[0]["mean_diff"] == pytest.approx(0.001)
+    assert windows[6]["mean_diff"] == pytest.approx(0.05)
+    assert windows[3]["spikes"] == 1 and sum(w["spikes"] for w in windows) == 1
+    assert r["reported"] == {**windows[6], "index": 6, "direction": "higher"}
+    assert r["spikes"] == [{"step": 33, "run": 40.0, "baseline": 1.0, "spiked": ["run"]}]
+    assert r["compared_steps"] == STEPS and r["plan"] == {
+        "same": True, "differences": [], "divided_differently": False}, "runs_dir is no plan"
+    lower = report(pair, "baseline", "candidate", "--window", "20", "--margin", "0.04")
+    assert lower["reported"]["first_step"] == 60 and lower["reported"]["direction"] == "lower"
+    assert report(pair, "candidate", "baseline", "--spike-factor", "50")["spikes"] == []
+
+
+def test_table_reads_at_80_columns(pair: Path) -> None:
+    res = cli("candidate", "baseline", "--dir", str(pair))
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert "same plan" in out and "60–69" in out and "← reported" in out
+    assert "step 33: run 40, baseline 1 (no spike)" in out
+    assert " ".join(out.split()).count("reported: steps 60–69") == 1
+
+
+def test_a_short_last_window_is_shown_but_never_reported(runs_dir: Path) -> None:
+    sdk_run(runs_dir, "baseline", steps=STEPS, metrics=losses(lambda i: 0.0), config=PLAN)
+    sdk_run(runs_dir, "late", steps=STEPS, metrics=losses(lambda i: 0.5 if i >= 120 else 0.0),
+            config=PLAN)
+    r = report(runs_dir, "late", "baseline")
+    assert r["windows"][-1]["mean_diff"] == pytest.approx(0.5)
+    assert r["windows"][-1]["steps"] == 5 and r["reported"] is None
+    out = cli("late", "baseline", "--dir", str(runs_dir)).stdout
+    assert "the last window, 5 of 10 steps, is not full" in " ".join(out.split())
+
+
+def test_runs_whose_plans_differ_are_refused_with_the_differences(runs_dir: Path) -> None:
+    sdk_run(runs_dir, "baseline", steps=30, metrics=losses(lambda i: 0.0), config=PLAN)
+    sdk_run(runs_dir, "other", steps=30, metrics=losses(lambda i: 0.0), dataset="other-data",
+            config={**PLAN, "seed": 8, "batch_size": 32, "optimizer": {"name": "sgd"}})
+    res = cli("other", "baseline", "--dir", str(runs_dir))
+    assert res.exit_code == 2 and res.stdout == ""
+    err = " ".join(res.stderr.split())
+    for said in ("follow different plans", "dataset: other-data (run) vs arith (baseline)",
+                 "seed: 8 (run) vs 7 (baseline)", "sequences_per_update: 32 (run) vs 64",
+                 "config.optimizer.name: sgd (run) vs (not set) (baseline)",
+                 "--across-plans compares them anyway"):
+        assert said in err, res.stderr
+    r = report(runs_dir, "other", "baseline", "--across-plans")
+    fields = [d["field"] for d in r["plan"]["differences"]]
+    assert fields == ["dataset", "seed", "sequences_per_update", "config.optimizer.name"]
+    assert r["compared_steps"] == 30
+
+
+def test_the_same_sequences_divided_differently_are_compared(runs_dir: Path) -> None:
+    sdk_run(runs_dir, "baseline", steps=30, metrics=losses(lambda i: 0.0), config=PLAN)
+    split = {k: v for k, v in PLAN.items() if k != "batch_size"} | {
+        "devices": 2, "micro_batch_size": 8, "gradient_accumulation_steps": 4}
+    sdk_run(runs_dir, "split", steps=30, metrics=losses(lambda i: 0.0), config=split)
+    r = report(runs_dir, "split", "baseline")
+    assert r["plan"]["same"] and r["plan"]["divided_differently"]
+    assert r["run"]["division"] == {"devices": 2, "sequences_per_pass": 8, "accumulation": 4,
+                                    "sequences_per_update": 64}
+    assert r["baseline"]["division"] == {"devices": 1, "sequences_per_pass": 64,
+                                         "accumulation": 1, "sequences_per_update": 64}
+    out = " ".join(cli("split", "baseline", "--dir", str(runs_dir)).stdout.split())
+    assert "the same sequences per update divided differently" in out
+    assert ("run: 2 device(s) × 8 sequence(s) a pass × 4 pass(es) accumulated = 64 "
+            "sequences per update") in out
+
+
+def test_reinforcement_runs_are_refused(runs_dir: Path) -> None:
+    sdk_run(runs_dir, "baseline", steps=10, metrics=losses(lambda i: 0.0), config=PLAN)
+    sdk_run(runs_dir, "rl", steps=10, metrics=lambda i: {"reward_mean": 0.5}, method="grpo",
+            config=PLAN)
+    proc = run_cli("runs", "compare", "rl", "baseline", "--dir", str(runs_dir), check=False)
+    assert proc.returncode == 2
+    assert "run rl is a reinforcement run (grpo)" in proc.stderr
+    assert "compare supervised runs" in proc.stderr
+
+
+def test_the_api_serves_the_cli_report(pair: Path, runs_dir: Path, server: Runner) -> None:
+    def indexed(run: str, steps: int) -> bool:
+        got = httpx.get(f"{server.url}/api/runs/{run}/metrics/keys", timeout=30)
+        return got.status_code == 200 and {"key": "loss", "count": steps}.items() <= next(
+            (k for k in got.json()["keys"] if k["key"] == "loss"), {}).items()
+
+    wait_for(lambda: indexed("candidate", STEPS) and indexed("baseline", STEPS),
+             what="the server indexes both runs")
+    cli_json = report(pair, "candidate", "baseline", "--window", "20")
+    resp = httpx.get(f"{server.url}/api/compare", params={
+        "run": "candidate", "baseline": "baseline", "window": 20}, timeout=30)
+    assert resp.status_code == 200, resp.text
+    assert resp.json() == {"ok": True, **cli_json}
+    sdk_run(runs_dir, "other", steps=10, metrics=losses(lambda i: 0.0),
+            config={**PLAN, "seed": 1})
+    wait_for(lambda: indexed("other", 10), what="the server indexes the third run")
+    refused = httpx.get(f"{server.url}/api/compare",
+                        params={"run": "other", "baseline": "baseline"}, timeout=30)
+    assert refused.status_code == 409
+    body = refused.json()
+    assert body["ok"] is False and body["status"] == 409
+    assert "across_plans=true compares them anyway" in body["error"]
+    assert body["differences"] == [{"field": "seed", "run": 1, "baseline": 7}]
+    across = httpx.get(f"{server.url}/api/compare", params={
+        "run": "other", "baseline": "baseline", "across_plans": "true"}, timeout=30)
+    assert across.status_code == 200 and across.json()["plan"]["same"] is False
+    bad = httpx.get(f"{server.url}/api/compare", params={
+        "run": "other", "baseline": "baseline", "window": 0}, timeout=30)
+    assert bad.status_code == 400 and bad.json()["ok"] is False
+
+
+def test_the_cli_defaults_are_the_analysis_defaults() -> None:
+    params = inspect.signature(compare_cmd).parameters
+    assert params["window"].default == cmp.DEFAULT_WINDOW
+    assert params["margin"].default == cmp.DEFAULT_MARGIN
+    assert params["spike_factor"].default == cmp.DEFAULT_SPIKE_FACTOR
+
+
+def test_bench_compare_runs(tmp_path: Path) -> None:
+    """bench/bench_compare.py still runs against the code it measures (tiny sizes)."""
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "bench_compare.py"), "--steps",
+                           "2000", "--repeat", "1", "--target", "1000",
+                           "--out", str(tmp_path / "c.json")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert json.loads((tmp_path / "c.json").read_text())["steps"] == 2000
