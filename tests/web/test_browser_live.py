@@ -100,9 +100,13 @@ def test_job_details_follow_the_observed_step(page: Page, server: Runner,
     observed = page.locator(_field("job-details", "Observed step"))
     expect(observed).to_have_text("2")
     page.click("#settings summary")
+    page.evaluate("window.__cancel = document.querySelector('#action-cancel')")
     for i in range(3, 8):
-        run.log({"loss": 1.0}, step=i)
+        run.log({"loss": 1.0 if i < 7 else 0.5}, step=i)
     expect(observed).to_have_text("7")
+    expect(page.locator(_tile("latest_train_loss"))).to_have_text("0.5")  # read again
+    # the header (its buttons) is not drawn again while only the points change
+    assert page.evaluate("window.__cancel === document.querySelector('#action-cancel')")
     # the detail read again from the server agrees, and Settings was not folded away
     expect(page.locator(_field("job-details", "Status"))).to_have_text("Running")
     expect(page.locator("#settings")).to_have_attribute("open", "")

@@ -264,7 +264,10 @@ export class DetailView {
     // the header (its buttons and tabs) is drawn again only when what it shows changed
     const { duration_s: _d, observed_step: _o, saved_step: _s, ...headed } = detail.run;
     const shown = JSON.stringify([headed, detail.summary, detail.failure, detail.actions]);
-    if (shown !== this.headerShown) this.renderHeader();
+    if (shown !== this.headerShown) {
+      this.renderHeader();
+      this.headerShown = shown;
+    }
     this.renderTiles();
     this.renderCards();
   }
