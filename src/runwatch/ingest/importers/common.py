@@ -18,7 +18,7 @@ import yaml
 
 from runwatch.rundir import format as fmt
 from runwatch.rundir.atomic import write_atomic
-from runwatch.rundir.jsonl import dumps_line
+from runwatch.rundir.jsonl import dumps_line, loads_line
 from runwatch.rundir.manifest import build_manifest
 
 
@@ -35,6 +35,31 @@ class Imported:
     records: list[dict[str, Any]]  # {"step": int, "ts": float?, metric: number, …}
     config: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+
+
+def read_source(path: Path) -> bytes:
+    """The bytes of a file to import; a clear error when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def json_rows(path: Path, raw: bytes) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSON-lines file with their line numbers (blank lines skipped);
+    a line that is not a JSON object is refused, naming it."""
+    rows = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = loads_line(line)
+        except ValueError as exc:
+            raise SourceError(f"{path}: line {number} is not JSON ({exc})") from exc
+        if not isinstance(row, dict):
+            raise SourceError(f"{path}: line {number} is not a JSON object")
+        rows.append((number, row))
+    return rows
 
 
 def is_number(value: Any) -> bool:

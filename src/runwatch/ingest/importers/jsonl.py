@@ -10,8 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runwatch.ingest.importers.common import Imported, SourceError, numeric_items
-from runwatch.rundir.jsonl import loads_line
+from runwatch.ingest.importers.common import (
+    Imported,
+    json_rows,
+    numeric_items,
+    read_source,
+)
 
 SKIP = frozenset({"step", "ts", "seq"})
 
@@ -28,20 +32,8 @@ def guess(keys: set[str]) -> tuple[str, str]:
 
 
 def read(path: Path) -> Imported:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
     records: list[dict[str, Any]] = []
-    for line_no, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = loads_line(line)
-        except ValueError as exc:
-            raise SourceError(f"{path}: line {line_no} is not JSON ({exc})") from exc
-        if not isinstance(obj, dict):
-            raise SourceError(f"{path}: line {line_no} is not a JSON object")
+    for _, obj in json_rows(path, read_source(path)):
         nested = obj.get("data")
         data: dict[str, Any] = nested if isinstance(nested, dict) else obj
         step = obj.get("step", data.get("progress/batch"))

@@ -8,7 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runwatch.ingest.importers.common import Imported, SourceError, is_number
+from runwatch.ingest.importers.common import (
+    Imported,
+    SourceError,
+    is_number,
+    json_rows,
+    read_source,
+)
 from runwatch.ingest.importers.csvlog import records_from_table
 from runwatch.rundir.jsonl import loads_line
 
@@ -41,10 +47,7 @@ def read(path: Path, step_column: str | None = None) -> Imported:
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SourceError(f"cannot read {path}: {exc.strerror}") from exc
+    raw = read_source(path)
     if raw.lstrip().startswith(b"["):
         try:
             data = loads_line(raw)
@@ -53,18 +56,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         if not all(isinstance(row, dict) for row in data):
             raise SourceError(f"{path} is a JSON list but not of objects (one per step)")
         return list(data)
-    rows = []
-    for number, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = loads_line(line)
-        except ValueError as exc:
-            raise SourceError(f"{path}: line {number} is not JSON ({exc})") from exc
-        if not isinstance(row, dict):
-            raise SourceError(f"{path}: line {number} is not a JSON object")
-        rows.append(row)
-    return rows
+    return [row for _, row in json_rows(path, raw)]
 
 
 def _value(value: Any) -> Any:
