@@ -11,12 +11,15 @@ import io
 import math
 import re
 import struct
+import time
 from pathlib import Path
 
-from playwright.sync_api import Locator, Page, expect
+import pytest
+from playwright.sync_api import Browser, Locator, Page, expect
 from webhelpers import drawn_charts, open_run, sft_run, shot, wait_indexed
 
 from runwatch.sdk import init
+from runwatch.sdk import run as sdk_run_module
 from runwatch.server.runner import Runner
 
 # the light theme's line colours (style.css --blue, --orange)
@@ -41,9 +44,10 @@ COUNT_PIXELS = """([sel, rgb, tol, topPx]) => {
 }"""
 
 
-def pixels(page: Page, chart: str, rgb: tuple[int, int, int]) -> tuple[int, int]:
-    """Pixels of `chart`'s canvas near colour `rgb`: in all, and in the legend's strip."""
-    all_, strip = page.evaluate(COUNT_PIXELS, [f'[data-chart="{chart}"]', list(rgb), 40,
+def pixels(page: Page, chart: str, rgb: tuple[int, int, int], tol: int = 40) -> tuple[int, int]:
+    """Pixels of `chart`'s canvas within `tol` of colour `rgb` in each channel: in all, and
+    in the legend's strip."""
+    all_, strip = page.evaluate(COUNT_PIXELS, [f'[data-chart="{chart}"]', list(rgb), tol,
                                                LEGEND_CSS_PX])
     return int(all_), int(strip)
 
@@ -335,3 +339,62 @@ def test_csv_and_png_export_of_a_chart(page: Page, server: Runner, runs_dir: Pat
     assert box is not None
     # drawn at twice the pixel ratio of the chart on the page
     assert png_size(data) == (round(box["width"]) * 2, round(box["height"]) * 2)
+
+
+def test_charts_follow_dark_mode(browser: Browser, server: Runner, runs_dir: Path) -> None:
+    """Grid lines and axis labels in the dark theme's colours (style.css --chart-grid,
+    --chart-axis); the old charts kept ECharts' light defaults on the dark card."""
+    sft_run(runs_dir, "dark", steps=40)
+    wait_indexed(server.url, "dark", 39)
+    context = browser.new_context(color_scheme="dark", viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        open_run(page, server.url, "dark")
+        page.wait_for_selector(".chart-groups[data-drawn=true]")
+        grid, _ = pixels(page, "loss", (0x2C, 0x32, 0x3D), tol=3)
+        axis, _ = pixels(page, "loss", (0x9A, 0xA3, 0xB2), tol=6)
+        assert grid > 300 and axis > 20, (grid, axis)
+        shot(page, "charts-dark")
+        assert not errors, errors
+    finally:
+        context.close()
+
+
+def test_wall_time_and_relative_time_axes(page: Page, server: Runner, runs_dir: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Points logged 30 s apart (the SDK's clock set so): the x axis in wall time and in
+    time since the first point, from the series API's `x=time`; the CSV carries the time."""
+    t0 = float(int(time.time()) - 3600)
+    clock = iter(t0 + 30 * i for i in range(1000))
+    monkeypatch.setattr(sdk_run_module, "_now", lambda: next(clock))
+    run = init(name="timed", dir=runs_dir, method="sft", base_model="tiny", dataset="d")
+    for i in range(20):
+        run.log({"loss": 1.0 / (i + 1)}, step=i)
+    run.finish("SUCCEEDED")
+    wait_indexed(server.url, "timed", 19)
+    open_run(page, server.url, "timed")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    loss = card(page, "loss")
+    loss.locator(".chart-settings-toggle").click()
+    loss.locator(".chart-x").select_option("relative")
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-x", "relative")
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-points", "20")
+    head = hover_tooltip(page, "loss", 1.0).splitlines()[0]
+    assert head == "9m 30s · step 19", head
+    labels = (page.get_attribute('[data-chart="loss"]', "data-x-labels") or "").split("|")
+    assert "0s" in labels and all(re.fullmatch(r"\d+s|\d+m \d\ds", v) for v in labels), labels
+    shot(page, "charts-relative-time")
+
+    loss.locator(".chart-x").select_option("time")
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-x", "time")
+    wall = page.evaluate(f"new Date({(t0 + 30 * 19) * 1000}).toLocaleString()")
+    head = hover_tooltip(page, "loss", 1.0).splitlines()[0]
+    assert head == f"{wall} · step 19", head
+
+    with page.expect_download() as dl:
+        loss.locator(".chart-csv").click()
+    rows = list(csv.reader(io.StringIO(Path(dl.value.path()).read_text())))
+    assert rows[0] == ["step", "time", "train"]
+    assert [float(r[1]) for r in rows[1:]] == [t0 + 30 * i for i in range(20)]

@@ -163,7 +163,9 @@ export class ChartsPanel {
     for (const spec of CHARTS) {
       if (removed.has(spec.id)) continue;
       const lines = resolveLines(spec, this.knownKeys);
-      if (lines.length) out.set(spec.id, { id: spec.id, title: spec.title, group: spec.group, lines, logY: !!spec.logY, legend: spec.lines.length > 1 });
+      // one line that is not the chart's first (val accuracy alone) is named by a legend
+      const legend = lines.length === 1 && spec.lines.length > 1 && lines[0].label !== spec.lines[0].label;
+      if (lines.length) out.set(spec.id, { id: spec.id, title: spec.title, group: spec.group, lines, logY: !!spec.logY, legend });
     }
     const single = (key: string, group: string): void => {
       const id = `key:${key}`;

@@ -628,7 +628,14 @@ export class ChartView {
         yAxis: { ...axisStyle, type: this.logY ? "log" : "value", scale: true, axisLabel: { color: theme.axis, formatter: axisNumber } },
         dataZoom: [
           { type: "inside", xAxisIndex: 0, filterMode: "none" },
-          { type: "slider", xAxisIndex: 0, filterMode: "none", height: 14, bottom: 4, showDetail: false, borderColor: theme.grid },
+          {
+            type: "slider", xAxisIndex: 0, filterMode: "none", height: 14, bottom: 4, showDetail: false,
+            borderColor: theme.grid, fillerColor: "rgba(128,128,128,0.15)",
+            handleStyle: { color: theme.bg, borderColor: theme.axis },
+            moveHandleStyle: { color: theme.grid },
+            dataBackground: { lineStyle: { color: theme.grid }, areaStyle: { color: theme.grid } },
+            selectedDataBackground: { lineStyle: { color: theme.axis }, areaStyle: { color: theme.axis, opacity: 0.2 } },
+          },
         ],
       });
     }
