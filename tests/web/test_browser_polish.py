@@ -50,8 +50,10 @@ KEY_PARTS = ["body", ".topbar", ".sidebar", ".run-row.selected", ".search-box in
 def test_dark_mode_follows_the_system_setting(browser: Browser, server: Runner,
                                               runs_dir: Path) -> None:
     sft_run(runs_dir)
+    sft_run(runs_dir, "sft-other", steps=20)
     grpo_run(runs_dir)
     wait_indexed(server.url, "sft-small", 39)
+    wait_indexed(server.url, "sft-other", 19)
     wait_indexed(server.url, "grpo-arith", 24, samples=2)
     seen: dict[str, dict[str, float]] = {}
     for scheme in ("light", "dark"):
@@ -87,6 +89,15 @@ def test_dark_mode_follows_the_system_setting(browser: Browser, server: Runner,
                 expect(page.locator("#resources")).to_be_visible()
                 assert light_in_dark(page) == []
                 shot(page, "polish-resources-dark")
+                page.click("#table-link")
+                expect(page.locator("#run-table-body tr")).to_have_count(3)
+                assert light_in_dark(page) == []
+                shot(page, "polish-table-dark")
+                page.goto(f"{server.url}/compare?run=sft-small&run=sft-other")
+                expect(page.locator("#compare-charts[data-drawn=true]")).to_be_visible()
+                expect(page.locator("#compare-config")).to_be_visible()
+                assert light_in_dark(page) == []
+                shot(page, "polish-compare-dark")
     light, dark = seen["light"], seen["dark"]
     assert set(light) == set(dark) and len(light) >= len(KEY_PARTS) - 1, (light, dark)
     for part in KEY_PARTS:

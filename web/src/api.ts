@@ -68,6 +68,7 @@ const RULES: [RegExp, (m: RegExpMatchArray) => string][] = [
   [/^String should have at most (\d+) characters?/, (m) => `must be at most ${m[1]} characters long`],
   [/^String should have at least (\d+) characters?/, (m) => `must be at least ${m[1]} characters long`],
   [/^String should match pattern/, () => "is not in a form the server accepts"],
+  [/^List should have at least 1 item/, () => "must not be empty"],
   [/^(?:List|Dictionary) should have at (most|least) (\d+) items?/, (m) => `must have at ${m[1]} ${m[2]} item${m[2] === "1" ? "" : "s"}`],
   [/^Value error, (.+)$/, (m) => `is refused: ${m[1]}`],
 ];
@@ -91,10 +92,17 @@ function sentence(text: string): string {
   return /[.!?)]$/.test(first) ? first : `${first}.`;
 }
 
-/** Drop the parts of a message that point a program at API routes ("…; GET /api/runs lists them"). */
+/**
+ * Drop the parts of a message that tell a program what to send: API routes ("…; GET
+ * /api/runs lists them") and request parameters ("…; across_plans=true compares them
+ * anyway"); the page offers its own control for those.
+ */
 function withoutRoutes(message: string): string {
-  const parts = message.split(/;\s+/).filter((p) => !/(^|\s)(GET|POST|PUT|PATCH|DELETE)\s+\/|\/api\/|openapi\.json/.test(p));
-  return parts.join("; ");
+  const forPrograms = /(^|\s)(GET|POST|PUT|PATCH|DELETE)\s+\/|\/api\/|openapi\.json|\b[a-z]+_[a-z_]+=\S/;
+  return message
+    .split(/;\s+/)
+    .filter((p) => !forPrograms.test(p))
+    .join("; ");
 }
 
 const BY_STATUS: Record<number, string> = {

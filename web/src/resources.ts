@@ -26,7 +26,7 @@ export class ResourcesPage {
   private active = h("tbody", { id: "workers" });
   private past = h("tbody", { id: "past-workers" });
   private pastSection: HTMLElement;
-  private empty = h("p", { class: "muted", id: "no-workers", hidden: "" }, "No worker is running. `runwatch ui` runs one by default; start more with `runwatch worker`.");
+  private empty = h("p", { class: "muted", id: "no-workers", hidden: "" }, "No worker is running. ", h("code", {}, "runwatch ui"), " runs one by default; start more with ", h("code", {}, "runwatch worker"), ".");
   private timer: number | undefined;
   private ticker: number | undefined;
   private fetchedAt = 0;
