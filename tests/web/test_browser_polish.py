@@ -72,6 +72,11 @@ def test_dark_mode_follows_the_system_setting(browser: Browser, server: Runner,
                 document.documentElement).getPropertyValue('--chart-axis').trim()})""")
             assert theme["grid"] and theme["axis"], theme
             shot(page, f"polish-run-{scheme}")
+            if scheme == "light":
+                # the system switching to dark while the page is open switches it at once
+                page.emulate_media(color_scheme="dark")
+                assert luminance(background(page, ".card")) < 0.1
+                assert light_in_dark(page) == []
             if scheme == "dark":
                 assert light_in_dark(page) == []
                 page.click('.run-row:has-text("grpo-arith")')
