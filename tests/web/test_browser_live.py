@@ -171,12 +171,14 @@ def test_a_derived_run_names_its_base_model_and_links_its_parent(
     child.log({"reward_mean": 0.5}, step=0)
     child.finish("SUCCEEDED")
     pt = runs_dir / "sft-base" / "checkpoints" / "step-0-inference.pt"
-    for name, ref in (("dpo-grandchild", runs_dir / "grpo-child"), ("dpo-from-file", pt)):
+    elsewhere = runs_dir.parent / "elsewhere" / "sft-gone"
+    for name, ref in (("dpo-grandchild", runs_dir / "grpo-child"), ("dpo-from-file", pt),
+                      ("dpo-orphan", elsewhere)):
         run = init(name=name, dir=runs_dir, method="dpo", base_model=f"init_from:{ref}",
                    dataset="prefs")
         run.log({"loss": 0.5}, step=0)
         run.finish("SUCCEEDED")
-    for name in ("sft-base", "grpo-child", "dpo-grandchild", "dpo-from-file"):
+    for name in ("sft-base", "grpo-child", "dpo-grandchild", "dpo-from-file", "dpo-orphan"):
         wait_indexed(server.url, name, 0)
     # by its URL: the list's rows of the other two name grpo-child too (their model)
     page.goto(f"{server.url}/runs?run=grpo-child")
@@ -205,6 +207,9 @@ def test_a_derived_run_names_its_base_model_and_links_its_parent(
         assert model("dpo-grandchild") == {
             "base_model": "tiny-gpt-4x128", "init_from": str(runs_dir / "grpo-child"),
             "parent": {"run_id": child.id, "name": "grpo-child"}}
+        # a folder no indexed run has: no parent, and no base model to name
+        assert model("dpo-orphan") == {"base_model": None, "init_from": str(elsewhere),
+                                       "parent": None}
 
 
 def test_the_cost_card_shows_memory_and_data_fit_and_follows_the_run(

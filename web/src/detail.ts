@@ -75,9 +75,9 @@ function runLink(runId: string, label: string, attrs: Record<string, string> = {
 function modelValue(d: RunDetail): Node | string | null {
   const m = d.model;
   if (!m.init_from) return d.run.base_model;
-  const el = h("span", { id: "model-origin" }, h("span", { "data-model": "base" }, m.base_model ?? "unknown base model"), " · from run ");
-  if (m.parent) el.append(runLink(m.parent.run_id, m.parent.name, { id: "parent-run", title: m.init_from }));
-  else el.append(h("span", { class: "muted", title: "not in the index" }, m.init_from));
+  const el = h("span", { id: "model-origin" }, h("span", { "data-model": "base" }, m.base_model ?? "unknown base model"));
+  if (m.parent) el.append(" · from run ", runLink(m.parent.run_id, m.parent.name, { id: "parent-run", title: m.init_from }));
+  else el.append(" · from ", h("span", { class: "muted" }, `${m.init_from} (no run in the index holds it)`));
   return el;
 }
 
