@@ -55,13 +55,17 @@ def write_runs(runs: Path, steps: int) -> None:
                 run.log({"loss": loss, "grad_norm": grad, "learning_rate": 1e-4}, step=i)
 
 
-def timed(fn: Any, n: int) -> tuple[list[float], Any]:
-    times, result = [], None
+def timed(fn: Any, n: int) -> tuple[dict[str, float], Any]:
+    """Wall-clock summary of `n` calls of `fn` in this process, with the median CPU seconds
+    this process used meanwhile (what a busy machine does not inflate; for the API, the
+    client's and the server's threads together), and the last result."""
+    wall, cpu, result = [], [], None
     for _ in range(n):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         result = fn()
-        times.append(time.perf_counter() - t)
-    return times, result
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    return {**summary(wall), "median_cpu_s": round(statistics.median(cpu), 3)}, result
 
 
 def summary(seconds: list[float]) -> dict[str, float]:
@@ -80,7 +84,7 @@ def cli(runs: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def cli_timed(runs: Path, n: int, *args: str) -> tuple[dict[str, float], str]:
     """Wall-clock summary of `n` runs of a CLI command, with the median CPU seconds its
     processes used (what a busy machine does not inflate), and the last output."""
-    cpu, proc = [], None
+    cpu = []
 
     def one() -> subprocess.CompletedProcess[str]:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -90,7 +94,7 @@ def cli_timed(runs: Path, n: int, *args: str) -> tuple[dict[str, float], str]:
         return done
 
     wall, proc = timed(one, n)
-    return {**summary(wall), "median_cpu_s": round(statistics.median(cpu), 3)}, proc.stdout
+    return {**wall, "median_cpu_s": round(statistics.median(cpu), 3)}, proc.stdout
 
 
 def main() -> int:
@@ -101,7 +105,8 @@ def main() -> int:
     ap.add_argument("--target", type=float, default=TARGET_S, help="seconds; the exit status "
                     "is 1 when a median is above it")
     args = ap.parse_args()
-    out: dict[str, Any] = {"steps": args.steps, "repeat": args.repeat, "target_s": args.target}
+    out: dict[str, Any] = {"steps": args.steps, "repeat": args.repeat, "target_s": args.target,
+                           "loadavg_start": round(os.getloadavg()[0], 1)}
     with tempfile.TemporaryDirectory() as tmp:
         runs = Path(tmp) / "runs"
         t = time.perf_counter()
@@ -115,17 +120,16 @@ def main() -> int:
         with engine.connect() as conn:
             sides = [read_side(conn, q.resolve_run(conn, name))
                      for name in ("candidate", "baseline")]
-        analysis, report = timed(lambda: cmp.compare(*sides), args.repeat)
+        out["analysis"], report = timed(lambda: cmp.compare(sides[0], sides[1]), args.repeat)
         assert report["compared_steps"] == args.steps and report["reported"] is not None
-        out["analysis"] = summary(analysis)
 
         def read_and_compare() -> dict[str, Any]:
             with engine.connect() as conn:
                 pair = [read_side(conn, q.resolve_run(conn, name))
                         for name in ("candidate", "baseline")]
-            return cmp.compare(*pair)
+            return cmp.compare(pair[0], pair[1])
 
-        out["read_and_analysis"] = summary(timed(read_and_compare, args.repeat)[0])
+        out["read_and_analysis"] = timed(read_and_compare, args.repeat)[0]
         out["cli_floor_runs_list"] = cli_timed(runs, args.repeat, "runs", "list")[0]
         out["cli_json"], printed = cli_timed(runs, args.repeat, "runs", "compare", "candidate",
                                              "baseline", "-o", "json")
@@ -145,9 +149,10 @@ def main() -> int:
 
             cold, body = timed(api, 1)
             assert body["compared_steps"] == args.steps
-            out["api_first_request_s"] = round(cold[0], 3)
-            out["api_warm"] = summary(timed(api, args.repeat)[0])
+            out["api_first_request_s"] = cold["median_s"]
+            out["api_warm"] = timed(api, args.repeat)[0]
         engine.dispose()
+    out["loadavg_end"] = round(os.getloadavg()[0], 1)
     out["meets_target"] = (out["cli_json"]["median_s"] <= args.target
                            and out["api_warm"]["median_s"] <= args.target)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -137,7 +137,8 @@ def _windows_table(windows: list[dict[str, Any]], reported: dict[str, Any] | Non
     last = -1
     for i in shown:
         if i > last + 1:
-            rows.append([f"… {i - last - 1} windows", None, None, None, None, None])
+            gap = i - last - 1
+            rows.append([f"… {gap} window{'s' if gap > 1 else ''}", "", "", "", "", ""])
         w = windows[i]
         mark = "  ← reported" if reported and i == reported["index"] else (
             "" if w["full"] else "  (not full)")
