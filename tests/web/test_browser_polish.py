@@ -160,7 +160,7 @@ def test_rollouts_page_past_the_first_hundreds(page: Page, server: Runner,
     expect(page.locator(".rollout-pager")).to_be_hidden()
 
 
-def test_empty_logs_say_what_writes_them(page: Page, server: Runner, runs_dir: Path) -> None:
+def test_empty_logs_and_rollouts_say_what_writes_them(page: Page, server: Runner, runs_dir: Path) -> None:
     run = init(name="quiet", dir=runs_dir, method="sft", base_model="tiny", dataset="arith",
                trainer="t", backend="local", flush_interval=0.05)
     assert isinstance(run, Run)
@@ -183,6 +183,9 @@ def test_empty_logs_say_what_writes_them(page: Page, server: Runner, runs_dir: P
     # a level filter that hides every line says so
     page.select_option('#live-logs select[aria-label="Minimum level"]', "ERROR")
     expect(empty).to_contain_text("No log lines at ERROR or above yet.")
+    # so does the Rollouts tab of a run that kept none
+    page.click('.tab:has-text("Rollouts")')
+    expect(page.locator("#rollout-info")).to_contain_text("run.log_samples(step, samples)")
     run.finish("SUCCEEDED")
 
 

@@ -93,7 +93,13 @@ export class RolloutsView {
     clear(this.list);
     this.total = resp.total;
     if (!resp.available.length) {
-      this.info.textContent = "This run has kept no rollouts.";
+      this.info.replaceChildren(
+        "This run has kept no rollouts yet. They are the prompts and completions a run records with ",
+        h("code", {}, "run.log_samples(step, samples)"),
+        "; the built-in recipes keep them when ",
+        h("code", {}, "export_samples"),
+        " is on (the default): GRPO at each step and validation, SFT and DPO at each validation.",
+      );
       this.pager.hidden = true;
       return;
     }
