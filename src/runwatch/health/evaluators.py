@@ -12,7 +12,14 @@ from typing import Any
 
 from runwatch.health import detectors as d
 from runwatch.health import trends as t
-from runwatch.health.findings import Finding, Record, Tracker, finite_or_text, render
+from runwatch.health.findings import (
+    Finding,
+    Record,
+    Tracker,
+    change_words,
+    finite_or_text,
+    render,
+)
 from runwatch.health.rules.base import Param, Rule
 
 # The steps and values of one metric's PointColumns, after its alias transform.
@@ -77,7 +84,7 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
     if kind == "no_progress":
         return t.NoProgress(
             direction=str(p.get("direction", "down")), min_change=_num(p, "min_change", 0.05),
-            warmup=int(_num(p, "warmup", 20)), bucket=int(_num(p, "bucket", 5)), state=state,
+            warmup=int(_num(p, "warmup", 50)), bucket=int(_num(p, "bucket", 5)), state=state,
         )
     if kind == "divergence":
         return t.Divergence(
@@ -180,10 +187,12 @@ class Evaluator:
             extra["median"] = ref
             if ref and isinstance(rec.get("max"), int | float):
                 extra["ratio"] = rec["max"] / ref
-        elif isinstance(det, t.Trend | t.NoProgress):
-            extra["effect"] = det.last_effect
+        elif isinstance(det, t.Trend):
+            extra["effect"] = det.held_effect
+        elif isinstance(det, t.NoProgress):
+            extra.update(det.held or {"effect": det.last_effect})
         elif isinstance(det, t.Divergence):
-            extra["a_effect_seen"], extra["b_effect_seen"] = det.last
+            extra["a_effect_seen"], extra["b_effect_seen"] = det.held
             extra["reference"] = self.variant[0]
         elif isinstance(det, d.NonFinite):
             extra["value"] = finite_or_text(rec.get("first"))
@@ -201,13 +210,29 @@ class Evaluator:
             evidence[name] = finite_or_text(value) if isinstance(value, float) else value
         first_step = int(rec["first_step"])
         last_step = int(rec.get("last_step", first_step))
-        fields = {**self.params, **evidence, "first_step": first_step, "last_step": last_step}
+        fields = {**self.params, **evidence, "first_step": first_step, "last_step": last_step,
+                  **self._words(evidence)}
         return Finding(
             rule_id=self.rule.id, title=self.rule.title, severity=self.severity, status=status,
             metric=self.metric, first_step=first_step, last_step=last_step, evidence=evidence,
             message=render(self.rule.message, fields), advice=self.rule.advice,
             id=rec.get("id"), record=rec,
         )
+
+    def _words(self, evidence: Mapping[str, Any]) -> dict[str, str]:
+        """The changes a trend's message states, in plain words ("fell only 2.4%")."""
+        kind = self.rule.detector
+        relative = bool(_num(self.params, "relative", 1))
+        if kind == "trend":
+            return {"change": change_words(evidence.get("effect"), relative)}
+        if kind == "no_progress":
+            return {"change": change_words(evidence.get("effect"), True,
+                                           str(self.params.get("direction", "down")))}
+        if kind == "divergence":
+            relative = bool(_num(self.params, "relative", 0))
+            return {"a_change": change_words(evidence.get("a_effect_seen"), relative),
+                    "b_change": change_words(evidence.get("b_effect_seen"), relative)}
+        return {}
 
     def state(self) -> dict[str, Any]:
         st: dict[str, Any] = {"det": self.detector.state(), "open": self.tracker.open}

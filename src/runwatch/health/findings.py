@@ -142,5 +142,19 @@ class _Fmt(string.Formatter):
 _FMT = _Fmt()
 
 
+def change_words(effect: Any, relative: bool, wanted: str | None = None) -> str:
+    """A change in plain words: "fell 2.4%", "rose 0.12", "did not change". With `wanted`
+    (the direction a healthy series moves: "up" or "down"), a change that way that was
+    too small reads "fell only 2.4%", so a message never says a number that fell did not."""
+    if not isinstance(effect, int | float) or effect - effect != 0:
+        return "changed by an unknown amount"
+    size = f"{abs(effect):.1%}" if relative else f"{abs(effect):.3g}"
+    if size.strip("0.%") == "":
+        return "did not change"
+    way = "rose" if effect > 0 else "fell"
+    only = " only" if wanted is not None and (wanted == "up") == (effect > 0) else ""
+    return f"{way}{only} {size}"
+
+
 def render(template: str, fields: dict[str, Any]) -> str:
     return _FMT.format(template, **fields)

@@ -235,6 +235,9 @@ class Trend(Onsets):
         self.verdict: bool = bool((state or {}).get("v", False))
         self.marks: list[tuple[int, float]] = []
         self.last_effect: float = float((state or {}).get("e", 0.0))
+        # The effect of the last judgement that held: what a finding reports, also
+        # after the trend has gone (a resolved finding describes what held, not what ended it).
+        self.held_effect: float = float((state or {}).get("h", self.last_effect))
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         return judge(self.buckets, steps, values, self)
@@ -244,15 +247,25 @@ class Trend(Onsets):
         if len(xs) < self.min_buckets:
             return False
         self.last_effect = effect(xs, ys, self.relative, self.floor)
-        return trend_holds(self.direction, self.last_effect, self.min_effect, self.verdict)
+        holds = trend_holds(self.direction, self.last_effect, self.min_effect, self.verdict)
+        if holds:
+            self.held_effect = self.last_effect
+        return holds
 
     def state(self) -> dict[str, Any]:
-        return {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect}
+        return {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect,
+                "h": self.held_effect}
 
 
 class NoProgress:
-    """A series that has not moved by `min_change` (relative) from where it started,
-    judged on bucket medians after `warmup` points: "loss is not falling"."""
+    """A series that has not moved by `min_change` (relative) from where it started:
+    "loss is not falling". Judged on bucket medians, and only after `warmup` points, so
+    the noisy first steps of a run (learning-rate warm-up, DPO's loss sitting at log 2)
+    cannot raise it.
+
+    Where it started is the higher (for `down`; lower for `up`) of the first value and
+    the first bucket's median: a loss that dropped fast in its first few points and then
+    drifts down slowly has fallen, though its first bucket's median already sits low."""
 
     stride = 1
 
@@ -260,7 +273,7 @@ class NoProgress:
         self,
         direction: str = "down",
         min_change: float = 0.05,
-        warmup: int = 20,
+        warmup: int = 50,
         bucket: int = 5,
         state: dict[str, Any] | None = None,
     ) -> None:
@@ -271,22 +284,39 @@ class NoProgress:
         self.verdict = bool(st.get("v", False))
         self.marks: list[tuple[int, float]] = []
         self.last_effect = float(st.get("e", 0.0))
+        self.first: list[float] | None = st.get("first")  # the first finite (step, value)
+        # The last judgement that held: effect, start value, value now, steps between.
+        self.held: dict[str, float] = dict(st.get("held", {}))
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
+        if self.first is None:
+            at = next((i for i, v in enumerate(values) if v - v == 0), None)
+            if at is not None:
+                self.first = [float(steps[at]), values[at]]
         return judge(self.buckets, steps, values, self)
 
     def judge(self, j: int) -> bool:
         b = self.buckets
         if b.closed - len(b.xs) + b.base + j + 1 < self.warmup_buckets or b.first is None:
             return False
-        first, now = b.first, b.upto(j)[1][-1]
-        self.last_effect = (now - first) / max(abs(first), 1e-12)
+        assert self.first is not None
+        pick = max if self.direction == "down" else min
+        start = pick(self.first[1], b.first)
+        xs, ys = b.upto(j)
+        now = ys[-1]
+        self.last_effect = (now - start) / max(abs(start), 1e-12)
         if self.direction == "down":
-            return self.last_effect > -self.min_change
-        return self.last_effect < self.min_change
+            holds = self.last_effect > -self.min_change
+        else:
+            holds = self.last_effect < self.min_change
+        if holds:
+            self.held = {"effect": self.last_effect, "start": start, "now": now,
+                         "span": xs[-1] - self.first[0]}
+        return holds
 
     def state(self) -> dict[str, Any]:
-        return {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect}
+        return {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect,
+                "first": self.first, "held": self.held}
 
 
 class Divergence(Onsets):
@@ -315,6 +345,7 @@ class Divergence(Onsets):
         self.verdict = bool(st.get("v", False))
         self.marks: list[tuple[int, float]] = []
         self.last = tuple(st.get("e", (0.0, 0.0)))
+        self.held = tuple(st.get("h", self.last))  # (a, b) effects when it last held
 
     def feed_a(self, steps: list[int], values: list[float]) -> None:
         self.a.feed(steps, values)
@@ -335,10 +366,13 @@ class Divergence(Onsets):
             return False
         ea = effect(ax, ay, self.relative, 1e-6)
         self.last = (ea, eb)
-        return trend_holds(self.a_dir, ea, self.a_effect, self.verdict)
+        holds = trend_holds(self.a_dir, ea, self.a_effect, self.verdict)
+        if holds:
+            self.held = self.last
+        return holds
 
     def state(self) -> dict[str, Any]:
         return {"a": self.a.state(), "b": self.b.state(), "v": self.verdict,
-                "e": list(self.last)}
+                "e": list(self.last), "h": list(self.held)}
 
 

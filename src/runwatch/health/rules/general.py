@@ -85,7 +85,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="The trend of the validation metric over the last {window} validations "
         "falls by at least {min_effect}.",
-        message="{metric} moved {effect:+.3g} over the last {window} validations "
+        message="{metric} {change} over the last {window} validations "
         "(now {last:.3g}).",
         advice="Training is making the model worse on held-out data: lower learning_rate, "
         "read the rollouts for reward hacking, and keep the checkpoint from before the fall.",

@@ -55,7 +55,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="The Theil–Sen trend of `fb/loss/ratio/mean` over the last {window} steps "
         "rises by at least {min_effect}.",
-        message="{metric} moved {effect:+.3g} over the last {window} steps (now {last:.3g}).",
+        message="{metric} {change} over the last {window} steps (now {last:.3g}).",
         advice="The policy moves faster than the generator's log-probabilities stay fresh: "
         "lower learning_rate.",
     ),
@@ -110,7 +110,7 @@ RULES: tuple[Rule, ...] = (
         severity="info",
         condition="`fb/loss/clip/high_fraction` rises by {b_effect} over {window} steps while "
         "`accuracy` moves less than {a_effect}.",
-        message="{metric} moved {b_effect_seen:+.3g} while accuracy moved {a_effect_seen:+.3g}.",
+        message="{metric} {b_change} while accuracy {a_change}.",
         advice="The model cannot push already-likely tokens further: raise clip_high_threshold "
         "or move to harder training data.",
     ),
@@ -274,7 +274,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="The trend of `mean_logprob` over the last {window} steps falls by at least "
         "{min_effect} of its level.",
-        message="{metric} moved {effect:+.0%} over the last {window} steps (now {last:.3g}).",
+        message="{metric} {change} over the last {window} steps (now {last:.3g}).",
         advice="Check temperature and exploration, and read the rollouts for mode collapse onto "
         "rare tokens.",
     ),
@@ -319,7 +319,7 @@ RULES: tuple[Rule, ...] = (
         severity="critical",
         condition="Over the last {window} validations the training series rises by {a_effect} "
         "while the validation series falls by {b_effect}.",
-        message="{metric} moved {b_effect_seen:+.3g} while {reference} moved {a_effect_seen:+.3g}.",
+        message="{metric} {b_change} while {reference} {a_change}.",
         advice="Likely reward hacking: read the rollouts for exploits, fix the reward function, "
         "and restore the checkpoint from before validation fell.",
     ),
@@ -333,7 +333,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="The trend of `val/mean_response_length` over the last {window} validations "
         "rises by at least {min_effect} of its level.",
-        message="{metric} moved {effect:+.0%} over the last {window} validations "
+        message="{metric} {change} over the last {window} validations "
         "(now {last:.4g}).",
         advice="Length runaway: set or raise overlong_penalty_factor, or lower "
         "max_sample_tokens, and read the longest rollouts.",

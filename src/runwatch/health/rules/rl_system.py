@@ -53,7 +53,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="The trend of `parse_failure_ratio` over the last {window} steps rises by at "
         "least {min_effect}.",
-        message="{metric} moved {effect:+.3g} over the last {window} steps (now {last:.3g}).",
+        message="{metric} {change} over the last {window} steps (now {last:.3g}).",
         advice="The model emits malformed tool calls: check the system prompt and the tool "
         "schemas.",
     ),

@@ -11,11 +11,12 @@ RULES: tuple[Rule, ...] = (
         methods=("sft",),
         variants=(("loss",),),
         detector="no_progress",
-        params={"direction": "down", "min_change": 0.05, "warmup": 20, "bucket": 5},
+        params={"direction": "down", "min_change": 0.05, "warmup": 50, "bucket": 5},
         severity="warning",
-        condition="After {warmup} steps, the median `loss` of the latest {bucket} steps is "
-        "less than {min_change} (relative) below that of the first {bucket}.",
-        message="{metric} has not fallen: {effect:+.1%} since the start (now {last:.4g}).",
+        condition="After {warmup} logged points, the median `loss` of the latest {bucket} "
+        "points is less than {min_change} (relative) below where it started: the higher of "
+        "its first value and the median of its first {bucket} points.",
+        message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}).",
         advice="Raise learning_rate, and check the loss mask (trained_tokens) and the data.",
     ),
     Rule(
@@ -29,8 +30,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="Over the last {window} validations `val/loss` rises by {b_effect} (relative) "
         "while `loss` falls by {a_effect}.",
-        message="{metric} rose {b_effect_seen:+.1%} while training loss moved "
-        "{a_effect_seen:+.1%}.",
+        message="{metric} {b_change} while training loss {a_change}.",
         advice="The model is overfitting: train fewer epochs (num_epochs), lower learning_rate "
         "or add data; keep the checkpoint with the lowest val/loss.",
     ),
@@ -40,11 +40,12 @@ RULES: tuple[Rule, ...] = (
         methods=("dpo",),
         variants=(("loss",),),
         detector="no_progress",
-        params={"direction": "down", "min_change": 0.05, "warmup": 20, "bucket": 5},
+        params={"direction": "down", "min_change": 0.05, "warmup": 50, "bucket": 5},
         severity="warning",
-        condition="After {warmup} steps, the median `loss` of the latest {bucket} steps is "
-        "less than {min_change} (relative) below that of the first {bucket}.",
-        message="{metric} has not fallen: {effect:+.1%} since the start (now {last:.4g}).",
+        condition="After {warmup} logged points, the median `loss` of the latest {bucket} "
+        "points is less than {min_change} (relative) below where it started: the higher of "
+        "its first value and the median of its first {bucket} points.",
+        message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}).",
         advice="Raise learning_rate or beta, and check that chosen and rejected are not "
         "swapped in the dataset.",
     ),

@@ -1,0 +1,66 @@
+"""Trend findings say what happened in plain words, and the noisy start of a run raises
+nothing (issue 14: a healthy DPO run got "loss has not fallen: -45.7% since the start")."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from runwatch.health.engine import Engine
+
+from .cases import CASES
+from .helpers import evaluate, to_batch
+
+
+def noisy_dpo_loss() -> list[float]:
+    """From log 2 to 0.37 over 300 steps, with noise that hides the fall in the first 20."""
+    return [0.35 + 0.343 * math.exp(-i / 120) + 0.03 * math.sin(1.7 * i) for i in range(300)]
+
+
+def step_by_step(method: str, series: dict[str, list[float]]) -> list[str]:
+    """Rule ids of every finding, feeding one point at a time as a live run does."""
+    engine, seen = Engine(method), []
+    for step in range(len(next(iter(series.values())))):
+        batch = {k: ([step], [v[step]]) for k, v in series.items()}
+        seen += [f.rule_id for f in engine.feed(to_batch(batch))]
+    return seen
+
+
+def test_noisy_start_of_a_healthy_dpo_run_raises_nothing() -> None:
+    series = {"loss": noisy_dpo_loss()}
+    assert "dpo.loss_not_falling" not in step_by_step("dpo", series)
+    assert [f.rule_id for f in evaluate("dpo", {}, series)] == []
+
+
+def test_a_loss_that_barely_falls_says_how_little() -> None:
+    series = {"loss": [0.69 - 0.014 * i / 899 for i in range(900)]}
+    (f,) = [f for f in evaluate("dpo", {}, series) if f.rule_id == "dpo.loss_not_falling"]
+    assert f.status == "open"
+    assert f.message == "loss fell only 2.0% over 897 steps (0.69 to 0.676)."
+
+
+def test_a_rising_loss_says_it_rose() -> None:
+    series = {"loss": [2.0 + 0.001 * i for i in range(100)]}
+    (f,) = [f for f in evaluate("sft", {}, series) if f.rule_id == "sft.loss_not_falling"]
+    assert f.message == "loss rose 4.7% over 97 steps (2.002 to 2.097)."
+
+
+def test_a_resolved_finding_reports_what_held_not_what_ended_it() -> None:
+    # Flat for 80 points, then the loss halves: the finding resolves, and its message
+    # still describes the flat stretch it was raised for.
+    series = {"loss": [1.0] * 80 + [1.0 - 0.5 * min(1.0, i / 10) for i in range(40)]}
+    (f,) = [f for f in evaluate("sft", {}, series) if f.rule_id == "sft.loss_not_falling"]
+    assert f.status == "resolved"
+    assert f.message.startswith("loss did not change over "), f.message
+
+
+SIGNED = re.compile(r"\b(moved|rose|fell|changed|fallen)( only)?:? [+\-−]\d|has not fallen")
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_messages_state_changes_in_words(rule_id: str) -> None:
+    (method, settings, series), _ = CASES[rule_id]
+    for f in evaluate(method, settings, series):
+        assert "?" not in f.message and not SIGNED.search(f.message), f.message
