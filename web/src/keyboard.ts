@@ -55,6 +55,26 @@ export function installListKeys(target: () => KeyTarget | null): () => void {
   return () => document.removeEventListener("keydown", onKey);
 }
 
+/** Where the cursor is among `container`'s rows, to put it back once they are drawn again. */
+export interface SavedCursor {
+  run: string;
+  focused: boolean;
+}
+
+export function saveCursor(container: HTMLElement): SavedCursor | null {
+  const row = container.querySelector<HTMLElement>(`.${CURSOR}`);
+  return row?.dataset.run ? { run: row.dataset.run, focused: row.contains(document.activeElement) } : null;
+}
+
+export function restoreCursor(container: HTMLElement, saved: SavedCursor | null): void {
+  if (!saved) return;
+  const row = Array.from(container.children).find((r) => (r as HTMLElement).dataset.run === saved.run) as HTMLElement | undefined;
+  if (!row) return;
+  row.classList.add(CURSOR);
+  row.setAttribute("aria-current", "true");
+  if (saved.focused) row.focus();
+}
+
 function moveCursor(rows: HTMLElement[], to: HTMLElement): void {
   for (const r of rows) {
     r.classList.remove(CURSOR);

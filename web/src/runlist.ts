@@ -4,6 +4,7 @@
 import { getJSON } from "./api";
 import { clear, h } from "./dom";
 import { fmtDuration, liveDuration, statusClass, statusText } from "./format";
+import { restoreCursor, saveCursor } from "./keyboard";
 import { groupRuns, type Selection } from "./selection";
 import type { RunList, RunSummary } from "./types";
 
@@ -84,9 +85,11 @@ export class RunListView {
     const gen = ++this.generation;
     const page = await getJSON<RunList>("/runs", { project: this.project, q: this.query, limit: 100 });
     if (gen !== this.generation) return;
+    const cursor = saveCursor(this.list);
     clear(this.list);
     this.rows.clear();
     this.add(page);
+    restoreCursor(this.list, cursor);
   }
 
   private async loadMore(): Promise<void> {
@@ -116,7 +119,9 @@ export class RunListView {
     const existing = this.rows.get(run.run_id);
     if (existing) {
       const el = this.rowEl(run);
+      const cursor = saveCursor(this.list);
       existing.el.replaceWith(el);
+      restoreCursor(this.list, cursor);
       this.rows.set(run.run_id, { run, el, at: Date.now() });
     } else if (!this.query || this.matches(run, this.query)) {
       const before = this.placeFor(run);

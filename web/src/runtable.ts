@@ -8,6 +8,7 @@ import { findKey } from "./chartspecs";
 import { h } from "./dom";
 import { downloadCsv } from "./export";
 import { fmtDuration, fmtNum, fmtTime, statusClass, statusText } from "./format";
+import { restoreCursor, saveCursor } from "./keyboard";
 import { compareLabel, searchBox } from "./runlist";
 import { groupRuns, type Selection } from "./selection";
 import type { MetricKeys, RunList, RunSummary } from "./types";
@@ -200,7 +201,9 @@ export class RunTablePage {
   }
 
   private showRows(): void {
+    const cursor = saveCursor(this.body);
     this.body.replaceChildren(...this.sorted().map((r) => this.rowEl(r)));
+    restoreCursor(this.body, cursor);
     this.body.dataset.count = String(this.rows.length);
     this.showSelection();
   }
@@ -246,7 +249,9 @@ export class RunTablePage {
     if (!row) return;
     row.run = run;
     const el = this.rowEls.find((tr) => tr.dataset.run === run.run_id);
+    const cursor = saveCursor(this.body);
     el?.replaceWith(this.rowEl(row));
+    restoreCursor(this.body, cursor);
     this.showSelection();
   }
 
