@@ -192,14 +192,24 @@ function axisNumber(v: number): string {
   return String(Number(v.toPrecision(4)));
 }
 
-/** A duration in seconds as the relative-time axis shows it: 45s, 12m 05s, 3h 07m. */
+/** A duration in seconds as the relative-time axis shows it: 45s, 12m, 12m 05s, 3h 07m. */
 export function duration(seconds: number): string {
   const s = Math.round(seconds);
   const sign = s < 0 ? "-" : "";
   const a = Math.abs(s);
   if (a < 60) return `${sign}${a}s`;
-  if (a < 3600) return `${sign}${Math.floor(a / 60)}m ${String(a % 60).padStart(2, "0")}s`;
-  return `${sign}${Math.floor(a / 3600)}h ${String(Math.floor((a % 3600) / 60)).padStart(2, "0")}m`;
+  if (a < 3600) return `${sign}${Math.floor(a / 60)}m` + (a % 60 ? ` ${String(a % 60).padStart(2, "0")}s` : "");
+  const m = Math.floor((a % 3600) / 60);
+  return `${sign}${Math.floor(a / 3600)}h` + (m ? ` ${String(m).padStart(2, "0")}m` : "");
+}
+
+// Tick steps of the relative-time axis: whole seconds, minutes and hours, not 100 s.
+const DURATION_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+
+/** The tick step for a relative-time axis spanning `span` seconds: about six ticks. */
+export function durationInterval(span: number): number {
+  const want = span / 6;
+  return DURATION_STEPS.find((s) => s >= want) ?? Math.ceil(want / 86400) * 86400;
 }
 
 function compact(v: number): string {
@@ -524,6 +534,20 @@ export class ChartView {
     return label;
   }
 
+  /** The relative-time axis's tick step for the points held (the zoom window's, once loaded). */
+  private relativeInterval(): number | undefined {
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const d of this.data) {
+      for (const x of this.xs(d)) {
+        if (x === null) continue;
+        lo = Math.min(lo, x);
+        hi = Math.max(hi, x);
+      }
+    }
+    return hi > lo ? durationInterval(hi - lo) : undefined;
+  }
+
   /** The tooltip's first line: the point's step, and its x where the axis is not the step. */
   private tooltipHead(x: number | null, step: number): string {
     const s = `step ${step}`;
@@ -607,12 +631,13 @@ export class ChartView {
         max: "dataMax",
         type: this.xMode === "time" ? "time" : "value",
         minInterval: this.xMode === "step" ? 1 : undefined,
+        interval: this.xMode === "relative" ? this.relativeInterval() : undefined,
         axisLabel: { color: theme.axis, hideOverlap: true, ...(this.xMode === "time" ? {} : { formatter: (v: number) => this.xLabel(v) }) },
         axisPointer: { snap: true },
       };
       Object.assign(option, {
         animation: false,
-        grid: { left: 64, right: 16, top: showLegend ? 30 : 12, bottom: 52 },
+        grid: { left: 64, right: 24, top: showLegend ? 30 : 12, bottom: 52 },
         legend: showLegend
           ? { type: "scroll", top: 0, data: this.lines.map((l) => l.label), textStyle: { color: theme.text }, inactiveColor: theme.grid }
           : { show: false },
