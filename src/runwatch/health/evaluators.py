@@ -84,7 +84,7 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
     if kind == "no_progress":
         return t.NoProgress(
             direction=str(p.get("direction", "down")), min_change=_num(p, "min_change", 0.05),
-            warmup=int(_num(p, "warmup", 50)), bucket=int(_num(p, "bucket", 5)), state=state,
+            warmup=int(_num(p, "warmup", 30)), bucket=int(_num(p, "bucket", 5)), state=state,
         )
     if kind == "divergence":
         return t.Divergence(

@@ -273,7 +273,7 @@ class NoProgress:
         self,
         direction: str = "down",
         min_change: float = 0.05,
-        warmup: int = 50,
+        warmup: int = 30,
         bucket: int = 5,
         state: dict[str, Any] | None = None,
     ) -> None:

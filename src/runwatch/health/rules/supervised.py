@@ -11,7 +11,7 @@ RULES: tuple[Rule, ...] = (
         methods=("sft",),
         variants=(("loss",),),
         detector="no_progress",
-        params={"direction": "down", "min_change": 0.05, "warmup": 50, "bucket": 5},
+        params={"direction": "down", "min_change": 0.05, "warmup": 30, "bucket": 5},
         severity="warning",
         condition="After {warmup} logged points, the median `loss` of the latest {bucket} "
         "points is less than {min_change} (relative) below where it started: the higher of "
@@ -40,7 +40,7 @@ RULES: tuple[Rule, ...] = (
         methods=("dpo",),
         variants=(("loss",),),
         detector="no_progress",
-        params={"direction": "down", "min_change": 0.05, "warmup": 50, "bucket": 5},
+        params={"direction": "down", "min_change": 0.05, "warmup": 30, "bucket": 5},
         severity="warning",
         condition="After {warmup} logged points, the median `loss` of the latest {bucket} "
         "points is less than {min_change} (relative) below where it started: the higher of "
