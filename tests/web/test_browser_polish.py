@@ -142,6 +142,7 @@ def test_rollouts_page_past_the_first_hundreds(page: Page, server: Runner,
     page.click('.tab:has-text("Rollouts")')
     expect(page.locator("#rollout-info")).to_have_text("rollouts 1–100 of 250 at step 3 (train)")
     expect(page.locator("#rollout-prev")).to_be_disabled()
+    expect(page.locator("#rollout-n")).to_be_hidden()  # N is for best/worst N only
     page.click("#rollout-next")
     expect(page.locator("#rollout-info")).to_contain_text("rollouts 101–200 of 250")
     expect(page.locator("#rollouts .rollout").first).to_have_attribute("data-index", "100")

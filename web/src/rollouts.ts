@@ -37,6 +37,8 @@ export class RolloutsView {
     h("option", { value: "worst" }, "worst N"),
   );
   private n = h("input", { id: "rollout-n", type: "number", min: "1", max: "500", value: "5", "aria-label": "N" });
+  /** N and its label: only best/worst N use it. */
+  private nField = h("label", { class: "rollout-n", hidden: "" }, "N ", this.n);
   private list = h("div", { class: "rollouts", id: "rollouts" });
   private info = h("p", { class: "muted", id: "rollout-info" });
   private prev = h("button", { class: "btn", type: "button", id: "rollout-prev" }, "‹ Previous");
@@ -51,7 +53,7 @@ export class RolloutsView {
     this.el = h(
       "section",
       { class: "card" },
-      h("div", { class: "card-head" }, h("h3", {}, "Rollouts"), h("div", { class: "controls" }, "Step ", this.step, " ", this.mode, " N ", this.n)),
+      h("div", { class: "card-head" }, h("h3", {}, "Rollouts"), h("div", { class: "controls" }, "Step ", this.step, " ", this.mode, " ", this.nField)),
       this.info,
       this.list,
       this.pager,
@@ -75,6 +77,7 @@ export class RolloutsView {
   async load(): Promise<void> {
     const [step, split] = this.step.value ? this.step.value.split("|") : [null, null];
     const mode = this.mode.value;
+    this.nField.hidden = mode === "all";
     const resp = await getJSON<SamplesResponse>(`${runPath(this.runId)}/samples`, {
       step,
       split,
