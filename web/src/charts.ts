@@ -153,6 +153,7 @@ export class ChartsPanel {
     const logged = keys.filter((k) => k.count > 0);
     this.knownKeys = new Set(logged.map((k) => k.key));
     for (const k of logged) this.pickerKeys.set(k.key, { key: k.key, count: k.count, canonical: k.canonical });
+    this.flag(); // findings that arrived before the keys
     await this.build();
   }
 
@@ -437,17 +438,23 @@ export class ChartsPanel {
   setFindings(findings: Finding[]): void {
     this.findings = findings;
     for (const c of this.charts.values()) c.view.setFindings(findings);
-    const shown = new Set([...this.charts.values()].flatMap((c) => c.view.keys.flatMap((k) => [k, canonicalName(k)[0]])));
+    if (this.flag()) void this.build();
+  }
+
+  /** Add to `flagged` the first logged key of each finding no chart shows; true if any. */
+  private flag(): boolean {
+    const shown = new Set(this.wanted().flatMap((d) => d.lines.flatMap((l) => [l.key, canonicalName(l.key)[0]])));
     let grew = false;
-    for (const f of findings) {
+    for (const f of this.findings) {
       if (f.first_step === null || !f.metrics.length || f.metrics.some((m) => shown.has(m))) continue;
       const key = f.metrics.map((m) => findName(this.knownKeys, m)).find((k) => k !== undefined);
       if (key && !this.flagged.has(key)) {
         this.flagged.add(key);
+        shown.add(key);
         grew = true;
       }
     }
-    if (grew) void this.build();
+    return grew;
   }
 
   dispose(): void {
