@@ -190,6 +190,8 @@ def test_resources_lists_the_workers_and_drains_one(runs_dir: Path) -> None:
     assert "w-one" in table and "3/4" in table and "held" in table
     assert table.index("w-one") < table.index("w-past"), "the past workers below the active"
     assert "1 job(s) wait in the queue" in table
+    ids = run_cli("resources", str(runs_dir), "--jq", ".workers[].id", "-r").stdout
+    assert ids.split() == ["w-past", "w-one"], "-r writes the strings raw, one per line"
 
     drained = json.loads(run_cli("resources", str(runs_dir), "--drain", "w-o",
                                  "-o", "json").stdout)

@@ -29,7 +29,7 @@ from runwatch.cli.output import (
     make_table,
     runwatch_command,
 )
-from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RunArg, resolve_or_exit
+from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
 from runwatch.jobs import control
 from runwatch.jobs.cost import ProfileError, Profiles, read_profiles
 from runwatch.jobs.lifecycle import TransitionError
@@ -40,21 +40,21 @@ Action = Callable[[Engine, Any, Path | None], str]
 
 
 def cancel_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
-               output: OutOpt = Output.table, jq: JqOpt = None) -> None:
+               output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False) -> None:
     """Cancel a run: a QUEUED job ends CANCELLED at once; a PREPARING or RUNNING one is
     CANCEL_REQUESTED and ends CANCELLED when its process has stopped."""
-    _act("cancel", control.cancel, run, directory, db, output, jq)
+    _act("cancel", control.cancel, run, directory, db, output, jq, raw)
 
 
 def retry_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
-              output: OutOpt = Output.table, jq: JqOpt = None) -> None:
+              output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False) -> None:
     """Retry an ended job: its next attempt is QUEUED (the earlier attempts stay on
     record, and in its cost)."""
-    _act("retry", control.retry, run, directory, db, output, jq)
+    _act("retry", control.retry, run, directory, db, output, jq, raw)
 
 
 def _act(verb: str, action: Action, run: str, directory: Path | None, db: str | None,
-         output: Output, jq: str | None) -> None:
+         output: Output, jq: str | None, raw: bool) -> None:
     ctx = open_context(directory, db)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
@@ -81,13 +81,13 @@ def _act(verb: str, action: Action, run: str, directory: Path | None, db: str | 
             line("follow it: ", runwatch_command("runs", "wait", row.name, "--exit-status",
                                                  folder=ctx.directory, db=db))
 
-    emit(data, output, jq, table)
+    emit(data, output, jq, table, raw)
 
 
 def resources_cmd(
     directory: Annotated[Path | None, typer.Argument(
         help="Folder of runs (default: $RUNWATCH_DIR or ./runs).", show_default=False)] = None,
-    db: DbOpt = None, output: OutOpt = Output.table, jq: JqOpt = None,
+    db: DbOpt = None, output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False,
     drain: Annotated[str | None, typer.Option(
         "--drain", metavar="WORKER", help="Stop a worker (its id, or a unique prefix): it "
         "finishes the jobs it runs, claims no more, then exits.")] = None,
@@ -97,7 +97,7 @@ def resources_cmd(
     ctx = open_context(directory, db, refresh=False)
     profiles, problem = _profiles(ctx)
     if drain is not None:
-        _drain(ctx, drain, profiles, output, jq)
+        _drain(ctx, drain, profiles, output, jq, raw)
         return
     with ctx.engine.connect() as conn:
         data = workers_view(conn, profiles, time.time())
@@ -120,7 +120,7 @@ def resources_cmd(
         if problem:
             line("rates and spend are unknown: ", problem)
 
-    emit(data, output, jq, table)
+    emit(data, output, jq, table, raw)
 
 
 def _profiles(ctx: Context) -> tuple[Profiles | None, str | None]:
@@ -136,7 +136,7 @@ def _jobs(jobs: list[dict[str, Any]]) -> str:
 
 
 def _drain(ctx: Context, ref: str, profiles: Profiles | None, output: Output,
-           jq: str | None) -> None:
+           jq: str | None, raw: bool) -> None:
     with ctx.engine.begin() as conn:
         rows = store_jobs.list_workers(conn)
         found = [w for w in rows if w["id"] == ref] or [w for w in rows
@@ -157,4 +157,4 @@ def _drain(ctx: Context, ref: str, profiles: Profiles | None, output: Output,
         line(f"worker {entry['id']} drains: it finishes its {len(entry['jobs'])} running "
              "job(s), claims no more, then exits")
 
-    emit({"worker": entry}, output, jq, table)
+    emit({"worker": entry}, output, jq, table, raw)
