@@ -8,7 +8,7 @@ TORCH := torch==2.13.0
 STAMP := $(VENV)/.installed
 WEB_STAMP := src/runwatch/server/static/index.html
 
-.PHONY: all venv web demo test bench lint clean
+.PHONY: all venv web demo shell test bench lint clean
 
 all: venv web
 
@@ -36,6 +36,11 @@ web: $(WEB_STAMP)
 
 demo: venv web
 	$(BIN)/runwatch demo
+
+# A shell with .venv active, so the README's `runwatch …` commands run as written.
+shell: venv
+	@echo "runwatch is on PATH in this shell ($(BIN)/runwatch); exit leaves it"
+	@VIRTUAL_ENV="$(CURDIR)/$(VENV)" PATH="$(CURDIR)/$(BIN):$$PATH" $${SHELL:-/bin/sh} -i
 
 test: venv web
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -5,9 +5,12 @@ while the web app shows them.
 (one CPU device). The demo submits each recipe as a job, with the commands a user would
 type (`runwatch submit recipes …`, then `runwatch runs wait`): SFT first; once it has
 succeeded, GRPO and DPO from its checkpoint together, so the web app shows one RUNNING
-and one QUEUED. It ends with each run's state and health, so every part of runwatch is
-seen working on a laptop CPU. Without the web app (`--no-serve`), a `runwatch worker`
-runs the jobs instead.
+and one QUEUED. It ends with each run's state and health and the commands to look
+further, so every part of runwatch is seen working on a laptop CPU; the web app keeps
+serving until Ctrl-C (`--no-keep-serving`: the demo ends with its runs). Each command is
+printed runnable as printed (`runwatch` where PATH has it, else `.venv/bin/runwatch`),
+from `demo_steps` and `next_commands`, which tests/test_first_ten_minutes.py runs too.
+Without the web app (`--no-serve`), a `runwatch worker` runs the jobs instead.
 """
 
 from __future__ import annotations
@@ -18,14 +21,17 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from runwatch.cli.context import open_context
-from runwatch.cli.output import console, fail, line, runwatch_command
+from runwatch.cli.output import console, fail, line
+from runwatch.cli.program import runwatch_words
 from runwatch.health.store import health_for_run
+from runwatch.server.settings import DEFAULT_PORT
 from runwatch.store import queries as q
 
 # SFT on 400 rows leaves 2-digit addition imperfect (0.75 greedy accuracy on 1000 unseen
@@ -48,38 +54,84 @@ def _free_port(preferred: int) -> int:
     raise fail("no free port on 127.0.0.1 for the web app")
 
 
-def _show(args: list[str]) -> None:
-    """Print the command the demo runs next, as a user would type it."""
+@dataclass(frozen=True)
+class Step:
+    """One command the demo runs and shows: `submit` queues a recipe as run `name`;
+    `wait` follows run `name` until it ends. `args` are runwatch's arguments as shown."""
+
+    kind: str
+    name: str
+    args: list[str]
+
+
+def demo_names(stamp: str) -> tuple[str, str, str]:
+    """The demo's SFT, GRPO and DPO run names."""
+    sft, grpo, dpo = (f"demo-{m}-{stamp}" for m in ("sft", "grpo", "dpo"))
+    return sft, grpo, dpo
+
+
+def demo_steps(directory: Path, stamp: str) -> list[Step]:
+    """The commands the demo runs, in order: SFT, then GRPO and DPO from its checkpoint."""
+    sft, grpo, dpo = demo_names(stamp)
+    where = ["--dir", str(directory)]
+
+    def submit(name: str, method: str, args: list[str]) -> Step:
+        return Step("submit", name, ["submit", "recipes", method, *args, "--name", name, *where])
+
+    def wait(name: str) -> Step:
+        return Step("wait", name, ["runs", "wait", name, *where, "--exit-status"])
+
+    init_from = f"init_from={(directory / sft).resolve()}"
+    # GRPO and DPO both at once on one device: the web app shows one RUNNING, one QUEUED.
+    return [submit(sft, "sft", SFT_ARGS), wait(sft),
+            submit(grpo, "grpo", [init_from, *GRPO_ARGS]),
+            submit(dpo, "dpo", [init_from, *DPO_ARGS]), wait(grpo), wait(dpo)]
+
+
+def ui_args(directory: Path, port: int) -> list[str]:
+    """`ui` over the demo's folder, on the demo's port."""
+    return ["ui", str(directory), *([] if port == DEFAULT_PORT else ["--port", str(port)])]
+
+
+def next_commands(directory: Path, stamp: str, port: int) -> list[list[str]]:
+    """What the demo suggests once its runs have ended (runwatch's arguments); the last
+    serves the runs again."""
+    grpo = demo_names(stamp)[1]
+    where = ["--dir", str(directory)]
+    return [["runs", "list", *where], ["runs", "get", grpo, *where],
+            ["runs", "health", grpo, *where], ["runs", "rollouts", grpo, "--worst", "3", *where],
+            ui_args(directory, port)]
+
+
+def shown(args: list[str]) -> str:
+    """A runwatch command as the demo prints it: runnable as printed, here."""
+    return shlex.join([*runwatch_words(), *args])
+
+
+def _run_step(step: Step, directory: Path) -> None:
+    """Run `step` as the user would type it (printed first); fail unless it worked."""
     console().print()
-    line("$ ", shlex.join(["runwatch", *args]), style="bold")
-
-
-def _submit(directory: Path, name: str, method: str, args: list[str]) -> None:
-    """Queue recipe `method` as run `name`, printing the command and the run's state."""
-    cmd = ["submit", "recipes", method, *args, "--name", name, "--dir", str(directory)]
-    _show(cmd)
-    proc = subprocess.run([*RUNWATCH, *cmd, "-o", "json"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise fail(f"submitting the {method} recipe failed (exit {proc.returncode}): "
-                   f"{proc.stderr.strip() or proc.stdout.strip()}")
-    line(name, ": ", json.loads(proc.stdout)["status"])
-
-
-def _wait(directory: Path, name: str) -> None:
-    """Follow run `name` until it ends (`runwatch runs wait`); fail unless it succeeded."""
-    cmd = ["runs", "wait", name, "--dir", str(directory), "--exit-status"]
-    _show(cmd)
-    code = subprocess.run([*RUNWATCH, *cmd]).returncode
+    line("$ ", shown(step.args), style="bold")
+    if step.kind == "submit":
+        proc = subprocess.run([*RUNWATCH, *step.args, "-o", "json"], capture_output=True,
+                              text=True)
+        if proc.returncode != 0:
+            raise fail(f"submitting {step.name} failed (exit {proc.returncode}): "
+                       f"{proc.stderr.strip() or proc.stdout.strip()}")
+        line(step.name, ": ", json.loads(proc.stdout)["status"])
+        return
+    code = subprocess.run([*RUNWATCH, *step.args]).returncode
     if code != 0:
-        raise fail(f"run {name} did not succeed (runs wait exited {code}); "
-                   f"`{runwatch_command('runs', 'get', name, folder=directory)}` says why")
+        raise fail(f"run {step.name} did not succeed (runs wait exited {code}); "
+                   f"`{shown(['runs', 'get', step.name, '--dir', str(directory)])}` says why")
 
 
-def _start(directory: Path, port: int, serve: bool) -> subprocess.Popen[bytes]:
+def _start(directory: Path, port: int, serve: bool, keep: bool) -> subprocess.Popen[bytes]:
     """The process that runs the jobs: `runwatch ui` (web app and embedded worker), or a
     `runwatch worker` of its own without the web app."""
     if serve:
-        line(f"web app: http://127.0.0.1:{port}/runs  (live while the recipes train)")
+        after = ", and after them until Ctrl-C" if keep else ""
+        line(f"web app: http://127.0.0.1:{port}/runs  (live while the recipes train{after})")
         return subprocess.Popen([*RUNWATCH, "ui", str(directory), "--port", str(port)])
     return subprocess.Popen([*RUNWATCH, "worker", str(directory)])
 
@@ -107,35 +159,29 @@ def demo_cmd(
         help="Serve the web app (and its worker) while the recipes train; else a worker.")
                      ] = True,
     keep_serving: Annotated[bool, typer.Option(
-        help="Keep serving after the recipes finish, until Ctrl-C.")] = False,
+        help="Keep serving after the recipes finish, until Ctrl-C.")] = True,
 ) -> None:
-    """Submit SFT, then GRPO and DPO from its checkpoint, while the web app shows them live."""
+    """Submit SFT, then GRPO and DPO from its checkpoint, while the web app shows them live;
+    the web app keeps serving them afterwards until Ctrl-C."""
     c = console()
     directory.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    sft, grpo, dpo = (f"demo-{m}-{stamp}" for m in ("sft", "grpo", "dpo"))
     port = _free_port(port) if serve else port
     # The index is made before the processes that share it start (two at once on a new
     # index would both try to make it).
     open_context(directory, None, refresh=False).engine.dispose()
-    runner = _start(directory, port, serve)
+    runner = _start(directory, port, serve, keep_serving)
     try:
-        _submit(directory, sft, "sft", SFT_ARGS)
-        _wait(directory, sft)
-        init_from = f"init_from={(directory / sft).resolve()}"
-        # Both at once on one device: the web app shows GRPO RUNNING and DPO QUEUED.
-        _submit(directory, grpo, "grpo", [init_from, *GRPO_ARGS])
-        _submit(directory, dpo, "dpo", [init_from, *DPO_ARGS])
-        _wait(directory, grpo)
-        _wait(directory, dpo)
-        _summary(directory, (sft, grpo, dpo))
+        for step in demo_steps(directory, stamp):
+            _run_step(step, directory)
+        _summary(directory, demo_names(stamp))
         c.print("\nnext:", markup=False)
-        for words in (["runs", "list"], ["runs", "get", grpo], ["runs", "health", grpo],
-                      ["runs", "rollouts", grpo, "--worst", "3"]):
-            line("  ", runwatch_command(*words, folder=directory))
-        line("  ", runwatch_command("ui", str(directory)))
+        for args in next_commands(directory, stamp, port):
+            after = ("   (serves these runs again after Ctrl-C)" if args[0] == "ui" and serve
+                     and keep_serving else "")
+            line("  ", shown(args), after)
         if serve and keep_serving:
-            line(f"\nstill serving http://127.0.0.1:{port}/runs; Ctrl-C to stop")
+            line(f"\nthe web app keeps serving http://127.0.0.1:{port}/runs; Ctrl-C stops it")
             runner.wait()
     except KeyboardInterrupt:
         pass
