@@ -161,7 +161,8 @@ def test_rollouts_page_past_the_first_hundreds(page: Page, server: Runner,
     expect(page.locator(".rollout-pager")).to_be_hidden()
 
 
-def test_empty_logs_and_rollouts_say_what_writes_them(page: Page, server: Runner, runs_dir: Path) -> None:
+def test_empty_logs_and_rollouts_say_what_writes_them(page: Page, server: Runner,
+                                                      runs_dir: Path) -> None:
     run = init(name="quiet", dir=runs_dir, method="sft", base_model="tiny", dataset="arith",
                trainer="t", backend="local", flush_interval=0.05)
     assert isinstance(run, Run)
