@@ -249,7 +249,7 @@ export class DetailView {
         this.show(detail);
       } while (this.refreshAgain);
     })()
-      .catch((e: unknown) => this.setNotice(`The run's details could not be read again (${e instanceof Error ? e.message : String(e)}); they are read at its next change, or reload the page.`, true))
+      .catch((e: unknown) => this.setNotice(`The run's details could not be read again. ${e instanceof Error ? e.message : String(e)} They are read again at its next change, or reload the page.`, true))
       .finally(() => {
         this.refreshing = null;
       });
