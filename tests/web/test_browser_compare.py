@@ -20,8 +20,8 @@ from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
 
 LRS = (1e-4, 3e-4, 1e-3)
-# /api/compare (H4's route) is not in the tree yet: the report's request is answered 404
-pytestmark = pytest.mark.console_error(r"404")
+# arms of a sweep follow different plans: the report's request is refused (409), on purpose
+pytestmark = pytest.mark.console_error(r"status of 409\b")
 
 
 def sweep_arm(runs_dir: Path, name: str, steps: int, lr: float, *, group: str = "lr-sweep",
@@ -34,9 +34,11 @@ def sweep_arm(runs_dir: Path, name: str, steps: int, lr: float, *, group: str = 
                        **config})
     assert isinstance(run, Run)
     for i in range(steps):
-        m = {"loss": 2.0 * math.exp(-i * lr * 100) + 0.1, "learning_rate": lr}
+        m = {"loss": 2.0 * math.exp(-i * lr * 100) + 0.1, "learning_rate": lr,
+             "custom/score": i * lr}
         if i % 10 == 9:
             m["val/loss"] = 2.1 * math.exp(-i * lr * 100) + 0.15
+            m["custom/rare"] = 1.0
         run.log(m, step=i)
     if finish:
         run.finish("SUCCEEDED")
@@ -133,40 +135,95 @@ def test_the_view_is_kept_in_the_url(page: Page, server: Runner, runs_dir: Path)
     names = three_arms(runs_dir, server)
     page.goto(f"{server.url}/runs")
     ids = [run_id(page, n) for n in names]
-    url = (f"{server.url}/compare?run={ids[0]}&run={ids[1]}&run={ids[2]}&key=learning_rate"
+    url = (f"{server.url}/compare?run={ids[0]}&run={ids[1]}&run={ids[2]}&key=custom/score"
            f"&baseline={ids[2]}&subject={ids[1]}&only_diff=1")
     page.goto(url)
     expect(page.locator("#compare-charts")).to_have_attribute("data-drawn", "true")
     assert shown_runs(page) == ids
-    expect(page.locator('[data-chart="key:learning_rate"]')).to_have_attribute(
-        "data-counts", "learning_rate=30;learning_rate=40;learning_rate=50")
+    expect(page.locator('[data-chart="key:custom/score"]')).to_have_attribute(
+        "data-counts", "custom/score=30;custom/score=40;custom/score=50")
     expect(page.locator("#compare-baseline")).to_have_value(ids[2])
     expect(page.locator("#compare-subject")).to_have_value(ids[1])
     expect(page.locator("#compare-only-diff")).to_be_checked()
     expect(page.locator('#compare-config tr[data-key="batch_size"]')).to_be_hidden()
     # what changes in the view changes the URL, and a reload gives the same view back
-    page.fill("#compare-key", "val/loss")
-    page.click("#compare-add-key")
-    expect(page.locator('[data-chart="key:val/loss"]')).to_have_attribute(
-        "data-counts", "val/loss=3;val/loss=4;val/loss=5")
+    page.click("#chart-picker-open")
+    page.fill("#chart-picker-search", "custom")
+    # keys already on a chart cannot be picked again
+    expect(page.locator('.picker-key[data-key="custom/score"]')).to_be_disabled()
+    page.click('.picker-key[data-key="custom/rare"]')
+    expect(page.locator('[data-chart="key:custom/rare"]')).to_have_attribute(
+        "data-counts", "custom/rare=3;custom/rare=4;custom/rare=5")
     page.select_option("#compare-baseline", ids[0])
     page.uncheck("#compare-only-diff")
     page.locator(f'.compare-chip[data-run="{ids[1]}"] .chip-remove').click()
     expect(page.locator(".compare-chip")).to_have_count(2)
     state = query(page)
     assert state["run"] == [ids[0], ids[2]]
-    assert state["key"] == ["learning_rate", "val/loss"]
+    assert state["key"] == ["custom/score", "custom/rare"]
     assert state["baseline"] == [ids[0]] and "only_diff" not in state
     page.reload()
     expect(page.locator("#compare-charts")).to_have_attribute("data-drawn", "true")
     assert shown_runs(page) == [ids[0], ids[2]]
-    expect(page.locator('[data-chart="key:val/loss"]')).to_have_attribute(
-        "data-counts", "val/loss=3;val/loss=5")
+    expect(page.locator('[data-chart="key:custom/rare"]')).to_have_attribute(
+        "data-counts", "custom/rare=3;custom/rare=5")
     expect(page.locator("#compare-baseline")).to_have_value(ids[0])
     expect(page.locator('#compare-config tr[data-key="batch_size"]')).to_be_visible()
     # back goes to the three runs
     page.go_back()
     expect(page.locator(".compare-chip")).to_have_count(3)
+
+
+def plan_run(runs_dir: Path, name: str, seed: int, extra: float = 0.0, spike_at: int = -1) -> None:
+    """A finished SFT run of 30 steps: a falling loss (raised by `extra` from step 20 on)
+    and a gradient norm of 1 (100 at `spike_at`)."""
+    run = init(name=name, dir=runs_dir, method="sft", base_model="tiny-gpt", dataset="arith",
+               config={"seed": seed, "learning_rate": 1e-4, "batch_size": 8})
+    for i in range(30):
+        run.log({"loss": 2.0 / (i + 1) + (extra if i >= 20 else 0.0),
+                 "grad_norm": 100.0 if i == spike_at else 1.0}, step=i)
+    run.finish("SUCCEEDED")
+
+
+def test_the_report_of_a_run_against_a_baseline(page: Page, server: Runner,
+                                                runs_dir: Path) -> None:
+    plan_run(runs_dir, "base", seed=1)
+    plan_run(runs_dir, "tuned", seed=1, extra=0.1, spike_at=15)
+    plan_run(runs_dir, "reseeded", seed=2)
+    for name in ("base", "tuned", "reseeded"):
+        wait_indexed(server.url, name, 29)
+    page.goto(f"{server.url}/compare?run=base&run=tuned&run=reseeded&baseline=base"
+              "&subject=tuned")
+    verdict = page.locator("#compare-verdict")
+    expect(verdict).to_have_text(
+        "Steps 20–29 are the first full window of 10 whose mean difference passes 0.03: "
+        "the run's loss is higher by 0.1 on average.")
+    expect(page.locator("#compare-windows tr.reported td").first).to_have_text("20–29")
+    expect(page.locator("#compare-windows tbody tr")).to_have_count(3)
+    expect(page.locator("#compare-spikes tbody tr td").first).to_have_text("15")
+    shot(page, "compare-report")
+    # a chart's CSV: a column per run, joined on the step
+    with page.expect_download() as info:
+        page.click('[data-chart-card="loss"] .chart-csv')
+    rows = list(csv.reader(io.StringIO(Path(info.value.path()).read_text())))
+    assert rows[0] == ["step", "base · train", "tuned · train", "reseeded · train"]
+    assert len(rows) == 31 and rows[21][0] == "20"
+    assert math.isclose(float(rows[21][2]) - float(rows[21][1]), 0.1)
+    # a run of another plan is refused, with the differences, until compared across plans
+    page.select_option("#compare-subject", label="reseeded")
+    expect(page.locator("#compare-refused")).to_contain_text("different plans")
+    expect(page.locator("#compare-differences tbody tr")).to_have_count(1)
+    expect(page.locator("#compare-differences td")).to_have_text(["seed", "2", "1"])
+    shot(page, "compare-refused")
+    page.check("#compare-across-plans")
+    expect(verdict).to_have_text("No full window of 10 steps differs by more than 0.03 on "
+                                 "average.")
+    expect(page.locator("#compare-differences td")).to_have_text(["seed", "2", "1"])
+    state = query(page)
+    assert state["across_plans"] == ["1"] and state["baseline"] != state["subject"]
+    page.reload()
+    expect(verdict).to_contain_text("No full window")
+    expect(page.locator("#compare-subject option:checked")).to_have_text("reseeded")
 
 
 def test_the_run_table_sorts_shows_tags_and_exports_csv(page: Page, server: Runner,
@@ -209,29 +266,40 @@ def test_the_run_table_sorts_shows_tags_and_exports_csv(page: Page, server: Runn
     by_name = {r[1]: r for r in rows[1:]}
     assert by_name["b-run"][6] == "baseline lr" and by_name["c-run"][5] == "other"
     assert math.isclose(float(by_name["b-run"][9]), losses["b-run"], rel_tol=1e-9)
-    # ticked rows open the compare view
-    page.check('tr:has-text("a-run") .run-check')
+    # ticked rows (by the keys too: j to the first row, x) open the compare view
+    page.keyboard.press("j")
+    expect(page.locator("#run-table-body tr.cursor")).to_contain_text("b-run")
+    page.keyboard.press("x")
+    expect(page.locator("#table-compare")).to_have_text("Compare (1)")
     page.check('tr:has-text("c-run") .run-check')
     page.click("#table-compare")
     expect(page.locator(".compare-chip")).to_have_count(2)
-    expect(page.locator(".compare-chip .chip-name")).to_have_text(["a-run", "c-run"])
+    expect(page.locator(".compare-chip .chip-name")).to_have_text(["b-run", "c-run"])
 
 
 def test_keys_move_through_the_list_tick_and_open(page: Page, server: Runner,
                                                   runs_dir: Path) -> None:
     names = three_arms(runs_dir, server)
+    live = sweep_arm(runs_dir, "going", 5, 1e-4, finish=False)
+    wait_indexed(server.url, "going", 4)
     page.goto(f"{server.url}/runs")
     rows = page.locator(".run-row")
-    expect(rows).to_have_count(3)
+    expect(rows).to_have_count(4)
+    expect(rows.first).to_contain_text("going")
+    cursor = page.locator(".run-row.cursor")
+    page.keyboard.press("j")
+    expect(cursor).to_contain_text("going")
+    # the row under the cursor is drawn again when its run changes: the cursor stays on it
+    live.finish("SUCCEEDED")
+    expect(rows.first.locator(".status")).to_have_text("Succeeded")
+    expect(cursor).to_contain_text("going")
+    expect(cursor).to_be_focused()
     newest_first = names[::-1]
-    page.keyboard.press("j")
-    expect(rows.nth(0)).to_have_class("run-row cursor")
-    page.keyboard.press("j")
-    page.keyboard.press("j")
-    page.keyboard.press("j")  # stays on the last row
-    expect(rows.nth(2)).to_have_class("run-row cursor")
+    for _ in range(4):
+        page.keyboard.press("j")  # stops at the last row
+    expect(cursor).to_contain_text(newest_first[2])
     page.keyboard.press("k")
-    expect(page.locator(".run-row.cursor")).to_contain_text(newest_first[1])
+    expect(cursor).to_contain_text(newest_first[1])
     page.keyboard.press("x")
     expect(page.locator("#compare-button")).to_have_text("Compare (1)")
     page.keyboard.press("Enter")
@@ -247,7 +315,7 @@ def test_keys_move_through_the_list_tick_and_open(page: Page, server: Runner,
     page.keyboard.press("Escape")
     expect(page.locator("#search")).not_to_be_focused()
     page.keyboard.press("j")
-    expect(page.locator(".run-row.cursor")).to_contain_text("arm-0")
+    expect(cursor).to_contain_text("arm-0")
     shot(page, "keyboard")
 
 

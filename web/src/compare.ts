@@ -7,13 +7,15 @@
 import "./compare.css";
 import { getJSON, runPath } from "./api";
 import { MAX_POINTS } from "./charts";
-import { CHARTS, resolveLines, type ChartSpec, type ResolvedLine } from "./chartspecs";
+import { CHARTS, canonicalName, resolveLines, type ChartSpec, type ResolvedLine } from "./chartspecs";
 import { ChartView } from "./chartview";
-import { CompareReport } from "./comparereport";
+import { CompareReportPanel } from "./comparereport";
 import { ConfigTable } from "./configtable";
 import { h } from "./dom";
+import { downloadCsv, downloadPng, seriesTable } from "./export";
 import { statusClass, statusText } from "./format";
 import { TERMINAL_PHASES } from "./format.gen";
+import { MetricPicker } from "./picker";
 import type { MetricKey, MetricKeys, RunDetail, RunSummary, SeriesData, SeriesResponse } from "./types";
 
 export interface CompareState {
@@ -47,6 +49,8 @@ export function writeCompareState(s: CompareState, p: URLSearchParams): void {
 }
 
 const POLL_MS = 2000;
+// points per series of a chart's CSV: the server's most
+const EXPORT_POINTS = 20_000;
 // polls of a run after it ended: its last points may be indexed after its end
 const POLLS_AFTER_END = 2;
 const SMOOTHING_KEY = "runwatch.smoothing";
@@ -56,6 +60,7 @@ interface Compared {
   ident: string;
   detail: RunDetail;
   keys: Set<string>;
+  counts: Map<string, number>;
   shownTo: Map<string, number>;
   pollsLeft: number;
 }
@@ -77,12 +82,11 @@ export class CompareView {
   private grid = h("div", { class: "chart-row", id: "compare-charts" });
   private notice = h("div", { class: "notice", role: "status" });
   private chips = h("ul", { class: "compare-runs", id: "compare-runs" });
-  private keyInput = h("input", { id: "compare-key", list: "compare-key-list", placeholder: "Chart another key…", "aria-label": "Metric key to chart" });
-  private keyList = h("datalist", { id: "compare-key-list" });
+  private picker: MetricPicker;
   private smoothing: number;
   private resizeObserver: ResizeObserver;
   private config: ConfigTable;
-  private report: CompareReport;
+  private report: CompareReportPanel;
   private timer: number | undefined;
   private disposed = false;
 
@@ -90,11 +94,16 @@ export class CompareView {
     private state: CompareState,
     private readonly onState: (s: CompareState) => void,
     private readonly onOpenRun: (runId: string) => void,
+    private readonly onRuns: (runIds: string[]) => void,
   ) {
     const stored = Number(localStorage.getItem(SMOOTHING_KEY) ?? "0.6");
     this.smoothing = Number.isFinite(stored) ? Math.min(Math.max(stored, 0), 0.99) : 0.6;
     this.config = new ConfigTable(state.onlyDiff, (onlyDiff) => this.setState({ onlyDiff }));
-    this.report = new CompareReport((baseline, subject, acrossPlans) => this.setState({ baseline, subject, acrossPlans }));
+    this.report = new CompareReportPanel((baseline, subject, acrossPlans) => this.setState({ baseline, subject, acrossPlans }));
+    this.picker = new MetricPicker(
+      (key) => this.addKey(key),
+      () => this.setKeys([]),
+    );
     this.resizeObserver = new ResizeObserver(() => {
       for (const v of this.views.values()) v.resize();
     });
@@ -124,8 +133,8 @@ export class CompareView {
     }
     this.el.replaceChildren(this.head(), this.notice, this.chartsCard(), this.report.el, this.config.el);
     this.showChips();
-    this.showKeyChoices();
     const ids = this.runs.map((r) => r.detail.run_id);
+    this.onRuns(ids);
     const baseline = this.pick(this.state.baseline) ?? ids[0];
     const subject = this.pick(this.state.subject) ?? ids.find((id) => id !== baseline);
     this.report.show(this.runs.map((r) => r.detail.run), baseline ?? null, subject ?? null, this.state.acrossPlans);
@@ -147,7 +156,7 @@ export class CompareView {
       getJSON<MetricKeys>(`${runPath(ident)}/metrics/keys`),
     ]);
     const live = !TERMINAL_PHASES.includes(detail.run.status);
-    return { ident, detail, keys: presentKeys(keys.keys), shownTo: new Map(), pollsLeft: live ? Infinity : 0 };
+    return { ident, detail, keys: presentKeys(keys.keys), counts: keyCounts(keys.keys), shownTo: new Map(), pollsLeft: live ? Infinity : 0 };
   }
 
   private head(): HTMLElement {
@@ -182,29 +191,32 @@ export class CompareView {
       localStorage.setItem(SMOOTHING_KEY, slider.value);
       for (const v of this.views.values()) v.setSmoothing(this.smoothing);
     });
-    const add = h("button", { class: "btn", id: "compare-add-key" }, "Add chart");
-    const addKey = () => {
-      const key = this.keyInput.value.trim();
-      if (!key || this.state.keys.includes(key)) return;
-      this.keyInput.value = "";
-      this.setState({ keys: [...this.state.keys, key] });
-      void this.buildCharts();
-    };
-    add.addEventListener("click", addKey);
-    this.keyInput.addEventListener("keydown", (e) => {
-      if (e.key === "Enter") addKey();
-    });
+    const add = h("button", { type: "button", id: "chart-picker-open", class: "chart-add" }, "+ Add chart");
+    add.addEventListener("click", () => (this.picker.isOpen ? this.picker.close() : this.picker.open()));
     return h(
       "section",
       { class: "card charts" },
-      h("div", { class: "card-head" }, h("h3", {}, "Metrics"), h("div", { class: "controls" }, this.keyInput, this.keyList, add, h("label", { class: "smoothing" }, "Smoothing ", slider))),
+      h("div", { class: "card-head" }, h("h3", {}, "Metrics"), h("div", { class: "controls" }, add, h("label", { class: "smoothing" }, "Smoothing ", slider))),
+      this.picker.el,
       this.grid,
     );
   }
 
+  private addKey(key: string): void {
+    if (!this.state.keys.includes(key)) this.setKeys([...this.state.keys, key]);
+  }
+
+  private setKeys(keys: string[]): void {
+    this.setState({ keys });
+    void this.buildCharts();
+  }
+
+  /** The picker lists every key any compared run logged, with its points over all of them. */
   private showKeyChoices(): void {
-    const all = new Set(this.runs.flatMap((r) => [...r.keys]));
-    this.keyList.replaceChildren(...[...all].sort().map((k) => h("option", { value: k })));
+    const counts = new Map<string, number>();
+    for (const r of this.runs) for (const [key, n] of r.counts) counts.set(key, (counts.get(key) ?? 0) + n);
+    const shown = new Set([...this.state.keys, ...[...this.views.values()].flatMap((v) => v.keys)]);
+    this.picker.setKeys([...counts].map(([key, count]) => ({ key, count, canonical: canonicalName(key)[0] })), shown);
   }
 
   /** The charts: each standard chart that every run has a line for, then the added keys. */
@@ -225,6 +237,11 @@ export class CompareView {
 
   /** Create the charts whose lines changed (all at first) and load them in one request. */
   private async buildCharts(): Promise<void> {
+    await this.buildViews();
+    this.showKeyChoices();
+  }
+
+  private async buildViews(): Promise<void> {
     const wanted = this.charts();
     const created: ChartView[] = [];
     for (const [id, view] of this.views) {
@@ -256,6 +273,7 @@ export class CompareView {
       const series = await this.fetchSeries(created, null);
       if (this.disposed) return;
       for (const v of created) v.setSeries(series, true);
+      for (const s of series) this.noteShown(s);
     }
     // ECharts paints on the next animation frame; mark the charts drawn after it
     requestAnimationFrame(() => requestAnimationFrame(() => {
@@ -264,35 +282,58 @@ export class CompareView {
   }
 
   private chartCard(chart: Chart): HTMLElement {
-    const title = h("h4", {}, chart.title);
+    const button = (cls: string, label: string, title: string): HTMLButtonElement =>
+      h("button", { type: "button", class: `chart-button ${cls}`, title, "aria-label": title }, label);
+    const reset = button("chart-reset", "Reset zoom", "Zoom back out to the whole runs");
+    reset.hidden = true;
+    const csv = button("chart-csv", "CSV", "Download the chart's series as CSV");
+    const png = button("chart-png", "PNG", "Download the chart as a PNG image");
+    const buttons = [reset, csv, png];
+    const stem = `compare-${chart.id.replace(/[^A-Za-z0-9._-]+/g, "_")}`;
+    reset.addEventListener("click", () => this.views.get(chart.id)?.resetZoom());
+    csv.addEventListener("click", () => void this.exportCsv(chart.id, `${stem}.csv`));
+    png.addEventListener("click", () => {
+      const view = this.views.get(chart.id);
+      if (view) downloadPng(`${stem}.png`, view);
+    });
     if (chart.extra) {
-      const remove = h("button", { class: "chip-remove", title: `Remove the chart of ${chart.title}`, "aria-label": `Remove the chart of ${chart.title}` }, "×");
-      remove.addEventListener("click", () => {
-        this.setState({ keys: this.state.keys.filter((k) => `key:${k}` !== chart.id) });
-        void this.buildCharts();
-      });
-      title.append(" ", remove);
+      const remove = button("chart-remove", "×", "Remove this chart");
+      remove.addEventListener("click", () => this.setKeys(this.state.keys.filter((k) => `key:${k}` !== chart.id)));
+      buttons.push(remove);
     }
     const box = h("div", { class: "chart", "data-chart": chart.id });
     if (!chart.lines.length) box.append(h("p", { class: "muted" }, "No compared run logged this key."));
-    return h("div", { class: "chart-card", "data-chart-card": chart.id }, title, box);
+    return h(
+      "div",
+      { class: "chart-card", "data-chart-card": chart.id },
+      h("div", { class: "chart-head" }, h("h4", { title: [...new Set(chart.lines.map((l) => l.key))].join(", ") }, chart.title), h("div", { class: "chart-buttons" }, ...buttons)),
+      box,
+    );
+  }
+
+  /** A chart's lines over its zoom range, at up to the server's most points per series. */
+  private async exportCsv(id: string, filename: string): Promise<void> {
+    const view = this.views.get(id);
+    if (!view) return;
+    const series = await this.fetchSeries([view], view.zoomed, EXPORT_POINTS);
+    const { header, rows } = seriesTable(view.lines, series);
+    downloadCsv(filename, header, rows);
   }
 
   /** The series of `views`' keys for every run, in one request: shared bucket edges. */
-  private async fetchSeries(views: ChartView[], range: { lo: number; hi: number } | null): Promise<SeriesData[]> {
+  private async fetchSeries(views: ChartView[], range: { lo: number; hi: number } | null, points = this.budget()): Promise<SeriesData[]> {
     const keys = [...new Set(views.flatMap((v) => v.keys))];
     const runs = [...new Set(views.flatMap((v) => v.lines.map((l) => l.run ?? "")))].filter(Boolean);
     if (!keys.length || !runs.length) return [];
     const q = new URLSearchParams();
     for (const r of runs) q.append("run", r);
     for (const k of keys) q.append("key", k);
-    q.set("points", String(this.budget()));
+    q.set("points", String(points));
     if (range) {
       q.set("lo", String(range.lo));
       q.set("hi", String(range.hi));
     }
     const resp = await getJSON<SeriesResponse>(`/series?${q.toString()}`);
-    if (!range) for (const s of resp.series) this.noteShown(s);
     return resp.series;
   }
 
@@ -309,6 +350,8 @@ export class CompareView {
   }
 
   private async zoom(view: ChartView, range: { lo: number; hi: number } | null): Promise<void> {
+    const reset = view.el.parentElement?.querySelector<HTMLElement>(".chart-reset");
+    if (reset) reset.hidden = range === null;
     const series = await this.fetchSeries([view], range);
     if (!this.disposed) view.setSeries(series);
   }
@@ -351,15 +394,13 @@ export class CompareView {
       const keys = presentKeys(fresh[i].keys);
       if ([...keys].some((k) => !r.keys.has(k))) layoutChanged = true;
       r.keys = keys;
+      r.counts = keyCounts(fresh[i].keys);
       const shown = new Set(this.shownKeys(r.detail.run_id));
       const behind = fresh[i].keys.filter((k) => shown.has(k.key) && k.last_step !== null && k.last_step > (r.shownTo.get(k.key) ?? -1));
       if (behind.length) tails.push(this.appendTail(r, behind));
       else if (Number.isFinite(r.pollsLeft)) r.pollsLeft -= 1;
     });
-    if (layoutChanged) {
-      this.showKeyChoices();
-      await this.buildCharts();
-    }
+    if (layoutChanged) await this.buildCharts();
     await Promise.all(tails);
   }
 
@@ -377,7 +418,9 @@ export class CompareView {
       // more new points than one request holds whole: load every chart again
       const views = [...this.views.values()];
       const series = await this.fetchSeries(views, null);
-      if (!this.disposed) for (const v of views) if (!v.zoomed) v.setSeries(series);
+      if (this.disposed) return;
+      for (const v of views) v.setSeries(series);
+      for (const s of series) this.noteShown(s);
       return;
     }
     for (const s of resp.series) {
@@ -398,6 +441,10 @@ export class CompareView {
     for (const v of this.views.values()) v.dispose();
     this.views.clear();
   }
+}
+
+function keyCounts(keys: MetricKey[]): Map<string, number> {
+  return new Map(keys.filter((k) => k.count > 0).map((k) => [k.key, k.count]));
 }
 
 function presentKeys(keys: MetricKey[]): Set<string> {

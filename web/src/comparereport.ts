@@ -4,51 +4,16 @@
 // update. Runs whose plans differ are refused with the differences listed, unless
 // "Compare across plans" is ticked.
 
-import { query } from "./api";
+import { plainError, query } from "./api";
 import { h } from "./dom";
 import { fmtNum } from "./format";
-import type { RunSummary } from "./types";
+import type { CompareReport, RunSummary } from "./types";
 
-// The answer of GET /api/compare (runwatch.analysis.compare.compare); it moves to
-// types.ts once the route documents its schema (types.ts is checked against it).
-export interface PlanDifference {
-  field: string;
-  run: unknown;
-  baseline: unknown;
-}
+type PlanDifference = CompareReport["plan"]["differences"][number];
 
-interface Division {
-  devices: number | null;
-  sequences_per_pass: number | null;
-  accumulation: number | null;
-  sequences_per_update: number | null;
-}
-
-interface Window {
-  first_step: number;
-  last_step: number;
-  steps: number;
-  full: boolean;
-  mean_diff: number;
-  spikes: number;
-}
-
-export interface CompareAnswer {
-  run: { run_id: string; name: string; division: Division };
-  baseline: { run_id: string; name: string; division: Division };
-  options: { window: number; margin: number; spike_factor: number; across_plans: boolean };
-  plan: { same: boolean; differences: PlanDifference[]; divided_differently: boolean };
-  compared_steps: number;
-  first_step: number | null;
-  last_step: number | null;
-  nonfinite_steps: number[];
-  windows: Window[];
-  spikes: { step: number; run: number | null; baseline: number | null; spiked: string[] }[];
-  reported: (Window & { index: number; direction: string }) | null;
-}
-
+/** The error shape (docs/api.md); a 409 adds the plan differences. */
 interface ErrorBody {
-  error?: string | { message?: string; differences?: PlanDifference[] };
+  error?: string;
   differences?: PlanDifference[];
 }
 
@@ -65,7 +30,7 @@ function differencesTable(diffs: PlanDifference[], id: string): HTMLElement {
   );
 }
 
-export class CompareReport {
+export class CompareReportPanel {
   readonly el: HTMLElement;
   private subject = h("select", { id: "compare-subject", "aria-label": "Run" });
   private baseline = h("select", { id: "compare-baseline", "aria-label": "Baseline" });
@@ -112,20 +77,20 @@ export class CompareReport {
     }
     this.body.replaceChildren(h("p", { class: "muted" }, "Comparing…"));
     const resp = await fetch(`/api/compare${query({ run, baseline, across_plans: this.across.checked ? "true" : "false" })}`);
-    const answer = (await resp.json().catch(() => null)) as (CompareAnswer & ErrorBody) | null;
+    const answer = (await resp.json().catch(() => null)) as (CompareReport & ErrorBody) | null;
     if (gen !== this.generation) return;
     this.body.dataset.status = String(resp.status);
     if (!resp.ok || !answer) {
-      const message = (typeof answer?.error === "object" ? answer.error.message : answer?.error) ?? `The server answered ${resp.status}.`;
+      const message = plainError(answer?.error ?? null, resp.status).message;
       const refused = h("p", { class: "error", id: "compare-refused" }, message);
-      const diffs = answer?.differences ?? (typeof answer?.error === "object" ? answer.error.differences : undefined) ?? [];
+      const diffs = answer?.differences ?? [];
       this.body.replaceChildren(refused, ...(diffs.length ? [differencesTable(diffs, "compare-differences"), h("p", { class: "muted" }, "Tick “Compare across plans” to compare them anyway.")] : []));
       return;
     }
     this.body.replaceChildren(...this.render(answer));
   }
 
-  private render(a: CompareAnswer): HTMLElement[] {
+  private render(a: CompareReport): HTMLElement[] {
     const margin = a.options.margin;
     const verdict = a.reported
       ? `Steps ${a.reported.first_step}–${a.reported.last_step} are the first full window of ${a.options.window} whose mean difference passes ${margin}: the run's loss is ${a.reported.direction} by ${fmtNum(Math.abs(a.reported.mean_diff))} on average.`
@@ -135,7 +100,7 @@ export class CompareReport {
       h("p", { class: "muted" }, `${a.compared_steps} steps compared${a.first_step !== null ? ` (${a.first_step}–${a.last_step})` : ""}; difference = run − baseline.${a.nonfinite_steps.length ? ` ${a.nonfinite_steps.length} steps with a non-finite loss left out.` : ""}`),
     ];
     if (a.plan.divided_differently) {
-      const d = (x: CompareAnswer["run"]) => `${x.division.devices ?? "?"} devices × ${x.division.sequences_per_pass ?? "?"} per pass × ${x.division.accumulation ?? "?"} accumulation = ${x.division.sequences_per_update ?? "?"}`;
+      const d = (x: CompareReport["run"]) => `${x.division.devices ?? "?"} devices × ${x.division.sequences_per_pass ?? "?"} per pass × ${x.division.accumulation ?? "?"} accumulation = ${x.division.sequences_per_update ?? "?"}`;
       out.push(h("p", { id: "compare-division" }, `The runs divide the same sequences per update differently: run ${d(a.run)}; baseline ${d(a.baseline)}. They train the same rows.`));
     }
     if (a.plan.differences.length) {
@@ -147,7 +112,7 @@ export class CompareReport {
       h(
         "table",
         { class: "table", id: "compare-windows" },
-        h("thead", {}, h("tr", {}, h("th", {}, "Steps"), h("th", {}, "Compared"), h("th", {}, "Mean difference"), h("th", {}, "Spikes"))),
+        h("thead", {}, h("tr", {}, h("th", {}, "Steps"), h("th", {}, "Compared"), h("th", {}, "Run loss"), h("th", {}, "Baseline loss"), h("th", {}, "Mean difference"), h("th", {}, "Spikes"))),
         h(
           "tbody",
           {},
@@ -157,6 +122,8 @@ export class CompareReport {
               { class: [w.first_step === a.reported?.first_step ? "reported" : "", w.full ? "" : "partial"].join(" ").trim() },
               h("td", {}, `${w.first_step}–${w.last_step}`),
               h("td", {}, w.full ? String(w.steps) : `${w.steps} (short)`),
+              h("td", {}, fmtNum(w.run_loss)),
+              h("td", {}, fmtNum(w.baseline_loss)),
               h("td", {}, fmtNum(w.mean_diff)),
               h("td", {}, String(w.spikes)),
             ),

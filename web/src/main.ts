@@ -203,8 +203,8 @@ class App {
     if (!this.body.contains(this.list.el)) this.body.replaceChildren(this.list.el, this.placeholder);
     const current = this.body.children[1];
     if (this.state.page === "compare") {
-      this.selection.set(this.state.compare.runs);
-      const view = new CompareView(this.state.compare, (c) => this.go({ compare: c }, true), (run) => this.openRun(run));
+      // the URL may name runs by name: the view ticks them by id once it has read them
+      const view = new CompareView(this.state.compare, (c) => this.go({ compare: c }, true), (run) => this.openRun(run), (ids) => this.selection.set(ids));
       this.compare = view;
       current.replaceWith(view.el);
       view.el.append(h("p", { class: "muted" }, "Loading…"));

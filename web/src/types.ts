@@ -373,3 +373,24 @@ export interface WorkerAnswer {
   ok: boolean;
   worker: Worker;
 }
+
+// --- H3: compare ---
+
+/** GET /api/compare: a supervised run's training loss against a baseline's, the report of
+ * `runwatch runs compare RUN BASELINE -o json` (docs/api.md). Difference = run − baseline. */
+export interface CompareReport {
+  ok: boolean;
+  run: { run_id: string; name: string; method: string | null; loss_key: string | null; grad_norm_key: string | null; loss_steps: number; grad_norm_median: number | null; division: { devices: number; sequences_per_pass: number | null; accumulation: number; sequences_per_update: number | null } };
+  baseline: { run_id: string; name: string; method: string | null; loss_key: string | null; grad_norm_key: string | null; loss_steps: number; grad_norm_median: number | null; division: { devices: number; sequences_per_pass: number | null; accumulation: number; sequences_per_update: number | null } };
+  options: { window: number; margin: number; spike_factor: number; across_plans: boolean };
+  plan: { same: boolean; differences: { field: string; run: unknown; baseline: unknown }[]; divided_differently: boolean };
+  compared_steps: number;
+  first_step: number | null;
+  last_step: number | null;
+  nonfinite_steps: number[];
+  problems: string[];
+  windows: { first_step: number; last_step: number; steps: number; full: boolean; run_loss: number; baseline_loss: number; mean_diff: number; spikes: number }[];
+  spikes: { step: number; run: number | null; baseline: number | null; spiked: string[] }[];
+  /** The first full window past the margin, null when none is. */
+  reported: { index: number; direction: string; first_step: number; last_step: number; steps: number; full: boolean; run_loss: number; baseline_loss: number; mean_diff: number; spikes: number } | null;
+}
