@@ -16,13 +16,13 @@ from typing import Any
 
 from runwatch.health import detectors as d
 from runwatch.health.evaluators import Evaluator, StepValues, build_detector, clean
-from runwatch.health.findings import Finding, Record, Tracker, render
+from runwatch.health.findings import Finding, Record, finite_or_text, render
 from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.thresholds import NONE, Overrides
 from runwatch.metrics.aliases import canonical
 from runwatch.store.points import PointColumns
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 CHUNK_STEPS = 1024  # divergence rules need series interleaved by step at this grain
 METHOD_FAMILIES = {"ppo": "grpo", "rl": "grpo", "rloo": "grpo", "dapo": "grpo",
                    "reinforce": "grpo", "grpo": "grpo", "sft": "sft", "dpo": "dpo"}
@@ -66,7 +66,9 @@ class Engine:
         # Saved evaluators are rebuilt on the first batch, not here: reading a run's
         # stall status needs none of them.
         self._saved: dict[str, Any] = dict(st.get("evals", {}))
-        self.nonfinite = {k: Tracker(rec) for k, rec in st.get("nonfinite", {}).items()}
+        # The open non-finite incident: one for every metric that is NaN or infinite at
+        # the same steps, so one bad step reads as one finding that lists its metrics.
+        self.nonfinite: Record | None = st.get("nonfinite")
         self.stall = d.Stall(**self._stall_params(), state=st.get("stall"))
         self.fresh = not st
         # What the store remembers about the run's config between batches.
@@ -131,10 +133,11 @@ class Engine:
             self.stall.feed(longest.steps, longest.ts)
         cols: dict[str, StepValues] = {}
         grown = False
+        bad: dict[int, dict[str, Any]] = {}  # step -> the metrics non-finite there
         for raw, (_seqs, steps, _ts, values) in batch.items():
             if not steps:
                 continue
-            values = self._check_finite(raw, steps, values, out)
+            values = _check_finite(raw, steps, values, bad)
             name, transform = canonical(raw)
             owner = self.claims.setdefault(name, raw)
             if owner != raw:
@@ -143,6 +146,8 @@ class Engine:
             if name not in self.seen:
                 self.seen.add(name)
                 grown = True
+        if "metric.non_finite" in self.rule_ids:
+            self._nonfinite_incident(batch, bad, out)
         if grown:  # a metric appeared for the first time: rules may start on it
             self._activate()
         touched: set[str] = set()
@@ -161,32 +166,54 @@ class Engine:
                 out[id(open_rec)] = self.evals[key].finding(open_rec, "open")
         return list(out.values())
 
-    def _check_finite(self, raw: str, steps: list[int], values: list[Any],
-                      out: dict[int, Finding]) -> list[float]:
-        rule = BY_ID["metric.non_finite"]
-        verdicts = d.NonFinite().feed(values)
-        tracker = self.nonfinite.get(raw)
-        if tracker is None and True not in verdicts:
-            return values
-        values = clean(values)
-        if rule.id not in self.rule_ids:
-            return values
-        if tracker is None:
-            tracker = self.nonfinite[raw] = Tracker()
-        closed, is_open = tracker.update(steps, verdicts, values)
-        for rec in closed:
-            out[id(rec)] = self._nonfinite_finding(raw, rec, "resolved")
-        if tracker.open is None:
-            del self.nonfinite[raw]
-        elif is_open:
-            out[id(tracker.open)] = self._nonfinite_finding(raw, tracker.open, "open")
-        return values
+    def _nonfinite_incident(self, batch: Batch, bad: dict[int, dict[str, Any]],
+                            out: dict[int, Finding]) -> None:
+        """Extend, open or resolve the non-finite incident: it holds over consecutive
+        logged steps where any metric is NaN or infinite, and lists every such metric."""
+        rec = self.nonfinite
+        if not bad:
+            if rec is not None:  # the batch's steps are all finite: the incident is over
+                out[id(rec)] = self._nonfinite_finding(rec, "resolved")
+                self.nonfinite = None
+            return
+        steps = sorted({s for c in batch.values() for s in c.steps})
+        touched = False
+        for step in steps:
+            found = bad.get(step)
+            if found is None:
+                if rec is not None:
+                    out[id(rec)] = self._nonfinite_finding(rec, "resolved")
+                    rec, touched = None, False
+                continue
+            if rec is None:
+                rec = {"id": None, "first_step": step, "last_step": step, "count": 0,
+                       "values": {}}
+            rec["last_step"] = step
+            rec["count"] += 1
+            for raw, text in found.items():
+                rec["values"].setdefault(raw, text)
+            touched = True
+        if rec is not None and touched:
+            out[id(rec)] = self._nonfinite_finding(rec, "open")
+        self.nonfinite = rec
 
-    def _nonfinite_finding(self, raw: str, rec: Record, status: str) -> Finding:
+    def _nonfinite_finding(self, rec: Record, status: str) -> Finding:
         rule = BY_ID["metric.non_finite"]
-        ev = Evaluator(rule, (raw,), {}, self.overrides.severity(rule), d.NonFinite(),
-                       self.settings)
-        return ev.finding(rec, status)
+        values: dict[str, str] = rec["values"]
+        names = list(values)
+        kinds = sorted(set(values.values()), key=["NaN", "Infinity", "-Infinity"].index)
+        first, last = int(rec["first_step"]), int(rec["last_step"])
+        evidence = {"metric": names[0], "metrics": names, "values": values,
+                    "value": values[names[0]], "count": rec["count"]}
+        fields = {
+            "names": _listed(names), "verb": "was" if len(names) == 1 else "were",
+            "value": " or ".join(kinds),
+            "where": f"at step {first}" if first == last else
+            f"at {rec['count']} logged steps from {first} to {last}",
+        }
+        return Finding(rule.id, rule.title, self.overrides.severity(rule), status, names[0],
+                       first, last, evidence, render(rule.message, fields), rule.advice,
+                       rec.get("id"), rec)
 
     # --- stall -----------------------------------------------------------------
 
@@ -229,9 +256,32 @@ class Engine:
             "claims": self.claims,
             "seen": sorted(self.seen),
             "evals": {**self._saved, **{k: ev.state() for k, ev in self.evals.items()}},
-            "nonfinite": {k: t.open for k, t in self.nonfinite.items() if t.open is not None},
+            "nonfinite": self.nonfinite,
             "stall": self.stall.state(),
         }
+
+
+def _check_finite(raw: str, steps: list[int], values: list[Any],
+                  bad: dict[int, dict[str, Any]]) -> list[float]:
+    """Note the steps where `raw` is NaN or infinite in `bad`; returns the values with
+    NULLs (the store's NaN) as NaN."""
+    verdicts = d.NonFinite().feed(values)
+    if True not in verdicts:
+        return values
+    values = clean(values)
+    for step, value, hit in zip(steps, values, verdicts, strict=True):
+        if hit:
+            bad.setdefault(step, {}).setdefault(raw, finite_or_text(value))
+    return values
+
+
+def _listed(names: list[str], most: int = 4) -> str:
+    """"a", "a and b", "a, b and c", "a, b, c and 3 more"."""
+    if len(names) == 1:
+        return names[0]
+    if len(names) > most:
+        return ", ".join(names[: most - 1]) + f" and {len(names) - most + 1} more"
+    return ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _chunks(cols: dict[str, StepValues]) -> Iterable[dict[str, StepValues]]:

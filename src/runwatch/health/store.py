@@ -283,12 +283,15 @@ def health_for_run(conn: Connection, run_pk: int, now: float | None = None) -> l
 def finding_json(item: Mapping[str, Any], opened_ts: float | None = None,
                  updated_ts: float | None = None) -> dict[str, Any]:
     """A finding as the API, the CLI and the web app show it: `Finding.to_dict()`'s fields,
-    `metrics` (its metric first, then the others its rule reads: the charts it shades)
-    and when it was opened and last updated (Unix seconds; None when not stored)."""
+    `metrics` (its metric first, then the others of its incident, then the others its rule
+    reads: the charts it shades) and when it was opened and last updated (Unix seconds;
+    None when not stored)."""
     rule = BY_ID.get(item["rule_id"])
     metric = item.get("metric")
-    metrics = ([metric] if metric else []) + [
-        m for m in (rule.metrics if rule else ()) if m not in (metric, "*")]
+    listed = (item.get("evidence") or {}).get("metrics") or []
+    metrics = list(dict.fromkeys(
+        ([metric] if metric else []) + [m for m in listed if isinstance(m, str)]
+        + [m for m in (rule.metrics if rule else ()) if m != "*"]))
     return {**item, "metrics": metrics, "opened_ts": opened_ts, "updated_ts": updated_ts}
 
 

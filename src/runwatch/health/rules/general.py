@@ -54,8 +54,9 @@ RULES: tuple[Rule, ...] = (
         variants=(("*",),),
         detector="nonfinite",
         severity="critical",
-        condition="Any metric's value is NaN, +Infinity or -Infinity.",
-        message="{metric} was {value} at step {first_step}.",
+        condition="Any metric's value is NaN, +Infinity or -Infinity; one finding per "
+        "incident (consecutive logged steps with such a value) lists every metric in it.",
+        message="{names} {verb} {value} {where}.",
         advice="Training diverged or divided by zero: lower learning_rate, set max_grad_norm, "
         "check the reward and loss for log(0), and resume from the last good checkpoint.",
     ),

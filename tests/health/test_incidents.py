@@ -1,0 +1,84 @@
+"""One cause at one step is one finding that lists its metrics (issue 14: a NaN at one
+step of a TRL DPO log gave one critical finding per metric, 16 for one run)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from runwatch.health.engine import Engine as HealthEngine
+from runwatch.ingest.importers import read_source
+
+from .helpers import evaluate, to_batch
+from .test_store import append, index, listing, steps, write_run
+
+NAN = math.nan
+REAL = Path(__file__).resolve().parents[1] / "data" / "real"
+DPO_KEYS = ("loss", "grad_norm", "rewards/margins", "logps/chosen")
+
+
+def dpo_series(bad_steps: set[int], n: int = 40) -> dict[str, list[float]]:
+    return {k: [NAN if i in bad_steps else 0.5 for i in range(n)] for k in DPO_KEYS}
+
+
+def nonfinite(found: list) -> list:  # type: ignore[type-arg]
+    return [f for f in found if f.rule_id == "metric.non_finite"]
+
+
+def test_nan_in_four_metrics_at_one_step_is_one_finding() -> None:
+    (f,) = nonfinite(evaluate("dpo", {}, dpo_series({18})))
+    assert f.status == "resolved" and f.first_step == f.last_step == 18
+    assert f.evidence["metrics"] == list(DPO_KEYS)
+    assert f.message == "loss, grad_norm, rewards/margins and logps/chosen were NaN at step 18."
+
+
+def test_fed_step_by_step_it_is_still_one_finding() -> None:
+    engine, series = HealthEngine("dpo"), dpo_series({18, 19})
+    latest: dict[int, object] = {}  # finding id -> its latest state
+    for step in range(40):
+        batch = {k: ([step], [v[step]]) for k, v in series.items()}
+        for f in nonfinite(engine.feed(to_batch(batch))):
+            if f.record is not None and f.record["id"] is None:
+                f.record["id"] = len(latest) + 1  # what the store does on insert
+            latest[f.record["id"]] = f
+    (f,) = latest.values()
+    assert f.status == "resolved"
+    assert f.first_step == 18 and f.last_step == 19
+    assert f.message.startswith("loss, grad_norm, rewards/margins and logps/chosen were NaN at "
+                                "2 logged steps from 18 to 19")
+
+
+def test_separate_bad_steps_are_separate_incidents() -> None:
+    found = nonfinite(evaluate("dpo", {}, dpo_series({3, 30})))
+    assert [(f.first_step, f.status) for f in found] == [(3, "resolved"), (30, "resolved")]
+
+
+def test_real_trl_dpo_log_gives_one_finding_per_bad_stretch() -> None:
+    # grad_norm is NaN at steps 1, 2, 18 and 74 of this run.
+    imported = read_source(REAL / "dpo_soup_takehome" / "trainer_state.json")
+    series: dict[str, tuple[list[int], list[float]]] = {}
+    for rec in imported.records:
+        for key, value in rec.items():
+            if key not in ("step", "ts"):
+                series.setdefault(key, ([], []))
+                series[key][0].append(rec["step"])
+                series[key][1].append(value)
+    found = nonfinite(HealthEngine("dpo").feed(to_batch(series)))
+    assert [(f.first_step, f.last_step, f.metric) for f in found] == [
+        (1, 2, "grad_norm"), (18, 18, "grad_norm"), (74, 74, "grad_norm")]
+
+
+def test_listing_names_every_metric_of_the_incident(engine: Engine, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    run = write_run(runs, "r", "dpo", steps(0, 5, loss=0.6, grad_norm=1.0))
+    append(run, [{"step": 5, "loss": NAN, "grad_norm": math.inf}], 5)
+    index(engine, runs)
+    (f,) = [x for x in listing(engine, "r", now=0) if x["rule_id"] == "metric.non_finite"]
+    assert f["status"] == "open" and f["metrics"] == ["loss", "grad_norm"]
+    assert f["message"] == "loss and grad_norm were NaN or Infinity at step 5."
+    append(run, steps(6, 8, loss=0.5, grad_norm=1.0), 6)
+    index(engine, runs)
+    (g,) = [x for x in listing(engine, "r", now=0) if x["rule_id"] == "metric.non_finite"]
+    assert g["id"] == f["id"] and g["status"] == "resolved"
