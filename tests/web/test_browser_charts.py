@@ -157,6 +157,16 @@ def test_a_zoom_shows_whole_steps_and_reset_zoom_shows_the_run_again(
     expect(chart).not_to_have_attribute("data-zoomed", re.compile(".*"))
     expect(chart).to_have_attribute("data-counts", "loss=40;val/loss=4")
     expect(card(page, "loss").locator(".chart-reset")).to_be_hidden()
+    # zoomed in again, another x axis starts from the whole run
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -600)
+    expect(chart).to_have_attribute("data-zoomed", re.compile(r"\d+-\d+"))
+    card(page, "loss").locator(".chart-settings-toggle").click()
+    card(page, "loss").locator(".chart-x").select_option("tokens")
+    # tokens after step 0 to tokens after step 39
+    expect(chart).to_have_attribute("data-x-labels", re.compile(r"^512\|.*\|20\.5k$"))
+    expect(chart).not_to_have_attribute("data-zoomed", re.compile(".*"))
+    expect(card(page, "loss").locator(".chart-reset")).to_be_hidden()
 
 
 def test_watch_first_and_optimizer_metrics_have_charts_that_findings_mark(

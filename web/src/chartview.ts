@@ -283,6 +283,7 @@ export class ChartView {
   private labelsSeen = new Set<string>();
   private labelsPending = false;
   private stopTheme: () => void;
+  private unzoom = false; // the next full render shows the whole x range
   zoomed: { lo: number; hi: number } | null = null;
 
   constructor(
@@ -395,6 +396,7 @@ export class ChartView {
     this.el.dataset.x = mode;
     this.zoomed = null;
     delete this.el.dataset.zoomed;
+    this.unzoom = true;
     this.render(true);
   }
 
@@ -616,6 +618,9 @@ export class ChartView {
     const showLegend = this.legend || this.lines.length > 1;
     const option: Record<string, unknown> = { series };
     if (full) {
+      // a new x axis starts unzoomed (setOption moves the window without a datazoom event)
+      const zoomWindow = this.unzoom ? { start: 0, end: 100 } : {};
+      this.unzoom = false;
       const axisStyle = {
         axisLine: { lineStyle: { color: theme.axis } },
         axisTick: { lineStyle: { color: theme.axis } },
@@ -652,9 +657,9 @@ export class ChartView {
         xAxis,
         yAxis: { ...axisStyle, type: this.logY ? "log" : "value", scale: true, axisLabel: { color: theme.axis, formatter: axisNumber } },
         dataZoom: [
-          { type: "inside", xAxisIndex: 0, filterMode: "none" },
+          { type: "inside", xAxisIndex: 0, filterMode: "none", ...zoomWindow },
           {
-            type: "slider", xAxisIndex: 0, filterMode: "none", height: 14, bottom: 4, showDetail: false,
+            type: "slider", xAxisIndex: 0, filterMode: "none", height: 14, bottom: 4, showDetail: false, ...zoomWindow,
             borderColor: theme.grid, fillerColor: "rgba(128,128,128,0.15)",
             handleStyle: { color: theme.bg, borderColor: theme.axis },
             moveHandleStyle: { color: theme.grid },
