@@ -408,3 +408,27 @@ def test_wall_time_and_relative_time_axes(page: Page, server: Runner, runs_dir: 
     rows = list(csv.reader(io.StringIO(Path(dl.value.path()).read_text())))
     assert rows[0] == ["step", "time", "train"]
     assert [float(r[1]) for r in rows[1:]] == [t0 + 30 * i for i in range(20)]
+
+
+def test_a_live_run_extends_the_tokens_axis_and_the_picker(page: Page, server: Runner,
+                                                           runs_dir: Path) -> None:
+    run = init(name="live-tokens", dir=runs_dir, method="sft", base_model="tiny", dataset="d",
+               flush_interval=0.05)
+    for i in range(10):
+        run.log({"loss": 1.0 / (i + 1), "trained_tokens": 100.0}, step=i)
+    wait_indexed(server.url, "live-tokens", 9)
+    open_run(page, server.url, "live-tokens")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    loss = card(page, "loss")
+    loss.locator(".chart-settings-toggle").click()
+    loss.locator(".chart-x").select_option("tokens")
+    assert hover_tooltip(page, "loss", 1.0).splitlines()[0] == "1,000 tokens · step 9"
+    run.log({"loss": 0.05, "trained_tokens": 300.0, "custom/late": 1.0}, step=10)
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-points", "11")
+    assert hover_tooltip(page, "loss", 1.0).splitlines()[0] == "1,300 tokens · step 10"
+    # a key first logged while the page is open can be picked
+    page.click("#chart-picker-open")
+    page.fill("#chart-picker-search", "late")
+    page.locator('#chart-picker [data-key="custom/late"]').click()
+    expect(page.locator('[data-chart="key:custom/late"]')).to_have_attribute("data-points", "1")
+    run.finish("SUCCEEDED")
