@@ -174,6 +174,35 @@ def test_the_view_is_kept_in_the_url(page: Page, server: Runner, runs_dir: Path)
     expect(page.locator(".compare-chip")).to_have_count(3)
 
 
+def test_more_series_than_one_request_holds_come_in_whole_charts(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """12 runs × 36 keys is past the server's 400 series a request: the charts come in two
+    requests, each holding whole charts (every run of a chart on the same edges)."""
+    keys = [f"k/{i:02d}" for i in range(35)]
+    for r in range(12):
+        run = init(name=f"wide-{r:02d}", dir=runs_dir, method="sft")
+        for step in range(3):
+            run.log({"loss": 1.0 / (step + 1), **{k: float(step) for k in keys}}, step=step)
+        run.finish("SUCCEEDED")
+    for r in range(12):
+        wait_indexed(server.url, f"wide-{r:02d}", 2)
+    requests: list[Request] = []
+    page.on("request", lambda r: requests.append(r) if "/api/series?" in r.url else None)
+    page.goto(f"{server.url}/compare?" + "&".join(f"run=wide-{r:02d}" for r in range(12))
+              + "".join(f"&key={k}" for k in keys))
+    expect(page.locator("#compare-charts")).to_have_attribute("data-drawn", "true",
+                                                              timeout=30_000)
+    assert len(requests) == 2
+    asked = [parse_qs(urlparse(r.url).query) for r in requests]
+    assert all(len(a["run"]) * len(a["key"]) <= 400 for a in asked)
+    assert sorted(k for a in asked for k in a["key"]) == sorted(["loss", *keys])
+    for k in (keys[0], keys[-1]):
+        expect(page.locator(f'[data-chart="key:{k}"]')).to_have_attribute(
+            "data-counts", ";".join([f"{k}=3"] * 12))
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute(
+        "data-counts", ";".join(["loss=3"] * 12))
+
+
 def plan_run(runs_dir: Path, name: str, seed: int, extra: float = 0.0, spike_at: int = -1) -> None:
     """A finished SFT run of 30 steps: a falling loss (raised by `extra` from step 20 on)
     and a gradient norm of 1 (100 at `spike_at`)."""

@@ -49,8 +49,9 @@ export function writeCompareState(s: CompareState, p: URLSearchParams): void {
 }
 
 const POLL_MS = 2000;
-// points per series of a chart's CSV: the server's most
+// points per series of a chart's CSV, and series (runs × keys) per request: the server's most
 const EXPORT_POINTS = 20_000;
+const MAX_SERIES = 400;
 // polls of a run after it ended: its last points may be indexed after its end
 const POLLS_AFTER_END = 2;
 const SMOOTHING_KEY = "runwatch.smoothing";
@@ -74,6 +75,18 @@ interface Chart {
 }
 
 const lineKey = (run: string, key: string) => `${run}\n${key}`;
+
+function seriesPath(runs: string[], keys: string[], range: { lo: number; hi: number } | null, points: number): string {
+  const q = new URLSearchParams();
+  for (const r of runs) q.append("run", r);
+  for (const k of keys) q.append("key", k);
+  q.set("points", String(points));
+  if (range) {
+    q.set("lo", String(range.lo));
+    q.set("hi", String(range.hi));
+  }
+  return `/series?${q.toString()}`;
+}
 
 export class CompareView {
   readonly el = h("main", { class: "detail compare", id: "compare" });
@@ -320,21 +333,28 @@ export class CompareView {
     downloadCsv(filename, header, rows);
   }
 
-  /** The series of `views`' keys for every run, in one request: shared bucket edges. */
+  /**
+   * The series of `views`' keys for every run: in one request while runs × keys fit the
+   * server's limit, so that every run's series share the bucket edges; past it, one request
+   * per group of whole charts (each chart's runs still share them).
+   */
   private async fetchSeries(views: ChartView[], range: { lo: number; hi: number } | null, points = this.budget()): Promise<SeriesData[]> {
-    const keys = [...new Set(views.flatMap((v) => v.keys))];
     const runs = [...new Set(views.flatMap((v) => v.lines.map((l) => l.run ?? "")))].filter(Boolean);
-    if (!keys.length || !runs.length) return [];
-    const q = new URLSearchParams();
-    for (const r of runs) q.append("run", r);
-    for (const k of keys) q.append("key", k);
-    q.set("points", String(points));
-    if (range) {
-      q.set("lo", String(range.lo));
-      q.set("hi", String(range.hi));
+    if (!runs.length) return [];
+    const groups: string[][] = [];
+    let keys = new Set<string>();
+    for (const v of views) {
+      const more = new Set([...keys, ...v.keys]);
+      if (keys.size && more.size * runs.length > MAX_SERIES) {
+        groups.push([...keys]);
+        keys = new Set(v.keys);
+      } else {
+        keys = more;
+      }
     }
-    const resp = await getJSON<SeriesResponse>(`/series?${q.toString()}`);
-    return resp.series;
+    if (keys.size) groups.push([...keys]);
+    const answers = await Promise.all(groups.map((g) => getJSON<SeriesResponse>(seriesPath(runs, g, range, points))));
+    return answers.flatMap((a) => a.series);
   }
 
   /** Points per series: about one per pixel of plot width. */
@@ -410,9 +430,8 @@ export class CompareView {
 
   private async appendTail(r: Compared, behind: MetricKey[]): Promise<void> {
     const lo = Math.min(...behind.map((k) => (r.shownTo.get(k.key) ?? -1) + 1));
-    const q = new URLSearchParams({ run: r.detail.run_id, points: String(MAX_POINTS), lo: String(lo) });
-    for (const k of behind) q.append("key", k.key);
-    const resp = await getJSON<SeriesResponse>(`/series?${q.toString()}`);
+    const hi = Math.max(...behind.map((k) => k.last_step ?? lo));
+    const resp = await getJSON<SeriesResponse>(seriesPath([r.detail.run_id], behind.map((k) => k.key), { lo, hi }, MAX_POINTS));
     if (this.disposed) return;
     if (resp.series.some((s) => !s.full)) {
       // more new points than one request holds whole: load every chart again
