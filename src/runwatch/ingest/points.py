@@ -1,7 +1,8 @@
 """The metric fast path: metrics records into points, checked as columns.
 
 `store_metrics` stores a batch of metrics records and collects the new points by key
-(`IngestResult.points`) for the indexer's hooks.
+(`IngestResult.points`) for the indexer's hooks; the keys' step summaries
+(runwatch.store.summaries) are brought up to date in the same transaction.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
 from runwatch.store.keys import metric_keys
 from runwatch.store.points import SEQ_LIMIT, PointColumns, key_base, update_key_stats
+from runwatch.store.summaries import update_summaries
 from runwatch.store.values import INT64_MAX, INT64_MIN, finite, is_int64, preview, to_float
 
 _NUMERIC = frozenset({float, int, bool})
@@ -218,6 +220,7 @@ class _PointSink:
         self.res.rows = stored
         if attempted:
             self._key_stats(exact=stored == attempted)
+            update_summaries(conn, self.keys, self.res.points, exact=stored == attempted)
         if self.max_step >= 0:
             _advance_run(conn, self.run_pk, self.max_step, self.max_ts)
 

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, Query
 from sqlalchemy import Connection
 
-from runwatch.analysis.downsample import downsample, shared_edges, window
+from runwatch.analysis.downsample import (
+    Downsampled,
+    Edges,
+    aligned_edges,
+    downsample,
+    reduce_units,
+    shared_edges,
+    width_shift,
+    window,
+)
 from runwatch.metrics import describe
 from runwatch.server.detail import stream_cursor
 from runwatch.server.errors import bad_request
@@ -18,6 +28,13 @@ from runwatch.server.schemas import HistoryPage, MetricKeys, SeriesResponse, doc
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store.keys import KeyInfo, run_keys
 from runwatch.store.series import Series
+from runwatch.store.summaries import (
+    SUMMARY_MIN_POINTS,
+    State,
+    ensure_summaries,
+    read_units,
+    summary_states,
+)
 
 router = APIRouter(tags=["metrics"])
 
@@ -55,9 +72,23 @@ def _key(info: KeyInfo) -> dict[str, Any]:
             "unit": (meaning.metric.unit or None) if meaning.metric else None}
 
 
+@dataclass
+class _Pick:
+    """One (run, key) of a series request and where its points come from."""
+
+    run: str
+    key: str
+    run_pk: int = 0
+    info: KeyInfo | None = None
+    series: Series | None = None  # the points, from the cache
+    span: tuple[int, int] = (0, 0)  # index range of `series` in the window
+    state: State | None = None  # read from the step summaries instead
+    steps: tuple[int, int] | None = None  # first and last step in the window
+
+
 def _series_payload(
     conn: Connection, st: ServerState, runs: list[str], keys: list[str], points: int,
-    lo: float | None, hi: float | None,
+    lo: float | None, hi: float | None, x_time: bool = False,
 ) -> dict[str, Any]:
     if not runs:
         raise bad_request("name at least one run: ?run=<id or name>")
@@ -68,38 +99,81 @@ def _series_payload(
         raise bad_request(f"at most {MAX_SERIES} series (runs × keys) per request")
     if lo is not None and hi is not None and lo > hi:
         raise bad_request("lo is above hi: give the step range low to high")
-    picked: list[tuple[str, str, Series | None, tuple[int, int]]] = []
+    whole = lo is None and hi is None
+    picked: list[_Pick] = []
     for row in rows:
         by_key = {k.key: k for k in run_keys(conn, row.pk)}
+        long = [by_key[k].id for k in keys if k in by_key and by_key[k].points > points]
+        states = summary_states(conn, long) if whole and st.cache.summaries else {}
         for key in keys:
-            info = by_key.get(key)
-            if info is None:
-                picked.append((row.run_id, key, None, (0, 0)))
+            pick = _Pick(row.run_id, key, row.pk, by_key.get(key))
+            picked.append(pick)
+            if pick.info is None:
                 continue
-            series = st.cache.get(conn, row.pk, info)
-            picked.append((row.run_id, key, series, window(series.step, lo, hi)))
-    ranges = [
-        (int(s.step[a]), int(s.step[b - 1]))
-        for _, _, s, (a, b) in picked
-        if s is not None and b > a
-    ]
-    edges = shared_edges(ranges, points)
-    if lo is not None and hi is not None:
-        edges = type(edges)(float(lo), float(hi), points)
+            if whole and st.cache.summaries and pick.info.points > points:
+                pick.state = states.get(pick.info.id) or _ensure(st, pick.info)
+                if pick.state is not None and pick.info.last_step is not None:
+                    pick.steps = (pick.state.first_step, pick.info.last_step)
+                    continue
+                pick.state = None
+            _read_points(conn, st, pick, lo, hi)
+    ranges = [p.steps for p in picked if p.steps is not None]
+    if whole:
+        edges = aligned_edges(ranges, points)
+    elif lo is not None and hi is not None:
+        edges = Edges(float(lo), float(hi), points)
+    else:
+        edges = shared_edges(ranges, points)
+    shift = width_shift(edges) if whole else None
     out = []
-    for run_id, key, found, (a, b) in picked:
-        if found is None or b <= a:
-            out.append({"run": run_id, "key": key, "full": True, "count": 0,
-                        "step": [], "value": []})
+    for p in picked:
+        d: Downsampled | None = None
+        if p.state is not None and p.info is not None:
+            if shift is not None and shift >= p.state.base:
+                units = read_units(conn, p.info.id, shift)
+                if units.count > points:
+                    d = reduce_units(units, edges)
+            if d is None:  # fits the budget after all, or buckets finer than the base
+                _read_points(conn, st, p, lo, hi)
+        if d is None and p.series is not None and p.steps is not None:
+            a, b = p.span
+            s = p.series
+            d = downsample(s.step[a:b], s.value[a:b], edges, points, s.ts[a:b])
+        if d is None:
+            item: dict[str, Any] = {"run": p.run, "key": p.key, "full": True, "count": 0,
+                                    "step": [], "value": []}
+            if x_time:
+                item["time"] = []
+            out.append(item)
             continue
-        d = downsample(found.step[a:b], found.value[a:b], edges, points)
-        item: dict[str, Any] = {"run": run_id, "key": key, "full": d.full, "count": d.count,
-                                "step": d.step, "value": d.last}
+        item = {"run": p.run, "key": p.key, "full": d.full, "count": d.count,
+                "step": d.step, "value": d.last}
         if not d.full:
             item["min"] = d.min
             item["max"] = d.max
+        if x_time:
+            item["time"] = d.ts
         out.append(item)
     return {"ok": True, "edges": edges.as_dict(), "series": out}
+
+
+def _read_points(conn: Connection, st: ServerState, pick: _Pick, lo: float | None,
+                 hi: float | None) -> None:
+    """The pick's points from the series cache, and its steps in the window."""
+    assert pick.info is not None
+    series = st.cache.get(conn, pick.run_pk, pick.info)
+    a, b = window(series.step, lo, hi)
+    pick.series, pick.span = series, (a, b)
+    pick.steps = (int(series.step[a]), int(series.step[b - 1])) if b > a else None
+
+
+def _ensure(st: ServerState, info: KeyInfo) -> State | None:
+    """Summarise a key of an index made before step summaries (once, in its own
+    transaction); None when the key is too short to summarise."""
+    if info.points < SUMMARY_MIN_POINTS:
+        return None
+    with st.engine.begin() as wconn:
+        return ensure_summaries(wconn, info.id)
 
 
 @router.get("/api/series", **documented(SeriesResponse, "the series"))
@@ -109,15 +183,21 @@ def series(
     points: int = Query(DEFAULT_POINTS, ge=10, le=MAX_POINTS, description="bucket budget"),
     lo: float | None = Query(None, description="first step of the window"),
     hi: float | None = Query(None, description="last step of the window"),
+    x: str = Query("step", pattern="^(step|time)$",
+                   description="time: each series also carries `time`, the unix time of "
+                               "each point (a bucket: of its last point)"),
     conn: Connection = Depends(connection),
     st: ServerState = Depends(state),
 ) -> JSONResponse:
-    """Series of several runs and keys, downsampled to `points` buckets with shared edges.
+    """Series of several runs and keys, downsampled to at most `points` buckets with
+    shared edges.
 
     Each bucket carries the min, max and last value; a series with no more points in
-    the window than the budget comes back whole (`full: true`).
+    the window than the budget comes back whole (`full: true`). Over the whole series
+    (no `lo`, no `hi`) the bucket width is a power of two steps, aligned to it, so the
+    index's step summaries answer without reading every point.
     """
-    return JSONResponse(_series_payload(conn, st, run, key, points, lo, hi))
+    return JSONResponse(_series_payload(conn, st, run, key, points, lo, hi, x == "time"))
 
 
 @router.get("/api/runs/{run}/series", **documented(SeriesResponse, "the series"))
@@ -127,11 +207,12 @@ def run_series(
     points: int = Query(DEFAULT_POINTS, ge=10, le=MAX_POINTS),
     lo: float | None = None,
     hi: float | None = None,
+    x: str = Query("step", pattern="^(step|time)$"),
     conn: Connection = Depends(connection),
     st: ServerState = Depends(state),
 ) -> JSONResponse:
     """The series of one run (the same as /api/series?run=…)."""
-    return JSONResponse(_series_payload(conn, st, [run], key, points, lo, hi))
+    return JSONResponse(_series_payload(conn, st, [run], key, points, lo, hi, x == "time"))
 
 
 def _step_cursor(value: str | None, name: str) -> int | None:

@@ -249,6 +249,8 @@ class SeriesData(BaseModel):
     value: list[float | None]
     min: list[float | None] = Field(default_factory=list)
     max: list[float | None] = Field(default_factory=list)
+    # with x=time: the unix time each point was logged (a bucket: its last point's)
+    time: list[float] = Field(default_factory=list)
 
 
 class Edges(BaseModel):

@@ -38,9 +38,13 @@ def default_disk_dir(engine: Engine) -> Path | None:
 class SeriesCache:
     """Least-recently-used cache of series, bounded by the total number of points held."""
 
-    def __init__(self, max_points: int = DEFAULT_MAX_POINTS, disk_dir: Path | None = None) -> None:
+    def __init__(self, max_points: int = DEFAULT_MAX_POINTS, disk_dir: Path | None = None,
+                 summaries: bool = True) -> None:
         self.max_points = max_points
         self.disk_dir = disk_dir
+        # whole series are read from the index's step summaries (routes_metrics); False
+        # reads every point as before them (the benchmark's side-by-side figure)
+        self.summaries = summaries
         self._items: OrderedDict[tuple[int, int], Series] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
@@ -80,7 +84,8 @@ class SeriesCache:
             with np.load(path, allow_pickle=False) as f:
                 loaded, max_seq, first_seq, first_step = (int(x) for x in f["meta"])
                 name = str(f["key"])
-                series = Series(f["step"], f["value"], loaded, max_seq, (first_seq, first_step))
+                series = Series(f["step"], f["value"], f["ts"], loaded, max_seq,
+                                (first_seq, first_step))
         except (OSError, ValueError, KeyError):
             return None
         # a rebuilt index can reuse ids: trust the file only for the same key and data
@@ -112,7 +117,8 @@ class SeriesCache:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
             with open(tmp, "wb") as f:
-                np.savez(f, step=series.step, value=series.value, key=np.array(name),
+                np.savez(f, step=series.step, value=series.value, ts=series.ts,
+                         key=np.array(name),
                          meta=np.array([series.loaded, series.max_seq, *series.first]))
             os.replace(tmp, path)
             self._saved[ident] = series.loaded

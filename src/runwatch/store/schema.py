@@ -252,3 +252,40 @@ workers = Table(
     Column("draining", Boolean, nullable=False, default=False),
     Column("stopped_at", Float),
 )
+
+# --- H5: step summaries (runwatch.store.summaries) ---
+# A metric key's points reduced to buckets of 2**level steps (bucket = step >> level):
+# count, min, max and the last point (step, seq, wall time, value) of each bucket. Only
+# closed buckets are stored (a later point lies beyond them), written as points arrive,
+# so a whole series is read from a few thousand rows instead of every point. A NULL
+# min/max/last is NaN (every point of the bucket NaN, or the last one).
+metric_summaries = Table(
+    "metric_summaries",
+    metadata,
+    Column("key_id", Integer, ForeignKey("metric_keys.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("level", Integer, primary_key=True),
+    Column("bucket", BigInteger, primary_key=True),
+    Column("n", BigInteger, nullable=False),
+    Column("last_step", BigInteger, nullable=False),
+    Column("last_seq", BigInteger, nullable=False),
+    Column("last_ts", Float, nullable=False),
+    Column("min", Float),
+    Column("max", Float),
+    Column("last", Float),
+    sqlite_with_rowid=False,
+)
+
+# Where each summarised key stands: buckets of `base` (the finest level) and above are
+# stored for every step below `frontier`; `last_seq` is the seq of the last point below
+# it, and `first_step` the series' first step. A key without a row is not summarised.
+metric_summary_state = Table(
+    "metric_summary_state",
+    metadata,
+    Column("key_id", Integer, ForeignKey("metric_keys.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("base", Integer, nullable=False),
+    Column("frontier", BigInteger, nullable=False),
+    Column("last_seq", BigInteger, nullable=False),
+    Column("first_step", BigInteger, nullable=False),
+)

@@ -25,15 +25,18 @@ FloatArray = npt.NDArray[np.float64]
 
 # NULL (NaN) values cross the driver as this sentinel so rows load straight into numpy.
 _NULL = -1.7976931348623157e308
-_ROW = np.dtype([("seq", np.int64), ("step", np.int64), ("value", np.float64)])
+ROW = np.dtype([("seq", np.int64), ("step", np.int64), ("ts", np.float64),
+                ("value", np.float64)])
 
 
 @dataclass
 class Series:
-    """One key's points in step order, with superseded points removed."""
+    """One key's points in step order, with superseded points removed; `ts` is the wall
+    time each was logged (unix seconds)."""
 
     step: IntArray
     value: FloatArray
+    ts: FloatArray
     loaded: int  # rows read from the index, superseded ones included
     max_seq: int
     first: tuple[int, int] = (-1, -1)  # (seq, step) of the first row: identifies the data
@@ -45,24 +48,27 @@ class Series:
 
 def read_series(conn: Connection, key_id: int) -> Series:
     """Every point of a key as a series."""
-    return _from_rows(_read_rows(conn, key_id, -1))
+    return _from_rows(read_rows(conn, key_id, -1))
 
 
 def extend_series(conn: Connection, key_id: int, old: Series) -> Series:
     """`old` (a series of `key_id`) with the points stored after it."""
-    return _extend(old, _read_rows(conn, key_id, old.max_seq))
+    return _extend(old, read_rows(conn, key_id, old.max_seq))
 
 
-def _read_rows(conn: Connection, key_id: int, after_seq: int) -> npt.NDArray[np.void]:
-    """(seq, step, value) rows of one key after `after_seq`, from the driver's cursor."""
+def read_rows(conn: Connection, key_id: int, after_seq: int) -> npt.NDArray[np.void]:
+    """(seq, step, ts, value) rows (`ROW`) of one key after `after_seq`, in seq order,
+    from the driver's cursor; a NaN value is NaN."""
 
     def load(cur: Iterable[Any]) -> npt.NDArray[np.void]:
-        return np.fromiter(cur, dtype=_ROW)
+        return np.fromiter(cur, dtype=ROW)
 
-    return scan_points(conn, key_id, load, after_seq, with_ts=False, null=_NULL)
+    rows = scan_points(conn, key_id, load, after_seq, null=_NULL)
+    rows["value"][rows["value"] == _NULL] = np.nan
+    return rows
 
 
-def _keep_mask(step: IntArray) -> npt.NDArray[np.bool_]:
+def keep_mask(step: IntArray) -> npt.NDArray[np.bool_]:
     """Points (in seq order) not superseded by a later point of the same or an earlier step."""
     if step.size == 0:
         return np.ones(0, dtype=bool)
@@ -74,14 +80,13 @@ def _keep_mask(step: IntArray) -> npt.NDArray[np.bool_]:
 
 
 def _from_rows(rows: npt.NDArray[np.void]) -> Series:
-    seq = rows["seq"].astype(np.int64)
-    step = rows["step"].astype(np.int64)
-    value = rows["value"].astype(np.float64)
-    value[value == _NULL] = np.nan
-    keep = _keep_mask(step)
+    seq = rows["seq"]
+    step = rows["step"]
+    keep = keep_mask(step)
     max_seq = int(seq[-1]) if seq.size else -1
     first = (int(seq[0]), int(step[0])) if seq.size else (-1, -1)
-    return Series(step[keep], value[keep], int(rows.size), max_seq, first)
+    return Series(step[keep], rows["value"][keep], rows["ts"][keep], int(rows.size), max_seq,
+                  first)
 
 
 def _extend(old: Series, rows: npt.NDArray[np.void]) -> Series:
@@ -94,6 +99,7 @@ def _extend(old: Series, rows: npt.NDArray[np.void]) -> Series:
     return Series(
         np.concatenate([old.step[:cut], new.step]),
         np.concatenate([old.value[:cut], new.value]),
+        np.concatenate([old.ts[:cut], new.ts]),
         old.loaded + new.loaded,
         new.max_seq,
         old.first if old.loaded else new.first,

@@ -1,0 +1,344 @@
+"""Step summaries of metric series, so a whole series is read from a few thousand rows.
+
+A summarised key has, for each level from its `base` up, the buckets of 2**level steps
+(bucket = step >> level) that are closed, i.e. that a later point lies beyond: each
+with its point count, min, max and last point (step, seq, wall time, value). Tables:
+`metric_summaries` and `metric_summary_state` (runwatch.store.schema).
+
+Writing (`update_summaries`, in the ingest transaction that stores the points): a key
+is summarised once it has SUMMARY_MIN_POINTS points, with a base level whose buckets
+hold about POINTS_PER_BUCKET points then. Each bucket is written once, when it closes:
+the base level from the points, each level above from the two buckets below it. A
+point that does not simply follow the summarised ones (a step logged again below the
+frontier, as a restored run does; a seq at or below the summarised ones; a batch
+whose points were partly stored already) makes the key be summarised again from its
+points (`rebuild`). A key of an index made before summaries existed is summarised on
+the first read of its whole series (`ensure_summaries`) or when its next points arrive.
+
+Reading (`read_units`): the rows of one level plus the points after its last row, as
+`Units` that `runwatch.analysis.downsample.reduce_units` turns into the same buckets
+the points themselves give with aligned edges.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Connection, delete, insert, select, update
+
+from runwatch.analysis.downsample import Units
+from runwatch.store import schema as s
+from runwatch.store.points import SEQ_BITS, PointColumns, id_range
+from runwatch.store.series import ROW, keep_mask, read_rows
+
+# a key is summarised from this many points on (fewer are read whole in no time)
+SUMMARY_MIN_POINTS = 64
+# the base level's buckets hold about this many points when the key is first summarised
+POINTS_PER_BUCKET = 16
+MIN_BASE = 4
+MAX_LEVEL = 62
+
+_NULL = -1.7976931348623157e308  # NULL (NaN) crosses the driver as this, as in store.series
+_FIELDS: list[tuple[str, Any]] = [
+    ("bucket", np.int64), ("n", np.int64), ("last_step", np.int64), ("last_seq", np.int64),
+    ("last_ts", np.float64), ("min", np.float64), ("max", np.float64), ("last", np.float64)]
+_NAMES = [name for name, _ in _FIELDS]
+_LEVEL = np.dtype(_FIELDS)
+_SELECT = ("bucket, n, last_step, last_seq, last_ts, "
+           f"COALESCE(min, {_NULL!r}), COALESCE(max, {_NULL!r}), COALESCE(last, {_NULL!r})")
+_STORED = np.dtype([("level", np.int64), *_FIELDS])
+_ROW_OUT = np.dtype([("key_id", np.int64), ("level", np.int64), *_FIELDS])
+_COLUMNS = ("key_id", "level", "bucket", "n", "last_step", "last_seq", "last_ts", "min",
+            "max", "last")
+
+Rows = npt.NDArray[np.void]
+
+
+@dataclass(frozen=True)
+class State:
+    """Where a summarised key stands (a row of metric_summary_state)."""
+
+    base: int
+    frontier: int  # every step below is in the stored buckets
+    last_seq: int  # seq of the last point below the frontier (-1: none)
+    first_step: int
+
+
+def summary_states(conn: Connection, key_ids: Iterable[int]) -> dict[int, State]:
+    """The state of each summarised key among `key_ids`."""
+    ids = list(key_ids)
+    if not ids:
+        return {}
+    c = s.metric_summary_state.c
+    rows = conn.execute(select(c.key_id, c.base, c.frontier, c.last_seq, c.first_step)
+                        .where(c.key_id.in_(ids)))
+    return {r.key_id: State(r.base, r.frontier, r.last_seq, r.first_step) for r in rows}
+
+
+# --- reading ---
+
+def read_units(conn: Connection, key_id: int, level: int) -> Units:
+    """A key's series as the stored buckets of `level` followed by the points after them
+    (superseded points removed)."""
+    rows = _query(conn, f"SELECT {_SELECT} FROM metric_summaries WHERE key_id = {{m}} "
+                  "AND level = {m} ORDER BY bucket", [key_id, level], _LEVEL)
+    tail = read_rows(conn, key_id, int(rows["last_seq"][-1]) if rows.size else -1)
+    tail = tail[keep_mask(tail["step"])]
+    value = tail["value"]
+    return Units(
+        step=np.concatenate([rows["last_step"], tail["step"]]),
+        n=np.concatenate([rows["n"], np.ones(tail.size, dtype=np.int64)]),
+        min=np.concatenate([rows["min"], value]),
+        max=np.concatenate([rows["max"], value]),
+        last=np.concatenate([rows["last"], value]),
+        ts=np.concatenate([rows["last_ts"], tail["ts"]]),
+    )
+
+
+def ensure_summaries(conn: Connection, key_id: int) -> State | None:
+    """Summarise a key that has no summaries yet (an index made before them), in the
+    caller's transaction; its state, or None when it is too short to summarise.
+
+    The first statement locks the key's row (and in SQLite takes the write lock), so an
+    ingest of the same key waits, and a second caller finds the first one's work.
+    """
+    k = s.metric_keys.c
+    conn.execute(update(s.metric_keys).where(k.id == key_id).values(points=k.points))
+    state = summary_states(conn, [key_id]).get(key_id)
+    return state if state is not None else rebuild(conn, key_id)
+
+
+# --- writing ---
+
+def update_summaries(conn: Connection, key_ids: Mapping[str, int],
+                     points: Mapping[str, PointColumns], exact: bool) -> None:
+    """Bring the summaries of the keys in `points` (just stored, in seq order) up to date.
+
+    `exact` says that every point was new to the index; otherwise the keys touched are
+    summarised again from their points.
+    """
+    ids = {name: key_ids[name] for name in points if name in key_ids}
+    if not ids:
+        return
+    k = s.metric_keys.c
+    counts = dict(conn.execute(select(k.id, k.points).where(k.id.in_(ids.values()))).all())
+    states = summary_states(conn, ids.values())
+    plans: list[tuple[int, State, Rows]] = []
+    batches = _Batches()
+    for name, kid in ids.items():
+        state = states.get(kid)
+        if state is None:
+            if (counts.get(kid) or 0) >= SUMMARY_MIN_POINTS:
+                rebuild(conn, kid)
+            continue
+        batch = batches.rows(points[name])
+        seqs, steps = batch["seq"], batch["step"]
+        if (not exact or seqs[0] <= state.last_seq or bool(np.any(np.diff(seqs) <= 0))
+                or int(steps.min()) < state.frontier):
+            rebuild(conn, kid)
+        elif (int(steps[-1]) >> state.base) << state.base > state.frontier:
+            plans.append((kid, state, batch))
+    if plans:
+        _advance(conn, plans)
+
+
+def rebuild(conn: Connection, key_id: int) -> State | None:
+    """Summarise a key again from all its points; its new state (None: too few points)."""
+    conn.execute(delete(s.metric_summaries).where(s.metric_summaries.c.key_id == key_id))
+    conn.execute(delete(s.metric_summary_state)
+                 .where(s.metric_summary_state.c.key_id == key_id))
+    rows = read_rows(conn, key_id, -1)
+    rows = rows[keep_mask(rows["step"])]
+    if rows.size < SUMMARY_MIN_POINTS:
+        return None
+    steps = rows["step"]
+    spacing = max(float(steps[-1] - steps[0]) / (steps.size - 1), 1.0)
+    base = min(max(math.ceil(math.log2(spacing * POINTS_PER_BUCKET)), MIN_BASE), MAX_LEVEL)
+    frontier = (int(steps[-1]) >> base) << base
+    below = rows[steps < frontier]
+    state = State(base, frontier, int(below["seq"][-1]) if below.size else -1, int(steps[0]))
+    levels = [(base, _base_buckets(below, base))]
+    for level in range(base + 1, MAX_LEVEL + 1):
+        up = _parents(levels[-1][1])
+        up = up[up["bucket"] < frontier >> level]
+        if not up.size:
+            break
+        levels.append((level, up))
+    _insert(conn, _params(conn, key_id, levels))
+    conn.execute(insert(s.metric_summary_state).values(
+        key_id=key_id, base=state.base, frontier=state.frontier, last_seq=state.last_seq,
+        first_step=state.first_step))
+    return state
+
+
+def _advance(conn: Connection, plans: list[tuple[int, State, Rows]]) -> None:
+    """Write the buckets the new points closed, for keys whose points simply follow."""
+    params: list[tuple[Any, ...]] = []
+    states: list[tuple[int, int, int]] = []
+    for kid, state, batch in plans:
+        old, new = state.frontier, _frontier(batch, state.base)
+        # points after the frontier stored by earlier batches, then this batch's
+        low, high = id_range(kid, state.last_seq, int(batch["seq"][0]) - 1)
+        stored = _query(conn, f"SELECT id - {kid << SEQ_BITS}, step, ts, {_value('value')} "
+                        "FROM metric_points WHERE id BETWEEN {m} AND {m} ORDER BY id",
+                        [low, high], ROW)
+        rows = np.concatenate([stored, batch]) if stored.size else batch
+        rows = rows[keep_mask(rows["step"])]
+        below = rows[rows["step"] < new]
+        levels = [(state.base, _base_buckets(below, state.base))]
+        siblings = _siblings(conn, kid, state.base, old, new)
+        for level in range(state.base + 1, MAX_LEVEL + 1):
+            if new >> level <= old >> level:
+                break
+            children = levels[-1][1]
+            left = siblings[siblings["level"] == level - 1]
+            if left.size:
+                children = np.concatenate([left[_NAMES].astype(_LEVEL), children])
+            up = _parents(children)
+            up = up[(up["bucket"] >= old >> level) & (up["bucket"] < new >> level)]
+            levels.append((level, up))
+        params += _params(conn, kid, levels)
+        states.append((new, int(below["seq"][-1]) if below.size else state.last_seq, kid))
+    _insert(conn, params)
+    m = _marker(conn)
+    conn.exec_driver_sql("UPDATE metric_summary_state SET frontier = "
+                         f"{m}, last_seq = {m} WHERE key_id = {m}", states)
+
+
+def _siblings(conn: Connection, key_id: int, base: int, old: int, new: int) -> Rows:
+    """The stored left siblings of the first parent each level above `base` closes as the
+    frontier moves from `old` to `new` (one per level at most, closed before)."""
+    wanted: list[tuple[int, int]] = []
+    for level in range(base + 1, MAX_LEVEL + 1):
+        if new >> level <= old >> level:
+            break
+        if (old >> (level - 1)) & 1:
+            wanted.append((level - 1, (old >> (level - 1)) - 1))
+    if not wanted:
+        return np.empty(0, dtype=_STORED)
+    levels = ", ".join(str(lv) for lv, _ in wanted)
+    buckets = ", ".join(str(b) for _, b in wanted)
+    found = _query(conn, f"SELECT level, {_SELECT} FROM metric_summaries WHERE key_id = {{m}} "
+                   f"AND level IN ({levels}) AND bucket IN ({buckets})", [key_id], _STORED)
+    keep = [(int(lv), int(b)) in set(wanted) for lv, b in zip(found["level"], found["bucket"],
+                                                              strict=True)]
+    return found[np.array(keep, dtype=bool)] if found.size else found
+
+
+def _marker(conn: Connection) -> str:
+    return "?" if conn.dialect.paramstyle == "qmark" else "%s"
+
+
+def _value(column: str) -> str:
+    return f"COALESCE({column}, {_NULL!r})"
+
+
+def _query(conn: Connection, sql: str, params: list[int], dtype: np.dtype[Any]) -> Rows:
+    """Rows of `sql` ({m} is the driver's marker) straight from the driver's cursor into
+    an array of `dtype`; a NULL (NaN) value, selected through `_value`, is NaN."""
+    cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cur.execute(sql.replace("{m}", _marker(conn)), params)
+        rows = np.fromiter(cast(Iterable[Any], cur), dtype=dtype)
+    finally:
+        cur.close()
+    for name in ("min", "max", "last", "value"):
+        if name in (dtype.names or ()):
+            rows[name][rows[name] == _NULL] = np.nan
+    return rows
+
+
+def _frontier(batch: Rows, base: int) -> int:
+    return (int(batch["step"][-1]) >> base) << base
+
+
+class _Batches:
+    """New points as ROW rows. The keys of a record share its seq, step and time, so their
+    columns are usually equal lists: those are converted once."""
+
+    def __init__(self) -> None:
+        self._last: tuple[list[int], list[int], list[float], Rows] | None = None
+
+    def rows(self, cols: PointColumns) -> Rows:
+        last = self._last
+        if last is not None and last[0] == cols.seqs and last[1] == cols.steps and (
+                last[2] == cols.ts):
+            rows = last[3].copy()
+        else:
+            rows = np.empty(len(cols.seqs), dtype=ROW)
+            rows["seq"] = cols.seqs
+            rows["step"] = cols.steps
+            rows["ts"] = cols.ts
+            self._last = (cols.seqs, cols.steps, cols.ts, rows.copy())
+        rows["value"] = cols.values
+        return rows
+
+
+def _base_buckets(points: Rows, base: int) -> Rows:
+    """Points (in step order) reduced to buckets of 2**base steps."""
+    bucket = points["step"] >> base
+    return _reduce(bucket, points["step"], np.ones(points.size, dtype=np.int64),
+                   points["seq"], points["ts"], points["value"], points["value"],
+                   points["value"])
+
+
+def _parents(children: Rows) -> Rows:
+    """Buckets of one level (in bucket order) merged into the level above."""
+    c = children
+    return _reduce(c["bucket"] >> 1, c["last_step"], c["n"], c["last_seq"], c["last_ts"],
+                   c["min"], c["max"], c["last"])
+
+
+def _reduce(bucket: npt.NDArray[np.int64], last_step: npt.NDArray[np.int64],
+            n: npt.NDArray[np.int64], last_seq: npt.NDArray[np.int64],
+            last_ts: npt.NDArray[np.float64], mins: npt.NDArray[np.float64],
+            maxs: npt.NDArray[np.float64], last: npt.NDArray[np.float64]) -> Rows:
+    out = np.empty(0 if bucket.size == 0 else int(np.count_nonzero(np.diff(bucket))) + 1,
+                   dtype=_LEVEL)
+    if bucket.size == 0:
+        return out
+    starts = np.flatnonzero(np.concatenate(([True], bucket[1:] != bucket[:-1])))
+    ends = np.append(starts[1:], bucket.size) - 1
+    out["bucket"] = bucket[starts]
+    out["n"] = np.add.reduceat(n, starts)
+    out["last_step"] = last_step[ends]
+    out["last_seq"] = last_seq[ends]
+    out["last_ts"] = last_ts[ends]
+    with np.errstate(invalid="ignore"):
+        out["min"] = np.fmin.reduceat(mins, starts)
+        out["max"] = np.fmax.reduceat(maxs, starts)
+    out["last"] = last[ends]
+    return out
+
+
+def _params(conn: Connection, key_id: int, levels: list[tuple[int, Rows]]
+            ) -> list[tuple[Any, ...]]:
+    """INSERT parameters of a key's buckets (SQLite stores a bound NaN as NULL; PostgreSQL
+    is told)."""
+    total = sum(rows.size for _, rows in levels)
+    out = np.empty(total, dtype=_ROW_OUT)
+    at = 0
+    for level, rows in levels:
+        part = out[at:at + rows.size]
+        part["key_id"] = key_id
+        part["level"] = level
+        for name in _NAMES:
+            part[name] = rows[name]
+        at += rows.size
+    params = cast(list[tuple[Any, ...]], out.tolist())
+    if conn.dialect.name != "sqlite":
+        params = [(*r[:7], None if r[7] != r[7] else r[7], None if r[8] != r[8] else r[8],
+                   None if r[9] != r[9] else r[9]) for r in params]
+    return params
+
+
+def _insert(conn: Connection, params: list[tuple[Any, ...]]) -> None:
+    if params:
+        m = _marker(conn)
+        conn.exec_driver_sql(f"INSERT INTO metric_summaries ({', '.join(_COLUMNS)}) "
+                             f"VALUES ({', '.join([m] * len(_COLUMNS))})", params)

@@ -1,0 +1,262 @@
+"""Step summaries (runwatch.store.summaries): a whole series read from the index's
+summaries is what the points themselves give (min, max, last and time per bucket, `full`
+when the series fits the budget), as the run grows, with NaN values, a re-logged step
+and a new attempt; and it is read from the summaries, not from the points.
+
+Each check asks the same /api/series of two apps on one index: one reading summaries
+(the default) and one with `SeriesCache(summaries=False)`, which reads every point.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from apiclient import Api
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Engine, delete, func, select
+
+from runwatch.analysis.downsample import aligned_edges, downsample, width_shift
+from runwatch.ingest import Indexer
+from runwatch.jobs import control
+from runwatch.server.app import create_app
+from runwatch.server.series_cache import SeriesCache
+from runwatch.store import schema as s
+from runwatch.store.db import open_engine
+from runwatch.store.keys import metric_keys
+from runwatch.store.points import in_key
+from runwatch.store.summaries import SUMMARY_MIN_POINTS, summary_states
+from tests.support import write_run
+from tests.support.jobs import record_attempt, submit_command
+
+BUDGETS = (10, 37, 300, 1000)
+
+
+class Pair:
+    """The app reading summaries and the app reading points, on one index."""
+
+    def __init__(self, engine: Engine, runs: Path) -> None:
+        self.engine, self.runs = engine, runs
+        self.fast = Api(create_app(engine, runs_dir=runs))
+        self.slow = Api(create_app(engine, runs_dir=runs, cache=SeriesCache(summaries=False)))
+
+    def index(self) -> None:
+        Indexer(self.engine, self.runs).index_once()
+
+    def both(self, run: str, keys: list[str], points: int) -> tuple[Any, Any]:
+        params: dict[str, Any] = {"run": run, "key": keys, "points": points, "x": "time"}
+        # fresh apps each time for the points side: nothing cached from an earlier answer
+        slow = Api(create_app(self.engine, runs_dir=self.runs,
+                              cache=SeriesCache(summaries=False)))
+        return self.fast.ok("/api/series", params=params), slow.ok("/api/series", params=params)
+
+    def assert_same(self, run: str, keys: list[str]) -> None:
+        for points in BUDGETS:
+            fast, slow = self.both(run, keys, points)
+            assert fast == slow, f"points={points}"
+
+
+@pytest.fixture
+def pair(engine: Engine, runs_dir: Path) -> Pair:
+    return Pair(engine, runs_dir)
+
+
+def append(run_dir: Path, records: list[dict[str, Any]]) -> None:
+    with open(run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+
+
+def records(steps: list[int], first_seq: int = 0,
+            value: Any = lambda i, step: math.sin(step / 9.0)) -> list[dict[str, Any]]:
+    return [{"seq": first_seq + i, "ts": 1.7e9 + first_seq + i + 0.25, "step": step,
+             "loss": value(first_seq + i, step), "lr": step * 1e-3}
+            for i, step in enumerate(steps)]
+
+
+def state_of(engine: Engine, run: str, key: str) -> Any:
+    with engine.connect() as conn:
+        pk = conn.execute(select(s.runs.c.pk).where(s.runs.c.name == run)).scalar_one()
+        kid = metric_keys(conn, pk)[key]
+        return kid, summary_states(conn, [kid]).get(kid)
+
+
+def test_aligned_edges_are_powers_of_two_within_the_budget() -> None:
+    for lo, hi, budget in [(0, 2999, 30), (7, 7, 10), (5, 100_004, 1000), (1000, 1049, 100),
+                           (3, 2**40 + 17, 999)]:
+        e = aligned_edges([(lo, hi)], budget)
+        shift = width_shift(e)
+        assert shift is not None and e.width == 2**shift
+        assert e.lo <= lo and e.hi > hi and e.buckets <= budget
+        assert e.buckets > budget // 2 or shift == 0  # more than half the budget used
+
+
+def test_a_long_series_is_read_from_summaries_not_points(pair: Pair) -> None:
+    """After the points the summaries cover are deleted, the answer is still the one the
+    points gave: so it came from the summaries (and a few points after them)."""
+    run = write_run(pair.runs, "long", records(list(range(5000))))
+    pair.index()
+    want = {p: pair.both("long", ["loss", "lr"], p)[1] for p in BUDGETS}
+    kid, state = state_of(pair.engine, "long", "loss")
+    assert state is not None and state.frontier > 4000
+    shift = width_shift(aligned_edges([(0, 4999)], 300))
+    assert shift is not None and shift >= state.base
+    with pair.engine.begin() as conn:
+        p = s.metric_points.c
+        for key_id in metric_keys(conn, 1).values():
+            conn.execute(delete(s.metric_points).where(
+                in_key(p.id, key_id), p.step < (state.frontier >> shift) << shift))
+    fast, gone = pair.both("long", ["loss", "lr"], 300)
+    assert fast == want[300]
+    assert gone != want[300], "the points app sees the deletion: the check can fail"
+    assert run.is_dir()
+
+
+def test_live_growth_nan_and_time(pair: Pair) -> None:
+    """A run that grows batch by batch, with NaN values (a whole bucket of them, and
+    the last point of a bucket), matches the points after every batch; `time` is each
+    bucket's last point's time."""
+    def value(i: int, step: int) -> float:
+        if 1000 <= step < 1100 or step % 97 == 0:
+            return math.nan
+        return math.cos(step / 13.0)
+
+    write_run(pair.runs, "live", [])
+    seq = 0
+    for size in (5, 70, 1, 300, 16, 2000, 3, 900):
+        append(pair.runs / "live", records(list(range(seq, seq + size)), seq, value))
+        seq += size
+        pair.index()
+        pair.assert_same("live", ["loss", "lr"])
+    fast, _ = pair.both("live", ["loss"], 100)
+    (item,) = fast["series"]
+    assert not item["full"] and item["count"] == seq
+    assert all(t == 1.7e9 + step + 0.25 for t, step in zip(item["time"], item["step"],
+                                                           strict=True))
+    assert None in item["min"], "the all-NaN bucket has no min"
+    assert state_of(pair.engine, "live", "loss")[1] is not None
+
+
+def test_a_relogged_step_supersedes_the_summarised_points(pair: Pair) -> None:
+    """A run restored from a checkpoint logs step 300 again: what it logged from 300 on
+    before is gone from the series, summaries included."""
+    write_run(pair.runs, "restored", records(list(range(1000))))
+    pair.index()
+    before = state_of(pair.engine, "restored", "loss")[1]
+    assert before is not None and before.frontier > 300
+    append(pair.runs / "restored",
+           records(list(range(300, 1200)), 1000, lambda i, step: 5.0 + step))
+    pair.index()
+    pair.assert_same("restored", ["loss", "lr"])
+    fast, _ = pair.both("restored", ["loss"], 10)
+    (item,) = fast["series"]
+    assert item["count"] == 1200 and item["value"][-1] == 5.0 + 1199
+    assert max(v for v in item["max"][-5:]) > 1000, "the new points, not the old ones"
+
+
+def test_an_index_made_before_summaries_gets_them_on_first_read(pair: Pair) -> None:
+    write_run(pair.runs, "old", records(list(range(0, 9000, 3))))
+    pair.index()
+    with pair.engine.begin() as conn:  # as an index of revision 0004 has it
+        conn.execute(delete(s.metric_summaries))
+        conn.execute(delete(s.metric_summary_state))
+    assert state_of(pair.engine, "old", "loss")[1] is None
+    pair.assert_same("old", ["loss", "lr"])
+    state = state_of(pair.engine, "old", "loss")[1]
+    assert state is not None and state.base == 6, "about 16 points a bucket at 3 steps apart"
+
+
+def test_a_new_attempt_purges_the_old_summaries(engine: Engine, runs_dir: Path) -> None:
+    job = submit_command(engine, runs_dir, "job")
+    record_attempt(job.dir, 1, "FAILED", steps=400)
+    Indexer(engine, runs_dir).index_once()
+    old_kid, old = state_of(engine, "job", "loss")
+    assert old is not None
+    control.retry(engine, job.run_pk)
+    record_attempt(job.dir, 2, "SUCCEEDED", steps=150)
+    Indexer(engine, runs_dir).index_once()
+    with engine.connect() as conn:
+        left = conn.execute(select(func.count()).select_from(s.metric_summaries)
+                            .where(s.metric_summaries.c.key_id == old_kid)).scalar()
+    assert left == 0
+    pair = Pair(engine, runs_dir)
+    pair.assert_same("job", ["loss"])
+    fast, _ = pair.both("job", ["loss"], 10)
+    assert fast["series"][0]["count"] == 150
+    assert fast["series"][0]["value"][-1] == 1.0 / (149 + 2), "attempt 2's values"
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[list[tuple[int, float]]]:
+    """Batches of (step, value): mostly rising steps with gaps, sometimes a step logged
+    again (a restore), NaN values now and then."""
+    batches = []
+    step = draw(st.integers(0, 50))
+    for _ in range(draw(st.integers(1, 5))):
+        batch = []
+        for _ in range(draw(st.integers(1, 200))):
+            if draw(st.integers(0, 60)) == 0:
+                step = max(0, step - draw(st.integers(1, 400)))
+            value = math.nan if draw(st.integers(0, 30)) == 0 else draw(
+                st.floats(-1e6, 1e6, allow_nan=False))
+            batch.append((step, value))
+            step += draw(st.sampled_from([1, 1, 1, 2, 7, 40]))
+        batches.append(batch)
+    return batches
+
+
+def retained(batches: list[list[tuple[int, float]]]) -> list[int]:
+    """The steps a series keeps: a step logged again drops those at or after it."""
+    kept: list[int] = []
+    for step, _ in (p for batch in batches for p in batch):
+        while kept and kept[-1] >= step:
+            kept.pop()
+        kept.append(step)
+    return kept
+
+
+@pytest.fixture
+def tmp_index(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(histories())
+def test_any_history_reads_the_same_from_summaries(tmp_index: Path,
+                                                   batches: list[list[tuple[int, float]]]
+                                                   ) -> None:
+    root = Path(tempfile.mkdtemp(dir=tmp_index))
+    runs = root / "runs"
+    runs.mkdir()
+    engine = open_engine(root / "index.db")
+    try:
+        pair = Pair(engine, runs)
+        write_run(runs, "h", [])
+        seq = 0
+        for batch in batches:
+            append(runs / "h", [{"seq": seq + i, "ts": 1e9 + seq + i, "step": step, "v": v}
+                                for i, (step, v) in enumerate(batch)])
+            seq += len(batch)
+            pair.index()
+            for points in (10, 50):
+                fast, slow = pair.both("h", ["v"], points)
+                assert fast == slow
+        if len(retained(batches)) >= SUMMARY_MIN_POINTS:
+            assert state_of(engine, "h", "v")[1] is not None
+    finally:
+        engine.dispose()
+
+
+def test_downsample_carries_the_time_of_each_buckets_last_point() -> None:
+    import numpy as np
+
+    steps = np.arange(100, dtype=np.int64)
+    ts = 1e9 + steps * 2.0
+    d = downsample(steps, np.zeros(100), aligned_edges([(0, 99)], 10), 10, ts)
+    assert list(d.ts) == [1e9 + 2.0 * s for s in d.step]
