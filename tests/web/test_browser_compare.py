@@ -253,6 +253,8 @@ def test_the_report_of_a_run_against_a_baseline(page: Page, server: Runner,
     page.reload()
     expect(verdict).to_contain_text("No full window")
     expect(page.locator("#compare-subject option:checked")).to_have_text("reseeded")
+    page.emulate_media(color_scheme="dark")
+    shot(page, "compare-dark")
 
 
 def test_the_run_table_sorts_shows_tags_and_exports_csv(page: Page, server: Runner,
