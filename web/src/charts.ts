@@ -199,7 +199,10 @@ export class ChartsPanel {
     }
     this.updatePicker();
     if (!created.length) {
-      if (!this.charts.size) this.grid.replaceChildren(h("p", { class: "muted empty" }, "No metrics logged yet."));
+      if (!this.charts.size) {
+        const note = this.knownKeys.size ? "No charts: add one with + Add chart, or go back to the default charts there." : "No metrics logged yet.";
+        this.grid.replaceChildren(h("p", { class: "muted empty" }, note));
+      }
       return;
     }
     this.grid.querySelector(".empty")?.remove();
@@ -275,9 +278,9 @@ export class ChartsPanel {
       settings,
       box,
     );
-    const c: Chart = { def, view: null as unknown as ChartView, card, reset, smoothing: slider, smoothingShown, request: 0 };
     // a tokens axis is set (with build's loadTokens) before the series arrive
-    c.view = new ChartView(box, def.lines, log.checked, smoothing, (range) => void this.zoom(c, range), { legend: def.legend, x });
+    const view = new ChartView(box, def.lines, log.checked, smoothing, (range) => void this.zoom(c, range), { legend: def.legend, x });
+    const c: Chart = { def, view, card, reset, smoothing: slider, smoothingShown, request: 0 };
     gear.addEventListener("click", () => (settings.hidden = !settings.hidden));
     reset.addEventListener("click", () => c.view.resetZoom());
     remove.addEventListener("click", () => this.remove(c));
@@ -383,7 +386,7 @@ export class ChartsPanel {
     if (!this.stored.removed.includes(c.def.id)) this.stored.removed.push(c.def.id);
     this.save();
     this.drop(c);
-    this.updatePicker();
+    void this.build(); // the last chart gone says so
   }
 
   private drop(c: Chart): void {
