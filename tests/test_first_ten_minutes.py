@@ -258,6 +258,16 @@ def test_every_command_the_demo_prints_runs_as_printed(clone: Path, after_demo: 
     assert {c: why for c, why in failed.items() if why} == {}
 
 
+def test_once_venv_is_active_the_printed_commands_start_with_plain_runwatch(
+        clone: Path) -> None:
+    code = "from runwatch.cli import demo; print(demo.shown(['runs', 'list']))"
+    for activated, expected in ((True, "runwatch runs list"),
+                                (False, ".venv/bin/runwatch runs list")):
+        proc = subprocess.run([".venv/bin/python", "-c", code], cwd=clone, check=True,
+                              env=_env(clone, activated), capture_output=True, text=True)
+        assert proc.stdout.strip() == expected
+
+
 # -- README's command lists -----------------------------------------------------------
 
 
@@ -354,3 +364,18 @@ def test_the_setup_prints_no_warning_from_the_projects_own_files(tmp_path: Path)
     ours = [line for line in output.splitlines()
             if re.search(r"\w+Warning\b|pyproject\.toml|deprecat", line)]
     assert ours == [], "\n".join(ours)
+
+
+def test_the_web_build_prints_no_warning(tmp_path: Path) -> None:
+    """`make`'s build of the web app (vite, as `npm run build` runs it, into a folder of
+    the test's own) warns of nothing, e.g. no chunk over vite's size limit."""
+    vite = REPO / "web" / "node_modules" / ".bin" / "vite"
+    if not vite.exists():
+        pytest.skip("the web app's dependencies are not installed (make web installs them)")
+    proc = subprocess.run([str(vite), "build", "--outDir", str(tmp_path / "static"),
+                           "--emptyOutDir"], cwd=REPO / "web", capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    output = proc.stdout + proc.stderr
+    warned = [line for line in output.splitlines() if "(!)" in line or "warn" in line.lower()]
+    assert warned == [], "\n".join(warned)

@@ -47,7 +47,7 @@ def assert_in_range(lines: list[dict[str, Any]]) -> None:
         for key, value in line.items():
             if key in ("step", "ts", "seq"):
                 continue
-            if key.startswith("timing/"):
+            if key.startswith(("timing/", "memory/")):  # seconds and bytes
                 assert value >= 0, key
                 continue
             assert key in RANGES, f"metric {key} has no documented range"
