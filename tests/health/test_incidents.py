@@ -9,6 +9,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from runwatch.health.engine import Engine as HealthEngine
+from runwatch.health.findings import Finding
 from runwatch.ingest.importers import read_source
 
 from .helpers import evaluate, to_batch
@@ -23,7 +24,7 @@ def dpo_series(bad_steps: set[int], n: int = 40) -> dict[str, list[float]]:
     return {k: [NAN if i in bad_steps else 0.5 for i in range(n)] for k in DPO_KEYS}
 
 
-def nonfinite(found: list) -> list:  # type: ignore[type-arg]
+def nonfinite(found: list[Finding]) -> list[Finding]:
     return [f for f in found if f.rule_id == "metric.non_finite"]
 
 
@@ -36,11 +37,12 @@ def test_nan_in_four_metrics_at_one_step_is_one_finding() -> None:
 
 def test_fed_step_by_step_it_is_still_one_finding() -> None:
     engine, series = HealthEngine("dpo"), dpo_series({18, 19})
-    latest: dict[int, object] = {}  # finding id -> its latest state
+    latest: dict[int, Finding] = {}  # finding id -> its latest state
     for step in range(40):
         batch = {k: ([step], [v[step]]) for k, v in series.items()}
         for f in nonfinite(engine.feed(to_batch(batch))):
-            if f.record is not None and f.record["id"] is None:
+            assert f.record is not None
+            if f.record["id"] is None:
                 f.record["id"] = len(latest) + 1  # what the store does on insert
             latest[f.record["id"]] = f
     (f,) = latest.values()

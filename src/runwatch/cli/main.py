@@ -12,6 +12,7 @@ from runwatch.cli.compare_cmd import compare_cmd
 from runwatch.cli.context import open_context
 from runwatch.cli.demo import demo_cmd
 from runwatch.cli.health import health_command, thresholds_command
+from runwatch.cli.health_eval import health_eval_command
 from runwatch.cli.import_cmd import import_command
 from runwatch.cli.inspect_cmds import engine_config_cmd, hparams_cmd, rollouts_cmd, wait_cmd
 from runwatch.cli.jobs_cmds import cancel_cmd, resources_cmd, retry_cmd
@@ -38,6 +39,7 @@ runs.app.command("cancel")(cancel_cmd)
 runs.app.command("retry")(retry_cmd)
 app.command("import")(import_command)
 app.command("thresholds")(thresholds_command)
+app.command("health-eval")(health_eval_command)
 app.command("ui")(ui)
 app.command("server")(server)
 app.command("worker")(worker_cmd)

@@ -1,0 +1,58 @@
+"""The health rules' score on the labelled corpus of real logs (tests/data/real): every run
+replayed one logged step at a time through the live path (runs folder, indexer, health
+hook), then precision, recall and the delay from onset to detection per class, for the
+train split and, separately, the held-out third.
+
+Run with `python bench/bench_health_eval.py` (part of `make bench`); the same as
+`runwatch health-eval`. Targets (issue 14, held-out runs): recall ≥ 90% of labelled
+pathologies, no warning on a healthy run, median delay ≤ 10 logged points.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from runwatch.health.scoring import load_corpus, replay_all, score
+
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "real"
+
+
+def _pct(value: float | None) -> str:
+    return "  —" if value is None else f"{value:4.0%}"
+
+
+def main() -> int:
+    start = time.perf_counter()
+    results = replay_all(load_corpus(CORPUS))
+    took = time.perf_counter() - start
+    points = sum(len(r.steps) for r in results)
+    print(f"replayed {len(results)} runs, {points} logged steps, in {took:.1f} s "
+          f"({1000 * took / max(points, 1):.1f} ms per step through index + health)")
+    met = True
+    for split in ("train", "holdout"):
+        sc = score(results, split)
+        print(f"\n{split} ({sc['runs']} runs)")
+        print(f"  {'class':<24}{'runs':>5}{'found':>6}{'recall':>8}{'false+':>7}"
+              f"{'precision':>10}{'delay pts':>10}{'delay steps':>12}")
+        for cls, c in sc["classes"].items():
+            delay_p = "—" if c["median_delay_points"] is None else f"{c['median_delay_points']:g}"
+            delay_s = "—" if c["median_delay_steps"] is None else f"{c['median_delay_steps']:g}"
+            print(f"  {cls:<24}{c['runs']:>5}{c['detected']:>6}{_pct(c['recall']):>8}"
+                  f"{len(c['false_positives']):>7}{_pct(c['precision']):>10}{delay_p:>10}"
+                  f"{delay_s:>12}")
+        p, h = sc["pathologies"], sc["healthy"]
+        print(f"  pathologies found {p['detected']}/{p['runs']} ({_pct(p['recall']).strip()}), "
+              f"median delay {p['median_delay_points']} points; healthy runs with a warning: "
+              f"{len(h['with_warnings'])}/{h['runs']} {h['with_warnings'] or ''}")
+        if split == "holdout":
+            met = ((p["recall"] or 0) >= 0.9 and not h["with_warnings"]
+                   and (p["median_delay_points"] or 0) <= 10)
+    print(f"\nheld-out targets (recall ≥ 90%, no warning on healthy, delay ≤ 10 points): "
+          f"{'met' if met else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

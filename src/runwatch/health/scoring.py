@@ -1,0 +1,228 @@
+"""The health rules scored on a labelled corpus of real logs (tests/data/real): each run is
+replayed one logged step at a time through the live path, and precision, recall and the
+delay from onset to detection are counted per pathology class.
+
+The live path is the one a user watching a run sees: the run's lines are appended to
+its metrics.jsonl, the folder indexer stores them and calls the health hook
+(`runwatch.health.store.on_metrics`), and the findings table is read after every step.
+A finding is *detected* at the step whose line made it appear.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sqlalchemy import select
+
+from runwatch.health.rules.base import SEVERITY_RANK
+from runwatch.health.store import on_metrics
+from runwatch.ingest.importers import read_source, write_run_dir
+from runwatch.ingest.importers.common import Imported, synthesize_ts
+from runwatch.ingest.indexer import Indexer
+from runwatch.rundir import format as fmt
+from runwatch.rundir.jsonl import dumps_line
+from runwatch.store import open_engine
+from runwatch.store import queries as q
+from runwatch.store import schema as s
+
+# The pathology class each rule's finding stands for, as the corpus labels name them.
+# Rules not listed raise findings that count toward no class (they are still false
+# alarms on a healthy run when they are warnings or worse).
+RULE_CLASSES: dict[str, str] = {
+    "metric.non_finite": "nan",
+    "grpo.zero_variance": "reward_zero_variance",
+    "grpo.truncation": "length_truncation",
+    "grpo.length_at_budget": "length_truncation",
+    "sft.overfitting": "overfitting",
+}
+# The method a corpus run is imported as: PPO reads as RL, pretraining as SFT (its loss
+# should fall), as `runwatch import --method` takes them.
+IMPORT_METHOD = {"sft": "sft", "dpo": "dpo", "grpo": "grpo", "ppo": "grpo", "other": "sft"}
+SPLITS = ("train", "holdout", "all")
+ALARM = SEVERITY_RANK["warning"]  # a finding this severe on a healthy run is a false alarm
+# Findings about the process, not the training: a stall reads the wall time between log
+# lines, which the labels (what the metrics show) do not judge. Listed apart.
+PROCESS_RULES = frozenset({"run.stalled"})
+
+
+@dataclass
+class Label:
+    """What a careful reader sees in a run: a class and the step it shows from."""
+
+    cls: str
+    onset: int
+
+
+@dataclass
+class CorpusRun:
+    name: str
+    path: Path
+    method: str
+    split: str
+    label: str  # "healthy" or the main class
+    labels: list[Label]  # the main class and any secondary ones
+
+
+@dataclass
+class Detection:
+    rule_id: str
+    cls: str | None
+    severity: str
+    step: int  # the step whose line made the finding appear
+    point: int  # that line's index among the run's logged steps
+    first_step: int
+
+
+@dataclass
+class Replayed:
+    run: CorpusRun
+    steps: list[int]  # the step of every logged line, in order
+    detections: list[Detection] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def load_corpus(corpus: Path) -> list[CorpusRun]:
+    """The labelled runs of a corpus folder (its labels.yaml), by name."""
+    data = yaml.safe_load((corpus / "labels.yaml").read_text(encoding="utf-8"))
+    out = []
+    for name, entry in sorted(data["runs"].items()):
+        labels = [] if entry["label"] == "healthy" else [Label(entry["label"],
+                                                               int(entry["onset_step"]))]
+        labels += [Label(x["label"], int(x["onset_step"])) for x in entry.get("secondary", [])]
+        out.append(CorpusRun(name, corpus / name / entry["file"], entry["method"],
+                             entry["split"], entry["label"], labels))
+    return out
+
+
+def replay(run: CorpusRun, folder: Path) -> Replayed:
+    """Feed `run`'s log to a fresh runs folder in `folder` one line at a time, indexing
+    after each line as the server does, and note when each finding first appears."""
+    imported = read_source(run.path)
+    records = sorted(imported.records, key=lambda r: r["step"])
+    synthesize_ts(records, end=time.time())
+    runs = folder / "runs"
+    runs.mkdir(parents=True)
+    method = IMPORT_METHOD.get(run.method, run.method)
+    first = Imported(imported.trainer, imported.method, records[:1], imported.config,
+                     imported.source)
+    run_dir = write_run_dir(first, runs, run.name, method=method)
+    engine = open_engine(folder / "index.db")
+    indexer = Indexer(engine, runs, hooks=[on_metrics])
+    out = Replayed(run, [r["step"] for r in records])
+    seen: set[int] = set()
+    start = time.perf_counter()
+    try:
+        for point, rec in enumerate(records):
+            if point:
+                with open(run_dir / fmt.METRICS, "ab") as fh:
+                    fh.write(dumps_line({"step": rec["step"], "ts": rec["ts"], "seq": point,
+                                         **{k: v for k, v in rec.items()
+                                            if k not in ("step", "ts")}}))
+            indexer.index_once()
+            with engine.connect() as conn:
+                pk = q.resolve_run(conn, run.name).pk
+                f = s.findings.c
+                rows = conn.execute(select(f.id, f.rule_id, f.severity, f.first_step)
+                                    .where(f.run_pk == pk)).all()
+            for row in rows:
+                if row.id in seen:
+                    continue
+                seen.add(row.id)
+                out.detections.append(Detection(row.rule_id, RULE_CLASSES.get(row.rule_id),
+                                                row.severity, rec["step"], point,
+                                                int(row.first_step)))
+    finally:
+        engine.dispose()
+    out.seconds = time.perf_counter() - start
+    return out
+
+
+def replay_all(runs: Iterable[CorpusRun]) -> list[Replayed]:
+    out = []
+    for run in runs:
+        with tempfile.TemporaryDirectory(prefix="runwatch-health-eval-") as tmp:
+            out.append(replay(run, Path(tmp)))
+    return out
+
+
+def _delay(result: Replayed, label: Label, det: Detection) -> tuple[int, int]:
+    """Logged points and steps from the labelled onset to the detection (negative: the
+    finding came before the step the label names)."""
+    onset_point = next((i for i, st in enumerate(result.steps) if st >= label.onset),
+                       len(result.steps) - 1)
+    return det.point - onset_point, det.step - label.onset
+
+
+def score(results: list[Replayed], split: str = "all") -> dict[str, Any]:
+    """Precision, recall and detection delay per class over the runs of `split`.
+
+    A run labelled with a class (main or secondary) is detected when a finding of that
+    class appears at any point of the replay; a finding of a class on a run not
+    labelled with it is a false positive of that class. A healthy run with a finding of
+    warning or worse is a false alarm, whatever its class."""
+    chosen = [r for r in results if split == "all" or r.run.split == split]
+    classes = sorted({lab.cls for r in chosen for lab in r.run.labels}
+                     | {d.cls for r in chosen for d in r.detections if d.cls})
+    per_class: dict[str, dict[str, Any]] = {}
+    for cls in classes:
+        positives = [r for r in chosen if any(lab.cls == cls for lab in r.run.labels)]
+        hits, delays_points, delays_steps, missed = [], [], [], []
+        for r in positives:
+            label = next(lab for lab in r.run.labels if lab.cls == cls)
+            det = next((d for d in r.detections if d.cls == cls), None)
+            if det is None:
+                missed.append(r.run.name)
+                continue
+            hits.append(r.run.name)
+            points, steps = _delay(r, label, det)
+            delays_points.append(points)
+            delays_steps.append(steps)
+        false_pos = [r.run.name for r in chosen if r not in positives
+                     and any(d.cls == cls for d in r.detections)]
+        flagged = len(hits) + len(false_pos)
+        per_class[cls] = {
+            "runs": len(positives), "detected": len(hits), "missed": missed,
+            "false_positives": false_pos,
+            "recall": len(hits) / len(positives) if positives else None,
+            "precision": len(hits) / flagged if flagged else None,
+            "median_delay_points": statistics.median(delays_points) if delays_points else None,
+            "median_delay_steps": statistics.median(delays_steps) if delays_steps else None,
+            "delays_points": dict(zip(hits, delays_points, strict=True)),
+        }
+    healthy = [r for r in chosen if not r.run.labels]
+    alarms = {r.run.name: sorted({d.rule_id for d in r.detections
+                                  if SEVERITY_RANK.get(d.severity, 0) >= ALARM
+                                  and d.rule_id not in PROCESS_RULES}) for r in healthy}
+    process = {r.run.name: sorted({d.rule_id for d in r.detections
+                                   if d.rule_id in PROCESS_RULES}) for r in healthy}
+    labelled = [r for r in chosen if r.run.labels]
+    found = [r for r in labelled if any(d.cls in {lab.cls for lab in r.run.labels}
+                                        for d in r.detections)]
+    delays = [v for c in per_class.values() for v in c["delays_points"].values()]
+    return {
+        "split": split, "runs": len(chosen), "classes": per_class,
+        "pathologies": {"runs": len(labelled), "detected": len(found),
+                        "recall": len(found) / len(labelled) if labelled else None,
+                        "median_delay_points": statistics.median(delays) if delays else None},
+        "healthy": {"runs": len(healthy),
+                    "with_warnings": {k: v for k, v in alarms.items() if v},
+                    "process_findings": {k: v for k, v in process.items() if v}},
+    }
+
+
+def run_rows(results: list[Replayed]) -> list[dict[str, Any]]:
+    """Per run: its label and what was found, for `-o json` and for reading a miss."""
+    return [{
+        "name": r.run.name, "split": r.run.split, "label": r.run.label,
+        "points": len(r.steps), "seconds": round(r.seconds, 3),
+        "findings": [{"rule_id": d.rule_id, "class": d.cls, "severity": d.severity,
+                      "detected_step": d.step, "detected_point": d.point,
+                      "first_step": d.first_step} for d in r.detections],
+    } for r in results]

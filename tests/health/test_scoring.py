@@ -1,0 +1,88 @@
+"""The corpus score: replay through the live path, precision, recall and delay per class
+(tiny labelled fixture with a known detection, a known miss and a known false positive),
+and `runwatch health-eval` on the real corpus."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+from typer.testing import CliRunner
+
+from runwatch.cli.main import app
+from runwatch.health.rules import BY_ID
+from runwatch.health.scoring import RULE_CLASSES, load_corpus, replay_all, score
+
+REAL = Path(__file__).resolve().parents[1] / "data" / "real"
+
+
+def trl_log(folder: Path, losses: list[float]) -> None:
+    """A TRL trainer_state.json logging `losses` at steps 1, 2, …"""
+    folder.mkdir(parents=True)
+    history = [{"step": i + 1, "loss": v, "grad_norm": 1.0} for i, v in enumerate(losses)]
+    (folder / "trainer_state.json").write_text(json.dumps({"log_history": history}),
+                                               encoding="utf-8")
+
+
+def fixture(tmp_path: Path) -> Path:
+    corpus = tmp_path / "corpus"
+    steady = [1.0 - 0.01 * i for i in range(8)]
+    trl_log(corpus / "found", [*steady[:4], math.nan, *steady[5:]])
+    trl_log(corpus / "missed", steady)
+    trl_log(corpus / "healthy_nan", [*steady[:6], math.nan, steady[7]])
+    labels: dict[str, Any] = {"runs": {
+        "found": {"file": "trainer_state.json", "method": "sft", "split": "train",
+                  "label": "nan", "onset_step": 4},
+        "missed": {"file": "trainer_state.json", "method": "sft", "split": "holdout",
+                   "label": "overfitting", "onset_step": 3},
+        "healthy_nan": {"file": "trainer_state.json", "method": "sft", "split": "train",
+                        "label": "healthy", "onset_step": None},
+    }}
+    (corpus / "labels.yaml").write_text(yaml.safe_dump(labels), encoding="utf-8")
+    return corpus
+
+
+def test_score_of_a_known_detection_a_miss_and_a_false_positive(tmp_path: Path) -> None:
+    results = replay_all(load_corpus(fixture(tmp_path)))
+    every = score(results, "all")
+    nan = every["classes"]["nan"]
+    # Found on its run one logged step after the onset it was labelled with (the NaN
+    # is at step 5), and once on a healthy run: precision 1/2.
+    assert (nan["runs"], nan["detected"], nan["recall"]) == (1, 1, 1.0)
+    assert nan["false_positives"] == ["healthy_nan"] and nan["precision"] == 0.5
+    assert nan["delays_points"] == {"found": 1} and nan["median_delay_steps"] == 1
+    over = every["classes"]["overfitting"]
+    assert (over["detected"], over["recall"], over["precision"]) == (0, 0.0, None)
+    assert over["missed"] == ["missed"]
+    assert every["pathologies"] == {"runs": 2, "detected": 1, "recall": 0.5,
+                                    "median_delay_points": 1}
+    assert every["healthy"]["with_warnings"] == {"healthy_nan": ["metric.non_finite"]}
+    held = score(results, "holdout")
+    assert held["runs"] == 1 and held["pathologies"]["recall"] == 0.0
+    assert "nan" not in held["classes"]
+
+
+def test_every_classed_rule_exists() -> None:
+    assert all(rule_id in BY_ID for rule_id in RULE_CLASSES)
+
+
+def test_health_eval_on_the_real_corpus_held_out_runs() -> None:
+    labels = yaml.safe_load((REAL / "labels.yaml").read_text(encoding="utf-8"))["runs"]
+    held = sorted(n for n, x in labels.items() if x["split"] == "holdout")
+    res = CliRunner().invoke(app, ["health-eval", "--split", "holdout", "--corpus", str(REAL),
+                                   "-o", "json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert list(out["scores"]) == ["holdout"]
+    assert [r["name"] for r in out["runs"]] == held
+    sc = out["scores"]["holdout"]
+    sick = [n for n in held if labels[n]["label"] != "healthy"]
+    assert sc["runs"] == len(held) and sc["pathologies"]["runs"] == len(sick)
+    assert sc["healthy"]["runs"] == len(held) - len(sick)
+    table = CliRunner().invoke(app, ["health-eval", "--corpus", str(REAL), "--run",
+                                     "grpo_memory_redteam", "--run", "tinker_rubric_rl"])
+    assert table.exit_code == 0, table.output
+    assert "reward_zero_var" in table.output and "train: 2 runs" in table.output
