@@ -14,6 +14,7 @@ from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, reso
 
 if TYPE_CHECKING:
     from runwatch.analysis.compare import Side
+    from runwatch.server.series_cache import SeriesCache
 
 # The defaults of runwatch.analysis.compare, written out: importing it (numpy) here would
 # slow every other command's start (a test checks that they agree).
@@ -27,20 +28,20 @@ ALL_ROWS = 30
 SPIKES_LISTED = 20
 
 
-def read_side(conn: Any, row: Any) -> Side:
-    """A run of the index as the comparison reads it."""
+def read_side(conn: Any, row: Any, cache: SeriesCache | None = None) -> Side:
+    """A run of the index as the comparison reads it; a long series through `cache` (its
+    file saved beside the index, as the server's are, so the next read is one file)."""
     from runwatch.analysis.compare import side_of
     from runwatch.store.jobs import job_row
     from runwatch.store.keys import run_keys
     from runwatch.store.series import read_series
 
     def series_of(key: Any) -> Any:
-        s = read_series(conn, key.id)
+        s = read_series(conn, key.id) if cache is None else cache.get(conn, row.pk, key)
         return s.step, s.value
 
     job = job_row(conn, row.pk)
-    return side_of(row, run_keys(conn, row.pk), job["devices"] if job else None,
-                       series_of)
+    return side_of(row, run_keys(conn, row.pk), job["devices"] if job else None, series_of)
 
 
 def compare_cmd(
@@ -73,9 +74,12 @@ def compare_cmd(
         options = cmp.Options(window, margin, spike_factor, across_plans)
     except cmp.CompareError as exc:
         raise fail(str(exc)) from exc
+    from runwatch.server.series_cache import SeriesCache, default_disk_dir
+
     ctx = open_context(directory, db, read_only=True)
+    cache = SeriesCache(disk_dir=default_disk_dir(ctx.engine))
     with ctx.engine.connect() as conn:
-        sides = [read_side(conn, resolve_or_exit(conn, ref)) for ref in (run, baseline)]
+        sides = [read_side(conn, resolve_or_exit(conn, ref), cache) for ref in (run, baseline)]
     try:
         report = cmp.compare(sides[0], sides[1], options)
     except cmp.PlansDiffer as exc:
