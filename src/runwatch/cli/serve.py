@@ -64,17 +64,23 @@ def _workers(runs_dir: Path | None, workers: int, devices: int | None,
 
 
 def _run(runner: Runner) -> None:
-    try:
-        runner.start()
-    except OSError as exc:
-        _fail(str(exc))
-    typer.echo(f"runwatch is serving {runner.url}/runs"
-               + (f" (indexing {runner.runs_dir})" if runner.runs_dir else "")
-               + (f", running queued jobs on {runner.workers} worker(s) of {runner.devices} "
-                  f"{runner.device_profile} device(s)" if runner.workers else ""))
-    sys.stdout.flush()
     # SIGTERM stops like Ctrl-C: the workers stop their jobs before the server exits
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        try:
+            runner.start()
+        except OSError as exc:
+            _fail(str(exc))
+        typer.echo(f"runwatch is serving {runner.url}/runs"
+                   + (f" (indexing {runner.runs_dir})" if runner.runs_dir else "")
+                   + (f", running queued jobs on {runner.workers} worker(s) of "
+                      f"{runner.devices} {runner.device_profile} device(s)"
+                      if runner.workers else ""))
+        sys.stdout.flush()
+    except KeyboardInterrupt:
+        # Ctrl-C while the server starts, or just after: stop as from wait(), exit 0
+        runner.stop()
+        return
     runner.wait()
 
 
