@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[1]
     ["bench_server.py", "--points", "20000", "--requests", "3", "--out", "{tmp}/s.json"],
     ["bench_health.py"],
     ["bench_jobs.py", "--jobs", "1", "--claims", "10", "--claimers", "2", "--out", "{tmp}/j.json"],
-], ids=["ingest", "server", "health", "jobs"])
+    ["bench_cold.py", "--steps", "300", "--runs", "2", "--repeat", "1", "--out", "{tmp}/c.json"],
+], ids=["ingest", "server", "health", "jobs", "cold"])
 def test_bench_script_runs(args: list[str], tmp_path: Path) -> None:
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
     proc = subprocess.run([sys.executable, str(REPO / "bench" / argv[0]), *argv[1:]],

@@ -29,7 +29,7 @@ from runwatch.server.app import create_app
 from runwatch.server.series_cache import SeriesCache
 from runwatch.store import schema as s
 from runwatch.store.db import open_engine
-from runwatch.store.keys import metric_keys
+from runwatch.store.keys import metric_keys, run_keys
 from runwatch.store.points import in_key
 from runwatch.store.summaries import SUMMARY_MIN_POINTS, summary_states
 from tests.support import write_run
@@ -102,7 +102,7 @@ def test_a_long_series_is_read_from_summaries_not_points(pair: Pair) -> None:
     run = write_run(pair.runs, "long", records(list(range(5000))))
     pair.index()
     want = {p: pair.both("long", ["loss", "lr"], p)[1] for p in BUDGETS}
-    kid, state = state_of(pair.engine, "long", "loss")
+    _, state = state_of(pair.engine, "long", "loss")
     assert state is not None and state.frontier > 4000
     shift = width_shift(aligned_edges([(0, 4999)], 300))
     assert shift is not None and shift >= state.base
@@ -260,3 +260,26 @@ def test_downsample_carries_the_time_of_each_buckets_last_point() -> None:
     ts = 1e9 + steps * 2.0
     d = downsample(steps, np.zeros(100), aligned_edges([(0, 99)], 10), 10, ts)
     assert list(d.ts) == [1e9 + 2.0 * s for s in d.step]
+
+
+def test_run_tiles_read_least_greatest_and_sum_from_summaries(pair: Pair) -> None:
+    """The run detail's tiles (best loss, examples, peak memory) need the least, greatest
+    and sum of a series' finite values: from the summaries they are those of the points,
+    infinities and NaN left out, a re-logged step's old points too."""
+    def value(i: int, step: int) -> float:
+        return [math.inf, -math.inf, math.nan][step % 3] if step % 101 == 0 else float(step % 89)
+
+    write_run(pair.runs, "tiles", records(list(range(3000)), 0, value))
+    append(pair.runs / "tiles", records(list(range(2000, 2500)), 3000, lambda i, step: 1000.0))
+    pair.index()
+    with pair.engine.connect() as conn:
+        pk = conn.execute(select(s.runs.c.pk).where(s.runs.c.name == "tiles")).scalar_one()
+        infos = {k.key: k for k in run_keys(conn, pk)}
+        assert summary_states(conn, [infos["loss"].id])
+        fast = SeriesCache().values(conn, pk)
+        slow = SeriesCache(summaries=False).values(conn, pk)
+        for key in ("loss", "lr"):
+            for how in ("min", "max", "sum"):
+                assert fast.stat(infos[key], how) == pytest.approx(slow.stat(infos[key], how),
+                                                                   rel=1e-12), (key, how)
+        assert fast.stat(infos["loss"], "max") == 1000.0

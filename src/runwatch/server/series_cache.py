@@ -15,11 +15,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import Connection, Engine
 
 from runwatch.store.keys import KeyInfo, run_keys
 from runwatch.store.points import first_point
 from runwatch.store.series import Series, extend_series, read_series
+from runwatch.store.summaries import finite_stats
 
 DEFAULT_MAX_POINTS = 12_000_000
 # Series shorter than this are quick to read from the database and are not saved.
@@ -151,3 +153,41 @@ class SeriesCache:
     @property
     def held_points(self) -> int:
         return self._held
+
+    def values(self, conn: Connection, run_pk: int) -> RunValues:
+        """A run's series values by key (what the run detail's tiles read), with their
+        least, greatest and sum answered from step summaries where nothing is cached."""
+        return RunValues(self, conn, run_pk)
+
+    def holds(self, run_pk: int, key: KeyInfo) -> bool:
+        """Whether the cache holds `key`'s series as of `key.points`."""
+        with self._lock:
+            cached = self._items.get((run_pk, key.id))
+        return cached is not None and cached.loaded >= key.points
+
+
+class RunValues:
+    """`runwatch.analysis.results.SeriesValues` of one run over the cache: called with a
+    key, its values; `stat(key, how)` is the least ("min"), greatest ("max") or sum
+    ("sum") of its finite values (None when it has none), from the key's step summaries
+    when the cache does not hold the series, so a cold run detail reads no whole series."""
+
+    def __init__(self, cache: SeriesCache, conn: Connection, run_pk: int) -> None:
+        self.cache, self.conn, self.run_pk = cache, conn, run_pk
+
+    def __call__(self, key: KeyInfo) -> npt.NDArray[np.float64]:
+        return self.cache.get(self.conn, self.run_pk, key).value
+
+    def stat(self, key: KeyInfo, how: str) -> float | None:
+        if self.cache.summaries and not self.cache.holds(self.run_pk, key):
+            found = finite_stats(self.conn, key.id)
+            if found is not None:
+                low, high, total = found
+                if low is None:
+                    return None
+                return low if how == "min" else high if how == "max" else total
+        values = self(key)
+        fin = values[np.isfinite(values)]
+        if not fin.size:
+            return None
+        return float(fin.min() if how == "min" else fin.max() if how == "max" else fin.sum())

@@ -278,7 +278,7 @@ metric_summaries = Table(
 
 # Where each summarised key stands: buckets of `base` (the finest level) and above are
 # stored for every step below `frontier`; `last_seq` is the seq of the last point below
-# it, and `first_step` the series' first step. A key without a row is not summarised.
+# it, `first_step` the series' first step. A key without a row is not summarised.
 metric_summary_state = Table(
     "metric_summary_state",
     metadata,
@@ -288,4 +288,8 @@ metric_summary_state = Table(
     Column("frontier", BigInteger, nullable=False),
     Column("last_seq", BigInteger, nullable=False),
     Column("first_step", BigInteger, nullable=False),
+    # the least, greatest and sum of the finite values below the frontier (run tiles)
+    Column("fin_min", Float),
+    Column("fin_max", Float),
+    Column("fin_sum", Float, nullable=False),
 )

@@ -67,6 +67,10 @@ class State:
     frontier: int  # every step below is in the stored buckets
     last_seq: int  # seq of the last point below the frontier (-1: none)
     first_step: int
+    # of the finite values below the frontier: least, greatest (None: none) and sum
+    fin_min: float | None = None
+    fin_max: float | None = None
+    fin_sum: float = 0.0
 
 
 def summary_states(conn: Connection, key_ids: Iterable[int]) -> dict[int, State]:
@@ -75,9 +79,33 @@ def summary_states(conn: Connection, key_ids: Iterable[int]) -> dict[int, State]
     if not ids:
         return {}
     c = s.metric_summary_state.c
-    rows = conn.execute(select(c.key_id, c.base, c.frontier, c.last_seq, c.first_step)
-                        .where(c.key_id.in_(ids)))
-    return {r.key_id: State(r.base, r.frontier, r.last_seq, r.first_step) for r in rows}
+    rows = conn.execute(select(c.key_id, c.base, c.frontier, c.last_seq, c.first_step,
+                               c.fin_min, c.fin_max, c.fin_sum).where(c.key_id.in_(ids)))
+    return {r.key_id: State(r.base, r.frontier, r.last_seq, r.first_step, r.fin_min, r.fin_max,
+                            r.fin_sum) for r in rows}
+
+
+def finite_stats(conn: Connection, key_id: int) -> tuple[float | None, float | None, float] | None:
+    """The least, greatest and sum of a summarised key's finite values (None when the key
+    is not summarised): its state's, with the points after the frontier."""
+    state = summary_states(conn, [key_id]).get(key_id)
+    if state is None:
+        return None
+    tail = read_rows(conn, key_id, state.last_seq)
+    return _finite(tail[keep_mask(tail["step"])]["value"], state)
+
+
+def _finite(values: npt.NDArray[np.float64], state: State | None = None
+            ) -> tuple[float | None, float | None, float]:
+    """(least, greatest, sum) of the finite `values`, with `state`'s."""
+    fin = values[np.isfinite(values)]
+    lows: list[float] = [float(fin.min())] if fin.size else []
+    highs: list[float] = [float(fin.max())] if fin.size else []
+    if state is not None and state.fin_min is not None and state.fin_max is not None:
+        lows.append(state.fin_min)
+        highs.append(state.fin_max)
+    return (min(lows) if lows else None, max(highs) if highs else None,
+            (state.fin_sum if state else 0.0) + float(fin.sum()))
 
 
 # --- reading ---
@@ -161,7 +189,8 @@ def rebuild(conn: Connection, key_id: int) -> State | None:
     base = min(max(math.ceil(math.log2(spacing * POINTS_PER_BUCKET)), MIN_BASE), MAX_LEVEL)
     frontier = (int(steps[-1]) >> base) << base
     below = rows[steps < frontier]
-    state = State(base, frontier, int(below["seq"][-1]) if below.size else -1, int(steps[0]))
+    state = State(base, frontier, int(below["seq"][-1]) if below.size else -1, int(steps[0]),
+                  *_finite(below["value"]))
     levels = [(base, _base_buckets(below, base))]
     for level in range(base + 1, MAX_LEVEL + 1):
         up = _parents(levels[-1][1])
@@ -172,14 +201,15 @@ def rebuild(conn: Connection, key_id: int) -> State | None:
     _insert(conn, _params(conn, key_id, levels))
     conn.execute(insert(s.metric_summary_state).values(
         key_id=key_id, base=state.base, frontier=state.frontier, last_seq=state.last_seq,
-        first_step=state.first_step))
+        first_step=state.first_step, fin_min=state.fin_min, fin_max=state.fin_max,
+        fin_sum=state.fin_sum))
     return state
 
 
 def _advance(conn: Connection, plans: list[tuple[int, State, Rows]]) -> None:
     """Write the buckets the new points closed, for keys whose points simply follow."""
     params: list[tuple[Any, ...]] = []
-    states: list[tuple[int, int, int]] = []
+    states: list[tuple[Any, ...]] = []
     for kid, state, batch in plans:
         old, new = state.frontier, _frontier(batch, state.base)
         # points after the frontier stored by earlier batches, then this batch's
@@ -203,11 +233,13 @@ def _advance(conn: Connection, plans: list[tuple[int, State, Rows]]) -> None:
             up = up[(up["bucket"] >= old >> level) & (up["bucket"] < new >> level)]
             levels.append((level, up))
         params += _params(conn, kid, levels)
-        states.append((new, int(below["seq"][-1]) if below.size else state.last_seq, kid))
+        states.append((new, int(below["seq"][-1]) if below.size else state.last_seq,
+                       *_finite(below["value"], state), kid))
     _insert(conn, params)
     m = _marker(conn)
-    conn.exec_driver_sql("UPDATE metric_summary_state SET frontier = "
-                         f"{m}, last_seq = {m} WHERE key_id = {m}", states)
+    conn.exec_driver_sql(f"UPDATE metric_summary_state SET frontier = {m}, last_seq = {m}, "
+                         f"fin_min = {m}, fin_max = {m}, fin_sum = {m} WHERE key_id = {m}",
+                         states)
 
 
 def _siblings(conn: Connection, key_id: int, base: int, old: int, new: int) -> Rows:

@@ -41,6 +41,9 @@ def upgrade() -> None:
         sa.Column("frontier", sa.BigInteger, nullable=False),
         sa.Column("last_seq", sa.BigInteger, nullable=False),
         sa.Column("first_step", sa.BigInteger, nullable=False),
+        sa.Column("fin_min", sa.Float),
+        sa.Column("fin_max", sa.Float),
+        sa.Column("fin_sum", sa.Float, nullable=False),
     )
 
 

@@ -1,0 +1,156 @@
+"""Cold-open benchmark in the real browser (Playwright driving Debian's Chromium).
+
+A server that has never read a run (no series cached in memory or saved on disk) opens:
+
+1. Open: a 100,000-step x 20-metric run, from the click in the run list until every
+   chart is drawn (`.chart-groups[data-drawn=true]`); target <= 500 ms.
+2. Overlay: the compare page of 10 such runs (`/compare?run=…`), from loading the URL
+   until every chart is drawn (`#compare-charts[data-drawn=true]`); target <= 1 s.
+
+Each is measured with the index's step summaries (the default) and with them turned off
+(`SeriesCache(summaries=False)`: every point read from the index, the path before them),
+alternating, a fresh server for every open; the ratio of the medians is the speed-up.
+The runs are indexed once, timed, by the indexer that writes the summaries.
+
+    python bench/bench_cold.py                                   # the full benchmark
+    python bench/bench_cold.py --steps 20000 --runs 3 --repeat 1 # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Browser, sync_playwright
+
+from bench_web import CHROMIUM_ARGS, navigate, stats, write_big_run
+from runwatch.ingest import Indexer
+from runwatch.sdk import init
+from runwatch.server.runner import Runner, free_port
+from runwatch.server.series_cache import SeriesCache
+from runwatch.store.db import open_engine
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "build" / "bench" / "cold.json"
+OPEN_TARGET_MS = 500
+OVERLAY_TARGET_MS = 1000
+
+
+def make_runs(runs_dir: Path, steps: int, n: int) -> list[str]:
+    """`big-run` and n - 1 more runs with the same metrics file; their run ids."""
+    write_big_run(runs_dir, steps)
+    ids = [json.loads((runs_dir / "big-run" / "manifest.json").read_text())["run_id"]]
+    for i in range(1, n):
+        run = init(name=f"big-run-{i:02d}", dir=runs_dir, method="grpo", base_model="tiny-gpt",
+                   dataset="arith", trainer="bench", backend="local")
+        run.finish("SUCCEEDED")
+        shutil.copyfile(runs_dir / "big-run" / "metrics.jsonl",
+                        runs_dir / f"big-run-{i:02d}" / "metrics.jsonl")
+        ids.append(str(run.id))
+    return ids
+
+
+def cold_server(db: Path, summaries: bool) -> Runner:
+    """A server on the index that has read nothing: no indexer, no prewarm, no saved series."""
+    return Runner(open_engine(db), port=free_port(), prewarm=False, save_series=False,
+                  cache=SeriesCache(summaries=summaries))
+
+
+def open_run(browser: Browser, db: Path, summaries: bool) -> float:
+    with cold_server(db, summaries) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            return navigate(page, server.url, "big-run")
+        finally:
+            page.close()
+
+
+def open_overlay(browser: Browser, db: Path, ids: list[str], summaries: bool) -> float:
+    with cold_server(db, summaries) as server:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            url = f"{server.url}/compare?" + "&".join(f"run={i}" for i in ids)
+            t = time.perf_counter()
+            page.goto(url)
+            page.wait_for_selector('#compare-charts[data-drawn="true"]', timeout=120_000)
+            took = (time.perf_counter() - t) * 1000
+            drawn = page.eval_on_selector_all("[data-chart]",
+                                              "els => els.map(e => +e.dataset.points)")
+            assert drawn and all(p > 0 for p in drawn), drawn
+            return took
+        finally:
+            page.close()
+
+
+def side_by_side(measure: Any, repeat: int) -> dict[str, Any]:
+    """`measure(summaries)` alternating with and without summaries, `repeat` times each."""
+    fast: list[float] = []
+    slow: list[float] = []
+    for _ in range(repeat):
+        fast.append(measure(True))
+        slow.append(measure(False))
+    out: dict[str, Any] = {"summaries_ms": stats(fast), "points_ms": stats(slow)}
+    out["speedup"] = round(out["points_ms"]["median"] / out["summaries_ms"]["median"], 1)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=100_000)
+    ap.add_argument("--runs", type=int, default=10, help="runs overlaid on the compare page")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--parts", nargs="+", default=["open", "overlay"],
+                    choices=["open", "overlay"])
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = ap.parse_args()
+    out: dict[str, Any] = {"steps": args.steps, "metrics": 20, "runs": args.runs,
+                           "load_average": os.getloadavg()[0]}
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
+        runs_dir = Path(tmp) / "runs"
+        runs_dir.mkdir()
+        n = args.runs if "overlay" in args.parts else 1
+        ids = make_runs(runs_dir, args.steps, n)
+        db = Path(tmp) / "index.db"
+        engine = open_engine(db)
+        t, cpu = time.perf_counter(), time.process_time()
+        Indexer(engine, runs_dir).index_once()
+        out["index_s"] = round(time.perf_counter() - t, 1)
+        out["index_cpu_s"] = round(time.process_time() - cpu, 1)
+        engine.dispose()
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        if "open" in args.parts:
+            out["open"] = side_by_side(lambda s: open_run(browser, db, s), args.repeat)
+            print(json.dumps(out["open"], indent=2), flush=True)
+        if "overlay" in args.parts:
+            out["overlay"] = side_by_side(lambda s: open_overlay(browser, db, ids, s),
+                                          args.repeat)
+            print(json.dumps(out["overlay"], indent=2), flush=True)
+        browser.close()
+    out["load_average_end"] = os.getloadavg()[0]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2))
+    lines = []
+    if "open" in out:
+        o = out["open"]
+        lines.append(f"cold open of a {args.steps:,} x 20 run, all charts drawn: median "
+                     f"{o['summaries_ms']['median']} ms (target <= {OPEN_TARGET_MS}); every "
+                     f"point read: {o['points_ms']['median']} ms ({o['speedup']}x)")
+    if "overlay" in out:
+        o = out["overlay"]
+        lines.append(f"overlay of {args.runs} such runs on /compare, cold: median "
+                     f"{o['summaries_ms']['median']} ms (target <= {OVERLAY_TARGET_MS}); "
+                     f"every point read: {o['points_ms']['median']} ms ({o['speedup']}x)")
+    print("\n" + "\n".join(lines) + f"\nload average {out['load_average']:.1f} -> "
+          f"{out['load_average_end']:.1f}; results in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
