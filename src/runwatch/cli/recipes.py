@@ -27,7 +27,8 @@ RECIPES: dict[str, tuple[type[TrainConfig], str, str]] = {
     "dpo": (DPOConfig, "runwatch.recipes.dpo",
             "Direct preference optimisation, e.g. from an SFT run: init_from=runs/<sft-run>."),
     "grpo": (GRPOConfig, "runwatch.recipes.grpo.loop",
-             "GRPO: sample groups, reward them, update; e.g. init_from=runs/<sft-run>."),
+             "GRPO: sample groups, reward them, update; starts from an SFT run: "
+             "init_from=runs/<sft-run> (from_scratch=true trains a fresh model)."),
 }
 
 recipes_app = typer.Typer(
