@@ -8,12 +8,13 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from playwright.sync_api import Page, Request, expect
+from playwright.sync_api import Page, Request, Route, expect
 from webhelpers import shot, wait_indexed
 
 from runwatch.sdk import Run, init
@@ -108,6 +109,23 @@ def test_a_group_overlaid_on_shared_charts_with_its_settings_compared(
     expect(table.locator('tr[data-key="learning_rate"]')).to_be_visible()
     assert query(page)["only_diff"] == ["1"]
     shot(page, "compare-only-differences")
+
+
+def test_the_charts_do_not_wait_for_the_run_details(page: Page, server: Runner,
+                                                   runs_dir: Path) -> None:
+    """A run's detail reads its whole series where no cache holds them (a second or more
+    for a long run on a cold server): the charts are drawn without it, the settings after."""
+    names = three_arms(runs_dir, server)
+    held: list[Route] = []
+    page.route(re.compile(r"/api/runs/[^/?]+$"), lambda route: held.append(route))
+    page.goto(f"{server.url}/compare?run={names[0]}&run={names[1]}")
+    expect(page.locator("#compare-charts")).to_have_attribute("data-drawn", "true")
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute(
+        "data-counts", "loss=30;val/loss=3;loss=40;val/loss=4")
+    assert len(held) == 2 and page.locator("#compare-config tr").count() == 0
+    for route in held:
+        route.continue_()
+    expect(page.locator('#compare-config tr[data-key="learning_rate"]')).to_have_class("diff")
 
 
 def test_a_live_run_keeps_drawing_in_the_compare_view(page: Page, server: Runner,

@@ -16,7 +16,7 @@ import { downloadCsv, downloadPng, seriesTable } from "./export";
 import { statusClass, statusText } from "./format";
 import { TERMINAL_PHASES } from "./format.gen";
 import { MetricPicker } from "./picker";
-import type { MetricKey, MetricKeys, RunDetail, RunSummary, SeriesData, SeriesResponse } from "./types";
+import type { MetricKey, MetricKeys, RunDetail, RunList, RunSummary, SeriesData, SeriesResponse } from "./types";
 
 export interface CompareState {
   runs: string[];
@@ -56,10 +56,11 @@ const MAX_SERIES = 400;
 const POLLS_AFTER_END = 2;
 const SMOOTHING_KEY = "runwatch.smoothing";
 
-/** One compared run: its detail and keys, and the last step each key is shown up to. */
+/** One compared run: its list fields, detail and keys, and the last step each key is shown up to. */
 interface Compared {
   ident: string;
-  detail: RunDetail;
+  run: RunSummary;
+  detail: Promise<RunDetail>;
   keys: Set<string>;
   counts: Map<string, number>;
   shownTo: Map<string, number>;
@@ -146,30 +147,45 @@ export class CompareView {
     }
     this.el.replaceChildren(this.head(), this.notice, this.chartsCard(), this.report.el, this.config.el);
     this.showChips();
-    const ids = this.runs.map((r) => r.detail.run_id);
+    const ids = this.runs.map((r) => r.run.run_id);
     this.onRuns(ids);
     const baseline = this.pick(this.state.baseline) ?? ids[0];
     const subject = this.pick(this.state.subject) ?? ids.find((id) => id !== baseline);
-    this.report.show(this.runs.map((r) => r.detail.run), baseline ?? null, subject ?? null, this.state.acrossPlans);
-    this.config.show(this.runs.map((r) => r.detail));
+    this.report.show(this.runs.map((r) => r.run), baseline ?? null, subject ?? null, this.state.acrossPlans);
+    void this.showSettings();
     await this.buildCharts();
     if (!this.disposed) this.el.dataset.loaded = "true";
     this.schedulePoll();
   }
 
+  /** The settings table, once every run's detail is read (those that fail are left out). */
+  private async showSettings(): Promise<void> {
+    const details = await Promise.allSettled(this.runs.map((r) => r.detail));
+    if (this.disposed) return;
+    this.config.show(details.flatMap((d) => (d.status === "fulfilled" ? [d.value] : [])));
+  }
+
   /** The run id of a run named in the URL (by id or name), if it is compared. */
   private pick(ident: string | null): string | undefined {
     if (!ident) return undefined;
-    return this.runs.find((r) => r.ident === ident || r.detail.run_id === ident || r.detail.name === ident)?.detail.run_id;
+    return this.runs.find((r) => r.ident === ident || r.run.run_id === ident || r.run.name === ident)?.run.run_id;
   }
 
+  /**
+   * A run's list fields and keys: what the charts need. Its detail, which reads the run's
+   * whole series where no cache holds them (a second or more for a long run on a cold
+   * server), is only awaited by the settings table, or for a run the list does not find
+   * by its exact id or name (a prefix).
+   */
   private async fetchRun(ident: string): Promise<Compared> {
-    const [detail, keys] = await Promise.all([
-      getJSON<RunDetail>(runPath(ident)),
+    const detail = getJSON<RunDetail>(runPath(ident));
+    detail.catch(() => undefined); // awaited later, or its failure is the run's
+    const [run, keys] = await Promise.all([
+      getJSON<RunList>("/runs", { q: ident, limit: 20 }).then(async ({ runs }) => runs.find((r) => r.run_id === ident || r.name === ident) ?? (await detail).run),
       getJSON<MetricKeys>(`${runPath(ident)}/metrics/keys`),
     ]);
-    const live = !TERMINAL_PHASES.includes(detail.run.status);
-    return { ident, detail, keys: presentKeys(keys.keys), counts: keyCounts(keys.keys), shownTo: new Map(), pollsLeft: live ? Infinity : 0 };
+    const live = !TERMINAL_PHASES.includes(run.status);
+    return { ident, run, detail, keys: presentKeys(keys.keys), counts: keyCounts(keys.keys), shownTo: new Map(), pollsLeft: live ? Infinity : 0 };
   }
 
   private head(): HTMLElement {
@@ -184,7 +200,7 @@ export class CompareView {
   private showChips(): void {
     this.chips.replaceChildren(
       ...this.runs.map((r) => {
-        const run = r.detail.run;
+        const run = r.run;
         const open = h("a", { href: `/runs?run=${encodeURIComponent(run.run_id)}`, class: "chip-name" }, run.name);
         open.addEventListener("click", (e) => {
           e.preventDefault();
@@ -234,15 +250,15 @@ export class CompareView {
 
   /** The charts: each standard chart that every run has a line for, then the added keys. */
   private charts(): Chart[] {
-    const label = (r: Compared, l: string) => `${r.detail.name} · ${l}`;
+    const label = (r: Compared, l: string) => `${r.run.name} · ${l}`;
     const out: Chart[] = [];
     for (const spec of CHARTS) {
       const perRun = this.runs.map((r) => resolveLines(spec, r.keys));
       if (!perRun.length || perRun.some((lines) => !lines.length)) continue;
-      out.push({ ...chartOf(spec), lines: this.runs.flatMap((r, i) => perRun[i].map((l) => ({ label: label(r, l.label), key: l.key, run: r.detail.run_id }))) });
+      out.push({ ...chartOf(spec), lines: this.runs.flatMap((r, i) => perRun[i].map((l) => ({ label: label(r, l.label), key: l.key, run: r.run.run_id }))) });
     }
     for (const key of this.state.keys) {
-      const lines = this.runs.filter((r) => r.keys.has(key)).map((r) => ({ label: label(r, key), key, run: r.detail.run_id }));
+      const lines = this.runs.filter((r) => r.keys.has(key)).map((r) => ({ label: label(r, key), key, run: r.run.run_id }));
       out.push({ id: `key:${key}`, title: key, lines, logY: false, extra: true });
     }
     return out;
@@ -364,7 +380,7 @@ export class CompareView {
   }
 
   private noteShown(s: SeriesData): void {
-    const run = this.runs.find((r) => r.detail.run_id === s.run);
+    const run = this.runs.find((r) => r.run.run_id === s.run);
     const last = s.step.length ? s.step[s.step.length - 1] : -1;
     if (run && last > (run.shownTo.get(s.key) ?? -1)) run.shownTo.set(s.key, last);
   }
@@ -378,9 +394,9 @@ export class CompareView {
 
   /** A run's list fields changed (the run-list stream): its chip, and polling once it ends. */
   update(run: RunSummary): void {
-    const r = this.runs.find((x) => x.detail.run_id === run.run_id);
+    const r = this.runs.find((x) => x.run.run_id === run.run_id);
     if (!r) return;
-    r.detail = { ...r.detail, run };
+    r.run = run;
     if (TERMINAL_PHASES.includes(run.status)) r.pollsLeft = Math.min(r.pollsLeft, POLLS_AFTER_END);
     else if (r.pollsLeft <= 0) {
       r.pollsLeft = Infinity;
@@ -406,7 +422,7 @@ export class CompareView {
    */
   private async poll(): Promise<void> {
     const polled = this.runs.filter((r) => r.pollsLeft > 0);
-    const fresh = await Promise.all(polled.map((r) => getJSON<MetricKeys>(`${runPath(r.detail.run_id)}/metrics/keys`)));
+    const fresh = await Promise.all(polled.map((r) => getJSON<MetricKeys>(`${runPath(r.run.run_id)}/metrics/keys`)));
     if (this.disposed) return;
     let layoutChanged = false;
     const tails: Promise<void>[] = [];
@@ -415,7 +431,7 @@ export class CompareView {
       if ([...keys].some((k) => !r.keys.has(k))) layoutChanged = true;
       r.keys = keys;
       r.counts = keyCounts(fresh[i].keys);
-      const shown = new Set(this.shownKeys(r.detail.run_id));
+      const shown = new Set(this.shownKeys(r.run.run_id));
       const behind = fresh[i].keys.filter((k) => shown.has(k.key) && k.last_step !== null && k.last_step > (r.shownTo.get(k.key) ?? -1));
       if (behind.length) tails.push(this.appendTail(r, behind));
       else if (Number.isFinite(r.pollsLeft)) r.pollsLeft -= 1;
@@ -431,7 +447,7 @@ export class CompareView {
   private async appendTail(r: Compared, behind: MetricKey[]): Promise<void> {
     const lo = Math.min(...behind.map((k) => (r.shownTo.get(k.key) ?? -1) + 1));
     const hi = Math.max(...behind.map((k) => k.last_step ?? lo));
-    const resp = await getJSON<SeriesResponse>(seriesPath([r.detail.run_id], behind.map((k) => k.key), { lo, hi }, MAX_POINTS));
+    const resp = await getJSON<SeriesResponse>(seriesPath([r.run.run_id], behind.map((k) => k.key), { lo, hi }, MAX_POINTS));
     if (this.disposed) return;
     if (resp.series.some((s) => !s.full)) {
       // more new points than one request holds whole: load every chart again
