@@ -1,8 +1,9 @@
 // The compare view, /compare?run=A&run=B…[&key=K…][&baseline=B&subject=A][&across_plans=1][&only_diff=1]:
 // the runs overlaid on the same charts, fetched in one series request so that every run
-// shares the server's bucket edges; the `runs compare` report of one run against a
-// baseline; and a table of their settings with the differences marked. Runs that are
-// still going are read again every POLL_MS: their new points are appended to the charts.
+// shares the server's bucket edges (in groups of whole charts past the server's limit);
+// the `runs compare` report of one run against a baseline; and a table of their settings
+// with the differences marked. Runs that are still going are read again every POLL_MS:
+// their new points are appended to the charts.
 
 import "./compare.css";
 import { getJSON, runPath } from "./api";
