@@ -74,9 +74,14 @@ def test_a_group_overlaid_on_shared_charts_with_its_settings_compared(
     page.goto(f"{server.url}/runs")
     expect(page.locator(".run-row")).to_have_count(4)
     expect(page.locator("#compare-button")).to_be_disabled()
-    # one click on a run's group ticks every run of that group, and no other
+    # one click on a run's group ticks every run of that group, listed or not, and no other
+    page.fill("#search", "arm-0")
+    expect(page.locator(".run-row")).to_have_count(1)
     page.locator('.run-row:has-text("arm-0") .run-group').click()
     expect(page.locator("#compare-button")).to_have_text("Compare (3)")
+    page.fill("#search", "")
+    expect(page.locator(".run-row")).to_have_count(4)
+    expect(page.locator(".run-row .run-check:checked")).to_have_count(3)
     assert not page.locator('.run-row:has-text("other") .run-check').is_checked()
     ids = [run_id(page, n) for n in names]
     page.click("#compare-button")
