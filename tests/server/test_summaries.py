@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,10 +33,12 @@ from runwatch.store.db import open_engine
 from runwatch.store.keys import metric_keys, run_keys
 from runwatch.store.points import in_key
 from runwatch.store.summaries import SUMMARY_MIN_POINTS, summary_states
+from tests.foundation import test_postgres
 from tests.support import write_run
 from tests.support.jobs import record_attempt, submit_command
 
 BUDGETS = (10, 37, 300, 1000)
+pg_database = test_postgres.pg_url  # the fixture: a new database on the PostgreSQL server
 
 
 class Pair:
@@ -283,3 +286,36 @@ def test_run_tiles_read_least_greatest_and_sum_from_summaries(pair: Pair) -> Non
                 assert fast.stat(infos[key], how) == pytest.approx(slow.stat(infos[key], how),
                                                                    rel=1e-12), (key, how)
         assert fast.stat(infos["loss"], "max") == 1000.0
+
+
+@pytest.mark.skipif(not os.environ.get("RUNWATCH_TEST_POSTGRES_URL"),
+                    reason="set RUNWATCH_TEST_POSTGRES_URL (see tests/foundation/test_postgres.py)")
+def test_postgresql_summaries_read_as_the_points(tmp_path: Path, pg_database: str) -> None:
+    """The same on PostgreSQL: a run grown batch by batch with NaN and a re-logged step,
+    an index whose summaries are built on first read, and the tiles' statistics."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    engine = open_engine(pg_database)
+    try:
+        pair = Pair(engine, runs)
+        write_run(runs, "pg", [])
+        seq = 0
+        for steps in (list(range(70)), list(range(70, 3000)), list(range(1500, 2600))):
+            append(runs / "pg", records(steps, seq, lambda i, step: math.nan
+                                        if step % 50 == 0 else math.sin(step / 7.0) + i))
+            seq += len(steps)
+            pair.index()
+            pair.assert_same("pg", ["loss", "lr"])
+        with engine.begin() as conn:
+            conn.execute(delete(s.metric_summaries))
+            conn.execute(delete(s.metric_summary_state))
+        pair.assert_same("pg", ["loss", "lr"])
+        with engine.connect() as conn:
+            info = {k.key: k for k in run_keys(conn, 1)}["loss"]
+            assert summary_states(conn, [info.id])
+            fast = SeriesCache().values(conn, 1)
+            slow = SeriesCache(summaries=False).values(conn, 1)
+            for how in ("min", "max", "sum"):
+                assert fast.stat(info, how) == pytest.approx(slow.stat(info, how), rel=1e-12)
+    finally:
+        engine.dispose()
