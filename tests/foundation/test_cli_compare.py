@@ -189,3 +189,27 @@ def test_bench_compare_runs(tmp_path: Path) -> None:
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert json.loads((tmp_path / "c.json").read_text())["steps"] == 2000
+
+
+def _side(config: object, base_model: str = "m", job_devices: int | None = None) -> cmp.Side:
+    return cmp.Side("id", "r", "sft", base_model, "d", config, job_devices, None)
+
+
+def test_what_counts_as_the_plan() -> None:
+    same = cmp.plan_differences(
+        _side({"name": "a", "project": "x", "wandb": {"wandb_run_name": "a"}, "seed": 1}),
+        _side({"name": "b", "project": "y", "wandb": {"wandb_run_name": "b"}, "seed": 1}))
+    assert same == [], "names, projects and where a run logs are no plan"
+    nested = cmp.plan_differences(_side({"optimizer": {"name": "adamw"}}),
+                                  _side({"optimizer": {"name": "sgd"}}))
+    assert nested == [{"field": "config.optimizer.name", "run": "adamw", "baseline": "sgd"}]
+    revision = cmp.plan_differences(_side({"model_revision": "abc"}, "llama"),
+                                    _side({"model_revision": "def"}, "qwen"))
+    assert [d["field"] for d in revision] == ["base_model", "base_model_revision"]
+    # a job's devices count; with no total stated, a different division may be other rows
+    unknown = cmp.plan_differences(_side({"gradient_accumulation_steps": 2}, job_devices=2),
+                                   _side({"gradient_accumulation_steps": 4}))
+    assert {d["field"] for d in unknown} == {"devices", "accumulation"}
+    stated = cmp.plan_differences(_side({"batch_size": 64, "grad_accum": 2}, job_devices=2),
+                                  _side({"batch_size": 64, "grad_accum": 4}))
+    assert stated == [], "the same 64 sequences per update, divided differently"
