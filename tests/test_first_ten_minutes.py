@@ -36,6 +36,7 @@ import pytest
 import runwatch
 from runwatch.cli.context import open_context
 from runwatch.jobs.control import cancel
+from runwatch.server.runner import free_port
 from runwatch.server.settings import DEFAULT_PORT
 from tests.support import TINY_MODEL
 from tests.support.jobs import submit_command
@@ -161,12 +162,6 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _answers(url: str) -> bool:
     try:
         return httpx.get(url, timeout=5).status_code == 200
@@ -215,7 +210,7 @@ def _run(command: str, clone: Path, env: dict[str, str]) -> str:
     verb = argv[1]
     if verb in SERVES:
         if verb in ("ui", "server") and "--port" not in argv and not _port_free(DEFAULT_PORT):
-            argv += ["--port", str(_free_port())]  # another program holds the default
+            argv += ["--port", str(free_port())]  # another program holds the default
         return _serve_then_stop(argv, clone, env, SERVES[verb])
     proc = subprocess.run(argv, cwd=clone, env=env, capture_output=True, text=True,
                           timeout=600)
@@ -245,7 +240,7 @@ def _demo_printed(clone: Path, port: int) -> dict[str, list[str]]:
 def test_every_command_the_demo_prints_runs_as_printed(clone: Path, after_demo: Path) -> None:
     env = _env(clone, activated=False)
     assert shutil.which("runwatch", path=env["PATH"]) is None  # as after `make demo`
-    printed = _demo_printed(clone, _free_port())
+    printed = _demo_printed(clone, free_port())
     assert len(printed["submit"]) == 3 and len(printed["wait"]) == 3
     assert all(c.startswith(".venv/bin/runwatch ") for cs in printed.values() for c in cs)
     failed = {}
