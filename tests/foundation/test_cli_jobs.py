@@ -188,6 +188,8 @@ def test_resources_lists_the_workers_and_drains_one(runs_dir: Path) -> None:
     assert w["spend"] == pytest.approx(4 * 2.0 * 0.5, abs=0.05), "4 devices, 2.0/h, 30 min"
     table = run_cli("resources", str(runs_dir)).stdout
     assert "w-one" in table and "3/4" in table and "held" in table
+    # at 80 columns (not a terminal) columns are left out rather than ids and headers cut
+    assert "WORKER" in table and "w-past" in table and "-o wide adds SEEN" in table
     assert table.index("w-one") < table.index("w-past"), "the past workers below the active"
     assert "1 job(s) wait in the queue" in table
     ids = run_cli("resources", str(runs_dir), "--jq", ".workers[].id", "-r").stdout

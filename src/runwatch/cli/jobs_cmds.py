@@ -21,12 +21,11 @@ from runwatch.analysis.workers import worker_entry, workers_view
 from runwatch.cli.context import Context, open_context
 from runwatch.cli.output import (
     Output,
-    console,
     emit,
     fail,
     fmt_duration,
     line,
-    make_table,
+    print_table,
     runwatch_command,
 )
 from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
@@ -103,15 +102,16 @@ def resources_cmd(
         data = workers_view(conn, profiles, time.time())
 
     def table(wide: bool) -> None:
-        cols = ["WORKER", "HOST", "STATUS", "DEVICES", "PROFILE", "RATE", "JOBS", "SPEND",
+        cols = ["WORKER", "STATUS", "DEVICES", "JOBS", "SPEND", "RATE", "PROFILE", "HOST",
                 "SEEN"]
-        rows = [[w["id"], w["host"], w["status"], f"{w['devices_used']}/{w['devices']}",
-                 w["device_profile"], w["hourly_rate"], _jobs(w["jobs"]),
-                 w["spend"],
+        rows = [[w["id"], w["status"], f"{w['devices_used']}/{w['devices']}", _jobs(w["jobs"]),
+                 None if w["spend"] is None else round(w["spend"], 2), w["hourly_rate"],
+                 w["device_profile"], w["host"],
                  f"{fmt_duration(w['heartbeat_age_s'])} ago"]
                 # the active ones first, the past (stopped) ones below them
                 for w in sorted(data["workers"], key=lambda w: w["status"] == "stopped")]
-        console().print(make_table(cols, rows))
+        # at 80 columns the least needed columns go first; ids and numbers stay whole
+        print_table(cols, rows, wide=wide, drop=["SEEN", "HOST", "PROFILE", "RATE"])
         if not data["workers"]:
             line("no worker has run on this index; start one: ",
                  runwatch_command("worker", str(ctx.directory), db=db))
