@@ -310,6 +310,16 @@ def test_the_run_table_sorts_shows_tags_and_exports_csv(page: Page, server: Runn
     page.reload()
     expect(names).to_have_text(sorted(losses, key=losses.__getitem__))
     shot(page, "run-table")
+    # the table's search is the list's: it stays in the URL and in the list's box
+    page.fill("#table-search", "b-run")
+    expect(names).to_have_text(["b-run"])
+    page.click(".brand")
+    expect(page.locator("#search")).to_have_value("b-run")
+    expect(page.locator(".run-row")).to_have_count(1)
+    page.go_back()
+    expect(page.locator("#table-search")).to_have_value("b-run")
+    page.fill("#table-search", "")
+    expect(names).to_have_count(3)
     with page.expect_download() as info:
         page.click("#table-csv")
     download = info.value

@@ -191,7 +191,10 @@ class App {
         this.state.q,
         this.selection,
         (t) => this.go({ table: t }, false),
-        (q) => this.go({ q }, false),
+        (q) => {
+          this.go({ q }, false);
+          this.list.setQuery(q);
+        },
         (run) => this.openRun(run),
         (runs) => this.openCompare(runs),
       );

@@ -76,6 +76,13 @@ export class RunListView {
     return this.search.value.trim();
   }
 
+  /** Search for `q` (typed elsewhere: the run table's box), as if typed here. */
+  setQuery(q: string): void {
+    if (q === this.search.value) return;
+    this.search.value = q;
+    void this.reload();
+  }
+
   setProject(project: string | null): void {
     this.project = project;
     void this.reload();
