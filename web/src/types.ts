@@ -208,6 +208,8 @@ export interface SeriesData {
   value: (number | null)[];
   min?: (number | null)[];
   max?: (number | null)[];
+  /** with `x=time`: the unix time each point was logged (a bucket: its last point's) */
+  time?: number[];
 }
 
 export interface SeriesResponse {

@@ -22,7 +22,6 @@ from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
 from runwatch.store.keys import metric_keys
 from runwatch.store.points import SEQ_LIMIT, PointColumns, key_base, update_key_stats
-from runwatch.store.summaries import update_summaries
 from runwatch.store.values import INT64_MAX, INT64_MIN, finite, is_int64, preview, to_float
 
 _NUMERIC = frozenset({float, int, bool})
@@ -220,6 +219,9 @@ class _PointSink:
         self.res.rows = stored
         if attempted:
             self._key_stats(exact=stored == attempted)
+            # imported here: numpy is not every command's to pay for at start
+            from runwatch.store.summaries import update_summaries
+
             update_summaries(conn, self.keys, self.res.points, exact=stored == attempted)
         if self.max_step >= 0:
             _advance_run(conn, self.run_pk, self.max_step, self.max_ts)

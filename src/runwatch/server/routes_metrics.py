@@ -33,6 +33,7 @@ from runwatch.store.summaries import (
     State,
     ensure_summaries,
     read_units,
+    stored_level,
     summary_states,
 )
 
@@ -129,8 +130,9 @@ def _series_payload(
     for p in picked:
         d: Downsampled | None = None
         if p.state is not None and p.info is not None:
-            if shift is not None and shift >= p.state.base:
-                units = read_units(conn, p.info.id, shift)
+            level = None if shift is None else stored_level(p.state, shift)
+            if level is not None:
+                units = read_units(conn, p.info.id, level)
                 if units.count > points:
                     d = reduce_units(units, edges)
             if d is None:  # fits the budget after all, or buckets finer than the base

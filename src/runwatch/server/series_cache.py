@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import zipfile
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
@@ -88,7 +89,7 @@ class SeriesCache:
                 name = str(f["key"])
                 series = Series(f["step"], f["value"], f["ts"], loaded, max_seq,
                                 (first_seq, first_step))
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
             return None
         # a rebuilt index can reuse ids: trust the file only for the same key and data
         if name != key.key or loaded > key.points or first_point(conn, key.id) != (
@@ -117,7 +118,8 @@ class SeriesCache:
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
+            # this process's and thread's own: a CLI command may save the same series
+            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
             with open(tmp, "wb") as f:
                 np.savez(f, step=series.step, value=series.value, ts=series.ts,
                          key=np.array(name),

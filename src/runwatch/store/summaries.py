@@ -42,6 +42,10 @@ SUMMARY_MIN_POINTS = 64
 POINTS_PER_BUCKET = 16
 MIN_BASE = 4
 MAX_LEVEL = 62
+# levels stored: base, base + LEVEL_STEP, ...; a read of level L uses the stored level at
+# or below it (at most 2**LEVEL_STEP rows a bucket); every other level stores a third
+# fewer rows than every level
+LEVEL_STEP = 2
 
 _NULL = -1.7976931348623157e308  # NULL (NaN) crosses the driver as this, as in store.series
 _FIELDS: list[tuple[str, Any]] = [
@@ -110,9 +114,17 @@ def _finite(values: npt.NDArray[np.float64], state: State | None = None
 
 # --- reading ---
 
+def stored_level(state: State, level: int) -> int | None:
+    """The stored level whose buckets make up buckets of `level` (None: finer than the
+    key's base)."""
+    if level < state.base:
+        return None
+    return state.base + (level - state.base) // LEVEL_STEP * LEVEL_STEP
+
+
 def read_units(conn: Connection, key_id: int, level: int) -> Units:
-    """A key's series as the stored buckets of `level` followed by the points after them
-    (superseded points removed)."""
+    """A key's series as the stored buckets of `level` (a stored level) followed by the
+    points after them (superseded points removed)."""
     rows = _query(conn, f"SELECT {_SELECT} FROM metric_summaries WHERE key_id = {{m}} "
                   "AND level = {m} ORDER BY bucket", [key_id, level], _LEVEL)
     tail = read_rows(conn, key_id, int(rows["last_seq"][-1]) if rows.size else -1)
@@ -192,7 +204,7 @@ def rebuild(conn: Connection, key_id: int) -> State | None:
     state = State(base, frontier, int(below["seq"][-1]) if below.size else -1, int(steps[0]),
                   *_finite(below["value"]))
     levels = [(base, _base_buckets(below, base))]
-    for level in range(base + 1, MAX_LEVEL + 1):
+    for level in range(base + LEVEL_STEP, MAX_LEVEL + 1, LEVEL_STEP):
         up = _parents(levels[-1][1])
         up = up[up["bucket"] < frontier >> level]
         if not up.size:
@@ -222,11 +234,11 @@ def _advance(conn: Connection, plans: list[tuple[int, State, Rows]]) -> None:
         below = rows[rows["step"] < new]
         levels = [(state.base, _base_buckets(below, state.base))]
         siblings = _siblings(conn, kid, state.base, old, new)
-        for level in range(state.base + 1, MAX_LEVEL + 1):
+        for level in range(state.base + LEVEL_STEP, MAX_LEVEL + 1, LEVEL_STEP):
             if new >> level <= old >> level:
                 break
             children = levels[-1][1]
-            left = siblings[siblings["level"] == level - 1]
+            left = siblings[siblings["level"] == level - LEVEL_STEP]
             if left.size:
                 children = np.concatenate([left[_NAMES].astype(_LEVEL), children])
             up = _parents(children)
@@ -243,23 +255,22 @@ def _advance(conn: Connection, plans: list[tuple[int, State, Rows]]) -> None:
 
 
 def _siblings(conn: Connection, key_id: int, base: int, old: int, new: int) -> Rows:
-    """The stored left siblings of the first parent each level above `base` closes as the
-    frontier moves from `old` to `new` (one per level at most, closed before)."""
-    wanted: list[tuple[int, int]] = []
-    for level in range(base + 1, MAX_LEVEL + 1):
+    """The stored left siblings of the first parent each stored level above `base`
+    closes as the frontier moves from `old` to `new` (closed before it moved)."""
+    wanted: list[tuple[int, int, int]] = []  # child level, first and end bucket
+    for level in range(base + LEVEL_STEP, MAX_LEVEL + 1, LEVEL_STEP):
         if new >> level <= old >> level:
             break
-        if (old >> (level - 1)) & 1:
-            wanted.append((level - 1, (old >> (level - 1)) - 1))
+        child = level - LEVEL_STEP
+        first, end = (old >> level) << LEVEL_STEP, old >> child
+        if end > first:
+            wanted.append((child, first, end))
     if not wanted:
         return np.empty(0, dtype=_STORED)
-    levels = ", ".join(str(lv) for lv, _ in wanted)
-    buckets = ", ".join(str(b) for _, b in wanted)
-    found = _query(conn, f"SELECT level, {_SELECT} FROM metric_summaries WHERE key_id = {{m}} "
-                   f"AND level IN ({levels}) AND bucket IN ({buckets})", [key_id], _STORED)
-    keep = [(int(lv), int(b)) in set(wanted) for lv, b in zip(found["level"], found["bucket"],
-                                                              strict=True)]
-    return found[np.array(keep, dtype=bool)] if found.size else found
+    ranges = " OR ".join(f"(level = {lv} AND bucket >= {a} AND bucket < {b})"
+                         for lv, a, b in wanted)
+    return _query(conn, f"SELECT level, {_SELECT} FROM metric_summaries WHERE key_id = {{m}} "
+                  f"AND ({ranges}) ORDER BY level, bucket", [key_id], _STORED)
 
 
 def _marker(conn: Connection) -> str:
@@ -320,9 +331,9 @@ def _base_buckets(points: Rows, base: int) -> Rows:
 
 
 def _parents(children: Rows) -> Rows:
-    """Buckets of one level (in bucket order) merged into the level above."""
+    """Buckets of one stored level (in bucket order) merged into the next stored one."""
     c = children
-    return _reduce(c["bucket"] >> 1, c["last_step"], c["n"], c["last_seq"], c["last_ts"],
+    return _reduce(c["bucket"] >> LEVEL_STEP, c["last_step"], c["n"], c["last_seq"], c["last_ts"],
                    c["min"], c["max"], c["last"])
 
 
