@@ -228,4 +228,30 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"val/accuracy": every(10, [0.6 + 0.001 * (k % 2) for k in range(10)])}),
         ("grpo", NO, {"val/accuracy": every(10, ramp(0.3, 0.05, 10))}),
     ),
+    "loss.spike": (
+        ("sft", NO, {"loss": [*ramp(3.0, -0.02, 20), 3.1, *ramp(2.58, -0.02, 5)]}),
+        # The same jump in a loss that moves that much every step anyway.
+        ("sft", NO, {"loss": [2.0 + 0.3 * (-1) ** i for i in range(20)] + [2.6, 2.0, 2.3]}),
+    ),
+    "loss.rising": (
+        ("sft", NO, {"loss": ramp(1.0, -0.03, 30) + ramp(0.1, 0.01, 30)}),
+        ("sft", NO, {"loss": ramp(1.0, -0.03, 30) + ramp(0.1, 0.001, 30)}),
+    ),
+    "dpo.over_optimisation": (
+        ("dpo", NO, {"mean_margin": ramp(0.0, 0.5, 50)}),
+        ("dpo", NO, {"mean_margin": ramp(0.0, 0.08, 50)}),
+    ),
+    "rl.no_progress": (
+        ("grpo", NO, {"reward_mean": [0.5 + 0.1 * math.sin(1.3 * i) for i in range(40)]}),
+        ("grpo", NO, {"reward_mean": [0.3 + 0.02 * i + 0.1 * math.sin(1.3 * i)
+                                      for i in range(40)]}),
+    ),
+    "grpo.truncation_extreme": (
+        ("grpo", NO, {"truncated_ratio": [0.91]}),
+        ("grpo", NO, {"truncated_ratio": const(0.75, 5)}),
+    ),
+    "grpo.no_signal": (
+        ("grpo", NO, {"zero_variance_skip_ratio": const(1.0, 3)}),
+        ("grpo", NO, {"zero_variance_skip_ratio": [1.0, 1.0, 0.9, 1.0, 1.0, 0.9]}),
+    ),
 }

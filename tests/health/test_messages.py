@@ -64,3 +64,16 @@ def test_messages_state_changes_in_words(rule_id: str) -> None:
     (method, settings, series), _ = CASES[rule_id]
     for f in evaluate(method, settings, series):
         assert "?" not in f.message and not SIGNED.search(f.message), f.message
+
+
+def test_a_flat_reward_is_info_until_it_has_held_over_30_points() -> None:
+    reward = [0.5 + 0.1 * math.sin(1.3 * i) for i in range(40)]
+    short = [f for f in evaluate("grpo", {}, {"reward_mean": reward[:20]})
+             if f.rule_id == "rl.no_progress"]
+    assert [f.severity for f in short] == ["info"]
+    (f,) = [f for f in evaluate("grpo", {}, {"reward_mean": reward})
+            if f.rule_id == "rl.no_progress"]
+    assert f.severity == "warning" and f.evidence["points"] >= 30
+    assert re.fullmatch(r"reward_mean (rose only|fell) [\d.]+ over 40 logged points "
+                        r"\([\d.]+ to [\d.]+\), within its noise \(sd [\d.]+ per point\)\.",
+                        f.message), f.message

@@ -30,6 +30,14 @@ def median(values: list[float]) -> float:
     return s[mid] if n % 2 else 0.5 * (s[mid - 1] + s[mid])
 
 
+def robust_sd(values: list[float], center: float) -> float:
+    """The standard deviation of `values` around `center`, as estimated by their median
+    absolute deviation, or by their mean one where that is larger (a two-valued series
+    has a median absolute deviation of 0); both are little moved by one outlier."""
+    dev = [abs(x - center) for x in values]
+    return max(1.4826 * median(dev), 1.2533 * sum(dev) / len(dev))
+
+
 class KOfN:
     """Turns per-point hits into "at least k hits among the last n points".
 
@@ -238,6 +246,75 @@ class Spike:
     def state(self) -> dict[str, Any]:
         return {"history": self.history, "tail": self.window.tail, "med": self.med,
                 "seen": self.seen, "at": self.refresh_at}
+
+
+class Jump:
+    """A value above the one before it by more than `z` robust standard deviations of the
+    series' recent step-to-step changes (less their median: a falling loss falls by about
+    the same each step), and by at least `min_rel` of its level: a loss spike, judged
+    against the run's own noise so a noisy loss does not raise it. The noise is measured
+    on the last `window` changes (after 200 points, refreshed every `BLOCK`); a jump keeps
+    its finding open `hold` points, so repeated jumps read as one finding."""
+
+    BLOCK = 8
+
+    def __init__(self, z: float = 6.0, min_rel: float = 0.05, window: int = 20,
+                 min_history: int = 10, hold: int = 10, state: dict[str, Any] | None = None
+                 ) -> None:
+        self.z, self.min_rel = z, min_rel
+        self.size, self.min_history = max(2, int(window)), max(2, int(min_history))
+        st = state or {}
+        self.diffs: list[float] = list(st.get("diffs", []))  # recent step-to-step changes
+        self.prev: float | None = st.get("prev")
+        self.noise: list[float] | None = st.get("noise")  # [median change, robust sd]
+        self.seen = int(st.get("seen", 0))
+        self.refresh_at = int(st.get("at", 0))
+        self.window = KOfN(1, hold, st.get("tail"))
+        self.hits: list[int] = []
+        self.jump: list[float] = list(st.get("jump", []))  # the latest jump: [from, to, sds]
+
+    def feed(self, values: list[float]) -> list[bool]:
+        hits = []
+        z, min_rel = self.z, self.min_rel
+        for v in values:
+            if self.seen >= self.refresh_at:
+                self._refresh()
+            self.seen += 1
+            prev = self.prev
+            if v - v != 0:
+                hits.append(0)
+                continue
+            hit = 0
+            if prev is not None:
+                change = v - prev
+                if self.noise is not None:
+                    med, sd = self.noise
+                    rise = change - med
+                    if rise > z * sd and change > min_rel * abs(prev):
+                        hit = 1
+                        self.jump = [prev, v, rise / sd if sd else INF]
+                self.diffs.append(change)
+                if len(self.diffs) > self.size:
+                    del self.diffs[0]
+            self.prev = v
+            hits.append(hit)
+        self.hits = hits
+        return self.window.feed(hits)
+
+    def _refresh(self) -> None:
+        d = self.diffs
+        if len(d) + 1 < self.min_history:
+            self.noise = None
+        else:
+            med = median(d)
+            self.noise = [med, robust_sd(d, med)]
+        # Every point while the run is young (its changes shrink fast as a loss settles),
+        # then every BLOCK points, which keeps a long run's cost to a few operations a point.
+        self.refresh_at = self.seen + (1 if self.seen < 200 else self.BLOCK)
+
+    def state(self) -> dict[str, Any]:
+        return {"diffs": self.diffs, "prev": self.prev, "noise": self.noise, "seen": self.seen,
+                "at": self.refresh_at, "tail": self.window.tail, "jump": self.jump}
 
 
 def spike_steps(steps: list[int], values: list[float], factor: float = 10.0) -> list[int]:

@@ -20,7 +20,7 @@ from runwatch.health.findings import (
     finite_or_text,
     render,
 )
-from runwatch.health.rules.base import Param, Rule
+from runwatch.health.rules.base import SEVERITY_RANK, Param, Rule
 
 # The steps and values of one metric's PointColumns, after its alias transform.
 StepValues = tuple[list[int], list[float]]
@@ -93,6 +93,18 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             a_bucket=int(_num(p, "a_bucket", 5)), relative=bool(_num(p, "relative", 0)),
             state=state,
         )
+    if kind == "jump":
+        return d.Jump(
+            z=_num(p, "z", 6.0), min_rel=_num(p, "min_rel", 0.05),
+            window=int(_num(p, "window", 20)), min_history=int(_num(p, "min_history", 10)),
+            hold=int(_num(p, "hold", 10)), state=state,
+        )
+    if kind == "no_improvement":
+        return t.NoImprovement(
+            direction=str(p.get("direction", "up")), z=_num(p, "z", 1.0),
+            min_points=int(_num(p, "min_points", 10)), head=int(_num(p, "head", 25)),
+            state=state,
+        )
     if kind == "nonfinite":
         return d.NonFinite()
     raise ValueError(f"rule {rule.id} has detector {kind!r}, which the engine cannot build")
@@ -132,9 +144,9 @@ class Evaluator:
             steps, values = cols[self.metric]
             if rule.detector == "threshold":
                 verdicts = self.detector.feed(values, steps)
-            elif rule.detector in ("trend", "no_progress"):
+            elif rule.detector in ("trend", "no_progress", "no_improvement"):
                 verdicts = self.detector.feed(steps, values)
-            else:  # spike
+            else:  # spike, jump
                 verdicts = self.detector.feed(values)
         hits = getattr(self.detector, "hits", None)
         onset = getattr(self.detector, "onset", None)
@@ -187,6 +199,11 @@ class Evaluator:
             extra["median"] = ref
             if ref and isinstance(rec.get("max"), int | float):
                 extra["ratio"] = rec["max"] / ref
+        elif isinstance(det, d.Jump):
+            if det.jump:
+                extra["from"], extra["to"], extra["sds"] = det.jump
+        elif isinstance(det, t.NoImprovement):
+            extra.update(det.held)
         elif isinstance(det, t.Trend):
             extra["effect"] = det.held_effect
         elif isinstance(det, t.NoProgress):
@@ -213,11 +230,27 @@ class Evaluator:
         fields = {**self.params, **evidence, "first_step": first_step, "last_step": last_step,
                   **self._words(evidence)}
         return Finding(
-            rule_id=self.rule.id, title=self.rule.title, severity=self.severity, status=status,
+            rule_id=self.rule.id, title=self.rule.title, severity=self._severity(rec, evidence),
+            status=status,
             metric=self.metric, first_step=first_step, last_step=last_step, evidence=evidence,
             message=render(self.rule.message, fields), advice=self.rule.advice,
             id=rec.get("id"), record=rec,
         )
+
+    def _severity(self, rec: Record, evidence: Mapping[str, Any]) -> str:
+        """The rule's severity, raised to warning when the evidence grows strong: the
+        finding holds `repeat` hits (a loss spike is worth knowing; spikes that repeat
+        cost the run), or it was judged on `warn_after` points or more (a reward flat
+        over 10 points may yet move; over 30 it is not learning)."""
+        if SEVERITY_RANK[self.severity] >= SEVERITY_RANK["warning"]:
+            return self.severity
+        repeat, warn_after = self.params.get("repeat"), self.params.get("warn_after")
+        points = evidence.get("points")
+        if ((isinstance(repeat, int | float) and int(rec.get("count") or 0) >= repeat)
+                or (isinstance(warn_after, int | float) and isinstance(points, int | float)
+                    and points >= warn_after)):
+            return "warning"
+        return self.severity
 
     def _words(self, evidence: Mapping[str, Any]) -> dict[str, str]:
         """The changes a trend's message states, in plain words ("fell only 2.4%")."""
@@ -225,6 +258,9 @@ class Evaluator:
         relative = bool(_num(self.params, "relative", 1))
         if kind == "trend":
             return {"change": change_words(evidence.get("effect"), relative)}
+        if kind == "no_improvement":
+            return {"change": change_words(evidence.get("effect"), False,
+                                           str(self.params.get("direction", "up")))}
         if kind == "no_progress":
             return {"change": change_words(evidence.get("effect"), True,
                                            str(self.params.get("direction", "down")))}

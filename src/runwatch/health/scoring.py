@@ -38,9 +38,15 @@ from runwatch.store import schema as s
 RULE_CLASSES: dict[str, str] = {
     "metric.non_finite": "nan",
     "grpo.zero_variance": "reward_zero_variance",
+    "grpo.no_signal": "reward_zero_variance",
     "grpo.truncation": "length_truncation",
     "grpo.length_at_budget": "length_truncation",
+    "grpo.truncation_extreme": "length_truncation",
     "sft.overfitting": "overfitting",
+    "loss.spike": "loss_spike",
+    "loss.rising": "loss_rising",
+    "rl.no_progress": "rl_no_progress",
+    "dpo.over_optimisation": "dpo_over_optimisation",
 }
 # The method a corpus run is imported as: PPO reads as RL, pretraining as SFT (its loss
 # should fall), as `runwatch import --method` takes them.

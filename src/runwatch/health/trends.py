@@ -15,7 +15,7 @@ from itertools import pairwise
 from operator import itemgetter, sub, truediv
 from typing import Any, Protocol
 
-from runwatch.health.detectors import median
+from runwatch.health.detectors import median, robust_sd
 
 
 @lru_cache(maxsize=64)
@@ -317,6 +317,64 @@ class NoProgress:
     def state(self) -> dict[str, Any]:
         return {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect,
                 "first": self.first, "held": self.held}
+
+
+class NoImprovement:
+    """A series that should rise (reward) and has not risen beyond its noise since the
+    start: the median of its latest k points against the median of its first k
+    (k = half the points so far, at most `head`), with the noise the robust standard
+    deviation of its recent point-to-point changes. It holds when the gain is under `z`
+    standard errors of that difference (a flat or falling reward), after `min_points`;
+    once it holds, it is released at twice that gain."""
+
+    def __init__(self, direction: str = "up", z: float = 1.0, min_points: int = 10,
+                 head: int = 25, state: dict[str, Any] | None = None) -> None:
+        st = state or {}
+        self.sign = 1.0 if direction == "up" else -1.0
+        self.z, self.min_points, self.size = z, max(4, int(min_points)), max(2, int(head))
+        self.head: list[float] = list(st.get("head", []))  # the first `head` values
+        self.tail: list[float] = list(st.get("tail", []))  # the latest `head` values
+        self.count = int(st.get("n", 0))
+        self.first_step: int | None = st.get("fs")
+        self.held: dict[str, float] = dict(st.get("held", {}))
+        self.verdict = bool(st.get("v", False))
+
+    def feed(self, steps: list[int], values: list[float]) -> list[bool]:
+        out = []
+        for step, v in zip(steps, values, strict=True):
+            if v - v == 0:
+                if self.first_step is None:
+                    self.first_step = step
+                if len(self.head) < self.size:
+                    self.head.append(v)
+                self.tail.append(v)
+                if len(self.tail) > self.size:
+                    del self.tail[0]
+                self.count += 1
+                # A long run is judged every 10 points: the verdict moves slowly there.
+                if self.count >= self.min_points and (self.count < 100 or self.count % 10 == 0):
+                    self.verdict = self._judge(step)
+            out.append(self.verdict)
+        return out
+
+    def _judge(self, step: int) -> bool:
+        k = min(self.count // 2, self.size)
+        start, now = median(self.head[:k]), median(self.tail[-k:])
+        changes = [b - a for a, b in pairwise(self.tail)]
+        noise = robust_sd(changes, median(changes)) / math.sqrt(2)
+        error = 1.2533 * noise * math.sqrt(2 / k)  # of a difference of two k-point medians
+        gain = self.sign * (now - start)
+        # Once it holds, it takes twice the gain to release: a reward hovering near the
+        # limit does not open and resolve a finding every few points.
+        holds = gain <= (2 if self.verdict else 1) * self.z * error
+        if holds:
+            self.held = {"start": start, "now": now, "effect": now - start, "noise": noise,
+                         "points": self.count, "span": step - (self.first_step or 0)}
+        return holds
+
+    def state(self) -> dict[str, Any]:
+        return {"head": self.head, "tail": self.tail, "n": self.count, "fs": self.first_step,
+                "held": self.held, "v": self.verdict}
 
 
 class Divergence(Onsets):

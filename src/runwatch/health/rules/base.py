@@ -16,6 +16,8 @@ DETECTORS = (
     "spike",
     "trend",
     "no_progress",
+    "no_improvement",
+    "jump",
     "divergence",
     "nonfinite",
     "stall",

@@ -338,4 +338,55 @@ RULES: tuple[Rule, ...] = (
         advice="Length runaway: set or raise overlong_penalty_factor, or lower "
         "max_sample_tokens, and read the longest rollouts.",
     ),
+    Rule(
+        id="rl.no_progress",
+        title="Reward is not improving",
+        methods=GRPO,
+        variants=(("reward_mean",), ("accuracy",)),
+        exclusive=True,
+        detector="no_improvement",
+        params={"direction": "up", "z": 1.0, "min_points": 10, "head": 25,
+                "warn_after": 30},
+        severity="info",
+        condition="After {min_points} logged points, the median of the latest half of "
+        "`reward_mean` (else `accuracy`; at most {head} points) has not risen above the "
+        "median of the first half by more than {z} standard error of its noise; a warning "
+        "once that holds over {warn_after} points.",
+        message="{metric} {change} over {points:.0f} logged points ({start:.3g} to "
+        "{now:.3g}), within its noise (sd {noise:.2g} per point).",
+        advice="The policy is not learning from this reward: check that rewards vary within "
+        "groups (zero_variance_skip_ratio), raise learning_rate, and read the rollouts for a "
+        "reward the model cannot earn.",
+    ),
+    Rule(
+        id="grpo.truncation_extreme",
+        title="Most completions hit the length budget",
+        methods=GRPO,
+        variants=(("truncated_ratio",),),
+        detector="threshold",
+        params={"above": 0.8, "k": 1, "n": 10},
+        severity="warning",
+        condition="`truncated_ratio` is above {above} on any logged step (the finding holds "
+        "while one of the last {n} is): judged on one point, for runs that log too few for "
+        "grpo.truncation.",
+        message="{metric} reached {max:.3g}: most completions were cut at the limit.",
+        advice="The budget is too tight or the output runs away: raise max_sample_tokens, or "
+        "set overlong_penalty_factor.",
+    ),
+    Rule(
+        id="grpo.no_signal",
+        title="No group has reward variance",
+        methods=GRPO,
+        variants=(("zero_variance_skip_ratio",),),
+        detector="threshold",
+        params={"above": 0.95, "k": 3, "n": 3},
+        severity="warning",
+        condition="`zero_variance_skip_ratio` is above {above} on {k} logged steps in a row: "
+        "judged on few points, for runs that log too few for grpo.zero_variance.",
+        message="{metric} stayed above {above} (last {last:.3g}): nearly every group scores "
+        "all its samples the same, so there is nothing to learn from.",
+        advice="The task is far too easy or too hard for the model: read "
+        "identical_nonzero_reward_skip_ratio to tell which, then change the data's "
+        "difficulty, group_size or temperature.",
+    ),
 )

@@ -1,4 +1,5 @@
-"""SFT and DPO rules: is the loss falling, is DPO separating chosen from rejected."""
+"""SFT and DPO rules: is the loss falling (and not spiking or turning back up), is DPO
+separating chosen from rejected without over-optimising."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss", "val/loss"),),
         detector="divergence",
         params={"a_dir": "down", "b_dir": "up", "window": 6, "a_effect": 0.02,
-                "b_effect": 0.02, "a_bucket": 5, "relative": 1},
+                "b_effect": 0.02, "a_bucket": 2, "relative": 1},
         severity="warning",
         condition="Over the last {window} validations `val/loss` rises by {b_effect} (relative) "
         "while `loss` falls by {a_effect}.",
@@ -76,5 +77,51 @@ RULES: tuple[Rule, ...] = (
         message="{metric} stayed at or below zero (last {last:.3g}).",
         advice="Chosen and rejected are not separating: raise learning_rate and check the "
         "dataset's chosen/rejected columns.",
+    ),
+    Rule(
+        id="loss.spike",
+        title="Loss spiked",
+        methods=("sft", "dpo"),
+        variants=(("loss",),),
+        detector="jump",
+        params={"z": 6.0, "min_rel": 0.05, "window": 20, "min_history": 10, "hold": 10,
+                "repeat": 2},
+        severity="info",
+        condition="`loss` rises above the point before it by more than {z} robust standard "
+        "deviations of its last {window} step-to-step changes, and by at least {min_rel} of "
+        "its level; a warning when {repeat} such jumps come within {hold} points.",
+        message="{metric} jumped from {from:.4g} to {to:.4g}, {sds:.0f} standard deviations "
+        "of its step-to-step noise ({count} jumps in this finding).",
+        advice="Read the batches at those steps for bad rows; if spikes repeat, lower "
+        "learning_rate or max_grad_norm, and check the learning-rate schedule's warm-up.",
+    ),
+    Rule(
+        id="loss.rising",
+        title="Loss is turning back up",
+        methods=("sft",),
+        variants=(("loss",),),
+        detector="trend",
+        params={"direction": "up", "window": 16, "min_effect": 0.5, "relative": 1},
+        severity="warning",
+        condition="The Theil–Sen trend of `loss` over the last {window} logged points rises "
+        "by at least {min_effect} of its level.",
+        message="{metric} {change} over the last {window} logged points (now {last:.4g}).",
+        advice="Training has gone past its best point: lower learning_rate or train fewer "
+        "epochs (num_epochs), and keep the checkpoint from where the loss was lowest.",
+    ),
+    Rule(
+        id="dpo.over_optimisation",
+        title="DPO margin exploded",
+        methods=("dpo",),
+        variants=(("mean_margin",),),
+        detector="threshold",
+        params={"above": 20.0, "k": 1, "n": 1},
+        severity="warning",
+        condition="`mean_margin` (TRL's β-scaled rewards/margins) is above {above} on any "
+        "step; healthy runs end at a few units.",
+        message="{metric} reached {max:.3g}, above {above}: the policy pushes rejected "
+        "replies far below the reference instead of learning the preference.",
+        advice="The preference is over-optimised: keep an earlier checkpoint, raise beta, and "
+        "lower learning_rate or num_epochs; read samples for degenerate text.",
     ),
 )
