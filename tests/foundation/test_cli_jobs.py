@@ -41,10 +41,13 @@ def test_submit_a_recipe_queues_its_run_and_prints_runnable_next_steps(tmp_path:
                   "--max-attempts", "2", "--startup-timeout", "60").stdout
     assert "first" in out and "QUEUED" in out
     assert "no worker of profile cpu is running" in out and "runwatch worker" in out
-    shown = [shlex.split(ln.strip()) for ln in out.splitlines()
-             if ln.strip().startswith("runwatch runs ")]
+    shown = [shlex.split(ln.strip()) for ln in out.splitlines() if "runwatch runs " in ln]
     assert [words[1:3] for words in shown] == [["runs", "get"], ["runs", "wait"]]
-    got = json.loads(run_cli(*shown[0][1:], "-o", "json").stdout)  # as printed
+    # as printed: the first word is `runwatch` where PATH finds it, else this install's path
+    assert shown[0][0] == "runwatch" or Path(shown[0][0]).name == "runwatch"
+    printed = subprocess.run([*shown[0], "-o", "json"], capture_output=True, text=True,
+                             timeout=CLI_DEADLINE_S, check=True)
+    got = json.loads(printed.stdout)
     assert got["name"] == "first" and got["state"]["phase"] == "QUEUED"
     assert got["state"]["project"] == "p" and got["state"]["method"] == "sft"
     job = got["job"]

@@ -24,6 +24,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from runwatch.cli.program import runwatch_words
+
 # C0 controls but newline and tab, DEL, C1 controls, and the bidirectional marks and overrides
 UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # What JSON leaves raw among those: DEL, C1 and the bidirectional characters
@@ -96,10 +98,11 @@ def fail(message: str, hints: Sequence[str] = (), code: int = 2) -> typer.Exit:
 
 
 def runwatch_command(*words: str, folder: Path | None = None, db: str | None = None) -> str:
-    """A `runwatch` command line to print as a next step, quoted to run as printed, with
-    `--dir FOLDER` and `--db DB` when given."""
+    """A `runwatch` command line to print as a next step, quoted to run as printed (with
+    `.venv/bin/runwatch` where `runwatch` is not on PATH), with `--dir FOLDER` and `--db DB`
+    when given."""
     where = (["--dir", str(folder)] if folder is not None else []) + (["--db", db] if db else [])
-    return shlex.join(["runwatch", *words, *where])
+    return shlex.join([*runwatch_words(), *words, *where])
 
 
 def dumps(data: Any) -> str:
