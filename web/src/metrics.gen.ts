@@ -35,7 +35,7 @@ export type Role =
 export const ROLE_NAMES: Readonly<Record<Role, readonly string[]>> = {
   train_loss: ["loss", "train_loss"],
   eval_loss: ["val/loss", "eval_loss", "val_loss"],
-  reward: ["reward_mean", "reward", "critic/rewards/mean", "env/all/reward/total"],
+  reward: ["reward_mean", "reward", "critic/rewards/mean", "env/all/reward/total", "mean_reward"],
   val_reward: ["val/reward_mean", "eval_reward", "test/env/all/reward/total"],
   accuracy: ["accuracy", "critic/score/mean"],
   val_accuracy: ["val/accuracy", "eval_accuracy"],
@@ -108,6 +108,7 @@ export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = ne
   ["optim/lr", ["learning_rate", null]],
   ["optim/entropy", ["entropy", null]],
   ["time/total", ["timing/step_total_s", null]],
+  ["mean_reward", ["reward_mean", null]],
 ]);
 
 /** A name that starts with a prefix is looked up with it replaced: [prefix, replacement]. */

@@ -80,6 +80,8 @@ EXACT: dict[str, Alias] = {
     "optim/lr": Alias("learning_rate", "tinker-cookbook"),
     "optim/entropy": Alias("entropy", "tinker-cookbook"),
     "time/total": Alias("timing/step_total_s", "tinker-cookbook"),
+    # --- hand-written GRPO loops ---
+    "mean_reward": Alias("reward_mean", "hand-written GRPO loops"),
 }
 
 # Names that hand-written loops and older tools log for a metric that a display (tile,
