@@ -27,6 +27,6 @@ def run_detail(conn: Connection, st: ServerState, row: Row[Any]) -> dict[str, An
     and its spend priced by the device profiles of the server's runs folder, and the
     cursor its live stream starts from."""
     rec = read_run(conn, row)
-    detail = shared_detail(rec, lambda key: st.cache.get(conn, row.pk, key).value,
+    detail = shared_detail(rec, st.cache.values(conn, row.pk),
                            runs_dir=st.runs_dir)
     return {"ok": True, **detail, "cursor": stream_cursor(conn, row.pk, rec.keys)}
