@@ -196,6 +196,11 @@ def _runs(runs_dir: Path) -> None:
     run.log_text("hello", level="warning", data={"k": 1})
     run.log_checkpoint(step=11, kind="training", id="c-11", path="/tmp/c")
     run.finish("SUCCEEDED")
+    for name in ("cmp-a", "cmp-b"):  # two SFT runs of one plan, for GET /api/compare
+        sft = init(name=name, dir=runs_dir, method="sft", config={"seed": 1})
+        for i in range(5):
+            sft.log({"loss": 1.0 / (i + 1)}, step=i)
+        sft.finish("SUCCEEDED")
 
 
 def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Path) -> None:
@@ -228,9 +233,12 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
         def ready() -> bool:
             r = client.get("/api/runs/typed/health")
             return r.status_code == 200 and bool(r.json()["findings"]) and bool(
-                client.get("/api/runs/typed/samples").json()["available"])
+                client.get("/api/runs/typed/samples").json()["available"]) and all(
+                (c := client.get(f"/api/runs/{name}")).status_code == 200
+                and c.json()["run"]["observed_step"] == 4 for name in ("cmp-a", "cmp-b"))
 
-        wait_for(ready, what="the run indexed with its samples and a health finding")
+        wait_for(ready, what="the runs indexed: typed with its samples and a health finding, "
+                 "cmp-a and cmp-b to step 4")
         detail = get("/api/runs/typed")
         run_list = get("/api/runs")
         keys = get("/api/runs/typed/metrics/keys")
@@ -259,6 +267,7 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
             "DeviceProfileInfo": recipes["device_profiles"][0],
             "WorkerList": workers, "Worker": workers["workers"][0],
             "WorkerJob": workers["workers"][0]["jobs"][0], "WorkerAnswer": drained,
+            "CompareReport": get("/api/compare", run="cmp-a", baseline="cmp-b"),
         }
     assert {name.split(" ")[0] for name in sent} == set(declared), "every interface is checked"
     for name, body in sent.items():
