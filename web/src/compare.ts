@@ -74,6 +74,8 @@ interface Chart {
   lines: ResolvedLine[];
   logY: boolean;
   extra: boolean;
+  /** Some compared run logged a key of the chart. */
+  logged: boolean;
 }
 
 const lineKey = (run: string, key: string) => `${run}\n${key}`;
@@ -258,9 +260,11 @@ export class CompareView {
       if (!perRun.length || perRun.some((lines) => !lines.length)) continue;
       out.push({ ...chartOf(spec), lines: this.runs.flatMap((r, i) => perRun[i].map((l) => ({ label: label(r, l.label), key: l.key, run: r.run.run_id }))) });
     }
+    // every run has a line on an added chart, logged or not, so that a run's colour (by its
+    // place among the chart's runs) is the same on every chart
     for (const key of this.state.keys) {
-      const lines = this.runs.filter((r) => r.keys.has(key)).map((r) => ({ label: label(r, key), key, run: r.run.run_id }));
-      out.push({ id: `key:${key}`, title: key, lines, logY: false, extra: true });
+      const lines = this.runs.map((r) => ({ label: label(r, key), key, run: r.run.run_id }));
+      out.push({ id: `key:${key}`, title: key, lines, logY: false, extra: true, logged: this.runs.some((r) => r.keys.has(key)) });
     }
     return out;
   }
@@ -331,13 +335,12 @@ export class CompareView {
       remove.addEventListener("click", () => this.setKeys(this.state.keys.filter((k) => `key:${k}` !== chart.id)));
       buttons.push(remove);
     }
-    const box = h("div", { class: "chart", "data-chart": chart.id });
-    if (!chart.lines.length) box.append(h("p", { class: "muted" }, "No compared run logged this key."));
     return h(
       "div",
       { class: "chart-card", "data-chart-card": chart.id },
       h("div", { class: "chart-head" }, h("h4", { title: [...new Set(chart.lines.map((l) => l.key))].join(", ") }, chart.title), h("div", { class: "chart-buttons" }, ...buttons)),
-      box,
+      chart.logged ? null : h("p", { class: "muted" }, "No compared run logged this key."),
+      h("div", { class: "chart", "data-chart": chart.id }),
     );
   }
 
@@ -488,7 +491,7 @@ function presentKeys(keys: MetricKey[]): Set<string> {
 }
 
 function chartOf(spec: ChartSpec): Omit<Chart, "lines"> {
-  return { id: spec.id, title: spec.title, logY: !!spec.logY, extra: false };
+  return { id: spec.id, title: spec.title, logY: !!spec.logY, extra: false, logged: true };
 }
 
 function sameLines(a: ResolvedLine[], b: ResolvedLine[]): boolean {
