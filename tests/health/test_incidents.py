@@ -4,6 +4,7 @@ step of a TRL DPO log gave one critical finding per metric, 16 for one run)."""
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -84,3 +85,12 @@ def test_listing_names_every_metric_of_the_incident(engine: Engine, tmp_path: Pa
     index(engine, runs)
     (g,) = [x for x in listing(engine, "r", now=0) if x["rule_id"] == "metric.non_finite"]
     assert g["id"] == f["id"] and g["status"] == "resolved"
+
+
+def test_a_flat_reward_over_a_long_run_is_one_finding() -> None:
+    # A reward flat within its noise must not resolve and reopen as the noise wanders.
+    rng = random.Random(0)
+    reward = [0.5 + rng.gauss(0.0, 0.05) for _ in range(5000)]
+    found = [f for f in evaluate("grpo", {}, {"reward_mean": reward})
+             if f.rule_id == "rl.no_progress"]
+    assert [(f.first_step, f.status, f.severity) for f in found] == [(9, "open", "warning")]

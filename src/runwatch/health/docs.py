@@ -95,7 +95,9 @@ standard deviations of the loss's own step-to-step change and at least 5% of its
 (a noisy loss moves ±25% a step without being wrong); a reward is "not improving" when
 the median of its latest half has gained less than one standard error of the
 difference of the two medians over the first half (at least 10 points, at most 25 on
-each side), once held it takes twice that gain to release, and it is info until judged
+each side), once held it takes twice that gain on 6 judgements in a row to release (a
+flat reward's recent median wanders; 5,000 flat noisy points give one finding, not
+five), and it is info until judged
 on 30 points (ten points of a reward may yet move; the default GRPO recipe's 20 steps
 gain about one noise width); a loss "turning back
 up" rises by half its level over 16 points, well beyond the wander of a settled loss.

@@ -325,7 +325,9 @@ class NoImprovement:
     (k = half the points so far, at most `head`), with the noise the robust standard
     deviation of its recent point-to-point changes. It holds when the gain is under `z`
     standard errors of that difference (a flat or falling reward), after `min_points`;
-    once it holds, it is released at twice that gain."""
+    once it holds, it is released at twice that gain on `CONFIRM` judgements in a row."""
+
+    CONFIRM = 6
 
     def __init__(self, direction: str = "up", z: float = 1.0, min_points: int = 10,
                  head: int = 25, state: dict[str, Any] | None = None) -> None:
@@ -338,6 +340,7 @@ class NoImprovement:
         self.first_step: int | None = st.get("fs")
         self.held: dict[str, float] = dict(st.get("held", {}))
         self.verdict = bool(st.get("v", False))
+        self.streak = int(st.get("s", 0))  # judgements in a row that would release it
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         out = []
@@ -364,17 +367,24 @@ class NoImprovement:
         noise = robust_sd(changes, median(changes)) / math.sqrt(2)
         error = 1.2533 * noise * math.sqrt(2 / k)  # of a difference of two k-point medians
         gain = self.sign * (now - start)
-        # Once it holds, it takes twice the gain to release: a reward hovering near the
-        # limit does not open and resolve a finding every few points.
+        # Once it holds, it takes twice the gain on CONFIRM judgements in a row to
+        # release: a reward hovering near the limit does not resolve and reopen a finding
+        # every few points (it opens at once: that is what a user waits for).
         holds = gain <= (2 if self.verdict else 1) * self.z * error
         if holds:
+            self.streak = 0
             self.held = {"start": start, "now": now, "effect": now - start, "noise": noise,
                          "points": self.count, "span": step - (self.first_step or 0)}
-        return holds
+            return True
+        self.streak = self.streak + 1 if self.verdict else 0
+        if self.verdict and self.streak < self.CONFIRM:
+            return True
+        self.streak = 0
+        return False
 
     def state(self) -> dict[str, Any]:
         return {"head": self.head, "tail": self.tail, "n": self.count, "fs": self.first_step,
-                "held": self.held, "v": self.verdict}
+                "held": self.held, "v": self.verdict, "s": self.streak}
 
 
 class Divergence(Onsets):
