@@ -94,3 +94,21 @@ def test_a_flat_reward_over_a_long_run_is_one_finding() -> None:
     found = [f for f in evaluate("grpo", {}, {"reward_mean": reward})
              if f.rule_id == "rl.no_progress"]
     assert [(f.first_step, f.status, f.severity) for f in found] == [(9, "open", "warning")]
+
+
+def test_a_spike_in_loss_and_grad_norm_at_one_step_is_listed_once(engine: Engine,
+                                                                    tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    lines = [{"step": i, "loss": 2.0 - 0.01 * i, "grad_norm": 1.0} for i in range(20)]
+    lines += [{"step": 20, "loss": 3.0, "grad_norm": 20.0}]
+    lines += [{"step": i, "loss": 1.8 - 0.01 * i, "grad_norm": 1.0} for i in range(21, 25)]
+    write_run(runs, "r", "sft", lines)
+    index(engine, runs)
+    found = [x for x in listing(engine, "r", now=0) if x["first_step"] == 20]
+    (f,) = found
+    assert f["rule_id"] == "optim.grad_norm_spike" and f["severity"] == "warning"
+    assert f["metrics"][:2] == ["grad_norm", "loss"]
+    assert [i["rule_id"] for i in f["evidence"]["incident"]] == ["optim.grad_norm_spike",
+                                                                 "loss.spike"]
+    assert "grad_norm spiked to 20" in f["message"] and "loss jumped from 1.81 to 3" in \
+        f["message"]

@@ -70,7 +70,11 @@ again the stall is stored as resolved.
 One cause at one step is one finding: every metric that is NaN or infinite at the same
 logged steps joins one `metric.non_finite` incident (consecutive bad steps extend it),
 whose `evidence.metrics` and `metrics` list them all and whose message names them
-("loss, grad_norm and rewards/margins were NaN at step 18."). Repeated loss spikes within
+("loss, grad_norm and rewards/margins were NaN at step 18."). Findings of event rules
+(spikes, jumps, non-finite values) that start at the same step are listed as one
+incident: the most severe leads (its id, rule and advice), the messages follow one
+another, `metrics` names every metric and `evidence.incident` keeps each merged
+finding's rule id, id, severity, metric and message. Repeated loss spikes within
 `hold` points are one `loss.spike` finding, which turns from info to warning at the
 second. Messages state changes in words with their numbers ("loss fell only 2.0% over
 897 steps (0.69 to 0.676)."), and a resolved finding describes what held, not the

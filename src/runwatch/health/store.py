@@ -276,7 +276,47 @@ def health_for_run(conn: Connection, run_pk: int, now: float | None = None) -> l
     stall = live_stall(conn, run_pk, time.time() if now is None else now)
     if stall is not None:
         out.append(finding_json(stall.to_dict()))
+    out = incidents(out)
     out.sort(key=sort_key)
+    return out
+
+
+# Rules whose findings mark one event at one step; such findings that start at the same
+# step are one incident (a NaN step where the loss also jumped, a spike in loss and
+# gradient norm together).
+EVENT_DETECTORS = frozenset({"spike", "jump", "nonfinite"})
+
+
+def incidents(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings of event rules that start at the same step, merged into one: the most
+    severe leads (its id, rule and title), the messages follow one another, `metrics`
+    lists every metric, it is open while any is, and `evidence.incident` keeps each
+    merged finding's rule id, id, severity, metric and message."""
+    groups: dict[int, list[dict[str, Any]]] = {}
+    out: list[dict[str, Any]] = []
+    for item in found:
+        rule = BY_ID.get(item["rule_id"])
+        if rule is None or rule.detector not in EVENT_DETECTORS or item["first_step"] is None:
+            out.append(item)
+        else:
+            groups.setdefault(int(item["first_step"]), []).append(item)
+    for group in groups.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        group.sort(key=sort_key)
+        lead = group[0]
+        out.append({
+            **lead,
+            "status": "open" if any(g["status"] == "open" for g in group) else "resolved",
+            "last_step": max(g["last_step"] or 0 for g in group),
+            "message": " ".join(g["message"] for g in group),
+            "metrics": list(dict.fromkeys(m for g in group for m in g["metrics"])),
+            "evidence": {**lead["evidence"], "incident": [
+                {k: g[k] for k in ("rule_id", "id", "severity", "metric", "message")}
+                for g in group]},
+            "updated_ts": max((g["updated_ts"] or 0 for g in group), default=None) or None,
+        })
     return out
 
 
