@@ -240,6 +240,8 @@ export class RunTablePage {
       const box = tr.querySelector<HTMLInputElement>(".run-check");
       if (box) box.checked = this.selection.has(tr.dataset.run ?? "");
     }
+    const all = this.head.querySelector<HTMLInputElement>("#run-table-all");
+    if (all) all.checked = this.rows.length > 0 && this.rows.every((r) => this.selection.has(r.run.run_id));
     compareLabel(this.compareButton, this.selection.size);
   }
 
