@@ -254,4 +254,13 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"zero_variance_skip_ratio": const(1.0, 3)}),
         ("grpo", NO, {"zero_variance_skip_ratio": [1.0, 1.0, 0.9, 1.0, 1.0, 0.9]}),
     ),
+    "dpo.loss_collapsed": (
+        ("dpo", NO, {"loss": [0.69, 0.2, 0.0, 0.0], "preference_accuracy": [0.5, 0.9, 1.0, 1.0]}),
+        ("dpo", NO, {"loss": [0.69, 0.2, 0.005, 0.004],
+                     "preference_accuracy": [0.5, 0.9, 0.97, 0.98]}),
+    ),
+    "grpo.entropy_collapse": (
+        ("grpo", NO, {"entropy": [1.0 * math.exp(-i / 15) for i in range(64)]}),
+        ("grpo", NO, {"entropy": [1.0 - 0.004 * i for i in range(64)]}),
+    ),
 }

@@ -47,6 +47,8 @@ RULE_CLASSES: dict[str, str] = {
     "loss.rising": "loss_rising",
     "rl.no_progress": "rl_no_progress",
     "dpo.over_optimisation": "dpo_over_optimisation",
+    "dpo.loss_collapsed": "dpo_over_optimisation",
+    "grpo.entropy_collapse": "entropy_collapse",
 }
 # The method a corpus run is imported as: PPO reads as RL, pretraining as SFT (its loss
 # should fall), as `runwatch import --method` takes them.

@@ -389,4 +389,19 @@ RULES: tuple[Rule, ...] = (
         "identical_nonzero_reward_skip_ratio to tell which, then change the data's "
         "difficulty, group_size or temperature.",
     ),
+    Rule(
+        id="grpo.entropy_collapse",
+        title="Policy entropy is collapsing",
+        methods=GRPO,
+        variants=(("entropy",),),
+        detector="trend",
+        params={"direction": "down", "window": 32, "min_effect": 0.5, "relative": 1},
+        severity="warning",
+        condition="The Theil–Sen trend of `entropy` over the last {window} logged points falls "
+        "by at least {min_effect} of its level: the policy is becoming deterministic, and "
+        "groups soon stop differing in reward.",
+        message="{metric} {change} over the last {window} logged points (now {last:.3g}).",
+        advice="Exploration is dying: raise temperature, lower learning_rate, or add an "
+        "entropy bonus; watch zero_variance_skip_ratio, which follows.",
+    ),
 )

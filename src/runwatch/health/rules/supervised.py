@@ -3,7 +3,15 @@ separating chosen from rejected without over-optimising."""
 
 from __future__ import annotations
 
-from runwatch.health.rules.base import Rule
+from collections.abc import Mapping, Sequence
+
+from runwatch.health.rules.base import Param, Rule
+
+
+def _loss_when_all_preferred(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
+    """The loss on steps where every pair prefers the chosen reply; +inf elsewhere."""
+    return [loss if acc >= float(p["accuracy_at"]) else float("inf")
+            for loss, acc in zip(v[0], v[1], strict=True)]
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -121,6 +129,23 @@ RULES: tuple[Rule, ...] = (
         "step; healthy runs end at a few units.",
         message="{metric} reached {max:.3g}, above {above}: the policy pushes rejected "
         "replies far below the reference instead of learning the preference.",
+        advice="The preference is over-optimised: keep an earlier checkpoint, raise beta, and "
+        "lower learning_rate or num_epochs; read samples for degenerate text.",
+    ),
+    Rule(
+        id="dpo.loss_collapsed",
+        title="DPO loss collapsed to zero",
+        methods=("dpo",),
+        variants=(("loss", "preference_accuracy"),),
+        detector="threshold",
+        derive=_loss_when_all_preferred,
+        params={"below": 0.01, "accuracy_at": 0.999, "k": 2, "n": 2},
+        severity="warning",
+        condition="`loss` is below {below} while `preference_accuracy` is 1, on {k} logged "
+        "steps in a row: every pair separated by a margin the sigmoid cannot tell from "
+        "infinite, so nothing is left to learn but pushing rejected replies further down.",
+        message="loss stayed at {last:.3g} with every pair preferred: the preference is "
+        "saturated.",
         advice="The preference is over-optimised: keep an earlier checkpoint, raise beta, and "
         "lower learning_rate or num_epochs; read samples for degenerate text.",
     ),
