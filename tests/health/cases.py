@@ -263,4 +263,8 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"entropy": [1.0 * math.exp(-i / 15) for i in range(64)]}),
         ("grpo", NO, {"entropy": [1.0 - 0.004 * i for i in range(64)]}),
     ),
+    "grpo.kl_ref_growing": (
+        ("grpo", NO, {"fb/loss/kl_ref/mean": ramp(0.01, 0.003, 128)}),
+        ("grpo", NO, {"fb/loss/kl_ref/mean": ramp(0.01, 0.0005, 128)}),
+    ),
 }

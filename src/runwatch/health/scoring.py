@@ -49,6 +49,7 @@ RULE_CLASSES: dict[str, str] = {
     "dpo.over_optimisation": "dpo_over_optimisation",
     "dpo.loss_collapsed": "dpo_over_optimisation",
     "grpo.entropy_collapse": "entropy_collapse",
+    "grpo.kl_ref_growing": "kl_growth",
 }
 # The method a corpus run is imported as: PPO reads as RL, pretraining as SFT (its loss
 # should fall), as `runwatch import --method` takes them.

@@ -404,4 +404,19 @@ RULES: tuple[Rule, ...] = (
         advice="Exploration is dying: raise temperature, lower learning_rate, or add an "
         "entropy bonus; watch zero_variance_skip_ratio, which follows.",
     ),
+    Rule(
+        id="grpo.kl_ref_growing",
+        title="KL to the reference keeps growing",
+        methods=GRPO,
+        variants=(("fb/loss/kl_ref/mean",),),
+        detector="trend",
+        params={"direction": "up", "window": 64, "min_effect": 0.1, "relative": 0},
+        severity="warning",
+        condition="The Theil–Sen trend of `fb/loss/kl_ref/mean` over the last {window} logged "
+        "points rises by at least {min_effect} nats: a slow rise from 0 is expected, one "
+        "that keeps climbing by a tenth of a nat per window is not held by beta.",
+        message="{metric} {change} over the last {window} logged points (now {last:.3g}).",
+        advice="The policy drifts away from the reference without bound: raise beta (the KL "
+        "coefficient) or lower learning_rate, and read rollouts for reward hacking.",
+    ),
 )
