@@ -1,0 +1,1 @@
+"""Drop-in fronts for other trackers' APIs, so scripts written for them record runwatch runs."""

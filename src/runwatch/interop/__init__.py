@@ -1,0 +1,1 @@
+"""runwatch and the tools people already run: TensorBoard, Prometheus, OpenTelemetry, Grafana."""
