@@ -136,8 +136,8 @@ Measured on the 27 runs (18 train, 9 held out), before and after issue 14's chan
 Per class after (train / holdout; recall, precision, median delay in points):
 `nan` 1/1, 100%, 0 / —; `reward_zero_variance` 2/2, 100%, 2 / 0 of 1;
 `length_truncation` 1/1, 100%, 0 / 1/1, 100%, -22; `overfitting` 1/1, 100%, 4 /
-1/1, 100%, 0; `loss_spike` 1/1, 50% (a loss jump at a NaN step of a run labelled
-`nan`), 0 / 1/1, 100%, 0; `loss_rising` 1/1, 100%, 8 / —; `dpo_over_optimisation`
+1/1, 100%, 0; `loss_spike` 1/1, 50% (two info-level jumps of a noisy DPO loss in the
+run labelled `nan`), 0 / 1/1, 100%, 0; `loss_rising` 1/1, 100%, 8 / —; `dpo_over_optimisation`
 1/1, 100%, 0 / —; `rl_no_progress` 2 of 4, 67%, 9 / 2 of 2, 67%, 10 (the false
 positive is a run labelled `reward_zero_variance` whose reward is flat too).
 What is still missed: `grpo_axiomforge` and `grpo_deepretrieval` log their reward
