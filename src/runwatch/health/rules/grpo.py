@@ -342,14 +342,13 @@ RULES: tuple[Rule, ...] = (
         id="rl.no_progress",
         title="Reward is not improving",
         methods=GRPO,
-        variants=(("reward_mean",), ("accuracy",)),
-        exclusive=True,
+        variants=(("reward_mean",),),
         detector="no_improvement",
         params={"direction": "up", "z": 1.0, "min_points": 10, "head": 25,
                 "warn_after": 30},
         severity="info",
         condition="After {min_points} logged points, the median of the latest half of "
-        "`reward_mean` (else `accuracy`; at most {head} points) has not risen above the "
+        "`reward_mean` (at most {head} points) has not risen above the "
         "median of the first half by more than {z} standard error of its noise; a warning "
         "once that holds over {warn_after} points.",
         message="{metric} {change} over {points:.0f} logged points ({start:.3g} to "
