@@ -18,7 +18,8 @@ from runwatch.cli.output import Output, emit, fail, line, print_table
 from runwatch.cli.runs import JqOpt, OutOpt, RawOpt
 from runwatch.health.scoring import load_corpus, replay_all, run_rows, score
 
-DEFAULT_CORPUS = Path("tests/data/real")
+# The corpus of the checkout runwatch runs from (an editable install); a wheel has none.
+DEFAULT_CORPUS = Path(__file__).resolve().parents[3] / "tests" / "data" / "real"
 
 
 class Split(StrEnum):
@@ -33,7 +34,8 @@ def health_eval_command(
         "(kept out of tuning) or all (both, each reported on its own, and the total).")
     ] = Split.all,
     corpus: Annotated[Path, typer.Option(
-        "--corpus", help="Folder of labelled runs with a labels.yaml.")] = DEFAULT_CORPUS,
+        "--corpus", help="Folder of labelled runs with a labels.yaml (default: "
+        "tests/data/real of the checkout runwatch runs from).")] = DEFAULT_CORPUS,
     only: Annotated[list[str] | None, typer.Option(
         "--run", help="Score only this run of the corpus (repeat for more).")] = None,
     output: OutOpt = Output.table,
