@@ -19,6 +19,7 @@ from runwatch.cli.jobs_cmds import cancel_cmd, resources_cmd, retry_cmd
 from runwatch.cli.output import line
 from runwatch.cli.recipes import recipes_app
 from runwatch.cli.serve import server, ui
+from runwatch.cli.share_cmd import share_cmd
 from runwatch.cli.submit import submit_cmd
 from runwatch.cli.worker import worker_cmd
 
@@ -37,6 +38,7 @@ runs.app.command("engine-config")(engine_config_cmd)
 runs.app.command("wait")(wait_cmd)
 runs.app.command("cancel")(cancel_cmd)
 runs.app.command("retry")(retry_cmd)
+runs.app.command("share")(share_cmd)
 app.command("import")(import_command)
 app.command("thresholds")(thresholds_command)
 app.command("health-eval")(health_eval_command)

@@ -20,6 +20,7 @@ from runwatch.server import (
     routes_metrics,
     routes_records,
     routes_runs,
+    share,
     sse,
 )
 from runwatch.server.auth import TokenAuth
@@ -88,7 +89,7 @@ def create_app(
     )
     errors.install(app)
     for module in (routes_runs, routes_jobs, routes_metrics, routes_records, routes_ingest, sse,
-                   routes_compare):
+                   routes_compare, share):
         app.include_router(module.router)
 
     @app.get("/api/server", tags=["server"])

@@ -1,0 +1,242 @@
+"""Share links: a signed, expiring, read-only link to one run's page.
+
+A link is `<server>/share/<credential>`; the credential is
+`<share id>.<expiry>.<run id, base64url>.<signature, base64url>`, the signature an
+HMAC-SHA256 of the first three parts under a secret kept in the runs folder
+(`.runwatch/share.key`, made 0600 by the first `runwatch runs share`). Opening the link
+checks it and sets the `runwatch_share` cookie (HttpOnly, SameSite=Lax, expiring with the
+link), then sends the browser to the run's page. On a server with a token, a request
+without the token but with that cookie reaches only the GET routes the run page needs for
+that one run (`allows`); TokenAuth (server/auth.py) asks `refusal` on every such request,
+so an expired, tampered or revoked link stops working at once. Revoked share ids are lines
+of `.runwatch/share-revoked`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import RedirectResponse
+from sqlalchemy import Connection, select
+from starlette.datastructures import QueryParams
+from starlette.types import Scope
+
+from runwatch.server.errors import ApiError, not_found
+from runwatch.server.state import ServerState, connection, state
+from runwatch.store import schema as s
+
+COOKIE = "runwatch_share"
+LANDING = "/share/"
+KEY_FILE = Path(".runwatch") / "share.key"
+REVOKED_FILE = Path(".runwatch") / "share-revoked"
+MAX_SECONDS = 366 * 86400
+# what a shared link may read: the run page, its assets, and these routes of its run
+RUN_ROUTES = frozenset({"", "/metrics/keys", "/series", "/history", "/samples", "/checkpoints",
+                        "/logs", "/health", "/events", "/stream"})
+_DOMAIN = b"runwatch-share-v1\0"
+_ID = re.compile(r"^[A-Za-z0-9_-]{8,32}$")
+_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class ShareError(ValueError):
+    """A link that does not grant anything: malformed, tampered, expired or revoked."""
+
+
+@dataclass(frozen=True)
+class Share:
+    share_id: str
+    run_id: str
+    expires: int  # unix seconds
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    if not re.fullmatch(r"[A-Za-z0-9_-]*", text):
+        raise ShareError("this share link is malformed")
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        raise ShareError("this share link is malformed") from None
+
+
+def parse_duration(text: str) -> int:
+    """Seconds of `30m`, `12h`, `7d` or `2w` (at most 366 days)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([mhdw])\s*", text.lower())
+    if not m or int(m[1]) <= 0:
+        raise ValueError(f"{text!r} is not a duration: give a number and m, h, d or w, "
+                         "as in 7d or 12h")
+    seconds = int(m[1]) * _UNITS[m[2]]
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"{text!r} is longer than a share link may last (366 days)")
+    return seconds
+
+
+def _read_private(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        return f.read(1 << 20)
+
+
+def secret(runs_dir: Path, create: bool = False) -> bytes | None:
+    """The signing key of `runs_dir`'s links; made (0600) when `create` and missing."""
+    path = runs_dir / KEY_FILE
+    key = _read_private(path)
+    if key is None and create:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:  # another process made it first: use that one
+            return secret(runs_dir)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_hex(32).encode())
+        key = _read_private(path)
+    if key is not None and len(key.strip()) < 32:
+        raise ShareError(f"{path} holds no usable key (under 32 characters)")
+    return key.strip() if key is not None else None
+
+
+def _signature(key: bytes, payload: str) -> bytes:
+    return hmac.new(key, _DOMAIN + payload.encode(), hashlib.sha256).digest()
+
+
+def sign(key: bytes, share: Share) -> str:
+    """The link credential of `share`."""
+    payload = f"{share.share_id}.{share.expires}.{_b64(share.run_id.encode())}"
+    return f"{payload}.{_b64(_signature(key, payload))}"
+
+
+def parse(credential: str) -> Share:
+    """The share a credential names, signature unchecked (for revoking by link)."""
+    parts = credential.strip().split(".")
+    if len(parts) != 4 or not _ID.match(parts[0]) or not parts[1].isdigit():
+        raise ShareError("this share link is malformed")
+    try:
+        run_id = _unb64(parts[2]).decode()
+    except UnicodeDecodeError:
+        raise ShareError("this share link is malformed") from None
+    return Share(parts[0], run_id, int(parts[1]))
+
+
+def verify(key: bytes, credential: str, revoked: set[str], now: float | None = None) -> Share:
+    """The share of a credential signed with `key`, unexpired and not revoked."""
+    share = parse(credential)
+    payload, _, sig = credential.strip().rpartition(".")
+    if not hmac.compare_digest(_unb64(sig), _signature(key, payload)):
+        raise ShareError("this share link is not valid: its signature does not match")
+    if share.expires <= (time.time() if now is None else now):
+        raise ShareError("this share link has expired; ask for a new one")
+    if share.share_id in revoked:
+        raise ShareError("this share link was revoked")
+    return share
+
+
+def revoked_ids(runs_dir: Path) -> set[str]:
+    data = _read_private(runs_dir / REVOKED_FILE)
+    return set(data.decode("utf-8", "replace").split()) if data else set()
+
+
+def revoke(runs_dir: Path, share_id: str) -> None:
+    """Refuse the share `share_id` from now on, on every server of `runs_dir`."""
+    if not _ID.match(share_id):
+        raise ShareError(f"{share_id!r} is not a share id or link")
+    path = runs_dir / REVOKED_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "a") as f:
+        f.write(share_id + "\n")
+
+
+def share_id_of(link_or_id: str) -> str:
+    """The share id in a link (`…/share/<credential>`), a credential, or an id itself."""
+    text = link_or_id.strip().rstrip("/")
+    text = text.rsplit(LANDING, 1)[-1]
+    return parse(text).share_id if "." in text else text
+
+
+def new_share(runs_dir: Path, run_id: str, seconds: int) -> tuple[Share, str]:
+    """A new share of `run_id` for `seconds`, and its credential."""
+    share = Share(secrets.token_urlsafe(9), run_id, int(time.time()) + seconds)
+    key = secret(runs_dir, create=True)
+    assert key is not None
+    return share, sign(key, share)
+
+
+def allows(scope: Scope, run_id: str) -> bool:
+    """Whether a share of `run_id` may make this request: GETs of the run page, its assets,
+    and `RUN_ROUTES` of that run named by its exact id (never a prefix or a name)."""
+    if scope["method"] != "GET":
+        return False
+    path: str = scope["path"]
+    if path == "/runs" or path.startswith("/assets/"):
+        return True
+    if path == "/api/series":
+        runs = QueryParams(scope.get("query_string", b"")).getlist("run")
+        return bool(runs) and all(r == run_id for r in runs)
+    head = "/api/runs/"
+    if not path.startswith(head):
+        return False
+    ref, slash, rest = path[len(head):].partition("/")
+    return ref == run_id and (slash + rest) in RUN_ROUTES
+
+
+def refusal(scope: Scope, credential: str) -> tuple[int, str] | None:
+    """None when the share credential lets this request through, else (status, why)."""
+    runs_dir = _runs_dir(scope)
+    try:
+        key = secret(runs_dir) if runs_dir is not None else None
+        if key is None:
+            return 401, "this server has no share links"
+        share = verify(key, credential, revoked_ids(runs_dir) if runs_dir else set())
+    except ShareError as exc:
+        return 401, str(exc)
+    if not allows(scope, share.run_id):
+        return 403, ("a share link reads only the page of its run; this request needs the "
+                     "server's token")
+    return None
+
+
+def _runs_dir(scope: Scope) -> Path | None:
+    app: Any = scope.get("app")
+    st = getattr(getattr(app, "state", None), "runwatch", None)
+    return getattr(st, "runs_dir", None)
+
+
+router = APIRouter(tags=["share"])
+
+
+@router.get(LANDING + "{credential}", include_in_schema=False)
+def landing(credential: str, conn: Connection = Depends(connection),
+            st: ServerState = Depends(state)) -> RedirectResponse:
+    """Open a share link: check it, set the share cookie, go to the run's page."""
+    try:
+        key = secret(st.runs_dir) if st.runs_dir is not None else None
+        if key is None:
+            raise ShareError("this server has no share links (it indexes no runs folder "
+                             "with a share key)")
+        share = verify(key, credential, revoked_ids(st.runs_dir) if st.runs_dir else set())
+    except ShareError as exc:
+        raise ApiError(401, str(exc)) from None
+    found = conn.execute(select(s.runs.c.pk).where(s.runs.c.run_id == share.run_id)).first()
+    if found is None:
+        raise not_found("the shared run is no longer in this server's index")
+    resp = RedirectResponse(f"/runs?{QueryParams({'run': share.run_id})}", status_code=303)
+    resp.set_cookie(COOKIE, credential, max_age=max(1, share.expires - int(time.time())),
+                    path="/", httponly=True, samesite="lax")
+    return resp

@@ -1,0 +1,206 @@
+"""Share links over real HTTP on a server with a token: a link reads its own run's page
+and nothing else, and stops working when it expires, is tampered with or is revoked."""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from apiclient import MakeRun, assert_error
+from sqlalchemy import Engine
+from typer.testing import CliRunner
+
+from runwatch.cli.main import app as cli
+from runwatch.server import share
+from runwatch.server.runner import Runner, free_port
+
+TOKEN = "Kq3v-9xTz_2mLw8RbY-share"
+# the GET routes a share of run R may read (R is put in for {run}); every other route of
+# the OpenAPI schema must refuse the share cookie
+ALLOWED = {"/api/runs/{run}", "/api/runs/{run}/metrics/keys", "/api/runs/{run}/series",
+           "/api/runs/{run}/history", "/api/runs/{run}/samples", "/api/runs/{run}/checkpoints",
+           "/api/runs/{run}/logs", "/api/runs/{run}/health", "/api/runs/{run}/events",
+           "/api/runs/{run}/stream", "/api/series"}
+
+
+@pytest.fixture
+def runs(make_run: MakeRun) -> tuple[str, str]:
+    return make_run("shared", steps=3), make_run("private", steps=3)
+
+
+@pytest.fixture
+def server(engine: Engine, runs_dir: Path, runs: tuple[str, str]) -> Iterator[Runner]:
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), token=TOKEN, prewarm=False,
+                interval=0.05) as srv:
+        owner = httpx.Client(base_url=srv.url, timeout=10,
+                             headers={"Authorization": f"Bearer {TOKEN}"})
+        deadline = time.monotonic() + 20
+        while len(owner.get("/api/runs").json()["runs"]) < 2:
+            assert time.monotonic() < deadline, "the server did not index the runs"
+            time.sleep(0.05)
+        yield srv
+
+
+def _client(srv: Runner, credential: str | None = None) -> httpx.Client:
+    cookies = {share.COOKIE: credential} if credential else None
+    return httpx.Client(base_url=srv.url, timeout=10, cookies=cookies)
+
+
+def _link(runs_dir: Path, run_id: str, seconds: int = 3600) -> tuple[share.Share, str]:
+    return share.new_share(runs_dir, run_id, seconds)
+
+
+def _get(client: httpx.Client, path: str, run: str, **kw: Any) -> httpx.Response:
+    params = {"run": run, "key": "loss"} if path == "/api/series" else {"key": "loss"}
+    if path.endswith("/stream"):
+        with client.stream("GET", path.replace("{run}", run), **kw) as resp:
+            resp.read() if resp.status_code != 200 else None
+            return resp
+    return client.get(path.replace("{run}", run), params=params, **kw)
+
+
+def test_a_link_reads_its_run_and_nothing_else(server: Runner, runs_dir: Path,
+                                               runs: tuple[str, str]) -> None:
+    mine, other = runs
+    _, credential = _link(runs_dir, mine)
+    with _client(server) as client:
+        landing = client.get(f"/share/{credential}")
+        assert landing.status_code == 303 and landing.headers["location"] == f"/runs?run={mine}"
+        cookie = landing.headers["set-cookie"]
+        assert cookie.startswith(f"{share.COOKIE}={credential}")
+        assert "HttpOnly" in cookie and "samesite=lax" in cookie.lower()
+        assert client.get("/runs", params={"run": mine}).status_code == 200
+        assert client.get(f"/api/runs/{mine}").json()["run"]["run_id"] == mine
+        assert client.get(f"/api/runs/{mine}/history").status_code == 200
+        series = client.get("/api/series", params={"run": mine, "key": "loss"}).json()
+        assert series["ok"] and series["series"]
+        for path in sorted(ALLOWED):
+            assert _get(client, path, mine).status_code not in (401, 403), path
+            # the same route of another run, or of this run by a prefix or its name
+            for ref in (other, mine[:6], "shared"):
+                assert_error(_get(client, path, ref), 403)
+        assert_error(client.get("/api/series", params=[("run", mine), ("run", other),
+                                                        ("key", "loss")]), 403)
+        assert_error(client.get("/api/series", params={"key": "loss"}), 403)
+        owner = {"Authorization": f"Bearer {TOKEN}"}
+        spec = client.get("/openapi.json", headers=owner).json()["paths"]
+        walked = 0
+        for path, ops in spec.items():
+            for method in ops:
+                if method == "get" and path in ALLOWED:
+                    continue
+                url = path.replace("{run}", mine).replace("{worker}", "w1")
+                body = {} if method in ("post", "put", "patch") else None
+                assert_error(client.request(method.upper(), url, json=body), 403)
+                walked += 1
+        assert walked >= 10 and any(p == "/api/runs" for p in spec)
+        for path in ("/api/runs", "/api/projects", "/api/stream/runs", "/openapi.json",
+                     "/api/docs", "/api/server", "/compare", "/table", "/new", "/resources"):
+            assert_error(client.get(path), 403)
+        # the owner's token still reads everything, share cookie or not
+        assert client.get("/api/runs", headers=owner).status_code == 200
+
+
+def test_writes_with_the_share_are_refused_and_change_nothing(
+        server: Runner, runs_dir: Path, runs: tuple[str, str]) -> None:
+    mine, _ = runs
+    _, credential = _link(runs_dir, mine)
+    with _client(server, credential) as client:
+        batch = {"run_id": "x1", "file": "events.jsonl",
+                 "records": [{"seq": 0, "ts": 1.0, "phase": "FAILED"}]}
+        assert_error(client.post("/api/ingest", json=batch), 403)
+        assert_error(client.post(f"/api/runs/{mine}/cancel", json={}), 403)
+        assert_error(client.post("/api/jobs", json={"argv": ["true"], "name": "j"}), 403)
+        assert client.get(f"/api/runs/{mine}").json()["run"]["status"] == "SUCCEEDED"
+    owner = httpx.get(f"{server.url}/api/runs", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert len(owner.json()["runs"]) == 2
+
+
+def _tampered(credential: str, part: int, value: str) -> str:
+    parts = credential.split(".")
+    parts[part] = value
+    return ".".join(parts)
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+
+
+def test_expired_tampered_and_foreign_links_are_refused(server: Runner, runs_dir: Path,
+                                                        runs: tuple[str, str]) -> None:
+    mine, other = runs
+    key = share.secret(runs_dir, create=True)
+    assert key is not None
+    expired = share.sign(key, share.Share("abcdefgh12", mine, int(time.time()) - 1))
+    _, good = _link(runs_dir, mine)
+    later = str(int(good.split(".")[1]) + 86400)
+    bad = {
+        "expired": expired,
+        "run id": _tampered(good, 2, _b64(other)),
+        "expiry": _tampered(good, 1, later),
+        "share id": _tampered(good, 0, "zzzzzzzzzzzz"),
+        "signature": _tampered(good, 3, _b64("x" * 32)),
+        "other key": share.sign(b"k" * 64, share.Share("abcdefgh12", mine,
+                                                       int(time.time()) + 3600)),
+        "malformed": "not-a-link",
+    }
+    for what, credential in bad.items():
+        with _client(server) as client:
+            landed = client.get(f"/share/{credential}")
+            assert_error(landed, 401)
+            assert "set-cookie" not in landed.headers, what
+        with _client(server, credential) as client:
+            for path in (f"/api/runs/{mine}", f"/api/runs/{other}", "/runs"):
+                assert_error(client.get(path), 401)
+    with _client(server, good) as client:
+        assert client.get(f"/api/runs/{mine}").status_code == 200
+
+
+def test_a_revoked_link_is_refused_at_once(server: Runner, runs_dir: Path,
+                                           runs: tuple[str, str]) -> None:
+    mine, _ = runs
+    sh, credential = _link(runs_dir, mine)
+    _, kept = _link(runs_dir, mine)
+    link = f"{server.url}/share/{credential}"
+    with httpx.Client(timeout=10, follow_redirects=True) as client:
+        assert client.get(link).status_code == 200
+        assert client.get(f"{server.url}/api/runs/{mine}").status_code == 200
+        result = CliRunner().invoke(cli, ["runs", "share", "--dir", str(runs_dir),
+                                          "--revoke", link])
+        assert result.exit_code == 0, result.output
+        assert sh.share_id in result.output
+        assert_error(client.get(f"{server.url}/api/runs/{mine}"), 401)
+        assert_error(client.get(link), 401)
+    with _client(server, kept) as other_link:
+        assert other_link.get(f"/api/runs/{mine}").status_code == 200
+
+
+def test_the_cli_prints_a_link_that_works(server: Runner, runs_dir: Path, engine: Engine,
+                                          runs: tuple[str, str]) -> None:
+    mine, other = runs
+    db = str(engine.url.database)
+    result = CliRunner().invoke(cli, ["runs", "share", "shared", "--expires", "2h", "--dir",
+                                      str(runs_dir), "--db", db, "--server", server.url])
+    assert result.exit_code == 0, result.output
+    link = result.output.splitlines()[0]
+    assert link.startswith(f"{server.url}/share/") and "shared" in result.output
+    assert (runs_dir / share.KEY_FILE).stat().st_mode & 0o777 == 0o600
+    with httpx.Client(timeout=10, follow_redirects=True) as client:
+        page = client.get(link)
+        assert page.status_code == 200 and page.url.path == "/runs"
+        assert page.url.params["run"] == mine
+        detail = client.get(f"{server.url}/api/runs/{mine}").json()
+        assert detail["run"]["name"] == "shared"
+        assert_error(client.get(f"{server.url}/api/runs/{other}"), 403)
+        assert_error(client.get(f"{server.url}/api/runs"), 403)
+    expiry = share.parse(link.rsplit("/", 1)[1]).expires - time.time()
+    assert 2 * 3600 - 60 < expiry <= 2 * 3600
+    for bad in (["--expires", "0d"], ["--expires", "400d"], ["--expires", "soon"]):
+        refused = CliRunner().invoke(cli, ["runs", "share", "shared", "--dir", str(runs_dir),
+                                           "--db", db, *bad])
+        assert refused.exit_code == 2 and "error" in refused.output
