@@ -95,7 +95,7 @@ def test_a_link_reads_its_run_and_nothing_else(server: Runner, runs_dir: Path,
                 if method == "get" and path in ALLOWED:
                     continue
                 url = path.replace("{run}", mine).replace("{worker}", "w1")
-                body = {} if method in ("post", "put", "patch") else None
+                body: dict[str, Any] | None = {} if method in ("post", "put", "patch") else None
                 assert_error(client.request(method.upper(), url, json=body), 403)
                 walked += 1
         assert walked >= 10 and any(p == "/api/runs" for p in spec)
@@ -204,3 +204,23 @@ def test_the_cli_prints_a_link_that_works(server: Runner, runs_dir: Path, engine
         refused = CliRunner().invoke(cli, ["runs", "share", "shared", "--dir", str(runs_dir),
                                            "--db", db, *bad])
         assert refused.exit_code == 2 and "error" in refused.output
+
+
+def test_a_share_names_no_other_run_when_its_own_is_ambiguous(
+        server: Runner, runs_dir: Path, make_run: MakeRun, runs: tuple[str, str]) -> None:
+    mine, other = runs
+    _, credential = _link(runs_dir, mine)
+    with _client(server, credential) as client:
+        assert client.get(f"/api/runs/{mine}").status_code == 200
+        # a run named like the shared run's id: the API's lookup would answer 400 and list
+        # both runs (ids and names) as candidates
+        twin = make_run(mine, steps=1)
+        owner = {"Authorization": f"Bearer {TOKEN}"}
+        deadline = time.monotonic() + 20
+        while len(client.get("/api/runs", headers=owner).json()["runs"]) < 3:
+            assert time.monotonic() < deadline, "the server did not index the run"
+            time.sleep(0.05)
+        for path in (f"/api/runs/{mine}", f"/api/runs/{mine}/logs", f"/share/{credential}"):
+            refused = client.get(path)
+            body = assert_error(refused, 404)
+            assert twin not in refused.text and other not in refused.text, body

@@ -14,6 +14,7 @@ import hmac
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qs
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runwatch.server import share
@@ -44,7 +45,7 @@ def _cookie(headers: dict[str, str], name: str) -> str | None:
     return morsel.value if morsel else None
 
 
-def _share_refusal(scope: Scope) -> tuple[int, str] | None:
+async def _share_refusal(scope: Scope) -> tuple[int, str] | None:
     """None when a share link lets this tokenless request through, else (status, why)."""
     if scope["method"] == "GET" and scope["path"].startswith(share.LANDING):
         return None
@@ -53,7 +54,7 @@ def _share_refusal(scope: Scope) -> tuple[int, str] | None:
     if credential is None:
         return 401, ("this server needs a token: send 'Authorization: Bearer <token>', or open "
                      "the app once as /?token=<token>")
-    return share.refusal(scope, credential)
+    return await anyio.to_thread.run_sync(share.refusal, scope, credential)
 
 
 class TokenAuth:
@@ -69,7 +70,7 @@ class TokenAuth:
             return
         given, from_query = _presented(scope)
         if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
-            refused = _share_refusal(scope)
+            refused = await _share_refusal(scope)
             if refused is not None:
                 await error_response(*refused)(scope, receive, send)
                 return

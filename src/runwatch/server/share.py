@@ -28,12 +28,12 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import RedirectResponse
-from sqlalchemy import Connection, select
+from sqlalchemy import Engine, or_, select
 from starlette.datastructures import QueryParams
 from starlette.types import Scope
 
 from runwatch.server.errors import ApiError, not_found
-from runwatch.server.state import ServerState, connection, state
+from runwatch.server.state import ServerState, state
 from runwatch.store import schema as s
 
 COOKIE = "runwatch_share"
@@ -197,8 +197,11 @@ def allows(scope: Scope, run_id: str) -> bool:
 
 
 def refusal(scope: Scope, credential: str) -> tuple[int, str] | None:
-    """None when the share credential lets this request through, else (status, why)."""
-    runs_dir = _runs_dir(scope)
+    """None when the share credential lets this request through, else (status, why).
+
+    Blocking (it reads the key, the revoked list and the index): call it off the loop."""
+    st = _state(scope)
+    runs_dir = getattr(st, "runs_dir", None)
     try:
         key = secret(runs_dir) if runs_dir is not None else None
         if key is None:
@@ -209,21 +212,31 @@ def refusal(scope: Scope, credential: str) -> tuple[int, str] | None:
     if not allows(scope, share.run_id):
         return 403, ("a share link reads only the page of its run; this request needs the "
                      "server's token")
+    if scope["path"].startswith("/api/") and not _unambiguous(st.engine, share.run_id):
+        # the routes' own 404 and 400 would list other runs as candidates
+        return 404, "the shared run is no longer in this server's index"
     return None
 
 
-def _runs_dir(scope: Scope) -> Path | None:
+def _unambiguous(engine: Engine, run_id: str) -> bool:
+    """Whether `run_id` names exactly one run by the API's lookup (its id, no other's name)."""
+    r = s.runs.c
+    with engine.connect() as conn:
+        found = conn.execute(select(r.run_id).where(or_(r.run_id == run_id, r.name == run_id))
+                             .limit(2)).all()
+    return len(found) == 1 and found[0].run_id == run_id
+
+
+def _state(scope: Scope) -> Any:
     app: Any = scope.get("app")
-    st = getattr(getattr(app, "state", None), "runwatch", None)
-    return getattr(st, "runs_dir", None)
+    return getattr(getattr(app, "state", None), "runwatch", None)
 
 
 router = APIRouter(tags=["share"])
 
 
 @router.get(LANDING + "{credential}", include_in_schema=False)
-def landing(credential: str, conn: Connection = Depends(connection),
-            st: ServerState = Depends(state)) -> RedirectResponse:
+def landing(credential: str, st: ServerState = Depends(state)) -> RedirectResponse:
     """Open a share link: check it, set the share cookie, go to the run's page."""
     try:
         key = secret(st.runs_dir) if st.runs_dir is not None else None
@@ -233,8 +246,7 @@ def landing(credential: str, conn: Connection = Depends(connection),
         share = verify(key, credential, revoked_ids(st.runs_dir) if st.runs_dir else set())
     except ShareError as exc:
         raise ApiError(401, str(exc)) from None
-    found = conn.execute(select(s.runs.c.pk).where(s.runs.c.run_id == share.run_id)).first()
-    if found is None:
+    if not _unambiguous(st.engine, share.run_id):
         raise not_found("the shared run is no longer in this server's index")
     resp = RedirectResponse(f"/runs?{QueryParams({'run': share.run_id})}", status_code=303)
     resp.set_cookie(COOKIE, credential, max_age=max(1, share.expires - int(time.time())),
