@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[server,dev,recipes,hf,wandb,postgres,otel]"
+	$(BIN)/pip install -q -e ".[server,dev,recipes,hf,wandb,postgres,otel,tensorboard]"
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -21,6 +21,7 @@ from runwatch.cli.recipes import recipes_app
 from runwatch.cli.serve import server, ui
 from runwatch.cli.share_cmd import share_cmd
 from runwatch.cli.submit import submit_cmd
+from runwatch.cli.tensorboard_cmd import tensorboard_cmd
 from runwatch.cli.worker import worker_cmd
 
 app = typer.Typer(
@@ -38,6 +39,7 @@ runs.app.command("engine-config")(engine_config_cmd)
 runs.app.command("wait")(wait_cmd)
 runs.app.command("cancel")(cancel_cmd)
 runs.app.command("retry")(retry_cmd)
+runs.app.command("tensorboard")(tensorboard_cmd)
 runs.app.command("share")(share_cmd)
 app.command("import")(import_command)
 app.command("thresholds")(thresholds_command)

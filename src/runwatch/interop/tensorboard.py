@@ -1,0 +1,215 @@
+"""A run of the index as TensorBoard event files: every metric key as a scalar curve, the
+mean of each reward term over a step's rollouts, the config for the HParams dashboard and
+a step's rollouts as text, written with tensorboardX's SummaryWriter.
+
+An `Export` writes what is new each time `sync` is called, so one export can follow a run
+while it trains. TensorBoard keeps scalars as 32-bit floats: a value reads back as
+`numpy.float32(value)`, its step and the time it was logged as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Row
+
+from runwatch.store.keys import run_keys
+from runwatch.store.rollouts import rollouts
+from runwatch.store.series import keep_mask, read_rows
+
+# Put in an export's folder, so a later export of the same run knows the event files
+# there are its own to replace (and never deletes anyone else's).
+MARKER = ".runwatch-tensorboard"
+EVENT_PREFIX = "events.out.tfevents."
+# Rollouts shown as text for each kept step, in scoring order (`runs rollouts` has all).
+TEXT_ROLLOUTS = 8
+# The HParams plugin's session status for each terminal phase.
+END_STATUS = {"SUCCEEDED": "STATUS_SUCCESS", "FAILED": "STATUS_FAILURE",
+              "CANCELLED": "STATUS_ABORTED"}
+
+
+# What a TensorBoard tag may hold; anything else becomes "_" (tensorboardX's own rule).
+_NOT_IN_TAG = re.compile(r"[^-/\w.]")
+
+
+class ExportError(Exception):
+    """The export cannot be written where it was asked to go."""
+
+
+def tag_of(key: str) -> str:
+    """The TensorBoard tag of a metric key: characters a tag cannot hold become "_" and
+    leading slashes go (`eval loss` → `eval_loss`)."""
+    return _NOT_IN_TAG.sub("_", key).lstrip("/")
+
+
+def term_tag(split: str, term: str) -> str:
+    """The scalar tag of a reward term's mean over a step's rollouts."""
+    return tag_of(f"rollouts/{split}/reward_terms/{term}")
+
+
+def text_tag(split: str) -> str:
+    """The text tag of a step's rollouts (tensorboardX adds `/text_summary`)."""
+    return tag_of(f"rollouts/{split}")
+
+
+def prepare_dir(out: Path) -> None:
+    """Make `out` ready for a fresh export: create it, or clear the event files a previous
+    export of runwatch left there; refuse a file, or a folder of someone else's events."""
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out} is a file, not a folder for TensorBoard's event files")
+    old = sorted(out.glob(EVENT_PREFIX + "*")) if out.is_dir() else []
+    if old and not (out / MARKER).exists():
+        raise ExportError(f"{out} already holds TensorBoard event files that runwatch did not "
+                          "write; pass --out with an empty or new folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for f in old:
+            f.unlink()
+        (out / MARKER).write_text("event files written by `runwatch runs tensorboard`; the "
+                                  "next export of the run replaces them\n")
+    except OSError as exc:
+        raise ExportError(f"cannot write the export to {out}: {exc.strerror or exc}") from exc
+
+
+def hparam_values(flat: Mapping[str, Any]) -> dict[str, bool | str | float]:
+    """A flattened config as HParams values: numbers, booleans and strings as they are,
+    lists and other values as JSON text; unset (None) settings left out."""
+    out: dict[str, bool | str | float] = {}
+    for k, v in flat.items():
+        if v is None:
+            continue
+        if isinstance(v, bool | str | int | float):
+            out[k] = v
+        else:
+            out[k] = json.dumps(v, sort_keys=True, default=str)
+    return out
+
+
+def rollouts_markdown(samples: list[dict[str, Any]], total: int) -> str:
+    """A step's rollouts as Markdown: each one's reward and terms, prompt and completion."""
+    parts = [f"{len(samples)} of {total} rollouts, in scoring order"]
+    for s in samples:
+        terms = ", ".join(f"{k} {v}" for k, v in s["reward_terms"].items())
+        head = f"### rollout {s['index']}: reward {s['reward']}"
+        parts += [head + (f" ({terms})" if terms else ""),
+                  "**prompt**", _fenced(_as_text(s["prompt"])),
+                  "**completion**", _fenced(_as_text(s["completion"]))]
+    return "\n\n".join(parts)
+
+
+def _as_text(value: Any) -> str:
+    """A prompt or completion as text: chat messages one per line as `role: content`."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(m, dict) and "content" in m for m in value):
+        return "\n".join(f"{m.get('role', '?')}: {_as_text(m['content'])}" for m in value)
+    return json.dumps(value, ensure_ascii=False, indent=1, default=str)
+
+
+def _fenced(text: str) -> str:
+    """`text` in a code block whose fence is longer than any run of backticks in it."""
+    longest, run = 0, 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
+
+
+class Export:
+    """Event files for one run in `out`, brought up to date by each `sync`."""
+
+    def __init__(self, out: Path, text_rollouts: int = TEXT_ROLLOUTS) -> None:
+        from tensorboardX import SummaryWriter
+
+        prepare_dir(out)
+        self.out = out
+        self.text_rollouts = text_rollouts
+        self.writer = SummaryWriter(logdir=str(out), flush_secs=5)
+        self.max_seq: dict[int, int] = {}  # key id -> the newest point written
+        self.rollout_steps: set[tuple[int, str]] = set()
+        self.points = 0
+        # when each step was logged, so a step's reward-term means share its wall time
+        self.step_time: dict[int, float] = {}
+        self.tags: set[str] = set()
+        self.ended = False
+
+    def write_hparams(self, flat_config: Mapping[str, Any], metric_tags: list[str]) -> None:
+        """The config as one HParams session (this folder), with `metric_tags` listed as
+        its metrics."""
+        from tensorboardX.summary import hparams
+
+        exp, start, _ = hparams(hparam_values(flat_config), dict.fromkeys(metric_tags, 0.0))
+        fw = self.writer._get_file_writer()
+        fw.add_summary(exp)
+        fw.add_summary(start)
+
+    def sync(self, conn: Connection, run: Row[Any]) -> int:
+        """Write the points and rollouts stored since the last sync; the points written."""
+        before = self.points
+        for key in run_keys(conn, run.pk):
+            rows = read_rows(conn, key.id, self.max_seq.get(key.id, -1))
+            if rows.size == 0:
+                continue
+            self.max_seq[key.id] = int(rows["seq"][-1])
+            rows = rows[keep_mask(rows["step"])]
+            for step, ts, value in zip(rows["step"].tolist(), rows["ts"].tolist(),
+                                       rows["value"].tolist(), strict=True):
+                self.writer.add_scalar(tag_of(key.key), value, step, walltime=ts)
+                self.step_time[step] = ts
+            self.points += int(rows.size)
+            self.tags.add(tag_of(key.key))
+        self._rollouts(conn, run)
+        self.writer.flush()
+        return self.points - before
+
+    def _rollouts(self, conn: Connection, run: Row[Any]) -> None:
+        available = rollouts(conn, run.pk, limit=0)["available"]
+        for a in sorted(available, key=lambda a: (a["step"], a["split"])):
+            step, split = int(a["step"]), str(a["split"])
+            if (step, split) in self.rollout_steps:
+                continue
+            self.rollout_steps.add((step, split))
+            kept = rollouts(conn, run.pk, step=step, split=split, limit=a["count"])
+            samples = kept["samples"]
+            for term, mean in _term_means(samples).items():
+                self.writer.add_scalar(term_tag(split, term), mean, step,
+                                       walltime=self.step_time.get(step))
+                self.tags.add(term_tag(split, term))
+            shown = samples[: self.text_rollouts]
+            self.writer.add_text(text_tag(split), rollouts_markdown(shown, len(samples)), step,
+                                 walltime=self.step_time.get(step))
+
+    def end(self, status: str) -> None:
+        """Mark the HParams session ended with the run's terminal phase."""
+        from tensorboardX.proto.api_pb2 import Status
+        from tensorboardX.proto.plugin_hparams_pb2 import HParamsPluginData, SessionEndInfo
+        from tensorboardX.proto.summary_pb2 import Summary, SummaryMetadata
+
+        info = SessionEndInfo(status=Status.Value(END_STATUS.get(status, "STATUS_UNKNOWN")),
+                              end_time_secs=time.time())
+        content = HParamsPluginData(session_end_info=info, version=0).SerializeToString()
+        meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="hparams",
+                                                                      content=content))
+        summary = Summary(value=[Summary.Value(tag="_hparams_/session_end_info",
+                                               metadata=meta)])
+        self.writer._get_file_writer().add_summary(summary)
+        self.ended = True
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _term_means(samples: list[dict[str, Any]]) -> dict[str, float]:
+    """The mean of each numeric reward term over the samples that report it."""
+    sums: dict[str, list[float]] = {}
+    for s in samples:
+        for term, v in s["reward_terms"].items():
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                sums.setdefault(str(term), []).append(float(v))
+    return {t: sum(vs) / len(vs) for t, vs in sorted(sums.items())}

@@ -1,0 +1,199 @@
+"""`runwatch runs tensorboard`: a run recorded by the SDK, exported by the real CLI and read
+back with TensorBoard's own event reader (EventAccumulator, its hparams metadata parser and
+tensor_util), value by value."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.plugins.hparams import api_pb2
+from tensorboard.plugins.hparams import metadata as hp_metadata
+from tensorboard.util import tensor_util
+
+import runwatch
+from tests.support import first_line, run_cli
+
+CONFIG = {"learning_rate": 3e-4, "optim": {"beta1": 0.9, "name": "adamw"}, "bf16": True,
+          "layers": [2, 4], "seed": 7}
+FLAT_CONFIG = {"learning_rate": 3e-4, "optim.beta1": 0.9, "optim.name": "adamw",
+               "bf16": True, "layers": "[2, 4]", "seed": 7.0}
+# Only stops a hung export from hanging the suite.
+DEADLINE_S = 120
+
+
+def _metrics(step: int) -> dict[str, float]:
+    m = {"loss": 2.0 / (step + 1) + 1e-7 * step, "reward_mean": 0.1 * step - 0.05,
+         "learning_rate": 3e-4 * min(1.0, step / 4), "eval loss": float("nan") if step == 3
+         else 1.5 - 0.01 * step}
+    if step % 4 == 0:
+        m["val/accuracy"] = step / 16
+    return m
+
+
+def _samples(step: int) -> list[dict[str, Any]]:
+    return [{"prompt": [{"role": "user", "content": f"sort {step}{i}31"}],
+             "completion": f"13{i}{step} ```done```", "reward": float(i) - 0.25,
+             "reward_terms": {"correct": float(i), "overlong_penalty": -0.25 * (step % 2)}}
+            for i in range(3)]
+
+
+def _log(run: Any, steps: range) -> None:
+    for step in steps:
+        run.log(_metrics(step), step=step)
+        if step % 3 == 0:
+            run.log_samples(step, _samples(step))
+
+
+def _load(out: Path) -> Any:
+    acc = event_accumulator.EventAccumulator(str(out), size_guidance={"scalars": 0,
+                                                                      "tensors": 0})
+    acc.Reload()
+    return acc
+
+
+def _logged(runs_dir: Path, name: str) -> dict[str, list[tuple[int, float, float]]]:
+    """(step, value, ts) of every point the index holds, by metric key, read by the CLI."""
+    data = json.loads(run_cli("runs", "metrics", name, "--dir", str(runs_dir), "-o",
+                              "json").stdout)
+    out: dict[str, list[tuple[int, float, float]]] = {}
+    for s in data["steps"]:
+        for k, v in s["measured"].items():
+            out.setdefault(k, []).append((s["step"], float("nan") if v is None else v, s["ts"]))
+    return out
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def _check_scalars(acc: Any, runs_dir: Path, name: str, steps: range) -> None:
+    """Every point of every key, and every step's reward-term means, as TensorBoard reads
+    them: the step and wall time exact, the value as the float32 TensorBoard keeps."""
+    logged = _logged(runs_dir, name)
+    tag = {"eval loss": "eval_loss"}
+    expected_keys = {k for s in steps for k in _metrics(s)}
+    assert set(logged) == expected_keys
+    for key, points in logged.items():
+        events = acc.Scalars(tag.get(key, key))
+        assert [e.step for e in events] == [p[0] for p in points], key
+        assert [e.wall_time for e in events] == [p[2] for p in points], key
+        for e, (step, value, _) in zip(events, points, strict=True):
+            assert value == pytest.approx(_metrics(step)[key], nan_ok=True)
+            assert _same(e.value, float(np.float32(value))), (key, step, e.value, value)
+    sample_steps = [s for s in steps if s % 3 == 0]
+    for term in ("correct", "overlong_penalty"):
+        events = acc.Scalars(f"rollouts/train/reward_terms/{term}")
+        assert [e.step for e in events] == sample_steps
+        for e in events:
+            terms = [smp["reward_terms"][term] for smp in _samples(e.step)]
+            assert e.value == np.float32(sum(terms) / len(terms)), (term, e.step)
+
+
+def _check_hparams(acc: Any, status: int) -> None:
+    content = acc.PluginTagToContent("hparams")
+    exp = hp_metadata.parse_experiment_plugin_data(content[hp_metadata.EXPERIMENT_TAG])
+    assert {h.name for h in exp.hparam_infos} == set(FLAT_CONFIG)
+    assert {m.name.tag for m in exp.metric_infos} == set(acc.Tags()["scalars"])
+    start = hp_metadata.parse_session_start_info_plugin_data(
+        content[hp_metadata.SESSION_START_INFO_TAG])
+    got = {k: (v.string_value if v.HasField("string_value") else v.bool_value
+               if v.HasField("bool_value") else v.number_value)
+           for k, v in start.hparams.items()}
+    assert got == FLAT_CONFIG
+    end = hp_metadata.parse_session_end_info_plugin_data(
+        content[hp_metadata.SESSION_END_INFO_TAG])
+    assert end.status == status
+
+
+def _check_text(acc: Any, steps: range) -> None:
+    events = acc.Tensors("rollouts/train/text_summary")
+    assert [e.step for e in events] == [s for s in steps if s % 3 == 0]
+    for e in events:
+        text = tensor_util.make_ndarray(e.tensor_proto)[0].decode()
+        for smp in _samples(e.step):
+            assert f"user: {smp['prompt'][0]['content']}" in text
+            assert f"````\n{smp['completion']}\n````" in text
+            assert f"reward {smp['reward']}" in text
+
+
+def test_export_matches_every_value_and_replaces_itself(runs_dir: Path) -> None:
+    with runwatch.init(name="rl", dir=runs_dir, method="grpo", config=CONFIG) as run:
+        _log(run, range(12))
+    done = run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir))
+    out = next((runs_dir / ".runwatch" / "tensorboard").iterdir())
+    assert f"tensorboard --logdir {out}" in done.stdout
+    # a second export replaces the first instead of adding a copy of every point
+    run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir))
+    assert len(list(out.glob("events.out.tfevents.*"))) == 1
+    acc = _load(out)
+    _check_scalars(acc, runs_dir, "rl", range(12))
+    _check_hparams(acc, api_pb2.STATUS_SUCCESS)
+    _check_text(acc, range(12))
+
+
+def test_follow_adds_points_logged_after_it_starts(runs_dir: Path, tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, runwatch\n"
+        "from tests.interop.test_tensorboard import CONFIG, _log\n"
+        "run = runwatch.init(name='live', dir=sys.argv[1], config=CONFIG, flush_interval=0.05)\n"
+        "_log(run, range(4))\n"
+        "print('started', flush=True)\n"
+        "sys.stdin.readline()  # until the export follows\n"
+        "_log(run, range(4, 10))\n"
+        "run.finish()\n"), str(runs_dir)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=Path(__file__).parents[2])
+    out = tmp_path / "tb"
+    assert child.stdin is not None
+    follower = None
+    try:
+        assert first_line(child, what="the training process to start") == "started"
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "runwatch", "runs", "tensorboard", "live", "--dir",
+             str(runs_dir), "--out", str(out), "--follow", "--interval", "0.1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wrote = first_line(follower, what="the first export", deadline=DEADLINE_S)
+        assert wrote.startswith("wrote ") and " of live to " in wrote
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.wait(timeout=DEADLINE_S) == 0
+        rest, err = follower.communicate(timeout=DEADLINE_S)
+        assert follower.returncode == 0, err
+        assert "live ended SUCCEEDED" in rest
+    finally:
+        for p in (child, follower):
+            if p is not None and p.poll() is None:
+                p.kill()
+    acc = _load(out)
+    _check_scalars(acc, runs_dir, "live", range(10))
+    _check_text(acc, range(10))
+    _check_hparams(acc, api_pb2.STATUS_SUCCESS)
+
+
+def test_bad_input_is_refused_in_plain_words(runs_dir: Path, tmp_path: Path) -> None:
+    with runwatch.init(name="rl", dir=runs_dir, config=CONFIG) as run:
+        _log(run, range(2))
+    unknown = run_cli("runs", "tensorboard", "nope", "--dir", str(runs_dir), check=False)
+    assert unknown.returncode == 2 and "nope" in unknown.stderr
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("not a folder")
+    refused = run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--out",
+                      str(a_file), check=False)
+    assert refused.returncode == 2
+    assert f"{a_file} is a file, not a folder" in " ".join(refused.stderr.split())
+    assert a_file.read_text() == "not a folder"
+    foreign = tmp_path / "theirs"
+    foreign.mkdir()
+    (foreign / "events.out.tfevents.1.host").write_bytes(b"")
+    kept = run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--out",
+                   str(foreign), check=False)
+    assert kept.returncode == 2 and "did not write" in kept.stderr
+    assert (foreign / "events.out.tfevents.1.host").exists()
