@@ -3,7 +3,8 @@
 1. Navigation: from a click on a 100,000-step x 20-metric run in the list until every
    chart is drawn: warm (the server indexed the run, so its series are cached), after a
    restart (a fresh server reading the series files it saved) and cold (nothing cached
-   or saved: every point read from SQLite).
+   or saved: the charts read the index's step summaries; bench_cold.py compares that
+   with reading every point).
 2. Live delay: from a metrics line written to disk to the point drawn on the open page.
 3. Load: 50 runs logging live through the SDK (10 steps/s x 20 metrics each) while the
    page shows one of them: no point lost (in the index and on the page), and the page
@@ -113,7 +114,8 @@ def bench_navigation(browser: Any, tmp: Path, steps: int, repeat: int) -> dict[s
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         out["restart_first_ms"] = round(navigate(page, server.url, "big-run"), 1)
         page.close()
-    # worst case: a server with nothing cached or saved reads every point from SQLite
+    # a server with nothing cached or saved: the charts read the step summaries, the
+    # run detail's tiles whatever they read (bench_cold.py: with and without summaries)
     with Runner(open_engine(db), port=free_port(), prewarm=False, save_series=False) as server:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         out["cold_first_ms"] = round(navigate(page, server.url, "big-run"), 1)

@@ -132,7 +132,7 @@ def _series_payload(
         if p.state is not None and p.info is not None:
             level = None if shift is None else stored_level(p.state, shift)
             if level is not None:
-                units = read_units(conn, p.info.id, level)
+                units = read_units(conn, p.info.id, p.state, level, x_time)
                 if units.count > points:
                     d = reduce_units(units, edges)
             if d is None:  # fits the budget after all, or buckets finer than the base

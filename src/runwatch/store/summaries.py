@@ -55,6 +55,8 @@ _NAMES = [name for name, _ in _FIELDS]
 _LEVEL = np.dtype(_FIELDS)
 _SELECT = ("bucket, n, last_step, last_seq, last_ts, "
            f"COALESCE(min, {_NULL!r}), COALESCE(max, {_NULL!r}), COALESCE(last, {_NULL!r})")
+_UNIT = np.dtype([("last_step", np.int64), ("n", np.int64), ("min", np.float64),
+                  ("max", np.float64), ("last", np.float64), ("last_ts", np.float64)])
 _STORED = np.dtype([("level", np.int64), *_FIELDS])
 _ROW_OUT = np.dtype([("key_id", np.int64), ("level", np.int64), *_FIELDS])
 _COLUMNS = ("key_id", "level", "bucket", "n", "last_step", "last_seq", "last_ts", "min",
@@ -122,12 +124,25 @@ def stored_level(state: State, level: int) -> int | None:
     return state.base + (level - state.base) // LEVEL_STEP * LEVEL_STEP
 
 
-def read_units(conn: Connection, key_id: int, level: int) -> Units:
-    """A key's series as the stored buckets of `level` (a stored level) followed by the
-    points after them (superseded points removed)."""
-    rows = _query(conn, f"SELECT {_SELECT} FROM metric_summaries WHERE key_id = {{m}} "
-                  "AND level = {m} ORDER BY bucket", [key_id, level], _LEVEL)
-    tail = read_rows(conn, key_id, int(rows["last_seq"][-1]) if rows.size else -1)
+def read_units(conn: Connection, key_id: int, state: State, level: int,
+               with_ts: bool = False) -> Units:
+    """A key's series as units: the stored buckets of `level` (a stored level) below the
+    frontier of `state`, the finer stored buckets up to the frontier, and the points after
+    it (superseded ones removed). `with_ts`: the units' times too (else they are NaN).
+
+    Only what `state` covers is read from the buckets, so buckets a newer ingest wrote
+    meanwhile are not counted twice: the points after `state`'s frontier cover them.
+    """
+    frontier = state.frontier
+    ranges = [(level, 0, frontier >> level)]
+    for finer in range(level - LEVEL_STEP, state.base - 1, -LEVEL_STEP):
+        ranges.append((finer, (frontier >> (finer + LEVEL_STEP)) << LEVEL_STEP,
+                       frontier >> finer))
+    ts = "last_ts" if with_ts else "0.0"
+    rows = _ranges(conn, key_id, f"last_step, n, {_value('min')}, {_value('max')}, "
+                   f"{_value('last')}, {ts}", ranges, _UNIT)
+    rows = rows[np.argsort(rows["last_step"], kind="stable")]
+    tail = read_rows(conn, key_id, state.last_seq)
     tail = tail[keep_mask(tail["step"])]
     value = tail["value"]
     return Units(
@@ -136,7 +151,8 @@ def read_units(conn: Connection, key_id: int, level: int) -> Units:
         min=np.concatenate([rows["min"], value]),
         max=np.concatenate([rows["max"], value]),
         last=np.concatenate([rows["last"], value]),
-        ts=np.concatenate([rows["last_ts"], tail["ts"]]),
+        ts=np.concatenate([rows["last_ts"] if with_ts else np.full(rows.size, np.nan),
+                           tail["ts"]]),
     )
 
 
@@ -267,10 +283,17 @@ def _siblings(conn: Connection, key_id: int, base: int, old: int, new: int) -> R
             wanted.append((child, first, end))
     if not wanted:
         return np.empty(0, dtype=_STORED)
-    ranges = " OR ".join(f"(level = {lv} AND bucket >= {a} AND bucket < {b})"
-                         for lv, a, b in wanted)
-    return _query(conn, f"SELECT level, {_SELECT} FROM metric_summaries WHERE key_id = {{m}} "
-                  f"AND ({ranges}) ORDER BY level, bucket", [key_id], _STORED)
+    return _ranges(conn, key_id, f"level, {_SELECT}", wanted, _STORED)
+
+
+def _ranges(conn: Connection, key_id: int, columns: str, ranges: list[tuple[int, int, int]],
+            dtype: np.dtype[Any]) -> Rows:
+    """`columns` of a key's buckets in each (level, first bucket, end bucket) range: one
+    statement of one primary-key range per level (an OR of them scans every bucket of
+    the key in SQLite)."""
+    parts = [f"SELECT {columns} FROM metric_summaries WHERE key_id = {{m}} AND level = {lv} "
+             f"AND bucket >= {first} AND bucket < {end}" for lv, first, end in ranges]
+    return _query(conn, " UNION ALL ".join(parts), [key_id] * len(parts), dtype)
 
 
 def _marker(conn: Connection) -> str:
