@@ -110,5 +110,5 @@ def test_a_spike_in_loss_and_grad_norm_at_one_step_is_listed_once(engine: Engine
     assert f["metrics"][:2] == ["grad_norm", "loss"]
     assert [i["rule_id"] for i in f["evidence"]["incident"]] == ["optim.grad_norm_spike",
                                                                  "loss.spike"]
-    assert "grad_norm spiked to 20" in f["message"] and "loss jumped from 1.81 to 3" in \
+    assert "grad_norm spiked to 20" in f["message"] and "loss jumped from 1.81 to 3 (up 66%)" in \
         f["message"]

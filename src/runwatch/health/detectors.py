@@ -271,7 +271,7 @@ class Jump:
         self.refresh_at = int(st.get("at", 0))
         self.window = KOfN(1, hold, st.get("tail"))
         self.hits: list[int] = []
-        self.jump: list[float] = list(st.get("jump", []))  # the latest jump: [from, to, sds]
+        self.jump: list[float] = list(st.get("jump", []))  # the latest: [from, to, noise sd]
 
     def feed(self, values: list[float]) -> list[bool]:
         hits = []
@@ -292,7 +292,7 @@ class Jump:
                     rise = change - med
                     if rise > z * sd and change > min_rel * abs(prev):
                         hit = 1
-                        self.jump = [prev, v, rise / sd if sd else INF]
+                        self.jump = [prev, v, sd]
                 self.diffs.append(change)
                 if len(self.diffs) > self.size:
                     del self.diffs[0]

@@ -201,7 +201,11 @@ class Evaluator:
                 extra["ratio"] = rec["max"] / ref
         elif isinstance(det, d.Jump):
             if det.jump:
-                extra["from"], extra["to"], extra["sds"] = det.jump
+                extra["from"], extra["to"], noise = det.jump
+                # A series that moves by the same amount every step has no noise at all;
+                # floating-point dust is not worth a number.
+                extra["noise"] = noise if noise > 1e-9 * abs(det.jump[0]) else 0.0
+                extra["rise"] = (det.jump[1] - det.jump[0]) / max(abs(det.jump[0]), 1e-12)
         elif isinstance(det, t.NoImprovement):
             extra.update(det.held)
         elif isinstance(det, t.Trend):
@@ -258,6 +262,10 @@ class Evaluator:
         relative = bool(_num(self.params, "relative", 1))
         if kind == "trend":
             return {"change": change_words(evidence.get("effect"), relative)}
+        if kind == "jump":
+            count = evidence.get("count")
+            return {"repeats": f"; {count} jumps within {self.params.get('hold')} points"
+                    if isinstance(count, int) and count > 1 else ""}
         if kind == "no_improvement":
             return {"change": change_words(evidence.get("effect"), False,
                                            str(self.params.get("direction", "up")))}

@@ -98,8 +98,8 @@ RULES: tuple[Rule, ...] = (
         condition="`loss` rises above the point before it by more than {z} robust standard "
         "deviations of its last {window} step-to-step changes, and by at least {min_rel} of "
         "its level; a warning when {repeat} such jumps come within {hold} points.",
-        message="{metric} jumped from {from:.4g} to {to:.4g}, {sds:.0f} standard deviations "
-        "of its step-to-step noise ({count} jumps in this finding).",
+        message="{metric} jumped from {from:.4g} to {to:.4g} (up {rise:.0%}); its "
+        "step-to-step change varies by {noise:.2g}{repeats}.",
         advice="Read the batches at those steps for bad rows; if spikes repeat, lower "
         "learning_rate or max_grad_norm, and check the learning-rate schedule's warm-up.",
     ),
