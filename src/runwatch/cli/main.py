@@ -11,6 +11,7 @@ from runwatch.cli import runs
 from runwatch.cli.compare_cmd import compare_cmd
 from runwatch.cli.context import open_context
 from runwatch.cli.demo import demo_cmd
+from runwatch.cli.grafana_cmd import grafana_app, grafana_run_cmd
 from runwatch.cli.health import health_command, thresholds_command
 from runwatch.cli.health_eval import health_eval_command
 from runwatch.cli.import_cmd import import_command
@@ -31,6 +32,7 @@ app = typer.Typer(
 )
 app.add_typer(runs.app, name="runs")
 app.add_typer(recipes_app, name="recipes")
+app.add_typer(grafana_app, name="grafana")
 runs.app.command("health")(health_command)
 runs.app.command("compare")(compare_cmd)
 runs.app.command("rollouts")(rollouts_cmd)
@@ -41,6 +43,7 @@ runs.app.command("cancel")(cancel_cmd)
 runs.app.command("retry")(retry_cmd)
 runs.app.command("tensorboard")(tensorboard_cmd)
 runs.app.command("share")(share_cmd)
+runs.app.command("grafana")(grafana_run_cmd)
 app.command("import")(import_command)
 app.command("thresholds")(thresholds_command)
 app.command("health-eval")(health_eval_command)

@@ -1,0 +1,100 @@
+"""`runwatch runs grafana RUN` and `runwatch grafana dashboard`, run as the real command
+line; the dashboard's queries are run by a real Prometheus in test_prometheus.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from sqlalchemy import select
+
+from runwatch.interop import grafana
+from runwatch.sdk import init
+from runwatch.store import schema as s
+from runwatch.store.db import open_engine
+from tests.support import MakeRun
+from tests.support.cli import run_cli
+
+GRAFANA = "http://grafana.example:3000/"
+
+
+def _link(runs_dir: Path, run: str, *extra: str, env: dict[str, str] | None = None
+          ) -> tuple[str, dict[str, list[str]], str]:
+    run_cli("index", str(runs_dir))
+    out = run_cli("runs", "grafana", run, "--dir", str(runs_dir), *extra, env=env).stdout
+    url = out.splitlines()[0]
+    return url, parse_qs(urlsplit(url).query), out
+
+
+def _times(runs_dir: Path, run_id: str) -> tuple[float, float | None]:
+    engine = open_engine(runs_dir / ".runwatch" / "index.db")
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(select(s.runs.c.started_at, s.runs.c.ended_at)
+                               .where(s.runs.c.run_id == run_id)).one()
+    finally:
+        engine.dispose()
+    return row.started_at, row.ended_at
+
+
+def test_the_link_covers_a_finished_run(runs_dir: Path, make_run: MakeRun) -> None:
+    run_id = make_run("done", steps=3)
+    url, query, out = _link(runs_dir, "done", "--grafana-url", GRAFANA,
+                            "--server", "http://127.0.0.1:9000/")
+    assert url.startswith(f"http://grafana.example:3000/d/{grafana.UID}/")
+    start, end = _times(runs_dir, run_id)
+    assert end is not None
+    assert query["from"] == [str(int((start - grafana.MARGIN_S) * 1000))]
+    assert query["to"] == [str(int((end + grafana.MARGIN_S) * 1000))]
+    assert query["var-run"] == [run_id]
+    assert query["var-runwatch_url"] == ["http://127.0.0.1:9000"]
+    assert "from its start to its end" in out
+
+
+def test_the_link_of_a_training_run_ends_now(runs_dir: Path, make_run: MakeRun) -> None:
+    live = init(name="live", dir=runs_dir, method="sft")
+    live.log({"loss": 1.0}, step=0)
+    url, query, out = _link(runs_dir, "live", env={grafana.ENV_VAR: GRAFANA})
+    assert url.startswith(GRAFANA)
+    assert query["to"] == ["now"]
+    assert query["var-run"] == [live.id]
+    assert "to now" in out
+    live.finish("SUCCEEDED")
+
+
+def test_without_a_grafana_address_it_says_how_to_give_one(runs_dir: Path,
+                                                           make_run: MakeRun) -> None:
+    make_run("done", steps=2)
+    proc = run_cli("runs", "grafana", "done", "--dir", str(runs_dir), check=False,
+                   env={grafana.ENV_VAR: ""})
+    assert proc.returncode == 2
+    assert "--grafana-url" in proc.stderr and grafana.ENV_VAR in proc.stderr
+
+
+def test_the_dashboard_file_is_grafanas_dashboard_model(tmp_path: Path) -> None:
+    out = tmp_path / "runwatch.json"
+    run_cli("grafana", "dashboard", "-o", str(out))
+    board = json.loads(out.read_text())
+    assert board == json.loads(run_cli("grafana", "dashboard").stdout)
+    assert board["uid"] == grafana.UID and isinstance(board["schemaVersion"], int)
+    names = {v["name"] for v in board["templating"]["list"]}
+    assert names == {"datasource", "run", "runwatch_url"}
+    ids = [p["id"] for p in board["panels"]]
+    assert len(ids) == len(set(ids))
+    for panel in board["panels"]:
+        assert set(panel["gridPos"]) == {"h", "w", "x", "y"}
+        assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24
+        if panel["type"] == "timeseries":
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            refs = [t["refId"] for t in panel["targets"]]
+            assert refs and len(refs) == len(set(refs))
+        else:
+            assert "${run}" in panel["options"]["content"]
+    # every series the panels read is one /metrics exposes (test_prometheus runs them)
+    exprs = " ".join(t["expr"] for p in board["panels"] for t in p.get("targets", []))
+    used = set(re.findall(r"runwatch_[a-z_]+", exprs))
+    assert used == {"runwatch_runs", "runwatch_health_findings_open",
+                    "runwatch_points_ingested_total", "runwatch_ingest_lag_seconds_bucket",
+                    "runwatch_queue_depth", "runwatch_http_request_duration_seconds_bucket"}
