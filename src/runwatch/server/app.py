@@ -18,6 +18,7 @@ from runwatch.server import (
     routes_ingest,
     routes_jobs,
     routes_metrics,
+    routes_prom,
     routes_records,
     routes_runs,
     share,
@@ -59,12 +60,15 @@ def create_app(
     limits: Limits | None = None,
     static_dir: Path = STATIC_DIR,
     poll_interval: float = 0.1,
+    metrics: routes_prom.ServerMetrics | None = None,
 ) -> FastAPI:
     """The runwatch server app over `engine`'s index.
 
     `feed` is the change counter the caller's indexer bumps after storing rows, so live
-    streams wake at once; `token`, when given, is required on every route. Without a
-    token only loopback names are served; writes are same-origin JSON (server/origins.py).
+    streams wake at once; `metrics` is what /metrics reports of this process (the caller's
+    indexer feeds its points hook); `token`, when given, is required on every route.
+    Without a token only loopback names are served; writes are same-origin JSON
+    (server/origins.py).
     """
     problem = token_problem(token) if token is not None else None
     if problem:
@@ -98,6 +102,7 @@ def create_app(
         return {"ok": True, "version": _version(), "auth": st.token is not None,
                 "runs_dir": str(st.runs_dir) if st.runs_dir else None}
 
+    routes_prom.install(app, metrics or routes_prom.ServerMetrics())
     _mount_web(app, static_dir)
     # the last added runs first: the token before anything else is said about a request
     app.add_middleware(SameOrigin, check_host=token is None)

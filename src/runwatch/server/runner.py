@@ -25,6 +25,7 @@ from runwatch.jobs.worker import Worker
 from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
 from runwatch.server.feed import ChangeFeed
+from runwatch.server.routes_prom import ServerMetrics
 from runwatch.server.series_cache import SeriesCache, default_disk_dir
 from runwatch.server.settings import DEFAULT_PORT, INDEX_INTERVAL_S
 from runwatch.store import schema as s
@@ -65,6 +66,7 @@ class Runner:
     save_series: bool = True
     feed: ChangeFeed = field(default_factory=ChangeFeed)
     cache: SeriesCache = field(default_factory=SeriesCache)
+    metrics: ServerMetrics = field(default_factory=ServerMetrics)
     # embedded workers (they need runs_dir), each offering `devices` of `device_profile`
     # (worker k hands out device_ids[k*devices:(k+1)*devices], see jobs.worker.device_ids);
     # worker_settings are further Worker arguments (heartbeat_s, grace_s, ...)
@@ -86,11 +88,12 @@ class Runner:
         return f"http://{host}:{self.port}"
 
     def _indexer(self) -> Indexer:
-        """The indexer with this server's hooks: health findings, then the series cache."""
+        """The indexer with this server's hooks: health findings, the series cache, then
+        the /metrics counts."""
         if self._index is None:
             assert self.runs_dir is not None
             self._index = Indexer(self.engine, self.runs_dir,
-                                  hooks=[health_hook, self.cache.warm])
+                                  hooks=[health_hook, self.cache.warm, self.metrics.on_points])
         return self._index
 
     def _index_loop(self) -> None:
@@ -124,7 +127,7 @@ class Runner:
 
     def _make_server(self) -> uvicorn.Server:
         app = create_app(self.engine, runs_dir=self.runs_dir, token=self.token, feed=self.feed,
-                         cache=self.cache)
+                         cache=self.cache, metrics=self.metrics)
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning",
                                 access_log=False, lifespan="off", timeout_graceful_shutdown=1)
         return uvicorn.Server(config)
