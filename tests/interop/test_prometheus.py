@@ -1,0 +1,155 @@
+"""/metrics read by its real consumers: Debian's `prometheus` scraping a real runwatch
+server (with its token, as docs/prometheus.md configures it) and `promtool`'s linter."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import Engine
+
+from runwatch.interop import grafana
+from runwatch.sdk import init
+from runwatch.server.runner import Runner, free_port
+from tests.support import MakeRun
+from tests.support.wait import wait_for
+
+TOKEN = "prom-test-token-0123456789"
+PROMETHEUS = shutil.which("prometheus")
+PROMTOOL = shutil.which("promtool")
+# a scrape every second; a loaded machine may take a while to start Prometheus
+DEADLINE_S = 90.0
+
+
+@pytest.fixture
+def token_server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05,
+                token=TOKEN) as srv:
+        yield srv
+
+
+def _runs(runs_dir: Path, make_run: MakeRun) -> int:
+    """Two finished runs, one failed on a NaN loss (an open critical finding), one running;
+    returns the number of metric records they logged."""
+    make_run("done", steps=5)
+    make_run("broken", steps=4, status="FAILED",
+             metrics=lambda i: {"loss": float("nan") if i == 3 else 1.0 / (i + 1)})
+    live = init(name="live", dir=runs_dir, method="sft")
+    live.log({"loss": 1.0}, step=0)
+    return 5 + 4 + 1
+
+
+def _metrics(srv: Runner) -> str:
+    got = httpx.get(f"{srv.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert got.status_code == 200, got.text
+    assert got.headers["content-type"].startswith("text/plain; version=0.0.4")
+    return got.text
+
+
+def test_metrics_follow_the_token_rule(token_server: Runner) -> None:
+    refused = httpx.get(f"{token_server.url}/metrics")
+    assert refused.status_code == 401
+    assert refused.json()["ok"] is False
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="needs Debian's prometheus package (promtool)")
+def test_promtool_finds_nothing_to_lint(token_server: Runner, runs_dir: Path,
+                                        make_run: MakeRun) -> None:
+    records = _runs(runs_dir, make_run)
+
+    def counted() -> str | None:
+        text = _metrics(token_server)
+        return text if f"runwatch_ingest_lag_seconds_count {records}" in text else None
+
+    text = wait_for(counted, what="the three runs' records counted in /metrics")
+    assert 'runwatch_runs{phase="SUCCEEDED"} 1' in text
+    assert 'runwatch_runs{phase="FAILED"} 1' in text
+    assert 'runwatch_runs{phase="RUNNING"} 1' in text
+    assert PROMTOOL is not None
+    lint = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True,
+                          text=True, timeout=60)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert lint.stdout.strip() == "" and lint.stderr.strip() == "", lint.stdout + lint.stderr
+
+
+def _query(base: str, expr: str) -> list[dict[str, object]]:
+    url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            body = json.load(resp)
+    except OSError:
+        return []  # not listening yet
+    assert body["status"] == "success", body
+    result: list[dict[str, object]] = body["data"]["result"]
+    return result
+
+
+def _value(base: str, expr: str) -> float | None:
+    result = _query(base, expr)
+    if len(result) != 1:
+        return None
+    value = result[0]["value"]
+    assert isinstance(value, list)
+    return float(value[1])
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="needs Debian's prometheus package")
+def test_prometheus_scrapes_the_server(token_server: Runner, runs_dir: Path, make_run: MakeRun,
+                                       tmp_path: Path) -> None:
+    records = _runs(runs_dir, make_run)
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        "scrape_configs:\n  - job_name: runwatch\n"
+        "    authorization:\n      type: Bearer\n"
+        f"      credentials: {TOKEN}\n"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{token_server.port}']\n")
+    assert PROMETHEUS is not None
+    log = (tmp_path / "prometheus.log").open("w")
+    proc = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        want = {
+            'runwatch_runs{phase="SUCCEEDED"}': 1,
+            'runwatch_runs{phase="FAILED"}': 1,
+            'runwatch_runs{phase="RUNNING"}': 1,
+            'runwatch_runs{phase="QUEUED"}': 0,
+            "runwatch_points_ingested_total": 2 * 5 + 4 + 1,  # loss and lr, loss, loss
+            "runwatch_points_stored": 2 * 5 + 4 + 1,
+            "runwatch_ingest_lag_seconds_count": records,
+            'runwatch_health_findings_open{severity="critical"}': 1,
+            "runwatch_queue_depth": 0,
+            'up{job="runwatch"}': 1,
+        }
+        for expr, value in want.items():
+            wait_for(lambda e=expr, v=value: _value(base, e) == v,  # type: ignore[misc]
+                     what=f"Prometheus to hold {expr} = {value} (last: {_value(base, expr)})",
+                     deadline=DEADLINE_S, interval=0.5)
+        # the scrapes themselves were timed, under the route's template
+        wait_for(lambda: (_value(base, 'runwatch_http_request_duration_seconds_count'
+                                 '{route="/metrics",method="GET"}') or 0) >= 1,
+                 what="the latency of /metrics scraped", deadline=DEADLINE_S, interval=0.5)
+        # a lag quantile comes out of the buckets: every record was indexed within a minute
+        lag = _value(base, "histogram_quantile(0.99, runwatch_ingest_lag_seconds_bucket)")
+        assert lag is not None and 0 <= lag <= 60
+        # every query of the Grafana dashboard (runwatch grafana dashboard) has series
+        for panel in grafana.dashboard()["panels"]:
+            for target in panel.get("targets", []):
+                expr = target["expr"].replace("$__rate_interval", "1m")
+                wait_for(lambda e=expr: _query(base, e),  # type: ignore[misc]
+                         what=f"series of the panel {panel['title']!r}: {expr}",
+                         deadline=DEADLINE_S, interval=0.5)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
