@@ -224,3 +224,21 @@ def test_a_share_names_no_other_run_when_its_own_is_ambiguous(
             refused = client.get(path)
             body = assert_error(refused, 404)
             assert twin not in refused.text and other not in refused.text, body
+
+
+def test_revoke_takes_an_id_and_the_cli_refuses_unclear_requests(runs_dir: Path) -> None:
+    sh, credential = _link(runs_dir, "some-run-id")
+    key = share.secret(runs_dir)
+    assert key is not None and share.verify(key, credential, share.revoked_ids(runs_dir)) == sh
+    runner = CliRunner()
+    done = runner.invoke(cli, ["runs", "share", "--dir", str(runs_dir), "--revoke", sh.share_id,
+                               "-o", "json"])
+    assert done.exit_code == 0, done.output
+    assert f'"revoked": "{sh.share_id}"' in done.output
+    assert (runs_dir / share.REVOKED_FILE).stat().st_mode & 0o777 == 0o600
+    with pytest.raises(share.ShareError, match="revoked"):
+        share.verify(key, credential, share.revoked_ids(runs_dir))
+    for args in (["--revoke", "x y"], ["--revoke", "a.b"], ["some-run", "--revoke", sh.share_id],
+                 []):
+        refused = runner.invoke(cli, ["runs", "share", "--dir", str(runs_dir), *args])
+        assert refused.exit_code == 2 and "error" in refused.output, args
