@@ -242,3 +242,20 @@ def test_revoke_takes_an_id_and_the_cli_refuses_unclear_requests(runs_dir: Path)
                  []):
         refused = runner.invoke(cli, ["runs", "share", "--dir", str(runs_dir), *args])
         assert refused.exit_code == 2 and "error" in refused.output, args
+
+
+def test_a_key_that_is_a_symlink_is_refused_not_an_error(server: Runner, runs_dir: Path,
+                                                          tmp_path: Path,
+                                                          runs: tuple[str, str]) -> None:
+    mine, _ = runs
+    _, credential = _link(runs_dir, mine)
+    key = runs_dir / share.KEY_FILE
+    elsewhere = tmp_path / "key-elsewhere"
+    elsewhere.write_bytes(key.read_bytes())
+    key.unlink()
+    key.symlink_to(elsewhere)
+    with _client(server) as client:
+        assert "cannot read its share key" in assert_error(
+            client.get(f"/share/{credential}"), 401)["error"]
+    with _client(server, credential) as client:
+        assert_error(client.get(f"/api/runs/{mine}"), 401)

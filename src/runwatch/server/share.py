@@ -196,17 +196,25 @@ def allows(scope: Scope, run_id: str) -> bool:
     return ref == run_id and (slash + rest) in RUN_ROUTES
 
 
+def check(runs_dir: Path | None, credential: str) -> Share:
+    """The share a credential grants on a server of `runs_dir`; ShareError when none."""
+    try:
+        key = secret(runs_dir) if runs_dir is not None else None
+        if key is None or runs_dir is None:
+            raise ShareError("this server has no share links (it indexes no runs folder "
+                             "with a share key)")
+        return verify(key, credential, revoked_ids(runs_dir))
+    except OSError as exc:
+        raise ShareError(f"this server cannot read its share key: {exc.strerror}") from None
+
+
 def refusal(scope: Scope, credential: str) -> tuple[int, str] | None:
     """None when the share credential lets this request through, else (status, why).
 
     Blocking (it reads the key, the revoked list and the index): call it off the loop."""
     st = _state(scope)
-    runs_dir = getattr(st, "runs_dir", None)
     try:
-        key = secret(runs_dir) if runs_dir is not None else None
-        if key is None:
-            return 401, "this server has no share links"
-        share = verify(key, credential, revoked_ids(runs_dir) if runs_dir else set())
+        share = check(getattr(st, "runs_dir", None), credential)
     except ShareError as exc:
         return 401, str(exc)
     if not allows(scope, share.run_id):
@@ -239,11 +247,7 @@ router = APIRouter(tags=["share"])
 def landing(credential: str, st: ServerState = Depends(state)) -> RedirectResponse:
     """Open a share link: check it, set the share cookie, go to the run's page."""
     try:
-        key = secret(st.runs_dir) if st.runs_dir is not None else None
-        if key is None:
-            raise ShareError("this server has no share links (it indexes no runs folder "
-                             "with a share key)")
-        share = verify(key, credential, revoked_ids(st.runs_dir) if st.runs_dir else set())
+        share = check(st.runs_dir, credential)
     except ShareError as exc:
         raise ApiError(401, str(exc)) from None
     if not _unambiguous(st.engine, share.run_id):
