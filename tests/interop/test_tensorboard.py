@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from tensorboard.backend.event_processing import event_accumulator
@@ -19,7 +21,7 @@ from tensorboard.plugins.hparams import metadata as hp_metadata
 from tensorboard.util import tensor_util
 
 import runwatch
-from tests.support import first_line, run_cli
+from tests.support import first_line, run_cli, wait_for
 
 CONFIG = {"learning_rate": 3e-4, "optim": {"beta1": 0.9, "name": "adamw"}, "bf16": True,
           "layers": [2, 4], "seed": 7}
@@ -197,3 +199,58 @@ def test_bad_input_is_refused_in_plain_words(runs_dir: Path, tmp_path: Path) -> 
                    str(foreign), check=False)
     assert kept.returncode == 2 and "did not write" in kept.stderr
     assert (foreign / "events.out.tfevents.1.host").exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_tensorboard_itself_serves_the_export(runs_dir: Path, tmp_path: Path) -> None:
+    """The real `tensorboard` server (its data server included) shows every point, the
+    HParams experiment and the rollouts' text."""
+    with runwatch.init(name="rl", dir=runs_dir, method="grpo", config=CONFIG) as run:
+        _log(run, range(8))
+    out = tmp_path / "tb"
+    run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--out", str(out))
+    logged = _logged(runs_dir, "rl")
+    tags = {"eval_loss" if k == "eval loss" else k for k in logged}
+    tags |= {"rollouts/train/reward_terms/correct", "rollouts/train/reward_terms/overlong_penalty"}
+    port = _free_port()
+    board = subprocess.Popen([str(Path(sys.executable).parent / "tensorboard"), "--logdir",
+                              str(out), "--host", "127.0.0.1", "--port", str(port)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/data/plugin"
+
+    def served_tags() -> bool:
+        try:
+            got = httpx.get(f"{base}/scalars/tags", timeout=5).json()
+        except (httpx.HTTPError, ValueError):
+            return False
+        return set(got.get(".", {})) == tags
+
+    try:
+        wait_for(served_tags, what="TensorBoard to serve every scalar tag", deadline=DEADLINE_S,
+                 interval=0.5)
+        for key, points in logged.items():
+            tag = "eval_loss" if key == "eval loss" else key
+            got = httpx.get(f"{base}/scalars/scalars", params={"run": ".", "tag": tag},
+                            timeout=10).json()
+            assert [(w, s) for w, s, _ in got] == [(ts, step) for step, _, ts in points], key
+            for (_, step, value), (_, want, _) in zip(got, points, strict=True):
+                assert _same(float(value), float(np.float32(want))), (key, step)
+        exp = httpx.post(f"{base}/hparams/experiment", json={"experimentName": ""},
+                         timeout=10).json()
+        assert {h["name"] for h in exp["hparamInfos"]} == set(FLAT_CONFIG)
+        assert {m["name"]["tag"] for m in exp["metricInfos"]} == tags
+        text = httpx.get(f"{base}/text/text", params={
+            "run": ".", "tag": "rollouts/train/text_summary"}, timeout=10).json()
+        assert [t["step"] for t in text] == [0, 3, 6]
+        assert "user: sort 6231" in text[-1]["text"]
+    finally:
+        board.terminate()
+        try:
+            board.wait(timeout=DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            board.kill()

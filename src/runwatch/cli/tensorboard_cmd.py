@@ -62,6 +62,8 @@ def tensorboard_cmd(
         sys.stdout.flush()
         if follow and row.status not in TERMINAL_PHASES:
             row = _follow(ctx, export, row, interval)
+        elif row.status not in TERMINAL_PHASES:
+            line(f"{row.name} is {row.status}: --follow keeps adding what it logs until it ends")
         if row.status in TERMINAL_PHASES:
             export.end(row.status)
     finally:
