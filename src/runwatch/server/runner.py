@@ -21,6 +21,9 @@ from sqlalchemy import Engine, select
 
 from runwatch.health.store import on_metrics as health_hook
 from runwatch.ingest import Indexer
+from runwatch.ingest.indexer import PointsHook
+from runwatch.interop.otel import OtelExport
+from runwatch.interop.otel import from_env as otel_from_env
 from runwatch.jobs.worker import Worker
 from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
@@ -67,6 +70,8 @@ class Runner:
     feed: ChangeFeed = field(default_factory=ChangeFeed)
     cache: SeriesCache = field(default_factory=SeriesCache)
     metrics: ServerMetrics = field(default_factory=ServerMetrics)
+    # spans and metrics over OTLP, when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    otel: OtelExport | None = field(default_factory=lambda: otel_from_env(time.time()))
     # embedded workers (they need runs_dir), each offering `devices` of `device_profile`
     # (worker k hands out device_ids[k*devices:(k+1)*devices], see jobs.worker.device_ids);
     # worker_settings are further Worker arguments (heartbeat_s, grace_s, ...)
@@ -88,12 +93,14 @@ class Runner:
         return f"http://{host}:{self.port}"
 
     def _indexer(self) -> Indexer:
-        """The indexer with this server's hooks: health findings, the series cache, then
-        the /metrics counts."""
+        """The indexer with this server's hooks: health findings, the series cache, the
+        /metrics counts, then the OTLP export's step timing (when configured)."""
         if self._index is None:
             assert self.runs_dir is not None
-            self._index = Indexer(self.engine, self.runs_dir,
-                                  hooks=[health_hook, self.cache.warm, self.metrics.on_points])
+            hooks: list[PointsHook] = [health_hook, self.cache.warm, self.metrics.on_points]
+            if self.otel is not None:
+                hooks.append(self.otel.on_points)
+            self._index = Indexer(self.engine, self.runs_dir, hooks=hooks)
         return self._index
 
     def _index_loop(self) -> None:
@@ -102,6 +109,8 @@ class Runner:
             try:
                 with self._index_lock:
                     report = indexer.index_once()
+                if self.otel is not None:
+                    self.otel.after_pass(self.engine)
             except Exception:
                 log.exception("indexing %s failed; retrying", self.runs_dir)
                 self._stop.wait(1.0)
@@ -190,6 +199,8 @@ class Runner:
             if t is not threading.current_thread():
                 t.join(timeout=worker.grace_s + 15)
         self.cache.save_all()
+        if self.otel is not None:
+            self.otel.shutdown()
 
     def __enter__(self) -> Runner:
         return self.start()
