@@ -25,8 +25,9 @@ from sqlalchemy import Engine
 from runwatch.health.store import on_metrics
 from runwatch.ingest import Indexer
 from runwatch.interop.otel import RUN_ID, OtelExport, from_env
-from runwatch.server.runner import free_port
+from runwatch.server.runner import Runner, free_port
 from tests.support import MakeRun
+from tests.support.wait import wait_for
 
 STEPS = 6
 
@@ -160,3 +161,17 @@ def test_otlp_over_http_carries_the_spans_and_metrics(
     assert span_names == {"runwatch.run", "runwatch.run.queued", "runwatch.run.running"}
     assert metric_names == {"runwatch.step.duration", "runwatch.points.ingested"}
     assert service == {"runwatch"}
+
+
+def test_a_server_sends_the_spans_of_a_run_that_ends_while_it_runs(
+        engine: Engine, runs_dir: Path, make_run: MakeRun) -> None:
+    export, spans, reader = _export(since=time.time())
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, otel=export):
+        run_id = make_run("served", steps=STEPS)
+        got = wait_for(lambda: [s for s in spans.get_finished_spans() if s.name == "runwatch.run"],
+                       what="the run's span sent by the server")
+    assert [s.attributes[RUN_ID] for s in got if s.attributes] == [run_id]
+    data = reader.get_metrics_data()
+    assert data is not None
+    assert "runwatch.step.duration" in {m.name for rm in data.resource_metrics
+                                        for sm in rm.scope_metrics for m in sm.metrics}

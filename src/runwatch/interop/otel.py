@@ -51,6 +51,7 @@ class OtelExport:
         # per run: its id, and the last step indexed with the time it was logged
         self._run_ids: dict[int, str] = {}
         self._last_step: dict[int, tuple[int, float]] = {}
+        self._shut = False
 
     def on_points(self, conn: Connection, run_pk: int,
                   points: Mapping[str, PointColumns]) -> None:
@@ -128,7 +129,10 @@ class OtelExport:
         return run_id
 
     def shutdown(self) -> None:
-        """Send what is buffered and stop the providers."""
+        """Send what is buffered and stop the providers (once: a server may stop twice)."""
+        if self._shut:
+            return
+        self._shut = True
         self.tracer_provider.shutdown()
         self.meter_provider.shutdown()
 
