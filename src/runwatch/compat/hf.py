@@ -1,0 +1,117 @@
+"""A Hugging Face `TrainerCallback` that records a `Trainer` (or a TRL trainer) as a
+runwatch run: `Trainer(..., callbacks=[RunwatchCallback()])`.
+
+Metric keys are kept as the trainer logs them (`loss`, `grad_norm`, `eval_loss`, TRL's
+`rewards/margins`…); runwatch's alias tables (runwatch.metrics.aliases) give them their
+canonical roles when the run is read. The totals the Trainer logs once at the end
+(`train_runtime`, `train_loss`, …) go to the manifest's `summary`, as W&B's callback
+puts them in its run summary. A run whose training raises is ended by the SDK's exit
+hook: FAILED, with the exception in logs.jsonl.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from numbers import Real
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from runwatch.sdk import NullRun, Run, init
+
+# The Trainer's end-of-training totals (one value per run, not a series).
+SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second",
+                          "train_steps_per_second", "train_loss", "total_flos"})
+# TRL's config classes name the method its trainer runs.
+METHODS = {"SFTConfig": "sft", "DPOConfig": "dpo", "GRPOConfig": "grpo"}
+
+
+def method_of(args: TrainingArguments) -> str | None:
+    """The runwatch method of a trainer, from its arguments' class (TRL's SFTConfig: sft)."""
+    for cls in type(args).__mro__:
+        if cls.__name__ in METHODS:
+            return METHODS[cls.__name__]
+    return None
+
+
+def trainer_config(args: TrainingArguments, model: Any) -> dict[str, Any]:
+    """The run's config: the TrainingArguments at the top level (so `learning_rate` and
+    `seed` read as in any runwatch plan) and the model's config under `model`."""
+    config: dict[str, Any] = dict(args.to_dict())
+    model_config = getattr(model, "config", None)
+    if model_config is not None and hasattr(model_config, "to_dict"):
+        config["model"] = model_config.to_dict()
+    return config
+
+
+class RunwatchCallback(TrainerCallback):
+    """Records the training it is attached to as a runwatch run in `dir`/<name>.
+
+    The arguments are those of `runwatch.init`; `method` defaults to the TRL trainer's
+    (sft, dpo, grpo), `base_model` to the model's `name_or_path`. The run is started on
+    train begin and can be reached as `.run` from then on.
+    """
+
+    def __init__(self, project: str = "default", name: str | None = None,
+                 dir: str | os.PathLike[str] = "runs", group: str | None = None,
+                 tags: Sequence[str] = (), method: str | None = None,
+                 base_model: str | None = None, dataset: str | None = None) -> None:
+        self._init_args: dict[str, Any] = {
+            "project": project, "name": name, "dir": dir, "group": group, "tags": tags,
+            "method": method, "base_model": base_model, "dataset": dataset}
+        self.run: Run | NullRun = NullRun()
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState,
+                       control: TrainerControl, model: Any = None, **kwargs: Any) -> None:
+        if not state.is_world_process_zero:
+            return
+        described = dict(self._init_args)
+        described["method"] = described["method"] or method_of(args)
+        described["base_model"] = described["base_model"] or _model_name(model)
+        # A run is resumed when the Trainer resumes from a checkpoint under a named run.
+        resume = bool(args.resume_from_checkpoint) and described["name"] is not None
+        self.run = init(config=trainer_config(args, model), trainer=_trainer_name(args),
+                        resume=resume, **described)
+
+    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+               logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if self.run.finished or not logs:
+            return
+        metrics: dict[str, float] = {}
+        summary: dict[str, float] = {}
+        for key, value in logs.items():
+            if isinstance(value, Real):
+                (summary if key in SUMMARY_KEYS else metrics)[key] = float(value)
+        if metrics:
+            self.run.log(metrics, step=state.global_step)
+        if summary:
+            self.run.set_manifest_fields(summary={**self.run.manifest.get("summary", {}),
+                                                  **summary})
+
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                **kwargs: Any) -> None:
+        if self.run.finished:
+            return
+        name = f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        self.run.log_checkpoint(state.global_step, "training", name,
+                                path=os.path.abspath(os.path.join(args.output_dir or ".", name)))
+
+    def on_train_end(self, args: TrainingArguments, state: TrainerState,
+                     control: TrainerControl, **kwargs: Any) -> None:
+        self.run.finish()
+
+
+def _model_name(model: Any) -> str | None:
+    name = getattr(model, "name_or_path", None) or getattr(
+        getattr(model, "config", None), "_name_or_path", None)
+    return str(name) if name else None
+
+
+def _trainer_name(args: TrainingArguments) -> str:
+    """`trl SFTTrainer` for TRL's configs, else `transformers Trainer`."""
+    config = type(args).__name__
+    if config in METHODS:
+        return f"trl {config.removesuffix('Config')}Trainer"
+    return "transformers Trainer"
