@@ -28,6 +28,9 @@ MARKER = ".runwatch-tensorboard"
 EVENT_PREFIX = "events.out.tfevents."
 # Rollouts shown as text for each kept step, in scoring order (`runs rollouts` has all).
 TEXT_ROLLOUTS = 8
+# Events the writer's thread may hold unwritten: its default (10) makes each point wait
+# for the thread, several times slower on a long run.
+WRITE_QUEUE = 1000
 # The HParams plugin's session status for each terminal phase.
 END_STATUS = {"SUCCEEDED": "STATUS_SUCCESS", "FAILED": "STATUS_FAILURE",
               "CANCELLED": "STATUS_ABORTED"}
@@ -130,7 +133,7 @@ class Export:
         prepare_dir(out)
         self.out = out
         self.text_rollouts = text_rollouts
-        self.writer = SummaryWriter(logdir=str(out), flush_secs=5)
+        self.writer = SummaryWriter(logdir=str(out), flush_secs=5, max_queue=WRITE_QUEUE)
         self.max_seq: dict[int, int] = {}  # key id -> the newest point written
         self.rollout_steps: set[tuple[int, str]] = set()
         self.points = 0
