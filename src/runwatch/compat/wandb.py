@@ -1,0 +1,373 @@
+"""A `wandb`-shaped module that records runwatch runs, so a script written for W&B runs
+unchanged with one import swapped: `import runwatch.compat.wandb as wandb`.
+
+`init`, `log`, `config`, `summary`, `finish`, `Table` (logged as samples), `run`, and
+`define_metric` / `watch` / `login` (accepted, they do nothing). W&B's API is
+module-level (`wandb.run`, `wandb.config`), so this module keeps the current run in
+module attributes as W&B does; every record goes through the SDK's `Run`. A script that
+ends without `finish()` ends its run as W&B does: SUCCEEDED, or FAILED with the
+uncaught exception. docs/wandb-compat.md says what maps to what.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import dataclasses
+import os
+import re
+import sys
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from runwatch.rundir import format as fmt
+from runwatch.rundir.atomic import write_atomic
+from runwatch.sdk import NullRun
+from runwatch.sdk import Run as SdkRun
+from runwatch.sdk import init as sdk_init
+from runwatch.sdk.config import config_to_yaml
+
+__all__ = ["Config", "Error", "Run", "Summary", "Table", "config", "define_metric", "finish",
+           "init", "log", "login", "run", "summary", "watch"]
+
+# Column names W&B scripts use for a sample's text and score, and runwatch's name for each.
+SAMPLE_COLUMNS = {"input": "prompt", "question": "prompt", "query": "prompt",
+                  "response": "completion", "output": "completion", "generation": "completion",
+                  "answer": "completion", "text": "completion", "score": "reward"}
+_BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class Error(RuntimeError):
+    """A call this module cannot honour (W&B's `wandb.Error`)."""
+
+
+class Config:
+    """`wandb.config`: attribute and item access, `update()`; every change is written to
+    the run's config.yaml at once (config changes are rare, and a crash must not lose
+    them)."""
+
+    def __init__(self, values: Mapping[str, Any] | None = None,
+                 path: Path | None = None) -> None:
+        object.__setattr__(self, "_values", dict(values or {}))
+        object.__setattr__(self, "_path", path)
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            raise AttributeError(f"config has no key {key!r}") from None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self.update({key: value})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.update({key: value})
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def keys(self) -> Iterable[str]:
+        return self._values.keys()
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        return self._values.items()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._values.get(key, default)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    def update(self, values: Any = None, allow_val_change: bool = True) -> None:
+        self._values.update(_as_dict(values))
+        if self._path is not None:
+            write_atomic(self._path, config_to_yaml(self._values).encode())
+
+    setdefaults = update
+
+
+class Summary(dict[str, Any]):
+    """`wandb.summary`: values set by the script, written to the manifest's `summary` when
+    the run finishes (the index keeps each metric's latest value already)."""
+
+
+class Table:
+    """`wandb.Table(columns=, data=)`: logged, each row becomes one of the step's samples;
+    columns named prompt / completion / reward (or input, response, output, score …) are
+    the sample's text and score, the others are kept beside them."""
+
+    def __init__(self, columns: Sequence[str] | None = None,
+                 data: Sequence[Sequence[Any]] | None = None, dataframe: Any = None,
+                 **_: Any) -> None:
+        if dataframe is not None:
+            columns = [str(c) for c in dataframe.columns]
+            data = dataframe.itertuples(index=False)
+        rows = [list(r) for r in (data or [])]
+        width = max((len(r) for r in rows), default=0)
+        self.columns = list(columns) if columns is not None else [
+            f"col{i}" for i in range(width)]
+        self.data: list[list[Any]] = []
+        for row in rows:
+            self.add_data(*row)
+
+    def add_data(self, *row: Any) -> None:
+        if len(row) != len(self.columns):
+            raise ValueError(f"a row of {len(row)} values for {len(self.columns)} columns "
+                             f"({', '.join(self.columns)})")
+        self.data.append(list(row))
+
+    def samples(self) -> list[dict[str, Any]]:
+        """The rows as runwatch samples (prompt, completion, reward, and other columns)."""
+        out = []
+        for row in self.data:
+            sample = {str(c): _plain(v) for c, v in zip(self.columns, row, strict=True)}
+            for name, ours in SAMPLE_COLUMNS.items():
+                if name in sample and ours not in sample:
+                    sample[ours] = sample.pop(name)
+            out.append(sample)
+        return out
+
+
+class Run:
+    """`wandb.run`: what `init()` returns. `log`, `finish`, `config`, `summary`, `id`, `name`."""
+
+    def __init__(self, sdk_run: SdkRun | NullRun, config: Config, project: str) -> None:
+        self._run = sdk_run
+        self.config = config
+        self.summary = Summary()
+        self.project = project
+        self.id: str = sdk_run.id
+        self.name: str = sdk_run.name
+        self.dir = str(sdk_run.dir) if sdk_run.dir is not None else None
+        self.url: str | None = None  # no W&B server: nothing to link to
+        self.step = 0  # the step of the row being filled (W&B's run.step)
+        self._row: dict[str, Any] = {}
+        self._warned: set[str] = set()
+
+    def log(self, data: Mapping[str, Any], step: int | None = None,
+            commit: bool | None = None) -> None:
+        """W&B's rules: a row collects values until it is committed (`commit=True`, or
+        neither `step` nor `commit` given); a larger `step` commits the row before it; a
+        step before the current one is dropped with a warning."""
+        if self._run.finished:
+            raise Error("log() after finish(): start a new run with init()")
+        if step is not None:
+            if step < self.step:
+                warnings.warn(f"step {step} is before the current step {self.step}; W&B "
+                              "drops such data and so does runwatch", stacklevel=2)
+                return
+            if step > self.step:
+                self._commit()
+                self.step = step
+        self._row.update(_flat(data))
+        if commit or (commit is None and step is None):
+            self._commit()
+            self.step += 1
+
+    def define_metric(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Accepted and ignored: runwatch keeps every metric against the logged step."""
+
+    def watch(self, *args: Any, **kwargs: Any) -> None:
+        """Accepted and ignored: runwatch records no gradient histograms."""
+
+    def finish(self, exit_code: int | None = None, quiet: bool | None = None) -> None:
+        """End the run: SUCCEEDED, or FAILED for a non-zero `exit_code`."""
+        if self._run.finished:
+            return
+        self._commit()
+        if self.summary:
+            self._run.set_manifest_fields(summary={k: _plain(v) for k, v in self.summary.items()})
+        self._run.finish("FAILED" if exit_code else None)
+        _forget(self)
+
+    def _commit(self) -> None:
+        row, self._row = self._row, {}
+        metrics: dict[str, float] = {}
+        for key, value in row.items():
+            number = _number(value)
+            if number is not None:
+                metrics[key] = number
+            elif isinstance(value, Table):
+                self._run.log_samples(self.step, value.samples())
+            elif key not in self._warned:
+                self._warned.add(key)
+                warnings.warn(f"{key!r}: runwatch records numbers and Tables; a "
+                              f"{type(value).__name__} is not recorded", stacklevel=3)
+        if metrics:
+            self._run.log(metrics, step=self.step)
+
+    def _end_at_exit(self) -> None:
+        """The script ended without finish(): as W&B, SUCCEEDED, or FAILED with the
+        uncaught exception (the interpreter keeps it as sys.last_value)."""
+        if self._run.finished:
+            return
+        exc = getattr(sys, "last_value", None)
+        if exc is None:
+            self.finish()
+            return
+        self._commit()
+        self._run.fail_from(exc)
+        _forget(self)
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc is None:
+            self.finish()
+        elif not self._run.finished:
+            self._commit()
+            self._run.fail_from(exc)
+            _forget(self)
+
+
+run: Run | None = None
+config = Config()
+summary = Summary()
+
+
+def init(project: str | None = None, name: str | None = None, config: Any = None,
+         group: str | None = None, tags: Sequence[str] | None = None,
+         dir: str | os.PathLike[str] | None = None, mode: str | None = None,
+         job_type: str | None = None, notes: str | None = None, **_: Any) -> Run:
+    """Start a runwatch run the way `wandb.init` starts a W&B run.
+
+    The run folder is $RUNWATCH_DIR/<name>, else `dir`/runs/<name`, else ./runs/<name>;
+    `mode="disabled"` (or WANDB_MODE=disabled) records nothing. Names are made safe as
+    folder names (other characters become '-'). Other W&B arguments are accepted.
+    """
+    if run is not None:
+        run.finish()  # W&B finishes the previous run of the process too
+    mode = mode or os.environ.get("WANDB_MODE")
+    project = _safe(project or os.environ.get("WANDB_PROJECT") or "default")
+    values = _as_dict(config)
+    runs_dir = os.environ.get("RUNWATCH_DIR") or (Path(dir) / "runs" if dir else "runs")
+    sdk_run = sdk_init(project=project, name=_safe(name) if name else None, config=values,
+                       group=group, tags=list(tags or ()), dir=runs_dir,
+                       mode="disabled" if mode == "disabled" else "offline")
+    described = {k: v for k, v in (("notes", notes), ("job_type", job_type)) if v}
+    if described:
+        sdk_run.set_manifest_fields(**described)
+    path = None if sdk_run.dir is None else sdk_run.dir / fmt.CONFIG
+    new = Run(sdk_run, Config(values, path), project)
+    _adopt(new)
+    return new
+
+
+def log(data: Mapping[str, Any], step: int | None = None, commit: bool | None = None) -> None:
+    """`wandb.log`: log to the current run."""
+    _current().log(data, step=step, commit=commit)
+
+
+def finish(exit_code: int | None = None, quiet: bool | None = None) -> None:
+    """`wandb.finish`: end the current run (nothing to do without one)."""
+    if run is not None:
+        run.finish(exit_code)
+
+
+def define_metric(name: str, *args: Any, **kwargs: Any) -> None:
+    """Accepted and ignored: runwatch keeps every metric against the logged step."""
+
+
+def watch(*args: Any, **kwargs: Any) -> None:
+    """Accepted and ignored: runwatch records no gradient histograms."""
+
+
+def login(*args: Any, **kwargs: Any) -> bool:
+    """Accepted: runwatch needs no account."""
+    return True
+
+
+def _current() -> Run:
+    if run is None:
+        raise Error("call wandb.init() before wandb.log()")
+    return run
+
+
+def _adopt(new: Run) -> None:
+    global run, config, summary, _exit_hook
+    if not _exit_hook:
+        # Registered after the SDK's own exit hook, so it runs first (atexit is LIFO).
+        atexit.register(_end_at_exit)
+        _exit_hook = True
+    run, config, summary = new, new.config, new.summary
+
+
+def _forget(old: Run) -> None:
+    global run
+    if run is old:
+        run = None
+
+
+_exit_hook = False
+
+
+def _end_at_exit() -> None:
+    if run is not None:
+        run._end_at_exit()
+
+
+def _safe(name: str) -> str:
+    return _BAD_NAME_CHARS.sub("-", str(name)).strip("-.")[:fmt.MAX_NAME_LENGTH] or "run"
+
+
+def _as_dict(values: Any) -> dict[str, Any]:
+    """A config as W&B takes it: a mapping, an argparse Namespace, a dataclass or None."""
+    if values is None:
+        return {}
+    if isinstance(values, argparse.Namespace):
+        return dict(vars(values))
+    if dataclasses.is_dataclass(values) and not isinstance(values, type):
+        return dataclasses.asdict(values)
+    if isinstance(values, Config):
+        return values.as_dict()
+    return dict(values)
+
+
+def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as slash-joined keys ({"val": {"loss": 1}} is val/loss)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flat(value, f"{name}/"))
+        else:
+            out[name] = value
+    return out
+
+
+def _number(value: Any) -> float | None:
+    """A float for an int, float, bool, numpy scalar or one-element tensor; else None."""
+    if isinstance(value, bool | int | float):
+        return float(value)
+    item = getattr(value, "item", None)
+    numel = getattr(value, "numel", None)  # a tensor's size is a method, numpy's a number
+    size = numel() if callable(numel) else getattr(value, "size", 1)
+    if callable(item) and size == 1:
+        try:
+            got = item()
+        except (TypeError, ValueError, RuntimeError):
+            return None
+        return float(got) if isinstance(got, bool | int | float) else None
+    return None
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready value: numbers from numpy/torch scalars, text for the rest."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    number = _number(value)
+    return number if number is not None else str(value)
