@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import socket
 import subprocess
 import sys
@@ -21,12 +22,15 @@ from tensorboard.plugins.hparams import metadata as hp_metadata
 from tensorboard.util import tensor_util
 
 import runwatch
+from runwatch.rundir.format import METRICS
 from tests.support import first_line, run_cli, wait_for
 
 CONFIG = {"learning_rate": 3e-4, "optim": {"beta1": 0.9, "name": "adamw"}, "bf16": True,
           "layers": [2, 4], "seed": 7}
 FLAT_CONFIG = {"learning_rate": 3e-4, "optim.beta1": 0.9, "optim.name": "adamw",
                "bf16": True, "layers": "[2, 4]", "seed": 7.0}
+# A key TensorBoard cannot hold as a tag, whose tag another key already is.
+RENAMED = {"eval loss": "eval_loss_2"}
 # Only stops a hung export from hanging the suite.
 DEADLINE_S = 120
 
@@ -34,7 +38,7 @@ DEADLINE_S = 120
 def _metrics(step: int) -> dict[str, float]:
     m = {"loss": 2.0 / (step + 1) + 1e-7 * step, "reward_mean": 0.1 * step - 0.05,
          "learning_rate": 3e-4 * min(1.0, step / 4), "eval loss": float("nan") if step == 3
-         else 1.5 - 0.01 * step}
+         else 1.5 - 0.01 * step, "eval_loss": 1.25 + step}
     if step % 4 == 0:
         m["val/accuracy"] = step / 16
     return m
@@ -80,7 +84,7 @@ def _check_scalars(acc: Any, runs_dir: Path, name: str, steps: range) -> None:
     """Every point of every key, and every step's reward-term means, as TensorBoard reads
     them: the step and wall time exact, the value as the float32 TensorBoard keeps."""
     logged = _logged(runs_dir, name)
-    tag = {"eval loss": "eval_loss"}
+    tag = RENAMED
     expected_keys = {k for s in steps for k in _metrics(s)}
     assert set(logged) == expected_keys
     for key, points in logged.items():
@@ -215,7 +219,7 @@ def test_tensorboard_itself_serves_the_export(runs_dir: Path, tmp_path: Path) ->
     out = tmp_path / "tb"
     run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--out", str(out))
     logged = _logged(runs_dir, "rl")
-    tags = {"eval_loss" if k == "eval loss" else k for k in logged}
+    tags = {RENAMED.get(k, k) for k in logged}
     tags |= {"rollouts/train/reward_terms/correct", "rollouts/train/reward_terms/overlong_penalty"}
     port = _free_port()
     board = subprocess.Popen([str(Path(sys.executable).parent / "tensorboard"), "--logdir",
@@ -234,7 +238,7 @@ def test_tensorboard_itself_serves_the_export(runs_dir: Path, tmp_path: Path) ->
         wait_for(served_tags, what="TensorBoard to serve every scalar tag", deadline=DEADLINE_S,
                  interval=0.5)
         for key, points in logged.items():
-            tag = "eval_loss" if key == "eval loss" else key
+            tag = RENAMED.get(key, key)
             got = httpx.get(f"{base}/scalars/scalars", params={"run": ".", "tag": tag},
                             timeout=10).json()
             assert [(w, s) for w, s, _ in got] == [(ts, step) for step, _, ts in points], key
@@ -254,3 +258,42 @@ def test_tensorboard_itself_serves_the_export(runs_dir: Path, tmp_path: Path) ->
             board.wait(timeout=DEADLINE_S)
         except subprocess.TimeoutExpired:
             board.kill()
+
+
+def test_ctrl_c_stops_following_and_leaves_readable_files(runs_dir: Path,
+                                                          tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, runwatch\n"
+        "from tests.interop.test_tensorboard import CONFIG, _log\n"
+        "run = runwatch.init(name='live', dir=sys.argv[1], config=CONFIG, flush_interval=0.05)\n"
+        "_log(run, range(4))\n"
+        "print('started', flush=True)\n"
+        "sys.stdin.readline()\n"), str(runs_dir)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=Path(__file__).parents[2])
+    out = tmp_path / "tb"
+    follower = None
+    try:
+        assert first_line(child, what="the training process to start") == "started"
+        metrics = runs_dir / "live" / METRICS
+        wait_for(lambda: metrics.exists() and len(metrics.read_text().splitlines()) == 4,
+                 what="the four steps on disk")
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "runwatch", "runs", "tensorboard", "live", "--dir",
+             str(runs_dir), "--out", str(out), "--follow", "--interval", "0.1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert first_line(follower, what="the first export", deadline=DEADLINE_S
+                          ).startswith("wrote 21 points")
+        assert first_line(follower, what="the view command").startswith("view them:")
+        assert first_line(follower, what="following").startswith("following live")
+        follower.send_signal(signal.SIGINT)
+        rest, err = follower.communicate(timeout=DEADLINE_S)
+        assert follower.returncode == 0, err
+        assert "stopped following" in rest
+    finally:
+        for p in (child, follower):
+            if p is not None and p.poll() is None:
+                p.kill()
+    acc = _load(out)
+    assert [e.step for e in acc.Scalars("loss")] == [0, 1, 2, 3]
+    assert hp_metadata.SESSION_END_INFO_TAG not in acc.PluginTagToContent("hparams")

@@ -140,6 +140,8 @@ class Export:
         # when each step was logged, so a step's reward-term means share its wall time
         self.step_time: dict[int, float] = {}
         self.tags: set[str] = set()
+        # metric key (or reward term) -> its tag, unique in the export
+        self.key_tags: dict[str, str] = {}
         self.ended = False
 
     def write_hparams(self, flat_config: Mapping[str, Any], metric_tags: list[str]) -> None:
@@ -155,21 +157,34 @@ class Export:
     def sync(self, conn: Connection, run: Row[Any]) -> int:
         """Write the points and rollouts stored since the last sync; the points written."""
         before = self.points
-        for key in run_keys(conn, run.pk):
+        # a key that is a tag as it is keeps it; a key renamed to it gets a suffix
+        keys = sorted(run_keys(conn, run.pk), key=lambda k: (tag_of(k.key) != k.key, k.key))
+        for key in keys:
             rows = read_rows(conn, key.id, self.max_seq.get(key.id, -1))
             if rows.size == 0:
                 continue
             self.max_seq[key.id] = int(rows["seq"][-1])
             rows = rows[keep_mask(rows["step"])]
+            tag = self._tag(key.key, tag_of(key.key))
             for step, ts, value in zip(rows["step"].tolist(), rows["ts"].tolist(),
                                        rows["value"].tolist(), strict=True):
-                self.writer.add_scalar(tag_of(key.key), value, step, walltime=ts)
+                self.writer.add_scalar(tag, value, step, walltime=ts)
                 self.step_time[step] = ts
             self.points += int(rows.size)
-            self.tags.add(tag_of(key.key))
         self._rollouts(conn, run)
         self.writer.flush()
         return self.points - before
+
+    def _tag(self, key: str, base: str) -> str:
+        """The tag of `key`: `base`, or `base_2`, `base_3`, … where another key took it."""
+        if key not in self.key_tags:
+            tag, n = base, 1
+            while tag in self.tags:
+                n += 1
+                tag = f"{base}_{n}"
+            self.key_tags[key] = tag
+            self.tags.add(tag)
+        return self.key_tags[key]
 
     def _rollouts(self, conn: Connection, run: Row[Any]) -> None:
         available = rollouts(conn, run.pk, limit=0)["available"]
@@ -181,9 +196,9 @@ class Export:
             kept = rollouts(conn, run.pk, step=step, split=split, limit=a["count"])
             samples = kept["samples"]
             for term, mean in _term_means(samples).items():
-                self.writer.add_scalar(term_tag(split, term), mean, step,
-                                       walltime=self.step_time.get(step))
-                self.tags.add(term_tag(split, term))
+                # keyed apart from the metric keys, one of which may be named like it
+                tag = self._tag(f"\0{split}\0{term}", term_tag(split, term))
+                self.writer.add_scalar(tag, mean, step, walltime=self.step_time.get(step))
             shown = samples[: self.text_rollouts]
             self.writer.add_text(text_tag(split), rollouts_markdown(shown, len(samples)), step,
                                  walltime=self.step_time.get(step))
