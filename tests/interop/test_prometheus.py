@@ -72,6 +72,14 @@ def test_promtool_finds_nothing_to_lint(token_server: Runner, runs_dir: Path,
     assert 'runwatch_runs{phase="SUCCEEDED"} 1' in text
     assert 'runwatch_runs{phase="FAILED"} 1' in text
     assert 'runwatch_runs{phase="RUNNING"} 1' in text
+    # requests are timed by route template, never by the path they asked for
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert httpx.get(f"{token_server.url}/api/runs/done", headers=auth).status_code == 200
+    assert httpx.get(f"{token_server.url}/no/such/page", headers=auth).status_code == 404
+    text = _metrics(token_server)
+    assert ('runwatch_http_request_duration_seconds_count{method="GET",route="/api/runs/{run}"} 1'
+            in text)
+    assert 'route="unmatched"' in text and "/api/runs/done" not in text
     assert PROMTOOL is not None
     lint = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True,
                           text=True, timeout=60)
