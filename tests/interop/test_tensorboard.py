@@ -145,27 +145,37 @@ def test_export_matches_every_value_and_replaces_itself(runs_dir: Path) -> None:
     _check_text(acc, range(12))
 
 
-def test_follow_adds_points_logged_after_it_starts(runs_dir: Path, tmp_path: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", (
+def _live_run(runs_dir: Path, then: str) -> subprocess.Popen[str]:
+    """A training process that logs steps 0-3 of run `live`, prints `started`, and runs
+    the code `then` once a line comes on its stdin (it ends without finishing the run
+    when `then` is empty)."""
+    return subprocess.Popen([sys.executable, "-c", (
         "import sys, runwatch\n"
         "from tests.interop.test_tensorboard import CONFIG, _log\n"
         "run = runwatch.init(name='live', dir=sys.argv[1], config=CONFIG, flush_interval=0.05)\n"
         "_log(run, range(4))\n"
         "print('started', flush=True)\n"
-        "sys.stdin.readline()  # until the export follows\n"
-        "_log(run, range(4, 10))\n"
-        "run.finish()\n"), str(runs_dir)],
+        "sys.stdin.readline()\n" + then), str(runs_dir)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         cwd=Path(__file__).parents[2])
+
+
+def _follow(runs_dir: Path, out: Path) -> subprocess.Popen[str]:
+    """`runs tensorboard live --follow` as a user starts it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "runwatch", "runs", "tensorboard", "live", "--dir",
+         str(runs_dir), "--out", str(out), "--follow", "--interval", "0.1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_follow_adds_points_logged_after_it_starts(runs_dir: Path, tmp_path: Path) -> None:
+    child = _live_run(runs_dir, then="_log(run, range(4, 10))\nrun.finish()\n")
     out = tmp_path / "tb"
     assert child.stdin is not None
     follower = None
     try:
         assert first_line(child, what="the training process to start") == "started"
-        follower = subprocess.Popen(
-            [sys.executable, "-m", "runwatch", "runs", "tensorboard", "live", "--dir",
-             str(runs_dir), "--out", str(out), "--follow", "--interval", "0.1"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        follower = _follow(runs_dir, out)
         wrote = first_line(follower, what="the first export", deadline=DEADLINE_S)
         assert wrote.startswith("wrote ") and " of live to " in wrote
         child.stdin.write("go\n")
@@ -262,15 +272,7 @@ def test_tensorboard_itself_serves_the_export(runs_dir: Path, tmp_path: Path) ->
 
 def test_ctrl_c_stops_following_and_leaves_readable_files(runs_dir: Path,
                                                           tmp_path: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", (
-        "import sys, runwatch\n"
-        "from tests.interop.test_tensorboard import CONFIG, _log\n"
-        "run = runwatch.init(name='live', dir=sys.argv[1], config=CONFIG, flush_interval=0.05)\n"
-        "_log(run, range(4))\n"
-        "print('started', flush=True)\n"
-        "sys.stdin.readline()\n"), str(runs_dir)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        cwd=Path(__file__).parents[2])
+    child = _live_run(runs_dir, then="")
     out = tmp_path / "tb"
     follower = None
     try:
@@ -278,10 +280,7 @@ def test_ctrl_c_stops_following_and_leaves_readable_files(runs_dir: Path,
         metrics = runs_dir / "live" / METRICS
         wait_for(lambda: metrics.exists() and len(metrics.read_text().splitlines()) == 4,
                  what="the four steps on disk")
-        follower = subprocess.Popen(
-            [sys.executable, "-m", "runwatch", "runs", "tensorboard", "live", "--dir",
-             str(runs_dir), "--out", str(out), "--follow", "--interval", "0.1"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        follower = _follow(runs_dir, out)
         assert first_line(follower, what="the first export", deadline=DEADLINE_S
                           ).startswith("wrote 21 points")
         assert first_line(follower, what="the view command").startswith("view them:")
