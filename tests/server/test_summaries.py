@@ -319,3 +319,37 @@ def test_postgresql_summaries_read_as_the_points(tmp_path: Path, pg_database: st
                 assert fast.stat(info, how) == pytest.approx(slow.stat(info, how), rel=1e-12)
     finally:
         engine.dispose()
+
+
+def test_history_pages_of_long_keys_read_a_step_window(pair: Pair) -> None:
+    """The History table's pages of a long run, cold: the same rows, total and cursors as
+    the points give, without reading whole series (none ends up cached); a run with a
+    re-logged step is read whole, and its pages are the same too."""
+    def rec(i: int, step: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"seq": i, "ts": 1e9 + i, "step": step,
+                               "loss": math.nan if step % 777 == 0 else step / 7.0,
+                               "lr": 1e-3}
+        if step % 500 == 0:
+            out["val/loss"] = step * 2.0
+        return out
+
+    write_run(pair.runs, "hist", [rec(i, step) for i, step in enumerate(range(0, 12000, 2))])
+    write_run(pair.runs, "redo", [rec(i, step) for i, step in
+                                  enumerate([*range(6000), *range(5000, 7000)])])
+    pair.index()
+    cache = SeriesCache()
+    fast = Api(create_app(pair.engine, runs_dir=pair.runs, cache=cache))
+    for run in ("hist", "redo"):
+        slow = Api(create_app(pair.engine, runs_dir=pair.runs,
+                              cache=SeriesCache(summaries=False)))
+        asks: list[dict[str, Any]] = [{"limit": 50}, {"limit": 7, "order": "latest"},
+                                      {"limit": 50, "after": "3000"},
+                                      {"limit": 50, "before": "5003"},
+                                      {"limit": 20, "key": ["val/loss", "loss"]}]
+        for params in asks:
+            got = fast.ok(f"/api/runs/{run}/history", params=params)
+            assert got == slow.ok(f"/api/runs/{run}/history", params=params), (run, params)
+            assert got["rows"], (run, params)
+        if run == "hist":
+            assert cache.held_points < 1000, "long series were not read whole"
+    assert cache.held_points >= 7000, "the re-logged run was read whole"

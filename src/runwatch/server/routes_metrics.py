@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from fastapi import APIRouter, Depends, Query
 from sqlalchemy import Connection
 
@@ -27,12 +28,15 @@ from runwatch.server.runs import resolve_run
 from runwatch.server.schemas import HistoryPage, MetricKeys, SeriesResponse, documented
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store.keys import KeyInfo, run_keys
+from runwatch.store.points import read_points
 from runwatch.store.series import Series
 from runwatch.store.summaries import (
     SUMMARY_MIN_POINTS,
     State,
+    distinct_steps,
     ensure_summaries,
     read_units,
+    retained_count,
     stored_level,
     summary_states,
 )
@@ -217,6 +221,41 @@ def run_series(
     return JSONResponse(_series_payload(conn, st, [run], key, points, lo, hi, x == "time"))
 
 
+# A history column of a key with more points than this is read from a step window when
+# nothing caches it; a shorter one is read whole.
+HISTORY_WHOLE = 5_000
+
+
+def _window_steps(conn: Connection, st: ServerState, run_pk: int, chosen: list[KeyInfo]
+                  ) -> npt.NDArray[np.int64] | None:
+    """The chosen keys' steps, read without their values when the cache does not hold
+    their series and no long key had a step logged again (its summaries say so); None
+    when the series must be read whole."""
+    long = [k for k in chosen if k.points > HISTORY_WHOLE]
+    if not st.cache.summaries or not long or all(st.cache.holds(run_pk, k) for k in long):
+        return None
+    states = summary_states(conn, [k.id for k in long])
+    for k in long:
+        state = states.get(k.id)
+        if state is None or retained_count(conn, k.id, state) != k.points:
+            return None
+    short = [st.cache.get(conn, run_pk, k).step for k in chosen if k.points <= HISTORY_WHOLE]
+    return np.unique(np.concatenate([distinct_steps(conn, [k.id for k in long]), *short]))
+
+
+def _page_points(conn: Connection, st: ServerState, run_pk: int, key: KeyInfo,
+                 page: npt.NDArray[np.int64]) -> Series:
+    """A key's points over the page's steps (a long key's from the window: it has no
+    superseded points, so seq order is step order)."""
+    if key.points <= HISTORY_WHOLE or not page.size:
+        return st.cache.get(conn, run_pk, key)
+    rows = read_points(conn, key.id, step_min=int(page[0]), step_max=int(page[-1]))
+    step = np.array([r[1] for r in rows], dtype=np.int64)
+    value = np.array([np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64)
+    ts = np.array([r[2] for r in rows], dtype=np.float64)
+    return Series(step, value, ts, len(rows), -1)
+
+
 def _step_cursor(value: str | None, name: str) -> int | None:
     if value is None or value == "":
         return None
@@ -246,9 +285,13 @@ def history(
     chosen: list[KeyInfo] = [by_key[k] for k in key if k in by_key] if key else infos
     if len(chosen) > MAX_HISTORY_KEYS:
         raise bad_request(f"at most {MAX_HISTORY_KEYS} columns per page; name them with ?key=")
-    columns = [(k.key, st.cache.get(conn, row.pk, k)) for k in chosen]
-    steps = (np.unique(np.concatenate([s.step for _, s in columns])) if columns
-             else np.zeros(0, dtype=np.int64))
+    window = _window_steps(conn, st, row.pk, chosen)
+    if window is None:
+        columns = [(k.key, st.cache.get(conn, row.pk, k)) for k in chosen]
+        steps = (np.unique(np.concatenate([s.step for _, s in columns])) if columns
+                 else np.zeros(0, dtype=np.int64))
+    else:
+        steps = window
     total = int(steps.size)
     if after_step is not None:
         start = int(np.searchsorted(steps, after_step, side="right"))
@@ -261,6 +304,8 @@ def history(
     else:
         start, end = 0, min(total, limit)
     page = steps[start:end]
+    if window is not None:
+        columns = [(k.key, _page_points(conn, st, row.pk, k, page)) for k in chosen]
     values: dict[str, list[float | None]] = {}
     for name, s in columns:
         idx = np.searchsorted(s.step, page)

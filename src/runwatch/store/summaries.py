@@ -408,3 +408,26 @@ def _insert(conn: Connection, params: list[tuple[Any, ...]]) -> None:
         m = _marker(conn)
         conn.exec_driver_sql(f"INSERT INTO metric_summaries ({', '.join(_COLUMNS)}) "
                              f"VALUES ({', '.join([m] * len(_COLUMNS))})", params)
+
+
+# --- history pages (the union of several keys' steps) ---
+
+def retained_count(conn: Connection, key_id: int, state: State) -> int:
+    """How many points a summarised key's series holds (superseded points not counted)."""
+    m = _marker(conn)
+    below = conn.exec_driver_sql(f"SELECT COALESCE(SUM(n), 0) FROM metric_summaries WHERE "
+                                 f"key_id = {m} AND level = {m}", (key_id, state.base)).scalar()
+    tail = read_rows(conn, key_id, state.last_seq)
+    return int(below or 0) + int(np.count_nonzero(keep_mask(tail["step"])))
+
+
+def distinct_steps(conn: Connection, key_ids: list[int]) -> npt.NDArray[np.int64]:
+    """Every step any of the keys logged, sorted, counted once (by the database: no row of
+    a point crosses the driver)."""
+    if not key_ids:
+        return np.zeros(0, dtype=np.int64)
+    parts = " UNION ".join("SELECT step FROM metric_points WHERE id BETWEEN {m} AND {m}"
+                           for _ in key_ids)
+    params = [bound for kid in key_ids for bound in id_range(kid)]
+    return _query(conn, f"SELECT step FROM ({parts}) AS steps ORDER BY step", params,
+                  np.dtype([("step", np.int64)]))["step"]
