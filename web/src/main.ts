@@ -27,6 +27,8 @@ interface UrlState {
   tab: string;
   compare: CompareState;
   table: TableState;
+  // opened from a share link: this one run, read-only, and nothing of the other runs
+  shared: boolean;
 }
 
 function readUrl(): UrlState {
@@ -41,6 +43,7 @@ function readUrl(): UrlState {
     tab: p.get("tab") ?? "overview",
     compare: readCompareState(page === "compare" ? p : new URLSearchParams()),
     table: readTableState(page === "table" ? p : new URLSearchParams()),
+    shared: p.get("shared") === "1",
   };
 }
 
@@ -52,6 +55,7 @@ function writeUrl(s: UrlState, push: boolean): void {
   if (s.page === "runs" && s.tab && s.tab !== "overview") p.set("tab", s.tab);
   if (s.page === "compare") writeCompareState(s.compare, p);
   if (s.page === "table") writeTableState(s.table, p);
+  if (s.shared) p.set("shared", "1");
   const qs = p.toString();
   const url = `${PAGE_PATHS[s.page]}${qs ? `?${qs}` : ""}`;
   if (url === `${window.location.pathname}${window.location.search}`) return;
@@ -89,6 +93,10 @@ class App {
       });
       return a;
     };
+    if (this.state.shared) {
+      this.list = this.sharedShell();
+      return;
+    }
     const brand = link("runwatch", "runs", { class: "brand" });
     const table = link("Table", "table", { class: "nav-link", id: "table-link" });
     const resources = link("Resources", "resources", { class: "nav-link", id: "resources-link" });
@@ -124,6 +132,30 @@ class App {
     this.render();
   }
 
+  /** The page of a share link: its run alone. A share reads nothing else (the list, the
+   * projects and their stream would be refused), so none of them is asked for. */
+  private sharedShell(): RunListView {
+    this.root.dataset.shared = "true";
+    this.root.append(
+      h("header", { class: "topbar" }, h("span", { class: "brand" }, "runwatch"), h("span", { class: "muted", id: "shared-note" }, "A shared run, read-only")),
+      this.body,
+    );
+    this.body.classList.add("shared");
+    // never shown: the app's other parts expect a list
+    const unused = new RunListView(null, "", () => undefined, () => undefined, this.selection, () => undefined);
+    const run = this.state.run;
+    if (!run) {
+      this.body.replaceChildren(h("main", { class: "detail" }, h("p", { class: "error", id: "load-error" }, "This share link names no run; ask for a new link.")));
+      return unused;
+    }
+    const view = new DetailView(run, this.state.tab, (tab) => this.go({ tab }, false), () => undefined);
+    this.detail = view;
+    this.body.replaceChildren(view.el);
+    view.el.append(h("p", { class: "muted" }, "Loading…"));
+    view.load().catch((e: unknown) => this.loadFailed(view.el, e));
+    return unused;
+  }
+
   private openRun(runId: string): void {
     this.go({ page: "runs", run: runId, tab: "overview" });
   }
@@ -153,6 +185,12 @@ class App {
   private go(change: Partial<UrlState>, push = true): void {
     const before = this.state;
     this.state = { ...this.state, ...change };
+    if (before.shared) {
+      // a shared page stays on its run: only the tab changes
+      this.state = { ...before, tab: this.state.tab };
+      writeUrl(this.state, false);
+      return;
+    }
     const pageChanged = this.state.page !== before.page;
     const changed =
       pageChanged ||

@@ -252,7 +252,9 @@ def landing(credential: str, st: ServerState = Depends(state)) -> RedirectRespon
         raise ApiError(401, str(exc)) from None
     if not _unambiguous(st.engine, share.run_id):
         raise not_found("the shared run is no longer in this server's index")
-    resp = RedirectResponse(f"/runs?{QueryParams({'run': share.run_id})}", status_code=303)
+    # `shared=1` tells the web app to show this run alone: nothing else is open to a share
+    resp = RedirectResponse(f"/runs?{QueryParams({'run': share.run_id, 'shared': '1'})}",
+                            status_code=303)
     resp.set_cookie(COOKIE, credential, max_age=max(1, share.expires - int(time.time())),
                     path="/", httponly=True, samesite="lax")
     return resp
