@@ -70,7 +70,8 @@ def test_a_link_reads_its_run_and_nothing_else(server: Runner, runs_dir: Path,
     _, credential = _link(runs_dir, mine)
     with _client(server) as client:
         landing = client.get(f"/share/{credential}")
-        assert landing.status_code == 303 and landing.headers["location"] == f"/runs?run={mine}&shared=1"
+        assert landing.status_code == 303
+        assert landing.headers["location"] == f"/runs?run={mine}&shared=1"
         cookie = landing.headers["set-cookie"]
         assert cookie.startswith(f"{share.COOKIE}={credential}")
         assert "HttpOnly" in cookie and "samesite=lax" in cookie.lower()
