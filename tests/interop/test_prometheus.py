@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 from runwatch.interop import grafana
 from runwatch.sdk import init
 from runwatch.server.runner import Runner, free_port
-from tests.support import MakeRun
+from tests.support import MakeRun, manifest
 from tests.support.wait import wait_for
 
 TOKEN = "prom-test-token-0123456789"
@@ -57,6 +57,24 @@ def test_metrics_follow_the_token_rule(token_server: Runner) -> None:
     refused = httpx.get(f"{token_server.url}/metrics")
     assert refused.status_code == 401
     assert refused.json()["ok"] is False
+
+
+def _counter(text: str, name: str) -> float:
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith(name + " ") or line.startswith(name + "{"))
+
+
+def test_points_streamed_over_http_are_counted_like_indexed_ones(token_server: Runner) -> None:
+    before = _counter(_metrics(token_server), "runwatch_points_ingested_total")
+    batch = {"run_id": "id-streamed", "file": "metrics.jsonl", "manifest": manifest("streamed"),
+             "records": [{"seq": i, "ts": 1_700_000_000.0 + i, "step": i,
+                          "loss": 1.0 / (i + 1), "lr": 0.1} for i in range(3)]}
+    sent = httpx.post(f"{token_server.url}/api/ingest", json={"batches": [batch]},
+                      headers={"Authorization": f"Bearer {TOKEN}"})
+    assert sent.status_code == 200, sent.text
+    text = _metrics(token_server)
+    assert _counter(text, "runwatch_points_ingested_total") - before == 6
+    assert _counter(text, "runwatch_ingest_lag_seconds_count") >= 3
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="needs Debian's prometheus package (promtool)")

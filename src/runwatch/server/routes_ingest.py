@@ -6,6 +6,7 @@ refused with its reason while the good batches of the same request are kept.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -21,7 +22,11 @@ from runwatch.server.errors import ApiError, error_response
 from runwatch.server.jsonio import JSONResponse
 from runwatch.server.state import Limits, ServerState, state
 from runwatch.store import schema as s
+from runwatch.store.points import PointColumns
 from runwatch.store.runs import upsert_run
+
+# what /metrics counts of each stored slice (routes_prom.ServerMetrics.on_points)
+PointsHook = Callable[[Connection, int, Mapping[str, PointColumns]], None]
 
 router = APIRouter(tags=["ingest"])
 
@@ -90,7 +95,7 @@ def _check_batch(batch: Any, limits: Limits) -> tuple[str, str, list[dict[str, A
 
 
 def _store(conn: Connection, run_id: str, file: str, records: list[dict[str, Any]],
-           manifest: dict[str, Any] | None) -> dict[str, Any]:
+           manifest: dict[str, Any] | None, on_points: PointsHook | None) -> dict[str, Any]:
     if manifest is not None:
         run_pk, _ = upsert_run(conn, manifest, None)
     else:
@@ -106,6 +111,8 @@ def _store(conn: Connection, run_id: str, file: str, records: list[dict[str, Any
     if file == fmt.METRICS and result.rows:
         # Streamed runs get the same live health evaluation as indexed folders.
         health_on_metrics(conn, run_pk, result.points, stored=result.rows)
+        if on_points is not None:  # /metrics counts streamed points like indexed ones
+            on_points(conn, run_pk, result.points)
     return {"ok": True, "run_id": run_id, "file": file, "records": result.records,
             "rows": result.rows}
 
@@ -146,13 +153,16 @@ async def ingest(request: Request, st: ServerState = Depends(state)) -> JSONResp
     if len(batches) > limits.max_batches:
         raise ApiError(413, f"{len(batches)} batches is more than {limits.max_batches} per request")
 
+    metrics = getattr(request.app.state, "runwatch_metrics", None)
+    on_points: PointsHook | None = None if metrics is None else metrics.on_points
+
     def store_all() -> list[dict[str, Any]]:
         results: list[dict[str, Any]] = []
         for batch in batches:
             try:
                 run_id, file, records, manifest = _check_batch(batch, limits)
                 with st.engine.begin() as conn:
-                    results.append(_store(conn, run_id, file, records, manifest))
+                    results.append(_store(conn, run_id, file, records, manifest, on_points))
             except BatchError as exc:
                 results.append({"ok": False, "error": exc.message, "status": exc.status})
         return results
