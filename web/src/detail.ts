@@ -166,13 +166,18 @@ export class DetailView {
       if (this.lastStep === null || (detail.scalars.steps ?? -1) > this.lastStep) this.lastStep = detail.scalars.steps;
       this.show(detail);
     });
-    await Promise.all([
-      detailLoaded,
-      this.charts.load(keys.keys),
+    const charts = this.charts;
+    const logs = this.logs;
+    const health = this.health;
+    const chartsLoaded = charts.load(keys.keys);
+    // What lies below the charts waits for their series: on a cold server the history's
+    // first page costs more than every chart together, and asked for at once it delays them.
+    const below = chartsLoaded.catch(() => undefined).then(() => Promise.all([
       history.init(keys.keys),
-      this.logs.load(),
-      this.health.load().then((f) => this.charts?.setFindings(f)),
-    ]);
+      logs.load(),
+      health.load().then((f) => charts.setFindings(f)),
+    ]));
+    await Promise.all([detailLoaded, chartsLoaded, below]);
     this.cursor = keys.cursor;
     if (stale()) return;
     this.showTab(this.tab);
