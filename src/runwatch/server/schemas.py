@@ -444,6 +444,7 @@ class WorkerAnswer(BaseModel):
     ok: bool
     worker: Worker
 
+
 # --- H1: run page ---
 
 
