@@ -201,11 +201,12 @@ class Evaluator:
                 extra["ratio"] = rec["max"] / ref
         elif isinstance(det, d.Jump):
             if det.jump:
-                extra["from"], extra["to"], noise = det.jump
+                start, end, noise = det.jump
+                extra["from"], extra["to"] = start, end
                 # A series that moves by the same amount every step has no noise at all;
                 # floating-point dust is not worth a number.
-                extra["noise"] = noise if noise > 1e-9 * abs(det.jump[0]) else 0.0
-                extra["rise"] = (det.jump[1] - det.jump[0]) / max(abs(det.jump[0]), 1e-12)
+                extra["noise"] = noise if noise > 1e-9 * abs(start) else 0.0
+                extra["rise"] = (end - start) / max(abs(start), 1e-12)
         elif isinstance(det, t.NoImprovement):
             extra.update(det.held)
         elif isinstance(det, t.Trend):
@@ -259,8 +260,8 @@ class Evaluator:
     def _words(self, evidence: Mapping[str, Any]) -> dict[str, str]:
         """The changes a trend's message states, in plain words ("fell only 2.4%")."""
         kind = self.rule.detector
-        relative = bool(_num(self.params, "relative", 1))
         if kind == "trend":
+            relative = bool(_num(self.params, "relative", 1))
             return {"change": change_words(evidence.get("effect"), relative)}
         if kind == "jump":
             count = evidence.get("count")

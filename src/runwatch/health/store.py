@@ -315,7 +315,7 @@ def incidents(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "evidence": {**lead["evidence"], "incident": [
                 {k: g[k] for k in ("rule_id", "id", "severity", "metric", "message")}
                 for g in group]},
-            "updated_ts": max((g["updated_ts"] or 0 for g in group), default=None) or None,
+            "updated_ts": max(g["updated_ts"] or 0 for g in group) or None,
         })
     return out
 
