@@ -181,9 +181,12 @@ def update_summaries(conn: Connection, key_ids: Mapping[str, int],
     ids = {name: key_ids[name] for name in points if name in key_ids}
     if not ids:
         return
-    k = s.metric_keys.c
-    counts = dict(conn.execute(select(k.id, k.points).where(k.id.in_(ids.values()))).all())
     states = summary_states(conn, ids.values())
+    # only keys not summarised yet need their point count (one more statement per batch)
+    fresh = [kid for kid in ids.values() if kid not in states]
+    k = s.metric_keys.c
+    counts = (dict(conn.execute(select(k.id, k.points).where(k.id.in_(fresh))).all())
+              if fresh else {})
     plans: list[tuple[int, State, Rows]] = []
     batches = _Batches()
     for name, kid in ids.items():
@@ -197,7 +200,7 @@ def update_summaries(conn: Connection, key_ids: Mapping[str, int],
         if (not exact or seqs[0] <= state.last_seq or bool(np.any(np.diff(seqs) <= 0))
                 or int(steps.min()) < state.frontier):
             rebuild(conn, kid)
-        elif (int(steps[-1]) >> state.base) << state.base > state.frontier:
+        elif _frontier(batch, state.base) > state.frontier:
             plans.append((kid, state, batch))
     if plans:
         _advance(conn, plans)
@@ -364,11 +367,10 @@ def _reduce(bucket: npt.NDArray[np.int64], last_step: npt.NDArray[np.int64],
             n: npt.NDArray[np.int64], last_seq: npt.NDArray[np.int64],
             last_ts: npt.NDArray[np.float64], mins: npt.NDArray[np.float64],
             maxs: npt.NDArray[np.float64], last: npt.NDArray[np.float64]) -> Rows:
-    out = np.empty(0 if bucket.size == 0 else int(np.count_nonzero(np.diff(bucket))) + 1,
-                   dtype=_LEVEL)
     if bucket.size == 0:
-        return out
+        return np.empty(0, dtype=_LEVEL)
     starts = np.flatnonzero(np.concatenate(([True], bucket[1:] != bucket[:-1])))
+    out = np.empty(starts.size, dtype=_LEVEL)
     ends = np.append(starts[1:], bucket.size) - 1
     out["bucket"] = bucket[starts]
     out["n"] = np.add.reduceat(n, starts)
