@@ -39,7 +39,7 @@ def import_command(
                                       "or wandb.")] = "auto",
     step_column: Annotated[str | None, typer.Option(
         "--step-column", help="CSV/W&B column holding the step (default: step, global_step, "
-        "train/global_step, _step or Step, else the row number).")] = None,
+        "train/global_step, _step, Step or iteration, else the row number).")] = None,
     output: OutOpt = Output.table,
 ) -> None:
     """Import another framework's training log as a finished run."""

@@ -245,7 +245,7 @@ def init(project: str | None = None, name: str | None = None, config: Any = None
          job_type: str | None = None, notes: str | None = None, **_: Any) -> Run:
     """Start a runwatch run the way `wandb.init` starts a W&B run.
 
-    The run folder is $RUNWATCH_DIR/<name>, else `dir`/runs/<name`, else ./runs/<name>;
+    The run folder is $RUNWATCH_DIR/<name>, else `dir`/runs/<name>, else ./runs/<name>;
     `mode="disabled"` (or WANDB_MODE=disabled) records nothing. Names are made safe as
     folder names (other characters become '-'). Other W&B arguments are accepted.
     """

@@ -6,7 +6,6 @@ refused with its reason while the good batches of the same request are kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -15,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from runwatch.health.store import on_metrics as health_on_metrics
 from runwatch.ingest import ingest_records
+from runwatch.ingest.indexer import PointsHook
 from runwatch.ingest.manifest import ManifestError, check_manifest
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
@@ -22,11 +22,7 @@ from runwatch.server.errors import ApiError, error_response
 from runwatch.server.jsonio import JSONResponse
 from runwatch.server.state import Limits, ServerState, state
 from runwatch.store import schema as s
-from runwatch.store.points import PointColumns
 from runwatch.store.runs import upsert_run
-
-# what /metrics counts of each stored slice (routes_prom.ServerMetrics.on_points)
-PointsHook = Callable[[Connection, int, Mapping[str, PointColumns]], None]
 
 router = APIRouter(tags=["ingest"])
 

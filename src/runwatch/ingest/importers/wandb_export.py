@@ -15,10 +15,8 @@ from runwatch.ingest.importers.common import (
     json_rows,
     read_source,
 )
-from runwatch.ingest.importers.csvlog import records_from_table
+from runwatch.ingest.importers.csvlog import WANDB_COLUMNS, records_from_table
 from runwatch.rundir.jsonl import loads_line
-
-MARKERS = ("_step", "_runtime", "_timestamp")
 
 
 def looks_like(path: Path) -> bool:
@@ -32,7 +30,7 @@ def looks_like(path: Path) -> bool:
     if head.startswith(b"["):
         return True
     first = head.split(b"\n", 1)[0]
-    return any(b'"' + marker.encode() + b'"' in first for marker in MARKERS)
+    return any(b'"' + marker.encode() + b'"' in first for marker in WANDB_COLUMNS)
 
 
 def read(path: Path, step_column: str | None = None) -> Imported:
