@@ -286,6 +286,21 @@ def test_run_tiles_read_least_greatest_and_sum_from_summaries(pair: Pair) -> Non
                 assert fast.stat(infos[key], how) == pytest.approx(slow.stat(infos[key], how),
                                                                    rel=1e-12), (key, how)
         assert fast.stat(infos["loss"], "max") == 1000.0
+        want = {how: slow.stat(infos["loss"], how) for how in ("min", "max", "sum")}
+    # with the points the summaries cover deleted, the tiles' answer stays: it came from them
+    _, state = state_of(pair.engine, "tiles", "loss")
+    assert state is not None
+    with pair.engine.begin() as conn:
+        p = s.metric_points.c
+        conn.execute(delete(s.metric_points).where(in_key(p.id, infos["loss"].id),
+                                                   p.step < state.frontier))
+    with pair.engine.connect() as conn:
+        fast = SeriesCache().values(conn, pk)
+        slow = SeriesCache(summaries=False).values(conn, pk)
+        for how in ("min", "max", "sum"):
+            assert fast.stat(infos["loss"], how) == pytest.approx(want[how], rel=1e-12), how
+        assert slow.stat(infos["loss"], "sum") != pytest.approx(want["sum"], rel=1e-12), \
+            "the points no longer give it: the check can fail"
 
 
 @pytest.mark.skipif(not os.environ.get("RUNWATCH_TEST_POSTGRES_URL"),
