@@ -37,7 +37,7 @@ class Imported:
     source: str = ""
 
 
-def read_source(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes:
     """The bytes of a file to import; a clear error when it cannot be read."""
     try:
         return path.read_bytes()

@@ -14,7 +14,7 @@ from runwatch.ingest.importers.common import (
     Imported,
     json_rows,
     numeric_items,
-    read_source,
+    read_bytes,
 )
 
 SKIP = frozenset({"step", "ts", "seq"})
@@ -33,7 +33,7 @@ def guess(keys: set[str]) -> tuple[str, str]:
 
 def read(path: Path) -> Imported:
     records: list[dict[str, Any]] = []
-    for _, obj in json_rows(path, read_source(path)):
+    for _, obj in json_rows(path, read_bytes(path)):
         nested = obj.get("data")
         data: dict[str, Any] = nested if isinstance(nested, dict) else obj
         step = obj.get("step", data.get("progress/batch"))

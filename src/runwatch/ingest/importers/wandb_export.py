@@ -13,7 +13,7 @@ from runwatch.ingest.importers.common import (
     SourceError,
     is_number,
     json_rows,
-    read_source,
+    read_bytes,
 )
 from runwatch.ingest.importers.csvlog import WANDB_COLUMNS, records_from_table
 from runwatch.rundir.jsonl import loads_line
@@ -45,7 +45,7 @@ def read(path: Path, step_column: str | None = None) -> Imported:
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
-    raw = read_source(path)
+    raw = read_bytes(path)
     if raw.lstrip().startswith(b"["):
         try:
             data = loads_line(raw)
