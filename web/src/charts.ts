@@ -48,9 +48,10 @@ function loadStored(runId: string): StoredCharts {
   }
 }
 
-function seriesPath(runId: string, keys: string[], range: { lo: number; hi: number } | null, points: number, time: boolean): string {
+/** The /series request for `keys` of `runs` (every run's series share the bucket edges). */
+export function seriesPath(runs: string[], keys: string[], range: { lo: number; hi: number } | null, points: number, time = false): string {
   const q = new URLSearchParams();
-  q.append("run", runId);
+  for (const r of runs) q.append("run", r);
   for (const k of keys) q.append("key", k);
   q.set("points", String(points));
   if (range) {
@@ -215,7 +216,7 @@ export class ChartsPanel {
       const batch = created.filter((c) => c.view.needsTime === time);
       if (!batch.length) return;
       const keys = batch.flatMap((c) => c.view.keys);
-      const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, keys, null, this.budget(batch[0].view), time));
+      const resp = await getJSON<SeriesResponse>(seriesPath([this.runId], keys, null, this.budget(batch[0].view), time));
       if (this.disposed) return;
       for (const c of batch) {
         c.view.setFindings(this.findings, false);
@@ -319,7 +320,7 @@ export class ChartsPanel {
 
   /** The chart's lines over its zoom range, at up to the server's most points per series. */
   private async exportCsv(c: Chart): Promise<void> {
-    const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, c.view.keys, c.view.zoomed, EXPORT_POINTS, true));
+    const resp = await getJSON<SeriesResponse>(seriesPath([this.runId], c.view.keys, c.view.zoomed, EXPORT_POINTS, true));
     const { header, rows } = seriesTable(c.def.lines, resp.series);
     downloadCsv(`${this.fileStem(c)}.csv`, header, rows);
   }
@@ -329,7 +330,7 @@ export class ChartsPanel {
     const key = findKey(this.knownKeys, "tokens");
     if (!key) return Promise.resolve();
     this.tokensLoading ??= (async () => {
-      const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, [key], null, EXPORT_POINTS, false));
+      const resp = await getJSON<SeriesResponse>(seriesPath([this.runId], [key], null, EXPORT_POINTS, false));
       const s = resp.series[0];
       if (!s) return;
       const runningTotal = isRunningTotal(s.value);
@@ -369,7 +370,7 @@ export class ChartsPanel {
   private async zoom(c: Chart, range: { lo: number; hi: number } | null): Promise<void> {
     c.reset.hidden = range === null;
     const request = ++c.request;
-    const resp = await getJSON<SeriesResponse>(seriesPath(this.runId, c.view.keys, range, this.budget(c.view), c.view.needsTime));
+    const resp = await getJSON<SeriesResponse>(seriesPath([this.runId], c.view.keys, range, this.budget(c.view), c.view.needsTime));
     if (!this.disposed && request === c.request) c.view.setSeries(resp.series);
   }
 

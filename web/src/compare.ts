@@ -7,7 +7,7 @@
 
 import "./compare.css";
 import { getJSON, runPath } from "./api";
-import { MAX_POINTS } from "./charts";
+import { MAX_POINTS, seriesPath } from "./charts";
 import { CHARTS, canonicalName, resolveLines, type ChartSpec, type ResolvedLine } from "./chartspecs";
 import { ChartView } from "./chartview";
 import { CompareReportPanel } from "./comparereport";
@@ -79,18 +79,6 @@ interface Chart {
 }
 
 const lineKey = (run: string, key: string) => `${run}\n${key}`;
-
-function seriesPath(runs: string[], keys: string[], range: { lo: number; hi: number } | null, points: number): string {
-  const q = new URLSearchParams();
-  for (const r of runs) q.append("run", r);
-  for (const k of keys) q.append("key", k);
-  q.set("points", String(points));
-  if (range) {
-    q.set("lo", String(range.lo));
-    q.set("hi", String(range.hi));
-  }
-  return `/series?${q.toString()}`;
-}
 
 export class CompareView {
   readonly el = h("main", { class: "detail compare", id: "compare" });
