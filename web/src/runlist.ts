@@ -5,7 +5,7 @@ import { getJSON } from "./api";
 import { clear, h } from "./dom";
 import { fmtDuration, liveDuration, statusClass, statusText } from "./format";
 import { restoreCursor, saveCursor } from "./keyboard";
-import { groupRuns, type Selection } from "./selection";
+import { groupButton, type Selection } from "./selection";
 import type { RunList, RunSummary } from "./types";
 
 /** A run search box that calls `onSearch` once typing pauses for 200 ms. */
@@ -185,11 +185,6 @@ export class RunListView {
     this.clearButton.hidden = this.selection.size === 0;
   }
 
-  private async selectGroup(group: string): Promise<void> {
-    const runs = await groupRuns(group, this.project);
-    this.selection.add(runs.map((r) => r.run_id));
-  }
-
   private rowEl(run: RunSummary): HTMLElement {
     const dur = h("span", { class: "duration" }, fmtDuration(run.duration_s));
     const name = run.name || `${run.backend ?? "?"}/${run.trainer ?? "?"}`;
@@ -197,15 +192,7 @@ export class RunListView {
     box.checked = this.selection.has(run.run_id);
     box.addEventListener("click", (e) => e.stopPropagation());
     box.addEventListener("change", () => this.selection.toggle(run.run_id, box.checked));
-    let groupEl: HTMLElement | null = null;
-    if (run.group) {
-      const group = run.group;
-      groupEl = h("button", { class: "run-group", title: `Select every run of group ${group}`, "data-group": group }, group);
-      groupEl.addEventListener("click", (e) => {
-        e.stopPropagation();
-        void this.selectGroup(group);
-      });
-    }
+    const groupEl = run.group ? groupButton(run.group, () => this.project, this.selection) : null;
     const li = h(
       "li",
       { class: "run-row", "data-run": run.run_id, tabindex: "0", role: "button" },

@@ -10,7 +10,7 @@ import { downloadCsv } from "./export";
 import { fmtDuration, fmtNum, fmtTime, statusClass, statusText } from "./format";
 import { restoreCursor, saveCursor } from "./keyboard";
 import { compareLabel, searchBox } from "./runlist";
-import { groupRuns, type Selection } from "./selection";
+import { groupButton, type Selection } from "./selection";
 import type { MetricKeys, RunList, RunSummary } from "./types";
 
 export interface TableState {
@@ -224,12 +224,7 @@ export class RunTablePage {
       }
       if (c.id === "status") return h("td", { "data-col": c.id }, h("span", { class: `status ${statusClass(run.status)}` }, h("span", { class: "dot" }), text));
       if (c.id === "tags") return h("td", { "data-col": c.id }, ...run.tags.map((t) => h("span", { class: "tag" }, t)));
-      if (c.id === "group" && run.group) {
-        const group = run.group;
-        const b = h("button", { class: "run-group", title: `Select every run of group ${group}`, "data-group": group }, group);
-        b.addEventListener("click", () => void groupRuns(group, this.project).then((runs) => this.selection.add(runs.map((x) => x.run_id))));
-        return h("td", { "data-col": c.id }, b);
-      }
+      if (c.id === "group" && run.group) return h("td", { "data-col": c.id }, groupButton(run.group, () => this.project, this.selection));
       return h("td", { "data-col": c.id }, text);
     });
     return h("tr", { "data-run": run.run_id, tabindex: "0" }, h("td", {}, box), ...cells);

@@ -2,6 +2,7 @@
 // order is the order they were ticked, which is the compare view's order.
 
 import { getJSON } from "./api";
+import { h } from "./dom";
 import type { RunList, RunSummary } from "./types";
 
 export class Selection {
@@ -64,4 +65,14 @@ export async function groupRuns(group: string, project: string | null): Promise<
     cursor = page.next_cursor;
   } while (cursor);
   return out;
+}
+
+/** A run's group as a button that ticks every run of the group (in `project` when given). */
+export function groupButton(group: string, project: () => string | null, selection: Selection): HTMLButtonElement {
+  const b = h("button", { class: "run-group", title: `Select every run of group ${group}`, "data-group": group }, group);
+  b.addEventListener("click", (e) => {
+    e.stopPropagation();
+    void groupRuns(group, project()).then((runs) => selection.add(runs.map((r) => r.run_id)));
+  });
+  return b;
 }
