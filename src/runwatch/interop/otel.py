@@ -91,6 +91,7 @@ class OtelExport:
             self._run_spans(row)
             self._sent.add(row.pk)
             self._last_step.pop(row.pk, None)
+            self._run_ids.pop(row.pk, None)
         return len(fresh)
 
     def _run_spans(self, row: Any) -> None:
