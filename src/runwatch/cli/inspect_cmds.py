@@ -123,7 +123,7 @@ def hparams_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
         raise fail(f"run {row.name}'s config.yaml is not YAML: {exc}") from exc
 
     def table(wide: bool) -> None:
-        flat = _flatten(data) if isinstance(data, dict) else {"config": data}
+        flat = flatten(data) if isinstance(data, dict) else {"config": data}
         print_table(["SETTING", "VALUE"], sorted(flat.items()), wide=wide, prose=("VALUE",))
 
     emit(data, output, jq, table, raw)
@@ -142,8 +142,8 @@ def engine_config_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
     data = orjson.loads(row.engine_config)
 
     def table(wide: bool) -> None:
-        req = _flatten(data.get("requested") or {})
-        res = _flatten(data.get("resolved") or {})
+        req = flatten(data.get("requested") or {})
+        res = flatten(data.get("resolved") or {})
         keys = sorted(set(req) | (set(res) if wide else set()))
         rows = []
         for k in keys:
@@ -158,12 +158,13 @@ def engine_config_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
     emit(data, output, jq, table, raw)
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as dotted keys ({"optim": {"beta1": 0.9}} is optim.beta1)."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
         if isinstance(v, dict) and v:
-            out.update(_flatten(v, key + "."))
+            out.update(flatten(v, key + "."))
         else:
             out[key] = v
     return out

@@ -13,7 +13,7 @@ import typer
 import yaml
 
 from runwatch.cli.context import INDEX_DIRNAME, Context, open_context
-from runwatch.cli.inspect_cmds import _flatten
+from runwatch.cli.inspect_cmds import flatten
 from runwatch.cli.output import fail, line
 from runwatch.cli.runs import DbOpt, DirOpt, RunArg, resolve_or_exit
 from runwatch.rundir.format import TERMINAL_PHASES
@@ -101,5 +101,5 @@ def _config_of(row: Any) -> dict[str, Any]:
     except yaml.YAMLError:
         return {}
     if isinstance(data, dict):
-        return _flatten(data)
+        return flatten(data)
     return {} if data is None else {"config": data}
