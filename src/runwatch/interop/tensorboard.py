@@ -131,7 +131,6 @@ class Export:
         from tensorboardX import SummaryWriter
 
         prepare_dir(out)
-        self.out = out
         self.text_rollouts = text_rollouts
         self.writer = SummaryWriter(logdir=str(out), flush_secs=5, max_queue=WRITE_QUEUE)
         self.max_seq: dict[int, int] = {}  # key id -> the newest point written
@@ -142,7 +141,6 @@ class Export:
         self.tags: set[str] = set()
         # metric key (or reward term) -> its tag, unique in the export
         self.key_tags: dict[str, str] = {}
-        self.ended = False
 
     def write_hparams(self, flat_config: Mapping[str, Any], metric_tags: list[str]) -> None:
         """The config as one HParams session (this folder), with `metric_tags` listed as
@@ -217,7 +215,6 @@ class Export:
         summary = Summary(value=[Summary.Value(tag="_hparams_/session_end_info",
                                                metadata=meta)])
         self.writer._get_file_writer().add_summary(summary)
-        self.ended = True
 
     def close(self) -> None:
         self.writer.close()
