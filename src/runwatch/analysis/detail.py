@@ -43,12 +43,13 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
     until = run.updated_at if rec.process_gone and run.updated_at else now
     spent, problem = _run_cost(rec, runs_dir, until)
     figures = spent.as_dict()
+    origin = model_origin(rec)
     return {
         "run_id": run.run_id,
         "name": run.name,
         "run": summary,
-        "summary": _summary(rec),
-        "model": model_origin(rec),
+        "summary": _summary(rec, origin),
+        "model": origin,
         "state": {
             "project": run.project,
             "group": run.group_name,
@@ -107,10 +108,9 @@ def model_origin(rec: RunRecords) -> dict[str, Any]:
             "parent": None if first is None else {"run_id": first.run_id, "name": first.name}}
 
 
-def _summary(rec: RunRecords) -> str:
+def _summary(rec: RunRecords, origin: dict[str, Any]) -> str:
     """The summary line, naming a derived run's base model and parent run."""
     line = summary_line(rec.row)
-    origin = model_origin(rec)
     if origin["init_from"] is None or origin["parent"] is None:
         return line
     model = f"{origin['base_model'] or 'a model'} (from run {origin['parent']['name']})"
