@@ -16,6 +16,16 @@ import type { Finding, MetricKey, PointsEvent, SeriesResponse } from "./types";
 // sends more than this per series.
 export const MAX_POINTS = 1000;
 const MIN_POINTS = 300;
+
+/** Points per series for a plot `width` pixels wide: about one per pixel. */
+export function pointBudget(width: number): number {
+  return Math.max(MIN_POINTS, Math.min(MAX_POINTS, Math.round(width)));
+}
+
+/** A small button in a chart card's head. */
+export function chartButton(cls: string, label: string, title: string): HTMLButtonElement {
+  return h("button", { type: "button", class: `chart-button ${cls}`, title, "aria-label": title }, label);
+}
 // The most points the server sends per series (routes_metrics MAX_POINTS): what a CSV
 // export and the tokens axis ask for.
 const EXPORT_POINTS = 20_000;
@@ -250,8 +260,7 @@ export class ChartsPanel {
     const x: XMode = s.x === "tokens" && !tokensKey ? "step" : (s.x ?? "step");
     const smoothing = s.smoothing ?? this.smoothing;
     const box = h("div", { class: "chart", "data-chart": def.id });
-    const button = (cls: string, label: string, title: string): HTMLButtonElement =>
-      h("button", { type: "button", class: `chart-button ${cls}`, title, "aria-label": title }, label);
+    const button = chartButton;
     const reset = button("chart-reset", "Reset zoom", "Zoom back out to the whole run");
     reset.hidden = true;
     const gear = button("chart-settings-toggle", "⚙", "Chart settings");
@@ -351,7 +360,7 @@ export class ChartsPanel {
   /** Points per series: about one per pixel of plot width. */
   private budget(view: ChartView): number {
     const width = view.el.clientWidth || this.grid.clientWidth / 2;
-    return Math.max(MIN_POINTS, Math.min(MAX_POINTS, Math.round(width)));
+    return pointBudget(width);
   }
 
   private groupEl(group: string): HTMLElement {

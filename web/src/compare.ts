@@ -7,7 +7,7 @@
 
 import "./compare.css";
 import { getJSON, runPath } from "./api";
-import { MAX_POINTS, seriesPath } from "./charts";
+import { MAX_POINTS, chartButton, pointBudget, seriesPath } from "./charts";
 import { CHARTS, canonicalName, resolveLines, type ChartSpec, type ResolvedLine } from "./chartspecs";
 import { ChartView } from "./chartview";
 import { CompareReportPanel } from "./comparereport";
@@ -304,8 +304,7 @@ export class CompareView {
   }
 
   private chartCard(chart: Chart): HTMLElement {
-    const button = (cls: string, label: string, title: string): HTMLButtonElement =>
-      h("button", { type: "button", class: `chart-button ${cls}`, title, "aria-label": title }, label);
+    const button = chartButton;
     const reset = button("chart-reset", "Reset zoom", "Zoom back out to the whole runs");
     reset.hidden = true;
     const csv = button("chart-csv", "CSV", "Download the chart's series as CSV");
@@ -368,7 +367,7 @@ export class CompareView {
   /** Points per series: about one per pixel of plot width. */
   private budget(): number {
     const width = this.grid.querySelector<HTMLElement>(".chart")?.clientWidth || this.grid.clientWidth / 2;
-    return Math.max(300, Math.min(MAX_POINTS, Math.round(width)));
+    return pointBudget(width);
   }
 
   private noteShown(s: SeriesData): void {
