@@ -74,6 +74,8 @@ function compare(a: Cell, b: Cell, desc: boolean): number {
 export class RunTablePage {
   readonly el: HTMLElement;
   private rows: Row[] = [];
+  // the latest loss and reward read per run, across reloads of the list
+  private latest = new Map<string, { loss: number | null; reward: number | null }>();
   private body = h("tbody", { id: "run-table-body" });
   private head = h("tr", {});
   private count = h("span", { class: "muted", id: "run-table-count" });
@@ -140,7 +142,11 @@ export class RunTablePage {
   }
 
   private add(page: RunList): void {
-    const fresh = page.runs.filter((run) => !this.rows.some((r) => r.run.run_id === run.run_id)).map((run) => ({ run, loss: null, reward: null }));
+    // a run listed before keeps the latest values read for it until they are read again:
+    // a search cleared must not sort (or export) its rows by empty cells meanwhile
+    const fresh = page.runs
+      .filter((run) => !this.rows.some((r) => r.run.run_id === run.run_id))
+      .map((run) => ({ run, loss: null, reward: null, ...this.latest.get(run.run_id) }));
     this.rows.push(...fresh);
     this.cursor = page.next_cursor;
     this.more.hidden = !this.cursor;
@@ -160,6 +166,7 @@ export class RunTablePage {
         const last = (key: string | undefined) => keys.find((k) => k.key === key)?.last_value ?? null;
         row.loss = last(findKey(present, "train_loss"));
         row.reward = last(findKey(present, "reward"));
+        this.latest.set(row.run.run_id, { loss: row.loss, reward: row.reward });
       }
     };
     await Promise.all(Array.from({ length: READERS }, reader));
