@@ -61,3 +61,18 @@ export function fmtSpend(v: number | null | undefined): string {
   if (v !== 0 && Math.abs(v) < 0.01) return v.toPrecision(2);
   return v.toFixed(2);
 }
+
+/**
+ * A run's model as lists show it: the base model's name, or for a run started from an
+ * earlier run (`init_from:<run folder or checkpoint file>`) "from <that run>", never the
+ * raw `init_from:` path. The run page names the base model and links the parent run.
+ */
+export function modelLabel(base: string | null | undefined): string {
+  if (!base) return "—";
+  if (!base.startsWith("init_from:")) return base;
+  const parts = base.slice("init_from:".length).split(/[\\/]/).filter((p) => p && p !== ".");
+  const ckpt = parts.indexOf("checkpoints");
+  let name = ckpt > 0 ? parts[ckpt - 1] : parts[parts.length - 1];
+  if (ckpt < 0 && name?.endsWith(".pt") && parts.length > 1) name = parts[parts.length - 2];
+  return name ? `from run ${name}` : "from an earlier run";
+}

@@ -3,7 +3,7 @@
 
 import { getJSON } from "./api";
 import { clear, h } from "./dom";
-import { fmtDuration, liveDuration, statusClass, statusText } from "./format";
+import { fmtDuration, liveDuration, modelLabel, statusClass, statusText } from "./format";
 import { restoreCursor, saveCursor } from "./keyboard";
 import { groupButton, type Selection } from "./selection";
 import type { RunList, RunSummary } from "./types";
@@ -24,6 +24,13 @@ export function searchBox(id: string, q: string, onSearch: (q: string) => void):
 export function compareLabel(button: HTMLButtonElement, n: number): void {
   button.textContent = `Compare (${n})`;
   button.disabled = n < 2;
+}
+
+/** Whether a run that arrives live belongs under search text `q` (the fields the server's
+ *  search reads). */
+export function runMatches(run: RunSummary, q: string): boolean {
+  const hay = [run.name, run.run_id, run.status, run.base_model, run.dataset, run.trainer, run.backend].join(" ").toLowerCase();
+  return hay.includes(q.toLowerCase());
 }
 
 export class RunListView {
@@ -130,7 +137,7 @@ export class RunListView {
       existing.el.replaceWith(el);
       restoreCursor(this.list, cursor);
       this.rows.set(run.run_id, { run, el, at: Date.now() });
-    } else if (!this.query || this.matches(run, this.query)) {
+    } else if (!this.query || runMatches(run, this.query)) {
       const before = this.placeFor(run);
       if (before !== undefined) {
         const el = this.rowEl(run);
@@ -167,11 +174,6 @@ export class RunListView {
     this.highlight();
   }
 
-  private matches(run: RunSummary, q: string): boolean {
-    const hay = [run.name, run.run_id, run.status, run.base_model, run.dataset, run.trainer, run.backend].join(" ").toLowerCase();
-    return hay.includes(q.toLowerCase());
-  }
-
   private highlight(): void {
     for (const [id, { el }] of this.rows) el.classList.toggle("selected", id === this.selected);
   }
@@ -197,7 +199,7 @@ export class RunListView {
       "li",
       { class: "run-row", "data-run": run.run_id, tabindex: "0", role: "button" },
       h("div", { class: "run-name" }, box, h("span", {}, name)),
-      h("div", { class: "run-model muted" }, h("span", { class: "model" }, run.base_model ?? "—"), groupEl),
+      h("div", { class: "run-model muted" }, h("span", { class: "model", title: run.base_model ?? "" }, modelLabel(run.base_model)), groupEl),
       h(
         "div",
         { class: "run-meta" },

@@ -7,9 +7,9 @@ import { getJSON, runPath } from "./api";
 import { findKey } from "./chartspecs";
 import { h } from "./dom";
 import { downloadCsv } from "./export";
-import { fmtDuration, fmtNum, fmtTime, statusClass, statusText } from "./format";
+import { fmtDuration, fmtNum, fmtTime, modelLabel, statusClass, statusText } from "./format";
 import { restoreCursor, saveCursor } from "./keyboard";
-import { compareLabel, searchBox } from "./runlist";
+import { compareLabel, runMatches, searchBox } from "./runlist";
 import { groupButton, type Selection } from "./selection";
 import type { MetricKeys, RunList, RunSummary } from "./types";
 
@@ -49,7 +49,7 @@ interface Column {
 const COLUMNS: Column[] = [
   { id: "name", label: "Name", value: (r) => r.run.name },
   { id: "status", label: "Status", value: (r) => r.run.status, show: (r) => statusText(r.run) },
-  { id: "model", label: "Model", value: (r) => r.run.base_model },
+  { id: "model", label: "Model", value: (r) => (r.run.base_model ? modelLabel(r.run.base_model) : null) },
   { id: "method", label: "Method", value: (r) => r.run.method },
   { id: "group", label: "Group", value: (r) => r.run.group },
   { id: "tags", label: "Tags", value: (r) => r.run.tags.join(" ") || null },
@@ -150,7 +150,7 @@ export class RunTablePage {
     this.rows.push(...fresh);
     this.cursor = page.next_cursor;
     this.more.hidden = !this.cursor;
-    this.count.textContent = `${this.rows.length} run${this.rows.length === 1 ? "" : "s"}${this.cursor ? "+" : ""}`;
+    this.showCount();
     this.showRows();
     void this.readLatest(fresh, this.generation);
   }
@@ -174,6 +174,10 @@ export class RunTablePage {
       this.showRows();
       this.body.dataset.latest = "true";
     }
+  }
+
+  private showCount(): void {
+    this.count.textContent = `${this.rows.length} run${this.rows.length === 1 ? "" : "s"}${this.cursor ? "+" : ""}`;
   }
 
   private sorted(): Row[] {
@@ -250,7 +254,20 @@ export class RunTablePage {
   /** A listed run changed (the run-list stream): its row shows it. */
   upsert(run: RunSummary): void {
     const row = this.rows.find((r) => r.run.run_id === run.run_id);
-    if (!row) return;
+    if (!row) {
+      // a run started while the table is open joins it, where the sort puts it
+      if (this.project && run.project !== this.project) return;
+      const q = this.search.value.trim();
+      if (q && !runMatches(run, q)) return;
+      // one older than every listed run while more pages remain belongs to a later page
+      if (this.cursor && this.rows.every((r) => (r.run.created_at ?? "") > (run.created_at ?? ""))) return;
+      const fresh = { run, loss: null, reward: null, ...this.latest.get(run.run_id) };
+      this.rows.push(fresh);
+      this.showCount();
+      this.showRows();
+      void this.readLatest([fresh], this.generation);
+      return;
+    }
     row.run = run;
     const el = this.rowEls.find((tr) => tr.dataset.run === run.run_id);
     const cursor = saveCursor(this.body);

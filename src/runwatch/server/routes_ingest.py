@@ -6,6 +6,7 @@ refused with its reason while the good batches of the same request are kept.
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -128,9 +129,43 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
+def _gunzip(body: bytes, limit: int) -> bytes:
+    """A gzip body inflated, refused with 413 as soon as it would pass `limit` bytes (a small
+    body that inflates to gigabytes is never held whole) and with 400 when it is not gzip."""
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip header and trailer
+    try:
+        out = inflater.decompress(body, limit + 1)
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise ApiError(413, f"the request inflates to over {limit} bytes; send smaller "
+                                "batches")
+        out += inflater.flush()
+    except zlib.error as exc:
+        raise ApiError(400, f"the body is not valid gzip: {exc}") from exc
+    if not inflater.eof:
+        raise ApiError(400, "the body is not valid gzip: it ends early")
+    if len(out) > limit:
+        raise ApiError(413, f"the request inflates to over {limit} bytes; send smaller batches")
+    return out
+
+
+async def _payload(request: Request, limit: int) -> bytes:
+    """The JSON text of the request: the body as sent, or inflated when it says
+    `Content-Encoding: gzip`; either way at most `limit` bytes."""
+    body = await _read_body(request, limit)
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return body
+    if encoding in ("gzip", "x-gzip"):
+        return _gunzip(body, limit)
+    raise ApiError(415, f"Content-Encoding {encoding!r} is not supported; send gzip or none")
+
+
 @router.post("/api/ingest", openapi_extra=REQUEST_BODY)
 async def ingest(request: Request, st: ServerState = Depends(state)) -> JSONResponse:
     """Store batches `{"batches": [{"run_id", "file", "records", "manifest"?}]}` (or one batch).
+
+    The body may be gzip-compressed (`Content-Encoding: gzip`); the inflated body has the
+    same size limit as a plain one (413 past it, 400 when it is not valid gzip).
 
     Sending a batch again stores nothing new. Answers 200 when every batch was stored;
     otherwise the one error shape with the status of the first refused batch and
@@ -138,7 +173,7 @@ async def ingest(request: Request, st: ServerState = Depends(state)) -> JSONResp
     """
     limits = st.limits
     try:
-        payload = loads_line(await _read_body(request, limits.max_body_bytes))
+        payload = loads_line(await _payload(request, limits.max_body_bytes))
     except ValueError as exc:
         raise ApiError(400, f"the body is not JSON: {exc}") from exc
     if isinstance(payload, dict) and "batches" not in payload:
