@@ -30,6 +30,10 @@ SERVICE_NAME = "runwatch"
 RUN_ID = "runwatch.run.id"
 
 
+# how far behind the latest run's end a later pass still looks for runs that ended
+SPAN_LAG_S = 600.0
+
+
 class OtelExport:
     """Sends run phases as spans and step timing as metrics to the given providers."""
 
@@ -92,6 +96,12 @@ class OtelExport:
             self._sent.add(row.pk)
             self._last_step.pop(row.pk, None)
             self._run_ids.pop(row.pk, None)
+        if rows:
+            # the next pass reads only runs that ended lately: a run indexed a while after
+            # its end (a slow pass, a clock apart) still falls within the lag kept
+            since = max(self.since, max(row.ended_at for row in rows) - SPAN_LAG_S)
+            self._sent = {row.pk for row in rows if row.ended_at >= since}
+            self.since = since
         return len(fresh)
 
     def _run_spans(self, row: Any) -> None:
