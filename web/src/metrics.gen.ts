@@ -35,7 +35,7 @@ export type Role =
 export const ROLE_NAMES: Readonly<Record<Role, readonly string[]>> = {
   train_loss: ["loss", "train_loss"],
   eval_loss: ["val/loss", "eval_loss", "val_loss"],
-  reward: ["reward_mean", "reward", "critic/rewards/mean", "env/all/reward/total", "mean_reward"],
+  reward: ["reward_mean", "reward", "objective/scores", "env/reward_mean", "critic/rewards/mean", "env/all/reward/total", "rollout/ep_rew_mean", "mean_reward"],
   val_reward: ["val/reward_mean", "eval_reward", "test/env/all/reward/total"],
   accuracy: ["accuracy", "critic/score/mean"],
   val_accuracy: ["val/accuracy", "eval_accuracy"],
@@ -52,13 +52,13 @@ export const ROLE_NAMES: Readonly<Record<Role, readonly string[]>> = {
   tokens: ["trained_tokens", "tokens", "num_tokens"],
   grad_accum: ["gradient_accumulation_steps", "grad_accum", "grad_accum_steps", "gradient_accumulation"],
   step_time: ["timing/step_total_s", "time/total"],
-  ratio_mean: ["fb/loss/ratio/mean"],
+  ratio_mean: ["fb/loss/ratio/mean", "val/ratio"],
   clipped_ratio_mean: ["fb/loss/clip/clipped_ratio/mean"],
-  clip_high: ["fb/loss/clip/high_fraction", "clip_ratio/high_mean", "actor/pg_clipfrac", "ppo_clip_ratio"],
+  clip_high: ["fb/loss/clip/high_fraction", "clip_ratio/high_mean", "policy/clipfrac_avg", "ppo/policy/clipfrac", "actor/pg_clipfrac", "ppo_clip_ratio"],
   clip_low: ["fb/loss/clip/low_fraction", "clip_ratio/low_mean", "actor/pg_clipfrac_lower"],
-  kl_policy: ["fb/loss/kl_policy/mean", "actor/ppo_kl", "ppo_kl", "optim/kl_sample_train_v1"],
+  kl_policy: ["fb/loss/kl_policy/mean", "policy/approxkl_avg", "ppo/policy/approxkl", "actor/ppo_kl", "ppo_kl", "optim/kl_sample_train_v1"],
   kl_policy_k3: ["fb/loss/kl_policy/k3/mean", "optim/kl_sample_train_v2"],
-  kl_ref: ["fb/loss/kl_ref/mean", "kl", "actor/kl_loss"],
+  kl_ref: ["fb/loss/kl_ref/mean", "kl", "objective/kl", "actor/kl_loss", "critic/kl"],
 };
 
 /** Exact aliases: logged name -> [canonical name, transform its values need or null]. */
@@ -79,6 +79,17 @@ export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = ne
   ["eval_reward", ["val/reward_mean", null]],
   ["eval_accuracy", ["val/accuracy", null]],
   ["eval_completions/mean_length", ["val/mean_response_length", null]],
+  ["objective/kl", ["fb/loss/kl_ref/mean", null]],
+  ["objective/scores", ["reward_mean", null]],
+  ["policy/entropy_avg", ["entropy", null]],
+  ["policy/approxkl_avg", ["fb/loss/kl_policy/mean", null]],
+  ["policy/clipfrac_avg", ["fb/loss/clip/high_fraction", null]],
+  ["val/ratio", ["fb/loss/ratio/mean", null]],
+  ["env/reward_mean", ["reward_mean", null]],
+  ["env/reward_std", ["reward_std", null]],
+  ["ppo/policy/entropy", ["entropy", null]],
+  ["ppo/policy/clipfrac", ["fb/loss/clip/high_fraction", null]],
+  ["ppo/policy/approxkl", ["fb/loss/kl_policy/mean", null]],
   ["actor/pg_clipfrac", ["fb/loss/clip/high_fraction", null]],
   ["actor/pg_clipfrac_lower", ["fb/loss/clip/low_fraction", null]],
   ["actor/ppo_kl", ["fb/loss/kl_policy/mean", null]],
@@ -86,6 +97,8 @@ export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = ne
   ["actor/grad_norm", ["grad_norm", null]],
   ["actor/lr", ["learning_rate", null]],
   ["actor/entropy", ["entropy", null]],
+  ["actor/entropy_loss", ["entropy", null]],
+  ["critic/kl", ["fb/loss/kl_ref/mean", null]],
   ["critic/score/mean", ["accuracy", null]],
   ["critic/rewards/mean", ["reward_mean", null]],
   ["critic/advantages/std", ["completion_advantage_std", null]],
@@ -108,7 +121,9 @@ export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = ne
   ["optim/lr", ["learning_rate", null]],
   ["optim/entropy", ["entropy", null]],
   ["time/total", ["timing/step_total_s", null]],
+  ["rollout/ep_rew_mean", ["reward_mean", null]],
   ["mean_reward", ["reward_mean", null]],
+  ["flat_reward_group_ratio", ["zero_variance_skip_ratio", null]],
 ]);
 
 /** A name that starts with a prefix is looked up with it replaced: [prefix, replacement]. */

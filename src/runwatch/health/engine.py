@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -18,11 +19,13 @@ from runwatch.health import detectors as d
 from runwatch.health.evaluators import Evaluator, StepValues, build_detector, clean
 from runwatch.health.findings import Finding, Record, finite_or_text, render
 from runwatch.health.rules import BY_ID, CATALOGUE
+from runwatch.health.rules.base import Param
 from runwatch.health.thresholds import NONE, Overrides
 from runwatch.metrics.aliases import canonical
 from runwatch.store.points import PointColumns
 
-STATE_VERSION = 2
+STATE_VERSION = 3
+STRIDE_PROBE = 3  # distinct logged steps that show a run's stride
 CHUNK_STEPS = 1024  # divergence rules need series interleaved by step at this grain
 METHOD_FAMILIES = {"ppo": "grpo", "rl": "grpo", "rloo": "grpo", "dapo": "grpo",
                    "reinforce": "grpo", "grpo": "grpo", "sft": "sft", "dpo": "dpo"}
@@ -71,6 +74,14 @@ class Engine:
         self.nonfinite: Record | None = st.get("nonfinite")
         self.stall = d.Stall(**self._stall_params(), state=st.get("stall"))
         self.fresh = not st
+        # The run's logging stride in steps, once three logged steps show it: rules whose
+        # window is in steps (`window_in: steps`) start then, their window in points
+        # scaled to it. `probe` holds the first distinct steps until then.
+        self.stride: float | None = st.get("stride")
+        self.probe: list[int] = list(st.get("probe", []))
+        # The points logged before the stride was known (a few steps), by canonical name.
+        self.early: dict[str, StepValues] = {
+            k: (list(v[0]), list(v[1])) for k, v in st.get("early", {}).items()}
         # What the store remembers about the run's config between batches.
         self.config_cache: dict[str, Any] | None = None
 
@@ -87,7 +98,8 @@ class Engine:
             return None
         variant = tuple(variant_text.split("|"))
         params = self.overrides.params(rule)
-        det = build_detector(rule, params, self.settings, (state or {}).get("det"))
+        det = build_detector(rule, in_points(params, self.stride), self.settings,
+                             (state or {}).get("det"))
         if det is None:
             return None
         return Evaluator(rule, variant, params, self.overrides.severity(rule), det,
@@ -109,6 +121,8 @@ class Engine:
                 key = rule.id + "|" + "|".join(variant)
                 if key in self.evals or taken:
                     continue
+                if self.stride is None and rule.params.get("window_in") == "steps":
+                    continue  # its window in points waits for the logging stride
                 # A divergence rule starts with its reference series, so the judged
                 # (sparse, validation) series finds history to compare with.
                 needed = variant[:1] if rule.detector == "divergence" else variant
@@ -131,8 +145,10 @@ class Engine:
         if longest.steps:
             self._past_stall(longest.ts[0], out)
             self.stall.feed(longest.steps, longest.ts)
+        early = self.early
+        learned = self._learn_stride(batch)
+        grown = learned
         cols: dict[str, StepValues] = {}
-        grown = False
         bad: dict[int, dict[str, Any]] = {}  # step -> the metrics non-finite there
         for raw, (_seqs, steps, _ts, values) in batch.items():
             if not steps:
@@ -148,11 +164,30 @@ class Engine:
                 grown = True
         if "metric.non_finite" in self.rule_ids:
             self._nonfinite_incident(batch, bad, out)
+        if self.stride is None:  # kept for the rules that wait for the stride
+            self.early = _joined(early, cols)
+        elif learned:
+            self.early = {}
+        before = set(self.evals)
         if grown:  # a metric appeared for the first time: rules may start on it
             self._activate()
         touched: set[str] = set()
+        late = {k: ev for k, ev in self.evals.items() if k not in before
+                and ev.rule.params.get("window_in") == "steps"}
+        if learned and early and late:  # their window started now: the points before
+            self._run(late, early, out, touched)
+        self._run(self.evals, cols, out, touched)
+        for key in touched:
+            open_rec = self.evals[key].tracker.open
+            if open_rec is not None:
+                out[id(open_rec)] = self.evals[key].finding(open_rec, "open")
+        return list(out.values())
+
+    def _run(self, evals: Mapping[str, Evaluator], cols: dict[str, StepValues],
+             out: dict[int, Finding], touched: set[str]) -> None:
+        """Feed `cols` to `evals`, noting resolved findings in `out` and open ones' keys."""
         for chunk in _chunks(cols):
-            for key, ev in self.evals.items():
+            for key, ev in evals.items():
                 if not any(m in chunk for m in ev.variant):
                     continue
                 closed, is_open = ev.feed(chunk)
@@ -160,11 +195,22 @@ class Engine:
                     out[id(rec)] = ev.finding(rec, "resolved")
                 if is_open:
                     touched.add(key)
-        for key in touched:
-            open_rec = self.evals[key].tracker.open
-            if open_rec is not None:
-                out[id(open_rec)] = self.evals[key].finding(open_rec, "open")
-        return list(out.values())
+
+    def _learn_stride(self, batch: Batch) -> bool:
+        """Note the run's first distinct logged steps until three show its stride (the
+        median gap); True when the stride became known in this batch."""
+        if self.stride is not None:
+            return False
+        seen = set(self.probe)
+        for cols in batch.values():
+            seen.update(cols.steps[:STRIDE_PROBE])
+        self.probe = sorted(seen)[:STRIDE_PROBE]
+        if len(self.probe) < STRIDE_PROBE:
+            return False
+        gaps = sorted(b - a for a, b in zip(self.probe, self.probe[1:], strict=False))
+        self.stride = float(max(1, gaps[len(gaps) // 2]))
+        self.probe = []
+        return True
 
     def _nonfinite_incident(self, batch: Batch, bad: dict[int, dict[str, Any]],
                             out: dict[int, Finding]) -> None:
@@ -258,7 +304,32 @@ class Engine:
             "evals": {**self._saved, **{k: ev.state() for k, ev in self.evals.items()}},
             "nonfinite": self.nonfinite,
             "stall": self.stall.state(),
+            "stride": self.stride,
+            "probe": self.probe,
+            "early": {k: [v[0], v[1]] for k, v in self.early.items()},
         }
+
+
+def _joined(a: Mapping[str, StepValues], b: Mapping[str, StepValues],
+            most: int = 64) -> dict[str, StepValues]:
+    """Series `a` followed by `b`, per name, keeping at most the first `most` points."""
+    out = {k: (list(v[0]), list(v[1])) for k, v in a.items()}
+    for k, (steps, values) in b.items():
+        got = out.setdefault(k, ([], []))
+        room = most - len(got[0])
+        got[0].extend(steps[:room])
+        got[1].extend(values[:room])
+    return out
+
+
+def in_points(params: Mapping[str, Param], stride: float | None) -> Mapping[str, Param]:
+    """A rule's params with a window given in steps (`window_in: steps`) turned into
+    logged points for a run logged every `stride` steps, and never under `min_window`
+    points: a run logged every 10 steps judges 64 steps on 8 points, not on 64."""
+    if params.get("window_in") != "steps" or stride is None:
+        return params
+    window = math.ceil(float(params["window"]) / stride)
+    return {**params, "window": max(int(params.get("min_window", 8)), window)}
 
 
 def _check_finite(raw: str, steps: list[int], values: list[Any],

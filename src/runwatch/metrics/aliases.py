@@ -48,6 +48,21 @@ EXACT: dict[str, Alias] = {
     "eval_reward": Alias("val/reward_mean", "TRL"),
     "eval_accuracy": Alias("val/accuracy", "TRL"),
     "eval_completions/mean_length": Alias("val/mean_response_length", "TRL"),
+    # TRL PPOTrainer / RLOOTrainer / online DPO (0.12 and later): objective/kl is the
+    # KL to the reference, policy/entropy_avg the token entropy (objective/entropy is a
+    # per-sequence sum and is left out), val/ratio the mean importance ratio.
+    "objective/kl": Alias("fb/loss/kl_ref/mean", "TRL PPO, RLOO, online DPO"),
+    "objective/scores": Alias("reward_mean", "TRL PPO, RLOO, online DPO"),
+    "policy/entropy_avg": Alias("entropy", "TRL PPO, RLOO"),
+    "policy/approxkl_avg": Alias("fb/loss/kl_policy/mean", "TRL PPO, RLOO"),
+    "policy/clipfrac_avg": Alias("fb/loss/clip/high_fraction", "TRL PPO, RLOO"),
+    "val/ratio": Alias("fb/loss/ratio/mean", "TRL PPO, RLOO"),
+    # TRL PPOTrainer before 0.12 (PPOTrainer.step's stats)
+    "env/reward_mean": Alias("reward_mean", "TRL PPO (before 0.12)"),
+    "env/reward_std": Alias("reward_std", "TRL PPO (before 0.12)"),
+    "ppo/policy/entropy": Alias("entropy", "TRL PPO (before 0.12)"),
+    "ppo/policy/clipfrac": Alias("fb/loss/clip/high_fraction", "TRL PPO (before 0.12)"),
+    "ppo/policy/approxkl": Alias("fb/loss/kl_policy/mean", "TRL PPO (before 0.12)"),
     # --- verl ---
     "actor/pg_clipfrac": Alias("fb/loss/clip/high_fraction", "verl"),
     "actor/pg_clipfrac_lower": Alias("fb/loss/clip/low_fraction", "verl"),
@@ -56,6 +71,8 @@ EXACT: dict[str, Alias] = {
     "actor/grad_norm": Alias("grad_norm", "verl"),
     "actor/lr": Alias("learning_rate", "verl"),
     "actor/entropy": Alias("entropy", "verl"),
+    "actor/entropy_loss": Alias("entropy", "verl (before 0.4: the entropy, logged as a loss)"),
+    "critic/kl": Alias("fb/loss/kl_ref/mean", "verl (KL in the reward)"),
     "critic/score/mean": Alias("accuracy", "verl"),
     "critic/rewards/mean": Alias("reward_mean", "verl"),
     "critic/advantages/std": Alias("completion_advantage_std", "verl"),
@@ -80,8 +97,16 @@ EXACT: dict[str, Alias] = {
     "optim/lr": Alias("learning_rate", "tinker-cookbook"),
     "optim/entropy": Alias("entropy", "tinker-cookbook"),
     "time/total": Alias("timing/step_total_s", "tinker-cookbook"),
+    # --- Stable-Baselines3 (PPO's progress.csv; train/entropy_loss is minus the entropy
+    # and shares its name, once the train/ prefix is read off, with OpenRLHF's entropy_loss
+    # that is the entropy itself: neither is aliased) ---
+    "rollout/ep_rew_mean": Alias("reward_mean", "Stable-Baselines3"),
     # --- hand-written GRPO loops ---
     "mean_reward": Alias("reward_mean", "hand-written GRPO loops"),
+    # DeepRetrieval-GRPO's share of groups whose samples all scored the same. Added after
+    # that run (tests/data/real/grpo_deepretrieval) left the held-back split; see
+    # docs/health.md, "Score on real logs".
+    "flat_reward_group_ratio": Alias("zero_variance_skip_ratio", "hand-written GRPO loops"),
 }
 
 # Names that hand-written loops and older tools log for a metric that a display (tile,

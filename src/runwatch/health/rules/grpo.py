@@ -51,10 +51,11 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("fb/loss/ratio/mean",),),
         detector="trend",
-        params={"direction": "up", "window": 64, "min_effect": 0.05, "relative": 0},
+        params={"direction": "up", "window": 64, "min_effect": 0.05, "relative": 0,
+                "window_in": "steps", "min_window": 8},
         severity="warning",
         condition="The Theil–Sen trend of `fb/loss/ratio/mean` over the last {window} steps "
-        "rises by at least {min_effect}.",
+        "(at least {min_window} logged points) rises by at least {min_effect}.",
         message="{metric} {change} over the last {window} steps (now {last:.3g}).",
         advice="The policy moves faster than the generator's log-probabilities stay fresh: "
         "lower learning_rate.",
@@ -270,10 +271,11 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("mean_logprob",),),
         detector="trend",
-        params={"direction": "down", "window": 64, "min_effect": 0.25, "relative": 1},
+        params={"direction": "down", "window": 64, "min_effect": 0.25, "relative": 1,
+                "window_in": "steps", "min_window": 8},
         severity="warning",
-        condition="The trend of `mean_logprob` over the last {window} steps falls by at least "
-        "{min_effect} of its level.",
+        condition="The trend of `mean_logprob` over the last {window} steps (at least "
+        "{min_window} logged points) falls by at least {min_effect} of its level.",
         message="{metric} {change} over the last {window} steps (now {last:.3g}).",
         advice="Check temperature and exploration, and read the rollouts for mode collapse onto "
         "rare tokens.",
@@ -394,12 +396,13 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("entropy",),),
         detector="trend",
-        params={"direction": "down", "window": 32, "min_effect": 0.5, "relative": 1},
+        params={"direction": "down", "window": 32, "min_effect": 0.5, "relative": 1,
+                "window_in": "steps", "min_window": 8},
         severity="warning",
-        condition="The Theil–Sen trend of `entropy` over the last {window} logged points falls "
-        "by at least {min_effect} of its level: the policy is becoming deterministic, and "
-        "groups soon stop differing in reward.",
-        message="{metric} {change} over the last {window} logged points (now {last:.3g}).",
+        condition="The Theil–Sen trend of `entropy` over the last {window} steps (at least "
+        "{min_window} logged points) falls by at least {min_effect} of its level: the policy "
+        "is becoming deterministic, and groups soon stop differing in reward.",
+        message="{metric} {change} from step {first_step} to {last_step} (now {last:.3g}).",
         advice="Exploration is dying: raise temperature, lower learning_rate, or add an "
         "entropy bonus; watch zero_variance_skip_ratio, which follows.",
     ),
@@ -409,12 +412,14 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("fb/loss/kl_ref/mean",),),
         detector="trend",
-        params={"direction": "up", "window": 64, "min_effect": 0.1, "relative": 0},
+        params={"direction": "up", "window": 64, "min_effect": 0.1, "relative": 0,
+                "window_in": "steps", "min_window": 8},
         severity="warning",
-        condition="The Theil–Sen trend of `fb/loss/kl_ref/mean` over the last {window} logged "
-        "points rises by at least {min_effect} nats: a slow rise from 0 is expected, one "
-        "that keeps climbing by a tenth of a nat per window is not held by beta.",
-        message="{metric} {change} over the last {window} logged points (now {last:.3g}).",
+        condition="The Theil–Sen trend of `fb/loss/kl_ref/mean` over the last {window} steps "
+        "(at least {min_window} logged points) rises by at least {min_effect} nats: a slow "
+        "rise from 0 is expected, one that keeps climbing by a tenth of a nat per window is "
+        "not held by beta.",
+        message="{metric} {change} from step {first_step} to {last_step} (now {last:.3g}).",
         advice="The policy drifts away from the reference without bound: raise beta (the KL "
         "coefficient) or lower learning_rate, and read rollouts for reward hacking.",
     ),

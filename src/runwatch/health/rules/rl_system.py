@@ -49,9 +49,11 @@ RULES: tuple[Rule, ...] = (
         methods=RL,
         variants=(("parse_failure_ratio",),),
         detector="trend",
-        params={"direction": "up", "window": 64, "min_effect": 0.05, "relative": 0},
+        params={"direction": "up", "window": 64, "min_effect": 0.05, "relative": 0,
+                "window_in": "steps", "min_window": 8},
         severity="warning",
-        condition="The trend of `parse_failure_ratio` over the last {window} steps rises by at "
+        condition="The trend of `parse_failure_ratio` over the last {window} steps (at least "
+        "{min_window} logged points) rises by at "
         "least {min_effect}.",
         message="{metric} {change} over the last {window} steps (now {last:.3g}).",
         advice="The model emits malformed tool calls: check the system prompt and the tool "
