@@ -76,8 +76,11 @@ def test_health_eval_on_the_real_corpus_held_out_runs() -> None:
                                    "-o", "json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert list(out["scores"]) == ["holdout"]
+    rounds = sorted({labels[n]["round"] for n in held})
+    assert list(out["scores"]) == ["holdout", *(f"holdout round {n}" for n in rounds)]
     assert [r["name"] for r in out["runs"]] == held
+    fresh = [n for n in held if labels[n]["round"] == rounds[-1]]
+    assert out["scores"][f"holdout round {rounds[-1]}"]["runs"] == len(fresh)
     sc = out["scores"]["holdout"]
     sick = [n for n in held if labels[n]["label"] != "healthy"]
     assert sc["runs"] == len(held) and sc["pathologies"]["runs"] == len(sick)

@@ -24,12 +24,17 @@ METHODS = {"sft", "dpo", "grpo", "ppo", "other"}
 IMPORT_METHOD = {"sft": "sft", "dpo": "dpo", "grpo": "grpo", "ppo": "grpo", "other": "sft"}
 
 
-def test_every_run_is_labelled_and_the_split_is_a_third() -> None:
+def test_every_run_is_labelled_and_about_a_third_is_held_back() -> None:
     assert sorted(LABELS) == RUNS and len(RUNS) >= 20
     holdout = [name for name in RUNS if LABELS[name]["split"] == "holdout"]
-    assert len(holdout) * 3 == len(RUNS)
+    assert len(RUNS) / 4 <= len(holdout) <= len(RUNS) * 2 / 5
     assert {LABELS[n]["method"] for n in holdout} >= {"sft", "dpo", "grpo"}
     assert {LABELS[n]["label"] == "healthy" for n in holdout} == {True, False}
+    # Every held-back run says when it was added; a run that left the held-back split
+    # says why (docs/health.md, "Score on real logs").
+    assert all(LABELS[n]["round"] in (1, 2) for n in holdout)
+    assert all("round" not in LABELS[n] for n in RUNS if n not in holdout)
+    assert all(LABELS[n]["split"] == "train" for n in RUNS if "left_holdout" in LABELS[n])
 
 
 @pytest.mark.parametrize("name", RUNS)

@@ -38,6 +38,9 @@ def health_eval_command(
         "tests/data/real of the checkout runwatch runs from).")] = DEFAULT_CORPUS,
     only: Annotated[list[str] | None, typer.Option(
         "--run", help="Score only this run of the corpus (repeat for more).")] = None,
+    round_: Annotated[int | None, typer.Option(
+        "--round", help="Score only the held-back runs added in this round (labels.yaml: "
+        "1 the first corpus, 2 the runs added in session 4).")] = None,
     output: OutOpt = Output.table,
     jq: JqOpt = None,
     raw: RawOpt = False,
@@ -55,9 +58,17 @@ def health_eval_command(
         runs = [r for r in runs if r.name in only]
     if split is not Split.all:
         runs = [r for r in runs if r.split == split.value]
+    if round_ is not None:
+        runs = [r for r in runs if r.round == round_]
     results = replay_all(runs)
     splits = [split.value] if split is not Split.all else ["train", "holdout", "all"]
-    data = {"scores": {sp: score(results, sp) for sp in splits}, "runs": run_rows(results)}
+    scores = {sp: score(results, sp) for sp in splits}
+    if round_ is None and "holdout" in splits:
+        # The runs held back since the last re-split are reported on their own as well:
+        # the earlier held-back runs have been scored before.
+        for rnd in sorted({r.round for r in runs if r.round is not None}):
+            scores[f"holdout round {rnd}"] = score(results, "holdout", rnd)
+    data = {"scores": scores, "runs": run_rows(results)}
     emit(data, output, jq, lambda wide: _tables(data, wide), raw)
 
 

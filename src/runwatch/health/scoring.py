@@ -45,6 +45,8 @@ RULE_CLASSES: dict[str, str] = {
     "sft.overfitting": "overfitting",
     "loss.spike": "loss_spike",
     "loss.rising": "loss_rising",
+    "sft.loss_not_falling": "loss_not_falling",
+    "dpo.loss_not_falling": "loss_not_falling",
     "rl.no_progress": "rl_no_progress",
     "dpo.over_optimisation": "dpo_over_optimisation",
     "dpo.loss_collapsed": "dpo_over_optimisation",
@@ -77,6 +79,7 @@ class CorpusRun:
     split: str
     label: str  # "healthy" or the main class
     labels: list[Label]  # the main class and any secondary ones
+    round: int | None = None  # when a held-back run was added (labels.yaml)
 
 
 @dataclass
@@ -106,7 +109,7 @@ def load_corpus(corpus: Path) -> list[CorpusRun]:
                                                                int(entry["onset_step"]))]
         labels += [Label(x["label"], int(x["onset_step"])) for x in entry.get("secondary", [])]
         out.append(CorpusRun(name, corpus / name / entry["file"], entry["method"],
-                             entry["split"], entry["label"], labels))
+                             entry["split"], entry["label"], labels, entry.get("round")))
     return out
 
 
@@ -169,14 +172,17 @@ def _delay(result: Replayed, label: Label, det: Detection) -> tuple[int, int]:
     return det.point - onset_point, det.step - label.onset
 
 
-def score(results: list[Replayed], split: str = "all") -> dict[str, Any]:
-    """Precision, recall and detection delay per class over the runs of `split`.
+def score(results: list[Replayed], split: str = "all",
+          round_: int | None = None) -> dict[str, Any]:
+    """Precision, recall and detection delay per class over the runs of `split` (and,
+    given `round_`, only the held-back runs added in that round).
 
     A run labelled with a class (main or secondary) is detected when a finding of that
     class appears at any point of the replay; a finding of a class on a run not
     labelled with it is a false positive of that class. A healthy run with a finding of
     warning or worse is a false alarm, whatever its class."""
-    chosen = [r for r in results if split == "all" or r.run.split == split]
+    chosen = [r for r in results if (split == "all" or r.run.split == split)
+              and (round_ is None or r.run.round == round_)]
     classes = sorted({lab.cls for r in chosen for lab in r.run.labels}
                      | {d.cls for r in chosen for d in r.detections if d.cls})
     per_class: dict[str, dict[str, Any]] = {}
@@ -216,7 +222,7 @@ def score(results: list[Replayed], split: str = "all") -> dict[str, Any]:
                                         for d in r.detections)]
     delays = [v for c in per_class.values() for v in c["delays_points"].values()]
     return {
-        "split": split, "runs": len(chosen), "classes": per_class,
+        "split": split, "round": round_, "runs": len(chosen), "classes": per_class,
         "pathologies": {"runs": len(labelled), "detected": len(found),
                         "recall": len(found) / len(labelled) if labelled else None,
                         "median_delay_points": statistics.median(delays) if delays else None},
@@ -229,7 +235,7 @@ def score(results: list[Replayed], split: str = "all") -> dict[str, Any]:
 def run_rows(results: list[Replayed]) -> list[dict[str, Any]]:
     """Per run: its label and what was found, for `-o json` and for reading a miss."""
     return [{
-        "name": r.run.name, "split": r.run.split, "label": r.run.label,
+        "name": r.run.name, "split": r.run.split, "round": r.run.round, "label": r.run.label,
         "points": len(r.steps), "seconds": round(r.seconds, 3),
         "findings": [{"rule_id": d.rule_id, "class": d.cls, "severity": d.severity,
                       "detected_step": d.step, "detected_point": d.point,
