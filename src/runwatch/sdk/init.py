@@ -27,7 +27,7 @@ ATTACH_LOCK_WAIT_S = 10.0
 
 
 def init(
-    project: str = "default",
+    project: str | None = None,
     name: str | None = None,
     config: Any = None,
     method: str | None = None,
@@ -42,6 +42,8 @@ def init(
     resume: bool = False,
     phase: str = "RUNNING",
     flush_interval: float = 0.5,
+    server: str | None = None,
+    token: str | None = None,
 ) -> Run | NullRun:
     """Start recording a run into `dir`/<name> and return its Run (a context manager).
 
@@ -51,6 +53,10 @@ def init(
     ignoring `dir`, `name` and `resume`, and keeping the job's project and name; once
     this process records the job's run, or that run has ended, a further init() records
     a run of its own.
+
+    `server` (default: RUNWATCH_SERVER) also streams the run to that runwatch server, with
+    `token` (default: RUNWATCH_TOKEN) as its bearer token; the project defaults to
+    RUNWATCH_PROJECT, else "default" (docs/team.md).
     """
     if mode == "disabled" or _is_secondary_rank():
         return NullRun()
@@ -58,7 +64,9 @@ def init(
         raise ValueError(f"mode {mode!r} is not 'offline' or 'disabled'")
     if phase not in fmt.START_PHASES:
         raise ValueError(f"a run starts in one of {', '.join(fmt.START_PHASES)}, not {phase!r}")
+    project = project or os.environ.get("RUNWATCH_PROJECT") or "default"
     fmt.validate_name(project, "project name")
+    send_to = _send_to(server, token)
     described = {"method": method, "base_model": base_model, "dataset": dataset,
                  "trainer": trainer, "backend": backend, "group": group,
                  "tags": list(tags) or None}
@@ -66,7 +74,7 @@ def init(
     if job_dir and not recording(Path(job_dir)):
         attached = _attach(Path(job_dir), described, config)
         if attached is not None:
-            return _start(*attached, phase, flush_interval)
+            return _start(*attached, phase, flush_interval, send_to)
     if name is None:
         name = fmt.default_run_name(method or "run")
     fmt.validate_name(name)
@@ -97,7 +105,7 @@ def init(
     except BaseException:
         lock.release()
         raise
-    return _start(run_dir, manifest, next_seq, lock, phase, flush_interval)
+    return _start(run_dir, manifest, next_seq, lock, phase, flush_interval, send_to)
 
 
 def _attach(
@@ -142,9 +150,24 @@ def _write(run_dir: Path, manifest: dict[str, Any], config: Any) -> None:
         write_atomic(run_dir / fmt.CONFIG, config_to_yaml(config).encode())
 
 
+def _send_to(server: str | None, token: str | None) -> tuple[str, str | None] | None:
+    """(server URL, token) when the run is also sent to a server (runwatch.sdk.sender)."""
+    if server is None and not os.environ.get("RUNWATCH_SERVER"):
+        return None
+    from runwatch.sdk.sender import ENV_TOKEN, server_url
+
+    url = server_url(server)
+    return None if url is None else (url, token or os.environ.get(ENV_TOKEN) or None)
+
+
 def _start(run_dir: Path, manifest: dict[str, Any], next_seq: dict[str, int], lock: RunLock,
-           phase: str, flush_interval: float) -> Run:
-    run = Run(run_dir, manifest, next_seq, lock, interval=flush_interval)
+           phase: str, flush_interval: float, send_to: tuple[str, str | None] | None) -> Run:
+    sender = None
+    if send_to is not None:
+        from runwatch.sdk.sender import Sender
+
+        sender = Sender(run_dir, *send_to, interval=flush_interval)
+    run = Run(run_dir, manifest, next_seq, lock, interval=flush_interval, sender=sender)
     register(run)
     run.set_phase(phase)
     return run

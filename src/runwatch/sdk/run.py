@@ -22,13 +22,16 @@ import time
 import traceback
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runwatch.jobs.failures import CATALOGUE, exception_verdict
 from runwatch.rundir import format as fmt
 from runwatch.sdk import live
 from runwatch.sdk.lock import RunLock
 from runwatch.sdk.writer import BackgroundWriter
+
+if TYPE_CHECKING:
+    from runwatch.sdk.sender import Sender
 
 _METRICS = fmt.METRICS
 _now = time.time
@@ -54,6 +57,7 @@ class Run:
         lock: RunLock,
         interval: float = 0.5,
         max_backlog: int = 10_000,
+        sender: Sender | None = None,
     ) -> None:
         self.dir = run_dir
         self._run_lock = lock
@@ -63,6 +67,10 @@ class Run:
         self._writer = BackgroundWriter(run_dir, interval, max_backlog, restore=self._restore)
         self._writer.start(next_seq)
         self._queue = self._writer.queue
+        # Streams the files the writer writes to a server (team mode), off this thread.
+        self._sender = sender
+        if sender is not None:
+            sender.start()
         # A resumed loop restarts its step count at its checkpoint, which may be before
         # the last step logged before the crash, so step order is checked per process.
         self._last_step: int | None = None
@@ -191,6 +199,8 @@ class Run:
         # Written after every other record, saying how many of them the disk refused.
         record = self._event_record(status, reason=reason, code=code)
         self._writer.close(final=(fmt.EVENTS, record))
+        if self._sender is not None:
+            self._sender.close()
         self._run_lock.release()
         live.unregister(self)
 

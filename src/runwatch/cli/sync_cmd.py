@@ -1,0 +1,86 @@
+"""`runwatch sync DIR`: send offline runs to a server, incrementally (docs/team.md).
+
+DIR is one run folder or a folder of runs. Each run sends only what it has not sent to
+that server before (the offsets are kept in the run folder), so a run still being
+written can be synced again and again; the sender of `runwatch.init(server=…)` is the
+same code (runwatch.sdk.sender).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runwatch.cli.output import fail, line
+
+
+def run_folders(directory: Path) -> list[Path]:
+    """The run folders DIR names: itself when it holds a manifest, else its subfolders
+    that do (hidden ones left out); empty when it holds no run."""
+    if (directory / "manifest.json").is_file():
+        return [directory]
+    return sorted(p for p in directory.iterdir()
+                  if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+                  and (p / "manifest.json").is_file())
+
+
+def sync_cmd(
+    directory: Annotated[Path, typer.Argument(
+        help="A run folder, or a folder of runs.", show_default=False)],
+    server: Annotated[str | None, typer.Option(
+        "--server", envvar="RUNWATCH_SERVER",
+        help="The server's base URL (default: RUNWATCH_SERVER).", show_default=False)] = None,
+    token: Annotated[str | None, typer.Option(
+        "--token", envvar="RUNWATCH_TOKEN",
+        help="Bearer token with write on the runs' project (default: RUNWATCH_TOKEN).",
+        show_default=False)] = None,
+    retry_for: Annotated[float, typer.Option(
+        "--retry-for", min=0,
+        help="Seconds to keep trying while the server cannot be reached.")] = 30.0,
+) -> None:
+    """Send the runs in DIR to a runwatch server: only what it has not sent there before,
+    so it can be run again while a run is still being written."""
+    # imported here: the sender's HTTP client would slow every other command's start
+    from runwatch.sdk.sender import Client, Refused, Unreachable, server_url, sync_run
+
+    if not directory.is_dir():
+        raise fail(f"{directory} is not a folder", ["pass a run folder or a folder of runs"])
+    try:
+        url = server_url(server)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if url is None:
+        raise fail("no server to send to", ["pass --server URL or set RUNWATCH_SERVER, for "
+                                            "example --server http://127.0.0.1:8765"])
+    runs = run_folders(directory)
+    if not runs:
+        raise fail(f"{directory} holds no run: a run folder has a manifest.json (written by "
+                   "runwatch.init)", ["pass a run folder, or a folder whose subfolders are runs"])
+    client = Client(url, token or os.environ.get("RUNWATCH_TOKEN") or None)
+    skipped = 0
+    try:
+        for run_dir in runs:
+            try:
+                report = sync_run(run_dir, client, retry_for)
+            except Unreachable as exc:
+                raise fail(f"{exc}; {run_dir.name} and the runs after it were not sent",
+                           ["start the server or check --server; nothing was lost: run the "
+                            "same command again and it goes on where it stopped"], code=1
+                           ) from None
+            except Refused as exc:
+                raise fail(str(exc), ["nothing was lost: run the same command again once "
+                                      "this is fixed"]) from None
+            counts = ", ".join(f"{n} {name.removesuffix('.jsonl')}"
+                               for name, n in report.records.items()) or "nothing new"
+            line(f"{run_dir.name}: sent {counts} to {url}")
+            for problem in report.problems[:20]:
+                line(f"  warning: {problem}")
+            skipped += report.skipped
+    finally:
+        client.close()
+    if skipped:
+        raise fail(f"{skipped} record(s) were refused by the server and skipped (see the "
+                   "warnings above); the rest was sent", code=1)

@@ -1,0 +1,410 @@
+"""The sender: a run folder's records streamed to a runwatch server's `POST /api/ingest`.
+
+The run folder stays the record. The sender only tails the files the writer already
+writes (`runwatch.rundir.reader.read_new`, the indexer's reader), so `log()` never
+waits on the network: a background thread (`Sender`, started by `runwatch.init(...,
+server=…)`) and `runwatch sync` (`sync_run`) share one `RunUpload` that
+
+- reads what is new in each record file from the offsets it saved, complete lines only
+  (a line still being written waits for the next pass);
+- sends it in batches of at most BATCH_RECORDS records, gzip-compressed, every batch
+  with the run's manifest (the server then knows the run whatever it lost);
+- moves its offsets on, in `<run>/.runwatch/sent.json` (written atomically, one entry
+  per server), only once the server answered that it stored them, so a restart of
+  either side resends at most the last request, which the server's idempotence on
+  (run, file, seq) turns into nothing new;
+- splits a batch the server refuses as bad in halves until the one bad record is found,
+  and skips (and reports) only that record.
+
+Errors are sorted into `Unreachable` (no answer, 5xx, 429: try again later, with
+exponential backoff), `Refused` (401/403, a manifest the server refuses, a server that
+is not runwatch: trying again cannot help) and per-record refusals (reported, skipped).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import random
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runwatch.rundir import format as fmt
+from runwatch.rundir.atomic import write_atomic
+from runwatch.rundir.jsonl import dumps_line, loads_line
+from runwatch.rundir.reader import read_new
+from runwatch.rundir.safeio import read_capped
+from runwatch.sdk.encode import warn
+
+ENV_SERVER = "RUNWATCH_SERVER"
+ENV_TOKEN = "RUNWATCH_TOKEN"
+ENV_PROJECT = "RUNWATCH_PROJECT"
+# The sender's offsets, per server, inside the run folder (a folder: the indexer reads
+# no subfolder of a run).
+STATE_DIR = ".runwatch"
+STATE_FILE = "sent.json"
+# At most this many records per batch and bytes read per file per request (the server
+# takes 10,000 records per batch and 8 MiB per request).
+BATCH_RECORDS = 5_000
+READ_BYTES = 1024 * 1024
+TIMEOUT_S = 30.0
+# Backoff between tries while the server cannot be reached: doubling, capped.
+BACKOFF_MIN_S = 0.5
+BACKOFF_MAX_S = 15.0
+# How long finish() waits for the sender to send what is left.
+FINISH_WAIT_S = 15.0
+_GZIP_LEVEL = 1  # the sender runs beside training: cheap compression, still ~10x on JSONL
+
+
+class SendError(Exception):
+    """The server did not store a request; the message says what to do."""
+
+
+class Unreachable(SendError):
+    """No answer, or one that says to try again later (5xx, 429): nothing was lost."""
+
+
+class Refused(SendError):
+    """An answer that trying again cannot change (a wrong token, a refused manifest)."""
+
+
+@dataclass
+class UploadReport:
+    """What one upload pass sent: records stored per file, records skipped and why."""
+
+    records: dict[str, int] = field(default_factory=dict)
+    skipped: int = 0
+    problems: list[str] = field(default_factory=list)
+    requests: int = 0
+    body_bytes: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.records.values())
+
+
+def server_url(server: str | None = None) -> str | None:
+    """The server to send to: `server`, else RUNWATCH_SERVER; None when neither is set."""
+    url = server if server is not None else os.environ.get(ENV_SERVER, "")
+    url = url.strip().rstrip("/")
+    if not url:
+        return None
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"the server {url!r} is not an http:// or https:// URL; pass the base "
+                         "URL `runwatch server` printed, for example http://127.0.0.1:8765")
+    return url
+
+
+class Client:
+    """HTTP to one server: bearer token, gzip bodies (plain for a server that takes none)."""
+
+    def __init__(self, server: str, token: str | None = None, timeout: float = TIMEOUT_S):
+        import httpx  # here: a run that sends nothing never imports it
+
+        self.server = server
+        self.gzip = True
+        headers = {"Content-Type": "application/json", "User-Agent": "runwatch-sender"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._httpx = httpx
+        self._http = httpx.Client(base_url=server, headers=headers, timeout=timeout)
+
+    def post(self, body: bytes) -> tuple[int, Any]:
+        """POST a JSON body to /api/ingest: (status, parsed answer). Raises Unreachable
+        when no answer came."""
+        while True:
+            zipped = self.gzip
+            data = gzip.compress(body, _GZIP_LEVEL, mtime=0) if zipped else body
+            headers = {"Content-Encoding": "gzip"} if zipped else {}
+            try:
+                resp = self._http.post("/api/ingest", content=data, headers=headers)
+            except self._httpx.HTTPError as exc:
+                raise Unreachable(f"cannot reach {self.server} ({type(exc).__name__}: "
+                                  f"{exc or 'no answer'})") from None
+            try:
+                answer = resp.json()
+            except ValueError:
+                answer = None
+            said = _error_text(answer)
+            if zipped and (resp.status_code == 415 or (
+                    resp.status_code == 400 and "not JSON" in said)):
+                self.gzip = False  # a server from before gzip bodies: send them plain
+                continue
+            return resp.status_code, answer
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def _error_text(answer: Any) -> str:
+    if isinstance(answer, dict):
+        return str(answer.get("error") or answer.get("detail") or "")
+    return ""
+
+
+def check_answer(client: Client, status: int, answer: Any) -> None:
+    """Raise for an answer that is about the whole request, not its batches."""
+    said = _error_text(answer)
+    if status in (401, 403):
+        raise Refused(f"{client.server} refused the token ({status}: {said or 'no reason'}); "
+                      f"pass the right one with --token or {ENV_TOKEN} (a token needs write on "
+                      "the run's project)")
+    if status == 429 or status >= 500:
+        raise Unreachable(f"{client.server} answered {status} ({said or 'no reason'})")
+    if status != 200 and not (isinstance(answer, dict) and isinstance(answer.get("results"),
+                                                                       list)):
+        if status == 404:
+            raise Refused(f"{client.server} has no /api/ingest: is it a runwatch server? "
+                          "pass the base URL `runwatch server` printed")
+        raise Refused(f"{client.server} refused the request ({status}: {said or 'no reason'})")
+
+
+class RunUpload:
+    """Sends what is new in one run folder to one server, from the offsets saved there."""
+
+    def __init__(self, run_dir: Path, client: Client) -> None:
+        self.run_dir = Path(run_dir)
+        self.client = client
+        self._state_path = self.run_dir / STATE_DIR / STATE_FILE
+        self._state = self._load_state()
+        self._files: dict[str, dict[str, int]] = self._state.setdefault(
+            "servers", {}).setdefault(client.server, {}).setdefault("files", {})
+        self._manifest_sent: bytes | None = None
+        self.run_id = ""
+
+    # -- the offsets ------------------------------------------------------------------
+
+    def _load_state(self) -> dict[str, Any]:
+        try:
+            state = loads_line(self._state_path.read_bytes())
+        except (OSError, ValueError):
+            return {"version": 1}
+        return state if isinstance(state, dict) else {"version": 1}
+
+    def _save_state(self) -> None:
+        # when it cannot be written the offsets lag: what is sent again is stored once
+        with contextlib.suppress(OSError):
+            write_atomic(self._state_path, orjson.dumps(self._state))
+
+    def _position(self, name: str) -> tuple[int, int]:
+        """(offset, line_no) to read `name` from: the start again when the file is a new one
+        (a new attempt moved the old one away) or shorter than what was sent."""
+        pos = self._files.get(name)
+        try:
+            st = (self.run_dir / name).stat()
+        except FileNotFoundError:
+            return 0, 0
+        if pos is None or pos.get("ino") != st.st_ino or st.st_size < pos.get("offset", 0):
+            pos = self._files[name] = {"offset": 0, "line_no": 0, "ino": st.st_ino}
+        return pos["offset"], pos["line_no"]
+
+    def pending_bytes(self) -> int:
+        """Bytes of the record files not yet sent (0: caught up)."""
+        left = 0
+        for name in fmt.FILES:
+            try:
+                size = (self.run_dir / name).stat().st_size
+            except FileNotFoundError:
+                continue
+            left += max(size - self._position(name)[0], 0)
+        return left
+
+    # -- sending ----------------------------------------------------------------------
+
+    def manifest(self) -> bytes:
+        """The run's manifest as JSON bytes (raises Refused when it is missing or bad)."""
+        path = self.run_dir / fmt.MANIFEST
+        try:
+            raw = read_capped(path)
+            manifest = loads_line(raw)
+        except FileNotFoundError:
+            raise Refused(f"{self.run_dir} is not a run folder: it has no {fmt.MANIFEST} "
+                          "(runwatch.init writes one); pass a run folder or a folder of "
+                          "runs") from None
+        except (OSError, ValueError) as exc:
+            raise Refused(f"{path} cannot be read as JSON ({exc}); nothing was sent") from None
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("run_id"), str):
+            raise Refused(f"{path} has no run_id; nothing was sent")
+        self.run_id = manifest["run_id"]
+        return dumps_line(manifest).rstrip(b"\n")
+
+    def send_new(self, report: UploadReport | None = None,
+                 stop: threading.Event | None = None) -> UploadReport:
+        """Send everything complete that is new, a request at a time, until caught up.
+        Raises Unreachable or Refused; what was stored before stays stored and counted."""
+        report = report or UploadReport()
+        while stop is None or not stop.is_set():
+            manifest = self.manifest()
+            reads = {}
+            for name in fmt.FILES:
+                offset, line_no = self._position(name)
+                res = read_new(self.run_dir / name, offset, line_no, READ_BYTES)
+                if res.offset != offset:
+                    reads[name] = res
+                    report.problems += [f"{self.run_dir / name} line {b.line_no}: {b.error}; "
+                                        "not sent" for b in res.bad]
+            if not reads and manifest == self._manifest_sent:
+                return report
+            batches = [(name, res.records[i:i + BATCH_RECORDS]) for name, res in reads.items()
+                       for i in range(0, len(res.records), BATCH_RECORDS)]
+            self._deliver(manifest, batches, report)
+            self._manifest_sent = manifest
+            for name, res in reads.items():
+                self._files[name].update(offset=res.offset, line_no=res.line_no)
+            self._save_state()
+        return report
+
+    def _deliver(self, manifest: bytes, batches: list[tuple[str, list[dict[str, Any]]]],
+                 report: UploadReport) -> None:
+        """Have the server store `batches` (the manifest alone when there are none);
+        a batch refused as bad is split until its bad records are found and skipped."""
+        body = _body(self.run_id, manifest, batches or [(fmt.EVENTS, [])])
+        status, answer = self.client.post(body)
+        report.requests += 1
+        report.body_bytes += len(body)
+        check_answer(self.client, status, answer)
+        results = answer.get("results") if isinstance(answer, dict) else None
+        if not isinstance(results, list) or len(results) != max(len(batches), 1):
+            raise Refused(f"{self.client.server} answered {status} with no result per batch; "
+                          "is it a runwatch server?")
+        if not batches:
+            if not results[0].get("ok"):
+                raise Refused(f"{self.client.server} refused the manifest of {self.run_dir}: "
+                              f"{results[0].get('error')}")
+            return
+        for (name, records), result in zip(batches, results, strict=True):
+            if result.get("ok"):
+                report.records[name] = report.records.get(name, 0) + len(records)
+            elif result.get("status") in (400, 413) and "manifest" in str(result.get("error")):
+                raise Refused(f"{self.client.server} refused the manifest of {self.run_dir}: "
+                              f"{result.get('error')}")
+            elif result.get("status") in (400, 413) and len(records) > 1:
+                half = len(records) // 2
+                self._deliver(manifest, [(name, records[:half]), (name, records[half:])],
+                              report)
+            elif result.get("status") in (400, 413):
+                report.skipped += 1
+                report.problems.append(f"{self.run_dir / name} line {records[0].get('_line')}:"
+                                       f" the server refused it ({result.get('error')}); "
+                                       "skipped")
+            else:
+                raise Unreachable(f"{self.client.server} did not store a batch "
+                                  f"({result.get('status')}: {result.get('error')})")
+
+
+def _body(run_id: str, manifest: bytes, batches: list[tuple[str, list[dict[str, Any]]]]
+          ) -> bytes:
+    """The request's JSON, assembled from each record's own encoding (NaN kept)."""
+    head = b'{"run_id":' + orjson.dumps(run_id) + b',"manifest":' + manifest
+    parts = []
+    for name, records in batches:
+        try:
+            encoded = orjson.dumps(records)
+            if b"null" in encoded:  # NaN/Infinity (or a real null): encode exactly
+                raise TypeError
+        except TypeError:
+            encoded = b"[" + b",".join(dumps_line(r).rstrip(b"\n") for r in records) + b"]"
+        parts.append(head + b',"file":' + orjson.dumps(name) + b',"records":' + encoded + b"}")
+    return b'{"batches":[' + b",".join(parts) + b"]}"
+
+
+class Sender:
+    """The SDK's background thread: sends a run folder's records as the writer writes them.
+
+    It never raises into the training loop: an unreachable server is tried again with
+    backoff (one warning per outage), a refused token stops it with one warning; the
+    run folder keeps everything, for `runwatch sync` to send later.
+    """
+
+    def __init__(self, run_dir: Path, server: str, token: str | None,
+                 interval: float = 0.5) -> None:
+        self.run_dir = Path(run_dir)
+        self.server = server
+        self.interval = interval
+        self._token = token
+        self._wake = threading.Event()
+        self._closing = threading.Event()
+        self._abandon = threading.Event()
+        self.report = UploadReport()
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._loop, name="runwatch-sender", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self, wait: float = FINISH_WAIT_S) -> None:
+        """Send what is left (the writer has written it all), waiting at most `wait`
+        seconds; what is still unsent then stays in the run folder, said in a warning."""
+        self._closing.set()
+        self._wake.set()
+        self._thread.join(wait)
+        if self._thread.is_alive():
+            self._abandon.set()
+            self._wake.set()
+            warn(f"runwatch: {self.server} has not taken all of {self.run_dir} yet "
+                 f"({self.error or 'still sending'}); everything is in the run folder: "
+                 f"`runwatch sync {self.run_dir} --server {self.server}` sends the rest")
+
+    def _loop(self) -> None:
+        upload: RunUpload | None = None
+        failures = 0
+        while not self._abandon.is_set():
+            closing = self._closing.is_set()
+            try:
+                if upload is None:
+                    upload = RunUpload(self.run_dir, Client(self.server, self._token))
+                upload.send_new(self.report, self._abandon)
+                if failures:
+                    warn(f"runwatch: {self.server} answers again; sending {self.run_dir}")
+                failures, self.error = 0, None
+                if closing:
+                    break
+                wait = self.interval
+            except Refused as exc:
+                self.error = str(exc)
+                warn(f"runwatch: stopped sending {self.run_dir}: {exc}. The run is still "
+                     "recorded in its folder; `runwatch sync` sends it once this is fixed")
+                break
+            except Exception as exc:  # Unreachable, or a bug: never into the training loop
+                self.error = str(exc)
+                if failures == 0:
+                    warn(f"runwatch: {exc}; the run is recorded in {self.run_dir} and sent "
+                         "when the server answers")
+                failures += 1
+                wait = backoff(failures)
+            self._wake.wait(wait)
+            self._wake.clear()
+        if upload is not None:
+            upload.client.close()
+
+
+def backoff(failures: int) -> float:
+    """Seconds to wait after `failures` failed tries in a row: doubling, capped, jittered."""
+    top = min(BACKOFF_MAX_S, BACKOFF_MIN_S * 2 ** min(failures - 1, 16))
+    return top * (0.5 + random.random() / 2)
+
+
+def sync_run(run_dir: Path, client: Client, retry_for: float = 30.0) -> UploadReport:
+    """Send what is new in one run folder (`runwatch sync`), trying again with backoff
+    while the server cannot be reached for up to `retry_for` seconds."""
+    import time
+
+    upload = RunUpload(run_dir, client)
+    upload.manifest()  # a folder that is no run fails here, before any request
+    report = UploadReport()
+    end = time.monotonic() + retry_for
+    failures = 0
+    while True:
+        try:
+            return upload.send_new(report)
+        except Unreachable:
+            failures += 1
+            pause = backoff(failures)
+            if time.monotonic() + pause > end:
+                raise
+            time.sleep(pause)

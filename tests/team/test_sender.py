@@ -1,0 +1,164 @@
+"""The SDK sender: runs streamed to a real `runwatch server` over HTTP by real SDK processes,
+through a server killed and started again and an SDK process killed and resumed, with
+nothing lost and nothing stored twice; a refused token is said once, and the run is still
+recorded in its folder."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import runwatch
+from runwatch.rundir.jsonl import loads_line
+from tests.support import wait_for
+from tests.team.serving import ServerProcess, in_folder, metric_lines, stored
+
+# An SDK process: logs until FLAGS/killed exists (the server is then down), 40 steps more,
+# says so in FLAGS/<name>.down, waits for FLAGS/restarted, logs 40 more and finishes.
+STREAMER = r"""
+import sys, time, pathlib, runwatch
+runs, name, url, token, flags = sys.argv[1:6]
+flags = pathlib.Path(flags)
+run = runwatch.init("team", name=name, dir=runs, server=url, token=token,
+                    flush_interval=0.05)
+step = 0
+def log():
+    global step
+    run.log({"loss": 1.0 / (step + 1), "reward": step * 0.5}, step=step)
+    step += 1
+    time.sleep(0.002)
+while not (flags / "killed").exists():
+    log()
+for _ in range(40):
+    log()
+run.log_text("logged while the server was down")
+(flags / f"{name}.down").touch()
+while not (flags / "restarted").exists():
+    time.sleep(0.01)
+for _ in range(40):
+    log()
+run.finish()
+"""
+
+
+def _run_id(run_dir: Path) -> str:
+    manifest = wait_for(lambda: (run_dir / "manifest.json").is_file() and
+                        (run_dir / "manifest.json").read_text(), what=f"{run_dir} to start")
+    return str(loads_line(manifest.encode())["run_id"])
+
+
+def _holds_points(db: Path, run_id: str) -> bool:
+    got = stored(db, run_id)
+    return bool(got and got["points"].get("loss"))
+
+
+def test_a_server_killed_and_restarted_under_five_streaming_sdks_loses_and_doubles_nothing(
+        tmp_path: Path) -> None:
+    runs, flags = tmp_path / "runs", tmp_path / "flags"
+    flags.mkdir()
+    server = ServerProcess(tmp_path / "index.db").start()
+    names = [f"sdk{i}" for i in range(5)]
+    procs = [subprocess.Popen([sys.executable, "-c", STREAMER, str(runs), name, server.url,
+                               server.token, str(flags)], stderr=subprocess.PIPE, text=True)
+             for name in names]
+    try:
+        ids = {name: _run_id(runs / name) for name in names}
+        for name in names:  # every SDK is streaming when the server dies
+            wait_for(lambda n=name: _holds_points(server.db, ids[n]),
+                     what=f"{name}'s first points on the server")
+        server.kill()
+        (flags / "killed").touch()
+        for name in names:
+            wait_for(lambda n=name: (flags / f"{n}.down").exists(),
+                     what=f"{name} to log while the server is down")
+        server.start()
+        (flags / "restarted").touch()
+        for name, proc in zip(names, procs, strict=True):
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, f"{name} failed:\n{err}"
+            # an outage is said once, and its end once
+            said = [ln for ln in err.splitlines() if "RuntimeWarning: runwatch:" in ln]
+            down = sum("cannot reach" in ln for ln in said)
+            assert down == sum("answers again" in ln for ln in said) <= 1, err
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        server.stop()
+    for name in names:
+        folder = in_folder(runs / name)
+        assert len(folder["points"]["loss"]) > 80
+        assert stored(server.db, ids[name]) == folder, f"{name}: the server differs from its files"
+
+
+# Resumed ("1"): logs steps FIRST..LAST and finishes. Else: logs 2,000 steps, waits until
+# its sender has sent some of them, logs the rest, writes them and dies at once (SIGKILL-like).
+RESUMER = r"""
+import json, os, sys, time, pathlib, runwatch
+runs, name, url, token, first, last, resume = sys.argv[1:8]
+run = runwatch.init("team", name=name, dir=runs, server=url, token=token, resume=resume == "1",
+                    flush_interval=0.05)
+state = pathlib.Path(runs) / name / ".runwatch" / "sent.json"
+for step in range(int(first), int(last)):
+    run.log({"loss": 1.0 / (step + 1)}, step=step)
+    while resume == "0" and step == 2000 and not state.exists():
+        time.sleep(0.01)
+if resume == "1":
+    run.finish()
+else:
+    run._writer.close()
+    os._exit(9)
+"""
+
+
+def test_an_sdk_killed_before_sending_everything_sends_the_rest_when_resumed(
+        tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    server = ServerProcess(tmp_path / "index.db").start()
+    try:
+        args = [sys.executable, "-c", RESUMER, str(runs), "r", server.url, server.token]
+        killed = subprocess.run([*args, "0", "3000", "0"], capture_output=True, text=True,
+                                timeout=120)
+        assert killed.returncode == 9, killed.stderr
+        run_id = _run_id(runs / "r")
+        before = stored(server.db, run_id)
+        assert before is not None and before["points"]["loss"]  # some sent, offsets saved
+        assert metric_lines(runs / "r") == 3000
+        resumed = subprocess.run([*args, "3000", "3100", "1"], capture_output=True, text=True,
+                                 timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        server.stop()
+    assert stored(server.db, run_id) == in_folder(runs / "r")
+
+
+def test_a_refused_token_is_said_once_and_the_run_is_still_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = ServerProcess(tmp_path / "index.db").start()
+    try:
+        monkeypatch.setenv("RUNWATCH_SERVER", server.url)
+        monkeypatch.setenv("RUNWATCH_TOKEN", "not-the-token-of-this-server")
+        with pytest.warns(RuntimeWarning) as said:
+            run = runwatch.init("team", name="r", dir=tmp_path / "runs", flush_interval=0.05)
+            for step in range(20):
+                run.log({"loss": 1.0}, step=step)
+            run.finish()
+    finally:
+        server.stop()
+    messages = [str(w.message) for w in said]
+    assert sum("refused the token" in m for m in messages) == 1, messages
+    assert any("runwatch sync" in m and "--token" in m for m in messages), messages
+    assert metric_lines(tmp_path / "runs" / "r") == 20
+    assert run.status == "SUCCEEDED"
+    assert stored(server.db, run.id) is None
+
+
+def test_no_server_configured_means_no_sender(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RUNWATCH_SERVER", raising=False)
+    run = runwatch.init("team", name="r", dir=tmp_path / "runs")
+    run.finish()
+    assert not (tmp_path / "runs" / "r" / ".runwatch").exists()

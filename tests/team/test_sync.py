@@ -1,0 +1,133 @@
+"""`runwatch sync DIR`: offline runs sent to a real server over HTTP, incrementally (a run
+still being written, synced twice, adds only what is new), and bad input (no server, a
+refused token, a folder that is no run) said clearly, with nothing lost."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from runwatch.server.runner import Runner, free_port
+from runwatch.server.settings import new_token
+from tests.support import run_cli, wait_for
+from tests.team.serving import in_folder, metric_lines, stored
+
+# An offline run: logs 100 steps, waits for FLAGS/more, logs 50 more, waits for FLAGS/end,
+# finishes. The test syncs it at each pause.
+WRITER = r"""
+import sys, time, pathlib, runwatch
+runs, flags = sys.argv[1], pathlib.Path(sys.argv[2])
+run = runwatch.init("team", name="live", dir=runs, flush_interval=0.05)
+def pause(flag):
+    while not (flags / flag).exists():
+        time.sleep(0.01)
+for step in range(100):
+    run.log({"loss": 1.0 / (step + 1), "nan": float("nan")}, step=step)
+pause("more")
+for step in range(100, 150):
+    run.log({"loss": 1.0 / (step + 1), "nan": float("nan")}, step=step)
+run.log_text("half way")
+pause("end")
+run.finish()
+"""
+
+
+@pytest.fixture
+def team_server(engine: Engine) -> Iterator[Runner]:
+    """The real server, with a token, on a free loopback port (nothing indexed: it holds
+    only what is sent to it)."""
+    with Runner(engine, port=free_port(), token=new_token()) as srv:
+        yield srv
+
+
+def _sync(target: Path, srv: Runner, *extra: str, check: bool = True,
+          token: str | None = None) -> subprocess.CompletedProcess[str]:
+    return run_cli("sync", str(target), "--server", srv.url, "--token", token or str(srv.token),
+                   *extra, check=check)
+
+
+def test_a_run_still_being_written_synced_twice_adds_only_what_is_new(
+        tmp_path: Path, team_server: Runner) -> None:
+    runs, flags = tmp_path / "runs", tmp_path / "flags"
+    flags.mkdir()
+    live = runs / "live"
+    db = team_server.engine
+    child = subprocess.Popen([sys.executable, "-c", WRITER, str(runs), str(flags)],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: metric_lines(live) == 100, what="the first 100 steps on disk")
+        first = _sync(live, team_server)
+        assert "sent 1 events, 100 metrics to" in first.stdout
+        # the run, as far as it is written, is on the server
+        assert stored(db, _run_id(live)) == in_folder(live)
+
+        (flags / "more").touch()
+        wait_for(lambda: metric_lines(live) == 150 and (live / "logs.jsonl").exists(),
+                 what="50 more steps on disk")
+        second = _sync(live, team_server)
+        assert "sent 50 metrics, 1 logs to" in second.stdout  # only what is new
+        assert stored(db, _run_id(live)) == in_folder(live)
+
+        (flags / "end").touch()
+        _, err = child.communicate(timeout=60)
+        assert child.returncode == 0, err
+    finally:
+        if child.poll() is None:
+            child.kill()
+    third = _sync(runs, team_server)  # the folder of runs: the last event only
+    assert "live: sent 1 events to" in third.stdout
+    assert "nothing new" in _sync(runs, team_server).stdout
+    held = stored(db, _run_id(live))
+    assert held == in_folder(live) and held is not None and len(held["events"]) == 2
+
+
+def _run_id(run_dir: Path) -> str:
+    from runwatch.rundir.jsonl import loads_line
+
+    return str(loads_line((run_dir / "manifest.json").read_bytes())["run_id"])
+
+
+def _offline_run(runs: Path) -> Path:
+    import runwatch
+
+    run = runwatch.init("team", name="done", dir=runs)
+    for step in range(5):
+        run.log({"loss": 1.0}, step=step)
+    run.finish()
+    return runs / "done"
+
+
+def test_a_refused_token_is_said_with_what_to_do_and_nothing_is_marked_sent(
+        tmp_path: Path, team_server: Runner) -> None:
+    run_dir = _offline_run(tmp_path / "runs")
+    refused = _sync(run_dir, team_server, check=False, token="wrong-token-of-some-length")
+    assert refused.returncode == 2
+    assert "refused the token (401" in refused.stderr and "--token" in refused.stderr
+    assert "nothing was lost" in refused.stderr
+    ok = _sync(run_dir, team_server)  # the right token sends it all
+    assert "sent 2 events, 5 metrics" in ok.stdout
+
+
+def test_an_unreachable_server_is_said_and_the_next_sync_sends_everything(
+        tmp_path: Path, team_server: Runner) -> None:
+    run_dir = _offline_run(tmp_path / "runs")
+    nobody = f"http://127.0.0.1:{free_port()}"
+    down = run_cli("sync", str(run_dir), "--server", nobody, "--retry-for", "0", check=False)
+    assert down.returncode == 1
+    assert f"cannot reach {nobody}" in down.stderr and "run the same command again" in down.stderr
+    assert "sent 2 events, 5 metrics" in _sync(run_dir, team_server).stdout
+
+
+def test_a_folder_that_holds_no_run_and_a_missing_server_are_refused(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    (empty / "not-a-run").mkdir(parents=True)
+    no_run = run_cli("sync", str(empty), "--server", "http://127.0.0.1:9", check=False)
+    assert no_run.returncode == 2 and "holds no run" in no_run.stderr
+    no_server = run_cli("sync", str(empty), check=False,
+                        env={"RUNWATCH_SERVER": "", "RUNWATCH_TOKEN": ""})
+    assert no_server.returncode == 2 and "--server URL" in no_server.stderr
