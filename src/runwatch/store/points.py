@@ -147,6 +147,9 @@ def update_key_stats(conn: Connection, added: dict[int, int], exact: bool) -> No
     The newest point is read back, since a batch may arrive after one with higher seqs.
     One statement for all keys (a NaN value, stored as NULL, is a NULL last value).
     """
+    if conn.dialect.name == "postgresql":
+        _update_key_stats_pg(conn, added, exact)
+        return
     m = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     newest = f"FROM metric_points WHERE id BETWEEN {m} AND {m} ORDER BY id DESC LIMIT 1"
     points = f"points + {m}" if exact else (
@@ -160,6 +163,24 @@ def update_key_stats(conn: Connection, added: dict[int, int], exact: bool) -> No
                      kid))
     if rows:
         conn.exec_driver_sql(sql, rows)
+
+
+def _update_key_stats_pg(conn: Connection, added: dict[int, int], exact: bool) -> None:
+    """update_key_stats in one statement on PostgreSQL: the keys bound as arrays (an
+    executemany sends one statement per key)."""
+    if not added:
+        return
+    newest = "FROM metric_points WHERE id BETWEEN u.lo AND u.hi ORDER BY id DESC LIMIT 1"
+    points = "k.points + u.n" if exact else (
+        "(SELECT count(*) FROM metric_points WHERE id BETWEEN u.lo AND u.hi)")
+    kids = list(added)
+    ranges = [id_range(kid) for kid in kids]
+    conn.exec_driver_sql(
+        f"UPDATE metric_keys AS k SET points = {points}, last_step = (SELECT step {newest}), "
+        f"last_value = (SELECT value {newest}) FROM unnest(%s::bigint[], %s::bigint[], "
+        "%s::bigint[], %s::bigint[]) AS u(id, n, lo, hi) WHERE k.id = u.id",
+        ([*kids], [added[k] for k in kids], [lo for lo, _ in ranges],
+         [hi for _, hi in ranges]))
 
 
 def _run_points_statement() -> Any:
