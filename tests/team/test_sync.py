@@ -107,7 +107,7 @@ def test_a_refused_token_is_said_with_what_to_do_and_nothing_is_marked_sent(
     run_dir = _offline_run(tmp_path / "runs")
     refused = _sync(run_dir, team_server, check=False, token="wrong-token-of-some-length")
     assert refused.returncode == 2
-    assert "refused the token (401" in refused.stderr and "--token" in refused.stderr
+    assert "refused the request (401" in refused.stderr and "--token" in refused.stderr
     assert "nothing was lost" in refused.stderr
     ok = _sync(run_dir, team_server)  # the right token sends it all
     assert "sent 2 events, 5 metrics" in ok.stdout

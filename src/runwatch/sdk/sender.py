@@ -151,9 +151,9 @@ def check_answer(client: Client, status: int, answer: Any) -> None:
     """Raise for an answer that is about the whole request, not its batches."""
     said = _error_text(answer)
     if status in (401, 403):
-        raise Refused(f"{client.server} refused the token ({status}: {said or 'no reason'}); "
-                      f"pass the right one with --token or {ENV_TOKEN} (a token needs write on "
-                      "the run's project)")
+        raise Refused(f"{client.server} refused the request ({status}: {said or 'no reason'}); "
+                      f"check the token (--token, or {ENV_TOKEN}): it needs write on the run's "
+                      "project")
     if status == 429 or status >= 500:
         raise Unreachable(f"{client.server} answered {status} ({said or 'no reason'})")
     if status != 200 and not (isinstance(answer, dict) and isinstance(answer.get("results"),
@@ -326,12 +326,14 @@ class Sender:
         self.run_dir = Path(run_dir)
         self.server = server
         self.interval = interval
-        self._token = token
         self._wake = threading.Event()
         self._closing = threading.Event()
         self._abandon = threading.Event()
         self.report = UploadReport()
         self.error: str | None = None
+        # made here, in init(): importing the HTTP client in the thread would hold the
+        # interpreter while the training loop runs
+        self._client = Client(server, token)
         self._thread = threading.Thread(target=self._loop, name="runwatch-sender", daemon=True)
 
     def start(self) -> None:
@@ -351,13 +353,11 @@ class Sender:
                  f"`runwatch sync {self.run_dir} --server {self.server}` sends the rest")
 
     def _loop(self) -> None:
-        upload: RunUpload | None = None
+        upload = RunUpload(self.run_dir, self._client)
         failures = 0
         while not self._abandon.is_set():
             closing = self._closing.is_set()
             try:
-                if upload is None:
-                    upload = RunUpload(self.run_dir, Client(self.server, self._token))
                 upload.send_new(self.report, self._abandon)
                 if failures:
                     warn(f"runwatch: {self.server} answers again; sending {self.run_dir}")
@@ -379,8 +379,7 @@ class Sender:
                 wait = backoff(failures)
             self._wake.wait(wait)
             self._wake.clear()
-        if upload is not None:
-            upload.client.close()
+        self._client.close()
 
 
 def backoff(failures: int) -> float:
