@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import Connection, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from runwatch.store import schema as s
+from runwatch.store.dialect import conflict_insert
 
 
 class Purged(Exception):
@@ -24,8 +24,7 @@ def offset_row(conn: Connection, run_pk: int, name: str) -> dict[str, Any]:
     row = conn.execute(find).first()
     if row is None:
         # another indexer (`runwatch submit`'s, a server's) may insert the row first
-        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        conn.execute(dialect.insert(s.ingest_offsets).values(
+        conn.execute(conflict_insert(conn.dialect.name, s.ingest_offsets).values(
             run_pk=run_pk, file=name, offset=0, line_no=0, last_seq=-1, bad_lines=0,
         ).on_conflict_do_nothing())
         row = conn.execute(find).one()

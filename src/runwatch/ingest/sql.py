@@ -5,14 +5,14 @@ from __future__ import annotations
 from functools import cache
 
 from sqlalchemy import Dialect, Table
-from sqlalchemy.dialects import postgresql, sqlite
+
+from runwatch.store.dialect import conflict_insert
 
 
 @cache
 def insert_ignore_sql(table: Table, dialect_name: str, dialect: Dialect) -> str:
     """`INSERT … ON CONFLICT DO NOTHING` for `table`, positional in column order."""
-    mod = postgresql if dialect_name == "postgresql" else sqlite
-    stmt = mod.insert(table).on_conflict_do_nothing()
+    stmt = conflict_insert(dialect_name, table).on_conflict_do_nothing()
     compiled = stmt.compile(dialect=dialect, column_keys=[c.name for c in table.columns])
     sql = str(compiled)
     if dialect.paramstyle in ("named", "pyformat"):

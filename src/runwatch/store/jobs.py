@@ -21,9 +21,9 @@ from typing import Any
 
 import orjson
 from sqlalchemy import Connection, func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from runwatch.store import schema as s
+from runwatch.store.dialect import conflict_insert
 
 j = s.jobs.c
 r = s.runs.c
@@ -82,9 +82,8 @@ def upsert_spec(conn: Connection, run_pk: int, spec: dict[str, Any]) -> None:
     current = conn.execute(find).first()
     if current is None:
         # another indexer (`runwatch submit`'s, a server's) may insert the row first
-        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        conn.execute(dialect.insert(s.jobs).values(run_pk=run_pk, attempt=1, **values)
-                     .on_conflict_do_nothing())
+        conn.execute(conflict_insert(conn.dialect.name, s.jobs)
+                     .values(run_pk=run_pk, attempt=1, **values).on_conflict_do_nothing())
         current = conn.execute(find).one()
     if tuple(current) != tuple(values[name] for name in SPEC_COLUMNS):
         conn.execute(update(s.jobs).where(j.run_pk == run_pk).values(**values))

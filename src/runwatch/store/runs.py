@@ -15,9 +15,9 @@ from typing import Any, cast
 
 import orjson
 from sqlalchemy import Connection, String, delete, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from runwatch.store import schema as s
+from runwatch.store.dialect import conflict_insert
 from runwatch.store.points import in_key
 from runwatch.store.values import finite
 
@@ -78,8 +78,7 @@ def upsert_run(
     find = select(r.pk, r.manifest).where(r.run_id == manifest["run_id"])
     row = conn.execute(find).first()
     if row is None:
-        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        pk = conn.execute(dialect.insert(s.runs).values(
+        pk = conn.execute(conflict_insert(conn.dialect.name, s.runs).values(
             run_id=manifest["run_id"], status="QUEUED", problems=0, **values,
         ).on_conflict_do_nothing(index_elements=["run_id"]).returning(r.pk)).scalar()
         if pk is not None:
