@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 
 from runwatch.server.runner import Runner, free_port
 from runwatch.server.settings import new_token
-from tests.support import run_cli, wait_for
+from tests.support import run_cli, wait_for, write_run
 from tests.team.serving import in_folder, metric_lines, stored
 
 # An offline run: logs 100 steps, waits for FLAGS/more, logs 50 more, waits for FLAGS/end,
@@ -131,3 +131,24 @@ def test_a_folder_that_holds_no_run_and_a_missing_server_are_refused(tmp_path: P
     no_server = run_cli("sync", str(empty), check=False,
                         env={"RUNWATCH_SERVER": "", "RUNWATCH_TOKEN": ""})
     assert no_server.returncode == 2 and "--server URL" in no_server.stderr
+
+
+def test_a_record_the_server_refuses_is_skipped_alone_and_a_torn_line_waits(
+        tmp_path: Path, team_server: Runner) -> None:
+    good = [{"seq": i, "step": i, "ts": 1.0, "loss": i / 10} for i in range(7)]
+    good[3]["step"] = "seven"  # the server refuses this record (and its batch)
+    torn = '{"seq": 7, "step": 7, "ts": 1.0, "loss": 0.7'
+    run_dir = write_run(tmp_path / "runs", "edited", [*good, "{not json", torn], end="")
+    first = _sync(run_dir, team_server, check=False)
+    assert first.returncode == 1, first.stderr
+    assert "sent 6 metrics" in first.stdout  # all but the refused one
+    assert "line 4: the server refused it" in first.stdout and "step" in first.stdout
+    assert "line 8: not JSON" in first.stdout
+    assert "1 record(s) were refused" in first.stderr
+    held = stored(team_server.engine, "id-edited")
+    assert held is not None and [p[0] for p in held["points"]["loss"]] == [0, 1, 2, 4, 5, 6]
+    with (run_dir / "metrics.jsonl").open("a") as f:
+        f.write("}\n")  # the torn line ends: the next sync sends it, and only it
+    assert "sent 1 metrics" in _sync(run_dir, team_server).stdout
+    held = stored(team_server.engine, "id-edited")
+    assert held is not None and [p[0] for p in held["points"]["loss"]] == [0, 1, 2, 4, 5, 6, 7]
