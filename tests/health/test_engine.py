@@ -100,6 +100,30 @@ def test_aliases_let_rules_read_other_frameworks() -> None:
     assert {"grpo.zero_variance", "grpo.clip_high"} <= found
 
 
+@pytest.mark.parametrize("key", ["policy/entropy_avg", "ppo/policy/entropy", "actor/entropy_loss"])
+def test_other_trainers_entropy_names_feed_the_collapse_rule(key: str) -> None:
+    # TRL PPO/RLOO (0.12 and later and before), verl before 0.4: the same entropy.
+    falling = {key: [1.0 * math.exp(-i / 15) for i in range(64)]}
+    assert "grpo.entropy_collapse" in rule_ids(Engine("ppo").feed(to_batch(falling)))
+    steady = {key: [1.0 - 0.004 * i for i in range(64)]}
+    assert "grpo.entropy_collapse" not in rule_ids(Engine("ppo").feed(to_batch(steady)))
+
+
+@pytest.mark.parametrize("key", ["objective/kl", "critic/kl"])
+def test_other_trainers_kl_names_feed_the_growth_rule(key: str) -> None:
+    growing = {key: [0.01 + 0.003 * i for i in range(128)]}
+    assert "grpo.kl_ref_growing" in rule_ids(Engine("rloo").feed(to_batch(growing)))
+    slow = {key: [0.01 + 0.0005 * i for i in range(128)]}
+    assert "grpo.kl_ref_growing" not in rule_ids(Engine("rloo").feed(to_batch(slow)))
+
+
+def test_flat_reward_group_ratio_reads_as_zero_variance() -> None:
+    assert "grpo.zero_variance" in rule_ids(
+        Engine("grpo").feed(to_batch({"flat_reward_group_ratio": [0.8] * 30})))
+    assert "grpo.zero_variance" not in rule_ids(
+        Engine("grpo").feed(to_batch({"flat_reward_group_ratio": [0.2] * 30})))
+
+
 def test_alias_transform_complements_frac_mixed() -> None:
     # tinker-cookbook: 10% of groups mixed means 90% had no reward variance.
     series = {"env/all/by_group/frac_mixed": [0.1] * 30}
