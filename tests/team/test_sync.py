@@ -152,3 +152,40 @@ def test_a_record_the_server_refuses_is_skipped_alone_and_a_torn_line_waits(
     assert "sent 1 metrics" in _sync(run_dir, team_server).stdout
     held = stored(team_server.engine, "id-edited")
     assert held is not None and [p[0] for p in held["points"]["loss"]] == [0, 1, 2, 4, 5, 6, 7]
+
+
+# A run written while `runwatch sync --follow` runs beside it: 150 steps, a wait until the
+# sync has sent some of them (its offsets are saved), 150 steps more, then it ends.
+STEADY = r"""
+import sys, time, pathlib, runwatch
+run = runwatch.init("team", name="steady", dir=sys.argv[1], flush_interval=0.05)
+sent = pathlib.Path(sys.argv[1]) / "steady" / ".runwatch" / "sent.json"
+for step in range(300):
+    run.log({"loss": 1.0 / (step + 1)}, step=step)
+    while step == 150 and not sent.exists():
+        time.sleep(0.01)
+run.finish()
+"""
+
+
+def test_sync_follow_sends_a_run_as_it_is_written_and_stops_once_it_ended(
+        tmp_path: Path, team_server: Runner) -> None:
+    runs = tmp_path / "runs"
+    child = subprocess.Popen([sys.executable, "-c", STEADY, str(runs)],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (runs / "steady" / "manifest.json").is_file(), what="the run to start")
+        follow = subprocess.run(
+            [sys.executable, "-m", "runwatch", "sync", str(runs), "--server", team_server.url,
+             "--token", str(team_server.token), "--follow", "--interval", "0.1"],
+            capture_output=True, text=True, timeout=120)
+        assert follow.returncode == 0, follow.stderr
+        _, err = child.communicate(timeout=60)
+        assert child.returncode == 0, err
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert follow.stdout.count("steady: sent") >= 2  # while it ran, and its end
+    held = stored(team_server.engine, _run_id(runs / "steady"))
+    assert held == in_folder(runs / "steady")
+    assert held is not None and len(held["points"]["loss"]) == 300 and len(held["events"]) == 2

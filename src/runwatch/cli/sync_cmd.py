@@ -9,12 +9,16 @@ same code (runwatch.sdk.sender).
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from runwatch.cli.output import fail, line
+
+if TYPE_CHECKING:
+    from runwatch.sdk.sender import Client
 
 
 def run_folders(directory: Path) -> list[Path]:
@@ -40,11 +44,16 @@ def sync_cmd(
     retry_for: Annotated[float, typer.Option(
         "--retry-for", min=0,
         help="Seconds to keep trying while the server cannot be reached.")] = 30.0,
+    follow: Annotated[bool, typer.Option(
+        "--follow", help="Keep sending what the runs write (and new runs in DIR) until "
+                         "every run has ended and is sent; Ctrl-C stops.")] = False,
+    interval: Annotated[float, typer.Option(
+        "--interval", min=0.05, help="With --follow: seconds between passes.")] = 2.0,
 ) -> None:
     """Send the runs in DIR to a runwatch server: only what it has not sent there before,
-    so it can be run again while a run is still being written."""
+    so it can be run again while a run is still being written (or keep at it: --follow)."""
     # imported here: the sender's HTTP client would slow every other command's start
-    from runwatch.sdk.sender import Client, Refused, Unreachable, server_url, sync_run
+    from runwatch.sdk.sender import Client, server_url
 
     if not directory.is_dir():
         raise fail(f"{directory} is not a folder", ["pass a run folder or a folder of runs"])
@@ -55,32 +64,62 @@ def sync_cmd(
     if url is None:
         raise fail("no server to send to", ["pass --server URL or set RUNWATCH_SERVER, for "
                                             "example --server http://127.0.0.1:8765"])
-    runs = run_folders(directory)
-    if not runs:
+    if not run_folders(directory):
         raise fail(f"{directory} holds no run: a run folder has a manifest.json (written by "
                    "runwatch.init)", ["pass a run folder, or a folder whose subfolders are runs"])
     client = Client(url, token or os.environ.get("RUNWATCH_TOKEN") or None)
     skipped = 0
     try:
-        for run_dir in runs:
-            try:
-                report = sync_run(run_dir, client, retry_for)
-            except Unreachable as exc:
-                raise fail(f"{exc}; {run_dir.name} and the runs after it were not sent",
-                           ["start the server or check --server; nothing was lost: run the "
-                            "same command again and it goes on where it stopped"], code=1
-                           ) from None
-            except Refused as exc:
-                raise fail(str(exc), ["nothing was lost: run the same command again once "
-                                      "this is fixed"]) from None
-            counts = ", ".join(f"{n} {name.removesuffix('.jsonl')}"
-                               for name, n in report.records.items()) or "nothing new"
-            line(f"{run_dir.name}: sent {counts} to {url}")
-            for problem in report.problems[:20]:
-                line(f"  warning: {problem}")
-            skipped += report.skipped
+        while True:
+            runs = run_folders(directory)
+            # looked at before the pass, so that the pass sends each ended run's last event
+            ended = follow and all(_ended(run_dir) for run_dir in runs)
+            skipped += _pass(runs, client, retry_for, quiet=follow)
+            if not follow or ended:
+                break
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        line("stopped; what is not sent yet stays in the run folders: run the same command "
+             "again to send it")
     finally:
         client.close()
     if skipped:
         raise fail(f"{skipped} record(s) were refused by the server and skipped (see the "
                    "warnings above); the rest was sent", code=1)
+
+
+def _pass(runs: list[Path], client: Client, retry_for: float, quiet: bool) -> int:
+    """Send what is new in each run; say what was sent (with `quiet`, only where something
+    was); returns the records the server refused."""
+    from runwatch.sdk.sender import Refused, Unreachable, sync_run
+
+    skipped = 0
+    for run_dir in runs:
+        try:
+            report = sync_run(run_dir, client, retry_for)
+        except Unreachable as exc:
+            raise fail(f"{exc}; {run_dir.name} and the runs after it were not sent",
+                       ["start the server or check --server; nothing was lost: run the "
+                        "same command again and it goes on where it stopped"], code=1
+                       ) from None
+        except Refused as exc:
+            raise fail(str(exc), ["nothing was lost: run the same command again once "
+                                  "this is fixed"]) from None
+        if quiet and not report.records and not report.problems:
+            continue
+        counts = ", ".join(f"{n} {name.removesuffix('.jsonl')}"
+                           for name, n in report.records.items()) or "nothing new"
+        line(f"{run_dir.name}: sent {counts} to {client.server}")
+        for problem in report.problems[:20]:
+            line(f"  warning: {problem}")
+        skipped += report.skipped
+    return skipped
+
+
+def _ended(run_dir: Path) -> bool:
+    """Whether the run's last event is a terminal phase (it writes nothing more)."""
+    from runwatch.jobs.attempts import last_event
+    from runwatch.rundir import format as fmt
+
+    last = last_event(run_dir)
+    return last is not None and last.get("phase") in fmt.TERMINAL_PHASES
