@@ -21,6 +21,7 @@ from runwatch.server import (
     routes_prom,
     routes_records,
     routes_runs,
+    routes_tokens,
     share,
     sse,
 )
@@ -35,7 +36,7 @@ from runwatch.server.state import Limits, ServerState, state
 # RUNWATCH_STATIC_DIR serves a web build from elsewhere (a developer's own `vite build
 # --outDir`), so that several builds can be tried side by side without touching the package.
 STATIC_DIR = Path(os.environ.get("RUNWATCH_STATIC_DIR") or Path(__file__).parent / "static")
-APP_ROUTES = ("/runs", "/new", "/resources", "/compare", "/table")
+APP_ROUTES = ("/runs", "/new", "/resources", "/compare", "/table", "/tokens")
 NOT_BUILT = (
     "<!doctype html><title>runwatch</title><p>The runwatch API is running, but this copy "
     "has no built web app. Build it with <code>make web</code> (needs Node) or install a "
@@ -93,7 +94,7 @@ def create_app(
     )
     errors.install(app)
     for module in (routes_runs, routes_jobs, routes_metrics, routes_records, routes_ingest, sse,
-                   routes_compare, share):
+                   routes_compare, share, routes_tokens):
         app.include_router(module.router)
 
     @app.get("/api/server", tags=["server"])

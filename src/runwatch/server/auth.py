@@ -1,5 +1,9 @@
 """Token auth for every route: a bearer header, or a cookie the web app gets from ?token=.
 
+Two kinds of token are taken: the server's own (--token; admin over every project) and
+API tokens of one project (store/tokens.py, checked against their sha256 in the index).
+Each request gets its scope (server/scopes.py) as `request.state.scope`.
+
 A share link (server/share.py) stands in for the token on the few GET routes of its one
 run: its landing route `/share/…` is open (it checks the link itself), and a request
 without the token but with the share cookie is let through only when share.refusal says so.
@@ -12,18 +16,22 @@ from __future__ import annotations
 
 import hmac
 from http.cookies import SimpleCookie
+from typing import Any
 from urllib.parse import parse_qs
 
 import anyio
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Send
+from starlette.types import Scope as ASGIScope
 
 from runwatch.server import share
 from runwatch.server.errors import error_response
+from runwatch.server.scopes import EVERYTHING, Scope
+from runwatch.store import tokens
 
 COOKIE = "runwatch_token"
 
 
-def _presented(scope: Scope) -> tuple[str | None, bool]:
+def _presented(scope: ASGIScope) -> tuple[str | None, bool]:
     """The token a request carries, and whether it came in the query string."""
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
     auth = headers.get("authorization", "")
@@ -45,44 +53,76 @@ def _cookie(headers: dict[str, str], name: str) -> str | None:
     return morsel.value if morsel else None
 
 
-async def _share_refusal(scope: Scope) -> tuple[int, str] | None:
-    """None when a share link lets this tokenless request through, else (status, why)."""
+# what a share link holds; share.allows limits it to GETs of its one run
+SHARED = Scope(None, "read", "a share link")
+
+
+async def _share_refusal(scope: ASGIScope, given: str | None) -> tuple[int, str] | None:
+    """None when a share link lets this request (without a valid token) through, else
+    (status, why)."""
     if scope["method"] == "GET" and scope["path"].startswith(share.LANDING):
         return None
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
     credential = _cookie(headers, share.COOKIE)
+    if credential is None and given is not None:
+        return 401, ("the token sent is not valid here: it is unknown, mistyped or revoked; "
+                     "ask an admin of your project for a new one (runwatch tokens create)")
     if credential is None:
         return 401, ("this server needs a token: send 'Authorization: Bearer <token>', or open "
                      "the app once as /?token=<token>")
     return await anyio.to_thread.run_sync(share.refusal, scope, credential)
 
 
+def _api_token_scope(scope: ASGIScope, given: str) -> Scope | None:
+    """The scope of an API token, or None when it is not a live one (blocking: the index)."""
+    app: Any = scope["app"]
+    with app.state.runwatch.engine.begin() as conn:
+        found = tokens.authenticate(conn, given)
+    if found is None:
+        return None
+    return Scope(frozenset({found.project}), found.right,
+                 f"token {found.name!r} ({found.id})")
+
+
 class TokenAuth:
-    """ASGI middleware refusing, with the one error shape, any request without the token."""
+    """ASGI middleware refusing, with the one error shape, any request without a token, and
+    putting the scope of the one it has on the request."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
         self.token = token
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _grant(self, scope: ASGIScope, given: str | None) -> Scope | None:
+        if given is None:
+            return None
+        if hmac.compare_digest(given.encode(), self.token.encode()):
+            return EVERYTHING
+        if tokens.looks_like_token(given):
+            return await anyio.to_thread.run_sync(_api_token_scope, scope, given)
+        return None
+
+    async def __call__(self, scope: ASGIScope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         given, from_query = _presented(scope)
-        if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
-            refused = await _share_refusal(scope)
+        grant = await self._grant(scope, given)
+        if grant is None:
+            refused = await _share_refusal(scope, given)
             if refused is not None:
                 await error_response(*refused)(scope, receive, send)
                 return
+            scope.setdefault("state", {})["scope"] = SHARED
             await self.app(scope, receive, send)
             return
+        scope.setdefault("state", {})["scope"] = grant
         if not from_query:
             await self.app(scope, receive, send)
             return
 
         async def send_with_cookie(message: Message) -> None:
             if message["type"] == "http.response.start":
-                cookie = f"{COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+                cookie = f"{COOKIE}={given}; Path=/; HttpOnly; SameSite=Strict"
                 message["headers"] = [*message.get("headers", []),
                                       (b"set-cookie", cookie.encode("latin-1"))]
             await send(message)

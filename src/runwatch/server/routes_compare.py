@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy import Connection
 
 from runwatch.analysis import compare as cmp
+from runwatch.server import scopes
 from runwatch.server.errors import ApiError, bad_request
 from runwatch.server.jsonio import JSONResponse
-from runwatch.server.runs import resolve_run
 from runwatch.server.schemas import CompareReport, documented
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store.jobs import job_row
@@ -19,8 +19,8 @@ from runwatch.store.series import FloatArray, IntArray
 router = APIRouter(tags=["metrics"])
 
 
-def _side(conn: Connection, st: ServerState, ident: str) -> cmp.Side:
-    row = resolve_run(conn, ident)
+def _side(request: Request, conn: Connection, st: ServerState, ident: str) -> cmp.Side:
+    row = scopes.run(request, conn, ident)
 
     def series_of(key: KeyInfo) -> tuple[IntArray, FloatArray]:
         series = st.cache.get(conn, row.pk, key)
@@ -33,6 +33,7 @@ def _side(conn: Connection, st: ServerState, ident: str) -> cmp.Side:
 
 @router.get("/api/compare", **documented(CompareReport, "the comparison"))
 def compare(
+    request: Request,
     run: str = Query(..., max_length=200, description="the run: id or name"),
     baseline: str = Query(..., max_length=200, description="the baseline run: id or name"),
     window: int = Query(cmp.DEFAULT_WINDOW, ge=1, le=1_000_000,
@@ -55,7 +56,7 @@ def compare(
     update, another config value) are refused with 409 and `differences`, a list of
     {field, run, baseline}, unless `across_plans=true`."""
     options = cmp.Options(window, margin, spike_factor, across_plans)
-    sides = _side(conn, st, run), _side(conn, st, baseline)
+    sides = _side(request, conn, st, run), _side(request, conn, st, baseline)
     try:
         report = cmp.compare(*sides, options)
     except cmp.PlansDiffer as exc:

@@ -19,6 +19,7 @@ from runwatch.ingest.indexer import PointsHook
 from runwatch.ingest.manifest import ManifestError, check_manifest
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
+from runwatch.server import scopes
 from runwatch.server.errors import ApiError, error_response
 from runwatch.server.jsonio import JSONResponse
 from runwatch.server.state import Limits, ServerState, state
@@ -193,6 +194,8 @@ async def ingest(request: Request, st: ServerState = Depends(state)) -> JSONResp
             try:
                 run_id, file, records, manifest = _check_batch(batch, limits)
                 with st.engine.begin() as conn:
+                    if (why := scopes.ingest_refusal(request, conn, run_id, manifest)):
+                        raise BatchError(403, why)
                     results.append(_store(conn, run_id, file, records, manifest, on_points))
             except BatchError as exc:
                 results.append({"ok": False, "error": exc.message, "status": exc.status})

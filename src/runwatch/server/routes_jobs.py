@@ -13,7 +13,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection, select
 
@@ -32,6 +32,7 @@ from runwatch.jobs.spec import (
 )
 from runwatch.jobs.submit import SubmitError, submit
 from runwatch.rundir import format as fmt
+from runwatch.server import scopes
 from runwatch.server.errors import ApiError, not_found
 from runwatch.server.schemas import (
     ActionAnswer,
@@ -97,11 +98,13 @@ def _maybe_profiles(st: ServerState) -> Profiles | None:
 
 
 @router.get("/api/workers", **documented(WorkerList, "the workers and the queue"))
-def workers(conn: Connection = Depends(connection), st: ServerState = Depends(state)
-            ) -> dict[str, Any]:
+def workers(request: Request, conn: Connection = Depends(connection),
+            st: ServerState = Depends(state)) -> dict[str, Any]:
     """Every worker (newest first; stopped ones too) with its devices, profile, hourly
     rate, running jobs and estimated spend so far, and how many jobs wait in the queue."""
-    return {"ok": True, **workers_view(conn, _maybe_profiles(st), time.time())}
+    view = workers_view(conn, _maybe_profiles(st), time.time())
+    scopes.hide_jobs(request, conn, view["workers"])
+    return {"ok": True, **view}
 
 
 class Empty(BaseModel):
@@ -111,9 +114,10 @@ class Empty(BaseModel):
 
 
 @router.post("/api/workers/{worker}/drain", **documented(WorkerAnswer, "the worker"))
-def drain(worker: str, _body: Empty | None = None, st: ServerState = Depends(state)
-          ) -> dict[str, Any]:
+def drain(request: Request, worker: str, _body: Empty | None = None,
+          st: ServerState = Depends(state)) -> dict[str, Any]:
     """Stop a worker: it finishes the jobs it runs, claims no more, then exits."""
+    scopes.require(request, None, "admin")
     with st.engine.begin() as conn:
         rows = {w["id"]: w for w in store_jobs.list_workers(conn)}
         row = rows.get(worker)
@@ -210,10 +214,12 @@ def _spec(body: JobRequest, profile: str) -> JobSpec:
 
 @router.post("/api/jobs", status_code=201,
              **documented(ActionAnswer, "the QUEUED run the job became", status=201))
-def submit_job(body: JobRequest, st: ServerState = Depends(state)) -> dict[str, Any]:
+def submit_job(request: Request, body: JobRequest, st: ServerState = Depends(state)
+               ) -> dict[str, Any]:
     """Submit a job: its run is QUEUED at once, and a worker starts it when devices are
     free. Recipe settings are checked as `runwatch recipes` checks them (422 naming the
     setting); a taken name is 409. Commands run in the server's working folder."""
+    scopes.require(request, body.project, "write")
     if st.runs_dir is None:
         raise ApiError(409, "this server has no runs folder to make the job's run in; "
                             "start it with one (runwatch ui DIR) to submit jobs")

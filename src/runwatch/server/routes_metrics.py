@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy import Connection
 
 from runwatch.analysis.downsample import (
@@ -21,10 +21,10 @@ from runwatch.analysis.downsample import (
     window,
 )
 from runwatch.metrics import describe
+from runwatch.server import scopes
 from runwatch.server.detail import stream_cursor
 from runwatch.server.errors import bad_request
 from runwatch.server.jsonio import JSONResponse
-from runwatch.server.runs import resolve_run
 from runwatch.server.schemas import HistoryPage, MetricKeys, SeriesResponse, documented
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store.keys import KeyInfo, run_keys
@@ -52,7 +52,8 @@ MAX_HISTORY_KEYS = 100
 
 
 @router.get("/api/runs/{run}/metrics/keys", **documented(MetricKeys, "the run's metric keys"))
-def metric_keys(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
+def metric_keys(request: Request, run: str, conn: Connection = Depends(connection)
+                ) -> dict[str, Any]:
     """Every metric key the run logged, with its point count and latest value, and what
     the vocabulary says of it: its canonical name, its role (null when it plays none)
     and its unit (null when unknown or unitless).
@@ -60,7 +61,7 @@ def metric_keys(run: str, conn: Connection = Depends(connection)) -> dict[str, A
     `cursor` is where the run's stream starts so that nothing stored after this answer
     is missed by a client that loads the series next.
     """
-    row = resolve_run(conn, run)
+    row = scopes.run(request, conn, run)
     keys = run_keys(conn, row.pk)
     return {
         "ok": True,
@@ -92,12 +93,12 @@ class _Pick:
 
 
 def _series_payload(
-    conn: Connection, st: ServerState, runs: list[str], keys: list[str], points: int,
-    lo: float | None, hi: float | None, x_time: bool = False,
+    request: Request, conn: Connection, st: ServerState, runs: list[str], keys: list[str],
+    points: int, lo: float | None, hi: float | None, x_time: bool = False,
 ) -> dict[str, Any]:
     if not runs:
         raise bad_request("name at least one run: ?run=<id or name>")
-    rows = [resolve_run(conn, ident) for ident in runs[:MAX_SERIES]]
+    rows = [scopes.run(request, conn, ident) for ident in runs[:MAX_SERIES]]
     if not keys:
         raise bad_request("name at least one metric key: ?key=<key>")
     if len(runs) * len(keys) > MAX_SERIES:
@@ -184,6 +185,7 @@ def _ensure(st: ServerState, info: KeyInfo) -> State | None:
 
 @router.get("/api/series", **documented(SeriesResponse, "the series"))
 def series(
+    request: Request,
     run: list[str] = Query(default=[], description="run id or name; repeat for several runs"),
     key: list[str] = Query(default=[], description="metric key; repeat for several keys"),
     points: int = Query(DEFAULT_POINTS, ge=10, le=MAX_POINTS, description="bucket budget"),
@@ -203,11 +205,12 @@ def series(
     (no `lo`, no `hi`) the bucket width is a power of two steps, aligned to it, so the
     index's step summaries answer without reading every point.
     """
-    return JSONResponse(_series_payload(conn, st, run, key, points, lo, hi, x == "time"))
+    return JSONResponse(_series_payload(request, conn, st, run, key, points, lo, hi, x == "time"))
 
 
 @router.get("/api/runs/{run}/series", **documented(SeriesResponse, "the series"))
 def run_series(
+    request: Request,
     run: str,
     key: list[str] = Query(default=[]),
     points: int = Query(DEFAULT_POINTS, ge=10, le=MAX_POINTS),
@@ -218,7 +221,7 @@ def run_series(
     st: ServerState = Depends(state),
 ) -> JSONResponse:
     """The series of one run (the same as /api/series?run=…)."""
-    return JSONResponse(_series_payload(conn, st, [run], key, points, lo, hi, x == "time"))
+    return JSONResponse(_series_payload(request, conn, st, [run], key, points, lo, hi, x == "time"))
 
 
 # A history column of a key with more points than this is read from a step window when
@@ -267,6 +270,7 @@ def _step_cursor(value: str | None, name: str) -> int | None:
 
 @router.get("/api/runs/{run}/history", **documented(HistoryPage, "a page of steps"))
 def history(
+    request: Request,
     run: str,
     key: list[str] = Query(default=[], description="columns; all keys when omitted"),
     limit: int = Query(HISTORY_PAGE, ge=1, le=MAX_HISTORY_PAGE),
@@ -279,7 +283,7 @@ def history(
     """Every step of the run with the value of each key, a page at a time."""
     after_step = _step_cursor(after, "after")
     before_step = _step_cursor(before, "before")
-    row = resolve_run(conn, run)
+    row = scopes.run(request, conn, run)
     infos = run_keys(conn, row.pk)
     by_key = {k.key: k for k in infos}
     chosen: list[KeyInfo] = [by_key[k] for k in key if k in by_key] if key else infos

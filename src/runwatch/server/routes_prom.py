@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runwatch.health.rules.base import SEVERITIES
 from runwatch.rundir.format import PHASES
+from runwatch.server import scopes
 from runwatch.server.state import connection
 from runwatch.store import schema as s
 from runwatch.store.jobs import queue_depth
@@ -151,6 +152,7 @@ def install(app: FastAPI, metrics: ServerMetrics) -> None:
 @router.get("/metrics", include_in_schema=False)
 def prometheus_metrics(request: Request, conn: Connection = Depends(connection)) -> Response:
     """The server's state in Prometheus' text exposition format (version 0.0.4)."""
+    scopes.require(request, None, "read")  # it names every project's runs
     lines = index_lines(conn)
     metrics: ServerMetrics | None = getattr(request.app.state, "runwatch_metrics", None)
     if metrics is not None:

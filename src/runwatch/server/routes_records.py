@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy import Connection
 
 from runwatch.analysis.views import checkpoint_entry, log_entry
 from runwatch.health.store import health_for_run
 from runwatch.rundir.format import LOG_LEVELS
+from runwatch.server import scopes
 from runwatch.server.errors import bad_request, not_found
-from runwatch.server.runs import resolve_run
 from runwatch.server.schemas import (
     CheckpointList,
     HealthResponse,
@@ -30,6 +30,7 @@ MAX_SAMPLES = 500
 
 @router.get("/api/runs/{run}/samples", **documented(SamplesResponse, "one step's rollouts"))
 def samples(
+    request: Request,
     run: str,
     step: int | None = Query(None, ge=0, description="the step; the latest kept when omitted"),
     split: str | None = Query(None, pattern="^(train|val)$"),
@@ -43,7 +44,7 @@ def samples(
     """One step's rollouts (prompt, completion, reward and its terms), sorted or in order."""
     if best is not None and worst is not None:
         raise bad_request("ask for best or worst, not both")
-    row = resolve_run(conn, run)
+    row = scopes.run(request, conn, run)
     try:
         found = rollouts(conn, row.pk, step, split, best, worst, limit, offset)
     except NoRollouts as exc:
@@ -53,15 +54,17 @@ def samples(
 
 
 @router.get("/api/runs/{run}/checkpoints", **documented(CheckpointList, "the run's checkpoints"))
-def checkpoints(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
+def checkpoints(request: Request, run: str, conn: Connection = Depends(connection)
+                ) -> dict[str, Any]:
     """The run's training and inference checkpoints, oldest first."""
-    row = resolve_run(conn, run)
+    row = scopes.run(request, conn, run)
     return {"ok": True, "checkpoints": [checkpoint_entry(c)
                                         for c in checkpoint_rows(conn, row.pk)]}
 
 
 @router.get("/api/runs/{run}/logs", **documented(LogPage, "a page of log entries"))
 def logs(
+    request: Request,
     run: str,
     level: str = Query("", description="minimum level: debug, info, warning, error, critical"),
     cursor: str | None = Query(None, max_length=40, description="next_cursor of the last page"),
@@ -78,7 +81,7 @@ def logs(
             before = int(cursor)
         except ValueError:
             raise bad_request("the cursor is not one this server gave out") from None
-    row = resolve_run(conn, run)
+    row = scopes.run(request, conn, run)
     rows = log_rows(conn, row.pk, lv or None, before, limit + 1)
     nxt = str(rows[limit - 1].seq) if len(rows) > limit else None
     return {"ok": True, "logs": [log_entry(r) for r in rows[:limit]], "next_cursor": nxt}
@@ -94,7 +97,8 @@ def findings_payload(conn: Connection, run_pk: int) -> dict[str, Any]:
 
 
 @router.get("/api/runs/{run}/health", **documented(HealthResponse, "the run's findings"))
-def health(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
+def health(request: Request, run: str, conn: Connection = Depends(connection)
+           ) -> dict[str, Any]:
     """The run's open health findings and how many have resolved (`available` is always true)."""
-    row = resolve_run(conn, run)
+    row = scopes.run(request, conn, run)
     return findings_payload(conn, row.pk)

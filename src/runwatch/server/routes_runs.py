@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy import Connection, select
 
 from runwatch.analysis.timing import iso
@@ -14,6 +14,7 @@ from runwatch.jobs import control
 from runwatch.jobs.lifecycle import TransitionError
 from runwatch.rundir.append import RunBusy
 from runwatch.rundir.format import PHASES
+from runwatch.server import scopes
 from runwatch.server.detail import run_detail
 from runwatch.server.errors import ApiError, not_found, unavailable
 from runwatch.server.runs import (
@@ -21,7 +22,6 @@ from runwatch.server.runs import (
     PAGE_SIZE,
     list_projects,
     list_runs,
-    resolve_run,
 )
 from runwatch.server.schemas import ActionAnswer, RunDetail, RunList, documented
 from runwatch.server.state import ServerState, connection, state
@@ -33,6 +33,7 @@ router = APIRouter(tags=["runs"])
 
 @router.get("/api/runs", **documented(RunList, "a page of runs"))
 def runs_list(
+    request: Request,
     q: str = Query("", max_length=200, description="words matched against name, id, status, "
                    "model, dataset, trainer and backend"),
     project: str | None = Query(None, max_length=128),
@@ -45,38 +46,42 @@ def runs_list(
     conn: Connection = Depends(connection),
 ) -> dict[str, Any]:
     """Runs newest first, a page at a time."""
+    project = scopes.narrow(request, project)
     rows, nxt = list_runs(conn, q, project, cursor, limit, status, group)
     return {"ok": True, "runs": [run_summary(r) for r in rows], "next_cursor": nxt}
 
 
 @router.get("/api/projects")
-def projects(conn: Connection = Depends(connection)) -> dict[str, Any]:
+def projects(request: Request, conn: Connection = Depends(connection)) -> dict[str, Any]:
     """Every project with its number of runs."""
-    return {"ok": True, "projects": list_projects(conn)}
+    return {"ok": True, "projects": [p for p in list_projects(conn)
+                                     if scopes.visible(request, p["name"])]}
 
 
 @router.get("/api/runs/{run}", **documented(RunDetail, "the run detail"))
 def run_get(
-    run: str, conn: Connection = Depends(connection), st: ServerState = Depends(state),
+    request: Request, run: str, conn: Connection = Depends(connection),
+    st: ServerState = Depends(state),
 ) -> dict[str, Any]:
     """A run's state, results, cost, settings, manifest, tiles, and its stream cursor."""
-    return run_detail(conn, st, resolve_run(conn, run))
+    return run_detail(conn, st, scopes.run(request, conn, run))
 
 
 @router.get("/api/runs/{run}/events")
-def run_events(run: str, conn: Connection = Depends(connection)) -> dict[str, Any]:
+def run_events(request: Request, run: str, conn: Connection = Depends(connection)
+               ) -> dict[str, Any]:
     """The run's lifecycle events, oldest first."""
-    row = resolve_run(conn, run)
+    row = scopes.run(request, conn, run)
     return {"ok": True, "events": [{**e, "ts": iso(e["ts"])}
                                    for e in queries.events(conn, row.pk)]}
 
 
-def _job_control(st: ServerState, run: str, action: str) -> dict[str, Any]:
+def _job_control(request: Request, st: ServerState, run: str, action: str) -> dict[str, Any]:
     """Do `action` (cancel or retry) to a run through job control; 409 with what is
     possible when its state does not allow it, 404 when it left the index meanwhile, 503
     while a process still holds its folder."""
     with st.engine.connect() as conn:
-        row = resolve_run(conn, run)
+        row = scopes.run(request, conn, run, "write")
     try:
         if action == "cancel":
             phase = control.cancel(st.engine, row, st.runs_dir)
@@ -94,15 +99,15 @@ def _job_control(st: ServerState, run: str, action: str) -> dict[str, Any]:
 
 
 @router.post("/api/runs/{run}/cancel", **documented(ActionAnswer, "the run's new phase"))
-def run_cancel(run: str, st: ServerState = Depends(state)) -> dict[str, Any]:
+def run_cancel(request: Request, run: str, st: ServerState = Depends(state)) -> dict[str, Any]:
     """Cancel a run: a QUEUED job is CANCELLED at once; a PREPARING or RUNNING one is
     CANCEL_REQUESTED and its process is stopped (SIGTERM, then SIGKILL after the grace
     period), after which it is CANCELLED."""
-    return _job_control(st, run, "cancel")
+    return _job_control(request, st, run, "cancel")
 
 
 @router.post("/api/runs/{run}/retry", **documented(ActionAnswer, "the run's new phase"))
-def run_retry(run: str, st: ServerState = Depends(state)) -> dict[str, Any]:
+def run_retry(request: Request, run: str, st: ServerState = Depends(state)) -> dict[str, Any]:
     """Retry an ended job as its next attempt, QUEUED: the earlier attempts stay on record
     (and in its cost); their metrics, samples and checkpoints leave the view."""
-    return _job_control(st, run, "retry")
+    return _job_control(request, st, run, "retry")

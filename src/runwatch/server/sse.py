@@ -17,9 +17,9 @@ from typing import TypeVar
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
+from runwatch.server import scopes
 from runwatch.server.detail import stream_cursor
 from runwatch.server.pollers import hub
-from runwatch.server.runs import resolve_run
 from runwatch.server.state import ServerState, state
 from runwatch.server.updates import RunCursor, Update
 from runwatch.store.keys import run_keys
@@ -67,7 +67,7 @@ async def run_stream(
 
     def start() -> tuple[int, RunCursor]:
         with st.engine.connect() as conn:
-            run_pk = int(resolve_run(conn, run).pk)
+            run_pk = int(scopes.run(request, conn, run).pk)
             # without a cursor the stream starts from now, not from the run's first record
             return run_pk, RunCursor.parse(
                 resume or stream_cursor(conn, run_pk, run_keys(conn, run_pk)))
@@ -107,6 +107,6 @@ async def runs_stream(
             return frame("ready", update.body, "0")
         return frame(update.event, update.body, str(next(ids)))
 
-    updates = hub(st).follow_list(project, resumed)
+    updates = hub(st).follow_list(scopes.narrow(request, project), resumed)
     return StreamingResponse(_events(request, st.heartbeat, updates, render),
                              media_type="text/event-stream", headers=HEADERS)

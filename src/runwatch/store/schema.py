@@ -293,3 +293,32 @@ metric_summary_state = Table(
     Column("fin_max", Float),
     Column("fin_sum", Float, nullable=False),
 )
+
+# --- H6: projects and API tokens (runwatch.store.tokens) ---
+# Projects made with `runwatch projects create`; a project also exists, without a row,
+# while runs name it (runs.project).
+projects = Table(
+    "projects",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("created_by", String(128), nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+# An API token of one project: the secret is never stored, only its sha256 (hex) and its
+# first characters (`hint`, so a user can tell tokens apart). `right` is read, write or admin.
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("secret_sha256", String(64), nullable=False, unique=True),
+    Column("hint", String(16), nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("project", String(128), nullable=False),
+    Column("right", String(8), nullable=False),
+    Column("created_by", String(128), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("last_used_at", Float),
+    Column("revoked_at", Float),
+    Index("ix_api_tokens_project", "project"),
+)

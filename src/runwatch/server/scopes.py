@@ -1,0 +1,145 @@
+"""What a request may see and do: its scope (projects and right), and the checks routes make.
+
+TokenAuth (server/auth.py) puts a `Scope` on every request as `request.state.scope`:
+the server's own token holds admin over every project, an API token (store/tokens.py)
+its one right over its one project, a share link read of its one run (share.allows
+limits the routes). A server without a token puts none: everything is open, as before.
+
+Routes call `require` before acting on a project, `run` to look up a run in scope,
+and `narrow` or `visible` to keep lists to the scope's projects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from sqlalchemy import Connection, Row, select
+
+from runwatch.server.errors import ApiError
+from runwatch.server.runs import resolve_run
+from runwatch.store import schema as s
+from runwatch.store.tokens import RIGHTS
+
+
+@dataclass(frozen=True)
+class Scope:
+    """`right` over `projects` (None: every project); `who` names the credential in errors."""
+
+    projects: frozenset[str] | None
+    right: str
+    who: str
+
+    @property
+    def rights(self) -> tuple[str, ...]:
+        """Every right held: a right holds the ones below it (read < write < admin)."""
+        return RIGHTS[:RIGHTS.index(self.right) + 1]
+
+    def covers(self, project: str | None) -> bool:
+        """Whether `project` is in scope; None (every project) only for an unscoped one."""
+        return self.projects is None or (project is not None and project in self.projects)
+
+    def can(self, project: str | None, right: str) -> bool:
+        return self.covers(project) and right in self.rights
+
+
+# the server's own token, and any request to a server without one
+EVERYTHING = Scope(None, "admin", "the server's token")
+
+
+def scope_of(request: Request) -> Scope:
+    found: Scope = getattr(request.state, "scope", EVERYTHING)
+    return found
+
+
+def _where(project: str | None) -> str:
+    return "every project" if project is None else f"project {project!r}"
+
+
+def require(request: Request, project: str | None, right: str) -> None:
+    """Go on only when the request holds `right` over `project` (None: over every project,
+    i.e. the server itself); 403 saying what is needed otherwise."""
+    sc = scope_of(request)
+    if sc.can(project, right):
+        return
+    held = (f"{sc.right} on {', '.join(sorted(sc.projects))}" if sc.projects is not None
+            else f"{sc.right} on every project")
+    need = ("the server's token" if project is None
+            else f"a token with {right} on {_where(project)} (an admin makes one with "
+                 f"`runwatch tokens create --project {project} --right {right}`)")
+    raise ApiError(403, f"{sc.who} holds {held}; this request needs {right} on "
+                        f"{_where(project)}: use {need}")
+
+
+def run(request: Request, conn: Connection, ident: str, right: str = "read") -> Row[Any]:
+    """The run `ident` names among the scope's runs, once `right` over its project is held.
+
+    A run outside the scope is not found (404), and a scoped request's 404 and 400 name
+    no run as a candidate: those could be another project's."""
+    sc = scope_of(request)
+    if sc.projects is None:
+        row = resolve_run(conn, ident)
+    else:
+        where = ", ".join(sorted(sc.projects))
+        try:
+            row = resolve_run(conn, ident)
+        except ApiError as exc:
+            raise ApiError(exc.status, f"no single run of project {where} has the id or name "
+                                       f"{ident!r}; list them with GET /api/runs") from None
+        if row.project not in sc.projects:
+            raise ApiError(404, f"no run of project {where} has the id or name {ident!r}; "
+                                "list them with GET /api/runs")
+    require(request, row.project, right)
+    return row
+
+
+def narrow(request: Request, project: str | None) -> str | None:
+    """The project a list may show: `project` when in scope (403 otherwise), else the
+    scope's one project, or None (every project) for an unscoped request."""
+    sc = scope_of(request)
+    if project is not None:
+        require(request, project, "read")
+        return project
+    if sc.projects is None:
+        return None
+    if len(sc.projects) != 1:
+        raise ApiError(403, f"{sc.who} reads several projects; name one with ?project=")
+    return next(iter(sc.projects))
+
+
+def visible(request: Request, project: str) -> bool:
+    return scope_of(request).covers(project)
+
+
+def hide_jobs(request: Request, conn: Connection, workers: list[dict[str, Any]]) -> None:
+    """Leave out of each worker's `jobs` (the workers view) the runs outside the scope."""
+    sc = scope_of(request)
+    run_ids = {job["run_id"] for w in workers for job in w["jobs"]}
+    if sc.projects is None or not run_ids:
+        return
+    r = s.runs.c
+    inside = set(conn.execute(select(r.run_id).where(
+        r.run_id.in_(sorted(run_ids)), r.project.in_(sorted(sc.projects)))).scalars())
+    for w in workers:
+        w["jobs"] = [job for job in w["jobs"] if job["run_id"] in inside]
+
+
+def ingest_refusal(request: Request, conn: Connection, run_id: str,
+                   manifest: dict[str, Any] | None) -> str | None:
+    """Why this request may not store a batch of run `run_id` (None when it may): it needs
+    write on the run's project, and on the project its manifest names."""
+    sc = scope_of(request)
+    stored = conn.execute(select(s.runs.c.project).where(s.runs.c.run_id == run_id)).scalar()
+    if stored is not None and not sc.covers(stored):  # not said: which project holds it
+        return (f"run {run_id!r} belongs to another project than "
+                f"{', '.join(sorted(sc.projects or ()))}; {sc.who} writes only its own")
+    projects = {stored} if stored is not None else set()
+    if manifest is not None:
+        projects.add(str(manifest.get("project") or "default"))
+    try:
+        for project in sorted(projects):
+            require(request, project, "write")
+    except ApiError as exc:
+        return exc.message
+    return None
