@@ -189,3 +189,25 @@ def test_sync_follow_sends_a_run_as_it_is_written_and_stops_once_it_ended(
     held = stored(team_server.engine, _run_id(runs / "steady"))
     assert held == in_folder(runs / "steady")
     assert held is not None and len(held["points"]["loss"]) == 300 and len(held["events"]) == 2
+
+
+def test_a_project_token_sends_only_runs_of_its_own_project(
+        tmp_path: Path, team_server: Runner) -> None:
+    tokens = pytest.importorskip("runwatch.store.tokens")  # project tokens (H6)
+    import runwatch
+
+    with team_server.engine.begin() as conn:
+        for project in ("a", "b"):
+            tokens.create_project(conn, project, "test")
+        _, write_a = tokens.create(conn, "a", "write", "uploader", "test")
+        _, read_a = tokens.create(conn, "a", "read", "reader", "test")
+    runs = tmp_path / "runs"
+    for project in ("a", "b"):
+        with runwatch.init(project, name=f"of-{project}", dir=runs) as run:
+            run.log({"loss": 1.0}, step=0)
+    other = _sync(runs / "of-b", team_server, check=False, token=write_a)
+    assert other.returncode == 2 and "needs write on the run's project" in other.stderr
+    read = _sync(runs / "of-a", team_server, check=False, token=read_a)
+    assert read.returncode == 2 and "needs write on the run's project" in read.stderr
+    assert "sent 2 events, 1 metrics" in _sync(runs / "of-a", team_server, token=write_a).stdout
+    assert stored(team_server.engine, _run_id(runs / "of-b")) is None

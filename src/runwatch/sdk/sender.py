@@ -280,6 +280,11 @@ class RunUpload:
         for (name, records), result in zip(batches, results, strict=True):
             if result.get("ok"):
                 report.records[name] = report.records.get(name, 0) + len(records)
+            elif result.get("status") in (401, 403):  # a token of another project, or read
+                raise Refused(f"{self.client.server} refused {self.run_dir.name} "
+                              f"({result.get('status')}: {result.get('error')}); check the "
+                              f"token (--token, or {ENV_TOKEN}): it needs write on the run's "
+                              "project")
             elif result.get("status") in (400, 413) and "manifest" in str(result.get("error")):
                 raise Refused(f"{self.client.server} refused the manifest of {self.run_dir}: "
                               f"{result.get('error')}")
