@@ -9,6 +9,7 @@ import csv
 import io
 import math
 import re
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -119,7 +120,8 @@ def test_a_group_overlaid_on_shared_charts_with_its_settings_compared(
 def test_the_charts_do_not_wait_for_the_run_details(page: Page, server: Runner,
                                                    runs_dir: Path) -> None:
     """A run's detail reads its whole series where no cache holds them (a second or more
-    for a long run on a cold server): the charts are drawn without it, the settings after."""
+    for a long run on a cold server): the charts are drawn without it, the settings after
+    (the details are asked for once the charts have their series, so as not to slow them)."""
     names = three_arms(runs_dir, server)
     held: list[Route] = []
     page.route(re.compile(r"/api/runs/[^/?]+$"), lambda route: held.append(route))
@@ -127,6 +129,9 @@ def test_the_charts_do_not_wait_for_the_run_details(page: Page, server: Runner,
     expect(page.locator("#compare-charts")).to_have_attribute("data-drawn", "true")
     expect(page.locator('[data-chart="loss"]')).to_have_attribute(
         "data-counts", "loss=30;val/loss=3;loss=40;val/loss=4")
+    deadline = time.monotonic() + 10
+    while len(held) < 2 and time.monotonic() < deadline:
+        page.wait_for_timeout(50)  # route handlers run while the page is waited on
     assert len(held) == 2 and page.locator("#compare-config tr").count() == 0
     for route in held:
         route.continue_()

@@ -6,7 +6,7 @@
 import { getJSON } from "./api";
 import "./charts.css";
 import { ADDED_GROUP, CHARTS, FLAGGED_GROUP, GROUPS, canonicalName, findKey, findName, resolveLines, type ResolvedLine } from "./chartspecs";
-import { ChartView, X_LABELS, type TokenAxis, type XMode } from "./chartview";
+import { ChartView, X_LABELS, fitCharts, type TokenAxis, type XMode } from "./chartview";
 import { clear, h } from "./dom";
 import { downloadCsv, downloadPng, seriesTable } from "./export";
 import { MetricPicker, type PickerKey } from "./picker";
@@ -155,7 +155,7 @@ export class ChartsPanel {
       this.grid,
     );
     this.resizeObserver = new ResizeObserver(() => {
-      for (const c of this.charts.values()) c.view.resize();
+      fitCharts([...this.charts.values()].map((c) => c.view));
     });
     this.resizeObserver.observe(this.grid);
   }
@@ -217,6 +217,8 @@ export class ChartsPanel {
       return;
     }
     this.grid.querySelector(".empty")?.remove();
+    // the new charts were made in boxes not yet on the page: size them all at once
+    fitCharts(created.map((c) => c.view));
     if (created.some((c) => this.settings(c.def.id).x === "tokens")) await this.loadTokens();
     for (const c of created) {
       if (c.view.x === "tokens") c.view.setX("tokens", this.tokens?.axis ?? null);

@@ -146,42 +146,78 @@ export function tokensAt(axis: TokenAxis, step: number): number | null {
   return total[lo] + f * (total[hi] - total[lo]);
 }
 
+/** What a chart draws faintly under one line: its min/max band where the server
+ * downsampled, and its raw values where the line is smoothed. */
+interface Under {
+  color: string;
+  xs: (number | null)[];
+  min: (number | null)[] | null;
+  max: (number | null)[] | null;
+  raw: (number | null)[] | null;
+}
+
 /**
- * The min/max band of a downsampled line as one polygon (a custom series), which costs
- * one shape instead of two stacked line series. Two data items carry the band's
- * extent so the axes make room for it; only the first draws.
+ * Everything a chart draws faintly under its lines, in one custom series: each band as a
+ * polygon and each raw line as polylines (broken where a value is missing). One series
+ * for them all, instead of two per line, is most of what ECharts' cost per chart depends
+ * on. Two data items carry their extent so the axes make room for them; only the first
+ * draws.
  */
-function bandSeries(i: number, name: string, color: string, xs: (number | null)[], min: (number | null)[], max: (number | null)[]): Record<string, unknown> {
+function underSeries(layers: Under[]): Record<string, unknown> | null {
   let lo = Infinity;
   let hi = -Infinity;
-  let x0: number | null = null;
-  let x1: number | null = null;
-  for (let j = 0; j < xs.length; j++) {
-    if (xs[j] === null) continue;
-    x0 ??= xs[j];
-    x1 = xs[j];
-    if (min[j] !== null && (min[j] as number) < lo) lo = min[j] as number;
-    if (max[j] !== null && (max[j] as number) > hi) hi = max[j] as number;
+  let x0 = Infinity;
+  let x1 = -Infinity;
+  for (const { xs, min, max, raw } of layers) {
+    for (let j = 0; j < xs.length; j++) {
+      const x = xs[j];
+      if (x === null) continue;
+      for (const v of [min?.[j], max?.[j], raw?.[j]]) {
+        if (v === null || v === undefined || !Number.isFinite(v)) continue;
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+        if (x < x0) x0 = x;
+        if (x > x1) x1 = x;
+      }
+    }
   }
-  const extent = Number.isFinite(lo) ? [[x0, lo], [x1, hi]] : [];
+  if (!Number.isFinite(lo)) return null;
   return {
     type: "custom",
-    id: `band-${i}`,
-    name,
+    id: "under",
     silent: true,
     clip: true,
     tooltip: { show: false },
-    data: extent,
+    data: [[x0, lo], [x1, hi]],
     renderItem: (params: { dataIndex: number }, api: { coord: (v: [number, number]) => number[] }) => {
       if (params.dataIndex !== 0) return null;
-      const upper: number[][] = [];
-      const lower: number[][] = [];
-      for (let j = 0; j < xs.length; j++) {
-        if (min[j] === null || max[j] === null || xs[j] === null) continue;
-        upper.push(api.coord([xs[j] as number, max[j] as number]));
-        lower.push(api.coord([xs[j] as number, min[j] as number]));
+      const children: Record<string, unknown>[] = [];
+      for (const { color, xs, min, max, raw } of layers) {
+        if (min && max) {
+          const upper: number[][] = [];
+          const lower: number[][] = [];
+          for (let j = 0; j < xs.length; j++) {
+            if (min[j] === null || max[j] === null || xs[j] === null) continue;
+            upper.push(api.coord([xs[j] as number, max[j] as number]));
+            lower.push(api.coord([xs[j] as number, min[j] as number]));
+          }
+          children.push({ type: "polygon", shape: { points: upper.concat(lower.reverse()) }, style: { fill: color, opacity: 0.15 } });
+        }
+        if (raw) {
+          let points: number[][] = [];
+          const flush = () => {
+            if (points.length > 1) children.push({ type: "polyline", shape: { points }, style: { stroke: color, lineWidth: 1, opacity: 0.25, fill: "none" } });
+            points = [];
+          };
+          for (let j = 0; j < xs.length; j++) {
+            const v = raw[j];
+            if (xs[j] === null || v === null || !Number.isFinite(v)) flush();
+            else points.push(api.coord([xs[j] as number, v]));
+          }
+          flush();
+        }
       }
-      return { type: "polygon", shape: { points: upper.concat(lower.reverse()) }, style: { fill: color, opacity: 0.15 } };
+      return { type: "group", children };
     },
   };
 }
@@ -267,6 +303,17 @@ function dashedLines(lines: ResolvedLine[]): boolean[] {
   });
 }
 
+/**
+ * Fit charts to their boxes: every box measured first, then every chart resized, so that
+ * the page is laid out once rather than once per chart (a chart made in a box not yet on
+ * the page has no size until then).
+ */
+export function fitCharts(views: Iterable<ChartView>): void {
+  const list = [...views];
+  const sizes = list.map((v) => [v.el.clientWidth, v.el.clientHeight]);
+  list.forEach((v, i) => v.fit(sizes[i][0], sizes[i][1]));
+}
+
 export class ChartView {
   readonly el: HTMLElement;
   private chart: echarts.ECharts;
@@ -284,6 +331,7 @@ export class ChartView {
   private labelsPending = false;
   private stopTheme: () => void;
   private unzoom = false; // the next full render shows the whole x range
+  private hidden: Record<string, boolean> = {}; // the legend's selection: false where a line is hidden
   zoomed: { lo: number; hi: number } | null = null;
 
   constructor(
@@ -302,6 +350,10 @@ export class ChartView {
     this.data = lines.map((line) => ({ line, step: [], time: [], value: [], min: null, max: null, full: true, count: 0 }));
     this.chart = echarts.init(el, undefined, { renderer: "canvas" });
     this.chart.on("datazoom", () => this.zoomChanged());
+    this.chart.on("legendselectchanged", (e: unknown) => {
+      this.hidden = { ...(e as { selected: Record<string, boolean> }).selected };
+      this.render(false);
+    });
     this.stopTheme = onThemeChange(() => this.render(true));
     el.dataset.x = this.xMode;
     el.dataset.log = String(this.logY);
@@ -407,8 +459,12 @@ export class ChartView {
 
   setFindings(findings: Finding[], redraw = true): void {
     const names = new Set(this.keys.flatMap((k) => [k, canonicalName(k)[0]]));
-    this.findings = findings.filter((f) => f.metrics.some((m) => names.has(m)) && f.first_step !== null);
-    if (redraw) this.render(false);
+    const mine = findings.filter((f) => f.metrics.some((m) => names.has(m)) && f.first_step !== null);
+    // what the markers show; a chart whose markers stay the same is not drawn again
+    const shown = (list: Finding[]) => JSON.stringify(list.map((f) => [f.title, f.severity, f.first_step, f.last_step]));
+    const same = shown(mine) === shown(this.findings);
+    this.findings = mine;
+    if (redraw && !same) this.render(false);
   }
 
   /** Zoom back out to the whole run (the full range is loaded again). */
@@ -416,8 +472,10 @@ export class ChartView {
     this.chart.dispatchAction({ type: "dataZoom", start: 0, end: 100 });
   }
 
-  resize(): void {
-    this.chart.resize();
+  /** Fit the chart to `width` x `height` pixels (its box's size); the same size draws nothing. */
+  fit(width: number, height: number): void {
+    if (width === this.chart.getWidth() && height === this.chart.getHeight()) return;
+    this.chart.resize({ width, height });
   }
 
   /** The chart as drawn, as a PNG data URL on the card's background. */
@@ -592,6 +650,7 @@ export class ChartView {
     const dashed = dashedLines(this.lines);
     const smoothed = smoothedLines(this.data.map((d) => d.step));
     const series: Record<string, unknown>[] = [];
+    const layers: Under[] = [];
     let marked = false;
     this.data.forEach((d, i) => {
       const color = colors[i];
@@ -601,12 +660,11 @@ export class ChartView {
       const smooth = smoothed[i] && this.smoothing > 0;
       const main = smooth ? ema(values, this.smoothing) : values;
       const sparse = d.step.length < MIN_SMOOTH_POINTS;
-      if (d.min && d.max && !this.logY) series.push(bandSeries(i, name, color, xs, d.min, d.max));
-      series.push({
-        type: "line", id: `raw-${i}`, name, symbol: "none", color,
-        lineStyle: { width: 1, opacity: smooth ? 0.25 : 0 }, data: d.step.map((s, j): Pt => [xs[j], values[j], s]),
-        connectNulls: false, tooltip: { show: false },
-      });
+      // a line hidden from the legend hides what lies under it too
+      const band = d.min && d.max && !this.logY;
+      if ((band || smooth) && this.hidden[name] !== false) {
+        layers.push({ color, xs, min: band ? d.min : null, max: band ? d.max : null, raw: smooth ? values : null });
+      }
       series.push({
         type: "line", id: `line-${i}`, name, color,
         symbol: sparse ? "circle" : "none", symbolSize: 5, showSymbol: sparse,
@@ -615,6 +673,9 @@ export class ChartView {
       });
       marked = true;
     });
+    const under = underSeries(layers);
+    // the same series id each time, so that a merge replaces it; drawn under the lines
+    series.unshift(under ?? { type: "custom", id: "under", data: [], renderItem: () => null });
     const showLegend = this.legend || this.lines.length > 1;
     const option: Record<string, unknown> = { series };
     if (full) {
@@ -659,12 +720,12 @@ export class ChartView {
         dataZoom: [
           { type: "inside", xAxisIndex: 0, filterMode: "none", ...zoomWindow },
           {
+            // no copy of the data in the slider: the costliest part of drawing a chart
             type: "slider", xAxisIndex: 0, filterMode: "none", height: 14, bottom: 4, showDetail: false, ...zoomWindow,
+            showDataShadow: false, brushSelect: false,
             borderColor: theme.grid, fillerColor: "rgba(128,128,128,0.15)",
             handleStyle: { color: theme.bg, borderColor: theme.axis },
             moveHandleStyle: { color: theme.grid },
-            dataBackground: { lineStyle: { color: theme.grid }, areaStyle: { color: theme.grid } },
-            selectedDataBackground: { lineStyle: { color: theme.axis }, areaStyle: { color: theme.axis, opacity: 0.2 } },
           },
         ],
       });

@@ -9,7 +9,7 @@ import "./compare.css";
 import { getJSON, runPath } from "./api";
 import { MAX_POINTS, chartButton, pointBudget, seriesPath } from "./charts";
 import { CHARTS, canonicalName, resolveLines, type ChartSpec, type ResolvedLine } from "./chartspecs";
-import { ChartView } from "./chartview";
+import { ChartView, fitCharts } from "./chartview";
 import { CompareReportPanel } from "./comparereport";
 import { ConfigTable } from "./configtable";
 import { h } from "./dom";
@@ -61,7 +61,8 @@ const SMOOTHING_KEY = "runwatch.smoothing";
 interface Compared {
   ident: string;
   run: RunSummary;
-  detail: Promise<RunDetail>;
+  /** Its detail, asked for on first use (see fetchRun). */
+  detail: () => Promise<RunDetail>;
   keys: Set<string>;
   counts: Map<string, number>;
   shownTo: Map<string, number>;
@@ -110,7 +111,7 @@ export class CompareView {
       () => this.setKeys([]),
     );
     this.resizeObserver = new ResizeObserver(() => {
-      for (const v of this.views.values()) v.resize();
+      fitCharts(this.views.values());
     });
     this.resizeObserver.observe(this.grid);
   }
@@ -142,16 +143,20 @@ export class CompareView {
     this.onRuns(ids);
     const baseline = this.pick(this.state.baseline) ?? ids[0];
     const subject = this.pick(this.state.subject) ?? ids.find((id) => id !== baseline);
+    // The report and the settings table are asked for once the charts have their series:
+    // on a cold server each reads the runs' whole series, and asked for at once they
+    // take the server from the charts' request.
+    await this.buildCharts();
+    if (this.disposed) return;
     this.report.show(this.runs.map((r) => r.run), baseline ?? null, subject ?? null, this.state.acrossPlans);
     void this.showSettings();
-    await this.buildCharts();
-    if (!this.disposed) this.el.dataset.loaded = "true";
+    this.el.dataset.loaded = "true";
     this.schedulePoll();
   }
 
   /** The settings table, once every run's detail is read (those that fail are left out). */
   private async showSettings(): Promise<void> {
-    const details = await Promise.allSettled(this.runs.map((r) => r.detail));
+    const details = await Promise.allSettled(this.runs.map((r) => r.detail()));
     if (this.disposed) return;
     this.config.show(details.flatMap((d) => (d.status === "fulfilled" ? [d.value] : [])));
   }
@@ -165,14 +170,14 @@ export class CompareView {
   /**
    * A run's list fields and keys: what the charts need. Its detail, which reads the run's
    * whole series where no cache holds them (a second or more for a long run on a cold
-   * server), is only awaited by the settings table, or for a run the list does not find
-   * by its exact id or name (a prefix).
+   * server), is only asked for by the settings table, once the charts are loaded, or for a
+   * run the list does not find by its exact id or name (a prefix).
    */
   private async fetchRun(ident: string): Promise<Compared> {
-    const detail = getJSON<RunDetail>(runPath(ident));
-    detail.catch(() => undefined); // awaited later, or its failure is the run's
+    let asked: Promise<RunDetail> | null = null;
+    const detail = () => (asked ??= getJSON<RunDetail>(runPath(ident)));
     const [run, keys] = await Promise.all([
-      getJSON<RunList>("/runs", { q: ident, limit: 20 }).then(async ({ runs }) => runs.find((r) => r.run_id === ident || r.name === ident) ?? (await detail).run),
+      getJSON<RunList>("/runs", { q: ident, limit: 20 }).then(async ({ runs }) => runs.find((r) => r.run_id === ident || r.name === ident) ?? (await detail()).run),
       getJSON<MetricKeys>(`${runPath(ident)}/metrics/keys`),
     ]);
     const live = !TERMINAL_PHASES.includes(run.status);
@@ -276,15 +281,18 @@ export class CompareView {
       const old = this.views.get(chart.id);
       if (old && sameLines(old.lines, chart.lines)) continue;
       const card = this.chartCard(chart);
+      // made before its card is on the page: measuring each new chart's box as it is made
+      // would lay the page out once per chart (fitCharts sizes them all below)
+      const box = card.querySelector(".chart") as HTMLElement;
+      const view = new ChartView(box, chart.lines, chart.logY, this.smoothing, (range) => void this.zoom(view, range));
       const oldCard = this.grid.querySelector(`[data-chart-card="${CSS.escape(chart.id)}"]`);
       old?.dispose();
       if (oldCard) oldCard.replaceWith(card);
       else this.grid.appendChild(card);
-      const box = card.querySelector(".chart") as HTMLElement;
-      const view = new ChartView(box, chart.lines, chart.logY, this.smoothing, (range) => void this.zoom(view, range));
       this.views.set(chart.id, view);
       created.push(view);
     }
+    fitCharts(created);
     if (!wanted.length) {
       this.grid.replaceChildren(h("p", { class: "muted empty" }, "These runs have no chart in common: add a key above."));
     } else {
