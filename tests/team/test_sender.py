@@ -102,9 +102,15 @@ runs, name, url, token, first, last, resume = sys.argv[1:8]
 run = runwatch.init("team", name=name, dir=runs, server=url, token=token, resume=resume == "1",
                     flush_interval=0.05)
 state = pathlib.Path(runs) / name / ".runwatch" / "sent.json"
+def metrics_sent():
+    try:
+        servers = json.loads(state.read_text())["servers"].values()
+    except (OSError, ValueError, KeyError):
+        return 0
+    return sum(s["files"].get("metrics.jsonl", {}).get("offset", 0) for s in servers)
 for step in range(int(first), int(last)):
     run.log({"loss": 1.0 / (step + 1)}, step=step)
-    while resume == "0" and step == 2000 and not state.exists():
+    while resume == "0" and step == 2000 and not metrics_sent():
         time.sleep(0.01)
 if resume == "1":
     run.finish()
