@@ -1,0 +1,85 @@
+"""Tokens and projects in the index, on SQLite and PostgreSQL: the real `runwatch tokens` and
+`runwatch projects` commands, secrets kept only as their sha256, revoking, and migration 0006
+down and up again through Alembic."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from sqlalchemy import Engine, inspect, select, text
+
+from runwatch.store import schema as s
+from runwatch.store import tokens
+from runwatch.store.db import HEAD_REVISION, MIGRATIONS_DIR, open_engine
+from tests.support.cli import run_cli
+
+
+def test_tokens_are_kept_only_as_their_sha256(db_url: str, engine: Engine,
+                                              tmp_path: Path) -> None:
+    assert "made" in run_cli("projects", "create", "vision", "--db", db_url).stdout
+    refused = run_cli("tokens", "create", "-p", "nope", "--name", "x", "--db", db_url,
+                      check=False)
+    assert refused.returncode == 2 and "runwatch projects create nope" in refused.stderr
+    made = json.loads(run_cli("tokens", "create", "-p", "vision", "--name", "ci", "--right",
+                              "write", "--db", db_url, "-o", "json").stdout)
+    secret = made["secret"]
+    assert secret.startswith("rw_") and len(secret) == 46 and made["token"]["right"] == "write"
+    with engine.begin() as conn:
+        _, other = tokens.create(conn, "vision", "read", "dashboard", "test")
+    with engine.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(select(s.api_tokens))]
+    stored = json.dumps(rows)
+    for sec in (secret, other):
+        assert sec not in stored and sec[3:] not in stored and sec[3:20] not in stored
+        assert hashlib.sha256(sec.encode()).hexdigest() in stored
+    listed = run_cli("tokens", "list", "--db", db_url, "-o", "json").stdout
+    assert secret not in listed and {t["name"] for t in json.loads(listed)} == {"ci", "dashboard"}
+    projects = json.loads(run_cli("projects", "list", "--db", db_url, "-o", "json").stdout)
+    assert projects == [{"name": "vision", "runs": 0}]
+
+    with engine.begin() as conn:
+        found = tokens.authenticate(conn, secret)
+        assert found is not None and found.project == "vision"
+        assert tokens.authenticate(conn, secret[:-1] + "x") is None
+    run_cli("tokens", "revoke", made["token"]["id"], "--db", db_url)
+    with engine.begin() as conn:
+        assert tokens.authenticate(conn, secret) is None
+        assert tokens.authenticate(conn, other) is not None
+    if db_url.startswith("sqlite"):  # nor anywhere in the database's files
+        # closed first: closing any other handle of the file drops this process's SQLite locks
+        engine.dispose()
+        files = b"".join(p.read_bytes() for p in tmp_path.glob("index.db*"))
+        assert hashlib.sha256(secret.encode()).hexdigest().encode() in files
+        assert secret[3:].encode() not in files and other[3:].encode() not in files
+
+
+def test_migration_0006_takes_tokens_away_and_brings_them_back(db_url: str,
+                                                               engine: Engine) -> None:
+    """Down to 0005 and up again through the real Alembic path open_engine takes."""
+    from alembic import command
+    from alembic.config import Config
+
+    with engine.begin() as conn:
+        tokens.create_project(conn, "p", "test")
+        tokens.create(conn, "p", "admin", "before", "test")
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0005")
+    with engine.connect() as conn:
+        assert {"projects", "api_tokens"}.isdisjoint(inspect(conn).get_table_names())
+    engine.dispose()
+    upgraded = open_engine(db_url)
+    with upgraded.begin() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == \
+            HEAD_REVISION
+        assert tokens.list_tokens(conn) == []
+        tokens.create_project(conn, "p", "test")
+        _, secret = tokens.create(conn, "p", "read", "after", "test")
+        assert tokens.authenticate(conn, secret) is not None
+        assert "ix_api_tokens_project" in {i["name"] for i in inspect(conn).get_indexes(
+            "api_tokens")}
+    upgraded.dispose()
