@@ -5,14 +5,17 @@ recorded in its folder."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 
 import runwatch
 from runwatch.rundir.jsonl import loads_line
+from runwatch.server.runner import Runner, free_port
 from tests.support import wait_for
 from tests.team.serving import ServerProcess, in_folder, metric_lines, stored
 
@@ -50,7 +53,7 @@ def _run_id(run_dir: Path) -> str:
     return str(loads_line(manifest.encode())["run_id"])
 
 
-def _holds_points(db: Path, run_id: str) -> bool:
+def _holds_points(db: Path | Engine, run_id: str) -> bool:
     got = stored(db, run_id)
     return bool(got and got["points"].get("loss"))
 
@@ -168,3 +171,22 @@ def test_no_server_configured_means_no_sender(tmp_path: Path,
     run = runwatch.init("team", name="r", dir=tmp_path / "runs")
     run.finish()
     assert not (tmp_path / "runs" / "r" / ".runwatch").exists()
+
+
+def test_a_run_folder_removed_while_streaming_is_sent_again_as_the_writer_remakes_it(
+        tmp_path: Path, engine: Engine) -> None:
+    """The writer makes a removed run folder anew; its new files (which may get the old
+    ones' inode numbers) are sent from their start."""
+    with Runner(engine, port=free_port()) as srv:
+        run = runwatch.init("team", name="r", dir=tmp_path / "runs", server=srv.url,
+                            flush_interval=0.05)
+        for step in range(10):
+            run.log({"loss": 1.0}, step=step)
+        wait_for(lambda: _holds_points(engine, run.id), what="the first points on the server")
+        shutil.rmtree(run.dir)
+        for step in range(10, 20):
+            run.log({"loss": 1.0}, step=step)
+        run.finish()
+    held = stored(engine, run.id)
+    assert held is not None and [p[0] for p in held["points"]["loss"]] == list(range(20))
+    assert held["events"] == [0, 1]

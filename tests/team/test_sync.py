@@ -211,3 +211,19 @@ def test_a_project_token_sends_only_runs_of_its_own_project(
     assert read.returncode == 2 and "needs write on the run's project" in read.stderr
     assert "sent 2 events, 1 metrics" in _sync(runs / "of-a", team_server, token=write_a).stdout
     assert stored(team_server.engine, _run_id(runs / "of-b")) is None
+
+
+def test_a_record_file_made_anew_is_sent_from_its_start(
+        tmp_path: Path, team_server: Runner) -> None:
+    from runwatch.jobs.attempts import new_attempt
+    from runwatch.rundir.jsonl import dumps_line
+
+    run_dir = _offline_run(tmp_path / "runs")
+    assert "sent 2 events, 5 metrics" in _sync(run_dir, team_server).stdout
+    new_attempt(run_dir, 2)  # metrics.jsonl moves to attempts/1/; the next one starts empty
+    with (run_dir / "metrics.jsonl").open("wb") as f:  # its seqs go on past attempt 1's
+        for seq in range(5, 8):
+            f.write(dumps_line({"step": seq - 5, "ts": 1.0, "loss": 2.0, "seq": seq}))
+    assert "sent 1 events, 3 metrics" in _sync(run_dir, team_server).stdout
+    held = stored(team_server.engine, _run_id(run_dir))
+    assert held is not None and {5, 6, 7} <= {p[0] for p in held["points"]["loss"]}

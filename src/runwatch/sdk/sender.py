@@ -38,7 +38,7 @@ from runwatch.rundir import format as fmt
 from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line, loads_line
 from runwatch.rundir.reader import read_new
-from runwatch.rundir.safeio import read_capped
+from runwatch.rundir.safeio import open_run_file, read_capped
 from runwatch.sdk.encode import warn
 
 ENV_SERVER = "RUNWATCH_SERVER"
@@ -58,6 +58,8 @@ BACKOFF_MIN_S = 0.5
 BACKOFF_MAX_S = 15.0
 # How long finish() waits for the sender to send what is left.
 FINISH_WAIT_S = 15.0
+# The first bytes of each file sent from, kept with its offset to know it is the same file.
+HEAD_BYTES = 64
 _GZIP_LEVEL = 1  # the sender runs beside training: cheap compression, still ~10x on JSONL
 
 
@@ -71,6 +73,11 @@ class Unreachable(SendError):
 
 class Refused(SendError):
     """An answer that trying again cannot change (a wrong token, a refused manifest)."""
+
+
+class NoRun(Refused):
+    """The folder holds no manifest.json: it is no run (or, under the SDK, it was removed
+    and the writer has not made it again yet)."""
 
 
 @dataclass
@@ -172,7 +179,7 @@ class RunUpload:
         self.client = client
         self._state_path = self.run_dir / STATE_DIR / STATE_FILE
         self._state = self._load_state()
-        self._files: dict[str, dict[str, int]] = self._state.setdefault(
+        self._files: dict[str, dict[str, Any]] = self._state.setdefault(
             "servers", {}).setdefault(client.server, {}).setdefault("files", {})
         self._manifest_sent: bytes | None = None
         self.run_id = ""
@@ -199,7 +206,9 @@ class RunUpload:
             st = (self.run_dir / name).stat()
         except FileNotFoundError:
             return 0, 0
-        if pos is None or pos.get("ino") != st.st_ino or st.st_size < pos.get("offset", 0):
+        if (pos is None or pos.get("ino") != st.st_ino or st.st_size < pos.get("offset", 0)
+                or _head(self.run_dir / name, len(pos.get("head", ""))) != pos.get("head", "")):
+            # a file made anew may get the old one's inode: its first bytes tell them apart
             pos = self._files[name] = {"offset": 0, "line_no": 0, "ino": st.st_ino}
         return pos["offset"], pos["line_no"]
 
@@ -223,7 +232,7 @@ class RunUpload:
             raw = read_capped(path)
             manifest = loads_line(raw)
         except FileNotFoundError:
-            raise Refused(f"{self.run_dir} is not a run folder: it has no {fmt.MANIFEST} "
+            raise NoRun(f"{self.run_dir} is not a run folder: it has no {fmt.MANIFEST} "
                           "(runwatch.init writes one); pass a run folder or a folder of "
                           "runs") from None
         except (OSError, ValueError) as exc:
@@ -255,7 +264,10 @@ class RunUpload:
             self._deliver(manifest, batches, report)
             self._manifest_sent = manifest
             for name, res in reads.items():
-                self._files[name].update(offset=res.offset, line_no=res.line_no)
+                pos = self._files[name]
+                pos.update(offset=res.offset, line_no=res.line_no)
+                if len(pos.get("head", "")) < 2 * HEAD_BYTES:
+                    pos["head"] = _head(self.run_dir / name, 2 * min(HEAD_BYTES, res.offset))
             self._save_state()
         return report
 
@@ -300,6 +312,17 @@ class RunUpload:
             else:
                 raise Unreachable(f"{self.client.server} did not store a batch "
                                   f"({result.get('status')}: {result.get('error')})")
+
+
+def _head(path: Path, hex_chars: int) -> str:
+    """The first `hex_chars` / 2 bytes of a record file, in hex ('' when it is gone)."""
+    if not hex_chars:
+        return ""
+    try:
+        with open_run_file(path) as f:
+            return f.read(hex_chars // 2).hex()
+    except OSError:
+        return ""
 
 
 def _body(run_id: str, manifest: bytes, batches: list[tuple[str, list[dict[str, Any]]]]
@@ -367,6 +390,11 @@ class Sender:
                 if failures:
                     warn(f"runwatch: {self.server} answers again; sending {self.run_dir}")
                 failures, self.error = 0, None
+                if closing:
+                    break
+                wait = self.interval
+            except NoRun as exc:  # removed: the writer makes the folder again, wait for it
+                self.error = str(exc)
                 if closing:
                     break
                 wait = self.interval
