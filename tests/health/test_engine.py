@@ -17,6 +17,7 @@ from runwatch.health.detectors import KOfN, spike_steps
 from runwatch.health.engine import Engine
 from runwatch.health.thresholds import ThresholdError, load_yaml, parse
 from runwatch.health.trends import theil_sen
+from runwatch.metrics.aliases import canonical
 from runwatch.store.points import PointColumns
 
 from .cases import CASES
@@ -247,3 +248,90 @@ def test_spike_steps_against_the_whole_run() -> None:
     assert spike_steps(list(range(7)), values) == [3, 6]
     assert spike_steps(list(range(7)), values, factor=20.0) == [3]
     assert spike_steps([0], [math.nan]) == []
+
+
+# --- session 5: names from verl's, TRL's, OpenRLHF's and tinker-cookbook's sources ---
+
+def noisy(level: float, slope: float, n: int = 40) -> list[float]:
+    """A reward-like series: a level, a trend per point and a deterministic wobble."""
+    return [level + slope * i + 0.1 * math.sin(1.3 * i) for i in range(n)]
+
+
+@pytest.mark.parametrize("key", ["critic/score/mean", "env/all/correct"])
+def test_no_progress_falls_back_to_the_task_score(key: str) -> None:
+    # verl's score and tinker-cookbook's correctness: a run that logs no reward is judged
+    # on the score it is trained on.
+    assert "rl.no_progress" in rule_ids(Engine("grpo").feed(to_batch({key: noisy(0.5, 0)})))
+    rising = {key: noisy(0.3, 0.02)}
+    assert "rl.no_progress" not in rule_ids(Engine("grpo").feed(to_batch(rising)))
+
+
+def test_no_progress_reads_the_reward_before_the_score() -> None:
+    # The fallback is only a fallback: a rising reward is not judged by a flat score.
+    both = {"reward": noisy(0.3, 0.02), "critic/score/mean": noisy(0.5, 0)}
+    found = [f for f in Engine("grpo").feed(to_batch(both)) if f.rule_id == "rl.no_progress"]
+    assert found == []
+    both = {"reward": noisy(0.5, 0), "critic/score/mean": noisy(0.3, 0.02)}
+    found = [f for f in Engine("grpo").feed(to_batch(both)) if f.rule_id == "rl.no_progress"]
+    assert [f.metric for f in found] == ["reward_mean"]
+
+
+@pytest.mark.parametrize("key", ["teacher_kl", "train/reverse_kl", "reverse_kl"])
+def test_distillation_kl_is_minus_the_reward(key: str) -> None:
+    # On-policy distillation maximises minus the reverse KL to the teacher: a KL that
+    # does not fall is a run that is not learning; one that falls is.
+    flat = {key: [0.1 + 0.01 * math.sin(1.3 * i) for i in range(40)]}
+    assert "rl.no_progress" in rule_ids(Engine("ppo").feed(to_batch(flat)))
+    falling = {key: [0.3 - 0.006 * i + 0.01 * math.sin(1.3 * i) for i in range(40)]}
+    assert "rl.no_progress" not in rule_ids(Engine("ppo").feed(to_batch(falling)))
+
+
+@pytest.mark.parametrize("key", ["val-core/gsm8k/reward/mean@4", "val-core/math/acc/mean@16",
+                                 "val-core/aime/acc/mean@1"])
+def test_verl_core_validation_at_any_sample_count_is_val_accuracy(key: str) -> None:
+    falling = {key: ([10, 20, 30, 40, 50, 60], [0.7, 0.65, 0.6, 0.5, 0.45, 0.4])}
+    assert "val.falling" in rule_ids(Engine("grpo").feed(to_batch(falling)))
+    wobble = {key: ([10, 20, 30, 40, 50, 60], [0.7, 0.68, 0.71, 0.69, 0.7, 0.68])}
+    assert "val.falling" not in rule_ids(Engine("grpo").feed(to_batch(wobble)))
+
+
+def test_verl_auxiliary_validation_is_not_val_accuracy() -> None:
+    # val-aux keys (std@N, best@N/mean, maj@N/mean) are not the core score.
+    falling = {"val-aux/gsm8k/reward/best@4/mean": ([10, 20, 30, 40, 50, 60],
+                                                    [0.9, 0.8, 0.7, 0.6, 0.5, 0.4])}
+    assert "val.falling" not in rule_ids(Engine("grpo").feed(to_batch(falling)))
+
+
+def test_verl_reward_kl_penalty_feeds_the_growth_rule() -> None:
+    growing = {"actor/reward_kl_penalty": [0.01 + 0.003 * i for i in range(128)]}
+    assert "grpo.kl_ref_growing" in rule_ids(Engine("grpo").feed(to_batch(growing)))
+    slow = {"actor/reward_kl_penalty": [0.01 + 0.0005 * i for i in range(128)]}
+    assert "grpo.kl_ref_growing" not in rule_ids(Engine("grpo").feed(to_batch(slow)))
+
+
+def test_openrlhf_response_clip_ratio_is_truncation() -> None:
+    assert "grpo.truncation_extreme" in rule_ids(
+        Engine("ppo").feed(to_batch({"response_clip_ratio": [0.2, 0.9]})))
+    assert "grpo.truncation_extreme" not in rule_ids(
+        Engine("ppo").feed(to_batch({"response_clip_ratio": [0.2, 0.7]})))
+
+
+@pytest.mark.parametrize("key", ["gpt_loss", "train_mean_nll"])
+def test_other_trainers_sft_loss_names_feed_the_loss_rules(key: str) -> None:
+    # OpenRLHF's SFT trainer and tinker-cookbook's supervised loop name the loss so.
+    flat = {key: [2.0 + 0.05 * math.sin(1.3 * i) for i in range(40)]}
+    assert "sft.loss_not_falling" in rule_ids(Engine("sft").feed(to_batch(flat)))
+    falling = {key: [2.0 - 0.03 * i + 0.05 * math.sin(1.3 * i) for i in range(40)]}
+    assert "sft.loss_not_falling" not in rule_ids(Engine("sft").feed(to_batch(falling)))
+
+
+@pytest.mark.parametrize(("key", "name"), [
+    ("reward_std", "reward_std"), ("clip_ratio/region_mean", "fb/loss/clip/clipped_ratio/mean"),
+    ("rewards/chosen", "mean_chosen_delta"), ("rewards/rejected", "mean_rejected_delta"),
+    ("eval_rewards/chosen", "val/mean_chosen_delta"), ("chosen_reward", "mean_chosen_delta"),
+    ("reject_reward", "mean_rejected_delta"), ("test/env/all/correct", "val/accuracy"),
+    ("train/rewards/chosen", "mean_chosen_delta"),
+])
+def test_shown_names_resolve(key: str, name: str) -> None:
+    # No rule reads these yet; the displays and the catalogue's docs find them.
+    assert canonical(key)[0] == name

@@ -33,12 +33,12 @@ export type Role =
 
 /** The names that play each role, best first: the canonical name, then its listed aliases. */
 export const ROLE_NAMES: Readonly<Record<Role, readonly string[]>> = {
-  train_loss: ["loss", "train_loss"],
+  train_loss: ["loss", "gpt_loss", "train_mean_nll", "train_loss"],
   eval_loss: ["val/loss", "eval_loss", "val_loss"],
   reward: ["reward_mean", "reward", "objective/scores", "env/reward_mean", "critic/rewards/mean", "env/all/reward/total", "rollout/ep_rew_mean", "mean_reward"],
   val_reward: ["val/reward_mean", "eval_reward", "test/env/all/reward/total"],
-  accuracy: ["accuracy", "critic/score/mean"],
-  val_accuracy: ["val/accuracy", "eval_accuracy"],
+  accuracy: ["accuracy", "critic/score/mean", "env/all/correct"],
+  val_accuracy: ["val/accuracy", "eval_accuracy", "test/env/all/correct"],
   preference_accuracy: ["preference_accuracy", "rewards/accuracies"],
   val_preference_accuracy: ["val/preference_accuracy", "eval_rewards/accuracies"],
   margin: ["mean_margin", "rewards/margins"],
@@ -53,17 +53,23 @@ export const ROLE_NAMES: Readonly<Record<Role, readonly string[]>> = {
   grad_accum: ["gradient_accumulation_steps", "grad_accum", "grad_accum_steps", "gradient_accumulation"],
   step_time: ["timing/step_total_s", "time/total"],
   ratio_mean: ["fb/loss/ratio/mean", "val/ratio"],
-  clipped_ratio_mean: ["fb/loss/clip/clipped_ratio/mean"],
+  clipped_ratio_mean: ["fb/loss/clip/clipped_ratio/mean", "clip_ratio/region_mean"],
   clip_high: ["fb/loss/clip/high_fraction", "clip_ratio/high_mean", "policy/clipfrac_avg", "ppo/policy/clipfrac", "actor/pg_clipfrac", "ppo_clip_ratio"],
   clip_low: ["fb/loss/clip/low_fraction", "clip_ratio/low_mean", "actor/pg_clipfrac_lower"],
   kl_policy: ["fb/loss/kl_policy/mean", "policy/approxkl_avg", "ppo/policy/approxkl", "actor/ppo_kl", "ppo_kl", "optim/kl_sample_train_v1"],
   kl_policy_k3: ["fb/loss/kl_policy/k3/mean", "optim/kl_sample_train_v2"],
-  kl_ref: ["fb/loss/kl_ref/mean", "kl", "objective/kl", "actor/kl_loss", "critic/kl"],
+  kl_ref: ["fb/loss/kl_ref/mean", "kl", "objective/kl", "actor/kl_loss", "critic/kl", "actor/reward_kl_penalty"],
 };
 
 /** Exact aliases: logged name -> [canonical name, transform its values need or null]. */
 export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = new Map([
   ["reward", ["reward_mean", null]],
+  ["reward_std", ["reward_std", null]],
+  ["clip_ratio/region_mean", ["fb/loss/clip/clipped_ratio/mean", null]],
+  ["rewards/chosen", ["mean_chosen_delta", null]],
+  ["rewards/rejected", ["mean_rejected_delta", null]],
+  ["eval_rewards/chosen", ["val/mean_chosen_delta", null]],
+  ["eval_rewards/rejected", ["val/mean_rejected_delta", null]],
   ["frac_reward_zero_std", ["zero_variance_skip_ratio", null]],
   ["clip_ratio/high_mean", ["fb/loss/clip/high_fraction", null]],
   ["clip_ratio/low_mean", ["fb/loss/clip/low_fraction", null]],
@@ -99,6 +105,7 @@ export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = ne
   ["actor/entropy", ["entropy", null]],
   ["actor/entropy_loss", ["entropy", null]],
   ["critic/kl", ["fb/loss/kl_ref/mean", null]],
+  ["actor/reward_kl_penalty", ["fb/loss/kl_ref/mean", null]],
   ["critic/score/mean", ["accuracy", null]],
   ["critic/rewards/mean", ["reward_mean", null]],
   ["critic/advantages/std", ["completion_advantage_std", null]],
@@ -110,6 +117,10 @@ export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = ne
   ["actor_lr", ["learning_rate", null]],
   ["policy_entropy", ["entropy", null]],
   ["actor_grad_norm", ["grad_norm", null]],
+  ["response_clip_ratio", ["truncated_ratio", null]],
+  ["gpt_loss", ["loss", null]],
+  ["chosen_reward", ["mean_chosen_delta", null]],
+  ["reject_reward", ["mean_rejected_delta", null]],
   ["env/all/by_group/frac_mixed", ["zero_variance_skip_ratio", "1 - x"]],
   ["env/all/reward/total", ["reward_mean", null]],
   ["test/env/all/reward/total", ["val/reward_mean", null]],
@@ -121,8 +132,13 @@ export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = ne
   ["optim/lr", ["learning_rate", null]],
   ["optim/entropy", ["entropy", null]],
   ["time/total", ["timing/step_total_s", null]],
+  ["env/all/correct", ["accuracy", null]],
+  ["test/env/all/correct", ["val/accuracy", null]],
+  ["train_mean_nll", ["loss", null]],
+  ["teacher_kl", ["reward_mean", "-x"]],
   ["rollout/ep_rew_mean", ["reward_mean", null]],
   ["mean_reward", ["reward_mean", null]],
+  ["reverse_kl", ["reward_mean", "-x"]],
   ["flat_reward_group_ratio", ["zero_variance_skip_ratio", null]],
 ]);
 
@@ -135,7 +151,7 @@ export const PREFIXES: readonly (readonly [string, string])[] = [
 
 /** Name patterns, tried when no exact alias matches: [pattern, canonical name]. */
 export const PATTERNS: readonly (readonly [RegExp, string])[] = [
-  [new RegExp("^val-core/[^/]+/(?:reward|acc)/mean@1$"), "val/accuracy"],
+  [new RegExp("^val-core/[^/]+/(?:reward|acc)/mean@\\d+$"), "val/accuracy"],
   [new RegExp("^val/test_score/[^/]+$"), "val/accuracy"],
   [new RegExp("^eval_[^/]+_pass1$"), "val/accuracy"],
 ];

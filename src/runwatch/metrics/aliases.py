@@ -20,6 +20,10 @@ def complement(values: list[float]) -> list[float]:
     return [1.0 - v for v in values]
 
 
+def negate(values: list[float]) -> list[float]:
+    return [-v for v in values]
+
+
 @dataclass(frozen=True)
 class Alias:
     canonical: str
@@ -27,12 +31,20 @@ class Alias:
     transform: str | None = None  # a name in TRANSFORMS, kept as text for the docs
 
 
-TRANSFORMS: dict[str, Transform] = {"1 - x": complement}
+TRANSFORMS: dict[str, Transform] = {"1 - x": complement, "-x": negate}
 
 # Exact names. Where two frameworks use one name with one meaning, one entry serves both.
 EXACT: dict[str, Alias] = {
     # --- TRL (GRPOTrainer, DPOTrainer, SFTTrainer; eval entries carry eval_) ---
     "reward": Alias("reward_mean", "TRL, OpenRLHF"),
+    "reward_std": Alias("reward_std", "TRL GRPO, RLOO"),
+    "clip_ratio/region_mean": Alias("fb/loss/clip/clipped_ratio/mean", "TRL GRPO"),
+    # TRL DPOTrainer and online DPO log the implicit rewards β·(log π − log π_ref), β-scaled
+    # as rewards/margins is.
+    "rewards/chosen": Alias("mean_chosen_delta", "TRL DPO, online DPO"),
+    "rewards/rejected": Alias("mean_rejected_delta", "TRL DPO, online DPO"),
+    "eval_rewards/chosen": Alias("val/mean_chosen_delta", "TRL DPO"),
+    "eval_rewards/rejected": Alias("val/mean_rejected_delta", "TRL DPO"),
     "frac_reward_zero_std": Alias("zero_variance_skip_ratio", "TRL"),
     "clip_ratio/high_mean": Alias("fb/loss/clip/high_fraction", "TRL"),
     "clip_ratio/low_mean": Alias("fb/loss/clip/low_fraction", "TRL"),
@@ -72,7 +84,8 @@ EXACT: dict[str, Alias] = {
     "actor/lr": Alias("learning_rate", "verl"),
     "actor/entropy": Alias("entropy", "verl"),
     "actor/entropy_loss": Alias("entropy", "verl (before 0.4: the entropy, logged as a loss)"),
-    "critic/kl": Alias("fb/loss/kl_ref/mean", "verl (KL in the reward)"),
+    "critic/kl": Alias("fb/loss/kl_ref/mean", "verl (KL in the reward, before 0.3)"),
+    "actor/reward_kl_penalty": Alias("fb/loss/kl_ref/mean", "verl (KL in the reward)"),
     "critic/score/mean": Alias("accuracy", "verl"),
     "critic/rewards/mean": Alias("reward_mean", "verl"),
     "critic/advantages/std": Alias("completion_advantage_std", "verl"),
@@ -85,6 +98,10 @@ EXACT: dict[str, Alias] = {
     "actor_lr": Alias("learning_rate", "OpenRLHF"),
     "policy_entropy": Alias("entropy", "OpenRLHF"),
     "actor_grad_norm": Alias("grad_norm", "OpenRLHF"),
+    "response_clip_ratio": Alias("truncated_ratio", "OpenRLHF"),
+    "gpt_loss": Alias("loss", "OpenRLHF SFT"),
+    "chosen_reward": Alias("mean_chosen_delta", "OpenRLHF DPO"),
+    "reject_reward": Alias("mean_rejected_delta", "OpenRLHF DPO"),
     # --- tinker-cookbook (rl/train.py metrics.jsonl) ---
     "env/all/by_group/frac_mixed": Alias("zero_variance_skip_ratio", "tinker-cookbook", "1 - x"),
     "env/all/reward/total": Alias("reward_mean", "tinker-cookbook"),
@@ -97,12 +114,21 @@ EXACT: dict[str, Alias] = {
     "optim/lr": Alias("learning_rate", "tinker-cookbook"),
     "optim/entropy": Alias("entropy", "tinker-cookbook"),
     "time/total": Alias("timing/step_total_s", "tinker-cookbook"),
+    # the math and other verifiable environments' per-episode correctness, a task score
+    "env/all/correct": Alias("accuracy", "tinker-cookbook"),
+    "test/env/all/correct": Alias("val/accuracy", "tinker-cookbook"),
+    "train_mean_nll": Alias("loss", "tinker-cookbook (supervised)"),
+    # On-policy distillation: the per-token advantage is minus the reverse KL to the
+    # teacher (log p_student - log p_teacher), so minus that KL is the reward the run
+    # maximises, and a KL that does not fall is a reward that does not rise.
+    "teacher_kl": Alias("reward_mean", "tinker-cookbook (on-policy distillation)", "-x"),
     # --- Stable-Baselines3 (PPO's progress.csv; train/entropy_loss is minus the entropy
     # and shares its name, once the train/ prefix is read off, with OpenRLHF's entropy_loss
     # that is the entropy itself: neither is aliased) ---
     "rollout/ep_rew_mean": Alias("reward_mean", "Stable-Baselines3"),
     # --- hand-written GRPO loops ---
     "mean_reward": Alias("reward_mean", "hand-written GRPO loops"),
+    "reverse_kl": Alias("reward_mean", "hand-written on-policy distillation loops", "-x"),
     # DeepRetrieval-GRPO's share of groups whose samples all scored the same. Added after
     # that run (tests/data/real/grpo_deepretrieval) left the held-back split; see
     # docs/health.md, "Score on real logs".
@@ -127,7 +153,8 @@ SHOWN: dict[str, Alias] = {
 
 # Name patterns (verl names validation metrics after the data source).
 PATTERNS: tuple[tuple[re.Pattern[str], Alias], ...] = (
-    (re.compile(r"^val-core/[^/]+/(?:reward|acc)/mean@1$"), Alias("val/accuracy", "verl")),
+    # the core validation metric: acc (or reward) averaged over the N samples per prompt
+    (re.compile(r"^val-core/[^/]+/(?:reward|acc)/mean@\d+$"), Alias("val/accuracy", "verl")),
     (re.compile(r"^val/test_score/[^/]+$"), Alias("val/accuracy", "verl (older)")),
     (re.compile(r"^eval_[^/]+_pass1$"), Alias("val/accuracy", "OpenRLHF")),
 )

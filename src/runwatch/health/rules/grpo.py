@@ -344,15 +344,18 @@ RULES: tuple[Rule, ...] = (
         id="rl.no_progress",
         title="Reward is not improving",
         methods=GRPO,
-        variants=(("reward_mean",),),
+        # A run that logs no reward is judged on its task score (verl's critic/score/mean,
+        # tinker-cookbook's env/all/correct): the rewards it is trained on.
+        variants=(("reward_mean",), ("accuracy",)),
+        exclusive=True,
         detector="no_improvement",
         params={"direction": "up", "z": 1.0, "min_points": 10, "head": 25,
                 "warn_after": 30},
         severity="info",
         condition="After {min_points} logged points, the median of the latest half of "
-        "`reward_mean` (at most {head} points) has not risen above the "
-        "median of the first half by more than {z} standard error of its noise; a warning "
-        "once that holds over {warn_after} points.",
+        "`reward_mean` (or, in a run that logs no reward, `accuracy`; at most {head} points) "
+        "has not risen above the median of the first half by more than {z} standard error "
+        "of its noise; a warning once that holds over {warn_after} points.",
         message="{metric} {change} over {points:.0f} logged points ({start:.3g} to "
         "{now:.3g}), within its noise (sd {noise:.2g} per point).",
         advice="The policy is not learning from this reward: check that rewards vary within "
