@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.text import Text
 
 from runwatch.cli.context import open_context
+from runwatch.cli.options import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
 from runwatch.cli.output import Output, emit, fail, fmt_cell, para, print_table, text
-from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
 
 if TYPE_CHECKING:
     from runwatch.analysis.compare import Side
@@ -136,6 +135,8 @@ def show(report: dict[str, Any], wide: bool) -> None:
 
 def _windows_table(windows: list[dict[str, Any]], reported: dict[str, Any] | None,
                    wide: bool) -> None:
+    from rich.text import Text
+
     shown = _rows_to_show(windows, reported)
     rows: list[list[Any]] = []
     last = -1

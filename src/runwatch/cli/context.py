@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from runwatch.ingest.indexer import Indexer, IndexReport
 from runwatch.store import StoreError, open_engine
+from runwatch.store.points import PointColumns
 
 DEFAULT_DIR = "runs"
 INDEX_DIRNAME = ".runwatch"
@@ -34,9 +36,14 @@ class Context:
 
     def refresh(self) -> IndexReport:
         """Index what is new in the folder (health findings included), so answers are current."""
-        from runwatch.health.store import on_metrics as health_hook
+        return Indexer(self.engine, self.directory, hooks=[_health_hook]).index_once()
 
-        return Indexer(self.engine, self.directory, hooks=[health_hook]).index_once()
+
+def _health_hook(conn: Connection, run_pk: int, points: Mapping[str, PointColumns]) -> None:
+    # the health rules load only when new points come to evaluate
+    from runwatch.health.store import on_metrics
+
+    on_metrics(conn, run_pk, points)
 
 
 def open_context(directory: Path | None, db: str | None, refresh: bool = True,

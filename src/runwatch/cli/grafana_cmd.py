@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from runwatch.cli.context import open_context
+from runwatch.cli.options import DbOpt, DirOpt, RunArg, resolve_or_exit
 from runwatch.cli.output import fail, line
-from runwatch.cli.runs import DbOpt, DirOpt, RunArg, resolve_or_exit
 from runwatch.interop import grafana
 
 grafana_app = typer.Typer(help="Grafana: the dashboard over runwatch's Prometheus metrics.",

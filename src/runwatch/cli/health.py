@@ -1,7 +1,6 @@
 """`runwatch runs health RUN`: the findings of the health rules on one run.
 
-Mount with `runs.app.command("health")(health_command)` and
-`app.command("thresholds")(thresholds_command)`. With `--fail-on` the command
+Registered in cli/main.py as `runs health` and `thresholds`. With `--fail-on` the command
 exits 1 when a finding (open or resolved) is at or above that severity, so a script can
 gate on a run's health.
 """
@@ -17,8 +16,8 @@ import yaml
 from rich.text import Text
 
 from runwatch.cli.context import open_context
+from runwatch.cli.options import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
 from runwatch.cli.output import Output, console, emit, fail, line, print_table, text
-from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
 from runwatch.health import store as health_store
 from runwatch.health.engine import Engine
 from runwatch.health.rules.base import SEVERITY_RANK

@@ -14,8 +14,8 @@ from typing import Annotated
 import typer
 
 from runwatch.cli.context import open_context, runs_dir
+from runwatch.cli.options import DbOpt, DirOpt, OutOpt
 from runwatch.cli.output import Output, emit, fail, line
-from runwatch.cli.runs import DbOpt, DirOpt, OutOpt
 from runwatch.health import store as health_store
 from runwatch.ingest.importers import FORMATS, SourceError, read_source, write_run_dir
 from runwatch.rundir.format import RunDirError

@@ -13,6 +13,15 @@ import typer
 import yaml
 
 from runwatch.cli.context import open_context
+from runwatch.cli.options import (
+    DbOpt,
+    DirOpt,
+    JqOpt,
+    OutOpt,
+    RawOpt,
+    RunArg,
+    resolve_or_exit,
+)
 from runwatch.cli.output import (
     Output,
     console,
@@ -24,16 +33,7 @@ from runwatch.cli.output import (
     print_table,
     text,
 )
-from runwatch.cli.runs import (
-    DbOpt,
-    DirOpt,
-    JqOpt,
-    OutOpt,
-    RawOpt,
-    RunArg,
-    detail_of,
-    resolve_or_exit,
-)
+from runwatch.cli.runs import detail_of
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.rundir.format import SPLITS, TERMINAL_PHASES
 from runwatch.store import queries as q

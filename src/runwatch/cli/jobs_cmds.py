@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from runwatch.analysis.views import run_summary
 from runwatch.analysis.workers import worker_entry, workers_view
 from runwatch.cli.context import Context, open_context
+from runwatch.cli.options import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
 from runwatch.cli.output import (
     Output,
     emit,
@@ -28,7 +29,6 @@ from runwatch.cli.output import (
     print_table,
     runwatch_command,
 )
-from runwatch.cli.runs import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
 from runwatch.jobs import control
 from runwatch.jobs.cost import ProfileError, Profiles, read_profiles
 from runwatch.jobs.lifecycle import TransitionError

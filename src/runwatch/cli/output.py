@@ -15,16 +15,18 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.cells import cell_len
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from runwatch.cli.program import runwatch_words
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
 # C0 controls but newline and tab, DEL, C1 controls, and the bidirectional marks and overrides
 UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -52,16 +54,23 @@ def _json_safe(text: str) -> str:
     return JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-class SafeConsole(Console):
-    """A Rich console that escapes control characters in every string it prints."""
+@cache
+def _safe_console() -> type[Console]:
+    # Rich loads with the first thing printed through it: `-o json` never needs it
+    from rich.console import Console
 
-    def render_str(self, text: str, **kwargs: Any) -> Text:
-        return super().render_str(escape_controls(text), **kwargs)
+    class SafeConsole(Console):
+        """A Rich console that escapes control characters in every string it prints."""
+
+        def render_str(self, text: str, **kwargs: Any) -> Text:
+            return super().render_str(escape_controls(text), **kwargs)
+
+    return SafeConsole
 
 
 def console(stderr: bool = False, width: int | None = None) -> Console:
-    return SafeConsole(stderr=stderr, highlight=False, soft_wrap=stderr, emoji=False,
-                       width=width)
+    return _safe_console()(stderr=stderr, highlight=False, soft_wrap=stderr, emoji=False,
+                           width=width)
 
 
 def terminal_width() -> int:
@@ -71,12 +80,16 @@ def terminal_width() -> int:
 
 def text(value: Any, style: str = "") -> Text:
     """A value of run data as Rich text: formatted by `fmt_cell`, escaped, never markup."""
+    from rich.text import Text
+
     return Text(fmt_cell(value), style=style)
 
 
 def line(*parts: Any, style: str = "") -> None:
     """Print one line to stdout: `Text` parts as they are, any other part as `text()`.
     It is never broken at the console's width (a printed command stays one line)."""
+    from rich.text import Text
+
     console().print(Text.assemble(*[p if isinstance(p, Text) else text(p) for p in parts],
                                   style=style), soft_wrap=True)
 
@@ -84,12 +97,16 @@ def line(*parts: Any, style: str = "") -> None:
 def para(*parts: Any, style: str = "") -> None:
     """Print a paragraph to stdout, its parts as `line()` takes them, wrapped at spaces to
     the terminal's width."""
+    from rich.text import Text
+
     console(width=terminal_width()).print(
         Text.assemble(*[p if isinstance(p, Text) else text(p) for p in parts], style=style))
 
 
 def fail(message: str, hints: Sequence[str] = (), code: int = 2) -> typer.Exit:
     """Print an error (and hints) to stderr; return the Exit to raise."""
+    from rich.text import Text
+
     err = console(stderr=True)
     err.print(Text.assemble(Text("error:", style="bold red"), " ", text(message)))
     for hint in hints:
@@ -193,6 +210,9 @@ def fit_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str 
               *, width: int | None = None, wide: bool = False, drop: Sequence[str] = (),
               prose: Sequence[str] = ()) -> tuple[Table, list[str], int]:
     """The table (see print_table), the columns it leaves out, and the width it needs."""
+    from rich.table import Table
+    from rich.text import Text
+
     room = width or terminal_width()
     cells = [[v if isinstance(v, Text) else text(v) for v in row] for row in rows]
     numeric = [all(isinstance(row[i], int | float) or row[i] is None for row in rows)
@@ -229,6 +249,8 @@ def fit_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str 
 
 
 def _longest_line(s: str) -> int:
+    from rich.cells import cell_len
+
     return max(cell_len(part) for part in s.split("\n"))
 
 

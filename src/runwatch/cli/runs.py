@@ -1,4 +1,5 @@
-"""`runwatch runs …`: list, get, metrics and logs of indexed runs."""
+"""`runwatch runs …`: list, get, metrics and logs of indexed runs (registered in cli/main.py).
+The options and the run lookup the `runs` commands share are in cli/options.py."""
 
 from __future__ import annotations
 
@@ -15,6 +16,15 @@ from sqlalchemy import Connection, Row
 
 from runwatch.analysis.views import log_entry, run_summary
 from runwatch.cli.context import open_context
+from runwatch.cli.options import (
+    DbOpt,
+    DirOpt,
+    JqOpt,
+    OutOpt,
+    RawOpt,
+    RunArg,
+    resolve_or_exit,
+)
 from runwatch.cli.output import (
     Output,
     console,
@@ -32,30 +42,10 @@ from runwatch.rundir.format import LOG_LEVELS
 from runwatch.store import queries as q
 from runwatch.store.detail import log_rows, read_run
 
-app = typer.Typer(help="Read the runs in the index.", no_args_is_help=True)
-
-DirOpt = Annotated[Path | None, typer.Option("--dir", help="Folder of runs (default: "
-                                             "$RUNWATCH_DIR or ./runs).", show_default=False)]
-DbOpt = Annotated[str | None, typer.Option("--db", help="Index database URL or SQLite path "
-                                           "(default: DIR/.runwatch/index.db).")]
-OutOpt = Annotated[Output, typer.Option("-o", "--output", help="table, wide or json.")]
-JqOpt = Annotated[str | None, typer.Option("--jq", help="Filter the JSON output with a jq "
-                                           "expression.")]
-RawOpt = Annotated[bool, typer.Option("-r", "--raw-output", help="With --jq: write strings "
-                                      "raw, not as JSON (as jq -r does).")]
 # The metrics `runs metrics` shows by default, by the role they play.
 TABLE_ROLES = (Role.TRAIN_LOSS, Role.EVAL_LOSS, Role.ACCURACY, Role.VAL_ACCURACY, Role.REWARD,
                Role.LEARNING_RATE, Role.GRAD_NORM, Role.GRAD_CLIP_FACTOR, Role.ADAPTER_NORM,
                Role.UPDATE_RATIO)
-RunArg = Annotated[str, typer.Argument(help="Run id, or a unique prefix of an id or name.")]
-
-
-def resolve_or_exit(conn: Connection, ref: str) -> Row[Any]:
-    try:
-        return q.resolve_run(conn, ref)
-    except q.RunNotFound as exc:
-        hints = ["candidates:"] + [f"  {c}" for c in exc.candidates] if exc.candidates else []
-        raise fail(str(exc), hints) from exc
 
 
 def _status_text(d: dict[str, Any]) -> str:
@@ -73,7 +63,6 @@ def detail_of(conn: Connection, row: Row[Any], runs_dir: Path) -> dict[str, Any]
                       runs_dir=runs_dir)
 
 
-@app.command("list")
 def list_cmd(
     directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table, jq: JqOpt = None,
     raw: RawOpt = False,
@@ -106,7 +95,6 @@ def list_cmd(
     emit(data, output, jq, table, raw)
 
 
-@app.command("get")
 def get_cmd(
     run: RunArg, directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
     jq: JqOpt = None, raw: RawOpt = False,
@@ -239,7 +227,6 @@ class MetricsOutput(StrEnum):
     csv = "csv"
 
 
-@app.command("metrics")
 def metrics_cmd(
     run: RunArg, directory: DirOpt = None, db: DbOpt = None,
     output: Annotated[MetricsOutput, typer.Option("-o", "--output", help="table, wide, json "
@@ -297,7 +284,6 @@ def write_csv(hist: list[q.StepRow], keys: list[str] | None) -> None:
                                             for k in names]])
 
 
-@app.command("logs")
 def logs_cmd(
     run: RunArg, directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
     jq: JqOpt = None, raw: RawOpt = False,

@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from runwatch.cli.context import open_context, runs_dir
+from runwatch.cli.options import DbOpt, DirOpt, resolve_or_exit
 from runwatch.cli.output import Output, emit, fail, line
-from runwatch.cli.runs import DbOpt, DirOpt, resolve_or_exit
 
 DEFAULT_SERVER = "http://127.0.0.1:8765"
 

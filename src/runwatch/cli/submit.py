@@ -17,8 +17,8 @@ import typer
 from runwatch.analysis.views import run_summary
 from runwatch.analysis.workers import workers_view
 from runwatch.cli.context import open_context, runs_dir
+from runwatch.cli.options import DbOpt, DirOpt, OutOpt
 from runwatch.cli.output import Output, dumps, fail, line, runwatch_command
-from runwatch.cli.runs import DbOpt, DirOpt, OutOpt
 from runwatch.jobs.cost import ProfileError, read_profiles
 from runwatch.jobs.settings import SettingsError, check_recipe_settings
 from runwatch.jobs.spec import (

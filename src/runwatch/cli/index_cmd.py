@@ -1,0 +1,27 @@
+"""`runwatch index DIR`: index what is new in a folder of runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runwatch.cli.context import open_context
+from runwatch.cli.output import line
+
+
+def index_cmd(
+    directory: Annotated[Path, typer.Argument(help="Folder of run directories.")] = Path("runs"),
+    db: Annotated[str | None, typer.Option("--db", help="Index database URL or SQLite path.")
+                  ] = None,
+) -> None:
+    """Index what is new in a folder of runs (safe to repeat: it adds only what is new)."""
+    ctx = open_context(directory, db, refresh=False)
+    report = ctx.refresh()
+    line(f"indexed {report.runs} runs ({report.new_runs} new), {report.rows} new rows "
+         f"from {directory}")
+    for p in report.problems[:50]:
+        line(f"  warning: {p}")
+    if len(report.problems) > 50:
+        line(f"  … and {len(report.problems) - 50} more warnings")
