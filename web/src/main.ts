@@ -1,5 +1,5 @@
 // Entry point: the app shell, URL state (/runs?project=…&run=…, /compare?run=…&run=…,
-// /table, /new, /resources), routing and the keys of the run list.
+// /table, /new, /resources, /tokens), routing and the keys of the run list.
 
 import "./style.css";
 import { getJSON } from "./api";
@@ -13,11 +13,12 @@ import { ResourcesPage } from "./resources";
 import { RunListView } from "./runlist";
 import { RunTablePage, readTableState, writeTableState, type TableState } from "./runtable";
 import { Selection } from "./selection";
+import { TokensPage } from "./tokens";
 import type { RunSummary } from "./types";
 
-type Page = "runs" | "new" | "resources" | "compare" | "table";
+type Page = "runs" | "new" | "resources" | "compare" | "table" | "tokens";
 
-const PAGE_PATHS: Record<Page, string> = { runs: "/runs", new: "/new", resources: "/resources", compare: "/compare", table: "/table" };
+const PAGE_PATHS: Record<Page, string> = { runs: "/runs", new: "/new", resources: "/resources", compare: "/compare", table: "/table", tokens: "/tokens" };
 
 interface UrlState {
   page: Page;
@@ -100,7 +101,8 @@ class App {
     const brand = link("runwatch", "runs", { class: "brand" });
     const table = link("Table", "table", { class: "nav-link", id: "table-link" });
     const resources = link("Resources", "resources", { class: "nav-link", id: "resources-link" });
-    this.root.append(h("header", { class: "topbar" }, brand, h("span", { class: "muted" }, "Training jobs"), this.projectSelect, table, resources, h("span", { class: "spacer" }), newJob), this.body);
+    const tokens = link("Tokens", "tokens", { class: "nav-link", id: "tokens-link" });
+    this.root.append(h("header", { class: "topbar" }, brand, h("span", { class: "muted" }, "Training jobs"), this.projectSelect, table, resources, tokens, h("span", { class: "spacer" }), newJob), this.body);
     this.list = new RunListView(
       this.state.project,
       this.state.q,
@@ -215,8 +217,8 @@ class App {
     this.list.select(this.state.page === "runs" ? this.state.run : null);
     this.disposePages();
     this.root.dataset.page = this.state.page;
-    if (this.state.page === "new" || this.state.page === "resources") {
-      const page = this.state.page === "new" ? new NewJobPage((run) => this.openRun(run), () => this.go({ page: "runs" })) : new ResourcesPage((run) => this.openRun(run));
+    if (this.state.page === "new" || this.state.page === "resources" || this.state.page === "tokens") {
+      const page = this.state.page === "new" ? new NewJobPage((run) => this.openRun(run), () => this.go({ page: "runs" })) : this.state.page === "tokens" ? new TokensPage() : new ResourcesPage((run) => this.openRun(run));
       this.page = page;
       this.body.replaceChildren(page.el);
       void page.load();

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
+from runwatch.analysis.timing import iso
 from runwatch.store import schema as s
 
 PREFIX = "rw_"
@@ -43,9 +44,11 @@ class Token:
     revoked_at: float | None
 
     def json(self) -> dict[str, Any]:
+        """As the API and `-o json` show it: times as ISO 8601 text in UTC."""
         return {"id": self.id, "name": self.name, "project": self.project, "right": self.right,
-                "hint": self.hint, "created_by": self.created_by, "created_at": self.created_at,
-                "last_used_at": self.last_used_at, "revoked_at": self.revoked_at}
+                "hint": self.hint, "created_by": self.created_by,
+                "created_at": iso(self.created_at), "last_used_at": iso(self.last_used_at),
+                "revoked_at": iso(self.revoked_at)}
 
 
 def digest(secret: str) -> str:
