@@ -12,6 +12,8 @@ writes only the run folder, one also streams it (`runwatch.init(server=…)`). T
 
 Reported per SDK and loop: log() per-call mean and p99, the loop's time per step (for
 the paced loop, the 1 ms wait included: how much longer a 1 ms training step takes),
+the process's CPU time per step from the loop's start to finish()'s end (every thread:
+the writer's and the sender's work, which a loaded machine's scheduling does not blur),
 finish() time (the sender's includes sending what is left), and the ratios sender /
 file-only.
 The bench fails (exit 1) when the server does not hold every point of every streamed run.
@@ -49,6 +51,7 @@ def child(mode: str, loop: str, steps: int, n_metrics: int, work: Path, url: str
     clock = time.perf_counter_ns
     pause = 0.001 if loop == "paced" else 0.0
     start = time.perf_counter()
+    cpu_start = time.process_time()
     for step in range(steps):
         metrics = {k: step * 1e-3 + o for k, o in keys}
         t = clock()
@@ -59,12 +62,13 @@ def child(mode: str, loop: str, steps: int, n_metrics: int, work: Path, url: str
     loop_end = time.perf_counter()
     run.finish()
     end = time.perf_counter()
+    cpu = time.process_time() - cpu_start
     times.sort()
     sender = getattr(run, "_sender", None)
     return {"mode": mode, "loop": loop, "run_id": run.id, "steps": steps,
             "mean_us": sum(times) / steps / 1000, "p99_us": times[int(steps * 0.99)] / 1000,
             "loop_us_per_step": (loop_end - start) / steps * 1e6,
-            "finish_s": end - loop_end,
+            "finish_s": end - loop_end, "cpu_us_per_step": cpu / steps * 1e6,
             "sent": None if sender is None else sender.report.records.get("metrics.jsonl", 0),
             "requests": None if sender is None else sender.report.requests,
             "sender_error": None if sender is None else sender.error}
@@ -170,10 +174,12 @@ def _summary(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         for mode in ("file", "sender"):
             rows = [r for r in results if r["loop"] == loop and r["mode"] == mode]
             out[f"{loop}/{mode}"] = {k: statistics.median(r[k] for r in rows) for k in
-                                     ("mean_us", "p99_us", "loop_us_per_step", "finish_s")}
+                                     ("mean_us", "p99_us", "loop_us_per_step", "finish_s",
+                                      "cpu_us_per_step")}
         f, s = out[f"{loop}/file"], out[f"{loop}/sender"]
         out[f"{loop}/ratio"] = {k: s[k] / f[k] if f[k] else float("nan")
-                                for k in ("mean_us", "p99_us", "loop_us_per_step")}
+                                for k in ("mean_us", "p99_us", "loop_us_per_step",
+                                          "cpu_us_per_step")}
     return out
 
 
@@ -182,15 +188,16 @@ def _print(summary: dict[str, dict[str, float]], args: argparse.Namespace) -> No
           f"steps, paced {args.paced_steps} steps (1 ms waits), median of {args.repeat} "
           f"repeats, load {os.getloadavg()[0]:.1f}")
     print(f"{'loop':<7}{'sdk':<8}{'log() mean':>12}{'log() p99':>12}{'loop/step':>12}"
-          f"{'finish':>10}")
+          f"{'cpu/step':>12}{'finish':>10}")
     for loop in ("tight", "paced"):
         for mode in ("file", "sender"):
             r = summary[f"{loop}/{mode}"]
             print(f"{loop:<7}{mode:<8}{r['mean_us']:>10.2f}us{r['p99_us']:>10.2f}us"
-                  f"{r['loop_us_per_step']:>10.2f}us{r['finish_s']:>9.2f}s")
+                  f"{r['loop_us_per_step']:>10.2f}us{r['cpu_us_per_step']:>10.2f}us"
+                  f"{r['finish_s']:>9.2f}s")
         q = summary[f"{loop}/ratio"]
         print(f"{loop:<7}{'ratio':<8}{q['mean_us']:>11.2f}x{q['p99_us']:>11.2f}x"
-              f"{q['loop_us_per_step']:>11.2f}x")
+              f"{q['loop_us_per_step']:>11.2f}x{q['cpu_us_per_step']:>11.2f}x")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ import orjson
 from runwatch.rundir import format as fmt
 from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line, loads_line
-from runwatch.rundir.reader import read_new
+from runwatch.rundir.reader import ReadResult, read_new
 from runwatch.rundir.safeio import open_run_file, read_capped
 from runwatch.sdk.encode import warn
 
@@ -61,6 +61,11 @@ FINISH_WAIT_S = 15.0
 # The first bytes of each file sent from, kept with its offset to know it is the same file.
 HEAD_BYTES = 64
 _GZIP_LEVEL = 1  # the sender runs beside training: cheap compression, still ~10x on JSONL
+
+
+# A batch: the file, its records as read, and the same records as the file's lines (None:
+# encode the records).
+Batch = tuple[str, list[dict[str, Any]], list[bytes] | None]
 
 
 class SendError(Exception):
@@ -259,8 +264,12 @@ class RunUpload:
                                         "not sent" for b in res.bad]
             if not reads and manifest == self._manifest_sent:
                 return report
-            batches = [(name, res.records[i:i + BATCH_RECORDS]) for name, res in reads.items()
-                       for i in range(0, len(res.records), BATCH_RECORDS)]
+            batches = []
+            for name, res in reads.items():
+                raw = _raw_lines(self.run_dir / name, self._files[name]["offset"], res)
+                batches += [(name, res.records[i:i + BATCH_RECORDS],
+                             None if raw is None else raw[i:i + BATCH_RECORDS])
+                            for i in range(0, len(res.records), BATCH_RECORDS)]
             self._deliver(manifest, batches, report)
             self._manifest_sent = manifest
             for name, res in reads.items():
@@ -271,11 +280,10 @@ class RunUpload:
             self._save_state()
         return report
 
-    def _deliver(self, manifest: bytes, batches: list[tuple[str, list[dict[str, Any]]]],
-                 report: UploadReport) -> None:
+    def _deliver(self, manifest: bytes, batches: list[Batch], report: UploadReport) -> None:
         """Have the server store `batches` (the manifest alone when there are none);
         a batch refused as bad is split until its bad records are found and skipped."""
-        body = _body(self.run_id, manifest, batches or [(fmt.EVENTS, [])])
+        body = _body(self.run_id, manifest, batches or [(fmt.EVENTS, [], None)])
         status, answer = self.client.post(body)
         report.requests += 1
         report.body_bytes += len(body)
@@ -289,7 +297,7 @@ class RunUpload:
                 raise Refused(f"{self.client.server} refused the manifest of {self.run_dir}: "
                               f"{results[0].get('error')}")
             return
-        for (name, records), result in zip(batches, results, strict=True):
+        for (name, records, raw), result in zip(batches, results, strict=True):
             if result.get("ok"):
                 report.records[name] = report.records.get(name, 0) + len(records)
             elif result.get("status") in (401, 403):  # a token of another project, or read
@@ -302,8 +310,8 @@ class RunUpload:
                               f"{result.get('error')}")
             elif result.get("status") in (400, 413) and len(records) > 1:
                 half = len(records) // 2
-                self._deliver(manifest, [(name, records[:half]), (name, records[half:])],
-                              report)
+                self._deliver(manifest, [(name, records[:half], raw and raw[:half]),
+                                         (name, records[half:], raw and raw[half:])], report)
             elif result.get("status") in (400, 413):
                 report.skipped += 1
                 report.problems.append(f"{self.run_dir / name} line {records[0].get('_line')}:"
@@ -325,12 +333,32 @@ def _head(path: Path, hex_chars: int) -> str:
         return ""
 
 
-def _body(run_id: str, manifest: bytes, batches: list[tuple[str, list[dict[str, Any]]]]
-          ) -> bytes:
-    """The request's JSON, assembled from each record's own encoding (NaN kept)."""
+def _raw_lines(path: Path, offset: int, res: ReadResult) -> list[bytes] | None:
+    """The lines `read_new` read into `res.records`, as the file holds them, so that they
+    are sent without encoding them again; None when they do not match one to one (a line
+    was skipped as bad), and the records are encoded instead."""
+    if res.bad or not res.records:
+        return None
+    try:
+        with open_run_file(path) as f:
+            f.seek(offset)
+            data = f.read(res.offset - offset)
+    except OSError:
+        return None
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    return lines if len(lines) == len(res.records) else None
+
+
+def _body(run_id: str, manifest: bytes, batches: list[Batch]) -> bytes:
+    """The request's JSON: each batch's lines as the file holds them, else its records
+    encoded (NaN kept)."""
     head = b'{"run_id":' + orjson.dumps(run_id) + b',"manifest":' + manifest
     parts = []
-    for name, records in batches:
+    for name, records, raw in batches:
+        if raw is not None:
+            parts.append(head + b',"file":' + orjson.dumps(name) + b',"records":['
+                         + b",".join(raw) + b"]}")
+            continue
         try:
             encoded = orjson.dumps(records)
             if b"null" in encoded:  # NaN/Infinity (or a real null): encode exactly
