@@ -162,8 +162,14 @@ def test_read_cannot_write_and_write_cannot_administer(team: Team) -> None:
                                    "project": B, "created_at": 1.0}}
     assert write.post("/api/ingest", json=moved).status_code == 403
     assert write.post("/api/ingest", json=_body("/api/ingest", team.b_run, B)).status_code == 403
-    job = _body("/api/jobs", "", A)
-    assert read.post("/api/jobs", json=job).status_code == 403
+    command = _body("/api/jobs", "", A)
+    recipe = {"kind": "recipe", "recipe": "sft", "project": A, "name": "queued-by-write"}
+    assert read.post("/api/jobs", json=recipe).status_code == 403
+    assert write.post("/api/jobs", json=recipe).status_code == 201
+    # a command runs as the server's user, outside any project: the server's token only
+    refused = write.post("/api/jobs", json=command)
+    assert refused.status_code == 403 and "the server's token" in refused.json()["error"]
+    assert team.client("boot").post("/api/jobs", json=command).status_code == 201
     for client in (read, write):
         assert client.get("/api/tokens").status_code == 403
         made = client.post("/api/tokens", json=_body("/api/tokens", "", A))
