@@ -52,6 +52,7 @@ RULE_CLASSES: dict[str, str] = {
     "dpo.loss_collapsed": "dpo_over_optimisation",
     "grpo.entropy_collapse": "entropy_collapse",
     "grpo.kl_ref_growing": "kl_growth",
+    "grpo.reward_hacking": "reward_hacking",
 }
 # The method a corpus run is imported as: PPO reads as RL, pretraining as SFT (its loss
 # should fall), as `runwatch import --method` takes them.
