@@ -9,22 +9,21 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, insert, select
 
 from runwatch.server.app import create_app
 from runwatch.server.runner import Runner, free_port
 from runwatch.server.state import Limits
+from runwatch.store import schema as s
 from runwatch.store.db import open_engine
 from tests.support import manifest
 
-PG_URL = os.environ.get("RUNWATCH_TEST_POSTGRES_URL")
 GZIP = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
 
 
@@ -42,12 +41,11 @@ def _gz(payload: Any) -> bytes:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Runner]:
-    """The real server on a SQLite index, on a free port."""
-    engine = open_engine(tmp_path / "index.db")
+def server(engine: Engine) -> Iterator[Runner]:
+    """The real server on the `engine` fixture's index (SQLite, and PostgreSQL where the
+    suite has it), on a free port."""
     with Runner(engine, port=free_port(), prewarm=False, save_series=False) as runner:
         yield runner
-    engine.dispose()
 
 
 def _small_app_post(engine: Engine, body: bytes, headers: dict[str, str]) -> httpx.Response:
@@ -75,7 +73,7 @@ def test_a_gzip_body_is_stored_like_a_plain_one(server: Runner) -> None:
 
 
 def test_gzip_bodies_are_capped_inflated_and_refused_clearly(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path / "index.db")
+    engine = open_engine(tmp_path / "index.db")  # the limits do not depend on the store
     try:
         # 30 kB of JSON that gzip makes small: the inflated size is what counts
         big = _batch("b", range(600))
@@ -98,3 +96,93 @@ def test_gzip_bodies_are_capped_inflated_and_refused_clearly(tmp_path: Path) -> 
         assert resp.status_code == 200 and resp.json()["results"][0]["rows"] == 50, resp.text
     finally:
         engine.dispose()
+
+
+RUNS, STEPS, METRICS = 50, 4, 5
+
+
+async def _stream(url: str, run_ids: list[str]) -> int:
+    """Each run sends its steps one request at a time, all runs at once, gzip, the way the
+    SDK's sender does; every request but the first also carries the previous step again
+    (a retry after a lost answer), and the last step goes before the one before it.
+    Returns how many requests were answered 200."""
+    names = [f"m/{k}" for k in range(METRICS)]
+
+    def record(step: int) -> dict[str, Any]:
+        return {"seq": step, "step": step, "ts": 1e9 + step,
+                **{n: step + k / 10 for k, n in enumerate(names)}}
+
+    async def one_run(client: httpx.AsyncClient, run_id: str) -> int:
+        ok = 0
+        order = [*range(STEPS - 2), STEPS - 1, STEPS - 2]
+        for i, step in enumerate(order):
+            records = [record(step)] + ([record(order[i - 1])] if i else [])
+            batch = {"run_id": run_id, "file": "metrics.jsonl", "records": records,
+                     "manifest": manifest(run_id, run_id=run_id,
+                                          project=f"p{int(run_id[-3:]) % 3}")}
+            resp = await client.post("/api/ingest", content=_gz({"batches": [batch]}),
+                                     headers=GZIP)
+            ok += resp.status_code == 200
+        return ok
+
+    limits = httpx.Limits(max_connections=RUNS)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+        answers = await asyncio.gather(*(one_run(client, r) for r in run_ids))
+    return sum(answers)
+
+
+def test_many_runs_streamed_at_once_lose_and_duplicate_nothing(server: Runner,
+                                                                engine: Engine) -> None:
+    run_ids = [f"live-{i:03d}" for i in range(RUNS)]
+    assert asyncio.run(_stream(server.url, run_ids)) == RUNS * STEPS
+    with engine.connect() as conn:
+        stored = conn.execute(select(func.count()).select_from(s.metric_points)).scalar()
+        counted = conn.execute(select(func.sum(s.metric_keys.c.points))).scalar()
+    assert stored == counted == RUNS * STEPS * METRICS
+    with httpx.Client(base_url=server.url) as client:
+        for run_id in run_ids[::7]:
+            series = client.get("/api/series", params={"run": run_id, "key": "m/3"}).json()
+            s0 = series["series"][0]
+            assert s0["step"] == list(range(STEPS)) and s0["count"] == STEPS
+            assert s0["value"] == [step + 0.3 for step in range(STEPS)]
+            detail = client.get(f"/api/runs/{run_id}").json()
+            assert detail["run"]["observed_step"] == STEPS - 1, detail
+
+
+def _fill(engine: Engine, n: int) -> list[tuple[float, int]]:
+    """n runs in 7 projects, created_at with many ties (the cursor must break them by pk);
+    returns every run's (created_at, pk), newest first as the list orders them."""
+    rows = [{"run_id": f"r{i:05d}", "name": f"run-{i:05d}", "project": f"p{i % 7}",
+             "created_at": 1e9 + i // 3, "status": "RUNNING" if i % 10 == 0 else "SUCCEEDED",
+             "tags": "[]", "manifest": "{}", "problems": 0} for i in range(n)]
+    with engine.begin() as conn:
+        conn.execute(insert(s.runs), rows)
+        got = conn.execute(select(s.runs.c.created_at, s.runs.c.pk, s.runs.c.project,
+                                  s.runs.c.status)).all()
+    return sorted(((r.created_at, r.pk, r.project, r.status) for r in got), reverse=True)
+
+
+def _walk(client: httpx.Client, params: dict[str, Any]) -> list[str]:
+    names: list[str] = []
+    cursor = None
+    for _ in range(1_000):
+        body = client.get("/api/runs", params={**params, **({"cursor": cursor} if cursor
+                                                             else {})}).json()
+        names += [r["name"] for r in body["runs"]]
+        cursor = body["next_cursor"]
+        if cursor is None:
+            return names
+    raise AssertionError("the cursor never ran out")
+
+
+def test_the_run_list_pages_through_10000_runs(server: Runner, engine: Engine) -> None:
+    every = _fill(engine, 10_000)
+    by_pk = {pk: f"run-{i:05d}" for i, pk in enumerate(sorted(pk for _, pk, _, _ in every))}
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        assert _walk(client, {"limit": 500}) == [by_pk[pk] for _, pk, _, _ in every]
+        assert _walk(client, {"limit": 333, "project": "p3"}) == [
+            by_pk[pk] for _, pk, p, _ in every if p == "p3"]
+        assert _walk(client, {"limit": 400, "status": "RUNNING"}) == [
+            by_pk[pk] for _, pk, _, st in every if st == "RUNNING"]
+        found = client.get("/api/runs", params={"q": "RUN-0421"}).json()["runs"]
+        assert sorted(r["name"] for r in found) == [f"run-0421{d}" for d in range(10)]

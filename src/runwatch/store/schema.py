@@ -322,3 +322,9 @@ api_tokens = Table(
     Column("revoked_at", Float),
     Index("ix_api_tokens_project", "project"),
 )
+
+# --- H8: run list indexes (migration 0007) ---
+# A project's, a phase's or a group's runs newest first, as the run list asks for them.
+Index("ix_runs_project_created", runs.c.project, runs.c.created_at)
+Index("ix_runs_status_created", runs.c.status, runs.c.created_at)
+Index("ix_runs_group_created", runs.c.group_name, runs.c.created_at)
