@@ -1,5 +1,7 @@
 """`runwatch runs grafana RUN` and `runwatch grafana dashboard`, run as the real command
-line; the dashboard's queries are run by a real Prometheus in test_prometheus.py."""
+line; the dashboard is read back with Grafana's own typed dashboard model
+(grafana-foundation-sdk), and its queries are run by a real Prometheus in
+test_prometheus.py."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import re
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from grafana_foundation_sdk.models import dashboard as grafana_model
 from sqlalchemy import select
 
 from runwatch.interop import grafana
@@ -50,7 +53,35 @@ def test_the_link_covers_a_finished_run(runs_dir: Path, make_run: MakeRun) -> No
     assert query["to"] == [str(int((end + grafana.MARGIN_S) * 1000))]
     assert query["var-run"] == [run_id]
     assert query["var-runwatch_url"] == ["http://127.0.0.1:9000"]
-    assert "from its start to its end" in out
+    assert "from its start to its end" in out and "project default" in out
+
+
+def test_an_attempt_s_link_covers_that_attempt(runs_dir: Path, make_run: MakeRun) -> None:
+    """A retried run: --attempt 1 ends where the first attempt failed, --attempt 2 is the
+    run that is still training (to now)."""
+    first = init(name="retried", dir=runs_dir, method="sft")
+    first.log({"loss": 1.0}, step=0)
+    first.finish("FAILED")
+    again = init(name="retried", dir=runs_dir, method="sft", resume=True)
+    again.log({"loss": 0.9}, step=1)
+    run_cli("index", str(runs_dir))
+    engine = open_engine(runs_dir / ".runwatch" / "index.db")
+    try:
+        with engine.connect() as conn:
+            ev = conn.execute(select(s.events.c.phase, s.events.c.ts, s.events.c.attempt)
+                              .order_by(s.events.c.seq)).all()
+    finally:
+        engine.dispose()
+    failed_at = next(e.ts for e in ev if e.phase == "FAILED")
+    _, one, out = _link(runs_dir, "retried", "--attempt", "1", "--grafana-url", GRAFANA)
+    assert one["to"] == [str(int((failed_at + grafana.MARGIN_S) * 1000))]
+    assert "attempt 1 of run retried" in out and "FAILED" in out
+    _, two, out = _link(runs_dir, "retried", "--attempt", "2", "--grafana-url", GRAFANA)
+    assert two["to"] == ["now"] and int(two["from"][0]) > int(one["from"][0])
+    missing = run_cli("runs", "grafana", "retried", "--attempt", "3", "--dir", str(runs_dir),
+                      "--grafana-url", GRAFANA, check=False)
+    assert missing.returncode == 2 and "no attempt 3" in missing.stderr
+    again.finish("SUCCEEDED")
 
 
 def test_the_link_of_a_training_run_ends_now(runs_dir: Path, make_run: MakeRun) -> None:
@@ -78,6 +109,11 @@ def test_the_dashboard_file_is_grafanas_dashboard_model(tmp_path: Path) -> None:
     run_cli("grafana", "dashboard", "-o", str(out))
     board = json.loads(out.read_text())
     assert board == json.loads(run_cli("grafana", "dashboard").stdout)
+    # Grafana's own dashboard model (generated from its schema) reads it whole: every field
+    # is one the schema has, so reading and writing it again changes nothing
+    model = grafana_model.Dashboard.from_json(board)
+    again = json.loads(json.dumps(model.to_json(), default=lambda o: o.to_json()))
+    assert again == board
     assert board["uid"] == grafana.UID and isinstance(board["schemaVersion"], int)
     names = {v["name"] for v in board["templating"]["list"]}
     assert names == {"datasource", "run", "runwatch_url"}

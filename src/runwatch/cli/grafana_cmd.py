@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from runwatch.cli.context import open_context
 from runwatch.cli.options import DbOpt, DirOpt, RunArg, resolve_or_exit
 from runwatch.cli.output import fail, line
 from runwatch.interop import grafana
@@ -28,10 +27,15 @@ def grafana_run_cmd(
     server: Annotated[str | None, typer.Option(
         "--server", help="runwatch's address, for the dashboard's link back to the run.",
         show_default=False)] = None,
+    attempt: Annotated[int | None, typer.Option(
+        "--attempt", min=1, help="Cover this attempt of a retried run (default: the run "
+        "from its first start).", show_default=False)] = None,
     directory: DirOpt = None, db: DbOpt = None,
 ) -> None:
     """Print a link to the runwatch dashboard in Grafana covering the run: from its start to
     its end, or to now while it trains."""
+    from runwatch.cli.context import open_context
+
     if not grafana_url:
         raise fail("no Grafana address: give --grafana-url URL or set "
                    f"{grafana.ENV_VAR}", ["e.g. --grafana-url http://localhost:3000"])
@@ -41,11 +45,30 @@ def grafana_run_cmd(
     ctx = open_context(directory, db, read_only=True)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
-    start = row.started_at if row.started_at is not None else row.created_at
-    line(grafana.run_link(grafana_url, row.run_id, start, row.ended_at, server))
-    line(f"run {row.name} ({row.run_id}), {row.status}: "
-         + ("from its start to its end" if row.ended_at is not None
+        start = row.started_at if row.started_at is not None else row.created_at
+        end, what = row.ended_at, f"run {row.name} ({row.run_id}), {row.status}"
+        if attempt is not None:
+            start, end, what = _attempt(conn, row, attempt)
+    line(grafana.run_link(grafana_url, row.run_id, start, end, server))
+    line(f"{what}, project {row.project}: "
+         + ("from its start to its end" if end is not None
             else "from its start to now, following it"))
+
+
+def _attempt(conn: Any, row: Any, number: int) -> tuple[float, float | None, str]:
+    """Attempt `number` of the run: its start, its end (None while it is open), and what
+    the link covers, in words."""
+    from runwatch.jobs.cost import DeviceProfile, run_cost
+    from runwatch.store.queries import events
+
+    cost = run_cost(events(conn, row.pk), 1, DeviceProfile("any", 1, 0, 0, 0.0))
+    a = next((a for a in cost.attempts if a.number == number), None)
+    if a is None or a.started_at is None:
+        raise fail(f"run {row.name} has no attempt {number}",
+                   [f"its attempts: {', '.join(str(a.number) for a in cost.attempts)}"
+                    if cost.attempts else "it has not started"])
+    return (a.started_at, a.ended_at if a.ended else None,
+            f"attempt {a.number} of run {row.name} ({row.run_id}), {a.phase}")
 
 
 @grafana_app.command("dashboard")
@@ -56,7 +79,13 @@ def dashboard_cmd(
 ) -> None:
     """Write the dashboard (Grafana's JSON model) over runwatch's /metrics: import it in
     Grafana (Dashboards > New > Import) with a Prometheus data source that scrapes the server."""
-    text = json.dumps(grafana.dashboard(), indent=2) + "\n"
+    try:
+        board = grafana.dashboard()
+    except grafana.GrafanaSDKMissing as exc:
+        raise fail(f"the dashboard is built with grafana-foundation-sdk, which is not "
+                   f"installed ({exc.name} is missing)",
+                   ["install the extra: pip install 'runwatch[grafana]'"]) from exc
+    text = json.dumps(board, indent=2) + "\n"
     if out is None:
         typer.echo(text, nl=False)
         return

@@ -1,12 +1,14 @@
 """Grafana: a dashboard over the server's Prometheus metrics (server/routes_prom.py), and
 links to it covering one run's time range.
 
-The dashboard is generated here rather than kept as a file, so each panel's PromQL is
-next to the others and a test can check every metric it names against a real /metrics.
+The dashboard is built here with Grafana's builder library (grafana-foundation-sdk, the
+`grafana` extra) rather than kept as a file, so each panel's PromQL is next to the others
+and a test can check every metric it names against a real /metrics.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 from urllib.parse import urlencode
 
@@ -14,8 +16,6 @@ UID = "runwatch"
 TITLE = "runwatch"
 SLUG = "runwatch"
 ENV_VAR = "RUNWATCH_GRAFANA_URL"
-# the dashboard schema version of the Grafana 10/11 dashboard JSON model
-SCHEMA_VERSION = 39
 # A run's link starts this much before its start and ends this much after its end, so
 # the edges of the run show on the graphs.
 MARGIN_S = 60.0
@@ -40,46 +40,64 @@ PANELS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
 )
 
 
+class GrafanaSDKMissing(ImportError):
+    """The dashboard is built with grafana-foundation-sdk, which is not installed."""
+
+
 def dashboard() -> dict[str, Any]:
-    """The dashboard JSON (Grafana's dashboard model), ready for import or provisioning."""
-    panels: list[dict[str, Any]] = [{
-        "id": 1, "type": "text", "title": "Run", "gridPos": {"h": 3, "w": 24, "x": 0, "y": 0},
-        "options": {"mode": "markdown", "content":
-                    "Run **${run}** · [open it in runwatch](${runwatch_url}/runs?run=${run})"},
-    }]
+    """The dashboard JSON (Grafana's dashboard model), ready for import or provisioning.
+
+    It is built with Grafana's own builder library, grafana-foundation-sdk (the `grafana`
+    extra), whose types are generated from Grafana's dashboard schema."""
+    try:
+        from grafana_foundation_sdk.builders import common, prometheus, text, timeseries
+        from grafana_foundation_sdk.builders import dashboard as board
+        from grafana_foundation_sdk.models import common as common_model
+        from grafana_foundation_sdk.models import dashboard as model
+        from grafana_foundation_sdk.models import text as text_model
+    except ImportError as exc:
+        raise GrafanaSDKMissing(str(exc), name=exc.name) from exc
+
+    source = model.DataSourceRef(type_val=DATASOURCE["type"], uid=DATASOURCE["uid"])
+    built = (
+        board.Dashboard(TITLE).uid(UID).tags(["runwatch"]).timezone("browser").editable()
+        .refresh("30s").time("now-6h", "now").version(1)
+        .with_variable(board.DatasourceVariable("datasource").label("Prometheus")
+                       .type("prometheus"))
+        .with_variable(board.TextBoxVariable("run").label("Run").default_value(""))
+        .with_variable(board.TextBoxVariable("runwatch_url").label("runwatch")
+                       .default_value("http://127.0.0.1:8765"))
+        .with_panel(text.Panel().id(1).title("Run")
+                    .grid_pos(model.GridPos(h=3, w=24, x=0, y=0))
+                    .mode(text_model.TextMode.MARKDOWN)
+                    .content("Run **${run}** · [open it in runwatch]"
+                             "(${runwatch_url}/runs?run=${run})")))
     for n, (title, unit, legend, exprs) in enumerate(PANELS):
-        panels.append({
-            "id": n + 2,
-            "type": "timeseries",
-            "title": title,
-            "datasource": DATASOURCE,
-            "gridPos": {"h": 8, "w": 12, "x": 12 * (n % 2), "y": 3 + 8 * (n // 2)},
-            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-            "options": {"legend": {"displayMode": "list", "placement": "bottom"}},
-            "targets": [{"refId": chr(ord("A") + i), "datasource": DATASOURCE, "expr": expr,
-                         "legendFormat": legend or ("p50" if i == 0 else "p95")}
-                        for i, expr in enumerate(exprs)],
-        })
-    return {
-        "uid": UID,
-        "title": TITLE,
-        "tags": ["runwatch"],
-        "timezone": "browser",
-        "schemaVersion": SCHEMA_VERSION,
-        "version": 1,
-        "editable": True,
-        "refresh": "30s",
-        "time": {"from": "now-6h", "to": "now"},
-        "templating": {"list": [
-            {"name": "datasource", "label": "Prometheus", "type": "datasource",
-             "query": "prometheus"},
-            {"name": "run", "label": "Run", "type": "textbox", "query": ""},
-            {"name": "runwatch_url", "label": "runwatch", "type": "textbox",
-             "query": "http://127.0.0.1:8765"},
-        ]},
-        "annotations": {"list": []},
-        "panels": panels,
-    }
+        panel = (timeseries.Panel().id(n + 2).title(title).datasource(source).unit(unit)
+                 .grid_pos(model.GridPos(h=8, w=12, x=12 * (n % 2), y=3 + 8 * (n // 2)))
+                 .legend(common.VizLegendOptions().show_legend(True)
+                         .display_mode(common_model.LegendDisplayMode.LIST)
+                         .placement(common_model.LegendPlacement.BOTTOM)))
+        for i, expr in enumerate(exprs):
+            panel.with_target(prometheus.Dataquery().ref_id(chr(ord("A") + i))
+                              .datasource(source).expr(expr)
+                              .legend_format(legend or ("p50" if i == 0 else "p95")))
+        built.with_panel(panel)
+    data: dict[str, Any] = built.build().to_json()
+    return _plain(data)
+
+
+def _plain(value: Any) -> Any:
+    """The SDK's model as plain JSON values (its nested objects and enums included)."""
+    if hasattr(value, "to_json"):
+        return _plain(value.to_json())
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, StrEnum):
+        return str(value)
+    return value
 
 
 def run_link(base_url: str, run_id: str, start: float, end: float | None,
