@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,11 @@ import typer
 from runwatch.cli.context import default_db
 from runwatch.jobs.cost import ProfileError, read_profiles
 from runwatch.store.db import StoreError, open_engine
+
+
+class ExecutorName(StrEnum):
+    local = "local"
+    ray = "ray"
 
 
 def _fail(message: str) -> None:
@@ -40,12 +46,24 @@ def worker_cmd(
     startup_timeout_s: Annotated[float, typer.Option(
         min=0.0, help="a job still PREPARING that wrote no event and no output for this "
                       "long fails (a job's own startup timeout wins; 0: none)")] = 600.0,
+    executor: Annotated[ExecutorName, typer.Option(
+        help="what runs each job: a process of this machine (local), or a job of a Ray "
+             "cluster (ray, with --address)")] = ExecutorName.local,
+    address: Annotated[str | None, typer.Option(
+        help="with --executor ray: the Ray dashboard's address, such as "
+             "http://127.0.0.1:8265")] = None,
 ) -> None:
     """Run queued jobs: claim them from the index, run each as a process, until stopped.
 
     Ctrl-C or SIGTERM stops the running jobs as a cancel would and queues them again
     where attempts remain; drain the worker (runwatch resources) to let them finish.
+    With --executor ray each job runs as a Ray job of the cluster at --address.
     """
+    if executor is ExecutorName.local and address is not None:
+        _fail("--address names a Ray cluster: add --executor ray, or leave --address out")
+    if executor is ExecutorName.ray and not address:
+        _fail("--executor ray needs the Ray dashboard's address: pass --address "
+              "http://HOST:8265 (the head node's dashboard port)")
     if not runs_dir.is_dir():
         _fail(f"{runs_dir} is not a folder; create it or point the worker at your runs "
               "folder")
@@ -62,20 +80,33 @@ def worker_cmd(
     from runwatch.jobs.worker import Worker, device_ids
 
     devices = devices or profile.devices
-    try:
-        ids = device_ids(profile.name, devices, os.environ)
-    except ValueError as exc:
-        _fail(str(exc))
+    run_on = None
+    ids = None
+    if executor is ExecutorName.ray:
+        assert address is not None
+        from runwatch.jobs.ray_executor import RayExecutor, RayUnavailable, connect
+
+        try:
+            run_on = RayExecutor(connect(address), address)
+        except RayUnavailable as exc:
+            _fail(str(exc))
+    else:
+        try:
+            ids = device_ids(profile.name, devices, os.environ)
+        except ValueError as exc:
+            _fail(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     worker = Worker(engine, runs_dir, devices=devices, device_profile=profile.name,
                     heartbeat_s=heartbeat_s, heartbeat_timeout_s=heartbeat_timeout_s,
                     grace_s=grace_s, startup_timeout_s=startup_timeout_s or None,
-                    indexer=Indexer(engine, runs_dir, hooks=[health_hook]), device_ids=ids)
+                    indexer=Indexer(engine, runs_dir, hooks=[health_hook]), device_ids=ids,
+                    executor=run_on)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    where = f" as Ray jobs at {address}" if executor is ExecutorName.ray else ""
     typer.echo(f"worker {worker.id} runs jobs on {worker.devices} {profile.name} device(s) "
-               f"from {runs_dir}")
+               f"from {runs_dir}{where}")
     sys.stdout.flush()
     worker.run_forever(stop)
     typer.echo(f"worker {worker.id} stopped")

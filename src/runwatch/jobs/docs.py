@@ -95,11 +95,12 @@ CLASSIFY = """A worker classifies an ended attempt from what it can observe
    recorded and no OOM kill: SUCCEEDED (a command that does not use the SDK; what it
    printed on the way does not fail it).
 4. Memory: the kernel's OOM killer (SIGKILL with evidence such as the cgroup's `oom_kill`
-   count) or a host allocation failure (`MemoryError`, PyTorch's CPU allocator,
-   `std::bad_alloc`) means host memory; a framework's device out-of-memory error
-   (`OutOfMemoryError`, "CUDA out of memory", cuBLAS, XLA's `RESOURCE_EXHAUSTED`) in the
-   exception, the SDK's reason or the tail of stderr means device memory. Which reason
-   depends on what the job was doing (`Activity`):
+   count), a host allocation failure (`MemoryError`, PyTorch's CPU allocator,
+   `std::bad_alloc`) or Ray's memory monitor (`ray.exceptions.OutOfMemoryError`, Ray
+   killing a job's workers for its node's memory) means host memory; a framework's
+   device out-of-memory error (`OutOfMemoryError`, "CUDA out of memory", cuBLAS, XLA's
+   `RESOURCE_EXHAUSTED`) in the exception, the SDK's reason or the tail of stderr means
+   device memory. Which reason depends on what the job was doing (`Activity`):
    {activities}.
 5. A signal from outside (SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT, or a shell's exit
    code 128 + N for one of them), or the SDK recording CANCELLED that runwatch did not
@@ -114,6 +115,9 @@ WORKERS = """## Workers
 `runwatch worker [DIR] --db URL --devices N --device-profile P` runs queued jobs;
 `runwatch ui` runs one embedded worker (`--workers 0`: none; `--devices`,
 `--device-profile`), and `runwatch server` none unless `--workers N --runs-dir DIR`.
+`runwatch worker --executor ray --address URL` runs each job it claims as a job of a Ray
+cluster instead of a local process, and watches, stops and concludes it the same way
+(docs/team.md, "Jobs on Ray").
 
 - **Claim.** A worker claims the highest-priority, then oldest, QUEUED job of its device
   profile whose folder is inside its runs folder and that fits its free devices,

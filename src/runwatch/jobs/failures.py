@@ -178,7 +178,8 @@ def exception_verdict(exc: BaseException) -> Verdict:
     chose to end). A refusal: FAILED with its own text. A framework's device
     out-of-memory error (a class named OutOfMemoryError, such as
     torch.cuda.OutOfMemoryError, or its known wording), here or in what it was raised
-    from: `device_oom`; MemoryError or a host allocator's wording: `host_oom`. Anything
+    from: `device_oom`; MemoryError, a host allocator's wording or Ray's
+    OutOfMemoryError (its node ran low on memory): `host_oom`. Anything
     else: `failed`. No verdict carries the exception's message but a refusal's.
     """
     if isinstance(exc, KeyboardInterrupt):
@@ -190,6 +191,8 @@ def exception_verdict(exc: BaseException) -> Verdict:
         return Verdict("FAILED", CATALOGUE["refused"], refusal)
     for link in _chain(exc):
         named = f"{type(link).__name__}: {_text(link)}"
+        if RAY_HOST_OOM.search(f"{type(link).__module__}.{named}"):
+            return _verdict("host_oom")
         oom_class = any(c.__name__ == "OutOfMemoryError" for c in type(link).__mro__)
         if oom_class or _DEVICE_OOM.search(named):
             return _verdict("device_oom")
@@ -216,6 +219,10 @@ def _text(exc: BaseException) -> str:
         return ""
 
 
+# Ray's words when its memory monitor killed a job's tasks or actors (host memory, though
+# its exception class is named OutOfMemoryError like a device's).
+RAY_HOST_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|killed due to (?:the node "
+                          r"running low on memory|memory pressure)")
 # Words a framework's device out-of-memory error carries (PyTorch on CUDA, ROCm, MPS and
 # XPU, cuBLAS, the CUDA runtime, XLA).
 _DEVICE_OOM = re.compile(
@@ -282,7 +289,8 @@ def _verdict(reason_id: str) -> Verdict:
 
 def _memory(end: AttemptEnd, exc: str | None) -> Verdict | None:
     texts = " ".join(t for t in (exc, end.sdk_reason, end.stderr_tail) if t)
-    if end.oom_killed or (_HOST_OOM.search(texts) and not _DEVICE_OOM.search(texts)):
+    if end.oom_killed or RAY_HOST_OOM.search(texts) or (
+            _HOST_OOM.search(texts) and not _DEVICE_OOM.search(texts)):
         return _verdict("eval_host_oom" if end.activity in _EVALUATING else "host_oom")
     if _DEVICE_OOM.search(texts):
         return _verdict(_DEVICE_OOM_BY_ACTIVITY[end.activity])

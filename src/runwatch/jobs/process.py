@@ -129,8 +129,10 @@ def _only_zombies(pgid: int) -> bool:
     return bool(states) and all(state == "Z" for state in states)
 
 
-def group_members(pgid: int) -> dict[int, str]:
-    """The processes of group `pgid` now, each with its state letter (R, S, Z, ...)."""
+def group_members(pgid: int, *, session: bool = False) -> dict[int, str]:
+    """The processes of group `pgid` now (with `session`: of the session `pgid` leads,
+    every group of it), each with its state letter (R, S, Z, ...)."""
+    at = 3 if session else 2  # the field that holds the pgrp, or the session
     members: dict[int, str] = {}
     try:
         entries = os.listdir("/proc")
@@ -144,9 +146,9 @@ def group_members(pgid: int) -> dict[int, str]:
                 stat = f.read()
         except OSError:
             continue
-        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+        # pid (comm) state ppid pgrp session ...: comm may hold spaces and parentheses.
         fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) >= 3 and fields[2] == str(pgid).encode():
+        if len(fields) > at and fields[at] == str(pgid).encode():
             members[int(entry)] = fields[0].decode()
     return members
 

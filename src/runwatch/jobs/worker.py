@@ -18,6 +18,10 @@ One loop (`Worker.tick`, every TICK_S) does everything, so a worker needs no thr
   RUNWATCH_ATTEMPT set and its output in attempts/<n>/output.log. A job holds devices of
   its own: except for the cpu profile, its CUDA_VISIBLE_DEVICES names them (`device_ids`).
 
+What starts a job is the worker's executor (runwatch.jobs.executors): a process of this
+machine by default, or the same command as a Ray job (runwatch.jobs.ray_executor), which
+the worker watches, stops and concludes the same way.
+
 Draining (`runwatch resources` / the API): claim nothing more, finish the running jobs,
 then exit. Stopping (SIGTERM or Ctrl-C, `stop_event`): claim nothing more and stop the
 running jobs as a cancel would, at once; each ends as its process recorded it (the SDK
@@ -32,7 +36,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import signal
 import socket
 import threading
 import time
@@ -43,10 +46,10 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from runwatch.ingest.indexer import Indexer, IndexReport
-from runwatch.jobs import process, reaper
+from runwatch.jobs import reaper
 from runwatch.jobs.cost import CPU
+from runwatch.jobs.executors import Attempt, Executor, LocalExecutor, StartError, attempt_env, note
 from runwatch.jobs.failures import AttemptEnd, classify
-from runwatch.jobs.oom import OomWatch
 from runwatch.rundir import format as fmt
 from runwatch.rundir.append import RunBusy, locked, write_events
 from runwatch.store import jobs as store_jobs
@@ -62,12 +65,11 @@ STOP_MARGIN_S = 5.0
 
 @dataclass
 class Job:
-    """A job this worker holds: its claim and, once started, its process."""
+    """A job this worker holds: its claim and, once started, its attempt."""
 
     claim: Claim
     slots: tuple[int, ...] = ()  # which of the worker's devices it holds
-    proc: process.JobProcess | None = None
-    oom: OomWatch | None = None
+    proc: Attempt | None = None
     startup_timeout_s: float | None = None
     cancel: bool = False  # a cancel was asked, and the stop sent
     startup_timed_out: bool = False
@@ -99,7 +101,8 @@ class Worker:
                  heartbeat_timeout_s: float = 30.0, grace_s: float = 10.0,
                  startup_timeout_s: float | None = 600.0, *, indexer: Indexer,
                  index_lock: threading.Lock | None = None,
-                 device_ids: Sequence[str] | None = None) -> None:
+                 device_ids: Sequence[str] | None = None,
+                 executor: Executor | None = None) -> None:
         if devices < 1:
             raise ValueError(f"a worker needs at least one device, not {devices}")
         self.engine = engine
@@ -110,6 +113,7 @@ class Worker:
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.grace_s = grace_s
         self.startup_timeout_s = startup_timeout_s
+        self.executor: Executor = executor or LocalExecutor()
         # The ids a job's CUDA_VISIBLE_DEVICES names for the devices it holds (None: the
         # worker sets none), see `device_ids`.
         if device_ids is not None and len(device_ids) < devices:
@@ -262,21 +266,23 @@ class Worker:
         job.events_at = (offset, line_no)
         job.last_event = time.monotonic()
         output = fmt.attempt_dir(job.run_dir, claim.attempt) / fmt.OUTPUT_LOG
-        env = {fmt.ENV_RUN_DIR: str(job.run_dir), fmt.ENV_RUN_ID: claim.run_id,
-               fmt.ENV_ATTEMPT: str(claim.attempt)}
+        env = attempt_env(claim)
         if self.device_ids is not None:
             env[VISIBLE_DEVICES] = ",".join(self.device_ids[slot] for slot in job.slots)
         try:
-            job.proc = process.start(claim.argv, Path(claim.cwd), env, output)
-        except OSError as exc:
-            _note(output, f"runwatch: could not start {claim.argv[0] if claim.argv else '?'}"
-                          f" in {claim.cwd}: {exc.strerror or exc}\n")
+            job.proc = self.executor.start(claim, env, output)
+        except (OSError, StartError) as exc:
+            why = (exc.strerror if isinstance(exc, OSError) else None) or exc
+            note(output, f"runwatch: could not start {claim.argv[0] if claim.argv else '?'}"
+                          f" in {claim.cwd}: {why}\n")
             self._finish(job, AttemptEnd(start_failed=True))
             return
-        job.oom = OomWatch(job.proc.pid)
-        with self.engine.begin() as conn:
-            store_jobs.set_pid(conn, claim.run_pk, job.proc.pid)
-        log.info("started %s attempt %d (pid %d)", claim.name, claim.attempt, job.proc.pid)
+        pid = job.proc.pid
+        if pid is not None:
+            with self.engine.begin() as conn:
+                store_jobs.set_pid(conn, claim.run_pk, pid)
+        log.info("started %s attempt %d (%s executor%s)", claim.name, claim.attempt,
+                 self.executor.name, "" if pid is None else f", pid {pid}")
         self._index(job.run_dir)
 
     def _watch(self, job: Job, beat: bool) -> None:
@@ -287,7 +293,7 @@ class Worker:
             if not self.stopping and (beat or job.start_error is None):
                 self._start(job)
             return
-        if job.proc.poll() is not None:
+        if job.proc.poll():
             self._finish(job)
             return
         if job.proc.stop_started is None:
@@ -298,8 +304,8 @@ class Worker:
                 job.proc.kill()  # no SIGTERM: the SDK would record it CANCELLED
             elif job.cancel or self.stopping:
                 job.proc.stop(self.grace_s)
-        if beat and job.oom is not None:
-            job.oom.observe()
+        if beat:
+            job.proc.observe()
 
     def _preparing_too_long(self, job: Job) -> bool:
         """Whether the job is still PREPARING and showed no progress for its startup
@@ -312,7 +318,7 @@ class Worker:
         if events:
             job.events_at = (offset, line_no)
             job.phase = str(events[-1].get("phase"))
-        size = _size(job.proc.output)
+        size = job.proc.output_size()
         if events or size != job.output_size:
             job.output_size = size
             job.last_event = time.monotonic()
@@ -320,22 +326,16 @@ class Worker:
                 and time.monotonic() - job.last_event > job.startup_timeout_s)
 
     def _finish(self, job: Job, end: AttemptEnd | None = None) -> None:
-        """Conclude a job whose process has ended (or never started: `end` says why); it
+        """Conclude a job whose attempt has ended (or never started: `end` says why); it
         stays held, and is concluded again next tick, while its folder is busy."""
         if end is not None:
             job.end = end
         if job.end is None:
             assert job.proc is not None
-            rc = job.proc.popen.returncode  # set once its main process was reaped
-            if rc is None:  # it outlived SIGKILL (stuck in the kernel): count it killed
-                rc = -signal.SIGKILL
-            sig = -rc if rc < 0 else (rc - 128 if 128 < rc < 160 else None)
             with self.engine.connect() as conn:  # a cancel asked while it was stopping
                 cancel = job.cancel or store_jobs.cancel_requested(conn, job.claim.run_pk)
-            job.end = AttemptEnd.from_returncode(
-                rc, oom_killed=job.oom is not None and job.oom.killed(sig),
-                stderr_tail=job.proc.output_tail(), cancel_requested=cancel,
-                startup_timed_out=job.startup_timed_out)
+            job.end = job.proc.end(cancel_requested=cancel,
+                                   startup_timed_out=job.startup_timed_out)
         verdict = reaper.conclude(self.engine, job.claim, self.id, job.end, self._index)
         if verdict is not None or not _still_ours(self.engine, job.claim, self.id):
             self._drop(job)
@@ -363,20 +363,3 @@ def _still_ours(engine: Engine, claim: Claim, worker_id: str) -> bool:
     with engine.connect() as conn:
         row = store_jobs.job_row(conn, claim.run_pk)
     return row is not None and row["worker_id"] == worker_id and row["attempt"] == claim.attempt
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _note(path: Path, text: str) -> None:
-    """Append `text` to a job's output file (why it could not start), where possible."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(text)
-    except OSError:
-        log.warning("%s", text.strip())

@@ -1,0 +1,147 @@
+"""What runs a claimed attempt for a worker: an `Executor` starts it and hands back an
+`Attempt` the worker polls, stops and reads the end of. `LocalExecutor` (the default)
+runs it as a process on this machine (runwatch.jobs.process); the Ray executor
+(runwatch.jobs.ray_executor) runs the same command as a Ray job.
+
+Whatever runs it, an attempt gets the same command (`claim.argv` in `claim.cwd`), the
+same environment for its SDK (`attempt_env`) and its output in attempts/<n>/output.log,
+so the run's folder, its reason and its logs read the same either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from pathlib import Path
+from typing import Protocol
+
+from runwatch.jobs import process
+from runwatch.jobs.failures import AttemptEnd
+from runwatch.jobs.oom import OomWatch
+from runwatch.rundir import format as fmt
+from runwatch.store.jobs import Claim
+
+log = logging.getLogger(__name__)
+
+
+class StartError(Exception):
+    """An attempt could not be started; the message says why, in the job's own terms."""
+
+
+class Attempt(Protocol):
+    """A started attempt, seen from the worker that holds it. Nothing here blocks long:
+    the worker calls it once a tick."""
+
+    output: Path  # attempts/<n>/output.log: what the attempt printed
+
+    @property
+    def stop_started(self) -> float | None:
+        """When a stop (or kill) was sent (monotonic), None before."""
+
+    @property
+    def pid(self) -> int | None:
+        """Its process group on this machine (what the reaper checks), or None."""
+
+    def poll(self) -> bool:
+        """Whether it has ended and nothing of it is left running."""
+
+    def stop(self, grace_s: float) -> None:
+        """Ask it to stop (SIGTERM), and kill it after `grace_s` seconds; asking again
+        changes nothing."""
+
+    def kill(self) -> None:
+        """End it now with no SIGTERM first where its runner allows (a stuck start)."""
+
+    def kill_now(self) -> None:
+        """End it at once and wait a little for that (a worker that is stopping)."""
+
+    def observe(self) -> None:
+        """Called each heartbeat while it runs (evidence of how it may end)."""
+
+    def output_size(self) -> int:
+        """How much it has printed so far (progress while it prepares)."""
+
+    def end(self, *, cancel_requested: bool, startup_timed_out: bool) -> AttemptEnd:
+        """What was observed of its end, once `poll` said it ended."""
+
+
+class Executor(Protocol):
+    """Starts attempts. `start` raises OSError or StartError when it cannot."""
+
+    name: str
+
+    def start(self, claim: Claim, env: dict[str, str], output: Path) -> Attempt: ...
+
+
+def attempt_env(claim: Claim) -> dict[str, str]:
+    """What an attempt's `runwatch.init()` reads to attach to its run and attempt."""
+    return {fmt.ENV_RUN_DIR: str(Path(claim.dir)), fmt.ENV_RUN_ID: claim.run_id,
+            fmt.ENV_ATTEMPT: str(claim.attempt)}
+
+
+def note(output: Path, text: str) -> None:
+    """Append `text` (what runwatch has to say of the attempt, such as why it could not
+    start) to an attempt's output file, where possible; else log it."""
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with open(output, "a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError:
+        log.warning("%s", text.strip())
+
+
+class LocalAttempt:
+    """An attempt running as a process group of this machine, watched for the OOM killer."""
+
+    def __init__(self, proc: process.JobProcess) -> None:
+        self.proc = proc
+        self.output = proc.output
+        self.oom = OomWatch(proc.pid)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def stop_started(self) -> float | None:
+        return self.proc.stop_started
+
+    def poll(self) -> bool:
+        return self.proc.poll() is not None
+
+    def stop(self, grace_s: float) -> None:
+        self.proc.stop(grace_s)
+
+    def kill(self) -> None:
+        self.proc.kill()  # no SIGTERM: the SDK would record it CANCELLED
+
+    def kill_now(self) -> None:
+        self.proc.kill_now()
+
+    def observe(self) -> None:
+        self.oom.observe()
+
+    def output_size(self) -> int:
+        try:
+            return self.output.stat().st_size
+        except OSError:
+            return 0
+
+    def end(self, *, cancel_requested: bool, startup_timed_out: bool) -> AttemptEnd:
+        rc = self.proc.popen.returncode  # set once its main process was reaped
+        if rc is None:  # it outlived SIGKILL (stuck in the kernel): count it killed
+            rc = -signal.SIGKILL
+        sig = -rc if rc < 0 else (rc - 128 if 128 < rc < 160 else None)
+        return AttemptEnd.from_returncode(
+            rc, oom_killed=self.oom.killed(sig), stderr_tail=self.proc.output_tail(),
+            cancel_requested=cancel_requested, startup_timed_out=startup_timed_out)
+
+
+class LocalExecutor:
+    """Runs each attempt as a process in a session of its own on this machine, with the
+    worker's environment plus the attempt's (runwatch.jobs.process.start)."""
+
+    name = "local"
+
+    def start(self, claim: Claim, env: dict[str, str], output: Path) -> LocalAttempt:
+        return LocalAttempt(process.start(claim.argv, Path(claim.cwd), env, output))

@@ -1,0 +1,302 @@
+"""Running a worker's jobs on a Ray cluster: each attempt's command (the one a local
+worker would start, in the job's folder, with the same RUNWATCH_* variables) is submitted
+as a Ray job through Ray's job submission API, at the cluster's dashboard address.
+
+The worker claims, heartbeats, indexes and concludes as it does for local processes
+(runwatch.jobs.worker); here is what differs:
+- start: `submit_job` with the entrypoint `cd CWD && exec ARGV`, the attempt's
+  environment (plus RUNWATCH_SERVER, RUNWATCH_TOKEN and RUNWATCH_PROJECT where the
+  worker has them) as the runtime environment's env_vars, and the job's devices as
+  entrypoint CPUs (cpu profile) or GPUs, so Ray places it. Its submission id is
+  `runwatch-<run id>-<attempt>`.
+- stop: `stop_job` (Ray sends SIGTERM, then SIGKILL after the cluster's
+  RAY_JOB_STOP_WAIT_TIME_S); a kill is the same, Ray has no other.
+- output: Ray keeps what the job prints; the worker copies it to attempts/<n>/output.log
+  while the job prepares and when it has ended, so the run's logs and its reason read it.
+- end: Ray's status, error type and exit code map to `AttemptEnd` (`observed_end`), which
+  the failure catalogue classifies like any other attempt's end.
+
+The job writes its run folder itself: on one machine, or where every node sees the runs
+folder at the same path (a shared filesystem); see docs/team.md, "Jobs on Ray".
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runwatch.jobs.cost import CPU
+from runwatch.jobs.executors import StartError, note
+from runwatch.jobs.failures import RAY_HOST_OOM, AttemptEnd
+from runwatch.jobs.process import tail
+from runwatch.store.jobs import Claim
+
+log = logging.getLogger(__name__)
+
+# What a job's SDK reads to stream to a team server; forwarded when the worker has them.
+FORWARDED_ENV = ("RUNWATCH_SERVER", "RUNWATCH_TOKEN", "RUNWATCH_PROJECT")
+# How often a job's status is asked for, and its output copied while it prepares.
+POLL_S = 0.5
+OUTPUT_EVERY_S = 2.0
+# A job whose cluster does not answer for this long (or, once a stop was sent, for the
+# stop's grace plus STOP_MARGIN_S) is given up: it ends `stopped_early`.
+UNREACHABLE_S = 120.0
+STOP_MARGIN_S = 10.0
+# How long a stopping worker waits for a stopped job to end.
+KILL_WAIT_S = 10.0
+INSTALL_HINT = ("install the ray extra, which brings Ray's job submission API: "
+                "pip install 'runwatch[ray]'")
+
+TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+# Ray's error types (ray.job_submission.JobErrorType) by what they mean for the attempt.
+_NOT_STARTED = frozenset({"RUNTIME_ENV_SETUP_FAILURE", "JOB_SUPERVISOR_ACTOR_START_FAILURE",
+                          "JOB_SUPERVISOR_ACTOR_UNKNOWN_FAILURE",
+                          "JOB_ENTRYPOINT_COMMAND_START_ERROR"})
+_NO_DEVICES = frozenset({"JOB_SUPERVISOR_ACTOR_UNSCHEDULABLE",
+                         "JOB_SUPERVISOR_ACTOR_START_TIMEOUT"})
+_NODE_LOST = "JOB_SUPERVISOR_ACTOR_DIED"
+# The shell running the entrypoint could not enter the folder or run the program:
+# "/bin/sh: 1: exec: prog: not found", "... cd: can't cd to DIR" (exit 127, 126 or 2).
+_SHELL_REFUSED = re.compile(r"^(?:/bin/)?sh: .*?\b(?:exec|cd): ", re.MULTILINE)
+_SHELL_CODES = frozenset({2, 126, 127})
+
+
+class RayUnavailable(Exception):
+    """The Ray executor cannot be used; the message says why and what to do."""
+
+
+def connect(address: str) -> Any:
+    """A job submission client of the Ray cluster whose dashboard is at `address`
+    (http://HOST:PORT). Raises RayUnavailable when Ray's job API is not installed or
+    nothing answers there."""
+    try:
+        from ray.job_submission import JobSubmissionClient
+    except ImportError:
+        raise RayUnavailable(f"Ray is not installed here: {INSTALL_HINT}") from None
+    if not address.startswith(("http://", "https://")):
+        raise RayUnavailable(f"--address {address!r} is not a dashboard URL: pass the Ray "
+                             "dashboard's address, such as http://127.0.0.1:8265")
+    try:
+        return JobSubmissionClient(address)
+    except (OSError, RuntimeError) as exc:
+        if "ray[default]" in str(exc):
+            raise RayUnavailable(f"Ray's job submission API is missing: {INSTALL_HINT}") from None
+        raise RayUnavailable(f"no Ray dashboard answers at {address}: start the cluster "
+                             "with its dashboard (ray start --head --include-dashboard=true) "
+                             "or pass its dashboard's address with --address") from None
+
+
+def entrypoint(argv: list[str], cwd: str) -> str:
+    """The shell command Ray runs for an attempt: its command, in its folder."""
+    return f"cd {shlex.quote(cwd)} && exec {shlex.join(argv)}"
+
+
+def submission_id(claim: Claim) -> str:
+    """The Ray job of an attempt: `ray job status|logs|stop` take it."""
+    return f"runwatch-{claim.run_id}-{claim.attempt}"
+
+
+class RayExecutor:
+    """Starts attempts as jobs of the Ray cluster `client` talks to (see `connect`)."""
+
+    name = "ray"
+
+    def __init__(self, client: Any, address: str,
+                 environ: Mapping[str, str] | None = None) -> None:
+        self.client = client
+        self.address = address
+        source = os.environ if environ is None else environ
+        self.forwarded = {k: source[k] for k in FORWARDED_ENV if source.get(k)}
+
+    def start(self, claim: Claim, env: dict[str, str], output: Path) -> RayAttempt:
+        job_id = submission_id(claim)
+        devices: dict[str, float] = (
+            {"entrypoint_num_cpus": claim.devices} if claim.device_profile == CPU.name
+            else {"entrypoint_num_gpus": claim.devices})
+        try:
+            self.client.submit_job(
+                entrypoint=entrypoint(claim.argv, claim.cwd), submission_id=job_id,
+                runtime_env={"env_vars": {**self.forwarded, **env}},
+                metadata={"runwatch_run": claim.name, "runwatch_attempt": str(claim.attempt)},
+                **devices)
+        except (OSError, RuntimeError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StartError(f"the Ray cluster at {self.address} did not take the job "
+                             f"({first})") from None
+        log.info("%s attempt %d is Ray job %s", claim.name, claim.attempt, job_id)
+        return RayAttempt(self.client, job_id, output,
+                          header=f"runwatch: Ray job {job_id} at {self.address}\n")
+
+
+@dataclass
+class RayAttempt:
+    """One attempt running as a Ray job; `poll` asks Ray at most every POLL_S."""
+
+    client: Any
+    job_id: str
+    output: Path
+    header: str = ""
+    status: str = "PENDING"
+    info: Any = None  # Ray's JobDetails once it has ended
+    lost: str | None = None  # why its end is unknown (the cluster lost it or stopped answering)
+    stop_started: float | None = None
+    grace_s: float = 0.0
+    _stop_sent: bool = False
+    _asked_at: float = 0.0
+    _copied_at: float = 0.0
+    _size: int = 0
+    _unanswered_since: float | None = None
+    _done: bool = field(default=False, repr=False)
+
+    @property
+    def pid(self) -> None:
+        return None  # its processes are Ray's, maybe on another machine
+
+    def poll(self) -> bool:
+        if self._done:
+            return True
+        now = time.monotonic()
+        if now - self._asked_at < POLL_S:
+            return False
+        self._asked_at = now
+        if self.stop_started is not None and not self._stop_sent:
+            self._send_stop()
+        try:
+            info = self.client.get_job_info(self.job_id)
+        except (OSError, RuntimeError) as exc:
+            if " 404" in str(exc) or "does not exist" in str(exc):
+                return self._give_up("the Ray cluster no longer knows the job (its head was "
+                                     "restarted, or the job was deleted)")
+            return self._unanswered(now, exc)
+        self._unanswered_since = None
+        self.status = str(getattr(info.status, "value", info.status))
+        if self.status not in TERMINAL:
+            return False
+        self.info = info
+        self._copy_output(final=True)
+        self._done = True
+        return True
+
+    def _unanswered(self, now: float, exc: Exception) -> bool:
+        if self._unanswered_since is None:
+            self._unanswered_since = now
+            log.warning("Ray job %s: the cluster did not answer (%s); asking again",
+                        self.job_id, exc)
+        limit = UNREACHABLE_S if self.stop_started is None else self.grace_s + STOP_MARGIN_S
+        if now - self._unanswered_since < limit:
+            return False
+        return self._give_up(f"the Ray cluster did not answer for {limit:g} s; the job may "
+                             f"still run there: stop it with `ray job stop {self.job_id}`")
+
+    def _give_up(self, why: str) -> bool:
+        self.lost = why
+        note(self.output, f"runwatch: {why}\n")
+        self._done = True
+        return True
+
+    def stop(self, grace_s: float) -> None:
+        if self.stop_started is not None:
+            return
+        self.stop_started = time.monotonic()
+        self.grace_s = grace_s
+        self._send_stop()
+
+    def _send_stop(self) -> None:
+        try:
+            self.client.stop_job(self.job_id)
+        except (OSError, RuntimeError) as exc:
+            log.warning("Ray job %s: the stop was not taken (%s); asking again",
+                        self.job_id, exc)
+            return
+        self._stop_sent = True
+
+    def kill(self) -> None:
+        self.stop(0.0)  # Ray stops a job with SIGTERM, then SIGKILL after its own wait
+
+    def kill_now(self) -> None:
+        self.stop(0.0)
+        deadline = time.monotonic() + KILL_WAIT_S
+        while not self.poll() and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+
+    def observe(self) -> None:
+        """Nothing to watch between polls: Ray reports how its job ended."""
+
+    def output_size(self) -> int:
+        if time.monotonic() - self._copied_at >= OUTPUT_EVERY_S:
+            self._copy_output()
+        return self._size
+
+    def _copy_output(self, final: bool = False) -> None:
+        """Copy what Ray kept of the job's output to `output` (and, at its end, Ray's
+        word on how it ended when that is not in the output already)."""
+        self._copied_at = time.monotonic()
+        try:
+            text = self.client.get_job_logs(self.job_id)
+        except (OSError, RuntimeError) as exc:
+            log.warning("Ray job %s: its output could not be read (%s)", self.job_id, exc)
+            return
+        said = ""
+        if final and self.status != "SUCCEEDED" and self.info is not None:
+            message = (getattr(self.info, "message", None) or "").strip()
+            if message and message.splitlines()[0] not in text:
+                said = f"runwatch: Ray says the job ended {self.status}: {message}\n"
+        body = f"{self.header}{text}{said}"
+        try:
+            self.output.parent.mkdir(parents=True, exist_ok=True)
+            self.output.write_text(body, encoding="utf-8")
+        except OSError as exc:
+            log.warning("Ray job %s: cannot write %s (%s)", self.job_id, self.output, exc)
+            return
+        self._size = len(body)
+
+    def end(self, *, cancel_requested: bool, startup_timed_out: bool) -> AttemptEnd:
+        return observed_end(self.status, self.info, self.lost, tail(self.output),
+                            cancel_requested=cancel_requested,
+                            startup_timed_out=startup_timed_out)
+
+
+def observed_end(status: str, info: Any, lost: str | None, output_tail: str, *,
+                 cancel_requested: bool, startup_timed_out: bool) -> AttemptEnd:
+    """What a worker observed of a Ray job's end, for the failure catalogue:
+    - SUCCEEDED, or FAILED by its command's exit code: that exit code (a negative one is
+      the signal that ended it); a shell that could not enter the folder or run the
+      program (126, 127, its own words in the output) did not start it;
+    - STOPPED: stopped by runwatch (a cancel, a startup timeout) or else from outside
+      (`ray job stop`), as SIGTERM;
+    - Ray could not set up, schedule or start the job: could not start, or the cluster
+      had no devices for it in time;
+    - the job's supervisor died (its node was lost) or Ray lost the job: it stopped
+      early, unless Ray says its memory ran out (host memory).
+    """
+    seen: dict[str, Any] = {"stderr_tail": output_tail, "cancel_requested": cancel_requested,
+                            "startup_timed_out": startup_timed_out}
+    if lost is not None:
+        return AttemptEnd(worker_lost=True, **seen)
+    error = str(getattr(getattr(info, "error_type", None), "value",
+                        getattr(info, "error_type", None)) or "")
+    code = getattr(info, "driver_exit_code", None)
+    message = str(getattr(info, "message", None) or "")
+    if status == "STOPPED":
+        return AttemptEnd(signal=signal.SIGTERM, **seen)
+    if status == "SUCCEEDED":
+        return AttemptEnd(exit_code=0 if code is None else code, **seen)
+    if error in _NOT_STARTED:
+        return AttemptEnd(start_failed=True, **seen)
+    if error in _NO_DEVICES:
+        return AttemptEnd(devices_timed_out=True, **seen)
+    if error == _NODE_LOST:
+        oom = bool(RAY_HOST_OOM.search(message))
+        return AttemptEnd(oom_killed=oom, worker_lost=not oom, **seen)
+    if code is None:
+        return AttemptEnd(**seen)
+    started = not (code in _SHELL_CODES and _SHELL_REFUSED.search(output_tail))
+    return AttemptEnd.from_returncode(code, start_failed=not started, **seen)

@@ -1,0 +1,286 @@
+"""`runwatch worker --executor ray`: queued jobs run as jobs of a real Ray cluster (a head
+started here by `ray start --head` on free ports, in a temp folder of its own, stopped at
+teardown), through Ray's job submission API.
+
+One worker with two devices on a two-CPU head: two jobs run at once and both finish with
+their metrics indexed; a cancelled job is stopped on Ray (STOPPED) and ends CANCELLED; a
+job whose script raises and one whose program does not exist end FAILED with their
+reasons from the failure catalogue. How Ray's other ends (a lost node, its memory
+monitor, no devices) map into the catalogue is checked on Ray's own JobDetails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import Engine, select
+
+from runwatch.jobs import control
+from runwatch.jobs.failures import classify, exception_verdict
+from runwatch.jobs.process import group_members
+from runwatch.rundir import format as fmt
+from runwatch.server.runner import free_port
+from runwatch.store import schema as s
+from runwatch.store.db import open_engine
+from tests.support.jobs import run_row, submit_command
+from tests.support.wait import wait_for
+from tests.support.workers import FAST, Workers, workers
+
+__all__ = ["workers"]  # the fixture
+
+SCRIPTS = Path(__file__).parent / "scripts"
+RAY = Path(sys.executable).parent / "ray"
+# Starting a head (GCS, raylet, dashboard) and each job's supervisor takes a while on a
+# loaded two-core machine; these bound waits only ever reached when something is wrong.
+HEAD_DEADLINE_S = 180.0
+JOB_DEADLINE_S = 180.0
+
+needs_ray = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None or importlib.util.find_spec("aiohttp") is None,
+    reason="the ray extra is not installed (pip install -e '.[ray]': ray[default], whose "
+           "dashboard serves the job submission API)")
+
+
+@dataclass
+class RayHead:
+    address: str  # the dashboard's URL, which the job submission API answers at
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
+@pytest.fixture
+def ray_head() -> Iterator[RayHead]:
+    """A Ray head on free loopback ports with its dashboard, two CPUs, its own temp
+    folder (short: Ray's socket paths must fit), stopped with everything it started."""
+    temp = Path(tempfile.mkdtemp(prefix="rw-ray-", dir="/tmp"))
+    log = temp / "head.log"
+    dashboard = free_port()
+    args = [str(RAY), "start", "--head", "--block", f"--port={free_port()}",
+            "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard}", "--node-ip-address=127.0.0.1",
+            f"--ray-client-server-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}", "--num-cpus=2",
+            f"--temp-dir={temp}", "--disable-usage-stats"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    head = RayHead(f"http://127.0.0.1:{dashboard}", proc, log)
+    try:
+        def up() -> bool:
+            if proc.poll() is not None:
+                pytest.fail(f"ray start exited {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                return httpx.get(f"{head.address}/api/version", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(up, what="the Ray head's dashboard", deadline=HEAD_DEADLINE_S, interval=0.5)
+        yield head
+    finally:
+        proc.send_signal(signal.SIGTERM)  # `ray start --block` stops what it started
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=60)
+        for pid in group_members(proc.pid, session=True):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            proc.wait(timeout=10)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _ray_status(head: RayHead, engine: Engine, name: str) -> str:
+    """What Ray says of attempt 1 of run `name` (its Ray job's status)."""
+    from runwatch.jobs.ray_executor import connect
+
+    run_id = run_row(engine, name).run_id
+    info = connect(head.address).get_job_info(f"runwatch-{run_id}-1")
+    return str(getattr(info.status, "value", info.status))
+
+
+def _loss_points(engine: Engine, name: str) -> int:
+    pk = run_row(engine, name).pk
+    with engine.connect() as conn:
+        points = conn.execute(select(s.metric_keys.c.points).where(
+            s.metric_keys.c.run_pk == pk, s.metric_keys.c.key == "loss")).scalar()
+    return int(points or 0)
+
+
+def _wait_points(engine: Engine, name: str, expected: int) -> None:
+    wait_for(lambda: _loss_points(engine, name) == expected,
+             what=f"{name}'s {expected} loss points in the index")
+
+
+@pytest.fixture
+def sqlite_index(tmp_path: Path) -> Iterator[Engine]:
+    """The worker's index, on SQLite only: the store is not what this test is about, and
+    a Ray head is too costly to start once per store (test_two_workers covers both)."""
+    engine = open_engine(tmp_path / "index.db")
+    yield engine
+    engine.dispose()
+
+
+@needs_ray
+def test_ray_worker_runs_two_at_once_cancels_and_classifies(
+        ray_head: RayHead, sqlite_index: Engine, runs_dir: Path, tmp_path: Path,
+        workers: Workers) -> None:
+    engine = sqlite_index
+    gate, never = tmp_path / "gate", tmp_path / "never"
+    gated = [sys.executable, str(SCRIPTS / "gated.py")]
+    # Claimed by priority: the pair first, then the cancel and the failures.
+    for name in ("one", "two"):
+        submit_command(engine, runs_dir, name, [*gated, str(gate)], priority=2)
+    submit_command(engine, runs_dir, "cancelled", [*gated, str(never)], priority=1)
+    submit_command(engine, runs_dir, "raises", [sys.executable, str(SCRIPTS / "crash.py")],
+                   priority=1)
+    submit_command(engine, runs_dir, "no-program", [str(tmp_path / "no-such-program")])
+    settings = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()]
+    workers.spawn(runs_dir, ["worker", str(runs_dir), "--db", str(tmp_path / "index.db"),
+                             "--devices=2", *settings, "--executor=ray",
+                             f"--address={ray_head.address}"])
+
+    def status(name: str) -> str:
+        return str(run_row(engine, name).status)
+
+    wait_for(lambda: status("one") == status("two") == "RUNNING",
+             what="jobs one and two to run at once", deadline=JOB_DEADLINE_S, interval=0.1)
+    assert [_ray_status(ray_head, engine, n) for n in ("one", "two")] == ["RUNNING"] * 2
+    gate.touch()
+    wait_for(lambda: status("one") in fmt.TERMINAL_PHASES and status("two") in
+             fmt.TERMINAL_PHASES, what="jobs one and two to end", deadline=JOB_DEADLINE_S)
+    for name in ("one", "two"):
+        assert status(name) == "SUCCEEDED"
+        assert _ray_status(ray_head, engine, name) == "SUCCEEDED"
+        lines = (runs_dir / name / fmt.METRICS).read_text().splitlines()
+        _wait_points(engine, name, len(lines))
+        output = (runs_dir / name / "attempts" / "1" / fmt.OUTPUT_LOG).read_text()
+        assert f"Ray job runwatch-{run_row(engine, name).run_id}-1" in output
+
+    wait_for(lambda: status("cancelled") == "RUNNING", what="the job to cancel to run",
+             deadline=JOB_DEADLINE_S)
+    assert control.cancel(engine, run_row(engine, "cancelled").pk, runs_dir) == \
+        "CANCEL_REQUESTED"
+    wait_for(lambda: status("cancelled") == "CANCELLED", what="the cancel to end the job",
+             deadline=JOB_DEADLINE_S)
+    # The job's SDK recorded CANCELLED on Ray's SIGTERM; Ray says STOPPED once it is gone.
+    wait_for(lambda: _ray_status(ray_head, engine, "cancelled") == "STOPPED",
+             what="Ray to say the cancelled job STOPPED")
+    assert run_row(engine, "cancelled").reason_code == "cancelled"
+
+    wait_for(lambda: all(status(n) in fmt.TERMINAL_PHASES for n in ("raises", "no-program")),
+             what="the failing jobs to end", deadline=JOB_DEADLINE_S)
+    raises, missing = run_row(engine, "raises"), run_row(engine, "no-program")
+    assert (raises.status, raises.reason_code) == ("FAILED", "failed")
+    assert (missing.status, missing.reason_code) == ("FAILED", "could_not_start")
+    assert _ray_status(ray_head, engine, "raises") == "FAILED"
+    # The reason keeps no exception text; the run's logs keep what the job printed.
+    assert "runwatch_e2e_secret" not in (raises.reason or "")
+    assert "runwatch_e2e_secret" in (runs_dir / "raises" / "attempts" / "1" /
+                                     fmt.OUTPUT_LOG).read_text()
+
+
+def _details(status: str, **fields: Any) -> Any:
+    from ray.job_submission import JobDetails
+
+    return JobDetails(type="SUBMISSION", status=status, entrypoint="true", **fields)
+
+
+OUTCOMES = [
+    # Ray's report of a job's end -> the catalogue reason (None: SUCCEEDED)
+    (("SUCCEEDED", {"driver_exit_code": 0}, ""), None),
+    (("FAILED", {"error_type": "JOB_ENTRYPOINT_COMMAND_ERROR", "driver_exit_code": 1},
+      "Traceback (most recent call last):\n  File \"x\"\nValueError: no\n"), "failed"),
+    (("FAILED", {"error_type": "JOB_ENTRYPOINT_COMMAND_ERROR", "driver_exit_code": -9}, ""),
+     "stopped"),
+    (("FAILED", {"error_type": "JOB_ENTRYPOINT_COMMAND_ERROR", "driver_exit_code": 127},
+      "/bin/sh: 1: exec: train: not found\n"), "could_not_start"),
+    (("FAILED", {"error_type": "JOB_ENTRYPOINT_COMMAND_ERROR", "driver_exit_code": 1},
+      "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
+      "memory.\n"), "host_oom"),
+    (("FAILED", {"error_type": "RUNTIME_ENV_SETUP_FAILURE"}, ""), "could_not_start"),
+    (("FAILED", {"error_type": "JOB_SUPERVISOR_ACTOR_UNSCHEDULABLE"}, ""),
+     "devices_unreachable"),
+    (("FAILED", {"error_type": "JOB_SUPERVISOR_ACTOR_DIED",
+                 "message": "Job supervisor actor died: the node was terminated"}, ""),
+     "stopped_early"),
+    (("FAILED", {"error_type": "JOB_SUPERVISOR_ACTOR_DIED",
+                 "message": "1 worker(s) were killed due to the node running low on memory."},
+      ""), "host_oom"),
+    (("STOPPED", {}, ""), "stopped"),
+]
+
+
+@needs_ray
+@pytest.mark.parametrize(("seen", "reason"), OUTCOMES)
+def test_ray_outcomes_map_into_the_catalogue(seen: tuple[str, dict[str, Any], str],
+                                             reason: str | None) -> None:
+    from runwatch.jobs.ray_executor import observed_end
+
+    status, fields, output = seen
+    verdict = classify(observed_end(status, _details(status, **fields), None, output,
+                                    cancel_requested=False, startup_timed_out=False))
+    assert verdict.code == reason
+
+
+@needs_ray
+def test_ray_stopped_by_a_cancel_or_lost_maps_into_the_catalogue() -> None:
+    from runwatch.jobs.ray_executor import observed_end
+
+    stopped = _details("STOPPED")
+    assert classify(observed_end("STOPPED", stopped, None, "", cancel_requested=True,
+                                 startup_timed_out=False)).code == "cancelled"
+    assert classify(observed_end("STOPPED", stopped, None, "", cancel_requested=False,
+                                 startup_timed_out=True)).code == "startup_timeout"
+    assert classify(observed_end("RUNNING", None, "the cluster did not answer", "",
+                                 cancel_requested=False, startup_timed_out=False)
+                    ).code == "stopped_early"
+
+
+@needs_ray
+def test_a_loop_ended_by_rays_memory_monitor_is_host_oom() -> None:
+    """Ray's OutOfMemoryError is named like a device's, but it means the node's memory."""
+    from ray.exceptions import OutOfMemoryError
+
+    exc = OutOfMemoryError("Task was killed due to the node running low on memory.")
+    assert exception_verdict(exc).code == "host_oom"
+
+
+def test_worker_says_what_to_do_without_a_reachable_ray(runs_dir: Path, tmp_path: Path,
+                                                        ) -> None:
+    """No address, an address where nothing answers, and Ray not installed: exit 2 with
+    what to do, before any job is claimed."""
+    base = [sys.executable, "-m", "runwatch", "worker", str(runs_dir), "--db",
+            str(tmp_path / "index.db")]
+
+    def run(*args: str, code: str | None = None) -> subprocess.CompletedProcess[str]:
+        cmd = base + list(args) if code is None else [
+            sys.executable, "-c", code, *base[3:], *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    got = run("--executor=ray")
+    assert got.returncode == 2 and "needs the Ray dashboard's address" in got.stderr
+    got = run("--address=http://127.0.0.1:1")
+    assert got.returncode == 2 and "add --executor ray" in got.stderr
+    got = run("--executor=ray", "--address=127.0.0.1:8265")
+    assert got.returncode == 2 and "is not a dashboard URL" in got.stderr
+    # Ray itself hidden from the worker's interpreter: as where the extra is not installed.
+    hide_ray = ("import sys; sys.modules['ray'] = None; sys.argv[0] = 'runwatch'; "
+                "from runwatch.cli.main import app; app()")
+    got = run("--executor=ray", f"--address=http://127.0.0.1:{free_port()}", code=hide_ray)
+    assert got.returncode == 2 and "pip install 'runwatch[ray]'" in got.stderr
+    if importlib.util.find_spec("ray") is not None:
+        got = run("--executor=ray", f"--address=http://127.0.0.1:{free_port()}")
+        assert got.returncode == 2 and "no Ray dashboard answers at" in got.stderr
