@@ -15,7 +15,8 @@ from sqlalchemy import Engine
 
 from runwatch.server.runner import Runner, free_port
 from runwatch.store import tokens
-from tests.support import MakeRun
+from tests.support import MakeRun, sdk_run
+from tests.support.cli import run_cli
 from tests.support.wait import DEADLINE_S
 
 BOOT = "bootstrap-token-4-tests"
@@ -202,3 +203,21 @@ def test_a_token_made_over_http_works_and_its_secret_is_shown_once(team: Team) -
     assert {r["name"] for r in fresh.get("/api/runs").json()["runs"]} == {"alpha-run"}
     # an admin of A cannot make a token of B
     assert admin.post("/api/tokens", json={"project": B, "name": "x"}).status_code == 403
+
+
+def test_runwatch_sync_with_a_write_token_sends_its_projects_runs_only(
+        team: Team, tmp_path: Path) -> None:
+    laptop = tmp_path / "laptop"
+    sdk_run(laptop, "laptop-alpha", steps=3, project=A)
+    sdk_run(laptop, "laptop-bravo", steps=3, project=B)
+    sdk_run(laptop, "laptop-alpha-2", steps=3, project=A)
+    token = ["--server", team.url, "--token", team.secrets["A-write"]]
+    run_cli("sync", str(laptop / "laptop-alpha"), *token)
+    refused = run_cli("sync", str(laptop / "laptop-bravo"), *token, check=False)
+    assert refused.returncode != 0 and "write on project 'proj-bravo'" in refused.stderr + \
+        refused.stdout
+    read_only = run_cli("sync", str(laptop / "laptop-alpha-2"), "--server", team.url, "--token",
+                        team.secrets["A-read"], check=False)
+    assert read_only.returncode != 0 and "write on project 'proj-alpha'" in read_only.stderr
+    names = {r["name"] for r in team.client("boot").get("/api/runs").json()["runs"]}
+    assert names == {"alpha-run", B_NAME, "laptop-alpha"}
