@@ -190,3 +190,15 @@ def test_a_run_folder_removed_while_streaming_is_sent_again_as_the_writer_remake
     held = stored(engine, run.id)
     assert held is not None and [p[0] for p in held["points"]["loss"]] == list(range(20))
     assert held["events"] == [0, 1]
+
+
+def test_the_environment_names_project_and_a_bad_server_url_is_refused_at_init(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RUNWATCH_SERVER", raising=False)
+    monkeypatch.setenv("RUNWATCH_PROJECT", "team-x")
+    run = runwatch.init(name="r", dir=tmp_path / "runs")
+    run.finish()
+    assert run.manifest["project"] == "team-x"
+    with pytest.raises(ValueError, match="not an http:// or https:// URL"):
+        runwatch.init(name="s", dir=tmp_path / "runs", server="runwatch.lan:8765")
+    assert not (tmp_path / "runs" / "s").exists()  # refused before anything was written
