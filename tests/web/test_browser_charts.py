@@ -215,6 +215,28 @@ def test_watch_first_and_optimizer_metrics_have_charts_that_findings_mark(
         "data-counts", "mean_margin=20;val/mean_margin=4")
 
 
+# counts, per chart, the times it was drawn (each draw sets its data-points again)
+COUNT_DRAWS = """window.__draws = {};
+new MutationObserver((ms) => { for (const m of ms) {
+  const id = m.target.dataset.chart; window.__draws[id] = (window.__draws[id] || 0) + 1; } })
+  .observe(document, {subtree: true, attributes: true, attributeFilter: ['data-points']});"""
+
+
+def test_opening_a_run_draws_each_chart_once(page: Page, server: Runner,
+                                             runs_dir: Path) -> None:
+    """A chart is drawn when its series come, and not again when the run's health answer
+    leaves its markers as they were (the page drew every chart twice, which for a long
+    run cost a third of its opening)."""
+    sft_run(runs_dir, "drawn-once")
+    wait_indexed(server.url, "drawn-once", 39)
+    page.add_init_script(COUNT_DRAWS)
+    open_run(page, server.url, "drawn-once")  # loaded: the health answer is applied
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    charts = drawn_charts(page)
+    assert charts == {"loss", "lr", "accuracy"}
+    assert page.evaluate("window.__draws") == {c: 1 for c in charts}
+
+
 def picker_run(runs_dir: Path, name: str) -> None:
     run = init(name=name, dir=runs_dir, method="sft", base_model="tiny", dataset="d")
     for i in range(12):
