@@ -13,6 +13,7 @@ from sqlalchemy import Connection
 
 from runwatch.server import scopes
 from runwatch.server.errors import ApiError, not_found
+from runwatch.server.schemas import TokenAnswer, TokenCreated, TokenList, documented
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store import tokens
 
@@ -33,7 +34,7 @@ class NoBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-@router.get("/api/tokens")
+@router.get("/api/tokens", **documented(TokenList, "the tokens"))
 def list_tokens(request: Request, conn: Connection = Depends(connection)) -> dict[str, Any]:
     """The tokens of the projects this request administers (never their secrets), newest
     first, revoked ones too."""
@@ -43,7 +44,8 @@ def list_tokens(request: Request, conn: Connection = Depends(connection)) -> dic
     return {"ok": True, "tokens": [t.json() for t in tokens.list_tokens(conn, sc.projects)]}
 
 
-@router.post("/api/tokens", status_code=201)
+@router.post("/api/tokens", status_code=201,
+             **documented(TokenCreated, "the new token and its secret", status=201))
 def create_token(request: Request, body: TokenRequest, st: ServerState = Depends(state)
                  ) -> dict[str, Any]:
     """Make a token of `project`; the answer's `secret` is shown this once."""
@@ -57,7 +59,7 @@ def create_token(request: Request, body: TokenRequest, st: ServerState = Depends
     return {"ok": True, "token": made.json(), "secret": secret}
 
 
-@router.post("/api/tokens/{token_id}/revoke")
+@router.post("/api/tokens/{token_id}/revoke", **documented(TokenAnswer, "the revoked token"))
 def revoke_token(request: Request, token_id: str, _body: NoBody | None = None,
                  st: ServerState = Depends(state)) -> dict[str, Any]:
     """Revoke a token: it is refused from the next request on."""

@@ -547,3 +547,36 @@ class CompareReport(BaseModel):
     windows: list[CompareWindow]
     spikes: list[CompareSpike]
     reported: ReportedWindow | None
+
+
+# --- H6: API tokens ---
+
+
+class ApiToken(BaseModel):
+    """A token as the token routes show it: never its secret, only its first characters."""
+
+    id: str
+    name: str
+    project: str
+    right: str = Field(description="read, write or admin")
+    hint: str = Field(description="the token's first characters, to tell it apart")
+    created_by: str
+    created_at: str
+    last_used_at: str | None = Field(description="to the minute")
+    revoked_at: str | None
+
+
+class TokenList(BaseModel):
+    ok: bool
+    tokens: list[ApiToken]
+
+
+class TokenAnswer(BaseModel):
+    ok: bool
+    token: ApiToken
+
+
+class TokenCreated(BaseModel):
+    ok: bool
+    token: ApiToken
+    secret: str = Field(description="the token itself, in this answer only")
