@@ -5,8 +5,9 @@ teardown), through Ray's job submission API.
 One worker with two devices on a two-CPU head: two jobs run at once and both finish with
 their metrics indexed; a cancelled job is stopped on Ray (STOPPED) and ends CANCELLED; a
 job whose script raises and one whose program does not exist end FAILED with their
-reasons from the failure catalogue. How Ray's other ends (a lost node, its memory
-monitor, no devices) map into the catalogue is checked on Ray's own JobDetails.
+reasons from the failure catalogue; a worker told to stop stops its Ray job. How Ray's
+other ends (a lost node, its memory monitor, no devices) map into the catalogue is
+checked on Ray's own JobDetails.
 """
 
 from __future__ import annotations
@@ -102,12 +103,9 @@ def ray_head() -> Iterator[RayHead]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def _ray_status(head: RayHead, engine: Engine, name: str) -> str:
+def _ray_status(client: Any, engine: Engine, name: str) -> str:
     """What Ray says of attempt 1 of run `name` (its Ray job's status)."""
-    from runwatch.jobs.ray_executor import connect
-
-    run_id = run_row(engine, name).run_id
-    info = connect(head.address).get_job_info(f"runwatch-{run_id}-1")
+    info = client.get_job_info(f"runwatch-{run_row(engine, name).run_id}-1")
     return str(getattr(info.status, "value", info.status))
 
 
@@ -134,10 +132,13 @@ def sqlite_index(tmp_path: Path) -> Iterator[Engine]:
 
 
 @needs_ray
+@pytest.mark.slow
 def test_ray_worker_runs_two_at_once_cancels_and_classifies(
         ray_head: RayHead, sqlite_index: Engine, runs_dir: Path, tmp_path: Path,
         workers: Workers) -> None:
-    engine = sqlite_index
+    from runwatch.jobs.ray_executor import connect
+
+    engine, ray = sqlite_index, connect(ray_head.address)
     gate, never = tmp_path / "gate", tmp_path / "never"
     gated = [sys.executable, str(SCRIPTS / "gated.py")]
     # Claimed by priority: the pair first, then the cancel and the failures.
@@ -147,8 +148,9 @@ def test_ray_worker_runs_two_at_once_cancels_and_classifies(
     submit_command(engine, runs_dir, "raises", [sys.executable, str(SCRIPTS / "crash.py")],
                    priority=1)
     submit_command(engine, runs_dir, "no-program", [str(tmp_path / "no-such-program")])
+    submit_command(engine, runs_dir, "last", [*gated, str(never)], priority=-1)
     settings = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()]
-    workers.spawn(runs_dir, ["worker", str(runs_dir), "--db", str(tmp_path / "index.db"),
+    worker = workers.spawn(runs_dir, ["worker", str(runs_dir), "--db", str(tmp_path / "index.db"),
                              "--devices=2", *settings, "--executor=ray",
                              f"--address={ray_head.address}"])
 
@@ -157,13 +159,13 @@ def test_ray_worker_runs_two_at_once_cancels_and_classifies(
 
     wait_for(lambda: status("one") == status("two") == "RUNNING",
              what="jobs one and two to run at once", deadline=JOB_DEADLINE_S, interval=0.1)
-    assert [_ray_status(ray_head, engine, n) for n in ("one", "two")] == ["RUNNING"] * 2
+    assert [_ray_status(ray, engine, n) for n in ("one", "two")] == ["RUNNING"] * 2
     gate.touch()
     wait_for(lambda: status("one") in fmt.TERMINAL_PHASES and status("two") in
              fmt.TERMINAL_PHASES, what="jobs one and two to end", deadline=JOB_DEADLINE_S)
     for name in ("one", "two"):
         assert status(name) == "SUCCEEDED"
-        assert _ray_status(ray_head, engine, name) == "SUCCEEDED"
+        assert _ray_status(ray, engine, name) == "SUCCEEDED"
         lines = (runs_dir / name / fmt.METRICS).read_text().splitlines()
         _wait_points(engine, name, len(lines))
         output = (runs_dir / name / "attempts" / "1" / fmt.OUTPUT_LOG).read_text()
@@ -176,8 +178,8 @@ def test_ray_worker_runs_two_at_once_cancels_and_classifies(
     wait_for(lambda: status("cancelled") == "CANCELLED", what="the cancel to end the job",
              deadline=JOB_DEADLINE_S)
     # The job's SDK recorded CANCELLED on Ray's SIGTERM; Ray says STOPPED once it is gone.
-    wait_for(lambda: _ray_status(ray_head, engine, "cancelled") == "STOPPED",
-             what="Ray to say the cancelled job STOPPED")
+    wait_for(lambda: _ray_status(ray, engine, "cancelled") == "STOPPED",
+             what="Ray to say the cancelled job STOPPED", interval=0.2)
     assert run_row(engine, "cancelled").reason_code == "cancelled"
 
     wait_for(lambda: all(status(n) in fmt.TERMINAL_PHASES for n in ("raises", "no-program")),
@@ -185,11 +187,18 @@ def test_ray_worker_runs_two_at_once_cancels_and_classifies(
     raises, missing = run_row(engine, "raises"), run_row(engine, "no-program")
     assert (raises.status, raises.reason_code) == ("FAILED", "failed")
     assert (missing.status, missing.reason_code) == ("FAILED", "could_not_start")
-    assert _ray_status(ray_head, engine, "raises") == "FAILED"
+    assert _ray_status(ray, engine, "raises") == "FAILED"
     # The reason keeps no exception text; the run's logs keep what the job printed.
     assert "runwatch_e2e_secret" not in (raises.reason or "")
     assert "runwatch_e2e_secret" in (runs_dir / "raises" / "attempts" / "1" /
                                      fmt.OUTPUT_LOG).read_text()
+
+    # A worker told to stop stops its Ray jobs, as a cancel would.
+    wait_for(lambda: status("last") == "RUNNING", what="the last job to run",
+             deadline=JOB_DEADLINE_S)
+    assert workers.stop(worker) == 0
+    assert _ray_status(ray, engine, "last") == "STOPPED"
+    assert status("last") == "CANCELLED"
 
 
 def _details(status: str, **fields: Any) -> Any:
