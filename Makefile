@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e ".[server,dev,recipes,hf,wandb,postgres,otel,tensorboard,grafana,hf-trainer]"
+	$(BIN)/pip install -q -e ".[server,dev,recipes,hf,wandb,postgres,otel,tensorboard,grafana,hf-trainer,ray]"
 	touch $(STAMP)
 
 venv: $(STAMP)
