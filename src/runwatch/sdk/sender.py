@@ -28,6 +28,7 @@ import gzip
 import os
 import random
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,10 +95,6 @@ class UploadReport:
     problems: list[str] = field(default_factory=list)
     requests: int = 0
     body_bytes: int = 0
-
-    @property
-    def total(self) -> int:
-        return sum(self.records.values())
 
 
 def server_url(server: str | None = None) -> str | None:
@@ -452,8 +449,6 @@ def backoff(failures: int) -> float:
 def sync_run(run_dir: Path, client: Client, retry_for: float = 30.0) -> UploadReport:
     """Send what is new in one run folder (`runwatch sync`), trying again with backoff
     while the server cannot be reached for up to `retry_for` seconds."""
-    import time
-
     upload = RunUpload(run_dir, client)
     upload.manifest()  # a folder that is no run fails here, before any request
     report = UploadReport()
