@@ -40,7 +40,7 @@ def health_eval_command(
         "--run", help="Score only this run of the corpus (repeat for more).")] = None,
     round_: Annotated[int | None, typer.Option(
         "--round", help="Score only the held-back runs added in this round (labels.yaml: "
-        "1 the first corpus, 2 the runs added in session 4).")] = None,
+        "1 the first corpus, 3 the runs added in session 5; round 2 is spent).")] = None,
     output: OutOpt = Output.table,
     jq: JqOpt = None,
     raw: RawOpt = False,

@@ -162,9 +162,32 @@ What happened so far:
   runs stay held back; they have been scored before, so round 2 is the clean figure.
 - Round 2: 7 new public logs (source, path and commit in each `source.json`), labelled
   from their logs after the engine changes were committed and before any replay; scored
+  once in session 4 (below).
+- Session 5 fixed what round 2 missed, so round 2 is spent: its 7 runs moved to `train`
+  (`left_holdout` says why), and the KL-growth onset of `grpo_verl_mixed_cuts_divergence`
+  was corrected from step 20 to step 1 (`relabelled` says why: `actor/kl_loss` climbs from
+  the first log). The changes were made from the trainers' sources, not from those files:
+  every metric name verl (`metric_utils.py`, the actor's and the reward-KL metrics, the
+  `val-core/<source>/<acc|reward>/mean@N` core validation key at any N), TRL (GRPO, RLOO,
+  DPO, online DPO, PPO), OpenRLHF (PPO, SFT, DPO) and tinker-cookbook (RL, supervised,
+  on-policy distillation) log and that has a canonical metric is mapped
+  ([metrics.md](metrics.md)); `rl.no_progress` judges the task score (`accuracy`) of a run
+  that logs no reward; and on-policy distillation's reverse KL to the teacher
+  (tinker-cookbook's `teacher_kl`, a loop's `reverse_kl`) reads as minus the reward, since
+  minus that KL is the advantage those runs maximise. Each change has a trigger series and
+  a near miss in `tests/health/test_engine.py`. `grpo.reward_hacking` findings now count
+  toward a `reward_hacking` class.
+- Round 3: 6 new public logs, chosen for pathologies the held-back runs lacked (KL growth
+  with reward hacking, entropy collapse, a reward with no signal) and a healthy sibling,
+  labelled from their logs and committed before the engine ever ran on them; scored once
+  (below). No public DPO over-optimisation or NaN log with a findable source was found in
+  the time: those classes are still held back by nothing.
+
+- Round 2: 7 new public logs (source, path and commit in each `source.json`), labelled
+  from their logs after the engine changes were committed and before any replay; scored
   once, below.
 
-### Measured (session 4, 34 runs: 21 train, 13 held back of which 7 in round 2)
+#### Measured in session 4 (34 runs: 21 train, 13 held back of which 7 in round 2)
 
 | split | pathologies found | healthy runs with a warning | median delay (points) |
 |---|---|---|---|
@@ -200,6 +223,53 @@ round 2). What the round-2 runs show:
 
 Fixing these now would be tuning on round 2: the next change spends those runs, and a
 round 3 of new logs is needed to measure it.
+
+#### Measured in session 5 (40 runs: 28 train, 12 held back: 6 in round 1, 6 in round 3)
+
+As printed by `runwatch health-eval` (one run, after round 3 was committed):
+
+| split | pathologies found | healthy runs with a warning | median delay (points) |
+|---|---|---|---|
+| train | 15 of 17 (88%) | 0 of 11 | 5.5 |
+| holdout (rounds 1 and 3) | 6 of 8 (75%) | 1 of 4 | 11 |
+| holdout round 1 | 3 of 3 (100%) | 0 of 3 | 4.5 |
+| holdout round 3 | 3 of 5 (60%) | 1 of 1 | 23 |
+| all | 21 of 25 (84%) | 1 of 15 | 7 |
+
+("Pathologies" counts runs by their main label; the per-class rows below count secondary
+labels too.) Per class on the held-back runs (labels, found, false +, precision, median
+delay in points / steps): `rl_no_progress` 3, 3, 0, 100%, 11 / 16; `kl_growth` 1, 1, 2,
+33%, 23 / 23; `loss_not_falling` 1, 1, 0, 100%, 29 / 1450; `overfitting` 1, 1, 0, 100%,
+0 / 0; `length_truncation` 1, 1, 0, 100%, -22 / -110; `reward_zero_variance` 2, 0;
+`entropy_collapse` 1, 0; `reward_hacking` 1, 0. On `train`: every class found in every
+run labelled with it except `rl_no_progress` (4 of 6: `grpo_axiomforge` and
+`grpo_meta_hackathon` are missed, as before); round 2's misses are now found
+(`opd_reverse_kl_flat` through the distillation KL, the verl run's flat reward through its
+score).
+
+The held-back targets are not met in session 5: recall 75% (60% on round 3, the clean
+figure), one healthy run with a warning, median delay 11 points (23 on round 3). What the
+round-3 runs show:
+
+- `grpo_kl_penalty_fixed_demo` (healthy) raises `grpo.kl_ref_growing` and
+  `grpo.kl_ref_spike`: its KL rises from 0 to 0.12 in its first 15 steps and then holds at
+  0.12-0.23. The trend rule reads a rise of 0.1 nats within its window as growth; a KL
+  that rises once and settles, as a KL penalty makes it, is not. Its capped sibling
+  `grpo_reward_cap_no_signal` raises the same (the second `kl_growth` false positive).
+- `grpo_reward_hacking_kl_demo`: its KL growth is found 23 points after the labelled
+  onset; the reward hacking (the proxy reward saturates while eval perplexity goes from
+  4.5 to 16) is not, because its eval reward rises too and no rule reads perplexity; its
+  groups without reward variance (`train_reward_std` < 0.001) are not, because no rule
+  reads a reward's standard deviation.
+- `grpo_reward_cap_no_signal` is missed: nothing reads `train_reward_std` or a gradient
+  norm of exactly 0.
+- `grpo_leetcode_entropy_falling` is missed: its entropy is logged as `policy/entropy`,
+  which is no trainer's name in the sources above and is not aliased.
+- `grpo_drgrpo_qwen3_flat_reward` is found by `rl.no_progress` (16 points after onset, on a
+  20-step run) and `sft_lrqa_chance_plateau` by `sft.loss_not_falling` after its 30-point
+  warm-up (29 points after the first log).
+
+Fixing these would be tuning on round 3; the next change spends those runs.
 
 ## Rules
 """
