@@ -20,7 +20,10 @@ REPO = Path(__file__).resolve().parents[1]
     ["bench_health.py"],
     ["bench_jobs.py", "--jobs", "1", "--claims", "10", "--claimers", "2", "--out", "{tmp}/j.json"],
     ["bench_cold.py", "--steps", "300", "--runs", "2", "--repeat", "1", "--out", "{tmp}/c.json"],
-], ids=["ingest", "server", "health", "jobs", "cold"])
+    # exits 1 when a point is lost
+    ["bench_team.py", "--runs", "5", "--seconds", "3", "--metrics", "3", "--list-runs", "300",
+     "--list-requests", "3", "--stores", "sqlite", "--out", "{tmp}/team.json"],
+], ids=["ingest", "server", "health", "jobs", "cold", "team"])
 def test_bench_script_runs(args: list[str], tmp_path: Path) -> None:
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
     proc = subprocess.run([sys.executable, str(REPO / "bench" / argv[0]), *argv[1:]],
