@@ -46,6 +46,7 @@ def team(engine: Engine, runs_dir: Path, make_run: MakeRun) -> Iterator[Team]:
     with engine.begin() as conn:
         tokens.create_project(conn, A, "test")
         tokens.create_project(conn, B, "test")
+        tokens.create_project(conn, "proj-charlie", "test")  # made, no run yet
         for key, project, right in (("A-read", A, "read"), ("A-write", A, "write"),
                                     ("A-admin", A, "admin"), ("B-admin", B, "admin")):
             token, secret = tokens.create(conn, project, right, key, "test")
@@ -142,7 +143,10 @@ def test_lists_show_the_scopes_projects_and_the_servers_token_sees_all(team: Tea
     assert names("B-admin") == {B_NAME}
     assert names("boot") == {"alpha-run", B_NAME}
     projects = team.client("A-read").get("/api/projects").json()["projects"]
-    assert [p["name"] for p in projects] == [A]
+    assert projects == [{"name": A, "runs": 1}]
+    every = team.client("boot").get("/api/projects").json()["projects"]
+    assert every == [{"name": A, "runs": 1}, {"name": B, "runs": 1},
+                     {"name": "proj-charlie", "runs": 0}]
     listed = team.client("A-admin").get("/api/tokens").json()["tokens"]
     assert {t["project"] for t in listed} == {A} and len(listed) == 3
     assert all("secret" not in t and not any(s in str(t) for s in team.secrets.values())

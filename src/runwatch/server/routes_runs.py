@@ -20,12 +20,11 @@ from runwatch.server.errors import ApiError, not_found, unavailable
 from runwatch.server.runs import (
     MAX_PAGE_SIZE,
     PAGE_SIZE,
-    list_projects,
     list_runs,
 )
 from runwatch.server.schemas import ActionAnswer, RunDetail, RunList, documented
 from runwatch.server.state import ServerState, connection, state
-from runwatch.store import queries
+from runwatch.store import queries, tokens
 from runwatch.store import schema as s
 
 router = APIRouter(tags=["runs"])
@@ -53,9 +52,11 @@ def runs_list(
 
 @router.get("/api/projects")
 def projects(request: Request, conn: Connection = Depends(connection)) -> dict[str, Any]:
-    """Every project with its number of runs."""
-    return {"ok": True, "projects": [p for p in list_projects(conn)
-                                     if scopes.visible(request, p["name"])]}
+    """Every project (made with `runwatch projects create`, or named by runs) with its
+    number of runs."""
+    return {"ok": True, "projects": [{"name": p, "runs": n}
+                                     for p, n in tokens.project_names(conn).items()
+                                     if scopes.visible(request, p)]}
 
 
 @router.get("/api/runs/{run}", **documented(RunDetail, "the run detail"))

@@ -1,4 +1,4 @@
-"""Reading runs for the API: the list with search and cursor, lookup, and projects.
+"""Reading runs for the API: the list with search and cursor, and lookup.
 
 The JSON views of a run (summary, detail, log line) are shared with the CLI and live in
 `runwatch.analysis`."""
@@ -10,11 +10,10 @@ import binascii
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Row, func, select
+from sqlalchemy import Connection, Row
 
 from runwatch.server.errors import ApiError, bad_request
 from runwatch.store import queries
-from runwatch.store import schema as s
 
 PAGE_SIZE = 100
 MAX_PAGE_SIZE = 500
@@ -62,11 +61,3 @@ def resolve_run(conn: Connection, ident: str) -> Row[Any]:
         status = 400 if exc.ambiguous else 404
         raise ApiError(status, f"{exc}; list runs with GET /api/runs",
                        candidates=exc.candidates) from exc
-
-
-def list_projects(conn: Connection) -> list[dict[str, Any]]:
-    r = s.runs.c
-    rows = conn.execute(
-        select(r.project, func.count()).group_by(r.project).order_by(r.project)
-    ).all()
-    return [{"name": p, "runs": n} for p, n in rows]
