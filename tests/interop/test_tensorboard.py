@@ -1,13 +1,13 @@
 """`runwatch runs tensorboard`: a run recorded by the SDK, exported by the real CLI and read
 back with TensorBoard's own event reader (EventAccumulator, its hparams metadata parser and
-tensor_util), value by value."""
+tensor_util), value by value; and the TensorBoard the command starts, read over its HTTP
+API while the run trains."""
 
 from __future__ import annotations
 
 import json
 import math
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -133,11 +133,11 @@ def _check_text(acc: Any, steps: range) -> None:
 def test_export_matches_every_value_and_replaces_itself(runs_dir: Path) -> None:
     with runwatch.init(name="rl", dir=runs_dir, method="grpo", config=CONFIG) as run:
         _log(run, range(12))
-    done = run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir))
+    done = run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--no-start")
     out = next((runs_dir / ".runwatch" / "tensorboard").iterdir())
     assert f"tensorboard --logdir {out}" in done.stdout
     # a second export replaces the first instead of adding a copy of every point
-    run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir))
+    run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--no-start")
     assert len(list(out.glob("events.out.tfevents.*"))) == 1
     acc = _load(out)
     _check_scalars(acc, runs_dir, "rl", range(12))
@@ -164,7 +164,7 @@ def _follow(runs_dir: Path, out: Path) -> subprocess.Popen[str]:
     """`runs tensorboard live --follow` as a user starts it."""
     return subprocess.Popen(
         [sys.executable, "-m", "runwatch", "runs", "tensorboard", "live", "--dir",
-         str(runs_dir), "--out", str(out), "--follow", "--interval", "0.1"],
+         str(runs_dir), "--out", str(out), "--no-start", "--follow", "--interval", "0.1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -215,27 +215,49 @@ def test_bad_input_is_refused_in_plain_words(runs_dir: Path, tmp_path: Path) -> 
     assert (foreign / "events.out.tfevents.1.host").exists()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _start(runs_dir: Path, name: str, out: Path) -> tuple[subprocess.Popen[str], str]:
+    """`runs tensorboard NAME` as a user starts it (TensorBoard on any free port), and the
+    address it prints once TensorBoard listens."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runwatch", "runs", "tensorboard", name, "--dir", str(runs_dir),
+         "--out", str(out), "--port", "0", "--interval", "0.1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert first_line(proc, what="the export", deadline=DEADLINE_S).startswith("wrote ")
+    said = first_line(proc, what="TensorBoard's address", deadline=DEADLINE_S)
+    assert said.startswith("TensorBoard: http://127.0.0.1:"), said
+    return proc, said.split()[1]
 
 
-def test_tensorboard_itself_serves_the_export(runs_dir: Path, tmp_path: Path) -> None:
-    """The real `tensorboard` server (its data server included) shows every point, the
-    HParams experiment and the rollouts' text."""
+def _served(url: str, tag: str) -> list[Any]:
+    """TensorBoard's scalars of `tag` (empty until it has loaded them)."""
+    try:
+        got: list[Any] = httpx.get(f"{url}data/plugin/scalars/scalars",
+                                   params={"run": ".", "tag": tag}, timeout=10).json()
+    except (httpx.HTTPError, ValueError):
+        return []
+    return got if isinstance(got, list) else []
+
+
+def _ctrl_c(proc: subprocess.Popen[str], url: str) -> str:
+    """Ctrl-C the command; its output after it. TensorBoard is stopped with it."""
+    proc.send_signal(signal.SIGINT)
+    rest, err = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 0, err
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(url, timeout=5)
+    return rest
+
+
+def test_the_tensorboard_it_starts_serves_the_export(runs_dir: Path, tmp_path: Path) -> None:
+    """The real `tensorboard` server (its data server included), as the command starts it,
+    shows every point, the HParams experiment and the rollouts' text."""
     with runwatch.init(name="rl", dir=runs_dir, method="grpo", config=CONFIG) as run:
         _log(run, range(8))
-    out = tmp_path / "tb"
-    run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--out", str(out))
     logged = _logged(runs_dir, "rl")
     tags = {RENAMED.get(k, k) for k in logged}
     tags |= {"rollouts/train/reward_terms/correct", "rollouts/train/reward_terms/overlong_penalty"}
-    port = _free_port()
-    board = subprocess.Popen([str(Path(sys.executable).parent / "tensorboard"), "--logdir",
-                              str(out), "--host", "127.0.0.1", "--port", str(port)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}/data/plugin"
+    board, url = _start(runs_dir, "rl", tmp_path / "tb")
+    base = f"{url}data/plugin"
 
     def served_tags() -> bool:
         try:
@@ -248,9 +270,7 @@ def test_tensorboard_itself_serves_the_export(runs_dir: Path, tmp_path: Path) ->
         wait_for(served_tags, what="TensorBoard to serve every scalar tag", deadline=DEADLINE_S,
                  interval=0.5)
         for key, points in logged.items():
-            tag = RENAMED.get(key, key)
-            got = httpx.get(f"{base}/scalars/scalars", params={"run": ".", "tag": tag},
-                            timeout=10).json()
+            got = _served(url, RENAMED.get(key, key))
             assert [(w, s) for w, s, _ in got] == [(ts, step) for step, _, ts in points], key
             for (_, step, value), (_, want, _) in zip(got, points, strict=True):
                 assert _same(float(value), float(np.float32(want))), (key, step)
@@ -262,12 +282,43 @@ def test_tensorboard_itself_serves_the_export(runs_dir: Path, tmp_path: Path) ->
             "run": ".", "tag": "rollouts/train/text_summary"}, timeout=10).json()
         assert [t["step"] for t in text] == [0, 3, 6]
         assert "user: sort 6231" in text[-1]["text"]
+        assert "stopped TensorBoard" in _ctrl_c(board, url)
     finally:
-        board.terminate()
-        try:
-            board.wait(timeout=DEADLINE_S)
-        except subprocess.TimeoutExpired:
+        if board.poll() is None:
             board.kill()
+
+
+def test_the_tensorboard_it_starts_follows_a_training_run(runs_dir: Path,
+                                                          tmp_path: Path) -> None:
+    """Started on a run that trains, TensorBoard shows the steps logged after it started,
+    and keeps serving once the run has ended, until Ctrl-C."""
+    child = _live_run(runs_dir, then="_log(run, range(4, 10))\nrun.finish()\n")
+    assert child.stdin is not None
+    board = None
+    try:
+        assert first_line(child, what="the training process to start") == "started"
+        metrics = runs_dir / "live" / METRICS
+        wait_for(lambda: metrics.exists() and len(metrics.read_text().splitlines()) == 4,
+                 what="the four steps on disk")
+        board, url = _start(runs_dir, "live", tmp_path / "tb")
+        wait_for(lambda: len(_served(url, "loss")) == 4, what="TensorBoard to show 4 steps",
+                 deadline=DEADLINE_S, interval=0.5)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.wait(timeout=DEADLINE_S) == 0
+        said = ""
+        while not said.startswith("live ended SUCCEEDED"):
+            said = first_line(board, what="the command to see the run end",
+                              deadline=DEADLINE_S)
+        # TensorBoard reloads its folder every 5 s by default
+        wait_for(lambda: [s for _, s, _ in _served(url, "loss")] == list(range(10)),
+                 what="TensorBoard to show the 10 steps", deadline=DEADLINE_S, interval=0.5)
+        assert "stopped TensorBoard" in _ctrl_c(board, url)
+    finally:
+        for p in (child, board):
+            if p is not None and p.poll() is None:
+                p.kill()
+    _check_hparams(_load(tmp_path / "tb"), api_pb2.STATUS_SUCCESS)
 
 
 def test_ctrl_c_stops_following_and_leaves_readable_files(runs_dir: Path,

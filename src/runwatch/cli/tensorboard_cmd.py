@@ -1,10 +1,14 @@
 """`runwatch runs tensorboard RUN`: the run as TensorBoard event files (runwatch.interop.
-tensorboard writes them), once or following the run until it ends."""
+tensorboard writes them), and TensorBoard started on them on this machine, following the
+run while it trains; or, with --no-start, the files alone (once, or --follow)."""
 
 from __future__ import annotations
 
+import re
 import shlex
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,8 +18,8 @@ import yaml
 
 from runwatch.cli.context import INDEX_DIRNAME, Context, open_context
 from runwatch.cli.inspect_cmds import flatten
+from runwatch.cli.options import DbOpt, DirOpt, RunArg, resolve_or_exit
 from runwatch.cli.output import fail, line
-from runwatch.cli.runs import DbOpt, DirOpt, RunArg, resolve_or_exit
 from runwatch.rundir.format import TERMINAL_PHASES
 from runwatch.store import queries as q
 
@@ -35,9 +39,17 @@ def tensorboard_cmd(
     ] = 2.0,
     rollouts: Annotated[int, typer.Option(
         "--rollouts", min=0, help="Rollouts shown as text for each kept step.")] = 8,
+    start: Annotated[bool, typer.Option(
+        "--start/--no-start", help="Start TensorBoard on this machine (127.0.0.1 only) and "
+        "keep adding what the run logs until Ctrl-C; --no-start writes the files and prints "
+        "the command that shows them.")] = True,
+    port: Annotated[int | None, typer.Option(
+        "--port", min=0, max=65535, help="TensorBoard's port (default: 6006, or the next "
+        "free one; 0: any free port).", show_default=False)] = None,
 ) -> None:
     """Write a run's metrics (reward terms included), its config for the HParams dashboard
-    and its rollouts as TensorBoard event files, and print the command that shows them."""
+    and its rollouts as TensorBoard event files, and start TensorBoard on them, following
+    the run while it trains (--no-start: print the command that shows them)."""
     try:
         from runwatch.interop.tensorboard import Export, ExportError
     except ImportError as exc:
@@ -58,10 +70,13 @@ def tensorboard_cmd(
             export.write_hparams(_config_of(row), sorted(export.tags))
         line(f"wrote {export.points} points of {len(export.tags)} scalars and "
              f"{len(export.rollout_steps)} steps of rollouts of {row.name} to {target}")
+        if start:
+            _serve(ctx, export, row, target, port, interval)
+            return
         line("view them: tensorboard --logdir ", shlex.quote(str(target)))
         sys.stdout.flush()
         if follow and row.status not in TERMINAL_PHASES:
-            row = _follow(ctx, export, row, interval)
+            row, _ = _follow(ctx, export, row, interval)
         elif row.status not in TERMINAL_PHASES:
             line(f"{row.name} is {row.status}: --follow keeps adding what it logs until it ends")
         if row.status in TERMINAL_PHASES:
@@ -70,8 +85,78 @@ def tensorboard_cmd(
         export.close()
 
 
-def _follow(ctx: Context, export: Any, row: Any, interval: float) -> Any:
-    """Add what the run logs until it ends, its process is gone, or Ctrl-C; its last row."""
+def _serve(ctx: Context, export: Any, row: Any, target: Path, port: int | None,
+           interval: float) -> None:
+    """Start TensorBoard on `target`, follow the run while it trains, and keep TensorBoard
+    serving until Ctrl-C (which stops it)."""
+    board, url = _start_tensorboard(target, port)
+    try:
+        line(f"TensorBoard: {url} (Ctrl-C stops it; it has no authentication, so it "
+             "listens on this machine only)")
+        sys.stdout.flush()
+        stopped = False
+        if row.status not in TERMINAL_PHASES:
+            row, stopped = _follow(ctx, export, row, interval)
+        if row.status in TERMINAL_PHASES:
+            export.end(row.status)
+        if not stopped:
+            try:
+                code = board.wait()
+            except KeyboardInterrupt:
+                line("stopped TensorBoard")
+            else:
+                raise fail(f"TensorBoard ended by itself (exit status {code})")
+    finally:
+        _stop(board)
+
+
+def _start_tensorboard(logdir: Path, port: int | None) -> tuple[subprocess.Popen[str], str]:
+    """TensorBoard (this installation's) serving `logdir` on 127.0.0.1, and its address once
+    it listens."""
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError as exc:
+        raise fail("starting TensorBoard needs the tensorboard package, which is not "
+                   "installed", [INSTALL_HINT, "or --no-start writes the files alone"]) from exc
+    board = subprocess.Popen(
+        [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host",
+         "127.0.0.1", "--port", "default" if port is None else str(port)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True)
+    assert board.stderr is not None
+    said: list[str] = []
+    try:
+        for text_line in board.stderr:
+            found = re.search(r"TensorBoard \S+ at (http://\S+?)/? ", text_line)
+            if found:
+                url = found.group(1) + "/"
+                break
+            said.append(text_line.rstrip())
+        else:
+            board.wait()
+            raise fail(f"TensorBoard did not start (exit status {board.returncode})",
+                       said[-5:])
+    except BaseException:
+        _stop(board)
+        raise
+    # what it says later is read and dropped, so a full pipe never stops it
+    threading.Thread(target=board.stderr.read, daemon=True).start()
+    return board, url
+
+
+def _stop(board: subprocess.Popen[str]) -> None:
+    if board.poll() is None:
+        board.terminate()
+        try:
+            board.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            board.kill()
+            board.wait()
+
+
+def _follow(ctx: Context, export: Any, row: Any, interval: float) -> tuple[Any, bool]:
+    """Add what the run logs until it ends, its process is gone, or Ctrl-C: its last row,
+    and whether Ctrl-C stopped it."""
     line(f"following {row.name} until it ends (Ctrl-C stops)")
     sys.stdout.flush()
     try:
@@ -86,12 +171,13 @@ def _follow(ctx: Context, export: Any, row: Any, interval: float) -> Any:
                 sys.stdout.flush()
     except KeyboardInterrupt:
         line(f"stopped following; {export.points} points written")
-        return row
+        return row, True
     if row.status in TERMINAL_PHASES:
         line(f"{row.name} ended {row.status}; {export.points} points written")
     else:
         line(f"{row.name}'s training process is gone; {export.points} points written")
-    return row
+    sys.stdout.flush()
+    return row, False
 
 
 def _config_of(row: Any) -> dict[str, Any]:

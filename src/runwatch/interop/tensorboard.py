@@ -202,7 +202,8 @@ class Export:
                                  walltime=self.step_time.get(step))
 
     def end(self, status: str) -> None:
-        """Mark the HParams session ended with the run's terminal phase."""
+        """Mark the HParams session ended with the run's terminal phase (written at once,
+        for a TensorBoard already reading the files)."""
         from tensorboardX.proto.api_pb2 import Status
         from tensorboardX.proto.plugin_hparams_pb2 import HParamsPluginData, SessionEndInfo
         from tensorboardX.proto.summary_pb2 import Summary, SummaryMetadata
@@ -215,6 +216,7 @@ class Export:
         summary = Summary(value=[Summary.Value(tag="_hparams_/session_end_info",
                                                metadata=meta)])
         self.writer._get_file_writer().add_summary(summary)
+        self.writer.flush()
 
     def close(self) -> None:
         self.writer.close()
