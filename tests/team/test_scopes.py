@@ -4,6 +4,7 @@ server's own token still reaches every project."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,10 @@ import httpx
 import pytest
 from sqlalchemy import Engine
 
+from runwatch.jobs.spec import command_spec
+from runwatch.jobs.submit import submit
 from runwatch.server.runner import Runner, free_port
+from runwatch.store import jobs as store_jobs
 from runwatch.store import tokens
 from tests.support import MakeRun, sdk_run
 from tests.support.cli import run_cli
@@ -42,8 +46,13 @@ class Team:
 def team(engine: Engine, runs_dir: Path, make_run: MakeRun) -> Iterator[Team]:
     a_run = make_run("alpha-run", project=A, steps=3)
     b_run = make_run(B_NAME, project=B, steps=3)
+    # a worker holding a job of B: the workers view must not show it to A
+    submit(engine, runs_dir, command_spec(["true"], cwd=runs_dir), "bravo-job", B)
     made: dict[str, tuple[str, str]] = {}
     with engine.begin() as conn:
+        store_jobs.register_worker(conn, store_jobs.WorkerRow("w-1", "host", 1, 1, "cpu",
+                                                              time.time()))
+        assert store_jobs.claim(conn, "w-1", 1, time.time()) is not None
         tokens.create_project(conn, A, "test")
         tokens.create_project(conn, B, "test")
         tokens.create_project(conn, "proj-charlie", "test")  # made, no run yet
@@ -108,7 +117,7 @@ def test_a_token_of_one_project_gets_nothing_of_another_on_any_route(team: Team)
     admin_a = team.client("A-admin")
     ops = _operations(admin_a)
     assert len(ops) >= 20, "the schema lists the API's routes"
-    b_marks = (team.b_run, B_NAME, B)
+    b_marks = (team.b_run, B_NAME, B, "bravo-job")
     checked = []
     for path, method, op in ops:
         tries = [None] + ([{"project": B}] if any(p["name"] == "project" for p in
@@ -140,12 +149,14 @@ def test_lists_show_the_scopes_projects_and_the_servers_token_sees_all(team: Tea
         return {r["name"] for r in team.client(who).get("/api/runs").json()["runs"]}
 
     assert names("A-read") == {"alpha-run"}
-    assert names("B-admin") == {B_NAME}
-    assert names("boot") == {"alpha-run", B_NAME}
+    assert names("B-admin") == {B_NAME, "bravo-job"}
+    assert names("boot") == {"alpha-run", B_NAME, "bravo-job"}
+    held = team.client("boot").get("/api/workers").json()["workers"][0]["jobs"]
+    assert [j["name"] for j in held] == ["bravo-job"]  # hidden from A by the scope alone
     projects = team.client("A-read").get("/api/projects").json()["projects"]
     assert projects == [{"name": A, "runs": 1}]
     every = team.client("boot").get("/api/projects").json()["projects"]
-    assert every == [{"name": A, "runs": 1}, {"name": B, "runs": 1},
+    assert every == [{"name": A, "runs": 1}, {"name": B, "runs": 2},
                      {"name": "proj-charlie", "runs": 0}]
     listed = team.client("A-admin").get("/api/tokens").json()["tokens"]
     assert {t["project"] for t in listed} == {A} and len(listed) == 3
@@ -224,4 +235,4 @@ def test_runwatch_sync_with_a_write_token_sends_its_projects_runs_only(
                         team.secrets["A-read"], check=False)
     assert read_only.returncode != 0 and "write on project 'proj-alpha'" in read_only.stderr
     names = {r["name"] for r in team.client("boot").get("/api/runs").json()["runs"]}
-    assert names == {"alpha-run", B_NAME, "laptop-alpha"}
+    assert names == {"alpha-run", B_NAME, "bravo-job", "laptop-alpha"}
