@@ -5,9 +5,9 @@ Two supervised runs of one plan are written by the SDK (loss, grad_norm, learnin
 every step; the run's loss drifts from the baseline's halfway) and indexed once. Then:
 the comparison alone (runwatch.analysis.compare), the CLI with -o json and with its
 table (process start, the index check and the series reads included: the first time from
-SQLite, then from the files it saves beside the index), the floor of any CLI command
-(`runs list` on the same folder), and the API (first request: the series read into the
-server's cache; then warm).
+SQLite, then from the files it saves beside the index), the CLI's start-up alone
+(`runwatch --help`), the floor of a command that reads the index (`runs list` on the same
+folder), and the API (first request: the series read into the server's cache; then warm).
 
     python bench/bench_compare.py                     # 100,000 steps, 5 repeats
     python bench/bench_compare.py --steps 20000 --repeat 3
@@ -74,15 +74,16 @@ def summary(seconds: list[float]) -> dict[str, float]:
             "max_s": round(max(seconds), 3)}
 
 
-def cli(runs: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "runwatch", *args, "--dir", str(runs)],
+def cli(runs: Path | None, *args: str) -> subprocess.CompletedProcess[str]:
+    where = ["--dir", str(runs)] if runs is not None else []
+    proc = subprocess.run([sys.executable, "-m", "runwatch", *args, *where],
                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr)
     return proc
 
 
-def cli_timed(runs: Path, n: int, *args: str) -> tuple[dict[str, float], str]:
+def cli_timed(runs: Path | None, n: int, *args: str) -> tuple[dict[str, float], str]:
     """Wall-clock summary of `n` runs of a CLI command, with the median CPU seconds its
     processes used (what a busy machine does not inflate), and the last output."""
     cpu = []
@@ -131,6 +132,7 @@ def main() -> int:
             return cmp.compare(pair[0], pair[1])
 
         out["read_and_analysis"] = timed(read_and_compare, args.repeat)[0]
+        out["cli_startup_help"] = cli_timed(None, args.repeat, "--help")[0]
         out["cli_floor_runs_list"] = cli_timed(runs, args.repeat, "runs", "list")[0]
         # the first compare reads the series from SQLite and saves them beside the index
         # (as the server does); the next ones read those files
@@ -165,7 +167,8 @@ def main() -> int:
     print(json.dumps(out, indent=2))
     print(f"\nruns compare, two {args.steps:,}-step runs: CLI -o json median "
           f"{out['cli_json']['median_s']} s, {out['cli_json']['median_cpu_s']} CPU s (process "
-          f"start included; `runs list` takes {out['cli_floor_runs_list']['median_s']} s), "
+          f"start included: `runwatch --help` takes {out['cli_startup_help']['median_s']} s, "
+          f"`runs list` {out['cli_floor_runs_list']['median_s']} s), "
           "API median "
           f"{out['api_warm']['median_s']} s (first request {out['api_first_request_s']} s), "
           f"the comparison alone {out['analysis']['median_s']} s; target <= {args.target} s; "
