@@ -62,7 +62,8 @@ export class TokensPage {
 
   async load(): Promise<void> {
     try {
-      const projects = await getJSON<{ projects: { name: string }[] }>("/projects");
+      const [server, projects] = await Promise.all([getJSON<{ auth: boolean }>("/server"), getJSON<{ projects: { name: string }[] }>("/projects")]);
+      if (!server.auth) this.setNotice("This server was started without a token, so it is open to whoever reaches it and checks no API token. Tokens made here work once it is started with --token (RUNWATCH_TOKEN).");
       this.project.replaceChildren(...projects.projects.map((p) => h("option", { value: p.name }, p.name)));
       await this.refresh();
     } catch (e) {
