@@ -313,3 +313,23 @@ def test_a_run_that_fails_to_index_does_not_stop_the_others(runs_dir: Path,
             return len(q.history(conn, q.resolve_run(conn, "a-breaks").pk)) == 3
 
     wait_for(indexed_again, what="the run that failed to be indexed once it can be")
+
+
+def test_resolve_run_within_projects_names_only_their_runs(runs_dir: Path,
+                                                            tmp_path: Path) -> None:
+    for name, project in (("alpha-1", "a"), ("alpha-2", "b"), ("beta", "b")):
+        with runwatch.init(name=name, dir=runs_dir, project=project) as run:
+            run.log({"loss": 1.0}, step=0)
+    engine = open_engine(tmp_path / "i.db")
+    Indexer(engine, runs_dir).index_once()
+    with engine.connect() as conn:
+        with pytest.raises(q.RunNotFound) as ambiguous:
+            q.resolve_run(conn, "alpha")
+        assert ambiguous.value.ambiguous
+        # among project a's runs the prefix is unique
+        assert q.resolve_run(conn, "alpha", projects=frozenset({"a"})).name == "alpha-1"
+        with pytest.raises(q.RunNotFound) as other:
+            q.resolve_run(conn, "beta", projects=frozenset({"a"}))
+        assert not other.value.ambiguous
+        assert all("beta" not in c and "alpha-2" not in c for c in other.value.candidates)
+        assert any("alpha-1" in c for c in other.value.candidates)

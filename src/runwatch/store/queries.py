@@ -28,10 +28,15 @@ class RunNotFound(LookupError):
         self.ambiguous = ambiguous
 
 
-def resolve_run(conn: Connection, ref: str) -> Row[Any]:
-    """The run whose id is `ref`, or whose id or name uniquely starts with `ref`."""
+def resolve_run(conn: Connection, ref: str,
+                projects: frozenset[str] | None = None) -> Row[Any]:
+    """The run whose id is `ref`, or whose id or name uniquely starts with `ref`; with
+    `projects`, among those projects' runs only (a scoped token's candidates and
+    ambiguities never name another project's runs)."""
     r = s.runs.c
-    exact = conn.execute(select(s.runs).where(or_(r.run_id == ref, r.name == ref))).all()
+    within = [r.project.in_(sorted(projects))] if projects is not None else []
+    exact = conn.execute(select(s.runs).where(or_(r.run_id == ref, r.name == ref),
+                                              *within)).all()
     if len(exact) == 1:
         return exact[0]
     if len(exact) > 1:
@@ -40,7 +45,7 @@ def resolve_run(conn: Connection, ref: str) -> Row[Any]:
     pattern = _escape_like(ref) + "%"
     found = conn.execute(
         select(s.runs).where(or_(r.run_id.like(pattern, escape="\\"),
-                                 r.name.like(pattern, escape="\\")))
+                                 r.name.like(pattern, escape="\\")), *within)
         .order_by(r.created_at.desc()).limit(20)
     ).all()
     if len(found) == 1:
@@ -48,7 +53,8 @@ def resolve_run(conn: Connection, ref: str) -> Row[Any]:
     if found:
         raise RunNotFound(f"{ref!r} matches {len(found)} runs; give more of the id or name",
                           [f"{x.run_id}  {x.name}" for x in found], ambiguous=True)
-    recent = conn.execute(select(r.run_id, r.name).order_by(r.created_at.desc()).limit(10)).all()
+    recent = conn.execute(select(r.run_id, r.name).where(*within)
+                          .order_by(r.created_at.desc()).limit(10)).all()
     raise RunNotFound(f"no run has the id or name {ref!r}",
                       [f"{x.run_id}  {x.name}" for x in recent])
 
