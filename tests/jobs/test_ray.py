@@ -36,7 +36,7 @@ from runwatch.rundir import format as fmt
 from runwatch.server.runner import free_port
 from runwatch.store import schema as s
 from runwatch.store.db import open_engine
-from tests.support.jobs import run_row, submit_command
+from tests.support.jobs import job, run_row, submit_command
 from tests.support.wait import wait_for
 from tests.support.workers import FAST, Workers, workers
 
@@ -117,6 +117,14 @@ def _loss_points(engine: Engine, name: str) -> int:
     return int(points or 0)
 
 
+def _wait_concluded(engine: Engine, *names: str) -> None:
+    """Wait until the worker has concluded these jobs: it saw their Ray jobs end, copied
+    their output and let them go. (A run's status can say it ended earlier: its SDK
+    records the end before its process exits and Ray reports it.)"""
+    wait_for(lambda: all((job(engine, n) or {}).get("worker_id", "") is None for n in names),
+             what=f"the worker to conclude {', '.join(names)}", deadline=JOB_DEADLINE_S)
+
+
 def _wait_points(engine: Engine, name: str, expected: int) -> None:
     wait_for(lambda: _loss_points(engine, name) == expected,
              what=f"{name}'s {expected} loss points in the index")
@@ -163,6 +171,7 @@ def test_ray_worker_runs_two_at_once_cancels_and_classifies(
     gate.touch()
     wait_for(lambda: status("one") in fmt.TERMINAL_PHASES and status("two") in
              fmt.TERMINAL_PHASES, what="jobs one and two to end", deadline=JOB_DEADLINE_S)
+    _wait_concluded(engine, "one", "two")
     for name in ("one", "two"):
         assert status(name) == "SUCCEEDED"
         assert _ray_status(ray, engine, name) == "SUCCEEDED"
@@ -184,6 +193,7 @@ def test_ray_worker_runs_two_at_once_cancels_and_classifies(
 
     wait_for(lambda: all(status(n) in fmt.TERMINAL_PHASES for n in ("raises", "no-program")),
              what="the failing jobs to end", deadline=JOB_DEADLINE_S)
+    _wait_concluded(engine, "raises", "no-program")
     raises, missing = run_row(engine, "raises"), run_row(engine, "no-program")
     assert (raises.status, raises.reason_code) == ("FAILED", "failed")
     assert (missing.status, missing.reason_code) == ("FAILED", "could_not_start")
