@@ -1,5 +1,6 @@
-"""The Tokens page in Chromium on a server with a token: a project admin creates a token (its
-secret shown once, and working), sees only its project's tokens, and revokes one."""
+"""The web app in Chromium on a server with a token, opened with one project's admin token:
+the run list and a run page show that project only; on the Tokens page the admin creates a
+token (its secret shown once, and working), sees only its project's tokens, and revokes one."""
 
 from __future__ import annotations
 
@@ -49,7 +50,13 @@ def _runs(srv: Runner, secret: str) -> httpx.Response:
 def test_an_admin_creates_a_token_sees_its_secret_once_and_revokes_it(
         page: Page, server: Runner) -> None:
     admin = _admin_of_alpha(server)
-    page.goto(f"{server.url}/tokens?token={admin}")
+    # the app itself, on a project's token: that project's run only, and no refused request
+    page.goto(f"{server.url}/runs?token={admin}")
+    expect(page.locator(".run-row")).to_have_count(1)
+    expect(page.locator(".run-row")).to_contain_text("alpha-run")
+    page.click(".run-row")
+    expect(page.locator("#detail[data-loaded=true]")).to_be_visible()
+    page.click("#tokens-link")
     expect(page.locator("#tokens-page[data-loaded=true]")).to_be_visible()
     rows = page.locator("#tokens tr")
     expect(rows).to_have_count(1)  # alice herself; bravo's bot is not shown
