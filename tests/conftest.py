@@ -1,18 +1,28 @@
-"""Shared fixtures: real folders, real SQLite files, the real server and CLI, and the one
-SFT checkpoint the recipe and health tests start from. Helpers live in tests/support."""
+"""Shared fixtures: real folders, the index on SQLite and on PostgreSQL, the real server and
+CLI, and the one SFT checkpoint the recipe and health tests start from. Helpers live in
+tests/support."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 from sqlalchemy import Engine
 
 from runwatch.rundir import format as fmt
 from runwatch.server.runner import Runner, free_port
-from runwatch.store.db import open_engine
+from runwatch.store.db import database_url, open_engine
 from tests.support import SFT_CHECKPOINT, MakeRun, sdk_run
+from tests.support.parallel import group_module_fixture_users, session_folder
+from tests.support.stores import NO_POSTGRES, STORES, PostgresDatabases, postgres_url
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    group_module_fixture_users(items)
 
 
 @pytest.fixture
@@ -30,10 +40,35 @@ def _no_inherited_runwatch_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None
     yield
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresDatabases]:
+    """The PostgreSQL server of RUNWATCH_TEST_POSTGRES_URL, which makes each test a database
+    of its own; the test is skipped, saying how to run it, when the variable is unset."""
+    url = postgres_url()
+    if url is None:
+        pytest.skip(NO_POSTGRES)
+    databases = PostgresDatabases(url)
+    yield databases
+    databases.close()
+
+
+@pytest.fixture(params=STORES)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL of a new index at the schema's head, once per store (the test's id says
+    which): a SQLite file in the test's folder, or a new PostgreSQL database."""
+    if request.param == "sqlite":
+        yield database_url(tmp_path / "index.db")
+        return
+    databases: PostgresDatabases = request.getfixturevalue("postgres")
+    url = databases.create()
+    yield url
+    databases.drop(url)
+
+
 @pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    """A fresh SQLite index in the test's folder."""
-    eng = open_engine(tmp_path / "index.db")
+def engine(db_url: str) -> Iterator[Engine]:
+    """The index of `db_url`, on SQLite and on PostgreSQL."""
+    eng = open_engine(db_url)
     yield eng
     eng.dispose()
 
@@ -57,18 +92,26 @@ def make_run(runs_dir: Path) -> MakeRun:
 
 
 @pytest.fixture(scope="session")
-def sft_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def sft_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder of one SFT run on the tiny model (tests.support.SFT_CHECKPOINT), trained
-    once per session. Start GRPO or DPO from it, index it; never write into its folder."""
+    once per session. Start GRPO or DPO from it, index it; never write into its folder.
+
+    Under pytest-xdist the workers share it: the first to need it trains it under a file
+    lock in the folder all workers' temp folders sit in, the others wait and reuse it."""
     torch = pytest.importorskip("torch")
     from runwatch.recipes import sft
 
-    runs = tmp_path_factory.mktemp("sft-checkpoint")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        assert sft.main([*SFT_CHECKPOINT, f"runs_dir={runs}"]) == 0
-    finally:
-        torch.set_num_threads(before)
-    yield runs / "sft"
-
+    shared = session_folder(tmp_path_factory)
+    runs = shared / "sft-checkpoint"
+    trained = shared / "sft-checkpoint.trained"  # beside it: nothing is written into it
+    with FileLock(shared / "sft-checkpoint.lock"):
+        if not trained.exists():
+            shutil.rmtree(runs, ignore_errors=True)  # left by a worker that died training
+            before = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                assert sft.main([*SFT_CHECKPOINT, f"runs_dir={runs}"]) == 0
+            finally:
+                torch.set_num_threads(before)
+            trained.touch()
+    return runs / "sft"

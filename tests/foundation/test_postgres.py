@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import math
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, make_url, select, text
+from sqlalchemy import Engine, select
 
 import runwatch
 from runwatch.health import store as health_store
@@ -33,6 +32,7 @@ from runwatch.store import schema as s
 from runwatch.store.keys import run_keys
 from tests.support import write_run
 from tests.support.jobs import claim_race, record_attempt, submit_command
+from tests.support.stores import PostgresDatabases
 
 PG_URL = os.environ.get("RUNWATCH_TEST_POSTGRES_URL")
 pytestmark = pytest.mark.skipif(
@@ -83,20 +83,11 @@ def everything(engine: Engine, runs: Path) -> dict[str, Any]:
 
 
 @pytest.fixture
-def pg_url() -> Iterator[str]:
+def pg_url(postgres: PostgresDatabases) -> Iterator[str]:
     """A new, empty database on the server of RUNWATCH_TEST_POSTGRES_URL."""
-    assert PG_URL is not None
-    server = make_url(PG_URL)
-    name = f"runwatch_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield server.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        admin.dispose()
+    url = postgres.create(empty=True)
+    yield url
+    postgres.drop(url)
 
 
 def test_postgresql_index_matches_sqlite(tmp_path: Path, pg_url: str) -> None:

@@ -51,11 +51,11 @@ while True:
 """
 
 
-def test_cancel_while_running_is_requested_then_cancelled(engine: Engine, runs_dir: Path,
-                                                          workers: Workers,
+def test_cancel_while_running_is_requested_then_cancelled(engine: Engine, db_url: str,
+                                                          runs_dir: Path, workers: Workers,
                                                           tmp_path: Path) -> None:
     run = submit_command(engine, runs_dir, "train", TRAIN_FOREVER)
-    workers.start(runs_dir, tmp_path / "index.db")
+    workers.start(runs_dir, db_url)
     wait_for(lambda: (run_row(engine, "train").observed_step or 0) >= 2,
              what="the job to train")
     assert control.cancel(engine, run_row(engine, "train")) == "CANCEL_REQUESTED"
@@ -69,9 +69,9 @@ def test_cancel_while_running_is_requested_then_cancelled(engine: Engine, runs_d
 
 
 def test_a_job_that_ignores_sigterm_is_killed_with_its_group_after_the_grace(
-        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
     run = submit_command(engine, runs_dir, "stubborn", STUBBORN)
-    workers.start(runs_dir, tmp_path / "index.db", grace_s=1.0)
+    workers.start(runs_dir, db_url, grace_s=1.0)
     pids = wait_for(lambda: _pids(runs_dir), what="the job and its child to start")
     assert control.cancel(engine, run_row(engine, "stubborn")) == "CANCEL_REQUESTED"
     wait_for(lambda: run_row(engine, "stubborn").status == "CANCELLED", what="the cancel")

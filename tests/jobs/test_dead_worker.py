@@ -39,11 +39,10 @@ def _beat(engine: Engine, worker_id: str) -> float:
 
 @pytest.mark.parametrize("max_attempts", [1, 2])
 def test_a_dead_workers_job_fails_stopped_early_or_runs_again(
-        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path,
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path,
         max_attempts: int) -> None:
-    db = tmp_path / "index.db"
     run = submit_command(engine, runs_dir, "orphan", JOB, max_attempts=max_attempts)
-    first = workers.start(runs_dir, db)
+    first = workers.start(runs_dir, db_url)
     pid = wait_for(lambda: (runs_dir / "pid").exists() and (runs_dir / "pid").read_text(),
                    what="the job to start")
     wait_for(lambda: run_row(engine, "orphan").status == "PREPARING",
@@ -53,7 +52,7 @@ def test_a_dead_workers_job_fails_stopped_early_or_runs_again(
     workers.stop(first, signal.SIGKILL)
     assert pid_alive(int(pid))  # the job outlives its worker
 
-    second = workers.start(runs_dir, db)
+    second = workers.start(runs_dir, db_url)
     wait_for(lambda: any(w["id"] != held["worker_id"] for w in _workers(engine)),
              what="the second worker to register")
     [other] = [w["id"] for w in _workers(engine) if w["id"] != held["worker_id"]]

@@ -7,42 +7,22 @@ same job would fail on it (and end FAILED); the events say how often each was st
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from sqlalchemy import Engine
 
 from runwatch.store import jobs as store_jobs
-from runwatch.store.db import open_engine
-from tests.foundation.test_postgres import PG_URL, pg_url
 from tests.support.jobs import events, run_row, submit_command
 from tests.support.wait import wait_for
 from tests.support.workers import Workers, workers
 
-__all__ = ["pg_url", "workers"]  # the fixtures
+__all__ = ["workers"]  # the fixture
 
 JOBS = 20
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Engine, str]]:
-    """The queue's index and its URL (or path) for the workers' --db."""
-    if request.param == "sqlite":
-        url = str(tmp_path / "index.db")
-    elif PG_URL:
-        url = request.getfixturevalue("pg_url")
-    else:
-        pytest.skip("set RUNWATCH_TEST_POSTGRES_URL to a PostgreSQL server "
-                    "(see tests/foundation/test_postgres.py)")
-    engine = open_engine(url)
-    yield engine, url
-    engine.dispose()
-
-
-def test_two_workers_run_every_job_exactly_once(index: tuple[Engine, str], runs_dir: Path,
+def test_two_workers_run_every_job_exactly_once(engine: Engine, db_url: str, runs_dir: Path,
                                                 workers: Workers, tmp_path: Path) -> None:
-    engine, url = index
     markers = tmp_path / "markers"
     markers.mkdir()
     names = [f"job-{i:02d}" for i in range(JOBS)]
@@ -50,7 +30,7 @@ def test_two_workers_run_every_job_exactly_once(index: tuple[Engine, str], runs_
         mark = f"import os; os.close(os.open({str(markers / name)!r}, os.O_CREAT | os.O_EXCL))"
         submit_command(engine, runs_dir, name, mark)
     for _ in range(2):
-        workers.start(runs_dir, url, devices=2)
+        workers.start(runs_dir, db_url, devices=2)
 
     def statuses() -> list[str]:
         return [run_row(engine, name).status for name in names]

@@ -44,11 +44,11 @@ def ended(engine: Engine, name: str) -> str:
     return status if status in fmt.TERMINAL_PHASES else ""
 
 
-def test_a_job_runs_queued_preparing_running_succeeded(engine: Engine, runs_dir: Path,
+def test_a_job_runs_queued_preparing_running_succeeded(engine: Engine, db_url: str, runs_dir: Path,
                                                        workers: Workers,
                                                        tmp_path: Path) -> None:
     run = submit_command(engine, runs_dir, "train", TRAIN)
-    workers.start(runs_dir, tmp_path / "index.db")
+    workers.start(runs_dir, db_url)
     assert wait_for(lambda: ended(engine, "train"), what="the job to end") == "SUCCEEDED"
     assert phases(run.dir) == ["QUEUED", "PREPARING", "RUNNING", "SUCCEEDED"]
     prep = events(run.dir)[1]
@@ -64,23 +64,23 @@ def test_a_job_runs_queued_preparing_running_succeeded(engine: Engine, runs_dir:
 
 
 def test_a_command_gets_its_run_in_the_environment_and_its_output_is_kept(
-        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
     show = (f"import os; print(os.environ['{fmt.ENV_RUN_DIR}'], os.environ['{fmt.ENV_RUN_ID}'],"
             f" os.environ['{fmt.ENV_ATTEMPT}'], os.getcwd()); import sys; "
             "print('to stderr', file=sys.stderr)")
     run = submit_command(engine, runs_dir, "env", show)
-    workers.start(runs_dir, tmp_path / "index.db")
+    workers.start(runs_dir, db_url)
     assert wait_for(lambda: ended(engine, "env"), what="the job to end") == "SUCCEEDED"
     output = (fmt.attempt_dir(run.dir, 1) / fmt.OUTPUT_LOG).read_text().splitlines()
     assert output == [f"{run.dir} {run.run_id} 1 {runs_dir.resolve()}", "to stderr"]
     assert phases(run.dir) == ["QUEUED", "PREPARING", "SUCCEEDED"]
 
 
-def test_a_program_that_cannot_start_fails_with_its_reason(engine: Engine, runs_dir: Path,
-                                                           workers: Workers,
+def test_a_program_that_cannot_start_fails_with_its_reason(engine: Engine, db_url: str,
+                                                           runs_dir: Path, workers: Workers,
                                                            tmp_path: Path) -> None:
     run = submit_command(engine, runs_dir, "missing", [str(tmp_path / "no-such-program")])
-    workers.start(runs_dir, tmp_path / "index.db")
+    workers.start(runs_dir, db_url)
     assert wait_for(lambda: ended(engine, "missing"), what="the job to end") == "FAILED"
     last = events(run.dir)[-1]
     assert (last["phase"], last["code"]) == ("FAILED", "could_not_start")
@@ -97,9 +97,10 @@ SDK_HANG = ("import runwatch; run = runwatch.init(phase='PREPARING'); "
 
 @pytest.mark.parametrize("hang", [HANG, SDK_HANG], ids=["command", "sdk"])
 def test_a_job_silent_in_preparing_past_its_startup_timeout_fails(
-        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path, hang: str) -> None:
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path,
+        hang: str) -> None:
     run = submit_command(engine, runs_dir, "hang", hang, startup_timeout_s=1.0)
-    workers.start(runs_dir, tmp_path / "index.db")
+    workers.start(runs_dir, db_url)
     assert wait_for(lambda: ended(engine, "hang"), what="the job to end") == "FAILED"
     last = events(run.dir)[-1]
     assert (last["phase"], last["code"]) == ("FAILED", "startup_timeout")
@@ -107,12 +108,12 @@ def test_a_job_silent_in_preparing_past_its_startup_timeout_fails(
 
 
 def test_a_failed_attempt_is_queued_again_while_attempts_remain(
-        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
     # attempt 1 crashes; attempt 2 succeeds
     code = (f"import os, sys; n = os.environ['{fmt.ENV_ATTEMPT}']; print('attempt', n); "
             "sys.exit(0 if n == '2' else 1)")
     run = submit_command(engine, runs_dir, "flaky", code, max_attempts=2)
-    workers.start(runs_dir, tmp_path / "index.db")
+    workers.start(runs_dir, db_url)
     assert wait_for(lambda: ended(engine, "flaky"), what="the job to end") == "SUCCEEDED"
     evs = events(run.dir)
     assert [(ev["phase"], ev.get("attempt")) for ev in evs] == [
@@ -129,11 +130,11 @@ def test_a_failed_attempt_is_queued_again_while_attempts_remain(
 
 
 def test_a_drained_worker_finishes_its_job_claims_no_more_and_exits(
-        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
     gate = tmp_path / "go"
     wait_gate = (f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.05)")
     submit_command(engine, runs_dir, "first", wait_gate)
-    proc = workers.start(runs_dir, tmp_path / "index.db")
+    proc = workers.start(runs_dir, db_url)
     wait_for(lambda: run_row(engine, "first").status == "PREPARING", what="the job to start")
     submit_command(engine, runs_dir, "second", "pass")
     with engine.begin() as conn:
@@ -157,12 +158,12 @@ def _heartbeat(engine: Engine) -> float:
 
 
 def test_a_worker_stopped_by_sigterm_stops_its_jobs_and_queues_them_again(
-        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
     forever = (f"import os, time; open('pid-' + os.environ['{fmt.ENV_RUN_ID}'], 'w')"
                ".write(str(os.getpid())); print('up', flush=True); time.sleep(300)")
     again = submit_command(engine, runs_dir, "again", forever, max_attempts=2)
     once = submit_command(engine, runs_dir, "once", forever)
-    proc = workers.start(runs_dir, tmp_path / "index.db", devices=2)
+    proc = workers.start(runs_dir, db_url, devices=2)
     for run in (again, once):
         wait_for(lambda run=run: (fmt.attempt_dir(run.dir, 1) / fmt.OUTPUT_LOG).exists()
                  and (fmt.attempt_dir(run.dir, 1) / fmt.OUTPUT_LOG).read_text() == "up\n",
@@ -182,12 +183,12 @@ def test_a_worker_stopped_by_sigterm_stops_its_jobs_and_queues_them_again(
 
 
 def test_ui_runs_jobs_and_sigterm_stops_them_and_queues_them_again(
-        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
     quick = submit_command(engine, runs_dir, "quick", TRAIN)
     hang = f"import os, time; open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()));" \
            " time.sleep(300)"
     long = submit_command(engine, runs_dir, "long", hang, max_attempts=2)
-    ui = workers.spawn(runs_dir, ["ui", str(runs_dir), "--db", str(tmp_path / "index.db"),
+    ui = workers.spawn(runs_dir, ["ui", str(runs_dir), "--db", db_url,
                                   "--port", str(free_port())])
     # its one embedded worker (one cpu device) runs the older job, then the other
     assert wait_for(lambda: ended(engine, "quick"), what="the first job to end") == "SUCCEEDED"
@@ -205,11 +206,11 @@ def test_ui_runs_jobs_and_sigterm_stops_them_and_queues_them_again(
 
 
 def test_a_job_whose_folder_is_deleted_is_released_and_the_worker_goes_on(
-        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
     hang = f"import os, time; open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()));" \
            " time.sleep(300)"
     run = submit_command(engine, runs_dir, "deleted", hang)
-    workers.start(runs_dir, tmp_path / "index.db")
+    workers.start(runs_dir, db_url)
     pid = int(wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(),
                        what="the job to start"))
     shutil.rmtree(run.dir)
@@ -221,7 +222,7 @@ def test_a_job_whose_folder_is_deleted_is_released_and_the_worker_goes_on(
 
 
 def test_a_worker_runs_its_folders_and_profiles_jobs_each_on_devices_of_its_own(
-        engine: Engine, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
     (runs_dir / ".runwatch").mkdir()
     (runs_dir / ".runwatch" / "profiles.yaml").write_text(
         "profiles:\n  gpu3:\n    devices: 3\n    hourly_rate: 2.0\n")
@@ -235,7 +236,7 @@ def test_a_worker_runs_its_folders_and_profiles_jobs_each_on_devices_of_its_own(
     runs = [submit_command(engine, runs_dir, name, show, devices=n, device_profile="gpu3")
             for name, n in (("two", 2), ("one", 1))]
     # the worker's own CUDA_VISIBLE_DEVICES names the devices it may hand out
-    workers.start(runs_dir, tmp_path / "index.db", devices=3, device_profile="gpu3",
+    workers.start(runs_dir, db_url, devices=3, device_profile="gpu3",
                   env={VISIBLE_DEVICES: "5,6,7"})
 
     def output(run_dir: Path) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from runwatch.ingest import ingest_records
 from runwatch.server.series_cache import SeriesCache
@@ -89,8 +89,8 @@ def test_saved_series_are_reused_and_checked(engine: Engine, tmp_path: Any,
     assert s.step.tolist() == list(range(12)) and s.loaded == 12
     # a file that does not match the database's data is ignored
     with engine.begin() as conn:
-        conn.exec_driver_sql(
-            f"UPDATE metric_points SET step = step + 100 WHERE id % {SEQ_LIMIT} = 0")
+        conn.execute(text(
+            f"UPDATE metric_points SET step = step + 100 WHERE id % {SEQ_LIMIT} = 0"))
     with engine.connect() as conn:
         s = SeriesCache(disk_dir=disk).get(conn, pk, run_keys(conn, pk)[0])
     # (the changed first row, step 100, is itself superseded by the later steps 1..11)

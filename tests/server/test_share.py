@@ -181,10 +181,10 @@ def test_a_revoked_link_is_refused_at_once(server: Runner, runs_dir: Path,
         assert other_link.get(f"/api/runs/{mine}").status_code == 200
 
 
-def test_the_cli_prints_a_link_that_works(server: Runner, runs_dir: Path, engine: Engine,
+def test_the_cli_prints_a_link_that_works(server: Runner, runs_dir: Path, db_url: str,
                                           runs: tuple[str, str]) -> None:
     mine, other = runs
-    db = str(engine.url.database)
+    db = db_url
     result = CliRunner().invoke(cli, ["runs", "share", "shared", "--expires", "2h", "--dir",
                                       str(runs_dir), "--db", db, "--server", server.url])
     assert result.exit_code == 0, result.output

@@ -198,7 +198,7 @@ def list_workers(conn: Connection) -> list[dict[str, Any]]:
     for row in conn.execute(select(j.worker_id, j.run_pk, r.run_id, r.name, r.status,
                                    j.devices, j.attempt, j.claimed_at)
                             .join(s.runs, r.pk == j.run_pk)
-                            .where(j.worker_id.is_not(None)).order_by(j.claimed_at)):
+                            .where(j.worker_id.is_not(None)).order_by(j.claimed_at, j.run_pk)):
         job = dict(row._mapping)
         held.setdefault(job.pop("worker_id"), []).append(job)
     out = []
