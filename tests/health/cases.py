@@ -69,8 +69,10 @@ CASES: dict[str, tuple[Case, Case]] = {
                       "fb/loss/clip/high_fraction": ramp(0.005, 0.0003, 200)}),
     ),
     "grpo.kl_ref_spike": (
-        ("grpo", NO, {"fb/loss/kl_ref/mean": spike(0.02, 0.5)}),
-        ("grpo", NO, {"fb/loss/kl_ref/mean": spike(0.02, 0.15)}),
+        ("grpo", NO, {"fb/loss/kl_ref/mean": spike(0.02, 0.6)}),
+        # A KL that starts at 0 and rises once to 0.15: growth, not a spike.
+        ("grpo", NO, {"fb/loss/kl_ref/mean": const(0.0, 10) + ramp(0.0, 0.015, 10)
+                      + const(0.15, 20)}),
     ),
     "grpo.active_fraction_drop": (
         ("grpo", NO, {"fb/loss/aggregate/active_fraction": spike(0.6, 0.2)}),
@@ -262,6 +264,23 @@ CASES: dict[str, tuple[Case, Case]] = {
     "grpo.entropy_collapse": (
         ("grpo", NO, {"entropy": [1.0 * math.exp(-i / 15) for i in range(64)]}),
         ("grpo", NO, {"entropy": [1.0 - 0.004 * i for i in range(64)]}),
+    ),
+    "grpo.reward_std_zero": (
+        ("grpo", NO, {"reward_std": const(0.3, 10) + const(0.0005, 10)}),
+        # Two groups-alike steps in every ten: some signal is left.
+        ("grpo", NO, {"reward_std": const(0.3, 10) + mostly(0.0005, 0.3, 2, 20)}),
+    ),
+    "grpo.no_gradient": (
+        ("grpo", NO, {"grad_norm": const(5.0, 10) + mostly(0.0, 5.0, 3, 20)}),
+        ("grpo", NO, {"grad_norm": const(5.0, 10) + mostly(0.0, 5.0, 2, 20)}),
+    ),
+    "grpo.perplexity_hacking": (
+        # The log of a validation perplexity that goes 4.5 -> 13 while the reward rises.
+        ("grpo", NO, {"val/reward_mean": every(10, [0.55, 0.77, 0.98, 0.99, 0.99, 0.99]),
+                      "val/loss": every(10, [1.50, 1.48, 1.87, 2.18, 2.35, 2.57])}),
+        # 4.5 -> 6.0: the perplexity of a KL-penalised run that learns.
+        ("grpo", NO, {"val/reward_mean": every(10, [0.55, 0.81, 0.88, 0.95, 0.98, 0.98]),
+                      "val/loss": every(10, [1.50, 1.52, 1.70, 1.69, 1.64, 1.79])}),
     ),
     "grpo.kl_ref_growing": (
         ("grpo", NO, {"fb/loss/kl_ref/mean": ramp(0.01, 0.003, 128)}),

@@ -20,7 +20,7 @@ from runwatch.health.trends import theil_sen
 from runwatch.metrics.aliases import canonical
 from runwatch.store.points import PointColumns
 
-from .cases import CASES
+from .cases import CASES, every
 from .helpers import rule_ids, to_batch
 
 
@@ -101,9 +101,11 @@ def test_aliases_let_rules_read_other_frameworks() -> None:
     assert {"grpo.zero_variance", "grpo.clip_high"} <= found
 
 
-@pytest.mark.parametrize("key", ["policy/entropy_avg", "ppo/policy/entropy", "actor/entropy_loss"])
+@pytest.mark.parametrize("key", ["policy/entropy_avg", "ppo/policy/entropy", "actor/entropy_loss",
+                                 "policy/entropy"])
 def test_other_trainers_entropy_names_feed_the_collapse_rule(key: str) -> None:
-    # TRL PPO/RLOO (0.12 and later and before), verl before 0.4: the same entropy.
+    # TRL PPO/RLOO (0.12 and later and before), verl before 0.4, hand-written loops'
+    # generic name: the same entropy.
     falling = {key: [1.0 * math.exp(-i / 15) for i in range(64)]}
     assert "grpo.entropy_collapse" in rule_ids(Engine("ppo").feed(to_batch(falling)))
     steady = {key: [1.0 - 0.004 * i for i in range(64)]}
@@ -116,6 +118,47 @@ def test_other_trainers_kl_names_feed_the_growth_rule(key: str) -> None:
     assert "grpo.kl_ref_growing" in rule_ids(Engine("rloo").feed(to_batch(growing)))
     slow = {key: [0.01 + 0.0005 * i for i in range(128)]}
     assert "grpo.kl_ref_growing" not in rule_ids(Engine("rloo").feed(to_batch(slow)))
+
+
+def kl_rising_from_zero(then: float, seed: int) -> list[float]:
+    """A KL to the reference: 0 for 5 steps, up to 0.15 by step 15, then `then` per step
+    more (0: held there by its penalty), with noise of 0.02 a step."""
+    rng = random.Random(seed)
+    base = [0.0] * 5 + [0.015 * i for i in range(1, 11)]
+    base += [0.15 + then * i for i in range(1, 61)]
+    return [max(0.0, v + (rng.gauss(0, 0.02) if i >= 5 else 0.0)) for i, v in enumerate(base)]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_kl_that_rises_once_and_settles_is_not_growth(seed: int) -> None:
+    # A KL-penalised GRPO run: the KL leaves 0, settles near 0.15 and stays.
+    settled = {"kl": kl_rising_from_zero(0.0, seed)}
+    found = rule_ids(Engine("grpo").feed(to_batch(settled)))
+    assert not found & {"grpo.kl_ref_growing", "grpo.kl_ref_spike"}
+    # The same start, still climbing by 0.01 a step: growth.
+    climbing = {"kl": kl_rising_from_zero(0.01, seed)}
+    assert "grpo.kl_ref_growing" in rule_ids(Engine("grpo").feed(to_batch(climbing)))
+
+
+def test_a_settled_kl_is_judged_alike_in_batches_and_whole() -> None:
+    series = {"kl": kl_rising_from_zero(0.004, 7)}
+    whole = summary(Engine("grpo").feed(to_batch(series)))
+    assert summary(split_feed("grpo", {}, series, random.Random(7))) == whole
+
+
+@pytest.mark.parametrize("key", ["eval_perplexity", "eval/perplexity", "val_perplexity"])
+def test_validation_perplexity_is_the_log_of_the_validation_loss(key: str) -> None:
+    name, transform = canonical(key)
+    assert name == "val/loss" and transform is not None
+    assert transform([math.e ** 2, 1.0]) == pytest.approx([2.0, 0.0])
+    series = {"eval_reward": every(10, [0.55, 0.77, 0.98, 0.99, 0.99, 0.99]),
+              key: every(10, [4.47, 4.41, 6.48, 8.89, 10.4, 15.4])}
+    assert "grpo.perplexity_hacking" in rule_ids(Engine("grpo").feed(to_batch(series)))
+
+
+def test_hand_written_reward_std_feeds_the_zero_variance_rule() -> None:
+    series = {"train_reward_std": [0.3] * 10 + [0.0004] * 10}
+    assert "grpo.reward_std_zero" in rule_ids(Engine("grpo").feed(to_batch(series)))
 
 
 def test_flat_reward_group_ratio_reads_as_zero_variance() -> None:

@@ -27,7 +27,9 @@ IMPORT_METHOD = {"sft": "sft", "dpo": "dpo", "grpo": "grpo", "ppo": "grpo", "oth
 def test_every_run_is_labelled_and_about_a_third_is_held_back() -> None:
     assert sorted(LABELS) == RUNS and len(RUNS) >= 20
     holdout = [name for name in RUNS if LABELS[name]["split"] == "holdout"]
-    assert len(RUNS) / 4 <= len(holdout) <= len(RUNS) * 2 / 5
+    # A round held back is spent once tuned on (its runs move to train), so the share
+    # held back dips until a new round is added; the six round-1 runs are never spent.
+    assert 6 <= len(holdout) <= len(RUNS) * 2 / 5
     assert {LABELS[n]["method"] for n in holdout} >= {"sft", "dpo", "grpo"}
     assert {LABELS[n]["label"] == "healthy" for n in holdout} == {True, False}
     # Every held-back run says when it was added; a run that left the held-back split

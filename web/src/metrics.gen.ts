@@ -138,6 +138,10 @@ export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = ne
   ["teacher_kl", ["reward_mean", "-x"]],
   ["rollout/ep_rew_mean", ["reward_mean", null]],
   ["mean_reward", ["reward_mean", null]],
+  ["train_reward_std", ["reward_std", null]],
+  ["policy/entropy", ["entropy", null]],
+  ["eval_perplexity", ["val/loss", "ln x"]],
+  ["val_perplexity", ["val/loss", "ln x"]],
   ["reverse_kl", ["reward_mean", "-x"]],
   ["flat_reward_group_ratio", ["zero_variance_skip_ratio", null]],
 ]);

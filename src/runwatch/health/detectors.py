@@ -193,8 +193,12 @@ class Spike:
         floor: float = 0.0,
         hold: int = 5,
         state: dict[str, Any] | None = None,
+        min_median: float = 0.0,
     ) -> None:
         self.factor, self.drop, self.floor = factor, drop, floor
+        # The least median a rise is measured against: a series that starts at 0 by
+        # construction (a KL to the reference) rises from it once, and that is no spike.
+        self.min_median = min_median
         self.size, self.min_history = max(1, int(window)), int(min_history)
         st = state or {}
         self.history: list[float] = list(st.get("history", []))  # finite values, oldest first
@@ -224,7 +228,8 @@ class Spike:
             self.seen += len(block)
             med = self.med
             if med is not None:
-                hi = max(factor * med, floor) if factor is not None else INF
+                hi = (max(factor * max(med, self.min_median), floor)
+                      if factor is not None else INF)
                 lo = drop * med if drop is not None else -INF
                 hits.extend([1 if (v > hi or v < lo) and v - v == 0 else 0 for v in block])
             else:

@@ -183,9 +183,23 @@ What happened so far:
   (below). No public DPO over-optimisation or NaN log with a findable source was found in
   the time: those classes are still held back by nothing.
 
-- Round 2: 7 new public logs (source, path and commit in each `source.json`), labelled
-  from their logs after the engine changes were committed and before any replay; scored
-  once, below.
+- Session 6 fixed what round 3 missed, so round 3 is spent: its 6 runs moved to `train`
+  (`left_holdout` says why). The changes, each with a trigger series and a near miss in
+  `tests/health`: `grpo.kl_ref_growing` now also needs the latest half of its window to
+  still rise (at half the rate or more and by 4 widths of the KL's point-to-point noise),
+  so a KL that rises once and settles under its penalty is no longer growth;
+  `grpo.kl_ref_spike` measures a rise against a median of at least 0.05 nats, since a KL
+  starts at 0 and its first rise is growth; new rules `grpo.reward_std_zero` (the reward's
+  spread within groups under 0.001) and `grpo.no_gradient` (a gradient norm of exactly 0
+  on 3 of 10 steps) count toward `reward_zero_variance`, and `grpo.perplexity_hacking`
+  (validation perplexity doubling over 6 validations while the validation reward does not
+  fall; a perplexity is read as the validation loss, its log) toward `reward_hacking`;
+  `policy/entropy` (a generic name of hand-written loops) maps to `entropy`, and
+  `train_reward_std` to `reward_std`. On the whole corpus the healthy runs with a warning
+  went from 1 to 0; one train run labelled `rl_no_progress` (`grpo_stats_safety_unsloth`,
+  one group of 4 per step whose `reward_std` is 0 on many steps and whose loss is 0
+  throughout) now also has a `reward_zero_variance` finding, counted as a false positive
+  of that class since its label names no second pathology.
 
 #### Measured in session 4 (34 runs: 21 train, 13 held back of which 7 in round 2)
 
@@ -280,11 +294,14 @@ DETECTOR_DOCS = (
      "after `min_points`); a budget rule's limit is a fraction of a run setting such as "
      "`max_sample_tokens`"),
     ("spike", "a value exceeds `factor` × the rolling median of the previous `window` points "
-     "(or falls below `drop` × it); the finding stays open `hold` points"),
+     "(the median taken as at least `min_median`; or falls below `drop` × it); the finding "
+     "stays open `hold` points"),
     ("trend", "the Theil–Sen slope over the last `window` points (on 8 bucket medians) moves "
      "the series by at least `min_effect` (`relative`: as a fraction of its level) `up` or "
      "`down`, or by less than it (`flat`); a holding trend is released only when the effect "
-     "clearly leaves it"),
+     "clearly leaves it; with `recent_z`, it holds only while the latest half of the window "
+     "still moves that way by a quarter of `min_effect` and by `recent_z` widths of the "
+     "series' point-to-point noise (a series that rose once and settled has stopped)"),
     ("no_progress", "after `warmup` points, the latest bucket median has not moved "
      "`min_change` (relative) from the first"),
     ("no_improvement", "after `min_points`, the median of the latest *k* points (*k* = half "
@@ -295,8 +312,9 @@ DETECTOR_DOCS = (
      "deviations of the recent step-to-step changes and by `min_rel` of its level; with "
      "`repeat`, a finding holding that many jumps (within `hold` points of each other) is "
      "a warning"),
-    ("divergence", "one series trends one way while another trends the other way over the "
-     "same steps (e.g. training up, validation down)"),
+    ("divergence", "one series trends one way while another trends a given way over the "
+     "same steps (e.g. training up, validation down; validation loss up while validation "
+     "reward does not fall)"),
     ("nonfinite", "any metric is NaN, +Infinity or -Infinity"),
     ("stall", "a running run logs nothing for `factor` × its usual step interval, and at "
      "least `min_seconds`"),

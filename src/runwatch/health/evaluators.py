@@ -73,13 +73,14 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
         return d.Spike(
             factor=factor or None, drop=drop or None, window=int(_num(p, "window", 200)),
             min_history=int(_num(p, "min_history", 10)), floor=_num(p, "floor", 0.0),
-            hold=int(_num(p, "hold", 5)), state=state,
+            min_median=_num(p, "min_median", 0.0), hold=int(_num(p, "hold", 5)), state=state,
         )
     if kind == "trend":
         return t.Trend(
             direction=str(p["direction"]), window=int(_num(p, "window", 64)),
             min_effect=_num(p, "min_effect", 0.1), relative=bool(_num(p, "relative", 1)),
-            min_buckets=int(_num(p, "min_buckets", 4)), state=state,
+            min_buckets=int(_num(p, "min_buckets", 4)), recent_z=_num(p, "recent_z", 0.0),
+            state=state,
         )
     if kind == "no_progress":
         return t.NoProgress(

@@ -39,6 +39,8 @@ RULE_CLASSES: dict[str, str] = {
     "metric.non_finite": "nan",
     "grpo.zero_variance": "reward_zero_variance",
     "grpo.no_signal": "reward_zero_variance",
+    "grpo.reward_std_zero": "reward_zero_variance",
+    "grpo.no_gradient": "reward_zero_variance",
     "grpo.truncation": "length_truncation",
     "grpo.length_at_budget": "length_truncation",
     "grpo.truncation_extreme": "length_truncation",
@@ -53,6 +55,7 @@ RULE_CLASSES: dict[str, str] = {
     "grpo.entropy_collapse": "entropy_collapse",
     "grpo.kl_ref_growing": "kl_growth",
     "grpo.reward_hacking": "reward_hacking",
+    "grpo.perplexity_hacking": "reward_hacking",
 }
 # The method a corpus run is imported as: PPO reads as RL, pretraining as SFT (its loss
 # should fall), as `runwatch import --method` takes them.

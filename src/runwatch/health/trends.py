@@ -182,7 +182,10 @@ def judge(buckets: Buckets, steps: list[int], values: list[float], who: _Judged)
     start = 0
     first = buckets.closed
     who.marks = []
+    take = getattr(who, "take_upto", None)  # a detector that also keeps the points
     for j, end in enumerate(buckets.feed(steps, values)):
+        if take is not None:
+            take(end)
         if (first + j + 1) % who.stride:
             continue
         out.extend([who.verdict] * (end - start))
@@ -222,12 +225,21 @@ class Trend(Onsets):
         relative: bool = True,
         floor: float = 1e-6,
         min_buckets: int = 4,
+        recent_z: float = 0.0,
         state: dict[str, Any] | None = None,
     ) -> None:
         self.direction, self.min_effect = direction, min_effect
         self.relative, self.floor = relative, floor
         nb = min(self.BUCKETS, max(2, int(window)))
         self.buckets = Buckets(max(1, int(window) // nb), nb, (state or {}).get("b"))
+        # With recent_z, a trend holds only while the latest half of the window still
+        # moves its way (by half the rate and by recent_z noise widths): a series that
+        # rose once and settled (a KL held by its penalty) has stopped trending.
+        self.recent_z = recent_z
+        self.size = nb * self.buckets.size
+        self.points: list[list[float]] = [list(p) for p in (state or {}).get("p", [])]
+        self._pending: tuple[list[int], list[float]] = ([], [])
+        self._fed = 0
         self.min_buckets = max(2, min(int(min_buckets), nb))
         # Judged every quarter window: a trend needs a window to show, and this halves
         # the Theil–Sen work on dense series.
@@ -240,7 +252,48 @@ class Trend(Onsets):
         self.held_effect: float = float((state or {}).get("h", self.last_effect))
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
-        return judge(self.buckets, steps, values, self)
+        if not self.recent_z:
+            return judge(self.buckets, steps, values, self)
+        # The points are kept to judge the latest half of each window, taken up to each
+        # closing bucket's last point, so a batch is judged as if fed a point at a time.
+        self._pending = (steps, values)
+        self._fed = 0
+        out = judge(self.buckets, steps, values, self)
+        self.take_upto(len(values) - 1)
+        return out
+
+    def take_upto(self, end: int) -> None:
+        """Keep the batch's points up to index `end` (the closing point of a bucket)."""
+        if not self.recent_z:
+            return
+        steps, values = self._pending
+        for i in range(self._fed, end + 1):
+            v = values[i]
+            if v is not None and v - v == 0:
+                self.points.append([float(steps[i]), v])
+        self._fed = max(self._fed, end + 1)
+        if len(self.points) > self.size:
+            del self.points[: len(self.points) - self.size]
+
+    def still_moving(self, holding: bool) -> bool:
+        """Whether the latest half of the window still moves the trend's way by a quarter
+        of the effect (half its rate) and by `recent_z` widths of the series' point-to-point
+        noise."""
+        pts = self.points
+        half = pts[len(pts) // 2 :]
+        if len(half) < 4:
+            return False
+        xs, ys = thin([p[0] for p in half], [p[1] for p in half], 16)
+        change = theil_sen(xs, ys) * (half[-1][0] - half[0][0])
+        if self.relative:
+            change /= max(abs(median(ys)), self.floor)
+        diffs = [b[1] - a[1] for a, b in pairwise(pts)]
+        noise = robust_sd(diffs, median(diffs)) / math.sqrt(2)
+        if self.relative:
+            noise /= max(abs(median(ys)), self.floor)
+        sign = 1.0 if self.direction == "up" else -1.0
+        scale = 0.5 if holding else 1.0
+        return sign * change >= scale * max(0.25 * self.min_effect, self.recent_z * noise)
 
     def judge(self, j: int) -> bool:
         xs, ys = self.buckets.upto(j)
@@ -248,13 +301,18 @@ class Trend(Onsets):
             return False
         self.last_effect = effect(xs, ys, self.relative, self.floor)
         holds = trend_holds(self.direction, self.last_effect, self.min_effect, self.verdict)
+        if holds and self.recent_z and self.direction != "flat":
+            holds = self.still_moving(self.verdict)
         if holds:
             self.held_effect = self.last_effect
         return holds
 
     def state(self) -> dict[str, Any]:
-        return {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect,
-                "h": self.held_effect}
+        st = {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect,
+              "h": self.held_effect}
+        if self.recent_z:
+            st["p"] = self.points
+        return st
 
 
 class NoProgress:

@@ -8,6 +8,7 @@ rewards, the complement of `zero_variance_skip_ratio`.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +32,12 @@ class Alias:
     transform: str | None = None  # a name in TRANSFORMS, kept as text for the docs
 
 
-TRANSFORMS: dict[str, Transform] = {"1 - x": complement, "-x": negate}
+def log(values: list[float]) -> list[float]:
+    """The natural log (a perplexity's log is the loss in nats); NaN where none exists."""
+    return [math.log(v) if v > 0 else math.nan for v in values]
+
+
+TRANSFORMS: dict[str, Transform] = {"1 - x": complement, "-x": negate, "ln x": log}
 
 # Exact names. Where two frameworks use one name with one meaning, one entry serves both.
 EXACT: dict[str, Alias] = {
@@ -128,6 +134,11 @@ EXACT: dict[str, Alias] = {
     "rollout/ep_rew_mean": Alias("reward_mean", "Stable-Baselines3"),
     # --- hand-written GRPO loops ---
     "mean_reward": Alias("reward_mean", "hand-written GRPO loops"),
+    "train_reward_std": Alias("reward_std", "hand-written GRPO loops"),
+    "policy/entropy": Alias("entropy", "hand-written RL loops"),
+    # The perplexity on held-out text is exp(loss): its log is the validation loss.
+    "eval_perplexity": Alias("val/loss", "hand-written loops, HF examples", "ln x"),
+    "val_perplexity": Alias("val/loss", "hand-written loops", "ln x"),
     "reverse_kl": Alias("reward_mean", "hand-written on-policy distillation loops", "-x"),
     # DeepRetrieval-GRPO's share of groups whose samples all scored the same. Added after
     # that run (tests/data/real/grpo_deepretrieval) left the held-back split; see

@@ -121,10 +121,12 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("fb/loss/kl_ref/mean",),),
         detector="spike",
-        params={"factor": 10.0, "window": 200, "min_history": 10, "floor": 0.05, "hold": 5},
+        params={"factor": 10.0, "window": 200, "min_history": 10, "floor": 0.05,
+                "min_median": 0.05, "hold": 5},
         severity="warning",
-        condition="`fb/loss/kl_ref/mean` exceeds {factor}× its rolling median (and {floor}); "
-        "a slow rise is expected.",
+        condition="`fb/loss/kl_ref/mean` exceeds {factor}× its rolling median, the median "
+        "taken as at least {min_median} nats: a KL starts at 0, and its first rise away from "
+        "the reference is growth (grpo.kl_ref_growing judges it), not a spike.",
         message="{metric} spiked to {max:.3g} against a median of {median:.3g}.",
         advice="The step was too large: lower learning_rate (or raise beta to hold the policy "
         "nearer the reference).",
@@ -394,6 +396,56 @@ RULES: tuple[Rule, ...] = (
         "difficulty, group_size or temperature.",
     ),
     Rule(
+        id="grpo.reward_std_zero",
+        title="Rewards within groups no longer differ",
+        methods=GRPO,
+        variants=(("reward_std",),),
+        detector="threshold",
+        params={"below": 0.001, "k": 3, "n": 5},
+        severity="warning",
+        condition="`reward_std` is below {below} on {k} of the last {n} steps: the samples of "
+        "a prompt all score the same (rewards are of order 1, a verifier's 0/1 or ±1 or a "
+        "reward model's few units, so a thousandth is no spread at all).",
+        message="{metric} fell to {min:.2g} ({count} of the last {n} steps below {below}): "
+        "every sample of a group scores the same, so the groups carry no learning signal.",
+        advice="The reward is saturated or cannot tell samples apart: read the rollouts, "
+        "make the task harder or the reward finer, or raise temperature or group_size.",
+    ),
+    Rule(
+        id="grpo.no_gradient",
+        title="The gradient norm is exactly 0",
+        methods=GRPO,
+        variants=(("grad_norm",),),
+        detector="threshold",
+        params={"below": 1e-12, "k": 3, "n": 10},
+        severity="warning",
+        condition="`grad_norm` is 0 on {k} of the last {n} steps: every advantage of the batch "
+        "was 0 (each group scored all its samples the same), so those steps learned nothing.",
+        message="{metric} was exactly 0 on {count} of the last {n} steps: nothing is learned "
+        "on those steps.",
+        advice="The reward gives no group a spread (a cap every sample reaches, a task solved "
+        "or never solved): read the rewards per group, remove the cap or change the data's "
+        "difficulty, group_size or temperature.",
+    ),
+    Rule(
+        id="grpo.perplexity_hacking",
+        title="Validation perplexity climbs while validation reward rises",
+        methods=GRPO,
+        variants=(("val/reward_mean", "val/loss"),),
+        detector="divergence",
+        params={"a_dir": "up", "b_dir": "up", "window": 6, "a_effect": 0.0,
+                "b_effect": 0.7, "a_bucket": 1},
+        severity="warning",
+        condition="Over the last {window} validations `val/loss` (the log of the validation "
+        "perplexity) rises by {b_effect} nats (the perplexity doubles) while "
+        "`val/reward_mean` does not fall: the reward is won with text the model finds ever "
+        "less likely, which is what reward hacking looks like when the reward model itself "
+        "judges validation.",
+        message="{metric} {b_change} while {reference} {a_change}.",
+        advice="Likely reward hacking: read validation rollouts for degenerate text, add or "
+        "raise the KL penalty (beta), and keep the checkpoint from before the climb.",
+    ),
+    Rule(
         id="grpo.entropy_collapse",
         title="Policy entropy is collapsing",
         methods=GRPO,
@@ -416,12 +468,13 @@ RULES: tuple[Rule, ...] = (
         variants=(("fb/loss/kl_ref/mean",),),
         detector="trend",
         params={"direction": "up", "window": 64, "min_effect": 0.1, "relative": 0,
-                "window_in": "steps", "min_window": 8},
+                "window_in": "steps", "min_window": 8, "recent_z": 4.0},
         severity="warning",
         condition="The Theil–Sen trend of `fb/loss/kl_ref/mean` over the last {window} steps "
-        "(at least {min_window} logged points) rises by at least {min_effect} nats: a slow "
-        "rise from 0 is expected, one that keeps climbing by a tenth of a nat per window is "
-        "not held by beta.",
+        "(at least {min_window} logged points) rises by at least {min_effect} nats, and over "
+        "the latest half of them it still rises, at half that rate or more and by {recent_z} "
+        "widths of its point-to-point noise: a KL that rises once and settles, as a KL "
+        "penalty holds it, is not growth; one that keeps climbing is not held by beta.",
         message="{metric} {change} from step {first_step} to {last_step} (now {last:.3g}).",
         advice="The policy drifts away from the reference without bound: raise beta (the KL "
         "coefficient) or lower learning_rate, and read rollouts for reward hacking.",
