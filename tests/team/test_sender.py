@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 import runwatch
 from runwatch.rundir.jsonl import loads_line
 from runwatch.server.runner import Runner, free_port
+from runwatch.server.settings import new_token
 from tests.support import wait_for
 from tests.team.serving import ServerProcess, in_folder, metric_lines, stored
 
@@ -145,8 +146,8 @@ def test_an_sdk_killed_before_sending_everything_sends_the_rest_when_resumed(
 
 
 def test_a_refused_token_is_said_once_and_the_run_is_still_recorded(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    server = ServerProcess(tmp_path / "index.db").start()
+        tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = Runner(engine, port=free_port(), token=new_token()).start()
     try:
         monkeypatch.setenv("RUNWATCH_SERVER", server.url)
         monkeypatch.setenv("RUNWATCH_TOKEN", "not-the-token-of-this-server")
@@ -162,7 +163,7 @@ def test_a_refused_token_is_said_once_and_the_run_is_still_recorded(
     assert any("runwatch sync" in m and "--token" in m for m in messages), messages
     assert metric_lines(tmp_path / "runs" / "r") == 20
     assert run.status == "SUCCEEDED"
-    assert stored(server.db, run.id) is None
+    assert stored(engine, run.id) is None
 
 
 def test_no_server_configured_means_no_sender(tmp_path: Path,
