@@ -56,6 +56,12 @@ def test_help_listings_import_no_heavy_library(args: list[str]) -> None:
     assert imported_by(*args) & set(HEAVY) == set()
 
 
+def test_a_typer_group_s_command_converts_its_options_without_pydantic(tmp_path: Path) -> None:
+    loaded = imported_by("grafana", "dashboard", "-o", str(tmp_path / "board.json"))
+    assert (tmp_path / "board.json").is_file()
+    assert loaded & {"pydantic", "sqlalchemy", "numpy"} == set()
+
+
 def test_compare_imports_neither_the_server_nor_the_other_commands(runs_dir: Path) -> None:
     for name in ("base", "cand"):
         sdk_run(runs_dir, name, steps=30, metrics=lambda i: {"loss": 1.0 / (i + 1)})

@@ -80,10 +80,7 @@ class LazyGroup(TyperGroup):
                         ) -> tuple[str | None, _click.Command | None, list[str]]:
         name, command, rest = super().resolve_command(ctx, args)
         if command is not None and not isinstance(command, LazyGroup):
-            # its --help option made now, in the context it will parse in, to convert it too
-            command.get_help_option(command.context_class(
-                command, info_name=name, parent=ctx, **command.context_settings))
-            use_plain_values(command)
+            _prepare(command, name, ctx)
         return name, command, rest
 
     def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
@@ -93,6 +90,18 @@ class LazyGroup(TyperGroup):
             super().format_help(ctx, formatter)
         finally:
             self._listing = False
+
+
+def _prepare(command: _click.Command, name: str | None, parent: _click.Context) -> None:
+    """Plain conversion for `command` and, in a typer group, its commands, their --help
+    options included: made now, each in the context it will parse in."""
+    ctx = command.context_class(command, info_name=name, parent=parent,
+                                **command.context_settings)
+    command.get_help_option(ctx)
+    use_plain_values(command)
+    for sub_name, sub in getattr(command, "commands", {}).items():
+        if not isinstance(sub, LazyGroup):
+            _prepare(sub, sub_name, ctx)
 
 
 class LazyTyper(typer.Typer):
