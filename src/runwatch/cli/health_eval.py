@@ -39,8 +39,8 @@ def health_eval_command(
     only: Annotated[list[str] | None, typer.Option(
         "--run", help="Score only this run of the corpus (repeat for more).")] = None,
     round_: Annotated[int | None, typer.Option(
-        "--round", help="Score only the held-back runs added in this round (labels.yaml: "
-        "1 the first corpus, 3 the runs added in session 5; round 2 is spent).")] = None,
+        "--round", help="Score only the held-back runs added in this round (labels.yaml: 1 "
+        "the first corpus, 4 the runs added in session 6; rounds 2 and 3 are spent).")] = None,
     output: OutOpt = Output.table,
     jq: JqOpt = None,
     raw: RawOpt = False,

@@ -200,6 +200,11 @@ What happened so far:
   one group of 4 per step whose `reward_std` is 0 on many steps and whose loss is 0
   throughout) now also has a `reward_zero_variance` finding, counted as a false positive
   of that class since its label names no second pathology.
+- Round 4: 5 new public logs (source, path and commit in each `source.json`), labelled from
+  their logs after the session 6 changes were committed, committed before the engine ever
+  ran on them, and scored once (below). All 5 are SFT runs a careful reader calls healthy:
+  no public GRPO, PPO or DPO log with a pathology and a findable source turned up in the
+  time, so round 4 measures false alarms on new logs, not recall.
 
 #### Measured in session 4 (34 runs: 21 train, 13 held back of which 7 in round 2)
 
@@ -284,6 +289,41 @@ round-3 runs show:
   warm-up (29 points after the first log).
 
 Fixing these would be tuning on round 3; the next change spends those runs.
+
+#### Measured in session 6 (45 runs: 34 train, 11 held back: 6 in round 1, 5 in round 4)
+
+As printed by `runwatch health-eval` (one run, after round 4 was committed):
+
+```
+train: 20 of 22 pathologies found (91%), median delay 8 logged points; \
+0 of 12 healthy runs with a warning
+holdout: 3 of 3 pathologies found (100%), median delay 4.5 logged points; \
+0 of 8 healthy runs with a warning
+all: 23 of 25 pathologies found (92%), median delay 8 logged points; \
+0 of 20 healthy runs with a warning
+holdout round 1: 3 of 3 pathologies found (100%), median delay 4.5 logged points; \
+0 of 3 healthy runs with a warning
+holdout round 4: 0 of 0 pathologies found (—), median delay — logged points; \
+0 of 5 healthy runs with a warning
+```
+
+(`train` and `all` also print "not counted: tinker_rubric_rl: run.stalled".) Per class on
+the held-back runs (labels, found, false +, precision, median delay in points / steps):
+`length_truncation` 1, 1, 0, 100%, -22 / -110; `overfitting` 1, 1, 0, 100%, 0 / 0;
+`rl_no_progress` 2, 2, 0, 100%, 10 / 28 (all round 1). On `train`: every class found in
+every run labelled with it except `rl_no_progress` (5 of 7: `grpo_axiomforge` and
+`grpo_meta_hackathon` are missed, as before); false positives: `loss_spike` 1
+(`dpo_soup_takehome`), `reward_zero_variance` 1 (`grpo_stats_safety_unsloth`, above),
+`rl_no_progress` 2 (`grpo_deepretrieval`, `grpo_memory_redteam`). Round 3's runs, now
+`train`, are all found and its healthy run raises nothing.
+
+What the held-back figure says: round 4 is clean (labelled and committed before any
+replay) and raised no warning on its 5 healthy runs; it holds no pathology, so recall and
+delay on held-back runs still rest on round 1 alone, whose 6 runs have been scored in
+every session and are no longer unseen. The last clean recall figure is round 3's, 3 of 5
+(60%), measured before this session's changes. The targets (recall ≥ 90% and median delay
+≤ 10 points on unseen pathologies) need a round of new logs with pathologies to be
+measured again.
 
 ## Rules
 """
