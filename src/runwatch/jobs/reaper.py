@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from runwatch.jobs.attempts import move_attempt_files
-from runwatch.jobs.failures import AttemptEnd, Verdict, classify
+from runwatch.jobs.failures import CATALOGUE, AttemptEnd, Verdict, classify
 from runwatch.jobs.process import group_alive, tail
 from runwatch.rundir import format as fmt
 from runwatch.rundir.append import RunBusy, locked, write_events, write_records
@@ -165,13 +166,24 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
         with engine.begin() as conn:
             row = store_jobs.job_row(conn, claim.run_pk)
             if row is not None and row["worker_id"] == holder:
-                store_jobs.release(conn, claim.run_pk)
-        log.warning("the folder of %s is gone; its job was released", claim.name)
+                abandon(conn, claim.run_pk)
+        log.warning("the folder of %s is gone; its job ended FAILED (%s)", claim.name, GONE)
         return None
     index(run_dir)
     log.info("%s attempt %d: %s%s%s", claim.name, claim.attempt, verdict.phase,
              f" ({verdict.code})" if verdict.code else "", ", queued again" if again else "")
     return verdict
+
+
+# the catalogue's reason for a job whose run folder was deleted under it
+GONE = "stopped_early"
+
+
+def abandon(conn: Connection, run_pk: int) -> None:
+    """End, in the index, the job of a run whose folder is gone (it cannot run again)."""
+    reason = CATALOGUE[GONE]
+    store_jobs.abandon(conn, run_pk, time.time(),
+                       f"{reason.sentence}: its run folder was deleted", GONE)
 
 
 def reap(engine: Engine, worker_id: str, heartbeat_timeout_s: float, now: float,

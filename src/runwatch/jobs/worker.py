@@ -253,6 +253,14 @@ class Worker:
         except RunBusy:
             return
         except OSError as exc:  # the folder went away, or the disk refused the write
+            if not job.run_dir.exists():
+                # nothing can record an attempt: end the job in the index, never claim it again
+                with self.engine.begin() as conn:
+                    reaper.abandon(conn, claim.run_pk)
+                log.error("cannot start %s: its folder %s is gone; its job ended FAILED",
+                          claim.name, job.run_dir)
+                self._drop(job)
+                return
             if job.start_error is None:
                 log.error("cannot start %s: %s; trying again each heartbeat", claim.name, exc)
             job.start_error = str(exc)

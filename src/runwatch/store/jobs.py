@@ -144,6 +144,18 @@ def release(conn: Connection, run_pk: int) -> None:
         worker_id=None, claimed_at=None, heartbeat_at=None, pid=None))
 
 
+def abandon(conn: Connection, run_pk: int, now: float, reason: str, code: str) -> None:
+    """A job whose run folder is gone: no worker holds it, and it is never claimed again
+    (there is no folder to record an attempt in), so the index alone says how it ended."""
+    release(conn, run_pk)
+    conn.execute(update(s.runs).where(r.pk == run_pk, r.status.not_in(_ENDED)).values(
+        status="FAILED", reason=reason, reason_code=code, ended_at=now, updated_at=now))
+
+
+# a run's phases after which nothing runs (rundir.format.TERMINAL_PHASES, without the import)
+_ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
 def requeue(conn: Connection, run_pk: int, attempt: int) -> None:
     """Make the job claimable again as attempt `attempt` (retry, or a worker's requeue):
     no worker, no cancel request. The caller has appended the QUEUED event."""
