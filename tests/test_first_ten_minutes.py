@@ -11,8 +11,8 @@ them), the others on runs of the demo's names that ended SUCCEEDED. README's lin
 README says to run them, after `source .venv/bin/activate`, each on a fresh copy of the
 same fixture: a placeholder takes its value from VALUES, an [optional] part is left out,
 `a | b` is two commands, a recipe gets SHRINK's settings after its own (so it trains for
-a step, not minutes), `health-eval` scores the held-out third of its corpus (13 runs, not
-34), and a command that serves (ui, server, worker) must start, then
+a step, not minutes), `health-eval` scores the held-out third of its corpus (11 runs, not
+45), and a command that serves (ui, server, worker) must start, then
 stop on Ctrl-C with exit 0.
 """
 
