@@ -149,6 +149,9 @@ def test_lists_show_the_scopes_projects_and_the_servers_token_sees_all(team: Tea
         return {r["name"] for r in team.client(who).get("/api/runs").json()["runs"]}
 
     assert names("A-read") == {"alpha-run"}
+    missing = team.client("A-read").get("/api/runs/no-such-run")
+    assert missing.status_code == 404  # its candidates are A's runs, never B's
+    assert [c.split()[1] for c in missing.json()["candidates"]] == ["alpha-run"]
     assert names("B-admin") == {B_NAME, "bravo-job"}
     assert names("boot") == {"alpha-run", B_NAME, "bravo-job"}
     held = team.client("boot").get("/api/workers").json()["workers"][0]["jobs"]

@@ -53,10 +53,12 @@ def list_runs(
     return rows, nxt
 
 
-def resolve_run(conn: Connection, ident: str) -> Row[Any]:
-    """The run with this id or name (or a unique prefix of one); 404 or 400 otherwise."""
+def resolve_run(conn: Connection, ident: str, projects: frozenset[str] | None = None
+                ) -> Row[Any]:
+    """The run with this id or name (or a unique prefix of one), among the runs of
+    `projects` when given; 404 or 400 otherwise."""
     try:
-        return queries.resolve_run(conn, ident)
+        return queries.resolve_run(conn, ident, projects)
     except queries.RunNotFound as exc:
         status = 400 if exc.ambiguous else 404
         raise ApiError(status, f"{exc}; list runs with GET /api/runs",

@@ -75,21 +75,9 @@ def require(request: Request, project: str | None, right: str) -> None:
 def run(request: Request, conn: Connection, ident: str, right: str = "read") -> Row[Any]:
     """The run `ident` names among the scope's runs, once `right` over its project is held.
 
-    A run outside the scope is not found (404), and a scoped request's 404 and 400 name
-    no run as a candidate: those could be another project's."""
-    sc = scope_of(request)
-    if sc.projects is None:
-        row = resolve_run(conn, ident)
-    else:
-        where = ", ".join(sorted(sc.projects))
-        try:
-            row = resolve_run(conn, ident)
-        except ApiError as exc:
-            raise ApiError(exc.status, f"no single run of project {where} has the id or name "
-                                       f"{ident!r}; list them with GET /api/runs") from None
-        if row.project not in sc.projects:
-            raise ApiError(404, f"no run of project {where} has the id or name {ident!r}; "
-                                "list them with GET /api/runs")
+    A run outside the scope is not found (404): its id, name or prefix is looked up among
+    the scope's runs only, so a 404's or 400's candidates are the scope's runs too."""
+    row = resolve_run(conn, ident, scope_of(request).projects)
     require(request, row.project, right)
     return row
 
