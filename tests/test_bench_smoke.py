@@ -23,7 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
     # exits 1 when a point is lost
     ["bench_team.py", "--runs", "5", "--seconds", "3", "--metrics", "3", "--list-runs", "300",
      "--list-requests", "3", "--stores", "sqlite", "--out", "{tmp}/team.json"],
-], ids=["ingest", "server", "health", "jobs", "cold", "team"])
+    ["bench_sender.py", "--steps", "300", "--paced-steps", "30", "--repeat", "1",
+     "--out", "{tmp}/snd.json"],
+], ids=["ingest", "server", "health", "jobs", "cold", "team", "sender"])
 def test_bench_script_runs(args: list[str], tmp_path: Path) -> None:
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
     proc = subprocess.run([sys.executable, str(REPO / "bench" / argv[0]), *argv[1:]],
