@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 from webhelpers import sft_run, shot, wait_indexed
 
 from runwatch.sdk import init
@@ -27,8 +27,10 @@ def test_a_derived_run_names_its_parent_run_not_an_init_from_path(page: Page, se
     wait_indexed(server.url, "sft-parent", 11)
     wait_indexed(server.url, "dpo-child", 4)
     page.goto(f"{server.url}/runs")
-    def model(name: str):  # type: ignore[no-untyped-def]
-        return page.locator(".run-row", has=page.locator(".run-name", has_text=name)).locator(".model")
+
+    def model(name: str) -> Locator:
+        row = page.locator(".run-row", has=page.locator(".run-name", has_text=name))
+        return row.locator(".model")
 
     child = model("dpo-child")
     expect(child).to_have_text("from run sft-parent")
