@@ -79,7 +79,9 @@ def open_overlay(browser: Browser, db: Path, ids: list[str], summaries: bool) ->
             url = f"{server.url}/compare?" + "&".join(f"run={i}" for i in ids)
             t = time.perf_counter()
             page.goto(url)
-            page.wait_for_selector('#compare-charts[data-drawn="true"]', timeout=120_000)
+            # the old every-point path takes minutes on a loaded machine: wait it out
+            wait_ms = 120_000 if summaries else 600_000
+            page.wait_for_selector('#compare-charts[data-drawn="true"]', timeout=wait_ms)
             took = (time.perf_counter() - t) * 1000
             drawn = page.eval_on_selector_all("[data-chart]",
                                               "els => els.map(e => +e.dataset.points)")
