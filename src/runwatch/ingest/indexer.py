@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from stat import S_ISREG
 
-import orjson
 from sqlalchemy import Connection, Engine, insert, select, update
 
 from runwatch.ingest.jobspec import store_job_spec
@@ -23,6 +22,7 @@ from runwatch.ingest.manifest import manifest_problems
 from runwatch.ingest.offsets import Purged, grown, lock_offsets, offset_row, set_mtime
 from runwatch.ingest.records import IngestResult, ingest_records
 from runwatch.ingest.samples import store_samples
+from runwatch.ingest.wholefiles import whole_file_text
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
 from runwatch.rundir.reader import read_new
@@ -384,16 +384,8 @@ def _add_problem(conn: Connection, run_pk: int | None, path: str, message: str) 
 
 
 def _whole_file(path: Path) -> str:
-    """config.yaml as text; engine_config.json as JSON that every reader parses (NaN and
-    Infinity, which the SDK may write, become null)."""
-    raw = read_capped(path)
-    if path.name == fmt.CONFIG:
-        return raw.decode("utf-8", errors="replace")
-    try:
-        return orjson.dumps(loads_line(raw)).decode()
-    except (ValueError, TypeError) as exc:  # orjson's encode error is a TypeError
-        raise ValueError(f"{path} is not JSON that runwatch can store "
-                         f"({str(exc).splitlines()[0][:120]})") from None
+    """config.yaml as text; engine_config.json as JSON that every reader parses."""
+    return whole_file_text(path.name, read_capped(path), str(path))
 
 
 def _said(path: Path, exc: Exception) -> str:

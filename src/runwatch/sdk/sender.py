@@ -14,7 +14,12 @@ server=…)`) and `runwatch sync` (`sync_run`) share one `RunUpload` that
   either side resends at most the last request, which the server's idempotence on
   (run, file, seq) turns into nothing new;
 - splits a batch the server refuses as bad in halves until the one bad record is found,
-  and skips (and reports) only that record.
+  and skips (and reports) only that record;
+- sends the run's whole files (config.yaml, engine_config.json, the samples files
+  step_NNNN_<split>.json / val_NNNN_<split>.json, which the writer writes complete, by
+  renaming) as `{"file", "content"}` items, one request each, once caught up with the
+  records, and again whenever one changes: their size, mtime and sha256 as sent are kept
+  in the same state file, so an unchanged file costs a stat per pass.
 
 Errors are sorted into `Unreachable` (no answer, 5xx, 429: try again later, with
 exponential backoff), `Refused` (401/403, a manifest the server refuses, a server that
@@ -25,12 +30,14 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import os
 import random
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 import orjson
@@ -39,7 +46,7 @@ from runwatch.rundir import format as fmt
 from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line, loads_line
 from runwatch.rundir.reader import ReadResult, read_new
-from runwatch.rundir.safeio import open_run_file, read_capped
+from runwatch.rundir.safeio import CAPS, SAMPLES_CAP, open_run_file, read_capped
 from runwatch.sdk.encode import warn
 
 ENV_SERVER = "RUNWATCH_SERVER"
@@ -91,6 +98,7 @@ class UploadReport:
     """What one upload pass sent: records stored per file, records skipped and why."""
 
     records: dict[str, int] = field(default_factory=dict)
+    files: int = 0  # whole files stored (a changed one again)
     skipped: int = 0
     problems: list[str] = field(default_factory=list)
     requests: int = 0
@@ -181,8 +189,10 @@ class RunUpload:
         self.client = client
         self._state_path = self.run_dir / STATE_DIR / STATE_FILE
         self._state = self._load_state()
-        self._files: dict[str, dict[str, Any]] = self._state.setdefault(
-            "servers", {}).setdefault(client.server, {}).setdefault("files", {})
+        mine = self._state.setdefault("servers", {}).setdefault(client.server, {})
+        self._files: dict[str, dict[str, Any]] = mine.setdefault("files", {})
+        # per whole file: the size, mtime_ns and sha256 it was last sent (or refused) with
+        self._whole: dict[str, dict[str, Any]] = mine.setdefault("whole", {})
         self._manifest_sent: bytes | None = None
         self.run_id = ""
 
@@ -265,6 +275,7 @@ class RunUpload:
                     report.problems += [f"{self.run_dir / name} line {b.line_no}: {b.error}; "
                                         "not sent" for b in res.bad]
             if not reads and manifest == self._manifest_sent:
+                self._send_whole_files(manifest, report, stop)
                 return report
             batches = []
             for name, res in reads.items():
@@ -279,6 +290,81 @@ class RunUpload:
                                          head=heads[name])
             self._save_state()
         return report
+
+    def _whole_file_names(self) -> list[str]:
+        """config.yaml, engine_config.json and the samples files the folder holds now."""
+        names = [fmt.CONFIG, fmt.ENGINE_CONFIG]
+        with contextlib.suppress(OSError), os.scandir(self.run_dir) as entries:
+            names += sorted(e.name for e in entries
+                            if fmt.parse_sample_file_name(e.name) is not None)
+        return names
+
+    def _send_whole_files(self, manifest: bytes, report: UploadReport,
+                          stop: threading.Event | None) -> None:
+        """Send each whole file that is new or changed since it was last sent, one request
+        each; a file the server refuses as bad is reported once and sent again only once it
+        changes."""
+        for name in self._whole_file_names():
+            if stop is not None and stop.is_set():
+                return
+            path = self.run_dir / name
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            seen = self._whole.get(name)
+            if not S_ISREG(st.st_mode) or (seen is not None and seen.get("size") == st.st_size
+                                            and seen.get("mtime_ns") == st.st_mtime_ns):
+                continue
+            mark = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+            try:
+                raw = read_capped(path, CAPS.get(name, SAMPLES_CAP))
+            except OSError as exc:
+                report.problems.append(f"{path} cannot be sent ({exc}); sent when it changes")
+                self._whole[name] = {**mark, "sha256": None}
+                self._save_state()
+                continue
+            digest = hashlib.sha256(raw).hexdigest()
+            if seen is None or seen.get("sha256") != digest:
+                self._send_whole_file(manifest, name, raw, report)
+            self._whole[name] = {**mark, "sha256": digest}
+            self._save_state()
+
+    def _send_whole_file(self, manifest: bytes, name: str, raw: bytes,
+                         report: UploadReport) -> None:
+        """Have the server store one whole file; raises Unreachable or Refused when it did
+        not and trying again can help, reports it when the file itself was refused."""
+        body = (b'{"batches":[{"run_id":' + orjson.dumps(self.run_id) + b',"manifest":'
+                + manifest + b',"file":' + orjson.dumps(name) + b',"content":'
+                + orjson.dumps(raw.decode("utf-8", errors="replace")) + b"}]}")
+        status, answer = self.client.post(body)
+        report.requests += 1
+        report.body_bytes += len(body)
+        results = answer.get("results") if isinstance(answer, dict) else None
+        if status == 413 and not isinstance(results, list):
+            report.problems.append(f"{self.run_dir / name} is too big for {self.client.server}"
+                                   f" ({_error_text(answer)}); not sent")
+            return
+        check_answer(self.client, status, answer)
+        if not isinstance(results, list) or len(results) != 1:
+            raise Refused(f"{self.client.server} answered {status} with no result per batch; "
+                          "is it a runwatch server?")
+        result = results[0]
+        if result.get("ok"):
+            report.files += 1
+        elif result.get("status") in (401, 403):
+            raise Refused(f"{self.client.server} refused {self.run_dir.name} "
+                          f"({result.get('status')}: {result.get('error')}); check the token "
+                          f"(--token, or {ENV_TOKEN}): it needs write on the run's project")
+        elif result.get("status") in (400, 413) and "manifest" in str(result.get("error")):
+            raise Refused(f"{self.client.server} refused the manifest of {self.run_dir}: "
+                          f"{result.get('error')}")
+        elif result.get("status") in (400, 413):
+            report.problems.append(f"{self.run_dir / name}: the server refused it "
+                                   f"({result.get('error')}); sent again when it changes")
+        else:
+            raise Unreachable(f"{self.client.server} did not store {name} "
+                              f"({result.get('status')}: {result.get('error')})")
 
     def _deliver(self, manifest: bytes, batches: list[Batch], report: UploadReport) -> None:
         """Have the server store `batches` (the manifest alone when there are none);

@@ -1,4 +1,6 @@
-"""The ingest route: batches of run-directory records, stored idempotently on (run, file, seq).
+"""The ingest route: batches of run-directory records, stored idempotently on (run, file, seq),
+and a run's whole files (config.yaml, engine_config.json, samples files), each replacing what
+was stored of it, through the indexer's own functions (`runwatch.ingest.wholefiles`).
 
 Each batch is stored in its own transaction, whole or not at all, so a bad batch is
 refused with its reason while the good batches of the same request are kept.
@@ -9,6 +11,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import Connection, select
 from starlette.concurrency import run_in_threadpool
@@ -17,6 +20,7 @@ from runwatch.health.store import on_metrics as health_on_metrics
 from runwatch.ingest import ingest_records
 from runwatch.ingest.indexer import PointsHook
 from runwatch.ingest.manifest import ManifestError, check_manifest
+from runwatch.ingest.wholefiles import store_whole_file, whole_file_cap, whole_file_name_problem
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
 from runwatch.server import scopes
@@ -41,11 +45,24 @@ _BATCH = {
                                                       "first batch of a run"},
     },
 }
+_WHOLE_FILE = {
+    "type": "object",
+    "required": ["run_id", "file", "content"],
+    "properties": {
+        "run_id": {"type": "string", "minLength": 1, "maxLength": 64},
+        "file": {"type": "string", "description": f"{fmt.CONFIG}, {fmt.ENGINE_CONFIG}, or a "
+                 "samples file step_NNNN_<split>.json / val_NNNN_<split>.json"},
+        "content": {"description": "the whole file: its text, or (for a JSON file) its "
+                                   "JSON value"},
+        "manifest": {"type": "object", "description": "the run's manifest.json"},
+    },
+}
 # The body is read by hand (to count it while it streams); this tells /openapi.json its shape.
 REQUEST_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
     "anyOf": [{"type": "object", "required": ["batches"],
-               "properties": {"batches": {"type": "array", "minItems": 1, "items": _BATCH}}},
-              _BATCH]}}}}}
+               "properties": {"batches": {"type": "array", "minItems": 1,
+                                          "items": {"anyOf": [_BATCH, _WHOLE_FILE]}}}},
+              _BATCH, _WHOLE_FILE]}}}}}
 
 
 class BatchError(Exception):
@@ -57,14 +74,21 @@ class BatchError(Exception):
         self.message = message
 
 
-def _check_batch(batch: Any, limits: Limits) -> tuple[str, str, list[dict[str, Any]], Any]:
+def _check_batch(batch: Any, limits: Limits) -> tuple[str, str, list[dict[str, Any]] | bytes,
+                                                      Any]:
+    """(run_id, file, records or a whole file's bytes, manifest), or BatchError."""
     if not isinstance(batch, dict):
-        raise BatchError(400, "a batch is a JSON object with run_id, file and records")
+        raise BatchError(400, "a batch is a JSON object with run_id, file and records "
+                              "(or content)")
     run_id, file, records = batch.get("run_id"), batch.get("file"), batch.get("records")
     if not isinstance(run_id, str) or not run_id or len(run_id) > 64:
         raise BatchError(400, "run_id must be a string of 1 to 64 characters")
+    manifest = _check_manifest(run_id, batch.get("manifest"))
+    if "content" in batch and "records" not in batch:
+        return run_id, *_check_whole_file(file, batch["content"]), manifest
     if file not in fmt.FILES:
-        raise BatchError(400, f"file {file!r} is not one of {', '.join(fmt.FILES)}")
+        raise BatchError(400, f"file {file!r} is not one of {', '.join(fmt.FILES)} (a whole "
+                              "file is sent as content, not records)")
     if not isinstance(records, list):
         raise BatchError(400, "records must be a list of record objects")
     if len(records) > limits.max_records:
@@ -76,7 +100,32 @@ def _check_batch(batch: Any, limits: Limits) -> tuple[str, str, list[dict[str, A
         seq = rec.get("seq")
         if type(seq) is not int or seq < 0:
             raise BatchError(400, f"record {i} has no non-negative integer 'seq'")
-    manifest = batch.get("manifest")
+    return run_id, file, records, manifest
+
+
+def _check_whole_file(file: Any, content: Any) -> tuple[str, bytes]:
+    """A whole file's name and bytes: its name one of run format v1's, its content text (or
+    the JSON value of a JSON file) no bigger than the indexer reads of such a file."""
+    if (why := whole_file_name_problem(file)) is not None:
+        raise BatchError(400, why)
+    if isinstance(content, str):
+        raw = content.encode("utf-8", errors="replace")
+    elif file != fmt.CONFIG and isinstance(content, (dict, list)):
+        try:
+            raw = orjson.dumps(content)
+        except TypeError as exc:
+            raise BatchError(400, f"{file}: its content cannot be stored as JSON ({exc})") from None
+    else:
+        raise BatchError(400, f"{file}: content must be the file's text"
+                              + ("" if file == fmt.CONFIG else " or its JSON value"))
+    cap = whole_file_cap(file)
+    if len(raw) > cap:
+        raise BatchError(413, f"{file} is {len(raw)} bytes, more than the {cap} a run's "
+                              f"{file} may hold")
+    return file, raw
+
+
+def _check_manifest(run_id: str, manifest: Any) -> Any:
     if manifest is not None:
         if not isinstance(manifest, dict) or manifest.get("run_id") != run_id:
             raise BatchError(400, "manifest must be an object whose run_id is the batch's run_id")
@@ -89,10 +138,10 @@ def _check_batch(batch: Any, limits: Limits) -> tuple[str, str, list[dict[str, A
                 fmt.validate_name(str(manifest["name"]))
             except fmt.RunDirError as exc:
                 raise BatchError(400, str(exc)) from exc
-    return run_id, file, records, manifest
+    return manifest
 
 
-def _store(conn: Connection, run_id: str, file: str, records: list[dict[str, Any]],
+def _store(conn: Connection, run_id: str, file: str, records: list[dict[str, Any]] | bytes,
            manifest: dict[str, Any] | None, on_points: PointsHook | None) -> dict[str, Any]:
     if manifest is not None:
         run_pk, _ = upsert_run(conn, manifest, None)
@@ -102,6 +151,12 @@ def _store(conn: Connection, run_id: str, file: str, records: list[dict[str, Any
             raise BatchError(404, f"run {run_id!r} is unknown here; send its manifest with "
                                   "the first batch")
         run_pk = int(pk)
+    if isinstance(records, bytes):  # a whole file: replaces what was stored of it
+        try:
+            rows, aside = store_whole_file(conn, run_pk, file, records, file)
+        except ValueError as exc:
+            raise BatchError(400, str(exc)) from exc
+        return {"ok": True, "run_id": run_id, "file": file, "rows": rows, "set_aside": aside}
     result = ingest_records(conn, run_pk, file, records)
     if result.problem_count:
         raise BatchError(400, f"{result.problem_count} bad record(s): "
@@ -164,6 +219,10 @@ async def _payload(request: Request, limit: int) -> bytes:
 @router.post("/api/ingest", openapi_extra=REQUEST_BODY)
 async def ingest(request: Request, st: ServerState = Depends(state)) -> JSONResponse:
     """Store batches `{"batches": [{"run_id", "file", "records", "manifest"?}]}` (or one batch).
+
+    A batch may instead carry a whole file, `{"run_id", "file", "content", "manifest"?}`:
+    config.yaml, engine_config.json or a samples file (step_NNNN_<split>.json), its text
+    (or JSON value); it replaces what was stored of that file, as re-indexing the folder would.
 
     The body may be gzip-compressed (`Content-Encoding: gzip`); the inflated body has the
     same size limit as a plain one (413 past it, 400 when it is not valid gzip).

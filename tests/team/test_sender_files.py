@@ -1,0 +1,141 @@
+"""A run's whole files (config.yaml, engine_config.json, the samples files) streamed to a real
+`runwatch server` subprocess over HTTP: shown by the API exactly as when the folder is
+indexed, a bad file name refused with a clear 400, a changed file sent again (and an
+unchanged one not)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import runwatch
+from runwatch.rundir import format as fmt
+from runwatch.sdk.sender import Client, sync_run
+from runwatch.server.runner import Runner, free_port
+from runwatch.store.db import open_engine
+from tests.support import wait_for
+from tests.team.serving import ServerProcess
+
+SAMPLES = [{"prompt": "2+2?", "completion": "4", "reward": 1.0, "group": 0},
+           {"prompt": "3+3?", "completion": "7", "reward": 0.0, "group": 0}]
+
+
+@pytest.fixture(scope="module")
+def team_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    server = ServerProcess(tmp_path_factory.mktemp("team") / "index.db").start()
+    yield server
+    server.stop()
+
+
+def _get(url: str, token: str | None, path: str) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    resp = httpx.get(url + path, headers=headers, timeout=30)
+    return resp.json() if resp.status_code == 200 else None
+
+
+def _settings(server: ServerProcess, run_id: str) -> Any:
+    """The run detail's settings: config, config_text, engine_config."""
+    return _get(server.url, server.token, f"/api/runs/{run_id}")["settings"]
+
+
+def _shown(url: str, token: str | None, run_id: str) -> dict[str, Any] | None:
+    """What the API shows of a run's whole files; None until all of them are there."""
+    detail = (_get(url, token, f"/api/runs/{run_id}") or {}).get("settings")
+    train = _get(url, token, f"/api/runs/{run_id}/samples?step=3&split=train")
+    val = _get(url, token, f"/api/runs/{run_id}/samples?step=3&split=val")
+    if not (detail and detail.get("engine_config") and train and val):
+        return None
+    return {"config": detail["config"], "config_text": detail["config_text"],
+            "engine_config": detail["engine_config"], "train": train, "val": val,
+            "steps": _get(url, token, f"/api/runs/{run_id}/samples")["available"]}
+
+
+def test_a_streamed_runs_config_engine_config_and_samples_show_as_an_indexed_runs_do(
+        tmp_path: Path, team_server: ServerProcess) -> None:
+    runs = tmp_path / "runs"
+    run = runwatch.init("team", name="r", dir=runs, config={"lr": 0.1, "model": {"layers": 2}},
+                        server=team_server.url, token=team_server.token, flush_interval=0.05)
+    run.log_engine_config({"tp": 1}, {"tp": 1, "max_len": float("nan")})
+    for step in range(4):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+    run.log_samples(3, SAMPLES)
+    run.log_samples(3, SAMPLES[:1], split="val")
+    run.finish()
+    streamed = wait_for(lambda: _shown(team_server.url, team_server.token, run.id),
+                        what="the streamed run's whole files on the server")
+    engine = open_engine(tmp_path / "folder.db")
+    try:
+        with Runner(engine, runs_dir=runs, port=free_port(), interval=0.05) as folder_server:
+            indexed = wait_for(lambda: _shown(folder_server.url, None, run.id),
+                               what="the folder-indexed run's whole files")
+    finally:
+        engine.dispose()
+    assert streamed["config"] == {"lr": 0.1, "model": {"layers": 2}}
+    assert streamed["engine_config"]["resolved"] == {"tp": 1, "max_len": None}
+    assert [s["completion"] for s in streamed["train"]["samples"]] == ["4", "7"]
+    assert streamed == indexed
+
+
+def _offline_run(runs: Path) -> runwatch.Run:
+    run = runwatch.init("team", name="off", dir=runs, config={"lr": 0.1})
+    assert isinstance(run, runwatch.Run)
+    run.log({"loss": 1.0}, step=0)
+    return run
+
+
+def _post(server: ServerProcess, item: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{server.url}/api/ingest", json={"batches": [item]}, timeout=30,
+                      headers={"Authorization": f"Bearer {server.token}"})
+
+
+def test_a_whole_file_with_a_bad_name_or_content_is_refused_with_a_clear_400(
+        tmp_path: Path, team_server: ServerProcess) -> None:
+    run = _offline_run(tmp_path / "runs")
+    run.finish()
+    manifest = run.manifest
+    for name in ("../config.yaml", "sub/step_0003_train.json", "notes.txt",
+                 "step_0003_train.json\n", "manifest.json", "step_3_train.json", 7):
+        resp = _post(team_server, {"run_id": run.id, "manifest": manifest, "file": name,
+                                   "content": "{}"})
+        assert resp.status_code == 400, (name, resp.text)
+        assert "is not a whole file of a run directory" in resp.json()["error"] or (
+            name == 7 and "must be a string" in resp.json()["error"]), resp.text
+    bad_json = _post(team_server, {"run_id": run.id, "manifest": manifest,
+                                   "file": fmt.ENGINE_CONFIG, "content": "{not json"})
+    assert bad_json.status_code == 400 and "not JSON" in bad_json.json()["error"], bad_json.text
+    good = _post(team_server, {"run_id": run.id, "manifest": manifest,
+                               "file": fmt.ENGINE_CONFIG, "content": {"requested": {"tp": 2}}})
+    assert good.status_code == 200, good.text
+    assert _settings(team_server, run.id)["engine_config"] == {"requested": {"tp": 2}}
+
+
+def test_a_changed_config_is_sent_again_and_an_unchanged_one_is_not(
+        tmp_path: Path, team_server: ServerProcess) -> None:
+    run = _offline_run(tmp_path / "runs")
+    run.log_samples(3, SAMPLES)
+    run.finish()
+    client = Client(team_server.url, team_server.token)
+    try:
+        first = sync_run(run.dir, client)
+        assert first.files == 2 and not first.problems, first  # config and the samples
+        assert _settings(team_server, run.id)["config"] == {"lr": 0.1}
+        config = run.dir / fmt.CONFIG
+        text = config.read_text()
+        config.write_text(text)  # same bytes, new mtime: not sent again
+        os.utime(config, (1, 1))
+        assert sync_run(run.dir, client).files == 0
+        config.write_text(text.replace("0.1", "0.2"))
+        samples = run.dir / fmt.sample_file_name(3, "train", "completions")
+        samples.write_text(samples.read_text().replace('"7"', '"6"'))
+        again = sync_run(run.dir, client)
+        assert again.files == 2 and not again.problems, again
+    finally:
+        client.close()
+    assert _settings(team_server, run.id)["config"] == {"lr": 0.2}
+    rollouts = _get(team_server.url, team_server.token, f"/api/runs/{run.id}/samples?step=3")
+    assert [s["completion"] for s in rollouts["samples"]] == ["4", "6"]
