@@ -105,10 +105,12 @@ def _pass(runs: list[Path], client: Client, retry_for: float, quiet: bool) -> in
         except Refused as exc:
             raise fail(str(exc), ["nothing was lost: run the same command again once "
                                   "this is fixed"]) from None
-        if quiet and not report.records and not report.problems:
+        if quiet and not report.records and not report.files and not report.problems:
             continue
-        counts = ", ".join(f"{n} {name.removesuffix('.jsonl')}"
-                           for name, n in report.records.items()) or "nothing new"
+        sent = [f"{n} {name.removesuffix('.jsonl')}" for name, n in report.records.items()]
+        if report.files:
+            sent.append(f"{report.files} whole file{'s' if report.files != 1 else ''}")
+        counts = ", ".join(sent) or "nothing new"
         line(f"{run_dir.name}: sent {counts} to {client.server}")
         for problem in report.problems[:20]:
             line(f"  warning: {problem}")
