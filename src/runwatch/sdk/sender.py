@@ -17,8 +17,8 @@ server=…)`) and `runwatch sync` (`sync_run`) share one `RunUpload` that
   and skips (and reports) only that record;
 - sends the run's whole files (config.yaml, engine_config.json, the samples files
   step_NNNN_<split>.json / val_NNNN_<split>.json, which the writer writes complete, by
-  renaming) as `{"file", "content"}` items, one request each, once caught up with the
-  records, and again whenever one changes: their size, mtime and sha256 as sent are kept
+  renaming) as `{"file", "content"}` items, one request each, after each request of
+  records (or none), and again whenever one changes: their size, mtime and sha256 as sent are kept
   in the same state file, so an unchanged file costs a stat per pass.
 
 Errors are sorted into `Unreachable` (no answer, 5xx, 429: try again later, with
@@ -289,6 +289,8 @@ class RunUpload:
                 self._files[name].update(offset=res.offset, line_no=res.line_no,
                                          head=heads[name])
             self._save_state()
+            # here too: a loop that logs faster than the server stores would never catch up
+            self._send_whole_files(manifest, report, stop)
         return report
 
     def _whole_file_names(self) -> list[str]:
