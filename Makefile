@@ -42,10 +42,11 @@ shell: venv
 	@echo "runwatch is on PATH in this shell ($(BIN)/runwatch); exit leaves it"
 	@VIRTUAL_ENV="$(CURDIR)/$(VENV)" PATH="$(CURDIR)/$(BIN):$$PATH" $${SHELL:-/bin/sh} -i
 
-# The suite on every core (pytest-xdist); tests sharing a module-scoped fixture stay on one
-# worker (docs/testing.md). PostgreSQL cases run where RUNWATCH_TEST_POSTGRES_URL is set.
+# The suite on every core (pytest-xdist), a test file's tests on one worker so that a
+# module-scoped fixture is built once (docs/testing.md). PostgreSQL cases run where
+# RUNWATCH_TEST_POSTGRES_URL is set.
 test: venv web
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist loadgroup --durations=20
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile --durations=20
 
 bench: venv web
 	$(BIN)/python bench/run_all.py

@@ -16,13 +16,8 @@ from runwatch.rundir import format as fmt
 from runwatch.server.runner import Runner, free_port
 from runwatch.store.db import database_url, open_engine
 from tests.support import SFT_CHECKPOINT, MakeRun, sdk_run
-from tests.support.parallel import group_module_fixture_users, session_folder
+from tests.support.parallel import session_folder
 from tests.support.stores import NO_POSTGRES, STORES, PostgresDatabases, postgres_url
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    group_module_fixture_users(items)
 
 
 @pytest.fixture

@@ -1,5 +1,4 @@
-"""Running the suite on several pytest-xdist workers: the folder the workers share, and the
-groups that keep tests sharing a module-scoped fixture on one worker."""
+"""Running the suite on several pytest-xdist workers: the folder the workers share."""
 
 from __future__ import annotations
 
@@ -21,15 +20,3 @@ def session_folder(factory: pytest.TempPathFactory) -> Path:
     base = factory.getbasetemp()
     return base.parent if worker() is not None else base
 
-
-def group_module_fixture_users(items: list[pytest.Item]) -> None:
-    """Mark each test that uses a module- or class-scoped fixture with its module's
-    `xdist_group`, so that `--dist loadgroup` runs such a module's tests on one worker and
-    builds the fixture once; every other test goes to whichever worker is free."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        if any(defs and defs[-1].scope in ("module", "class", "package")
-               for defs in info.name2fixturedefs.values()):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
