@@ -20,7 +20,6 @@ import pytest
 
 import runwatch
 from runwatch.jobs.failures import CATALOGUE
-from runwatch.sdk import StopRequested
 from tests.support import first_line
 
 STOPPED = CATALOGUE["cancelled"].sentence
@@ -185,11 +184,23 @@ def test_a_run_started_off_the_main_thread_installs_no_handler(runs_dir: Path) -
 
 
 def test_sigterm_in_this_process_unwinds_as_stop_requested(runs_dir: Path) -> None:
-    before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(StopRequested), runwatch.init(name="job", dir=runs_dir) as run:
-        run.log({"loss": 1.0}, step=0)
-        signal.raise_signal(signal.SIGTERM)
-    assert isinstance(StopRequested(), KeyboardInterrupt)
-    assert signal.getsignal(signal.SIGTERM) == before
+    # in a child: the test runner's own process (an xdist worker) must not take a signal
+    # whose handler raises a KeyboardInterrupt
+    code = """
+        import signal, sys, runwatch
+        from runwatch.sdk import StopRequested
+        before = signal.getsignal(signal.SIGTERM)
+        try:
+            with runwatch.init(name="job", dir=sys.argv[1]) as run:
+                run.log({"loss": 1.0}, step=0)
+                signal.raise_signal(signal.SIGTERM)
+            print("not raised")
+        except StopRequested as exc:
+            print("raised", isinstance(exc, KeyboardInterrupt),
+                  signal.getsignal(signal.SIGTERM) == before)
+    """
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), str(runs_dir)],
+                          capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    assert proc.stdout.split() == ["raised", "True", "True"], proc.stdout + proc.stderr
     assert [e["phase"] for e in _events(runs_dir)] == ["RUNNING", "CANCEL_REQUESTED",
                                                       "CANCELLED"]
