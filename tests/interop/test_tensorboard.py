@@ -274,8 +274,16 @@ def test_the_tensorboard_it_starts_serves_the_export(runs_dir: Path, tmp_path: P
             assert [(w, s) for w, s, _ in got] == [(ts, step) for step, _, ts in points], key
             for (_, step, value), (_, want, _) in zip(got, points, strict=True):
                 assert _same(float(value), float(np.float32(want))), (key, step)
-        exp = httpx.post(f"{base}/hparams/experiment", json={"experimentName": ""},
-                         timeout=10).json()
+        def experiment() -> dict[str, Any] | None:
+            # the HParams plugin may answer with an empty experiment until it has read
+            # the session summaries, a moment after the scalars
+            got = httpx.post(f"{base}/hparams/experiment", json={"experimentName": ""},
+                             timeout=10).json()
+            return got if got.get("hparamInfos") else None
+
+        exp = wait_for(experiment, what="TensorBoard's HParams plugin to read the export",
+                       deadline=DEADLINE_S, interval=0.5)
+        assert exp is not None
         assert {h["name"] for h in exp["hparamInfos"]} == set(FLAT_CONFIG)
         assert {m["name"]["tag"] for m in exp["metricInfos"]} == tags
         text = httpx.get(f"{base}/text/text", params={

@@ -38,7 +38,10 @@ def _ensure_built() -> None:
     subprocess.run([npm, "run", "build"], cwd=web, check=True)
 
 
-@pytest.fixture(scope="session")
+# A module's browser, not the session's: while Playwright's sync API is live its event loop
+# counts as running in the main thread, so the other test files that an xdist worker runs
+# after a browser file could not call asyncio.run().
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.fail("browser tests need Debian's Chromium: apt-get install -y chromium")
