@@ -15,6 +15,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 from runwatch.server.app import STATIC_DIR
 from runwatch.server.runner import Runner
+from runwatch.store.db import database_url
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -36,6 +37,14 @@ def _ensure_built() -> None:
     web = REPO / "web"
     subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=web, check=True)
     subprocess.run([npm, "run", "build"], cwd=web, check=True)
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    """The browser tests' index: SQLite only. The page reads the same API whichever store
+    serves it, and the API, store and server tests run on PostgreSQL too; doubling every
+    browser test cost the suite about three minutes of its budget."""
+    return database_url(tmp_path / "index.db")
 
 
 # A module's browser, not the session's: while Playwright's sync API is live its event loop
