@@ -219,6 +219,10 @@ def test_a_job_whose_folder_is_deleted_is_released_and_the_worker_goes_on(
              what="the job to be released")
     submit_command(engine, runs_dir, "next", "pass")
     assert wait_for(lambda: ended(engine, "next"), what="the next job to end") == "SUCCEEDED"
+    # the index alone says how the folderless job ended; no worker may claim it again
+    gone = run_row(engine, "deleted")
+    assert (gone.status, gone.reason_code) == ("FAILED", "stopped_early"), gone
+    assert "its run folder was deleted" in gone.reason
 
 
 def test_a_worker_runs_its_folders_and_profiles_jobs_each_on_devices_of_its_own(

@@ -183,7 +183,8 @@ def abandon(conn: Connection, run_pk: int) -> None:
     """End, in the index, the job of a run whose folder is gone (it cannot run again)."""
     reason = CATALOGUE[GONE]
     store_jobs.abandon(conn, run_pk, time.time(),
-                       f"{reason.sentence}: its run folder was deleted", GONE)
+                       f"{reason.sentence}: its run folder was deleted", GONE,
+                       fmt.TERMINAL_PHASES)
 
 
 def reap(engine: Engine, worker_id: str, heartbeat_timeout_s: float, now: float,

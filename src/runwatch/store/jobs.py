@@ -16,6 +16,7 @@ times are float seconds since the epoch.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,16 +145,14 @@ def release(conn: Connection, run_pk: int) -> None:
         worker_id=None, claimed_at=None, heartbeat_at=None, pid=None))
 
 
-def abandon(conn: Connection, run_pk: int, now: float, reason: str, code: str) -> None:
+def abandon(conn: Connection, run_pk: int, now: float, reason: str, code: str,
+            ended: Collection[str]) -> None:
     """A job whose run folder is gone: no worker holds it, and it is never claimed again
-    (there is no folder to record an attempt in), so the index alone says how it ended."""
+    (there is no folder to record an attempt in), so the index alone says how it ended;
+    a run already in one of the `ended` phases keeps its end."""
     release(conn, run_pk)
-    conn.execute(update(s.runs).where(r.pk == run_pk, r.status.not_in(_ENDED)).values(
+    conn.execute(update(s.runs).where(r.pk == run_pk, r.status.not_in(sorted(ended))).values(
         status="FAILED", reason=reason, reason_code=code, ended_at=now, updated_at=now))
-
-
-# a run's phases after which nothing runs (rundir.format.TERMINAL_PHASES, without the import)
-_ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
 def requeue(conn: Connection, run_pk: int, attempt: int) -> None:
