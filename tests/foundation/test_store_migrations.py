@@ -8,9 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from alembic import command
 from alembic.autogenerate import compare_metadata
-from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
 
@@ -18,9 +16,10 @@ import runwatch
 from runwatch.health import store as health_store
 from runwatch.ingest import Indexer
 from runwatch.store import queries as q
-from runwatch.store.db import HEAD_REVISION, MIGRATIONS_DIR, open_engine
+from runwatch.store.db import HEAD_REVISION, open_engine
 from runwatch.store.schema import metadata
 from tests.support.jobs import record_attempt, submit_command
+from tests.support.migrations import downgrade
 
 FIRST = "0001"
 
@@ -82,11 +81,7 @@ def test_migrations_go_down_to_the_first_revision_and_up_again_keeping_the_rows(
     before = rows(engine)
     assert before["metric_points"] and before["events"] and before["findings"]
 
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, FIRST)
+    downgrade(engine, FIRST)
     assert version(engine) == FIRST
     first = columns(engine)
     assert set(first) < set(head), "the later revisions' tables are gone"

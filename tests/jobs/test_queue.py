@@ -12,9 +12,10 @@ from sqlalchemy import Engine, inspect, text
 
 from runwatch.ingest import Indexer
 from runwatch.store import jobs as q
-from runwatch.store.db import HEAD_REVISION, MIGRATIONS_DIR, open_engine
+from runwatch.store.db import HEAD_REVISION, open_engine
 from runwatch.store.jobs import WorkerRow
 from tests.support.jobs import claim_race, job, record_attempt, run_row, submit_command
+from tests.support.migrations import downgrade
 
 
 def claim(engine: Engine, worker: str = "w", free: int = 1, now: float = 100.0) -> str | None:
@@ -150,9 +151,6 @@ def test_migration_0004_adds_the_queue_to_an_older_index_and_takes_it_away(
         tmp_path: Path, runs_dir: Path) -> None:
     """Down to 0003 and up again: the queue's tables and columns go and come back, and
     every point, key and finding stays."""
-    from alembic import command
-    from alembic.config import Config
-
     path = tmp_path / "old.db"
     engine = open_engine(path)
     before = submit_command(engine, runs_dir, "before")
@@ -162,11 +160,7 @@ def test_migration_0004_adds_the_queue_to_an_older_index_and_takes_it_away(
         conn.execute(text("INSERT INTO findings (run_pk, rule_id, severity, status, evidence, "
                           "message, advice, opened_ts, updated_ts) VALUES (:pk, 'r', 'warn', "
                           "'open', '{}', 'm', 'a', 0, 0)"), {"pk": before.run_pk})
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "0003")
+    downgrade(engine, "0003")
     with engine.connect() as conn:
         assert {"jobs", "workers"}.isdisjoint(inspect(conn).get_table_names())
         assert "attempt" not in {c["name"] for c in inspect(conn).get_columns("runs")}

@@ -12,8 +12,9 @@ from sqlalchemy import Engine, inspect, select, text
 
 from runwatch.store import schema as s
 from runwatch.store import tokens
-from runwatch.store.db import HEAD_REVISION, MIGRATIONS_DIR, open_engine
+from runwatch.store.db import HEAD_REVISION, open_engine
 from tests.support.cli import run_cli
+from tests.support.migrations import downgrade
 
 
 def test_tokens_are_kept_only_as_their_sha256(db_url: str, engine: Engine,
@@ -58,17 +59,10 @@ def test_tokens_are_kept_only_as_their_sha256(db_url: str, engine: Engine,
 def test_migration_0006_takes_tokens_away_and_brings_them_back(db_url: str,
                                                                engine: Engine) -> None:
     """Down to 0005 and up again through the real Alembic path open_engine takes."""
-    from alembic import command
-    from alembic.config import Config
-
     with engine.begin() as conn:
         tokens.create_project(conn, "p", "test")
         tokens.create(conn, "p", "admin", "before", "test")
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "0005")
+    downgrade(engine, "0005")
     with engine.connect() as conn:
         assert {"projects", "api_tokens"}.isdisjoint(inspect(conn).get_table_names())
     engine.dispose()
