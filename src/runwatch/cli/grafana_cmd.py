@@ -58,15 +58,15 @@ def grafana_run_cmd(
 def _attempt(conn: Any, row: Any, number: int) -> tuple[float, float | None, str]:
     """Attempt `number` of the run: its start, its end (None while it is open), and what
     the link covers, in words."""
-    from runwatch.jobs.cost import DeviceProfile, run_cost
+    from runwatch.jobs.cost import attempt_times
     from runwatch.store.queries import events
 
-    cost = run_cost(events(conn, row.pk), 1, DeviceProfile("any", 1, 0, 0, 0.0))
-    a = next((a for a in cost.attempts if a.number == number), None)
+    attempts = attempt_times(events(conn, row.pk))
+    a = next((a for a in attempts if a.number == number), None)
     if a is None or a.started_at is None:
         raise fail(f"run {row.name} has no attempt {number}",
-                   [f"its attempts: {', '.join(str(a.number) for a in cost.attempts)}"
-                    if cost.attempts else "it has not started"])
+                   [f"its attempts: {', '.join(str(a.number) for a in attempts)}"
+                    if attempts else "it has not started"])
     return (a.started_at, a.ended_at if a.ended else None,
             f"attempt {a.number} of run {row.name} ({row.run_id}), {a.phase}")
 

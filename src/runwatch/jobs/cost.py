@@ -320,6 +320,14 @@ def run_cost(events: Sequence[dict[str, Any]], devices: int, profile: DeviceProf
     `attempt` their events name, else in order."""
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise ProfileError(f"a run uses at least one device, not {devices!r}")
+    attempts = attempt_times(events, until)
+    return Cost(profile, devices, attempts, estimate=not attempts or not attempts[-1].ended)
+
+
+def attempt_times(events: Sequence[dict[str, Any]], until: float | None = None
+                  ) -> tuple[AttemptTime, ...]:
+    """A run's attempts from its events (in order), numbered by the `attempt` their events
+    name, else in order; an attempt still open lasts until `until` (now by default)."""
     attempts: list[AttemptTime] = []
     parts = split_attempts(events)
     for i, evs in enumerate(parts):
@@ -327,5 +335,4 @@ def run_cost(events: Sequence[dict[str, Any]], devices: int, profile: DeviceProf
         number = named if named is not None else len(attempts) + 1
         after = parts[i + 1][0]["ts"] if i + 1 < len(parts) else None
         attempts.append(AttemptTime.of(number, evs, until, after))
-    return Cost(profile, devices, tuple(attempts),
-                estimate=not attempts or not attempts[-1].ended)
+    return tuple(attempts)
