@@ -117,16 +117,12 @@ def create(conn: Connection, project: str, right: str, name: str, created_by: st
     return Token(**row), secret
 
 
-def list_tokens(conn: Connection, projects: frozenset[str] | None = None,
-                revoked: bool = True) -> list[Token]:
-    """Tokens newest first, of `projects` (None: all), revoked ones too unless `revoked`
-    is False."""
+def list_tokens(conn: Connection, projects: frozenset[str] | None = None) -> list[Token]:
+    """Tokens newest first, of `projects` (None: all), revoked ones too."""
     t = s.api_tokens.c
     q = select(s.api_tokens).order_by(t.created_at.desc())
     if projects is not None:
         q = q.where(t.project.in_(sorted(projects)))
-    if not revoked:
-        q = q.where(t.revoked_at.is_(None))
     return [_token(r) for r in conn.execute(q)]
 
 
