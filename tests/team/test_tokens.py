@@ -77,3 +77,23 @@ def test_migration_0006_takes_tokens_away_and_brings_them_back(db_url: str,
         assert "ix_api_tokens_project" in {i["name"] for i in inspect(conn).get_indexes(
             "api_tokens")}
     upgraded.dispose()
+
+
+def test_a_tokens_last_use_is_written_at_most_once_a_minute(engine: Engine) -> None:
+    """Every request with an API token authenticates it: a read must not also write each
+    time, yet `last used` must move on."""
+    with engine.begin() as conn:
+        tokens.create_project(conn, "p", "test")
+        made, secret = tokens.create(conn, "p", "read", "dashboard", "test")
+    assert made.last_used_at is None
+
+    def used(now: float) -> float | None:
+        with engine.begin() as conn:
+            assert tokens.authenticate(conn, secret, now=now) is not None
+            found = tokens.get(conn, made.id)
+        assert found is not None
+        return found.last_used_at
+
+    assert used(1000.0) == 1000.0
+    assert used(1000.0 + tokens.USE_RESOLUTION_S - 1) == 1000.0
+    assert used(1000.0 + tokens.USE_RESOLUTION_S) == 1000.0 + tokens.USE_RESOLUTION_S
