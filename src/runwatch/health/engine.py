@@ -168,14 +168,17 @@ class Engine:
             self.early = _joined(early, cols)
         elif learned:
             self.early = {}
-        before = set(self.evals)
+        # Only in the batch that learns the stride do rules start that waited for it.
+        catch_up = learned and bool(early)
+        before = set(self.evals) if catch_up else set()
         if grown:  # a metric appeared for the first time: rules may start on it
             self._activate()
         touched: set[str] = set()
-        late = {k: ev for k, ev in self.evals.items() if k not in before
-                and ev.rule.params.get("window_in") == "steps"}
-        if learned and early and late:  # their window started now: the points before
-            self._run(late, early, out, touched)
+        if catch_up:  # their window started now: the points before
+            late = {k: ev for k, ev in self.evals.items() if k not in before
+                    and ev.rule.params.get("window_in") == "steps"}
+            if late:
+                self._run(late, early, out, touched)
         self._run(self.evals, cols, out, touched)
         for key in touched:
             open_rec = self.evals[key].tracker.open
