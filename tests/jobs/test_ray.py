@@ -7,7 +7,8 @@ their metrics indexed; a cancelled job is stopped on Ray (STOPPED) and ends CANC
 job whose script raises and one whose program does not exist end FAILED with their
 reasons from the failure catalogue; a worker told to stop stops its Ray job. How Ray's
 other ends (a lost node, its memory monitor, no devices) map into the catalogue is
-checked on Ray's own JobDetails.
+checked on Ray's own JobDetails; what the worker does when the cluster stops answering,
+forgets the job or does not take a stop, with a stand-in client.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -303,3 +305,80 @@ def test_worker_says_what_to_do_without_a_reachable_ray(runs_dir: Path, tmp_path
     if importlib.util.find_spec("ray") is not None:
         got = run("--executor=ray", f"--address=http://127.0.0.1:{free_port()}")
         assert got.returncode == 2 and "no Ray dashboard answers at" in got.stderr
+
+
+class _Cluster:
+    """A job submission client whose answers the test sets: `info` (a JobDetails-like
+    object) or `error` (raised by get_job_info), and stops refused while `refuse_stops`."""
+
+    def __init__(self) -> None:
+        self.info: Any = None
+        self.error: Exception | None = None
+        self.refuse_stops = 0
+        self.stops = 0
+
+    def get_job_info(self, job_id: str) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.info
+
+    def get_job_logs(self, job_id: str) -> str:
+        return "printed\n"
+
+    def stop_job(self, job_id: str) -> bool:
+        if self.refuse_stops:
+            self.refuse_stops -= 1
+            raise RuntimeError("connection refused")
+        self.stops += 1
+        return True
+
+
+def _attempt(cluster: _Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from runwatch.jobs import ray_executor
+
+    monkeypatch.setattr(ray_executor, "POLL_S", 0.0)
+    return ray_executor.RayAttempt(cluster, "runwatch-x-1", tmp_path / "output.log")
+
+
+def test_a_cluster_that_stops_answering_is_given_up(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from runwatch.jobs import ray_executor
+
+    cluster = _Cluster()
+    cluster.error = RuntimeError("connection refused")
+    attempt = _attempt(cluster, tmp_path, monkeypatch)
+    assert not attempt.poll() and attempt.lost is None  # one miss is asked again
+    monkeypatch.setattr(ray_executor, "UNREACHABLE_S", 0.0)
+    assert attempt.poll() and attempt.poll()
+    assert "did not answer" in (attempt.lost or "")
+    assert "ray job stop runwatch-x-1" in attempt.output.read_text()
+    end = attempt.end(cancel_requested=False, startup_timed_out=False)
+    assert classify(end).code == "stopped_early"
+
+
+def test_a_job_the_cluster_forgot_is_given_up_at_once(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = _Cluster()
+    cluster.error = RuntimeError("Request failed with status code 404: job does not exist")
+    attempt = _attempt(cluster, tmp_path, monkeypatch)
+    assert attempt.poll()
+    assert "no longer knows the job" in (attempt.lost or "")
+
+
+def test_a_stop_not_taken_is_sent_again_and_the_end_read(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = _Cluster()
+    cluster.info = SimpleNamespace(status="RUNNING")
+    cluster.refuse_stops = 1
+    attempt = _attempt(cluster, tmp_path, monkeypatch)
+    attempt.stop(5.0)
+    attempt.stop(5.0)  # asking again changes nothing
+    assert cluster.stops == 0 and attempt.stop_started is not None
+    assert not attempt.poll() and cluster.stops == 1  # re-sent on the next poll
+    assert not attempt.poll() and cluster.stops == 1
+    cluster.info = SimpleNamespace(status="STOPPED", message="stopped by the user")
+    assert attempt.poll() and attempt.poll()
+    assert attempt.lost is None and attempt.status == "STOPPED"
+    assert "printed" in attempt.output.read_text()
+    end = attempt.end(cancel_requested=True, startup_timed_out=False)
+    assert classify(end).code == "cancelled"
