@@ -213,12 +213,9 @@ class _PointSink:
         if self.rows and conn.dialect.name == "postgresql":
             stored += _rowcount(conn.exec_driver_sql(_PG_INSERT, _pg_columns(self.rows)),
                                 len(self.rows))
-        elif self.rows:
+        elif self.rows:  # SQLite (it stores a bound NaN as NULL)
             sql = insert_ignore_sql(s.metric_points, conn.dialect.name, conn.dialect)
-            rows = self.rows
-            if not self.sqlite:  # SQLite stores a bound NaN as NULL; others need it said
-                rows = [r if r[3] == r[3] else (*r[:3], None) for r in rows]
-            stored += _rowcount(conn.exec_driver_sql(sql, rows), len(rows))
+            stored += _rowcount(conn.exec_driver_sql(sql, self.rows), len(self.rows))
         self.res.rows = stored
         if attempted:
             self._key_stats(exact=stored == attempted)
