@@ -224,17 +224,6 @@ class RunUpload:
             pos = self._files[name] = {"offset": 0, "line_no": 0, "ino": st.st_ino}
         return pos["offset"], pos["line_no"]
 
-    def pending_bytes(self) -> int:
-        """Bytes of the record files not yet sent (0: caught up)."""
-        left = 0
-        for name in fmt.FILES:
-            try:
-                size = (self.run_dir / name).stat().st_size
-            except FileNotFoundError:
-                continue
-            left += max(size - self._position(name)[0], 0)
-        return left
-
     # -- sending ----------------------------------------------------------------------
 
     def manifest(self) -> bytes:
@@ -354,19 +343,26 @@ class RunUpload:
         result = results[0]
         if result.get("ok"):
             report.files += 1
-        elif result.get("status") in (401, 403):
-            raise Refused(f"{self.client.server} refused {self.run_dir.name} "
-                          f"({result.get('status')}: {result.get('error')}); check the token "
-                          f"(--token, or {ENV_TOKEN}): it needs write on the run's project")
-        elif result.get("status") in (400, 413) and "manifest" in str(result.get("error")):
-            raise Refused(f"{self.client.server} refused the manifest of {self.run_dir}: "
-                          f"{result.get('error')}")
-        elif result.get("status") in (400, 413):
+            return
+        self._check_refusal(result)
+        if result.get("status") in (400, 413):
             report.problems.append(f"{self.run_dir / name}: the server refused it "
                                    f"({result.get('error')}); sent again when it changes")
         else:
             raise Unreachable(f"{self.client.server} did not store {name} "
                               f"({result.get('status')}: {result.get('error')})")
+
+    def _check_refusal(self, result: dict[str, Any]) -> None:
+        """Raise Refused for a batch's refusal that is about the run, not the batch: a
+        token without write on it (another project's, or read only), or its manifest."""
+        status, error = result.get("status"), result.get("error")
+        if status in (401, 403):
+            raise Refused(f"{self.client.server} refused {self.run_dir.name} ({status}: "
+                          f"{error}); check the token (--token, or {ENV_TOKEN}): it needs "
+                          "write on the run's project")
+        if status in (400, 413) and "manifest" in str(error):
+            raise Refused(f"{self.client.server} refused the manifest of {self.run_dir}: "
+                          f"{error}")
 
     def _deliver(self, manifest: bytes, batches: list[Batch], report: UploadReport) -> None:
         """Have the server store `batches` (the manifest alone when there are none);
@@ -388,15 +384,9 @@ class RunUpload:
         for (name, records, raw), result in zip(batches, results, strict=True):
             if result.get("ok"):
                 report.records[name] = report.records.get(name, 0) + len(records)
-            elif result.get("status") in (401, 403):  # a token of another project, or read
-                raise Refused(f"{self.client.server} refused {self.run_dir.name} "
-                              f"({result.get('status')}: {result.get('error')}); check the "
-                              f"token (--token, or {ENV_TOKEN}): it needs write on the run's "
-                              "project")
-            elif result.get("status") in (400, 413) and "manifest" in str(result.get("error")):
-                raise Refused(f"{self.client.server} refused the manifest of {self.run_dir}: "
-                              f"{result.get('error')}")
-            elif result.get("status") in (400, 413) and len(records) > 1:
+                continue
+            self._check_refusal(result)
+            if result.get("status") in (400, 413) and len(records) > 1:
                 half = len(records) // 2
                 self._deliver(manifest, [(name, records[:half], raw and raw[:half]),
                                          (name, records[half:], raw and raw[half:])], report)
