@@ -46,7 +46,7 @@ class PlainRuntimeParam:
     def coerce(self, value: Any, param: Any, ctx: _click.Context) -> Any:
         if value is None and not (param.multiple or param.nargs == -1):
             return None
-        if not (param.multiple or param.nargs != 1):
+        if param.nargs == 1 and not param.multiple:
             plain = plain_value(value, self.descriptor, param, ctx)
             if plain is not UNSET:
                 return plain
