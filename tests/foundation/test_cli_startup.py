@@ -32,9 +32,7 @@ SERVER_AND_TRAINING = ("fastapi", "uvicorn", "starlette", "torch", "transformers
 
 PROBE = """
 import json, sys
-from runwatch.cli import plainparams as pp
 from runwatch.cli.main import app
-from runwatch.cli.plainparams import PlainRuntimeParam
 try:
     app(sys.argv[1:])
 except SystemExit:
