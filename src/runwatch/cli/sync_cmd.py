@@ -8,7 +8,6 @@ same code (runwatch.sdk.sender).
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runwatch.cli.output import fail, line
+from runwatch.rundir import format as fmt
 
 if TYPE_CHECKING:
     from runwatch.sdk.sender import Client
@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 def run_folders(directory: Path) -> list[Path]:
     """The run folders DIR names: itself when it holds a manifest, else its subfolders
     that do (hidden ones left out); empty when it holds no run."""
-    if (directory / "manifest.json").is_file():
+    if (directory / fmt.MANIFEST).is_file():
         return [directory]
     return sorted(p for p in directory.iterdir()
                   if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
-                  and (p / "manifest.json").is_file())
+                  and (p / fmt.MANIFEST).is_file())
 
 
 def sync_cmd(
@@ -67,7 +67,7 @@ def sync_cmd(
     if not run_folders(directory):
         raise fail(f"{directory} holds no run: a run folder has a manifest.json (written by "
                    "runwatch.init)", ["pass a run folder, or a folder whose subfolders are runs"])
-    client = Client(url, token or os.environ.get("RUNWATCH_TOKEN") or None)
+    client = Client(url, token or None)  # --token's envvar reads RUNWATCH_TOKEN
     skipped = 0
     try:
         while True:
@@ -121,7 +121,6 @@ def _pass(runs: list[Path], client: Client, retry_for: float, quiet: bool) -> in
 def _ended(run_dir: Path) -> bool:
     """Whether the run's last event is a terminal phase (it writes nothing more)."""
     from runwatch.jobs.attempts import last_event
-    from runwatch.rundir import format as fmt
 
     last = last_event(run_dir)
     return last is not None and last.get("phase") in fmt.TERMINAL_PHASES
