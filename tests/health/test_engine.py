@@ -369,7 +369,7 @@ def test_other_trainers_sft_loss_names_feed_the_loss_rules(key: str) -> None:
 
 
 @pytest.mark.parametrize(("key", "name"), [
-    ("reward_std", "reward_std"), ("clip_ratio/region_mean", "fb/loss/clip/clipped_ratio/mean"),
+    ("clip_ratio/region_mean", "fb/loss/clip/clipped_ratio/mean"),
     ("rewards/chosen", "mean_chosen_delta"), ("rewards/rejected", "mean_rejected_delta"),
     ("eval_rewards/chosen", "val/mean_chosen_delta"), ("chosen_reward", "mean_chosen_delta"),
     ("reject_reward", "mean_rejected_delta"), ("test/env/all/correct", "val/accuracy"),
