@@ -29,7 +29,7 @@ import shlex
 import signal
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -154,15 +154,14 @@ class RayAttempt:
     _copied_at: float = 0.0
     _size: int = 0
     _unanswered_since: float | None = None
-    _done: bool = field(default=False, repr=False)
 
     @property
     def pid(self) -> None:
         return None  # its processes are Ray's, maybe on another machine
 
     def poll(self) -> bool:
-        if self._done:
-            return True
+        if self.info is not None or self.lost is not None:
+            return True  # it ended (or was given up) at an earlier poll
         now = time.monotonic()
         if now - self._asked_at < POLL_S:
             return False
@@ -182,7 +181,6 @@ class RayAttempt:
             return False
         self.info = info
         self._copy_output(final=True)
-        self._done = True
         return True
 
     def _unanswered(self, now: float, exc: Exception) -> bool:
@@ -199,7 +197,6 @@ class RayAttempt:
     def _give_up(self, why: str) -> bool:
         self.lost = why
         note(self.output, f"runwatch: {why}\n")
-        self._done = True
         return True
 
     def stop(self, grace_s: float) -> None:
