@@ -248,6 +248,18 @@ def _ctrl_c(proc: subprocess.Popen[str], url: str) -> str:
     return rest
 
 
+def _end(proc: subprocess.Popen[str]) -> None:
+    """End a command that started TensorBoard, after a failed check: Ctrl-C, so that it
+    stops its TensorBoard too (SIGKILL would leave that serving), then SIGKILL."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def test_the_tensorboard_it_starts_serves_the_export(runs_dir: Path, tmp_path: Path) -> None:
     """The real `tensorboard` server (its data server included), as the command starts it,
     shows every point, the HParams experiment and the rollouts' text."""
@@ -292,8 +304,7 @@ def test_the_tensorboard_it_starts_serves_the_export(runs_dir: Path, tmp_path: P
         assert "user: sort 6231" in text[-1]["text"]
         assert "stopped TensorBoard" in _ctrl_c(board, url)
     finally:
-        if board.poll() is None:
-            board.kill()
+        _end(board)
 
 
 def test_the_tensorboard_it_starts_follows_a_training_run(runs_dir: Path,
@@ -323,9 +334,10 @@ def test_the_tensorboard_it_starts_follows_a_training_run(runs_dir: Path,
                  what="TensorBoard to show the 10 steps", deadline=DEADLINE_S, interval=0.5)
         assert "stopped TensorBoard" in _ctrl_c(board, url)
     finally:
-        for p in (child, board):
-            if p is not None and p.poll() is None:
-                p.kill()
+        if child.poll() is None:
+            child.kill()
+        if board is not None:
+            _end(board)
     _check_hparams(_load(tmp_path / "tb"), api_pb2.STATUS_SUCCESS)
 
 
