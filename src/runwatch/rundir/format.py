@@ -63,8 +63,9 @@ SPLITS = ("train", "val")
 MAX_NAME_LENGTH = 128
 MAX_KEY_LENGTH = 256
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
-_SAMPLE_RE = re.compile(r"^(step|val)_(\d{4,})_([A-Za-z0-9_-]+)\.json$")
+# matched whole (fullmatch): `$` would let a name end in a newline
+_NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
+_SAMPLE_RE = re.compile(r"(step|val)_([0-9]{4,})_([A-Za-z0-9_-]+)\.json")
 
 
 class RunDirError(ValueError):
@@ -77,7 +78,7 @@ def validate_name(name: str, what: str = "run name") -> str:
         raise RunDirError(f"the {what} is empty: use letters, digits, '.', '_' or '-'")
     if len(name) > MAX_NAME_LENGTH:
         raise RunDirError(f"the {what} {name[:40]!r}… is longer than {MAX_NAME_LENGTH} characters")
-    if name in (".", "..") or not _NAME_RE.match(name):
+    if name in (".", "..") or not _NAME_RE.fullmatch(name):
         raise RunDirError(
             f"the {what} {name!r} may only hold letters, digits, '.', '_' and '-' "
             "(no path separators, never '..')"
@@ -153,7 +154,7 @@ def attempt_dir(run_dir: Path, attempt: int) -> Path:
 
 def parse_sample_file_name(name: str) -> tuple[int, str, str] | None:
     """(step, split, kind) for a samples file name, or None if `name` is not one."""
-    m = _SAMPLE_RE.match(name)
+    m = _SAMPLE_RE.fullmatch(name)
     if not m:
         return None
     split = "val" if m.group(1) == "val" else "train"
