@@ -39,10 +39,12 @@ class ReadResult:
     line_no: int
     bad: list[BadLine] = field(default_factory=list)
     torn: bool = False
+    # each record's line as the file holds it (no newline), when asked for (`keep_lines`)
+    lines: list[bytes] = field(default_factory=list)
 
 
 def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CHUNK,
-             max_line: int | None = None) -> ReadResult:
+             max_line: int | None = None, keep_lines: bool = False) -> ReadResult:
     """Read complete lines of `path` from byte `offset` (the file's `line_no` lines precede it).
 
     At most about `limit` bytes are consumed (more when one line is longer, up to
@@ -50,7 +52,8 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
     call again with the returned offset until the offset stops moving. A file that
     shrank below `offset` (it was replaced) is an error the caller decides about: it is
     reported as a bad line and nothing is read. A file that is a symbolic link or not a
-    regular file raises `runwatch.rundir.safeio.UnsafeFile`.
+    regular file raises `runwatch.rundir.safeio.UnsafeFile`. With `keep_lines`, `lines`
+    holds each record's line as read (to send on without encoding it again).
     """
     limit = max(limit, 1)
     max_line = max(max_line or limit, limit)
@@ -85,6 +88,7 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
     chunk = data[: end + 1]
     records: list[dict[str, Any]] = []
     bad: list[BadLine] = []
+    lines: list[bytes] = []
     for line in chunk.splitlines():
         line_no += 1
         if not line.strip():
@@ -103,7 +107,10 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
             continue
         obj["_line"] = line_no
         records.append(obj)
-    return ReadResult(records, offset + len(chunk), line_no, bad, torn=end + 1 < len(data))
+        if keep_lines:
+            lines.append(line)
+    return ReadResult(records, offset + len(chunk), line_no, bad, torn=end + 1 < len(data),
+                      lines=lines)
 
 
 def _find_newline(f: BinaryIO, start: int) -> int:

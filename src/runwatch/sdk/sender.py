@@ -45,7 +45,7 @@ import orjson
 from runwatch.rundir import format as fmt
 from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line, loads_line
-from runwatch.rundir.reader import ReadResult, read_new
+from runwatch.rundir.reader import read_new
 from runwatch.rundir.safeio import CAPS, SAMPLES_CAP, open_run_file, read_capped
 from runwatch.sdk.encode import warn
 
@@ -71,9 +71,9 @@ HEAD_BYTES = 64
 _GZIP_LEVEL = 1  # the sender runs beside training: cheap compression, still ~10x on JSONL
 
 
-# A batch: the file, its records as read, and the same records as the file's lines (None:
-# encode the records).
-Batch = tuple[str, list[dict[str, Any]], list[bytes] | None]
+# A batch: the file, its records as read, and the same records as the file's lines (sent
+# as they are, not encoded again).
+Batch = tuple[str, list[dict[str, Any]], list[bytes]]
 
 
 class SendError(Exception):
@@ -253,7 +253,8 @@ class RunUpload:
             reads, heads = {}, {}
             for name in fmt.FILES:
                 offset, line_no = self._position(name)
-                res = read_new(self.run_dir / name, offset, line_no, READ_BYTES)
+                res = read_new(self.run_dir / name, offset, line_no, READ_BYTES,
+                               keep_lines=True)
                 if res.offset != offset:
                     reads[name] = res
                     # taken now, with the read: after the request the file may be another
@@ -268,9 +269,8 @@ class RunUpload:
                 return report
             batches = []
             for name, res in reads.items():
-                raw = _raw_lines(self.run_dir / name, self._files[name]["offset"], res)
                 batches += [(name, res.records[i:i + BATCH_RECORDS],
-                             None if raw is None else raw[i:i + BATCH_RECORDS])
+                             res.lines[i:i + BATCH_RECORDS])
                             for i in range(0, len(res.records), BATCH_RECORDS)]
             self._deliver(manifest, batches, report)
             self._manifest_sent = manifest
@@ -367,7 +367,7 @@ class RunUpload:
     def _deliver(self, manifest: bytes, batches: list[Batch], report: UploadReport) -> None:
         """Have the server store `batches` (the manifest alone when there are none);
         a batch refused as bad is split until its bad records are found and skipped."""
-        body = _body(self.run_id, manifest, batches or [(fmt.EVENTS, [], None)])
+        body = _body(self.run_id, manifest, batches or [(fmt.EVENTS, [], [])])
         status, answer = self.client.post(body)
         report.requests += 1
         report.body_bytes += len(body)
@@ -388,8 +388,8 @@ class RunUpload:
             self._check_refusal(result)
             if result.get("status") in (400, 413) and len(records) > 1:
                 half = len(records) // 2
-                self._deliver(manifest, [(name, records[:half], raw and raw[:half]),
-                                         (name, records[half:], raw and raw[half:])], report)
+                self._deliver(manifest, [(name, records[:half], raw[:half]),
+                                         (name, records[half:], raw[half:])], report)
             elif result.get("status") in (400, 413):
                 report.skipped += 1
                 report.problems.append(f"{self.run_dir / name} line {records[0].get('_line')}:"
@@ -411,39 +411,11 @@ def _head(path: Path, hex_chars: int) -> str:
         return ""
 
 
-def _raw_lines(path: Path, offset: int, res: ReadResult) -> list[bytes] | None:
-    """The lines `read_new` read into `res.records`, as the file holds them, so that they
-    are sent without encoding them again; None when they do not match one to one (a line
-    was skipped as bad), and the records are encoded instead."""
-    if res.bad or not res.records:
-        return None
-    try:
-        with open_run_file(path) as f:
-            f.seek(offset)
-            data = f.read(res.offset - offset)
-    except OSError:
-        return None
-    lines = [line for line in data.split(b"\n") if line.strip()]
-    return lines if len(lines) == len(res.records) else None
-
-
 def _body(run_id: str, manifest: bytes, batches: list[Batch]) -> bytes:
-    """The request's JSON: each batch's lines as the file holds them, else its records
-    encoded (NaN kept)."""
+    """The request's JSON: each batch's lines as the file holds them."""
     head = b'{"run_id":' + orjson.dumps(run_id) + b',"manifest":' + manifest
-    parts = []
-    for name, records, raw in batches:
-        if raw is not None:
-            parts.append(head + b',"file":' + orjson.dumps(name) + b',"records":['
-                         + b",".join(raw) + b"]}")
-            continue
-        try:
-            encoded = orjson.dumps(records)
-            if b"null" in encoded:  # NaN/Infinity (or a real null): encode exactly
-                raise TypeError
-        except TypeError:
-            encoded = b"[" + b",".join(dumps_line(r).rstrip(b"\n") for r in records) + b"]"
-        parts.append(head + b',"file":' + orjson.dumps(name) + b',"records":' + encoded + b"}")
+    parts = [head + b',"file":' + orjson.dumps(name) + b',"records":[' + b",".join(lines)
+             + b"]}" for name, _, lines in batches]
     return b'{"batches":[' + b",".join(parts) + b"]}"
 
 
