@@ -22,6 +22,7 @@ from runwatch.jobs.failures import (
     RefusedInput,
     Verdict,
     classify,
+    ending_signal,
     exception_verdict,
     refusal_of,
     traceback_exception,
@@ -418,3 +419,17 @@ def test_a_real_child_that_finishes_succeeds(tmp_path: Path) -> None:
     end = _ended(SDK_CHILD.format(end="run.finish()"), tmp_path)
     assert (end.exit_code, end.sdk_phase) == (0, "SUCCEEDED")
     assert classify(end).phase == "SUCCEEDED"
+
+
+@pytest.mark.parametrize(("script", "sig"), [
+    ("kill -9 $$", signal.SIGKILL),
+    ("sh -c 'kill -15 $$'; exit $?", signal.SIGTERM),  # a shell reports its child's as 143
+    ("exit 139", None),  # a status over 128 the program chose itself, not a stop signal
+    ("exit 3", None),
+], ids=["killed", "shell-reports-sigterm", "exit-139", "exit-3"])
+def test_the_signal_that_ended_a_real_process(script: str, sig: int | None) -> None:
+    """One reading of a returncode, shared by classify and the workers' executors."""
+    rc = subprocess.run(["sh", "-c", script], check=False).returncode
+    assert ending_signal(rc) == sig
+    assert (classify(AttemptEnd.from_returncode(rc)).reason
+            == CATALOGUE["stopped" if sig else "stopped_early"])

@@ -273,12 +273,20 @@ def _exception(end: AttemptEnd) -> str | None:
     return m.group(1) if m else traceback_exception(end.stderr_tail)
 
 
+def ending_signal(returncode: int) -> int | None:
+    """The signal that ended a process of this returncode (negative when a signal ended
+    it); a shell reports its child's stop signal N as exit status 128 + N (other statuses
+    over 128 are the program's own). Workers read an attempt's end with it too."""
+    if returncode < 0:
+        return -returncode
+    return returncode - 128 if returncode - 128 in _STOP_SIGNALS else None
+
+
 def _signal(end: AttemptEnd) -> int | None:
-    """The signal that ended the process; a shell reports its child's as 128 + N."""
+    """The signal that ended the process, reported as one or by a shell's exit status."""
     if end.signal is not None:
         return end.signal
-    code = end.exit_code
-    return code - 128 if code is not None and code - 128 in _STOP_SIGNALS else None
+    return ending_signal(end.exit_code) if end.exit_code is not None else None
 
 
 def _verdict(reason_id: str) -> Verdict:
