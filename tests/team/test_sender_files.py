@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 import runwatch
+from runwatch.jobs.spec import command_spec, write_spec
 from runwatch.rundir import format as fmt
 from runwatch.sdk.sender import Client, sync_run
 from runwatch.server.runner import Runner, free_port
@@ -139,3 +140,45 @@ def test_a_changed_config_is_sent_again_and_an_unchanged_one_is_not(
     assert _settings(team_server, run.id)["config"] == {"lr": 0.2}
     rollouts = _get(team_server.url, team_server.token, f"/api/runs/{run.id}/samples?step=3")
     assert [s["completion"] for s in rollouts["samples"]] == ["4", "6"]
+
+
+def _job(server: ServerProcess | Runner, token: str | None, run_id: str) -> Any:
+    return (_get(server.url, token, f"/api/runs/{run_id}") or {}).get("job")
+
+
+def test_a_jobs_job_json_is_streamed_and_shown_but_never_replaces_a_folders(
+        tmp_path: Path, team_server: ServerProcess) -> None:
+    run = _offline_run(tmp_path / "runs")
+    spec = command_spec(["python", "train.py"], cwd=tmp_path, devices=2, priority=5)
+    write_spec(run.dir, spec)
+    run.finish()
+    client = Client(team_server.url, team_server.token)
+    try:
+        report = sync_run(run.dir, client)
+    finally:
+        client.close()
+    assert report.files == 2 and not report.problems, report  # config.yaml and job.json
+    job = _job(team_server, team_server.token, run.id)
+    assert job is not None and {k: job[k] for k in ("kind", "argv", "cwd", "devices",
+                                                    "priority")} == \
+        {"kind": "command", "argv": ["python", "train.py"], "cwd": str(tmp_path),
+         "devices": 2, "priority": 5}
+    bad = _post(team_server, {"run_id": run.id, "manifest": run.manifest, "file": fmt.JOB,
+                              "content": {"kind": "command", "argv": []}})
+    assert bad.status_code == 400 and "argv must be" in bad.json()["error"], bad.text
+    # a run indexed from its folder: a worker runs its jobs row, so a sender never changes it
+    engine = open_engine(tmp_path / "folder.db")
+    try:
+        with Runner(engine, runs_dir=run.dir.parent, port=free_port(), interval=0.05,
+                    token=team_server.token) as folder_server:
+            wait_for(lambda: _job(folder_server, team_server.token, run.id),
+                     what="the folder-indexed run's job")
+            sent = dict(spec.as_dict(), argv=["sh", "-c", "echo changed"])
+            resp = httpx.post(f"{folder_server.url}/api/ingest", timeout=30, json={
+                "run_id": run.id, "manifest": run.manifest, "file": fmt.JOB, "content": sent},
+                headers={"Authorization": f"Bearer {team_server.token}"})
+            assert resp.status_code == 200 and resp.json()["results"][0]["rows"] == 0, resp.text
+            assert _job(folder_server, team_server.token, run.id)["argv"] == \
+                ["python", "train.py"]
+    finally:
+        engine.dispose()

@@ -1,16 +1,23 @@
-"""A run's whole files (config.yaml, engine_config.json, the samples files) into the index,
-whether the indexer read them from a run folder or a sender posted them to /api/ingest."""
+"""A run's whole files (config.yaml, engine_config.json, job.json, the samples files) into the
+index, whether the indexer read them from a run folder or a sender posted them to /api/ingest.
+
+A job.json posted to /api/ingest is stored (into the run's jobs row, for the server to show
+what the job is) only for a run the index knows no folder of: a worker runs the command of
+the jobs row of a run in its folder, and a token that may send records must not change it.
+"""
 
 from __future__ import annotations
 
 import orjson
-from sqlalchemy import Connection, update
+from sqlalchemy import Connection, select, update
 
 from runwatch.ingest.samples import store_samples
+from runwatch.jobs.spec import MAX_JOB_BYTES, validate
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
 from runwatch.rundir.safeio import CAPS, SAMPLES_CAP
 from runwatch.store import schema as s
+from runwatch.store.jobs import upsert_spec
 
 # the runs column each whole file other than a samples file is stored in
 COLUMNS = {fmt.CONFIG: "config", fmt.ENGINE_CONFIG: "engine_config"}
@@ -20,19 +27,19 @@ def whole_file_name_problem(name: object) -> str | None:
     """Why `name` is not a whole file of run format v1 that can be stored (None: it is)."""
     if not isinstance(name, str):
         return "file must be a string"
-    if name in COLUMNS:
+    if name in COLUMNS or name == fmt.JOB:
         return None
     if ("/" in name or "\\" in name or "\n" in name or "\x00" in name
             or fmt.parse_sample_file_name(name) is None):
         return (f"file {name!r} is not a whole file of a run directory: send "
-                f"{fmt.CONFIG}, {fmt.ENGINE_CONFIG} or a samples file named "
+                f"{fmt.CONFIG}, {fmt.ENGINE_CONFIG}, {fmt.JOB} or a samples file named "
                 "step_NNNN_<split>.json or val_NNNN_<split>.json (no folder)")
     return None
 
 
 def whole_file_cap(name: str) -> int:
     """The most bytes a whole file may hold, as the indexer reads it."""
-    return CAPS.get(name, SAMPLES_CAP)
+    return MAX_JOB_BYTES if name == fmt.JOB else CAPS.get(name, SAMPLES_CAP)
 
 
 def whole_file_text(name: str, raw: bytes, where: str) -> str:
@@ -57,6 +64,8 @@ def store_whole_file(conn: Connection, run_pk: int, name: str, raw: bytes,
         value = whole_file_text(name, raw, where)
         conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values({column: value}))
         return 1, 0
+    if name == fmt.JOB:
+        return _store_job_spec(conn, run_pk, raw, where), 0
     parsed = fmt.parse_sample_file_name(name)
     if parsed is None:
         raise ValueError(whole_file_name_problem(name))
@@ -64,3 +73,16 @@ def store_whole_file(conn: Connection, run_pk: int, name: str, raw: bytes,
         return store_samples(conn, run_pk, name, raw, parsed)
     except ValueError as exc:
         raise ValueError(f"{where}: not a samples file ({exc})") from None
+
+
+def _store_job_spec(conn: Connection, run_pk: int, raw: bytes, where: str) -> int:
+    """A posted job.json into the jobs row of a run the index has no folder of (1); for a
+    run indexed from its folder, the folder's job.json is the one kept (0)."""
+    try:
+        spec = validate(loads_line(raw))
+    except ValueError as exc:  # not JSON, or JobSpecError
+        raise ValueError(f"{where}: {str(exc).splitlines()[0][:200]}") from None
+    if conn.execute(select(s.runs.c.dir).where(s.runs.c.pk == run_pk)).scalar() is not None:
+        return 0
+    upsert_spec(conn, run_pk, spec.as_dict())
+    return 1

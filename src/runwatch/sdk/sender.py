@@ -15,9 +15,9 @@ server=…)`) and `runwatch sync` (`sync_run`) share one `RunUpload` that
   (run, file, seq) turns into nothing new;
 - splits a batch the server refuses as bad in halves until the one bad record is found,
   and skips (and reports) only that record;
-- sends the run's whole files (config.yaml, engine_config.json, the samples files
-  step_NNNN_<split>.json / val_NNNN_<split>.json, which the writer writes complete, by
-  renaming) as `{"file", "content"}` items, one request each, after each request of
+- sends the run's whole files (config.yaml, engine_config.json, job.json, the samples
+  files step_NNNN_<split>.json / val_NNNN_<split>.json, which the writer writes complete,
+  by renaming) as `{"file", "content"}` items, one request each, after each request of
   records (or none), and again whenever one changes: their size, mtime and sha256 as sent are kept
   in the same state file, so an unchanged file costs a stat per pass.
 
@@ -283,8 +283,9 @@ class RunUpload:
         return report
 
     def _whole_file_names(self) -> list[str]:
-        """config.yaml, engine_config.json and the samples files the folder holds now."""
-        names = [fmt.CONFIG, fmt.ENGINE_CONFIG]
+        """config.yaml, engine_config.json, job.json and the samples files the folder holds
+        now."""
+        names = [fmt.CONFIG, fmt.ENGINE_CONFIG, fmt.JOB]
         with contextlib.suppress(OSError), os.scandir(self.run_dir) as entries:
             names += sorted(e.name for e in entries
                             if fmt.parse_sample_file_name(e.name) is not None)
