@@ -14,13 +14,17 @@ forgets the job or does not take a stop, with a stand-in client.
 from __future__ import annotations
 
 import contextlib
+import http.server
 import importlib.util
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -333,7 +337,7 @@ class _Cluster:
         return True
 
 
-def _attempt(cluster: _Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def _attempt(cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     from runwatch.jobs import ray_executor
 
     monkeypatch.setattr(ray_executor, "POLL_S", 0.0)
@@ -382,3 +386,51 @@ def test_a_stop_not_taken_is_sent_again_and_the_end_read(tmp_path: Path,
     assert "printed" in attempt.output.read_text()
     end = attempt.end(cancel_requested=True, startup_timed_out=False)
     assert classify(end).code == "cancelled"
+
+
+class _Dashboard(http.server.BaseHTTPRequestHandler):
+    """A stand-in for Ray's dashboard that says its version and then answers nothing."""
+
+    def do_GET(self) -> None:
+        if self.path != "/api/version":
+            self.server.release.wait(60)  # type: ignore[attr-defined]
+            return
+        import ray
+
+        body = json.dumps({"version": "4", "ray_version": ray.__version__,
+                           "ray_commit": "x", "session_name": "x"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@needs_ray
+def test_a_dashboard_that_takes_requests_and_never_answers_times_out_with_a_clear_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runwatch.jobs import ray_executor
+
+    # the kernel takes the connection (the listen backlog); nothing ever reads the request
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        address = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(ray_executor.RayUnavailable,
+                           match=r"did not answer GET /api/version within 1 s"):
+            ray_executor.connect(address, timeout=1.0)
+    hung = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Dashboard)
+    hung.daemon_threads = True
+    hung.release = threading.Event()  # type: ignore[attr-defined]
+    threading.Thread(target=hung.serve_forever, daemon=True).start()
+    try:
+        client = ray_executor.connect(f"http://127.0.0.1:{hung.server_port}", timeout=1.0)
+        attempt = _attempt(client, tmp_path, monkeypatch)
+        assert not attempt.poll() and attempt.lost is None  # the loop goes on; asked again
+        monkeypatch.setattr(ray_executor, "UNREACHABLE_S", 0.0)
+        assert attempt.poll() and "did not answer" in (attempt.lost or "")
+    finally:
+        hung.release.set()  # type: ignore[attr-defined]
+        hung.shutdown()
+        hung.server_close()

@@ -22,6 +22,7 @@ folder at the same path (a shared filesystem); see docs/team.md, "Jobs on Ray".
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -52,6 +53,9 @@ UNREACHABLE_S = 120.0
 STOP_MARGIN_S = 10.0
 # How long a stopping worker waits for a stopped job to end.
 KILL_WAIT_S = 10.0
+# The most one request to the dashboard may take (Ray's client sets none): a dashboard that
+# takes connections and never answers would hold the worker's loop.
+REQUEST_TIMEOUT_S = 15.0
 INSTALL_HINT = ("install the ray extra, which brings Ray's job submission API: "
                 "pip install 'runwatch[ray]'")
 
@@ -73,19 +77,38 @@ class RayUnavailable(Exception):
     """The Ray executor cannot be used; the message says why and what to do."""
 
 
-def connect(address: str) -> Any:
+class RayTimeout(OSError):
+    """A request to the Ray dashboard got no answer within the client's timeout."""
+
+
+def connect(address: str, timeout: float = REQUEST_TIMEOUT_S) -> Any:
     """A job submission client of the Ray cluster whose dashboard is at `address`
-    (http://HOST:PORT). Raises RayUnavailable when Ray's job API is not installed or
-    nothing answers there."""
+    (http://HOST:PORT), each of whose requests raises RayTimeout past `timeout` seconds.
+    Raises RayUnavailable when Ray's job API is not installed or nothing answers there."""
     try:
+        import requests
         from ray.job_submission import JobSubmissionClient
     except ImportError:
         raise RayUnavailable(f"Ray is not installed here: {INSTALL_HINT}") from None
     if not address.startswith(("http://", "https://")):
         raise RayUnavailable(f"--address {address!r} is not a dashboard URL: pass the Ray "
                              "dashboard's address, such as http://127.0.0.1:8265")
+
+    class Client(JobSubmissionClient):
+        def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+            kwargs.setdefault("timeout", timeout)  # passed on to requests.request
+            try:
+                return super()._do_request(method, endpoint, **kwargs)
+            except requests.Timeout:
+                raise RayTimeout(f"the Ray dashboard at {address} did not answer {method} "
+                                 f"{endpoint} within {timeout:g} s") from None
+
     try:
-        return JobSubmissionClient(address)
+        return Client(address)
+    except RayTimeout as exc:
+        raise RayUnavailable(f"{exc}: is the cluster's head overloaded, or is something "
+                             "other than a Ray dashboard listening there? pass the "
+                             "dashboard's address with --address") from None
     except (OSError, RuntimeError) as exc:
         if "ray[default]" in str(exc):
             raise RayUnavailable(f"Ray's job submission API is missing: {INSTALL_HINT}") from None
@@ -128,6 +151,9 @@ class RayExecutor:
                 metadata={"runwatch_run": claim.name, "runwatch_attempt": str(claim.attempt)},
                 **devices)
         except (OSError, RuntimeError) as exc:
+            if isinstance(exc, RayTimeout):  # it may have been taken: nothing runs untracked
+                with contextlib.suppress(OSError, RuntimeError):
+                    self.client.stop_job(job_id)
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StartError(f"the Ray cluster at {self.address} did not take the job "
                              f"({first})") from None
