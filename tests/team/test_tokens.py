@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy import Engine, inspect, select, text
+from sqlalchemy import Connection, Engine, inspect, select, text
 
 from runwatch.store import schema as s
 from runwatch.store import tokens
@@ -97,3 +98,42 @@ def test_a_tokens_last_use_is_written_at_most_once_a_minute(engine: Engine) -> N
     assert used(1000.0) == 1000.0
     assert used(1000.0 + tokens.USE_RESOLUTION_S - 1) == 1000.0
     assert used(1000.0 + tokens.USE_RESOLUTION_S) == 1000.0 + tokens.USE_RESOLUTION_S
+
+
+def _work(conn: Connection) -> Callable[[], int]:
+    """A counter of the work `conn`'s store does from now on: rows of runs PostgreSQL reads
+    (its per-transaction statistics), or steps of SQLite's virtual machine."""
+    if conn.dialect.name == "postgresql":
+        read = text("SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
+                    "FROM pg_stat_xact_user_tables WHERE relname = 'runs'")
+        before = int(conn.execute(read).scalar_one())
+        return lambda: int(conn.execute(read).scalar_one()) - before
+    steps = [0]
+
+    def step() -> int:
+        steps[0] += 1
+        return 0
+
+    conn.connection.driver_connection.set_progress_handler(step, 1)  # type: ignore[union-attr]
+    return lambda: steps[0]
+
+
+def test_making_a_token_reads_no_other_project_s_runs(engine: Engine) -> None:
+    """Whether a project exists is looked up, never counted over every project's runs."""
+
+    def cost_of_a_token() -> int:
+        with engine.begin() as conn:
+            work = _work(conn)
+            tokens.create(conn, "quiet", "read", "ci", "test")
+            assert not tokens.create_project(conn, "quiet", "test")
+            return work()
+
+    with engine.begin() as conn:
+        assert tokens.create_project(conn, "quiet", "test")
+    alone = cost_of_a_token()
+    with engine.begin() as conn:
+        conn.execute(s.runs.insert(), [
+            {"run_id": f"r{i}", "name": f"r{i}", "project": f"p{i % 300}", "created_at": i}
+            for i in range(3000)])
+        conn.execute(text("ANALYZE"))
+    assert cost_of_a_token() <= alone + 20

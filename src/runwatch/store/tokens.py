@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, exists, func, or_, select, update
 
 from runwatch.analysis.timing import iso
 from runwatch.store import schema as s
@@ -81,6 +81,15 @@ def project_names(conn: Connection) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def project_exists(conn: Connection, name: str) -> bool:
+    """Whether project `name` was made or is named by a run: two EXISTS lookups on indexes,
+    whatever the number of runs."""
+    r = s.runs.c
+    made = exists().where(s.projects.c.name == name)
+    named = exists().where(r.project == name)
+    return bool(conn.execute(select(or_(made, named))).scalar())
+
+
 def create_project(conn: Connection, name: str, created_by: str) -> bool:
     """Make project `name`; False when it exists already (made before, or named by runs)."""
     from runwatch.rundir.format import RunDirError, validate_name
@@ -89,7 +98,7 @@ def create_project(conn: Connection, name: str, created_by: str) -> bool:
         validate_name(name, "project name")
     except RunDirError as exc:
         raise TokenError(str(exc)) from None
-    if name in project_names(conn):
+    if project_exists(conn, name):
         return False
     conn.execute(s.projects.insert().values(name=name, created_by=created_by[:128],
                                             created_at=time.time()))
@@ -100,7 +109,7 @@ def create(conn: Connection, project: str, right: str, name: str, created_by: st
            ) -> tuple[Token, str]:
     """A new token of `project` with `right`, and its secret (shown once, never stored)."""
     check_right(right)
-    if project not in project_names(conn):
+    if not project_exists(conn, project):
         raise TokenError(f"there is no project {project!r}; make it with `runwatch projects "
                          f"create {project}` or list them with `runwatch projects list`")
     name = name.strip()
