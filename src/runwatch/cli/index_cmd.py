@@ -8,13 +8,13 @@ from typing import Annotated
 import typer
 
 from runwatch.cli.context import open_context
+from runwatch.cli.options import DbOpt
 from runwatch.cli.output import line
 
 
 def index_cmd(
     directory: Annotated[Path, typer.Argument(help="Folder of run directories.")] = Path("runs"),
-    db: Annotated[str | None, typer.Option("--db", help="Index database URL or SQLite path.")
-                  ] = None,
+    db: DbOpt = None,
 ) -> None:
     """Index what is new in a folder of runs (safe to repeat: it adds only what is new)."""
     ctx = open_context(directory, db, refresh=False)
