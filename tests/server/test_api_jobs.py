@@ -300,12 +300,15 @@ def test_a_run_sent_over_http_has_no_folder_here_to_cancel_or_retry(server: Runn
                 "manifest": manifest(f"http-{phase}", f"sent-{phase}"),
                 "records": [{"seq": 0, "ts": time.time(), "phase": phase}]}
         assert post(server, "/api/ingest", body).status_code == 200
+        # its job.json too: a run the server has a job of but no folder
+        job = {"run_id": f"http-{phase}", "manifest": manifest(f"http-{phase}", f"sent-{phase}"),
+               "file": "job.json", "content": {"kind": "command", "argv": ["true"], "cwd": "/"}}
+        assert post(server, "/api/ingest", job).status_code == 200
         run = get(server, f"/api/runs/sent-{phase}")
         assert run["actions"] == {"cancel": False, "retry": False}
         action = "cancel" if phase == "RUNNING" else "retry"
         err = assert_error(post(server, f"/api/runs/sent-{phase}/{action}"), 409)
-        assert "stop" in err["error"] or "start it again" in err["error"] or \
-            "run its command again" in err["error"]
+        assert "stop" in err["error"] or "retry it where it ran" in err["error"]
 
 
 @pytest.fixture

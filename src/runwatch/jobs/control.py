@@ -128,6 +128,9 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> str:
         raise TransitionError("this run was started by hand (it has no job.json), so runwatch "
                               "cannot start it again: run its command again, or submit it "
                               "with `runwatch submit` so it can be retried")
+    if row.dir is None:
+        raise TransitionError("this run was sent to the server over HTTP, so no folder of it "
+                              "is here to start again: retry it where it ran")
     attempt = max(row.attempt, job["attempt"]) + 1
     run_dir = Path(row.dir)
     new_attempt(run_dir, attempt)
