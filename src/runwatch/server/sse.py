@@ -3,7 +3,10 @@ health) and one for the run list. Each event id is a cursor; a client that recon
 with Last-Event-ID resumes after it, so nothing is lost across a dropped connection.
 
 A stream holds no database connection: it is fed by its run's (or the list's) poller,
-see `runwatch.server.pollers`.
+see `runwatch.server.pollers`. A stream opened with an API token looks at that token again
+every REVOCATION_CHECK_S: once it is revoked (by the API, the web app or `runwatch tokens
+revoke` in another process) the stream says so in a `revoked` event and ends; reconnecting
+is refused as any request with that token is.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from typing import TypeVar
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
-from runwatch.server import scopes
+from runwatch.server import auth, scopes
 from runwatch.server.detail import stream_cursor
 from runwatch.server.pollers import hub
 from runwatch.server.state import ServerState, state
 from runwatch.server.updates import RunCursor, Update
+from runwatch.store import tokens
 from runwatch.store.keys import run_keys
 
 router = APIRouter(tags=["live"])
@@ -29,6 +33,10 @@ T = TypeVar("T")
 
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 KEEP_ALIVE = b": keep-alive\n\n"
+# How often a stream opened with an API token checks that the token is still live.
+REVOCATION_CHECK_S = 5.0
+REVOKED = (b'{"error": "the token this stream was opened with was revoked; ask an admin of '
+           b'your project for a new one (runwatch tokens create)"}')
 
 
 def frame(event: str, body: bytes, event_id: str | None = None) -> bytes:
@@ -37,20 +45,43 @@ def frame(event: str, body: bytes, event_id: str | None = None) -> bytes:
     return f"{head}event: {event}\ndata: ".encode() + body + b"\n\n"
 
 
-async def _events(request: Request, heartbeat: float, updates: AsyncGenerator[T | None],
+def _api_token(request: Request) -> str | None:
+    """The API token a request was let in with; None for the server's own token, a share
+    link or a server without a token (none of which a revocation ends)."""
+    if scopes.scope_of(request).projects is None:
+        return None
+    given, _ = auth._presented(request.scope)
+    return given if given is not None and tokens.looks_like_token(given) else None
+
+
+def _live(st: ServerState, secret: str) -> Callable[[], bool]:
+    def check() -> bool:
+        with st.engine.begin() as conn:
+            return tokens.authenticate(conn, secret) is not None
+    return check
+
+
+async def _events(request: Request, st: ServerState, updates: AsyncGenerator[T | None],
                   render: Callable[[T], bytes]) -> AsyncIterator[bytes]:
     """The stream's bytes: each update rendered as a frame, a keep-alive comment after
-    `heartbeat` seconds without one; ends when the client leaves or the server stops."""
+    `heartbeat` seconds without one; ends when the client leaves, the server stops or the
+    stream's API token is revoked."""
     yield b"retry: 1000\n\n"
-    last = time.monotonic()
+    secret = _api_token(request)
+    last = checked = time.monotonic()
     async with aclosing(updates):
         async for got in updates:
+            if secret is not None and time.monotonic() - checked >= REVOCATION_CHECK_S:
+                checked = time.monotonic()
+                if not await hub(st).read(_live(st, secret)):
+                    yield frame("revoked", REVOKED)
+                    return
             if got is not None:
                 last = time.monotonic()
                 yield render(got)
             elif await request.is_disconnected():
                 return
-            elif time.monotonic() - last > heartbeat:
+            elif time.monotonic() - last > st.heartbeat:
                 last = time.monotonic()
                 yield KEEP_ALIVE
 
@@ -81,7 +112,7 @@ async def run_stream(
         return frame(update.event, update.body, event_id)
 
     updates = hub(st).follow_run(run_pk, cur)
-    return StreamingResponse(_events(request, st.heartbeat, updates, render),
+    return StreamingResponse(_events(request, st, updates, render),
                              media_type="text/event-stream", headers=HEADERS)
 
 
@@ -108,5 +139,5 @@ async def runs_stream(
         return frame(update.event, update.body, str(next(ids)))
 
     updates = hub(st).follow_list(scopes.narrow(request, project), resumed)
-    return StreamingResponse(_events(request, st.heartbeat, updates, render),
+    return StreamingResponse(_events(request, st, updates, render),
                              media_type="text/event-stream", headers=HEADERS)

@@ -1,0 +1,58 @@
+"""A live stream opened with an API token ends once that token is revoked (it said nothing of
+it before: a token was checked only when a request started), on the real server over HTTP;
+a stream of another token runs on, and reconnecting with the revoked one is refused."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+from sqlalchemy import Engine
+
+from runwatch.server.runner import Runner, free_port
+from runwatch.server.settings import new_token
+from runwatch.store import tokens
+from tests.server.apiclient import manifest, read_events
+
+RUN = "revoked-1"
+
+
+def _ingest(client: httpx.Client, token: str, step: int, first: bool = False) -> None:
+    batch: dict[str, Any] = {"run_id": RUN, "file": "metrics.jsonl",
+                             "records": [{"seq": step, "step": step, "ts": time.time(),
+                                          "loss": 1.0 / (step + 1)}]}
+    if first:
+        batch["manifest"] = manifest(RUN, "watched", project="vision")
+    resp = client.post("/api/ingest", json=batch, headers={"Authorization": f"Bearer {token}"})
+    assert resp.status_code == 200, resp.text
+
+
+def test_a_live_stream_ends_once_its_token_is_revoked(engine: Engine) -> None:
+    with engine.begin() as conn:
+        tokens.create_project(conn, "vision", "test")
+        revoked, secret = tokens.create(conn, "vision", "read", "viewer", "test")
+        _, kept = tokens.create(conn, "vision", "read", "other", "test")
+    server_token = new_token()
+    with Runner(engine, port=free_port(), token=server_token) as srv, \
+            httpx.Client(base_url=srv.url, timeout=60) as client:
+        _ingest(client, server_token, 0, first=True)
+        as_viewer = {"Authorization": f"Bearer {secret}"}
+        with client.stream("GET", f"/api/runs/{RUN}/stream", headers=as_viewer) as gone, \
+                client.stream("GET", "/api/stream/runs", headers=as_viewer) as gone_list, \
+                client.stream("GET", f"/api/runs/{RUN}/stream",
+                              headers={"Authorization": f"Bearer {kept}"}) as other:
+            assert gone.status_code == gone_list.status_code == other.status_code == 200
+            resp = client.post(f"/api/tokens/{revoked.id}/revoke", json={},
+                               headers={"Authorization": f"Bearer {server_token}"})
+            assert resp.status_code == 200, resp.text
+            for stream in (gone, gone_list):
+                lines = stream.iter_lines()
+                events = read_events(lines, lambda ev: ev[-1]["event"] == "revoked")
+                assert "revoked" in events[-1]["data"]["error"]
+                assert list(lines) == []  # and the server ended it
+            _ingest(client, server_token, 1)
+            read_events(other.iter_lines(), lambda ev: any(
+                e["event"] == "points" and e["data"][0]["step"] == 1 for e in ev))
+        again = client.get(f"/api/runs/{RUN}/stream", headers=as_viewer)
+        assert again.status_code == 401, again.text
