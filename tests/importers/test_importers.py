@@ -94,6 +94,22 @@ def test_verl_jsonl_names_reach_the_rules(tmp_path: Path) -> None:
     assert clip["metric"] == "fb/loss/clip/high_fraction" and clip["status"] == "open"
 
 
+def test_llama_factory_trainer_log_keeps_its_own_steps(tmp_path: Path) -> None:
+    # LLaMA-Factory logs every 10 steps, counting them in current_steps; its progress
+    # fields are not metrics
+    src = tmp_path / "trainer_log.jsonl"
+    lines = [{"current_steps": s, "total_steps": 50, "loss": 2.0 / s, "lr": 1e-4,
+              "epoch": s / 50, "percentage": 2.0 * s, "elapsed_time": "0:00:39",
+              "remaining_time": "0:05:17"} for s in (10, 20, 30, 40, 50)]
+    src.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    imported = read_source(src)
+    assert imported.trainer == "llama-factory" and imported.method == "sft"
+    assert [r["step"] for r in imported.records] == [10, 20, 30, 40, 50]
+    assert not {"current_steps", "total_steps", "percentage"} & {k for r in imported.records
+                                                                for k in r}
+    assert imported.records[1]["loss"] == pytest.approx(0.1)
+
+
 def test_tensorboard_simple_and_tensor_scalars(tmp_path: Path) -> None:
     logdir = tmp_path / "tb"
     payloads = [file_version(1e9)]

@@ -1,7 +1,9 @@
-"""Import a verl or tinker-cookbook `metrics.jsonl` (one JSON object per step).
+"""Import a verl, tinker-cookbook or LLaMA-Factory JSON-lines log (one object per step).
 
 tinker-cookbook writes `{"step": …, metric: …}`; verl's file logger writes
-`{"step": …, "data": {metric: …}}`. Both are read; NaN and Infinity tokens are kept.
+`{"step": …, "data": {metric: …}}`; LLaMA-Factory's `trainer_log.jsonl` counts its steps
+in `current_steps` (with `total_steps` and `percentage` beside them, which are not
+metrics). All are read; NaN and Infinity tokens are kept.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from runwatch.ingest.importers.common import (
 )
 
 SKIP = frozenset({"step", "ts", "seq"})
+# LLaMA-Factory's progress fields: its step, and where it stands in the plan
+LLAMA_FACTORY = frozenset({"current_steps", "total_steps", "percentage"})
 
 
 def guess(keys: set[str]) -> tuple[str, str]:
@@ -28,23 +32,28 @@ def guess(keys: set[str]) -> tuple[str, str]:
         return "tinker-cookbook", "grpo"
     if any(k.startswith(("optim/", "progress/", "time/")) for k in keys):
         return "tinker-cookbook", "sft"
+    if "current_steps" in keys:
+        return "llama-factory", "sft"
     return "jsonl", "sft" if "loss" in keys else "grpo"
 
 
 def read(path: Path) -> Imported:
     records: list[dict[str, Any]] = []
+    factory = False
     for _, obj in json_rows(path, read_bytes(path)):
         nested = obj.get("data")
         data: dict[str, Any] = nested if isinstance(nested, dict) else obj
-        step = obj.get("step", data.get("progress/batch"))
+        step = obj.get("step", data.get("progress/batch", data.get("current_steps")))
+        factory = factory or "current_steps" in data
         if not isinstance(step, int) or isinstance(step, bool):
             step = len(records)  # logs without a step count lines
-        rec: dict[str, Any] = {"step": step, **numeric_items(data, SKIP)}
+        rec: dict[str, Any] = {"step": step,
+                               **numeric_items(data, SKIP | LLAMA_FACTORY if factory else SKIP)}
         if isinstance(obj.get("ts"), int | float):
             rec["ts"] = float(obj["ts"])
         records.append(rec)
     keys = {k for r in records for k in r}
-    trainer, method = guess(keys)
+    trainer, method = ("llama-factory", "sft") if factory else guess(keys)
     _cumulative_time(records)
     return Imported(trainer, method, records, {}, str(path))
 
