@@ -28,13 +28,14 @@ def test_every_run_is_labelled_and_about_a_third_is_held_back() -> None:
     assert sorted(LABELS) == RUNS and len(RUNS) >= 20
     holdout = [name for name in RUNS if LABELS[name]["split"] == "holdout"]
     # A round held back is spent once tuned on (its runs move to train), so the share
-    # held back dips until a new round is added; the six round-1 runs are never spent.
-    assert 6 <= len(holdout) <= len(RUNS) * 2 / 5
+    # held back dips until a new round is added and rises above a third when one is; the
+    # six round-1 runs are never spent.
+    assert 6 <= len(holdout) <= len(RUNS) / 2
     assert {LABELS[n]["method"] for n in holdout} >= {"sft", "dpo", "grpo"}
     assert {LABELS[n]["label"] == "healthy" for n in holdout} == {True, False}
     # Every held-back run says when it was added; a run that left the held-back split
     # says why (docs/health.md, "Score on real logs").
-    assert all(LABELS[n]["round"] in (1, 3, 4) for n in holdout)
+    assert all(LABELS[n]["round"] in (1, 3, 4, 5) for n in holdout)
     assert all("round" not in LABELS[n] for n in RUNS if n not in holdout)
     assert all(LABELS[n]["split"] == "train" for n in RUNS if "left_holdout" in LABELS[n])
 
