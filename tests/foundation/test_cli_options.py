@@ -9,9 +9,6 @@ from runwatch.cli import lazy
 from runwatch.cli.options import DbOpt
 from tests.foundation.test_cli_startup import groups
 
-# `ui` and `worker` word their own --db help; the lead owns them (requests5.md, L -> lead)
-OWN_WORDS = {"ui", "worker"}
-
 
 def test_every_db_option_is_the_shared_one() -> None:
     shared = typing.get_args(DbOpt)[1]
@@ -25,8 +22,7 @@ def test_every_db_option_is_the_shared_one() -> None:
             for cmd in commands:
                 for param in cmd.params:
                     # (`runwatch server`'s --db is required: it has no DIR to default to)
-                    if ("--db" in param.opts and not param.required
-                            and cmd.name not in OWN_WORDS):
+                    if "--db" in param.opts and not param.required:
                         seen.append(cmd.name)
                         assert param.help == shared.help, cmd.name
     assert "index" in seen and len(seen) >= 10

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runwatch.cli.context import default_db
+from runwatch.cli.options import DbOpt
 from runwatch.jobs.cost import ProfileError, read_profiles
 from runwatch.jobs.worker import device_ids
 from runwatch.server.settings import (
@@ -97,8 +98,7 @@ def ui(
     port: Annotated[int, typer.Option(help="port to listen on")] = DEFAULT_PORT,
     host: Annotated[str, typer.Option(help="address to bind; non-loopback needs --token")] = (
         "127.0.0.1"),
-    db: Annotated[str | None, typer.Option(
-        help="index database (URL or path); default DIR/.runwatch/index.db")] = None,
+    db: DbOpt = None,
     token: Annotated[str | None, typer.Option(
         envvar=ENV_VAR, help="require this token (16+ characters; see docs/security.md)")] = None,
     interval: Annotated[float, typer.Option(help="seconds between indexing passes")] = (

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from runwatch.cli.context import default_db
+from runwatch.cli.options import DbOpt
 from runwatch.jobs.cost import ProfileError, read_profiles
 from runwatch.store.db import StoreError, open_engine
 
@@ -30,8 +31,7 @@ def _fail(message: str) -> None:
 
 def worker_cmd(
     runs_dir: Annotated[Path, typer.Argument(help="folder of run directories")] = Path("runs"),
-    db: Annotated[str | None, typer.Option(
-        help="index database (URL or path); default DIR/.runwatch/index.db")] = None,
+    db: DbOpt = None,
     devices: Annotated[int | None, typer.Option(
         min=1, help="devices this worker offers; default: the device profile's")] = None,
     device_profile: Annotated[str | None, typer.Option(
