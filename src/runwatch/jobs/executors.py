@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from runwatch.jobs import process
-from runwatch.jobs.failures import AttemptEnd
+from runwatch.jobs.failures import AttemptEnd, ending_signal
 from runwatch.jobs.oom import OomWatch
 from runwatch.rundir import format as fmt
 from runwatch.store.jobs import Claim
@@ -131,9 +131,8 @@ class LocalAttempt:
         rc = self.proc.popen.returncode  # set once its main process was reaped
         if rc is None:  # it outlived SIGKILL (stuck in the kernel): count it killed
             rc = -signal.SIGKILL
-        sig = -rc if rc < 0 else (rc - 128 if 128 < rc < 160 else None)
         return AttemptEnd.from_returncode(
-            rc, oom_killed=self.oom.killed(sig), stderr_tail=self.proc.output_tail(),
+            rc, oom_killed=self.oom.killed(ending_signal(rc)), stderr_tail=self.proc.output_tail(),
             cancel_requested=cancel_requested, startup_timed_out=startup_timed_out)
 
 
