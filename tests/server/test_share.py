@@ -37,13 +37,17 @@ def runs(make_run: MakeRun) -> tuple[str, str]:
 def server(engine: Engine, runs_dir: Path, runs: tuple[str, str]) -> Iterator[Runner]:
     with Runner(engine, runs_dir=runs_dir, port=free_port(), token=TOKEN, prewarm=False,
                 interval=0.05) as srv:
-        owner = httpx.Client(base_url=srv.url, timeout=10,
-                             headers={"Authorization": f"Bearer {TOKEN}"})
+        _wait_for_runs(srv, 2)
+        yield srv
+
+
+def _wait_for_runs(srv: Runner, count: int) -> None:
+    with httpx.Client(base_url=srv.url, timeout=10,
+                      headers={"Authorization": f"Bearer {TOKEN}"}) as owner:
         deadline = time.monotonic() + 20
-        while len(owner.get("/api/runs").json()["runs"]) < 2:
+        while len(owner.get("/api/runs").json()["runs"]) < count:
             assert time.monotonic() < deadline, "the server did not index the runs"
             time.sleep(0.05)
-        yield srv
 
 
 def _client(srv: Runner, credential: str | None = None) -> httpx.Client:
@@ -260,3 +264,18 @@ def test_a_key_that_is_a_symlink_is_refused_not_an_error(server: Runner, runs_di
             client.get(f"/share/{credential}"), 401)["error"]
     with _client(server, credential) as client:
         assert_error(client.get(f"/api/runs/{mine}"), 401)
+
+
+def test_a_link_reads_its_run_in_its_project_only(server: Runner, runs_dir: Path,
+                                                  runs: tuple[str, str],
+                                                  make_run: MakeRun) -> None:
+    """A run of another project named like the shared run's id neither hides it nor shows."""
+    mine, _ = runs
+    decoy = make_run(mine, steps=1, project="elsewhere")
+    _wait_for_runs(server, 3)
+    _, credential = _link(runs_dir, mine)
+    with httpx.Client(base_url=server.url, timeout=10, follow_redirects=True) as client:
+        assert client.get(f"/share/{credential}").url.path == "/runs"
+        assert client.get(f"/api/runs/{mine}").json()["run"]["run_id"] == mine
+        assert client.get(f"/api/runs/{mine}/history").status_code == 200
+        assert_error(client.get(f"/api/runs/{decoy}"), 403)

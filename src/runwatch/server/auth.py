@@ -6,7 +6,8 @@ Each request gets its scope (server/scopes.py) as `request.state.scope`.
 
 A share link (server/share.py) stands in for the token on the few GET routes of its one
 run: its landing route `/share/…` is open (it checks the link itself), and a request
-without the token but with the share cookie is let through only when share.refusal says so.
+without the token but with the share cookie is let through only when share.grant gives it
+a scope: read of the run's project, on the routes share.allows names.
 
 With no token configured the server serves anyone who can reach it, which is why
 it refuses to bind a non-loopback address without one (see cli/serve.py).
@@ -24,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as ASGIScope
 
 from runwatch.server import share
-from runwatch.server.errors import error_response
+from runwatch.server.errors import ApiError, error_response
 from runwatch.server.scopes import EVERYTHING, Scope
 from runwatch.store import tokens
 
@@ -53,24 +54,25 @@ def _cookie(headers: dict[str, str], name: str) -> str | None:
     return morsel.value if morsel else None
 
 
-# what a share link holds; share.allows limits it to GETs of its one run
-SHARED = Scope(None, "read", "a share link")
+# the landing route checks its link itself, and reads no project
+LANDING = Scope(frozenset(), "read", share.WHO)
 
 
-async def _share_refusal(scope: ASGIScope, given: str | None) -> tuple[int, str] | None:
-    """None when a share link lets this request (without a valid token) through, else
-    (status, why)."""
+async def _share_grant(scope: ASGIScope, given: str | None) -> Scope:
+    """The scope a share link gives this request (it has no valid token); ApiError when
+    none."""
     if scope["method"] == "GET" and scope["path"].startswith(share.LANDING):
-        return None
+        return LANDING
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
     credential = _cookie(headers, share.COOKIE)
     if credential is None and given is not None:
-        return 401, ("the token sent is not valid here: it is unknown, mistyped or revoked; "
-                     "ask an admin of your project for a new one (runwatch tokens create)")
+        raise ApiError(401, "the token sent is not valid here: it is unknown, mistyped or "
+                            "revoked; ask an admin of your project for a new one (runwatch "
+                            "tokens create)")
     if credential is None:
-        return 401, ("this server needs a token: send 'Authorization: Bearer <token>', or open "
-                     "the app once as /?token=<token>")
-    return await anyio.to_thread.run_sync(share.refusal, scope, credential)
+        raise ApiError(401, "this server needs a token: send 'Authorization: Bearer <token>', "
+                            "or open the app once as /?token=<token>")
+    return await anyio.to_thread.run_sync(share.grant, scope, credential)
 
 
 def _api_token_scope(scope: ASGIScope, given: str) -> Scope | None:
@@ -108,11 +110,12 @@ class TokenAuth:
         given, from_query = _presented(scope)
         grant = await self._grant(scope, given)
         if grant is None:
-            refused = await _share_refusal(scope, given)
-            if refused is not None:
-                await error_response(*refused)(scope, receive, send)
+            try:
+                shared = await _share_grant(scope, given)
+            except ApiError as exc:
+                await error_response(exc.status, exc.message)(scope, receive, send)
                 return
-            scope.setdefault("state", {})["scope"] = SHARED
+            scope.setdefault("state", {})["scope"] = shared
             await self.app(scope, receive, send)
             return
         scope.setdefault("state", {})["scope"] = grant

@@ -7,9 +7,9 @@ HMAC-SHA256 of the first three parts under a secret kept in the runs folder
 checks it and sets the `runwatch_share` cookie (HttpOnly, SameSite=Lax, expiring with the
 link), then sends the browser to the run's page. On a server with a token, a request
 without the token but with that cookie reaches only the GET routes the run page needs for
-that one run (`allows`); TokenAuth (server/auth.py) asks `refusal` on every such request,
-so an expired, tampered or revoked link stops working at once. Revoked share ids are lines
-of `.runwatch/share-revoked`.
+that one run (`allows`), with read of that run's project only (`grant`); TokenAuth
+(server/auth.py) asks `grant` on every such request, so an expired, tampered or revoked
+link stops working at once. Revoked share ids are lines of `.runwatch/share-revoked`.
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import RedirectResponse
-from sqlalchemy import Engine, or_, select
+from sqlalchemy import Engine, select
 from starlette.datastructures import QueryParams
-from starlette.types import Scope
+from starlette.types import Scope as ASGIScope
 
 from runwatch.server.errors import ApiError, not_found
+from runwatch.server.scopes import Scope
 from runwatch.server.state import ServerState, state
 from runwatch.store import schema as s
 
@@ -47,6 +48,7 @@ RUN_ROUTES = frozenset({"", "/metrics/keys", "/series", "/history", "/samples", 
 _DOMAIN = b"runwatch-share-v1\0"
 _ID = re.compile(r"^[A-Za-z0-9_-]{8,32}$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+WHO = "a share link"
 
 
 class ShareError(ValueError):
@@ -178,7 +180,7 @@ def new_share(runs_dir: Path, run_id: str, seconds: int) -> tuple[Share, str]:
     return share, sign(key, share)
 
 
-def allows(scope: Scope, run_id: str) -> bool:
+def allows(scope: ASGIScope, run_id: str) -> bool:
     """Whether a share of `run_id` may make this request: GETs of the run page, its assets,
     and `RUN_ROUTES` of that run named by its exact id (never a prefix or a name)."""
     if scope["method"] != "GET":
@@ -208,34 +210,43 @@ def check(runs_dir: Path | None, credential: str) -> Share:
         raise ShareError(f"this server cannot read its share key: {exc.strerror}") from None
 
 
-def refusal(scope: Scope, credential: str) -> tuple[int, str] | None:
-    """None when the share credential lets this request through, else (status, why).
+def grant(scope: ASGIScope, credential: str) -> Scope:
+    """What the share credential lets this request read: its run's project (`allows` keeps
+    it to that run's routes), nothing for the page and its assets; ApiError when it does
+    not let the request through.
 
     Blocking (it reads the key, the revoked list and the index): call it off the loop."""
     st = _state(scope)
     try:
         share = check(getattr(st, "runs_dir", None), credential)
     except ShareError as exc:
-        return 401, str(exc)
+        raise ApiError(401, str(exc)) from None
     if not allows(scope, share.run_id):
-        return 403, ("a share link reads only the page of its run; this request needs the "
-                     "server's token")
-    if scope["path"].startswith("/api/") and not _unambiguous(st.engine, share.run_id):
+        raise ApiError(403, "a share link reads only the page of its run; this request needs "
+                            "the server's token")
+    if not scope["path"].startswith("/api/"):
+        return Scope(frozenset(), "read", WHO)
+    project = _project(st.engine, share.run_id)
+    if project is None:
         # the routes' own 404 and 400 would list other runs as candidates
-        return 404, "the shared run is no longer in this server's index"
-    return None
+        raise not_found("the shared run is no longer in this server's index")
+    return Scope(frozenset({project}), "read", WHO)
 
 
-def _unambiguous(engine: Engine, run_id: str) -> bool:
-    """Whether `run_id` names exactly one run by the API's lookup (its id, no other's name)."""
+def _project(engine: Engine, run_id: str) -> str | None:
+    """The project of run `run_id` when the API's lookup there finds it alone (no other run
+    of its project is named `run_id`), else None."""
     r = s.runs.c
     with engine.connect() as conn:
-        found = conn.execute(select(r.run_id).where(or_(r.run_id == run_id, r.name == run_id))
-                             .limit(2)).all()
-    return len(found) == 1 and found[0].run_id == run_id
+        project: str | None = conn.execute(select(r.project).where(r.run_id == run_id)).scalar()
+        if project is None:
+            return None
+        clash = conn.execute(select(r.pk).where(r.project == project, r.name == run_id,
+                                                r.run_id != run_id).limit(1)).first()
+    return project if clash is None else None
 
 
-def _state(scope: Scope) -> Any:
+def _state(scope: ASGIScope) -> Any:
     app: Any = scope.get("app")
     return getattr(getattr(app, "state", None), "runwatch", None)
 
@@ -250,7 +261,7 @@ def landing(credential: str, st: ServerState = Depends(state)) -> RedirectRespon
         share = check(st.runs_dir, credential)
     except ShareError as exc:
         raise ApiError(401, str(exc)) from None
-    if not _unambiguous(st.engine, share.run_id):
+    if _project(st.engine, share.run_id) is None:
         raise not_found("the shared run is no longer in this server's index")
     # `shared=1` tells the web app to show this run alone: nothing else is open to a share
     resp = RedirectResponse(f"/runs?{QueryParams({'run': share.run_id, 'shared': '1'})}",
