@@ -297,7 +297,7 @@ def test_spike_steps_against_the_whole_run() -> None:
 
 def noisy(level: float, slope: float, n: int = 40) -> list[float]:
     """A reward-like series: a level, a trend per point and a deterministic wobble."""
-    return [level + slope * i + 0.1 * math.sin(1.3 * i) for i in range(n)]
+    return [level + slope * i + 0.1 * math.sin(1.3 * i + 4) for i in range(n)]
 
 
 @pytest.mark.parametrize("key", ["critic/score/mean", "env/all/correct"])

@@ -93,7 +93,8 @@ def test_a_flat_reward_over_a_long_run_is_one_finding() -> None:
     reward = [0.5 + rng.gauss(0.0, 0.05) for _ in range(5000)]
     found = [f for f in evaluate("grpo", {}, {"reward_mean": reward})
              if f.rule_id == "rl.no_progress"]
-    assert [(f.first_step, f.status, f.severity) for f in found] == [(9, "open", "warning")]
+    # One finding from the 5th point (too few to measure noise, the reward has not risen).
+    assert [(f.first_step, f.status, f.severity) for f in found] == [(4, "open", "warning")]
 
 
 def test_a_spike_in_loss_and_grad_norm_at_one_step_is_listed_once(engine: Engine,

@@ -83,15 +83,34 @@ change that ended it.
 ## Judging with few points and a warm-up
 
 Trend rules wait for their window (a `trend` needs half its buckets, `no_progress` its
-`warmup` of 30 logged points) so the noisy first steps of a run (a learning-rate
-warm-up, a DPO loss sitting at log 2) cannot raise them, and "where it started" is the
-higher of the first value and the first bucket's median, so a loss that dropped in its
-first points and then drifts down slowly has fallen. Where a run logs too few points for
-a k-of-n rule, an extreme value is enough on its own: `grpo.truncation_extreme` (most
+`warmup` of 30 logged points, or in a run logged sparsely `warmup_steps` (200) training
+steps and at least `min_points` (10) logged points) so the noisy first steps of a run (a
+learning-rate warm-up, a DPO loss sitting at log 2) cannot raise them, and "where it
+started" is the higher of the first value and the first bucket's median, so a loss that
+dropped in its first points and then drifts down slowly has fallen. The warm-up in steps
+is why a loss logged every 50 steps is judged after 10 logs (500 steps), not after 30
+(1,500 steps); with 200 steps no healthy `train` run raises it, while 10 points alone
+raise it on two (a DPO loss at step 10, an SFT loss at step 45, both still in their
+first fall). Where a run logs too few points for a k-of-n
+rule, an extreme value is enough on its own: `grpo.truncation_extreme` (most
 completions cut on one step), `grpo.no_signal` (no group with reward variance on 3
 logged steps in a row), `dpo.over_optimisation` (one margin above 20). Rules that judge
 against noise (`loss.spike`, `rl.no_progress`) measure it on the series itself, so a
-run logged every 10 steps is judged on its own scale.
+run logged every 10 steps is judged on its own scale. Before `rl.no_progress` has the
+10 points it measures noise on, from 4 points on it says (info) that a reward has not
+risen at all: the median of its latest half not above its first half's, its Theil–Sen
+slope not above 0 and its latest point not above the first half's median (one measure
+alone flickers on a noisy rise: on simulated rewards rising 0.4 noise widths a point, the
+three together open an early finding in 18% of runs, the median pair alone in 30%). The
+early finding holds until the 10th point, where the rule judges afresh, so from there on
+the verdicts are the noise test's alone and an early finding never holds a reward that
+test would release.
+
+A rule that reads one of several metrics (`exclusive`: `rl.no_progress` reads the reward,
+or the task score of a run that logs no reward; the validation rules read the first of
+their validation metrics) runs on the first in its order that the run logs, also when
+that one appears after another: a loop that logs its held-out accuracy at step 0 and
+its reward from step 1 is judged on the reward.
 
 Trend rules whose window is a number of training steps (`window_in=steps`: the ratio,
 log-probability, parse-failure, entropy and KL trends) learn the run's logging stride
@@ -342,12 +361,14 @@ DETECTOR_DOCS = (
      "clearly leaves it; with `recent_z`, it holds only while the latest half of the window "
      "still moves that way by a quarter of `min_effect` and by `recent_z` widths of the "
      "series' point-to-point noise (a series that rose once and settled has stopped)"),
-    ("no_progress", "after `warmup` points, the latest bucket median has not moved "
-     "`min_change` (relative) from the first"),
+    ("no_progress", "after `warmup` points (or `warmup_steps` steps and `min_points` "
+     "points), the latest bucket median has not moved `min_change` (relative) from the "
+     "first"),
     ("no_improvement", "after `min_points`, the median of the latest *k* points (*k* = half "
      "the points so far, at most `head`) has not gained on the median of the first *k* by "
      "more than `z` standard errors, the noise being the robust spread of the series' "
-     "point-to-point changes"),
+     "point-to-point changes; from `early_points` until `min_points`, has not gained at "
+     "all"),
     ("jump", "a value rises above the one before it by more than `z` robust standard "
      "deviations of the recent step-to-step changes and by `min_rel` of its level; with "
      "`repeat`, a finding holding that many jumps (within `hold` points of each other) is "

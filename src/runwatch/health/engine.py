@@ -112,25 +112,39 @@ class Engine:
                 self.evals[key] = ev
         self._saved = {}
 
-    def _activate(self) -> None:
+    def _activate(self) -> list[Evaluator]:
+        """Start the rules the metrics seen so far allow; returns the evaluators an
+        exclusive rule dropped for a variant it prefers."""
+        dropped: list[Evaluator] = []
         for rule in self.rules:
             if rule.detector in ("nonfinite", "stall"):
                 continue
-            taken = rule.exclusive and any(k.startswith(rule.id + "|") for k in self.evals)
             for variant in rule.variants:
                 key = rule.id + "|" + "|".join(variant)
-                if key in self.evals or taken:
+                if key in self.evals:
+                    if rule.exclusive:
+                        break  # its preferred variant already runs
                     continue
                 if self.stride is None and rule.params.get("window_in") == "steps":
                     continue  # its window in points waits for the logging stride
                 # A divergence rule starts with its reference series, so the judged
                 # (sparse, validation) series finds history to compare with.
                 needed = variant[:1] if rule.detector == "divergence" else variant
-                if all(m in self.seen for m in needed):
-                    ev = self._make(key, None)
-                    if ev is not None:
-                        self.evals[key] = ev
-                        taken = rule.exclusive
+                if not all(m in self.seen for m in needed):
+                    continue
+                ev = self._make(key, None)
+                if ev is None:
+                    continue
+                self.evals[key] = ev
+                if rule.exclusive:
+                    # An exclusive rule runs on the first variant in its order the run
+                    # logs, also when that metric appears after a later one (an eval
+                    # accuracy logged at step 0, the reward from step 1).
+                    for other in [k for k in self.evals
+                                  if k.startswith(rule.id + "|") and k != key]:
+                        dropped.append(self.evals.pop(other))
+                    break
+        return dropped
 
     # --- evaluation ----------------------------------------------------------------
 
@@ -172,7 +186,9 @@ class Engine:
         catch_up = learned and bool(early)
         before = set(self.evals) if catch_up else set()
         if grown:  # a metric appeared for the first time: rules may start on it
-            self._activate()
+            for ev in self._activate():
+                if ev.tracker.open is not None:
+                    out[id(ev.tracker.open)] = ev.finding(ev.tracker.open, "resolved")
         touched: set[str] = set()
         if catch_up:  # their window started now: the points before
             late = {k: ev for k, ev in self.evals.items() if k not in before

@@ -85,7 +85,9 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
     if kind == "no_progress":
         return t.NoProgress(
             direction=str(p.get("direction", "down")), min_change=_num(p, "min_change", 0.05),
-            warmup=int(_num(p, "warmup", 30)), bucket=int(_num(p, "bucket", 5)), state=state,
+            warmup=int(_num(p, "warmup", 30)), bucket=int(_num(p, "bucket", 5)),
+            warmup_steps=int(_num(p, "warmup_steps", 0)),
+            min_points=int(_num(p, "min_points", 0)), state=state,
         )
     if kind == "divergence":
         return t.Divergence(
@@ -104,7 +106,7 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
         return t.NoImprovement(
             direction=str(p.get("direction", "up")), z=_num(p, "z", 1.0),
             min_points=int(_num(p, "min_points", 10)), head=int(_num(p, "head", 25)),
-            state=state,
+            early_points=int(_num(p, "early_points", 0)), state=state,
         )
     if kind == "nonfinite":
         return d.NonFinite()

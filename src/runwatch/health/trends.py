@@ -333,12 +333,19 @@ class NoProgress:
         min_change: float = 0.05,
         warmup: int = 30,
         bucket: int = 5,
+        warmup_steps: int = 0,
+        min_points: int = 0,
         state: dict[str, Any] | None = None,
     ) -> None:
         self.direction, self.min_change = direction, min_change
         st = state or {}
         self.buckets = Buckets(bucket, 2, st.get("b"))
         self.warmup_buckets = max(2, -(-int(warmup) // self.buckets.size))
+        # A sparsely logged run ends its warm-up after `warmup_steps` training steps, once
+        # it has `min_points` logged points: 30 points logged every 50 steps are 1,500
+        # steps, far past any learning-rate warm-up.
+        self.warmup_steps = int(warmup_steps)
+        self.min_buckets = max(2, -(-int(min_points or warmup) // self.buckets.size))
         self.verdict = bool(st.get("v", False))
         self.marks: list[tuple[int, float]] = []
         self.last_effect = float(st.get("e", 0.0))
@@ -355,12 +362,15 @@ class NoProgress:
 
     def judge(self, j: int) -> bool:
         b = self.buckets
-        if b.closed - len(b.xs) + b.base + j + 1 < self.warmup_buckets or b.first is None:
+        closed = b.closed - len(b.xs) + b.base + j + 1
+        if closed < self.min_buckets or b.first is None or self.first is None:
             return False
-        assert self.first is not None
+        xs, ys = b.upto(j)
+        if closed < self.warmup_buckets and (
+                not self.warmup_steps or xs[-1] - self.first[0] < self.warmup_steps):
+            return False
         pick = max if self.direction == "down" else min
         start = pick(self.first[1], b.first)
-        xs, ys = b.upto(j)
         now = ys[-1]
         self.last_effect = (now - start) / max(abs(start), 1e-12)
         if self.direction == "down":
@@ -383,15 +393,23 @@ class NoImprovement:
     (k = half the points so far, at most `head`), with the noise the robust standard
     deviation of its recent point-to-point changes. It holds when the gain is under `z`
     standard errors of that difference (a flat or falling reward), after `min_points`;
-    once it holds, it is released at twice that gain on `CONFIRM` judgements in a row."""
+    once it holds, it is released at twice that gain on `CONFIRM` judgements in a row.
+
+    From `early_points` until `min_points` (a short run, or a long one's first points) the
+    noise cannot be measured yet, and the verdict is stricter: the series has not gained
+    at all (once that holds, it holds until `min_points`). At `min_points` the verdict is
+    judged afresh, without the early one's hysteresis, so from there on an early finding
+    changes nothing."""
 
     CONFIRM = 6
 
     def __init__(self, direction: str = "up", z: float = 1.0, min_points: int = 10,
-                 head: int = 25, state: dict[str, Any] | None = None) -> None:
+                 head: int = 25, early_points: int = 0,
+                 state: dict[str, Any] | None = None) -> None:
         st = state or {}
         self.sign = 1.0 if direction == "up" else -1.0
         self.z, self.min_points, self.size = z, max(4, int(min_points)), max(2, int(head))
+        self.early = min(self.min_points, max(4, int(early_points or self.min_points)))
         self.head: list[float] = list(st.get("head", []))  # the first `head` values
         self.tail: list[float] = list(st.get("tail", []))  # the latest `head` values
         self.count = int(st.get("n", 0))
@@ -413,10 +431,37 @@ class NoImprovement:
                     del self.tail[0]
                 self.count += 1
                 # A long run is judged every 10 points: the verdict moves slowly there.
-                if self.count >= self.min_points and (self.count < 100 or self.count % 10 == 0):
+                if self.count < self.min_points:
+                    if self.count >= self.early:
+                        self.verdict = self._judge_early(step)
+                elif self.count < 100 or self.count % 10 == 0:
+                    if self.count == self.min_points:
+                        self.verdict, self.streak = False, 0
                     self.verdict = self._judge(step)
             out.append(self.verdict)
         return out
+
+    def _judge_early(self, step: int) -> bool:
+        """Too few points to measure noise: holds while the series has not gained at all,
+        by three measures (a pair of medians alone flickers on a noisy rise): the median
+        of the latest half against the first half's, the Theil–Sen slope of all points,
+        and the latest point against the first half's median."""
+        if self.verdict:
+            # Held until judged on its noise at min_points: a flat series that wobbles
+            # is one finding, not one per wobble.
+            return True
+        k = self.count // 2
+        start, now = median(self.head[:k]), median(self.tail[-k:])
+        pts = self.tail[-self.count:]
+        slope = theil_sen([float(i) for i in range(len(pts))], pts)
+        if (self.sign * (now - start) > 0 or self.sign * slope > 0
+                or self.sign * (pts[-1] - start) > 0):
+            return False
+        changes = [b - a for a, b in pairwise(self.tail)]
+        self.held = {"start": start, "now": now, "effect": now - start,
+                     "noise": robust_sd(changes, median(changes)) / math.sqrt(2),
+                     "points": self.count, "span": step - (self.first_step or 0)}
+        return True
 
     def _judge(self, step: int) -> bool:
         k = min(self.count // 2, self.size)

@@ -352,12 +352,14 @@ RULES: tuple[Rule, ...] = (
         exclusive=True,
         detector="no_improvement",
         params={"direction": "up", "z": 1.0, "min_points": 10, "head": 25,
-                "warn_after": 30},
+                "warn_after": 30, "early_points": 4},
         severity="info",
         condition="After {min_points} logged points, the median of the latest half of "
         "`reward_mean` (or, in a run that logs no reward, `accuracy`; at most {head} points) "
         "has not risen above the median of the first half by more than {z} standard error "
-        "of its noise; a warning once that holds over {warn_after} points.",
+        "of its noise; a warning once that holds over {warn_after} points. From "
+        "{early_points} points until {min_points}, too few to measure the noise, it holds "
+        "while the latest half's median has not risen at all.",
         message="{metric} {change} over {points:.0f} logged points ({start:.3g} to "
         "{now:.3g}), within its noise (sd {noise:.2g} per point).",
         advice="The policy is not learning from this reward: check that rewards vary within "

@@ -20,11 +20,13 @@ RULES: tuple[Rule, ...] = (
         methods=("sft",),
         variants=(("loss",),),
         detector="no_progress",
-        params={"direction": "down", "min_change": 0.05, "warmup": 30, "bucket": 5},
+        params={"direction": "down", "min_change": 0.05, "warmup": 30, "bucket": 5,
+                "warmup_steps": 200, "min_points": 10},
         severity="warning",
-        condition="After {warmup} logged points, the median `loss` of the latest {bucket} "
-        "points is less than {min_change} (relative) below where it started: the higher of "
-        "its first value and the median of its first {bucket} points.",
+        condition="After {warmup} logged points (or, in a run logged sparsely, after "
+        "{warmup_steps} steps and {min_points} points), the median `loss` of the latest "
+        "{bucket} points is less than {min_change} (relative) below where it started: the "
+        "higher of its first value and the median of its first {bucket} points.",
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}).",
         advice="Raise learning_rate, and check the loss mask (trained_tokens) and the data.",
     ),
@@ -49,11 +51,13 @@ RULES: tuple[Rule, ...] = (
         methods=("dpo",),
         variants=(("loss",),),
         detector="no_progress",
-        params={"direction": "down", "min_change": 0.05, "warmup": 30, "bucket": 5},
+        params={"direction": "down", "min_change": 0.05, "warmup": 30, "bucket": 5,
+                "warmup_steps": 200, "min_points": 10},
         severity="warning",
-        condition="After {warmup} logged points, the median `loss` of the latest {bucket} "
-        "points is less than {min_change} (relative) below where it started: the higher of "
-        "its first value and the median of its first {bucket} points.",
+        condition="After {warmup} logged points (or, in a run logged sparsely, after "
+        "{warmup_steps} steps and {min_points} points), the median `loss` of the latest "
+        "{bucket} points is less than {min_change} (relative) below where it started: the "
+        "higher of its first value and the median of its first {bucket} points.",
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}).",
         advice="Raise learning_rate or beta, and check that chosen and rejected are not "
         "swapped in the dataset.",

@@ -1,0 +1,104 @@
+"""Judgement that fits the data (issue 14): a rule reading one of several metrics prefers
+its first, short runs get a verdict, and a sparse log's warm-up is counted in steps."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from runwatch.health.engine import Engine
+from runwatch.health.findings import Finding
+from runwatch.health.trends import NoImprovement
+from runwatch.store.points import PointColumns
+
+from .helpers import evaluate, to_batch
+
+
+def _of(found: list[Finding], rule_id: str) -> list[Finding]:
+    return [f for f in found if f.rule_id == rule_id]
+
+
+def _noisy(level: float, slope: float, n: int, start: int = 1) -> tuple[list[int], list[float]]:
+    return (list(range(start, start + n)),
+            [level + slope * i + 0.04 * math.sin(2.1 * i) for i in range(n)])
+
+
+# A hand-written loop that logs its held-out accuracy at step 0 and every 5 steps, and
+# its reward from step 1 on (as grpo_axiomforge of the corpus does).
+EVAL_ACCURACY = ([0, 5, 10, 15, 20, 25, 30], [0.91, 0.92, 0.92, 0.93, 0.92, 0.92, 0.92])
+
+
+def _step_by_step(method: str, series: dict[str, tuple[list[int], list[float]]]
+                  ) -> list[Finding]:
+    """Feed the series one logged step at a time, as a live run arrives."""
+    engine = Engine(method, {})
+    batch = to_batch(series)
+    found: dict[tuple[str, int], Finding] = {}
+    for step in sorted({s for cols in batch.values() for s in cols.steps}):
+        part = {name: PointColumns(*([c[k] for k in range(len(cols.steps))
+                                      if cols.steps[k] == step] for c in cols))
+                for name, cols in batch.items() if step in cols.steps}
+        for f in engine.feed(part):
+            found[(f.rule_id, f.first_step)] = f
+    return list(found.values())
+
+
+def test_no_progress_reads_the_reward_even_when_an_accuracy_came_first() -> None:
+    found = _step_by_step("grpo", {"accuracy": EVAL_ACCURACY,
+                                   "reward_mean": _noisy(0.88, 0.0, 30)})
+    (f, *_) = _of(found, "rl.no_progress")
+    assert f.metric == "reward_mean"
+
+
+def test_a_rising_reward_after_an_early_accuracy_is_a_near_miss() -> None:
+    found = _step_by_step("grpo", {"accuracy": EVAL_ACCURACY,
+                                   "reward_mean": _noisy(0.3, 0.02, 30)})
+    assert _of(found, "rl.no_progress") == []
+
+
+def test_four_points_of_a_reward_that_does_not_rise_are_reported() -> None:
+    # grpo_meta_hackathon of the corpus: four logs, the reward 0.18 -> 0.16.
+    reward = ([5, 10, 15, 20], [0.183, 0.201, 0.028, 0.160])
+    (f,) = _of(evaluate("grpo", {}, {"reward_mean": reward}), "rl.no_progress")
+    assert f.severity == "info" and f.last_step == 20
+    assert f.message.startswith("reward_mean fell ")
+
+
+def test_four_points_of_a_rising_reward_are_a_near_miss() -> None:
+    reward = ([5, 10, 15, 20], [0.18, 0.20, 0.31, 0.35])
+    assert _of(evaluate("grpo", {}, {"reward_mean": reward}), "rl.no_progress") == []
+
+
+@pytest.mark.parametrize("slope", [0.0, 0.004])
+def test_from_10_points_the_early_verdict_changes_nothing(slope: float) -> None:
+    # The first points dip, which opens an early verdict; from the 10th point on the
+    # verdicts are those of the noise test alone, so an early finding never holds a
+    # reward that test would release (nor turns into a warning at 30 points).
+    steps, reward = _noisy(0.5, slope, 60)
+    reward[1] += 0.1
+    early = NoImprovement(min_points=10, early_points=4).feed(steps, reward)
+    alone = NoImprovement(min_points=10).feed(steps, reward)
+    assert early[3] and not alone[3]
+    assert early[9:] == alone[9:]
+
+
+def _flat_loss(stride: int, n: int) -> tuple[list[int], list[float]]:
+    return ([stride * (i + 1) for i in range(n)],
+            [2.0 + 0.01 * math.sin(1.7 * i) for i in range(n)])
+
+
+def test_a_flat_loss_logged_every_50_steps_is_judged_after_10_logs() -> None:
+    (f,) = _of(evaluate("sft", {}, {"loss": _flat_loss(50, 12)}), "sft.loss_not_falling")
+    assert f.severity == "warning" and f.first_step == 500
+
+
+def test_a_flat_loss_logged_every_10_steps_waits_200_steps() -> None:
+    # 15 logs are 150 steps: still the warm-up.
+    assert _of(evaluate("sft", {}, {"loss": _flat_loss(10, 15)}), "sft.loss_not_falling") == []
+    (f,) = _of(evaluate("sft", {}, {"loss": _flat_loss(10, 25)}), "sft.loss_not_falling")
+    assert f.first_step >= 200
+
+
+def test_a_flat_loss_logged_every_step_keeps_its_30_point_warm_up() -> None:
+    assert _of(evaluate("dpo", {}, {"loss": _flat_loss(1, 25)}), "dpo.loss_not_falling") == []
