@@ -1,5 +1,8 @@
 // Thin typed client for the runwatch HTTP API; every error becomes an ApiError.
 
+import type { ChartSpec } from "./chartspecs";
+import type { MetricKey, RunSummary, SeriesData, SeriesResponse } from "./types";
+
 export class ApiError extends Error {
   constructor(
     message: string,
@@ -195,4 +198,89 @@ export async function postJSON<T>(path: string, body: unknown = {}): Promise<T> 
 
 export function runPath(runId: string): string {
   return `/runs/${encodeURIComponent(runId)}`;
+}
+
+// --- Several runs at once (GET /api/overlay, docs/api.md "Several runs at once") ----------
+
+/** The keys to chart, named so that the server finds them in each run's own keys. */
+export interface KeySelectors {
+  /** The key that plays each role (chartspecs' `roles`: the server's find_key = findKey). */
+  roles?: string[];
+  /** The key logged under each canonical name (chartspecs' `names`: = findName). */
+  names?: string[];
+  /** Every key under each prefix (chartspecs' `prefix`). */
+  prefixes?: string[];
+  /** These keys, where a run logged them (charts added with the picker). */
+  keys?: string[];
+}
+
+export interface OverlayRun {
+  /** The run as it was asked for (an id, a name or a prefix of either). */
+  ident: string;
+  run: RunSummary;
+  /** Where the run's stream starts: as MetricKeys.cursor. */
+  cursor: string;
+  keys: MetricKey[];
+}
+
+export interface OverlayMissing {
+  ident: string;
+  status: number;
+  /** The server's words (what GET /api/runs/{ident} would answer); plainError for the page. */
+  error: string;
+}
+
+/** Several runs' list fields, keys and cursors, and the whole series of the selected keys. */
+export interface Overlay {
+  ok: boolean;
+  runs: OverlayRun[];
+  missing: OverlayMissing[];
+  edges: SeriesResponse["edges"];
+  /** One per (run, key) the selectors picked in that run; `run` is the run id. */
+  series: SeriesData[];
+}
+
+export interface OverlayOptions {
+  /** Buckets per series (about one per pixel of plot width). */
+  points: number;
+  /** Each series also carries `time` (x=time). */
+  time?: boolean;
+  /** false: no bucket min and max (a chart of several runs draws no bands). Default true. */
+  bands?: boolean;
+  signal?: AbortSignal;
+}
+
+/** The selectors that find every line of `specs` in any run. */
+export function chartSelectors(specs: readonly ChartSpec[], keys: readonly string[] = []): KeySelectors {
+  const lines = specs.flatMap((s) => s.lines);
+  return {
+    roles: [...new Set(lines.flatMap((l) => l.roles ?? []))],
+    names: [...new Set(lines.flatMap((l) => l.names ?? []))],
+    prefixes: [...new Set(specs.flatMap((s) => (s.prefix ? [s.prefix] : [])))],
+    keys: [...new Set(keys)],
+  };
+}
+
+/** The /api/overlay path (without /api) for `runs`, `select` and `opts`. */
+export function overlayPath(runs: readonly string[], select: KeySelectors, opts: OverlayOptions): string {
+  const q = new URLSearchParams();
+  for (const r of runs) q.append("run", r);
+  for (const r of select.roles ?? []) q.append("role", r);
+  for (const n of select.names ?? []) q.append("name", n);
+  for (const p of select.prefixes ?? []) q.append("prefix", p);
+  for (const k of select.keys ?? []) q.append("key", k);
+  q.set("points", String(opts.points));
+  if (opts.time) q.set("x", "time");
+  if (opts.bands === false) q.set("bands", "false");
+  return `/overlay?${q.toString()}`;
+}
+
+/**
+ * In one request: each run's list fields, keys and stream cursor, and the whole series of
+ * the keys `select` picks in it (shared bucket edges). Runs that cannot be read come back
+ * in `missing` (with their own error) while the others are answered; an ApiError only when
+ * none can be read, or for more than 400 series (then ask /api/series in groups).
+ */
+export async function getOverlay(runs: readonly string[], select: KeySelectors, opts: OverlayOptions): Promise<Overlay> {
+  return getJSON<Overlay>(overlayPath(runs, select, opts), {}, opts.signal);
 }

@@ -1,4 +1,5 @@
-"""Metric routes: a run's keys, downsampled series for one or several runs, the history table."""
+"""Metric routes: a run's keys, downsampled series for one or several runs, the overlay
+(several runs' list fields, keys and series in one answer), the history table."""
 
 from __future__ import annotations
 
@@ -20,12 +21,22 @@ from runwatch.analysis.downsample import (
     width_shift,
     window,
 )
+from runwatch.analysis.views import run_summary
 from runwatch.metrics import describe
+from runwatch.metrics.aliases import canonical
+from runwatch.metrics.catalogue import Role
+from runwatch.metrics.lookup import find_key
 from runwatch.server import scopes
 from runwatch.server.detail import stream_cursor
-from runwatch.server.errors import bad_request
+from runwatch.server.errors import ApiError, bad_request
 from runwatch.server.jsonio import JSONResponse
-from runwatch.server.schemas import HistoryPage, MetricKeys, SeriesResponse, documented
+from runwatch.server.schemas import (
+    HistoryPage,
+    MetricKeys,
+    Overlay,
+    SeriesResponse,
+    documented,
+)
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store.keys import KeyInfo, run_keys
 from runwatch.store.points import read_points
@@ -33,6 +44,7 @@ from runwatch.store.series import Series
 from runwatch.store.summaries import (
     SUMMARY_MIN_POINTS,
     State,
+    UnitsRead,
     distinct_steps,
     ensure_summaries,
     read_units,
@@ -94,7 +106,7 @@ class _Pick:
 
 def _series_payload(
     request: Request, conn: Connection, st: ServerState, runs: list[str], keys: list[str],
-    points: int, lo: float | None, hi: float | None, x_time: bool = False,
+    points: int, lo: float | None, hi: float | None, x_time: bool = False, bands: bool = True,
 ) -> dict[str, Any]:
     if not runs:
         raise bad_request("name at least one run: ?run=<id or name>")
@@ -103,26 +115,34 @@ def _series_payload(
         raise bad_request("name at least one metric key: ?key=<key>")
     if len(runs) * len(keys) > MAX_SERIES:
         raise bad_request(f"at most {MAX_SERIES} series (runs × keys) per request")
-    if lo is not None and hi is not None and lo > hi:
-        raise bad_request("lo is above hi: give the step range low to high")
-    whole = lo is None and hi is None
     picked: list[_Pick] = []
     for row in rows:
         by_key = {k.key: k for k in run_keys(conn, row.pk)}
-        long = [by_key[k].id for k in keys if k in by_key and by_key[k].points > points]
-        states = summary_states(conn, long) if whole and st.cache.summaries else {}
-        for key in keys:
-            pick = _Pick(row.run_id, key, row.pk, by_key.get(key))
-            picked.append(pick)
-            if pick.info is None:
+        picked += [_Pick(row.run_id, key, row.pk, by_key.get(key)) for key in keys]
+    return _series_answer(conn, st, picked, points, lo, hi, x_time, bands)
+
+
+def _series_answer(conn: Connection, st: ServerState, picked: list[_Pick], points: int,
+                  lo: float | None, hi: float | None, x_time: bool = False,
+                  bands: bool = True) -> dict[str, Any]:
+    """The series of each pick downsampled to `points` buckets with shared edges: over a
+    whole series from the step summaries (every key's in one read), else from the cache."""
+    if lo is not None and hi is not None and lo > hi:
+        raise bad_request("lo is above hi: give the step range low to high")
+    whole = lo is None and hi is None
+    summarised = whole and st.cache.summaries
+    long = [p.info.id for p in picked if p.info is not None and p.info.points > points]
+    states = summary_states(conn, long) if summarised else {}
+    for pick in picked:
+        if pick.info is None:
+            continue
+        if summarised and pick.info.points > points:
+            pick.state = states.get(pick.info.id) or _ensure(st, pick.info)
+            if pick.state is not None and pick.info.last_step is not None:
+                pick.steps = (pick.state.first_step, pick.info.last_step)
                 continue
-            if whole and st.cache.summaries and pick.info.points > points:
-                pick.state = states.get(pick.info.id) or _ensure(st, pick.info)
-                if pick.state is not None and pick.info.last_step is not None:
-                    pick.steps = (pick.state.first_step, pick.info.last_step)
-                    continue
-                pick.state = None
-            _read_points(conn, st, pick, lo, hi)
+            pick.state = None
+        _read_points(conn, st, pick, lo, hi)
     ranges = [p.steps for p in picked if p.steps is not None]
     if whole:
         edges = aligned_edges(ranges, points)
@@ -131,15 +151,17 @@ def _series_payload(
     else:
         edges = shared_edges(ranges, points)
     shift = width_shift(edges) if whole else None
+    reads = {p.info.id: UnitsRead(p.info.id, p.state, level) for p in picked
+             if p.state is not None and p.info is not None and shift is not None
+             and (level := stored_level(p.state, shift)) is not None}
+    units = read_units(conn, list(reads.values()), x_time, bands)
     out = []
     for p in picked:
         d: Downsampled | None = None
         if p.state is not None and p.info is not None:
-            level = None if shift is None else stored_level(p.state, shift)
-            if level is not None:
-                units = read_units(conn, p.info.id, p.state, level, x_time)
-                if units.count > points:
-                    d = reduce_units(units, edges)
+            read = units.get(p.info.id)
+            if read is not None and read.count > points:
+                d = reduce_units(read, edges)
             if d is None:  # fits the budget after all, or buckets finer than the base
                 _read_points(conn, st, p, lo, hi)
         if d is None and p.series is not None and p.steps is not None:
@@ -155,7 +177,7 @@ def _series_payload(
             continue
         item = {"run": p.run, "key": p.key, "full": d.full, "count": d.count,
                 "step": d.step, "value": d.last}
-        if not d.full:
+        if not d.full and bands:
             item["min"] = d.min
             item["max"] = d.max
         if x_time:
@@ -194,6 +216,8 @@ def series(
     x: str = Query("step", pattern="^(step|time)$",
                    description="time: each series also carries `time`, the unix time of "
                                "each point (a bucket: of its last point)"),
+    bands: bool = Query(True, description="false: no bucket min and max (a chart of "
+                        "several runs draws no bands); less to read and send"),
     conn: Connection = Depends(connection),
     st: ServerState = Depends(state),
 ) -> JSONResponse:
@@ -205,7 +229,8 @@ def series(
     (no `lo`, no `hi`) the bucket width is a power of two steps, aligned to it, so the
     index's step summaries answer without reading every point.
     """
-    return JSONResponse(_series_payload(request, conn, st, run, key, points, lo, hi, x == "time"))
+    return JSONResponse(_series_payload(request, conn, st, run, key, points, lo, hi,
+                                        x == "time", bands))
 
 
 @router.get("/api/runs/{run}/series", **documented(SeriesResponse, "the series"))
@@ -217,11 +242,94 @@ def run_series(
     lo: float | None = None,
     hi: float | None = None,
     x: str = Query("step", pattern="^(step|time)$"),
+    bands: bool = True,
     conn: Connection = Depends(connection),
     st: ServerState = Depends(state),
 ) -> JSONResponse:
     """The series of one run (the same as /api/series?run=…)."""
-    return JSONResponse(_series_payload(request, conn, st, [run], key, points, lo, hi, x == "time"))
+    return JSONResponse(_series_payload(request, conn, st, [run], key, points, lo, hi,
+                                        x == "time", bands))
+
+
+# --- the overlay: several runs' list fields, keys and series in one answer ---
+
+def _find_name(keys: list[str], name: str) -> str | None:
+    """The key logged under canonical `name` (or an alias of it whose values need no
+    transform): the name itself, then the first in sorted order (web/src/chartspecs.ts
+    findName)."""
+    if name in keys:
+        return name
+    return next((k for k in sorted(keys) if canonical(k) == (name, None)), None)
+
+
+def _selected(keys: list[str], roles: list[Role], names: list[str], prefixes: list[str],
+              exact: list[str]) -> list[str]:
+    """The keys among a run's `keys` that the selectors pick, sorted."""
+    found = {find_key(keys, role) for role in roles}
+    found |= {_find_name(keys, name) for name in names}
+    found |= {k for k in keys if any(k.startswith(p) for p in prefixes) or k in exact}
+    return sorted(k for k in found if k is not None)
+
+
+@router.get("/api/overlay", **documented(Overlay, "the runs, their keys and series"))
+def overlay(
+    request: Request,
+    run: list[str] = Query(default=[], description="run id or name; repeat for several runs"),
+    role: list[str] = Query(default=[], description="the key that plays this role (e.g. "
+                            "train_loss) in each run; repeat"),
+    name: list[str] = Query(default=[], description="the key logged under this canonical "
+                            "name in each run; repeat"),
+    prefix: list[str] = Query(default=[], description="every key under this prefix; repeat"),
+    key: list[str] = Query(default=[], description="this key, where a run logged it; repeat"),
+    points: int = Query(DEFAULT_POINTS, ge=10, le=MAX_POINTS, description="bucket budget"),
+    x: str = Query("step", pattern="^(step|time)$", description="as for /api/series"),
+    bands: bool = Query(True, description="as for /api/series"),
+    conn: Connection = Depends(connection),
+    st: ServerState = Depends(state),
+) -> JSONResponse:
+    """Several runs' list fields, metric keys and stream cursors, and the series of the
+    keys the selectors pick in each run (whole, with shared edges, as /api/series): what
+    a page of several runs' charts needs, in one request instead of a list, a keys and a
+    series request.
+
+    A run that cannot be read (not found, ambiguous, out of the token's scope) is left
+    out and listed in `missing` with its status and error; the others are answered. When
+    none can be read, the first one's error is the answer.
+    """
+    if not run:
+        raise bad_request("name at least one run: ?run=<id or name>")
+    unknown = sorted(set(role) - set(Role))
+    if unknown:
+        raise bad_request(f"no role {', '.join(unknown)}; docs/metrics.md lists the roles")
+    runs: list[dict[str, Any]] = []
+    missing: list[dict[str, Any]] = []
+    refusals: list[ApiError] = []
+    picked: list[_Pick] = []
+    seen: set[int] = set()
+    for ident in run[:MAX_SERIES]:
+        try:
+            row = scopes.run(request, conn, ident)
+        except ApiError as exc:
+            missing.append({"ident": ident, "status": exc.status, "error": exc.message})
+            refusals.append(exc)
+            continue
+        infos = run_keys(conn, row.pk)
+        runs.append({"ident": ident, "run": run_summary(row),
+                     "cursor": stream_cursor(conn, row.pk, infos),
+                     "keys": [_key(k) for k in infos]})
+        if row.pk in seen:
+            continue
+        seen.add(row.pk)
+        by_key = {k.key: k for k in infos}
+        picked += [_Pick(row.run_id, k, row.pk, by_key[k])
+                   for k in _selected(list(by_key), [Role(r) for r in role], name, prefix, key)]
+    if not runs:
+        raise refusals[0]
+    if len(picked) > MAX_SERIES:
+        raise bad_request(f"the selectors pick {len(picked)} series; at most {MAX_SERIES} "
+                          "per request: ask for fewer keys or runs")
+    answer = _series_answer(conn, st, picked, points, None, None, x == "time", bands)
+    return JSONResponse({**answer, "runs": runs, "missing": missing})
 
 
 # A history column of a key with more points than this is read from a step window when

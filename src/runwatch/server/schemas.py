@@ -239,7 +239,8 @@ class MetricKeys(BaseModel):
 
 
 class SeriesData(BaseModel):
-    """One run's series of one key; `min` and `max` only when it was downsampled."""
+    """One run's series of one key; `min` and `max` only when it was downsampled (and
+    bands were asked for)."""
 
     run: str
     key: str
@@ -580,3 +581,30 @@ class TokenCreated(BaseModel):
     ok: bool
     token: ApiToken
     secret: str = Field(description="the token itself, in this answer only")
+
+
+# --- W2 ---
+
+class OverlayRun(BaseModel):
+    """One run of an overlay: as asked for (`ident`), its list fields, keys and cursor."""
+
+    ident: str
+    run: RunSummary
+    cursor: str = Field(description="where the run's stream starts, as in MetricKeys")
+    keys: list[MetricKey]
+
+
+class OverlayMissing(BaseModel):
+    """A run of an overlay that could not be read, with the error its own request gets."""
+
+    ident: str
+    status: int
+    error: str
+
+
+class Overlay(BaseModel):
+    ok: bool
+    runs: list[OverlayRun]
+    missing: list[OverlayMissing]
+    edges: Edges
+    series: list[SeriesData]

@@ -55,8 +55,7 @@ _NAMES = [name for name, _ in _FIELDS]
 _LEVEL = np.dtype(_FIELDS)
 _SELECT = ("bucket, n, last_step, last_seq, last_ts, "
            f"COALESCE(min, {_NULL!r}), COALESCE(max, {_NULL!r}), COALESCE(last, {_NULL!r})")
-_UNIT = np.dtype([("last_step", np.int64), ("n", np.int64), ("min", np.float64),
-                  ("max", np.float64), ("last", np.float64), ("last_ts", np.float64)])
+_TAIL = np.dtype([("key_id", np.int64), *ROW.descr])
 _STORED = np.dtype([("level", np.int64), *_FIELDS])
 _ROW_OUT = np.dtype([("key_id", np.int64), ("level", np.int64), *_FIELDS])
 _COLUMNS = ("key_id", "level", "bucket", "n", "last_step", "last_seq", "last_ts", "min",
@@ -124,36 +123,89 @@ def stored_level(state: State, level: int) -> int | None:
     return state.base + (level - state.base) // LEVEL_STEP * LEVEL_STEP
 
 
-def read_units(conn: Connection, key_id: int, state: State, level: int,
-               with_ts: bool = False) -> Units:
-    """A key's series as units: the stored buckets of `level` (a stored level) below the
-    frontier of `state`, the finer stored buckets up to the frontier, and the points after
-    it (superseded ones removed). `with_ts`: the units' times too (else they are NaN).
+@dataclass(frozen=True)
+class UnitsRead:
+    """One key's series to read as units (`read_units`): its state and the stored level."""
 
+    key_id: int
+    state: State
+    level: int
+
+
+# parts of one statement at most (SQLite's compound SELECT limit is 500)
+_MAX_PARTS = 400
+
+
+def read_units(conn: Connection, reads: list[UnitsRead], with_ts: bool = False,
+               bands: bool = True) -> dict[int, Units]:
+    """Keys' series as units, by key id: of each, the stored buckets of its `level` (a
+    stored level) below the frontier of its `state`, the finer stored buckets up to the
+    frontier, and the points after it (superseded ones removed). `with_ts`: the units'
+    times too (else NaN); `bands=False`: no min and max are read (they are `last`).
+
+    One statement reads the buckets of many keys and one their points after the frontier,
+    rather than two a key; the rows cross the driver straight into arrays.
     Only what `state` covers is read from the buckets, so buckets a newer ingest wrote
     meanwhile are not counted twice: the points after `state`'s frontier cover them.
     """
-    frontier = state.frontier
-    ranges = [(level, 0, frontier >> level)]
-    for finer in range(level - LEVEL_STEP, state.base - 1, -LEVEL_STEP):
-        ranges.append((finer, (frontier >> (finer + LEVEL_STEP)) << LEVEL_STEP,
-                       frontier >> finer))
-    ts = "last_ts" if with_ts else "0.0"
-    rows = _ranges(conn, key_id, f"last_step, n, {_value('min')}, {_value('max')}, "
-                   f"{_value('last')}, {ts}", ranges, _UNIT)
-    rows = rows[np.argsort(rows["last_step"], kind="stable")]
-    tail = read_rows(conn, key_id, state.last_seq)
-    tail = tail[keep_mask(tail["step"])]
-    value = tail["value"]
-    return Units(
-        step=np.concatenate([rows["last_step"], tail["step"]]),
-        n=np.concatenate([rows["n"], np.ones(tail.size, dtype=np.int64)]),
-        min=np.concatenate([rows["min"], value]),
-        max=np.concatenate([rows["max"], value]),
-        last=np.concatenate([rows["last"], value]),
-        ts=np.concatenate([rows["last_ts"] if with_ts else np.full(rows.size, np.nan),
-                           tail["ts"]]),
-    )
+    reads = list({r.key_id: r for r in reads}.values())  # a run named twice reads once
+    parts: list[tuple[int, int, int, int]] = []  # key id, level, first and end bucket
+    for r in reads:
+        frontier = r.state.frontier
+        parts.append((r.key_id, r.level, 0, frontier >> r.level))
+        for finer in range(r.level - LEVEL_STEP, r.state.base - 1, -LEVEL_STEP):
+            parts.append((r.key_id, finer, (frontier >> (finer + LEVEL_STEP)) << LEVEL_STEP,
+                          frontier >> finer))
+    # only the columns asked for: each costs the driver a Python object a row
+    fields: list[tuple[str, Any]] = [("key_id", np.int64), ("last_step", np.int64),
+                                     ("n", np.int64), ("last", np.float64)]
+    columns = f"key_id, last_step, n, {_value('last')}"
+    if bands:
+        fields += [("min", np.float64), ("max", np.float64)]
+        columns += f", {_value('min')}, {_value('max')}"
+    if with_ts:
+        fields.append(("last_ts", np.float64))
+        columns += ", last_ts"
+    rows = _ranges(conn, columns, parts, np.dtype(fields))
+    rows = rows[np.lexsort((rows["last_step"], rows["key_id"]))]
+    tails = _tails(conn, [(r.key_id, r.state.last_seq) for r in reads])
+    out: dict[int, Units] = {}
+    for r in reads:
+        b = rows[at_key(rows, r.key_id)]
+        tail = tails[at_key(tails, r.key_id)]
+        tail = tail[keep_mask(tail["step"])]
+        value = tail["value"]
+        out[r.key_id] = Units(
+            step=np.concatenate([b["last_step"], tail["step"]]),
+            n=np.concatenate([b["n"], np.ones(tail.size, dtype=np.int64)]),
+            min=np.concatenate([b["min"] if bands else b["last"], value]),
+            max=np.concatenate([b["max"] if bands else b["last"], value]),
+            last=np.concatenate([b["last"], value]),
+            ts=np.concatenate([b["last_ts"] if with_ts else np.full(b.size, np.nan),
+                               tail["ts"]]),
+        )
+    return out
+
+
+def _tails(conn: Connection, after: list[tuple[int, int]]) -> Rows:
+    """The points of each (key id, seq) after that seq (superseded ones included), as
+    `_TAIL` rows in (key id, seq) order: one primary-key range per key, many a statement."""
+    chunks = []
+    for i in range(0, len(after), _MAX_PARTS):
+        chunk = after[i:i + _MAX_PARTS]
+        sql = " UNION ALL ".join(
+            f"SELECT id >> {SEQ_BITS}, id & {(1 << SEQ_BITS) - 1}, step, ts, "
+            f"{_value('value')} FROM metric_points WHERE id BETWEEN {{m}} AND {{m}}"
+            for _ in chunk)
+        params = [bound for kid, seq in chunk for bound in id_range(kid, seq)]
+        chunks.append(_query(conn, f"{sql} ORDER BY 1, 2", params, _TAIL))
+    return np.concatenate(chunks) if chunks else np.empty(0, dtype=_TAIL)
+
+
+def at_key(rows: Rows, key_id: int) -> slice:
+    """The slice of `rows` (sorted by key_id) that holds `key_id`'s."""
+    lo, hi = np.searchsorted(rows["key_id"], [key_id, key_id + 1])
+    return slice(int(lo), int(hi))
 
 
 def ensure_summaries(conn: Connection, key_id: int) -> State | None:
@@ -286,17 +338,22 @@ def _siblings(conn: Connection, key_id: int, base: int, old: int, new: int) -> R
             wanted.append((child, first, end))
     if not wanted:
         return np.empty(0, dtype=_STORED)
-    return _ranges(conn, key_id, f"level, {_SELECT}", wanted, _STORED)
+    return _ranges(conn, f"level, {_SELECT}", [(key_id, *w) for w in wanted], _STORED)
 
 
-def _ranges(conn: Connection, key_id: int, columns: str, ranges: list[tuple[int, int, int]],
+def _ranges(conn: Connection, columns: str, parts: list[tuple[int, int, int, int]],
             dtype: np.dtype[Any]) -> Rows:
-    """`columns` of a key's buckets in each (level, first bucket, end bucket) range: one
-    statement of one primary-key range per level (an OR of them scans every bucket of
-    the key in SQLite)."""
-    parts = [f"SELECT {columns} FROM metric_summaries WHERE key_id = {{m}} AND level = {lv} "
-             f"AND bucket >= {first} AND bucket < {end}" for lv, first, end in ranges]
-    return _query(conn, " UNION ALL ".join(parts), [key_id] * len(parts), dtype)
+    """`columns` of the buckets in each (key id, level, first bucket, end bucket) part:
+    one primary-key range a part, many parts a statement (an OR of ranges scans every
+    bucket of the key in SQLite)."""
+    chunks = []
+    for i in range(0, len(parts), _MAX_PARTS):
+        chunk = parts[i:i + _MAX_PARTS]
+        sql = " UNION ALL ".join(
+            f"SELECT {columns} FROM metric_summaries WHERE key_id = {{m}} AND level = {lv} "
+            f"AND bucket >= {first} AND bucket < {end}" for _, lv, first, end in chunk)
+        chunks.append(_query(conn, sql, [kid for kid, *_ in chunk], dtype))
+    return np.concatenate(chunks) if chunks else np.empty(0, dtype=dtype)
 
 
 def _marker(conn: Connection) -> str:
