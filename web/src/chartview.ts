@@ -1,32 +1,16 @@
-// One ECharts chart: EMA line over a faint raw line, a min/max band where the
-// server downsampled, zoom that asks for full resolution, and live appends.
-// The x axis is the step, the wall time, the time since the run's first point, or the
-// tokens trained so far; a zoom is always turned into a step range for the server.
+// One uPlot chart: EMA line over a faint raw line, a min/max band where the server
+// downsampled, zoom (wheel, drag, double click) that asks for full resolution, and live
+// appends. The x axis is the step, the wall time, the time since the run's first point, or
+// the tokens trained so far; a zoom is always turned into a step range for the server.
+// uPlot draws what the canvas shows; the legend, the bands, the raw lines and the health
+// markers are drawn by this file's hooks on the same canvas (so a PNG holds them too).
 
-import { CustomChart, LineChart } from "echarts/charts";
-import {
-  DataZoomComponent,
-  GridComponent,
-  LegendComponent,
-  MarkAreaComponent,
-  TooltipComponent,
-} from "echarts/components";
-import * as echarts from "echarts/core";
-import { CanvasRenderer } from "echarts/renderers";
+import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
 import { canonicalName, type ResolvedLine } from "./chartspecs";
-import { chartTheme, cssVar, onThemeChange } from "./theme";
+import { h } from "./dom";
+import { chartTheme, cssVar, onThemeChange, type ChartTheme } from "./theme";
 import type { Finding, SeriesData } from "./types";
-
-echarts.use([
-  LineChart,
-  CustomChart,
-  GridComponent,
-  TooltipComponent,
-  LegendComponent,
-  DataZoomComponent,
-  MarkAreaComponent,
-  CanvasRenderer,
-]);
 
 // Line colours: CSS variables (they follow dark mode) with their light values as fallback,
 // then two mid tones that read on either background.
@@ -75,22 +59,6 @@ export interface ChartOptions {
   legend?: boolean;
   x?: XMode;
   tokens?: TokenAxis | null;
-}
-
-/**
- * A line's points as ECharts reads them fastest (no copy of an array per point, read in
- * one pass): a flat typed array of (x, y, step) triples, NaN where a value is missing (a
- * gap in the line, as null is). The step rides along so a tooltip names the step of the
- * point under it.
- */
-function points(xs: (number | null)[], ys: (number | null)[], steps: number[]): Float64Array {
-  const out = new Float64Array(steps.length * 3);
-  for (let j = 0; j < steps.length; j++) {
-    out[3 * j] = xs[j] ?? NaN;
-    out[3 * j + 1] = ys[j] ?? NaN;
-    out[3 * j + 2] = steps[j];
-  }
-  return out;
 }
 
 const finite = (v: number | null | undefined): number | null => (typeof v === "number" && Number.isFinite(v) ? v : null);
@@ -159,82 +127,6 @@ export function tokensAt(axis: TokenAxis, step: number): number | null {
   }
   const f = (step - steps[lo]) / (steps[hi] - steps[lo]);
   return total[lo] + f * (total[hi] - total[lo]);
-}
-
-/** What a chart draws faintly under one line: its min/max band where the server
- * downsampled, and its raw values where the line is smoothed. */
-interface Under {
-  color: string;
-  xs: (number | null)[];
-  min: (number | null)[] | null;
-  max: (number | null)[] | null;
-  raw: (number | null)[] | null;
-}
-
-/**
- * Everything a chart draws faintly under its lines, in one custom series: each band as a
- * polygon and each raw line as polylines (broken where a value is missing). One series
- * for them all, instead of two per line, is most of what ECharts' cost per chart depends
- * on. Two data items carry their extent so the axes make room for them; only the first
- * draws.
- */
-function underSeries(layers: Under[]): Record<string, unknown> | null {
-  let lo = Infinity;
-  let hi = -Infinity;
-  let x0 = Infinity;
-  let x1 = -Infinity;
-  for (const { xs, min, max, raw } of layers) {
-    for (let j = 0; j < xs.length; j++) {
-      const x = xs[j];
-      if (x === null) continue;
-      for (const v of [min?.[j], max?.[j], raw?.[j]]) {
-        if (v === null || v === undefined || !Number.isFinite(v)) continue;
-        if (v < lo) lo = v;
-        if (v > hi) hi = v;
-        if (x < x0) x0 = x;
-        if (x > x1) x1 = x;
-      }
-    }
-  }
-  if (!Number.isFinite(lo)) return null;
-  return {
-    type: "custom",
-    id: "under",
-    silent: true,
-    clip: true,
-    tooltip: { show: false },
-    data: [[x0, lo], [x1, hi]],
-    renderItem: (params: { dataIndex: number }, api: { coord: (v: [number, number]) => number[] }) => {
-      if (params.dataIndex !== 0) return null;
-      const children: Record<string, unknown>[] = [];
-      for (const { color, xs, min, max, raw } of layers) {
-        if (min && max) {
-          const upper: number[][] = [];
-          const lower: number[][] = [];
-          for (let j = 0; j < xs.length; j++) {
-            if (min[j] === null || max[j] === null || xs[j] === null) continue;
-            upper.push(api.coord([xs[j] as number, max[j] as number]));
-            lower.push(api.coord([xs[j] as number, min[j] as number]));
-          }
-          children.push({ type: "polygon", shape: { points: upper.concat(lower.reverse()) }, style: { fill: color, opacity: 0.15 } });
-        }
-        if (raw) {
-          let points: number[][] = [];
-          const flush = () => {
-            if (points.length > 1) children.push({ type: "polyline", shape: { points }, style: { stroke: color, lineWidth: 1, opacity: 0.25, fill: "none" } });
-            points = [];
-          };
-          for (let j = 0; j < xs.length; j++) {
-            const v = raw[j];
-            if (xs[j] === null || v === null || !Number.isFinite(v)) flush();
-            else points.push(api.coord([xs[j] as number, v]));
-          }
-          flush();
-        }
-      }
-      return { type: "group", children };
-    },
-  };
 }
 
 function axisNumber(v: number): string {
@@ -329,24 +221,144 @@ export function fitCharts(views: Iterable<ChartView>): void {
   list.forEach((v, i) => v.fit(sizes[i][0], sizes[i][1]));
 }
 
+/** What a chart draws faintly under one line: its min/max band where the server
+ * downsampled, and its raw values where the line is smoothed. */
+interface Under {
+  color: string;
+  xs: (number | null)[];
+  min: (number | null)[] | null;
+  max: (number | null)[] | null;
+  raw: (number | null)[] | null;
+}
+
+/** One line as drawn: its points that have an x, in x order (for the tooltip). */
+interface DrawnLine {
+  xs: number[];
+  at: number[]; // each point's index in its LineData
+  shown: (number | null)[]; // the value drawn (smoothed where the line is)
+}
+
+/** A finding's shaded x range. */
+interface Mark {
+  a: number;
+  b: number;
+  color: string;
+  title: string;
+}
+
+/** A legend entry's box on the canvas, in CSS pixels (a click toggles its line). */
+interface LegendEntry {
+  line: number;
+  x: number;
+  row: number;
+  w: number;
+}
+
+interface LegendHit {
+  x0: number;
+  x1: number;
+  y0: number;
+  y1: number;
+  line: number;
+}
+
+const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
+const LEFT = 64; // the y axis's width: the plot starts here
+const RIGHT = 24;
+const LEGEND_ROW = 20;
+const LEGEND_ROWS = 3; // the most rows a legend takes; the rest are summed up as "+N more"
+const WHEEL_STEP = 0.8; // the window's span after one wheel notch in (120 units)
+// tick steps of the step axis: whole steps only
+const STEP_INCRS = [1, 2, 5].flatMap((m) => Array.from({ length: 10 }, (_, e) => m * 10 ** e)).sort((a, b) => a - b);
+
+/** The index of the value nearest `x` in ascending `xs` (-1 when empty). */
+function nearest(xs: ArrayLike<number>, x: number): number {
+  let lo = 0;
+  let hi = xs.length - 1;
+  if (hi < 0) return -1;
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid] <= x) lo = mid;
+    else hi = mid;
+  }
+  return Math.abs(xs[hi] - x) < Math.abs(xs[lo] - x) ? hi : lo;
+}
+
+function ascending(xs: number[]): boolean {
+  for (let i = 1; i < xs.length; i++) if (!(xs[i] > xs[i - 1])) return false;
+  return true;
+}
+
+/**
+ * The lines as uPlot's aligned table: one x column, the union of every line's x, and a
+ * column per line, undefined where the line has no point at that x (uPlot joins over it),
+ * null where its value is missing (a gap).
+ */
+function aligned(lines: DrawnLine[]): uPlot.AlignedData {
+  if (lines.length === 1 || lines.every((l) => l.xs.length === lines[0].xs.length && l.xs.every((x, i) => x === lines[0].xs[i]))) {
+    const xs = lines[0]?.xs ?? [];
+    return [xs, ...lines.map((l) => l.shown)];
+  }
+  const all = new Float64Array(lines.reduce((n, l) => n + l.xs.length, 0));
+  let n = 0;
+  for (const l of lines) for (const x of l.xs) all[n++] = x;
+  all.sort();
+  const xs: number[] = [];
+  for (const x of all) if (xs.length === 0 || x !== xs[xs.length - 1]) xs.push(x);
+  const columns = lines.map((l) => {
+    const col: (number | null | undefined)[] = new Array(xs.length);
+    let k = 0;
+    l.xs.forEach((x, i) => {
+      while (xs[k] < x) k++;
+      col[k] = l.shown[i];
+    });
+    return col;
+  });
+  return [xs, ...columns];
+}
+
+/** The ticks of an axis from `min` to `max`: both ends (as ECharts' min and max labels)
+ * and the multiples of `incr` between that keep clear of them. */
+function endTicks(min: number, max: number, incr: number): number[] {
+  const out = [min];
+  for (let v = Math.ceil(min / incr) * incr; v < max; v += incr) {
+    const t = Number(v.toPrecision(12));
+    if (t - min >= 0.75 * incr && max - t >= 0.75 * incr) out.push(t);
+  }
+  if (max > min) out.push(max);
+  return out;
+}
+
 export class ChartView {
   readonly el: HTMLElement;
-  private chart: echarts.ECharts;
+  private u: uPlot | null = null;
   private data: LineData[];
   private smoothing: number;
   private findings: Finding[] = [];
   private pending = false;
-  private initialized = false;
   private zoomTimer: number | undefined;
   private xMode: XMode;
   private tokens: TokenAxis | null;
   private readonly legend: boolean;
   private t0 = Infinity; // the first point's time, where relative time counts from
-  private labelsSeen = new Set<string>();
+  private labels: string[] = [];
   private labelsPending = false;
   private stopTheme: () => void;
-  private unzoom = false; // the next full render shows the whole x range
-  private hidden: Record<string, boolean> = {}; // the legend's selection: false where a line is hidden
+  private hidden = new Set<number>(); // lines hidden from the legend
+  private size = { width: 0, height: 0 };
+  private tip: HTMLElement;
+  // what the last render drew (the hooks and the tooltip read it)
+  private drawn: DrawnLine[] = [];
+  private table: uPlot.AlignedData = [[]];
+  private colors: string[] = [];
+  private dashed: boolean[] = [];
+  private smooth: boolean[] = [];
+  private layers: Under[] = [];
+  private marks: Mark[] = [];
+  private legendHits: LegendHit[] = [];
+  private extent: { min: number; max: number } | null = null; // the x range of the whole run
+  private window: { min: number; max: number } | null = null; // the x range zoomed to
+  private minSpan = 0;
   zoomed: { lo: number; hi: number } | null = null;
 
   constructor(
@@ -363,13 +375,9 @@ export class ChartView {
     this.tokens = options.tokens ?? null;
     this.legend = options.legend ?? false;
     this.data = lines.map((line) => ({ line, step: [], time: [], value: [], min: null, max: null, full: true, count: 0 }));
-    this.chart = echarts.init(el, undefined, { renderer: "canvas" });
-    this.chart.on("datazoom", () => this.zoomChanged());
-    this.chart.on("legendselectchanged", (e: unknown) => {
-      this.hidden = { ...(e as { selected: Record<string, boolean> }).selected };
-      this.render(false);
-    });
-    this.stopTheme = onThemeChange(() => this.render(true));
+    this.tip = h("div", { class: "chart-tip", hidden: "" });
+    el.appendChild(this.tip);
+    this.stopTheme = onThemeChange(() => this.rebuild());
     el.dataset.x = this.xMode;
     el.dataset.log = String(this.logY);
   }
@@ -408,7 +416,7 @@ export class ChartView {
       for (const [step, value, time] of newer) this.push(d, step, value, time);
       if (!this.zoomed && Number.isFinite(d.time[0])) this.t0 = Math.min(this.t0, d.time[0]);
     }
-    this.render(true);
+    this.render();
   }
 
   /** Append one live point; the redraw is batched to the next animation frame. `time` is
@@ -447,13 +455,13 @@ export class ChartView {
 
   setSmoothing(weight: number): void {
     this.smoothing = weight;
-    this.render(false);
+    this.render();
   }
 
   setLogY(logY: boolean): void {
     this.logY = logY;
     this.el.dataset.log = String(logY);
-    this.render(true);
+    this.rebuild();
   }
 
   /** Change what the x axis shows. The caller loads the series again (time needs `x=time`). */
@@ -462,9 +470,11 @@ export class ChartView {
     this.tokens = tokens;
     this.el.dataset.x = mode;
     this.zoomed = null;
+    this.window = null;
+    this.extent = null;
+    window.clearTimeout(this.zoomTimer);
     delete this.el.dataset.zoomed;
-    this.unzoom = true;
-    this.render(true);
+    this.rebuild();
   }
 
   /** The tokens axis grew (a live point); redraw with it. */
@@ -479,43 +489,47 @@ export class ChartView {
     const shown = (list: Finding[]) => JSON.stringify(list.map((f) => [f.title, f.severity, f.first_step, f.last_step]));
     const same = shown(mine) === shown(this.findings);
     this.findings = mine;
-    if (redraw && !same) this.render(false);
+    if (redraw && !same) this.render();
   }
 
   /** Zoom back out to the whole run (the full range is loaded again). */
   resetZoom(): void {
-    this.chart.dispatchAction({ type: "dataZoom", start: 0, end: 100 });
+    this.window = null;
+    if (this.u && this.extent) this.u.setScale("x", { ...this.extent });
+    this.zoomChanged();
   }
 
   /** Fit the chart to `width` x `height` pixels (its box's size); the same size draws nothing. */
   fit(width: number, height: number): void {
-    if (width === this.chart.getWidth() && height === this.chart.getHeight()) return;
-    this.chart.resize({ width, height });
+    if (width === this.size.width && height === this.size.height) return;
+    this.size = { width, height };
+    this.u?.setSize(this.size);
   }
 
-  /** The chart as drawn, as a PNG data URL on the card's background. */
+  /** The chart as drawn, legend included, at twice the screen's pixel ratio, as a PNG data
+   * URL on the card's background: drawn again by a second uPlot at twice the size. */
   pngDataUrl(): string {
-    return this.chart.getDataURL({ type: "png", pixelRatio: 2, backgroundColor: chartTheme().bg });
-  }
-
-  /** What the chart holds, one series per line (for export). */
-  heldSeries(): TimedSeries[] {
-    return this.data.map((d) => ({
-      run: d.line.run ?? "",
-      key: d.line.key,
-      full: d.full,
-      count: d.count,
-      step: d.step,
-      value: d.value,
-      ...(d.time.some(Number.isFinite) ? { time: d.time } : {}),
-      ...(d.min && d.max ? { min: d.min, max: d.max } : {}),
-    }));
+    const k = 2;
+    const box = document.createElement("div");
+    const u = new uPlot(this.options(k, false), this.table, box);
+    u.batch(() => u.redraw(true, true));
+    const out = document.createElement("canvas");
+    out.width = u.ctx.canvas.width;
+    out.height = u.ctx.canvas.height;
+    const ctx = out.getContext("2d") as CanvasRenderingContext2D;
+    ctx.fillStyle = chartTheme().bg;
+    ctx.fillRect(0, 0, out.width, out.height);
+    ctx.drawImage(u.ctx.canvas, 0, 0);
+    u.destroy();
+    return out.toDataURL("image/png");
   }
 
   dispose(): void {
     window.clearTimeout(this.zoomTimer);
     this.stopTheme();
-    this.chart.dispose();
+    this.u?.destroy();
+    this.u = null;
+    this.tip.remove();
   }
 
   private schedule(): void {
@@ -523,7 +537,7 @@ export class ChartView {
     this.pending = true;
     requestAnimationFrame(() => {
       this.pending = false;
-      this.render(false);
+      this.render();
     });
   }
 
@@ -532,7 +546,7 @@ export class ChartView {
       case "step":
         return d.step;
       case "time":
-        return d.time.map((t) => (Number.isFinite(t) ? t * 1000 : null));
+        return d.time.map((t) => (Number.isFinite(t) ? t : null));
       case "relative":
         return d.time.map((t) => (Number.isFinite(t) ? t - this.t0 : null));
       case "tokens": {
@@ -572,202 +586,472 @@ export class ChartView {
     return this.xs(d)[best];
   }
 
+  /** Show the x range [min, max]: the whole run's or narrower (a zoom). */
+  private zoomTo(min: number, max: number): void {
+    const ext = this.extent;
+    if (!this.u || !ext || !(max > min)) return;
+    if (max - min < this.minSpan) {
+      const mid = (min + max) / 2;
+      min = mid - this.minSpan / 2;
+      max = mid + this.minSpan / 2;
+    }
+    if (max - min >= ext.max - ext.min) {
+      this.resetZoom();
+      return;
+    }
+    // slid back inside the run
+    if (min < ext.min) [min, max] = [ext.min, ext.min + (max - min)];
+    if (max > ext.max) [min, max] = [ext.max - (max - min), ext.max];
+    this.window = { min, max };
+    this.u.setScale("x", { min, max });
+    this.zoomChanged();
+  }
+
+  /** Once the zoom rests, the step range it shows is asked of the server. */
   private zoomChanged(): void {
     window.clearTimeout(this.zoomTimer);
     this.zoomTimer = window.setTimeout(() => {
-      const opt = this.chart.getOption() as { dataZoom?: { start?: number; end?: number; startValue?: number; endValue?: number }[] };
-      const z = opt.dataZoom?.[0];
-      if (!z) return;
-      if ((z.start ?? 0) <= 0 && (z.end ?? 100) >= 100) {
+      if (!this.window) {
         this.zoomed = null;
         delete this.el.dataset.zoomed;
-      } else if (z.startValue !== undefined && z.endValue !== undefined) {
-        this.zoomed = this.stepRange(z.startValue, z.endValue);
+      } else {
+        this.zoomed = this.stepRange(this.window.min, this.window.max);
         this.el.dataset.zoomed = `${this.zoomed.lo}-${this.zoomed.hi}`;
       }
       this.onZoom(this.zoomed);
     }, 250);
   }
 
-  /** A label of the x axis; what ECharts asked for lands in data-x-labels (for tests). */
-  private xLabel(v: number): string {
-    let label: string;
-    if (this.xMode === "step") label = Number.isInteger(v) ? String(v) : ""; // steps are whole
-    else if (this.xMode === "relative") label = duration(v);
-    else label = compact(v);
-    if (label) {
-      this.labelsSeen.add(label);
+  private wheel(e: WheelEvent): void {
+    const u = this.u;
+    if (!u || !this.extent) return;
+    e.preventDefault();
+    const { min, max } = u.scales.x;
+    if (min === undefined || max === undefined) return;
+    const rect = u.over.getBoundingClientRect();
+    const sideways = e.shiftKey ? e.deltaY || e.deltaX : Math.abs(e.deltaX) > Math.abs(e.deltaY) ? e.deltaX : 0;
+    if (sideways) {
+      // a sideways scroll (or shift and the wheel) moves a zoomed window along the run
+      if (!this.window) return;
+      const shift = (sideways / rect.width) * (max - min);
+      this.zoomTo(min + shift, max + shift);
+      return;
+    }
+    const frac = Math.min(Math.max((e.clientX - rect.left) / rect.width, 0), 1);
+    const at = min + frac * (max - min);
+    const factor = Math.min(Math.max(WHEEL_STEP ** (-e.deltaY / 120), 0.2), 5);
+    const span = (max - min) * factor;
+    this.zoomTo(at - frac * span, at - frac * span + span);
+  }
+
+  /** A label of the x axis; what uPlot drew last lands in data-x-labels (for tests). */
+  private xLabels(splits: number[], record: boolean): string[] {
+    const labels = splits.map((v: number | null) => {
+      if (v === null) return "";
+      if (this.xMode === "step") return Number.isInteger(v) ? String(v) : ""; // steps are whole
+      if (this.xMode === "relative") return duration(v);
+      return compact(v);
+    });
+    if (record) {
+      this.labels = labels.filter(Boolean);
       if (!this.labelsPending) {
         this.labelsPending = true;
         requestAnimationFrame(() => {
           this.labelsPending = false;
-          this.el.dataset.xLabels = [...this.labelsSeen].join("|");
-          this.labelsSeen.clear();
+          this.el.dataset.xLabels = this.labels.join("|");
         });
       }
     }
-    return label;
-  }
-
-  /** The relative-time axis's tick step for the points held (the zoom window's, once loaded). */
-  private relativeInterval(): number | undefined {
-    let lo = Infinity;
-    let hi = -Infinity;
-    for (const d of this.data) {
-      for (const x of this.xs(d)) {
-        if (x === null) continue;
-        lo = Math.min(lo, x);
-        hi = Math.max(hi, x);
-      }
-    }
-    return hi > lo ? durationInterval(hi - lo) : undefined;
+    return labels;
   }
 
   /** The tooltip's first line: the point's step, and its x where the axis is not the step. */
   private tooltipHead(x: number | null, step: number): string {
     const s = `step ${step}`;
     if (x === null || this.xMode === "step") return s;
-    if (this.xMode === "time") return `${new Date(x).toLocaleString()} · ${s}`;
+    if (this.xMode === "time") return `${new Date(x * 1000).toLocaleString()} · ${s}`;
     if (this.xMode === "relative") return `${duration(x)} · ${s}`;
     return `${Math.round(x).toLocaleString("en-US")} tokens · ${s}`;
   }
 
-  private tooltip(params: unknown): string {
-    const enc = echarts.format.encodeHTML;
-    const list = (Array.isArray(params) ? params : [params]) as {
-      seriesId: string;
-      dataIndex: number;
-      marker: string;
-      value: number[]; // [x, y, step]
-    }[];
-    const rows = list.filter((p) => p.seriesId.startsWith("line-"));
-    if (!rows.length) return "";
-    const [x, , step] = rows[0].value;
-    const out = [`<div class="chart-tip-head">${enc(this.tooltipHead(finite(x), step))}</div>`];
-    for (const p of rows) {
-      const d = this.data[Number(p.seriesId.slice(5))];
-      const raw = d?.value[p.dataIndex];
-      const shown = finite(p.value[1]);
-      const value = typeof raw === "number" ? raw.toPrecision(5) : "—";
-      const smoothed = typeof shown === "number" && shown !== raw ? ` <span class="chart-tip-smooth">(smoothed ${shown.toPrecision(5)})</span>` : "";
-      const at = p.value[2] !== step ? ` <span class="chart-tip-smooth">at step ${p.value[2]}</span>` : "";
-      out.push(`<div>${p.marker}${enc(d?.line.label ?? "")}: <b>${value}</b>${smoothed}${at}</div>`);
+  /** The tooltip for the cursor at `left` CSS pixels into the plot: each shown line's
+   * point nearest it, and the findings whose range holds it. */
+  private showTip(u: uPlot): void {
+    const left = u.cursor.left ?? -1;
+    const top = u.cursor.top ?? 0;
+    if (left < 0 || !this.drawn.length) {
+      this.tip.hidden = true;
+      return;
     }
-    return out.join("");
+    const x = u.posToVal(left, "x");
+    const rows: HTMLElement[] = [];
+    let head: HTMLElement | undefined;
+    let headStep = 0;
+    this.drawn.forEach((l, i) => {
+      if (this.hidden.has(i) || !l.xs.length) return;
+      const k = nearest(l.xs, x);
+      const d = this.data[i];
+      const j = l.at[k];
+      if (!head) {
+        headStep = d.step[j];
+        head = h("div", { class: "chart-tip-head" }, this.tooltipHead(l.xs[k], headStep));
+      }
+      const raw = d.value[j];
+      const shown = finite(l.shown[k]);
+      const dot = h("span", { class: "chart-tip-dot", style: `background: ${this.colors[i]}` });
+      const row = h("div", {}, dot, `${d.line.label}: `, h("b", {}, typeof raw === "number" ? raw.toPrecision(5) : "—"));
+      if (shown !== null && shown !== raw) row.append(" ", h("span", { class: "chart-tip-smooth" }, `(smoothed ${shown.toPrecision(5)})`));
+      if (d.step[j] !== headStep) row.append(" ", h("span", { class: "chart-tip-smooth" }, `at step ${d.step[j]}`));
+      rows.push(row);
+    });
+    if (!head) {
+      this.tip.hidden = true;
+      return;
+    }
+    const marks = this.marks.filter((m) => m.a <= x && x <= m.b).map((m) => h("div", { class: "chart-tip-mark" }, m.title));
+    this.tip.replaceChildren(head, ...rows, ...marks);
+    this.tip.hidden = false;
+    // beside the cursor, on the side with room
+    const plotLeft = u.bbox.left / uPlot.pxRatio;
+    const plotTop = u.bbox.top / uPlot.pxRatio;
+    const w = this.tip.offsetWidth;
+    let tx = plotLeft + left + 14;
+    if (tx + w > this.el.clientWidth) tx = Math.max(0, plotLeft + left - 14 - w);
+    this.tip.style.left = `${tx}px`;
+    this.tip.style.top = `${Math.max(0, plotTop + top - this.tip.offsetHeight / 2)}px`;
   }
 
-  private render(full: boolean): void {
-    // axes must exist before any series update
-    full = full || !this.initialized;
-    this.initialized = true;
+  /** A click on a legend entry hides its line, or shows it again. */
+  private legendClick(e: MouseEvent): void {
+    const u = this.u;
+    if (!u) return;
+    const rect = u.ctx.canvas.getBoundingClientRect();
+    const x = e.clientX - rect.left;
+    const y = e.clientY - rect.top;
+    const hit = this.legendHits.find((b) => x >= b.x0 && x <= b.x1 && y >= b.y0 && y <= b.y1);
+    if (!hit) return;
+    if (this.hidden.has(hit.line)) this.hidden.delete(hit.line);
+    else this.hidden.add(hit.line);
+    u.setSeries(hit.line + 1, { show: !this.hidden.has(hit.line) });
+    this.render();
+  }
+
+  private get showLegend(): boolean {
+    return this.legend || this.lines.length > 1;
+  }
+
+  /**
+   * The legend's entries laid out in centred rows `width` CSS pixels wide, at `k` times the
+   * size; past LEGEND_ROWS rows one entry with line -N says "+N more".
+   */
+  private legendLayout(ctx: CanvasRenderingContext2D, width: number, k: number): LegendEntry[] {
+    ctx.save();
+    ctx.font = `${12 * k}px ${FONT}`;
+    const out: LegendEntry[] = [];
+    const rows: { line: number; w: number }[][] = [[]];
+    let used = 0;
+    this.lines.forEach((l, i) => {
+      const w = 22 * k + ctx.measureText(l.label).width;
+      if (used + w > width - 16 * k && rows[rows.length - 1].length) {
+        rows.push([]);
+        used = 0;
+      }
+      rows[rows.length - 1].push({ line: i, w });
+      used += w + 12 * k;
+    });
+    ctx.restore();
+    rows.slice(0, LEGEND_ROWS).forEach((row, r) => {
+      const total = row.reduce((n, e) => n + e.w, 0) + 12 * k * (row.length - 1);
+      let x = Math.max(0, (width - total) / 2);
+      for (const e of row) {
+        out.push({ line: e.line, x, row: r, w: e.w });
+        x += e.w + 12 * k;
+      }
+    });
+    const left = this.lines.length - out.length;
+    return left > 0 ? [...out, { line: -left, x: 0, row: LEGEND_ROWS, w: 0 }] : out;
+  }
+
+  /** The rows the legend takes on `u` at `k` times the size. */
+  private legendRows(u: uPlot, k: number): number {
+    if (!this.showLegend) return 0;
+    const rows = this.legendLayout(u.ctx, u.width, k).map((e) => e.row);
+    return Math.min(LEGEND_ROWS, Math.max(0, ...rows) + 1);
+  }
+
+  private drawLegend(u: uPlot, k: number, theme: ChartTheme): void {
+    const r = uPlot.pxRatio * k;
+    const ctx = u.ctx;
+    const layout = this.legendLayout(ctx, u.width, k);
+    ctx.save();
+    ctx.font = `${12 * r}px ${FONT}`;
+    ctx.textAlign = "left";
+    ctx.textBaseline = "middle";
+    const hits: LegendHit[] = [];
+    for (const e of layout) {
+      const y = (4 + LEGEND_ROW * e.row + LEGEND_ROW / 2) * r;
+      if (e.line < 0) {
+        ctx.fillStyle = theme.axis;
+        ctx.fillText(`+${-e.line} more`, 4 * r, y);
+        continue;
+      }
+      const off = this.hidden.has(e.line);
+      const color = off ? theme.grid : this.colors[e.line];
+      ctx.strokeStyle = color;
+      ctx.lineWidth = 3 * r;
+      ctx.setLineDash(this.dashed[e.line] ? [4 * r, 3 * r] : []);
+      ctx.beginPath();
+      ctx.moveTo(e.x * uPlot.pxRatio, y);
+      ctx.lineTo((e.x + 16 * k) * uPlot.pxRatio, y);
+      ctx.stroke();
+      ctx.fillStyle = off ? theme.grid : theme.text;
+      ctx.fillText(this.lines[e.line].label, (e.x + 22 * k) * uPlot.pxRatio, y);
+      hits.push({ x0: e.x / k, x1: (e.x + e.w) / k, y0: LEGEND_ROW * e.row, y1: LEGEND_ROW * (e.row + 1) + 4, line: e.line });
+    }
+    ctx.restore();
+    if (k === 1) this.legendHits = hits;
+  }
+
+  /** The findings' shading, then each line's band and raw line, under the lines. */
+  private drawUnder(u: uPlot, k: number): void {
+    const ctx = u.ctx;
+    const { left, top, width, height } = u.bbox;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(left, top, width, height);
+    ctx.clip();
+    for (const m of this.marks) {
+      const a = u.valToPos(m.a, "x", true);
+      const b = u.valToPos(m.b, "x", true);
+      ctx.fillStyle = m.color;
+      ctx.fillRect(a, top, Math.max(b - a, 1), height);
+    }
+    const y = (v: number) => u.valToPos(v, "y", true);
+    const x = (v: number) => u.valToPos(v, "x", true);
+    for (const { color, xs, min, max, raw } of this.layers) {
+      if (min && max) {
+        ctx.beginPath();
+        const back: [number, number][] = [];
+        let first = true;
+        for (let j = 0; j < xs.length; j++) {
+          const xj = xs[j];
+          const lo = min[j];
+          const hi = max[j];
+          if (xj === null || lo === null || hi === null) continue;
+          if (first) ctx.moveTo(x(xj), y(hi));
+          else ctx.lineTo(x(xj), y(hi));
+          first = false;
+          back.push([x(xj), y(lo)]);
+        }
+        for (let j = back.length - 1; j >= 0; j--) ctx.lineTo(back[j][0], back[j][1]);
+        ctx.closePath();
+        ctx.globalAlpha = 0.15;
+        ctx.fillStyle = color;
+        ctx.fill();
+      }
+      if (raw) {
+        ctx.globalAlpha = 0.25;
+        ctx.strokeStyle = color;
+        ctx.lineWidth = uPlot.pxRatio * k;
+        ctx.beginPath();
+        let open = false;
+        for (let j = 0; j < xs.length; j++) {
+          const xj = xs[j];
+          const v = raw[j];
+          if (xj === null || v === null || !Number.isFinite(v)) {
+            open = false;
+            continue;
+          }
+          if (open) ctx.lineTo(x(xj), y(v));
+          else ctx.moveTo(x(xj), y(v));
+          open = true;
+        }
+        ctx.stroke();
+      }
+      ctx.globalAlpha = 1;
+    }
+    ctx.restore();
+  }
+
+  /** The y range: the shown lines' in the x window, the bands' and raw lines' too. */
+  private yRange(u: uPlot, dataMin: number | null, dataMax: number | null): uPlot.Range.MinMax {
+    let lo = dataMin ?? Infinity;
+    let hi = dataMax ?? -Infinity;
+    const x0 = u.series[0].min ?? -Infinity;
+    const x1 = u.series[0].max ?? Infinity;
+    for (const { xs, min, max, raw } of this.layers) {
+      for (let j = 0; j < xs.length; j++) {
+        const x = xs[j];
+        if (x === null || x < x0 || x > x1) continue;
+        for (const v of [min?.[j], max?.[j], raw?.[j]]) {
+          if (v === null || v === undefined || !Number.isFinite(v) || (this.logY && v <= 0)) continue;
+          if (v < lo) lo = v;
+          if (v > hi) hi = v;
+        }
+      }
+    }
+    if (!(lo <= hi)) return this.logY ? [1, 10] : [0, 1];
+    if (this.logY) return uPlot.rangeLog(lo, hi, 10, true);
+    return uPlot.rangeNum(lo, hi, 0.1, true);
+  }
+
+  /** uPlot's options for drawing at `k` times the size (1 on the page, 2 for a PNG). */
+  private options(k: number, live: boolean): uPlot.Options {
     const theme = chartTheme();
-    const colors = lineColors(this.lines);
-    const dashed = dashedLines(this.lines);
+    const font = `${11 * k}px ${FONT}`;
+    const mode = this.xMode;
+    const grid = { stroke: theme.grid, width: k };
+    const ticks = { stroke: theme.axis, width: k, size: 4 * k };
+    const border = { show: true, stroke: theme.axis, width: k };
+    const xAxis: uPlot.Axis = {
+      scale: "x", stroke: theme.axis, font, labelFont: font, label: X_LABELS[mode], labelSize: 16 * k, labelGap: 0,
+      size: 30 * k, gap: 4 * k, grid, ticks, border, space: 60 * k,
+    };
+    if (mode !== "time") {
+      xAxis.values = (_u, splits) => this.xLabels(splits, live);
+      xAxis.splits = (_u, _i, min, max, incr) => endTicks(min, max, incr);
+    }
+    if (mode === "step") xAxis.incrs = STEP_INCRS;
+    if (mode === "relative") xAxis.incrs = (_u, _i, min, max) => [durationInterval(max - min)];
+    const yAxis: uPlot.Axis = {
+      scale: "y", stroke: theme.axis, font, size: LEFT * k, gap: 4 * k, grid, ticks, border, space: 30 * k,
+      // uPlot leaves null in `splits` where a log axis skips a tick
+      values: (_u, splits) => splits.map((v) => (v === null ? "" : axisNumber(v))),
+    };
+    const series: uPlot.Series[] = [{}];
+    this.lines.forEach((l, i) => {
+      series.push({
+        label: l.label,
+        scale: "y",
+        show: !this.hidden.has(i),
+        stroke: () => this.colors[i],
+        width: (this.smooth[i] ? 2 : 1.5) * k,
+        dash: this.dashed[i] ? [6 * k, 4 * k] : undefined,
+        points: { show: () => (this.data[i]?.step.length ?? 0) < MIN_SMOOTH_POINTS, size: 5 * k, fill: () => this.colors[i], stroke: () => this.colors[i] },
+      });
+    });
+    const top = (u: uPlot) => (this.showLegend ? 10 + LEGEND_ROW * this.legendRows(u, k) : 12) * k;
+    return {
+      width: this.size.width * k,
+      height: this.size.height * k,
+      padding: [top, RIGHT * k, 0, 0],
+      legend: { show: false },
+      series,
+      scales: {
+        x: { time: mode === "time", range: (_u, min, max) => (min === max ? [min - 1, max + 1] : [min, max]) },
+        y: { distr: this.logY ? 3 : 1, range: (u, min, max) => this.yRange(u, min, max) },
+      },
+      axes: [xAxis, yAxis],
+      cursor: live
+        ? {
+            y: false,
+            points: { show: false },
+            drag: { x: true, y: false, setScale: false },
+            bind: { dblclick: () => () => (this.resetZoom(), null) },
+          }
+        : { show: false },
+      select: { show: live, left: 0, top: 0, width: 0, height: 0 },
+      hooks: {
+        drawAxes: [(u) => this.drawUnder(u, k)],
+        draw: [(u) => this.showLegend && this.drawLegend(u, k, theme)],
+        ...(live
+          ? {
+              setCursor: [(u: uPlot) => this.showTip(u)],
+              setSelect: [
+                (u: uPlot) => {
+                  const { left, width } = u.select;
+                  if (width > 2) this.zoomTo(u.posToVal(left, "x"), u.posToVal(left + width, "x"));
+                  u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+                },
+              ],
+            }
+          : {}),
+      },
+    };
+  }
+
+  /** Make the chart's uPlot again (the theme, the y scale or the x axis changed). */
+  private rebuild(): void {
+    this.u?.destroy();
+    this.u = null;
+    this.render();
+  }
+
+  private create(): uPlot {
+    const u = new uPlot(this.options(1, true), this.table, this.el);
+    u.over.addEventListener("wheel", (e) => this.wheel(e), { passive: false });
+    u.root.addEventListener("click", (e) => this.legendClick(e));
+    // the tooltip stays on top of the chart
+    this.el.appendChild(this.tip);
+    this.tip.style.background = chartTheme().bg;
+    this.tip.style.borderColor = chartTheme().grid;
+    this.tip.style.color = chartTheme().text;
+    return u;
+  }
+
+  private render(): void {
+    this.colors = lineColors(this.lines);
+    this.dashed = dashedLines(this.lines);
     const smoothed = smoothedLines(this.data.map((d) => d.step));
-    const series: Record<string, unknown>[] = [];
-    const layers: Under[] = [];
-    let marked = false;
-    this.data.forEach((d, i) => {
-      const color = colors[i];
-      const name = d.line.label;
+    this.smooth = smoothed.map((s) => s && this.smoothing > 0);
+    const several = this.lines.some((l) => l.run !== undefined);
+    this.layers = [];
+    this.drawn = this.data.map((d, i) => {
+      const color = this.colors[i];
       const xs = this.xs(d);
       const values = this.logY ? d.value.map((v) => (v !== null && v > 0 ? v : null)) : d.value;
-      const smooth = smoothed[i] && this.smoothing > 0;
-      const main = smooth ? ema(values, this.smoothing) : values;
-      const sparse = d.step.length < MIN_SMOOTH_POINTS;
+      const main = this.smooth[i] ? ema(values, this.smoothing) : values;
       // a line hidden from the legend hides what lies under it too; a chart of several runs
       // draws no bands (theirs would cover each other, and they cost the most to paint)
-      const band = d.min && d.max && !this.logY && !this.lines.some((l) => l.run !== undefined);
-      if ((band || smooth) && this.hidden[name] !== false) {
-        layers.push({ color, xs, min: band ? d.min : null, max: band ? d.max : null, raw: smooth ? values : null });
+      const band = d.min && d.max && !this.logY && !several;
+      if ((band || this.smooth[i]) && !this.hidden.has(i)) {
+        this.layers.push({ color, xs, min: band ? d.min : null, max: band ? d.max : null, raw: this.smooth[i] ? values : null });
       }
-      series.push({
-        type: "line", id: `line-${i}`, name, color,
-        symbol: sparse ? "circle" : "none", symbolSize: 5, showSymbol: sparse,
-        lineStyle: { width: smooth ? 2 : 1.5, type: dashed[i] ? "dashed" : "solid" }, dimensions: ["x", "y", "step"], encode: { x: 0, y: 1 }, data: points(xs, main, d.step),
-        markArea: marked ? undefined : this.markArea(),
+      const line: DrawnLine = { xs: [], at: [], shown: [] };
+      xs.forEach((x, j) => {
+        if (x === null) return;
+        line.xs.push(x);
+        line.at.push(j);
+        const v = main[j];
+        line.shown.push(v !== null && Number.isFinite(v) ? v : null);
       });
-      marked = true;
+      if (!ascending(line.xs)) {
+        const order = line.xs.map((_, k) => k).sort((a, b) => line.xs[a] - line.xs[b] || a - b);
+        return { xs: order.map((k) => line.xs[k]), at: order.map((k) => line.at[k]), shown: order.map((k) => line.shown[k]) };
+      }
+      return line;
     });
-    const under = underSeries(layers);
-    // the same series id each time, so that a merge replaces it; drawn under the lines
-    series.unshift(under ?? { type: "custom", id: "under", data: [], renderItem: () => null });
-    const showLegend = this.legend || this.lines.length > 1;
-    const option: Record<string, unknown> = { series };
-    if (full) {
-      // a new x axis starts unzoomed (setOption moves the window without a datazoom event)
-      const zoomWindow = this.unzoom ? { start: 0, end: 100 } : {};
-      this.unzoom = false;
-      const axisStyle = {
-        axisLine: { lineStyle: { color: theme.axis } },
-        axisTick: { lineStyle: { color: theme.axis } },
-        splitLine: { lineStyle: { color: theme.grid } },
-        nameTextStyle: { color: theme.axis },
-      };
-      const xAxis: Record<string, unknown> = {
-        ...axisStyle,
-        name: X_LABELS[this.xMode],
-        nameLocation: "middle",
-        nameGap: 22,
-        min: "dataMin",
-        max: "dataMax",
-        type: this.xMode === "time" ? "time" : "value",
-        minInterval: this.xMode === "step" ? 1 : undefined,
-        interval: this.xMode === "relative" ? this.relativeInterval() : undefined,
-        // hideOverlap hides what overlaps; ECharts' own test of the end labels (each label
-        // measured once more) is not needed beside it
-        axisLabel: { color: theme.axis, hideOverlap: true, showMinLabel: true, showMaxLabel: true, ...(this.xMode === "time" ? {} : { formatter: (v: number) => this.xLabel(v) }) },
-        axisPointer: { snap: true },
-      };
-      Object.assign(option, {
-        animation: false,
-        grid: { left: 64, right: 24, top: showLegend ? 30 : 12, bottom: 52 },
-        legend: showLegend
-          ? { type: "scroll", top: 0, data: this.lines.map((l) => l.label), textStyle: { color: theme.text }, inactiveColor: theme.grid }
-          : { show: false },
-        tooltip: {
-          trigger: "axis",
-          backgroundColor: theme.bg,
-          borderColor: theme.grid,
-          textStyle: { color: theme.text },
-          className: "chart-tip",
-          formatter: (p: unknown) => this.tooltip(p),
-        },
-        xAxis,
-        yAxis: { ...axisStyle, type: this.logY ? "log" : "value", scale: true, axisLabel: { color: theme.axis, formatter: axisNumber, showMinLabel: true, showMaxLabel: true } },
-        dataZoom: [
-          { type: "inside", xAxisIndex: 0, filterMode: "none", ...zoomWindow },
-          {
-            // no copy of the data in the slider: the costliest part of drawing a chart
-            type: "slider", xAxisIndex: 0, filterMode: "none", height: 14, bottom: 4, showDetail: false, ...zoomWindow,
-            showDataShadow: false, brushSelect: false,
-            borderColor: theme.grid, fillerColor: "rgba(128,128,128,0.15)",
-            handleStyle: { color: theme.bg, borderColor: theme.axis },
-            moveHandleStyle: { color: theme.grid },
-          },
-        ],
-      });
-    }
-    this.chart.setOption(option, { replaceMerge: full ? ["series"] : [] });
-    this.el.dataset.points = String(this.data[0]?.step.length ?? 0);
-    this.el.dataset.counts = this.data.map((d) => `${d.line.key}=${d.step.length}`).join(";");
-    this.el.dataset.full = this.data.every((d) => d.full) ? "true" : "false";
-    this.el.dataset.markers = String(this.findings.length);
-    this.el.dataset.legend = showLegend ? this.lines.map((l) => l.label).join("|") : "";
-    this.el.dataset.colors = this.lines.map((l, i) => `${l.label}=${colors[i]}`).join("|");
-    this.el.dataset.smoothed = this.data.filter((_, i) => smoothed[i] && this.smoothing > 0).map((d) => d.line.label).join("|");
-  }
-
-  private markArea(): Record<string, unknown> | undefined {
-    if (!this.findings.length) return undefined;
-    const data = this.findings.flatMap((f) => {
+    this.table = aligned(this.drawn);
+    const xs = this.table[0] as number[];
+    this.minSpan = xs.length > 1 ? 2 * medianGap(xs) : 0;
+    if (!this.window && xs.length) this.extent = { min: xs[0], max: xs[xs.length - 1] };
+    this.marks = this.findings.flatMap((f) => {
       const a = this.xAtStep(f.first_step ?? 0);
       const last = Math.max(f.last_step ?? f.first_step ?? 0, f.first_step ?? 0);
       let b = this.xAtStep(last);
       if (a === null || b === null) return [];
       if (this.xMode === "step") b = Math.max(b, a + 0.5);
-      return [[{ name: f.title, xAxis: a, itemStyle: { color: SEVERITY_COLOR[f.severity] ?? SEVERITY_COLOR.info } }, { xAxis: b }]];
+      return [{ a, b, color: SEVERITY_COLOR[f.severity] ?? SEVERITY_COLOR.info, title: f.title }];
     });
-    return { silent: false, data };
+    if (!this.u) {
+      this.u = this.create();
+    } else {
+      this.u.series.forEach((s, i) => {
+        if (i > 0) s.width = this.smooth[i - 1] ? 2 : 1.5;
+      });
+      const u = this.u;
+      u.batch(() => {
+        u.setData(this.table, !this.window);
+        if (this.window) u.setScale("x", { ...this.window });
+      });
+    }
+    const showLegend = this.showLegend;
+    this.el.dataset.points = String(this.data[0]?.step.length ?? 0);
+    this.el.dataset.counts = this.data.map((d) => `${d.line.key}=${d.step.length}`).join(";");
+    this.el.dataset.full = this.data.every((d) => d.full) ? "true" : "false";
+    this.el.dataset.markers = String(this.findings.length);
+    this.el.dataset.legend = showLegend ? this.lines.map((l) => l.label).join("|") : "";
+    this.el.dataset.colors = this.lines.map((l, i) => `${l.label}=${this.colors[i]}`).join("|");
+    this.el.dataset.smoothed = this.data.filter((_, i) => this.smooth[i]).map((d) => d.line.label).join("|");
   }
 }
