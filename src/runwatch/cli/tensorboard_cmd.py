@@ -4,12 +4,16 @@ run while it trains; or, with --no-start, the files alone (once, or --follow).""
 
 from __future__ import annotations
 
+import ctypes
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +28,7 @@ from runwatch.rundir.format import TERMINAL_PHASES
 from runwatch.store import queries as q
 
 INSTALL_HINT = "install the extra: pip install 'runwatch[tensorboard]'"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def tensorboard_cmd(
@@ -122,7 +127,7 @@ def _start_tensorboard(logdir: Path, port: int | None) -> tuple[subprocess.Popen
         [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host",
          "127.0.0.1", "--port", "default" if port is None else str(port)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True)
+        text=True, preexec_fn=_dies_with_this_process())
     assert board.stderr is not None
     said: list[str] = []
     try:
@@ -142,6 +147,23 @@ def _start_tensorboard(logdir: Path, port: int | None) -> tuple[subprocess.Popen
     # what it says later is read and dropped, so a full pipe never stops it
     threading.Thread(target=board.stderr.read, daemon=True).start()
     return board, url
+
+
+def _dies_with_this_process() -> Callable[[], None] | None:
+    """What TensorBoard's process runs before it starts so that it ends when this one dies,
+    even of SIGKILL, which leaves no chance to stop it (Linux: SIGTERM from the kernel, by
+    PR_SET_PDEATHSIG); None elsewhere, where only Ctrl-C and the command's own end stop it."""
+    if sys.platform != "linux":
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not after fork
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # this process died before the line above
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
 
 
 def _stop(board: subprocess.Popen[str]) -> None:
