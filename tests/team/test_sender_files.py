@@ -5,6 +5,7 @@ unchanged one not)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 import runwatch
+from runwatch.ingest.parts import MISSING, Parts
 from runwatch.jobs.spec import command_spec, write_spec
 from runwatch.rundir import format as fmt
 from runwatch.sdk.sender import Client, sync_run
@@ -182,3 +184,25 @@ def test_a_jobs_job_json_is_streamed_and_shown_but_never_replaces_a_folders(
                 ["python", "train.py"]
     finally:
         engine.dispose()
+
+
+
+def test_parts_missing_when_the_last_comes_are_asked_for_again_from_the_first() -> None:
+    parts, data = Parts(), b"0123456789"
+    digest = hashlib.sha256(data).hexdigest()
+
+    def part(i: int, count: int = 3) -> dict[str, Any]:
+        return {"index": i, "count": count, "sha256": digest}
+
+    assert parts.take(1, "f", data[:4], part(0), 100) is None
+    with pytest.raises(ValueError, match=f"part\\(s\\) 1 of 3 .*; {MISSING}"):  # 1 was lost
+        parts.take(1, "f", data[8:], part(2), 100)
+    for i, piece in enumerate((data[:4], data[4:8])):
+        assert parts.take(1, "f", piece, part(i), 100) is None
+    assert parts.take(1, "f", data[8:], part(2), 100) == data
+    with pytest.raises(ValueError, match="do not make the file"):
+        parts.take(1, "f", b"x", part(0, count=1), 100)
+    with pytest.raises(ValueError, match="more than the 5 bytes"):
+        parts.take(1, "f", data, part(0, count=2), 5)
+    with pytest.raises(ValueError, match=r"part\.index must be"):
+        parts.take(1, "f", data, part(3), 100)

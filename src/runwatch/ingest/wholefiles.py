@@ -8,9 +8,12 @@ the jobs row of a run in its folder, and a token that may send records must not 
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from sqlalchemy import Connection, select, update
 
+from runwatch.ingest.parts import PARTS
 from runwatch.ingest.samples import store_samples
 from runwatch.jobs.spec import MAX_JOB_BYTES, validate
 from runwatch.rundir import format as fmt
@@ -54,10 +57,17 @@ def whole_file_text(name: str, raw: bytes, where: str) -> str:
 
 
 def store_whole_file(conn: Connection, run_pk: int, name: str, raw: bytes,
-                     where: str) -> tuple[int, int]:
+                     where: str, part: Any = None) -> tuple[int, int]:
     """Store (replacing what was stored of it) the whole file `name` whose content is `raw`:
-    (rows stored, samples set aside). Raises ValueError when the content cannot be stored;
-    `name` must have passed whole_file_name_problem."""
+    (rows stored, samples set aside). With `part` (a batch's, see runwatch.ingest.parts)
+    `raw` is one piece of it, held until the last piece comes ((0, 0) until then). Raises
+    ValueError when the content cannot be stored; `name` must have passed
+    whole_file_name_problem."""
+    if part is not None:
+        whole = PARTS.take(run_pk, name, raw, part, whole_file_cap(name))
+        if whole is None:
+            return 0, 0
+        raw = whole
     column = COLUMNS.get(name)
     if column is not None:
         value = whole_file_text(name, raw, where)

@@ -15,29 +15,24 @@ server=…)`) and `runwatch sync` (`sync_run`) share one `RunUpload` that
   (run, file, seq) turns into nothing new;
 - splits a batch the server refuses as bad in halves until the one bad record is found,
   and skips (and reports) only that record;
-- sends the run's whole files (config.yaml, engine_config.json, job.json, the samples
-  files step_NNNN_<split>.json / val_NNNN_<split>.json, which the writer writes complete,
-  by renaming) as `{"file", "content"}` items, one request each, after each request of
-  records (or none), and again whenever one changes: their size, mtime and sha256 as sent are kept
-  in the same state file, so an unchanged file costs a stat per pass.
+- sends the run's whole files (`runwatch.sdk.sendfiles`: config.yaml, engine_config.json,
+  job.json, the samples files) after each request of records (or none), and again
+  whenever one changes; one over the server's request limit in parts.
 
-Errors are sorted into `Unreachable` (no answer, 5xx, 429: try again later, with
-exponential backoff), `Refused` (401/403, a manifest the server refuses, a server that
-is not runwatch: trying again cannot help) and per-record refusals (reported, skipped).
+Errors (`runwatch.sdk.sendhttp`) are sorted into `Unreachable` (no answer, 5xx, 429: try
+again later, with exponential backoff), `Refused` (401/403, a manifest the server refuses,
+a server that is not runwatch: trying again cannot help) and per-record refusals
+(reported, skipped).
 """
 
 from __future__ import annotations
 
 import contextlib
-import gzip
-import hashlib
 import os
 import random
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from stat import S_ISREG
 from typing import Any
 
 import orjson
@@ -46,11 +41,21 @@ from runwatch.rundir import format as fmt
 from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line, loads_line
 from runwatch.rundir.reader import read_new
-from runwatch.rundir.safeio import CAPS, SAMPLES_CAP, open_run_file, read_capped
+from runwatch.rundir.safeio import open_run_file, read_capped
 from runwatch.sdk.encode import warn
+from runwatch.sdk.sendfiles import WholeFiles
+from runwatch.sdk.sendhttp import ENV_TOKEN as ENV_TOKEN  # runwatch.init reads it here
+from runwatch.sdk.sendhttp import (
+    Client,
+    NoRun,
+    Refused,
+    Unreachable,
+    UploadReport,
+    check_answer,
+    check_refusal,
+)
 
 ENV_SERVER = "RUNWATCH_SERVER"
-ENV_TOKEN = "RUNWATCH_TOKEN"
 ENV_PROJECT = "RUNWATCH_PROJECT"
 # The sender's offsets, per server, inside the run folder (a folder: the indexer reads
 # no subfolder of a run).
@@ -60,7 +65,6 @@ STATE_FILE = "sent.json"
 # takes 10,000 records per batch and 8 MiB per request).
 BATCH_RECORDS = 5_000
 READ_BYTES = 1024 * 1024
-TIMEOUT_S = 30.0
 # Backoff between tries while the server cannot be reached: doubling, capped.
 BACKOFF_MIN_S = 0.5
 BACKOFF_MAX_S = 15.0
@@ -68,41 +72,11 @@ BACKOFF_MAX_S = 15.0
 FINISH_WAIT_S = 15.0
 # The first bytes of each file sent from, kept with its offset to know it is the same file.
 HEAD_BYTES = 64
-_GZIP_LEVEL = 1  # the sender runs beside training: cheap compression, still ~10x on JSONL
 
 
 # A batch: the file, its records as read, and the same records as the file's lines (sent
 # as they are, not encoded again).
 Batch = tuple[str, list[dict[str, Any]], list[bytes]]
-
-
-class SendError(Exception):
-    """The server did not store a request; the message says what to do."""
-
-
-class Unreachable(SendError):
-    """No answer, or one that says to try again later (5xx, 429): nothing was lost."""
-
-
-class Refused(SendError):
-    """An answer that trying again cannot change (a wrong token, a refused manifest)."""
-
-
-class NoRun(Refused):
-    """The folder holds no manifest.json: it is no run (or, under the SDK, it was removed
-    and the writer has not made it again yet)."""
-
-
-@dataclass
-class UploadReport:
-    """What one upload pass sent: records stored per file, records skipped and why."""
-
-    records: dict[str, int] = field(default_factory=dict)
-    files: int = 0  # whole files stored (a changed one again)
-    skipped: int = 0
-    problems: list[str] = field(default_factory=list)
-    requests: int = 0
-    body_bytes: int = 0
 
 
 def server_url(server: str | None = None) -> str | None:
@@ -117,70 +91,6 @@ def server_url(server: str | None = None) -> str | None:
     return url
 
 
-class Client:
-    """HTTP to one server: bearer token, gzip bodies (plain for a server that takes none)."""
-
-    def __init__(self, server: str, token: str | None = None, timeout: float = TIMEOUT_S):
-        import httpx  # here: a run that sends nothing never imports it
-
-        self.server = server
-        self.gzip = True
-        headers = {"Content-Type": "application/json", "User-Agent": "runwatch-sender"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        self._httpx = httpx
-        self._http = httpx.Client(base_url=server, headers=headers, timeout=timeout)
-
-    def post(self, body: bytes) -> tuple[int, Any]:
-        """POST a JSON body to /api/ingest: (status, parsed answer). Raises Unreachable
-        when no answer came."""
-        while True:
-            zipped = self.gzip
-            data = gzip.compress(body, _GZIP_LEVEL, mtime=0) if zipped else body
-            headers = {"Content-Encoding": "gzip"} if zipped else {}
-            try:
-                resp = self._http.post("/api/ingest", content=data, headers=headers)
-            except self._httpx.HTTPError as exc:
-                raise Unreachable(f"cannot reach {self.server} ({type(exc).__name__}: "
-                                  f"{exc or 'no answer'})") from None
-            try:
-                answer = resp.json()
-            except ValueError:
-                answer = None
-            said = _error_text(answer)
-            if zipped and (resp.status_code == 415 or (
-                    resp.status_code == 400 and "not JSON" in said)):
-                self.gzip = False  # a server from before gzip bodies: send them plain
-                continue
-            return resp.status_code, answer
-
-    def close(self) -> None:
-        self._http.close()
-
-
-def _error_text(answer: Any) -> str:
-    if isinstance(answer, dict):
-        return str(answer.get("error") or answer.get("detail") or "")
-    return ""
-
-
-def check_answer(client: Client, status: int, answer: Any) -> None:
-    """Raise for an answer that is about the whole request, not its batches."""
-    said = _error_text(answer)
-    if status in (401, 403):
-        raise Refused(f"{client.server} refused the request ({status}: {said or 'no reason'}); "
-                      f"check the token (--token, or {ENV_TOKEN}): it needs write on the run's "
-                      "project")
-    if status == 429 or status >= 500:
-        raise Unreachable(f"{client.server} answered {status} ({said or 'no reason'})")
-    if status != 200 and not (isinstance(answer, dict) and isinstance(answer.get("results"),
-                                                                       list)):
-        if status == 404:
-            raise Refused(f"{client.server} has no /api/ingest: is it a runwatch server? "
-                          "pass the base URL `runwatch server` printed")
-        raise Refused(f"{client.server} refused the request ({status}: {said or 'no reason'})")
-
-
 class RunUpload:
     """Sends what is new in one run folder to one server, from the offsets saved there."""
 
@@ -192,7 +102,8 @@ class RunUpload:
         mine = self._state.setdefault("servers", {}).setdefault(client.server, {})
         self._files: dict[str, dict[str, Any]] = mine.setdefault("files", {})
         # per whole file: the size, mtime_ns and sha256 it was last sent (or refused) with
-        self._whole: dict[str, dict[str, Any]] = mine.setdefault("whole", {})
+        self._whole = WholeFiles(self.run_dir, client, mine.setdefault("whole", {}),
+                                 self._save_state)
         self._manifest_sent: bytes | None = None
         self.run_id = ""
 
@@ -265,7 +176,7 @@ class RunUpload:
                     report.problems += [f"{self.run_dir / name} line {b.line_no}: {b.error}; "
                                         "not sent" for b in res.bad]
             if not reads and manifest == self._manifest_sent:
-                self._send_whole_files(manifest, report, stop)
+                self._whole.send_changed(self.run_id, manifest, report, stop)
                 return report
             batches = []
             for name, res in reads.items():
@@ -279,91 +190,8 @@ class RunUpload:
                                          head=heads[name])
             self._save_state()
             # here too: a loop that logs faster than the server stores would never catch up
-            self._send_whole_files(manifest, report, stop)
+            self._whole.send_changed(self.run_id, manifest, report, stop)
         return report
-
-    def _whole_file_names(self) -> list[str]:
-        """config.yaml, engine_config.json, job.json and the samples files the folder holds
-        now."""
-        names = [fmt.CONFIG, fmt.ENGINE_CONFIG, fmt.JOB]
-        with contextlib.suppress(OSError), os.scandir(self.run_dir) as entries:
-            names += sorted(e.name for e in entries
-                            if fmt.parse_sample_file_name(e.name) is not None)
-        return names
-
-    def _send_whole_files(self, manifest: bytes, report: UploadReport,
-                          stop: threading.Event | None) -> None:
-        """Send each whole file that is new or changed since it was last sent, one request
-        each; a file the server refuses as bad is reported once and sent again only once it
-        changes."""
-        for name in self._whole_file_names():
-            if stop is not None and stop.is_set():
-                return
-            path = self.run_dir / name
-            try:
-                st = path.lstat()
-            except OSError:
-                continue
-            seen = self._whole.get(name)
-            if not S_ISREG(st.st_mode) or (seen is not None and seen.get("size") == st.st_size
-                                            and seen.get("mtime_ns") == st.st_mtime_ns):
-                continue
-            mark = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-            try:
-                raw = read_capped(path, CAPS.get(name, SAMPLES_CAP))
-            except OSError as exc:
-                report.problems.append(f"{path} cannot be sent ({exc}); sent when it changes")
-                self._whole[name] = {**mark, "sha256": None}
-                self._save_state()
-                continue
-            digest = hashlib.sha256(raw).hexdigest()
-            if seen is None or seen.get("sha256") != digest:
-                self._send_whole_file(manifest, name, raw, report)
-            self._whole[name] = {**mark, "sha256": digest}
-            self._save_state()
-
-    def _send_whole_file(self, manifest: bytes, name: str, raw: bytes,
-                         report: UploadReport) -> None:
-        """Have the server store one whole file; raises Unreachable or Refused when it did
-        not and trying again can help, reports it when the file itself was refused."""
-        body = (b'{"batches":[{"run_id":' + orjson.dumps(self.run_id) + b',"manifest":'
-                + manifest + b',"file":' + orjson.dumps(name) + b',"content":'
-                + orjson.dumps(raw.decode("utf-8", errors="replace")) + b"}]}")
-        status, answer = self.client.post(body)
-        report.requests += 1
-        report.body_bytes += len(body)
-        results = answer.get("results") if isinstance(answer, dict) else None
-        if status == 413 and not isinstance(results, list):
-            report.problems.append(f"{self.run_dir / name} is too big for {self.client.server}"
-                                   f" ({_error_text(answer)}); not sent")
-            return
-        check_answer(self.client, status, answer)
-        if not isinstance(results, list) or len(results) != 1:
-            raise Refused(f"{self.client.server} answered {status} with no result per batch; "
-                          "is it a runwatch server?")
-        result = results[0]
-        if result.get("ok"):
-            report.files += 1
-            return
-        self._check_refusal(result)
-        if result.get("status") in (400, 413):
-            report.problems.append(f"{self.run_dir / name}: the server refused it "
-                                   f"({result.get('error')}); sent again when it changes")
-        else:
-            raise Unreachable(f"{self.client.server} did not store {name} "
-                              f"({result.get('status')}: {result.get('error')})")
-
-    def _check_refusal(self, result: dict[str, Any]) -> None:
-        """Raise Refused for a batch's refusal that is about the run, not the batch: a
-        token without write on it (another project's, or read only), or its manifest."""
-        status, error = result.get("status"), result.get("error")
-        if status in (401, 403):
-            raise Refused(f"{self.client.server} refused {self.run_dir.name} ({status}: "
-                          f"{error}); check the token (--token, or {ENV_TOKEN}): it needs "
-                          "write on the run's project")
-        if status in (400, 413) and "manifest" in str(error):
-            raise Refused(f"{self.client.server} refused the manifest of {self.run_dir}: "
-                          f"{error}")
 
     def _deliver(self, manifest: bytes, batches: list[Batch], report: UploadReport) -> None:
         """Have the server store `batches` (the manifest alone when there are none);
@@ -386,7 +214,7 @@ class RunUpload:
             if result.get("ok"):
                 report.records[name] = report.records.get(name, 0) + len(records)
                 continue
-            self._check_refusal(result)
+            check_refusal(self.client, self.run_dir, result)
             if result.get("status") in (400, 413) and len(records) > 1:
                 half = len(records) // 2
                 self._deliver(manifest, [(name, records[:half], raw[:half]),

@@ -1,0 +1,176 @@
+"""The sender's whole files: config.yaml, engine_config.json, job.json and the samples files
+(step_NNNN_<split>.json / val_NNNN_<split>.json, which the writer writes complete, by
+renaming), each sent as one `{"file", "content"}` item when it is new or changed: its size,
+mtime and sha256 as sent are kept in the sender's state file, so an unchanged file costs a
+stat per pass.
+
+A file the server refuses as over its request limit (413) is sent again in parts of
+PART_BYTES (smaller ones if a part is still too big), each with `"part": {"index", "count",
+"sha256"}`; the server holds them and stores the file whole with the last one
+(runwatch.ingest.parts). Parts the server lost meanwhile (it restarted) make it say so, and
+the parts are sent again from the first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from stat import S_ISREG
+from typing import Any
+
+import orjson
+
+from runwatch.rundir import format as fmt
+from runwatch.rundir.safeio import CAPS, SAMPLES_CAP, read_capped
+from runwatch.sdk.sendhttp import (
+    Client,
+    Refused,
+    Unreachable,
+    UploadReport,
+    check_answer,
+    check_refusal,
+    error_text,
+)
+
+# The sizes of the parts of a file over the server's request limit, tried in turn while a
+# part is still refused as too big (its JSON may be larger than its bytes: escapes).
+PART_BYTES = (2 * 1024 * 1024, 512 * 1024, 128 * 1024)
+# What the server says when it no longer holds the earlier parts (runwatch.ingest.parts.MISSING).
+PARTS_MISSING = "send the file again from part 0"
+
+
+class WholeFiles:
+    """Sends a run folder's whole files to one server; `sent` is the state file's entry
+    for them (name -> size, mtime_ns, sha256), which `save` writes."""
+
+    def __init__(self, run_dir: Path, client: Client, sent: dict[str, dict[str, Any]],
+                 save: Callable[[], None]) -> None:
+        self.run_dir = run_dir
+        self.client = client
+        self.sent = sent
+        self.save = save
+
+    def names(self) -> list[str]:
+        """config.yaml, engine_config.json, job.json and the samples files the folder holds
+        now."""
+        names = [fmt.CONFIG, fmt.ENGINE_CONFIG, fmt.JOB]
+        with contextlib.suppress(OSError), os.scandir(self.run_dir) as entries:
+            names += sorted(e.name for e in entries
+                            if fmt.parse_sample_file_name(e.name) is not None)
+        return names
+
+    def send_changed(self, run_id: str, manifest: bytes, report: UploadReport,
+                     stop: threading.Event | None) -> None:
+        """Send each whole file that is new or changed since it was last sent; a file the
+        server refuses as bad is reported once and sent again only once it changes."""
+        for name in self.names():
+            if stop is not None and stop.is_set():
+                return
+            path = self.run_dir / name
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            seen = self.sent.get(name)
+            if not S_ISREG(st.st_mode) or (seen is not None and seen.get("size") == st.st_size
+                                            and seen.get("mtime_ns") == st.st_mtime_ns):
+                continue
+            mark = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+            try:
+                raw = read_capped(path, CAPS.get(name, SAMPLES_CAP))
+            except OSError as exc:
+                report.problems.append(f"{path} cannot be sent ({exc}); sent when it changes")
+                self.sent[name] = {**mark, "sha256": None}
+                self.save()
+                continue
+            digest = hashlib.sha256(raw).hexdigest()
+            if seen is None or seen.get("sha256") != digest:
+                self.send(run_id, manifest, name, raw, report)
+            self.sent[name] = {**mark, "sha256": digest}
+            self.save()
+
+    def send(self, run_id: str, manifest: bytes, name: str, raw: bytes,
+             report: UploadReport) -> None:
+        """Have the server store one whole file, in parts when it is over the server's
+        request limit; raises Unreachable or Refused when it did not and trying again can
+        help, reports it when the file itself was refused."""
+        text = raw.decode("utf-8", errors="replace")
+        result = self._post(run_id, manifest, name, text, None, report)
+        if result is None:  # over the request limit
+            self._send_parts(run_id, manifest, name, text.encode(), report)
+        elif self._stored(name, result, report):
+            report.files += 1
+
+    def _send_parts(self, run_id: str, manifest: bytes, name: str, data: bytes,
+                    report: UploadReport) -> None:
+        digest = hashlib.sha256(data).hexdigest()
+        for size in PART_BYTES:
+            pieces = _pieces(data, size)
+            for again in (False, True):
+                for i, piece in enumerate(pieces):
+                    part = {"index": i, "count": len(pieces), "sha256": digest}
+                    result = self._post(run_id, manifest, name, piece.decode(), part, report)
+                    if result is None:
+                        break  # a part too big: smaller parts
+                    if not result.get("ok") and not again and \
+                            PARTS_MISSING in str(result.get("error")):
+                        break  # the server lost the earlier parts: once more from the first
+                    if not self._stored(name, result, report):
+                        return
+                else:
+                    report.files += 1
+                    return
+                if result is None:
+                    break
+        report.problems.append(f"{self.run_dir / name} is too big for {self.client.server} "
+                               f"even in parts of {PART_BYTES[-1]} bytes; not sent")
+
+    def _post(self, run_id: str, manifest: bytes, name: str, text: str,
+              part: dict[str, Any] | None, report: UploadReport) -> dict[str, Any] | None:
+        """POST one whole-file item: its result, or None when the request was over the
+        server's limit."""
+        body = (b'{"batches":[{"run_id":' + orjson.dumps(run_id) + b',"manifest":' + manifest
+                + b',"file":' + orjson.dumps(name)
+                + (b',"part":' + orjson.dumps(part) if part is not None else b"")
+                + b',"content":' + orjson.dumps(text) + b"}]}")
+        status, answer = self.client.post(body)
+        report.requests += 1
+        report.body_bytes += len(body)
+        results = answer.get("results") if isinstance(answer, dict) else None
+        if status == 413 and not isinstance(results, list):
+            return None
+        check_answer(self.client, status, answer)
+        if not isinstance(results, list) or len(results) != 1:
+            raise Refused(f"{self.client.server} answered {status} with no result per batch; "
+                          f"is it a runwatch server? ({error_text(answer)})")
+        result: dict[str, Any] = results[0]
+        return result
+
+    def _stored(self, name: str, result: dict[str, Any], report: UploadReport) -> bool:
+        """Whether the server stored the item; a refused file is reported (False), any
+        other refusal raised."""
+        if result.get("ok"):
+            return True
+        check_refusal(self.client, self.run_dir, result)
+        if result.get("status") in (400, 413):
+            report.problems.append(f"{self.run_dir / name}: the server refused it "
+                                   f"({result.get('error')}); sent again when it changes")
+            return False
+        raise Unreachable(f"{self.client.server} did not store {name} "
+                          f"({result.get('status')}: {result.get('error')})")
+
+
+def _pieces(data: bytes, size: int) -> list[bytes]:
+    """`data` (UTF-8) in pieces of at most `size` bytes, each cut between characters."""
+    out, start = [], 0
+    while start < len(data):
+        end = min(start + size, len(data))
+        while end < len(data) and data[end] & 0xC0 == 0x80:  # inside a character
+            end -= 1
+        out.append(data[start:end])
+        start = end
+    return out or [b""]

@@ -1,0 +1,120 @@
+"""The sender's HTTP side: one server's `POST /api/ingest` (`Client`), what its answers
+mean (`check_answer`, `check_refusal`) and the errors the sender sorts them into:
+`Unreachable` (try again later), `Refused` (trying again cannot help).
+"""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_TOKEN = "RUNWATCH_TOKEN"
+TIMEOUT_S = 30.0
+_GZIP_LEVEL = 1  # the sender runs beside training: cheap compression, still ~10x on JSONL
+
+
+class SendError(Exception):
+    """The server did not store a request; the message says what to do."""
+
+
+class Unreachable(SendError):
+    """No answer, or one that says to try again later (5xx, 429): nothing was lost."""
+
+
+class Refused(SendError):
+    """An answer that trying again cannot change (a wrong token, a refused manifest)."""
+
+
+class NoRun(Refused):
+    """The folder holds no manifest.json: it is no run (or, under the SDK, it was removed
+    and the writer has not made it again yet)."""
+
+
+@dataclass
+class UploadReport:
+    """What one upload pass sent: records stored per file, records skipped and why."""
+
+    records: dict[str, int] = field(default_factory=dict)
+    files: int = 0  # whole files stored (a changed one again)
+    skipped: int = 0
+    problems: list[str] = field(default_factory=list)
+    requests: int = 0
+    body_bytes: int = 0
+
+
+class Client:
+    """HTTP to one server: bearer token, gzip bodies (plain for a server that takes none)."""
+
+    def __init__(self, server: str, token: str | None = None, timeout: float = TIMEOUT_S):
+        import httpx  # here: a run that sends nothing never imports it
+
+        self.server = server
+        self.gzip = True
+        headers = {"Content-Type": "application/json", "User-Agent": "runwatch-sender"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._httpx = httpx
+        self._http = httpx.Client(base_url=server, headers=headers, timeout=timeout)
+
+    def post(self, body: bytes) -> tuple[int, Any]:
+        """POST a JSON body to /api/ingest: (status, parsed answer). Raises Unreachable
+        when no answer came."""
+        while True:
+            zipped = self.gzip
+            data = gzip.compress(body, _GZIP_LEVEL, mtime=0) if zipped else body
+            headers = {"Content-Encoding": "gzip"} if zipped else {}
+            try:
+                resp = self._http.post("/api/ingest", content=data, headers=headers)
+            except self._httpx.HTTPError as exc:
+                raise Unreachable(f"cannot reach {self.server} ({type(exc).__name__}: "
+                                  f"{exc or 'no answer'})") from None
+            try:
+                answer = resp.json()
+            except ValueError:
+                answer = None
+            said = error_text(answer)
+            if zipped and (resp.status_code == 415 or (
+                    resp.status_code == 400 and "not JSON" in said)):
+                self.gzip = False  # a server from before gzip bodies: send them plain
+                continue
+            return resp.status_code, answer
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def error_text(answer: Any) -> str:
+    if isinstance(answer, dict):
+        return str(answer.get("error") or answer.get("detail") or "")
+    return ""
+
+
+def check_answer(client: Client, status: int, answer: Any) -> None:
+    """Raise for an answer that is about the whole request, not its batches."""
+    said = error_text(answer)
+    if status in (401, 403):
+        raise Refused(f"{client.server} refused the request ({status}: {said or 'no reason'}); "
+                      f"check the token (--token, or {ENV_TOKEN}): it needs write on the run's "
+                      "project")
+    if status == 429 or status >= 500:
+        raise Unreachable(f"{client.server} answered {status} ({said or 'no reason'})")
+    if status != 200 and not (isinstance(answer, dict) and isinstance(answer.get("results"),
+                                                                       list)):
+        if status == 404:
+            raise Refused(f"{client.server} has no /api/ingest: is it a runwatch server? "
+                          "pass the base URL `runwatch server` printed")
+        raise Refused(f"{client.server} refused the request ({status}: {said or 'no reason'})")
+
+
+def check_refusal(client: Client, run_dir: Path, result: dict[str, Any]) -> None:
+    """Raise Refused for a batch's refusal that is about the run, not the batch: a
+    token without write on it (another project's, or read only), or its manifest."""
+    status, error = result.get("status"), result.get("error")
+    if status in (401, 403):
+        raise Refused(f"{client.server} refused {run_dir.name} ({status}: {error}); check "
+                      f"the token (--token, or {ENV_TOKEN}): it needs write on the run's "
+                      "project")
+    if status in (400, 413) and "manifest" in str(error):
+        raise Refused(f"{client.server} refused the manifest of {run_dir}: {error}")
