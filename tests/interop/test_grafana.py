@@ -1,5 +1,6 @@
 """`runwatch runs grafana RUN` and `runwatch grafana dashboard`, run as the real command
-line; the dashboard is read back with Grafana's own typed dashboard model
+line; the dashboard is checked against the panels, queries, layout, time range and
+variables written out here, read back with Grafana's own typed dashboard model
 (grafana-foundation-sdk), and its queries are run by a real Prometheus in
 test_prometheus.py."""
 
@@ -104,6 +105,35 @@ def test_without_a_grafana_address_it_says_how_to_give_one(runs_dir: Path,
     assert "--grafana-url" in proc.stderr and grafana.ENV_VAR in proc.stderr
 
 
+# What the dashboard shows, written out here rather than read from grafana.PANELS, so that
+# a change to the builder (or to the SDK under it) that changes a panel fails here.
+RATE = "[$__rate_interval]"
+SERIES_PANELS = [  # (title, unit, [(refId, PromQL, legend)]), left to right, top to bottom
+    ("Runs by phase", "short", [("A", "sum by (phase) (runwatch_runs)", "{{phase}}")]),
+    ("Open health findings", "short",
+     [("A", "sum by (severity) (runwatch_health_findings_open)", "{{severity}}")]),
+    ("Points indexed per second", "short",
+     [("A", f"rate(runwatch_points_ingested_total{RATE})", "points/s")]),
+    ("Ingest lag (p50, p95)", "s", [
+        ("A", "histogram_quantile(0.5, sum by (le) "
+              f"(rate(runwatch_ingest_lag_seconds_bucket{RATE})))", "p50"),
+        ("B", "histogram_quantile(0.95, sum by (le) "
+              f"(rate(runwatch_ingest_lag_seconds_bucket{RATE})))", "p95")]),
+    ("Queue depth", "short", [("A", "runwatch_queue_depth", "jobs waiting")]),
+    ("Request latency p95 by route", "s", [
+        ("A", "histogram_quantile(0.95, sum by (le, route, method) "
+              f"(rate(runwatch_http_request_duration_seconds_bucket{RATE})))",
+         "{{method}} {{route}}")]),
+]
+VARIABLES = [  # (name, type, label, query: the data source's type or the box's default)
+    ("datasource", "datasource", "Prometheus", "prometheus"),
+    ("run", "textbox", "Run", ""),
+    ("runwatch_url", "textbox", "runwatch", "http://127.0.0.1:8765"),
+]
+# Grafana's own variables a query may name besides the dashboard's
+BUILT_IN = {"__rate_interval", "__interval", "__range"}
+
+
 def test_the_dashboard_file_is_grafanas_dashboard_model(tmp_path: Path) -> None:
     out = tmp_path / "runwatch.json"
     run_cli("grafana", "dashboard", "-o", str(out))
@@ -114,23 +144,35 @@ def test_the_dashboard_file_is_grafanas_dashboard_model(tmp_path: Path) -> None:
     model = grafana_model.Dashboard.from_json(board)
     again = json.loads(json.dumps(model.to_json(), default=lambda o: o.to_json()))
     assert again == board
-    assert board["uid"] == grafana.UID and isinstance(board["schemaVersion"], int)
-    names = {v["name"] for v in board["templating"]["list"]}
-    assert names == {"datasource", "run", "runwatch_url"}
+
+
+def test_the_dashboard_shows_the_expected_panels_queries_and_variables() -> None:
+    board = json.loads(run_cli("grafana", "dashboard").stdout)
+    assert (board["uid"], board["title"]) == ("runwatch", "runwatch")
+    assert isinstance(board["schemaVersion"], int) and board["schemaVersion"] >= 36
+    assert board["time"] == {"from": "now-6h", "to": "now"}
+    assert (board["refresh"], board["timezone"]) == ("30s", "browser")
+    assert [(v["name"], v["type"], v["label"], v["query"])
+            for v in board["templating"]["list"]] == VARIABLES
+    text, *series = board["panels"]
+    assert (text["type"], text["title"], text["options"]["mode"]) == ("text", "Run", "markdown")
+    assert text["gridPos"] == {"h": 3, "w": 24, "x": 0, "y": 0}
+    assert "(${runwatch_url}/runs?run=${run})" in text["options"]["content"]
+    source = {"type": "prometheus", "uid": "${datasource}"}
+    got = []
+    for n, panel in enumerate(series):
+        assert panel["type"] == "timeseries" and panel["datasource"] == source
+        assert panel["gridPos"] == {"h": 8, "w": 12, "x": 12 * (n % 2), "y": 3 + 8 * (n // 2)}
+        assert panel["options"]["legend"]["showLegend"] is True
+        assert all(t["datasource"] == source for t in panel["targets"])
+        got.append((panel["title"], panel["fieldConfig"]["defaults"]["unit"],
+                    [(t["refId"], t["expr"], t["legendFormat"]) for t in panel["targets"]]))
+    assert got == SERIES_PANELS
     ids = [p["id"] for p in board["panels"]]
     assert len(ids) == len(set(ids))
-    for panel in board["panels"]:
-        assert set(panel["gridPos"]) == {"h", "w", "x", "y"}
-        assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24
-        if panel["type"] == "timeseries":
-            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
-            refs = [t["refId"] for t in panel["targets"]]
-            assert refs and len(refs) == len(set(refs))
-        else:
-            assert "${run}" in panel["options"]["content"]
-    # every series the panels read is one /metrics exposes (test_prometheus runs them)
-    exprs = " ".join(t["expr"] for p in board["panels"] for t in p.get("targets", []))
-    used = set(re.findall(r"runwatch_[a-z_]+", exprs))
-    assert used == {"runwatch_runs", "runwatch_health_findings_open",
-                    "runwatch_points_ingested_total", "runwatch_ingest_lag_seconds_bucket",
-                    "runwatch_queue_depth", "runwatch_http_request_duration_seconds_bucket"}
+    # every variable the panels name is one the dashboard defines (or Grafana's own)
+    named = set(re.findall(r"\$\{?(\w+)", json.dumps(board["panels"])))
+    assert named - BUILT_IN == {name for name, *_ in VARIABLES}
+    # the run links fill the dashboard's own variables
+    query = parse_qs(urlsplit(grafana.run_link(GRAFANA, "r1", 0.0, None, "http://rw")).query)
+    assert {k[4:] for k in query if k.startswith("var-")} <= {n for n, *_ in VARIABLES}
