@@ -15,6 +15,8 @@ import signal
 from pathlib import Path
 from typing import Protocol
 
+from sqlalchemy import Engine
+
 from runwatch.jobs import process
 from runwatch.jobs.failures import AttemptEnd, ending_signal
 from runwatch.jobs.oom import OomWatch
@@ -71,6 +73,10 @@ class Executor(Protocol):
     name: str
 
     def start(self, claim: Claim, env: dict[str, str], output: Path) -> Attempt: ...
+
+    def sweep(self, engine: Engine, heartbeat_timeout_s: float, now: float) -> None:
+        """Called each heartbeat: stop what is left running of attempts that no worker
+        holds any more (their worker died), where the reaper cannot see it."""
 
 
 def attempt_env(claim: Claim) -> dict[str, str]:
@@ -144,3 +150,7 @@ class LocalExecutor:
 
     def start(self, claim: Claim, env: dict[str, str], output: Path) -> LocalAttempt:
         return LocalAttempt(process.start(claim.argv, Path(claim.cwd), env, output))
+
+    def sweep(self, engine: Engine, heartbeat_timeout_s: float, now: float) -> None:
+        """Nothing: a dead worker's processes on this host are the reaper's (it waits for
+        their process group to be gone)."""

@@ -15,6 +15,11 @@ The worker claims, heartbeats, indexes and concludes as it does for local proces
   while the job prepares and when it has ended, so the run's logs and its reason read it.
 - end: Ray's status, error type and exit code map to `AttemptEnd` (`observed_end`), which
   the failure catalogue classifies like any other attempt's end.
+- orphans: a worker that dies leaves its Ray jobs running. Each worker's `sweep` (each
+  heartbeat, at most every SWEEP_S) stops the Ray jobs of attempts that no worker holds
+  any more (`orphaned`), and `start` stops the run's earlier attempts still running before
+  it submits the next one. A job that a dead worker still holds runs on: its SDK records
+  its end, and the reaper concludes it once it has ended.
 
 The job writes its run folder itself: on one machine, or where every node sees the runs
 folder at the same path (a shared filesystem); see docs/team.md, "Jobs on Ray".
@@ -34,10 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Engine, select
+
 from runwatch.jobs.cost import CPU
 from runwatch.jobs.executors import StartError, note
 from runwatch.jobs.failures import RAY_HOST_OOM, AttemptEnd
 from runwatch.jobs.process import tail
+from runwatch.rundir import format as fmt
+from runwatch.store import schema as s
 from runwatch.store.jobs import Claim
 
 log = logging.getLogger(__name__)
@@ -53,6 +62,9 @@ UNREACHABLE_S = 120.0
 STOP_MARGIN_S = 10.0
 # How long a stopping worker waits for a stopped job to end.
 KILL_WAIT_S = 10.0
+# How often a worker looks for Ray jobs of attempts no worker holds (one list_jobs).
+SWEEP_S = 10.0
+PREFIX = "runwatch-"
 # The most one request to the dashboard may take (Ray's client sets none): a dashboard that
 # takes connections and never answers would hold the worker's loop.
 REQUEST_TIMEOUT_S = 15.0
@@ -124,7 +136,32 @@ def entrypoint(argv: list[str], cwd: str) -> str:
 
 def submission_id(claim: Claim) -> str:
     """The Ray job of an attempt: `ray job status|logs|stop` take it."""
-    return f"runwatch-{claim.run_id}-{claim.attempt}"
+    return f"{PREFIX}{claim.run_id}-{claim.attempt}"
+
+
+def parse_submission_id(job_id: str) -> tuple[str, int] | None:
+    """(run id, attempt) of a Ray job runwatch submitted; None for any other job."""
+    run_id, _, attempt = job_id.removeprefix(PREFIX).rpartition("-")
+    if not job_id.startswith(PREFIX) or not run_id or not attempt.isdigit():
+        return None
+    return run_id, int(attempt)
+
+
+def orphaned(attempt: int, row: Any, stale_before: float) -> str | None:
+    """Why the Ray job of `attempt` runs with no worker to watch it (so it is to be
+    stopped), from its run's row (runs.status + the jobs row); None while a worker holds
+    it, or when the run is not this index's (`row` None)."""
+    if row is None:
+        return None
+    if row.attempt != attempt:
+        return f"attempt {row.attempt} of its run is the current one"
+    if row.status in fmt.TERMINAL_PHASES:
+        return f"its run ended {row.status}"
+    if row.worker_id is None:
+        return "no worker holds it"
+    if row.cancel_requested_at is not None and (row.heartbeat_at or 0) < stale_before:
+        return f"it was cancelled and worker {row.worker_id}, which held it, stopped heartbeating"
+    return None
 
 
 class RayExecutor:
@@ -138,9 +175,66 @@ class RayExecutor:
         self.address = address
         source = os.environ if environ is None else environ
         self.forwarded = {k: source[k] for k in FORWARDED_ENV if source.get(k)}
+        self._swept_at: float | None = None
+
+    def _running(self) -> list[tuple[str, str, int]]:
+        """(submission id, run id, attempt) of the Ray jobs runwatch submitted that have
+        not ended."""
+        found = []
+        for info in self.client.list_jobs():
+            status = str(getattr(info.status, "value", info.status))
+            parsed = parse_submission_id(info.submission_id or "")
+            if parsed is not None and status not in TERMINAL:
+                found.append((info.submission_id, *parsed))
+        return found
+
+    def _stop(self, job_id: str, why: str) -> None:
+        try:
+            self.client.stop_job(job_id)
+        except (OSError, RuntimeError) as exc:
+            log.warning("Ray job %s: %s, but the stop was not taken (%s); asked again at "
+                        "the next sweep", job_id, why, exc)
+            return
+        log.warning("Ray job %s was still running with no worker watching it (%s): "
+                    "stopped", job_id, why)
+
+    def sweep(self, engine: Engine, heartbeat_timeout_s: float, now: float) -> None:
+        """Stop the Ray jobs of this index's runs whose attempt no worker holds any more
+        (see `orphaned`); at most every SWEEP_S. A cluster that does not answer is asked
+        again at the next sweep."""
+        mono = time.monotonic()
+        if self._swept_at is not None and mono - self._swept_at < SWEEP_S:
+            return
+        self._swept_at = mono
+        try:
+            running = self._running()
+        except (OSError, RuntimeError) as exc:
+            log.warning("the Ray cluster at %s did not list its jobs (%s); asking again in "
+                        "%g s", self.address, exc, SWEEP_S)
+            return
+        if not running:
+            return
+        with engine.connect() as conn:
+            rows = {row.run_id: row for row in conn.execute(
+                select(s.runs.c.run_id, s.runs.c.status, s.jobs.c.attempt, s.jobs.c.worker_id,
+                       s.jobs.c.heartbeat_at, s.jobs.c.cancel_requested_at)
+                .join(s.jobs, s.jobs.c.run_pk == s.runs.c.pk)
+                .where(s.runs.c.run_id.in_({run_id for _, run_id, _ in running})))}
+        for job_id, run_id, attempt in running:
+            why = orphaned(attempt, rows.get(run_id), now - heartbeat_timeout_s)
+            if why is not None:
+                self._stop(job_id, why)
 
     def start(self, claim: Claim, env: dict[str, str], output: Path) -> RayAttempt:
         job_id = submission_id(claim)
+        try:  # an earlier attempt still running (its worker died) must not run beside it
+            earlier = [j for j, run_id, n in self._running()
+                       if run_id == claim.run_id and n < claim.attempt]
+        except (OSError, RuntimeError) as exc:  # the sweep stops them once it can
+            log.warning("the Ray cluster at %s did not list its jobs (%s)", self.address, exc)
+            earlier = []
+        for old in earlier:
+            self._stop(old, f"attempt {claim.attempt} of its run starts")
         devices: dict[str, float] = (
             {"entrypoint_num_cpus": claim.devices} if claim.device_profile == CPU.name
             else {"entrypoint_num_gpus": claim.devices})
