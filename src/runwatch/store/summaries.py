@@ -169,10 +169,12 @@ def read_units(conn: Connection, reads: list[UnitsRead], with_ts: bool = False,
     rows = _ranges(conn, columns, parts, np.dtype(fields))
     rows = rows[np.lexsort((rows["last_step"], rows["key_id"]))]
     tails = _tails(conn, [(r.key_id, r.state.last_seq) for r in reads])
+    ids = [r.key_id for r in reads]
+    buckets, points = _by_key(rows["key_id"], ids), _by_key(tails["key_id"], ids)
     out: dict[int, Units] = {}
     for r in reads:
-        b = rows[at_key(rows, r.key_id)]
-        tail = tails[at_key(tails, r.key_id)]
+        b = rows[buckets[r.key_id]]
+        tail = tails[points[r.key_id]]
         tail = tail[keep_mask(tail["step"])]
         value = tail["value"]
         out[r.key_id] = Units(
@@ -202,10 +204,13 @@ def _tails(conn: Connection, after: list[tuple[int, int]]) -> Rows:
     return np.concatenate(chunks) if chunks else np.empty(0, dtype=_TAIL)
 
 
-def at_key(rows: Rows, key_id: int) -> slice:
-    """The slice of `rows` (sorted by key_id) that holds `key_id`'s."""
-    lo, hi = np.searchsorted(rows["key_id"], [key_id, key_id + 1])
-    return slice(int(lo), int(hi))
+def _by_key(key_ids: npt.NDArray[np.int64], wanted: list[int]) -> dict[int, slice]:
+    """The slice of each wanted key's rows in rows sorted by key id (`key_ids`: their key
+    id column)."""
+    column = np.ascontiguousarray(key_ids)  # a field of rows: searched once, not per key
+    lo = np.searchsorted(column, wanted, side="left")
+    hi = np.searchsorted(column, wanted, side="right")
+    return {k: slice(int(a), int(b)) for k, a, b in zip(wanted, lo, hi, strict=True)}
 
 
 def ensure_summaries(conn: Connection, key_id: int) -> State | None:
