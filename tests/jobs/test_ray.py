@@ -8,7 +8,9 @@ job whose script raises and one whose program does not exist end FAILED with the
 reasons from the failure catalogue; a worker told to stop stops its Ray job. How Ray's
 other ends (a lost node, its memory monitor, no devices) map into the catalogue is
 checked on Ray's own JobDetails; what the worker does when the cluster stops answering,
-forgets the job or does not take a stop, with a stand-in client.
+forgets the job or does not take a stop, with a stand-in client; a dashboard that takes
+requests and never answers times out. A worker started after one was SIGKILLed stops the
+Ray jobs the dead one left once no worker holds their attempts.
 """
 
 from __future__ import annotations
@@ -109,9 +111,15 @@ def ray_head() -> Iterator[RayHead]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def _ray_status(client: Any, engine: Engine, name: str) -> str:
-    """What Ray says of attempt 1 of run `name` (its Ray job's status)."""
-    info = client.get_job_info(f"runwatch-{run_row(engine, name).run_id}-1")
+def _ray_status(client: Any, engine: Engine, name: str, attempt: int = 1) -> str:
+    """What Ray says of attempt `attempt` of run `name` (its Ray job's status; "" while
+    Ray knows no such job)."""
+    try:
+        info = client.get_job_info(f"runwatch-{run_row(engine, name).run_id}-{attempt}")
+    except RuntimeError as exc:
+        if "404" in str(exc) or "does not exist" in str(exc):
+            return ""
+        raise
     return str(getattr(info.status, "value", info.status))
 
 
@@ -215,6 +223,70 @@ def test_ray_worker_runs_two_at_once_cancels_and_classifies(
     assert workers.stop(worker) == 0
     assert _ray_status(ray, engine, "last") == "STOPPED"
     assert status("last") == "CANCELLED"
+
+
+# A plain command (no SDK, so it holds no lock on its run folder): waits for a gate that
+# never opens, for at most 300 s.
+PLAIN = ("import pathlib, sys, time\nend = time.monotonic() + 300\n"
+         "while not pathlib.Path(sys.argv[1]).exists() and time.monotonic() < end:\n"
+         "    time.sleep(0.05)\n")
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_worker_started_after_one_died_stops_the_ray_jobs_no_worker_holds(
+        ray_head: RayHead, sqlite_index: Engine, runs_dir: Path, tmp_path: Path,
+        workers: Workers) -> None:
+    """The dead worker's Ray jobs run on; once the reaper has concluded their attempts, the
+    new worker stops them: the one queued again before its next attempt starts, the one
+    with no attempt left at its sweep."""
+    from runwatch.jobs.ray_executor import connect
+
+    engine, ray = sqlite_index, connect(ray_head.address)
+    plain = [sys.executable, "-c", PLAIN, str(tmp_path / "never")]
+    submit_command(engine, runs_dir, "again", plain, max_attempts=2)
+    submit_command(engine, runs_dir, "once", plain)
+    settings = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()]
+    args = ["worker", str(runs_dir), "--db", str(tmp_path / "index.db"), "--devices=2",
+            *settings, "--executor=ray", f"--address={ray_head.address}"]
+    first = workers.spawn(runs_dir, args)
+    wait_for(lambda: [_ray_status(ray, engine, n) for n in ("again", "once")] == ["RUNNING"] * 2,
+             what="both Ray jobs to run", deadline=JOB_DEADLINE_S, interval=0.2)
+    workers.stop(first, signal.SIGKILL)
+    assert [_ray_status(ray, engine, n) for n in ("again", "once")] == ["RUNNING"] * 2
+    workers.spawn(runs_dir, args)  # on the same index and runs folder
+    wait_for(lambda: _ray_status(ray, engine, "again", 2) == "RUNNING",
+             what="the next attempt of 'again' to run", deadline=JOB_DEADLINE_S)
+    wait_for(lambda: _ray_status(ray, engine, "again") == "STOPPED",
+             what="the first attempt of 'again' to be stopped", deadline=JOB_DEADLINE_S)
+    wait_for(lambda: _ray_status(ray, engine, "once") == "STOPPED",
+             what="the sweep to stop the Ray job of 'once'", deadline=JOB_DEADLINE_S)
+    once = run_row(engine, "once")
+    assert (once.status, once.reason_code) == ("FAILED", "stopped_early")
+
+
+def test_which_ray_jobs_a_sweep_stops() -> None:
+    """Only the attempt a worker still holds runs on; a dead holder's is left to the reaper
+    (its SDK records its end) unless it was cancelled; another index's run is left alone."""
+    from runwatch.jobs.ray_executor import orphaned, parse_submission_id
+
+    def row(**fields: Any) -> Any:
+        held = {"attempt": 2, "status": "RUNNING", "worker_id": "w", "heartbeat_at": 100.0,
+                "cancel_requested_at": None}
+        return SimpleNamespace(**{**held, **fields})
+
+    assert parse_submission_id("runwatch-ab-cd-2") == ("ab-cd", 2)
+    assert parse_submission_id("raysubmit_x") is None
+    assert parse_submission_id("runwatch-x-y") is None
+    assert orphaned(2, row(), stale_before=50.0) is None
+    assert orphaned(2, row(heartbeat_at=10.0), stale_before=50.0) is None  # a dead holder
+    assert orphaned(2, None, stale_before=50.0) is None
+    assert "attempt 2" in (orphaned(1, row(), stale_before=50.0) or "")
+    assert "ended FAILED" in (orphaned(2, row(status="FAILED"), stale_before=50.0) or "")
+    assert "no worker" in (orphaned(2, row(worker_id=None), stale_before=50.0) or "")
+    cancelled = row(cancel_requested_at=90.0, heartbeat_at=10.0)
+    assert "cancelled" in (orphaned(2, cancelled, stale_before=50.0) or "")
+    assert orphaned(2, row(cancel_requested_at=90.0), stale_before=50.0) is None  # it stops it
 
 
 def _details(status: str, **fields: Any) -> Any:
