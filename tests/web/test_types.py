@@ -243,6 +243,7 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
         run_list = get("/api/runs")
         keys = get("/api/runs/typed/metrics/keys")
         series = get("/api/series", run="typed", key="loss", points=10)
+        overlay = get("/api/overlay", run=["typed", "no-such-run"], role="train_loss", points=10)
         logs = get("/api/runs/typed/logs")
         samples = get("/api/runs/typed/samples")
         health = get("/api/runs/typed/health")
@@ -268,6 +269,8 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
             "WorkerList": workers, "Worker": workers["workers"][0],
             "WorkerJob": workers["workers"][0]["jobs"][0], "WorkerAnswer": drained,
             "CompareReport": get("/api/compare", run="cmp-a", baseline="cmp-b"),
+            "Overlay": overlay, "OverlayRun": overlay["runs"][0],
+            "OverlayMissing": overlay["missing"][0],
         }
     assert {name.split(" ")[0] for name in sent} == set(declared), "every interface is checked"
     for name, body in sent.items():

@@ -1,7 +1,9 @@
 // Thin typed client for the runwatch HTTP API; every error becomes an ApiError.
 
 import type { ChartSpec } from "./chartspecs";
-import type { MetricKey, RunSummary, SeriesData, SeriesResponse } from "./types";
+import type { Overlay } from "./types";
+
+export type { Overlay, OverlayMissing, OverlayRun } from "./types";
 
 export class ApiError extends Error {
   constructor(
@@ -212,32 +214,6 @@ export interface KeySelectors {
   prefixes?: string[];
   /** These keys, where a run logged them (charts added with the picker). */
   keys?: string[];
-}
-
-export interface OverlayRun {
-  /** The run as it was asked for (an id, a name or a prefix of either). */
-  ident: string;
-  run: RunSummary;
-  /** Where the run's stream starts: as MetricKeys.cursor. */
-  cursor: string;
-  keys: MetricKey[];
-}
-
-export interface OverlayMissing {
-  ident: string;
-  status: number;
-  /** The server's words (what GET /api/runs/{ident} would answer); plainError for the page. */
-  error: string;
-}
-
-/** Several runs' list fields, keys and cursors, and the whole series of the selected keys. */
-export interface Overlay {
-  ok: boolean;
-  runs: OverlayRun[];
-  missing: OverlayMissing[];
-  edges: SeriesResponse["edges"];
-  /** One per (run, key) the selectors picked in that run; `run` is the run id. */
-  series: SeriesData[];
 }
 
 export interface OverlayOptions {

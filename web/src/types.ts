@@ -396,3 +396,32 @@ export interface CompareReport {
   /** The first full window past the margin, null when none is. */
   reported: { index: number; direction: string; first_step: number; last_step: number; steps: number; full: boolean; run_loss: number; baseline_loss: number; mean_diff: number; spikes: number } | null;
 }
+
+// --- W2 ---
+
+/** GET /api/overlay (docs/api.md "Several runs at once"): one run read. */
+export interface OverlayRun {
+  /** The run as it was asked for (an id, a name or a prefix of either). */
+  ident: string;
+  run: RunSummary;
+  /** Where the run's stream starts: as MetricKeys.cursor. */
+  cursor: string;
+  keys: MetricKey[];
+}
+
+export interface OverlayMissing {
+  ident: string;
+  status: number;
+  /** The server's words (what GET /api/runs/{ident} would answer); plainError for the page. */
+  error: string;
+}
+
+/** Several runs' list fields, keys and cursors, and the whole series of the selected keys. */
+export interface Overlay {
+  ok: boolean;
+  runs: OverlayRun[];
+  missing: OverlayMissing[];
+  edges: { lo: number; hi: number; buckets: number; width: number };
+  /** One per (run, key) the selectors picked in that run; `run` is the run id. */
+  series: SeriesData[];
+}
