@@ -283,6 +283,19 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"val/reward_mean": every(10, [0.55, 0.81, 0.88, 0.95, 0.98, 0.98]),
                       "val/loss": every(10, [1.50, 1.52, 1.70, 1.69, 1.64, 1.79])}),
     ),
+    "grpo.entropy_low": (
+        # A slow collapse, 1.2 -> 0.1 over 400 steps: no 32-step window falls by half.
+        ("grpo", NO, {"entropy": [1.2 * math.exp(-i / 160) for i in range(400)]}),
+        # A healthy policy sharpening: its entropy halves over the run.
+        ("grpo", NO, {"entropy": [1.2 * math.exp(-i / 580) for i in range(400)]}),
+    ),
+    "grpo.kl_ref_drift": (
+        # 0.6 nats over 2,000 steps and still climbing: 0.02 per 64-step window.
+        ("grpo", NO, {"fb/loss/kl_ref/mean": ramp(0.0, 0.0003, 2000)}),
+        # A KL that leaves 0 within 50 steps and is held by its penalty near 0.15.
+        ("grpo", NO, {"fb/loss/kl_ref/mean": ramp(0.0, 0.003, 50)
+                      + [0.15 + 0.01 * math.sin(i) for i in range(1950)]}),
+    ),
     "grpo.kl_ref_growing": (
         ("grpo", NO, {"fb/loss/kl_ref/mean": ramp(0.01, 0.003, 128)}),
         ("grpo", NO, {"fb/loss/kl_ref/mean": ramp(0.01, 0.0005, 128)}),

@@ -1,9 +1,12 @@
 """Judgement that fits the data (issue 14): a rule reading one of several metrics prefers
-its first, short runs get a verdict, and a sparse log's warm-up is counted in steps."""
+its first, short runs get a verdict, a sparse log's warm-up is counted in steps, repeated
+spikes are not hidden by the first, OpenRLHF's DPO margin is read, and a slowly rising
+reward is not warned about."""
 
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -102,3 +105,49 @@ def test_a_flat_loss_logged_every_10_steps_waits_200_steps() -> None:
 
 def test_a_flat_loss_logged_every_step_keeps_its_30_point_warm_up() -> None:
     assert _of(evaluate("dpo", {}, {"loss": _flat_loss(1, 25)}), "dpo.loss_not_falling") == []
+
+
+def _falling_loss(n: int, spikes: tuple[int, ...]) -> list[float]:
+    loss = [2.0 * math.exp(-2 * i / n) + 0.01 * math.sin(2.3 * i) for i in range(n)]
+    for at in spikes:
+        loss[at] *= 1.8
+    return loss
+
+
+def test_a_second_spike_soon_after_the_first_is_a_warning() -> None:
+    # The first spike's rise and fall back no longer widen the noise the second is
+    # judged against.
+    (f,) = _of(evaluate("sft", {}, {"loss": _falling_loss(40, (27, 30))}), "loss.spike")
+    assert f.severity == "warning" and f.evidence["count"] == 2
+
+
+def test_one_spike_is_info_and_its_fall_back_is_no_second() -> None:
+    (f,) = _of(evaluate("sft", {}, {"loss": _falling_loss(40, (27,))}), "loss.spike")
+    assert f.severity == "info" and f.evidence["count"] == 1
+
+
+def _openrlhf_dpo(rejected_end: float) -> dict[str, tuple[list[int], list[float]]]:
+    # OpenRLHF's DPO logs the β-scaled chosen and rejected rewards and no margin.
+    steps = list(range(1, 21))
+    chosen = [-0.1 * i / 19 for i in range(20)]
+    rejected = [rejected_end * i / 19 for i in range(20)]
+    return {"chosen_reward": (steps, chosen), "reject_reward": (steps, rejected)}
+
+
+def test_openrlhf_dpo_over_optimisation_is_read_from_chosen_less_rejected() -> None:
+    (f,) = _of(evaluate("dpo", {}, _openrlhf_dpo(-60.0)), "dpo.over_optimisation")
+    assert f.message.startswith("the DPO margin reached ")
+
+
+def test_openrlhf_dpo_with_a_margin_of_a_few_units_is_a_near_miss() -> None:
+    assert _of(evaluate("dpo", {}, _openrlhf_dpo(-4.0)), "dpo.over_optimisation") == []
+
+
+def test_a_reward_rising_slowly_within_two_noise_errors_stays_info() -> None:
+    # 0.0025 a point against a noise of 0.03: between one and two standard errors of the
+    # half-against-half gain at 30 points, it keeps a finding open but is not flat enough
+    # to warn about.
+    rng = random.Random(3)
+    reward = [0.2 + 0.0025 * i + rng.gauss(0, 0.03) for i in range(200)]
+    found = _of(evaluate("grpo", {}, {"reward_mean": reward}), "rl.no_progress")
+    assert found and all(f.severity == "info" for f in found)

@@ -39,8 +39,9 @@ def health_eval_command(
     only: Annotated[list[str] | None, typer.Option(
         "--run", help="Score only this run of the corpus (repeat for more).")] = None,
     round_: Annotated[int | None, typer.Option(
-        "--round", help="Score only the held-back runs added in this round (labels.yaml: 1 "
-        "the first corpus, 4 the runs added in session 6; rounds 2 and 3 are spent).")] = None,
+        "--round", help="Score only the held-back runs added in this round (labels.yaml's "
+        "`round`: 1 the first corpus, 4 the runs added in session 6, 5 those of session 7; "
+        "rounds 2 and 3 are spent).")] = None,
     output: OutOpt = Output.table,
     jq: JqOpt = None,
     raw: RawOpt = False,
@@ -59,7 +60,11 @@ def health_eval_command(
     if split is not Split.all:
         runs = [r for r in runs if r.split == split.value]
     if round_ is not None:
+        rounds = sorted({r.round for r in runs if r.round is not None})
         runs = [r for r in runs if r.round == round_]
+        if not runs:
+            raise fail(f"{corpus / 'labels.yaml'} has no held-back run of round {round_}",
+                       [f"rounds: {', '.join(map(str, rounds)) or 'none'}"])
     results = replay_all(runs)
     splits = [split.value] if split is not Split.all else ["train", "holdout", "all"]
     scores = {sp: score(results, sp) for sp in splits}

@@ -258,8 +258,9 @@ class Jump:
     series' recent step-to-step changes (less their median: a falling loss falls by about
     the same each step), and by at least `min_rel` of its level: a loss spike, judged
     against the run's own noise so a noisy loss does not raise it. The noise is measured
-    on the last `window` changes (after 200 points, refreshed every `BLOCK`); a jump keeps
-    its finding open `hold` points, so repeated jumps read as one finding."""
+    on the last `window` changes (after 200 points, refreshed every `BLOCK`), less the
+    jumps found and the change after each (its fall back); a jump keeps its finding open
+    `hold` points, so repeated jumps read as one finding."""
 
     BLOCK = 8
 
@@ -277,6 +278,9 @@ class Jump:
         self.window = KOfN(1, hold, st.get("tail"))
         self.hits: list[int] = []
         self.jump: list[float] = list(st.get("jump", []))  # the latest: [from, to, noise sd]
+        # The change after a jump (its fall back) is left out of the noise as the jump is:
+        # a spike in the window would widen the noise and hide the next one.
+        self.skip = bool(st.get("skip", False))
 
     def feed(self, values: list[float]) -> list[bool]:
         hits = []
@@ -298,9 +302,12 @@ class Jump:
                     if rise > z * sd and change > min_rel * abs(prev):
                         hit = 1
                         self.jump = [prev, v, sd]
-                self.diffs.append(change)
-                if len(self.diffs) > self.size:
-                    del self.diffs[0]
+                if hit or self.skip:
+                    self.skip = bool(hit)
+                else:
+                    self.diffs.append(change)
+                    if len(self.diffs) > self.size:
+                        del self.diffs[0]
             self.prev = v
             hits.append(hit)
         self.hits = hits
@@ -319,7 +326,8 @@ class Jump:
 
     def state(self) -> dict[str, Any]:
         return {"diffs": self.diffs, "prev": self.prev, "noise": self.noise, "seen": self.seen,
-                "at": self.refresh_at, "tail": self.window.tail, "jump": self.jump}
+                "at": self.refresh_at, "tail": self.window.tail, "jump": self.jump,
+                "skip": self.skip}
 
 
 def spike_steps(steps: list[int], values: list[float], factor: float = 10.0) -> list[int]:

@@ -87,7 +87,8 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             direction=str(p.get("direction", "down")), min_change=_num(p, "min_change", 0.05),
             warmup=int(_num(p, "warmup", 30)), bucket=int(_num(p, "bucket", 5)),
             warmup_steps=int(_num(p, "warmup_steps", 0)),
-            min_points=int(_num(p, "min_points", 0)), state=state,
+            min_points=int(_num(p, "min_points", 0)), moved=bool(_num(p, "moved", 0)),
+            state=state,
         )
     if kind == "divergence":
         return t.Divergence(
@@ -274,8 +275,11 @@ class Evaluator:
             return {"change": change_words(evidence.get("effect"), False,
                                            str(self.params.get("direction", "up")))}
         if kind == "no_progress":
-            return {"change": change_words(evidence.get("effect"), True,
-                                           str(self.params.get("direction", "down")))}
+            # "fell only 4%" of a loss that should fall; a fall that is the finding
+            # (an entropy down to a fraction of its start) reads "fell 80%".
+            wanted = None if _num(self.params, "moved", 0) else str(
+                self.params.get("direction", "down"))
+            return {"change": change_words(evidence.get("effect"), True, wanted)}
         if kind == "divergence":
             relative = bool(_num(self.params, "relative", 0))
             return {"a_change": change_words(evidence.get("a_effect_seen"), relative),

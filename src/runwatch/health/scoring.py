@@ -53,7 +53,9 @@ RULE_CLASSES: dict[str, str] = {
     "dpo.over_optimisation": "dpo_over_optimisation",
     "dpo.loss_collapsed": "dpo_over_optimisation",
     "grpo.entropy_collapse": "entropy_collapse",
+    "grpo.entropy_low": "entropy_collapse",
     "grpo.kl_ref_growing": "kl_growth",
+    "grpo.kl_ref_drift": "kl_growth",
     "grpo.reward_hacking": "reward_hacking",
     "grpo.perplexity_hacking": "reward_hacking",
 }

@@ -335,9 +335,13 @@ class NoProgress:
         bucket: int = 5,
         warmup_steps: int = 0,
         min_points: int = 0,
+        moved: bool = False,
         state: dict[str, Any] | None = None,
     ) -> None:
         self.direction, self.min_change = direction, min_change
+        # With `moved`, it holds the other way: the series *has* moved by min_change
+        # from where it started (an entropy fallen to a fraction of its start).
+        self.moved = moved
         st = state or {}
         self.buckets = Buckets(bucket, 2, st.get("b"))
         self.warmup_buckets = max(2, -(-int(warmup) // self.buckets.size))
@@ -377,6 +381,8 @@ class NoProgress:
             holds = self.last_effect > -self.min_change
         else:
             holds = self.last_effect < self.min_change
+        if self.moved:
+            holds = not holds
         if holds:
             self.held = {"effect": self.last_effect, "start": start, "now": now,
                          "span": xs[-1] - self.first[0]}
@@ -476,8 +482,14 @@ class NoImprovement:
         holds = gain <= (2 if self.verdict else 1) * self.z * error
         if holds:
             self.streak = 0
-            self.held = {"start": start, "now": now, "effect": now - start, "noise": noise,
-                         "points": self.count, "span": step - (self.first_step or 0)}
+            # What the finding reports (and the point count its severity grows with) is
+            # taken only where the opening condition itself holds: a reward rising slowly
+            # that sits between one and two standard errors keeps an open finding, but
+            # does not turn it into a warning.
+            if gain <= self.z * error or not self.held:
+                self.held = {"start": start, "now": now, "effect": now - start,
+                             "noise": noise, "points": self.count,
+                             "span": step - (self.first_step or 0)}
             return True
         self.streak = self.streak + 1 if self.verdict else 0
         if self.verdict and self.streak < self.CONFIRM:

@@ -464,6 +464,40 @@ RULES: tuple[Rule, ...] = (
         "entropy bonus; watch zero_variance_skip_ratio, which follows.",
     ),
     Rule(
+        id="grpo.entropy_low",
+        title="Policy entropy fell to a fraction of its start",
+        methods=GRPO,
+        variants=(("entropy",),),
+        detector="no_progress",
+        params={"direction": "down", "min_change": 0.75, "warmup": 4, "bucket": 2,
+                "moved": 1},
+        severity="warning",
+        condition="The median `entropy` of the latest {bucket} points is {min_change} "
+        "(relative) or more below where it started (the higher of its first value and the "
+        "median of its first {bucket} points), judged from {warmup} points on: a collapse "
+        "too slow for grpo.entropy_collapse's window, or in a run too short for it.",
+        message="{metric} {change} over {span:.0f} steps ({start:.3g} to {now:.3g}).",
+        advice="Exploration is dying: raise temperature, lower learning_rate, or add an "
+        "entropy bonus; watch zero_variance_skip_ratio, which follows.",
+    ),
+    Rule(
+        id="grpo.kl_ref_drift",
+        title="KL to the reference keeps growing over a long span",
+        methods=GRPO,
+        variants=(("fb/loss/kl_ref/mean",),),
+        detector="trend",
+        params={"direction": "up", "window": 512, "min_effect": 0.1, "relative": 0,
+                "window_in": "steps", "min_window": 8, "recent_z": 4.0},
+        severity="warning",
+        condition="As grpo.kl_ref_growing, over the last {window} steps (at least "
+        "{min_window} logged points): a KL that climbs {min_effect} nats over {window} "
+        "steps and is still climbing in the latest half of them grows too slowly for a "
+        "64-step window but is not held by its penalty either.",
+        message="{metric} {change} from step {first_step} to {last_step} (now {last:.3g}).",
+        advice="The policy drifts away from the reference without bound: raise beta (the KL "
+        "coefficient) or lower learning_rate, and read rollouts for reward hacking.",
+    ),
+    Rule(
         id="grpo.kl_ref_growing",
         title="KL to the reference keeps growing",
         methods=GRPO,

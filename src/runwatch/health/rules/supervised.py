@@ -13,6 +13,14 @@ def _loss_when_all_preferred(v: Sequence[list[float]], p: Mapping[str, Param]) -
     return [loss if acc >= float(p["accuracy_at"]) else float("inf")
             for loss, acc in zip(v[0], v[1], strict=True)]
 
+def _margin(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
+    """The margin as logged, or the chosen reward less the rejected one (OpenRLHF logs
+    those two, both β-scaled, and no margin)."""
+    if len(v) == 1:
+        return v[0]
+    return [c - r for c, r in zip(v[0], v[1], strict=True)]
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         id="sft.loss_not_falling",
@@ -125,13 +133,16 @@ RULES: tuple[Rule, ...] = (
         id="dpo.over_optimisation",
         title="DPO margin exploded",
         methods=("dpo",),
-        variants=(("mean_margin",),),
+        variants=(("mean_margin",), ("mean_chosen_delta", "mean_rejected_delta")),
+        exclusive=True,
+        derive=_margin,
         detector="threshold",
         params={"above": 20.0, "k": 1, "n": 1},
         severity="warning",
-        condition="`mean_margin` (TRL's β-scaled rewards/margins) is above {above} on any "
-        "step; healthy runs end at a few units.",
-        message="{metric} reached {max:.3g}, above {above}: the policy pushes rejected "
+        condition="`mean_margin` (TRL's β-scaled rewards/margins; in a run that logs no "
+        "margin, the β-scaled chosen reward less the rejected one, as OpenRLHF logs them) "
+        "is above {above} on any step; healthy runs end at a few units.",
+        message="the DPO margin reached {max:.3g}, above {above}: the policy pushes rejected "
         "replies far below the reference instead of learning the preference.",
         advice="The preference is over-optimised: keep an earlier checkpoint, raise beta, and "
         "lower learning_rate or num_epochs; read samples for degenerate text.",
