@@ -37,7 +37,7 @@ def fixture(tmp_path: Path) -> Path:
         "found": {"file": "trainer_state.json", "method": "sft", "split": "train",
                   "label": "nan", "onset_step": 4},
         "missed": {"file": "trainer_state.json", "method": "sft", "split": "holdout",
-                   "label": "overfitting", "onset_step": 3},
+                   "round": 2, "label": "overfitting", "onset_step": 3},
         "healthy_nan": {"file": "trainer_state.json", "method": "sft", "split": "train",
                         "label": "healthy", "onset_step": None},
     }}
@@ -63,6 +63,21 @@ def test_score_of_a_known_detection_a_miss_and_a_false_positive(tmp_path: Path) 
     held = score(results, "holdout")
     assert held["runs"] == 1 and held["pathologies"]["recall"] == 0.0
     assert "nan" not in held["classes"]
+
+
+def test_health_eval_scores_one_round_on_its_own(tmp_path: Path) -> None:
+    # What the lead runs once a new round is merged: `--round N` scores that round's
+    # held-back runs alone, under the round's name.
+    corpus = fixture(tmp_path)
+    res = CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus), "--round", "2",
+                                   "-o", "json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert list(out["scores"]) == ["holdout round 2"]
+    assert [r["name"] for r in out["runs"]] == ["missed"]
+    assert out["scores"]["holdout round 2"]["pathologies"]["runs"] == 1
+    none = CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus), "--round", "3"])
+    assert none.exit_code != 0 and "has no held-back run of round 3" in none.output
 
 
 def test_every_classed_rule_exists() -> None:

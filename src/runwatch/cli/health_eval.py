@@ -67,7 +67,11 @@ def health_eval_command(
                        [f"rounds: {', '.join(map(str, rounds)) or 'none'}"])
     results = replay_all(runs)
     splits = [split.value] if split is not Split.all else ["train", "holdout", "all"]
+    if round_ is not None:  # one round's held-back runs: one score, named for the round
+        splits = []
     scores = {sp: score(results, sp) for sp in splits}
+    if round_ is not None:
+        scores[f"holdout round {round_}"] = score(results, "holdout", round_)
     if round_ is None and "holdout" in splits:
         # The runs held back since the last re-split are reported on their own as well:
         # the earlier held-back runs have been scored before.
