@@ -13,6 +13,7 @@ import re
 import struct
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
@@ -235,6 +236,22 @@ def test_opening_a_run_draws_each_chart_once(page: Page, server: Runner,
     charts = drawn_charts(page)
     assert charts == {"loss", "lr", "accuracy"}
     assert page.evaluate("window.__draws") == {c: 1 for c in charts}
+
+
+def test_opening_a_run_reads_its_keys_and_chart_series_in_one_request(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """The run page asked for the run's keys, and only then for its charts' series: two
+    rounds before a chart could draw. GET /api/overlay answers both at once."""
+    sft_run(runs_dir, "one-round")
+    wait_indexed(server.url, "one-round", 39)
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(urlparse(r.url).path)
+            if re.search(r"/api/(series|overlay|runs/[^/]+/metrics/keys)", r.url) else None)
+    open_run(page, server.url, "one-round")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    assert asked == ["/api/overlay"], asked
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-counts",
+                                                                 "loss=40;val/loss=4")
 
 
 def picker_run(runs_dir: Path, name: str) -> None:

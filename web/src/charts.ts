@@ -3,7 +3,7 @@
 // loads them with one downsampled request, applies live points, and keeps each chart's
 // settings (log scale, smoothing, x axis) and the run's chart set in localStorage.
 
-import { getJSON } from "./api";
+import { chartSelectors, getJSON, type KeySelectors } from "./api";
 import "./charts.css";
 import { ADDED_GROUP, CHARTS, FLAGGED_GROUP, GROUPS, canonicalName, findKey, findName, resolveLines, type ResolvedLine } from "./chartspecs";
 import { ChartView, X_LABELS, fitCharts, type TokenAxis, type XMode } from "./chartview";
@@ -58,8 +58,9 @@ function loadStored(runId: string): StoredCharts {
   }
 }
 
-/** The /series request for `keys` of `runs` (every run's series share the bucket edges). */
-export function seriesPath(runs: string[], keys: string[], range: { lo: number; hi: number } | null, points: number, time = false): string {
+/** The /series request for `keys` of `runs` (every run's series share the bucket edges);
+ * without `bands`, no bucket min and max (a chart of several runs draws none). */
+export function seriesPath(runs: string[], keys: string[], range: { lo: number; hi: number } | null, points: number, time = false, bands = true): string {
   const q = new URLSearchParams();
   for (const r of runs) q.append("run", r);
   for (const k of keys) q.append("key", k);
@@ -69,6 +70,7 @@ export function seriesPath(runs: string[], keys: string[], range: { lo: number; 
     q.set("hi", String(range.hi));
   }
   if (time) q.set("x", "time");
+  if (!bands) q.set("bands", "false");
   return `/series?${q.toString()}`;
 }
 
@@ -121,6 +123,9 @@ export class ChartsPanel {
   private disposed = false;
   private tokens: { key: string; axis: TokenAxis; runningTotal: boolean } | null = null;
   private tokensLoading: Promise<void> | null = null;
+  // the whole series the run page read with the run's keys (GET /api/overlay), for the
+  // first charts on a step axis
+  private preloaded: SeriesResponse["series"] | null = null;
 
   constructor(private readonly runId: string) {
     this.stored = loadStored(runId);
@@ -160,7 +165,17 @@ export class ChartsPanel {
     this.resizeObserver.observe(this.grid);
   }
 
-  async load(keys: MetricKey[]): Promise<void> {
+  /** What the charts this page would show first are found by in any run's keys (its spec
+   * charts not removed, the keys added): for one request of keys and series together. */
+  selectors(): KeySelectors {
+    const removed = new Set(this.stored.removed);
+    return chartSelectors(CHARTS.filter((spec) => !removed.has(spec.id)), this.stored.added);
+  }
+
+  /** Load the charts of the run's `keys`; `series` (whole series on a step axis, as the
+   * keys came with them) spares the charts' first request where they hold every key. */
+  async load(keys: MetricKey[], series: SeriesResponse["series"] | null = null): Promise<void> {
+    this.preloaded = series;
     const logged = keys.filter((k) => k.count > 0);
     this.knownKeys = new Set(logged.map((k) => k.key));
     for (const k of logged) this.pickerKeys.set(k.key, { key: k.key, count: k.count, canonical: k.canonical });
@@ -228,11 +243,11 @@ export class ChartsPanel {
       const batch = created.filter((c) => c.view.needsTime === time);
       if (!batch.length) return;
       const keys = batch.flatMap((c) => c.view.keys);
-      const resp = await getJSON<SeriesResponse>(seriesPath([this.runId], keys, null, this.budget(batch[0].view), time));
+      const series = (!time && this.takePreloaded(keys)) || (await getJSON<SeriesResponse>(seriesPath([this.runId], keys, null, this.budget(batch[0].view), time))).series;
       if (this.disposed) return;
       for (const c of batch) {
         c.view.setFindings(this.findings, false);
-        c.view.setSeries(resp.series, true);
+        c.view.setSeries(series, true);
       }
     });
     await Promise.all(loads);
@@ -240,6 +255,15 @@ export class ChartsPanel {
     this.grid.dataset.ready = "true";
     // ECharts paints on the next animation frame; mark the charts drawn after it
     requestAnimationFrame(() => requestAnimationFrame(() => (this.grid.dataset.drawn = "true")));
+  }
+
+  /** The preloaded series (once) if they hold every one of `keys`. */
+  private takePreloaded(keys: string[]): SeriesResponse["series"] | null {
+    const series = this.preloaded;
+    this.preloaded = null;
+    if (!series) return null;
+    const held = new Set(series.map((s) => s.key));
+    return keys.every((k) => held.has(k)) ? series : null;
   }
 
   private settings(id: string): ChartSettings {

@@ -6,7 +6,7 @@
 // their new points are appended to the charts.
 
 import "./compare.css";
-import { getJSON, runPath } from "./api";
+import { ApiError, chartSelectors, getJSON, getOverlay, plainError, runPath, type Overlay } from "./api";
 import { MAX_POINTS, chartButton, pointBudget, seriesPath } from "./charts";
 import { CHARTS, canonicalName, resolveLines, type ChartSpec, type ResolvedLine } from "./chartspecs";
 import { ChartView, fitCharts } from "./chartview";
@@ -95,6 +95,8 @@ export class CompareView {
   private report: CompareReportPanel;
   private timer: number | undefined;
   private disposed = false;
+  // the whole series the runs were read with (GET /api/overlay), for the first charts
+  private preloaded: SeriesData[] | null = null;
 
   constructor(
     private state: CompareState,
@@ -126,13 +128,21 @@ export class CompareView {
       this.el.replaceChildren(h("p", { class: "muted empty" }, "Tick two or more runs in the list (or a group), then press Compare."));
       return;
     }
-    const loaded = await Promise.allSettled(this.state.runs.map((ident) => this.fetchRun(ident)));
-    if (this.disposed) return;
     const missing: string[] = [];
-    loaded.forEach((r, i) => {
-      if (r.status === "fulfilled") this.runs.push(r.value);
-      else missing.push(`${this.state.runs[i]} (${r.reason instanceof Error ? r.reason.message : String(r.reason)})`);
-    });
+    const overlay = await this.fetchOverlay();
+    if (this.disposed) return;
+    if (overlay) {
+      this.runs = overlay.runs.map((o) => compared(o.ident, o.run, o.keys, lazyDetail(o.ident)));
+      for (const m of overlay.missing) missing.push(`${m.ident} (${plainError(m.error, m.status).message})`);
+      this.preloaded = overlay.series;
+    } else {
+      const loaded = await Promise.allSettled(this.state.runs.map((ident) => this.fetchRun(ident)));
+      if (this.disposed) return;
+      loaded.forEach((r, i) => {
+        if (r.status === "fulfilled") this.runs.push(r.value);
+        else missing.push(`${this.state.runs[i]} (${r.reason instanceof Error ? r.reason.message : String(r.reason)})`);
+      });
+    }
     if (missing.length) {
       this.notice.classList.add("error");
       this.notice.textContent = `Not compared: ${missing.join("; ")}`;
@@ -168,20 +178,36 @@ export class CompareView {
   }
 
   /**
+   * Every run's list fields and keys with the whole series of the standard charts' and the
+   * added keys, in one request (GET /api/overlay); null where it is refused (no run can be
+   * read, or more series than one request holds): then each run is read on its own.
+   */
+  private async fetchOverlay(): Promise<Overlay | null> {
+    // the keys added alone are past what one request holds
+    if (this.state.runs.length * this.state.keys.length > MAX_SERIES) return null;
+    try {
+      // the charts are not on the page yet: about half the view's width each
+      const points = pointBudget(this.el.clientWidth / 2);
+      return await getOverlay(this.state.runs, chartSelectors(CHARTS, this.state.keys), { points, bands: false });
+    } catch (e) {
+      if (e instanceof ApiError) return null;
+      throw e;
+    }
+  }
+
+  /**
    * A run's list fields and keys: what the charts need. Its detail, which reads the run's
    * whole series where no cache holds them (a second or more for a long run on a cold
    * server), is only asked for by the settings table, once the charts are loaded, or for a
    * run the list does not find by its exact id or name (a prefix).
    */
   private async fetchRun(ident: string): Promise<Compared> {
-    let asked: Promise<RunDetail> | null = null;
-    const detail = () => (asked ??= getJSON<RunDetail>(runPath(ident)));
+    const detail = lazyDetail(ident);
     const [run, keys] = await Promise.all([
       getJSON<RunList>("/runs", { q: ident, limit: 20 }).then(async ({ runs }) => runs.find((r) => r.run_id === ident || r.name === ident) ?? (await detail()).run),
       getJSON<MetricKeys>(`${runPath(ident)}/metrics/keys`),
     ]);
-    const live = !TERMINAL_PHASES.includes(run.status);
-    return { ident, run, detail, keys: presentKeys(keys.keys), counts: keyCounts(keys.keys), shownTo: new Map(), pollsLeft: live ? Infinity : 0 };
+    return compared(ident, run, keys.keys, detail);
   }
 
   private head(): HTMLElement {
@@ -300,7 +326,7 @@ export class CompareView {
     }
     if (created.length) {
       delete this.grid.dataset.drawn;
-      const series = await this.fetchSeries(created, null);
+      const series = this.takePreloaded(created) ?? (await this.fetchSeries(created, null));
       if (this.disposed) return;
       for (const v of created) v.setSeries(series, true);
       for (const s of series) this.noteShown(s);
@@ -343,9 +369,20 @@ export class CompareView {
   private async exportCsv(id: string, filename: string): Promise<void> {
     const view = this.views.get(id);
     if (!view) return;
-    const series = await this.fetchSeries([view], view.zoomed, EXPORT_POINTS);
+    // the CSV has each downsampled line's min and max beside it
+    const series = await this.fetchSeries([view], view.zoomed, EXPORT_POINTS, true);
     const { header, rows } = seriesTable(view.lines, series);
     downloadCsv(filename, header, rows);
+  }
+
+  /** The preloaded series (once) if they hold every line of `views` some run logged. */
+  private takePreloaded(views: ChartView[]): SeriesData[] | null {
+    const series = this.preloaded;
+    this.preloaded = null;
+    if (!series) return null;
+    const held = new Set(series.map((s) => lineKey(s.run, s.key)));
+    const logged = (l: ResolvedLine) => this.runs.find((r) => r.run.run_id === l.run)?.keys.has(l.key);
+    return views.every((v) => v.lines.every((l) => !logged(l) || held.has(lineKey(l.run ?? "", l.key)))) ? series : null;
   }
 
   /**
@@ -353,7 +390,7 @@ export class CompareView {
    * server's limit, so that every run's series share the bucket edges; past it, one request
    * per group of whole charts (each chart's runs still share them).
    */
-  private async fetchSeries(views: ChartView[], range: { lo: number; hi: number } | null, points = this.budget()): Promise<SeriesData[]> {
+  private async fetchSeries(views: ChartView[], range: { lo: number; hi: number } | null, points = this.budget(), bands = false): Promise<SeriesData[]> {
     const runs = [...new Set(views.flatMap((v) => v.lines.map((l) => l.run ?? "")))].filter(Boolean);
     if (!runs.length) return [];
     const groups: string[][] = [];
@@ -368,7 +405,7 @@ export class CompareView {
       }
     }
     if (keys.size) groups.push([...keys]);
-    const answers = await Promise.all(groups.map((g) => getJSON<SeriesResponse>(seriesPath(runs, g, range, points))));
+    const answers = await Promise.all(groups.map((g) => getJSON<SeriesResponse>(seriesPath(runs, g, range, points, false, bands))));
     return answers.flatMap((a) => a.series);
   }
 
@@ -446,7 +483,7 @@ export class CompareView {
   private async appendTail(r: Compared, behind: MetricKey[]): Promise<void> {
     const lo = Math.min(...behind.map((k) => (r.shownTo.get(k.key) ?? -1) + 1));
     const hi = Math.max(...behind.map((k) => k.last_step ?? lo));
-    const resp = await getJSON<SeriesResponse>(seriesPath([r.run.run_id], behind.map((k) => k.key), { lo, hi }, MAX_POINTS));
+    const resp = await getJSON<SeriesResponse>(seriesPath([r.run.run_id], behind.map((k) => k.key), { lo, hi }, MAX_POINTS, false, false));
     if (this.disposed) return;
     if (resp.series.some((s) => !s.full)) {
       // more new points than one request holds whole: load every chart again
@@ -475,6 +512,17 @@ export class CompareView {
     for (const v of this.views.values()) v.dispose();
     this.views.clear();
   }
+}
+
+/** A run's detail, asked for on first use (see fetchRun). */
+function lazyDetail(ident: string): () => Promise<RunDetail> {
+  let asked: Promise<RunDetail> | null = null;
+  return () => (asked ??= getJSON<RunDetail>(runPath(ident)));
+}
+
+function compared(ident: string, run: RunSummary, keys: MetricKey[], detail: () => Promise<RunDetail>): Compared {
+  const live = !TERMINAL_PHASES.includes(run.status);
+  return { ident, run, detail, keys: presentKeys(keys), counts: keyCounts(keys), shownTo: new Map(), pollsLeft: live ? Infinity : 0 };
 }
 
 function keyCounts(keys: MetricKey[]): Map<string, number> {

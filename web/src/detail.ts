@@ -2,8 +2,8 @@
 // live logs and the Rollouts tab, kept current by the run's event stream. A new attempt
 // (a retry, or a requeue after a failure) loads the pane again from empty charts.
 
-import { ApiError, getJSON, postJSON, runPath } from "./api";
-import { ChartsPanel } from "./charts";
+import { ApiError, getJSON, getOverlay, postJSON, runPath } from "./api";
+import { ChartsPanel, pointBudget } from "./charts";
 import { CostCard } from "./costcard";
 import { append, clear, h, text } from "./dom";
 import { fmtDuration, fmtNum, fmtTime, liveDuration, statusClass, statusLabel, statusText } from "./format";
@@ -13,7 +13,7 @@ import { HistoryTable } from "./history";
 import { LiveStream } from "./live";
 import { LogsView } from "./logs";
 import { RolloutsView } from "./rollouts";
-import type { ActionAnswer, HealthResponse, JobSpec, LogEntry, MetricKeys, PointsEvent, RunDetail, RunSummary, Scalars } from "./types";
+import type { ActionAnswer, HealthResponse, JobSpec, LogEntry, MetricKeys, PointsEvent, RunDetail, SeriesData, RunSummary, Scalars } from "./types";
 
 /** Set an element's text only when it changed (a selection in it stays). */
 function setText(el: HTMLElement, value: string): void {
@@ -146,16 +146,19 @@ export class DetailView {
     private tab: string,
     private readonly onTab: (tab: string) => void,
     private readonly onRunChanged: (run: RunSummary) => void,
+    // opened from a share link, which reads this run's own routes and its series only
+    private readonly shared = false,
   ) {}
 
   async load(): Promise<void> {
     const gen = ++this.generation;
     const stale = () => this.disposed || gen !== this.generation;
     // The keys come first: their cursor is where the live stream starts, and everything
-    // fetched after them (series, logs, the detail itself) is at least that new.
-    const keys = await getJSON<MetricKeys>(`${runPath(this.runId)}/metrics/keys`);
+    // fetched after them (series, logs, the detail itself) is at least that new. The
+    // charts' first series come with them (GET /api/overlay, the cursor taken first).
+    const charts = (this.charts = new ChartsPanel(this.runId));
+    const { keys, series } = await this.keysAndSeries(charts);
     if (stale()) return;
-    this.charts = new ChartsPanel(this.runId);
     this.logs = new LogsView(this.runId);
     this.health = new HealthPanel(this.runId);
     const history = (this.history = new HistoryTable(this.runId));
@@ -166,10 +169,9 @@ export class DetailView {
       if (this.lastStep === null || (detail.scalars.steps ?? -1) > this.lastStep) this.lastStep = detail.scalars.steps;
       this.show(detail);
     });
-    const charts = this.charts;
     const logs = this.logs;
     const health = this.health;
-    const chartsLoaded = charts.load(keys.keys);
+    const chartsLoaded = charts.load(keys.keys, series);
     // What lies below the charts waits for their series: on a cold server the history's
     // first page costs more than every chart together, and asked for at once it delays them.
     const below = chartsLoaded.catch(() => undefined).then(() => Promise.all([
@@ -193,6 +195,24 @@ export class DetailView {
     }, (up) => this.el.classList.toggle("offline", !up));
     this.ticker = window.setInterval(() => this.tickDuration(), 1000);
     this.el.dataset.loaded = "true";
+  }
+
+  /**
+   * The run's keys and stream cursor, with the whole series of the charts `charts` shows
+   * first, in one request; where that request is refused (too many series) or not open to
+   * the page (a share link's), the keys alone, and the charts ask for their series.
+   */
+  private async keysAndSeries(charts: ChartsPanel): Promise<{ keys: MetricKeys; series: SeriesData[] | null }> {
+    if (!this.shared) {
+      try {
+        const ov = await getOverlay([this.runId], charts.selectors(), { points: pointBudget(this.el.clientWidth / 2) });
+        const run = ov.runs[0];
+        if (run) return { keys: { ok: true, cursor: run.cursor, keys: run.keys }, series: ov.series };
+      } catch (e) {
+        if (!(e instanceof ApiError) || e.status !== 400) throw e;
+      }
+    }
+    return { keys: await getJSON<MetricKeys>(`${runPath(this.runId)}/metrics/keys`), series: null };
   }
 
   private onPoints(batch: PointsEvent[]): void {
