@@ -117,8 +117,15 @@ def ingest_refusal(request: Request, conn: Connection, run_id: str,
                    manifest: dict[str, Any] | None) -> str | None:
     """Why this request may not store a batch of run `run_id` (None when it may): it needs
     write on the run's project, and on the project its manifest names."""
-    sc = scope_of(request)
     stored = conn.execute(select(s.runs.c.project).where(s.runs.c.run_id == run_id)).scalar()
+    return stored_ingest_refusal(request, run_id, stored, manifest)
+
+
+def stored_ingest_refusal(request: Request, run_id: str, stored: str | None,
+                          manifest: dict[str, Any] | None) -> str | None:
+    """`ingest_refusal` for a caller that has looked the run up: `stored` is the project
+    the index holds it in, None for a run it does not hold yet."""
+    sc = scope_of(request)
     if stored is not None and not sc.covers(stored):  # not said: which project holds it
         return (f"run {run_id!r} belongs to another project than "
                 f"{', '.join(sorted(sc.projects or ()))}; {sc.who} writes only its own")
