@@ -341,17 +341,43 @@ def _window_steps(conn: Connection, st: ServerState, run_pk: int, chosen: list[K
                   ) -> npt.NDArray[np.int64] | None:
     """The chosen keys' steps, read without their values when the cache does not hold
     their series and no long key had a step logged again (its summaries say so); None
-    when the series must be read whole."""
+    when the series must be read whole.
+
+    A long key with as many points as steps from its first to its last logged every step
+    between (its steps are distinct): those are a range, read from nothing. The steps of
+    the others are read by the database, counted once."""
     long = [k for k in chosen if k.points > HISTORY_WHOLE]
     if not st.cache.summaries or not long or all(st.cache.holds(run_pk, k) for k in long):
         return None
     states = summary_states(conn, [k.id for k in long])
+    spans: list[tuple[int, int]] = []  # first and last step of each key that logged all
+    sparse: list[int] = []
     for k in long:
         state = states.get(k.id)
         if state is None or retained_count(conn, k.id, state) != k.points:
             return None
-    short = [st.cache.get(conn, run_pk, k).step for k in chosen if k.points <= HISTORY_WHOLE]
-    return np.unique(np.concatenate([distinct_steps(conn, [k.id for k in long]), *short]))
+        if k.last_step is not None and k.last_step - state.first_step + 1 == k.points:
+            spans.append((state.first_step, k.last_step))
+        else:
+            sparse.append(k.id)
+    steps = _span_steps(spans)
+    more = [st.cache.get(conn, run_pk, k).step for k in chosen if k.points <= HISTORY_WHOLE]
+    if sparse:
+        more.append(distinct_steps(conn, sparse))
+    return np.union1d(steps, np.concatenate(more)) if more else steps
+
+
+def _span_steps(spans: list[tuple[int, int]]) -> npt.NDArray[np.int64]:
+    """Every step of the (first, last) spans, sorted, each once: the spans merged first
+    (keys logged together share theirs), so no step is made twice."""
+    merged: list[list[int]] = []
+    for first, last in sorted(spans):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    parts = [np.arange(first, last + 1, dtype=np.int64) for first, last in merged]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def _page_points(conn: Connection, st: ServerState, run_pk: int, key: KeyInfo,
