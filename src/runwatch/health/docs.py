@@ -383,6 +383,38 @@ every session and are no longer unseen. The last clean recall figure is round 3'
 ≤ 10 points on unseen pathologies) need a round of new logs with pathologies to be
 measured again.
 
+#### Changed in session 7, before round 5 is scored
+
+The changes were made against `train` runs, the stress set and synthetic trigger / near
+miss series (each in `tests/health`), with round 5 being collected blind at the same
+time: `rl.no_progress` runs on the reward also when the run logged an accuracy first
+(`grpo_axiomforge`: its held-out accuracy at iteration 0 took the rule, and 7 evaluations
+never reach 10 points), judges 4 to 9 points strictly (`grpo_meta_hackathon`, 4 logs)
+and no longer warns on a reward rising between one and two standard errors;
+`loss_not_falling` ends its warm-up after 200 steps in a sparse log; `loss.spike` leaves
+a spike out of the noise the next is judged against; new rules `grpo.entropy_low` and
+`grpo.kl_ref_drift`; OpenRLHF's DPO margin. As printed by `runwatch health-eval` on the
+rounds 1-4 corpus (a copy taken before round 5 was merged), the session 6 engine and
+this one, load average 1-2 before and 14 after (the figures do not depend on load):
+
+| split | before: found | before: healthy with a warning | before: median delay | after: found | after: healthy with a warning | after: median delay |
+|---|---|---|---|---|---|---|
+| train | 20 of 22 (91%) | 0 of 12 | 8 | 22 of 22 (100%) | 0 of 12 | 6 |
+| holdout (rounds 1 and 4) | 3 of 3 (100%) | 0 of 8 | 4.5 | 3 of 3 (100%) | 0 of 8 | 3.5 |
+| holdout round 1 | 3 of 3 (100%) | 0 of 3 | 4.5 | 3 of 3 (100%) | 0 of 3 | 3.5 |
+| holdout round 4 | 0 of 0 | 0 of 5 | — | 0 of 0 | 0 of 5 | — |
+
+On `train` the `loss_not_falling` delay went from 29 to 19 points (`sft_lrqa_chance_plateau`,
+logged every 50 steps, is found at its 10th log), `rl_no_progress` from 9 to 6; the
+early verdict adds `rl_no_progress` info findings (not warnings) on two runs not
+labelled with it (`grpo_tinker_codeforces_restarts`, whose reward is 0 throughout, and
+`tinker_rubric_rl`, 7 noisy steps), so that class's precision fell. Rounds 1 and 4 have
+been scored before and are not unseen; round 5 is the clean figure. One caveat on it:
+`tests/health/test_scoring.py` replays the real corpus's held-back runs, so the health
+test suite run during this session replayed round 5 once it was merged (at 16:21) through
+the engine of the time; only pass or fail was read, no score or finding, and no change
+was made with a round-5 run in view.
+
 ## Rules
 """
 
