@@ -8,8 +8,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runwatch.cli.context import open_context
-from runwatch.cli.options import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
+from runwatch.cli.options import (
+    DbOpt,
+    DirOpt,
+    JqOpt,
+    OutOpt,
+    RawOpt,
+    RunArg,
+    ServerOpt,
+    TokenOpt,
+    resolve_or_exit,
+)
 from runwatch.cli.output import Output, emit, fail, fmt_cell, para, print_table, text
+from runwatch.cli.remote import remote_for
 
 if TYPE_CHECKING:
     from runwatch.analysis.compare import Side
@@ -25,6 +36,8 @@ NEAR_ROWS = 2
 SPIKE_ROWS = 10
 ALL_ROWS = 30
 SPIKES_LISTED = 20
+# What the API adds to its refusal of runs whose plans differ (the CLI says --across-plans).
+ACROSS_PLANS_API = "; across_plans=true compares them anyway"
 
 
 def read_side(conn: Any, row: Any, cache: SeriesCache | None = None) -> Side:
@@ -61,12 +74,21 @@ def compare_cmd(
     across_plans: Annotated[bool, typer.Option(
         "--across-plans", help="Compare two runs whose configurations or base models "
         "differ.")] = False,
+    server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """Compare the training loss of a supervised run with a baseline run's: the mean
     difference (run − baseline) over each window of steps, the steps where either run's
     gradient norm spiked, and the first full window whose mean differs by more than the
     margin. Runs whose plans differ are refused, with the differences, unless
     --across-plans."""
+    remote = remote_for(server, token, directory, db)
+    if remote is not None:  # the server compares them (GET /api/compare)
+        report = remote.compare(run, baseline, window, margin, spike_factor, across_plans)
+        if "error" in report:
+            said = str(report["error"]).removesuffix(ACROSS_PLANS_API)
+            raise _refused(said, report.get("differences"))
+        emit(report, output, jq, lambda wide: show(report, wide), raw)
+        return
     from runwatch.analysis import compare as cmp
 
     try:
@@ -82,12 +104,19 @@ def compare_cmd(
     try:
         report = cmp.compare(sides[0], sides[1], options)
     except cmp.PlansDiffer as exc:
-        raise fail(str(exc), [f"{d['field']}: {_value(d['run'])} (run) vs "
-                              f"{_value(d['baseline'])} (baseline)" for d in exc.differences]
-                   + ["--across-plans compares them anyway"]) from exc
+        raise _refused(str(exc), exc.differences) from exc
     except cmp.CompareError as exc:
         raise fail(str(exc)) from exc
     emit(report, output, jq, lambda wide: show(report, wide), raw)
+
+
+def _refused(message: str, differences: list[dict[str, Any]] | None) -> typer.Exit:
+    """Exit 2 with why two runs are not compared (and how their plans differ)."""
+    if not differences:
+        return fail(message)
+    return fail(message, [f"{d['field']}: {_value(d['run'])} (run) vs "
+                          f"{_value(d['baseline'])} (baseline)" for d in differences]
+                + ["--across-plans compares them anyway"])
 
 
 def _value(v: Any) -> str:

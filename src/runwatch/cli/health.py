@@ -16,8 +16,19 @@ import yaml
 from rich.text import Text
 
 from runwatch.cli.context import open_context
-from runwatch.cli.options import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
+from runwatch.cli.options import (
+    DbOpt,
+    DirOpt,
+    JqOpt,
+    OutOpt,
+    RawOpt,
+    RunArg,
+    ServerOpt,
+    TokenOpt,
+    resolve_or_exit,
+)
 from runwatch.cli.output import Output, console, emit, fail, line, print_table, text
+from runwatch.cli.remote import remote_for
 from runwatch.health import store as health_store
 from runwatch.health.engine import Engine
 from runwatch.health.rules.base import SEVERITY_RANK
@@ -47,23 +58,41 @@ def health_command(
     thresholds: Annotated[Path | None, typer.Option(
         "--thresholds", help="Evaluate with these overrides (YAML, see docs/health.md) "
         "instead of the project's; nothing is stored.")] = None,
+    server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """What the health rules found in a run: severity, steps, values and what to change."""
-    ctx = open_context(directory, db, read_only=True)
-    with ctx.engine.begin() as conn:
-        row = resolve_or_exit(conn, run)
+    remote = remote_for(server, token, directory, db)
+    resolved = 0  # findings resolved that a team server did not send
+    if remote is not None:
         if thresholds is not None:
-            findings = _what_if(conn, row, thresholds)
-        else:
-            health_store.ensure_current(conn, row.pk)
-            findings = health_store.health_for_run(conn, row.pk)
+            raise fail("--thresholds evaluates the run's points here, from a local index; "
+                       "it does not work with --server", ["run it where the run's folder or "
+                                                         "index is, with --dir or --db"])
+        detail = remote.detail(run)
+        data = {"run_id": detail["run_id"], "name": detail["name"],
+                "status": detail["state"]["phase"]}
+        findings, resolved = remote.findings(detail["run_id"])
+    else:
+        ctx = open_context(directory, db, read_only=True)
+        with ctx.engine.begin() as conn:
+            row = resolve_or_exit(conn, run)
+            data = {"run_id": row.run_id, "name": row.name, "status": row.status}
+            if thresholds is not None:
+                findings = _what_if(conn, row, thresholds)
+            else:
+                health_store.ensure_current(conn, row.pk)
+                findings = health_store.health_for_run(conn, row.pk)
     if open_only:
         findings = [f for f in findings if f["status"] == "open"]
-    data = {"run_id": row.run_id, "name": row.name, "status": row.status, "findings": findings}
+    data["findings"] = findings
+    name = data["name"]
 
     def table(wide: bool) -> None:
+        if resolved and not open_only:
+            line(f"{resolved} resolved finding{'s' if resolved != 1 else ''} not shown: "
+                 "the server sends the open ones")
         if not findings:
-            line(row.name, ": no findings")
+            line(name, ": no findings")
             return
         rows = []
         for f in findings:
@@ -80,7 +109,7 @@ def health_command(
                                                          text(f["advice"]))])
         cols = (["SEVERITY", "STATUS", "STEPS", "RULE", "MESSAGE", "ADVICE"] if wide
                 else ["SEVERITY", "STEPS", "RULE", "FINDING"])
-        print_table(cols, rows, title=f"health of {row.name}", wide=wide,
+        print_table(cols, rows, title=f"health of {name}", wide=wide,
                     prose=("FINDING",))
 
     emit(data, output, jq, table, raw)

@@ -6,13 +6,14 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import orjson
 import typer
 import yaml
 
-from runwatch.cli.context import open_context
+from runwatch.analysis.views import run_summary
+from runwatch.cli.context import Context, open_context
 from runwatch.cli.options import (
     DbOpt,
     DirOpt,
@@ -20,6 +21,8 @@ from runwatch.cli.options import (
     OutOpt,
     RawOpt,
     RunArg,
+    ServerOpt,
+    TokenOpt,
     resolve_or_exit,
 )
 from runwatch.cli.output import (
@@ -33,11 +36,15 @@ from runwatch.cli.output import (
     print_table,
     text,
 )
+from runwatch.cli.remote import remote_for
 from runwatch.cli.runs import detail_of
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.rundir.format import SPLITS, TERMINAL_PHASES
 from runwatch.store import queries as q
 from runwatch.store.rollouts import NoRollouts, rollouts
+
+if TYPE_CHECKING:
+    from runwatch.cli.remote import Remote
 
 # The widest a prompt or completion is shown in a table; -o json shows it whole.
 CELL = 120
@@ -52,26 +59,37 @@ def rollouts_cmd(
     best: Annotated[int | None, typer.Option(min=1, help="The N highest scored.")] = None,
     worst: Annotated[int | None, typer.Option(min=1, help="The N lowest scored.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="The first N in scoring order.")] = 20,
+    server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """A step's rollouts: prompt, completion, score and the share of each reward term."""
     if best is not None and worst is not None:
         raise fail("give --best or --worst, not both")
     if split is not None and split not in SPLITS:
         raise fail(f"--split {split!r} is not train or val")
-    ctx = open_context(directory, db, read_only=True)
-    with ctx.engine.connect() as conn:
-        row = resolve_or_exit(conn, run)
-        try:
-            data = rollouts(conn, row.pk, step, split, best, worst, limit)
-        except NoRollouts as exc:
-            kept = sorted({a["step"] for a in rollouts(conn, row.pk)["available"]})
-            raise fail(f"{exc} (run {row.name})",
-                       [f"steps kept: {_ranges(kept)}" if kept else "it kept none"]) from exc
+    remote = remote_for(server, token, directory, db)
+    if remote is not None:
+        found = remote.detail(run)
+        name = found["name"]
+        data = remote.rollouts(found["run_id"], step, split, best, worst, limit)
+    else:
+        ctx = open_context(directory, db, read_only=True)
+        with ctx.engine.connect() as conn:
+            row = resolve_or_exit(conn, run)
+            name = row.name
+            try:
+                data = rollouts(conn, row.pk, step, split, best, worst, limit)
+            except NoRollouts as exc:
+                data = {"error": f"{exc} (run {name})",
+                        "available": rollouts(conn, row.pk)["available"]}
+    if "error" in data:  # no rollouts at the step asked for
+        kept = sorted({a["step"] for a in data["available"]})
+        raise fail(data["error"],
+                   [f"steps kept: {_ranges(kept)}" if kept else "it kept none"])
 
     def table(wide: bool) -> None:
         c = console()
         if data["step"] is None:
-            line("run ", row.name, " kept no rollouts (export_samples=True keeps them)")
+            line("run ", name, " kept no rollouts (export_samples=True keeps them)")
             return
         c.print(f"step {data['step']} ({data['split']}): {len(data['samples'])} of "
                 f"{data['total']} rollouts", markup=False)
@@ -108,19 +126,33 @@ def _clip(text: Any, wide: bool) -> str:
     return s if wide or len(s) <= CELL else s[: CELL - 1] + "…"
 
 
-def hparams_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
-                output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False) -> None:
-    """The resolved hyperparameters the run trained with (its config.yaml, defaults applied)."""
+def _settings(run: str, directory: Path | None, db: str | None, server: str | None,
+              token: str | None) -> tuple[str, str | None, Any]:
+    """The run's name, its config.yaml's text and its engine_config.json read (None where
+    it has none), from a team server (--server, RUNWATCH_SERVER) or the local index."""
+    remote = remote_for(server, token, directory, db)
+    if remote is not None:
+        found = remote.detail(run)
+        return (found["name"], found["settings"]["config_text"],
+                found["settings"]["engine_config"])
     ctx = open_context(directory, db, read_only=True)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
-    if not row.config:
-        raise fail(f"run {row.name} has no config.yaml yet",
+    return row.name, row.config, orjson.loads(row.engine_config) if row.engine_config else None
+
+
+def hparams_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
+                output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False,
+                server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """The resolved hyperparameters the run trained with (its config.yaml, defaults applied)."""
+    name, config, _ = _settings(run, directory, db, server, token)
+    if not config:
+        raise fail(f"run {name} has no config.yaml yet",
                    ["it is written when the loop passes config= to runwatch.init"])
     try:
-        data = yaml.safe_load(row.config)
+        data = yaml.safe_load(config)
     except yaml.YAMLError as exc:
-        raise fail(f"run {row.name}'s config.yaml is not YAML: {exc}") from exc
+        raise fail(f"run {name}'s config.yaml is not YAML: {exc}") from exc
 
     def table(wide: bool) -> None:
         flat = flatten(data) if isinstance(data, dict) else {"config": data}
@@ -130,16 +162,13 @@ def hparams_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
 
 
 def engine_config_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
-                      output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False
-                      ) -> None:
+                      output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False,
+                      server: ServerOpt = None, token: TokenOpt = None) -> None:
     """What the loop asked of its training engine, and what the engine resolved."""
-    ctx = open_context(directory, db, read_only=True)
-    with ctx.engine.connect() as conn:
-        row = resolve_or_exit(conn, run)
-    if not row.engine_config:
-        raise fail(f"run {row.name} has no engine_config.json yet",
+    name, _, data = _settings(run, directory, db, server, token)
+    if data is None:
+        raise fail(f"run {name} has no engine_config.json yet",
                    ["a loop writes it with run.log_engine_config(requested, resolved)"])
-    data = orjson.loads(row.engine_config)
 
     def table(wide: bool) -> None:
         req = flatten(data.get("requested") or {})
@@ -182,52 +211,102 @@ def wait_cmd(
                                               "succeeded, 1 if it failed, 3 if cancelled.")
                            ] = False,
     interval: Annotated[float, typer.Option(min=0.1, help="Seconds between checks.")] = 1.0,
+    server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """Follow a run until it reaches a terminal phase: its current phase, then each change.
 
     The terminal event carries the failure reason; with -o json the events are one JSON
     object a line, and the whole run record follows the terminal one."""
-    ctx = open_context(directory, db, read_only=True)
+    remote = remote_for(server, token, directory, db)
+    watch: Watch = (RemoteWatch(remote, run) if remote is not None
+                    else LocalWatch(open_context(directory, db, read_only=True), run))
     start = time.monotonic()
-    with ctx.engine.connect() as conn:
-        row = resolve_or_exit(conn, run)
-    pk, run_id = row.pk, row.run_id
     seen: int | None = None  # the seq of the last event printed; None before the first look
     # a phase the index holds before any event says so (job control's CANCEL_REQUESTED),
     # shown once: the event that records it later is not shown again
     told: str | None = None
     said: tuple[Any, ...] = ()  # what the last event said
     while True:
-        with ctx.engine.connect() as conn:
-            # the run first: the events read after it hold the event of the phase it is in
-            row = resolve_or_exit(conn, run_id)
-            events = q.events(conn, pk)
-            for ev in _to_show(events, seen, row.status in TERMINAL_PHASES):
-                if ev["phase"] == told:
-                    told = None  # recorded now, shown before
-                elif output is Output.json or _said(ev) != said:
-                    _print_event(ev, output)  # the table skips a repeat of the line before
-                said = _said(ev)
-            if events:
-                seen = events[-1]["seq"]
-            elif seen is None:
-                seen = -1
-            last = events[-1]["phase"] if events else None
-            if row.status not in TERMINAL_PHASES and row.status not in (last, told):
-                told = row.status
-                _print_event({"ts": time.time(), "phase": told, "attempt": row.attempt},
-                             output)
-            if row.status in TERMINAL_PHASES or q.process_gone(row):
-                _end(conn, row, output, ctx.directory)
-                code = EXIT_CODES.get(row.status, 1)
-                raise typer.Exit(code if exit_status else 0)
+        now, events = watch.look()
+        status = now["status"]
+        for ev in _to_show(events, seen, status in TERMINAL_PHASES):
+            if ev["phase"] == told:
+                told = None  # recorded now, shown before
+            elif output is Output.json or _said(ev) != said:
+                _print_event(ev, output)  # the table skips a repeat of the line before
+            said = _said(ev)
+        if events:
+            seen = events[-1]["seq"]
+        elif seen is None:
+            seen = -1
+        last = events[-1]["phase"] if events else None
+        if status not in TERMINAL_PHASES and status not in (last, told):
+            told = status
+            _print_event({"ts": time.time(), "phase": told, "attempt": now["attempt"]},
+                         output)
+        if status in TERMINAL_PHASES or now["process_gone"]:
+            _end(now, watch, output)
+            code = EXIT_CODES.get(status, 1)
+            raise typer.Exit(code if exit_status else 0)
         if timeout is not None and time.monotonic() - start >= timeout:
             # on stderr with -o json, which keeps stdout to JSON lines
             console(stderr=output is Output.json).print(
-                text(f"still {row.status} after {timeout:g}s; the run goes on"))
+                text(f"still {status} after {timeout:g}s; the run goes on"))
             raise typer.Exit(124)
         time.sleep(interval)
-        ctx.refresh()
+        watch.refresh()
+
+
+class Watch(Protocol):
+    """Where `runs wait` looks: a local index, or a team server."""
+
+    def look(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The run's list fields, then its lifecycle events oldest first (read after the
+        run, so that they hold the event of the phase it is in)."""
+        ...
+
+    def detail(self) -> dict[str, Any]:
+        """The whole run record."""
+        ...
+
+    def refresh(self) -> None:
+        """Take in what is new before the next look."""
+        ...
+
+
+class LocalWatch:
+    def __init__(self, ctx: Context, ref: str) -> None:
+        self.ctx = ctx
+        with ctx.engine.connect() as conn:
+            row = resolve_or_exit(conn, ref)
+        self.pk, self.run_id = row.pk, row.run_id
+
+    def look(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        with self.ctx.engine.connect() as conn:
+            row = resolve_or_exit(conn, self.run_id)
+            return run_summary(row), q.events(conn, self.pk)
+
+    def detail(self) -> dict[str, Any]:
+        with self.ctx.engine.connect() as conn:
+            return detail_of(conn, resolve_or_exit(conn, self.run_id), self.ctx.directory)
+
+    def refresh(self) -> None:
+        self.ctx.refresh()
+
+
+class RemoteWatch:
+    def __init__(self, remote: Remote, ref: str) -> None:
+        self.remote = remote
+        self.run_id = remote.detail(ref)["run_id"]
+
+    def look(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        return self.remote.summary(self.run_id), self.remote.events(self.run_id)
+
+    def detail(self) -> dict[str, Any]:
+        return self.remote.detail(self.run_id)
+
+    def refresh(self) -> None:
+        pass  # the server indexes by itself
 
 
 def _said(ev: dict[str, Any]) -> tuple[Any, ...]:
@@ -248,25 +327,20 @@ def _to_show(events: list[dict[str, Any]], seen: int | None, ended: bool
     return events[-1:]
 
 
-def _end(conn: Any, row: Any, output: Output, runs_dir: Path) -> None:
+def _end(now: dict[str, Any], watch: Watch, output: Output) -> None:
     """After the terminal event: the run record (json), or what to do about a failure."""
-    gone = row.status not in TERMINAL_PHASES
+    gone = now["status"] not in TERMINAL_PHASES
     if output is Output.json:
         if gone:  # no process will record an end: say so as the stream's terminal event
-            _print_event({"ts": time.time(), "phase": row.status, "process_gone": True,
+            _print_event({"ts": time.time(), "phase": now["status"], "process_gone": True,
                           "reason": GONE.sentence, "code": GONE.id}, output)
-        sys.stdout.write(dumps(detail_of(conn, row, runs_dir)) + "\n")
+        sys.stdout.write(dumps(watch.detail()) + "\n")
         return
     if gone:
         line("the training process is gone: ", GONE.sentence)
-    code = GONE.id if gone else _reason_code(row)
-    if code in CATALOGUE and row.status != "SUCCEEDED":
+    code = GONE.id if gone else now["reason_code"]
+    if code in CATALOGUE and now["status"] != "SUCCEEDED":
         line("what to do: ", CATALOGUE[code].what_to_do)
-
-
-def _reason_code(row: Any) -> str | None:
-    code = row._mapping.get("reason_code")
-    return code if isinstance(code, str) else None
 
 
 def _print_event(ev: dict[str, Any], output: Output) -> None:

@@ -19,7 +19,17 @@ from sqlalchemy import Engine
 from runwatch.analysis.views import run_summary
 from runwatch.analysis.workers import worker_entry, workers_view
 from runwatch.cli.context import Context, open_context
-from runwatch.cli.options import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, resolve_or_exit
+from runwatch.cli.options import (
+    DbOpt,
+    DirOpt,
+    JqOpt,
+    OutOpt,
+    RawOpt,
+    RunArg,
+    ServerOpt,
+    TokenOpt,
+    resolve_or_exit,
+)
 from runwatch.cli.output import (
     Output,
     emit,
@@ -29,6 +39,7 @@ from runwatch.cli.output import (
     print_table,
     runwatch_command,
 )
+from runwatch.cli.remote import remote_for
 from runwatch.jobs import control
 from runwatch.jobs.cost import ProfileError, Profiles, read_profiles
 from runwatch.jobs.lifecycle import TransitionError
@@ -39,21 +50,29 @@ Action = Callable[[Engine, Any, Path | None], str]
 
 
 def cancel_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
-               output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False) -> None:
+               output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False,
+               server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Cancel a run: a QUEUED job ends CANCELLED at once; a PREPARING or RUNNING one is
     CANCEL_REQUESTED and ends CANCELLED when its process has stopped."""
-    _act("cancel", control.cancel, run, directory, db, output, jq, raw)
+    _act("cancel", control.cancel, run, directory, db, output, jq, raw, server, token)
 
 
 def retry_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
-              output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False) -> None:
+              output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False,
+              server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Retry an ended job: its next attempt is QUEUED (the earlier attempts stay on
     record, and in its cost)."""
-    _act("retry", control.retry, run, directory, db, output, jq, raw)
+    _act("retry", control.retry, run, directory, db, output, jq, raw, server, token)
 
 
 def _act(verb: str, action: Action, run: str, directory: Path | None, db: str | None,
-         output: Output, jq: str | None, raw: bool) -> None:
+         output: Output, jq: str | None, raw: bool, server: str | None, token: str | None
+         ) -> None:
+    remote = remote_for(server, token, directory, db)
+    if remote is not None:  # the server's job control does it (POST /api/runs/RUN/VERB)
+        _show_action(remote.act(run, verb), output, jq, raw, ["runs", "wait", "--exit-status"],
+                     ["--server", remote.url])
+        return
     ctx = open_context(directory, db)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
@@ -68,17 +87,26 @@ def _act(verb: str, action: Action, run: str, directory: Path | None, db: str | 
                    f"{verb}") from None
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, row.run_id)
-        data = {"status": phase, "run": run_summary(row)}
+    where = ["--dir", str(ctx.directory)] + (["--db", db] if db else [])
+    _show_action({"status": phase, "run": run_summary(row)}, output, jq, raw,
+          ["runs", "wait", "--exit-status"], where)
+
+
+def _show_action(data: dict[str, Any], output: Output, jq: str | None, raw: bool,
+          follow: list[str], where: list[str]) -> None:
+    """What a cancel or retry did: the run's new phase and list fields; `follow` and
+    `where` make the command that follows it."""
+    phase, run = data["status"], data["run"]
 
     def table(wide: bool) -> None:
         after = {"CANCELLED": "it had not started, so it ended at once",
                  "CANCEL_REQUESTED": "its process is told to stop; it ends CANCELLED then",
-                 "QUEUED": f"attempt {row.attempt}: a worker starts it when its devices are "
-                           "free"}
-        line(row.name, ": ", phase, f" ({after[phase]})" if phase in after else "")
+                 "QUEUED": f"attempt {run['attempt']}: a worker starts it when its devices "
+                           "are free"}
+        line(run["name"], ": ", phase, f" ({after[phase]})" if phase in after else "")
         if phase != "CANCELLED":
-            line("follow it: ", runwatch_command("runs", "wait", row.name, "--exit-status",
-                                                 folder=ctx.directory, db=db))
+            line("follow it: ", runwatch_command(*follow[:2], run["name"], *follow[2:],
+                                                 *where))
 
     emit(data, output, jq, table, raw)
 

@@ -22,6 +22,12 @@ JqOpt = Annotated[str | None, typer.Option("--jq", help="Filter the JSON output 
                                            "expression.")]
 RawOpt = Annotated[bool, typer.Option("-r", "--raw-output", help="With --jq: write strings "
                                       "raw, not as JSON (as jq -r does).")]
+ServerOpt = Annotated[str | None, typer.Option(
+    "--server", help="Read a team server's runs (its base URL) instead of a local index "
+    "(default: RUNWATCH_SERVER, unless --dir or --db is given).", show_default=False)]
+TokenOpt = Annotated[str | None, typer.Option(
+    "--token", help="With --server: a token with read on the run's project (default: "
+    "RUNWATCH_TOKEN).", show_default=False)]
 RunArg = Annotated[str, typer.Argument(help="Run id, or a unique prefix of an id or name.")]
 
 

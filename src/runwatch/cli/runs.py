@@ -23,6 +23,8 @@ from runwatch.cli.options import (
     OutOpt,
     RawOpt,
     RunArg,
+    ServerOpt,
+    TokenOpt,
     resolve_or_exit,
 )
 from runwatch.cli.output import (
@@ -37,6 +39,7 @@ from runwatch.cli.output import (
     print_table,
     text,
 )
+from runwatch.cli.remote import remote_for
 from runwatch.metrics import Role, find_key
 from runwatch.rundir.format import LOG_LEVELS
 from runwatch.store import queries as q
@@ -63,6 +66,17 @@ def detail_of(conn: Connection, row: Row[Any], runs_dir: Path) -> dict[str, Any]
                       runs_dir=runs_dir)
 
 
+def read_detail(run: str, directory: Path | None, db: str | None, server: str | None,
+                token: str | None) -> dict[str, Any]:
+    """The run detail from the team server (--server, RUNWATCH_SERVER) or the local index."""
+    remote = remote_for(server, token, directory, db)
+    if remote is not None:
+        return remote.detail(run)
+    ctx = open_context(directory, db, read_only=True)
+    with ctx.engine.connect() as conn:
+        return detail_of(conn, resolve_or_exit(conn, run), ctx.directory)
+
+
 def list_cmd(
     directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table, jq: JqOpt = None,
     raw: RawOpt = False,
@@ -71,11 +85,18 @@ def list_cmd(
     project: Annotated[str | None, typer.Option(help="Only this project.")] = None,
     status: Annotated[str | None, typer.Option(help="Only runs in this phase.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 100,
+    server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """List runs, newest first."""
-    ctx = open_context(directory, db, read_only=True)
-    with ctx.engine.connect() as conn:
-        data = [run_summary(r) for r in q.list_runs(conn, search, project, status, limit)]
+    remote = remote_for(server, token, directory, db)
+    if remote is not None:
+        data = remote.runs(search, project, status, limit)
+        where = remote.url
+    else:
+        ctx = open_context(directory, db, read_only=True)
+        with ctx.engine.connect() as conn:
+            data = [run_summary(r) for r in q.list_runs(conn, search, project, status, limit)]
+        where = str(ctx.directory)
 
     def table(wide: bool) -> None:
         cols = ["NAME", "ID", "STATUS", "METHOD", "MODEL", "STEP", "DURATION"]
@@ -90,7 +111,7 @@ def list_cmd(
             rows.append(row)
         print_table(cols, rows, wide=wide, drop=("DURATION", "METHOD", "MODEL"))
         if not data:
-            line("no runs in ", str(ctx.directory))
+            line("no runs in ", where)
 
     emit(data, output, jq, table, raw)
 
@@ -99,12 +120,10 @@ def get_cmd(
     run: RunArg, directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
     jq: JqOpt = None, raw: RawOpt = False,
     settings: Annotated[bool, typer.Option("--settings", help="Add the run's settings.")] = False,
+    server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """Show a run's state, results and cost (and settings with --settings or -o wide)."""
-    ctx = open_context(directory, db, read_only=True)
-    with ctx.engine.connect() as conn:
-        row = resolve_or_exit(conn, run)
-        detail = detail_of(conn, row, ctx.directory)
+    detail = read_detail(run, directory, db, server, token)
 
     def table(wide: bool) -> None:
         c = console()
@@ -237,21 +256,29 @@ def metrics_cmd(
     steps: Annotated[str | None, typer.Option(help="Step range A:B (inclusive).")] = None,
     limit: Annotated[int, typer.Option(help="Table: show the last N steps (json and csv show "
                                        "all).")] = 30,
+    server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """The metrics a run logged at each step (every field under `measured`); -o csv writes
     a row a step and a column a metric."""
     lo, hi = parse_steps(steps)
-    ctx = open_context(directory, db, read_only=True)
-    with ctx.engine.connect() as conn:
-        row = resolve_or_exit(conn, run)
-        try:
-            hist = q.history(conn, row.pk, key, lo, hi)
-        except KeyError as exc:
-            raise fail(str(exc.args[0])) from exc
+    remote = remote_for(server, token, directory, db)
+    if remote is not None:
+        found = remote.detail(run)
+        run_id, name = found["run_id"], found["name"]
+        hist = remote.history(run_id, key, lo, hi)
+    else:
+        ctx = open_context(directory, db, read_only=True)
+        with ctx.engine.connect() as conn:
+            row = resolve_or_exit(conn, run)
+            run_id, name = row.run_id, row.name
+            try:
+                hist = q.history(conn, row.pk, key, lo, hi)
+            except KeyError as exc:
+                raise fail(str(exc.args[0])) from exc
     if output is MetricsOutput.csv and not jq:
         write_csv(hist, key)
         return
-    data = {"run_id": row.run_id, "name": row.name,
+    data = {"run_id": run_id, "name": name,
             "steps": [{"step": h.step, "ts": h.ts, "measured": h.values} for h in hist]}
 
     def table(wide: bool) -> None:
@@ -291,15 +318,20 @@ def logs_cmd(
                                               "(debug, info, warning, error, critical).")
                      ] = None,
     tail: Annotated[int, typer.Option(help="The last N lines.")] = 200,
+    server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """The structured log lines of a run."""
     if level is not None and level.lower() not in LOG_LEVELS:
         raise fail(f"--level {level!r} is not one of {', '.join(LOG_LEVELS)}")
-    ctx = open_context(directory, db, read_only=True)
-    with ctx.engine.connect() as conn:
-        row = resolve_or_exit(conn, run)
-        data = [log_entry(r) for r in
-                reversed(log_rows(conn, row.pk, level.lower() if level else None, limit=tail))]
+    remote = remote_for(server, token, directory, db)
+    if remote is not None:
+        data = remote.logs(run, level.lower() if level else None, tail)
+    else:
+        ctx = open_context(directory, db, read_only=True)
+        with ctx.engine.connect() as conn:
+            row = resolve_or_exit(conn, run)
+            data = [log_entry(r) for r in reversed(
+                log_rows(conn, row.pk, level.lower() if level else None, limit=tail))]
 
     def table(wide: bool) -> None:
         rows = []

@@ -1,0 +1,284 @@
+"""The `runs` commands against a team server (`--server URL`, or RUNWATCH_SERVER): the same
+data a local index gives them, read from the server's HTTP API with a bearer token, so each
+command renders it one way whichever it came from (docs/team.md, "The CLI against a team
+server").
+
+Every failure exits 2 with what to do: a server that does not answer (its URL, what to
+check), a token refused (401/403: where the token came from, `runwatch tokens create`),
+a run the token's project does not hold (404, with the server's candidates).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from runwatch.cli.output import fail
+
+if TYPE_CHECKING:
+
+    from runwatch.store.queries import StepRow
+
+ENV_SERVER = "RUNWATCH_SERVER"
+ENV_TOKEN = "RUNWATCH_TOKEN"
+TIMEOUT_S = 30.0
+# The API's largest pages: runs, log entries, and points of one series read whole.
+RUNS_PAGE = 500
+LOGS_PAGE = 2000
+SERIES_POINTS = 20_000
+# Points asked for in one series request, over all its keys (their counts as the server
+# gave them), so that an answer stays a few megabytes.
+POINTS_PER_REQUEST = 200_000
+MAX_KEYS = 400
+
+
+def remote_for(server: str | None, token: str | None, directory: Path | None,
+               db: str | None) -> Remote | None:
+    """The server a read command reads: --server, else RUNWATCH_SERVER unless --dir or --db
+    names a local index; None reads the local index."""
+    if server is not None and (directory is not None or db is not None):
+        raise fail("--server reads a team server and --dir/--db a local index: give one "
+                   "of them")
+    if server is None and (directory is not None or db is not None):
+        return None
+    url = (server if server is not None else os.environ.get(ENV_SERVER, "")).strip()
+    if not url:
+        if server is not None:
+            raise fail("--server is empty", ["pass the base URL `runwatch server` printed, "
+                                             "e.g. --server http://127.0.0.1:8765"])
+        return None
+    if not url.startswith(("http://", "https://")):
+        given = "--server" if server is not None else ENV_SERVER
+        raise fail(f"{given} {url!r} is not an http:// or https:// URL",
+                   ["pass the base URL `runwatch server` printed, e.g. "
+                    "http://runwatch.lan:8765"])
+    if token is not None:
+        return Remote(url.rstrip("/"), token or None, "--token")
+    return Remote(url.rstrip("/"), os.environ.get(ENV_TOKEN) or None, ENV_TOKEN)
+
+
+class Remote:
+    """One team server's API, read with one token; each method answers as the local index
+    would, or exits saying why it cannot."""
+
+    def __init__(self, url: str, token: str | None, token_from: str) -> None:
+        import httpx  # here: a command that reads a local index never imports it
+
+        self.url = url
+        self.token_from = token_from
+        headers = {"User-Agent": "runwatch-cli"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.has_token = token is not None
+        self._httpx = httpx
+        self._http = httpx.Client(base_url=url, headers=headers, timeout=TIMEOUT_S)
+
+    # --- HTTP, and what each failure means to the person at the terminal
+
+    def request(self, method: str, path: str, params: Any = None,
+                accept: tuple[int, ...] = ()) -> dict[str, Any]:
+        """The answer to METHOD path (a dict), or exit 2 saying what went wrong; the
+        answer of a status in `accept` comes back too (its `ok` false)."""
+        try:
+            # a write carries a JSON body, even an empty one: the API takes no other
+            resp = self._http.request(method, path, params=params,
+                                      json={} if method == "POST" else None)
+        except self._httpx.HTTPError as exc:
+            raise fail(f"cannot reach the runwatch server at {self.url} "
+                       f"({type(exc).__name__}: {exc})",
+                       ["check the URL (--server, or RUNWATCH_SERVER) and that `runwatch "
+                        "server` runs there and this machine reaches it (host, port, "
+                        "firewall, proxy)"]) from None
+        try:
+            answer = resp.json()
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise fail(f"{self.url} answered {method} {path} with {resp.status_code} and no "
+                       "runwatch JSON", ["is it a runwatch server? pass the base URL "
+                                         "`runwatch server` printed"])
+        if resp.is_success or resp.status_code in accept:
+            return answer
+        raise self._refusal(resp.status_code, str(answer.get("error") or "no reason given"),
+                            answer)
+
+    def _refusal(self, status: int, said: str, answer: dict[str, Any]) -> Exception:
+        token = (f"the token in {self.token_from}" if self.has_token
+                 else f"no token (neither --token nor {ENV_TOKEN} is set)")
+        if status == 401:
+            return fail(f"{self.url} refused {token}: {said}",
+                        ["an admin of the project makes one on the server's machine: runwatch "
+                         "tokens create --project P --right read; then set RUNWATCH_TOKEN"])
+        if status == 403:  # the server says which right on which project is needed
+            return fail(f"{self.url} refused {token}: {said}")
+        candidates = answer.get("candidates") or []  # a run that is not found, or ambiguous
+        hints = ["candidates:"] + [f"  {c}" for c in candidates] if candidates else []
+        if status == 404:
+            if self.has_token:
+                hints.append(f"{self.url} shows a token only its project's runs: is "
+                             f"{self.token_from} a token of the run's project?")
+            return fail(f"{said} (on {self.url})", hints)
+        return fail(f"{self.url} answered {status}: {said}", hints)
+
+    def _run_path(self, ref: str, tail: str = "") -> str:
+        return f"/api/runs/{quote(ref, safe='')}{tail}"
+
+    # --- what the commands read
+
+    def runs(self, search: str | None, project: str | None, status: str | None,
+             limit: int) -> list[dict[str, Any]]:
+        """The list fields of at most `limit` runs, newest first (GET /api/runs, paged)."""
+        found: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while len(found) < limit:
+            params = {"q": search or "", "limit": min(RUNS_PAGE, limit - len(found))}
+            params |= {k: v for k, v in (("project", project), ("status", status),
+                                         ("cursor", cursor)) if v is not None}
+            page = self.request("GET", "/api/runs", params)
+            found += page["runs"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                break
+        return found[:limit]
+
+    def detail(self, ref: str) -> dict[str, Any]:
+        """The run detail, as `runs get -o json` shows it from a local index."""
+        answer = self.request("GET", self._run_path(ref))
+        return {k: v for k, v in answer.items() if k not in ("ok", "cursor")}
+
+    def summary(self, run_id: str) -> dict[str, Any]:
+        """The run's list fields (found by its id among GET /api/runs?q=<id>)."""
+        page = self.request("GET", "/api/runs", {"q": run_id, "limit": RUNS_PAGE})
+        for found in page["runs"]:
+            if found["run_id"] == run_id:
+                return dict(found)
+        raise fail(f"run {run_id} is no longer on {self.url}")
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's lifecycle events oldest first, `ts` in Unix seconds as the index
+        holds it (the API sends ISO 8601)."""
+        from datetime import datetime
+
+        answer = self.request("GET", self._run_path(run_id, "/events"))
+        return [{**e, "ts": datetime.fromisoformat(e["ts"].replace("Z", "+00:00")).timestamp()
+                 if e.get("ts") else e.get("ts")} for e in answer["events"]]
+
+    def history(self, run_id: str, keys: list[str] | None, lo: int | None, hi: int | None
+                ) -> list[StepRow]:
+        """Every step of the run in [lo, hi] with its values (NaN where the server sent
+        none: it sends NaN and infinities as null), as store.queries.history gives them."""
+        from runwatch.store.queries import StepRow
+
+        known = {k["key"]: k for k in
+                 self.request("GET", self._run_path(run_id, "/metrics/keys"))["keys"]}
+        if keys:
+            missing = [k for k in keys if k not in known]
+            if missing:
+                raise fail(f"run has no metric {missing[0]!r}; it has: "
+                           + ", ".join(sorted(known)[:30]))
+        chosen = keys or sorted(known)
+        by_step: dict[int, tuple[float, dict[str, float]]] = {}
+        nan = float("nan")
+        for name, step, ts, value in self._points(run_id, chosen, known, lo, hi):
+            entry = by_step.setdefault(step, (ts, {}))
+            if ts < entry[0]:
+                entry = by_step[step] = (ts, entry[1])
+            entry[1][name] = nan if value is None else value
+        return [StepRow(step, by_step[step][0], by_step[step][1]) for step in sorted(by_step)]
+
+    def _points(self, run_id: str, keys: list[str], known: dict[str, dict[str, Any]],
+                lo: int | None, hi: int | None) -> Iterator[tuple[str, int, float, Any]]:
+        """(key, step, ts, value) of every point of `keys` in [lo, hi]: each series read
+        whole, a window halved while the server sends it downsampled."""
+        pending = [(group, lo, hi) for group in _groups(keys, known)]
+        while pending:
+            group, a, b = pending.pop()
+            params: dict[str, Any] = {"key": group, "points": SERIES_POINTS, "x": "time",
+                                      "bands": "false"}
+            params |= {k: v for k, v in (("lo", a), ("hi", b)) if v is not None}
+            answer = self.request("GET", self._run_path(run_id, "/series"), params)
+            partial = []
+            for item in answer["series"]:
+                if item["full"]:
+                    yield from ((item["key"], int(step), ts, value) for step, ts, value
+                                in zip(item["step"], item["time"], item["value"], strict=True))
+                else:
+                    partial.append(item["key"])
+            if partial:
+                edges = answer["edges"]
+                first = int(edges["lo"]) if a is None else a
+                last = int(edges["hi"]) if b is None else b
+                mid = (first + last) // 2
+                if mid >= last:  # cannot happen: one step holds one point per key
+                    raise fail(f"{self.url} sent a series of run {run_id} downsampled over "
+                               f"one step ({last})")
+                pending += [(partial, first, mid), (partial, mid + 1, last)]
+
+    def logs(self, ref: str, level: str | None, tail: int) -> list[dict[str, Any]]:
+        """The last `tail` log entries from `level` up, oldest first."""
+        newest_first: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while len(newest_first) < tail:
+            params = {"level": level or "", "limit": min(LOGS_PAGE, tail - len(newest_first))}
+            if cursor:
+                params["cursor"] = cursor
+            page = self.request("GET", self._run_path(ref, "/logs"), params)
+            newest_first += page["logs"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                break
+        return newest_first[:tail][::-1]
+
+    def findings(self, run_id: str) -> tuple[list[dict[str, Any]], int]:
+        """The run's open findings (in the one finding shape), and how many resolved."""
+        answer = self.request("GET", self._run_path(run_id, "/health"))
+        return answer["findings"], int(answer.get("resolved") or 0)
+
+    def rollouts(self, run_id: str, step: int | None, split: str | None, best: int | None,
+                 worst: int | None, limit: int) -> dict[str, Any]:
+        """One step's rollouts as store.rollouts gives them; where the run kept none at
+        `step`: {"error": why, "available": the steps it kept}."""
+        params = {k: v for k, v in (("step", step), ("split", split), ("best", best),
+                                    ("worst", worst), ("limit", limit)) if v is not None}
+        path = self._run_path(run_id, "/samples")
+        answer = self.request("GET", path, params, accept=(404,))
+        if not answer.get("ok"):
+            kept = self.request("GET", path, {"limit": 1})["available"]
+            return {"error": str(answer.get("error", "")).split(";")[0], "available": kept}
+        return {k: v for k, v in answer.items() if k != "ok"}
+
+    def compare(self, run: str, baseline: str, window: int, margin: float,
+                spike_factor: float, across_plans: bool) -> dict[str, Any]:
+        """The comparison report (GET /api/compare); where the server would not compare
+        them (plans that differ: 409, runs it cannot compare: 400): {"error": why,
+        "differences": how the plans differ, if they do}."""
+        params = {"run": run, "baseline": baseline, "window": window, "margin": margin,
+                  "spike_factor": spike_factor, "across_plans": str(across_plans).lower()}
+        answer = self.request("GET", "/api/compare", params, accept=(400, 409))
+        if not answer.get("ok"):
+            return {"error": answer.get("error", ""), "differences": answer.get("differences")}
+        return {k: v for k, v in answer.items() if k != "ok"}
+
+    def act(self, ref: str, verb: str) -> dict[str, Any]:
+        """Cancel or retry a run (POST /api/runs/RUN/cancel|retry): its new phase and list
+        fields; a move its state does not allow exits 2 with the server's sentence."""
+        answer = self.request("POST", self._run_path(ref, f"/{verb}"))
+        return {"status": answer["status"], "run": answer["run"]}
+
+
+def _groups(keys: list[str], known: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """`keys` in groups of at most MAX_KEYS whose points add up to about
+    POINTS_PER_REQUEST (a key with more is a group of its own)."""
+    groups: list[list[str]] = []
+    size = 0
+    for key in keys:
+        count = int(known[key].get("count") or 0)
+        if not groups or len(groups[-1]) >= MAX_KEYS or size + count > POINTS_PER_REQUEST:
+            groups.append([])
+            size = 0
+        groups[-1].append(key)
+        size += count
+    return groups

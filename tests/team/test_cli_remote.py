@@ -1,0 +1,251 @@
+"""The `runs` commands against a team server (`--server URL`, RUNWATCH_SERVER): the real
+server over HTTP with project tokens, on SQLite and PostgreSQL. A read command prints what it
+prints from a local index of the same runs; a token of another project, a refused token and
+a server that does not answer each end with what to do; cancel goes through the server's job
+control.
+
+The commands run in process through typer's runner, the server in its own threads."""
+
+from __future__ import annotations
+
+import json
+import math
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+from typer.testing import CliRunner, Result
+
+from runwatch.cli.main import app
+from runwatch.cli.options import ServerOpt
+from runwatch.cli.remote import SERIES_POINTS
+from runwatch.jobs.spec import command_spec
+from runwatch.jobs.submit import submit
+from runwatch.sdk import init
+from runwatch.server.runner import Runner, free_port
+from runwatch.store import tokens
+from tests.foundation.test_cli_startup import groups, imported_by
+from tests.support import sdk_run
+from tests.support.wait import wait_for
+
+BOOT = "bootstrap-token-cli-remote"
+A, B = "proj-alpha", "proj-bravo"
+
+
+@dataclass
+class Team:
+    url: str
+    runs_dir: Path
+    secrets: dict[str, str]  # "A-read", "A-write", "B-read" -> secret
+
+
+def _alpha_run(runs_dir: Path) -> None:
+    """A run of project A with a config, an engine config, a NaN loss, logs and rollouts."""
+    run = init(name="alpha-run", dir=runs_dir, project=A, method="grpo",
+               config={"lr": 1e-4, "optim": {"beta1": 0.9}})
+    run.log_engine_config({"lr": 1e-4}, {"lr": 1e-4, "adam_beta1": 0.9})
+    for step in range(12):
+        loss = math.nan if step == 7 else 2.0 / (step + 1)
+        run.log({"loss": loss, "reward": step / 10, "learning_rate": 1e-4}, step=step)
+        run.log_text(f"step {step} done", level="warning" if step % 5 == 0 else "info")
+    run.log_samples(10, [{"prompt": f"q{i}", "completion": f"a{i}", "reward": float(i)}
+                         for i in range(3)])
+    run.finish("SUCCEEDED")
+
+
+@pytest.fixture
+def team(engine: Engine, runs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Team]:
+    for var in ("RUNWATCH_SERVER", "RUNWATCH_TOKEN", "RUNWATCH_PROJECT"):
+        monkeypatch.delenv(var, raising=False)
+    _alpha_run(runs_dir)
+    bravo = init(name="bravo-secret-run", dir=runs_dir, project=B)
+    bravo.log({"loss": 1.0}, step=0)
+    bravo.finish("SUCCEEDED")
+    secrets = {}
+    with engine.begin() as conn:
+        tokens.create_project(conn, A, "test")
+        tokens.create_project(conn, B, "test")
+        for key, project, right in (("A-read", A, "read"), ("A-write", A, "write"),
+                                    ("B-read", B, "read")):
+            secrets[key] = tokens.create(conn, project, right, key, "test")[1]
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), token=BOOT, interval=0.05,
+                prewarm=False) as srv:
+        yield Team(srv.url, runs_dir, secrets)
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "120", **(env or {})})
+
+
+def ok(res: Result) -> str:
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+def refused(res: Result) -> str:
+    assert res.exit_code == 2, res.output
+    return " ".join(res.stderr.split())
+
+
+READS = [
+    ["runs", "get", "alpha-run"],
+    ["runs", "metrics", "alpha-run"],
+    ["runs", "metrics", "alpha-run", "--key", "loss", "--steps", "3:9"],
+    ["runs", "logs", "alpha-run", "--level", "warning"],
+    ["runs", "health", "alpha-run", "--open"],
+    ["runs", "hparams", "alpha-run"],
+    ["runs", "engine-config", "alpha-run"],
+    ["runs", "rollouts", "alpha-run", "--best", "2"],
+]
+
+
+@pytest.mark.parametrize("output", ["json", "table"])
+def test_read_commands_print_from_the_server_what_they_print_from_the_index(
+        team: Team, output: str) -> None:
+    local = ["--dir", str(team.runs_dir)]
+    remote = ["--server", team.url, "--token", team.secrets["A-read"]]
+    for args in [*READS, ["runs", "list", "--project", A]]:
+        here = ok(cli(*args, *local, "-o", output))
+        there = ok(cli(*args, *remote, "-o", output))
+        assert there == here, args
+    metrics = json.loads(ok(cli("runs", "metrics", "alpha-run", *remote, "-o", "json"))
+                         .replace("NaN", "null"))
+    assert [s["step"] for s in metrics["steps"]] == list(range(12))
+    assert metrics["steps"][7]["measured"]["loss"] is None, "NaN came through as NaN"
+    csv_here = ok(cli("runs", "metrics", "alpha-run", *local, "-o", "csv"))
+    assert ok(cli("runs", "metrics", "alpha-run", *remote, "-o", "csv")) == csv_here
+    for args in (["runs", "rollouts", "alpha-run", "--step", "3"],
+                 ["runs", "metrics", "alpha-run", "--key", "nope"]):
+        assert refused(cli(*args, *remote)) == refused(cli(*args, *local)), args
+    # wait: the events' times come as ISO 8601 text, to the microsecond
+    wait = ["runs", "wait", "alpha-run", "--exit-status", "-o", output]
+    here, there = ok(cli(*wait, *local)), ok(cli(*wait, *remote))
+    if output == "table":
+        assert there == here
+    else:
+        (event, record), (event_here, record_here) = (map(json.loads, x.splitlines())
+                                                      for x in (there, here))
+        assert record == record_here and event["phase"] == "SUCCEEDED"
+        assert event == {**event_here, "ts": pytest.approx(event_here["ts"], abs=1e-6)}
+    # a token of project A lists A's runs only
+    listed = json.loads(ok(cli("runs", "list", *remote, "-o", "json")))
+    assert [r["name"] for r in listed] == ["alpha-run"]
+
+
+def test_the_environment_names_the_server_unless_dir_or_db_is_given(team: Team) -> None:
+    env = {"RUNWATCH_SERVER": team.url, "RUNWATCH_TOKEN": team.secrets["B-read"]}
+    names = ok(cli("runs", "list", "--jq", ".[].name", "-r", env=env)).split()
+    assert names == ["bravo-secret-run"]
+    local = ok(cli("runs", "list", "--dir", str(team.runs_dir), "--jq", ".[].name", "-r",
+                   env=env)).split()
+    assert sorted(local) == ["alpha-run", "bravo-secret-run"]
+    said = refused(cli("runs", "list", "--server", team.url, "--dir", str(team.runs_dir)))
+    assert "give one of them" in said
+
+
+def test_a_token_of_another_project_does_not_find_the_run(team: Team) -> None:
+    remote = ["--server", team.url, "--token", team.secrets["A-read"]]
+    for args in (["runs", "get", "bravo-secret-run"], ["runs", "metrics", "bravo"],
+                 ["runs", "health", "bravo-secret-run"]):
+        said = refused(cli(*args, *remote))
+        assert f"(on {team.url})" in said and "no run" in said.lower(), said
+        assert "a token of the run's project" in said, said
+        assert "bravo-secret-run" not in said.split("(on")[1], "no candidate of project B"
+    said = refused(cli("runs", "list", "--project", B, *remote))
+    assert f"{team.url} refused the token in --token" in said, said
+    assert "needs read on project 'proj-bravo'" in said, said
+    assert "runwatch tokens create --project proj-bravo --right read" in said, said
+
+
+def test_a_token_the_server_does_not_know_is_refused_saying_how_to_get_one(team: Team) -> None:
+    env = {"RUNWATCH_TOKEN": "rw_" + "x" * 43}
+    said = refused(cli("runs", "list", "--server", team.url, env=env))
+    assert f"{team.url} refused the token in RUNWATCH_TOKEN" in said, said
+    assert "runwatch tokens create --project P --right read" in said, said
+    said = refused(cli("runs", "get", "alpha-run", "--server", team.url))
+    assert "no token (neither --token nor RUNWATCH_TOKEN is set)" in said, said
+
+
+def test_a_server_that_does_not_answer_is_named_with_what_to_check() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    said = refused(cli("runs", "logs", "some-run", "--server", url))
+    assert f"cannot reach the runwatch server at {url}" in said, said
+    assert "check the URL (--server, or RUNWATCH_SERVER)" in said, said
+    said = refused(cli("runs", "list", "--server", "runwatch.lan:8765"))
+    assert "is not an http:// or https:// URL" in said, said
+
+
+def test_metrics_of_a_series_longer_than_one_answer_come_whole(
+        team: Team, engine: Engine) -> None:
+    steps = SERIES_POINTS + 300
+    run = init(name="long-run", dir=team.runs_dir, project=A)
+    for step in range(steps):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+    run.finish("SUCCEEDED")
+    remote = ["--server", team.url, "--token", team.secrets["A-read"]]
+    # the server indexes the file in order every 50 ms: wait until it holds the last step
+    last = ["--steps", f"{steps - 1}:", "--jq", ".steps | length"]
+    wait_for(lambda: cli("runs", "metrics", "long-run", *remote, *last).stdout.strip() == "1",
+             what="the server to index long-run")
+    there = ok(cli("runs", "metrics", "long-run", *remote, "-o", "csv"))
+    assert there == ok(cli("runs", "metrics", "long-run", "--dir", str(team.runs_dir),
+                           "-o", "csv"))
+    assert len(there.splitlines()) == steps + 1
+
+
+def test_cancel_over_the_server_needs_write_and_uses_its_job_control(team: Team,
+                                                                    engine: Engine) -> None:
+    queued = submit(engine, team.runs_dir, command_spec(["true"], cwd=team.runs_dir),
+                    "queued-job", A)
+    read = ["--server", team.url, "--token", team.secrets["A-read"]]
+    still = cli("runs", "wait", "queued-job", "--timeout", "0.2", "--interval", "0.1", *read)
+    assert still.exit_code == 124 and "QUEUED" in still.stdout, still.output
+    said = refused(cli("runs", "cancel", "queued-job", *read))
+    assert "needs write on project 'proj-alpha'" in said, said
+    done = json.loads(ok(cli("runs", "cancel", "queued-job", "--server", team.url, "--token",
+                             team.secrets["A-write"], "-o", "json")))
+    assert done["status"] == "CANCELLED" and done["run"]["run_id"] == queued.run_id
+    said = refused(cli("runs", "cancel", "queued-job", "--server", team.url, "--token",
+                       team.secrets["A-write"]))
+    assert "queued-job" in said and "cancel" in said, said
+    ended = cli("runs", "wait", "queued-job", "--exit-status", *read)
+    assert ended.exit_code == 3 and "CANCELLED" in ended.stdout, ended.output
+
+
+def test_a_local_read_command_does_not_load_the_http_client(runs_dir: Path) -> None:
+    run = init(name="r", dir=runs_dir)
+    run.log({"loss": 1.0}, step=0)
+    run.finish("SUCCEEDED")
+    assert "httpx" not in imported_by("runs", "list", "--dir", str(runs_dir), "-o", "json")
+
+
+def test_compare_over_the_server_reports_and_refuses_as_it_does_here(team: Team) -> None:
+    for name, dataset in (("sft-base", "arith"), ("sft-cand", "arith"), ("sft-other", "chat")):
+        sdk_run(team.runs_dir, name, steps=30, project=A, dataset=dataset,
+                metrics=lambda i, n=name: {"loss": 2.0 / (i + 1) + (0.1 if n == "sft-cand"
+                                                                    else 0.0)})
+    local = ["--dir", str(team.runs_dir)]
+    remote = ["--server", team.url, "--token", team.secrets["A-read"]]
+    wait_for(lambda: cli("runs", "metrics", "sft-other", *remote, "--steps", "29:", "--jq",
+                         ".steps | length").stdout.strip() == "1",
+             what="the server to index the sft runs")
+    for output in ("json", "table"):
+        args = ["runs", "compare", "sft-cand", "sft-base", "-o", output]
+        assert ok(cli(*args, *remote)) == ok(cli(*args, *local))
+    args = ["runs", "compare", "sft-cand", "sft-other"]
+    said = refused(cli(*args, *remote))
+    assert said == refused(cli(*args, *local))
+    assert "dataset: arith (run) vs chat (baseline)" in said, said
+
+
+def test_every_command_that_reads_runs_takes_the_shared_server_option() -> None:
+    shared = typing.get_args(ServerOpt)[1]
+    runs = next(g for g in groups() if "wait" in g.entries)
+    reading = {name for name in runs.entries
+               if any("--server" in p.opts and p.help == shared.help
+                      for p in runs.load(name).params)}
+    assert reading == {"list", "get", "metrics", "logs", "health", "compare", "rollouts",
+                       "hparams", "engine-config", "wait", "cancel", "retry"}
