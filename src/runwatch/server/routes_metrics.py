@@ -39,7 +39,6 @@ from runwatch.server.schemas import (
 )
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store.keys import KeyInfo, run_keys
-from runwatch.store.points import read_points
 from runwatch.store.series import Series
 from runwatch.store.summaries import (
     SUMMARY_MIN_POINTS,
@@ -49,6 +48,7 @@ from runwatch.store.summaries import (
     ensure_summaries,
     read_units,
     retained_count,
+    step_window,
     stored_level,
     summary_states,
 )
@@ -381,16 +381,14 @@ def _span_steps(spans: list[tuple[int, int]]) -> npt.NDArray[np.int64]:
 
 
 def _page_points(conn: Connection, st: ServerState, run_pk: int, key: KeyInfo,
-                 page: npt.NDArray[np.int64]) -> Series:
+                 page: npt.NDArray[np.int64], states: dict[int, State]) -> Series:
     """A key's points over the page's steps (a long key's from the window: it has no
-    superseded points, so seq order is step order)."""
-    if key.points <= HISTORY_WHOLE or not page.size:
+    superseded points, so seq order is step order, and its summaries bound the seqs)."""
+    state = states.get(key.id)
+    if key.points <= HISTORY_WHOLE or not page.size or state is None:
         return st.cache.get(conn, run_pk, key)
-    rows = read_points(conn, key.id, step_min=int(page[0]), step_max=int(page[-1]))
-    step = np.array([r[1] for r in rows], dtype=np.int64)
-    value = np.array([np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64)
-    ts = np.array([r[2] for r in rows], dtype=np.float64)
-    return Series(step, value, ts, len(rows), -1)
+    rows = step_window(conn, key.id, state, int(page[0]), int(page[-1]))
+    return Series(rows["step"], rows["value"], rows["ts"], rows.size, -1)
 
 
 def _step_cursor(value: str | None, name: str) -> int | None:
@@ -443,7 +441,8 @@ def history(
         start, end = 0, min(total, limit)
     page = steps[start:end]
     if window is not None:
-        columns = [(k.key, _page_points(conn, st, row.pk, k, page)) for k in chosen]
+        states = summary_states(conn, [k.id for k in chosen if k.points > HISTORY_WHOLE])
+        columns = [(k.key, _page_points(conn, st, row.pk, k, page, states)) for k in chosen]
     values: dict[str, list[float | None]] = {}
     for name, s in columns:
         idx = np.searchsorted(s.step, page)

@@ -485,6 +485,26 @@ def retained_count(conn: Connection, key_id: int, state: State) -> int:
     return int(below or 0) + int(np.count_nonzero(keep_mask(tail["step"])))
 
 
+def step_window(conn: Connection, key_id: int, state: State, step_min: int, step_max: int
+                ) -> Rows:
+    """A key's points (`ROW`, in seq order) with step_min <= step <= step_max, for a key
+    with no superseded point (seq order is step order): only the seqs between the base
+    buckets around the window are scanned, not the key's every point."""
+    m = _marker(conn)
+    where = f"key_id = {m} AND level = {m}"
+    after = conn.exec_driver_sql(
+        f"SELECT last_seq FROM metric_summaries WHERE {where} AND bucket < {m} "
+        "ORDER BY bucket DESC LIMIT 1", (key_id, state.base, step_min >> state.base)).scalar()
+    upto = conn.exec_driver_sql(
+        f"SELECT last_seq FROM metric_summaries WHERE {where} AND bucket >= {m} "
+        "ORDER BY bucket LIMIT 1", (key_id, state.base, step_max >> state.base)).scalar()
+    low, high = id_range(key_id, -1 if after is None else int(after),
+                         None if upto is None else int(upto))
+    return _query(conn, f"SELECT id - {key_id << SEQ_BITS}, step, ts, {_value('value')} "
+                  "FROM metric_points WHERE id BETWEEN {m} AND {m} AND step >= {m} "
+                  "AND step <= {m} ORDER BY id", [low, high, step_min, step_max], ROW)
+
+
 def distinct_steps(conn: Connection, key_ids: list[int]) -> npt.NDArray[np.int64]:
     """Every step any of the keys logged, sorted, counted once (by the database: no row of
     a point crosses the driver)."""
