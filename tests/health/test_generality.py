@@ -151,3 +151,15 @@ def test_a_reward_rising_slowly_within_two_noise_errors_stays_info() -> None:
     reward = [0.2 + 0.0025 * i + rng.gauss(0, 0.03) for i in range(200)]
     found = _of(evaluate("grpo", {}, {"reward_mean": reward}), "rl.no_progress")
     assert found and all(f.severity == "info" for f in found)
+
+
+@pytest.mark.parametrize(("method", "rule_id"), [("orpo", "dpo.loss_not_falling"),
+                                                 ("kto", "dpo.loss_not_falling"),
+                                                 ("distillation", "sft.loss_not_falling"),
+                                                 ("opd", "rl.no_progress")])
+def test_other_methods_are_judged_by_their_family(method: str, rule_id: str) -> None:
+    flat = [2.0 + 0.01 * math.sin(1.7 * i) for i in range(40)]
+    series = {"reward_mean": flat} if rule_id.startswith("rl.") else {"loss": flat}
+    assert _of(evaluate(method, {}, series), rule_id)
+    # A method the engine does not know gets only the rules for every method.
+    assert _of(evaluate("mystery", {}, series), rule_id) == []

@@ -106,6 +106,10 @@ early finding holds until the 10th point, where the rule judges afresh, so from 
 the verdicts are the noise test's alone and an early finding never holds a reward that
 test would release.
 
+A run is judged by its method's rules: ORPO, IPO, KTO, SimPO and CPO runs as DPO; PPO,
+RLOO, DAPO, GSPO, Dr. GRPO, REINFORCE and on-policy distillation (`opd`) as GRPO; off-policy
+`distillation` as SFT. A method the engine does not know gets the rules for every method.
+
 A rule that reads one of several metrics (`exclusive`: `rl.no_progress` reads the reward,
 or the task score of a run that logs no reward; the validation rules read the first of
 their validation metrics) runs on the first in its order that the run logs, also when

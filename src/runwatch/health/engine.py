@@ -27,8 +27,13 @@ from runwatch.store.points import PointColumns
 STATE_VERSION = 3
 STRIDE_PROBE = 3  # distinct logged steps that show a run's stride
 CHUNK_STEPS = 1024  # divergence rules need series interleaved by step at this grain
+# The rule family each training method is judged by: group-based and other policy-gradient
+# RL (on-policy distillation among them: it maximises minus a KL) as GRPO, the preference
+# losses as DPO, supervised and off-policy distillation as SFT.
 METHOD_FAMILIES = {"ppo": "grpo", "rl": "grpo", "rloo": "grpo", "dapo": "grpo",
-                   "reinforce": "grpo", "grpo": "grpo", "sft": "sft", "dpo": "dpo"}
+                   "reinforce": "grpo", "grpo": "grpo", "gspo": "grpo", "dr_grpo": "grpo",
+                   "opd": "grpo", "sft": "sft", "distillation": "sft", "dpo": "dpo",
+                   "orpo": "dpo", "ipo": "dpo", "kto": "dpo", "simpo": "dpo", "cpo": "dpo"}
 
 # New points by metric key, as the store hands them out; the engine reads their steps,
 # wall times and values (a value may also be None for NaN).
