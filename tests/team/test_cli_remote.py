@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from runwatch.jobs.spec import command_spec
 from runwatch.jobs.submit import submit
 from runwatch.sdk import init
 from runwatch.server.runner import Runner, free_port
+from runwatch.store import jobs as store_jobs
 from runwatch.store import tokens
 from tests.foundation.test_cli_startup import groups, imported_by
 from tests.support import sdk_run
@@ -249,3 +251,26 @@ def test_every_command_that_reads_runs_takes_the_shared_server_option() -> None:
                       for p in runs.load(name).params)}
     assert reading == {"list", "get", "metrics", "logs", "health", "compare", "rollouts",
                        "hparams", "engine-config", "wait", "cancel", "retry"}
+
+
+def test_resources_shows_the_server_s_workers_and_drains_with_its_token(
+        team: Team, engine: Engine) -> None:
+    submit(engine, team.runs_dir, command_spec(["true"], cwd=team.runs_dir), "bravo-job", B)
+    with engine.begin() as conn:
+        store_jobs.register_worker(conn, store_jobs.WorkerRow("w-remote", "host", 1, 1, "cpu",
+                                                              time.time()))
+        assert store_jobs.claim(conn, "w-remote", 1, time.time()) is not None
+    index = engine.url.render_as_string(hide_password=False)  # the server's
+    local = json.loads(ok(cli("resources", "--db", index, "-o", "json")))
+    assert [j["name"] for j in local["workers"][0]["jobs"]] == ["bravo-job"]
+    read = ["--server", team.url, "--token", team.secrets["A-read"]]
+    seen = json.loads(ok(cli("resources", *read, "-o", "json")))
+    assert [w["id"] for w in seen["workers"]] == ["w-remote"]
+    assert seen["workers"][0]["jobs"] == [], "a token of A sees no job of B"
+    said = refused(cli("resources", "--drain", "w-r", *read))
+    assert "needs admin on every project" in said, said
+    drained = json.loads(ok(cli("resources", "--drain", "w-r", "--server", team.url,
+                                "--token", BOOT, "-o", "json")))
+    assert drained["worker"]["id"] == "w-remote" and drained["worker"]["draining"] is True
+    said = refused(cli("resources", "--drain", "x", "--server", team.url, "--token", BOOT))
+    assert "no worker has the id 'x'" in said and "w-remote" in said, said

@@ -118,16 +118,27 @@ def resources_cmd(
     drain: Annotated[str | None, typer.Option(
         "--drain", metavar="WORKER", help="Stop a worker (its id, or a unique prefix): it "
         "finishes the jobs it runs, claims no more, then exits.")] = None,
+    server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """The workers: devices used of total, profile, hourly rate, jobs running, estimated
     spend so far (devices × rate × hours up), last heartbeat; and the queue's depth."""
-    ctx = open_context(directory, db, refresh=False)
-    profiles, problem = _profiles(ctx)
-    if drain is not None:
-        _drain(ctx, drain, profiles, output, jq, raw)
-        return
-    with ctx.engine.connect() as conn:
-        data = workers_view(conn, profiles, time.time())
+    remote = remote_for(server, token, directory, db)
+    if remote is not None:  # the server's view (GET /api/workers), its drain
+        data = remote.workers()
+        if drain is not None:
+            worker = _one_worker([w["id"] for w in data["workers"]], drain)
+            _show_drain(remote.drain(worker), output, jq, raw)
+            return
+        problem, start = None, runwatch_command("worker", "RUNS_DIR")
+    else:
+        ctx = open_context(directory, db, refresh=False)
+        profiles, problem = _profiles(ctx)
+        if drain is not None:
+            _drain(ctx, drain, profiles, output, jq, raw)
+            return
+        with ctx.engine.connect() as conn:
+            data = workers_view(conn, profiles, time.time())
+        start = runwatch_command("worker", str(ctx.directory), db=db)
 
     def table(wide: bool) -> None:
         cols = ["WORKER", "STATUS", "DEVICES", "JOBS", "SPEND", "RATE", "PROFILE", "HOST",
@@ -141,8 +152,7 @@ def resources_cmd(
         # at 80 columns the least needed columns go first; ids and numbers stay whole
         print_table(cols, rows, wide=wide, drop=["SEEN", "HOST", "PROFILE", "RATE"])
         if not data["workers"]:
-            line("no worker has run on this index; start one: ",
-                 runwatch_command("worker", str(ctx.directory), db=db))
+            line("no worker has run on this index; start one: ", start)
         line(f"{data['queue_depth']} job(s) wait in the queue; RATE is per device-hour, SPEND "
              "the estimate so far (devices × rate × hours up), SEEN the last heartbeat")
         if problem:
@@ -167,20 +177,27 @@ def _drain(ctx: Context, ref: str, profiles: Profiles | None, output: Output,
            jq: str | None, raw: bool) -> None:
     with ctx.engine.begin() as conn:
         rows = store_jobs.list_workers(conn)
-        found = [w for w in rows if w["id"] == ref] or [w for w in rows
-                                                         if w["id"].startswith(ref)]
-        if len(found) != 1:
-            what = f"{len(found)} workers have" if found else "no worker has"
-            ids = [w["id"] for w in found or rows]
-            raise fail(f"{what} the id {ref!r}", ["workers: " + ", ".join(ids)] if ids else
-                       ["no worker has run on this index"])
-        row = found[0]
+        worker = _one_worker([w["id"] for w in rows], ref)
+        row = next(w for w in rows if w["id"] == worker)
         if row["stopped_at"] is not None:
             raise fail(f"worker {row['id']} has already stopped; there is nothing to drain")
         store_jobs.set_draining(conn, row["id"], True)
         row["draining"] = True
-    entry = worker_entry(row, profiles, time.time())
+    _show_drain(worker_entry(row, profiles, time.time()), output, jq, raw)
 
+
+def _one_worker(ids: list[str], ref: str) -> str:
+    """The worker id `ref` names, whole or as a unique start; exit 2 with the ids if none
+    or several."""
+    found = [i for i in ids if i == ref] or [i for i in ids if i.startswith(ref)]
+    if len(found) != 1:
+        what = f"{len(found)} workers have" if found else "no worker has"
+        raise fail(f"{what} the id {ref!r}", ["workers: " + ", ".join(found or ids)] if ids
+                   else ["no worker has run on this index"])
+    return found[0]
+
+
+def _show_drain(entry: dict[str, Any], output: Output, jq: str | None, raw: bool) -> None:
     def table(wide: bool) -> None:
         line(f"worker {entry['id']} drains: it finishes its {len(entry['jobs'])} running "
              "job(s), claims no more, then exits")

@@ -262,6 +262,16 @@ class Remote:
             return {"error": answer.get("error", ""), "differences": answer.get("differences")}
         return {k: v for k, v in answer.items() if k != "ok"}
 
+    def workers(self) -> dict[str, Any]:
+        """Every worker and the queue's depth (GET /api/workers)."""
+        return {k: v for k, v in self.request("GET", "/api/workers").items() if k != "ok"}
+
+    def drain(self, worker: str) -> dict[str, Any]:
+        """Drain a worker (POST /api/workers/ID/drain, which needs the server's token):
+        its entry."""
+        answer = self.request("POST", f"/api/workers/{quote(worker, safe='')}/drain")
+        return dict(answer["worker"])
+
     def act(self, ref: str, verb: str) -> dict[str, Any]:
         """Cancel or retry a run (POST /api/runs/RUN/cancel|retry): its new phase and list
         fields; a move its state does not allow exits 2 with the server's sentence."""
