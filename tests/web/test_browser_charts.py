@@ -170,6 +170,53 @@ def test_a_zoom_shows_whole_steps_and_reset_zoom_shows_the_run_again(
     expect(card(page, "loss").locator(".chart-reset")).to_be_hidden()
 
 
+FIND_COLOUR = """([sel, rgb, tol, yCss]) => {
+  const canvas = document.querySelector(sel + ' canvas');
+  const ratio = canvas.width / canvas.clientWidth;
+  const y = Math.round(yCss * ratio);
+  const row = canvas.getContext('2d').getImageData(0, y, canvas.width, 1).data;
+  for (let x = 0; x < canvas.width; x++) {
+    const i = 4 * x;
+    const near = [0, 1, 2].every((c) => Math.abs(row[i + c] - rgb[c]) <= tol);
+    if (near && row[i + 3] > 200) return x / ratio;
+  }
+  return -1;
+}"""
+
+
+def test_a_drag_zooms_a_double_click_resets_and_the_legend_hides_a_line(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    sft_run(runs_dir, "dragged", steps=40)
+    wait_indexed(server.url, "dragged", 39)
+    open_run(page, server.url, "dragged")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    chart = page.locator('[data-chart="loss"]')
+    box = chart.bounding_box()
+    assert box is not None
+    plot = box["width"] - 64 - 24  # the chart's grid, as hover_tooltip has it
+    mid_y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + 64 + 0.25 * plot, mid_y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 64 + 0.5 * plot, mid_y, steps=5)
+    page.mouse.up()
+    # about steps 10 to 20 of 0 to 39, read again for that window
+    expect(chart).to_have_attribute("data-zoomed", re.compile(r"^(9|10|11)-(19|20|21)$"))
+    expect(chart).to_have_attribute("data-counts", re.compile(r"^loss=1[0-3];val/loss=[12]$"))
+    expect(card(page, "loss").locator(".chart-reset")).to_be_visible()
+    page.mouse.dblclick(box["x"] + box["width"] / 2, mid_y)
+    expect(chart).not_to_have_attribute("data-zoomed", re.compile(".*"))
+    expect(chart).to_have_attribute("data-counts", "loss=40;val/loss=4")
+    # a click on the val entry of the legend (its row is 4 to 24 px from the top) hides
+    # the val line and greys the entry
+    line, _ = pixels(page, "loss", VAL_RGB)
+    assert line > 50, line
+    x = page.evaluate(FIND_COLOUR, ['[data-chart="loss"]', list(VAL_RGB), 40, 14])
+    assert x >= 0, "no val entry in the legend"
+    page.mouse.click(box["x"] + x + 4, box["y"] + 14)
+    expect(chart).to_have_attribute("data-hidden", "val")
+    assert pixels(page, "loss", VAL_RGB) == (0, 0)
+
+
 def test_watch_first_and_optimizer_metrics_have_charts_that_findings_mark(
         page: Page, server: Runner, runs_dir: Path) -> None:
     run = init(name="grpo-watch", dir=runs_dir, method="grpo", base_model="tiny",

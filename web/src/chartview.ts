@@ -356,6 +356,7 @@ export class ChartView {
   private layers: Under[] = [];
   private marks: Mark[] = [];
   private legendHits: LegendHit[] = [];
+  private legendCache: { id: string; entries: LegendEntry[] } | null = null;
   private extent: { min: number; max: number } | null = null; // the x range of the whole run
   private window: { min: number; max: number } | null = null; // the x range zoomed to
   private minSpan = 0;
@@ -745,6 +746,15 @@ export class ChartView {
    * size; past LEGEND_ROWS rows one entry with line -N says "+N more".
    */
   private legendLayout(ctx: CanvasRenderingContext2D, width: number, k: number): LegendEntry[] {
+    // uPlot asks for the padding (so the rows) a few times a draw: the labels are measured once
+    const id = `${width}/${k}`;
+    if (this.legendCache?.id === id) return this.legendCache.entries;
+    const entries = this.layoutLegend(ctx, width, k);
+    this.legendCache = { id, entries };
+    return entries;
+  }
+
+  private layoutLegend(ctx: CanvasRenderingContext2D, width: number, k: number): LegendEntry[] {
     ctx.save();
     ctx.font = `${12 * k}px ${FONT}`;
     const out: LegendEntry[] = [];
@@ -983,9 +993,10 @@ export class ChartView {
     u.root.addEventListener("click", (e) => this.legendClick(e));
     // the tooltip stays on top of the chart
     this.el.appendChild(this.tip);
-    this.tip.style.background = chartTheme().bg;
-    this.tip.style.borderColor = chartTheme().grid;
-    this.tip.style.color = chartTheme().text;
+    const theme = chartTheme();
+    this.tip.style.background = theme.bg;
+    this.tip.style.borderColor = theme.grid;
+    this.tip.style.color = theme.text;
     return u;
   }
 
@@ -1053,5 +1064,6 @@ export class ChartView {
     this.el.dataset.legend = showLegend ? this.lines.map((l) => l.label).join("|") : "";
     this.el.dataset.colors = this.lines.map((l, i) => `${l.label}=${this.colors[i]}`).join("|");
     this.el.dataset.smoothed = this.data.filter((_, i) => this.smooth[i]).map((d) => d.line.label).join("|");
+    this.el.dataset.hidden = this.lines.filter((_, i) => this.hidden.has(i)).map((l) => l.label).join("|");
   }
 }
