@@ -1,7 +1,8 @@
 """GET /api/overlay on the real server over HTTP (SQLite and PostgreSQL): several runs'
 list fields, keys, cursors and the series of the keys its selectors pick in one answer,
 equal to what /api/runs, /api/runs/{run}/metrics/keys and /api/series answer one by one;
-a run it cannot read is listed as missing, with the error its own request gets."""
+a run it cannot read is listed as missing, with the error its own request gets. And the
+compare view's report request refuses reinforcement runs without reading their series."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
-from apiclient import assert_error
+from apiclient import Api, assert_error
+from sqlalchemy import Engine
 
+from runwatch.ingest import Indexer
+from runwatch.server.app import create_app
 from runwatch.server.runner import Runner
+from runwatch.server.series_cache import SeriesCache
 from tests.support import write_run
 from tests.support.wait import DEADLINE_S, wait_for
 
@@ -101,3 +106,16 @@ def test_bad_selectors_are_400(client: httpx.Client) -> None:
     # a run named twice is answered twice but its series are sent once
     twice = client.get("/api/overlay", params={"run": ["alpha", "alpha"], "key": "loss"}).json()
     assert len(twice["runs"]) == 2 and len(twice["series"]) == 1
+
+
+def test_the_report_refuses_reinforcement_runs_without_reading_a_series(
+        engine: Engine, runs_dir: Path) -> None:
+    for name in ("g1", "g2"):
+        write_run(runs_dir, name, records({"loss": 1.0, "grad_norm": 2.0}, range(300)),
+                  method="grpo")
+    Indexer(engine, runs_dir).index_once()
+    cache = SeriesCache()
+    api = Api(create_app(engine, runs_dir=runs_dir, cache=cache))
+    refused = assert_error(api.get("/api/compare", params={"run": "g1", "baseline": "g2"}), 400)
+    assert "reinforcement run (grpo)" in refused["error"]
+    assert cache.held_points == 0, "no series was read for a report that is refused"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy import Connection
 
@@ -21,8 +22,13 @@ router = APIRouter(tags=["metrics"])
 
 def _side(request: Request, conn: Connection, st: ServerState, ident: str) -> cmp.Side:
     row = scopes.run(request, conn, ident)
+    # a reinforcement run is refused for its method before its series are looked at: its
+    # series are not read (on a cold server, whole reads of a long run: a second or more)
+    refused = (row.method or "").lower() in cmp.REINFORCEMENT
 
     def series_of(key: KeyInfo) -> tuple[IntArray, FloatArray]:
+        if refused:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         series = st.cache.get(conn, row.pk, key)
         return series.step, series.value
 
