@@ -154,10 +154,10 @@ def test_a_token_of_another_project_does_not_find_the_run(team: Team) -> None:
                  ["runs", "health", "bravo-secret-run"]):
         said = refused(cli(*args, *remote))
         assert f"(on {team.url})" in said and "no run" in said.lower(), said
-        assert "a token of the run's project" in said, said
+        assert "a token of the run's project" in said and "/api/runs" not in said, said
         assert "bravo-secret-run" not in said.split("(on")[1], "no candidate of project B"
     said = refused(cli("runs", "list", "--project", B, *remote))
-    assert f"{team.url} refused the token in --token" in said, said
+    assert f"{team.url} refused the token given with --token" in said, said
     assert "needs read on project 'proj-bravo'" in said, said
     assert "runwatch tokens create --project proj-bravo --right read" in said, said
 

@@ -33,6 +33,8 @@ SERIES_POINTS = 20_000
 # gave them), so that an answer stays a few megabytes.
 POINTS_PER_REQUEST = 200_000
 MAX_KEYS = 400
+# What the API's "run not found" ends with (server/runs.resolve_run).
+API_LIST_HINT = "; list runs with GET /api/runs"
 
 
 def remote_for(server: str | None, token: str | None, directory: Path | None,
@@ -56,8 +58,9 @@ def remote_for(server: str | None, token: str | None, directory: Path | None,
                    ["pass the base URL `runwatch server` printed, e.g. "
                     "http://runwatch.lan:8765"])
     if token is not None:
-        return Remote(url.rstrip("/"), token or None, "--token")
-    return Remote(url.rstrip("/"), os.environ.get(ENV_TOKEN) or None, ENV_TOKEN)
+        return Remote(url.rstrip("/"), token or None, "the token given with --token")
+    return Remote(url.rstrip("/"), os.environ.get(ENV_TOKEN) or None,
+                  f"the token in {ENV_TOKEN}")
 
 
 class Remote:
@@ -65,6 +68,7 @@ class Remote:
     would, or exits saying why it cannot."""
 
     def __init__(self, url: str, token: str | None, token_from: str) -> None:
+        """`token_from` says where the token came from, in the errors."""
         import httpx  # here: a command that reads a local index never imports it
 
         self.url = url
@@ -106,7 +110,7 @@ class Remote:
                             answer)
 
     def _refusal(self, status: int, said: str, answer: dict[str, Any]) -> Exception:
-        token = (f"the token in {self.token_from}" if self.has_token
+        token = (self.token_from if self.has_token
                  else f"no token (neither --token nor {ENV_TOKEN} is set)")
         if status == 401:
             return fail(f"{self.url} refused {token}: {said}",
@@ -120,6 +124,8 @@ class Remote:
             if self.has_token:
                 hints.append(f"{self.url} shows a token only its project's runs: is "
                              f"{self.token_from} a token of the run's project?")
+            # the server's way to list them is an API route; here it is a command
+            said = said.removesuffix(API_LIST_HINT)
             return fail(f"{said} (on {self.url})", hints)
         return fail(f"{self.url} answered {status}: {said}", hints)
 
