@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Browser, FloatRect, Locator, Page, expect
 from webhelpers import drawn_charts, open_run, sft_run, shot, wait_indexed
 
 from runwatch.sdk import init
@@ -123,15 +123,22 @@ def test_a_val_only_line_has_the_val_colour_and_a_legend(page: Page, server: Run
     shot(page, "charts-val-colour")
 
 
-def test_a_zoom_shows_whole_steps_and_reset_zoom_shows_the_run_again(
-        page: Page, server: Runner, runs_dir: Path) -> None:
-    sft_run(runs_dir, "zoomy", steps=40)
-    wait_indexed(server.url, "zoomy", 39)
-    open_run(page, server.url, "zoomy")
+def loss_chart_of_a_new_run(page: Page, server: Runner, runs_dir: Path,
+                            name: str) -> tuple[Locator, FloatRect]:
+    """A 40-step SFT run `name` opened: its loss chart and the chart's box."""
+    sft_run(runs_dir, name, steps=40)
+    wait_indexed(server.url, name, 39)
+    open_run(page, server.url, name)
     page.wait_for_selector(".chart-groups[data-drawn=true]")
     chart = page.locator('[data-chart="loss"]')
     box = chart.bounding_box()
     assert box is not None
+    return chart, box
+
+
+def test_a_zoom_shows_whole_steps_and_reset_zoom_shows_the_run_again(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    chart, box = loss_chart_of_a_new_run(page, server, runs_dir, "zoomy")
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     span = 40
     zoomed = ""
@@ -186,13 +193,7 @@ FIND_COLOUR = """([sel, rgb, tol, yCss]) => {
 
 def test_a_drag_zooms_a_double_click_resets_and_the_legend_hides_a_line(
         page: Page, server: Runner, runs_dir: Path) -> None:
-    sft_run(runs_dir, "dragged", steps=40)
-    wait_indexed(server.url, "dragged", 39)
-    open_run(page, server.url, "dragged")
-    page.wait_for_selector(".chart-groups[data-drawn=true]")
-    chart = page.locator('[data-chart="loss"]')
-    box = chart.bounding_box()
-    assert box is not None
+    chart, box = loss_chart_of_a_new_run(page, server, runs_dir, "dragged")
     plot = box["width"] - 64 - 24  # the chart's grid, as hover_tooltip has it
     mid_y = box["y"] + box["height"] / 2
     page.mouse.move(box["x"] + 64 + 0.25 * plot, mid_y)
