@@ -163,3 +163,11 @@ def test_other_methods_are_judged_by_their_family(method: str, rule_id: str) -> 
     assert _of(evaluate(method, {}, series), rule_id)
     # A method the engine does not know gets only the rules for every method.
     assert _of(evaluate("mystery", {}, series), rule_id) == []
+
+
+def test_a_k_of_n_message_counts_the_hits_of_its_window() -> None:
+    # Opened at the third low step of five: the message says 3, not the 1 hit of the
+    # point that opened it (issue 14: messages state the numbers that show it).
+    std = ([*range(1, 11)], [0.3] * 6 + [0.0005, 0.3, 0.0005, 0.0005])
+    (f,) = _of(_step_by_step("grpo", {"reward_std": std}), "grpo.reward_std_zero")
+    assert "(3 of the last 5 steps below 0.001)" in f.message, f.message

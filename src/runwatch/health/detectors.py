@@ -159,6 +159,10 @@ class Threshold:
             self.tail_steps = (self.tail_steps + steps)[-keep:] if keep else []
         return self.window.feed(hits)
 
+    def in_window(self) -> int:
+        """Hits among the last n points: what "k of the last n" counted at the latest."""
+        return sum((self._prev[0] + self.hits)[-self.window.n:])
+
     def onset(self, i: int) -> int | None:
         """The step of the first hit in the window that made point i of the last batch
         reach k: where the trouble started, a few points before the finding opened."""

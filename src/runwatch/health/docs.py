@@ -401,12 +401,12 @@ a spike out of the noise the next is judged against; new rules `grpo.entropy_low
 rounds 1-4 corpus (a copy taken before round 5 was merged), the session 6 engine and
 this one, load average 1-2 before and 14 after (the figures do not depend on load):
 
-| split | before: found | before: healthy with a warning | before: median delay | after: found | after: healthy with a warning | after: median delay |
-|---|---|---|---|---|---|---|
-| train | 20 of 22 (91%) | 0 of 12 | 8 | 22 of 22 (100%) | 0 of 12 | 6 |
-| holdout (rounds 1 and 4) | 3 of 3 (100%) | 0 of 8 | 4.5 | 3 of 3 (100%) | 0 of 8 | 3.5 |
-| holdout round 1 | 3 of 3 (100%) | 0 of 3 | 4.5 | 3 of 3 (100%) | 0 of 3 | 3.5 |
-| holdout round 4 | 0 of 0 | 0 of 5 | — | 0 of 0 | 0 of 5 | — |
+| split | found, before → after | healthy with a warning | median delay (points) |
+|---|---|---|---|
+| train | 20 of 22 (91%) → 22 of 22 (100%) | 0 of 12 → 0 of 12 | 8 → 6 |
+| holdout (rounds 1 and 4) | 3 of 3 (100%) → 3 of 3 (100%) | 0 of 8 → 0 of 8 | 4.5 → 3.5 |
+| holdout round 1 | 3 of 3 (100%) → 3 of 3 (100%) | 0 of 3 → 0 of 3 | 4.5 → 3.5 |
+| holdout round 4 | 0 of 0 → 0 of 0 | 0 of 5 → 0 of 5 | — |
 
 On `train` the `loss_not_falling` delay went from 29 to 19 points (`sft_lrqa_chance_plateau`,
 logged every 50 steps, is found at its 10th log), `rl_no_progress` from 9 to 6; the

@@ -192,6 +192,9 @@ class Evaluator:
         det = self.detector
         extra: dict[str, Any] = {}
         if isinstance(det, d.Threshold):
+            # The most hits its window held while the finding was open: a message says
+            # "3 of the last 5", not the one hit of the point that opened it.
+            extra["in_window"] = max(det.in_window(), rec.get("x", {}).get("in_window", 0))
             if det.above is not None:
                 extra["above"] = det.above
             if det.below is not None:

@@ -408,7 +408,7 @@ RULES: tuple[Rule, ...] = (
         condition="`reward_std` is below {below} on {k} of the last {n} steps: the samples of "
         "a prompt all score the same (rewards are of order 1, a verifier's 0/1 or ±1 or a "
         "reward model's few units, so a thousandth is no spread at all).",
-        message="{metric} fell to {min:.2g} ({count} of the last {n} steps below {below}): "
+        message="{metric} fell to {min:.2g} ({in_window} of the last {n} steps below {below}): "
         "every sample of a group scores the same, so the groups carry no learning signal.",
         advice="The reward is saturated or cannot tell samples apart: read the rollouts, "
         "make the task harder or the reward finer, or raise temperature or group_size.",
@@ -423,7 +423,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="`grad_norm` is 0 on {k} of the last {n} steps: every advantage of the batch "
         "was 0 (each group scored all its samples the same), so those steps learned nothing.",
-        message="{metric} was exactly 0 on {count} of the last {n} steps: nothing is learned "
+        message="{metric} was exactly 0 on {in_window} of the last {n} steps: nothing is learned "
         "on those steps.",
         advice="The reward gives no group a spread (a cap every sample reaches, a task solved "
         "or never solved): read the rewards per group, remove the cap or change the data's "
