@@ -1,7 +1,8 @@
 """A whole file too big for one ingest request, sent in parts and stored whole.
 
 Each part is a whole-file batch with `"part": {"index": i, "count": n, "sha256": h}`: its
-content is the i-th piece of the file's bytes, and `h` the sha256 of all of them. The
+content is the i-th piece of the file's bytes (the ingest route hands it on as a `Piece`),
+and `h` the sha256 of all of them. The
 server holds the pieces in memory (`Parts`, one per server process) until the last one
 comes, then hands back the file, which is stored as if it had come in one request (one
 transaction: the server shows the old file or the new one, never a part of it).
@@ -27,6 +28,18 @@ PARTS_HELD_BYTES = 256 * 1024 * 1024
 PARTS_TTL_S = 600.0
 MISSING = "send the file again from part 0"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class Piece(bytes):
+    """A whole-file batch's content that is one piece of the file: its bytes, with the
+    batch's `part` (runwatch.ingest.wholefiles.store_whole_file holds it until the last)."""
+
+    part: Any
+
+    def __new__(cls, raw: bytes, part: Any) -> Piece:
+        piece = super().__new__(cls, raw)
+        piece.part = part
+        return piece
 
 
 @dataclass

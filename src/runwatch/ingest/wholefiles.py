@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, select, update
 
-from runwatch.ingest.parts import PARTS
+from runwatch.ingest.parts import PARTS, Piece
 from runwatch.ingest.samples import store_samples
 from runwatch.jobs.spec import MAX_JOB_BYTES, validate
 from runwatch.rundir import format as fmt
@@ -59,10 +59,12 @@ def whole_file_text(name: str, raw: bytes, where: str) -> str:
 def store_whole_file(conn: Connection, run_pk: int, name: str, raw: bytes,
                      where: str, part: Any = None) -> tuple[int, int]:
     """Store (replacing what was stored of it) the whole file `name` whose content is `raw`:
-    (rows stored, samples set aside). With `part` (a batch's, see runwatch.ingest.parts)
-    `raw` is one piece of it, held until the last piece comes ((0, 0) until then). Raises
-    ValueError when the content cannot be stored; `name` must have passed
-    whole_file_name_problem."""
+    (rows stored, samples set aside). With `part` (a batch's, see runwatch.ingest.parts;
+    a `Piece` carries its own) `raw` is one piece of it, held until the last piece comes
+    ((0, 0) until then). Raises ValueError when the content cannot be stored; `name` must
+    have passed whole_file_name_problem."""
+    if part is None and isinstance(raw, Piece):
+        part = raw.part
     if part is not None:
         whole = PARTS.take(run_pk, name, raw, part, whole_file_cap(name))
         if whole is None:
