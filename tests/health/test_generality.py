@@ -171,3 +171,15 @@ def test_a_k_of_n_message_counts_the_hits_of_its_window() -> None:
     std = ([*range(1, 11)], [0.3] * 6 + [0.0005, 0.3, 0.0005, 0.0005])
     (f,) = _of(_step_by_step("grpo", {"reward_std": std}), "grpo.reward_std_zero")
     assert "(3 of the last 5 steps below 0.001)" in f.message, f.message
+
+
+def test_a_finding_on_the_fallback_metric_resolves_when_the_preferred_one_arrives() -> None:
+    # A flat task score opens rl.no_progress; once the run logs a reward, the rule reads
+    # the reward, and the score's finding is closed rather than left open for ever.
+    score = _noisy(0.5, 0.0, 12, start=0)
+    reward = _noisy(0.2, 0.03, 20, start=12)
+    found = _of(_step_by_step("grpo", {"accuracy": score, "reward_mean": reward}),
+                "rl.no_progress")
+    on_score = [f for f in found if f.metric == "accuracy"]
+    assert on_score and all(f.status == "resolved" for f in on_score)
+    assert all(f.last_step < 12 for f in on_score)
