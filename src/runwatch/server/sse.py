@@ -20,7 +20,7 @@ from typing import TypeVar
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 
-from runwatch.server import auth, scopes
+from runwatch.server import auth, scopes, share
 from runwatch.server.detail import stream_cursor
 from runwatch.server.pollers import hub
 from runwatch.server.state import ServerState, state
@@ -48,7 +48,8 @@ def frame(event: str, body: bytes, event_id: str | None = None) -> bytes:
 def _api_token(request: Request) -> str | None:
     """The API token a request was let in with; None for the server's own token, a share
     link or a server without a token (none of which a revocation ends)."""
-    if scopes.scope_of(request).projects is None:
+    granted = scopes.scope_of(request)
+    if granted.projects is None or granted.who == share.WHO:
         return None
     given, _ = auth._presented(request.scope)
     return given if given is not None and tokens.looks_like_token(given) else None
