@@ -180,12 +180,14 @@ def test_a_server_that_does_not_answer_is_named_with_what_to_check() -> None:
     assert "is not an http:// or https:// URL" in said, said
 
 
-def test_metrics_of_a_series_longer_than_one_answer_come_whole(
+def test_metrics_and_logs_longer_than_one_answer_come_whole(
         team: Team, engine: Engine) -> None:
     steps = SERIES_POINTS + 300
     run = init(name="long-run", dir=team.runs_dir, project=A)
     for step in range(steps):
         run.log({"loss": 1.0 / (step + 1)}, step=step)
+        if step < 2500:  # more than one page of log entries
+            run.log_text(f"line {step}")
     run.finish("SUCCEEDED")
     remote = ["--server", team.url, "--token", team.secrets["A-read"]]
     # the server indexes the file in order every 50 ms: wait until it holds the last step
@@ -196,6 +198,11 @@ def test_metrics_of_a_series_longer_than_one_answer_come_whole(
     assert there == ok(cli("runs", "metrics", "long-run", "--dir", str(team.runs_dir),
                            "-o", "csv"))
     assert len(there.splitlines()) == steps + 1
+    logs = ["runs", "logs", "long-run", "--tail", "2400", "-o", "json"]
+    here = ok(cli(*logs, "--dir", str(team.runs_dir)))
+    assert len(json.loads(here)) == 2400
+    # (the server may index the log file a pass after the metrics)
+    wait_for(lambda: cli(*logs, *remote).stdout == here, what="the server's logs to match")
 
 
 def test_cancel_over_the_server_needs_write_and_uses_its_job_control(team: Team,
@@ -231,9 +238,10 @@ def test_compare_over_the_server_reports_and_refuses_as_it_does_here(team: Team)
                                                                     else 0.0)})
     local = ["--dir", str(team.runs_dir)]
     remote = ["--server", team.url, "--token", team.secrets["A-read"]]
-    wait_for(lambda: cli("runs", "metrics", "sft-other", *remote, "--steps", "29:", "--jq",
-                         ".steps | length").stdout.strip() == "1",
-             what="the server to index the sft runs")
+    for name in ("sft-base", "sft-cand", "sft-other"):
+        wait_for(lambda n=name: cli("runs", "metrics", n, *remote, "--steps", "29:", "--jq",
+                                    ".steps | length").stdout.strip() == "1",
+                 what=f"the server to index {name}")
     for output in ("json", "table"):
         args = ["runs", "compare", "sft-cand", "sft-base", "-o", output]
         assert ok(cli(*args, *remote)) == ok(cli(*args, *local))
