@@ -151,6 +151,41 @@ def test_many_runs_streamed_at_once_lose_and_duplicate_nothing(server: Runner,
             assert detail["run"]["observed_step"] == STEPS - 1, detail
 
 
+async def _post_all(url: str, bodies: list[dict[str, Any]]) -> list[httpx.Response]:
+    """All bodies posted at once (the server stores requests that wait together)."""
+    limits = httpx.Limits(max_connections=len(bodies))
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+        return list(await asyncio.gather(*(
+            client.post("/api/ingest", content=_gz(b), headers=GZIP) for b in bodies)))
+
+
+def test_a_bad_batch_among_many_at_once_is_refused_alone_and_whole(server: Runner,
+                                                                   engine: Engine) -> None:
+    runs = [f"mixed-{i:02d}" for i in range(24)]
+    bodies = [{"batches": [_batch(r, range(5))]} for r in runs]
+    # run 7's batch has a bad record after good ones; run 8's request has a good batch and
+    # a bad one: a bad batch is stored whole or not at all, the others of its request are kept
+    bodies[7]["batches"][0]["records"][3]["loss"] = "not a number"
+    bodies[8]["batches"].append(_batch("mixed-08b", range(3)))
+    bodies[8]["batches"][1]["records"][1]["step"] = -1
+    answers = asyncio.run(_post_all(server.url, bodies))
+    for i, resp in enumerate(answers):
+        if i in (7, 8):
+            assert resp.status_code == 400 and "bad record" in resp.json()["error"], resp.text
+        else:
+            assert resp.status_code == 200, resp.text
+    assert [r["ok"] for r in answers[8].json()["results"]] == [True, False]
+    with engine.connect() as conn:
+        counts = dict(conn.execute(
+            select(s.runs.c.run_id, func.coalesce(func.sum(s.metric_keys.c.points), 0))
+            .select_from(s.runs.outerjoin(s.metric_keys))
+            .group_by(s.runs.c.run_id)).all())
+        stored = conn.execute(select(func.count()).select_from(s.metric_points)).scalar()
+    # a refused batch is not stored at all: not even the run its manifest would have made
+    assert {r: counts.get(r) for r in runs} == {r: None if r == "mixed-07" else 5 for r in runs}
+    assert "mixed-08b" not in counts and stored == 5 * 23
+
+
 def _fill(engine: Engine, n: int) -> list[tuple[float, int]]:
     """n runs in 7 projects, created_at with many ties (the cursor must break them by pk);
     returns every run's (created_at, pk), newest first as the list orders them."""

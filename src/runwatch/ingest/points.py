@@ -8,20 +8,20 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, case, or_, update
+from sqlalchemy import Connection, case, or_, select, update
 
 from runwatch.ingest.result import IngestResult, where
 from runwatch.ingest.sql import insert_ignore_sql
 from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
 from runwatch.store.keys import metric_keys
-from runwatch.store.points import SEQ_LIMIT, PointColumns, key_base, update_key_stats
+from runwatch.store.points import SEQ_BITS, SEQ_LIMIT, PointColumns, key_base, update_key_stats
 from runwatch.store.values import INT64_MAX, INT64_MIN, finite, is_int64, preview, to_float
 
 _NUMERIC = frozenset({float, int, bool})
@@ -52,13 +52,115 @@ def store_metrics(conn: Connection, run_pk: int, records: Iterable[dict[str, Any
     """
     res = IngestResult()
     sink = _PointSink(conn, run_pk, res)
-    for shape, group in groupby(_first_of_each_seq(records), key=tuple):
-        block = list(group)
-        if not sink.add_block(shape, block):
-            for rec in block:
-                sink.add_record(rec)
+    sink.fill(records)
     sink.flush()
     return res
+
+
+Stored = Callable[[int, IngestResult], None]
+
+
+class MetricsGroup:
+    """Metrics batches of several runs stored together, in one transaction.
+
+    `add` checks a batch's records as `store_metrics` does (new keys are created at
+    once) and queues its points; `flush` stores what is queued. On PostgreSQL every
+    run's points go in one statement, the key counts in one (two when some points
+    were stored already) and the runs' progress in one; the step summaries are
+    brought up to date run by run. `stored(run_pk, result)` is called per batch
+    once its points are stored (`result.rows` set), in the order they were added.
+    """
+
+    def __init__(self, conn: Connection, stored: Stored) -> None:
+        self.conn = conn
+        self.stored = stored
+        self.keys: dict[int, dict[str, int]] = {}
+        self.sinks: list[_PointSink] = []
+
+    def prefetch(self, run_pks: Iterable[int]) -> None:
+        """Read the metric keys of runs about to be added, in one statement."""
+        want = sorted(set(run_pks) - self.keys.keys())
+        if not want:
+            return
+        k = s.metric_keys.c
+        for pk in want:
+            self.keys[pk] = {}
+        for run_pk, key, kid in self.conn.execute(
+                select(k.run_pk, k.key, k.id).where(k.run_pk.in_(want))):
+            self.keys[run_pk][key] = kid
+
+    def add(self, run_pk: int, records: Iterable[dict[str, Any]]) -> IngestResult:
+        """Check and queue a batch of run `run_pk`; its result is whole once flushed."""
+        if self.holds(run_pk):
+            self.flush()  # one batch of a run per flush: its counts say what it stored
+        res = IngestResult()
+        if run_pk not in self.keys:
+            self.prefetch([run_pk])
+        sink = _PointSink(self.conn, run_pk, res, self.keys[run_pk])
+        sink.fill(records)
+        self.sinks.append(sink)
+        return res
+
+    def forget(self, run_pk: int) -> None:
+        """Read run `run_pk`'s keys again for its next batch: something else was stored of
+        it (a new attempt's first event drops the old attempt's keys)."""
+        self.keys.pop(run_pk, None)
+
+    def holds(self, run_pk: int) -> bool:
+        """Whether a batch of run `run_pk` waits to be stored."""
+        return any(sink.run_pk == run_pk for sink in self.sinks)
+
+    def flush(self) -> None:
+        sinks, self.sinks = self.sinks, []
+        if len(sinks) == 1 or self.conn.dialect.name != "postgresql":
+            for sink in sinks:
+                sink.flush()
+        elif sinks:
+            _flush_pg(self.conn, sinks)
+        for sink in sinks:
+            self.stored(sink.run_pk, sink.res)
+
+
+def _flush_pg(conn: Connection, sinks: list[_PointSink]) -> None:
+    """Store the points of several runs' batches (one batch per run) in one statement that
+    answers, per key, how many of its points were stored already (none, mostly); then the
+    key counts, the step summaries and the runs' progress."""
+    from runwatch.store.summaries import update_summaries
+
+    rows = [row for sink in sinks for row in sink.rows]
+    kids: list[int] = []
+    counts: list[int] = []
+    for sink in sinks:
+        for name, cols in sink.res.points.items():
+            kids.append(sink.keys[name])
+            counts.append(len(cols.seqs))
+    short: dict[int, int] = {}
+    if rows:
+        short = dict(conn.exec_driver_sql(_PG_INSERT_COUNTED, (
+            *_pg_columns(rows), _array(map(str, kids)), _array(map(str, counts)))).all())
+    exact: dict[int, int] = {}
+    again: dict[int, int] = {}
+    whole: list[tuple[_PointSink, bool]] = []
+    for sink in sinks:
+        res = sink.res
+        if not res.points:
+            continue
+        ids = {sink.keys[name]: len(cols.seqs) for name, cols in res.points.items()}
+        missed = sum(short.get(kid, 0) for kid in ids)
+        res.rows = sum(ids.values()) - missed
+        (again if missed else exact).update(ids)
+        whole.append((sink, not missed))
+    if exact:
+        update_key_stats(conn, exact, True)
+    if again:
+        update_key_stats(conn, again, False)
+    for sink, all_new in whole:  # after the counts: a key not summarised yet reads its own
+        update_summaries(conn, sink.keys, sink.res.points, exact=all_new)
+    moved = [sink for sink in sinks if sink.max_step >= 0]
+    if moved:
+        conn.exec_driver_sql(_PG_ADVANCE, ([sink.run_pk for sink in moved],
+                                           [sink.max_step for sink in moved],
+                                           [sink.max_ts for sink in moved]))
 
 
 def _first_of_each_seq(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -76,11 +178,13 @@ def _first_of_each_seq(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, 
 class _PointSink:
     """Collects the points of one ingest call, then stores them and the key statistics."""
 
-    def __init__(self, conn: Connection, run_pk: int, res: IngestResult) -> None:
+    def __init__(self, conn: Connection, run_pk: int, res: IngestResult,
+                 keys: dict[str, int] | None = None) -> None:
         self.conn = conn
         self.run_pk = run_pk
         self.res = res
-        self.keys = metric_keys(conn, run_pk)
+        # the run's keys by name: `keys` when the caller read them (and shares them)
+        self.keys = metric_keys(conn, run_pk) if keys is None else keys
         self.sqlite = conn.dialect.name == "sqlite"
         # per SQLite statement, the records (seq, step, ts, values...) it stores
         self.by_statement: dict[str, list[tuple[Any, ...]]] = {}
@@ -99,7 +203,15 @@ class _PointSink:
         """Create metric keys of the run in one statement, and learn their ids."""
         self.conn.execute(s.metric_keys.insert(),
                           [{"run_pk": self.run_pk, "key": k, "points": 0} for k in names])
-        self.keys = metric_keys(self.conn, self.run_pk)
+        self.keys.update(metric_keys(self.conn, self.run_pk))
+
+    def fill(self, records: Iterable[dict[str, Any]]) -> None:
+        """Check and queue `records`: each run of one shape as columns, else by record."""
+        for shape, group in groupby(_first_of_each_seq(records), key=tuple):
+            block = list(group)
+            if not self.add_block(shape, block):
+                for rec in block:
+                    self.add_record(rec)
 
     def add_block(self, shape: tuple[str, ...], block: list[dict[str, Any]]) -> bool:
         """Store records of one shape as columns; False if they need the record path."""
@@ -239,10 +351,39 @@ _PG_INSERT = ("INSERT INTO metric_points (id, step, ts, value) SELECT * FROM "
               "ON CONFLICT DO NOTHING")
 
 
-def _pg_columns(rows: list[tuple[Any, ...]]) -> tuple[list[Any], ...]:
-    """Rows (id, step, ts, value) as four columns; NaN stored as NULL, as SQLite does."""
-    ids, steps, tss, values = (list(c) for c in zip(*rows, strict=True))
-    return ids, steps, tss, [v if v == v else None for v in values]
+# The same for several runs' points, answering (key id, points not stored) for each key whose
+# points were not all new (bound: the keys' ids and how many points each was sent).
+_PG_INSERT_COUNTED = (
+    "WITH ins AS (INSERT INTO metric_points (id, step, ts, value) SELECT * FROM "
+    "unnest(%s::bigint[], %s::bigint[], %s::float8[], %s::float8[]) "
+    f"ON CONFLICT DO NOTHING RETURNING id >> {SEQ_BITS} AS kid), "
+    "got AS (SELECT kid, count(*) AS n FROM ins GROUP BY kid) "
+    "SELECT u.kid, u.n - coalesce(got.n, 0) FROM unnest(%s::bigint[], %s::bigint[]) "
+    "AS u(kid, n) LEFT JOIN got USING (kid) WHERE got.n IS DISTINCT FROM u.n")
+# Several runs' observed step and last update moved forward (never back), as _advance_run.
+_PG_ADVANCE = (
+    "UPDATE runs AS r SET "
+    "observed_step = CASE WHEN r.observed_step IS NULL OR r.observed_step < u.step "
+    "THEN u.step ELSE r.observed_step END, "
+    "updated_at = CASE WHEN r.updated_at IS NULL OR r.updated_at < u.ts "
+    "THEN u.ts ELSE r.updated_at END "
+    "FROM unnest(%s::integer[], %s::bigint[], %s::float8[]) AS u(pk, step, ts) "
+    "WHERE r.pk = u.pk AND (r.observed_step IS NULL OR r.observed_step < u.step "
+    "OR r.updated_at IS NULL OR r.updated_at < u.ts)")
+
+
+def _pg_columns(rows: list[tuple[Any, ...]]) -> tuple[str, ...]:
+    """Rows (id, step, ts, value) as four PostgreSQL array literals; NaN stored as NULL, as
+    SQLite does. Text the server parses: psycopg binds a list item by item in Python
+    (about 10 µs a point for the four columns), `str` and `repr` of a number are C."""
+    ids, steps, tss, values = zip(*rows, strict=True)
+    return (_array(map(str, ids)), _array(map(str, steps)), _array(map(repr, tss)),
+            _array("NULL" if v != v else repr(v) for v in values))
+
+
+def _array(items: Iterable[str]) -> str:
+    # repr of a float is its shortest exact text (inf, -inf: PostgreSQL reads them too)
+    return "{" + ",".join(items) + "}"
 
 
 def _valid(cols: list[tuple[Any, ...]]) -> bool:

@@ -8,8 +8,11 @@ refused with its reason while the good batches of the same request are kept.
 
 from __future__ import annotations
 
+import asyncio
 import zlib
-from typing import Any
+from collections.abc import Iterable
+from functools import partial
+from typing import Any, NamedTuple
 
 import orjson
 from fastapi import APIRouter, Depends, Request
@@ -17,9 +20,10 @@ from sqlalchemy import Connection, select
 from starlette.concurrency import run_in_threadpool
 
 from runwatch.health.store import on_metrics as health_on_metrics
-from runwatch.ingest import ingest_records
+from runwatch.ingest import IngestResult, ingest_records
 from runwatch.ingest.indexer import PointsHook
 from runwatch.ingest.manifest import ManifestError, check_manifest
+from runwatch.ingest.points import MetricsGroup
 from runwatch.ingest.wholefiles import store_whole_file, whole_file_cap, whole_file_name_problem
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
@@ -28,7 +32,7 @@ from runwatch.server.errors import ApiError, error_response
 from runwatch.server.jsonio import JSONResponse
 from runwatch.server.state import Limits, ServerState, state
 from runwatch.store import schema as s
-from runwatch.store.runs import upsert_run
+from runwatch.store.runs import manifest_json, upsert_run
 
 router = APIRouter(tags=["ingest"])
 
@@ -141,16 +145,10 @@ def _check_manifest(run_id: str, manifest: Any) -> Any:
     return manifest
 
 
-def _store(conn: Connection, run_id: str, file: str, records: list[dict[str, Any]] | bytes,
-           manifest: dict[str, Any] | None, on_points: PointsHook | None) -> dict[str, Any]:
-    if manifest is not None:
-        run_pk, _ = upsert_run(conn, manifest, None)
-    else:
-        pk = conn.execute(select(s.runs.c.pk).where(s.runs.c.run_id == run_id)).scalar()
-        if pk is None:
-            raise BatchError(404, f"run {run_id!r} is unknown here; send its manifest with "
-                                  "the first batch")
-        run_pk = int(pk)
+def _store(conn: Connection, run_pk: int, run_id: str, file: str,
+           records: list[dict[str, Any]] | bytes, on_points: PointsHook | None
+           ) -> dict[str, Any]:
+    """Store one batch of a run found (or made) already."""
     if isinstance(records, bytes):  # a whole file: replaces what was stored of it
         try:
             rows, aside = store_whole_file(conn, run_pk, file, records, file)
@@ -158,16 +156,272 @@ def _store(conn: Connection, run_id: str, file: str, records: list[dict[str, Any
             raise BatchError(400, str(exc)) from exc
         return {"ok": True, "run_id": run_id, "file": file, "rows": rows, "set_aside": aside}
     result = ingest_records(conn, run_pk, file, records)
+    _check_problems(result)
+    if file == fmt.METRICS:
+        _stored_points(conn, run_pk, result, on_points)
+    return {"ok": True, "run_id": run_id, "file": file, "records": result.records,
+            "rows": result.rows}
+
+
+def _check_problems(result: IngestResult) -> None:
     if result.problem_count:
         raise BatchError(400, f"{result.problem_count} bad record(s): "
                               + "; ".join(result.problems[:5]))
-    if file == fmt.METRICS and result.rows:
+
+
+def _stored_points(conn: Connection, run_pk: int, result: IngestResult,
+                   on_points: PointsHook | None) -> None:
+    if result.rows:
         # Streamed runs get the same live health evaluation as indexed folders.
         health_on_metrics(conn, run_pk, result.points, stored=result.rows)
         if on_points is not None:  # /metrics counts streamed points like indexed ones
             on_points(conn, run_pk, result.points)
-    return {"ok": True, "run_id": run_id, "file": file, "records": result.records,
-            "rows": result.rows}
+
+
+# --- storing requests together ----------------------------------------------------
+#
+# Every request's batches go to the app's one _Writer. While it stores a group in one
+# transaction (in a worker thread), the requests that arrive wait, and all of them are the
+# next group: one commit, one lookup of their runs and their metric keys, and on
+# PostgreSQL one statement for all their points (runwatch.ingest.points.MetricsGroup).
+# A group stops growing at GROUP_RECORDS records (a request is never split).
+GROUP_RECORDS = 20_000
+# Groups stored at once: while one waits on the database, another is worked on.
+WRITERS = 3
+
+Checked = tuple[str, str, list[dict[str, Any]] | bytes, Any] | BatchError
+Job = tuple[Request, list[Any]]  # a request, and its batches as sent
+
+
+class _Again(Exception):
+    """A batch refused after the group wrote some of it: the group is stored again,
+    batch by batch."""
+
+
+def _checked(batch: Any, limits: Limits) -> Checked:
+    try:
+        return _check_batch(batch, limits)
+    except BatchError as exc:
+        return exc
+
+
+def _refused(exc: BatchError) -> dict[str, Any]:
+    return {"ok": False, "error": exc.message, "status": exc.status}
+
+
+def _refusal(request: Request, conn: Connection, run_id: str,
+             manifest: dict[str, Any] | None) -> BatchError | None:
+    sc = scopes.scope_of(request)
+    if sc.projects is None and sc.right == "admin":
+        return None  # every project, every right: nothing to look up
+    why = scopes.ingest_refusal(request, conn, run_id, manifest)
+    return None if why is None else BatchError(403, why)
+
+
+class _Run(NamedTuple):
+    pk: int
+    manifest: str | None
+
+
+def _runs(conn: Connection, run_ids: Iterable[str]) -> dict[str, _Run]:
+    r = s.runs.c
+    ids = sorted(set(run_ids))
+    if not ids:
+        return {}
+    return {row.run_id: _Run(int(row.pk), row.manifest) for row in conn.execute(
+        select(r.run_id, r.pk, r.manifest).where(r.run_id.in_(ids)))}
+
+
+def _run_pk(conn: Connection, runs: dict[str, _Run], run_id: str,
+            manifest: dict[str, Any] | None) -> int:
+    """The run's pk: made or refreshed from `manifest` when it differs from the stored one
+    (`runs` is kept current), 404 when the run is unknown and no manifest came."""
+    run = runs.get(run_id)
+    if manifest is not None:
+        text = manifest_json(manifest)
+        if run is None or run.manifest != text:
+            pk, _ = upsert_run(conn, manifest, None)
+            run = runs[run_id] = _Run(pk, text)
+    if run is None:
+        raise BatchError(404, f"run {run_id!r} is unknown here; send its manifest with "
+                              "the first batch")
+    return run.pk
+
+
+def _store_each(st: ServerState, request: Request, checks: list[Checked],
+                on_points: PointsHook | None) -> list[dict[str, Any]]:
+    """A request's batches, each in its own transaction, whole or not at all."""
+    results: list[dict[str, Any]] = []
+    for check in checks:
+        try:
+            if isinstance(check, BatchError):
+                raise check
+            run_id, file, records, manifest = check
+            with st.engine.begin() as conn:
+                if (refused := _refusal(request, conn, run_id, manifest)) is not None:
+                    raise refused
+                run_pk = _run_pk(conn, _runs(conn, [run_id]), run_id, manifest)
+                results.append(_store(conn, run_pk, run_id, file, records, on_points))
+        except BatchError as exc:
+            results.append(_refused(exc))
+    return results
+
+
+def _store_together(conn: Connection, jobs: list[Job], checked: list[list[Checked]],
+                    on_points: PointsHook | None) -> list[list[dict[str, Any]]]:
+    """Every job's batches in the one transaction of `conn`. A batch refused before
+    anything of it is written (its scope, an unknown run) is answered so; one refused
+    later (bad records) raises _Again."""
+    runs = _runs(conn, (c[0] for checks in checked for c in checks
+                        if not isinstance(c, BatchError)))
+    answers: dict[int, dict[str, Any]] = {}
+
+    def stored(run_pk: int, result: IngestResult) -> None:
+        answers[id(result)]["rows"] = result.rows
+        _stored_points(conn, run_pk, result, on_points)
+
+    group = MetricsGroup(conn, stored)
+    group.prefetch(run.pk for run in runs.values())
+    out: list[list[dict[str, Any]]] = []
+    for (request, _), checks in zip(jobs, checked, strict=True):
+        results: list[dict[str, Any]] = []
+        out.append(results)
+        for check in checks:
+            try:
+                if isinstance(check, BatchError):
+                    raise check
+                run_id, file, records, manifest = check
+                if (refused := _refusal(request, conn, run_id, manifest)) is not None:
+                    raise refused
+                run_pk = _run_pk(conn, runs, run_id, manifest)
+            except BatchError as exc:
+                results.append(_refused(exc))
+                continue
+            try:
+                if file == fmt.METRICS and isinstance(records, list):
+                    result = group.add(run_pk, records)
+                    _check_problems(result)
+                    answer = {"ok": True, "run_id": run_id, "file": file,
+                              "records": result.records, "rows": 0}
+                    answers[id(result)] = answer
+                    results.append(answer)
+                    continue
+                if group.holds(run_pk):
+                    group.flush()  # a run's records are stored in the order they came
+                results.append(_store(conn, run_pk, run_id, file, records, on_points))
+                group.forget(run_pk)
+            except BatchError as exc:
+                raise _Again from exc
+    group.flush()
+    return out
+
+
+def _store_jobs(st: ServerState, jobs: list[Job], on_points: PointsHook | None
+                ) -> list[list[dict[str, Any]] | BaseException]:
+    """Each job's results (or the exception that ended it): the jobs together in one
+    transaction, or, when that fails, each batch again in its own."""
+    checked = [[_checked(b, st.limits) for b in batches] for _, batches in jobs]
+    try:
+        with st.engine.begin() as conn:
+            return list(_store_together(conn, jobs, checked, on_points))
+    except _Again:
+        pass
+    except Exception:
+        if len(jobs) == 1:  # its own error, as if it were stored alone
+            raise
+    out: list[list[dict[str, Any]] | BaseException] = []
+    for (request, _), checks in zip(jobs, checked, strict=True):
+        try:
+            out.append(_store_each(st, request, checks, on_points))
+        except Exception as exc:  # this job's answer; the others' stand
+            out.append(exc)
+    return out
+
+
+class _Writer:
+    """The app's ingest writer: up to WRITERS groups stored at once, each in its own
+    transaction and thread (while one waits on the database another works); a request
+    whose run is in a group being stored waits for the next (see above)."""
+
+    def __init__(self, st: ServerState, on_points: PointsHook | None) -> None:
+        self.st = st
+        self.on_points = on_points
+        self.waiting: list[_Waiting] = []
+        self.busy: set[str] = set()  # the runs of the groups being stored
+        self.groups = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.tasks: set[asyncio.Future[Any]] = set()  # held: the loop holds weak references
+
+    async def store(self, job: Job) -> list[dict[str, Any]]:
+        loop = asyncio.get_running_loop()
+        if loop is not self.loop:  # a new event loop (an app served again): start afresh
+            self.loop, self.waiting, self.busy, self.groups = loop, [], set(), 0
+        # as sent, not checked yet: a run_id or records of any JSON type
+        sent = [b for b in job[1] if isinstance(b, dict)]
+        runs = {str(b.get("run_id")) for b in sent}
+        records = sum(len(r) for b in sent if isinstance(r := b.get("records"), list))
+        answer: asyncio.Future[list[dict[str, Any]]] = loop.create_future()
+        self.waiting.append(_Waiting(job, answer, runs, records))
+        self._next()
+        return await answer
+
+    def _next(self) -> None:
+        while self.waiting and self.groups < WRITERS:
+            take: list[_Waiting] = []
+            runs: set[str] = set()
+            records = 0
+            left: list[_Waiting] = []
+            for item in self.waiting:
+                if (item.runs & (self.busy | runs)
+                        or (take and records + item.records > GROUP_RECORDS)):
+                    left.append(item)
+                    continue
+                take.append(item)
+                runs |= item.runs
+                records += item.records
+            if not take:
+                return
+            self.waiting = left
+            self.busy |= runs
+            self.groups += 1
+            task = asyncio.get_running_loop().create_task(run_in_threadpool(
+                _store_jobs, self.st, [item.job for item in take], self.on_points))
+            self.tasks.add(task)
+            task.add_done_callback(partial(self._done, take=take, runs=runs))
+
+    def _done(self, task: asyncio.Future[list[list[dict[str, Any]] | BaseException]],
+              take: list[_Waiting], runs: set[str]) -> None:
+        self.tasks.discard(task)
+        self.groups -= 1
+        self.busy -= runs
+        try:
+            answers: list[list[dict[str, Any]] | BaseException] = task.result()
+        except BaseException as exc:  # every waiting request is answered
+            answers = [exc] * len(take)
+        for item, got in zip(take, answers, strict=True):
+            if item.answer.done():  # its request went away meanwhile
+                continue
+            if isinstance(got, BaseException):
+                item.answer.set_exception(got)
+            else:
+                item.answer.set_result(got)
+        self._next()
+
+
+class _Waiting(NamedTuple):
+    job: Job
+    answer: asyncio.Future[list[dict[str, Any]]]
+    runs: set[str]
+    records: int
+
+
+def _writer(request: Request, st: ServerState) -> _Writer:
+    writer: _Writer | None = getattr(request.app.state, "runwatch_ingest", None)
+    if writer is None:
+        metrics = getattr(request.app.state, "runwatch_metrics", None)
+        writer = _Writer(st, None if metrics is None else metrics.on_points)
+        request.app.state.runwatch_ingest = writer
+    return writer
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -244,23 +498,7 @@ async def ingest(request: Request, st: ServerState = Depends(state)) -> JSONResp
     if len(batches) > limits.max_batches:
         raise ApiError(413, f"{len(batches)} batches is more than {limits.max_batches} per request")
 
-    metrics = getattr(request.app.state, "runwatch_metrics", None)
-    on_points: PointsHook | None = None if metrics is None else metrics.on_points
-
-    def store_all() -> list[dict[str, Any]]:
-        results: list[dict[str, Any]] = []
-        for batch in batches:
-            try:
-                run_id, file, records, manifest = _check_batch(batch, limits)
-                with st.engine.begin() as conn:
-                    if (why := scopes.ingest_refusal(request, conn, run_id, manifest)):
-                        raise BatchError(403, why)
-                    results.append(_store(conn, run_id, file, records, manifest, on_points))
-            except BatchError as exc:
-                results.append({"ok": False, "error": exc.message, "status": exc.status})
-        return results
-
-    results = await run_in_threadpool(store_all)
+    results = await _writer(request, st).store((request, batches))
     if any(r["ok"] for r in results):
         st.feed.notify()
     refused = [(i, r) for i, r in enumerate(results) if not r["ok"]]
