@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 from typing import cast as cast_type
 
-from sqlalchemy import BigInteger, Connection, Row, bindparam, cast, func, select
+from sqlalchemy import BigInteger, Connection, Row, bindparam, cast, select
 
 from runwatch.store import schema as s
 
@@ -83,13 +83,19 @@ def in_key(column: Any, key_id: int, after_seq: int = -1, upto_seq: int | None =
 
 
 def newest_seq(conn: Connection, key_ids: Iterable[int]) -> int | None:
-    """The highest seq stored for any of `key_ids` (one index probe per key)."""
-    p = s.metric_points.c
+    """The highest seq stored for any of `key_ids` (one primary-key probe per key, one
+    statement for up to 400 keys: SQLite caps a compound SELECT at 500 parts)."""
+    ids = list(key_ids)
+    m = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     best: int | None = None
-    for kid in key_ids:
-        top = conn.execute(select(func.max(p.id)).where(in_key(p.id, kid))).scalar()
-        if top is not None and (best is None or seq_of(top) > best):
-            best = seq_of(int(top))
+    for i in range(0, len(ids), 400):
+        chunk = ids[i:i + 400]
+        sql = " UNION ALL ".join(
+            f"SELECT MAX(id) FROM metric_points WHERE id BETWEEN {m} AND {m}" for _ in chunk)
+        params = tuple(bound for kid in chunk for bound in id_range(kid))
+        for (top,) in conn.exec_driver_sql(sql, params):
+            if top is not None and (best is None or seq_of(int(top)) > best):
+                best = seq_of(int(top))
     return best
 
 
