@@ -48,12 +48,12 @@ from typing import Any
 import httpx
 import orjson
 import psutil
-from sqlalchemy import create_engine, func, make_url, select, text
+from sqlalchemy import create_engine, func, insert, make_url, select, text
 
 from runwatch.server.runner import free_port
 from runwatch.store import schema as s
 from runwatch.store.db import open_engine
-from runwatch.store.runs import upsert_run
+from runwatch.store.runs import manifest_json
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "build" / "bench" / "team.json"
@@ -292,9 +292,11 @@ def stream(url: str, proc: psutil.Process, db: str, args: argparse.Namespace
         "request_p99_ms": round(pct(load["request_ms"], 0.99), 1),
         "server_cpu_s": round(cpu1 - cpu0, 1),
         "server_cpu_us_per_point": round((cpu1 - cpu0) / max(stored, 1) * 1e6, 1),
-        "server_cpu_ms_per_request": round((cpu1 - cpu0) / max(load["requests"], 1) * 1e3, 2),
+        "server_cpu_us_per_request": round((cpu1 - cpu0) / max(load["requests"], 1) * 1e6),
         # PostgreSQL's own processes (connections opened and closed meanwhile not counted)
         "postgres_cpu_s": None if pg0 is None or pg1 is None else round(pg1 - pg0, 1),
+        "postgres_cpu_us_per_point": (None if pg0 is None or pg1 is None
+                                      else round((pg1 - pg0) / max(stored, 1) * 1e6, 1)),
         "server_cores": round((cpu1 - cpu0) / (wall1 - wall0), 2),
         "server_rss_mib": round(proc.memory_info().rss / 2**20),
         "generator_cpu_s": round(load["generator_cpu_s"], 1),
@@ -303,18 +305,27 @@ def stream(url: str, proc: psutil.Process, db: str, args: argparse.Namespace
 
 
 def fill_runs(db: str, total: int) -> int:
-    """Add runs (manifests only) until the store holds `total`; returns how many it holds."""
+    """Add runs (manifests only, as upsert_run stores them) until the store holds `total`,
+    in one statement; returns how many it holds."""
     engine = open_engine(db, migrate=False)
     with engine.begin() as conn:
         have = int(conn.execute(select(func.count()).select_from(s.runs)).scalar() or 0)
         base = time.time() - total * 60
+        rows = []
         for i in range(have, total):
-            upsert_run(conn, {"schema_version": 1, "run_id": f"old-{i:05d}-{uuid.uuid4().hex[:6]}",
-                              "name": f"sweep-{i % 37}-arm-{i:05d}",
-                              "project": f"team-{i % PROJECTS}", "group": f"sweep-{i % 37}",
-                              "method": ("sft", "dpo", "grpo")[i % 3],
-                              "base_model": "Qwen/Qwen2.5-0.5B", "dataset": "gsm8k",
-                              "created_at": base + i * 60, "tags": ["bench"]}, None)
+            manifest = {"schema_version": 1, "run_id": f"old-{i:05d}-{uuid.uuid4().hex[:6]}",
+                        "name": f"sweep-{i % 37}-arm-{i:05d}", "project": f"team-{i % PROJECTS}",
+                        "group": f"sweep-{i % 37}", "method": ("sft", "dpo", "grpo")[i % 3],
+                        "base_model": "Qwen/Qwen2.5-0.5B", "dataset": "gsm8k",
+                        "created_at": base + i * 60, "tags": ["bench"]}
+            rows.append({"run_id": manifest["run_id"], "name": manifest["name"],
+                         "project": manifest["project"], "group_name": manifest["group"],
+                         "tags": '["bench"]', "method": manifest["method"],
+                         "base_model": manifest["base_model"], "dataset": manifest["dataset"],
+                         "created_at": manifest["created_at"], "status": "SUCCEEDED",
+                         "problems": 0, "manifest": manifest_json(manifest)})
+        if rows:
+            conn.execute(insert(s.runs), rows)
     with engine.begin() as conn:
         held = int(conn.execute(select(func.count()).select_from(s.runs)).scalar() or 0)
         if conn.dialect.name == "postgresql":
@@ -387,8 +398,9 @@ def report(out: dict[str, Any], list_runs: int) -> None:
             ("server CPU, cores", "stream", "server_cores"),
             ("server CPU s", "stream", "server_cpu_s"),
             ("server CPU µs per point", "stream", "server_cpu_us_per_point"),
-            ("server CPU ms per request", "stream", "server_cpu_ms_per_request"),
+            ("server CPU µs per request", "stream", "server_cpu_us_per_request"),
             ("PostgreSQL processes CPU s", "stream", "postgres_cpu_s"),
+            ("PostgreSQL processes CPU µs per point", "stream", "postgres_cpu_us_per_point"),
             ("load generator CPU s", "stream", "generator_cpu_s")]
     for label, part, key in rows:
         if key is None:
