@@ -146,6 +146,8 @@ def test_the_environment_names_the_server_unless_dir_or_db_is_given(team: Team) 
     assert sorted(local) == ["alpha-run", "bravo-secret-run"]
     said = refused(cli("runs", "list", "--server", team.url, "--dir", str(team.runs_dir)))
     assert "give one of them" in said
+    said = refused(cli("runs", "list", "--dir", str(team.runs_dir), "--token", "rw_x", env=env))
+    assert "--token is the token for a team server" in said, said
 
 
 def test_a_token_of_another_project_does_not_find_the_run(team: Team) -> None:

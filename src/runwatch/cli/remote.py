@@ -19,7 +19,6 @@ from urllib.parse import quote
 from runwatch.cli.output import fail
 
 if TYPE_CHECKING:
-
     from runwatch.store.queries import StepRow
 
 ENV_SERVER = "RUNWATCH_SERVER"
@@ -44,13 +43,19 @@ def remote_for(server: str | None, token: str | None, directory: Path | None,
     if server is not None and (directory is not None or db is not None):
         raise fail("--server reads a team server and --dir/--db a local index: give one "
                    "of them")
-    if server is None and (directory is not None or db is not None):
-        return None
-    url = (server if server is not None else os.environ.get(ENV_SERVER, "")).strip()
+    if server is not None:
+        url = server.strip()
+    elif directory is None and db is None:
+        url = os.environ.get(ENV_SERVER, "").strip()
+    else:
+        url = ""  # --dir or --db names a local index
     if not url:
         if server is not None:
             raise fail("--server is empty", ["pass the base URL `runwatch server` printed, "
                                              "e.g. --server http://127.0.0.1:8765"])
+        if token is not None:
+            raise fail("--token is the token for a team server, and this command reads a "
+                       "local index", ["pass --server URL (or set RUNWATCH_SERVER) too"])
         return None
     if not url.startswith(("http://", "https://")):
         given = "--server" if server is not None else ENV_SERVER
