@@ -417,7 +417,48 @@ been scored before and are not unseen; round 5 is the clean figure. One caveat o
 `tests/health/test_scoring.py` replays the real corpus's held-back runs, so the health
 test suite run during this session replayed round 5 once it was merged (at 16:21) through
 the engine of the time; only pass or fail was read, no score or finding, and no change
-was made with a round-5 run in view.
+was made with a round-5 run in view. Two more: the readers' commit messages named the
+kinds of run they were adding (the helper tuning the rules read them and made no change
+aimed at them), and importing a log runs the rules, so each reader saw the findings
+*count* of their first two or three imports after writing those labels down.
+
+#### Round 5, scored once (session 7)
+
+20 new public logs (12 DPO, SFT and distillation runs from one reader, 8 GRPO and PPO runs
+from another; 15 with a pathology, 5 healthy), labelled from reading each log, committed
+(29d79b9) after this session's engine changes and scored once, as printed by
+`runwatch health-eval --round 5 -o wide` at 17:02 UTC (a run counts as found when a
+finding of one of its labelled classes, main or secondary, comes; the table counts
+secondary labels in their own class):
+
+```
+holdout round 5: 11 of 15 pathologies found (73%), median delay 13.5 logged points;
+0 of 5 healthy runs with a warning
+```
+
+| class | runs | found | false + | median delay (points) | missed |
+|---|---|---|---|---|---|
+| entropy_collapse | 4 | 4 | 0 | 16.5 | — |
+| kl_growth | 1 | 1 | 0 | 63 | — |
+| length_truncation | 1 | 0 | 0 | — | grpo_verl_math_kl_runaway (secondary) |
+| loss_not_falling | 2 | 0 | 2 | — | dpo_minillm_zero_grad, sft_tiny_gpt2_chance_loss |
+| loss_rising | 1 | 0 | 0 | — | distill_nmt_loss_jump |
+| loss_spike | 1 | 1 | 0 | 12 | — |
+| loss_zero | 1 | 0 | 0 | — | sft_llamafactory_loss_zero (no rule names this class) |
+| nan | 2 | 2 | 0 | 0 | — |
+| overfitting | 2 | 2 | 0 | 22 | — |
+| reward_hacking | 3 | 0 | 0 | — | the 3 grpo_leetcode_* runs (found by entropy collapse) |
+| reward_zero_variance | 1 | 0 | 0 | — | grpo_verl_math_kl_runaway (secondary) |
+| rl_no_progress | 2 | 2 | 3 | 7.5 | — |
+
+So on unseen logs: **recall 73% (target 90%), median delay 13.5 points (target 10), no
+warning on the 5 healthy runs (target met)**. What the misses show: a proxy reward that
+rises while the logged correctness reward stays at 0 is not read as hacking (the rule
+wants a validation metric that falls); a DPO run whose gradient norm is exactly 0 and a
+loss stuck at chance (ln of the vocabulary) are not called "not falling"; a distillation
+loss that jumps 36% late after its step counter restarted is not read as rising; and a
+loss pinned at exactly 0 has no rule. Round 5 stays held back; a session that tunes on
+these misses spends it (its runs move to `train` with `left_holdout`).
 
 ## Rules
 """
