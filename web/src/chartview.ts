@@ -317,6 +317,19 @@ function aligned(lines: DrawnLine[]): uPlot.AlignedData {
   return [xs, ...columns];
 }
 
+/**
+ * A value's canvas position on `u`'s scale `key` (as u.valToPos(v, key, true), without its
+ * cost per call): `start` where the scale begins, plus `span` over its whole range.
+ */
+function toCanvas(u: uPlot, key: string, start: number, span: number): (v: number) => number {
+  const sc = u.scales[key];
+  const log = sc.distr === 3;
+  const f = (v: number) => (log ? Math.log10(v) : v);
+  const lo = f(sc.min ?? 0);
+  const k = span / (f(sc.max ?? 1) - lo);
+  return (v) => start + (f(v) - lo) * k;
+}
+
 /** The ticks of an axis from `min` to `max`: both ends (as ECharts' min and max labels)
  * and the multiples of `incr` between that keep clear of them. */
 function endTicks(min: number, max: number, incr: number): number[] {
@@ -836,8 +849,8 @@ export class ChartView {
       ctx.fillStyle = m.color;
       ctx.fillRect(a, top, Math.max(b - a, 1), height);
     }
-    const y = (v: number) => u.valToPos(v, "y", true);
-    const x = (v: number) => u.valToPos(v, "x", true);
+    const x = toCanvas(u, "x", left, width);
+    const y = toCanvas(u, "y", top + height, -height);
     for (const { color, xs, min, max, raw } of this.layers) {
       if (min && max) {
         ctx.beginPath();
@@ -889,15 +902,20 @@ export class ChartView {
     let hi = dataMax ?? -Infinity;
     const x0 = u.series[0].min ?? -Infinity;
     const x1 = u.series[0].max ?? Infinity;
+    const take = (v: number | null | undefined): void => {
+      if (v === null || v === undefined || !Number.isFinite(v) || (this.logY && v <= 0)) return;
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    };
     for (const { xs, min, max, raw } of this.layers) {
       for (let j = 0; j < xs.length; j++) {
         const x = xs[j];
         if (x === null || x < x0 || x > x1) continue;
-        for (const v of [min?.[j], max?.[j], raw?.[j]]) {
-          if (v === null || v === undefined || !Number.isFinite(v) || (this.logY && v <= 0)) continue;
-          if (v < lo) lo = v;
-          if (v > hi) hi = v;
+        if (min && max) {
+          take(min[j]);
+          take(max[j]);
         }
+        if (raw) take(raw[j]);
       }
     }
     if (!(lo <= hi)) return this.logY ? [1, 10] : [0, 1];
