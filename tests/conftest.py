@@ -29,8 +29,9 @@ def runs_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _no_inherited_runwatch_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # a developer's team settings would send SDK runs and CLI reads to their server
     for var in ("RUNWATCH_DIR", "RANK", "LOCAL_RANK", fmt.ENV_RUN_DIR, fmt.ENV_RUN_ID,
-                fmt.ENV_ATTEMPT):
+                fmt.ENV_ATTEMPT, "RUNWATCH_SERVER", "RUNWATCH_TOKEN", "RUNWATCH_PROJECT"):
         monkeypatch.delenv(var, raising=False)
     yield
 
