@@ -113,6 +113,15 @@ def test_read_commands_print_from_the_server_what_they_print_from_the_index(
         here = ok(cli(*args, *local, "-o", output))
         there = ok(cli(*args, *remote, "-o", output))
         assert there == here, args
+    # resolved findings come too (the NaN at step 7 resolved); the server and this index
+    # each evaluated the run, at their own times
+    health = ["runs", "health", "alpha-run", "-o", output]
+    here, there = ok(cli(*health, *local)), ok(cli(*health, *remote))
+    if output == "json":
+        here, there = ({**body, "findings": [{k: v for k, v in f.items() if not k.endswith("_ts")}
+                                             for f in body["findings"]]}
+                       for body in (json.loads(here), json.loads(there)))
+    assert there == here and "resolved" in str(there)
     metrics = json.loads(ok(cli("runs", "metrics", "alpha-run", *remote, "-o", "json"))
                          .replace("NaN", "null"))
     assert [s["step"] for s in metrics["steps"]] == list(range(12))

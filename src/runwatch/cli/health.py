@@ -62,7 +62,6 @@ def health_command(
 ) -> None:
     """What the health rules found in a run: severity, steps, values and what to change."""
     remote = remote_for(server, token, directory, db)
-    resolved = 0  # findings resolved that a team server did not send
     if remote is not None:
         if thresholds is not None:
             raise fail("--thresholds evaluates the run's points here, from a local index; "
@@ -71,7 +70,7 @@ def health_command(
         detail = remote.detail(run)
         data = {"run_id": detail["run_id"], "name": detail["name"],
                 "status": detail["state"]["phase"]}
-        findings, resolved = remote.findings(detail["run_id"])
+        findings = remote.findings(detail["run_id"])
     else:
         ctx = open_context(directory, db, read_only=True)
         with ctx.engine.begin() as conn:
@@ -88,9 +87,6 @@ def health_command(
     name = data["name"]
 
     def table(wide: bool) -> None:
-        if resolved and not open_only:
-            line(f"{resolved} resolved finding{'s' if resolved != 1 else ''} not shown: "
-                 "the server sends the open ones")
         if not findings:
             line(name, ": no findings")
             return

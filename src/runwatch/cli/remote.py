@@ -243,10 +243,11 @@ class Remote:
                 break
         return newest_first[:tail][::-1]
 
-    def findings(self, run_id: str) -> tuple[list[dict[str, Any]], int]:
-        """The run's open findings (in the one finding shape), and how many resolved."""
-        answer = self.request("GET", self._run_path(run_id, "/health"))
-        return answer["findings"], int(answer.get("resolved") or 0)
+    def findings(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's findings, open and resolved (in the one finding shape)."""
+        answer = self.request("GET", self._run_path(run_id, "/health"), {"resolved": "true"})
+        found: list[dict[str, Any]] = answer["findings"]
+        return found
 
     def rollouts(self, run_id: str, step: int | None, split: str | None, best: int | None,
                  worst: int | None, limit: int) -> dict[str, Any]:

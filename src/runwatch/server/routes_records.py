@@ -87,18 +87,22 @@ def logs(
     return {"ok": True, "logs": [log_entry(r) for r in rows[:limit]], "next_cursor": nxt}
 
 
-def findings_payload(conn: Connection, run_pk: int) -> dict[str, Any]:
+def findings_payload(conn: Connection, run_pk: int, resolved: bool = False) -> dict[str, Any]:
     """Open findings of a run (from the health engine), each in the one finding shape
-    (`runwatch.health.store.finding_json`), and how many have resolved."""
+    (`runwatch.health.store.finding_json`), and how many have resolved; with `resolved`,
+    the resolved findings are in the list too."""
     found = health_for_run(conn, run_pk)
     return {"ok": True, "available": True,
-            "findings": [item for item in found if item["status"] == "open"],
+            "findings": [item for item in found if resolved or item["status"] == "open"],
             "resolved": sum(1 for item in found if item["status"] == "resolved")}
 
 
 @router.get("/api/runs/{run}/health", **documented(HealthResponse, "the run's findings"))
-def health(request: Request, run: str, conn: Connection = Depends(connection)
+def health(request: Request, run: str, conn: Connection = Depends(connection),
+           resolved: bool = Query(False, description="also list the findings that have "
+                                  "resolved (the CLI's `runs health` shows them)")
            ) -> dict[str, Any]:
-    """The run's open health findings and how many have resolved (`available` is always true)."""
+    """The run's open health findings and how many have resolved (`available` is always
+    true); with `resolved=true` the resolved ones are listed too."""
     row = scopes.run(request, conn, run)
-    return findings_payload(conn, row.pk)
+    return findings_payload(conn, row.pk, resolved)
