@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser, Page, sync_playwright
 
 from bench_web import CHROMIUM_ARGS, navigate, stats, write_big_run
 from runwatch.ingest import Indexer
@@ -63,11 +63,20 @@ def cold_server(db: Path, summaries: bool) -> Runner:
                   cache=SeriesCache(summaries=summaries))
 
 
+def settle(page: Page, loaded: str, summaries: bool) -> None:
+    """Wait, after the timing, for what the page asks once its charts are drawn (history,
+    logs, the runs' details): closed at once, the server went on reading it in its threads
+    (every point, without summaries) while the next open was timed."""
+    page.wait_for_selector(loaded, state="attached", timeout=120_000 if summaries else 600_000)
+
+
 def open_run(browser: Browser, db: Path, summaries: bool) -> float:
     with cold_server(db, summaries) as server:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            return navigate(page, server.url, "big-run")
+            took = navigate(page, server.url, "big-run")
+            settle(page, "#detail[data-loaded=true]", summaries)
+            return took
         finally:
             page.close()
 
@@ -86,6 +95,7 @@ def open_overlay(browser: Browser, db: Path, ids: list[str], summaries: bool) ->
             drawn = page.eval_on_selector_all("[data-chart]",
                                               "els => els.map(e => +e.dataset.points)")
             assert drawn and all(p > 0 for p in drawn), drawn
+            settle(page, "#compare-config tr", summaries)
             return took
         finally:
             page.close()
