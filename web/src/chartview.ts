@@ -610,7 +610,8 @@ export class ChartView {
       max = mid + this.minSpan / 2;
     }
     if (max - min >= ext.max - ext.min) {
-      this.resetZoom();
+      // out to the whole run: nothing to read again when it shows that already
+      if (this.window || this.zoomed) this.resetZoom();
       return;
     }
     // slid back inside the run
