@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 import orjson
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from sqlalchemy import Connection, select
 from starlette.concurrency import run_in_threadpool
 
@@ -187,7 +187,7 @@ def _stored_points(conn: Connection, run_pk: int, result: IngestResult,
 # A group stops growing at GROUP_RECORDS records (a request is never split).
 GROUP_RECORDS = 20_000
 # Groups stored at once: while one waits on the database, another is worked on.
-WRITERS = 3
+WRITERS = 4
 
 Checked = tuple[str, str, list[dict[str, Any]] | bytes, Any] | BatchError
 Job = tuple[Request, list[Any]]  # a request, and its batches as sent
@@ -471,7 +471,7 @@ async def _payload(request: Request, limit: int) -> bytes:
 
 
 @router.post("/api/ingest", openapi_extra=REQUEST_BODY)
-async def ingest(request: Request, st: ServerState = Depends(state)) -> JSONResponse:
+async def ingest(request: Request) -> JSONResponse:
     """Store batches `{"batches": [{"run_id", "file", "records", "manifest"?}]}` (or one batch).
 
     A batch may instead carry a whole file, `{"run_id", "file", "content", "manifest"?}`:
@@ -485,6 +485,7 @@ async def ingest(request: Request, st: ServerState = Depends(state)) -> JSONResp
     otherwise the one error shape with the status of the first refused batch and
     `results` saying, per batch, what was stored or why it was refused.
     """
+    st = state(request)  # called, not a dependency: FastAPI runs a plain one in a thread
     limits = st.limits
     try:
         payload = loads_line(await _payload(request, limits.max_body_bytes))
