@@ -5,7 +5,7 @@
 import { ApiError, getJSON, getOverlay, postJSON, runPath } from "./api";
 import { ChartsPanel, pointBudget } from "./charts";
 import { CostCard } from "./costcard";
-import { append, clear, h, text } from "./dom";
+import { append, clear, h, painted, text } from "./dom";
 import { fmtDuration, fmtNum, fmtTime, liveDuration, statusClass, statusLabel, statusText } from "./format";
 import { TERMINAL_PHASES } from "./format.gen";
 import { HealthPanel } from "./health";
@@ -174,7 +174,8 @@ export class DetailView {
     const chartsLoaded = charts.load(keys.keys, series);
     // What lies below the charts waits for their series: on a cold server the history's
     // first page costs more than every chart together, and asked for at once it delays them.
-    const below = chartsLoaded.catch(() => undefined).then(() => Promise.all([
+    // It waits for the charts to be painted too: its table, made first, delayed that paint.
+    const below = chartsLoaded.catch(() => undefined).then(() => painted()).then(() => Promise.all([
       history.init(keys.keys),
       logs.load(),
       health.load().then((f) => charts.setFindings(f)),

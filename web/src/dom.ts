@@ -32,3 +32,17 @@ export function text(value: unknown): string {
   if (typeof value === "string") return value;
   return JSON.stringify(value, null, 2);
 }
+
+/** Resolves once the browser has painted the page as it is now (two animation frames), or
+ * after `ms` where it paints nothing (a hidden tab). */
+export function painted(ms = 200): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = window.setTimeout(resolve, ms);
+    requestAnimationFrame(() =>
+      requestAnimationFrame(() => {
+        window.clearTimeout(timer);
+        resolve();
+      }),
+    );
+  });
+}
