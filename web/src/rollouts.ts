@@ -48,6 +48,7 @@ export class RolloutsView {
   /** The first rollout shown (in "all, in order"): the pager moves it a page at a time. */
   private offset = 0;
   private total = 0;
+  private request = 0; // the latest samples request
 
   constructor(private readonly runId: string) {
     this.el = h(
@@ -75,6 +76,8 @@ export class RolloutsView {
   }
 
   async load(): Promise<void> {
+    // a change made while an answer is on its way asks again: only the latest answer shows
+    const request = ++this.request;
     const [step, split] = this.step.value ? this.step.value.split("|") : [null, null];
     const mode = this.mode.value;
     this.nField.hidden = mode === "all";
@@ -86,6 +89,7 @@ export class RolloutsView {
       limit: mode === "all" ? PAGE : null,
       offset: mode === "all" && this.offset ? this.offset : null,
     });
+    if (request !== this.request) return;
     if (!this.step.options.length || this.step.options.length !== resp.available.length) {
       clear(this.step);
       for (const a of resp.available) {
