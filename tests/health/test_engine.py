@@ -359,6 +359,14 @@ def test_openrlhf_response_clip_ratio_is_truncation() -> None:
         Engine("ppo").feed(to_batch({"response_clip_ratio": [0.2, 0.7]})))
 
 
+def test_tinker_dpo_loss_feeds_the_dpo_loss_rules() -> None:
+    # tinker-cookbook's preference/train_dpo.py logs its DPO loss as dpo_loss
+    flat = {"dpo_loss": [0.69 + 0.01 * math.sin(1.3 * i) for i in range(60)]}
+    assert "dpo.loss_not_falling" in rule_ids(Engine("dpo").feed(to_batch(flat)))
+    falling = {"dpo_loss": [0.69 - 0.008 * i + 0.01 * math.sin(1.3 * i) for i in range(60)]}
+    assert "dpo.loss_not_falling" not in rule_ids(Engine("dpo").feed(to_batch(falling)))
+
+
 @pytest.mark.parametrize("key", ["gpt_loss", "train_mean_nll"])
 def test_other_trainers_sft_loss_names_feed_the_loss_rules(key: str) -> None:
     # OpenRLHF's SFT trainer and tinker-cookbook's supervised loop name the loss so.

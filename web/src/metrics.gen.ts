@@ -33,7 +33,7 @@ export type Role =
 
 /** The names that play each role, best first: the canonical name, then its listed aliases. */
 export const ROLE_NAMES: Readonly<Record<Role, readonly string[]>> = {
-  train_loss: ["loss", "gpt_loss", "train_mean_nll", "train_loss"],
+  train_loss: ["loss", "gpt_loss", "train_mean_nll", "dpo_loss", "train_loss"],
   eval_loss: ["val/loss", "eval_loss", "val_loss"],
   reward: ["reward_mean", "reward", "objective/scores", "env/reward_mean", "critic/rewards/mean", "env/all/reward/total", "rollout/ep_rew_mean", "mean_reward"],
   val_reward: ["val/reward_mean", "eval_reward", "test/env/all/reward/total"],
@@ -135,6 +135,7 @@ export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = ne
   ["env/all/correct", ["accuracy", null]],
   ["test/env/all/correct", ["val/accuracy", null]],
   ["train_mean_nll", ["loss", null]],
+  ["dpo_loss", ["loss", null]],
   ["teacher_kl", ["reward_mean", "-x"]],
   ["rollout/ep_rew_mean", ["reward_mean", null]],
   ["mean_reward", ["reward_mean", null]],

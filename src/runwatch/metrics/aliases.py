@@ -124,6 +124,7 @@ EXACT: dict[str, Alias] = {
     "env/all/correct": Alias("accuracy", "tinker-cookbook"),
     "test/env/all/correct": Alias("val/accuracy", "tinker-cookbook"),
     "train_mean_nll": Alias("loss", "tinker-cookbook (supervised)"),
+    "dpo_loss": Alias("loss", "tinker-cookbook (DPO)"),
     # On-policy distillation: the per-token advantage is minus the reverse KL to the
     # teacher (log p_student - log p_teacher), so minus that KL is the reward the run
     # maximises, and a KL that does not fall is a reward that does not rise.
