@@ -253,7 +253,7 @@ export class ChartsPanel {
     await Promise.all(loads);
     if (this.disposed) return;
     this.grid.dataset.ready = "true";
-    // ECharts paints on the next animation frame; mark the charts drawn after it
+    // the browser paints the charts' canvases on the next frame: mark them drawn after it
     requestAnimationFrame(() => requestAnimationFrame(() => (this.grid.dataset.drawn = "true")));
   }
 

@@ -330,7 +330,7 @@ function toCanvas(u: uPlot, key: string, start: number, span: number): (v: numbe
   return (v) => start + (f(v) - lo) * k;
 }
 
-/** The ticks of an axis from `min` to `max`: both ends (as ECharts' min and max labels)
+/** The ticks of an axis from `min` to `max`: both ends (as a chart's min and max labels)
  * and the multiples of `incr` between that keep clear of them. */
 function endTicks(min: number, max: number, incr: number): number[] {
   const out = [min];

@@ -331,7 +331,7 @@ export class CompareView {
       for (const v of created) v.setSeries(series, true);
       for (const s of series) this.noteShown(s);
     }
-    // ECharts paints on the next animation frame; mark the charts drawn after it
+    // the browser paints the charts' canvases on the next frame: mark them drawn after it
     requestAnimationFrame(() => requestAnimationFrame(() => {
       if (!this.disposed) this.grid.dataset.drawn = "true";
     }));
