@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 import runwatch
 from runwatch.ingest.parts import MISSING, Parts
@@ -20,6 +21,7 @@ from runwatch.jobs.spec import command_spec, write_spec
 from runwatch.rundir import format as fmt
 from runwatch.sdk.sender import Client, sync_run
 from runwatch.server.runner import Runner, free_port
+from runwatch.store import schema
 from runwatch.store.db import open_engine
 from tests.support import wait_for
 from tests.team.serving import ServerProcess
@@ -206,3 +208,33 @@ def test_parts_missing_when_the_last_comes_are_asked_for_again_from_the_first() 
         parts.take(1, "f", data, part(0, count=2), 5)
     with pytest.raises(ValueError, match=r"part\.index must be"):
         parts.take(1, "f", data, part(3), 100)
+
+
+def test_a_samples_file_over_the_request_limit_is_sent_in_parts_and_stored_whole(
+        tmp_path: Path, team_server: ServerProcess) -> None:
+    run = _offline_run(tmp_path / "runs")
+    # ~12 MiB of JSON, with quotes and non-ASCII text, over the server's 8 MiB request limit
+    big = [{"prompt": f"q{i} " + "x" * 2000, "completion": '"é" ' * 50, "reward": i / 10,
+            "group": i % 4} for i in range(5000)]
+    run.log_samples(3, big)
+    run.finish()
+    name = fmt.sample_file_name(3, "train", "completions")
+    assert (run.dir / name).stat().st_size > 8 * 1024 * 1024
+    client = Client(team_server.url, team_server.token)
+    try:
+        report = sync_run(run.dir, client)
+    finally:
+        client.close()
+    assert report.files == 2 and not report.problems, report  # config.yaml and the samples
+    assert report.requests > 6  # the samples went in parts of 2 MiB
+    engine = open_engine(team_server.db)
+    try:
+        with engine.connect() as conn:
+            samples, runs = schema.samples.c, schema.runs.c
+            rows = conn.execute(select(samples.idx, samples.completion).join(
+                schema.runs, runs.pk == samples.run_pk).where(
+                runs.run_id == run.id, samples.file == name).order_by(samples.idx)).all()
+    finally:
+        engine.dispose()
+    assert [r.idx for r in rows] == list(range(5000))
+    assert {r.completion for r in rows} == {'"é" ' * 50}

@@ -23,6 +23,7 @@ from runwatch.health.store import on_metrics as health_on_metrics
 from runwatch.ingest import IngestResult, ingest_records
 from runwatch.ingest.indexer import PointsHook
 from runwatch.ingest.manifest import ManifestError, check_manifest
+from runwatch.ingest.parts import Piece
 from runwatch.ingest.points import MetricsGroup
 from runwatch.ingest.wholefiles import store_whole_file, whole_file_cap, whole_file_name_problem
 from runwatch.rundir import format as fmt
@@ -89,7 +90,9 @@ def _check_batch(batch: Any, limits: Limits) -> tuple[str, str, list[dict[str, A
         raise BatchError(400, "run_id must be a string of 1 to 64 characters")
     manifest = _check_manifest(run_id, batch.get("manifest"))
     if "content" in batch and "records" not in batch:
-        return run_id, *_check_whole_file(file, batch["content"]), manifest
+        file, raw = _check_whole_file(file, batch["content"])
+        # a piece of a file too big for one request carries its part (ingest/parts.py)
+        return run_id, file, raw if "part" not in batch else Piece(raw, batch["part"]), manifest
     if file not in fmt.FILES:
         raise BatchError(400, f"file {file!r} is not one of {', '.join(fmt.FILES)} (a whole "
                               "file is sent as content, not records)")
