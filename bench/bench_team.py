@@ -1,7 +1,8 @@
 """Team-server benchmark: many live runs streaming over HTTP, and the list of 10,000 runs.
 
 For each store (PostgreSQL, then SQLite) the real `runwatch server --db …` runs in its own
-process, and a load generator in another process (asyncio + httpx) plays N live runs the
+process, and a load generator in another process (asyncio, one keep-alive HTTP/1.1
+connection per run, as each run's SDK holds its own) plays N live runs the
 way the SDK's sender streams them: every run logs one step a second with M metrics, and
 its sender posts what is pending every 0.5 s as one gzip request (`{"batches": [...]}`,
 the run's manifest with each batch), records with their seq, retrying with backoff
@@ -69,6 +70,60 @@ GZIP_LEVEL = 1  # the sender's
 # --- the load generator (its own process: `--load URL`) ------------------------------
 
 
+class Conn:
+    """One run's HTTP/1.1 keep-alive connection to the server. The generator stands in for
+    500 machines, so it speaks HTTP over asyncio's streams itself: an async client's pool
+    of 500 connections cost it most of a core here, taken from the server it measures."""
+
+    def __init__(self, url: str) -> None:
+        host, _, port = url.removeprefix("http://").partition(":")
+        self.host, self.port = host, int(port or 80)
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> int:
+        """The answer's status; OSError / asyncio errors when the request failed (the
+        connection is closed then, and opened again by the next request)."""
+        try:
+            return await asyncio.wait_for(self._post(path, body, headers), 30.0)
+        except BaseException:
+            self.close()
+            raise
+
+    async def _post(self, path: str, body: bytes, headers: dict[str, str]) -> int:
+        if self.writer is None or self.reader is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self.writer.write(f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n{head}"
+                          f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        await self.writer.drain()
+        status = int((await self.reader.readline()).split()[1])
+        length, chunked, close = 0, False, False
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            name, value = name.strip().lower(), value.strip().lower()
+            if name == "content-length":
+                length = int(value)
+            elif name == "transfer-encoding" and "chunked" in value:
+                chunked = True
+            elif name == "connection" and value == "close":
+                close = True
+        if chunked:
+            while (size := int((await self.reader.readline()).strip() or b"0", 16)):
+                await self.reader.readexactly(size + 2)
+            await self.reader.readline()
+        else:
+            await self.reader.readexactly(length)
+        if close:
+            self.close()
+        return status
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
 class Live:
     """One run: a loop that logs a step a second, and its sender."""
 
@@ -104,20 +159,20 @@ class Live:
         raw = b'{"batches":[' + b",".join(parts) + b"]}"
         return gzip.compress(raw, GZIP_LEVEL, mtime=0), n_ev, n_m
 
-    async def send(self, client: httpx.AsyncClient) -> None:
+    async def send(self, client: Conn) -> None:
         """Post what is pending until the server stores it, backing off on failure."""
         wait = BACKOFF_MIN_S
         while self.pending or self.events:
             data, n_ev, n_m = self.body()
             start = time.time()
             try:
-                resp = await client.post("/api/ingest", content=data, headers={
+                status = await client.post("/api/ingest", data, {
                     "Content-Type": "application/json", "Content-Encoding": "gzip"})
-                ok = resp.status_code == 200
+                ok = status == 200
                 if not ok:
-                    self.out["errors"][str(resp.status_code)] = (
-                        self.out["errors"].get(str(resp.status_code), 0) + 1)
-            except httpx.HTTPError as exc:
+                    self.out["errors"][str(status)] = self.out["errors"].get(str(status), 0) + 1
+            except (TimeoutError, OSError, ValueError, IndexError,
+                    asyncio.IncompleteReadError) as exc:
                 ok = False
                 name = type(exc).__name__
                 self.out["errors"][name] = self.out["errors"].get(name, 0) + 1
@@ -133,7 +188,7 @@ class Live:
             await asyncio.sleep(wait * random.uniform(0.5, 1.0))
             wait = min(wait * 2, BACKOFF_MAX_S)
 
-    async def play(self, client: httpx.AsyncClient, seconds: float, start: float) -> None:
+    async def play(self, client: Conn, seconds: float, start: float) -> None:
         """Log a step a second for `seconds` (never waiting for the sender, as the SDK's
         log() does not), while the sender posts what is pending every 0.5 s."""
         first = start + random.random()  # runs do not tick in step
@@ -146,7 +201,7 @@ class Live:
             step += 1
         await sender
 
-    async def sender(self, client: httpx.AsyncClient, stop: float, wake: float) -> None:
+    async def sender(self, client: Conn, stop: float, wake: float) -> None:
         while True:
             await asyncio.sleep(max(0.0, wake - time.time()))
             if self.pending or self.events:
@@ -162,11 +217,15 @@ async def _load(url: str, runs: int, metrics: int, seconds: float) -> dict[str, 
     out: dict[str, Any] = {"errors": {}, "retries": 0, "requests": 0, "request_ms": [],
                            "lag_ms": []}
     lives = [Live(i, metrics, out) for i in range(runs)]
-    limits = httpx.Limits(max_connections=runs, max_keepalive_connections=runs)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30.0) as client:
-        start = time.time()
-        await asyncio.gather(*(live.play(client, seconds, start) for live in lives))
-        out["wall_s"] = time.time() - start
+    conns = [Conn(url) for _ in lives]
+    start = time.time()
+    try:
+        await asyncio.gather(*(live.play(conn, seconds, start)
+                               for live, conn in zip(lives, conns, strict=True)))
+    finally:
+        for conn in conns:
+            conn.close()
+    out["wall_s"] = time.time() - start
     out["runs"] = {live.run_id: live.logged for live in lives}
     out["undelivered"] = sum(len(live.pending) for live in lives)
     return out
