@@ -282,7 +282,10 @@ def test_which_ray_jobs_a_sweep_stops() -> None:
     assert orphaned(2, row(heartbeat_at=10.0), stale_before=50.0) is None  # a dead holder
     assert orphaned(2, None, stale_before=50.0) is None
     assert "attempt 2" in (orphaned(1, row(), stale_before=50.0) or "")
-    assert "ended FAILED" in (orphaned(2, row(status="FAILED"), stale_before=50.0) or "")
+    # a run that ended while its live holder still watches the process (after finish())
+    assert orphaned(2, row(status="SUCCEEDED"), stale_before=50.0) is None
+    assert "ended FAILED" in (orphaned(2, row(status="FAILED", heartbeat_at=10.0),
+                                       stale_before=50.0) or "")
     assert "no worker" in (orphaned(2, row(worker_id=None), stale_before=50.0) or "")
     cancelled = row(cancel_requested_at=90.0, heartbeat_at=10.0)
     assert "cancelled" in (orphaned(2, cancelled, stale_before=50.0) or "")

@@ -155,7 +155,10 @@ def orphaned(attempt: int, row: Any, stale_before: float) -> str | None:
         return None
     if row.attempt != attempt:
         return f"attempt {row.attempt} of its run is the current one"
-    if row.status in fmt.TERMINAL_PHASES:
+    held = row.worker_id is not None and (row.heartbeat_at or 0) >= stale_before
+    if row.status in fmt.TERMINAL_PHASES and not held:
+        # a live holder watches its job to the process's exit: what runs after the SDK's
+        # finish() (saving a checkpoint, an evaluation after &&) is left to end
         return f"its run ended {row.status}"
     if row.worker_id is None:
         return "no worker holds it"
