@@ -165,6 +165,15 @@ def test_other_methods_are_judged_by_their_family(method: str, rule_id: str) -> 
     assert _of(evaluate("mystery", {}, series), rule_id) == []
 
 
+def test_a_healthy_ipo_run_is_not_read_as_dpo_over_optimisation() -> None:
+    # IPO's loss (h - 1/(2 tau))^2 reaches ~0 with accuracy 1 when it trains well
+    loss = [0.25 * 0.9 ** i for i in range(60)]
+    acc = [min(1.0, 0.5 + 0.02 * i) for i in range(60)]
+    series = {"loss": loss, "rewards/accuracies": acc}
+    assert _of(evaluate("dpo", {}, series), "dpo.loss_collapsed")  # what DPO would say
+    assert _of(evaluate("ipo", {}, series), "dpo.loss_collapsed") == []
+
+
 def test_a_k_of_n_message_counts_the_hits_of_its_window() -> None:
     # Opened at the third low step of five: the message says 3, not the 1 hit of the
     # point that opened it (issue 14: messages state the numbers that show it).

@@ -106,9 +106,11 @@ early finding holds until the 10th point, where the rule judges afresh, so from 
 the verdicts are the noise test's alone and an early finding never holds a reward that
 test would release.
 
-A run is judged by its method's rules: ORPO, IPO, KTO, SimPO and CPO runs as DPO; PPO,
+A run is judged by its method's rules: ORPO, KTO, SimPO and CPO runs as DPO; PPO,
 RLOO, DAPO, GSPO, Dr. GRPO, REINFORCE and on-policy distillation (`opd`) as GRPO; off-policy
 `distillation` as SFT. A method the engine does not know gets the rules for every method.
+IPO is not judged as DPO: its loss, (h − 1/(2τ))², is near 0 with accuracy 1 on a healthy
+run, which is what `dpo.loss_collapsed` reads as over-optimisation.
 
 A rule that reads one of several metrics (`exclusive`: `rl.no_progress` reads the reward,
 or the task score of a run that logs no reward; the validation rules read the first of

@@ -29,11 +29,13 @@ STRIDE_PROBE = 3  # distinct logged steps that show a run's stride
 CHUNK_STEPS = 1024  # divergence rules need series interleaved by step at this grain
 # The rule family each training method is judged by: group-based and other policy-gradient
 # RL (on-policy distillation among them: it maximises minus a KL) as GRPO, the preference
-# losses as DPO, supervised and off-policy distillation as SFT.
+# losses as DPO, supervised and off-policy distillation as SFT. Not IPO: its loss is
+# (h - 1/(2 tau))^2, so a healthy run's loss near 0 with accuracy 1 is what
+# dpo.loss_collapsed reads as over-optimisation.
 METHOD_FAMILIES = {"ppo": "grpo", "rl": "grpo", "rloo": "grpo", "dapo": "grpo",
                    "reinforce": "grpo", "grpo": "grpo", "gspo": "grpo", "dr_grpo": "grpo",
                    "opd": "grpo", "sft": "sft", "distillation": "sft", "dpo": "dpo",
-                   "orpo": "dpo", "ipo": "dpo", "kto": "dpo", "simpo": "dpo", "cpo": "dpo"}
+                   "orpo": "dpo", "kto": "dpo", "simpo": "dpo", "cpo": "dpo"}
 
 # New points by metric key, as the store hands them out; the engine reads their steps,
 # wall times and values (a value may also be None for NaN).
