@@ -108,6 +108,12 @@ def test_llama_factory_trainer_log_keeps_its_own_steps(tmp_path: Path) -> None:
     assert not {"current_steps", "total_steps", "percentage"} & {k for r in imported.records
                                                                 for k in r}
     assert imported.records[1]["loss"] == pytest.approx(0.1)
+    # the same log of a DPO stage (accuracy) and a PPO stage (reward)
+    for extra, method in (("accuracy", "dpo"), ("reward", "grpo")):
+        staged = tmp_path / f"{method}.jsonl"
+        staged.write_text("\n".join(json.dumps({**x, extra: 0.5}) for x in lines) + "\n",
+                          encoding="utf-8")
+        assert read_source(staged).method == method
 
 
 def test_tensorboard_simple_and_tensor_scalars(tmp_path: Path) -> None:

@@ -53,9 +53,15 @@ def read(path: Path) -> Imported:
             rec["ts"] = float(obj["ts"])
         records.append(rec)
     keys = {k for r in records for k in r}
-    trainer, method = ("llama-factory", "sft") if factory else guess(keys)
+    trainer, method = ("llama-factory", _factory_method(keys)) if factory else guess(keys)
     _cumulative_time(records)
     return Imported(trainer, method, records, {}, str(path))
+
+
+def _factory_method(keys: set[str]) -> str:
+    """LLaMA-Factory writes one trainer_log.jsonl for every stage: a PPO run's has `reward`,
+    a DPO/KTO run's `accuracy` (its rewards/accuracies), a supervised run's neither."""
+    return "grpo" if "reward" in keys else "dpo" if "accuracy" in keys else "sft"
 
 
 def _cumulative_time(records: list[dict[str, Any]]) -> None:
