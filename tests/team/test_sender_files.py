@@ -184,6 +184,18 @@ def test_a_jobs_job_json_is_streamed_and_shown_but_never_replaces_a_folders(
             assert resp.status_code == 200 and resp.json()["results"][0]["rows"] == 0, resp.text
             assert _job(folder_server, team_server.token, run.id)["argv"] == \
                 ["python", "train.py"]
+            # nor with a changed manifest (a manifest sent over HTTP has no folder: it
+            # must not take the run's folder away and with it the job's protection)
+            changed = {**run.manifest, "tags": ["sent"]}
+            resp = httpx.post(f"{folder_server.url}/api/ingest", timeout=30, json={
+                "run_id": run.id, "manifest": changed, "file": fmt.JOB, "content": sent},
+                headers={"Authorization": f"Bearer {team_server.token}"})
+            assert resp.status_code == 200 and resp.json()["results"][0]["rows"] == 0, resp.text
+            assert _job(folder_server, team_server.token, run.id)["argv"] == \
+                ["python", "train.py"]
+            with engine.connect() as conn:
+                assert conn.execute(select(schema.runs.c.dir).where(
+                    schema.runs.c.run_id == run.id)).scalar() == str(run.dir.resolve())
     finally:
         engine.dispose()
 

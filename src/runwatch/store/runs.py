@@ -86,6 +86,10 @@ def upsert_run(
         # another indexer inserted it meanwhile (a server's, while `runwatch submit` indexes)
         row = conn.execute(find).one()
     if row.manifest != values["manifest"]:
+        if run_dir is None:
+            # a manifest sent over HTTP names no folder: the run keeps the one it was indexed
+            # from (a folder's run keeps its job.json; a sender must not take that away)
+            del values["dir"]
         conn.execute(update(s.runs).where(r.pk == row.pk).values(**values))
     return int(row.pk), False
 
