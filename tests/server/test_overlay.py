@@ -106,6 +106,9 @@ def test_bad_selectors_are_400(client: httpx.Client) -> None:
     # a run named twice is answered twice but its series are sent once
     twice = client.get("/api/overlay", params={"run": ["alpha", "alpha"], "key": "loss"}).json()
     assert len(twice["runs"]) == 2 and len(twice["series"]) == 1
+    # more runs than one answer holds are refused, not dropped unsaid
+    many = assert_error(client.get("/api/overlay", params={"run": ["alpha"] * 401}), 400)
+    assert "at most 400 runs" in many["error"]
 
 
 def test_the_report_refuses_reinforcement_runs_without_reading_a_series(

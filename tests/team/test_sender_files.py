@@ -214,6 +214,13 @@ def test_parts_missing_when_the_last_comes_are_asked_for_again_from_the_first() 
     for i, piece in enumerate((data[:4], data[4:8])):
         assert parts.take(1, "f", piece, part(i), 100) is None
     assert parts.take(1, "f", data[8:], part(2), 100) == data
+    # a group stored again batch by batch takes the last piece a second time
+    assert parts.take(1, "f", data[8:], part(2), 100) == data
+    big = hashlib.sha256(b"y" * 30).hexdigest()
+    with pytest.raises(ValueError, match=r"more than the 20 bytes .* cannot be sent"):
+        parts.take(2, "g", b"y" * 30, {"index": 0, "count": 2, "sha256": big}, 20)
+    with pytest.raises(ValueError, match="cannot be sent"):  # its next part hears the same
+        parts.take(2, "g", b"", {"index": 1, "count": 2, "sha256": big}, 20)
     with pytest.raises(ValueError, match="do not make the file"):
         parts.take(1, "f", b"x", part(0, count=1), 100)
     with pytest.raises(ValueError, match="more than the 5 bytes"):

@@ -306,7 +306,10 @@ def overlay(
     refusals: list[ApiError] = []
     picked: list[_Pick] = []
     seen: set[int] = set()
-    for ident in run[:MAX_SERIES]:
+    if len(run) > MAX_SERIES:
+        raise bad_request(f"at most {MAX_SERIES} runs in one request, got {len(run)}: ask for "
+                          "them in several")
+    for ident in run:
         try:
             row = scopes.run(request, conn, ident)
         except ApiError as exc:
