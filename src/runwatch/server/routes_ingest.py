@@ -212,18 +212,21 @@ def _refused(exc: BatchError) -> dict[str, Any]:
     return {"ok": False, "error": exc.message, "status": exc.status}
 
 
-def _refusal(request: Request, conn: Connection, run_id: str,
+def _refusal(request: Request, runs: dict[str, _Run], run_id: str,
              manifest: dict[str, Any] | None) -> BatchError | None:
+    """403 unless the request may write batches of `run_id` (`runs`: the runs looked up)."""
     sc = scopes.scope_of(request)
     if sc.projects is None and sc.right == "admin":
-        return None  # every project, every right: nothing to look up
-    why = scopes.ingest_refusal(request, conn, run_id, manifest)
+        return None  # every project, every right: nothing to check
+    run = runs.get(run_id)
+    why = scopes.stored_ingest_refusal(request, run_id, run.project if run else None, manifest)
     return None if why is None else BatchError(403, why)
 
 
 class _Run(NamedTuple):
     pk: int
     manifest: str | None
+    project: str | None
 
 
 def _runs(conn: Connection, run_ids: Iterable[str]) -> dict[str, _Run]:
@@ -231,8 +234,8 @@ def _runs(conn: Connection, run_ids: Iterable[str]) -> dict[str, _Run]:
     ids = sorted(set(run_ids))
     if not ids:
         return {}
-    return {row.run_id: _Run(int(row.pk), row.manifest) for row in conn.execute(
-        select(r.run_id, r.pk, r.manifest).where(r.run_id.in_(ids)))}
+    return {row.run_id: _Run(int(row.pk), row.manifest, row.project) for row in conn.execute(
+        select(r.run_id, r.pk, r.manifest, r.project).where(r.run_id.in_(ids)))}
 
 
 def _run_pk(conn: Connection, runs: dict[str, _Run], run_id: str,
@@ -244,7 +247,7 @@ def _run_pk(conn: Connection, runs: dict[str, _Run], run_id: str,
         text = manifest_json(manifest)
         if run is None or run.manifest != text:
             pk, _ = upsert_run(conn, manifest, None)
-            run = runs[run_id] = _Run(pk, text)
+            run = runs[run_id] = _Run(pk, text, str(manifest.get("project") or "default"))
     if run is None:
         raise BatchError(404, f"run {run_id!r} is unknown here; send its manifest with "
                               "the first batch")
@@ -261,9 +264,10 @@ def _store_each(st: ServerState, request: Request, checks: list[Checked],
                 raise check
             run_id, file, records, manifest = check
             with st.engine.begin() as conn:
-                if (refused := _refusal(request, conn, run_id, manifest)) is not None:
+                runs = _runs(conn, [run_id])
+                if (refused := _refusal(request, runs, run_id, manifest)) is not None:
                     raise refused
-                run_pk = _run_pk(conn, _runs(conn, [run_id]), run_id, manifest)
+                run_pk = _run_pk(conn, runs, run_id, manifest)
                 results.append(_store(conn, run_pk, run_id, file, records, on_points))
         except BatchError as exc:
             results.append(_refused(exc))
@@ -294,7 +298,7 @@ def _store_together(conn: Connection, jobs: list[Job], checked: list[list[Checke
                 if isinstance(check, BatchError):
                     raise check
                 run_id, file, records, manifest = check
-                if (refused := _refusal(request, conn, run_id, manifest)) is not None:
+                if (refused := _refusal(request, runs, run_id, manifest)) is not None:
                     raise refused
                 run_pk = _run_pk(conn, runs, run_id, manifest)
             except BatchError as exc:
