@@ -181,6 +181,8 @@ export class ChartsPanel {
     for (const k of logged) this.pickerKeys.set(k.key, { key: k.key, count: k.count, canonical: k.canonical });
     this.flag(); // findings that arrived before the keys
     await this.build();
+    // only the first charts take them: charts made later would miss what was logged since
+    this.preloaded = null;
   }
 
   /** The charts the run page shows now, in order: the specs', then added, then flagged. */

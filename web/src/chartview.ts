@@ -349,6 +349,8 @@ export class ChartView {
   private smoothing: number;
   private findings: Finding[] = [];
   private pending = false;
+  private frame = 0; // the animation frame a render waits for
+  private disposed = false;
   private zoomTimer: number | undefined;
   private xMode: XMode;
   private tokens: TokenAxis | null;
@@ -539,6 +541,8 @@ export class ChartView {
   }
 
   dispose(): void {
+    this.disposed = true;
+    cancelAnimationFrame(this.frame);
     window.clearTimeout(this.zoomTimer);
     this.stopTheme();
     this.u?.destroy();
@@ -549,7 +553,7 @@ export class ChartView {
   private schedule(): void {
     if (this.pending) return;
     this.pending = true;
-    requestAnimationFrame(() => {
+    this.frame = requestAnimationFrame(() => {
       this.pending = false;
       this.render();
     });
@@ -976,7 +980,8 @@ export class ChartView {
             y: false,
             points: { show: false },
             drag: { x: true, y: false, setScale: false },
-            bind: { dblclick: () => () => (this.resetZoom(), null) },
+            // a double click on a chart that is not zoomed reads nothing again
+            bind: { dblclick: () => () => ((this.window || this.zoomed) && this.resetZoom(), null) },
           }
         : { show: false },
       select: { show: live, left: 0, top: 0, width: 0, height: 0 },
@@ -1020,6 +1025,8 @@ export class ChartView {
   }
 
   private render(): void {
+    // a removed chart makes no uPlot again (a live point or a zoom answer may still come)
+    if (this.disposed) return;
     this.colors = lineColors(this.lines);
     this.dashed = dashedLines(this.lines);
     const smoothed = smoothedLines(this.data.map((d) => d.step));
@@ -1065,6 +1072,8 @@ export class ChartView {
     });
     if (!this.u) {
       this.u = this.create();
+      // made again (log scale, theme): it keeps the window it was zoomed to
+      if (this.window) this.u.setScale("x", { ...this.window });
     } else {
       this.u.series.forEach((s, i) => {
         if (i > 0) s.width = this.smooth[i - 1] ? 2 : 1.5;
