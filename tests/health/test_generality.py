@@ -165,6 +165,14 @@ def test_other_methods_are_judged_by_their_family(method: str, rule_id: str) -> 
     assert _of(evaluate("mystery", {}, series), rule_id) == []
 
 
+def test_one_high_first_entropy_is_no_fall() -> None:
+    # the first log (before warm-up) high, then a flat entropy: grpo.entropy_low measures
+    # a fall from the first bucket's median, not from that one point
+    flat = [0.74 + 0.01 * math.sin(i) for i in range(300)]
+    assert _of(evaluate("grpo", {}, {"entropy": [3.0, *flat]}), "grpo.entropy_low") == []
+    assert _of(evaluate("grpo", {}, {"entropy": [3.0] * 40 + flat}), "grpo.entropy_low")
+
+
 def test_a_healthy_ipo_run_is_not_read_as_dpo_over_optimisation() -> None:
     # IPO's loss (h - 1/(2 tau))^2 reaches ~0 with accuracy 1 when it trains well
     loss = [0.25 * 0.9 ** i for i in range(60)]

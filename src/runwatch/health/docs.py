@@ -144,8 +144,9 @@ opening condition itself holding there: a reward that rises steadily but slowly 
 a point against a noise of 0.03) sits between one and two standard errors, keeps its
 finding open and stays info, where it used to become a warning at 30 points; a loss
 "turning back up" rises by half its level over 16 points, well beyond the wander of a
-settled loss. An entropy that falls to a quarter of where it started
-(`grpo.entropy_low`) has collapsed whatever the window: in the corpus the largest fall
+settled loss. An entropy that falls to a quarter of where it started (the median of its
+first points, so one high first log is no fall; `grpo.entropy_low`) has collapsed
+whatever the window: in the corpus the largest fall
 of an entropy not labelled as collapsing is 38% (0.50 to 0.31), and a collapse slower
 than half in 32 steps (1.2 to 0.1 over 400 steps) or in a run of 4 points escaped the
 trend rule. A KL still climbing after 0.1 nats over 512 steps (`grpo.kl_ref_drift`) is

@@ -373,8 +373,11 @@ class NoProgress:
         if closed < self.warmup_buckets and (
                 not self.warmup_steps or xs[-1] - self.first[0] < self.warmup_steps):
             return False
+        # "not moved": the kinder of the first value and the first bucket's median; "moved"
+        # (a fall that is the finding) from the median alone, so one high first point of a
+        # flat series is no fall
         pick = max if self.direction == "down" else min
-        start = pick(self.first[1], b.first)
+        start = b.first if self.moved else pick(self.first[1], b.first)
         now = ys[-1]
         self.last_effect = (now - start) / max(abs(start), 1e-12)
         if self.direction == "down":
