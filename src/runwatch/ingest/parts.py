@@ -47,6 +47,7 @@ class _File:
     count: int
     pieces: dict[int, bytes] = field(default_factory=dict)
     at: float = 0.0
+    refused: str | None = None  # why the file cannot be held (it is over its cap)
 
     @property
     def size(self) -> int:
@@ -85,23 +86,30 @@ class Parts:
             for old in [k for k, f in self._files.items() if now - f.at > PARTS_TTL_S]:
                 del self._files[old]
             held = self._files.setdefault(key, _File(count))
+            held.at = now
+            if held.refused is not None:
+                raise ValueError(held.refused)
             if held.count != count:
                 held.pieces.clear()
                 held.count = count
             held.pieces[index] = piece
-            held.at = now
             if held.size > cap:
-                del self._files[key]
-                raise ValueError(f"{name} is more than the {cap} bytes it may hold")
+                # remembered, so the rest of its parts (or a group's replay) hear the same
+                held.pieces.clear()
+                held.refused = (f"{name} is more than the {cap} bytes the server keeps of "
+                                "it: it cannot be sent")
+                raise ValueError(held.refused)
             self._make_room(key)
             if index < count - 1:
                 return None
-            del self._files[key]
-        missing = [i for i in range(count) if i not in held.pieces]
+            # kept until it expires: a group stored again batch by batch (another batch of
+            # it was bad) takes the last piece a second time and must find the others
+            pieces = dict(held.pieces)
+        missing = [i for i in range(count) if i not in pieces]
         if missing:
             raise ValueError(f"{name}: part(s) {', '.join(map(str, missing[:5]))} of {count} "
                              f"are not here (the server restarted, or let them go); {MISSING}")
-        whole = b"".join(held.pieces[i] for i in range(count))
+        whole = b"".join(pieces[i] for i in range(count))
         if hashlib.sha256(whole).hexdigest() != digest:
             raise ValueError(f"{name}: the {count} parts do not make the file whose sha256 was "
                              f"sent; {MISSING}")
