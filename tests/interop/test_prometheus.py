@@ -77,6 +77,19 @@ def test_points_streamed_over_http_are_counted_like_indexed_ones(token_server: R
     text = _metrics(token_server)
     assert _counter(text, "runwatch_points_ingested_total") - before == 6
     assert _counter(text, "runwatch_ingest_lag_seconds_count") - lags_before == 3
+    # a bad batch beside a good one: the request is stored again batch by batch, and the
+    # good batch's points are still counted once
+    good = dict(batch, run_id="id-beside", manifest=manifest("beside"))
+    bad = dict(batch, run_id="id-bad", manifest=manifest("bad"),
+               records=[dict(r, step="seven") for r in batch["records"]])
+    # (its events batch makes the group store its points before the bad batch comes)
+    events = {"run_id": "id-beside", "file": "events.jsonl",
+              "records": [{"seq": 0, "ts": 1_700_000_000.0, "phase": "RUNNING"}]}
+    sent = httpx.post(f"{token_server.url}/api/ingest", json={"batches": [good, events, bad]},
+                      headers={"Authorization": f"Bearer {TOKEN}"})
+    assert sent.status_code == 400, sent.text
+    assert [r["ok"] for r in sent.json()["results"]] == [True, True, False]
+    assert _counter(_metrics(token_server), "runwatch_points_ingested_total") - before == 12
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="needs Debian's prometheus package (promtool)")

@@ -285,7 +285,14 @@ def _store_together(conn: Connection, jobs: list[Job], checked: list[list[Checke
 
     def stored(run_pk: int, result: IngestResult) -> None:
         answers[id(result)]["rows"] = result.rows
-        _stored_points(conn, run_pk, result, on_points)
+        _stored_points(conn, run_pk, result, count)
+
+    # /metrics counts a group's points once all of it is stored: a group sent back batch
+    # by batch (_Again) would otherwise count them twice
+    counted: list[tuple[int, Any]] = []
+
+    def count(_: Connection, run_pk: int, points: Any) -> None:
+        counted.append((run_pk, points))
 
     group = MetricsGroup(conn, stored)
     group.prefetch(run.pk for run in runs.values())
@@ -315,11 +322,14 @@ def _store_together(conn: Connection, jobs: list[Job], checked: list[list[Checke
                     continue
                 if group.holds(run_pk):
                     group.flush()  # a run's records are stored in the order they came
-                results.append(_store(conn, run_pk, run_id, file, records, on_points))
+                results.append(_store(conn, run_pk, run_id, file, records, count))
                 group.forget(run_pk)
             except BatchError as exc:
                 raise _Again from exc
     group.flush()
+    if on_points is not None:
+        for run_pk, points in counted:
+            on_points(conn, run_pk, points)
     return out
 
 
