@@ -180,6 +180,8 @@ def test_a_token_the_server_does_not_know_is_refused_saying_how_to_get_one(team:
     assert "runwatch tokens create --project P --right read" in said, said
     said = refused(cli("runs", "get", "alpha-run", "--server", team.url))
     assert "no token (neither --token nor RUNWATCH_TOKEN is set)" in said, said
+    said = refused(cli("runs", "get", "alpha-run", "--server", team.url, "--token", ""))
+    assert "--token is empty" in said, said
 
 
 def test_a_server_that_does_not_answer_is_named_with_what_to_check() -> None:

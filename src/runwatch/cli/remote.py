@@ -62,8 +62,11 @@ def remote_for(server: str | None, token: str | None, directory: Path | None,
         raise fail(f"{given} {url!r} is not an http:// or https:// URL",
                    ["pass the base URL `runwatch server` printed, e.g. "
                     "http://runwatch.lan:8765"])
+    if token == "":
+        raise fail("--token is empty", ["pass the token `runwatch tokens create` printed, or "
+                                        "leave --token out to use RUNWATCH_TOKEN"])
     if token is not None:
-        return Remote(url.rstrip("/"), token or None, "the token given with --token")
+        return Remote(url.rstrip("/"), token, "the token given with --token")
     return Remote(url.rstrip("/"), os.environ.get(ENV_TOKEN) or None,
                   f"the token in {ENV_TOKEN}")
 
