@@ -60,7 +60,7 @@ def hover_tooltip(page: Page, chart: str, fraction: float) -> str:
     assert box is not None
     left, right = 64, 24  # the chart's grid
     x = box["x"] + left + fraction * (box["width"] - left - right - 1)
-    tip = page.locator(f'[data-chart="{chart}"] .chart-tip, [data-chart="{chart}"] > div + div')
+    tip = page.locator(f'[data-chart="{chart}"] .chart-tip')
     # away from the chart first, so the tooltip read is the one for this point
     page.mouse.move(1, 1)
     expect(tip.first).to_be_hidden()

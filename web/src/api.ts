@@ -3,7 +3,7 @@
 import type { ChartSpec } from "./chartspecs";
 import type { Overlay } from "./types";
 
-export type { Overlay, OverlayMissing, OverlayRun } from "./types";
+export type { Overlay } from "./types";
 
 export class ApiError extends Error {
   constructor(

@@ -71,7 +71,6 @@ interface LineData {
   min: (number | null)[] | null;
   max: (number | null)[] | null;
   full: boolean;
-  count: number;
 }
 
 /** TensorBoard-style debiased exponential moving average; nulls pass through. */
@@ -390,7 +389,7 @@ export class ChartView {
     this.xMode = options.x ?? "step";
     this.tokens = options.tokens ?? null;
     this.legend = options.legend ?? false;
-    this.data = lines.map((line) => ({ line, step: [], time: [], value: [], min: null, max: null, full: true, count: 0 }));
+    this.data = lines.map((line) => ({ line, step: [], time: [], value: [], min: null, max: null, full: true }));
     this.tip = h("div", { class: "chart-tip", hidden: "" });
     el.appendChild(this.tip);
     this.stopTheme = onThemeChange(() => this.rebuild());
@@ -428,7 +427,6 @@ export class ChartView {
       d.full = s.full;
       d.min = s.full || !s.min ? null : s.min.slice();
       d.max = s.full || !s.max ? null : s.max.slice();
-      d.count = s.count;
       for (const [step, value, time] of newer) this.push(d, step, value, time);
       if (!this.zoomed && Number.isFinite(d.time[0])) this.t0 = Math.min(this.t0, d.time[0]);
     }
@@ -465,7 +463,6 @@ export class ChartView {
       d.min.push(value);
       d.max.push(value);
     }
-    d.count += 1;
     if (Number.isFinite(time) && !Number.isFinite(this.t0)) this.t0 = time;
   }
 
