@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from apiclient import MakeRun, assert_error
+from apiclient import MakeRun, assert_error, read_events
 from sqlalchemy import Engine
 from typer.testing import CliRunner
 
@@ -183,6 +183,25 @@ def test_a_revoked_link_is_refused_at_once(server: Runner, runs_dir: Path,
         assert_error(client.get(link), 401)
     with _client(server, kept) as other_link:
         assert other_link.get(f"/api/runs/{mine}").status_code == 200
+
+
+def test_a_live_stream_of_a_link_ends_once_the_link_is_revoked(
+        server: Runner, runs_dir: Path, runs: tuple[str, str]) -> None:
+    mine, _ = runs
+    sh, credential = _link(runs_dir, mine)
+    _, kept = _link(runs_dir, mine)
+    with _client(server, credential) as client, _client(server, kept) as other:
+        with client.stream("GET", f"/api/runs/{mine}/stream") as gone, \
+                other.stream("GET", f"/api/runs/{mine}/stream") as running:
+            assert gone.status_code == running.status_code == 200
+            share.revoke(runs_dir, sh.share_id)
+            lines = gone.iter_lines()
+            events = read_events(lines, lambda ev: ev[-1]["event"] == "revoked")
+            assert "revoked" in events[-1]["data"]["error"]
+            assert list(lines) == []  # and the server ended it
+        # the other link's stream was not ended: it still opens and reads
+        assert other.get(f"/api/runs/{mine}").status_code == 200
+        assert_error(client.get(f"/api/runs/{mine}/stream"), 401)
 
 
 def test_the_cli_prints_a_link_that_works(server: Runner, runs_dir: Path, db_url: str,

@@ -6,12 +6,14 @@ A stream holds no database connection: it is fed by its run's (or the list's) po
 see `runwatch.server.pollers`. A stream opened with an API token looks at that token again
 every REVOCATION_CHECK_S: once it is revoked (by the API, the web app or `runwatch tokens
 revoke` in another process) the stream says so in a `revoked` event and ends; reconnecting
-is refused as any request with that token is.
+is refused as any request with that token is. A stream opened through a share link does the
+same once the link is revoked (`runwatch runs share --revoke`) or expires.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
@@ -45,37 +47,54 @@ def frame(event: str, body: bytes, event_id: str | None = None) -> bytes:
     return f"{head}event: {event}\ndata: ".encode() + body + b"\n\n"
 
 
-def _api_token(request: Request) -> str | None:
-    """The API token a request was let in with; None for the server's own token, a share
-    link or a server without a token (none of which a revocation ends)."""
+def _still_let_in(request: Request, st: ServerState) -> Callable[[], bytes | None] | None:
+    """What tells whether the credential a stream was opened with still lets it in: a
+    blocking call giving None while it does, else the `revoked` event's body. None where
+    nothing can end it (the server's own token, a server without a token)."""
     granted = scopes.scope_of(request)
-    if granted.projects is None or granted.who == share.WHO:
+    if granted.who == share.WHO:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in request.scope["headers"]}
+        credential = auth._cookie(headers, share.COOKIE)
+        runs_dir = getattr(st, "runs_dir", None)
+        if credential is None:
+            return None
+
+        def link_check() -> bytes | None:
+            try:
+                share.check(runs_dir, credential)
+            except share.ShareError as exc:
+                return json.dumps({"error": f"{exc}; the stream has ended"}).encode()
+            return None
+        return link_check
+    if granted.projects is None:
         return None
     given, _ = auth._presented(request.scope)
-    return given if given is not None and tokens.looks_like_token(given) else None
+    if given is None or not tokens.looks_like_token(given):
+        return None
+    secret = given
 
-
-def _live(st: ServerState, secret: str) -> Callable[[], bool]:
-    def check() -> bool:
+    def token_check() -> bytes | None:
         with st.engine.begin() as conn:
-            return tokens.authenticate(conn, secret) is not None
-    return check
+            return None if tokens.authenticate(conn, secret) is not None else REVOKED
+    return token_check
 
 
 async def _events(request: Request, st: ServerState, updates: AsyncGenerator[T | None],
                   render: Callable[[T], bytes]) -> AsyncIterator[bytes]:
     """The stream's bytes: each update rendered as a frame, a keep-alive comment after
     `heartbeat` seconds without one; ends when the client leaves, the server stops or the
-    stream's API token is revoked."""
+    stream's API token or share link is revoked (or the link expires)."""
     yield b"retry: 1000\n\n"
-    secret = _api_token(request)
+    still = _still_let_in(request, st)
     last = checked = time.monotonic()
     async with aclosing(updates):
         async for got in updates:
-            if secret is not None and time.monotonic() - checked >= REVOCATION_CHECK_S:
+            if still is not None and time.monotonic() - checked >= REVOCATION_CHECK_S:
                 checked = time.monotonic()
-                if not await hub(st).read(_live(st, secret)):
-                    yield frame("revoked", REVOKED)
+                refused = await hub(st).read(still)
+                if refused is not None:
+                    yield frame("revoked", refused)
                     return
             if got is not None:
                 last = time.monotonic()
