@@ -22,7 +22,7 @@ from typer.testing import CliRunner, Result
 
 from runwatch.cli.main import app
 from runwatch.cli.options import ServerOpt
-from runwatch.cli.remote import SERIES_POINTS
+from runwatch.cli.remote import SAMPLES_PAGE, SERIES_POINTS
 from runwatch.jobs.spec import command_spec
 from runwatch.jobs.submit import submit
 from runwatch.sdk import init
@@ -216,6 +216,26 @@ def test_metrics_and_logs_longer_than_one_answer_come_whole(
     assert len(json.loads(here)) == 2400
     # (the server may index the log file a pass after the metrics)
     wait_for(lambda: cli(*logs, *remote).stdout == here, what="the server's logs to match")
+
+
+def test_more_rollouts_than_one_answer_come_whole_in_their_order(team: Team) -> None:
+    many = SAMPLES_PAGE * 2 + 100
+    run = init(name="many-rollouts", dir=team.runs_dir, project=A, method="grpo")
+    run.log({"reward": 0.5}, step=4)
+    run.log_samples(4, [{"prompt": f"q{i}", "completion": f"a{i}", "reward": float(i % 37)}
+                        for i in range(many)])
+    run.finish("SUCCEEDED")
+    remote = ["--server", team.url, "--token", team.secrets["A-read"]]
+    local = ["--dir", str(team.runs_dir)]
+    count = ["--limit", str(many), "--jq", ".samples | length"]
+    wait_for(lambda: cli("runs", "rollouts", "many-rollouts", *remote, *count).stdout.strip()
+             == str(many), what="the server to index many-rollouts' samples")
+    for args in (["--limit", str(many + 50)], ["--best", str(SAMPLES_PAGE + 1)],
+                 ["--worst", str(many)]):
+        cmd = ["runs", "rollouts", "many-rollouts", *args, "-o", "json"]
+        here = ok(cli(*cmd, *local))
+        assert ok(cli(*cmd, *remote)) == here, args
+        assert len(json.loads(here)["samples"]) == min(many, int(args[1]))
 
 
 def test_cancel_over_the_server_needs_write_and_uses_its_job_control(team: Team,

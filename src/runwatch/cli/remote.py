@@ -26,6 +26,8 @@ ENV_TOKEN = "RUNWATCH_TOKEN"
 TIMEOUT_S = 30.0
 # The API's largest pages: runs, log entries, and points of one series read whole.
 RUNS_PAGE = 500
+# the most rollouts GET /api/runs/RUN/samples answers at once (routes_records.MAX_SAMPLES)
+SAMPLES_PAGE = 500
 LOGS_PAGE = 2000
 SERIES_POINTS = 20_000
 # Points asked for in one series request, over all its keys (their counts as the server
@@ -256,14 +258,28 @@ class Remote:
                  worst: int | None, limit: int) -> dict[str, Any]:
         """One step's rollouts as store.rollouts gives them; where the run kept none at
         `step`: {"error": why, "available": the steps it kept}."""
-        params = {k: v for k, v in (("step", step), ("split", split), ("best", best),
-                                    ("worst", worst), ("limit", limit)) if v is not None}
+        # the server answers at most SAMPLES_PAGE a request: more are read page by page
+        # (the same order, by offset), as the local index would give them at once
+        wanted = best if best is not None else worst if worst is not None else limit
+        order = "best" if best is not None else "worst" if worst is not None else "limit"
         path = self._run_path(run_id, "/samples")
-        answer = self.request("GET", path, params, accept=(404,))
-        if not answer.get("ok"):
-            kept = self.request("GET", path, {"limit": 1})["available"]
-            return {"error": str(answer.get("error", "")).split(";")[0], "available": kept}
-        return {k: v for k, v in answer.items() if k != "ok"}
+        found: dict[str, Any] = {}
+        samples: list[dict[str, Any]] = []
+        while len(samples) < wanted:
+            page = min(SAMPLES_PAGE, wanted - len(samples))
+            params = {k: v for k, v in (("step", step), ("split", split), (order, page),
+                                        ("offset", len(samples) or None)) if v is not None}
+            answer = self.request("GET", path, params, accept=(404,))
+            if not answer.get("ok"):
+                kept = self.request("GET", path, {"limit": 1})["available"]
+                return {"error": str(answer.get("error", "")).split(";")[0], "available": kept}
+            found = {k: v for k, v in answer.items() if k != "ok"}
+            samples += found["samples"]
+            # the same step from here on, even if a newer one was kept meanwhile
+            step, split = found["step"], found["split"]
+            if len(found["samples"]) < page or step is None:
+                break
+        return {**found, "samples": samples}
 
     def compare(self, run: str, baseline: str, window: int, margin: float,
                 spike_factor: float, across_plans: bool) -> dict[str, Any]:
