@@ -25,7 +25,7 @@ TOKEN = "Kq3v-9xTz_2mLw8RbY-share"
 ALLOWED = {"/api/runs/{run}", "/api/runs/{run}/metrics/keys", "/api/runs/{run}/series",
            "/api/runs/{run}/history", "/api/runs/{run}/samples", "/api/runs/{run}/checkpoints",
            "/api/runs/{run}/logs", "/api/runs/{run}/health", "/api/runs/{run}/events",
-           "/api/runs/{run}/stream", "/api/series"}
+           "/api/runs/{run}/stream", "/api/series", "/api/overlay"}
 
 
 @pytest.fixture
@@ -60,7 +60,8 @@ def _link(runs_dir: Path, run_id: str, seconds: int = 3600) -> tuple[share.Share
 
 
 def _get(client: httpx.Client, path: str, run: str, **kw: Any) -> httpx.Response:
-    params = {"run": run, "key": "loss"} if path == "/api/series" else {"key": "loss"}
+    params = ({"run": run, "key": "loss"} if path in ("/api/series", "/api/overlay")
+              else {"key": "loss"})
     if path.endswith("/stream"):
         with client.stream("GET", path.replace("{run}", run), **kw) as resp:
             resp.read() if resp.status_code != 200 else None
@@ -92,6 +93,11 @@ def test_a_link_reads_its_run_and_nothing_else(server: Runner, runs_dir: Path,
         assert_error(client.get("/api/series", params=[("run", mine), ("run", other),
                                                         ("key", "loss")]), 403)
         assert_error(client.get("/api/series", params={"key": "loss"}), 403)
+        # the run page's one request for keys and series reads the shared run alone
+        overlay = client.get("/api/overlay", params={"run": mine, "role": "train_loss"}).json()
+        assert [r["run"]["run_id"] for r in overlay["runs"]] == [mine]
+        assert_error(client.get("/api/overlay", params=[("run", mine), ("run", other)]), 403)
+        assert_error(client.get("/api/overlay", params={"run": "shared"}), 403)
         owner = {"Authorization": f"Bearer {TOKEN}"}
         spec = client.get("/openapi.json", headers=owner).json()["paths"]
         walked = 0

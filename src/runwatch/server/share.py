@@ -188,7 +188,7 @@ def allows(scope: ASGIScope, run_id: str) -> bool:
     path: str = scope["path"]
     if path == "/runs" or path.startswith("/assets/"):
         return True
-    if path == "/api/series":
+    if path in ("/api/series", "/api/overlay"):
         runs = QueryParams(scope.get("query_string", b"")).getlist("run")
         return bool(runs) and all(r == run_id for r in runs)
     head = "/api/runs/"
