@@ -300,4 +300,50 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"fb/loss/kl_ref/mean": ramp(0.01, 0.003, 128)}),
         ("grpo", NO, {"fb/loss/kl_ref/mean": ramp(0.01, 0.0005, 128)}),
     ),
+    "loss.stuck": (
+        # A loss at chance for GPT-2's vocabulary (ln 50257 = 10.825), logged every 10
+        # steps, moving in the fourth digit only.
+        ("sft", NO, {"loss": every(10, [10.825 + 0.002 * math.sin(i) for i in range(10)])}),
+        # A noisy loss that does not fall yet either (a learning-rate warm-up): its
+        # minibatch noise (3%) shows the weights and the data move.
+        ("sft", NO, {"loss": every(10, [2.0 + 0.06 * math.sin(2.1 * i) for i in range(10)])}),
+    ),
+    "loss.zero": (
+        ("sft", NO, {"loss": [122.1, *const(0.0, 5)]}),
+        # A loss that reaches 0 once, and one near 0 that is not 0.
+        ("sft", NO, {"loss": [1.2, 0.0, 0.8, 0.0, 0.7, 1e-4, 1e-4, 1e-4]}),
+    ),
+    "loss.stepped_up": (
+        # Falls and settles near 3.6, then jumps 36% and stays there (a bad restart).
+        ("sft", NO, {"loss": [*ramp(4.2, -0.05, 10), *(3.65 + 0.02 * math.sin(i)
+                                                        for i in range(8)), 4.88, 4.85, 4.83]}),
+        # The same jump, back down after two points: a spike, not a shift.
+        ("sft", NO, {"loss": [*ramp(4.2, -0.05, 10), *(3.65 + 0.02 * math.sin(i)
+                                                        for i in range(8)), 4.88, 4.85, 3.64]}),
+    ),
+    "optim.zero_gradient": (
+        ("dpo", NO, {"grad_norm": const(0.0, 5)}),
+        # Zero on two steps in a row at most (a skipped step, an overflow).
+        ("dpo", NO, {"grad_norm": [1.0, 0.0, 0.0, 1.2, 0.0, 0.0, 0.9]}),
+    ),
+    "grpo.proxy_hacking": (
+        # The reward triples (a compile or format reward) while correctness stays near 0.
+        ("grpo", NO, {"reward_mean": [0.2 + 0.02 * i for i in range(30)],
+                      "accuracy": [0.004 + 0.002 * math.sin(i) for i in range(30)]}),
+        # The same reward rising with correctness: the task is being learned.
+        ("grpo", NO, {"reward_mean": [0.2 + 0.02 * i for i in range(30)],
+                      "accuracy": [0.05 + 0.01 * i for i in range(30)]}),
+    ),
+    "grpo.truncation_rising": (
+        # 1% of completions cut, then ever more as responses grow: 0.01 -> 0.2 over 64 steps.
+        ("grpo", NO, {"truncated_ratio": const(0.01, 16) + ramp(0.01, 0.003, 64)}),
+        # A share that rose once to 6% and holds there.
+        ("grpo", NO, {"truncated_ratio": ramp(0.01, 0.005, 10) + const(0.06, 70)}),
+    ),
+    "grpo.entropy_falling": (
+        # 2.8 -> 1.5 over 35 steps, still falling (a policy narrowing onto one exploit).
+        ("grpo", NO, {"entropy": [2.8 * math.exp(-i / 55) for i in range(35)]}),
+        # A slow sharpening: 2.8 -> 2.4 over 35 steps.
+        ("grpo", NO, {"entropy": [2.8 * math.exp(-i / 230) for i in range(35)]}),
+    ),
 }

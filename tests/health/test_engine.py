@@ -20,7 +20,7 @@ from runwatch.health.trends import theil_sen
 from runwatch.metrics.aliases import canonical
 from runwatch.store.points import PointColumns
 
-from .cases import CASES, every
+from .cases import CASES, every, ramp
 from .helpers import rule_ids, to_batch
 
 
@@ -386,3 +386,40 @@ def test_other_trainers_sft_loss_names_feed_the_loss_rules(key: str) -> None:
 def test_shown_names_resolve(key: str, name: str) -> None:
     # No rule reads these yet; the displays and the catalogue's docs find them.
     assert canonical(key)[0] == name
+
+
+def test_a_loop_logging_only_train_and_val_loss_is_judged() -> None:
+    # A hand-written loop's per-epoch `train_loss` and `val_loss` are its loss and
+    # validation loss when it logs them under no other name.
+    shifted = [*(3.9 - 0.03 * i for i in range(10)), 3.62, 3.61, 3.60, 4.88, 4.85, 4.83]
+    found = rule_ids(Engine("sft").feed(to_batch({"train_loss": shifted})))
+    assert "loss.stepped_up" in found
+    val = {"train_loss": ramp(2.0, -0.005, 200),
+           "val_loss": ([20 * (k + 1) for k in range(9)], [1.5 + 0.05 * k for k in range(9)])}
+    assert "sft.overfitting" in rule_ids(Engine("sft").feed(to_batch(val)))
+
+
+def test_the_hf_trainers_end_of_run_train_loss_does_not_feed_the_loss() -> None:
+    # The HF Trainer's last entry holds `train_loss`, the run's mean loss: with `loss`
+    # logged, in the same batch or before, it is not read as one more loss point.
+    losses = ramp(2.0, -0.01, 30)
+    whole = to_batch({"loss": losses, "train_loss": ([29], [4.0])})
+    engine = Engine("sft")
+    engine.feed(whole)
+    assert engine.claims["loss"] == "loss"
+    later = Engine("sft")
+    later.feed(to_batch({"loss": losses}))
+    later.feed(to_batch({"train_loss": ([30], [9.0])}))
+    assert later.claims["loss"] == "loss"
+
+
+@pytest.mark.parametrize(("key", "read"), [
+    ("rewards/accuracy_reward/mean", True), ("rewards/correctness_reward_func", True),
+    ("rewards/format_reward/mean", False), ("rewards/accuracies", False),
+])
+def test_a_correctness_reward_function_is_the_task_score(key: str, read: bool) -> None:
+    # TRL logs each reward function of a GRPO run; one that scores correctness is the
+    # task score the summed reward should move with.
+    series = {"reward": [0.2 + 0.02 * i for i in range(30)],
+              key: [0.004 + 0.002 * math.sin(i) for i in range(30)]}
+    assert ("grpo.proxy_hacking" in rule_ids(Engine("grpo").feed(to_batch(series)))) is read

@@ -78,6 +78,11 @@ def test_health_eval_scores_one_round_on_its_own(tmp_path: Path) -> None:
     assert out["scores"]["holdout round 2"]["pathologies"]["runs"] == 1
     none = CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus), "--round", "3"])
     assert none.exit_code != 0 and "has no held-back run of round 3" in none.output
+    # A round is held back: with --split train there is nothing to score (it printed
+    # the held-back round's score as if --split were not given).
+    train = CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus), "--round", "2",
+                                     "--split", "train"])
+    assert train.exit_code != 0 and "--split train has none" in train.output
 
 
 def test_every_classed_rule_exists() -> None:

@@ -40,8 +40,8 @@ def health_eval_command(
         "--run", help="Score only this run of the corpus (repeat for more).")] = None,
     round_: Annotated[int | None, typer.Option(
         "--round", help="Score only the held-back runs added in this round (labels.yaml's "
-        "`round`: 1 the first corpus, 4 the runs added in session 6, 5 those of session 7; "
-        "rounds 2 and 3 are spent).")] = None,
+        "`round`: 1 the first corpus, 4 the runs added in session 6; rounds 2, 3 and 5 are "
+        "spent, their runs in train). Not with --split train.")] = None,
     output: OutOpt = Output.table,
     jq: JqOpt = None,
     raw: RawOpt = False,
@@ -57,6 +57,9 @@ def health_eval_command(
             raise fail(f"the corpus has no run {', '.join(unknown)}",
                        [f"runs: {', '.join(r.name for r in runs)}"])
         runs = [r for r in runs if r.name in only]
+    if round_ is not None and split is Split.train:
+        raise fail("--round scores one round of held-back runs, and --split train has none: "
+                   "drop --split, or pass --split holdout")
     if split is not Split.all:
         runs = [r for r in runs if r.split == split.value]
     if round_ is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from operator import sub
 from typing import Any
 
@@ -332,6 +332,58 @@ class Jump:
         return {"diffs": self.diffs, "prev": self.prev, "noise": self.noise, "seen": self.seen,
                 "at": self.refresh_at, "tail": self.window.tail, "jump": self.jump,
                 "skip": self.skip}
+
+
+class Shift:
+    """A value that jumped above the level before it and stayed there: the last `stay`
+    points all lie above the median of the `window` points before them by `min_rel` of
+    that median and by `z` robust standard deviations of those points' step-to-step
+    changes. A spike comes back; a shifted loss does not (a restart from a worse
+    checkpoint, a changed data mix, a learning rate too high mid-run). It holds while
+    the series stays above the old level by half of `min_rel`."""
+
+    def __init__(self, z: float = 6.0, min_rel: float = 0.2, window: int = 10,
+                 stay: int = 3, state: dict[str, Any] | None = None) -> None:
+        self.z, self.min_rel = z, min_rel
+        self.window, self.stay = max(3, int(window)), max(1, int(stay))
+        st = state or {}
+        self.points: list[float] = list(st.get("p", []))  # the last window + stay values
+        self.level: float | None = st.get("level")  # the old level while a shift holds
+        self.shift: list[float] = list(st.get("shift", []))  # [old level, new value]
+
+    def feed(self, values: list[float]) -> list[bool]:
+        out = []
+        keep = self.window + self.stay
+        for v in values:
+            if v - v != 0:
+                out.append(self.level is not None)
+                continue
+            self.points.append(v)
+            if len(self.points) > keep:
+                del self.points[0]
+            if self.level is not None:
+                if v > self.level + 0.5 * self.min_rel * abs(self.level):
+                    out.append(True)
+                    continue
+                self.level = None
+            out.append(self._shifted())
+        return out
+
+    def _shifted(self) -> bool:
+        if len(self.points) < self.window + self.stay:
+            return False
+        before, after = self.points[: self.window], self.points[self.window :]
+        level = median(before)
+        diffs = [b - a for a, b in pairwise(before)]
+        center = median(diffs)
+        rise = min(after) - level
+        if rise > max(self.min_rel * abs(level), self.z * robust_sd(diffs, center)):
+            self.level, self.shift = level, [level, after[-1]]
+            return True
+        return False
+
+    def state(self) -> dict[str, Any]:
+        return {"p": self.points, "level": self.level, "shift": self.shift}
 
 
 def spike_steps(steps: list[int], values: list[float], factor: float = 10.0) -> list[int]:

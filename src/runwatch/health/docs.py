@@ -460,8 +460,86 @@ rises while the logged correctness reward stays at 0 is not read as hacking (the
 wants a validation metric that falls); a DPO run whose gradient norm is exactly 0 and a
 loss stuck at chance (ln of the vocabulary) are not called "not falling"; a distillation
 loss that jumps 36% late after its step counter restarted is not read as rising; and a
-loss pinned at exactly 0 has no rule. Round 5 stays held back; a session that tunes on
-these misses spends it (its runs move to `train` with `left_holdout`).
+loss pinned at exactly 0 has no rule. Session 8 tuned on these misses, so round 5 is
+spent (below).
+
+#### Changed in session 8 (round 5 spent)
+
+Round 5's 20 runs moved to `train` (`left_holdout` says why), and the misses were fixed
+from what trainers log, each change with a trigger series and a near miss in
+`tests/health` (`cases.py`, `test_engine.py`):
+
+- `loss.zero` (SFT): the loss exactly 0 on 3 logged steps in a row, class `loss_zero`.
+  Not for DPO, whose loss at 0 with accuracy 1 is `dpo.loss_collapsed`, nor GRPO, whose
+  loss is often exactly 0 by construction.
+- `loss.stuck` (SFT): after 8 points over 50 steps, every loss so far within 1% of where
+  it started and no fall of 1%: a loss with no minibatch noise at all, as a frozen model
+  or one at chance (ln of the vocabulary) logs. A loss that is merely flat with noise
+  waits for `sft.loss_not_falling`'s warm-up.
+- `optim.zero_gradient` (SFT, DPO; info): the gradient norm exactly 0 on 3 logged steps in
+  a row. Info, since some DeepSpeed versions log 0 for a gradient they do not see.
+- `loss.stepped_up` (SFT; detector `shift`): the loss jumps 20% above the median of the
+  10 points before and stays there 3 points (a resume from the wrong checkpoint, a step
+  counter that restarted); a spike that comes back is `loss.spike`.
+- A loop that logs its loss only as `train_loss`, or its validation loss as `val_loss`,
+  is judged on them (`READ_WHEN_ALONE` in `runwatch.metrics.aliases`): the first key that
+  feeds a metric keeps it, and such a name yields to the role's own name in a batch
+  holding both, so the HF Trainer's end-of-run `train_loss` (the run's mean) never
+  becomes a loss point.
+- `grpo.proxy_hacking` (info): the reward rises 0.1 over 16 steps while the task score
+  logged beside it (verl's score, tinker's `correct`, and, for the rules only, a TRL
+  reward function whose name says accuracy or correct, such as
+  `rewards/accuracy_reward/mean`) moves less than 0.02. The round-5 runs that showed it
+  name their correctness reward `reward/f`, which nothing general can read: they are still
+  found by their falling entropy, not as hacking.
+- Earlier evidence, at info: `grpo.entropy_falling` (entropy down 25% over 32 steps and
+  still falling; the collapse rule waits for a halving) and `grpo.truncation_rising`
+  (the cut share up 0.05 over 32 steps and still rising; `grpo.truncation` waits for 30%
+  on 8 of 10 steps). Info findings count for recall and delay but are no false alarm;
+  `grpo.entropy_falling` also opens on a healthy run whose policy sharpens as it learns
+  (`grpo_verl_agent_alfworld_g2po_rising`), which is what it says.
+- `health-eval --round N --split train` says a round is held back instead of scoring the
+  held-back round; `labels.yaml`'s `scored_rounds` lists the rounds already scored, and
+  `tests/health/test_scoring.py` replays only those, so a new round keeps its one clean
+  score.
+
+As printed by `runwatch health-eval --split train` (65-run corpus, 54 in `train` with round 5,
+the engine before and after these changes; load average 2-7, which the figures do not
+depend on):
+
+```
+before: train: 33 of 37 pathologies found (89%), median delay 7 logged points;
+        0 of 17 healthy runs with a warning
+after:  train: 37 of 37 pathologies found (100%), median delay 6.5 logged points;
+        0 of 17 healthy runs with a warning
+```
+
+Per class, before → after:
+
+| class | runs | found | false + | median delay (points) |
+|---|---|---|---|---|
+| entropy_collapse | 6 | 6 → 6 | 0 → 1 | 16.5 → 8.5 |
+| length_truncation | 3 | 2 → 3 | 0 → 0 | 2.5 → 0 |
+| loss_not_falling | 4 | 2 → 4 | 2 → 3 | 19 → 8 |
+| loss_rising | 2 | 1 → 2 | 0 → 0 | 8 → 5 |
+| loss_spike | 3 | 3 → 3 | 1 → 2 | 0 → 0 |
+| loss_zero | 1 | 0 → 1 | 0 → 0 | — → 2 |
+| reward_hacking | 4 | 1 → 1 | 0 → 0 | 10 → 10 |
+| reward_zero_variance | 6 | 5 → 5 | 1 → 1 | 2 → 2 |
+| kl_growth | 3 | 3 → 3 | 0 → 0 | 31 → 31 |
+
+(`dpo_over_optimisation`, `nan`, `overfitting` and `rl_no_progress` are unchanged.) The new
+false positives are on runs labelled with another pathology: `distill_nmt_loss_jump` (its
+loss, once jumped, has not fallen since the start: `loss_not_falling`; its jump read as a
+spike the point it came: `loss_spike`) and the healthy g2po run's info finding above. The
+`train` figure is tuned on and says only that the fixes hold; the next clean figure is the
+next held-back round's.
+
+Not changed: the KL of `grpo_verl_math_kl_runaway` (0.0004 to 0.098 over 50 steps) grows
+as the KL of the healthy `grpo_verl_agent_alfworld_*` runs does over their first 40 steps,
+so it is still found only when it climbs 0.1 nats within 64 steps (63 points late);
+`sft.overfitting` still needs its validations to trend (34 points late on
+`sft_centaur70b_overfitting`, evaluated every 10 steps).
 
 ## Rules
 """
@@ -482,7 +560,8 @@ DETECTOR_DOCS = (
      "series' point-to-point noise (a series that rose once and settled has stopped)"),
     ("no_progress", "after `warmup` points (or `warmup_steps` steps and `min_points` "
      "points), the latest bucket median has not moved `min_change` (relative) from the "
-     "first"),
+     "first; with `max_spread`, only while every point so far lies within that fraction of "
+     "the start (no noise at all)"),
     ("no_improvement", "after `min_points`, the median of the latest *k* points (*k* = half "
      "the points so far, at most `head`) has not gained on the median of the first *k* by "
      "more than `z` standard errors, the noise being the robust spread of the series' "
@@ -492,6 +571,10 @@ DETECTOR_DOCS = (
      "deviations of the recent step-to-step changes and by `min_rel` of its level; with "
      "`repeat`, a finding holding that many jumps (within `hold` points of each other) is "
      "a warning"),
+    ("shift", "the last `stay` points all lie above the median of the `window` points "
+     "before them by `min_rel` of it and by `z` robust standard deviations of those points' "
+     "step-to-step changes (a jump that did not come back); it holds while the series stays "
+     "above the old level by half of `min_rel`"),
     ("divergence", "one series trends one way while another trends a given way over the "
      "same steps (e.g. training up, validation down; validation loss up while validation "
      "reward does not fall)"),

@@ -21,7 +21,7 @@ from runwatch.health.findings import Finding, Record, finite_or_text, render
 from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.rules.base import Param
 from runwatch.health.thresholds import NONE, Overrides
-from runwatch.metrics.aliases import canonical
+from runwatch.metrics.aliases import READ_WHEN_ALONE, health_name
 from runwatch.store.points import PointColumns
 
 STATE_VERSION = 3
@@ -171,11 +171,14 @@ class Engine:
         grown = learned
         cols: dict[str, StepValues] = {}
         bad: dict[int, dict[str, Any]] = {}  # step -> the metrics non-finite there
-        for raw, (_seqs, steps, _ts, values) in batch.items():
+        # A shown name read only when alone goes last, so a batch holding both it and
+        # the role's own name (a whole file read at once) gives the role to the latter.
+        for raw, (_seqs, steps, _ts, values) in sorted(
+                batch.items(), key=lambda item: item[0] in READ_WHEN_ALONE):
             if not steps:
                 continue
             values = _check_finite(raw, steps, values, bad)
-            name, transform = canonical(raw)
+            name, transform = health_name(raw)
             owner = self.claims.setdefault(name, raw)
             if owner != raw:
                 continue  # another key already feeds this canonical metric

@@ -88,7 +88,7 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             warmup=int(_num(p, "warmup", 30)), bucket=int(_num(p, "bucket", 5)),
             warmup_steps=int(_num(p, "warmup_steps", 0)),
             min_points=int(_num(p, "min_points", 0)), moved=bool(_num(p, "moved", 0)),
-            state=state,
+            max_spread=_num(p, "max_spread", 0.0), state=state,
         )
     if kind == "divergence":
         return t.Divergence(
@@ -102,6 +102,11 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             z=_num(p, "z", 6.0), min_rel=_num(p, "min_rel", 0.05),
             window=int(_num(p, "window", 20)), min_history=int(_num(p, "min_history", 10)),
             hold=int(_num(p, "hold", 10)), state=state,
+        )
+    if kind == "shift":
+        return d.Shift(
+            z=_num(p, "z", 6.0), min_rel=_num(p, "min_rel", 0.2),
+            window=int(_num(p, "window", 10)), stay=int(_num(p, "stay", 3)), state=state,
         )
     if kind == "no_improvement":
         return t.NoImprovement(
@@ -150,7 +155,7 @@ class Evaluator:
                 verdicts = self.detector.feed(values, steps)
             elif rule.detector in ("trend", "no_progress", "no_improvement"):
                 verdicts = self.detector.feed(steps, values)
-            else:  # spike, jump
+            else:  # spike, jump, shift
                 verdicts = self.detector.feed(values)
         hits = getattr(self.detector, "hits", None)
         onset = getattr(self.detector, "onset", None)
@@ -214,6 +219,10 @@ class Evaluator:
                 # floating-point dust is not worth a number.
                 extra["noise"] = noise if noise > 1e-9 * abs(start) else 0.0
                 extra["rise"] = (end - start) / max(abs(start), 1e-12)
+        elif isinstance(det, d.Shift):
+            if det.shift:
+                extra["from"], extra["to"] = det.shift
+                extra["rise"] = (det.shift[1] - det.shift[0]) / max(abs(det.shift[0]), 1e-12)
         elif isinstance(det, t.NoImprovement):
             extra.update(det.held)
         elif isinstance(det, t.Trend):

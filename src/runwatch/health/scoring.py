@@ -44,9 +44,14 @@ RULE_CLASSES: dict[str, str] = {
     "grpo.truncation": "length_truncation",
     "grpo.length_at_budget": "length_truncation",
     "grpo.truncation_extreme": "length_truncation",
+    "grpo.truncation_rising": "length_truncation",
     "sft.overfitting": "overfitting",
     "loss.spike": "loss_spike",
     "loss.rising": "loss_rising",
+    "loss.stepped_up": "loss_rising",
+    "loss.zero": "loss_zero",
+    "loss.stuck": "loss_not_falling",
+    "optim.zero_gradient": "loss_not_falling",
     "sft.loss_not_falling": "loss_not_falling",
     "dpo.loss_not_falling": "loss_not_falling",
     "rl.no_progress": "rl_no_progress",
@@ -54,10 +59,12 @@ RULE_CLASSES: dict[str, str] = {
     "dpo.loss_collapsed": "dpo_over_optimisation",
     "grpo.entropy_collapse": "entropy_collapse",
     "grpo.entropy_low": "entropy_collapse",
+    "grpo.entropy_falling": "entropy_collapse",
     "grpo.kl_ref_growing": "kl_growth",
     "grpo.kl_ref_drift": "kl_growth",
     "grpo.reward_hacking": "reward_hacking",
     "grpo.perplexity_hacking": "reward_hacking",
+    "grpo.proxy_hacking": "reward_hacking",
 }
 # The method a corpus run is imported as: PPO reads as RL, pretraining as SFT (its loss
 # should fall), as `runwatch import --method` takes them.

@@ -336,9 +336,16 @@ class NoProgress:
         warmup_steps: int = 0,
         min_points: int = 0,
         moved: bool = False,
+        max_spread: float = 0.0,
         state: dict[str, Any] | None = None,
     ) -> None:
         self.direction, self.min_change = direction, min_change
+        # With `max_spread`, it holds only while every point so far lies within that
+        # fraction of the start (a loss with no noise at all: nothing is being learned,
+        # the weights do not move, or it sits at chance).
+        self.max_spread = max_spread
+        self._pending: list[float] = []
+        self._fed = 0
         # With `moved`, it holds the other way: the series *has* moved by min_change
         # from where it started (an entropy fallen to a fraction of its start).
         self.moved = moved
@@ -356,13 +363,28 @@ class NoProgress:
         self.first: list[float] | None = st.get("first")  # the first finite (step, value)
         # The last judgement that held: effect, start value, value now, steps between.
         self.held: dict[str, float] = dict(st.get("held", {}))
+        self.extent: list[float] | None = st.get("extent")  # lowest, highest point so far
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         if self.first is None:
             at = next((i for i, v in enumerate(values) if v - v == 0), None)
             if at is not None:
                 self.first = [float(steps[at]), values[at]]
-        return judge(self.buckets, steps, values, self)
+        self._pending, self._fed = values, 0
+        out = judge(self.buckets, steps, values, self)
+        self.take_upto(len(values) - 1)
+        return out
+
+    def take_upto(self, end: int) -> None:
+        """Widen the lowest-to-highest extent by the batch's points up to index `end`."""
+        if not self.max_spread:
+            return
+        finite = [v for v in self._pending[self._fed:end + 1] if v - v == 0]
+        self._fed = max(self._fed, end + 1)
+        if finite:
+            lo, hi = min(finite), max(finite)
+            self.extent = [lo, hi] if self.extent is None else [min(self.extent[0], lo),
+                                                                max(self.extent[1], hi)]
 
     def judge(self, j: int) -> bool:
         b = self.buckets
@@ -386,14 +408,20 @@ class NoProgress:
             holds = self.last_effect < self.min_change
         if self.moved:
             holds = not holds
+        if holds and self.max_spread:
+            holds = (self.extent is not None
+                     and self.extent[1] - self.extent[0] <= self.max_spread * abs(start))
         if holds:
             self.held = {"effect": self.last_effect, "start": start, "now": now,
                          "span": xs[-1] - self.first[0]}
         return holds
 
     def state(self) -> dict[str, Any]:
-        return {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect,
-                "first": self.first, "held": self.held}
+        st = {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect,
+              "first": self.first, "held": self.held}
+        if self.extent is not None:
+            st["extent"] = self.extent
+        return st
 
 
 class NoImprovement:

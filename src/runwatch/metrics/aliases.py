@@ -148,8 +148,9 @@ EXACT: dict[str, Alias] = {
 }
 
 # Names that hand-written loops and older tools log for a metric that a display (tile,
-# result, table column, chart line) shows. The health rules do not read them: their
-# meaning varies between tools (the HF Trainer's `train_loss` is the run's mean loss).
+# result, table column, chart line) shows. The health rules do not read them (their
+# meaning varies between tools: the HF Trainer's `train_loss` is the run's mean loss),
+# except the two in READ_WHEN_ALONE below, in a run that logs its role under no other name.
 SHOWN: dict[str, Alias] = {
     "train_loss": Alias("loss", "HF Trainer (run mean), hand-written loops"),
     "val_loss": Alias("val/loss", "hand-written loops"),
@@ -195,6 +196,33 @@ def resolve(key: str) -> tuple[str, Alias | None]:
     if alias is None:
         alias = next((a for pattern, a in PATTERNS if pattern.match(key)), None)
     return key, alias
+
+
+# Shown names the health rules read too, but only where the run feeds the canonical
+# metric under no other name first (the engine's first-come claim): a hand-written
+# distillation or translation loop logs only `train_loss` and `val_loss` per epoch,
+# while the HF Trainer's end-of-run `train_loss` comes after `loss` has claimed the role.
+READ_WHEN_ALONE = frozenset({"train_loss", "val_loss"})
+
+
+# A reward function's own mean that scores correctness, as TRL logs each function of a
+# GRPO run (`rewards/accuracy_reward/mean`, older `rewards/correctness_reward_func`): the
+# task score the summed reward should move with. Read by the health rules only (the
+# displays show the summed reward).
+TASK_SCORE = re.compile(r"^rewards/[^/]*(?:accuracy|correct)[^/]*(?:/mean)?$")
+
+
+def health_name(key: str) -> tuple[str, Transform | None]:
+    """The canonical name the health rules read `key` as: `canonical`; for the shown
+    names in READ_WHEN_ALONE their role's name (the engine lets the first key that
+    feeds a canonical metric keep it); a correctness reward function's mean as
+    `accuracy`."""
+    if key in READ_WHEN_ALONE:
+        return SHOWN[key].canonical, None
+    name, alias = resolve(key)
+    if alias is None and TASK_SCORE.match(name):
+        return "accuracy", None
+    return canonical(key)
 
 
 def canonical(key: str) -> tuple[str, Transform | None]:

@@ -18,6 +18,7 @@ DETECTORS = (
     "no_progress",
     "no_improvement",
     "jump",
+    "shift",
     "divergence",
     "nonfinite",
     "stall",

@@ -35,6 +35,21 @@ RULES: tuple[Rule, ...] = (
         "or max_grad_norm.",
     ),
     Rule(
+        id="optim.zero_gradient",
+        title="Gradient norm is exactly zero",
+        methods=("sft", "dpo"),
+        variants=(("grad_norm",),),
+        detector="threshold",
+        params={"below": 1e-12, "k": 3, "n": 3},
+        severity="info",
+        condition="`grad_norm` is exactly 0 on {k} logged steps in a row: the weights do not "
+        "move (frozen parameters, a loss cut off from the graph), or the logger does not see "
+        "the gradient (some DeepSpeed versions log 0).",
+        message="{metric} was exactly 0 on {in_window} logged steps in a row.",
+        advice="Check that the parameters (or the adapter) require gradients and that the "
+        "loss depends on them; under DeepSpeed, check whether grad_norm is logged at all.",
+    ),
+    Rule(
         id="optim.update_ratio_high",
         title="Updates are large relative to the weights",
         methods=ALL_METHODS,

@@ -186,6 +186,24 @@ RULES: tuple[Rule, ...] = (
         "set overlong_penalty_factor if val/mean_response_length keeps climbing.",
     ),
     Rule(
+        id="grpo.truncation_rising",
+        title="More and more completions hit the length budget",
+        methods=GRPO,
+        variants=(("truncated_ratio",),),
+        detector="trend",
+        params={"direction": "up", "window": 32, "min_effect": 0.05, "relative": 0,
+                "window_in": "steps", "min_window": 8, "recent_z": 2.0},
+        severity="info",
+        condition="The Theil–Sen trend of `truncated_ratio` over the last {window} steps (at "
+        "least {min_window} logged points) rises by {min_effect} and the latest half of "
+        "them still rises: responses grow into the budget before most are cut "
+        "(grpo.truncation).",
+        message="{metric} {change} from step {first_step} to {last_step} and is still "
+        "rising (now {last:.3g}).",
+        advice="Responses are outgrowing max_sample_tokens: raise it, or set "
+        "overlong_penalty_factor if the extra length buys no reward.",
+    ),
+    Rule(
         id="grpo.length_at_budget",
         title="Completions run into max_sample_tokens",
         methods=GRPO,
@@ -328,6 +346,25 @@ RULES: tuple[Rule, ...] = (
         "and restore the checkpoint from before validation fell.",
     ),
     Rule(
+        id="grpo.proxy_hacking",
+        title="Reward rises while the task score stays flat",
+        methods=GRPO,
+        variants=(("reward_mean", "accuracy"),),
+        detector="divergence",
+        params={"a_dir": "up", "b_dir": "flat", "window": 16, "a_effect": 0.1,
+                "b_effect": 0.02, "a_bucket": 2},
+        severity="info",
+        condition="Over the last {window} logged steps `reward_mean` rises by {a_effect} while "
+        "the task score the run logs beside it (`accuracy`: verl's score, tinker's "
+        "correct, a correctness reward function's mean) moves less than {b_effect}: the "
+        "reward is won by what it also pays for (format, length, compiling), not by "
+        "solving the task. Info, since a format reward is often learned first.",
+        message="{reference} {a_change} over the last {window} steps while {metric} "
+        "{b_change}.",
+        advice="Read the rollouts for what the reward pays without solving the task; weight "
+        "the correctness part of the reward up or drop the proxy part.",
+    ),
+    Rule(
         id="grpo.length_runaway",
         title="Validation responses keep getting longer",
         methods=GRPO,
@@ -462,6 +499,25 @@ RULES: tuple[Rule, ...] = (
         message="{metric} {change} from step {first_step} to {last_step} (now {last:.3g}).",
         advice="Exploration is dying: raise temperature, lower learning_rate, or add an "
         "entropy bonus; watch zero_variance_skip_ratio, which follows.",
+    ),
+    Rule(
+        id="grpo.entropy_falling",
+        title="Policy entropy is falling fast",
+        methods=GRPO,
+        variants=(("entropy",),),
+        detector="trend",
+        params={"direction": "down", "window": 32, "min_effect": 0.25, "relative": 1,
+                "window_in": "steps", "min_window": 8, "recent_z": 2.0},
+        severity="info",
+        condition="The Theil–Sen trend of `entropy` over the last {window} steps (at least "
+        "{min_window} logged points) falls by {min_effect} of its level and the latest half "
+        "of them still falls (by {recent_z} widths of its point-to-point noise): the early "
+        "form of grpo.entropy_collapse, worth knowing before it halves. Info, since a "
+        "policy that learns also sharpens.",
+        message="{metric} {change} from step {first_step} to {last_step} and is still "
+        "falling (now {last:.3g}).",
+        advice="Watch the reward: if it stops rising as entropy falls, raise temperature, "
+        "lower learning_rate, or add an entropy bonus.",
     ),
     Rule(
         id="grpo.entropy_low",

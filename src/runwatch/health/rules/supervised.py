@@ -39,6 +39,41 @@ RULES: tuple[Rule, ...] = (
         advice="Raise learning_rate, and check the loss mask (trained_tokens) and the data.",
     ),
     Rule(
+        id="loss.stuck",
+        title="Loss does not move at all",
+        methods=("sft",),
+        variants=(("loss",),),
+        detector="no_progress",
+        params={"direction": "down", "min_change": 0.01, "max_spread": 0.01, "warmup": 30,
+                "bucket": 2, "warmup_steps": 50, "min_points": 8},
+        severity="warning",
+        condition="After {min_points} logged points over {warmup_steps} steps (or {warmup} "
+        "points), every `loss` so far lies within {max_spread} (relative) of where it "
+        "started and the latest has not fallen {min_change}: no minibatch noise and no "
+        "learning, as a frozen model or one at chance (ln of its vocabulary: 10.8 for "
+        "GPT-2's) gives.",
+        message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}), never "
+        "moving more than {max_spread:.0%} from where it started.",
+        advice="Nothing is learned: check that learning_rate is not 0, that the parameters "
+        "(or the adapter) are trainable and receive gradients, and that the labels are not "
+        "all masked.",
+    ),
+    Rule(
+        id="loss.zero",
+        title="Loss is exactly zero",
+        methods=("sft",),
+        variants=(("loss",),),
+        detector="threshold",
+        params={"below": 1e-12, "k": 3, "n": 3},
+        severity="warning",
+        condition="`loss` is exactly 0 on {k} logged steps in a row: a token cross-entropy "
+        "cannot reach 0 on real data, so the steps train on nothing (every label masked, or "
+        "non-finite steps filtered out of the logged mean).",
+        message="{metric} was exactly 0 on {in_window} logged steps in a row.",
+        advice="Check the loss mask (labels all -100 after truncation or a template "
+        "mismatch) and the data collator, and read the trainer's log for skipped NaN steps.",
+    ),
+    Rule(
         id="sft.overfitting",
         title="Validation loss rises while training loss falls",
         methods=("sft",),
@@ -114,6 +149,23 @@ RULES: tuple[Rule, ...] = (
         "step-to-step change varies by {noise:.2g}{repeats}.",
         advice="Read the batches at those steps for bad rows; if spikes repeat, lower "
         "learning_rate or max_grad_norm, and check the learning-rate schedule's warm-up.",
+    ),
+    Rule(
+        id="loss.stepped_up",
+        title="Loss jumped and stayed up",
+        methods=("sft",),
+        variants=(("loss",),),
+        detector="shift",
+        params={"z": 6.0, "min_rel": 0.2, "window": 10, "stay": 3},
+        severity="warning",
+        condition="The last {stay} logged `loss` values all lie above the median of the "
+        "{window} before them by {min_rel} of it and by {z} robust standard deviations of "
+        "those points' step-to-step changes: a spike comes back, this did not.",
+        message="{metric} jumped from {from:.4g} to {to:.4g} (up {rise:.0%}) and stayed up "
+        "for {stay} logged points.",
+        advice="Training lost ground it had: check a resume (the checkpoint, optimizer state "
+        "and step counter it restarted from), a change of data mix, or a learning rate raised "
+        "mid-run; keep the checkpoint from before the jump.",
     ),
     Rule(
         id="loss.rising",
