@@ -7,7 +7,7 @@ import { chartSelectors, getJSON, type KeySelectors } from "./api";
 import "./charts.css";
 import { ADDED_GROUP, CHARTS, FLAGGED_GROUP, GROUPS, canonicalName, findKey, findName, resolveLines, type ResolvedLine } from "./chartspecs";
 import { ChartView, X_LABELS, fitCharts, type TokenAxis, type XMode } from "./chartview";
-import { clear, h } from "./dom";
+import { clear, h, MARKS, painted } from "./dom";
 import { downloadCsv, downloadPng, seriesTable } from "./export";
 import { MetricPicker, type PickerKey } from "./picker";
 import type { Finding, MetricKey, PointsEvent, SeriesResponse } from "./types";
@@ -117,7 +117,8 @@ export class ChartsPanel {
   private flagged = new Set<string>(); // keys a finding names that no chart showed
   private smoothing: number;
   private findings: Finding[] = [];
-  private grid = h("div", { class: "chart-groups" });
+  // until the keys come: the pane is on the page while its first request travels
+  private grid = h("div", { class: "chart-groups" }, h("p", { class: "muted loading" }, "Loading…"));
   private picker: MetricPicker;
   private resizeObserver: ResizeObserver;
   private disposed = false;
@@ -233,7 +234,7 @@ export class ChartsPanel {
       }
       return;
     }
-    this.grid.querySelector(".empty")?.remove();
+    this.grid.querySelector(".empty, .loading")?.remove();
     // the new charts were made in boxes not yet on the page: size them all at once
     fitCharts(created.map((c) => c.view));
     if (created.some((c) => this.settings(c.def.id).x === "tokens")) await this.loadTokens();
@@ -255,8 +256,12 @@ export class ChartsPanel {
     await Promise.all(loads);
     if (this.disposed) return;
     this.grid.dataset.ready = "true";
+    performance.mark(MARKS.built);
     // the browser paints the charts' canvases on the next frame: mark them drawn after it
-    requestAnimationFrame(() => requestAnimationFrame(() => (this.grid.dataset.drawn = "true")));
+    void painted().then(() => {
+      performance.mark(MARKS.drawn);
+      this.grid.dataset.drawn = "true";
+    });
   }
 
   /** The preloaded series (once) if they hold every one of `keys`. */

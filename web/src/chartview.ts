@@ -270,6 +270,24 @@ const WHEEL_STEP = 0.8; // the window's span after one wheel notch in (120 units
 // tick steps of the step axis: whole steps only
 const STEP_INCRS = [1, 2, 5].flatMap((m) => Array.from({ length: 10 }, (_, e) => m * 10 ** e)).sort((a, b) => a - b);
 
+// Label widths by font: measured once on one canvas of the page's, not per chart (each new
+// canvas context resolves the font again before its first measure).
+const WIDTHS = new Map<string, number>();
+let measurer: CanvasRenderingContext2D | null = null;
+
+/** The width of `text` drawn in `font`, in CSS pixels. */
+function textWidth(text: string, font: string): number {
+  const id = `${font}\n${text}`;
+  let w = WIDTHS.get(id);
+  if (w === undefined) {
+    measurer ??= document.createElement("canvas").getContext("2d") as CanvasRenderingContext2D;
+    if (measurer.font !== font) measurer.font = font;
+    w = measurer.measureText(text).width;
+    WIDTHS.set(id, w);
+  }
+  return w;
+}
+
 /** The index of the value nearest `x` in ascending `xs` (-1 when empty). */
 function nearest(xs: ArrayLike<number>, x: number): number {
   let lo = 0;
@@ -696,7 +714,7 @@ export class ChartView {
     const left = u.cursor.left ?? -1;
     const top = u.cursor.top ?? 0;
     if (left < 0 || !this.drawn.length) {
-      this.tip.hidden = true;
+      if (!this.tip.hidden) this.tip.hidden = true;
       return;
     }
     const x = u.posToVal(left, "x");
@@ -760,23 +778,22 @@ export class ChartView {
    * The legend's entries laid out in centred rows `width` CSS pixels wide, at `k` times the
    * size; past LEGEND_ROWS rows one entry with line -N says "+N more".
    */
-  private legendLayout(ctx: CanvasRenderingContext2D, width: number, k: number): LegendEntry[] {
+  private legendLayout(width: number, k: number): LegendEntry[] {
     // uPlot asks for the padding (so the rows) a few times a draw: the labels are measured once
     const id = `${width}/${k}`;
     if (this.legendCache?.id === id) return this.legendCache.entries;
-    const entries = this.layoutLegend(ctx, width, k);
+    const entries = this.layoutLegend(width, k);
     this.legendCache = { id, entries };
     return entries;
   }
 
-  private layoutLegend(ctx: CanvasRenderingContext2D, width: number, k: number): LegendEntry[] {
-    ctx.save();
-    ctx.font = `${12 * k}px ${FONT}`;
+  private layoutLegend(width: number, k: number): LegendEntry[] {
+    const font = `${12 * k}px ${FONT}`;
     const out: LegendEntry[] = [];
     const rows: { line: number; w: number }[][] = [[]];
     let used = 0;
     this.lines.forEach((l, i) => {
-      const w = 22 * k + ctx.measureText(l.label).width;
+      const w = 22 * k + textWidth(l.label, font);
       if (used + w > width - 16 * k && rows[rows.length - 1].length) {
         rows.push([]);
         used = 0;
@@ -784,7 +801,6 @@ export class ChartView {
       rows[rows.length - 1].push({ line: i, w });
       used += w + 12 * k;
     });
-    ctx.restore();
     rows.slice(0, LEGEND_ROWS).forEach((row, r) => {
       const total = row.reduce((n, e) => n + e.w, 0) + 12 * k * (row.length - 1);
       let x = Math.max(0, (width - total) / 2);
@@ -800,14 +816,14 @@ export class ChartView {
   /** The rows the legend takes on `u` at `k` times the size. */
   private legendRows(u: uPlot, k: number): number {
     if (!this.showLegend) return 0;
-    const rows = this.legendLayout(u.ctx, u.width, k).map((e) => e.row);
+    const rows = this.legendLayout(u.width, k).map((e) => e.row);
     return Math.min(LEGEND_ROWS, Math.max(0, ...rows) + 1);
   }
 
   private drawLegend(u: uPlot, k: number, theme: ChartTheme): void {
     const r = uPlot.pxRatio * k;
     const ctx = u.ctx;
-    const layout = this.legendLayout(ctx, u.width, k);
+    const layout = this.legendLayout(u.width, k);
     ctx.save();
     ctx.font = `${12 * r}px ${FONT}`;
     ctx.textAlign = "left";

@@ -12,7 +12,7 @@ import { CHARTS, canonicalName, resolveLines, type ChartSpec, type ResolvedLine 
 import { ChartView, fitCharts } from "./chartview";
 import { CompareReportPanel } from "./comparereport";
 import { ConfigTable } from "./configtable";
-import { h } from "./dom";
+import { h, MARKS, painted } from "./dom";
 import { downloadCsv, downloadPng, seriesTable } from "./export";
 import { statusClass, statusText } from "./format";
 import { TERMINAL_PHASES } from "./format.gen";
@@ -130,6 +130,7 @@ export class CompareView {
     }
     const missing: string[] = [];
     const overlay = await this.fetchOverlay();
+    performance.mark(MARKS.answered);
     if (this.disposed) return;
     if (overlay) {
       this.runs = overlay.runs.map((o) => compared(o.ident, o.run, o.keys, lazyDetail(o.ident)));
@@ -330,11 +331,14 @@ export class CompareView {
       if (this.disposed) return;
       for (const v of created) v.setSeries(series, true);
       for (const s of series) this.noteShown(s);
+      performance.mark(MARKS.built);
     }
     // the browser paints the charts' canvases on the next frame: mark them drawn after it
-    requestAnimationFrame(() => requestAnimationFrame(() => {
-      if (!this.disposed) this.grid.dataset.drawn = "true";
-    }));
+    void painted().then(() => {
+      if (this.disposed) return;
+      performance.mark(MARKS.drawn);
+      this.grid.dataset.drawn = "true";
+    });
   }
 
   private chartCard(chart: Chart): HTMLElement {

@@ -5,7 +5,7 @@
 import { ApiError, getJSON, getOverlay, postJSON, runPath } from "./api";
 import { ChartsPanel, pointBudget } from "./charts";
 import { CostCard } from "./costcard";
-import { append, clear, h, painted, text } from "./dom";
+import { append, clear, h, MARKS, painted, text } from "./dom";
 import { fmtDuration, fmtNum, fmtTime, liveDuration, statusClass, statusLabel, statusText } from "./format";
 import { TERMINAL_PHASES } from "./format.gen";
 import { HealthPanel } from "./health";
@@ -153,17 +153,22 @@ export class DetailView {
   async load(): Promise<void> {
     const gen = ++this.generation;
     const stale = () => this.disposed || gen !== this.generation;
+    performance.mark(MARKS.open);
     // The keys come first: their cursor is where the live stream starts, and everything
-    // fetched after them (series, logs, the detail itself) is at least that new. The
-    // charts' first series come with them (GET /api/overlay, the cursor taken first).
+    // fetched after them (the detail, logs, history) is at least that new. The charts' first
+    // series come with them (GET /api/overlay, the cursor taken first); the pane is built
+    // while they travel. The detail is asked for once they came, not beside them: on the
+    // server (one process) its read would share the cores with theirs, and the charts wait
+    // for theirs alone (docs/benchmarks.md, "Cold open").
     const charts = (this.charts = new ChartsPanel(this.runId));
-    const { keys, series } = await this.keysAndSeries(charts);
-    if (stale()) return;
+    const first = this.keysAndSeries(charts);
     this.logs = new LogsView(this.runId);
     this.health = new HealthPanel(this.runId);
     const history = (this.history = new HistoryTable(this.runId));
     this.overview.replaceChildren(this.tilesEl, this.scalarsEl, this.health.el, this.charts.el, history.el, this.cardsEl, this.logs.el);
     this.el.replaceChildren(this.header, this.notice, this.overview, this.rolloutsEl);
+    const { keys, series } = await first;
+    if (stale()) return;
     const detailLoaded = getJSON<RunDetail>(runPath(this.runId)).then((detail) => {
       if (stale()) return;
       if (this.lastStep === null || (detail.scalars.steps ?? -1) > this.lastStep) this.lastStep = detail.scalars.steps;
@@ -207,6 +212,7 @@ export class DetailView {
     if (!this.shared) {
       try {
         const ov = await getOverlay([this.runId], charts.selectors(), { points: pointBudget(this.el.clientWidth / 2) });
+        performance.mark(MARKS.answered);
         const run = ov.runs[0];
         if (run) return { keys: { ok: true, cursor: run.cursor, keys: run.keys }, series: ov.series };
       } catch (e) {

@@ -33,16 +33,30 @@ export function text(value: unknown): string {
   return JSON.stringify(value, null, 2);
 }
 
-/** Resolves once the browser has painted the page as it is now (two animation frames), or
- * after `ms` where it paints nothing (a hidden tab). */
+/** Resolves once the browser has painted the page as it is now, or after `ms` where it
+ * paints nothing (a hidden tab): the next animation frame runs before that frame's paint,
+ * and a task it posts runs once the frame is done (a second animation frame would wait for
+ * the frame after, up to a frame longer). */
 export function painted(ms = 200): Promise<void> {
   return new Promise((resolve) => {
     const timer = window.setTimeout(resolve, ms);
-    requestAnimationFrame(() =>
-      requestAnimationFrame(() => {
+    requestAnimationFrame(() => {
+      const channel = new MessageChannel();
+      channel.port1.onmessage = () => {
         window.clearTimeout(timer);
+        channel.port1.close();
         resolve();
-      }),
-    );
+      };
+      channel.port2.postMessage(null);
+    });
   });
 }
+
+/** Performance marks of a page's first load, read by bench/bench_cold.py: the click (or
+ * navigation) handled, the first answer parsed, the charts built, the charts painted. */
+export const MARKS = {
+  open: "runwatch:open",
+  answered: "runwatch:answered",
+  built: "runwatch:built",
+  drawn: "runwatch:drawn",
+} as const;

@@ -1,10 +1,21 @@
 // Colours for code that draws (charts, canvases): read from the CSS variables in style.css, so whatever
 // draws follows the light/dark setting the same way the page does.
 
+// The variables' values by theme: they change only with it (style.css sets them on :root for
+// light and dark), and reading one computes the page's style anew wherever the DOM changed
+// since the last read (each chart drawn read a dozen, between its own DOM changes).
+const VALUES = { light: new Map<string, string>(), dark: new Map<string, string>() };
+
 /** The value of a CSS variable on the document root, e.g. cssVar("--text") → "#1f2430" ("" when unset). */
 export function cssVar(name: string): string {
   const key = name.startsWith("--") ? name : `--${name}`;
-  return getComputedStyle(document.documentElement).getPropertyValue(key).trim();
+  const values = VALUES[isDark() ? "dark" : "light"];
+  let value = values.get(key);
+  if (value === undefined) {
+    value = getComputedStyle(document.documentElement).getPropertyValue(key).trim();
+    values.set(key, value);
+  }
+  return value;
 }
 
 export interface ChartTheme {
