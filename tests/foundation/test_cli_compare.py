@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +21,7 @@ from runwatch.analysis import compare as cmp
 from runwatch.cli.compare_cmd import compare_cmd
 from runwatch.cli.main import app
 from runwatch.server.runner import Runner
+from tests.foundation.test_cli_startup import imported_by
 from tests.support import run_cli, sdk_run, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -172,6 +174,62 @@ def test_the_api_serves_the_cli_report(pair: Path, runs_dir: Path, server: Runne
     bad = httpx.get(f"{server.url}/api/compare", params={
         "run": "other", "baseline": "baseline", "window": 0}, timeout=30)
     assert bad.status_code == 400 and bad.json()["ok"] is False
+
+
+def test_a_compare_reads_what_was_logged_since_the_last(pair: Path) -> None:
+    """A compare skips the indexer only while the folder holds nothing new, and reads a
+    saved series only while the index holds its points."""
+    assert report(pair, "candidate", "baseline")["compared_steps"] == STEPS
+    for name in ("candidate", "baseline"):
+        lines = (pair / name / "metrics.jsonl").read_text().splitlines()
+        last = json.loads(lines[-1])
+        with open(pair / name / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.writelines(json.dumps({**last, "seq": last["seq"] + 1 + i,
+                                     "step": STEPS + i, "loss": 0.5}) + "\n"
+                         for i in range(10))
+    r = report(pair, "candidate", "baseline")
+    assert r["compared_steps"] == STEPS + 10 and r["last_step"] == STEPS + 9
+
+
+def test_a_compare_of_an_unchanged_folder_loads_no_sqlalchemy(pair: Path) -> None:
+    """Nothing new in the folder: no indexer and no SQLAlchemy (0.45 s of the command's
+    start); something new: the indexer runs first."""
+    assert report(pair, "candidate", "baseline")["compared_steps"] == STEPS  # indexes
+    args = ("runs", "compare", "candidate", "baseline", "--dir", str(pair), "-o", "json")
+    assert "sqlalchemy" not in imported_by(*args)
+    sdk_run(pair, "third", steps=3)
+    assert "sqlalchemy" in imported_by(*args)
+    assert "sqlalchemy" not in imported_by(*args)
+
+
+def test_the_report_is_the_analysis_of_the_index(pair: Path, db_url: str) -> None:
+    """The command's report, from the folder's own index and from a --db index of either
+    store, is the analysis of the series the SQLAlchemy readers give."""
+    from runwatch.ingest.indexer import Indexer
+    from runwatch.store import queries as q
+    from runwatch.store.db import open_engine
+    from runwatch.store.jobs import job_row
+    from runwatch.store.keys import run_keys
+    from runwatch.store.series import read_series
+
+    engine = open_engine(db_url)
+    Indexer(engine, pair).index_once()
+    with engine.connect() as conn:
+
+        def series_of(key: Any) -> tuple[Any, Any]:
+            s = read_series(conn, key.id)
+            return s.step, s.value
+
+        sides = []
+        for name in ("candidate", "baseline"):
+            row = q.resolve_run(conn, name)
+            job = job_row(conn, row.pk)
+            sides.append(cmp.side_of(row, run_keys(conn, row.pk),
+                                     job["devices"] if job else None, series_of))
+    engine.dispose()
+    expected = json.loads(json.dumps(cmp.compare(sides[0], sides[1], cmp.Options(window=7))))
+    assert report(pair, "candidate", "baseline", "--window", "7") == expected
+    assert report(pair, "candidate", "baseline", "--window", "7", "--db", db_url) == expected
 
 
 def test_the_cli_defaults_are_the_analysis_defaults() -> None:

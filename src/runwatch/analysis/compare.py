@@ -124,7 +124,6 @@ def side_of(row: Any, keys: Sequence[Any], job_devices: int | None,
     """A run as this module reads it: `row` is its runs row (run_id, name, method,
     base_model, dataset, config as YAML text), `keys` its metric keys (with `.key`), and
     `series_of(key)` reads a key's (steps, values)."""
-    by_name = {k.key: k for k in keys}
     problems: list[str] = []
     config: Any = None
     if row.config:
@@ -134,15 +133,24 @@ def side_of(row: Any, keys: Sequence[Any], job_devices: int | None,
             problems.append(f"run {row.name}'s config.yaml is not YAML: its settings are "
                             "not compared")
 
-    def series(role: Role) -> Series | None:
-        key = find_key(by_name, role)
+    def series(key: Any) -> Series | None:
         if key is None:
             return None
-        step, value = series_of(by_name[key])
-        return Series(key, step, value)
+        step, value = series_of(key)
+        return Series(key.key, step, value)
 
+    loss, grad_norm = compared_keys(keys)
     return Side(row.run_id, row.name, row.method, row.base_model, row.dataset, config,
-                job_devices, series(Role.TRAIN_LOSS), series(Role.GRAD_NORM), problems)
+                job_devices, series(loss), series(grad_norm), problems)
+
+
+def compared_keys(keys: Sequence[Any]) -> tuple[Any, Any]:
+    """Of a run's metric keys (with `.key`), its training loss and its gradient norm (each
+    None when not logged): the series a comparison reads."""
+    by_name = {k.key: k for k in keys}
+    found = [find_key(by_name, role) for role in (Role.TRAIN_LOSS, Role.GRAD_NORM)]
+    loss, grad_norm = (None if name is None else by_name[name] for name in found)
+    return loss, grad_norm
 
 
 def check_supervised(side: Side) -> None:

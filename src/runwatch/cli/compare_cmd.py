@@ -7,24 +7,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from runwatch.cli.context import open_context
-from runwatch.cli.options import (
-    DbOpt,
-    DirOpt,
-    JqOpt,
-    OutOpt,
-    RawOpt,
-    RunArg,
-    ServerOpt,
-    TokenOpt,
-    resolve_or_exit,
-)
+from runwatch.cli.context import open_reader
+from runwatch.cli.options import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, ServerOpt, TokenOpt
 from runwatch.cli.output import Output, emit, fail, fmt_cell, para, print_table, text
 from runwatch.cli.remote import remote_for
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from runwatch.analysis.compare import Side
-    from runwatch.server.series_cache import SeriesCache
+    from runwatch.store.plain import Key, Reader
 
 # The defaults of runwatch.analysis.compare, written out: importing it (numpy) here would
 # slow every other command's start (a test checks that they agree).
@@ -40,20 +32,28 @@ SPIKES_LISTED = 20
 ACROSS_PLANS_API = "; across_plans=true compares them anyway"
 
 
-def read_side(conn: Any, row: Any, cache: SeriesCache | None = None) -> Side:
-    """A run of the index as the comparison reads it; a long series through `cache` (its
-    file saved beside the index, as the server's are, so the next read is one file)."""
-    from runwatch.analysis.compare import side_of
-    from runwatch.store.jobs import job_row
-    from runwatch.store.keys import run_keys
-    from runwatch.store.series import read_series
+def read_side(db: Reader, ref: str, saved: Path | None = None) -> Side:
+    """The run `ref` names, as the comparison reads it (exit 2 where it names no run, or
+    several); its series saved in `saved` (beside a SQLite index) and read from there
+    while the index holds the same points."""
+    from runwatch.analysis.compare import REINFORCEMENT, compared_keys, side_of
+    from runwatch.store import plain
 
-    def series_of(key: Any) -> Any:
-        s = read_series(conn, key.id) if cache is None else cache.get(conn, row.pk, key)
-        return s.step, s.value
+    try:
+        row = plain.resolve_run(db, ref)
+    except plain.NoSuchRun as exc:
+        hints = ["candidates:"] + [f"  {c}" for c in exc.candidates] if exc.candidates else []
+        raise fail(str(exc), hints) from exc
+    keys = plain.run_keys(db, row.pk)
+    # a reinforcement run's are not read: the comparison refuses it for its method
+    read = [] if (row.method or "").lower() in REINFORCEMENT else [
+        k for k in compared_keys(keys) if k is not None]
+    series = plain.SavedSeries(saved).get(db, row.pk, read)
 
-    job = job_row(conn, row.pk)
-    return side_of(row, run_keys(conn, row.pk), job["devices"] if job else None, series_of)
+    def series_of(key: Key) -> plain.Pair:
+        return series.get(key.id, plain.NO_POINTS)
+
+    return side_of(row, keys, plain.job_devices(db, row.pk), series_of)
 
 
 def compare_cmd(
@@ -95,12 +95,8 @@ def compare_cmd(
         options = cmp.Options(window, margin, spike_factor, across_plans)
     except cmp.CompareError as exc:
         raise fail(str(exc)) from exc
-    from runwatch.server.series_cache import SeriesCache, default_disk_dir
-
-    ctx = open_context(directory, db, read_only=True)
-    cache = SeriesCache(disk_dir=default_disk_dir(ctx.engine))
-    with ctx.engine.connect() as conn:
-        sides = [read_side(conn, resolve_or_exit(conn, ref), cache) for ref in (run, baseline)]
+    with open_reader(directory, db) as (reader, saved):
+        sides = [read_side(reader, ref, saved) for ref in (run, baseline)]
     try:
         report = cmp.compare(sides[0], sides[1], options)
     except cmp.PlansDiffer as exc:

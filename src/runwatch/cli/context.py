@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine
 
-from runwatch.ingest.indexer import Indexer, IndexReport
-from runwatch.store import StoreError, open_engine
-from runwatch.store.points import PointColumns
+    from runwatch.ingest.indexer import IndexReport
+    from runwatch.store.plain import Reader
+    from runwatch.store.points import PointColumns
 
 DEFAULT_DIR = "runs"
 INDEX_DIRNAME = ".runwatch"
@@ -36,6 +39,8 @@ class Context:
 
     def refresh(self) -> IndexReport:
         """Index what is new in the folder (health findings included), so answers are current."""
+        from runwatch.ingest.indexer import Indexer
+
         return Indexer(self.engine, self.directory, hooks=[_health_hook]).index_once()
 
 
@@ -53,13 +58,9 @@ def open_context(directory: Path | None, db: str | None, refresh: bool = True,
     A `read_only` command (one that only shows what is there) makes nothing: where the
     folder or the index file does not exist it says so instead of creating them."""
     from runwatch.cli.output import fail
+    from runwatch.store import StoreError, open_engine
 
-    d = runs_dir(directory)
-    if directory is not None and not d.is_dir():
-        raise fail(f"{d} is not a folder of runs", ["pass --dir DIR with the folder your "
-                                                     "training loop gives runwatch.init(dir=…)"])
-    if read_only:
-        _must_exist(d, db)
+    d = _checked_dir(directory, db, read_only)
     try:
         engine = open_engine(db or default_db(d))
     except StoreError as exc:
@@ -68,6 +69,63 @@ def open_context(directory: Path | None, db: str | None, refresh: bool = True,
     if refresh and (d.is_dir() or not read_only):
         ctx.refresh()
     return ctx
+
+
+@contextmanager
+def open_reader(directory: Path | None, db: str | None) -> Iterator[tuple[Reader, Path | None]]:
+    """The index, current with its folder, to read with plain SQL (store/plain), and the
+    folder where series read from it may be saved (beside a SQLite index; else None).
+    Read-only, as `open_context(read_only=True)`.
+
+    A SQLite index at the schema's head whose folder holds nothing new
+    (ingest/unchanged.py) is read without SQLAlchemy or the indexer; otherwise
+    `open_context` brings it up to date first. Another database is read over its
+    driver's own connection."""
+    from runwatch.store import plain
+
+    d = _checked_dir(directory, db, read_only=True)
+    target = db or str(default_db(d))
+    if "://" in target:
+        ctx = open_context(directory, db, read_only=True)
+        raw = ctx.engine.raw_connection()
+        try:
+            qmark = ctx.engine.dialect.paramstyle == "qmark"
+            yield plain.Reader(raw, "?" if qmark else "%s"), None
+        finally:
+            raw.close()
+            ctx.engine.dispose()
+        return
+    path = Path(target).expanduser()
+    if not path.is_file():  # a folder not indexed yet: its index is made
+        open_context(directory, db, read_only=True).engine.dispose()
+    conn = plain.connect_sqlite(path)
+    try:
+        reader = plain.Reader(conn)
+        if not plain.schema_current(reader) or (d.is_dir() and not _unchanged(reader, d)):
+            open_context(directory, db, read_only=True).engine.dispose()
+        yield reader, path.parent / f"{path.stem}.compare"
+    finally:
+        conn.close()
+
+
+def _unchanged(reader: Reader, d: Path) -> bool:
+    from runwatch.ingest.unchanged import unchanged
+
+    return unchanged(reader, d)
+
+
+def _checked_dir(directory: Path | None, db: str | None, read_only: bool) -> Path:
+    """The runs folder; exit 2 where --dir is not a folder, or (read-only) where there is
+    nothing to read."""
+    from runwatch.cli.output import fail
+
+    d = runs_dir(directory)
+    if directory is not None and not d.is_dir():
+        raise fail(f"{d} is not a folder of runs", ["pass --dir DIR with the folder your "
+                                                     "training loop gives runwatch.init(dir=…)"])
+    if read_only:
+        _must_exist(d, db)
+    return d
 
 
 def _must_exist(d: Path, db: str | None) -> None:

@@ -1,0 +1,118 @@
+"""ingest/unchanged.py: a runs folder the indexer has read to the end answers "unchanged",
+also once moved elsewhere; every change the indexer would store answers "changed"."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from runwatch.ingest.indexer import Indexer
+from runwatch.ingest.unchanged import unchanged
+from runwatch.store import plain
+from runwatch.store.db import open_engine
+from tests.support import sdk_run
+
+SAMPLES = json.dumps({"samples": [{"prompt": "p", "completion": "c"}]})
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A runs folder of two SDK runs (one with a samples file) and its SQLite index."""
+    runs = tmp_path / "runs"
+    sdk_run(runs, "a", steps=30, config={"seed": 1})
+    sdk_run(runs, "b", steps=30)
+    (runs / "b" / "step_0010_completions.json").write_text(SAMPLES)
+    db = tmp_path / "index.db"
+    engine = open_engine(db)
+    Indexer(engine, runs).index_once()
+    engine.dispose()
+    yield runs, db
+
+
+def is_unchanged(runs: Path, db: Path) -> bool:
+    conn = plain.connect_sqlite(db)
+    try:
+        return unchanged(plain.Reader(conn), runs)
+    finally:
+        conn.close()
+
+
+def later(path: Path) -> None:
+    """Give `path` another mtime, as a rewrite a second later would."""
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
+def append_metrics(runs: Path) -> None:
+    with open(runs / "a" / "metrics.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"seq": 999, "ts": 1.7e9, "step": 999, "loss": 0.5}) + "\n")
+
+
+def new_run(runs: Path) -> None:
+    sdk_run(runs, "c", steps=3)
+
+
+def manifest_changed(runs: Path) -> None:
+    path = runs / "a" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    path.write_text(json.dumps({**manifest, "tags": ["new"]}))
+
+
+def foreign_file(runs: Path) -> None:
+    (runs / "a" / "notes.txt").write_text("not a run file")
+
+
+def new_samples(runs: Path) -> None:
+    (runs / "a" / "step_0020_completions.json").write_text(SAMPLES)
+
+
+CHANGES: dict[str, Callable[[Path], None]] = {
+    "metrics appended": append_metrics,
+    "config rewritten": lambda runs: later(runs / "a" / "config.yaml"),
+    "samples rewritten": lambda runs: later(runs / "b" / "step_0010_completions.json"),
+    "new samples file": new_samples,
+    "new run": new_run,
+    "manifest changed": manifest_changed,
+    "file outside the format": foreign_file,
+    "folder not a run yet": lambda runs: (runs / "d").mkdir(),
+}
+
+
+def test_an_indexed_folder_is_unchanged_also_once_moved(folder: tuple[Path, Path],
+                                                        tmp_path: Path) -> None:
+    runs, db = folder
+    (runs / ".hidden").mkdir()  # the indexer reads no dot folder
+    (runs / "README.txt").write_text("the indexer reads folders only")
+    assert is_unchanged(runs, db)
+    moved = tmp_path / "moved"
+    shutil.move(runs, moved)
+    assert is_unchanged(moved, db), "the indexer finds a run by its id, not its folder"
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_what_the_indexer_would_store_is_a_change(folder: tuple[Path, Path],
+                                                  change: str) -> None:
+    runs, db = folder
+    CHANGES[change](runs)
+    assert not is_unchanged(runs, db)
+    engine = open_engine(db)
+    Indexer(engine, runs).index_once()
+    engine.dispose()
+    if change != "file outside the format" and change != "folder not a run yet":
+        assert is_unchanged(runs, db), "indexed again, nothing is left to store"
+
+
+def test_an_index_of_another_folder_or_none_is_a_change(folder: tuple[Path, Path],
+                                                        tmp_path: Path) -> None:
+    runs, _ = folder
+    other = tmp_path / "other.db"
+    open_engine(other).dispose()
+    assert not is_unchanged(runs, other)
+    conn = plain.connect_sqlite(tmp_path / "empty.db")
+    assert not unchanged(plain.Reader(conn), runs)
+    conn.close()
