@@ -19,6 +19,7 @@ from runwatch.ingest import Indexer
 from runwatch.server.app import create_app
 from runwatch.server.runner import Runner
 from runwatch.server.series_cache import SeriesCache
+from runwatch.server.warm import warm_up
 from tests.support import write_run
 from tests.support.wait import DEADLINE_S, wait_for
 
@@ -122,3 +123,20 @@ def test_the_report_refuses_reinforcement_runs_without_reading_a_series(
     refused = assert_error(api.get("/api/compare", params={"run": "g1", "baseline": "g2"}), 400)
     assert "reinforcement run (grpo)" in refused["error"]
     assert cache.held_points == 0, "no series was read for a report that is refused"
+
+
+def test_a_warmed_app_answered_one_overlay_and_kept_nothing_of_it(engine: Engine,
+                                                                   runs_dir: Path) -> None:
+    """create_app(warm=True) serves one overlay before its first request (200), straight
+    to the router: nothing cached, no request timed in /metrics; the answers are the
+    ones an app that was not warmed gives."""
+    write_run(runs_dir, "beta", records(BETA, range(0, 1000, 2)))
+    Indexer(engine, runs_dir).index_once()
+    assert warm_up(create_app(engine, runs_dir=runs_dir), engine) == 200
+    cache = SeriesCache()
+    warm = create_app(engine, runs_dir=runs_dir, cache=cache, warm=True)
+    assert warm.middleware_stack is not None and cache.held_points == 0
+    assert "/api/overlay" not in Api(warm).get("/metrics").text
+    params = {"run": "beta", **SELECT}
+    assert Api(warm).ok("/api/overlay", params=params) == Api(
+        create_app(engine, runs_dir=runs_dir)).ok("/api/overlay", params=params)

@@ -1,7 +1,9 @@
 """Step summaries (runwatch.store.summaries): a whole series read from the index's
 summaries is what the points themselves give (min, max, last and time per bucket, `full`
 when the series fits the budget), as the run grows, with NaN values, a re-logged step
-and a new attempt; and it is read from the summaries, not from the points.
+and a new attempt; and it is read from the summaries, not from the points. Closed chunks
+are packed as the run grows just as a summary made at once packs them, and an index of
+revision 0007 (buckets as rows) is packed on its way up (migration 0008).
 
 Each check asks the same /api/series of two apps on one index: one reading summaries
 (the default) and one with `SeriesCache(summaries=False)`, which reads every point.
@@ -21,7 +23,7 @@ import pytest
 from apiclient import Api
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, delete, select
 
 from runwatch.analysis.downsample import aligned_edges, downsample, width_shift
 from runwatch.ingest import Indexer
@@ -29,13 +31,14 @@ from runwatch.jobs import control
 from runwatch.server.app import create_app
 from runwatch.server.series_cache import SeriesCache
 from runwatch.store import schema as s
-from runwatch.store.db import open_engine
+from runwatch.store.db import HEAD_REVISION, open_engine
 from runwatch.store.keys import metric_keys, run_keys
 from runwatch.store.points import in_key
-from runwatch.store.summaries import SUMMARY_MIN_POINTS, summary_states
+from runwatch.store.summaries import CHUNK_BITS, SUMMARY_MIN_POINTS, rebuild, summary_states
 from tests.foundation import test_postgres
 from tests.support import write_run
 from tests.support.jobs import record_attempt, submit_command
+from tests.support.migrations import downgrade
 
 BUDGETS = (10, 37, 300, 1000)
 pg_database = test_postgres.pg_url  # the fixture: a new database on the PostgreSQL server
@@ -97,6 +100,18 @@ def state_of(engine: Engine, run: str, key: str) -> Any:
         return kid, summary_states(conn, [kid]).get(kid)
 
 
+def stored(engine: Engine, key_id: int) -> tuple[dict[Any, Any], dict[Any, Any]]:
+    """A key's stored buckets: as rows, {(level, bucket): row}, and as packs,
+    {(level, chunk): bytes}."""
+    r, p = s.metric_summaries, s.metric_summary_packs
+    with engine.connect() as conn:
+        rows = {(row.level, row.bucket): tuple(row) for row in conn.execute(
+            select(r).where(r.c.key_id == key_id))}
+        packs = {(row.level, row.chunk): bytes(row.data) for row in conn.execute(
+            select(p).where(p.c.key_id == key_id))}
+    return rows, packs
+
+
 def test_aligned_edges_are_powers_of_two_within_the_budget() -> None:
     for lo, hi, budget in [(0, 2999, 30), (7, 7, 10), (5, 100_004, 1000), (1000, 1049, 100),
                            (3, 2**40 + 17, 999)]:
@@ -113,8 +128,9 @@ def test_a_long_series_is_read_from_summaries_not_points(pair: Pair) -> None:
     run = write_run(pair.runs, "long", records(list(range(5000))))
     pair.index()
     want = {p: pair.both("long", ["loss", "lr"], p)[1] for p in BUDGETS}
-    _, state = state_of(pair.engine, "long", "loss")
+    kid, state = state_of(pair.engine, "long", "loss")
     assert state is not None and state.frontier > 4000
+    assert stored(pair.engine, kid)[1], "closed chunks are packs"
     shift = width_shift(aligned_edges([(0, 4999)], 300))
     assert shift is not None and shift >= state.base
     with pair.engine.begin() as conn:
@@ -156,12 +172,13 @@ def test_live_growth_nan_and_time(pair: Pair) -> None:
 def test_a_relogged_step_supersedes_the_summarised_points(pair: Pair) -> None:
     """A run restored from a checkpoint logs step 300 again: what it logged from 300 on
     before is gone from the series, summaries included."""
-    write_run(pair.runs, "restored", records(list(range(1000))))
+    write_run(pair.runs, "restored", records(list(range(3000))))
     pair.index()
-    before = state_of(pair.engine, "restored", "loss")[1]
+    kid, before = state_of(pair.engine, "restored", "loss")
     assert before is not None and before.frontier > 300
+    assert stored(pair.engine, kid)[1], "the restore reaches into packed chunks"
     append(pair.runs / "restored",
-           records(list(range(300, 1200)), 1000, lambda i, step: 5.0 + step))
+           records(list(range(300, 1200)), 3000, lambda i, step: 5.0 + step))
     pair.index()
     pair.assert_same("restored", ["loss", "lr"])
     fast, _ = pair.both("restored", ["loss"], 10)
@@ -175,6 +192,7 @@ def test_an_index_made_before_summaries_gets_them_on_first_read(pair: Pair) -> N
     pair.index()
     with pair.engine.begin() as conn:  # as an index of revision 0004 has it
         conn.execute(delete(s.metric_summaries))
+        conn.execute(delete(s.metric_summary_packs))
         conn.execute(delete(s.metric_summary_state))
     assert state_of(pair.engine, "old", "loss")[1] is None
     pair.assert_same("old", ["loss", "lr"])
@@ -191,10 +209,7 @@ def test_a_new_attempt_purges_the_old_summaries(engine: Engine, runs_dir: Path) 
     control.retry(engine, job.run_pk)
     record_attempt(job.dir, 2, "SUCCEEDED", steps=150)
     Indexer(engine, runs_dir).index_once()
-    with engine.connect() as conn:
-        left = conn.execute(select(func.count()).select_from(s.metric_summaries)
-                            .where(s.metric_summaries.c.key_id == old_kid)).scalar()
-    assert left == 0
+    assert stored(engine, old_kid) == ({}, {})
     pair = Pair(engine, runs_dir)
     pair.assert_same("job", ["loss"])
     fast, _ = pair.both("job", ["loss"], 10)
@@ -331,6 +346,7 @@ def test_postgresql_summaries_read_as_the_points(tmp_path: Path, pg_database: st
             pair.assert_same("pg", ["loss", "lr"])
         with engine.begin() as conn:
             conn.execute(delete(s.metric_summaries))
+            conn.execute(delete(s.metric_summary_packs))
             conn.execute(delete(s.metric_summary_state))
         pair.assert_same("pg", ["loss", "lr"])
         with engine.connect() as conn:
@@ -420,3 +436,55 @@ def test_history_of_keys_that_logged_every_step_reads_no_steps(pair: Pair) -> No
     assert fresh.ok("/api/runs/every/history", params=asks[0]) == before[0]
     gone = slow().ok("/api/runs/every/history", params=asks[0])
     assert gone["total"] < 11000, "the points app sees the deletion: the check can fail"
+
+
+def test_a_growing_run_packs_its_chunks_as_a_summary_made_at_once(pair: Pair) -> None:
+    """Batches of every size, some across a chunk's end and some within one, leave the
+    same rows and packs as summarising the whole key again; the open chunk of each level
+    is rows (less than a chunk of them), the closed ones are packs."""
+    write_run(pair.runs, "grow", [])
+    seq = 0
+    for size in (1, 63, 1024, 1, 1023, 1025, 7000, 40, 9000):
+        append(pair.runs / "grow", records(list(range(seq, seq + size)), seq))
+        seq += size
+        pair.index()
+    pair.assert_same("grow", ["loss"])
+    kid, state = state_of(pair.engine, "grow", "loss")
+    assert state is not None
+    grown = stored(pair.engine, kid)
+    levels = {level for level, _ in grown[1]}
+    assert len(levels) >= 2, "packs on more than the base level"
+    for level in {level for level, _ in grown[0]}:
+        assert sum(1 for lv, _ in grown[0] if lv == level) < 1 << CHUNK_BITS
+    with pair.engine.begin() as conn:
+        rebuild(conn, kid)
+    assert stored(pair.engine, kid) == grown
+
+
+def test_an_index_of_revision_0007_is_packed_on_its_way_up(engine: Engine,
+                                                            runs_dir: Path) -> None:
+    """Going down to 0007 leaves every bucket a row; coming up packs the closed chunks
+    again, and the answers are the same throughout."""
+    pair = Pair(engine, runs_dir)
+    write_run(runs_dir, "old", records(list(range(9000))))
+    pair.index()
+    kid, _ = state_of(engine, "old", "loss")
+    packed = stored(engine, kid)
+    want = pair.both("old", ["loss", "lr"], 300)[1]
+    downgrade(engine, "0007")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM metric_summaries").scalar() > (
+            1 << CHUNK_BITS) * 2, "every bucket a row"
+    url = engine.url.render_as_string(hide_password=False)
+    engine.dispose()
+    again = open_engine(url)
+    try:
+        with again.connect() as conn:
+            assert conn.exec_driver_sql(
+                "SELECT version_num FROM alembic_version").scalar() == HEAD_REVISION
+        assert stored(again, kid) == packed
+        up = Pair(again, runs_dir)
+        assert up.fast.ok("/api/series", params={"run": "old", "key": ["loss", "lr"],
+                                                 "points": 300, "x": "time"}) == want
+    finally:
+        again.dispose()

@@ -32,6 +32,7 @@ from runwatch.server.origins import SameOrigin
 from runwatch.server.series_cache import SeriesCache
 from runwatch.server.settings import token_problem
 from runwatch.server.state import Limits, ServerState, state
+from runwatch.server.warm import warm_up
 
 # RUNWATCH_STATIC_DIR serves a web build from elsewhere (a developer's own `vite build
 # --outDir`), so that several builds can be tried side by side without touching the package.
@@ -62,12 +63,15 @@ def create_app(
     static_dir: Path = STATIC_DIR,
     poll_interval: float = 0.1,
     metrics: routes_prom.ServerMetrics | None = None,
+    warm: bool = False,
 ) -> FastAPI:
     """The runwatch server app over `engine`'s index.
 
     `feed` is the change counter the caller's indexer bumps after storing rows, so live
     streams wake at once; `metrics` is what /metrics reports of this process (the caller's
-    indexer feeds its points hook); `token`, when given, is required on every route.
+    indexer feeds its points hook); `token`, when given, is required on every route;
+    `warm` serves one small request in-process first (runwatch.server.warm), so the first
+    real one does not pay for first calls.
     Without a token only loopback names are served; writes are same-origin JSON
     (server/origins.py).
     """
@@ -109,6 +113,8 @@ def create_app(
     app.add_middleware(SameOrigin, check_host=token is None)
     if token is not None:
         app.add_middleware(TokenAuth, token=token)
+    if warm:
+        warm_up(app, engine)
     return app
 
 

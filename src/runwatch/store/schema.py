@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -292,6 +293,20 @@ metric_summary_state = Table(
     Column("fin_min", Float),
     Column("fin_max", Float),
     Column("fin_sum", Float, nullable=False),
+)
+
+# The buckets of a closed chunk of a level (2**CHUNK_BITS buckets: bucket >> CHUNK_BITS ==
+# chunk) packed in one row, as runwatch.store.summaries lays them out; the open chunk's
+# buckets are rows of metric_summaries until it closes. A whole series is a few rows.
+metric_summary_packs = Table(
+    "metric_summary_packs",
+    metadata,
+    Column("key_id", Integer, ForeignKey("metric_keys.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("level", Integer, primary_key=True),
+    Column("chunk", BigInteger, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 # --- H6: projects and API tokens (runwatch.store.tokens) ---

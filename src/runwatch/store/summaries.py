@@ -15,7 +15,13 @@ whose points were partly stored already) makes the key be summarised again from 
 points (`rebuild`). A key of an index made before summaries existed is summarised on
 the first read of its whole series (`ensure_summaries`) or when its next points arrive.
 
-Reading (`read_units`): the rows of one level plus the points after its last row, as
+Packing: the buckets of a level come in chunks of 2**CHUNK_BITS. A chunk whose every
+bucket is closed is stored as one row of `metric_summary_packs` (its buckets as packed
+little-endian records), the open chunk's buckets as rows of `metric_summaries`; so a
+whole series crosses the driver as a few blobs and at most a chunk of rows a level,
+not a row a bucket (the driver's cost is per row and column).
+
+Reading (`read_units`): the buckets of one level plus the points after its last one, as
 `Units` that `runwatch.analysis.downsample.reduce_units` turns into the same buckets
 the points themselves give with aligned edges.
 """
@@ -25,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, cast
 
 import numpy as np
@@ -47,16 +54,20 @@ MAX_LEVEL = 62
 # fewer rows than every level
 LEVEL_STEP = 2
 
+# a pack holds the buckets of one chunk of 2**CHUNK_BITS buckets of a level
+CHUNK_BITS = 6
+
 _NULL = -1.7976931348623157e308  # NULL (NaN) crosses the driver as this, as in store.series
+# little-endian explicitly: a bucket of a pack is stored as this record
 _FIELDS: list[tuple[str, Any]] = [
-    ("bucket", np.int64), ("n", np.int64), ("last_step", np.int64), ("last_seq", np.int64),
-    ("last_ts", np.float64), ("min", np.float64), ("max", np.float64), ("last", np.float64)]
+    ("bucket", "<i8"), ("n", "<i8"), ("last_step", "<i8"), ("last_seq", "<i8"),
+    ("last_ts", "<f8"), ("min", "<f8"), ("max", "<f8"), ("last", "<f8")]
 _NAMES = [name for name, _ in _FIELDS]
 _LEVEL = np.dtype(_FIELDS)
 _SELECT = ("bucket, n, last_step, last_seq, last_ts, "
            f"COALESCE(min, {_NULL!r}), COALESCE(max, {_NULL!r}), COALESCE(last, {_NULL!r})")
 _TAIL = np.dtype([("key_id", np.int64), *ROW.descr])
-_STORED = np.dtype([("level", np.int64), *_FIELDS])
+_PART_ROW = np.dtype([("part", np.int64), *_FIELDS])
 _ROW_OUT = np.dtype([("key_id", np.int64), ("level", np.int64), *_FIELDS])
 _COLUMNS = ("key_id", "level", "bucket", "n", "last_step", "last_seq", "last_ts", "min",
             "max", "last")
@@ -150,30 +161,21 @@ def read_units(conn: Connection, reads: list[UnitsRead], with_ts: bool = False,
     """
     reads = list({r.key_id: r for r in reads}.values())  # a run named twice reads once
     parts: list[tuple[int, int, int, int]] = []  # key id, level, first and end bucket
+    firsts: list[int] = []  # each read's first part: its parts follow in step order
     for r in reads:
         frontier = r.state.frontier
+        firsts.append(len(parts))
         parts.append((r.key_id, r.level, 0, frontier >> r.level))
         for finer in range(r.level - LEVEL_STEP, r.state.base - 1, -LEVEL_STEP):
             parts.append((r.key_id, finer, (frontier >> (finer + LEVEL_STEP)) << LEVEL_STEP,
                           frontier >> finer))
-    # only the columns asked for: each costs the driver a Python object a row
-    fields: list[tuple[str, Any]] = [("key_id", np.int64), ("last_step", np.int64),
-                                     ("n", np.int64), ("last", np.float64)]
-    columns = f"key_id, last_step, n, {_value('last')}"
-    if bands:
-        fields += [("min", np.float64), ("max", np.float64)]
-        columns += f", {_value('min')}, {_value('max')}"
-    if with_ts:
-        fields.append(("last_ts", np.float64))
-        columns += ", last_ts"
-    rows = _ranges(conn, columns, parts, np.dtype(fields))
-    rows = rows[np.lexsort((rows["last_step"], rows["key_id"]))]
+    part, rows = _ranges(conn, parts)
+    starts = np.searchsorted(part, [*firsts, len(parts)])
     tails = _tails(conn, [(r.key_id, r.state.last_seq) for r in reads])
-    ids = [r.key_id for r in reads]
-    buckets, points = _by_key(rows["key_id"], ids), _by_key(tails["key_id"], ids)
+    points = _by_key(tails["key_id"], [r.key_id for r in reads])
     out: dict[int, Units] = {}
-    for r in reads:
-        b = rows[buckets[r.key_id]]
+    for i, r in enumerate(reads):
+        b = rows[starts[i]:starts[i + 1]]
         tail = tails[points[r.key_id]]
         tail = tail[keep_mask(tail["step"])]
         value = tail["value"]
@@ -266,6 +268,8 @@ def update_summaries(conn: Connection, key_ids: Mapping[str, int],
 def rebuild(conn: Connection, key_id: int) -> State | None:
     """Summarise a key again from all its points; its new state (None: too few points)."""
     conn.execute(delete(s.metric_summaries).where(s.metric_summaries.c.key_id == key_id))
+    conn.execute(delete(s.metric_summary_packs)
+                 .where(s.metric_summary_packs.c.key_id == key_id))
     conn.execute(delete(s.metric_summary_state)
                  .where(s.metric_summary_state.c.key_id == key_id))
     rows = read_rows(conn, key_id, -1)
@@ -286,7 +290,7 @@ def rebuild(conn: Connection, key_id: int) -> State | None:
         if not up.size:
             break
         levels.append((level, up))
-    _insert(conn, _params(conn, key_id, levels))
+    _store(conn, [(key_id, 0, frontier, levels)])
     conn.execute(insert(s.metric_summary_state).values(
         key_id=key_id, base=state.base, frontier=state.frontier, last_seq=state.last_seq,
         first_step=state.first_step, fin_min=state.fin_min, fin_max=state.fin_max,
@@ -296,7 +300,7 @@ def rebuild(conn: Connection, key_id: int) -> State | None:
 
 def _advance(conn: Connection, plans: list[tuple[int, State, Rows]]) -> None:
     """Write the buckets the new points closed, for keys whose points simply follow."""
-    params: list[tuple[Any, ...]] = []
+    writes: list[_Write] = []
     states: list[tuple[Any, ...]] = []
     for kid, state, batch in plans:
         old, new = state.frontier, _frontier(batch, state.base)
@@ -314,25 +318,27 @@ def _advance(conn: Connection, plans: list[tuple[int, State, Rows]]) -> None:
             if new >> level <= old >> level:
                 break
             children = levels[-1][1]
-            left = siblings[siblings["level"] == level - LEVEL_STEP]
-            if left.size:
-                children = np.concatenate([left[_NAMES].astype(_LEVEL), children])
+            left = siblings.get(level - LEVEL_STEP)
+            if left is not None and left.size:
+                children = np.concatenate([left, children])
             up = _parents(children)
             up = up[(up["bucket"] >= old >> level) & (up["bucket"] < new >> level)]
             levels.append((level, up))
-        params += _params(conn, kid, levels)
+        writes.append((kid, old, new, levels))
         states.append((new, int(below["seq"][-1]) if below.size else state.last_seq,
                        *_finite(below["value"], state), kid))
-    _insert(conn, params)
+    _store(conn, writes)
     m = _marker(conn)
     conn.exec_driver_sql(f"UPDATE metric_summary_state SET frontier = {m}, last_seq = {m}, "
                          f"fin_min = {m}, fin_max = {m}, fin_sum = {m} WHERE key_id = {m}",
                          states)
 
 
-def _siblings(conn: Connection, key_id: int, base: int, old: int, new: int) -> Rows:
+def _siblings(conn: Connection, key_id: int, base: int, old: int, new: int
+              ) -> dict[int, Rows]:
     """The stored left siblings of the first parent each stored level above `base`
-    closes as the frontier moves from `old` to `new` (closed before it moved)."""
+    closes as the frontier moves from `old` to `new` (closed before it moved), by the
+    level of the siblings."""
     wanted: list[tuple[int, int, int]] = []  # child level, first and end bucket
     for level in range(base + LEVEL_STEP, MAX_LEVEL + 1, LEVEL_STEP):
         if new >> level <= old >> level:
@@ -341,24 +347,65 @@ def _siblings(conn: Connection, key_id: int, base: int, old: int, new: int) -> R
         first, end = (old >> level) << LEVEL_STEP, old >> child
         if end > first:
             wanted.append((child, first, end))
-    if not wanted:
-        return np.empty(0, dtype=_STORED)
-    return _ranges(conn, f"level, {_SELECT}", [(key_id, *w) for w in wanted], _STORED)
+    part, rows = _ranges(conn, [(key_id, *w) for w in wanted])
+    spans = _spans(part, len(wanted))
+    return {child: rows[span] for (child, *_), span in zip(wanted, spans, strict=True)}
 
 
-def _ranges(conn: Connection, columns: str, parts: list[tuple[int, int, int, int]],
-            dtype: np.dtype[Any]) -> Rows:
-    """`columns` of the buckets in each (key id, level, first bucket, end bucket) part:
-    one primary-key range a part, many parts a statement (an OR of ranges scans every
+def _ranges(conn: Connection, parts: list[tuple[int, int, int, int]]
+            ) -> tuple[npt.NDArray[np.int64], Rows]:
+    """The buckets in each (key id, level, first bucket, end bucket) part, in (part,
+    bucket) order: the index of each one's part, and the buckets (`_LEVEL`). They come
+    from the packs of the closed chunks a part overlaps and the rows of its open chunk.
+    One primary-key range a part, many parts a statement (an OR of ranges scans every
     bucket of the key in SQLite)."""
-    chunks = []
-    for i in range(0, len(parts), _MAX_PARTS):
-        chunk = parts[i:i + _MAX_PARTS]
+    wanted = [(i, p) for i, p in enumerate(parts) if p[3] > p[2]]
+    if not wanted:  # the usual batch of an ingest closes no chunk
+        return np.zeros(0, dtype=np.int64), np.empty(0, dtype=_LEVEL)
+    blobs: list[bytes] = []
+    owners: list[int] = []  # the part of each blob
+    loose: list[Rows] = [np.empty(0, dtype=_PART_ROW)]
+    for i in range(0, len(wanted), _MAX_PARTS):
+        chunk = wanted[i:i + _MAX_PARTS]
+        kids = [kid for _, (kid, *_) in chunk]
         sql = " UNION ALL ".join(
-            f"SELECT {columns} FROM metric_summaries WHERE key_id = {{m}} AND level = {lv} "
-            f"AND bucket >= {first} AND bucket < {end}" for _, lv, first, end in chunk)
-        chunks.append(_query(conn, sql, [kid for kid, *_ in chunk], dtype))
-    return np.concatenate(chunks) if chunks else np.empty(0, dtype=dtype)
+            f"SELECT {j}, data FROM metric_summary_packs WHERE key_id = {{m}} AND level = {lv} "
+            f"AND chunk >= {first >> CHUNK_BITS} AND chunk <= {(end - 1) >> CHUNK_BITS}"
+            for j, (_, lv, first, end) in chunk)
+        for j, data in _fetch(conn, sql, kids):
+            blobs.append(data)
+            owners.append(j)
+        sql = " UNION ALL ".join(
+            f"SELECT {j}, {_SELECT} FROM metric_summaries WHERE key_id = {{m}} AND level = {lv} "
+            f"AND bucket >= {first} AND bucket < {end}" for j, (_, lv, first, end) in chunk)
+        loose.append(_query(conn, sql, kids, _PART_ROW))
+    # the blobs joined and read as one array: a structured array per blob costs more
+    packed = np.frombuffer(b"".join(blobs), dtype=_LEVEL)
+    rows = np.concatenate(loose)
+    part = np.concatenate([np.repeat(np.asarray(owners, dtype=np.int64),
+                                     [len(b) // _LEVEL.itemsize for b in blobs]), rows["part"]])
+    buckets = np.concatenate([packed, rows[_NAMES].astype(_LEVEL)])
+    bucket = buckets["bucket"]
+    bounds = np.array(parts, dtype=np.int64).reshape(-1, 4)  # key id, level, first, end
+    pick = np.flatnonzero((bucket >= bounds[part, 2]) & (bucket < bounds[part, 3]))
+    pick = pick[np.lexsort((bucket[pick], part[pick]))]
+    return part[pick], buckets[pick]
+
+
+def _spans(part: npt.NDArray[np.int64], count: int) -> list[slice]:
+    """The slice of each of `count` parts' buckets (`part`: each bucket's, sorted)."""
+    bounds = np.searchsorted(part, np.arange(count + 1)).tolist()
+    return [slice(a, b) for a, b in pairwise(bounds)]
+
+
+def _fetch(conn: Connection, sql: str, params: list[int]) -> list[Any]:
+    """The rows of `sql` ({m} is the driver's marker) as the driver gives them."""
+    cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cur.execute(sql.replace("{m}", _marker(conn)), params)
+        return list(cur.fetchall())
+    finally:
+        cur.close()
 
 
 def _marker(conn: Connection) -> str:
@@ -446,6 +493,86 @@ def _reduce(bucket: npt.NDArray[np.int64], last_step: npt.NDArray[np.int64],
     return out
 
 
+# a key's new buckets, as its frontier moves from `old` to `new`: (key id, old, new,
+# [(level, buckets of that level in bucket order)]); old 0: nothing stored before
+_Write = tuple[int, int, int, list[tuple[int, Rows]]]
+
+
+def _store(conn: Connection, writes: list[_Write]) -> None:
+    """Store new buckets: those of the chunks the move of the frontier closed as packs
+    (with the buckets of those chunks stored as rows while they were open), the others as
+    rows."""
+    opening = [(kid, level, (old >> level) >> CHUNK_BITS << CHUNK_BITS, old >> level)
+               for kid, old, new, levels in writes for level, _ in levels
+               if (new >> level) >> CHUNK_BITS > (old >> level) >> CHUNK_BITS]
+    part, earlier = _ranges(conn, opening)
+    starts = {(kid, level): i for i, (kid, level, *_) in enumerate(opening)}
+    spans = _spans(part, len(opening))
+    packs: list[tuple[int, int, int, bytes]] = []
+    params: list[tuple[Any, ...]] = []
+    for kid, _, new, levels in writes:
+        for level, rows in levels:
+            at = starts.get((kid, level))
+            if at is not None:
+                rows = np.concatenate([earlier[spans[at]], rows])
+            packs += _packs(kid, level, rows, (new >> level) >> CHUNK_BITS)
+            params += _params(conn, kid, [(level, rows[rows["bucket"] >> CHUNK_BITS >= (
+                new >> level) >> CHUNK_BITS])])
+    _pack(conn, opening, packs)
+    _insert(conn, params)
+
+
+def _pack(conn: Connection, ranges: list[tuple[int, int, int, int]],
+          packs: list[tuple[int, int, int, bytes]]) -> None:
+    """Delete the rows in the (key id, level, first, end bucket) ranges, and store the
+    packs (key id, level, chunk, data) that hold them now."""
+    m = _marker(conn)
+    if ranges:
+        conn.exec_driver_sql(f"DELETE FROM metric_summaries WHERE key_id = {m} AND level = {m} "
+                             f"AND bucket >= {m} AND bucket < {m}", ranges)
+    if packs:
+        conn.exec_driver_sql("INSERT INTO metric_summary_packs (key_id, level, chunk, data) "
+                             f"VALUES ({m}, {m}, {m}, {m})", packs)
+
+
+def _packs(key_id: int, level: int, rows: Rows, closed: int
+           ) -> list[tuple[int, int, int, bytes]]:
+    """The packs of the chunks below `closed` among a level's buckets (in bucket order)."""
+    chunk = rows["bucket"] >> CHUNK_BITS
+    rows, chunk = rows[chunk < closed], chunk[chunk < closed]
+    if not rows.size:
+        return []
+    starts = np.flatnonzero(np.concatenate(([True], chunk[1:] != chunk[:-1])))
+    ends = np.append(starts[1:], rows.size)
+    return [(key_id, level, int(chunk[a]), rows[a:b].tobytes())
+            for a, b in zip(starts, ends, strict=True)]
+
+
+def repack(conn: Connection) -> None:
+    """Move the buckets of every closed chunk from rows into packs (an index made before
+    packs: migration 0008)."""
+    states = {r.key_id: r for r in conn.execute(select(s.metric_summary_state))}
+    parts = [(kid, level, 0, (state.frontier >> level) >> CHUNK_BITS << CHUNK_BITS)
+             for kid, state in states.items()
+             for level in range(state.base, MAX_LEVEL + 1, LEVEL_STEP)]
+    for i in range(0, len(parts), _MAX_PARTS):
+        chunk = [p for p in parts[i:i + _MAX_PARTS] if p[3] > 0]
+        part, rows = _ranges(conn, chunk)
+        packs = [pack for (kid, level, _, end), span in zip(chunk, _spans(part, len(chunk)),
+                                                             strict=True)
+                 for pack in _packs(kid, level, rows[span], end >> CHUNK_BITS)]
+        _pack(conn, chunk, packs)
+
+
+def unpack(conn: Connection) -> None:
+    """Move every pack's buckets back into rows (migration 0008 going down)."""
+    params: list[tuple[Any, ...]] = []
+    for kid, level, data in conn.exec_driver_sql(
+            "SELECT key_id, level, data FROM metric_summary_packs"):
+        params += _params(conn, kid, [(level, np.frombuffer(data, dtype=_LEVEL))])
+    _insert(conn, params)
+
+
 def _params(conn: Connection, key_id: int, levels: list[tuple[int, Rows]]
             ) -> list[tuple[Any, ...]]:
     """INSERT parameters of a key's buckets (SQLite stores a bound NaN as NULL; PostgreSQL
@@ -478,11 +605,9 @@ def _insert(conn: Connection, params: list[tuple[Any, ...]]) -> None:
 
 def retained_count(conn: Connection, key_id: int, state: State) -> int:
     """How many points a summarised key's series holds (superseded points not counted)."""
-    m = _marker(conn)
-    below = conn.exec_driver_sql(f"SELECT COALESCE(SUM(n), 0) FROM metric_summaries WHERE "
-                                 f"key_id = {m} AND level = {m}", (key_id, state.base)).scalar()
+    below = _ranges(conn, [(key_id, state.base, 0, state.frontier >> state.base)])[1]["n"].sum()
     tail = read_rows(conn, key_id, state.last_seq)
-    return int(below or 0) + int(np.count_nonzero(keep_mask(tail["step"])))
+    return int(below) + int(np.count_nonzero(keep_mask(tail["step"])))
 
 
 def step_window(conn: Connection, key_id: int, state: State, step_min: int, step_max: int
@@ -490,16 +615,17 @@ def step_window(conn: Connection, key_id: int, state: State, step_min: int, step
     """A key's points (`ROW`, in seq order) with step_min <= step <= step_max, for a key
     with no superseded point (seq order is step order): only the seqs between the base
     buckets around the window are scanned, not the key's every point."""
-    m = _marker(conn)
-    where = f"key_id = {m} AND level = {m}"
-    after = conn.exec_driver_sql(
-        f"SELECT last_seq FROM metric_summaries WHERE {where} AND bucket < {m} "
-        "ORDER BY bucket DESC LIMIT 1", (key_id, state.base, step_min >> state.base)).scalar()
-    upto = conn.exec_driver_sql(
-        f"SELECT last_seq FROM metric_summaries WHERE {where} AND bucket >= {m} "
-        "ORDER BY bucket LIMIT 1", (key_id, state.base, step_max >> state.base)).scalar()
-    low, high = id_range(key_id, -1 if after is None else int(after),
-                         None if upto is None else int(upto))
+    base, end = state.base, state.frontier >> state.base
+    first, last = min(step_min >> base, end), min(step_max >> base, end)
+    near = 1 << CHUNK_BITS  # a chunk's width: past a wider gap the level is read further
+    before = _ranges(conn, [(key_id, base, max(first - near, 0), first)])[1]
+    if not before.size:
+        before = _ranges(conn, [(key_id, base, 0, first)])[1]
+    after = _ranges(conn, [(key_id, base, last, min(last + near, end))])[1]
+    if not after.size:
+        after = _ranges(conn, [(key_id, base, last, end)])[1]
+    low, high = id_range(key_id, int(before["last_seq"][-1]) if before.size else -1,
+                         int(after["last_seq"][0]) if after.size else None)
     return _query(conn, f"SELECT id - {key_id << SEQ_BITS}, step, ts, {_value('value')} "
                   "FROM metric_points WHERE id BETWEEN {m} AND {m} AND step >= {m} "
                   "AND step <= {m} ORDER BY id", [low, high, step_min, step_max], ROW)
