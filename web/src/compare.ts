@@ -331,7 +331,8 @@ export class CompareView {
       if (this.disposed) return;
       for (const v of created) v.setSeries(series, true);
       for (const s of series) this.noteShown(s);
-      performance.mark(MARKS.built);
+      // uPlot draws a chart's canvas in a microtask it queued when made: this one runs after
+      queueMicrotask(() => performance.mark(MARKS.built));
     }
     // the browser paints the charts' canvases on the next frame: mark them drawn after it
     void painted().then(() => {
