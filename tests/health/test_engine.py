@@ -423,3 +423,12 @@ def test_a_correctness_reward_function_is_the_task_score(key: str, read: bool) -
     series = {"reward": [0.2 + 0.02 * i for i in range(30)],
               key: [0.004 + 0.002 * math.sin(i) for i in range(30)]}
     assert ("grpo.proxy_hacking" in rule_ids(Engine("grpo").feed(to_batch(series)))) is read
+
+
+@pytest.mark.parametrize(("key", "val"), [("reduced_train_loss", "val_loss"),
+                                          ("loss", "val_loss")])
+def test_nemo_and_keras_loss_names_feed_the_overfitting_rule(key: str, val: str) -> None:
+    # NeMo logs reduced_train_loss and val_loss; Keras' history loss and val_loss.
+    series = {key: ramp(2.0, -0.005, 200),
+              val: ([20 * (k + 1) for k in range(9)], [1.5 + 0.05 * k for k in range(9)])}
+    assert "sft.overfitting" in rule_ids(Engine("sft").feed(to_batch(series)))

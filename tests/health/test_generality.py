@@ -200,3 +200,10 @@ def test_a_finding_on_the_fallback_metric_resolves_when_the_preferred_one_arrive
     on_score = [f for f in found if f.metric == "accuracy"]
     assert on_score and all(f.status == "resolved" for f in on_score)
     assert all(f.last_step < 12 for f in on_score)
+
+
+def test_an_entropy_hovering_at_a_quarter_of_its_start_is_one_finding() -> None:
+    # Fallen 73-77% and hovering there: grpo.entropy_low opens once and holds (it
+    # opened and resolved on every other judgement).
+    hover = [1.0] * 10 + [0.23 if i % 4 < 2 else 0.27 for i in range(60)]
+    assert len(_of(evaluate("grpo", {}, {"entropy": hover}), "grpo.entropy_low")) == 1

@@ -113,3 +113,13 @@ def test_a_spike_in_loss_and_grad_norm_at_one_step_is_listed_once(engine: Engine
                                                                  "loss.spike"]
     assert "grad_norm spiked to 20" in f["message"] and "loss jumped from 1.81 to 3 (up 66%)" in \
         f["message"]
+
+
+def test_a_k_of_n_count_read_whole_is_the_one_the_finding_held() -> None:
+    # A run read whole: the clipping held on 9-10 of 10 steps, then stopped for 30 steps.
+    # The resolved finding's count is what its window held, not the batch end's 0.
+    series = {"grad_clip_factor": [0.5] * 20 + [1.0] * 30}
+    found = [f for f in HealthEngine("sft").feed(to_batch(series))
+             if f.rule_id == "optim.clipping_every_step"]
+    assert found and found[0].status == "resolved"
+    assert found[0].evidence["in_window"] == 10

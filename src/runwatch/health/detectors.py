@@ -163,6 +163,13 @@ class Threshold:
         """Hits among the last n points: what "k of the last n" counted at the latest."""
         return sum((self._prev[0] + self.hits)[-self.window.n:])
 
+    def window_counts(self) -> list[int]:
+        """Hits among the n points up to each point of the last batch."""
+        hits = self._prev[0] + self.hits
+        pref = list(accumulate(hits, initial=0))
+        t, n = len(self._prev[0]), self.window.n
+        return [pref[i + 1] - pref[max(0, i + 1 - n)] for i in range(t, len(hits))]
+
     def onset(self, i: int) -> int | None:
         """The step of the first hit in the window that made point i of the last batch
         reach k: where the trouble started, a few points before the finding opened."""

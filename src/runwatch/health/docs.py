@@ -472,17 +472,19 @@ from what trainers log, each change with a trigger series and a near miss in
 - `loss.zero` (SFT): the loss exactly 0 on 3 logged steps in a row, class `loss_zero`.
   Not for DPO, whose loss at 0 with accuracy 1 is `dpo.loss_collapsed`, nor GRPO, whose
   loss is often exactly 0 by construction.
-- `loss.stuck` (SFT): after 8 points over 50 steps, every loss so far within 1% of where
-  it started and no fall of 1%: a loss with no minibatch noise at all, as a frozen model
-  or one at chance (ln of the vocabulary) logs. A loss that is merely flat with noise
-  waits for `sft.loss_not_falling`'s warm-up.
+- `loss.stuck` (SFT): after 8 points over 50 steps, every loss so far within 0.5% of
+  where it started and no fall of 0.5%: a loss with no minibatch noise at all, as a model
+  at chance (ln of the vocabulary, whatever the batch) logs. A loss that is merely flat
+  with noise (a frozen model still sees different batches) waits for
+  `sft.loss_not_falling`'s warm-up.
 - `optim.zero_gradient` (SFT, DPO; info): the gradient norm exactly 0 on 3 logged steps in
   a row. Info, since some DeepSpeed versions log 0 for a gradient they do not see.
 - `loss.stepped_up` (SFT; detector `shift`): the loss jumps 20% above the median of the
   10 points before and stays there 3 points (a resume from the wrong checkpoint, a step
   counter that restarted); a spike that comes back is `loss.spike`.
-- A loop that logs its loss only as `train_loss`, or its validation loss as `val_loss`,
-  is judged on them (`READ_WHEN_ALONE` in `runwatch.metrics.aliases`): the first key that
+- A loop that logs its loss only as `train_loss` (NeMo: `reduced_train_loss`), or its
+  validation loss as `val_loss` (Keras, Lightning and NeMo too), is judged on them
+  (`READ_WHEN_ALONE` in `runwatch.metrics.aliases`): the first key that
   feeds a metric keeps it, and such a name yields to the role's own name in a batch
   holding both, so the HF Trainer's end-of-run `train_loss` (the run's mean) never
   becomes a loss point.
@@ -498,6 +500,11 @@ from what trainers log, each change with a trigger series and a near miss in
   on 8 of 10 steps). Info findings count for recall and delay but are no false alarm;
   `grpo.entropy_falling` also opens on a healthy run whose policy sharpens as it learns
   (`grpo_verl_agent_alfworld_g2po_rising`), which is what it says.
+- Two leftovers: a k-of-n finding's count ("8 of the last 10") is the most its window held
+  while the finding was open, also when a whole file is read in one batch (it was the
+  count at the batch's end, often 0 for a finding long resolved); and `grpo.entropy_low`,
+  once held, is released only when the entropy is back above half of its start, so an
+  entropy hovering at a quarter of it is one finding, not one per judgement.
 - `health-eval --round N --split train` says a round is held back instead of scoring the
   held-back round; `labels.yaml`'s `scored_rounds` lists the rounds already scored, and
   `tests/health/test_scoring.py` replays only those, so a new round keeps its one clean
@@ -561,7 +568,8 @@ DETECTOR_DOCS = (
     ("no_progress", "after `warmup` points (or `warmup_steps` steps and `min_points` "
      "points), the latest bucket median has not moved `min_change` (relative) from the "
      "first; with `max_spread`, only while every point so far lies within that fraction of "
-     "the start (no noise at all)"),
+     "the start (no noise at all); with `moved` (a fall that is the finding) it holds the "
+     "other way, and once held is released only when two thirds of the fall are gone"),
     ("no_improvement", "after `min_points`, the median of the latest *k* points (*k* = half "
      "the points so far, at most `head`) has not gained on the median of the first *k* by "
      "more than `z` standard errors, the noise being the robust spread of the series' "

@@ -160,9 +160,35 @@ class Evaluator:
         hits = getattr(self.detector, "hits", None)
         onset = getattr(self.detector, "onset", None)
         closed, touched = self.tracker.update(steps, verdicts, values, hits, onset)
+        if isinstance(self.detector, d.Threshold) and True in verdicts:
+            self._note_window(verdicts, closed)
         for rec in closed:
             self._stamp(rec)
         return closed, touched
+
+    def _note_window(self, verdicts: list[bool], closed: list[Record]) -> None:
+        """Keep with each finding the most hits its window held while it was open in this
+        batch (`w`): a batch read whole may end long after the finding resolved, when the
+        window holds few hits or none."""
+        counts = self.detector.window_counts()
+        if len(counts) != len(verdicts):
+            return
+        spans, pos, m = [], 0, len(verdicts)
+        while pos < m:
+            try:
+                start = verdicts.index(True, pos)
+            except ValueError:
+                break
+            try:
+                end = verdicts.index(False, start)
+            except ValueError:
+                end = m
+            spans.append(max(counts[start:end]))
+            pos = end
+        records = closed + ([self.tracker.open] if self.tracker.open is not None
+                            and verdicts[-1] else [])
+        for rec, most in zip(records, spans, strict=False):
+            rec["w"] = max(int(rec.get("w", 0)), most)
 
     def _align(self, cols: Mapping[str, StepValues]) -> StepValues:
         """Values of the variant's metrics at the same step, combined by the rule's derive."""
@@ -199,7 +225,9 @@ class Evaluator:
         if isinstance(det, d.Threshold):
             # The most hits its window held while the finding was open: a message says
             # "3 of the last 5", not the one hit of the point that opened it.
-            extra["in_window"] = max(det.in_window(), rec.get("x", {}).get("in_window", 0))
+            seen = rec.get("w")
+            extra["in_window"] = max(det.in_window() if seen is None else int(seen),
+                                     rec.get("x", {}).get("in_window", 0))
             if det.above is not None:
                 extra["above"] = det.above
             if det.below is not None:

@@ -402,10 +402,11 @@ class NoProgress:
         start = b.first if self.moved else pick(self.first[1], b.first)
         now = ys[-1]
         self.last_effect = (now - start) / max(abs(start), 1e-12)
-        if self.direction == "down":
-            holds = self.last_effect > -self.min_change
-        else:
-            holds = self.last_effect < self.min_change
+        # A fall that is the finding, once held, is released only when two thirds of it
+        # are gone (hysteresis): an entropy hovering at a quarter of its start would open
+        # and resolve a finding on every other judgement.
+        edge = self.min_change * (2 / 3 if self.moved and self.verdict else 1)
+        holds = self.last_effect > -edge if self.direction == "down" else self.last_effect < edge
         if self.moved:
             holds = not holds
         if holds and self.max_spread:

@@ -150,7 +150,8 @@ EXACT: dict[str, Alias] = {
 # Names that hand-written loops and older tools log for a metric that a display (tile,
 # result, table column, chart line) shows. The health rules do not read them (their
 # meaning varies between tools: the HF Trainer's `train_loss` is the run's mean loss),
-# except the two in READ_WHEN_ALONE below, in a run that logs its role under no other name.
+# except `train_loss` and `val_loss` (READ_WHEN_ALONE below), in a run that logs its role
+# under no other name.
 SHOWN: dict[str, Alias] = {
     "train_loss": Alias("loss", "HF Trainer (run mean), hand-written loops"),
     "val_loss": Alias("val/loss", "hand-written loops"),
@@ -202,7 +203,11 @@ def resolve(key: str) -> tuple[str, Alias | None]:
 # metric under no other name first (the engine's first-come claim): a hand-written
 # distillation or translation loop logs only `train_loss` and `val_loss` per epoch,
 # while the HF Trainer's end-of-run `train_loss` comes after `loss` has claimed the role.
-READ_WHEN_ALONE = frozenset({"train_loss", "val_loss"})
+# NeMo's Megatron trainers log the training loss as `reduced_train_loss` beside `val_loss`;
+# it is read the same way (the displays do not list it yet: an alias there changes the
+# web app's generated vocabulary).
+READ_WHEN_ALONE: dict[str, str] = {"train_loss": "loss", "val_loss": "val/loss",
+                                   "reduced_train_loss": "loss"}
 
 
 # A reward function's own mean that scores correctness, as TRL logs each function of a
@@ -213,12 +218,13 @@ TASK_SCORE = re.compile(r"^rewards/[^/]*(?:accuracy|correct)[^/]*(?:/mean)?$")
 
 
 def health_name(key: str) -> tuple[str, Transform | None]:
-    """The canonical name the health rules read `key` as: `canonical`; for the shown
-    names in READ_WHEN_ALONE their role's name (the engine lets the first key that
+    """The canonical name the health rules read `key` as: `canonical`; for the names
+    in READ_WHEN_ALONE their role's name (the engine lets the first key that
     feeds a canonical metric keep it); a correctness reward function's mean as
     `accuracy`."""
-    if key in READ_WHEN_ALONE:
-        return SHOWN[key].canonical, None
+    alone = READ_WHEN_ALONE.get(key)
+    if alone is not None:
+        return alone, None
     name, alias = resolve(key)
     if alias is None and TASK_SCORE.match(name):
         return "accuracy", None

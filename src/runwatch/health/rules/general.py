@@ -45,7 +45,7 @@ RULES: tuple[Rule, ...] = (
         condition="`grad_norm` is exactly 0 on {k} logged steps in a row: the weights do not "
         "move (frozen parameters, a loss cut off from the graph), or the logger does not see "
         "the gradient (some DeepSpeed versions log 0).",
-        message="{metric} was exactly 0 on {in_window} logged steps in a row.",
+        message="{metric} was exactly 0 on {count} logged steps from step {first_step}.",
         advice="Check that the parameters (or the adapter) require gradients and that the "
         "loss depends on them; under DeepSpeed, check whether grad_norm is logged at all.",
     ),

@@ -44,7 +44,7 @@ RULES: tuple[Rule, ...] = (
         methods=("sft",),
         variants=(("loss",),),
         detector="no_progress",
-        params={"direction": "down", "min_change": 0.01, "max_spread": 0.01, "warmup": 30,
+        params={"direction": "down", "min_change": 0.005, "max_spread": 0.005, "warmup": 30,
                 "bucket": 2, "warmup_steps": 50, "min_points": 8},
         severity="warning",
         condition="After {min_points} logged points over {warmup_steps} steps (or {warmup} "
@@ -69,7 +69,7 @@ RULES: tuple[Rule, ...] = (
         condition="`loss` is exactly 0 on {k} logged steps in a row: a token cross-entropy "
         "cannot reach 0 on real data, so the steps train on nothing (every label masked, or "
         "non-finite steps filtered out of the logged mean).",
-        message="{metric} was exactly 0 on {in_window} logged steps in a row.",
+        message="{metric} was exactly 0 on {count} logged steps from step {first_step}.",
         advice="Check the loss mask (labels all -100 after truncation or a template "
         "mismatch) and the data collator, and read the trainer's log for skipped NaN steps.",
     ),
