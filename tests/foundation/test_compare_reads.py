@@ -1,7 +1,8 @@
-"""store/plain.py, the reads `runwatch runs compare` makes without SQLAlchemy, answer as
-the SQLAlchemy readers do (store/queries, keys, jobs, series) on SQLite and PostgreSQL:
-over histories with NaN, re-logged steps and keys logged in the same records or not;
-and a series saved beside the index is used only while the index holds its points."""
+"""store/plain.py and plain_series.py, the reads `runwatch runs compare` makes without
+SQLAlchemy, answer as the SQLAlchemy readers do (store/queries, keys, jobs, series) on
+SQLite and PostgreSQL: over histories with NaN, re-logged steps and keys logged in the
+same records or not; and a series saved beside the index is used only while the index
+holds its points."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from sqlalchemy import Engine
 
 from runwatch.ingest.indexer import Indexer
-from runwatch.store import plain
+from runwatch.store import plain, plain_series
 from runwatch.store import queries as q
 from runwatch.store.db import HEAD_REVISION
 from runwatch.store.jobs import job_row
@@ -68,7 +69,7 @@ def same(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> 
 
 def test_series_keys_and_runs_read_as_the_sqlalchemy_readers(indexed: Engine,
                                                               reader: plain.Reader) -> None:
-    assert plain.SEQ_BITS == SEQ_BITS and plain.head_revision() == HEAD_REVISION
+    assert plain_series.SEQ_BITS == SEQ_BITS and plain.head_revision() == HEAD_REVISION
     assert plain.schema_current(reader)
     with indexed.connect() as conn:
         for name in ("together", "apart"):
@@ -81,10 +82,10 @@ def test_series_keys_and_runs_read_as_the_sqlalchemy_readers(indexed: Engine,
                 (k.id, k.key, k.points) for k in run_keys(conn, row.pk)]
             for key in keys:
                 s = read_series(conn, key.id)
-                same(plain.read_series(reader, key.id), (s.step, s.value))
+                same(plain_series.read_series(reader, key.id), (s.step, s.value))
             assert plain.job_devices(reader, row.pk) is None and job_row(conn, row.pk) is None
             by_name = {k.key: k for k in keys}
-            pair = plain.read_pair(reader, by_name["loss"], by_name["grad_norm"])
+            pair = plain_series.read_pair(reader, by_name["loss"], by_name["grad_norm"])
             if name == "apart":
                 assert pair is None, "points not one for one are read key by key"
                 continue
@@ -121,12 +122,12 @@ def test_saved_series_are_used_only_while_the_index_holds_their_points(
     indexer = Indexer(engine, runs_dir)
     indexer.index_once()
     reader = plain.Reader(plain.connect_sqlite(db))
-    saved = plain.SavedSeries(tmp_path / "saved", min_points=0)
+    saved = plain_series.SavedSeries(tmp_path / "saved", min_points=0)
     pk = plain.resolve_run(reader, "r").pk
     keys = [k for k in plain.run_keys(reader, pk) if k.key in ("loss", "grad_norm")]
 
     def fresh() -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        return {k.id: plain.read_series(reader, k.id) for k in keys}
+        return {k.id: plain_series.read_series(reader, k.id) for k in keys}
 
     first = saved.get(reader, pk, keys)
     assert sorted(p.name for p in (tmp_path / "saved").iterdir()) == sorted(

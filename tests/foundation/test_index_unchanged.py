@@ -15,6 +15,7 @@ from runwatch.ingest.indexer import Indexer
 from runwatch.ingest.unchanged import unchanged
 from runwatch.store import plain
 from runwatch.store.db import open_engine
+from tests.foundation.test_cli_startup import imported_by
 from tests.support import sdk_run
 
 SAMPLES = json.dumps({"samples": [{"prompt": "p", "completion": "c"}]})
@@ -116,3 +117,13 @@ def test_an_index_of_another_folder_or_none_is_a_change(folder: tuple[Path, Path
     conn = plain.connect_sqlite(tmp_path / "empty.db")
     assert not unchanged(plain.Reader(conn), runs)
     conn.close()
+
+
+def test_runs_list_of_an_unchanged_folder_loads_no_numpy(folder: tuple[Path, Path]) -> None:
+    """The check for new data (run by every read command) needs neither numpy nor the
+    indexer's libraries."""
+    runs, db = folder
+    (runs / ".runwatch").mkdir()
+    shutil.copy(db, runs / ".runwatch" / "index.db")
+    assert is_unchanged(runs, runs / ".runwatch" / "index.db")
+    assert "numpy" not in imported_by("runs", "list", "--dir", str(runs))

@@ -37,7 +37,7 @@ def read_side(db: Reader, ref: str, saved: Path | None = None) -> Side:
     several); its series saved in `saved` (beside a SQLite index) and read from there
     while the index holds the same points."""
     from runwatch.analysis.compare import REINFORCEMENT, compared_keys, side_of
-    from runwatch.store import plain
+    from runwatch.store import plain, plain_series
 
     try:
         row = plain.resolve_run(db, ref)
@@ -48,10 +48,10 @@ def read_side(db: Reader, ref: str, saved: Path | None = None) -> Side:
     # a reinforcement run's are not read: the comparison refuses it for its method
     read = [] if (row.method or "").lower() in REINFORCEMENT else [
         k for k in compared_keys(keys) if k is not None]
-    series = plain.SavedSeries(saved).get(db, row.pk, read)
+    series = plain_series.SavedSeries(saved).get(db, row.pk, read)
 
-    def series_of(key: Key) -> plain.Pair:
-        return series.get(key.id, plain.NO_POINTS)
+    def series_of(key: Key) -> plain_series.Pair:
+        return series.get(key.id, plain_series.NO_POINTS)
 
     return side_of(row, keys, plain.job_devices(db, row.pk), series_of)
 

@@ -66,9 +66,23 @@ def open_context(directory: Path | None, db: str | None, refresh: bool = True,
     except StoreError as exc:
         raise fail(str(exc)) from exc
     ctx = Context(d, engine)
-    if refresh and (d.is_dir() or not read_only):
+    if refresh and (d.is_dir() or not read_only) and not _engine_unchanged(engine, d):
         ctx.refresh()
     return ctx
+
+
+def _engine_unchanged(engine: Engine, d: Path) -> bool:
+    """Whether the folder holds nothing the index lacks (then the indexer, its imports and
+    its queries per run are skipped)."""
+    from runwatch.store.plain import Reader
+
+    if not d.is_dir():
+        return False
+    raw = engine.raw_connection()
+    try:
+        return _unchanged(Reader(raw, "?" if engine.dialect.paramstyle == "qmark" else "%s"), d)
+    finally:
+        raw.close()
 
 
 @contextmanager

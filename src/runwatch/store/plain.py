@@ -1,6 +1,7 @@
 """What a command that must start fast reads of the index, over a plain DB-API connection
-(sqlite3's own, or the driver's connection under a SQLAlchemy engine): the run a reference
-names, its metric keys, its job's devices, and a key's whole series (steps and values).
+(sqlite3's own, or the driver's connection under a SQLAlchemy engine): whether the schema
+is current, the run a reference names, its metric keys and its job's devices (series:
+store/plain_series.py).
 
 Importing SQLAlchemy alone takes 0.45 s of `runwatch runs compare`'s one-second budget on
 the project's machine. The SQLAlchemy readers (store/queries.resolve_run, store/keys,
@@ -10,33 +11,13 @@ both answer alike, on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import threading
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-Pair = tuple[IntArray, FloatArray]
-NO_POINTS: Pair = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
-
-# store/points.SEQ_BITS: a point's id is key_id * 2**36 + seq (a test keeps them equal).
-SEQ_BITS = 36
-# NULL (NaN) values cross the driver as this sentinel, as in store/series.
-_NULL = -1.7976931348623157e308
-_ROW = np.dtype([("step", np.int64), ("value", np.float64)])
-_PAIR = np.dtype([("step", np.int64), ("a", np.float64), ("b", np.float64)])
 # The migrations, whose newest file is the schema's head (store/db.HEAD_REVISION).
 _VERSIONS = Path(__file__).parent / "migrations" / "versions"
-# Series shorter than this are quick to read from the index and are not saved (as the
-# server's series cache, server/series_cache.SAVE_MIN_POINTS).
-SAVE_MIN_POINTS = 20_000
 # How long a read waits for a writer's lock (store/db opens SQLite with the same).
 SQLITE_TIMEOUT_S = 30
 _RUN_COLUMNS = "pk, run_id, name, method, base_model, dataset, config"
@@ -148,135 +129,3 @@ def job_devices(db: Reader, run_pk: int) -> int | None:
     """The devices a run's job asked for; None for a run started by hand."""
     found = db.rows("SELECT devices FROM jobs WHERE run_pk = ?", run_pk)
     return int(found[0][0]) if found else None
-
-
-def _id_range(key_id: int) -> tuple[int, int]:
-    base = key_id << SEQ_BITS
-    return base, base + (1 << SEQ_BITS) - 1
-
-
-def read_series(db: Reader, key_id: int) -> Pair:
-    """A key's points as (steps, values) in step order, a point superseded by a later one
-    of the same or an earlier step left out (store/series.read_series without the wall
-    times, which a third fewer columns makes quicker to read)."""
-    cur = db.cursor(f"SELECT step, COALESCE(value, {_NULL!r}) FROM metric_points "
-                    "WHERE id BETWEEN ? AND ? ORDER BY id", _id_range(key_id))
-    try:
-        rows = np.fromiter(cur, dtype=_ROW)
-    finally:
-        cur.close()
-    keep = _kept(rows["step"])
-    return np.ascontiguousarray(rows["step"][keep]), _nan(rows["value"][keep])
-
-
-def read_pair(db: Reader, a: Key, b: Key) -> tuple[IntArray, FloatArray, FloatArray] | None:
-    """Two keys logged in the same records (a run's loss and gradient norm, as trainers log
-    them) read in one query, as (steps, values of a, values of b): a third fewer values
-    cross the driver than reading each. None where their points are not one for one."""
-    if a.points != b.points or a.id == b.id:
-        return None
-    low, high = _id_range(a.id)
-    cur = db.cursor(f"SELECT p.step, COALESCE(p.value, {_NULL!r}), COALESCE(q.value, "
-                    f"{_NULL!r}) FROM metric_points p JOIN metric_points q ON q.id = p.id + ? "
-                    "WHERE p.id BETWEEN ? AND ? ORDER BY p.id",
-                    ((b.id - a.id) << SEQ_BITS, low, high))
-    try:
-        rows = np.fromiter(cur, dtype=_PAIR)
-    finally:
-        cur.close()
-    if rows.size != a.points:  # some point of one has none of the other at its record
-        return None
-    step, value_a, value_b = rows["step"], rows["a"], rows["b"]
-    keep = _kept(step)
-    return (np.ascontiguousarray(step[keep]), _nan(value_a[keep]), _nan(value_b[keep]))
-
-
-def _kept(step: IntArray) -> npt.NDArray[np.bool_]:
-    """The points (in seq order) before which no later point goes back to their step or
-    earlier: a step logged again supersedes them (store/series.keep_mask)."""
-    if not step.size:
-        return np.ones(0, dtype=bool)
-    later_min = np.minimum.accumulate(step[::-1])[::-1]
-    return np.append(step[:-1] < later_min[1:], True)
-
-
-def _nan(value: FloatArray) -> FloatArray:
-    out = np.ascontiguousarray(value)
-    out[out == _NULL] = np.nan
-    return out
-
-
-def _ends(db: Reader, key_id: int) -> list[int]:
-    """(seq, step) of a key's first and last point: with the key's name and count, what
-    tells a saved series from the one the index holds now."""
-    low, high = _id_range(key_id)
-    out: list[int] = []
-    for order in ("", " DESC"):
-        found = db.rows(f"SELECT id, step FROM metric_points WHERE id BETWEEN ? AND ? "
-                        f"ORDER BY id{order} LIMIT 1", low, high)
-        out += [int(found[0][0]) - low, int(found[0][1])] if found else [-1, -1]
-    return out
-
-
-class SavedSeries:
-    """Whole series saved beside a SQLite index (`folder`/RUNPK-KEYID.npz: steps, values,
-    the key's name, count and end points), so the next command reads one file per series
-    instead of a row per point. A file is used only while the index holds exactly the
-    points it was saved from; the index stays the record."""
-
-    def __init__(self, folder: Path | None, min_points: int = SAVE_MIN_POINTS) -> None:
-        self.folder = folder
-        self.min_points = min_points
-
-    def get(self, db: Reader, run_pk: int, keys: list[Key]) -> dict[int, Pair]:
-        """The series of each of a run's `keys`, by key id."""
-        out: dict[int, Pair] = {}
-        missing: list[tuple[Key, list[int]]] = []
-        for key in keys:
-            meta = [key.points, *_ends(db, key.id)] if self._path(run_pk, key) else []
-            saved = self._load(run_pk, key, meta)
-            if saved is not None:
-                out[key.id] = saved
-            else:
-                missing.append((key, meta))
-        pair = read_pair(db, missing[0][0], missing[1][0]) if len(missing) == 2 else None
-        if pair is not None:
-            out[missing[0][0].id] = pair[0], pair[1]
-            out[missing[1][0].id] = pair[0], pair[2]
-        for key, meta in missing:
-            if key.id not in out:
-                out[key.id] = read_series(db, key.id)
-            self._save(run_pk, key, meta, out[key.id])
-        return out
-
-    def _path(self, run_pk: int, key: Key) -> Path | None:
-        if self.folder is None or key.points < self.min_points:
-            return None
-        return self.folder / f"{run_pk}-{key.id}.npz"
-
-    def _load(self, run_pk: int, key: Key, meta: list[int]) -> Pair | None:
-        path = self._path(run_pk, key)
-        if path is None or not path.is_file():
-            return None
-        try:
-            with np.load(path, allow_pickle=False) as f:
-                if str(f["key"]) == key.key and f["meta"].tolist() == meta:
-                    return f["step"], f["value"]
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
-            pass  # unreadable: read from the index and saved again
-        return None
-
-    def _save(self, run_pk: int, key: Key, meta: list[int], series: Pair) -> None:
-        path = self._path(run_pk, key)
-        if path is None:
-            return
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # this process's and thread's own name: two commands may save one series at once
-            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-            with open(tmp, "wb") as f:
-                np.savez(f, step=series[0], value=series[1], key=np.array(key.key),
-                         meta=np.array(meta))
-            os.replace(tmp, path)
-        except OSError:
-            return  # an optimisation: the index stays the record
