@@ -971,7 +971,7 @@ export class ChartView {
         scale: "y",
         show: !this.hidden.has(i),
         stroke: () => this.colors[i],
-        width: this.lineWidth(i) * k,
+        width: this.lineWidth * k,
         dash: this.dashed[i] ? [6 * k, 4 * k] : undefined,
         points: { show: () => (this.data[i]?.step.length ?? 0) < MIN_SMOOTH_POINTS, size: 5 * k, fill: () => this.colors[i], stroke: () => this.colors[i] },
       });
@@ -1022,7 +1022,7 @@ export class ChartView {
    * GPU paints a 1-pixel line several times faster than a 2-pixel one, and a width between
    * (1.5) many times slower than either; a chart of 10 runs' lines took most of a second.
    */
-  private lineWidth(_line: number): number {
+  private get lineWidth(): number {
     return this.lines.some((l) => l.run !== undefined) ? 1 : 2;
   }
 
@@ -1100,7 +1100,7 @@ export class ChartView {
       if (this.window) this.u.setScale("x", { ...this.window });
     } else {
       this.u.series.forEach((s, i) => {
-        if (i > 0) s.width = this.lineWidth(i - 1);
+        if (i > 0) s.width = this.lineWidth;
       });
       const u = this.u;
       u.batch(() => {

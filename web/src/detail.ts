@@ -146,8 +146,6 @@ export class DetailView {
     private tab: string,
     private readonly onTab: (tab: string) => void,
     private readonly onRunChanged: (run: RunSummary) => void,
-    // opened from a share link, which reads this run's own routes and its series only
-    private readonly shared = false,
   ) {}
 
   async load(): Promise<void> {
@@ -205,19 +203,18 @@ export class DetailView {
 
   /**
    * The run's keys and stream cursor, with the whole series of the charts `charts` shows
-   * first, in one request; where that request is refused (too many series) or not open to
-   * the page (a share link's), the keys alone, and the charts ask for their series.
+   * first, in one request (a share link's page too: the link opens it for its own run);
+   * where that request is refused (too many series), the keys alone, and the charts ask
+   * for their series.
    */
   private async keysAndSeries(charts: ChartsPanel): Promise<{ keys: MetricKeys; series: SeriesData[] | null }> {
-    if (!this.shared) {
-      try {
-        const ov = await getOverlay([this.runId], charts.selectors(), { points: pointBudget(this.el.clientWidth / 2) });
-        performance.mark(MARKS.answered);
-        const run = ov.runs[0];
-        if (run) return { keys: { ok: true, cursor: run.cursor, keys: run.keys }, series: ov.series };
-      } catch (e) {
-        if (!(e instanceof ApiError) || e.status !== 400) throw e;
-      }
+    try {
+      const ov = await getOverlay([this.runId], charts.selectors(), { points: pointBudget(this.el.clientWidth / 2) });
+      performance.mark(MARKS.answered);
+      const run = ov.runs[0];
+      if (run) return { keys: { ok: true, cursor: run.cursor, keys: run.keys }, series: ov.series };
+    } catch (e) {
+      if (!(e instanceof ApiError) || e.status !== 400) throw e;
     }
     return { keys: await getJSON<MetricKeys>(`${runPath(this.runId)}/metrics/keys`), series: null };
   }

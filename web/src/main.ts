@@ -153,7 +153,7 @@ class App {
       this.body.replaceChildren(h("main", { class: "detail" }, h("p", { class: "error", id: "load-error" }, "This share link names no run; ask for a new link.")));
       return unused;
     }
-    const view = new DetailView(run, this.state.tab, (tab) => this.go({ tab }, false), () => undefined, true);
+    const view = new DetailView(run, this.state.tab, (tab) => this.go({ tab }, false), () => undefined);
     this.detail = view;
     this.body.replaceChildren(view.el);
     view.el.append(h("p", { class: "muted" }, "Loading…"));
