@@ -65,6 +65,9 @@ class Runner:
     interval: float = INDEX_INTERVAL_S
     exit_when_done: bool = False
     prewarm: bool = True
+    # serve one small request in-process before listening (runwatch.server.warm: first
+    # calls, not data), so the first user's answer does not pay for them
+    warm: bool = True
     # keep long series as files beside a SQLite index, for fast reads after a restart
     save_series: bool = True
     feed: ChangeFeed = field(default_factory=ChangeFeed)
@@ -136,7 +139,7 @@ class Runner:
 
     def _make_server(self) -> uvicorn.Server:
         app = create_app(self.engine, runs_dir=self.runs_dir, token=self.token, feed=self.feed,
-                         cache=self.cache, metrics=self.metrics)
+                         cache=self.cache, metrics=self.metrics, warm=self.warm)
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning",
                                 access_log=False, lifespan="off", timeout_graceful_shutdown=1)
         return uvicorn.Server(config)
