@@ -93,7 +93,10 @@ export function ema(values: (number | null)[], weight: number): (number | null)[
 
 function medianGap(step: number[]): number {
   if (step.length < 2) return Infinity;
-  const gaps = step.slice(1).map((s, i) => s - step[i]).sort((a, b) => a - b);
+  // a typed array sorts numbers without a compare function (several times faster)
+  const gaps = new Float64Array(step.length - 1);
+  for (let i = 1; i < step.length; i++) gaps[i - 1] = step[i] - step[i - 1];
+  gaps.sort();
   return gaps[Math.floor(gaps.length / 2)];
 }
 

@@ -154,10 +154,13 @@ export class CompareView {
     this.onRuns(ids);
     const baseline = this.pick(this.state.baseline) ?? ids[0];
     const subject = this.pick(this.state.subject) ?? ids.find((id) => id !== baseline);
-    // The report and the settings table are asked for once the charts have their series:
-    // on a cold server each reads the runs' whole series, and asked for at once they
-    // take the server from the charts' request.
+    // The report and the settings table are asked for once the charts are painted: on a
+    // cold server each reads the runs' whole series, and asked for at once they take the
+    // server from the charts' request.
     await this.buildCharts();
+    // the report's form and the settings table wait for the charts' paint (made first,
+    // they delayed it)
+    await painted();
     if (this.disposed) return;
     this.report.show(this.runs.map((r) => r.run), baseline ?? null, subject ?? null, this.state.acrossPlans);
     void this.showSettings();

@@ -115,6 +115,9 @@ class App {
       this.state = readUrl();
       this.render();
     });
+    // the page opened (a run, a comparison) asks for its data first: the list, the projects
+    // and the stream below are asked after it, and answered beside it
+    this.render();
     // the stream says `ready` once it watches; listing again then closes the gap between
     // the first list and the stream's start
     new LiveStream("/api/stream/runs", {
@@ -134,7 +137,6 @@ class App {
     void localStorage.length;
     void this.loadProjects();
     void this.list.reload();
-    this.render();
   }
 
   /** The page of a share link: its run alone. A share reads nothing else (the list, the
