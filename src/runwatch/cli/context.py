@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -74,15 +74,20 @@ def open_context(directory: Path | None, db: str | None, refresh: bool = True,
 def _engine_unchanged(engine: Engine, d: Path) -> bool:
     """Whether the folder holds nothing the index lacks (then the indexer, its imports and
     its queries per run are skipped)."""
-    from runwatch.store.plain import Reader
-
     if not d.is_dir():
         return False
     raw = engine.raw_connection()
     try:
-        return _unchanged(Reader(raw, "?" if engine.dialect.paramstyle == "qmark" else "%s"), d)
+        return _unchanged(_driver_reader(engine, raw), d)
     finally:
         raw.close()
+
+
+def _driver_reader(engine: Engine, raw: Any) -> Reader:
+    """Plain SQL over the driver's own connection `raw` of `engine`."""
+    from runwatch.store.plain import Reader
+
+    return Reader(raw, "?" if engine.dialect.paramstyle == "qmark" else "%s")
 
 
 @contextmanager
@@ -103,8 +108,7 @@ def open_reader(directory: Path | None, db: str | None) -> Iterator[tuple[Reader
         ctx = open_context(directory, db, read_only=True)
         raw = ctx.engine.raw_connection()
         try:
-            qmark = ctx.engine.dialect.paramstyle == "qmark"
-            yield plain.Reader(raw, "?" if qmark else "%s"), None
+            yield _driver_reader(ctx.engine, raw), None
         finally:
             raw.close()
             ctx.engine.dispose()
