@@ -123,3 +123,17 @@ def test_a_k_of_n_count_read_whole_is_the_one_the_finding_held() -> None:
              if f.rule_id == "optim.clipping_every_step"]
     assert found and found[0].status == "resolved"
     assert found[0].evidence["in_window"] == 10
+
+
+def test_one_collapsing_entropy_is_listed_once(engine: Engine, tmp_path: Path) -> None:
+    # The fast info rule, the trend's warning and the slow rule's warning all judge this
+    # entropy: one finding, led by a warning, naming the three.
+    runs = tmp_path / "runs"
+    lines = [{"step": i, "entropy": 2.8 * math.exp(-i / 15)} for i in range(60)]
+    write_run(runs, "r", "grpo", lines)
+    index(engine, runs)
+    found = [x for x in listing(engine, "r", now=0) if "entropy" in x["rule_id"]]
+    (f,) = found
+    assert f["severity"] == "warning" and f["first_step"] < 15
+    assert {i["rule_id"] for i in f["evidence"]["incident"]} == {
+        "grpo.entropy_falling", "grpo.entropy_collapse", "grpo.entropy_low"}

@@ -74,7 +74,10 @@ whose `evidence.metrics` and `metrics` list them all and whose message names the
 (spikes, jumps, non-finite values) that start at the same step are listed as one
 incident: the most severe leads (its id, rule and advice), the messages follow one
 another, `metrics` names every metric and `evidence.incident` keeps each merged
-finding's rule id, id, severity, metric and message. Repeated loss spikes within
+finding's rule id, id, severity, metric and message. Findings of rules that judge one
+signal at different speeds (an entropy falling, collapsing and fallen to a quarter; see
+`Rule.signal`) whose steps overlap are listed as one the same way, starting at the first
+of them. Repeated loss spikes within
 `hold` points are one `loss.spike` finding, which turns from info to warning at the
 second. Messages state changes in words with their numbers ("loss fell only 2.0% over
 897 steps (0.69 to 0.676)."), and a resolved finding describes what held, not the
@@ -505,6 +508,12 @@ from what trainers log, each change with a trigger series and a near miss in
   count at the batch's end, often 0 for a finding long resolved); and `grpo.entropy_low`,
   once held, is released only when the entropy is back above half of its start, so an
   entropy hovering at a quarter of it is one finding, not one per judgement.
+- Slow rules no longer repeat fast ones' warnings in a listing: rules that judge one
+  signal at different speeds (`Rule.signal`: an entropy falling, collapsing, fallen to a
+  quarter; a KL growing or drifting; truncation rising, sustained, extreme; a loss not
+  falling or stuck; a loss rising or stepped up) and whose findings overlap in steps are
+  listed as one finding, led by the most severe, as events at one step are. The findings
+  table keeps each, so the score and the history are unchanged.
 - `health-eval --round N --split train` says a round is held back instead of scoring the
   held-back round; `labels.yaml`'s `scored_rounds` lists the rounds already scored, and
   `tests/health/test_scoring.py` replays only those, so a new round keeps its one clean

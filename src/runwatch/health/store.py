@@ -276,7 +276,7 @@ def health_for_run(conn: Connection, run_pk: int, now: float | None = None) -> l
     stall = live_stall(conn, run_pk, time.time() if now is None else now)
     if stall is not None:
         out.append(finding_json(stall.to_dict()))
-    out = incidents(out)
+    out = same_signal(incidents(out))
     out.sort(key=sort_key)
     return out
 
@@ -300,24 +300,51 @@ def incidents(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append(item)
         else:
             groups.setdefault(int(item["first_step"]), []).append(item)
-    for group in groups.values():
-        if len(group) == 1:
-            out.append(group[0])
-            continue
-        group.sort(key=sort_key)
-        lead = group[0]
-        out.append({
-            **lead,
-            "status": "open" if any(g["status"] == "open" for g in group) else "resolved",
-            "last_step": max(g["last_step"] or 0 for g in group),
-            "message": " ".join(g["message"] for g in group),
-            "metrics": list(dict.fromkeys(m for g in group for m in g["metrics"])),
-            "evidence": {**lead["evidence"], "incident": [
-                {k: g[k] for k in ("rule_id", "id", "severity", "metric", "message")}
-                for g in group]},
-            "updated_ts": max(g["updated_ts"] or 0 for g in group) or None,
-        })
+    out += [_merged(group) for group in groups.values()]
     return out
+
+
+def same_signal(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings of rules that judge one signal at different speeds (`Rule.signal`) whose
+    steps overlap, merged into one as `incidents` merges events: the fast info finding,
+    the trend's warning and the slow rule's warning about one entropy read as one."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    out: list[dict[str, Any]] = []
+    for item in found:
+        rule = BY_ID.get(item["rule_id"])
+        if rule is None or rule.signal is None or item["first_step"] is None:
+            out.append(item)
+        else:
+            groups.setdefault(rule.signal, []).append(item)
+    for group in groups.values():
+        group.sort(key=lambda g: (g["first_step"], g["last_step"] or 0))
+        run: list[dict[str, Any]] = []
+        for item in group:
+            if run and item["first_step"] > max(g["last_step"] or 0 for g in run):
+                out.append(_merged(run))
+                run = []
+            run.append(item)
+        out.append(_merged(run))
+    return out
+
+
+def _merged(group: list[dict[str, Any]]) -> dict[str, Any]:
+    if len(group) == 1:
+        return group[0]
+    group = sorted(group, key=sort_key)
+    lead = group[0]
+    return {
+        **lead,
+        "status": "open" if any(g["status"] == "open" for g in group) else "resolved",
+        "first_step": min(g["first_step"] for g in group),
+        "last_step": max(g["last_step"] or 0 for g in group),
+        "message": " ".join(g["message"] for g in group),
+        "metrics": list(dict.fromkeys(m for g in group for m in g["metrics"])),
+        "evidence": {**lead["evidence"], "incident": [
+            {k: g[k] for k in ("rule_id", "id", "severity", "metric", "message")}
+            for g in group]},
+        "updated_ts": max(g["updated_ts"] or 0 for g in group) or None,
+    }
 
 
 def finding_json(item: Mapping[str, Any], opened_ts: float | None = None,

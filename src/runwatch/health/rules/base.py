@@ -58,6 +58,10 @@ class Rule:
     derive: Derive | None = None
     budget: str | None = None
     exclusive: bool = False
+    # Rules that judge one signal at different speeds (an entropy falling, collapsing,
+    # fallen to a fraction) share a name here: their findings that overlap in steps are
+    # listed as one, the most severe leading.
+    signal: str | None = None
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.metrics if m != "*" and m not in BY_NAME]

@@ -179,6 +179,7 @@ RULES: tuple[Rule, ...] = (
         variants=(("truncated_ratio",),),
         detector="threshold",
         params={"above": 0.3, **SUSTAINED},
+        signal="truncation",
         severity="warning",
         condition="`truncated_ratio` is above {above} on {k} of the last {n} steps.",
         message="{metric} stayed above {above} (last {last:.3g}, max {max:.3g}).",
@@ -193,6 +194,7 @@ RULES: tuple[Rule, ...] = (
         detector="trend",
         params={"direction": "up", "window": 32, "min_effect": 0.05, "relative": 0,
                 "window_in": "steps", "min_window": 8, "recent_z": 2.0},
+        signal="truncation",
         severity="info",
         condition="The Theil–Sen trend of `truncated_ratio` over the last {window} steps (at "
         "least {min_window} logged points) rises by {min_effect} and the latest half of "
@@ -410,6 +412,7 @@ RULES: tuple[Rule, ...] = (
         variants=(("truncated_ratio",),),
         detector="threshold",
         params={"above": 0.8, "k": 1, "n": 10},
+        signal="truncation",
         severity="warning",
         condition="`truncated_ratio` is above {above} on any logged step (the finding holds "
         "while one of the last {n} is): judged on one point, for runs that log too few for "
@@ -492,6 +495,7 @@ RULES: tuple[Rule, ...] = (
         detector="trend",
         params={"direction": "down", "window": 32, "min_effect": 0.5, "relative": 1,
                 "window_in": "steps", "min_window": 8},
+        signal="entropy",
         severity="warning",
         condition="The Theil–Sen trend of `entropy` over the last {window} steps (at least "
         "{min_window} logged points) falls by at least {min_effect} of its level: the policy "
@@ -508,6 +512,7 @@ RULES: tuple[Rule, ...] = (
         detector="trend",
         params={"direction": "down", "window": 32, "min_effect": 0.25, "relative": 1,
                 "window_in": "steps", "min_window": 8, "recent_z": 2.0},
+        signal="entropy",
         severity="info",
         condition="The Theil–Sen trend of `entropy` over the last {window} steps (at least "
         "{min_window} logged points) falls by {min_effect} of its level and the latest half "
@@ -527,6 +532,7 @@ RULES: tuple[Rule, ...] = (
         detector="no_progress",
         params={"direction": "down", "min_change": 0.75, "warmup": 4, "bucket": 2,
                 "moved": 1},
+        signal="entropy",
         severity="warning",
         condition="The median `entropy` of the latest {bucket} points is {min_change} "
         "(relative) or more below where it started (the higher of its first value and the "
@@ -544,6 +550,7 @@ RULES: tuple[Rule, ...] = (
         detector="trend",
         params={"direction": "up", "window": 512, "min_effect": 0.1, "relative": 0,
                 "window_in": "steps", "min_window": 8, "recent_z": 4.0},
+        signal="kl_ref",
         severity="warning",
         condition="As grpo.kl_ref_growing, over the last {window} steps (at least "
         "{min_window} logged points): a KL that climbs {min_effect} nats over {window} "
@@ -561,6 +568,7 @@ RULES: tuple[Rule, ...] = (
         detector="trend",
         params={"direction": "up", "window": 64, "min_effect": 0.1, "relative": 0,
                 "window_in": "steps", "min_window": 8, "recent_z": 4.0},
+        signal="kl_ref",
         severity="warning",
         condition="The Theil–Sen trend of `fb/loss/kl_ref/mean` over the last {window} steps "
         "(at least {min_window} logged points) rises by at least {min_effect} nats, and over "

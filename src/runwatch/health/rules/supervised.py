@@ -30,6 +30,7 @@ RULES: tuple[Rule, ...] = (
         detector="no_progress",
         params={"direction": "down", "min_change": 0.05, "warmup": 30, "bucket": 5,
                 "warmup_steps": 200, "min_points": 10},
+        signal="loss_flat",
         severity="warning",
         condition="After {warmup} logged points (or, in a run logged sparsely, after "
         "{warmup_steps} steps and {min_points} points), the median `loss` of the latest "
@@ -46,6 +47,7 @@ RULES: tuple[Rule, ...] = (
         detector="no_progress",
         params={"direction": "down", "min_change": 0.005, "max_spread": 0.005, "warmup": 30,
                 "bucket": 2, "warmup_steps": 50, "min_points": 8},
+        signal="loss_flat",
         severity="warning",
         condition="After {min_points} logged points over {warmup_steps} steps (or {warmup} "
         "points), every `loss` so far lies within {max_spread} (relative) of where it "
@@ -157,6 +159,7 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="shift",
         params={"z": 6.0, "min_rel": 0.2, "window": 10, "stay": 3},
+        signal="loss_up",
         severity="warning",
         condition="The last {stay} logged `loss` values all lie above the median of the "
         "{window} before them by {min_rel} of it and by {z} robust standard deviations of "
@@ -174,6 +177,7 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="trend",
         params={"direction": "up", "window": 16, "min_effect": 0.5, "relative": 1},
+        signal="loss_up",
         severity="warning",
         condition="The Theil–Sen trend of `loss` over the last {window} logged points rises "
         "by at least {min_effect} of its level.",
