@@ -6,7 +6,8 @@
 import { chartSelectors, getJSON, type KeySelectors } from "./api";
 import "./charts.css";
 import { ADDED_GROUP, CHARTS, FLAGGED_GROUP, GROUPS, canonicalName, findKey, findName, resolveLines, type ResolvedLine } from "./chartspecs";
-import { ChartView, X_LABELS, fitCharts, type TokenAxis, type XMode } from "./chartview";
+import type { TokenAxis } from "./chartmath";
+import { ChartView, X_LABELS, fitCharts, type XMode } from "./chartview";
 import { clear, h, MARKS, painted } from "./dom";
 import { downloadCsv, downloadPng, seriesTable } from "./export";
 import { MetricPicker, type PickerKey } from "./picker";
