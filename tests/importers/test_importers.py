@@ -203,8 +203,10 @@ def test_import_and_health_commands(tmp_path: Path) -> None:
 def test_health_thresholds_file_is_a_what_if(tmp_path: Path) -> None:
     src = tmp_path / "s" / "trainer_state.json"
     src.parent.mkdir()
-    src.write_text(json.dumps({"log_history": [{"step": s, "loss": 2.0} for s in range(40)]}),
-                   encoding="utf-8")
+    # a loss that wobbles about 2.0 and does not fall (an exactly constant one is also
+    # loss.stuck's: a logger repeating one value)
+    src.write_text(json.dumps({"log_history": [{"step": s, "loss": 2.0 + 0.05 * math.sin(1.3 * s)}
+                                               for s in range(40)]}), encoding="utf-8")
     runs = tmp_path / "runs"
     runner = CliRunner()
     assert runner.invoke(cli(), ["import", str(src), "--dir", str(runs)]).exit_code == 0
@@ -222,8 +224,10 @@ def test_health_thresholds_file_is_a_what_if(tmp_path: Path) -> None:
 def test_project_thresholds_command(tmp_path: Path) -> None:
     src = tmp_path / "s" / "trainer_state.json"
     src.parent.mkdir()
-    src.write_text(json.dumps({"log_history": [{"step": s, "loss": 2.0} for s in range(40)]}),
-                   encoding="utf-8")
+    # a loss that wobbles about 2.0 and does not fall (an exactly constant one is also
+    # loss.stuck's: a logger repeating one value)
+    src.write_text(json.dumps({"log_history": [{"step": s, "loss": 2.0 + 0.05 * math.sin(1.3 * s)}
+                                               for s in range(40)]}), encoding="utf-8")
     runs = tmp_path / "runs"
     runner = CliRunner()
     assert runner.invoke(cli(), ["import", str(src), "--dir", str(runs), "--project", "team"]
