@@ -432,3 +432,18 @@ def test_nemo_and_keras_loss_names_feed_the_overfitting_rule(key: str, val: str)
     series = {key: ramp(2.0, -0.005, 200),
               val: ([20 * (k + 1) for k in range(9)], [1.5 + 0.05 * k for k in range(9)])}
     assert "sft.overfitting" in rule_ids(Engine("sft").feed(to_batch(series)))
+
+
+@pytest.mark.parametrize(("key", "rule_id", "method"), [
+    ("reward/mean", "rl.no_progress", "grpo"), ("rewards/mean", "rl.no_progress", "grpo"),
+    ("avg_reward", "rl.no_progress", "grpo"), ("train_loss_step", "sft.loss_not_falling", "sft"),
+])
+def test_hand_written_and_lightning_names_feed_the_rules(key: str, rule_id: str,
+                                                         method: str) -> None:
+    # Names other tools log for the reward and the loss, read when the run logs the role
+    # under no other name; the same series rising (or falling) raises nothing.
+    sign = 1 if method == "grpo" else -1
+    flat = {key: [0.5 + 0.05 * math.sin(1.3 * i) for i in range(40)]}
+    assert rule_id in rule_ids(Engine(method).feed(to_batch(flat)))
+    moving = {key: [0.5 + sign * 0.02 * i + 0.05 * math.sin(1.3 * i) for i in range(40)]}
+    assert rule_id not in rule_ids(Engine(method).feed(to_batch(moving)))

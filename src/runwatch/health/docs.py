@@ -485,8 +485,10 @@ from what trainers log, each change with a trigger series and a near miss in
 - `loss.stepped_up` (SFT; detector `shift`): the loss jumps 20% above the median of the
   10 points before and stays there 3 points (a resume from the wrong checkpoint, a step
   counter that restarted); a spike that comes back is `loss.spike`.
-- A loop that logs its loss only as `train_loss` (NeMo: `reduced_train_loss`), or its
-  validation loss as `val_loss` (Keras, Lightning and NeMo too), is judged on them
+- A loop that logs its loss only as `train_loss` (NeMo: `reduced_train_loss`; Lightning's
+  CSVLogger: `train_loss_step`), its validation loss as `val_loss` (Keras, Lightning and
+  NeMo too), or its mean reward as `reward/mean`, `rewards/mean` or `avg_reward`, is
+  judged on them
   (`READ_WHEN_ALONE` in `runwatch.metrics.aliases`): the first key that
   feeds a metric keeps it, and such a name yields to the role's own name in a batch
   holding both, so the HF Trainer's end-of-run `train_loss` (the run's mean) never
@@ -520,8 +522,8 @@ from what trainers log, each change with a trigger series and a near miss in
   score.
 
 As printed by `runwatch health-eval --split train` (65-run corpus, 54 in `train` with round 5,
-the engine before and after these changes; load average 2-7, which the figures do not
-depend on):
+the engine before and after these changes, 19:13 and 19:51 UTC; load average 2-10, which
+the figures do not depend on):
 
 ```
 before: train: 33 of 37 pathologies found (89%), median delay 7 logged points;
@@ -543,11 +545,15 @@ Per class, before → after:
 | reward_hacking | 4 | 1 → 1 | 0 → 0 | 10 → 10 |
 | reward_zero_variance | 6 | 5 → 5 | 1 → 1 | 2 → 2 |
 | kl_growth | 3 | 3 → 3 | 0 → 0 | 31 → 31 |
+| rl_no_progress | 9 | 9 → 9 | 7 → 10 | 6 → 6 |
 
-(`dpo_over_optimisation`, `nan`, `overfitting` and `rl_no_progress` are unchanged.) The new
-false positives are on runs labelled with another pathology: `distill_nmt_loss_jump` (its
-loss, once jumped, has not fallen since the start: `loss_not_falling`; its jump read as a
-spike the point it came: `loss_spike`) and the healthy g2po run's info finding above. The
+(`dpo_over_optimisation`, `nan` and `overfitting` are unchanged.) The new false positives
+are on runs labelled with another pathology: `distill_nmt_loss_jump` (its loss, once
+jumped, has not fallen since the start: `loss_not_falling`; its jump read as a spike the
+point it came: `loss_spike`), three `grpo_leetcode_*` runs whose `reward/mean`, now read,
+sat flat for its first 13-16 steps before the proxy reward climbed (the early
+`rl.no_progress` verdict, info), and the
+healthy g2po run's info finding above. The
 `train` figure is tuned on and says only that the fixes hold; the next clean figure is the
 next held-back round's.
 

@@ -203,11 +203,17 @@ def resolve(key: str) -> tuple[str, Alias | None]:
 # metric under no other name first (the engine's first-come claim): a hand-written
 # distillation or translation loop logs only `train_loss` and `val_loss` per epoch,
 # while the HF Trainer's end-of-run `train_loss` comes after `loss` has claimed the role.
-# NeMo's Megatron trainers log the training loss as `reduced_train_loss` beside `val_loss`;
-# it is read the same way (the displays do not list it yet: an alias there changes the
-# web app's generated vocabulary).
-READ_WHEN_ALONE: dict[str, str] = {"train_loss": "loss", "val_loss": "val/loss",
-                                   "reduced_train_loss": "loss"}
+# Other names read the same way (the displays do not list them yet: an alias there
+# changes the web app's generated vocabulary): NeMo's Megatron trainers log the training
+# loss as `reduced_train_loss` beside `val_loss`; PyTorch Lightning's CSVLogger writes a
+# loss logged on step and on epoch as `train_loss_step` and `train_loss_epoch` (the step
+# series is read); hand-written RL loops name their mean reward `reward/mean`,
+# `rewards/mean` or `avg_reward`.
+READ_WHEN_ALONE: dict[str, str] = {
+    "train_loss": "loss", "val_loss": "val/loss", "reduced_train_loss": "loss",
+    "train_loss_step": "loss", "reward/mean": "reward_mean", "rewards/mean": "reward_mean",
+    "avg_reward": "reward_mean",
+}
 
 
 # A reward function's own mean that scores correctness, as TRL logs each function of a
