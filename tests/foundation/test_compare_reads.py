@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -153,3 +154,32 @@ def test_saved_series_are_used_only_while_the_index_holds_their_points(
         same(series, fresh()[k])
     reader.conn.close()
     engine.dispose()
+
+
+def test_saved_series_of_an_index_made_again_are_not_used(tmp_path: Path,
+                                                          runs_dir: Path) -> None:
+    """The index file removed and made again (its ids start over): a series saved from the
+    old one, of another run at the same run and key ids with as many points at the same
+    steps, is not used."""
+    from runwatch.store.db import open_engine
+
+    db = tmp_path / "index.db"
+    saved = plain_series.SavedSeries(tmp_path / "saved", min_points=0)
+    lines = history(7, True, 300)
+    for attempt, (run_id, shift) in enumerate((("id-first", 0.0), ("id-second", 0.5))):
+        if attempt:  # the index and the run removed, a new run of the same shape trained
+            for p in tmp_path.glob("index.db*"):
+                p.unlink()
+            shutil.rmtree(runs_dir / "r")
+        write_run(runs_dir, "r", [json.dumps({**r, "loss": r["loss"] + shift}) for r in lines],
+                  method="sft", run_id=run_id)
+        engine = open_engine(db)
+        Indexer(engine, runs_dir).index_once()
+        engine.dispose()
+        reader = plain.Reader(plain.connect_sqlite(db))
+        pk = plain.resolve_run(reader, "r").pk
+        keys = [k for k in plain.run_keys(reader, pk) if k.key in ("loss", "grad_norm")]
+        got = saved.get(reader, pk, keys)
+        for k in keys:
+            same(got[k.id], plain_series.read_series(reader, k.id))
+        reader.conn.close()

@@ -87,22 +87,29 @@ def _nan(value: FloatArray) -> FloatArray:
 
 
 def _ends(db: Reader, key_id: int) -> list[int]:
-    """(seq, step) of a key's first and last point: with the key's name and count, what
-    tells a saved series from the one the index holds now."""
+    """(seq, step, value's 64 bits) of a key's first and last point: with the run's id and
+    the key's name and count, what tells a saved series from the one the index holds now."""
     low, high = _id_range(key_id)
     out: list[int] = []
     for order in ("", " DESC"):
-        found = db.rows(f"SELECT id, step FROM metric_points WHERE id BETWEEN ? AND ? "
+        found = db.rows(f"SELECT id, step, value FROM metric_points WHERE id BETWEEN ? AND ? "
                         f"ORDER BY id{order} LIMIT 1", low, high)
-        out += [int(found[0][0]) - low, int(found[0][1])] if found else [-1, -1]
+        if not found:
+            out += [-1, -1, 0]
+            continue
+        seq, step, value = found[0]
+        bits = np.array(np.nan if value is None else value, dtype=np.float64).view(np.int64)
+        out += [int(seq) - low, int(step), int(bits)]
     return out
 
 
 class SavedSeries:
     """Whole series saved beside a SQLite index (`folder`/RUNPK-KEYID.npz: steps, values,
-    the key's name, count and end points), so the next command reads one file per series
-    instead of a row per point. A file is used only while the index holds exactly the
-    points it was saved from; the index stays the record."""
+    the run's id, the key's name, count and end points), so the next command reads one
+    file per series instead of a row per point. A file is used only while the index holds
+    the points it was saved from: the same run (its id: an index made again numbers runs
+    and keys from 1 again), key, count, and first and last point with their values; the
+    index stays the record."""
 
     def __init__(self, folder: Path | None, min_points: int = SAVE_MIN_POINTS) -> None:
         self.folder = folder
@@ -112,9 +119,13 @@ class SavedSeries:
         """The series of each of a run's `keys`, by key id."""
         out: dict[int, Pair] = {}
         missing: list[tuple[Key, list[int]]] = []
+        run_id = ""
+        if any(self._path(run_pk, key) for key in keys):
+            found = db.rows("SELECT run_id FROM runs WHERE pk = ?", run_pk)
+            run_id = str(found[0][0]) if found else ""
         for key in keys:
             meta = [key.points, *_ends(db, key.id)] if self._path(run_pk, key) else []
-            saved = self._load(run_pk, key, meta)
+            saved = self._load(run_pk, run_id, key, meta)
             if saved is not None:
                 out[key.id] = saved
             else:
@@ -126,7 +137,7 @@ class SavedSeries:
         for key, meta in missing:
             if key.id not in out:
                 out[key.id] = read_series(db, key.id)
-            self._save(run_pk, key, meta, out[key.id])
+            self._save(run_pk, run_id, key, meta, out[key.id])
         return out
 
     def _path(self, run_pk: int, key: Key) -> Path | None:
@@ -134,19 +145,21 @@ class SavedSeries:
             return None
         return self.folder / f"{run_pk}-{key.id}.npz"
 
-    def _load(self, run_pk: int, key: Key, meta: list[int]) -> Pair | None:
+    def _load(self, run_pk: int, run_id: str, key: Key, meta: list[int]) -> Pair | None:
         path = self._path(run_pk, key)
         if path is None or not path.is_file():
             return None
         try:
             with np.load(path, allow_pickle=False) as f:
-                if str(f["key"]) == key.key and f["meta"].tolist() == meta:
+                if (str(f["run"]) == run_id and str(f["key"]) == key.key
+                        and f["meta"].tolist() == meta):
                     return f["step"], f["value"]
         except (OSError, ValueError, KeyError, zipfile.BadZipFile):
             pass  # unreadable: read from the index and saved again
         return None
 
-    def _save(self, run_pk: int, key: Key, meta: list[int], series: Pair) -> None:
+    def _save(self, run_pk: int, run_id: str, key: Key, meta: list[int], series: Pair
+              ) -> None:
         path = self._path(run_pk, key)
         if path is None:
             return
@@ -155,8 +168,8 @@ class SavedSeries:
             # this process's and thread's own name: two commands may save one series at once
             tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
             with open(tmp, "wb") as f:
-                np.savez(f, step=series[0], value=series[1], key=np.array(key.key),
-                         meta=np.array(meta))
+                np.savez(f, step=series[0], value=series[1], run=np.array(run_id),
+                         key=np.array(key.key), meta=np.array(meta, dtype=np.int64))
             os.replace(tmp, path)
         except OSError:
             return  # an optimisation: the index stays the record
