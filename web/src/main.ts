@@ -134,7 +134,11 @@ class App {
     installListKeys(() => this.keyTarget());
     // A run page reads its charts' settings from localStorage: the page's first read opens
     // the storage (10 ms and more), done here rather than after the click that opens a run.
-    void localStorage.length;
+    try {
+      void localStorage.length;
+    } catch {
+      // storage turned off in this browser: the run page does without it
+    }
     void this.loadProjects();
     void this.list.reload();
   }
