@@ -6,6 +6,7 @@ compare view's report request refuses reinforcement runs without reading their s
 
 from __future__ import annotations
 
+import gc
 import math
 from pathlib import Path
 from typing import Any
@@ -128,14 +129,16 @@ def test_the_report_refuses_reinforcement_runs_without_reading_a_series(
 def test_a_warmed_app_answered_one_overlay_and_kept_nothing_of_it(engine: Engine,
                                                                    runs_dir: Path) -> None:
     """create_app(warm=True) serves one overlay before its first request (200), straight
-    to the router: nothing cached, no request timed in /metrics; the answers are the
-    ones an app that was not warmed gives."""
+    to the router: nothing cached, no request timed in /metrics, the process's objects
+    frozen out of the collector's reach; the answers are the ones an app that was not
+    warmed gives."""
     write_run(runs_dir, "beta", records(BETA, range(0, 1000, 2)))
     Indexer(engine, runs_dir).index_once()
     assert warm_up(create_app(engine, runs_dir=runs_dir), engine) == 200
     cache = SeriesCache()
     warm = create_app(engine, runs_dir=runs_dir, cache=cache, warm=True)
     assert warm.middleware_stack is not None and cache.held_points == 0
+    assert gc.get_freeze_count() > 0
     assert "/api/overlay" not in Api(warm).get("/metrics").text
     params = {"run": "beta", **SELECT}
     assert Api(warm).ok("/api/overlay", params=params) == Api(
