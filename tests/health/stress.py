@@ -35,11 +35,14 @@ NAMES: dict[str, dict[str, str]] = {
                     "margin": "train/rewards/margins", "accuracy": "train/rewards/accuracies",
                     "entropy": "train/entropy", "kl": "train/kl",
                     "grad_norm": "train/grad_norm"},
-    # A hand-written loop's `val_loss` is shown, not read by the rules (docs/health.md,
-    # "Stress set"), so the plain names give no validation loss here.
-    "plain": {"loss": "loss", "reward": "mean_reward",
+    # A hand-written loop's `val_loss` and `reward/mean` are read where the run logs no
+    # other name for those roles (docs/health.md, "Changed in session 8").
+    "plain": {"loss": "loss", "val_loss": "val_loss", "reward": "mean_reward",
               "reward_std": "train_reward_std", "entropy": "policy/entropy",
               "grad_norm": "grad_norm"},
+    "loop": {"loss": "train_loss", "val_loss": "val_loss", "reward": "reward/mean"},
+    "nemo": {"loss": "reduced_train_loss", "val_loss": "val_loss", "grad_norm": "grad_norm"},
+    "lightning": {"loss": "train_loss_step", "val_loss": "val_loss"},
 }
 
 
@@ -108,6 +111,23 @@ def _zero_variance(n: int, rng: random.Random) -> dict[str, list[float]]:
                          for i in range(n)]}
 
 
+def _loss_zero(n: int, rng: random.Random) -> dict[str, list[float]]:
+    # One real loss, then exactly 0 on every later log (no supervised token left).
+    return {"loss": [2.0 + rng.uniform(0, 0.1)] + [0.0] * (n - 1)}
+
+
+def _loss_at_chance(n: int, rng: random.Random) -> dict[str, list[float]]:
+    # A model that never leaves a uniform guess over GPT-2's vocabulary: ln 50257.
+    return {"loss": [10.825 + rng.uniform(-0.002, 0.002) for _ in range(n)]}
+
+
+def _loss_stepped_up(n: int, rng: random.Random) -> dict[str, list[float]]:
+    # Falls and settles, then jumps 40% at three quarters of the run and stays there.
+    at = (3 * n) // 4
+    return {"loss": [(2.0 * math.exp(-3 * i / n) + 0.8) * (1.4 if i >= at else 1.0)
+                     + rng.gauss(0, 0.005) for i in range(n)]}
+
+
 def _healthy(n: int, rng: random.Random) -> dict[str, list[float]]:
     """Every role as a healthy run logs it: the loss falls and levels, DPO's margin grows to
     a few units, the reward climbs and levels, the entropy eases down by a third, the KL
@@ -148,6 +168,9 @@ PATHOLOGIES: dict[str, Pathology] = {
     "kl_growth": Pathology("grpo", ("kl",), _kl_growth),
     "reward_zero_variance": Pathology("grpo", ("zero_std",), _zero_variance),
     "overfitting": Pathology("sft", ("loss", "val_loss"), _overfitting, sparse=("val_loss",)),
+    "loss_zero": Pathology("sft", ("loss",), _loss_zero),
+    "loss_not_falling": Pathology("sft", ("loss",), _loss_at_chance),
+    "loss_rising": Pathology("sft", ("loss",), _loss_stepped_up),
 }
 HEALTHY: dict[str, Pathology] = {
     "sft": Pathology("sft", ("loss", "val_loss", "grad_norm"), _healthy, sparse=("val_loss",)),

@@ -29,6 +29,10 @@ LENGTHS: dict[str, tuple[int, ...]] = {
     "kl_growth": (40,),
     "reward_zero_variance": (8, 16, 40, 200),
     "overfitting": (16, 40, 200),
+    "loss_zero": (4, 8, 16, 40, 200),
+    # 8 points over 50 steps show a loss that never moves; logged every step, 30 points.
+    "loss_not_falling": (40, 200),
+    "loss_rising": (40, 200),
 }
 LONG = 2000  # logged every step
 

@@ -343,11 +343,12 @@ class Jump:
 
 class Shift:
     """A value that jumped above the level before it and stayed there: the last `stay`
-    points all lie above the median of the `window` points before them by `min_rel` of
-    that median and by `z` robust standard deviations of those points' step-to-step
-    changes. A spike comes back; a shifted loss does not (a restart from a worse
-    checkpoint, a changed data mix, a learning rate too high mid-run). It holds while
-    the series stays above the old level by half of `min_rel`."""
+    points all lie above the level just before them (the median of the last 3 of the
+    `window` points before) by `min_rel` of it and by `z` robust standard deviations of
+    those `window` points' step-to-step changes (less their median, the trend). A spike
+    comes back; a shifted loss does not (a restart from a worse checkpoint, a changed
+    data mix, a learning rate too high mid-run). It holds while the series stays above
+    the old level by half of `min_rel`."""
 
     def __init__(self, z: float = 6.0, min_rel: float = 0.2, window: int = 10,
                  stay: int = 3, state: dict[str, Any] | None = None) -> None:
@@ -380,7 +381,8 @@ class Shift:
         if len(self.points) < self.window + self.stay:
             return False
         before, after = self.points[: self.window], self.points[self.window :]
-        level = median(before)
+        # The level just before: a loss still falling sits below its window's median.
+        level = median(before[-3:])
         diffs = [b - a for a, b in pairwise(before)]
         center = median(diffs)
         rise = min(after) - level

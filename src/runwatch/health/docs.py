@@ -176,11 +176,15 @@ that grows slowly were missed, and a healthy reward rising slowly warned at 30 p
 - KL growth in fewer than 40 points, or slower than 0.1 nats per 512 steps (0.6 nats
   over 10,000 steps logged every 50);
 - groups without reward variance in 4 points that are not all above 0.95;
-- overfitting over hundreds of evaluations rising less than 2% per 6 of them, and a
-  hand-written loop's `val_loss`, which the displays show but the rules do not read
-  (moving it to the read aliases changes the web module generated from them,
-  `web/src/metrics.gen.ts`, which is not this page's to change; asked for in the
-  session's requests).
+- overfitting over hundreds of evaluations rising less than 2% per 6 of them;
+- a loss that jumps and stays up in fewer than 40 points while it still falls steeply
+  (the jump hides in its own fall), and a loss at chance logged every step before 30
+  points (`loss.stuck` waits for 50 steps).
+
+Session 8 added a loss pinned at 0, a loss at chance and a loss that jumps and stays up,
+and three more sets of names: a loop's `train_loss`, `val_loss` and `reward/mean`,
+NeMo's `reduced_train_loss` and `val_loss`, Lightning's `train_loss_step` and `val_loss`
+(the plain loop's `val_loss` is read too now).
 
 ## Score on real logs
 
@@ -482,9 +486,10 @@ from what trainers log, each change with a trigger series and a near miss in
   `sft.loss_not_falling`'s warm-up.
 - `optim.zero_gradient` (SFT, DPO; info): the gradient norm exactly 0 on 3 logged steps in
   a row. Info, since some DeepSpeed versions log 0 for a gradient they do not see.
-- `loss.stepped_up` (SFT; detector `shift`): the loss jumps 20% above the median of the
-  10 points before and stays there 3 points (a resume from the wrong checkpoint, a step
-  counter that restarted); a spike that comes back is `loss.spike`.
+- `loss.stepped_up` (SFT; detector `shift`): the loss jumps 20% above its level just
+  before (the median of its last 3 points) and stays there 3 points (a resume from the
+  wrong checkpoint, a step counter that restarted); a spike that comes back is
+  `loss.spike`.
 - A loop that logs its loss only as `train_loss` (NeMo: `reduced_train_loss`; Lightning's
   CSVLogger: `train_loss_step`), its validation loss as `val_loss` (Keras, Lightning and
   NeMo too), or its mean reward as `reward/mean`, `rewards/mean` or `avg_reward`, is
@@ -594,10 +599,11 @@ DETECTOR_DOCS = (
      "deviations of the recent step-to-step changes and by `min_rel` of its level; with "
      "`repeat`, a finding holding that many jumps (within `hold` points of each other) is "
      "a warning"),
-    ("shift", "the last `stay` points all lie above the median of the `window` points "
-     "before them by `min_rel` of it and by `z` robust standard deviations of those points' "
-     "step-to-step changes (a jump that did not come back); it holds while the series stays "
-     "above the old level by half of `min_rel`"),
+    ("shift", "the last `stay` points all lie above the level just before them (the "
+     "median of the last 3 of the `window` points before) by `min_rel` of it and by `z` "
+     "robust standard deviations of those points' step-to-step changes (a jump that did "
+     "not come back); it holds while the series stays above the old level by half of "
+     "`min_rel`"),
     ("divergence", "one series trends one way while another trends a given way over the "
      "same steps (e.g. training up, validation down; validation loss up while validation "
      "reward does not fall)"),

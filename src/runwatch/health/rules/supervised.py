@@ -161,9 +161,10 @@ RULES: tuple[Rule, ...] = (
         params={"z": 6.0, "min_rel": 0.2, "window": 10, "stay": 3},
         signal="loss_up",
         severity="warning",
-        condition="The last {stay} logged `loss` values all lie above the median of the "
-        "{window} before them by {min_rel} of it and by {z} robust standard deviations of "
-        "those points' step-to-step changes: a spike comes back, this did not.",
+        condition="The last {stay} logged `loss` values all lie above the level just before "
+        "them (the median of the last 3 of the {window} points before) by {min_rel} of it "
+        "and by {z} robust standard deviations of those {window} points' step-to-step "
+        "changes: a spike comes back, this did not.",
         message="{metric} jumped from {from:.4g} to {to:.4g} (up {rise:.0%}) and stayed up "
         "for {stay} logged points.",
         advice="Training lost ground it had: check a resume (the checkpoint, optimizer state "
