@@ -9,6 +9,7 @@ from sqlalchemy import Engine, text
 
 from runwatch.ingest import ingest_records
 from runwatch.server.series_cache import SeriesCache
+from runwatch.store.db import open_engine
 from runwatch.store.keys import run_keys
 from runwatch.store.points import SEQ_LIMIT
 from runwatch.store.runs import upsert_run
@@ -95,3 +96,27 @@ def test_saved_series_are_reused_and_checked(engine: Engine, tmp_path: Any,
         s = SeriesCache(disk_dir=disk).get(conn, pk, run_keys(conn, pk)[0])
     # (the changed first row, step 100, is itself superseded by the later steps 1..11)
     assert s.step.tolist() == list(range(1, 12))
+
+
+def test_a_saved_series_of_an_index_made_again_is_not_used(tmp_path: Any,
+                                                           monkeypatch: Any) -> None:
+    """An index file removed and made again numbers runs and keys from 1 again: a series
+    saved for the old index's run is not taken for the new run at the same ids (it
+    starts at the same seq and step), but read from the index, and saved again."""
+    monkeypatch.setattr("runwatch.server.series_cache.SAVE_MIN_POINTS", 5)
+    disk = tmp_path / "series"
+    answers = []
+    for name, run_id, value in (("old.db", "r1", 0.0), ("new.db", "r2", 50.0)):
+        engine = open_engine(tmp_path / name)
+        try:
+            with engine.begin() as conn:
+                pk, _ = upsert_run(conn, {"schema_version": 1, "run_id": run_id,
+                                          "name": run_id}, None)
+                ingest_records(conn, pk, "metrics.jsonl", _points(0, list(range(10)), value))
+            with engine.connect() as conn:
+                answers.append(SeriesCache(disk_dir=disk).get(conn, pk, run_keys(conn, pk)[0]))
+        finally:
+            engine.dispose()
+    assert answers[0].value.tolist() == [float(s) for s in range(10)]
+    assert answers[1].value.tolist() == [50.0 + s for s in range(10)]
+    assert len(list(disk.glob("*.npz"))) == 1, "the same ids: one file, saved again"

@@ -3,7 +3,9 @@
 A cached series is brought up to date by reading only the points stored after it,
 so a live run costs its growth, not its length. With a `disk_dir`, long series are
 also saved as .npz files, so a restarted server reads a run's history from one file
-instead of row by row from the database.
+instead of row by row from the database; a file is used only for the same run (its id),
+key and first point, so an index made again (runs and keys numbered from 1 again) does
+not take an old run's file for a new one.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, select
 
+from runwatch.store import schema as s
 from runwatch.store.keys import KeyInfo, run_keys
 from runwatch.store.points import first_point
 from runwatch.store.series import Series, extend_series, read_series
@@ -52,7 +55,9 @@ class SeriesCache:
         self._held = 0
         self._lock = threading.Lock()
         self._saved: dict[tuple[int, int], int] = {}  # rows loaded when last saved
-        self._names: dict[tuple[int, int], str] = {}  # key names, for saving later
+        # the run's id and the key's name of each series, for saving later
+        self._names: dict[tuple[int, int], tuple[str, str]] = {}
+        self._run_ids: dict[int, str] = {}
 
     def get(self, conn: Connection, run_pk: int, key: KeyInfo) -> Series:
         """The series of `key`, current as of `key.points` (read from metric_keys)."""
@@ -63,8 +68,11 @@ class SeriesCache:
                 self._items.move_to_end(ident)
         if cached is not None and cached.loaded >= key.points:
             return cached
-        if cached is None and key.points >= SAVE_MIN_POINTS:
-            cached = self._load(conn, run_pk, key)
+        # the run's id goes with a saved file: an index made again numbers runs from 1 again
+        run_id = (self._run_id(conn, run_pk) if self.disk_dir is not None
+                  and key.points >= SAVE_MIN_POINTS else "")
+        if cached is None and run_id:
+            cached = self._load(conn, run_pk, run_id, key)
         if cached is None:
             series = read_series(conn, key.id)
         elif cached.loaded >= key.points:
@@ -72,28 +80,39 @@ class SeriesCache:
         else:
             series = extend_series(conn, key.id, cached)
         self._put(ident, series)
-        self._save(ident, key, series)
+        self._save(ident, (run_id, key.key), series)
         return series
+
+    def _run_id(self, conn: Connection, run_pk: int) -> str:
+        """The id of the run at `run_pk` (read once: a run keeps its pk in this index)."""
+        found = self._run_ids.get(run_pk)
+        if found is None:
+            found = str(conn.execute(select(s.runs.c.run_id)
+                                     .where(s.runs.c.pk == run_pk)).scalar() or "")
+            self._run_ids[run_pk] = found
+        return found
 
     def _path(self, ident: tuple[int, int]) -> Path | None:
         return None if self.disk_dir is None else self.disk_dir / f"{ident[0]}-{ident[1]}.npz"
 
-    def _load(self, conn: Connection, run_pk: int, key: KeyInfo) -> Series | None:
-        """A saved series, if it is of this key and its data is still in the database."""
+    def _load(self, conn: Connection, run_pk: int, run_id: str, key: KeyInfo
+              ) -> Series | None:
+        """A saved series, if it is of this run and key and its data is still in the
+        database."""
         path = self._path((run_pk, key.id))
         if path is None or not path.is_file():
             return None
         try:
             with np.load(path, allow_pickle=False) as f:
                 loaded, max_seq, first_seq, first_step = (int(x) for x in f["meta"])
-                name = str(f["key"])
+                name, run = str(f["key"]), str(f["run"])
                 series = Series(f["step"], f["value"], f["ts"], loaded, max_seq,
                                 (first_seq, first_step))
         except (OSError, ValueError, KeyError, zipfile.BadZipFile):
             return None
         # a rebuilt index can reuse ids: trust the file only for the same key and data
-        if name != key.key or loaded > key.points or first_point(conn, key.id) != (
-                first_seq, first_step):
+        if run != run_id or name != key.key or loaded > key.points or first_point(
+                conn, key.id) != (first_seq, first_step):
             return None
         self._saved[(run_pk, key.id)] = loaded
         return series
@@ -103,17 +122,19 @@ class SeriesCache:
         with self._lock:
             items = list(self._items.items())
         for ident, series in items:
-            if series.loaded > self._saved.get(ident, 0) and self._names.get(ident):
-                self._save(ident, self._names[ident], series, force=True)
+            names = self._names.get(ident)
+            if series.loaded > self._saved.get(ident, 0) and names and names[0]:
+                self._save(ident, names, series, force=True)
 
-    def _save(self, ident: tuple[int, int], key: KeyInfo | str, series: Series,
+    def _save(self, ident: tuple[int, int], names: tuple[str, str], series: Series,
               force: bool = False) -> None:
+        """Save a series with its (run id, key name) (none without a run id)."""
         path = self._path(ident)
         last = self._saved.get(ident, 0)
-        name = key if isinstance(key, str) else key.key
-        self._names[ident] = name
+        self._names[ident] = names
+        run_id, name = names
         # a live series is saved again only once it has doubled, so writes stay rare
-        if path is None or series.loaded < SAVE_MIN_POINTS or (
+        if path is None or not run_id or series.loaded < SAVE_MIN_POINTS or (
                 not force and series.loaded < 2 * last):
             return
         try:
@@ -122,7 +143,7 @@ class SeriesCache:
             tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
             with open(tmp, "wb") as f:
                 np.savez(f, step=series.step, value=series.value, ts=series.ts,
-                         key=np.array(name),
+                         key=np.array(name), run=np.array(run_id),
                          meta=np.array([series.loaded, series.max_seq, *series.first]))
             os.replace(tmp, path)
             self._saved[ident] = series.loaded
