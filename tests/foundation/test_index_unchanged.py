@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -127,3 +129,19 @@ def test_runs_list_of_an_unchanged_folder_loads_no_numpy(folder: tuple[Path, Pat
     shutil.copy(db, runs / ".runwatch" / "index.db")
     assert is_unchanged(runs, runs / ".runwatch" / "index.db")
     assert "numpy" not in imported_by("runs", "list", "--dir", str(runs))
+
+
+def test_a_manifest_that_is_not_a_regular_file_is_not_read(folder: tuple[Path, Path]) -> None:
+    """The check opens run files as the indexer does (rundir/safeio): a FIFO named
+    manifest.json (it would block an open for reading) is a change, not a hang, and the
+    command lists the other runs."""
+    runs, db = folder
+    (runs / ".runwatch").mkdir()
+    shutil.copy(db, runs / ".runwatch" / "index.db")
+    (runs / "fifo").mkdir()
+    os.mkfifo(runs / "fifo" / "manifest.json")
+    # the deadline only stops a hang from stalling the suite
+    proc = subprocess.run([sys.executable, "-m", "runwatch", "runs", "list", "--dir", str(runs),
+                           "-o", "json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(r["name"] for r in json.loads(proc.stdout)) == ["a", "b"]

@@ -19,6 +19,7 @@ from stat import S_ISREG
 import orjson
 
 from runwatch.rundir import format as fmt
+from runwatch.rundir.safeio import read_capped
 from runwatch.store.plain import Reader
 
 # Files the indexer reads whole, by their mtime (its _whole_files).
@@ -51,17 +52,18 @@ def unchanged(db: Reader, runs_dir: Path) -> bool:
 def _run_unchanged(run_dir: Path, runs: dict[str, tuple[int, str]],
                    offsets: dict[tuple[int, str], tuple[int, float | None]]) -> bool:
     fmt.validate_name(run_dir.name)
-    with open(run_dir / fmt.MANIFEST, "rb") as f:
-        try:
-            manifest = orjson.loads(f.read())
-            # the indexer finds the run by its id and stores the manifest as
-            # store/runs.manifest_json does (its other branch: values orjson refuses)
-            run = runs.get(manifest["run_id"]) if isinstance(manifest, dict) else None
-            if run is None or orjson.dumps(manifest, option=orjson.OPT_NON_STR_KEYS
-                                           ).decode() != run[1]:
-                return False
-        except (orjson.JSONDecodeError, TypeError, KeyError):
+    # opened as the indexer opens it (a link, a FIFO or a huge file is refused: OSError)
+    raw = read_capped(run_dir / fmt.MANIFEST)
+    try:
+        manifest = orjson.loads(raw)
+        # the indexer finds the run by its id and stores the manifest as
+        # store/runs.manifest_json does (its other branch: values orjson refuses)
+        run = runs.get(manifest["run_id"]) if isinstance(manifest, dict) else None
+        if run is None or orjson.dumps(manifest, option=orjson.OPT_NON_STR_KEYS
+                                       ).decode() != run[1]:
             return False
+    except (orjson.JSONDecodeError, TypeError, KeyError):
+        return False
     pk = run[0]
     with os.scandir(run_dir) as entries:
         for entry in entries:
