@@ -145,3 +145,23 @@ def test_a_manifest_that_is_not_a_regular_file_is_not_read(folder: tuple[Path, P
                            "-o", "json"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert sorted(r["name"] for r in json.loads(proc.stdout)) == ["a", "b"]
+
+
+def test_a_torn_last_line_is_no_change_until_it_ends(folder: tuple[Path, Path]) -> None:
+    """A record file whose last line has no newline yet (its writer is mid-line, or died
+    there): the indexer reads nothing of it, so the folder is unchanged (every command
+    would run the indexer for nothing); once the line ends, it is a change."""
+    runs, db = folder
+    line = json.dumps({"seq": 999, "ts": 1.7e9, "step": 999, "loss": 0.5})
+    path = runs / "a" / "metrics.jsonl"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line[:20])
+    engine = open_engine(db)
+    Indexer(engine, runs).index_once()
+    assert is_unchanged(runs, db), "the indexer stored nothing of a torn line"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line[20:] + "\n")
+    assert not is_unchanged(runs, db)
+    Indexer(engine, runs).index_once()
+    engine.dispose()
+    assert is_unchanged(runs, db)

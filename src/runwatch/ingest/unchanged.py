@@ -4,8 +4,9 @@ indexer's imports (SQLAlchemy alone is 0.45 s), when nothing changed.
 
 It says "unchanged" only where a pass of the indexer (ingest/indexer.py) would store
 nothing: every run folder's run in the index (found by its id, as the indexer finds it)
-with the manifest the folder holds, every record file read to its end, every whole file
-and samples file read at its mtime.
+with the manifest the folder holds, every record file read to its end (or to a last line
+not ended yet, which the indexer leaves for later), every whole file and samples file
+read at its mtime. Run files are opened as the indexer opens them (rundir/safeio).
 Anything it does not recognise (a folder that is not a run yet, a file outside the run
 format, a symbolic link) counts as a change, and the indexer decides what it is.
 """
@@ -19,11 +20,14 @@ from stat import S_ISREG
 import orjson
 
 from runwatch.rundir import format as fmt
-from runwatch.rundir.safeio import read_capped
+from runwatch.rundir.safeio import open_run_file, read_capped
 from runwatch.store.plain import Reader
 
 # Files the indexer reads whole, by their mtime (its _whole_files).
 WHOLE_FILES = (fmt.CONFIG, fmt.ENGINE_CONFIG, fmt.JOB)
+# Bytes of a record file past where the indexer stopped that are read to tell a torn last
+# line (no newline yet: the indexer reads none of it, rundir/reader.py) from new lines.
+TORN_MAX = 64 * 1024
 
 
 def unchanged(db: Reader, runs_dir: Path) -> bool:
@@ -75,7 +79,10 @@ def _run_unchanged(run_dir: Path, runs: dict[str, tuple[int, str]],
             st = entry.stat(follow_symlinks=False)
             stored = offsets.get((pk, name))
             if name in fmt.FILES:
-                if not S_ISREG(st.st_mode) or st.st_size > (stored[0] if stored else 0):
+                if not S_ISREG(st.st_mode):
+                    return False
+                if st.st_size > (stored[0] if stored else 0) and (
+                        stored is None or not _torn(Path(entry.path), stored[0], st.st_size)):
                     return False
             elif name in WHOLE_FILES or fmt.parse_sample_file_name(name) is not None:
                 if stored is None or stored[1] != st.st_mtime:
@@ -83,3 +90,14 @@ def _run_unchanged(run_dir: Path, runs: dict[str, tuple[int, str]],
             else:
                 return False  # not of the run format: the indexer says so
     return True
+
+
+def _torn(path: Path, offset: int, size: int) -> bool:
+    """Whether the `size - offset` bytes of a record file after `offset` (where the indexer
+    stopped) are one line not ended yet, of which the indexer would store nothing."""
+    if size - offset > TORN_MAX:
+        return False
+    with open_run_file(path) as f:
+        f.seek(offset)
+        tail = f.read(size - offset)
+    return len(tail) == size - offset and b"\n" not in tail
