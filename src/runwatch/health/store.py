@@ -26,7 +26,7 @@ from sqlalchemy import (
 
 from runwatch.health.engine import Engine
 from runwatch.health.findings import Finding
-from runwatch.health.rules import BY_ID
+from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.rules.base import SEVERITY_RANK
 from runwatch.health.thresholds import NONE, Overrides, parse
 from runwatch.rundir.format import ACTIVE_PHASES
@@ -328,10 +328,16 @@ def same_signal(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+# A merged finding's lead among equals (open, as severe): the rule listed first in the
+# catalogue, which puts the general rule before its faster or narrower relatives.
+CATALOGUE_ORDER = {rule.id: i for i, rule in enumerate(CATALOGUE)}
+
+
 def _merged(group: list[dict[str, Any]]) -> dict[str, Any]:
     if len(group) == 1:
         return group[0]
-    group = sorted(group, key=sort_key)
+    group = sorted(group, key=lambda g: (*sort_key(g)[:2],
+                                         CATALOGUE_ORDER.get(g["rule_id"], 0)))
     lead = group[0]
     return {
         **lead,
