@@ -5,7 +5,7 @@ import "./style.css";
 import { getJSON } from "./api";
 import { CompareView, readCompareState, writeCompareState, type CompareState } from "./compare";
 import { DetailView } from "./detail";
-import { h } from "./dom";
+import { h, MARKS } from "./dom";
 import { installListKeys, type KeyTarget } from "./keyboard";
 import { LiveStream } from "./live";
 import { NewJobPage } from "./newjob";
@@ -64,6 +64,31 @@ function writeUrl(s: UrlState, push: boolean): void {
   else history.replaceState(null, "", url);
 }
 
+// the longest the run list waits for the opened page's charts to be painted
+const SHELL_WAIT_MS = 2000;
+
+/** Resolves once the page's charts are painted (its MARKS.drawn mark), or after `ms`. */
+function chartsPainted(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    let observer: PerformanceObserver | null = null;
+    const done = (): void => {
+      observer?.disconnect();
+      window.clearTimeout(timer);
+      resolve();
+    };
+    const timer = window.setTimeout(done, ms);
+    if (performance.getEntriesByName(MARKS.drawn, "mark").length) return done();
+    try {
+      observer = new PerformanceObserver((entries) => {
+        if (entries.getEntriesByName(MARKS.drawn).length) done();
+      });
+      observer.observe({ type: "mark" });
+    } catch {
+      // no observer of marks in this browser: the timer alone
+    }
+  });
+}
+
 class App {
   private state = readUrl();
   private root = document.getElementById("app") as HTMLElement;
@@ -115,9 +140,19 @@ class App {
       this.state = readUrl();
       this.render();
     });
-    // the page opened (a run, a comparison) asks for its data first: the list, the projects
-    // and the stream below are asked after it, and answered beside it
+    // the page opened (a run, a comparison) asks for its data first, and the list, the
+    // projects and the list's stream wait until its charts are painted: asked beside it,
+    // they took the one server's time from its answer (SHELL_WAIT_MS at most, for a page
+    // that draws no chart)
+    installListKeys(() => this.keyTarget());
     this.render();
+    const opened = (this.state.page === "runs" && this.state.run !== null) || (this.state.page === "compare" && this.state.compare.runs.length > 0);
+    if (opened) void chartsPainted(SHELL_WAIT_MS).then(() => this.startShell());
+    else this.startShell();
+  }
+
+  /** The run list, the projects and the list's live stream. */
+  private startShell(): void {
     // the stream says `ready` once it watches; listing again then closes the gap between
     // the first list and the stream's start
     new LiveStream("/api/stream/runs", {
@@ -131,7 +166,6 @@ class App {
       },
       ready: () => void this.list.reload(),
     });
-    installListKeys(() => this.keyTarget());
     // A run page reads its charts' settings from localStorage: the page's first read opens
     // the storage (10 ms and more), done here rather than after the click that opens a run.
     try {
