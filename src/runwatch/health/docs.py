@@ -568,6 +568,55 @@ so it is still found only when it climbs 0.1 nats within 64 steps (63 points lat
 `sft.overfitting` still needs its validations to trend (34 points late on
 `sft_centaur70b_overfitting`, evaluated every 10 steps).
 
+#### Round 6, scored once (session 8)
+
+29 new public logs from repositories new to the corpus (22 with a pathology, 7 healthy),
+found by four readers who neither read the engine's source nor ran it nor saw an import's
+output, each labelled from reading its log; the labels were committed (9f6a060) after the
+session 8 changes above and scored once, as printed by `runwatch health-eval --round 6`
+at 20:15 UTC:
+
+```
+holdout round 6: 10 of 22 pathologies found (45%), median delay 2.5 logged points;
+0 of 7 healthy runs with a warning
+```
+
+| class | runs | found | false + | median delay (points) | missed |
+|---|---|---|---|---|---|
+| entropy_collapse | 1 | 0 | 1 | — | ppo_flappybird_sb3_csv |
+| kl_growth | 3 | 0 | 0 | — | all 3 (below) |
+| length_truncation | 1 | 1 | 0 | 0 | — |
+| loss_not_falling | 3 | 1 | 2 | 2 | sft_korean_lora_json, sft_tech_challenge_two_epochs |
+| loss_rising | 0 | 0 | 1 | — | — |
+| loss_spike | 3 | 0 | 0 | — | all 3 (below) |
+| loss_zero | 2 | 2 | 0 | 2 | — |
+| nan | 1 | 1 | 0 | 0 | — |
+| overfitting | 5 | 1 | 0 | 7 | 4 (below) |
+| reward_hacking | 1 | 0 | 0 | — | grpo_proxy_rm_qwen05b |
+| reward_zero_variance | 3 | 2 | 0 | 3.5 | grpo_autoresearch_tiny_math |
+| rl_no_progress | 4 | 4 | 2 | 5.5 | — |
+
+Missed `kl_growth`: `grpo_flux_judge_reward`, `grpo_proxy_rm_qwen05b` (secondary),
+`grpo_yuxuan_arrays_csv`. Missed `loss_spike`: `grpo_rookworld_mini_chess`,
+`grpo_tinker_code_sandbox` (secondary), `sft_bloom3b_lyrics_lora`. Missed `overfitting`:
+`dpo_ait_a5_csv`, `other_six_evalset_finetune`, `sft_llamafactory_llama3_lora_eval`,
+`sft_tom_qlora_csv`.
+
+So on logs the rules had never seen: **recall 45% (target 90%)**, **median delay 2.5
+points** (target 10, met by what is found) and **no warning on the 7 healthy runs** (target
+met). Five runs were marked doubtful by their own readers before the score (a KL that
+looks like a broken estimate, a classic-control PPO policy sharpening as it learns, two
+borderline plateaus, a DPO eval loss rising while the train loss is flat); none of them
+was found, so without them the recall is 10 of 17 (59%). Round 5 (73%) came largely from
+repositories the train set already held; round 6's are all new, and it says the rules
+generalise worse than the train figure suggests. What the misses show: validation losses
+under other names (`eval_g0_loss`, a LLaMA-Factory `eval_loss` that rises 2% from its
+minimum, a CSV whose only rise is the last evaluation) are not read or not yet a trend;
+GRPO loss spikes of 100x that come back at once are not found as spikes; a 60-step
+excursion of an SFT loss reads as rising and not falling instead of a spike; a proxy
+reward model's rise against a flat `gold_acc` is not read as hacking; KL logged under
+names outside the trainers' vocabularies, or rising by spikes, is not read as growth.
+
 ## Rules
 """
 
