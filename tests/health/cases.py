@@ -326,6 +326,29 @@ CASES: dict[str, tuple[Case, Case]] = {
         # Zero on two steps in a row at most (a skipped step, an overflow).
         ("dpo", NO, {"grad_norm": [1.0, 0.0, 0.0, 1.2, 0.0, 0.0, 0.9]}),
     ),
+    "val.loss_above_best": (
+        # Validations every 50 steps: the loss falls to 0.291, then turns up 1-4% on the
+        # next three (an HF Trainer's eval_loss past its best epoch).
+        ("sft", NO, {"val/loss": every(50, [0.694, 0.45, 0.33, 0.291, 0.294, 0.299, 0.304])}),
+        # The same fall, then one validation 0.7% above the best and a new best: noise.
+        ("sft", NO, {"val/loss": every(50, [0.694, 0.45, 0.33, 0.291, 0.293, 0.290, 0.289])}),
+    ),
+    "grpo.loss_spike": (
+        # A GRPO loss near 0 (noise 0.05) that jumps to 4.8 for one step and comes back.
+        ("grpo", NO, {"loss": [*(0.05 * math.sin(1.7 * i) for i in range(20)), 4.8,
+                               *(0.05 * math.sin(1.3 * i) for i in range(5))]}),
+        # A noisy GRPO loss whose largest step (0.6 on noise of 0.1) is its own tail.
+        ("grpo", NO, {"loss": [*(0.1 * math.sin(1.7 * i) for i in range(20)), 0.6,
+                               *(0.1 * math.sin(1.3 * i) for i in range(5))]}),
+    ),
+    "grpo.kl_ref_high": (
+        # A KL that jumps from 0 to 170 nats in the first steps (the update all penalty).
+        ("grpo", NO, {"fb/loss/kl_ref/mean": [0.0, 0.0, 170.7, 170.7, 213.3, 0.0, 170.7,
+                                              256.0, 256.0]}),
+        # A penalised KL at tenths of a nat with spikes above 1 on 4 of 8 steps at most.
+        ("grpo", NO, {"fb/loss/kl_ref/mean": [0.2, 1.5, 0.3, 2.0, 0.25, 1.2, 0.3, 3.0, 0.2,
+                                              0.3, 0.2]}),
+    ),
     "grpo.proxy_hacking": (
         # The reward triples (a compile or format reward) while correctness stays near 0.
         ("grpo", NO, {"reward_mean": [0.2 + 0.02 * i for i in range(30)],

@@ -120,6 +120,26 @@ def test_other_trainers_kl_names_feed_the_growth_rule(key: str) -> None:
     assert "grpo.kl_ref_growing" not in rule_ids(Engine("rloo").feed(to_batch(slow)))
 
 
+@pytest.mark.parametrize("key", ["eval_g0_loss", "eval_validation_loss", "eval/g0_loss"])
+def test_a_named_eval_sets_loss_is_the_validation_loss(key: str) -> None:
+    # The HF Trainer logs `eval_<set>_loss` for each set of a dict eval_dataset.
+    rising = {key: every(50, [2.0, 1.5, 1.2, 1.25, 1.3])}
+    assert "val.loss_above_best" in rule_ids(Engine("sft").feed(to_batch(rising)))
+    # A run logging eval_loss too is judged on eval_loss (here still falling).
+    both = {**rising, "eval_loss": every(50, [2.0, 1.5, 1.2, 1.1, 1.0])}
+    assert "val.loss_above_best" not in rule_ids(Engine("sft").feed(to_batch(both)))
+
+
+@pytest.mark.parametrize("key", ["gold_acc", "gold_reward", "train/gold_score"])
+def test_a_gold_score_is_the_task_score_a_proxy_reward_should_move(key: str) -> None:
+    hacked = {"reward_mean": [0.2 + 0.02 * i for i in range(30)],
+              key: [0.45 + 0.002 * math.sin(i) for i in range(30)]}
+    assert "grpo.proxy_hacking" in rule_ids(Engine("grpo").feed(to_batch(hacked)))
+    learning = {"reward_mean": [0.2 + 0.02 * i for i in range(30)],
+                key: [0.05 + 0.01 * i for i in range(30)]}
+    assert "grpo.proxy_hacking" not in rule_ids(Engine("grpo").feed(to_batch(learning)))
+
+
 def kl_rising_from_zero(then: float, seed: int) -> list[float]:
     """A KL to the reference: 0 for 5 steps, up to 0.15 by step 15, then `then` per step
     more (0: held there by its penalty), with noise of 0.02 a step."""

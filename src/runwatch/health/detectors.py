@@ -395,6 +395,53 @@ class Shift:
         return {"p": self.points, "level": self.level, "shift": self.shift}
 
 
+class AboveBest:
+    """A value that lies above its best so far (the running minimum of the points
+    before it) by `min_rel` of that best on the last `k` points in a row, or by `single`
+    on one point, once `min_points` points are in: a validation loss turning up from its
+    minimum (an early sign of overfitting, before a trend over several validations
+    shows). It holds while the series stays above the best by half of `min_rel`."""
+
+    def __init__(self, min_rel: float = 0.01, k: int = 2, single: float = 0.05,
+                 min_points: int = 3, state: dict[str, Any] | None = None) -> None:
+        self.min_rel, self.single = min_rel, single
+        self.k, self.min_points = max(1, int(k)), max(2, int(min_points))
+        st = state or {}
+        self.best: float | None = st.get("best")
+        self.count = int(st.get("n", 0))  # finite points seen
+        self.above = int(st.get("above", 0))  # points in a row above the best by min_rel
+        self.held = bool(st.get("held", False))
+        self.rise: list[float] = list(st.get("rise", []))  # [best, value]
+
+    def feed(self, values: list[float]) -> list[bool]:
+        out = []
+        for v in values:
+            if v - v != 0:
+                out.append(self.held)
+                continue
+            self.count += 1
+            best = self.best
+            if best is None or v <= best:
+                self.best, self.above, self.held = v, 0, False
+                out.append(False)
+                continue
+            rel = (v - best) / max(abs(best), 1e-12)
+            self.above = self.above + 1 if rel >= self.min_rel else 0
+            if self.held:
+                self.held = rel >= 0.5 * self.min_rel
+            elif self.count >= self.min_points and (
+                    self.above >= self.k or (self.single > 0 and rel >= self.single)):
+                self.held = True
+            if self.held:
+                self.rise = [best, v]
+            out.append(self.held)
+        return out
+
+    def state(self) -> dict[str, Any]:
+        return {"best": self.best, "n": self.count, "above": self.above, "held": self.held,
+                "rise": self.rise}
+
+
 def spike_steps(steps: list[int], values: list[float], factor: float = 10.0) -> list[int]:
     """Steps whose value is more than `factor` times the median of the whole series: the
     after-the-fact form of `Spike` (what `runs compare --spike-factor` lists)."""

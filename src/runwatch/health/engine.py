@@ -21,7 +21,7 @@ from runwatch.health.findings import Finding, Record, finite_or_text, render
 from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.rules.base import Param
 from runwatch.health.thresholds import NONE, Overrides
-from runwatch.metrics.aliases import READ_WHEN_ALONE, health_name
+from runwatch.metrics.aliases import health_name, read_when_alone
 from runwatch.store.points import PointColumns
 
 STATE_VERSION = 3
@@ -174,7 +174,7 @@ class Engine:
         # A shown name read only when alone goes last, so a batch holding both it and
         # the role's own name (a whole file read at once) gives the role to the latter.
         for raw, (_seqs, steps, _ts, values) in sorted(
-                batch.items(), key=lambda item: item[0] in READ_WHEN_ALONE):
+                batch.items(), key=lambda item: read_when_alone(item[0])):
             if not steps:
                 continue
             values = _check_finite(raw, steps, values, bad)

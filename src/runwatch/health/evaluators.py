@@ -108,6 +108,12 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             z=_num(p, "z", 6.0), min_rel=_num(p, "min_rel", 0.2),
             window=int(_num(p, "window", 10)), stay=int(_num(p, "stay", 3)), state=state,
         )
+    if kind == "above_best":
+        return d.AboveBest(
+            min_rel=_num(p, "min_rel", 0.01), k=int(_num(p, "k", 2)),
+            single=_num(p, "single", 0.05), min_points=int(_num(p, "min_points", 3)),
+            state=state,
+        )
     if kind == "no_improvement":
         return t.NoImprovement(
             direction=str(p.get("direction", "up")), z=_num(p, "z", 1.0),
@@ -155,7 +161,7 @@ class Evaluator:
                 verdicts = self.detector.feed(values, steps)
             elif rule.detector in ("trend", "no_progress", "no_improvement"):
                 verdicts = self.detector.feed(steps, values)
-            else:  # spike, jump, shift
+            else:  # spike, jump, shift, above_best
                 verdicts = self.detector.feed(values)
         hits = getattr(self.detector, "hits", None)
         onset = getattr(self.detector, "onset", None)
@@ -251,6 +257,10 @@ class Evaluator:
             if det.shift:
                 extra["from"], extra["to"] = det.shift
                 extra["rise"] = (det.shift[1] - det.shift[0]) / max(abs(det.shift[0]), 1e-12)
+        elif isinstance(det, d.AboveBest):
+            if det.rise:
+                extra["best"], extra["to"] = det.rise
+                extra["rise"] = (det.rise[1] - det.rise[0]) / max(abs(det.rise[0]), 1e-12)
         elif isinstance(det, t.NoImprovement):
             extra.update(det.held)
         elif isinstance(det, t.Trend):

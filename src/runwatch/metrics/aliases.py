@@ -208,11 +208,14 @@ def resolve(key: str) -> tuple[str, Alias | None]:
 # loss as `reduced_train_loss` beside `val_loss`; PyTorch Lightning's CSVLogger writes a
 # loss logged on step and on epoch as `train_loss_step` and `train_loss_epoch` (the step
 # series is read); hand-written RL loops name their mean reward `reward/mean`,
-# `rewards/mean` or `avg_reward`.
+# `rewards/mean` or `avg_reward`, and a GRPO loop its KL to the reference `kl_avg` or
+# `mean_kl`.
 READ_WHEN_ALONE: dict[str, str] = {
     "train_loss": "loss", "val_loss": "val/loss", "reduced_train_loss": "loss",
     "train_loss_step": "loss", "reward/mean": "reward_mean", "rewards/mean": "reward_mean",
     "avg_reward": "reward_mean",
+    # hand-written GRPO loops' KL to the reference (GRPO has no other KL to log)
+    "kl_avg": "fb/loss/kl_ref/mean", "mean_kl": "fb/loss/kl_ref/mean",
 }
 
 
@@ -221,6 +224,27 @@ READ_WHEN_ALONE: dict[str, str] = {
 # task score the summed reward should move with. Read by the health rules only (the
 # displays show the summed reward).
 TASK_SCORE = re.compile(r"^rewards/[^/]*(?:accuracy|correct)[^/]*(?:/mean)?$")
+
+
+# Names the health rules read, like READ_WHEN_ALONE, only where the run logs the role
+# under no other name. The HF Trainer names each set's metrics `eval_<set>_loss` when
+# `eval_dataset` is a dict of sets (the first set logged judges the run); reward-model
+# studies and RL loops name the true objective a proxy reward stands in for `gold_*`
+# (`gold_acc`, `gold_reward`, `gold/score`): the task score the trained reward should
+# move with.
+ALONE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^eval_[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*?_loss$"), "val/loss"),
+    (re.compile(r"^(?:[^/]+/)*gold[_/](?:acc|accuracy|score|reward|correct)[^/]*$"),
+     "accuracy"),
+)
+
+
+def read_when_alone(key: str) -> bool:
+    """Whether `key` feeds a role only where no other name does (it goes last in a batch)."""
+    if key in READ_WHEN_ALONE:
+        return True
+    name = resolve(key)[0]
+    return any(p.match(name) for p, _ in ALONE_PATTERNS)
 
 
 def health_name(key: str) -> tuple[str, Transform | None]:
@@ -234,6 +258,10 @@ def health_name(key: str) -> tuple[str, Transform | None]:
     name, alias = resolve(key)
     if alias is None and TASK_SCORE.match(name):
         return "accuracy", None
+    if alias is None:
+        for pattern, role in ALONE_PATTERNS:
+            if pattern.match(name):
+                return role, None
     return canonical(key)
 
 

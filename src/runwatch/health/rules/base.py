@@ -19,6 +19,7 @@ DETECTORS = (
     "no_improvement",
     "jump",
     "shift",
+    "above_best",
     "divergence",
     "nonfinite",
     "stall",

@@ -561,6 +561,25 @@ RULES: tuple[Rule, ...] = (
         "coefficient) or lower learning_rate, and read rollouts for reward hacking.",
     ),
     Rule(
+        id="grpo.kl_ref_high",
+        title="KL to the reference is far above a penalised policy's",
+        methods=GRPO,
+        variants=(("fb/loss/kl_ref/mean",),),
+        detector="threshold",
+        params={"above": 1.0, "k": 5, "n": 8},
+        signal="kl_ref",
+        severity="info",
+        condition="`fb/loss/kl_ref/mean` is above {above} nat on {k} of the last {n} logged "
+        "steps: a policy held by its KL penalty stays at hundredths to tenths of a nat; one "
+        "this far has left the reference, however it got there (a climb by spikes that no "
+        "trend follows, or a jump in the first steps).",
+        message="{metric} was above {above} on {count} of the last {n} logged steps "
+        "(last {last:.3g}).",
+        advice="The policy drifts away from the reference without bound: raise beta (the KL "
+        "coefficient) or lower learning_rate, check the KL estimator (k3 is bounded below "
+        "where k1 is not), and read rollouts for reward hacking.",
+    ),
+    Rule(
         id="grpo.kl_ref_growing",
         title="KL to the reference keeps growing",
         methods=GRPO,

@@ -83,12 +83,30 @@ RULES: tuple[Rule, ...] = (
         detector="divergence",
         params={"a_dir": "down", "b_dir": "up", "window": 6, "a_effect": 0.02,
                 "b_effect": 0.02, "a_bucket": 2, "relative": 1},
+        signal="val_up",
         severity="warning",
         condition="Over the last {window} validations `val/loss` rises by {b_effect} (relative) "
         "while `loss` falls by {a_effect}.",
         message="{metric} {b_change} while training loss {a_change}.",
         advice="The model is overfitting: train fewer epochs (num_epochs), lower learning_rate "
         "or add data; keep the checkpoint with the lowest val/loss.",
+    ),
+    Rule(
+        id="val.loss_above_best",
+        title="Validation loss turned up from its best",
+        methods=("sft", "dpo"),
+        variants=(("val/loss",),),
+        detector="above_best",
+        params={"min_rel": 0.01, "k": 2, "single": 0.05, "min_points": 3},
+        signal="val_up",
+        severity="info",
+        condition="After {min_points} validations, `val/loss` lies above its best so far by "
+        "{min_rel} (relative) on {k} validations in a row, or by {single} on one: the first "
+        "sign of overfitting, validations before a trend over several shows it (info: a "
+        "noisy validation set can wander this far).",
+        message="{metric} rose from its best {best:.4g} to {to:.4g} (up {rise:.1%}).",
+        advice="Keep the checkpoint with the lowest val/loss (load_best_model_at_end); if it "
+        "keeps rising, train fewer epochs or lower learning_rate.",
     ),
     Rule(
         id="dpo.loss_not_falling",
@@ -151,6 +169,25 @@ RULES: tuple[Rule, ...] = (
         "step-to-step change varies by {noise:.2g}{repeats}.",
         advice="Read the batches at those steps for bad rows; if spikes repeat, lower "
         "learning_rate or max_grad_norm, and check the learning-rate schedule's warm-up.",
+    ),
+    Rule(
+        id="grpo.loss_spike",
+        title="Policy loss spiked",
+        methods=("grpo",),
+        variants=(("loss",),),
+        detector="jump",
+        params={"z": 20.0, "min_rel": 1.0, "window": 20, "min_history": 10, "hold": 10},
+        severity="info",
+        condition="The policy `loss` of an RL run rises above the point before it by more "
+        "than {z} robust standard deviations of its last {window} step-to-step changes and "
+        "by at least its own level ({min_rel} of it): a GRPO or PPO loss sits near 0 with "
+        "noise of its own, so only a jump far outside it is a spike (a batch of extreme "
+        "advantages or ratios, a KL estimate blowing up).",
+        message="{metric} jumped from {from:.4g} to {to:.4g}; its step-to-step change "
+        "varies by {noise:.2g}{repeats}.",
+        advice="Read the batch at that step (rewards, advantages, the importance ratio and "
+        "the KL estimate); if spikes repeat, lower learning_rate or the clip range, or use "
+        "a bounded KL estimator (k3 rather than k1/k2).",
     ),
     Rule(
         id="loss.stepped_up",
