@@ -31,10 +31,17 @@ from runwatch.jobs import control
 from runwatch.server.app import create_app
 from runwatch.server.series_cache import SeriesCache
 from runwatch.store import schema as s
-from runwatch.store.db import HEAD_REVISION, open_engine
+from runwatch.store.db import HEAD_REVISION, StoreError, open_engine
 from runwatch.store.keys import metric_keys, run_keys
 from runwatch.store.points import in_key
-from runwatch.store.summaries import CHUNK_BITS, SUMMARY_MIN_POINTS, rebuild, summary_states
+from runwatch.store.summaries import (
+    CHUNK_BITS,
+    SUMMARY_MIN_POINTS,
+    UnitsRead,
+    read_units,
+    rebuild,
+    summary_states,
+)
 from tests.foundation import test_postgres
 from tests.support import write_run
 from tests.support.jobs import record_attempt, submit_command
@@ -488,3 +495,88 @@ def test_an_index_of_revision_0007_is_packed_on_its_way_up(engine: Engine,
                                                  "points": 300, "x": "time"}) == want
     finally:
         again.dispose()
+
+
+def test_a_migration_0008_that_fails_midway_leaves_a_sqlite_index_at_0007(
+        tmp_path: Path, runs_dir: Path) -> None:
+    """SQLite's driver opens its transaction at the first write, not at CREATE TABLE: a
+    0008 that failed while packing (here a trigger refuses the rows' deletion, as a full
+    disk or a killed process would stop it) left its new table behind, committed, and
+    every later open failed on "table metric_summary_packs already exists". The table
+    and the packing now commit or roll back together."""
+    url = f"sqlite:///{tmp_path / 'index.db'}"
+    engine = open_engine(url)
+    write_run(runs_dir, "old", records(list(range(9000))))
+    Pair(engine, runs_dir).index()
+    want = Pair(engine, runs_dir).both("old", ["loss"], 300)[1]
+    downgrade(engine, "0007")
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TRIGGER refuse BEFORE DELETE ON metric_summaries "
+                             "BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    engine.dispose()
+    with pytest.raises(StoreError, match="refused"):
+        open_engine(url)
+    plain = open_engine(url, migrate=False)
+    try:
+        with plain.begin() as conn:
+            tables = {r[0] for r in conn.exec_driver_sql(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            assert "metric_summary_packs" not in tables, "nothing of 0008 stays"
+            assert conn.exec_driver_sql(
+                "SELECT version_num FROM alembic_version").scalar() == "0007"
+            conn.exec_driver_sql("DROP TRIGGER refuse")
+    finally:
+        plain.dispose()
+    again = open_engine(url)
+    try:
+        kid, _ = state_of(again, "old", "loss")
+        assert stored(again, kid)[1], "packed on the next open"
+        assert Pair(again, runs_dir).fast.ok("/api/series", params={
+            "run": "old", "key": ["loss"], "points": 300, "x": "time"}) == want
+    finally:
+        again.dispose()
+
+
+def test_a_read_across_an_ingest_that_packs_a_chunk_loses_no_bucket(
+        tmp_path: Path, runs_dir: Path) -> None:
+    """A series' buckets are read in two statements, one of packs and one of rows. An
+    ingest that closes a chunk (its rows deleted, its pack stored) committed between them
+    made a read that took the packs first find that chunk in neither: its buckets were
+    missing from the chart. Here the ingest commits as the second statement starts (a
+    SQLite trace hook on the reader's connection runs the real indexer on another)."""
+    url = f"sqlite:///{tmp_path / 'index.db'}"
+    engine, writer = open_engine(url), open_engine(url)
+    try:
+        write_run(runs_dir, "live", records(list(range(9000))))
+        Pair(engine, runs_dir).index()
+        kid, state = state_of(engine, "live", "loss")
+        assert state is not None and (state.frontier >> state.base) % (1 << CHUNK_BITS)
+        want = (state.frontier >> state.base) + 1 >> CHUNK_BITS << CHUNK_BITS
+        seen: list[str] = []
+
+        def ingest_at_the_second(sql: str) -> None:
+            if "metric_summar" in sql and "metric_summary_state" not in sql:
+                seen.append(sql)
+                if len(seen) == 2:
+                    append(runs_dir / "live", records(list(range(9000, 9000 + 16 * 64)), 9000))
+                    Indexer(writer, runs_dir).index_once()
+
+        with engine.connect() as conn:
+            before = read_units(conn, [UnitsRead(kid, state, state.base)])[kid]
+            raw = conn.connection.dbapi_connection
+            raw.set_trace_callback(ingest_at_the_second)  # type: ignore[union-attr]
+            try:
+                during = read_units(conn, [UnitsRead(kid, state, state.base)])[kid]
+            finally:
+                raw.set_trace_callback(None)  # type: ignore[union-attr]
+        assert len(seen) >= 2, "the ingest ran between the two statements"
+        after = state_of(engine, "live", "loss")[1]
+        assert after.frontier >> after.base >= want, "the ingest closed the read's chunk"
+        # the points after the read's frontier are read after the ingest: more of them
+        size = before.step.size
+        for field in ("step", "n", "min", "max", "last"):
+            assert getattr(during, field)[:size].tolist() == getattr(before, field).tolist(), (
+                field)
+    finally:
+        writer.dispose()
+        engine.dispose()

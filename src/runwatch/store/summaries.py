@@ -358,7 +358,11 @@ def _ranges(conn: Connection, parts: list[tuple[int, int, int, int]]
     bucket) order: the index of each one's part, and the buckets (`_LEVEL`). They come
     from the packs of the closed chunks a part overlaps and the rows of its open chunk.
     One primary-key range a part, many parts a statement (an OR of ranges scans every
-    bucket of the key in SQLite)."""
+    bucket of the key in SQLite).
+
+    The rows are read before the packs, each statement its own snapshot: an ingest that
+    packs a chunk between the two leaves its buckets in both (kept once), where packs
+    read first found them in neither."""
     wanted = [(i, p) for i, p in enumerate(parts) if p[3] > p[2]]
     if not wanted:  # the usual batch of an ingest closes no chunk
         return np.zeros(0, dtype=np.int64), np.empty(0, dtype=_LEVEL)
@@ -369,16 +373,16 @@ def _ranges(conn: Connection, parts: list[tuple[int, int, int, int]]
         chunk = wanted[i:i + _MAX_PARTS]
         kids = [kid for _, (kid, *_) in chunk]
         sql = " UNION ALL ".join(
+            f"SELECT {j}, {_SELECT} FROM metric_summaries WHERE key_id = {{m}} AND level = {lv} "
+            f"AND bucket >= {first} AND bucket < {end}" for j, (_, lv, first, end) in chunk)
+        loose.append(_query(conn, sql, kids, _PART_ROW))
+        sql = " UNION ALL ".join(
             f"SELECT {j}, data FROM metric_summary_packs WHERE key_id = {{m}} AND level = {lv} "
             f"AND chunk >= {first >> CHUNK_BITS} AND chunk <= {(end - 1) >> CHUNK_BITS}"
             for j, (_, lv, first, end) in chunk)
         for j, data in _fetch(conn, sql, kids):
             blobs.append(data)
             owners.append(j)
-        sql = " UNION ALL ".join(
-            f"SELECT {j}, {_SELECT} FROM metric_summaries WHERE key_id = {{m}} AND level = {lv} "
-            f"AND bucket >= {first} AND bucket < {end}" for j, (_, lv, first, end) in chunk)
-        loose.append(_query(conn, sql, kids, _PART_ROW))
     # the blobs joined and read as one array: a structured array per blob costs more
     packed = np.frombuffer(b"".join(blobs), dtype=_LEVEL)
     rows = np.concatenate(loose)
@@ -389,6 +393,10 @@ def _ranges(conn: Connection, parts: list[tuple[int, int, int, int]]
     bounds = np.array(parts, dtype=np.int64).reshape(-1, 4)  # key id, level, first, end
     pick = np.flatnonzero((bucket >= bounds[part, 2]) & (bucket < bounds[part, 3]))
     pick = pick[np.lexsort((bucket[pick], part[pick]))]
+    # a bucket read as a row and again in its pack (packed between the two statements)
+    again = np.flatnonzero((part[pick][1:] == part[pick][:-1])
+                           & (bucket[pick][1:] == bucket[pick][:-1])) + 1
+    pick = np.delete(pick, again)
     return part[pick], buckets[pick]
 
 
