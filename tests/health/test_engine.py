@@ -112,6 +112,26 @@ def test_other_trainers_entropy_names_feed_the_collapse_rule(key: str) -> None:
     assert "grpo.entropy_collapse" not in rule_ids(Engine("ppo").feed(to_batch(steady)))
 
 
+def test_a_policy_loss_spike_down_is_a_spike() -> None:
+    # tinker's summed policy loss swings +-10^4 and once drops to -5.7e9.
+    base = [8000.0 * math.sin(1.7 * i) for i in range(20)]
+    down = {"loss": [*base, -5.7e9, *base[:5]]}
+    assert "grpo.loss_spike" in rule_ids(Engine("grpo").feed(to_batch(down)))
+    # An SFT loss that drops is learning, not a spike.
+    fall = {"loss": [*(2.0 + 0.01 * math.sin(i) for i in range(20)), 0.5, 0.5, 0.5]}
+    assert "loss.spike" not in rule_ids(Engine("sft").feed(to_batch(fall)))
+
+
+@pytest.mark.parametrize("sign", [-1.0, 1.0])
+def test_an_entropy_logged_as_a_loss_is_read_by_its_size(sign: float) -> None:
+    # Stable-Baselines3's train/entropy_loss is minus the entropy; OpenRLHF's W&B history
+    # logs the entropy itself under the same name.
+    falling = {"train/entropy_loss": [sign * 0.69 * math.exp(-i / 15) for i in range(64)]}
+    assert "grpo.entropy_collapse" in rule_ids(Engine("ppo").feed(to_batch(falling)))
+    steady = {"train/entropy_loss": [sign * (0.69 - 0.002 * i) for i in range(64)]}
+    assert "grpo.entropy_collapse" not in rule_ids(Engine("ppo").feed(to_batch(steady)))
+
+
 @pytest.mark.parametrize("key", ["objective/kl", "critic/kl"])
 def test_other_trainers_kl_names_feed_the_growth_rule(key: str) -> None:
     growing = {key: [0.01 + 0.003 * i for i in range(128)]}

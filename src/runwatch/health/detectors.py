@@ -271,14 +271,15 @@ class Jump:
     against the run's own noise so a noisy loss does not raise it. The noise is measured
     on the last `window` changes (after 200 points, refreshed every `BLOCK`), less the
     jumps found and the change after each (its fall back); a jump keeps its finding open
-    `hold` points, so repeated jumps read as one finding."""
+    `hold` points, so repeated jumps read as one finding. With `both`, a drop as far below
+    the point before counts too (a policy loss, whose sign means nothing)."""
 
     BLOCK = 8
 
     def __init__(self, z: float = 6.0, min_rel: float = 0.05, window: int = 20,
-                 min_history: int = 10, hold: int = 10, state: dict[str, Any] | None = None
-                 ) -> None:
-        self.z, self.min_rel = z, min_rel
+                 min_history: int = 10, hold: int = 10, both: bool = False,
+                 state: dict[str, Any] | None = None) -> None:
+        self.z, self.min_rel, self.both = z, min_rel, both
         self.size, self.min_history = max(2, int(window)), max(2, int(min_history))
         st = state or {}
         self.diffs: list[float] = list(st.get("diffs", []))  # recent step-to-step changes
@@ -312,6 +313,9 @@ class Jump:
                     rise = change - med
                     if rise > z * sd and change > min_rel * abs(prev):
                         hit = 1
+                        self.jump = [prev, v, sd]
+                    elif self.both and -rise > z * sd and -change > min_rel * abs(prev):
+                        hit = 1  # a drop as far, where the series has no sign to keep
                         self.jump = [prev, v, sd]
                 if hit or self.skip:
                     self.skip = bool(hit)

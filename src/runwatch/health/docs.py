@@ -634,22 +634,27 @@ trigger series and a near miss in `tests/health` (`cases.py`, `test_engine.py`):
   as reward-model studies name it) is the task score `grpo.proxy_hacking` reads, where the
   run logs no other; a GRPO loop's `kl_avg` or `mean_kl` is its KL to the reference
   (`ALONE_PATTERNS` and `READ_WHEN_ALONE` in `runwatch.metrics.aliases`; the rules only).
-- `grpo.loss_spike` (GRPO, PPO; info, class `loss_spike`): the policy loss jumps above the
-  point before it by 20 robust standard deviations of its recent changes and by at least
-  its own level. A GRPO loss sits near 0 with noise of its own, so `loss.spike`'s 6
-  deviations would flag its tails.
+- `grpo.loss_spike` (GRPO, PPO; info, class `loss_spike`): the policy loss jumps away from
+  the point before it, up or down (a policy loss's sign means nothing; detector `jump` with
+  `both`), by 20 robust standard deviations of its recent changes and by at least its own
+  level. A GRPO loss sits near 0 with noise of its own, so `loss.spike`'s 6 deviations
+  would flag its tails.
+- Stable-Baselines3's `train/entropy_loss` (minus a discrete policy's entropy) is read by
+  its size as the entropy, where the run logs no other (`ALONE_TRANSFORMED`): OpenRLHF's
+  W&B history logs the entropy itself under the same name, and the size is the entropy in
+  both.
 - `grpo.kl_ref_high` (info, class `kl_growth`): the KL to the reference above 1 nat on 5
   of the last 8 logged steps. A KL that climbs by spikes (no trend follows it) or jumps in
   the first steps of a short run is far from the reference however it got there; a policy
   held by its penalty stays at hundredths to tenths of a nat.
 
 As printed by `runwatch health-eval --split train` (94-run corpus, 83 in `train` with round
-6, the engine before and after these changes, 20:18 and 20:26 UTC; load average 2-5):
+6, the engine before and after these changes, 20:18 and 20:33 UTC; load average 2-5):
 
 ```
 before: train: 47 of 59 pathologies found (80%), median delay 5.5 logged points;
         0 of 24 healthy runs with a warning
-after:  train: 54 of 59 pathologies found (92%), median delay 5 logged points;
+after:  train: 55 of 59 pathologies found (93%), median delay 5 logged points;
         0 of 24 healthy runs with a warning
 ```
 
@@ -657,19 +662,19 @@ Per class, before → after (the others unchanged):
 
 | class | runs | found | false + | median delay (points) |
 |---|---|---|---|---|
+| entropy_collapse | 7 | 6 → 7 | 2 → 2 | 8.5 → 9 |
 | kl_growth | 6 | 3 → 5 | 0 → 0 | 31 → 31 |
 | loss_spike | 6 | 3 → 4 | 2 → 4 | 0 → 0 |
 | overfitting | 8 | 4 → 8 | 0 → 1 | 8.5 → 3.5 |
 | reward_hacking | 5 | 1 → 2 | 0 → 0 | 10 → 7.5 |
 
 The new false positives are info findings on runs labelled with another pathology. Still
-missed: `ppo_flappybird_sb3_csv` (Stable-Baselines3 logs `train/entropy_loss`, minus the
-entropy, under the name OpenRLHF uses for the entropy itself once the `train/` prefix is
-read off; nothing reads it yet), the two SFT plateaus its reader doubted
+missed: the two SFT plateaus their reader doubted
 (`sft_korean_lora_json`, `sft_tech_challenge_two_epochs`: a 2% fall that the 5% rule does
 not call flat), `sft_bloom3b_lyrics_lora` (a 60-step excursion that climbs over several
 points, not one jump; found as `loss.rising`), the downward spike of
-`grpo_tinker_code_sandbox`'s summed loss (the jump rules look up only), the slow KL of
+`grpo_tinker_code_sandbox`'s summed loss (tinker's `loss:sum`, which no rule reads: a
+sum over a batch's tokens is not a loss level an SFT rule could judge), the slow KL of
 `grpo_proxy_rm_qwen05b`, and `grpo_yuxuan_arrays_csv`'s KL is found 110 points late. The
 `train` figure is tuned on and says only that the fixes hold; the next clean figure is
 round 7's.
@@ -702,7 +707,8 @@ DETECTOR_DOCS = (
      "point-to-point changes; from `early_points` until `min_points`, has not gained at "
      "all"),
     ("jump", "a value rises above the one before it by more than `z` robust standard "
-     "deviations of the recent step-to-step changes and by `min_rel` of its level; with "
+     "deviations of the recent step-to-step changes and by `min_rel` of its level (with "
+     "`both`, or falls as far below it); with "
      "`repeat`, a finding holding that many jumps (within `hold` points of each other) is "
      "a warning"),
     ("shift", "the last `stay` points all lie above the level just before them (the "

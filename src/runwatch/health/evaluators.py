@@ -101,7 +101,7 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
         return d.Jump(
             z=_num(p, "z", 6.0), min_rel=_num(p, "min_rel", 0.05),
             window=int(_num(p, "window", 20)), min_history=int(_num(p, "min_history", 10)),
-            hold=int(_num(p, "hold", 10)), state=state,
+            hold=int(_num(p, "hold", 10)), both=bool(_num(p, "both", 0)), state=state,
         )
     if kind == "shift":
         return d.Shift(

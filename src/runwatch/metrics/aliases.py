@@ -37,7 +37,13 @@ def log(values: list[float]) -> list[float]:
     return [math.log(v) if v > 0 else math.nan for v in values]
 
 
-TRANSFORMS: dict[str, Transform] = {"1 - x": complement, "-x": negate, "ln x": log}
+def magnitude(values: list[float]) -> list[float]:
+    """The size of each value, whatever its sign."""
+    return [abs(v) for v in values]
+
+
+TRANSFORMS: dict[str, Transform] = {"1 - x": complement, "-x": negate, "ln x": log,
+                                    "|x|": magnitude}
 
 # Exact names. Where two frameworks use one name with one meaning, one entry serves both.
 EXACT: dict[str, Alias] = {
@@ -131,7 +137,8 @@ EXACT: dict[str, Alias] = {
     "teacher_kl": Alias("reward_mean", "tinker-cookbook (on-policy distillation)", "-x"),
     # --- Stable-Baselines3 (PPO's progress.csv; train/entropy_loss is minus the entropy
     # and shares its name, once the train/ prefix is read off, with OpenRLHF's entropy_loss
-    # that is the entropy itself: neither is aliased) ---
+    # that is the entropy itself: neither is aliased here; the rules read its magnitude,
+    # ALONE_TRANSFORMED below) ---
     "rollout/ep_rew_mean": Alias("reward_mean", "Stable-Baselines3"),
     # --- hand-written GRPO loops ---
     "mean_reward": Alias("reward_mean", "hand-written GRPO loops"),
@@ -239,9 +246,16 @@ ALONE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+# Raw names read with a transform where no other name feeds the role. Stable-Baselines3
+# writes `train/entropy_loss`, minus a discrete policy's entropy (negative), and OpenRLHF's
+# W&B history the same name for the entropy itself (positive): the magnitude is the
+# entropy in both (a Gaussian policy's entropy that crosses 0 is read only until it does).
+ALONE_TRANSFORMED: dict[str, tuple[str, str]] = {"train/entropy_loss": ("entropy", "|x|")}
+
+
 def read_when_alone(key: str) -> bool:
     """Whether `key` feeds a role only where no other name does (it goes last in a batch)."""
-    if key in READ_WHEN_ALONE:
+    if key in READ_WHEN_ALONE or key in ALONE_TRANSFORMED:
         return True
     name = resolve(key)[0]
     return any(p.match(name) for p, _ in ALONE_PATTERNS)
@@ -255,6 +269,9 @@ def health_name(key: str) -> tuple[str, Transform | None]:
     alone = READ_WHEN_ALONE.get(key)
     if alone is not None:
         return alone, None
+    if key in ALONE_TRANSFORMED:
+        role, how = ALONE_TRANSFORMED[key]
+        return role, TRANSFORMS[how]
     name, alias = resolve(key)
     if alias is None and TASK_SCORE.match(name):
         return "accuracy", None

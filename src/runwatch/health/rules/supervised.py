@@ -176,13 +176,15 @@ RULES: tuple[Rule, ...] = (
         methods=("grpo",),
         variants=(("loss",),),
         detector="jump",
-        params={"z": 20.0, "min_rel": 1.0, "window": 20, "min_history": 10, "hold": 10},
+        params={"z": 20.0, "min_rel": 1.0, "window": 20, "min_history": 10, "hold": 10,
+                "both": 1},
         severity="info",
-        condition="The policy `loss` of an RL run rises above the point before it by more "
-        "than {z} robust standard deviations of its last {window} step-to-step changes and "
-        "by at least its own level ({min_rel} of it): a GRPO or PPO loss sits near 0 with "
-        "noise of its own, so only a jump far outside it is a spike (a batch of extreme "
-        "advantages or ratios, a KL estimate blowing up).",
+        condition="The policy `loss` of an RL run moves away from the point before it (up "
+        "or down: its sign means nothing) by more than {z} robust standard deviations of "
+        "its last {window} step-to-step changes and by at least its own level ({min_rel} "
+        "of it): a GRPO or PPO loss sits near 0 with noise of its own, so only a jump far "
+        "outside it is a spike (a batch of extreme advantages or ratios, a KL estimate "
+        "blowing up).",
         message="{metric} jumped from {from:.4g} to {to:.4g}; its step-to-step change "
         "varies by {noise:.2g}{repeats}.",
         advice="Read the batch at that step (rewards, advantages, the importance ratio and "
