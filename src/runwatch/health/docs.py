@@ -617,7 +617,7 @@ excursion of an SFT loss reads as rising and not falling instead of a spike; a p
 reward model's rise against a flat `gold_acc` is not read as hacking; KL logged under
 names outside the trainers' vocabularies, or rising by spikes, is not read as growth.
 
-#### Changed in session 9 (round 6 spent)
+#### Changed in session 8, after round 6 was scored (round 6 spent)
 
 Round 6's 29 runs moved to `train` (`left_holdout` says why; `scored_rounds` is back to
 rounds 1 and 4). Its misses were fixed from trainers' conventions, each change with a
