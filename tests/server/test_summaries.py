@@ -209,10 +209,11 @@ def test_an_index_made_before_summaries_gets_them_on_first_read(pair: Pair) -> N
 
 def test_a_new_attempt_purges_the_old_summaries(engine: Engine, runs_dir: Path) -> None:
     job = submit_command(engine, runs_dir, "job")
-    record_attempt(job.dir, 1, "FAILED", steps=400)
+    record_attempt(job.dir, 1, "FAILED", steps=2000)
     Indexer(engine, runs_dir).index_once()
     old_kid, old = state_of(engine, "job", "loss")
     assert old is not None
+    assert stored(engine, old_kid)[1], "attempt 1 has packs: the check can fail"
     control.retry(engine, job.run_pk)
     record_attempt(job.dir, 2, "SUCCEEDED", steps=150)
     Indexer(engine, runs_dir).index_once()
@@ -580,3 +581,65 @@ def test_a_read_across_an_ingest_that_packs_a_chunk_loses_no_bucket(
     finally:
         writer.dispose()
         engine.dispose()
+
+
+def test_every_stored_level_reads_the_same_across_packed_and_open_chunks(
+        engine: Engine, runs_dir: Path) -> None:
+    """A key long enough that each stored level it is read at (4 to 10, budgets 5000 to
+    30) has packed chunks and an open one: the answers are the points' as it grows by a
+    batch that closes chunks on several levels at once, after a re-logged step inside a
+    packed chunk, and after migration 0008 down and up again."""
+    pair = Pair(engine, runs_dir)
+    budgets = (5000, 2000, 500, 100, 30)
+
+    def value(i: int, step: int) -> float:
+        return math.nan if step % 1009 == 0 else math.sin(step / 97.0) + i * 1e-6
+
+    def check() -> None:
+        for points in budgets:
+            fast, slow = pair.both("long", ["loss"], points)
+            assert fast == slow, f"points={points}"
+
+    write_run(runs_dir, "long", records(list(range(30_011)), 0, value))
+    pair.index()
+    append(runs_dir / "long", records(list(range(30_011, 70_123)), 30_011, value))
+    pair.index()
+    kid, state = state_of(engine, "long", "loss")
+    assert state is not None and state.base == 4
+    rows, packs = stored(engine, kid)
+    for level in (4, 6, 8, 10):
+        assert any(lv == level for lv, _ in packs), f"level {level} has packs"
+        assert any(lv == level for lv, _ in rows), f"level {level} has an open chunk"
+    check()
+    append(runs_dir / "long", records(list(range(20_000, 20_500)), 70_123,
+                                      lambda i, step: 3.0))
+    pair.index()
+    check()
+    before = stored(engine, kid)
+    downgrade(engine, "0007")
+    url = engine.url.render_as_string(hide_password=False)
+    engine.dispose()
+    again = open_engine(url)
+    try:
+        assert stored(again, kid) == before
+        pair = Pair(again, runs_dir)
+        check()
+    finally:
+        again.dispose()
+
+
+def test_a_deleted_run_leaves_no_packs(engine: Engine, runs_dir: Path) -> None:
+    """A run's packs go with its keys (the foreign key's cascade, on SQLite and
+    PostgreSQL): deleting the run leaves none."""
+    from runwatch.store.runs import delete_run
+
+    write_run(runs_dir, "gone", records(list(range(3000))))
+    Pair(engine, runs_dir).index()
+    kid, _ = state_of(engine, "gone", "loss")
+    assert stored(engine, kid)[1], "the run has packs: the check can fail"
+    with engine.begin() as conn:
+        pk = conn.execute(select(s.runs.c.pk).where(s.runs.c.name == "gone")).scalar_one()
+        delete_run(conn, pk)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM metric_summary_packs").scalar() == 0
+        assert conn.exec_driver_sql("SELECT count(*) FROM metric_summaries").scalar() == 0
