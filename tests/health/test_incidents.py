@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 
 from runwatch.health.engine import Engine as HealthEngine
 from runwatch.health.findings import Finding
+from runwatch.health.rules import BY_ID
 from runwatch.ingest.importers import read_source
 
 from .helpers import evaluate, to_batch
@@ -137,3 +138,8 @@ def test_one_collapsing_entropy_is_listed_once(engine: Engine, tmp_path: Path) -
     assert f["severity"] == "warning" and f["first_step"] < 15
     assert {i["rule_id"] for i in f["evidence"]["incident"]} == {
         "grpo.entropy_falling", "grpo.entropy_collapse", "grpo.entropy_low"}
+    # its message is the lead's alone, naming the others: theirs say the same again
+    lead, *others = f["evidence"]["incident"]
+    assert lead["rule_id"] == f["rule_id"] and f["message"].startswith(lead["message"])
+    assert not any(o["message"] in f["message"] for o in others)
+    assert all(BY_ID[o["rule_id"]].title.lower() in f["message"] for o in others)

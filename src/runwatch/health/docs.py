@@ -77,7 +77,8 @@ another, `metrics` names every metric and `evidence.incident` keeps each merged
 finding's rule id, id, severity, metric and message. Findings of rules that judge one
 signal at different speeds (an entropy falling, collapsing and fallen to a quarter; see
 `Rule.signal`) whose steps overlap are listed as one the same way, starting at the first
-of them. Repeated loss spikes within
+of them; its message is the lead's, naming the others by their titles (their own messages
+would say the same thing again). Repeated loss spikes within
 `hold` points are one `loss.spike` finding, which turns from info to warning at the
 second. Messages state changes in words with their numbers ("loss fell only 2.0% over
 897 steps (0.69 to 0.676)."), and a resolved finding describes what held, not the

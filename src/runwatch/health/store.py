@@ -321,10 +321,10 @@ def same_signal(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
         run: list[dict[str, Any]] = []
         for item in group:
             if run and item["first_step"] > max(g["last_step"] or 0 for g in run):
-                out.append(_merged(run))
+                out.append(_merged(run, one_signal=True))
                 run = []
             run.append(item)
-        out.append(_merged(run))
+        out.append(_merged(run, one_signal=True))
     return out
 
 
@@ -333,7 +333,22 @@ def same_signal(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 CATALOGUE_ORDER = {rule.id: i for i, rule in enumerate(CATALOGUE)}
 
 
-def _merged(group: list[dict[str, Any]]) -> dict[str, Any]:
+def _message(group: list[dict[str, Any]], one_signal: bool) -> str:
+    """The merged finding's message: each metric's own where an incident spans several
+    metrics; where several rules judged one signal, the lead's alone (theirs would say the
+    same thing again), naming the others."""
+    if not one_signal:
+        return " ".join(g["message"] for g in group)
+    lead = group[0]["rule_id"]
+    others = [BY_ID[g["rule_id"]].title.lower() if g["rule_id"] in BY_ID else g["rule_id"]
+              for g in group[1:] if g["rule_id"] != lead]
+    others = list(dict.fromkeys(others))
+    if not others:
+        return str(group[0]["message"])
+    return f"{group[0]['message']} Also: {'; '.join(others)}."
+
+
+def _merged(group: list[dict[str, Any]], one_signal: bool = False) -> dict[str, Any]:
     if len(group) == 1:
         return group[0]
     group = sorted(group, key=lambda g: (*sort_key(g)[:2],
@@ -344,7 +359,7 @@ def _merged(group: list[dict[str, Any]]) -> dict[str, Any]:
         "status": "open" if any(g["status"] == "open" for g in group) else "resolved",
         "first_step": min(g["first_step"] for g in group),
         "last_step": max(g["last_step"] or 0 for g in group),
-        "message": " ".join(g["message"] for g in group),
+        "message": _message(group, one_signal),
         "metrics": list(dict.fromkeys(m for g in group for m in g["metrics"])),
         "evidence": {**lead["evidence"], "incident": [
             {k: g[k] for k in ("rule_id", "id", "severity", "metric", "message")}
