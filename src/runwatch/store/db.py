@@ -161,6 +161,11 @@ def _alembic(command_name: str, engine: Engine) -> None:
             conn.commit()
         try:
             with conn.begin():
+                if sqlite and not conn.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
+                    # pysqlite opens its transaction only before a first INSERT, UPDATE or
+                    # DELETE: a migration's leading CREATE TABLE would commit on its own, and
+                    # one that failed later would leave its tables at the old revision
+                    conn.exec_driver_sql("BEGIN")
                 cfg.attributes["connection"] = conn
                 getattr(command, command_name)(cfg, "head")
         except Exception as exc:
