@@ -161,6 +161,24 @@ def test_a_live_run_keeps_drawing_in_the_compare_view(page: Page, server: Runner
     assert page.evaluate("window.__marker") == "same page"
 
 
+def test_a_comparison_url_asks_for_its_overlay_before_the_app_loads(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """The first script asks for a /compare URL's overlay before it imports the app's chunk
+    (whose fetch and compile then overlap the server's answer), and the view takes that
+    answer: one overlay request, the charts drawn from it."""
+    names = three_arms(runs_dir, server)
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(urlparse(r.url).path)
+            if r.resource_type == "script" or "/api/overlay" in r.url else None)
+    page.goto(f"{server.url}/compare?run={names[0]}&run={names[1]}&key=custom/score")
+    expect(page.locator("#compare-charts")).to_have_attribute("data-drawn", "true")
+    expect(page.locator('[data-chart="key:custom/score"]')).to_have_attribute(
+        "data-counts", "custom/score=30;custom/score=40")
+    scripts = [a for a in asked if a != "/api/overlay"]
+    assert asked.count("/api/overlay") == 1 and len(scripts) >= 2
+    assert asked.index("/api/overlay") < asked.index(scripts[-1])
+
+
 def test_the_view_is_kept_in_the_url(page: Page, server: Runner, runs_dir: Path) -> None:
     names = three_arms(runs_dir, server)
     page.goto(f"{server.url}/runs")

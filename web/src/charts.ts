@@ -13,15 +13,9 @@ import { downloadCsv, downloadPng, seriesTable } from "./export";
 import { MetricPicker, type PickerKey } from "./picker";
 import type { Finding, MetricKey, PointsEvent, SeriesResponse } from "./types";
 
-// A chart cannot show more distinct points than it is pixels wide; the server never
-// sends more than this per series.
-export const MAX_POINTS = 1000;
-const MIN_POINTS = 300;
+import { MAX_POINTS, pointBudget } from "./early";
 
-/** Points per series for a plot `width` pixels wide: about one per pixel. */
-export function pointBudget(width: number): number {
-  return Math.max(MIN_POINTS, Math.min(MAX_POINTS, Math.round(width)));
-}
+export { MAX_POINTS, pointBudget };
 
 /** A small button in a chart card's head. */
 export function chartButton(cls: string, label: string, title: string): HTMLButtonElement {

@@ -6,8 +6,11 @@
 // their new points are appended to the charts.
 
 import "./compare.css";
-import { ApiError, chartSelectors, getJSON, getOverlay, plainError, runPath, type Overlay } from "./api";
-import { MAX_POINTS, chartButton, pointBudget, seriesPath } from "./charts";
+import { ApiError, chartSelectors, getJSON, getOverlay, overlayPath, plainError, runPath, type Overlay } from "./api";
+import { MAX_POINTS, chartButton, seriesPath } from "./charts";
+import { MAX_SERIES, pointBudget, readCompareState, takeEarlyOverlay, type CompareState } from "./early";
+
+export { readCompareState, type CompareState };
 import { CHARTS, canonicalName, resolveLines, type ChartSpec, type ResolvedLine } from "./chartspecs";
 import { ChartView, fitCharts } from "./chartview";
 import { CompareReportPanel } from "./comparereport";
@@ -19,27 +22,6 @@ import { TERMINAL_PHASES } from "./format.gen";
 import { MetricPicker } from "./picker";
 import type { MetricKey, MetricKeys, RunDetail, RunList, RunSummary, SeriesData, SeriesResponse } from "./types";
 
-export interface CompareState {
-  runs: string[];
-  /** Keys charted besides the standard charts: one chart each, a line per run. */
-  keys: string[];
-  baseline: string | null;
-  subject: string | null;
-  acrossPlans: boolean;
-  onlyDiff: boolean;
-}
-
-export function readCompareState(p: URLSearchParams): CompareState {
-  return {
-    runs: [...new Set(p.getAll("run").filter(Boolean))],
-    keys: [...new Set(p.getAll("key").filter(Boolean))],
-    baseline: p.get("baseline"),
-    subject: p.get("subject"),
-    acrossPlans: p.get("across_plans") === "1",
-    onlyDiff: p.get("only_diff") === "1",
-  };
-}
-
 export function writeCompareState(s: CompareState, p: URLSearchParams): void {
   for (const r of s.runs) p.append("run", r);
   for (const k of s.keys) p.append("key", k);
@@ -50,9 +32,8 @@ export function writeCompareState(s: CompareState, p: URLSearchParams): void {
 }
 
 const POLL_MS = 2000;
-// points per series of a chart's CSV, and series (runs × keys) per request: the server's most
+// points per series of a chart's CSV: the server's most
 const EXPORT_POINTS = 20_000;
-const MAX_SERIES = 400;
 // polls of a run after it ended: its last points may be indexed after its end
 const POLLS_AFTER_END = 2;
 const SMOOTHING_KEY = "runwatch.smoothing";
@@ -192,7 +173,10 @@ export class CompareView {
     try {
       // the charts are not on the page yet: about half the view's width each
       const points = pointBudget(this.el.clientWidth / 2);
-      return await getOverlay(this.state.runs, chartSelectors(CHARTS, this.state.keys), { points, bands: false });
+      const select = chartSelectors(CHARTS, this.state.keys);
+      const opts = { points, bands: false };
+      // asked by the first script already where it asked for the same (see early.ts)
+      return await (takeEarlyOverlay(overlayPath(this.state.runs, select, opts)) ?? getOverlay(this.state.runs, select, opts));
     } catch (e) {
       if (e instanceof ApiError) return null;
       throw e;

@@ -2,12 +2,13 @@
 (numpy's lazy imports, the routes' first statements, a pooled connection; about 0.15 s)
 and for full garbage collections that walk every object the process made to start.
 
-`warm_up` serves one small overlay in-process, straight to the router: the middleware
-(auth, origins, request timing) does not see it, nothing is cached from it, and it reads
-one summarised key at about ten buckets, so it warms the code, not the data. Then the
-objects made so far (modules, the app) are frozen out of the collector's reach
-(`gc.freeze`), once a process: a full collection during a request walks only what came
-after (one walked 0.2-0.6 s of a cold overlay at load 8-10; none does once frozen).
+`warm_up` serves one small overlay and the app's page in-process, straight to the
+router: the middleware (auth, origins, request timing) does not see them, nothing is
+cached from them, and the overlay reads one summarised key at about ten buckets, so it
+warms the code, not the data. Then the objects made so far (modules, the app) are frozen
+out of the collector's reach (`gc.freeze`), once a process: a full collection during a
+request walks only what came after (one walked 0.2-0.6 s of a cold overlay at load 8-10;
+none does once frozen).
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ WARM_POINTS = 10
 
 
 def warm_up(app: FastAPI, engine: Engine) -> int | None:
-    """Serve `GET /api/overlay` of one summarised key (any run's) inside this process, and
-    build the middleware stack. The warm request's status, or None when it raised (an
-    error the first real request meets again; a run named "-" where no key is summarised
-    yet is one: it still warms the routes and a connection)."""
+    """Serve `GET /api/overlay` of one summarised key (any run's) and the app's page
+    inside this process, and build the middleware stack. The overlay's status, or None
+    when it raised (an error the first real request meets again; a run named "-" where no
+    key is summarised yet is one: it still warms the routes and a connection)."""
     import numpy.ma  # noqa: F401  (np.unique's first call imports it)
 
     k, r = s.metric_keys.c, s.runs.c
@@ -46,13 +47,20 @@ def warm_up(app: FastAPI, engine: Engine) -> int | None:
     app.middleware_stack = app.build_middleware_stack()
     # its own thread: asyncio.run refuses to start in a thread whose loop is running
     status: list[int] = []
-    t = threading.Thread(target=asyncio.run, args=(_get(app, "/api/overlay", query, status),),
+    t = threading.Thread(target=asyncio.run, args=(_warm_gets(app, query, status),),
                          name="runwatch-warm-up")
     t.start()
     t.join()
     if not gc.get_freeze_count():  # once: a second server of a process freezes nothing more
         gc.freeze()
     return status[0] if status else None
+
+
+async def _warm_gets(app: FastAPI, query: str, status: list[int]) -> None:
+    """The overlay, then the app's page (its route and a FileResponse's first call: a fresh
+    server's first document took 38-75 ms to its first byte at load 4.5-6, 4-19 ms so warmed)."""
+    await _get(app, "/api/overlay", query, status)
+    await _get(app, "/runs", "", [])
 
 
 async def _get(app: FastAPI, path: str, query: str, status: list[int]) -> None:
