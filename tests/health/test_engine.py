@@ -487,3 +487,33 @@ def test_hand_written_and_lightning_names_feed_the_rules(key: str, rule_id: str,
     assert rule_id in rule_ids(Engine(method).feed(to_batch(flat)))
     moving = {key: [0.5 + sign * 0.02 * i + 0.05 * math.sin(1.3 * i) for i in range(40)]}
     assert rule_id not in rule_ids(Engine(method).feed(to_batch(moving)))
+
+
+def _resumed_loss() -> tuple[list[int], list[float]]:
+    # A run that crashed at step 400 and resumed from its checkpoint at step 200 logs
+    # steps 200.. again, at the loss it had there (1.05), 47% above the 0.72 it had
+    # reached: the curve, not a jump.
+    def loss(s: int) -> float:
+        return (0.5 + 1.5 * math.exp(-s / 200)) * (1 + 0.01 * math.sin(1.7 * s))
+    steps = [*range(0, 401, 10), *range(200, 1001, 10)]
+    return steps, [loss(s) for s in steps]
+
+
+@pytest.mark.parametrize("split", [None, 41])
+def test_a_run_resumed_from_its_checkpoint_is_no_step_up(split: int | None) -> None:
+    steps, values = _resumed_loss()
+    eng = Engine("sft")
+    if split is None:
+        found = eng.feed(to_batch({"loss": (steps, values)}))
+    else:  # the second attempt arrives in a later batch, as a live run's does
+        first = eng.feed(to_batch({"loss": (steps[:split], values[:split])}))
+        found = first + eng.feed(to_batch({"loss": (steps[split:], values[split:])}))
+    assert "loss.stepped_up" not in rule_ids(found)
+
+
+def test_the_same_jump_at_steps_that_go_on_is_a_step_up() -> None:
+    # Near miss: the same values logged at steps that keep counting are a loss that
+    # jumped 47% and stayed there.
+    _, values = _resumed_loss()
+    found = Engine("sft").feed(to_batch({"loss": values}))
+    assert "loss.stepped_up" in rule_ids(found)

@@ -352,7 +352,12 @@ class Shift:
     those `window` points' step-to-step changes (less their median, the trend). A spike
     comes back; a shifted loss does not (a restart from a worse checkpoint, a changed
     data mix, a learning rate too high mid-run). It holds while the series stays above
-    the old level by half of `min_rel`."""
+    the old level by half of `min_rel`. A step that goes back (a run resumed from a
+    checkpoint logs its steps again) refills the window with the points logged up to that
+    step (a thinned history of `HISTORY` of them): the loss comes back to what it was at
+    that checkpoint, above where the first attempt had got to, and that is no shift."""
+
+    HISTORY = 128
 
     def __init__(self, z: float = 6.0, min_rel: float = 0.2, window: int = 10,
                  stay: int = 3, state: dict[str, Any] | None = None) -> None:
@@ -362,17 +367,31 @@ class Shift:
         self.points: list[float] = list(st.get("p", []))  # the last window + stay values
         self.level: float | None = st.get("level")  # the old level while a shift holds
         self.shift: list[float] = list(st.get("shift", []))  # [old level, new value]
+        self.last_step: int | None = st.get("last")  # the last point's step
+        self.hist: list[list[float]] = [list(h) for h in st.get("hist", [])]  # [step, value]
 
-    def feed(self, values: list[float]) -> list[bool]:
+    def feed(self, values: list[float], steps: list[int] | None = None) -> list[bool]:
         out = []
         keep = self.window + self.stay
-        for v in values:
+        for i, v in enumerate(values):
+            if steps is not None:
+                step = steps[i]
+                if self.last_step is not None and step <= self.last_step:
+                    self.hist = [h for h in self.hist if h[0] <= step]
+                    self.points = [h[1] for h in self.hist[-self.window:]]
+                    self.level = None
+                self.last_step = step
             if v - v != 0:
                 out.append(self.level is not None)
                 continue
             self.points.append(v)
             if len(self.points) > keep:
                 del self.points[0]
+            if steps is not None:
+                self.hist.append([steps[i], v])
+                if len(self.hist) > self.HISTORY:  # thin the older half
+                    half = self.HISTORY // 2
+                    self.hist = self.hist[:half:2] + self.hist[half:]
             if self.level is not None:
                 if v > self.level + 0.5 * self.min_rel * abs(self.level):
                     out.append(True)
@@ -396,7 +415,8 @@ class Shift:
         return False
 
     def state(self) -> dict[str, Any]:
-        return {"p": self.points, "level": self.level, "shift": self.shift}
+        return {"p": self.points, "level": self.level, "shift": self.shift,
+                "last": self.last_step, "hist": self.hist}
 
 
 class AboveBest:

@@ -489,8 +489,10 @@ from what trainers log, each change with a trigger series and a near miss in
   a row. Info, since some DeepSpeed versions log 0 for a gradient they do not see.
 - `loss.stepped_up` (SFT; detector `shift`): the loss jumps 20% above its level just
   before (the median of its last 3 points) and stays there 3 points (a resume from the
-  wrong checkpoint, a step counter that restarted); a spike that comes back is
-  `loss.spike`.
+  wrong checkpoint, a changed data mix); a spike that comes back is `loss.spike`. A step
+  that goes back refills its window with the points logged up to that step: a run
+  resumed from its checkpoint logs those steps again at the loss it had there, above
+  where the first attempt had got to, and that is no jump (`loss.spike`, info, still notes it).
 - A loop that logs its loss only as `train_loss` (NeMo: `reduced_train_loss`; Lightning's
   CSVLogger: `train_loss_step`), its validation loss as `val_loss` (Keras, Lightning and
   NeMo too), or its mean reward as `reward/mean`, `rewards/mean` or `avg_reward`, is

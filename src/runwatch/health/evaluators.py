@@ -161,7 +161,9 @@ class Evaluator:
                 verdicts = self.detector.feed(values, steps)
             elif rule.detector in ("trend", "no_progress", "no_improvement"):
                 verdicts = self.detector.feed(steps, values)
-            else:  # spike, jump, shift, above_best
+            elif isinstance(self.detector, d.Shift):
+                verdicts = self.detector.feed(values, steps)
+            else:  # spike, jump, above_best
                 verdicts = self.detector.feed(values)
         hits = getattr(self.detector, "hits", None)
         onset = getattr(self.detector, "onset", None)
