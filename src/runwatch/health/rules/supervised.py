@@ -69,11 +69,14 @@ RULES: tuple[Rule, ...] = (
         params={"below": 1e-12, "k": 3, "n": 3},
         severity="warning",
         condition="`loss` is exactly 0 on {k} logged steps in a row: a token cross-entropy "
-        "cannot reach 0 on real data, so the steps train on nothing (every label masked, or "
-        "non-finite steps filtered out of the logged mean).",
+        "on real data reaches 0 only when the steps train on nothing (every label masked, or "
+        "non-finite steps filtered out of the logged mean) or the model has memorised a "
+        "tiny data set past the logger's rounding (the HF Trainer logs 4 decimals).",
         message="{metric} was exactly 0 on {count} logged steps from step {first_step}.",
         advice="Check the loss mask (labels all -100 after truncation or a template "
-        "mismatch) and the data collator, and read the trainer's log for skipped NaN steps.",
+        "mismatch) and the data collator, and read the trainer's log for skipped NaN steps; "
+        "if the loss fell there smoothly, the data set is memorised: train fewer epochs or "
+        "on more data.",
     ),
     Rule(
         id="sft.overfitting",
