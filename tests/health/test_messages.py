@@ -77,3 +77,12 @@ def test_a_flat_reward_is_info_until_it_has_held_over_30_points() -> None:
     assert re.fullmatch(r"reward_mean (rose only|fell) [\d.]+ over 40 logged points "
                         r"\([\d.]+ to [\d.]+\), within its noise \(sd [\d.]+ per point\)\.",
                         f.message), f.message
+
+
+def test_a_stuck_loss_message_states_its_spread_as_the_condition_does() -> None:
+    # loss.stuck's spread is 0.5%: the message said "never moving more than 0%" beside
+    # "fell only 0.3%", contradicting itself.
+    steps = list(range(100, 1201, 100))
+    found = evaluate("sft", {}, {"loss": (steps, [2.30 - 0.001 * k for k in range(12)])})
+    msgs = [f.message for f in found if f.rule_id == "loss.stuck"]
+    assert msgs and all("more than 0.5% from" in m for m in msgs), msgs

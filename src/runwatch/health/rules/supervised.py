@@ -55,7 +55,7 @@ RULES: tuple[Rule, ...] = (
         "learning, as a frozen model or one at chance (ln of its vocabulary: 10.8 for "
         "GPT-2's) gives.",
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}), never "
-        "moving more than {max_spread:.0%} from where it started.",
+        "moving more than {max_spread:.1%} from where it started.",
         advice="Nothing is learned: check that learning_rate is not 0, that the parameters "
         "(or the adapter) are trainable and receive gradients, and that the labels are not "
         "all masked.",
