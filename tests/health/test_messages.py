@@ -86,3 +86,11 @@ def test_a_stuck_loss_message_states_its_spread_as_the_condition_does() -> None:
     found = evaluate("sft", {}, {"loss": (steps, [2.30 - 0.001 * k for k in range(12)])})
     msgs = [f.message for f in found if f.rule_id == "loss.stuck"]
     assert msgs and all("more than 0.5% from" in m for m in msgs), msgs
+
+
+def test_a_high_kl_message_counts_the_hits_of_its_window() -> None:
+    # grpo.kl_ref_high said "above 1.0 on 96 of the last 8 logged steps": the count of
+    # every hit since it opened, not its window's.
+    found = evaluate("grpo", {}, {"kl": [2.0 + 0.01 * i for i in range(100)]})
+    msgs = [f.message for f in found if f.rule_id == "grpo.kl_ref_high"]
+    assert msgs and all("on 8 of the last 8" in m for m in msgs), msgs

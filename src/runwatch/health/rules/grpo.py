@@ -573,7 +573,7 @@ RULES: tuple[Rule, ...] = (
         "steps: a policy held by its KL penalty stays at hundredths to tenths of a nat; one "
         "this far has left the reference, however it got there (a climb by spikes that no "
         "trend follows, or a jump in the first steps).",
-        message="{metric} was above {above} on {count} of the last {n} logged steps "
+        message="{metric} was above {above} on {in_window} of the last {n} logged steps "
         "(last {last:.3g}).",
         advice="The policy drifts away from the reference without bound: raise beta (the KL "
         "coefficient) or lower learning_rate, check the KL estimator (k3 is bounded below "
