@@ -14,13 +14,14 @@ from typing import Any
 import httpx
 import pytest
 from apiclient import Api, assert_error
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from runwatch.ingest import Indexer
 from runwatch.server.app import create_app
 from runwatch.server.runner import Runner
 from runwatch.server.series_cache import SeriesCache
 from runwatch.server.warm import warm_up
+from runwatch.store.db import open_engine
 from tests.support import write_run
 from tests.support.wait import DEADLINE_S, wait_for
 
@@ -143,3 +144,15 @@ def test_a_warmed_app_answered_one_overlay_and_kept_nothing_of_it(engine: Engine
     params = {"run": "beta", **SELECT}
     assert Api(warm).ok("/api/overlay", params=params) == Api(
         create_app(engine, runs_dir=runs_dir)).ok("/api/overlay", params=params)
+
+
+def test_a_warm_up_over_an_index_it_cannot_read_still_starts_the_server(
+        tmp_path: Path) -> None:
+    """The warm-up's own lookup failing (here: a table the index lacks) leaves the server
+    to start and its requests to say what is wrong; it stopped create_app."""
+    broken = open_engine(tmp_path / "index.db")
+    with broken.begin() as conn:
+        conn.execute(text("DROP TABLE metric_summary_state"))
+    app = create_app(broken, warm=True)
+    assert app.middleware_stack is not None
+    broken.dispose()

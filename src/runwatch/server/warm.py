@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 from fastapi import FastAPI
 from fastapi.middleware.asyncexitstack import AsyncExitStackMiddleware
 from sqlalchemy import Engine, select
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.types import Message
 
 from runwatch.store import schema as s
@@ -37,11 +38,14 @@ def warm_up(app: FastAPI, engine: Engine) -> int | None:
     import numpy.ma  # noqa: F401  (np.unique's first call imports it)
 
     k, r = s.metric_keys.c, s.runs.c
-    with engine.connect() as conn:
-        found = conn.execute(
-            select(r.run_id, k.key).join(s.metric_keys, k.run_pk == r.pk)
-            .join(s.metric_summary_state, s.metric_summary_state.c.key_id == k.id)
-            .limit(1)).first()
+    try:
+        with engine.connect() as conn:
+            found = conn.execute(
+                select(r.run_id, k.key).join(s.metric_keys, k.run_pk == r.pk)
+                .join(s.metric_summary_state, s.metric_summary_state.c.key_id == k.id)
+                .limit(1)).first()
+    except SQLAlchemyError:
+        found = None  # the index cannot be read now: the requests say so, the warm-up not
     query = urlencode({"run": found.run_id, "key": found.key, "points": WARM_POINTS}
                       if found else {"run": "-"})
     app.middleware_stack = app.build_middleware_stack()
