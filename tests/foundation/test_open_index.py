@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from runwatch.store.db import HEAD_REVISION, StoreError, open_engine
+from runwatch.store.db import HEAD_REVISION, StoreError, ensure_schema, open_engine
 
 OPENERS = 6
 
@@ -55,3 +55,14 @@ def test_a_database_of_other_tables_is_still_refused_at_once(tmp_path: Path) -> 
     engine.dispose()
     with pytest.raises(StoreError, match="not a runwatch index"):
         open_engine(tmp_path / "other.db")
+
+
+def test_a_half_made_index_nothing_finishes_is_named_as_such(tmp_path: Path) -> None:
+    # runwatch's own tables, not stamped, and no process making them: it said the tables
+    # were "not a runwatch index"
+    engine = open_engine(tmp_path / "half.db", migrate=False)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE runs (pk INTEGER PRIMARY KEY)"))
+    with pytest.raises(StoreError, match="part of a runwatch index that nothing finished"):
+        ensure_schema(engine, wait_s=0.2)
+    engine.dispose()

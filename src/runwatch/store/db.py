@@ -98,8 +98,11 @@ def ensure_schema(engine: Engine, wait_s: float = CREATE_WAIT_S) -> None:
 
     Several processes may open a new index at once (`runwatch ui` and `runwatch submit`
     started together): one creates it while the others wait, up to `wait_s`, for it to be
-    whole. SQLite makes each table visible as it is created, so a half-made index (only
-    runwatch's tables, not yet stamped) is waited for, not refused.
+    whole. On SQLite the index is made in one write transaction taken at its start
+    (`BEGIN IMMEDIATE`): the others wait on its lock and then find it whole, where two
+    makers creating tables side by side could each fail halfway and leave a half-made index
+    nobody finished. A half-made index (only runwatch's tables, not yet stamped), as an
+    older runwatch could leave, is waited for, then named.
     """
     deadline = time.monotonic() + wait_s
     while True:
@@ -109,6 +112,8 @@ def ensure_schema(engine: Engine, wait_s: float = CREATE_WAIT_S) -> None:
         if not tables - {"alembic_version"}:
             try:
                 with engine.begin() as conn:
+                    if conn.dialect.name == "sqlite":
+                        conn.exec_driver_sql("BEGIN IMMEDIATE")
                     metadata.create_all(conn)
                     _stamp(conn)
                 return
@@ -118,10 +123,14 @@ def ensure_schema(engine: Engine, wait_s: float = CREATE_WAIT_S) -> None:
         elif version is not None:
             _alembic("upgrade", engine)
             return
-        elif (not tables - {"alembic_version"} <= set(metadata.tables)
-              or time.monotonic() > deadline):
+        elif not tables - {"alembic_version"} <= set(metadata.tables):
             raise StoreError("the database holds tables that are not a runwatch index; "
                              "point --db at a new file or an empty database")
+        elif time.monotonic() > deadline:
+            raise StoreError(f"the database holds part of a runwatch index that nothing "
+                             f"finished making in {wait_s:g} s (a process that made it was "
+                             "stopped); delete the file, or point --db at a new one, and "
+                             "the runs folder is indexed again")
         time.sleep(0.05)  # another process is making the index: look again
 
 
