@@ -1,0 +1,224 @@
+"""docs/health.md's first part: how the engine judges a run (detectors, thresholds,
+findings, judging few points, the stress set). `{detectors}` is filled with DETECTOR_DOCS."""
+
+ENGINE = """# Health rules
+
+runwatch evaluates these rules on every run as its metrics arrive. Each rule reads a
+few metrics (by canonical name; other frameworks' names are mapped to it by the aliases
+in [metrics.md](metrics.md)), tests a condition, and raises a **finding** with a
+severity, the step range and values that triggered it, and advice that names the
+setting to change. A finding *opens* when its condition starts to hold, *updates* while
+it holds, and *resolves* when it stops; each new episode is a new finding.
+
+Read findings with `runwatch runs health RUN` (`-o json`, `--fail-on warning|critical`
+for scripts), in the run page of the web app (markers on the charts), or through the
+API. Severities: `info` (worth knowing), `warning` (likely costs you the run's
+quality or money), `critical` (the run is broken or the result is not to be trusted).
+
+## Detectors
+
+Rules are built from a few shared detectors, each evaluated incrementally (the cost of
+new points does not grow with the run's history). Points arrive in seq order from a run
+folder; a batch sent over HTTP after a later one makes the run be evaluated again whole,
+so no stored point escapes the rules.
+
+{detectors}
+
+## Overriding thresholds
+
+Every parameter below can be overridden per project; the defaults are the spec's values.
+Store a project's overrides with `runwatch thresholds PROJECT FILE` (or through the API;
+`--clear` removes them) and its runs are re-evaluated; try a file on one run without
+storing anything with `runwatch runs health RUN --thresholds FILE`. Budget rules read
+their budget (`max_sample_tokens`, `batch_size`, …) from the run's `config.yaml` at any
+depth; `settings` supplies one the config lacks.
+
+```yaml
+rules:
+  grpo.clip_high: {above: 0.15}
+  optim.grad_norm_spike: {factor: 20}
+  val.plateau: {enabled: false}
+  grpo.truncation: {severity: info}
+settings:            # budgets the run's config does not give
+  max_sample_tokens: 1024
+```
+
+## Findings
+
+A finding carries `rule_id`, `severity`, `status` (`open` or `resolved`), `metric`,
+`first_step` (the first point that crossed the limit in the window that opened it; for
+a trend, the first step of the window it judged) and `last_step` (the latest step the
+condition held at), `evidence` (the values of the
+points that crossed the limit: `first`, `last`, `min`, `max`, `count`, plus the
+detector's context such as the rolling `median`, a trend's `effect` or the `budget`), a
+`message` and the `advice`. Non-finite values appear in
+evidence as the text `NaN`, `Infinity` or `-Infinity`. A `run.stalled` finding of a run
+still running is computed when findings are read (its `id` is null); once metrics arrive
+again the stall is stored as resolved.
+
+One cause at one step is one finding: every metric that is NaN or infinite at the same
+logged steps joins one `metric.non_finite` incident (consecutive bad steps extend it),
+whose `evidence.metrics` and `metrics` list them all and whose message names them
+("loss, grad_norm and rewards/margins were NaN at step 18."). Findings of event rules
+(spikes, jumps, non-finite values) that start at the same step are listed as one
+incident: the most severe leads (its id, rule and advice), the messages follow one
+another, `metrics` names every metric and `evidence.incident` keeps each merged
+finding's rule id, id, severity, metric and message. Findings of rules that judge one
+signal at different speeds (an entropy falling, collapsing and fallen to a quarter; see
+`Rule.signal`) whose steps overlap are listed as one the same way, starting at the first
+of them; its message is the lead's, naming the others by their titles (their own messages
+would say the same thing again). Repeated loss spikes within
+`hold` points are one `loss.spike` finding, which turns from info to warning at the
+second. Messages state changes in words with their numbers ("loss fell only 2.0% over
+897 steps (0.69 to 0.676)."), and a resolved finding describes what held, not the
+change that ended it.
+
+## Judging with few points and a warm-up
+
+Trend rules wait for their window (a `trend` needs half its buckets, `no_progress` its
+`warmup` of 30 logged points, or in a run logged sparsely `warmup_steps` (200) training
+steps and at least `min_points` (10) logged points) so the noisy first steps of a run (a
+learning-rate warm-up, a DPO loss sitting at log 2) cannot raise them, and "where it
+started" is the higher of the first value and the first bucket's median, so a loss that
+dropped in its first points and then drifts down slowly has fallen. The warm-up in steps
+is why a loss logged every 50 steps is judged after 10 logs (500 steps), not after 30
+(1,500 steps); with 200 steps no healthy `train` run raises it, while 10 points alone
+raise it on two (a DPO loss at step 10, an SFT loss at step 45, both still in their
+first fall). Where a run logs too few points for a k-of-n
+rule, an extreme value is enough on its own: `grpo.truncation_extreme` (most
+completions cut on one step), `grpo.no_signal` (no group with reward variance on 3
+logged steps in a row), `dpo.over_optimisation` (one margin above 20). Rules that judge
+against noise (`loss.spike`, `rl.no_progress`) measure it on the series itself, so a
+run logged every 10 steps is judged on its own scale. Before `rl.no_progress` has the
+10 points it measures noise on, from 4 points on it says (info) that a reward has not
+risen at all: the median of its latest half not above its first half's, its Theil–Sen
+slope not above 0 and its latest point not above the first half's median (one measure
+alone flickers on a noisy rise: on simulated rewards rising 0.4 noise widths a point, the
+three together open an early finding in 18% of runs, the median pair alone in 30%). The
+early finding holds until the 10th point, where the rule judges afresh, so from there on
+the verdicts are the noise test's alone and an early finding never holds a reward that
+test would release.
+
+A run is judged by its method's rules: ORPO, KTO, SimPO and CPO runs as DPO; PPO,
+RLOO, DAPO, GSPO, Dr. GRPO, REINFORCE and on-policy distillation (`opd`) as GRPO; off-policy
+`distillation` as SFT. A method the engine does not know gets the rules for every method.
+IPO is not judged as DPO: its loss, (h − 1/(2τ))², is near 0 with accuracy 1 on a healthy
+run, which is what `dpo.loss_collapsed` reads as over-optimisation.
+
+A rule that reads one of several metrics (`exclusive`: `rl.no_progress` reads the reward,
+or the task score of a run that logs no reward; the validation rules read the first of
+their validation metrics) runs on the first in its order that the run logs, also when
+that one appears after another: a loop that logs its held-out accuracy at step 0 and
+its reward from step 1 is judged on the reward.
+
+Trend rules whose window is a number of training steps (`window_in=steps`: the ratio,
+log-probability, parse-failure, entropy and KL trends) learn the run's logging stride
+from its first three logged steps (the median gap) and judge `window` ÷ stride logged
+points, never fewer than `min_window` (8): a run logged every 10 steps judges 32 steps of
+entropy on 8 points instead of waiting for 32 points (320 steps). The points logged
+before the stride is known are kept and fed to those rules when they start, so a run fed
+a step at a time is judged as if read whole. A run logged every step is unchanged.
+
+Why these thresholds: TRL's `rewards/margins` is β-scaled and healthy DPO runs end at a
+few units (2.8 and 4.0 in the corpus), so 20 is far outside them (OpenRLHF logs the
+β-scaled chosen and rejected rewards and no margin: their difference is the margin); a
+spike is 6 robust standard deviations of the loss's own step-to-step change and at least
+5% of its level (a noisy loss moves ±25% a step without being wrong), and a spike's rise
+and its fall back are left out of that noise, so a second spike a few points later is
+judged against the loss's own noise, not one the first spike widened (it was hidden
+before: two spikes of 80% three points apart read as one info finding); a reward is
+"not improving" when the median of its latest half has gained less than one standard
+error of the difference of the two medians over the first half (at least 10 points, at
+most 25 on each side), once held it takes twice that gain on 6 judgements in a row to
+release (a flat reward's recent median wanders; 5,000 flat noisy points give one
+finding, not five), and it is info until judged on 30 points (ten points of a reward may
+yet move; the default GRPO recipe's 20 steps gain about one noise width) with the
+opening condition itself holding there: a reward that rises steadily but slowly (0.0025
+a point against a noise of 0.03) sits between one and two standard errors, keeps its
+finding open and stays info, where it used to become a warning at 30 points; a loss
+"turning back up" rises by half its level over 16 points, well beyond the wander of a
+settled loss. An entropy that falls to a quarter of where it started (the median of its
+first points, so one high first log is no fall; `grpo.entropy_low`) has collapsed
+whatever the window: in the corpus the largest fall
+of an entropy not labelled as collapsing is 38% (0.50 to 0.31), and a collapse slower
+than half in 32 steps (1.2 to 0.1 over 400 steps) or in a run of 4 points escaped the
+trend rule. A KL still climbing after 0.1 nats over 512 steps (`grpo.kl_ref_drift`) is
+the slow form of `grpo.kl_ref_growing` (0.6 nats over 2,000 steps rises 0.02 in a
+64-step window), with the same test that its latest half still climbs, so a KL that
+rose once and is held by its penalty stays silent.
+
+## Stress set
+
+`tests/health/stress.py` writes each class of the issue (DPO over-optimisation, NaN
+incidents, a loss spike, repeated spikes, RL without progress, entropy collapse, KL
+growth, groups without reward variance, overfitting with sparse evaluation) in the
+metric names of TRL, verl, OpenRLHF, tinker-cookbook, TensorBoard (the HF Trainer's
+`train/` prefix) and a hand-written loop, logged every 1, 5, 10 and 50 steps, over 4 to
+2,000 logged points, and `tests/health/test_stress.py` checks a finding of the class
+comes, and that healthy runs in the same names, strides and lengths raise no warning.
+What it found and what changed: OpenRLHF's DPO was never judged (no margin), repeated
+spikes read as one info finding, entropy that collapses slowly or in a short run and KL
+that grows slowly were missed, and a healthy reward rising slowly warned at 30 points
+(all fixed above). What it still misses, so not checked there:
+
+- a loss spike in fewer than 16 logged points (the noise it is judged against needs 10
+  changes), and RL without progress under 10 points is a chance verdict (the early one);
+- KL growth in fewer than 40 points, or slower than 0.1 nats per 512 steps (0.6 nats
+  over 10,000 steps logged every 50);
+- groups without reward variance in 4 points that are not all above 0.95;
+- overfitting over hundreds of evaluations rising less than 2% per 6 of them;
+- a loss that jumps and stays up in fewer than 40 points while it still falls steeply
+  (the jump hides in its own fall), and a loss at chance logged every step before 30
+  points (`loss.stuck` waits for 50 steps).
+
+Session 8 added a loss pinned at 0, a loss at chance and a loss that jumps and stays up,
+and three more sets of names: a loop's `train_loss`, `val_loss` and `reward/mean`,
+NeMo's `reduced_train_loss` and `val_loss`, Lightning's `train_loss_step` and `val_loss`
+(the plain loop's `val_loss` is read too now).
+"""
+
+
+# the detectors' table: (name, when it fires)
+DETECTOR_DOCS = (
+    ("threshold", "a value is above/below a limit on *k* of the last *n* points (optionally "
+     "after `min_points`); a budget rule's limit is a fraction of a run setting such as "
+     "`max_sample_tokens`"),
+    ("spike", "a value exceeds `factor` × the rolling median of the previous `window` points "
+     "(the median taken as at least `min_median`; or falls below `drop` × it); the finding "
+     "stays open `hold` points"),
+    ("trend", "the Theil–Sen slope over the last `window` points (on 8 bucket medians) moves "
+     "the series by at least `min_effect` (`relative`: as a fraction of its level) `up` or "
+     "`down`, or by less than it (`flat`); a holding trend is released only when the effect "
+     "clearly leaves it; with `recent_z`, it holds only while the latest half of the window "
+     "still moves that way by a quarter of `min_effect` and by `recent_z` widths of the "
+     "series' point-to-point noise (a series that rose once and settled has stopped)"),
+    ("no_progress", "after `warmup` points (or `warmup_steps` steps and `min_points` "
+     "points), the latest bucket median has not moved `min_change` (relative) from the "
+     "first; with `max_spread`, only while every point so far lies within that fraction of "
+     "the start (no noise at all); with `moved` (a fall that is the finding) it holds the "
+     "other way, and once held is released only when two thirds of the fall are gone"),
+    ("no_improvement", "after `min_points`, the median of the latest *k* points (*k* = half "
+     "the points so far, at most `head`) has not gained on the median of the first *k* by "
+     "more than `z` standard errors, the noise being the robust spread of the series' "
+     "point-to-point changes; from `early_points` until `min_points`, has not gained at "
+     "all"),
+    ("jump", "a value rises above the one before it by more than `z` robust standard "
+     "deviations of the recent step-to-step changes and by `min_rel` of its level (with "
+     "`both`, or falls as far below it); with "
+     "`repeat`, a finding holding that many jumps (within `hold` points of each other) is "
+     "a warning"),
+    ("shift", "the last `stay` points all lie above the level just before them (the "
+     "median of the last 3 of the `window` points before) by `min_rel` of it and by `z` "
+     "robust standard deviations of those points' step-to-step changes (a jump that did "
+     "not come back); it holds while the series stays above the old level by half of "
+     "`min_rel`"),
+    ("above_best", "after `min_points` points, the last `k` points in a row lie above the "
+     "series' best so far (its running minimum) by `min_rel` of it, or one point by "
+     "`single`; it holds while the series stays above the best by half of `min_rel`"),
+    ("divergence", "one series trends one way while another trends a given way over the "
+     "same steps (e.g. training up, validation down; validation loss up while validation "
+     "reward does not fall)"),
+    ("nonfinite", "any metric is NaN, +Infinity or -Infinity"),
+    ("stall", "a running run logs nothing for `factor` × its usual step interval, and at "
+     "least `min_seconds`"),
+)
