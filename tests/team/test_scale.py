@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -223,3 +225,39 @@ def test_the_run_list_pages_through_10000_runs(server: Runner, engine: Engine) -
             by_pk[pk] for _, pk, _, st in every if st == "RUNNING"]
         found = client.get("/api/runs", params={"q": "RUN-0421"}).json()["runs"]
         assert sorted(r["name"] for r in found) == [f"run-0421{d}" for d in range(10)]
+
+
+def test_a_connection_idle_longer_than_a_clients_pool_keeps_it_is_still_served(
+        tmp_path: Path) -> None:
+    """A client's pool (httpx, the SDK's sender) drops an idle connection after 5 s. The
+    server must keep it longer: one that closed at the same moment lost requests sent on it
+    as it closed (seen as httpx.ReadError with 50 runs streaming at once)."""
+    engine = open_engine(tmp_path / "index.db")
+    request = b"GET /api/projects HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    try:
+        with Runner(engine, port=free_port(), prewarm=False, save_series=False) as runner, \
+                socket.create_connection(("127.0.0.1", runner.port), timeout=30) as sock:
+            for _ in range(2):
+                sock.sendall(request)
+                head = _read_answer(sock)
+                assert head.startswith(b"HTTP/1.1 200"), head
+                time.sleep(5.5)  # past httpx's keepalive_expiry: the server must not close
+    finally:
+        engine.dispose()
+
+
+def _read_answer(sock: socket.socket) -> bytes:
+    """One HTTP/1.1 answer with a Content-Length, read whole off a kept-alive socket."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        assert chunk, f"the server closed the connection: {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length")))
+    while len(body) < length:
+        chunk = sock.recv(4096)
+        assert chunk, "the server closed the connection mid-answer"
+        body += chunk
+    return head

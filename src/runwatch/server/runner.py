@@ -38,6 +38,10 @@ log = logging.getLogger("runwatch.server")
 # At startup the newest runs are read into the series cache, up to this share of it.
 PREWARM_RUNS = 50
 PREWARM_SHARE = 0.5
+# How long an idle keep-alive connection stays open. Clients' pools drop an idle connection
+# after their own expiry (httpx and the SDK's sender: 5 s); a server that closed at the same
+# 5 s raced them, and a request sent on a connection as it closed was lost (ReadError).
+KEEP_ALIVE_S = 65
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -141,7 +145,8 @@ class Runner:
         app = create_app(self.engine, runs_dir=self.runs_dir, token=self.token, feed=self.feed,
                          cache=self.cache, metrics=self.metrics, warm=self.warm)
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning",
-                                access_log=False, lifespan="off", timeout_graceful_shutdown=1)
+                                access_log=False, lifespan="off", timeout_graceful_shutdown=1,
+                                timeout_keep_alive=KEEP_ALIVE_S)
         return uvicorn.Server(config)
 
     def start(self) -> Runner:
