@@ -22,7 +22,7 @@ from sqlalchemy import (
     inspect,
     text,
 )
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DatabaseError, DBAPIError
 
 from runwatch.store.schema import metadata
 
@@ -106,7 +106,14 @@ def ensure_schema(engine: Engine, wait_s: float = CREATE_WAIT_S) -> None:
     """
     deadline = time.monotonic() + wait_s
     while True:
-        tables, version = _state(engine)
+        try:
+            tables, version = _state(engine)
+        except DatabaseError as exc:
+            if engine.dialect.name != "sqlite" or "not a database" not in str(exc.orig):
+                raise
+            raise StoreError(f"{engine.url.database} is not a SQLite database, so not a "
+                             "runwatch index; point --db at an index or at a new file "
+                             "(it is made there)") from exc
         if version == HEAD_REVISION:
             return
         if not tables - {"alembic_version"}:
