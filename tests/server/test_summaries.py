@@ -62,7 +62,8 @@ class Pair:
     def index(self) -> None:
         Indexer(self.engine, self.runs).index_once()
 
-    def both(self, run: str, keys: list[str], points: int) -> tuple[Any, Any]:
+    def both(self, run: str | list[str], keys: list[str], points: int
+             ) -> tuple[Any, Any]:
         params: dict[str, Any] = {"run": run, "key": keys, "points": points, "x": "time"}
         # fresh apps each time for the points side: nothing cached from an earlier answer
         slow = Api(create_app(self.engine, runs_dir=self.runs,
@@ -285,6 +286,24 @@ def test_any_history_reads_the_same_from_summaries(tmp_index: Path,
             assert state_of(engine, "h", "v")[1] is not None
     finally:
         engine.dispose()
+
+
+def test_several_runs_and_keys_in_one_request_read_as_their_points(pair: Pair) -> None:
+    """The series of one request are reduced together (`reduce_reads`): runs whose steps
+    overlap, where one ends in the bucket the next begins in, one sparse and one with NaN,
+    each get the buckets their own points give."""
+    spans = {"a": range(0, 1500), "b": range(1499, 4000), "c": range(700, 4000, 7)}
+    for name, steps in spans.items():
+        nan = (lambda i, step: math.nan if step % 50 == 3 else math.sin(step / 5.0)
+               ) if name == "b" else (lambda i, step: math.cos(step / 11.0))
+        write_run(pair.runs, name, records(list(steps), value=nan))
+    pair.index()
+    for points in (37, 300):
+        fast, slow = pair.both(["a", "b", "c"], ["loss", "lr"], points)
+        assert [(x["run"], x["key"]) for x in fast["series"]] == [
+            (x["run"], x["key"]) for x in slow["series"]]
+        assert fast == slow, f"points={points}"
+        assert not any(x["full"] for x in fast["series"] if len(x["step"]) > points)
 
 
 def test_downsample_carries_the_time_of_each_buckets_last_point() -> None:

@@ -16,7 +16,6 @@ from runwatch.analysis.downsample import (
     Edges,
     aligned_edges,
     downsample,
-    reduce_units,
     shared_edges,
     width_shift,
     window,
@@ -47,6 +46,7 @@ from runwatch.store.summaries import (
     distinct_steps,
     ensure_summaries,
     read_units,
+    reduce_reads,
     retained_count,
     step_window,
     stored_level,
@@ -155,13 +155,14 @@ def _series_answer(conn: Connection, st: ServerState, picked: list[_Pick], point
              if p.state is not None and p.info is not None and shift is not None
              and (level := stored_level(p.state, shift)) is not None}
     units = read_units(conn, list(reads.values()), x_time, bands)
+    # a series that fits the budget after all is read from its points (below)
+    over = {kid: u for kid, u in units.items() if u.count > points}
+    reduced = dict(zip(over, reduce_reads(list(over.values()), edges), strict=True))
     out = []
     for p in picked:
         d: Downsampled | None = None
         if p.state is not None and p.info is not None:
-            read = units.get(p.info.id)
-            if read is not None and read.count > points:
-                d = reduce_units(read, edges)
+            d = reduced.get(p.info.id)
             if d is None:  # fits the budget after all, or buckets finer than the base
                 _read_points(conn, st, p, lo, hi)
         if d is None and p.series is not None and p.steps is not None:
