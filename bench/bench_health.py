@@ -1,12 +1,14 @@
 """Benchmark of the health engine: every rule on 100,000 steps × 50 metrics, then the
 incremental update for one new step, in memory and through the SQLite store.
 
-Run with `python bench/bench_health.py` (part of `make bench`). Targets: full evaluation
+Run with `python bench/bench_health.py [--steps N] [--repeat N]` (part of `make bench`, at the
+defaults). Targets: full evaluation
 ≤ 2 s, one-step update ≤ 5 ms.
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 import statistics
 import sys
@@ -74,26 +76,31 @@ def make_batch(rng: random.Random, first: int, count: int) -> dict[str, PointCol
     return batch
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=STEPS, help="steps of the full evaluation")
+    p.add_argument("--repeat", type=int, default=REPEAT, help="full evaluations (best is shown)")
+    a = p.parse_args(argv)
+    steps, repeat = a.steps, a.repeat
     rng = random.Random(7)
-    batch = make_batch(rng, 0, STEPS)
+    batch = make_batch(rng, 0, steps)
     dense = len(LEVELS) + len(FILLER)
     points = sum(len(c.steps) for c in batch.values())
     walls, cpus = [], []
-    for _ in range(REPEAT):  # best of a few: the figure is the engine's, not the neighbours'
+    for _ in range(repeat):  # best of a few: the figure is the engine's, not the neighbours'
         engine = Engine("grpo", SETTINGS)
         t0, c0 = time.perf_counter(), time.process_time()
         found = engine.feed(batch)
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
-    print(f"full evaluation: {STEPS:,} steps × {dense} metrics (+{len(VALIDATION)} validation "
+    print(f"full evaluation: {steps:,} steps × {dense} metrics (+{len(VALIDATION)} validation "
           f"metrics every {VAL_EVERY} steps) = {points:,} points, {len(engine.evals)} rule "
           f"evaluators, {len(found)} findings: best {min(walls):.2f} s wall "
-          f"({min(cpus):.2f} s CPU), median {statistics.median(walls):.2f} s of {REPEAT}")
+          f"({min(cpus):.2f} s CPU), median {statistics.median(walls):.2f} s of {repeat}")
 
     times, c0 = [], time.process_time()
     for i in range(200):
-        one = make_batch(rng, STEPS + i, 1)
+        one = make_batch(rng, steps + i, 1)
         t0 = time.perf_counter()
         engine.feed(one)
         times.append(time.perf_counter() - t0)
@@ -112,10 +119,10 @@ def main() -> int:
             )).inserted_primary_key
             assert pk is not None
             run_pk = int(pk[0])
-            health_store.save(conn, run_pk, engine, found, STEPS)
+            health_store.save(conn, run_pk, engine, found, steps)
         times, cpus = [], []
         for i in range(100):
-            step = STEPS + 200 + i
+            step = steps + 200 + i
             ts = 1.0e9 + 5.0 * step
             # one record's points by key, as ingest hands them to the hook
             points = {name: PointColumns([step], [step], [ts], [float(col.values[0])])
