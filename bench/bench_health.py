@@ -2,8 +2,7 @@
 incremental update for one new step, in memory and through the SQLite store.
 
 Run with `python bench/bench_health.py [--steps N] [--repeat N]` (part of `make bench`, at the
-defaults). Targets: full evaluation
-≤ 2 s, one-step update ≤ 5 ms.
+defaults). Targets: full evaluation ≤ 2 s, one-step update ≤ 5 ms.
 """
 
 from __future__ import annotations
