@@ -165,13 +165,6 @@ class App {
       },
       ready: () => void this.list.reload(),
     });
-    // A run page reads its charts' settings from localStorage: the page's first read opens
-    // the storage (10 ms and more), done here rather than after the click that opens a run.
-    try {
-      void localStorage.length;
-    } catch {
-      // storage turned off in this browser: the run page does without it
-    }
     void this.loadProjects();
     void this.list.reload();
   }

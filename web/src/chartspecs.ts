@@ -158,8 +158,21 @@ export const CHARTS: ChartSpec[] = [
   { id: "timing", title: "Step timing (s)", group: "Timing", lines: [], prefix: "timing/" },
 ];
 
+// canonicalName's answers by key: a page of 10 runs resolves 20 charts' roles in each
+// run's keys, each role not logged trying every key against the patterns again
+const CANONICAL = new Map<string, [string, string | null]>();
+
 /** The canonical name of a logged key and the transform its values need (null: as is). */
 export function canonicalName(key: string): [string, string | null] {
+  let found = CANONICAL.get(key);
+  if (!found) {
+    found = canonicalOf(key);
+    CANONICAL.set(key, found);
+  }
+  return [found[0], found[1]];
+}
+
+function canonicalOf(key: string): [string, string | null] {
   let name = key;
   for (const [prefix, replacement] of PREFIXES) {
     if (name.startsWith(prefix)) {
