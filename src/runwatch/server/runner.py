@@ -149,8 +149,31 @@ class Runner:
                                 timeout_keep_alive=KEEP_ALIVE_S)
         return uvicorn.Server(config)
 
+    def _listen(self) -> socket.socket:
+        """The server's listening socket, bound here (port 0: a free one, then `port`),
+        before anything starts: a taken port fails at once and leaves nothing running,
+        and a caller that asks for port 0 gets a port no other process can take between
+        finding it free and binding it (as one from `free_port` can be, under load)."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        try:
+            sock = socket.create_server((self.host, self.port), family=family)
+        except OSError as exc:
+            raise OSError(f"the server could not listen on {self.url} ({exc.strerror or exc}): "
+                          "is the port taken? choose another with --port") from None
+        self.port = int(sock.getsockname()[1])
+        return sock
+
     def start(self) -> Runner:
         """Start indexing and serving in background threads."""
+        sock = self._listen()
+        try:
+            return self._start(sock)
+        except BaseException:
+            sock.close()
+            self.stop()
+            raise
+
+    def _start(self, sock: socket.socket) -> Runner:
         if self.save_series and self.cache.disk_dir is None:
             self.cache.disk_dir = default_disk_dir(self.engine)
         if self.runs_dir is not None:
@@ -174,12 +197,13 @@ class Runner:
             t.start()
             self._threads.append(t)
         self._server = self._make_server()
-        t = threading.Thread(target=self._server.run, name="runwatch-http", daemon=True)
+        t = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
+                             name="runwatch-http", daemon=True)
         t.start()
         self._threads.append(t)
         while not self._server.started:
             if not t.is_alive():
-                raise OSError(f"the server could not listen on {self.url}; is the port taken?")
+                raise OSError(f"the server could not start on {self.url}")
             time.sleep(0.02)
         return self
 
