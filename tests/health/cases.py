@@ -190,6 +190,26 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("sft", NO, {"loss": [2.0 + 0.01 * (i % 3) for i in range(60)]}),
         ("sft", NO, {"loss": [2.0 * math.exp(-0.03 * i) for i in range(60)]}),
     ),
+    "sft.plateau": (
+        # A LoRA that barely moves the model: the training loss within its noise of 3.30
+        # and the validation loss 1.8% lower after 50 steps, both logged every 5 steps.
+        ("sft", NO, {"loss": every(5, [3.30 - 0.001 * i + 0.02 * math.sin(1.9 * i)
+                                       for i in range(10)]),
+                     "val/loss": every(5, [3.28 - 0.006 * i for i in range(10)])}),
+        # A slow healthy run: the validation loss as flat, but the training loss 8% lower.
+        ("sft", NO, {"loss": every(5, [3.30 - 0.03 * i + 0.02 * math.sin(1.9 * i)
+                                       for i in range(10)]),
+                     "val/loss": every(5, [3.28 - 0.006 * i for i in range(10)])}),
+    ),
+    "loss.excursion": (
+        # A noisy loss near 7 climbs to 15-20 for 12 points and comes back.
+        ("sft", NO, {"loss": [7 + 0.8 * math.sin(1.7 * i) for i in range(25)]
+                     + [15 + 5 * math.sin(0.3 * i) for i in range(12)]
+                     + [7 + 0.8 * math.sin(1.7 * i) for i in range(6)]}),
+        # The same climb that stays up (a rising loss, not an excursion).
+        ("sft", NO, {"loss": [7 + 0.8 * math.sin(1.7 * i) for i in range(25)]
+                     + [15 + 5 * math.sin(0.3 * i) for i in range(18)]}),
+    ),
     "sft.overfitting": (
         ("sft", NO, {"loss": ramp(2.0, -0.005, 200), "val/loss": every(20, ramp(1.5, 0.05, 9))}),
         ("sft", NO, {"loss": ramp(2.0, -0.005, 200), "val/loss": every(20, ramp(1.5, -0.03, 9))}),
@@ -254,8 +274,11 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"truncated_ratio": const(0.75, 5)}),
     ),
     "grpo.no_signal": (
-        ("grpo", NO, {"zero_variance_skip_ratio": const(1.0, 3)}),
-        ("grpo", NO, {"zero_variance_skip_ratio": [1.0, 1.0, 0.9, 1.0, 1.0, 0.9]}),
+        # No group with a spread on every other step (a TRL log's frac_reward_zero_std of
+        # 1.0 between steps of 0.5 and 0): a third of the steps learn nothing.
+        ("grpo", NO, {"zero_variance_skip_ratio": [0.5, 1.0, 0.0, 1.0, 0.5, 1.0]}),
+        # Two such steps in every ten, and 0.9 (some groups left) in between.
+        ("grpo", NO, {"zero_variance_skip_ratio": mostly(1.0, 0.9, 2, 20)}),
     ),
     "dpo.loss_collapsed": (
         ("dpo", NO, {"loss": [0.69, 0.2, 0.0, 0.0], "preference_accuracy": [0.5, 0.9, 1.0, 1.0]}),
@@ -267,9 +290,27 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"entropy": [1.0 - 0.004 * i for i in range(64)]}),
     ),
     "grpo.reward_std_zero": (
-        ("grpo", NO, {"reward_std": const(0.3, 10) + const(0.0005, 10)}),
+        # Three groups-alike steps in every ten, never two in five.
+        ("grpo", NO, {"reward_std": [*const(0.3, 10), 0.0, 0.3, 0.2, 0.0, 0.3, 0.25, 0.0]}),
         # Two groups-alike steps in every ten: some signal is left.
         ("grpo", NO, {"reward_std": const(0.3, 10) + mostly(0.0005, 0.3, 2, 20)}),
+    ),
+    "grpo.reward_pinned": (
+        # A mean reward at exactly 0 from the start: every sample of every group fails.
+        ("grpo", NO, {"reward_mean": [0.0, 0.0, 0.0, 0.0, 0.1, 0.0]}),
+        # A mean of eight 0/1 rewards, rising: it repeats its best and once its lowest.
+        ("grpo", NO, {"reward_mean": [0.25, 0.125, 0.125, 0.25, 0.25, 0.375, 0.375, 0.5,
+                                      0.5, 0.5, 0.625, 0.5, 0.625]}),
+    ),
+    "grpo.kl_ref_creep": (
+        # 0.0025 -> 0.068 nats over 500 steps logged every 10, still rising at the end.
+        ("grpo", NO, {"fb/loss/kl_ref/mean": every(10, [0.0025 + 0.0013 * i
+                                                        + 0.001 * math.sin(1.7 * i)
+                                                        for i in range(50)])}),
+        # Rises to 0.02 in 130 steps, then held there by its penalty for 370 more.
+        ("grpo", NO, {"fb/loss/kl_ref/mean": every(10, [0.0015 * i for i in range(13)]
+                                                   + [0.02 + 0.003 * math.sin(1.7 * i)
+                                                      for i in range(37)])}),
     ),
     "grpo.no_gradient": (
         ("grpo", NO, {"grad_norm": const(5.0, 10) + mostly(0.0, 5.0, 3, 20)}),

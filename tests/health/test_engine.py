@@ -517,3 +517,57 @@ def test_the_same_jump_at_steps_that_go_on_is_a_step_up() -> None:
     _, values = _resumed_loss()
     found = Engine("sft").feed(to_batch({"loss": values}))
     assert "loss.stepped_up" in rule_ids(found)
+
+
+@pytest.mark.parametrize(("key", "rule_id", "method", "series"), [
+    # A hand-written loop's names for the roles, read by their words.
+    ("kl_div", "grpo.kl_ref_growing", "grpo", ramp(0.01, 0.003, 128)),
+    ("loss_kl", "grpo.kl_ref_growing", "grpo", ramp(0.01, 0.003, 128)),
+    ("mean_entropy", "grpo.entropy_collapse", "grpo",
+     [math.exp(-i / 15) for i in range(64)]),
+    ("train_reward", "rl.no_progress", "grpo", [0.5 + 0.05 * math.sin(1.3 * i)
+                                                for i in range(40)]),
+    ("std_reward", "grpo.reward_std_zero", "grpo", [0.3] * 10 + [0.0] * 5),
+    ("mixed_cuts/advantage_collapse_rate", "grpo.zero_variance", "grpo", [0.6] * 12),
+    ("zero_std_group_ratio", "grpo.zero_variance", "grpo", [0.6] * 12),
+    ("lm_loss", "sft.loss_not_falling", "sft", [2.0 + 0.01 * (i % 3) for i in range(60)]),
+])
+def test_unknown_names_are_read_by_the_role_their_words_name(
+        key: str, rule_id: str, method: str, series: list[float]) -> None:
+    assert rule_id in rule_ids(Engine(method).feed(to_batch({key: series})))
+
+
+@pytest.mark.parametrize(("key", "rule_id", "method", "series"), [
+    # Words that make a name something else: a coefficient, a policy KL, a value loss,
+    # an epoch mean beside the step series, a reward model's bound.
+    ("kl_coef", "grpo.kl_ref_growing", "grpo", ramp(0.01, 0.003, 128)),
+    ("train/approx_kl", "grpo.kl_ref_growing", "grpo", ramp(0.01, 0.003, 128)),
+    ("entropy_coef", "grpo.entropy_collapse", "grpo", [math.exp(-i / 15) for i in range(64)]),
+    ("value_loss", "sft.loss_not_falling", "sft", [2.0 + 0.01 * (i % 3) for i in range(60)]),
+    ("train_loss_epoch", "sft.loss_not_falling", "sft",
+     [2.0 + 0.01 * (i % 3) for i in range(60)]),
+    ("reward_max", "rl.no_progress", "grpo", [0.5 + 0.05 * math.sin(1.3 * i)
+                                              for i in range(40)]),
+    ("n_degenerate", "grpo.no_signal", "grpo", [4.0] * 5),  # a count, not a share
+])
+def test_names_whose_words_say_they_are_something_else_are_not_read(
+        key: str, rule_id: str, method: str, series: list[float]) -> None:
+    assert rule_id not in rule_ids(Engine(method).feed(to_batch({key: series})))
+
+
+def test_a_known_name_keeps_its_role_before_one_read_by_its_words() -> None:
+    # TRL logs the summed reward and each reward function's mean: the sum (rising) is
+    # judged, not a flat part of it that comes first in the batch.
+    series = {"rewards/xmlcount_reward_func": [0.5 + 0.05 * math.sin(1.3 * i) for i in range(40)],
+              "reward": [0.2 + 0.02 * i for i in range(40)]}
+    assert "rl.no_progress" not in rule_ids(Engine("grpo").feed(to_batch(series)))
+    alone = {"rewards/xmlcount_reward_func": series["rewards/xmlcount_reward_func"]}
+    assert "rl.no_progress" in rule_ids(Engine("grpo").feed(to_batch(alone)))
+
+
+def test_a_summed_policy_loss_is_read_for_its_spikes() -> None:
+    # tinker's `loss:sum` (the loss summed over a batch's tokens): a jump 100 times its
+    # noise that comes back at once is a policy loss spike.
+    values = [50.0 + 3.0 * math.sin(1.7 * i) for i in range(30)]
+    values[20] = -900.0
+    assert "grpo.loss_spike" in rule_ids(Engine("grpo").feed(to_batch({"loss:sum": values})))

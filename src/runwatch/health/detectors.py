@@ -147,10 +147,14 @@ class Threshold:
                 hits = [h if v != -INF else 0 for h, v in zip(hits, values, strict=True)]
         else:
             hits = [0] * len(values)
+        return self._window(hits, steps, len(values))
+
+    def _window(self, hits: list[int], steps: list[int] | None, m: int) -> list[bool]:
+        """The k-of-n verdicts of a batch's hits (none counted before `min_points`)."""
         skip = self.min_points - self.seen
         if skip > 0:
             hits[:skip] = [0] * min(skip, len(hits))
-        self.seen += len(values)
+        self.seen += m
         self.hits = hits  # which points crossed the limit: the finding's evidence
         if steps is not None:
             self._prev = (self.window.tail, self.tail_steps)
@@ -185,6 +189,38 @@ class Threshold:
     def state(self) -> dict[str, Any]:
         return {"tail": self.window.tail, "holding": self.window.holding, "seen": self.seen,
                 "steps": self.tail_steps}
+
+
+class Pinned(Threshold):
+    """A value exactly equal to the lowest the series has taken, taken before, on k of
+    the last n points: a batch's mean reward that returns to exactly its floor has every
+    sample at that floor (all wrong, or a penalty every completion earns), so no group
+    differs within itself. A new low is no hit (a falling reward's every point), nor is a
+    value repeated above the floor (a mean of eight 0/1 rewards takes only nine values,
+    and a rising one repeats its best)."""
+
+    def __init__(self, k: int = 1, n: int = 1, min_points: int = 0,
+                 state: dict[str, Any] | None = None) -> None:
+        super().__init__(None, None, k, n, min_points, state)
+        # The lowest value so far and how many points took it.
+        self.floor: list[float] = list((state or {}).get("floor", []))
+
+    def feed(self, values: list[float], steps: list[int] | None = None) -> list[bool]:
+        hits = []
+        floor = self.floor
+        for v in values:
+            hit = 0
+            if v - v == 0:
+                if not floor or v < floor[0]:
+                    floor[:] = [v, 1]
+                elif v == floor[0]:
+                    floor[1] += 1
+                    hit = 1
+            hits.append(hit)
+        return self._window(hits, steps, len(values))
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "floor": self.floor}
 
 
 class Spike:
@@ -417,6 +453,75 @@ class Shift:
     def state(self) -> dict[str, Any]:
         return {"p": self.points, "level": self.level, "shift": self.shift,
                 "last": self.last_step, "hist": self.hist}
+
+
+class Excursion:
+    """A long excursion that came back: the median of the last 3 points rose above the
+    level before (the median of the `window` points before it) by `min_rel` of it and by
+    `z` robust standard deviations of those points, stayed out `stay` points or more,
+    and has come back to within `back` of the level. A jump of one point is a spike
+    (`Jump`) and a rise that stays is a shift or a trend; this is the stretch between,
+    found when it ends. A hit keeps its finding open `hold` points."""
+
+    def __init__(self, min_rel: float = 0.5, z: float = 3.0, window: int = 20,
+                 stay: int = 5, back: float = 0.2, hold: int = 5,
+                 state: dict[str, Any] | None = None) -> None:
+        self.min_rel, self.z, self.back = min_rel, z, back
+        self.size, self.stay = max(5, int(window)), max(1, int(stay))
+        st = state or {}
+        self.points: list[float] = list(st.get("p", []))  # the level's points
+        self.recent: list[float] = list(st.get("r", []))  # the last 3 points
+        # While out: [level, first step out, highest median, points out]
+        self.out: list[float] | None = st.get("out")
+        self.excursion: list[float] = list(st.get("exc", []))  # the last: [level, peak,
+        #                                                          first step, points out]
+        self.window = KOfN(1, hold, st.get("tail"))
+        self.onsets: list[int | None] = []
+        self.hits: list[int] = []
+
+    def feed(self, values: list[float], steps: list[int]) -> list[bool]:
+        hits = []
+        self.onsets = []
+        for step, v in zip(steps, values, strict=True):
+            hit = 0
+            if v - v == 0:
+                self.recent = [*self.recent[-2:], v]
+                hit = self._step(step, v)
+            hits.append(hit)
+            self.onsets.append(int(self.excursion[2]) if hit else None)
+        self.hits = hits
+        return self.window.feed(hits)
+
+    def _step(self, step: int, v: float) -> int:
+        now = median(self.recent)
+        if self.out is not None:
+            level = self.out[0]
+            self.out[2] = max(self.out[2], now)
+            self.out[3] += 1
+            if now > level + self.back * abs(level):
+                return 0
+            long_enough = self.out[3] >= self.stay
+            self.excursion = [level, self.out[2], self.out[1], self.out[3]]
+            self.out = None
+            self.points = list(self.recent)
+            return int(long_enough)
+        if len(self.points) >= self.size and len(self.recent) == 3:
+            level = median(self.points)
+            if now - level > max(self.min_rel * abs(level),
+                                 self.z * robust_sd(self.points, level)):
+                self.out = [level, float(step), now, 1.0]
+                return 0
+        self.points.append(v)
+        del self.points[: -self.size]
+        return 0
+
+    def onset(self, i: int) -> int | None:
+        """The step the excursion left its level, for the hit at point i."""
+        return self.onsets[i] if i < len(self.onsets) else None
+
+    def state(self) -> dict[str, Any]:
+        return {"p": self.points, "r": self.recent, "out": self.out, "exc": self.excursion,
+                "tail": self.window.tail}
 
 
 class AboveBest:

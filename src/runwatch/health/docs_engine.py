@@ -183,6 +183,8 @@ DETECTOR_DOCS = (
     ("threshold", "a value is above/below a limit on *k* of the last *n* points (optionally "
      "after `min_points`); a budget rule's limit is a fraction of a run setting such as "
      "`max_sample_tokens`"),
+    ("pinned", "a value equals exactly the lowest the series has taken, and has taken "
+     "before, on *k* of the last *n* points (a new low is no hit)"),
     ("spike", "a value exceeds `factor` × the rolling median of the previous `window` points "
      "(the median taken as at least `min_median`; or falls below `drop` × it); the finding "
      "stays open `hold` points"),
@@ -212,12 +214,20 @@ DETECTOR_DOCS = (
      "robust standard deviations of those points' step-to-step changes (a jump that did "
      "not come back); it holds while the series stays above the old level by half of "
      "`min_rel`"),
+    ("excursion", "the median of the last 3 points rose above the level before (the median "
+     "of the `window` points before) by `min_rel` of it and by `z` robust standard "
+     "deviations of those points, stayed out `stay` points or more, and came back to within "
+     "`back` of the level: found when it ends"),
     ("above_best", "after `min_points` points, the last `k` points in a row lie above the "
      "series' best so far (its running minimum) by `min_rel` of it, or one point by "
      "`single`; it holds while the series stays above the best by half of `min_rel`"),
     ("divergence", "one series trends one way while another trends a given way over the "
      "same steps (e.g. training up, validation down; validation loss up while validation "
      "reward does not fall)"),
+    ("flat_since", "from the `min_points`-th validation on, the validation loss has fallen "
+     "less than `min_change` (relative) since its first value and the training loss logged "
+     "since that step (8 points or more) less than it too (its latest 5 points' median "
+     "against the higher of its first point and its first 5 points' median)"),
     ("nonfinite", "any metric is NaN, +Infinity or -Infinity"),
     ("stall", "a running run logs nothing for `factor` × its usual step interval, and at "
      "least `min_seconds`"),

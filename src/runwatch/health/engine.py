@@ -16,12 +16,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from runwatch.health import detectors as d
-from runwatch.health.evaluators import Evaluator, StepValues, build_detector, clean
+from runwatch.health.evaluators import PAIRED, Evaluator, StepValues, build_detector, clean
 from runwatch.health.findings import Finding, Record, finite_or_text, render
 from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.rules.base import Param
 from runwatch.health.thresholds import NONE, Overrides
-from runwatch.metrics.aliases import health_name, read_when_alone
+from runwatch.metrics.aliases import alone_rank, health_name
 from runwatch.store.points import PointColumns
 
 STATE_VERSION = 3
@@ -136,7 +136,7 @@ class Engine:
                     continue  # its window in points waits for the logging stride
                 # A divergence rule starts with its reference series, so the judged
                 # (sparse, validation) series finds history to compare with.
-                needed = variant[:1] if rule.detector == "divergence" else variant
+                needed = variant[:1] if rule.detector in PAIRED else variant
                 if not all(m in self.seen for m in needed):
                     continue
                 ev = self._make(key, None)
@@ -172,9 +172,10 @@ class Engine:
         cols: dict[str, StepValues] = {}
         bad: dict[int, dict[str, Any]] = {}  # step -> the metrics non-finite there
         # A shown name read only when alone goes last, so a batch holding both it and
-        # the role's own name (a whole file read at once) gives the role to the latter.
+        # the role's own name (a whole file read at once) gives the role to the latter;
+        # an unknown name read by its words goes after both.
         for raw, (_seqs, steps, _ts, values) in sorted(
-                batch.items(), key=lambda item: read_when_alone(item[0])):
+                batch.items(), key=lambda item: alone_rank(item[0])):
             if not steps:
                 continue
             values = _check_finite(raw, steps, values, bad)

@@ -25,6 +25,9 @@ from runwatch.health.rules.base import SEVERITY_RANK, Param, Rule
 # The steps and values of one metric's PointColumns, after its alias transform.
 StepValues = tuple[list[int], list[float]]
 ALIGN_CAP = 512  # steps waiting for a partner metric; older ones are dropped
+# Detectors that judge a second series against a first (a variant's reference, then the
+# judged series): the finding is about the second.
+PAIRED = ("divergence", "flat_since")
 
 
 def budget_value(
@@ -67,6 +70,9 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             k=int(_num(p, "k", 1)), n=int(_num(p, "n", 1)),
             min_points=int(_num(p, "min_points", 0)), state=state,
         )
+    if kind == "pinned":
+        return d.Pinned(k=int(_num(p, "k", 1)), n=int(_num(p, "n", 1)),
+                        min_points=int(_num(p, "min_points", 0)), state=state)
     if kind == "spike":
         factor = _num(p, "factor", 0.0)
         drop = _num(p, "drop", 0.0)
@@ -108,6 +114,12 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             z=_num(p, "z", 6.0), min_rel=_num(p, "min_rel", 0.2),
             window=int(_num(p, "window", 10)), stay=int(_num(p, "stay", 3)), state=state,
         )
+    if kind == "excursion":
+        return d.Excursion(
+            min_rel=_num(p, "min_rel", 0.5), z=_num(p, "z", 3.0),
+            window=int(_num(p, "window", 20)), stay=int(_num(p, "stay", 5)),
+            back=_num(p, "back", 0.2), hold=int(_num(p, "hold", 5)), state=state,
+        )
     if kind == "above_best":
         return d.AboveBest(
             min_rel=_num(p, "min_rel", 0.01), k=int(_num(p, "k", 2)),
@@ -120,6 +132,9 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             min_points=int(_num(p, "min_points", 10)), head=int(_num(p, "head", 25)),
             early_points=int(_num(p, "early_points", 0)), state=state,
         )
+    if kind == "flat_since":
+        return t.FlatSince(min_change=_num(p, "min_change", 0.04),
+                           min_points=int(_num(p, "min_points", 3)), state=state)
     if kind == "nonfinite":
         return d.NonFinite()
     raise ValueError(f"rule {rule.id} has detector {kind!r}, which the engine cannot build")
@@ -140,11 +155,11 @@ class Evaluator:
         self.pending: dict[int, list[float | None]] = {
             int(s): v for s, v in st.get("align", [])
         }
-        self.metric = variant[-1] if rule.detector == "divergence" else variant[0]
+        self.metric = variant[-1] if rule.detector in PAIRED else variant[0]
 
     def feed(self, cols: Mapping[str, StepValues]) -> tuple[list[Record], bool]:
         rule = self.rule
-        if rule.detector == "divergence":
+        if rule.detector in PAIRED:
             a, b = self.variant
             if a in cols:
                 self.detector.feed_a(*cols[a])
@@ -157,11 +172,11 @@ class Evaluator:
             verdicts = self.detector.feed(values, steps)
         else:
             steps, values = cols[self.metric]
-            if rule.detector == "threshold":
+            if rule.detector in ("threshold", "pinned"):
                 verdicts = self.detector.feed(values, steps)
             elif rule.detector in ("trend", "no_progress", "no_improvement"):
                 verdicts = self.detector.feed(steps, values)
-            elif isinstance(self.detector, d.Shift):
+            elif isinstance(self.detector, d.Shift | d.Excursion):
                 verdicts = self.detector.feed(values, steps)
             else:  # spike, jump, above_best
                 verdicts = self.detector.feed(values)
@@ -259,6 +274,11 @@ class Evaluator:
             if det.shift:
                 extra["from"], extra["to"] = det.shift
                 extra["rise"] = (det.shift[1] - det.shift[0]) / max(abs(det.shift[0]), 1e-12)
+        elif isinstance(det, d.Excursion):
+            if det.excursion:
+                level, peak, since, points = det.excursion
+                extra.update({"level": level, "peak": peak, "since": since, "points": points,
+                              "ratio": peak / level if level > 0 else None})
         elif isinstance(det, d.AboveBest):
             if det.rise:
                 extra["best"], extra["to"] = det.rise
@@ -269,6 +289,8 @@ class Evaluator:
             extra["effect"] = det.held_effect
         elif isinstance(det, t.NoProgress):
             extra.update(det.held or {"effect": det.last_effect})
+        elif isinstance(det, t.FlatSince):
+            extra.update(det.held)
         elif isinstance(det, t.Divergence):
             extra["a_effect_seen"], extra["b_effect_seen"] = det.held
             extra["reference"] = self.variant[0]
@@ -332,6 +354,9 @@ class Evaluator:
             wanted = None if _num(self.params, "moved", 0) else str(
                 self.params.get("direction", "down"))
             return {"change": change_words(evidence.get("effect"), True, wanted)}
+        if kind == "flat_since":
+            return {"val_change": change_words(evidence.get("val_effect"), True, "down"),
+                    "train_change": change_words(evidence.get("train_effect"), True, "down")}
         if kind == "divergence":
             relative = bool(_num(self.params, "relative", 0))
             return {"a_change": change_words(evidence.get("a_effect_seen"), relative),

@@ -591,3 +591,105 @@ class Divergence(Onsets):
                 "e": list(self.last), "h": list(self.held)}
 
 
+
+
+class FlatSince(Onsets):
+    """A training loss and its validation loss that have both moved less than
+    `min_change` (relative) since the first validation: judged at each validation from
+    the `min_points`-th on. The validation loss is compared with its first value; the
+    training loss logged since that step, by its latest `HALF` points' median against
+    the higher of its first point and its first `HALF` points' median (half of its
+    points each while it has fewer), once `MIN_TRAIN` were logged. A run that learned
+    before its first validation and converged later has fallen since; one that never
+    learned has not.
+
+    Training points wait until the validations up to their step are judged, so a batch
+    read whole judges each validation with the training points logged up to it."""
+
+    HALF = 5
+    MIN_TRAIN = 8  # training points since the first validation before a verdict
+    TAIL = 64  # the latest training points kept
+
+    def __init__(self, min_change: float = 0.04, min_points: int = 3,
+                 state: dict[str, Any] | None = None) -> None:
+        st = state or {}
+        self.min_change, self.min_points = min_change, max(2, int(min_points))
+        self.first: list[float] | None = st.get("first")  # the first validation (step, value)
+        self.count = int(st.get("n", 0))  # validations so far
+        self.early: list[list[float]] = [list(p) for p in st.get("early", [])]  # since first
+        self.recent: list[list[float]] = [list(p) for p in st.get("recent", [])]
+        self.waiting: list[list[float]] = [list(p) for p in st.get("wait", [])]
+        self.verdict = bool(st.get("v", False))
+        self.held: dict[str, float] = dict(st.get("held", {}))
+        self.marks: list[tuple[int, float]] = []
+
+    def feed_a(self, steps: list[int], values: list[float]) -> None:
+        """Training points: they wait for the validations logged up to their step."""
+        if self.first is None and steps:
+            # Only points from the first validation on count, and it comes no earlier
+            # than the batch that holds it: earlier batches' points are dropped.
+            self.waiting = [p for p in self.waiting if p[0] >= steps[0]]
+        self.waiting.extend([float(s), v] for s, v in zip(steps, values, strict=True)
+                            if v - v == 0)
+        if self.first is not None and len(self.waiting) > 32 * self.TAIL:
+            self._place(self.waiting[0][0] + 0.5 * (self.waiting[-1][0] - self.waiting[0][0]))
+
+    def _place(self, upto: float) -> None:
+        """Move the waiting training points logged up to step `upto` into the span."""
+        assert self.first is not None
+        k = 0
+        for step, v in self.waiting:
+            if step > upto:
+                break
+            k += 1
+            if step < self.first[0]:
+                continue
+            if len(self.early) < 2 * self.HALF:
+                self.early.append([step, v])
+            self.recent.append([step, v])
+        del self.waiting[:k]
+        del self.recent[: -self.TAIL]
+
+    def feed(self, steps: list[int], values: list[float]) -> list[bool]:
+        out = []
+        self.marks = []
+        for i, (step, v) in enumerate(zip(steps, values, strict=True)):
+            if v - v == 0:
+                if self.first is None:
+                    self.first = [float(step), v]
+                self._place(float(step))
+                self.count += 1
+                if self.count >= self.min_points:
+                    self.verdict = self._judge(v)
+                    if self.verdict:
+                        self.marks.append((i, self.first[0]))
+            out.append(self.verdict)
+        if self.first is not None:
+            self._place(math.inf)
+        return out
+
+    def _judge(self, v: float) -> bool:
+        assert self.first is not None
+        train = [p[1] for p in self.recent]
+        if len(train) < self.MIN_TRAIN:
+            return False
+        if len(self.early) < 2 * self.HALF:
+            early = [p[1] for p in self.early]
+            k = len(early) // 2
+            head, tail = max(early[0], median(early[:k])), median(early[-k:])
+        else:
+            head = max(self.early[0][1], median([p[1] for p in self.early[: self.HALF]]))
+            tail = median(train[-self.HALF:])
+        val_fall = (self.first[1] - v) / max(abs(self.first[1]), 1e-12)
+        train_fall = (head - tail) / max(abs(head), 1e-12)
+        edge = self.min_change * (1.5 if self.verdict else 1.0)
+        holds = max(val_fall, train_fall) < edge
+        if holds:
+            self.held = {"val_effect": -val_fall, "train_effect": -train_fall,
+                         "since": self.first[0], "points": self.count}
+        return holds
+
+    def state(self) -> dict[str, Any]:
+        return {"first": self.first, "n": self.count, "early": self.early,
+                "recent": self.recent, "wait": self.waiting, "v": self.verdict,
+                "held": self.held}

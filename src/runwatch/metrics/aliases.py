@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from runwatch.metrics.catalogue import BY_NAME
+
 Transform = Callable[[list[float]], list[float]]
 
 
@@ -253,12 +255,80 @@ ALONE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 ALONE_TRANSFORMED: dict[str, tuple[str, str]] = {"train/entropy_loss": ("entropy", "|x|")}
 
 
+# A name no table knows is read by the role its words name, last of all (after every
+# name above), and only for the few roles a hand-written loop logs under names of its
+# own: its loss, its mean reward and the reward's spread, its entropy, its KL to the
+# reference, and the share of groups whose samples all scored the same. Words that make
+# a name something else (a coefficient, a bound, a count, a part of the objective that
+# is not the policy's) keep it unread. (role, words one of which the name holds, words
+# none of which it holds)
+ROLE_WORDS: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
+    ("reward_std", frozenset({"reward", "rewards", "rew"}), frozenset({"adv", "advantage"})),
+    ("entropy", frozenset({"entropy"}), frozenset({"loss"})),
+    ("fb/loss/kl_ref/mean", frozenset({"kl", "kldiv"}), frozenset({
+        "policy", "old", "sample", "approx", "ppo", "teacher", "student", "target", "ctl",
+        "clip", "early", "stop"})),
+    ("reward_mean", frozenset({"reward", "rewards", "rew"}), frozenset({
+        "var", "model", "used", "baseline", "pos", "neg", "adv", "advantage", "kl",
+        "length", "len", "format"})),
+    ("loss", frozenset({"loss"}), frozenset({
+        "value", "vf", "critic", "kl", "entropy", "ent", "aux", "reg", "z", "teacher",
+        "distill", "balance", "router", "moe", "sft", "ref"})),
+)
+# Words that never name a role's level: a coefficient, a scale, a count, a time, a bound
+# or a best-of-N (verl's auxiliary best@N / maj@N validation), a per-epoch aggregate.
+NOT_A_LEVEL = frozenset({"coef", "coeff", "coefficient", "beta", "weight", "lr", "scale",
+                         "bonus", "penalty", "count", "num", "n", "time", "sec", "s", "ms",
+                         "threshold", "thresh", "grad", "norm", "per", "tokens", "epoch",
+                         "min", "max", "best", "worst", "maj", "aux"})
+SPREAD = frozenset({"std", "stdev", "sd"})
+HELD_OUT = frozenset({"eval", "val", "valid", "validation", "test", "heldout"})
+# A share of groups (or samples) whose rewards all came out the same: the complement of
+# what a group-based method learns from, whatever the loop calls it.
+ZERO_SPREAD = re.compile(r"zero_?std|zero_?var|zero_?adv|degenerate|advantage_collapse|"
+                         r"collapsed_group")
+SHARE = frozenset({"frac", "fraction", "ratio", "rate", "share"})
+
+
+@lru_cache(maxsize=4096)
+def role_by_words(key: str) -> str | None:
+    """The role an unknown name's words name (ROLE_WORDS), or None."""
+    name = key.lower()
+    words = set(re.split(r"[^a-z0-9]+", name)) - {""}
+    if ZERO_SPREAD.search(name.rpartition("/")[2]) and words & SHARE:
+        return "zero_variance_skip_ratio"
+    if words & NOT_A_LEVEL:
+        return None
+    held_out = bool(words & HELD_OUT)
+    for role, wanted, unwanted in ROLE_WORDS:
+        if not words & wanted or words & unwanted:
+            continue
+        if (role == "reward_std") != bool(words & SPREAD):
+            continue  # a spread is read only as the reward's
+        if held_out:  # a held-out reward is the validation reward; nothing else is read
+            return "val/reward_mean" if role == "reward_mean" else None
+        return role
+    return None
+
+
+def alone_rank(key: str) -> int:
+    """Where `key` goes in a batch: 0 for a name of the tables, 1 for one that feeds a role
+    only where no other name does, 2 for an unknown name read by its words (last)."""
+    if key in READ_WHEN_ALONE or key in ALONE_TRANSFORMED:
+        return 1
+    name, alias = resolve(key)
+    if alias is not None:
+        return 0
+    if any(p.match(name) for p, _ in ALONE_PATTERNS):
+        return 1
+    if TASK_SCORE.match(name) or name in BY_NAME:
+        return 0
+    return 2 if role_by_words(name) else 0
+
+
 def read_when_alone(key: str) -> bool:
     """Whether `key` feeds a role only where no other name does (it goes last in a batch)."""
-    if key in READ_WHEN_ALONE or key in ALONE_TRANSFORMED:
-        return True
-    name = resolve(key)[0]
-    return any(p.match(name) for p, _ in ALONE_PATTERNS)
+    return alone_rank(key) > 0
 
 
 def health_name(key: str) -> tuple[str, Transform | None]:
@@ -279,6 +349,9 @@ def health_name(key: str) -> tuple[str, Transform | None]:
         for pattern, role in ALONE_PATTERNS:
             if pattern.match(name):
                 return role, None
+        by_words = None if name in BY_NAME else role_by_words(name)
+        if by_words is not None:
+            return by_words, None
     return canonical(key)
 
 

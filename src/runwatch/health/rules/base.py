@@ -13,14 +13,17 @@ METHODS = ("sft", "dpo", "grpo")
 ALL_METHODS = ("*",)
 DETECTORS = (
     "threshold",
+    "pinned",
     "spike",
     "trend",
     "no_progress",
     "no_improvement",
     "jump",
     "shift",
+    "excursion",
     "above_best",
     "divergence",
+    "flat_since",
     "nonfinite",
     "stall",
 )

@@ -427,10 +427,12 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("zero_variance_skip_ratio",),),
         detector="threshold",
-        params={"above": 0.95, "k": 3, "n": 3},
+        params={"above": 0.95, "k": 3, "n": 10},
         severity="warning",
-        condition="`zero_variance_skip_ratio` is above {above} on {k} logged steps in a row: "
-        "judged on few points, for runs that log too few for grpo.zero_variance.",
+        condition="`zero_variance_skip_ratio` is above {above} on {k} of the last {n} logged "
+        "steps: on those steps no group had a spread, so they learned nothing, however the "
+        "steps between went (judged on few points too, for runs that log too few for "
+        "grpo.zero_variance).",
         message="{metric} stayed above {above} (last {last:.3g}): nearly every group scores "
         "all its samples the same, so there is nothing to learn from.",
         advice="The task is far too easy or too hard for the model: read "
@@ -443,7 +445,7 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("reward_std",),),
         detector="threshold",
-        params={"below": 0.001, "k": 3, "n": 5},
+        params={"below": 0.001, "k": 3, "n": 10},
         severity="warning",
         condition="`reward_std` is below {below} on {k} of the last {n} steps: the samples of "
         "a prompt all score the same (rewards are of order 1, a verifier's 0/1 or ±1 or a "
@@ -452,6 +454,27 @@ RULES: tuple[Rule, ...] = (
         "every sample of a group scores the same, so the groups carry no learning signal.",
         advice="The reward is saturated or cannot tell samples apart: read the rollouts, "
         "make the task harder or the reward finer, or raise temperature or group_size.",
+    ),
+    Rule(
+        id="grpo.reward_pinned",
+        title="The reward sits exactly at its floor",
+        methods=GRPO,
+        variants=(("reward_mean",),),
+        detector="pinned",
+        params={"k": 3, "n": 5},
+        severity="warning",
+        condition="`reward_mean` is exactly the lowest value it has taken, and took it before, "
+        "on {k} of the last {n} logged steps: a batch's mean reward returns to exactly its "
+        "floor only when every sample scores the floor (all wrong, or a penalty every "
+        "completion earns), so no group differs within itself. Read from the reward alone, "
+        "for runs that log no group statistics; a new low, or a value repeated above the "
+        "floor (a rising reward repeats its best), is no hit.",
+        message="{metric} was exactly {last:.4g}, the lowest it has been, on {in_window} of "
+        "the last {n} logged steps: every sample scored the floor there, so those groups "
+        "carry no learning signal.",
+        advice="The task is far too hard for the model, or the reward cannot tell samples "
+        "apart: read the rollouts and their rewards, then change the data's difficulty, the "
+        "reward (partial credit), group_size or temperature.",
     ),
     Rule(
         id="grpo.no_gradient",
@@ -559,6 +582,28 @@ RULES: tuple[Rule, ...] = (
         message="{metric} {change} from step {first_step} to {last_step} (now {last:.3g}).",
         advice="The policy drifts away from the reference without bound: raise beta (the KL "
         "coefficient) or lower learning_rate, and read rollouts for reward hacking.",
+    ),
+    Rule(
+        id="grpo.kl_ref_creep",
+        title="KL to the reference keeps creeping up",
+        methods=GRPO,
+        variants=(("fb/loss/kl_ref/mean",),),
+        detector="trend",
+        params={"direction": "up", "window": 256, "min_effect": 0.5, "relative": 1,
+                "window_in": "steps", "min_window": 16, "min_buckets": 8, "recent_z": 2.0},
+        signal="kl_ref",
+        severity="info",
+        condition="Over a full window of the last {window} steps (at least {min_window} "
+        "logged points) the Theil–Sen trend of `fb/loss/kl_ref/mean` rises by {min_effect} "
+        "of its level or more, and over the latest half of them it still rises (by "
+        "{recent_z} widths of its point-to-point noise): a KL too small for "
+        "grpo.kl_ref_growing's 0.1 nats that has not levelled off after hundreds of steps. "
+        "A KL held by its penalty rises in the first tens of steps and then settles; info, "
+        "since a small KL that creeps may still be harmless.",
+        message="{metric} {change} from step {first_step} to {last_step} and is still "
+        "rising (now {last:.3g}).",
+        advice="Watch the KL and the held-out score: if the KL keeps climbing, raise beta "
+        "(the KL coefficient) or lower learning_rate, and read rollouts for reward hacking.",
     ),
     Rule(
         id="grpo.kl_ref_high",

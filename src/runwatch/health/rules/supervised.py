@@ -40,6 +40,29 @@ RULES: tuple[Rule, ...] = (
         advice="Raise learning_rate, and check the loss mask (trained_tokens) and the data.",
     ),
     Rule(
+        id="sft.plateau",
+        title="Neither training nor validation loss has moved",
+        methods=("sft",),
+        variants=(("loss", "val/loss"),),
+        detector="flat_since",
+        params={"min_change": 0.04, "min_points": 3},
+        signal="loss_flat",
+        severity="warning",
+        condition="From the {min_points}rd validation on, `val/loss` has fallen less than "
+        "{min_change} (relative) since the first validation, and the training `loss` logged "
+        "since that step has fallen less than it too: a run that learns moves at least one "
+        "of them by more, however slowly (a slow run's training loss falls, a fine-tuned "
+        "model's validation loss falls in its first epoch), and one that learned before its "
+        "first validation and converged later has fallen since. A flat training loss alone "
+        "waits for sft.loss_not_falling's warm-up; with a flat validation loss beside it the "
+        "verdict needs no warm-up.",
+        message="{metric} {val_change} and the training loss {train_change} since step "
+        "{since:.0f} ({points:.0f} validations): the model is not learning.",
+        advice="Raise learning_rate (a LoRA at a low rank or a small lr barely moves the "
+        "model), check that the adapter's parameters are trainable and get gradients, and "
+        "check the loss mask (trained_tokens) and the data.",
+    ),
+    Rule(
         id="loss.stuck",
         title="Loss does not move at all",
         methods=("sft",),
@@ -193,6 +216,25 @@ RULES: tuple[Rule, ...] = (
         advice="Read the batch at that step (rewards, advantages, the importance ratio and "
         "the KL estimate); if spikes repeat, lower learning_rate or the clip range, or use "
         "a bounded KL estimator (k3 rather than k1/k2).",
+    ),
+    Rule(
+        id="loss.excursion",
+        title="Loss went up for a while and came back",
+        methods=("sft", "dpo"),
+        variants=(("loss",),),
+        detector="excursion",
+        params={"min_rel": 0.5, "z": 3.0, "window": 20, "stay": 5, "back": 0.2, "hold": 5},
+        severity="info",
+        condition="The median of the last 3 `loss` values rose above its level before (the "
+        "median of the {window} points before) by {min_rel} of it and by {z} robust standard "
+        "deviations of those points, stayed there {stay} logged points or more, and came "
+        "back to within {back} of that level: a spike that lasted (a bad stretch of data, "
+        "or a learning rate too high for a while), found when it ends; while it lasts it "
+        "reads as a rising loss (loss.rising).",
+        message="{metric} rose from its level of {level:.4g} to {peak:.4g} for {points:.0f} "
+        "logged points from step {since:.0f}, and came back.",
+        advice="Read the batches of that stretch for bad rows (a shard of another language "
+        "or format); if it recurs, lower learning_rate or max_grad_norm.",
     ),
     Rule(
         id="loss.stepped_up",
