@@ -65,11 +65,7 @@ class Client:
             zipped = self.gzip
             data = gzip.compress(body, _GZIP_LEVEL, mtime=0) if zipped else body
             headers = {"Content-Encoding": "gzip"} if zipped else {}
-            try:
-                resp = self._http.post("/api/ingest", content=data, headers=headers)
-            except self._httpx.HTTPError as exc:
-                raise Unreachable(f"cannot reach {self.server} ({type(exc).__name__}: "
-                                  f"{exc or 'no answer'})") from None
+            resp = self._send(data, headers)
             try:
                 answer = resp.json()
             except ValueError:
@@ -80,6 +76,22 @@ class Client:
                 self.gzip = False  # a server from before gzip bodies: send them plain
                 continue
             return resp.status_code, answer
+
+    def _send(self, data: bytes, headers: dict[str, str]) -> Any:
+        """One POST, sent again at once, on a new connection, when the connection it went
+        out on was closed under it: a kept-alive connection the server (or a proxy) closed
+        as the request was sent is not an outage, and the server stores a request it
+        already took only once (its records are idempotent on run, file and seq)."""
+        closed_under = (self._httpx.ReadError, self._httpx.WriteError,
+                        self._httpx.RemoteProtocolError)
+        try:
+            try:
+                return self._http.post("/api/ingest", content=data, headers=headers)
+            except closed_under:
+                return self._http.post("/api/ingest", content=data, headers=headers)
+        except self._httpx.HTTPError as exc:
+            raise Unreachable(f"cannot reach {self.server} ({type(exc).__name__}: "
+                              f"{exc or 'no answer'})") from None
 
     def close(self) -> None:
         self._http.close()
