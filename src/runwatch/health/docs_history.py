@@ -489,8 +489,8 @@ fixed from trainers' conventions and synthetic series (a trigger and a near miss
 - **Slow KL growth** (`grpo_proxy_rm_qwen05b`, 0.0025 to 0.068 nats over 490 steps): new
   `grpo.kl_ref_creep` (info, class `kl_growth`): over a full window of 256 steps the KL
   rises by half its level or more and still rises over the latest half. A KL held by
-  its penalty (the healthy runs) rises in its first tens of steps and then settles; a
-  window that short is never full.
+  its penalty rises in its first tens of steps and then settles: the healthy runs of the
+  corpus either never fill the window or have settled in its latest half.
 
 Not changed: `grpo_rho_gsm8k_groups` logs how many rollouts had no spread as a count
 (`n_degenerate` of 4) and the share that had one as `availability`; neither is a name a
@@ -498,7 +498,7 @@ role can be read from, so it is still missed. The three `grpo_leetcode_*` runs s
 no `reward_hacking` finding: their correctness reward is named `reward/f`.
 
 As printed by `runwatch health-eval --split train` (103-run corpus, 92 in `train` with
-round 7; the engine before these changes at 22:02 UTC and after them at 22:33 UTC, load
+round 7; the engine before these changes at 22:04 UTC and after them at 22:48 UTC, load
 average 4-12, which the figures do not depend on):
 
 ```
