@@ -603,8 +603,9 @@ class FlatSince(Onsets):
     before its first validation and converged later has fallen since; one that never
     learned has not.
 
-    Training points wait until the validations up to their step are judged, so a batch
-    read whole judges each validation with the training points logged up to it."""
+    Training points wait until the validations of their batch up to their step are
+    judged, so a batch read whole judges each validation with the training points logged
+    up to it."""
 
     HALF = 5
     MIN_TRAIN = 8  # training points since the first validation before a verdict
@@ -624,15 +625,16 @@ class FlatSince(Onsets):
         self.marks: list[tuple[int, float]] = []
 
     def feed_a(self, steps: list[int], values: list[float]) -> None:
-        """Training points: they wait for the validations logged up to their step."""
-        if self.first is None and steps:
+        """Training points: they wait for the validations of their batch (a validation
+        comes in the batch that holds its step), so only one batch's points wait."""
+        if self.first is not None:
+            self._place(math.inf)
+        elif steps:
             # Only points from the first validation on count, and it comes no earlier
             # than the batch that holds it: earlier batches' points are dropped.
             self.waiting = [p for p in self.waiting if p[0] >= steps[0]]
         self.waiting.extend([float(s), v] for s, v in zip(steps, values, strict=True)
                             if v - v == 0)
-        if self.first is not None and len(self.waiting) > 32 * self.TAIL:
-            self._place(self.waiting[0][0] + 0.5 * (self.waiting[-1][0] - self.waiting[0][0]))
 
     def _place(self, upto: float) -> None:
         """Move the waiting training points logged up to step `upto` into the span."""
