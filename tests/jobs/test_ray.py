@@ -70,10 +70,11 @@ class RayHead:
     log: Path
 
 
-@pytest.fixture
-def ray_head() -> Iterator[RayHead]:
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[RayHead]:
     """A Ray head on free loopback ports with its dashboard, two CPUs, its own temp
-    folder (short: Ray's socket paths must fit), stopped with everything it started."""
+    folder (short: Ray's socket paths must fit), stopped with everything it started.
+    Started once for the module: a head takes 10-30 s to come up on two loaded cores."""
     temp = Path(tempfile.mkdtemp(prefix="rw-ray-", dir="/tmp"))
     log = temp / "head.log"
     dashboard = free_port()
@@ -109,6 +110,25 @@ def ray_head() -> Iterator[RayHead]:
         with contextlib.suppress(ProcessLookupError, ChildProcessError):
             proc.wait(timeout=10)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture
+def ray_head(ray_cluster: RayHead) -> Iterator[RayHead]:
+    """The module's Ray head, left with no job running after each test (a test's runs and
+    index are its own; the head's two CPUs must be free for the next test)."""
+    yield ray_cluster
+    from runwatch.jobs.ray_executor import TERMINAL, connect
+
+    client = connect(ray_cluster.address)
+
+    def running() -> list[str]:
+        return [str(j.submission_id) for j in client.list_jobs()
+                if str(getattr(j.status, "value", j.status)) not in TERMINAL]
+
+    for submission_id in running():
+        client.stop_job(submission_id)
+    wait_for(lambda: not running(), what="the test's Ray jobs to stop", deadline=JOB_DEADLINE_S,
+             interval=0.2)
 
 
 def _ray_status(client: Any, engine: Engine, name: str, attempt: int = 1) -> str:
@@ -359,30 +379,37 @@ def test_a_loop_ended_by_rays_memory_monitor_is_host_oom() -> None:
 
 
 def test_worker_says_what_to_do_without_a_reachable_ray(runs_dir: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
                                                         ) -> None:
     """No address, an address where nothing answers, and Ray not installed: exit 2 with
-    what to do, before any job is claimed."""
-    base = [sys.executable, "-m", "runwatch", "worker", str(runs_dir), "--db",
-            str(tmp_path / "index.db")]
+    what to do, before any job is claimed. The command runs in-process (a process that
+    imports Ray takes seconds to start), and as a real process where nothing answers."""
+    from typer.testing import CliRunner
 
-    def run(*args: str, code: str | None = None) -> subprocess.CompletedProcess[str]:
-        cmd = base + list(args) if code is None else [
-            sys.executable, "-c", code, *base[3:], *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    from runwatch.cli.main import app
 
-    got = run("--executor=ray")
-    assert got.returncode == 2 and "needs the Ray dashboard's address" in got.stderr
-    got = run("--address=http://127.0.0.1:1")
-    assert got.returncode == 2 and "add --executor ray" in got.stderr
-    got = run("--executor=ray", "--address=127.0.0.1:8265")
-    assert got.returncode == 2 and "is not a dashboard URL" in got.stderr
-    # Ray itself hidden from the worker's interpreter: as where the extra is not installed.
-    hide_ray = ("import sys; sys.modules['ray'] = None; sys.argv[0] = 'runwatch'; "
-                "from runwatch.cli.main import app; app()")
-    got = run("--executor=ray", f"--address=http://127.0.0.1:{free_port()}", code=hide_ray)
-    assert got.returncode == 2 and "pip install 'runwatch[ray]'" in got.stderr
+    base = ["worker", str(runs_dir), "--db", str(tmp_path / "index.db")]
+
+    def run(*args: str) -> tuple[int, str]:
+        got = CliRunner().invoke(app, [*base, *args])
+        return got.exit_code, got.stderr
+
+    code, said = run("--executor=ray")
+    assert code == 2 and "needs the Ray dashboard's address" in said
+    code, said = run("--address=http://127.0.0.1:1")
+    assert code == 2 and "add --executor ray" in said
+    code, said = run("--executor=ray", "--address=127.0.0.1:8265")
+    assert code == 2 and "is not a dashboard URL" in said
+    with monkeypatch.context() as hidden:  # as where the extra is not installed
+        for module in [m for m in sys.modules if m == "ray" or m.startswith("ray.")]:
+            hidden.setitem(sys.modules, module, None)
+        hidden.setitem(sys.modules, "ray", None)
+        code, said = run("--executor=ray", f"--address=http://127.0.0.1:{free_port()}")
+    assert code == 2 and "pip install 'runwatch[ray]'" in said
     if importlib.util.find_spec("ray") is not None:
-        got = run("--executor=ray", f"--address=http://127.0.0.1:{free_port()}")
+        got = subprocess.run([sys.executable, "-m", "runwatch", *base, "--executor=ray",
+                              f"--address=http://127.0.0.1:{free_port()}"],
+                             capture_output=True, text=True, timeout=120)
         assert got.returncode == 2 and "no Ray dashboard answers at" in got.stderr
 
 
