@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -202,10 +203,9 @@ def test_a_compare_of_an_unchanged_folder_loads_no_sqlalchemy(pair: Path) -> Non
     assert "sqlalchemy" not in imported_by(*args)
 
 
-def test_the_report_is_the_analysis_of_the_index(pair: Path, db_url: str) -> None:
-    """The command's report, from the folder's own index and from a --db index of either
-    store, is the analysis of the series the SQLAlchemy readers give."""
-    from runwatch.ingest.indexer import Indexer
+def analysed(db_url: str, window: int = cmp.DEFAULT_WINDOW) -> dict[str, Any]:
+    """The analysis (as JSON reads it back) of the candidate and baseline runs in the
+    index at `db_url`, their series read by the SQLAlchemy readers."""
     from runwatch.store import queries as q
     from runwatch.store.db import open_engine
     from runwatch.store.jobs import job_row
@@ -213,7 +213,6 @@ def test_the_report_is_the_analysis_of_the_index(pair: Path, db_url: str) -> Non
     from runwatch.store.series import read_series
 
     engine = open_engine(db_url)
-    Indexer(engine, pair).index_once()
     with engine.connect() as conn:
 
         def series_of(key: Any) -> tuple[Any, Any]:
@@ -227,9 +226,80 @@ def test_the_report_is_the_analysis_of_the_index(pair: Path, db_url: str) -> Non
             sides.append(cmp.side_of(row, run_keys(conn, row.pk),
                                      job["devices"] if job else None, series_of))
     engine.dispose()
-    expected = json.loads(json.dumps(cmp.compare(sides[0], sides[1], cmp.Options(window=7))))
+    out: dict[str, Any] = json.loads(json.dumps(
+        cmp.compare(sides[0], sides[1], cmp.Options(window=window))))
+    return out
+
+
+def test_the_report_is_the_analysis_of_the_index(pair: Path, db_url: str) -> None:
+    """The command's report, from the folder's own index and from a --db index of either
+    store, is the analysis of the series the SQLAlchemy readers give."""
+    from runwatch.ingest.indexer import Indexer
+    from runwatch.store.db import open_engine
+
+    engine = open_engine(db_url)
+    Indexer(engine, pair).index_once()
+    engine.dispose()
+    expected = analysed(db_url, window=7)
     assert report(pair, "candidate", "baseline", "--window", "7") == expected
     assert report(pair, "candidate", "baseline", "--window", "7", "--db", db_url) == expected
+
+
+def test_the_server_and_the_command_line_share_one_set_of_saved_series(
+        pair: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GET /api/compare reads and saves the compared series where `runs compare` does,
+    checked against the index the same way: a fresh server's first compare reads the
+    files a command saved (and the reverse), and an index removed and made again (runs
+    and keys numbered from 1 again, the same counts, other values) never shows the removed
+    runs' series for the new ones, on a new server or the command line."""
+    from runwatch.ingest.indexer import Indexer
+    from runwatch.server.runner import free_port
+    from runwatch.store.db import database_url, open_engine
+
+    monkeypatch.setattr("runwatch.store.plain_series.SAVE_MIN_POINTS", 1)  # 125 points
+    index = pair / ".runwatch" / "index.db"
+    saved = index.parent / "index.compare"
+
+    def files() -> dict[str, tuple[int, int]]:
+        return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in saved.iterdir()}
+
+    def api() -> dict[str, Any]:
+        with Runner(open_engine(index), port=free_port(), prewarm=False) as srv:
+            resp = httpx.get(f"{srv.url}/api/compare", timeout=30,
+                             params={"run": "candidate", "baseline": "baseline"})
+        assert resp.status_code == 200, resp.text
+        body: dict[str, Any] = resp.json()
+        assert body.pop("ok") is True
+        return body
+
+    first = report(pair, "candidate", "baseline")  # indexes the folder, saves 4 series
+    made_by_cli = files()
+    assert len(made_by_cli) == 4
+    assert api() == first and files() == made_by_cli, "the server read the command's files"
+    shutil.rmtree(saved)
+    assert api() == first
+    assert sorted(files()) == sorted(made_by_cli), "the server saved where the command does"
+    made_by_server = files()
+    assert report(pair, "candidate", "baseline") == first
+    assert files() == made_by_server, "the command read the server's files"
+
+    for item in pair.iterdir():  # a new index of new runs, the saved series kept
+        if item.name != ".runwatch":
+            shutil.rmtree(item)
+    for item in index.parent.iterdir():
+        if item != saved:
+            item.unlink()
+    sdk_run(pair, "baseline", steps=STEPS, metrics=losses(lambda i: 0.2),
+            config={**PLAN, "runs_dir": "elsewhere"})
+    sdk_run(pair, "candidate", steps=STEPS, metrics=losses(lambda i: 0.3, spike_at=90),
+            config=PLAN)
+    engine = open_engine(index)
+    Indexer(engine, pair).index_once()
+    engine.dispose()
+    again = analysed(database_url(index))
+    assert again != first and again["spikes"][0]["step"] == 90
+    assert api() == again
+    assert report(pair, "candidate", "baseline") == again
 
 
 def test_the_cli_defaults_are_the_analysis_defaults() -> None:

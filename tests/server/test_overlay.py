@@ -2,7 +2,8 @@
 list fields, keys, cursors and the series of the keys its selectors pick in one answer,
 equal to what /api/runs, /api/runs/{run}/metrics/keys and /api/series answer one by one;
 a run it cannot read is listed as missing, with the error its own request gets. And the
-compare view's report request refuses reinforcement runs without reading their series."""
+compare view's report request refuses reinforcement runs without reading their series,
+and reads and saves a supervised pair's through the saved compared series."""
 
 from __future__ import annotations
 
@@ -115,16 +116,22 @@ def test_bad_selectors_are_400(client: httpx.Client) -> None:
 
 
 def test_the_report_refuses_reinforcement_runs_without_reading_a_series(
-        engine: Engine, runs_dir: Path) -> None:
-    for name in ("g1", "g2"):
+        engine: Engine, runs_dir: Path, tmp_path: Path) -> None:
+    for name, method in (("g1", "grpo"), ("g2", "grpo"), ("s1", "sft"), ("s2", "sft")):
         write_run(runs_dir, name, records({"loss": 1.0, "grad_norm": 2.0}, range(300)),
-                  method="grpo")
+                  method=method)
     Indexer(engine, runs_dir).index_once()
-    cache = SeriesCache()
+    cache = SeriesCache(disk_dir=tmp_path / "index.series")
+    cache.compared.min_points = 1  # every series the report reads is saved (300 points)
+    saved = tmp_path / "index.compare"
     api = Api(create_app(engine, runs_dir=runs_dir, cache=cache))
     refused = assert_error(api.get("/api/compare", params={"run": "g1", "baseline": "g2"}), 400)
     assert "reinforcement run (grpo)" in refused["error"]
-    assert cache.held_points == 0, "no series was read for a report that is refused"
+    assert not saved.exists() and cache.held_points == 0, (
+        "no series was read for a report that is refused")
+    answered = api.get("/api/compare", params={"run": "s1", "baseline": "s2"})
+    assert answered.status_code == 200 and answered.json()["compared_steps"] == 300
+    assert len(list(saved.glob("*.npz"))) == 4, "a report's four series are read and saved"
 
 
 def test_a_warmed_app_answered_one_overlay_and_kept_nothing_of_it(engine: Engine,

@@ -10,7 +10,9 @@ Runs that differ only in how they divide the same sequences per update (devices 
 sequences per pass × accumulation) train the same rows: they are compared, and the
 division is reported.
 
-Pure: the caller reads the runs (`Side`) from the index; this module only computes.
+The computation is pure; `read_side` is the one reader of a run from the index that the
+command line and the server share (plain SQL, store/plain.py, and the saved series of
+store/plain_series.py), so both read the same series through the same saved files.
 """
 
 from __future__ import annotations
@@ -18,13 +20,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import yaml
 
 from runwatch.metrics import Role, find_key
+
+if TYPE_CHECKING:
+    from runwatch.store.plain import Reader
+    from runwatch.store.plain_series import SavedSeries
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -142,6 +148,25 @@ def side_of(row: Any, keys: Sequence[Any], job_devices: int | None,
     loss, grad_norm = compared_keys(keys)
     return Side(row.run_id, row.name, row.method, row.base_model, row.dataset, config,
                 job_devices, series(loss), series(grad_norm), problems)
+
+
+def read_side(db: Reader, row: Any, saved: SavedSeries) -> Side:
+    """The run at `row` (its runs row: pk, run_id, name, method, base_model, dataset,
+    config) as the comparison reads it from the index `db`, its series through `saved`
+    (read from files saved beside a SQLite index while the index holds the same points,
+    else from the index and saved). A reinforcement run's series are not read: the
+    comparison refuses it for its method (on a cold index, whole reads of a long run)."""
+    from runwatch.store import plain, plain_series
+
+    keys = plain.run_keys(db, row.pk)
+    read = [] if (row.method or "").lower() in REINFORCEMENT else [
+        k for k in compared_keys(keys) if k is not None]
+    series = saved.get(db, row.pk, read)
+
+    def series_of(key: plain.Key) -> tuple[IntArray, FloatArray]:
+        return series.get(key.id, plain_series.NO_POINTS)
+
+    return side_of(row, keys, plain.job_devices(db, row.pk), series_of)
 
 
 def compared_keys(keys: Sequence[Any]) -> tuple[Any, Any]:

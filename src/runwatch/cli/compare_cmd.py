@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from runwatch.analysis.compare import Side
-    from runwatch.store.plain import Key, Reader
+    from runwatch.store.plain import Reader
 
 # The defaults of runwatch.analysis.compare, written out: importing it (numpy) here would
 # slow every other command's start (a test checks that they agree).
@@ -35,8 +35,8 @@ ACROSS_PLANS_API = "; across_plans=true compares them anyway"
 def read_side(db: Reader, ref: str, saved: Path | None = None) -> Side:
     """The run `ref` names, as the comparison reads it (exit 2 where it names no run, or
     several); its series saved in `saved` (beside a SQLite index) and read from there
-    while the index holds the same points."""
-    from runwatch.analysis.compare import REINFORCEMENT, compared_keys, side_of
+    while the index holds the same points (the server reads through the same files)."""
+    from runwatch.analysis import compare as cmp
     from runwatch.store import plain, plain_series
 
     try:
@@ -44,16 +44,7 @@ def read_side(db: Reader, ref: str, saved: Path | None = None) -> Side:
     except plain.NoSuchRun as exc:
         hints = ["candidates:"] + [f"  {c}" for c in exc.candidates] if exc.candidates else []
         raise fail(str(exc), hints) from exc
-    keys = plain.run_keys(db, row.pk)
-    # a reinforcement run's are not read: the comparison refuses it for its method
-    read = [] if (row.method or "").lower() in REINFORCEMENT else [
-        k for k in compared_keys(keys) if k is not None]
-    series = plain_series.SavedSeries(saved).get(db, row.pk, read)
-
-    def series_of(key: Key) -> plain_series.Pair:
-        return series.get(key.id, plain_series.NO_POINTS)
-
-    return side_of(row, keys, plain.job_devices(db, row.pk), series_of)
+    return cmp.read_side(db, row, plain_series.SavedSeries(saved))
 
 
 def compare_cmd(

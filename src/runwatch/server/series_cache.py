@@ -6,6 +6,11 @@ also saved as .npz files, so a restarted server reads a run's history from one f
 instead of row by row from the database; a file is used only for the same run (its id),
 key and first point, so an index made again (runs and keys numbered from 1 again) does
 not take an old run's file for a new one.
+
+The series a comparison reads (GET /api/compare) are not this cache's: they are read
+through `compared` (store/plain_series.SavedSeries), the files `runwatch runs compare`
+reads and saves beside the index, so the server and the command line share one set of
+saved compared series, checked against the index the same way.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from sqlalchemy import Connection, Engine, select
 
 from runwatch.store import schema as s
 from runwatch.store.keys import KeyInfo, run_keys
+from runwatch.store.plain_series import SavedSeries, saved_folder
 from runwatch.store.points import first_point
 from runwatch.store.series import Series, extend_series, read_series
 from runwatch.store.summaries import finite_stats
@@ -47,6 +53,7 @@ class SeriesCache:
     def __init__(self, max_points: int = DEFAULT_MAX_POINTS, disk_dir: Path | None = None,
                  summaries: bool = True) -> None:
         self.max_points = max_points
+        self.compared = SavedSeries(None)
         self.disk_dir = disk_dir
         # whole series are read from the index's step summaries (routes_metrics); False
         # reads every point as before them (the benchmark's side-by-side figure)
@@ -58,6 +65,17 @@ class SeriesCache:
         # the run's id and the key's name of each series, for saving later
         self._names: dict[tuple[int, int], tuple[str, str]] = {}
         self._run_ids: dict[int, str] = {}
+
+    @property
+    def disk_dir(self) -> Path | None:
+        return self._disk_dir
+
+    @disk_dir.setter
+    def disk_dir(self, folder: Path | None) -> None:
+        """Where long series are saved; the compared ones go beside it, in the folder named
+        as its index's (`index.series` -> `index.compare`), where `runs compare` saves."""
+        self._disk_dir = folder
+        self.compared = SavedSeries(None if folder is None else saved_folder(folder))
 
     def get(self, conn: Connection, run_pk: int, key: KeyInfo) -> Series:
         """The series of `key`, current as of `key.points` (read from metric_keys)."""

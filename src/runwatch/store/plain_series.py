@@ -1,6 +1,8 @@
 """A metric key's whole series read over a plain DB-API connection (store/plain.Reader):
 steps and values only, in step order, as store/series reads them with SQLAlchemy (a test
-keeps the two equal); and series saved beside a SQLite index for the next command."""
+keeps the two equal); and series saved beside a SQLite index (`saved_folder`) for the
+next comparison, the command line's (`runwatch runs compare`) and the server's
+(GET /api/compare) alike: one set of files, checked against the index the same way."""
 
 from __future__ import annotations
 
@@ -28,6 +30,11 @@ _PAIR = np.dtype([("step", np.int64), ("a", np.float64), ("b", np.float64)])
 # Series shorter than this are quick to read from the index and are not saved (as the
 # server's series cache, server/series_cache.SAVE_MIN_POINTS).
 SAVE_MIN_POINTS = 20_000
+
+
+def saved_folder(index: Path) -> Path:
+    """Where the series compared over the SQLite index file `index` are saved."""
+    return index.parent / f"{index.stem}.compare"
 
 
 def _id_range(key_id: int) -> tuple[int, int]:
@@ -111,9 +118,9 @@ class SavedSeries:
     and keys from 1 again), key, count, and first and last point with their values; the
     index stays the record."""
 
-    def __init__(self, folder: Path | None, min_points: int = SAVE_MIN_POINTS) -> None:
+    def __init__(self, folder: Path | None, min_points: int | None = None) -> None:
         self.folder = folder
-        self.min_points = min_points
+        self.min_points = SAVE_MIN_POINTS if min_points is None else min_points
 
     def get(self, db: Reader, run_pk: int, keys: list[Key]) -> dict[int, Pair]:
         """The series of each of a run's `keys`, by key id."""
