@@ -25,8 +25,10 @@ from runwatch.jobs.cost import PROFILES_ENV
 from runwatch.sdk.lock import RunLock
 from runwatch.server.runner import Runner, free_port
 from runwatch.store import jobs as store_jobs
+from runwatch.store.db import database_url, open_engine
 from tests.support import MakeRun, wait_for
 from tests.support.jobs import events, job
+from tests.support.stores import STORES, PostgresDatabases
 from tests.support.wait import DEADLINE_S
 
 
@@ -88,6 +90,30 @@ def test_a_command_job_runs_in_the_server_s_folder(server: Runner) -> None:
     assert job["argv"] == [sys.executable, "train.py"] and job["cwd"] == str(Path.cwd())
 
 
+@pytest.fixture(scope="module", params=STORES)
+def refusing(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[tuple[Runner, Path]]:
+    """The real server and its runs folder, once per store for the bad jobs below: each is
+    refused and leaves no run and no folder (each case checks), so they share one server
+    instead of starting 15 (a start and a new index are most of such a case's time)."""
+    folder = tmp_path_factory.mktemp("refusing")
+    runs_dir = folder / "runs"
+    runs_dir.mkdir()
+    url = database_url(folder / "index.db")
+    databases: PostgresDatabases | None = None
+    if request.param == "postgres":
+        databases = request.getfixturevalue("postgres")
+        url = databases.create()
+    engine = open_engine(url)
+    try:
+        with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05) as srv:
+            yield srv, runs_dir
+    finally:
+        engine.dispose()
+        if databases is not None:
+            databases.drop(url)
+
+
 @pytest.mark.parametrize(("body", "status", "field", "words"), [
     ({"settings": {"max_steps": "many"}}, 422, "settings.max_steps",
      "max_steps='many' is not a valid int"),
@@ -107,9 +133,10 @@ def test_a_command_job_runs_in_the_server_s_folder(server: Runner) -> None:
     ({"devices": 0}, 400, None, "devices"),
     ({"extra": 1}, 400, None, "extra"),
 ])
-def test_a_bad_job_is_refused_naming_its_field(server: Runner, runs_dir: Path,
+def test_a_bad_job_is_refused_naming_its_field(refusing: tuple[Runner, Path],
                                                body: dict[str, Any], status: int,
                                                field: str | None, words: str) -> None:
+    server, runs_dir = refusing
     sent = {"kind": "recipe", "recipe": "sft", "name": "bad", **body}
     err = assert_error(post(server, "/api/jobs", sent), status)
     assert words in err["error"] and err.get("field") == field
