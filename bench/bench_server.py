@@ -73,6 +73,8 @@ def main() -> int:
     ap.add_argument("--points", type=int, default=1_000_000)
     ap.add_argument("--requests", type=int, default=50)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--target", type=float, default=50.0,
+                    help="median ms of a full-range request; exit 1 when it is missed")
     args = ap.parse_args()
     out: dict[str, Any] = {"points": args.points, "buckets": 1000}
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,13 +114,13 @@ def main() -> int:
         downsample(steps, values, edges, 1000)
         fn.append((time.perf_counter() - t) * 1000)
     out["downsample_function"] = summary(fn)
-    out["target_median_ms"] = 50
-    out["meets_target"] = out["full_range"]["median_ms"] <= 50
+    out["target_median_ms"] = args.target
+    out["meets_target"] = out["full_range"]["median_ms"] <= args.target
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2))
     print(json.dumps(out, indent=2))
     print(f"\n{args.points:,}-point series -> 1,000 buckets over HTTP: median "
-          f"{out['full_range']['median_ms']} ms (target <= 50 ms), cold first request "
+          f"{out['full_range']['median_ms']} ms (target <= {args.target:g} ms), cold first request "
           f"{out['cold_first_request_ms']} ms; results in {args.out}")
     return 0 if out["meets_target"] else 1
 
