@@ -121,7 +121,9 @@ def open_reader(directory: Path | None, db: str | None) -> Iterator[tuple[Reader
         reader = plain.Reader(conn)
         if not plain.schema_current(reader) or (d.is_dir() and not _unchanged(reader, d)):
             open_context(directory, db, read_only=True).engine.dispose()
-        yield reader, path.parent / f"{path.stem}.compare"
+        from runwatch.store.plain_series import saved_folder  # loads numpy: only here
+
+        yield reader, saved_folder(path)
     finally:
         conn.close()
 
