@@ -275,10 +275,10 @@ CASES: dict[str, tuple[Case, Case]] = {
     ),
     "grpo.no_signal": (
         # No group with a spread on every other step (a TRL log's frac_reward_zero_std of
-        # 1.0 between steps of 0.5 and 0): a third of the steps learn nothing.
-        ("grpo", NO, {"zero_variance_skip_ratio": [0.5, 1.0, 0.0, 1.0, 0.5, 1.0]}),
-        # Two such steps in every ten, and 0.9 (some groups left) in between.
-        ("grpo", NO, {"zero_variance_skip_ratio": mostly(1.0, 0.9, 2, 20)}),
+        # 1.0 between steps of 0.5 and 0): those steps learn nothing.
+        ("grpo", NO, {"zero_variance_skip_ratio": [0.5, 1.0, 0.0, 1.0, 0.5, 1.0, 0.0, 1.0]}),
+        # Three such steps in every ten, and 0.9 (some groups left) in between.
+        ("grpo", NO, {"zero_variance_skip_ratio": mostly(1.0, 0.9, 3, 20)}),
     ),
     "dpo.loss_collapsed": (
         ("dpo", NO, {"loss": [0.69, 0.2, 0.0, 0.0], "preference_accuracy": [0.5, 0.9, 1.0, 1.0]}),
@@ -290,10 +290,11 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"entropy": [1.0 - 0.004 * i for i in range(64)]}),
     ),
     "grpo.reward_std_zero": (
-        # Three groups-alike steps in every ten, never two in five.
-        ("grpo", NO, {"reward_std": [*const(0.3, 10), 0.0, 0.3, 0.2, 0.0, 0.3, 0.25, 0.0]}),
-        # Two groups-alike steps in every ten: some signal is left.
-        ("grpo", NO, {"reward_std": const(0.3, 10) + mostly(0.0005, 0.3, 2, 20)}),
+        # Four groups-alike steps in ten, never three in five.
+        ("grpo", NO, {"reward_std": [*const(0.3, 10), 0.0, 0.3, 0.2, 0.0, 0.3, 0.25, 0.0,
+                                     0.3, 0.0]}),
+        # Three groups-alike steps in every ten: some signal is left.
+        ("grpo", NO, {"reward_std": const(0.3, 10) + mostly(0.0005, 0.3, 3, 20)}),
     ),
     "grpo.reward_pinned": (
         # A mean reward at exactly 0 from the start: every sample of every group fails.

@@ -549,6 +549,9 @@ def test_unknown_names_are_read_by_the_role_their_words_name(
     ("reward_max", "rl.no_progress", "grpo", [0.5 + 0.05 * math.sin(1.3 * i)
                                               for i in range(40)]),
     ("n_degenerate", "grpo.no_signal", "grpo", [4.0] * 5),  # a count, not a share
+    # A held-out return of unknown scale: an absolute fall of 0.1 is noise at -500.
+    ("eval/mean_reward", "val.falling", "grpo", every(10, [-500.0 + 30 * math.sin(i)
+                                                           for i in range(12)])),
 ])
 def test_names_whose_words_say_they_are_something_else_are_not_read(
         key: str, rule_id: str, method: str, series: list[float]) -> None:

@@ -459,10 +459,12 @@ fixed from trainers' conventions and synthetic series (a trigger and a near miss
   warm-up.
 - **Groups with no spread, shown only by a reward's statistics** (`grpo_legaloom_fn_reward`,
   `grpo_axiom_mgrpo_checkpoint`, `grpo_autoresearch_tiny_math`): `grpo.no_signal` (no
-  group with a spread) now holds on 3 of the last 10 steps, not 3 in a row, and
-  `grpo.reward_std_zero` on 3 of 10, not 3 of 5: a third of the steps learning nothing is
+  group with a spread) now holds on 4 of the last 10 steps, not 3 in a row, and
+  `grpo.reward_std_zero` on 4 of 10, not 3 of 5: four steps in ten learning nothing is
   the finding, however the steps between went (a TRL log's `frac_reward_zero_std` of 1.0
-  between steps of 0.5). New `grpo.reward_pinned` (warning, detector `pinned`): the mean
+  between steps of 0.5). Not 3 of 10: a run of one prompt per step that solves 90% of
+  its prompts already has every sample right on 4 steps in 10, and its data is
+  saturated; one at 80% has it on 2. New `grpo.reward_pinned` (warning, detector `pinned`): the mean
   reward exactly at the lowest value it has taken, and took before, on 3 of the last 5
   steps; a batch's mean returns to exactly its floor only when every sample scores it. A
   new low (a falling reward) or a value repeated above the floor (a mean of eight 0/1
@@ -474,12 +476,14 @@ fixed from trainers' conventions and synthetic series (a trigger and a near miss
   `advantage_collapse` beside `frac`, `ratio`, `rate` or `share`) feeds that role, after
   every known name in the batch, so a trainer's own name keeps its role. Words that make
   a name something else keep it unread: a coefficient, a bound, a count, a time, a
-  best-of-N, a per-epoch mean, a value or auxiliary loss, a policy-to-sampler KL
-  (`approx_kl`). So `kl_div`, `loss_kl`, `mean_entropy`, `train_reward`, `std_reward`,
-  `mixed_cuts/advantage_collapse_rate` and tinker's summed `loss:sum` (read by
-  `grpo.loss_spike`, which judges a jump against the loss's own noise and level, so a
-  sum's scale does not matter) are read; `grpo_verl_math_kl_runaway`'s groups with no
-  spread and `grpo_tinker_code_sandbox`'s loss spike are found.
+  best-of-N, a per-epoch mean, a held-out set (an environment's return has no known
+  scale, and the validation rules judge absolute falls), a value or auxiliary loss, a
+  policy-to-sampler KL (`approx_kl`). So `kl_div`, `loss_kl`, `mean_entropy`,
+  `train_reward`, `std_reward`, `mixed_cuts/advantage_collapse_rate` and tinker's
+  summed `loss:sum` (read by `grpo.loss_spike`, which judges a jump against the loss's
+  own noise and level, so a sum's scale does not matter) are read;
+  `grpo_verl_math_kl_runaway`'s groups with no spread and `grpo_tinker_code_sandbox`'s
+  loss spike are found.
 - **Long loss excursions** (`sft_bloom3b_lyrics_lora`): new `loss.excursion` (info,
   class `loss_spike`, detector `excursion`): the median of the last 3 points rose 50%
   and 3 robust standard deviations above the level of the 20 points before, stayed 5
@@ -498,7 +502,7 @@ role can be read from, so it is still missed. The three `grpo_leetcode_*` runs s
 no `reward_hacking` finding: their correctness reward is named `reward/f`.
 
 As printed by `runwatch health-eval --split train` (103-run corpus, 92 in `train` with
-round 7; the engine before these changes at 22:04 UTC and after them at 22:48 UTC, load
+round 7; the engine before these changes at 22:04 UTC and after them at 22:59 UTC, load
 average 4-12, which the figures do not depend on):
 
 ```
@@ -515,7 +519,7 @@ Per class, before → after (the others unchanged):
 | kl_growth | 6 | 5 → 6 | 0 → 0 | 31 → 27 |
 | loss_not_falling | 8 | 5 → 8 | 5 → 6 | 7 → 7 |
 | loss_spike | 6 | 4 → 6 | 5 → 5 | 0 → 0 |
-| reward_zero_variance | 12 | 7 → 11 | 1 → 1 | 2 → 3 |
+| reward_zero_variance | 12 | 7 → 11 | 1 → 1 | 2 → 5 |
 | rl_no_progress | 16 | 16 → 16 | 12 → 17 | 6 → 6 |
 
 The new false positives are findings on runs labelled with another pathology or info

@@ -258,10 +258,10 @@ ALONE_TRANSFORMED: dict[str, tuple[str, str]] = {"train/entropy_loss": ("entropy
 # A name no table knows is read by the role its words name, last of all (after every
 # name above), and only for the few roles a hand-written loop logs under names of its
 # own: its loss, its mean reward and the reward's spread, its entropy, its KL to the
-# reference, and the share of groups whose samples all scored the same. Words that make
-# a name something else (a coefficient, a bound, a count, a part of the objective that
-# is not the policy's) keep it unread. (role, words one of which the name holds, words
-# none of which it holds)
+# reference, and the share of groups whose samples all scored the same, all measured on
+# the training data. Words that make a name something else (a coefficient, a bound, a
+# count, a held-out set, a part of the objective that is not the policy's) keep it
+# unread. (role, words one of which the name holds, words none of which it holds)
 ROLE_WORDS: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
     ("reward_std", frozenset({"reward", "rewards", "rew"}), frozenset({"adv", "advantage"})),
     ("entropy", frozenset({"entropy"}), frozenset({"loss"})),
@@ -295,18 +295,19 @@ def role_by_words(key: str) -> str | None:
     """The role an unknown name's words name (ROLE_WORDS), or None."""
     name = key.lower()
     words = set(re.split(r"[^a-z0-9]+", name)) - {""}
+    if words & HELD_OUT:
+        # A held-out metric under a name of its own is left unread: its scale is unknown
+        # (an environment's episode return), and the validation rules judge absolute falls.
+        return None
     if ZERO_SPREAD.search(name.rpartition("/")[2]) and words & SHARE:
         return "zero_variance_skip_ratio"
     if words & NOT_A_LEVEL:
         return None
-    held_out = bool(words & HELD_OUT)
     for role, wanted, unwanted in ROLE_WORDS:
         if not words & wanted or words & unwanted:
             continue
         if (role == "reward_std") != bool(words & SPREAD):
             continue  # a spread is read only as the reward's
-        if held_out:  # a held-out reward is the validation reward; nothing else is read
-            return "val/reward_mean" if role == "reward_mean" else None
         return role
     return None
 
@@ -325,10 +326,6 @@ def alone_rank(key: str) -> int:
         return 0
     return 2 if role_by_words(name) else 0
 
-
-def read_when_alone(key: str) -> bool:
-    """Whether `key` feeds a role only where no other name does (it goes last in a batch)."""
-    return alone_rank(key) > 0
 
 
 def health_name(key: str) -> tuple[str, Transform | None]:
