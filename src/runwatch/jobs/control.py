@@ -11,7 +11,10 @@ runs it stops its process. A run started by hand (no job.json) is sent SIGTERM, 
 its SDK records as CANCEL_REQUESTED then CANCELLED, when it runs on this host and still
 holds its folder's lock; otherwise only its own user can stop it.
 
-Retry: an ended job starts its next attempt (runwatch.jobs.attempts), QUEUED again.
+Retry: an ended job starts its next attempt (runwatch.jobs.attempts), QUEUED again. Its
+run may have ended while its process still runs (what follows the SDK's finish(), or the
+process exiting): the job then stays its worker's until that process has gone, and only
+then can a worker claim the new attempt.
 """
 
 from __future__ import annotations
@@ -137,5 +140,12 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> str:
     with engine.begin() as conn:
         # before the run is QUEUED in the index, so no worker claims the old attempt
         store_jobs.requeue(conn, row.pk, attempt)
+        if job["worker_id"] is not None:
+            # The old attempt's process recorded its end but has not exited (its worker
+            # still holds the job): the worker keeps holding it until the process has
+            # gone, then lets it go (reaper.conclude), so no new attempt starts beside it.
+            conn.execute(update(s.jobs).where(s.jobs.c.run_pk == row.pk).values(
+                worker_id=job["worker_id"], claimed_at=job["claimed_at"],
+                heartbeat_at=job["heartbeat_at"]))
     _index(engine, run_dir, runs_dir)
     return "QUEUED"

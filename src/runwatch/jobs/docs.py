@@ -34,7 +34,10 @@ RUNNING run is asked to stop (**CANCEL_REQUESTED**: its process gets SIGTERM, th
 after a grace period) and is CANCELLED when the process exits; if the process finished or
 failed on its own before the stop took effect, what it recorded stands. **Retry** is the
 only way out of a terminal phase: a new attempt of the same run, QUEUED again; earlier
-attempts stay on record and in the cost. Any other move is refused with one sentence
+attempts stay on record and in the cost. A run retried as soon as its process recorded
+its end, before that process exited (what follows `finish()`, or its exit on a loaded
+machine), stays its worker's until the process has gone: the new attempt never runs
+beside the old one. Any other move is refused with one sentence
 that says what the run can do instead (`runwatch.jobs.lifecycle.refusal`).
 
 ## Why a run failed

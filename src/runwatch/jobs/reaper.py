@@ -134,6 +134,13 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
         with locked(run_dir, wait_s):
             with engine.connect() as conn:
                 row = store_jobs.job_row(conn, claim.run_pk)
+            if (row is not None and row["worker_id"] == holder
+                    and row["attempt"] > claim.attempt and stale_before is None):
+                # retried after its process recorded its end, before the process exited
+                # (control.retry): its worker let it go only now, with the process gone
+                with engine.begin() as conn:
+                    store_jobs.release(conn, claim.run_pk)
+                return None
             if (row is None or row["worker_id"] != holder or row["attempt"] != claim.attempt
                     or (stale_before is not None and (row["heartbeat_at"] or 0) >= stale_before)):
                 return None

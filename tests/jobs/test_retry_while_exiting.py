@@ -1,0 +1,49 @@
+"""A retry accepted while the ended attempt's process is still exiting starts nothing beside it.
+
+The index shows a job's run ended as soon as its SDK records the end, while the process
+goes on (what follows finish(), the sender's last send, the interpreter's exit: seconds
+on a loaded machine). A retry then (the web app's button, `runwatch runs retry`) used to
+make the job claimable at once, so a worker with a free device started attempt 2 while
+attempt 1's process still ran (seen with a real worker of two devices). Now the job stays
+its worker's until that worker concludes attempt 1, its process gone, and only then can
+attempt 2 be claimed.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from runwatch.ingest import Indexer
+from runwatch.jobs import control, reaper
+from runwatch.jobs.failures import AttemptEnd
+from runwatch.store import jobs as q
+from tests.support.jobs import events, job, record_attempt, run_row, submit_command
+
+
+def test_a_job_retried_before_its_process_exited_is_claimable_once_it_has(
+        engine: Engine, runs_dir: Path) -> None:
+    run = submit_command(engine, runs_dir, "exiting")
+    with engine.begin() as conn:
+        first = q.claim(conn, "w", 1, time.time())
+    assert first is not None and first.attempt == 1
+    record_attempt(run.dir, 1, "FAILED")  # its SDK recorded the end; the process runs on
+    Indexer(engine, runs_dir).index_once()
+    assert run_row(engine, "exiting").status == "FAILED"
+
+    assert control.retry(engine, run.run_pk) == "QUEUED"
+    held = job(engine, "exiting")
+    assert held is not None and (held["attempt"], held["worker_id"]) == (2, "w")
+    with engine.begin() as conn:
+        assert q.claim(conn, "w2", 1, time.time()) is None, "attempt 1's process still runs"
+
+    # its process has exited: the worker concludes attempt 1, which lets the job go
+    assert reaper.conclude(engine, first, "w", AttemptEnd(exit_code=1),
+                           lambda _: None) is None
+    with engine.begin() as conn:
+        second = q.claim(conn, "w2", 1, time.time())
+    assert second is not None and (second.name, second.attempt) == ("exiting", 2)
+    assert [(e["phase"], e.get("attempt")) for e in events(run.dir)][-2:] == [
+        ("FAILED", None), ("QUEUED", 2)], "attempt 1 got no second verdict"
