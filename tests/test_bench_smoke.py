@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
     ["bench_ingest.py", "--steps", "2000", "--metrics", "5", "--repeat", "1",
      "--json", "{tmp}/i.json"],
     ["bench_server.py", "--points", "20000", "--requests", "3", "--out", "{tmp}/s.json"],
-    ["bench_health.py"],
+    ["bench_health.py", "--steps", "2000", "--repeat", "1"],
     ["bench_jobs.py", "--jobs", "1", "--claims", "10", "--claimers", "2", "--out", "{tmp}/j.json"],
     ["bench_cold.py", "--steps", "300", "--runs", "2", "--repeat", "1", "--out", "{tmp}/c.json"],
     # exits 1 when a point is lost
