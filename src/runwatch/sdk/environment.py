@@ -13,23 +13,30 @@ from typing import Any
 
 # Packages whose versions explain a training run's behaviour, recorded when installed.
 TRACKED_PACKAGES = ("runwatch", "torch", "transformers", "trl", "peft", "numpy", "wandb")
+# How long each git command may take (a huge repository, a loaded machine).
+GIT_TIMEOUT_S = 5.0
 
 
-def git_state(cwd: Path | None = None) -> dict[str, Any] | None:
-    """{"sha", "dirty"} of the repository around `cwd`, or None outside one."""
+def git_state(cwd: Path | None = None, timeout_s: float = GIT_TIMEOUT_S) -> dict[str, Any] | None:
+    """{"sha", "dirty"} of the repository around `cwd`, or None outside one. `dirty` is
+    None when git could not say within `timeout_s` (a large tree, a loaded machine): the
+    sha, which git reads at once, is kept."""
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                              timeout=timeout_s)
+
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5
-        )
-        if sha.returncode != 0:
-            return None
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd, capture_output=True, text=True, timeout=5,
-        )
+        sha = git("rev-parse", "HEAD")
     except (OSError, subprocess.SubprocessError):
         return None
-    return {"sha": sha.stdout.strip(), "dirty": bool(status.stdout.strip())}
+    if sha.returncode != 0:
+        return None
+    try:
+        status = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return {"sha": sha.stdout.strip(), "dirty": None}
+    dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
+    return {"sha": sha.stdout.strip(), "dirty": dirty}
 
 
 def package_versions() -> dict[str, str]:
