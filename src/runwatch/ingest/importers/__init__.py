@@ -13,7 +13,17 @@ FORMATS = ("auto", "trl", "jsonl", "tensorboard", "csv", "wandb")
 
 def read_source(source: Path, kind: str = "auto", step_column: str | None = None) -> Imported:
     """Read `source` in format `kind` ("auto" looks at what the path is); `step_column`
-    names the column that numbers a table's rows (CSV, W&B)."""
+    names the column that numbers a table's rows (CSV, W&B). A step that logs no metric
+    (LLaMA-Factory's last line, which has only its progress) is not a step of the run."""
+    imported = _read(source, kind, step_column)
+    imported.records = [r for r in imported.records if r.keys() - NOT_METRICS]
+    return imported
+
+
+NOT_METRICS = frozenset({"step", "ts"})
+
+
+def _read(source: Path, kind: str, step_column: str | None) -> Imported:
     if not source.exists():
         raise SourceError(f"{source} does not exist")
     if kind == "auto":
