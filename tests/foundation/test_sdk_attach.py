@@ -125,7 +125,7 @@ def test_attach_waits_for_job_control_to_let_the_folder_go(
 
 
 def test_a_retried_job_s_attempt_continues_past_the_earlier_attempts_seqs(
-        job_env: tuple[Path, str]) -> None:
+        job_env: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
     run_dir, _ = job_env
     # attempt 1 ran, failed and was moved aside; attempt 2 is queued and preparing
     earlier = run_dir / fmt.ATTEMPTS_DIR / "1"
@@ -136,6 +136,7 @@ def test_a_retried_job_s_attempt_continues_past_the_earlier_attempts_seqs(
         events.write('{"ts": 3.0, "seq": 2, "phase": "FAILED", "code": "failed"}\n'
                      '{"ts": 4.0, "seq": 3, "phase": "QUEUED", "attempt": 2}\n'
                      '{"ts": 5.0, "seq": 4, "phase": "PREPARING", "attempt": 2}\n')
+    monkeypatch.setenv(fmt.ENV_ATTEMPT, "2")  # as the worker starts attempt 2's process
     with runwatch.init() as run:
         run.log({"loss": 0.5}, step=0)
     assert [m["seq"] for m in lines(run_dir / fmt.METRICS)] == [5]
