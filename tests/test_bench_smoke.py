@@ -16,7 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("args", [
     ["bench_ingest.py", "--steps", "2000", "--metrics", "5", "--repeat", "1",
      "--json", "{tmp}/i.json"],
-    ["bench_server.py", "--points", "20000", "--requests", "3", "--out", "{tmp}/s.json"],
+    # a timed target is make bench's to judge, not a smoke run's on a loaded machine
+    ["bench_server.py", "--points", "20000", "--requests", "3", "--target", "1e9",
+     "--out", "{tmp}/s.json"],
     ["bench_health.py", "--steps", "2000", "--repeat", "1"],
     ["bench_jobs.py", "--jobs", "1", "--claims", "10", "--claimers", "2", "--out", "{tmp}/j.json"],
     ["bench_cold.py", "--steps", "300", "--runs", "2", "--repeat", "1", "--out", "{tmp}/c.json"],
