@@ -253,7 +253,6 @@ def test_the_server_and_the_command_line_share_one_set_of_saved_series(
     and keys numbered from 1 again, the same counts, other values) never shows the removed
     runs' series for the new ones, on a new server or the command line."""
     from runwatch.ingest.indexer import Indexer
-    from runwatch.server.runner import free_port
     from runwatch.store.db import database_url, open_engine
 
     monkeypatch.setattr("runwatch.store.plain_series.SAVE_MIN_POINTS", 1)  # 125 points
@@ -264,7 +263,7 @@ def test_the_server_and_the_command_line_share_one_set_of_saved_series(
         return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in saved.iterdir()}
 
     def api() -> dict[str, Any]:
-        with Runner(open_engine(index), port=free_port(), prewarm=False) as srv:
+        with Runner(open_engine(index), port=0, prewarm=False) as srv:  # binds a free one
             resp = httpx.get(f"{srv.url}/api/compare", timeout=30,
                              params={"run": "candidate", "baseline": "baseline"})
         assert resp.status_code == 200, resp.text
