@@ -57,8 +57,11 @@ job names, keeps the job's project and name, adds what the process describes (me
 base model, data set, trainer, backend, group, tags, its config, its host and pid) and
 continues every file where job control left it. So a script needs no change to run as
 a job (docs/sdk.md). Only the first run of the process is the job's: one started while
-it records, or after it ended, is a run of its own. A built-in recipe whose settings do
-not parse fails the job's run as a refusal, with the recipe's own words.
+it records, or after it ended, is a run of its own. A process of an attempt that job
+control has moved on from (given up after its worker stopped heartbeating, and queued or
+started again as the next attempt) records nothing: its `runwatch.init()` raises. A
+built-in recipe whose settings do not parse fails the job's run as a refusal, with the
+recipe's own words.
 
 While a run records, SIGTERM (what cancel sends) makes the SDK record
 **CANCEL_REQUESTED** and unwind the training loop as Ctrl-C does; the run ends

@@ -4,6 +4,7 @@ made for this process, and return the Run that writes it."""
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -130,7 +131,10 @@ def _attach(
                 f"{run_id!r} that {fmt.ENV_RUN_ID} names, so this process was not "
                 f"started for it: unset {fmt.ENV_RUN_DIR} and {fmt.ENV_RUN_ID} to record "
                 "a run of its own, or start it with `runwatch submit`")
-        if _last_phase(run_dir) in fmt.TERMINAL_PHASES:
+        moved_on = _moved_on(run_dir, os.environ.get(fmt.ENV_ATTEMPT))
+        if moved_on is not None and not _attached_here(manifest):
+            raise fmt.RunDirError(moved_on)
+        if moved_on is not None or _last_phase(run_dir) in fmt.TERMINAL_PHASES:
             lock.release()
             return None
         # The job's project and name stay; this process says what it trains and where.
@@ -189,6 +193,28 @@ def _scan_existing(run_dir: Path) -> dict[str, int]:
     return {name: max([append.next_seq(run_dir / name),
                        *(append.next_seq(p) for p in earlier.glob(f"*/{name}"))])
             for name in fmt.FILES}
+
+
+def _moved_on(run_dir: Path, given: str | None) -> str | None:
+    """Why this process's attempt (RUNWATCH_ATTEMPT) is no longer the run's, or None
+    while it is (or when no attempt is named). Job control moves a run on to its next
+    attempt when it ends one: a process whose attempt was given up before it attached
+    (a slow start whose worker died) must not record into the attempt that replaced it."""
+    if not given:
+        return None
+    current = max((int(ev["attempt"]) for ev in append.records(run_dir / fmt.EVENTS)
+                   if isinstance(ev.get("attempt"), int)), default=None)
+    if current is None or str(current) == given.strip():
+        return None
+    return (f"{run_dir} is at attempt {current} of its run, not attempt {given} that "
+            f"{fmt.ENV_ATTEMPT} names: this process was given up (its worker stopped "
+            "heartbeating) and the run was started again, so it records nothing; stop it")
+
+
+def _attached_here(manifest: dict[str, Any]) -> bool:
+    """Whether this process attached to the run before (its manifest names it): its
+    attempt ended, and a further init() records a run of its own."""
+    return manifest.get("pid") == os.getpid() and manifest.get("host") == socket.gethostname()
 
 
 def _last_phase(run_dir: Path) -> str | None:
