@@ -23,7 +23,7 @@ from tensorboard.util import tensor_util
 
 import runwatch
 from runwatch.rundir.format import METRICS
-from tests.support import first_line, run_cli, wait_for
+from tests.support import cli_here, first_line, run_cli, wait_for
 
 CONFIG = {"learning_rate": 3e-4, "optim": {"beta1": 0.9, "name": "adamw"}, "bf16": True,
           "layers": [2, 4], "seed": 7}
@@ -67,8 +67,8 @@ def _load(out: Path) -> Any:
 
 def _logged(runs_dir: Path, name: str) -> dict[str, list[tuple[int, float, float]]]:
     """(step, value, ts) of every point the index holds, by metric key, read by the CLI."""
-    data = json.loads(run_cli("runs", "metrics", name, "--dir", str(runs_dir), "-o",
-                              "json").stdout)
+    data = json.loads(cli_here("runs", "metrics", name, "--dir", str(runs_dir), "-o",
+                               "json").stdout)
     out: dict[str, list[tuple[int, float, float]]] = {}
     for s in data["steps"]:
         for k, v in s["measured"].items():

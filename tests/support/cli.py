@@ -1,4 +1,5 @@
-"""The real `runwatch` command line, run as a subprocess."""
+"""The real `runwatch` command line, run as a subprocess, or in this process where the
+command's answer is what a test reads and the process is not what it tests."""
 
 from __future__ import annotations
 
@@ -21,3 +22,20 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
         raise AssertionError(f"runwatch {' '.join(args)} exited {proc.returncode}:\n"
                              f"{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def cli_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run `runwatch ARGS` in this process (typer's CliRunner, the same app `runwatch`
+    runs), for a test that reads what a command answers (a reference to compare with)
+    and does not test the process: a subprocess costs a new interpreter and its imports,
+    1-5 s under load. The command must succeed."""
+    from typer.testing import CliRunner
+
+    from runwatch.cli.main import app
+
+    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "120"})
+    if res.exit_code != 0:
+        raise AssertionError(f"runwatch {' '.join(args)} exited {res.exit_code}:\n"
+                             f"{res.output}\n{res.exception!r}")
+    return subprocess.CompletedProcess(["runwatch", *args], res.exit_code, res.stdout,
+                                       res.stderr)

@@ -22,7 +22,7 @@ from webhelpers import (
 from runwatch.sdk import init
 from runwatch.server.runner import Runner
 from tests.killed import killed_run
-from tests.support import run_cli, write_manifest
+from tests.support import cli_here, write_manifest
 
 
 def test_list_search_and_charts_with_expected_points(page: Page, server: Runner,
@@ -238,8 +238,8 @@ def test_best_and_latest_train_loss_match_the_cli(page: Page, server: Runner,
         run.log({"train/loss": [2.5, 1.25, 0.75, 1.5][i % 4] + i / 100}, step=i)
     run.finish("SUCCEEDED")
     wait_indexed(server.url, "hf-loss", 9)
-    cli = json.loads(run_cli("runs", "get", "hf-loss", "--dir", str(runs_dir), "-o", "json"
-                             ).stdout)
+    cli = json.loads(cli_here("runs", "get", "hf-loss", "--dir", str(runs_dir), "-o", "json"
+                              ).stdout)
     best, latest = cli["scalars"]["best_train_loss"], cli["scalars"]["latest_train_loss"]
     assert (best, latest) == (0.75 + 2 / 100, 1.25 + 9 / 100)
     assert cli["results"]["best_train_loss"] == best and cli["results"]["train_loss"] == latest
