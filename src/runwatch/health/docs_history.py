@@ -531,4 +531,56 @@ rounds 1 and 4 score as before (3 of 3 found, 0 of 8 healthy runs with a warning
 `train` figure is tuned on and says only that the fixes hold; the next clean figure is
 round 8's.
 
+#### Round 8, scored once (session 9)
+
+54 new public logs from repositories new to the corpus (37 with a pathology, 17 healthy),
+collected by seven readers the same way as rounds 6 and 7 while the changes above were
+made, labelled from reading each log and committed (beba127) before being scored once, as
+printed by `runwatch health-eval --round 8` at 23:11 UTC:
+
+```
+holdout round 8: 21 of 37 pathologies found (57%), median delay 3 logged points;
+2 of 17 healthy runs with a warning
+```
+
+37 runs were marked doubtful by their own reader before the score (`doubtful:` in
+labels.yaml says why: a few points, the first steps of a longer run, a model that is not a
+language model, a reading another reader could make differently); 14 files were rebuilt
+from what a trainer printed. The same score read over the 17 runs no reader doubted:
+**8 of 10 found (80%), median delay 3, 2 of 7 healthy runs with a warning.**
+
+| class | runs | found | false + | median delay (points) | missed |
+|---|---|---|---|---|---|
+| dpo_over_optimisation | 1 | 1 | 1 | 1 | — |
+| entropy_collapse | 2 | 1 | 0 | 2 | grpo_vl3b_aokvqa_mdi_console |
+| kl_growth | 2 | 0 | 2 | — | dpo_gemma2b_kithara_gpu_ref, grpo_rank_gpt2_chrf |
+| length_truncation | 3 | 2 | 0 | 0 | grpo_cdia_lr_sweep_arm |
+| loss_not_falling | 10 | 3 | 2 | 29 | seven, six of them doubted |
+| loss_spike | 4 | 0 | 3 | — | all four, all doubted |
+| loss_zero | 1 | 1 | 0 | 2 | — |
+| nan | 3 | 3 | 0 | 0 | — |
+| overfitting | 5 | 3 | 0 | 4 | other_wake2vec_tinyllama_embed_table, sft_unsloth_qa_six_epochs |
+| reward_hacking | 2 | 0 | 0 | — | dpo_mt_chrf_five_epochs, grpo_sqli_agent_epochs |
+| reward_zero_variance | 3 | 3 | 2 | 3 | — |
+| rl_no_progress | 8 | 7 | 5 | 3 | grpo_rank_gpt2_chrf |
+
+Two healthy runs got a warning, both runs no reader doubted: `dpo_qwen_math15b_loop_log`
+(`dpo.loss_not_falling`) and `grpo_unsloth_gsm8k_250steps` (`grpo.kl_ref_spike`,
+`grpo.reward_std_zero`, `optim.grad_norm_spike`). They are the round's most useful
+result: the first warnings on held-back healthy runs since round 3, from rules that
+`train`'s 28 healthy runs never trip.
+
+The whole corpus after the round, as printed by `runwatch health-eval --split all`:
+
+```
+train: 63 of 64 pathologies found (98%), median delay 5 logged points; 0 of 28 healthy runs with a warning
+holdout: 24 of 40 pathologies found (60%), median delay 3 logged points; 2 of 25 healthy runs with a warning
+all: 87 of 104 pathologies found (84%), median delay 4 logged points; 2 of 53 healthy runs with a warning
+```
+
+So the held-back figures after this session: round 8 (54 runs, the largest clean round)
+**57%, 80% over the runs no reader doubted**, median delay 3 points, and 2 of 17 healthy
+runs warned. The recall target (90%) and the no-warning target are not met; the delay
+target (10 points) is. The held-back share is 65 of 157 runs (rounds 1, 4 and 8).
+
 """
