@@ -96,10 +96,18 @@ class Remote:
                 accept: tuple[int, ...] = ()) -> dict[str, Any]:
         """The answer to METHOD path (a dict), or exit 2 saying what went wrong; the
         answer of a status in `accept` comes back too (its `ok` false)."""
+        # a write carries a JSON body, even an empty one: the API takes no other
+        body = {} if method == "POST" else None
         try:
-            # a write carries a JSON body, even an empty one: the API takes no other
-            resp = self._http.request(method, path, params=params,
-                                      json={} if method == "POST" else None)
+            try:
+                resp = self._http.request(method, path, params=params, json=body)
+            except (self._httpx.ReadError, self._httpx.WriteError,
+                    self._httpx.RemoteProtocolError):
+                if method != "GET":  # a write may have been done: never twice
+                    raise
+                # a kept-alive connection closed under the request: a read is asked
+                # again, once, on a new connection
+                resp = self._http.request(method, path, params=params, json=body)
         except self._httpx.HTTPError as exc:
             raise fail(f"cannot reach the runwatch server at {self.url} "
                        f"({type(exc).__name__}: {exc})",
