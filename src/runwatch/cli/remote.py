@@ -97,7 +97,7 @@ class Remote:
         """The answer to METHOD path (a dict), or exit 2 saying what went wrong; the
         answer of a status in `accept` comes back too (its `ok` false)."""
         # a write carries a JSON body, even an empty one: the API takes no other
-        body = {} if method == "POST" else None
+        body: dict[str, Any] | None = {} if method == "POST" else None
         try:
             try:
                 resp = self._http.request(method, path, params=params, json=body)

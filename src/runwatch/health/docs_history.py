@@ -573,9 +573,12 @@ result: the first warnings on held-back healthy runs since round 3, from rules t
 The whole corpus after the round, as printed by `runwatch health-eval --split all`:
 
 ```
-train: 63 of 64 pathologies found (98%), median delay 5 logged points; 0 of 28 healthy runs with a warning
-holdout: 24 of 40 pathologies found (60%), median delay 3 logged points; 2 of 25 healthy runs with a warning
-all: 87 of 104 pathologies found (84%), median delay 4 logged points; 2 of 53 healthy runs with a warning
+train: 63 of 64 pathologies found (98%), median delay 5 logged points;
+0 of 28 healthy runs with a warning
+holdout: 24 of 40 pathologies found (60%), median delay 3 logged points;
+2 of 25 healthy runs with a warning
+all: 87 of 104 pathologies found (84%), median delay 4 logged points;
+2 of 53 healthy runs with a warning
 ```
 
 So the held-back figures after this session: round 8 (54 runs, the largest clean round)
