@@ -1,8 +1,15 @@
 """The worker: claims queued jobs from the index and runs each as a process of its own.
 
-One loop (`Worker.tick`, every TICK_S) does everything, so a worker needs no threads:
-- every `heartbeat_s`: stamp the worker and its jobs, read whether it was told to drain,
-  and reap the jobs of workers that stopped heartbeating (runwatch.jobs.reaper);
+One loop (`Worker.tick`, every TICK_S) does everything but the stamp:
+- every `heartbeat_s`, from a thread of its own that lives as long as `run_forever`: stamp
+  the worker and its jobs. A tick can take long (indexing a big run; in `runwatch ui` the
+  index lock it shares with the index loop, whose one pass over a 2M-point run takes
+  ~30 s), and a stamp behind it went stale: another worker's reaper concluded the job
+  "stopped_early" although its worker lived (a command that had exited 0 ended FAILED; a
+  Ray job, with no pid here, could be concluded while it ran). `tick` stamps only when no
+  such thread runs (a caller that ticks by hand);
+- every `heartbeat_s`, in the loop: read whether it was told to drain, and reap the jobs of
+  workers that stopped heartbeating (runwatch.jobs.reaper);
 - for each running job: see whether its process group has ended; stop it (SIGTERM, the
   grace period, SIGKILL to the whole group) when a cancel was asked; SIGKILL the group
   when it stayed PREPARING with no new event and no new output for its startup timeout
@@ -130,6 +137,7 @@ class Worker:
         self.draining = False
         self.stopping = False
         self._beat_at = 0.0
+        self._beating = False  # a stamp thread runs (`_stamp_forever`)
         with engine.begin() as conn:
             store_jobs.register_worker(conn, WorkerRow(
                 id=self.id, host=host, pid=os.getpid(), devices=devices,
@@ -146,8 +154,17 @@ class Worker:
 
     def run_forever(self, stop_event: threading.Event) -> None:
         """Tick until drained, or until `stop_event` is set (then stop the running jobs,
-        see the module docstring); the worker is marked stopped either way."""
+        see the module docstring); the worker is marked stopped either way. Its stamps
+        come from a thread of its own and end with this call."""
+        stamped = threading.Event()
+        stop_stamps = threading.Event()
+        stamper = threading.Thread(target=self._stamp_forever, args=(stop_stamps, stamped),
+                                   name=f"{threading.current_thread().name}-heartbeat",
+                                   daemon=True)
+        self._beating = True
+        stamper.start()
         try:
+            stamped.wait()  # the first stamp, before anything is claimed
             while not stop_event.is_set():
                 self._safe_tick()
                 if self.draining and not self.jobs:
@@ -155,6 +172,9 @@ class Worker:
                 stop_event.wait(TICK_S)
             self.stop_jobs()
         finally:
+            stop_stamps.set()
+            stamper.join()
+            self._beating = False
             with self.engine.begin() as conn:
                 store_jobs.stop_worker(conn, self.id, time.time())
 
@@ -204,10 +224,24 @@ class Worker:
         if not (self.draining or self.stopping):
             self._claim()
 
+    def _stamp_forever(self, stop: threading.Event, stamped: threading.Event) -> None:
+        """Stamp the worker and its jobs every heartbeat_s until `stop` is set, whatever
+        the loop is doing (`stamped` is set after the first try)."""
+        while True:
+            try:
+                with self.engine.begin() as conn:
+                    store_jobs.heartbeat(conn, self.id, time.time())
+            except Exception:  # a database hiccup: the next stamp tries again
+                log.exception("worker %s: a heartbeat failed; retrying", self.id)
+            stamped.set()
+            if stop.wait(self.heartbeat_s):
+                return
+
     def _heartbeat(self) -> None:
         now = time.time()
         with self.engine.begin() as conn:
-            store_jobs.heartbeat(conn, self.id, now)
+            if not self._beating:
+                store_jobs.heartbeat(conn, self.id, now)
             self.draining = store_jobs.draining(conn, self.id)
         # jobs an executor still runs for attempts no worker holds (a dead worker's Ray jobs)
         self.executor.sweep(self.engine, self.heartbeat_timeout_s, now)
