@@ -78,6 +78,9 @@ class ServerMetrics:
         self.points_ingested = 0
         self.lag = Histogram(LAG_BUCKETS)
         self.latency = Histogram(LATENCY_BUCKETS)
+        # requests taken and not yet answering (a live stream counts until its first
+        # byte): background work that can wait, such as the start-up warming, waits on it
+        self.answering = 0
 
     def on_points(self, conn: Connection, run_pk: int,
                   points: Mapping[str, PointColumns]) -> None:
@@ -129,17 +132,31 @@ class RequestTimer:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
+        waiting = True
+        with self.metrics.lock:
+            self.metrics.answering += 1
+
+        def answered() -> None:
+            nonlocal waiting
+            if waiting:
+                waiting = False
+                with self.metrics.lock:
+                    self.metrics.answering -= 1
 
         async def timed_send(message: Message) -> None:
             # A live stream never finishes: its latency is the time to its first byte.
             if message["type"] == "http.response.start":
+                answered()
                 route = scope.get("route")
                 template = getattr(route, "path", None) or UNMATCHED
                 self.metrics.observe_request(template, scope["method"],
                                              time.perf_counter() - start)
             await send(message)
 
-        await self.app(scope, receive, timed_send)
+        try:
+            await self.app(scope, receive, timed_send)
+        finally:
+            answered()  # it failed, or its client left, before any answer
 
 
 def install(app: FastAPI, metrics: ServerMetrics) -> None:
