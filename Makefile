@@ -42,11 +42,13 @@ shell: venv
 	@echo "runwatch is on PATH in this shell ($(BIN)/runwatch); exit leaves it"
 	@VIRTUAL_ENV="$(CURDIR)/$(VENV)" PATH="$(CURDIR)/$(BIN):$$PATH" $${SHELL:-/bin/sh} -i
 
-# The suite on every core (pytest-xdist), a test file's tests on one worker so that a
-# module-scoped fixture is built once (docs/testing.md). PostgreSQL cases run where
-# RUNWATCH_TEST_POSTGRES_URL is set.
+# The suite on one worker more than the cores (pytest-xdist): the tests wait on servers,
+# subprocesses and browsers for a fifth of their time, which a third worker on 2 cores
+# fills. A test file's tests run on one worker so that a module-scoped fixture is built
+# once (docs/testing.md). PostgreSQL cases run where RUNWATCH_TEST_POSTGRES_URL is set.
+TEST_WORKERS ?= $(shell python3 -c "import os; print(len(os.sched_getaffinity(0)) + 1)")
 test: venv web
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile --durations=20
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=20
 
 bench: venv web
 	$(BIN)/python bench/run_all.py
