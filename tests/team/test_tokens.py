@@ -137,3 +137,13 @@ def test_making_a_token_reads_no_other_project_s_runs(engine: Engine) -> None:
             for i in range(3000)])
         conn.execute(text("ANALYZE"))
     assert cost_of_a_token() <= alone + 20
+
+
+def test_a_new_token_never_reads_as_an_option() -> None:
+    """secrets.token_urlsafe starts with "-" once in 64 draws; such a token passed on a
+    command line (`--token -x…`, or a bench's child process) read as an option."""
+    from runwatch.server.settings import new_token, token_problem
+
+    tokens = [new_token() for _ in range(2000)]  # the old one: 31 of them start with "-"
+    assert not [t for t in tokens if t.startswith("-")]
+    assert len(set(tokens)) == 2000 and all(token_problem(t) is None for t in tokens)

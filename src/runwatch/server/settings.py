@@ -18,8 +18,13 @@ TOKEN_FORBIDDEN = frozenset(';,"\\%+&=#?')
 
 
 def new_token() -> str:
-    """A fresh random token (32 URL-safe characters)."""
-    return secrets.token_urlsafe(24)
+    """A fresh random token (32 URL-safe characters), never starting with "-": one that
+    did read as an option on a command line (`--token -x…`; a bench's child process
+    refused its arguments, 1 run in 64)."""
+    while True:
+        token = secrets.token_urlsafe(24)
+        if not token.startswith("-"):
+            return token
 
 
 def token_problem(token: str) -> str | None:
