@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from runwatch.cli.output import fail
+from runwatch.sdk.sendhttp import closed_under
 
 if TYPE_CHECKING:
     from runwatch.store.queries import StepRow
@@ -101,8 +102,7 @@ class Remote:
         try:
             try:
                 resp = self._http.request(method, path, params=params, json=body)
-            except (self._httpx.ReadError, self._httpx.WriteError,
-                    self._httpx.RemoteProtocolError):
+            except closed_under(self._httpx):
                 if method != "GET":  # a write may have been done: never twice
                     raise
                 # a kept-alive connection closed under the request: a read is asked

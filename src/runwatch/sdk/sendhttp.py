@@ -82,12 +82,10 @@ class Client:
         out on was closed under it: a kept-alive connection the server (or a proxy) closed
         as the request was sent is not an outage, and the server stores a request it
         already took only once (its records are idempotent on run, file and seq)."""
-        closed_under = (self._httpx.ReadError, self._httpx.WriteError,
-                        self._httpx.RemoteProtocolError)
         try:
             try:
                 return self._http.post("/api/ingest", content=data, headers=headers)
-            except closed_under:
+            except closed_under(self._httpx):
                 return self._http.post("/api/ingest", content=data, headers=headers)
         except self._httpx.HTTPError as exc:
             raise Unreachable(f"cannot reach {self.server} ({type(exc).__name__}: "
@@ -95,6 +93,13 @@ class Client:
 
     def close(self) -> None:
         self._http.close()
+
+
+def closed_under(httpx: Any) -> tuple[type[Exception], ...]:
+    """httpx's errors for a request whose kept-alive connection was closed as it went out
+    (the peer closed an idle connection at about the moment the pool reused it): a read may
+    be asked again at once on a new connection, a write only where it is idempotent."""
+    return (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 
 def error_text(answer: Any) -> str:
