@@ -160,11 +160,30 @@ def _live_run(runs_dir: Path, then: str) -> subprocess.Popen[str]:
         cwd=Path(__file__).parents[2])
 
 
-def _follow(runs_dir: Path, out: Path) -> subprocess.Popen[str]:
-    """`runs tensorboard live --follow` as a user starts it."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "runwatch", "runs", "tensorboard", "live", "--dir",
-         str(runs_dir), "--out", str(out), "--no-start", "--follow", "--interval", "0.1"],
+def _follow(runs_dir: Path, out: Path, ctrl_c_as_it_says: str = "") -> subprocess.Popen[str]:
+    """`runs tensorboard live --follow` as a user starts it. With `ctrl_c_as_it_says`, its
+    process gets a real SIGINT in the flush of the first line that holds those words, once
+    written, where a buffered flush runs the signal handlers (CPython's io does so after
+    each write): as when the reader sends Ctrl-C the moment it reads the line."""
+    args = ["runs", "tensorboard", "live", "--dir", str(runs_dir), "--out", str(out),
+            "--no-start", "--follow", "--interval", "0.1"]
+    if not ctrl_c_as_it_says:
+        return subprocess.Popen([sys.executable, "-m", "runwatch", *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-c", (
+        "import signal, sys\n"
+        "class Out:\n"
+        "    def __init__(self, inner): self.inner, self.said = inner, ''\n"
+        "    def write(self, s): self.said += s; return self.inner.write(s)\n"
+        "    def flush(self):\n"
+        "        self.inner.flush()\n"
+        "        if sys.argv[1] in self.said:\n"
+        "            sys.argv[1] = '\\0'\n"
+        "            signal.raise_signal(signal.SIGINT)\n"
+        "    def __getattr__(self, name): return getattr(self.inner, name)\n"
+        "sys.stdout = Out(sys.stdout)\n"
+        "from runwatch.cli.main import app\n"
+        "app(sys.argv[2:], prog_name='runwatch')\n"), ctrl_c_as_it_says, *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -340,8 +359,12 @@ def test_the_tensorboard_it_starts_follows_a_training_run_and_serves_it_all(
     _check_hparams(_load(tmp_path / "tb"), api_pb2.STATUS_SUCCESS)
 
 
-def test_ctrl_c_stops_following_and_leaves_readable_files(runs_dir: Path,
-                                                          tmp_path: Path) -> None:
+@pytest.mark.parametrize("when", ["while it waits", "as it says it follows"])
+def test_ctrl_c_stops_following_and_leaves_readable_files(runs_dir: Path, tmp_path: Path,
+                                                          when: str) -> None:
+    """Ctrl-C ends following with exit status 0, whether it comes while the command waits
+    for the run or in the flush of the line that says it follows (CI once saw exit 130
+    there: the signal came in before the command caught it)."""
     child = _live_run(runs_dir, then="")
     out = tmp_path / "tb"
     follower = None
@@ -350,13 +373,19 @@ def test_ctrl_c_stops_following_and_leaves_readable_files(runs_dir: Path,
         metrics = runs_dir / "live" / METRICS
         wait_for(lambda: metrics.exists() and len(metrics.read_text().splitlines()) == 4,
                  what="the four steps on disk")
-        follower = _follow(runs_dir, out)
+        follower = _follow(runs_dir, out,
+                           "" if when == "while it waits" else "following live until")
         assert first_line(follower, what="the first export", deadline=DEADLINE_S
                           ).startswith("wrote 21 points")
         assert first_line(follower, what="the view command").startswith("view them:")
         assert first_line(follower, what="following").startswith("following live")
-        follower.send_signal(signal.SIGINT)
-        rest, err = follower.communicate(timeout=DEADLINE_S)
+        if when == "while it waits":
+            follower.send_signal(signal.SIGINT)
+        # what it says is short, so no pipe fills; read through the file objects, which
+        # may hold lines read with the one above (communicate() would skip them)
+        follower.wait(timeout=DEADLINE_S)
+        assert follower.stdout is not None and follower.stderr is not None
+        rest, err = follower.stdout.read(), follower.stderr.read()
         assert follower.returncode == 0, err
         assert "stopped following" in rest
     finally:

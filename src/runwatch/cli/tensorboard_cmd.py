@@ -95,6 +95,9 @@ def _serve(ctx: Context, export: Any, row: Any, target: Path, port: int | None,
     """Start TensorBoard on `target`, follow the run while it trains, and keep TensorBoard
     serving until Ctrl-C (which stops it)."""
     board, url = _start_tensorboard(target, port)
+    # Ctrl-C stops it from the moment that is said, the flush of the saying included (a
+    # flush runs the signal handlers once it has written: the reader may already have sent
+    # the signal)
     try:
         line(f"TensorBoard: {url} (Ctrl-C stops it; it has no authentication, so it "
              "listens on this machine only)")
@@ -105,12 +108,11 @@ def _serve(ctx: Context, export: Any, row: Any, target: Path, port: int | None,
         if row.status in TERMINAL_PHASES:
             export.end(row.status)
         if not stopped:
-            try:
-                code = board.wait()
-            except KeyboardInterrupt:
-                line("stopped TensorBoard")
-            else:
-                raise fail(f"TensorBoard ended by itself (exit status {code})")
+            code = board.wait()
+            raise fail(f"TensorBoard ended by itself (exit status {code})")
+        line("stopped TensorBoard")
+    except KeyboardInterrupt:
+        line("stopped TensorBoard")
     finally:
         _stop(board)
 
@@ -179,9 +181,9 @@ def _stop(board: subprocess.Popen[str]) -> None:
 def _follow(ctx: Context, export: Any, row: Any, interval: float) -> tuple[Any, bool]:
     """Add what the run logs until it ends, its process is gone, or Ctrl-C: its last row,
     and whether Ctrl-C stopped it."""
-    line(f"following {row.name} until it ends (Ctrl-C stops)")
-    sys.stdout.flush()
-    try:
+    try:  # from the saying on (its flush can raise the Ctrl-C the reader sent at once)
+        line(f"following {row.name} until it ends (Ctrl-C stops)")
+        sys.stdout.flush()
         while row.status not in TERMINAL_PHASES and not q.process_gone(row):
             time.sleep(interval)
             ctx.refresh()
