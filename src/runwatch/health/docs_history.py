@@ -586,4 +586,11 @@ So the held-back figures after this session: round 8 (54 runs, the largest clean
 runs warned. The recall target (90%) and the no-warning target are not met; the delay
 target (10 points) is. The held-back share is 65 of 157 runs (rounds 1, 4 and 8).
 
+#### Changed in session 10 (round 8 spent)
+
+Round 8's 54 runs moved to `train` (`left_holdout` says why; `scored_rounds` is back to
+rounds 1 and 4), so 11 of 157 runs are held back until round 9, being collected blind now,
+is added. `tests/health/test_scoring.py` replays the held-back runs one test per run, so
+the test workers share them (the 65 replays took 123 s in one test).
+
 """
