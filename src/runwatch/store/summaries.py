@@ -28,6 +28,7 @@ the points themselves give with aligned edges.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -173,22 +174,31 @@ def read_units(conn: Connection, reads: list[UnitsRead], with_ts: bool = False,
     starts = np.searchsorted(part, [*firsts, len(parts)])
     tails = _tails(conn, [(r.key_id, r.state.last_seq) for r in reads])
     points = _by_key(tails["key_id"], [r.key_id for r in reads])
-    out: dict[int, Units] = {}
+    # every key's buckets then its points kept, in one index over the buckets and the
+    # points; each column is gathered once and each key's units are slices of it (a
+    # concatenation per key and column cost more than the read's numpy work besides)
+    pieces: list[npt.NDArray[np.int64]] = []
+    ends = [0]
     for i, r in enumerate(reads):
-        b = rows[starts[i]:starts[i + 1]]
-        tail = tails[points[r.key_id]]
-        tail = tail[keep_mask(tail["step"])]
-        value = tail["value"]
-        out[r.key_id] = Units(
-            step=np.concatenate([b["last_step"], tail["step"]]),
-            n=np.concatenate([b["n"], np.ones(tail.size, dtype=np.int64)]),
-            min=np.concatenate([b["min"] if bands else b["last"], value]),
-            max=np.concatenate([b["max"] if bands else b["last"], value]),
-            last=np.concatenate([b["last"], value]),
-            ts=np.concatenate([b["last_ts"] if with_ts else np.full(b.size, np.nan),
-                               tail["ts"]]),
-        )
-    return out
+        span = points[r.key_id]
+        kept = np.flatnonzero(keep_mask(tails["step"][span])) + (span.start + rows.size)
+        pieces += [np.arange(starts[i], starts[i + 1]), kept]
+        ends.append(ends[-1] + int(starts[i + 1] - starts[i]) + kept.size)
+    at = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    value = tails["value"]
+
+    def column(bucket: npt.NDArray[Any], point: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        return np.concatenate([bucket, point])[at]
+
+    last = column(rows["last"], value)
+    step = column(rows["last_step"], tails["step"])
+    n = column(rows["n"], np.ones(tails.size, dtype=np.int64))
+    low = column(rows["min"], value) if bands else last
+    high = column(rows["max"], value) if bands else last
+    ts = column(rows["last_ts"] if with_ts else np.full(rows.size, np.nan), tails["ts"])
+    return {r.key_id: Units(step=step[a:b], n=n[a:b], min=low[a:b], max=high[a:b],
+                            last=last[a:b], ts=ts[a:b])
+            for r, a, b in zip(reads, ends, ends[1:], strict=False)}
 
 
 def reduce_reads(series: list[Units], edges: Edges) -> list[Downsampled]:
@@ -225,6 +235,13 @@ def reduce_reads(series: list[Units], edges: Edges) -> list[Downsampled]:
 def _tails(conn: Connection, after: list[tuple[int, int]]) -> Rows:
     """The points of each (key id, seq) after that seq (superseded ones included), as
     `_TAIL` rows in (key id, seq) order: one primary-key range per key, many a statement."""
+    if _sqlite(conn) and after:
+        # json_each has columns id and value too: the points' are named by their table
+        sql = (f"SELECT m.id >> {SEQ_BITS}, m.id & {(1 << SEQ_BITS) - 1}, m.step, m.ts, "
+               f"{_value('m.value')} FROM json_each(?) AS p CROSS JOIN metric_points AS m "
+               f"WHERE m.id BETWEEN {_PART.format(0)} AND {_PART.format(1)} ORDER BY 1, 2")
+        ranges = [list(id_range(kid, seq)) for kid, seq in after]
+        return _query(conn, sql, [json.dumps(ranges)], _TAIL)
     chunks = []
     for i in range(0, len(after), _MAX_PARTS):
         chunk = after[i:i + _MAX_PARTS]
@@ -400,6 +417,16 @@ def _ranges(conn: Connection, parts: list[tuple[int, int, int, int]]
     blobs: list[bytes] = []
     owners: list[int] = []  # the part of each blob
     loose: list[Rows] = [np.empty(0, dtype=_PART_ROW)]
+    if _sqlite(conn):
+        # the parts as one JSON parameter: two statements whose text never changes, so
+        # SQLite prepares each once a connection (a compound SELECT of 400 parts took
+        # about 20 ms to prepare, each request: most of the statement's cost)
+        spec = json.dumps([[j, kid, lv, first, end] for j, (kid, lv, first, end) in wanted])
+        loose.append(_query(conn, _JSON_ROWS, [spec], _PART_ROW))
+        for j, data in _fetch(conn, _JSON_PACKS, [spec]):
+            blobs.append(data)
+            owners.append(j)
+        wanted = []  # read
     for i in range(0, len(wanted), _MAX_PARTS):
         chunk = wanted[i:i + _MAX_PARTS]
         kids = [kid for _, (kid, *_) in chunk]
@@ -414,15 +441,13 @@ def _ranges(conn: Connection, parts: list[tuple[int, int, int, int]]
         for j, data in _fetch(conn, sql, kids):
             blobs.append(data)
             owners.append(j)
-    # the blobs joined and read as one array: a structured array per blob costs more
-    packed = np.frombuffer(b"".join(blobs), dtype=_LEVEL)
-    rows = np.concatenate(loose)
-    part = np.concatenate([np.repeat(np.asarray(owners, dtype=np.int64),
-                                     [len(b) // _LEVEL.itemsize for b in blobs]), rows["part"]])
-    buckets = np.concatenate([packed, rows[_NAMES].astype(_LEVEL)])
+    part, buckets = _joined(blobs, owners, np.concatenate(loose))
     bucket = buckets["bucket"]
     bounds = np.array(parts, dtype=np.int64).reshape(-1, 4)  # key id, level, first, end
-    pick = np.flatnonzero((bucket >= bounds[part, 2]) & (bucket < bounds[part, 3]))
+    inside = (bucket >= bounds[part, 2]) & (bucket < bounds[part, 3])
+    if inside.all() and _ordered(part, bucket):
+        return part, buckets  # as read: no copy, no sort (the usual case)
+    pick = np.flatnonzero(inside)
     pick = pick[np.lexsort((bucket[pick], part[pick]))]
     # a bucket read as a row and again in its pack (packed between the two statements)
     again = np.flatnonzero((part[pick][1:] == part[pick][:-1])
@@ -431,13 +456,42 @@ def _ranges(conn: Connection, parts: list[tuple[int, int, int, int]]
     return part[pick], buckets[pick]
 
 
+def _joined(blobs: list[bytes], owners: list[int], rows: Rows
+            ) -> tuple[npt.NDArray[np.int64], Rows]:
+    """The packs' blobs and the rows (`_PART_ROW`) as one `_LEVEL` array, part by part, a
+    part's packs (as read: in chunk order) before its rows (in bucket order), so that what
+    was read is usually in (part, bucket) order already; and each bucket's part. The blobs
+    are joined once and read as one array (a structured array per blob costs more)."""
+    level = np.empty(rows.size, dtype=_LEVEL)
+    for name in _NAMES:
+        level[name] = rows[name]
+    order = np.argsort(rows["part"], kind="stable")
+    row_part, level = rows["part"][order], level[order]
+    cuts = np.flatnonzero(np.diff(row_part)) + 1
+    pieces = [(j, b) for j, b in zip(owners, blobs, strict=True)]
+    pieces += [(int(g[0]), rs.tobytes()) for g, rs in zip(np.split(row_part, cuts),
+                                                          np.split(level, cuts), strict=True)
+               if g.size]
+    pieces.sort(key=lambda piece: piece[0])  # stable: a part's packs stay before its rows
+    buckets = np.frombuffer(b"".join(b for _, b in pieces), dtype=_LEVEL)
+    part = np.repeat(np.asarray([j for j, _ in pieces], dtype=np.int64),
+                     [len(b) // _LEVEL.itemsize for _, b in pieces])
+    return part, buckets
+
+
+def _ordered(part: npt.NDArray[np.int64], bucket: npt.NDArray[np.int64]) -> bool:
+    """Whether (part, bucket) strictly rises throughout (no bucket twice in a part)."""
+    return bool(np.all((part[1:] > part[:-1])
+                       | ((part[1:] == part[:-1]) & (bucket[1:] > bucket[:-1]))))
+
+
 def _spans(part: npt.NDArray[np.int64], count: int) -> list[slice]:
     """The slice of each of `count` parts' buckets (`part`: each bucket's, sorted)."""
     bounds = np.searchsorted(part, np.arange(count + 1)).tolist()
     return [slice(a, b) for a, b in pairwise(bounds)]
 
 
-def _fetch(conn: Connection, sql: str, params: list[int]) -> list[Any]:
+def _fetch(conn: Connection, sql: str, params: list[Any]) -> list[Any]:
     """The rows of `sql` ({m} is the driver's marker) as the driver gives them."""
     cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
@@ -445,6 +499,24 @@ def _fetch(conn: Connection, sql: str, params: list[int]) -> list[Any]:
         return list(cur.fetchall())
     finally:
         cur.close()
+
+
+# `_ranges` on SQLite: each part of the JSON parameter ([part, key id, level, first bucket,
+# end bucket]) is one primary-key range (CROSS JOIN: the parts are the outer loop)
+_PART = "json_extract(p.value, '$[{}]')"
+_JSON_ROWS = (f"SELECT {_PART.format(0)}, {_SELECT} FROM json_each(?) AS p "
+              "CROSS JOIN metric_summaries "
+              f"WHERE key_id = {_PART.format(1)} AND level = {_PART.format(2)} "
+              f"AND bucket >= {_PART.format(3)} AND bucket < {_PART.format(4)}")
+_JSON_PACKS = (f"SELECT {_PART.format(0)}, data FROM json_each(?) AS p "
+               "CROSS JOIN metric_summary_packs "
+               f"WHERE key_id = {_PART.format(1)} AND level = {_PART.format(2)} "
+               f"AND chunk >= {_PART.format(3)} >> {CHUNK_BITS} "
+               f"AND chunk <= ({_PART.format(4)} - 1) >> {CHUNK_BITS}")
+
+
+def _sqlite(conn: Connection) -> bool:
+    return conn.dialect.name == "sqlite"
 
 
 def _marker(conn: Connection) -> str:
@@ -455,7 +527,7 @@ def _value(column: str) -> str:
     return f"COALESCE({column}, {_NULL!r})"
 
 
-def _query(conn: Connection, sql: str, params: list[int], dtype: np.dtype[Any]) -> Rows:
+def _query(conn: Connection, sql: str, params: list[Any], dtype: np.dtype[Any]) -> Rows:
     """Rows of `sql` ({m} is the driver's marker) straight from the driver's cursor into
     an array of `dtype`; a NULL (NaN) value, selected through `_value`, is NaN."""
     cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
