@@ -5,7 +5,10 @@ A server that has never read a run (no series cached in memory or saved on disk)
 1. Open: a 100,000-step x 20-metric run, from the click in the run list until every
    chart is drawn (`.chart-groups[data-drawn=true]`); target <= 500 ms.
 2. Overlay: the compare page of 10 such runs (`/compare?run=…`), from loading the URL
-   until every chart is drawn (`#compare-charts[data-drawn=true]`); target <= 1 s.
+   until the charts in the window are painted; target <= 1 s. The page draws the charts
+   below the window after those (once idle, or when scrolled to): the time until every
+   chart is drawn and painted is printed beside it (`all`), and the bench waits for it
+   (`#compare-charts[data-drawn=true]`) before it checks every chart has its points.
 
 Each is measured with the index's step summaries (the default) and with them turned off
 (`SeriesCache(summaries=False)`: every point read from the index, the path before them),
@@ -14,7 +17,10 @@ The runs are indexed once, timed, by the indexer that writes the summaries.
 
 The figures are read from the page's own clock: from the click's event time (the open) or
 the navigation's start (the overlay) to the page's `runwatch:drawn` mark (set once the
-frame that paints the charts is done), with where the time went: before the first request
+frame that paints the charts is done; on the compare page, the charts in the window), and
+to `runwatch:all-drawn` (every chart of the compare page drawn and painted; a build
+without that mark draws every chart at once: its `runwatch:drawn`), with where the time
+went: before the first request
 leaves (`ask`), the request (`request`, Resource Timing), its answer parsed (`parse`, to
 the `runwatch:answered` mark), the charts built and drawn on their canvases (`draw`, to
 `runwatch:built`), and the frame that paints them (`paint`). The wall time around
@@ -86,7 +92,7 @@ def page_clock(page: Page, start: float) -> dict[str, float]:
       const ask = performance.getEntriesByType('resource')
         .filter((r) => r.name.includes('/api/overlay'));
       return {answered: mark('answered'), built: mark('built'), drawn: mark('drawn'),
-              ask: ask.map((r) => [r.startTime, r.responseEnd])};
+              all: mark('all-drawn'), ask: ask.map((r) => [r.startTime, r.responseEnd])};
     }""")
 
     def after(xs: list[float]) -> float:
@@ -95,8 +101,10 @@ def page_clock(page: Page, start: float) -> dict[str, float]:
     sent, came = min((r for r in t["ask"] if r[0] >= start), default=(float("nan"),) * 2)
     answered, built = after(t["answered"]), after(t["built"])
     drawn = after(t["drawn"])
+    every = after(t["all"]) if t["all"] else drawn
     return {"total": drawn - start, "ask": sent - start, "request": came - sent,
-            "parse": answered - came, "draw": built - answered, "paint": drawn - built}
+            "parse": answered - came, "draw": built - answered, "paint": drawn - built,
+            "all": every - start}
 
 
 def settle(page: Page, loaded: str, summaries: bool) -> None:
@@ -153,6 +161,7 @@ def side_by_side(measure: Any, repeat: int) -> dict[str, Any]:
         "summaries_ms": stats([m["total"] for m in fast]),
         "points_ms": stats([m["total"] for m in slow]),
         "phases_ms": {p: round(statistics.median(m[p] for m in fast), 1) for p in PHASES},
+        "all_drawn_ms": stats([m["all"] for m in fast]),
         "wall_ms": {"summaries": stats([m["wall"] for m in fast]),
                     "points": stats([m["wall"] for m in slow])},
     }
@@ -164,7 +173,8 @@ def phase_line(o: dict[str, Any]) -> str:
     ph = o["phases_ms"]
     wall = o["wall_ms"]["summaries"]["median"]
     return ("  " + " / ".join(f"{p} {ph[p]:.0f}" for p in PHASES)
-            + f" ms; wall time around Playwright's click and wait: median {wall:.0f} ms")
+            + f" ms; every chart drawn: median {o['all_drawn_ms']['median']:.0f} ms; wall "
+            f"time around Playwright's click and wait: median {wall:.0f} ms")
 
 
 def main() -> int:
@@ -216,8 +226,9 @@ def main() -> int:
         lines.append(phase_line(o))
     if "overlay" in args.parts:
         o = out["overlay"]
-        lines.append(f"overlay of {args.runs} such runs on /compare, cold, navigation to all "
-                     f"charts painted (page clock): median {o['summaries_ms']['median']} ms (max "
+        lines.append(f"overlay of {args.runs} such runs on /compare, cold, navigation to the "
+                     f"charts in the window painted (page clock): median "
+                     f"{o['summaries_ms']['median']} ms (max "
                      f"{o['summaries_ms']['max']}; target <= {OVERLAY_TARGET_MS}); every point "
                      f"read: {o['points_ms']['median']} ms ({o['speedup']}x)")
         lines.append(phase_line(o))

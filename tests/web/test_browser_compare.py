@@ -254,6 +254,57 @@ def test_more_series_than_one_request_holds_come_in_whole_charts(
         "data-counts", ";".join(["loss=3"] * 12))
 
 
+# what the grid held when it said the charts in the window were drawn (data-view-drawn):
+# a MutationObserver's callback runs at the end of the task that set it, before anything the
+# page does later (the held-back charts are drawn from later idle callbacks)
+AT_VIEW_DRAWN = """
+new MutationObserver((changes, observer) => {
+  if (!changes.some((c) => c.target.dataset && c.target.dataset.viewDrawn !== undefined)) return;
+  observer.disconnect();
+  window.__atViewDrawn = [...document.querySelectorAll('[data-chart]')].map((el) => {
+    const r = el.getBoundingClientRect();
+    return {chart: el.dataset.chart, drawn: el.dataset.points !== undefined,
+            inWindow: r.bottom > 0 && r.top < window.innerHeight};
+  });
+}).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-view-drawn']});
+"""
+
+
+def test_the_charts_in_the_window_are_drawn_first_and_the_rest_after(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """The compare view draws the charts in the window first (data-view-drawn, the
+    runwatch:drawn mark) and holds back those below it, drawn once the page is idle or
+    scrolled to (data-drawn, the runwatch:all-drawn mark): each with its runs' lines."""
+    keys = [f"extra/{i:02d}" for i in range(10)]
+    for name in ("tall-a", "tall-b"):
+        run = init(name=name, dir=runs_dir, method="sft")
+        for step in range(20):
+            run.log({"loss": 1.0 / (step + 1), **{k: float(step) for k in keys}}, step=step)
+        run.finish("SUCCEEDED")
+        wait_indexed(server.url, name, 19)
+    page.add_init_script(AT_VIEW_DRAWN)
+    page.goto(f"{server.url}/compare?run=tall-a&run=tall-b" + "".join(f"&key={k}" for k in keys))
+    grid = page.locator("#compare-charts")
+    expect(grid).to_have_attribute("data-drawn", "true")
+    seen = page.evaluate("window.__atViewDrawn")
+    assert len(seen) == 11, seen
+    in_window = [c["chart"] for c in seen if c["inWindow"]]
+    # the window (1000 px) holds the first rows of two charts, not all 11
+    assert 0 < len(in_window) < 11, seen
+    assert [c["chart"] for c in seen if c["drawn"]] == in_window, seen
+    assert grid.get_attribute("data-view-drawn") == str(len(in_window))
+    marks = page.evaluate("""() => ['runwatch:drawn', 'runwatch:all-drawn'].map(
+        (n) => performance.getEntriesByName(n).map((m) => m.startTime))""")
+    assert len(marks[0]) == 1 and len(marks[1]) == 1 and marks[0][0] <= marks[1][0], marks
+    # every chart held back was drawn after, with both runs' lines
+    for k in keys:
+        expect(page.locator(f'[data-chart="key:{k}"]')).to_have_attribute(
+            "data-counts", f"{k}=20;{k}=20")
+    last = page.locator(f'[data-chart="key:{keys[-1]}"]')
+    last.scroll_into_view_if_needed()
+    expect(last.locator("canvas")).to_have_count(1)
+
+
 def plan_run(runs_dir: Path, name: str, seed: int, extra: float = 0.0, spike_at: int = -1) -> None:
     """A finished SFT run of 30 steps: a falling loss (raised by `extra` from step 20 on)
     and a gradient norm of 1 (100 at `spike_at`)."""

@@ -239,6 +239,8 @@ export class ChartView {
   private pending = false;
   private frame = 0; // the animation frame a render waits for
   private disposed = false;
+  // held back (`defer`): its data is kept, and nothing is prepared or drawn until `reveal`
+  private deferred = false;
   private zoomTimer: number | undefined;
   private xMode: XMode;
   private tokens: TokenAxis | null;
@@ -401,6 +403,27 @@ export class ChartView {
     this.zoomChanged();
   }
 
+  /**
+   * Hold the chart back: its series, live points and settings are kept but nothing is
+   * prepared or drawn (no uPlot is made) until `reveal` — for a chart out of the window
+   * while the ones in it are drawn first. A chart already drawn is not held back.
+   */
+  defer(): void {
+    if (!this.u) this.deferred = true;
+  }
+
+  /** Draw a chart held back by `defer`, with what it was given meanwhile. */
+  reveal(): void {
+    if (!this.deferred) return;
+    this.deferred = false;
+    this.render();
+  }
+
+  /** Whether the chart is held back by `defer` (not drawn yet). */
+  get held(): boolean {
+    return this.deferred;
+  }
+
   /** Fit the chart to `width` x `height` pixels (its box's size); the same size draws nothing. */
   fit(width: number, height: number): void {
     if (width === this.size.width && height === this.size.height) return;
@@ -411,6 +434,7 @@ export class ChartView {
   /** The chart as drawn, legend included, at twice the screen's pixel ratio, as a PNG data
    * URL on the card's background: drawn again by a second uPlot at twice the size. */
   pngDataUrl(): string {
+    this.reveal();
     const k = 2;
     const box = document.createElement("div");
     const u = new uPlot(this.options(k, false), this.table, box);
@@ -918,8 +942,9 @@ export class ChartView {
   }
 
   private render(): void {
-    // a removed chart makes no uPlot again (a live point or a zoom answer may still come)
-    if (this.disposed) return;
+    // a removed chart makes no uPlot again (a live point or a zoom answer may still come);
+    // a chart held back is prepared and drawn once revealed
+    if (this.disposed || this.deferred) return;
     this.colors = lineColors(this.lines);
     this.dashed = dashedLines(this.lines);
     const smoothed = smoothedLines(this.data.map((d) => d.step));

@@ -78,6 +78,10 @@ export class CompareView {
   private disposed = false;
   // the whole series the runs were read with (GET /api/overlay), for the first charts
   private preloaded: SeriesData[] | null = null;
+  // the drawing of charts held back out of the window (drawLater)
+  private later: { observer: IntersectionObserver; cancel: () => void } | null = null;
+  private idle: number | undefined;
+  private builds = 0;
 
   constructor(
     private state: CompareState,
@@ -312,21 +316,92 @@ export class CompareView {
     } else {
       this.grid.querySelector(".empty")?.remove();
     }
+    let later: ChartView[] = [];
     if (created.length) {
       delete this.grid.dataset.drawn;
+      delete this.grid.dataset.viewDrawn;
       const series = this.takePreloaded(created) ?? (await this.fetchSeries(created, null));
       if (this.disposed) return;
+      // the charts out of the window are drawn after the ones in it (drawLater): the page
+      // was laid out by fitCharts above, so their boxes cost no layout
+      later = created.filter((v) => !inWindow(v.el));
+      for (const v of later) v.defer();
       for (const v of created) v.setSeries(series, true);
       for (const s of series) this.noteShown(s);
       // uPlot draws a chart's canvas in a microtask it queued when made: this one runs after
       queueMicrotask(() => performance.mark(MARKS.built));
     }
     // the browser paints the charts' canvases on the next frame: mark them drawn after it
-    void painted().then(() => {
-      if (this.disposed) return;
+    const shown = created.length - later.length;
+    // the charts made again meanwhile: that build marks them
+    const build = ++this.builds;
+    const current = () => !this.disposed && build === this.builds;
+    void painted().then(async () => {
+      if (!current()) return;
       performance.mark(MARKS.drawn);
+      this.grid.dataset.viewDrawn = String(shown);
+      const drew = await this.drawLater();
+      if (drew && current()) await painted();
+      if (!current()) return;
+      performance.mark(MARKS.all);
       this.grid.dataset.drawn = "true";
     });
+  }
+
+  /**
+   * Draw the charts held back (out of the window when made): each one at once when it is
+   * scrolled into the window, the rest one after another while the page is idle (at the
+   * latest IDLE_WAIT_MS after the last). Resolves once every one is drawn (or the view is
+   * gone, or the charts were made again: that build draws the rest); true where it drew any.
+   */
+  private drawLater(): Promise<boolean> {
+    this.stopLater();
+    const left = [...this.views.values()].filter((v) => v.held);
+    if (!left.length) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const done = (): void => {
+        this.stopLater();
+        resolve(true);
+      };
+      const draw = (v: ChartView): void => {
+        v.reveal();
+        observer.unobserve(v.el);
+        const i = left.indexOf(v);
+        if (i >= 0) left.splice(i, 1);
+      };
+      const observer = new IntersectionObserver((entries) => {
+        for (const e of entries) {
+          const v = left.find((x) => x.el === e.target);
+          if (v && e.isIntersecting) draw(v);
+        }
+        if (!left.length) done();
+      });
+      for (const v of left) observer.observe(v.el);
+      const idle = (deadline: IdleDeadline): void => {
+        if (this.disposed) return done();
+        // at least one a turn; more while the idle period lasts
+        do {
+          const v = left.find((x) => x.held);
+          if (!v) break;
+          draw(v);
+        } while (left.length && deadline.timeRemaining() > IDLE_SLICE_MS);
+        if (!left.length) return done();
+        this.idle = whenIdle(idle);
+      };
+      this.later = { observer, cancel: () => resolve(true) };
+      this.idle = whenIdle(idle);
+    });
+  }
+
+  /** Stop drawing held-back charts (the charts are made again, or the view is gone); the
+   * wait for them ends. */
+  private stopLater(): void {
+    const later = this.later;
+    this.later = null;
+    cancelIdle(this.idle);
+    this.idle = undefined;
+    later?.observer.disconnect();
+    later?.cancel();
   }
 
   private chartCard(chart: Chart): HTMLElement {
@@ -499,11 +574,36 @@ export class CompareView {
 
   dispose(): void {
     this.disposed = true;
+    this.stopLater();
     window.clearTimeout(this.timer);
     this.resizeObserver.disconnect();
     for (const v of this.views.values()) v.dispose();
     this.views.clear();
   }
+}
+
+// a chart held back is drawn at the latest this long after the one before it, idle or not
+const IDLE_WAIT_MS = 300;
+// another held-back chart is drawn in the same idle period while this much of it is left
+const IDLE_SLICE_MS = 12;
+
+/** Whether any of `el`'s box lies in the window. */
+function inWindow(el: HTMLElement): boolean {
+  const r = el.getBoundingClientRect();
+  return r.bottom > 0 && r.right > 0 && r.top < window.innerHeight && r.left < window.innerWidth;
+}
+
+/** `fn` when the page is idle, at the latest IDLE_WAIT_MS from now (a timer where the
+ * browser has no idle callbacks). */
+function whenIdle(fn: (deadline: IdleDeadline) => void): number {
+  if (typeof window.requestIdleCallback === "function") return window.requestIdleCallback(fn, { timeout: IDLE_WAIT_MS });
+  return window.setTimeout(() => fn({ didTimeout: true, timeRemaining: () => 0 }), 1);
+}
+
+function cancelIdle(handle: number | undefined): void {
+  if (handle === undefined) return;
+  if (typeof window.cancelIdleCallback === "function") window.cancelIdleCallback(handle);
+  else window.clearTimeout(handle);
 }
 
 /** A run's detail, asked for on first use (see fetchRun). */

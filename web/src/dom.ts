@@ -53,10 +53,13 @@ export function painted(ms = 200): Promise<void> {
 }
 
 /** Performance marks of a page's first load, read by bench/bench_cold.py: the click (or
- * navigation) handled, the first answer parsed, the charts built, the charts painted. */
+ * navigation) handled, the first answer parsed, the charts built, the charts painted (on
+ * the compare page: the charts in the window, which are drawn first), and on the compare
+ * page every chart drawn and painted (`all`). */
 export const MARKS = {
   open: "runwatch:open",
   answered: "runwatch:answered",
   built: "runwatch:built",
   drawn: "runwatch:drawn",
+  all: "runwatch:all-drawn",
 } as const;
