@@ -290,11 +290,11 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"entropy": [1.0 - 0.004 * i for i in range(64)]}),
     ),
     "grpo.reward_std_zero": (
-        # Four groups-alike steps in ten, never three in five.
-        ("grpo", NO, {"reward_std": [*const(0.3, 10), 0.0, 0.3, 0.2, 0.0, 0.3, 0.25, 0.0,
+        # Groups alike on six steps in ten, never four in a row.
+        ("grpo", NO, {"reward_std": [*const(0.3, 10), 0.0, 0.0, 0.3, 0.0, 0.0, 0.25, 0.0,
                                      0.3, 0.0]}),
-        # Three groups-alike steps in every ten: some signal is left.
-        ("grpo", NO, {"reward_std": const(0.3, 10) + mostly(0.0005, 0.3, 3, 20)}),
+        # Four groups-alike steps in every ten: with one prompt a step, 40% of groups.
+        ("grpo", NO, {"reward_std": const(0.3, 10) + mostly(0.0005, 0.3, 4, 20)}),
     ),
     "grpo.reward_pinned": (
         # A mean reward at exactly 0 from the start: every sample of every group fails.

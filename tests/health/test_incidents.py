@@ -108,10 +108,10 @@ def test_a_spike_in_loss_and_grad_norm_at_one_step_is_listed_once(engine: Engine
     index(engine, runs)
     found = [x for x in listing(engine, "r", now=0) if x["first_step"] == 20]
     (f,) = found
-    assert f["rule_id"] == "optim.grad_norm_spike" and f["severity"] == "warning"
-    assert f["metrics"][:2] == ["grad_norm", "loss"]
-    assert [i["rule_id"] for i in f["evidence"]["incident"]] == ["optim.grad_norm_spike",
-                                                                 "loss.spike"]
+    # One spike of each is info (a second within their hold would be the warning).
+    assert f["severity"] == "info" and set(f["metrics"][:2]) == {"grad_norm", "loss"}
+    assert {i["rule_id"] for i in f["evidence"]["incident"]} == {"optim.grad_norm_spike",
+                                                                 "loss.spike"}
     assert "grad_norm spiked to 20" in f["message"] and "loss jumped from 1.81 to 3 (up 66%)" in \
         f["message"]
 

@@ -11,7 +11,7 @@ from runwatch.health.docs_engine import DETECTOR_DOCS, ENGINE
 from runwatch.health.docs_history import HISTORY
 from runwatch.health.docs_score import SCORE
 from runwatch.health.rules import CATALOGUE, Rule
-from runwatch.health.rules.base import ALL_METHODS
+from runwatch.health.rules.base import ALL_METHODS, LEARNING_PARAMS
 from runwatch.health.scoring import RULE_CLASSES
 from runwatch.metrics.docs import write_generated
 
@@ -24,6 +24,15 @@ def _params(rule: Rule) -> str:
     if not rule.params:
         return "—"
     return ", ".join(f"`{k}={v}`" for k, v in rule.params.items())
+
+
+def _learning(rule: Rule) -> str:
+    if rule.learning is None:
+        return ""
+    than = ("its first points" if rule.learning_level is None
+            else f"{rule.learning_level:g}")
+    return (f"; info while `{rule.learning}` stands above {than} by "
+            f"{LEARNING_PARAMS['z']:g} standard errors (the run is learning)")
 
 
 def render() -> str:
@@ -43,7 +52,7 @@ def render() -> str:
         out.append(f"- **Detector:** `{rule.detector}`; parameters: {_params(rule)}"
                    + (f"; budget: `{rule.budget}`" if rule.budget else ""))
         out.append(f"- **Condition:** {condition}")
-        out.append(f"- **Severity:** {rule.severity}")
+        out.append(f"- **Severity:** {rule.severity}" + _learning(rule))
         out.append(f"- **Advice:** {rule.advice}\n")
     out.append("")
     return "\n".join(out)

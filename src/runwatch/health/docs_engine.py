@@ -99,6 +99,21 @@ early finding holds until the 10th point, where the rule judges afresh, so from 
 the verdicts are the noise test's alone and an early finding never holds a reward that
 test would release.
 
+A rule about a run's learning signal (groups without a reward spread, a DPO loss not
+yet down 5%) names the metric that shows the run learning (`Rule.learning`: the reward,
+the DPO margin), and its finding is info, with a sentence saying so, while that metric
+has risen beyond its own noise: the mean of its latest half (at most 25 points, from 10
+points on) above its first half's, or above its chance level where there is one (a DPO
+margin is 0 while the policy is the reference), by 2 standard errors of the series'
+point-to-point noise. What such a rule reports has not yet stopped the run learning; once
+the metric stops rising the same finding is a warning. A one-prompt-a-step GRPO run
+(groups alike on a quarter of its steps while its reward climbs from 0.2 to 1.6) and a
+DPO loop of 8 pairs a batch (a loss noisy by 5% a log, 2% down at step 240, while its
+margin stands at 0.06 against noise of 0.08) warned; they are info now. An isolated
+spike of the gradient norm or of the KL to the reference is info too (a one-batch
+gradient that clipping bounds; a KL estimated on one group); a second within the
+finding's 5 points is the warning, as for `loss.spike`.
+
 A run is judged by its method's rules: ORPO, KTO, SimPO and CPO runs as DPO; PPO,
 RLOO, DAPO, GSPO, Dr. GRPO, REINFORCE and on-policy distillation (`opd`) as GRPO; off-policy
 `distillation` as SFT. A method the engine does not know gets the rules for every method.

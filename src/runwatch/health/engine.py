@@ -218,7 +218,7 @@ class Engine:
         """Feed `cols` to `evals`, noting resolved findings in `out` and open ones' keys."""
         for chunk in _chunks(cols):
             for key, ev in evals.items():
-                if not any(m in chunk for m in ev.variant):
+                if not any(m in chunk for m in ev.reads):
                     continue
                 closed, is_open = ev.feed(chunk)
                 for rec in closed:

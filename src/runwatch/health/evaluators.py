@@ -20,7 +20,7 @@ from runwatch.health.findings import (
     finite_or_text,
     render,
 )
-from runwatch.health.rules.base import SEVERITY_RANK, Param, Rule
+from runwatch.health.rules.base import LEARNING_PARAMS, SEVERITY_RANK, Param, Rule
 
 # The steps and values of one metric's PointColumns, after its alias transform.
 StepValues = tuple[list[int], list[float]]
@@ -156,9 +156,29 @@ class Evaluator:
             int(s): v for s, v in st.get("align", [])
         }
         self.metric = variant[-1] if rule.detector in PAIRED else variant[0]
+        # Whether the run learns (Rule.learning): a reward not "not improving".
+        self.learning: t.Learning | None = None
+        if rule.learning is not None:
+            lp = LEARNING_PARAMS
+            self.learning = t.Learning(z=lp["z"], min_points=int(lp["min_points"]),
+                                       head=int(lp["head"]), level=rule.learning_level,
+                                       state=st.get("learning"))
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The metrics this evaluator is fed."""
+        return self.variant + ((self.rule.learning,) if self.rule.learning else ())
+
+    def learns(self) -> bool:
+        """The run's learning metric has risen beyond its noise (Rule.learning)."""
+        return self.learning is not None and self.learning.rising
 
     def feed(self, cols: Mapping[str, StepValues]) -> tuple[list[Record], bool]:
         rule = self.rule
+        if self.learning is not None and rule.learning is not None and rule.learning in cols:
+            self.learning.feed(cols[rule.learning][1])
+            if not any(m in cols for m in self.variant):
+                return [], False
         if rule.detector in PAIRED:
             a, b = self.variant
             if a in cols:
@@ -316,15 +336,28 @@ class Evaluator:
             rule_id=self.rule.id, title=self.rule.title, severity=self._severity(rec, evidence),
             status=status,
             metric=self.metric, first_step=first_step, last_step=last_step, evidence=evidence,
-            message=render(self.rule.message, fields), advice=self.rule.advice,
+            message=render(self.rule.message, fields) + self._learning_words(),
+            advice=self.rule.advice,
             id=rec.get("id"), record=rec,
         )
+
+    def _learning_words(self) -> str:
+        """Why a finding of a run that learns is info (Rule.learning)."""
+        rule = self.rule
+        if not self.learns():
+            return ""
+        if rule.learning_level is None:
+            return f" {rule.learning} has risen beyond its noise since the start: the run learns."
+        return (f" {rule.learning} stands above {rule.learning_level:g} beyond its noise: "
+                "the run learns.")
 
     def _severity(self, rec: Record, evidence: Mapping[str, Any]) -> str:
         """The rule's severity, raised to warning when the evidence grows strong: the
         finding holds `repeat` hits (a loss spike is worth knowing; spikes that repeat
         cost the run), or it was judged on `warn_after` points or more (a reward flat
         over 10 points may yet move; over 30 it is not learning)."""
+        if self.learns():
+            return "info"
         if SEVERITY_RANK[self.severity] >= SEVERITY_RANK["warning"]:
             return self.severity
         repeat, warn_after = self.params.get("repeat"), self.params.get("warn_after")
@@ -341,9 +374,9 @@ class Evaluator:
         if kind == "trend":
             relative = bool(_num(self.params, "relative", 1))
             return {"change": change_words(evidence.get("effect"), relative)}
-        if kind == "jump":
+        if kind in ("jump", "spike"):
             count = evidence.get("count")
-            return {"repeats": f"; {count} jumps within {self.params.get('hold')} points"
+            return {"repeats": f"; {count} {kind}s within {self.params.get('hold')} points"
                     if isinstance(count, int) and count > 1 else ""}
         if kind == "no_improvement":
             return {"change": change_words(evidence.get("effect"), False,
@@ -367,6 +400,8 @@ class Evaluator:
         st: dict[str, Any] = {"det": self.detector.state(), "open": self.tracker.open}
         if self.pending:
             st["align"] = [[s, v] for s, v in self.pending.items()]
+        if self.learning is not None:
+            st["learning"] = self.learning.state()
         return st
 
 

@@ -425,6 +425,15 @@ class NoProgress:
         return st
 
 
+def keep(head: list[float], tail: list[float], size: int, v: float) -> None:
+    """Note `v` among a series' first `size` values (`head`) and its latest (`tail`)."""
+    if len(head) < size:
+        head.append(v)
+    tail.append(v)
+    if len(tail) > size:
+        del tail[0]
+
+
 class NoImprovement:
     """A series that should rise (reward) and has not risen beyond its noise since the
     start: the median of its latest k points against the median of its first k
@@ -462,11 +471,7 @@ class NoImprovement:
             if v - v == 0:
                 if self.first_step is None:
                     self.first_step = step
-                if len(self.head) < self.size:
-                    self.head.append(v)
-                self.tail.append(v)
-                if len(self.tail) > self.size:
-                    del self.tail[0]
+                keep(self.head, self.tail, self.size, v)
                 self.count += 1
                 # A long run is judged every 10 points: the verdict moves slowly there.
                 if self.count < self.min_points:
@@ -532,6 +537,47 @@ class NoImprovement:
     def state(self) -> dict[str, Any]:
         return {"head": self.head, "tail": self.tail, "n": self.count, "fs": self.first_step,
                 "held": self.held, "v": self.verdict, "s": self.streak}
+
+
+class Learning:
+    """Whether a metric that rises as a run learns (a reward, a DPO margin) has risen
+    beyond its noise: the mean of its latest k points (k = half the points so far, at
+    most `head`) lies above `level` (a known chance level: a DPO margin is 0 while the
+    policy is the reference) or, without one, above the mean of its first k points, by
+    `z` standard errors, the noise being the robust spread of its point-to-point changes.
+    Judged afresh at every point from `min_points` on: it only lowers a severity, so it
+    needs no hysteresis."""
+
+    def __init__(self, z: float = 2.0, min_points: int = 10, head: int = 25,
+                 level: float | None = None, state: dict[str, Any] | None = None) -> None:
+        st = state or {}
+        self.z, self.min_points, self.size, self.level = z, int(min_points), int(head), level
+        self.head: list[float] = list(st.get("head", []))  # the first `head` values
+        self.tail: list[float] = list(st.get("tail", []))  # the latest `head` values
+        self.count = int(st.get("n", 0))
+        self.rising = bool(st.get("r", False))
+
+    def feed(self, values: list[float]) -> None:
+        for v in values:
+            if v - v != 0:
+                continue
+            keep(self.head, self.tail, self.size, v)
+            self.count += 1
+        if self.count >= self.min_points and values:
+            self.rising = self._judge()
+
+    def _judge(self) -> bool:
+        k = min(self.count // 2, self.size)
+        now = sum(self.tail[-k:]) / k
+        changes = [b - a for a, b in pairwise(self.tail)]
+        noise = robust_sd(changes, median(changes)) / math.sqrt(2)
+        if self.level is not None:
+            return now - self.level > self.z * noise / math.sqrt(k)
+        start = sum(self.head[:k]) / k
+        return now - start > self.z * noise * math.sqrt(2 / k)
+
+    def state(self) -> dict[str, Any]:
+        return {"head": self.head, "tail": self.tail, "n": self.count, "r": self.rising}
 
 
 class Divergence(Onsets):

@@ -217,14 +217,17 @@ def resolve(key: str) -> tuple[str, Alias | None]:
 # loss as `reduced_train_loss` beside `val_loss`; PyTorch Lightning's CSVLogger writes a
 # loss logged on step and on epoch as `train_loss_step` and `train_loss_epoch` (the step
 # series is read); hand-written RL loops name their mean reward `reward/mean`,
-# `rewards/mean` or `avg_reward`, and a GRPO loop its KL to the reference `kl_avg` or
-# `mean_kl`.
+# `rewards/mean` or `avg_reward`, a GRPO loop its KL to the reference `kl_avg` or
+# `mean_kl`, and a DPO loop its mean β-scaled margin `margin`. The HF Trainer's notebook
+# progress table (NotebookProgressCallback), which authors paste into READMEs and notes,
+# heads its columns `Training Loss` and `Validation Loss`.
 READ_WHEN_ALONE: dict[str, str] = {
     "train_loss": "loss", "val_loss": "val/loss", "reduced_train_loss": "loss",
     "train_loss_step": "loss", "reward/mean": "reward_mean", "rewards/mean": "reward_mean",
     "avg_reward": "reward_mean",
     # hand-written GRPO loops' KL to the reference (GRPO has no other KL to log)
     "kl_avg": "fb/loss/kl_ref/mean", "mean_kl": "fb/loss/kl_ref/mean",
+    "margin": "mean_margin", "Training Loss": "loss", "Validation Loss": "val/loss",
 }
 
 
@@ -288,6 +291,9 @@ HELD_OUT = frozenset({"eval", "val", "valid", "validation", "test", "heldout"})
 ZERO_SPREAD = re.compile(r"zero_?std|zero_?var|zero_?adv|degenerate|advantage_collapse|"
                          r"collapsed_group")
 SHARE = frozenset({"frac", "fraction", "ratio", "rate", "share"})
+# A share of completions cut at the length limit (`truncated_completions_ratio`,
+# `truncation_rate`); "clipped" alone is left out: PPO's clip fraction is about ratios.
+TRUNCATED = re.compile(r"truncat")
 
 
 @lru_cache(maxsize=4096)
@@ -301,6 +307,8 @@ def role_by_words(key: str) -> str | None:
         return None
     if ZERO_SPREAD.search(name.rpartition("/")[2]) and words & SHARE:
         return "zero_variance_skip_ratio"
+    if TRUNCATED.search(name.rpartition("/")[2]) and words & SHARE:
+        return "truncated_ratio"
     if words & NOT_A_LEVEL:
         return None
     for role, wanted, unwanted in ROLE_WORDS:

@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from runwatch.metrics import BY_NAME
 
 SEVERITIES = ("info", "warning", "critical")
+# How `Rule.learning` is judged (`runwatch.health.trends.Learning`): the mean of the
+# latest half of the metric's points (at most `head`) above its first half's, or above
+# `Rule.learning_level`, by `z` standard errors of the series' own noise.
+LEARNING_PARAMS: dict[str, float] = {"z": 2.0, "min_points": 10, "head": 25}
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 METHODS = ("sft", "dpo", "grpo")
 ALL_METHODS = ("*",)
@@ -66,12 +70,22 @@ class Rule:
     # fallen to a fraction) share a name here: their findings that overlap in steps are
     # listed as one, the most severe leading.
     signal: str | None = None
+    # A metric that rises while the run learns (the reward, a DPO margin): while it has
+    # risen beyond its noise since the start (`LEARNING_PARAMS`), the rule's finding is
+    # info, whatever its severity: what it reports has not yet stopped the run learning.
+    learning: str | None = None
+    learning_level: float | None = None  # the learning metric's chance level, if known
 
     def __post_init__(self) -> None:
-        unknown = [m for m in self.metrics if m != "*" and m not in BY_NAME]
+        unknown = [m for m in self.reads if m != "*" and m not in BY_NAME]
         if unknown:
             raise ValueError(f"rule {self.id} reads {unknown}, which the metric vocabulary "
                              "(runwatch.metrics.catalogue) does not know: add them there")
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """Every metric the rule reads, with the one that says the run is learning."""
+        return self.metrics + ((self.learning,) if self.learning else ())
 
     @property
     def metrics(self) -> tuple[str, ...]:

@@ -122,12 +122,14 @@ RULES: tuple[Rule, ...] = (
         variants=(("fb/loss/kl_ref/mean",),),
         detector="spike",
         params={"factor": 10.0, "window": 200, "min_history": 10, "floor": 0.05,
-                "min_median": 0.05, "hold": 5},
-        severity="warning",
+                "min_median": 0.05, "hold": 5, "repeat": 2},
+        severity="info",
         condition="`fb/loss/kl_ref/mean` exceeds {factor}× its rolling median, the median "
         "taken as at least {min_median} nats: a KL starts at 0, and its first rise away from "
-        "the reference is growth (grpo.kl_ref_growing judges it), not a spike.",
-        message="{metric} spiked to {max:.3g} against a median of {median:.3g}.",
+        "the reference is growth (grpo.kl_ref_growing judges it), not a spike; a warning "
+        "when {repeat} such spikes come within {hold} points (a KL estimated on one group of "
+        "samples spikes on one step and is back at the next).",
+        message="{metric} spiked to {max:.3g} against a median of {median:.3g}{repeats}.",
         advice="The step was too large: lower learning_rate (or raise beta to hold the policy "
         "nearer the reference).",
     ),
@@ -152,6 +154,7 @@ RULES: tuple[Rule, ...] = (
         detector="threshold",
         params={"above": 0.5, **SUSTAINED},
         severity="warning",
+        learning="reward_mean",
         condition="`zero_variance_skip_ratio` is above {above} on {k} of the last {n} steps "
         "(under 0.3 is healthy).",
         message="{metric} stayed above {above} (last {last:.3g}).",
@@ -429,6 +432,7 @@ RULES: tuple[Rule, ...] = (
         detector="threshold",
         params={"above": 0.95, "k": 4, "n": 10},
         severity="warning",
+        learning="reward_mean",
         condition="`zero_variance_skip_ratio` is above {above} on {k} of the last {n} logged "
         "steps: on those steps no group had a spread, so they learned nothing, however the "
         "steps between went (judged on few points too, for runs that log too few for "
@@ -447,11 +451,16 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("reward_std",),),
         detector="threshold",
-        params={"below": 0.001, "k": 4, "n": 10},
+        params={"below": 0.001, "k": 6, "n": 10},
         severity="warning",
+        learning="reward_mean",
         condition="`reward_std` is below {below} on {k} of the last {n} steps: the samples of "
         "a prompt all score the same (rewards are of order 1, a verifier's 0/1 or ±1 or a "
-        "reward model's few units, so a thousandth is no spread at all).",
+        "reward model's few units, so a thousandth is no spread at all). Most steps, not "
+        "fewer: a step's spread is 0 only when every group of the step has none, and a run "
+        "of one prompt a step (a common notebook setting) has one group a step, so the "
+        "share of such steps is the share of groups. Info while the reward rises beyond "
+        "its noise (the groups that have a spread are enough to learn from).",
         message="{metric} fell to {min:.2g} ({in_window} of the last {n} steps below {below}): "
         "every sample of a group scores the same, so the groups carry no learning signal.",
         advice="The reward is saturated or cannot tell samples apart: read the rollouts, "

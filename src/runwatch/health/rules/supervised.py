@@ -65,7 +65,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="loss.stuck",
         title="Loss does not move at all",
-        methods=("sft",),
+        methods=("sft", "dpo"),
         variants=(("loss",),),
         detector="no_progress",
         params={"direction": "down", "min_change": 0.005, "max_spread": 0.005, "warmup": 30,
@@ -76,7 +76,9 @@ RULES: tuple[Rule, ...] = (
         "points), every `loss` so far lies within {max_spread} (relative) of where it "
         "started and the latest has not fallen {min_change}: no minibatch noise and no "
         "learning, as a frozen model or one at chance (ln of its vocabulary: 10.8 for "
-        "GPT-2's) gives.",
+        "GPT-2's) gives. A DPO loss starts at ln 2 on every batch while the policy is the "
+        "reference (every margin is 0), and stays there with no batch noise while the policy "
+        "does not move.",
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}), never "
         "moving more than {max_spread:.1%} from where it started.",
         advice="Nothing is learned: check that learning_rate is not 0, that the parameters "
@@ -143,6 +145,8 @@ RULES: tuple[Rule, ...] = (
         params={"direction": "down", "min_change": 0.05, "warmup": 30, "bucket": 5,
                 "warmup_steps": 200, "min_points": 10},
         severity="warning",
+        learning="mean_margin",
+        learning_level=0.0,
         condition="After {warmup} logged points (or, in a run logged sparsely, after "
         "{warmup_steps} steps and {min_points} points), the median `loss` of the latest "
         "{bucket} points is less than {min_change} (relative) below where it started: the "

@@ -1,0 +1,160 @@
+"""What makes a healthy run look sick (round 8's two false alarms, by class) and what the
+rules now read (round 8's misses, by class): a trigger series and a near miss each.
+
+- A run that learns: a finding about its signal (groups without spread, a DPO loss not
+  yet 5% down) is info while the reward rises, or the DPO margin stands above 0, beyond
+  the series' own noise.
+- One prompt a step: a step's reward spread is one group's, so "most groups" is most steps.
+- One spike of the gradient norm or of the KL that is gone at the next step is info; a
+  second within the finding's hold is the warning.
+- A DPO loss pinned at ln 2 with no batch noise: the policy never left the reference.
+- Names: a DPO loop's `margin`, the HF Trainer's notebook table (`Validation Loss`), a
+  share of completions cut at the limit named by its words.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from runwatch.health.findings import Finding
+from runwatch.health.trends import Learning
+from runwatch.metrics.aliases import health_name
+
+from .cases import every
+from .helpers import evaluate
+
+
+def _of(found: list[Finding], rule_id: str) -> list[Finding]:
+    return [f for f in found if f.rule_id == rule_id]
+
+
+def _one_group_a_step(n: int, rising: bool, seed: int = 3) -> dict[str, list[float]]:
+    """A GRPO run of one prompt of 6 samples a step (a 0/2.5 reward): on a step where the
+    group scores alike its spread is 0. Groups alike on 6 steps of every 10 (all wrong
+    early, all right late); the reward flat at 0.6, or rising 0.6 -> 2.0 with noise."""
+    rng = random.Random(seed)
+    std = [0.0 if i % 10 in (1, 2, 4, 6, 7, 9) else 1.1 + 0.2 * rng.random() for i in range(n)]
+    base = [0.6 + (1.4 * i / n if rising else 0.0) for i in range(n)]
+    reward = [b + 0.5 * (rng.random() - 0.5) for b in base]
+    return {"reward_std": std, "reward_mean": reward}
+
+
+def test_groups_alike_on_most_steps_warn_while_the_reward_is_flat() -> None:
+    (f, *_) = _of(evaluate("grpo", {}, _one_group_a_step(120, rising=False)),
+                  "grpo.reward_std_zero")
+    assert f.severity == "warning" and "the run learns" not in f.message
+
+
+def test_groups_alike_on_most_steps_are_info_while_the_reward_rises() -> None:
+    found = _of(evaluate("grpo", {}, _one_group_a_step(120, rising=True)),
+                "grpo.reward_std_zero")
+    assert found and {f.severity for f in found} == {"info"}
+    assert "reward_mean has risen beyond its noise since the start" in found[-1].message
+
+
+def test_groups_alike_on_four_steps_in_ten_are_no_finding() -> None:
+    # One group a step, 40% of them alike: not "most groups" (the near miss of 6 of 10).
+    std = [0.0 if i % 10 < 4 else 0.8 for i in range(60)]
+    assert _of(evaluate("grpo", {}, {"reward_std": std}), "grpo.reward_std_zero") == []
+
+
+def test_learning_is_judged_against_the_noise_and_a_known_level() -> None:
+    rng = random.Random(1)
+    flat = [0.05 * (rng.random() - 0.5) for _ in range(30)]
+    above = [0.06 + v * 4 for v in flat]  # a margin of 0.06 under noise of 0.2 a point
+    gate = Learning(level=0.0)
+    gate.feed(flat)
+    assert not gate.rising
+    gate = Learning(level=0.0)
+    gate.feed(above)
+    assert gate.rising
+    assert not Learning(level=None, state=None).rising  # no points, no verdict
+
+
+def _dpo_loop(margin: float, n: int = 40, seed: int = 5) -> dict[str, object]:
+    """A DPO loop of 8 pairs a batch logged every 8 steps: its loss sits near ln 2 with
+    noise of 0.035 a log (falling only 1.5% by step 240), its margin noisy around
+    `margin` (as `margin`, a hand-written loop's name)."""
+    rng = random.Random(seed)
+    loss = [0.693 - 0.0004 * i + 0.035 * (rng.random() - 0.5) * 2 for i in range(n)]
+    marg = [margin + 0.07 * (rng.random() - 0.5) * 2 for _ in range(n)]
+    return {"loss": every(8, loss), "margin": every(8, marg)}
+
+
+def test_a_dpo_loss_not_falling_with_no_margin_warns() -> None:
+    (f, *_) = _of(evaluate("dpo", {}, _dpo_loop(0.0)), "dpo.loss_not_falling")
+    assert f.severity == "warning"
+
+
+def test_a_dpo_loss_not_yet_falling_while_the_margin_stands_above_0_is_info() -> None:
+    (f, *_) = _of(evaluate("dpo", {}, _dpo_loop(0.06)), "dpo.loss_not_falling")
+    assert f.severity == "info" and "mean_margin stands above 0 beyond its noise" in f.message
+
+
+def _spikes(base: float, peak: float, at: list[int], n: int = 60) -> list[float]:
+    return [peak if i in at else base * (1 + 0.1 * math.sin(i)) for i in range(n)]
+
+
+def test_one_gradient_spike_is_info_and_a_second_close_by_a_warning() -> None:
+    (one,) = _of(evaluate("sft", {}, {"grad_norm": _spikes(0.4, 4.8, [30])}),
+                 "optim.grad_norm_spike")
+    assert one.severity == "info"
+    (two,) = _of(evaluate("sft", {}, {"grad_norm": _spikes(0.4, 4.8, [30, 33])}),
+                 "optim.grad_norm_spike")
+    assert two.severity == "warning" and "2 spikes within 5 points" in two.message
+    # Spikes far apart are two findings, each info.
+    far = _of(evaluate("sft", {}, {"grad_norm": _spikes(0.4, 4.8, [20, 45])}),
+              "optim.grad_norm_spike")
+    assert [f.severity for f in far] == ["info", "info"]
+
+
+def test_one_kl_spike_is_info_and_repeated_ones_a_warning() -> None:
+    (one,) = _of(evaluate("grpo", {}, {"fb/loss/kl_ref/mean": _spikes(0.04, 0.9, [40])}),
+                 "grpo.kl_ref_spike")
+    assert one.severity == "info"
+    (two,) = _of(evaluate("grpo", {}, {"fb/loss/kl_ref/mean": _spikes(0.04, 0.9, [40, 42])}),
+                 "grpo.kl_ref_spike")
+    assert two.severity == "warning"
+
+
+def test_a_dpo_loss_pinned_at_ln2_is_stuck() -> None:
+    # 18 logs every 10 steps moving in the fourth digit: the policy is the reference.
+    loss = [0.6931 - 0.0001 * (i % 3) for i in range(18)]
+    (f,) = _of(evaluate("dpo", {}, {"loss": every(10, loss)}), "loss.stuck")
+    assert f.severity == "warning" and f.first_step <= 80
+
+
+def test_a_dpo_loss_near_ln2_with_batch_noise_is_not_stuck() -> None:
+    # The policy moves: the batch's pairs give the loss noise of 1-2% a log.
+    loss = [0.6931 - 0.0005 * i + 0.01 * math.sin(2.1 * i) for i in range(18)]
+    assert _of(evaluate("dpo", {}, {"loss": every(10, loss)}), "loss.stuck") == []
+
+
+def test_names_of_loops_and_of_the_trainer_notebook_table() -> None:
+    assert health_name("margin")[0] == "mean_margin"
+    assert health_name("Validation Loss")[0] == "val/loss"
+    assert health_name("Training Loss")[0] == "loss"
+    assert health_name("train/truncated_completions_ratio")[0] == "truncated_ratio"
+    assert health_name("truncation_rate")[0] == "truncated_ratio"
+    # Near misses: a held-out share and PPO's clip fraction are not the cut share.
+    assert health_name("eval/truncation_rate")[0] != "truncated_ratio"
+    assert health_name("clip_ratio")[0] != "truncated_ratio"
+
+
+def test_a_notebook_table_validation_loss_rising_is_overfitting() -> None:
+    steps = [700, 800, 900, 1000, 1100, 1200]
+    found = evaluate("sft", {}, {"Training Loss": (steps, [2.1, 1.7, 1.3, 0.9, 0.64, 0.5]),
+                                 "Validation Loss": (steps, [6.8, 7.0, 7.3, 7.5, 7.7, 7.9])})
+    assert _of(found, "val.loss_above_best")
+    flat = evaluate("sft", {}, {"Training Loss": (steps, [2.1, 1.7, 1.3, 0.9, 0.64, 0.5]),
+                                "Validation Loss": (steps, [6.8, 6.7, 6.6, 6.6, 6.5, 6.5])})
+    assert not _of(flat, "val.loss_above_best")
+
+
+def test_a_loop_share_of_cut_completions_is_read_as_truncation() -> None:
+    cut = [1.0 if i % 10 == 3 else 0.1 for i in range(40)]
+    found = evaluate("grpo", {}, {"train/truncated_completions_ratio": cut})
+    assert _of(found, "grpo.truncation_extreme")
+    low = evaluate("grpo", {}, {"train/truncated_completions_ratio": [0.1] * 40})
+    assert not [f for f in low if f.rule_id.startswith("grpo.trunc")]
