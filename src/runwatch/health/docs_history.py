@@ -626,9 +626,15 @@ general:
   at the limit named by its words (`truncated_completions_ratio`, `truncation_rate`;
   `grpo_cdia_lr_sweep_arm`), beside TRL's `completions/clipped_ratio`.
 
+Two labels were wrong by the log's numbers against the corpus's definition of
+`loss_not_falling` (a loss within a few percent of where it started over the whole
+window) and are now `healthy` (`relabelled` says why; both readers had doubted them):
+`sft_metamath_one_epoch` falls 40% (1.04 at step 1 to 0.62 over its last 42 steps) and
+`sft_unsloth_creative_60steps` 12% (2.29 over its first 5 steps to 2.01 over its last
+10), each in its first steps and then flat, which the readers measured from.
+
 Not changed (doubted by their readers, or no general reading): SFT and DPO plateaus whose
-loss falls 4-40% in a warm-up or is noisy (`sft_metamath_one_epoch`,
-`sft_unsloth_creative_60steps`, `sft_r_programming_llama_8ep`, `dpo_cleancode_qwen7b_lora`,
+loss falls 2-11% or is noisy (`sft_r_programming_llama_8ep`, `dpo_cleancode_qwen7b_lora`,
 `dpo_ocean_qwen7b_lf_console`, `orpo_yuholens_14b_v3`); loss spikes in 5 to 10 points
 (`sft_fedmed_llm_rounds`, `sft_phi2_lora_five_epochs`, `dpo_gemma2b_kithara_gpu_ref`) and
 a 0.02 excursion of a loss near 0 (`sft_geollm_ptuning_130ep`); an entropy collapse in 3
