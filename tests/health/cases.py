@@ -325,6 +325,12 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"val/reward_mean": every(10, [0.55, 0.81, 0.88, 0.95, 0.98, 0.98]),
                       "val/loss": every(10, [1.50, 1.52, 1.70, 1.69, 1.64, 1.79])}),
     ),
+    "grpo.entropy_crash": (
+        # A console log of three steps: 1.03 -> 0.11 -> 0.0085.
+        ("grpo", NO, {"entropy": every(10, [1.028, 0.1127, 0.0085])}),
+        # Down 80% in three points: a steep fall, not yet a tenth of the start.
+        ("grpo", NO, {"entropy": every(10, [1.0, 0.5, 0.2])}),
+    ),
     "grpo.entropy_low": (
         # A slow collapse, 1.2 -> 0.1 over 400 steps: no 32-step window falls by half.
         ("grpo", NO, {"entropy": [1.2 * math.exp(-i / 160) for i in range(400)]}),

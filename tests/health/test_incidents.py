@@ -127,8 +127,9 @@ def test_a_k_of_n_count_read_whole_is_the_one_the_finding_held() -> None:
 
 
 def test_one_collapsing_entropy_is_listed_once(engine: Engine, tmp_path: Path) -> None:
-    # The fast info rule, the trend's warning and the slow rule's warning all judge this
-    # entropy: one finding, led by a warning, naming the three.
+    # The fast info rule, the trend's warning and the slow rules' warnings (fallen to a
+    # quarter, to a tenth) all judge this entropy: one finding, led by a warning, naming
+    # the four.
     runs = tmp_path / "runs"
     lines = [{"step": i, "entropy": 2.8 * math.exp(-i / 15)} for i in range(60)]
     write_run(runs, "r", "grpo", lines)
@@ -137,7 +138,8 @@ def test_one_collapsing_entropy_is_listed_once(engine: Engine, tmp_path: Path) -
     (f,) = found
     assert f["severity"] == "warning" and f["first_step"] < 15
     assert {i["rule_id"] for i in f["evidence"]["incident"]} == {
-        "grpo.entropy_falling", "grpo.entropy_collapse", "grpo.entropy_low"}
+        "grpo.entropy_falling", "grpo.entropy_collapse", "grpo.entropy_low",
+        "grpo.entropy_crash"}
     # its message is the lead's alone, naming the others: theirs say the same again
     lead, *others = f["evidence"]["incident"]
     assert lead["rule_id"] == f["rule_id"] and f["message"].startswith(lead["message"])

@@ -64,6 +64,7 @@ RULE_CLASSES: dict[str, str] = {
     "dpo.loss_collapsed": "dpo_over_optimisation",
     "grpo.entropy_collapse": "entropy_collapse",
     "grpo.entropy_low": "entropy_collapse",
+    "grpo.entropy_crash": "entropy_collapse",
     "grpo.entropy_falling": "entropy_collapse",
     "grpo.kl_ref_growing": "kl_growth",
     "grpo.kl_ref_high": "kl_growth",

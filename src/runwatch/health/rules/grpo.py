@@ -577,6 +577,24 @@ RULES: tuple[Rule, ...] = (
         "entropy bonus; watch zero_variance_skip_ratio, which follows.",
     ),
     Rule(
+        id="grpo.entropy_crash",
+        title="Policy entropy fell to a tenth of its first value",
+        methods=GRPO,
+        variants=(("entropy",),),
+        detector="no_progress",
+        params={"direction": "down", "min_change": 0.9, "warmup": 3, "bucket": 1,
+                "moved": 1},
+        signal="entropy",
+        severity="warning",
+        condition="`entropy` is a tenth of its first logged value or less ({min_change} "
+        "(relative) below it), judged from {warmup} logged points on: a collapse in a run "
+        "too short for grpo.entropy_low, which needs 4 points (a console log of 3 "
+        "steps). No healthy run of the corpus has an entropy under 46% of its first.",
+        message="{metric} {change} over {span:.0f} steps ({start:.3g} to {now:.3g}).",
+        advice="Exploration is dying: raise temperature, lower learning_rate, or add an "
+        "entropy bonus; watch zero_variance_skip_ratio, which follows.",
+    ),
+    Rule(
         id="grpo.kl_ref_drift",
         title="KL to the reference keeps growing over a long span",
         methods=GRPO,
