@@ -10,6 +10,8 @@ from runwatch.health.rules.base import Param, Rule
 
 GRPO = ("grpo",)
 SUSTAINED = {"k": 8, "n": 10}
+ENTROPY_ADVICE = ("Exploration is dying: raise temperature, lower learning_rate, or add an "
+                  "entropy bonus; watch zero_variance_skip_ratio, which follows.")
 
 
 def _accuracy_minus_reward(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
@@ -535,8 +537,7 @@ RULES: tuple[Rule, ...] = (
         "{min_window} logged points) falls by at least {min_effect} of its level: the policy "
         "is becoming deterministic, and groups soon stop differing in reward.",
         message="{metric} {change} from step {first_step} to {last_step} (now {last:.3g}).",
-        advice="Exploration is dying: raise temperature, lower learning_rate, or add an "
-        "entropy bonus; watch zero_variance_skip_ratio, which follows.",
+        advice=ENTROPY_ADVICE,
     ),
     Rule(
         id="grpo.entropy_falling",
@@ -573,8 +574,7 @@ RULES: tuple[Rule, ...] = (
         "median of its first {bucket} points), judged from {warmup} points on: a collapse "
         "too slow for grpo.entropy_collapse's window, or in a run too short for it.",
         message="{metric} {change} over {span:.0f} steps ({start:.3g} to {now:.3g}).",
-        advice="Exploration is dying: raise temperature, lower learning_rate, or add an "
-        "entropy bonus; watch zero_variance_skip_ratio, which follows.",
+        advice=ENTROPY_ADVICE,
     ),
     Rule(
         id="grpo.entropy_crash",
@@ -591,8 +591,7 @@ RULES: tuple[Rule, ...] = (
         "too short for grpo.entropy_low, which needs 4 points (a console log of 3 "
         "steps). No healthy run of the corpus has an entropy under 46% of its first.",
         message="{metric} {change} over {span:.0f} steps ({start:.3g} to {now:.3g}).",
-        advice="Exploration is dying: raise temperature, lower learning_rate, or add an "
-        "entropy bonus; watch zero_variance_skip_ratio, which follows.",
+        advice=ENTROPY_ADVICE,
     ),
     Rule(
         id="grpo.kl_ref_drift",
