@@ -379,6 +379,8 @@ export class CompareView {
       for (const v of left) observer.observe(v.el);
       const idle = (deadline: IdleDeadline): void => {
         if (this.disposed) return done();
+        // drawn meanwhile (a PNG asked for): nothing left to do for those
+        for (const v of left.filter((x) => !x.held)) draw(v);
         // at least one a turn; more while the idle period lasts
         do {
           const v = left.find((x) => x.held);
