@@ -303,6 +303,11 @@ def test_the_charts_in_the_window_are_drawn_first_and_the_rest_after(
     last = page.locator(f'[data-chart="key:{keys[-1]}"]')
     last.scroll_into_view_if_needed()
     expect(last.locator("canvas")).to_have_count(1)
+    # a chart removed makes no chart: the count of the charts drawn in the window stays
+    page.locator(f'[data-chart-card="key:{keys[-1]}"] .chart-remove').click()
+    expect(page.locator("[data-chart]")).to_have_count(10)
+    page.wait_for_function("performance.getEntriesByName('runwatch:drawn').length === 2")
+    assert grid.get_attribute("data-view-drawn") == str(len(in_window))
 
 
 def plan_run(runs_dir: Path, name: str, seed: int, extra: float = 0.0, spike_at: int = -1) -> None:

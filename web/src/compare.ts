@@ -339,7 +339,8 @@ export class CompareView {
     void painted().then(async () => {
       if (!current()) return;
       performance.mark(MARKS.drawn);
-      this.grid.dataset.viewDrawn = String(shown);
+      // a build that made no chart (one removed) leaves the count of the one that did
+      if (created.length) this.grid.dataset.viewDrawn = String(shown);
       const drew = await this.drawLater();
       if (drew && current()) await painted();
       if (!current()) return;
