@@ -44,11 +44,12 @@ shell: venv
 
 # The suite on one worker more than the cores (pytest-xdist): the tests wait on servers,
 # subprocesses and browsers for a fifth of their time, which a third worker on 2 cores
-# fills. A test file's tests run on one worker so that a module-scoped fixture is built
-# once (docs/testing.md). PostgreSQL cases run where RUNWATCH_TEST_POSTGRES_URL is set.
+# fills. A file whose tests share a module-scoped fixture runs on one worker, every other
+# test on whichever is free, slow ones first (tests/conftest.py, docs/testing.md).
+# PostgreSQL cases run where RUNWATCH_TEST_POSTGRES_URL is set.
 TEST_WORKERS ?= $(shell python3 -c "import os; print(len(os.sched_getaffinity(0)) + 1)")
 test: venv web
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=20
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 bench: venv web
 	$(BIN)/python bench/run_all.py

@@ -1,9 +1,10 @@
 """Shared fixtures: real folders, the index on SQLite and on PostgreSQL, the real server and
-CLI, and the one SFT checkpoint the recipe and health tests start from. Helpers live in
-tests/support."""
+CLI, and the one SFT checkpoint the recipe and health tests start from; and how `make test`
+spreads the tests over pytest-xdist's workers. Helpers live in tests/support."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,79 @@ from runwatch.store.db import database_url, open_engine
 from tests.support import SFT_CHECKPOINT, MakeRun, sdk_run
 from tests.support.parallel import session_folder
 from tests.support.stores import NO_POSTGRES, STORES, PostgresDatabases, postgres_url
+
+# Tests that took 15 s or more in CI (2 cores, 3 workers), by node id prefix: under `--dist
+# loadgroup` they are handed out before the other single tests, so that none starts last.
+SLOW_FIRST = (
+    "tests/test_first_ten_minutes.py::test_every_readme_command_runs_as_written",
+    "tests/test_first_ten_minutes.py::test_every_command_the_demo_prints",
+    "tests/health/test_scoring.py::test_health_eval_on_the_real_corpus_held_out",
+    "tests/jobs/test_e2e.py::",
+    "tests/compat/test_hf.py::test_training_that_raises",
+    "tests/compat/test_bench_callback.py::",
+    "tests/server/test_stream_load.py::",
+    "tests/interop/test_tensorboard.py::test_the_tensorboard_it_starts",
+    "tests/interop/test_tensorboard.py::test_export_matches_every_value",
+    "tests/foundation/test_big_run.py::test_a_run_of_several_index_slices",
+    "tests/foundation/test_cli_jobs.py::",
+    "tests/test_bench_smoke.py::",
+    "tests/server/test_summaries.py::test_every_stored_level_reads_the_same",
+)
+_SHARED_SCOPE = re.compile(r"""@pytest\.fixture\(\s*scope\s*=\s*["'](module|class|package)["']""")
+
+
+def grouped_files(root: Path) -> frozenset[str]:
+    """The test files (as node ids name them) whose tests share a module-, class- or
+    package-scoped fixture defined in the file or in a conftest.py above it."""
+    tests = root / "tests"
+    found = [f for f in tests.rglob("*.py") if _SHARED_SCOPE.search(f.read_text())]
+    above = [f.parent for f in found if f.name == "conftest.py"]
+    return frozenset(f.relative_to(root).as_posix() for f in tests.rglob("test_*.py")
+                     if f in found or any(f.is_relative_to(d) for d in above))
+
+
+def _shared_scope(item: pytest.Item) -> str | None:
+    info = getattr(item, "_fixtureinfo", None)
+    scopes = {defs[-1].scope for defs in (info.name2fixturedefs.values() if info else ())
+              if defs}
+    return next((s for s in ("package", "module", "class") if s in scopes), None)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent under -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadgroup` (make test): a test file whose tests share a module-scoped fixture
+    goes to one worker whole (grouped_files), every other test to whichever worker is free.
+    xdist's own loadgroup reads `xdist_group` marks, which it cannot see under pytest 9.2
+    (pytest-xdist issue 1386)."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    grouped = grouped_files(config.rootpath)
+
+    class FilesWithSharedFixtures(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path in grouped else nodeid
+
+    return FilesWithSharedFixtures(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker under `--dist loadgroup`: the slow tests (`slow` mark, SLOW_FIRST)
+    first (xdist hands out the grouped files, largest first, then the single tests in this
+    order), and a warning where a test shares a fixture that grouped_files did not find."""
+    if not config.getoption("loadgroup", False):  # what xdist sets on its workers
+        return
+    grouped = grouped_files(config.rootpath)
+    for item in items:
+        scope = _shared_scope(item)
+        if scope is not None and item.nodeid.split("::", 1)[0] not in grouped:
+            item.warn(pytest.PytestWarning(
+                f"shares a {scope}-scoped fixture that tests/conftest.py's grouped_files does "
+                "not see, so xdist spreads its file and builds the fixture on every worker"))
+    items.sort(key=lambda item: not (item.get_closest_marker("slow") is not None
+                                     or item.nodeid.startswith(SLOW_FIRST)))
 
 
 @pytest.fixture

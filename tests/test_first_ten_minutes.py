@@ -11,9 +11,9 @@ them), the others on runs of the demo's names that ended SUCCEEDED. README's lin
 README says to run them, after `source .venv/bin/activate`, each on a fresh copy of the
 same fixture: a placeholder takes its value from VALUES, an [optional] part is left out,
 `a | b` is two commands, a recipe gets SHRINK's settings after its own (so it trains for
-a step, not minutes), `health-eval` scores the held-out third of its corpus (11 runs, not
-45), and a command that serves (ui, server, worker) must start, then
-stop on Ctrl-C with exit 0.
+a step, not minutes), `health-eval` scores one held-out run of its corpus (tests/health
+score them all), and a command that serves (ui, server, worker) must start, then stop on
+Ctrl-C with exit 0. Each command is a test of its own, so that xdist spreads them.
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import httpx
 import pytest
+import yaml
+from filelock import FileLock
 
 import runwatch
 from runwatch.cli.context import open_context
@@ -41,6 +43,7 @@ from runwatch.server.runner import free_port
 from runwatch.server.settings import DEFAULT_PORT
 from tests.support import TINY_MODEL
 from tests.support.jobs import submit_command
+from tests.support.parallel import session_folder
 from tests.support.wait import DEADLINE_S, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +87,7 @@ def _env(clone: Path, activated: bool) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("clone")
     (folder / ".venv").symlink_to(_venv(), target_is_directory=True)
@@ -120,7 +123,7 @@ def _ended(runs: Path, name: str, method: str) -> None:
         run.log({"loss": 1.0}, step=1)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def after_demo(clone: Path, sft_checkpoint: Path) -> Path:
     """A runs folder as the demo leaves it, plus what README's commands need: a real SFT
     checkpoint (`sft`), two supervised runs to compare, a job that waits and one that ended, and
@@ -205,6 +208,14 @@ def _serve_then_stop(argv: list[str], clone: Path, env: dict[str, str], ready: s
     return "" if code == 0 and started else f"exit {code}, started={started}: {''.join(seen)}"
 
 
+def _serving_lock(command: str, factory: pytest.TempPathFactory) -> AbstractContextManager[object]:
+    """Held by a command that serves on runwatch's default port while it runs, so that two
+    xdist workers never both find the port free and start on it at once."""
+    if shlex.split(command)[1] not in ("ui", "server"):
+        return nullcontext()
+    return FileLock(session_folder(factory) / "default-port.lock")
+
+
 def _run(command: str, clone: Path, env: dict[str, str]) -> str:
     """Run `command` (shell words) in the clone; '' when it exited 0, else why not."""
     argv = shlex.split(command)
@@ -238,18 +249,28 @@ def _demo_printed(clone: Path, port: int) -> dict[str, list[str]]:
             "wait": [c for k, c in printed["steps"] if k == "wait"], "next": printed["next"]}
 
 
-def test_every_command_the_demo_prints_runs_as_printed(clone: Path, after_demo: Path) -> None:
+@pytest.fixture  # printed anew for each test: its `ui` line names a port free just now
+def demo_printed(clone: Path) -> dict[str, list[str]]:
     env = _env(clone, activated=False)
     assert shutil.which("runwatch", path=env["PATH"]) is None  # as after `make demo`
     printed = _demo_printed(clone, free_port())
     assert len(printed["submit"]) == 3 and len(printed["wait"]) == 3
     assert all(c.startswith(".venv/bin/runwatch ") for cs in printed.values() for c in cs)
+    return printed
+
+
+@pytest.mark.parametrize("kind", ["submit", "wait", "next"])
+def test_every_command_the_demo_prints_runs_as_printed(
+        kind: str, clone: Path, after_demo: Path, demo_printed: dict[str, list[str]]) -> None:
+    # The demo's submits go one after another into the runs folder it starts with; its
+    # waits and next: lines each run on the runs it leaves (the fixture), restored before each.
+    env = _env(clone, activated=False)
     failed = {}
-    _restore(clone, None)  # the demo submits into its runs folder before anything ran
-    for command in printed["submit"]:
-        failed[command] = _run(command, clone, env)
-    for command in printed["wait"] + printed["next"]:
-        _restore(clone, after_demo)
+    if kind == "submit":
+        _restore(clone, None)
+    for command in demo_printed[kind]:
+        if kind != "submit":
+            _restore(clone, after_demo)
         failed[command] = _run(command, clone, env)
     assert {c: why for c, why in failed.items() if why} == {}
 
@@ -302,6 +323,13 @@ def readme_commands(text: str) -> list[str]:
     return out
 
 
+def _a_held_out_run() -> str:
+    labels = yaml.safe_load((REPO / "tests" / "data" / "real" / "labels.yaml").read_text())
+    held_out = [name for name, run in labels["runs"].items() if run["split"] == "holdout"]
+    assert held_out, "the corpus has no held-out run for README's health-eval line"
+    return held_out[0]
+
+
 def _filled(command: str, clone: Path) -> str:
     words = shlex.split(command)
     verb = next((w for w in words if w in RUN_OF_VERB), None)
@@ -317,7 +345,7 @@ def _filled(command: str, clone: Path) -> str:
     if words[1] == "recipes":
         out += SHRINK[words[2]]
     if words[1] == "health-eval" and "--split" not in words:
-        out += ["--split", "holdout"]
+        out += ["--split", "holdout", "--run", _a_held_out_run()]
     return shlex.join(out)
 
 
@@ -329,20 +357,19 @@ def test_readme_lists_commands_and_says_how_to_reach_runwatch() -> None:
     assert "source .venv/bin/activate" in text and ".venv/bin/runwatch" in text
 
 
-@pytest.fixture(scope="module")
-def readme_results(clone: Path, after_demo: Path) -> Iterator[dict[str, str]]:
-    env = _env(clone, activated=True)
-    results = {}
-    for command in readme_commands((REPO / "README.md").read_text()):
-        _restore(clone, after_demo)
-        filled = _filled(command, clone)
-        results[filled] = _run(filled, clone, env)
-    yield results
+README_COMMANDS = readme_commands((REPO / "README.md").read_text())
 
 
+@pytest.mark.parametrize("command", README_COMMANDS)
 def test_every_readme_command_runs_as_written_once_venv_is_active(
-        readme_results: dict[str, str]) -> None:
-    assert {c: why for c, why in readme_results.items() if why} == {}
+        command: str, clone: Path, after_demo: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    # One test per command, so that xdist spreads them over its workers (one after
+    # another they took 3.5 minutes); each worker has its own clone, restored before each.
+    _restore(clone, after_demo)
+    filled = _filled(command, clone)
+    with _serving_lock(filled, tmp_path_factory):
+        assert _run(filled, clone, _env(clone, activated=True)) == ""
 
 
 # -- the set-up's own output ----------------------------------------------------------

@@ -89,10 +89,12 @@ def test_a_program_that_cannot_start_fails_with_its_reason(engine: Engine, db_ur
     assert "could not start" in output and "no-such-program" in output
 
 
-HANG = "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(300)"
+# The pid first: under load the startup timeout can end a job still importing runwatch.
+PID = "import os, time; open('pid', 'w').write(str(os.getpid())); "
+HANG = PID + "time.sleep(300)"
 # Attaches in PREPARING, reports one step of it, then hangs (its SDK handles SIGTERM).
-SDK_HANG = ("import runwatch; run = runwatch.init(phase='PREPARING'); "
-            "run.set_phase('PREPARING', stage='tokenizing', done=0, total=10); " + HANG)
+SDK_HANG = (PID + "import runwatch; run = runwatch.init(phase='PREPARING'); "
+            "run.set_phase('PREPARING', stage='tokenizing', done=0, total=10); time.sleep(300)")
 
 
 @pytest.mark.parametrize("hang", [HANG, SDK_HANG], ids=["command", "sdk"])
