@@ -1,8 +1,8 @@
 """`runwatch runs grafana RUN` and `runwatch grafana dashboard`, run as the real command
-line; the dashboard is checked against the panels, queries, layout, time range and
-variables written out here, read back with Grafana's own typed dashboard model
-(grafana-foundation-sdk), and its queries are run by a real Prometheus in
-test_prometheus.py."""
+line (once each; the other checks run the same app in this process); the dashboard is
+checked against the panels, queries, layout, time range and variables written out here,
+read back with Grafana's own typed dashboard model (grafana-foundation-sdk), and its
+queries are run by a real Prometheus in test_prometheus.py."""
 
 from __future__ import annotations
 
@@ -15,19 +15,25 @@ from grafana_foundation_sdk.models import dashboard as grafana_model
 from sqlalchemy import select
 
 from runwatch.interop import grafana
+from runwatch.rundir import append
+from runwatch.rundir import format as fmt
 from runwatch.sdk import init
 from runwatch.store import schema as s
 from runwatch.store.db import open_engine
-from tests.support import MakeRun
-from tests.support.cli import run_cli
+from tests.support import MakeRun, wait_for
+from tests.support.cli import cli_here, run_cli
 
 GRAFANA = "http://grafana.example:3000/"
 
 
-def _link(runs_dir: Path, run: str, *extra: str, env: dict[str, str] | None = None
-          ) -> tuple[str, dict[str, list[str]], str]:
-    run_cli("index", str(runs_dir))
-    out = run_cli("runs", "grafana", run, "--dir", str(runs_dir), *extra, env=env).stdout
+def _link(runs_dir: Path, run: str, *extra: str, env: dict[str, str] | None = None,
+          process: bool = False) -> tuple[str, dict[str, list[str]], str]:
+    """The link `runs grafana RUN` prints, its query, and all it prints: as the real
+    command line with `process`, else in this process (the same app, without a new
+    interpreter's imports)."""
+    cli = run_cli if process else cli_here
+    cli("index", str(runs_dir))
+    out = cli("runs", "grafana", run, "--dir", str(runs_dir), *extra, env=env).stdout
     url = out.splitlines()[0]
     return url, parse_qs(urlsplit(url).query), out
 
@@ -46,7 +52,7 @@ def _times(runs_dir: Path, run_id: str) -> tuple[float, float | None]:
 def test_the_link_covers_a_finished_run(runs_dir: Path, make_run: MakeRun) -> None:
     run_id = make_run("done", steps=3)
     url, query, out = _link(runs_dir, "done", "--grafana-url", GRAFANA,
-                            "--server", "http://127.0.0.1:9000/")
+                            "--server", "http://127.0.0.1:9000/", process=True)
     assert url.startswith(f"http://grafana.example:3000/d/{grafana.UID}/")
     start, end = _times(runs_dir, run_id)
     assert end is not None
@@ -65,7 +71,12 @@ def test_an_attempt_s_link_covers_that_attempt(runs_dir: Path, make_run: MakeRun
     first.finish("FAILED")
     again = init(name="retried", dir=runs_dir, method="sft", resume=True)
     again.log({"loss": 0.9}, step=1)
-    run_cli("index", str(runs_dir))
+    # the SDK writes in the background: attempt 2's start and its point on disk first
+    folder = runs_dir / "retried"
+    wait_for(lambda: len(list(append.records(folder / fmt.EVENTS))) == 3
+             and len(list(append.records(folder / fmt.METRICS))) == 2,
+             what="attempt 2's start and point on disk")
+    cli_here("index", str(runs_dir))
     engine = open_engine(runs_dir / ".runwatch" / "index.db")
     try:
         with engine.connect() as conn:
@@ -79,8 +90,8 @@ def test_an_attempt_s_link_covers_that_attempt(runs_dir: Path, make_run: MakeRun
     assert "attempt 1 of run retried" in out and "FAILED" in out
     _, two, out = _link(runs_dir, "retried", "--attempt", "2", "--grafana-url", GRAFANA)
     assert two["to"] == ["now"] and int(two["from"][0]) > int(one["from"][0])
-    missing = run_cli("runs", "grafana", "retried", "--attempt", "3", "--dir", str(runs_dir),
-                      "--grafana-url", GRAFANA, check=False)
+    missing = cli_here("runs", "grafana", "retried", "--attempt", "3", "--dir", str(runs_dir),
+                       "--grafana-url", GRAFANA, check=False)
     assert missing.returncode == 2 and "no attempt 3" in missing.stderr
     again.finish("SUCCEEDED")
 
@@ -99,8 +110,8 @@ def test_the_link_of_a_training_run_ends_now(runs_dir: Path, make_run: MakeRun) 
 def test_without_a_grafana_address_it_says_how_to_give_one(runs_dir: Path,
                                                            make_run: MakeRun) -> None:
     make_run("done", steps=2)
-    proc = run_cli("runs", "grafana", "done", "--dir", str(runs_dir), check=False,
-                   env={grafana.ENV_VAR: ""})
+    proc = cli_here("runs", "grafana", "done", "--dir", str(runs_dir), check=False,
+                    env={grafana.ENV_VAR: ""})
     assert proc.returncode == 2
     assert "--grafana-url" in proc.stderr and grafana.ENV_VAR in proc.stderr
 
@@ -138,7 +149,7 @@ def test_the_dashboard_file_is_grafanas_dashboard_model(tmp_path: Path) -> None:
     out = tmp_path / "runwatch.json"
     run_cli("grafana", "dashboard", "-o", str(out))
     board = json.loads(out.read_text())
-    assert board == json.loads(run_cli("grafana", "dashboard").stdout)
+    assert board == json.loads(cli_here("grafana", "dashboard").stdout)
     # Grafana's own dashboard model (generated from its schema) reads it whole: every field
     # is one the schema has, so reading and writing it again changes nothing
     model = grafana_model.Dashboard.from_json(board)
@@ -147,7 +158,7 @@ def test_the_dashboard_file_is_grafanas_dashboard_model(tmp_path: Path) -> None:
 
 
 def test_the_dashboard_shows_the_expected_panels_queries_and_variables() -> None:
-    board = json.loads(run_cli("grafana", "dashboard").stdout)
+    board = json.loads(cli_here("grafana", "dashboard").stdout)
     assert (board["uid"], board["title"]) == ("runwatch", "runwatch")
     assert isinstance(board["schemaVersion"], int) and board["schemaVersion"] >= 36
     assert board["time"] == {"from": "now-6h", "to": "now"}

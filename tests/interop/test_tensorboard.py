@@ -136,8 +136,9 @@ def test_export_matches_every_value_and_replaces_itself(runs_dir: Path) -> None:
     done = run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--no-start")
     out = next((runs_dir / ".runwatch" / "tensorboard").iterdir())
     assert f"tensorboard --logdir {out}" in done.stdout
-    # a second export replaces the first instead of adding a copy of every point
-    run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--no-start")
+    # a second export replaces the first instead of adding a copy of every point (in this
+    # process: the first ran as the real command line)
+    cli_here("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--no-start")
     assert len(list(out.glob("events.out.tfevents.*"))) == 1
     acc = _load(out)
     _check_scalars(acc, runs_dir, "rl", range(12))
@@ -214,22 +215,24 @@ def test_follow_adds_points_logged_after_it_starts(runs_dir: Path, tmp_path: Pat
 
 
 def test_bad_input_is_refused_in_plain_words(runs_dir: Path, tmp_path: Path) -> None:
+    """What the command refuses, and that it says why (run in this process: the refusals
+    are what is tested, not the process)."""
     with runwatch.init(name="rl", dir=runs_dir, config=CONFIG) as run:
         _log(run, range(2))
-    unknown = run_cli("runs", "tensorboard", "nope", "--dir", str(runs_dir), check=False)
+    unknown = cli_here("runs", "tensorboard", "nope", "--dir", str(runs_dir), check=False)
     assert unknown.returncode == 2 and "nope" in unknown.stderr
     a_file = tmp_path / "file.txt"
     a_file.write_text("not a folder")
-    refused = run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--out",
-                      str(a_file), check=False)
+    refused = cli_here("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--out",
+                       str(a_file), check=False)
     assert refused.returncode == 2
     assert f"{a_file} is a file, not a folder" in " ".join(refused.stderr.split())
     assert a_file.read_text() == "not a folder"
     foreign = tmp_path / "theirs"
     foreign.mkdir()
     (foreign / "events.out.tfevents.1.host").write_bytes(b"")
-    kept = run_cli("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--out",
-                   str(foreign), check=False)
+    kept = cli_here("runs", "tensorboard", "rl", "--dir", str(runs_dir), "--out",
+                    str(foreign), check=False)
     assert kept.returncode == 2 and "did not write" in kept.stderr
     assert (foreign / "events.out.tfevents.1.host").exists()
 
@@ -346,7 +349,7 @@ def test_the_tensorboard_it_starts_follows_a_training_run_and_serves_it_all(
         while not said.startswith("live ended SUCCEEDED"):
             said = first_line(board, what="the command to see the run end",
                               deadline=DEADLINE_S)
-        # TensorBoard reloads its folder every 5 s by default
+        # the TensorBoard it starts reloads its folder every second
         wait_for(lambda: [s for _, s, _ in _served(url, "loss")] == list(range(10)),
                  what="TensorBoard to show the 10 steps", deadline=DEADLINE_S, interval=0.2)
         _check_served(url, runs_dir, "live", range(10))

@@ -24,17 +24,23 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
     return proc
 
 
-def cli_here(*args: str) -> subprocess.CompletedProcess[str]:
+def cli_here(*args: str, check: bool = True,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `runwatch ARGS` in this process (typer's CliRunner, the same app `runwatch`
-    runs), for a test that reads what a command answers (a reference to compare with)
-    and does not test the process: a subprocess costs a new interpreter and its imports,
-    1-5 s under load. The command must succeed."""
+    runs), for a test that reads what a command answers or refuses, where the process is
+    not what it tests: a subprocess costs a new interpreter and its imports, 1-5 s under
+    load. Keep at least one test per command that runs it with `run_cli`. With `check`,
+    the command must succeed; an exception the command did not turn into an exit status
+    (a traceback, in a real process) fails the test either way."""
     from typer.testing import CliRunner
 
     from runwatch.cli.main import app
 
-    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "120"})
-    if res.exit_code != 0:
+    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "120", **(env or {})})
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise AssertionError(f"runwatch {' '.join(args)} raised {res.exception!r}:\n"
+                             f"{res.output}") from res.exception
+    if check and res.exit_code != 0:
         raise AssertionError(f"runwatch {' '.join(args)} exited {res.exit_code}:\n"
                              f"{res.output}\n{res.exception!r}")
     return subprocess.CompletedProcess(["runwatch", *args], res.exit_code, res.stdout,

@@ -20,7 +20,7 @@ from runwatch.server.runner import Runner, free_port
 from runwatch.store import jobs as store_jobs
 from runwatch.store import tokens
 from tests.support import MakeRun, sdk_run
-from tests.support.cli import run_cli
+from tests.support.cli import cli_here, run_cli
 from tests.support.wait import DEADLINE_S
 
 BOOT = "bootstrap-token-4-tests"
@@ -230,12 +230,13 @@ def test_runwatch_sync_with_a_write_token_sends_its_projects_runs_only(
     sdk_run(laptop, "laptop-bravo", steps=3, project=B)
     sdk_run(laptop, "laptop-alpha-2", steps=3, project=A)
     token = ["--server", team.url, "--token", team.secrets["A-write"]]
-    run_cli("sync", str(laptop / "laptop-alpha"), *token)
-    refused = run_cli("sync", str(laptop / "laptop-bravo"), *token, check=False)
+    run_cli("sync", str(laptop / "laptop-alpha"), *token)  # the real command line
+    # the refusals in this process (the same app, without a new interpreter's imports)
+    refused = cli_here("sync", str(laptop / "laptop-bravo"), *token, check=False)
     assert refused.returncode != 0 and "write on project 'proj-bravo'" in refused.stderr + \
         refused.stdout
-    read_only = run_cli("sync", str(laptop / "laptop-alpha-2"), "--server", team.url, "--token",
-                        team.secrets["A-read"], check=False)
+    read_only = cli_here("sync", str(laptop / "laptop-alpha-2"), "--server", team.url,
+                         "--token", team.secrets["A-read"], check=False)
     assert read_only.returncode != 0 and "write on project 'proj-alpha'" in read_only.stderr
     names = {r["name"] for r in team.client("boot").get("/api/runs").json()["runs"]}
     assert names == {"alpha-run", B_NAME, "bravo-job", "laptop-alpha"}

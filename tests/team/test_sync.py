@@ -1,6 +1,9 @@
 """`runwatch sync DIR`: offline runs sent to a real server over HTTP, incrementally (a run
 still being written, synced twice, adds only what is new), and bad input (no server, a
-refused token, a folder that is no run) said clearly, with nothing lost."""
+refused token, a folder that is no run) said clearly, with nothing lost.
+
+The command runs in this process (the same app; a subprocess per sync cost a second or more
+each under load), but for `sync --follow`, which runs as the real command line."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from sqlalchemy import Engine
 
 from runwatch.server.runner import Runner, free_port
 from runwatch.server.settings import new_token
-from tests.support import run_cli, wait_for, write_run
+from tests.support import cli_here, wait_for, write_run
 from tests.team.serving import in_folder, metric_lines, stored
 
 # An offline run: logs 100 steps, waits for FLAGS/more, logs 50 more, waits for FLAGS/end,
@@ -47,7 +50,7 @@ def team_server(engine: Engine) -> Iterator[Runner]:
 
 def _sync(target: Path, srv: Runner, *extra: str, check: bool = True,
           token: str | None = None) -> subprocess.CompletedProcess[str]:
-    return run_cli("sync", str(target), "--server", srv.url, "--token", token or str(srv.token),
+    return cli_here("sync", str(target), "--server", srv.url, "--token", token or str(srv.token),
                    *extra, check=check)
 
 
@@ -117,7 +120,7 @@ def test_an_unreachable_server_is_said_and_the_next_sync_sends_everything(
         tmp_path: Path, team_server: Runner) -> None:
     run_dir = _offline_run(tmp_path / "runs")
     nobody = f"http://127.0.0.1:{free_port()}"
-    down = run_cli("sync", str(run_dir), "--server", nobody, "--retry-for", "0", check=False)
+    down = cli_here("sync", str(run_dir), "--server", nobody, "--retry-for", "0", check=False)
     assert down.returncode == 1
     assert f"cannot reach {nobody}" in down.stderr and "run the same command again" in down.stderr
     assert "sent 2 events, 5 metrics" in _sync(run_dir, team_server).stdout
@@ -126,9 +129,9 @@ def test_an_unreachable_server_is_said_and_the_next_sync_sends_everything(
 def test_a_folder_that_holds_no_run_and_a_missing_server_are_refused(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     (empty / "not-a-run").mkdir(parents=True)
-    no_run = run_cli("sync", str(empty), "--server", "http://127.0.0.1:9", check=False)
+    no_run = cli_here("sync", str(empty), "--server", "http://127.0.0.1:9", check=False)
     assert no_run.returncode == 2 and "holds no run" in no_run.stderr
-    no_server = run_cli("sync", str(empty), check=False,
+    no_server = cli_here("sync", str(empty), check=False,
                         env={"RUNWATCH_SERVER": "", "RUNWATCH_TOKEN": ""})
     assert no_server.returncode == 2 and "--server URL" in no_server.stderr
 

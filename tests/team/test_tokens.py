@@ -14,15 +14,17 @@ from sqlalchemy import Connection, Engine, inspect, select, text
 from runwatch.store import schema as s
 from runwatch.store import tokens
 from runwatch.store.db import HEAD_REVISION, open_engine
-from tests.support.cli import run_cli
+from tests.support.cli import cli_here, run_cli
 from tests.support.migrations import downgrade
 
 
 def test_tokens_are_kept_only_as_their_sha256(db_url: str, engine: Engine,
                                               tmp_path: Path) -> None:
+    # `projects create` and `tokens create` run as the real command line, the other
+    # commands in this process (the same app, without a new interpreter's imports)
     assert "made" in run_cli("projects", "create", "vision", "--db", db_url).stdout
-    refused = run_cli("tokens", "create", "-p", "nope", "--name", "x", "--db", db_url,
-                      check=False)
+    refused = cli_here("tokens", "create", "-p", "nope", "--name", "x", "--db", db_url,
+                       check=False)
     assert refused.returncode == 2 and "runwatch projects create nope" in refused.stderr
     made = json.loads(run_cli("tokens", "create", "-p", "vision", "--name", "ci", "--right",
                               "write", "--db", db_url, "-o", "json").stdout)
@@ -36,16 +38,16 @@ def test_tokens_are_kept_only_as_their_sha256(db_url: str, engine: Engine,
     for sec in (secret, other):
         assert sec not in stored and sec[3:] not in stored and sec[3:20] not in stored
         assert hashlib.sha256(sec.encode()).hexdigest() in stored
-    listed = run_cli("tokens", "list", "--db", db_url, "-o", "json").stdout
+    listed = cli_here("tokens", "list", "--db", db_url, "-o", "json").stdout
     assert secret not in listed and {t["name"] for t in json.loads(listed)} == {"ci", "dashboard"}
-    projects = json.loads(run_cli("projects", "list", "--db", db_url, "-o", "json").stdout)
+    projects = json.loads(cli_here("projects", "list", "--db", db_url, "-o", "json").stdout)
     assert projects == [{"name": "vision", "runs": 0}]
 
     with engine.begin() as conn:
         found = tokens.authenticate(conn, secret)
         assert found is not None and found.project == "vision"
         assert tokens.authenticate(conn, secret[:-1] + "x") is None
-    run_cli("tokens", "revoke", made["token"]["id"], "--db", db_url)
+    cli_here("tokens", "revoke", made["token"]["id"], "--db", db_url)
     with engine.begin() as conn:
         assert tokens.authenticate(conn, secret) is None
         assert tokens.authenticate(conn, other) is not None
