@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from sqlalchemy import Engine
 
 from runwatch.server.app import STATIC_DIR
-from runwatch.server.runner import Runner
-from runwatch.store.db import database_url
+from runwatch.server.runner import Runner, free_port
+from runwatch.store.db import database_url, open_engine
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -26,6 +27,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "console_error(pattern): a console error the test "
                             "expects (a regular expression), e.g. from a request it makes fail")
+    config.addinivalue_line("markers", "module_server: the test's `server` and `runs_dir` are "
+                            "the module's one server and its folder (module_server)")
 
 
 def _ensure_built() -> None:
@@ -59,6 +62,54 @@ def browser() -> Iterator[Browser]:
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="module")
+def module_runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The runs folder of `module_server`."""
+    d = tmp_path_factory.mktemp("module") / "runs"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture(scope="module")
+def module_server(module_runs_dir: Path) -> Iterator[Runner]:
+    """One real server (SQLite index, indexing every 50 ms) for the tests marked
+    `module_server` of a module, which each write runs of their own names and read only
+    those (starting and stopping a server per test cost about a second each)."""
+    engine = open_engine(database_url(module_runs_dir.parent / "index.db"))
+    try:
+        with Runner(engine, runs_dir=module_runs_dir, port=free_port(), interval=0.05) as srv:
+            yield srv
+    finally:
+        engine.dispose()
+
+
+def _shares_the_module_server(request: pytest.FixtureRequest) -> bool:
+    return request.node.get_closest_marker("module_server") is not None
+
+
+@pytest.fixture
+def runs_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A new runs folder, or the module server's under `module_server`."""
+    if _shares_the_module_server(request):
+        shared: Path = request.getfixturevalue("module_runs_dir")
+        return shared
+    d = tmp_path / "runs"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest, runs_dir: Path) -> Iterator[Runner]:
+    """The real server on a free loopback port indexing `runs_dir` every 50 ms, on the
+    `engine` fixture's index; under `module_server`, the module's one server."""
+    if _shares_the_module_server(request):
+        yield request.getfixturevalue("module_server")
+        return
+    engine: Engine = request.getfixturevalue("engine")
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05) as srv:
+        yield srv
 
 
 @pytest.fixture

@@ -25,8 +25,10 @@ from tests.killed import killed_run
 from tests.support import cli_here, write_manifest
 
 
-def test_list_search_and_charts_with_expected_points(page: Page, server: Runner,
-                                                     runs_dir: Path) -> None:
+def test_list_search_charts_rollouts_and_url_state(page: Page, server: Runner,
+                                                   runs_dir: Path) -> None:
+    """One visit: the list and its search; each run's charts with the points expected; the
+    GRPO run's rollouts, untrusted text shown as text, and its URL state over a reload."""
     sft_run(runs_dir)
     grpo_run(runs_dir)
     page.goto(f"{server.url}/runs")
@@ -59,6 +61,36 @@ def test_list_search_and_charts_with_expected_points(page: Page, server: Runner,
     for chart in ("reward", "ratio", "clip", "kl", "timing"):
         assert chart_points(page, chart) == 25
     shot(page, "detail-grpo")
+
+    page.click("[data-tab-button=rollouts]")
+    expect(page.locator(".rollout")).to_have_count(3)
+    _check_untrusted_text(page)
+    # the run and the tab are in the URL: a reload comes back to them
+    assert "run=" in page.url and "tab=rollouts" in page.url
+    page.reload()
+    expect(page.locator(".run-row.selected")).to_contain_text("grpo-arith")
+    expect(page.locator(".rollout")).to_have_count(3)
+    _check_untrusted_text(page)
+    expect(page.locator(".rollout .terms").first).to_contain_text("format: 0")
+    page.select_option("#rollout-mode", "worst")
+    page.fill("#rollout-n", "1")
+    page.dispatch_event("#rollout-n", "change")
+    expect(page.locator(".rollout")).to_have_count(1)
+    expect(page.locator(".rollout .completion")).to_have_text("nine")
+    page.select_option("#rollout-step", "10|train")
+    expect(page.locator(".rollout")).to_have_count(1)
+    shot(page, "rollouts")
+
+
+def _check_untrusted_text(page: Page) -> None:
+    """The rollouts of step 20 show the completion that holds markup as its text: no
+    element made from it, no script of it run."""
+    expect(page.locator("#rollout-step")).to_have_value("20|train")
+    completion = page.locator(".rollout .completion").first
+    expect(completion).to_have_text(
+        "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">")
+    assert page.locator(".rollouts img, .rollouts script").count() == 0
+    assert page.evaluate("window.__xss") is None
 
 
 def test_a_point_written_by_a_live_run_appears_without_reload(page: Page, server: Runner,
@@ -111,42 +143,6 @@ def test_a_stream_the_browser_gave_up_on_is_opened_again(page: Page, server: Run
     assert len(refused) == 1
     run.finish("SUCCEEDED")
     expect(page.locator("#run-status")).to_have_text("Succeeded")
-
-
-def test_rollouts_show_untrusted_text_as_text(page: Page, server: Runner,
-                                              runs_dir: Path) -> None:
-    grpo_run(runs_dir)
-    wait_indexed(server.url, "grpo-arith", 24, samples=2)
-    open_run(page, server.url, "grpo-arith")
-    page.click("[data-tab-button=rollouts]")
-    expect(page.locator(".rollout")).to_have_count(3)
-    expect(page.locator("#rollout-step")).to_have_value("20|train")
-    completion = page.locator(".rollout .completion").first
-    expect(completion).to_have_text(
-        "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">")
-    assert page.locator(".rollouts img, .rollouts script").count() == 0
-    assert page.evaluate("window.__xss") is None
-    expect(page.locator(".rollout .terms").first).to_contain_text("format: 0")
-    page.select_option("#rollout-mode", "worst")
-    page.fill("#rollout-n", "1")
-    page.dispatch_event("#rollout-n", "change")
-    expect(page.locator(".rollout")).to_have_count(1)
-    expect(page.locator(".rollout .completion")).to_have_text("nine")
-    page.select_option("#rollout-step", "10|train")
-    expect(page.locator(".rollout")).to_have_count(1)
-    shot(page, "rollouts")
-
-
-def test_url_state_survives_reload(page: Page, server: Runner, runs_dir: Path) -> None:
-    grpo_run(runs_dir)
-    wait_indexed(server.url, "grpo-arith", 24, samples=2)
-    open_run(page, server.url, "grpo-arith")
-    page.click("[data-tab-button=rollouts]")
-    expect(page.locator(".rollout")).to_have_count(3)
-    assert "run=" in page.url and "tab=rollouts" in page.url
-    page.reload()
-    expect(page.locator(".run-row.selected")).to_contain_text("grpo-arith")
-    expect(page.locator(".rollout")).to_have_count(3)
 
 
 # the refused Cancel, and the streams cut

@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from playwright.sync_api import Page, expect
 from webhelpers import open_run, shot, wait_indexed
 
 from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
 
+# Every test writes runs of its own names and reads only those: one server for the module.
+pytestmark = pytest.mark.module_server
 GIB = 1024**3
 
 

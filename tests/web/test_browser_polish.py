@@ -112,6 +112,7 @@ def test_dark_mode_follows_the_system_setting(browser: Browser, server: Runner,
     assert light["text"] < 0.1 and dark["text"] > 0.6
 
 
+@pytest.mark.module_server
 def test_new_job_uses_the_window_width(page: Page, server: Runner) -> None:
     page.goto(f"{server.url}/new")
     expect(page.locator("#new-job[data-loaded=true]")).to_be_visible()
@@ -127,6 +128,7 @@ def test_new_job_uses_the_window_width(page: Page, server: Runner) -> None:
     shot(page, "polish-new-job")
 
 
+@pytest.mark.module_server
 def test_rollouts_page_past_the_first_hundreds(page: Page, server: Runner,
                                                runs_dir: Path) -> None:
     many_rollouts(runs_dir, count=250)
@@ -161,6 +163,7 @@ def test_rollouts_page_past_the_first_hundreds(page: Page, server: Runner,
     expect(page.locator(".rollout-pager")).to_be_hidden()
 
 
+@pytest.mark.module_server
 def test_empty_logs_and_rollouts_say_what_writes_them(page: Page, server: Runner,
                                                       runs_dir: Path) -> None:
     run = init(name="quiet", dir=runs_dir, method="sft", base_model="tiny", dataset="arith",
@@ -200,6 +203,7 @@ def plain(text: str) -> None:
         assert word not in text, (word, text)
 
 
+@pytest.mark.module_server
 @pytest.mark.console_error(r"status of (400|404|422)")
 @pytest.mark.console_error(r"No run has the id or name")  # the app logs the error it shows
 def test_errors_are_said_in_plain_words(page: Page, server: Runner) -> None:
