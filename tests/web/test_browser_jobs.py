@@ -25,6 +25,7 @@ from runwatch.server.runner import Runner, free_port
 SCRIPT = """
 import os, sys, time
 import runwatch
+from runwatch.sdk import StopRequested
 
 steps, pause, fail_first = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "1"
 first = os.environ["RUNWATCH_ATTEMPT"] == "1"
@@ -36,8 +37,9 @@ try:
         time.sleep(pause)
     if fail_first and first:
         raise RuntimeError("attempt 1 fails on purpose")
-finally:
+except StopRequested:
     time.sleep(1.0)
+    raise
 run.finish("SUCCEEDED")
 """
 
