@@ -672,4 +672,60 @@ Per class, before → after (the others unchanged):
 The `train` figure is tuned on and says only that the fixes hold; the next clean figure
 is round 9's.
 
+#### Round 9, scored once (session 10)
+
+39 new public logs from repositories new to the corpus (27 with a pathology, 12 healthy),
+collected by five readers the same way as rounds 6-8 while the changes above were made,
+labelled from reading each log and committed (0eb5743) before being scored once, as
+printed by `runwatch health-eval --round 9` at 02:08 UTC (three more staged runs, of
+models that are not language models, were left out before the score):
+
+```
+holdout round 9: 20 of 27 pathologies found (74%), median delay 4 logged points;
+0 of 12 healthy runs with a warning
+```
+
+32 runs were marked doubtful by their own reader before the score (a few points, a window
+of a longer run, a reading another reader could make differently); about 20 files were
+rebuilt or trimmed from what a trainer printed. The same score read over the 7 runs no
+reader doubted: **4 of 4 found, 0 of 3 healthy runs with a warning.** Every run missed
+is one its reader doubted.
+
+| class | runs | found | false + | median delay (points) | missed |
+|---|---|---|---|---|---|
+| dpo_over_optimisation | 2 | 1 | 0 | 5 | dpo_tiny18m_vet_three_logs (3 points) |
+| kl_growth | 2 | 0 | 1 | — | dpo_gemma2_2b_fifty_epochs_console, grpo_tikz_geometry_resumed |
+| length_truncation | 1 | 1 | 0 | 0 | — |
+| loss_not_falling | 8 | 6 | 4 | 10.5 | sft_llama_metrics_list_470steps, sft_lora_llama3_5ep_30log |
+| loss_rising | 1 | 1 | 1 | 6 | — |
+| loss_spike | 4 | 3 | 1 | 0 | grpo_tsc_extend_decision_docker |
+| loss_zero | 1 | 0 | 0 | — | other_bert_clm_wikitext_console |
+| nan | 3 | 3 | 2 | 0 | — |
+| overfitting | 7 | 7 | 0 | 4 | — |
+| reward_hacking | 1 | 0 | 0 | — | dpo_gemma2_2b_fifty_epochs_console |
+| reward_zero_variance | 1 | 1 | 0 | -89 | — |
+| rl_no_progress | 1 | 0 | 4 | — | grpo_cba_case_alignment_36steps |
+
+A false positive here is a finding of that class on a run labelled with another pathology
+(no healthy run got a warning). A negative delay is a finding before the step its reader
+named as the onset.
+
+The whole corpus after the round, as printed by `runwatch health-eval --split all`:
+
+```
+train: 86 of 99 pathologies found (87%), median delay 4 logged points;
+0 of 47 healthy runs with a warning
+holdout: 23 of 30 pathologies found (77%), median delay 4 logged points;
+0 of 20 healthy runs with a warning
+all: 109 of 129 pathologies found (84%), median delay 4 logged points;
+0 of 67 healthy runs with a warning
+```
+
+So the held-back figures after this session: round 9 **74%, 4 of 4 over the runs no
+reader doubted**, median delay 4 points, and **no warning on any of its 12 healthy runs**
+(round 8 warned on 2 of 17). The no-warning and delay targets are met on the held-back
+part (0 of 20 healthy runs, median 4 points); the recall target (90%) is not (77% over
+rounds 1, 4 and 9). The held-back share is 50 of 196 runs (rounds 1, 4 and 9), under a
+third until the next round is added.
+
 """
