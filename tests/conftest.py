@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +38,13 @@ SLOW_FIRST = (
     "tests/test_bench_smoke.py::",
     "tests/server/test_summaries.py::test_every_stored_level_reads_the_same",
 )
+# Started where SIGINT is ignored (`nohup make test &`, a shell without job control), this
+# process and every child it starts would inherit SIG_IGN, and the tests that stop a server
+# or a follower with Ctrl-C would wait on a process that cannot get it. A handler (unlike
+# SIG_IGN) goes back to the default in an exec'd child, so the children get Ctrl-C again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 _SHARED_SCOPE = re.compile(r"""@pytest\.fixture\(\s*scope\s*=\s*["'](module|class|package)["']""")
 
 
