@@ -317,10 +317,18 @@ def _check_served(url: str, runs_dir: Path, name: str, steps: range) -> None:
     assert exp is not None
     assert {h["name"] for h in exp["hparamInfos"]} == set(FLAT_CONFIG)
     assert {m["name"]["tag"] for m in exp["metricInfos"]} == tags
-    text = httpx.get(f"{base}/text/text", params={
-        "run": ".", "tag": "rollouts/train/text_summary"}, timeout=10).json()
     sample_steps = [s for s in steps if s % 3 == 0]
-    assert [t["step"] for t in text] == sample_steps
+
+    def text_served() -> list[dict[str, Any]] | None:
+        # the last step's text may come in a reload after its scalars (TensorBoard reloads
+        # its folder every second while the export writes): wait for it as for the rest
+        got = httpx.get(f"{base}/text/text", params={
+            "run": ".", "tag": "rollouts/train/text_summary"}, timeout=10).json()
+        return got if [t["step"] for t in got] == sample_steps else None
+
+    text = wait_for(text_served, what="TensorBoard to serve the text of every sampled step",
+                    deadline=DEADLINE_S, interval=0.2)
+    assert text is not None
     assert f"user: sort {sample_steps[-1]}231" in text[-1]["text"]
 
 
