@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, cast
@@ -417,28 +417,9 @@ def _ranges(conn: Connection, parts: list[tuple[int, int, int, int]]
     blobs: list[bytes] = []
     owners: list[int] = []  # the part of each blob
     loose: list[Rows] = [np.empty(0, dtype=_PART_ROW)]
-    if _sqlite(conn):
-        # the parts as one JSON parameter: two statements whose text never changes, so
-        # SQLite prepares each once a connection (a compound SELECT of 400 parts took
-        # about 20 ms to prepare, each request: most of the statement's cost)
-        spec = json.dumps([[j, kid, lv, first, end] for j, (kid, lv, first, end) in wanted])
-        loose.append(_query(conn, _JSON_ROWS, [spec], _PART_ROW))
-        for j, data in _fetch(conn, _JSON_PACKS, [spec]):
-            blobs.append(data)
-            owners.append(j)
-        wanted = []  # read
-    for i in range(0, len(wanted), _MAX_PARTS):
-        chunk = wanted[i:i + _MAX_PARTS]
-        kids = [kid for _, (kid, *_) in chunk]
-        sql = " UNION ALL ".join(
-            f"SELECT {j}, {_SELECT} FROM metric_summaries WHERE key_id = {{m}} AND level = {lv} "
-            f"AND bucket >= {first} AND bucket < {end}" for j, (_, lv, first, end) in chunk)
-        loose.append(_query(conn, sql, kids, _PART_ROW))
-        sql = " UNION ALL ".join(
-            f"SELECT {j}, data FROM metric_summary_packs WHERE key_id = {{m}} AND level = {lv} "
-            f"AND chunk >= {first >> CHUNK_BITS} AND chunk <= {(end - 1) >> CHUNK_BITS}"
-            for j, (_, lv, first, end) in chunk)
-        for j, data in _fetch(conn, sql, kids):
+    for rows_sql, packs_sql, params in _part_statements(conn, wanted):
+        loose.append(_query(conn, rows_sql, params, _PART_ROW))
+        for j, data in _fetch(conn, packs_sql, params):
             blobs.append(data)
             owners.append(j)
     part, buckets = _joined(blobs, owners, np.concatenate(loose))
@@ -454,6 +435,29 @@ def _ranges(conn: Connection, parts: list[tuple[int, int, int, int]]
                            & (bucket[pick][1:] == bucket[pick][:-1])) + 1
     pick = np.delete(pick, again)
     return part[pick], buckets[pick]
+
+
+def _part_statements(conn: Connection, wanted: list[tuple[int, tuple[int, int, int, int]]]
+                     ) -> Iterator[tuple[str, str, list[Any]]]:
+    """The statements that read the (part, (key id, level, first, end)) `wanted`: the open
+    chunks' rows and the packs, with their parameters. On SQLite one pair whose text never
+    changes, the parts one JSON parameter, so SQLite prepares each once a connection (a
+    compound SELECT of 400 parts took about 20 ms to prepare, each request: most of its
+    cost); elsewhere a compound SELECT of up to `_MAX_PARTS` parts a statement."""
+    if _sqlite(conn):
+        spec = json.dumps([[j, kid, lv, first, end] for j, (kid, lv, first, end) in wanted])
+        yield _JSON_ROWS, _JSON_PACKS, [spec]
+        return
+    for i in range(0, len(wanted), _MAX_PARTS):
+        chunk = wanted[i:i + _MAX_PARTS]
+        rows = " UNION ALL ".join(
+            f"SELECT {j}, {_SELECT} FROM metric_summaries WHERE key_id = {{m}} AND level = {lv} "
+            f"AND bucket >= {first} AND bucket < {end}" for j, (_, lv, first, end) in chunk)
+        packs = " UNION ALL ".join(
+            f"SELECT {j}, data FROM metric_summary_packs WHERE key_id = {{m}} AND level = {lv} "
+            f"AND chunk >= {first >> CHUNK_BITS} AND chunk <= {(end - 1) >> CHUNK_BITS}"
+            for j, (_, lv, first, end) in chunk)
+        yield rows, packs, [kid for _, (kid, *_) in chunk]
 
 
 def _joined(blobs: list[bytes], owners: list[int], rows: Rows
