@@ -18,6 +18,7 @@ import math
 import random
 
 from runwatch.health.findings import Finding
+from runwatch.health.rules.base import LEARNING_PARAMS
 from runwatch.health.trends import Learning
 from runwatch.metrics.aliases import health_name
 
@@ -59,17 +60,23 @@ def test_groups_alike_on_four_steps_in_ten_are_no_finding() -> None:
     assert _of(evaluate("grpo", {}, {"reward_std": std}), "grpo.reward_std_zero") == []
 
 
+def _gate(level: float | None) -> Learning:
+    """The gate as the engine makes it (evaluators.Evaluator)."""
+    return Learning(z=LEARNING_PARAMS["z"], min_points=int(LEARNING_PARAMS["min_points"]),
+                    head=int(LEARNING_PARAMS["head"]), level=level)
+
+
 def test_learning_is_judged_against_the_noise_and_a_known_level() -> None:
     rng = random.Random(1)
     flat = [0.05 * (rng.random() - 0.5) for _ in range(30)]
     above = [0.06 + v * 4 for v in flat]  # a margin of 0.06 under noise of 0.2 a point
-    gate = Learning(level=0.0)
+    gate = _gate(level=0.0)
     gate.feed(flat)
     assert not gate.rising
-    gate = Learning(level=0.0)
+    gate = _gate(level=0.0)
     gate.feed(above)
     assert gate.rising
-    assert not Learning(level=None, state=None).rising  # no points, no verdict
+    assert not _gate(level=None).rising  # no points, no verdict
 
 
 def _dpo_loop(margin: float, n: int = 40, seed: int = 5) -> dict[str, object]:

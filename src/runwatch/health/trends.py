@@ -548,8 +548,8 @@ class Learning:
     Judged afresh at every point from `min_points` on: it only lowers a severity, so it
     needs no hysteresis."""
 
-    def __init__(self, z: float = 2.0, min_points: int = 10, head: int = 25,
-                 level: float | None = None, state: dict[str, Any] | None = None) -> None:
+    def __init__(self, z: float, min_points: int, head: int, level: float | None = None,
+                 state: dict[str, Any] | None = None) -> None:
         st = state or {}
         self.z, self.min_points, self.size, self.level = z, int(min_points), int(head), level
         self.head: list[float] = list(st.get("head", []))  # the first `head` values
