@@ -33,6 +33,7 @@ from runwatch.server.series_cache import SeriesCache, default_disk_dir
 from runwatch.server.settings import DEFAULT_PORT, INDEX_INTERVAL_S
 from runwatch.store import schema as s
 from runwatch.store.keys import run_keys
+from runwatch.store.series import pausing
 
 log = logging.getLogger("runwatch.server")
 # At startup the newest runs are read into the series cache, up to this share of it.
@@ -138,16 +139,21 @@ class Runner:
         a request, the two threads took turns on the interpreter and a fresh server's first
         compare took 2-3 s, not its 0.2 s of reading."""
         budget = int(self.cache.max_points * PREWARM_SHARE)
-        with self.engine.connect() as conn:
+        with self.engine.connect() as conn, pausing(self._give_way):
             pks = conn.execute(select(s.runs.c.pk).order_by(s.runs.c.created_at.desc())
                                .limit(PREWARM_RUNS)).scalars().all()
             for pk in pks:
                 for info in run_keys(conn, pk):
-                    while self.metrics.answering and not self._stop.is_set():
-                        self._stop.wait(PREWARM_YIELD_S)
+                    self._give_way()
                     if self._stop.is_set() or self.cache.held_points + info.points > budget:
                         return
                     self.cache.get(conn, pk, info)
+
+    def _give_way(self) -> None:
+        """Wait while a request waits for its answer (between the warming's series and
+        between pieces of one: `store.series.pausing`), or until the server stops."""
+        while self.metrics.answering and not self._stop.is_set():
+            self._stop.wait(PREWARM_YIELD_S)
 
     def _make_server(self) -> uvicorn.Server:
         app = create_app(self.engine, runs_dir=self.runs_dir, token=self.token, feed=self.feed,

@@ -10,8 +10,11 @@ the same or later step logged before it, as the trainer's own record does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -27,6 +30,25 @@ FloatArray = npt.NDArray[np.float64]
 _NULL = -1.7976931348623157e308
 ROW = np.dtype([("seq", np.int64), ("step", np.int64), ("ts", np.float64),
                 ("value", np.float64)])
+
+# A thread that reads for nobody waiting (the server's start-up warming) gives way between
+# pieces of this many rows of a long read: the driver gives up the interpreter at every
+# row, so a whole 100,000-point read beside a request's own read made the two alternate
+# row by row, and the request waited for the warming's series to end.
+PAUSE_ROWS = 8192
+_this_thread = threading.local()
+
+
+@contextmanager
+def pausing(give_way: Callable[[], None], every: int = PAUSE_ROWS) -> Iterator[None]:
+    """Within the block, this thread's reads of a key's rows call `give_way` after each
+    `every` rows (it returns when the thread may go on)."""
+    before = getattr(_this_thread, "pause", None)
+    _this_thread.pause = (give_way, every)
+    try:
+        yield
+    finally:
+        _this_thread.pause = before
 
 
 @dataclass
@@ -60,8 +82,18 @@ def read_rows(conn: Connection, key_id: int, after_seq: int) -> npt.NDArray[np.v
     """(seq, step, ts, value) rows (`ROW`) of one key after `after_seq`, in seq order,
     from the driver's cursor; a NaN value is NaN."""
 
+    pause: tuple[Callable[[], None], int] | None = getattr(_this_thread, "pause", None)
+
     def load(cur: Iterable[Any]) -> npt.NDArray[np.void]:
-        return np.fromiter(cur, dtype=ROW)
+        if pause is None:
+            return np.fromiter(cur, dtype=ROW)
+        give_way, every = pause
+        rows = iter(cur)
+        parts = [np.fromiter(islice(rows, every), dtype=ROW)]
+        while parts[-1].size == every:
+            give_way()
+            parts.append(np.fromiter(islice(rows, every), dtype=ROW))
+        return np.concatenate(parts)
 
     rows = scan_points(conn, key_id, load, after_seq, null=_NULL)
     rows["value"][rows["value"] == _NULL] = np.nan
