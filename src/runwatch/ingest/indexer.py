@@ -19,7 +19,15 @@ from sqlalchemy import Connection, Engine, insert, select, update
 
 from runwatch.ingest.jobspec import store_job_spec
 from runwatch.ingest.manifest import manifest_problems
-from runwatch.ingest.offsets import Purged, grown, lock_offsets, offset_row, set_mtime
+from runwatch.ingest.offsets import (
+    Purged,
+    grown,
+    lock_offsets,
+    move_offsets,
+    offset_row,
+    offsets_of,
+    set_mtime,
+)
 from runwatch.ingest.records import IngestResult, ingest_records
 from runwatch.ingest.samples import store_samples
 from runwatch.ingest.wholefiles import whole_file_text
@@ -181,12 +189,15 @@ class Indexer:
             self._whole_files(conn, run_pk, run_dir, report)
         report.runs += 1
         report.new_runs += int(is_new)
+        with self.engine.connect() as conn:  # where each record file stopped, in one query
+            stopped = offsets_of(conn, run_pk)
         for name in fmt.FILES:
-            self._jsonl(run_pk, run_dir / name, report)
+            self._jsonl(run_pk, run_dir / name, report, stopped.get(name, 0))
         self._samples_and_foreign(run_pk, run_dir, report)
         return run_pk
 
-    def _jsonl(self, run_pk: int, path: Path, report: IndexReport) -> None:
+    def _jsonl(self, run_pk: int, path: Path, report: IndexReport, stopped: int) -> None:
+        """Index a record file slice by slice; `stopped`: its offset as of this pass."""
         more = True
         try:
             while more:
@@ -195,9 +206,12 @@ class Indexer:
                 except FileNotFoundError:
                     return
                 if S_ISREG(st.st_mode):  # else the safe reader says what is wrong with it
-                    with self.engine.connect() as conn:  # nothing new: no write lock taken
+                    if st.st_size <= stopped:
+                        return  # nothing new: no write lock taken
+                    with self.engine.connect() as conn:  # another indexer may have read it
                         if not grown(conn, run_pk, path.name, st.st_size):
                             return
+                    stopped = -1  # after a slice, ask the index again
                 with self.engine.begin() as conn:
                     lock_offsets(conn, run_pk, path.name)
                     more = self._jsonl_slice(conn, run_pk, path, report)
@@ -260,10 +274,7 @@ class Indexer:
             for hook in self.hooks:
                 hook(conn, run_pk, total.points)
         # last, so that nothing of a slice whose file was purged meanwhile is kept
-        if conn.execute(update(s.ingest_offsets).where(
-            s.ingest_offsets.c.run_pk == run_pk, s.ingest_offsets.c.file == name
-        ).values(offset=offset, line_no=line_no, last_seq=last_seq,
-                 bad_lines=s.ingest_offsets.c.bad_lines + len(bad))).rowcount == 0:
+        if not move_offsets(conn, run_pk, name, offset, line_no, last_seq, len(bad)):
             raise Purged
         report.rows += total.rows
         report.problems.extend(problems)
