@@ -226,6 +226,12 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("dpo", NO, {"val/mean_margin": every(10, const(-0.1, 6))}),
         ("dpo", NO, {"val/mean_margin": every(10, [-0.1, 0.0, *ramp(0.2, 0.2, 4)])}),
     ),
+    "dpo.train_margin_not_positive": (
+        # An ORPO run whose training margin stays just under 0 over 10 logs.
+        ("dpo", NO, {"mean_margin": every(10, ramp(-0.021, 0.0006, 10))}),
+        # A margin that starts at 0 and turns positive from the second log.
+        ("dpo", NO, {"mean_margin": every(10, [0.0, *ramp(0.02, 0.02, 11)])}),
+    ),
     "optim.clipping_every_step": (
         ("sft", NO, {"grad_clip_factor": const(0.5)}),
         ("sft", NO, {"grad_clip_factor": mostly(0.5, 1.0, 4)}),
@@ -254,6 +260,12 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("sft", NO, {"loss": [*ramp(3.0, -0.02, 20), 3.1, *ramp(2.58, -0.02, 5)]}),
         # The same jump in a loss that moves that much every step anyway.
         ("sft", NO, {"loss": [2.0 + 0.3 * (-1) ** i for i in range(20)] + [2.6, 2.0, 2.3]}),
+    ),
+    "loss.above_max": (
+        # A batch-of-one DPO run: 5 logs near ln 2, then a batch at 1.6.
+        ("dpo", NO, {"loss": [0.693, 0.71, 0.66, 0.69, 0.64, 1.6, 0.6]}),
+        # A falling loss whose one bad batch comes back to 1.8× its start, not twice.
+        ("sft", NO, {"loss": [2.0, 1.7, 1.5, 1.4, 3.6, 1.3, 1.25]}),
     ),
     "loss.rising": (
         ("sft", NO, {"loss": ramp(1.0, -0.03, 30) + ramp(0.1, 0.01, 30)}),

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
+from runwatch.health.engine import Engine
 from runwatch.health.findings import Finding
 from runwatch.health.rules.base import LEARNING_PARAMS
 from runwatch.health.trends import Learning
 from runwatch.metrics.aliases import health_name
 
 from .cases import every
-from .helpers import evaluate
+from .helpers import evaluate, to_batch
 
 
 def _of(found: list[Finding], rule_id: str) -> list[Finding]:
@@ -61,9 +63,55 @@ def test_groups_alike_on_four_steps_in_ten_are_no_finding() -> None:
 
 
 def _gate(level: float | None) -> Learning:
-    """The gate as the engine makes it (evaluators.Evaluator)."""
+    """The gate as the engine makes it (evaluators.learning_gate)."""
     return Learning(z=LEARNING_PARAMS["z"], min_points=int(LEARNING_PARAMS["min_points"]),
                     head=int(LEARNING_PARAMS["head"]), level=level)
+
+
+def _grpo_run_of_groups(n: int, late: int) -> dict[str, Any]:
+    """A GRPO run whose reward rises 0.2 -> 1.6 over its first `late` steps and then
+    holds there (noise 0.1 a step), and whose groups are alike on 9 steps of 10 from step
+    `late` on, as TRL's std and verl's share of groups without spread log it."""
+    rng = random.Random(11)
+    reward = [0.2 + 1.4 * min(i, late) / late + 0.2 * (rng.random() - 0.5) for i in range(n)]
+    tail = range(late, n)
+    return {"reward_mean": reward,
+            "reward_std": (list(tail), [0.0 if i % 10 else 0.5 for i in tail]),
+            "zero_variance_skip_ratio": (list(tail), [0.99 if i % 10 else 0.3 for i in tail])}
+
+
+def test_the_grpo_rules_share_one_learning_gate_from_the_runs_first_point() -> None:
+    # The three rules about groups without a spread read one gate on reward_mean, fed
+    # once per batch and saved once in the state.
+    engine = Engine("grpo")
+    found = engine.feed(to_batch(_grpo_run_of_groups(100, late=60)))
+    gated = [ev for ev in engine.evals.values() if ev.rule.learning == "reward_mean"]
+    assert {ev.rule.id for ev in gated} == {"grpo.zero_variance", "grpo.no_signal",
+                                             "grpo.reward_std_zero"}
+    assert len({id(ev.learning) for ev in gated}) == 1
+    assert list(engine.state()["learning"]) == ["reward_mean"]
+    hits = [f for f in found if f.rule_id in {ev.rule.id for ev in gated}]
+    assert {f.rule_id for f in hits} == {ev.rule.id for ev in gated}
+    assert {f.severity for f in hits} == {"info"}
+    # Near miss: the same groups in a run whose reward never rose warn.
+    flat = _grpo_run_of_groups(100, late=60)
+    flat["reward_mean"] = [0.2 + 0.2 * (random.Random(i).random() - 0.5) for i in range(100)]
+    assert {f.severity for f in Engine("grpo").feed(to_batch(flat))
+            if f.rule_id in {ev.rule.id for ev in gated}} == {"warning"}
+
+
+def test_the_learning_gate_survives_the_saved_state() -> None:
+    # Live, the groups' metrics first appear in a later batch, after the reward rose and
+    # levelled off: the gate judges the reward since the run's first point, as when the
+    # run is read at once (a gate started with the rules would see a flat reward and warn).
+    series = _grpo_run_of_groups(100, late=60)
+    whole = {(f.rule_id, f.severity) for f in Engine("grpo").feed(to_batch(series))}
+    first = Engine("grpo")
+    first.feed(to_batch({"reward_mean": series["reward_mean"][:60]}))
+    rest = {k: v if isinstance(v, tuple) else (list(range(60, 100)), v[60:])
+            for k, v in series.items()}
+    later = Engine("grpo", state=first.state())
+    assert {(f.rule_id, f.severity) for f in later.feed(to_batch(rest))} == whole
 
 
 def test_learning_is_judged_against_the_noise_and_a_known_level() -> None:

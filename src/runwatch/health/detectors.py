@@ -300,6 +300,42 @@ class Spike:
                 "seen": self.seen, "at": self.refresh_at}
 
 
+class AboveMax:
+    """A value above `factor` times the highest finite value the series logged before it,
+    from `min_history` points on and only while that highest value is above 0: a jump no
+    estimate of the series' noise is needed to see, so it is judged on a run's first
+    points too. A hit keeps its finding open `hold` points, so a burst reads as one."""
+
+    def __init__(self, factor: float = 2.0, min_history: int = 3, hold: int = 5,
+                 state: dict[str, Any] | None = None) -> None:
+        st = state or {}
+        self.factor, self.min_history = float(factor), int(min_history)
+        self.top: float | None = st.get("top")  # the highest finite value so far
+        self.seen = int(st.get("seen", 0))  # finite values so far
+        self.window = KOfN(1, hold, st.get("tail"))
+        self.hits: list[int] = []
+        self.jump: list[float] = list(st.get("jump", []))  # the latest: [highest before, value]
+
+    def feed(self, values: list[float]) -> list[bool]:
+        hits: list[int] = []
+        for v in values:
+            hit = 0
+            if v - v == 0:
+                top = self.top
+                if (top is not None and top > 0 and self.seen >= self.min_history
+                        and v > self.factor * top):
+                    hit = 1
+                    self.jump = [top, v]
+                self.top = v if top is None else max(top, v)
+                self.seen += 1
+            hits.append(hit)
+        self.hits = hits
+        return self.window.feed(hits)
+
+    def state(self) -> dict[str, Any]:
+        return {"top": self.top, "seen": self.seen, "tail": self.window.tail, "jump": self.jump}
+
+
 class Jump:
     """A value above the one before it by more than `z` robust standard deviations of the
     series' recent step-to-step changes (less their median: a falling loss falls by about

@@ -105,8 +105,12 @@ the DPO margin), and its finding is info, with a sentence saying so, while that 
 has risen beyond its own noise: the mean of its latest half (at most 25 points, from 10
 points on) above its first half's, or above its chance level where there is one (a DPO
 margin is 0 while the policy is the reference), by 2 standard errors of the series'
-point-to-point noise. What such a rule reports has not yet stopped the run learning; once
-the metric stops rising the same finding is a warning. A one-prompt-a-step GRPO run
+point-to-point noise. The run has one such gate per metric (and chance level), fed once
+per batch from the run's first point and read by every rule that names it: the three GRPO
+rules about groups without a spread share the reward's, so a rule whose metric a run logs
+only later still judges the reward since the start. What such a rule reports has not yet
+stopped the run learning; once the metric stops rising the same finding is a warning. A
+one-prompt-a-step GRPO run
 (groups alike on a quarter of its steps while its reward climbs from 0.2 to 1.6) and a
 DPO loop of 8 pairs a batch (a loss noisy by 5% a log, 2% down at step 240, while its
 margin stands at 0.06 against noise of 0.08) warned; they are info now. An isolated
@@ -236,6 +240,10 @@ DETECTOR_DOCS = (
     ("above_best", "after `min_points` points, the last `k` points in a row lie above the "
      "series' best so far (its running minimum) by `min_rel` of it, or one point by "
      "`single`; it holds while the series stays above the best by half of `min_rel`"),
+    ("above_max", "from `min_history` points on, a value above `factor` times the highest "
+     "the series logged before it (while that is above 0): a jump seen without an "
+     "estimate of the noise, on a run's first points too; with `repeat`, a finding holding "
+     "that many (within `hold` points of each other) is a warning"),
     ("divergence", "one series trends one way while another trends a given way over the "
      "same steps (e.g. training up, validation down; validation loss up while validation "
      "reward does not fall)"),

@@ -16,7 +16,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from runwatch.health import detectors as d
-from runwatch.health.evaluators import PAIRED, Evaluator, StepValues, build_detector, clean
+from runwatch.health import trends as t
+from runwatch.health.evaluators import (
+    PAIRED,
+    Evaluator,
+    StepValues,
+    build_detector,
+    clean,
+    learning_gate,
+    learning_key,
+)
 from runwatch.health.findings import Finding, Record, finite_or_text, render
 from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.rules.base import Param
@@ -24,7 +33,7 @@ from runwatch.health.thresholds import NONE, Overrides
 from runwatch.metrics.aliases import alone_rank, health_name
 from runwatch.store.points import PointColumns
 
-STATE_VERSION = 3
+STATE_VERSION = 4
 STRIDE_PROBE = 3  # distinct logged steps that show a run's stride
 CHUNK_STEPS = 1024  # divergence rules need series interleaved by step at this grain
 # The rule family each training method is judged by: group-based and other policy-gradient
@@ -72,6 +81,14 @@ class Engine:
         self.seen: set[str] = set(st.get("seen", []))  # canonical keys seen
         self.rules = [r for r in CATALOGUE if r.applies_to(self.method) and overrides.enabled(r)]
         self.rule_ids = {r.id for r in self.rules}
+        # Whether the run learns, judged once per learning metric (and chance level) from
+        # the run's first point, for every rule that names it (Rule.learning).
+        saved_gates = st.get("learning", {})
+        self.gates: dict[str, tuple[str, t.Learning]] = {}
+        for rule in self.rules:
+            key = learning_key(rule)
+            if key is not None and rule.learning is not None and key not in self.gates:
+                self.gates[key] = (rule.learning, learning_gate(rule, saved_gates.get(key)))
         self.evals: dict[str, Evaluator] = {}
         # Saved evaluators are rebuilt on the first batch, not here: reading a run's
         # stall status needs none of them.
@@ -109,8 +126,9 @@ class Engine:
                              (state or {}).get("det"))
         if det is None:
             return None
+        gate = learning_key(rule)
         return Evaluator(rule, variant, params, self.overrides.severity(rule), det,
-                         self.settings, state)
+                         self.settings, state, self.gates[gate][1] if gate else None)
 
     def _restore(self) -> None:
         for key, est in self._saved.items():
@@ -206,7 +224,7 @@ class Engine:
                     and ev.rule.params.get("window_in") == "steps"}
             if late:
                 self._run(late, early, out, touched)
-        self._run(self.evals, cols, out, touched)
+        self._run(self.evals, cols, out, touched, learn=True)
         for key in touched:
             open_rec = self.evals[key].tracker.open
             if open_rec is not None:
@@ -214,9 +232,15 @@ class Engine:
         return list(out.values())
 
     def _run(self, evals: Mapping[str, Evaluator], cols: dict[str, StepValues],
-             out: dict[int, Finding], touched: set[str]) -> None:
-        """Feed `cols` to `evals`, noting resolved findings in `out` and open ones' keys."""
+             out: dict[int, Finding], touched: set[str], learn: bool = False) -> None:
+        """Feed `cols` to `evals`, noting resolved findings in `out` and open ones' keys;
+        with `learn`, the learning gates first, chunk by chunk (the points the evaluators
+        are about to judge count toward whether the run learns)."""
         for chunk in _chunks(cols):
+            if learn:
+                for metric, gate in self.gates.values():
+                    if metric in chunk:
+                        gate.feed(chunk[metric][1])
             for key, ev in evals.items():
                 if not any(m in chunk for m in ev.reads):
                     continue
@@ -332,6 +356,7 @@ class Engine:
             "claims": self.claims,
             "seen": sorted(self.seen),
             "evals": {**self._saved, **{k: ev.state() for k, ev in self.evals.items()}},
+            "learning": {k: gate.state() for k, (_m, gate) in self.gates.items()},
             "nonfinite": self.nonfinite,
             "stall": self.stall.state(),
             "stride": self.stride,

@@ -109,6 +109,10 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             window=int(_num(p, "window", 20)), min_history=int(_num(p, "min_history", 10)),
             hold=int(_num(p, "hold", 10)), both=bool(_num(p, "both", 0)), state=state,
         )
+    if kind == "above_max":
+        return d.AboveMax(factor=_num(p, "factor", 2.0),
+                          min_history=int(_num(p, "min_history", 3)),
+                          hold=int(_num(p, "hold", 5)), state=state)
     if kind == "shift":
         return d.Shift(
             z=_num(p, "z", 6.0), min_rel=_num(p, "min_rel", 0.2),
@@ -145,7 +149,8 @@ class Evaluator:
 
     def __init__(self, rule: Rule, variant: tuple[str, ...], params: Mapping[str, Param],
                  severity: str, detector: Any, settings: Mapping[str, float],
-                 state: dict[str, Any] | None = None) -> None:
+                 state: dict[str, Any] | None = None,
+                 learning: t.Learning | None = None) -> None:
         st = state or {}
         self.rule, self.variant, self.params, self.severity = rule, variant, params, severity
         self.settings = settings
@@ -156,18 +161,14 @@ class Evaluator:
             int(s): v for s, v in st.get("align", [])
         }
         self.metric = variant[-1] if rule.detector in PAIRED else variant[0]
-        # Whether the run learns (Rule.learning): a reward not "not improving".
-        self.learning: t.Learning | None = None
-        if rule.learning is not None:
-            lp = LEARNING_PARAMS
-            self.learning = t.Learning(z=lp["z"], min_points=int(lp["min_points"]),
-                                       head=int(lp["head"]), level=rule.learning_level,
-                                       state=st.get("learning"))
+        # Whether the run learns (Rule.learning): the engine's gate on that metric, one
+        # per run that every rule naming it reads (`learning_gate`).
+        self.learning = learning
 
     @property
     def reads(self) -> tuple[str, ...]:
         """The metrics this evaluator is fed."""
-        return self.variant + ((self.rule.learning,) if self.rule.learning else ())
+        return self.variant
 
     def learns(self) -> bool:
         """The run's learning metric has risen beyond its noise (Rule.learning)."""
@@ -175,10 +176,6 @@ class Evaluator:
 
     def feed(self, cols: Mapping[str, StepValues]) -> tuple[list[Record], bool]:
         rule = self.rule
-        if self.learning is not None and rule.learning is not None and rule.learning in cols:
-            self.learning.feed(cols[rule.learning][1])
-            if not any(m in cols for m in self.variant):
-                return [], False
         if rule.detector in PAIRED:
             a, b = self.variant
             if a in cols:
@@ -198,7 +195,7 @@ class Evaluator:
                 verdicts = self.detector.feed(steps, values)
             elif isinstance(self.detector, d.Shift | d.Excursion):
                 verdicts = self.detector.feed(values, steps)
-            else:  # spike, jump, above_best
+            else:  # spike, jump, above_best, above_max
                 verdicts = self.detector.feed(values)
         hits = getattr(self.detector, "hits", None)
         onset = getattr(self.detector, "onset", None)
@@ -290,6 +287,10 @@ class Evaluator:
                 # floating-point dust is not worth a number.
                 extra["noise"] = noise if noise > 1e-9 * abs(start) else 0.0
                 extra["rise"] = (end - start) / max(abs(start), 1e-12)
+        elif isinstance(det, d.AboveMax):
+            if det.jump:
+                extra["top"], extra["to"] = det.jump
+                extra["ratio"] = det.jump[1] / det.jump[0]
         elif isinstance(det, d.Shift):
             if det.shift:
                 extra["from"], extra["to"] = det.shift
@@ -374,9 +375,10 @@ class Evaluator:
         if kind == "trend":
             relative = bool(_num(self.params, "relative", 1))
             return {"change": change_words(evidence.get("effect"), relative)}
-        if kind in ("jump", "spike"):
+        if kind in ("jump", "spike", "above_max"):
             count = evidence.get("count")
-            return {"repeats": f"; {count} {kind}s within {self.params.get('hold')} points"
+            noun = "jump" if kind == "above_max" else kind
+            return {"repeats": f"; {count} {noun}s within {self.params.get('hold')} points"
                     if isinstance(count, int) and count > 1 else ""}
         if kind == "no_improvement":
             return {"change": change_words(evidence.get("effect"), False,
@@ -400,9 +402,23 @@ class Evaluator:
         st: dict[str, Any] = {"det": self.detector.state(), "open": self.tracker.open}
         if self.pending:
             st["align"] = [[s, v] for s, v in self.pending.items()]
-        if self.learning is not None:
-            st["learning"] = self.learning.state()
         return st
+
+
+def learning_key(rule: Rule) -> str | None:
+    """The name of the gate `rule` reads (its learning metric and chance level), or None:
+    rules naming the same metric and level share one gate per run."""
+    if rule.learning is None:
+        return None
+    return rule.learning if rule.learning_level is None else (
+        f"{rule.learning}>{rule.learning_level:g}")
+
+
+def learning_gate(rule: Rule, state: dict[str, Any] | None = None) -> t.Learning:
+    """The gate judging whether `rule.learning` shows the run learning (LEARNING_PARAMS)."""
+    lp = LEARNING_PARAMS
+    return t.Learning(z=lp["z"], min_points=int(lp["min_points"]), head=int(lp["head"]),
+                      level=rule.learning_level, state=state)
 
 
 def clean(values: list[Any]) -> list[float]:

@@ -26,6 +26,7 @@ DETECTORS = (
     "shift",
     "excursion",
     "above_best",
+    "above_max",
     "divergence",
     "flat_since",
     "nonfinite",

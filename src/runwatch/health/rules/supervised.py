@@ -184,6 +184,29 @@ RULES: tuple[Rule, ...] = (
         "dataset's chosen/rejected columns.",
     ),
     Rule(
+        id="dpo.train_margin_not_positive",
+        title="DPO does not prefer the chosen reply on its training batches",
+        methods=("dpo",),
+        variants=(("mean_margin",), ("mean_chosen_delta", "mean_rejected_delta")),
+        exclusive=True,
+        derive=_margin,
+        detector="threshold",
+        params={"below": 1e-9, "k": 8, "n": 10},
+        signal="loss_flat",
+        severity="warning",
+        condition="`mean_margin` (the β-scaled margin of the training batches; in a run that "
+        "logs no margin, the chosen reward less the rejected one) is at or below 0 on {k} of "
+        "the last {n} logged steps: the policy does not prefer the chosen reply even on the "
+        "pairs it trains on, so the preference loss has not left ln 2, where every pair "
+        "starts (an ORPO or SimPO loss adds terms that can fall meanwhile). A learning run's "
+        "margin is 0 at its first step and above 0 from its first tens of steps; batch "
+        "noise puts it under 0 on up to half of its logs.",
+        message="{metric} was at or below 0 on {in_window} of the last {n} logged steps "
+        "(last {last:.3g}): the policy does not prefer the chosen replies it trains on.",
+        advice="Check that chosen and rejected are not swapped in the dataset and that the "
+        "chat template matches the model; then raise learning_rate or beta.",
+    ),
+    Rule(
         id="loss.spike",
         title="Loss spiked",
         methods=("sft", "dpo"),
@@ -199,6 +222,26 @@ RULES: tuple[Rule, ...] = (
         "step-to-step change varies by {noise:.2g}{repeats}.",
         advice="Read the batches at those steps for bad rows; if spikes repeat, lower "
         "learning_rate or max_grad_norm, and check the learning-rate schedule's warm-up.",
+    ),
+    Rule(
+        id="loss.above_max",
+        title="Loss jumped past twice its highest value",
+        methods=("sft", "dpo"),
+        variants=(("loss",),),
+        detector="above_max",
+        params={"factor": 2.0, "min_history": 3, "hold": 5, "repeat": 2},
+        severity="info",
+        condition="After {min_history} logged points, `loss` rises above {factor}× the "
+        "highest value it logged before: a spike no noise estimate is needed to see, so it "
+        "is found in a run of a few points or logged sparsely, where loss.spike has no "
+        "history yet. A training loss falls from its first points: no healthy run of the "
+        "labelled corpus comes back above 1.13× its highest earlier value. A warning when "
+        "{repeat} such jumps come within {hold} points.",
+        message="{metric} jumped to {to:.4g}, {ratio:.1f}× the highest value it had logged "
+        "before ({top:.4g}){repeats}.",
+        advice="Read the batches at those steps for bad rows; lower learning_rate or "
+        "max_grad_norm (a batch of one pair or one example swings the most), and check the "
+        "learning-rate schedule's warm-up.",
     ),
     Rule(
         id="grpo.loss_spike",
