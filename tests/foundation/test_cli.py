@@ -1,4 +1,7 @@
-"""The `runwatch` command, run as a real subprocess against real run folders."""
+"""The `runwatch` command against real run folders: each command (runs list, get, metrics,
+logs, index; the default folder from the working directory and RUNWATCH_DIR) runs as a
+real subprocess; the other calls, which read what a command answers or refuses, run in
+this process (`cli_here`: a subprocess costs 1-2 s of imports under load)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import math
 from pathlib import Path
 
 import runwatch
-from tests.support import run_cli
+from tests.support import cli_here, run_cli
 
 
 def make_runs(runs_dir: Path) -> None:
@@ -26,11 +29,11 @@ def test_list_get_metrics_logs(runs_dir: Path) -> None:
     make_runs(runs_dir)
     out = run_cli("runs", "list", "--dir", str(runs_dir)).stdout
     assert "sft-alpha" in out and "sft-beta" in out and "SUCCEEDED" in out
-    listed = json.loads(run_cli("runs", "list", "--dir", str(runs_dir), "-o", "json").stdout)
+    listed = json.loads(cli_here("runs", "list", "--dir", str(runs_dir), "-o", "json").stdout)
     assert [r["name"] for r in listed] == ["sft-beta", "sft-alpha"], "newest first"
     get = run_cli("runs", "get", "sft-a", "--dir", str(runs_dir), "--settings").stdout
     assert "State" in get and "Results" in get and "Cost" in get and "lr: 0.1" in get
-    detail = json.loads(run_cli("runs", "get", "sft-alpha", "--dir", str(runs_dir),
+    detail = json.loads(cli_here("runs", "get", "sft-alpha", "--dir", str(runs_dir),
                                 "-o", "json").stdout)
     assert detail["state"]["observed_step"] == 39
     assert detail["results"]["train_loss"] == 2.0 - 39 * 0.01
@@ -39,7 +42,7 @@ def test_list_get_metrics_logs(runs_dir: Path) -> None:
                            "--key", "loss", "--steps", "10:12").stdout)
     assert [(s["step"], s["measured"]["loss"]) for s in m["steps"]] == [
         (10, 1.9), (11, 1.89), (12, 1.88)]
-    table = run_cli("runs", "metrics", "sft-alpha", "--dir", str(runs_dir), "--limit", "5").stdout
+    table = cli_here("runs", "metrics", "sft-alpha", "--dir", str(runs_dir), "--limit", "5").stdout
     assert "showing the last 5 of 40 steps" in table
     logs = json.loads(run_cli("runs", "logs", "sft-alpha", "--dir", str(runs_dir), "-o", "json",
                               "--level", "info").stdout)
@@ -48,21 +51,21 @@ def test_list_get_metrics_logs(runs_dir: Path) -> None:
 
 def test_jq_filters_json(runs_dir: Path) -> None:
     make_runs(runs_dir)
-    out = run_cli("runs", "metrics", "sft-alpha", "--dir", str(runs_dir),
+    out = cli_here("runs", "metrics", "sft-alpha", "--dir", str(runs_dir),
                   "--jq", "[.steps[].measured.loss] | length").stdout
     assert out.strip() == "40"
-    name = run_cli("runs", "get", "sft-beta", "--dir", str(runs_dir), "--jq", ".name").stdout
+    name = cli_here("runs", "get", "sft-beta", "--dir", str(runs_dir), "--jq", ".name").stdout
     assert name.strip() == '"sft-beta"'
-    bad = run_cli("runs", "list", "--dir", str(runs_dir), "--jq", ".[", check=False)
+    bad = cli_here("runs", "list", "--dir", str(runs_dir), "--jq", ".[", check=False)
     assert bad.returncode == 2 and "does not compile" in bad.stderr
 
 
 def test_ambiguous_and_unknown_runs_list_candidates(runs_dir: Path) -> None:
     make_runs(runs_dir)
-    amb = run_cli("runs", "get", "sft", "--dir", str(runs_dir), check=False)
+    amb = cli_here("runs", "get", "sft", "--dir", str(runs_dir), check=False)
     assert amb.returncode == 2
     assert "matches 2 runs" in amb.stderr and "sft-alpha" in amb.stderr and "sft-beta" in amb.stderr
-    unknown = run_cli("runs", "get", "nope", "--dir", str(runs_dir), check=False)
+    unknown = cli_here("runs", "get", "nope", "--dir", str(runs_dir), check=False)
     assert unknown.returncode == 2 and "no run has the id or name 'nope'" in unknown.stderr
     assert "sft-alpha" in unknown.stderr
 
@@ -71,7 +74,7 @@ def test_default_dir_env_and_index_command(runs_dir: Path, tmp_path: Path) -> No
     make_runs(runs_dir)
     first = run_cli("index", str(runs_dir)).stdout
     assert "indexed 2 runs (2 new)" in first
-    assert "0 new rows" in run_cli("index", str(runs_dir)).stdout
+    assert "0 new rows" in cli_here("index", str(runs_dir)).stdout
     by_cwd = run_cli("runs", "list", cwd=tmp_path).stdout
     assert "sft-alpha" in by_cwd, "./runs is the default folder"
     elsewhere = tmp_path / "elsewhere"
@@ -82,11 +85,11 @@ def test_default_dir_env_and_index_command(runs_dir: Path, tmp_path: Path) -> No
 
 def test_bad_options_get_clear_errors(runs_dir: Path, tmp_path: Path) -> None:
     make_runs(runs_dir)
-    steps = run_cli("runs", "metrics", "sft-alpha", "--dir", str(runs_dir), "--steps", "a:b",
+    steps = cli_here("runs", "metrics", "sft-alpha", "--dir", str(runs_dir), "--steps", "a:b",
                     check=False)
     assert steps.returncode == 2 and "--steps 'a:b' is not A:B" in steps.stderr
-    key = run_cli("runs", "metrics", "sft-alpha", "--dir", str(runs_dir), "--key", "nokey",
+    key = cli_here("runs", "metrics", "sft-alpha", "--dir", str(runs_dir), "--key", "nokey",
                   check=False)
     assert key.returncode == 2 and "run has no metric 'nokey'" in key.stderr
-    missing = run_cli("runs", "list", "--dir", str(tmp_path / "absent"), check=False)
+    missing = cli_here("runs", "list", "--dir", str(tmp_path / "absent"), check=False)
     assert missing.returncode == 2 and "is not a folder of runs" in missing.stderr

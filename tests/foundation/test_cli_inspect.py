@@ -1,4 +1,6 @@
-"""`runs rollouts`, `hparams`, `engine-config` and `wait`, as a user runs them."""
+"""`runs rollouts`, `hparams`, `engine-config` and `wait`, as a user runs them: each once as
+a real subprocess (`run_cli`, `wait` following a live run); the other calls, which read
+what the command answers, in this process (`cli_here`)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import sys
 from pathlib import Path
 
 import runwatch
-from tests.support import first_line, run_cli, wait_for
+from tests.support import cli_here, first_line, run_cli, wait_for
 from tests.support.cli import CLI_DEADLINE_S
 
 
@@ -32,12 +34,12 @@ def test_rollouts_latest_step_best_worst_and_errors(runs_dir: Path) -> None:
                                 "-o", "json").stdout)
     assert latest["step"] == 2 and latest["total"] == 3
     assert latest["samples"][0]["completion"] == "answer 0 <script>alert(1)</script>"
-    best = json.loads(run_cli("runs", "rollouts", "rl", "--dir", str(runs_dir), "--step", "1",
+    best = json.loads(cli_here("runs", "rollouts", "rl", "--dir", str(runs_dir), "--step", "1",
                               "--best", "1", "-o", "json").stdout)
     assert [s["reward"] for s in best["samples"]] == [2.0]
-    worst = run_cli("runs", "rollouts", "rl", "--dir", str(runs_dir), "--worst", "2").stdout
+    worst = cli_here("runs", "rollouts", "rl", "--dir", str(runs_dir), "--worst", "2").stdout
     assert "q2-0" in worst and "q2-1" in worst and "q2-2" not in worst
-    missing = run_cli("runs", "rollouts", "rl", "--dir", str(runs_dir), "--step", "9",
+    missing = cli_here("runs", "rollouts", "rl", "--dir", str(runs_dir), "--step", "9",
                       check=False)
     assert missing.returncode == 2 and "no rollouts at step 9" in missing.stderr
     assert "steps kept: 1, 2" in missing.stderr
@@ -47,12 +49,12 @@ def test_hparams_and_engine_config(runs_dir: Path) -> None:
     make_rl_run(runs_dir)
     hp = run_cli("runs", "hparams", "rl", "--dir", str(runs_dir)).stdout
     assert "optim.beta1" in hp and "learning_rate" in hp
-    beta = run_cli("runs", "hparams", "rl", "--dir", str(runs_dir), "--jq", ".optim.beta1")
+    beta = cli_here("runs", "hparams", "rl", "--dir", str(runs_dir), "--jq", ".optim.beta1")
     assert beta.stdout.strip() == "0.9"
     table = run_cli("runs", "engine-config", "rl", "--dir", str(runs_dir)).stdout
     rank_line = next(line for line in table.splitlines() if line.startswith("rank"))
     assert "8" in rank_line and "16" in rank_line
-    alpha = run_cli("runs", "engine-config", "rl", "--dir", str(runs_dir),
+    alpha = cli_here("runs", "engine-config", "rl", "--dir", str(runs_dir),
                     "--jq", ".resolved.alpha")
     assert alpha.stdout.strip() == "32"
 
@@ -94,7 +96,7 @@ def test_wait_times_out_and_leaves_the_run_going(runs_dir: Path) -> None:
     try:
         wait_for(lambda: (runs_dir / "slow" / "events.jsonl").exists(),
                  what="the run's events.jsonl")
-        out = run_cli("runs", "wait", "slow", "--dir", str(runs_dir), "--timeout", "0.5",
+        out = cli_here("runs", "wait", "slow", "--dir", str(runs_dir), "--timeout", "0.5",
                       "--interval", "0.2", check=False)
         assert out.returncode == 124 and "the run goes on" in out.stdout
     finally:
@@ -107,13 +109,13 @@ def test_wait_on_an_ended_run_prints_its_end_once(runs_dir: Path) -> None:
             run.set_phase("PREPARING", stage="tokenizing", done=done, total=50)
         run.set_phase("RUNNING")
         run.fail("the training job was stopped")
-    table = run_cli("runs", "wait", "done", "--dir", str(runs_dir), "--exit-status",
+    table = cli_here("runs", "wait", "done", "--dir", str(runs_dir), "--exit-status",
                     check=False)
     assert table.returncode == 1, table.stderr
     assert "tokenizing" not in table.stdout, "no replay of the progress events"
     assert sum("FAILED" in ln for ln in table.stdout.splitlines()) == 1
     assert "the training job was stopped" in table.stdout
-    out = run_cli("runs", "wait", "done", "--dir", str(runs_dir), "-o", "json").stdout
+    out = cli_here("runs", "wait", "done", "--dir", str(runs_dir), "-o", "json").stdout
     lines = [json.loads(ln) for ln in out.splitlines()]
     assert len(lines) == 2, "the terminal event, then the run record"
     assert lines[0]["phase"] == "FAILED" and lines[0]["reason"] == "the training job was stopped"
@@ -132,7 +134,7 @@ def test_wait_on_a_run_whose_process_died_ends_the_stream_with_a_terminal_event(
     finally:
         child.kill()
         child.wait(timeout=CLI_DEADLINE_S)
-    proc = run_cli("runs", "wait", "gone", "--dir", str(runs_dir), "--exit-status", "-o", "json",
+    proc = cli_here("runs", "wait", "gone", "--dir", str(runs_dir), "--exit-status", "-o", "json",
                    check=False)
     assert proc.returncode == 1, proc.stderr
     *events, end, record = (json.loads(ln) for ln in proc.stdout.splitlines())

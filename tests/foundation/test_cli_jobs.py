@@ -1,6 +1,8 @@
-"""`runwatch submit`, `runs cancel|retry` and `resources`, run as a user runs them: real
-subprocesses over a real runs folder and its SQLite index (no worker runs here: the
-end-to-end runs through a worker are tests/jobs')."""
+"""`runwatch submit`, `runs cancel|retry|wait` and `resources` over a real runs folder and its
+SQLite index (no worker runs here: the end-to-end runs through a worker are tests/jobs').
+Each command runs at least once as a user runs it, a real subprocess (`run_cli`); the
+other calls, which read what a command answers or refuses, run it in this process
+(`cli_here`: a subprocess costs 1-2 s of imports under load)."""
 
 from __future__ import annotations
 
@@ -20,18 +22,18 @@ from runwatch.rundir.append import append_events
 from runwatch.store import jobs as store_jobs
 from runwatch.store.db import open_engine
 from tests.support import first_line, run_cli
-from tests.support.cli import CLI_DEADLINE_S
+from tests.support.cli import CLI_DEADLINE_S, cli_here
 
 PROFILES = "profiles:\n  big:\n    devices: 4\n    hourly_rate: 2.0\n"
 
 
 def submit(runs: Path, *args: str, check: bool = True) -> dict:
-    out = run_cli("submit", "--dir", str(runs), "-o", "json", *args, check=check)
+    out = cli_here("submit", "--dir", str(runs), "-o", "json", *args, check=check)
     return json.loads(out.stdout) if check else {"proc": out}
 
 
 def detail(runs: Path, name: str) -> dict:
-    return json.loads(run_cli("runs", "get", name, "--dir", str(runs), "-o", "json").stdout)
+    return json.loads(cli_here("runs", "get", name, "--dir", str(runs), "-o", "json").stdout)
 
 
 def test_submit_a_recipe_queues_its_run_and_prints_runnable_next_steps(tmp_path: Path) -> None:
@@ -86,7 +88,7 @@ def test_submit_a_command_keeps_its_own_options_after_the_double_dash(runs_dir: 
 def test_a_refused_submit_says_why_and_makes_nothing(tmp_path: Path, args: list[str],
                                                     message: str) -> None:
     runs = tmp_path / "runs"
-    proc = run_cli("submit", "--dir", str(runs), *args, check=False)
+    proc = cli_here("submit", "--dir", str(runs), *args, check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert message in proc.stderr and proc.stdout == ""
     assert not runs.exists(), "a refused job leaves no folder and no index behind"
@@ -96,27 +98,27 @@ def test_a_taken_name_is_refused_and_the_run_there_is_untouched(runs_dir: Path) 
     with runwatch.init(name="mine", dir=runs_dir) as run:
         run.log({"loss": 1.0}, step=0)
     before = sorted((p.name, p.stat().st_mtime_ns) for p in (runs_dir / "mine").iterdir())
-    proc = run_cli("submit", "--dir", str(runs_dir), "--name", "mine", "recipes", "sft",
+    proc = cli_here("submit", "--dir", str(runs_dir), "--name", "mine", "recipes", "sft",
                    check=False)
     assert proc.returncode == 2 and "a run named 'mine' already exists" in proc.stderr
     assert sorted((p.name, p.stat().st_mtime_ns) for p in (runs_dir / "mine").iterdir()) == \
         before
-    assert [r["name"] for r in json.loads(run_cli("runs", "list", "--dir", str(runs_dir),
+    assert [r["name"] for r in json.loads(cli_here("runs", "list", "--dir", str(runs_dir),
                                                   "-o", "json").stdout)] == ["mine"]
 
 
 def test_cancel_a_queued_job_then_retry_it(runs_dir: Path) -> None:
     submit(runs_dir, "--name", "q", "--max-attempts", "3", "--", "python", "-c", "pass")
-    cancelled = json.loads(run_cli("runs", "cancel", "q", "--dir", str(runs_dir),
+    cancelled = json.loads(cli_here("runs", "cancel", "q", "--dir", str(runs_dir),
                                    "-o", "json").stdout)
     assert cancelled["status"] == "CANCELLED" and cancelled["run"]["status"] == "CANCELLED"
-    again = run_cli("runs", "cancel", "q", "--dir", str(runs_dir), check=False)
+    again = cli_here("runs", "cancel", "q", "--dir", str(runs_dir), check=False)
     assert again.returncode == 2
     assert "cannot cancel run q: the run has already ended (CANCELLED)" in again.stderr
     assert "retry it" in again.stderr
     ended = detail(runs_dir, "q")
     assert ended["failure"]["code"] == "cancelled" and ended["failure"]["what_to_do"]
-    table = run_cli("runs", "get", "q", "--dir", str(runs_dir)).stdout
+    table = cli_here("runs", "get", "q", "--dir", str(runs_dir)).stdout
     assert "What to do:" in table and "[cancelled]" in table and "Queue wait:" in table
 
     retried = run_cli("runs", "retry", "q", "--dir", str(runs_dir)).stdout
@@ -125,10 +127,10 @@ def test_cancel_a_queued_job_then_retry_it(runs_dir: Path) -> None:
     assert shlex.split(follow.split(": ", 1)[1])[1:4] == ["runs", "wait", "q"]
     requeued = detail(runs_dir, "q")
     assert requeued["state"]["phase"] == "QUEUED" and requeued["job"]["attempt"] == 2
-    queued = run_cli("runs", "get", "q", "--dir", str(runs_dir)).stdout
+    queued = cli_here("runs", "get", "q", "--dir", str(runs_dir)).stdout
     assert "attempt 2 of at most 3" in queued
     assert "Spend:" in queued and "(estimate: the run has not ended)" in queued
-    twice = run_cli("runs", "retry", "q", "--dir", str(runs_dir), check=False)
+    twice = cli_here("runs", "retry", "q", "--dir", str(runs_dir), check=False)
     assert twice.returncode == 2
     assert "only an ended run can be retried and this one is QUEUED" in twice.stderr
 
@@ -136,17 +138,17 @@ def test_cancel_a_queued_job_then_retry_it(runs_dir: Path) -> None:
 def test_cancel_and_retry_of_a_run_started_by_hand(runs_dir: Path) -> None:
     with runwatch.init(name="byhand", dir=runs_dir) as run:
         run.log({"loss": 1.0}, step=0)
-    retry = run_cli("runs", "retry", "byhand", "--dir", str(runs_dir), check=False)
+    retry = cli_here("runs", "retry", "byhand", "--dir", str(runs_dir), check=False)
     assert retry.returncode == 2 and "started by hand" in retry.stderr
     assert "runwatch submit" in retry.stderr
-    cancel = run_cli("runs", "cancel", "byhand", "--dir", str(runs_dir), check=False)
+    cancel = cli_here("runs", "cancel", "byhand", "--dir", str(runs_dir), check=False)
     assert cancel.returncode == 2 and "already ended (SUCCEEDED)" in cancel.stderr
 
 
 def test_wait_on_a_cancelled_job_ends_with_its_reason_and_code(runs_dir: Path) -> None:
     submit(runs_dir, "--name", "c", "--", "python", "-c", "pass")
-    run_cli("runs", "cancel", "c", "--dir", str(runs_dir))
-    proc = run_cli("runs", "wait", "c", "--dir", str(runs_dir), "--exit-status", "-o", "json",
+    cli_here("runs", "cancel", "c", "--dir", str(runs_dir))
+    proc = cli_here("runs", "wait", "c", "--dir", str(runs_dir), "--exit-status", "-o", "json",
                    check=False)
     assert proc.returncode == 3, proc.stderr
     end, record = (json.loads(ln) for ln in proc.stdout.splitlines())
@@ -180,7 +182,7 @@ def test_resources_lists_the_workers_and_drains_one(runs_dir: Path) -> None:
     submit(runs_dir, "--name", "waits", "--", "python", "-c", "pass")
     _worker(runs_dir, "w-one", time.time() - 1800)
     _worker(runs_dir, "w-past", time.time(), stopped=True)
-    view = json.loads(run_cli("resources", str(runs_dir), "-o", "json").stdout)
+    view = json.loads(cli_here("resources", str(runs_dir), "-o", "json").stdout)
     assert view["queue_depth"] == 1
     past, w = view["workers"]  # newest first
     assert (past["id"], past["status"], past["jobs"]) == ("w-past", "stopped", [])
@@ -195,10 +197,10 @@ def test_resources_lists_the_workers_and_drains_one(runs_dir: Path) -> None:
     assert "WORKER" in table and "w-past" in table and "-o wide adds SEEN" in table
     assert table.index("w-one") < table.index("w-past"), "the past workers below the active"
     assert "1 job(s) wait in the queue" in table
-    ids = run_cli("resources", str(runs_dir), "--jq", ".workers[].id", "-r").stdout
+    ids = cli_here("resources", str(runs_dir), "--jq", ".workers[].id", "-r").stdout
     assert ids.split() == ["w-past", "w-one"], "-r writes the strings raw, one per line"
 
-    drained = json.loads(run_cli("resources", str(runs_dir), "--drain", "w-o",
+    drained = json.loads(cli_here("resources", str(runs_dir), "--drain", "w-o",
                                  "-o", "json").stdout)
     assert drained["worker"]["draining"] is True and drained["worker"]["status"] == "draining"
     engine = open_engine(default_db(runs_dir))
@@ -209,9 +211,9 @@ def test_resources_lists_the_workers_and_drains_one(runs_dir: Path) -> None:
             conn.commit()
     finally:
         engine.dispose()
-    stopped = run_cli("resources", str(runs_dir), "--drain", "w-one", check=False)
+    stopped = cli_here("resources", str(runs_dir), "--drain", "w-one", check=False)
     assert stopped.returncode == 2 and "has already stopped" in stopped.stderr
-    unknown = run_cli("resources", str(runs_dir), "--drain", "nope", check=False)
+    unknown = cli_here("resources", str(runs_dir), "--drain", "nope", check=False)
     assert unknown.returncode == 2 and "no worker has the id 'nope'" in unknown.stderr
     assert "w-one" in unknown.stderr
 
