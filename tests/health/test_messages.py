@@ -94,3 +94,19 @@ def test_a_high_kl_message_counts_the_hits_of_its_window() -> None:
     found = evaluate("grpo", {}, {"kl": [2.0 + 0.01 * i for i in range(100)]})
     msgs = [f.message for f in found if f.rule_id == "grpo.kl_ref_high"]
     assert msgs and all("on 8 of the last 8" in m for m in msgs), msgs
+
+
+def test_a_finding_of_k_in_a_row_counts_the_points_that_opened_it() -> None:
+    # Fed one point a batch, as a live run logs: loss.zero opens on the 3rd zero in a row
+    # and starts at the first; its count holds all three ("on 1 logged steps" before).
+    engine, messages = Engine("sft"), []
+    for step, value in enumerate([2.1, 1.7, 0.0, 0.0, 0.0, 0.0]):
+        for f in engine.feed(to_batch({"loss": ([step], [value])})):
+            if f.rule_id == "loss.zero":
+                messages.append(f.message)
+    assert messages == ["loss was exactly 0 on 3 logged steps from step 2.",
+                        "loss was exactly 0 on 4 logged steps from step 2."]
+    # Read at once, the same.
+    (f,) = [f for f in evaluate("sft", {}, {"loss": [2.1, 1.7, 0.0, 0.0, 0.0, 0.0]})
+            if f.rule_id == "loss.zero"]
+    assert f.message == "loss was exactly 0 on 4 logged steps from step 2."

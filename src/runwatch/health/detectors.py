@@ -186,6 +186,14 @@ class Threshold:
         except (ValueError, IndexError):
             return None
 
+    def hits_before(self, i: int) -> int:
+        """The hits in the window of point i of the last batch before that point: those
+        a finding opening at i already holds (it starts at the first of them, `onset`)."""
+        prev_hits = self._prev[0]
+        hits = prev_hits + self.hits[: i + 1]
+        lo = max(0, len(hits) - self.window.n)
+        return sum(hits[lo:-1])
+
     def state(self) -> dict[str, Any]:
         return {"tail": self.window.tail, "holding": self.window.holding, "seen": self.seen,
                 "steps": self.tail_steps}

@@ -757,6 +757,11 @@ trigger series and a near miss in `tests/health/test_train_classes.py` and
   in its state (`STATE_VERSION` 4: saved states are rebuilt); a rule whose metric a run
   logs only later judges the reward since the start, as when the run is read at once.
 
+- **A count that contradicted its rule**: a finding of k hits in a row, read one logged
+  point a batch as a live run is, said "loss was exactly 0 on 1 logged steps from step 20"
+  (it starts at the first of the k hits, and counted only from the point that opened it);
+  it now holds the hits before that point in its window too ("on 3 logged steps").
+
 Not changed (no general reading, or doubted by their readers): SFT and DPO plateaus whose
 loss falls 2-13% (`sft_r_programming_llama_8ep`, `dpo_cleancode_qwen7b_lora`,
 `dpo_ocean_qwen7b_lf_console`: a preference accuracy near chance is a healthy 8-pair run's

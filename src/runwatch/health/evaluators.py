@@ -199,7 +199,8 @@ class Evaluator:
                 verdicts = self.detector.feed(values)
         hits = getattr(self.detector, "hits", None)
         onset = getattr(self.detector, "onset", None)
-        closed, touched = self.tracker.update(steps, verdicts, values, hits, onset)
+        before = getattr(self.detector, "hits_before", None)
+        closed, touched = self.tracker.update(steps, verdicts, values, hits, onset, before)
         if isinstance(self.detector, d.Threshold) and True in verdicts:
             self._note_window(verdicts, closed)
         for rec in closed:

@@ -68,12 +68,15 @@ class Tracker:
     def update(
         self, steps: list[int], verdicts: list[bool], values: list[float],
         hits: list[int] | None = None, onset: Callable[[int], int | None] | None = None,
+        before: Callable[[int], int] | None = None,
     ) -> tuple[list[Record], bool]:
         """Apply a batch; returns the records it resolved and whether one is open and touched.
 
         `hits` marks the points that crossed the rule's limit themselves (a k-of-n
         verdict also holds on the points between them); only those are evidence. `onset`
-        gives the step where the hits that opened a finding began."""
+        gives the step where the hits that opened a finding began, and `before` how many
+        hits there were from that step until the point that opened it (the finding's
+        count holds them: "0 on 3 steps in a row", not "on 1")."""
         closed: list[Record] = []
         touched = False
         pos, m = 0, len(verdicts)
@@ -86,7 +89,7 @@ class Tracker:
                 start = onset(pos) if onset is not None else None
                 self.open = {"id": None, "first_step": steps[pos] if start is None else start,
                              "first": None, "min": None, "max": None, "last": None,
-                             "count": 0}
+                             "count": before(pos) if before is not None else 0}
             try:
                 end = verdicts.index(False, pos)
             except ValueError:
