@@ -1,5 +1,6 @@
 """RunwatchCallback on a real (tiny, randomly initialised) transformers model trained by
-the real Trainer for a few steps; the run is read back through the index (the CLI)."""
+the real Trainer for a few steps; the run is read back through the index (the CLI, run
+in this process: the callback is tested here, tests/foundation run the commands)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ pytest.importorskip("accelerate")  # the Trainer needs it
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
 from runwatch.compat.hf import RunwatchCallback
-from tests.support import run_cli
+from tests.support import cli_here
 
 STEPS = 4
 
@@ -37,7 +38,7 @@ def tiny_rows(n: int = 32) -> list[dict[str, list[int]]]:
 
 
 def read(runs: Path, *args: str) -> Any:
-    return json.loads(run_cli("runs", *args, "--dir", str(runs), "-o", "json").stdout)
+    return json.loads(cli_here("runs", *args, "--dir", str(runs), "-o", "json").stdout)
 
 
 def test_a_trainer_run_is_recorded_with_metrics_config_and_checkpoints(tmp_path: Path) -> None:
@@ -109,7 +110,7 @@ def test_training_that_raises_ends_the_run_failed_with_the_exception(tmp_path: P
     assert got["run"]["status"] == "FAILED"
     # Step 2 raised in on_step_end, before the Trainer logged it.
     assert got["run"]["observed_step"] == 1
-    logs = json.loads(run_cli("runs", "logs", "boom", "--dir", str(runs), "-o", "json").stdout)
+    logs = json.loads(cli_here("runs", "logs", "boom", "--dir", str(runs), "-o", "json").stdout)
     errors = [line for line in logs if line["level"].lower() == "error"]
     assert errors and "RuntimeError" in errors[-1]["message"]
     assert "lost its shard at step 2" in errors[-1]["message"]

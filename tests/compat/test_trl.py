@@ -19,7 +19,7 @@ from trl import DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer, SFTConfig, SFTTr
 
 from runwatch.compat.hf import RunwatchCallback
 from tests.compat.test_hf import tiny_model
-from tests.support import run_cli
+from tests.support import cli_here
 
 
 def char_tokenizer() -> PreTrainedTokenizerFast:
@@ -37,7 +37,7 @@ def args_of(config: type[Any], out: Path, steps: int, **extra: Any) -> Any:
 
 
 def read(runs: Path, name: str) -> Any:
-    return json.loads(run_cli("runs", "get", name, "--dir", str(runs), "-o", "json").stdout)
+    return json.loads(cli_here("runs", "get", name, "--dir", str(runs), "-o", "json").stdout)
 
 
 def test_sft_trainer_reports_with_one_line(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """`import runwatch.compat.wandb as wandb`: a script written for W&B (it runs under the
 real wandb, offline, too) records a runwatch run with its import swapped; real
-subprocesses, the run read back through the index (the CLI)."""
+subprocesses, the run read back through the index (the CLI, run in this process: the
+shim is tested here, tests/foundation run the commands)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import run_cli
+from tests.support import cli_here
 
 WANDB_SCRIPT = """
     import sys
@@ -56,7 +57,7 @@ def run_script(path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def read(cwd: Path, *args: str) -> Any:
-    return json.loads(run_cli("runs", *args, "--dir", str(cwd / "runs"), "-o", "json").stdout)
+    return json.loads(cli_here("runs", *args, "--dir", str(cwd / "runs"), "-o", "json").stdout)
 
 
 def test_the_script_is_a_wandb_script(tmp_path: Path) -> None:
