@@ -777,7 +777,8 @@ what a penalised KL does in its first steps) and the implicit rewards of
 
 As printed by `runwatch health-eval --split train` (146 runs; the engine before these
 changes, a9d3258, and after them, both at 04:26-04:35 UTC side by side, load average 1-9,
-which the figures do not depend on):
+which the figures do not depend on; the same after figure again at 04:51 with the count
+fix, 3075013):
 
 ```
 before: train: 86 of 99 pathologies found (87%), median delay 4 logged points;
