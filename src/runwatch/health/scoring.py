@@ -152,6 +152,7 @@ def replay(run: CorpusRun, folder: Path) -> Replayed:
     indexer = Indexer(engine, runs, hooks=[on_metrics])
     out = Replayed(run, [r["step"] for r in records])
     seen: set[int] = set()
+    pk: int | None = None  # the run's key, once the first line is indexed
     start = time.perf_counter()
     try:
         for point, rec in enumerate(records):
@@ -162,7 +163,8 @@ def replay(run: CorpusRun, folder: Path) -> Replayed:
                                             if k not in ("step", "ts")}}))
             indexer.index_once()
             with engine.connect() as conn:
-                pk = q.resolve_run(conn, run.name).pk
+                if pk is None:
+                    pk = q.resolve_run(conn, run.name).pk
                 f = s.findings.c
                 rows = conn.execute(select(f.id, f.rule_id, f.severity, f.first_step)
                                     .where(f.run_pk == pk)).all()
