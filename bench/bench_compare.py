@@ -5,8 +5,9 @@ Two supervised runs of one plan are written by the SDK (loss, grad_norm, learnin
 every step; the run's loss drifts from the baseline's halfway) and indexed once. Then:
 the comparison alone (runwatch.analysis.compare), the CLI with -o json and with its
 table (process start, the index check and the series reads included: the first compare
-after indexing reads them from SQLite, the later ones from the files it saves beside the
-index), the CLI's start-up alone
+after indexing reads them from SQLite, the second run's in a forked process, the later
+ones from the files it saves beside the index; CPU seconds include the forked
+process's), the CLI's start-up alone
 (`runwatch --help`), the floor of a command that reads the index (`runs list` on the same
 folder), and the API: the first request of fresh servers (the series read from the files
 the CLI saved beside the index, which the server reads and saves too; and with those
@@ -196,7 +197,8 @@ def main() -> int:
     print(json.dumps(out, indent=2))
     print(f"\nruns compare, two {args.steps:,}-step runs: CLI -o json median "
           f"{out['cli_json']['median_s']} s, {out['cli_json']['median_cpu_s']} CPU s (the "
-          f"first after indexing {out['cli_json_first']['median_s']} s; process "
+          f"first after indexing {out['cli_json_first']['median_s']} s, "
+          f"{out['cli_json_first']['median_cpu_s']} CPU s; process "
           f"start included: `runwatch --help` takes {out['cli_startup_help']['median_s']} s, "
           f"`runs list` {out['cli_floor_runs_list']['median_s']} s), "
           "API median "

@@ -156,11 +156,37 @@ def read_side(db: Reader, row: Any, saved: SavedSeries) -> Side:
     (read from files saved beside a SQLite index while the index holds the same points,
     else from the index and saved). A reinforcement run's series are not read: the
     comparison refuses it for its method (on a cold index, whole reads of a long run)."""
-    from runwatch.store import plain, plain_series
+    return _read_side(db, row, saved, *_to_read(db, row))
+
+
+def read_sides(db: Reader, rows: Sequence[Any], saved: SavedSeries) -> list[Side]:
+    """The runs at `rows`, each as `read_side` reads it; the series of the others that are
+    read from the index are read meanwhile by processes of their own where
+    `saved.read_ahead` can (store/plain_series), the same series either way."""
+    plans = [_to_read(db, row) for row in rows]
+    waits = [saved.read_ahead(db, row.pk, read)
+             for row, (_, read) in zip(rows[1:], plans[1:], strict=True)
+             if row.pk != rows[0].pk]
+    sides = [_read_side(db, rows[0], saved, *plans[0])]
+    for wait in waits:
+        wait()
+    return sides + [_read_side(db, row, saved, *plan)
+                    for row, plan in zip(rows[1:], plans[1:], strict=True)]
+
+
+def _to_read(db: Reader, row: Any) -> tuple[list[Any], list[Any]]:
+    """A run's metric keys, and those of them whose series a comparison reads."""
+    from runwatch.store import plain
 
     keys = plain.run_keys(db, row.pk)
-    read = [] if (row.method or "").lower() in REINFORCEMENT else [
+    return keys, [] if (row.method or "").lower() in REINFORCEMENT else [
         k for k in compared_keys(keys) if k is not None]
+
+
+def _read_side(db: Reader, row: Any, saved: SavedSeries, keys: list[Any], read: list[Any]
+               ) -> Side:
+    from runwatch.store import plain, plain_series
+
     series = saved.get(db, row.pk, read)
 
     def series_of(key: plain.Key) -> tuple[IntArray, FloatArray]:

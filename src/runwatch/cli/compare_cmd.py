@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runwatch.cli.context import open_reader
+from runwatch.cli.numpyload import import_numpy
 from runwatch.cli.options import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, RunArg, ServerOpt, TokenOpt
 from runwatch.cli.output import Output, emit, fail, fmt_cell, para, print_table, text
 from runwatch.cli.remote import remote_for
@@ -36,15 +37,25 @@ def read_side(db: Reader, ref: str, saved: Path | None = None) -> Side:
     """The run `ref` names, as the comparison reads it (exit 2 where it names no run, or
     several); its series saved in `saved` (beside a SQLite index) and read from there
     while the index holds the same points (the server reads through the same files)."""
+    return read_sides(db, [ref], saved)[0]
+
+
+def read_sides(db: Reader, refs: list[str], saved: Path | None = None) -> list[Side]:
+    """The runs `refs` name, as `read_side` reads each (the first that names no run, or
+    several, exits 2 before any series is read); the series of two runs not saved yet
+    are read at once, each in a process of its own (analysis/compare.read_sides)."""
     from runwatch.analysis import compare as cmp
     from runwatch.store import plain, plain_series
 
-    try:
-        row = plain.resolve_run(db, ref)
-    except plain.NoSuchRun as exc:
-        hints = ["candidates:"] + [f"  {c}" for c in exc.candidates] if exc.candidates else []
-        raise fail(str(exc), hints) from exc
-    return cmp.read_side(db, row, plain_series.SavedSeries(saved))
+    rows = []
+    for ref in refs:
+        try:
+            rows.append(plain.resolve_run(db, ref))
+        except plain.NoSuchRun as exc:
+            hints = (["candidates:"] + [f"  {c}" for c in exc.candidates] if exc.candidates
+                     else [])
+            raise fail(str(exc), hints) from exc
+    return cmp.read_sides(db, rows, plain_series.SavedSeries(saved))
 
 
 def compare_cmd(
@@ -80,6 +91,7 @@ def compare_cmd(
             raise _refused(said, report.get("differences"))
         emit(report, output, jq, lambda wide: show(report, wide), raw)
         return
+    import_numpy()
     from runwatch.analysis import compare as cmp
 
     try:
@@ -87,7 +99,7 @@ def compare_cmd(
     except cmp.CompareError as exc:
         raise fail(str(exc)) from exc
     with open_reader(directory, db) as (reader, saved):
-        sides = [read_side(reader, ref, saved) for ref in (run, baseline)]
+        sides = read_sides(reader, [run, baseline], saved)
     try:
         report = cmp.compare(sides[0], sides[1], options)
     except cmp.PlansDiffer as exc:

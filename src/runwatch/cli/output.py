@@ -50,7 +50,11 @@ def _escape_char(c: str) -> str:
 
 
 def _json_safe(text: str) -> str:
-    # these characters can stand only inside JSON strings, where \uXXXX means the same
+    # these characters can stand only inside JSON strings, where \uXXXX means the same;
+    # ASCII text without DEL holds none (two quick scans, where the regex takes 15 ms over
+    # the 1.7 MB of a comparison's JSON)
+    if text.isascii() and "\x7f" not in text:
+        return text
     return JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 

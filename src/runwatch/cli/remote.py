@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from runwatch.cli.output import fail
-from runwatch.sdk.sendhttp import closed_under
 
 if TYPE_CHECKING:
     from runwatch.store.queries import StepRow
@@ -97,6 +96,10 @@ class Remote:
                 accept: tuple[int, ...] = ()) -> dict[str, Any]:
         """The answer to METHOD path (a dict), or exit 2 saying what went wrong; the
         answer of a status in `accept` comes back too (its `ok` false)."""
+        # here: importing runwatch.sdk (the SDK's imports) would slow every read command
+        # of a local index, which never calls this
+        from runwatch.sdk.sendhttp import closed_under
+
         # a write carries a JSON body, even an empty one: the API takes no other
         body: dict[str, Any] | None = {} if method == "POST" else None
         try:

@@ -2,19 +2,25 @@
 steps and values only, in step order, as store/series reads them with SQLAlchemy (a test
 keeps the two equal); and series saved beside a SQLite index (`saved_folder`) for the
 next comparison, the command line's (`runwatch runs compare`) and the server's
-(GET /api/compare) alike: one set of files, checked against the index the same way."""
+(GET /api/compare) alike: one set of files, checked against the index the same way. The
+command line's first compare of two runs reads the second's in a forked process meanwhile
+(`SavedSeries.read_ahead`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
+import sys
 import threading
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
-from runwatch.store.plain import Key, Reader
+from runwatch.store.plain import Key, Reader, connect_sqlite
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -93,6 +99,20 @@ def _nan(value: FloatArray) -> FloatArray:
     return out
 
 
+def _run_id(db: Reader, run_pk: int) -> str:
+    found = db.rows("SELECT run_id FROM runs WHERE pk = ?", run_pk)
+    return str(found[0][0]) if found else ""
+
+
+def _nothing() -> None:
+    pass
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
 def _ends(db: Reader, key_id: int) -> list[int]:
     """(seq, step, value's 64 bits) of a key's first and last point: with the run's id and
     the key's name and count, what tells a saved series from the one the index holds now."""
@@ -126,10 +146,7 @@ class SavedSeries:
         """The series of each of a run's `keys`, by key id."""
         out: dict[int, Pair] = {}
         missing: list[tuple[Key, list[int]]] = []
-        run_id = ""
-        if any(self._path(run_pk, key) for key in keys):
-            found = db.rows("SELECT run_id FROM runs WHERE pk = ?", run_pk)
-            run_id = str(found[0][0]) if found else ""
+        run_id = _run_id(db, run_pk) if any(self._path(run_pk, key) for key in keys) else ""
         for key in keys:
             meta = [key.points, *_ends(db, key.id)] if self._path(run_pk, key) else []
             saved = self._load(run_pk, run_id, key, meta)
@@ -152,7 +169,51 @@ class SavedSeries:
             return None
         return self.folder / f"{run_pk}-{key.id}.npz"
 
-    def _load(self, run_pk: int, run_id: str, key: Key, meta: list[int]) -> Pair | None:
+    def read_ahead(self, db: Reader, run_pk: int, keys: list[Key]) -> Callable[[], None]:
+        """Start reading and saving the series of a run's `keys` that are to be saved and
+        are not (or not as the index holds them now) in a process of their own, forked,
+        over its own connection to the same SQLite index, while this one reads another
+        run's; the function returned waits for it. `get` then loads the files it saved,
+        or reads the index itself where it saved none, so the answer is the same either
+        way. The first compare of two long runs reads them on two cores at once (their
+        rows cross the driver at about a microsecond each, most of that compare's time).
+
+        Only a process with no other thread forks (a server's request reads as before),
+        and only on Linux."""
+        if (self.folder is None or not sys.platform.startswith("linux")
+                or not isinstance(db.conn, sqlite3.Connection)
+                or threading.active_count() > 1):
+            return _nothing
+        index = next((str(r[2]) for r in db.rows("PRAGMA database_list") if r[1] == "main"),
+                     "")
+        run_id = _run_id(db, run_pk)
+        stale = [key for key in keys if self._path(run_pk, key) is not None
+                 and not self._holds(run_pk, run_id, key, [key.points, *_ends(db, key.id)])]
+        if not index or not stale:
+            return _nothing
+        try:
+            pid = os.fork()
+        except OSError:
+            return _nothing
+        if pid == 0:  # the child: never back into the command's code
+            code = 1
+            try:
+                conn = connect_sqlite(Path(index))
+                try:
+                    SavedSeries(self.folder, self.min_points).get(Reader(conn), run_pk, stale)
+                finally:
+                    conn.close()
+                code = 0
+            finally:
+                os._exit(code)
+        return lambda: _reap(pid)
+
+    def _holds(self, run_pk: int, run_id: str, key: Key, meta: list[int]) -> bool:
+        """Whether the file of `key` holds the series the index holds (by its `meta`)."""
+        return self._load(run_pk, run_id, key, meta, check_only=True) is not None
+
+    def _load(self, run_pk: int, run_id: str, key: Key, meta: list[int],
+              check_only: bool = False) -> Pair | None:
         path = self._path(run_pk, key)
         if path is None or not path.is_file():
             return None
@@ -160,7 +221,7 @@ class SavedSeries:
             with np.load(path, allow_pickle=False) as f:
                 if (str(f["run"]) == run_id and str(f["key"]) == key.key
                         and f["meta"].tolist() == meta):
-                    return f["step"], f["value"]
+                    return NO_POINTS if check_only else (f["step"], f["value"])
         except (OSError, ValueError, KeyError, zipfile.BadZipFile):
             pass  # unreadable: read from the index and saved again
         return None
