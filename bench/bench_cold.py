@@ -6,8 +6,8 @@ A server that has never read a run (no series cached in memory or saved on disk)
    chart is drawn (`.chart-groups[data-drawn=true]`); target <= 500 ms.
 2. Overlay: the compare page of 10 such runs (`/compare?run=…`), from loading the URL
    until the charts in the window are painted; target <= 1 s. The page draws the charts
-   below the window after those (once idle, or when scrolled to): the time until every
-   chart is drawn and painted is printed beside it (`all`), and the bench waits for it
+   below the window after those (a task each, or at once when scrolled to): the time until
+   every chart is drawn and painted is printed beside it (`all`), and the bench waits for it
    (`#compare-charts[data-drawn=true]`) before it checks every chart has its points.
 
 Each is measured with the index's step summaries (the default) and with them turned off

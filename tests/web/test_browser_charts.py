@@ -96,6 +96,43 @@ def test_smoothing_leaves_a_sparse_val_line_on_its_values(page: Page, server: Ru
     shot(page, "charts-sparse-val")
 
 
+BLUE_COLUMNS = """([sel, rgb, tol]) => {
+  const canvas = document.querySelector(sel + ' canvas');
+  const ratio = canvas.width / canvas.clientWidth;
+  const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+  const cols = new Set();
+  for (let i = 0; i < data.length; i += 4) {
+    if ([0, 1, 2].every((c) => Math.abs(data[i + c] - rgb[c]) <= tol) && data[i + 3] > 200) {
+      cols.add(Math.floor((i / 4) % canvas.width / ratio));
+    }
+  }
+  return [...cols];
+}"""
+
+
+def test_a_line_is_broken_where_its_values_are_missing(page: Page, server: Runner,
+                                                       runs_dir: Path) -> None:
+    """A NaN logged (null in the series) breaks the line: nothing is drawn between the
+    points on either side of the gap, and the points before and after are joined as logged
+    (the chart's own line paths, chartview.ts linePaths)."""
+    run = init(name="gappy", dir=runs_dir, method="sft", base_model="tiny", dataset="d")
+    for i in range(40):
+        run.log({"loss": math.nan if 15 <= i <= 24 else 1.0}, step=i)
+    run.finish("SUCCEEDED")
+    wait_indexed(server.url, "gappy", 39)
+    open_run(page, server.url, "gappy")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    box = page.locator('[data-chart="loss"]').bounding_box()
+    assert box is not None
+    cols = set(page.evaluate(BLUE_COLUMNS, ['[data-chart="loss"]', list(TRAIN_RGB), 40]))
+
+    def x(step: float) -> int:  # the plot spans steps 0-39 between its 64 and 24 px margins
+        return round(64 + step / 39 * (box["width"] - 64 - 24))
+
+    assert all(any(c in cols for c in range(x(s) - 1, x(s) + 2)) for s in (1, 7, 13, 26, 32, 38))
+    assert not cols & set(range(x(14) + 3, x(25) - 2)), sorted(cols)
+
+
 def test_a_val_only_line_has_the_val_colour_and_a_legend(page: Page, server: Runner,
                                                         runs_dir: Path) -> None:
     """SFT logs val/accuracy alone: the old chart drew it in the train colour, unnamed."""

@@ -256,7 +256,7 @@ def test_more_series_than_one_request_holds_come_in_whole_charts(
 
 # what the grid held when it said the charts in the window were drawn (data-view-drawn):
 # a MutationObserver's callback runs at the end of the task that set it, before anything the
-# page does later (the held-back charts are drawn from later idle callbacks)
+# page does later (the held-back charts are drawn in later tasks)
 AT_VIEW_DRAWN = """
 new MutationObserver((changes, observer) => {
   if (!changes.some((c) => c.target.dataset && c.target.dataset.viewDrawn !== undefined)) return;
@@ -273,8 +273,10 @@ new MutationObserver((changes, observer) => {
 def test_the_charts_in_the_window_are_drawn_first_and_the_rest_after(
         page: Page, server: Runner, runs_dir: Path) -> None:
     """The compare view draws the charts in the window first (data-view-drawn, the
-    runwatch:drawn mark) and holds back those below it, drawn once the page is idle or
-    scrolled to (data-drawn, the runwatch:all-drawn mark): each with its runs' lines."""
+    runwatch:drawn mark) and holds back those below it, drawn in the tasks after or when
+    scrolled to (data-drawn, the runwatch:all-drawn mark): each with its runs' lines. What
+    the page asks for besides (the run list, the projects, the runs' details for the
+    settings table) waits for every chart drawn."""
     keys = [f"extra/{i:02d}" for i in range(10)]
     for name in ("tall-a", "tall-b"):
         run = init(name=name, dir=runs_dir, method="sft")
@@ -296,6 +298,13 @@ def test_the_charts_in_the_window_are_drawn_first_and_the_rest_after(
     marks = page.evaluate("""() => ['runwatch:drawn', 'runwatch:all-drawn'].map(
         (n) => performance.getEntriesByName(n).map((m) => m.startTime))""")
     assert len(marks[0]) == 1 and len(marks[1]) == 1 and marks[0][0] <= marks[1][0], marks
+    expect(page.locator("#compare-config tr").first).to_be_attached()
+    expect(page.locator(".run-row")).to_have_count(2)
+    later = page.evaluate("""() => performance.getEntriesByType('resource')
+        .map((r) => [new URL(r.name).pathname, r.startTime])
+        .filter(([path]) => /^[/]api[/](runs|projects)/.test(path))""")
+    assert {p for p, _ in later} >= {"/api/runs", "/api/projects"}, later
+    assert all(t >= marks[1][0] for _, t in later), (marks, later)
     # every chart held back was drawn after, with both runs' lines
     for k in keys:
         expect(page.locator(f'[data-chart="key:{k}"]')).to_have_attribute(

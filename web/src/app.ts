@@ -66,8 +66,9 @@ function writeUrl(s: UrlState, push: boolean): void {
 // the longest the run list waits for the opened page's charts to be painted
 const SHELL_WAIT_MS = 2000;
 
-/** Resolves once the page's charts are painted (its MARKS.drawn mark), or after `ms`. */
-function chartsPainted(ms: number): Promise<void> {
+/** Resolves once the page's charts are painted (its `mark`: MARKS.drawn, or on the compare
+ * page MARKS.all, every chart, those below the window too), or after `ms`. */
+function chartsPainted(mark: string, ms: number): Promise<void> {
   return new Promise((resolve) => {
     let observer: PerformanceObserver | null = null;
     const done = (): void => {
@@ -76,10 +77,10 @@ function chartsPainted(ms: number): Promise<void> {
       resolve();
     };
     const timer = window.setTimeout(done, ms);
-    if (performance.getEntriesByName(MARKS.drawn, "mark").length) return done();
+    if (performance.getEntriesByName(mark, "mark").length) return done();
     try {
       observer = new PerformanceObserver((entries) => {
-        if (entries.getEntriesByName(MARKS.drawn).length) done();
+        if (entries.getEntriesByName(mark).length) done();
       });
       observer.observe({ type: "mark" });
     } catch {
@@ -145,8 +146,11 @@ class App {
     // that draws no chart)
     installListKeys(() => this.keyTarget());
     this.render();
-    const opened = (this.state.page === "runs" && this.state.run !== null) || (this.state.page === "compare" && this.state.compare.runs.length > 0);
-    if (opened) void chartsPainted(SHELL_WAIT_MS).then(() => this.startShell());
+    const compare = this.state.page === "compare" && this.state.compare.runs.length > 0;
+    const opened = (this.state.page === "runs" && this.state.run !== null) || compare;
+    // the compare view draws the charts below the window after those in it: the list's
+    // requests and rows waited for those alone and were made between
+    if (opened) void chartsPainted(compare ? MARKS.all : MARKS.drawn, SHELL_WAIT_MS).then(() => this.startShell());
     else this.startShell();
   }
 

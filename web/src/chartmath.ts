@@ -39,6 +39,13 @@ export function medianGap(step: number[]): number {
   return gaps[Math.floor(gaps.length / 2)];
 }
 
+function sameNumbers(a: number[], b: number[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 /**
  * Which lines of a chart smoothing applies to. An EMA is a trade of each point's own value
  * for its neighbours': a fair trade on a dense, noisy line, a false one on a sparse line
@@ -48,7 +55,13 @@ export function medianGap(step: number[]): number {
  * at most twice) as the densest line's of the chart; every other line is drawn as logged.
  */
 export function smoothedLines(steps: number[][]): boolean[] {
-  const gaps = steps.map(medianGap);
+  // the lines of a chart of several runs mostly share their steps (the server cuts every
+  // run's series at the same edges): each different steps' median is worked out once
+  const gaps: number[] = [];
+  steps.forEach((s, i) => {
+    const j = steps.findIndex((t) => sameNumbers(s, t)); // i at the latest
+    gaps.push(j < i ? gaps[j] : medianGap(s));
+  });
   const densest = Math.min(...gaps);
   return steps.map((s, i) => s.length >= MIN_SMOOTH_POINTS && gaps[i] <= 2 * densest);
 }

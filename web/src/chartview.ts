@@ -230,6 +230,32 @@ function toCanvas(u: uPlot, key: string, start: number, span: number): (v: numbe
   return (v) => start + (f(v) - lo) * k;
 }
 
+// uPlot's own line paths: they thin a line of more points than 4 a pixel to each pixel's
+// first, last, lowest and highest (linePaths below draws every point)
+const thinnedPaths = (uPlot.paths.linear as uPlot.Series.LinearPathBuilderFactory)();
+
+/** The canvas x of each value of a chart's x column, worked out once a draw for all its
+ * lines (uPlot's own paths work it out again for each line, each point through closures). */
+interface XPixels {
+  xs: uPlot.AlignedData[0];
+  lo: number;
+  k: number;
+  start: number;
+  px: Float64Array;
+}
+
+function xPixels(u: uPlot, last: XPixels | null): XPixels {
+  const sc = u.scales.x;
+  const lo = sc.min ?? 0;
+  const start = u.bbox.left;
+  const k = u.bbox.width / ((sc.max ?? 1) - lo);
+  const xs = u.data[0];
+  if (last && last.xs === xs && last.lo === lo && last.k === k && last.start === start) return last;
+  const px = new Float64Array(xs.length);
+  for (let i = 0; i < xs.length; i++) px[i] = Math.round(start + (xs[i] - lo) * k);
+  return { xs, lo, k, start, px };
+}
+
 export class ChartView {
   readonly el: HTMLElement;
   private u: uPlot | null = null;
@@ -265,6 +291,7 @@ export class ChartView {
   private extent: { min: number; max: number } | null = null; // the x range of the whole run
   private window: { min: number; max: number } | null = null; // the x range zoomed to
   private minSpan = 0;
+  private xPx: XPixels | null = null; // the x column's canvas positions at the last draw
   zoomed: { lo: number; hi: number } | null = null;
 
   constructor(
@@ -687,16 +714,18 @@ export class ChartView {
     const out: LegendEntry[] = [];
     const rows: { line: number; w: number }[][] = [[]];
     let used = 0;
-    this.lines.forEach((l, i) => {
-      const w = 22 * k + textWidth(l.label, font);
+    // the labels past the rows shown are not measured: "+N more" counts them
+    for (let i = 0; i < this.lines.length; i++) {
+      const w = 22 * k + textWidth(this.lines[i].label, font);
       if (used + w > width - 16 * k && rows[rows.length - 1].length) {
+        if (rows.length === LEGEND_ROWS) break;
         rows.push([]);
         used = 0;
       }
       rows[rows.length - 1].push({ line: i, w });
       used += w + 12 * k;
-    });
-    rows.slice(0, LEGEND_ROWS).forEach((row, r) => {
+    }
+    rows.forEach((row, r) => {
       const total = row.reduce((n, e) => n + e.w, 0) + 12 * k * (row.length - 1);
       let x = Math.max(0, (width - total) / 2);
       for (const e of row) {
@@ -836,6 +865,40 @@ export class ChartView {
     return uPlot.rangeNum(lo, hi, 0.1, true);
   }
 
+  /**
+   * A line's path as uPlot's own (linear, rounded to whole pixels, broken at a null, joined
+   * over an undefined: a line with no point at that x) with the x positions shared by the
+   * chart's lines and no closure per point: a chart of 10 runs draws 20 lines of ~400 points.
+   * A line of more points than 4 a pixel is left to uPlot's, which thins it.
+   */
+  private readonly linePaths: uPlot.Series.PathBuilder = (u, si, i0, i1) => {
+    const { top, width, height } = u.bbox;
+    if (i1 - i0 >= width * 4) return thinnedPaths(u, si, i0, i1);
+    const xp = (this.xPx = xPixels(u, this.xPx)).px;
+    const ys = u.data[si];
+    const sc = u.scales.y;
+    const log = sc.distr === 3;
+    const f = (v: number) => (log ? Math.log10(v) : v);
+    const lo = f(sc.min ?? 0);
+    const k = -height / (f(sc.max ?? 1) - lo);
+    const base = top + height;
+    const stroke = new Path2D();
+    let open = false;
+    for (let i = i0; i <= i1; i++) {
+      const v = ys[i];
+      if (v === undefined) continue;
+      if (v === null) {
+        open = false;
+        continue;
+      }
+      const y = Math.round(base + ((log ? Math.log10(v) : v) - lo) * k);
+      if (open) stroke.lineTo(xp[i], y);
+      else stroke.moveTo(xp[i], y);
+      open = true;
+    }
+    return { stroke, fill: null, clip: null, band: null, flags: 0 };
+  };
+
   /** uPlot's options for drawing at `k` times the size (1 on the page, 2 for a PNG). */
   private options(k: number, live: boolean): uPlot.Options {
     const theme = chartTheme();
@@ -868,6 +931,7 @@ export class ChartView {
         stroke: () => this.colors[i],
         width: this.lineWidth * k,
         dash: this.dashed[i] ? [6 * k, 4 * k] : undefined,
+        paths: this.linePaths,
         points: { show: () => (this.data[i]?.step.length ?? 0) < MIN_SMOOTH_POINTS, size: 5 * k, fill: () => this.colors[i], stroke: () => this.colors[i] },
       });
     });
@@ -965,13 +1029,14 @@ export class ChartView {
         this.layers.push({ color, xs, min: band ? d.min : null, max: band ? d.max : null, raw: raw ? values : null });
       }
       const line: DrawnLine = { xs: [], at: [], shown: [] };
-      xs.forEach((x, j) => {
-        if (x === null) return;
+      for (let j = 0; j < xs.length; j++) {
+        const x = xs[j];
+        if (x === null) continue;
         line.xs.push(x);
         line.at.push(j);
         const v = main[j];
         line.shown.push(v !== null && Number.isFinite(v) ? v : null);
-      });
+      }
       if (!ascending(line.xs)) {
         const order = line.xs.map((_, k) => k).sort((a, b) => line.xs[a] - line.xs[b] || a - b);
         return { xs: order.map((k) => line.xs[k]), at: order.map((k) => line.at[k]), shown: order.map((k) => line.shown[k]) };

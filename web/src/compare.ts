@@ -80,8 +80,10 @@ export class CompareView {
   private preloaded: SeriesData[] | null = null;
   // the drawing of charts held back out of the window (drawLater)
   private later: { observer: IntersectionObserver; cancel: () => void } | null = null;
-  private idle: number | undefined;
+  private stopTask: (() => void) | null = null;
   private builds = 0;
+  // the last build's charts all drawn and painted (or that build made again)
+  private allDrawn: Promise<void> = Promise.resolve();
 
   constructor(
     private state: CompareState,
@@ -143,9 +145,9 @@ export class CompareView {
     // cold server each reads the runs' whole series, and asked for at once they take the
     // server from the charts' request.
     await this.buildCharts();
-    // the report's form and the settings table wait for the charts' paint (made first,
-    // they delayed it)
-    await painted();
+    // the report's form and the settings table wait for every chart drawn (made first,
+    // they delayed the charts in the window; made between, those held back)
+    await this.allDrawn;
     if (this.disposed) return;
     this.report.show(this.runs.map((r) => r.run), baseline ?? null, subject ?? null, this.state.acrossPlans);
     void this.showSettings();
@@ -336,7 +338,7 @@ export class CompareView {
     // the charts made again meanwhile: that build marks them
     const build = ++this.builds;
     const current = () => !this.disposed && build === this.builds;
-    void painted().then(async () => {
+    this.allDrawn = painted().then(async () => {
       if (!current()) return;
       performance.mark(MARKS.drawn);
       // a build that made no chart (one removed) leaves the count of the one that did
@@ -351,9 +353,10 @@ export class CompareView {
 
   /**
    * Draw the charts held back (out of the window when made): each one at once when it is
-   * scrolled into the window, the rest one after another while the page is idle (at the
-   * latest IDLE_WAIT_MS after the last). Resolves once every one is drawn (or the view is
-   * gone, or the charts were made again: that build draws the rest); true where it drew any.
+   * scrolled into the window, the rest one after another, a task each, in the tasks after
+   * the window's paint (one task for them all would hold a click or a scroll up for as long).
+   * Resolves once every one is drawn (or the view is gone, or the charts were made again:
+   * that build draws the rest); true where it drew any.
    */
   private drawLater(): Promise<boolean> {
     this.stopLater();
@@ -378,21 +381,18 @@ export class CompareView {
         if (!left.length) done();
       });
       for (const v of left) observer.observe(v.el);
-      const idle = (deadline: IdleDeadline): void => {
+      const next = (): void => {
+        this.stopTask = null;
         if (this.disposed) return done();
         // drawn meanwhile (a PNG asked for): nothing left to do for those
         for (const v of left.filter((x) => !x.held)) draw(v);
-        // at least one a turn; more while the idle period lasts
-        do {
-          const v = left.find((x) => x.held);
-          if (!v) break;
-          draw(v);
-        } while (left.length && deadline.timeRemaining() > IDLE_SLICE_MS);
+        const v = left.find((x) => x.held);
+        if (v) draw(v);
         if (!left.length) return done();
-        this.idle = whenIdle(idle);
+        this.stopTask = nextTask(next);
       };
       this.later = { observer, cancel: () => resolve(true) };
-      this.idle = whenIdle(idle);
+      this.stopTask = nextTask(next);
     });
   }
 
@@ -401,8 +401,8 @@ export class CompareView {
   private stopLater(): void {
     const later = this.later;
     this.later = null;
-    cancelIdle(this.idle);
-    this.idle = undefined;
+    this.stopTask?.();
+    this.stopTask = null;
     later?.observer.disconnect();
     later?.cancel();
   }
@@ -585,28 +585,26 @@ export class CompareView {
   }
 }
 
-// a chart held back is drawn at the latest this long after the one before it, idle or not
-const IDLE_WAIT_MS = 300;
-// another held-back chart is drawn in the same idle period while this much of it is left
-const IDLE_SLICE_MS = 12;
-
 /** Whether any of `el`'s box lies in the window. */
 function inWindow(el: HTMLElement): boolean {
   const r = el.getBoundingClientRect();
   return r.bottom > 0 && r.right > 0 && r.top < window.innerHeight && r.left < window.innerWidth;
 }
 
-/** `fn` when the page is idle, at the latest IDLE_WAIT_MS from now (a timer where the
- * browser has no idle callbacks). */
-function whenIdle(fn: (deadline: IdleDeadline) => void): number {
-  if (typeof window.requestIdleCallback === "function") return window.requestIdleCallback(fn, { timeout: IDLE_WAIT_MS });
-  return window.setTimeout(() => fn({ didTimeout: true, timeRemaining: () => 0 }), 1);
-}
-
-function cancelIdle(handle: number | undefined): void {
-  if (handle === undefined) return;
-  if (typeof window.cancelIdleCallback === "function") window.cancelIdleCallback(handle);
-  else window.clearTimeout(handle);
+/** `fn` in a task of its own after those already queued (a message the page posts itself:
+ * a timer of 0 can wait 4 ms and more); the function returned cancels it. */
+function nextTask(fn: () => void): () => void {
+  const channel = new MessageChannel();
+  let live = true;
+  channel.port1.onmessage = () => {
+    channel.port1.close();
+    if (live) fn();
+  };
+  channel.port2.postMessage(null);
+  return () => {
+    live = false;
+    channel.port1.close();
+  };
 }
 
 /** A run's detail, asked for on first use (see fetchRun). */
