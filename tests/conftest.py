@@ -34,7 +34,6 @@ SLOW_FIRST = (
     "tests/interop/test_tensorboard.py::test_the_tensorboard_it_starts",
     "tests/interop/test_tensorboard.py::test_export_matches_every_value",
     "tests/foundation/test_big_run.py::test_a_run_of_several_index_slices",
-    "tests/foundation/test_cli_jobs.py::",
     "tests/test_bench_smoke.py::",
     "tests/server/test_summaries.py::test_every_stored_level_reads_the_same",
 )
