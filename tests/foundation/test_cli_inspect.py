@@ -1,6 +1,7 @@
 """`runs rollouts`, `hparams`, `engine-config` and `wait`, as a user runs them: each once as
 a real subprocess (`run_cli`, `wait` following a live run); the other calls, which read
-what the command answers, in this process (`cli_here`)."""
+what the command answers, in this process (`cli_here`; a `wait` there gets `--timeout`,
+so that a hang fails the test as `run_cli`'s deadline would, instead of stalling the suite)."""
 
 from __future__ import annotations
 
@@ -110,12 +111,13 @@ def test_wait_on_an_ended_run_prints_its_end_once(runs_dir: Path) -> None:
         run.set_phase("RUNNING")
         run.fail("the training job was stopped")
     table = cli_here("runs", "wait", "done", "--dir", str(runs_dir), "--exit-status",
-                    check=False)
+                     "--timeout", str(CLI_DEADLINE_S), check=False)
     assert table.returncode == 1, table.stderr
     assert "tokenizing" not in table.stdout, "no replay of the progress events"
     assert sum("FAILED" in ln for ln in table.stdout.splitlines()) == 1
     assert "the training job was stopped" in table.stdout
-    out = cli_here("runs", "wait", "done", "--dir", str(runs_dir), "-o", "json").stdout
+    out = cli_here("runs", "wait", "done", "--dir", str(runs_dir), "-o", "json",
+                   "--timeout", str(CLI_DEADLINE_S)).stdout
     lines = [json.loads(ln) for ln in out.splitlines()]
     assert len(lines) == 2, "the terminal event, then the run record"
     assert lines[0]["phase"] == "FAILED" and lines[0]["reason"] == "the training job was stopped"
@@ -135,7 +137,7 @@ def test_wait_on_a_run_whose_process_died_ends_the_stream_with_a_terminal_event(
         child.kill()
         child.wait(timeout=CLI_DEADLINE_S)
     proc = cli_here("runs", "wait", "gone", "--dir", str(runs_dir), "--exit-status", "-o", "json",
-                   check=False)
+                    "--timeout", str(CLI_DEADLINE_S), check=False)
     assert proc.returncode == 1, proc.stderr
     *events, end, record = (json.loads(ln) for ln in proc.stdout.splitlines())
     assert [e["phase"] for e in events] == ["RUNNING"]

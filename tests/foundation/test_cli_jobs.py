@@ -148,8 +148,9 @@ def test_cancel_and_retry_of_a_run_started_by_hand(runs_dir: Path) -> None:
 def test_wait_on_a_cancelled_job_ends_with_its_reason_and_code(runs_dir: Path) -> None:
     submit(runs_dir, "--name", "c", "--", "python", "-c", "pass")
     cli_here("runs", "cancel", "c", "--dir", str(runs_dir))
+    # in process: --timeout bounds a hang, as run_cli's deadline does
     proc = cli_here("runs", "wait", "c", "--dir", str(runs_dir), "--exit-status", "-o", "json",
-                   check=False)
+                    "--timeout", str(CLI_DEADLINE_S), check=False)
     assert proc.returncode == 3, proc.stderr
     end, record = (json.loads(ln) for ln in proc.stdout.splitlines())
     assert (end["phase"], end["code"], end["reason"]) == \
