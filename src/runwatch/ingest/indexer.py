@@ -65,6 +65,11 @@ class IndexReport:
     problems: list[str] = field(default_factory=list)
 
 
+class RereadNextPass(Exception):
+    """What a pass read of a run belongs to an attempt another indexer replaced meanwhile:
+    the folder is read again next pass, though it has not changed."""
+
+
 class Indexer:
     """Indexes the run directories under `runs_dir` into `engine`'s database."""
 
@@ -133,6 +138,8 @@ class Indexer:
             return None
         try:
             run_pk = self._index_run(run_dir, report)
+        except RereadNextPass:
+            return None
         except Exception:
             wait = RETRY_MIN_S if failed is None else min(2 * failed[2], RETRY_MAX_S)
             self._failed[run_dir] = (signature, time.monotonic() + wait, wait)
@@ -192,33 +199,47 @@ class Indexer:
         with self.engine.connect() as conn:  # where each record file stopped, in one query
             stopped = offsets_of(conn, run_pk)
         for name in fmt.FILES:
-            self._jsonl(run_pk, run_dir / name, report, stopped.get(name, 0))
+            if self._jsonl(run_pk, run_dir / name, report, stopped.get(name, 0)) \
+                    and name == fmt.EVENTS:
+                # An event may have started a new attempt, which forgets where the
+                # attempt's files stopped and the engine config just read (purge_attempt):
+                # the new attempt's files are read from their start in this same pass.
+                with self.engine.begin() as conn:
+                    self._whole_files(conn, run_pk, run_dir, report)
+                with self.engine.connect() as conn:
+                    stopped = offsets_of(conn, run_pk)
         self._samples_and_foreign(run_pk, run_dir, report)
         return run_pk
 
-    def _jsonl(self, run_pk: int, path: Path, report: IndexReport, stopped: int) -> None:
-        """Index a record file slice by slice; `stopped`: its offset as of this pass."""
+    def _jsonl(self, run_pk: int, path: Path, report: IndexReport, stopped: int) -> bool:
+        """Index a record file slice by slice; `stopped`: its offset as of this pass.
+        True if a slice was stored."""
         more = True
+        stored = False
         try:
             while more:
                 try:
                     st = path.lstat()
                 except FileNotFoundError:
-                    return
+                    return stored
                 if S_ISREG(st.st_mode):  # else the safe reader says what is wrong with it
                     if st.st_size <= stopped:
-                        return  # nothing new: no write lock taken
+                        return stored  # nothing new: no write lock taken
                     with self.engine.connect() as conn:  # another indexer may have read it
                         if not grown(conn, run_pk, path.name, st.st_size):
-                            return
+                            return stored
                     stopped = -1  # after a slice, ask the index again
                 with self.engine.begin() as conn:
                     lock_offsets(conn, run_pk, path.name)
                     more = self._jsonl_slice(conn, run_pk, path, report)
+                stored = True
         except Purged:
-            return  # rolled back; the next pass reads the new attempt's file from its start
+            # rolled back: another indexer started a new attempt meanwhile; this pass must
+            # not count as reading the folder, so the next reads the new attempt's file
+            raise RereadNextPass from None
         except UnsafeFile as exc:
             self._problem_once(run_pk, str(path), f"{exc}; its records are not indexed", report)
+        return stored
 
     def _jsonl_slice(self, conn: Connection, run_pk: int, path: Path,
                      report: IndexReport) -> bool:
