@@ -152,8 +152,11 @@ def engine(db_url: str) -> Iterator[Engine]:
 
 @pytest.fixture
 def server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
-    """The real server on a free loopback port, indexing `runs_dir` every 50 ms."""
-    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05) as srv:
+    """The real server on a free loopback port, indexing `runs_dir` every 50 ms. Without the
+    warm-up request (`warm=False`): it only moves the first calls' cost before the first
+    request (0.1-0.2 s a start under load); tests/server/test_overlay.py tests it."""
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05,
+                warm=False) as srv:
         yield srv
 
 
