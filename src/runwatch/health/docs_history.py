@@ -798,4 +798,62 @@ The default recipe runs still raise no warning (`tests/health/test_recipes_healt
 The `train` figure is tuned on and says only that the fixes hold; the next clean figure
 is round 10's.
 
+#### Round 10, scored once (session 11)
+
+28 new public logs from repositories new to the corpus (19 with a pathology, 9 healthy),
+collected by three readers the same way as rounds 6-9 while the changes above were made on
+`train`, labelled from reading each log and committed (0c22e6f) before being scored once,
+with the engine of b06e684, as printed by `runwatch health-eval --round 10` at 04:56 UTC
+(two more staged runs, rebuilt from their authors' notes rather than a log, were left out
+before the score):
+
+```
+holdout round 10: 16 of 19 pathologies found (84%), median delay 3 logged points;
+1 of 9 healthy runs with a warning
+  grpo_levelforge_tool_env_62steps: grpo.no_signal
+  (not counted: sft_mistral7b_v02_translator_4ep: run.stalled)
+```
+
+27 of the 28 runs were marked doubtful by their own reader before the score (a few points,
+a model card's table of a handful of evaluations, a window of a longer run, a reward read
+without its group spread); most files are trimmed to the keys the rules read or rebuilt
+from a printed table. The one run no reader doubted (`grpo_tinker_llama70b_code_neutral`)
+was found, both its labels. `run.stalled` is a process finding (the log's last point is
+old), not counted as a warning on the run's training.
+
+| class | runs | found | false + | median delay (points) | missed |
+|---|---|---|---|---|---|
+| dpo_over_optimisation | 3 | 1 | 0 | 2 | dpo_llama32_1b_padded_heavy_5ep, dpo_zephyr7b_beta_three_epochs (2nd) |
+| entropy_collapse | 1 | 1 | 1 | -2 | — |
+| length_truncation | 1 | 0 | 0 | — | grpo_tinker_qwen3_30b_think_math (2nd) |
+| loss_not_falling | 3 | 2 | 1 | 31.5 | sft_medllm_small_real_lora_8ep |
+| loss_rising | 1 | 1 | 0 | 2 | — |
+| loss_spike | 0 | 0 | 2 | — | — |
+| nan | 1 | 1 | 0 | 0 | — |
+| overfitting | 4 | 4 | 0 | -1 | — |
+| reward_hacking | 1 | 0 | 1 | — | grpo_tinker_llama70b_code_okay |
+| reward_zero_variance | 4 | 3 | 1 | 3 | grpo_tinker_ctxdistill_reward_only |
+| rl_no_progress | 7 | 7 | 4 | 4 | — |
+
+(Runs count a run's main label and its secondary ones, "2nd" marking a secondary label
+missed; the line above counts main labels.)
+
+The whole held-back part with this engine, as printed by `runwatch health-eval --split
+holdout` at 05:01-05:05 UTC (round 9 scores as it did with the engine it was first scored
+with: the changes above found nothing new on it, and warned on none of its runs):
+
+```
+holdout: 39 of 49 pathologies found (80%), median delay 3 logged points;
+1 of 29 healthy runs with a warning
+holdout round 1: 3 of 3 (100%); round 4: 0 of 5 healthy runs with a warning;
+round 9: 20 of 27 (74%); round 10: 16 of 19 (84%)
+```
+
+So the held-back figures after this session: **80% recall (39 of 49), median delay 3
+points, one warning on one of its 29 healthy runs** (`grpo.no_signal` on
+`grpo_levelforge_tool_env_62steps`, a 62-step tool-use run its reader marked doubtful).
+The delay target is met; the recall target (90%) and the no-warning target are not. Round
+10 stays held back (it is not spent on fixes this session), so the held-back share is 78 of
+224 runs (rounds 1, 4, 9 and 10), over a third.
+
 """
