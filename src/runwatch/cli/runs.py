@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Row
 
 from runwatch.analysis.views import log_entry, run_summary
 from runwatch.cli.context import open_context
+from runwatch.cli.numpyload import import_numpy
 from runwatch.cli.options import (
     DbOpt,
     DirOpt,
@@ -59,6 +60,7 @@ def detail_of(conn: Connection, row: Row[Any], runs_dir: Path) -> dict[str, Any]
     """The run detail, as the API sends it, with its series read from the index (and its
     spend at the device profiles of `runs_dir`)."""
     # imported here: numpy, which reads series, would slow every other command's start
+    import_numpy()
     from runwatch.analysis.detail import run_detail
     from runwatch.store.series import read_series
 
