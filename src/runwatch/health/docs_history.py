@@ -823,7 +823,7 @@ old), not counted as a warning on the run's training.
 
 | class | runs | found | false + | median delay (points) | missed |
 |---|---|---|---|---|---|
-| dpo_over_optimisation | 3 | 1 | 0 | 2 | dpo_llama32_1b_padded_heavy_5ep, dpo_zephyr7b_beta_three_epochs (2nd) |
+| dpo_over_optimisation | 3 | 1 | 0 | 2 | two, below |
 | entropy_collapse | 1 | 1 | 1 | -2 | — |
 | length_truncation | 1 | 0 | 0 | — | grpo_tinker_qwen3_30b_think_math (2nd) |
 | loss_not_falling | 3 | 2 | 1 | 31.5 | sft_medllm_small_real_lora_8ep |
@@ -835,8 +835,9 @@ old), not counted as a warning on the run's training.
 | reward_zero_variance | 4 | 3 | 1 | 3 | grpo_tinker_ctxdistill_reward_only |
 | rl_no_progress | 7 | 7 | 4 | 4 | — |
 
-(Runs count a run's main label and its secondary ones, "2nd" marking a secondary label
-missed; the line above counts main labels.)
+Runs count a run's main label and its secondary ones, "2nd" marking a secondary label
+missed; the line above counts main labels. The two dpo_over_optimisation runs missed:
+`dpo_llama32_1b_padded_heavy_5ep` and `dpo_zephyr7b_beta_three_epochs` (2nd).
 
 The whole held-back part with this engine, as printed by `runwatch health-eval --split
 holdout` at 05:01-05:05 UTC (round 9 scores as it did with the engine it was first scored
