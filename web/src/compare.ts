@@ -353,8 +353,9 @@ export class CompareView {
 
   /**
    * Draw the charts held back (out of the window when made): each one at once when it is
-   * scrolled into the window, the rest one after another, a task each, in the tasks after
-   * the window's paint (one task for them all would hold a click or a scroll up for as long).
+   * scrolled into the window, the rest in the tasks after the window's paint, as many a
+   * task as begin within TASK_MS (one task for them all would hold a click or a scroll up
+   * for as long).
    * Resolves once every one is drawn (or the view is gone, or the charts were made again:
    * that build draws the rest); true where it drew any.
    */
@@ -386,8 +387,14 @@ export class CompareView {
         if (this.disposed) return done();
         // drawn meanwhile (a PNG asked for): nothing left to do for those
         for (const v of left.filter((x) => !x.held)) draw(v);
-        const v = left.find((x) => x.held);
-        if (v) draw(v);
+        // at least one a task; more while the task is under TASK_MS (each task's charts are
+        // painted by one frame: a frame a chart cost each its own canvas flush)
+        const start = performance.now();
+        do {
+          const v = left.find((x) => x.held);
+          if (!v) break;
+          draw(v);
+        } while (left.length && performance.now() - start < TASK_MS);
         if (!left.length) return done();
         this.stopTask = nextTask(next);
       };
@@ -584,6 +591,9 @@ export class CompareView {
     this.views.clear();
   }
 }
+
+// the held-back charts drawn in one task: more while it has run less than this
+const TASK_MS = 50;
 
 /** Whether any of `el`'s box lies in the window. */
 function inWindow(el: HTMLElement): boolean {
