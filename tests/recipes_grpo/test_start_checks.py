@@ -26,10 +26,17 @@ def _names_the_fix(text: str) -> bool:
 
 
 def test_the_recipe_refuses_before_making_anything(tmp_path: Path) -> None:
-    proc = _runwatch("recipes", "grpo", "wandb_project=None", cwd=tmp_path)
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "runwatch", "recipes",
+                           "grpo", "wandb_project=None"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert _names_the_fix(proc.stderr), proc.stderr
     assert list(tmp_path.iterdir()) == []  # no runs folder, no run
+    # and at once: refused before the recipe's modules import torch (seconds)
+    imported = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")]
+    assert "runwatch.recipes.grpo.config" in imported and "torch" not in imported
 
 
 def test_submit_refuses_it_before_queueing(tmp_path: Path) -> None:

@@ -8,13 +8,16 @@ of the CLI starts fast and works without the `recipes` extra.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
-from runwatch.recipes.config import DPOConfig, SFTConfig, TrainConfig
+from runwatch.recipes.config import ConfigError, DPOConfig, SFTConfig, TrainConfig, parse_argv
 from runwatch.recipes.grpo.config import GRPOConfig
+from runwatch.rundir.format import ENV_RUN_DIR
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True,
            "help_option_names": ["-h", "--help"]}
@@ -49,12 +52,21 @@ def _epilog(cls: type[TrainConfig]) -> str:
     return cls.help_text(before_entry="\b\n")
 
 
-def _command(module: str) -> Callable[[Overrides], None]:
+def _command(cls: type[TrainConfig], module: str) -> Callable[[Overrides], None]:
     def command(overrides: Overrides = None) -> None:
-        raise typer.Exit(importlib.import_module(module).main(list(overrides or [])))
+        args = list(overrides or [])
+        if not os.environ.get(ENV_RUN_DIR) and not any(a in ("-h", "--help") for a in args):
+            # Settings it would refuse are refused before the recipe's modules load torch
+            # (seconds); under a job the recipe refuses them itself, recording why.
+            try:
+                parse_argv(cls, args).check_start()
+            except ConfigError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                raise typer.Exit(2) from None
+        raise typer.Exit(importlib.import_module(module).main(args))
     return command
 
 
 for _name, (_cls, _module, _help) in RECIPES.items():
     recipes_app.command(_name, help=_help, context_settings=CONTEXT,
-                        epilog=_epilog(_cls))(_command(_module))
+                        epilog=_epilog(_cls))(_command(_cls, _module))
