@@ -166,7 +166,8 @@ def test_otlp_over_http_carries_the_spans_and_metrics(
 def test_a_server_sends_the_spans_of_a_run_that_ends_while_it_runs(
         engine: Engine, runs_dir: Path, make_run: MakeRun) -> None:
     export, spans, reader = _export(since=time.time())
-    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, otel=export):
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, otel=export,
+                warm=False):
         run_id = make_run("served", steps=STEPS)
         got = wait_for(lambda: [s for s in spans.get_finished_spans() if s.name == "runwatch.run"],
                        what="the run's span sent by the server")

@@ -11,14 +11,13 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import Engine
 
 from runwatch.interop import grafana
 from runwatch.sdk import init
 from runwatch.server.runner import Runner, free_port
-from tests.support import MakeRun, manifest
+from tests.support import MakeRun, http, manifest
 from tests.support.wait import wait_for
 
 TOKEN = "prom-test-token-0123456789"
@@ -31,7 +30,7 @@ DEADLINE_S = 90.0
 @pytest.fixture
 def token_server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
     with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05,
-                token=TOKEN) as srv:
+                token=TOKEN, warm=False) as srv:
         yield srv
 
 
@@ -47,14 +46,14 @@ def _runs(runs_dir: Path, make_run: MakeRun) -> int:
 
 
 def _metrics(srv: Runner) -> str:
-    got = httpx.get(f"{srv.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    got = http.get(f"{srv.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     assert got.status_code == 200, got.text
     assert got.headers["content-type"].startswith("text/plain; version=0.0.4")
     return got.text
 
 
 def test_metrics_follow_the_token_rule(token_server: Runner) -> None:
-    refused = httpx.get(f"{token_server.url}/metrics")
+    refused = http.get(f"{token_server.url}/metrics")
     assert refused.status_code == 401
     assert refused.json()["ok"] is False
 
@@ -71,8 +70,8 @@ def test_points_streamed_over_http_are_counted_like_indexed_ones(token_server: R
     batch = {"run_id": "id-streamed", "file": "metrics.jsonl", "manifest": manifest("streamed"),
              "records": [{"seq": i, "ts": 1_700_000_000.0 + i, "step": i,
                           "loss": 1.0 / (i + 1), "lr": 0.1} for i in range(3)]}
-    sent = httpx.post(f"{token_server.url}/api/ingest", json={"batches": [batch]},
-                      headers={"Authorization": f"Bearer {TOKEN}"})
+    sent = http.post(f"{token_server.url}/api/ingest", json={"batches": [batch]},
+                     headers={"Authorization": f"Bearer {TOKEN}"})
     assert sent.status_code == 200, sent.text
     text = _metrics(token_server)
     assert _counter(text, "runwatch_points_ingested_total") - before == 6
@@ -85,8 +84,8 @@ def test_points_streamed_over_http_are_counted_like_indexed_ones(token_server: R
     # (its events batch makes the group store its points before the bad batch comes)
     events = {"run_id": "id-beside", "file": "events.jsonl",
               "records": [{"seq": 0, "ts": 1_700_000_000.0, "phase": "RUNNING"}]}
-    sent = httpx.post(f"{token_server.url}/api/ingest", json={"batches": [good, events, bad]},
-                      headers={"Authorization": f"Bearer {TOKEN}"})
+    sent = http.post(f"{token_server.url}/api/ingest", json={"batches": [good, events, bad]},
+                     headers={"Authorization": f"Bearer {TOKEN}"})
     assert sent.status_code == 400, sent.text
     assert [r["ok"] for r in sent.json()["results"]] == [True, True, False]
     assert _counter(_metrics(token_server), "runwatch_points_ingested_total") - before == 12
@@ -107,8 +106,8 @@ def test_promtool_finds_nothing_to_lint(token_server: Runner, runs_dir: Path,
     assert 'runwatch_runs{phase="RUNNING"} 1' in text
     # requests are timed by route template, never by the path they asked for
     auth = {"Authorization": f"Bearer {TOKEN}"}
-    assert httpx.get(f"{token_server.url}/api/runs/done", headers=auth).status_code == 200
-    assert httpx.get(f"{token_server.url}/no/such/page", headers=auth).status_code == 404
+    assert http.get(f"{token_server.url}/api/runs/done", headers=auth).status_code == 200
+    assert http.get(f"{token_server.url}/no/such/page", headers=auth).status_code == 404
     text = _metrics(token_server)
     assert ('runwatch_http_request_duration_seconds_count{method="GET",route="/api/runs/{run}"} 1'
             in text)

@@ -23,7 +23,7 @@ from tensorboard.util import tensor_util
 
 import runwatch
 from runwatch.rundir.format import METRICS
-from tests.support import cli_here, first_line, run_cli, wait_for
+from tests.support import cli_here, first_line, http, run_cli, wait_for
 
 CONFIG = {"learning_rate": 3e-4, "optim": {"beta1": 0.9, "name": "adamw"}, "bf16": True,
           "layers": [2, 4], "seed": 7}
@@ -253,8 +253,8 @@ def _start(runs_dir: Path, name: str, out: Path) -> tuple[subprocess.Popen[str],
 def _served(url: str, tag: str) -> list[Any]:
     """TensorBoard's scalars of `tag` (empty until it has loaded them)."""
     try:
-        got: list[Any] = httpx.get(f"{url}data/plugin/scalars/scalars",
-                                   params={"run": ".", "tag": tag}, timeout=10).json()
+        got: list[Any] = http.get(f"{url}data/plugin/scalars/scalars",
+                                  params={"run": ".", "tag": tag}, timeout=10).json()
     except (httpx.HTTPError, ValueError):
         return []
     return got if isinstance(got, list) else []
@@ -266,7 +266,7 @@ def _ctrl_c(proc: subprocess.Popen[str], url: str) -> str:
     rest, err = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode == 0, err
     with pytest.raises(httpx.HTTPError):
-        httpx.get(url, timeout=5)
+        http.get(url, timeout=5)
     return rest
 
 
@@ -292,7 +292,7 @@ def _check_served(url: str, runs_dir: Path, name: str, steps: range) -> None:
 
     def served_tags() -> bool:
         try:
-            got = httpx.get(f"{base}/scalars/tags", timeout=5).json()
+            got = http.get(f"{base}/scalars/tags", timeout=5).json()
         except (httpx.HTTPError, ValueError):
             return False
         return set(got.get(".", {})) == tags
@@ -308,8 +308,8 @@ def _check_served(url: str, runs_dir: Path, name: str, steps: range) -> None:
     def experiment() -> dict[str, Any] | None:
         # the HParams plugin may answer with an empty experiment until it has read
         # the session summaries, a moment after the scalars
-        got = httpx.post(f"{base}/hparams/experiment", json={"experimentName": ""},
-                         timeout=10).json()
+        got = http.post(f"{base}/hparams/experiment", json={"experimentName": ""},
+                        timeout=10).json()
         return got if got.get("hparamInfos") else None
 
     exp = wait_for(experiment, what="TensorBoard's HParams plugin to read the export",
@@ -322,7 +322,7 @@ def _check_served(url: str, runs_dir: Path, name: str, steps: range) -> None:
     def text_served() -> list[dict[str, Any]] | None:
         # the last step's text may come in a reload after its scalars (TensorBoard reloads
         # its folder every second while the export writes): wait for it as for the rest
-        got = httpx.get(f"{base}/text/text", params={
+        got = http.get(f"{base}/text/text", params={
             "run": ".", "tag": "rollouts/train/text_summary"}, timeout=10).json()
         return got if [t["step"] for t in got] == sample_steps else None
 

@@ -13,7 +13,7 @@ import pytest
 
 import runwatch
 from tests.interop.test_tensorboard import DEADLINE_S, _start
-from tests.support import wait_for
+from tests.support import http, wait_for
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -49,13 +49,13 @@ def test_tensorboard_ends_when_the_command_is_killed(runs_dir: Path, tmp_path: P
     command, url = _start(runs_dir, "rl", tmp_path / "tb")
     board = _descendants(command.pid)  # TensorBoard and its data server
     try:
-        assert board and httpx.get(url, timeout=10).status_code == 200
+        assert board and http.get(url, timeout=10).status_code == 200
         command.kill()
         command.communicate(timeout=DEADLINE_S)
         wait_for(lambda: not any(map(_alive, board)), what="TensorBoard to end with the "
                  "command that started it", deadline=DEADLINE_S)
         with pytest.raises(httpx.HTTPError):
-            httpx.get(url, timeout=5)
+            http.get(url, timeout=5)
     finally:
         for pid in board:
             if _alive(pid):

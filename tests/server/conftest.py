@@ -1,5 +1,11 @@
 """Fixtures of the server tests: the app called in-process over HTTP (httpx ASGITransport)
-on the shared `engine`, and an `index` pass over the shared `runs_dir`."""
+on the shared `engine`, and an `index` pass over the shared `runs_dir`.
+
+The servers the tests start (here, in tests/team, tests/web, tests/interop) pass
+`warm=False`: the warm-up only moves the first calls' cost before the first request (0.1-0.2
+s a start on the CI machine), and tests/server/test_overlay.py tests it; `runwatch ui` and
+`runwatch server` started as processes keep it. Their clients come from tests/support/http.py
+(one TLS context per process)."""
 
 from __future__ import annotations
 

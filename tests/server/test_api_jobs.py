@@ -26,18 +26,18 @@ from runwatch.sdk.lock import RunLock
 from runwatch.server.runner import Runner, free_port
 from runwatch.store import jobs as store_jobs
 from runwatch.store.db import database_url, open_engine
-from tests.support import MakeRun, wait_for
+from tests.support import MakeRun, http, wait_for
 from tests.support.jobs import events, job
 from tests.support.stores import STORES, PostgresDatabases
 from tests.support.wait import DEADLINE_S
 
 
 def post(server: Runner, path: str, body: Any = None) -> httpx.Response:
-    return httpx.post(f"{server.url}{path}", json={} if body is None else body, timeout=30)
+    return http.post(f"{server.url}{path}", json={} if body is None else body, timeout=30)
 
 
 def get(server: Runner, path: str) -> dict[str, Any]:
-    resp = httpx.get(f"{server.url}{path}", timeout=30)
+    resp = http.get(f"{server.url}{path}", timeout=30)
     assert resp.status_code == 200, resp.text
     body: dict[str, Any] = resp.json()
     return body
@@ -63,7 +63,7 @@ def test_a_submitted_recipe_is_queued_at_once_in_every_view(server: Runner, runs
     assert [r["status"] for r in listed] == ["QUEUED"]
     assert [r["name"] for r in get(server, "/api/runs?status=QUEUED")["runs"]] == ["sft-a"]
     assert get(server, "/api/runs?status=RUNNING")["runs"] == []
-    assert_error(httpx.get(f"{server.url}/api/runs?status=queued", timeout=30), 400)
+    assert_error(http.get(f"{server.url}/api/runs?status=queued", timeout=30), 400)
     detail = get(server, "/api/runs/sft-a")
     job = detail["job"]
     assert job["argv"][-6:] == ["recipes", "sft", "max_steps=7", "lora_rank=4",
@@ -106,7 +106,7 @@ def refusing(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         url = databases.create()
     engine = open_engine(url)
     try:
-        with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05) as srv:
+        with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, warm=False) as srv:
             yield srv, runs_dir
     finally:
         engine.dispose()
@@ -165,18 +165,18 @@ def test_a_taken_name_is_a_conflict_and_the_first_run_is_untouched(server: Runne
 def test_a_job_write_needs_json_from_this_origin_and_the_token(engine: Engine, runs_dir: Path
                                                                ) -> None:
     token = "Tok3n-for-jobs-only!"
-    with Runner(engine, runs_dir=runs_dir, port=free_port(), token=token) as srv:
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), token=token, warm=False) as srv:
         body = {"kind": "command", "argv": ["true"], "name": "w"}
-        assert httpx.post(f"{srv.url}/api/jobs", json=body, timeout=30).status_code == 401
+        assert http.post(f"{srv.url}/api/jobs", json=body, timeout=30).status_code == 401
         auth = {"Authorization": f"Bearer {token}"}
-        form = httpx.post(f"{srv.url}/api/jobs", data={"kind": "command"}, headers=auth,
-                          timeout=30)
+        form = http.post(f"{srv.url}/api/jobs", data={"kind": "command"}, headers=auth,
+                         timeout=30)
         assert form.status_code == 415
-        foreign = httpx.post(f"{srv.url}/api/jobs", json=body, timeout=30,
-                             headers={**auth, "Origin": "https://evil.example"})
+        foreign = http.post(f"{srv.url}/api/jobs", json=body, timeout=30,
+                            headers={**auth, "Origin": "https://evil.example"})
         assert foreign.status_code == 403
         assert not (runs_dir / "w").exists()
-        ok = httpx.post(f"{srv.url}/api/jobs", json=body, headers=auth, timeout=30)
+        ok = http.post(f"{srv.url}/api/jobs", json=body, headers=auth, timeout=30)
         assert ok.status_code == 201, ok.text
 
 
@@ -217,8 +217,9 @@ def test_a_broken_profiles_file_leaves_spend_unknown_and_says_why(
     broken.write_text("profiles: [")
     monkeypatch.setenv(PROFILES_ENV, str(broken))
     make_run("hand", steps=2)
-    wait_for(lambda: httpx.get(f"{server.url}/api/runs/hand", timeout=30).status_code == 200,
-             what="the run indexed")
+    # the whole run: a pass may index its manifest before its events
+    wait_for(lambda: (http.get(f"{server.url}/api/runs/hand").json().get("run") or {})
+             .get("status") == "SUCCEEDED", what="the run indexed to its end")
     detail = get(server, "/api/runs/hand")
     cost = detail["cost"]
     assert cost["spend"] is None and cost["hourly_rate"] is None
@@ -342,7 +343,7 @@ def test_a_run_sent_over_http_has_no_folder_here_to_cancel_or_retry(server: Runn
 def working(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
     """The real server with one embedded worker of one cpu device."""
     with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, workers=1,
-                worker_settings={"heartbeat_s": 0.2, "grace_s": 2.0}) as srv:
+                worker_settings={"heartbeat_s": 0.2, "grace_s": 2.0}, warm=False) as srv:
         yield srv
 
 
@@ -394,17 +395,21 @@ def test_cancel_a_running_job_stops_its_process(working: Runner, runs_dir: Path)
 
 
 def test_retry_while_a_process_still_holds_the_folder_is_retried_later(
-        server: Runner, runs_dir: Path) -> None:
-    submit_recipe(server, "busy")
-    assert post(server, "/api/runs/busy/cancel").json()["status"] == "CANCELLED"
-    lock = RunLock(runs_dir / "busy")  # as a process that has not exited yet holds it
-    try:
-        resp = post(server, "/api/runs/busy/retry")  # waits for the lock, then gives up
-        err = assert_error(resp, 503)
-        assert resp.headers["Retry-After"] == "2" and "try again in a moment" in err["error"]
-    finally:
-        lock.release()
-    assert post(server, "/api/runs/busy/retry").json()["status"] == "QUEUED"
+        engine: Engine, runs_dir: Path) -> None:
+    # a server that waits half a second for the folder's lock, not the default 10 s: how
+    # long it waits is a setting, what it answers once it gives up is what is tested
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, warm=False,
+                lock_wait_s=0.5) as server:
+        submit_recipe(server, "busy")
+        assert post(server, "/api/runs/busy/cancel").json()["status"] == "CANCELLED"
+        lock = RunLock(runs_dir / "busy")  # as a process that has not exited yet holds it
+        try:
+            resp = post(server, "/api/runs/busy/retry")  # waits for the lock, then gives up
+            err = assert_error(resp, 503)
+            assert resp.headers["Retry-After"] == "2" and "try again in a moment" in err["error"]
+        finally:
+            lock.release()
+        assert post(server, "/api/runs/busy/retry").json()["status"] == "QUEUED"
 
 
 HAND_RUN = """
@@ -422,7 +427,7 @@ def test_cancel_a_run_started_by_hand_here_sends_its_process_sigterm(
     proc = subprocess.Popen([sys.executable, "-c", HAND_RUN, str(runs_dir)],
                             start_new_session=True)
     try:
-        wait_for(lambda: httpx.get(f"{server.url}/api/runs/byhand", timeout=30).status_code
+        wait_for(lambda: http.get(f"{server.url}/api/runs/byhand", timeout=30).status_code
                  == 200 and get(server, "/api/runs/byhand")["actions"]["cancel"],
                  what="the run started by hand, running")
         resp = post(server, "/api/runs/byhand/cancel")

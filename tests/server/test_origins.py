@@ -6,13 +6,13 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from apiclient import Api, assert_error, manifest
 from sqlalchemy import Engine
 
 from runwatch.server.app import create_app
 from runwatch.server.runner import Runner, free_port
+from tests.support import http
 
 TOKEN = "Kq3v-9xTz_2mLw8RbY"
 BATCH = {"run_id": "x1", "file": "events.jsonl", "manifest": manifest("x1", "x1"),
@@ -21,13 +21,13 @@ BATCH = {"run_id": "x1", "file": "events.jsonl", "manifest": manifest("x1", "x1"
 
 @pytest.fixture
 def server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
-    with Runner(engine, runs_dir=runs_dir, port=free_port(), prewarm=False) as srv:
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), prewarm=False, warm=False) as srv:
         yield srv
 
 
 def test_a_rebound_name_is_refused_over_http(server: Runner) -> None:
     port = server.port
-    with httpx.Client(base_url=server.url, timeout=10) as client:
+    with http.client(base_url=server.url, timeout=10) as client:
         for host in ("evil.example", f"evil.example:{port}", "127.0.0.1.evil.example"):
             for path in ("/api/runs", "/runs", "/openapi.json"):
                 body = assert_error(client.get(path, headers={"Host": host}), 403)

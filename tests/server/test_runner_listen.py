@@ -12,7 +12,6 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import func, select
 
@@ -20,6 +19,7 @@ import runwatch
 from runwatch.server.runner import Runner
 from runwatch.store import open_engine
 from runwatch.store import schema as s
+from tests.support import http
 
 
 def test_a_taken_port_fails_before_anything_starts(tmp_path: Path) -> None:
@@ -45,6 +45,6 @@ def test_port_zero_listens_on_a_free_port_and_names_it(tmp_path: Path) -> None:
     try:
         with Runner(engine, port=0, prewarm=False, save_series=False) as runner:
             assert runner.port > 0 and runner.url == f"http://127.0.0.1:{runner.port}"
-            assert httpx.get(f"{runner.url}/api/projects").status_code == 200
+            assert http.get(f"{runner.url}/api/projects").status_code == 200
     finally:
         engine.dispose()

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from runwatch.cli.main import app as cli
 from runwatch.server import share
 from runwatch.server.runner import Runner, free_port
+from tests.support import http
 
 TOKEN = "Kq3v-9xTz_2mLw8RbY-share"
 # the GET routes a share of run R may read (R is put in for {run}); every other route of
@@ -36,14 +37,14 @@ def runs(make_run: MakeRun) -> tuple[str, str]:
 @pytest.fixture
 def server(engine: Engine, runs_dir: Path, runs: tuple[str, str]) -> Iterator[Runner]:
     with Runner(engine, runs_dir=runs_dir, port=free_port(), token=TOKEN, prewarm=False,
-                interval=0.05) as srv:
+                interval=0.05, warm=False) as srv:
         _wait_for_runs(srv, 2)
         yield srv
 
 
 def _wait_for_runs(srv: Runner, count: int) -> None:
-    with httpx.Client(base_url=srv.url, timeout=10,
-                      headers={"Authorization": f"Bearer {TOKEN}"}) as owner:
+    with http.client(base_url=srv.url, timeout=10,
+                     headers={"Authorization": f"Bearer {TOKEN}"}) as owner:
         deadline = time.monotonic() + 20
         while len(owner.get("/api/runs").json()["runs"]) < count:
             assert time.monotonic() < deadline, "the server did not index the runs"
@@ -52,7 +53,7 @@ def _wait_for_runs(srv: Runner, count: int) -> None:
 
 def _client(srv: Runner, credential: str | None = None) -> httpx.Client:
     cookies = {share.COOKIE: credential} if credential else None
-    return httpx.Client(base_url=srv.url, timeout=10, cookies=cookies)
+    return http.client(base_url=srv.url, timeout=10, cookies=cookies)
 
 
 def _link(runs_dir: Path, run_id: str, seconds: int = 3600) -> tuple[share.Share, str]:
@@ -128,7 +129,7 @@ def test_writes_with_the_share_are_refused_and_change_nothing(
         assert_error(client.post(f"/api/runs/{mine}/cancel", json={}), 403)
         assert_error(client.post("/api/jobs", json={"argv": ["true"], "name": "j"}), 403)
         assert client.get(f"/api/runs/{mine}").json()["run"]["status"] == "SUCCEEDED"
-    owner = httpx.get(f"{server.url}/api/runs", headers={"Authorization": f"Bearer {TOKEN}"})
+    owner = http.get(f"{server.url}/api/runs", headers={"Authorization": f"Bearer {TOKEN}"})
     assert len(owner.json()["runs"]) == 2
 
 
@@ -178,7 +179,7 @@ def test_a_revoked_link_is_refused_at_once(server: Runner, runs_dir: Path,
     sh, credential = _link(runs_dir, mine)
     _, kept = _link(runs_dir, mine)
     link = f"{server.url}/share/{credential}"
-    with httpx.Client(timeout=10, follow_redirects=True) as client:
+    with http.client(timeout=10, follow_redirects=True) as client:
         assert client.get(link).status_code == 200
         assert client.get(f"{server.url}/api/runs/{mine}").status_code == 200
         result = CliRunner().invoke(cli, ["runs", "share", "--dir", str(runs_dir),
@@ -220,7 +221,7 @@ def test_the_cli_prints_a_link_that_works(server: Runner, runs_dir: Path, db_url
     link = result.output.splitlines()[0]
     assert link.startswith(f"{server.url}/share/") and "shared" in result.output
     assert (runs_dir / share.KEY_FILE).stat().st_mode & 0o777 == 0o600
-    with httpx.Client(timeout=10, follow_redirects=True) as client:
+    with http.client(timeout=10, follow_redirects=True) as client:
         page = client.get(link)
         assert page.status_code == 200 and page.url.path == "/runs"
         assert page.url.params["run"] == mine
@@ -299,7 +300,7 @@ def test_a_link_reads_its_run_in_its_project_only(server: Runner, runs_dir: Path
     decoy = make_run(mine, steps=1, project="elsewhere")
     _wait_for_runs(server, 3)
     _, credential = _link(runs_dir, mine)
-    with httpx.Client(base_url=server.url, timeout=10, follow_redirects=True) as client:
+    with http.client(base_url=server.url, timeout=10, follow_redirects=True) as client:
         assert client.get(f"/share/{credential}").url.path == "/runs"
         assert client.get(f"/api/runs/{mine}").json()["run"]["run_id"] == mine
         assert client.get(f"/api/runs/{mine}/history").status_code == 200

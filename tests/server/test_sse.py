@@ -18,7 +18,7 @@ from runwatch.sdk import init
 from runwatch.server.runner import Runner, free_port
 from runwatch.server.updates import LOG_PAGE, SEQ_WINDOW
 from runwatch.store.db import POOL_OVERFLOW, POOL_SIZE, open_engine
-from tests.support import wait_for
+from tests.support import http, wait_for
 
 GUARD = httpx.Timeout(30.0)  # only stops a broken test from hanging
 
@@ -55,7 +55,7 @@ def _points(events: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
 def test_run_stream_pushes_points_logs_and_phase(server: Runner, runs_dir: Path) -> None:
     run = init(name="live", dir=runs_dir, method="sft", flush_interval=0.05)
     run.log({"loss": 1.0}, step=0)
-    with httpx.Client(base_url=server.url, timeout=GUARD) as client:
+    with http.client(base_url=server.url, timeout=GUARD) as client:
         cursor = _wait_for_run(client, "live", step=0)["cursor"]
         with client.stream("GET", "/api/runs/live/stream", params={"cursor": cursor}) as resp:
             assert resp.headers["content-type"].startswith("text/event-stream")
@@ -77,7 +77,7 @@ def test_run_stream_pushes_points_logs_and_phase(server: Runner, runs_dir: Path)
 
 def test_reconnect_with_last_event_id_resumes(server: Runner, runs_dir: Path) -> None:
     run = init(name="resume", dir=runs_dir, flush_interval=0.05)
-    with httpx.Client(base_url=server.url, timeout=GUARD) as client:
+    with http.client(base_url=server.url, timeout=GUARD) as client:
         cursor = _wait_for_run(client, "resume")["cursor"]
         with client.stream("GET", "/api/runs/resume/stream", params={"cursor": cursor}) as resp:
             run.log({"loss": 1.0}, step=0)
@@ -96,7 +96,7 @@ def test_reconnect_with_last_event_id_resumes(server: Runner, runs_dir: Path) ->
 
 
 def test_list_stream_announces_new_and_changed_runs(server: Runner, runs_dir: Path) -> None:
-    with httpx.Client(base_url=server.url, timeout=GUARD) as client, \
+    with http.client(base_url=server.url, timeout=GUARD) as client, \
             client.stream("GET", "/api/stream/runs") as resp:
         run = init(name="newcomer", dir=runs_dir, flush_interval=0.05)
         run.finish("FAILED", reason="the training job was stopped")
@@ -113,7 +113,7 @@ def test_many_open_streams_leave_the_api_answering(server: Runner, runs_dir: Pat
     stream gets the new point."""
     run = init(name="watched", dir=runs_dir, method="sft", flush_interval=0.05)
     run.log({"loss": 1.0}, step=0)
-    with httpx.Client(base_url=server.url, timeout=GUARD) as client, ExitStack() as streams:
+    with http.client(base_url=server.url, timeout=GUARD) as client, ExitStack() as streams:
         cursor = _wait_for_run(client, "watched", step=0)["cursor"]
         opened = []
         for _ in range(24):
@@ -122,7 +122,7 @@ def test_many_open_streams_leave_the_api_answering(server: Runner, runs_dir: Pat
             lines = resp.iter_lines()
             assert next(lines) == "retry: 1000"  # the stream is open on the server
             opened.append(lines)
-        with httpx.Client(base_url=server.url, timeout=httpx.Timeout(20.0)) as other:
+        with http.client(base_url=server.url, timeout=httpx.Timeout(20.0)) as other:
             listed = other.get("/api/runs")
             assert listed.status_code == 200, listed.text
             assert other.get("/api/runs/watched").status_code == 200
@@ -139,8 +139,8 @@ def test_exhausted_pool_answers_503_with_retry_after(tmp_path: Path, runs_dir: P
     waits 0.2 s instead of POOL_TIMEOUT_S for a free connection, so each 503 comes fast."""
     init(name="busy", dir=runs_dir, flush_interval=0.05).finish("SUCCEEDED")
     engine = open_engine(tmp_path / "busy.db", pool_timeout_s=0.2)
-    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05) as server, \
-            httpx.Client(base_url=server.url, timeout=GUARD) as client, ExitStack() as held:
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, warm=False) as server, \
+            http.client(base_url=server.url, timeout=GUARD) as client, ExitStack() as held:
         _wait_for_run(client, "busy")
         with pytest.raises(PoolTimeout):  # take every connection the pool will give
             for _ in range(POOL_SIZE + POOL_OVERFLOW + 1):
@@ -166,7 +166,7 @@ def test_resume_from_the_start_pages_through_a_long_history(server: Runner,
     for i in range(lines):
         run.log_text(f"line {i}")
     run.finish("SUCCEEDED")
-    with httpx.Client(base_url=server.url, timeout=GUARD) as client:
+    with http.client(base_url=server.url, timeout=GUARD) as client:
         wait_for(lambda: client.get("/api/runs/long").json().get("run", {}).get("status")
                  == "SUCCEEDED", what="the server to index the whole run")
         with client.stream("GET", "/api/runs/long/stream",
@@ -182,7 +182,7 @@ def test_resume_from_the_start_pages_through_a_long_history(server: Runner,
 def test_changed_findings_are_pushed_as_a_health_event(server: Runner, runs_dir: Path) -> None:
     run = init(name="diverging", dir=runs_dir, flush_interval=0.05)
     run.log({"loss": 1.0, "grad_norm": 1.0}, step=0)
-    with httpx.Client(base_url=server.url, timeout=GUARD) as client:
+    with http.client(base_url=server.url, timeout=GUARD) as client:
         cursor = _wait_for_run(client, "diverging", step=0)["cursor"]
         with client.stream("GET", "/api/runs/diverging/stream",
                            params={"cursor": cursor}) as resp:
@@ -217,7 +217,7 @@ def test_a_phase_set_by_job_control_alone_is_pushed(server: Runner, runs_dir: Pa
     run = submit_command(server.engine, runs_dir, "held", "import time; time.sleep(60)")
     with server.engine.begin() as conn:  # a worker holds it (no process: none is needed)
         assert store_jobs.claim(conn, "w-test", 1, time.time()) is not None
-    with httpx.Client(base_url=server.url, timeout=GUARD) as client:
+    with http.client(base_url=server.url, timeout=GUARD) as client:
         cursor = _wait_for_run(client, "held")["cursor"]
         with client.stream("GET", "/api/runs/held/stream", params={"cursor": cursor}) as resp:
             assert control.cancel(server.engine, run.run_pk) == "CANCEL_REQUESTED"

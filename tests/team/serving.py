@@ -20,7 +20,7 @@ from runwatch.store import schema as s
 from runwatch.store.db import open_engine
 from runwatch.store.keys import metric_keys
 from runwatch.store.points import read_points
-from tests.support import first_line, wait_for
+from tests.support import first_line, http, wait_for
 
 
 class ServerProcess:
@@ -65,7 +65,7 @@ class ServerProcess:
 
 def _answers(url: str, headers: dict[str, str]) -> bool:
     try:
-        return httpx.get(url, headers=headers, timeout=2).status_code == 200
+        return http.get(url, headers=headers, timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
 

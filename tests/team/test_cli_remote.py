@@ -74,7 +74,7 @@ def team(engine: Engine, runs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
                                     ("B-read", B, "read")):
             secrets[key] = tokens.create(conn, project, right, key, "test")[1]
     with Runner(engine, runs_dir=runs_dir, port=free_port(), token=BOOT, interval=0.05,
-                prewarm=False) as srv:
+                prewarm=False, warm=False) as srv:
         yield Team(srv.url, runs_dir, secrets)
 
 

@@ -22,7 +22,7 @@ def proxy(tmp_path: Path) -> Iterator[ClosesOnSecondRequest]:
 
     engine: Engine = open_engine(tmp_path / "index.db")
     try:
-        with Runner(engine, port=0, prewarm=False, save_series=False) as server:
+        with Runner(engine, port=0, prewarm=False, save_series=False, warm=False) as server:
             proxy = ClosesOnSecondRequest(server.port)
             yield proxy
             proxy.close()

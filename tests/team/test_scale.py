@@ -24,7 +24,7 @@ from runwatch.server.runner import Runner, free_port
 from runwatch.server.state import Limits
 from runwatch.store import schema as s
 from runwatch.store.db import open_engine
-from tests.support import manifest
+from tests.support import http, manifest
 
 GZIP = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
 
@@ -46,7 +46,7 @@ def _gz(payload: Any) -> bytes:
 def server(engine: Engine) -> Iterator[Runner]:
     """The real server on the `engine` fixture's index (SQLite, and PostgreSQL where the
     suite has it), on a free port."""
-    with Runner(engine, port=free_port(), prewarm=False, save_series=False) as runner:
+    with Runner(engine, port=free_port(), prewarm=False, save_series=False, warm=False) as runner:
         yield runner
 
 
@@ -64,7 +64,7 @@ def _small_app_post(engine: Engine, body: bytes, headers: dict[str, str]) -> htt
 
 
 def test_a_gzip_body_is_stored_like_a_plain_one(server: Runner) -> None:
-    with httpx.Client(base_url=server.url) as client:
+    with http.client(base_url=server.url) as client:
         resp = client.post("/api/ingest", content=_gz(_batch("g", range(20))), headers=GZIP)
         assert resp.status_code == 200, resp.text
         # sent again, gzip or not, nothing new is stored
@@ -130,7 +130,8 @@ async def _stream(url: str, run_ids: list[str]) -> int:
         return ok
 
     limits = httpx.Limits(max_connections=RUNS)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60,
+                                 verify=http.tls()) as client:
         answers = await asyncio.gather(*(one_run(client, r) for r in run_ids))
     return sum(answers)
 
@@ -143,7 +144,7 @@ def test_many_runs_streamed_at_once_lose_and_duplicate_nothing(server: Runner,
         stored = conn.execute(select(func.count()).select_from(s.metric_points)).scalar()
         counted = conn.execute(select(func.sum(s.metric_keys.c.points))).scalar()
     assert stored == counted == RUNS * STEPS * METRICS
-    with httpx.Client(base_url=server.url) as client:
+    with http.client(base_url=server.url) as client:
         for run_id in run_ids[::7]:
             series = client.get("/api/series", params={"run": run_id, "key": "m/3"}).json()
             s0 = series["series"][0]
@@ -156,7 +157,8 @@ def test_many_runs_streamed_at_once_lose_and_duplicate_nothing(server: Runner,
 async def _post_all(url: str, bodies: list[dict[str, Any]]) -> list[httpx.Response]:
     """All bodies posted at once (the server stores requests that wait together)."""
     limits = httpx.Limits(max_connections=len(bodies))
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60,
+                                 verify=http.tls()) as client:
         return list(await asyncio.gather(*(
             client.post("/api/ingest", content=_gz(b), headers=GZIP) for b in bodies)))
 
@@ -217,7 +219,7 @@ def _walk(client: httpx.Client, params: dict[str, Any]) -> list[str]:
 def test_the_run_list_pages_through_10000_runs(server: Runner, engine: Engine) -> None:
     every = _fill(engine, 10_000)
     by_pk = {pk: f"run-{i:05d}" for i, pk in enumerate(sorted(pk for _, pk, _, _ in every))}
-    with httpx.Client(base_url=server.url, timeout=60) as client:
+    with http.client(base_url=server.url, timeout=60) as client:
         assert _walk(client, {"limit": 500}) == [by_pk[pk] for _, pk, _, _ in every]
         assert _walk(client, {"limit": 333, "project": "p3"}) == [
             by_pk[pk] for _, pk, p, _ in every if p == "p3"]
@@ -235,7 +237,8 @@ def test_a_connection_idle_longer_than_a_clients_pool_keeps_it_is_still_served(
     engine = open_engine(tmp_path / "index.db")
     request = b"GET /api/projects HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     try:
-        with Runner(engine, port=free_port(), prewarm=False, save_series=False) as runner, \
+        with Runner(engine, port=free_port(), prewarm=False, save_series=False,
+                    warm=False) as runner, \
                 socket.create_connection(("127.0.0.1", runner.port), timeout=30) as sock:
             for idle_s in (5.5, 0.0):  # past httpx's keepalive_expiry, then no more wait
                 sock.sendall(request)

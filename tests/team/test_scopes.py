@@ -19,7 +19,7 @@ from runwatch.jobs.submit import submit
 from runwatch.server.runner import Runner, free_port
 from runwatch.store import jobs as store_jobs
 from runwatch.store import tokens
-from tests.support import MakeRun, sdk_run
+from tests.support import MakeRun, http, sdk_run
 from tests.support.cli import cli_here, run_cli
 from tests.support.wait import DEADLINE_S
 
@@ -38,8 +38,8 @@ class Team:
 
     def client(self, who: str) -> httpx.Client:
         secret = BOOT if who == "boot" else self.secrets[who]
-        return httpx.Client(base_url=self.url, timeout=DEADLINE_S,
-                            headers={"Authorization": f"Bearer {secret}"})
+        return http.client(base_url=self.url, timeout=DEADLINE_S,
+                           headers={"Authorization": f"Bearer {secret}"})
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def team(engine: Engine, runs_dir: Path, make_run: MakeRun) -> Iterator[Team]:
             token, secret = tokens.create(conn, project, right, key, "test")
             made[key] = (token.id, secret)
     with Runner(engine, runs_dir=runs_dir, port=free_port(), token=BOOT, interval=0.05,
-                prewarm=False) as srv:
+                prewarm=False, warm=False) as srv:
         yield Team(srv.url, a_run, b_run, {k: v[1] for k, v in made.items()},
                    {k: v[0] for k, v in made.items()})
 
@@ -217,7 +217,7 @@ def test_a_token_made_over_http_works_and_its_secret_is_shown_once(team: Team) -
     secret = made.json()["secret"]
     assert secret.startswith("rw_") and made.json()["token"]["created_by"].startswith("token")
     assert secret not in admin.get("/api/tokens").text
-    fresh = httpx.Client(base_url=team.url, headers={"Authorization": f"Bearer {secret}"})
+    fresh = http.client(base_url=team.url, headers={"Authorization": f"Bearer {secret}"})
     assert {r["name"] for r in fresh.get("/api/runs").json()["runs"]} == {"alpha-run"}
     # an admin of A cannot make a token of B
     assert admin.post("/api/tokens", json={"project": B, "name": "x"}).status_code == 403

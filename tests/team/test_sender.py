@@ -147,7 +147,7 @@ def test_an_sdk_killed_before_sending_everything_sends_the_rest_when_resumed(
 
 def test_a_refused_token_is_said_once_and_the_run_is_still_recorded(
         tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    server = Runner(engine, port=free_port(), token=new_token()).start()
+    server = Runner(engine, port=free_port(), token=new_token(), warm=False).start()
     try:
         monkeypatch.setenv("RUNWATCH_SERVER", server.url)
         monkeypatch.setenv("RUNWATCH_TOKEN", "not-the-token-of-this-server")
@@ -178,7 +178,7 @@ def test_a_run_folder_removed_while_streaming_is_sent_again_as_the_writer_remake
         tmp_path: Path, engine: Engine) -> None:
     """The writer makes a removed run folder anew; its new files (which may get the old
     ones' inode numbers) are sent from their start."""
-    with Runner(engine, port=free_port()) as srv:
+    with Runner(engine, port=free_port(), warm=False) as srv:
         run = runwatch.init("team", name="r", dir=tmp_path / "runs", server=srv.url,
                             flush_interval=0.05)
         for step in range(10):

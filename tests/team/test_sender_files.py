@@ -23,7 +23,7 @@ from runwatch.sdk.sender import Client, sync_run
 from runwatch.server.runner import Runner, free_port
 from runwatch.store import schema
 from runwatch.store.db import open_engine
-from tests.support import wait_for
+from tests.support import http, wait_for
 from tests.team.serving import ServerProcess
 
 SAMPLES = [{"prompt": "2+2?", "completion": "4", "reward": 1.0, "group": 0},
@@ -39,7 +39,7 @@ def team_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc
 
 def _get(url: str, token: str | None, path: str) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    resp = httpx.get(url + path, headers=headers, timeout=30)
+    resp = http.get(url + path, headers=headers, timeout=30)
     return resp.json() if resp.status_code == 200 else None
 
 
@@ -75,7 +75,8 @@ def test_a_streamed_runs_config_engine_config_and_samples_show_as_an_indexed_run
                         what="the streamed run's whole files on the server")
     engine = open_engine(tmp_path / "folder.db")
     try:
-        with Runner(engine, runs_dir=runs, port=free_port(), interval=0.05) as folder_server:
+        with Runner(engine, runs_dir=runs, port=free_port(), interval=0.05,
+                    warm=False) as folder_server:
             indexed = wait_for(lambda: _shown(folder_server.url, None, run.id),
                                what="the folder-indexed run's whole files")
     finally:
@@ -94,8 +95,8 @@ def _offline_run(runs: Path) -> runwatch.Run:
 
 
 def _post(server: ServerProcess, item: dict[str, Any]) -> httpx.Response:
-    return httpx.post(f"{server.url}/api/ingest", json={"batches": [item]}, timeout=30,
-                      headers={"Authorization": f"Bearer {server.token}"})
+    return http.post(f"{server.url}/api/ingest", json={"batches": [item]}, timeout=30,
+                     headers={"Authorization": f"Bearer {server.token}"})
 
 
 def test_a_whole_file_with_a_bad_name_or_content_is_refused_with_a_clear_400(
@@ -174,11 +175,11 @@ def test_a_jobs_job_json_is_streamed_and_shown_but_never_replaces_a_folders(
     engine = open_engine(tmp_path / "folder.db")
     try:
         with Runner(engine, runs_dir=run.dir.parent, port=free_port(), interval=0.05,
-                    token=team_server.token) as folder_server:
+                    token=team_server.token, warm=False) as folder_server:
             wait_for(lambda: _job(folder_server, team_server.token, run.id),
                      what="the folder-indexed run's job")
             sent = dict(spec.as_dict(), argv=["sh", "-c", "echo changed"])
-            resp = httpx.post(f"{folder_server.url}/api/ingest", timeout=30, json={
+            resp = http.post(f"{folder_server.url}/api/ingest", timeout=30, json={
                 "run_id": run.id, "manifest": run.manifest, "file": fmt.JOB, "content": sent},
                 headers={"Authorization": f"Bearer {team_server.token}"})
             assert resp.status_code == 200 and resp.json()["results"][0]["rows"] == 0, resp.text
@@ -187,7 +188,7 @@ def test_a_jobs_job_json_is_streamed_and_shown_but_never_replaces_a_folders(
             # nor with a changed manifest (a manifest sent over HTTP has no folder: it
             # must not take the run's folder away and with it the job's protection)
             changed = {**run.manifest, "tags": ["sent"]}
-            resp = httpx.post(f"{folder_server.url}/api/ingest", timeout=30, json={
+            resp = http.post(f"{folder_server.url}/api/ingest", timeout=30, json={
                 "run_id": run.id, "manifest": changed, "file": fmt.JOB, "content": sent},
                 headers={"Authorization": f"Bearer {team_server.token}"})
             assert resp.status_code == 200 and resp.json()["results"][0]["rows"] == 0, resp.text

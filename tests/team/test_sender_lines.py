@@ -31,7 +31,7 @@ def test_read_new_hands_back_each_records_line_as_the_file_holds_it(tmp_path: Pa
 
 def test_the_lines_around_a_bad_one_are_sent_as_written(tmp_path: Path, engine: Engine) -> None:
     run = write_run(tmp_path, "r", [line.decode() for line in LINES], run_id="lines-1")
-    with Runner(engine, port=free_port(), token=new_token()) as srv:
+    with Runner(engine, port=free_port(), token=new_token(), warm=False) as srv:
         client = Client(srv.url, srv.token)
         try:
             report = sync_run(run, client, retry_for=0)

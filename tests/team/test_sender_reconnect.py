@@ -83,7 +83,7 @@ class ClosesOnSecondRequest:
 
 @pytest.fixture
 def proxy(engine: Engine) -> Iterator[ClosesOnSecondRequest]:
-    with Runner(engine, port=0, prewarm=False, save_series=False) as server:
+    with Runner(engine, port=0, prewarm=False, save_series=False, warm=False) as server:
         proxy = ClosesOnSecondRequest(server.port)
         yield proxy
         proxy.close()

@@ -14,6 +14,7 @@ from runwatch.server.runner import Runner, free_port
 from runwatch.server.settings import new_token
 from runwatch.store import tokens
 from tests.server.apiclient import manifest, read_events
+from tests.support import http
 
 RUN = "revoked-1"
 
@@ -34,8 +35,8 @@ def test_a_live_stream_ends_once_its_token_is_revoked(engine: Engine) -> None:
         revoked, secret = tokens.create(conn, "vision", "read", "viewer", "test")
         _, kept = tokens.create(conn, "vision", "read", "other", "test")
     server_token = new_token()
-    with Runner(engine, port=free_port(), token=server_token) as srv, \
-            httpx.Client(base_url=srv.url, timeout=60) as client:
+    with Runner(engine, port=free_port(), token=server_token, warm=False) as srv, \
+            http.client(base_url=srv.url, timeout=60) as client:
         _ingest(client, server_token, 0, first=True)
         as_viewer = {"Authorization": f"Bearer {secret}"}
         with client.stream("GET", f"/api/runs/{RUN}/stream", headers=as_viewer) as gone, \

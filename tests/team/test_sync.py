@@ -44,7 +44,7 @@ run.finish()
 def team_server(engine: Engine) -> Iterator[Runner]:
     """The real server, with a token, on a free loopback port (nothing indexed: it holds
     only what is sent to it)."""
-    with Runner(engine, port=free_port(), token=new_token()) as srv:
+    with Runner(engine, port=free_port(), token=new_token(), warm=False) as srv:
         yield srv
 
 

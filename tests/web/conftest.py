@@ -79,7 +79,8 @@ def module_server(module_runs_dir: Path) -> Iterator[Runner]:
     those (starting and stopping a server per test cost about a second each)."""
     engine = open_engine(database_url(module_runs_dir.parent / "index.db"))
     try:
-        with Runner(engine, runs_dir=module_runs_dir, port=free_port(), interval=0.05) as srv:
+        with Runner(engine, runs_dir=module_runs_dir, port=free_port(), interval=0.05,
+                    warm=False) as srv:
             yield srv
     finally:
         engine.dispose()
@@ -108,7 +109,7 @@ def server(request: pytest.FixtureRequest, runs_dir: Path) -> Iterator[Runner]:
         yield request.getfixturevalue("module_server")
         return
     engine: Engine = request.getfixturevalue("engine")
-    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05) as srv:
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, warm=False) as srv:
         yield srv
 
 

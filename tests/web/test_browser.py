@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import Page, Route, expect
 from webhelpers import (
@@ -22,7 +21,7 @@ from webhelpers import (
 from runwatch.sdk import init
 from runwatch.server.runner import Runner
 from tests.killed import killed_run
-from tests.support import cli_here, write_manifest
+from tests.support import cli_here, http, write_manifest
 
 
 def test_list_search_charts_rollouts_and_url_state(page: Page, server: Runner,
@@ -151,15 +150,15 @@ def test_a_refused_cancel_shows_the_server_message(page: Page, server: Runner) -
     """A Cancel the server refuses (the job ended meanwhile, and this page, its live
     streams cut, was not told): the page shows the API's message and offers the button
     again."""
-    resp = httpx.post(f"{server.url}/api/jobs", json={"kind": "command", "name": "queued",
+    resp = http.post(f"{server.url}/api/jobs", json={"kind": "command", "name": "queued",
                                                        "argv": ["python", "-c", "pass"]},
-                      timeout=30)
+                     timeout=30)
     assert resp.status_code == 201, resp.text
     page.route("**/api/stream/runs*", lambda route: route.abort())
     page.route("**/api/runs/*/stream*", lambda route: route.abort())
     open_run(page, server.url, "queued")
     expect(page.locator("#run-status")).to_have_text("Queued")
-    assert httpx.post(f"{server.url}/api/runs/queued/cancel", json={}, timeout=30).json()[
+    assert http.post(f"{server.url}/api/runs/queued/cancel", json={}, timeout=30).json()[
         "status"] == "CANCELLED"
     page.click("#action-cancel")
     expect(page.locator(".notice.error")).to_contain_text("cancel")

@@ -10,13 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
 from webhelpers import drawn_charts, shot
 
 from runwatch.server.runner import Runner, free_port
+from tests.support import http
 
 # A training script that records into the job's run (runwatch.init attaches to it): it
 # logs a step every `pause` seconds. Attempt 1 of a `fail_first` job raises after its
@@ -61,7 +61,7 @@ WATCH_STATUS = """() => {
 def server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
     """The real server with one embedded worker of one cpu device (as `runwatch ui`)."""
     with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, workers=1,
-                worker_settings={"heartbeat_s": 0.5, "grace_s": 5.0}) as srv:
+                worker_settings={"heartbeat_s": 0.5, "grace_s": 5.0}, warm=False) as srv:
         yield srv
 
 
@@ -77,7 +77,7 @@ def command(script: Path, steps: int, pause: float, fail_first: bool = False) ->
 
 
 def submit(base_url: str, **body: Any) -> dict[str, Any]:
-    resp = httpx.post(f"{base_url}/api/jobs", json=body, timeout=30)
+    resp = http.post(f"{base_url}/api/jobs", json=body, timeout=30)
     assert resp.status_code == 201, resp.text
     return resp.json()["run"]
 
@@ -217,7 +217,7 @@ def test_resources_page_shows_the_worker_and_stops_it(page: Page, server: Runner
     expect(row.locator("[data-state]")).to_have_attribute("data-state", "draining")
     expect(page.locator(".notice")).to_contain_text("takes no new ones")
     # a drained worker finishes what it runs: cancel it, and the worker stops
-    httpx.post(f"{server.url}/api/runs/{running['run_id']}/cancel", json={}, timeout=30)
+    http.post(f"{server.url}/api/runs/{running['run_id']}/cancel", json={}, timeout=30)
     expect(page.locator("#past-workers tr [data-state]")).to_have_attribute(
         "data-state", "stopped", timeout=60_000)
     expect(page.locator("#no-workers")).to_be_visible()

@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import Page, expect
 from webhelpers import open_run, shot, wait_indexed
 
 from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
+from tests.support import http
 
 # Every test writes runs of its own names and reads only those: one server for the module.
 pytestmark = pytest.mark.module_server
@@ -199,7 +199,7 @@ def test_a_derived_run_names_its_base_model_and_links_its_parent(
     assert page.url.endswith(f"/runs?run={parent.id}")
     expect(page.locator(_field("job-details", "Model"))).to_have_text("tiny-gpt-4x128")
 
-    with httpx.Client(base_url=server.url, timeout=30) as client:
+    with http.client(base_url=server.url, timeout=30) as client:
         def model(name: str) -> object:
             return client.get(f"/api/runs/{name}").json()["model"]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 from webhelpers import (
@@ -21,6 +20,7 @@ from webhelpers import (
 
 from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
+from tests.support import http
 
 
 def luminance(css: str) -> float:
@@ -134,8 +134,8 @@ def test_rollouts_page_past_the_first_hundreds(page: Page, server: Runner,
     many_rollouts(runs_dir, count=250)
     wait_indexed(server.url, "grpo-many", 3, samples=1)
     # the API pages: offset skips that many in the order asked for
-    got = httpx.get(f"{server.url}/api/runs/grpo-many/samples",
-                    params={"step": 3, "limit": 3, "offset": 247}).json()
+    got = http.get(f"{server.url}/api/runs/grpo-many/samples",
+                   params={"step": 3, "limit": 3, "offset": 247}).json()
     assert [s["index"] for s in got["samples"]] == [247, 248, 249] and got["total"] == 250
 
     page.goto(f"{server.url}/runs")

@@ -6,14 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import Page
 from sqlalchemy import Engine
 
 from runwatch.server import share
 from runwatch.server.runner import Runner, free_port
-from tests.support import wait_for
+from tests.support import http, wait_for
 from tests.web.webhelpers import sft_run, shot
 
 TOKEN = "Kq3v-9xTz_2mLw8RbY-share"
@@ -25,9 +24,9 @@ def server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
     sft_run(runs_dir, "shared-run", steps=20)
     sft_run(runs_dir, "private-run", steps=5)
     with Runner(engine, runs_dir=runs_dir, port=free_port(), token=TOKEN, prewarm=False,
-                interval=0.05) as srv:
-        with httpx.Client(base_url=srv.url, timeout=10,
-                          headers={"Authorization": f"Bearer {TOKEN}"}) as owner:
+                interval=0.05, warm=False) as srv:
+        with http.client(base_url=srv.url, timeout=10,
+                         headers={"Authorization": f"Bearer {TOKEN}"}) as owner:
             wait_for(lambda: owner.get("/api/runs").json()["runs"].__len__() == 2,
                      what="the server to index both runs")
         yield srv
@@ -37,8 +36,8 @@ def server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
 @pytest.mark.console_error(r"403")
 def test_a_share_link_opens_its_run_page_and_nothing_else(page: Page, server: Runner,
                                                           runs_dir: Path) -> None:
-    with httpx.Client(base_url=server.url, timeout=10,
-                      headers={"Authorization": f"Bearer {TOKEN}"}) as owner:
+    with http.client(base_url=server.url, timeout=10,
+                     headers={"Authorization": f"Bearer {TOKEN}"}) as owner:
         run_id = owner.get("/api/runs/shared-run").json()["run"]["run_id"]
     _, credential = share.new_share(runs_dir, run_id, 3600)
     refused: list[str] = []

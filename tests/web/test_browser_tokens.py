@@ -15,7 +15,7 @@ from webhelpers import shot
 from runwatch.server.runner import Runner, free_port
 from runwatch.store import tokens
 from runwatch.store.db import open_engine
-from tests.support import sdk_run
+from tests.support import http, sdk_run
 from tests.support.wait import DEADLINE_S
 
 BOOT = "bootstrap-token-4-browser"
@@ -32,7 +32,7 @@ def server(tmp_path: Path, runs_dir: Path) -> Iterator[Runner]:
             tokens.create_project(conn, project, "test")
         tokens.create(conn, "bravo", "admin", "bravo-bot", "test")
     with Runner(engine, runs_dir=runs_dir, port=free_port(), token=BOOT, interval=0.05,
-                prewarm=False) as srv:
+                prewarm=False, warm=False) as srv:
         yield srv
     engine.dispose()
 
@@ -43,8 +43,8 @@ def _admin_of_alpha(srv: Runner) -> str:
 
 
 def _runs(srv: Runner, secret: str) -> httpx.Response:
-    return httpx.get(f"{srv.url}/api/runs", headers={"Authorization": f"Bearer {secret}"},
-                     timeout=DEADLINE_S)
+    return http.get(f"{srv.url}/api/runs", headers={"Authorization": f"Bearer {secret}"},
+                    timeout=DEADLINE_S)
 
 
 def test_an_admin_creates_a_token_sees_its_secret_once_and_revokes_it(

@@ -31,7 +31,7 @@ from runwatch.rundir.format import typescript
 from runwatch.sdk import init
 from runwatch.server.runner import Runner, free_port
 from runwatch.server.schemas import PointsEvent
-from tests.support import wait_for
+from tests.support import http, wait_for
 
 TYPES = Path(__file__).resolve().parents[2] / "web" / "src" / "types.ts"
 # the models of stream events (no route of /openapi.json names them)
@@ -43,7 +43,7 @@ def server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
     """The real server with one embedded worker (as `runwatch ui`), so the job routes have
     a worker and a running job to show."""
     with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, workers=1,
-                worker_settings={"heartbeat_s": 0.5, "grace_s": 2.0}) as srv:
+                worker_settings={"heartbeat_s": 0.5, "grace_s": 2.0}, warm=False) as srv:
         yield srv
 
 
@@ -171,7 +171,7 @@ def test_a_schema_that_differs_from_types_ts_is_reported() -> None:
 
 def test_types_match_the_openapi_schema(server: Runner) -> None:
     declared = interfaces(TYPES.read_text())
-    spec = httpx.get(f"{server.url}/openapi.json", timeout=30).json()
+    spec = http.get(f"{server.url}/openapi.json", timeout=30).json()
     components: dict[str, Any] = spec["components"]["schemas"]
     # a stream's OpenAPI entry cannot say what its events carry: their models are read here
     components.update({name: model.model_json_schema(ref_template="#/components/schemas/"
@@ -206,7 +206,7 @@ def _runs(runs_dir: Path) -> None:
 def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Path) -> None:
     _runs(runs_dir)
     declared = interfaces(TYPES.read_text())
-    with httpx.Client(base_url=server.url, timeout=30) as client:
+    with http.client(base_url=server.url, timeout=30) as client:
 
         def get(path: str, **params: Any) -> Any:
             resp = client.get(path, params=params)

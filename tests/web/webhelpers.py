@@ -8,11 +8,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 from playwright.sync_api import Browser, ConsoleMessage, Page
 
 from runwatch.sdk import Run, init
-from tests.support import wait_for
+from tests.support import http, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = REPO / "test-output"
@@ -67,7 +66,7 @@ def grpo_run(runs_dir: Path, name: str = "grpo-arith", steps: int = 25,
 
 def wait_indexed(base_url: str, name: str, last_step: int, samples: int = 0) -> None:
     """Wait until the server has indexed the run up to `last_step` (and `samples` files)."""
-    with httpx.Client(base_url=base_url, timeout=30) as client:
+    with http.client(base_url=base_url, timeout=30) as client:
 
         def indexed() -> bool:
             resp = client.get(f"/api/runs/{name}")

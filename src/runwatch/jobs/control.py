@@ -34,7 +34,7 @@ from runwatch.jobs.attempts import new_attempt
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.jobs.lifecycle import TransitionError
 from runwatch.rundir import format as fmt
-from runwatch.rundir.append import append_events
+from runwatch.rundir.append import WAIT_S, append_events
 from runwatch.rundir.jsonl import loads_line
 from runwatch.sdk.lock import RunLock
 from runwatch.store import jobs as store_jobs
@@ -121,8 +121,10 @@ def _stop_by_hand(run_dir: Path) -> str:
     return "CANCEL_REQUESTED"
 
 
-def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> str:
-    """Start the next attempt of an ended job; returns "QUEUED"."""
+def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
+          wait_s: float = WAIT_S) -> str:
+    """Start the next attempt of an ended job; returns "QUEUED". RunBusy when a process
+    still holds the run's folder after `wait_s` seconds."""
     row = _run(engine, run)
     lifecycle.retry(row.status)  # raises unless the run has ended
     with engine.connect() as conn:
@@ -136,7 +138,7 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> str:
                               "is here to start again: retry it where it ran")
     attempt = max(row.attempt, job["attempt"]) + 1
     run_dir = Path(row.dir)
-    new_attempt(run_dir, attempt)
+    new_attempt(run_dir, attempt, wait_s=wait_s)
     with engine.begin() as conn:
         # before the run is QUEUED in the index, so no worker claims the old attempt
         store_jobs.requeue(conn, row.pk, attempt)

@@ -12,6 +12,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 
+from runwatch.rundir.append import WAIT_S
 from runwatch.server import (
     errors,
     routes_compare,
@@ -64,6 +65,7 @@ def create_app(
     poll_interval: float = 0.1,
     metrics: routes_prom.ServerMetrics | None = None,
     warm: bool = False,
+    lock_wait_s: float = WAIT_S,
 ) -> FastAPI:
     """The runwatch server app over `engine`'s index.
 
@@ -95,6 +97,7 @@ def create_app(
         token=token,
         limits=limits or Limits(),
         poll_interval=poll_interval,
+        lock_wait_s=lock_wait_s,
     )
     errors.install(app)
     for module in (routes_runs, routes_jobs, routes_metrics, routes_records, routes_ingest, sse,

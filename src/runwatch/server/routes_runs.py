@@ -87,7 +87,7 @@ def _job_control(request: Request, st: ServerState, run: str, action: str) -> di
         if action == "cancel":
             phase = control.cancel(st.engine, row, st.runs_dir)
         else:
-            phase = control.retry(st.engine, row, st.runs_dir)
+            phase = control.retry(st.engine, row, st.runs_dir, wait_s=st.lock_wait_s)
     except TransitionError as exc:
         raise ApiError(409, f"run {row.name}: {exc}") from None
     except LookupError as exc:  # deleted from the index meanwhile

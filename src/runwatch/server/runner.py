@@ -26,6 +26,7 @@ from runwatch.interop.otel import OtelExport
 from runwatch.interop.otel import from_env as otel_from_env
 from runwatch.jobs.worker import Worker
 from runwatch.rundir import format as fmt
+from runwatch.rundir.append import WAIT_S
 from runwatch.server.app import create_app
 from runwatch.server.feed import ChangeFeed
 from runwatch.server.routes_prom import ServerMetrics
@@ -75,6 +76,8 @@ class Runner:
     # serve one small request in-process before listening (runwatch.server.warm: first
     # calls, not data), so the first user's answer does not pay for them
     warm: bool = True
+    # how long a retry waits for a process to let go of the run's folder (create_app)
+    lock_wait_s: float = WAIT_S
     # keep long series as files beside a SQLite index, for fast reads after a restart
     save_series: bool = True
     feed: ChangeFeed = field(default_factory=ChangeFeed)
@@ -157,7 +160,8 @@ class Runner:
 
     def _make_server(self) -> uvicorn.Server:
         app = create_app(self.engine, runs_dir=self.runs_dir, token=self.token, feed=self.feed,
-                         cache=self.cache, metrics=self.metrics, warm=self.warm)
+                         cache=self.cache, metrics=self.metrics, warm=self.warm,
+                         lock_wait_s=self.lock_wait_s)
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning",
                                 access_log=False, lifespan="off", timeout_graceful_shutdown=1,
                                 timeout_keep_alive=KEEP_ALIVE_S)
