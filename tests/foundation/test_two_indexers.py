@@ -12,10 +12,13 @@ import multiprocessing as mp
 import time
 from pathlib import Path
 
-from sqlalchemy import func, select
+import pytest
+from sqlalchemy import Engine, func, insert, select
+from sqlalchemy.exc import OperationalError
 
 import runwatch
 from runwatch.ingest import Indexer
+from runwatch.ingest.offsets import lock_offsets
 from runwatch.store import schema as s
 from runwatch.store.db import open_engine
 
@@ -66,3 +69,28 @@ def test_two_indexers_of_one_growing_run_store_each_record_once(tmp_path: Path) 
         keys = conn.execute(select(func.count()).select_from(s.metric_keys)).scalar()
     engine.dispose()
     assert (points, counted, keys) == (2 * STEPS, 2 * STEPS, STEPS + 1)
+
+
+def test_the_lock_of_a_file_with_no_row_yet_is_held_too(engine: Engine) -> None:
+    # An indexer that found no row for a file read it unlocked: on PostgreSQL a submit's
+    # indexer and the server's then stored a new run's events in turns and deadlocked (POST
+    # /api/jobs answered 500). Taking the lock makes the row, so the second indexer waits.
+    with engine.begin() as conn:
+        conn.execute(insert(s.runs).values(run_id="r1", name="r1", dir="/nowhere",
+                                           created_at=1.0, status="RUNNING"))
+        run_pk = int(conn.execute(select(s.runs.c.pk)).scalar_one())
+    first = engine.connect()
+    try:
+        with first.begin():
+            lock_offsets(first, run_pk, "events.jsonl")
+            with engine.connect() as second, second.begin():
+                if engine.dialect.name == "postgresql":
+                    second.exec_driver_sql("SET LOCAL lock_timeout = '300ms'")
+                    with pytest.raises(OperationalError, match="lock timeout"):
+                        lock_offsets(second, run_pk, "events.jsonl")
+                else:  # SQLite: the first holds the write lock
+                    second.exec_driver_sql("PRAGMA busy_timeout = 300")
+                    with pytest.raises(OperationalError, match="locked"):
+                        lock_offsets(second, run_pk, "events.jsonl")
+    finally:
+        first.close()

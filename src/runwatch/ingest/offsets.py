@@ -35,12 +35,17 @@ def offset_row(conn: Connection, run_pk: int, name: str) -> dict[str, Any]:
     this = {"at_run": run_pk, "at_file": name}
     row = conn.execute(_FIND, this).first()
     if row is None:
-        # another indexer (`runwatch submit`'s, a server's) may insert the row first
-        conn.execute(conflict_insert(conn.dialect.name, s.ingest_offsets).values(
-            run_pk=run_pk, file=name, offset=0, line_no=0, last_seq=-1, bad_lines=0,
-        ).on_conflict_do_nothing())
+        _insert_row(conn, run_pk, name)
         row = conn.execute(_FIND, this).one()
     return dict(row._mapping)
+
+
+def _insert_row(conn: Connection, run_pk: int, name: str) -> None:
+    """A file's row at its start, unless there is one (another indexer, `runwatch submit`'s
+    or a server's, may insert it first)."""
+    conn.execute(conflict_insert(conn.dialect.name, s.ingest_offsets).values(
+        run_pk=run_pk, file=name, offset=0, line_no=0, last_seq=-1, bad_lines=0,
+    ).on_conflict_do_nothing())
 
 
 def set_mtime(conn: Connection, run_pk: int, name: str, mtime: float) -> bool:
@@ -74,5 +79,14 @@ def lock_offsets(conn: Connection, run_pk: int, name: str) -> None:
     """Take the write lock (SQLite) or the file's offsets row (PostgreSQL) first thing in a
     slice's transaction, so two indexers of one run (a server's, a worker's, a CLI's) read
     a file one after the other, each from where the other stopped, instead of both storing
-    the same records (new metric keys then collide)."""
-    conn.execute(_LOCK, {"at_run": run_pk, "at_file": name})
+    the same records (new metric keys then collide).
+
+    A file with no row yet gets one first, so the lock is held either way: locking only a
+    row that was there let an indexer that found none read unlocked, and on PostgreSQL two
+    indexers of a new run (a submit's and the server's) stored the same events in turns and
+    deadlocked."""
+    this = {"at_run": run_pk, "at_file": name}
+    if conn.execute(_LOCK, this).rowcount == 0:
+        # waits for another transaction inserting the row, then locks what it committed
+        _insert_row(conn, run_pk, name)
+        conn.execute(_LOCK, this)
