@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 
 from runwatch.health.docs_engine import DETECTOR_DOCS, ENGINE
-from runwatch.health.docs_history import HISTORY
 from runwatch.health.docs_score import SCORE
+from runwatch.health.history import history
 from runwatch.health.rules import CATALOGUE, Rule
 from runwatch.health.rules.base import ALL_METHODS, LEARNING_PARAMS
 from runwatch.health.scoring import RULE_CLASSES
@@ -41,7 +41,7 @@ def render() -> str:
     classes = ["| rule | class |", "|---|---|"]
     classes += [f"| `{rule}` | `{cls}` |" for rule, cls in RULE_CLASSES.items()]
     out = [ENGINE.replace("{detectors}", "\n".join(table)),
-           SCORE.replace("{classes}", "\n".join(classes)), HISTORY + "## Rules\n"]
+           SCORE.replace("{classes}", "\n".join(classes)), history() + "## Rules\n"]
     for rule in CATALOGUE:
         metrics = "any metric" if rule.metrics == ("*",) else ", ".join(
             f"`{m}`" for m in rule.metrics)
