@@ -8,6 +8,8 @@ see a half-made index and refuse it as "not a runwatch index".
 from __future__ import annotations
 
 import multiprocessing as mp
+import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,36 @@ def test_a_half_made_index_nothing_finishes_is_named_as_such(tmp_path: Path) -> 
     with pytest.raises(StoreError, match="part of a runwatch index that nothing finished"):
         ensure_schema(engine, wait_s=0.2)
     engine.dispose()
+
+
+def test_opening_a_new_file_another_process_is_making_waits_for_it(tmp_path: Path) -> None:
+    # A new file stays in rollback mode until its maker's first write commits; switching it
+    # to WAL against the maker's write lock was answered "database is locked" at once, not
+    # after the busy timeout (seen in CI: 1 of 18 openers). The opener now waits.
+    path = tmp_path / "index.db"
+    maker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    maker.execute("BEGIN IMMEDIATE")
+    held = threading.Event()
+
+    def release() -> None:
+        held.wait(30)
+        maker.execute("ROLLBACK")
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    try:
+        conn = sqlite3.connect(path, timeout=0.1, isolation_level=None)
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            conn.execute("PRAGMA journal_mode=WAL")  # what SQLite answers on its own
+        conn.close()
+        threading.Timer(0.3, held.set).start()
+        engine = open_engine(path)
+        with engine.connect() as c:
+            version = c.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            assert version == HEAD_REVISION
+            assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        engine.dispose()
+    finally:
+        held.set()
+        releaser.join(30)
+        maker.close()

@@ -6,6 +6,7 @@ one is brought forward with Alembic. Both paths end at the same schema.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -85,12 +86,34 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     # WAL lets the web server read while the indexer writes; NORMAL is durable across
     # process crashes, which is the failure the run directory itself already covers.
-    cur.execute("PRAGMA journal_mode=WAL")
+    _journal_wal(cur)
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA cache_size=-65536")
     cur.execute("PRAGMA temp_store=MEMORY")
     cur.close()
+
+
+def _journal_wal(cur: Any, wait_s: float = CREATE_WAIT_S) -> None:
+    """Put the database in WAL mode, waiting up to `wait_s` for other connections.
+
+    Switching a file to WAL needs it alone. A new file is still in rollback mode until its
+    first write commits, so a process opening it while another makes the index (in a
+    `BEGIN IMMEDIATE` transaction) asks for the switch against that lock, and SQLite answers
+    "database is locked" at once instead of calling the busy handler (it would deadlock
+    waiting while holding its own read lock). So the switch is asked for again, outside
+    any lock, until it is granted or the wait runs out.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = "locked" in str(exc) or "busy" in str(exc)
+            if not busy or time.monotonic() > deadline:
+                raise
+        time.sleep(0.02)
 
 
 def ensure_schema(engine: Engine, wait_s: float = CREATE_WAIT_S) -> None:
