@@ -59,7 +59,10 @@ def remote_for(server: str | None, token: str | None, directory: Path | None,
             raise fail("--token is the token for a team server, and this command reads a "
                        "local index", ["pass --server URL (or set RUNWATCH_SERVER) too"])
         return None
-    if not url.startswith(("http://", "https://")):
+    # here, with a server to read: importing runwatch.sdk would slow every local read
+    from runwatch.sdk.sendhttp import url_scheme
+
+    if url_scheme(url) is None:
         given = "--server" if server is not None else ENV_SERVER
         raise fail(f"{given} {url!r} is not an http:// or https:// URL",
                    ["pass the base URL `runwatch server` printed, e.g. "
@@ -81,6 +84,8 @@ class Remote:
         """`token_from` says where the token came from, in the errors."""
         import httpx  # here: a command that reads a local index never imports it
 
+        from runwatch.sdk.sendhttp import url_scheme
+
         self.url = url
         self.token_from = token_from
         headers = {"User-Agent": "runwatch-cli"}
@@ -92,7 +97,7 @@ class Remote:
         # 0.2-0.4 s a command under load); an http:// server needs none, and a client
         # follows no redirect to an https:// one
         self._http = httpx.Client(base_url=url, headers=headers, timeout=TIMEOUT_S,
-                                  verify=url.startswith("https://"))
+                                  verify=url_scheme(url) == "https")
 
     # --- HTTP, and what each failure means to the person at the terminal
 

@@ -1,6 +1,7 @@
 """The sender's HTTP side: one server's `POST /api/ingest` (`Client`), what its answers
 mean (`check_answer`, `check_refusal`) and the errors the sender sorts them into:
-`Unreachable` (try again later), `Refused` (trying again cannot help).
+`Unreachable` (try again later), `Refused` (trying again cannot help); and `url_scheme`,
+what every client of a team server (the sender, the CLI's `--server`) takes a URL to be.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class Client:
         self._httpx = httpx
         # no TLS context for plain http: making one (system CAs and certifi) cost 0.2-0.4 s
         self._http = httpx.Client(base_url=server, headers=headers, timeout=timeout,
-                                  verify=server.lower().startswith("https://"))
+                                  verify=url_scheme(server) == "https")
 
     def post(self, body: bytes) -> tuple[int, Any]:
         """POST a JSON body to /api/ingest: (status, parsed answer). Raises Unreachable
@@ -95,6 +96,16 @@ class Client:
 
     def close(self) -> None:
         self._http.close()
+
+
+def url_scheme(url: str) -> str | None:
+    """"http" or "https" for a URL of a team server, its scheme written in any case (a
+    scheme is case-insensitive: HTTPS://host is https, and verified); None for any other
+    URL. Every client of a server decides with this alone whether it may use a URL and
+    whether it verifies the server's certificate."""
+    scheme, sep, _ = url.partition("://")
+    scheme = scheme.lower()
+    return scheme if sep and scheme in ("http", "https") else None
 
 
 def closed_under(httpx: Any) -> tuple[type[Exception], ...]:
