@@ -52,6 +52,7 @@ from runwatch.sdk import init
 from runwatch.server.runner import Runner, free_port
 from runwatch.server.series_cache import SeriesCache
 from runwatch.store.db import open_engine
+from verdict import add_strict, exit_status
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "build" / "bench" / "cold.json"
@@ -185,6 +186,7 @@ def main() -> int:
     ap.add_argument("--parts", nargs="+", default=["open", "overlay"],
                     choices=["open", "overlay"])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    add_strict(ap)
     args = ap.parse_args()
     # parts run separately add to the results file
     out: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
@@ -234,7 +236,10 @@ def main() -> int:
         lines.append(phase_line(o))
     print("\n" + "\n".join(lines) + f"\nload average {out['load_average']:.1f} -> "
           f"{out['load_average_end']:.1f}; results in {args.out}")
-    return 0
+    missed = [f"{part} median {out[part]['summaries_ms']['median']} ms > {target} ms"
+              for part, target in (("open", OPEN_TARGET_MS), ("overlay", OVERLAY_TARGET_MS))
+              if part in args.parts and out[part]["summaries_ms"]["median"] > target]
+    return exit_status(missed, args.strict)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from runwatch.sdk import init
 from runwatch.server.runner import Runner, free_port
 from runwatch.store import schema as s
 from runwatch.store.db import open_engine
+from verdict import add_strict, exit_status
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "build" / "bench" / "web.json"
@@ -225,6 +226,7 @@ def main() -> int:
     ap.add_argument("--parts", nargs="+", default=["navigation", "live", "load"],
                     choices=["navigation", "live", "load"], help="which parts to run")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    add_strict(ap)
     args = ap.parse_args()
     out: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
@@ -242,15 +244,18 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2))
     nav, live, load = out["navigation"], out["live"], out["load"]
-    ok = (nav["warm_ms"]["median"] <= 1500 and live["delay_ms"]["median"] <= 1000
-          and load["points_stored"] == load["points_expected"])
+    missed = [f"{what} median {ms} ms > {target} ms" for what, ms, target in (
+        ("warm navigation", nav["warm_ms"]["median"], 1500),
+        ("disk-to-page delay", live["delay_ms"]["median"], 1000)) if ms > target]
+    wrong = ([] if load["points_stored"] == load["points_expected"] else
+             [f"{load['points_stored']:,} of {load['points_expected']:,} points stored"])
     print(f"\nnavigation to a {nav['steps']:,} x {nav['metrics']} run: warm median "
           f"{nav['warm_ms']['median']} ms, after a restart {nav['restart_first_ms']} ms, "
           f"nothing cached {nav['cold_first_ms']} ms (target <= 1500); "
           f"disk-to-page delay median {live['delay_ms']['median']} ms (target <= 1000); "
           f"{load['runs']} live runs: {load['points_stored']:,}/{load['points_expected']:,} "
           f"points stored; results in {args.out}")
-    return 0 if ok else 1
+    return exit_status(missed, args.strict, wrong)
 
 
 if __name__ == "__main__":

@@ -2,18 +2,24 @@
 
 bench_sdk and bench_ingest run first, then the others in name order. Each runs in its
 own process with this interpreter; its output is shown as it comes. A bench that fails
-is reported and the next one runs; the exit status is non-zero if any failed.
+is reported and the next one runs; the exit status is non-zero if any failed. A bench
+fails on a wrong answer; a timing target it misses is printed and fails it only with
+--strict (bench/verdict.py).
 
     python bench/run_all.py                # all of them
     python bench/run_all.py sdk ingest     # only bench_sdk.py and bench_ingest.py
+    python bench/run_all.py --strict       # a missed timing target fails its bench too
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from verdict import ENV_STRICT
 
 BENCH_DIR = Path(__file__).resolve().parent
 FIRST = ("bench_sdk.py", "bench_ingest.py")
@@ -30,6 +36,9 @@ def benches(only: list[str]) -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
+    strict = "--strict" in argv
+    argv = [a for a in argv if a != "--strict"]
+    env = {**os.environ, ENV_STRICT: "1" if strict else ""}
     scripts = benches(argv)
     if not scripts:
         print(f"no bench matches {' '.join(argv)}; the benches are: "
@@ -40,7 +49,8 @@ def main(argv: list[str]) -> int:
         print(f"\n=== {script.name} ===", flush=True)
         start = time.perf_counter()
         try:
-            code = subprocess.run([sys.executable, str(script)], cwd=BENCH_DIR.parent).returncode
+            code = subprocess.run([sys.executable, str(script)], cwd=BENCH_DIR.parent,
+                                  env=env).returncode
         except KeyboardInterrupt:
             print(f"{script.name}: interrupted")
             return 130

@@ -4,6 +4,7 @@ change there must not silently break `make bench`."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +17,8 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("args", [
     ["bench_ingest.py", "--steps", "2000", "--metrics", "5", "--repeat", "1",
      "--json", "{tmp}/i.json"],
-    # a timed target is make bench's to judge, not a smoke run's on a loaded machine
-    ["bench_server.py", "--points", "20000", "--requests", "3", "--target", "1e9",
-     "--out", "{tmp}/s.json"],
+    # a timed target missed is printed, and fails only with --strict (the test below)
+    ["bench_server.py", "--points", "20000", "--requests", "3", "--out", "{tmp}/s.json"],
     ["bench_health.py", "--steps", "2000", "--repeat", "1"],
     ["bench_jobs.py", "--jobs", "1", "--claims", "10", "--claimers", "2", "--out", "{tmp}/j.json"],
     ["bench_cold.py", "--steps", "300", "--runs", "2", "--repeat", "1", "--out", "{tmp}/c.json"],
@@ -33,3 +33,23 @@ def test_bench_script_runs(args: list[str], tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(REPO / "bench" / argv[0]), *argv[1:]],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+
+
+def test_a_missed_timing_target_is_printed_and_fails_the_bench_only_when_strict(
+        tmp_path: Path) -> None:
+    """No machine meets a target of a billionth of a millisecond: each run misses it and
+    says so; only the strict one (--strict, or run_all.py --strict's environment) fails."""
+    script = [sys.executable, str(REPO / "bench" / "bench_server.py"), "--points", "20000",
+              "--requests", "3", "--target", "1e-9", "--out", str(tmp_path / "s.json")]
+    env = {k: v for k, v in os.environ.items() if k != "RUNWATCH_BENCH_STRICT"}
+    runs = {name: subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True,
+                                 timeout=600, env=env | extra)
+            for name, argv, extra in (("plain", script, {}),
+                                      ("--strict", [*script, "--strict"], {}),
+                                      ("run_all --strict", script,
+                                       {"RUNWATCH_BENCH_STRICT": "1"}))}
+    codes = {name: proc.returncode for name, proc in runs.items()}
+    assert codes == {"plain": 0, "--strict": 1, "run_all --strict": 1}, \
+        {name: proc.stdout[-1500:] + proc.stderr[-1500:] for name, proc in runs.items()}
+    for proc in runs.values():
+        assert "target missed: full-range median" in proc.stdout, proc.stdout[-1500:]
