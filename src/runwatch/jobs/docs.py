@@ -153,7 +153,10 @@ cluster instead of a local process, and watches, stops and concludes it the same
   finish the running jobs, exit. SIGTERM or Ctrl-C: the worker stops its running jobs
   as a cancel would; a job that uses the SDK ends as the SDK records it (CANCELLED,
   "the training job was stopped"), a plain command FAILED `stopped`, and each is queued
-  again where attempts remain.
+  again where attempts remain. A job whose process group is not gone after its grace,
+  SIGKILL and 5 s more (a process stuck in the kernel, such as a driver freeing device
+  memory) is not concluded: the worker leaves it to the reaper below, so no next attempt
+  starts on its devices beside it.
 - **A worker that dies** leaves its jobs to the others: once its heartbeat is older than
   `--heartbeat-timeout-s` (30 s), no process records the run (its lock is free) and, on
   the same host, nothing of the job's process group is left, another worker fails the

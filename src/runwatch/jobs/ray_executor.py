@@ -341,11 +341,14 @@ class RayAttempt:
     def kill(self) -> None:
         self.stop(0.0)  # Ray stops a job with SIGTERM, then SIGKILL after its own wait
 
-    def kill_now(self) -> None:
+    def kill_now(self) -> bool:
         self.stop(0.0)
         deadline = time.monotonic() + KILL_WAIT_S
-        while not self.poll() and time.monotonic() < deadline:
+        while not self.poll():
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(POLL_S)
+        return True
 
     def observe(self) -> None:
         """Nothing to watch between polls: Ray reports how its job ended."""

@@ -34,8 +34,10 @@ then exit. Stopping (SIGTERM or Ctrl-C, `stop_event`): claim nothing more and st
 running jobs as a cancel would, at once; each ends as its process recorded it (the SDK
 records CANCELLED, "the training job was stopped"), or else FAILED with that sentence
 (`stopped`), and is queued again as its next attempt when attempts remain, so another
-worker picks it up. A worker that dies (SIGKILL, a lost machine)
-leaves its jobs to the others' reaper after the heartbeat timeout.
+worker picks it up; one whose process group outlives its SIGKILL (a process stuck in the
+kernel) is left to the reaper, which concludes it once the group has gone. A worker that
+dies (SIGKILL, a lost machine) leaves its jobs to the others' reaper after the heartbeat
+timeout.
 """
 
 from __future__ import annotations
@@ -195,12 +197,15 @@ class Worker:
                     store_jobs.release(conn, job.claim.run_pk)
                 self._drop(job)
                 continue
-            job.proc.kill_now()
-            job.proc.poll()
-            self._finish(job)
-        for job in list(self.jobs.values()):  # its folder stayed busy: left to the reaper
+            # Concluded only once nothing of it runs: a member of its group stuck in the
+            # kernel outlives SIGKILL, and a job concluded then is queued again (or its
+            # devices offered) beside it.
+            if job.proc.kill_now():
+                self._finish(job)
+        for job in list(self.jobs.values()):  # still running, or its folder stayed busy
             log.warning("worker %s stops with %s unconcluded; another worker's reaper ends "
-                        "it after the heartbeat timeout", self.id, job.claim.name)
+                        "it after the heartbeat timeout, once its process has gone",
+                        self.id, job.claim.name)
             self._drop(job)
 
     def _safe_tick(self) -> None:
