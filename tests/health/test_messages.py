@@ -110,3 +110,20 @@ def test_a_finding_of_k_in_a_row_counts_the_points_that_opened_it() -> None:
     (f,) = [f for f in evaluate("sft", {}, {"loss": [2.1, 1.7, 0.0, 0.0, 0.0, 0.0]})
             if f.rule_id == "loss.zero"]
     assert f.message == "loss was exactly 0 on 4 logged steps from step 2."
+
+
+def test_a_finding_that_reopens_within_its_window_counts_only_its_own_hits() -> None:
+    # grpo.no_signal (4 of 10) opens at step 3 and holds through step 12 (the hit at step 8
+    # keeps it); it reopens at step 16 with the hit at 8 still in its window. That hit was
+    # the first finding's: the second started at step 8, inside the first one's span, and
+    # counted it again (R1's suspicion, session 11). Live (a point a batch) and at once.
+    values = [1.0] * 4 + [0.0] * 4 + [1.0] + [0.0] * 5 + [1.0] * 3 + [0.0] * 12
+    engine, live = Engine("grpo"), []
+    for step, value in enumerate(values):
+        live += [f for f in engine.feed(to_batch({"zero_variance_skip_ratio": ([step], [value])}))
+                 if f.rule_id == "grpo.no_signal" and f.status == "resolved"]
+    whole = [f for f in evaluate("grpo", {}, {"zero_variance_skip_ratio": values})
+             if f.rule_id == "grpo.no_signal"]
+    for found in (live, whole):
+        assert [(f.first_step, f.last_step, f.evidence["count"]) for f in found] == [
+            (0, 12, 5), (14, 24, 3)]

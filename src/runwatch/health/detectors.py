@@ -131,6 +131,11 @@ class Threshold:
         self.tail_steps: list[int] = list(st.get("steps", []))
         self._prev: tuple[list[int], list[int]] = ([], [])
         self._steps: list[int] = []
+        # The last point (counted from the first) whose verdict held, before the last
+        # batch and after it: a finding that opens counts no hit of the one before it.
+        self.last_true = int(st.get("last_true", -1))
+        self._last_true_before = self.last_true
+        self._verdicts: list[bool] = []
 
     def feed(self, values: list[float], steps: list[int] | None = None) -> list[bool]:
         a, b = self.above, self.below
@@ -161,7 +166,25 @@ class Threshold:
             self._steps = steps
             keep = self.window.n - 1
             self.tail_steps = (self.tail_steps + steps)[-keep:] if keep else []
-        return self.window.feed(hits)
+        verdicts = self.window.feed(hits)
+        self._verdicts = verdicts
+        self._last_true_before = self.last_true
+        if True in verdicts:
+            self.last_true = self.seen - 1 - verdicts[::-1].index(True)
+        return verdicts
+
+    def _first_own(self, i: int, lo: int) -> int:
+        """The first index of the window (prev tail + batch) that point i's finding may
+        count: after the last point whose verdict held before i. A k-of-n finding that
+        closes and reopens within one window would otherwise count the earlier one's hits
+        again and start inside its span."""
+        try:
+            held = i - 1 - self._verdicts[i - 1 :: -1].index(True) if i else -1
+        except ValueError:
+            held = -1
+        start = self.seen - len(self._verdicts)  # the batch's first point, counted
+        last = start + held if held >= 0 else self._last_true_before
+        return max(lo, last - (start - len(self._prev[0])) + 1)
 
     def in_window(self) -> int:
         """Hits among the last n points: what "k of the last n" counted at the latest."""
@@ -180,7 +203,7 @@ class Threshold:
         prev_hits, prev_steps = self._prev
         hits = prev_hits + self.hits[: i + 1]
         steps = prev_steps + self._steps[: i + 1]
-        lo = max(0, len(hits) - self.window.n)
+        lo = self._first_own(i, max(0, len(hits) - self.window.n))
         try:
             return steps[hits.index(True, lo)]
         except (ValueError, IndexError):
@@ -191,12 +214,12 @@ class Threshold:
         a finding opening at i already holds (it starts at the first of them, `onset`)."""
         prev_hits = self._prev[0]
         hits = prev_hits + self.hits[: i + 1]
-        lo = max(0, len(hits) - self.window.n)
+        lo = self._first_own(i, max(0, len(hits) - self.window.n))
         return sum(hits[lo:-1])
 
     def state(self) -> dict[str, Any]:
         return {"tail": self.window.tail, "holding": self.window.holding, "seen": self.seen,
-                "steps": self.tail_steps}
+                "steps": self.tail_steps, "last_true": self.last_true}
 
 
 class Pinned(Threshold):
