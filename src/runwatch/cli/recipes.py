@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
-from runwatch.recipes.config import ConfigError, DPOConfig, SFTConfig, TrainConfig, parse_argv
+from runwatch.recipes.config import (
+    REFUSED_EXIT,
+    ConfigError,
+    DPOConfig,
+    SFTConfig,
+    TrainConfig,
+    refuse_settings,
+)
 from runwatch.recipes.grpo.config import GRPOConfig
 from runwatch.rundir.format import ENV_RUN_DIR
 
@@ -55,14 +61,11 @@ def _epilog(cls: type[TrainConfig]) -> str:
 def _command(cls: type[TrainConfig], module: str) -> Callable[[Overrides], None]:
     def command(overrides: Overrides = None) -> None:
         args = list(overrides or [])
-        if not os.environ.get(ENV_RUN_DIR) and not any(a in ("-h", "--help") for a in args):
-            # Settings it would refuse are refused before the recipe's modules load torch
-            # (seconds); under a job the recipe refuses them itself, recording why.
-            try:
-                parse_argv(cls, args).check_start()
-            except ConfigError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                raise typer.Exit(2) from None
+        # Settings it would refuse are refused before the recipe's modules load torch
+        # (seconds); under a job the recipe refuses them itself, recording why.
+        if (not os.environ.get(ENV_RUN_DIR) and not any(a in ("-h", "--help") for a in args)
+                and isinstance(refuse_settings(cls, args), ConfigError)):
+            raise typer.Exit(REFUSED_EXIT)
         raise typer.Exit(importlib.import_module(module).main(args))
     return command
 

@@ -3,11 +3,14 @@
 Each field carries its help text in `metadata["help"]`; that one table feeds
 `--help`, docs/recipes.md and a test that fails when a field is undocumented. A
 setting has one name; `ALIASES` lists the other names it is still accepted under.
+`refuse_settings` is where a recipe's command line refuses its settings, torch-free, so
+`runwatch recipes NAME` refuses them before the recipe's modules load torch.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 import typing
 from pathlib import Path
@@ -22,6 +25,8 @@ C = TypeVar("C", bound="RecipeConfig")
 _NONE_WORDS = {"none", "null", "~", ""}
 _TRUE_WORDS = {"true", "1", "yes", "on"}
 _FALSE_WORDS = {"false", "0", "no", "off"}
+# The exit status of a recipe command whose settings are refused before it starts.
+REFUSED_EXIT = 2
 
 
 def setting(default: Any, help: str) -> Any:
@@ -283,5 +288,27 @@ def parse_argv(cls: type[C], argv: list[str]) -> C:
             if not args:
                 raise ConfigError("--config needs a YAML file path")
             path = args.pop(0)
-        base = cls.from_yaml(Path(path))
+        try:
+            base = cls.from_yaml(Path(path))
+        except OSError as exc:
+            raise ConfigError(f"cannot read --config {path}: {exc.strerror or exc}; pass "
+                              "the path of a config YAML file (a run folder's config.yaml)"
+                              ) from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--config {path} is not YAML ({' '.join(str(exc).split())})"
+                              ) from None
     return base.with_overrides(args)
+
+
+def refuse_settings(cls: type[C], argv: list[str]) -> C | ConfigError:
+    """The settings `[--config FILE.yaml] key=value ...` starts a recipe with, or the
+    refusal (ConfigError) of settings that do not parse or would waste the run
+    (`check_start`), already said on stderr as `error: ...`; its command then exits
+    REFUSED_EXIT. `runwatch recipes NAME` and the recipe's own `main` both refuse here."""
+    try:
+        cfg = parse_argv(cls, argv)
+        cfg.check_start()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc
+    return cfg

@@ -25,7 +25,7 @@ import runwatch
 from runwatch.recipes import checkpoint
 from runwatch.recipes.batches import DataFit
 from runwatch.recipes.build import Policy, base_model_label, dataset_label
-from runwatch.recipes.config import ConfigError, TrainConfig, parse_argv
+from runwatch.recipes.config import REFUSED_EXIT, ConfigError, TrainConfig, refuse_settings
 from runwatch.recipes.memory import MemoryMeter
 from runwatch.recipes.wandb_bridge import WandbBridge, WandbSetupError, check_wandb
 from runwatch.rundir.format import ENV_RUN_DIR, RunDirError
@@ -70,20 +70,23 @@ def recipe_main(cls: type[TrainConfig], method: str, doc: str | None, argv: list
         print(doc)
         print(cls.help_text())
         return 0
-    try:
-        cfg = parse_argv(cls, args)
-        cfg.check_start()
-    except ConfigError as exc:
-        _refuse(method, exc)
-        return 2
+    cfg = refuse_settings(cls, args)
+    if isinstance(cfg, ConfigError):
+        _fail_job_run(method, cfg)
+        return REFUSED_EXIT
     return run_recipe(cfg, method, lambda rec: train(cfg, rec))
 
 
 def _refuse(method: str, exc: RefusedInput) -> None:
-    """Say why the recipe will not start. Outside a job nothing is made, so no run folder
-    is left behind; under a job its run exists already and fails with the refusal (code
-    refused), not as a process that stopped without a word."""
+    """Say why the recipe will not start, and fail its job's run with it."""
     print(f"error: {exc}", file=sys.stderr)
+    _fail_job_run(method, exc)
+
+
+def _fail_job_run(method: str, exc: RefusedInput) -> None:
+    """Outside a job nothing is made, so no run folder is left behind; under a job its run
+    exists already and fails with the refusal (code refused), not as a process that
+    stopped without a word."""
     if not os.environ.get(ENV_RUN_DIR):
         return
     try:
