@@ -4,9 +4,10 @@ SIGKILL ends a process only when it leaves the kernel: a training process's chil
 is freeing device memory, or waits on a hung network filesystem, outlives it for as long
 as that takes. A stopping worker used to SIGKILL the group, wait for the main process
 alone (`kill_now`) and conclude the job at once: queued again as its next attempt, which
-another worker could start beside the child still holding the devices. Now `kill_now`
-waits for the whole group, and a job whose group outlives that is left to the reaper,
-which concludes it once its group has gone (it checks the group on this host).
+another worker could start beside the child still holding the devices. Now the worker
+SIGKILLs what is left of all its jobs, waits for their whole groups together, and leaves
+a job whose group outlives that to the reaper, which concludes it once its group has
+gone (it checks the group on this host).
 
 The stuck child is a real one: frozen with the cgroup v1 freezer, a process SIGKILLed
 stays in the kernel (state D) until it is thawed, as a process in a driver's call does.

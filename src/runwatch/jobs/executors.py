@@ -54,10 +54,6 @@ class Attempt(Protocol):
     def kill(self) -> None:
         """End it now with no SIGTERM first where its runner allows (a stuck start)."""
 
-    def kill_now(self) -> bool:
-        """End it at once and wait a little for that (a worker that is stopping); True
-        once nothing of it is left running, as `poll` would say."""
-
     def observe(self) -> None:
         """Called each heartbeat while it runs (evidence of how it may end)."""
 
@@ -121,9 +117,6 @@ class LocalAttempt:
 
     def kill(self) -> None:
         self.proc.kill()  # no SIGTERM: the SDK would record it CANCELLED
-
-    def kill_now(self) -> bool:
-        return self.proc.kill_now()
 
     def observe(self) -> None:
         self.oom.observe()

@@ -19,9 +19,6 @@ from pathlib import Path
 
 # How much of the end of the output file feeds the failure classifier.
 TAIL_BYTES = 16 * 1024
-# How long `kill_now` waits for a SIGKILLed group to be gone, looking every KILL_POLL_S.
-KILL_WAIT_S = 5.0
-KILL_POLL_S = 0.05
 
 
 @dataclass
@@ -74,23 +71,6 @@ class JobProcess:
             return None
         self._done = True
         return self.returncode
-
-    def kill_now(self, wait_s: float = KILL_WAIT_S) -> bool:
-        """SIGKILL the whole group at once (a worker that must not leave its jobs behind)
-        and wait up to `wait_s` seconds for all of it to be gone, not only the main
-        process; True when nothing of it is left. A member stuck in the kernel (a driver
-        freeing device memory, a hung network filesystem) dies only when it leaves the
-        kernel, so False can follow: the job has not ended yet, and its devices are busy."""
-        if self.stop_started is None:
-            self.stop_started = time.monotonic()
-        self.kill_at = time.monotonic()
-        self.killed = signal_group(self.pid, signal.SIGKILL) or self.killed
-        deadline = self.kill_at + wait_s
-        while self.poll() is None:  # reaps the main process, SIGKILLs what is left
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(KILL_POLL_S)
-        return True
 
     def output_tail(self, limit: int = TAIL_BYTES) -> str:
         return tail(self.output, limit)

@@ -60,8 +60,6 @@ OUTPUT_EVERY_S = 2.0
 # stop's grace plus STOP_MARGIN_S) is given up: it ends `stopped_early`.
 UNREACHABLE_S = 120.0
 STOP_MARGIN_S = 10.0
-# How long a stopping worker waits for a stopped job to end.
-KILL_WAIT_S = 10.0
 # How often a worker looks for Ray jobs of attempts no worker holds (one list_jobs).
 SWEEP_S = 10.0
 PREFIX = "runwatch-"
@@ -340,15 +338,6 @@ class RayAttempt:
 
     def kill(self) -> None:
         self.stop(0.0)  # Ray stops a job with SIGTERM, then SIGKILL after its own wait
-
-    def kill_now(self) -> bool:
-        self.stop(0.0)
-        deadline = time.monotonic() + KILL_WAIT_S
-        while not self.poll():
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(POLL_S)
-        return True
 
     def observe(self) -> None:
         """Nothing to watch between polls: Ray reports how its job ended."""

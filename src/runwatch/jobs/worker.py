@@ -70,6 +70,9 @@ TICK_S = 0.2
 VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 # A stopping worker SIGKILLs what is left this long after its jobs' grace period.
 STOP_MARGIN_S = 5.0
+# ... and then waits this long for what it SIGKILLed to be gone (a stop takes at most
+# grace_s + STOP_MARGIN_S + KILL_WAIT_S, and the concluding).
+KILL_WAIT_S = 5.0
 
 
 @dataclass
@@ -191,17 +194,24 @@ class Worker:
         while self.jobs and time.monotonic() < deadline:
             self._safe_tick()
             time.sleep(TICK_S / 4)
+        left: list[Job] = []
         for job in list(self.jobs.values()):
             if job.proc is None:  # not started: back to the queue
                 with self.engine.begin() as conn:
                     store_jobs.release(conn, job.claim.run_pk)
                 self._drop(job)
                 continue
-            # Concluded only once nothing of it runs: a member of its group stuck in the
-            # kernel outlives SIGKILL, and a job concluded then is queued again (or its
-            # devices offered) beside it.
-            if job.proc.kill_now():
+            job.proc.kill()
+            left.append(job)
+        # Concluded only once nothing of it runs: a member of its group stuck in the kernel
+        # outlives SIGKILL, and a job concluded then would be queued again (or its devices
+        # offered) beside it. All of them are waited for together.
+        deadline = time.monotonic() + KILL_WAIT_S
+        while left and time.monotonic() < deadline:
+            for job in [job for job in left if job.proc is not None and job.proc.poll()]:
+                left.remove(job)
                 self._finish(job)
+            time.sleep(TICK_S / 4)
         for job in list(self.jobs.values()):  # still running, or its folder stayed busy
             log.warning("worker %s stops with %s unconcluded; another worker's reaper ends "
                         "it after the heartbeat timeout, once its process has gone",
