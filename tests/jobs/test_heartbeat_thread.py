@@ -11,7 +11,6 @@ a second `runwatch worker` process heartbeats well past the stale point.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from sqlalchemy import Engine
 from runwatch.ingest import Indexer
 from runwatch.jobs.worker import Worker
 from runwatch.store import jobs as store_jobs
+from tests.jobs.stacks import runs_in
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
 from tests.support.workers import FAST, Workers, group_gone, workers
@@ -52,7 +52,7 @@ def test_a_worker_blocked_on_the_index_lock_keeps_heartbeating(
                         what="the job to start")
         assert held["worker_id"] == worker.id
         with lock:  # a long index pass: the worker's loop waits for it
-            wait_for(lambda: _waits_in_index(thread), what="the worker to wait for the lock")
+            wait_for(lambda: runs_in(thread, Worker._index), what="the worker to wait for the lock")
             locked_at = time.time()
             (runs_dir / "go").touch()
             wait_for(lambda: group_gone(int(held["pid"])), what="the job to exit")
@@ -81,14 +81,6 @@ def test_a_worker_blocked_on_the_index_lock_keeps_heartbeating(
     assert row["stopped_at"] is not None and row["heartbeat_at"] <= row["stopped_at"]
 
 
-def _waits_in_index(thread: threading.Thread) -> bool:
-    """Whether `thread` is inside Worker._index (waiting for the index lock)."""
-    frame = sys._current_frames().get(thread.ident or 0)
-    while frame is not None:
-        if frame.f_code is Worker._index.__code__:
-            return True
-        frame = frame.f_back
-    return False
 
 
 def _workers(engine: Engine) -> list[dict[str, object]]:

@@ -46,6 +46,8 @@ PREWARM_YIELD_S = 0.02
 # after their own expiry (httpx and the SDK's sender: 5 s); a server that closed at the same
 # 5 s raced them, and a request sent on a connection as it closed was lost (ReadError).
 KEEP_ALIVE_S = 65
+# stop() says what it waits for once a thread has not ended after this long.
+STOP_NOTE_S = 5.0
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -236,18 +238,23 @@ class Runner:
             self.stop()
 
     def stop(self) -> None:
+        """Stop serving, indexing and the workers; return once every thread this runner
+        started has ended, so nothing writes to the index or the cache after it (an
+        index pass under way ends first; a worker stops its jobs first: SIGTERM, their
+        grace period, SIGKILL). A second Ctrl-C while it waits leaves at once."""
         self._stop.set()
         self.feed.close()
         if self._server is not None:
             self._server.should_exit = True
             self._server.force_exit = False
-        for t in self._threads:
-            if t is not threading.current_thread():
-                t.join(timeout=5)
-        # a worker stops its running jobs first: SIGTERM, their grace period, SIGKILL
-        for worker, t in self._workers:
-            if t is not threading.current_thread():
-                t.join(timeout=worker.grace_s + 15)
+        for t in [*self._threads, *(t for _, t in self._workers)]:
+            if t is threading.current_thread():
+                continue
+            t.join(timeout=STOP_NOTE_S)
+            if t.is_alive():
+                log.warning("waiting for %s to end (an index pass or a job's stop under "
+                            "way); Ctrl-C again to leave now", t.name)
+                t.join()
         self.cache.save_all()
         if self.otel is not None:
             self.otel.shutdown()
