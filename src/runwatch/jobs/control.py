@@ -14,7 +14,10 @@ holds its folder's lock; otherwise only its own user can stop it.
 Retry: an ended job starts its next attempt (runwatch.jobs.attempts), QUEUED again. Its
 run may have ended while its process still runs (what follows the SDK's finish(), or the
 process exiting): the job then stays its worker's until that process has gone, and only
-then can a worker claim the new attempt.
+then can a worker claim the new attempt. The process holds the run's folder until its
+finish() is done, which after its end is recorded can take its sender's last send to a
+team server (sdk.sender.FINISH_WAIT_S at most): a retry waits that long for the folder
+(RETRY_WAIT_S), so a run that shows ended is not answered busy.
 """
 
 from __future__ import annotations
@@ -34,13 +37,17 @@ from runwatch.jobs.attempts import new_attempt
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.jobs.lifecycle import TransitionError
 from runwatch.rundir import format as fmt
-from runwatch.rundir.append import WAIT_S, append_events
+from runwatch.rundir.append import append_events
 from runwatch.rundir.jsonl import loads_line
 from runwatch.sdk.lock import RunLock
+from runwatch.sdk.sender import FINISH_WAIT_S
 from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
 
 RunRef = int | Any  # a run's pk, or a row of `runs` (anything with .pk)
+# How long a retry waits for the ended attempt's process to let go of the run's folder:
+# its last send, and a margin for the process to exit.
+RETRY_WAIT_S = FINISH_WAIT_S + 5.0
 
 
 def _run(engine: Engine, run: RunRef) -> Any:
@@ -122,7 +129,7 @@ def _stop_by_hand(run_dir: Path) -> str:
 
 
 def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
-          wait_s: float = WAIT_S) -> str:
+          wait_s: float = RETRY_WAIT_S) -> str:
     """Start the next attempt of an ended job; returns "QUEUED". RunBusy when a process
     still holds the run's folder after `wait_s` seconds."""
     row = _run(engine, run)

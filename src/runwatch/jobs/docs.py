@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import sys
 
+from runwatch.jobs.control import RETRY_WAIT_S
 from runwatch.jobs.cost import CPU, HOLDING_PHASES, PROFILES_ENV, PROFILES_FILE
 from runwatch.jobs.failures import CATALOGUE, MAX_REFUSAL_CHARS, Activity
 from runwatch.jobs.lifecycle import TRANSITIONS, WHY
 from runwatch.metrics.docs import write_generated
+from runwatch.sdk.sender import FINISH_WAIT_S
 
 INTRO = """# Jobs: lifecycle, failure reasons and cost
 
@@ -37,8 +39,11 @@ only way out of a terminal phase: a new attempt of the same run, QUEUED again; e
 attempts stay on record and in the cost. A run retried as soon as its process recorded
 its end, before that process exited (what follows `finish()`, or its exit on a loaded
 machine), stays its worker's until the process has gone: the new attempt never runs
-beside the old one. Any other move is refused with one sentence
-that says what the run can do instead (`runwatch.jobs.lifecycle.refusal`).
+beside the old one. The process holds the run's folder until its `finish()` is done,
+which can take its last send to a team server ({finish_wait:g} s at most); a retry waits
+for the folder up to {retry_wait:g} s, so a run that shows ended is not answered busy.
+Any other move is refused with one sentence that says what the run can do instead
+(`runwatch.jobs.lifecycle.refusal`).
 
 ## Why a run failed
 
@@ -203,7 +208,8 @@ def render() -> str:
     out = [INTRO, "| from | to | when |", "|---|---|---|"]
     out += [f"| {a} | {b} | {WHY[(a, b)]} |" for a, targets in TRANSITIONS.items()
             for b in targets]
-    out += ["", ACTIONS, "| id | the run shows | what to do |", "|---|---|---|"]
+    out += ["", ACTIONS.format(finish_wait=FINISH_WAIT_S, retry_wait=RETRY_WAIT_S),
+            "| id | the run shows | what to do |", "|---|---|---|"]
     for r in CATALOGUE.values():
         shows = f"*{r.sentence}*" if r.refusal else f"“{r.sentence}”"
         out.append(f"| `{r.id}` | {shows} | {r.what_to_do} |")

@@ -24,9 +24,9 @@ from runwatch.ingest import Indexer
 from runwatch.ingest.indexer import PointsHook
 from runwatch.interop.otel import OtelExport
 from runwatch.interop.otel import from_env as otel_from_env
+from runwatch.jobs.control import RETRY_WAIT_S
 from runwatch.jobs.worker import Worker
 from runwatch.rundir import format as fmt
-from runwatch.rundir.append import WAIT_S
 from runwatch.server.app import create_app
 from runwatch.server.feed import ChangeFeed
 from runwatch.server.routes_prom import ServerMetrics
@@ -79,7 +79,7 @@ class Runner:
     # calls, not data), so the first user's answer does not pay for them
     warm: bool = True
     # how long a retry waits for a process to let go of the run's folder (create_app)
-    lock_wait_s: float = WAIT_S
+    lock_wait_s: float = RETRY_WAIT_S
     # keep long series as files beside a SQLite index, for fast reads after a restart
     save_series: bool = True
     feed: ChangeFeed = field(default_factory=ChangeFeed)
