@@ -297,6 +297,14 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("dpo", NO, {"loss": [0.69, 0.2, 0.005, 0.004],
                      "preference_accuracy": [0.5, 0.9, 0.97, 0.98]}),
     ),
+    "dpo.preference_saturated": (
+        # The loss under 0.1 with every pair preferred, ten logs running.
+        ("dpo", NO, {"loss": [0.69, 0.4, 0.2, *ramp(0.09, -0.003, 12)],
+                     "preference_accuracy": [0.5, 0.8, 0.9, *const(1.0, 12)]}),
+        # As low, but a batch in every ten has a pair the wrong way round.
+        ("dpo", NO, {"loss": [0.69, 0.4, 0.2, *const(0.06, 27)],
+                     "preference_accuracy": [0.5, 0.8, 0.9, *mostly(0.75, 1.0, 1, 27)]}),
+    ),
     "grpo.entropy_collapse": (
         ("grpo", NO, {"entropy": [1.0 * math.exp(-i / 15) for i in range(64)]}),
         ("grpo", NO, {"entropy": [1.0 - 0.004 * i for i in range(64)]}),

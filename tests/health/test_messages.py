@@ -117,7 +117,7 @@ def test_a_finding_that_reopens_within_its_window_counts_only_its_own_hits() -> 
     # keeps it); it reopens at step 16 with the hit at 8 still in its window. That hit was
     # the first finding's: the second started at step 8, inside the first one's span, and
     # counted it again (R1's suspicion, session 11). Live (a point a batch) and at once.
-    values = [1.0] * 4 + [0.0] * 4 + [1.0] + [0.0] * 5 + [1.0] * 3 + [0.0] * 12
+    values = [1.0] * 4 + [0.5] * 4 + [1.0] + [0.5] * 5 + [1.0] * 3 + [0.5] * 12
     engine, live = Engine("grpo"), []
     for step, value in enumerate(values):
         live += [f for f in engine.feed(to_batch({"zero_variance_skip_ratio": ([step], [value])}))

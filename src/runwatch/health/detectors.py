@@ -109,7 +109,10 @@ class Threshold:
     """Sustained threshold: a value above `above` (or below `below`) on k of the last n points.
 
     Non-finite values never count as hits (the non-finite rule reports them). Points
-    before `min_points` have been seen never trigger, which skips warm-up noise.
+    before `min_points` have been seen never trigger, which skips warm-up noise. With
+    `k_binary`, a series that has taken no value but exactly 0 and 1 needs that many hits
+    instead of k (a share of one group a step is that group's verdict, so a hit there is
+    one group, not a whole step's); from the batch that logs another value on, k.
     """
 
     def __init__(
@@ -119,11 +122,16 @@ class Threshold:
         k: int = 1,
         n: int = 1,
         min_points: int = 0,
+        k_binary: int | None = None,
         state: dict[str, Any] | None = None,
     ) -> None:
         self.above, self.below = above, below
         st = state or {}
-        self.window = KOfN(k, n, st.get("tail"), bool(st.get("holding", False)))
+        self.k = k
+        # Whether every value so far was exactly 0 or 1 (only tracked with k_binary).
+        self.binary = k_binary is not None and bool(st.get("binary", True))
+        self.window = KOfN(k_binary if self.binary and k_binary is not None else k, n,
+                           st.get("tail"), bool(st.get("holding", False)))
         self.seen = int(st.get("seen", 0))
         self.min_points = int(min_points)
         self.hits: list[int] = []
@@ -138,6 +146,9 @@ class Threshold:
         self._verdicts: list[bool] = []
 
     def feed(self, values: list[float], steps: list[int] | None = None) -> list[bool]:
+        if self.binary and any(v != 0.0 and v != 1.0 for v in values):
+            self.binary = False
+            self.window = KOfN(self.k, self.window.n, self.window.tail, self.window.holding)
         a, b = self.above, self.below
         if a is not None and b is not None:
             hits = [1 if (v > a or v < b) and v - v == 0 else 0 for v in values]
@@ -219,7 +230,7 @@ class Threshold:
 
     def state(self) -> dict[str, Any]:
         return {"tail": self.window.tail, "holding": self.window.holding, "seen": self.seen,
-                "steps": self.tail_steps, "last_true": self.last_true}
+                "steps": self.tail_steps, "last_true": self.last_true, "binary": self.binary}
 
 
 class Pinned(Threshold):
@@ -232,7 +243,7 @@ class Pinned(Threshold):
 
     def __init__(self, k: int = 1, n: int = 1, min_points: int = 0,
                  state: dict[str, Any] | None = None) -> None:
-        super().__init__(None, None, k, n, min_points, state)
+        super().__init__(None, None, k, n, min_points, state=state)
         # The lowest value so far and how many points took it.
         self.floor: list[float] = list((state or {}).get("floor", []))
 

@@ -200,8 +200,8 @@ NeMo's `reduced_train_loss` and `val_loss`, Lightning's `train_loss_step` and `v
 # the detectors' table: (name, when it fires)
 DETECTOR_DOCS = (
     ("threshold", "a value is above/below a limit on *k* of the last *n* points (optionally "
-     "after `min_points`); a budget rule's limit is a fraction of a run setting such as "
-     "`max_sample_tokens`"),
+     "after `min_points`; *k* is `k_binary` while every value has been exactly 0 or 1); a "
+     "budget rule's limit is a fraction of a run setting such as `max_sample_tokens`"),
     ("pinned", "a value equals exactly the lowest the series has taken, and has taken "
      "before, on *k* of the last *n* points (a new low is no hit)"),
     ("spike", "a value exceeds `factor` × the rolling median of the previous `window` points "

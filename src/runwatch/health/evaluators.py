@@ -68,7 +68,8 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             above=None if above is None else float(above),
             below=None if below is None else float(below),
             k=int(_num(p, "k", 1)), n=int(_num(p, "n", 1)),
-            min_points=int(_num(p, "min_points", 0)), state=state,
+            min_points=int(_num(p, "min_points", 0)),
+            k_binary=int(p["k_binary"]) if "k_binary" in p else None, state=state,
         )
     if kind == "pinned":
         return d.Pinned(k=int(_num(p, "k", 1)), n=int(_num(p, "n", 1)),

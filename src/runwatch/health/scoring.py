@@ -64,6 +64,7 @@ RULE_CLASSES: dict[str, str] = {
     "rl.no_progress": "rl_no_progress",
     "dpo.over_optimisation": "dpo_over_optimisation",
     "dpo.loss_collapsed": "dpo_over_optimisation",
+    "dpo.preference_saturated": "dpo_over_optimisation",
     "grpo.entropy_collapse": "entropy_collapse",
     "grpo.entropy_low": "entropy_collapse",
     "grpo.entropy_crash": "entropy_collapse",

@@ -294,6 +294,16 @@ SHARE = frozenset({"frac", "fraction", "ratio", "rate", "share"})
 # A share of completions cut at the length limit (`truncated_completions_ratio`,
 # `truncation_rate`); "clipped" alone is left out: PPO's clip fraction is about ratios.
 TRUNCATED = re.compile(r"truncat")
+# Counts of a step's groups: those a group-based loop filtered out (the groups whose
+# samples all scored the same, which such a loop drops: DAPO's dynamic sampling, the
+# cookbook's constant-reward filter; a loop's `groups_filtered`) and those it trained on
+# (`groups_kept`). Read as the async loop's counts of the same, whose share the
+# zero-variance rules judge. Groups dropped for their age or length are not these.
+GROUPS = frozenset({"group", "groups"})
+DROPPED = frozenset({"filtered", "dropped", "skipped", "removed", "discarded"})
+KEPT = frozenset({"kept", "accepted", "trained", "used"})
+NOT_ZERO_SPREAD = frozenset({"stale", "staleness", "old", "length", "long", "overlong",
+                             "truncated", "error", "failed"})
 
 
 @lru_cache(maxsize=4096)
@@ -309,6 +319,11 @@ def role_by_words(key: str) -> str | None:
         return "zero_variance_skip_ratio"
     if TRUNCATED.search(name.rpartition("/")[2]) and words & SHARE:
         return "truncated_ratio"
+    if words & GROUPS and not words & (SHARE | NOT_ZERO_SPREAD):
+        if words & DROPPED and not words & KEPT:
+            return "async/dropped_zero_variance_groups"
+        if words & KEPT and not words & DROPPED:
+            return "async/accepted_groups"
     if words & NOT_A_LEVEL:
         return None
     for role, wanted, unwanted in ROLE_WORDS:

@@ -3,6 +3,7 @@ dynamic sampling and validation (reward hacking, length runaway)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from operator import sub
 
@@ -12,6 +13,14 @@ GRPO = ("grpo",)
 SUSTAINED = {"k": 8, "n": 10}
 ENTROPY_ADVICE = ("Exploration is dying: raise temperature, lower learning_rate, or add an "
                   "entropy bonus; watch zero_variance_skip_ratio, which follows.")
+
+
+def _zero_variance_share(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
+    """The share as logged, or, from a loop's counts of the groups it dropped for having
+    no spread and of those it trained on, the dropped ones' share (NaN with no group)."""
+    if len(v) == 1:
+        return v[0]
+    return [d / (d + k) if d + k > 0 else math.nan for d, k in zip(v[0], v[1], strict=True)]
 
 
 def _accuracy_minus_reward(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
@@ -152,14 +161,20 @@ RULES: tuple[Rule, ...] = (
         id="grpo.zero_variance",
         title="Most groups have no reward variance",
         methods=GRPO,
-        variants=(("zero_variance_skip_ratio",),),
+        variants=(("zero_variance_skip_ratio",),
+                  ("async/dropped_zero_variance_groups", "async/accepted_groups")),
+        exclusive=True,
+        derive=_zero_variance_share,
         detector="threshold",
         params={"above": 0.5, **SUSTAINED},
         severity="warning",
         learning="reward_mean",
         condition="`zero_variance_skip_ratio` is above {above} on {k} of the last {n} steps "
-        "(under 0.3 is healthy).",
-        message="{metric} stayed above {above} (last {last:.3g}).",
+        "(under 0.3 is healthy). A loop that logs no share but counts the groups it "
+        "dropped for having no spread and those it trained on (`groups_filtered` and "
+        "`groups_kept`) is judged by the dropped ones' share of the two.",
+        message="the share of groups with no reward variance ({metric}) stayed above "
+        "{above} (last {last:.3g}).",
         advice="The task is too easy or too hard for the model now: read "
         "identical_nonzero_reward_skip_ratio to tell which, then change the data's difficulty, "
         "group_size or temperature.",
@@ -432,14 +447,17 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("zero_variance_skip_ratio",),),
         detector="threshold",
-        params={"above": 0.95, "k": 4, "n": 10},
+        params={"above": 0.95, "k": 4, "n": 10, "k_binary": 8},
         severity="warning",
         learning="reward_mean",
         condition="`zero_variance_skip_ratio` is above {above} on {k} of the last {n} logged "
         "steps: on those steps no group had a spread, so they learned nothing, however the "
         "steps between went (judged on few points too, for runs that log too few for "
-        "grpo.zero_variance). A run of one prompt per step that solves 90% of its prompts "
-        "has every sample right on 4 steps in 10 (0.9 to the 8th): its data is saturated.",
+        "grpo.zero_variance). A run whose share has been only exactly 0 or 1 trains one "
+        "group a step, so a step at 1 is one group in {n}, not a step of many groups "
+        "without a spread: there it takes {k_binary} of the last {n}, most of its groups. "
+        "One group of 4 samples is all alike on 4 steps in 10 for a model that gets 80% "
+        "of them right (0.8^4 + 0.2^4 = 0.41), and learns from the rest.",
         message="{metric} was above {above} on {in_window} of the last {n} logged steps "
         "(last {last:.3g}): on those steps every group scored all its samples the same, so "
         "they learned nothing.",

@@ -7,11 +7,24 @@ from collections.abc import Mapping, Sequence
 
 from runwatch.health.rules.base import Param, Rule
 
+OVER_OPTIMISED = ("The preference is over-optimised: keep an earlier checkpoint, raise beta, "
+                  "and lower learning_rate or num_epochs; read samples for degenerate text.")
+
 
 def _loss_when_all_preferred(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
     """The loss on steps where every pair prefers the chosen reply; +inf elsewhere."""
     return [loss if acc >= float(p["accuracy_at"]) else float("inf")
             for loss, acc in zip(v[0], v[1], strict=True)]
+
+def _preference_loss_saturated(v: Sequence[list[float]],
+                               p: Mapping[str, Param]) -> list[float]:
+    """The loss where every pair prefers the chosen reply, or, in a run that logs no
+    preference accuracy, the loss itself where it is a preference loss (not below 0);
+    +inf elsewhere."""
+    if len(v) == 2:
+        return _loss_when_all_preferred(v, p)
+    return [loss if loss >= 0 else float("inf") for loss in v[0]]
+
 
 def _margin(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
     """The margin as logged, or the chosen reward less the rejected one (OpenRLHF logs
@@ -68,17 +81,20 @@ RULES: tuple[Rule, ...] = (
         methods=("sft", "dpo"),
         variants=(("loss",),),
         detector="no_progress",
-        params={"direction": "down", "min_change": 0.005, "max_spread": 0.005, "warmup": 30,
-                "bucket": 2, "warmup_steps": 50, "min_points": 8},
+        params={"direction": "down", "min_change": 0.005, "max_spread": 0.005, "warmup": 8,
+                "bucket": 2, "min_points": 8},
         signal="loss_flat",
         severity="warning",
-        condition="After {min_points} logged points over {warmup_steps} steps (or {warmup} "
-        "points), every `loss` so far lies within {max_spread} (relative) of where it "
-        "started and the latest has not fallen {min_change}: no minibatch noise and no "
-        "learning, as a frozen model or one at chance (ln of its vocabulary: 10.8 for "
-        "GPT-2's) gives. A DPO loss starts at ln 2 on every batch while the policy is the "
-        "reference (every margin is 0), and stays there with no batch noise while the policy "
-        "does not move.",
+        condition="After {warmup} logged points, however few steps they span, every `loss` "
+        "so far lies within {max_spread} (relative) of where it started and the latest has "
+        "not fallen {min_change}: no minibatch noise and no learning, as a frozen model or "
+        "one at chance (ln of its vocabulary: 10.8 for GPT-2's) gives. A learning-rate "
+        "warm-up slows the fall of the first steps but leaves the batches' noise, which is "
+        "what this reads: no healthy run of the labelled corpus keeps its first 8 points "
+        "within it (a run of one step an epoch on a tiny set had 8 points at 10.735 ± "
+        "0.001 and waited for 50 steps it never logged). A DPO loss starts at ln 2 on "
+        "every batch while the policy is the reference (every margin is 0), and stays there "
+        "with no batch noise while the policy does not move.",
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}), never "
         "moving more than {max_spread:.1%} from where it started.",
         advice="Nothing is learned: check that learning_rate is not 0, that the parameters "
@@ -332,8 +348,7 @@ RULES: tuple[Rule, ...] = (
         "is above {above} on any step; healthy runs end at a few units.",
         message="the DPO margin reached {max:.3g}, above {above}: the policy pushes rejected "
         "replies far below the reference instead of learning the preference.",
-        advice="The preference is over-optimised: keep an earlier checkpoint, raise beta, and "
-        "lower learning_rate or num_epochs; read samples for degenerate text.",
+        advice=OVER_OPTIMISED,
     ),
     Rule(
         id="dpo.loss_collapsed",
@@ -343,13 +358,37 @@ RULES: tuple[Rule, ...] = (
         detector="threshold",
         derive=_loss_when_all_preferred,
         params={"below": 0.01, "accuracy_at": 0.999, "k": 2, "n": 2},
+        signal="preference_saturated",
         severity="warning",
         condition="`loss` is below {below} while `preference_accuracy` is 1, on {k} logged "
         "steps in a row: every pair separated by a margin the sigmoid cannot tell from "
         "infinite, so nothing is left to learn but pushing rejected replies further down.",
         message="loss stayed at {last:.3g} with every pair preferred: the preference is "
         "saturated.",
-        advice="The preference is over-optimised: keep an earlier checkpoint, raise beta, and "
-        "lower learning_rate or num_epochs; read samples for degenerate text.",
+        advice=OVER_OPTIMISED,
+    ),
+    Rule(
+        id="dpo.preference_saturated",
+        title="Every pair preferred by a wide margin, log after log",
+        methods=("dpo",),
+        variants=(("loss", "preference_accuracy"), ("loss",)),
+        exclusive=True,
+        detector="threshold",
+        derive=_preference_loss_saturated,
+        params={"below": 0.1, "accuracy_at": 0.999, "k": 10, "n": 10},
+        signal="preference_saturated",
+        severity="warning",
+        condition="`loss` is below {below} while `preference_accuracy` is 1 (in a run that "
+        "logs no preference accuracy, the loss alone, as a model card's table gives it) on "
+        "{k} logged steps in a row: every batch's pairs are separated well past the "
+        "sigmoid's knee (a mean loss of 0.1 is a margin of 2.3 on every pair), and it has "
+        "stayed so, so what is left to learn is pushing rejected replies further down, "
+        "which the margin rising and the rejected log-probability falling show. A healthy "
+        "run of the labelled corpus has it on 1 log in a row at most; dpo.loss_collapsed "
+        "judges the loss near 0 sooner. A loss below 0 is no preference loss.",
+        message="loss stayed below {below} on {in_window} logged steps in a row (last "
+        "{last:.3g}): every pair is separated past the sigmoid's knee, and the policy "
+        "pushes rejected replies down.",
+        advice=OVER_OPTIMISED,
     ),
 )
