@@ -5,8 +5,8 @@ split once round 10 joined it (session 12), by class: a trigger series and a nea
   groups, not steps; grpo.no_signal needs most of them.
 - A DPO preference saturated short of a loss at 0: every pair preferred with the loss
   under 0.1, log after log (or, with no accuracy logged, the loss alone).
-- A loss with no noise in a run of a few steps: loss.stuck waited for 50 steps; 8 logged
-  points are enough, however few steps they span.
+- A loss with no noise in a run of a few steps is left to loss.stuck's 50-step wait (a
+  model at chance in its warm-up looks the same).
 - Groups without a spread counted, not shared: a loop that logs how many groups it
   filtered out and how many it kept is judged by the filtered ones' share.
 """
@@ -57,18 +57,6 @@ def test_a_dpo_loss_under_a_tenth_log_after_log_is_saturation_with_or_without_ac
     assert "dpo.preference_saturated" not in rule_ids(found)
 
 
-def test_a_loss_without_noise_over_8_steps_is_stuck() -> None:
-    # sft_medllm_small_real_lora_8ep: one step an epoch, 8 epochs, the loss 10.7355,
-    # 10.7350, 10.7342, 10.7337, 10.7334, 10.7348, 10.7354, 10.7357 (a 0.02% range).
-    loss = [10.7355, 10.7350, 10.7342, 10.7337, 10.7334, 10.7348, 10.7354, 10.7357]
-    assert "loss.stuck" in rule_ids(evaluate("sft", {}, {"loss": loss}))
-    assert "loss.stuck" not in rule_ids(evaluate("sft", {}, {"loss": loss[:7]}))
-    # Near miss: the first 8 steps of a run warming its learning rate up, the loss flat
-    # but with its batches' noise (1-2%).
-    warm = [2.31, 2.27, 2.33, 2.29, 2.26, 2.32, 2.30, 2.28, 2.25, 2.29]
-    assert "loss.stuck" not in rule_ids(evaluate("sft", {}, {"loss": warm}))
-
-
 def test_a_loop_that_counts_the_groups_it_filtered_is_judged_by_their_share() -> None:
     # grpo_tinker_ctxdistill_reward_only logs only train/groups_filtered (28-31) and
     # train/groups_kept (1-4) of 32 groups a step: most groups without a spread.
@@ -83,3 +71,20 @@ def test_a_loop_that_counts_the_groups_it_filtered_is_judged_by_their_share() ->
     assert "grpo.zero_variance" not in rule_ids(evaluate("grpo", {}, third))
     stale = {"groups_dropped_stale": filtered, "train/groups_kept": [32.0 - f for f in filtered]}
     assert "grpo.zero_variance" not in rule_ids(evaluate("grpo", {}, stale))
+
+
+
+def test_a_loss_at_chance_through_a_warm_up_is_not_stuck() -> None:
+    # sft_medllm_small_real_lora_8ep (8 points at 10.735 +- 0.001, one step an epoch) is
+    # left missed: 8 points over 8 steps are also a model at chance in its learning-rate
+    # warm-up (a pretraining run from scratch, or a DPO run at ln 2), whose loss has no
+    # batch noise yet. Judging them without the 50-step wait was tried and withdrawn.
+    chance = [10.7355, 10.7350, 10.7342, 10.7337, 10.7334, 10.7348, 10.7354, 10.7357,
+              10.7351, 10.7340, 10.72, 10.69, 10.61, 10.5, 10.3, 10.0]
+    assert "loss.stuck" not in rule_ids(evaluate("sft", {}, {"loss": chance}))
+    dpo = [0.6931, 0.6931, 0.6930, 0.6932, 0.6927, 0.6924, 0.6920, 0.6915, 0.690, 0.688,
+           0.685, 0.681, 0.676, 0.670, 0.66, 0.65]
+    assert "loss.stuck" not in rule_ids(evaluate("dpo", {}, {"loss": dpo}))
+    # The same 8 points logged every 10 steps are past any warm-up: stuck.
+    steps = [10 * (i + 1) for i in range(8)]
+    assert "loss.stuck" in rule_ids(evaluate("sft", {}, {"loss": (steps, chance[:8])}))

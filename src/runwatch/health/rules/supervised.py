@@ -81,20 +81,17 @@ RULES: tuple[Rule, ...] = (
         methods=("sft", "dpo"),
         variants=(("loss",),),
         detector="no_progress",
-        params={"direction": "down", "min_change": 0.005, "max_spread": 0.005, "warmup": 8,
-                "bucket": 2, "min_points": 8},
+        params={"direction": "down", "min_change": 0.005, "max_spread": 0.005, "warmup": 30,
+                "bucket": 2, "warmup_steps": 50, "min_points": 8},
         signal="loss_flat",
         severity="warning",
-        condition="After {warmup} logged points, however few steps they span, every `loss` "
-        "so far lies within {max_spread} (relative) of where it started and the latest has "
-        "not fallen {min_change}: no minibatch noise and no learning, as a frozen model or "
-        "one at chance (ln of its vocabulary: 10.8 for GPT-2's) gives. A learning-rate "
-        "warm-up slows the fall of the first steps but leaves the batches' noise, which is "
-        "what this reads: no healthy run of the labelled corpus keeps its first 8 points "
-        "within it (a run of one step an epoch on a tiny set had 8 points at 10.735 ± "
-        "0.001 and waited for 50 steps it never logged). A DPO loss starts at ln 2 on "
-        "every batch while the policy is the reference (every margin is 0), and stays there "
-        "with no batch noise while the policy does not move.",
+        condition="After {min_points} logged points over {warmup_steps} steps (or {warmup} "
+        "points), every `loss` so far lies within {max_spread} (relative) of where it "
+        "started and the latest has not fallen {min_change}: no minibatch noise and no "
+        "learning, as a frozen model or one at chance (ln of its vocabulary: 10.8 for "
+        "GPT-2's) gives. A DPO loss starts at ln 2 on every batch while the policy is the "
+        "reference (every margin is 0), and stays there with no batch noise while the policy "
+        "does not move.",
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}), never "
         "moving more than {max_spread:.1%} from where it started.",
         advice="Nothing is learned: check that learning_rate is not 0, that the parameters "
