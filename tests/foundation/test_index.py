@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from pathlib import Path
 
 import pytest
@@ -333,3 +334,21 @@ def test_resolve_run_within_projects_names_only_their_runs(runs_dir: Path,
         assert not other.value.ambiguous
         assert all("beta" not in c and "alpha-2" not in c for c in other.value.candidates)
         assert any("alpha-1" in c for c in other.value.candidates)
+
+
+def test_a_pass_asked_to_stop_ends_after_the_run_under_way(runs_dir: Path,
+                                                          tmp_path: Path) -> None:
+    """A stopping server waits for its indexer's pass; the pass ends after the folder it is
+    on, not after every folder (each can wait 30 s behind another process's write lock)."""
+    for name in ("a", "b", "c"):
+        make_run(runs_dir, name, 3)
+    engine = open_engine(tmp_path / "i.db")
+    stop = threading.Event()
+    indexer = Indexer(engine, runs_dir, hooks=[lambda conn, pk, points: stop.set()])
+    first = indexer.index_once(stop)
+    assert (first.runs, first.new_runs) == (1, 1)
+    with engine.connect() as conn:
+        assert conn.execute(select(s.runs.c.name)).scalars().all() == ["a"]
+    stop.clear()
+    rest = Indexer(engine, runs_dir).index_once(stop)
+    assert (rest.runs, rest.new_runs) == (3, 2)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,11 +89,17 @@ class Indexer:
         # though it has not changed, and the wait that came to.
         self._failed: dict[Path, tuple[tuple[tuple[str, int, int], ...], float, float]] = {}
 
-    def index_once(self) -> IndexReport:
+    def index_once(self, stop: threading.Event | None = None) -> IndexReport:
+        """One pass over the runs folder. With `stop`, the pass ends after the run folder
+        under way once it is set: a pass is bounded per statement (SQLite's 30 s busy
+        wait), not as a whole, and a server stopping behind another process's long write
+        lock would otherwise wait that long for every folder."""
         report = IndexReport()
         if not self.runs_dir.is_dir():
             return report
         for entry in sorted(os.scandir(self.runs_dir), key=lambda e: e.name):
+            if stop is not None and stop.is_set():
+                break
             if entry.name.startswith("."):
                 continue
             if entry.is_symlink():
