@@ -87,11 +87,12 @@ class BackgroundWriter:
             except OSError as exc:
                 self._failed_io(exc)
 
-    def close(self, final: Item | None = None, timeout: float = 30.0) -> None:
+    def close(self, final: Item | None = None, timeout: float = 30.0) -> bool:
         """Write everything queued, then `final` (the run's last event), and stop the thread.
 
         `final` is written after every other record and says how many of them could not
         be written; what is still unwritten at the end is counted in `dropped_lines`.
+        False when the thread still writes after `timeout` seconds (a stalled disk).
         """
         self._final = final
         self._stop = True
@@ -107,6 +108,7 @@ class BackgroundWriter:
         if lost:
             warn(f"runwatch: {lost} records could not be written to {self.run_dir} and are "
                  "lost (counted in run.dropped_lines); free space on that disk")
+        return not self._thread.is_alive()
 
     @property
     def unwritten(self) -> int:
