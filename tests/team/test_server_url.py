@@ -1,7 +1,8 @@
 """What a team server's URL is to each client of it: `runwatch runs … --server` (cli/remote)
-and the sender (sdk/sendhttp) take its scheme in any case, as URLs do (`HTTP://` is http,
-`HTTPS://` is https), and verify the certificate of every https server, whichever case
-the scheme is written in. One function says so for all of them (sendhttp.url_scheme).
+and the sender (`runwatch sync`, runwatch.init(server=…): sdk/sender, sdk/sendhttp) take
+its scheme in any case, as URLs do (`HTTP://` is http, `HTTPS://` is https), and verify the
+certificate of every https server, whichever case the scheme is written in. One function
+says so for all of them (sendhttp.url_scheme).
 
 A real TLS server with a self-signed certificate (made by the openssl command) stands for
 a server whose certificate is not trusted: a client that verifies refuses it; the same
@@ -86,7 +87,7 @@ def test_url_scheme_reads_the_scheme_in_any_case(url: str, scheme: str | None) -
 
 @pytest.mark.parametrize("written", ["https", "HTTPS", "Https"])
 def test_every_client_verifies_an_https_server_whatever_the_scheme_s_case(
-        tls_server: tuple[int, Path], written: str) -> None:
+        tls_server: tuple[int, Path], written: str, runs_dir: Path) -> None:
     port, cert = tls_server
     url = f"{written}://127.0.0.1:{port}"
     trusted = httpx.get(f"https://127.0.0.1:{port}/api/runs",
@@ -104,6 +105,11 @@ def test_every_client_verifies_an_https_server_whatever_the_scheme_s_case(
             client.post(b"{}")
     finally:
         client.close()
+
+    sdk_run(runs_dir, "to-send", steps=2)
+    res = cli("sync", str(runs_dir), "--server", url, "--token", "rw_x", "--retry-for", "0")
+    assert res.exit_code == 1, res.output
+    assert NOT_VERIFIED in res.stderr and "were not sent" in res.stderr, res.stderr
 
 
 def test_the_cli_reads_a_server_whose_scheme_is_upper_case(engine: Engine, runs_dir: Path

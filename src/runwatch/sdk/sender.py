@@ -53,6 +53,7 @@ from runwatch.sdk.sendhttp import (
     UploadReport,
     check_answer,
     check_refusal,
+    url_scheme,
 )
 
 ENV_SERVER = "RUNWATCH_SERVER"
@@ -85,7 +86,7 @@ def server_url(server: str | None = None) -> str | None:
     url = url.strip().rstrip("/")
     if not url:
         return None
-    if not url.startswith(("http://", "https://")):
+    if url_scheme(url) is None:
         raise ValueError(f"the server {url!r} is not an http:// or https:// URL; pass the base "
                          "URL `runwatch server` printed, for example http://127.0.0.1:8765")
     return url
