@@ -2,7 +2,8 @@
 description, the actions its phase allows, a checkpoint and a log line.
 
 Both `runwatch runs … -o json` and the HTTP API send exactly these shapes (see
-docs/api.md); timestamps are ISO 8601 text in UTC.
+docs/api.md); timestamps are ISO 8601 text in UTC. A row is a SQLAlchemy row or a plain
+one with the same attributes (store/runrows.py: `runs list` reads without SQLAlchemy).
 """
 
 from __future__ import annotations
@@ -11,14 +12,13 @@ import time
 from typing import Any
 
 import orjson
-from sqlalchemy import Row
 
 from runwatch.analysis.timing import iso, run_duration_s
 from runwatch.rundir.format import CANCELLABLE_PHASES, RETRYABLE_PHASES
-from runwatch.store.queries import json_or_text, process_gone
+from runwatch.store.runrows import json_or_text, process_gone
 
 
-def run_summary(row: Row[Any], now: float | None = None) -> dict[str, Any]:
+def run_summary(row: Any, now: float | None = None) -> dict[str, Any]:
     """A run's list fields: what the run list, the CLI's table and the streams carry.
 
     `process_gone` is true for a run that has not ended but whose training process (on
@@ -55,7 +55,7 @@ def run_summary(row: Row[Any], now: float | None = None) -> dict[str, Any]:
     }
 
 
-def summary_line(row: Row[Any]) -> str:
+def summary_line(row: Any) -> str:
     """One sentence: "Training <model> with <trainer> on <dataset> via <backend> (<method>)."."""
     parts = [f"Training {row.base_model or 'a model'}"]
     if row.trainer:

@@ -91,9 +91,11 @@ def _driver_reader(engine: Engine, raw: Any) -> Reader:
 
 
 @contextmanager
-def open_reader(directory: Path | None, db: str | None) -> Iterator[tuple[Reader, Path | None]]:
+def open_reader(directory: Path | None, db: str | None, saved: bool = True
+                ) -> Iterator[tuple[Reader, Path | None]]:
     """The index, current with its folder, to read with plain SQL (store/plain), and the
-    folder where series read from it may be saved (beside a SQLite index; else None).
+    folder where series read from it may be saved (beside a SQLite index; else None, and
+    None for a reader of no series, `saved=False`, which leaves numpy unloaded).
     Read-only, as `open_context(read_only=True)`.
 
     A SQLite index at the schema's head whose folder holds nothing new
@@ -121,6 +123,9 @@ def open_reader(directory: Path | None, db: str | None) -> Iterator[tuple[Reader
         reader = plain.Reader(conn)
         if not plain.schema_current(reader) or (d.is_dir() and not _unchanged(reader, d)):
             open_context(directory, db, read_only=True).engine.dispose()
+        if not saved:
+            yield reader, None
+            return
         from runwatch.store.plain_series import saved_folder  # loads numpy: only here
 
         yield reader, saved_folder(path)

@@ -30,7 +30,7 @@ app.lazy("grafana", "runwatch.cli.grafana_cmd:grafana_app")
 app.lazy("tokens", "runwatch.cli.tokens_cmd:tokens_app")
 app.lazy("projects", "runwatch.cli.tokens_cmd:projects_app")
 
-runs.lazy("list", "runwatch.cli.runs:list_cmd")
+runs.lazy("list", "runwatch.cli.runs_list:list_cmd")
 runs.lazy("get", "runwatch.cli.runs:get_cmd")
 runs.lazy("metrics", "runwatch.cli.runs:metrics_cmd")
 runs.lazy("logs", "runwatch.cli.runs:logs_cmd")

@@ -1,4 +1,5 @@
-"""`runwatch runs …`: list, get, metrics and logs of indexed runs (registered in cli/main.py).
+"""`runwatch runs …`: get, metrics and logs of indexed runs (registered in cli/main.py;
+list is in cli/runs_list.py).
 The options and the run lookup the `runs` commands share are in cli/options.py."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from sqlalchemy import Connection, Row
 
-from runwatch.analysis.views import log_entry, run_summary
+from runwatch.analysis.views import log_entry
 from runwatch.cli.context import open_context
 from runwatch.cli.numpyload import import_numpy
 from runwatch.cli.options import (
@@ -52,10 +53,6 @@ TABLE_ROLES = (Role.TRAIN_LOSS, Role.EVAL_LOSS, Role.ACCURACY, Role.VAL_ACCURACY
                Role.UPDATE_RATIO)
 
 
-def _status_text(d: dict[str, Any]) -> str:
-    return f"{d['status']} (process gone)" if d["process_gone"] else d["status"]
-
-
 def detail_of(conn: Connection, row: Row[Any], runs_dir: Path) -> dict[str, Any]:
     """The run detail, as the API sends it, with its series read from the index (and its
     spend at the device profiles of `runs_dir`)."""
@@ -77,45 +74,6 @@ def read_detail(run: str, directory: Path | None, db: str | None, server: str | 
     ctx = open_context(directory, db, read_only=True)
     with ctx.engine.connect() as conn:
         return detail_of(conn, resolve_or_exit(conn, run), ctx.directory)
-
-
-def list_cmd(
-    directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table, jq: JqOpt = None,
-    raw: RawOpt = False,
-    search: Annotated[str | None, typer.Option(help="Match name, id, status, model, dataset, "
-                                               "trainer or backend.")] = None,
-    project: Annotated[str | None, typer.Option(help="Only this project.")] = None,
-    status: Annotated[str | None, typer.Option(help="Only runs in this phase.")] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 100,
-    server: ServerOpt = None, token: TokenOpt = None,
-) -> None:
-    """List runs, newest first."""
-    remote = remote_for(server, token, directory, db)
-    if remote is not None:
-        data = remote.runs(search, project, status, limit)
-        where = remote.url
-    else:
-        ctx = open_context(directory, db, read_only=True)
-        with ctx.engine.connect() as conn:
-            data = [run_summary(r) for r in q.list_runs(conn, search, project, status, limit)]
-        where = str(ctx.directory)
-
-    def table(wide: bool) -> None:
-        cols = ["NAME", "ID", "STATUS", "METHOD", "MODEL", "STEP", "DURATION"]
-        if wide:
-            cols += ["PROJECT", "DATASET", "TRAINER", "REASON"]
-        rows = []
-        for d in data:
-            row = [d["name"], d["run_id"][:8], _status_text(d), d["method"], d["base_model"],
-                   d["observed_step"], fmt_duration(d["duration_s"])]
-            if wide:
-                row += [d["project"], d["dataset"], d["trainer"], d["reason"]]
-            rows.append(row)
-        print_table(cols, rows, wide=wide, drop=("DURATION", "METHOD", "MODEL"))
-        if not data:
-            line("no runs in ", where)
-
-    emit(data, output, jq, table, raw)
 
 
 def get_cmd(

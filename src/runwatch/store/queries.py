@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from sqlalchemy import Connection, Row, func, or_, select
 
-from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
 from runwatch.store.keys import metric_keys, run_keys
 from runwatch.store.points import read_points
+
+# json_or_text, process_gone and process_here are read without SQLAlchemy (runs list);
+# this module's readers find them here too
+from runwatch.store.runrows import SEARCH_COLUMNS, escape_like
+from runwatch.store.runrows import json_or_text as json_or_text
+from runwatch.store.runrows import process_gone as process_gone
+from runwatch.store.runrows import process_here as process_here
 
 
 class RunNotFound(LookupError):
@@ -42,7 +45,7 @@ def resolve_run(conn: Connection, ref: str,
     if len(exact) > 1:
         raise RunNotFound(f"{ref!r} names {len(exact)} runs; use a run id",
                           [f"{x.run_id}  {x.name}" for x in exact], ambiguous=True)
-    pattern = _escape_like(ref) + "%"
+    pattern = escape_like(ref) + "%"
     found = conn.execute(
         select(s.runs).where(or_(r.run_id.like(pattern, escape="\\"),
                                  r.name.like(pattern, escape="\\")), *within)
@@ -59,11 +62,6 @@ def resolve_run(conn: Connection, ref: str,
                       [f"{x.run_id}  {x.name}" for x in recent])
 
 
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-SEARCH_COLUMNS = ("name", "run_id", "status", "base_model", "dataset", "trainer", "backend")
 # What a list row carries (runwatch.analysis.views.run_summary's fields, the cursor's pk,
 # the manifest for process_gone): not a run's config or engine config, which can be large.
 LIST_COLUMNS = tuple(c for c in s.runs.c
@@ -86,7 +84,7 @@ def list_runs(
     r = s.runs.c
     q = select(*LIST_COLUMNS)
     if search:
-        pattern = "%" + _escape_like(search.lower()) + "%"
+        pattern = "%" + escape_like(search.lower()) + "%"
         if conn.dialect.name == "sqlite":
             # SQLite's LIKE ignores ASCII case, as its lower() folds only ASCII: the same
             # matches as lower(column) LIKE, without a function call per column and row
@@ -159,16 +157,6 @@ def history(
     return [StepRow(step, by_step[step][1], by_step[step][2]) for step in sorted(by_step)]
 
 
-def json_or_text(text: str | None) -> Any:
-    """A stored JSON column's value; text that is not JSON comes back as it is."""
-    if text is None:
-        return None
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return text
-
-
 def events(conn: Connection, run_pk: int) -> list[dict[str, Any]]:
     """A run's lifecycle events, oldest first (absent fields are None)."""
     c = s.events.c
@@ -180,35 +168,3 @@ def problems(conn: Connection, run_pk: int, limit: int = 50) -> list[str]:
     c = s.ingest_problems.c
     rows = conn.execute(select(c.message).where(c.run_pk == run_pk).order_by(c.id).limit(limit))
     return [m for (m,) in rows]
-
-
-def process_gone(run: Row[Any]) -> bool:
-    """True when a run that is not finished was written by a process on this host that died."""
-    return run.status not in fmt.TERMINAL_PHASES and _local_process(run) is False
-
-
-def process_here(run: Row[Any]) -> bool:
-    """True when a run that is not finished was written by a process on this host that is
-    still alive (one this host can signal)."""
-    return run.status not in fmt.TERMINAL_PHASES and _local_process(run) is True
-
-
-def _local_process(run: Row[Any]) -> bool | None:
-    """Whether the process the run's manifest names is alive, when it names one on this
-    host; None when it names none, or one elsewhere, or one this user cannot see."""
-    try:
-        manifest = orjson.loads(run.manifest)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(manifest, dict):
-        return None
-    pid, host = manifest.get("pid"), manifest.get("host")
-    if type(pid) is not int or pid <= 0 or host != socket.gethostname():
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return None
-    return True

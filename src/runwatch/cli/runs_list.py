@@ -1,0 +1,57 @@
+"""`runwatch runs list`: the runs of the local index (read with plain SQL, without
+SQLAlchemy: store/runrows.py) or of a team server, newest first."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from runwatch.analysis.views import run_summary
+from runwatch.cli.context import open_reader, runs_dir
+from runwatch.cli.options import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, ServerOpt, TokenOpt
+from runwatch.cli.output import Output, emit, fmt_duration, line, print_table
+from runwatch.cli.remote import remote_for
+from runwatch.store.runrows import list_runs
+
+
+def _status_text(d: dict[str, Any]) -> str:
+    return f"{d['status']} (process gone)" if d["process_gone"] else d["status"]
+
+
+def list_cmd(
+    directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table, jq: JqOpt = None,
+    raw: RawOpt = False,
+    search: Annotated[str | None, typer.Option(help="Match name, id, status, model, dataset, "
+                                               "trainer or backend.")] = None,
+    project: Annotated[str | None, typer.Option(help="Only this project.")] = None,
+    status: Annotated[str | None, typer.Option(help="Only runs in this phase.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 100,
+    server: ServerOpt = None, token: TokenOpt = None,
+) -> None:
+    """List runs, newest first."""
+    remote = remote_for(server, token, directory, db)
+    if remote is not None:
+        data = remote.runs(search, project, status, limit)
+        where = remote.url
+    else:
+        with open_reader(directory, db, saved=False) as (reader, _):
+            data = [run_summary(r) for r in list_runs(reader, search, project, status, limit)]
+        where = str(runs_dir(directory))
+
+    def table(wide: bool) -> None:
+        cols = ["NAME", "ID", "STATUS", "METHOD", "MODEL", "STEP", "DURATION"]
+        if wide:
+            cols += ["PROJECT", "DATASET", "TRAINER", "REASON"]
+        rows = []
+        for d in data:
+            row = [d["name"], d["run_id"][:8], _status_text(d), d["method"], d["base_model"],
+                   d["observed_step"], fmt_duration(d["duration_s"])]
+            if wide:
+                row += [d["project"], d["dataset"], d["trainer"], d["reason"]]
+            rows.append(row)
+        print_table(cols, rows, wide=wide, drop=("DURATION", "METHOD", "MODEL"))
+        if not data:
+            line("no runs in ", where)
+
+    emit(data, output, jq, table, raw)
