@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from runwatch.jobs.failures import CATALOGUE, exception_verdict
 from runwatch.rundir import format as fmt
-from runwatch.sdk import live
+from runwatch.sdk import live, writer
 from runwatch.sdk.encode import warn
 from runwatch.sdk.lock import RunLock
 from runwatch.sdk.writer import BackgroundWriter
@@ -199,17 +199,18 @@ class Run:
             self.status = status
         # Written after every other record, saying how many of them the disk refused.
         record = self._event_record(status, reason=reason, code=code)
-        written = self._writer.close(final=(fmt.EVENTS, record))
+        written = self._writer.close(final=(fmt.EVENTS, record), late=self._run_lock.release)
         if self._sender is not None:
             self._sender.close()
         if written:
             self._run_lock.release()
         else:
             # The writer still writes (a stalled disk): the folder stays this process's,
-            # or a retry's next attempt or a resumed run would write beside it. The kernel
-            # lets the lock go when the process exits.
-            warn(f"runwatch: {self.dir} is still being written after finish() waited for "
-                 "it; the run folder stays locked until this process exits")
+            # or a retry's next attempt or a resumed run would write beside it. The writer
+            # lets it go once it has written the rest (the kernel, if the process exits).
+            warn(f"runwatch: {self.dir} is still being written after finish() waited "
+                 f"{writer.CLOSE_WAIT_S:g} s for it; the run folder stays locked until that "
+                 "is done or this process exits")
         live.unregister(self)
 
     def fail(self, reason: str, code: str | None = None) -> None:

@@ -26,6 +26,9 @@ _PLAIN_NUMBERS = frozenset({float, int})
 
 # A queued item: (file name, record) for JSONL files, or (sample file name, payload).
 Item = tuple[str, dict[str, Any]]
+# How long close() (a run's finish()) waits for the thread to write what is queued; read
+# at each close().
+CLOSE_WAIT_S = 30.0
 
 
 class BackgroundWriter:
@@ -56,6 +59,11 @@ class BackgroundWriter:
         self.io_warnings = 0
         self.errors = 0
         self._warned_keys: set[str] = set()
+        # Whether the last batch was written, and what to call then when close() gave up
+        # waiting for it (under `_ending`, so exactly one of them ends the files).
+        self._ending = threading.Lock()
+        self._written = False
+        self._late: Callable[[], None] | None = None
         self._thread = threading.Thread(target=self._loop, name="runwatch-writer", daemon=True)
 
     def start(self, next_seq: dict[str, int]) -> None:
@@ -87,20 +95,33 @@ class BackgroundWriter:
             except OSError as exc:
                 self._failed_io(exc)
 
-    def close(self, final: Item | None = None, timeout: float = 30.0) -> bool:
+    def close(self, final: Item | None = None, timeout: float | None = None,
+              late: Callable[[], None] | None = None) -> bool:
         """Write everything queued, then `final` (the run's last event), and stop the thread.
 
         `final` is written after every other record and says how many of them could not
         be written; what is still unwritten at the end is counted in `dropped_lines`.
-        False when the thread still writes after `timeout` seconds (a stalled disk).
+        Waits up to `timeout` seconds (CLOSE_WAIT_S). False when the thread still writes
+        then (a stalled disk): it writes the rest, then closes the files itself and calls
+        `late` (the run lets its folder go), and nothing is counted lost before that.
         """
         self._final = final
         self._stop = True
         self._wake.set()
         if self._thread.is_alive():
-            self._thread.join(timeout)
-        else:
+            self._thread.join(CLOSE_WAIT_S if timeout is None else timeout)
+        elif not self._written:  # no thread to write it: write it here
             self._last_batch()
+            self._written = True
+        with self._ending:
+            if not self._written:
+                self._late = late or _nothing
+                return False
+        self._end_files()
+        return True
+
+    def _end_files(self) -> None:
+        """Count what is still unwritten as lost, and close the files (the last batch is done)."""
         lost = self.unwritten
         self._lost += lost
         for sink in self._sinks.values():
@@ -108,7 +129,16 @@ class BackgroundWriter:
         if lost:
             warn(f"runwatch: {lost} records could not be written to {self.run_dir} and are "
                  "lost (counted in run.dropped_lines); free space on that disk")
-        return not self._thread.is_alive()
+
+    def _ended(self) -> None:
+        """The thread has written its last batch: when close() gave up waiting for it, end
+        the files and call close()'s `late` here."""
+        with self._ending:
+            self._written = True
+            late = self._late
+        if late is not None:
+            self._end_files()
+            late()
 
     @property
     def unwritten(self) -> int:
@@ -145,6 +175,7 @@ class BackgroundWriter:
             with self._drained:
                 self._drained.notify_all()
             if stop:
+                self._ended()
                 return
 
     def _last_batch(self) -> None:
@@ -254,3 +285,7 @@ class BackgroundWriter:
         if self.errors == 1:
             warn(f"runwatch: the writer of {self.run_dir} met an error and carries on "
                  f"({type(exc).__name__}: {exc}); please report it")
+
+
+def _nothing() -> None:
+    """close()'s `late` when the caller gave none."""
