@@ -81,8 +81,6 @@ def test_a_worker_blocked_on_the_index_lock_keeps_heartbeating(
     assert row["stopped_at"] is not None and row["heartbeat_at"] <= row["stopped_at"]
 
 
-
-
 def _workers(engine: Engine) -> list[dict[str, object]]:
     with engine.connect() as conn:
         return store_jobs.list_workers(conn)
