@@ -110,7 +110,7 @@ class BackgroundWriter:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(CLOSE_WAIT_S if timeout is None else timeout)
-        elif not self._written:  # no thread to write it: write it here
+        else:  # no thread to write it: write it here
             self._last_batch()
             self._written = True
         with self._ending:
