@@ -249,7 +249,9 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("sft", NO, {"loss": [1.0, 0.9, 0.85, 0.8], "grad_norm": [1.0, 1e30, 1.0, 1.0]}),
     ),
     "val.falling": (
-        ("grpo", NO, {"val/accuracy": every(10, [1.0, 0.69, 0.53, 0.72])}),
+        # A fall beyond its own noise (1.0, 0.69, 0.53, 0.72 falls by 1.5 of its own
+        # jumps, which a held-out score over a few samples makes: session 12, noise_z).
+        ("grpo", NO, {"val/accuracy": every(10, [1.0, 0.84, 0.71, 0.62, 0.5])}),
         ("grpo", NO, {"val/accuracy": every(10, [0.6, 0.62, 0.58, 0.61, 0.6, 0.59])}),
     ),
     "val.plateau": (

@@ -212,7 +212,11 @@ DETECTOR_DOCS = (
      "`down`, or by less than it (`flat`); a holding trend is released only when the effect "
      "clearly leaves it; with `recent_z`, it holds only while the latest half of the window "
      "still moves that way by a quarter of `min_effect` and by `recent_z` widths of the "
-     "series' point-to-point noise (a series that rose once and settled has stopped)"),
+     "series' point-to-point noise (a series that rose once and settled has stopped); with "
+     "`noise_z`, a rise or fall holds only beyond `noise_z` standard errors of such a "
+     "change in the window's own point-to-point noise (the robust spread of its changes "
+     "around the typical one, over √2): a held-out score averaged over a few samples "
+     "jumps by a fifth between validations"),
     ("no_progress", "after `warmup` points (or `warmup_steps` steps and `min_points` "
      "points), the latest bucket median has not moved `min_change` (relative) from the "
      "first; with `max_spread`, only while every point so far lies within that fraction of "
@@ -246,7 +250,8 @@ DETECTOR_DOCS = (
      "that many (within `hold` points of each other) is a warning"),
     ("divergence", "one series trends one way while another trends a given way over the "
      "same steps (e.g. training up, validation down; validation loss up while validation "
-     "reward does not fall)"),
+     "reward does not fall); with `noise_z`, the judged series' move must pass its noise "
+     "as for `trend`"),
     ("flat_since", "from the `min_points`-th validation on, the validation loss has fallen "
      "less than `min_change` (relative) since its first value and the training loss logged "
      "since that step (8 points or more) less than it too (its latest 5 points' median "

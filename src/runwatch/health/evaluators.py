@@ -87,7 +87,7 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             direction=str(p["direction"]), window=int(_num(p, "window", 64)),
             min_effect=_num(p, "min_effect", 0.1), relative=bool(_num(p, "relative", 1)),
             min_buckets=int(_num(p, "min_buckets", 4)), recent_z=_num(p, "recent_z", 0.0),
-            state=state,
+            noise_z=_num(p, "noise_z", 0.0), state=state,
         )
     if kind == "no_progress":
         return t.NoProgress(
@@ -102,7 +102,7 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             a_dir=str(p["a_dir"]), b_dir=str(p["b_dir"]), window=int(_num(p, "window", 6)),
             a_effect=_num(p, "a_effect", 0.05), b_effect=_num(p, "b_effect", 0.05),
             a_bucket=int(_num(p, "a_bucket", 5)), relative=bool(_num(p, "relative", 0)),
-            state=state,
+            noise_z=_num(p, "noise_z", 0.0), state=state,
         )
     if kind == "jump":
         return d.Jump(

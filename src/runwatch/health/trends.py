@@ -154,6 +154,32 @@ def effect(xs: list[float], ys: list[float], relative: bool, floor: float) -> fl
     return change / max(abs(median(ys)), floor)
 
 
+def beyond_noise(ys: list[float], change: float, z: float, relative: bool,
+                 floor: float) -> bool:
+    """Whether a window's `change` (as `effect` gives it) exceeds `z` standard errors of
+    such a change in its points' own noise. The noise of a point is the spread of the
+    point-to-point changes around the typical one (a steady trend is no noise) over the
+    square root of 2 (each change holds two points' noise); a straight line's change
+    over n evenly spaced points has a standard error of that noise times
+    (n - 1) * sqrt(12 / (n (n^2 - 1))), 1.2 of it over 6 points. A held-out score
+    averaged over a few samples jumps by a fifth between validations; a fall of two
+    such jumps over six validations is no fall. 0 judges nothing."""
+    n = len(ys)
+    if z <= 0 or n < 3:
+        return True
+    diffs = [b - a for a, b in pairwise(ys)]
+    center = median(diffs)
+    # By the median absolute deviation alone, so a collapse in one step (a validation
+    # score 0.70 -> 0.64 -> 0.0) is the fall, not noise; by the mean one only where that
+    # is 0 (a two-valued series).
+    dev = median([abs(x - center) for x in diffs])
+    noise = 1.4826 * dev if dev > 0 else robust_sd(diffs, center)
+    noise *= (n - 1) * math.sqrt(12.0 / (n * (n * n - 1))) / math.sqrt(2)
+    if relative:
+        noise /= max(abs(median(ys)), floor)
+    return abs(change) >= z * noise
+
+
 class _Judged(Protocol):
     verdict: bool
     stride: int
@@ -226,9 +252,13 @@ class Trend(Onsets):
         floor: float = 1e-6,
         min_buckets: int = 4,
         recent_z: float = 0.0,
+        noise_z: float = 0.0,
         state: dict[str, Any] | None = None,
     ) -> None:
         self.direction, self.min_effect = direction, min_effect
+        # With noise_z, a rise or fall holds only beyond noise_z widths of the window's
+        # point-to-point noise (beyond_noise).
+        self.noise_z = noise_z
         self.relative, self.floor = relative, floor
         nb = min(self.BUCKETS, max(2, int(window)))
         self.buckets = Buckets(max(1, int(window) // nb), nb, (state or {}).get("b"))
@@ -301,6 +331,9 @@ class Trend(Onsets):
             return False
         self.last_effect = effect(xs, ys, self.relative, self.floor)
         holds = trend_holds(self.direction, self.last_effect, self.min_effect, self.verdict)
+        if holds and self.direction != "flat":
+            holds = beyond_noise(ys, self.last_effect, self.noise_z, self.relative,
+                                 self.floor)
         if holds and self.recent_z and self.direction != "flat":
             holds = self.still_moving(self.verdict)
         if holds:
@@ -594,10 +627,12 @@ class Divergence(Onsets):
         b_effect: float = 0.05,
         a_bucket: int = 5,
         relative: bool = False,
+        noise_z: float = 0.0,
         state: dict[str, Any] | None = None,
     ) -> None:
         st = state or {}
         self.a_dir, self.b_dir = a_dir, b_dir
+        self.noise_z = noise_z  # the judged series' move must pass its noise (beyond_noise)
         self.a_effect, self.b_effect, self.relative = a_effect, b_effect, relative
         nb = min(Trend.BUCKETS, max(2, int(window)))
         self.b = Buckets(max(1, int(window) // nb), nb, st.get("b"))
@@ -620,7 +655,9 @@ class Divergence(Onsets):
             return False
         eb = effect(bx, by, self.relative, 1e-6)
         self.last = (self.last[0], eb)
-        if not trend_holds(self.b_dir, eb, self.b_effect, self.verdict):
+        if not trend_holds(self.b_dir, eb, self.b_effect, self.verdict) or (
+                self.b_dir != "flat"
+                and not beyond_noise(by, eb, self.noise_z, self.relative, 1e-6)):
             return False  # the judged series alone settles it: skip the reference's trend
         ax, ay = thin(*self.a.between(bx[0], bx[-1]), Trend.BUCKETS)
         if len(ax) < 3:

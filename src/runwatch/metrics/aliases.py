@@ -285,7 +285,19 @@ NOT_A_LEVEL = frozenset({"coef", "coeff", "coefficient", "beta", "weight", "lr",
                          "threshold", "thresh", "grad", "norm", "per", "tokens", "epoch",
                          "min", "max", "best", "worst", "maj", "aux"})
 SPREAD = frozenset({"std", "stdev", "sd"})
-HELD_OUT = frozenset({"eval", "val", "valid", "validation", "test", "heldout"})
+HELD_OUT = frozenset({"eval", "val", "valid", "validation", "test", "heldout", "dev"})
+# A held-out score of the task itself under a name of its own (`validation_accuracy`,
+# `val/success_rate`, `eval/pass_at_1`, `test/env/all/pass_rate`, `eval/win_rate`): the
+# share of held-out problems solved, which the trained reward should move with and which
+# no reward model, format check or length bonus pays for. Read as `val/accuracy` where
+# the run logs it under no other name. Only shares: a pass@k over k samples (k > 1) is
+# a best-of-k bound, a per-token accuracy is teacher-forced, and BLEU, chrF or ROUGE run
+# 0-100 in most tools, a scale the rules' absolute effects do not fit.
+QUALITY_SHARE = frozenset({"acc", "accuracy", "correct", "correctness", "pass", "passrate",
+                           "pass1", "success", "solved", "win", "winrate", "em", "exact"})
+NOT_QUALITY = frozenset({"loss", "reward", "rewards", "rew", "kl", "entropy", "length",
+                         "len", "format", "token", "std", "stdev", "sd", "var"})
+BEST_OF_K = re.compile(r"(?:@|_at_|pass)(?:[2-9]|\d\d+)(?![0-9])")
 # A share of groups (or samples) whose rewards all came out the same: the complement of
 # what a group-based method learns from, whatever the loop calls it.
 ZERO_SPREAD = re.compile(r"zero_?std|zero_?var|zero_?adv|degenerate|advantage_collapse|"
@@ -311,9 +323,15 @@ def role_by_words(key: str) -> str | None:
     """The role an unknown name's words name (ROLE_WORDS), or None."""
     name = key.lower()
     words = set(re.split(r"[^a-z0-9]+", name)) - {""}
+    if "dev" in words and words & SPREAD:
+        words.discard("dev")  # a standard deviation (`reward_std_dev`), not a dev set
     if words & HELD_OUT:
         # A held-out metric under a name of its own is left unread: its scale is unknown
-        # (an environment's episode return), and the validation rules judge absolute falls.
+        # (an environment's episode return), and the validation rules judge absolute falls
+        # - except a held-out share of the task solved (QUALITY_SHARE).
+        if (words & QUALITY_SHARE and not words & (NOT_QUALITY | NOT_A_LEVEL)
+                and not BEST_OF_K.search(name)):
+            return "val/accuracy"
         return None
     if ZERO_SPREAD.search(name.rpartition("/")[2]) and words & SHARE:
         return "zero_variance_skip_ratio"

@@ -100,11 +100,15 @@ RULES: tuple[Rule, ...] = (
         methods=ALL_METHODS,
         variants=(("val/accuracy",), ("val/reward_mean",), ("val/preference_accuracy",)),
         detector="trend",
-        params={"direction": "down", "window": 6, "min_effect": 0.1, "relative": 0},
+        params={"direction": "down", "window": 6, "min_effect": 0.1, "relative": 0,
+                "noise_z": 3.0},
         exclusive=True,
         severity="warning",
         condition="The trend of the validation metric over the last {window} validations "
-        "falls by at least {min_effect}.",
+        "falls by at least {min_effect}, and by {noise_z} standard errors of such a fall "
+        "in the metric's own point-to-point noise: a score averaged over a few held-out "
+        "samples (a win rate of 5 games) moves by a fifth from one validation to the next "
+        "without getting worse.",
         message="{metric} {change} over the last {window} validations "
         "(now {last:.3g}).",
         advice="Training is making the model worse on held-out data: lower learning_rate, "

@@ -356,13 +356,19 @@ RULES: tuple[Rule, ...] = (
         id="grpo.reward_hacking",
         title="Training improves while validation falls",
         methods=GRPO,
-        variants=(("accuracy", "val/accuracy"), ("reward_mean", "val/reward_mean")),
+        variants=(("accuracy", "val/accuracy"), ("reward_mean", "val/reward_mean"),
+                  ("reward_mean", "val/accuracy")),
         detector="divergence",
         params={"a_dir": "up", "b_dir": "down", "window": 6, "a_effect": 0.05,
-                "b_effect": 0.05, "a_bucket": 5},
+                "b_effect": 0.05, "a_bucket": 5, "noise_z": 3.0},
         severity="critical",
-        condition="Over the last {window} validations the training series rises by {a_effect} "
-        "while the validation series falls by {b_effect}.",
+        condition="Over the last {window} validations the training series (the training "
+        "accuracy, or the trained reward) rises by {a_effect} while the validation series "
+        "(its held-out accuracy or reward; a held-out share of the task solved under a name "
+        "of its own, `validation_accuracy`, `val/success_rate`, `eval/pass_at_1`, counts as "
+        "the held-out accuracy) falls by {b_effect} and by {noise_z} standard errors of "
+        "such a fall in its own point-to-point noise: the reward is won by what the "
+        "held-out task does not reward.",
         message="{metric} {b_change} while {reference} {a_change}.",
         advice="Likely reward hacking: read the rollouts for exploits, fix the reward function, "
         "and restore the checkpoint from before validation fell.",
