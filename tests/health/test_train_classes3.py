@@ -2,8 +2,9 @@
 trigger series and a near miss each.
 
 - A held-out share of the task solved under a name of its own (`validation_accuracy`,
-  `val/success_rate`, `eval/pass_at_1`) is the held-out accuracy, read against the
-  trained reward: the reward rising while it falls is reward hacking.
+  `val/success_rate`, `eval/pass_at_1`, TRL's `eval_rewards/accuracy_reward/mean`) is the
+  held-out accuracy, read against the trained reward: the reward rising while it falls is
+  reward hacking.
 - A fall of a validation score must pass the score's own point-to-point noise: a win
   rate over 5 games moves by a fifth between validations without getting worse.
 """
@@ -23,7 +24,9 @@ FALLING = [0.60, 0.58, 0.55, 0.50, 0.44, 0.40, 0.35]
 
 
 @pytest.mark.parametrize("name", ["validation_accuracy", "val/success_rate",
-                                  "eval/pass_at_1", "test/env/all/pass_rate", "dev_em"])
+                                  "eval/pass_at_1", "test/env/all/pass_rate", "dev_em",
+                                  "eval_rewards/accuracy_reward/mean",
+                                  "eval/rewards/correctness_reward_func"])
 def test_a_held_out_share_falling_while_the_reward_rises_is_reward_hacking(name: str) -> None:
     found = evaluate("grpo", {}, {"reward_mean": REWARD, name: (VAL_STEPS, FALLING)})
     assert "grpo.reward_hacking" in rule_ids(found)
@@ -35,10 +38,12 @@ def test_a_held_out_share_falling_while_the_reward_rises_is_reward_hacking(name:
 
 @pytest.mark.parametrize("name", ["eval/pass_at_8", "val/acc/maj@8", "eval_mean_token_accuracy",
                                   "val/format_correct", "val_acc_max", "dev_chrf",
-                                  "test/env/all/num_passed"])
+                                  "test/env/all/num_passed",
+                                  "eval_rewards/format_reward/mean"])
 def test_names_that_are_not_a_held_out_share_of_the_task_stay_unread(name: str) -> None:
     # A best-of-k bound, a majority vote, a teacher-forced token accuracy, a format check,
-    # a running best, a score on a 0-100 scale and a count are not the task solved.
+    # a running best, a score on a 0-100 scale, a count and the eval mean of a reward
+    # function that pays for the format are not the task solved.
     assert health_name(name)[0] != "val/accuracy"
     found = evaluate("grpo", {}, {"reward_mean": REWARD, name: (VAL_STEPS, FALLING)})
     assert "grpo.reward_hacking" not in rule_ids(found)

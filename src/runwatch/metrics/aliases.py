@@ -233,8 +233,9 @@ READ_WHEN_ALONE: dict[str, str] = {
 
 # A reward function's own mean that scores correctness, as TRL logs each function of a
 # GRPO run (`rewards/accuracy_reward/mean`, older `rewards/correctness_reward_func`): the
-# task score the summed reward should move with. Read by the health rules only (the
-# displays show the summed reward).
+# task score the summed reward should move with; on the eval set
+# (`eval_rewards/accuracy_reward/mean`) the held-out accuracy. Read by the health rules
+# only (the displays show the summed reward).
 TASK_SCORE = re.compile(r"^rewards/[^/]*(?:accuracy|correct)[^/]*(?:/mean)?$")
 
 
@@ -383,6 +384,9 @@ def health_name(key: str) -> tuple[str, Transform | None]:
     name, alias = resolve(key)
     if alias is None and TASK_SCORE.match(name):
         return "accuracy", None
+    if alias is None and name.startswith("eval_") and TASK_SCORE.match(name[5:]):
+        # the same function's mean on the eval set (TRL's GRPOTrainer prefixes eval_)
+        return "val/accuracy", None
     if alias is None:
         for pattern, role in ALONE_PATTERNS:
             if pattern.match(name):
