@@ -86,6 +86,8 @@ export class RunTablePage {
   private unsubscribe: () => void;
   private generation = 0;
   private disposed = false;
+  // the latest loss and reward reads under way: an export waits for them
+  private reading: Promise<void> = Promise.resolve();
 
   constructor(
     private state: TableState,
@@ -104,7 +106,7 @@ export class RunTablePage {
     this.more.addEventListener("click", () => void this.loadMore());
     this.compareButton.addEventListener("click", () => onCompare(this.selection.list));
     const csv = h("button", { class: "btn", id: "table-csv" }, "Export CSV");
-    csv.addEventListener("click", () => this.exportCsv());
+    csv.addEventListener("click", () => void this.exportCsv());
     this.unsubscribe = selection.onChange(() => this.showSelection());
     this.el = h(
       "main",
@@ -152,7 +154,11 @@ export class RunTablePage {
     this.more.hidden = !this.cursor;
     this.showCount();
     this.showRows();
-    void this.readLatest(fresh, this.generation);
+    const reading = this.readLatest(fresh, this.generation);
+    this.reading = Promise.all([this.reading, reading]).then(
+      () => undefined,
+      () => undefined,
+    );
   }
 
   /** Fill in the latest training loss and reward from each run's metric keys. */
@@ -276,7 +282,11 @@ export class RunTablePage {
     this.showSelection();
   }
 
-  private exportCsv(): void {
+  private async exportCsv(): Promise<void> {
+    // rows whose latest loss and reward are still being read (a search just cleared, a
+    // page just loaded) go in the file with them, not with empty cells in a wrong order
+    await this.reading;
+    if (this.disposed) return;
     const rows = this.sorted().map((r) => [r.run.run_id, ...COLUMNS.map((c) => c.value(r))]);
     downloadCsv("runs.csv", ["run_id", ...COLUMNS.map((c) => c.id)], rows);
   }
