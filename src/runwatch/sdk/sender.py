@@ -32,6 +32,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,8 @@ BACKOFF_MIN_S = 0.5
 BACKOFF_MAX_S = 15.0
 # How long finish() waits for the sender to send what is left.
 FINISH_WAIT_S = 15.0
+# How long finish() then waits for an offsets write under way to end (a stalled disk).
+LET_GO_WAIT_S = 1.0
 # The first bytes of each file sent from, kept with its offset to know it is the same file.
 HEAD_BYTES = 64
 
@@ -92,12 +95,37 @@ def server_url(server: str | None = None) -> str | None:
     return url
 
 
+class FolderHold:
+    """The sender's leave to write its offsets into the run folder, which the SDK's
+    sender loses when finish() stops waiting for it: the run's lock goes next, and a
+    resumed run or a retry's next attempt may then hold the folder. A write under way
+    ends before `let_go` returns; none starts after."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held = True
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[bool]:
+        """Whether the folder may be written, held so until the write is done."""
+        with self._lock:
+            yield self._held
+
+    def let_go(self, wait: float) -> None:
+        """Write nothing more, once a write under way has ended (waiting at most `wait`
+        seconds: on a stalled disk that one write may land later)."""
+        self._held = False
+        if self._lock.acquire(timeout=wait):
+            self._lock.release()
+
+
 class RunUpload:
     """Sends what is new in one run folder to one server, from the offsets saved there."""
 
-    def __init__(self, run_dir: Path, client: Client) -> None:
+    def __init__(self, run_dir: Path, client: Client, hold: FolderHold | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.client = client
+        self._hold = hold or FolderHold()
         self._state_path = self.run_dir / STATE_DIR / STATE_FILE
         self._state = self._load_state()
         mine = self._state.setdefault("servers", {}).setdefault(client.server, {})
@@ -118,9 +146,11 @@ class RunUpload:
         return state if isinstance(state, dict) else {"version": 1}
 
     def _save_state(self) -> None:
-        # when it cannot be written the offsets lag: what is sent again is stored once
-        with contextlib.suppress(OSError):
-            write_atomic(self._state_path, orjson.dumps(self._state))
+        with self._hold.writing() as held:
+            # when it cannot be written the offsets lag: what is sent again is stored once
+            if held:
+                with contextlib.suppress(OSError):
+                    write_atomic(self._state_path, orjson.dumps(self._state))
 
     def _position(self, name: str) -> tuple[int, int]:
         """(offset, line_no) to read `name` from: the start again when the file is a new one
@@ -254,7 +284,8 @@ class Sender:
 
     It never raises into the training loop: an unreachable server is tried again with
     backoff (one warning per outage), a refused token stops it with one warning; the
-    run folder keeps everything, for `runwatch sync` to send later.
+    run folder keeps everything, for `runwatch sync` to send later. Once finish() has
+    stopped waiting for it, it writes nothing more into the folder (FolderHold).
     """
 
     def __init__(self, run_dir: Path, server: str, token: str | None,
@@ -265,6 +296,7 @@ class Sender:
         self._wake = threading.Event()
         self._closing = threading.Event()
         self._abandon = threading.Event()
+        self._hold = FolderHold()
         self.report = UploadReport()
         self.error: str | None = None
         # made here, in init(): importing the HTTP client in the thread would hold the
@@ -275,21 +307,24 @@ class Sender:
     def start(self) -> None:
         self._thread.start()
 
-    def close(self, wait: float = FINISH_WAIT_S) -> None:
+    def close(self, wait: float | None = None) -> None:
         """Send what is left (the writer has written it all), waiting at most `wait`
-        seconds; what is still unsent then stays in the run folder, said in a warning."""
+        seconds (FINISH_WAIT_S, read now); what is still unsent then stays in the run
+        folder, said in a warning, and the thread writes nothing more there: its caller
+        lets the folder go."""
         self._closing.set()
         self._wake.set()
-        self._thread.join(wait)
+        self._thread.join(FINISH_WAIT_S if wait is None else wait)
         if self._thread.is_alive():
             self._abandon.set()
             self._wake.set()
+            self._hold.let_go(LET_GO_WAIT_S)
             warn(f"runwatch: {self.server} has not taken all of {self.run_dir} yet "
                  f"({self.error or 'still sending'}); everything is in the run folder: "
                  f"`runwatch sync {self.run_dir} --server {self.server}` sends the rest")
 
     def _loop(self) -> None:
-        upload = RunUpload(self.run_dir, self._client)
+        upload = RunUpload(self.run_dir, self._client, self._hold)
         failures = 0
         while not self._abandon.is_set():
             closing = self._closing.is_set()
