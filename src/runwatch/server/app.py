@@ -12,7 +12,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 
-from runwatch.rundir.append import WAIT_S
+from runwatch.jobs.control import RETRY_WAIT_S
 from runwatch.server import (
     errors,
     routes_compare,
@@ -65,7 +65,7 @@ def create_app(
     poll_interval: float = 0.1,
     metrics: routes_prom.ServerMetrics | None = None,
     warm: bool = False,
-    lock_wait_s: float = WAIT_S,
+    lock_wait_s: float = RETRY_WAIT_S,
 ) -> FastAPI:
     """The runwatch server app over `engine`'s index.
 
@@ -73,7 +73,8 @@ def create_app(
     streams wake at once; `metrics` is what /metrics reports of this process (the caller's
     indexer feeds its points hook); `token`, when given, is required on every route;
     `warm` serves one small request in-process first (runwatch.server.warm), so the first
-    real one does not pay for first calls.
+    real one does not pay for first calls; `lock_wait_s` is how long a retry waits for a
+    process to let go of the run's folder before its 503 (job control's RETRY_WAIT_S).
     Without a token only loopback names are served; writes are same-origin JSON
     (server/origins.py).
     """
