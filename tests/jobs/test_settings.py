@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from runwatch.jobs.settings import SettingsError, check_recipe_settings
+from runwatch.recipes.config import ConfigError, SFTConfig, refuse_settings
 
 INSTEAD = {k: f"use --{k}" for k in ("name", "project", "runs_dir", "resume")}
 
@@ -37,3 +40,26 @@ def test_a_refusal_names_the_setting_at_fault(argv: tuple[str, ...], field: str 
                                               words: str) -> None:
     exc = check("sft", *argv)
     assert exc is not None and exc.field == field and words in str(exc)
+
+
+def test_a_config_file_refused_says_what_runwatch_recipes_says(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`runwatch submit recipes sft --config FILE` said "--config needs a YAML file path"
+    for a file that is missing or is not YAML (it judged `--config` alone): now the
+    sentence of `runwatch recipes sft --config FILE`, naming no setting."""
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("max_steps: [\n")
+    for path in (tmp_path / "missing.yaml", broken):
+        said = refuse_settings(SFTConfig, ["--config", str(path)])
+        assert isinstance(said, ConfigError)
+        exc = check("sft", "--config", str(path), "max_steps=3")
+        assert exc is not None and (str(exc), exc.field) == (str(said), None)
+    capsys.readouterr()  # refuse_settings said it on stderr
+
+
+def test_a_job_setting_names_no_config_file() -> None:
+    """A config file is the command line's (`--config FILE` first); as a job's setting
+    (POST /api/jobs settings {"--config": …}) it is refused before any file is read."""
+    exc = check("sft", "--config=/etc/hostname")
+    assert exc is not None and exc.field == "settings.--config"
+    assert "the sft recipe has no setting '--config'" in str(exc)

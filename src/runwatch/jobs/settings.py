@@ -3,7 +3,10 @@ them, before anything is made: `runwatch submit recipes NAME key=value …` and
 `POST /api/jobs` refuse the same settings with the same sentences.
 
 A job's run folder, name and project are the job's own, so the recipe settings that
-would choose them (`JOB_OWNED`) are refused; each caller says what to do instead.
+would choose them (`JOB_OWNED`) are refused; each caller says what to do instead. A
+config file is the command line's (`runwatch submit recipes NAME --config FILE …`); as a
+setting (`--config=FILE`, a POST's settings key) it is no setting, refused before any
+file is read.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from runwatch.cli.recipes import RECIPES
-from runwatch.recipes.config import ConfigError, parse_argv
+from runwatch.recipes.config import ConfigError, RecipeConfig, parse_argv
 
 JOB_OWNED = ("name", "project", "runs_dir", "resume")
 
@@ -47,12 +50,20 @@ def check_recipe_settings(recipe: str, argv: Sequence[str], instead: Mapping[str
         # submit, not after it waited in the queue.
         parse_argv(cfg, list(argv)).check_start()
     except ConfigError as whole:
-        if whole.setting is not None:
-            raise SettingsError(str(whole), f"settings.{whole.setting}") from None
-        for item in argv:
-            try:
-                parse_argv(cfg, [item])
-            except ConfigError as exc:
-                raise SettingsError(str(exc), f"settings.{item.partition('=')[0].strip()}"
-                                    ) from None
-        raise SettingsError(str(whole), None) from None
+        raise SettingsError(str(whole), _at_fault(cfg, argv, whole)) from None
+
+
+def _at_fault(cfg: type[RecipeConfig], argv: Sequence[str], whole: ConfigError) -> str | None:
+    """The field ("settings.KEY") of the setting `whole` refuses: the one it names, else
+    the first item refused alone for the same reason (a value that does not parse); None
+    when the settings together are refused (a --config file that cannot be read, two
+    settings that do not fit)."""
+    if whole.setting is not None:
+        return f"settings.{whole.setting}"
+    for item in argv:
+        try:
+            parse_argv(cfg, [item])
+        except ConfigError as alone:
+            if str(alone) == str(whole):
+                return f"settings.{item.partition('=')[0].strip()}"
+    return None
