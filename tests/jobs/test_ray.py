@@ -9,8 +9,10 @@ reasons from the failure catalogue; a worker told to stop stops its Ray job. How
 other ends (a lost node, its memory monitor, no devices) map into the catalogue is
 checked on Ray's own JobDetails; what the worker does when the cluster stops answering,
 forgets the job or does not take a stop, with a stand-in client; a dashboard that takes
-requests and never answers times out. A worker started after one was SIGKILLed stops the
-Ray jobs the dead one left once no worker holds their attempts.
+requests and never answers times out. A SIGKILLed worker's Ray jobs run on: the reaper
+asks Ray and concludes each only once Ray says it ended, from Ray's report; the sweep
+stops one cancelled after its worker died; a run's next attempt starts on Ray only once
+its earlier one has ended.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,16 +38,22 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, update
 
-from runwatch.jobs import control
+from runwatch.ingest import Indexer
+from runwatch.ingest.indexer import IndexReport
+from runwatch.jobs import control, reaper
+from runwatch.jobs.executors import attempt_env
 from runwatch.jobs.failures import classify, exception_verdict
 from runwatch.jobs.process import group_members
 from runwatch.rundir import format as fmt
+from runwatch.rundir.append import locked, write_events
 from runwatch.server.runner import free_port
+from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
 from runwatch.store.db import open_engine
-from tests.support.jobs import job, run_row, submit_command
+from runwatch.store.jobs import Claim
+from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
 from tests.support.workers import FAST, Workers, workers
 
@@ -159,6 +168,15 @@ def _wait_concluded(engine: Engine, *names: str) -> None:
              what=f"the worker to conclude {', '.join(names)}", deadline=JOB_DEADLINE_S)
 
 
+def _wait_ended(engine: Engine, name: str) -> Any:
+    """Wait until job `name` was concluded and its end indexed (the job is released just
+    before the run folder is indexed); its runs row."""
+    wait_for(lambda: (job(engine, name) or {}).get("worker_id", "") is None
+             and run_row(engine, name).status in fmt.TERMINAL_PHASES,
+             what=f"{name} to be concluded and indexed", deadline=JOB_DEADLINE_S)
+    return run_row(engine, name)
+
+
 def _wait_points(engine: Engine, name: str, expected: int) -> None:
     wait_for(lambda: _loss_points(engine, name) == expected,
              what=f"{name}'s {expected} loss points in the index")
@@ -254,35 +272,139 @@ PLAIN = ("import pathlib, sys, time\nend = time.monotonic() + 300\n"
 
 @needs_ray
 @pytest.mark.slow
-def test_a_worker_started_after_one_died_stops_the_ray_jobs_no_worker_holds(
+def test_a_dead_workers_ray_jobs_run_on_and_end_as_ray_says(
         ray_head: RayHead, sqlite_index: Engine, runs_dir: Path, tmp_path: Path,
         workers: Workers) -> None:
-    """The dead worker's Ray jobs run on; once the reaper has concluded their attempts, the
-    new worker stops them: the one queued again before its next attempt starts, the one
-    with no attempt left at its sweep."""
+    """A SIGKILLed worker's Ray jobs run on (plain commands: no SDK records their end). The
+    worker started after it asks Ray before it concludes them: the one that then exits 0
+    ends SUCCEEDED (it was concluded FAILED `stopped_early` while it still ran on Ray, and
+    only then stopped by the sweep); the other, with an attempt left, runs on held by the
+    dead worker with no next attempt beside it until it is cancelled, when the sweep
+    stops it and it ends CANCELLED."""
     from runwatch.jobs.ray_executor import connect
 
     engine, ray = sqlite_index, connect(ray_head.address)
-    plain = [sys.executable, "-c", PLAIN, str(tmp_path / "never")]
-    submit_command(engine, runs_dir, "again", plain, max_attempts=2)
-    submit_command(engine, runs_dir, "once", plain)
+    for name, attempts in (("again", 2), ("once", 1)):
+        submit_command(engine, runs_dir, name, [sys.executable, "-c", PLAIN,
+                                                str(tmp_path / f"{name}-gate")],
+                       max_attempts=attempts)
     settings = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()]
     args = ["worker", str(runs_dir), "--db", str(tmp_path / "index.db"), "--devices=2",
             *settings, "--executor=ray", f"--address={ray_head.address}"]
     first = workers.spawn(runs_dir, args)
     wait_for(lambda: [_ray_status(ray, engine, n) for n in ("again", "once")] == ["RUNNING"] * 2,
              what="both Ray jobs to run", deadline=JOB_DEADLINE_S, interval=0.2)
+    dead = (job(engine, "again") or {})["worker_id"]
     workers.stop(first, signal.SIGKILL)
-    assert [_ray_status(ray, engine, n) for n in ("again", "once")] == ["RUNNING"] * 2
     workers.spawn(runs_dir, args)  # on the same index and runs folder
-    wait_for(lambda: _ray_status(ray, engine, "again", 2) == "RUNNING",
-             what="the next attempt of 'again' to run", deadline=JOB_DEADLINE_S)
-    wait_for(lambda: _ray_status(ray, engine, "again") == "STOPPED",
-             what="the first attempt of 'again' to be stopped", deadline=JOB_DEADLINE_S)
-    wait_for(lambda: _ray_status(ray, engine, "once") == "STOPPED",
-             what="the sweep to stop the Ray job of 'once'", deadline=JOB_DEADLINE_S)
-    once = run_row(engine, "once")
-    assert (once.status, once.reason_code) == ("FAILED", "stopped_early")
+    (tmp_path / "once-gate").touch()
+    once = _wait_ended(engine, "once")
+    assert (once.status, once.reason_code) == ("SUCCEEDED", None)
+    assert _ray_status(ray, engine, "once") == "SUCCEEDED"
+    # Both claims went stale together and a pass reaps them in run order, so the pass that
+    # concluded 'once' asked Ray of 'again' first: it runs on, still held, attempt 1 only.
+    held = job(engine, "again") or {}
+    assert (held["worker_id"], held["attempt"]) == (dead, 1)
+    assert _ray_status(ray, engine, "again") == "RUNNING"
+    assert _ray_status(ray, engine, "again", 2) == ""
+    assert control.cancel(engine, run_row(engine, "again").pk, runs_dir) == "CANCEL_REQUESTED"
+    again = _wait_ended(engine, "again")
+    assert (again.status, again.reason_code) == ("CANCELLED", "cancelled")
+    assert _ray_status(ray, engine, "again") == "STOPPED"
+    assert ((job(engine, "again") or {})["attempt"], _ray_status(ray, engine, "again", 2)) == \
+        (1, "")
+
+
+def _held_by_a_dead_worker(engine: Engine, runs_dir: Path, name: str, executor: Any) -> Any:
+    """Claim run `name` for a worker "dead" that records PREPARING and starts its attempt
+    on `executor`, as a worker does, and then stamps nothing more; its claim."""
+    with engine.begin() as conn:
+        claim = store_jobs.claim(conn, "dead", 1, time.time())
+    assert claim is not None and claim.name == name
+    with locked(Path(claim.dir), 5.0):
+        write_events(Path(claim.dir), [{"phase": "PREPARING", "attempt": claim.attempt,
+                                        "worker": "dead"}])
+    executor.start(claim, attempt_env(claim),
+                   fmt.attempt_dir(Path(claim.dir), claim.attempt) / fmt.OUTPUT_LOG)
+    return claim
+
+
+@needs_ray
+@pytest.mark.slow
+def test_the_reaper_concludes_a_dead_workers_ray_job_only_once_ray_says_it_ended(
+        ray_head: RayHead, sqlite_index: Engine, runs_dir: Path, tmp_path: Path) -> None:
+    """Another worker's reaper, past the heartbeat timeout, leaves the Ray job alone while
+    Ray says it runs, and concludes it from Ray's report once it has ended: a command that
+    raises ends FAILED `failed` with its output copied from Ray, queued again as attempt 2
+    (it was concluded `stopped_early` while it still ran)."""
+    from runwatch.jobs.ray_executor import RayExecutor, connect, submission_id
+
+    engine, ray = sqlite_index, connect(ray_head.address)
+    executor = RayExecutor(ray, ray_head.address)
+    gate = tmp_path / "gate"
+    code = PLAIN + "raise ValueError('the gate opened')\n"
+    submit_command(engine, runs_dir, "held", [sys.executable, "-c", code, str(gate)],
+                   max_attempts=2)
+    claim = _held_by_a_dead_worker(engine, runs_dir, "held", executor)
+    wait_for(lambda: _ray_status(ray, engine, "held") == "RUNNING", what="the Ray job to run",
+             deadline=JOB_DEADLINE_S, interval=0.2)
+    indexer = Indexer(engine, runs_dir)
+
+    def reap() -> int:
+        later = time.time() + FAST["heartbeat_timeout_s"] + 1
+        return reaper.reap(engine, "other", FAST["heartbeat_timeout_s"], later,
+                           lambda d: indexer.index_run(d, IndexReport()), executor=executor)
+
+    assert reap() == 0
+    held = job(engine, "held") or {}
+    assert (held["worker_id"], held["attempt"]) == ("dead", 1)
+    assert _ray_status(ray, engine, "held") == "RUNNING"
+    gate.touch()
+    wait_for(lambda: _ray_status(ray, engine, "held") == "FAILED",
+             what="the Ray job to exit", deadline=JOB_DEADLINE_S, interval=0.2)
+    wait_for(lambda: reap() == 1, what="the reaper to conclude the job",
+             deadline=JOB_DEADLINE_S, interval=0.2)
+    assert [ev.get("code") for ev in events(Path(claim.dir))
+            if ev["phase"] == "FAILED"] == ["failed"]
+    assert run_row(engine, "held").status == "QUEUED"
+    assert (job(engine, "held") or {})["attempt"] == 2
+    output = (Path(claim.dir) / "attempts" / "1" / fmt.OUTPUT_LOG).read_text()
+    assert "ValueError: the gate opened" in output
+    assert f"Ray job {submission_id(claim)}" in output
+
+
+# Attempt 1 ignores SIGTERM (Ray SIGKILLs it after its stop wait); any later one exits.
+STUBBORN = ("import os, signal, sys, time\n"
+            "if os.environ['RUNWATCH_ATTEMPT'] == '1':\n"
+            "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "    time.sleep(300)\n")
+
+
+@needs_ray
+@pytest.mark.slow
+def test_an_attempt_starts_on_ray_only_once_the_earlier_one_has_ended(
+        ray_head: RayHead, sqlite_index: Engine, runs_dir: Path) -> None:
+    """Attempt 1 still runs on Ray (its worker gave it up) when attempt 2 starts: `start`
+    stops it and submits attempt 2 only once Ray says attempt 1 ended (it submitted at
+    once, with attempt 1 still running until Ray's SIGKILL)."""
+    from runwatch.jobs.ray_executor import TERMINAL, RayExecutor, connect
+
+    engine, ray = sqlite_index, connect(ray_head.address)
+    executor = RayExecutor(ray, ray_head.address)
+    submit_command(engine, runs_dir, "twice", STUBBORN, max_attempts=2)
+    first = _held_by_a_dead_worker(engine, runs_dir, "twice", executor)
+    wait_for(lambda: _ray_status(ray, engine, "twice") == "RUNNING",
+             what="attempt 1 to run", deadline=JOB_DEADLINE_S, interval=0.2)
+    with engine.begin() as conn:  # given up: queued again as attempt 2
+        store_jobs.requeue(conn, first.run_pk, 2)
+        conn.execute(update(s.runs).where(s.runs.c.pk == first.run_pk).values(status="QUEUED"))
+    with engine.begin() as conn:
+        second = store_jobs.claim(conn, "next", 1, time.time())
+    assert second is not None and second.attempt == 2
+    executor.start(second, attempt_env(second),
+                   fmt.attempt_dir(Path(second.dir), 2) / fmt.OUTPUT_LOG)
+    assert _ray_status(ray, engine, "twice", 1) in TERMINAL
+    assert _ray_status(ray, engine, "twice", 2) != ""
 
 
 def test_which_ray_jobs_a_sweep_stops() -> None:
@@ -488,6 +610,50 @@ def test_a_stop_not_taken_is_sent_again_and_the_end_read(tmp_path: Path,
     assert "printed" in attempt.output.read_text()
     end = attempt.end(cancel_requested=True, startup_timed_out=False)
     assert classify(end).code == "cancelled"
+
+
+def test_what_an_executor_tells_the_reaper_of_a_dead_workers_attempt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ray job runs while Ray says so and ends as Ray reports (a cancel asked after its
+    worker died: `cancelled`); one Ray does not know, or a cluster silent past
+    UNREACHABLE_S, is lost; an attempt with a pid is a local process group, seen only
+    from its own host, whichever executor asks."""
+    from runwatch.jobs import ray_executor
+    from runwatch.jobs.executors import LocalExecutor
+
+    monkeypatch.setattr(ray_executor, "POLL_S", 0.0)
+    claim = Claim(run_pk=1, run_id="r", name="n", dir=str(tmp_path), attempt=1, argv=["x"],
+                  cwd=str(tmp_path), devices=1, device_profile="cpu", startup_timeout_s=None)
+    cluster = _Cluster()
+    executor = ray_executor.RayExecutor(cluster, "http://127.0.0.1:1")
+    held = {"pid": None, "cancel_requested_at": None}
+    cluster.info = SimpleNamespace(status="RUNNING")
+    assert executor.seen(claim, held, socket.gethostname()).running
+    cluster.info = SimpleNamespace(status="STOPPED", message="stopped")
+    seen = executor.seen(claim, {**held, "cancel_requested_at": 5.0}, None)
+    assert not seen.running and seen.end is not None and classify(seen.end).code == "cancelled"
+    assert "Ray job runwatch-r-1 at http://127.0.0.1:1" in (
+        tmp_path / "attempts" / "1" / fmt.OUTPUT_LOG).read_text()
+    cluster.info = None
+    cluster.error = RuntimeError("Request failed with status code 404: job does not exist")
+    seen = executor.seen(claim, held, None)
+    assert not seen.running and seen.end is not None
+    assert classify(seen.end).code == "stopped_early"
+    cluster.error = RuntimeError("connection refused")
+    assert executor.seen(claim, held, None).running  # asked again next heartbeat
+    monkeypatch.setattr(ray_executor, "UNREACHABLE_S", 0.0)
+    seen = executor.seen(claim, held, None)
+    assert not seen.running and seen.end is not None and seen.end.worker_lost
+    with subprocess.Popen(["sleep", "60"], start_new_session=True) as proc:
+        try:
+            local = {"pid": proc.pid, "cancel_requested_at": None}
+            for asker in (LocalExecutor(), executor):
+                assert asker.seen(claim, local, socket.gethostname()).running
+                assert not asker.seen(claim, local, "another-host").running
+        finally:
+            proc.kill()
+    assert not LocalExecutor().seen(claim, local, socket.gethostname()).running
+    assert not LocalExecutor().seen(claim, held, socket.gethostname()).running  # no pid
 
 
 class _Dashboard(http.server.BaseHTTPRequestHandler):

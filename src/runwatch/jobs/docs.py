@@ -163,9 +163,13 @@ cluster instead of a local process, and watches, stops and concludes it the same
   memory) is not concluded: the worker leaves it to the reaper below, so no next attempt
   starts on its devices beside it.
 - **A worker that dies** leaves its jobs to the others: once its heartbeat is older than
-  `--heartbeat-timeout-s` (30 s), no process records the run (its lock is free) and, on
-  the same host, nothing of the job's process group is left, another worker fails the
-  job `stopped_early` or queues it again.
+  `--heartbeat-timeout-s` (30 s), no process records the run (its lock is free) and
+  nothing of the attempt still runs, another worker concludes it: on the same host,
+  once nothing of the job's process group is left, as `stopped_early` (its exit status
+  went with its worker) unless its SDK recorded the end, queued again where attempts
+  remain. A Ray job is concluded by a Ray worker only once the cluster says it ended, as
+  Ray reports that end (docs/team.md, "Jobs on Ray"), so no next attempt starts beside
+  it; a worker of another executor, which cannot ask the cluster, concludes it at once.
 """
 
 COST = """## Cost

@@ -6,14 +6,23 @@ runs it as a process on this machine (runwatch.jobs.process); the Ray executor
 Whatever runs it, an attempt gets the same command (`claim.argv` in `claim.cwd`), the
 same environment for its SDK (`attempt_env`) and its output in attempts/<n>/output.log,
 so the run's folder, its reason and its logs read the same either way.
+
+An executor also answers the reaper (runwatch.jobs.reaper) for an attempt whose worker
+stopped heartbeating (`seen`): whether it still runs and, once it has ended, what was
+observed of its end. The local one checks the attempt's process group where it ran on
+this host; the Ray one asks the cluster for the job's status (a process a local worker
+started, which has a pid, it checks as the local one does).
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
@@ -28,6 +37,26 @@ log = logging.getLogger(__name__)
 
 class StartError(Exception):
     """An attempt could not be started; the message says why, in the job's own terms."""
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What an executor can tell of an attempt whose worker stopped heartbeating."""
+
+    running: bool  # something of it still runs (or may: asked again next heartbeat)
+    # once it has ended, what was observed of its end; None: only that nothing of it is
+    # left (its exit status went with its worker), or that it cannot be seen from here
+    end: AttemptEnd | None = None
+
+
+def seen_here(job: Mapping[str, Any], host: str | None) -> Seen:
+    """A process a worker on this host started (the job's `pid`, its process group's
+    leader): running while anything of its group is left. An attempt with no pid, or
+    one started on another host, cannot be seen from here: taken as ended."""
+    pid = job.get("pid")
+    if pid and host == socket.gethostname():
+        return Seen(running=process.group_alive(int(pid)))
+    return Seen(running=False)
 
 
 class Attempt(Protocol):
@@ -74,6 +103,11 @@ class Executor(Protocol):
     def sweep(self, engine: Engine, heartbeat_timeout_s: float, now: float) -> None:
         """Called each heartbeat: stop what is left running of attempts that no worker
         holds any more (their worker died), where the reaper cannot see it."""
+
+    def seen(self, claim: Claim, job: Mapping[str, Any], host: str | None) -> Seen:
+        """For the reaper: attempt `claim.attempt`, whose worker (on `host`, None when
+        unknown) stopped heartbeating, from its jobs row `job` (pid,
+        cancel_requested_at): whether it still runs, and how it ended once it has."""
 
 
 def attempt_env(claim: Claim) -> dict[str, str]:
@@ -148,3 +182,6 @@ class LocalExecutor:
     def sweep(self, engine: Engine, heartbeat_timeout_s: float, now: float) -> None:
         """Nothing: a dead worker's processes on this host are the reaper's (it waits for
         their process group to be gone)."""
+
+    def seen(self, claim: Claim, job: Mapping[str, Any], host: str | None) -> Seen:
+        return seen_here(job, host)

@@ -15,11 +15,15 @@ The worker claims, heartbeats, indexes and concludes as it does for local proces
   while the job prepares and when it has ended, so the run's logs and its reason read it.
 - end: Ray's status, error type and exit code map to `AttemptEnd` (`observed_end`), which
   the failure catalogue classifies like any other attempt's end.
-- orphans: a worker that dies leaves its Ray jobs running. Each worker's `sweep` (each
+- a dead worker's jobs: a worker that dies leaves its Ray jobs running, and they run on.
+  The reaper asks the cluster (`seen`, Ray's status at most every POLL_S a job) and
+  concludes such an attempt only once Ray says it ended, from Ray's report as its own
+  worker would (a job Ray no longer knows, or a cluster silent for UNREACHABLE_S, ends
+  `stopped_early`); so no next attempt starts beside it. Each worker's `sweep` (each
   heartbeat, at most every SWEEP_S) stops the Ray jobs of attempts that no worker holds
-  any more (`orphaned`), and `start` stops the run's earlier attempts still running before
-  it submits the next one. A job that a dead worker still holds runs on: its SDK records
-  its end, and the reaper concludes it once it has ended.
+  any more or that were cancelled after their worker died (`orphaned`), and `start`
+  stops the run's earlier attempts still running (the reaper gave one up) and waits, up
+  to EARLIER_WAIT_S, for Ray to say they ended before it submits the next one.
 
 The job writes its run folder itself: on one machine, or where every node sees the runs
 folder at the same path (a shared filesystem); see docs/team.md, "Jobs on Ray".
@@ -42,7 +46,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from runwatch.jobs.cost import CPU
-from runwatch.jobs.executors import StartError, note
+from runwatch.jobs.executors import Seen, StartError, note, seen_here
 from runwatch.jobs.failures import RAY_HOST_OOM, AttemptEnd
 from runwatch.jobs.process import tail
 from runwatch.rundir import format as fmt
@@ -62,6 +66,9 @@ UNREACHABLE_S = 120.0
 STOP_MARGIN_S = 10.0
 # How often a worker looks for Ray jobs of attempts no worker holds (one list_jobs).
 SWEEP_S = 10.0
+# How long `start` waits for a run's earlier attempts it stopped to end on Ray (Ray sends
+# SIGKILL after its RAY_JOB_STOP_WAIT_TIME_S, 3 s by default) before it gives up starting.
+EARLIER_WAIT_S = 30.0
 PREFIX = "runwatch-"
 # The most one request to the dashboard may take (Ray's client sets none): a dashboard that
 # takes connections and never answers would hold the worker's loop.
@@ -145,6 +152,16 @@ def parse_submission_id(job_id: str) -> tuple[str, int] | None:
     return run_id, int(attempt)
 
 
+def job_status(info: Any) -> str:
+    """Ray's status of a job (JobDetails.status, an enum or its name) as its name."""
+    return str(getattr(info.status, "value", info.status))
+
+
+def unknown_job(exc: Exception) -> bool:
+    """Whether a failed request to the dashboard says Ray knows no such job."""
+    return " 404" in str(exc) or "does not exist" in str(exc)
+
+
 def orphaned(attempt: int, row: Any, stale_before: float) -> str | None:
     """Why the Ray job of `attempt` runs with no worker to watch it (so it is to be
     stopped), from its run's row (runs.status + the jobs row); None while a worker holds
@@ -177,13 +194,15 @@ class RayExecutor:
         source = os.environ if environ is None else environ
         self.forwarded = {k: source[k] for k in FORWARDED_ENV if source.get(k)}
         self._swept_at: float | None = None
+        # the Ray jobs of dead workers' attempts the reaper asks about, by submission id
+        self._reaped: dict[str, RayAttempt] = {}
 
     def _running(self) -> list[tuple[str, str, int]]:
         """(submission id, run id, attempt) of the Ray jobs runwatch submitted that have
         not ended."""
         found = []
         for info in self.client.list_jobs():
-            status = str(getattr(info.status, "value", info.status))
+            status = job_status(info)
             parsed = parse_submission_id(info.submission_id or "")
             if parsed is not None and status not in TERMINAL:
                 found.append((info.submission_id, *parsed))
@@ -226,6 +245,49 @@ class RayExecutor:
             if why is not None:
                 self._stop(job_id, why)
 
+    def seen(self, claim: Claim, job: Mapping[str, Any], host: str | None) -> Seen:
+        """For the reaper: what Ray says of the attempt's job (asked as its worker would,
+        `RayAttempt.poll`): running until Ray reports its end, then that end; a job Ray
+        does not know (its worker died before submitting it, or the head was restarted)
+        or a cluster silent for UNREACHABLE_S ends as lost. An attempt with a pid is a
+        process a local worker started: its process group is checked (`seen_here`)."""
+        if job.get("pid"):
+            return seen_here(job, host)
+        job_id = submission_id(claim)
+        attempt = self._reaped.setdefault(job_id, RayAttempt(
+            self.client, job_id, fmt.attempt_dir(Path(claim.dir), claim.attempt)
+            / fmt.OUTPUT_LOG, header=f"runwatch: Ray job {job_id} at {self.address}\n"))
+        if not attempt.poll():
+            return Seen(running=True)
+        del self._reaped[job_id]
+        return Seen(running=False, end=attempt.end(
+            cancel_requested=job.get("cancel_requested_at") is not None,
+            startup_timed_out=False))
+
+    def _wait_ended(self, job_ids: list[str], claim: Claim) -> None:
+        """Wait, up to EARLIER_WAIT_S, until Ray says each of `job_ids` (earlier attempts
+        of the run, just stopped) ended; raise StartError when one still runs then (or
+        the cluster did not say), so no attempt runs beside an earlier one."""
+        deadline = time.monotonic() + EARLIER_WAIT_S
+        left = list(job_ids)
+        while left:
+            for job_id in list(left):
+                try:
+                    info = self.client.get_job_info(job_id)
+                except (OSError, RuntimeError) as exc:
+                    if unknown_job(exc):
+                        left.remove(job_id)  # Ray no longer knows it: nothing of it runs
+                    continue
+                if job_status(info) in TERMINAL:
+                    left.remove(job_id)
+            if not left:
+                return
+            if time.monotonic() >= deadline:
+                raise StartError(f"Ray job {left[0]}, an earlier attempt of this run, still "
+                                 f"ran {EARLIER_WAIT_S:g} s after it was stopped: attempt "
+                                 f"{claim.attempt} was not started beside it")
+            time.sleep(POLL_S)
+
     def start(self, claim: Claim, env: dict[str, str], output: Path) -> RayAttempt:
         job_id = submission_id(claim)
         try:  # an earlier attempt still running (its worker died) must not run beside it
@@ -236,6 +298,7 @@ class RayExecutor:
             earlier = []
         for old in earlier:
             self._stop(old, f"attempt {claim.attempt} of its run starts")
+        self._wait_ended(earlier, claim)
         devices: dict[str, float] = (
             {"entrypoint_num_cpus": claim.devices} if claim.device_profile == CPU.name
             else {"entrypoint_num_gpus": claim.devices})
@@ -292,12 +355,12 @@ class RayAttempt:
         try:
             info = self.client.get_job_info(self.job_id)
         except (OSError, RuntimeError) as exc:
-            if " 404" in str(exc) or "does not exist" in str(exc):
+            if unknown_job(exc):
                 return self._give_up("the Ray cluster no longer knows the job (its head was "
                                      "restarted, or the job was deleted)")
             return self._unanswered(now, exc)
         self._unanswered_since = None
-        self.status = str(getattr(info.status, "value", info.status))
+        self.status = job_status(info)
         if self.status not in TERMINAL:
             return False
         self.info = info

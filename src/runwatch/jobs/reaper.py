@@ -10,15 +10,17 @@ n+1), and releases the claim. Holding the lock while deciding makes it safe for 
 workers to reap the same dead worker's job: the second finds the row changed.
 
 `reap` is what every worker does each heartbeat: a job whose worker has not stamped it
-for the heartbeat timeout is concluded as `stopped_early` (or with what its process
-recorded), once no process records the run (its lock is free) and, for a worker on this
-host, nothing of the job's process group is left.
+for the heartbeat timeout is concluded once the worker's executor (runwatch.jobs.executors,
+`Executor.seen`) says nothing of its attempt still runs, and no process records the run
+(its lock is free): for a process on this host, once nothing of its process group is left;
+for a Ray job, once the cluster says it ended. It ends as that end was observed (Ray's
+report of the job), or else as `stopped_early` (its exit status went with its worker),
+unless its process recorded its own end.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -28,8 +30,9 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from runwatch.jobs.attempts import move_attempt_files
+from runwatch.jobs.executors import Executor, LocalExecutor
 from runwatch.jobs.failures import CATALOGUE, AttemptEnd, Verdict, classify
-from runwatch.jobs.process import group_alive, tail
+from runwatch.jobs.process import tail
 from runwatch.rundir import format as fmt
 from runwatch.rundir.append import RunBusy, locked, write_events, write_records
 from runwatch.rundir.reader import read_new
@@ -195,31 +198,35 @@ def abandon(conn: Connection, run_pk: int) -> None:
 
 
 def reap(engine: Engine, worker_id: str, heartbeat_timeout_s: float, now: float,
-         index: IndexRun) -> int:
-    """Conclude the jobs of workers that stopped heartbeating; how many were concluded."""
+         index: IndexRun, executor: Executor | None = None) -> int:
+    """Conclude the jobs of workers that stopped heartbeating whose attempts `executor`
+    (this worker's; local processes by default) says have ended; how many were
+    concluded."""
+    executor = executor or LocalExecutor()
     with engine.connect() as conn:
         stale = store_jobs.stale_claims(conn, heartbeat_timeout_s, now)
         if not stale:
             return 0
         hosts = {w["id"]: w["host"] for w in store_jobs.list_workers(conn)}
         rows = {c.run_pk: store_jobs.job_row(conn, c.run_pk) for c in stale}
-    here = socket.gethostname()
     done = 0
     for claim in stale:
         row = rows[claim.run_pk]
         if row is None or row["worker_id"] in (None, worker_id):
             continue
-        if row["pid"] and hosts.get(row["worker_id"]) == here and group_alive(row["pid"]):
-            continue  # its process still runs here; its end is concluded once it has gone
-        if _reap_one(engine, claim, row["worker_id"], heartbeat_timeout_s, now, index):
+        seen = executor.seen(claim, row, hosts.get(row["worker_id"]))
+        if seen.running:
+            continue  # something of it still runs; its end is concluded once it has gone
+        end = seen.end or AttemptEnd(worker_lost=True)
+        if _reap_one(engine, claim, row["worker_id"], end, heartbeat_timeout_s, now, index):
             done += 1
     return done
 
 
-def _reap_one(engine: Engine, claim: Claim, holder: str, timeout_s: float, now: float,
-              index: IndexRun) -> bool:
-    verdict = conclude(engine, claim, holder, AttemptEnd(worker_lost=True), index,
-                       stale_before=now - timeout_s, wait_s=0.0)
+def _reap_one(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, timeout_s: float,
+              now: float, index: IndexRun) -> bool:
+    verdict = conclude(engine, claim, holder, end, index, stale_before=now - timeout_s,
+                       wait_s=0.0)
     if verdict is not None:
         log.warning("worker %s stopped heartbeating; its job %s ended %s", holder, claim.name,
                     verdict.phase)

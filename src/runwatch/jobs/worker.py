@@ -260,7 +260,8 @@ class Worker:
             self.draining = store_jobs.draining(conn, self.id)
         # jobs an executor still runs for attempts no worker holds (a dead worker's Ray jobs)
         self.executor.sweep(self.engine, self.heartbeat_timeout_s, now)
-        reaper.reap(self.engine, self.id, self.heartbeat_timeout_s, now, self._index)
+        reaper.reap(self.engine, self.id, self.heartbeat_timeout_s, now, self._index,
+                    executor=self.executor)
 
     def _index(self, run_dir: Path) -> None:
         try:
