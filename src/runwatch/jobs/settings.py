@@ -4,9 +4,9 @@ them, before anything is made: `runwatch submit recipes NAME key=value …` and
 
 A job's run folder, name and project are the job's own, so the recipe settings that
 would choose them (`JOB_OWNED`) are refused; each caller says what to do instead. A
-config file is the command line's (`runwatch submit recipes NAME --config FILE …`); as a
-setting (`--config=FILE`, a POST's settings key) it is no setting, refused before any
-file is read.
+config file is the command line's (`runwatch submit -- recipes NAME --config FILE …`:
+after `--`, which passes the options on to the recipe); as a setting (`--config=FILE`, a
+POST's settings key) it is no setting, refused before any file is read.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from runwatch.cli.recipes import RECIPES
-from runwatch.recipes.config import ConfigError, RecipeConfig, parse_argv
+from runwatch.recipes.config import ConfigError, RecipeConfig, parse_argv, start_settings
 
 JOB_OWNED = ("name", "project", "runs_dir", "resume")
 
@@ -48,7 +48,7 @@ def check_recipe_settings(recipe: str, argv: Sequence[str], instead: Mapping[str
     try:
         # The recipe's start check too (GRPO without init_from): a job is refused at
         # submit, not after it waited in the queue.
-        parse_argv(cfg, list(argv)).check_start()
+        start_settings(cfg, list(argv))
     except ConfigError as whole:
         raise SettingsError(str(whole), _at_fault(cfg, argv, whole)) from None
 

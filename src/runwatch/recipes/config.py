@@ -300,14 +300,21 @@ def parse_argv(cls: type[C], argv: list[str]) -> C:
     return base.with_overrides(args)
 
 
+def start_settings(cls: type[C], argv: list[str]) -> C:
+    """The settings `[--config FILE.yaml] key=value ...` starts a recipe with; ConfigError
+    for settings that do not parse or would waste the run (`check_start`). A job's
+    settings are checked here too (runwatch.jobs.settings)."""
+    cfg = parse_argv(cls, argv)
+    cfg.check_start()
+    return cfg
+
+
 def refuse_settings(cls: type[C], argv: list[str]) -> C | ConfigError:
-    """The settings `[--config FILE.yaml] key=value ...` starts a recipe with, or the
-    refusal (ConfigError) of settings that do not parse or would waste the run
-    (`check_start`), already said on stderr as `error: ...`; its command then exits
-    REFUSED_EXIT. `runwatch recipes NAME` and the recipe's own `main` both refuse here."""
+    """`start_settings`, or its refusal (ConfigError) already said on stderr as
+    `error: ...`; its command then exits REFUSED_EXIT. `runwatch recipes NAME` and the
+    recipe's own `main` both refuse here."""
     try:
-        cfg = parse_argv(cls, argv)
-        cfg.check_start()
+        cfg = start_settings(cls, argv)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc
