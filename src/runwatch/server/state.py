@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from fastapi import Request
 from sqlalchemy import Connection, Engine
 
-from runwatch.rundir.append import WAIT_S
+from runwatch.jobs.control import RETRY_WAIT_S
 from runwatch.server.feed import ChangeFeed
 from runwatch.server.series_cache import SeriesCache
 
@@ -40,7 +40,7 @@ class ServerState:
     heartbeat: float = 15.0
     hub: Hub | None = None  # made by the first live stream (`runwatch.server.pollers.hub`)
     # how long a retry waits for a process to let go of the run's folder before its 503
-    lock_wait_s: float = WAIT_S
+    lock_wait_s: float = RETRY_WAIT_S
 
 
 def state(request: Request) -> ServerState:
