@@ -133,6 +133,7 @@ export class RunTablePage {
     const page = await getJSON<RunList>("/runs", { project: this.project, q: this.search.value.trim(), limit: PAGE });
     if (gen !== this.generation || this.disposed) return;
     this.rows = [];
+    this.reading = Promise.resolve(); // an earlier list's reads no longer fill any row
     this.add(page);
   }
 
