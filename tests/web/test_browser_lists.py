@@ -1,14 +1,16 @@
-"""The run list and the run table as lists: a derived run's model in words, and a run
-that starts while the table is open joining it without a reload."""
+"""The run list and the run table as lists: a derived run's model in words, a run that
+starts while the table is open joining it without a reload, and a click on a row that
+changes under the pointer still opening its run."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from playwright.sync_api import Locator, Page, expect
 from webhelpers import sft_run, shot, wait_indexed
 
-from runwatch.sdk import init
+from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
 
 
@@ -64,3 +66,79 @@ def test_a_run_started_while_the_table_is_open_joins_it(page: Page, server: Runn
     sft_run(runs_dir, "first-again", steps=5)
     expect(names).to_have_text(["first-again", "first-run"])
     shot(page, "lists-table-live")
+
+
+def _live(runs_dir: Path, name: str) -> Run:
+    run = init(name=name, dir=runs_dir, method="sft", dataset="arith", flush_interval=0.05)
+    assert isinstance(run, Run)
+    for i in range(3):
+        run.log({"loss": 1.0 - 0.1 * i}, step=i)
+    return run
+
+
+def _press(page: Page, target: Locator) -> None:
+    """Hold the mouse's button down on the middle of `target` (released by the test)."""
+    box = target.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+
+
+def _click_as_it_ends(page: Page, run: Run, target: Locator, status: Locator) -> None:
+    """Press on `target`, end `run` while the button is down, and release once `status`
+    shows the run ended (its row has changed under the pointer)."""
+    expect(status).to_have_class(re.compile("status-running"))
+    _press(page, target)
+    run.finish("SUCCEEDED")
+    expect(status).to_have_class(re.compile("status-succeeded"))
+    page.mouse.up()
+
+
+def _opened(page: Page, name: str) -> None:
+    expect(page.locator("#detail[data-loaded=true]")).to_be_visible()
+    expect(page.locator("#run-title")).to_have_text(name)
+    assert "run=" in page.url
+
+
+def test_a_click_on_a_list_row_whose_run_changes_under_it_opens_the_run(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """The list's row is patched as its run changes: rebuilt between the press and the
+    release, the click went to the list itself and the run did not open (seen as a browser
+    test that clicked a row as the list reloaded and waited for a run that never opened)."""
+    run = _live(runs_dir, "press-live")
+    wait_indexed(server.url, "press-live", 2)
+    page.goto(f"{server.url}/runs")
+    row = page.locator('.run-row:has-text("press-live")')
+    _click_as_it_ends(page, run, row, row.locator(".status"))
+    _opened(page, "press-live")
+
+
+def test_a_click_on_a_list_row_as_the_list_reloads_opens_the_run(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """A search that lists the same runs again keeps their rows: the run pressed opens."""
+    sft_run(runs_dir, "reload-a", steps=3)
+    sft_run(runs_dir, "reload-b", steps=3)
+    wait_indexed(server.url, "reload-a", 2)
+    wait_indexed(server.url, "reload-b", 2)
+    page.goto(f"{server.url}/runs")
+    row = page.locator('.run-row:has-text("reload-a")')
+    expect(page.locator(".run-row")).to_have_count(2)
+    # a mark the list's own rows never carry: gone once the list has shown them again
+    row.evaluate("el => el.setAttribute('data-probe', '1')")
+    _press(page, row)
+    page.fill("#search", "reload")
+    expect(page.locator(".run-row[data-probe]")).to_have_count(0)
+    expect(page.locator(".run-row")).to_have_count(2)
+    page.mouse.up()
+    _opened(page, "reload-a")
+
+
+def test_a_click_on_a_table_row_whose_run_changes_under_it_opens_the_run(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    run = _live(runs_dir, "press-table")
+    wait_indexed(server.url, "press-table", 2)
+    page.goto(f"{server.url}/table")
+    row = page.locator('#run-table-body tr:has-text("press-table")')
+    _click_as_it_ends(page, run, row.locator('td[data-col="name"] a'),
+                      row.locator('td[data-col="status"] .status'))
+    _opened(page, "press-table")

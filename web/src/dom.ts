@@ -27,6 +27,65 @@ export function clear(el: Element): void {
   el.replaceChildren();
 }
 
+/** Attributes that say what an element stands for: listeners close over it, so an element
+ * whose identity differs is replaced, never patched. */
+const IDENTITY = ["data-run", "data-group"];
+
+function sameNode(a: Element, b: Element): boolean {
+  return a.tagName === b.tagName && IDENTITY.every((k) => a.getAttribute(k) === b.getAttribute(k));
+}
+
+/**
+ * Make `el` look as `fresh` does, keeping every node that can stay (same tag and identity)
+ * and changing only the attributes and text that differ; returns the element shown. A row
+ * patched this way keeps the node under the pointer: a row replaced between a press and
+ * its release loses the click (the browser sends it to the two nodes' common ancestor,
+ * which no row's listener hears). `el`'s listeners stay; `fresh`'s come along only on the
+ * nodes moved over from it, so a listener must read what may change when it runs.
+ */
+export function morph(el: Element, fresh: Element): Element {
+  if (!sameNode(el, fresh)) {
+    el.replaceWith(fresh);
+    return fresh;
+  }
+  for (const a of Array.from(el.attributes)) if (!fresh.hasAttribute(a.name)) el.removeAttribute(a.name);
+  for (const a of Array.from(fresh.attributes)) if (el.getAttribute(a.name) !== a.value) el.setAttribute(a.name, a.value);
+  if (el instanceof HTMLInputElement && fresh instanceof HTMLInputElement) el.checked = fresh.checked;
+  const olds = Array.from(el.childNodes);
+  const news = Array.from(fresh.childNodes);
+  news.forEach((n, i) => {
+    const o = olds[i];
+    if (o === undefined) el.appendChild(n);
+    else if (o instanceof Element && n instanceof Element) morph(o, n);
+    else if (o.nodeType === Node.TEXT_NODE && n.nodeType === Node.TEXT_NODE) {
+      if (o.nodeValue !== n.nodeValue) o.nodeValue = n.nodeValue;
+    } else o.replaceWith(n);
+  });
+  for (const o of olds.slice(news.length)) o.remove();
+  return el;
+}
+
+/**
+ * Show `rows` (new elements, each with a `data-run`) in `container` in that order: the row
+ * of a run already shown is patched in place (`morph`), rows that keep their place are not
+ * moved, and the rest are removed. Returns the elements shown, in order.
+ */
+export function reconcile(container: Element, rows: HTMLElement[]): HTMLElement[] {
+  const shownBefore = new Map<string, HTMLElement>();
+  for (const c of Array.from(container.children) as HTMLElement[]) if (c.dataset.run) shownBefore.set(c.dataset.run, c);
+  const shown = rows.map((fresh) => {
+    const old = shownBefore.get(fresh.dataset.run ?? "");
+    shownBefore.delete(fresh.dataset.run ?? "");
+    return old ? (morph(old, fresh) as HTMLElement) : fresh;
+  });
+  shown.forEach((el, i) => {
+    const at = container.children[i];
+    if (at !== el) container.insertBefore(el, at ?? null);
+  });
+  while (container.children.length > shown.length) container.lastElementChild?.remove();
+  return shown;
+}
+
 export function text(value: unknown): string {
   if (value === null || value === undefined) return "";
   if (typeof value === "string") return value;

@@ -2,7 +2,7 @@
 // checkboxes (one run, or every run of its group) that feed the compare view.
 
 import { getJSON } from "./api";
-import { clear, h } from "./dom";
+import { h, morph, reconcile } from "./dom";
 import { fmtDuration, liveDuration, modelLabel, statusClass, statusText } from "./format";
 import { restoreCursor, saveCursor } from "./keyboard";
 import { groupButton, type Selection } from "./selection";
@@ -99,10 +99,11 @@ export class RunListView {
     const gen = ++this.generation;
     const page = await getJSON<RunList>("/runs", { project: this.project, q: this.query, limit: 100 });
     if (gen !== this.generation) return;
+    // the rows already shown are patched, not rebuilt: a click on one as the list
+    // reloads (the stream's `ready`, a search) still opens its run
     const cursor = saveCursor(this.list);
-    clear(this.list);
     this.rows.clear();
-    this.add(page);
+    this.add(page, true);
     restoreCursor(this.list, cursor);
   }
 
@@ -113,13 +114,14 @@ export class RunListView {
     if (gen === this.generation) this.add(page);
   }
 
-  private add(page: RunList): void {
-    for (const run of page.runs) {
-      if (this.rows.has(run.run_id)) continue;
-      const el = this.rowEl(run);
-      this.list.appendChild(el);
-      this.rows.set(run.run_id, { run, el, at: Date.now() });
-    }
+  /** Show a page of runs after those listed, or in their place (`replace`). */
+  private add(page: RunList, replace = false): void {
+    const runs = new Map<string, RunSummary>();
+    for (const run of page.runs) if (!this.rows.has(run.run_id) && !runs.has(run.run_id)) runs.set(run.run_id, run);
+    const els = Array.from(runs.values(), (run) => this.rowEl(run));
+    if (replace) reconcile(this.list, els).forEach((el, i) => (els[i] = el));
+    else this.list.append(...els);
+    Array.from(runs.values()).forEach((run, i) => this.rows.set(run.run_id, { run, el: els[i], at: Date.now() }));
     this.cursor = page.next_cursor;
     this.more.hidden = !this.cursor;
     this.status.textContent = this.rows.size ? `${this.rows.size} run${this.rows.size === 1 ? "" : "s"}${this.cursor ? "+" : ""}` : "No runs match.";
@@ -132,9 +134,9 @@ export class RunListView {
     if (this.project && run.project !== this.project) return;
     const existing = this.rows.get(run.run_id);
     if (existing) {
-      const el = this.rowEl(run);
+      // patched in place: a row replaced under a press loses the click that releases on it
       const cursor = saveCursor(this.list);
-      existing.el.replaceWith(el);
+      const el = morph(existing.el, this.rowEl(run)) as HTMLElement;
       restoreCursor(this.list, cursor);
       this.rows.set(run.run_id, { run, el, at: Date.now() });
     } else if (!this.query || runMatches(run, this.query)) {
@@ -207,9 +209,11 @@ export class RunListView {
         dur,
       ),
     );
-    li.addEventListener("click", () => this.onSelect(run));
+    // a row is patched as its run changes, keeping its first listeners: they read the run now
+    const current = () => this.rows.get(run.run_id)?.run ?? run;
+    li.addEventListener("click", () => this.onSelect(current()));
     li.addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && e.target === li) this.onSelect(run);
+      if (e.key === "Enter" && e.target === li) this.onSelect(current());
     });
     return li;
   }

@@ -5,7 +5,7 @@
 import "./compare.css";
 import { getJSON, runPath } from "./api";
 import { findKey } from "./chartspecs";
-import { h } from "./dom";
+import { h, morph, reconcile } from "./dom";
 import { downloadCsv } from "./export";
 import { fmtDuration, fmtNum, fmtTime, modelLabel, statusClass, statusText } from "./format";
 import { restoreCursor, saveCursor } from "./keyboard";
@@ -219,8 +219,10 @@ export class RunTablePage {
   }
 
   private showRows(): void {
+    // rows already shown are patched and moved, not rebuilt: a click on a row as the
+    // table changes (a run's update, the latest values read) still reaches it
     const cursor = saveCursor(this.body);
-    this.body.replaceChildren(...this.sorted().map((r) => this.rowEl(r)));
+    reconcile(this.body, this.sorted().map((r) => this.rowEl(r)));
     restoreCursor(this.body, cursor);
     this.body.dataset.count = String(this.rows.length);
     this.showSelection();
@@ -278,7 +280,7 @@ export class RunTablePage {
     row.run = run;
     const el = this.rowEls.find((tr) => tr.dataset.run === run.run_id);
     const cursor = saveCursor(this.body);
-    el?.replaceWith(this.rowEl(row));
+    if (el) morph(el, this.rowEl(row));
     restoreCursor(this.body, cursor);
     this.showSelection();
   }
