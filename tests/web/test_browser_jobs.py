@@ -190,6 +190,29 @@ def test_retry_after_a_failure_runs_attempt_two_live(page: Page, server: Runner,
     shot(page, "run-retried")
 
 
+def test_a_click_on_a_job_link_across_the_resources_pages_redraw_opens_the_run(
+        page: Page, server: Runner, script: Path) -> None:
+    """The workers' rows are redrawn every second (heartbeat ages, spend): patched, not
+    rebuilt, so a press and release that straddle a redraw still open the job's run (a
+    rebuilt row took the click to the table itself)."""
+    running = submit(server.url, kind="command", name="straddle",
+                     argv=command(script, steps=600, pause=0.1))
+    page.goto(f"{server.url}/resources")
+    row = page.locator("#workers tr").first
+    link = row.locator(".job-link")
+    expect(link).to_have_text("straddle", timeout=60_000)
+    # a mark the page's own rows never carry: gone once the row has been drawn again
+    row.evaluate("el => el.setAttribute('data-probe', '1')")
+    box = link.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    expect(page.locator("#workers tr[data-probe]")).to_have_count(0)
+    page.mouse.up()
+    expect(page.locator("#run-title")).to_have_text("straddle")
+    http.post(f"{server.url}/api/runs/{running['run_id']}/cancel", json={}, timeout=30)
+
+
 def test_resources_page_shows_the_worker_and_stops_it(page: Page, server: Runner,
                                                       script: Path) -> None:
     running = submit(server.url, kind="command", name="busy",

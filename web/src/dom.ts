@@ -29,7 +29,7 @@ export function clear(el: Element): void {
 
 /** Attributes that say what an element stands for: listeners close over it, so an element
  * whose identity differs is replaced, never patched. */
-const IDENTITY = ["data-run", "data-group"];
+const IDENTITY = ["data-run", "data-group", "data-worker"];
 
 function sameNode(a: Element, b: Element): boolean {
   return a.tagName === b.tagName && IDENTITY.every((k) => a.getAttribute(k) === b.getAttribute(k));
@@ -66,16 +66,21 @@ export function morph(el: Element, fresh: Element): Element {
 }
 
 /**
- * Show `rows` (new elements, each with a `data-run`) in `container` in that order: the row
- * of a run already shown is patched in place (`morph`), rows that keep their place are not
- * moved, and the rest are removed. Returns the elements shown, in order.
+ * Show `rows` (new elements, each naming what it shows in `data-<key>`: a run, a worker) in
+ * `container` in that order: the row of one already shown is patched in place (`morph`),
+ * rows that keep their place are not moved, and the rest are removed. Returns the elements
+ * shown, in order.
  */
-export function reconcile(container: Element, rows: HTMLElement[]): HTMLElement[] {
+export function reconcile(container: Element, rows: HTMLElement[], key = "run"): HTMLElement[] {
   const shownBefore = new Map<string, HTMLElement>();
-  for (const c of Array.from(container.children) as HTMLElement[]) if (c.dataset.run) shownBefore.set(c.dataset.run, c);
+  for (const c of Array.from(container.children) as HTMLElement[]) {
+    const id = c.dataset[key];
+    if (id) shownBefore.set(id, c);
+  }
   const shown = rows.map((fresh) => {
-    const old = shownBefore.get(fresh.dataset.run ?? "");
-    shownBefore.delete(fresh.dataset.run ?? "");
+    const id = fresh.dataset[key] ?? "";
+    const old = shownBefore.get(id);
+    shownBefore.delete(id);
     return old ? (morph(old, fresh) as HTMLElement) : fresh;
   });
   shown.forEach((el, i) => {

@@ -5,7 +5,7 @@
 // page is open; ages and spend tick in between.
 
 import { getJSON, postJSON } from "./api";
-import { h } from "./dom";
+import { h, reconcile } from "./dom";
 import { fmtDuration, fmtSpend, fmtTime, statusClass, statusLabel } from "./format";
 import type { RunList, Worker, WorkerAnswer, WorkerList } from "./types";
 
@@ -67,7 +67,7 @@ export class ResourcesPage {
     try {
       const [list, queued] = await Promise.all([getJSON<WorkerList>("/workers"), getJSON<RunList>("/runs", { status: "QUEUED", limit: 100 })]);
       if (this.disposed) return;
-      this.waiting.replaceChildren(...queued.runs.reverse().map((run) => h("li", {}, this.runLink(run.run_id, run.name, `Queued since ${fmtTime(run.created_at)}`))));
+      reconcile(this.waiting, queued.runs.reverse().map((run) => h("li", { "data-run": run.run_id }, this.runLink(run.run_id, run.name, `Queued since ${fmtTime(run.created_at)}`))));
       this.workers = list.workers;
       this.fetchedAt = Date.now();
       this.queue.textContent = `${list.queue_depth} job${list.queue_depth === 1 ? "" : "s"} waiting in the queue`;
@@ -88,8 +88,10 @@ export class ResourcesPage {
     const since = (Date.now() - this.fetchedAt) / 1000;
     const live = this.workers.filter((w) => w.stopped_at === null);
     const past = this.workers.filter((w) => w.stopped_at !== null);
-    this.active.replaceChildren(...live.map((w) => this.row(w, since)));
-    this.past.replaceChildren(...past.map((w) => this.row(w, since)));
+    // redrawn every second: rows are patched, not rebuilt, or a click on a job's link or a
+    // Stop button pressed across a redraw would reach no row (dom.ts, `morph`)
+    reconcile(this.active, live.map((w) => this.row(w, since)), "worker");
+    reconcile(this.past, past.map((w) => this.row(w, since)), "worker");
     this.empty.hidden = live.length > 0;
     this.pastSection.hidden = past.length === 0;
   }
@@ -129,7 +131,7 @@ export class ResourcesPage {
   }
 
   private runLink(runId: string, name: string, title: string): HTMLElement {
-    const a = h("a", { href: `/runs?run=${encodeURIComponent(runId)}`, class: "job-link", title }, name);
+    const a = h("a", { href: `/runs?run=${encodeURIComponent(runId)}`, class: "job-link", title, "data-run": runId }, name);
     a.addEventListener("click", (e) => {
       e.preventDefault();
       this.onOpenRun(runId);
