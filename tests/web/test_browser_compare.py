@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from playwright.sync_api import Page, Request, Route, expect
-from webhelpers import shot, wait_indexed
+from webhelpers import click_as_it_ends, shot, wait_indexed
 
 from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
@@ -159,6 +159,21 @@ def test_a_live_run_keeps_drawing_in_the_compare_view(page: Page, server: Runner
     live.finish("SUCCEEDED")
     expect(page.locator('.compare-chip[data-run] .status').nth(1)).to_have_text("Succeeded")
     assert page.evaluate("window.__marker") == "same page"
+
+
+def test_a_click_on_a_chip_whose_run_changes_under_it_opens_the_run(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """A run's chip is patched as the run changes: rebuilt between the press and the
+    release, the click reached no chip and the run did not open."""
+    sweep_arm(runs_dir, "chip-done", 5, 1e-4)
+    live = sweep_arm(runs_dir, "chip-live", 5, 3e-4, finish=False)
+    wait_indexed(server.url, "chip-done", 4)
+    wait_indexed(server.url, "chip-live", 4)
+    page.goto(f"{server.url}/compare?run=chip-done&run=chip-live")
+    expect(page.locator("#compare-charts")).to_have_attribute("data-drawn", "true")
+    chip = page.locator('.compare-chip:has-text("chip-live")')
+    click_as_it_ends(page, live, chip.locator(".chip-name"), chip.locator(".status"))
+    expect(page.locator("#run-title")).to_have_text("chip-live")
 
 
 def test_a_comparison_url_asks_for_its_overlay_before_the_app_loads(

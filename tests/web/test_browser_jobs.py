@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
-from webhelpers import drawn_charts, shot
+from webhelpers import drawn_charts, press, shot
 
 from runwatch.server.runner import Runner, free_port
 from tests.support import http
@@ -203,10 +203,7 @@ def test_a_click_on_a_job_link_across_the_resources_pages_redraw_opens_the_run(
     expect(link).to_have_text("straddle", timeout=60_000)
     # a mark the page's own rows never carry: gone once the row has been drawn again
     row.evaluate("el => el.setAttribute('data-probe', '1')")
-    box = link.bounding_box()
-    assert box is not None
-    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    page.mouse.down()
+    press(page, link)
     expect(page.locator("#workers tr[data-probe]")).to_have_count(0)
     page.mouse.up()
     expect(page.locator("#run-title")).to_have_text("straddle")

@@ -4,11 +4,10 @@ changes under the pointer still opening its run."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from playwright.sync_api import Locator, Page, expect
-from webhelpers import sft_run, shot, wait_indexed
+from webhelpers import click_as_it_ends, press, sft_run, shot, wait_indexed
 
 from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
@@ -76,24 +75,6 @@ def _live(runs_dir: Path, name: str) -> Run:
     return run
 
 
-def _press(page: Page, target: Locator) -> None:
-    """Hold the mouse's button down on the middle of `target` (released by the test)."""
-    box = target.bounding_box()
-    assert box is not None
-    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    page.mouse.down()
-
-
-def _click_as_it_ends(page: Page, run: Run, target: Locator, status: Locator) -> None:
-    """Press on `target`, end `run` while the button is down, and release once `status`
-    shows the run ended (its row has changed under the pointer)."""
-    expect(status).to_have_class(re.compile("status-running"))
-    _press(page, target)
-    run.finish("SUCCEEDED")
-    expect(status).to_have_class(re.compile("status-succeeded"))
-    page.mouse.up()
-
-
 def _opened(page: Page, name: str) -> None:
     expect(page.locator("#detail[data-loaded=true]")).to_be_visible()
     expect(page.locator("#run-title")).to_have_text(name)
@@ -109,7 +90,7 @@ def test_a_click_on_a_list_row_whose_run_changes_under_it_opens_the_run(
     wait_indexed(server.url, "press-live", 2)
     page.goto(f"{server.url}/runs")
     row = page.locator('.run-row:has-text("press-live")')
-    _click_as_it_ends(page, run, row, row.locator(".status"))
+    click_as_it_ends(page, run, row, row.locator(".status"))
     _opened(page, "press-live")
 
 
@@ -125,7 +106,7 @@ def test_a_click_on_a_list_row_as_the_list_reloads_opens_the_run(
     expect(page.locator(".run-row")).to_have_count(2)
     # a mark the list's own rows never carry: gone once the list has shown them again
     row.evaluate("el => el.setAttribute('data-probe', '1')")
-    _press(page, row)
+    press(page, row)
     page.fill("#search", "reload")
     expect(page.locator(".run-row[data-probe]")).to_have_count(0)
     expect(page.locator(".run-row")).to_have_count(2)
@@ -139,6 +120,6 @@ def test_a_click_on_a_table_row_whose_run_changes_under_it_opens_the_run(
     wait_indexed(server.url, "press-table", 2)
     page.goto(f"{server.url}/table")
     row = page.locator('#run-table-body tr:has-text("press-table")')
-    _click_as_it_ends(page, run, row.locator('td[data-col="name"] a'),
+    click_as_it_ends(page, run, row.locator('td[data-col="name"] a'),
                       row.locator('td[data-col="status"] .status'))
     _opened(page, "press-table")

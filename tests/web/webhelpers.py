@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from playwright.sync_api import Browser, ConsoleMessage, Page
+from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect
 
 from runwatch.sdk import Run, init
 from tests.support import http, wait_for
@@ -93,6 +93,24 @@ def open_run(page: Page, base_url: str, name: str) -> None:
     page.goto(f"{base_url}/runs")
     page.click(f'.run-row:has-text("{name}")')
     page.wait_for_selector("#detail[data-loaded=true]")
+
+
+def press(page: Page, target: Locator) -> None:
+    """Hold the mouse's button down on the middle of `target` (released by the test)."""
+    box = target.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+
+
+def click_as_it_ends(page: Page, run: Run, target: Locator, status: Locator) -> None:
+    """Press on `target`, end `run` while the button is down, and release once `status`
+    shows the run ended (its row has changed under the pointer)."""
+    expect(status).to_have_class(re.compile("status-running"))
+    press(page, target)
+    run.finish("SUCCEEDED")
+    expect(status).to_have_class(re.compile("status-succeeded"))
+    page.mouse.up()
 
 
 @contextmanager

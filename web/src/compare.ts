@@ -15,7 +15,7 @@ import { CHARTS, canonicalName, resolveLines, type ChartSpec, type ResolvedLine 
 import { ChartView, fitCharts } from "./chartview";
 import { CompareReportPanel } from "./comparereport";
 import { ConfigTable } from "./configtable";
-import { h, MARKS, painted } from "./dom";
+import { h, MARKS, painted, reconcile } from "./dom";
 import { downloadCsv, downloadPng, seriesTable } from "./export";
 import { statusClass, statusText } from "./format";
 import { TERMINAL_PHASES } from "./format.gen";
@@ -214,8 +214,11 @@ export class CompareView {
   }
 
   private showChips(): void {
-    this.chips.replaceChildren(
-      ...this.runs.map((r) => {
+    // patched, not rebuilt, on each update of a run (dom.ts, `morph`): a press on a chip
+    // released after the run changed still opens it or leaves it out
+    reconcile(
+      this.chips,
+      this.runs.map((r) => {
         const run = r.run;
         const open = h("a", { href: `/runs?run=${encodeURIComponent(run.run_id)}`, class: "chip-name" }, run.name);
         open.addEventListener("click", (e) => {
