@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -60,6 +61,24 @@ class RunLock:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
+
+
+class LetGoAfter:
+    """Releases a held RunLock once each of the `count` writers of its folder (the run's
+    writer, its sender) has said, by calling `done`, that it writes nothing more there;
+    whichever thread says so last releases it."""
+
+    def __init__(self, lock: RunLock, count: int) -> None:
+        self._lock = lock
+        self._left = count
+        self._guard = threading.Lock()
+
+    def done(self) -> None:
+        with self._guard:
+            self._left -= 1
+            last = self._left == 0
+        if last:
+            self._lock.release()
 
 
 def _try_lock(fd: int) -> bool:

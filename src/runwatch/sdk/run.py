@@ -28,7 +28,7 @@ from runwatch.jobs.failures import CATALOGUE, exception_verdict
 from runwatch.rundir import format as fmt
 from runwatch.sdk import live, writer
 from runwatch.sdk.encode import warn
-from runwatch.sdk.lock import RunLock
+from runwatch.sdk.lock import LetGoAfter, RunLock
 from runwatch.sdk.writer import BackgroundWriter
 
 if TYPE_CHECKING:
@@ -199,15 +199,17 @@ class Run:
             self.status = status
         # Written after every other record, saying how many of them the disk refused.
         record = self._event_record(status, reason=reason, code=code)
-        written = self._writer.close(final=(fmt.EVENTS, record), late=self._run_lock.release)
-        if self._sender is not None:
-            self._sender.close()
+        # The folder stays this process's while anything of it may still write there
+        # (a stalled disk, a server's late answer), or a retry's next attempt or a resumed
+        # run would write beside it: the last of the writer and the sender to be done
+        # lets it go (the kernel, if the process exits first).
+        folder = LetGoAfter(self._run_lock, 1 if self._sender is None else 2)
+        written = self._writer.close(final=(fmt.EVENTS, record), late=folder.done)
         if written:
-            self._run_lock.release()
-        else:
-            # The writer still writes (a stalled disk): the folder stays this process's,
-            # or a retry's next attempt or a resumed run would write beside it. The writer
-            # lets it go once it has written the rest (the kernel, if the process exits).
+            folder.done()
+        if self._sender is not None:
+            self._sender.close(then=folder.done)
+        if not written:
             warn(f"runwatch: {self.dir} is still being written after finish() waited "
                  f"{writer.CLOSE_WAIT_S:g} s for it; the run folder stays locked until that "
                  "is done or this process exits")

@@ -32,7 +32,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,26 +97,44 @@ def server_url(server: str | None = None) -> str | None:
 
 class FolderHold:
     """The sender's leave to write its offsets into the run folder, which the SDK's
-    sender loses when finish() stops waiting for it: the run's lock goes next, and a
-    resumed run or a retry's next attempt may then hold the folder. A write under way
-    ends before `let_go` returns; none starts after."""
+    sender loses when finish() stops waiting for it: the run's lock goes once it has let
+    go, and a resumed run or a retry's next attempt may then hold the folder. No write
+    starts after `let_go`; one under way then still ends, and says so."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._guard = threading.Condition()
         self._held = True
+        self._busy = False
+        self._then: Callable[[], None] | None = None
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[bool]:
-        """Whether the folder may be written, held so until the write is done."""
-        with self._lock:
-            yield self._held
+        """Whether the folder may be written, held so until the write is done (one
+        thread writes)."""
+        with self._guard:
+            self._busy = held = self._held
+        try:
+            yield held
+        finally:
+            with self._guard:
+                self._busy = False
+                then, self._then = self._then, None
+                self._guard.notify_all()
+            if then is not None:
+                then()
 
-    def let_go(self, wait: float) -> None:
-        """Write nothing more, once a write under way has ended (waiting at most `wait`
-        seconds: on a stalled disk that one write may land later)."""
-        self._held = False
-        if self._lock.acquire(timeout=wait):
-            self._lock.release()
+    def let_go(self, wait: float, then: Callable[[], None]) -> bool:
+        """Write nothing more, and call `then` once no write is under way: before
+        returning when none is or one ends within `wait` seconds (True), else as that one
+        ends (on a stalled disk it may land much later)."""
+        with self._guard:
+            self._held = False
+            done = self._guard.wait_for(lambda: not self._busy, wait)
+            if not done:
+                self._then = then
+        if done:
+            then()
+        return done
 
 
 class RunUpload:
@@ -285,7 +303,8 @@ class Sender:
     It never raises into the training loop: an unreachable server is tried again with
     backoff (one warning per outage), a refused token stops it with one warning; the
     run folder keeps everything, for `runwatch sync` to send later. Once finish() has
-    stopped waiting for it, it writes nothing more into the folder (FolderHold).
+    stopped waiting for it, it writes nothing more into the folder (FolderHold), and it
+    says when it has let the folder go (close()'s `then`).
     """
 
     def __init__(self, run_dir: Path, server: str, token: str | None,
@@ -307,21 +326,28 @@ class Sender:
     def start(self) -> None:
         self._thread.start()
 
-    def close(self, wait: float | None = None) -> None:
+    def close(self, wait: float | None = None, then: Callable[[], None] | None = None) -> None:
         """Send what is left (the writer has written it all), waiting at most `wait`
         seconds (FINISH_WAIT_S, read now); what is still unsent then stays in the run
-        folder, said in a warning, and the thread writes nothing more there: its caller
-        lets the folder go."""
+        folder, said in a warning, and the thread writes nothing more there. `then` (the
+        run lets its folder go) is called once the thread writes nothing into the folder
+        any more: before this returns, or as a write of its offsets that a stalled disk
+        holds ends."""
+        then = then or _nothing
         self._closing.set()
         self._wake.set()
         self._thread.join(FINISH_WAIT_S if wait is None else wait)
-        if self._thread.is_alive():
-            self._abandon.set()
-            self._wake.set()
-            self._hold.let_go(LET_GO_WAIT_S)
-            warn(f"runwatch: {self.server} has not taken all of {self.run_dir} yet "
-                 f"({self.error or 'still sending'}); everything is in the run folder: "
-                 f"`runwatch sync {self.run_dir} --server {self.server}` sends the rest")
+        if not self._thread.is_alive():
+            then()
+            return
+        self._abandon.set()
+        self._wake.set()
+        let_go = self._hold.let_go(LET_GO_WAIT_S, then)
+        warn(f"runwatch: {self.server} has not taken all of {self.run_dir} yet "
+             f"({self.error or 'still sending'}); everything is in the run folder: "
+             f"`runwatch sync {self.run_dir} --server {self.server}` sends the rest"
+             + ("" if let_go else "; the folder stays locked until the sender's write "
+                "of its offsets there, which the disk holds, ends or this process exits"))
 
     def _loop(self) -> None:
         upload = RunUpload(self.run_dir, self._client, self._hold)
@@ -356,6 +382,10 @@ class Sender:
             self._wake.wait(wait)
             self._wake.clear()
         self._client.close()
+
+
+def _nothing() -> None:
+    """close()'s `then` when the caller gave none."""
 
 
 def backoff(failures: int) -> float:
