@@ -10,6 +10,7 @@ from runwatch.jobs.control import RETRY_WAIT_S
 from runwatch.jobs.cost import CPU, HOLDING_PHASES, PROFILES_ENV, PROFILES_FILE
 from runwatch.jobs.failures import CATALOGUE, MAX_REFUSAL_CHARS, Activity
 from runwatch.jobs.lifecycle import TRANSITIONS, WHY
+from runwatch.jobs.worker import STALL_TIMEOUT_S
 from runwatch.metrics.docs import write_generated
 from runwatch.sdk.sender import FINISH_WAIT_S
 
@@ -132,7 +133,7 @@ cluster instead of a local process, and watches, stops and concludes it the same
 
 - **Claim.** A worker claims the highest-priority, then oldest, QUEUED job of its device
   profile whose folder is inside its runs folder and that fits its free devices,
-  atomically (two workers never claim one job), appends PREPARING `{attempt, worker}`
+  atomically (two workers never claim one job), appends PREPARING `{{attempt, worker}}`
   under the run folder's lock, and starts the job's argv in its cwd, in a session
   (process group) of its own, with
   `RUNWATCH_RUN_DIR`, `RUNWATCH_RUN_ID` and `RUNWATCH_ATTEMPT` set; its stdout and
@@ -140,9 +141,10 @@ cluster instead of a local process, and watches, stops and concludes it the same
   the `cpu` profile the worker names them in the job's `CUDA_VISIBLE_DEVICES` (ids from
   the worker's own `CUDA_VISIBLE_DEVICES`, else 0..N-1; a worker refuses to offer more
   devices than that names), and `ui --workers N` splits the ids among its workers.
-- **While it runs.** The worker heartbeats every `--heartbeat-s` (2 s) and indexes its
-  runs every pass. Cancel: SIGTERM to the job's whole process group, `--grace-s`
-  (10 s), then SIGKILL. Startup timeout (`--startup-timeout-s`, 600 s; a job's own
+- **While it runs.** The worker heartbeats every `--heartbeat-s` (2 s), from a thread of
+  its own so that a long index pass does not hold it back, and indexes its runs every
+  pass. Cancel: SIGTERM to the job's whole process group, `--grace-s` (10 s), then
+  SIGKILL. Startup timeout (`--startup-timeout-s`, 600 s; a job's own
   `startup_timeout_s` wins; 0: none): a job still PREPARING that wrote no event and no
   output for that long has its group SIGKILLed at once (it made no progress, so there
   is nothing to flush) and FAILS `startup_timeout`; a command that does not use the
@@ -162,6 +164,14 @@ cluster instead of a local process, and watches, stops and concludes it the same
   SIGKILL and 5 s more (a process stuck in the kernel, such as a driver freeing device
   memory) is not concluded: the worker leaves it to the reaper below, so no next attempt
   starts on its devices beside it.
+- **A worker that hangs** stops heartbeating: its heartbeats go on only while its loop
+  moves, and a loop that has not finished a step for {stall_min:g} minutes (a database
+  call or a filesystem read that never returns) gets no more, so the worker shows lost
+  and the others reap its jobs as a dead worker's (below). A local job of it that still
+  runs runs on, and a cancel of it waits for the loop (another Ray worker stops a
+  cancelled Ray job, docs/team.md). Once its loop moves again it heartbeats again, acts
+  on cancels, and lets go of the jobs concluded meanwhile; it starts no job it no longer
+  holds.
 - **A worker that dies** leaves its jobs to the others: once its heartbeat is older than
   `--heartbeat-timeout-s` (30 s), no process records the run (its lock is free) and
   nothing of the attempt still runs, another worker concludes it: on the same host,
@@ -221,7 +231,8 @@ def render() -> str:
     out += ["", RECORDS, "| the loop ended with | the run ends | code |", "|---|---|---|"]
     out += [f"| {what} | {phase} | {f'`{code}`' if code else 'none'} |"
             for what, phase, code in ENDINGS]
-    out += ["", CLASSIFY.format(activities=activities), WORKERS]
+    out += ["", CLASSIFY.format(activities=activities),
+            WORKERS.format(stall_min=STALL_TIMEOUT_S / 60)]
     out.append(COST.format(holding=", ".join(HOLDING_PHASES), cpu=CPU.name,
                            devices=CPU.devices, rate=CPU.hourly_rate, config=CONFIG_EXAMPLE,
                            env=PROFILES_ENV, file=PROFILES_FILE.as_posix()))

@@ -2,11 +2,18 @@
 
 One loop (`Worker.tick`, every TICK_S) does everything but the stamp:
 - every `heartbeat_s`, from a thread of its own that lives as long as `run_forever`: stamp
-  the worker and its jobs. A tick can take long (indexing a big run; in `runwatch ui` the
-  index lock it shares with the index loop, whose one pass over a 2M-point run takes
-  ~30 s), and a stamp behind it went stale: another worker's reaper concluded the job
-  "stopped_early" although its worker lived (a command that had exited 0 ended FAILED; a
-  Ray job, with no pid here, could be concluded while it ran). `tick` stamps only when no
+  the worker and its jobs, while the loop has moved within `stall_timeout_s`. A tick can
+  take long (indexing a big run; in `runwatch ui` the index lock it shares with the index
+  loop, whose one pass over a 2M-point run takes ~30 s), and a stamp behind it went stale:
+  another worker's reaper concluded the job "stopped_early" although its worker lived (a
+  command that had exited 0 ended FAILED; a Ray job, with no pid here, could be concluded
+  while it ran). But a loop that never moves again (a database call that never returns,
+  a filesystem that stopped answering) must not look alive: its jobs' ends would never be
+  concluded, nor its claims given back. So each step of the loop marks its progress, and
+  a loop that has not moved for `stall_timeout_s` (STALL_TIMEOUT_S, far past any step of a
+  healthy loop) gets no more stamps: the worker shows lost, and the others reap its jobs
+  as a dead worker's. Once its loop moves again it stamps again and lets go of what was
+  concluded meanwhile; it starts no claim it no longer holds. `tick` stamps only when no
   such thread runs (a caller that ticks by hand);
 - every `heartbeat_s`, in the loop: read whether it was told to drain, and reap the jobs of
   workers that stopped heartbeating (runwatch.jobs.reaper);
@@ -46,8 +53,10 @@ import logging
 import os
 import secrets
 import socket
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +82,11 @@ STOP_MARGIN_S = 5.0
 # ... and then waits this long for what it SIGKILLed to be gone (a stop takes at most
 # grace_s + STOP_MARGIN_S + KILL_WAIT_S, and the concluding).
 KILL_WAIT_S = 5.0
+# A loop whose steps have not moved for this long is taken for hung, and its worker stops
+# heartbeating. Ten times the ~30 s a healthy step can take (one index pass over a
+# 2M-point run, or the ui's index loop holding the index lock for one), so a loaded
+# machine is not taken for a hung one.
+STALL_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -114,7 +128,8 @@ class Worker:
                  startup_timeout_s: float | None = 600.0, *, indexer: Indexer,
                  index_lock: threading.Lock | None = None,
                  device_ids: Sequence[str] | None = None,
-                 executor: Executor | None = None) -> None:
+                 executor: Executor | None = None,
+                 stall_timeout_s: float = STALL_TIMEOUT_S) -> None:
         if devices < 1:
             raise ValueError(f"a worker needs at least one device, not {devices}")
         self.engine = engine
@@ -125,6 +140,7 @@ class Worker:
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.grace_s = grace_s
         self.startup_timeout_s = startup_timeout_s
+        self.stall_timeout_s = stall_timeout_s
         self.executor: Executor = executor or LocalExecutor()
         # The ids a job's CUDA_VISIBLE_DEVICES names for the devices it holds (None: the
         # worker sets none), see `device_ids`.
@@ -143,6 +159,10 @@ class Worker:
         self.stopping = False
         self._beat_at = 0.0
         self._beating = False  # a stamp thread runs (`_stamp_forever`)
+        # When the loop last finished a step (monotonic), and the thread it runs on: what
+        # the stamp thread reads to stamp only a loop that moves.
+        self._moved_at = time.monotonic()
+        self._loop_thread = 0
         with engine.begin() as conn:
             store_jobs.register_worker(conn, WorkerRow(
                 id=self.id, host=host, pid=os.getpid(), devices=devices,
@@ -160,7 +180,9 @@ class Worker:
     def run_forever(self, stop_event: threading.Event) -> None:
         """Tick until drained, or until `stop_event` is set (then stop the running jobs,
         see the module docstring); the worker is marked stopped either way. Its stamps
-        come from a thread of its own and end with this call."""
+        come from a thread of its own, while the loop moves, and end with this call."""
+        self._loop_thread = threading.get_ident()
+        self._moved()
         stamped = threading.Event()
         stop_stamps = threading.Event()
         stamper = threading.Thread(target=self._stamp_forever, args=(stop_stamps, stamped),
@@ -226,31 +248,56 @@ class Worker:
             time.sleep(1.0)
 
     def tick(self) -> None:
-        """One pass: heartbeat (and reap) when due, watch the jobs, index, claim."""
+        """One pass: heartbeat (and reap) when due, watch the jobs, index, claim. Each
+        step marks the loop's progress (what the stamp thread waits for)."""
+        self._moved()
         mono = time.monotonic()
         beat = mono - self._beat_at >= self.heartbeat_s
         if beat:
             self._heartbeat()
             self._beat_at = mono
+            self._moved()
         for job in list(self.jobs.values()):
             self._watch(job, beat)
+            self._moved()
         for job in self.jobs.values():
             self._index(job.run_dir)
+            self._moved()
         if not (self.draining or self.stopping):
             self._claim()
 
+    def _moved(self) -> None:
+        self._moved_at = time.monotonic()
+
     def _stamp_forever(self, stop: threading.Event, stamped: threading.Event) -> None:
-        """Stamp the worker and its jobs every heartbeat_s until `stop` is set, whatever
-        the loop is doing (`stamped` is set after the first try)."""
+        """Stamp the worker and its jobs every heartbeat_s until `stop` is set, while the
+        loop has moved within stall_timeout_s (`stamped` is set after the first try)."""
+        stalled = False
         while True:
-            try:
-                with self.engine.begin() as conn:
-                    store_jobs.heartbeat(conn, self.id, time.time())
-            except Exception:  # a database hiccup: the next stamp tries again
-                log.exception("worker %s: a heartbeat failed; retrying", self.id)
+            still_s = time.monotonic() - self._moved_at
+            if still_s <= self.stall_timeout_s:
+                if stalled:
+                    log.warning("worker %s: its loop moves again; it heartbeats again",
+                                self.id)
+                stalled = False
+                try:
+                    with self.engine.begin() as conn:
+                        store_jobs.heartbeat(conn, self.id, time.time())
+                except Exception:  # a database hiccup: the next stamp tries again
+                    log.exception("worker %s: a heartbeat failed; retrying", self.id)
+            elif not stalled:
+                stalled = True
+                log.error("worker %s: its loop has not moved for %.0f s, so it stops "
+                          "heartbeating and other workers reap its jobs as a dead worker's; "
+                          "the loop waits in:\n%s", self.id, still_s, self._loop_stack())
             stamped.set()
             if stop.wait(self.heartbeat_s):
                 return
+
+    def _loop_stack(self) -> str:
+        """Where the loop's thread is now (for the log of a loop that stopped moving)."""
+        frame = sys._current_frames().get(self._loop_thread)
+        return "".join(traceback.format_stack(frame)) if frame is not None else "(gone)"
 
     def _heartbeat(self) -> None:
         now = time.time()
@@ -280,6 +327,10 @@ class Worker:
                                          self.device_profile, self.runs_dir)
             if claim is None:
                 return
+            self._moved()
+            lost = self.jobs.get(claim.run_pk)
+            if lost is not None:  # reaped while the loop stood still, and queued again
+                self._drop(lost)
             timeout = claim.startup_timeout_s
             slots = tuple(sorted(self._free_slots)[:claim.devices])
             self._free_slots.difference_update(slots)
@@ -289,13 +340,23 @@ class Worker:
 
     def _start(self, job: Job) -> None:
         """Record PREPARING and start the job's process. A folder still busy is tried
-        again next tick; a job cancelled meanwhile ends CANCELLED without a process."""
+        again next tick; a job cancelled meanwhile ends CANCELLED without a process; a
+        claim reaped meanwhile (the loop stood still past stall_timeout_s) is let go."""
         claim = job.claim
         with self.engine.connect() as conn:
             cancelled = store_jobs.cancel_requested(conn, claim.run_pk)
         first = {"phase": "PREPARING", "attempt": claim.attempt, "worker": self.id}
         try:
             with locked(job.run_dir, 0.0):
+                # under the lock a reaper concludes under: a claim reaped while the loop
+                # stood still is not started beside the worker that took it next, and one
+                # not reaped yet is stamped fresh before its process starts
+                if not _still_ours(self.engine, claim, self.id, stamp=True):
+                    log.warning("%s attempt %d is no longer this worker's (its claim was "
+                                "reaped while the loop stood still); not started",
+                                claim.name, claim.attempt)
+                    self._drop(job)
+                    return
                 if cancelled:
                     write_events(job.run_dir, [reaper.verdict_event(
                         classify(AttemptEnd(cancel_requested=True)), claim.attempt)])
@@ -419,7 +480,13 @@ def device_ids(profile: str, devices: int, environ: Mapping[str, str]) -> list[s
     return ids
 
 
-def _still_ours(engine: Engine, claim: Claim, worker_id: str) -> bool:
-    with engine.connect() as conn:
+def _still_ours(engine: Engine, claim: Claim, worker_id: str, *, stamp: bool = False) -> bool:
+    """Whether the job row still names `claim`'s attempt and `worker_id` (with `stamp`,
+    the worker's heartbeat is stamped in the same transaction if so)."""
+    with engine.begin() as conn:
         row = store_jobs.job_row(conn, claim.run_pk)
-    return row is not None and row["worker_id"] == worker_id and row["attempt"] == claim.attempt
+        ours = (row is not None and row["worker_id"] == worker_id
+                and row["attempt"] == claim.attempt)
+        if ours and stamp:
+            store_jobs.heartbeat(conn, worker_id, time.time())
+    return ours
