@@ -9,10 +9,9 @@ what the others concluded meanwhile.
 
 Two real ways to stick: the index pass waits on a lock that another database session
 holds on the run's row (PostgreSQL; on SQLite such a lock stops the stamps' writes too),
-the worker a real process (tests/jobs/scripts/short_stall_worker.py: the command's
-Worker with a stall timeout of seconds); and the worker of `runwatch ui` waits for the
-index lock that its index loop holds (both stores). The worker that reaps is `runwatch
-worker`.
+the worker a real `runwatch worker` with a `--stall-timeout-s` of seconds; and the worker
+of `runwatch ui` waits for the index lock that its index loop holds (both stores). The
+worker that reaps is `runwatch worker`.
 """
 
 from __future__ import annotations
@@ -45,19 +44,10 @@ ENDS_ON_GO = "import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0
 
 
 def _start_stuck_worker(workers: Workers, runs_dir: Path, db: str) -> subprocess.Popen[str]:
-    """Two devices, FAST heartbeats, the short stall timeout; stopped at teardown with the
-    `runwatch worker` processes."""
-    log = runs_dir.parent / "stuck-worker.log"
-    args = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()
-            if key != "grace_s"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, str(SCRIPTS / "short_stall_worker.py"), str(runs_dir), db,
-             "--devices=2", f"--stall-timeout-s={STALL_TIMEOUT_S}", *args],
-            stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    workers.procs.append(proc)
-    workers.folders.add(runs_dir)
-    return proc
+    """`runwatch worker` of two devices, FAST heartbeats and the short stall timeout;
+    stopped at teardown with the others."""
+    return workers.start(runs_dir, db, devices=2, log=runs_dir.parent / "stuck-worker.log",
+                         stall_timeout_s=STALL_TIMEOUT_S)
 
 
 def _waiting_on_a_lock(engine: Engine) -> bool:

@@ -16,6 +16,7 @@ import typer
 from runwatch.cli.context import default_db
 from runwatch.cli.options import DbOpt
 from runwatch.jobs.cost import ProfileError, read_profiles
+from runwatch.jobs.worker import STALL_TIMEOUT_S
 from runwatch.store.db import StoreError, open_engine
 
 
@@ -46,6 +47,10 @@ def worker_cmd(
     startup_timeout_s: Annotated[float, typer.Option(
         min=0.0, help="a job still PREPARING that wrote no event and no output for this "
                       "long fails (a job's own startup timeout wins; 0: none)")] = 600.0,
+    stall_timeout_s: Annotated[float, typer.Option(
+        min=1.0, help="a worker whose loop has not moved for this long (a database call or "
+                      "a filesystem read that never returns) stops heartbeating, so other "
+                      "workers reap its jobs")] = STALL_TIMEOUT_S,
     executor: Annotated[ExecutorName, typer.Option(
         help="what runs each job: a process of this machine (local), or a job of a Ray "
              "cluster (ray, with --address)")] = ExecutorName.local,
@@ -100,7 +105,7 @@ def worker_cmd(
                     heartbeat_s=heartbeat_s, heartbeat_timeout_s=heartbeat_timeout_s,
                     grace_s=grace_s, startup_timeout_s=startup_timeout_s or None,
                     indexer=Indexer(engine, runs_dir, hooks=[health_hook]), device_ids=ids,
-                    executor=run_on)
+                    executor=run_on, stall_timeout_s=stall_timeout_s)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
