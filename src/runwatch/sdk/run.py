@@ -204,15 +204,28 @@ class Run:
         # run would write beside it: the last of the writer and the sender to be done
         # lets it go (the kernel, if the process exits first).
         folder = LetGoAfter(self._run_lock, 1 if self._sender is None else 2)
-        written = self._writer.close(final=(fmt.EVENTS, record), late=folder.done)
+        sender = self._sender
+
+        def written_late() -> None:
+            # in the writer's thread, once a stalled disk took the rest and the run's end
+            folder.done()
+            if sender is not None:
+                sender.written()
+
+        written = self._writer.close(final=(fmt.EVENTS, record), late=written_late)
         if written:
             folder.done()
-        if self._sender is not None:
-            self._sender.close(then=folder.done)
-        if not written:
+        else:
             warn(f"runwatch: {self.dir} is still being written after finish() waited "
                  f"{writer.CLOSE_WAIT_S:g} s for it; the run folder stays locked until that "
-                 "is done or this process exits")
+                 "is done or this process exits"
+                 + ("" if sender is None else
+                    f"; {sender.server} gets the rest once it is written, and if this "
+                    f"process exits first, {sender.sync_command} sends what reached the "
+                    "folder"))
+        if sender is not None:
+            # a late writer's records are still to come: the sender stops after them
+            sender.close(then=folder.done, writing=not written)
         live.unregister(self)
 
     def fail(self, reason: str, code: str | None = None) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -302,9 +303,11 @@ class Sender:
 
     It never raises into the training loop: an unreachable server is tried again with
     backoff (one warning per outage), a refused token stops it with one warning; the
-    run folder keeps everything, for `runwatch sync` to send later. Once finish() has
-    stopped waiting for it, it writes nothing more into the folder (FolderHold), and it
-    says when it has let the folder go (close()'s `then`).
+    run folder keeps everything, for `runwatch sync` to send later. Told to stop while the
+    writer still writes (finish() gave up on a stalled disk), it stops only after sending
+    what the writer wrote last (`written()`). Once finish() has stopped waiting for it, it
+    writes nothing more into the folder (FolderHold), and it says when it has let the
+    folder go (close()'s `then`).
     """
 
     def __init__(self, run_dir: Path, server: str, token: str | None,
@@ -314,8 +317,15 @@ class Sender:
         self.interval = interval
         self._wake = threading.Event()
         self._closing = threading.Event()
+        self._written = threading.Event()  # the writer has written its last records
+        # a pass begun after close() sent all the folder held, or the thread ended
+        self._drained = threading.Event()
         self._abandon = threading.Event()
         self._hold = FolderHold()
+        # close()'s `then` while the sender waits for a writer close() stopped waiting for
+        self._guard = threading.Lock()
+        self._then: Callable[[], None] | None = None
+        self._token = token is not None
         self.report = UploadReport()
         self.error: str | None = None
         # made here, in init(): importing the HTTP client in the thread would hold the
@@ -326,17 +336,59 @@ class Sender:
     def start(self) -> None:
         self._thread.start()
 
-    def close(self, wait: float | None = None, then: Callable[[], None] | None = None) -> None:
+    @property
+    def sync_command(self) -> str:
+        """The command that sends what this sender did not, in backquotes (the run folder
+        keeps everything)."""
+        command = shlex.join(["runwatch", "sync", str(self.run_dir), "--server", self.server])
+        return f"`{command}`" + (f" with the run's token in {ENV_TOKEN}" if self._token else "")
+
+    def close(self, wait: float | None = None, then: Callable[[], None] | None = None,
+              writing: bool = False) -> None:
         """Send what is left (the writer has written it all), waiting at most `wait`
         seconds (FINISH_WAIT_S, read now); what is still unsent then stays in the run
         folder, said in a warning, and the thread writes nothing more there. `then` (the
         run lets its folder go) is called once the thread writes nothing into the folder
         any more: before this returns, or as a write of its offsets that a stalled disk
-        holds ends."""
+        holds ends.
+
+        `writing`: the writer still writes (finish() stopped waiting for it). The thread
+        then sends on until `written()` and stops after the pass that follows. This waits
+        only until what the folder holds now is sent (or `wait` ends) while that has not
+        come; written() then waits for the last pass instead (FINISH_WAIT_S, in the
+        writer's thread), so a disk that never takes the rest costs finish() no more.
+        """
         then = then or _nothing
+        if not writing:
+            self._written.set()
         self._closing.set()
         self._wake.set()
-        self._thread.join(FINISH_WAIT_S if wait is None else wait)
+        wait = FINISH_WAIT_S if wait is None else wait
+        deadline = time.monotonic() + wait
+        if writing:
+            self._drained.wait(wait)
+            with self._guard:
+                if not self._written.is_set():
+                    self._then = then
+                    return
+        self._stop(max(0.0, deadline - time.monotonic()), then)
+
+    def written(self) -> None:
+        """The writer has written its last records, late (finish() had stopped waiting for
+        it): a closing sender sends them and stops. When close() has returned already,
+        this waits FINISH_WAIT_S (read now) for that last pass, then gives up as close()
+        does."""
+        with self._guard:
+            self._written.set()
+            then, self._then = self._then, None
+        self._wake.set()
+        if then is not None:
+            self._stop(FINISH_WAIT_S, then)
+
+    def _stop(self, wait: float, then: Callable[[], None]) -> None:
+        """Wait up to `wait` seconds for the thread's last pass; then leave what is unsent
+        to `runwatch sync`, and call `then` once the thread writes nothing into the folder."""
+        self._thread.join(wait)
         if not self._thread.is_alive():
             then()
             return
@@ -345,7 +397,7 @@ class Sender:
         let_go = self._hold.let_go(LET_GO_WAIT_S, then)
         warn(f"runwatch: {self.server} has not taken all of {self.run_dir} yet "
              f"({self.error or 'still sending'}); everything is in the run folder: "
-             f"`runwatch sync {self.run_dir} --server {self.server}` sends the rest"
+             f"{self.sync_command} sends the rest"
              + ("" if let_go else "; the folder stays locked until the sender's write "
                 "of its offsets there, which the disk holds, ends or this process exits"))
 
@@ -354,17 +406,21 @@ class Sender:
         failures = 0
         while not self._abandon.is_set():
             closing = self._closing.is_set()
+            # the last pass: one that starts once the writer has written everything
+            ending = closing and self._written.is_set()
             try:
                 upload.send_new(self.report, self._abandon)
                 if failures:
                     warn(f"runwatch: {self.server} answers again; sending {self.run_dir}")
                 failures, self.error = 0, None
                 if closing:
+                    self._drained.set()
+                if ending:
                     break
                 wait = self.interval
             except NoRun as exc:  # removed: the writer makes the folder again, wait for it
                 self.error = str(exc)
-                if closing:
+                if ending:
                     break
                 wait = self.interval
             except Refused as exc:
@@ -381,6 +437,7 @@ class Sender:
                 wait = backoff(failures)
             self._wake.wait(wait)
             self._wake.clear()
+        self._drained.set()
         self._client.close()
 
 

@@ -103,7 +103,8 @@ class BackgroundWriter:
         be written; what is still unwritten at the end is counted in `dropped_lines`.
         Waits up to `timeout` seconds (CLOSE_WAIT_S). False when the thread still writes
         then (a stalled disk): it writes the rest, then closes the files itself and calls
-        `late` (the run lets its folder go), and nothing is counted lost before that.
+        `late` in its thread (the run lets its folder go, once its sender has sent what
+        was written late), and nothing is counted lost before that.
         """
         self._final = final
         self._stop = True
