@@ -167,11 +167,11 @@ cluster instead of a local process, and watches, stops and concludes it the same
 - **A worker that hangs** stops heartbeating: its heartbeats go on only while its loop
   moves, and a loop that has not finished a step for `--stall-timeout-s` ({stall_min:g}
   minutes; a database call or a filesystem read that never returns) gets no more, so
-  the worker shows lost and the others reap its jobs as a dead worker's (below). A local job of it that still
-  runs runs on, and a cancel of it waits for the loop (another Ray worker stops a
-  cancelled Ray job, docs/team.md). Once its loop moves again it heartbeats again, acts
-  on cancels, and lets go of the jobs concluded meanwhile; it starts no job it no longer
-  holds.
+  the worker shows lost and the others reap its jobs as a dead worker's (below). A
+  local job of it that still runs runs on, and a cancel of it waits for the loop
+  (another Ray worker stops a cancelled Ray job, docs/team.md). Once its loop moves
+  again it heartbeats again, acts on cancels, and lets go of the jobs concluded
+  meanwhile; it starts no job it no longer holds.
 - **A worker that dies** leaves its jobs to the others: once its heartbeat is older than
   `--heartbeat-timeout-s` (30 s), no process records the run (its lock is free) and
   nothing of the attempt still runs, another worker concludes it: on the same host,
