@@ -427,6 +427,19 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"reward_mean": [0.2 + 0.02 * i for i in range(30)],
                       "accuracy": [0.05 + 0.01 * i for i in range(30)]}),
     ),
+    "grpo.task_score_falling": (
+        # A proxy reward climbs 0.65 -> 0.75 over six rounds while the true accuracy falls
+        # from 0.61 before training to 0.14 (grpo_tiny_rft_learned_rm_six_rounds).
+        ("grpo", NO, {"reward_mean": ([1, 2, 3, 4, 5, 6],
+                                      [0.650, 0.705, 0.719, 0.728, 0.751, 0.751]),
+                      "accuracy": ([0, 1, 2, 3, 4, 5, 6],
+                                   [0.609, 0.303, 0.191, 0.171, 0.147, 0.137, 0.139])}),
+        # The same fall beside a reward that only jumps about (once far up): not a rise.
+        ("grpo", NO, {"reward_mean": ([1, 2, 3, 4, 5, 6],
+                                      [0.05, -0.36, 0.15, -0.5, -0.15, 0.87]),
+                      "accuracy": ([0, 1, 2, 3, 4, 5, 6],
+                                   [0.609, 0.303, 0.191, 0.171, 0.147, 0.137, 0.139])}),
+    ),
     "grpo.truncation_rising": (
         # 1% of completions cut, then ever more as responses grow: 0.01 -> 0.2 over 64 steps.
         ("grpo", NO, {"truncated_ratio": const(0.01, 16) + ramp(0.01, 0.003, 64)}),

@@ -215,13 +215,18 @@ DETECTOR_DOCS = (
      "series' point-to-point noise (a series that rose once and settled has stopped); with "
      "`noise_z`, a rise or fall holds only beyond `noise_z` standard errors of such a "
      "change in the window's own point-to-point noise (the robust spread of its changes "
-     "around the typical one, over √2): a held-out score averaged over a few samples "
-     "jumps by a fifth between validations"),
+     "around the typical one, over √2; where a bucket holds several points, measured on "
+     "the points and scaled to a bucket's median): a held-out score averaged over a few "
+     "samples jumps by a fifth between validations"),
     ("no_progress", "after `warmup` points (or `warmup_steps` steps and `min_points` "
      "points), the latest bucket median has not moved `min_change` (relative) from the "
      "first; with `max_spread`, only while every point so far lies within that fraction of "
-     "the start (no noise at all); with `moved` (a fall that is the finding) it holds the "
-     "other way, and once held is released only when two thirds of the fall are gone"),
+     "the start (no noise at all); with `noise_z`, only while the change is short of "
+     "`min_change` by `noise_z` standard errors of the two medians' difference in the "
+     "series' point-to-point noise (a single batch's loss swinging by a third between "
+     "steps shows no fall of 5% in a 5-point median); with `moved` (a fall that is the "
+     "finding) it holds the other way, and once held is released only when two thirds of "
+     "the fall are gone"),
     ("no_improvement", "after `min_points`, the median of the latest *k* points (*k* = half "
      "the points so far, at most `head`) has not gained on the median of the first *k* by "
      "more than `z` standard errors, the noise being the robust spread of the series' "
@@ -250,12 +255,17 @@ DETECTOR_DOCS = (
      "that many (within `hold` points of each other) is a warning"),
     ("divergence", "one series trends one way while another trends a given way over the "
      "same steps (e.g. training up, validation down; validation loss up while validation "
-     "reward does not fall); with `noise_z`, the judged series' move must pass its noise "
-     "as for `trend`"),
+     "reward does not fall; `not_up`: flat, or short of a rise of the effect by `noise_z` "
+     "standard errors over a whole window); with `noise_z`, the judged series' move must "
+     "pass its noise as for `trend`; with `a_noise_z`, the reference's move must pass its "
+     "own too, both noises measured on the series' history rather than the window"),
     ("flat_since", "from the `min_points`-th validation on, the validation loss has fallen "
      "less than `min_change` (relative) since its first value and the training loss logged "
      "since that step (8 points or more) less than it too (its latest 5 points' median "
-     "against the higher of its first point and its first 5 points' median)"),
+     "against the higher of its first point and its first 5 points' median); with "
+     "`noise_z`, the training loss is compared by medians of as many points (5 to 16) as "
+     "show a fall of `min_change` in its point-to-point noise, and one too noisy for 16 is "
+     "not judged flat"),
     ("nonfinite", "any metric is NaN, +Infinity or -Infinity"),
     ("stall", "a running run logs nothing for `factor` × its usual step interval, and at "
      "least `min_seconds`"),

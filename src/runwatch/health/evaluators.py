@@ -95,14 +95,16 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             warmup=int(_num(p, "warmup", 30)), bucket=int(_num(p, "bucket", 5)),
             warmup_steps=int(_num(p, "warmup_steps", 0)),
             min_points=int(_num(p, "min_points", 0)), moved=bool(_num(p, "moved", 0)),
-            max_spread=_num(p, "max_spread", 0.0), state=state,
+            max_spread=_num(p, "max_spread", 0.0), noise_z=_num(p, "noise_z", 0.0),
+            state=state,
         )
     if kind == "divergence":
         return t.Divergence(
             a_dir=str(p["a_dir"]), b_dir=str(p["b_dir"]), window=int(_num(p, "window", 6)),
             a_effect=_num(p, "a_effect", 0.05), b_effect=_num(p, "b_effect", 0.05),
             a_bucket=int(_num(p, "a_bucket", 5)), relative=bool(_num(p, "relative", 0)),
-            noise_z=_num(p, "noise_z", 0.0), state=state,
+            noise_z=_num(p, "noise_z", 0.0), a_noise_z=_num(p, "a_noise_z", 0.0),
+            state=state,
         )
     if kind == "jump":
         return d.Jump(
@@ -139,7 +141,8 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
         )
     if kind == "flat_since":
         return t.FlatSince(min_change=_num(p, "min_change", 0.04),
-                           min_points=int(_num(p, "min_points", 3)), state=state)
+                           min_points=int(_num(p, "min_points", 3)),
+                           noise_z=_num(p, "noise_z", 0.0), state=state)
     if kind == "nonfinite":
         return d.NonFinite()
     raise ValueError(f"rule {rule.id} has detector {kind!r}, which the engine cannot build")

@@ -76,6 +76,7 @@ RULE_CLASSES: dict[str, str] = {
     "grpo.reward_hacking": "reward_hacking",
     "grpo.perplexity_hacking": "reward_hacking",
     "grpo.proxy_hacking": "reward_hacking",
+    "grpo.task_score_falling": "reward_hacking",
 }
 # The method a corpus run is imported as: PPO reads as RL, pretraining as SFT (its loss
 # should fall), as `runwatch import --method` takes them.

@@ -154,30 +154,59 @@ def effect(xs: list[float], ys: list[float], relative: bool, floor: float) -> fl
     return change / max(abs(median(ys)), floor)
 
 
+def change_noise(ys: list[float]) -> float:
+    """The noise of a point of `ys`: the spread of its point-to-point changes around the
+    typical one (a steady trend is no noise) over the square root of 2 (each change
+    holds two points' noise). By the median absolute deviation alone, so a collapse in
+    one step (a validation score 0.70 -> 0.64 -> 0.0) is the fall, not noise; by the
+    mean one only where that is 0 (a two-valued series)."""
+    diffs = [b - a for a, b in pairwise(ys)]
+    if not diffs:
+        return 0.0
+    center = median(diffs)
+    dev = median([abs(x - center) for x in diffs])
+    return (1.4826 * dev if dev > 0 else robust_sd(diffs, center)) / math.sqrt(2)
+
+
 def beyond_noise(ys: list[float], change: float, z: float, relative: bool,
-                 floor: float) -> bool:
+                 floor: float, noise: float | None = None) -> bool:
     """Whether a window's `change` (as `effect` gives it) exceeds `z` standard errors of
-    such a change in its points' own noise. The noise of a point is the spread of the
-    point-to-point changes around the typical one (a steady trend is no noise) over the
-    square root of 2 (each change holds two points' noise); a straight line's change
-    over n evenly spaced points has a standard error of that noise times
+    such a change in its points' own noise (`change_noise` of `ys`, or `noise` where the
+    caller measured it on the points the window's medians stand for). A straight line's
+    change over n evenly spaced points has a standard error of that noise times
     (n - 1) * sqrt(12 / (n (n^2 - 1))), 1.2 of it over 6 points. A held-out score
     averaged over a few samples jumps by a fifth between validations; a fall of two
     such jumps over six validations is no fall. 0 judges nothing."""
-    n = len(ys)
-    if z <= 0 or n < 3:
+    if z <= 0 or len(ys) < 3:
         return True
-    diffs = [b - a for a, b in pairwise(ys)]
-    center = median(diffs)
-    # By the median absolute deviation alone, so a collapse in one step (a validation
-    # score 0.70 -> 0.64 -> 0.0) is the fall, not noise; by the mean one only where that
-    # is 0 (a two-valued series).
-    dev = median([abs(x - center) for x in diffs])
-    noise = 1.4826 * dev if dev > 0 else robust_sd(diffs, center)
-    noise *= (n - 1) * math.sqrt(12.0 / (n * (n * n - 1))) / math.sqrt(2)
-    if relative:
-        noise /= max(abs(median(ys)), floor)
-    return abs(change) >= z * noise
+    return abs(change) >= z * change_error(ys, relative, floor, noise)
+
+
+def change_error(ys: list[float], relative: bool, floor: float,
+                 noise: float | None = None) -> float:
+    """The standard error of a window's change (as `effect` gives it) in its points' own
+    noise (`change_noise` of `ys` unless given): see `beyond_noise`."""
+    n = len(ys)
+    if n < 3:
+        return 0.0
+    if noise is None:
+        noise = change_noise(ys)
+    error = noise * (n - 1) * math.sqrt(12.0 / (n * (n * n - 1)))
+    return error / max(abs(median(ys)), floor) if relative else error
+
+
+def point_noise(points: list[float]) -> float:
+    """A series' noise per point: the robust spread of its point-to-point changes around
+    the typical one (a steady trend is no noise) over the square root of 2 (each change
+    holds two points' noise)."""
+    changes = [b - a for a, b in pairwise(points)]
+    return robust_sd(changes, median(changes)) / math.sqrt(2) if changes else 0.0
+
+
+def median_gap_error(noise: float, k: int) -> float:
+    """The standard error of a difference of two `k`-point medians of a series whose
+    points carry `noise`: a median's error is 1.2533 times a mean's."""
+    return 1.2533 * noise * math.sqrt(2 / max(1, k))
 
 
 class _Judged(Protocol):
@@ -230,6 +259,8 @@ def trend_holds(direction: str, eff: float, min_effect: float, holding: bool = F
     open and resolve findings over and over."""
     if direction == "flat":
         return abs(eff) < (3.0 * min_effect if holding else min_effect)
+    if direction == "not_up":  # flat or falling: has not risen by min_effect
+        return eff < (3.0 * min_effect if holding else min_effect)
     edge = 0.5 * min_effect if holding else min_effect
     return eff >= edge if direction == "up" else eff <= -edge
 
@@ -257,7 +288,9 @@ class Trend(Onsets):
     ) -> None:
         self.direction, self.min_effect = direction, min_effect
         # With noise_z, a rise or fall holds only beyond noise_z widths of the window's
-        # point-to-point noise (beyond_noise).
+        # point-to-point noise (beyond_noise): where a bucket holds several points, the
+        # noise is measured on the points themselves (a window's few medians measure it
+        # badly: seven changes can all be small by chance) and scaled to a bucket's median.
         self.noise_z = noise_z
         self.relative, self.floor = relative, floor
         nb = min(self.BUCKETS, max(2, int(window)))
@@ -266,6 +299,7 @@ class Trend(Onsets):
         # moves its way (by half the rate and by recent_z noise widths): a series that
         # rose once and settled (a KL held by its penalty) has stopped trending.
         self.recent_z = recent_z
+        self.keeps = bool(recent_z or (noise_z and self.buckets.size > 1))
         self.size = nb * self.buckets.size
         self.points: list[list[float]] = [list(p) for p in (state or {}).get("p", [])]
         self._pending: tuple[list[int], list[float]] = ([], [])
@@ -282,10 +316,11 @@ class Trend(Onsets):
         self.held_effect: float = float((state or {}).get("h", self.last_effect))
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
-        if not self.recent_z:
+        if not self.keeps:
             return judge(self.buckets, steps, values, self)
-        # The points are kept to judge the latest half of each window, taken up to each
-        # closing bucket's last point, so a batch is judged as if fed a point at a time.
+        # The points are kept to judge the latest half of each window (and its noise),
+        # taken up to each closing bucket's last point, so a batch is judged as if fed a
+        # point at a time.
         self._pending = (steps, values)
         self._fed = 0
         out = judge(self.buckets, steps, values, self)
@@ -294,7 +329,7 @@ class Trend(Onsets):
 
     def take_upto(self, end: int) -> None:
         """Keep the batch's points up to index `end` (the closing point of a bucket)."""
-        if not self.recent_z:
+        if not self.keeps:
             return
         steps, values = self._pending
         for i in range(self._fed, end + 1):
@@ -332,8 +367,13 @@ class Trend(Onsets):
         self.last_effect = effect(xs, ys, self.relative, self.floor)
         holds = trend_holds(self.direction, self.last_effect, self.min_effect, self.verdict)
         if holds and self.direction != "flat":
+            noise = None
+            if self.keeps and self.buckets.size > 1 and len(self.points) > 2:
+                # a median of k points has about 1/sqrt(k) of a point's noise
+                noise = change_noise([p[1] for p in self.points]) / math.sqrt(
+                    self.buckets.size)
             holds = beyond_noise(ys, self.last_effect, self.noise_z, self.relative,
-                                 self.floor)
+                                 self.floor, noise)
         if holds and self.recent_z and self.direction != "flat":
             holds = self.still_moving(self.verdict)
         if holds:
@@ -343,7 +383,7 @@ class Trend(Onsets):
     def state(self) -> dict[str, Any]:
         st = {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect,
               "h": self.held_effect}
-        if self.recent_z:
+        if self.keeps:
             st["p"] = self.points
         return st
 
@@ -356,9 +396,16 @@ class NoProgress:
 
     Where it started is the higher (for `down`; lower for `up`) of the first value and
     the first bucket's median: a loss that dropped fast in its first few points and then
-    drifts down slowly has fallen, though its first bucket's median already sits low."""
+    drifts down slowly has fallen, though its first bucket's median already sits low.
+
+    With `noise_z`, "has not moved" holds only while the change is short of `min_change`
+    by `noise_z` standard errors of the two medians' difference in the series' own
+    point-to-point noise: a single batch's loss that swings by half its level between
+    steps cannot show a fall of 5% in a median of 5 points, so its median sitting within
+    5% of the start says nothing."""
 
     stride = 1
+    TAIL = 64  # the latest points the noise is measured on
 
     def __init__(
         self,
@@ -370,9 +417,11 @@ class NoProgress:
         min_points: int = 0,
         moved: bool = False,
         max_spread: float = 0.0,
+        noise_z: float = 0.0,
         state: dict[str, Any] | None = None,
     ) -> None:
         self.direction, self.min_change = direction, min_change
+        self.noise_z = noise_z
         # With `max_spread`, it holds only while every point so far lies within that
         # fraction of the start (a loss with no noise at all: nothing is being learned,
         # the weights do not move, or it sits at chance).
@@ -397,6 +446,7 @@ class NoProgress:
         # The last judgement that held: effect, start value, value now, steps between.
         self.held: dict[str, float] = dict(st.get("held", {}))
         self.extent: list[float] | None = st.get("extent")  # lowest, highest point so far
+        self.tail: list[float] = list(st.get("t", []))  # the latest TAIL points (noise_z)
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         if self.first is None:
@@ -409,12 +459,16 @@ class NoProgress:
         return out
 
     def take_upto(self, end: int) -> None:
-        """Widen the lowest-to-highest extent by the batch's points up to index `end`."""
-        if not self.max_spread:
+        """Widen the lowest-to-highest extent by the batch's points up to index `end`, and
+        keep the latest of them for the noise."""
+        if not self.max_spread and not self.noise_z:
             return
         finite = [v for v in self._pending[self._fed:end + 1] if v - v == 0]
         self._fed = max(self._fed, end + 1)
-        if finite:
+        if self.noise_z:
+            self.tail.extend(finite)
+            del self.tail[: -self.TAIL]
+        if finite and self.max_spread:
             lo, hi = min(finite), max(finite)
             self.extent = [lo, hi] if self.extent is None else [min(self.extent[0], lo),
                                                                 max(self.extent[1], hi)]
@@ -439,6 +493,9 @@ class NoProgress:
         # are gone (hysteresis): an entropy hovering at a quarter of its start would open
         # and resolve a finding on every other judgement.
         edge = self.min_change * (2 / 3 if self.moved and self.verdict else 1)
+        if self.noise_z and not self.moved:
+            error = median_gap_error(point_noise(self.tail), self.buckets.size)
+            edge -= self.noise_z * error / max(abs(start), 1e-12)
         holds = self.last_effect > -edge if self.direction == "down" else self.last_effect < edge
         if self.moved:
             holds = not holds
@@ -455,6 +512,8 @@ class NoProgress:
               "first": self.first, "held": self.held}
         if self.extent is not None:
             st["extent"] = self.extent
+        if self.noise_z:
+            st["t"] = self.tail
         return st
 
 
@@ -533,18 +592,16 @@ class NoImprovement:
         if (self.sign * (now - start) > 0 or self.sign * slope > 0
                 or self.sign * (pts[-1] - start) > 0):
             return False
-        changes = [b - a for a, b in pairwise(self.tail)]
         self.held = {"start": start, "now": now, "effect": now - start,
-                     "noise": robust_sd(changes, median(changes)) / math.sqrt(2),
+                     "noise": point_noise(self.tail),
                      "points": self.count, "span": step - (self.first_step or 0)}
         return True
 
     def _judge(self, step: int) -> bool:
         k = min(self.count // 2, self.size)
         start, now = median(self.head[:k]), median(self.tail[-k:])
-        changes = [b - a for a, b in pairwise(self.tail)]
-        noise = robust_sd(changes, median(changes)) / math.sqrt(2)
-        error = 1.2533 * noise * math.sqrt(2 / k)  # of a difference of two k-point medians
+        noise = point_noise(self.tail)
+        error = median_gap_error(noise, k)
         gain = self.sign * (now - start)
         # Once it holds, it takes twice the gain on CONFIRM judgements in a row to
         # release: a reward hovering near the limit does not resolve and reopen a finding
@@ -602,8 +659,7 @@ class Learning:
     def _judge(self) -> bool:
         k = min(self.count // 2, self.size)
         now = sum(self.tail[-k:]) / k
-        changes = [b - a for a, b in pairwise(self.tail)]
-        noise = robust_sd(changes, median(changes)) / math.sqrt(2)
+        noise = point_noise(self.tail)
         if self.level is not None:
             return now - self.level > self.z * noise / math.sqrt(k)
         start = sum(self.head[:k]) / k
@@ -628,11 +684,20 @@ class Divergence(Onsets):
         a_bucket: int = 5,
         relative: bool = False,
         noise_z: float = 0.0,
+        a_noise_z: float = 0.0,
         state: dict[str, Any] | None = None,
     ) -> None:
         st = state or {}
         self.a_dir, self.b_dir = a_dir, b_dir
-        self.noise_z = noise_z  # the judged series' move must pass its noise (beyond_noise)
+        # The judged series' move must pass its noise (beyond_noise); one that has not
+        # risen (`not_up`) must fall short of b_effect by noise_z standard errors. With
+        # a_noise_z, the reference series' move must pass its own noise too, and both
+        # noises are measured on the series' history (a window of a dense series, six
+        # points, measures it badly: five changes can all be small by chance).
+        self.noise_z, self.a_noise_z = noise_z, a_noise_z
+        self.b_tail: list[float] = list(st.get("t", []))  # the judged series' latest points
+        self._pending: list[float] = []
+        self._fed = 0
         self.a_effect, self.b_effect, self.relative = a_effect, b_effect, relative
         nb = min(Trend.BUCKETS, max(2, int(window)))
         self.b = Buckets(max(1, int(window) // nb), nb, st.get("b"))
@@ -647,7 +712,18 @@ class Divergence(Onsets):
         self.a.feed(steps, values)
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
-        return judge(self.b, steps, values, self)
+        self._pending, self._fed = values, 0
+        out = judge(self.b, steps, values, self)
+        self.take_upto(len(values) - 1)
+        return out
+
+    def take_upto(self, end: int) -> None:
+        """Keep the judged series' points up to index `end` for its noise (a_noise_z)."""
+        if not self.a_noise_z:
+            return
+        self.b_tail.extend(v for v in self._pending[self._fed:end + 1] if v - v == 0)
+        self._fed = max(self._fed, end + 1)
+        del self.b_tail[: -NoProgress.TAIL]
 
     def judge(self, j: int) -> bool:
         bx, by = self.b.upto(j)
@@ -655,23 +731,45 @@ class Divergence(Onsets):
             return False
         eb = effect(bx, by, self.relative, 1e-6)
         self.last = (self.last[0], eb)
-        if not trend_holds(self.b_dir, eb, self.b_effect, self.verdict) or (
-                self.b_dir != "flat"
-                and not beyond_noise(by, eb, self.noise_z, self.relative, 1e-6)):
+        if self.b_dir == "not_up":
+            # flat, or short of a rise by noise_z standard errors over a whole window (a
+            # noisy score's Theil-Sen trend dips below a small rise by chance)
+            b_holds = trend_holds("flat", eb, self.b_effect, self.verdict) or (
+                len(bx) == self.b.keep and trend_holds(
+                    "not_up", eb + self.noise_z * change_error(by, self.relative, 1e-6),
+                    self.b_effect, self.verdict))
+        else:
+            b_noise = None
+            if self.a_noise_z and len(self.b_tail) > len(by):
+                b_noise = change_noise(self.b_tail) / math.sqrt(self.b.size)
+            b_holds = trend_holds(self.b_dir, eb, self.b_effect, self.verdict) and (
+                self.b_dir == "flat"
+                or beyond_noise(by, eb, self.noise_z, self.relative, 1e-6, b_noise))
+        if not b_holds:
             return False  # the judged series alone settles it: skip the reference's trend
-        ax, ay = thin(*self.a.between(bx[0], bx[-1]), Trend.BUCKETS)
+        span = self.a.between(bx[0], bx[-1])
+        ax, ay = thin(*span, Trend.BUCKETS)
         if len(ax) < 3:
             return False
         ea = effect(ax, ay, self.relative, 1e-6)
         self.last = (ea, eb)
         holds = trend_holds(self.a_dir, ea, self.a_effect, self.verdict)
+        if holds and self.a_noise_z and self.a_dir in ("up", "down"):
+            # the reference's noise measured on all of its history kept (a window's few
+            # points measure it badly), a jump counted as noise (point_noise: a reward
+            # that leaps once has not trended), scaled to the medians it was thinned to
+            noise = point_noise(self.a.ys) / math.sqrt(len(span[1]) / len(ay))
+            holds = beyond_noise(ay, ea, self.a_noise_z, self.relative, 1e-6, noise)
         if holds:
             self.held = self.last
         return holds
 
     def state(self) -> dict[str, Any]:
-        return {"a": self.a.state(), "b": self.b.state(), "v": self.verdict,
-                "e": list(self.last), "h": list(self.held)}
+        st = {"a": self.a.state(), "b": self.b.state(), "v": self.verdict,
+              "e": list(self.last), "h": list(self.held)}
+        if self.a_noise_z:
+            st["t"] = self.b_tail
+        return st
 
 
 
@@ -688,16 +786,27 @@ class FlatSince(Onsets):
 
     Training points wait until the validations of their batch up to their step are
     judged, so a batch read whole judges each validation with the training points logged
-    up to it."""
+    up to it.
+
+    With `noise_z`, the training loss is compared by medians of as many points as show a
+    fall of `min_change` in its own point-to-point noise (the error of the two medians'
+    difference at most `min_change` / `noise_z` of its level; `HALF` at least,
+    `MOST_HALF` at most), and judged only once it has twice that many: a single batch's
+    loss that swings by a tenth between steps, over a run of hard batches, moves a
+    5-point median by more than the fall the rule looks for. A loss too noisy for
+    `MOST_HALF` points is not judged flat. The validation loss, averaged over a whole
+    set, is judged as it is."""
 
     HALF = 5
+    MOST_HALF = 16
     MIN_TRAIN = 8  # training points since the first validation before a verdict
     TAIL = 64  # the latest training points kept
 
-    def __init__(self, min_change: float = 0.04, min_points: int = 3,
+    def __init__(self, min_change: float = 0.04, min_points: int = 3, noise_z: float = 0.0,
                  state: dict[str, Any] | None = None) -> None:
         st = state or {}
         self.min_change, self.min_points = min_change, max(2, int(min_points))
+        self.noise_z = noise_z
         self.first: list[float] | None = st.get("first")  # the first validation (step, value)
         self.count = int(st.get("n", 0))  # validations so far
         self.early: list[list[float]] = [list(p) for p in st.get("early", [])]  # since first
@@ -729,7 +838,7 @@ class FlatSince(Onsets):
             k += 1
             if step < self.first[0]:
                 continue
-            if len(self.early) < 2 * self.HALF:
+            if len(self.early) < 2 * self.MOST_HALF:
                 self.early.append([step, v])
             self.recent.append([step, v])
         del self.waiting[:k]
@@ -758,13 +867,18 @@ class FlatSince(Onsets):
         train = [p[1] for p in self.recent]
         if len(train) < self.MIN_TRAIN:
             return False
-        if len(self.early) < 2 * self.HALF:
-            early = [p[1] for p in self.early]
-            k = len(early) // 2
-            head, tail = max(early[0], median(early[:k])), median(early[-k:])
+        early = [p[1] for p in self.early]
+        k = self.HALF
+        if self.noise_z:
+            needed = self._half_needed(train, early)
+            if needed is None or (needed > self.HALF and len(train) < 2 * needed):
+                return False
+            k = needed
+        if len(early) < 2 * k:
+            half = len(early) // 2
+            head, tail = max(early[0], median(early[:half])), median(early[-half:])
         else:
-            head = max(self.early[0][1], median([p[1] for p in self.early[: self.HALF]]))
-            tail = median(train[-self.HALF:])
+            head, tail = max(early[0], median(early[:k])), median(train[-k:])
         val_fall = (self.first[1] - v) / max(abs(self.first[1]), 1e-12)
         train_fall = (head - tail) / max(abs(head), 1e-12)
         edge = self.min_change * (1.5 if self.verdict else 1.0)
@@ -773,6 +887,14 @@ class FlatSince(Onsets):
             self.held = {"val_effect": -val_fall, "train_effect": -train_fall,
                          "since": self.first[0], "points": self.count}
         return holds
+
+    def _half_needed(self, train: list[float], early: list[float]) -> int | None:
+        """The points a median needs for two of them to show a fall of `min_change` in the
+        training loss's noise (None: more than MOST_HALF)."""
+        resolvable = self.min_change * max(abs(median(early)), 1e-12) / self.noise_z
+        error = median_gap_error(point_noise(train), 1)  # of two single points
+        k = max(self.HALF, math.ceil((error / resolvable) ** 2))
+        return k if k <= self.MOST_HALF else None
 
     def state(self) -> dict[str, Any]:
         return {"first": self.first, "n": self.count, "early": self.early,

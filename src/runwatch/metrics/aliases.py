@@ -244,11 +244,16 @@ TASK_SCORE = re.compile(r"^rewards/[^/]*(?:accuracy|correct)[^/]*(?:/mean)?$")
 # `eval_dataset` is a dict of sets (the first set logged judges the run); reward-model
 # studies and RL loops name the true objective a proxy reward stands in for `gold_*`
 # (`gold_acc`, `gold_reward`, `gold/score`): the task score the trained reward should
-# move with.
+# move with; `true_*` (`true_acc`, `true_reward`) names the same objective. Such studies
+# name the reward the policy is trained on, which stands in for it, `proxy`
+# (`proxy_reward`, `proxy/score`): the trained reward.
 ALONE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^eval_[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*?_loss$"), "val/loss"),
-    (re.compile(r"^(?:[^/]+/)*gold[_/](?:acc|accuracy|score|reward|correct)[^/]*$"),
+    (re.compile(r"^(?!.*(?:std|stdev|var)(?:$|[_/]))"
+                r"(?:[^/]+/)*(?:gold|true)[_/](?:acc|accuracy|score|reward|correct)[^/]*$"),
      "accuracy"),
+    (re.compile(r"^(?:[^/]+/)*proxy(?:[_/](?:reward|score|rm))?(?:[_/]mean)?$"),
+     "reward_mean"),
 )
 
 
@@ -267,12 +272,13 @@ ALONE_TRANSFORMED: dict[str, tuple[str, str]] = {"train/entropy_loss": ("entropy
 # count, a held-out set, a part of the objective that is not the policy's) keep it
 # unread. (role, words one of which the name holds, words none of which it holds)
 ROLE_WORDS: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
-    ("reward_std", frozenset({"reward", "rewards", "rew"}), frozenset({"adv", "advantage"})),
+    ("reward_std", frozenset({"reward", "rewards", "rew", "return", "returns"}),
+     frozenset({"adv", "advantage"})),
     ("entropy", frozenset({"entropy"}), frozenset({"loss"})),
     ("fb/loss/kl_ref/mean", frozenset({"kl", "kldiv"}), frozenset({
         "policy", "old", "sample", "approx", "ppo", "teacher", "student", "target", "ctl",
         "clip", "early", "stop"})),
-    ("reward_mean", frozenset({"reward", "rewards", "rew"}), frozenset({
+    ("reward_mean", frozenset({"reward", "rewards", "rew", "return", "returns"}), frozenset({
         "var", "model", "used", "baseline", "pos", "neg", "adv", "advantage", "kl",
         "length", "len", "format"})),
     ("loss", frozenset({"loss"}), frozenset({
@@ -295,7 +301,8 @@ HELD_OUT = frozenset({"eval", "val", "valid", "validation", "test", "heldout", "
 # a best-of-k bound, a per-token accuracy is teacher-forced, and BLEU, chrF or ROUGE run
 # 0-100 in most tools, a scale the rules' absolute effects do not fit.
 QUALITY_SHARE = frozenset({"acc", "accuracy", "correct", "correctness", "pass", "passrate",
-                           "pass1", "success", "solved", "win", "winrate", "em", "exact"})
+                           "pass1", "success", "solved", "win", "winrate", "em", "exact",
+                           "f1"})
 NOT_QUALITY = frozenset({"loss", "reward", "rewards", "rew", "kl", "entropy", "length",
                          "len", "format", "token", "std", "stdev", "sd", "var"})
 BEST_OF_K = re.compile(r"(?:@|_at_|pass)(?:[2-9]|\d\d+)(?![0-9])")
@@ -319,6 +326,12 @@ NOT_ZERO_SPREAD = frozenset({"stale", "staleness", "old", "length", "long", "ove
                              "truncated", "error", "failed"})
 
 
+def _quality_share(name: str, words: set[str]) -> bool:
+    """Whether a name's words name a share of the task solved (QUALITY_SHARE)."""
+    return bool(words & QUALITY_SHARE and not words & (NOT_QUALITY | NOT_A_LEVEL)
+                and not BEST_OF_K.search(name))
+
+
 @lru_cache(maxsize=4096)
 def role_by_words(key: str) -> str | None:
     """The role an unknown name's words name (ROLE_WORDS), or None."""
@@ -330,10 +343,13 @@ def role_by_words(key: str) -> str | None:
         # A held-out metric under a name of its own is left unread: its scale is unknown
         # (an environment's episode return), and the validation rules judge absolute falls
         # - except a held-out share of the task solved (QUALITY_SHARE).
-        if (words & QUALITY_SHARE and not words & (NOT_QUALITY | NOT_A_LEVEL)
-                and not BEST_OF_K.search(name)):
+        if _quality_share(name, words):
             return "val/accuracy"
         return None
+    if _quality_share(name, words):
+        # the same share measured on the training rollouts (`answer_f1`, `success_rate`,
+        # `mean_correct`): the task score the trained reward should move with
+        return "accuracy"
     if ZERO_SPREAD.search(name.rpartition("/")[2]) and words & SHARE:
         return "zero_variance_skip_ratio"
     if TRUNCATED.search(name.rpartition("/")[2]) and words & SHARE:

@@ -379,18 +379,40 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("reward_mean", "accuracy"),),
         detector="divergence",
-        params={"a_dir": "up", "b_dir": "flat", "window": 16, "a_effect": 0.1,
-                "b_effect": 0.02, "a_bucket": 2},
+        params={"a_dir": "up", "b_dir": "not_up", "window": 16, "a_effect": 0.1,
+                "b_effect": 0.02, "a_bucket": 2, "noise_z": 1.0},
         severity="info",
         condition="Over the last {window} logged steps `reward_mean` rises by {a_effect} while "
         "the task score the run logs beside it (`accuracy`: verl's score, tinker's "
-        "correct, a correctness reward function's mean) moves less than {b_effect}: the "
+        "correct, a correctness reward function's mean, a share of the task solved under a "
+        "name of its own such as `answer_f1`) moves less than {b_effect}, or falls short of "
+        "a rise of {b_effect} by {noise_z} standard error over a whole window: the "
         "reward is won by what it also pays for (format, length, compiling), not by "
         "solving the task. Info, since a format reward is often learned first.",
         message="{reference} {a_change} over the last {window} steps while {metric} "
         "{b_change}.",
         advice="Read the rollouts for what the reward pays without solving the task; weight "
         "the correctness part of the reward up or drop the proxy part.",
+    ),
+    Rule(
+        id="grpo.task_score_falling",
+        title="Reward rises while the task score falls",
+        methods=GRPO,
+        variants=(("reward_mean", "accuracy"),),
+        detector="divergence",
+        params={"a_dir": "up", "b_dir": "down", "window": 6, "a_effect": 0.05,
+                "b_effect": 0.05, "a_bucket": 1, "noise_z": 3.0, "a_noise_z": 3.0},
+        severity="warning",
+        condition="Over the last {window} logged points of the task score (`accuracy`: a "
+        "share of the task solved, a correctness reward function's mean, a `gold_*` or "
+        "`true_*` score) it falls by {b_effect} and by {noise_z} standard errors of such "
+        "a fall in its own point-to-point noise, while `reward_mean` (the reward trained "
+        "on, a `proxy` one) rises by {a_effect} over the same steps: the reward is won by "
+        "what the task does not reward.",
+        message="{metric} {b_change} while {reference} {a_change}.",
+        advice="Likely reward hacking: read the rollouts for what the reward pays that the "
+        "task does not, fix or reweight the reward, and keep the checkpoint from before "
+        "the task score fell.",
     ),
     Rule(
         id="grpo.length_runaway",

@@ -42,13 +42,16 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="no_progress",
         params={"direction": "down", "min_change": 0.05, "warmup": 30, "bucket": 5,
-                "warmup_steps": 200, "min_points": 10},
+                "warmup_steps": 200, "min_points": 10, "noise_z": 1.0},
         signal="loss_flat",
         severity="warning",
         condition="After {warmup} logged points (or, in a run logged sparsely, after "
         "{warmup_steps} steps and {min_points} points), the median `loss` of the latest "
         "{bucket} points is less than {min_change} (relative) below where it started: the "
-        "higher of its first value and the median of its first {bucket} points.",
+        "higher of its first value and the median of its first {bucket} points; short of "
+        "it by {noise_z} standard error of the two medians' difference in the loss's own "
+        "point-to-point noise (a single batch's loss that swings by a third between steps "
+        "cannot show a fall of 5% in a median of 5 points).",
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}).",
         advice="Raise learning_rate, and check the loss mask (trained_tokens) and the data.",
     ),
@@ -58,7 +61,7 @@ RULES: tuple[Rule, ...] = (
         methods=("sft",),
         variants=(("loss", "val/loss"),),
         detector="flat_since",
-        params={"min_change": 0.04, "min_points": 3},
+        params={"min_change": 0.04, "min_points": 3, "noise_z": 1.0},
         signal="loss_flat",
         severity="warning",
         condition="From the {min_points}rd validation on, `val/loss` has fallen less than "
@@ -68,7 +71,10 @@ RULES: tuple[Rule, ...] = (
         "model's validation loss falls in its first epoch), and one that learned before its "
         "first validation and converged later has fallen since. A flat training loss alone "
         "waits for sft.loss_not_falling's warm-up; with a flat validation loss beside it the "
-        "verdict needs no warm-up.",
+        "verdict needs no warm-up. A noisy training loss is compared by medians of as many "
+        "points as show a fall of {min_change} in its own point-to-point noise ({noise_z} "
+        "standard error; 16 points at most, else it is not judged flat): a run of hard "
+        "batches moves a 5-point median by more than that.",
         message="{metric} {val_change} and the training loss {train_change} since step "
         "{since:.0f} ({points:.0f} validations): the model is not learning.",
         advice="Raise learning_rate (a LoRA at a low rank or a small lr barely moves the "
@@ -321,11 +327,14 @@ RULES: tuple[Rule, ...] = (
         methods=("sft",),
         variants=(("loss",),),
         detector="trend",
-        params={"direction": "up", "window": 16, "min_effect": 0.5, "relative": 1},
+        params={"direction": "up", "window": 16, "min_effect": 0.5, "relative": 1,
+                "noise_z": 3.0},
         signal="loss_up",
         severity="warning",
         condition="The Theil–Sen trend of `loss` over the last {window} logged points rises "
-        "by at least {min_effect} of its level.",
+        "by at least {min_effect} of its level, and by {noise_z} standard errors of such a "
+        "rise in the loss's own point-to-point noise (a single batch's loss that swings by "
+        "half its level rises that far over 16 points by chance).",
         message="{metric} {change} over the last {window} logged points (now {last:.4g}).",
         advice="Training has gone past its best point: lower learning_rate or train fewer "
         "epochs (num_epochs), and keep the checkpoint from where the loss was lowest.",
