@@ -63,10 +63,11 @@ def _beat(engine: Engine, worker_id: str) -> float:
                     if w["id"] == worker_id)
 
 
+# PostgreSQL only: on SQLite the lock a stuck call waits on stops the stamps' writes too
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
 def test_a_worker_stuck_in_a_database_call_stops_heartbeating_and_is_reaped(
         engine: Engine, db_url: str, runs_dir: Path, workers: Workers) -> None:
-    if engine.dialect.name != "postgresql":
-        pytest.skip("on SQLite the lock a stuck call waits on stops the stamps' writes too")
+    assert engine.dialect.name == "postgresql"
     ended = submit_command(engine, runs_dir, "ended", ENDS_ON_GO, max_attempts=2)
     # trains (a metric every 50 ms) until cancelled: its folder changes every pass, so
     # every index pass of it writes its runs row or rows that refer to it
