@@ -209,6 +209,18 @@ def median_gap_error(noise: float, k: int) -> float:
     return 1.2533 * noise * math.sqrt(2 / max(1, k))
 
 
+MOST_MEDIAN = 16  # the most points a flat-loss rule's median takes; noisier is not judged
+
+
+def median_points(noise: float, change: float, z: float, least: int) -> int | None:
+    """How many points two medians need for their difference to show `change` (in the
+    series' units) at `z` standard errors when each point carries `noise`: `least` at
+    least; None where that takes more than MOST_MEDIAN (too noisy to judge)."""
+    error = median_gap_error(noise, 1)  # of two single points
+    k = max(least, math.ceil((z * error / max(change, 1e-12)) ** 2))
+    return k if k <= MOST_MEDIAN else None
+
+
 class _Judged(Protocol):
     verdict: bool
     stride: int
@@ -400,9 +412,13 @@ class NoProgress:
 
     With `noise_z`, "has not moved" holds only while the change is short of `min_change`
     by `noise_z` standard errors of the two medians' difference in the series' own
-    point-to-point noise: a single batch's loss that swings by half its level between
-    steps cannot show a fall of 5% in a median of 5 points, so its median sitting within
-    5% of the start says nothing."""
+    point-to-point noise, and a noisy series is compared by medians of as many points as
+    show a move of `min_change` in that noise (`median_points`: the bucket's at least,
+    `MOST_MEDIAN` at most, else it is not judged), its first ones against its latest
+    ones, once it has twice that many. A single batch's loss that swings by a third
+    between steps cannot show a fall of 5% in a median of 5 points: its start, one such
+    median, may sit a tenth below the loss's level, and of the hundred judgements of a
+    long run one latest median then sits above it by chance."""
 
     stride = 1
     TAIL = 64  # the latest points the noise is measured on
@@ -447,6 +463,8 @@ class NoProgress:
         self.held: dict[str, float] = dict(st.get("held", {}))
         self.extent: list[float] | None = st.get("extent")  # lowest, highest point so far
         self.tail: list[float] = list(st.get("t", []))  # the latest TAIL points (noise_z)
+        self.head: list[float] = list(st.get("h", []))  # the first MOST_MEDIAN (noise_z)
+        self.count = int(st.get("c", 0))  # finite points so far (noise_z)
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         if self.first is None:
@@ -466,8 +484,10 @@ class NoProgress:
         finite = [v for v in self._pending[self._fed:end + 1] if v - v == 0]
         self._fed = max(self._fed, end + 1)
         if self.noise_z:
+            self.head.extend(finite[: MOST_MEDIAN - len(self.head)])
             self.tail.extend(finite)
             del self.tail[: -self.TAIL]
+            self.count += len(finite)
         if finite and self.max_spread:
             lo, hi = min(finite), max(finite)
             self.extent = [lo, hi] if self.extent is None else [min(self.extent[0], lo),
@@ -486,16 +506,24 @@ class NoProgress:
         # (a fall that is the finding) from the median alone, so one high first point of a
         # flat series is no fall
         pick = max if self.direction == "down" else min
-        start = b.first if self.moved else pick(self.first[1], b.first)
-        now = ys[-1]
+        first, now, k = b.first, ys[-1], self.buckets.size
+        noise = 0.0
+        if self.noise_z and not self.moved:
+            noise = point_noise(self.tail)
+            needed = median_points(noise, self.min_change * abs(median(self.head)),
+                                   self.noise_z, k)
+            if needed is None or (needed > k and self.count < 2 * needed):
+                return False
+            if needed > k:
+                k, first, now = needed, median(self.head[:needed]), median(self.tail[-needed:])
+        start = b.first if self.moved else pick(self.first[1], first)
         self.last_effect = (now - start) / max(abs(start), 1e-12)
         # A fall that is the finding, once held, is released only when two thirds of it
         # are gone (hysteresis): an entropy hovering at a quarter of its start would open
         # and resolve a finding on every other judgement.
         edge = self.min_change * (2 / 3 if self.moved and self.verdict else 1)
         if self.noise_z and not self.moved:
-            error = median_gap_error(point_noise(self.tail), self.buckets.size)
-            edge -= self.noise_z * error / max(abs(start), 1e-12)
+            edge -= self.noise_z * median_gap_error(noise, k) / max(abs(start), 1e-12)
         holds = self.last_effect > -edge if self.direction == "down" else self.last_effect < edge
         if self.moved:
             holds = not holds
@@ -513,7 +541,7 @@ class NoProgress:
         if self.extent is not None:
             st["extent"] = self.extent
         if self.noise_z:
-            st["t"] = self.tail
+            st.update(t=self.tail, h=self.head, c=self.count)
         return st
 
 
@@ -791,14 +819,13 @@ class FlatSince(Onsets):
     With `noise_z`, the training loss is compared by medians of as many points as show a
     fall of `min_change` in its own point-to-point noise (the error of the two medians'
     difference at most `min_change` / `noise_z` of its level; `HALF` at least,
-    `MOST_HALF` at most), and judged only once it has twice that many: a single batch's
+    `MOST_MEDIAN` at most), and judged only once it has twice that many: a single batch's
     loss that swings by a tenth between steps, over a run of hard batches, moves a
     5-point median by more than the fall the rule looks for. A loss too noisy for
-    `MOST_HALF` points is not judged flat. The validation loss, averaged over a whole
+    `MOST_MEDIAN` points is not judged flat. The validation loss, averaged over a whole
     set, is judged as it is."""
 
     HALF = 5
-    MOST_HALF = 16
     MIN_TRAIN = 8  # training points since the first validation before a verdict
     TAIL = 64  # the latest training points kept
 
@@ -838,7 +865,7 @@ class FlatSince(Onsets):
             k += 1
             if step < self.first[0]:
                 continue
-            if len(self.early) < 2 * self.MOST_HALF:
+            if len(self.early) < 2 * MOST_MEDIAN:
                 self.early.append([step, v])
             self.recent.append([step, v])
         del self.waiting[:k]
@@ -890,11 +917,9 @@ class FlatSince(Onsets):
 
     def _half_needed(self, train: list[float], early: list[float]) -> int | None:
         """The points a median needs for two of them to show a fall of `min_change` in the
-        training loss's noise (None: more than MOST_HALF)."""
-        resolvable = self.min_change * max(abs(median(early)), 1e-12) / self.noise_z
-        error = median_gap_error(point_noise(train), 1)  # of two single points
-        k = max(self.HALF, math.ceil((error / resolvable) ** 2))
-        return k if k <= self.MOST_HALF else None
+        training loss's noise (None: more than MOST_MEDIAN)."""
+        return median_points(point_noise(train), self.min_change * abs(median(early)),
+                             self.noise_z, self.HALF)
 
     def state(self) -> dict[str, Any]:
         return {"first": self.first, "n": self.count, "early": self.early,

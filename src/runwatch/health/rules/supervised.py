@@ -50,8 +50,11 @@ RULES: tuple[Rule, ...] = (
         "{bucket} points is less than {min_change} (relative) below where it started: the "
         "higher of its first value and the median of its first {bucket} points; short of "
         "it by {noise_z} standard error of the two medians' difference in the loss's own "
-        "point-to-point noise (a single batch's loss that swings by a third between steps "
-        "cannot show a fall of 5% in a median of 5 points).",
+        "point-to-point noise. A noisy loss is compared by medians of as many points as "
+        "show a fall of {min_change} in that noise (16 at most, else it is not judged "
+        "flat), its first against its latest, once it has twice that many: a single "
+        "batch's loss that swings by a third between steps cannot show a fall of 5% in a "
+        "median of 5 points, and a start of 5 such points may sit a tenth off its level.",
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}).",
         advice="Raise learning_rate, and check the loss mask (trained_tokens) and the data.",
     ),
