@@ -137,3 +137,23 @@ def test_a_trained_reward_rising_while_the_true_score_falls_is_reward_hacking() 
     found = rule_ids(evaluate("grpo", {}, {"proxy": jumpy,
                                            "true_acc": (ROUNDS, TRUE_ACC)}))
     assert "grpo.task_score_falling" not in found
+
+
+# grpo_verifier_reward_qwen05b_mitigated (entropy collapse, not reward hacking): the accuracy
+# falls 0.59 -> 0.45 and freezes, while a reward of noise ±0.5 leaps to 0.87 at its 8th point.
+STEPS = list(range(0, 180, 20))
+FROZEN_ACC = [0.475, 0.5625, 0.5875, 0.5625, 0.55, 0.5125, 0.45, 0.45, 0.45]
+LEAPING = [-0.1075, -0.0537, -0.3603, 0.1454, -0.5057, -0.1454, 0.1075, 0.866]
+
+
+def test_a_reward_that_leaps_once_beside_a_falling_score_is_no_reward_hacking() -> None:
+    # The leap alone carried the window's rise past 3 standard errors of the reward's
+    # noise over its 8 points; without its newest point the reward has not risen.
+    found = rule_ids(evaluate("grpo", {}, {"mean_reward": (STEPS[1:], LEAPING),
+                                           "accuracy": (STEPS, FROZEN_ACC)}))
+    assert "grpo.task_score_falling" not in found
+    # Near miss: a reward that rises as far, point by point, beside the same score.
+    steady = [-0.3 + 0.15 * i for i in range(len(LEAPING))]
+    found = rule_ids(evaluate("grpo", {}, {"mean_reward": (STEPS[1:], steady),
+                                           "accuracy": (STEPS, FROZEN_ACC)}))
+    assert "grpo.task_score_falling" in found

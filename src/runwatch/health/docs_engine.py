@@ -223,10 +223,12 @@ DETECTOR_DOCS = (
      "first; with `max_spread`, only while every point so far lies within that fraction of "
      "the start (no noise at all); with `noise_z`, only while the change is short of "
      "`min_change` by `noise_z` standard errors of the two medians' difference in the "
-     "series' point-to-point noise (a single batch's loss swinging by a third between "
-     "steps shows no fall of 5% in a 5-point median); with `moved` (a fall that is the "
-     "finding) it holds the other way, and once held is released only when two thirds of "
-     "the fall are gone"),
+     "series' point-to-point noise, a noisy series compared by medians of as many points "
+     "(5 to 16) as show a move of `min_change` in that noise, its first against its "
+     "latest, and one too noisy for 16 not judged (a single batch's loss swinging by a "
+     "third between steps shows no fall of 5% in a 5-point median); with `moved` (a fall "
+     "that is the finding) it holds the other way, and once held is released only when "
+     "two thirds of the fall are gone"),
     ("no_improvement", "after `min_points`, the median of the latest *k* points (*k* = half "
      "the points so far, at most `head`) has not gained on the median of the first *k* by "
      "more than `z` standard errors, the noise being the robust spread of the series' "
@@ -258,7 +260,8 @@ DETECTOR_DOCS = (
      "reward does not fall; `not_up`: flat, or short of a rise of the effect by `noise_z` "
      "standard errors over a whole window); with `noise_z`, the judged series' move must "
      "pass its noise as for `trend`; with `a_noise_z`, the reference's move must pass its "
-     "own too, both noises measured on the series' history rather than the window"),
+     "own too, with and without the window's latest point (one leap is no trend), both "
+     "noises measured on the series' history rather than the window"),
     ("flat_since", "from the `min_points`-th validation on, the validation loss has fallen "
      "less than `min_change` (relative) since its first value and the training loss logged "
      "since that step (8 points or more) less than it too (its latest 5 points' median "

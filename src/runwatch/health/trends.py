@@ -783,14 +783,28 @@ class Divergence(Onsets):
         self.last = (ea, eb)
         holds = trend_holds(self.a_dir, ea, self.a_effect, self.verdict)
         if holds and self.a_noise_z and self.a_dir in ("up", "down"):
-            # the reference's noise measured on all of its history kept (a window's few
-            # points measure it badly), a jump counted as noise (point_noise: a reward
-            # that leaps once has not trended), scaled to the medians it was thinned to
-            noise = point_noise(self.a.ys) / math.sqrt(len(span[1]) / len(ay))
-            holds = beyond_noise(ay, ea, self.a_noise_z, self.relative, 1e-6, noise)
+            holds = self._a_beyond_noise(span, ea) and self._a_beyond_noise(
+                (span[0][:-1], span[1][:-1]), None)
         if holds:
             self.held = self.last
         return holds
+
+    def _a_beyond_noise(self, span: tuple[list[float], list[float]],
+                        ea: float | None) -> bool:
+        """Whether the reference's move over `span` (`ea`, or its own trend) passes
+        a_noise_z standard errors of its noise, measured on all of its history kept (a
+        window's few points measure it badly), a jump counted as noise (point_noise),
+        scaled to the medians it was thinned to. Judged again without the window's latest
+        point: a reward that leaps once, at its newest point, has not trended."""
+        ax, ay = thin(*span, Trend.BUCKETS)
+        if len(ax) < 3:
+            return False
+        if ea is None:
+            ea = effect(ax, ay, self.relative, 1e-6)
+            if not trend_holds(self.a_dir, ea, self.a_effect, self.verdict):
+                return False
+        noise = point_noise(self.a.ys) / math.sqrt(len(span[1]) / len(ay))
+        return beyond_noise(ay, ea, self.a_noise_z, self.relative, 1e-6, noise)
 
     def state(self) -> dict[str, Any]:
         st = {"a": self.a.state(), "b": self.b.state(), "v": self.verdict,

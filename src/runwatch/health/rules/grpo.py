@@ -407,8 +407,10 @@ RULES: tuple[Rule, ...] = (
         "share of the task solved, a correctness reward function's mean, a `gold_*` or "
         "`true_*` score) it falls by {b_effect} and by {noise_z} standard errors of such "
         "a fall in its own point-to-point noise, while `reward_mean` (the reward trained "
-        "on, a `proxy` one) rises by {a_effect} over the same steps: the reward is won by "
-        "what the task does not reward.",
+        "on, a `proxy` one) rises by {a_effect} over the same steps and by {a_noise_z} "
+        "standard errors of its own noise, with and without its latest point (a reward "
+        "that leaps once has not trended): the reward is won by what the task does not "
+        "reward.",
         message="{metric} {b_change} while {reference} {a_change}.",
         advice="Likely reward hacking: read the rollouts for what the reward pays that the "
         "task does not, fix or reweight the reward, and keep the checkpoint from before "
