@@ -40,9 +40,9 @@ def health_eval_command(
         "--run", help="Score only this run of the corpus (repeat for more).")] = None,
     round_: Annotated[int | None, typer.Option(
         "--round", help="Score only the held-back runs added in this round (labels.yaml's "
-        "`round`: 1 the first corpus, 4 the runs added in session 6, 9 and 11 later blind "
-        "rounds; rounds 2, 3, 5, 6, 7, 8 and 10 are spent, their runs in train). Not with "
-        "--split train.")] = None,
+        "`round`; the corpus README says when each was added and which are spent, their "
+        "runs in train; a round with no held-back run is refused, naming those that have "
+        "some). Not with --split train.")] = None,
     output: OutOpt = Output.table,
     jq: JqOpt = None,
     raw: RawOpt = False,
