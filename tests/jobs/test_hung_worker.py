@@ -149,8 +149,9 @@ def test_a_worker_stuck_on_the_index_lock_stops_heartbeating_and_is_reaped(
             released_at = _beat(engine, worker.id)
         # the loop moves again: it stamps again and lets go of the job reaped meanwhile
         wait_for(lambda: _beat(engine, worker.id) > released_at, what="the worker to stamp again")
-        wait_for(lambda: not worker.jobs, what="the worker to let go of the reaped job")
-        assert worker.free_devices == worker.devices
+        # (it drops the job, then frees its devices: read from here, one after the other)
+        wait_for(lambda: not worker.jobs and worker.free_devices == worker.devices,
+                 what="the worker to let go of the reaped job and free its devices")
         assert len(events(ended.dir)) == 3
     finally:
         stop.set()
@@ -198,7 +199,10 @@ def test_a_claim_reaped_while_the_loop_stood_still_is_not_started_again(
         for name in ("running", "unstarted"):
             wait_for(lambda: run_row(engine, name).status == "SUCCEEDED",  # noqa: B023
                      what=f"{name} to succeed")
-        assert worker.free_devices == 2 and other.poll() is None
+        # the run shows its end once conclude has indexed it; the worker frees the job's
+        # devices just after, in the same step of its loop
+        wait_for(lambda: worker.free_devices == 2, what="the worker to free both devices")
+        assert other.poll() is None
     finally:
         if held:
             lock.release()
