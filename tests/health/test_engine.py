@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from runwatch.health.detectors import KOfN, spike_steps
 from runwatch.health.engine import Engine
 from runwatch.health.thresholds import ThresholdError, load_yaml, parse
-from runwatch.health.trends import theil_sen
+from runwatch.health.trendstats import theil_sen
 from runwatch.metrics.aliases import canonical
 from runwatch.store.points import PointColumns
 

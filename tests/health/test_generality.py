@@ -12,7 +12,7 @@ import pytest
 
 from runwatch.health.engine import Engine
 from runwatch.health.findings import Finding
-from runwatch.health.trends import NoImprovement
+from runwatch.health.progress import NoImprovement
 from runwatch.store.points import PointColumns
 
 from .helpers import evaluate, to_batch

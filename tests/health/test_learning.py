@@ -20,8 +20,8 @@ from typing import Any
 
 from runwatch.health.engine import Engine
 from runwatch.health.findings import Finding
+from runwatch.health.progress import Learning
 from runwatch.health.rules.base import LEARNING_PARAMS
-from runwatch.health.trends import Learning
 from runwatch.metrics.aliases import health_name
 
 from .cases import every

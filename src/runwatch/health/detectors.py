@@ -1,5 +1,5 @@
 """Incremental point detectors shared by the health rules: k-of-n thresholds, spikes
-against a rolling median, non-finite values and stalls (trends live in trends.py).
+against a rolling median, non-finite values and stalls (trends live in trends.py and progress.py).
 
 Each detector takes the new points of a series in batches and answers, for every new
 point, whether its condition holds there. State is bounded (a window, a few bucket

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from runwatch.health import detectors as d
-from runwatch.health import trends as t
+from runwatch.health import progress as pg
 from runwatch.health.evaluators import (
     PAIRED,
     Evaluator,
@@ -84,7 +84,7 @@ class Engine:
         # Whether the run learns, judged once per learning metric (and chance level) from
         # the run's first point, for every rule that names it (Rule.learning).
         saved_gates = st.get("learning", {})
-        self.gates: dict[str, tuple[str, t.Learning]] = {}
+        self.gates: dict[str, tuple[str, pg.Learning]] = {}
         for rule in self.rules:
             key = learning_key(rule)
             if key is not None and rule.learning is not None and key not in self.gates:

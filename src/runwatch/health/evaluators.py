@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runwatch.health import detectors as d
+from runwatch.health import progress as pg
 from runwatch.health import trends as t
 from runwatch.health.findings import (
     Finding,
@@ -90,7 +91,7 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             noise_z=_num(p, "noise_z", 0.0), state=state,
         )
     if kind == "no_progress":
-        return t.NoProgress(
+        return pg.NoProgress(
             direction=str(p.get("direction", "down")), min_change=_num(p, "min_change", 0.05),
             warmup=int(_num(p, "warmup", 30)), bucket=int(_num(p, "bucket", 5)),
             warmup_steps=int(_num(p, "warmup_steps", 0)),
@@ -134,7 +135,7 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             state=state,
         )
     if kind == "no_improvement":
-        return t.NoImprovement(
+        return pg.NoImprovement(
             direction=str(p.get("direction", "up")), z=_num(p, "z", 1.0),
             min_points=int(_num(p, "min_points", 10)), head=int(_num(p, "head", 25)),
             early_points=int(_num(p, "early_points", 0)), state=state,
@@ -154,7 +155,7 @@ class Evaluator:
     def __init__(self, rule: Rule, variant: tuple[str, ...], params: Mapping[str, Param],
                  severity: str, detector: Any, settings: Mapping[str, float],
                  state: dict[str, Any] | None = None,
-                 learning: t.Learning | None = None) -> None:
+                 learning: pg.Learning | None = None) -> None:
         st = state or {}
         self.rule, self.variant, self.params, self.severity = rule, variant, params, severity
         self.settings = settings
@@ -309,11 +310,11 @@ class Evaluator:
             if det.rise:
                 extra["best"], extra["to"] = det.rise
                 extra["rise"] = (det.rise[1] - det.rise[0]) / max(abs(det.rise[0]), 1e-12)
-        elif isinstance(det, t.NoImprovement):
+        elif isinstance(det, pg.NoImprovement):
             extra.update(det.held)
         elif isinstance(det, t.Trend):
             extra["effect"] = det.held_effect
-        elif isinstance(det, t.NoProgress):
+        elif isinstance(det, pg.NoProgress):
             extra.update(det.held or {"effect": det.last_effect})
         elif isinstance(det, t.FlatSince):
             extra.update(det.held)
@@ -419,10 +420,10 @@ def learning_key(rule: Rule) -> str | None:
         f"{rule.learning}>{rule.learning_level:g}")
 
 
-def learning_gate(rule: Rule, state: dict[str, Any] | None = None) -> t.Learning:
+def learning_gate(rule: Rule, state: dict[str, Any] | None = None) -> pg.Learning:
     """The gate judging whether `rule.learning` shows the run learning (LEARNING_PARAMS)."""
     lp = LEARNING_PARAMS
-    return t.Learning(z=lp["z"], min_points=int(lp["min_points"]), head=int(lp["head"]),
+    return pg.Learning(z=lp["z"], min_points=int(lp["min_points"]), head=int(lp["head"]),
                       level=rule.learning_level, state=state)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from runwatch.metrics import BY_NAME
 
 SEVERITIES = ("info", "warning", "critical")
-# How `Rule.learning` is judged (`runwatch.health.trends.Learning`): the mean of the
+# How `Rule.learning` is judged (`runwatch.health.progress.Learning`): the mean of the
 # latest half of the metric's points (at most `head`) above its first half's, or above
 # `Rule.learning_level`, by `z` standard errors of the series' own noise.
 LEARNING_PARAMS: dict[str, float] = {"z": 2.0, "min_points": 10, "head": 25}

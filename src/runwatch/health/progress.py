@@ -1,0 +1,319 @@
+"""Whether a series has moved since its start, judged against its own noise: a loss that has
+not fallen (`NoProgress`), a reward that has not risen (`NoImprovement`), and a metric that
+shows learning (`Learning`, which only lowers a severity).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from runwatch.health.detectors import median
+from runwatch.health.trendstats import (
+    MOST_MEDIAN,
+    Buckets,
+    judge,
+    median_gap_error,
+    median_points,
+    point_noise,
+    theil_sen,
+)
+
+
+class NoProgress:
+    """A series that has not moved by `min_change` (relative) from where it started:
+    "loss is not falling". Judged on bucket medians, and only after `warmup` points, so
+    the noisy first steps of a run (learning-rate warm-up, DPO's loss sitting at log 2)
+    cannot raise it.
+
+    Where it started is the higher (for `down`; lower for `up`) of the first value and
+    the first bucket's median: a loss that dropped fast in its first few points and then
+    drifts down slowly has fallen, though its first bucket's median already sits low.
+
+    With `noise_z`, "has not moved" holds only while the change is short of `min_change`
+    by `noise_z` standard errors of the two medians' difference in the series' own
+    point-to-point noise, and a noisy series is compared by medians of as many points as
+    show a move of `min_change` in that noise (`median_points`: the bucket's at least,
+    `MOST_MEDIAN` at most, else it is not judged), its first ones against its latest
+    ones, once it has twice that many. A single batch's loss that swings by a third
+    between steps cannot show a fall of 5% in a median of 5 points: its start, one such
+    median, may sit a tenth below the loss's level, and of the hundred judgements of a
+    long run one latest median then sits above it by chance."""
+
+    stride = 1
+    TAIL = 64  # the latest points the noise is measured on
+
+    def __init__(
+        self,
+        direction: str = "down",
+        min_change: float = 0.05,
+        warmup: int = 30,
+        bucket: int = 5,
+        warmup_steps: int = 0,
+        min_points: int = 0,
+        moved: bool = False,
+        max_spread: float = 0.0,
+        noise_z: float = 0.0,
+        state: dict[str, Any] | None = None,
+    ) -> None:
+        self.direction, self.min_change = direction, min_change
+        self.noise_z = noise_z
+        # With `max_spread`, it holds only while every point so far lies within that
+        # fraction of the start (a loss with no noise at all: nothing is being learned,
+        # the weights do not move, or it sits at chance).
+        self.max_spread = max_spread
+        self._pending: list[float] = []
+        self._fed = 0
+        # With `moved`, it holds the other way: the series *has* moved by min_change
+        # from where it started (an entropy fallen to a fraction of its start).
+        self.moved = moved
+        st = state or {}
+        self.buckets = Buckets(bucket, 2, st.get("b"))
+        self.warmup_buckets = max(2, -(-int(warmup) // self.buckets.size))
+        # A sparsely logged run ends its warm-up after `warmup_steps` training steps, once
+        # it has `min_points` logged points: 30 points logged every 50 steps are 1,500
+        # steps, far past any learning-rate warm-up.
+        self.warmup_steps = int(warmup_steps)
+        self.min_buckets = max(2, -(-int(min_points or warmup) // self.buckets.size))
+        self.verdict = bool(st.get("v", False))
+        self.marks: list[tuple[int, float]] = []
+        self.last_effect = float(st.get("e", 0.0))
+        self.first: list[float] | None = st.get("first")  # the first finite (step, value)
+        # The last judgement that held: effect, start value, value now, steps between.
+        self.held: dict[str, float] = dict(st.get("held", {}))
+        self.extent: list[float] | None = st.get("extent")  # lowest, highest point so far
+        self.tail: list[float] = list(st.get("t", []))  # the latest TAIL points (noise_z)
+        self.head: list[float] = list(st.get("h", []))  # the first MOST_MEDIAN (noise_z)
+        self.count = int(st.get("c", 0))  # finite points so far (noise_z)
+
+    def feed(self, steps: list[int], values: list[float]) -> list[bool]:
+        if self.first is None:
+            at = next((i for i, v in enumerate(values) if v - v == 0), None)
+            if at is not None:
+                self.first = [float(steps[at]), values[at]]
+        self._pending, self._fed = values, 0
+        out = judge(self.buckets, steps, values, self)
+        self.take_upto(len(values) - 1)
+        return out
+
+    def take_upto(self, end: int) -> None:
+        """Widen the lowest-to-highest extent by the batch's points up to index `end`, and
+        keep the latest of them for the noise."""
+        if not self.max_spread and not self.noise_z:
+            return
+        finite = [v for v in self._pending[self._fed:end + 1] if v - v == 0]
+        self._fed = max(self._fed, end + 1)
+        if self.noise_z:
+            self.head.extend(finite[: MOST_MEDIAN - len(self.head)])
+            self.tail.extend(finite)
+            del self.tail[: -self.TAIL]
+            self.count += len(finite)
+        if finite and self.max_spread:
+            lo, hi = min(finite), max(finite)
+            self.extent = [lo, hi] if self.extent is None else [min(self.extent[0], lo),
+                                                                max(self.extent[1], hi)]
+
+    def judge(self, j: int) -> bool:
+        b = self.buckets
+        closed = b.closed - len(b.xs) + b.base + j + 1
+        if closed < self.min_buckets or b.first is None or self.first is None:
+            return False
+        xs, ys = b.upto(j)
+        if closed < self.warmup_buckets and (
+                not self.warmup_steps or xs[-1] - self.first[0] < self.warmup_steps):
+            return False
+        # "not moved": the kinder of the first value and the first bucket's median; "moved"
+        # (a fall that is the finding) from the median alone, so one high first point of a
+        # flat series is no fall
+        pick = max if self.direction == "down" else min
+        first, now, k = b.first, ys[-1], self.buckets.size
+        noise = 0.0
+        if self.noise_z and not self.moved:
+            noise = point_noise(self.tail)
+            needed = median_points(noise, self.min_change * abs(median(self.head)),
+                                   self.noise_z, k)
+            if needed is None or (needed > k and self.count < 2 * needed):
+                return False
+            if needed > k:
+                k, first, now = needed, median(self.head[:needed]), median(self.tail[-needed:])
+        start = b.first if self.moved else pick(self.first[1], first)
+        self.last_effect = (now - start) / max(abs(start), 1e-12)
+        # A fall that is the finding, once held, is released only when two thirds of it
+        # are gone (hysteresis): an entropy hovering at a quarter of its start would open
+        # and resolve a finding on every other judgement.
+        edge = self.min_change * (2 / 3 if self.moved and self.verdict else 1)
+        if self.noise_z and not self.moved:
+            edge -= self.noise_z * median_gap_error(noise, k) / max(abs(start), 1e-12)
+        holds = self.last_effect > -edge if self.direction == "down" else self.last_effect < edge
+        if self.moved:
+            holds = not holds
+        if holds and self.max_spread:
+            holds = (self.extent is not None
+                     and self.extent[1] - self.extent[0] <= self.max_spread * abs(start))
+        if holds:
+            self.held = {"effect": self.last_effect, "start": start, "now": now,
+                         "span": xs[-1] - self.first[0]}
+        return holds
+
+    def state(self) -> dict[str, Any]:
+        st = {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect,
+              "first": self.first, "held": self.held}
+        if self.extent is not None:
+            st["extent"] = self.extent
+        if self.noise_z:
+            st.update(t=self.tail, h=self.head, c=self.count)
+        return st
+
+
+def keep(head: list[float], tail: list[float], size: int, v: float) -> None:
+    """Note `v` among a series' first `size` values (`head`) and its latest (`tail`)."""
+    if len(head) < size:
+        head.append(v)
+    tail.append(v)
+    if len(tail) > size:
+        del tail[0]
+
+
+class NoImprovement:
+    """A series that should rise (reward) and has not risen beyond its noise since the
+    start: the median of its latest k points against the median of its first k
+    (k = half the points so far, at most `head`), with the noise the robust standard
+    deviation of its recent point-to-point changes. It holds when the gain is under `z`
+    standard errors of that difference (a flat or falling reward), after `min_points`;
+    once it holds, it is released at twice that gain on `CONFIRM` judgements in a row.
+
+    From `early_points` until `min_points` (a short run, or a long one's first points) the
+    noise cannot be measured yet, and the verdict is stricter: the series has not gained
+    at all (once that holds, it holds until `min_points`). At `min_points` the verdict is
+    judged afresh, without the early one's hysteresis, so from there on an early finding
+    changes nothing."""
+
+    CONFIRM = 6
+
+    def __init__(self, direction: str = "up", z: float = 1.0, min_points: int = 10,
+                 head: int = 25, early_points: int = 0,
+                 state: dict[str, Any] | None = None) -> None:
+        st = state or {}
+        self.sign = 1.0 if direction == "up" else -1.0
+        self.z, self.min_points, self.size = z, max(4, int(min_points)), max(2, int(head))
+        self.early = min(self.min_points, max(4, int(early_points or self.min_points)))
+        self.head: list[float] = list(st.get("head", []))  # the first `head` values
+        self.tail: list[float] = list(st.get("tail", []))  # the latest `head` values
+        self.count = int(st.get("n", 0))
+        self.first_step: int | None = st.get("fs")
+        self.held: dict[str, float] = dict(st.get("held", {}))
+        self.verdict = bool(st.get("v", False))
+        self.streak = int(st.get("s", 0))  # judgements in a row that would release it
+
+    def feed(self, steps: list[int], values: list[float]) -> list[bool]:
+        out = []
+        for step, v in zip(steps, values, strict=True):
+            if v - v == 0:
+                if self.first_step is None:
+                    self.first_step = step
+                keep(self.head, self.tail, self.size, v)
+                self.count += 1
+                # A long run is judged every 10 points: the verdict moves slowly there.
+                if self.count < self.min_points:
+                    if self.count >= self.early:
+                        self.verdict = self._judge_early(step)
+                elif self.count < 100 or self.count % 10 == 0:
+                    if self.count == self.min_points:
+                        self.verdict, self.streak = False, 0
+                    self.verdict = self._judge(step)
+            out.append(self.verdict)
+        return out
+
+    def _judge_early(self, step: int) -> bool:
+        """Too few points to measure noise: holds while the series has not gained at all,
+        by three measures (a pair of medians alone flickers on a noisy rise): the median
+        of the latest half against the first half's, the Theil–Sen slope of all points,
+        and the latest point against the first half's median."""
+        if self.verdict:
+            # Held until judged on its noise at min_points: a flat series that wobbles
+            # is one finding, not one per wobble.
+            return True
+        k = self.count // 2
+        start, now = median(self.head[:k]), median(self.tail[-k:])
+        pts = self.tail[-self.count:]
+        slope = theil_sen([float(i) for i in range(len(pts))], pts)
+        if (self.sign * (now - start) > 0 or self.sign * slope > 0
+                or self.sign * (pts[-1] - start) > 0):
+            return False
+        self.held = {"start": start, "now": now, "effect": now - start,
+                     "noise": point_noise(self.tail),
+                     "points": self.count, "span": step - (self.first_step or 0)}
+        return True
+
+    def _judge(self, step: int) -> bool:
+        k = min(self.count // 2, self.size)
+        start, now = median(self.head[:k]), median(self.tail[-k:])
+        noise = point_noise(self.tail)
+        error = median_gap_error(noise, k)
+        gain = self.sign * (now - start)
+        # Once it holds, it takes twice the gain on CONFIRM judgements in a row to
+        # release: a reward hovering near the limit does not resolve and reopen a finding
+        # every few points (it opens at once: that is what a user waits for).
+        holds = gain <= (2 if self.verdict else 1) * self.z * error
+        if holds:
+            self.streak = 0
+            # What the finding reports (and the point count its severity grows with) is
+            # taken only where the opening condition itself holds: a reward rising slowly
+            # that sits between one and two standard errors keeps an open finding, but
+            # does not turn it into a warning.
+            if gain <= self.z * error or not self.held:
+                self.held = {"start": start, "now": now, "effect": now - start,
+                             "noise": noise, "points": self.count,
+                             "span": step - (self.first_step or 0)}
+            return True
+        self.streak = self.streak + 1 if self.verdict else 0
+        if self.verdict and self.streak < self.CONFIRM:
+            return True
+        self.streak = 0
+        return False
+
+    def state(self) -> dict[str, Any]:
+        return {"head": self.head, "tail": self.tail, "n": self.count, "fs": self.first_step,
+                "held": self.held, "v": self.verdict, "s": self.streak}
+
+
+class Learning:
+    """Whether a metric that rises as a run learns (a reward, a DPO margin) has risen
+    beyond its noise: the mean of its latest k points (k = half the points so far, at
+    most `head`) lies above `level` (a known chance level: a DPO margin is 0 while the
+    policy is the reference) or, without one, above the mean of its first k points, by
+    `z` standard errors, the noise being the robust spread of its point-to-point changes.
+    Judged afresh at every point from `min_points` on: it only lowers a severity, so it
+    needs no hysteresis."""
+
+    def __init__(self, z: float, min_points: int, head: int, level: float | None = None,
+                 state: dict[str, Any] | None = None) -> None:
+        st = state or {}
+        self.z, self.min_points, self.size, self.level = z, int(min_points), int(head), level
+        self.head: list[float] = list(st.get("head", []))  # the first `head` values
+        self.tail: list[float] = list(st.get("tail", []))  # the latest `head` values
+        self.count = int(st.get("n", 0))
+        self.rising = bool(st.get("r", False))
+
+    def feed(self, values: list[float]) -> None:
+        for v in values:
+            if v - v != 0:
+                continue
+            keep(self.head, self.tail, self.size, v)
+            self.count += 1
+        if self.count >= self.min_points and values:
+            self.rising = self._judge()
+
+    def _judge(self) -> bool:
+        k = min(self.count // 2, self.size)
+        now = sum(self.tail[-k:]) / k
+        noise = point_noise(self.tail)
+        if self.level is not None:
+            return now - self.level > self.z * noise / math.sqrt(k)
+        start = sum(self.head[:k]) / k
+        return now - start > self.z * noise * math.sqrt(2 / k)
+
+    def state(self) -> dict[str, Any]:
+        return {"head": self.head, "tail": self.tail, "n": self.count, "r": self.rising}
+
+

@@ -1,0 +1,264 @@
+"""The statistics the trend detectors share: Theil-Sen slopes, thinning, bucket medians
+(`Buckets`), effects and their noise (the robust spread of point-to-point changes, the
+standard error of a difference of medians), how many points a median needs to show a
+change beyond that noise, and the judging of a detector at each completed bucket (`judge`,
+with `Onsets` keeping when its verdict turned true).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from functools import lru_cache
+from itertools import pairwise
+from operator import itemgetter, sub, truediv
+from typing import Any, Protocol
+
+from runwatch.health.detectors import median, robust_sd
+
+
+@lru_cache(maxsize=64)
+def _pair_getters(n: int) -> tuple[itemgetter[Any], itemgetter[Any]]:
+    """Getters of the first and second member of every pair (i < j) of n items."""
+    pairs = [(i, j) for i in range(n - 1) for j in range(i + 1, n)]
+    return itemgetter(*[p[0] for p in pairs]), itemgetter(*[p[1] for p in pairs])
+
+
+def theil_sen(xs: list[float], ys: list[float]) -> float:
+    """Theil–Sen slope: the median of all pairwise slopes, robust to a few outliers."""
+    n = len(xs)
+    if n < 3:
+        return (ys[1] - ys[0]) / (xs[1] - xs[0]) if n == 2 and xs[1] != xs[0] else 0.0
+    first, second = _pair_getters(n)
+    dx = list(map(sub, second(xs), first(xs)))
+    dy = map(sub, second(ys), first(ys))
+    if 0 in dx:  # repeated steps: leave those pairs out
+        slopes = sorted([b / a for a, b in zip(dx, dy, strict=True) if a])
+    else:
+        slopes = sorted(map(truediv, dy, dx))
+    k = len(slopes)
+    if not k:
+        return 0.0
+    # The median, inline: this runs tens of thousands of times in a long run.
+    return slopes[k // 2] if k % 2 else 0.5 * (slopes[k // 2 - 1] + slopes[k // 2])
+
+
+def thin(xs: list[float], ys: list[float], most: int) -> tuple[list[float], list[float]]:
+    """At most `most` points, each the median of a run of neighbours: keeps Theil–Sen cheap
+    when a dense series is compared over a long span."""
+    n = len(xs)
+    if n <= most:
+        return xs, ys
+    edges = [n * g // most for g in range(most + 1)]
+    return ([median(xs[a:b]) for a, b in pairwise(edges)],
+            [median(ys[a:b]) for a, b in pairwise(edges)])
+
+
+class Buckets:
+    """Groups a series into buckets of `size` points, keeping each bucket's median step
+    and median value for the last `keep` buckets: the trend detectors work on these."""
+
+    def __init__(self, size: int, keep: int, state: dict[str, Any] | None = None) -> None:
+        self.size, self.keep = max(1, int(size)), max(2, int(keep))
+        st = state or {}
+        self.xs: list[float] = list(st.get("xs", []))[-self.keep :]
+        self.ys: list[float] = list(st.get("ys", []))[-self.keep :]
+        self.px: list[float] = st.get("px", [])
+        self.py: list[float] = st.get("py", [])
+        self.first: float | None = st.get("first")
+        self.base = len(self.xs)  # buckets held before the current batch
+        self.closed = int(st.get("n", 0))  # buckets completed over the run
+
+    def feed(self, steps: list[int], values: list[float]) -> list[int]:
+        """Add points; returns, per completed bucket, the index of the point closing it."""
+        closed: list[int] = []
+        size, px, py = self.size, self.px, self.py
+        if len(self.xs) > self.keep:  # the buckets this batch adds are all kept
+            del self.xs[: -self.keep]
+            del self.ys[: -self.keep]
+        self.base = len(self.xs)
+        m, i = len(values), 0
+        if px:  # finish the bucket the last batch left open
+            i = min(size - len(px), m)
+            px.extend(steps[:i])
+            py.extend(values[:i])
+            if len(px) == size:
+                self._add([px[size // 2]], [py], [i - 1], closed)
+                px.clear()
+                py.clear()
+        end = i + (m - i) // size * size
+        if end > i:
+            starts = range(i, end, size)
+            # Steps arrive in order, so a bucket's middle step is its median step.
+            self._add([float(x) for x in steps[i + size // 2 : end : size]],
+                      [values[k : k + size] for k in starts],
+                      [k + size - 1 for k in starts], closed)
+        px.extend(steps[end:])
+        py.extend(values[end:])
+        return closed
+
+    def upto(self, j: int) -> tuple[list[float], list[float]]:
+        """The last `keep` buckets as they stood when the batch's j-th new bucket closed."""
+        hi = self.base + j + 1
+        lo = max(0, hi - self.keep)
+        return self.xs[lo:hi], self.ys[lo:hi]
+
+    def _add(self, xs: list[float], groups: list[list[float]], ends: list[int],
+             closed: list[int]) -> None:
+        """Append the medians of whole buckets (non-finite values left out)."""
+        try:
+            finite = math.isfinite(sum(map(sum, groups)))
+        except TypeError:
+            finite = False
+        if not finite:
+            kept = [(x, [v for v in g if v is not None and v - v == 0], e)
+                    for x, g, e in zip(xs, groups, ends, strict=True)]
+            kept = [k for k in kept if k[1]]
+            xs, groups, ends = [k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept]
+            ys = [median(g) for g in groups]
+        elif self.size == 1:
+            ys = [g[0] for g in groups]
+        else:
+            half = self.size // 2
+            srt = list(map(sorted, groups))
+            ys = ([q[half] for q in srt] if self.size % 2
+                  else [0.5 * (q[half - 1] + q[half]) for q in srt])
+        if ys and self.first is None:
+            self.first = ys[0]
+        self.xs.extend(xs)
+        self.ys.extend(ys)
+        self.closed += len(ends)
+        closed.extend(ends)
+
+    def recent(self) -> tuple[list[float], list[float]]:
+        """The last `keep` buckets' steps and values."""
+        return self.xs[-self.keep :], self.ys[-self.keep :]
+
+    def between(self, lo: float, hi: float) -> tuple[list[float], list[float]]:
+        a, b = bisect_left(self.xs, lo), bisect_right(self.xs, hi)
+        return self.xs[a:b], self.ys[a:b]
+
+    def state(self) -> dict[str, Any]:
+        xs, ys = self.recent()
+        return {"xs": xs, "ys": ys, "px": self.px, "py": self.py, "n": self.closed,
+                "first": self.first}
+
+
+def effect(xs: list[float], ys: list[float], relative: bool, floor: float) -> float:
+    """Change over the window implied by the Theil–Sen slope, absolute or relative to
+    the window's median level (never below `floor`, so a series near zero stays sane)."""
+    change = theil_sen(xs, ys) * (xs[-1] - xs[0])
+    if not relative:
+        return change
+    return change / max(abs(median(ys)), floor)
+
+
+def change_noise(ys: list[float]) -> float:
+    """The noise of a point of `ys`: the spread of its point-to-point changes around the
+    typical one (a steady trend is no noise) over the square root of 2 (each change
+    holds two points' noise). By the median absolute deviation alone, so a collapse in
+    one step (a validation score 0.70 -> 0.64 -> 0.0) is the fall, not noise; by the
+    mean one only where that is 0 (a two-valued series)."""
+    diffs = [b - a for a, b in pairwise(ys)]
+    if not diffs:
+        return 0.0
+    center = median(diffs)
+    dev = median([abs(x - center) for x in diffs])
+    return (1.4826 * dev if dev > 0 else robust_sd(diffs, center)) / math.sqrt(2)
+
+
+def beyond_noise(ys: list[float], change: float, z: float, relative: bool,
+                 floor: float, noise: float | None = None) -> bool:
+    """Whether a window's `change` (as `effect` gives it) exceeds `z` standard errors of
+    such a change in its points' own noise (`change_noise` of `ys`, or `noise` where the
+    caller measured it on the points the window's medians stand for). A straight line's
+    change over n evenly spaced points has a standard error of that noise times
+    (n - 1) * sqrt(12 / (n (n^2 - 1))), 1.2 of it over 6 points. A held-out score
+    averaged over a few samples jumps by a fifth between validations; a fall of two
+    such jumps over six validations is no fall. 0 judges nothing."""
+    if z <= 0 or len(ys) < 3:
+        return True
+    return abs(change) >= z * change_error(ys, relative, floor, noise)
+
+
+def change_error(ys: list[float], relative: bool, floor: float,
+                 noise: float | None = None) -> float:
+    """The standard error of a window's change (as `effect` gives it) in its points' own
+    noise (`change_noise` of `ys` unless given): see `beyond_noise`."""
+    n = len(ys)
+    if n < 3:
+        return 0.0
+    if noise is None:
+        noise = change_noise(ys)
+    error = noise * (n - 1) * math.sqrt(12.0 / (n * (n * n - 1)))
+    return error / max(abs(median(ys)), floor) if relative else error
+
+
+def point_noise(points: list[float]) -> float:
+    """A series' noise per point: the robust spread of its point-to-point changes around
+    the typical one (a steady trend is no noise) over the square root of 2 (each change
+    holds two points' noise)."""
+    changes = [b - a for a, b in pairwise(points)]
+    return robust_sd(changes, median(changes)) / math.sqrt(2) if changes else 0.0
+
+
+def median_gap_error(noise: float, k: int) -> float:
+    """The standard error of a difference of two `k`-point medians of a series whose
+    points carry `noise`: a median's error is 1.2533 times a mean's."""
+    return 1.2533 * noise * math.sqrt(2 / max(1, k))
+
+
+MOST_MEDIAN = 16  # the most points a flat-loss rule's median takes; noisier is not judged
+
+
+def median_points(noise: float, change: float, z: float, least: int) -> int | None:
+    """How many points two medians need for their difference to show `change` (in the
+    series' units) at `z` standard errors when each point carries `noise`: `least` at
+    least; None where that takes more than MOST_MEDIAN (too noisy to judge)."""
+    error = median_gap_error(noise, 1)  # of two single points
+    k = max(least, math.ceil((z * error / max(change, 1e-12)) ** 2))
+    return k if k <= MOST_MEDIAN else None
+
+
+class _Judged(Protocol):
+    verdict: bool
+    stride: int
+    marks: list[tuple[int, float]]
+
+    def judge(self, j: int) -> bool: ...
+
+
+class Onsets:
+    """Remembers, for the judgements of the last batch, the first step of the window
+    each one looked at: a trend finding starts where its window does."""
+
+    marks: list[tuple[int, float]]
+
+    def onset(self, i: int) -> int | None:
+        for index, first_step in reversed(self.marks):
+            if index <= i:
+                return int(first_step)
+        return None
+
+
+def judge(buckets: Buckets, steps: list[int], values: list[float], who: _Judged) -> list[bool]:
+    """Per-point verdicts for a bucketed detector: each point carries the verdict of the
+    last judgement made at or before it; judgements happen as buckets complete."""
+    out: list[bool] = []
+    start = 0
+    first = buckets.closed
+    who.marks = []
+    take = getattr(who, "take_upto", None)  # a detector that also keeps the points
+    for j, end in enumerate(buckets.feed(steps, values)):
+        if take is not None:
+            take(end)
+        if (first + j + 1) % who.stride:
+            continue
+        out.extend([who.verdict] * (end - start))
+        who.verdict = who.judge(j)
+        window = buckets.upto(j)[0]
+        if window:
+            who.marks.append((end, window[0]))
+        start = end
+    out.extend([who.verdict] * (len(values) - start))
+    return out
