@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,13 @@ def test_the_web_finds_the_same_key_for_each_role(tmp_path: Path) -> None:
               for r, w, p in zip(roles, ws, ps, strict=True) if w != p]
     assert differ == []
     assert any(k is not None for row in python for k in row)
+
+
+def test_a_generator_given_a_flag_writes_no_file(tmp_path: Path) -> None:
+    # `python -m runwatch.health.docs --help` once wrote the page to a file named "--help".
+    for flag, code in (("--help", 0), ("--out", 2)):
+        done = subprocess.run([sys.executable, "-m", "runwatch.metrics.docs",
+                               flag], cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == code, done.stderr
+        assert "usage" in done.stderr and "docs/metrics.md" in done.stderr
+        assert list(tmp_path.iterdir()) == []

@@ -107,6 +107,11 @@ def render() -> str:
 
 def write_generated(render: Callable[[], str], default: str, argv: list[str]) -> int:
     """Write `render()` to the path in argv[1], else to `default`: every generator's main."""
+    if len(argv) > 2 or (len(argv) == 2 and argv[1].startswith("-")):
+        # A flag is not a path: `--help` once wrote a file named "--help".
+        print(f"usage: python -m <this generator> [OUTPUT]: writes {default}, or OUTPUT if given",
+              file=sys.stderr)
+        return 0 if argv[1] in ("-h", "--help") else 2
     path = Path(argv[1]) if len(argv) > 1 else Path(default)
     path.write_text(render(), encoding="utf-8")
     print(f"wrote {path}")
