@@ -30,7 +30,7 @@ import runwatch
 from runwatch.rundir import atomic
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
-from runwatch.sdk import sender, writer
+from runwatch.sdk import sender, upload, writer
 from runwatch.sdk.lock import RunLock
 from runwatch.server.runner import Runner
 from tests.support import wait_for
@@ -109,7 +109,7 @@ def test_a_sender_stuck_writing_its_offsets_keeps_the_folder_until_the_write_lan
     before = set(threading.enumerate())
     run = runwatch.init("team", name="stuck", dir=tmp_path / "runs", server=server.url)
     (sending,) = (t for t in set(threading.enumerate()) - before if t.name == "runwatch-sender")
-    state = run.dir / sender.STATE_DIR / sender.STATE_FILE
+    state = run.dir / upload.STATE_DIR / upload.STATE_FILE
     state.parent.mkdir(exist_ok=True)
     os.mkfifo(state.with_name(state.name + ".tmp"))
     run.log({"loss": 1.0}, step=0)

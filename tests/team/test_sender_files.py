@@ -19,7 +19,8 @@ import runwatch
 from runwatch.ingest.parts import MISSING, Parts
 from runwatch.jobs.spec import command_spec, write_spec
 from runwatch.rundir import format as fmt
-from runwatch.sdk.sender import Client, sync_run
+from runwatch.sdk.sendhttp import Client
+from runwatch.sdk.upload import sync_run
 from runwatch.server.runner import Runner, free_port
 from runwatch.store import schema
 from runwatch.store.db import open_engine

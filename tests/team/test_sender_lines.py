@@ -10,7 +10,8 @@ from sqlalchemy import Engine
 
 from runwatch.rundir import format as fmt
 from runwatch.rundir.reader import read_new
-from runwatch.sdk.sender import Client, sync_run
+from runwatch.sdk.sendhttp import Client
+from runwatch.sdk.upload import sync_run
 from runwatch.server.runner import Runner, free_port
 from runwatch.server.settings import new_token
 from tests.support import write_run

@@ -21,7 +21,8 @@ import pytest
 from sqlalchemy import Engine
 
 import runwatch
-from runwatch.sdk.sender import Client, sync_run
+from runwatch.sdk.sendhttp import Client
+from runwatch.sdk.upload import sync_run
 from runwatch.server.runner import Runner
 from tests.team.serving import in_folder, stored
 

@@ -3,7 +3,7 @@
 DIR is one run folder or a folder of runs. Each run sends only what it has not sent to
 that server before (the offsets are kept in the run folder), so a run still being
 written can be synced again and again; the sender of `runwatch.init(server=…)` is the
-same code (runwatch.sdk.sender).
+same code (runwatch.sdk.upload).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from runwatch.cli.output import fail, line
 from runwatch.rundir import format as fmt
 
 if TYPE_CHECKING:
-    from runwatch.sdk.sender import Client
+    from runwatch.sdk.sendhttp import Client
 
 
 def run_folders(directory: Path) -> list[Path]:
@@ -53,7 +53,8 @@ def sync_cmd(
     """Send the runs in DIR to a runwatch server: only what it has not sent there before,
     so it can be run again while a run is still being written (or keep at it: --follow)."""
     # imported here: the sender's HTTP client would slow every other command's start
-    from runwatch.sdk.sender import Client, server_url
+    from runwatch.sdk.sender import server_url
+    from runwatch.sdk.sendhttp import Client
 
     if not directory.is_dir():
         raise fail(f"{directory} is not a folder", ["pass a run folder or a folder of runs"])
@@ -91,7 +92,8 @@ def sync_cmd(
 def _pass(runs: list[Path], client: Client, retry_for: float, quiet: bool) -> int:
     """Send what is new in each run; say what was sent (with `quiet`, only where something
     was); returns the records the server refused."""
-    from runwatch.sdk.sender import Refused, Unreachable, sync_run
+    from runwatch.sdk.sendhttp import Refused, Unreachable
+    from runwatch.sdk.upload import sync_run
 
     skipped = 0
     for run_dir in runs:

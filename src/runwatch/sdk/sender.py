@@ -1,87 +1,40 @@
-"""The sender: a run folder's records streamed to a runwatch server's `POST /api/ingest`.
+"""The sender: the SDK's background thread that streams a run folder's records to a
+runwatch server while the run trains (`runwatch.init(..., server=…)`).
 
-The run folder stays the record. The sender only tails the files the writer already
-writes (`runwatch.rundir.reader.read_new`, the indexer's reader), so `log()` never
-waits on the network: a background thread (`Sender`, started by `runwatch.init(...,
-server=…)`) and `runwatch sync` (`sync_run`) share one `RunUpload` that
-
-- reads what is new in each record file from the offsets it saved, complete lines only
-  (a line still being written waits for the next pass);
-- sends it in batches of at most BATCH_RECORDS records, gzip-compressed, every batch
-  with the run's manifest (the server then knows the run whatever it lost);
-- moves its offsets on, in `<run>/.runwatch/sent.json` (written atomically, one entry
-  per server), only once the server answered that it stored them, so a restart of
-  either side resends at most the last request, which the server's idempotence on
-  (run, file, seq) turns into nothing new;
-- splits a batch the server refuses as bad in halves until the one bad record is found,
-  and skips (and reports) only that record;
-- sends the run's whole files (`runwatch.sdk.sendfiles`: config.yaml, engine_config.json,
-  job.json, the samples files) after each request of records (or none), and again
-  whenever one changes; one over the server's request limit in parts.
-
-Errors (`runwatch.sdk.sendhttp`) are sorted into `Unreachable` (no answer, 5xx, 429: try
-again later, with exponential backoff), `Refused` (401/403, a manifest the server refuses,
-a server that is not runwatch: trying again cannot help) and per-record refusals
-(reported, skipped).
+`log()` never waits on the network: the thread tails what the writer wrote, with the
+`RunUpload` that `runwatch sync` uses too (`runwatch.sdk.upload`: offsets in the run
+folder, batches, refusals, whole files). This module is the thread's life: backoff while
+the server cannot be reached (one warning per outage), a stop on a refused token, and the
+end of a run, when finish() waits a bounded time for what is left and the run lets its
+folder go only once the thread writes nothing more there.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import random
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import orjson
-
-from runwatch.rundir import format as fmt
-from runwatch.rundir.atomic import write_atomic
-from runwatch.rundir.jsonl import dumps_line, loads_line
-from runwatch.rundir.reader import read_new
-from runwatch.rundir.safeio import open_run_file, read_capped
 from runwatch.sdk.encode import warn
-from runwatch.sdk.sendfiles import WholeFiles
 from runwatch.sdk.sendhttp import ENV_TOKEN as ENV_TOKEN  # runwatch.init reads it here
 from runwatch.sdk.sendhttp import (
     Client,
     NoRun,
     Refused,
-    Unreachable,
     UploadReport,
-    check_answer,
-    check_refusal,
     url_scheme,
 )
+from runwatch.sdk.upload import FolderHold, RunUpload, backoff
 
 ENV_SERVER = "RUNWATCH_SERVER"
 ENV_PROJECT = "RUNWATCH_PROJECT"
-# The sender's offsets, per server, inside the run folder (a folder: the indexer reads
-# no subfolder of a run).
-STATE_DIR = ".runwatch"
-STATE_FILE = "sent.json"
-# At most this many records per batch and bytes read per file per request (the server
-# takes 10,000 records per batch and 8 MiB per request).
-BATCH_RECORDS = 5_000
-READ_BYTES = 1024 * 1024
-# Backoff between tries while the server cannot be reached: doubling, capped.
-BACKOFF_MIN_S = 0.5
-BACKOFF_MAX_S = 15.0
 # How long finish() waits for the sender to send what is left.
 FINISH_WAIT_S = 15.0
 # How long finish() then waits for an offsets write under way to end (a stalled disk).
 LET_GO_WAIT_S = 1.0
-# The first bytes of each file sent from, kept with its offset to know it is the same file.
-HEAD_BYTES = 64
-
-
-# A batch: the file, its records as read, and the same records as the file's lines (sent
-# as they are, not encoded again).
-Batch = tuple[str, list[dict[str, Any]], list[bytes]]
 
 
 def server_url(server: str | None = None) -> str | None:
@@ -94,208 +47,6 @@ def server_url(server: str | None = None) -> str | None:
         raise ValueError(f"the server {url!r} is not an http:// or https:// URL; pass the base "
                          "URL `runwatch server` printed, for example http://127.0.0.1:8765")
     return url
-
-
-class FolderHold:
-    """The sender's leave to write its offsets into the run folder, which the SDK's
-    sender loses when finish() stops waiting for it: the run's lock goes once it has let
-    go, and a resumed run or a retry's next attempt may then hold the folder. No write
-    starts after `let_go`; one under way then still ends, and says so."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Condition()
-        self._held = True
-        self._busy = False
-        self._then: Callable[[], None] | None = None
-
-    @contextlib.contextmanager
-    def writing(self) -> Iterator[bool]:
-        """Whether the folder may be written, held so until the write is done (one
-        thread writes)."""
-        with self._guard:
-            self._busy = held = self._held
-        try:
-            yield held
-        finally:
-            with self._guard:
-                self._busy = False
-                then, self._then = self._then, None
-                self._guard.notify_all()
-            if then is not None:
-                then()
-
-    def let_go(self, wait: float, then: Callable[[], None]) -> bool:
-        """Write nothing more, and call `then` once no write is under way: before
-        returning when none is or one ends within `wait` seconds (True), else as that one
-        ends (on a stalled disk it may land much later)."""
-        with self._guard:
-            self._held = False
-            done = self._guard.wait_for(lambda: not self._busy, wait)
-            if not done:
-                self._then = then
-        if done:
-            then()
-        return done
-
-
-class RunUpload:
-    """Sends what is new in one run folder to one server, from the offsets saved there."""
-
-    def __init__(self, run_dir: Path, client: Client, hold: FolderHold | None = None) -> None:
-        self.run_dir = Path(run_dir)
-        self.client = client
-        self._hold = hold or FolderHold()
-        self._state_path = self.run_dir / STATE_DIR / STATE_FILE
-        self._state = self._load_state()
-        mine = self._state.setdefault("servers", {}).setdefault(client.server, {})
-        self._files: dict[str, dict[str, Any]] = mine.setdefault("files", {})
-        # per whole file: the size, mtime_ns and sha256 it was last sent (or refused) with
-        self._whole = WholeFiles(self.run_dir, client, mine.setdefault("whole", {}),
-                                 self._save_state)
-        self._manifest_sent: bytes | None = None
-        self.run_id = ""
-
-    # -- the offsets ------------------------------------------------------------------
-
-    def _load_state(self) -> dict[str, Any]:
-        try:
-            state = loads_line(self._state_path.read_bytes())
-        except (OSError, ValueError):
-            return {"version": 1}
-        return state if isinstance(state, dict) else {"version": 1}
-
-    def _save_state(self) -> None:
-        with self._hold.writing() as held:
-            # when it cannot be written the offsets lag: what is sent again is stored once
-            if held:
-                with contextlib.suppress(OSError):
-                    write_atomic(self._state_path, orjson.dumps(self._state))
-
-    def _position(self, name: str) -> tuple[int, int]:
-        """(offset, line_no) to read `name` from: the start again when the file is a new one
-        (a new attempt moved the old one away) or shorter than what was sent."""
-        pos = self._files.get(name)
-        try:
-            st = (self.run_dir / name).stat()
-        except FileNotFoundError:
-            return 0, 0
-        if (pos is None or pos.get("ino") != st.st_ino or st.st_size < pos.get("offset", 0)
-                or _head(self.run_dir / name, len(pos.get("head", ""))) != pos.get("head", "")):
-            # a file made anew may get the old one's inode: its first bytes tell them apart
-            pos = self._files[name] = {"offset": 0, "line_no": 0, "ino": st.st_ino}
-        return pos["offset"], pos["line_no"]
-
-    # -- sending ----------------------------------------------------------------------
-
-    def manifest(self) -> bytes:
-        """The run's manifest as JSON bytes (raises Refused when it is missing or bad)."""
-        path = self.run_dir / fmt.MANIFEST
-        try:
-            raw = read_capped(path)
-            manifest = loads_line(raw)
-        except FileNotFoundError:
-            raise NoRun(f"{self.run_dir} is not a run folder: it has no {fmt.MANIFEST} "
-                          "(runwatch.init writes one); pass a run folder or a folder of "
-                          "runs") from None
-        except (OSError, ValueError) as exc:
-            raise Refused(f"{path} cannot be read as JSON ({exc}); nothing was sent") from None
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("run_id"), str):
-            raise Refused(f"{path} has no run_id; nothing was sent")
-        self.run_id = manifest["run_id"]
-        return dumps_line(manifest).rstrip(b"\n")
-
-    def send_new(self, report: UploadReport | None = None,
-                 stop: threading.Event | None = None) -> UploadReport:
-        """Send everything complete that is new, a request at a time, until caught up.
-        Raises Unreachable or Refused; what was stored before stays stored and counted."""
-        report = report or UploadReport()
-        while stop is None or not stop.is_set():
-            manifest = self.manifest()
-            reads, heads = {}, {}
-            for name in fmt.FILES:
-                offset, line_no = self._position(name)
-                res = read_new(self.run_dir / name, offset, line_no, READ_BYTES,
-                               keep_lines=True)
-                if res.offset != offset:
-                    reads[name] = res
-                    # taken now, with the read: after the request the file may be another
-                    head = self._files[name].get("head", "")
-                    if len(head) < 2 * HEAD_BYTES:
-                        head = _head(self.run_dir / name, 2 * min(HEAD_BYTES, res.offset))
-                    heads[name] = head
-                    report.problems += [f"{self.run_dir / name} line {b.line_no}: {b.error}; "
-                                        "not sent" for b in res.bad]
-            if not reads and manifest == self._manifest_sent:
-                self._whole.send_changed(self.run_id, manifest, report, stop)
-                return report
-            batches = []
-            for name, res in reads.items():
-                batches += [(name, res.records[i:i + BATCH_RECORDS],
-                             res.lines[i:i + BATCH_RECORDS])
-                            for i in range(0, len(res.records), BATCH_RECORDS)]
-            self._deliver(manifest, batches, report)
-            self._manifest_sent = manifest
-            for name, res in reads.items():
-                self._files[name].update(offset=res.offset, line_no=res.line_no,
-                                         head=heads[name])
-            self._save_state()
-            # here too: a loop that logs faster than the server stores would never catch up
-            self._whole.send_changed(self.run_id, manifest, report, stop)
-        return report
-
-    def _deliver(self, manifest: bytes, batches: list[Batch], report: UploadReport) -> None:
-        """Have the server store `batches` (the manifest alone when there are none);
-        a batch refused as bad is split until its bad records are found and skipped."""
-        body = _body(self.run_id, manifest, batches or [(fmt.EVENTS, [], [])])
-        status, answer = self.client.post(body)
-        report.requests += 1
-        report.body_bytes += len(body)
-        check_answer(self.client, status, answer)
-        results = answer.get("results") if isinstance(answer, dict) else None
-        if not isinstance(results, list) or len(results) != max(len(batches), 1):
-            raise Refused(f"{self.client.server} answered {status} with no result per batch; "
-                          "is it a runwatch server?")
-        if not batches:
-            if not results[0].get("ok"):
-                raise Refused(f"{self.client.server} refused the manifest of {self.run_dir}: "
-                              f"{results[0].get('error')}")
-            return
-        for (name, records, raw), result in zip(batches, results, strict=True):
-            if result.get("ok"):
-                report.records[name] = report.records.get(name, 0) + len(records)
-                continue
-            check_refusal(self.client, self.run_dir, result)
-            if result.get("status") in (400, 413) and len(records) > 1:
-                half = len(records) // 2
-                self._deliver(manifest, [(name, records[:half], raw[:half]),
-                                         (name, records[half:], raw[half:])], report)
-            elif result.get("status") in (400, 413):
-                report.skipped += 1
-                report.problems.append(f"{self.run_dir / name} line {records[0].get('_line')}:"
-                                       f" the server refused it ({result.get('error')}); "
-                                       "skipped")
-            else:
-                raise Unreachable(f"{self.client.server} did not store a batch "
-                                  f"({result.get('status')}: {result.get('error')})")
-
-
-def _head(path: Path, hex_chars: int) -> str:
-    """The first `hex_chars` / 2 bytes of a record file, in hex ('' when it is gone)."""
-    if not hex_chars:
-        return ""
-    try:
-        with open_run_file(path) as f:
-            return f.read(hex_chars // 2).hex()
-    except OSError:
-        return ""
-
-
-def _body(run_id: str, manifest: bytes, batches: list[Batch]) -> bytes:
-    """The request's JSON: each batch's lines as the file holds them."""
-    head = b'{"run_id":' + orjson.dumps(run_id) + b',"manifest":' + manifest
-    parts = [head + b',"file":' + orjson.dumps(name) + b',"records":[' + b",".join(lines)
-             + b"]}" for name, _, lines in batches]
-    return b'{"batches":[' + b",".join(parts) + b"]}"
 
 
 class Sender:
@@ -443,28 +194,3 @@ class Sender:
 
 def _nothing() -> None:
     """close()'s `then` when the caller gave none."""
-
-
-def backoff(failures: int) -> float:
-    """Seconds to wait after `failures` failed tries in a row: doubling, capped, jittered."""
-    top = min(BACKOFF_MAX_S, BACKOFF_MIN_S * 2 ** min(failures - 1, 16))
-    return top * (0.5 + random.random() / 2)
-
-
-def sync_run(run_dir: Path, client: Client, retry_for: float = 30.0) -> UploadReport:
-    """Send what is new in one run folder (`runwatch sync`), trying again with backoff
-    while the server cannot be reached for up to `retry_for` seconds."""
-    upload = RunUpload(run_dir, client)
-    upload.manifest()  # a folder that is no run fails here, before any request
-    report = UploadReport()
-    end = time.monotonic() + retry_for
-    failures = 0
-    while True:
-        try:
-            return upload.send_new(report)
-        except Unreachable:
-            failures += 1
-            pause = backoff(failures)
-            if time.monotonic() + pause > end:
-                raise
-            time.sleep(pause)
