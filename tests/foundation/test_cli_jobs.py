@@ -219,6 +219,28 @@ def test_resources_lists_the_workers_and_drains_one(runs_dir: Path) -> None:
     assert "w-one" in unknown.stderr
 
 
+def test_resources_says_what_a_lost_ray_workers_job_waits_for(runs_dir: Path) -> None:
+    """No live worker can ask Ray whether it still runs (a local one cannot reap it)."""
+    submit(runs_dir, "--name", "orphan", "--", "python", "-c", "pass")
+    engine = open_engine(default_db(runs_dir))
+    try:
+        with engine.begin() as conn:
+            store_jobs.register_worker(conn, store_jobs.WorkerRow(
+                "w-ray", "host-a", 4242, 1, "cpu", time.time() - 600, executor="ray"))
+            assert store_jobs.claim(conn, "w-ray", 1, time.time()) is not None
+            store_jobs.heartbeat(conn, "w-ray", time.time() - 300)
+            store_jobs.register_worker(conn, store_jobs.WorkerRow(
+                "w-local", "host-a", 4343, 1, "cpu", time.time()))
+    finally:
+        engine.dispose()
+    table = cli_here("resources", str(runs_dir)).stdout
+    assert "orphan: its Ray worker no longer heartbeats" in table
+    assert "it waits for a Ray worker (runwatch worker --executor ray" in " ".join(table.split())
+    view = json.loads(cli_here("resources", str(runs_dir), "-o", "json").stdout)
+    assert [(w["id"], w["executor"]) for w in view["workers"]] == [
+        ("w-local", "local"), ("w-ray", "ray")]
+
+
 def test_cancel_a_claimed_job_asks_its_worker_and_wait_shows_it(runs_dir: Path) -> None:
     submit(runs_dir, "--name", "claimed", "--", "python", "-c", "pass")
     _worker(runs_dir, "w-two", time.time(), profile="cpu")  # claims it, starts nothing

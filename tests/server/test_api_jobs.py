@@ -277,6 +277,33 @@ def test_a_worker_without_heartbeats_is_lost_and_its_spend_stops(server: Runner,
     assert w["spend"] == pytest.approx(0.05, rel=0.01)  # one hour up, not two
 
 
+def test_a_lost_worker_that_holds_jobs_costs_until_now_and_says_what_its_jobs_wait_for(
+        server: Runner, engine: Engine) -> None:
+    """Its job may run on (a Ray job on the cluster) until a worker that can ask its
+    executor reaps it: the spend runs on, and the job says it waits for a Ray worker
+    while none is live (a local worker cannot reap it)."""
+    submit_recipe(server, "orphan")
+    with engine.begin() as conn:
+        store_jobs.register_worker(conn, store_jobs.WorkerRow(
+            "w-ray", "host-a", 4242, 1, "cpu", time.time() - 7200, executor="ray"))
+        assert store_jobs.claim(conn, "w-ray", 1, time.time()) is not None
+        store_jobs.heartbeat(conn, "w-ray", time.time() - 3600)
+
+    def lost() -> dict[str, Any]:
+        return next(w for w in get(server, "/api/workers")["workers"] if w["id"] == "w-ray")
+
+    w = lost()
+    assert (w["status"], w["executor"]) == ("lost", "ray")
+    assert w["spend"] == pytest.approx(2 * 0.05, rel=0.01)  # two hours, not one
+    assert "waits for a Ray worker" in w["jobs"][0]["waits_for"]
+    _worker(engine, "w-local")
+    assert "waits for a Ray worker" in lost()["jobs"][0]["waits_for"]
+    with engine.begin() as conn:
+        store_jobs.register_worker(conn, store_jobs.WorkerRow(
+            "w-ray-2", "host-b", 4343, 1, "cpu", time.time(), executor="ray"))
+    assert lost()["jobs"][0]["waits_for"] is None
+
+
 def test_cancel_a_queued_job_at_once_then_retry_it_as_attempt_two(server: Runner,
                                                                     runs_dir: Path) -> None:
     submit_recipe(server, "c1")

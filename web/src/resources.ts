@@ -1,7 +1,8 @@
 // The Resources page: the queue (its depth and the jobs waiting, oldest first) and each
-// worker with its host, devices in use, device profile, hourly rate, running jobs,
-// estimated spend so far and heartbeat age; Stop drains a worker (it finishes its jobs,
-// takes no new ones, then exits). Both are asked for again every REFRESH_MS while the
+// worker with its host, devices in use, device profile (and executor, when Ray), hourly
+// rate, running jobs (a lost worker's job that no live worker can reap says what it waits
+// for), estimated spend so far and heartbeat age; Stop drains a worker (it finishes its
+// jobs, takes no new ones, then exits). Both are asked for again every REFRESH_MS while the
 // page is open; ages and spend tick in between.
 
 import { getJSON, postJSON } from "./api";
@@ -105,6 +106,7 @@ export class ResourcesPage {
     for (const job of w.jobs) {
       const title = `${statusLabel(job.status)}, attempt ${job.attempt}, ${job.devices} device${job.devices === 1 ? "" : "s"}`;
       jobs.append(h("span", { class: `status ${statusClass(job.status)}` }, h("span", { class: "dot" })), this.runLink(job.run_id, job.name, title), " ");
+      if (job.waits_for) jobs.append(h("span", { class: "muted", "data-waits": job.run_id }, `(${job.waits_for})`), " ");
     }
     if (!w.jobs.length) jobs.append(h("span", { class: "muted" }, "none"));
     const action = h("td", {});
@@ -120,7 +122,7 @@ export class ResourcesPage {
       h("td", { class: "mono" }, w.id),
       h("td", {}, w.host),
       h("td", {}, `${w.devices_used} / ${w.devices}`),
-      h("td", {}, w.device_profile),
+      h("td", {}, w.executor === "ray" ? `${w.device_profile} on Ray` : w.device_profile),
       h("td", {}, fmtSpend(w.hourly_rate)),
       jobs,
       h("td", { "data-spend": "" }, fmtSpend(spend)),

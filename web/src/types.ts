@@ -340,6 +340,9 @@ export interface WorkerJob {
   devices: number;
   attempt: number;
   claimed_at: number | null;
+  /** Null, or what the job of a lost or stopped worker waits for, in words, when no live
+   * worker can reap it (a lost Ray worker's job, with no Ray worker up). */
+  waits_for: string | null;
 }
 
 /** A worker and the jobs it runs; times are Unix seconds. Its spend is what it has cost
@@ -351,6 +354,8 @@ export interface Worker {
   devices: number;
   devices_used: number;
   device_profile: string;
+  /** What runs its jobs: "local" or "ray". */
+  executor: string;
   hourly_rate: number | null;
   started_at: number;
   heartbeat_at: number;

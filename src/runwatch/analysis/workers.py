@@ -1,10 +1,15 @@
-"""The workers view: each worker with its devices, profile, hourly rate, running jobs,
-status and estimated spend so far, and the queue's depth, as both `runwatch resources
--o json` and `GET /api/workers` send it (see docs/api.md).
+"""The workers view: each worker with its devices, profile, executor, hourly rate,
+running jobs, status and estimated spend so far, and the queue's depth, as both
+`runwatch resources -o json` and `GET /api/workers` send it (see docs/api.md). A job
+held by a lost or stopped worker that no live worker can reap says what it waits for
+(`waits_for`, runwatch.jobs.executors).
 
 A worker is a resource that costs while it is up, busy or not: its **spend** so far is
-its devices × its profile's hourly rate × the hours from its start to its stop (or now;
-or its last heartbeat when it is lost). A run's own spend is in its detail's cost.
+its devices × its profile's hourly rate × the hours from its start to its stop (or now).
+A lost worker's spend stops at its last heartbeat once it holds no job; while it still
+holds jobs, which may run on (a local process outlives its worker, a Ray job runs on
+the cluster) until a live worker reaps them, it counts until now. A run's own spend is
+in its detail's cost.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from runwatch.jobs.cost import Profiles
+from runwatch.jobs.executors import waits_for
 from runwatch.store import jobs as store_jobs
 
 # A worker that has not stamped its row for this long is lost (the workers' default
@@ -31,22 +37,30 @@ def worker_entry(row: dict[str, Any], profiles: Profiles | None, now: float
     age = max(0.0, now - row["heartbeat_at"])
     status = ("stopped" if stopped is not None else "lost" if age > LOST_AFTER_S
               else "draining" if row["draining"] else "active")
-    end = stopped if stopped is not None else row["heartbeat_at"] if status == "lost" else now
+    if stopped is not None:
+        end = stopped
+    else:  # a lost worker's jobs may still run, on its devices, until they are reaped
+        end = row["heartbeat_at"] if status == "lost" and not row["jobs"] else now
     hours = max(0.0, end - row["started_at"]) / 3600
     return {
         "id": row["id"], "host": row["host"], "pid": row["pid"], "devices": row["devices"],
         "devices_used": row["devices_used"], "device_profile": row["device_profile"],
-        "hourly_rate": rate, "started_at": row["started_at"],
+        "executor": row["executor"], "hourly_rate": rate, "started_at": row["started_at"],
         "heartbeat_at": row["heartbeat_at"], "heartbeat_age_s": age,
         "draining": row["draining"], "stopped_at": stopped, "status": status,
         "spend": None if rate is None else hours * row["devices"] * rate,
         "jobs": [{"run_id": j["run_id"], "name": j["name"], "status": j["status"],
                   "devices": j["devices"], "attempt": j["attempt"],
-                  "claimed_at": j["claimed_at"]} for j in row["jobs"]],
+                  "claimed_at": j["claimed_at"], "waits_for": None} for j in row["jobs"]],
     }
 
 
 def workers_view(conn: Connection, profiles: Profiles | None, now: float) -> dict[str, Any]:
     """Every worker, newest first (stopped ones too), and how many jobs wait."""
-    return {"queue_depth": store_jobs.queue_depth(conn),
-            "workers": [worker_entry(w, profiles, now) for w in store_jobs.list_workers(conn)]}
+    workers = [worker_entry(w, profiles, now) for w in store_jobs.list_workers(conn)]
+    live = {w["executor"] for w in workers if w["status"] in ("active", "draining")}
+    for worker in workers:
+        if worker["status"] in ("lost", "stopped"):
+            for job in worker["jobs"]:
+                job["waits_for"] = waits_for(worker["executor"], live)
+    return {"queue_depth": store_jobs.queue_depth(conn), "workers": workers}

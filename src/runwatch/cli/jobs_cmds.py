@@ -153,6 +153,10 @@ def resources_cmd(
         print_table(cols, rows, wide=wide, drop=["SEEN", "HOST", "PROFILE", "RATE"])
         if not data["workers"]:
             line("no worker has run on this index; start one: ", start)
+        for worker in data["workers"]:
+            for job in worker["jobs"]:
+                if job.get("waits_for"):  # absent from an older server's answer
+                    line(f"{job['name']}: ", job["waits_for"])
         line(f"{data['queue_depth']} job(s) wait in the queue; RATE is per device-hour, SPEND "
              "the estimate so far (devices × rate × hours up), SEEN the last heartbeat")
         if problem:

@@ -168,18 +168,28 @@ cluster instead of a local process, and watches, stops and concludes it the same
   moves, and a loop that has not finished a step for `--stall-timeout-s` ({stall_min:g}
   minutes; a database call or a filesystem read that never returns) gets no more, so
   the worker shows lost and the others reap its jobs as a dead worker's (below). A
-  local job of it that still runs runs on, and a cancel of it waits for the loop
-  (another Ray worker stops a cancelled Ray job, docs/team.md). Once its loop moves
-  again it heartbeats again, acts on cancels, and lets go of the jobs concluded
-  meanwhile; it starts no job it no longer holds.
+  local job of it that still runs runs on (a cancel of it is carried out by the others,
+  below). Once its loop moves again it heartbeats again, acts on cancels, and lets go
+  of the jobs concluded meanwhile; it starts no job it no longer holds.
 - **A worker that dies** leaves its jobs to the others: once its heartbeat is older than
   `--heartbeat-timeout-s` (30 s), no process records the run (its lock is free) and
   nothing of the attempt still runs, another worker concludes it: on the same host,
   once nothing of the job's process group is left, as `stopped_early` (its exit status
   went with its worker) unless its SDK recorded the end, queued again where attempts
-  remain. A Ray job is concluded by a Ray worker only once the cluster says it ended, as
-  Ray reports that end (docs/team.md, "Jobs on Ray"), so no next attempt starts beside
-  it; a worker of another executor, which cannot ask the cluster, concludes it at once.
+  remain. A Ray job is concluded by a Ray worker only, once the cluster says it ended,
+  as Ray reports that end (docs/team.md, "Jobs on Ray"), so no next attempt starts
+  beside it: a local worker, which cannot ask the cluster, leaves it, and while no Ray
+  worker is up `runwatch resources` and the API say the job waits for one.
+- **A cancel of a lost worker's job** (it died, or its loop hung) is carried out by a
+  live worker on the same host as it reaps that worker's jobs: once a process of the
+  attempt's group proves the group is that attempt's (it carries the attempt's
+  `RUNWATCH_RUN_DIR` and `RUNWATCH_ATTEMPT`; a process id the system gave again to
+  another process is never signalled), the group gets SIGTERM, the reaping worker's
+  `--grace-s`, then SIGKILL, and the job ends CANCELLED (`cancelled`), not queued again.
+  A job that was cancelled ends CANCELLED however its process went. With no live
+  worker on that host, the cancel waits for one (or stop the process there yourself);
+  a worker on another host, which cannot see the process, concludes it at once as
+  above.
 """
 
 COST = """## Cost

@@ -11,7 +11,13 @@ An executor also answers the reaper (runwatch.jobs.reaper) for an attempt whose 
 stopped heartbeating (`seen`): whether it still runs and, once it has ended, what was
 observed of its end. The local one checks the attempt's process group where it ran on
 this host; the Ray one asks the cluster for the job's status (a process a local worker
-started, which has a pid, it checks as the local one does).
+started, which has a pid, it checks as the local one does). So a worker reaps only the
+attempts of lost workers whose executor it can answer for (`REAPS`): a local worker
+cannot ask Ray whether a Ray job still runs, and concluding it unasked would queue the
+next attempt beside it. `waits_for` says what such a job waits for when no live worker
+can reap it. Of a lost worker's attempt that was cancelled, the executor stops what
+still runs (`stop_lost`): the local one a process group of this host that carries the
+attempt's RUNWATCH_* variables (SIGTERM, the grace, SIGKILL), the Ray one the Ray job.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from __future__ import annotations
 import logging
 import signal
 import socket
-from collections.abc import Mapping
+import time
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,6 +40,26 @@ from runwatch.rundir import format as fmt
 from runwatch.store.jobs import Claim
 
 log = logging.getLogger(__name__)
+
+
+# Which lost workers' attempts a worker of each executor answers for (`Executor.seen`), by
+# the lost worker's executor: a local worker sees processes only; a Ray worker asks the
+# cluster of a Ray job, and checks a local worker's process as a local worker does.
+REAPS: dict[str, frozenset[str]] = {"local": frozenset({"local"}),
+                                    "ray": frozenset({"local", "ray"})}
+# Each executor's name in words, and how its workers are started (for `waits_for`).
+SAID = {"local": ("local", "runwatch worker, or runwatch ui"),
+        "ray": ("Ray", "runwatch worker --executor ray --address …")}
+
+
+def waits_for(executor: str, live: Collection[str]) -> str | None:
+    """What a job held by a lost (or stopped) worker of `executor` waits for, in words,
+    when no worker of the `live` executors can reap it; None when one can."""
+    if any(executor in REAPS.get(kind, ()) for kind in live):
+        return None
+    kind, how = SAID.get(executor, (executor, f"a worker whose executor is {executor}"))
+    return (f"its {kind} worker no longer heartbeats, and no live worker can tell whether "
+            f"it still runs: it waits for a {kind} worker ({how}) to reap it")
 
 
 class StartError(Exception):
@@ -97,6 +124,7 @@ class Executor(Protocol):
     """Starts attempts. `start` raises OSError or StartError when it cannot."""
 
     name: str
+    reaps: frozenset[str]  # the executors whose lost workers' attempts it answers for
 
     def start(self, claim: Claim, env: dict[str, str], output: Path) -> Attempt: ...
 
@@ -108,6 +136,13 @@ class Executor(Protocol):
         """For the reaper: attempt `claim.attempt`, whose worker (on `host`, None when
         unknown) stopped heartbeating, from its jobs row `job` (pid,
         cancel_requested_at): whether it still runs, and how it ended once it has."""
+
+    def stop_lost(self, claim: Claim, job: Mapping[str, Any], host: str | None,
+                  grace_s: float) -> bool:
+        """For the reaper, each heartbeat while `seen` says so: stop what still runs of
+        a lost worker's attempt that was cancelled (SIGTERM, then SIGKILL after
+        `grace_s`, or the runner's own way). False when it cannot be stopped from here
+        (another host, or nothing proves the process is the attempt's)."""
 
 
 def attempt_env(claim: Claim) -> dict[str, str]:
@@ -175,6 +210,11 @@ class LocalExecutor:
     worker's environment plus the attempt's (runwatch.jobs.process.start)."""
 
     name = "local"
+    reaps = REAPS["local"]
+
+    def __init__(self) -> None:
+        # lost workers' cancelled attempts being stopped: when SIGTERM went to each group
+        self._stopping: dict[tuple[int, int], float] = {}
 
     def start(self, claim: Claim, env: dict[str, str], output: Path) -> LocalAttempt:
         return LocalAttempt(process.start(claim.argv, Path(claim.cwd), env, output))
@@ -184,4 +224,28 @@ class LocalExecutor:
         their process group to be gone)."""
 
     def seen(self, claim: Claim, job: Mapping[str, Any], host: str | None) -> Seen:
-        return seen_here(job, host)
+        seen = seen_here(job, host)
+        if not seen.running:
+            self._stopping.pop((claim.run_pk, claim.attempt), None)
+        return seen
+
+    def stop_lost(self, claim: Claim, job: Mapping[str, Any], host: str | None,
+                  grace_s: float) -> bool:
+        """SIGTERM the attempt's process group, and SIGKILL it once `grace_s` has passed,
+        when it runs on this host and one of its processes carries the attempt's
+        environment (`attempt_env`): a pid the system gave again to another process
+        after the attempt's group had gone is never signalled."""
+        pid = job.get("pid")
+        if not pid or host != socket.gethostname():
+            return False
+        if not process.group_carries(int(pid), attempt_env(claim)):
+            return False
+        key = (claim.run_pk, claim.attempt)
+        if key not in self._stopping:
+            log.warning("%s attempt %d was cancelled after its worker stopped heartbeating: "
+                        "its process group %d is stopped here", claim.name, claim.attempt, pid)
+            self._stopping[key] = time.monotonic()
+            process.signal_group(int(pid), signal.SIGTERM)
+        elif time.monotonic() - self._stopping[key] >= grace_s:
+            process.signal_group(int(pid), signal.SIGKILL)
+        return True

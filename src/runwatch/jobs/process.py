@@ -144,6 +144,24 @@ def group_members(pgid: int, *, session: bool = False) -> dict[int, str]:
     return members
 
 
+def group_carries(pgid: int, env: Mapping[str, str]) -> bool:
+    """Whether a live process of group `pgid` has every variable of `env` in its
+    environment: proof that the group is the one a worker started with them (a group id
+    is only given again once no process of the old group is left)."""
+    want = {f"{k}={v}".encode() for k, v in env.items()}
+    for pid, state in group_members(pgid).items():
+        if state == "Z":
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                have = set(f.read().split(b"\0"))
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        if want <= have:
+            return True
+    return False
+
+
 def tail(path: Path, limit: int = TAIL_BYTES) -> str:
     """The last `limit` bytes of `path` as text (from its first whole line), or '' when
     it cannot be read."""

@@ -16,14 +16,16 @@ The worker claims, heartbeats, indexes and concludes as it does for local proces
 - end: Ray's status, error type and exit code map to `AttemptEnd` (`observed_end`), which
   the failure catalogue classifies like any other attempt's end.
 - a dead worker's jobs: a worker that dies leaves its Ray jobs running, and they run on.
-  The reaper asks the cluster (`seen`, Ray's status at most every POLL_S a job) and
-  concludes such an attempt only once Ray says it ended, from Ray's report as its own
-  worker would (a job Ray no longer knows, or a cluster silent for UNREACHABLE_S, ends
-  `stopped_early`); so no next attempt starts beside it. Each worker's `sweep` (each
-  heartbeat, at most every SWEEP_S) stops the Ray jobs of attempts that no worker holds
-  any more or that were cancelled after their worker died (`orphaned`), and `start`
-  stops the run's earlier attempts still running (the reaper gave one up) and waits, up
-  to EARLIER_WAIT_S, for Ray to say they ended before it submits the next one.
+  Only a Ray worker's reaper takes them (`reaps`: a local worker cannot ask Ray); it
+  stops a cancelled one at once (`stop_lost`), asks the cluster (`seen`, Ray's status at
+  most every POLL_S a job) and concludes such an attempt only once Ray says it ended,
+  from Ray's report as its own worker would (a job Ray no longer knows, or a cluster
+  silent for UNREACHABLE_S, ends `stopped_early`); so no next attempt starts beside it.
+  Each worker's `sweep` (each heartbeat, at most every SWEEP_S) stops the Ray jobs of
+  attempts that no worker holds any more or that were cancelled after their worker died
+  (`orphaned`), and `start` stops the run's earlier attempts still running (the reaper
+  gave one up) and waits, up to EARLIER_WAIT_S, for Ray to say they ended before it
+  submits the next one.
 
 The job writes its run folder itself: on one machine, or where every node sees the runs
 folder at the same path (a shared filesystem); see docs/team.md, "Jobs on Ray".
@@ -46,7 +48,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from runwatch.jobs.cost import CPU
-from runwatch.jobs.executors import Seen, StartError, note, seen_here
+from runwatch.jobs.executors import REAPS, LocalExecutor, Seen, StartError, note
 from runwatch.jobs.failures import RAY_HOST_OOM, AttemptEnd
 from runwatch.jobs.process import tail
 from runwatch.rundir import format as fmt
@@ -186,11 +188,13 @@ class RayExecutor:
     """Starts attempts as jobs of the Ray cluster `client` talks to (see `connect`)."""
 
     name = "ray"
+    reaps = REAPS["ray"]
 
     def __init__(self, client: Any, address: str,
                  environ: Mapping[str, str] | None = None) -> None:
         self.client = client
         self.address = address
+        self._here = LocalExecutor()  # what answers for a local worker's processes
         source = os.environ if environ is None else environ
         self.forwarded = {k: source[k] for k in FORWARDED_ENV if source.get(k)}
         self._swept_at: float | None = None
@@ -252,7 +256,7 @@ class RayExecutor:
         or a cluster silent for UNREACHABLE_S ends as lost. An attempt with a pid is a
         process a local worker started: its process group is checked (`seen_here`)."""
         if job.get("pid"):
-            return seen_here(job, host)
+            return self._here.seen(claim, job, host)
         job_id = submission_id(claim)
         attempt = self._reaped.setdefault(job_id, RayAttempt(
             self.client, job_id, fmt.attempt_dir(Path(claim.dir), claim.attempt)
@@ -263,6 +267,19 @@ class RayExecutor:
         return Seen(running=False, end=attempt.end(
             cancel_requested=job.get("cancel_requested_at") is not None,
             startup_timed_out=False))
+
+    def stop_lost(self, claim: Claim, job: Mapping[str, Any], host: str | None,
+                  grace_s: float) -> bool:
+        """A lost worker's cancelled Ray job is stopped (`stop_job`, sent again while not
+        taken; Ray SIGKILLs it after its own stop wait), at once rather than at the next
+        sweep; a process a local worker started, as the local executor stops it."""
+        if job.get("pid"):
+            return self._here.stop_lost(claim, job, host, grace_s)
+        attempt = self._reaped.get(submission_id(claim))
+        if attempt is None:
+            return False
+        attempt.stop(grace_s)
+        return True
 
     def _wait_ended(self, job_ids: list[str], claim: Claim) -> None:
         """Wait, up to EARLIER_WAIT_S, until Ray says each of `job_ids` (earlier attempts

@@ -13,9 +13,12 @@ workers to reap the same dead worker's job: the second finds the row changed.
 for the heartbeat timeout is concluded once the worker's executor (runwatch.jobs.executors,
 `Executor.seen`) says nothing of its attempt still runs, and no process records the run
 (its lock is free): for a process on this host, once nothing of its process group is left;
-for a Ray job, once the cluster says it ended. It ends as that end was observed (Ray's
-report of the job), or else as `stopped_early` (its exit status went with its worker),
-unless its process recorded its own end.
+for a Ray job, once the cluster says it ended. Only a worker whose executor can answer
+for the lost worker's (`Executor.reaps`) reaps its jobs: a local worker leaves a lost Ray
+worker's jobs to a Ray worker. A job that was cancelled is stopped meanwhile where the
+executor can (`Executor.stop_lost`). It ends as that end was observed (Ray's report of
+the job), or else as `stopped_early` (its exit status went with its worker), or
+`cancelled` when a cancel was asked, unless its process recorded its own end.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ log = logging.getLogger(__name__)
 
 # How long ending an attempt waits for the run folder's lock.
 LOCK_WAIT_S = 0.5
+# How long a lost worker's cancelled process has after SIGTERM (the workers' --grace-s).
+GRACE_S = 10.0
 # How much of an attempt's output that did not succeed goes into the run's logs.
 OUTPUT_TAIL_LINES = 40
 OUTPUT_TAIL_BYTES = 8 * 1024
@@ -198,26 +203,36 @@ def abandon(conn: Connection, run_pk: int) -> None:
 
 
 def reap(engine: Engine, worker_id: str, heartbeat_timeout_s: float, now: float,
-         index: IndexRun, executor: Executor | None = None) -> int:
+         index: IndexRun, executor: Executor | None = None,
+         grace_s: float = GRACE_S) -> int:
     """Conclude the jobs of workers that stopped heartbeating whose attempts `executor`
-    (this worker's; local processes by default) says have ended; how many were
+    (this worker's; local processes by default) answers for and says have ended, and stop
+    (within `grace_s`) those of them that still run after a cancel; how many were
     concluded."""
     executor = executor or LocalExecutor()
     with engine.connect() as conn:
         stale = store_jobs.stale_claims(conn, heartbeat_timeout_s, now)
         if not stale:
             return 0
-        hosts = {w["id"]: w["host"] for w in store_jobs.list_workers(conn)}
+        holders = {w["id"]: w for w in store_jobs.list_workers(conn)}
         rows = {c.run_pk: store_jobs.job_row(conn, c.run_pk) for c in stale}
     done = 0
     for claim in stale:
         row = rows[claim.run_pk]
         if row is None or row["worker_id"] in (None, worker_id):
             continue
-        seen = executor.seen(claim, row, hosts.get(row["worker_id"]))
+        # a worker not in the index (none of runwatch's) counts as local, as old rows do
+        holder = holders.get(row["worker_id"], {})
+        if holder.get("executor", "local") not in executor.reaps:
+            continue  # it cannot see that attempt: its surfaces say what the job waits for
+        seen = executor.seen(claim, row, holder.get("host"))
+        cancelled = row["cancel_requested_at"] is not None
         if seen.running:
-            continue  # something of it still runs; its end is concluded once it has gone
-        end = seen.end or AttemptEnd(worker_lost=True)
+            # something of it still runs; its end is concluded once it has gone
+            if cancelled:
+                executor.stop_lost(claim, row, holder.get("host"), grace_s)
+            continue
+        end = seen.end or AttemptEnd(worker_lost=True, cancel_requested=cancelled)
         if _reap_one(engine, claim, row["worker_id"], end, heartbeat_timeout_s, now, index):
             done += 1
     return done

@@ -166,7 +166,8 @@ class Worker:
         with engine.begin() as conn:
             store_jobs.register_worker(conn, WorkerRow(
                 id=self.id, host=host, pid=os.getpid(), devices=devices,
-                device_profile=device_profile, started_at=time.time()))
+                device_profile=device_profile, started_at=time.time(),
+                executor=self.executor.name))
 
     @property
     def free_devices(self) -> int:
@@ -308,7 +309,7 @@ class Worker:
         # jobs an executor still runs for attempts no worker holds (a dead worker's Ray jobs)
         self.executor.sweep(self.engine, self.heartbeat_timeout_s, now)
         reaper.reap(self.engine, self.id, self.heartbeat_timeout_s, now, self._index,
-                    executor=self.executor)
+                    executor=self.executor, grace_s=self.grace_s)
 
     def _index(self, run_dir: Path) -> None:
         try:

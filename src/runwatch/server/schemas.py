@@ -412,6 +412,9 @@ class WorkerJob(BaseModel):
     devices: int
     attempt: int
     claimed_at: float | None
+    waits_for: str | None = Field(description="null, or what the job of a lost or stopped "
+                                  "worker waits for, in words, when no live worker can "
+                                  "reap it (a lost Ray worker's job, with no Ray worker up)")
 
 
 class Worker(BaseModel):
@@ -423,6 +426,7 @@ class Worker(BaseModel):
     devices: int
     devices_used: int
     device_profile: str
+    executor: str = Field(description="what runs its jobs: local or ray")
     hourly_rate: float | None
     started_at: float
     heartbeat_at: float

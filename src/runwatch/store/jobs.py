@@ -53,7 +53,8 @@ class Claim:
 
 @dataclass(frozen=True)
 class WorkerRow:
-    """A worker as it registers: its id, where it runs, and the devices it offers."""
+    """A worker as it registers: its id, where it runs, the devices it offers, and what
+    runs its jobs (its executor's name: local, ray)."""
 
     id: str
     host: str
@@ -61,6 +62,7 @@ class WorkerRow:
     devices: int
     device_profile: str
     started_at: float
+    executor: str = "local"
 
 
 _CLAIM_COLUMNS = (j.run_pk, r.run_id, r.name, r.dir, j.attempt, j.argv, j.cwd, j.devices,
@@ -123,7 +125,8 @@ def register_worker(conn: Connection, worker: WorkerRow) -> None:
     """Record a worker as started (again, if its id was seen before)."""
     values = {"host": worker.host, "pid": worker.pid, "devices": worker.devices,
               "device_profile": worker.device_profile, "started_at": worker.started_at,
-              "heartbeat_at": worker.started_at, "draining": False, "stopped_at": None}
+              "heartbeat_at": worker.started_at, "draining": False, "stopped_at": None,
+              "executor": worker.executor}
     if conn.execute(update(s.workers).where(w.id == worker.id).values(**values)).rowcount == 0:
         conn.execute(insert(s.workers).values(id=worker.id, **values))
 

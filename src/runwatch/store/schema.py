@@ -252,6 +252,8 @@ workers = Table(
     Column("heartbeat_at", Float, nullable=False),
     Column("draining", Boolean, nullable=False, default=False),
     Column("stopped_at", Float),
+    # what runs its jobs (runwatch.jobs.executors: local, ray): which workers can reap them
+    Column("executor", String(16), nullable=False, server_default="local"),
 )
 
 # --- H5: step summaries (runwatch.store.summaries) ---

@@ -1,0 +1,147 @@
+"""A cancel of a job whose worker is lost (it died, or its loop hung) is carried out by a
+live worker on the same host as it reaps that worker's jobs: it stops the attempt's
+process group (SIGTERM, the grace, SIGKILL) once it has proved the group is that
+attempt's (a process of it carries the attempt's RUNWATCH_* variables), and concludes
+the job CANCELLED, not queued again. Before, nobody acted: the job stayed
+CANCEL_REQUESTED while its process ran on, and when that process ended by itself the
+job was concluded `stopped_early` and, with attempts left, queued again.
+
+A process group that a job row names but that does not carry the attempt's variables
+(the pid was given again to another process) is never signalled.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from sqlalchemy import Engine, update
+
+from runwatch.ingest import Indexer
+from runwatch.ingest.indexer import IndexReport
+from runwatch.jobs import control, reaper
+from runwatch.jobs.executors import LocalExecutor
+from runwatch.jobs.worker import Worker
+from runwatch.rundir import format as fmt
+from runwatch.rundir.append import locked, write_events
+from runwatch.store import jobs as store_jobs
+from runwatch.store import schema as s
+from tests.jobs.stacks import runs_in
+from tests.support.jobs import events, job, run_row, submit_command
+from tests.support.wait import wait_for
+from tests.support.workers import FAST, Workers, group_gone, pid_alive, workers
+
+__all__ = ["workers"]  # the fixture
+
+# Attempt 1 writes its pid and runs until stopped (a plain command: no SDK records its
+# end); a later attempt succeeds at once.
+JOB = (f"import os, time\nif os.environ['{fmt.ENV_ATTEMPT}'] == '1':\n"
+       "    open('pid', 'w').write(str(os.getpid()))\n    time.sleep(300)")
+STALL_TIMEOUT_S = 3.0
+
+
+def _started(engine: Engine, runs_dir: Path) -> int:
+    pid = wait_for(lambda: (runs_dir / "pid").exists() and (runs_dir / "pid").read_text(),
+                   what="the job to start")
+    wait_for(lambda: run_row(engine, "orphan").status == "PREPARING",
+             what="the job's start to be indexed")
+    return int(pid)
+
+
+def _cancelled_and_stopped(engine: Engine, run_dir: Path, pid: int) -> None:
+    assert control.cancel(engine, run_row(engine, "orphan").pk) == "CANCEL_REQUESTED"
+    wait_for(lambda: run_row(engine, "orphan").status == "CANCELLED",
+             what="the live worker to stop the lost worker's cancelled job", deadline=60)
+    assert group_gone(pid)
+    row = run_row(engine, "orphan")
+    assert (row.reason_code, row.attempt) == ("cancelled", 1)
+    assert [(ev["phase"], ev.get("attempt"), ev.get("code")) for ev in events(run_dir)] == [
+        ("QUEUED", 1, None), ("PREPARING", 1, None), ("CANCELLED", 1, "cancelled")]
+    held = job(engine, "orphan") or {}
+    assert (held.get("worker_id"), held.get("attempt")) == (None, 1)  # not queued again
+
+
+def test_a_dead_workers_cancelled_job_is_stopped_and_ends_cancelled(
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers) -> None:
+    run = submit_command(engine, runs_dir, "orphan", JOB, max_attempts=2)
+    first = workers.start(runs_dir, db_url)
+    pid = _started(engine, runs_dir)
+    workers.stop(first, signal.SIGKILL)
+    assert pid_alive(pid)  # the job outlives its worker
+    second = workers.start(runs_dir, db_url)
+    _cancelled_and_stopped(engine, run.dir, pid)
+    assert second.poll() is None
+
+
+def test_a_hung_workers_cancelled_job_is_stopped_and_ends_cancelled(
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers) -> None:
+    """The worker of `runwatch ui` waits for the index lock its index loop holds (here the
+    test): it stops heartbeating, and the cancel is carried out by `runwatch worker`.
+    Once its loop moves again it lets go of the job the other concluded."""
+    run = submit_command(engine, runs_dir, "orphan", JOB, max_attempts=2)
+    lock = threading.Lock()
+    hung = Worker(engine, runs_dir, indexer=Indexer(engine, runs_dir), index_lock=lock,
+                  heartbeat_s=FAST["heartbeat_s"], heartbeat_timeout_s=FAST["heartbeat_timeout_s"],
+                  grace_s=FAST["grace_s"], stall_timeout_s=STALL_TIMEOUT_S)
+    stop = threading.Event()
+    thread = threading.Thread(target=hung.run_forever, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        pid = _started(engine, runs_dir)
+        with lock:
+            wait_for(lambda: runs_in(thread, Worker._index),
+                     what="the worker to wait for the index lock")
+            workers.start(runs_dir, db_url)
+            _cancelled_and_stopped(engine, run.dir, pid)
+        wait_for(lambda: not hung.jobs and hung.free_devices == hung.devices,
+                 what="the hung worker, moving again, to let go of the concluded job")
+        assert len(events(run.dir)) == 3
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+
+
+def test_a_process_group_not_proved_the_attempts_is_not_signalled(
+        engine: Engine, runs_dir: Path, tmp_path: Path) -> None:
+    """The job row of a dead worker's cancelled job names a process group that carries
+    none of the attempt's variables: the reaper leaves it running (and the job waits);
+    once that group has gone, the job ends CANCELLED."""
+    submit_command(engine, runs_dir, "orphan", JOB, max_attempts=2)
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                                start_new_session=True)
+    try:
+        with engine.begin() as conn:
+            store_jobs.register_worker(conn, store_jobs.WorkerRow(
+                "dead", socket.gethostname(), 1, 1, "cpu", time.time()))
+            claim = store_jobs.claim(conn, "dead", 1, time.time())
+            assert claim is not None
+            store_jobs.set_pid(conn, claim.run_pk, stranger.pid)
+            conn.execute(update(s.jobs).where(s.jobs.c.run_pk == claim.run_pk)
+                         .values(cancel_requested_at=time.time()))
+        with locked(Path(claim.dir), 5.0):
+            write_events(Path(claim.dir), [{"phase": "PREPARING", "attempt": 1,
+                                            "worker": "dead"}])
+        indexer, executor = Indexer(engine, runs_dir), LocalExecutor()
+
+        def reap() -> int:
+            later = time.time() + FAST["heartbeat_timeout_s"] + 1
+            return reaper.reap(engine, "live", FAST["heartbeat_timeout_s"], later,
+                               lambda d: indexer.index_run(d, IndexReport()),
+                               executor=executor, grace_s=0.0)
+
+        for _ in range(3):  # past the grace: a SIGKILL would be due by now
+            assert reap() == 0
+        assert stranger.poll() is None
+        assert (job(engine, "orphan") or {}).get("worker_id") == "dead"
+    finally:
+        stranger.kill()
+        stranger.wait()
+    assert reap() == 1
+    assert [(ev["phase"], ev.get("code")) for ev in events(Path(claim.dir))][-1] == \
+        ("CANCELLED", "cancelled")
