@@ -186,10 +186,10 @@ cluster instead of a local process, and watches, stops and concludes it the same
   `RUNWATCH_RUN_DIR` and `RUNWATCH_ATTEMPT`; a process id the system gave again to
   another process is never signalled), the group gets SIGTERM, the reaping worker's
   `--grace-s`, then SIGKILL, and the job ends CANCELLED (`cancelled`), not queued again.
-  A job that was cancelled ends CANCELLED however its process went. With no live
-  worker on that host, the cancel waits for one (or stop the process there yourself);
-  a worker on another host, which cannot see the process, concludes it at once as
-  above.
+  However its process went, it ends CANCELLED unless the process recorded another end
+  first (its SDK's SUCCEEDED or FAILED). With no live worker on that host the cancel
+  waits for one (or stop the process there yourself); a worker on another host, which
+  cannot see the process, concludes it as above once the run folder's lock is free.
 """
 
 COST = """## Cost
