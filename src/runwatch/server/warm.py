@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import gc
 import threading
+from collections.abc import Iterable
 from urllib.parse import urlencode
 
 from fastapi import FastAPI
@@ -28,6 +29,26 @@ from starlette.types import Message
 from runwatch.store import schema as s
 
 WARM_POINTS = 10
+
+
+def build_routes(routes: Iterable[object]) -> int:
+    """Build every included router's routes now, in this thread; returns how many routers
+    were built.
+
+    FastAPI (0.16x) builds an included router's routes at the first request that reaches
+    it, and each route's build enters `warnings.catch_warnings`, which swaps the process's
+    warning filters and handler for a while and puts back what it found: not thread-safe.
+    In the server's thread, that lost a warning another thread of the same process raised
+    meanwhile (an SDK's, in a test capturing it or a notebook). Built here, before the
+    server listens, no request builds anything. A FastAPI that builds its routes when
+    they are included has none of these methods: nothing to do."""
+    built = 0
+    for route in routes:
+        for build in ("effective_candidates", "effective_low_priority_routes"):
+            children = getattr(route, build, None)
+            if callable(children):
+                built += 1 + build_routes(children())
+    return built
 
 
 def warm_up(app: FastAPI, engine: Engine) -> int | None:
