@@ -4,7 +4,8 @@ process group (SIGTERM, the grace, SIGKILL) once it has proved the group is that
 attempt's (a process of it carries the attempt's RUNWATCH_* variables), and concludes
 the job CANCELLED, not queued again. Before, nobody acted: the job stayed
 CANCEL_REQUESTED while its process ran on, and when that process ended by itself the
-job was concluded `stopped_early` and, with attempts left, queued again.
+job was concluded `stopped_early` and, with attempts left, queued again. A run that
+uses the SDK records the cancel itself on that SIGTERM.
 
 A process group that a job row names but that does not carry the attempt's variables
 (the pid was given again to another process) is never signalled.
@@ -43,6 +44,7 @@ __all__ = ["workers"]  # the fixture
 JOB = (f"import os, time\nif os.environ['{fmt.ENV_ATTEMPT}'] == '1':\n"
        "    open('pid', 'w').write(str(os.getpid()))\n    time.sleep(300)")
 STALL_TIMEOUT_S = 3.0
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 
 def _started(engine: Engine, runs_dir: Path) -> int:
@@ -76,6 +78,30 @@ def test_a_dead_workers_cancelled_job_is_stopped_and_ends_cancelled(
     second = workers.start(runs_dir, db_url)
     _cancelled_and_stopped(engine, run.dir, pid)
     assert second.poll() is None
+
+
+def test_a_dead_workers_cancelled_training_records_its_own_cancel(
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers) -> None:
+    """A run that uses the SDK records the cancel itself on the reaping worker's SIGTERM
+    (CANCEL_REQUESTED, then CANCELLED); its end is concluded once it lets go of its
+    folder, with no verdict of the worker's beside it."""
+    run = submit_command(engine, runs_dir, "training",
+                         [sys.executable, str(SCRIPTS / "train.py"), "--seconds=120"],
+                         max_attempts=2)
+    first = workers.start(runs_dir, db_url)
+    wait_for(lambda: run_row(engine, "training").status == "RUNNING", what="the training to run")
+    pid = int((job(engine, "training") or {})["pid"])
+    workers.stop(first, signal.SIGKILL)
+    workers.start(runs_dir, db_url)
+    assert control.cancel(engine, run.run_pk) == "CANCEL_REQUESTED"
+    wait_for(lambda: (job(engine, "training") or {}).get("worker_id", "") is None
+             and run_row(engine, "training").status == "CANCELLED",
+             what="the live worker to stop the training and conclude it", deadline=60)
+    assert group_gone(pid)
+    assert run_row(engine, "training").reason_code == "cancelled"
+    ends = [ev["phase"] for ev in events(run.dir) if ev["phase"] in (*fmt.TERMINAL_PHASES,
+                                                                      "QUEUED")]
+    assert ends == ["QUEUED", "CANCELLED"]  # the SDK's, and no attempt 2
 
 
 def test_a_hung_workers_cancelled_job_is_stopped_and_ends_cancelled(
