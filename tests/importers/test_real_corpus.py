@@ -48,7 +48,10 @@ def test_source_and_label(name: str) -> None:
     source = json.loads((CORPUS / name / "source.json").read_text(encoding="utf-8"))
     label = LABELS[name]
     assert re.fullmatch(r"[\w.-]+/[\w.-]+", source["repo"])
-    assert re.fullmatch(r"[0-9a-f]{40}", source["commit"])
+    if source["commit"] is None:  # a log pasted into an issue: cited by repository and issue
+        assert re.fullmatch(r"issues/\d+", source["path"])
+    else:
+        assert re.fullmatch(r"[0-9a-f]{40}", source["commit"])
     assert source["method"] == label["method"] in METHODS
     assert source["file"] == label["file"] and (CORPUS / name / label["file"]).is_file()
     assert source["trimmed"] and source["description"]
