@@ -1,0 +1,44 @@
+"""The Resources page says what a lost Ray worker's job waits for.
+
+No live worker can tell whether a lost Ray worker's job still runs but a Ray worker (a
+local one cannot ask the cluster), so the job waits; the page says so on the job, and
+shows the worker's executor by its device profile. The index holds the worker's row as a
+Ray worker writes it (no cluster is needed to show it).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from playwright.sync_api import Page, expect
+from sqlalchemy import Engine
+
+from runwatch.server.runner import Runner
+from runwatch.store import jobs as store_jobs
+from tests.support import http
+
+
+def test_a_lost_ray_workers_job_says_it_waits_for_a_ray_worker(page: Page, server: Runner,
+                                                              engine: Engine) -> None:
+    resp = http.post(f"{server.url}/api/jobs", json={
+        "kind": "command", "name": "on-the-cluster", "argv": [sys.executable, "-c", "pass"]},
+        timeout=30)
+    assert resp.status_code == 201, resp.text
+    run_id = resp.json()["run"]["run_id"]
+    with engine.begin() as conn:
+        store_jobs.register_worker(conn, store_jobs.WorkerRow(
+            "w-ray", "head-node", 4242, 1, "cpu", time.time() - 600, executor="ray"))
+        assert store_jobs.claim(conn, "w-ray", 1, time.time()) is not None
+        store_jobs.heartbeat(conn, "w-ray", time.time() - 300)
+    page.goto(f"{server.url}/resources")
+    row = page.locator('tr[data-worker="w-ray"]')
+    expect(row.locator("[data-state]")).to_have_attribute("data-state", "lost")
+    expect(row).to_contain_text("cpu on Ray")
+    expect(row.locator(".job-link")).to_have_text("on-the-cluster")
+    expect(row.locator(f'[data-waits="{run_id}"]')).to_contain_text("waits for a Ray worker")
+    # a live Ray worker can reap it: the job no longer waits on anyone
+    with engine.begin() as conn:
+        store_jobs.register_worker(conn, store_jobs.WorkerRow(
+            "w-ray-2", "other-node", 4343, 1, "cpu", time.time(), executor="ray"))
+    expect(row.locator("[data-waits]")).to_have_count(0, timeout=30_000)
