@@ -383,6 +383,24 @@ CASES: dict[str, tuple[Case, Case]] = {
         # A loss that reaches 0 once, and one near 0 that is not 0.
         ("sft", NO, {"loss": [1.2, 0.0, 0.8, 0.0, 0.7, 1e-4, 1e-4, 1e-4]}),
     ),
+    "dpo.loss_zero": (
+        # A DPO run whose log-probabilities went NaN: the loss logged as 0.0 at three
+        # logs while the preference accuracy reads 0 (dpo_llama_poisoned_lora_all_nan).
+        ("dpo", NO, {"loss": every(500, const(0.0, 3)),
+                     "preference_accuracy": every(500, const(0.0, 3))}),
+        # Over-optimised: the loss rounds to 0 where every pair is preferred.
+        ("dpo", NO, {"loss": every(500, [0.31, 0.0, 0.0, 0.0]),
+                     "preference_accuracy": every(500, [0.8, 1.0, 1.0, 1.0])}),
+    ),
+    "loss.climbing": (
+        # An ORPO loss that settles near 0.95 and then climbs 1.5% a log with a little
+        # noise (orpo_llama32_1b_beta2_rising_loss: 0.95 -> 2.02 over 50 logs).
+        ("dpo", NO, {"loss": [0.95 + 0.02 * math.sin(1.7 * i) for i in range(12)]
+                     + [0.95 * (1 + 0.015 * i) + 0.02 * math.sin(1.7 * i)
+                        for i in range(1, 41)]}),
+        # Settled and wandering by a tenth of its level: no climb.
+        ("dpo", NO, {"loss": [0.95 + 0.09 * math.sin(1.7 * i) for i in range(52)]}),
+    ),
     "loss.stepped_up": (
         # Falls and settles near 3.6, then jumps 36% and stays there (a bad restart).
         ("sft", NO, {"loss": [*ramp(4.2, -0.05, 10), *(3.65 + 0.02 * math.sin(i)
@@ -445,6 +463,15 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"truncated_ratio": const(0.01, 16) + ramp(0.01, 0.003, 64)}),
         # A share that rose once to 6% and holds there.
         ("grpo", NO, {"truncated_ratio": ramp(0.01, 0.005, 10) + const(0.06, 70)}),
+    ),
+    "grpo.entropy_near_zero": (
+        # A window late in a run: the entropy 0.003-0.008 at every step, the policy
+        # emitting one template (ppo_tinyzero_countdown_05b_window).
+        ("grpo", NO, {"entropy": [0.005, 0.003, 0.004, 0.006, 0.008, 0.005, 0.004, 0.003,
+                                  0.006, 0.005, 0.007, 0.004]}),
+        # A sharp but living policy: 0.02-0.05 a token.
+        ("grpo", NO, {"entropy": [0.05, 0.03, 0.02, 0.04, 0.03, 0.02, 0.03, 0.04, 0.02,
+                                  0.03, 0.05, 0.02]}),
     ),
     "grpo.entropy_falling": (
         # 2.8 -> 1.5 over 35 steps, still falling (a policy narrowing onto one exploit).

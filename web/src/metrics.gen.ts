@@ -145,6 +145,7 @@ export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = ne
   ["val_perplexity", ["val/loss", "ln x"]],
   ["reverse_kl", ["reward_mean", "-x"]],
   ["flat_reward_group_ratio", ["zero_variance_skip_ratio", null]],
+  ["zvf", ["zero_variance_skip_ratio", null]],
 ]);
 
 /** A name that starts with a prefix is looked up with it replaced: [prefix, replacement]. */

@@ -154,11 +154,16 @@ finding, not five), and it is info until judged on 30 points (ten points of a re
 yet move; the default GRPO recipe's 20 steps gain about one noise width) with the
 opening condition itself holding there: a reward that rises steadily but slowly (0.0025
 a point against a noise of 0.03) sits between one and two standard errors, keeps its
-finding open and stays info, where it used to become a warning at 30 points; a loss
-"turning back up" rises by half its level over 16 points, well beyond the wander of a
-settled loss. An entropy that falls to a quarter of where it started (the median of its
-first points, so one high first log is no fall; `grpo.entropy_low`) has collapsed
-whatever the window: in the corpus the largest fall
+finding open and stays info, where it used to become a warning at 30 points; a reward
+that has gained twice that on 6 judgements in a row has risen, and from then on is "not
+improving" only once its latest median is back below its first (a reward that rose
+0.44 -> 0.58 under a noise of ±0.2 a step dipped within one standard error of its start
+on one of 90 judgements: a dip, not a run that does not learn); a loss "turning back up"
+rises by half its level over 16 points, well beyond the wander of a settled loss, and
+one "climbing" (`loss.climbing`) by a third over 32 points, both beyond 3 standard
+errors of such a rise in the loss's own noise. An entropy that falls to a quarter of
+where it started (the median of its first points, so one high first log is no fall;
+`grpo.entropy_low`) has collapsed whatever the window: in the corpus the largest fall
 of an entropy not labelled as collapsing is 38% (0.50 to 0.31), and a collapse slower
 than half in 32 steps (1.2 to 0.1 over 400 steps) or in a run of 4 points escaped the
 trend rule. A KL still climbing after 0.1 nats over 512 steps (`grpo.kl_ref_drift`) is
@@ -233,7 +238,8 @@ DETECTOR_DOCS = (
      "the points so far, at most `head`) has not gained on the median of the first *k* by "
      "more than `z` standard errors, the noise being the robust spread of the series' "
      "point-to-point changes; from `early_points` until `min_points`, has not gained at "
-     "all"),
+     "all; once it has gained twice that on 6 judgements in a row (it rose), only while "
+     "the latest median is back below the first"),
     ("jump", "a value rises above the one before it by more than `z` robust standard "
      "deviations of the recent step-to-step changes and by `min_rel` of its level (with "
      "`both`, or falls as far below it); with "

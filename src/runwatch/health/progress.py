@@ -186,7 +186,15 @@ class NoImprovement:
     noise cannot be measured yet, and the verdict is stricter: the series has not gained
     at all (once that holds, it holds until `min_points`). At `min_points` the verdict is
     judged afresh, without the early one's hysteresis, so from there on an early finding
-    changes nothing."""
+    changes nothing.
+
+    A series that has gained twice the opening edge on `CONFIRM` judgements in a row has
+    risen: from then on it holds only once the latest median is back below the start's.
+    A reward that rose beyond its noise and then levels off is a run that learned; judged
+    at every point, its latest median dips within one standard error of the start by
+    chance on some judgement of a long run (a reward of noise ±0.2 per point that rose
+    0.44 -> 0.58, judged on 25-point medians, did at one of 90), and a dip is not the
+    run failing to learn; a reward that has lost all it gained is."""
 
     CONFIRM = 6
 
@@ -204,6 +212,8 @@ class NoImprovement:
         self.held: dict[str, float] = dict(st.get("held", {}))
         self.verdict = bool(st.get("v", False))
         self.streak = int(st.get("s", 0))  # judgements in a row that would release it
+        self.gained = int(st.get("g", 0))  # judgements in a row at twice the edge
+        self.risen = bool(st.get("r", False))  # it had that on CONFIRM in a row
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         out = []
@@ -251,10 +261,14 @@ class NoImprovement:
         noise = point_noise(self.tail)
         error = median_gap_error(noise, k)
         gain = self.sign * (now - start)
+        self.gained = self.gained + 1 if gain > 2 * self.z * error else 0
+        self.risen = self.risen or self.gained >= self.CONFIRM
         # Once it holds, it takes twice the gain on CONFIRM judgements in a row to
         # release: a reward hovering near the limit does not resolve and reopen a finding
         # every few points (it opens at once: that is what a user waits for).
         holds = gain <= (2 if self.verdict else 1) * self.z * error
+        if self.risen and not self.verdict:
+            holds = gain < 0
         if holds:
             self.streak = 0
             # What the finding reports (and the point count its severity grows with) is
@@ -274,7 +288,8 @@ class NoImprovement:
 
     def state(self) -> dict[str, Any]:
         return {"head": self.head, "tail": self.tail, "n": self.count, "fs": self.first_step,
-                "held": self.held, "v": self.verdict, "s": self.streak}
+                "held": self.held, "v": self.verdict, "s": self.streak, "g": self.gained,
+                "r": self.risen}
 
 
 class Learning:

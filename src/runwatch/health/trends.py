@@ -306,7 +306,15 @@ class FlatSince(Onsets):
     loss that swings by a tenth between steps, over a run of hard batches, moves a
     5-point median by more than the fall the rule looks for. A loss too noisy for
     `MOST_MEDIAN` points is not judged flat. The validation loss, averaged over a whole
-    set, is judged as it is."""
+    set, is judged as it is.
+
+    Nor does it hold while the training loss has fallen by `min_change` since the run's
+    start, the median of its first points (as many as the latest median holds: one high
+    first log is no fall), whatever it did since the first validation: a model that
+    learned in its first tens of steps and has converged since has not failed to learn,
+    though its validation loss improves only slowly (a LoRA whose batch loss fell
+    1.08 -> 0.77 before its first validation at step 50, and whose validation loss then
+    fell at every one of its validations, 0.7995 -> 0.7725)."""
 
     HALF = 5
     MIN_TRAIN = 8  # training points since the first validation before a verdict
@@ -322,6 +330,7 @@ class FlatSince(Onsets):
         self.early: list[list[float]] = [list(p) for p in st.get("early", [])]  # since first
         self.recent: list[list[float]] = [list(p) for p in st.get("recent", [])]
         self.waiting: list[list[float]] = [list(p) for p in st.get("wait", [])]
+        self.opening: list[float] = list(st.get("o", []))  # the run's first training points
         self.verdict = bool(st.get("v", False))
         self.held: dict[str, float] = dict(st.get("held", {}))
         self.marks: list[tuple[int, float]] = []
@@ -329,6 +338,8 @@ class FlatSince(Onsets):
     def feed_a(self, steps: list[int], values: list[float]) -> None:
         """Training points: they wait for the validations of their batch (a validation
         comes in the batch that holds its step), so only one batch's points wait."""
+        finite = [v for v in values if v - v == 0]
+        self.opening.extend(finite[: MOST_MEDIAN - len(self.opening)])
         if self.first is not None:
             self._place(math.inf)
         elif steps:
@@ -391,8 +402,10 @@ class FlatSince(Onsets):
             head, tail = max(early[0], median(early[:k])), median(train[-k:])
         val_fall = (self.first[1] - v) / max(abs(self.first[1]), 1e-12)
         train_fall = (head - tail) / max(abs(head), 1e-12)
+        start = median(self.opening[:k] or [head])
+        run_fall = (start - tail) / max(abs(start), 1e-12)
         edge = self.min_change * (1.5 if self.verdict else 1.0)
-        holds = max(val_fall, train_fall) < edge
+        holds = max(val_fall, train_fall, run_fall) < edge
         if holds:
             self.held = {"val_effect": -val_fall, "train_effect": -train_fall,
                          "since": self.first[0], "points": self.count}
@@ -406,5 +419,5 @@ class FlatSince(Onsets):
 
     def state(self) -> dict[str, Any]:
         return {"first": self.first, "n": self.count, "early": self.early,
-                "recent": self.recent, "wait": self.waiting, "v": self.verdict,
-                "held": self.held}
+                "recent": self.recent, "wait": self.waiting, "o": self.opening,
+                "v": self.verdict, "held": self.held}

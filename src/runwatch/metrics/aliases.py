@@ -154,6 +154,10 @@ EXACT: dict[str, Alias] = {
     # that run (tests/data/real/grpo_deepretrieval) left the held-back split; see
     # docs/health.md, "Score on real logs".
     "flat_reward_group_ratio": Alias("zero_variance_skip_ratio", "hand-written GRPO loops"),
+    # The same share as GRPO studies abbreviate it, the zero-variance fraction (`zvf`:
+    # groups whose samples all scored alike, all right or all wrong). Added after round 12's
+    # three runs that log it (tinker-rl-lab) left the held-back split.
+    "zvf": Alias("zero_variance_skip_ratio", "hand-written GRPO loops"),
 }
 
 # Names that hand-written loops and older tools log for a metric that a display (tile,

@@ -642,6 +642,24 @@ RULES: tuple[Rule, ...] = (
         advice=ENTROPY_ADVICE,
     ),
     Rule(
+        id="grpo.entropy_near_zero",
+        title="Policy entropy is near zero",
+        methods=GRPO,
+        variants=(("entropy",),),
+        detector="threshold",
+        params={"below": 0.01, **SUSTAINED},
+        signal="entropy",
+        severity="warning",
+        condition="`entropy` is below {below} nats a token on {k} of the last {n} logged "
+        "steps, wherever it started: a policy that puts 99.9% of its mass on one token at "
+        "nearly every position samples one completion per prompt, so its groups score "
+        "alike. Judged on the level alone, for a window of a run whose start is not in the "
+        "log (no healthy run of the corpus's train split logs an entropy under 0.2).",
+        message="{metric} stayed below {below} (last {last:.3g}): the policy has become "
+        "deterministic.",
+        advice=ENTROPY_ADVICE,
+    ),
+    Rule(
         id="grpo.kl_ref_drift",
         title="KL to the reference keeps growing over a long span",
         methods=GRPO,

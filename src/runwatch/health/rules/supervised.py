@@ -3,6 +3,7 @@ separating chosen from rejected without over-optimising."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from runwatch.health.rules.base import Param, Rule
@@ -24,6 +25,23 @@ def _preference_loss_saturated(v: Sequence[list[float]],
     if len(v) == 2:
         return _loss_when_all_preferred(v, p)
     return [loss if loss >= 0 else float("inf") for loss in v[0]]
+
+
+def _loss_unless_all_preferred(v: Sequence[list[float]],
+                               p: Mapping[str, Param]) -> list[float]:
+    """The loss on steps where some pair does not prefer the chosen reply; +inf where
+    every pair does."""
+    return [loss if acc < float(p["accuracy_at"]) else math.inf
+            for loss, acc in zip(v[0], v[1], strict=True)]
+
+
+def _accuracy_without_margin(v: Sequence[list[float]],
+                             p: Mapping[str, Param]) -> list[float]:
+    """The preference accuracy where the mean margin beside it is not above 0 (or as
+    logged, in a run that logs no margin); +inf elsewhere."""
+    if len(v) == 1:
+        return v[0]
+    return [acc if margin <= 0 else math.inf for acc, margin in zip(v[0], v[1], strict=True)]
 
 
 def _margin(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
@@ -126,6 +144,27 @@ RULES: tuple[Rule, ...] = (
         "on more data.",
     ),
     Rule(
+        id="dpo.loss_zero",
+        title="DPO loss is exactly zero while pairs go unpreferred",
+        methods=("dpo",),
+        variants=(("loss", "preference_accuracy"),),
+        detector="threshold",
+        derive=_loss_unless_all_preferred,
+        params={"below": 1e-12, "accuracy_at": 0.999, "k": 3, "n": 3},
+        severity="warning",
+        condition="`loss` is exactly 0 on {k} logged steps in a row while "
+        "`preference_accuracy` is below 1 there: a sigmoid preference loss is the mean of "
+        "-log σ(margin) over the pairs, which rounds to 0 only when every pair is preferred "
+        "by a wide margin; a pair not preferred adds ln 2 over the batch's pairs or more, "
+        "so a zero beside it was not computed from finite log-probabilities (NaN steps "
+        "logged as 0, or nothing trained on).",
+        message="{metric} was exactly 0 on {count} logged steps from step {first_step} "
+        "while not every pair was preferred.",
+        advice="Read the log-probabilities and rewards logged beside the loss for NaN, and "
+        "check the precision (bf16 rather than fp16), the learning rate and the data for "
+        "empty chosen or rejected replies.",
+    ),
+    Rule(
         id="sft.overfitting",
         title="Validation loss rises while training loss falls",
         methods=("sft",),
@@ -181,12 +220,21 @@ RULES: tuple[Rule, ...] = (
         id="dpo.preference_accuracy_low",
         title="DPO prefers chosen no better than chance",
         methods=("dpo",),
-        variants=(("val/preference_accuracy",),),
+        variants=(("val/preference_accuracy", "val/mean_margin"),
+                  ("val/preference_accuracy",)),
+        exclusive=True,
+        derive=_accuracy_without_margin,
         detector="threshold",
         params={"below": 0.55, "k": 3, "n": 3, "min_points": 2},
         severity="warning",
         condition="`val/preference_accuracy` is below {below} on {k} consecutive validations "
-        "after the first {min_points}.",
+        "after the first {min_points}, where `val/mean_margin`, if logged, is not above 0 "
+        "there. The accuracy counts the pairs whose chosen reply scores strictly above the "
+        "rejected one, so pairs scored alike count against it; beside a margin above 0 the "
+        "policy prefers the chosen reply on average, and a share under a half says the "
+        "pairs' margins are skewed (many near 0, a few wide), not that it cannot tell them "
+        "apart (ORPO at a small beta: accuracy 0.11 beside a margin above 0 at every "
+        "evaluation, while its NLL falls).",
         message="{metric} stayed below {below} (last {last:.3g}).",
         advice="The policy is not separating chosen from rejected: raise learning_rate, check "
         "the pair labels, and check that beta is not too large.",
@@ -251,7 +299,7 @@ RULES: tuple[Rule, ...] = (
         methods=("sft", "dpo"),
         variants=(("loss",),),
         detector="above_max",
-        params={"factor": 2.0, "min_history": 3, "hold": 5, "repeat": 2},
+        params={"factor": 2.0, "min_history": 2, "hold": 5, "repeat": 2},
         severity="info",
         condition="After {min_history} logged points, `loss` rises above {factor}× the "
         "highest value it logged before: a spike no noise estimate is needed to see, so it "
@@ -341,6 +389,27 @@ RULES: tuple[Rule, ...] = (
         message="{metric} {change} over the last {window} logged points (now {last:.4g}).",
         advice="Training has gone past its best point: lower learning_rate or train fewer "
         "epochs (num_epochs), and keep the checkpoint from where the loss was lowest.",
+    ),
+    Rule(
+        id="loss.climbing",
+        title="Loss climbs steadily",
+        methods=("sft", "dpo"),
+        variants=(("loss",),),
+        detector="trend",
+        params={"direction": "up", "window": 32, "min_effect": 0.3, "relative": 1,
+                "noise_z": 3.0},
+        signal="loss_up",
+        severity="warning",
+        condition="The Theil–Sen trend of `loss` over the last {window} logged points rises "
+        "by at least {min_effect} of its level, and by {noise_z} standard errors of such a "
+        "rise in the loss's own point-to-point noise: a rise too slow for loss.rising's 16 "
+        "points. A training loss that is minimised does not climb by a third over 32 "
+        "logs; a DPO or ORPO loss that does is losing its preference or the chosen "
+        "replies' likelihood.",
+        message="{metric} {change} over the last {window} logged points (now {last:.4g}).",
+        advice="Training is losing ground: lower learning_rate (or beta for a preference "
+        "loss), check the data order and the learning-rate schedule, and keep the "
+        "checkpoint from where the loss was lowest.",
     ),
     Rule(
         id="dpo.over_optimisation",
