@@ -57,7 +57,13 @@ class Pair:
     def __init__(self, engine: Engine, runs: Path) -> None:
         self.engine, self.runs = engine, runs
         self.fast = Api(create_app(engine, runs_dir=runs))
-        self.slow = Api(create_app(engine, runs_dir=runs, cache=SeriesCache(summaries=False)))
+        self._slow = Api(create_app(engine, runs_dir=runs, cache=SeriesCache(summaries=False)))
+
+    def slow(self) -> Api:
+        """The points side with an empty cache: nothing cached from an earlier answer. One
+        app whose cache is replaced, as making an app builds every route (~0.1 s each)."""
+        self._slow.app.state.runwatch.cache = SeriesCache(summaries=False)
+        return self._slow
 
     def index(self) -> None:
         Indexer(self.engine, self.runs).index_once()
@@ -65,10 +71,8 @@ class Pair:
     def both(self, run: str | list[str], keys: list[str], points: int
              ) -> tuple[Any, Any]:
         params: dict[str, Any] = {"run": run, "key": keys, "points": points, "x": "time"}
-        # fresh apps each time for the points side: nothing cached from an earlier answer
-        slow = Api(create_app(self.engine, runs_dir=self.runs,
-                              cache=SeriesCache(summaries=False)))
-        return self.fast.ok("/api/series", params=params), slow.ok("/api/series", params=params)
+        return (self.fast.ok("/api/series", params=params),
+                self.slow().ok("/api/series", params=params))
 
     def assert_same(self, run: str, keys: list[str]) -> None:
         """The same answer from both apps at each budget; without bands (`bands=false`),
@@ -406,8 +410,7 @@ def test_history_pages_of_long_keys_read_a_step_window(pair: Pair) -> None:
     cache = SeriesCache()
     fast = Api(create_app(pair.engine, runs_dir=pair.runs, cache=cache))
     for run in ("hist", "redo"):
-        slow = Api(create_app(pair.engine, runs_dir=pair.runs,
-                              cache=SeriesCache(summaries=False)))
+        slow = pair.slow()
         asks: list[dict[str, Any]] = [{"limit": 50}, {"limit": 7, "order": "latest"},
                                       {"limit": 50, "after": "3000"},
                                       {"limit": 50, "before": "5003"},
@@ -440,10 +443,7 @@ def test_history_of_keys_that_logged_every_step_reads_no_steps(pair: Pair) -> No
     write_run(pair.runs, "every", [rec(i, step) for i, step in enumerate(range(11000))])
     pair.index()
     fast = Api(create_app(pair.engine, runs_dir=pair.runs))
-
-    def slow() -> Api:
-        return Api(create_app(pair.engine, runs_dir=pair.runs, cache=SeriesCache(summaries=False)))
-
+    slow = pair.slow
     asks: list[dict[str, Any]] = [{"limit": 50}, {"limit": 7, "order": "latest"},
                                   {"limit": 50, "after": "3000"}, {"limit": 50, "before": "99"},
                                   {"limit": 20, "key": ["lr", "val/loss"]},
