@@ -33,7 +33,7 @@ from runwatch.server.origins import SameOrigin
 from runwatch.server.series_cache import SeriesCache
 from runwatch.server.settings import token_problem
 from runwatch.server.state import Limits, ServerState, state
-from runwatch.server.warm import build_routes, warm_up
+from runwatch.server.warm import warm_up
 
 # RUNWATCH_STATIC_DIR serves a web build from elsewhere (a developer's own `vite build
 # --outDir`), so that several builds can be tried side by side without touching the package.
@@ -117,8 +117,6 @@ def create_app(
     app.add_middleware(SameOrigin, check_host=token is None)
     if token is not None:
         app.add_middleware(TokenAuth, token=token)
-    # no request builds a route: building one swaps the process's warning handlers
-    build_routes(app.router.routes)
     if warm:
         warm_up(app, engine)
     return app
