@@ -152,3 +152,22 @@ def test_health_eval_on_the_real_corpus_scores_each_held_out_round() -> None:
                                      "grpo_memory_redteam", "--run", "tinker_rubric_rl"])
     assert table.exit_code == 0, table.output
     assert "reward_zero_var" in table.output and "train: 2 runs" in table.output
+
+
+def test_a_finding_counts_at_the_highest_severity_it_reaches(tmp_path: Path) -> None:
+    # rl.no_progress is info from its 10th point and a warning once it holds over 30: a
+    # healthy run whose reward stays flat for 40 steps has a warning, though the finding
+    # was info when it appeared (the score took the severity of its first line).
+    corpus = tmp_path / "corpus"
+    (corpus / "flat").mkdir(parents=True)
+    history = [{"step": i + 1, "reward": 0.5 + 0.05 * math.sin(1.7 * i), "loss": 0.01}
+               for i in range(40)]
+    (corpus / "flat" / "trainer_state.json").write_text(
+        json.dumps({"log_history": history}), encoding="utf-8")
+    labels = {"runs": {"flat": {"file": "trainer_state.json", "method": "grpo",
+                                "split": "train", "label": "healthy", "onset_step": None}}}
+    (corpus / "labels.yaml").write_text(yaml.safe_dump(labels), encoding="utf-8")
+    (result,) = replay_all(load_corpus(corpus))
+    (found,) = [d for d in result.detections if d.rule_id == "rl.no_progress"]
+    assert found.severity == "warning" and found.point < 30
+    assert "rl.no_progress" in score([result], "train")["healthy"]["with_warnings"]["flat"]

@@ -12,7 +12,8 @@ each line), so a finding is detected at the step a live user would see it. Per c
 it prints recall (labelled runs with a finding of the class), precision (those against
 every run with such a finding), and the median delay from the labelled onset to the
 first finding, in logged points and in steps (negative: it came before the step the
-label names). A healthy run with a finding of warning or worse is a false alarm;
+label names). A healthy run with a finding of warning or worse is a false alarm (at the
+highest severity the finding reaches: an info that holds long enough becomes a warning);
 `run.stalled` is listed apart, since it reads wall-clock gaps between log lines that
 the labels do not judge. Held-back runs (`split: holdout`) stay out of tuning;
 the score is printed for `train`, for `holdout`, for every run, and for each `round` of

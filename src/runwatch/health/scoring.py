@@ -156,7 +156,9 @@ def replay(run: CorpusRun, folder: Path) -> Replayed:
     engine = open_engine(folder / "index.db")
     indexer = Indexer(engine, runs, hooks=[on_metrics])
     out = Replayed(run, [r["step"] for r in records])
-    seen: set[int] = set()
+    # a finding by its id: it counts from the line that made it appear, at the highest
+    # severity it reaches (an info that holds long enough turns into a warning)
+    seen: dict[int, Detection] = {}
     pk: int | None = None  # the run's key, once the first line is indexed
     start = time.perf_counter()
     try:
@@ -174,12 +176,14 @@ def replay(run: CorpusRun, folder: Path) -> Replayed:
                 rows = conn.execute(select(f.id, f.rule_id, f.severity, f.first_step)
                                     .where(f.run_pk == pk)).all()
             for row in rows:
-                if row.id in seen:
+                known = seen.get(row.id)
+                if known is not None:
+                    if SEVERITY_RANK.get(row.severity, 0) > SEVERITY_RANK.get(known.severity, 0):
+                        known.severity = row.severity
                     continue
-                seen.add(row.id)
-                out.detections.append(Detection(row.rule_id, RULE_CLASSES.get(row.rule_id),
-                                                row.severity, rec["step"], point,
-                                                int(row.first_step)))
+                seen[row.id] = Detection(row.rule_id, RULE_CLASSES.get(row.rule_id),
+                                         row.severity, rec["step"], point, int(row.first_step))
+                out.detections.append(seen[row.id])
     finally:
         engine.dispose()
     out.seconds = time.perf_counter() - start
@@ -210,7 +214,8 @@ def score(results: list[Replayed], split: str = "all",
     A run labelled with a class (main or secondary) is detected when a finding of that
     class appears at any point of the replay; a finding of a class on a run not
     labelled with it is a false positive of that class. A healthy run with a finding of
-    warning or worse is a false alarm, whatever its class."""
+    warning or worse (the highest severity it reached) is a false alarm, whatever its
+    class."""
     chosen = [r for r in results if (split == "all" or r.run.split == split)
               and (round_ is None or r.run.round == round_)]
     classes = sorted({lab.cls for r in chosen for lab in r.run.labels}
