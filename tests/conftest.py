@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import signal
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from filelock import FileLock
 from sqlalchemy import Engine
 
 from runwatch.rundir import format as fmt
+from runwatch.sdk import live
 from runwatch.server.runner import Runner, free_port
 from runwatch.store.db import database_url, open_engine
 from tests.support import SFT_CHECKPOINT, MakeRun, sdk_run
@@ -115,6 +117,23 @@ def _no_inherited_runwatch_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None
                 fmt.ENV_ATTEMPT, "RUNWATCH_SERVER", "RUNWATCH_TOKEN", "RUNWATCH_PROJECT"):
         monkeypatch.delenv(var, raising=False)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _no_run_left_live() -> Iterator[None]:
+    """A run a test leaves live (it failed before finish()) keeps the SDK's SIGTERM
+    handler and exit hooks in this worker's process, where a later test reads them
+    (test_sdk_signals failed in CI after a browser test failed mid-run): end it FAILED
+    here, and say so."""
+    before = set(live.live_runs())
+    yield
+    left = [run for run in live.live_runs() if run not in before]
+    for run in left:
+        run.finish("FAILED", "the test ended while this run was still live")
+    if left:
+        warnings.warn(pytest.PytestWarning(
+            f"the test left {len(left)} run(s) live; ended them FAILED: "
+            + ", ".join(str(run.dir) for run in left)), stacklevel=1)
 
 
 @pytest.fixture(scope="session")

@@ -66,6 +66,11 @@ def recording(run_dir: Path) -> bool:
     return any(run.dir.resolve() == where for run in list(_LIVE_RUNS))
 
 
+def live_runs() -> list[Run]:
+    """The runs of this process that have not finished."""
+    return list(_LIVE_RUNS)
+
+
 def unregister(run: Run) -> None:
     """`run` has finished; the last one to finish puts the replaced SIGTERM handler back."""
     _LIVE_RUNS.discard(run)
