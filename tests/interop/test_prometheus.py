@@ -34,15 +34,17 @@ def token_server(engine: Engine, runs_dir: Path) -> Iterator[Runner]:
         yield srv
 
 
-def _runs(runs_dir: Path, make_run: MakeRun) -> int:
-    """Two finished runs, one failed on a NaN loss (an open critical finding), one running;
-    returns the number of metric records they logged."""
+@pytest.fixture
+def records(runs_dir: Path, make_run: MakeRun) -> Iterator[int]:
+    """Two finished runs, one failed on a NaN loss (an open critical finding), one running
+    (finished once the test is done); the number of metric records they logged."""
     make_run("done", steps=5)
     make_run("broken", steps=4, status="FAILED",
              metrics=lambda i: {"loss": float("nan") if i == 3 else 1.0 / (i + 1)})
     live = init(name="live", dir=runs_dir, method="sft")
     live.log({"loss": 1.0}, step=0)
-    return 5 + 4 + 1
+    yield 5 + 4 + 1
+    live.finish()
 
 
 def _metrics(srv: Runner) -> str:
@@ -92,9 +94,7 @@ def test_points_streamed_over_http_are_counted_like_indexed_ones(token_server: R
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="needs Debian's prometheus package (promtool)")
-def test_promtool_finds_nothing_to_lint(token_server: Runner, runs_dir: Path,
-                                        make_run: MakeRun) -> None:
-    records = _runs(runs_dir, make_run)
+def test_promtool_finds_nothing_to_lint(token_server: Runner, records: int) -> None:
 
     def counted() -> str | None:
         text = _metrics(token_server)
@@ -141,9 +141,8 @@ def _value(base: str, expr: str) -> float | None:
 
 
 @pytest.mark.skipif(PROMETHEUS is None, reason="needs Debian's prometheus package")
-def test_prometheus_scrapes_the_server(token_server: Runner, runs_dir: Path, make_run: MakeRun,
+def test_prometheus_scrapes_the_server(token_server: Runner, records: int,
                                        tmp_path: Path) -> None:
-    records = _runs(runs_dir, make_run)
     port = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
