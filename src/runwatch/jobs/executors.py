@@ -124,7 +124,6 @@ class Executor(Protocol):
     """Starts attempts. `start` raises OSError or StartError when it cannot."""
 
     name: str
-    reaps: frozenset[str]  # the executors whose lost workers' attempts it answers for
 
     def start(self, claim: Claim, env: dict[str, str], output: Path) -> Attempt: ...
 
@@ -210,7 +209,6 @@ class LocalExecutor:
     worker's environment plus the attempt's (runwatch.jobs.process.start)."""
 
     name = "local"
-    reaps = REAPS["local"]
 
     def __init__(self) -> None:
         # lost workers' cancelled attempts being stopped: when SIGTERM went to each group

@@ -16,7 +16,7 @@ The worker claims, heartbeats, indexes and concludes as it does for local proces
 - end: Ray's status, error type and exit code map to `AttemptEnd` (`observed_end`), which
   the failure catalogue classifies like any other attempt's end.
 - a dead worker's jobs: a worker that dies leaves its Ray jobs running, and they run on.
-  Only a Ray worker's reaper takes them (`reaps`: a local worker cannot ask Ray); it
+  Only a Ray worker's reaper takes them (`executors.REAPS`: a local worker cannot ask Ray); it
   stops a cancelled one at once (`stop_lost`), asks the cluster (`seen`, Ray's status at
   most every POLL_S a job) and concludes such an attempt only once Ray says it ended,
   from Ray's report as its own worker would (a job Ray no longer knows, or a cluster
@@ -48,7 +48,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from runwatch.jobs.cost import CPU
-from runwatch.jobs.executors import REAPS, LocalExecutor, Seen, StartError, note
+from runwatch.jobs.executors import LocalExecutor, Seen, StartError, note
 from runwatch.jobs.failures import RAY_HOST_OOM, AttemptEnd
 from runwatch.jobs.process import tail
 from runwatch.rundir import format as fmt
@@ -188,7 +188,6 @@ class RayExecutor:
     """Starts attempts as jobs of the Ray cluster `client` talks to (see `connect`)."""
 
     name = "ray"
-    reaps = REAPS["ray"]
 
     def __init__(self, client: Any, address: str,
                  environ: Mapping[str, str] | None = None) -> None:

@@ -14,7 +14,7 @@ for the heartbeat timeout is concluded once the worker's executor (runwatch.jobs
 `Executor.seen`) says nothing of its attempt still runs, and no process records the run
 (its lock is free): for a process on this host, once nothing of its process group is left;
 for a Ray job, once the cluster says it ended. Only a worker whose executor can answer
-for the lost worker's (`Executor.reaps`) reaps its jobs: a local worker leaves a lost Ray
+for the lost worker's (`executors.REAPS`) reaps its jobs: a local worker leaves a lost Ray
 worker's jobs to a Ray worker. A job that was cancelled is stopped meanwhile where the
 executor can (`Executor.stop_lost`). It ends as that end was observed (Ray's report of
 the job), or else as `stopped_early` (its exit status went with its worker), or
@@ -33,7 +33,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from runwatch.jobs.attempts import move_attempt_files
-from runwatch.jobs.executors import Executor, LocalExecutor
+from runwatch.jobs.executors import REAPS, Executor, LocalExecutor
 from runwatch.jobs.failures import CATALOGUE, AttemptEnd, Verdict, classify
 from runwatch.jobs.process import tail
 from runwatch.rundir import format as fmt
@@ -223,7 +223,7 @@ def reap(engine: Engine, worker_id: str, heartbeat_timeout_s: float, now: float,
             continue
         # a worker not in the index (none of runwatch's) counts as local, as old rows do
         holder = holders.get(row["worker_id"], {})
-        if holder.get("executor", "local") not in executor.reaps:
+        if holder.get("executor", "local") not in REAPS[executor.name]:
             continue  # it cannot see that attempt: its surfaces say what the job waits for
         seen = executor.seen(claim, row, holder.get("host"))
         cancelled = row["cancel_requested_at"] is not None

@@ -124,7 +124,7 @@ class Worker:
 
     def __init__(self, engine: Engine, runs_dir: Path, devices: int = 1,
                  device_profile: str = "cpu", heartbeat_s: float = 2.0,
-                 heartbeat_timeout_s: float = 30.0, grace_s: float = 10.0,
+                 heartbeat_timeout_s: float = 30.0, grace_s: float = reaper.GRACE_S,
                  startup_timeout_s: float | None = 600.0, *, indexer: Indexer,
                  index_lock: threading.Lock | None = None,
                  device_ids: Sequence[str] | None = None,
