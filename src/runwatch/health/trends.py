@@ -338,8 +338,9 @@ class FlatSince(Onsets):
     def feed_a(self, steps: list[int], values: list[float]) -> None:
         """Training points: they wait for the validations of their batch (a validation
         comes in the batch that holds its step), so only one batch's points wait."""
-        finite = [v for v in values if v - v == 0]
-        self.opening.extend(finite[: MOST_MEDIAN - len(self.opening)])
+        if len(self.opening) < MOST_MEDIAN:  # filled once, from the run's first points
+            finite = [v for v in values if v - v == 0]
+            self.opening.extend(finite[: MOST_MEDIAN - len(self.opening)])
         if self.first is not None:
             self._place(math.inf)
         elif steps:
