@@ -84,7 +84,7 @@ class NoProgress:
         self.extent: list[float] | None = st.get("extent")  # lowest, highest point so far
         self.tail: list[float] = list(st.get("t", []))  # the latest TAIL points (noise_z)
         self.head: list[float] = list(st.get("h", []))  # the first MOST_MEDIAN (noise_z)
-        self.count = int(st.get("c", 0))  # finite points so far (noise_z)
+        self.count = int(st.get("c", 0))  # finite points so far
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         if self.first is None:
@@ -97,17 +97,15 @@ class NoProgress:
         return out
 
     def take_upto(self, end: int) -> None:
-        """Widen the lowest-to-highest extent by the batch's points up to index `end`, and
-        keep the latest of them for the noise."""
-        if not self.max_spread and not self.noise_z:
-            return
+        """Count the batch's finite points up to index `end`, widen the lowest-to-highest
+        extent by them, and keep the latest of them for the noise."""
         finite = [v for v in self._pending[self._fed:end + 1] if v - v == 0]
         self._fed = max(self._fed, end + 1)
+        self.count += len(finite)
         if self.noise_z:
             self.head.extend(finite[: MOST_MEDIAN - len(self.head)])
             self.tail.extend(finite)
             del self.tail[: -self.TAIL]
-            self.count += len(finite)
         if finite and self.max_spread:
             lo, hi = min(finite), max(finite)
             self.extent = [lo, hi] if self.extent is None else [min(self.extent[0], lo),
@@ -152,7 +150,7 @@ class NoProgress:
                      and self.extent[1] - self.extent[0] <= self.max_spread * abs(start))
         if holds:
             self.held = {"effect": self.last_effect, "start": start, "now": now,
-                         "span": xs[-1] - self.first[0]}
+                         "span": xs[-1] - self.first[0], "points": self.count}
         return holds
 
     def state(self) -> dict[str, Any]:
@@ -160,8 +158,9 @@ class NoProgress:
               "first": self.first, "held": self.held}
         if self.extent is not None:
             st["extent"] = self.extent
+        st["c"] = self.count
         if self.noise_z:
-            st.update(t=self.tail, h=self.head, c=self.count)
+            st.update(t=self.tail, h=self.head)
         return st
 
 

@@ -60,11 +60,13 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="no_progress",
         params={"direction": "down", "min_change": 0.05, "warmup": 30, "bucket": 5,
-                "warmup_steps": 200, "min_points": 10, "noise_z": 1.0},
+                "warmup_steps": 200, "min_points": 10, "noise_z": 1.0, "warn_after": 30},
         signal="loss_flat",
-        severity="warning",
+        severity="info",
         condition="After {warmup} logged points (or, in a run logged sparsely, after "
-        "{warmup_steps} steps and {min_points} points), the median `loss` of the latest "
+        "{warmup_steps} steps and {min_points} points: info until it holds over "
+        "{warn_after} points, since a loss flat over its first few hundred steps may yet "
+        "fall, as after a long learning-rate warm-up), the median `loss` of the latest "
         "{bucket} points is less than {min_change} (relative) below where it started: the "
         "higher of its first value and the median of its first {bucket} points; short of "
         "it by {noise_z} standard error of the two medians' difference in the loss's own "
