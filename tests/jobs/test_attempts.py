@@ -59,7 +59,7 @@ def test_retry_forgets_the_old_attempt_in_the_index_and_keeps_it_on_disk(
     row = run_row(engine, "again")
     assert (row.status, row.reason_code, row.attempt, row.saved_step) == ("FAILED", "failed", 1, 4)
 
-    assert control.retry(engine, run.run_pk) == "QUEUED"
+    assert control.retry(engine, run.run_pk).phase == "QUEUED"
 
     assert sorted(p.name for p in (run.dir / "attempts" / "1").iterdir()) == SCOPED
     assert not any(fmt.is_attempt_file(p.name) for p in run.dir.iterdir())
@@ -117,7 +117,7 @@ def test_cancel_requested_holds_until_the_attempt_ends(engine: Engine, runs_dir:
                      {"pk": run.run_pk})
     record_attempt(run.dir, 1, end=None)
     Indexer(engine, runs_dir).index_once()
-    assert control.cancel(engine, run.run_pk) == "CANCEL_REQUESTED"
+    assert control.cancel(engine, run.run_pk).phase == "CANCEL_REQUESTED"
     assert run_row(engine, "stopping").status == "CANCEL_REQUESTED"
     # the process had not heard of the request yet and reports progress
     append_events(run.dir, [{"phase": "RUNNING", "stage": "epoch 2"}])

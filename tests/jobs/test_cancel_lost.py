@@ -13,6 +13,7 @@ A process group that a job row names but that does not carry the attempt's varia
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
@@ -30,9 +31,12 @@ from runwatch.jobs.executors import LocalExecutor
 from runwatch.jobs.worker import Worker
 from runwatch.rundir import format as fmt
 from runwatch.rundir.append import locked, write_events
+from runwatch.server.runner import Runner
 from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
 from tests.jobs.stacks import runs_in
+from tests.support import http
+from tests.support.cli import cli_here, run_cli
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
 from tests.support.workers import FAST, Workers, group_gone, pid_alive, workers
@@ -56,7 +60,7 @@ def _started(engine: Engine, runs_dir: Path) -> int:
 
 
 def _cancelled_and_stopped(engine: Engine, run_dir: Path, pid: int) -> None:
-    assert control.cancel(engine, run_row(engine, "orphan").pk) == "CANCEL_REQUESTED"
+    assert control.cancel(engine, run_row(engine, "orphan").pk).phase == "CANCEL_REQUESTED"
     wait_for(lambda: run_row(engine, "orphan").status == "CANCELLED",
              what="the live worker to stop the lost worker's cancelled job", deadline=60)
     assert group_gone(pid)
@@ -93,7 +97,7 @@ def test_a_dead_workers_cancelled_training_records_its_own_cancel(
     pid = int((job(engine, "training") or {})["pid"])
     workers.stop(first, signal.SIGKILL)
     workers.start(runs_dir, db_url)
-    assert control.cancel(engine, run.run_pk) == "CANCEL_REQUESTED"
+    assert control.cancel(engine, run.run_pk).phase == "CANCEL_REQUESTED"
     wait_for(lambda: (job(engine, "training") or {}).get("worker_id", "") is None
              and run_row(engine, "training").status == "CANCELLED",
              what="the live worker to stop the training and conclude it", deadline=60)
@@ -144,7 +148,8 @@ def test_a_process_group_not_proved_the_attempts_is_not_signalled(
     try:
         with engine.begin() as conn:
             store_jobs.register_worker(conn, store_jobs.WorkerRow(
-                "dead", socket.gethostname(), 1, 1, "cpu", time.time()))
+                "dead", socket.gethostname(), 1, 1, "cpu", time.time(),
+                heartbeat_timeout_s=FAST["heartbeat_timeout_s"]))
             claim = store_jobs.claim(conn, "dead", 1, time.time())
             assert claim is not None
             store_jobs.set_pid(conn, claim.run_pk, stranger.pid)
@@ -157,7 +162,7 @@ def test_a_process_group_not_proved_the_attempts_is_not_signalled(
 
         def reap() -> int:
             later = time.time() + FAST["heartbeat_timeout_s"] + 1
-            return reaper.reap(engine, "live", FAST["heartbeat_timeout_s"], later,
+            return reaper.reap(engine, "live", later,
                                lambda d: indexer.index_run(d, IndexReport()),
                                executor=executor, grace_s=0.0)
 
@@ -171,3 +176,77 @@ def test_a_process_group_not_proved_the_attempts_is_not_signalled(
     assert reap() == 1
     assert [(ev["phase"], ev.get("code")) for ev in events(Path(claim.dir))][-1] == \
         ("CANCELLED", "cancelled")
+
+
+def test_cancel_says_what_happens_to_a_lost_workers_job(
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers, server: Runner) -> None:
+    """`runwatch runs cancel` and the cancel API say that nothing can tell the process to
+    stop while no live worker can reap its lost worker's jobs, and what it waits for;
+    once a live worker on its host runs, that it stops it. Before, both said "its
+    process is told to stop" whatever became of the worker."""
+    run = submit_command(engine, runs_dir, "orphan", JOB, max_attempts=2)
+    submit_command(engine, runs_dir, "orphan-2", "import time; time.sleep(300)", max_attempts=2)
+    first = workers.start(runs_dir, db_url, devices=2)
+    pid = _started(engine, runs_dir)
+    wait_for(lambda: run_row(engine, "orphan-2").status == "PREPARING",
+             what="the second job to start")
+    held = job(engine, "orphan") or {}
+    workers.stop(first, signal.SIGKILL)
+    wait_for(lambda: time.time() > held["heartbeat_at"] + FAST["heartbeat_timeout_s"] + 1,
+             what="the dead worker's heartbeat to be older than its timeout")
+
+    said = run_cli("runs", "cancel", "orphan", "--dir", str(runs_dir), "--db", db_url).stdout
+    assert "told to stop" not in said
+    words = " ".join(said.split())
+    assert f"its worker {held['worker_id']} no longer heartbeats" in words
+    assert f"waits for a local worker (runwatch worker, or runwatch ui) on {socket.gethostname()}" \
+        in words
+    answer = http.post(f"{server.url}/api/runs/orphan-2/cancel", json={}, timeout=30).json()
+    assert answer["status"] == "CANCEL_REQUESTED"
+    then = answer.get("next") or ""
+    assert "no longer heartbeats" in then and "waits for a local worker" in then
+    assert run_row(engine, "orphan").status == "CANCEL_REQUESTED" and pid_alive(pid)
+
+    # a live worker on its host stops it as it reaps the dead worker's jobs
+    workers.start(runs_dir, db_url)
+    wait_for(lambda: run_row(engine, "orphan").status == "CANCELLED"
+             and run_row(engine, "orphan-2").status == "CANCELLED",
+             what="the live worker to stop both cancelled jobs", deadline=60)
+    assert group_gone(pid)
+    assert [ev["phase"] for ev in events(run.dir)] == ["QUEUED", "PREPARING", "CANCELLED"]
+
+
+def test_cancel_says_which_live_worker_can_stop_a_lost_workers_job(
+        engine: Engine, db_url: str, runs_dir: Path) -> None:
+    """A lost Ray worker's job is stopped by any live Ray worker, and waits for one while
+    none is up; a lost local worker's process only by a live worker on its own host."""
+    for name in ("on-ray", "on-ray-2", "elsewhere"):
+        submit_command(engine, runs_dir, name)
+    long_ago = time.time() - 600
+    with engine.begin() as conn:
+        for worker, host, executor, name in (("w-ray", "head", "ray", "on-ray"),
+                                             ("w-ray-b", "head", "ray", "on-ray-2"),
+                                             ("w-far", "host-b", "local", "elsewhere")):
+            store_jobs.register_worker(conn, store_jobs.WorkerRow(
+                worker, host, 1, 1, "cpu", long_ago, executor=executor))
+            claim = store_jobs.claim(conn, worker, 1, long_ago)
+            assert claim is not None and claim.name == name
+            store_jobs.heartbeat(conn, worker, long_ago)
+        store_jobs.register_worker(conn, store_jobs.WorkerRow(
+            "w-here", socket.gethostname(), 2, 1, "cpu", time.time()))
+
+    def cancel(name: str) -> str:
+        said = cli_here("runs", "cancel", name, "--dir", str(runs_dir), "--db", db_url,
+                        "-o", "json").stdout
+        answer = json.loads(said)
+        assert answer["status"] == "CANCEL_REQUESTED"
+        return str(answer["next"])
+
+    assert "waits for a Ray worker (runwatch worker --executor ray" in cancel("on-ray")
+    far = cancel("elsewhere")
+    assert "no live worker runs on host-b" in far and "stop it there yourself" in far
+    with engine.begin() as conn:
+        store_jobs.register_worker(conn, store_jobs.WorkerRow(
+            "w-ray-live", "node", 3, 1, "cpu", time.time(), executor="ray"))
+    assert cancel("on-ray-2").startswith(
+        "its worker w-ray-b no longer heartbeats: a live worker stops its Ray job")

@@ -58,7 +58,7 @@ def test_cancel_while_running_is_requested_then_cancelled(engine: Engine, db_url
     workers.start(runs_dir, db_url)
     wait_for(lambda: (run_row(engine, "train").observed_step or 0) >= 2,
              what="the job to train")
-    assert control.cancel(engine, run_row(engine, "train")) == "CANCEL_REQUESTED"
+    assert control.cancel(engine, run_row(engine, "train")).phase == "CANCEL_REQUESTED"
     assert run_row(engine, "train").status == "CANCEL_REQUESTED"
     wait_for(lambda: run_row(engine, "train").status == "CANCELLED", what="the cancel")
     phases = [ev["phase"] for ev in events(run.dir)]
@@ -73,7 +73,7 @@ def test_a_job_that_ignores_sigterm_is_killed_with_its_group_after_the_grace(
     run = submit_command(engine, runs_dir, "stubborn", STUBBORN)
     workers.start(runs_dir, db_url, grace_s=1.0)
     pids = wait_for(lambda: _pids(runs_dir), what="the job and its child to start")
-    assert control.cancel(engine, run_row(engine, "stubborn")) == "CANCEL_REQUESTED"
+    assert control.cancel(engine, run_row(engine, "stubborn")).phase == "CANCEL_REQUESTED"
     wait_for(lambda: run_row(engine, "stubborn").status == "CANCELLED", what="the cancel")
     # both got SIGTERM (the whole group), noted it and went on; SIGKILL ended them
     for pid in pids:

@@ -30,7 +30,7 @@ from tests.support.jobs import events, job, record_attempt, run_row, submit_comm
 def test_a_queued_job_is_cancelled_at_once_and_never_claimed(engine: Engine,
                                                             runs_dir: Path) -> None:
     run = submit_command(engine, runs_dir, "nope")
-    assert control.cancel(engine, run.run_pk) == "CANCELLED"
+    assert control.cancel(engine, run.run_pk).phase == "CANCELLED"
     row = run_row(engine, "nope")
     assert (row.status, row.reason_code, row.reason) == \
         ("CANCELLED", "cancelled", "the training job was stopped")
@@ -56,7 +56,7 @@ def race(engine: Engine, pk: int) -> dict[str, object]:
 
     def canceller() -> None:
         start.wait()
-        got["phase"] = control.cancel(engine, pk)
+        got["phase"] = control.cancel(engine, pk).phase
 
     threads = [threading.Thread(target=claimer), threading.Thread(target=canceller)]
     for t in threads:
@@ -91,7 +91,7 @@ def test_a_running_job_is_asked_to_stop_and_cannot_be_asked_twice(engine: Engine
         assert q.claim(conn, "w", 1, 0.0) is not None
     record_attempt(run.dir, 1, end=None)
     Indexer(engine, runs_dir).index_once()
-    assert control.cancel(engine, run.run_pk) == "CANCEL_REQUESTED"
+    assert control.cancel(engine, run.run_pk).phase == "CANCEL_REQUESTED"
     with engine.connect() as conn:
         assert q.cancel_requested(conn, run.run_pk)
     assert events(run.dir)[-1]["phase"] == "RUNNING", "the folder is the worker's to write"
@@ -108,7 +108,7 @@ def test_retry_after_a_cancel_queues_attempt_two_claimable_again(engine: Engine,
                                               "is QUEUED: cancel it or wait"):
         control.retry(engine, run.run_pk)
     control.cancel(engine, run.run_pk)
-    assert control.retry(engine, run_row(engine, "back")) == "QUEUED"
+    assert control.retry(engine, run_row(engine, "back")).phase == "QUEUED"
     row = job(engine, "back")
     assert row is not None and (row["attempt"], row["cancel_requested_at"]) == (2, None)
     with engine.begin() as conn:
@@ -165,7 +165,7 @@ def test_a_run_started_by_hand_here_gets_sigterm(engine: Engine, runs_dir: Path)
     try:
         assert first_line(proc, what="the run's process to start") == "ready"
         Indexer(engine, runs_dir).index_once()
-        assert control.cancel(engine, run_row(engine, "mine")) == "CANCEL_REQUESTED"
+        assert control.cancel(engine, run_row(engine, "mine")).phase == "CANCEL_REQUESTED"
         wait_for(lambda: proc.poll() is not None, what="the run's process to end")
         assert proc.returncode == -signal.SIGTERM
     finally:

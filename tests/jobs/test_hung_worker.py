@@ -107,7 +107,7 @@ def test_a_worker_stuck_in_a_database_call_stops_heartbeating_and_is_reaped(
 
     # the loop moves again: the worker heartbeats, and acts on a cancel
     wait_for(lambda: _beat(engine, stuck_worker) > released_at, what="the worker to stamp again")
-    assert control.cancel(engine, stuck.run_pk, runs_dir) == "CANCEL_REQUESTED"
+    assert control.cancel(engine, stuck.run_pk, runs_dir).phase == "CANCEL_REQUESTED"
     wait_for(lambda: run_row(engine, "stuck").status == "CANCELLED",
              what="the worker to stop its cancelled job")
     # ... and left the ended job as the other worker concluded it

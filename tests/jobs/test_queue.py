@@ -126,9 +126,9 @@ def test_workers_heartbeat_drain_and_leave_stale_claims(engine: Engine,
     with engine.begin() as conn:
         q.set_pid(conn, run_row(engine, "a").pk, 4242)
         q.heartbeat(conn, "w2", 140.0)
-        stale = q.stale_claims(conn, 30.0, 140.0)
+        stale = q.stale_claims(conn, 140.0)
         assert sorted(c.name for c in stale) == ["a", "b"], "w1 stopped stamping at 100"
-        assert q.stale_claims(conn, 30.0, 129.0) == []
+        assert q.stale_claims(conn, 129.0) == []
         workers = {w["id"]: w for w in q.list_workers(conn)}
         assert [w["id"] for w in q.list_workers(conn)] == ["w2", "w1"], "newest first"
         assert workers["w1"]["devices_used"] == 3 and workers["w2"]["heartbeat_at"] == 140.0

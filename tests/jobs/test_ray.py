@@ -234,7 +234,7 @@ def test_ray_worker_runs_two_at_once_cancels_and_classifies(
 
     wait_for(lambda: status("cancelled") == "RUNNING", what="the job to cancel to run",
              deadline=JOB_DEADLINE_S)
-    assert control.cancel(engine, run_row(engine, "cancelled").pk, runs_dir) == \
+    assert control.cancel(engine, run_row(engine, "cancelled").pk, runs_dir).phase == \
         "CANCEL_REQUESTED"
     wait_for(lambda: status("cancelled") == "CANCELLED", what="the cancel to end the job",
              deadline=JOB_DEADLINE_S)
@@ -307,7 +307,7 @@ def test_a_dead_workers_ray_jobs_run_on_and_end_as_ray_says(
     assert (held["worker_id"], held["attempt"]) == (dead, 1)
     assert _ray_status(ray, engine, "again") == "RUNNING"
     assert _ray_status(ray, engine, "again", 2) == ""
-    assert control.cancel(engine, run_row(engine, "again").pk, runs_dir) == "CANCEL_REQUESTED"
+    assert control.cancel(engine, run_row(engine, "again").pk, runs_dir).phase == "CANCEL_REQUESTED"
     again = _wait_ended(engine, "again")
     assert (again.status, again.reason_code) == ("CANCELLED", "cancelled")
     assert _ray_status(ray, engine, "again") == "STOPPED"
@@ -350,10 +350,10 @@ def test_the_reaper_concludes_a_dead_workers_ray_job_only_once_ray_says_it_ended
              deadline=JOB_DEADLINE_S, interval=0.2)
     indexer = Indexer(engine, runs_dir)
 
-    def reap() -> int:
-        later = time.time() + FAST["heartbeat_timeout_s"] + 1
-        return reaper.reap(engine, "other", FAST["heartbeat_timeout_s"], later,
-                           lambda d: indexer.index_run(d, IndexReport()), executor=executor)
+    def reap() -> int:  # "dead" has no worker row: it declared the default timeout
+        later = time.time() + store_jobs.HEARTBEAT_TIMEOUT_S + 1
+        return reaper.reap(engine, "other", later, lambda d: indexer.index_run(d, IndexReport()),
+                           executor=executor)
 
     assert reap() == 0
     held = job(engine, "held") or {}
@@ -414,24 +414,24 @@ def test_which_ray_jobs_a_sweep_stops() -> None:
 
     def row(**fields: Any) -> Any:
         held = {"attempt": 2, "status": "RUNNING", "worker_id": "w", "heartbeat_at": 100.0,
-                "cancel_requested_at": None}
+                "heartbeat_timeout_s": 50.0, "cancel_requested_at": None}
         return SimpleNamespace(**{**held, **fields})
 
     assert parse_submission_id("runwatch-ab-cd-2") == ("ab-cd", 2)
     assert parse_submission_id("raysubmit_x") is None
     assert parse_submission_id("runwatch-x-y") is None
-    assert orphaned(2, row(), stale_before=50.0) is None
-    assert orphaned(2, row(heartbeat_at=10.0), stale_before=50.0) is None  # a dead holder
-    assert orphaned(2, None, stale_before=50.0) is None
-    assert "attempt 2" in (orphaned(1, row(), stale_before=50.0) or "")
+    assert orphaned(2, row(), now=100.0) is None
+    assert orphaned(2, row(heartbeat_at=10.0), now=100.0) is None  # a dead holder
+    assert orphaned(2, None, now=100.0) is None
+    assert "attempt 2" in (orphaned(1, row(), now=100.0) or "")
     # a run that ended while its live holder still watches the process (after finish())
-    assert orphaned(2, row(status="SUCCEEDED"), stale_before=50.0) is None
+    assert orphaned(2, row(status="SUCCEEDED"), now=100.0) is None
     assert "ended FAILED" in (orphaned(2, row(status="FAILED", heartbeat_at=10.0),
-                                       stale_before=50.0) or "")
-    assert "no worker" in (orphaned(2, row(worker_id=None), stale_before=50.0) or "")
+                                       now=100.0) or "")
+    assert "no worker" in (orphaned(2, row(worker_id=None), now=100.0) or "")
     cancelled = row(cancel_requested_at=90.0, heartbeat_at=10.0)
-    assert "cancelled" in (orphaned(2, cancelled, stale_before=50.0) or "")
-    assert orphaned(2, row(cancel_requested_at=90.0), stale_before=50.0) is None  # it stops it
+    assert "cancelled" in (orphaned(2, cancelled, now=100.0) or "")
+    assert orphaned(2, row(cancel_requested_at=90.0), now=100.0) is None  # it stops it
 
 
 def _details(status: str, **fields: Any) -> Any:

@@ -33,7 +33,7 @@ def test_a_job_retried_before_its_process_exited_is_claimable_once_it_has(
     Indexer(engine, runs_dir).index_once()
     assert run_row(engine, "exiting").status == "FAILED"
 
-    assert control.retry(engine, run.run_pk) == "QUEUED"
+    assert control.retry(engine, run.run_pk).phase == "QUEUED"
     held = job(engine, "exiting")
     assert held is not None and (held["attempt"], held["worker_id"]) == (2, "w")
     with engine.begin() as conn:

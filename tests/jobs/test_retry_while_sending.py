@@ -42,7 +42,7 @@ def test_a_retry_while_the_ended_run_still_sends_waits_for_it(
         wait_for(lambda: run_row(engine, "sending").status == "SUCCEEDED",
                  what="the run to show ended")
         assert not group_gone(pid), "its process should still be sending"
-        assert control.retry(engine, run_row(engine, "sending"), runs_dir) == "QUEUED"
+        assert control.retry(engine, run_row(engine, "sending"), runs_dir).phase == "QUEUED"
         assert [(ev["phase"], ev.get("attempt")) for ev in events(run.dir)][-2:] == [
             ("SUCCEEDED", None), ("QUEUED", 2)]
     finally:

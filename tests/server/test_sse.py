@@ -220,7 +220,7 @@ def test_a_phase_set_by_job_control_alone_is_pushed(server: Runner, runs_dir: Pa
     with http.client(base_url=server.url, timeout=GUARD) as client:
         cursor = _wait_for_run(client, "held")["cursor"]
         with client.stream("GET", "/api/runs/held/stream", params={"cursor": cursor}) as resp:
-            assert control.cancel(server.engine, run.run_pk) == "CANCEL_REQUESTED"
+            assert control.cancel(server.engine, run.run_pk).phase == "CANCEL_REQUESTED"
             events = read_events(_within(resp.iter_lines()),
                                  lambda ev: any(e["event"] == "phase" and
                                                 e["data"]["status"] == "CANCEL_REQUESTED"

@@ -330,6 +330,8 @@ export interface RecipeList {
 export interface ActionAnswer {
   ok: boolean;
   status: string;
+  /** Cancel and retry: what happens to the run next, in words. */
+  next?: string | null;
   run: RunSummary;
 }
 
@@ -360,10 +362,12 @@ export interface Worker {
   started_at: number;
   heartbeat_at: number;
   heartbeat_age_s: number;
+  /** How long it may go without a heartbeat before it is lost (its --heartbeat-timeout-s). */
+  heartbeat_timeout_s: number;
   draining: boolean;
   stopped_at: number | null;
-  /** "active", "draining", "stopped", or "lost": not stopped, and no heartbeat for the
-   * heartbeat timeout. */
+  /** "active", "draining", "stopped", or "lost": not stopped, and no heartbeat for its
+   * heartbeat_timeout_s. */
   status: string;
   spend: number | null;
   jobs: WorkerJob[];

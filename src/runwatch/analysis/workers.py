@@ -1,8 +1,9 @@
 """The workers view: each worker with its devices, profile, executor, hourly rate,
 running jobs, status and estimated spend so far, and the queue's depth, as both
-`runwatch resources -o json` and `GET /api/workers` send it (see docs/api.md). A job
-held by a lost or stopped worker that no live worker can reap says what it waits for
-(`waits_for`, runwatch.jobs.executors).
+`runwatch resources -o json` and `GET /api/workers` send it (see docs/api.md). A worker
+is lost once its last heartbeat is older than the heartbeat timeout it declared
+(store.jobs.lost, as the reaper judges it). A job held by a lost or stopped worker that
+no live worker can reap says what it waits for (`waits_for`, runwatch.jobs.executors).
 
 A worker is a resource that costs while it is up, busy or not: its **spend** so far is
 its devices × its profile's hourly rate × the hours from its start to its stop (or now).
@@ -22,10 +23,6 @@ from runwatch.jobs.cost import Profiles
 from runwatch.jobs.executors import waits_for
 from runwatch.store import jobs as store_jobs
 
-# A worker that has not stamped its row for this long is lost (the workers' default
-# --heartbeat-timeout-s, after which the other workers reap its jobs).
-LOST_AFTER_S = 30.0
-
 
 def worker_entry(row: dict[str, Any], profiles: Profiles | None, now: float
                  ) -> dict[str, Any]:
@@ -35,7 +32,8 @@ def worker_entry(row: dict[str, Any], profiles: Profiles | None, now: float
     rate = profile.hourly_rate if profile is not None else None
     stopped = row["stopped_at"]
     age = max(0.0, now - row["heartbeat_at"])
-    status = ("stopped" if stopped is not None else "lost" if age > LOST_AFTER_S
+    status = ("stopped" if stopped is not None
+              else "lost" if store_jobs.lost(row["heartbeat_at"], row["heartbeat_timeout_s"], now)
               else "draining" if row["draining"] else "active")
     if stopped is not None:
         end = stopped
@@ -47,6 +45,7 @@ def worker_entry(row: dict[str, Any], profiles: Profiles | None, now: float
         "devices_used": row["devices_used"], "device_profile": row["device_profile"],
         "executor": row["executor"], "hourly_rate": rate, "started_at": row["started_at"],
         "heartbeat_at": row["heartbeat_at"], "heartbeat_age_s": age,
+        "heartbeat_timeout_s": row["heartbeat_timeout_s"],
         "draining": row["draining"], "stopped_at": stopped, "status": status,
         "spend": None if rate is None else hours * row["devices"] * rate,
         "jobs": [{"run_id": j["run_id"], "name": j["name"], "status": j["status"],

@@ -46,14 +46,15 @@ from runwatch.jobs.lifecycle import TransitionError
 from runwatch.rundir.format import RunDirError
 from runwatch.store import jobs as store_jobs
 
-Action = Callable[[Engine, Any, Path | None], str]
+Action = Callable[[Engine, Any, Path | None], control.Outcome]
 
 
 def cancel_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
                output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False,
                server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Cancel a run: a QUEUED job ends CANCELLED at once; a PREPARING or RUNNING one is
-    CANCEL_REQUESTED and ends CANCELLED when its process has stopped."""
+    CANCEL_REQUESTED and ends CANCELLED when its process has stopped (the answer says
+    what stops it: its worker, or, when that worker is lost, which worker will)."""
     _act("cancel", control.cancel, run, directory, db, output, jq, raw, server, token)
 
 
@@ -77,7 +78,7 @@ def _act(verb: str, action: Action, run: str, directory: Path | None, db: str | 
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
     try:
-        phase = action(ctx.engine, row, ctx.directory)
+        outcome = action(ctx.engine, row, ctx.directory)
     except TransitionError as exc:
         raise fail(f"cannot {verb} run {row.name}: {exc}") from None
     except (RunDirError, OSError) as exc:  # its folder stayed locked, or is gone
@@ -88,22 +89,19 @@ def _act(verb: str, action: Action, run: str, directory: Path | None, db: str | 
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, row.run_id)
     where = ["--dir", str(ctx.directory)] + (["--db", db] if db else [])
-    _show_action({"status": phase, "run": run_summary(row)}, output, jq, raw,
-          ["runs", "wait", "--exit-status"], where)
+    _show_action({"status": outcome.phase, "next": outcome.next, "run": run_summary(row)},
+                 output, jq, raw, ["runs", "wait", "--exit-status"], where)
 
 
 def _show_action(data: dict[str, Any], output: Output, jq: str | None, raw: bool,
           follow: list[str], where: list[str]) -> None:
-    """What a cancel or retry did: the run's new phase and list fields; `follow` and
-    `where` make the command that follows it."""
-    phase, run = data["status"], data["run"]
+    """What a cancel or retry did: the run's new phase, what happens next (runwatch.jobs.
+    control.Outcome; absent from an older server's answer) and its list fields; `follow`
+    and `where` make the command that follows it."""
+    phase, run, then = data["status"], data["run"], data.get("next")
 
     def table(wide: bool) -> None:
-        after = {"CANCELLED": "it had not started, so it ended at once",
-                 "CANCEL_REQUESTED": "its process is told to stop; it ends CANCELLED then",
-                 "QUEUED": f"attempt {run['attempt']}: a worker starts it when its devices "
-                           "are free"}
-        line(run["name"], ": ", phase, f" ({after[phase]})" if phase in after else "")
+        line(run["name"], ": ", phase, f" ({then})" if then else "")
         if phase != "CANCELLED":
             line("follow it: ", runwatch_command(*follow[:2], run["name"], *follow[2:],
                                                  *where))

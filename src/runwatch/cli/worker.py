@@ -18,6 +18,7 @@ from runwatch.cli.options import DbOpt
 from runwatch.jobs.cost import ProfileError, read_profiles
 from runwatch.jobs.worker import STALL_TIMEOUT_S
 from runwatch.store.db import StoreError, open_engine
+from runwatch.store.jobs import HEARTBEAT_TIMEOUT_S
 
 
 class ExecutorName(StrEnum):
@@ -40,8 +41,9 @@ def worker_cmd(
     heartbeat_s: Annotated[float, typer.Option(
         min=0.05, help="seconds between heartbeats")] = 2.0,
     heartbeat_timeout_s: Annotated[float, typer.Option(
-        min=0.1, help="a job whose worker sent no heartbeat for this long is ended "
-                      "(or queued again) by another worker")] = 30.0,
+        min=0.1, help="once this worker has sent no heartbeat for this long it is lost: "
+                      "it shows lost, and another worker ends (or queues again) its "
+                      "jobs; longer than --heartbeat-s")] = HEARTBEAT_TIMEOUT_S,
     grace_s: Annotated[float, typer.Option(
         min=0.0, help="seconds a job may take to stop after SIGTERM before SIGKILL")] = 10.0,
     startup_timeout_s: Annotated[float, typer.Option(
@@ -69,6 +71,10 @@ def worker_cmd(
     if executor is ExecutorName.ray and not address:
         _fail("--executor ray needs the Ray dashboard's address: pass --address "
               "http://HOST:8265 (the head node's dashboard port)")
+    if heartbeat_timeout_s <= heartbeat_s:
+        _fail(f"--heartbeat-timeout-s {heartbeat_timeout_s:g} would call this worker lost "
+              f"between two of its heartbeats ({heartbeat_s:g} s apart): make it longer "
+              "than --heartbeat-s")
     if not runs_dir.is_dir():
         _fail(f"{runs_dir} is not a folder; create it or point the worker at your runs "
               "folder")

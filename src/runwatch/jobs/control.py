@@ -4,10 +4,16 @@ runwatch.jobs.lifecycle.TransitionError, whose message says what is possible (th
 answers it with 409); a run that is no longer in the index raises LookupError (404);
 a run folder another process keeps locked raises runwatch.rundir.append.RunBusy.
 
+Each answers an `Outcome`: the run's new phase and what happens to it next, in words
+(what the CLI prints and the API sends as `next`).
+
 Cancel: a QUEUED job is made unclaimable in the index and ends CANCELLED at once; if a
 worker claimed it first, or the job is PREPARING or RUNNING, the index records the
 request (jobs.cancel_requested_at, and the run CANCEL_REQUESTED) and the worker that
-runs it stops its process. A run started by hand (no job.json) is sent SIGTERM, which
+runs it stops its process. When that worker is lost (store.jobs.lost) nothing tells the
+process to stop until a live worker that can reap the lost worker's jobs does
+(runwatch.jobs.reaper); the outcome says which worker that is, or what it waits for
+(executors.lost_cancel). A run started by hand (no job.json) is sent SIGTERM, which
 its SDK records as CANCEL_REQUESTED then CANCELLED, when it runs on this host and still
 holds its folder's lock; otherwise only its own user can stop it.
 
@@ -26,14 +32,16 @@ import os
 import signal
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Connection, Engine, select, update
 
 from runwatch.ingest.indexer import Indexer, IndexReport
 from runwatch.jobs import lifecycle
 from runwatch.jobs.attempts import new_attempt
+from runwatch.jobs.executors import lost_cancel
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.jobs.lifecycle import TransitionError
 from runwatch.rundir import format as fmt
@@ -49,6 +57,19 @@ RunRef = int | Any  # a run's pk, or a row of `runs` (anything with .pk)
 # its last send, and a margin for the process to exit.
 RETRY_WAIT_S = FINISH_WAIT_S + 5.0
 
+ENDED_AT_ONCE = "it had not started, so it ended at once"
+TOLD_TO_STOP = "its process is told to stop; it ends CANCELLED then"  # by its live worker
+SENT_SIGTERM = ("its process was sent SIGTERM; its SDK records CANCEL_REQUESTED, then "
+                "CANCELLED as it stops")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a cancel or retry did: the run's new phase, and what happens to it next."""
+
+    phase: str
+    next: str
+
 
 def _run(engine: Engine, run: RunRef) -> Any:
     pk = run if isinstance(run, int) else run.pk
@@ -63,9 +84,10 @@ def _index(engine: Engine, run_dir: Path, runs_dir: Path | None) -> None:
     Indexer(engine, runs_dir or run_dir.parent).index_run(run_dir, IndexReport())
 
 
-def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> str:
-    """Cancel a run; returns its new phase: CANCELLED (a QUEUED job nobody had claimed)
-    or CANCEL_REQUESTED (its process is being stopped)."""
+def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> Outcome:
+    """Cancel a run; its new phase is CANCELLED (a QUEUED job nobody had claimed) or
+    CANCEL_REQUESTED (its process is to be stopped: the outcome says by whom, or what
+    that waits for)."""
     row = _run(engine, run)
     lifecycle.cancel(row.status)  # raises for a run that ended or is already stopping
     if row.dir is None:
@@ -75,13 +97,15 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> str:
     with engine.begin() as conn:
         job = store_jobs.job_row(conn, row.pk)
         if job is None:
-            return _stop_by_hand(run_dir)
-        unclaimed = store_jobs.request_cancel(conn, row.pk, time.time())
+            return Outcome(_stop_by_hand(run_dir), SENT_SIGTERM)
+        now = time.time()
+        unclaimed = store_jobs.request_cancel(conn, row.pk, now)
         if not (row.status == "QUEUED" and unclaimed):
             conn.execute(update(s.runs).where(
                 s.runs.c.pk == row.pk, s.runs.c.status.not_in(fmt.TERMINAL_PHASES)
             ).values(status="CANCEL_REQUESTED"))
-            return "CANCEL_REQUESTED"
+            holder = store_jobs.job_row(conn, row.pk) or {}
+            return Outcome("CANCEL_REQUESTED", _who_stops(conn, holder.get("worker_id"), now))
     # No worker holds the job and none will claim it now: it has no process to stop.
     reason = CATALOGUE["cancelled"]
     try:
@@ -96,7 +120,20 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> str:
                          .values(cancel_requested_at=None))
         raise
     _index(engine, run_dir, runs_dir)
-    return reason.phase
+    return Outcome(reason.phase, ENDED_AT_ONCE)
+
+
+def _who_stops(conn: Connection, holder: str | None, now: float) -> str:
+    """What stops the process of a job worker `holder` holds, once a cancel was asked: the
+    worker itself while it lives, else a live worker that reaps its jobs."""
+    workers = store_jobs.list_workers(conn)
+    row = next((w for w in workers if w["id"] == holder), None)
+    if holder is None or (row is not None and store_jobs.live(row, now)):
+        return TOLD_TO_STOP
+    live = [(w["executor"], w["host"]) for w in workers if store_jobs.live(w, now)]
+    if row is None:  # a holder no worker row names: a local process, on a host unknown
+        return lost_cancel(holder, "local", None, live)
+    return lost_cancel(holder, row["executor"], row["host"], live)
 
 
 def _stop_by_hand(run_dir: Path) -> str:
@@ -129,9 +166,9 @@ def _stop_by_hand(run_dir: Path) -> str:
 
 
 def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
-          wait_s: float = RETRY_WAIT_S) -> str:
-    """Start the next attempt of an ended job; returns "QUEUED". RunBusy when a process
-    still holds the run's folder after `wait_s` seconds."""
+          wait_s: float = RETRY_WAIT_S) -> Outcome:
+    """Start the next attempt of an ended job, QUEUED. RunBusy when a process still holds
+    the run's folder after `wait_s` seconds."""
     row = _run(engine, run)
     lifecycle.retry(row.status)  # raises unless the run has ended
     with engine.connect() as conn:
@@ -157,4 +194,4 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
                 worker_id=job["worker_id"], claimed_at=job["claimed_at"],
                 heartbeat_at=job["heartbeat_at"]))
     _index(engine, run_dir, runs_dir)
-    return "QUEUED"
+    return Outcome("QUEUED", f"attempt {attempt}: a worker starts it when its devices are free")

@@ -13,6 +13,7 @@ from runwatch.jobs.lifecycle import TRANSITIONS, WHY
 from runwatch.jobs.worker import STALL_TIMEOUT_S
 from runwatch.metrics.docs import write_generated
 from runwatch.sdk.sender import FINISH_WAIT_S
+from runwatch.store.jobs import HEARTBEAT_TIMEOUT_S
 
 INTRO = """# Jobs: lifecycle, failure reasons and cost
 
@@ -33,9 +34,12 @@ and never stored twice. The moves a run can make:
 """
 
 ACTIONS = """**Cancel** ends a QUEUED run at once, since it has no process yet. A PREPARING or
-RUNNING run is asked to stop (**CANCEL_REQUESTED**: its process gets SIGTERM, then SIGKILL
-after a grace period) and is CANCELLED when the process exits; if the process finished or
-failed on its own before the stop took effect, what it recorded stands. **Retry** is the
+RUNNING run is asked to stop (**CANCEL_REQUESTED**: its worker sends its process SIGTERM,
+then SIGKILL after a grace period) and is CANCELLED when the process exits; if the
+process finished or failed on its own before the stop took effect, what it recorded
+stands. When the job's worker is lost (below), nothing tells the process to stop until a
+live worker that reaps that worker's jobs does: `runwatch runs cancel` and the API's
+`next` say which worker that will be, or what the cancel waits for. **Retry** is the
 only way out of a terminal phase: a new attempt of the same run, QUEUED again; earlier
 attempts stay on record and in the cost. A run retried as soon as its process recorded
 its end, before that process exited (what follows `finish()`, or its exit on a loaded
@@ -143,8 +147,12 @@ cluster instead of a local process, and watches, stops and concludes it the same
   devices than that names), and `ui --workers N` splits the ids among its workers.
 - **While it runs.** The worker heartbeats every `--heartbeat-s` (2 s), from a thread of
   its own so that a long index pass does not hold it back, and indexes its runs every
-  pass. Cancel: SIGTERM to the job's whole process group, `--grace-s` (10 s), then
-  SIGKILL. Startup timeout (`--startup-timeout-s`, 600 s; a job's own
+  pass. Each worker declares its `--heartbeat-timeout-s` ({timeout:g} s) as it starts: it
+  is **lost** once its last heartbeat is older than that, its own timeout and not the
+  looking worker's, for `runwatch resources`, the API and the web app and for reaping
+  alike (a worker registered before runwatch recorded it counts {timeout:g} s). Cancel:
+  SIGTERM to the job's whole process group, `--grace-s` (10 s), then SIGKILL. Startup
+  timeout (`--startup-timeout-s`, 600 s; a job's own
   `startup_timeout_s` wins; 0: none): a job still PREPARING that wrote no event and no
   output for that long has its group SIGKILLed at once (it made no progress, so there
   is nothing to flush) and FAILS `startup_timeout`; a command that does not use the
@@ -171,15 +179,15 @@ cluster instead of a local process, and watches, stops and concludes it the same
   local job of it that still runs runs on (a cancel of it is carried out by the others,
   below). Once its loop moves again it heartbeats again, acts on cancels, and lets go
   of the jobs concluded meanwhile; it starts no job it no longer holds.
-- **A worker that dies** leaves its jobs to the others: once its heartbeat is older than
-  `--heartbeat-timeout-s` (30 s), no process records the run (its lock is free) and
-  nothing of the attempt still runs, another worker concludes it: on the same host,
-  once nothing of the job's process group is left, as `stopped_early` (its exit status
-  went with its worker) unless its SDK recorded the end, queued again where attempts
-  remain. A Ray job is concluded by a Ray worker only, once the cluster says it ended,
-  as Ray reports that end (docs/team.md, "Jobs on Ray"), so no next attempt starts
-  beside it: a local worker, which cannot ask the cluster, leaves it, and while no Ray
-  worker is up `runwatch resources` and the API say the job waits for one.
+- **A worker that dies** leaves its jobs to the others: once it is lost (its heartbeat
+  is older than the `--heartbeat-timeout-s` it declared), no process records the run
+  (its lock is free) and nothing of the attempt still runs, another worker concludes it:
+  on the same host, once nothing of the job's process group is left, as `stopped_early`
+  (its exit status went with its worker) unless its SDK recorded the end, queued again
+  where attempts remain. A Ray job is concluded by a Ray worker only, once the cluster
+  says it ended, as Ray reports that end (docs/team.md, "Jobs on Ray"), so no next
+  attempt starts beside it: a local worker, which cannot ask the cluster, leaves it, and
+  while no Ray worker is up `runwatch resources` and the API say the job waits for one.
 - **A cancel of a lost worker's job** (it died, or its loop hung) is carried out by a
   live worker on the same host as it reaps that worker's jobs: once a process of the
   attempt's group proves the group is that attempt's (it carries the attempt's
@@ -189,7 +197,8 @@ cluster instead of a local process, and watches, stops and concludes it the same
   However its process went, it ends CANCELLED unless the process recorded another end
   first (its SDK's SUCCEEDED or FAILED). With no live worker on that host the cancel
   waits for one (or stop the process there yourself); a worker on another host, which
-  cannot see the process, concludes it as above once the run folder's lock is free.
+  cannot see the process, concludes it as above once the run folder's lock is free. The
+  cancel's answer says which of these happens.
 """
 
 COST = """## Cost
@@ -242,7 +251,7 @@ def render() -> str:
     out += [f"| {what} | {phase} | {f'`{code}`' if code else 'none'} |"
             for what, phase, code in ENDINGS]
     out += ["", CLASSIFY.format(activities=activities),
-            WORKERS.format(stall_min=STALL_TIMEOUT_S / 60)]
+            WORKERS.format(stall_min=STALL_TIMEOUT_S / 60, timeout=HEARTBEAT_TIMEOUT_S)]
     out.append(COST.format(holding=", ".join(HOLDING_PHASES), cpu=CPU.name,
                            devices=CPU.devices, rate=CPU.hourly_rate, config=CONFIG_EXAMPLE,
                            env=PROFILES_ENV, file=PROFILES_FILE.as_posix()))

@@ -17,7 +17,8 @@ cannot ask Ray whether a Ray job still runs, and concluding it unasked would que
 next attempt beside it. `waits_for` says what such a job waits for when no live worker
 can reap it. Of a lost worker's attempt that was cancelled, the executor stops what
 still runs (`stop_lost`): the local one a process group of this host that carries the
-attempt's RUNWATCH_* variables (SIGTERM, the grace, SIGKILL), the Ray one the Ray job.
+attempt's RUNWATCH_* variables (SIGTERM, the grace, SIGKILL), the Ray one the Ray job;
+`lost_cancel` says which live worker that will be, or what the cancel waits for.
 """
 
 from __future__ import annotations
@@ -60,6 +61,30 @@ def waits_for(executor: str, live: Collection[str]) -> str | None:
     kind, how = SAID.get(executor, (executor, f"a worker whose executor is {executor}"))
     return (f"its {kind} worker no longer heartbeats, and no live worker can tell whether "
             f"it still runs: it waits for a {kind} worker ({how}) to reap it")
+
+
+def lost_cancel(worker: str, executor: str, host: str | None,
+                live: Collection[tuple[str, str]]) -> str:
+    """What becomes of a cancelled job whose worker `worker` (of `executor`, on `host`) is
+    lost, in words, given the live workers' (executor, host): a worker that reaps it
+    (`REAPS`) stops it where `stop_lost` can, a Ray job from anywhere and a process from
+    its own host only."""
+    kind, how = SAID.get(executor, (executor, f"a worker whose executor is {executor}"))
+    what = "Ray job" if executor == "ray" else "process"
+    reapers = [(e, h) for e, h in live if executor in REAPS.get(e, ())]
+    where = "" if executor == "ray" else f" on {host or 'the host it ran on'}"
+    stoppers = [h for _, h in reapers if executor == "ray" or h == host]
+    lost = f"its worker {worker} no longer heartbeats"
+    if stoppers:
+        return (f"{lost}: a live worker{where} stops its {what} as it reaps that worker's "
+                "jobs; it ends CANCELLED then")
+    if reapers:  # a process of another host: a worker here can end the job, not stop it
+        return (f"{lost} and no live worker runs{where}, so nothing can tell its {what} to "
+                f"stop: stop it there yourself, or start a worker there ({how}), which "
+                "stops it; it ends CANCELLED once no process records the run")
+    return (f"{lost}, so nothing can tell its {what} to stop yet: it waits for a {kind} "
+            f"worker ({how}){where}, which stops it as it reaps that worker's jobs; it "
+            "ends CANCELLED then")
 
 
 class StartError(Exception):
@@ -127,8 +152,8 @@ class Executor(Protocol):
 
     def start(self, claim: Claim, env: dict[str, str], output: Path) -> Attempt: ...
 
-    def sweep(self, engine: Engine, heartbeat_timeout_s: float, now: float) -> None:
-        """Called each heartbeat: stop what is left running of attempts that no worker
+    def sweep(self, engine: Engine, now: float) -> None:
+        """Called each heartbeat: stop what is left running of attempts that no live worker
         holds any more (their worker died), where the reaper cannot see it."""
 
     def seen(self, claim: Claim, job: Mapping[str, Any], host: str | None) -> Seen:
@@ -217,7 +242,7 @@ class LocalExecutor:
     def start(self, claim: Claim, env: dict[str, str], output: Path) -> LocalAttempt:
         return LocalAttempt(process.start(claim.argv, Path(claim.cwd), env, output))
 
-    def sweep(self, engine: Engine, heartbeat_timeout_s: float, now: float) -> None:
+    def sweep(self, engine: Engine, now: float) -> None:
         """Nothing: a dead worker's processes on this host are the reaper's (it waits for
         their process group to be gone)."""
 

@@ -42,14 +42,20 @@ WHY: Mapping[tuple[str, str], str] = {
     ("QUEUED", "PREPARING"): "a worker claimed the run and started its process",
     ("QUEUED", "CANCELLED"): "cancel: the run had no process yet, so it ends at once",
     ("PREPARING", "RUNNING"): "the process started training",
-    ("PREPARING", "CANCEL_REQUESTED"): "cancel: the process is told to stop",
+    ("PREPARING", "CANCEL_REQUESTED"): "cancel: its worker tells the process to stop (or, "
+                                       "when that worker is lost, a live worker that reaps "
+                                       "its jobs does)",
     ("PREPARING", "SUCCEEDED"): "the process finished without reporting a training phase",
     ("PREPARING", "FAILED"): "the process failed, or reported no progress before the startup "
                              "timeout, or could not be started",
-    ("RUNNING", "CANCEL_REQUESTED"): "cancel: the process is told to stop",
+    ("RUNNING", "CANCEL_REQUESTED"): "cancel: its worker tells the process to stop (or, "
+                                     "when that worker is lost, a live worker that reaps "
+                                     "its jobs does)",
     ("RUNNING", "SUCCEEDED"): "the process finished",
     ("RUNNING", "FAILED"): "the process failed (see the failure catalogue)",
-    ("CANCEL_REQUESTED", "CANCELLED"): "the process exited after it was told to stop",
+    ("CANCEL_REQUESTED", "CANCELLED"): "the process exited after it was told to stop, or "
+                                       "was found gone when its lost worker's jobs were "
+                                       "reaped",
     ("CANCEL_REQUESTED", "SUCCEEDED"): "the process finished before the stop took effect",
     ("CANCEL_REQUESTED", "FAILED"): "the process failed before the stop took effect",
     ("SUCCEEDED", "QUEUED"): "retry: a new attempt of the same run",

@@ -52,6 +52,7 @@ from runwatch.jobs.executors import LocalExecutor, Seen, StartError, note
 from runwatch.jobs.failures import RAY_HOST_OOM, AttemptEnd
 from runwatch.jobs.process import tail
 from runwatch.rundir import format as fmt
+from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
 from runwatch.store.jobs import Claim
 
@@ -164,22 +165,24 @@ def unknown_job(exc: Exception) -> bool:
     return " 404" in str(exc) or "does not exist" in str(exc)
 
 
-def orphaned(attempt: int, row: Any, stale_before: float) -> str | None:
+def orphaned(attempt: int, row: Any, now: float) -> str | None:
     """Why the Ray job of `attempt` runs with no worker to watch it (so it is to be
-    stopped), from its run's row (runs.status + the jobs row); None while a worker holds
-    it, or when the run is not this index's (`row` None)."""
+    stopped), from its run's row (runs.status + the jobs row + its holder's
+    heartbeat_timeout_s); None while a live worker holds it, or when the run is not this
+    index's (`row` None)."""
     if row is None:
         return None
     if row.attempt != attempt:
         return f"attempt {row.attempt} of its run is the current one"
-    held = row.worker_id is not None and (row.heartbeat_at or 0) >= stale_before
+    lost = store_jobs.lost(row.heartbeat_at, row.heartbeat_timeout_s, now)
+    held = row.worker_id is not None and not lost
     if row.status in fmt.TERMINAL_PHASES and not held:
         # a live holder watches its job to the process's exit: what runs after the SDK's
         # finish() (saving a checkpoint, an evaluation after &&) is left to end
         return f"its run ended {row.status}"
     if row.worker_id is None:
         return "no worker holds it"
-    if row.cancel_requested_at is not None and (row.heartbeat_at or 0) < stale_before:
+    if row.cancel_requested_at is not None and lost:
         return f"it was cancelled and worker {row.worker_id}, which held it, stopped heartbeating"
     return None
 
@@ -221,8 +224,8 @@ class RayExecutor:
         log.warning("Ray job %s was still running with no worker watching it (%s): "
                     "stopped", job_id, why)
 
-    def sweep(self, engine: Engine, heartbeat_timeout_s: float, now: float) -> None:
-        """Stop the Ray jobs of this index's runs whose attempt no worker holds any more
+    def sweep(self, engine: Engine, now: float) -> None:
+        """Stop the Ray jobs of this index's runs whose attempt no live worker holds
         (see `orphaned`); at most every SWEEP_S. A cluster that does not answer is asked
         again at the next sweep."""
         mono = time.monotonic()
@@ -240,11 +243,13 @@ class RayExecutor:
         with engine.connect() as conn:
             rows = {row.run_id: row for row in conn.execute(
                 select(s.runs.c.run_id, s.runs.c.status, s.jobs.c.attempt, s.jobs.c.worker_id,
-                       s.jobs.c.heartbeat_at, s.jobs.c.cancel_requested_at)
+                       s.jobs.c.heartbeat_at, s.jobs.c.cancel_requested_at,
+                       store_jobs.holder_timeout().label("heartbeat_timeout_s"))
                 .join(s.jobs, s.jobs.c.run_pk == s.runs.c.pk)
+                .outerjoin(s.workers, s.workers.c.id == s.jobs.c.worker_id)
                 .where(s.runs.c.run_id.in_({run_id for _, run_id, _ in running})))}
         for job_id, run_id, attempt in running:
-            why = orphaned(attempt, rows.get(run_id), now - heartbeat_timeout_s)
+            why = orphaned(attempt, rows.get(run_id), now)
             if why is not None:
                 self._stop(job_id, why)
 

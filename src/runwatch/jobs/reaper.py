@@ -9,13 +9,15 @@ than a refusal and attempts remain (attempt files moved to attempts/<n>/, then Q
 n+1), and releases the claim. Holding the lock while deciding makes it safe for two
 workers to reap the same dead worker's job: the second finds the row changed.
 
-`reap` is what every worker does each heartbeat: a job whose worker has not stamped it
-for the heartbeat timeout is concluded once the worker's executor (runwatch.jobs.executors,
-`Executor.seen`) says nothing of its attempt still runs, and no process records the run
-(its lock is free): for a process on this host, once nothing of its process group is left;
-for a Ray job, once the cluster says it ended. Only a worker whose executor can answer
-for the lost worker's (`executors.REAPS`) reaps its jobs: a local worker leaves a lost Ray
-worker's jobs to a Ray worker. A job that was cancelled is stopped meanwhile where the
+`reap` is what every worker does each heartbeat: a job whose worker is lost (it has not
+stamped it for longer than the heartbeat timeout that worker declared, store.jobs.lost;
+the reaping worker's own timeout plays no part) is concluded once the reaping worker's
+executor (runwatch.jobs.executors, `Executor.seen`) says nothing of its attempt still
+runs, and no process records the run (its lock is free): for a process on this host,
+once nothing of its process group is left; for a Ray job, once the cluster says it
+ended. Only a worker whose executor can answer for the lost worker's
+(`executors.REAPS`) reaps its jobs: a local worker leaves a lost Ray worker's jobs to a
+Ray worker. A job that was cancelled is stopped meanwhile where the
 executor can (`Executor.stop_lost`). It ends as that end was observed (Ray's report of
 the job), or else as `stopped_early` (its exit status went with its worker), or
 `cancelled` when a cancel was asked, unless its process recorded its own end.
@@ -202,16 +204,15 @@ def abandon(conn: Connection, run_pk: int) -> None:
                        fmt.TERMINAL_PHASES)
 
 
-def reap(engine: Engine, worker_id: str, heartbeat_timeout_s: float, now: float,
-         index: IndexRun, executor: Executor | None = None,
-         grace_s: float = GRACE_S) -> int:
-    """Conclude the jobs of workers that stopped heartbeating whose attempts `executor`
+def reap(engine: Engine, worker_id: str, now: float, index: IndexRun,
+         executor: Executor | None = None, grace_s: float = GRACE_S) -> int:
+    """Conclude the jobs of lost workers (store.jobs.lost) whose attempts `executor`
     (this worker's; local processes by default) answers for and says have ended, and stop
     (within `grace_s`) those of them that still run after a cancel; how many were
     concluded."""
     executor = executor or LocalExecutor()
     with engine.connect() as conn:
-        stale = store_jobs.stale_claims(conn, heartbeat_timeout_s, now)
+        stale = store_jobs.stale_claims(conn, now)
         if not stale:
             return 0
         holders = {w["id"]: w for w in store_jobs.list_workers(conn)}
@@ -233,7 +234,8 @@ def reap(engine: Engine, worker_id: str, heartbeat_timeout_s: float, now: float,
                 executor.stop_lost(claim, row, holder.get("host"), grace_s)
             continue
         end = seen.end or AttemptEnd(worker_lost=True, cancel_requested=cancelled)
-        if _reap_one(engine, claim, row["worker_id"], end, heartbeat_timeout_s, now, index):
+        timeout_s = holder.get("heartbeat_timeout_s", store_jobs.HEARTBEAT_TIMEOUT_S)
+        if _reap_one(engine, claim, row["worker_id"], end, timeout_s, now, index):
             done += 1
     return done
 

@@ -16,7 +16,8 @@ One loop (`Worker.tick`, every TICK_S) does everything but the stamp:
   concluded meanwhile; it starts no claim it no longer holds. `tick` stamps only when no
   such thread runs (a caller that ticks by hand);
 - every `heartbeat_s`, in the loop: read whether it was told to drain, and reap the jobs of
-  workers that stopped heartbeating (runwatch.jobs.reaper);
+  lost workers (runwatch.jobs.reaper): each is lost once its last heartbeat is older than
+  the `heartbeat_timeout_s` it declared as it registered, as this one declares its own;
 - for each running job: see whether its process group has ended; stop it (SIGTERM, the
   grace period, SIGKILL to the whole group) when a cancel was asked; SIGKILL the group
   when it stayed PREPARING with no new event and no new output for its startup timeout
@@ -43,7 +44,7 @@ records CANCELLED, "the training job was stopped"), or else FAILED with that sen
 (`stopped`), and is queued again as its next attempt when attempts remain, so another
 worker picks it up; one whose process group outlives its SIGKILL (a process stuck in the
 kernel) is left to the reaper, which concludes it once the group has gone. A worker that
-dies (SIGKILL, a lost machine) leaves its jobs to the others' reaper after the heartbeat
+dies (SIGKILL, a lost machine) leaves its jobs to the others' reaper after its heartbeat
 timeout.
 """
 
@@ -124,7 +125,8 @@ class Worker:
 
     def __init__(self, engine: Engine, runs_dir: Path, devices: int = 1,
                  device_profile: str = "cpu", heartbeat_s: float = 2.0,
-                 heartbeat_timeout_s: float = 30.0, grace_s: float = reaper.GRACE_S,
+                 heartbeat_timeout_s: float = store_jobs.HEARTBEAT_TIMEOUT_S,
+                 grace_s: float = reaper.GRACE_S,
                  startup_timeout_s: float | None = 600.0, *, indexer: Indexer,
                  index_lock: threading.Lock | None = None,
                  device_ids: Sequence[str] | None = None,
@@ -132,11 +134,17 @@ class Worker:
                  stall_timeout_s: float = STALL_TIMEOUT_S) -> None:
         if devices < 1:
             raise ValueError(f"a worker needs at least one device, not {devices}")
+        if heartbeat_timeout_s <= heartbeat_s:
+            raise ValueError(f"a heartbeat timeout of {heartbeat_timeout_s:g} s would call "
+                             f"the worker lost between two of its heartbeats, "
+                             f"{heartbeat_s:g} s apart: make it longer than that")
         self.engine = engine
         self.runs_dir = str(Path(runs_dir).resolve())
         self.devices = devices
         self.device_profile = device_profile
         self.heartbeat_s = heartbeat_s
+        # how long it may go without a heartbeat before it is lost (store.jobs.lost): it
+        # declares it as it registers, and the other workers reap its jobs by it
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.grace_s = grace_s
         self.startup_timeout_s = startup_timeout_s
@@ -167,7 +175,7 @@ class Worker:
             store_jobs.register_worker(conn, WorkerRow(
                 id=self.id, host=host, pid=os.getpid(), devices=devices,
                 device_profile=device_profile, started_at=time.time(),
-                executor=self.executor.name))
+                executor=self.executor.name, heartbeat_timeout_s=heartbeat_timeout_s))
 
     @property
     def free_devices(self) -> int:
@@ -237,7 +245,7 @@ class Worker:
             time.sleep(TICK_S / 4)
         for job in list(self.jobs.values()):  # still running, or its folder stayed busy
             log.warning("worker %s stops with %s unconcluded; another worker's reaper ends "
-                        "it after the heartbeat timeout, once its process has gone",
+                        "it after this worker's heartbeat timeout, once its process has gone",
                         self.id, job.claim.name)
             self._drop(job)
 
@@ -307,9 +315,9 @@ class Worker:
                 store_jobs.heartbeat(conn, self.id, now)
             self.draining = store_jobs.draining(conn, self.id)
         # jobs an executor still runs for attempts no worker holds (a dead worker's Ray jobs)
-        self.executor.sweep(self.engine, self.heartbeat_timeout_s, now)
-        reaper.reap(self.engine, self.id, self.heartbeat_timeout_s, now, self._index,
-                    executor=self.executor, grace_s=self.grace_s)
+        self.executor.sweep(self.engine, now)
+        reaper.reap(self.engine, self.id, now, self._index, executor=self.executor,
+                    grace_s=self.grace_s)
 
     def _index(self, run_dir: Path) -> None:
         try:

@@ -85,9 +85,9 @@ def _job_control(request: Request, st: ServerState, run: str, action: str) -> di
         row = scopes.run(request, conn, run, "write")
     try:
         if action == "cancel":
-            phase = control.cancel(st.engine, row, st.runs_dir)
+            outcome = control.cancel(st.engine, row, st.runs_dir)
         else:
-            phase = control.retry(st.engine, row, st.runs_dir, wait_s=st.lock_wait_s)
+            outcome = control.retry(st.engine, row, st.runs_dir, wait_s=st.lock_wait_s)
     except TransitionError as exc:
         raise ApiError(409, f"run {row.name}: {exc}") from None
     except LookupError as exc:  # deleted from the index meanwhile
@@ -96,14 +96,15 @@ def _job_control(request: Request, st: ServerState, run: str, action: str) -> di
         raise unavailable(f"run {row.name}: {exc}; try again in a moment", 2) from None
     with st.engine.connect() as conn:
         now = conn.execute(select(s.runs).where(s.runs.c.pk == row.pk)).one()
-    return {"ok": True, "status": phase, "run": run_summary(now)}
+    return {"ok": True, "status": outcome.phase, "next": outcome.next, "run": run_summary(now)}
 
 
 @router.post("/api/runs/{run}/cancel", **documented(ActionAnswer, "the run's new phase"))
 def run_cancel(request: Request, run: str, st: ServerState = Depends(state)) -> dict[str, Any]:
     """Cancel a run: a QUEUED job is CANCELLED at once; a PREPARING or RUNNING one is
     CANCEL_REQUESTED and its process is stopped (SIGTERM, then SIGKILL after the grace
-    period), after which it is CANCELLED."""
+    period), after which it is CANCELLED. When its worker is lost, `next` says which live
+    worker stops it, or what that waits for."""
     return _job_control(request, st, run, "cancel")
 
 

@@ -366,6 +366,9 @@ class ActionAnswer(BaseModel):
 
     ok: bool
     status: str
+    next: str | None = Field(None, description="cancel and retry: what happens to the run "
+                             "next, in words (for a cancel of a lost worker's job: which "
+                             "live worker stops it, or what that waits for)")
     run: RunSummary
 
 
@@ -433,7 +436,10 @@ class Worker(BaseModel):
     heartbeat_age_s: float
     draining: bool
     stopped_at: float | None
-    status: str = Field(description="active, draining, stopped or lost (no heartbeat)")
+    heartbeat_timeout_s: float = Field(description="how long it may go without a heartbeat "
+                                       "before it is lost (its --heartbeat-timeout-s)")
+    status: str = Field(description="active, draining, stopped or lost (no heartbeat for "
+                        "its heartbeat_timeout_s)")
     spend: float | None = Field(description="devices × hourly rate × hours up; null when "
                                 "the rate is unknown")
     jobs: list[WorkerJob]

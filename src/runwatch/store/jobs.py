@@ -10,6 +10,10 @@ the same row); on PostgreSQL `SELECT … FOR UPDATE SKIP LOCKED`, then the UPDAT
 it at the start of a transaction (`with engine.begin() as conn: claim(conn, …)`): on
 SQLite a transaction that read first may be refused the write lock.
 
+A worker is **lost** when its own last heartbeat is older than the heartbeat timeout it
+declared as it registered (`lost`; workers.heartbeat_timeout_s): the workers view says so,
+and the other workers reap its jobs then (`stale_claims`), whichever of them looks.
+
 Every function takes a Connection first and leaves the transaction to the caller; all
 times are float seconds since the epoch.
 """
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, func, insert, literal, select, update
 
 from runwatch.store import schema as s
 from runwatch.store.dialect import conflict_insert
@@ -29,6 +33,10 @@ from runwatch.store.dialect import conflict_insert
 j = s.jobs.c
 r = s.runs.c
 w = s.workers.c
+
+# The heartbeat timeout a worker declares unless told otherwise, and the one of a worker
+# registered before workers recorded theirs (or of a holder no worker row names).
+HEARTBEAT_TIMEOUT_S = 30.0
 
 # job.json's fields as stored in the row (runwatch.jobs.spec writes them)
 SPEC_COLUMNS = ("kind", "recipe", "argv", "cwd", "devices", "device_profile", "priority",
@@ -53,8 +61,9 @@ class Claim:
 
 @dataclass(frozen=True)
 class WorkerRow:
-    """A worker as it registers: its id, where it runs, the devices it offers, and what
-    runs its jobs (its executor's name: local, ray)."""
+    """A worker as it registers: its id, where it runs, the devices it offers, what runs
+    its jobs (its executor's name: local, ray), and how long it may go without a
+    heartbeat before it is lost."""
 
     id: str
     host: str
@@ -63,6 +72,13 @@ class WorkerRow:
     device_profile: str
     started_at: float
     executor: str = "local"
+    heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S
+
+
+def lost(heartbeat_at: float | None, heartbeat_timeout_s: float, now: float) -> bool:
+    """Whether a worker whose last heartbeat was at `heartbeat_at` and that declared
+    `heartbeat_timeout_s` is lost at `now` (`stale_claims` asks the same in SQL)."""
+    return (heartbeat_at or 0.0) < now - heartbeat_timeout_s
 
 
 _CLAIM_COLUMNS = (j.run_pk, r.run_id, r.name, r.dir, j.attempt, j.argv, j.cwd, j.devices,
@@ -121,12 +137,18 @@ def claim(conn: Connection, worker_id: str, free_devices: int, now: float,
     return _claim(row)
 
 
+def live(worker: dict[str, Any], now: float) -> bool:
+    """Whether a worker (a row of `list_workers`) runs at `now`: not stopped, nor lost."""
+    return worker["stopped_at"] is None and not lost(worker["heartbeat_at"],
+                                                     worker["heartbeat_timeout_s"], now)
+
+
 def register_worker(conn: Connection, worker: WorkerRow) -> None:
     """Record a worker as started (again, if its id was seen before)."""
     values = {"host": worker.host, "pid": worker.pid, "devices": worker.devices,
               "device_profile": worker.device_profile, "started_at": worker.started_at,
               "heartbeat_at": worker.started_at, "draining": False, "stopped_at": None,
-              "executor": worker.executor}
+              "executor": worker.executor, "heartbeat_timeout_s": worker.heartbeat_timeout_s}
     if conn.execute(update(s.workers).where(w.id == worker.id).values(**values)).rowcount == 0:
         conn.execute(insert(s.workers).values(id=worker.id, **values))
 
@@ -182,10 +204,20 @@ def cancel_requested(conn: Connection, run_pk: int) -> bool:
                         ).scalar() is not None
 
 
-def stale_claims(conn: Connection, timeout_s: float, now: float) -> list[Claim]:
-    """Jobs held by a worker that has not stamped them for over `timeout_s` seconds."""
-    rows = conn.execute(select(*_CLAIM_COLUMNS).join(s.runs, r.pk == j.run_pk).where(
-        j.worker_id.is_not(None), j.heartbeat_at < now - timeout_s).order_by(j.run_pk))
+def holder_timeout() -> Any:
+    """The heartbeat timeout of a job's holder, as a column of a select joined to
+    `workers` on `jobs.worker_id` (outer: a holder with no row declared the default)."""
+    return func.coalesce(w.heartbeat_timeout_s, literal(HEARTBEAT_TIMEOUT_S))
+
+
+def stale_claims(conn: Connection, now: float) -> list[Claim]:
+    """Jobs held by a lost worker: one that has not stamped them for longer than its own
+    heartbeat timeout (`lost`)."""
+    rows = conn.execute(
+        select(*_CLAIM_COLUMNS).join(s.runs, r.pk == j.run_pk)
+        .outerjoin(s.workers, w.id == j.worker_id)
+        .where(j.worker_id.is_not(None), j.heartbeat_at < now - holder_timeout())
+        .order_by(j.run_pk))
     return [_claim(row) for row in rows]
 
 

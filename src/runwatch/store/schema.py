@@ -254,6 +254,8 @@ workers = Table(
     Column("stopped_at", Float),
     # what runs its jobs (runwatch.jobs.executors: local, ray): which workers can reap them
     Column("executor", String(16), nullable=False, server_default="local"),
+    # how long it may go without a heartbeat before it is lost (runwatch.store.jobs.lost)
+    Column("heartbeat_timeout_s", Float, nullable=False, server_default="30"),
 )
 
 # --- H5: step summaries (runwatch.store.summaries) ---
