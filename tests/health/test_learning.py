@@ -151,13 +151,15 @@ def _spikes(base: float, peak: float, at: list[int], n: int = 60) -> list[float]
     return [peak if i in at else base * (1 + 0.1 * math.sin(i)) for i in range(n)]
 
 
-def test_one_gradient_spike_is_info_and_a_second_close_by_a_warning() -> None:
+def test_gradient_spikes_are_info_one_or_repeated() -> None:
+    # Session 15: repeated spikes of the gradient norm alone are no warning (the norm is
+    # logged before clipping; a spike that costs the run shows in its loss).
     (one,) = _of(evaluate("sft", {}, {"grad_norm": _spikes(0.4, 4.8, [30])}),
                  "optim.grad_norm_spike")
     assert one.severity == "info"
     (two,) = _of(evaluate("sft", {}, {"grad_norm": _spikes(0.4, 4.8, [30, 33])}),
                  "optim.grad_norm_spike")
-    assert two.severity == "warning" and "2 spikes within 5 points" in two.message
+    assert two.severity == "info" and "2 spikes within 5 points" in two.message
     # Spikes far apart are two findings, each info.
     far = _of(evaluate("sft", {}, {"grad_norm": _spikes(0.4, 4.8, [20, 45])}),
               "optim.grad_norm_spike")

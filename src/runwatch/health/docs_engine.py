@@ -222,7 +222,11 @@ DETECTOR_DOCS = (
      "change in the window's own point-to-point noise (the robust spread of its changes "
      "around the typical one, over √2; where a bucket holds several points, measured on "
      "the points and scaled to a bucket's median): a held-out score averaged over a few "
-     "samples jumps by a fifth between validations"),
+     "samples jumps by a fifth between validations; with `undone`, a rise (or fall) holds "
+     "only while, over the last `undone` windows, the series has not swung against it by "
+     "as much as the window's change: risen that far from a low and fallen back as far "
+     "within a quarter window, on medians of 3 points (a loss that creeps up through each "
+     "epoch and steps down at the next one's start is in a cycle)"),
     ("no_progress", "after `warmup` points (or `warmup_steps` steps and `min_points` "
      "points), the latest bucket median has not moved `min_change` (relative) from the "
      "first; with `max_spread`, only while every point so far lies within that fraction of "

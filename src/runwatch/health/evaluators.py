@@ -88,7 +88,7 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             direction=str(p["direction"]), window=int(_num(p, "window", 64)),
             min_effect=_num(p, "min_effect", 0.1), relative=bool(_num(p, "relative", 1)),
             min_buckets=int(_num(p, "min_buckets", 4)), recent_z=_num(p, "recent_z", 0.0),
-            noise_z=_num(p, "noise_z", 0.0), state=state,
+            noise_z=_num(p, "noise_z", 0.0), undone=int(_num(p, "undone", 0)), state=state,
         )
     if kind == "no_progress":
         return pg.NoProgress(

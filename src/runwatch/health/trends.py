@@ -10,7 +10,7 @@ small Theil–Sen per bucket whatever the run's length.
 from __future__ import annotations
 
 import math
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from typing import Any
 
 from runwatch.health.detectors import median, robust_sd
@@ -62,6 +62,7 @@ class Trend(Onsets):
         min_buckets: int = 4,
         recent_z: float = 0.0,
         noise_z: float = 0.0,
+        undone: int = 0,
         state: dict[str, Any] | None = None,
     ) -> None:
         self.direction, self.min_effect = direction, min_effect
@@ -77,9 +78,16 @@ class Trend(Onsets):
         # moves its way (by half the rate and by recent_z noise widths): a series that
         # rose once and settled (a KL held by its penalty) has stopped trending.
         self.recent_z = recent_z
-        self.keeps = bool(recent_z or (noise_z and self.buckets.size > 1))
+        # With undone, a rise (or fall) holds only while the series has not moved back as
+        # far as it moved, within a quarter window, over the last `undone` windows
+        # (`undone_lately`): a loss that climbs through each epoch and steps back down at
+        # the next one's start is in a cycle, and one whose spikes come straight back moves
+        # that far in its noise.
+        self.undone = max(0, int(undone))
+        self.keeps = bool(recent_z or self.undone or (noise_z and self.buckets.size > 1))
         self.size = nb * self.buckets.size
         self.points: list[list[float]] = [list(p) for p in (state or {}).get("p", [])]
+        self.past: list[float] = list((state or {}).get("u", []))  # the last `undone` windows
         self._pending: tuple[list[int], list[float]] = ([], [])
         self._fed = 0
         self.min_buckets = max(2, min(int(min_buckets), nb))
@@ -114,9 +122,34 @@ class Trend(Onsets):
             v = values[i]
             if v is not None and v - v == 0:
                 self.points.append([float(steps[i]), v])
+                if self.undone:
+                    self.past.append(v)
         self._fed = max(self._fed, end + 1)
         if len(self.points) > self.size:
             del self.points[: len(self.points) - self.size]
+        if len(self.past) > self.undone * self.size:
+            del self.past[: len(self.past) - self.undone * self.size]
+
+    def undone_lately(self, ys: list[float]) -> bool:
+        """Whether, over the last `undone` windows, the series swung against the trend by
+        as much as the trend's change over the window (the effect at the window's level):
+        it rose that far from a low of those windows and fell back as far within a quarter
+        window (for a rise; the mirror for a fall), on medians of 3 points (one odd point
+        moves no median of 3). A steep fall early in a run has risen to nothing first."""
+        span = max(2, self.size // 4)
+        past = self.past
+        sign = -1.0 if self.direction == "down" else 1.0
+        smooth = [sign * median(past[max(0, i - 1) : i + 2]) for i in range(len(past))]
+        level = max(abs(median(ys)), self.floor) if self.relative else 1.0
+        change = abs(self.last_effect) * level
+        low = list(accumulate(smooth, min))  # the lowest point up to each
+        for j in range(1, len(smooth)):
+            lo = max(0, j - span)
+            top = max(range(lo, j), key=smooth.__getitem__)
+            if (smooth[top] - smooth[j] >= change
+                    and smooth[top] - low[top] >= change):
+                return True
+        return False
 
     def still_moving(self, holding: bool) -> bool:
         """Whether the latest half of the window still moves the trend's way by a quarter
@@ -154,6 +187,8 @@ class Trend(Onsets):
                                  self.floor, noise)
         if holds and self.recent_z and self.direction != "flat":
             holds = self.still_moving(self.verdict)
+        if holds and self.undone and self.direction in ("up", "down"):
+            holds = not self.undone_lately(ys)
         if holds:
             self.held_effect = self.last_effect
         return holds
@@ -163,6 +198,8 @@ class Trend(Onsets):
               "h": self.held_effect}
         if self.keeps:
             st["p"] = self.points
+        if self.undone:
+            st["u"] = self.past
         return st
 
 

@@ -3,7 +3,18 @@ stopped reporting, and a validation plateau."""
 
 from __future__ import annotations
 
-from runwatch.health.rules.base import ALL_METHODS, Rule
+import math
+from collections.abc import Mapping, Sequence
+
+from runwatch.health.rules.base import ALL_METHODS, Param, Rule
+
+
+def _gradient_beside_a_loss(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
+    """The gradient norm, or +inf where the loss logged beside it is exactly 0."""
+    if len(v) == 1:
+        return v[0]
+    return [g if loss != 0 else math.inf for g, loss in zip(v[0], v[1], strict=True)]
+
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -26,13 +37,16 @@ RULES: tuple[Rule, ...] = (
         methods=ALL_METHODS,
         variants=(("grad_norm",),),
         detector="spike",
-        params={"factor": 10.0, "window": 200, "min_history": 10, "floor": 0.0, "hold": 5,
-                "repeat": 2},
+        params={"factor": 10.0, "window": 200, "min_history": 10, "floor": 0.0, "hold": 5},
         severity="info",
         condition="`grad_norm` exceeds {factor}× the run's rolling median over the last "
-        "{window} steps; a warning when {repeat} such spikes come within {hold} points (one "
-        "spike that is gone at the next step is one batch's gradient, which clipping bounds; "
-        "a run of one prompt or a few pairs a step has them often).",
+        "{window} steps; spikes within {hold} points are one finding. Info however often "
+        "they repeat: the norm is logged before clipping, which bounds the update it "
+        "makes, and a spike that costs the run shows in what the run is judged by, the "
+        "loss jumping (loss.spike, a warning when repeated) or a value going non-finite "
+        "(metric.non_finite); a run of one prompt or a few pairs a step has such spikes "
+        "often while its loss falls as it should (a DPO LoRA in fp32 on MPS: 160,621 "
+        "against a median of 9 on 9 of 50 steps, every loss ordinary).",
         message="{metric} spiked to {max:.3g}, {ratio:.1f}× its median of "
         "{median:.3g}{repeats}.",
         advice="Read the batch at that step for bad rows; if spikes repeat, lower learning_rate "
@@ -42,13 +56,18 @@ RULES: tuple[Rule, ...] = (
         id="optim.zero_gradient",
         title="Gradient norm is exactly zero",
         methods=("sft", "dpo"),
-        variants=(("grad_norm",),),
+        variants=(("grad_norm", "loss"), ("grad_norm",)),
+        exclusive=True,
         detector="threshold",
+        derive=_gradient_beside_a_loss,
         params={"below": 1e-12, "k": 3, "n": 3},
         severity="info",
-        condition="`grad_norm` is exactly 0 on {k} logged steps in a row: the weights do not "
-        "move (frozen parameters, a loss cut off from the graph), or the logger does not see "
-        "the gradient (some DeepSpeed versions log 0).",
+        condition="`grad_norm` is exactly 0 on {k} logged steps in a row, where the `loss` "
+        "beside it (if logged) is not exactly 0: the weights do not move (frozen "
+        "parameters, a loss cut off from the graph), or the logger does not see the "
+        "gradient (some DeepSpeed versions log 0). A loss of exactly 0 has no gradient to "
+        "give: that is loss.zero's finding (no supervised token, or steps skipped), not a "
+        "frozen model beside a loss that does not fall.",
         message="{metric} was exactly 0 on {count} logged steps from step {first_step}.",
         advice="Check that the parameters (or the adapter) require gradients and that the "
         "loss depends on them; under DeepSpeed, check whether grad_norm is logged at all.",

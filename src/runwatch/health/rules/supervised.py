@@ -27,6 +27,16 @@ def _preference_loss_saturated(v: Sequence[list[float]],
     return [loss if loss >= 0 else float("inf") for loss in v[0]]
 
 
+def _loss_collapsed(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
+    """The loss where every pair prefers the chosen reply, or, in a run that logs no
+    preference accuracy, the loss itself where it is above 0 (a loss logged as exactly 0
+    is a step skipped or not computed from finite values far more often than a sigmoid
+    rounded to 0); +inf elsewhere."""
+    if len(v) == 2:
+        return _loss_when_all_preferred(v, p)
+    return [loss if loss > 0 else math.inf for loss in v[0]]
+
+
 def _loss_unless_all_preferred(v: Sequence[list[float]],
                                p: Mapping[str, Param]) -> list[float]:
     """The loss on steps where some pair does not prefer the chosen reply; +inf where
@@ -399,7 +409,7 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="trend",
         params={"direction": "up", "window": 32, "min_effect": 0.3, "relative": 1,
-                "noise_z": 3.0},
+                "noise_z": 3.0, "undone": 3},
         signal="loss_up",
         severity="warning",
         condition="The Theil–Sen trend of `loss` over the last {window} logged points rises "
@@ -407,7 +417,11 @@ RULES: tuple[Rule, ...] = (
         "rise in the loss's own point-to-point noise: a rise too slow for loss.rising's 16 "
         "points. A training loss that is minimised does not climb by a third over 32 "
         "logs; a DPO or ORPO loss that does is losing its preference or the chosen "
-        "replies' likelihood.",
+        "replies' likelihood. Not while the loss has fallen by as much as that rise "
+        "within a quarter of the window (on medians of 3 points) over the last {undone} "
+        "windows: a loss that creeps up through each epoch and steps back down at the "
+        "next one's start (a many-epoch fine-tune's sawtooth) is in a cycle, and one whose "
+        "spikes come straight back moves that far in its noise; neither is climbing.",
         message="{metric} {change} over the last {window} logged points (now {last:.4g}).",
         advice="Training is losing ground: lower learning_rate (or beta for a preference "
         "loss), check the data order and the learning-rate schedule, and keep the "
@@ -434,15 +448,24 @@ RULES: tuple[Rule, ...] = (
         id="dpo.loss_collapsed",
         title="DPO loss collapsed to zero",
         methods=("dpo",),
-        variants=(("loss", "preference_accuracy"),),
+        variants=(("loss", "preference_accuracy"), ("loss",)),
+        exclusive=True,
         detector="threshold",
-        derive=_loss_when_all_preferred,
+        derive=_loss_collapsed,
         params={"below": 0.01, "accuracy_at": 0.999, "k": 2, "n": 2},
         signal="preference_saturated",
         severity="warning",
-        condition="`loss` is below {below} while `preference_accuracy` is 1, on {k} logged "
-        "steps in a row: every pair separated by a margin the sigmoid cannot tell from "
-        "infinite, so nothing is left to learn but pushing rejected replies further down.",
+        condition="`loss` is below {below} while `preference_accuracy` is 1 (in a run that "
+        "logs no preference accuracy, the loss alone), on {k} logged steps in a row: every "
+        "pair separated by a margin the sigmoid cannot tell from infinite, so nothing is "
+        "left to learn but pushing rejected replies further down. The loss alone says as "
+        "much: it is the mean of -log σ(margin) over the batch's pairs, and a pair not "
+        "preferred adds ln 2 over the pairs to it, more than {below} in a batch of up to "
+        "69 pairs, so a loss below it has every pair preferred, most by a margin past 4.6 "
+        "(-log σ(4.6) = 0.01): a run of 6 logs whose loss goes 0.693, 0.027, 0.0001 needs "
+        "no longer history. Alone, a loss at or below 0 does not count: below 0 it is no "
+        "preference loss, and one logged as exactly 0 is far more often a step skipped or "
+        "not computed from finite values (dpo.loss_zero) than a sigmoid rounded to 0.",
         message="loss stayed at {last:.3g} with every pair preferred: the preference is "
         "saturated.",
         advice=OVER_OPTIMISED,
