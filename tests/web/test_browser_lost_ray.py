@@ -1,4 +1,5 @@
-"""The Resources page says what a lost Ray worker's job waits for.
+"""The Resources page says what a lost Ray worker's job waits for, and so does its
+cancel on the run's page.
 
 No live worker can tell whether a lost Ray worker's job still runs but a Ray worker (a
 local one cannot ask the cluster), so the job waits; the page says so on the job, and
@@ -37,8 +38,17 @@ def test_a_lost_ray_workers_job_says_it_waits_for_a_ray_worker(page: Page, serve
     expect(row).to_contain_text("cpu on Ray")
     expect(row.locator(".job-link")).to_have_text("on-the-cluster")
     expect(row.locator(f'[data-waits="{run_id}"]')).to_contain_text("waits for a Ray worker")
+    # its cancel says that nothing can stop it before a Ray worker is up
+    row.locator(".job-link").click()
+    page.wait_for_selector("#detail[data-loaded=true]")
+    page.click("#action-cancel")
+    expect(page.locator("#run-status")).to_have_text("Cancel requested")
+    notice = page.locator(".notice")
+    expect(notice).to_contain_text("its worker w-ray no longer heartbeats")
+    expect(notice).to_contain_text("it waits for a Ray worker")
     # a live Ray worker can reap it: the job no longer waits on anyone
     with engine.begin() as conn:
         store_jobs.register_worker(conn, store_jobs.WorkerRow(
             "w-ray-2", "other-node", 4343, 1, "cpu", time.time(), executor="ray"))
+    page.goto(f"{server.url}/resources")
     expect(row.locator("[data-waits]")).to_have_count(0, timeout=30_000)

@@ -361,7 +361,8 @@ export class DetailView {
             ? `Queued again as attempt ${res.run.attempt}; the charts start empty.`
             : res.status === "CANCELLED"
               ? "Cancelled before it started."
-              : "Cancel requested: the job is told to stop, and is stopped for good after a grace period.",
+              : // what stops it: its worker, or, when that worker is lost, which worker will
+                `Cancel requested: ${res.next ?? "the job is told to stop, and is stopped for good after a grace period"}.`,
         );
       } catch (e) {
         b.disabled = false;
