@@ -29,6 +29,7 @@ ALIGN_CAP = 512  # steps waiting for a partner metric; older ones are dropped
 # Detectors that judge a second series against a first (a variant's reference, then the
 # judged series): the finding is about the second.
 PAIRED = ("divergence", "flat_since")
+LR = "learning_rate"  # read beside a reward judged for no improvement, for its warm-up
 
 
 def budget_value(
@@ -197,6 +198,9 @@ class Evaluator:
             if rule.detector in ("threshold", "pinned"):
                 verdicts = self.detector.feed(values, steps)
             elif rule.detector in ("trend", "no_progress", "no_improvement"):
+                if isinstance(self.detector, pg.NoImprovement) and LR in cols:
+                    # its warm-up is no part of the span a reward is judged flat over
+                    self.detector.feed_lr(*cols[LR])
                 verdicts = self.detector.feed(steps, values)
             elif isinstance(self.detector, d.Shift | d.Excursion):
                 verdicts = self.detector.feed(values, steps)
@@ -368,7 +372,8 @@ class Evaluator:
         if SEVERITY_RANK[self.severity] >= SEVERITY_RANK["warning"]:
             return self.severity
         repeat, warn_after = self.params.get("repeat"), self.params.get("warn_after")
-        points = evidence.get("points")
+        # the points a verdict stands on, where its detector counts fewer than it read
+        points = evidence.get("judged", evidence.get("points"))
         if ((isinstance(repeat, int | float) and int(rec.get("count") or 0) >= repeat)
                 or (isinstance(warn_after, int | float) and isinstance(points, int | float)
                     and points >= warn_after)):

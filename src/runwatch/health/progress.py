@@ -134,6 +134,9 @@ class NoProgress:
                 return False
             if needed > k:
                 k, first, now = needed, median(self.head[:needed]), median(self.tail[-needed:])
+        if now == 0 and self.direction == "down" and not self.moved:
+            # a loss at exactly 0 has nowhere to fall (loss.zero reports it)
+            return False
         start = b.first if self.moved else pick(self.first[1], first)
         self.last_effect = (now - start) / max(abs(start), 1e-12)
         # A fall that is the finding, once held, is released only when two thirds of it
@@ -193,9 +196,21 @@ class NoImprovement:
     at every point, its latest median dips within one standard error of the start by
     chance on some judgement of a long run (a reward of noise ±0.2 per point that rose
     0.44 -> 0.58, judged on 25-point medians, did at one of 90), and a dip is not the
-    run failing to learn; a reward that has lost all it gained is."""
+    run failing to learn; a reward that has lost all it gained is.
+
+    `held["judged"]` is how many points the verdict stands on, which a warning asks for
+    (Rule params `warn_after`); it is counted only where three things hold besides the
+    opening condition. The Theil–Sen trend through the points the two medians take (all
+    of them up to twice `head`) has not risen by more than `z` standard errors either: it
+    reads every point, where two medians of a reward that is a mix of a few outcomes (a
+    pass or a fail) blur a steady rise. The points logged while the learning rate still
+    rises (`feed_lr`; its warm-up, when the policy barely moves) do not count. And the
+    log holds the run's start (its first step is within `WINDOW_STRIDES` logging strides
+    of step 0): a window cut from a longer run or a resumed one cannot tell a reward that
+    plateaued after learning from one that never rose, so there it stays info."""
 
     CONFIRM = 6
+    WINDOW_STRIDES = 3
 
     def __init__(self, direction: str = "up", z: float = 1.0, min_points: int = 10,
                  head: int = 25, early_points: int = 0,
@@ -213,6 +228,28 @@ class NoImprovement:
         self.streak = int(st.get("s", 0))  # judgements in a row that would release it
         self.gained = int(st.get("g", 0))  # judgements in a row at twice the edge
         self.risen = bool(st.get("r", False))  # it had that on CONFIRM in a row
+        # The learning rate's last value and the points logged before its latest rise,
+        # while it has only risen (its warm-up); `warming` false once it has not.
+        self.lr: float | None = st.get("lr")
+        self.warming = bool(st.get("w", True))
+        self.warm = int(st.get("wp", 0))
+        self._lr_at: dict[int, float] = {}
+
+    def feed_lr(self, steps: list[int], values: list[float]) -> None:
+        """Note the learning rate at `steps`, for the reward points of the same steps that
+        `feed` is handed next."""
+        self._lr_at = {s: v for s, v in zip(steps, values, strict=True) if v - v == 0}
+
+    def _note_lr(self, step: int) -> None:
+        lr = self._lr_at.get(step)
+        if lr is None or not self.warming:
+            return
+        if self.lr is not None:
+            if lr > self.lr:
+                self.warm = self.count  # the points before this one ran at a lower rate
+            else:
+                self.warming = False
+        self.lr = lr
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         out = []
@@ -221,6 +258,7 @@ class NoImprovement:
                 if self.first_step is None:
                     self.first_step = step
                 keep(self.head, self.tail, self.size, v)
+                self._note_lr(step)
                 self.count += 1
                 # A long run is judged every 10 points: the verdict moves slowly there.
                 if self.count < self.min_points:
@@ -274,10 +312,15 @@ class NoImprovement:
             # taken only where the opening condition itself holds: a reward rising slowly
             # that sits between one and two standard errors keeps an open finding, but
             # does not turn it into a warning.
-            if gain <= self.z * error or not self.held:
+            flat = gain <= self.z * error
+            judged = int(self.held.get("judged", 0))
+            if flat or not self.held:
                 self.held = {"start": start, "now": now, "effect": now - start,
                              "noise": noise, "points": self.count,
                              "span": step - (self.first_step or 0)}
+            if flat and self._trend_flat(noise):
+                judged = 0 if self._window(step) else self.count - self.warm
+            self.held["judged"] = judged
             return True
         self.streak = self.streak + 1 if self.verdict else 0
         if self.verdict and self.streak < self.CONFIRM:
@@ -285,10 +328,32 @@ class NoImprovement:
         self.streak = 0
         return False
 
+    def _trend_flat(self, noise: float) -> bool:
+        """Whether the Theil–Sen trend through the points the medians take (the first
+        `head` and the latest `head`, all of them while they overlap) rises by no more
+        than `z` standard errors of such a rise in the series' point noise."""
+        first = self.count - len(self.tail)
+        at = dict(enumerate(self.head))
+        at.update((first + i, v) for i, v in enumerate(self.tail))
+        xs = [float(i) for i in sorted(at)]
+        ys = [at[i] for i in sorted(at)]
+        spread = sum((x - sum(xs) / len(xs)) ** 2 for x in xs)
+        if spread <= 0:
+            return True
+        rise = self.sign * theil_sen(xs, ys) * (xs[-1] - xs[0])
+        return rise <= self.z * noise * (xs[-1] - xs[0]) / math.sqrt(spread)
+
+    def _window(self, step: int) -> bool:
+        """Whether the log starts more than WINDOW_STRIDES logging strides after step 0:
+        a window of a longer run, or a resumed one, whose start is not in it."""
+        first = self.first_step or 0
+        stride = (step - first) / max(1, self.count - 1)
+        return first > self.WINDOW_STRIDES * max(stride, 1.0)
+
     def state(self) -> dict[str, Any]:
         return {"head": self.head, "tail": self.tail, "n": self.count, "fs": self.first_step,
                 "held": self.held, "v": self.verdict, "s": self.streak, "g": self.gained,
-                "r": self.risen}
+                "r": self.risen, "lr": self.lr, "w": self.warming, "wp": self.warm}
 
 
 class Learning:

@@ -232,6 +232,8 @@ READ_WHEN_ALONE: dict[str, str] = {
     # hand-written GRPO loops' KL to the reference (GRPO has no other KL to log)
     "kl_avg": "fb/loss/kl_ref/mean", "mean_kl": "fb/loss/kl_ref/mean",
     "margin": "mean_margin", "Training Loss": "loss", "Validation Loss": "val/loss",
+    # a hand-written loop's learning rate (rl.no_progress reads its warm-up)
+    "lr": "learning_rate",
 }
 
 
@@ -322,7 +324,8 @@ TRUNCATED = re.compile(r"truncat")
 # samples all scored the same, which such a loop drops: DAPO's dynamic sampling, the
 # cookbook's constant-reward filter; a loop's `groups_filtered`) and those it trained on
 # (`groups_kept`). Read as the async loop's counts of the same, whose share the
-# zero-variance rules judge. Groups dropped for their age or length are not these.
+# zero-variance rules judge; a share of what a loop filtered (`fraction_filtered`) is
+# that share itself. Groups dropped for their age or length are not these.
 GROUPS = frozenset({"group", "groups"})
 DROPPED = frozenset({"filtered", "dropped", "skipped", "removed", "discarded"})
 KEPT = frozenset({"kept", "accepted", "trained", "used"})
@@ -355,6 +358,10 @@ def role_by_words(key: str) -> str | None:
         # `mean_correct`): the task score the trained reward should move with
         return "accuracy"
     if ZERO_SPREAD.search(name.rpartition("/")[2]) and words & SHARE:
+        return "zero_variance_skip_ratio"
+    if words & SHARE and words & DROPPED and not words & (KEPT | NOT_ZERO_SPREAD):
+        # the share of a step's groups a loop filtered out, for no other reason named
+        # (`train/fraction_filtered`): the groups whose samples all scored alike
         return "zero_variance_skip_ratio"
     if TRUNCATED.search(name.rpartition("/")[2]) and words & SHARE:
         return "truncated_ratio"

@@ -172,7 +172,9 @@ RULES: tuple[Rule, ...] = (
         condition="`zero_variance_skip_ratio` is above {above} on {k} of the last {n} steps "
         "(under 0.3 is healthy). A loop that logs no share but counts the groups it "
         "dropped for having no spread and those it trained on (`groups_filtered` and "
-        "`groups_kept`) is judged by the dropped ones' share of the two.",
+        "`groups_kept`) is judged by the dropped ones' share of the two, and a share of "
+        "the groups a loop filtered, for no other reason named (`fraction_filtered`), is "
+        "read as the share itself.",
         message="the share of groups with no reward variance ({metric}) stayed above "
         "{above} (last {last:.3g}).",
         advice="The task is too easy or too hard for the model now: read "
@@ -446,9 +448,16 @@ RULES: tuple[Rule, ...] = (
         condition="After {min_points} logged points, the median of the latest half of "
         "`reward_mean` (or, in a run that logs no reward, `accuracy`; at most {head} points) "
         "has not risen above the median of the first half by more than {z} standard error "
-        "of its noise; a warning once that holds over {warn_after} points. From "
-        "{early_points} points until {min_points}, too few to measure the noise, it holds "
-        "while the latest half's median has not risen at all.",
+        "of its noise; a warning once that holds over {warn_after} points, counted only "
+        "where the Theil–Sen trend through the points the two medians take has not risen "
+        "by more than {z} standard error either (two medians of a reward that is a mix of "
+        "a few outcomes blur a steady rise), leaving out the points logged while the "
+        "learning rate still rises (its warm-up, when the policy barely moves), and never "
+        "in a log that starts more than 3 logging strides after step 0 (a window of a "
+        "longer run or a resumed one, which cannot tell a reward that plateaued after "
+        "learning from one that never rose). From {early_points} points until "
+        "{min_points}, too few to measure the noise, it holds while the latest half's "
+        "median has not risen at all.",
         message="{metric} {change} over {points:.0f} logged points ({start:.3g} to "
         "{now:.3g}), within its noise (sd {noise:.2g} per point).",
         advice="The policy is not learning from this reward: check that rewards vary within "
