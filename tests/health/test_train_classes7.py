@@ -11,6 +11,7 @@ for each change to the supervised rules.
   accuracy too (dpo_qwen35_08b_day22_cpu_fallback_6steps: 0.693 -> 0.00013 in 6 logs).
 - A gradient norm exactly 0 beside a loss exactly 0 is no frozen model (loss.zero finds
   it: no supervised token), so no loss_not_falling finding (sft_ovis2_34b_lora_loss_zero_issue).
+- Losses that jumped up and stayed have moved: no plateau (distill_nmt_loss_jump).
 """
 
 from __future__ import annotations
@@ -118,3 +119,25 @@ def test_a_zero_gradient_beside_a_loss_that_does_not_move_is_found() -> None:
     # Near miss: the gradient norm exactly 0 beside a loss of 2.3 (a frozen model).
     found = evaluate("sft", {}, {"loss": [2.3] * 20, "grad_norm": [0.0] * 20})
     assert _of(found, "optim.zero_gradient")
+
+
+def _epochs(train: list[float], val: list[float]) -> dict[str, tuple[list[int], list[float]]]:
+    steps = [1000 * (i + 1) for i in range(len(train))]
+    return {"loss": (steps, train), "val/loss": (steps, val)}
+
+
+def test_losses_that_jumped_up_and_stayed_are_no_plateau() -> None:
+    # distill_nmt_loss_jump (loss_rising): both losses fall ~10% over 17 epochs, then jump
+    # 35% and stay. On the engine before, sft.plateau warned "the model is not learning"
+    # on the jump (both had "fallen less than 4%": they rose).
+    train = [4.2 - 0.035 * i for i in range(17)] + [4.88, 4.85, 4.83]
+    val = [3.87 - 0.016 * i for i in range(17)] + [4.89, 4.875, 4.865]
+    found = evaluate("sft", {}, _epochs(train, val))
+    assert not _of(found, "sft.plateau") and _of(found, "loss.stepped_up")
+
+
+def test_losses_that_stay_within_2_percent_are_a_plateau() -> None:
+    # Near miss: both losses within 2% of where they started over 12 validations.
+    train = [2.0 * (1 - 0.001 * i) for i in range(12)]
+    val = [2.1 * (1 + 0.001 * (i % 3)) for i in range(12)]
+    assert _of(evaluate("sft", {}, _epochs(train, val)), "sft.plateau")

@@ -351,7 +351,8 @@ class FlatSince(Onsets):
     learned in its first tens of steps and has converged since has not failed to learn,
     though its validation loss improves only slowly (a LoRA whose batch loss fell
     1.08 -> 0.77 before its first validation at step 50, and whose validation loss then
-    fell at every one of its validations, 0.7995 -> 0.7725)."""
+    fell at every one of its validations, 0.7995 -> 0.7725). Nor while either loss has
+    risen by `min_change` since the first validation: a loss that jumped up has moved."""
 
     HALF = 5
     MIN_TRAIN = 8  # training points since the first validation before a verdict
@@ -443,7 +444,9 @@ class FlatSince(Onsets):
         start = median(self.opening[:k] or [head])
         run_fall = (start - tail) / max(abs(start), 1e-12)
         edge = self.min_change * (1.5 if self.verdict else 1.0)
-        holds = max(val_fall, train_fall, run_fall) < edge
+        # nor while either has risen as far: a loss that jumped up has moved (a rise is
+        # loss.stepped_up's or overfitting's finding, not a plateau)
+        holds = max(val_fall, train_fall, run_fall) < edge and min(val_fall, train_fall) > -edge
         if holds:
             self.held = {"val_effect": -val_fall, "train_effect": -train_fall,
                          "since": self.first[0], "points": self.count}

@@ -107,7 +107,10 @@ RULES: tuple[Rule, ...] = (
         "verdict needs no warm-up. A noisy training loss is compared by medians of as many "
         "points as show a fall of {min_change} in its own point-to-point noise ({noise_z} "
         "standard error; 16 points at most, else it is not judged flat): a run of hard "
-        "batches moves a 5-point median by more than that.",
+        "batches moves a 5-point median by more than that. Nor while either has risen by "
+        "{min_change} since: a loss that jumped up and stayed has moved (loss.stepped_up "
+        "and the overfitting rules judge a rise), and calling it a plateau says the model "
+        "is not learning when it has lost ground.",
         message="{metric} {val_change} and the training loss {train_change} since step "
         "{since:.0f} ({points:.0f} validations): the model is not learning.",
         advice="Raise learning_rate (a LoRA at a low rank or a small lr barely moves the "
