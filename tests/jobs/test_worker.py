@@ -18,7 +18,7 @@ from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
 from runwatch.server.runner import free_port
 from runwatch.store import jobs as store_jobs
-from tests.support.cli import run_cli
+from tests.support.cli import cli_here, run_cli
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
 from tests.support.workers import Workers, group_gone, phases, workers
@@ -270,3 +270,13 @@ def test_a_worker_offering_more_devices_than_it_may_use_is_refused(runs_dir: Pat
                    "--device-profile", "gpu3", env={VISIBLE_DEVICES: "0"}, check=False)
     assert proc.returncode == 2
     assert f"offers 3 devices but {VISIBLE_DEVICES} names 1" in proc.stderr
+
+
+def test_a_heartbeat_timeout_not_longer_than_the_heartbeats_is_refused(tmp_path: Path) -> None:
+    """The worker would be lost between two of its own heartbeats, and its jobs reaped.
+    (The folder does not exist: a worker that was not refused stops there, not runs.)"""
+    said = cli_here("worker", str(tmp_path / "missing"), "--db", str(tmp_path / "index.db"),
+                    "--heartbeat-s", "2", "--heartbeat-timeout-s", "2", check=False)
+    assert said.returncode == 2
+    assert "--heartbeat-timeout-s 2 would call this worker lost between two of its " \
+           "heartbeats (2 s apart)" in " ".join(said.stderr.split())
