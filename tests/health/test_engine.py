@@ -527,7 +527,7 @@ def test_the_same_jump_at_steps_that_go_on_is_a_step_up() -> None:
      [math.exp(-i / 15) for i in range(64)]),
     ("train_reward", "rl.no_progress", "grpo", [0.5 + 0.05 * math.sin(1.3 * i)
                                                 for i in range(40)]),
-    ("std_reward", "grpo.reward_std_zero", "grpo", [0.3] * 10 + [0.0] * 6),
+    ("std_reward", "grpo.reward_std_zero", "grpo", [0.3] * 10 + [0.0] * 8),
     ("mixed_cuts/advantage_collapse_rate", "grpo.zero_variance", "grpo", [0.6] * 12),
     ("zero_std_group_ratio", "grpo.zero_variance", "grpo", [0.6] * 12),
     ("lm_loss", "sft.loss_not_falling", "sft", [2.0 + 0.01 * (i % 3) for i in range(60)]),

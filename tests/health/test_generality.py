@@ -187,11 +187,11 @@ def test_a_healthy_ipo_run_is_not_read_as_dpo_over_optimisation() -> None:
 
 
 def test_a_k_of_n_message_counts_the_hits_of_its_window() -> None:
-    # Opened at the sixth low step of ten: the message says 6, not the 1 hit of the
+    # Opened at the eighth low step of ten: the message says 8, not the 1 hit of the
     # point that opened it (issue 14: messages state the numbers that show it).
-    std = ([*range(1, 11)], [0.3] * 3 + [0.0005, 0.3] + [0.0005] * 5)
+    std = ([*range(1, 11)], [0.3] + [0.0005, 0.3] + [0.0005] * 7)
     (f,) = _of(_step_by_step("grpo", {"reward_std": std}), "grpo.reward_std_zero")
-    assert "(6 of the last 10 steps below 0.001)" in f.message, f.message
+    assert "(8 of the last 10 steps below 0.001)" in f.message, f.message
 
 
 def test_a_finding_on_the_fallback_metric_resolves_when_the_preferred_one_arrives() -> None:

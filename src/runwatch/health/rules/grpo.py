@@ -510,7 +510,7 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("reward_std",),),
         detector="threshold",
-        params={"below": 0.001, "k": 6, "n": 10},
+        params={"below": 0.001, **SUSTAINED},
         severity="warning",
         learning="reward_mean",
         condition="`reward_std` is below {below} on {k} of the last {n} steps: the samples of "
@@ -518,8 +518,10 @@ RULES: tuple[Rule, ...] = (
         "reward model's few units, so a thousandth is no spread at all). Most steps, not "
         "fewer: a step's spread is 0 only when every group of the step has none, and a run "
         "of one prompt a step (a common notebook setting) has one group a step, so the "
-        "share of such steps is the share of groups. Info while the reward rises beyond "
-        "its noise (the groups that have a spread are enough to learn from).",
+        "share of such steps is the share of groups, each step one draw: {k} of {n}, "
+        "since a run whose groups are alike on 46% of its steps has 6 of some 10 by "
+        "chance (grpo.no_signal's reading of a one-group run). Info while the reward "
+        "rises beyond its noise (the groups that have a spread are enough to learn from).",
         message="{metric} fell to {min:.2g} ({in_window} of the last {n} steps below {below}): "
         "every sample of a group scores the same, so the groups carry no learning signal.",
         advice="The reward is saturated or cannot tell samples apart: read the rollouts, "
