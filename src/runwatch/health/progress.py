@@ -337,7 +337,8 @@ class NoImprovement:
         at.update((first + i, v) for i, v in enumerate(self.tail))
         xs = [float(i) for i in sorted(at)]
         ys = [at[i] for i in sorted(at)]
-        spread = sum((x - sum(xs) / len(xs)) ** 2 for x in xs)
+        mean = sum(xs) / len(xs)
+        spread = sum((x - mean) ** 2 for x in xs)
         if spread <= 0:
             return True
         rise = self.sign * theil_sen(xs, ys) * (xs[-1] - xs[0])
