@@ -13,11 +13,17 @@ to `rl.no_progress`, the RL rule that says a reward is not improving.
   share (grpo_verl_polaris_cs224r_three_windows, reward_zero_variance).
 - A loss at exactly 0 is not "not falling" (sft_lora_one_batch_1000ep, loss_zero: 0.0 at
   every log; loss.zero reports it).
+- A validation statistic over the N samples of each held-out prompt (`…/mean@1`) is no
+  training reward (grpo_verl_polaris_cs224r_three_windows's `mean_accuracies/…`), and
+  verl's core validation metric is read with a data source that holds a slash
+  (`val-core/openai/gsm8k/reward/mean@1`, ppo_verl_gsm8k_qwen7b_resumed_sampled).
 """
 
 from __future__ import annotations
 
 import math
+
+from runwatch.metrics.aliases import health_name
 
 from .helpers import evaluate
 
@@ -119,3 +125,22 @@ def test_a_loss_flat_above_zero_does_not_fall() -> None:
     # Near miss: the same flat loss at 0.5.
     found = {f.rule_id for f in evaluate("sft", {}, {"loss": [0.5] * 60})}
     assert {"loss.stuck", "sft.loss_not_falling"} <= found
+
+
+def test_a_statistic_over_each_held_out_prompts_samples_is_no_training_reward() -> None:
+    # On the engine before, read as reward_mean by its words (rl.no_progress then left
+    # the run's training score for two validation points).
+    assert health_name("mean_accuracies/polaris/reward/mean@1")[0] != "reward_mean"
+
+
+def test_the_same_name_without_samples_per_prompt_is_a_reward() -> None:
+    # Near miss.
+    assert health_name("mean_accuracies/polaris/reward/mean")[0] == "reward_mean"
+
+
+def test_verls_core_validation_metric_may_name_a_data_source_with_a_slash() -> None:
+    # On the engine before, `openai/gsm8k` did not match the pattern.
+    assert health_name("val-core/openai/gsm8k/reward/mean@1")[0] == "val/accuracy"
+    assert health_name("val-core/gsm8k/acc/mean@16")[0] == "val/accuracy"
+    # Near miss: not the core metric.
+    assert health_name("val-aux/openai/gsm8k/reward/std@4")[0] != "val/accuracy"

@@ -157,7 +157,7 @@ export const PREFIXES: readonly (readonly [string, string])[] = [
 
 /** Name patterns, tried when no exact alias matches: [pattern, canonical name]. */
 export const PATTERNS: readonly (readonly [RegExp, string])[] = [
-  [new RegExp("^val-core/[^/]+/(?:reward|acc)/mean@\\d+$"), "val/accuracy"],
+  [new RegExp("^val-core/.+/(?:reward|acc)/mean@\\d+$"), "val/accuracy"],
   [new RegExp("^val/test_score/[^/]+$"), "val/accuracy"],
   [new RegExp("^eval_[^/]+_pass1$"), "val/accuracy"],
 ];

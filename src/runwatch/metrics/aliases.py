@@ -180,8 +180,9 @@ SHOWN: dict[str, Alias] = {
 
 # Name patterns (verl names validation metrics after the data source).
 PATTERNS: tuple[tuple[re.Pattern[str], Alias], ...] = (
-    # the core validation metric: acc (or reward) averaged over the N samples per prompt
-    (re.compile(r"^val-core/[^/]+/(?:reward|acc)/mean@\d+$"), Alias("val/accuracy", "verl")),
+    # the core validation metric: acc (or reward) averaged over the N samples per prompt;
+    # the data source may hold a slash (`val-core/openai/gsm8k/reward/mean@1`)
+    (re.compile(r"^val-core/.+/(?:reward|acc)/mean@\d+$"), Alias("val/accuracy", "verl")),
     (re.compile(r"^val/test_score/[^/]+$"), Alias("val/accuracy", "verl (older)")),
     (re.compile(r"^eval_[^/]+_pass1$"), Alias("val/accuracy", "OpenRLHF")),
 )
@@ -312,6 +313,9 @@ QUALITY_SHARE = frozenset({"acc", "accuracy", "correct", "correctness", "pass", 
 NOT_QUALITY = frozenset({"loss", "reward", "rewards", "rew", "kl", "entropy", "length",
                          "len", "format", "token", "std", "stdev", "sd", "var"})
 BEST_OF_K = re.compile(r"(?:@|_at_|pass)(?:[2-9]|\d\d+)(?![0-9])")
+# A statistic over the N samples drawn for each held-out prompt (`…/reward/mean@1`,
+# `…/acc/maj@8`): verl's validation names it so, and no training metric carries `@N`.
+PER_PROMPT_SAMPLES = re.compile(r"@\d+$")
 # A share of groups (or samples) whose rewards all came out the same: the complement of
 # what a group-based method learns from, whatever the loop calls it.
 ZERO_SPREAD = re.compile(r"zero_?std|zero_?var|zero_?adv|degenerate|advantage_collapse|"
@@ -346,7 +350,7 @@ def role_by_words(key: str) -> str | None:
     words = set(re.split(r"[^a-z0-9]+", name)) - {""}
     if "dev" in words and words & SPREAD:
         words.discard("dev")  # a standard deviation (`reward_std_dev`), not a dev set
-    if words & HELD_OUT:
+    if words & HELD_OUT or PER_PROMPT_SAMPLES.search(name):
         # A held-out metric under a name of its own is left unread: its scale is unknown
         # (an environment's episode return), and the validation rules judge absolute falls
         # - except a held-out share of the task solved (QUALITY_SHARE).
