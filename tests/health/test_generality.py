@@ -13,6 +13,7 @@ import pytest
 from runwatch.health.engine import Engine
 from runwatch.health.findings import Finding
 from runwatch.health.progress import NoImprovement
+from runwatch.health.thresholds import parse
 from runwatch.store.points import PointColumns
 
 from .helpers import evaluate, to_batch
@@ -98,6 +99,19 @@ def test_a_flat_loss_logged_every_50_steps_is_judged_after_10_logs() -> None:
     assert f.severity == "info" and f.first_step == 500
     (f,) = _of(evaluate("sft", {}, {"loss": _flat_loss(50, 30)}), "sft.loss_not_falling")
     assert f.severity == "warning" and f.first_step == 500
+
+
+def test_a_severity_the_project_sets_is_not_raised_by_warn_after() -> None:
+    # `{severity: info}` keeps a rule that turns into a warning at `warn_after` points (or
+    # at `repeat` hits) at info: session 15's CI found the project's choice overridden.
+    batch = to_batch({"loss": _flat_loss(50, 30)})
+    info = parse({"rules": {"sft.loss_not_falling": {"severity": "info"}}})
+    (f,) = _of(Engine("sft", {}, info).feed(batch), "sft.loss_not_falling")
+    assert f.severity == "info"
+    # a project's other params leave the escalation as it is
+    other = parse({"rules": {"sft.loss_not_falling": {"warn_after": 20}}})
+    (f,) = _of(Engine("sft", {}, other).feed(batch), "sft.loss_not_falling")
+    assert f.severity == "warning"
 
 
 def test_a_flat_loss_logged_every_10_steps_waits_200_steps() -> None:

@@ -31,7 +31,9 @@ Store a project's overrides with `runwatch thresholds PROJECT FILE` (or through 
 `--clear` removes them) and its runs are re-evaluated; try a file on one run without
 storing anything with `runwatch runs health RUN --thresholds FILE`. Budget rules read
 their budget (`max_sample_tokens`, `batch_size`, …) from the run's `config.yaml` at any
-depth; `settings` supplies one the config lacks.
+depth; `settings` supplies one the config lacks. A `severity` set here is the severity the
+rule reports: a rule that turns from info to warning as its evidence grows (`repeat`,
+`warn_after`) stays at the severity the project chose.
 
 ```yaml
 rules:

@@ -128,7 +128,8 @@ class Engine:
             return None
         gate = learning_key(rule)
         return Evaluator(rule, variant, params, self.overrides.severity(rule), det,
-                         self.settings, state, self.gates[gate][1] if gate else None)
+                         self.settings, state, self.gates[gate][1] if gate else None,
+                         fixed=self.overrides.severity_set(rule))
 
     def _restore(self) -> None:
         for key, est in self._saved.items():

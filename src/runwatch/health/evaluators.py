@@ -156,9 +156,11 @@ class Evaluator:
     def __init__(self, rule: Rule, variant: tuple[str, ...], params: Mapping[str, Param],
                  severity: str, detector: Any, settings: Mapping[str, float],
                  state: dict[str, Any] | None = None,
-                 learning: pg.Learning | None = None) -> None:
+                 learning: pg.Learning | None = None, fixed: bool = False) -> None:
         st = state or {}
         self.rule, self.variant, self.params, self.severity = rule, variant, params, severity
+        # a severity the project set is the one reported (thresholds: severity_set)
+        self.fixed = fixed
         self.settings = settings
         self.detector = detector
         self.tracker = Tracker(st.get("open"))
@@ -366,10 +368,11 @@ class Evaluator:
         """The rule's severity, raised to warning when the evidence grows strong: the
         finding holds `repeat` hits (a loss spike is worth knowing; spikes that repeat
         cost the run), or it was judged on `warn_after` points or more (a reward flat
-        over 10 points may yet move; over 30 it is not learning)."""
+        over 10 points may yet move; over 30 it is not learning). A severity the project's
+        thresholds set is never raised: `{severity: info}` keeps the rule at info."""
         if self.learns():
             return "info"
-        if SEVERITY_RANK[self.severity] >= SEVERITY_RANK["warning"]:
+        if self.fixed or SEVERITY_RANK[self.severity] >= SEVERITY_RANK["warning"]:
             return self.severity
         repeat, warn_after = self.params.get("repeat"), self.params.get("warn_after")
         # the points a verdict stands on, where its detector counts fewer than it read

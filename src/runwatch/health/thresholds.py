@@ -45,6 +45,11 @@ class Overrides:
     def severity(self, rule: Rule) -> str:
         return str(self.rules.get(rule.id, {}).get("severity", rule.severity))
 
+    def severity_set(self, rule: Rule) -> bool:
+        """Whether the project names this rule's severity: then it is the severity the
+        rule reports, never raised by the rule's own `repeat` or `warn_after`."""
+        return "severity" in self.rules.get(rule.id, {})
+
     def params(self, rule: Rule) -> dict[str, Param]:
         """The rule's params with this project's overrides applied."""
         merged = dict(rule.params)
