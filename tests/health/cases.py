@@ -1,7 +1,8 @@
 """Per-rule series: one that must trigger the rule and a near miss that must not.
 
 Each case is (method, settings, series) where series maps a metric name to its values
-at steps 0, 1, 2, … or to explicit (steps, values) for sparse validation metrics.
+at steps 0, 1, 2, … or to explicit (steps, values) for sparse validation metrics. A rule
+that waits for the run's end (detector `whole_window`) is judged on a finished run.
 """
 
 from __future__ import annotations
@@ -379,6 +380,13 @@ CASES: dict[str, tuple[Case, Case]] = {
         # A noisy loss that does not fall yet either (a learning-rate warm-up): its
         # minibatch noise (3%) shows the weights and the data move.
         ("sft", NO, {"loss": every(10, [2.0 + 0.06 * math.sin(2.1 * i) for i in range(10)])}),
+    ),
+    "loss.flat_finished_run": (
+        # Six epochs logged once each, the loss within 1.3% of its start throughout.
+        ("sft", NO, {"loss": [2.31, 2.30, 2.32, 2.29, 2.30, 2.28]}),
+        # As noisy, but once 6% below its start: a short run that learns, its last
+        # point bounced back up.
+        ("sft", NO, {"loss": [2.31, 2.33, 2.25, 2.29, 2.17, 2.24]}),
     ),
     "loss.zero": (
         ("sft", NO, {"loss": [122.1, *const(0.0, 5)]}),

@@ -6,6 +6,7 @@ from typing import Any
 
 from runwatch.health.engine import Engine
 from runwatch.health.findings import Finding
+from runwatch.health.rules import BY_ID
 from runwatch.store.points import PointColumns
 
 T0 = 1_000_000.0
@@ -25,8 +26,15 @@ def to_batch(series: dict[str, Any]) -> dict[str, PointColumns]:
     return batch
 
 
-def evaluate(method: str, settings: dict[str, float], series: dict[str, Any]) -> list[Finding]:
-    return Engine(method, settings).feed(to_batch(series))
+def evaluate(method: str, settings: dict[str, float], series: dict[str, Any],
+             finished: bool = False) -> list[Finding]:
+    """The findings of one batch; with `finished`, of a run that has succeeded."""
+    return Engine(method, settings, finished=finished).feed(to_batch(series))
+
+
+def at_end(rule_id: str) -> bool:
+    """Whether a rule waits for the run's end: its cases are judged on a finished run."""
+    return BY_ID[rule_id].detector == "whole_window"
 
 
 def rule_ids(findings: list[Finding]) -> set[str]:

@@ -11,7 +11,7 @@ import pytest
 from runwatch.health.engine import Engine
 
 from .cases import CASES
-from .helpers import evaluate, to_batch
+from .helpers import at_end, evaluate, to_batch
 
 
 def noisy_dpo_loss() -> list[float]:
@@ -62,7 +62,7 @@ SIGNED = re.compile(r"\b(moved|rose|fell|changed|fallen)( only)?:? [+\-−]\d|ha
 @pytest.mark.parametrize("rule_id", sorted(CASES))
 def test_messages_state_changes_in_words(rule_id: str) -> None:
     (method, settings, series), _ = CASES[rule_id]
-    for f in evaluate(method, settings, series):
+    for f in evaluate(method, settings, series, at_end(rule_id)):
         assert "?" not in f.message and not SIGNED.search(f.message), f.message
 
 

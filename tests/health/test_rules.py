@@ -12,7 +12,7 @@ from runwatch.health.rules import CATALOGUE, SEVERITIES
 from runwatch.store.points import PointColumns
 
 from .cases import CASES
-from .helpers import STEP_S, T0, evaluate, rule_ids, to_batch
+from .helpers import STEP_S, T0, at_end, evaluate, rule_ids, to_batch
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "health.md"
 
@@ -41,7 +41,8 @@ def test_rules_are_well_formed() -> None:
 @pytest.mark.parametrize("rule_id", sorted(CASES))
 def test_trigger(rule_id: str) -> None:
     (method, settings, series), _ = CASES[rule_id]
-    found = [f for f in evaluate(method, settings, series) if f.rule_id == rule_id]
+    found = [f for f in evaluate(method, settings, series, at_end(rule_id))
+             if f.rule_id == rule_id]
     assert found, f"{rule_id} did not fire on its trigger series"
     f = found[0]
     assert f.first_step <= f.last_step
@@ -52,7 +53,7 @@ def test_trigger(rule_id: str) -> None:
 @pytest.mark.parametrize("rule_id", sorted(CASES))
 def test_near_miss(rule_id: str) -> None:
     _, (method, settings, series) = CASES[rule_id]
-    assert rule_id not in rule_ids(evaluate(method, settings, series))
+    assert rule_id not in rule_ids(evaluate(method, settings, series, at_end(rule_id)))
 
 
 def test_rules_apply_only_to_their_methods() -> None:

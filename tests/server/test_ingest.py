@@ -109,6 +109,21 @@ def test_a_batch_that_arrives_after_a_later_one_is_checked_by_the_health_engine(
     assert health["findings"] == [] and health["resolved"] == 1
 
 
+def test_a_streamed_run_is_judged_on_its_whole_log_when_its_end_arrives(api: Api) -> None:
+    # six epochs logged once each, the loss within 1.3% of its start: judged at the end
+    batch = {**_metrics("hf", range(6)), "manifest": manifest("hf", "hf", method="sft")}
+    for rec, v in zip(batch["records"], [2.31, 2.30, 2.32, 2.29, 2.30, 2.28], strict=True):
+        rec["loss"] = v
+    assert api.post("/api/ingest", json=batch).status_code == 200
+    assert api.ok("/api/runs/hf/health")["findings"] == []
+    end = {"run_id": "hf", "file": "events.jsonl",
+           "records": [{"seq": 0, "ts": 1.0, "phase": "SUCCEEDED"}]}
+    assert api.post("/api/ingest", json=end).status_code == 200
+    findings = api.ok("/api/runs/hf/health")["findings"]
+    assert [(f["rule_id"], f["severity"]) for f in findings] == [
+        ("loss.flat_finished_run", "warning")]
+
+
 def test_an_oversized_body_is_refused_before_it_is_read_whole(engine: Engine) -> None:
     """A chunked body (no Content-Length) is counted while it streams in: the 413 comes
     once the limit is passed, not after the whole 50 MB has been read into memory."""

@@ -41,7 +41,8 @@ class Context:
         """Index what is new in the folder (health findings included), so answers are current."""
         from runwatch.ingest.indexer import Indexer
 
-        return Indexer(self.engine, self.directory, hooks=[_health_hook]).index_once()
+        return Indexer(self.engine, self.directory, hooks=[_health_hook],
+                       events_hooks=[_health_end]).index_once()
 
 
 def _health_hook(conn: Connection, run_pk: int, points: Mapping[str, PointColumns]) -> None:
@@ -49,6 +50,12 @@ def _health_hook(conn: Connection, run_pk: int, points: Mapping[str, PointColumn
     from runwatch.health.store import on_metrics
 
     on_metrics(conn, run_pk, points)
+
+
+def _health_end(conn: Connection, run_pk: int) -> None:
+    from runwatch.health.store import on_events
+
+    on_events(conn, run_pk)
 
 
 def open_context(directory: Path | None, db: str | None, refresh: bool = True,

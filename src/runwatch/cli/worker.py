@@ -86,6 +86,7 @@ def worker_cmd(
         engine = open_engine(db or str(default_db(runs_dir)))
     except StoreError as exc:
         _fail(str(exc))
+    from runwatch.health.store import on_events as health_end
     from runwatch.health.store import on_metrics as health_hook
     from runwatch.ingest.indexer import Indexer
     from runwatch.jobs.worker import Worker, device_ids
@@ -110,7 +111,8 @@ def worker_cmd(
     worker = Worker(engine, runs_dir, devices=devices, device_profile=profile.name,
                     heartbeat_s=heartbeat_s, heartbeat_timeout_s=heartbeat_timeout_s,
                     grace_s=grace_s, startup_timeout_s=startup_timeout_s or None,
-                    indexer=Indexer(engine, runs_dir, hooks=[health_hook]), device_ids=ids,
+                    indexer=Indexer(engine, runs_dir, hooks=[health_hook],
+                                    events_hooks=[health_end]), device_ids=ids,
                     executor=run_on, stall_timeout_s=stall_timeout_s)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -101,6 +101,19 @@ early finding holds until the 10th point, where the rule judges afresh, so from 
 the verdicts are the noise test's alone and an early finding never holds a reward that
 test would release.
 
+A run that has ended is judged once more, on its whole log. While a run is running, a flat
+loss over its first points means nothing, and `sft.loss_not_falling` and
+`dpo.loss_not_falling` wait for their warm-up; a run of a few epochs logged once each, or a
+short fine-tune, ends before it. When the run succeeds (the SDK's `finish`, an import, or
+an end status streamed over HTTP: the index reads it from the run's events) the engine
+judges `loss.flat_finished_run` on everything the run logged, if the live rule never
+judged it: a warning when the loss never stood 5% below where it started and ended within
+5% of it. Each reading is the kindest to the run (the higher start, its lowest point), so
+a short run whose loss falls 5-20% in noise is not flagged because its last point bounced
+back up. A run that failed or was cancelled is not judged (its end is the news), nor a log
+that starts far from step 0 (a window of a longer run), nor a loss already near 0. Points
+that arrive after the end are judged with it again; the end read twice changes nothing.
+
 A rule about a run's learning signal (groups without a reward spread, a DPO loss not
 yet down 5%) names the metric that shows the run learning (`Rule.learning`: the reward,
 the DPO margin), and its finding is info, with a sentence saying so, while that metric
@@ -281,6 +294,12 @@ DETECTOR_DOCS = (
      "`noise_z`, the training loss is compared by medians of as many points (5 to 16) as "
      "show a fall of `min_change` in its point-to-point noise, and one too noisy for 16 is "
      "not judged flat"),
+    ("whole_window", "judged only once the run has succeeded, on its whole log of "
+     "`min_points` points or more, where no `no_progress` rule on the same metric judged it: "
+     "the series never stood `min_change` (relative) below its start (the higher of its "
+     "first value and the median of its first third, 1 to 5 points) and its latest third's "
+     "median ended within `min_change` of it; not on a start at or below `min_level`, nor "
+     "on a log that starts more than 3 logging strides after step 0"),
     ("nonfinite", "any metric is NaN, +Infinity or -Infinity"),
     ("stall", "a running run logs nothing for `factor` × its usual step interval, and at "
      "least `min_seconds`"),

@@ -8,7 +8,9 @@ SCORE = """## Score on real logs
 `bench/bench_health_eval.py`) replays each run of the labelled corpus in
 `tests/data/real` one logged step at a time through the live path (the run's lines
 appended to its folder, the indexer and its health hook, the findings table read after
-each line), so a finding is detected at the step a live user would see it. Per class
+each line; after the last line, the run's end, SUCCEEDED, appended to its events as the
+SDK's finish writes it, so `loss.flat_finished_run` is detected at the last line), so a
+finding is detected at the step a live user would see it. Per class
 it prints recall (labelled runs with a finding of the class), precision (those against
 every run with such a finding), and the median delay from the labelled onset to the
 first finding, in logged points and in steps (negative: it came before the step the

@@ -4,6 +4,8 @@
 findings that opened, changed or resolved; its `state()` is what the store persists
 between batches, so the cost of a batch is proportional to the batch. The indexer's
 hook (`runwatch.health.store.on_metrics`) loads and saves that state around one batch.
+Once the run has succeeded, `finish` judges the rules that wait for its end on its
+whole log (`runwatch.health.store.on_events` calls it when the end is read).
 """
 
 from __future__ import annotations
@@ -71,8 +73,11 @@ class Engine:
     """Rule evaluation for one run."""
 
     def __init__(self, method: str | None, settings: Mapping[str, float] | None = None,
-                 overrides: Overrides = NONE, state: dict[str, Any] | None = None) -> None:
+                 overrides: Overrides = NONE, state: dict[str, Any] | None = None,
+                 finished: bool = False) -> None:
         self.method = normalize_method(method)
+        # The run has succeeded: `feed` also judges the rules that wait for its end.
+        self.finished = finished
         self.settings = {**(settings or {}), **overrides.settings}
         self.overrides = overrides
         self.fp = fingerprint(self.method, self.settings, overrides)
@@ -230,7 +235,31 @@ class Engine:
             open_rec = self.evals[key].tracker.open
             if open_rec is not None:
                 out[id(open_rec)] = self.evals[key].finding(open_rec, "open")
+        if self.finished:  # points read after the end (or with it): judged again
+            for item in self.finish():
+                out[id(item.record)] = item
         return list(out.values())
+
+    def finish(self) -> list[Finding]:
+        """Judge the rules that wait for the run's end (`whole_window`) on its whole log;
+        returns the findings that opened, changed or resolved. Idempotent: the end read
+        twice changes nothing. A rule that judges the same metric's fall after a warm-up
+        (`no_progress`, not a spread or a fall that is the finding) and has judged it
+        leaves this one silent: the run was long enough for the live verdict."""
+        if self._saved:
+            self._restore()
+        out: list[Finding] = []
+        for ev in self.evals.values():
+            if ev.rule.detector != "whole_window":
+                continue
+            judged = any(isinstance(other.detector, pg.NoProgress) and other.detector.judged
+                         and other.metric == ev.metric and not other.params.get("moved")
+                         and not other.params.get("max_spread")
+                         for other in self.evals.values())
+            found = ev.finish(judged)
+            if found is not None:
+                out.append(found)
+        return out
 
     def _run(self, evals: Mapping[str, Evaluator], cols: dict[str, StepValues],
              out: dict[int, Finding], touched: set[str], learn: bool = False) -> None:

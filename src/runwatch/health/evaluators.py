@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runwatch.health import detectors as d
+from runwatch.health import finished as fin
 from runwatch.health import progress as pg
 from runwatch.health import trends as t
 from runwatch.health.findings import (
@@ -145,6 +146,8 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
         return t.FlatSince(min_change=_num(p, "min_change", 0.04),
                            min_points=int(_num(p, "min_points", 3)),
                            noise_z=_num(p, "noise_z", 0.0), state=state)
+    if kind == "whole_window":
+        return fin.WholeWindow(state=state)
     if kind == "nonfinite":
         return d.NonFinite()
     raise ValueError(f"rule {rule.id} has detector {kind!r}, which the engine cannot build")
@@ -184,6 +187,10 @@ class Evaluator:
 
     def feed(self, cols: Mapping[str, StepValues]) -> tuple[list[Record], bool]:
         rule = self.rule
+        if isinstance(self.detector, fin.WholeWindow):
+            # judged only at the run's end (`finish`): its finding stays as the end left it
+            self.detector.feed(*cols[self.metric])
+            return [], False
         if rule.detector in PAIRED:
             a, b = self.variant
             if a in cols:
@@ -217,6 +224,32 @@ class Evaluator:
         for rec in closed:
             self._stamp(rec)
         return closed, touched
+
+    def finish(self, judged_before: bool) -> Finding | None:
+        """Judge a `whole_window` rule on the run's whole log, now that it has succeeded:
+        the finding that opened, changed or resolved, or None. `judged_before`: a rule
+        that judges the same metric's fall after its warm-up has judged it, so this one
+        has nothing to add."""
+        det = self.detector
+        assert isinstance(det, fin.WholeWindow)
+        p = self.params
+        held = None if judged_before else det.judge(
+            _num(p, "min_change", 0.05), int(_num(p, "min_points", 4)),
+            _num(p, "min_level", 0.0))
+        rec = self.tracker.open
+        if held is None:
+            if rec is None:
+                return None
+            self.tracker.open = None
+            return self.finding(rec, "resolved")
+        if rec is not None and rec.get("count") == held["points"]:
+            return None  # judged on these points already (the end read twice)
+        assert det.first_step is not None and det.last_step is not None
+        rec = rec or {"id": None}
+        rec.update(first_step=det.first_step, last_step=det.last_step, first=held["start"],
+                   last=held["last"], min=held["lowest"], max=None, count=held["points"])
+        self.tracker.open = rec
+        return self.finding(rec, "open")
 
     def _note_window(self, verdicts: list[bool], closed: list[Record]) -> None:
         """Keep with each finding the most hits its window held while it was open in this
@@ -322,7 +355,7 @@ class Evaluator:
             extra["effect"] = det.held_effect
         elif isinstance(det, pg.NoProgress):
             extra.update(det.held or {"effect": det.last_effect})
-        elif isinstance(det, t.FlatSince):
+        elif isinstance(det, t.FlatSince | fin.WholeWindow):
             extra.update(det.held)
         elif isinstance(det, t.Divergence):
             extra["a_effect_seen"], extra["b_effect_seen"] = det.held
@@ -397,6 +430,11 @@ class Evaluator:
         if kind == "no_improvement":
             return {"change": change_words(evidence.get("effect"), False,
                                            str(self.params.get("direction", "up")))}
+        if kind == "whole_window":
+            fell = change_words(evidence.get("effect"), True)
+            return {"change": "never fell below where it started" if not
+                    fell.startswith("fell") else
+                    f"never fell more than {fell.removeprefix('fell ')} below where it started"}
         if kind == "no_progress":
             # "fell only 4%" of a loss that should fall; a fall that is the finding
             # (an entropy down to a fraction of its start) reads "fell 80%".

@@ -85,6 +85,9 @@ class NoProgress:
         self.tail: list[float] = list(st.get("t", []))  # the latest TAIL points (noise_z)
         self.head: list[float] = list(st.get("h", []))  # the first MOST_MEDIAN (noise_z)
         self.count = int(st.get("c", 0))  # finite points so far
+        # Whether a judgement got past the warm-up and the noise: a finished run this
+        # never judged is judged on its whole log instead (`runwatch.health.finished`).
+        self.judged = bool(st.get("j", False))
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         if self.first is None:
@@ -137,6 +140,7 @@ class NoProgress:
         if now == 0 and self.direction == "down" and not self.moved:
             # a loss at exactly 0 has nowhere to fall (loss.zero reports it)
             return False
+        self.judged = True
         start = b.first if self.moved else pick(self.first[1], first)
         self.last_effect = (now - start) / max(abs(start), 1e-12)
         # A fall that is the finding, once held, is released only when two thirds of it
@@ -162,6 +166,8 @@ class NoProgress:
         if self.extent is not None:
             st["extent"] = self.extent
         st["c"] = self.count
+        if self.judged:
+            st["j"] = True
         if self.noise_z:
             st.update(t=self.tail, h=self.head)
         return st

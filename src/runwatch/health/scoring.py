@@ -5,7 +5,10 @@ delay from onset to detection are counted per pathology class.
 The live path is the one a user watching a run sees: the run's lines are appended to
 its metrics.jsonl, the folder indexer stores them and calls the health hook
 (`runwatch.health.store.on_metrics`), and the findings table is read after every step.
-A finding is *detected* at the step whose line made it appear.
+After the last line the run's end (SUCCEEDED) is appended to its events.jsonl, as the
+SDK's finish writes it, and read as its own pass (`runwatch.health.store.on_events`).
+A finding is *detected* at the step whose line made it appear; one the end made appear,
+at the last line.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import yaml
 from sqlalchemy import select
 
 from runwatch.health.rules.base import SEVERITY_RANK
-from runwatch.health.store import on_metrics
+from runwatch.health.store import on_events, on_metrics
 from runwatch.ingest.importers import read_source, write_run_dir
 from runwatch.ingest.importers.common import Imported, synthesize_ts
 from runwatch.ingest.indexer import Indexer
@@ -60,6 +63,7 @@ RULE_CLASSES: dict[str, str] = {
     "loss.stuck": "loss_not_falling",
     "optim.zero_gradient": "loss_not_falling",
     "sft.loss_not_falling": "loss_not_falling",
+    "loss.flat_finished_run": "loss_not_falling",
     "sft.plateau": "loss_not_falling",
     "dpo.loss_not_falling": "loss_not_falling",
     "dpo.train_margin_not_positive": "loss_not_falling",
@@ -152,14 +156,34 @@ def replay(run: CorpusRun, folder: Path) -> Replayed:
     method = IMPORT_METHOD.get(run.method, run.method)
     first = Imported(imported.trainer, imported.method, records[:1], imported.config,
                      imported.source)
-    run_dir = write_run_dir(first, runs, run.name, method=method)
+    run_dir = write_run_dir(first, runs, run.name, method=method, finished=False)
     engine = open_engine(folder / "index.db")
-    indexer = Indexer(engine, runs, hooks=[on_metrics])
+    indexer = Indexer(engine, runs, hooks=[on_metrics], events_hooks=[on_events])
     out = Replayed(run, [r["step"] for r in records])
     # a finding by its id: it counts from the line that made it appear, at the highest
     # severity it reaches (an info that holds long enough turns into a warning)
     seen: dict[int, Detection] = {}
     pk: int | None = None  # the run's key, once the first line is indexed
+
+    def note(point: int, rec: dict[str, Any]) -> None:
+        nonlocal pk
+        indexer.index_once()
+        with engine.connect() as conn:
+            if pk is None:
+                pk = q.resolve_run(conn, run.name).pk
+            f = s.findings.c
+            rows = conn.execute(select(f.id, f.rule_id, f.severity, f.first_step)
+                                .where(f.run_pk == pk)).all()
+        for row in rows:
+            known = seen.get(row.id)
+            if known is not None:
+                if SEVERITY_RANK.get(row.severity, 0) > SEVERITY_RANK.get(known.severity, 0):
+                    known.severity = row.severity
+                continue
+            seen[row.id] = Detection(row.rule_id, RULE_CLASSES.get(row.rule_id),
+                                     row.severity, rec["step"], point, int(row.first_step))
+            out.detections.append(seen[row.id])
+
     start = time.perf_counter()
     try:
         for point, rec in enumerate(records):
@@ -168,22 +192,10 @@ def replay(run: CorpusRun, folder: Path) -> Replayed:
                     fh.write(dumps_line({"step": rec["step"], "ts": rec["ts"], "seq": point,
                                          **{k: v for k, v in rec.items()
                                             if k not in ("step", "ts")}}))
-            indexer.index_once()
-            with engine.connect() as conn:
-                if pk is None:
-                    pk = q.resolve_run(conn, run.name).pk
-                f = s.findings.c
-                rows = conn.execute(select(f.id, f.rule_id, f.severity, f.first_step)
-                                    .where(f.run_pk == pk)).all()
-            for row in rows:
-                known = seen.get(row.id)
-                if known is not None:
-                    if SEVERITY_RANK.get(row.severity, 0) > SEVERITY_RANK.get(known.severity, 0):
-                        known.severity = row.severity
-                    continue
-                seen[row.id] = Detection(row.rule_id, RULE_CLASSES.get(row.rule_id),
-                                         row.severity, rec["step"], point, int(row.first_step))
-                out.detections.append(seen[row.id])
+            note(point, rec)
+        with open(run_dir / fmt.EVENTS, "ab") as fh:  # the end, as the SDK's finish writes it
+            fh.write(dumps_line({"ts": records[-1]["ts"], "seq": 1, "phase": "SUCCEEDED"}))
+        note(len(records) - 1, records[-1])
     finally:
         engine.dispose()
     out.seconds = time.perf_counter() - start

@@ -3,7 +3,8 @@
 `on_metrics` is the indexer's hook: it loads a run's engine state, evaluates the new
 points and writes back only the findings that changed, so listing (`health_for_run`)
 is a single query. A change of thresholds or of the run's config re-evaluates the run
-from its stored points.
+from its stored points. `on_events` is its hook for a run's new events: once the run has
+succeeded, the rules that wait for its end judge its whole log.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from runwatch.store.points import PointColumns, newest_seq, read_points
 
 log = logging.getLogger(__name__)
 _NUMERIC = (int, float)
+# The end status whose run the rules that wait for the end judge: a run that failed or
+# was cancelled ended for a reason of its own, which is the news.
+FINISHED = "SUCCEEDED"
 
 
 
@@ -120,7 +124,7 @@ def _engine(conn: Connection, run_pk: int, state: dict[str, Any] | None,
     settings = (cached["settings"] if cached and cached.get("key") == cfg_key
                 else settings_from_config(cfg))
     ov = overrides if overrides is not None else get_thresholds(conn, row.project)
-    engine = Engine(row.method, settings, ov, state)
+    engine = Engine(row.method, settings, ov, state, finished=row.status == FINISHED)
     engine.config_cache = {"key": cfg_key, "settings": settings}
     return engine
 
@@ -176,6 +180,30 @@ def _update(conn: Connection, run_pk: int, state: dict[str, Any] | None,
                       run_pk)
         return
     save(conn, run_pk, engine, found, last_seq)
+
+
+def on_events(conn: Connection, run_pk: int) -> None:
+    """The ingest hook for a run's new events, once its metrics of the same pass are stored:
+    when the run has succeeded, judge the rules that wait for its end (`Engine.finish`).
+    Cheap, and changes nothing, when the run is still running or was judged already."""
+    state, last_seq = _load_state(conn, run_pk)
+    if state is None:
+        return  # no points evaluated yet: the first batch judges them, end and all
+    engine = _engine(conn, run_pk, state)
+    if not engine.finished:
+        return
+    if engine.fresh:
+        reevaluate(conn, run_pk, engine=engine)
+        return
+    try:
+        found = engine.finish()
+    except Exception:
+        # as in `_update`: health never stops ingest; the next batch or re-evaluation
+        # judges the end again
+        log.exception("health evaluation of run %s's end failed", run_pk)
+        return
+    if found:
+        save(conn, run_pk, engine, found, last_seq)
 
 
 def reevaluate(conn: Connection, run_pk: int, engine: Engine | None = None) -> list[Finding]:

@@ -54,6 +54,9 @@ RETRY_MAX_S = 300.0
 
 # Called with each slice's new points by key, inside the transaction that stores them.
 PointsHook = Callable[[Connection, int, Mapping[str, PointColumns]], None]
+# Called with a run's pk after a pass stored new events of it (its phase may have
+# changed), once the pass has stored its metrics too, in a transaction of its own.
+EventsHook = Callable[[Connection, int], None]
 
 
 @dataclass
@@ -74,13 +77,17 @@ class RereadNextPass(Exception):
 class Indexer:
     """Indexes the run directories under `runs_dir` into `engine`'s database."""
 
-    def __init__(self, engine: Engine, runs_dir: Path, hooks: Sequence[PointsHook] = ()):
+    def __init__(self, engine: Engine, runs_dir: Path, hooks: Sequence[PointsHook] = (),
+                 events_hooks: Sequence[EventsHook] = ()):
         self.engine = engine
         self.runs_dir = Path(runs_dir)
         # New metrics go to each hook in turn, inside the transaction that stores them;
         # the composition roots (`runwatch.server.runner`, `runwatch.cli.context`) pass
-        # the health engine's, so findings are current whenever the index is.
+        # the health engine's, so findings are current whenever the index is. A run's new
+        # events go to `events_hooks` once the pass has read its metrics: the health
+        # engine's judges a run that has succeeded on its whole log.
         self.hooks = list(hooks)
+        self.events_hooks = list(events_hooks)
         # Per run folder, the (size, mtime) of everything it holds as of the last pass,
         # and its pk: `runwatch ui` passes every 0.2 s, and a run that has not changed
         # must then cost a few stat calls, not a dozen queries.
@@ -205,9 +212,11 @@ class Indexer:
         report.new_runs += int(is_new)
         with self.engine.connect() as conn:  # where each record file stopped, in one query
             stopped = offsets_of(conn, run_pk)
+        new_events = False
         for name in fmt.FILES:
             if self._jsonl(run_pk, run_dir / name, report, stopped.get(name, 0)) \
                     and name == fmt.EVENTS:
+                new_events = True
                 # An event may have started a new attempt, which forgets where the
                 # attempt's files stopped and the engine config just read (purge_attempt):
                 # the new attempt's files are read from their start in this same pass.
@@ -215,6 +224,10 @@ class Indexer:
                     self._whole_files(conn, run_pk, run_dir, report)
                 with self.engine.connect() as conn:
                     stopped = offsets_of(conn, run_pk)
+        if new_events and self.events_hooks:
+            with self.engine.begin() as conn:
+                for hook in self.events_hooks:
+                    hook(conn, run_pk)
         self._samples_and_foreign(run_pk, run_dir, report)
         return run_pk
 

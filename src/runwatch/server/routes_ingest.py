@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from sqlalchemy import Connection, select
 from starlette.concurrency import run_in_threadpool
 
+from runwatch.health.store import on_events as health_on_events
 from runwatch.health.store import on_metrics as health_on_metrics
 from runwatch.ingest import IngestResult, ingest_records
 from runwatch.ingest.indexer import PointsHook
@@ -162,6 +163,8 @@ def _store(conn: Connection, run_pk: int, run_id: str, file: str,
     _check_problems(result)
     if file == fmt.METRICS:
         _stored_points(conn, run_pk, result, on_points)
+    elif file == fmt.EVENTS and result.rows:
+        health_on_events(conn, run_pk)  # a run that succeeded: its whole log is judged
     return {"ok": True, "run_id": run_id, "file": file, "records": result.records,
             "rows": result.rows}
 

@@ -19,6 +19,7 @@ from typing import Any
 import uvicorn
 from sqlalchemy import Engine, select
 
+from runwatch.health.store import on_events as health_end
 from runwatch.health.store import on_metrics as health_hook
 from runwatch.ingest import Indexer
 from runwatch.ingest.indexer import PointsHook
@@ -116,7 +117,8 @@ class Runner:
             hooks: list[PointsHook] = [health_hook, self.cache.warm, self.metrics.on_points]
             if self.otel is not None:
                 hooks.append(self.otel.on_points)
-            self._index = Indexer(self.engine, self.runs_dir, hooks=hooks)
+            self._index = Indexer(self.engine, self.runs_dir, hooks=hooks,
+                                  events_hooks=[health_end])
         return self._index
 
     def _index_loop(self) -> None:

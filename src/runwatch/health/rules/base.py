@@ -29,6 +29,7 @@ DETECTORS = (
     "above_max",
     "divergence",
     "flat_since",
+    "whole_window",
     "nonfinite",
     "stall",
 )

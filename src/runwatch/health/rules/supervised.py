@@ -141,6 +141,37 @@ RULES: tuple[Rule, ...] = (
         "all masked.",
     ),
     Rule(
+        id="loss.flat_finished_run",
+        title="The finished run's loss never fell",
+        methods=("sft", "dpo"),
+        variants=(("loss",),),
+        detector="whole_window",
+        params={"min_change": 0.05, "min_points": 4, "min_level": 0.1},
+        signal="loss_flat",
+        severity="warning",
+        condition="Judged once, when the run has succeeded (its end status, which the "
+        "SDK's finish and an import write), on its whole log of {min_points} logged `loss` "
+        "points or more, where sft.loss_not_falling or dpo.loss_not_falling never judged it "
+        "(too few points or steps for its warm-up): the loss never stood {min_change} "
+        "(relative) below where it started, and ended within {min_change} of it. Where it "
+        "started is the higher of its first value and the median of its first points (a "
+        "third of them, 1 to 5), where it ended the median of as many latest points, and "
+        "\"never below\" reads its lowest point: each reading is the kindest to the run, so "
+        "a short run whose loss falls 5-20% in noise is not flagged because its last point "
+        "bounced back up. While a run is running, a flat start means nothing; once it has "
+        "ended, the log is all there is. Not judged on a loss that starts at or below "
+        "{min_level} (already near 0: little left to lose), nor on a log that starts more "
+        "than 3 logging strides after step 0 (a window cut from a longer run, or a resumed "
+        "one, whose start is not the run's), nor on a run that failed or was cancelled "
+        "(that end is the news).",
+        message="Over its whole log of {points:.0f} points, {metric} {change} ({start:.4g} "
+        "→ lowest {lowest:.4g}, last {last:.4g}).",
+        advice="The run trained without learning: raise learning_rate (a LoRA at a low rank "
+        "or a small lr barely moves the model), check that the parameters (or the adapter) "
+        "are trainable and that the labels are not all masked (trained_tokens), and train "
+        "for more steps.",
+    ),
+    Rule(
         id="loss.zero",
         title="Loss is exactly zero",
         methods=("sft",),

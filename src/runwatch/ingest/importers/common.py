@@ -86,8 +86,10 @@ def synthesize_ts(records: list[dict[str, Any]], end: float, seconds_per_step: f
 
 
 def write_run_dir(imported: Imported, runs_dir: Path, name: str, project: str = "default",
-                  method: str | None = None) -> Path:
-    """Write `imported` as the finished run `runs_dir`/`name`; refuses to overwrite."""
+                  method: str | None = None, finished: bool = True) -> Path:
+    """Write `imported` as the finished run `runs_dir`/`name` (with `finished` False, as
+    a run still running: health-eval's replay appends the rest and the end); refuses to
+    overwrite."""
     fmt.validate_name(name)
     fmt.validate_name(project, "project name")
     if not imported.records:
@@ -110,7 +112,8 @@ def write_run_dir(imported: Imported, runs_dir: Path, name: str, project: str = 
                                  **{k: v for k, v in rec.items() if k not in ("step", "ts")}}))
     with open(tmp / fmt.EVENTS, "wb") as fh:
         fh.write(dumps_line({"ts": first_ts, "seq": 0, "phase": "RUNNING"}))
-        fh.write(dumps_line({"ts": last_ts, "seq": 1, "phase": "SUCCEEDED"}))
+        if finished:
+            fh.write(dumps_line({"ts": last_ts, "seq": 1, "phase": "SUCCEEDED"}))
     if imported.config:
         write_atomic(tmp / fmt.CONFIG, yaml.safe_dump(imported.config, sort_keys=True).encode())
     # Appear complete or not at all: the indexer may be watching the folder.

@@ -1,0 +1,89 @@
+"""The verdict on a finished run's whole log: a loss that never fell, in a run too short
+for the flat-loss rules' warm-up.
+
+On the first points of a run that will learn, a flat loss means nothing, so the rules
+that judge a loss falling wait for a warm-up (`runwatch.health.progress.NoProgress`).
+Once the run has ended, its whole log is all there is: `WholeWindow` keeps what that
+verdict needs while the points arrive, and judges it only when the engine is told the
+run succeeded (`runwatch.health.engine.Engine.finish`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runwatch.health.detectors import median
+from runwatch.health.progress import NoImprovement
+
+EDGE = 5  # the first and latest points kept: the start and the end are medians of up to 5
+
+
+class WholeWindow:
+    """A series (a training loss) kept for one verdict at the run's end: it holds when the
+    loss never stood `min_change` (relative) below where it started and ended within
+    `min_change` of it, over at least `min_points` logged points.
+
+    Where it started is the higher of its first value and the median of its first k
+    points, where it ended the median of its latest k (k a third of the points, 1 to
+    `EDGE`); "never stood below" reads the lowest point the log holds. Each reading is
+    the kindest to the run: a healthy short run whose loss falls 5-20% dips below 95% of
+    its start at some point even when its noise puts its last point back up.
+
+    Not judged (None) where it cannot say the run did not learn: a start at or below
+    `min_level` (a loss already near 0 has little left to lose), or a log that starts
+    more than `NoImprovement.WINDOW_STRIDES` logging strides after step 0 (a window cut
+    from a longer run, or a resumed one: its start is not the run's)."""
+
+    def __init__(self, state: dict[str, Any] | None = None) -> None:
+        st = state or {}
+        self.head: list[float] = list(st.get("h", []))  # the first EDGE finite values
+        self.tail: list[float] = list(st.get("t", []))  # the latest EDGE finite values
+        self.count = int(st.get("n", 0))
+        self.first_step: int | None = st.get("fs")
+        self.last_step: int | None = st.get("ls")
+        self.lowest: list[float] | None = st.get("lo")  # [step, value] of the lowest point
+        self.held: dict[str, float] = {}
+
+    def feed(self, steps: list[int], values: list[float]) -> list[bool]:
+        """Note the points; a verdict comes only at the run's end (`judge`)."""
+        for step, v in zip(steps, values, strict=True):
+            if v - v != 0:
+                continue
+            if self.first_step is None:
+                self.first_step = step
+            self.last_step = step
+            self.count += 1
+            if len(self.head) < EDGE:
+                self.head.append(v)
+            self.tail.append(v)
+            del self.tail[:-EDGE]
+            if self.lowest is None or v < self.lowest[1]:
+                self.lowest = [float(step), v]
+        return [False] * len(values)
+
+    def judge(self, min_change: float, min_points: int, min_level: float
+              ) -> dict[str, float] | None:
+        """The evidence when the verdict holds on the points so far, else None."""
+        if self.count < max(2, min_points) or self.lowest is None or self.first_step is None:
+            return None
+        assert self.last_step is not None
+        stride = max(1.0, (self.last_step - self.first_step) / (self.count - 1))
+        if self.first_step > NoImprovement.WINDOW_STRIDES * stride:
+            return None
+        k = max(1, min(EDGE, self.count // 3))
+        start = max(self.head[0], median(self.head[:k]))
+        end = median(self.tail[-k:])
+        if start <= min_level:
+            return None
+        lowest = self.lowest[1]
+        fell = (start - lowest) / start
+        if fell >= min_change or (end - start) / start >= min_change:
+            return None
+        self.held = {"start": start, "lowest": lowest, "lowest_step": self.lowest[0],
+                     "end": end, "last": self.tail[-1], "effect": -fell,
+                     "points": self.count, "span": self.last_step - self.first_step}
+        return self.held
+
+    def state(self) -> dict[str, Any]:
+        return {"h": self.head, "t": self.tail, "n": self.count, "fs": self.first_step,
+                "ls": self.last_step, "lo": self.lowest}
