@@ -238,6 +238,23 @@ def _worker(engine: Engine, wid: str, devices: int = 2, started: float | None = 
         store_jobs.heartbeat(conn, wid, time.time())
 
 
+def test_submit_and_retry_say_which_worker_starts_the_job_or_how_to_start_one(
+        server: Runner, engine: Engine) -> None:
+    """A queued job with no worker of its profile waits for nobody: the answer says so and
+    how to start one; a live worker of the profile is named, a draining one is not."""
+    alone = submit_recipe(server, "alone")
+    assert alone["next"].startswith("no worker of profile cpu is running on this index")
+    assert "runwatch worker --device-profile cpu" in alone["next"]
+    _worker(engine, "w-1")
+    assert submit_recipe(server, "picked")["next"] == (
+        "worker w-1 will start it when its devices are free")
+    assert post(server, "/api/workers/w-1/drain").status_code == 200
+    assert post(server, "/api/runs/alone/cancel").json()["status"] == "CANCELLED"
+    retried = post(server, "/api/runs/alone/retry").json()
+    assert retried["status"] == "QUEUED"
+    assert retried["next"].startswith("attempt 2: no worker of profile cpu is running")
+
+
 def test_workers_show_devices_jobs_rate_and_spend_and_drain(server: Runner, engine: Engine
                                                             ) -> None:
     submit_recipe(server, "held")

@@ -170,6 +170,10 @@ def test_retry_after_a_failure_runs_attempt_two_live(page: Page, server: Runner,
 
     page.click("#action-retry")
     expect(page.locator("#run-attempt")).to_have_text("attempt 2")
+    # who starts it: the web app's own worker, by name
+    expect(page.locator(".notice")).to_contain_text(
+        "Queued again (attempt 2: worker ")
+    expect(page.locator(".notice")).to_contain_text("will start it when its devices are free")
     expect(page.locator("#run-status")).to_have_text("Running", timeout=60_000)
     expect(page.locator("#run-status")).to_have_text("Succeeded", timeout=60_000)
     seen = statuses(page)

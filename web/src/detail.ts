@@ -358,7 +358,8 @@ export class DetailView {
         this.update(res.run, true);
         this.setNotice(
           action === "retry"
-            ? `Queued again as attempt ${res.run.attempt}; the charts start empty.`
+            ? // who starts it: a worker of its profile, or how to start one when none runs
+              `Queued again (${res.next ?? `attempt ${res.run.attempt}`}); the charts start empty.`
             : res.status === "CANCELLED"
               ? "Cancelled before it started."
               : // what stops it: its worker, or, when that worker is lost, which worker will

@@ -15,10 +15,10 @@ from typing import Annotated, Any
 import typer
 
 from runwatch.analysis.views import run_summary
-from runwatch.analysis.workers import workers_view
 from runwatch.cli.context import open_context, runs_dir
 from runwatch.cli.options import DbOpt, DirOpt, OutOpt
 from runwatch.cli.output import Output, dumps, fail, line, runwatch_command
+from runwatch.jobs.control import who_starts
 from runwatch.jobs.cost import ProfileError, read_profiles
 from runwatch.jobs.settings import SettingsError, check_recipe_settings
 from runwatch.jobs.spec import (
@@ -31,6 +31,7 @@ from runwatch.jobs.spec import (
 )
 from runwatch.jobs.submit import SubmitError, submit
 from runwatch.rundir import format as fmt
+from runwatch.store import jobs as store_jobs
 from runwatch.store import queries as q
 
 RECIPE_WORD = "recipes"  # `runwatch submit recipes NAME …`, as `runwatch recipes NAME …`
@@ -92,13 +93,14 @@ def submit_cmd(
     with ctx.engine.connect() as conn:
         row = q.resolve_run(conn, made.run_id)
         summary = run_summary(row)
-        workers = [w for w in workers_view(conn, None, time.time())["workers"]
-                   if w["status"] == "active" and w["device_profile"] == profile.name]
+        now = time.time()
+        workers = store_jobs.starters(conn, profile.name, now)
+        starts = who_starts(conn, profile.name, now)
     if output is Output.json:
-        typer.echo(dumps({"status": row.status, "run": summary}))
+        typer.echo(dumps({"status": row.status, "next": starts, "run": summary}))
         return
     _next_steps(made.name, made.run_id, folder, db, profile.name,
-                profile.name == profiles.default, [w["id"] for w in workers])
+                profile.name == profiles.default, starts, bool(workers))
 
 
 def _spec(args: list[str], fields: dict[str, Any]) -> JobSpec:
@@ -119,14 +121,15 @@ def _spec(args: list[str], fields: dict[str, Any]) -> JobSpec:
 
 
 def _next_steps(name: str, run_id: str, folder: Path, db: str | None, profile: str,
-                default_profile: bool, workers: list[str]) -> None:
-    """What was queued, and the commands that follow it (runnable as printed)."""
+                default_profile: bool, starts: str, started: bool) -> None:
+    """What was queued, who starts it (`starts`, jobs.control.who_starts) and the commands
+    that follow it (runnable as printed)."""
     line(f"queued {name} (run {run_id}): QUEUED")
     line("next:")
     for cmd in (("runs", "get", name), ("runs", "wait", name, "--exit-status")):
         line("  ", runwatch_command(*cmd, folder=folder, db=db))
-    if workers:
-        line(f"worker {', '.join(workers)} will start it when its devices are free")
+    if started:
+        line(starts)
         return
     line(f"no worker of profile {profile} is running on this index; start one:")
     if default_profile:

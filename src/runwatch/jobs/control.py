@@ -194,4 +194,18 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
                 worker_id=job["worker_id"], claimed_at=job["claimed_at"],
                 heartbeat_at=job["heartbeat_at"]))
     _index(engine, run_dir, runs_dir)
-    return Outcome("QUEUED", f"attempt {attempt}: a worker starts it when its devices are free")
+    with engine.connect() as conn:
+        starts = who_starts(conn, job["device_profile"], time.time())
+    return Outcome("QUEUED", f"attempt {attempt}: {starts}")
+
+
+def who_starts(conn: Connection, device_profile: str, now: float) -> str:
+    """Who starts a QUEUED job of `device_profile`, in words: the workers that would claim
+    it, or, when none runs, how to start one (else the job would wait with nobody to run
+    it)."""
+    ids = store_jobs.starters(conn, device_profile, now)
+    if ids:
+        return f"worker {', '.join(ids)} will start it when its devices are free"
+    return (f"no worker of profile {device_profile} is running on this index; start one "
+            f"(runwatch worker --device-profile {device_profile}, or runwatch ui, which "
+            "runs one of the default profile)")

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, select
 from runwatch.analysis.views import run_summary
 from runwatch.analysis.workers import worker_entry, workers_view
 from runwatch.cli.recipes import RECIPES
+from runwatch.jobs.control import who_starts
 from runwatch.jobs.cost import ProfileError, Profiles, read_profiles
 from runwatch.jobs.settings import JOB_OWNED, SettingsError, check_recipe_settings
 from runwatch.jobs.spec import (
@@ -248,4 +249,5 @@ def submit_job(request: Request, body: JobRequest, st: ServerState = Depends(sta
         raise refused(str(exc), exc.field, 409 if exc.field == "name" else 422) from None
     with st.engine.connect() as conn:
         row = conn.execute(select(s.runs).where(s.runs.c.pk == made.run_pk)).one()
-    return {"ok": True, "status": row.status, "run": run_summary(row)}
+        starts = who_starts(conn, profile.name, time.time())
+    return {"ok": True, "status": row.status, "next": starts, "run": run_summary(row)}

@@ -366,9 +366,10 @@ class ActionAnswer(BaseModel):
 
     ok: bool
     status: str
-    next: str | None = Field(None, description="cancel and retry: what happens to the run "
-                             "next, in words (for a cancel of a lost worker's job: which "
-                             "live worker stops it, or what that waits for)")
+    next: str | None = Field(None, description="what happens to the run next, in words: "
+                             "for a submit or retry, which worker starts it, or how to start "
+                             "one when none runs; for a cancel of a lost worker's job, which "
+                             "live worker stops it, or what that waits for")
     run: RunSummary
 
 

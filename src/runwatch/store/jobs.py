@@ -143,6 +143,13 @@ def live(worker: dict[str, Any], now: float) -> bool:
                                                      worker["heartbeat_timeout_s"], now)
 
 
+def starters(conn: Connection, device_profile: str, now: float) -> list[str]:
+    """The ids of the workers that would claim a queued job of `device_profile` now: live,
+    not draining, of that profile."""
+    return [w["id"] for w in list_workers(conn) if live(w, now) and not w["draining"]
+            and w["device_profile"] == device_profile]
+
+
 def register_worker(conn: Connection, worker: WorkerRow) -> None:
     """Record a worker as started (again, if its id was seen before)."""
     values = {"host": worker.host, "pid": worker.pid, "devices": worker.devices,
