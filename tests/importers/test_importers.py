@@ -94,6 +94,30 @@ def test_verl_jsonl_names_reach_the_rules(tmp_path: Path) -> None:
     assert clip["metric"] == "fb/loss/clip/high_fraction" and clip["status"] == "open"
 
 
+def test_rows_a_log_tags_as_held_out_keep_their_metrics_apart(tmp_path: Path) -> None:
+    """A loop that writes training and validation rows into one file under the same names,
+    told apart by a `split`/`mode` field (CS336's GRPO metrics.jsonl), imports its held-out
+    rows under val/ names: they never read as the training metric."""
+    src = tmp_path / "metrics.jsonl"
+    rows = [{"step": 0, "split": "val", "accuracy": 0.1, "total_reward": 0.1}]
+    rows += [{"step": s, "split": "train", "mean_reward": s / 10, "loss": 1.0}
+             for s in range(1, 11)]
+    rows += [{"step": 10, "split": "Validation", "accuracy": 0.3, "eval_loss": 0.9}]
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    records = read_source(src).records
+    assert records[0] == {"step": 0, "val/accuracy": 0.1, "val/total_reward": 0.1}
+    assert records[1] == {"step": 1, "mean_reward": 0.1, "loss": 1.0}
+    assert records[-1] == {"step": 10, "val/accuracy": 0.3, "eval_loss": 0.9}
+    assert not any("accuracy" in r or "total_reward" in r for r in records)
+
+    table = tmp_path / "log.csv"
+    table.write_text("step,mode,loss\n1,train,2.0\n1,eval,2.5\n2,train,1.8\n2,test,2.4\n",
+                     encoding="utf-8")
+    imported = read_source(table)
+    assert imported.records == [{"step": 1, "loss": 2.0, "val/loss": 2.5},
+                                {"step": 2, "loss": 1.8, "val/loss": 2.4}]
+
+
 def test_llama_factory_trainer_log_keeps_its_own_steps(tmp_path: Path) -> None:
     # LLaMA-Factory logs every 10 steps, counting them in current_steps; its progress
     # fields are not metrics

@@ -66,6 +66,28 @@ def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+# A row a log tags as held out (`"split": "val"`, a `mode` column of `eval`): loops that
+# write training and validation rows into one file under the same names (CS336's GRPO
+# logs: `{"split": "val", "accuracy": …}` beside `{"split": "train", …}`).
+SPLIT_FIELDS = ("split", "mode")
+HELD_OUT_SPLITS = frozenset({"val", "valid", "validation", "eval", "evaluation", "test",
+                             "dev", "heldout", "held_out"})
+HELD_OUT_PREFIXES = ("val/", "val_", "valid/", "valid_", "validation/", "validation_",
+                     "eval/", "eval_", "test/", "test_")
+
+
+def held_out(row: dict[str, Any]) -> bool:
+    """Whether a row's own split field says it was measured on held-out data."""
+    return any(isinstance(row.get(f), str) and row[f].strip().lower() in HELD_OUT_SPLITS
+               for f in SPLIT_FIELDS)
+
+
+def as_held_out(values: dict[str, Any]) -> dict[str, Any]:
+    """A held-out row's metrics under `val/` names (a name that already says held out is
+    kept), so they never read as the training metrics of the same name."""
+    return {k if k.startswith(HELD_OUT_PREFIXES) else f"val/{k}": v for k, v in values.items()}
+
+
 def numeric_items(entry: dict[str, Any], skip: frozenset[str]) -> dict[str, float | int]:
     """The entry's numeric fields (NaN and ±Infinity kept), without the `skip` keys."""
     return {k: v for k, v in entry.items() if k not in skip and is_number(v)}

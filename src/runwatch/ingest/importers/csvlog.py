@@ -5,6 +5,8 @@ A `step` column (or `global_step`, `train/global_step`, W&B's `_step`, a chart e
 `Step`) gives each row its step; without one the row index does. Empty cells (and `NA`,
 `null`, `None`) are missing values; `nan`/`inf` cells are kept as non-finite values.
 Columns that hold only text are ignored; a column that mixes numbers and text is refused.
+A row whose `split` (or `mode`) column says it is held out (`val`, `eval`, `test`, …) has
+its metrics under `val/` names.
 W&B exports are recognised by their `_step`/`_runtime`/`_timestamp` columns, or, for a
 chart panel's CSV, by `Step` and `<run> - <metric>` columns (with `__MIN`/`__MAX` bands).
 """
@@ -19,7 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.ingest.importers import jsonl, trl
-from runwatch.ingest.importers.common import Imported, SourceError, is_number
+from runwatch.ingest.importers.common import (
+    Imported,
+    SourceError,
+    as_held_out,
+    held_out,
+    is_number,
+)
 
 WANDB_COLUMNS = frozenset({"_step", "_runtime", "_timestamp"})
 STEP_COLUMNS = ("step", "global_step", "train/global_step", "_step", "Step", "iteration")
@@ -67,6 +75,8 @@ def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path
         values = {c: row[c] for c in metrics if is_number(row.get(c))}
         if not values:
             continue
+        if held_out(row):  # a `split`/`mode` column saying the row is validation
+            values = as_held_out(values)
         if _finite(row.get("_timestamp")):
             values["ts"] = float(row["_timestamp"])
         if _finite(row.get("_runtime")):

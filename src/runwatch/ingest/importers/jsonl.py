@@ -3,7 +3,9 @@
 tinker-cookbook writes `{"step": …, metric: …}`; verl's file logger writes
 `{"step": …, "data": {metric: …}}`; LLaMA-Factory's `trainer_log.jsonl` counts its steps
 in `current_steps` (with `total_steps` and `percentage` beside them, which are not
-metrics). All are read; NaN and Infinity tokens are kept.
+metrics). All are read; NaN and Infinity tokens are kept. A line whose `split` (or `mode`)
+says it is held out (`val`, `eval`, `test`, …) has its metrics under `val/` names, so a
+loop that logs training and validation rows under one set of names keeps them apart.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 
 from runwatch.ingest.importers.common import (
     Imported,
+    as_held_out,
+    held_out,
     json_rows,
     numeric_items,
     read_bytes,
@@ -47,8 +51,10 @@ def read(path: Path) -> Imported:
         factory = factory or "current_steps" in data
         if not isinstance(step, int) or isinstance(step, bool):
             step = len(records)  # logs without a step count lines
-        rec: dict[str, Any] = {"step": step,
-                               **numeric_items(data, SKIP | LLAMA_FACTORY if factory else SKIP)}
+        values = numeric_items(data, SKIP | LLAMA_FACTORY if factory else SKIP)
+        if held_out(data) or held_out(obj):
+            values = as_held_out(values)
+        rec: dict[str, Any] = {"step": step, **values}
         if isinstance(obj.get("ts"), int | float):
             rec["ts"] = float(obj["ts"])
         records.append(rec)
