@@ -175,6 +175,12 @@ class Evaluator:
         # Whether the run learns (Rule.learning): the engine's gate on that metric, one
         # per run that every rule naming it reads (`learning_gate`).
         self.learning = learning
+        # A trend's fall that must also be one from the series' start (`of_start`).
+        self.below_start = (pg.BelowStart(_num(params, "of_start", 1.0), state=st.get("g"))
+                            if "of_start" in params else None)
+        # The first step of the window the trend last judged: the gate may open between
+        # two judgements, in a later batch, and the finding still starts where it did.
+        self.window_from: int | None = st.get("wf")
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -204,6 +210,8 @@ class Evaluator:
             verdicts = self.detector.feed(values, steps)
         else:
             steps, values = cols[self.metric]
+            if _num(self.params, "zero_unmeasured", 0):
+                steps, values = _measured(steps, values)
             if rule.detector in ("threshold", "pinned"):
                 verdicts = self.detector.feed(values, steps)
             elif rule.detector in ("trend", "no_progress", "no_improvement"):
@@ -211,19 +219,36 @@ class Evaluator:
                     # its warm-up is no part of the span a reward is judged flat over
                     self.detector.feed_lr(*cols[LR])
                 verdicts = self.detector.feed(steps, values)
+                if self.below_start is not None:
+                    verdicts = [v and low for v, low in
+                                zip(verdicts, self.below_start.feed(values), strict=True)]
             elif isinstance(self.detector, d.Shift | d.Excursion):
                 verdicts = self.detector.feed(values, steps)
             else:  # spike, jump, above_best, above_max
                 verdicts = self.detector.feed(values)
         hits = getattr(self.detector, "hits", None)
         onset = getattr(self.detector, "onset", None)
+        if self.below_start is not None and onset is not None:
+            onset = self._window_onset(onset)
         before = getattr(self.detector, "hits_before", None)
         closed, touched = self.tracker.update(steps, verdicts, values, hits, onset, before)
+        marks = getattr(self.detector, "marks", None)
+        if self.below_start is not None and marks:
+            self.window_from = int(marks[-1][1])
         if isinstance(self.detector, d.Threshold) and True in verdicts:
             self._note_window(verdicts, closed)
         for rec in closed:
             self._stamp(rec)
         return closed, touched
+
+    def _window_onset(self, onset: Any) -> Any:
+        """`onset`, falling back on the window of the last batch's last judgement."""
+        earlier = self.window_from
+
+        def at(i: int) -> int | None:
+            start = onset(i)
+            return earlier if start is None else start
+        return at
 
     def finish(self, judged_before: bool) -> Finding | None:
         """Judge a `whole_window` rule on the run's whole log, now that it has succeeded:
@@ -353,6 +378,8 @@ class Evaluator:
             extra.update(det.held)
         elif isinstance(det, t.Trend):
             extra["effect"] = det.held_effect
+            if self.below_start is not None:
+                extra["start"] = self.below_start.start()
         elif isinstance(det, pg.NoProgress):
             extra.update(det.held or {"effect": det.last_effect})
         elif isinstance(det, t.FlatSince | fin.WholeWindow):
@@ -454,6 +481,9 @@ class Evaluator:
         st: dict[str, Any] = {"det": self.detector.state(), "open": self.tracker.open}
         if self.pending:
             st["align"] = [[s, v] for s, v in self.pending.items()]
+        if self.below_start is not None:
+            st["g"] = self.below_start.state()
+            st["wf"] = self.window_from
         return st
 
 
@@ -471,6 +501,15 @@ def learning_gate(rule: Rule, state: dict[str, Any] | None = None) -> pg.Learnin
     lp = LEARNING_PARAMS
     return pg.Learning(z=lp["z"], min_points=int(lp["min_points"]), head=int(lp["head"]),
                       level=rule.learning_level, state=state)
+
+
+def _measured(steps: list[int], values: list[float]) -> StepValues:
+    """The points of a series that are not exactly 0 (`zero_unmeasured`: a mean over no
+    token is logged as 0, which is no measurement)."""
+    kept = [i for i, v in enumerate(values) if v != 0]
+    if len(kept) == len(values):
+        return steps, values
+    return [steps[i] for i in kept], [values[i] for i in kept]
 
 
 def clean(values: list[Any]) -> list[float]:

@@ -30,6 +30,8 @@ class NoProgress:
     the first bucket's median: a loss that dropped fast in its first few points and then
     drifts down slowly has fallen, though its first bucket's median already sits low.
 
+    With `noise_z` and `moved`, the move holds only where it also exceeds `noise_z`
+    standard errors of the two medians' difference in the series' point-to-point noise.
     With `noise_z`, "has not moved" holds only while the change is short of `min_change`
     by `noise_z` standard errors of the two medians' difference in the series' own
     point-to-point noise, and a noisy series is compared by medians of as many points as
@@ -152,6 +154,10 @@ class NoProgress:
         holds = self.last_effect > -edge if self.direction == "down" else self.last_effect < edge
         if self.moved:
             holds = not holds
+            if holds and self.noise_z:
+                # a move that is the finding holds only beyond the two medians' noise
+                holds = abs(now - start) >= self.noise_z * median_gap_error(
+                    point_noise(self.tail), k)
         if holds and self.max_spread:
             holds = (self.extent is not None
                      and self.extent[1] - self.extent[0] <= self.max_spread * abs(start))
@@ -403,3 +409,42 @@ class Learning:
         return {"head": self.head, "tail": self.tail, "n": self.count, "r": self.rising}
 
 
+
+
+class BelowStart:
+    """Whether a series stands at `fraction` of where it started or below: the start is the
+    higher of its first value and the median of its first `size` values, the level now the
+    median of its latest `size` (one odd point moves no median of 3). A fall judged over a
+    trailing window (`Trend`) is read from the series' latest level, which may be a peak
+    it rose to after the start; this asks the same fall of the start. A start at or below
+    0 says nothing of a fall (a Gaussian policy's entropy), and passes."""
+
+    def __init__(self, fraction: float, size: int = 3,
+                 state: dict[str, Any] | None = None) -> None:
+        st = state or {}
+        self.fraction, self.size = fraction, max(1, int(size))
+        self.head: list[float] = list(st.get("h", []))  # the first `size` finite values
+        self.tail: list[float] = list(st.get("t", []))  # the latest `size`
+
+    def feed(self, values: list[float]) -> list[bool]:
+        """Per point, whether the series stood that far below its start there."""
+        out = []
+        for v in values:
+            if v is not None and v - v == 0:
+                keep(self.head, self.tail, self.size, v)
+            out.append(self.holds())
+        return out
+
+    def start(self) -> float | None:
+        if len(self.head) < self.size:
+            return None
+        return max(self.head[0], median(self.head))
+
+    def holds(self) -> bool:
+        start = self.start()
+        if start is None:
+            return False
+        return start <= 0 or median(self.tail) <= self.fraction * start
+
+    def state(self) -> dict[str, Any]:
+        return {"h": self.head, "t": self.tail}

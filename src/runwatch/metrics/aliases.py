@@ -146,6 +146,9 @@ EXACT: dict[str, Alias] = {
     "mean_reward": Alias("reward_mean", "hand-written GRPO loops"),
     "train_reward_std": Alias("reward_std", "hand-written GRPO loops"),
     "policy/entropy": Alias("entropy", "hand-written RL loops"),
+    # The gradient norm spelled out (CS336's GRPO loop logs `gradient_norm`, exactly 0 at a
+    # step whose every group scored alike): the same norm `grad_norm` names.
+    "gradient_norm": Alias("grad_norm", "hand-written loops"),
     # The perplexity on held-out text is exp(loss): its log is the validation loss.
     "eval_perplexity": Alias("val/loss", "hand-written loops, HF examples", "ln x"),
     "val_perplexity": Alias("val/loss", "hand-written loops", "ln x"),

@@ -11,6 +11,11 @@ from runwatch.health.rules.base import Param, Rule
 
 GRPO = ("grpo",)
 SUSTAINED = {"k": 8, "n": 10}
+# An entropy logged as exactly 0 is no measurement: a loop that averages the entropy
+# over the sequences it trains on logs 0 at a step that kept none (every group scored
+# alike), and a policy's mean token entropy is never exactly 0 in floating point.
+UNMEASURED = (" An entropy of exactly 0 is read as no measurement (a loop that averages it "
+              "over the sequences it trains on logs 0 at a step that kept none).")
 ENTROPY_ADVICE = ("Exploration is dying: raise temperature, lower learning_rate, or add an "
                   "entropy bonus; watch zero_variance_skip_ratio, which follows.")
 
@@ -21,6 +26,18 @@ def _zero_variance_share(v: Sequence[list[float]], p: Mapping[str, Param]) -> li
     if len(v) == 1:
         return v[0]
     return [d / (d + k) if d + k > 0 else math.nan for d, k in zip(v[0], v[1], strict=True)]
+
+
+def _gradient_unless_groups_differ(v: Sequence[list[float]],
+                                   p: Mapping[str, Param]) -> list[float]:
+    """The gradient norm, left out (NaN) at a step where the share of groups with no
+    reward spread is below `differ_below`: most groups there differed, so a zero is not
+    theirs."""
+    if len(v) == 1:
+        return v[0]
+    least = float(p.get("differ_below", 0.5))
+    return [g if s is not None and s >= least else math.nan
+            for g, s in zip(v[0], v[1], strict=True)]
 
 
 def _accuracy_minus_reward(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
@@ -552,12 +569,19 @@ RULES: tuple[Rule, ...] = (
         id="grpo.no_gradient",
         title="The gradient norm is exactly 0",
         methods=GRPO,
-        variants=(("grad_norm",),),
+        variants=(("grad_norm", "zero_variance_skip_ratio"), ("grad_norm",)),
+        exclusive=True,
+        derive=_gradient_unless_groups_differ,
         detector="threshold",
-        params={"below": 1e-12, "k": 3, "n": 10},
+        params={"below": 1e-12, "k": 3, "n": 10, "differ_below": 0.5},
         severity="warning",
         condition="`grad_norm` is 0 on {k} of the last {n} steps: every advantage of the batch "
-        "was 0 (each group scored all its samples the same), so those steps learned nothing.",
+        "was 0 (each group scored all its samples the same), so those steps learned nothing. "
+        "Not at a step where the run's `zero_variance_skip_ratio` is below {differ_below}: "
+        "most groups there had a spread (the share may be a mean over the steps since the "
+        "last log, the norm the last step's), so their advantages were not 0, and a "
+        "gradient of exactly 0 beside them is frozen weights or a logger that does not see "
+        "the gradient.",
         message="{metric} was exactly 0 on {in_window} of the last {n} steps: nothing is learned "
         "on those steps.",
         advice="The reward gives no group a spread (a cap every sample reaches, a task solved "
@@ -589,13 +613,20 @@ RULES: tuple[Rule, ...] = (
         variants=(("entropy",),),
         detector="trend",
         params={"direction": "down", "window": 32, "min_effect": 0.5, "relative": 1,
-                "window_in": "steps", "min_window": 8},
+                "window_in": "steps", "min_window": 8, "of_start": 0.5,
+                "zero_unmeasured": 1},
         signal="entropy",
         severity="warning",
         condition="The Theil–Sen trend of `entropy` over the last {window} steps (at least "
-        "{min_window} logged points) falls by at least {min_effect} of its level: the policy "
-        "is becoming deterministic, and groups soon stop differing in reward.",
-        message="{metric} {change} from step {first_step} to {last_step} (now {last:.3g}).",
+        "{min_window} logged points) falls by at least {min_effect} of its level, and the "
+        "entropy now (the median of its latest 3 points) stands at {of_start} of where it "
+        "started or below (the higher of its first value and the median of its first 3): "
+        "the policy is becoming deterministic, and groups soon stop differing in reward. "
+        "A fall from a level the entropy rose to after its start, back towards where it "
+        "started, is a policy sharpening once it has found what pays, not a collapse "
+        "(the corpus's definition: a small fraction of its start)." + UNMEASURED,
+        message="{metric} {change} from step {first_step} to {last_step} (now {last:.3g}; "
+        "it started at {start:.3g}).",
         advice=ENTROPY_ADVICE,
     ),
     Rule(
@@ -605,16 +636,19 @@ RULES: tuple[Rule, ...] = (
         variants=(("entropy",),),
         detector="trend",
         params={"direction": "down", "window": 32, "min_effect": 0.25, "relative": 1,
-                "window_in": "steps", "min_window": 8, "recent_z": 2.0},
+                "window_in": "steps", "min_window": 8, "recent_z": 2.0, "of_start": 0.75,
+                "zero_unmeasured": 1},
         signal="entropy",
         severity="info",
         condition="The Theil–Sen trend of `entropy` over the last {window} steps (at least "
         "{min_window} logged points) falls by {min_effect} of its level and the latest half "
-        "of them still falls (by {recent_z} widths of its point-to-point noise): the early "
-        "form of grpo.entropy_collapse, worth knowing before it halves. Info, since a "
-        "policy that learns also sharpens.",
+        "of them still falls (by {recent_z} widths of its point-to-point noise), and the "
+        "entropy now stands at {of_start} of where it started or below (as "
+        "grpo.entropy_collapse reads both): the early form of grpo.entropy_collapse, worth "
+        "knowing before it halves. Info, since a policy that learns also sharpens."
+        + UNMEASURED,
         message="{metric} {change} from step {first_step} to {last_step} and is still "
-        "falling (now {last:.3g}).",
+        "falling (now {last:.3g}; it started at {start:.3g}).",
         advice="Watch the reward: if it stops rising as entropy falls, raise temperature, "
         "lower learning_rate, or add an entropy bonus.",
     ),
@@ -625,13 +659,14 @@ RULES: tuple[Rule, ...] = (
         variants=(("entropy",),),
         detector="no_progress",
         params={"direction": "down", "min_change": 0.75, "warmup": 4, "bucket": 2,
-                "moved": 1},
+                "moved": 1, "zero_unmeasured": 1},
         signal="entropy",
         severity="warning",
         condition="The median `entropy` of the latest {bucket} points is {min_change} "
         "(relative) or more below where it started (the higher of its first value and the "
         "median of its first {bucket} points), judged from {warmup} points on: a collapse "
-        "too slow for grpo.entropy_collapse's window, or in a run too short for it.",
+        "too slow for grpo.entropy_collapse's window, or in a run too short for it."
+        + UNMEASURED,
         message="{metric} {change} over {span:.0f} steps ({start:.3g} to {now:.3g}).",
         advice=ENTROPY_ADVICE,
     ),
@@ -642,13 +677,14 @@ RULES: tuple[Rule, ...] = (
         variants=(("entropy",),),
         detector="no_progress",
         params={"direction": "down", "min_change": 0.9, "warmup": 3, "bucket": 1,
-                "moved": 1},
+                "moved": 1, "zero_unmeasured": 1},
         signal="entropy",
         severity="warning",
         condition="`entropy` is a tenth of its first logged value or less ({min_change} "
         "(relative) below it), judged from {warmup} logged points on: a collapse in a run "
         "too short for grpo.entropy_low, which needs 4 points (a console log of 3 "
-        "steps). No healthy run of the corpus has an entropy under 46% of its first.",
+        "steps). No healthy run of the corpus has an entropy under 46% of its first."
+        + UNMEASURED,
         message="{metric} {change} over {span:.0f} steps ({start:.3g} to {now:.3g}).",
         advice=ENTROPY_ADVICE,
     ),
@@ -658,14 +694,15 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("entropy",),),
         detector="threshold",
-        params={"below": 0.01, **SUSTAINED},
+        params={"below": 0.01, **SUSTAINED, "zero_unmeasured": 1},
         signal="entropy",
         severity="warning",
         condition="`entropy` is below {below} nats a token on {k} of the last {n} logged "
         "steps, wherever it started: a policy that puts 99.9% of its mass on one token at "
         "nearly every position samples one completion per prompt, so its groups score "
         "alike. Judged on the level alone, for a window of a run whose start is not in the "
-        "log (no healthy run of the corpus's train split logs an entropy under 0.2).",
+        "log (no healthy run of the corpus's train split logs an entropy under 0.2)."
+        + UNMEASURED,
         message="{metric} stayed below {below} (last {last:.3g}): the policy has become "
         "deterministic.",
         advice=ENTROPY_ADVICE,
