@@ -489,4 +489,13 @@ CASES: dict[str, tuple[Case, Case]] = {
         # A slow sharpening: 2.8 -> 2.4 over 35 steps.
         ("grpo", NO, {"entropy": [2.8 * math.exp(-i / 230) for i in range(35)]}),
     ),
+    "loss.above_start": (
+        # A loss at 2.9 (a wobble of ±0.3 a step) that climbs 0.001 a step from step 100:
+        # 40% above its start by step 1,300, never more than 1.1% over 32 logs.
+        ("sft", NO, {"loss": [2.9 + 0.001 * max(0, i - 100) + 0.3 * math.sin(1.7 * i)
+                              for i in range(1300)]}),
+        # The same wobble, 5% above its start by the end.
+        ("sft", NO, {"loss": [2.9 + 0.00012 * max(0, i - 100) + 0.3 * math.sin(1.7 * i)
+                              for i in range(1300)]}),
+    ),
 }

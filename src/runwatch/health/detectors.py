@@ -386,9 +386,15 @@ class Jump:
     on the last `window` changes (after 200 points, refreshed every `BLOCK`), less the
     jumps found and the change after each (its fall back); a jump keeps its finding open
     `hold` points, so repeated jumps read as one finding. With `both`, a drop as far below
-    the point before counts too (a policy loss, whose sign means nothing)."""
+    the point before counts too (a policy loss, whose sign means nothing).
+
+    Nor a jump smaller than `OF_START` of the series' first value: a loss that has fallen
+    to the logger's rounding (0.0000-0.0004, a memorised set) has no noise left to measure
+    a jump against, and a rise of 0.001 there is invisible beside where the run started
+    (5.2) and costs it nothing."""
 
     BLOCK = 8
+    OF_START = 0.01
 
     def __init__(self, z: float = 6.0, min_rel: float = 0.05, window: int = 20,
                  min_history: int = 10, hold: int = 10, both: bool = False,
@@ -407,10 +413,14 @@ class Jump:
         # The change after a jump (its fall back) is left out of the noise as the jump is:
         # a spike in the window would widen the noise and hide the next one.
         self.skip = bool(st.get("skip", False))
+        self.first: float | None = st.get("first")  # the first finite value
 
     def feed(self, values: list[float]) -> list[bool]:
         hits = []
         z, min_rel = self.z, self.min_rel
+        if self.first is None:
+            self.first = next((v for v in values if v - v == 0), None)
+        least = self.OF_START * abs(self.first or 0.0)
         for v in values:
             if self.seen >= self.refresh_at:
                 self._refresh()
@@ -425,10 +435,11 @@ class Jump:
                 if self.noise is not None:
                     med, sd = self.noise
                     rise = change - med
-                    if rise > z * sd and change > min_rel * abs(prev):
+                    if rise > z * sd and change > max(min_rel * abs(prev), least):
                         hit = 1
                         self.jump = [prev, v, sd]
-                    elif self.both and -rise > z * sd and -change > min_rel * abs(prev):
+                    elif (self.both and -rise > z * sd
+                          and -change > max(min_rel * abs(prev), least)):
                         hit = 1  # a drop as far, where the series has no sign to keep
                         self.jump = [prev, v, sd]
                 if hit or self.skip:
@@ -456,7 +467,7 @@ class Jump:
     def state(self) -> dict[str, Any]:
         return {"diffs": self.diffs, "prev": self.prev, "noise": self.noise, "seen": self.seen,
                 "at": self.refresh_at, "tail": self.window.tail, "jump": self.jump,
-                "skip": self.skip}
+                "skip": self.skip, "first": self.first}
 
 
 class Shift:
@@ -607,7 +618,14 @@ class AboveBest:
     before it) by `min_rel` of that best on the last `k` points in a row, or by `single`
     on one point, once `min_points` points are in: a validation loss turning up from its
     minimum (an early sign of overfitting, before a trend over several validations
-    shows). It holds while the series stays above the best by half of `min_rel`."""
+    shows). It holds while the series stays above the best by half of `min_rel`.
+
+    A rise smaller than `RESOLUTION` is no rise: trainers log a loss to 4 decimals (the
+    HF Trainer rounds there), and a loss below that resolution, a held-out set predicted
+    all but perfectly (a DPO loss of 3e-7 at a margin of 15), moves by its own
+    floating-point rounding, a tenth of itself from one validation to the next."""
+
+    RESOLUTION = 1e-4
 
     def __init__(self, min_rel: float = 0.01, k: int = 2, single: float = 0.05,
                  min_points: int = 3, state: dict[str, Any] | None = None) -> None:
@@ -632,7 +650,7 @@ class AboveBest:
                 self.best, self.above, self.held = v, 0, False
                 out.append(False)
                 continue
-            rel = (v - best) / max(abs(best), 1e-12)
+            rel = (v - best) / max(abs(best), 1e-12) if v - best >= self.RESOLUTION else 0.0
             self.above = self.above + 1 if rel >= self.min_rel else 0
             if self.held:
                 self.held = rel >= 0.5 * self.min_rel

@@ -89,7 +89,7 @@ raise it on two (a DPO loss at step 10, an SFT loss at step 45, both still in th
 first fall). Where a run logs too few points for a k-of-n
 rule, an extreme value is enough on its own: `grpo.truncation_extreme` (most
 completions cut on one step), `grpo.no_signal` (no group with reward variance on 3
-logged steps in a row), `dpo.over_optimisation` (one margin above 20). Rules that judge
+logged steps in a row), `dpo.over_optimisation` (one margin above 10). Rules that judge
 against noise (`loss.spike`, `rl.no_progress`) measure it on the series itself, so a
 run logged every 10 steps is judged on its own scale. Before `rl.no_progress` has the
 10 points it measures noise on, from 4 points on it says (info) that a reward has not

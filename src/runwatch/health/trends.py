@@ -346,15 +346,19 @@ class FlatSince(Onsets):
     set, is judged as it is.
 
     Nor does it hold while the training loss has fallen by `min_change` since the run's
-    start, the median of its first points (as many as the latest median holds: one high
-    first log is no fall), whatever it did since the first validation: a model that
-    learned in its first tens of steps and has converged since has not failed to learn,
-    though its validation loss improves only slowly (a LoRA whose batch loss fell
-    1.08 -> 0.77 before its first validation at step 50, and whose validation loss then
-    fell at every one of its validations, 0.7995 -> 0.7725). Nor while either loss has
-    risen by `min_change` since the first validation: a loss that jumped up has moved."""
+    start, the median of its first `OPENING` logs (one high first log is no fall; a loss
+    that fell steeply in its first logs has two), whatever it did since the first
+    validation: a model that learned in its first tens of steps and has converged since
+    has not failed to learn, though its validation loss improves only slowly (a LoRA
+    whose batch loss fell 1.08 -> 0.77 before its first validation at step 50, and whose
+    validation loss then fell at every one of its validations, 0.7995 -> 0.7725; a LoRA
+    whose loss fell 3.93, 1.23, 1.06 over its first three logs and paused at 1.0-1.1 for
+    its first three validations: a median of its first five logs, 1.09, sits on that
+    pause already). Nor while either loss has risen by `min_change` since the first
+    validation: a loss that jumped up has moved."""
 
     HALF = 5
+    OPENING = 3  # the run's first logs whose median is where it started
     MIN_TRAIN = 8  # training points since the first validation before a verdict
     TAIL = 64  # the latest training points kept
 
@@ -441,7 +445,7 @@ class FlatSince(Onsets):
             head, tail = max(early[0], median(early[:k])), median(train[-k:])
         val_fall = (self.first[1] - v) / max(abs(self.first[1]), 1e-12)
         train_fall = (head - tail) / max(abs(head), 1e-12)
-        start = median(self.opening[:k] or [head])
+        start = median(self.opening[: self.OPENING] or [head])
         run_fall = (start - tail) / max(abs(start), 1e-12)
         edge = self.min_change * (1.5 if self.verdict else 1.0)
         # nor while either has risen as far: a loss that jumped up has moved (a rise is

@@ -110,7 +110,10 @@ RULES: tuple[Rule, ...] = (
         "batches moves a 5-point median by more than that. Nor while either has risen by "
         "{min_change} since: a loss that jumped up and stayed has moved (loss.stepped_up "
         "and the overfitting rules judge a rise), and calling it a plateau says the model "
-        "is not learning when it has lost ground.",
+        "is not learning when it has lost ground. Nor while the training loss stands "
+        "{min_change} (relative) below where the run started, the median of its first 3 "
+        "logs: a loss that fell 3.93, 1.23, 1.06 over its first logs and paused has "
+        "learned (one high first log is no fall; two are).",
         message="{metric} {val_change} and the training loss {train_change} since step "
         "{since:.0f} ({points:.0f} validations): the model is not learning.",
         advice="Raise learning_rate (a LoRA at a low rank or a small lr barely moves the "
@@ -238,7 +241,9 @@ RULES: tuple[Rule, ...] = (
         condition="After {min_points} validations, `val/loss` lies above its best so far by "
         "{min_rel} (relative) on {k} validations in a row, or by {single} on one: the first "
         "sign of overfitting, validations before a trend over several shows it (info: a "
-        "noisy validation set can wander this far).",
+        "noisy validation set can wander this far). A rise under 1e-4 is no rise: trainers "
+        "log a loss to 4 decimals, and a held-out loss below that (3e-7, every pair "
+        "separated) moves by its floating-point rounding, a tenth of itself a validation.",
         message="{metric} rose from its best {best:.4g} to {to:.4g} (up {rise:.1%}).",
         advice="Keep the checkpoint with the lowest val/loss (load_best_model_at_end); if it "
         "keeps rising, train fewer epochs or lower learning_rate.",
@@ -333,7 +338,10 @@ RULES: tuple[Rule, ...] = (
         severity="info",
         condition="`loss` rises above the point before it by more than {z} robust standard "
         "deviations of its last {window} step-to-step changes, and by at least {min_rel} of "
-        "its level; a warning when {repeat} such jumps come within {hold} points.",
+        "its level and 1% of its first value; a warning when {repeat} such jumps come "
+        "within {hold} points. A loss fallen to the logger's rounding (0.0000-0.0004, a "
+        "memorised set) has no noise left to judge a jump by, and a rise of 0.001 there "
+        "is invisible beside a start of 5 and costs the run nothing.",
         message="{metric} jumped from {from:.4g} to {to:.4g} (up {rise:.0%}); its "
         "step-to-step change varies by {noise:.2g}{repeats}.",
         advice="Read the batches at those steps for bad rows; if spikes repeat, lower "
@@ -425,13 +433,17 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="trend",
         params={"direction": "up", "window": 16, "min_effect": 0.5, "relative": 1,
-                "noise_z": 3.0},
+                "noise_z": 3.0, "undone": 3},
         signal="loss_up",
         severity="warning",
         condition="The Theil–Sen trend of `loss` over the last {window} logged points rises "
         "by at least {min_effect} of its level, and by {noise_z} standard errors of such a "
         "rise in the loss's own point-to-point noise (a single batch's loss that swings by "
-        "half its level rises that far over 16 points by chance).",
+        "half its level rises that far over 16 points by chance). Not while the loss has "
+        "fallen by as much as that rise within a quarter of the window (on medians of 3 "
+        "points) over the last {undone} windows, as for loss.climbing: a rise a loss makes "
+        "and undoes in its own swings (a memorised set's loss at 0.001-0.17, skewed by "
+        "single hard batches) is not a turn upward.",
         message="{metric} {change} over the last {window} logged points (now {last:.4g}).",
         advice="Training has gone past its best point: lower learning_rate or train fewer "
         "epochs (num_epochs), and keep the checkpoint from where the loss was lowest.",
@@ -462,6 +474,32 @@ RULES: tuple[Rule, ...] = (
         "checkpoint from where the loss was lowest.",
     ),
     Rule(
+        id="loss.above_start",
+        title="Loss stands above where it started",
+        methods=("sft", "dpo"),
+        variants=(("loss",),),
+        detector="no_progress",
+        params={"direction": "up", "moved": 1, "min_change": 0.2, "bucket": 16,
+                "warmup": 32, "noise_z": 3.0},
+        signal="loss_up",
+        severity="warning",
+        condition="From {warmup} logged points on, the median `loss` of the latest "
+        "{bucket} points stands {min_change} (relative) or more above the median of its "
+        "first {bucket}, and by {noise_z} standard errors of the two medians' difference "
+        "in the loss's own point-to-point noise: a loss that is minimised does not end up "
+        "a fifth above where it started, however slowly it got there (no healthy run of "
+        "the labelled corpus stands more than 4.5% above its start by such medians). A "
+        "climb of a few percent a hundred steps is too slow for loss.rising's 16 points "
+        "and loss.climbing's 32, and a loss that climbs from its first step has no low to "
+        "turn up from. The noise keeps a single pair's DPO loss, whose 16-point medians "
+        "swing by a tenth, from counting a swing as a rise.",
+        message="{metric} {change} over {span:.0f} steps (median {start:.4g} to "
+        "{now:.4g}).",
+        advice="Training is losing ground from its first steps: lower learning_rate, check "
+        "the optimizer's settings (betas, eps, weight decay) and the learning-rate "
+        "schedule, and check that the data order does not put the hardest rows last.",
+    ),
+    Rule(
         id="dpo.over_optimisation",
         title="DPO margin exploded",
         methods=("dpo",),
@@ -469,11 +507,17 @@ RULES: tuple[Rule, ...] = (
         exclusive=True,
         derive=_margin,
         detector="threshold",
-        params={"above": 20.0, "k": 1, "n": 1},
+        params={"above": 10.0, "k": 1, "n": 1},
         severity="warning",
         condition="`mean_margin` (TRL's β-scaled rewards/margins; in a run that logs no "
         "margin, the β-scaled chosen reward less the rejected one, as OpenRLHF logs them) "
-        "is above {above} on any step; healthy runs end at a few units.",
+        "is above {above} on any step. A pair's preference loss is -log σ(margin), 4.5e-5 "
+        "at a margin of {above}, and its gradient weighs the pair by σ(-margin), as little: "
+        "pairs separated that far have nothing left to teach, and a margin that keeps "
+        "widening is the rejected replies pushed down. Healthy runs end at a few units "
+        "(the labelled corpus's at 4.4 at most); over-optimised ones reach 9 to 17 within "
+        "their first tens of logs (a DPOP run's six records: 0.79, 2.4, 4.9, 9.5, 13.0, "
+        "17.1).",
         message="the DPO margin reached {max:.3g}, above {above}: the policy pushes rejected "
         "replies far below the reference instead of learning the preference.",
         advice=OVER_OPTIMISED,
