@@ -498,4 +498,13 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("sft", NO, {"loss": [2.9 + 0.00012 * max(0, i - 100) + 0.3 * math.sin(1.7 * i)
                               for i in range(1300)]}),
     ),
+    "loss.doubled": (
+        # A loss at 1.6-1.4 that jumps to 3.3 and 6.4 and stays at 4.6-5.5
+        # (sft_mlx_lora_loss_blowup_issue, eight logs every 25 steps).
+        ("sft", NO, {"loss": every(25, [1.593, 1.406, 3.316, 6.437, 5.478, 4.857, 4.874,
+                                        4.604])}),
+        # A noisy loss whose median of 3 stands at 1.5 times its start (the most a healthy
+        # run of the corpus reaches, sft_spongebob_lm_20ep_noisy).
+        ("sft", NO, {"loss": every(25, [2.0, 1.6, 2.1, 3.0, 2.9, 3.1, 2.2, 2.0])}),
+    ),
 }

@@ -391,10 +391,17 @@ class Jump:
     Nor a jump smaller than `OF_START` of the series' first value: a loss that has fallen
     to the logger's rounding (0.0000-0.0004, a memorised set) has no noise left to measure
     a jump against, and a rise of 0.001 there is invisible beside where the run started
-    (5.2) and costs it nothing."""
+    (5.2) and costs it nothing.
+
+    Nor is its noise taken below `RESOLUTION`, the last of the 4 decimals a trainer logs: a
+    series logged as 0.0 step after step (a GRPO loss, β times a KL that is 0 until the
+    policy leaves the reference) has a measured noise of 0, and its first move off 0
+    (0.0001, then 0.0014) would be infinitely many standard deviations; a noise below the
+    logger's last digit is its rounding, not a measurement."""
 
     BLOCK = 8
     OF_START = 0.01
+    RESOLUTION = 1e-4
 
     def __init__(self, z: float = 6.0, min_rel: float = 0.05, window: int = 20,
                  min_history: int = 10, hold: int = 10, both: bool = False,
@@ -459,7 +466,7 @@ class Jump:
             self.noise = None
         else:
             med = median(d)
-            self.noise = [med, robust_sd(d, med)]
+            self.noise = [med, max(robust_sd(d, med), self.RESOLUTION)]
         # Every point while the run is young (its changes shrink fast as a loss settles),
         # then every BLOCK points, which keeps a long run's cost to a few operations a point.
         self.refresh_at = self.seen + (1 if self.seen < 200 else self.BLOCK)
@@ -676,6 +683,72 @@ def spike_steps(steps: list[int], values: list[float], factor: float = 10.0) -> 
     limit = factor * median(finite)
     return [s for s, v in zip(steps, values, strict=True)
             if v is not None and v - v == 0 and v > limit]
+
+
+class Repeats:
+    """The latest `length` finite values equal, value for value and in order, `length`
+    values logged from an earlier step: the same batches through unchanged weights give
+    the same loss (a second epoch repeating the first, the optimizer never stepping).
+
+    Not by chance: the values must differ from one another, and a match by chance of one
+    of the W stretches remembered, each value one of L levels (the stretch's range over
+    the series' grid, its smallest step-to-step change that is not 0), must be less
+    likely than `chance` (W / L**length): a flat loss at its logger's rounding (46.5,
+    45.75, 46.0 in bf16, L = 3) repeats by chance over a long run. A stretch logged again
+    at the same steps (a resumed run replaying its last steps) is no repeat. The
+    stretches of the first `KEEP` points are remembered, so a repeat of a longer epoch is
+    not seen. A hit keeps its finding open `length` points."""
+
+    KEEP = 2048
+
+    def __init__(self, length: int = 4, chance: float = 1e-3,
+                 state: dict[str, Any] | None = None) -> None:
+        st = state or {}
+        self.length, self.chance = max(2, int(length)), float(chance)
+        self.grid: float | None = st.get("g")  # the smallest change that is not 0
+        self.recent: list[list[float]] = list(st.get("r", []))  # latest [step, value]
+        self.seen: dict[str, float] = dict(st.get("s", {}))  # window -> its first step
+        self.held: dict[str, float] = dict(st.get("held", {}))
+        self.window = KOfN(1, self.length, st.get("tail"))
+        self.hits: list[int] = []
+
+    def feed(self, values: list[float], steps: list[int]) -> list[bool]:
+        hits = []
+        for step, v in zip(steps, values, strict=True):
+            hit = 0
+            if v - v == 0:
+                if self.recent and v != self.recent[-1][1]:
+                    change = abs(v - self.recent[-1][1])
+                    self.grid = change if self.grid is None else min(self.grid, change)
+                self.recent.append([float(step), v])
+                del self.recent[:-self.length]
+                if len(self.recent) == self.length:
+                    hit = self._judge()
+            hits.append(hit)
+        self.hits = hits
+        return self.window.feed(hits)
+
+    def _judge(self) -> int:
+        vals = sorted(v for _, v in self.recent)
+        if min(b - a for a, b in pairwise(vals)) <= 0:
+            return 0
+        key = ",".join(repr(v) for _, v in self.recent)
+        start, end = self.recent[0][0], self.recent[-1][0]
+        was = self.seen.get(key)
+        if was is None:
+            if len(self.seen) < self.KEEP:
+                self.seen[key] = start
+            return 0
+        assert self.grid is not None  # values that differ have changed
+        levels = (vals[-1] - vals[0]) / self.grid
+        if was >= start or len(self.seen) > self.chance * levels ** self.length:
+            return 0
+        self.held = {"was": was, "from": start, "to": end, "points": self.length}
+        return 1
+
+    def state(self) -> dict[str, Any]:
+        return {"r": self.recent, "s": self.seen, "held": self.held, "tail": self.window.tail,
+                "g": self.grid}
 
 
 class NonFinite:

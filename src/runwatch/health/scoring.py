@@ -59,6 +59,7 @@ RULE_CLASSES: dict[str, str] = {
     "loss.stepped_up": "loss_rising",
     "loss.climbing": "loss_rising",
     "loss.above_start": "loss_rising",
+    "loss.doubled": "loss_rising",
     "loss.zero": "loss_zero",
     "dpo.loss_zero": "loss_zero",
     "loss.stuck": "loss_not_falling",

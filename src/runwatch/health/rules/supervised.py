@@ -381,7 +381,9 @@ RULES: tuple[Rule, ...] = (
         "its last {window} step-to-step changes and by at least its own level ({min_rel} "
         "of it): a GRPO or PPO loss sits near 0 with noise of its own, so only a jump far "
         "outside it is a spike (a batch of extreme advantages or ratios, a KL estimate "
-        "blowing up).",
+        "blowing up). The noise is taken as no less than the logger's last digit (1e-4): "
+        "a loss logged as 0.0 while the policy sits on its reference (β times a KL of 0) "
+        "has no noise to measure, and its first moves off 0 (0.0001-0.0014) are no spike.",
         message="{metric} jumped from {from:.4g} to {to:.4g}; its step-to-step change "
         "varies by {noise:.2g}{repeats}.",
         advice="Read the batch at that step (rewards, advantages, the importance ratio and "
@@ -498,6 +500,31 @@ RULES: tuple[Rule, ...] = (
         advice="Training is losing ground from its first steps: lower learning_rate, check "
         "the optimizer's settings (betas, eps, weight decay) and the learning-rate "
         "schedule, and check that the data order does not put the hardest rows last.",
+    ),
+    Rule(
+        id="loss.doubled",
+        title="Loss stands at twice where it started",
+        methods=("sft",),
+        variants=(("loss",),),
+        detector="no_progress",
+        params={"direction": "up", "moved": 1, "min_change": 1.0, "bucket": 3,
+                "warmup": 6},
+        signal="loss_up",
+        severity="warning",
+        condition="From {warmup} logged points on, the median `loss` of the latest "
+        "{bucket} points stands at twice (1 + {min_change}) the median of its first "
+        "{bucket} or more. A token cross-entropy that is minimised does not double: a "
+        "loss that stays there over a median of {bucket} points is no single bad batch "
+        "(loss.spike and loss.above_max see those) but a run that has lost what it "
+        "learned, found in a log of a few points, where loss.above_start's 32 and "
+        "loss.rising's 16 are not reached (no healthy supervised run of the labelled corpus "
+        "stands above 1.55 times its start by such medians). Not on DPO: a preference "
+        "loss of a few pairs a batch, -log σ(margin), is unbounded for a negative margin "
+        "and swings to several times its start and back.",
+        message="{metric} {change} over {span:.0f} steps (median {start:.4g} to "
+        "{now:.4g}).",
+        advice="The run diverged: lower learning_rate (or lengthen its warm-up), lower "
+        "max_grad_norm, and resume from the checkpoint before the rise.",
     ),
     Rule(
         id="dpo.over_optimisation",
