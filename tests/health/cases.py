@@ -498,6 +498,23 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("sft", NO, {"loss": [2.9 + 0.00012 * max(0, i - 100) + 0.3 * math.sin(1.7 * i)
                               for i in range(1300)]}),
     ),
+    "grpo.length_at_ceiling": (
+        # A mean completion length at exactly 200 tokens (the limit) on 6 of every 10 steps,
+        # 150-190 between (grpo_unsloth_llama31_recipes_stopped_27steps).
+        ("grpo", NO, {"mean_sampled_response_length": [
+            200.0 if i % 10 < 6 else 150.0 + 4 * (i % 10) for i in range(20)]}),
+        # The same lengths at their highest on 4 of every 10 steps.
+        ("grpo", NO, {"mean_sampled_response_length": [
+            200.0 if i % 10 < 4 else 150.0 + 4 * (i % 10) for i in range(20)]}),
+    ),
+    "grpo.reward_range_zero": (
+        # Every completion scored 0 at each of three logged steps (verl's critic/rewards/max
+        # and min, grpo_rllm_deepscaler_all_zero_score_issue).
+        ("grpo", NO, {"reward_max": [0.0, 0.0, 0.0], "reward_min": [0.0, 0.0, 0.0]}),
+        # Two such steps among others whose completions differ.
+        ("grpo", NO, {"reward_max": [0.0, 1.0, 0.0, 1.0, 1.0],
+                      "reward_min": [0.0, 0.0, 0.0, 0.0, 0.0]}),
+    ),
     "loss.doubled": (
         # A loss at 1.6-1.4 that jumps to 3.3 and 6.4 and stays at 4.6-5.5
         # (sft_mlx_lora_loss_blowup_issue, eight logs every 25 steps).

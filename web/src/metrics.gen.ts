@@ -108,6 +108,8 @@ export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = ne
   ["actor/reward_kl_penalty", ["fb/loss/kl_ref/mean", null]],
   ["critic/score/mean", ["accuracy", null]],
   ["critic/rewards/mean", ["reward_mean", null]],
+  ["critic/rewards/max", ["reward_max", null]],
+  ["critic/rewards/min", ["reward_min", null]],
   ["critic/advantages/std", ["completion_advantage_std", null]],
   ["response_length/mean", ["mean_sampled_response_length", null]],
   ["response_length/clip_ratio", ["truncated_ratio", null]],

@@ -222,8 +222,8 @@ DETECTOR_DOCS = (
     ("threshold", "a value is above/below a limit on *k* of the last *n* points (optionally "
      "after `min_points`; *k* is `k_binary` while every value has been exactly 0 or 1); a "
      "budget rule's limit is a fraction of a run setting such as `max_sample_tokens`"),
-    ("pinned", "a value equals exactly the lowest the series has taken, and has taken "
-     "before, on *k* of the last *n* points (a new low is no hit)"),
+    ("pinned", "a value equals exactly the lowest the series has taken (with `side: top`, "
+     "the highest), and has taken before, on *k* of the last *n* points (a new low is no hit)"),
     ("spike", "a value exceeds `factor` × the rolling median of the previous `window` points "
      "(the median taken as at least `min_median`; or falls below `drop` × it); the finding "
      "stays open `hold` points"),

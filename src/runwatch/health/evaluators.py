@@ -150,6 +150,9 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
         return fin.WholeWindow(state=state)
     if kind == "nonfinite":
         return d.NonFinite()
+    if kind == "repeats":
+        return d.Repeats(length=int(_num(p, "length", 4)), chance=_num(p, "chance", 1e-3),
+                         state=state)
     raise ValueError(f"rule {rule.id} has detector {kind!r}, which the engine cannot build")
 
 
@@ -212,7 +215,10 @@ class Evaluator:
             steps, values = cols[self.metric]
             if _num(self.params, "zero_unmeasured", 0):
                 steps, values = _measured(steps, values)
-            if rule.detector in ("threshold", "pinned"):
+            if rule.detector == "pinned" and self.params.get("side") == "top":
+                # pinned at its ceiling: the floor of the series turned over
+                verdicts = self.detector.feed([-v for v in values], steps)
+            elif rule.detector in ("threshold", "pinned"):
                 verdicts = self.detector.feed(values, steps)
             elif rule.detector in ("trend", "no_progress", "no_improvement"):
                 if isinstance(self.detector, pg.NoImprovement) and LR in cols:
@@ -222,7 +228,7 @@ class Evaluator:
                 if self.below_start is not None:
                     verdicts = [v and low for v, low in
                                 zip(verdicts, self.below_start.feed(values), strict=True)]
-            elif isinstance(self.detector, d.Shift | d.Excursion):
+            elif isinstance(self.detector, d.Shift | d.Excursion | d.Repeats):
                 verdicts = self.detector.feed(values, steps)
             else:  # spike, jump, above_best, above_max
                 verdicts = self.detector.feed(values)
@@ -387,6 +393,8 @@ class Evaluator:
         elif isinstance(det, t.Divergence):
             extra["a_effect_seen"], extra["b_effect_seen"] = det.held
             extra["reference"] = self.variant[0]
+        elif isinstance(det, d.Repeats):
+            extra.update(det.held)
         elif isinstance(det, d.NonFinite):
             extra["value"] = finite_or_text(rec.get("first"))
         rec["x"] = extra

@@ -102,6 +102,8 @@ EXACT: dict[str, Alias] = {
     "actor/reward_kl_penalty": Alias("fb/loss/kl_ref/mean", "verl (KL in the reward)"),
     "critic/score/mean": Alias("accuracy", "verl"),
     "critic/rewards/mean": Alias("reward_mean", "verl"),
+    "critic/rewards/max": Alias("reward_max", "verl"),
+    "critic/rewards/min": Alias("reward_min", "verl"),
     "critic/advantages/std": Alias("completion_advantage_std", "verl"),
     "response_length/mean": Alias("mean_sampled_response_length", "verl"),
     "response_length/clip_ratio": Alias("truncated_ratio", "verl"),

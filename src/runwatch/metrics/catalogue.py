@@ -91,6 +91,10 @@ GROUPS: tuple[tuple[str, tuple[Metric, ...]], ...] = (
           "groups that trained.", (GRPO,), Role.REWARD),
         M("reward_std", "reward", "Spread of raw reward plus overlong penalty over the "
           "groups that trained.", (GRPO,)),
+        M("reward_max", "reward", "Highest reward a completion of the step earned (logged "
+          "by other frameworks).", ()),
+        M("reward_min", "reward", "Lowest reward a completion of the step earned (logged "
+          "by other frameworks).", ()),
         M("entropy", "nats/token", "Mean entropy of the policy's token distribution (logged "
           "by other frameworks).", ()),
         M("dpo_loss", "nats", "The DPO term of the loss, -log sigmoid(beta × margin).",

@@ -40,7 +40,9 @@ def _gradient_unless_groups_differ(v: Sequence[list[float]],
             for g, s in zip(v[0], v[1], strict=True)]
 
 
-def _accuracy_minus_reward(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
+def _difference(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
+    """The first series less the second, step by step (accuracy less reward, a step's
+    highest reward less its lowest)."""
     return list(map(sub, v[0], v[1]))
 
 
@@ -259,6 +261,28 @@ RULES: tuple[Rule, ...] = (
         advice="The model keeps running into the limit: raise max_sample_tokens.",
     ),
     Rule(
+        id="grpo.length_at_ceiling",
+        title="Completions end at one length: the token limit",
+        methods=GRPO,
+        variants=(("mean_sampled_response_length",),),
+        detector="pinned",
+        params={"side": "top", "k": 5, "n": 10},
+        signal="truncation",
+        severity="warning",
+        condition="`mean_sampled_response_length` is exactly the highest value it has taken, "
+        "and took it before, on {k} of the last {n} logged steps: a mean of several "
+        "completions' lengths returns to exactly its highest value only when every one of "
+        "them stopped at the same length, the token limit, so the run's limit is read from "
+        "its own log where its settings are not known (grpo.length_at_budget). A new high "
+        "is no hit, nor is a mean at its highest on a few steps (a mean of free lengths "
+        "repeats exactly by chance at most once in ten steps of the healthy runs).",
+        message="{metric} was exactly {max:.4g}, its highest, on {in_window} of the last {n} "
+        "logged steps: every completion of those steps stopped at that length, the token "
+        "limit.",
+        advice="Completions are cut mid-answer: raise max_completion_length (or "
+        "max_sample_tokens), or reward shorter answers, and read the cut rollouts.",
+    ),
+    Rule(
         id="grpo.budget_squeezed",
         title="Long prompts squeeze the completion budget",
         methods=GRPO,
@@ -305,7 +329,7 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("accuracy", "reward_mean"),),
         detector="threshold",
-        derive=_accuracy_minus_reward,
+        derive=_difference,
         params={"above": 0.1, **SUSTAINED},
         severity="info",
         condition="`accuracy` − `reward_mean` is above {above} on {k} of the last {n} steps.",
@@ -587,6 +611,26 @@ RULES: tuple[Rule, ...] = (
         advice="The reward gives no group a spread (a cap every sample reaches, a task solved "
         "or never solved): read the rewards per group, remove the cap or change the data's "
         "difficulty, group_size or temperature.",
+    ),
+    Rule(
+        id="grpo.reward_range_zero",
+        title="Every completion of the step scored the same",
+        methods=GRPO,
+        variants=(("reward_max", "reward_min"),),
+        derive=_difference,
+        detector="threshold",
+        params={"below": 1e-12, "k": 3, "n": 10},
+        severity="warning",
+        condition="The step's highest reward (`reward_max`) equals its lowest (`reward_min`) "
+        "on {k} of the last {n} logged steps: every completion of the batch scored the same, "
+        "so no group differs within itself, every advantage is 0 and those steps learned "
+        "nothing (grpo.no_gradient's reading, for a run whose gradient also carries a KL "
+        "or entropy term and is never exactly 0).",
+        message="reward_max equalled reward_min on {in_window} of the last {n} logged steps: "
+        "every completion of those steps scored the same, so they learned nothing.",
+        advice="The task is far too hard (or too easy) for the model, or the reward cannot "
+        "tell completions apart: read the rollouts and their rewards, then change the "
+        "data's difficulty, the reward (partial credit), group_size or temperature.",
     ),
     Rule(
         id="grpo.perplexity_hacking",
