@@ -524,4 +524,13 @@ CASES: dict[str, tuple[Case, Case]] = {
         # run of the corpus reaches, sft_spongebob_lm_20ep_noisy).
         ("sft", NO, {"loss": every(25, [2.0, 1.6, 2.1, 3.0, 2.9, 3.1, 2.2, 2.0])}),
     ),
+    "loss.repeats": (
+        # A second epoch repeating the first's per-batch losses
+        # (sft_trace_llama3_lora_loss_repeats_issue).
+        ("sft", NO, {"loss": [0.9741, 1.3742, 1.239, 0.967, 1.0386, 1.1681, 1.224, 0.961,
+                              0.9741, 1.3742, 1.239, 0.967, 1.0386, 1.1681]}),
+        # The same epoch with its second pass a little lower: the weights moved.
+        ("sft", NO, {"loss": [0.9741, 1.3742, 1.239, 0.967, 1.0386, 1.1681, 1.224, 0.961,
+                              0.9702, 1.3688, 1.2351, 0.9633, 1.0349, 1.1637]}),
+    ),
 }

@@ -6,6 +6,10 @@ near miss for each change to the supervised, DPO and loss rules.
 - A jump is judged against a noise of at least the logger's last digit (1e-4): a GRPO
   loss logged as 0.0 for its first steps moves off 0 by 0.0001 with no spike
   (grpo_unsloth_gsm8k_250steps and four more Unsloth GRPO tables, `grpo.loss_spike`).
+- A loss that repeats an earlier stretch of its values exactly comes from unchanged weights
+  (sft_trace_llama3_lora_loss_repeats_issue: epoch 2 repeats epoch 1): `loss.repeats`.
+- A held-out DPO margin past 10 is over-optimised where no training margin is logged
+  (dpo_gpt2_harmful_two_epochs_readme: 16.1 and 24.3 at its two evaluations).
 """
 
 from __future__ import annotations
@@ -69,3 +73,56 @@ def test_a_grpo_loss_jumping_fifty_fold_for_a_step_is_a_near_miss() -> None:
             0.0009, 0.0013]
     (f,) = _of(evaluate("grpo", {}, {"loss": loss}), "grpo.loss_spike")
     assert f.first_step == len(loss) - 4
+
+
+# loss.repeats
+
+EPOCH = [0.9741, 1.3742, 1.239, 0.967, 1.0386, 1.1681, 1.224, 0.961]
+
+
+def test_a_second_epoch_repeating_the_first_is_found() -> None:
+    # sft_trace_llama3_lora_loss_repeats_issue: eight per-batch losses, then the first six
+    # again at steps 8-13. On the engine before, no finding at all.
+    found = evaluate("sft", {}, {"loss": EPOCH + EPOCH[:6]}, finished=True)
+    (f,) = _of(found, "loss.repeats")
+    assert f.severity == "warning" and f.first_step == 11
+    assert "at steps 8-13 repeats" in f.message and "from step 0" in f.message
+
+
+def test_a_flat_loss_at_a_coarse_rounding_is_a_near_miss() -> None:
+    # A loss at 46 in bf16 (a grid of 0.25) takes few values, and four in a row repeat by
+    # chance over a long run (sft_custom_moe_brain_3000steps, flat).
+    loss = [46.0 + 0.25 * ((i * 7) % 5 - 2) for i in range(300)]
+    assert _of(evaluate("sft", {}, {"loss": loss}), "loss.repeats") == []
+
+
+def test_steps_logged_again_after_a_resume_are_a_near_miss() -> None:
+    # A run resumed from its checkpoint at step 4 replays steps 4-7 with the same data and
+    # weights: the same losses at the same steps.
+    steps = list(range(8)) + list(range(4, 12))
+    loss = EPOCH + EPOCH[4:] + [0.95, 0.93, 0.94, 0.92]
+    assert _of(evaluate("sft", {}, {"loss": (steps, loss)}), "loss.repeats") == []
+
+
+# dpo.over_optimisation on held-out margins
+
+def test_a_held_out_margin_past_10_is_over_optimised() -> None:
+    # dpo_gpt2_harmful_two_epochs_readme: one evaluation an epoch, margins 16.1 and 24.3,
+    # and no training margin. On the engine before, no finding.
+    found = evaluate("dpo", {}, {"loss": ([1, 2], [0.0539, 0.0001]),
+                                 "val/mean_margin": ([1, 2], [16.14, 24.34])})
+    (f,) = _of(found, "dpo.over_optimisation")
+    assert f.severity == "warning" and f.first_step == 1 and "reached 24.3" in f.message
+
+
+def test_a_held_out_margin_of_a_few_units_is_a_near_miss() -> None:
+    # The healthy runs' held-out margins stand at 1.8 at most (dpo_starchat2_15b_two_epochs).
+    margin = [0.2, 0.6, 0.9, 1.2, 1.4, 1.6, 1.7, 1.8, 1.8, 1.83, 1.8]
+    assert _of(evaluate("dpo", {}, {"val/mean_margin": margin}), "dpo.over_optimisation") == []
+
+
+def test_a_training_margin_is_read_before_the_held_out_one() -> None:
+    # A run that logs both is judged on the pairs it trains on.
+    found = evaluate("dpo", {}, {"mean_margin": [0.5, 1.0, 1.5, 2.0],
+                                 "val/mean_margin": [0.5, 1.0, 12.0, 13.0]})
+    assert _of(found, "dpo.over_optimisation") == []

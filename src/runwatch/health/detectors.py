@@ -743,7 +743,10 @@ class Repeats:
         levels = (vals[-1] - vals[0]) / self.grid
         if was >= start or len(self.seen) > self.chance * levels ** self.length:
             return 0
-        self.held = {"was": was, "from": start, "to": end, "points": self.length}
+        if self.held.get("to") == self.recent[-2][0]:
+            self.held["to"] = end  # the repeat goes on: one stretch, from where it began
+        else:
+            self.held = {"was": was, "from": start, "to": end}
         return 1
 
     def state(self) -> dict[str, Any]:

@@ -62,6 +62,7 @@ RULE_CLASSES: dict[str, str] = {
     "loss.climbing": "loss_rising",
     "loss.above_start": "loss_rising",
     "loss.doubled": "loss_rising",
+    "loss.repeats": "loss_not_falling",
     "loss.zero": "loss_zero",
     "dpo.loss_zero": "loss_zero",
     "loss.stuck": "loss_not_falling",

@@ -527,19 +527,48 @@ RULES: tuple[Rule, ...] = (
         "max_grad_norm, and resume from the checkpoint before the rise.",
     ),
     Rule(
+        id="loss.repeats",
+        title="Loss repeats earlier values exactly",
+        methods=("sft", "dpo"),
+        variants=(("loss",),),
+        detector="repeats",
+        params={"length": 4, "chance": 1e-3},
+        signal="loss_flat",
+        severity="warning",
+        condition="The latest {length} `loss` values equal, value for value and in order, "
+        "{length} values logged from an earlier step, values that differ from one another "
+        "and spread over enough of the logger's grid (its smallest change) that a match of "
+        "any stretch logged before is less likely than {chance} by chance. The same batches "
+        "through the same weights give the same loss to the last digit; weights that "
+        "change, however little, do not (a second epoch that repeats the first's losses: "
+        "the optimizer does not step). A flat loss at a coarse rounding (bf16: 46.5, "
+        "45.75, 46.0) is left alone, and so is a stretch logged again at the same steps (a "
+        "resumed run).",
+        message="{metric} at steps {from:.0f}-{to:.0f} repeats, value for value, what it "
+        "logged from step {was:.0f}: the weights did not change in between.",
+        advice="The weights are not being updated: check that optimizer.step() runs (and "
+        "not before the gradients are computed), that the optimizer holds the parameters "
+        "(or the adapter) being trained, that the learning rate is not 0, and that the "
+        "loss is not computed under torch.no_grad().",
+    ),
+    Rule(
         id="dpo.over_optimisation",
         title="DPO margin exploded",
         methods=("dpo",),
-        variants=(("mean_margin",), ("mean_chosen_delta", "mean_rejected_delta")),
+        variants=(("mean_margin",), ("mean_chosen_delta", "mean_rejected_delta"),
+                  ("val/mean_margin",)),
         exclusive=True,
         derive=_margin,
         detector="threshold",
         params={"above": 10.0, "k": 1, "n": 1},
         severity="warning",
         condition="`mean_margin` (TRL's β-scaled rewards/margins; in a run that logs no "
-        "margin, the β-scaled chosen reward less the rejected one, as OpenRLHF logs them) "
-        "is above {above} on any step. A pair's preference loss is -log σ(margin), 4.5e-5 "
-        "at a margin of {above}, and its gradient weighs the pair by σ(-margin), as little: "
+        "margin, the β-scaled chosen reward less the rejected one, as OpenRLHF logs them; "
+        "in a run that logs neither, the held-out `val/mean_margin`, where pairs it never "
+        "trained on separated that far are the rejected replies pushed down: the healthy "
+        "runs' held-out margins stand at 1.8 at most) is above {above} on any step. A "
+        "pair's preference loss is -log σ(margin), 4.5e-5 at a margin of {above}, and its "
+        "gradient weighs the pair by σ(-margin), as little: "
         "pairs separated that far have nothing left to teach, and a margin that keeps "
         "widening is the rejected replies pushed down. Healthy runs end at a few units "
         "(the labelled corpus's at 4.4 at most); over-optimised ones reach 9 to 17 within "
