@@ -14,6 +14,8 @@ each change to the RL rules.
 
 from __future__ import annotations
 
+import math
+
 from runwatch.metrics.aliases import health_name
 
 from .helpers import evaluate, rule_ids
@@ -76,3 +78,32 @@ def test_completions_that_differ_are_no_zero_range() -> None:
     found = evaluate("grpo", {}, {"critic/rewards/max": (steps, top),
                                   "critic/rewards/min": (steps, [0.0] * 10)})
     assert "grpo.reward_range_zero" not in rule_ids(found)
+
+
+def _kl_windows(late: list[float]) -> dict[str, tuple[list[int], list[float]]]:
+    """A KL to the reference logged at steps 1-77 (1e-4 rising to 0.02, a wobble of 30%)
+    and again from step 473 on with `late`: two windows of a 500-step run."""
+    early = [(0.0001 + 0.02 * i / 76) * (1 + 0.3 * math.sin(1.3 * i)) for i in range(77)]
+    steps = list(range(1, 78)) + list(range(473, 473 + len(late)))
+    return {"kl": (steps, early + late)}
+
+
+def test_a_trend_starts_afresh_after_a_gap_longer_than_its_window() -> None:
+    # grpo_unsloth_llama32_3b_csc422_windows (healthy): after 395 unlogged steps the KL is
+    # 0.08-0.17 with no direction. On the engine before, grpo.kl_ref_growing read the rise
+    # across the gap (0.02 -> 0.1) as growth within its window of 64 points and warned.
+    late = [0.11 * (1 + 0.25 * math.sin(2.1 * i)) for i in range(28)]
+    assert "grpo.kl_ref_growing" not in rule_ids(evaluate("grpo", {}, _kl_windows(late)))
+
+
+def test_a_kl_that_keeps_growing_after_the_gap_is_found() -> None:
+    # Near miss: the same gap, then a KL that climbs 0.1 -> 0.45 over 64 logged steps.
+    late = [(0.1 + 0.0055 * i) * (1 + 0.05 * math.sin(2.1 * i)) for i in range(64)]
+    assert "grpo.kl_ref_growing" in rule_ids(evaluate("grpo", {}, _kl_windows(late)))
+
+
+def test_a_log_every_fifty_steps_is_no_gap() -> None:
+    # Near miss: a KL logged every 50 steps that climbs 0 -> 1: its gaps are its stride.
+    steps = [50 * (i + 1) for i in range(40)]
+    kl = [0.025 * i * (1 + 0.05 * math.sin(2.1 * i)) for i in range(40)]
+    assert "grpo.kl_ref_growing" in rule_ids(evaluate("grpo", {}, {"kl": (steps, kl)}))

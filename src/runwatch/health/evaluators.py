@@ -224,7 +224,10 @@ class Evaluator:
                 if isinstance(self.detector, pg.NoImprovement) and LR in cols:
                     # its warm-up is no part of the span a reward is judged flat over
                     self.detector.feed_lr(*cols[LR])
-                verdicts = self.detector.feed(steps, values)
+                if isinstance(self.detector, t.Trend) and self.detector.keeps:
+                    verdicts = self._trend_across_gaps(steps, values)
+                else:
+                    verdicts = self.detector.feed(steps, values)
                 if self.below_start is not None:
                     verdicts = [v and low for v, low in
                                 zip(verdicts, self.below_start.feed(values), strict=True)]
@@ -246,6 +249,26 @@ class Evaluator:
         for rec in closed:
             self._stamp(rec)
         return closed, touched
+
+    def _trend_across_gaps(self, steps: list[int], values: list[float]) -> list[bool]:
+        """Feed a trend, starting it afresh after a gap in the log longer than the steps
+        its window (at least half full) spans: the points before such a gap (a window of
+        a longer run copied after another, a run resumed far later) are another stretch
+        of the run, and a trend through the gap reads the change across it as one within
+        its window."""
+        det = self.detector
+        window = [p[0] for p in det.points]
+        out: list[bool] = []
+        cut = 0
+        for i, step in enumerate(steps):
+            if (len(window) * 2 >= det.size and window[-1] > window[0]
+                    and step - window[-1] > window[-1] - window[0]):
+                out += det.feed(steps[cut:i], values[cut:i]) if i > cut else []
+                det = self.detector = build_detector(
+                    self.rule, {**self.params, "window": det.size}, self.settings, None)
+                window, cut = [], i
+            window = [*window[1 - det.size:], float(step)] if det.size > 1 else [float(step)]
+        return out + det.feed(steps[cut:], values[cut:])
 
     def _window_onset(self, onset: Any) -> Any:
         """`onset`, falling back on the window of the last batch's last judgement."""
