@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runwatch.health.detectors import KOfN, spike_steps
+from runwatch.health.detectors import KOfN
 from runwatch.health.engine import Engine
 from runwatch.health.thresholds import ThresholdError, load_yaml, parse
 from runwatch.health.trendstats import theil_sen
@@ -325,15 +325,6 @@ def test_any_series_evaluates_without_error(values: list[Any], method: str, cut:
     for f in again.feed(rest):
         json.dumps(f.to_dict(), allow_nan=False)
 
-
-def test_spike_steps_against_the_whole_run() -> None:
-    values = [1.0, 1.2, 0.9, 50.0, 1.1, math.nan, 12.0]  # median 1.15
-    assert spike_steps(list(range(7)), values) == [3, 6]
-    assert spike_steps(list(range(7)), values, factor=20.0) == [3]
-    assert spike_steps([0], [math.nan]) == []
-
-
-# --- session 5: names from verl's, TRL's, OpenRLHF's and tinker-cookbook's sources ---
 
 def noisy(level: float, slope: float, n: int = 40) -> list[float]:
     """A reward-like series: a level, a trend per point and a deterministic wobble."""

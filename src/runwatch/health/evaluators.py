@@ -12,6 +12,7 @@ from typing import Any
 
 from runwatch.health import detectors as d
 from runwatch.health import finished as fin
+from runwatch.health import jumps as j
 from runwatch.health import progress as pg
 from runwatch.health import trends as t
 from runwatch.health.findings import (
@@ -80,7 +81,7 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
     if kind == "spike":
         factor = _num(p, "factor", 0.0)
         drop = _num(p, "drop", 0.0)
-        return d.Spike(
+        return j.Spike(
             factor=factor or None, drop=drop or None, window=int(_num(p, "window", 200)),
             min_history=int(_num(p, "min_history", 10)), floor=_num(p, "floor", 0.0),
             min_median=_num(p, "min_median", 0.0), hold=int(_num(p, "hold", 5)), state=state,
@@ -110,28 +111,28 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             state=state,
         )
     if kind == "jump":
-        return d.Jump(
+        return j.Jump(
             z=_num(p, "z", 6.0), min_rel=_num(p, "min_rel", 0.05),
             window=int(_num(p, "window", 20)), min_history=int(_num(p, "min_history", 10)),
             hold=int(_num(p, "hold", 10)), both=bool(_num(p, "both", 0)), state=state,
         )
     if kind == "above_max":
-        return d.AboveMax(factor=_num(p, "factor", 2.0),
+        return j.AboveMax(factor=_num(p, "factor", 2.0),
                           min_history=int(_num(p, "min_history", 3)),
                           hold=int(_num(p, "hold", 5)), state=state)
     if kind == "shift":
-        return d.Shift(
+        return j.Shift(
             z=_num(p, "z", 6.0), min_rel=_num(p, "min_rel", 0.2),
             window=int(_num(p, "window", 10)), stay=int(_num(p, "stay", 3)), state=state,
         )
     if kind == "excursion":
-        return d.Excursion(
+        return j.Excursion(
             min_rel=_num(p, "min_rel", 0.5), z=_num(p, "z", 3.0),
             window=int(_num(p, "window", 20)), stay=int(_num(p, "stay", 5)),
             back=_num(p, "back", 0.2), hold=int(_num(p, "hold", 5)), state=state,
         )
     if kind == "above_best":
-        return d.AboveBest(
+        return j.AboveBest(
             min_rel=_num(p, "min_rel", 0.01), k=int(_num(p, "k", 2)),
             single=_num(p, "single", 0.05), min_points=int(_num(p, "min_points", 3)),
             state=state,
@@ -231,7 +232,7 @@ class Evaluator:
                 if self.below_start is not None:
                     verdicts = [v and low for v, low in
                                 zip(verdicts, self.below_start.feed(values), strict=True)]
-            elif isinstance(self.detector, d.Shift | d.Excursion | d.Repeats):
+            elif isinstance(self.detector, j.Shift | j.Excursion | d.Repeats):
                 verdicts = self.detector.feed(values, steps)
             else:  # spike, jump, above_best, above_max
                 verdicts = self.detector.feed(values)
@@ -373,12 +374,12 @@ class Evaluator:
                 extra["below"] = det.below
             if self.rule.budget is not None:
                 extra["budget"] = budget_value(self.rule, self.params, self.settings)
-        elif isinstance(det, d.Spike):
+        elif isinstance(det, j.Spike):
             ref = det.reference()
             extra["median"] = ref
             if ref and isinstance(rec.get("max"), int | float):
                 extra["ratio"] = rec["max"] / ref
-        elif isinstance(det, d.Jump):
+        elif isinstance(det, j.Jump):
             if det.jump:
                 start, end, noise = det.jump
                 extra["from"], extra["to"] = start, end
@@ -386,20 +387,20 @@ class Evaluator:
                 # floating-point dust is not worth a number.
                 extra["noise"] = noise if noise > 1e-9 * abs(start) else 0.0
                 extra["rise"] = (end - start) / max(abs(start), 1e-12)
-        elif isinstance(det, d.AboveMax):
+        elif isinstance(det, j.AboveMax):
             if det.jump:
                 extra["top"], extra["to"] = det.jump
                 extra["ratio"] = det.jump[1] / det.jump[0]
-        elif isinstance(det, d.Shift):
+        elif isinstance(det, j.Shift):
             if det.shift:
                 extra["from"], extra["to"] = det.shift
                 extra["rise"] = (det.shift[1] - det.shift[0]) / max(abs(det.shift[0]), 1e-12)
-        elif isinstance(det, d.Excursion):
+        elif isinstance(det, j.Excursion):
             if det.excursion:
                 level, peak, since, points = det.excursion
                 extra.update({"level": level, "peak": peak, "since": since, "points": points,
                               "ratio": peak / level if level > 0 else None})
-        elif isinstance(det, d.AboveBest):
+        elif isinstance(det, j.AboveBest):
             if det.rise:
                 extra["best"], extra["to"] = det.rise
                 extra["rise"] = (det.rise[1] - det.rise[0]) / max(abs(det.rise[0]), 1e-12)

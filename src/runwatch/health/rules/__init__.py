@@ -8,12 +8,13 @@ split by the part of the spec it covers; `CATALOGUE` is all of it, in documentat
 from __future__ import annotations
 
 from runwatch.health.rules.base import ALL_METHODS, DETECTORS, SEVERITIES, Derive, Rule
+from runwatch.health.rules.exploration import RULES as EXPLORATION
 from runwatch.health.rules.general import RULES as GENERAL
 from runwatch.health.rules.grpo import RULES as GRPO
 from runwatch.health.rules.rl_system import RULES as RL_SYSTEM
 from runwatch.health.rules.supervised import RULES as SUPERVISED
 
-CATALOGUE: tuple[Rule, ...] = GRPO + RL_SYSTEM + SUPERVISED + GENERAL
+CATALOGUE: tuple[Rule, ...] = GRPO + EXPLORATION + RL_SYSTEM + SUPERVISED + GENERAL
 BY_ID: dict[str, Rule] = {r.id: r for r in CATALOGUE}
 
 __all__ = ["ALL_METHODS", "BY_ID", "CATALOGUE", "DETECTORS", "SEVERITIES", "Derive", "Rule"]

@@ -1,0 +1,427 @@
+"""Detectors of a point that departs from its series' own past: a spike against the
+rolling median, a new high, a jump against the recent noise, a step to a new level, an
+excursion that comes back, and a rise above the best value so far (the loss and
+validation rules' detectors; thresholds, repeats, non-finite values and stalls are in
+detectors.py, trends in trends.py and progress.py).
+
+Like every detector (detectors.py says how), each takes the new points of a series in
+batches, answers for every new point whether its condition holds there, keeps bounded
+state and round-trips through a JSON-able dict.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import pairwise
+from typing import Any
+
+from runwatch.health.detectors import INF, KOfN, median, robust_sd
+
+
+class Spike:
+    """A value `factor` times the rolling median of the previous `window` points (or,
+    with `drop` < 1, below `drop` times it). The median is refreshed every `BLOCK`
+    points, which keeps the per-point cost to one comparison. A spike keeps its finding
+    open for `hold` points so that a burst of spikes reads as one finding."""
+
+    BLOCK = 32
+
+    def __init__(
+        self,
+        factor: float | None = 10.0,
+        drop: float | None = None,
+        window: int = 200,
+        min_history: int = 10,
+        floor: float = 0.0,
+        hold: int = 5,
+        state: dict[str, Any] | None = None,
+        min_median: float = 0.0,
+    ) -> None:
+        self.factor, self.drop, self.floor = factor, drop, floor
+        # The least median a rise is measured against: a series that starts at 0 by
+        # construction (a KL to the reference) rises from it once, and that is no spike.
+        self.min_median = min_median
+        self.size, self.min_history = max(1, int(window)), int(min_history)
+        st = state or {}
+        self.history: list[float] = list(st.get("history", []))  # finite values, oldest first
+        self.window = KOfN(1, hold, st.get("tail"))
+        self.hits: list[int] = []
+        # The median in use and the point count at which it is next refreshed: counted
+        # over the run, so batches of any size give the same verdicts.
+        self.med: float | None = st.get("med")
+        self.seen = int(st.get("seen", 0))
+        self.refresh_at = int(st.get("at", 0))
+
+    def feed(self, values: list[float]) -> list[bool]:
+        hits: list[int] = []
+        hist, size = self.history, self.size
+        factor, drop, floor = self.factor, self.drop, self.floor
+        i, m = 0, len(values)
+        while i < m:
+            if self.seen >= self.refresh_at:
+                self.med = median(hist) if len(hist) >= max(1, self.min_history) else None
+                # Short blocks while the history fills, so early spikes are judged against
+                # nearly every point before them.
+                n = len(hist)
+                block_len = self.BLOCK if n >= size else max(1, min(self.BLOCK, n))
+                self.refresh_at = self.seen + block_len
+            block = values[i : i + self.refresh_at - self.seen]
+            i += len(block)
+            self.seen += len(block)
+            med = self.med
+            if med is not None:
+                hi = (max(factor * max(med, self.min_median), floor)
+                      if factor is not None else INF)
+                lo = drop * med if drop is not None else -INF
+                hits.extend([1 if (v > hi or v < lo) and v - v == 0 else 0 for v in block])
+            else:
+                hits.extend([0] * len(block))
+            try:
+                finite = math.isfinite(sum(block))
+            except TypeError:
+                finite = False
+            hist.extend(block if finite else [v for v in block if v - v == 0])
+            if len(hist) > size:
+                del hist[: len(hist) - size]
+        self.hits = hits
+        return self.window.feed(hits)
+
+    def reference(self) -> float | None:
+        """The current rolling median, for the finding's evidence."""
+        return median(self.history) if self.history else None
+
+    def state(self) -> dict[str, Any]:
+        return {"history": self.history, "tail": self.window.tail, "med": self.med,
+                "seen": self.seen, "at": self.refresh_at}
+
+
+class AboveMax:
+    """A value above `factor` times the highest finite value the series logged before it,
+    from `min_history` points on and only while that highest value is above 0: a jump no
+    estimate of the series' noise is needed to see, so it is judged on a run's first
+    points too. A hit keeps its finding open `hold` points, so a burst reads as one."""
+
+    def __init__(self, factor: float = 2.0, min_history: int = 3, hold: int = 5,
+                 state: dict[str, Any] | None = None) -> None:
+        st = state or {}
+        self.factor, self.min_history = float(factor), int(min_history)
+        self.top: float | None = st.get("top")  # the highest finite value so far
+        self.seen = int(st.get("seen", 0))  # finite values so far
+        self.window = KOfN(1, hold, st.get("tail"))
+        self.hits: list[int] = []
+        self.jump: list[float] = list(st.get("jump", []))  # the latest: [highest before, value]
+
+    def feed(self, values: list[float]) -> list[bool]:
+        hits: list[int] = []
+        for v in values:
+            hit = 0
+            if v - v == 0:
+                top = self.top
+                if (top is not None and top > 0 and self.seen >= self.min_history
+                        and v > self.factor * top):
+                    hit = 1
+                    self.jump = [top, v]
+                self.top = v if top is None else max(top, v)
+                self.seen += 1
+            hits.append(hit)
+        self.hits = hits
+        return self.window.feed(hits)
+
+    def state(self) -> dict[str, Any]:
+        return {"top": self.top, "seen": self.seen, "tail": self.window.tail, "jump": self.jump}
+
+
+class Jump:
+    """A value above the one before it by more than `z` robust standard deviations of the
+    series' recent step-to-step changes (less their median: a falling loss falls by about
+    the same each step), and by at least `min_rel` of its level: a loss spike, judged
+    against the run's own noise so a noisy loss does not raise it. The noise is measured
+    on the last `window` changes (after 200 points, refreshed every `BLOCK`), less the
+    jumps found and the change after each (its fall back); a jump keeps its finding open
+    `hold` points, so repeated jumps read as one finding. With `both`, a drop as far below
+    the point before counts too (a policy loss, whose sign means nothing).
+
+    Nor a jump smaller than `OF_START` of the series' first value: a loss that has fallen
+    to the logger's rounding (0.0000-0.0004, a memorised set) has no noise left to measure
+    a jump against, and a rise of 0.001 there is invisible beside where the run started
+    (5.2) and costs it nothing.
+
+    Nor is its noise taken below `RESOLUTION`, the last of the 4 decimals a trainer logs: a
+    series logged as 0.0 step after step (a GRPO loss, β times a KL that is 0 until the
+    policy leaves the reference) has a measured noise of 0, and its first move off 0
+    (0.0001, then 0.0014) would be infinitely many standard deviations; a noise below the
+    logger's last digit is its rounding, not a measurement."""
+
+    BLOCK = 8
+    OF_START = 0.01
+    RESOLUTION = 1e-4
+
+    def __init__(self, z: float = 6.0, min_rel: float = 0.05, window: int = 20,
+                 min_history: int = 10, hold: int = 10, both: bool = False,
+                 state: dict[str, Any] | None = None) -> None:
+        self.z, self.min_rel, self.both = z, min_rel, both
+        self.size, self.min_history = max(2, int(window)), max(2, int(min_history))
+        st = state or {}
+        self.diffs: list[float] = list(st.get("diffs", []))  # recent step-to-step changes
+        self.prev: float | None = st.get("prev")
+        self.noise: list[float] | None = st.get("noise")  # [median change, robust sd]
+        self.seen = int(st.get("seen", 0))
+        self.refresh_at = int(st.get("at", 0))
+        self.window = KOfN(1, hold, st.get("tail"))
+        self.hits: list[int] = []
+        self.jump: list[float] = list(st.get("jump", []))  # the latest: [from, to, noise sd]
+        # The change after a jump (its fall back) is left out of the noise as the jump is:
+        # a spike in the window would widen the noise and hide the next one.
+        self.skip = bool(st.get("skip", False))
+        self.first: float | None = st.get("first")  # the first finite value
+
+    def feed(self, values: list[float]) -> list[bool]:
+        hits = []
+        z, min_rel = self.z, self.min_rel
+        if self.first is None:
+            self.first = next((v for v in values if v - v == 0), None)
+        least = self.OF_START * abs(self.first or 0.0)
+        for v in values:
+            if self.seen >= self.refresh_at:
+                self._refresh()
+            self.seen += 1
+            prev = self.prev
+            if v - v != 0:
+                hits.append(0)
+                continue
+            hit = 0
+            if prev is not None:
+                change = v - prev
+                if self.noise is not None:
+                    med, sd = self.noise
+                    rise = change - med
+                    if rise > z * sd and change > max(min_rel * abs(prev), least):
+                        hit = 1
+                        self.jump = [prev, v, sd]
+                    elif (self.both and -rise > z * sd
+                          and -change > max(min_rel * abs(prev), least)):
+                        hit = 1  # a drop as far, where the series has no sign to keep
+                        self.jump = [prev, v, sd]
+                if hit or self.skip:
+                    self.skip = bool(hit)
+                else:
+                    self.diffs.append(change)
+                    if len(self.diffs) > self.size:
+                        del self.diffs[0]
+            self.prev = v
+            hits.append(hit)
+        self.hits = hits
+        return self.window.feed(hits)
+
+    def _refresh(self) -> None:
+        d = self.diffs
+        if len(d) + 1 < self.min_history:
+            self.noise = None
+        else:
+            med = median(d)
+            self.noise = [med, max(robust_sd(d, med), self.RESOLUTION)]
+        # Every point while the run is young (its changes shrink fast as a loss settles),
+        # then every BLOCK points, which keeps a long run's cost to a few operations a point.
+        self.refresh_at = self.seen + (1 if self.seen < 200 else self.BLOCK)
+
+    def state(self) -> dict[str, Any]:
+        return {"diffs": self.diffs, "prev": self.prev, "noise": self.noise, "seen": self.seen,
+                "at": self.refresh_at, "tail": self.window.tail, "jump": self.jump,
+                "skip": self.skip, "first": self.first}
+
+
+class Shift:
+    """A value that jumped above the level before it and stayed there: the last `stay`
+    points all lie above the level just before them (the median of the last 3 of the
+    `window` points before) by `min_rel` of it and by `z` robust standard deviations of
+    those `window` points' step-to-step changes (less their median, the trend). A spike
+    comes back; a shifted loss does not (a restart from a worse checkpoint, a changed
+    data mix, a learning rate too high mid-run). It holds while the series stays above
+    the old level by half of `min_rel`. A step that goes back (a run resumed from a
+    checkpoint logs its steps again) refills the window with the points logged up to that
+    step (a thinned history of `HISTORY` of them): the loss comes back to what it was at
+    that checkpoint, above where the first attempt had got to, and that is no shift."""
+
+    HISTORY = 128
+
+    def __init__(self, z: float = 6.0, min_rel: float = 0.2, window: int = 10,
+                 stay: int = 3, state: dict[str, Any] | None = None) -> None:
+        self.z, self.min_rel = z, min_rel
+        self.window, self.stay = max(3, int(window)), max(1, int(stay))
+        st = state or {}
+        self.points: list[float] = list(st.get("p", []))  # the last window + stay values
+        self.level: float | None = st.get("level")  # the old level while a shift holds
+        self.shift: list[float] = list(st.get("shift", []))  # [old level, new value]
+        self.last_step: int | None = st.get("last")  # the last point's step
+        self.hist: list[list[float]] = [list(h) for h in st.get("hist", [])]  # [step, value]
+
+    def feed(self, values: list[float], steps: list[int] | None = None) -> list[bool]:
+        out = []
+        keep = self.window + self.stay
+        for i, v in enumerate(values):
+            if steps is not None:
+                step = steps[i]
+                if self.last_step is not None and step <= self.last_step:
+                    self.hist = [h for h in self.hist if h[0] <= step]
+                    self.points = [h[1] for h in self.hist[-self.window:]]
+                    self.level = None
+                self.last_step = step
+            if v - v != 0:
+                out.append(self.level is not None)
+                continue
+            self.points.append(v)
+            if len(self.points) > keep:
+                del self.points[0]
+            if steps is not None:
+                self.hist.append([steps[i], v])
+                if len(self.hist) > self.HISTORY:  # thin the older half
+                    half = self.HISTORY // 2
+                    self.hist = self.hist[:half:2] + self.hist[half:]
+            if self.level is not None:
+                if v > self.level + 0.5 * self.min_rel * abs(self.level):
+                    out.append(True)
+                    continue
+                self.level = None
+            out.append(self._shifted())
+        return out
+
+    def _shifted(self) -> bool:
+        if len(self.points) < self.window + self.stay:
+            return False
+        before, after = self.points[: self.window], self.points[self.window :]
+        # The level just before: a loss still falling sits below its window's median.
+        level = median(before[-3:])
+        diffs = [b - a for a, b in pairwise(before)]
+        center = median(diffs)
+        rise = min(after) - level
+        if rise > max(self.min_rel * abs(level), self.z * robust_sd(diffs, center)):
+            self.level, self.shift = level, [level, after[-1]]
+            return True
+        return False
+
+    def state(self) -> dict[str, Any]:
+        return {"p": self.points, "level": self.level, "shift": self.shift,
+                "last": self.last_step, "hist": self.hist}
+
+
+class Excursion:
+    """A long excursion that came back: the median of the last 3 points rose above the
+    level before (the median of the `window` points before it) by `min_rel` of it and by
+    `z` robust standard deviations of those points, stayed out `stay` points or more,
+    and has come back to within `back` of the level. A jump of one point is a spike
+    (`Jump`) and a rise that stays is a shift or a trend; this is the stretch between,
+    found when it ends. A hit keeps its finding open `hold` points."""
+
+    def __init__(self, min_rel: float = 0.5, z: float = 3.0, window: int = 20,
+                 stay: int = 5, back: float = 0.2, hold: int = 5,
+                 state: dict[str, Any] | None = None) -> None:
+        self.min_rel, self.z, self.back = min_rel, z, back
+        self.size, self.stay = max(5, int(window)), max(1, int(stay))
+        st = state or {}
+        self.points: list[float] = list(st.get("p", []))  # the level's points
+        self.recent: list[float] = list(st.get("r", []))  # the last 3 points
+        # While out: [level, first step out, highest median, points out]
+        self.out: list[float] | None = st.get("out")
+        self.excursion: list[float] = list(st.get("exc", []))  # the last: [level, peak,
+        #                                                          first step, points out]
+        self.window = KOfN(1, hold, st.get("tail"))
+        self.onsets: list[int | None] = []
+        self.hits: list[int] = []
+
+    def feed(self, values: list[float], steps: list[int]) -> list[bool]:
+        hits = []
+        self.onsets = []
+        for step, v in zip(steps, values, strict=True):
+            hit = 0
+            if v - v == 0:
+                self.recent = [*self.recent[-2:], v]
+                hit = self._step(step, v)
+            hits.append(hit)
+            self.onsets.append(int(self.excursion[2]) if hit else None)
+        self.hits = hits
+        return self.window.feed(hits)
+
+    def _step(self, step: int, v: float) -> int:
+        now = median(self.recent)
+        if self.out is not None:
+            level = self.out[0]
+            self.out[2] = max(self.out[2], now)
+            self.out[3] += 1
+            if now > level + self.back * abs(level):
+                return 0
+            long_enough = self.out[3] >= self.stay
+            self.excursion = [level, self.out[2], self.out[1], self.out[3]]
+            self.out = None
+            self.points = list(self.recent)
+            return int(long_enough)
+        if len(self.points) >= self.size and len(self.recent) == 3:
+            level = median(self.points)
+            if now - level > max(self.min_rel * abs(level),
+                                 self.z * robust_sd(self.points, level)):
+                self.out = [level, float(step), now, 1.0]
+                return 0
+        self.points.append(v)
+        del self.points[: -self.size]
+        return 0
+
+    def onset(self, i: int) -> int | None:
+        """The step the excursion left its level, for the hit at point i."""
+        return self.onsets[i] if i < len(self.onsets) else None
+
+    def state(self) -> dict[str, Any]:
+        return {"p": self.points, "r": self.recent, "out": self.out, "exc": self.excursion,
+                "tail": self.window.tail}
+
+
+class AboveBest:
+    """A value that lies above its best so far (the running minimum of the points
+    before it) by `min_rel` of that best on the last `k` points in a row, or by `single`
+    on one point, once `min_points` points are in: a validation loss turning up from its
+    minimum (an early sign of overfitting, before a trend over several validations
+    shows). It holds while the series stays above the best by half of `min_rel`.
+
+    A rise smaller than `RESOLUTION` is no rise: trainers log a loss to 4 decimals (the
+    HF Trainer rounds there), and a loss below that resolution, a held-out set predicted
+    all but perfectly (a DPO loss of 3e-7 at a margin of 15), moves by its own
+    floating-point rounding, a tenth of itself from one validation to the next."""
+
+    RESOLUTION = 1e-4
+
+    def __init__(self, min_rel: float = 0.01, k: int = 2, single: float = 0.05,
+                 min_points: int = 3, state: dict[str, Any] | None = None) -> None:
+        self.min_rel, self.single = min_rel, single
+        self.k, self.min_points = max(1, int(k)), max(2, int(min_points))
+        st = state or {}
+        self.best: float | None = st.get("best")
+        self.count = int(st.get("n", 0))  # finite points seen
+        self.above = int(st.get("above", 0))  # points in a row above the best by min_rel
+        self.held = bool(st.get("held", False))
+        self.rise: list[float] = list(st.get("rise", []))  # [best, value]
+
+    def feed(self, values: list[float]) -> list[bool]:
+        out = []
+        for v in values:
+            if v - v != 0:
+                out.append(self.held)
+                continue
+            self.count += 1
+            best = self.best
+            if best is None or v <= best:
+                self.best, self.above, self.held = v, 0, False
+                out.append(False)
+                continue
+            rel = (v - best) / max(abs(best), 1e-12) if v - best >= self.RESOLUTION else 0.0
+            self.above = self.above + 1 if rel >= self.min_rel else 0
+            if self.held:
+                self.held = rel >= 0.5 * self.min_rel
+            elif self.count >= self.min_points and (
+                    self.above >= self.k or (self.single > 0 and rel >= self.single)):
+                self.held = True
+            if self.held:
+                self.rise = [best, v]
+            out.append(self.held)
+        return out
+
+    def state(self) -> dict[str, Any]:
+        return {"best": self.best, "n": self.count, "above": self.above, "held": self.held,
+                "rise": self.rise}
