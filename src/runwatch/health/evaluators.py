@@ -7,6 +7,7 @@ the new points of its metrics, and turns its records into `Finding`s.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -258,7 +259,7 @@ class Evaluator:
         of the run, and a trend through the gap reads the change across it as one within
         its window."""
         det = self.detector
-        window = [p[0] for p in det.points]
+        window: deque[float] = deque((p[0] for p in det.points), maxlen=det.size)
         out: list[bool] = []
         cut = 0
         for i, step in enumerate(steps):
@@ -267,8 +268,8 @@ class Evaluator:
                 out += det.feed(steps[cut:i], values[cut:i]) if i > cut else []
                 det = self.detector = build_detector(
                     self.rule, {**self.params, "window": det.size}, self.settings, None)
-                window, cut = [], i
-            window = [*window[1 - det.size:], float(step)] if det.size > 1 else [float(step)]
+                window, cut = deque(maxlen=det.size), i
+            window.append(float(step))
         return out + det.feed(steps[cut:], values[cut:])
 
     def _window_onset(self, onset: Any) -> Any:

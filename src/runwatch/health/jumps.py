@@ -17,6 +17,10 @@ from typing import Any
 
 from runwatch.health.detectors import INF, KOfN, median, robust_sd
 
+# The last of the 4 decimals trainers log a loss to (the HF Trainer rounds there): a change
+# or a noise below it is the logger's rounding, not a measurement.
+RESOLUTION = 1e-4
+
 
 class Spike:
     """A value `factor` times the rolling median of the previous `window` points (or,
@@ -154,7 +158,6 @@ class Jump:
 
     BLOCK = 8
     OF_START = 0.01
-    RESOLUTION = 1e-4
 
     def __init__(self, z: float = 6.0, min_rel: float = 0.05, window: int = 20,
                  min_history: int = 10, hold: int = 10, both: bool = False,
@@ -219,7 +222,7 @@ class Jump:
             self.noise = None
         else:
             med = median(d)
-            self.noise = [med, max(robust_sd(d, med), self.RESOLUTION)]
+            self.noise = [med, max(robust_sd(d, med), RESOLUTION)]
         # Every point while the run is young (its changes shrink fast as a loss settles),
         # then every BLOCK points, which keeps a long run's cost to a few operations a point.
         self.refresh_at = self.seen + (1 if self.seen < 200 else self.BLOCK)
@@ -385,8 +388,6 @@ class AboveBest:
     all but perfectly (a DPO loss of 3e-7 at a margin of 15), moves by its own
     floating-point rounding, a tenth of itself from one validation to the next."""
 
-    RESOLUTION = 1e-4
-
     def __init__(self, min_rel: float = 0.01, k: int = 2, single: float = 0.05,
                  min_points: int = 3, state: dict[str, Any] | None = None) -> None:
         self.min_rel, self.single = min_rel, single
@@ -410,7 +411,7 @@ class AboveBest:
                 self.best, self.above, self.held = v, 0, False
                 out.append(False)
                 continue
-            rel = (v - best) / max(abs(best), 1e-12) if v - best >= self.RESOLUTION else 0.0
+            rel = (v - best) / max(abs(best), 1e-12) if v - best >= RESOLUTION else 0.0
             self.above = self.above + 1 if rel >= self.min_rel else 0
             if self.held:
                 self.held = rel >= 0.5 * self.min_rel
