@@ -173,7 +173,16 @@ def test_a_loss_that_fell_steeply_over_its_first_logs_and_paused_is_no_plateau()
     assert _of(found, "sft.plateau") == []
 
 
-def test_one_high_first_log_is_no_fall_and_the_plateau_is_found() -> None:
-    # Near miss: the same pause after one high first log.
-    found = evaluate("sft", {}, _paused([3.93, 1.06]))
+def test_a_first_log_a_little_above_the_next_is_no_fall_and_the_plateau_is_found() -> None:
+    # Near miss: the same pause after a first log 6% above the next (noise, not a fall;
+    # session 17 made a first log 25% or more above the median of the first 3 the start).
+    found = evaluate("sft", {}, _paused([1.12, 1.06]))
     assert _of(found, "sft.plateau")
+
+
+def test_a_first_log_far_above_the_next_is_a_fall_and_no_plateau() -> None:
+    # Session 17 (other_gpt2_wikitext2_fullft_flat_after_warmup, healthy: 1.96, 1.23,
+    # 1.31 every 100 steps, then 1.2-1.5 while the validation loss falls slowly). On the
+    # engine before (one high first log was no fall), a warning at the third validation.
+    found = evaluate("sft", {}, _paused([3.93, 1.06]))
+    assert _of(found, "sft.plateau") == []

@@ -257,7 +257,9 @@ class Evaluator:
         its window (at least half full) spans: the points before such a gap (a window of
         a longer run copied after another, a run resumed far later) are another stretch
         of the run, and a trend through the gap reads the change across it as one within
-        its window."""
+        its window. The values a sawtooth check looks back on (`Trend.past`) are kept: a
+        many-epoch loss that steps down at an epoch boundary inside the gap and climbs
+        after it is in its cycle, as it would be in a log with no gap."""
         det = self.detector
         window: deque[float] = deque((p[0] for p in det.points), maxlen=det.size)
         out: list[bool] = []
@@ -266,8 +268,10 @@ class Evaluator:
             if (len(window) * 2 >= det.size and window[-1] > window[0]
                     and step - window[-1] > window[-1] - window[0]):
                 out += det.feed(steps[cut:i], values[cut:i]) if i > cut else []
+                past = det.past
                 det = self.detector = build_detector(
                     self.rule, {**self.params, "window": det.size}, self.settings, None)
+                det.past = past
                 window, cut = deque(maxlen=det.size), i
             window.append(float(step))
         return out + det.feed(steps[cut:], values[cut:])

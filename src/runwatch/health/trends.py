@@ -354,11 +354,17 @@ class FlatSince(Onsets):
     validation loss then fell at every one of its validations, 0.7995 -> 0.7725; a LoRA
     whose loss fell 3.93, 1.23, 1.06 over its first three logs and paused at 1.0-1.1 for
     its first three validations: a median of its first five logs, 1.09, sits on that
-    pause already). Nor while either loss has risen by `min_change` since the first
-    validation: a loss that jumped up has moved."""
+    pause already); where the first log stands `HIGH_FIRST` or more above that median,
+    the first log is the start: a loss averaged over the run's first logging stride that
+    falls by a quarter by the next is the model learning, as the corpus reads a loss fallen
+    from where it started (a GPT-2 fine-tune logging 1.96, 1.23, 1.31 every 100 steps and
+    1.2-1.5 since, while its validation loss falls 1.371 -> 1.324 over its first eight),
+    where a first log a few percent above the next is noise. Nor while either loss has
+    risen by `min_change` since the first validation: a loss that jumped up has moved."""
 
     HALF = 5
     OPENING = 3  # the run's first logs whose median is where it started
+    HIGH_FIRST = 0.25  # a first log this far (relative) above that median: the start
     MIN_TRAIN = 8  # training points since the first validation before a verdict
     TAIL = 64  # the latest training points kept
 
@@ -446,6 +452,8 @@ class FlatSince(Onsets):
         val_fall = (self.first[1] - v) / max(abs(self.first[1]), 1e-12)
         train_fall = (head - tail) / max(abs(head), 1e-12)
         start = median(self.opening[: self.OPENING] or [head])
+        if self.opening and self.opening[0] >= (1 + self.HIGH_FIRST) * start:
+            start = self.opening[0]  # a first log far above the next is a fall
         run_fall = (start - tail) / max(abs(start), 1e-12)
         edge = self.min_change * (1.5 if self.verdict else 1.0)
         # nor while either has risen as far: a loss that jumped up has moved (a rise is

@@ -240,6 +240,9 @@ READ_WHEN_ALONE: dict[str, str] = {
     "margin": "mean_margin", "Training Loss": "loss", "Validation Loss": "val/loss",
     # a hand-written loop's learning rate (rl.no_progress reads its warm-up)
     "lr": "learning_rate",
+    # LLaMA-Adapter's log.txt (the MAE-style engine its fine-tuning scripts share): the
+    # causal-LM loss, averaged over an epoch, on the training and the validation set
+    "train_closs": "loss", "val_closs": "val/loss",
 }
 
 
@@ -304,6 +307,10 @@ NOT_A_LEVEL = frozenset({"coef", "coeff", "coefficient", "beta", "weight", "lr",
                          "threshold", "thresh", "grad", "norm", "per", "tokens", "epoch",
                          "min", "max", "best", "worst", "maj", "aux"})
 SPREAD = frozenset({"std", "stdev", "sd"})
+# Words that make a held-out `…loss` another loss than the model's: a value or critic
+# head's, a KL or entropy term, a teacher's, a reference model's (ROLE_WORDS' loss).
+HELD_OUT_NOT_LOSS = frozenset({"value", "vf", "critic", "kl", "entropy", "ent", "aux", "reg",
+                               "z", "teacher", "distill", "balance", "router", "moe", "ref"})
 HELD_OUT = frozenset({"eval", "val", "valid", "validation", "test", "heldout", "dev"})
 # A held-out score of the task itself under a name of its own (`validation_accuracy`,
 # `val/success_rate`, `eval/pass_at_1`, `test/env/all/pass_rate`, `eval/win_rate`): the
@@ -358,9 +365,13 @@ def role_by_words(key: str) -> str | None:
     if words & HELD_OUT or PER_PROMPT_SAMPLES.search(name):
         # A held-out metric under a name of its own is left unread: its scale is unknown
         # (an environment's episode return), and the validation rules judge absolute falls
-        # - except a held-out share of the task solved (QUALITY_SHARE).
+        # - except a held-out share of the task solved (QUALITY_SHARE) and a held-out loss
+        # (`dev_avg_loss`, `valid_loss`, `test/loss`): the model's loss on data it is not
+        # trained on, whose rules judge it against its own best.
         if _quality_share(name, words):
             return "val/accuracy"
+        if "loss" in words and not words & (HELD_OUT_NOT_LOSS | NOT_A_LEVEL | SPREAD):
+            return "val/loss"
         return None
     if _quality_share(name, words):
         # the same share measured on the training rollouts (`answer_f1`, `success_rate`,

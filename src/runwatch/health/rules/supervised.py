@@ -112,8 +112,10 @@ RULES: tuple[Rule, ...] = (
         "and the overfitting rules judge a rise), and calling it a plateau says the model "
         "is not learning when it has lost ground. Nor while the training loss stands "
         "{min_change} (relative) below where the run started, the median of its first 3 "
-        "logs: a loss that fell 3.93, 1.23, 1.06 over its first logs and paused has "
-        "learned (one high first log is no fall; two are).",
+        "logs, or its first log where that stands a quarter or more above the median: a "
+        "loss that fell 3.93, 1.23, 1.06 over its first logs and paused has learned, and "
+        "so has one that logged 1.96 then 1.2-1.5 (a first log a few percent above the "
+        "next is noise, no fall).",
         message="{metric} {val_change} and the training loss {train_change} since step "
         "{since:.0f} ({points:.0f} validations): the model is not learning.",
         advice="Raise learning_rate (a LoRA at a low rank or a small lr barely moves the "
