@@ -10,6 +10,9 @@ near miss for each change it made for round 17's misses and false alarms.
   (sft_minillm_gpt2_large_dolly_dev_loss_rising_issue).
 - LLaMA-Adapter's `train_closs` and `val_closs` are its training and validation loss
   (sft_llama_adapter_v1_alpaca_20ep_not_converging_issue).
+- E21: a finished run's noisy loss that ends within 4% of where it started never fell,
+  however low one dip went (`loss.flat_finished_run`,
+  sft_mlx_mistral7b_classics_lora_flat_issue).
 """
 
 from __future__ import annotations
@@ -82,3 +85,29 @@ def test_llama_adapters_closs_that_falls_is_not() -> None:
     closs = [1.0714, 1.02, 0.97, 0.93, 0.89, 0.86]
     found = evaluate("sft", {}, {"train_closs": (EPOCHS, closs)}, finished=True)
     assert "loss.flat_finished_run" not in rule_ids(found)
+
+
+# loss.flat_finished_run: where a noisy loss ended, not only how low it dipped once
+
+def _finished_flat(losses: list[float]) -> list[str]:
+    steps = [10 * (i + 1) for i in range(len(losses))]
+    return [f.message for f in evaluate("sft", {}, {"loss": (steps, losses)}, finished=True)
+            if f.rule_id == "loss.flat_finished_run"]
+
+
+def test_a_noisy_loss_that_ends_where_it_started_never_fell() -> None:
+    # sft_mlx_mistral7b_classics_lora_flat_issue's 13 reports: one dip to 1.661 is 7.5%
+    # below the start (1.795, the median of the first four), and the last four's median,
+    # 1.7255, 3.9% below it. On the engine before (its lowest point read alone), nothing.
+    (message,) = _finished_flat(CLASSICS)
+    assert message == ("Over its whole log of 13 points, loss ended only 3.9% below where it "
+                       "started (1.795 → lowest 1.661, last 1.752).")
+
+
+def test_a_noisy_loss_that_ends_lower_has_fallen() -> None:
+    # Near miss: the same dips, the last four logs about 7% below the start.
+    assert _finished_flat([*CLASSICS[:-4], 1.68, 1.62, 1.66, 1.67]) == []
+
+
+CLASSICS = [1.741, 1.788, 1.802, 1.808, 1.783, 1.747, 1.74, 1.759, 1.769, 1.763, 1.661, 1.699,
+            1.752]

@@ -151,21 +151,25 @@ RULES: tuple[Rule, ...] = (
         methods=("sft", "dpo"),
         variants=(("loss",),),
         detector="whole_window",
-        params={"min_change": 0.05, "min_points": 4, "min_level": 0.1},
+        params={"min_change": 0.05, "end_change": 0.04, "min_points": 4, "min_level": 0.1},
         signal="loss_flat",
         severity="warning",
         condition="Judged once, when the run has succeeded (its end status, which the "
         "SDK's finish and an import write), on its whole log of {min_points} logged `loss` "
         "points or more, where sft.loss_not_falling or dpo.loss_not_falling never judged it "
         "(too few points or steps for its warm-up): the loss never stood {min_change} "
-        "(relative) below where it started, and ended within {min_change} of it. Where it "
-        "started is the higher of its first value and the median of its first points (a "
-        "third of them, 1 to 5), where it ended the median of as many latest points, and "
-        "\"never below\" reads its lowest point: each reading is the kindest to the run, so "
-        "a short run whose loss falls 5-20% in noise is not flagged because its last point "
-        "bounced back up. While a run is running, a flat start means nothing; once it has "
-        "ended, the log is all there is. Not judged on a loss that starts at or below "
-        "{min_level} (already near 0: little left to lose), nor on a log that starts more "
+        "(relative) below where it started, or ended less than {end_change} below it, and "
+        "it did not end {min_change} above it. Where it started is the higher of its first "
+        "value and the median of its first points (a third of them, 1 to 5), where it "
+        "ended the median of as many latest points, and \"never below\" reads its lowest "
+        "point: each reading is the kindest to the run, so a short run whose loss falls "
+        "5-20% in noise is not flagged because its last point bounced back up; a loss whose "
+        "latest median ends within {end_change} of its start has not fallen however low "
+        "its noise dipped once (no short healthy run of the labelled corpus ends less than "
+        "4% below its start by these medians). While a run is running, a flat start means "
+        "nothing; once it has ended, the log is all there is. Not judged on a loss that "
+        "starts at or below {min_level} (already near 0: little left to lose), nor on a log "
+        "that starts more "
         "than 3 logging strides after step 0 (a window cut from a longer run, or a resumed "
         "one, whose start is not the run's), nor on a run that failed or was cancelled "
         "(that end is the news).",
