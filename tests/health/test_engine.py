@@ -326,6 +326,8 @@ def test_any_series_evaluates_without_error(values: list[Any], method: str, cut:
         json.dumps(f.to_dict(), allow_nan=False)
 
 
+# --- session 5: names from verl's, TRL's, OpenRLHF's and tinker-cookbook's sources ---
+
 def noisy(level: float, slope: float, n: int = 40) -> list[float]:
     """A reward-like series: a level, a trend per point and a deterministic wobble."""
     return [level + slope * i + 0.1 * math.sin(1.3 * i + 4) for i in range(n)]

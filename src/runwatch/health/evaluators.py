@@ -295,7 +295,7 @@ class Evaluator:
         p = self.params
         held = None if judged_before else det.judge(
             _num(p, "min_change", 0.05), int(_num(p, "min_points", 4)),
-            _num(p, "min_level", 0.0), _num(p, "end_change", 0.0))
+            _num(p, "min_level", 0.0), _num(p, "end_change", -math.inf))
         rec = self.tracker.open
         if held is None:
             if rec is None:
@@ -496,13 +496,12 @@ class Evaluator:
                                            str(self.params.get("direction", "up")))}
         if kind == "whole_window":
             fell = change_words(evidence.get("effect"), True)
-            if evidence.get("by_end"):  # its lowest point went further; where it ended
-                return {"change": f"ended only {fell.removeprefix('fell ')} below where it "
-                        "started" if fell.startswith("fell") else "ended no lower than where "
-                        "it started"}
-            return {"change": "never fell below where it started" if not
-                    fell.startswith("fell") else
-                    f"never fell more than {fell.removeprefix('fell ')} below where it started"}
+            size = fell.removeprefix("fell ") if fell.startswith("fell") else None
+            if evidence.get("by_end"):  # its lowest point went further: where it ended
+                return {"change": f"ended only {size} below where it started" if size
+                        else "ended no lower than where it started"}
+            return {"change": f"never fell more than {size} below where it started" if size
+                    else "never fell below where it started"}
         if kind == "no_progress":
             # "fell only 4%" of a loss that should fall; a fall that is the finding
             # (an entropy down to a fraction of its start) reads "fell 80%".

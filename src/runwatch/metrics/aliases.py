@@ -279,6 +279,15 @@ ALONE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 ALONE_TRANSFORMED: dict[str, tuple[str, str]] = {"train/entropy_loss": ("entropy", "|x|")}
 
 
+# Words that make a `…loss` another loss than the policy's own (the training loss a
+# hand-written loop logs, or its held-out loss): a value or critic head's, a KL, entropy,
+# auxiliary or regularising term, a teacher's or distillation term, a router's balance,
+# an SFT term beside an RL objective, a reference model's.
+NOT_THE_MODELS_LOSS = frozenset({"value", "vf", "critic", "kl", "entropy", "ent", "aux", "reg",
+                                 "z", "teacher", "distill", "balance", "router", "moe", "sft",
+                                 "ref"})
+
+
 # A name no table knows is read by the role its words name, last of all (after every
 # name above), and only for the few roles a hand-written loop logs under names of its
 # own: its loss, its mean reward and the reward's spread, its entropy, its KL to the
@@ -296,9 +305,7 @@ ROLE_WORDS: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
     ("reward_mean", frozenset({"reward", "rewards", "rew", "return", "returns"}), frozenset({
         "var", "model", "used", "baseline", "pos", "neg", "adv", "advantage", "kl",
         "length", "len", "format"})),
-    ("loss", frozenset({"loss"}), frozenset({
-        "value", "vf", "critic", "kl", "entropy", "ent", "aux", "reg", "z", "teacher",
-        "distill", "balance", "router", "moe", "sft", "ref"})),
+    ("loss", frozenset({"loss"}), NOT_THE_MODELS_LOSS),
 )
 # Words that never name a role's level: a coefficient, a scale, a count, a time, a bound
 # or a best-of-N (verl's auxiliary best@N / maj@N validation), a per-epoch aggregate.
@@ -307,10 +314,6 @@ NOT_A_LEVEL = frozenset({"coef", "coeff", "coefficient", "beta", "weight", "lr",
                          "threshold", "thresh", "grad", "norm", "per", "tokens", "epoch",
                          "min", "max", "best", "worst", "maj", "aux"})
 SPREAD = frozenset({"std", "stdev", "sd"})
-# Words that make a held-out `…loss` another loss than the model's: a value or critic
-# head's, a KL or entropy term, a teacher's, a reference model's (ROLE_WORDS' loss).
-HELD_OUT_NOT_LOSS = frozenset({"value", "vf", "critic", "kl", "entropy", "ent", "aux", "reg",
-                               "z", "teacher", "distill", "balance", "router", "moe", "ref"})
 HELD_OUT = frozenset({"eval", "val", "valid", "validation", "test", "heldout", "dev"})
 # A held-out score of the task itself under a name of its own (`validation_accuracy`,
 # `val/success_rate`, `eval/pass_at_1`, `test/env/all/pass_rate`, `eval/win_rate`): the
@@ -370,7 +373,7 @@ def role_by_words(key: str) -> str | None:
         # trained on, whose rules judge it against its own best.
         if _quality_share(name, words):
             return "val/accuracy"
-        if "loss" in words and not words & (HELD_OUT_NOT_LOSS | NOT_A_LEVEL | SPREAD):
+        if "loss" in words and not words & (NOT_THE_MODELS_LOSS | NOT_A_LEVEL | SPREAD):
             return "val/loss"
         return None
     if _quality_share(name, words):

@@ -165,14 +165,13 @@ RULES: tuple[Rule, ...] = (
         "point: each reading is the kindest to the run, so a short run whose loss falls "
         "5-20% in noise is not flagged because its last point bounced back up; a loss whose "
         "latest median ends within {end_change} of its start has not fallen however low "
-        "its noise dipped once (no short healthy run of the labelled corpus ends less than "
-        "4% below its start by these medians). While a run is running, a flat start means "
-        "nothing; once it has ended, the log is all there is. Not judged on a loss that "
-        "starts at or below {min_level} (already near 0: little left to lose), nor on a log "
-        "that starts more "
-        "than 3 logging strides after step 0 (a window cut from a longer run, or a resumed "
-        "one, whose start is not the run's), nor on a run that failed or was cancelled "
-        "(that end is the news).",
+        "its noise dipped once (no short healthy run of the labelled corpus that this rule "
+        "judges ends less than 4% below its start by these medians). While a run is "
+        "running, a flat start means nothing; once it has ended, the log is all there is. "
+        "Not judged on a loss that starts at or below {min_level} (already near 0: little "
+        "left to lose), nor on a log that starts more than 3 logging strides after step 0 "
+        "(a window cut from a longer run, or a resumed one, whose start is not the run's), "
+        "nor on a run that failed or was cancelled (that end is the news).",
         message="Over its whole log of {points:.0f} points, {metric} {change} ({start:.4g} "
         "→ lowest {lowest:.4g}, last {last:.4g}).",
         advice="The run trained without learning: raise learning_rate (a LoRA at a low rank "
