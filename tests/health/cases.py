@@ -524,6 +524,23 @@ CASES: dict[str, tuple[Case, Case]] = {
         # run of the corpus reaches, sft_spongebob_lm_20ep_noisy).
         ("sft", NO, {"loss": every(25, [2.0, 1.6, 2.1, 3.0, 2.9, 3.1, 2.2, 2.0])}),
     ),
+    "grpo.loss_above_max": (
+        # A PPO loss 2.35, 3.11, 3.21, 1.53 that logs 2443 under fp16 overflows, then 2.28
+        # (ppo_minillm_fp16_overflow_pg_loss_spike_issue).
+        ("grpo", NO, {"loss": [2.3541, 3.1123, 3.2141, 1.5269, 2442.9075, 2.2808]}),
+        # A loss that is β times a KL near 0 growing by orders of magnitude: 0.0001 at
+        # its largest before it logs 0.05.
+        ("grpo", NO, {"loss": [0.0, 0.0, 0.0001, 0.0, 0.05, 0.06, 0.04]}),
+    ),
+    "loss.diverged": (
+        # A LoRA at lr 2e-4: the loss climbs 2.15 -> 10.97 over four logs and the
+        # validation loss stands at 5.8 times its first (sft_llama32_3b_mlx_lora_lr2e4).
+        ("sft", NO, {"loss": every(5, [2.148, 2.609, 4.104, 10.965]),
+                     "val/loss": ([1, 20], [1.858, 10.821])}),
+        # The same training loss beside a validation loss at 1.9 times its lowest.
+        ("sft", NO, {"loss": every(5, [2.148, 2.609, 4.104, 10.965]),
+                     "val/loss": ([1, 20], [1.858, 3.5])}),
+    ),
     "loss.repeats": (
         # A second epoch repeating the first's per-batch losses
         # (sft_trace_llama3_lora_loss_repeats_issue).

@@ -20,6 +20,7 @@ from typing import Any
 from runwatch.health import detectors as d
 from runwatch.health import progress as pg
 from runwatch.health.evaluators import (
+    EITHER_FIRST,
     PAIRED,
     Evaluator,
     StepValues,
@@ -159,10 +160,16 @@ class Engine:
                 if self.stride is None and rule.params.get("window_in") == "steps":
                     continue  # its window in points waits for the logging stride
                 # A divergence rule starts with its reference series, so the judged
-                # (sparse, validation) series finds history to compare with.
-                needed = variant[:1] if rule.detector in PAIRED else variant
-                if not all(m in self.seen for m in needed):
-                    continue
+                # (sparse, validation) series finds history to compare with; one that
+                # compares a validation with its own lowest starts with either (a
+                # validation before the first training step is where the model started).
+                if rule.detector in EITHER_FIRST:
+                    if not any(m in self.seen for m in variant):
+                        continue
+                else:
+                    needed = variant[:1] if rule.detector in PAIRED else variant
+                    if not all(m in self.seen for m in needed):
+                        continue
                 ev = self._make(key, None)
                 if ev is None:
                     continue

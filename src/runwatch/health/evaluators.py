@@ -31,7 +31,9 @@ StepValues = tuple[list[int], list[float]]
 ALIGN_CAP = 512  # steps waiting for a partner metric; older ones are dropped
 # Detectors that judge a second series against a first (a variant's reference, then the
 # judged series): the finding is about the second.
-PAIRED = ("divergence", "flat_since")
+PAIRED = ("divergence", "flat_since", "diverged")
+# Paired detectors that start with whichever of their two series the run logs first.
+EITHER_FIRST = ("diverged",)
 LR = "learning_rate"  # read beside a reward judged for no improvement, for its warm-up
 
 
@@ -120,7 +122,13 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
     if kind == "above_max":
         return j.AboveMax(factor=_num(p, "factor", 2.0),
                           min_history=int(_num(p, "min_history", 3)),
-                          hold=int(_num(p, "hold", 5)), state=state)
+                          hold=int(_num(p, "hold", 5)),
+                          magnitude=bool(_num(p, "magnitude", 0)),
+                          floor=_num(p, "floor", 0.0), state=state)
+    if kind == "diverged":
+        return j.Diverged(factor=_num(p, "factor", 2.0),
+                          min_history=int(_num(p, "min_history", 2)),
+                          hold=int(_num(p, "hold", 3)), state=state)
     if kind == "shift":
         return j.Shift(
             z=_num(p, "z", 6.0), min_rel=_num(p, "min_rel", 0.2),
@@ -417,7 +425,7 @@ class Evaluator:
                 extra["start"] = self.below_start.start()
         elif isinstance(det, pg.NoProgress):
             extra.update(det.held or {"effect": det.last_effect})
-        elif isinstance(det, t.FlatSince | fin.WholeWindow):
+        elif isinstance(det, t.FlatSince | fin.WholeWindow | j.Diverged):
             extra.update(det.held)
         elif isinstance(det, t.Divergence):
             extra["a_effect_seen"], extra["b_effect_seen"] = det.held

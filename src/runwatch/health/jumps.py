@@ -103,12 +103,19 @@ class AboveMax:
     """A value above `factor` times the highest finite value the series logged before it,
     from `min_history` points on and only while that highest value is above 0: a jump no
     estimate of the series' noise is needed to see, so it is judged on a run's first
-    points too. A hit keeps its finding open `hold` points, so a burst reads as one."""
+    points too. A hit keeps its finding open `hold` points, so a burst reads as one.
+
+    With `magnitude`, values are compared by their size whatever their sign (a policy
+    loss, which sits near 0 on either side), and only while the largest earlier size is
+    at least `floor`: below it a loss is β times a KL near 0, which grows by orders of
+    magnitude as the policy leaves its reference."""
 
     def __init__(self, factor: float = 2.0, min_history: int = 3, hold: int = 5,
+                 magnitude: bool = False, floor: float = 0.0,
                  state: dict[str, Any] | None = None) -> None:
         st = state or {}
         self.factor, self.min_history = float(factor), int(min_history)
+        self.magnitude, self.floor = magnitude, max(0.0, float(floor))
         self.top: float | None = st.get("top")  # the highest finite value so far
         self.seen = int(st.get("seen", 0))  # finite values so far
         self.window = KOfN(1, hold, st.get("tail"))
@@ -117,12 +124,13 @@ class AboveMax:
 
     def feed(self, values: list[float]) -> list[bool]:
         hits: list[int] = []
-        for v in values:
+        for value in values:
             hit = 0
-            if v - v == 0:
+            if value - value == 0:
+                v = abs(value) if self.magnitude else value
                 top = self.top
-                if (top is not None and top > 0 and self.seen >= self.min_history
-                        and v > self.factor * top):
+                if (top is not None and top > 0 and top >= self.floor
+                        and self.seen >= self.min_history and v > self.factor * top):
                     hit = 1
                     self.jump = [top, v]
                 self.top = v if top is None else max(top, v)
@@ -133,6 +141,76 @@ class AboveMax:
 
     def state(self) -> dict[str, Any]:
         return {"top": self.top, "seen": self.seen, "tail": self.window.tail, "jump": self.jump}
+
+
+class Diverged:
+    """A validation loss above `factor` times its lowest earlier value while the training
+    loss's latest point stands above `factor` times the highest it logged before (from
+    `min_history` training points on): the weights diverged. A bad batch raises the
+    training loss alone, and a model that overfits raises its validation loss while its
+    training loss falls; both jumping past twice where they stood is neither, and two
+    points of each are enough to see it.
+
+    Series `a` is the training loss, fed first (`feed_a`); its points wait until the
+    validations of their batch up to their step are judged, so a batch read whole judges
+    each validation with the training points logged up to it. A hit keeps its finding
+    open `hold` validations."""
+
+    def __init__(self, factor: float = 2.0, min_history: int = 2, hold: int = 3,
+                 state: dict[str, Any] | None = None) -> None:
+        st = state or {}
+        self.factor, self.min_history = float(factor), int(min_history)
+        self.top: float | None = st.get("top")  # the training loss's highest before `last`
+        self.last: float | None = st.get("last")  # its latest finite point
+        self.seen = int(st.get("seen", 0))  # its finite points so far
+        self.best: float | None = st.get("best")  # the lowest validation so far
+        self.waiting: list[list[float]] = [list(p) for p in st.get("wait", [])]
+        self.window = KOfN(1, hold, st.get("tail"))
+        self.hits: list[int] = []
+        self.held: dict[str, float] = dict(st.get("held", {}))
+
+    def feed_a(self, steps: list[int], values: list[float]) -> None:
+        """Training points: they wait for the validations of their batch (a validation
+        comes in the batch that holds its step), so only one batch's points wait."""
+        self._place(math.inf)
+        self.waiting.extend([float(s), v] for s, v in zip(steps, values, strict=True)
+                            if v - v == 0)
+
+    def _place(self, upto: float) -> None:
+        """Take the waiting training points logged up to step `upto` as the latest."""
+        k = 0
+        for step, v in self.waiting:
+            if step > upto:
+                break
+            k += 1
+            if self.last is not None:
+                self.top = self.last if self.top is None else max(self.top, self.last)
+            self.last = v
+            self.seen += 1
+        del self.waiting[:k]
+
+    def feed(self, steps: list[int], values: list[float]) -> list[bool]:
+        hits: list[int] = []
+        for step, v in zip(steps, values, strict=True):
+            hit = 0
+            if v - v == 0:
+                self._place(float(step))
+                best, top, last = self.best, self.top, self.last
+                if (best is not None and best > 0 and v > self.factor * best
+                        and top is not None and last is not None and top > 0
+                        and self.seen > self.min_history and last > self.factor * top):
+                    hit = 1
+                    self.held = {"best": best, "to": v, "ratio": v / best, "top": top,
+                                 "train_to": last, "train_ratio": last / top}
+                self.best = v if best is None else min(best, v)
+            hits.append(hit)
+        self._place(math.inf)
+        self.hits = hits
+        return self.window.feed(hits)
+
+    def state(self) -> dict[str, Any]:
+        return {"top": self.top, "last": self.last, "seen": self.seen, "best": self.best,
+                "wait": self.waiting, "tail": self.window.tail, "held": self.held}
 
 
 class Jump:

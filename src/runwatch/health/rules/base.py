@@ -28,6 +28,7 @@ DETECTORS = (
     "above_best",
     "above_max",
     "divergence",
+    "diverged",
     "flat_since",
     "whole_window",
     "nonfinite",

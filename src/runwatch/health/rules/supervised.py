@@ -373,6 +373,31 @@ RULES: tuple[Rule, ...] = (
         "learning-rate schedule's warm-up.",
     ),
     Rule(
+        id="loss.diverged",
+        title="Training and validation loss both jumped",
+        methods=("sft",),
+        variants=(("loss", "val/loss"),),
+        detector="diverged",
+        params={"factor": 2.0, "min_history": 2, "hold": 3},
+        severity="warning",
+        condition="`val/loss` rises above {factor}× its lowest earlier validation while the "
+        "training `loss`'s latest point stands above {factor}× the highest it logged before "
+        "(from {min_history} training points on). A bad batch raises the training loss "
+        "alone, and an overfitting model raises its validation loss while its training loss "
+        "falls: both past twice where they stood is the weights themselves gone wrong, and "
+        "two points of each show it in a log of a few points, where loss.doubled's warm-up "
+        "and loss.rising's window are not reached (a LoRA at lr 2e-4 logging 2.15, 2.61, "
+        "4.10, 10.97 with its validation loss 1.86 then 10.82). No run of the labelled "
+        "corpus has a validation loss at twice its lowest beside such a jump of its "
+        "training loss but one that diverged.",
+        message="{metric} rose to {to:.4g}, {ratio:.1f}× its lowest ({best:.4g}), as the "
+        "training loss jumped to {train_to:.4g}, {train_ratio:.1f}× the highest it had "
+        "logged before ({top:.4g}): the run diverged.",
+        advice="Lower learning_rate (or lengthen its warm-up) and max_grad_norm, and resume "
+        "from the checkpoint with the lowest val/loss; in bf16 or fp16, check the loss "
+        "scale and the optimizer's eps.",
+    ),
+    Rule(
         id="grpo.loss_spike",
         title="Policy loss spiked",
         methods=("grpo",),
@@ -394,6 +419,30 @@ RULES: tuple[Rule, ...] = (
         advice="Read the batch at that step (rewards, advantages, the importance ratio and "
         "the KL estimate); if spikes repeat, lower learning_rate or the clip range, or use "
         "a bounded KL estimator (k3 rather than k1/k2).",
+    ),
+    Rule(
+        id="grpo.loss_above_max",
+        title="Policy loss jumped far past its largest value",
+        methods=("grpo",),
+        variants=(("loss",),),
+        detector="above_max",
+        params={"factor": 50.0, "min_history": 1, "floor": 0.01, "magnitude": 1,
+                "hold": 5, "repeat": 2},
+        severity="info",
+        condition="The policy `loss` of an RL run is, whatever its sign, more than "
+        "{factor}× the largest size it logged before, from its second point on and once "
+        "that size is at least {floor}: a jump no noise estimate is needed to see, so it is "
+        "found in a log of a few points, where grpo.loss_spike's {factor:.0f}-point history "
+        "is not there (a PPO loss 1.5-3.2 that logs 2443 under fp16 overflows, then 2.3). "
+        "Below {floor} the loss is β times a KL near 0, which grows by orders of magnitude "
+        "as the policy leaves its reference; above it no healthy RL run of the labelled "
+        "corpus logs a loss 15× the largest before. A warning when {repeat} such jumps come "
+        "within {hold} points.",
+        message="{metric} jumped to {to:.4g} in size, {ratio:.0f}× the largest it had logged "
+        "before ({top:.4g}){repeats}.",
+        advice="Read the batch at that step (rewards, advantages, the importance ratio, the "
+        "loss scale under fp16); lower learning_rate or the clip range, and prefer bf16 or "
+        "a bounded KL estimator.",
     ),
     Rule(
         id="loss.excursion",

@@ -1,0 +1,90 @@
+"""Session 18, on the train split: a trigger series and a near miss for each change.
+
+- A training loss and a validation loss that both jump past twice where they stood are a
+  run that diverged, seen in a log of four points (`loss.diverged`,
+  sft_llama32_3b_mlx_lora_lr2e4_loss_blowup: before, only loss.above_max's info).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from runwatch.health.engine import Engine
+
+from .helpers import evaluate, rule_ids, to_batch
+
+REAL = Path(__file__).resolve().parents[1] / "data" / "real"
+BLOWUP = REAL / "sft_llama32_3b_mlx_lora_lr2e4_loss_blowup" / "metrics.jsonl"
+
+
+def _blowup() -> list[dict[str, float]]:
+    return [json.loads(line) for line in BLOWUP.read_text().splitlines() if line.strip()]
+
+
+def _series(rows: list[dict[str, float]]) -> dict[str, tuple[list[int], list[float]]]:
+    out: dict[str, tuple[list[int], list[float]]] = {}
+    for row in rows:
+        for name in ("loss", "eval_loss"):
+            if name in row:
+                steps, values = out.setdefault(name, ([], []))
+                steps.append(int(row["step"]))
+                values.append(float(row[name]))
+    return out
+
+
+def test_a_run_whose_training_and_validation_loss_both_jump_diverged() -> None:
+    found = evaluate("sft", {}, _series(_blowup()))
+    diverged = [f for f in found if f.rule_id == "loss.diverged"]
+    assert [f.severity for f in diverged] == ["warning"]
+    assert "5.8× its lowest (1.858)" in diverged[0].message
+    assert "2.7× the highest it had logged before (4.104)" in diverged[0].message
+
+
+def test_the_same_run_read_one_line_at_a_time_diverged_at_its_last_validation() -> None:
+    # Live, the validation at step 1 comes before any training loss: it is where the
+    # model started, and the rule starts with it.
+    engine = Engine("sft", {})
+    opened: list[int] = []
+    for row in _blowup():
+        one = {k: ([int(row["step"])], [float(v)]) for k, v in row.items() if k != "step"}
+        opened += [f.first_step for f in engine.feed(to_batch(one))
+                   if f.rule_id == "loss.diverged" and f.status == "open"]
+    assert opened == [20]
+
+
+def test_a_training_loss_spike_beside_a_steady_validation_loss_is_no_divergence() -> None:
+    # Near miss: one bad batch, 2.7 times the highest before, while the validation loss
+    # stands 10% above its lowest.
+    rows = _series(_blowup())
+    rows["eval_loss"] = ([1, 20], [1.858, 2.05])
+    assert "loss.diverged" not in rule_ids(evaluate("sft", {}, rows))
+
+
+def test_an_overfitting_validation_loss_beside_a_falling_training_loss_is_no_divergence(
+) -> None:
+    # Near miss: the validation loss doubles its lowest while the training loss falls.
+    found = evaluate("sft", {}, {"loss": ([5, 10, 15, 20], [2.1, 1.2, 0.6, 0.3]),
+                                 "eval_loss": ([1, 10, 20], [1.9, 1.5, 3.2])})
+    assert "loss.diverged" not in rule_ids(found)
+
+
+SWINGS = REAL / "grpo_gptneo125m_analogy_loss_swings" / "metrics.jsonl"
+
+
+def test_a_policy_loss_that_jumps_hundreds_of_times_its_size_from_its_second_point() -> None:
+    # A hand-written GRPO loop's loss 0.2952 at its first log, -86.74 at its second (and
+    # more jumps, which the largest size before, now 86.74, does not see): on the engine
+    # before, grpo.loss_spike's ten-point history was never there.
+    rows = [json.loads(line) for line in SWINGS.read_text().splitlines() if line.strip()]
+    loss = ([int(r["step"]) for r in rows], [float(r["loss"]) for r in rows])
+    found = [f for f in evaluate("grpo", {}, {"loss": loss}) if
+             f.rule_id == "grpo.loss_above_max"]
+    assert [f.first_step for f in found] == [60]
+    assert "294× the largest it had logged before (0.2952)" in found[0].message
+
+
+def test_a_policy_loss_growing_from_below_the_floor_is_no_jump() -> None:
+    # Near miss: 0.004 at its largest (β times a small KL), then 0.3 -- 75 times it.
+    found = evaluate("grpo", {}, {"loss": [0.001, 0.004, 0.002, 0.3, 0.28]})
+    assert "grpo.loss_above_max" not in rule_ids(found)
