@@ -503,9 +503,9 @@ CASES: dict[str, tuple[Case, Case]] = {
         # 150-190 between (grpo_unsloth_llama31_recipes_stopped_27steps).
         ("grpo", NO, {"mean_sampled_response_length": [
             200.0 if i % 10 < 6 else 150.0 + 4 * (i % 10) for i in range(20)]}),
-        # The same lengths at their highest on 4 of every 10 steps.
+        # The same lengths at their highest on 2 of every 5 steps, never 3 of 5.
         ("grpo", NO, {"mean_sampled_response_length": [
-            200.0 if i % 10 < 4 else 150.0 + 4 * (i % 10) for i in range(20)]}),
+            200.0 if i % 5 < 2 else 150.0 + 4 * (i % 5) for i in range(20)]}),
     ),
     "grpo.reward_range_zero": (
         # Every completion scored 0 at each of three logged steps (verl's critic/rewards/max

@@ -3,6 +3,11 @@
 - A training loss and a validation loss that both jump past twice where they stood are a
   run that diverged, seen in a log of four points (`loss.diverged`,
   sft_llama32_3b_mlx_lora_lr2e4_loss_blowup: before, only loss.above_max's info).
+- Completions at the length limit on 3 of the last 5 steps, not 5 of 10, so a notebook
+  stopped after 5 steps is judged (`grpo.length_at_ceiling`,
+  grpo_llama31_8b_nis2_unsloth_t4_completions_at_cap).
+- A policy loss more than 50 times the largest size it logged before is a jump, from its
+  second point (`grpo.loss_above_max`, grpo_gptneo125m_analogy_loss_swings).
 """
 
 from __future__ import annotations
@@ -88,3 +93,22 @@ def test_a_policy_loss_growing_from_below_the_floor_is_no_jump() -> None:
     # Near miss: 0.004 at its largest (β times a small KL), then 0.3 -- 75 times it.
     found = evaluate("grpo", {}, {"loss": [0.001, 0.004, 0.002, 0.3, 0.28]})
     assert "grpo.loss_above_max" not in rule_ids(found)
+
+
+NIS2 = REAL / "grpo_llama31_8b_nis2_unsloth_t4_completions_at_cap" / "metrics.jsonl"
+
+
+def test_completions_at_the_limit_on_four_of_five_steps_are_cut() -> None:
+    # An Unsloth notebook stopped after 5 steps: completion_length 200.0 (the limit) at
+    # steps 1, 2, 4 and 5, 34.0 at step 3. On the engine before, 5 of 10 were needed.
+    rows = [json.loads(line) for line in NIS2.read_text().splitlines() if line.strip()]
+    lengths = ([int(r["step"]) for r in rows], [float(r["completion_length"]) for r in rows])
+    found = evaluate("grpo", {}, {"completion_length": lengths})
+    assert "grpo.length_at_ceiling" in rule_ids(found)
+
+
+def test_a_length_at_its_highest_on_two_of_five_steps_is_no_limit() -> None:
+    # Near miss: the same five steps with the highest length on two of them only.
+    found = evaluate("grpo", {}, {"completion_length": ([1, 2, 3, 4, 5],
+                                                        [200.0, 181.5, 34.0, 200.0, 176.25])})
+    assert "grpo.length_at_ceiling" not in rule_ids(found)

@@ -243,7 +243,7 @@ RULES: tuple[Rule, ...] = (
         methods=GRPO,
         variants=(("mean_sampled_response_length",),),
         detector="pinned",
-        params={"side": "top", "k": 5, "n": 10},
+        params={"side": "top", "k": 3, "n": 5},
         signal="truncation",
         severity="warning",
         condition="`mean_sampled_response_length` is exactly the highest value it has taken, "
@@ -251,8 +251,10 @@ RULES: tuple[Rule, ...] = (
         "completions' lengths returns to exactly its highest value only when every one of "
         "them stopped at the same length, the token limit, so the run's limit is read from "
         "its own log where its settings are not known (grpo.length_at_budget). A new high "
-        "is no hit, nor is a mean at its highest on a few steps (a mean of free lengths "
-        "repeats exactly by chance at most once in ten steps of the healthy runs).",
+        "is no hit, nor is a mean at its highest on fewer steps (a mean of free lengths "
+        "repeats exactly by chance at most once in ten steps of the healthy runs). {k} of "
+        "{n}, so a notebook stopped after a few steps is judged (a mean of exactly 200, the "
+        "limit, at 4 of its 5 steps).",
         message="{metric} was exactly {max:.4g}, its highest, on {in_window} of the last {n} "
         "logged steps: every completion of those steps stopped at that length, the token "
         "limit.",
