@@ -278,8 +278,10 @@ DETECTOR_DOCS = (
      "`single`; it holds while the series stays above the best by half of `min_rel`"),
     ("above_max", "from `min_history` points on, a value above `factor` times the highest "
      "the series logged before it (while that is above 0): a jump seen without an "
-     "estimate of the noise, on a run's first points too; with `repeat`, a finding holding "
-     "that many (within `hold` points of each other) is a warning"),
+     "estimate of the noise, on a run's first points too; with `magnitude`, sizes are "
+     "compared whatever their sign, once the largest earlier size is at least `floor`; with "
+     "`repeat`, a finding holding that many (within `hold` points of each other) is a "
+     "warning"),
     ("divergence", "one series trends one way while another trends a given way over the "
      "same steps (e.g. training up, validation down; validation loss up while validation "
      "reward does not fall; `not_up`: flat, or short of a rise of the effect by `noise_z` "
@@ -287,6 +289,10 @@ DETECTOR_DOCS = (
      "pass its noise as for `trend`; with `a_noise_z`, the reference's move must pass its "
      "own too, with and without the window's latest point (one leap is no trend), both "
      "noises measured on the series' history rather than the window"),
+    ("diverged", "a validation above `factor` times its lowest earlier one while the "
+     "training series' latest point (logged up to the validation's step, from "
+     "`min_history` points on) stands above `factor` times the highest it logged before; "
+     "starts with whichever series the run logs first"),
     ("flat_since", "from the `min_points`-th validation on, the validation loss has fallen "
      "less than `min_change` (relative) since its first value and the training loss logged "
      "since that step (8 points or more) less than it too (its latest 5 points' median "
