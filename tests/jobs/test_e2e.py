@@ -194,12 +194,23 @@ def test_retry_after_a_failure_keeps_attempt_one_on_record_and_in_the_cost(
 
 # The demo on a model and data set small enough for a test (the demo's own settings train
 # for minutes); every recipe gets the same model, as GRPO and DPO start from SFT's weights.
+# GRPO trains for some seconds (400 steps: active about 7 s here, DPO queued 0.9 s after
+# it): the demo submits DPO with a second `runwatch submit`, a process of its own, and on a
+# loaded machine (a fresh-clone CI run) its start took 6.5 s, longer than a 2-step GRPO
+# job's whole life (queued to succeeded in 6.1 s), so the two never overlapped. The order of
+# the commands is checked apart, without a clock.
 MODEL = ["n_layer=1", "n_head=2", "d_model=32", "max_seq_length=48", "wandb_project=None"]
 SUPERVISED = [*MODEL, "batch_size=8", "n_train=64", "n_val=8", "cache_dir=None",
               "max_steps=2", "val_interval=1"]
-GRPO = [*MODEL, "max_steps=2", "batch_size=2", "group_size=3", "n_train=200", "n_val=4",
-        "validation_interval=1", "export_samples=false", "reward=digit_overlap",
+GRPO = [*MODEL, "max_steps=400", "batch_size=2", "group_size=3", "n_train=400", "n_val=4",
+        "validation_interval=200", "export_samples=false", "reward=digit_overlap",
         "temperature=1.0", "max_sample_tokens=6"]
+
+
+def test_the_demo_submits_dpo_before_it_waits_for_grpo(tmp_path: Path) -> None:
+    # The order of the demo's commands, which the live test below sees through the queue.
+    kinds = [(step.kind, step.name.split("-")[1]) for step in demo.demo_steps(tmp_path, "x")]
+    assert kinds.index(("submit", "dpo")) < kinds.index(("wait", "grpo"))
 
 
 @pytest.mark.slow
