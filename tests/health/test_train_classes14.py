@@ -12,34 +12,39 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 from runwatch.health.engine import Engine
+from runwatch.ingest.importers import read_source
 
 from .helpers import evaluate, rule_ids, to_batch
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
-BLOWUP = REAL / "sft_llama32_3b_mlx_lora_lr2e4_loss_blowup" / "metrics.jsonl"
 
 
-def _blowup() -> list[dict[str, float]]:
-    return [json.loads(line) for line in BLOWUP.read_text().splitlines() if line.strip()]
+def _records(run: str) -> list[dict[str, Any]]:
+    """A corpus run's logged lines, read by the importer `runwatch import` uses."""
+    (path,) = [p for p in (REAL / run).iterdir() if p.name != "source.json"]
+    return read_source(path).records
 
 
-def _series(rows: list[dict[str, float]]) -> dict[str, tuple[list[int], list[float]]]:
-    out: dict[str, tuple[list[int], list[float]]] = {}
-    for row in rows:
-        for name in ("loss", "eval_loss"):
-            if name in row:
-                steps, values = out.setdefault(name, ([], []))
-                steps.append(int(row["step"]))
-                values.append(float(row[name]))
-    return out
+def _series(records: list[dict[str, Any]], *names: str
+            ) -> dict[str, tuple[list[int], list[float]]]:
+    """The named metrics' (steps, values), each over the lines that log it."""
+    return {name: ([int(r["step"]) for r in records if name in r],
+                   [float(r[name]) for r in records if name in r]) for name in names}
+
+
+BLOWUP = "sft_llama32_3b_mlx_lora_lr2e4_loss_blowup"
+
+
+def _blowup() -> dict[str, tuple[list[int], list[float]]]:
+    return _series(_records(BLOWUP), "loss", "eval_loss")
 
 
 def test_a_run_whose_training_and_validation_loss_both_jump_diverged() -> None:
-    found = evaluate("sft", {}, _series(_blowup()))
+    found = evaluate("sft", {}, _blowup())
     diverged = [f for f in found if f.rule_id == "loss.diverged"]
     assert [f.severity for f in diverged] == ["warning"]
     assert "5.8× its lowest (1.858)" in diverged[0].message
@@ -51,7 +56,7 @@ def test_the_same_run_read_one_line_at_a_time_diverged_at_its_last_validation() 
     # model started, and the rule starts with it.
     engine = Engine("sft", {})
     opened: list[int] = []
-    for row in _blowup():
+    for row in _records(BLOWUP):
         one = {k: ([int(row["step"])], [float(v)]) for k, v in row.items() if k != "step"}
         opened += [f.first_step for f in engine.feed(to_batch(one))
                    if f.rule_id == "loss.diverged" and f.status == "open"]
@@ -61,8 +66,7 @@ def test_the_same_run_read_one_line_at_a_time_diverged_at_its_last_validation() 
 def test_a_training_loss_spike_beside_a_steady_validation_loss_is_no_divergence() -> None:
     # Near miss: one bad batch, 2.7 times the highest before, while the validation loss
     # stands 10% above its lowest.
-    rows = _series(_blowup())
-    rows["eval_loss"] = ([1, 20], [1.858, 2.05])
+    rows = {**_blowup(), "eval_loss": ([1, 20], [1.858, 2.05])}
     assert "loss.diverged" not in rule_ids(evaluate("sft", {}, rows))
 
 
@@ -74,17 +78,12 @@ def test_an_overfitting_validation_loss_beside_a_falling_training_loss_is_no_div
     assert "loss.diverged" not in rule_ids(found)
 
 
-SWINGS = REAL / "grpo_gptneo125m_analogy_loss_swings" / "metrics.jsonl"
-
-
 def test_a_policy_loss_that_jumps_hundreds_of_times_its_size_from_its_second_point() -> None:
     # A hand-written GRPO loop's loss 0.2952 at its first log, -86.74 at its second (and
     # more jumps, which the largest size before, now 86.74, does not see): on the engine
     # before, grpo.loss_spike's ten-point history was never there.
-    rows = [json.loads(line) for line in SWINGS.read_text().splitlines() if line.strip()]
-    loss = ([int(r["step"]) for r in rows], [float(r["loss"]) for r in rows])
-    found = [f for f in evaluate("grpo", {}, {"loss": loss}) if
-             f.rule_id == "grpo.loss_above_max"]
+    loss = _series(_records("grpo_gptneo125m_analogy_loss_swings"), "loss")
+    found = [f for f in evaluate("grpo", {}, loss) if f.rule_id == "grpo.loss_above_max"]
     assert [f.first_step for f in found] == [60]
     assert "294× the largest it had logged before (0.2952)" in found[0].message
 
@@ -95,15 +94,12 @@ def test_a_policy_loss_growing_from_below_the_floor_is_no_jump() -> None:
     assert "grpo.loss_above_max" not in rule_ids(found)
 
 
-NIS2 = REAL / "grpo_llama31_8b_nis2_unsloth_t4_completions_at_cap" / "metrics.jsonl"
-
-
 def test_completions_at_the_limit_on_four_of_five_steps_are_cut() -> None:
     # An Unsloth notebook stopped after 5 steps: completion_length 200.0 (the limit) at
     # steps 1, 2, 4 and 5, 34.0 at step 3. On the engine before, 5 of 10 were needed.
-    rows = [json.loads(line) for line in NIS2.read_text().splitlines() if line.strip()]
-    lengths = ([int(r["step"]) for r in rows], [float(r["completion_length"]) for r in rows])
-    found = evaluate("grpo", {}, {"completion_length": lengths})
+    lengths = _series(_records("grpo_llama31_8b_nis2_unsloth_t4_completions_at_cap"),
+                      "completion_length")
+    found = evaluate("grpo", {}, lengths)
     assert "grpo.length_at_ceiling" in rule_ids(found)
 
 

@@ -436,8 +436,8 @@ RULES: tuple[Rule, ...] = (
         "is not there (a PPO loss 1.5-3.2 that logs 2443 under fp16 overflows, then 2.3). "
         "Below {floor} the loss is β times a KL near 0, which grows by orders of magnitude "
         "as the policy leaves its reference; above it no healthy RL run of the labelled "
-        "corpus logs a loss 4× the largest before, nor any run not labelled a spike 16×. A "
-        "warning when {repeat} such jumps come within {hold} points.",
+        "corpus's train split logs a loss 4× the largest before. A warning when {repeat} "
+        "such jumps come within {hold} points.",
         message="{metric} jumped to {to:.4g} in size, {ratio:.0f}× the largest it had logged "
         "before ({top:.4g}){repeats}.",
         advice="Read the batch at that step (rewards, advantages, the importance ratio, the "
