@@ -10,6 +10,7 @@ import signal
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from filelock import FileLock
@@ -184,7 +185,7 @@ def make_run(runs_dir: Path) -> MakeRun:
     """`make_run(name, steps=…, metrics=…, status=…, **init fields)`: a finished run in
     `runs_dir` written by the SDK (see tests.support.sdk_run); returns its run id."""
 
-    def make(name: str, **kw: object) -> str:
+    def make(name: str, **kw: Any) -> str:
         return sdk_run(runs_dir, name, **kw)
 
     return make

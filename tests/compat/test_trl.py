@@ -79,7 +79,8 @@ def test_grpo_trainer_metrics_read_as_reward(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     data = Dataset.from_list([{"prompt": "abc"[i % 3:]} for i in range(8)])
 
-    def length(completions: list[str], **_: Any) -> list[float]:
+    # TRL's reward functions may return None for a completion they do not score
+    def length(completions: list[str], **_: Any) -> list[float | None]:
         return [float(len(c)) for c in completions]
 
     GRPOTrainer(model=tiny_model(), reward_funcs=length,

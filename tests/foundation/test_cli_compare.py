@@ -44,10 +44,10 @@ def cli(*args: str) -> Result:
     return CliRunner().invoke(app, ["runs", "compare", *args], env={"COLUMNS": "80"})
 
 
-def report(runs: Path, *args: str) -> dict[str, object]:
+def report(runs: Path, *args: str) -> dict[str, Any]:
     res = cli(*args, "--dir", str(runs), "-o", "json")
     assert res.exit_code == 0, res.output
-    out: dict[str, object] = json.loads(res.stdout)
+    out: dict[str, Any] = json.loads(res.stdout)
     return out
 
 

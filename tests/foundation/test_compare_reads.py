@@ -150,8 +150,8 @@ def test_saved_series_are_used_only_while_the_index_holds_their_points(
     # a saved file that is not a series is read past
     for p in (tmp_path / "saved").iterdir():
         p.write_bytes(b"not a zip")
-    for k, series in saved.get(reader, pk, keys).items():
-        same(series, fresh()[k])
+    for key_id, series in saved.get(reader, pk, keys).items():
+        same(series, fresh()[key_id])
     reader.conn.close()
     engine.dispose()
 

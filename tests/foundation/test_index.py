@@ -47,9 +47,9 @@ def test_index_twice_changes_nothing_and_growth_adds_only_new(runs_dir: Path,
     assert grown.new_runs == 0
     assert count(engine, s.metric_points) == 301
     with engine.connect() as conn:
-        run = q.resolve_run(conn, "a")
-        assert run.observed_step == 100 and run.saved_step == 99 and run.status == "SUCCEEDED"
-        hist = q.history(conn, run.pk, ["k0"])
+        row = q.resolve_run(conn, "a")
+        assert row.observed_step == 100 and row.saved_step == 99 and row.status == "SUCCEEDED"
+        hist = q.history(conn, row.pk, ["k0"])
         assert len(hist) == 101 and hist[-1].values["k0"] == -1.0
 
 

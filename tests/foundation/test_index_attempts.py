@@ -20,7 +20,9 @@ from tests.support.jobs import record_attempt, run_row, submit_command
 
 def points(engine: Engine) -> int:
     with engine.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(s.metric_points)).scalar())
+        n = conn.execute(select(func.count()).select_from(s.metric_points)).scalar()
+    assert n is not None
+    return int(n)
 
 
 def test_a_new_attempt_seen_in_one_pass_has_its_metrics_indexed(

@@ -23,7 +23,7 @@ OPENERS = 6
 ROUNDS = 3
 
 
-def _open(paths: list[str], start: mp.synchronize.Barrier, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def _open(paths: list[str], start: mp.synchronize.Barrier, out: mp.Queue) -> None:
     for round_, path in enumerate(paths):
         start.wait(30)
         try:

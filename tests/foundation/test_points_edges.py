@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from runwatch.server.updates import RunCursor, _new_points
 from runwatch.store import open_engine
 from runwatch.store import queries as q
 from runwatch.store import schema as s
-from runwatch.store.points import SEQ_LIMIT, read_points
+from runwatch.store.points import SEQ_LIMIT, PointColumns, read_points
 from tests.support import manifest, write_run
 
 MB = 1024 * 1024
@@ -74,7 +75,7 @@ class Collect:
         self.calls = 0
         self.points: dict[str, list[tuple[Any, ...]]] = {}
 
-    def __call__(self, conn: Any, run_pk: int, points: dict[str, Any]) -> None:
+    def __call__(self, conn: Any, run_pk: int, points: Mapping[str, PointColumns]) -> None:
         self.calls += 1
         for key, (seqs, steps, tss, values) in points.items():
             self.points.setdefault(key, []).extend(zip(seqs, steps, tss, values, strict=True))
@@ -93,6 +94,7 @@ def test_stream_reads_new_points_of_a_run_with_over_a_thousand_keys(
                                  for i in range(2)])
     engine = open_engine(tmp_path / "i.db")
     Indexer(engine, runs_dir).index_once()
+    points: list[dict[str, Any]]
     error, points = None, []
     with engine.connect() as conn:
         try:
@@ -289,7 +291,8 @@ def _varied_records(first_seq: int, n: int, bad_every: int | None) -> list[dict[
             out.append({"seq": seq, "step": i, "loss": 0.5})  # no ts
             seq += 1
         if i % 97 == 0:
-            wide = {f"w/{k:03d}": float(k + i) for k in range(KEYS_PER_STATEMENT + 1)}
+            wide: dict[str, Any] = {f"w/{k:03d}": float(k + i)
+                                    for k in range(KEYS_PER_STATEMENT + 1)}
             if bad_every and i % 2 == 0:
                 wide[f"w/{KEYS_PER_STATEMENT:03d}"] = "bad"  # bad past the first statement
             out.append({"seq": seq, "step": i, "ts": 1e9 + i, **wide})
@@ -346,8 +349,8 @@ def test_a_file_read_in_pieces_torn_and_growing_is_stored_once_with_right_lines(
     torn line is finished and the file grows, the next pass stores exactly the rest,
     and indexing once more adds nothing."""
     pad = {f"padding/{'x' * 24}/{k}": float(k) for k in range(5)}  # longer lines
-    lines = [{"seq": i, "step": i, "ts": 1e9 + i, "loss": float(i), **pad}
-             for i in range(12_000)]
+    lines: list[dict[str, Any]] = [{"seq": i, "step": i, "ts": 1e9 + i, "loss": float(i),
+                                    **pad} for i in range(12_000)]
     lines[9_000]["loss"] = "x" * 50  # a bad value, far past the first piece
     run = write_run(runs_dir, "grow", lines)
     path = run / "metrics.jsonl"

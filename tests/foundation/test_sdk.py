@@ -279,7 +279,7 @@ def test_logging_handler_samples_checkpoints_and_engine_config(runs_dir: Path) -
         run.set_manifest_fields(wandb_url="https://example.invalid/run")
         log.addHandler(handler)
         try:
-            {}["answer"]
+            dict[str, int]()["answer"]
         except KeyError:
             log.exception("lookup failed")
         finally:

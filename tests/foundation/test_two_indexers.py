@@ -25,7 +25,7 @@ from runwatch.store.db import open_engine
 STEPS = 120
 
 
-def _index_until(db: str, runs: str, stop: mp.synchronize.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def _index_until(db: str, runs: str, stop: mp.synchronize.Event, out: mp.Queue) -> None:
     engine = open_engine(db)
     indexer = Indexer(engine, Path(runs))
     problems: list[str] = []

@@ -47,7 +47,7 @@ def split_feed(method: str, settings_: dict[str, float], series: dict[str, Any],
         for name, col in batch.items():
             idx = [k for k, s in enumerate(col.steps) if lo <= s <= hi]
             if idx:
-                part[name] = PointColumns(*([c[k] for k in idx] for c in col))
+                part[name] = PointColumns._make([c[k] for k in idx] for c in col)
         engine = Engine(method, settings_, state=state)
         for f in engine.feed(part):
             findings[(f.rule_id, f.metric, f.first_step)] = f
@@ -85,6 +85,7 @@ def test_open_finding_updates_across_batches() -> None:
     engine = Engine("grpo")
     first = engine.feed(to_batch({"truncated_ratio": [0.5] * 20}))
     (opened,) = [f for f in first if f.rule_id == "grpo.truncation"]
+    assert opened.record is not None
     opened.record["id"] = 41  # what the store does after inserting the row
     later = {"truncated_ratio": PointColumns(list(range(20, 25)), list(range(20, 25)),
                                              [2e6 + s for s in range(20, 25)], [0.6] * 5)}
@@ -315,8 +316,8 @@ def test_any_series_evaluates_without_error(values: list[Any], method: str, cut:
     names = {m for r in CATALOGUE for m in r.metrics if m != "*"}
     series = {name: list(values) for name in names}
     batch = to_batch(series)
-    first = {k: PointColumns(*(c[:cut] for c in col)) for k, col in batch.items()}
-    rest = {k: PointColumns(*(c[cut:] for c in col)) for k, col in batch.items()
+    first = {k: PointColumns._make(c[:cut] for c in col) for k, col in batch.items()}
+    rest = {k: PointColumns._make(c[cut:] for c in col) for k, col in batch.items()
             if col.steps[cut:]}
     engine = Engine(method, {"max_sample_tokens": 8, "batch_size": 4})
     engine.feed(first)

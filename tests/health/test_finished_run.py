@@ -73,6 +73,7 @@ def test_the_end_read_twice_changes_nothing_and_later_points_judge_again() -> No
     state = orjson.loads(orjson.dumps(engine.state()))
     ended = HealthEngine("sft", state=state, finished=True)
     (f,) = ended.finish()
+    assert f.record is not None
     f.record["id"] = 7  # as the store writes it back
     assert ended.finish() == []
     # points logged after the end (a batch that came late): one 10% below the start

@@ -40,8 +40,8 @@ def _step_by_step(method: str, series: dict[str, tuple[list[int], list[float]]]
     batch = to_batch(series)
     found: dict[tuple[str, int], Finding] = {}
     for step in sorted({s for cols in batch.values() for s in cols.steps}):
-        part = {name: PointColumns(*([c[k] for k in range(len(cols.steps))
-                                      if cols.steps[k] == step] for c in cols))
+        part = {name: PointColumns._make([c[k] for k in range(len(cols.steps))
+                                          if cols.steps[k] == step] for c in cols)
                 for name, cols in batch.items() if step in cols.steps}
         for f in engine.feed(part):
             found[(f.rule_id, f.first_step)] = f

@@ -15,8 +15,12 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.metrics.export import (
+    HistogramDataPoint,
+    InMemoryMetricReader,
+    NumberDataPoint,
+)
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -53,7 +57,7 @@ def test_ended_runs_are_spans_of_their_phases(engine: Engine, runs_dir: Path,
     assert export.after_pass(engine) == 2
     assert export.after_pass(engine) == 0  # each run once
     got = spans.get_finished_spans()
-    by_run: dict[str, dict[str, object]] = {}
+    by_run: dict[str, dict[str, ReadableSpan]] = {}
     for span in got:
         assert span.attributes is not None
         by_run.setdefault(str(span.attributes[RUN_ID]), {})[span.name] = span
@@ -62,10 +66,13 @@ def test_ended_runs_are_spans_of_their_phases(engine: Engine, runs_dir: Path,
         assert set(named) == {"runwatch.run", "runwatch.run.queued", "runwatch.run.running"}
         root, queued, running = (named[n] for n in ("runwatch.run", "runwatch.run.queued",
                                                     "runwatch.run.running"))
+        assert root.start_time is not None and root.end_time is not None
         for child in (queued, running):
             assert child.parent is not None and child.parent.span_id == root.context.span_id
+            assert child.start_time is not None and child.end_time is not None
             assert root.start_time <= child.start_time <= child.end_time <= root.end_time
         assert queued.end_time == running.start_time
+        assert root.attributes is not None
         assert root.attributes["runwatch.run.phase"] == (
             "SUCCEEDED" if run_id == ok else "FAILED")
         want = StatusCode.ERROR if run_id == failed else StatusCode.UNSET
@@ -92,10 +99,12 @@ def test_step_timing_and_points_are_metrics_of_the_run(engine: Engine, runs_dir:
                for m in sm.metrics}
     assert set(metrics) == {"runwatch.step.duration", "runwatch.points.ingested"}
     (duration,) = metrics["runwatch.step.duration"].data.data_points
+    assert isinstance(duration, HistogramDataPoint)
     assert duration.attributes == {RUN_ID: run_id}
     assert duration.count == STEPS - 1  # one duration between each two steps
     assert duration.min >= 0 and duration.sum < 60
     (points,) = metrics["runwatch.points.ingested"].data.data_points
+    assert isinstance(points, NumberDataPoint)
     assert points.value == 2 * STEPS  # loss and learning_rate
 
 

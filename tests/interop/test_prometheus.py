@@ -10,6 +10,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -69,9 +70,10 @@ def test_points_streamed_over_http_are_counted_like_indexed_ones(token_server: R
     text = _metrics(token_server)
     before = _counter(text, "runwatch_points_ingested_total")
     lags_before = _counter(text, "runwatch_ingest_lag_seconds_count")
-    batch = {"run_id": "id-streamed", "file": "metrics.jsonl", "manifest": manifest("streamed"),
-             "records": [{"seq": i, "ts": 1_700_000_000.0 + i, "step": i,
-                          "loss": 1.0 / (i + 1), "lr": 0.1} for i in range(3)]}
+    batch: dict[str, Any] = {
+        "run_id": "id-streamed", "file": "metrics.jsonl", "manifest": manifest("streamed"),
+        "records": [{"seq": i, "ts": 1_700_000_000.0 + i, "step": i,
+                     "loss": 1.0 / (i + 1), "lr": 0.1} for i in range(3)]}
     sent = http.post(f"{token_server.url}/api/ingest", json={"batches": [batch]},
                      headers={"Authorization": f"Bearer {TOKEN}"})
     assert sent.status_code == 200, sent.text
@@ -101,6 +103,7 @@ def test_promtool_finds_nothing_to_lint(token_server: Runner, records: int) -> N
         return text if f"runwatch_ingest_lag_seconds_count {records}" in text else None
 
     text = wait_for(counted, what="the three runs' records counted in /metrics")
+    assert text is not None
     assert 'runwatch_runs{phase="SUCCEEDED"} 1' in text
     assert 'runwatch_runs{phase="FAILED"} 1' in text
     assert 'runwatch_runs{phase="RUNNING"} 1' in text

@@ -27,7 +27,7 @@ SCOPED = sorted([fmt.CHECKPOINTS, fmt.ENGINE_CONFIG, fmt.METRICS,
                  fmt.sample_file_name(1, "train")])
 
 
-def held(engine: Engine, pk: int) -> dict[str, int]:
+def held(engine: Engine, pk: int) -> dict[str, int | None]:
     """How many rows of each attempt-scoped kind the index holds for run `pk`."""
     with engine.connect() as conn:
         out = {t.name: conn.execute(select(func.count()).select_from(t)
@@ -140,8 +140,12 @@ def test_events_are_appended_after_a_torn_line_and_only_under_the_lock(
         with pytest.raises(RunBusy, match="being recorded by a live process"):
             append_events(run_dir, [{"phase": "CANCELLED"}], wait_s=0)
         done = threading.Event()
-        waiter = threading.Thread(target=lambda: (append_events(
-            run_dir, [{"phase": "CANCELLED"}], wait_s=30), done.set()))
+
+        def append_then_set() -> None:
+            append_events(run_dir, [{"phase": "CANCELLED"}], wait_s=30)
+            done.set()
+
+        waiter = threading.Thread(target=append_then_set)
         waiter.start()
     waiter.join(timeout=30)
     assert done.is_set(), "the append went ahead once the lock was free"

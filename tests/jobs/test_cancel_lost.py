@@ -160,11 +160,12 @@ def test_a_process_group_not_proved_the_attempts_is_not_signalled(
                                             "worker": "dead"}])
         indexer, executor = Indexer(engine, runs_dir), LocalExecutor()
 
+        def index(d: Path) -> None:
+            indexer.index_run(d, IndexReport())
+
         def reap() -> int:
             later = time.time() + FAST["heartbeat_timeout_s"] + 1
-            return reaper.reap(engine, "live", later,
-                               lambda d: indexer.index_run(d, IndexReport()),
-                               executor=executor, grace_s=0.0)
+            return reaper.reap(engine, "live", later, index, executor=executor, grace_s=0.0)
 
         for _ in range(3):  # past the grace: a SIGKILL would be due by now
             assert reap() == 0

@@ -73,6 +73,7 @@ def test_a_job_that_ignores_sigterm_is_killed_with_its_group_after_the_grace(
     run = submit_command(engine, runs_dir, "stubborn", STUBBORN)
     workers.start(runs_dir, db_url, grace_s=1.0)
     pids = wait_for(lambda: _pids(runs_dir), what="the job and its child to start")
+    assert pids is not None
     assert control.cancel(engine, run_row(engine, "stubborn")).phase == "CANCEL_REQUESTED"
     wait_for(lambda: run_row(engine, "stubborn").status == "CANCELLED", what="the cancel")
     # both got SIGTERM (the whole group), noted it and went on; SIGKILL ended them

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -83,6 +84,6 @@ def test_a_dead_workers_job_fails_stopped_early_or_runs_again(
     assert second.poll() is None
 
 
-def _workers(engine: Engine) -> list[dict[str, object]]:
+def _workers(engine: Engine) -> list[dict[str, Any]]:
     with engine.connect() as conn:
         return store_jobs.list_workers(conn)

@@ -86,9 +86,11 @@ class Ui:
 
     def ended(self, name: str) -> dict[str, Any]:
         """The run detail once the run has ended."""
-        return wait_for(lambda: (d := self.get(f"/api/runs/{name}"))["run"]["status"]
-                        in fmt.TERMINAL_PHASES and d, what=f"run {name} to end",
-                        deadline=END_DEADLINE_S, interval=0.2)
+        detail = wait_for(lambda: (d := self.get(f"/api/runs/{name}"))["run"]["status"]
+                          in fmt.TERMINAL_PHASES and d, what=f"run {name} to end",
+                          deadline=END_DEADLINE_S, interval=0.2)
+        assert detail  # wait_for returns only what is truthy: the detail, never False
+        return detail
 
     def close(self) -> None:
         self.api.close()

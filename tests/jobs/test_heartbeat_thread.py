@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -50,6 +51,7 @@ def test_a_worker_blocked_on_the_index_lock_keeps_heartbeating(
     try:
         held = wait_for(lambda: (row := job(engine, "gated")) and row["pid"] and row,
                         what="the job to start")
+        assert held is not None
         assert held["worker_id"] == worker.id
         with lock:  # a long index pass: the worker's loop waits for it
             wait_for(lambda: runs_in(thread, Worker._index), what="the worker to wait for the lock")
@@ -81,6 +83,6 @@ def test_a_worker_blocked_on_the_index_lock_keeps_heartbeating(
     assert row["stopped_at"] is not None and row["heartbeat_at"] <= row["stopped_at"]
 
 
-def _workers(engine: Engine) -> list[dict[str, object]]:
+def _workers(engine: Engine) -> list[dict[str, Any]]:
     with engine.connect() as conn:
         return store_jobs.list_workers(conn)

@@ -173,8 +173,10 @@ def test_migration_0004_adds_the_queue_to_an_older_index_and_takes_it_away(
         assert conn.execute(text("SELECT count(*) FROM metric_points")).scalar() == 5
         assert conn.execute(text("SELECT count(*) FROM metric_keys")).scalar() == 1
         assert conn.execute(text("SELECT count(*) FROM findings")).scalar() == 1
-        assert "AUTOINCREMENT" in conn.execute(text(
+        sql = conn.execute(text(
             "SELECT sql FROM sqlite_master WHERE name = 'metric_keys'")).scalar()
+        assert sql is not None
+        assert "AUTOINCREMENT" in sql
     Indexer(upgraded, runs_dir).index_once()
     assert job(upgraded, "before") is None, "job.json was indexed before: not read again"
     (runs_dir / "before" / "job.json").touch()
@@ -192,6 +194,7 @@ def test_metric_key_ids_are_never_reused(engine: Engine) -> None:
                           "'QUEUED', '{}', 0)"))
         conn.execute(text("INSERT INTO metric_keys (run_pk, key, points) VALUES (1, 'a', 0)"))
         first = conn.execute(text("SELECT max(id) FROM metric_keys")).scalar()
+        assert first is not None
         conn.execute(text("DELETE FROM metric_keys"))
         conn.execute(text("INSERT INTO metric_keys (run_pk, key, points) VALUES (1, 'a', 0)"))
         assert conn.execute(text("SELECT max(id) FROM metric_keys")).scalar() == first + 1

@@ -350,10 +350,12 @@ def test_the_reaper_concludes_a_dead_workers_ray_job_only_once_ray_says_it_ended
              deadline=JOB_DEADLINE_S, interval=0.2)
     indexer = Indexer(engine, runs_dir)
 
+    def index(d: Path) -> None:
+        indexer.index_run(d, IndexReport())
+
     def reap() -> int:  # "dead" has no worker row: it declared the default timeout
         later = time.time() + store_jobs.HEARTBEAT_TIMEOUT_S + 1
-        return reaper.reap(engine, "other", later, lambda d: indexer.index_run(d, IndexReport()),
-                           executor=executor)
+        return reaper.reap(engine, "other", later, index, executor=executor)
 
     assert reap() == 0
     held = job(engine, "held") or {}

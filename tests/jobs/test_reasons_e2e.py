@@ -124,6 +124,7 @@ def ended(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ended]:
                  what="the sigkill job to train", deadline=END_DEADLINE_S)
         pid = wait_for(lambda: (job(engine, "sigkill") or {}).get("pid"),
                        what="the sigkill job's pid")
+        assert pid is not None
         os.kill(pid, signal.SIGKILL)
         names = [*CASES, *REFUSED]
         wait_for(lambda: all(run_row(engine, n).status in fmt.TERMINAL_PHASES for n in names),

@@ -37,8 +37,10 @@ def test_a_retry_while_the_ended_run_still_sends_waits_for_it(
     thread = threading.Thread(target=worker.run_forever, args=(stop,), daemon=True)
     thread.start()
     try:
-        pid = int(wait_for(lambda: (row := job(engine, "sending")) and row["pid"],
-                           what="the job to start"))
+        started = wait_for(lambda: (row := job(engine, "sending")) and row["pid"],
+                           what="the job to start")
+        assert isinstance(started, int)  # the row's pid: a row is never an empty dict
+        pid = int(started)
         wait_for(lambda: run_row(engine, "sending").status == "SUCCEEDED",
                  what="the run to show ended")
         assert not group_gone(pid), "its process should still be sending"

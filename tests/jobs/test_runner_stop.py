@@ -37,7 +37,12 @@ def test_stop_returns_once_the_index_pass_under_way_has_ended(tmp_path: Path) ->
                              check_same_thread=False)
     # the write ends once stop() says it waits for the pass (past the old 5 s)
     waiting = _Said("waiting for runwatch-indexer")
-    ender = threading.Thread(target=lambda: (waiting.said.wait(DEADLINE_S), writer.rollback()))
+
+    def end_the_write() -> None:
+        waiting.said.wait(DEADLINE_S)
+        writer.rollback()
+
+    ender = threading.Thread(target=end_the_write)
     logger = logging.getLogger("runwatch.server")
     logger.addHandler(waiting)
     try:

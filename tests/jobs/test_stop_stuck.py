@@ -100,9 +100,12 @@ def test_a_job_whose_child_outlives_sigkill_is_concluded_only_once_the_child_has
             assert reaper.reap(engine, "other", later, lambda _: None) == 0
         wait_for(lambda: group_gone(pgid), what="the job's group to be gone")
         later = time.time() + FAST["heartbeat_timeout_s"] + 1
-        index = Indexer(engine, runs_dir)
-        assert reaper.reap(engine, "other", later,
-                           lambda d: index.index_run(d, IndexReport())) == 1
+        indexer = Indexer(engine, runs_dir)
+
+        def index(d: Path) -> None:
+            indexer.index_run(d, IndexReport())
+
+        assert reaper.reap(engine, "other", later, index) == 1
         assert [ev["phase"] for ev in events(run.dir)][-2:] == ["FAILED", "QUEUED"]
         assert run_row(engine, "stuck").status == "QUEUED"
     finally:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from runwatch.jobs.submit import SubmittedRun
 from runwatch.jobs.worker import VISIBLE_DEVICES
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
@@ -167,9 +168,12 @@ def test_a_worker_stopped_by_sigterm_stops_its_jobs_and_queues_them_again(
     once = submit_command(engine, runs_dir, "once", forever)
     proc = workers.start(runs_dir, db_url, devices=2)
     for run in (again, once):
-        wait_for(lambda run=run: (fmt.attempt_dir(run.dir, 1) / fmt.OUTPUT_LOG).exists()
-                 and (fmt.attempt_dir(run.dir, 1) / fmt.OUTPUT_LOG).read_text() == "up\n",
-                 what=f"{run.name} to run")
+
+        def up(run: SubmittedRun = run) -> bool:
+            return ((fmt.attempt_dir(run.dir, 1) / fmt.OUTPUT_LOG).exists()
+                    and (fmt.attempt_dir(run.dir, 1) / fmt.OUTPUT_LOG).read_text() == "up\n")
+
+        wait_for(up, what=f"{run.name} to run")
     assert workers.stop(proc, signal.SIGTERM) == 0
     # stopped like a cancel; queued again where an attempt remains, else FAILED "stopped"
     assert [(ev["phase"], ev.get("code")) for ev in events(again.dir)][-2:] == [

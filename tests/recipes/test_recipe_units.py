@@ -12,7 +12,7 @@ from runwatch.recipes.adapter import LoRALinear, add_lora, merged_state_dict
 from runwatch.recipes.batches import BatchOrder, fit_pairs, fit_sft
 from runwatch.recipes.chat import RowRefusal, render_conversation, render_prompt, validate_messages
 from runwatch.recipes.inference import generate, sequence_logprobs, token_logprobs
-from runwatch.recipes.model import ModelConfig, TinyGPT
+from runwatch.recipes.model import Block, ModelConfig, TinyGPT
 from runwatch.recipes.optim import UpdateMeter, clip_gradients, linear_lr
 from runwatch.recipes.tasks import dpo_rows, make_task, sft_rows
 from runwatch.recipes.tokenizer import ByteTokenizer
@@ -100,7 +100,9 @@ def test_model_is_causal_and_left_padding_changes_nothing() -> None:
 
 def test_attention_matches_pytorch_multihead_attention() -> None:
     model = small_model()
-    attn = model.blocks[0].attn
+    block = model.blocks[0]
+    assert isinstance(block, Block)
+    attn = block.attn
     mha = torch.nn.MultiheadAttention(32, 2, batch_first=True)
     with torch.no_grad():
         mha.in_proj_weight.copy_(attn.qkv.weight)

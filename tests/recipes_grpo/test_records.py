@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from .conftest import grpo
 
 
-def _logs(run: Path) -> list[dict[str, object]]:
+def _logs(run: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (run / "logs.jsonl").read_text().splitlines()]
 
 
@@ -32,7 +33,7 @@ def test_a_grpo_run_logs_its_engine_configuration_progress_and_peak_memory(
     assert [m.split()[1] for m in messages if m.startswith("step ")] == ["0/2", "1/2", "2/2"]
 
     peak = next(r for r in _logs(run) if "memory" in (r.get("data") or {}))
-    memory = peak["data"]["memory"]  # type: ignore[index]
+    memory = peak["data"]["memory"]
     parts = memory["bytes"]
     # The reference model's weights count with the policy's; the generator's copy and the
     # published snapshot are the generation phase's share.

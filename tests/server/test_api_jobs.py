@@ -427,6 +427,7 @@ def test_cancel_a_running_job_stops_its_process(working: Runner, runs_dir: Path)
              what="the job started")
     pid = wait_for(lambda: (job(working.engine, "long") or {}).get("pid"),
                    what="the job's process id")
+    assert pid is not None
     resp = post(working, "/api/runs/long/cancel")
     assert resp.status_code == 200, resp.text
     assert resp.json()["status"] == "CANCEL_REQUESTED"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from apiclient import Api, MakeRun, assert_error
 from sqlalchemy import QueuePool, create_engine
@@ -40,7 +41,7 @@ def test_every_route_refuses_an_unknown_run_or_bad_input(api: Api, make_run: Mak
     routes = _routes(api)
     assert len(routes) >= 17
     for method, path in routes:
-        body = {"json": {}} if method == "POST" else {}
+        body: dict[str, Any] = {"json": {}} if method == "POST" else {}
         if "{run}" in path:
             resp = api.request(method, path.replace("{run}", BAD_RUN), **body)
             assert_error(resp, 404)

@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import schemathesis
@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.core import NotSet
+from schemathesis.core.result import Err, Ok
 from sqlalchemy import Engine
 
 from runwatch.rundir import format as fmt
@@ -42,6 +43,7 @@ RUNS = ["fz-sft", "fz-nan", "fz-failed"]
 KEYS = ["loss", "learning_rate", "reward"]
 WORKER = "fz-worker"
 JSON = "application/json"
+T = TypeVar("T")
 
 
 def _index_runs(make_run: MakeRun, index: Callable[[], None]) -> None:
@@ -50,6 +52,12 @@ def _index_runs(make_run: MakeRun, index: Callable[[], None]) -> None:
              metrics=lambda i: {"loss": math.nan if i == 4 else 1.0 / (i + 1), "reward": i})
     make_run("fz-failed", steps=3, status="FAILED")
     index()
+
+
+def _ok(result: Ok[T] | Err[Any]) -> T:
+    """The value of a schemathesis result that must have succeeded."""
+    assert isinstance(result, Ok), result.err()
+    return result.ok()
 
 
 def _aim(case: Any, data: st.DataObject) -> None:
@@ -109,7 +117,7 @@ def test_fuzz_the_whole_api_finds_no_5xx(engine: Engine, runs_dir: Path, make_ru
     app = create_app(engine, runs_dir=runs_dir, poll_interval=0.01)
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     schema.config.max_stream_events = 1  # a stream answers one event, then is closed
-    operations = [result.ok() for result in schema.get_all_operations()]
+    operations = [_ok(result) for result in schema.get_all_operations()]
     assert len(operations) >= 22
     ran: list[str] = []
     failures: list[str] = []
@@ -184,7 +192,8 @@ def ingest_bodies(draw: st.DrawFn) -> bytes:
          "ts": JSON_VALUES},
         optional={k: JSON_VALUES for k in ("loss", "reward", "phase", "level", "message")}),
         max_size=4))
-    batch = {"run_id": run_id, "file": draw(st.sampled_from(fmt.FILES)), "records": records}
+    batch: dict[str, Any] = {"run_id": run_id, "file": draw(st.sampled_from(fmt.FILES)),
+                             "records": records}
     if draw(st.booleans()):
         batch["manifest"] = manifest
     return json.dumps(batch).encode()

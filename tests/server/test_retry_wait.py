@@ -31,8 +31,10 @@ def test_the_apps_retry_of_an_ended_run_still_sending_waits_for_it(
              "run.log({'loss': 1.0})\nrun.finish()\n")
     run = submit_command(engine, runs_dir, "sending", train)
     workers.start(runs_dir, db_url)
-    pid = int(wait_for(lambda: (row := job(engine, "sending")) and row["pid"],
-                       what="the job to start"))
+    started = wait_for(lambda: (row := job(engine, "sending")) and row["pid"],
+                       what="the job to start")
+    assert isinstance(started, int)  # the row's pid: a row is never an empty dict
+    pid = int(started)
     wait_for(lambda: run_row(engine, "sending").status == "SUCCEEDED",
              what="the run to show ended")
     assert not group_gone(pid), "its process should still be sending"

@@ -33,8 +33,9 @@ def _wait_for_run(client: httpx.Client, name: str, step: int | None = None) -> d
             return body
         return None
 
-    got: dict[str, Any] = wait_for(detail, what=f"the server to index run {name!r}"
-                                   + ("" if step is None else f" up to step {step}"))
+    got = wait_for(detail, what=f"the server to index run {name!r}"
+                   + ("" if step is None else f" up to step {step}"))
+    assert got is not None
     return got
 
 

@@ -314,8 +314,9 @@ def test_downsample_carries_the_time_of_each_buckets_last_point() -> None:
     import numpy as np
 
     steps = np.arange(100, dtype=np.int64)
-    ts = 1e9 + steps * 2.0
+    ts = 1e9 + steps * np.float64(2.0)
     d = downsample(steps, np.zeros(100), aligned_edges([(0, 99)], 10), 10, ts)
+    assert d.ts is not None
     assert list(d.ts) == [1e9 + 2.0 * s for s in d.step]
 
 
@@ -500,8 +501,8 @@ def test_an_index_of_revision_0007_is_packed_on_its_way_up(engine: Engine,
     want = pair.both("old", ["loss", "lr"], 300)[1]
     downgrade(engine, "0007")
     with engine.connect() as conn:
-        assert conn.exec_driver_sql("SELECT count(*) FROM metric_summaries").scalar() > (
-            1 << CHUNK_BITS) * 2, "every bucket a row"
+        rows = conn.exec_driver_sql("SELECT count(*) FROM metric_summaries").scalar()
+        assert rows is not None and rows > (1 << CHUNK_BITS) * 2, "every bucket a row"
     url = engine.url.render_as_string(hide_password=False)
     engine.dispose()
     again = open_engine(url)

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 
@@ -26,8 +27,17 @@ from runwatch.rundir import format as fmt
 from tests.support.jobs import events
 from tests.support.wait import DEADLINE_S, wait_for
 
+
+class Timings(TypedDict):
+    """A worker's heartbeat and grace settings, as Worker takes them by keyword."""
+
+    heartbeat_s: float
+    heartbeat_timeout_s: float
+    grace_s: float
+
+
 # Short enough that a test waits little; heartbeat_timeout_s leaves room for a loaded CI.
-FAST = {"heartbeat_s": 0.2, "heartbeat_timeout_s": 3.0, "grace_s": 1.0}
+FAST: Timings = {"heartbeat_s": 0.2, "heartbeat_timeout_s": 3.0, "grace_s": 1.0}
 
 
 def phases(run_dir: Path) -> list[str]:

@@ -95,7 +95,7 @@ def stored(db: Path | Engine, run_id: str) -> dict[str, Any] | None:
 
 def in_folder(run_dir: Path) -> dict[str, Any]:
     """The same view of a run folder's files, as the SDK wrote them."""
-    points: dict[str, list[tuple[int, int, float]]] = {}
+    points: dict[str, list[tuple[int, int, float | None]]] = {}
     for rec in append.records(run_dir / fmt.METRICS):
         for key, value in rec.items():
             if key not in ("seq", "step", "ts", "_line"):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
+from typer.core import TyperOption
 from typer.testing import CliRunner, Result
 
 from runwatch.cli.main import app
@@ -109,6 +110,8 @@ def test_read_commands_print_from_the_server_what_they_print_from_the_index(
         team: Team, output: str) -> None:
     local = ["--dir", str(team.runs_dir)]
     remote = ["--server", team.url, "--token", team.secrets["A-read"]]
+    here: object  # each command's output: its text, or the health report read as JSON
+    there: object
     for args in [*READS, ["runs", "list", "--project", A]]:
         here = ok(cli(*args, *local, "-o", output))
         there = ok(cli(*args, *remote, "-o", output))
@@ -266,15 +269,20 @@ def test_a_local_read_command_does_not_load_the_http_client(runs_dir: Path) -> N
 
 def test_compare_over_the_server_reports_and_refuses_as_it_does_here(team: Team) -> None:
     for name, dataset in (("sft-base", "arith"), ("sft-cand", "arith"), ("sft-other", "chat")):
-        sdk_run(team.runs_dir, name, steps=30, project=A, dataset=dataset,
-                metrics=lambda i, n=name: {"loss": 2.0 / (i + 1) + (0.1 if n == "sft-cand"
-                                                                    else 0.0)})
+
+        def metrics(i: int, n: str = name) -> dict[str, float]:
+            return {"loss": 2.0 / (i + 1) + (0.1 if n == "sft-cand" else 0.0)}
+
+        sdk_run(team.runs_dir, name, steps=30, project=A, dataset=dataset, metrics=metrics)
     local = ["--dir", str(team.runs_dir)]
     remote = ["--server", team.url, "--token", team.secrets["A-read"]]
     for name in ("sft-base", "sft-cand", "sft-other"):
-        wait_for(lambda n=name: cli("runs", "metrics", n, *remote, "--steps", "29:", "--jq",
-                                    ".steps | length").stdout.strip() == "1",
-                 what=f"the server to index {name}")
+
+        def indexed(n: str = name) -> bool:
+            return cli("runs", "metrics", n, *remote, "--steps", "29:", "--jq",
+                       ".steps | length").stdout.strip() == "1"
+
+        wait_for(indexed, what=f"the server to index {name}")
     for output in ("json", "table"):
         args = ["runs", "compare", "sft-cand", "sft-base", "-o", output]
         assert ok(cli(*args, *remote)) == ok(cli(*args, *local))
@@ -284,11 +292,16 @@ def test_compare_over_the_server_reports_and_refuses_as_it_does_here(team: Team)
     assert "dataset: arith (run) vs chat (baseline)" in said, said
 
 
+def _option(p: object) -> TyperOption:
+    assert isinstance(p, TyperOption), f"{p!r} is named like an option but is not one"
+    return p
+
+
 def test_every_command_that_reads_runs_takes_the_shared_server_option() -> None:
     shared = typing.get_args(ServerOpt)[1]
     runs = next(g for g in groups() if "wait" in g.entries)
     reading = {name for name in runs.entries
-               if any("--server" in p.opts and p.help == shared.help
+               if any("--server" in p.opts and _option(p).help == shared.help
                       for p in runs.load(name).params)}
     assert reading == {"list", "get", "metrics", "logs", "health", "compare", "rollouts",
                        "hparams", "engine-config", "wait", "cancel", "retry"}

@@ -64,6 +64,7 @@ def test_a_late_writer_leaves_the_folder_locked_while_the_sender_may_still_write
     monkeypatch.setattr(sender, "FINISH_WAIT_S", 4 * DEADLINE_S)
     before = set(threading.enumerate())
     run = runwatch.init("team", name="late", dir=tmp_path / "runs", server=proxy.url)
+    assert run.dir is not None
     (writing,) = (t for t in set(threading.enumerate()) - before if t.name == "runwatch-writer")
     os.mkfifo(run.dir / f"{SAMPLE}.tmp")
     run.log({"loss": 1.0}, step=0)
@@ -108,6 +109,7 @@ def test_a_sender_stuck_writing_its_offsets_keeps_the_folder_until_the_write_lan
     monkeypatch.setattr(sender, "LET_GO_WAIT_S", 0.1)
     before = set(threading.enumerate())
     run = runwatch.init("team", name="stuck", dir=tmp_path / "runs", server=server.url)
+    assert run.dir is not None
     (sending,) = (t for t in set(threading.enumerate()) - before if t.name == "runwatch-sender")
     state = run.dir / upload.STATE_DIR / upload.STATE_FILE
     state.parent.mkdir(exist_ok=True)

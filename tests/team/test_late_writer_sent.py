@@ -87,6 +87,7 @@ def _finish_stalled(runs: Path, url: str, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(sender, "FINISH_WAIT_S", sender_wait)
     before = set(threading.enumerate())
     run = runwatch.init("team", name="late", dir=runs, server=url)
+    assert isinstance(run, Run)
     (writing,) = (t for t in set(threading.enumerate()) - before if t.name == "runwatch-writer")
     os.mkfifo(run.dir / f"{SAMPLE}.tmp")
     run.log({"loss": 1.0}, step=0)
@@ -135,7 +136,9 @@ def test_what_a_late_writer_writes_after_the_sender_caught_up_reaches_the_server
     run, writing, said = _finish_stalled(tmp_path / "runs", server.url, monkeypatch,
                                          sender_wait=4 * DEADLINE_S)
     _unstall(run, writing)
-    wait_for(lambda: _take(run.dir), what="the folder to be let go").release()
+    taken = wait_for(lambda: _take(run.dir), what="the folder to be let go")
+    assert taken is not None
+    taken.release()
     assert stored(engine, run.id) == _written_late(run)
     # had the process exited before the writer was done: what to run, exactly
     assert f"`runwatch sync {run.dir} --server {server.url}`" in said
@@ -150,7 +153,9 @@ def test_a_late_writer_whose_end_the_server_does_not_take_in_time_names_the_comm
     with pytest.warns(RuntimeWarning, match="has not taken all") as warned:
         _unstall(run, writing)
     # the sender gave up and writes nothing more: the folder is free
-    wait_for(lambda: _take(run.dir), what="the folder to be let go").release()
+    taken = wait_for(lambda: _take(run.dir), what="the folder to be let go")
+    assert taken is not None
+    taken.release()
     assert stored(engine, run.id) != _written_late(run)
     said = _said(warned, f"runwatch: {proxy.url} has not taken all")
     command = re.search(r"`(runwatch sync [^`]*)`", said)

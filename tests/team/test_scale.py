@@ -190,9 +190,10 @@ def test_a_bad_batch_among_many_at_once_is_refused_alone_and_whole(server: Runne
     assert "mixed-08b" not in counts and stored == 5 * 23
 
 
-def _fill(engine: Engine, n: int) -> list[tuple[float, int]]:
+def _fill(engine: Engine, n: int) -> list[tuple[float, int, str, str]]:
     """n runs in 7 projects, created_at with many ties (the cursor must break them by pk);
-    returns every run's (created_at, pk), newest first as the list orders them."""
+    returns every run's (created_at, pk, project, status), newest first as the list orders
+    them."""
     rows = [{"run_id": f"r{i:05d}", "name": f"run-{i:05d}", "project": f"p{i % 7}",
              "created_at": 1e9 + i // 3, "status": "RUNNING" if i % 10 == 0 else "SUCCEEDED",
              "tags": "[]", "manifest": "{}", "problems": 0} for i in range(n)]

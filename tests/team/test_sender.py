@@ -58,6 +58,7 @@ run.finish()
 def _run_id(run_dir: Path) -> str:
     manifest = wait_for(lambda: (run_dir / "manifest.json").is_file() and
                         (run_dir / "manifest.json").read_text(), what=f"{run_dir} to start")
+    assert isinstance(manifest, str)  # wait_for returns what is truthy: the text
     return str(loads_line(manifest.encode())["run_id"])
 
 
@@ -78,13 +79,19 @@ def test_a_server_killed_and_restarted_under_five_streaming_sdks_loses_and_doubl
     try:
         ids = {name: _run_id(runs / name) for name in names}
         for name in names:  # every SDK is streaming when the server dies
-            wait_for(lambda n=name: _holds_points(server.db, ids[n]),
-                     what=f"{name}'s first points on the server")
+
+            def streaming(n: str = name) -> bool:
+                return _holds_points(server.db, ids[n])
+
+            wait_for(streaming, what=f"{name}'s first points on the server")
         server.kill()
         (flags / "killed").touch()
         for name in names:
-            wait_for(lambda n=name: (flags / f"{n}.down").exists(),
-                     what=f"{name} to log while the server is down")
+
+            def logged_down(n: str = name) -> bool:
+                return (flags / f"{n}.down").exists()
+
+            wait_for(logged_down, what=f"{name} to log while the server is down")
         server.start()
         (flags / "restarted").touch()
         for name, proc in zip(names, procs, strict=True):
@@ -188,6 +195,7 @@ def test_a_run_folder_removed_while_streaming_is_sent_again_as_the_writer_remake
     with Runner(engine, port=free_port(), warm=False) as srv:
         run = runwatch.init("team", name="r", dir=tmp_path / "runs", server=srv.url,
                             flush_interval=0.05)
+        assert run.dir is not None
         for step in range(10):
             run.log({"loss": 1.0}, step=step)
         wait_for(lambda: _holds_points(engine, run.id), what="the first points on the server")

@@ -74,6 +74,7 @@ def test_a_streamed_runs_config_engine_config_and_samples_show_as_an_indexed_run
     run.finish()
     streamed = wait_for(lambda: _shown(team_server.url, team_server.token, run.id),
                         what="the streamed run's whole files on the server")
+    assert streamed is not None
     engine = open_engine(tmp_path / "folder.db")
     try:
         with Runner(engine, runs_dir=runs, port=free_port(), interval=0.05,

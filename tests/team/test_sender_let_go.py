@@ -67,6 +67,7 @@ def test_an_answer_after_finish_gave_up_writes_nothing_into_the_folder(
         tmp_path: Path, proxy: HoldsAnswers, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sender, "FINISH_WAIT_S", 1.0)
     run = runwatch.init("team", name="late", dir=tmp_path / "runs", server=proxy.url)
+    assert run.dir is not None
     run.log({"loss": 1.0}, step=0)
     wait_for(proxy.held.is_set, what="the sender's first request to wait for its answer")
     with pytest.warns(RuntimeWarning, match="has not taken all"):

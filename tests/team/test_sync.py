@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -138,7 +139,8 @@ def test_a_folder_that_holds_no_run_and_a_missing_server_are_refused(tmp_path: P
 
 def test_a_record_the_server_refuses_is_skipped_alone_and_a_torn_line_waits(
         tmp_path: Path, team_server: Runner) -> None:
-    good = [{"seq": i, "step": i, "ts": 1.0, "loss": i / 10} for i in range(7)]
+    good: list[dict[str, Any]] = [{"seq": i, "step": i, "ts": 1.0, "loss": i / 10}
+                                  for i in range(7)]
     good[3]["step"] = "seven"  # the server refuses this record (and its batch)
     torn = '{"seq": 7, "step": 7, "ts": 1.0, "loss": 0.7'
     run_dir = write_run(tmp_path / "runs", "edited", [*good, "{not json", torn], end="")

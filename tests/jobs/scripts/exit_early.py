@@ -15,6 +15,7 @@ FLUSH_DEADLINE_S = 30.0
 def main() -> None:
     run = runwatch.init(project="e2e")
     run.log({"loss": 1.0}, step=0)
+    assert run.dir is not None
     end = time.monotonic() + FLUSH_DEADLINE_S
     while not (run.dir / METRICS).exists() and time.monotonic() < end:
         time.sleep(0.05)  # the SDK's writer has put the metric on disk
