@@ -52,8 +52,11 @@ def test_what_it_leaves_alone() -> None:
     }
     for name, losses in near.items():
         assert judged({"loss": losses}) == [], name
-    # a window cut from a longer run: its start is not the run's
-    assert judged({"loss": (list(range(500, 506)), FLAT)}) == []
+    # a window cut from a longer run: its start is not the run's, so an info that says so
+    (f,) = judged({"loss": (list(range(500, 506)), FLAT)})
+    assert (f.severity, f.evidence["mid_run"]) == ("info", 1.0)
+    assert f.message.startswith("Over a log that starts mid-run (not at the run's start) of "
+                                "6 points, loss never fell more than 1.3%")
     # a policy loss is not expected to fall
     assert judged({"loss": FLAT}, method="grpo") == []
 

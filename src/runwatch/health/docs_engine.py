@@ -110,8 +110,11 @@ judges `loss.flat_finished_run` on everything the run logged, if the live rule n
 judged it: a warning when the loss never stood 5% below where it started and ended within
 5% of it. Each reading is the kindest to the run (the higher start, its lowest point), so
 a short run whose loss falls 5-20% in noise is not flagged because its last point bounced
-back up. A run that failed or was cancelled is not judged (its end is the news), nor a log
-that starts far from step 0 (a window of a longer run), nor a loss already near 0. Points
+back up. A run that failed or was cancelled is not judged (its end is the news), nor a loss
+already near 0. A log that starts far from step 0 (a window of a longer run) or, by the run's
+own `epoch`, past its first epoch (a window whose lines were numbered from where it was cut:
+a first epoch that is a fraction past 0.05 and past 3 of the log's epoch strides) gets an
+info: the window is flat, but the run may have learned before it. Points
 that arrive after the end are judged with it again; the end read twice changes nothing.
 
 A rule about a run's learning signal (groups without a reward spread, a DPO loss not

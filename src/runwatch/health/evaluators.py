@@ -35,6 +35,7 @@ PAIRED = ("divergence", "flat_since", "diverged")
 # Paired detectors that start with whichever of their two series the run logs first.
 EITHER_FIRST = ("diverged",)
 LR = "learning_rate"  # read beside a reward judged for no improvement, for its warm-up
+EPOCH = "epoch"  # read beside a series whose verdict needs the run's start in the log
 
 
 def budget_value(
@@ -206,6 +207,9 @@ class Evaluator:
 
     def feed(self, cols: Mapping[str, StepValues]) -> tuple[list[Record], bool]:
         rule = self.rule
+        if isinstance(self.detector, fin.WholeWindow | pg.NoImprovement) and EPOCH in cols:
+            # a log that starts mid-run by its epochs is not judged on its start
+            self.detector.epochs.feed(*cols[EPOCH])
         if isinstance(self.detector, fin.WholeWindow):
             # judged only at the run's end (`finish`): its finding stays as the end left it
             self.detector.feed(*cols[self.metric])
@@ -477,6 +481,8 @@ class Evaluator:
         thresholds set is never raised: `{severity: info}` keeps the rule at info."""
         if self.learns():
             return "info"
+        if evidence.get("mid_run") and not self.fixed:
+            return "info"  # a window cut from a run: its start is not the run's
         if self.fixed or SEVERITY_RANK[self.severity] >= SEVERITY_RANK["warning"]:
             return self.severity
         repeat, warn_after = self.params.get("repeat"), self.params.get("warn_after")
@@ -505,11 +511,14 @@ class Evaluator:
         if kind == "whole_window":
             fell = change_words(evidence.get("effect"), True)
             size = fell.removeprefix("fell ") if fell.startswith("fell") else None
+            log = ("a log that starts mid-run (not at the run's start)"
+                   if evidence.get("mid_run") else "its whole log")
+            words = {"log": log}
             if evidence.get("by_end"):  # its lowest point went further: where it ended
-                return {"change": f"ended only {size} below where it started" if size
-                        else "ended no lower than where it started"}
-            return {"change": f"never fell more than {size} below where it started" if size
-                    else "never fell below where it started"}
+                return {**words, "change": f"ended only {size} below where it started"
+                        if size else "ended no lower than where it started"}
+            return {**words, "change": f"never fell more than {size} below where it started"
+                    if size else "never fell below where it started"}
         if kind == "no_progress":
             # "fell only 4%" of a loss that should fall; a fall that is the finding
             # (an entropy down to a fraction of its start) reads "fell 80%".

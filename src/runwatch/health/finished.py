@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from runwatch.health.detectors import median
-from runwatch.health.progress import NoImprovement
+from runwatch.health.progress import EpochStart, NoImprovement
 
 EDGE = 5  # the first and latest points kept: the start and the end are medians of up to 5
 
@@ -37,10 +37,11 @@ class WholeWindow:
     ends less than 4% below its start by these medians). Without `end_change` (-inf),
     only the lowest point is read.
 
-    Not judged (None) where it cannot say the run did not learn: a start at or below
-    `min_level` (a loss already near 0 has little left to lose), or a log that starts
-    more than `NoImprovement.WINDOW_STRIDES` logging strides after step 0 (a window cut
-    from a longer run, or a resumed one: its start is not the run's)."""
+    Not judged (None) at a start at or below `min_level` (a loss already near 0 has little
+    left to lose). A log that starts more than `NoImprovement.WINDOW_STRIDES` logging
+    strides after step 0 (a window cut from a longer run, or a resumed one), or whose
+    epochs show it starts mid-run (`EpochStart`), is judged with `mid_run` in the
+    evidence: the window is flat, but its start is not the run's, so the finding is info."""
 
     def __init__(self, state: dict[str, Any] | None = None) -> None:
         st = state or {}
@@ -51,6 +52,7 @@ class WholeWindow:
         self.last_step: int | None = st.get("ls")
         self.lowest: list[float] | None = st.get("lo")  # [step, value] of the lowest point
         self.held: dict[str, float] = {}
+        self.epochs = EpochStart(st.get("ep"))
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         """Note the points; a verdict comes only at the run's end (`judge`)."""
@@ -76,8 +78,9 @@ class WholeWindow:
             return None
         assert self.last_step is not None
         stride = max(1.0, (self.last_step - self.first_step) / (self.count - 1))
-        if self.first_step > NoImprovement.WINDOW_STRIDES * stride:
-            return None
+        # a log that starts mid-run: what it shows is this window, not the run
+        mid_run = self.first_step > NoImprovement.WINDOW_STRIDES * stride or (
+            self.epochs.window())
         k = max(1, min(EDGE, self.count // 3))
         start = max(self.head[0], median(self.head[:k]))
         end = median(self.tail[-k:])
@@ -94,9 +97,10 @@ class WholeWindow:
                      # to where it ended (what the verdict rests on)
                      "effect": -fell if fell < min_change else -ended,
                      "by_end": float(fell >= min_change),
-                     "points": self.count, "span": self.last_step - self.first_step}
+                     "points": self.count, "span": self.last_step - self.first_step,
+                     "mid_run": float(mid_run)}
         return self.held
 
     def state(self) -> dict[str, Any]:
         return {"h": self.head, "t": self.tail, "n": self.count, "fs": self.first_step,
-                "ls": self.last_step, "lo": self.lowest}
+                "ls": self.last_step, "lo": self.lowest, "ep": self.epochs.state()}

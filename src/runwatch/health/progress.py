@@ -188,6 +188,47 @@ def keep(head: list[float], tail: list[float], size: int, v: float) -> None:
         del tail[0]
 
 
+class EpochStart:
+    """Whether a log starts in the middle of its run by the run's own `epoch`: a window
+    cut from a longer run, or a log whose steps were numbered from where it was cut (a
+    table pasted from a console, a CSV whose rows are its only steps), which its steps
+    alone cannot show.
+
+    It does when its first logged epoch is a fraction (a run's own epoch counter that
+    starts at 1 is a whole number) past `FLOOR` of an epoch and past `WINDOW_STRIDES` of
+    its epoch strides (the epoch's change per logged step): a run logged every 10 steps of
+    a 300-step epoch first logs epoch 0.03, a log cut at epoch 0.48 of a run logged every
+    0.03 epochs does not. A trainer that rounds epochs to 2 decimals may log the same epoch
+    at several steps, so a stride of 0 leaves `FLOOR` alone."""
+
+    FLOOR = 0.05
+
+    def __init__(self, state: list[Any] | None = None) -> None:
+        st = state or [None, None, 0, None]
+        self.first: float | None = st[0]
+        self.last: float | None = st[1]
+        self.count = int(st[2])
+        self.last_step: int | None = st[3]
+
+    def feed(self, steps: list[int], values: list[float]) -> None:
+        for step, v in zip(steps, values, strict=True):
+            if v - v != 0 or step == self.last_step:
+                continue  # an evaluation's row repeats its step's epoch
+            if self.first is None:
+                self.first = v
+            self.last, self.last_step = v, step
+            self.count += 1
+
+    def window(self) -> bool:
+        if self.first is None or self.last is None or self.first == int(self.first):
+            return False
+        stride = (self.last - self.first) / max(1, self.count - 1)
+        return self.first > max(self.FLOOR, NoImprovement.WINDOW_STRIDES * stride)
+
+    def state(self) -> list[Any]:
+        return [self.first, self.last, self.count, self.last_step]
+
+
 class NoImprovement:
     """A series that should rise (reward) and has not risen beyond its noise since the
     start: the median of its latest k points against the median of its first k
@@ -246,6 +287,7 @@ class NoImprovement:
         self.warming = bool(st.get("w", True))
         self.warm = int(st.get("wp", 0))
         self._lr_at: dict[int, float] = {}
+        self.epochs = EpochStart(st.get("ep"))
 
     def feed_lr(self, steps: list[int], values: list[float]) -> None:
         """Note the learning rate at `steps`, for the reward points of the same steps that
@@ -361,12 +403,13 @@ class NoImprovement:
         a window of a longer run, or a resumed one, whose start is not in it."""
         first = self.first_step or 0
         stride = (step - first) / max(1, self.count - 1)
-        return first > self.WINDOW_STRIDES * max(stride, 1.0)
+        return first > self.WINDOW_STRIDES * max(stride, 1.0) or self.epochs.window()
 
     def state(self) -> dict[str, Any]:
         return {"head": self.head, "tail": self.tail, "n": self.count, "fs": self.first_step,
                 "held": self.held, "v": self.verdict, "s": self.streak, "g": self.gained,
-                "r": self.risen, "lr": self.lr, "w": self.warming, "wp": self.warm}
+                "r": self.risen, "lr": self.lr, "w": self.warming, "wp": self.warm,
+                "ep": self.epochs.state()}
 
 
 class Learning:

@@ -475,7 +475,9 @@ RULES: tuple[Rule, ...] = (
         "learning rate still rises (its warm-up, when the policy barely moves), and never "
         "in a log that starts more than 3 logging strides after step 0 (a window of a "
         "longer run or a resumed one, which cannot tell a reward that plateaued after "
-        "learning from one that never rose). From {early_points} points until "
+        "learning from one that never rose), or whose first `epoch` is a fraction past "
+        "0.05 and past 3 of its epoch strides (such a window, its steps numbered from "
+        "where it was cut). From {early_points} points until "
         "{min_points}, too few to measure the noise, it holds while the latest half's "
         "median has not risen at all.",
         message="{metric} {change} over {points:.0f} logged points ({start:.3g} to "

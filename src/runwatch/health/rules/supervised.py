@@ -169,10 +169,13 @@ RULES: tuple[Rule, ...] = (
         "judges ends less than 4% below its start by these medians). While a run is "
         "running, a flat start means nothing; once it has ended, the log is all there is. "
         "Not judged on a loss that starts at or below {min_level} (already near 0: little "
-        "left to lose), nor on a log that starts more than 3 logging strides after step 0 "
-        "(a window cut from a longer run, or a resumed one, whose start is not the run's), "
-        "nor on a run that failed or was cancelled (that end is the news).",
-        message="Over its whole log of {points:.0f} points, {metric} {change} ({start:.4g} "
+        "left to lose), nor on a run that failed or was cancelled (that end is the news). "
+        "On a log that starts more than 3 logging strides after step 0 or, by its `epoch`, "
+        "at a fraction of an epoch past 0.05 and past 3 of its epoch strides (a window cut "
+        "from a longer run, a resumed one, or a window whose lines were numbered from where "
+        "it was cut), the finding is info: the window is flat, but its start is not the "
+        "run's, which may have learned before it.",
+        message="Over {log} of {points:.0f} points, {metric} {change} ({start:.4g} "
         "→ lowest {lowest:.4g}, last {last:.4g}).",
         advice="The run trained without learning: raise learning_rate (a LoRA at a low rank "
         "or a small lr barely moves the model), check that the parameters (or the adapter) "
