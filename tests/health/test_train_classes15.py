@@ -17,9 +17,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import orjson
+
+from runwatch.health.engine import Engine as HealthEngine
 from runwatch.health.progress import EpochStart
 
-from .helpers import evaluate
+from .helpers import evaluate, to_batch
 
 RULE = "loss.flat_finished_run"
 FLAT = [2.31, 2.30, 2.32, 2.29, 2.30, 2.28]  # never 1.3% below its start
@@ -43,10 +46,43 @@ def test_a_flat_loss_in_a_log_cut_mid_run_by_its_epochs_is_an_info() -> None:
 
 
 def test_a_flat_loss_logged_from_the_runs_first_epoch_still_warns() -> None:
-    # Near misses: epochs from 0.03 (every 10 steps of a 300-step epoch); six epochs
-    # logged once each; a hand-written loop's epoch counter that starts at 1.
-    for epochs in (_epochs(0.03, 0.03), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [1.0] * 6):
+    # Near misses: epochs from 0.03 (every 10 steps of a 300-step epoch); from 0.1 by 0.1
+    # (past 0.05, but within 3 strides); from 0.04 by 0.01 (past 3 strides, but within
+    # 0.05 of an epoch); six epochs logged once each; a hand-written loop's epoch counter
+    # that starts at 1.
+    for epochs in (_epochs(0.03, 0.03), _epochs(0.1, 0.1), _epochs(0.04, 0.01),
+                   [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [1.0] * 6):
         assert _finished({"loss": FLAT, "epoch": epochs}) == [("warning", 0.0)], epochs
+    # Trigger beside them: from 0.06 by 0.01, past both.
+    assert _finished({"loss": FLAT, "epoch": _epochs(0.06, 0.01)}) == [("info", 1.0)]
+
+
+def _batches(parts: list[dict[str, Any]]) -> list[tuple[str, float]]:
+    """The finished run's flat-loss verdicts when its points come in several batches, the
+    engine's state saved and read back between them, as the store does."""
+    state: dict[str, Any] | None = None
+    found = []
+    for i, part in enumerate(parts):
+        engine = HealthEngine("sft", state=state, finished=i == len(parts) - 1)
+        found += [f for f in engine.feed(to_batch(part)) if f.rule_id == RULE]
+        state = orjson.loads(orjson.dumps(engine.state()))
+    return [(f.severity, f.evidence["mid_run"]) for f in found[-1:]]
+
+
+def test_where_the_log_starts_is_kept_across_batches_and_read_from_any_of_them() -> None:
+    steps, epochs = list(range(6)), _epochs(0.48, 0.03)
+    # the window in two batches, the engine rebuilt from its saved state between them
+    assert _batches([{"loss": (steps[:3], FLAT[:3]), "epoch": (steps[:3], epochs[:3])},
+                     {"loss": (steps[3:], FLAT[3:]), "epoch": (steps[3:], epochs[3:])}]
+                    ) == [("info", 1.0)]
+    # the epochs logged in a batch of their own, before the losses
+    assert _batches([{"epoch": (steps, epochs)}, {"loss": (steps, FLAT)}]) == [("info", 1.0)]
+    # a run logged from its start whose epochs start over later (a second stage, a
+    # resumed attempt): its start is what counts
+    later = list(range(6, 12))
+    assert _batches([{"loss": (steps, FLAT), "epoch": (steps, _epochs(0.03, 0.03))},
+                     {"loss": (later, FLAT), "epoch": (later, _epochs(0.5, 0.1))}]
+                    ) == [("warning", 0.0)]
 
 
 def _flat(n: int) -> list[float]:
@@ -67,12 +103,14 @@ def test_a_flat_reward_in_a_log_cut_mid_run_by_its_epochs_is_info() -> None:
     assert _no_progress({"reward_mean": _flat(60), "epoch": epochs}) == ["warning"]
 
 
-def test_epoch_start_reads_each_step_once_and_keeps_its_state() -> None:
-    # An evaluation's row repeats its step's epoch: read once, the stride stays 0.03.
+def test_epoch_start_reads_the_first_epochs_once_each() -> None:
+    # An evaluation's row repeats its step's epoch, and a later epoch below an earlier one
+    # (a restart) is no part of the start: the stride of 0.03 stands.
     start = EpochStart()
     start.feed([0, 1, 1, 2], [0.03, 0.06, 0.06, 0.09])
-    assert (start.count, start.window()) == (3, False)
+    start.feed([3, 4], [0.01, 0.12])
+    assert (start.state(), start.window()) == ([0.03, 0.06, 0.09, 0.12], False)
     again = EpochStart(start.state())
-    again.feed([3], [0.12])
-    assert (again.first, again.last, again.count) == (0.03, 0.12, 4)
+    again.feed([5], [0.9])  # past its first PROBE epochs: nothing changes
+    assert again.state() == [0.03, 0.06, 0.09, 0.12]
     assert not EpochStart().window()  # no epoch logged: nothing to say

@@ -112,9 +112,9 @@ judged it: a warning when the loss never stood 5% below where it started and end
 a short run whose loss falls 5-20% in noise is not flagged because its last point bounced
 back up. A run that failed or was cancelled is not judged (its end is the news), nor a loss
 already near 0. A log that starts far from step 0 (a window of a longer run) or, by the run's
-own `epoch`, past its first epoch (a window whose lines were numbered from where it was cut:
-a first epoch that is a fraction past 0.05 and past 3 of the log's epoch strides) gets an
-info: the window is flat, but the run may have learned before it. Points
+own `epoch`, at a first epoch that is a fraction above 0.05 and above 3 of the log's epoch
+strides (a window whose lines were numbered from where it was cut) gets an info: the window
+is flat, but the run may have learned before it. Points
 that arrive after the end are judged with it again; the end read twice changes nothing.
 
 A rule about a run's learning signal (groups without a reward spread, a DPO loss not

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from runwatch.health import detectors as d
+from runwatch.health import finished as fin
 from runwatch.health import progress as pg
 from runwatch.health.evaluators import (
     EITHER_FIRST,
@@ -36,7 +37,8 @@ from runwatch.health.thresholds import NONE, Overrides
 from runwatch.metrics.aliases import alone_rank, health_name
 from runwatch.store.points import PointColumns
 
-STATE_VERSION = 4
+STATE_VERSION = 5
+EPOCH = "epoch"  # the run's own epoch, where its log starts (`pg.EpochStart`)
 STRIDE_PROBE = 3  # distinct logged steps that show a run's stride
 CHUNK_STEPS = 1024  # divergence rules need series interleaved by step at this grain
 # The rule family each training method is judged by: group-based and other policy-gradient
@@ -112,6 +114,8 @@ class Engine:
         # The points logged before the stride was known (a few steps), by canonical name.
         self.early: dict[str, StepValues] = {
             k: (list(v[0]), list(v[1])) for k, v in st.get("early", {}).items()}
+        # Where the run's log starts in its epochs, for the rules that need its start.
+        self.epochs = pg.EpochStart(st.get("epochs"))
         # What the store remembers about the run's config between batches.
         self.config_cache: dict[str, Any] | None = None
 
@@ -132,6 +136,8 @@ class Engine:
                              (state or {}).get("det"))
         if det is None:
             return None
+        if isinstance(det, fin.WholeWindow | pg.NoImprovement):
+            det.epochs = self.epochs  # one per run, fed by every batch that logs `epoch`
         gate = learning_key(rule)
         return Evaluator(rule, variant, params, self.overrides.severity(rule), det,
                          self.settings, state, self.gates[gate][1] if gate else None,
@@ -218,6 +224,8 @@ class Engine:
             if name not in self.seen:
                 self.seen.add(name)
                 grown = True
+        if EPOCH in cols:  # before the rules that ask where the log starts
+            self.epochs.feed(*cols[EPOCH])
         if "metric.non_finite" in self.rule_ids:
             self._nonfinite_incident(batch, bad, out)
         if self.stride is None:  # kept for the rules that wait for the stride
@@ -399,6 +407,7 @@ class Engine:
             "stride": self.stride,
             "probe": self.probe,
             "early": {k: [v[0], v[1]] for k, v in self.early.items()},
+            "epochs": self.epochs.state(),
         }
 
 

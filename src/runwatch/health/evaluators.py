@@ -35,7 +35,6 @@ PAIRED = ("divergence", "flat_since", "diverged")
 # Paired detectors that start with whichever of their two series the run logs first.
 EITHER_FIRST = ("diverged",)
 LR = "learning_rate"  # read beside a reward judged for no improvement, for its warm-up
-EPOCH = "epoch"  # read beside a series whose verdict needs the run's start in the log
 
 
 def budget_value(
@@ -207,9 +206,6 @@ class Evaluator:
 
     def feed(self, cols: Mapping[str, StepValues]) -> tuple[list[Record], bool]:
         rule = self.rule
-        if isinstance(self.detector, fin.WholeWindow | pg.NoImprovement) and EPOCH in cols:
-            # a log that starts mid-run by its epochs is not judged on its start
-            self.detector.epochs.feed(*cols[EPOCH])
         if isinstance(self.detector, fin.WholeWindow):
             # judged only at the run's end (`finish`): its finding stays as the end left it
             self.detector.feed(*cols[self.metric])
@@ -481,7 +477,7 @@ class Evaluator:
         thresholds set is never raised: `{severity: info}` keeps the rule at info."""
         if self.learns():
             return "info"
-        if evidence.get("mid_run") and not self.fixed:
+        if evidence.get("mid_run"):
             return "info"  # a window cut from a run: its start is not the run's
         if self.fixed or SEVERITY_RANK[self.severity] >= SEVERITY_RANK["warning"]:
             return self.severity

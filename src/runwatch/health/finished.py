@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from runwatch.health.detectors import median
-from runwatch.health.progress import EpochStart, NoImprovement
+from runwatch.health.progress import EpochStart, starts_mid_run
 
 EDGE = 5  # the first and latest points kept: the start and the end are medians of up to 5
 
@@ -38,7 +38,7 @@ class WholeWindow:
     only the lowest point is read.
 
     Not judged (None) at a start at or below `min_level` (a loss already near 0 has little
-    left to lose). A log that starts more than `NoImprovement.WINDOW_STRIDES` logging
+    left to lose). A log that starts more than `WINDOW_STRIDES` logging
     strides after step 0 (a window cut from a longer run, or a resumed one), or whose
     epochs show it starts mid-run (`EpochStart`), is judged with `mid_run` in the
     evidence: the window is flat, but its start is not the run's, so the finding is info."""
@@ -52,7 +52,8 @@ class WholeWindow:
         self.last_step: int | None = st.get("ls")
         self.lowest: list[float] | None = st.get("lo")  # [step, value] of the lowest point
         self.held: dict[str, float] = {}
-        self.epochs = EpochStart(st.get("ep"))
+        # the run's epochs (the engine's, shared by the rules that ask it)
+        self.epochs = EpochStart()
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         """Note the points; a verdict comes only at the run's end (`judge`)."""
@@ -79,8 +80,7 @@ class WholeWindow:
         assert self.last_step is not None
         stride = max(1.0, (self.last_step - self.first_step) / (self.count - 1))
         # a log that starts mid-run: what it shows is this window, not the run
-        mid_run = self.first_step > NoImprovement.WINDOW_STRIDES * stride or (
-            self.epochs.window())
+        mid_run = starts_mid_run(self.first_step, stride, self.epochs)
         k = max(1, min(EDGE, self.count // 3))
         start = max(self.head[0], median(self.head[:k]))
         end = median(self.tail[-k:])
@@ -103,4 +103,4 @@ class WholeWindow:
 
     def state(self) -> dict[str, Any]:
         return {"h": self.head, "t": self.tail, "n": self.count, "fs": self.first_step,
-                "ls": self.last_step, "lo": self.lowest, "ep": self.epochs.state()}
+                "ls": self.last_step, "lo": self.lowest}

@@ -188,45 +188,57 @@ def keep(head: list[float], tail: list[float], size: int, v: float) -> None:
         del tail[0]
 
 
-class EpochStart:
-    """Whether a log starts in the middle of its run by the run's own `epoch`: a window
-    cut from a longer run, or a log whose steps were numbered from where it was cut (a
-    table pasted from a console, a CSV whose rows are its only steps), which its steps
-    alone cannot show.
+WINDOW_STRIDES = 3  # a log whose first step lies further from step 0 is a window
 
-    It does when its first logged epoch is a fraction (a run's own epoch counter that
-    starts at 1 is a whole number) past `FLOOR` of an epoch and past `WINDOW_STRIDES` of
-    its epoch strides (the epoch's change per logged step): a run logged every 10 steps of
-    a 300-step epoch first logs epoch 0.03, a log cut at epoch 0.48 of a run logged every
-    0.03 epochs does not. A trainer that rounds epochs to 2 decimals may log the same epoch
-    at several steps, so a stride of 0 leaves `FLOOR` alone."""
+
+class EpochStart:
+    """Whether a run's log starts in the middle of the run by its own `epoch`: a window
+    cut from a longer run whose lines were numbered from where it was cut (a table pasted
+    from a console, a CSV whose rows are its only steps), which its steps cannot show.
+    The engine keeps one per run, fed with every batch that logs `epoch`, and the
+    verdicts that need the run's start in the log ask it (`starts_mid_run`).
+
+    Read from the log's first `PROBE` epochs only (a later restart or a resumed attempt
+    changes nothing): it starts mid-run when its first epoch is a fraction (a hand-written
+    loop's epoch counter that starts at 1 is a whole number) above `FLOOR` of an epoch
+    and above `WINDOW_STRIDES` epoch strides (the median rise between its first epochs).
+    A run logged every 10 steps of a 300-step epoch first logs 0.03, three strides of
+    0.03 would reach 0.09: it starts at the run's start. A log whose first epoch is 0.48,
+    logged every 0.03 epochs, starts mid-run. A trainer that rounds epochs to 2 decimals
+    may log the same epoch at several steps: a stride of 0 leaves `FLOOR` alone."""
 
     FLOOR = 0.05
+    PROBE = 4
 
     def __init__(self, state: list[Any] | None = None) -> None:
-        st = state or [None, None, 0, None]
-        self.first: float | None = st[0]
-        self.last: float | None = st[1]
-        self.count = int(st[2])
-        self.last_step: int | None = st[3]
+        self.first: list[float] = list(state or [])  # the first PROBE epochs, rising
+        self._last_step: int | None = None
 
     def feed(self, steps: list[int], values: list[float]) -> None:
         for step, v in zip(steps, values, strict=True):
-            if v - v != 0 or step == self.last_step:
+            if len(self.first) >= self.PROBE:
+                return
+            if v - v != 0 or step == self._last_step or (self.first and v < self.first[-1]):
                 continue  # an evaluation's row repeats its step's epoch
-            if self.first is None:
-                self.first = v
-            self.last, self.last_step = v, step
-            self.count += 1
+            self.first.append(v)
+            self._last_step = step
 
     def window(self) -> bool:
-        if self.first is None or self.last is None or self.first == int(self.first):
+        if not self.first or self.first[0] == int(self.first[0]):
             return False
-        stride = (self.last - self.first) / max(1, self.count - 1)
-        return self.first > max(self.FLOOR, NoImprovement.WINDOW_STRIDES * stride)
+        gaps = sorted(b - a for a, b in zip(self.first, self.first[1:], strict=False))
+        stride = gaps[len(gaps) // 2] if gaps else 0.0
+        return self.first[0] > max(self.FLOOR, WINDOW_STRIDES * stride)
 
-    def state(self) -> list[Any]:
-        return [self.first, self.last, self.count, self.last_step]
+    def state(self) -> list[float]:
+        return list(self.first)
+
+
+def starts_mid_run(first_step: float, stride: float, epochs: EpochStart) -> bool:
+    """Whether a log does not hold its run's start: its first step lies more than
+    `WINDOW_STRIDES` logging strides (at least 1 step) after step 0 (a window of a longer
+    run, or a resumed one), or its epochs say so (`EpochStart`)."""
+    return first_step > WINDOW_STRIDES * max(stride, 1.0) or epochs.window()
 
 
 class NoImprovement:
@@ -258,12 +270,12 @@ class NoImprovement:
     reads every point, where two medians of a reward that is a mix of a few outcomes (a
     pass or a fail) blur a steady rise. The points logged while the learning rate still
     rises (`feed_lr`; its warm-up, when the policy barely moves) do not count. And the
-    log holds the run's start (its first step is within `WINDOW_STRIDES` logging strides
-    of step 0): a window cut from a longer run or a resumed one cannot tell a reward that
-    plateaued after learning from one that never rose, so there it stays info."""
+    log holds the run's start (`starts_mid_run`: its first step is within
+    `WINDOW_STRIDES` logging strides of step 0, and its epochs do not say otherwise): a
+    window cut from a longer run or a resumed one cannot tell a reward that plateaued
+    after learning from one that never rose, so there it stays info."""
 
     CONFIRM = 6
-    WINDOW_STRIDES = 3
 
     def __init__(self, direction: str = "up", z: float = 1.0, min_points: int = 10,
                  head: int = 25, early_points: int = 0,
@@ -287,7 +299,8 @@ class NoImprovement:
         self.warming = bool(st.get("w", True))
         self.warm = int(st.get("wp", 0))
         self._lr_at: dict[int, float] = {}
-        self.epochs = EpochStart(st.get("ep"))
+        # the run's epochs (the engine's, shared by the rules that ask it)
+        self.epochs = EpochStart()
 
     def feed_lr(self, steps: list[int], values: list[float]) -> None:
         """Note the learning rate at `steps`, for the reward points of the same steps that
@@ -399,17 +412,14 @@ class NoImprovement:
         return rise <= self.z * noise * (xs[-1] - xs[0]) / math.sqrt(spread)
 
     def _window(self, step: int) -> bool:
-        """Whether the log starts more than WINDOW_STRIDES logging strides after step 0:
-        a window of a longer run, or a resumed one, whose start is not in it."""
+        """Whether the log does not hold the run's start (`starts_mid_run`)."""
         first = self.first_step or 0
-        stride = (step - first) / max(1, self.count - 1)
-        return first > self.WINDOW_STRIDES * max(stride, 1.0) or self.epochs.window()
+        return starts_mid_run(first, (step - first) / max(1, self.count - 1), self.epochs)
 
     def state(self) -> dict[str, Any]:
         return {"head": self.head, "tail": self.tail, "n": self.count, "fs": self.first_step,
                 "held": self.held, "v": self.verdict, "s": self.streak, "g": self.gained,
-                "r": self.risen, "lr": self.lr, "w": self.warming, "wp": self.warm,
-                "ep": self.epochs.state()}
+                "r": self.risen, "lr": self.lr, "w": self.warming, "wp": self.warm}
 
 
 class Learning:

@@ -180,7 +180,8 @@ RULES: tuple[Rule, ...] = (
         advice="The run trained without learning: raise learning_rate (a LoRA at a low rank "
         "or a small lr barely moves the model), check that the parameters (or the adapter) "
         "are trainable and that the labels are not all masked (trained_tokens), and train "
-        "for more steps.",
+        "for more steps. On a log that starts mid-run (an info), read the run's whole log "
+        "before changing anything.",
     ),
     Rule(
         id="loss.zero",
