@@ -307,8 +307,9 @@ DETECTOR_DOCS = (
      "`min_points` points or more, where no `no_progress` rule on the same metric judged it: "
      "the series never stood `min_change` (relative) below its start (the higher of its "
      "first value and the median of its first third, 1 to 5 points) and its latest third's "
-     "median ended within `min_change` of it; not on a start at or below `min_level`, nor "
-     "on a log that starts more than 3 logging strides after step 0"),
+     "median ended within `min_change` of it; not on a start at or below `min_level`; an "
+     "info (`mid_run`) on a log that starts more than 3 logging strides after step 0, or "
+     "whose first epoch is a fraction above 0.05 and above 3 epoch strides"),
     ("nonfinite", "any metric is NaN, +Infinity or -Infinity"),
     ("stall", "a running run logs nothing for `factor` × its usual step interval, and at "
      "least `min_seconds`"),
