@@ -109,8 +109,14 @@ def test_epoch_start_reads_the_first_epochs_once_each() -> None:
     start = EpochStart()
     start.feed([0, 1, 1, 2], [0.03, 0.06, 0.06, 0.09])
     start.feed([3, 4], [0.01, 0.12])
-    assert (start.state(), start.window()) == ([0.03, 0.06, 0.09, 0.12], False)
+    assert (start.first, start.window()) == ([0.03, 0.06, 0.09, 0.12], False)
     again = EpochStart(start.state())
     again.feed([5], [0.9])  # past its first PROBE epochs: nothing changes
-    assert again.state() == [0.03, 0.06, 0.09, 0.12]
+    assert again.first == [0.03, 0.06, 0.09, 0.12]
+    # an evaluation's row in the batch after its step's own row: read once
+    split = EpochStart()
+    split.feed([0, 1], [0.03, 0.06])
+    split = EpochStart(split.state())
+    split.feed([1, 2], [0.06, 0.09])
+    assert split.first == [0.03, 0.06, 0.09]
     assert not EpochStart().window()  # no epoch logged: nothing to say

@@ -40,6 +40,34 @@ def robust_sd(values: list[float], center: float) -> float:
     return max(1.4826 * median(dev), 1.2533 * sum(dev) / len(dev))
 
 
+class Waiting:
+    """A paired rule's training points waiting for the validations of their batch (a
+    validation comes in the batch that holds its step), so that a batch read whole judges
+    each validation with the training points logged up to it; only one batch's points
+    wait. `take(upto)` hands over those logged up to step `upto`, oldest first."""
+
+    def __init__(self, state: list[list[float]] | None = None) -> None:
+        self.points: list[list[float]] = [list(p) for p in state or []]
+
+    def add(self, steps: list[int], values: list[float]) -> None:
+        self.points.extend([float(s), v] for s, v in zip(steps, values, strict=True)
+                           if v - v == 0)
+
+    def drop_before(self, step: float) -> None:
+        self.points = [p for p in self.points if p[0] >= step]
+
+    def take(self, upto: float) -> list[list[float]]:
+        k = 0
+        while k < len(self.points) and self.points[k][0] <= upto:
+            k += 1
+        taken = self.points[:k]
+        del self.points[:k]
+        return taken
+
+    def state(self) -> list[list[float]]:
+        return self.points
+
+
 class KOfN:
     """Turns per-point hits into "at least k hits among the last n points".
 

@@ -15,7 +15,7 @@ import math
 from itertools import pairwise
 from typing import Any
 
-from runwatch.health.detectors import INF, KOfN, median, robust_sd
+from runwatch.health.detectors import INF, KOfN, Waiting, median, robust_sd
 
 # The last of the 4 decimals trainers log a loss to (the HF Trainer rounds there): a change
 # or a noise below it is the logger's rounding, not a measurement.
@@ -151,10 +151,9 @@ class Diverged:
     training loss falls; both jumping past twice where they stood is neither, and two
     points of each are enough to see it.
 
-    Series `a` is the training loss, fed first (`feed_a`); its points wait until the
-    validations of their batch up to their step are judged, so a batch read whole judges
-    each validation with the training points logged up to it. A hit keeps its finding
-    open `hold` validations."""
+    Series `a` is the training loss, fed first (`feed_a`); its points wait for the
+    validations of their batch (`Waiting`). A hit keeps its finding open `hold`
+    validations."""
 
     def __init__(self, factor: float = 2.0, min_history: int = 2, hold: int = 3,
                  state: dict[str, Any] | None = None) -> None:
@@ -164,30 +163,22 @@ class Diverged:
         self.last: float | None = st.get("last")  # its latest finite point
         self.seen = int(st.get("seen", 0))  # its finite points so far
         self.best: float | None = st.get("best")  # the lowest validation so far
-        self.waiting: list[list[float]] = [list(p) for p in st.get("wait", [])]
+        self.waiting = Waiting(st.get("wait"))
         self.window = KOfN(1, hold, st.get("tail"))
         self.hits: list[int] = []
         self.held: dict[str, float] = dict(st.get("held", {}))
 
     def feed_a(self, steps: list[int], values: list[float]) -> None:
-        """Training points: they wait for the validations of their batch (a validation
-        comes in the batch that holds its step), so only one batch's points wait."""
         self._place(math.inf)
-        self.waiting.extend([float(s), v] for s, v in zip(steps, values, strict=True)
-                            if v - v == 0)
+        self.waiting.add(steps, values)
 
     def _place(self, upto: float) -> None:
         """Take the waiting training points logged up to step `upto` as the latest."""
-        k = 0
-        for step, v in self.waiting:
-            if step > upto:
-                break
-            k += 1
+        for _step, v in self.waiting.take(upto):
             if self.last is not None:
                 self.top = self.last if self.top is None else max(self.top, self.last)
             self.last = v
             self.seen += 1
-        del self.waiting[:k]
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         hits: list[int] = []
@@ -210,7 +201,7 @@ class Diverged:
 
     def state(self) -> dict[str, Any]:
         return {"top": self.top, "last": self.last, "seen": self.seen, "best": self.best,
-                "wait": self.waiting, "tail": self.window.tail, "held": self.held}
+                "wait": self.waiting.state(), "tail": self.window.tail, "held": self.held}
 
 
 class Jump:

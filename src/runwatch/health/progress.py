@@ -210,18 +210,21 @@ class EpochStart:
     FLOOR = 0.05
     PROBE = 4
 
-    def __init__(self, state: list[Any] | None = None) -> None:
-        self.first: list[float] = list(state or [])  # the first PROBE epochs, rising
-        self._last_step: int | None = None
+    def __init__(self, state: dict[str, Any] | None = None) -> None:
+        st = state or {}
+        self.first: list[float] = list(st.get("e", []))  # the first PROBE epochs, rising
+        # the step of the latest of them: an evaluation's row repeats its step's epoch,
+        # in the same batch or the next
+        self.last_step: int | None = st.get("s")
 
     def feed(self, steps: list[int], values: list[float]) -> None:
         for step, v in zip(steps, values, strict=True):
             if len(self.first) >= self.PROBE:
                 return
-            if v - v != 0 or step == self._last_step or (self.first and v < self.first[-1]):
-                continue  # an evaluation's row repeats its step's epoch
+            if v - v != 0 or step == self.last_step or (self.first and v < self.first[-1]):
+                continue
             self.first.append(v)
-            self._last_step = step
+            self.last_step = step
 
     def window(self) -> bool:
         if not self.first or self.first[0] == int(self.first[0]):
@@ -230,8 +233,8 @@ class EpochStart:
         stride = gaps[len(gaps) // 2] if gaps else 0.0
         return self.first[0] > max(self.FLOOR, WINDOW_STRIDES * stride)
 
-    def state(self) -> list[float]:
-        return list(self.first)
+    def state(self) -> dict[str, Any]:
+        return {"e": self.first, "s": self.last_step}
 
 
 def starts_mid_run(first_step: float, stride: float, epochs: EpochStart) -> bool:

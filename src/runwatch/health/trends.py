@@ -13,7 +13,7 @@ import math
 from itertools import accumulate, pairwise
 from typing import Any
 
-from runwatch.health.detectors import median, robust_sd
+from runwatch.health.detectors import Waiting, median, robust_sd
 from runwatch.health.progress import NoProgress
 from runwatch.health.trendstats import (
     MOST_MEDIAN,
@@ -377,15 +377,14 @@ class FlatSince(Onsets):
         self.count = int(st.get("n", 0))  # validations so far
         self.early: list[list[float]] = [list(p) for p in st.get("early", [])]  # since first
         self.recent: list[list[float]] = [list(p) for p in st.get("recent", [])]
-        self.waiting: list[list[float]] = [list(p) for p in st.get("wait", [])]
+        self.waiting = Waiting(st.get("wait"))
         self.opening: list[float] = list(st.get("o", []))  # the run's first training points
         self.verdict = bool(st.get("v", False))
         self.held: dict[str, float] = dict(st.get("held", {}))
         self.marks: list[tuple[int, float]] = []
 
     def feed_a(self, steps: list[int], values: list[float]) -> None:
-        """Training points: they wait for the validations of their batch (a validation
-        comes in the batch that holds its step), so only one batch's points wait."""
+        """Training points: they wait for the validations of their batch (`Waiting`)."""
         if len(self.opening) < MOST_MEDIAN:  # filled once, from the run's first points
             finite = [v for v in values if v - v == 0]
             self.opening.extend(finite[: MOST_MEDIAN - len(self.opening)])
@@ -394,24 +393,18 @@ class FlatSince(Onsets):
         elif steps:
             # Only points from the first validation on count, and it comes no earlier
             # than the batch that holds it: earlier batches' points are dropped.
-            self.waiting = [p for p in self.waiting if p[0] >= steps[0]]
-        self.waiting.extend([float(s), v] for s, v in zip(steps, values, strict=True)
-                            if v - v == 0)
+            self.waiting.drop_before(steps[0])
+        self.waiting.add(steps, values)
 
     def _place(self, upto: float) -> None:
         """Move the waiting training points logged up to step `upto` into the span."""
         assert self.first is not None
-        k = 0
-        for step, v in self.waiting:
-            if step > upto:
-                break
-            k += 1
+        for step, v in self.waiting.take(upto):
             if step < self.first[0]:
                 continue
             if len(self.early) < 2 * MOST_MEDIAN:
                 self.early.append([step, v])
             self.recent.append([step, v])
-        del self.waiting[:k]
         del self.recent[: -self.TAIL]
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
@@ -472,5 +465,5 @@ class FlatSince(Onsets):
 
     def state(self) -> dict[str, Any]:
         return {"first": self.first, "n": self.count, "early": self.early,
-                "recent": self.recent, "wait": self.waiting, "o": self.opening,
+                "recent": self.recent, "wait": self.waiting.state(), "o": self.opening,
                 "v": self.verdict, "held": self.held}
