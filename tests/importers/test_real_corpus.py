@@ -43,6 +43,36 @@ def test_every_run_is_labelled_and_about_a_third_is_held_back() -> None:
     assert all(LABELS[n]["split"] == "train" for n in RUNS if "left_holdout" in LABELS[n])
 
 
+def _table(text: str, first: str) -> dict[str, tuple[int, int]]:
+    """The rows of the README's count table whose header starts with `first`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first} |"))
+    rows: dict[str, tuple[int, int]] = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        key, runs, holdout = (c.strip() for c in line.strip("|").split("|"))
+        rows[key] = (int(runs), int(holdout))
+    return rows
+
+
+def test_readme_counts_are_those_of_the_labels() -> None:
+    # The README is the corpus's front page: its counts are checked against labels.yaml so
+    # that a merged round cannot leave them behind (round 21 once did).
+    text = (CORPUS / "README.md").read_text(encoding="utf-8")
+    holdout = [n for n in RUNS if LABELS[n]["split"] == "holdout"]
+
+    def counts(key: str) -> dict[str, tuple[int, int]]:
+        values = sorted({LABELS[n][key] for n in RUNS})
+        return {v: (sum(LABELS[n][key] == v for n in RUNS),
+                    sum(LABELS[n][key] == v for n in holdout)) for v in values}
+
+    assert _table(text, "method") == counts("method")
+    assert _table(text, "label (main)") == counts("label")
+    assert f"{len(holdout)} of the {len(RUNS)} runs are `split: holdout`" in text
+    assert text.splitlines()[2].startswith(f"{len(RUNS)} metric logs"), "the first line"
+
+
 @pytest.mark.parametrize("name", RUNS)
 def test_source_and_label(name: str) -> None:
     source = json.loads((CORPUS / name / "source.json").read_text(encoding="utf-8"))
