@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from apiclient import Api
+from .apiclient import Api
 from sqlalchemy import Engine
 
 from runwatch.health.store import on_metrics

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from apiclient import assert_error, manifest
+from .apiclient import assert_error, manifest
 from sqlalchemy import Engine
 
 from runwatch.jobs.cost import PROFILES_ENV

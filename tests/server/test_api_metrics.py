@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from apiclient import Api, MakeRun, assert_error
+from .apiclient import Api, MakeRun, assert_error
 
 
 def _two_runs(make_run: MakeRun, index: Callable[[], None]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from apiclient import Api, assert_error
+from .apiclient import Api, assert_error
 
 from runwatch.sdk import init
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from apiclient import Api, MakeRun, assert_error, manifest
+from .apiclient import Api, MakeRun, assert_error, manifest
 
 from runwatch.sdk import init
 from tests.killed import killed_run

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import typer
-from apiclient import Api, MakeRun, assert_error
+from .apiclient import Api, MakeRun, assert_error
 from sqlalchemy import Engine
 from typer.testing import CliRunner
 

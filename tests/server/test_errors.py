@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from apiclient import Api, MakeRun, assert_error
+from .apiclient import Api, MakeRun, assert_error
 from sqlalchemy import QueuePool, create_engine
 
 from runwatch.server.app import create_app

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 import schemathesis
-from apiclient import Api, MakeRun
+from .apiclient import Api, MakeRun
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode

@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from apiclient import Api, assert_error, manifest
+from .apiclient import Api, assert_error, manifest
 from sqlalchemy import Engine
 
 from runwatch.server.app import create_app

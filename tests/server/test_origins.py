@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from apiclient import Api, assert_error, manifest
+from .apiclient import Api, assert_error, manifest
 from sqlalchemy import Engine
 
 from runwatch.server.app import create_app

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from apiclient import Api, assert_error
+from .apiclient import Api, assert_error
 from sqlalchemy import Engine, text
 
 from runwatch.ingest import Indexer

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from apiclient import Api
+from .apiclient import Api
 from sqlalchemy import Engine
 
 from runwatch.server.app import create_app

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from apiclient import MakeRun
+from .apiclient import MakeRun
 from typer.testing import CliRunner
 
 from runwatch.cli.serve import ui

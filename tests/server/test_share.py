@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from apiclient import MakeRun, assert_error, read_events
+from .apiclient import MakeRun, assert_error, read_events
 from sqlalchemy import Engine
 from typer.testing import CliRunner
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from apiclient import read_events
+from .apiclient import read_events
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from runwatch.sdk import init

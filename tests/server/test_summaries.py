@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apiclient import Api
+from .apiclient import Api
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, delete, select

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, Route, expect
-from webhelpers import (
+from .webhelpers import (
     chart_points,
     drawn_charts,
     grpo_run,

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Browser, FloatRect, Locator, Page, expect
-from webhelpers import drawn_charts, open_run, sft_run, shot, wait_indexed
+from .webhelpers import drawn_charts, open_run, sft_run, shot, wait_indexed
 
 from runwatch.sdk import init
 from runwatch.sdk import run as sdk_run_module

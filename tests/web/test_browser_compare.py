@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from playwright.sync_api import Page, Request, Route, expect
-from webhelpers import click_as_it_ends, shot, wait_indexed
+from .webhelpers import click_as_it_ends, shot, wait_indexed
 
 from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
-from webhelpers import drawn_charts, press, shot
+from .webhelpers import drawn_charts, press, shot
 
 from runwatch.server.runner import Runner, free_port
 from tests.support import http

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
-from webhelpers import open_run, shot, wait_indexed
+from .webhelpers import open_run, shot, wait_indexed
 
 from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner

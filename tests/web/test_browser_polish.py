@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
-from webhelpers import (
+from .webhelpers import (
     background,
     grpo_run,
     light_in_dark,

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 from playwright.sync_api import Page, expect
-from webhelpers import shot
+from .webhelpers import shot
 
 from runwatch.server.runner import Runner, free_port
 from runwatch.store import tokens
