@@ -13,12 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from .apiclient import Api
 from sqlalchemy import Engine
 
 from runwatch.health.store import on_metrics
 from runwatch.ingest import Indexer
 from runwatch.server.app import create_app
+
+from .apiclient import Api
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-from .apiclient import assert_error, manifest
 from sqlalchemy import Engine
 
 from runwatch.jobs.cost import PROFILES_ENV
@@ -30,6 +29,8 @@ from tests.support import MakeRun, http, wait_for
 from tests.support.jobs import events, job
 from tests.support.stores import STORES, PostgresDatabases
 from tests.support.wait import DEADLINE_S
+
+from .apiclient import assert_error, manifest
 
 
 def post(server: Runner, path: str, body: Any = None) -> httpx.Response:

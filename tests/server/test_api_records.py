@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .apiclient import Api, assert_error
-
 from runwatch.sdk import init
+
+from .apiclient import Api, assert_error
 
 
 def _grpo_run(runs_dir: Path) -> None:

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .apiclient import Api, MakeRun, assert_error, manifest
-
 from runwatch.sdk import init
 from tests.killed import killed_run
 from tests.support import cli_here, wait_for
+
+from .apiclient import Api, MakeRun, assert_error, manifest
 
 
 def _ingest_runs(api: Api, n: int) -> None:

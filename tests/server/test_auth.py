@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import typer
-from .apiclient import Api, MakeRun, assert_error
 from sqlalchemy import Engine
 from typer.testing import CliRunner
 
@@ -17,6 +16,8 @@ from runwatch.cli.serve import server, ui
 from runwatch.server.app import create_app
 from runwatch.server.runner import free_port
 from runwatch.store.db import open_engine
+
+from .apiclient import Api, MakeRun, assert_error
 
 TOKEN = "s3cret-token-4-tests"
 

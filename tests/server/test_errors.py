@@ -7,11 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .apiclient import Api, MakeRun, assert_error
 from sqlalchemy import QueuePool, create_engine
 
 from runwatch.server.app import create_app
 from runwatch.store.db import open_engine
+
+from .apiclient import Api, MakeRun, assert_error
 
 BAD_RUN = "no-such-run"
 JSON = {"Content-Type": "application/json"}

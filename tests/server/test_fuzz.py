@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 
 import pytest
 import schemathesis
-from .apiclient import Api, MakeRun
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
@@ -33,6 +32,8 @@ from sqlalchemy import Engine
 from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
 from runwatch.store import jobs as store_jobs
+
+from .apiclient import Api, MakeRun
 
 pytestmark = pytest.mark.slow
 # examples per operation and generation mode: some 330 cases in all

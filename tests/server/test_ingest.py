@@ -6,11 +6,12 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .apiclient import Api, assert_error, manifest
 from sqlalchemy import Engine
 
 from runwatch.server.app import create_app
 from runwatch.server.state import Limits
+
+from .apiclient import Api, assert_error, manifest
 
 JSON = {"Content-Type": "application/json"}
 

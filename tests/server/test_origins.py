@@ -7,12 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from .apiclient import Api, assert_error, manifest
 from sqlalchemy import Engine
 
 from runwatch.server.app import create_app
 from runwatch.server.runner import Runner, free_port
 from tests.support import http
+
+from .apiclient import Api, assert_error, manifest
 
 TOKEN = "Kq3v-9xTz_2mLw8RbY"
 BATCH = {"run_id": "x1", "file": "events.jsonl", "manifest": manifest("x1", "x1"),

@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-from .apiclient import Api, assert_error
 from sqlalchemy import Engine, text
 
 from runwatch.ingest import Indexer
@@ -25,6 +24,8 @@ from runwatch.server.warm import warm_up
 from runwatch.store.db import open_engine
 from tests.support import write_run
 from tests.support.wait import DEADLINE_S, wait_for
+
+from .apiclient import Api, assert_error
 
 ALPHA = {"loss": 1.0, "lr": 1e-3, "reward_std": 0.5, "timing/gen_s": 2.0, "other": 7.0}
 BETA = {"train/loss": 2.0, "learning_rate": 2e-3, "train/reward_std": 0.7,

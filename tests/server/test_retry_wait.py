@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .apiclient import Api
 from sqlalchemy import Engine
 
 from runwatch.server.app import create_app
@@ -20,6 +19,8 @@ from runwatch.server.runner import free_port
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
 from tests.support.workers import Workers, group_gone, workers
+
+from .apiclient import Api
 
 __all__ = ["workers"]  # the fixture
 

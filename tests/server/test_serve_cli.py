@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from .apiclient import MakeRun
 from typer.testing import CliRunner
 
 from runwatch.cli.serve import ui
 from runwatch.server.runner import free_port
 from runwatch.store.db import open_engine
 from runwatch.store.queries import list_runs
+
+from .apiclient import MakeRun
 
 
 def test_ui_exit_when_done_indexes_and_stops(runs_dir: Path, make_run: MakeRun) -> None:

@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import pytest
-from .apiclient import MakeRun, assert_error, read_events
 from sqlalchemy import Engine
 from typer.testing import CliRunner
 
@@ -19,6 +18,8 @@ from runwatch.cli.main import app as cli
 from runwatch.server import share
 from runwatch.server.runner import Runner, free_port
 from tests.support import http
+
+from .apiclient import MakeRun, assert_error, read_events
 
 TOKEN = "Kq3v-9xTz_2mLw8RbY-share"
 # the GET routes a share of run R may read (R is put in for {run}); every other route of

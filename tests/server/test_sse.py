@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import pytest
-from .apiclient import read_events
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from runwatch.sdk import init
@@ -19,6 +18,8 @@ from runwatch.server.runner import Runner, free_port
 from runwatch.server.updates import LOG_PAGE, SEQ_WINDOW
 from runwatch.store.db import POOL_OVERFLOW, POOL_SIZE, open_engine
 from tests.support import http, wait_for
+
+from .apiclient import read_events
 
 GUARD = httpx.Timeout(30.0)  # only stops a broken test from hanging
 

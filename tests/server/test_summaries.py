@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from .apiclient import Api
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, delete, select
@@ -46,6 +45,8 @@ from tests.foundation import test_postgres
 from tests.support import write_run
 from tests.support.jobs import record_attempt, submit_command
 from tests.support.migrations import downgrade
+
+from .apiclient import Api
 
 BUDGETS = (10, 37, 300, 1000)
 pg_database = test_postgres.pg_url  # the fixture: a new database on the PostgreSQL server

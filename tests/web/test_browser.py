@@ -8,6 +8,12 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, Route, expect
+
+from runwatch.sdk import init
+from runwatch.server.runner import Runner
+from tests.killed import killed_run
+from tests.support import cli_here, http, write_manifest
+
 from .webhelpers import (
     chart_points,
     drawn_charts,
@@ -17,11 +23,6 @@ from .webhelpers import (
     shot,
     wait_indexed,
 )
-
-from runwatch.sdk import init
-from runwatch.server.runner import Runner
-from tests.killed import killed_run
-from tests.support import cli_here, http, write_manifest
 
 
 def test_list_search_charts_rollouts_and_url_state(page: Page, server: Runner,

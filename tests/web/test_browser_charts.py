@@ -17,11 +17,12 @@ from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Browser, FloatRect, Locator, Page, expect
-from .webhelpers import drawn_charts, open_run, sft_run, shot, wait_indexed
 
 from runwatch.sdk import init
 from runwatch.sdk import run as sdk_run_module
 from runwatch.server.runner import Runner
+
+from .webhelpers import drawn_charts, open_run, sft_run, shot, wait_indexed
 
 # the light theme's line colours (style.css --blue, --orange)
 TRAIN_RGB = (0x25, 0x63, 0xEB)

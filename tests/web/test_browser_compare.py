@@ -16,10 +16,11 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from playwright.sync_api import Page, Request, Route, expect
-from .webhelpers import click_as_it_ends, shot, wait_indexed
 
 from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
+
+from .webhelpers import click_as_it_ends, shot, wait_indexed
 
 LRS = (1e-4, 3e-4, 1e-3)
 # arms of a sweep follow different plans: the report's request is refused (409), on purpose

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
-from .webhelpers import drawn_charts, press, shot
 
 from runwatch.server.runner import Runner, free_port
 from tests.support import http
+
+from .webhelpers import drawn_charts, press, shot
 
 # A training script that records into the job's run (runwatch.init attaches to it): it
 # logs a step every `pause` seconds. Attempt 1 of a `fail_first` job raises after its

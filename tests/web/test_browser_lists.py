@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from playwright.sync_api import Locator, Page, expect
-from .webhelpers import click_as_it_ends, press, sft_run, shot, wait_indexed
 
 from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
+
+from .webhelpers import click_as_it_ends, press, sft_run, shot, wait_indexed
 
 
 def _derived_run(runs_dir: Path, name: str, parent: str) -> None:

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
-from .webhelpers import open_run, shot, wait_indexed
 
 from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
 from tests.support import http
+
+from .webhelpers import open_run, shot, wait_indexed
 
 # Every test writes runs of its own names and reads only those: one server for the module.
 pytestmark = pytest.mark.module_server

@@ -8,6 +8,11 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
+
+from runwatch.sdk import Run, init
+from runwatch.server.runner import Runner
+from tests.support import http
+
 from .webhelpers import (
     background,
     grpo_run,
@@ -17,10 +22,6 @@ from .webhelpers import (
     themed_page,
     wait_indexed,
 )
-
-from runwatch.sdk import Run, init
-from runwatch.server.runner import Runner
-from tests.support import http
 
 
 def luminance(css: str) -> float:

@@ -10,13 +10,14 @@ from pathlib import Path
 import httpx
 import pytest
 from playwright.sync_api import Page, expect
-from .webhelpers import shot
 
 from runwatch.server.runner import Runner, free_port
 from runwatch.store import tokens
 from runwatch.store.db import open_engine
 from tests.support import http, sdk_run
 from tests.support.wait import DEADLINE_S
+
+from .webhelpers import shot
 
 BOOT = "bootstrap-token-4-browser"
 
