@@ -3,6 +3,7 @@ and every log imports with `runwatch import` into a real index that reads it bac
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -43,17 +44,24 @@ def test_every_run_is_labelled_and_about_a_third_is_held_back() -> None:
     assert all(LABELS[n]["split"] == "train" for n in RUNS if "left_holdout" in LABELS[n])
 
 
-def _table(text: str, first: str) -> dict[str, tuple[int, int]]:
-    """The rows of the README's count table whose header starts with `first`."""
+def _table(text: str, first: str) -> list[tuple[str, int, int]]:
+    """The rows of the README's count table whose header starts with `first`, in order."""
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first} |"))
-    rows: dict[str, tuple[int, int]] = {}
+    start = next((i for i, line in enumerate(lines) if line.startswith(f"| {first} |")), None)
+    assert start is not None, f"README has no table headed {first!r}"
+    rows = []
     for line in lines[start + 2:]:
         if not line.startswith("|"):
             break
         key, runs, holdout = (c.strip() for c in line.strip("|").split("|"))
-        rows[key] = (int(runs), int(holdout))
+        rows.append((key, int(runs), int(holdout)))
     return rows
+
+
+def _and_list(numbers: list[int]) -> str:
+    """1, 4 and 9, as the README lists rounds."""
+    words = [str(n) for n in numbers]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def test_readme_counts_are_those_of_the_labels() -> None:
@@ -67,10 +75,20 @@ def test_readme_counts_are_those_of_the_labels() -> None:
         return {v: (sum(LABELS[n][key] == v for n in RUNS),
                     sum(LABELS[n][key] == v for n in holdout)) for v in values}
 
-    assert _table(text, "method") == counts("method")
-    assert _table(text, "label (main)") == counts("label")
-    assert f"{len(holdout)} of the {len(RUNS)} runs are `split: holdout`" in text
+    for head, key in (("method", "method"), ("label (main)", "label")):
+        rows = _table(text, head)
+        assert len({k for k, _, _ in rows}) == len(rows), f"a {head} row is repeated"
+        assert {k: (r, h) for k, r, h in rows} == counts(key)
+    rounds = sorted({LABELS[n]["round"] for n in holdout})
+    split = re.findall(r"(\d+) of the (\d+) runs are `split: holdout` \(rounds ([^)]*)\)", text)
+    assert split == [(str(len(holdout)), str(len(RUNS)), _and_list(rounds))], split
     assert text.splitlines()[2].startswith(f"{len(RUNS)} metric logs"), "the first line"
+    # Every held-back round has its paragraph, which counts at least the runs still held
+    # back (a run that left the held-back split keeps no round).
+    for r in rounds:
+        added = re.search(rf"^- round {r}: (\d+) runs ", text, re.M)
+        assert added, f"README has no paragraph for round {r}"
+        assert int(added.group(1)) >= sum(LABELS[n]["round"] == r for n in holdout)
 
 
 @pytest.mark.parametrize("name", RUNS)
@@ -109,9 +127,21 @@ def test_imports_into_an_index(tmp_path: Path, name: str) -> None:
     engine.dispose()
     assert run.method == IMPORT_METHOD[label["method"]]
     assert [r.step for r in rows] == sorted({r["step"] for r in imported.records})
-    onset = label["onset_step"]
-    if onset is not None:
-        assert rows[0].step <= onset <= rows[-1].step
+    # Every onset, main and secondary, is one of the log's steps as imported (the scorer
+    # reads it as an int: an epoch left as 0.05 would silently score as row 0).
+    steps = [r.step for r in rows]
+    onsets = [label["onset_step"]] + [x["onset_step"] for x in label.get("secondary", [])]
+    for onset in (o for o in onsets if o is not None):
+        assert isinstance(onset, int) and onset in steps, onset
     if "onset_axis" in label:  # a log with no step column: its rows are its steps
-        assert [r.step for r in rows] == list(range(len(rows)))
-        assert onset in [r.step for r in rows]
+        assert steps == list(range(len(rows)))
+        with src.open(encoding="utf-8", newline="") as f:
+            table = list(csv.DictReader(f))
+        named = set()
+        for given, column, row in re.findall(r"([\d.]+) on its (\w+) column is row (\d+)",
+                                             label["onset_axis"]):
+            values = [float(t[column]) for t in table]
+            # the first row at or past the value the reader gave
+            assert int(row) == next(i for i, v in enumerate(values) if v >= float(given))
+            named.add(int(row))
+        assert named and {o for o in onsets if o is not None} <= named

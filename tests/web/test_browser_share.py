@@ -13,7 +13,8 @@ from sqlalchemy import Engine
 from runwatch.server import share
 from runwatch.server.runner import Runner, free_port
 from tests.support import http, wait_for
-from tests.web.webhelpers import sft_run, shot
+
+from .webhelpers import sft_run, shot
 
 TOKEN = "Kq3v-9xTz_2mLw8RbY-share"
 
