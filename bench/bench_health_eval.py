@@ -46,7 +46,8 @@ def main() -> int:
                   f"{len(c['false_positives']):>7}{_pct(c['precision']):>10}{delay_p:>10}"
                   f"{delay_s:>12}")
         p, h = sc["pathologies"], sc["healthy"]
-        print(f"  pathologies found {p['detected']}/{p['runs']} ({_pct(p['recall']).strip()}), "
+        print(f"  pathologies found {p['detected']}/{p['runs']} ({_pct(p['recall']).strip()}; "
+              f"{p['warned']} by a warning, {_pct(p['warned_recall']).strip()}), "
               f"median delay {p['median_delay_points']} points; healthy runs with a warning: "
               f"{len(h['with_warnings'])}/{h['runs']} {h['with_warnings'] or ''}")
         if split == "holdout" and rnd is None:

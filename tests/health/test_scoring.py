@@ -59,12 +59,39 @@ def test_score_of_a_known_detection_a_miss_and_a_false_positive(tmp_path: Path) 
     over = every["classes"]["overfitting"]
     assert (over["detected"], over["recall"], over["precision"]) == (0, 0.0, None)
     assert over["missed"] == ["missed"]
-    assert every["pathologies"] == {"runs": 2, "detected": 1, "recall": 0.5,
-                                    "median_delay_points": 1}
+    assert every["pathologies"] == {"runs": 2, "detected": 1, "recall": 0.5, "warned": 1,
+                                    "warned_recall": 0.5, "median_delay_points": 1}
     assert every["healthy"]["with_warnings"] == {"healthy_nan": ["metric.non_finite"]}
     held = score(results, "holdout")
     assert held["runs"] == 1 and held["pathologies"]["recall"] == 0.0
     assert "nan" not in held["classes"]
+
+
+def test_a_pathology_found_by_an_info_alone_is_found_but_not_warned(tmp_path: Path) -> None:
+    # One isolated jump of a noisy falling loss: loss.spike finds it as an info (a warning
+    # takes two jumps), so the run counts as found and not as warned; the NaN run beside
+    # it is told by a critical finding, so it counts as both.
+    corpus = tmp_path / "corpus"
+    noise = [0.004, -0.007, 0.009, -0.002, 0.006, -0.009, 0.001, 0.008, -0.005, 0.003]
+    losses = [2.0 - 0.01 * i + noise[i % 10] for i in range(30)]
+    losses[20] *= 1.6
+    trl_log(corpus / "spike", losses)
+    trl_log(corpus / "nan", [*losses[:4], math.nan, *losses[5:20]])
+    labels = {"runs": {
+        "spike": {"file": "trainer_state.json", "method": "sft", "split": "train",
+                  "label": "loss_spike", "onset_step": 21},
+        "nan": {"file": "trainer_state.json", "method": "sft", "split": "train",
+                "label": "nan", "onset_step": 5}}}
+    (corpus / "labels.yaml").write_text(yaml.safe_dump(labels), encoding="utf-8")
+    results = replay_all(load_corpus(corpus))
+    spike = next(r for r in results if r.run.name == "spike")
+    assert {(d.rule_id, d.severity) for d in spike.detections
+            if d.cls == "loss_spike"} == {("loss.spike", "info")}
+    sc = score(results, "train")["pathologies"]
+    assert (sc["detected"], sc["recall"], sc["warned"], sc["warned_recall"]) == (2, 1.0, 1, 0.5)
+    res = CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus), "--split", "train"])
+    assert res.exit_code == 0, res.output
+    assert "2 of 2 pathologies found (100%; 1 by a warning, 50%)" in res.output
 
 
 def test_health_eval_scores_one_round_on_its_own(tmp_path: Path) -> None:

@@ -104,7 +104,8 @@ def _tables(data: dict[str, Any], wide: bool) -> None:
                     title=f"{sp}: {sc['runs']} runs", wide=wide, drop=["missed"],
                     prose=["missed"])
         p, h = sc["pathologies"], sc["healthy"]
-        line(f"{sp}: {p['detected']} of {p['runs']} pathologies found ({_pct(p['recall'])}), "
+        line(f"{sp}: {p['detected']} of {p['runs']} pathologies found ({_pct(p['recall'])}; "
+             f"{p['warned']} by a warning, {_pct(p['warned_recall'])}), "
              f"median delay {_num(p['median_delay_points'])} logged points; "
              f"{len(h['with_warnings'])} of {h['runs']} healthy runs with a warning"
              + "".join(f"\n  {name}: {', '.join(rules)}"

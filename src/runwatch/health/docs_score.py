@@ -14,8 +14,11 @@ finding is detected at the step a live user would see it. Per class
 it prints recall (labelled runs with a finding of the class), precision (those against
 every run with such a finding), and the median delay from the labelled onset to the
 first finding, in logged points and in steps (negative: it came before the step the
-label names). A healthy run with a finding of warning or worse is a false alarm (at the
-highest severity the finding reaches: an info that holds long enough becomes a warning);
+label names). A labelled run counts as found on a finding of its class of any severity,
+info included; the summary line adds how many were told by a warning or worse, the same
+bar a healthy run is judged by. A healthy run with a finding of warning or worse is a false
+alarm (at the highest severity the finding reaches: an info that holds long enough becomes
+a warning);
 `run.stalled` is listed apart, since it reads wall-clock gaps between log lines that
 the labels do not judge. Held-back runs (`split: holdout`) stay out of tuning;
 the score is printed for `train`, for `holdout`, for every run, and for each `round` of

@@ -274,11 +274,19 @@ def score(results: list[Replayed], split: str = "all",
     labelled = [r for r in chosen if r.run.labels]
     found = [r for r in labelled if any(d.cls in {lab.cls for lab in r.run.labels}
                                         for d in r.detections)]
+    # Found counts a finding of any severity; a healthy run counts as warned only on a
+    # warning. The stricter figure beside it: labelled runs told of their class by a
+    # warning or worse, the measure a false alarm on a healthy run is taken by.
+    warned = [r for r in found if any(d.cls in {lab.cls for lab in r.run.labels}
+                                      and SEVERITY_RANK.get(d.severity, 0) >= ALARM
+                                      for d in r.detections)]
     delays = [v for c in per_class.values() for v in c["delays_points"].values()]
     return {
         "split": split, "round": round_, "runs": len(chosen), "classes": per_class,
         "pathologies": {"runs": len(labelled), "detected": len(found),
                         "recall": len(found) / len(labelled) if labelled else None,
+                        "warned": len(warned),
+                        "warned_recall": len(warned) / len(labelled) if labelled else None,
                         "median_delay_points": statistics.median(delays) if delays else None},
         "healthy": {"runs": len(healthy),
                     "with_warnings": {k: v for k, v in alarms.items() if v},
