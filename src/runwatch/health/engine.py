@@ -18,7 +18,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from runwatch.health import detectors as d
-from runwatch.health import finished as fin
 from runwatch.health import progress as pg
 from runwatch.health.evaluators import (
     EITHER_FIRST,
@@ -136,8 +135,10 @@ class Engine:
                              (state or {}).get("det"))
         if det is None:
             return None
-        if isinstance(det, fin.WholeWindow | pg.NoImprovement):
-            det.epochs = self.epochs  # one per run, fed by every batch that logs `epoch`
+        if isinstance(getattr(det, "epochs", None), pg.EpochStart):
+            # a detector that asks where the log starts gets the run's one EpochStart, fed
+            # by every batch that logs `epoch` (its own default reads nothing)
+            det.epochs = self.epochs
         gate = learning_key(rule)
         return Evaluator(rule, variant, params, self.overrides.severity(rule), det,
                          self.settings, state, self.gates[gate][1] if gate else None,
