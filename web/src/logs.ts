@@ -16,6 +16,8 @@ export class LogsView {
   private empty = h("div", { class: "logs-empty muted", id: "logs-empty", hidden: "" });
   private cursor: string | null = null;
   private seen = new Set<number>();
+  // which load() is current: an answer to an older one (another level) is dropped
+  private generation = 0;
 
   constructor(private readonly runId: string) {
     this.el = h(
@@ -31,9 +33,11 @@ export class LogsView {
   }
 
   async load(): Promise<void> {
+    const gen = ++this.generation;
     this.list.replaceChildren();
     this.seen.clear();
     const page = await getJSON<LogPage>(`${runPath(this.runId)}/logs`, { level: this.level.value, limit: 200 });
+    if (gen !== this.generation) return;
     // the API pages newest first; show oldest at the top
     for (const e of [...page.logs].reverse()) this.list.appendChild(this.entry(e));
     this.cursor = page.next_cursor;
@@ -74,7 +78,9 @@ export class LogsView {
 
   private async loadOlder(): Promise<void> {
     if (!this.cursor) return;
+    const gen = this.generation;
     const page = await getJSON<LogPage>(`${runPath(this.runId)}/logs`, { level: this.level.value, limit: 200, cursor: this.cursor });
+    if (gen !== this.generation) return;
     for (const e of page.logs) this.list.insertBefore(this.entry(e), this.list.firstChild);
     this.cursor = page.next_cursor;
     this.older.hidden = !this.cursor;

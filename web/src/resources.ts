@@ -31,6 +31,10 @@ export class ResourcesPage {
   private timer: number | undefined;
   private ticker: number | undefined;
   private fetchedAt = 0;
+  // reads are numbered as they are asked: an answer older than one shown is dropped (a
+  // slow periodic read that left before a Stop would show the worker as it was before)
+  private asked = 0;
+  private shown = 0;
   private workers: Worker[] = [];
   private disposed = false;
 
@@ -65,9 +69,11 @@ export class ResourcesPage {
   }
 
   private async refresh(): Promise<void> {
+    const seq = ++this.asked;
     try {
       const [list, queued] = await Promise.all([getJSON<WorkerList>("/workers"), getJSON<RunList>("/runs", { status: "QUEUED", limit: 100 })]);
-      if (this.disposed) return;
+      if (this.disposed || seq < this.shown) return;
+      this.shown = seq;
       reconcile(this.waiting, queued.runs.reverse().map((run) => h("li", { "data-run": run.run_id }, this.runLink(run.run_id, run.name, `Queued since ${fmtTime(run.created_at)}`))));
       this.workers = list.workers;
       this.fetchedAt = Date.now();
@@ -76,6 +82,7 @@ export class ResourcesPage {
       if (this.notice.classList.contains("stale")) this.setNotice("");
       this.render();
     } catch (e) {
+      if (this.disposed || seq < this.shown) return;
       this.setNotice(`The workers could not be read (this page tries again every few seconds). ${e instanceof Error ? e.message : String(e)}`, true, "stale");
     }
   }
