@@ -18,8 +18,8 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from playwright.sync_api import APIResponse, Page, Route, expect
