@@ -33,11 +33,16 @@ def judged(series: dict[str, Any], method: str = "sft", finished: bool = True) -
 
 def test_a_flat_short_loss_is_judged_once_the_run_has_succeeded() -> None:
     assert judged({"loss": FLAT}, finished=False) == []
+    # six points: an info (a handful of points cannot tell "does not fall" from "has not
+    # fallen yet"); from eight, a warning
     (f,) = judged({"loss": FLAT})
-    assert (f.status, f.severity, f.first_step, f.last_step) == ("open", "warning", 0, 5)
+    assert (f.status, f.severity, f.first_step, f.last_step) == ("open", "info", 0, 5)
     assert f.message == ("Over its whole log of 6 points, loss never fell more than 1.3% below "
                          "where it started (2.31 → lowest 2.28, last 2.28).")
     assert f.evidence["points"] == 6 and f.evidence["start"] == 2.31
+    assert judged({"loss": FLAT + [2.31]})[0].severity == "info"
+    (f,) = judged({"loss": FLAT + [2.31, 2.29]})
+    assert (f.severity, f.evidence["points"], f.last_step) == ("warning", 8, 7)
 
 
 def test_what_it_leaves_alone() -> None:
@@ -139,11 +144,11 @@ def test_health_eval_replay_finds_it_at_the_last_line(tmp_path: Path) -> None:
     log = tmp_path / "corpus" / "flat" / "log.jsonl"
     log.parent.mkdir(parents=True)
     log.write_text("".join(json.dumps({"step": 10 * (i + 1), "loss": v}) + "\n"
-                           for i, v in enumerate(FLAT)), encoding="utf-8")
+                           for i, v in enumerate(FLAT + [2.31, 2.29])), encoding="utf-8")
     run = CorpusRun("flat", log, "sft", "train", "loss_not_falling",
                     [Label("loss_not_falling", 10)])
     result = replay(run, tmp_path / "replay")
     (det,) = [d for d in result.detections if d.rule_id == RULE]
-    assert (det.point, det.step, det.cls, det.severity) == (5, 60, "loss_not_falling",
+    assert (det.point, det.step, det.cls, det.severity) == (7, 80, "loss_not_falling",
                                                             "warning")
     assert score([result], "train")["classes"]["loss_not_falling"]["detected"] == 1

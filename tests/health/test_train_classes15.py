@@ -25,7 +25,8 @@ from runwatch.health.progress import EpochStart
 from .helpers import evaluate, to_batch
 
 RULE = "loss.flat_finished_run"
-FLAT = [2.31, 2.30, 2.32, 2.29, 2.30, 2.28]  # never 1.3% below its start
+# never 1.3% below its start; eight points, the fewest on which the rule warns
+FLAT = [2.31, 2.30, 2.32, 2.29, 2.30, 2.28, 2.31, 2.29]
 
 
 def _finished(series: dict[str, Any]) -> list[tuple[str, float]]:
@@ -33,25 +34,25 @@ def _finished(series: dict[str, Any]) -> list[tuple[str, float]]:
             for f in evaluate("sft", {}, series, finished=True) if f.rule_id == RULE]
 
 
-def _epochs(first: float, step: float, n: int = 6) -> list[float]:
+def _epochs(first: float, step: float, n: int = 8) -> list[float]:
     return [round(first + step * i, 2) for i in range(n)]
 
 
 def test_a_flat_loss_in_a_log_cut_mid_run_by_its_epochs_is_an_info() -> None:
-    # Trigger: steps 0-5, epochs 0.48-0.63 (a README's console window of a LLaMA-Factory
+    # Trigger: steps 0-7, epochs 0.48-0.69 (a README's console window of a LLaMA-Factory
     # run, its lines numbered as they were pasted). On the engine before, a warning.
     assert _finished({"loss": FLAT, "epoch": _epochs(0.48, 0.03)}) == [("info", 1.0)]
     # Epochs a trainer rounded to 2 decimals, the same at every line: a stride of 0.
-    assert _finished({"loss": FLAT, "epoch": [0.16] * 6}) == [("info", 1.0)]
+    assert _finished({"loss": FLAT, "epoch": [0.16] * 8}) == [("info", 1.0)]
 
 
 def test_a_flat_loss_logged_from_the_runs_first_epoch_still_warns() -> None:
     # Near misses: epochs from 0.03 (every 10 steps of a 300-step epoch); from 0.1 by 0.1
     # (past 0.05, but within 3 strides); from 0.04 by 0.01 (past 3 strides, but within
-    # 0.05 of an epoch); six epochs logged once each; a hand-written loop's epoch counter
+    # 0.05 of an epoch); eight epochs logged once each; a hand-written loop's epoch counter
     # that starts at 1.
     for epochs in (_epochs(0.03, 0.03), _epochs(0.1, 0.1), _epochs(0.04, 0.01),
-                   [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [1.0] * 6):
+                   [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [1.0] * 8):
         assert _finished({"loss": FLAT, "epoch": epochs}) == [("warning", 0.0)], epochs
     # Trigger beside them: from 0.06 by 0.01, past both.
     assert _finished({"loss": FLAT, "epoch": _epochs(0.06, 0.01)}) == [("info", 1.0)]
@@ -70,7 +71,7 @@ def _batches(parts: list[dict[str, Any]]) -> list[tuple[str, float]]:
 
 
 def test_where_the_log_starts_is_kept_across_batches_and_read_from_any_of_them() -> None:
-    steps, epochs = list(range(6)), _epochs(0.48, 0.03)
+    steps, epochs = list(range(8)), _epochs(0.48, 0.03)
     # the window in two batches, the engine rebuilt from its saved state between them
     assert _batches([{"loss": (steps[:3], FLAT[:3]), "epoch": (steps[:3], epochs[:3])},
                      {"loss": (steps[3:], FLAT[3:]), "epoch": (steps[3:], epochs[3:])}]
@@ -79,7 +80,7 @@ def test_where_the_log_starts_is_kept_across_batches_and_read_from_any_of_them()
     assert _batches([{"epoch": (steps, epochs)}, {"loss": (steps, FLAT)}]) == [("info", 1.0)]
     # a run logged from its start whose epochs start over later (a second stage, a
     # resumed attempt): its start is what counts
-    later = list(range(6, 12))
+    later = list(range(8, 16))
     assert _batches([{"loss": (steps, FLAT), "epoch": (steps, _epochs(0.03, 0.03))},
                      {"loss": (later, FLAT), "epoch": (later, _epochs(0.5, 0.1))}]
                     ) == [("warning", 0.0)]

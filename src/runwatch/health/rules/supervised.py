@@ -151,9 +151,10 @@ RULES: tuple[Rule, ...] = (
         methods=("sft", "dpo"),
         variants=(("loss",),),
         detector="whole_window",
-        params={"min_change": 0.05, "end_change": 0.04, "min_points": 4, "min_level": 0.1},
+        params={"min_change": 0.05, "end_change": 0.04, "min_points": 4, "min_level": 0.1,
+                "warn_after": 8},
         signal="loss_flat",
-        severity="warning",
+        severity="info",
         condition="Judged once, when the run has succeeded (its end status, which the "
         "SDK's finish and an import write), on its whole log of {min_points} logged `loss` "
         "points or more, where sft.loss_not_falling or dpo.loss_not_falling never judged it "
@@ -174,7 +175,12 @@ RULES: tuple[Rule, ...] = (
         "at a fraction of an epoch past 0.05 and past 3 of its epoch strides (a window cut "
         "from a longer run, a resumed one, or a window whose lines were numbered from where "
         "it was cut), the finding is info: the window is flat, but its start is not the "
-        "run's, which may have learned before it.",
+        "run's, which may have learned before it. On fewer than {warn_after} points the "
+        "finding is info, a warning from {warn_after} on: on the labelled corpus's train "
+        "split, a finished log of 8 points or more whose loss fell less than 5% is read "
+        "as not learning 32 times in 36, while on 4 to 7 points its readers split (3 "
+        "healthy, 4 not falling): a handful of points cannot tell a loss that does not "
+        "fall from one that has not fallen yet.",
         message="Over {log} of {points:.0f} points, {metric} {change} ({start:.4g} "
         "→ lowest {lowest:.4g}, last {last:.4g}).",
         advice="The run trained without learning: raise learning_rate (a LoRA at a low rank "
