@@ -40,8 +40,8 @@ def test_a_flat_short_loss_is_judged_once_the_run_has_succeeded() -> None:
     assert f.message == ("Over its whole log of 6 points, loss never fell more than 1.3% below "
                          "where it started (2.31 → lowest 2.28, last 2.28).")
     assert f.evidence["points"] == 6 and f.evidence["start"] == 2.31
-    assert judged({"loss": FLAT + [2.31]})[0].severity == "info"
-    (f,) = judged({"loss": FLAT + [2.31, 2.29]})
+    assert judged({"loss": [*FLAT, 2.31]})[0].severity == "info"
+    (f,) = judged({"loss": [*FLAT, 2.31, 2.29]})
     assert (f.severity, f.evidence["points"], f.last_step) == ("warning", 8, 7)
 
 
@@ -144,7 +144,7 @@ def test_health_eval_replay_finds_it_at_the_last_line(tmp_path: Path) -> None:
     log = tmp_path / "corpus" / "flat" / "log.jsonl"
     log.parent.mkdir(parents=True)
     log.write_text("".join(json.dumps({"step": 10 * (i + 1), "loss": v}) + "\n"
-                           for i, v in enumerate(FLAT + [2.31, 2.29])), encoding="utf-8")
+                           for i, v in enumerate([*FLAT, 2.31, 2.29])), encoding="utf-8")
     run = CorpusRun("flat", log, "sft", "train", "loss_not_falling",
                     [Label("loss_not_falling", 10)])
     result = replay(run, tmp_path / "replay")
