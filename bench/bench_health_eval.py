@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from runwatch.health.scoring import load_corpus, replay_all, score
+from runwatch.health.scoring import load_corpus, replay_all, score, summary_line
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "real"
 
@@ -46,10 +46,9 @@ def main() -> int:
                   f"{len(c['false_positives']):>7}{_pct(c['precision']):>10}{delay_p:>10}"
                   f"{delay_s:>12}")
         p, h = sc["pathologies"], sc["healthy"]
-        print(f"  pathologies found {p['detected']}/{p['runs']} ({_pct(p['recall']).strip()}; "
-              f"{p['warned']} by a warning, {_pct(p['warned_recall']).strip()}), "
-              f"median delay {p['median_delay_points']} points; healthy runs with a warning: "
-              f"{len(h['with_warnings'])}/{h['runs']} {h['with_warnings'] or ''}")
+        print("  " + summary_line(title, sc))
+        for name, rules in h["with_warnings"].items():
+            print(f"    {name}: {', '.join(rules)}")
         if split == "holdout" and rnd is None:
             met = ((p["recall"] or 0) >= 0.9 and not h["with_warnings"]
                    and (p["median_delay_points"] or 0) <= 10)

@@ -16,7 +16,7 @@ import typer
 
 from runwatch.cli.output import Output, emit, fail, line, print_table
 from runwatch.cli.runs import JqOpt, OutOpt, RawOpt
-from runwatch.health.scoring import load_corpus, replay_all, run_rows, score
+from runwatch.health.scoring import load_corpus, replay_all, run_rows, score, summary_line
 
 # The corpus of the checkout runwatch runs from (an editable install); a wheel has none.
 DEFAULT_CORPUS = Path(__file__).resolve().parents[3] / "tests" / "data" / "real"
@@ -103,13 +103,9 @@ def _tables(data: dict[str, Any], wide: bool) -> None:
                      "delay (points)", "delay (steps)", "missed"], rows,
                     title=f"{sp}: {sc['runs']} runs", wide=wide, drop=["missed"],
                     prose=["missed"])
-        p, h = sc["pathologies"], sc["healthy"]
-        line(f"{sp}: {p['detected']} of {p['runs']} pathologies found ({_pct(p['recall'])}; "
-             f"{p['warned']} by a warning, {_pct(p['warned_recall'])}), "
-             f"median delay {_num(p['median_delay_points'])} logged points; "
-             f"{len(h['with_warnings'])} of {h['runs']} healthy runs with a warning"
-             + "".join(f"\n  {name}: {', '.join(rules)}"
-                       for name, rules in h["with_warnings"].items()))
+        h = sc["healthy"]
+        line(summary_line(sp, sc) + "".join(f"\n  {name}: {', '.join(rules)}"
+                                            for name, rules in h["with_warnings"].items()))
         if h["process_findings"]:
             line("  (not counted: " + "; ".join(
                 f"{name}: {', '.join(rules)}" for name, rules in h["process_findings"].items())

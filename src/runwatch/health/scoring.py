@@ -294,6 +294,21 @@ def score(results: list[Replayed], split: str = "all",
     }
 
 
+def summary_line(title: str, sc: dict[str, Any]) -> str:
+    """A score's one line, as `health-eval` and `make bench` print it: pathologies found
+    (any severity) and told by a warning, the median delay, healthy runs warned."""
+    p, h = sc["pathologies"], sc["healthy"]
+
+    def pct(value: float | None) -> str:
+        return "—" if value is None else f"{value:.0%}"
+
+    delay = p["median_delay_points"]
+    return (f"{title}: {p['detected']} of {p['runs']} pathologies found ({pct(p['recall'])}; "
+            f"{p['warned']} by a warning, {pct(p['warned_recall'])}), median delay "
+            f"{'—' if delay is None else f'{delay:g}'} logged points; "
+            f"{len(h['with_warnings'])} of {h['runs']} healthy runs with a warning")
+
+
 def run_rows(results: list[Replayed]) -> list[dict[str, Any]]:
     """Per run: its label and what was found, for `-o json` and for reading a miss."""
     return [{
