@@ -36,7 +36,8 @@ from .webhelpers import wait_indexed
 
 class Held:
     """The server's answers to the page's requests matching a path, handed to the page only
-    when the test releases them (the request is sent when the page makes it)."""
+    when the test releases them. Each request is sent to the server when the test's thread
+    next waits on the page (Playwright runs route handlers then); `wait` is such a wait."""
 
     def __init__(self, page: Page, path: str) -> None:
         self.page = page
@@ -53,10 +54,24 @@ class Held:
             assert time.monotonic() < deadline, f"the page did not make {n} such requests"
             self.page.wait_for_timeout(50)
 
-    def release(self, *, newest_first: bool = False) -> None:
+    def release(self, *, newest_first: bool = False) -> int:
+        """Hand every held answer to the page; how many there were."""
+        n = len(self.answers)
         while self.answers:
             route, answer = self.answers.pop(-1 if newest_first else 0)
             route.fulfill(response=answer)
+        return n
+
+
+def _answers(page: Page, selector: str) -> int:
+    """How many reads the view at `selector` has had answered, shown or dropped (its
+    `data-answers`)."""
+    return int(page.locator(selector).get_attribute("data-answers") or 0)
+
+
+def _wait_answers(page: Page, selector: str, n: int) -> None:
+    """Wait until the view has had `n` reads answered: every answer released is handled."""
+    expect(page.locator(selector)).to_have_attribute("data-answers", str(n))
 
 
 def _set_stage(engine: Engine, run_id: str, stage: str) -> None:
@@ -135,16 +150,16 @@ def test_a_stopped_worker_stays_stopping_when_an_older_read_answers_last(
     # the page's next periodic read leaves before the Stop; its answer is held
     held = Held(page, "/api/workers")
     held.wait(1)
+    before = _answers(page, "#resources")
     row.locator("[data-drain]").click()
     expect(page.locator(".notice")).to_contain_text("takes no new ones")
     # the Stop's own read (it sees the worker draining) answers first, then the older one
     held.wait(2, lambda body: any(w["id"] == "w-idle" and w["draining"] for w in body["workers"]))
-    held.release(newest_first=True)
+    released = held.release(newest_first=True)
+    _wait_answers(page, "#resources", before + released)
+    # every answer is in, the older last: what shows is the newest
     expect(row.locator("[data-drain]")).to_have_text("Stopping…")
     expect(row.locator("[data-state]")).to_have_attribute("data-state", "draining")
-    # later reads (held too) change nothing: what shows is the newest answer
-    page.wait_for_timeout(500)
-    expect(row.locator("[data-drain]")).to_have_text("Stopping…")
     page.unroute_all()
     held.release()
 
@@ -166,16 +181,48 @@ def test_the_logs_show_the_level_chosen_last_when_an_earlier_choice_answers_last
     rows = page.locator("#logs .log-row")
     expect(rows).to_have_count(4)
     held = Held(page, f"/api/runs/{run.id}/logs")
+    before = _answers(page, "#live-logs")
     level = '#live-logs select[aria-label="Minimum level"]'
     page.select_option(level, "INFO")
     held.wait(1)
     page.select_option(level, "ERROR")
     held.wait(2)
     # the ERROR list answers first, then the INFO one asked before it
-    held.release(newest_first=True)
+    released = held.release(newest_first=True)
     page.unroute_all()
+    _wait_answers(page, "#live-logs", before + released)
     expect(rows).to_have_count(1)
     expect(rows).to_contain_text("a shard could not be read")
-    page.wait_for_timeout(300)
+    run.finish("SUCCEEDED")
+
+
+def test_a_line_streamed_while_the_logs_load_stays_after_the_older_ones(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    run = init(name="streaming", dir=runs_dir, method="sft", base_model="tiny",
+               dataset="arith", trainer="t", backend="local", flush_interval=0.05)
+    assert isinstance(run, Run)
+    run.log({"loss": 1.0}, step=0)
+    for i in range(3):
+        run.log_text(f"tokenizing shard {i}", level="info")
+    run.log({"loss": 0.9}, step=1)
+    wait_indexed(server.url, "streaming", 1)
+    page.goto(f"{server.url}/runs")
+    page.click('.run-row:has-text("streaming")')
+    page.wait_for_selector("#detail[data-loaded=true]")
+    rows = page.locator("#logs .log-row")
+    expect(rows).to_have_count(3)
+    held = Held(page, f"/api/runs/{run.id}/logs")
+    before = _answers(page, "#live-logs")
+    page.select_option('#live-logs select[aria-label="Minimum level"]', "INFO")
+    held.wait(1)  # its page, read now, holds the three lines
+    # a line written while that page travels reaches the list by the run's stream first
+    run.log_text("the first batch is ready", level="warning")
     expect(rows).to_have_count(1)
+    released = held.release()
+    page.unroute_all()
+    _wait_answers(page, "#live-logs", before + released)
+    # the page's lines go before it, each once
+    expect(rows).to_have_count(4)
+    expect(rows.last).to_contain_text("the first batch is ready")
+    expect(rows.first).to_contain_text("tokenizing shard 0")
     run.finish("SUCCEEDED")

@@ -102,7 +102,7 @@ const SCALAR_TILES: [string, keyof Scalars, boolean, boolean][] = [
   ["Val margin", "val_margin", true, true],
 ];
 
-// Reads of the detail not shown in a row because a newer one follows (see refresh)
+// Reads of the detail not shown in a row because they left before a new phase (see refresh)
 const REFRESH_SKIPS = 3;
 
 // While points arrive, the detail (tiles, job details, cost) is read again at most this often.
@@ -145,6 +145,8 @@ export class DetailView {
   private generation = 0;
   private refreshing: Promise<void> | null = null;
   private refreshAgain = false;
+  // how many new phases the page has shown without a read (see update and refresh)
+  private phaseChanges = 0;
 
   constructor(
     private readonly runId: string,
@@ -263,6 +265,7 @@ export class DetailView {
     if (!always && run.status === prev.status && run.reason === prev.reason && run.stage === prev.stage && run.process_gone === prev.process_gone) return;
     if (run.status !== prev.status) {
       // the new phase shows at once; the detail fetched next brings its actions and cards
+      this.phaseChanges++;
       this.detail = { ...this.detail!, run, actions: { cancel: false, retry: false } };
       this.el.dataset.status = run.status;
       this.renderHeader();
@@ -281,12 +284,14 @@ export class DetailView {
     this.refreshing = (async () => {
       do {
         this.refreshAgain = false;
+        const phases = this.phaseChanges;
         const detail = await getJSON<RunDetail>(runPath(this.runId));
         if (this.disposed || gen !== this.generation) return;
-        // a change came while this read travelled: the read made next shows it, and this
-        // one (perhaps from before an action the page took meanwhile) is not shown, lest
-        // the phase go back for a moment (a few in a row at most, so a busy run still moves)
-        if (this.refreshAgain && skipped < REFRESH_SKIPS) skipped++;
+        // the page learned of a new phase while this read travelled (an action's answer, a
+        // stream's event): the read it asked for next shows it, and this one, which may
+        // hold the phase before, is not shown, lest the phase go back for a moment (a few
+        // in a row at most, so a run whose phase keeps changing still shows its details)
+        if (this.refreshAgain && phases !== this.phaseChanges && skipped < REFRESH_SKIPS) skipped++;
         else {
           skipped = 0;
           this.show(detail);

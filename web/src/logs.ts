@@ -37,13 +37,20 @@ export class LogsView {
     this.list.replaceChildren();
     this.seen.clear();
     const page = await getJSON<LogPage>(`${runPath(this.runId)}/logs`, { level: this.level.value, limit: 200 });
+    this.answered();
     if (gen !== this.generation) return;
-    // the API pages newest first; show oldest at the top
-    for (const e of [...page.logs].reverse()) this.list.appendChild(this.entry(e));
+    // the API pages newest first; show oldest at the top, before the lines the stream
+    // appended while this page travelled (newer, or already in it: each shown once)
+    this.list.prepend(...[...page.logs].reverse().filter((e) => !this.seen.has(e.seq)).map((e) => this.entry(e)));
     this.cursor = page.next_cursor;
     this.older.hidden = !this.cursor;
     this.showEmpty();
     this.list.scrollTop = this.list.scrollHeight;
+  }
+
+  /** Count the pages answered, shown or dropped (`data-answers`: a test waits on it). */
+  private answered(): void {
+    this.el.dataset.answers = String(Number(this.el.dataset.answers ?? 0) + 1);
   }
 
   /** With no line to show, say so, and what writes log lines (the level filter may hide some). */
@@ -80,8 +87,9 @@ export class LogsView {
     if (!this.cursor) return;
     const gen = this.generation;
     const page = await getJSON<LogPage>(`${runPath(this.runId)}/logs`, { level: this.level.value, limit: 200, cursor: this.cursor });
+    this.answered();
     if (gen !== this.generation) return;
-    for (const e of page.logs) this.list.insertBefore(this.entry(e), this.list.firstChild);
+    for (const e of page.logs) if (!this.seen.has(e.seq)) this.list.insertBefore(this.entry(e), this.list.firstChild);
     this.cursor = page.next_cursor;
     this.older.hidden = !this.cursor;
   }

@@ -72,6 +72,8 @@ export class ResourcesPage {
     const seq = ++this.asked;
     try {
       const [list, queued] = await Promise.all([getJSON<WorkerList>("/workers"), getJSON<RunList>("/runs", { status: "QUEUED", limit: 100 })]);
+      // the reads answered, shown or dropped (`data-answers`: a test waits on it)
+      this.el.dataset.answers = String(Number(this.el.dataset.answers ?? 0) + 1);
       if (this.disposed || seq < this.shown) return;
       this.shown = seq;
       reconcile(this.waiting, queued.runs.reverse().map((run) => h("li", { "data-run": run.run_id }, this.runLink(run.run_id, run.name, `Queued since ${fmtTime(run.created_at)}`))));
