@@ -1,11 +1,12 @@
-"""Session 21: an entropy that halves while the reward climbs is told by an info.
+"""Session 21: an entropy that halves while the reward climbs still warns.
 
 `grpo.entropy_collapse` warns when the entropy's trend falls steeply and it stands at half
-its start or below. A GRPO policy that learns sharpens: its entropy often halves while its
-reward climbs. While the reward has risen beyond its noise since the start, the finding is
-an info (`Rule.learning`, as for `grpo.zero_variance`); `grpo.entropy_low` still warns once
-the entropy is a quarter of its start, and `grpo.entropy_crash` at a tenth, whatever the
-reward does.
+its start or below. A GRPO policy that learns sharpens, so session 21 tried making the
+finding an info while the reward rises (`Rule.learning`, as `grpo.zero_variance` has it).
+On train that took the only warning from four runs of one project labelled
+`entropy_collapse` (one as its main label, three beside `reward_hacking`: the reward climbs
+because a proxy is gamed), so the rule warns whatever the reward does. These pin that
+choice, and the rules that judge lower entropies.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import math
 
 from runwatch.health.findings import Finding
+from runwatch.health.rules.base import SEVERITY_RANK
 
 from .helpers import evaluate
 
@@ -31,27 +33,29 @@ def _reward(rise: float, n: int = 64) -> list[float]:
 
 
 def _worst(found: list[Finding]) -> dict[str, str]:
-    """Each entropy rule's severity, at the end of the run."""
-    return {f.rule_id: f.severity for f in found if f.rule_id in ENTROPY_RULES}
+    """Each entropy rule's highest severity over its findings."""
+    worst: dict[str, str] = {}
+    for f in found:
+        if f.rule_id in ENTROPY_RULES and SEVERITY_RANK[f.severity] >= SEVERITY_RANK[
+                worst.get(f.rule_id, "info")]:
+            worst[f.rule_id] = f.severity
+    return worst
 
 
-def test_an_entropy_at_a_third_of_its_start_warns_while_the_reward_is_flat() -> None:
-    found = _worst(evaluate("grpo", {}, {"entropy": _entropy(0.3), "reward_mean": _reward(0.0)}))
-    assert found == {"grpo.entropy_collapse": "warning"}
-
-
-def test_an_entropy_at_a_third_of_its_start_is_an_info_while_the_reward_climbs() -> None:
-    found = evaluate("grpo", {}, {"entropy": _entropy(0.3), "reward_mean": _reward(0.4)})
-    assert _worst(found) == {"grpo.entropy_collapse": "info"}
-    (f,) = [f for f in found if f.rule_id == "grpo.entropy_collapse"]
-    assert f.message.endswith("reward_mean has risen beyond its noise since the start: the "
-                              "run learns.")
-    # with no reward logged, nothing says the run learns: a warning
+def test_an_entropy_at_a_third_of_its_start_warns_whatever_the_reward_does() -> None:
+    for reward in (_reward(0.0), _reward(0.4)):
+        found = _worst(evaluate("grpo", {}, {"entropy": _entropy(0.3), "reward_mean": reward}))
+        assert found == {"grpo.entropy_collapse": "warning"}
     assert _worst(evaluate("grpo", {}, {"entropy": _entropy(0.3)})) == {
         "grpo.entropy_collapse": "warning"}
 
 
-def test_an_entropy_at_a_sixth_of_its_start_warns_however_the_reward_climbs() -> None:
+def test_an_entropy_falling_to_two_thirds_of_its_start_is_no_collapse() -> None:
+    # near miss: the same fall, stopping at two thirds of the start
+    assert _worst(evaluate("grpo", {}, {"entropy": _entropy(0.67),
+                                         "reward_mean": _reward(0.4)})) == {}
+
+
+def test_an_entropy_at_a_sixth_of_its_start_is_also_low() -> None:
     found = _worst(evaluate("grpo", {}, {"entropy": _entropy(0.15), "reward_mean": _reward(0.4)}))
-    assert found["grpo.entropy_low"] == "warning"
-    assert found["grpo.entropy_collapse"] == "info"
+    assert found == {"grpo.entropy_collapse": "warning", "grpo.entropy_low": "warning"}

@@ -107,15 +107,17 @@ loss over its first points means nothing, and `sft.loss_not_falling` and
 short fine-tune, ends before it. When the run succeeds (the SDK's `finish`, an import, or
 an end status streamed over HTTP: the index reads it from the run's events) the engine
 judges `loss.flat_finished_run` on everything the run logged, if the live rule never
-judged it: a warning when the loss never stood 5% below where it started and ended within
-5% of it. Each reading is the kindest to the run (the higher start, its lowest point), so
-a short run whose loss falls 5-20% in noise is not flagged because its last point bounced
-back up. A run that failed or was cancelled is not judged (its end is the news), nor a loss
-already near 0. A log that starts far from step 0 (a window of a longer run) or, by the run's
-own `epoch`, at a first epoch that is a fraction above 0.05 and above 3 of the log's epoch
-strides (a window whose lines were numbered from where it was cut) gets an info: the window
-is flat, but the run may have learned before it. Points
-that arrive after the end are judged with it again; the end read twice changes nothing.
+judged it: a finding when the loss never stood 5% below where it started and ended within
+5% of it, a warning from 8 logged points on and an info on fewer (a handful of points
+cannot tell a loss that does not fall from one that has not fallen yet). Each reading is
+the kindest to the run (the higher start, its lowest point), so a short run whose loss
+falls 5-20% in noise is not flagged because its last point bounced back up. A run that
+failed or was cancelled is not judged (its end is the news), nor a loss already near 0.
+A log that starts far from step 0 (a window of a longer run) or, by the run's own `epoch`,
+at a first epoch that is a fraction above 0.05 and above 3 of the log's epoch strides (a
+window whose lines were numbered from where it was cut) gets an info: the window is flat,
+but the run may have learned before it. Points that arrive after the end are judged with
+it again; the end read twice changes nothing.
 
 A rule about a run's learning signal (groups without a reward spread, a DPO loss not
 yet down 5%) names the metric that shows the run learning (`Rule.learning`: the reward,

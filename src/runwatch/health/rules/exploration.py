@@ -47,7 +47,6 @@ RULES: tuple[Rule, ...] = (
                 "zero_unmeasured": 1},
         signal="entropy",
         severity="warning",
-        learning="reward_mean",
         condition="The Theil–Sen trend of `entropy` over the last {window} steps (at least "
         "{min_window} logged points) falls by at least {min_effect} of its level, and the "
         "entropy now (the median of its latest 3 points) stands at {of_start} of where it "
@@ -55,11 +54,11 @@ RULES: tuple[Rule, ...] = (
         "the policy is becoming deterministic, and groups soon stop differing in reward. "
         "A fall from a level the entropy rose to after its start, back towards where it "
         "started, is a policy sharpening once it has found what pays, not a collapse "
-        "(the corpus's definition: a small fraction of its start). While the reward has "
-        "risen beyond its noise since the start, the finding is info: an entropy that "
-        "halves while the reward climbs is a policy sharpening on what pays, which a "
-        "run that learns does; grpo.entropy_low still warns once it is a quarter of its "
-        "start, whatever the reward does." + UNMEASURED,
+        "(the corpus's definition: a small fraction of its start). It warns while the "
+        "reward climbs too: a policy that learns sharpens, but on the labelled corpus's "
+        "train split a reward that climbs as the entropy halves is as often a proxy "
+        "being gamed (four runs of one project labelled entropy_collapse, three of them "
+        "reward hacking, whose only warning this is)." + UNMEASURED,
         message="{metric} {change} from step {first_step} to {last_step} (now {last:.3g}; "
         "it started at {start:.3g}).",
         advice=ENTROPY_ADVICE,

@@ -177,10 +177,10 @@ RULES: tuple[Rule, ...] = (
         "it was cut), the finding is info: the window is flat, but its start is not the "
         "run's, which may have learned before it. On fewer than {warn_after} points the "
         "finding is info, a warning from {warn_after} on: on the labelled corpus's train "
-        "split, a finished log of 8 points or more whose loss fell less than 5% is read "
-        "as not learning 32 times in 36, while on 4 to 7 points its readers split (3 "
-        "healthy, 4 not falling): a handful of points cannot tell a loss that does not "
-        "fall from one that has not fallen yet.",
+        "split, a finished log of 8 points or more whose loss fell less than 5% is "
+        "labelled not falling 31 times in 36, while on 4 to 7 points the labels split "
+        "(4 healthy, 4 not falling): a handful of points cannot tell a loss that does "
+        "not fall from one that has not fallen yet.",
         message="Over {log} of {points:.0f} points, {metric} {change} ({start:.4g} "
         "→ lowest {lowest:.4g}, last {last:.4g}).",
         advice="The run trained without learning: raise learning_rate (a LoRA at a low rank "
