@@ -36,7 +36,8 @@ def main() -> int:
     for split, rnd in [("train", None), ("holdout", None), *(("holdout", n) for n in rounds)]:
         sc = score(results, split, rnd)
         title = split if rnd is None else f"holdout round {rnd}"
-        print(f"\n{title} ({sc['runs']} runs)")
+        # the summary line names the split; the table of its classes follows
+        print("\n" + summary_line(f"{title} ({sc['runs']} runs)", sc))
         print(f"  {'class':<24}{'runs':>5}{'found':>6}{'recall':>8}{'false+':>7}"
               f"{'precision':>10}{'delay pts':>10}{'delay steps':>12}")
         for cls, c in sc["classes"].items():
@@ -46,7 +47,6 @@ def main() -> int:
                   f"{len(c['false_positives']):>7}{_pct(c['precision']):>10}{delay_p:>10}"
                   f"{delay_s:>12}")
         p, h = sc["pathologies"], sc["healthy"]
-        print("  " + summary_line(title, sc))
         for name, rules in h["with_warnings"].items():
             print(f"    {name}: {', '.join(rules)}")
         if split == "holdout" and rnd is None:

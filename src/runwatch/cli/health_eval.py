@@ -16,7 +16,14 @@ import typer
 
 from runwatch.cli.output import Output, emit, fail, line, print_table
 from runwatch.cli.runs import JqOpt, OutOpt, RawOpt
-from runwatch.health.scoring import load_corpus, replay_all, run_rows, score, summary_line
+from runwatch.health.scoring import (
+    load_corpus,
+    pct,
+    replay_all,
+    run_rows,
+    score,
+    summary_line,
+)
 
 # The corpus of the checkout runwatch runs from (an editable install); a wheel has none.
 DEFAULT_CORPUS = Path(__file__).resolve().parents[3] / "tests" / "data" / "real"
@@ -85,18 +92,14 @@ def health_eval_command(
     emit(data, output, jq, lambda wide: _tables(data, wide), raw)
 
 
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:.0%}"
-
-
 def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:g}"
 
 
 def _tables(data: dict[str, Any], wide: bool) -> None:
     for sp, sc in data["scores"].items():
-        rows = [[cls, c["runs"], c["detected"], _pct(c["recall"]), len(c["false_positives"]),
-                 _pct(c["precision"]), _num(c["median_delay_points"]),
+        rows = [[cls, c["runs"], c["detected"], pct(c["recall"]), len(c["false_positives"]),
+                 pct(c["precision"]), _num(c["median_delay_points"]),
                  _num(c["median_delay_steps"]), ", ".join(c["missed"]) or "—"]
                 for cls, c in sc["classes"].items()]
         print_table(["class", "runs", "found", "recall", "false +", "precision",

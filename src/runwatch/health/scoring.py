@@ -294,14 +294,15 @@ def score(results: list[Replayed], split: str = "all",
     }
 
 
+def pct(value: float | None) -> str:
+    """A share as a whole percent; a dash where there is nothing to share."""
+    return "—" if value is None else f"{value:.0%}"
+
+
 def summary_line(title: str, sc: dict[str, Any]) -> str:
     """A score's one line, as `health-eval` and `make bench` print it: pathologies found
     (any severity) and told by a warning, the median delay, healthy runs warned."""
     p, h = sc["pathologies"], sc["healthy"]
-
-    def pct(value: float | None) -> str:
-        return "—" if value is None else f"{value:.0%}"
-
     delay = p["median_delay_points"]
     return (f"{title}: {p['detected']} of {p['runs']} pathologies found ({pct(p['recall'])}; "
             f"{p['warned']} by a warning, {pct(p['warned_recall'])}), median delay "
