@@ -9,7 +9,6 @@ Ray worker writes it (no cluster is needed to show it).
 
 from __future__ import annotations
 
-import sys
 import time
 
 from playwright.sync_api import Page, expect
@@ -17,21 +16,14 @@ from sqlalchemy import Engine
 
 from runwatch.server.runner import Runner
 from runwatch.store import jobs as store_jobs
-from tests.support import http
+
+from .webhelpers import job_on_a_lost_worker
 
 
 def test_a_lost_ray_workers_job_says_it_waits_for_a_ray_worker(page: Page, server: Runner,
                                                               engine: Engine) -> None:
-    resp = http.post(f"{server.url}/api/jobs", json={
-        "kind": "command", "name": "on-the-cluster", "argv": [sys.executable, "-c", "pass"]},
-        timeout=30)
-    assert resp.status_code == 201, resp.text
-    run_id = resp.json()["run"]["run_id"]
-    with engine.begin() as conn:
-        store_jobs.register_worker(conn, store_jobs.WorkerRow(
-            "w-ray", "head-node", 4242, 1, "cpu", time.time() - 600, executor="ray"))
-        assert store_jobs.claim(conn, "w-ray", 1, time.time()) is not None
-        store_jobs.heartbeat(conn, "w-ray", time.time() - 300)
+    run_id = job_on_a_lost_worker(server.url, engine, "on-the-cluster", "w-ray",
+                                  host="head-node", executor="ray")
     page.goto(f"{server.url}/resources")
     row = page.locator('tr[data-worker="w-ray"]')
     expect(row.locator("[data-state]")).to_have_attribute("data-state", "lost")

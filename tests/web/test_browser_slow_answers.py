@@ -15,7 +15,6 @@ later), so the order is the same on every run.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,9 +28,8 @@ from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
 from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
-from tests.support import http
 
-from .webhelpers import wait_indexed
+from .webhelpers import job_on_a_lost_worker, open_run, wait_indexed
 
 
 class Held:
@@ -84,17 +82,8 @@ def _set_stage(engine: Engine, run_id: str, stage: str) -> None:
 
 def test_a_cancel_notice_stays_when_an_older_detail_read_answers_after_it(
         page: Page, server: Runner, engine: Engine) -> None:
-    resp = http.post(f"{server.url}/api/jobs", json={
-        "kind": "command", "name": "slow-answers", "argv": [sys.executable, "-c", "pass"]},
-        timeout=30)
-    assert resp.status_code == 201, resp.text
-    run_id = resp.json()["run"]["run_id"]
     # a worker that claimed the job and was lost: the cancel is a request, not an end
-    with engine.begin() as conn:
-        store_jobs.register_worker(conn, store_jobs.WorkerRow(
-            "w-gone", "other-host", 4242, 1, "cpu", time.time() - 600))
-        assert store_jobs.claim(conn, "w-gone", 1, time.time()) is not None
-        store_jobs.heartbeat(conn, "w-gone", time.time() - 300)
+    run_id = job_on_a_lost_worker(server.url, engine, "slow-answers", "w-gone")
     # the list is read twice: when the page's shell starts, and again once the list's
     # stream watches (its `ready`); from then on the stream tells of each change
     lists: list[str] = []
@@ -164,20 +153,29 @@ def test_a_stopped_worker_stays_stopping_when_an_older_read_answers_last(
     held.release()
 
 
-def test_the_logs_show_the_level_chosen_last_when_an_earlier_choice_answers_last(
-        page: Page, server: Runner, runs_dir: Path) -> None:
-    run = init(name="chatty", dir=runs_dir, method="sft", base_model="tiny", dataset="arith",
+SHARD_LINES = [("info", f"tokenizing shard {i}") for i in range(3)]
+
+
+def _open_run_with_lines(page: Page, server: Runner, runs_dir: Path, name: str,
+                         lines: list[tuple[str, str]]) -> Run:
+    """A running SFT run that logged two steps and `lines` (level, text), opened on its
+    page; the test finishes it."""
+    run = init(name=name, dir=runs_dir, method="sft", base_model="tiny", dataset="arith",
                trainer="t", backend="local", flush_interval=0.05)
     assert isinstance(run, Run)
     run.log({"loss": 1.0}, step=0)
-    for i in range(3):
-        run.log_text(f"tokenizing shard {i}", level="info")
-    run.log_text("a shard could not be read", level="error")
+    for level, text in lines:
+        run.log_text(text, level=level)
     run.log({"loss": 0.9}, step=1)
-    wait_indexed(server.url, "chatty", 1)
-    page.goto(f"{server.url}/runs")
-    page.click('.run-row:has-text("chatty")')
-    page.wait_for_selector("#detail[data-loaded=true]")
+    wait_indexed(server.url, name, 1)
+    open_run(page, server.url, name)
+    return run
+
+
+def test_the_logs_show_the_level_chosen_last_when_an_earlier_choice_answers_last(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    run = _open_run_with_lines(page, server, runs_dir, "chatty",
+                               [*SHARD_LINES, ("error", "a shard could not be read")])
     rows = page.locator("#logs .log-row")
     expect(rows).to_have_count(4)
     held = Held(page, f"/api/runs/{run.id}/logs")
@@ -198,17 +196,7 @@ def test_the_logs_show_the_level_chosen_last_when_an_earlier_choice_answers_last
 
 def test_a_line_streamed_while_the_logs_load_stays_after_the_older_ones(
         page: Page, server: Runner, runs_dir: Path) -> None:
-    run = init(name="streaming", dir=runs_dir, method="sft", base_model="tiny",
-               dataset="arith", trainer="t", backend="local", flush_interval=0.05)
-    assert isinstance(run, Run)
-    run.log({"loss": 1.0}, step=0)
-    for i in range(3):
-        run.log_text(f"tokenizing shard {i}", level="info")
-    run.log({"loss": 0.9}, step=1)
-    wait_indexed(server.url, "streaming", 1)
-    page.goto(f"{server.url}/runs")
-    page.click('.run-row:has-text("streaming")')
-    page.wait_for_selector("#detail[data-loaded=true]")
+    run = _open_run_with_lines(page, server, runs_dir, "streaming", SHARD_LINES)
     rows = page.locator("#logs .log-row")
     expect(rows).to_have_count(3)
     held = Held(page, f"/api/runs/{run.id}/logs")

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 import re
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect
+from sqlalchemy import Engine
 
 from runwatch.sdk import Run, init
+from runwatch.store import jobs as store_jobs
 from tests.support import http, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,6 +97,23 @@ def open_run(page: Page, base_url: str, name: str) -> None:
     page.goto(f"{base_url}/runs")
     page.click(f'.run-row:has-text("{name}")')
     page.wait_for_selector("#detail[data-loaded=true]")
+
+
+def job_on_a_lost_worker(base_url: str, engine: Engine, name: str, worker: str,
+                         host: str = "other-host", executor: str = "local") -> str:
+    """A command job (its run id) claimed by `worker`, whose row the index holds as the
+    worker writes it, and whose heartbeat stopped 300 s ago: lost, its job not ended. No
+    worker process runs; the row is all the pages read."""
+    resp = http.post(f"{base_url}/api/jobs", json={
+        "kind": "command", "name": name, "argv": [sys.executable, "-c", "pass"]}, timeout=30)
+    assert resp.status_code == 201, resp.text
+    run_id: str = resp.json()["run"]["run_id"]
+    with engine.begin() as conn:
+        store_jobs.register_worker(conn, store_jobs.WorkerRow(
+            worker, host, 4242, 1, "cpu", time.time() - 600, executor=executor))
+        assert store_jobs.claim(conn, worker, 1, time.time()) is not None
+        store_jobs.heartbeat(conn, worker, time.time() - 300)
+    return run_id
 
 
 def press(page: Page, target: Locator) -> None:

@@ -102,9 +102,6 @@ const SCALAR_TILES: [string, keyof Scalars, boolean, boolean][] = [
   ["Val margin", "val_margin", true, true],
 ];
 
-// Reads of the detail not shown in a row because they left before a new phase (see refresh)
-const REFRESH_SKIPS = 3;
-
 // While points arrive, the detail (tiles, job details, cost) is read again at most this often.
 const LIVE_MS = 1000;
 
@@ -119,8 +116,6 @@ export class DetailView {
   private history: HistoryTable | null = null;
   private stream: LiveStream | null = null;
   private notice = h("div", { class: "notice", role: "status" });
-  // the phase a notice is about: it is cleared when the run leaves that phase
-  private noticePhase: string | null = null;
   private header = h("header", { class: "detail-head" });
   private tilesEl = h("div", { class: "tiles" });
   private scalarsEl = h("div", { class: "tiles scalars", id: "scalars" });
@@ -255,9 +250,7 @@ export class DetailView {
     const prev = this.detail?.run;
     if (!prev) return; // loading: what it fetches is at least this new
     if (always) this.onRunChanged(run); // the list's own stream has told the list
-    // a notice is about the phase it was shown in (compared with the phase it names, not
-    // with the detail's: a read that left before an action can answer after it)
-    if (this.noticePhase !== null && run.status !== this.noticePhase) this.setNotice("");
+    if (run.status !== prev.status) this.setNotice(""); // a notice is about the phase before
     if (run.attempt > prev.attempt || (TERMINAL_PHASES.includes(prev.status) && !TERMINAL_PHASES.includes(run.status))) {
       this.restart(run.status);
       return;
@@ -280,22 +273,18 @@ export class DetailView {
       return this.refreshing;
     }
     const gen = this.generation;
-    let skipped = 0;
     this.refreshing = (async () => {
       do {
         this.refreshAgain = false;
         const phases = this.phaseChanges;
         const detail = await getJSON<RunDetail>(runPath(this.runId));
         if (this.disposed || gen !== this.generation) return;
-        // the page learned of a new phase while this read travelled (an action's answer, a
-        // stream's event): the read it asked for next shows it, and this one, which may
-        // hold the phase before, is not shown, lest the phase go back for a moment (a few
-        // in a row at most, so a run whose phase keeps changing still shows its details)
-        if (this.refreshAgain && phases !== this.phaseChanges && skipped < REFRESH_SKIPS) skipped++;
-        else {
-          skipped = 0;
-          this.show(detail);
-        }
+        // the page showed a new phase while this read travelled (an action's answer, a
+        // stream's event), and asked for another read: that one shows it, and this one,
+        // which may hold the phase before, is not shown (the phase would go back, and the
+        // next change would clear the notice as if the phase were new). A run has few
+        // phases, so reads are skipped a few times at most.
+        if (!(this.refreshAgain && phases !== this.phaseChanges)) this.show(detail);
       } while (this.refreshAgain);
     })()
       .catch((e: unknown) => this.setNotice(`The run's details could not be read again. ${e instanceof Error ? e.message : String(e)} They are read again at its next change, or reload the page.`, true))
@@ -333,9 +322,7 @@ export class DetailView {
     this.load().catch((e: unknown) => this.setNotice(e instanceof Error ? e.message : String(e), true));
   }
 
-  /** Show `message` until the run leaves `phase` (by default the phase shown now). */
-  private setNotice(message: string, error = false, phase: string | null = this.detail?.run.status ?? null): void {
-    this.noticePhase = message ? phase : null;
+  private setNotice(message: string, error = false): void {
     this.notice.textContent = message;
     this.notice.classList.toggle("error", error);
   }
@@ -386,8 +373,6 @@ export class DetailView {
               ? "Cancelled before it started."
               : // what stops it: its worker, or, when that worker is lost, which worker will
                 `Cancel requested: ${res.next ?? "the job is told to stop, and is stopped for good after a grace period"}.`,
-          false,
-          res.run.status,
         );
       } catch (e) {
         b.disabled = false;

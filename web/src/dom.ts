@@ -127,3 +127,9 @@ export const MARKS = {
   drawn: "runwatch:drawn",
   all: "runwatch:all-drawn",
 } as const;
+
+/** Count one more answered read on `el` (its `data-answers`), whether the view showed the
+ * answer or dropped it as older than one shown: a test waits on the count. */
+export function countAnswer(el: HTMLElement): void {
+  el.dataset.answers = String(Number(el.dataset.answers ?? 0) + 1);
+}

@@ -1,7 +1,7 @@
 // Live logs: timestamp, level, message, and an expandable data payload.
 
 import { getJSON, runPath } from "./api";
-import { h, text } from "./dom";
+import { countAnswer, h, text } from "./dom";
 import { fmtTime } from "./format";
 import { LOG_LEVEL_RANK } from "./format.gen";
 import type { LogEntry, LogPage } from "./types";
@@ -37,7 +37,7 @@ export class LogsView {
     this.list.replaceChildren();
     this.seen.clear();
     const page = await getJSON<LogPage>(`${runPath(this.runId)}/logs`, { level: this.level.value, limit: 200 });
-    this.answered();
+    countAnswer(this.el);
     if (gen !== this.generation) return;
     // the API pages newest first; show oldest at the top, before the lines the stream
     // appended while this page travelled (newer, or already in it: each shown once)
@@ -46,11 +46,6 @@ export class LogsView {
     this.older.hidden = !this.cursor;
     this.showEmpty();
     this.list.scrollTop = this.list.scrollHeight;
-  }
-
-  /** Count the pages answered, shown or dropped (`data-answers`: a test waits on it). */
-  private answered(): void {
-    this.el.dataset.answers = String(Number(this.el.dataset.answers ?? 0) + 1);
   }
 
   /** With no line to show, say so, and what writes log lines (the level filter may hide some). */
@@ -87,7 +82,7 @@ export class LogsView {
     if (!this.cursor) return;
     const gen = this.generation;
     const page = await getJSON<LogPage>(`${runPath(this.runId)}/logs`, { level: this.level.value, limit: 200, cursor: this.cursor });
-    this.answered();
+    countAnswer(this.el);
     if (gen !== this.generation) return;
     for (const e of page.logs) if (!this.seen.has(e.seq)) this.list.insertBefore(this.entry(e), this.list.firstChild);
     this.cursor = page.next_cursor;

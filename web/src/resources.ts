@@ -6,7 +6,7 @@
 // page is open; ages and spend tick in between.
 
 import { getJSON, postJSON } from "./api";
-import { h, reconcile } from "./dom";
+import { countAnswer, h, reconcile } from "./dom";
 import { fmtDuration, fmtSpend, fmtTime, statusClass, statusLabel } from "./format";
 import type { RunList, Worker, WorkerAnswer, WorkerList } from "./types";
 
@@ -72,8 +72,7 @@ export class ResourcesPage {
     const seq = ++this.asked;
     try {
       const [list, queued] = await Promise.all([getJSON<WorkerList>("/workers"), getJSON<RunList>("/runs", { status: "QUEUED", limit: 100 })]);
-      // the reads answered, shown or dropped (`data-answers`: a test waits on it)
-      this.el.dataset.answers = String(Number(this.el.dataset.answers ?? 0) + 1);
+      countAnswer(this.el);
       if (this.disposed || seq < this.shown) return;
       this.shown = seq;
       reconcile(this.waiting, queued.runs.reverse().map((run) => h("li", { "data-run": run.run_id }, this.runLink(run.run_id, run.name, `Queued since ${fmtTime(run.created_at)}`))));
