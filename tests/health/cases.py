@@ -388,6 +388,13 @@ CASES: dict[str, tuple[Case, Case]] = {
         # point bounced back up.
         ("sft", NO, {"loss": [2.31, 2.33, 2.25, 2.29, 2.17, 2.24]}),
     ),
+    "loss.fell_little": (
+        # Ten epochs logged once each: the loss ends 7% below its start, a fall readers
+        # call too little as often as enough (an info that states it).
+        ("sft", NO, {"loss": [2.00, 1.97, 1.95, 1.92, 1.90, 1.89, 1.88, 1.87, 1.86, 1.86]}),
+        # The same run ending 20% below its start: it learned.
+        ("sft", NO, {"loss": [2.00, 1.94, 1.88, 1.82, 1.76, 1.72, 1.68, 1.64, 1.61, 1.60]}),
+    ),
     "loss.zero": (
         ("sft", NO, {"loss": [122.1, *const(0.0, 5)]}),
         # A loss that reaches 0 once, and one near 0 that is not 0.

@@ -26,9 +26,10 @@ RULE = "loss.flat_finished_run"
 FLAT = [2.31, 2.30, 2.32, 2.29, 2.30, 2.28]
 
 
-def judged(series: dict[str, Any], method: str = "sft", finished: bool = True) -> list[Finding]:
+def judged(series: dict[str, Any], method: str = "sft", finished: bool = True,
+           rule: str = RULE) -> list[Finding]:
     return [f for f in HealthEngine(method, finished=finished).feed(to_batch(series))
-            if f.rule_id == RULE]
+            if f.rule_id == rule]
 
 
 def test_a_flat_short_loss_is_judged_once_the_run_has_succeeded() -> None:
@@ -152,3 +153,60 @@ def test_health_eval_replay_finds_it_at_the_last_line(tmp_path: Path) -> None:
     assert (det.point, det.step, det.cls, det.severity) == (7, 80, "loss_not_falling",
                                                             "warning")
     assert score([result], "train")["classes"]["loss_not_falling"]["detected"] == 1
+
+
+# loss.fell_little: the finished run's loss ended less than 15% below its start, where no
+# other finding about a loss that does not fall is open at the end. Always an info.
+LITTLE = "loss.fell_little"
+# Ten epochs logged once each, the loss 7% lower at the end.
+SLOW = [2.00, 1.97, 1.95, 1.92, 1.90, 1.89, 1.88, 1.87, 1.86, 1.86]
+
+
+def little(series: dict[str, Any], method: str = "sft", finished: bool = True) -> list[Finding]:
+    return judged(series, method, finished, LITTLE)
+
+
+def test_a_small_fall_is_stated_as_an_info_once_the_run_has_succeeded() -> None:
+    assert little({"loss": SLOW}, finished=False) == []
+    (f,) = little({"loss": SLOW})
+    assert (f.status, f.severity, f.first_step, f.last_step) == ("open", "info", 0, 9)
+    assert f.message == ("Over its whole log of 10 points, loss never fell more than 7.0% below "
+                         "where it started (2 → lowest 1.86, last 1.86).")
+    # a DPO loss from ln 2 down 9%: the same info
+    dpo = [0.693, 0.69, 0.68, 0.67, 0.66, 0.66, 0.65, 0.64, 0.63, 0.63, 0.63, 0.63]
+    (g,) = little({"loss": dpo}, method="dpo")
+    assert g.severity == "info" and "9.1% below" in g.message
+    # a long run whose live finding resolved once the loss had fallen past 5%: the fall
+    # is still stated at the end, and never as more than an info however long the log
+    long = [2.0 - 0.14 * i / 199 + 0.01 * (-1) ** i for i in range(200)]
+    found = HealthEngine("sft", finished=True).feed(to_batch({"loss": long}))
+    assert all(f.status == "resolved" for f in found if f.rule_id == "sft.loss_not_falling")
+    (h,) = [f for f in found if f.rule_id == LITTLE]
+    assert h.severity == "info"
+
+
+def test_a_fall_that_is_enough_or_already_told_is_left_alone() -> None:
+    # ends 20% below its start: it learned
+    assert little({"loss": [2.0, 1.94, 1.88, 1.82, 1.76, 1.72, 1.68, 1.64, 1.61, 1.60]}) == []
+    # a loss already near 0, a log too short, a run still running, a policy loss
+    assert little({"loss": [0.09, 0.089, 0.088, 0.088, 0.087, 0.087]}) == []
+    assert little({"loss": SLOW[:3]}) == []
+    assert little({"loss": SLOW}, method="grpo") == []
+    # flat: loss.flat_finished_run says it (a warning from 8 points); no second finding
+    found = HealthEngine("sft", finished=True).feed(to_batch({"loss": [*FLAT, 2.31, 2.29]}))
+    assert [f.rule_id for f in found] == [RULE]
+    # 40 flat points: the live rule's finding is open at the end; no second finding either
+    found = HealthEngine("sft", finished=True).feed(to_batch({"loss": FLAT * 6 + FLAT[:4]}))
+    assert "sft.loss_not_falling" in {f.rule_id for f in found}
+    assert LITTLE not in {f.rule_id for f in found}
+
+
+def test_a_small_fall_read_twice_changes_nothing() -> None:
+    engine = HealthEngine("sft")
+    assert engine.feed(to_batch({"loss": SLOW})) == []
+    ended = HealthEngine("sft", state=orjson.loads(orjson.dumps(engine.state())),
+                         finished=True)
+    (f,) = ended.finish()
+    assert f.rule_id == LITTLE and f.record is not None
+    f.record["id"] = 3
+    assert ended.finish() == []

@@ -261,17 +261,27 @@ class Engine:
         returns the findings that opened, changed or resolved. Idempotent: the end read
         twice changes nothing. A rule that judges the same metric's fall after a warm-up
         (`no_progress`, not a spread or a fall that is the finding) and has judged it
-        leaves this one silent: the run was long enough for the live verdict."""
+        leaves this one silent: the run was long enough for the live verdict. A rule with
+        `after_others` is judged whatever the live rules judged, but is silent while
+        another finding of its signal is open: it says only what none of them says."""
         if self._saved:
             self._restore()
         out: list[Finding] = []
-        for ev in self.evals.values():
-            if ev.rule.detector != "whole_window":
-                continue
-            judged = any(isinstance(other.detector, pg.NoProgress) and other.detector.judged
-                         and other.metric == ev.metric and not other.params.get("moved")
-                         and not other.params.get("max_spread")
-                         for other in self.evals.values())
+        # a rule that speaks only where none of its signal does (`after_others`) is
+        # judged last, once the others have said what they say at the end
+        whole = sorted((ev for ev in self.evals.values() if ev.rule.detector == "whole_window"),
+                       key=lambda ev: bool(ev.params.get("after_others")))
+        for ev in whole:
+            if ev.params.get("after_others"):
+                judged = any(other is not ev and other.rule.signal == ev.rule.signal
+                             and other.tracker.open is not None
+                             for other in self.evals.values())
+            else:
+                judged = any(isinstance(other.detector, pg.NoProgress)
+                             and other.detector.judged and other.metric == ev.metric
+                             and not other.params.get("moved")
+                             and not other.params.get("max_spread")
+                             for other in self.evals.values())
             found = ev.finish(judged)
             if found is not None:
                 out.append(found)

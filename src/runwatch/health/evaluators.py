@@ -150,7 +150,8 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
         return pg.NoImprovement(
             direction=str(p.get("direction", "up")), z=_num(p, "z", 1.0),
             min_points=int(_num(p, "min_points", 10)), head=int(_num(p, "head", 25)),
-            early_points=int(_num(p, "early_points", 0)), state=state,
+            early_points=int(_num(p, "early_points", 0)),
+            mean_z=_num(p, "mean_z", math.inf), state=state,
         )
     if kind == "flat_since":
         return t.FlatSince(min_change=_num(p, "min_change", 0.04),

@@ -281,9 +281,10 @@ class NoImprovement:
     CONFIRM = 6
 
     def __init__(self, direction: str = "up", z: float = 1.0, min_points: int = 10,
-                 head: int = 25, early_points: int = 0,
+                 head: int = 25, early_points: int = 0, mean_z: float = math.inf,
                  state: dict[str, Any] | None = None) -> None:
         st = state or {}
+        self.mean_z = mean_z
         self.sign = 1.0 if direction == "up" else -1.0
         self.z, self.min_points, self.size = z, max(4, int(min_points)), max(2, int(head))
         self.early = min(self.min_points, max(4, int(early_points or self.min_points)))
@@ -368,6 +369,8 @@ class NoImprovement:
         noise = point_noise(self.tail)
         error = median_gap_error(noise, k)
         gain = self.sign * (now - start)
+        if self._means_rose(k):
+            gain = max(gain, 2 * self.z * error + abs(gain) + 1e-12)
         self.gained = self.gained + 1 if gain > 2 * self.z * error else 0
         self.risen = self.risen or self.gained >= self.CONFIRM
         # Once it holds, it takes twice the gain on CONFIRM judgements in a row to
@@ -397,6 +400,20 @@ class NoImprovement:
             return True
         self.streak = 0
         return False
+
+    def _means_rose(self, k: int) -> bool:
+        """Whether the mean of the latest k points lies above the first k's by `mean_z`
+        standard errors of that difference, each half's error from its own spread (a
+        Welch test): a reward that is mostly 0 with a growing share of successes rises in
+        its mean while both medians stay 0."""
+        if not math.isfinite(self.mean_z) or k < 5:
+            return False
+        a, b = self.head[:k], self.tail[-k:]
+        ma, mb = sum(a) / k, sum(b) / k
+        va = sum((x - ma) ** 2 for x in a) / (k - 1)
+        vb = sum((x - mb) ** 2 for x in b) / (k - 1)
+        error = math.sqrt((va + vb) / k)
+        return error > 0 and self.sign * (mb - ma) > self.mean_z * error
 
     def _trend_flat(self, noise: float) -> bool:
         """Whether the Theil–Sen trend through the points the medians take (the first

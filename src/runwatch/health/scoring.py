@@ -71,6 +71,7 @@ RULE_CLASSES: dict[str, str] = {
     "optim.zero_gradient": "loss_not_falling",
     "sft.loss_not_falling": "loss_not_falling",
     "loss.flat_finished_run": "loss_not_falling",
+    "loss.fell_little": "loss_not_falling",
     "sft.plateau": "loss_not_falling",
     "dpo.loss_not_falling": "loss_not_falling",
     "dpo.train_margin_not_positive": "loss_not_falling",
