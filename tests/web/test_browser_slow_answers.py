@@ -128,6 +128,31 @@ def test_a_cancel_notice_stays_when_an_older_detail_read_answers_after_it(
     expect(notice).to_contain_text("w-gone no longer heartbeats")
 
 
+def test_a_cancel_answered_after_the_run_ended_does_not_bring_the_run_back(
+        page: Page, server: Runner, engine: Engine) -> None:
+    run_id = job_on_a_lost_worker(server.url, engine, "ended-first", "w-late")
+    open_run(page, server.url, "ended-first")
+    expect(page.locator("#action-cancel")).to_be_visible()
+    # the server takes the cancel at once; its answer (the run as cancel requested)
+    # reaches the page only when the test releases it
+    held = Held(page, f"/api/runs/{run_id}/cancel")
+    page.click("#action-cancel")
+    held.wait(1)
+    # meanwhile the run ends, and the list's stream tells the page first
+    with engine.begin() as conn:
+        now = time.time()
+        conn.execute(update(s.runs).where(s.runs.c.run_id == run_id)
+                     .values(status="CANCELLED", ended_at=now, updated_at=now))
+    status = page.locator("#run-status")
+    expect(status).to_have_text("Cancelled")
+    assert held.release() == 1
+    notice = page.locator(".notice")
+    expect(notice).to_contain_text("The run ended (cancelled) before the cancel's answer came back")
+    # the older answer did not put the run back: it stays ended, with nothing to cancel
+    expect(status).to_have_text("Cancelled")
+    expect(page.locator("#action-cancel")).to_have_count(0)
+
+
 def test_a_stopped_worker_stays_stopping_when_an_older_read_answers_last(
         page: Page, server: Runner, engine: Engine) -> None:
     with engine.begin() as conn:

@@ -364,6 +364,13 @@ export class DetailView {
       this.setNotice("");
       try {
         const res = await postJSON<ActionAnswer>(`${runPath(this.runId)}/${action}`);
+        const shown = this.detail?.run;
+        if (action === "cancel" && shown && shown.attempt === res.run.attempt && TERMINAL_PHASES.includes(shown.status) && !TERMINAL_PHASES.includes(res.run.status)) {
+          // the run ended while the cancel's answer travelled (its stream said so first):
+          // the answer holds the phase before the end, and a cancel never restarts a run
+          this.setNotice(`The run ended (${shown.status.toLowerCase()}) before the cancel's answer came back.`);
+          return;
+        }
         this.update(res.run, true);
         this.setNotice(
           action === "retry"
