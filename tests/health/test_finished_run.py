@@ -180,7 +180,8 @@ def test_a_small_fall_is_stated_as_an_info_once_the_run_has_succeeded() -> None:
     # is still stated at the end, and never as more than an info however long the log
     long = [2.0 - 0.14 * i / 199 + 0.01 * (-1) ** i for i in range(200)]
     found = HealthEngine("sft", finished=True).feed(to_batch({"loss": long}))
-    assert all(f.status == "resolved" for f in found if f.rule_id == "sft.loss_not_falling")
+    live = [f for f in found if f.rule_id == "sft.loss_not_falling"]
+    assert live and all(f.status == "resolved" for f in live)
     (h,) = [f for f in found if f.rule_id == LITTLE]
     assert h.severity == "info"
 
@@ -199,6 +200,34 @@ def test_a_fall_that_is_enough_or_already_told_is_left_alone() -> None:
     found = HealthEngine("sft", finished=True).feed(to_batch({"loss": FLAT * 6 + FLAT[:4]}))
     assert "sft.loss_not_falling" in {f.rule_id for f in found}
     assert LITTLE not in {f.rule_id for f in found}
+
+
+def test_only_a_finding_about_the_loss_itself_silences_it() -> None:
+    # a DPO loss down 10% while the margin sat at 0 or below on its last 10 logs:
+    # dpo.train_margin_not_positive (of the same signal, about the margin) is open at the
+    # end, but says nothing of how far the loss fell
+    n = 40
+    series = {"loss": [0.693 * (1 - 0.1 * i / (n - 1)) for i in range(n)],
+              "mean_margin": [0.02] * (n - 12) + [-0.01] * 12}
+    found = HealthEngine("dpo", finished=True).feed(to_batch(series))
+    assert any(f.rule_id == "dpo.train_margin_not_positive" and f.status == "open"
+               for f in found)
+    assert [f.severity for f in found if f.rule_id == LITTLE] == ["info"]
+
+
+def test_it_is_listed_apart_from_the_live_findings(engine: Engine, tmp_path: Path) -> None:
+    # the live rule's warnings resolved as the loss fell past 5%: the list keeps them as
+    # they were, and the end's info about the whole log beside them, not merged into it
+    runs = tmp_path / "runs"
+    long = [2.0 - 0.14 * i / 199 + 0.01 * (-1) ** i for i in range(200)]
+    run = write_run(runs, "slow", "sft", [{"step": i, "loss": v} for i, v in enumerate(long)])
+    _end(run, "SUCCEEDED")
+    _index(engine, runs)
+    items = listing(engine, "slow", now=0)
+    assert [(f["rule_id"], f["status"]) for f in items if f["rule_id"] == LITTLE] == [
+        (LITTLE, "open")]
+    live = [f for f in items if f["rule_id"] == "sft.loss_not_falling"]
+    assert live and all(f["severity"] == "warning" and f["status"] == "resolved" for f in live)
 
 
 def test_a_small_fall_read_twice_changes_nothing() -> None:

@@ -145,10 +145,21 @@ def test_a_cancel_answered_after_the_run_ended_does_not_bring_the_run_back(
                      .values(status="CANCELLED", ended_at=now, updated_at=now))
     status = page.locator("#run-status")
     expect(status).to_have_text("Cancelled")
+    # note whether the pane is ever loaded again from here on (a run the page took for
+    # restarted is: its data-loaded goes, then comes back with the server's phase)
+    page.evaluate("""() => {
+        const pane = document.querySelector("#detail");
+        window.paneReloaded = false;
+        new MutationObserver(() => {
+            if (!pane.hasAttribute("data-loaded")) window.paneReloaded = true;
+        }).observe(pane, {attributes: true});
+    }""")
     assert held.release() == 1
     notice = page.locator(".notice")
     expect(notice).to_contain_text("The run ended (cancelled) before the cancel's answer came back")
-    # the older answer did not put the run back: it stays ended, with nothing to cancel
+    # the older answer did not put the run back: the pane was not loaded again, and the
+    # run stays ended, with nothing to cancel
+    assert page.evaluate("() => window.paneReloaded") is False
     expect(status).to_have_text("Cancelled")
     expect(page.locator("#action-cancel")).to_have_count(0)
 

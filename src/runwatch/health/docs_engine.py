@@ -315,8 +315,8 @@ DETECTOR_DOCS = (
      "not judged flat"),
     ("whole_window", "judged only once the run has succeeded, on its whole log of "
      "`min_points` points or more, where no `no_progress` rule on the same metric judged it "
-     "(with `after_others`: whatever they judged, where no other finding of the rule's "
-     "signal is open at the end): "
+     "(with `after_signal`: whatever they judged, where no finding of a rule of that "
+     "signal that reads the same metric is open at the end): "
      "the series never stood `min_change` (relative) below its start (the higher of its "
      "first value and the median of its first third, 1 to 5 points) and its latest third's "
      "median ended within `min_change` of it; not on a start at or below `min_level`; an "

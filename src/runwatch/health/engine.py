@@ -262,19 +262,22 @@ class Engine:
         twice changes nothing. A rule that judges the same metric's fall after a warm-up
         (`no_progress`, not a spread or a fall that is the finding) and has judged it
         leaves this one silent: the run was long enough for the live verdict. A rule with
-        `after_others` is judged whatever the live rules judged, but is silent while
-        another finding of its signal is open: it says only what none of them says."""
+        `after_signal` is judged whatever the live rules judged, but is silent while a
+        finding of a rule of that signal that reads the same metric is open: it says only
+        what none of them says."""
         if self._saved:
             self._restore()
         out: list[Finding] = []
-        # a rule that speaks only where none of its signal does (`after_others`) is
-        # judged last, once the others have said what they say at the end
+        # a rule that speaks only where no rule of a signal that reads its metric does
+        # (`after_signal`) is judged last, once the others have said what they say at the
+        # end (sorted so, whatever order the catalogue lists them in)
         whole = sorted((ev for ev in self.evals.values() if ev.rule.detector == "whole_window"),
-                       key=lambda ev: bool(ev.params.get("after_others")))
+                       key=lambda ev: bool(ev.params.get("after_signal")))
         for ev in whole:
-            if ev.params.get("after_others"):
-                judged = any(other is not ev and other.rule.signal == ev.rule.signal
-                             and other.tracker.open is not None
+            after = ev.params.get("after_signal")
+            if after:
+                judged = any(other is not ev and other.rule.signal == after
+                             and ev.metric in other.reads and other.tracker.open is not None
                              for other in self.evals.values())
             else:
                 judged = any(isinstance(other.detector, pg.NoProgress)

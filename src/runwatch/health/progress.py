@@ -13,6 +13,7 @@ from runwatch.health.trendstats import (
     MOST_MEDIAN,
     Buckets,
     judge,
+    mean_gap,
     median_gap_error,
     median_points,
     point_noise,
@@ -403,17 +404,13 @@ class NoImprovement:
 
     def _means_rose(self, k: int) -> bool:
         """Whether the mean of the latest k points lies above the first k's by `mean_z`
-        standard errors of that difference, each half's error from its own spread (a
-        Welch test): a reward that is mostly 0 with a growing share of successes rises in
-        its mean while both medians stay 0."""
+        standard errors of that difference (`mean_gap`, a Welch test): a reward that is
+        mostly 0 with a growing share of successes rises in its mean while both medians
+        stay 0."""
         if not math.isfinite(self.mean_z) or k < 5:
             return False
-        a, b = self.head[:k], self.tail[-k:]
-        ma, mb = sum(a) / k, sum(b) / k
-        va = sum((x - ma) ** 2 for x in a) / (k - 1)
-        vb = sum((x - mb) ** 2 for x in b) / (k - 1)
-        error = math.sqrt((va + vb) / k)
-        return error > 0 and self.sign * (mb - ma) > self.mean_z * error
+        gap, error = mean_gap(self.head[:k], self.tail[-k:])
+        return error > 0 and self.sign * gap > self.mean_z * error
 
     def _trend_flat(self, noise: float) -> bool:
         """Whether the Theil–Sen trend through the points the medians take (the first

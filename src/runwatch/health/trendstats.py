@@ -211,6 +211,18 @@ def median_gap_error(noise: float, k: int) -> float:
 MOST_MEDIAN = 16  # the most points a flat-loss rule's median takes; noisier is not judged
 
 
+def mean_gap(first: list[float], latest: list[float]) -> tuple[float, float]:
+    """The latest points' mean minus the first's, and the standard error of that
+    difference with each side's error from its own spread (Welch's): a series of mostly
+    one value (a reward of 0 on most steps) has next to no point-to-point noise, but its
+    halves' spreads say how far their means may differ by chance."""
+    def mean_var(xs: list[float]) -> tuple[float, float]:
+        m = sum(xs) / len(xs)
+        return m, sum((x - m) ** 2 for x in xs) / max(1, len(xs) - 1)
+    (ma, va), (mb, vb) = mean_var(first), mean_var(latest)
+    return mb - ma, math.sqrt(va / len(first) + vb / len(latest))
+
+
 def median_points(noise: float, change: float, z: float, least: int) -> int | None:
     """How many points two medians need for their difference to show `change` (in the
     series' units) at `z` standard errors when each point carries `noise`: `least` at

@@ -62,6 +62,12 @@ def _margin(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
     return [c - r for c, r in zip(v[0], v[1], strict=True)]
 
 
+# What a verdict on a finished run's whole loss log says (loss.flat_finished_run,
+# loss.fell_little): its start, lowest and last points, read the kindest way to the run.
+WHOLE_LOG_MESSAGE = ("Over {log} of {points:.0f} points, {metric} {change} ({start:.4g} "
+                     "→ lowest {lowest:.4g}, last {last:.4g}).")
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         id="sft.loss_not_falling",
@@ -181,8 +187,7 @@ RULES: tuple[Rule, ...] = (
         "labelled not falling 31 times in 36, while on 4 to 7 points the labels split "
         "(4 healthy, 4 not falling): a handful of points cannot tell a loss that does "
         "not fall from one that has not fallen yet.",
-        message="Over {log} of {points:.0f} points, {metric} {change} ({start:.4g} "
-        "→ lowest {lowest:.4g}, last {last:.4g}).",
+        message=WHOLE_LOG_MESSAGE,
         advice="The run trained without learning: raise learning_rate (a LoRA at a low rank "
         "or a small lr barely moves the model), check that the parameters (or the adapter) "
         "are trainable and that the labels are not all masked (trained_tokens), and train "
@@ -196,25 +201,23 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="whole_window",
         params={"min_change": 0.15, "end_change": 0.15, "min_points": 4, "min_level": 0.1,
-                "after_others": 1},
-        signal="loss_flat",
+                "after_signal": "loss_flat"},
         severity="info",
         condition="Judged once, when the run has succeeded, on its whole log of "
-        "{min_points} logged `loss` points or more, and only where no other finding about "
-        "a loss that does not fall is open at the end (loss.flat_finished_run, "
-        "sft.loss_not_falling, dpo.loss_not_falling and the rest say it first): the loss "
-        "ended less than {min_change} (relative) below where it started, by the same "
-        "kindest readings as loss.flat_finished_run (the higher of its first value and the "
-        "median of its first points, a third of them, 1 to 5, against the median of as "
-        "many latest ones), and not {min_change} above it. Always an info, never a warning: "
+        "{min_points} logged `loss` points or more, and only where no finding about a "
+        "`loss` that does not fall is open at the end (loss.flat_finished_run, "
+        "sft.loss_not_falling, dpo.loss_not_falling, sft.plateau, loss.stuck and "
+        "loss.repeats: the rules of the {after_signal} signal on `loss`, which say it "
+        "first): the loss ended less than {end_change} (relative) below where it started, "
+        "by loss.flat_finished_run's readings, and not {min_change} above it. Always an "
+        "info, never a warning: "
         "on the labelled corpus's train split, the finished SFT, DPO and pretraining logs "
         "whose loss ended 4-15% below its start by these readings are labelled healthy 18 "
         "times and not falling 16 times, while from 15% on all 163 are healthy. Readers "
         "split on how little a fall is too little (a 6% fall over six epochs, or over 60 "
         "steps of a short fine-tune), so the engine states the fall and leaves the verdict "
         "to the user. Not judged on a loss that starts at or below {min_level}.",
-        message="Over {log} of {points:.0f} points, {metric} {change} ({start:.4g} "
-        "→ lowest {lowest:.4g}, last {last:.4g}).",
+        message=WHOLE_LOG_MESSAGE,
         advice="Worth a look, not a verdict: compare the fall with what a run of this "
         "length should reach (a fine-tune over several epochs usually ends well below its "
         "start); if it should have fallen further, raise learning_rate or the LoRA rank, "
