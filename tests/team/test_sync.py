@@ -234,3 +234,18 @@ def test_a_record_file_made_anew_is_sent_from_its_start(
     assert "sent 1 events, 3 metrics" in _sync(run_dir, team_server).stdout
     held = stored(team_server.engine, _run_id(run_dir))
     assert held is not None and {5, 6, 7} <= {p[0] for p in held["points"]["loss"]}
+
+
+def test_a_file_the_writer_has_not_made_yet_is_sent_once_it_is_there(
+        tmp_path: Path, team_server: Runner) -> None:
+    # a pass that finds no events file reads the others and keeps no position for it;
+    # the pass after the writer made it sends it from its start (a pass that read a file
+    # made after it looked once had no position to keep, and failed: seen in CI)
+    run_dir = _offline_run(tmp_path / "runs")
+    events = run_dir / "events.jsonl"
+    aside = tmp_path / "events.jsonl"
+    events.rename(aside)
+    first = _sync(run_dir, team_server)
+    assert "5 metrics" in first.stdout and "events" not in first.stdout, first.stdout
+    aside.rename(events)
+    assert "sent 2 events" in _sync(run_dir, team_server).stdout

@@ -147,14 +147,16 @@ class RunUpload:
                 with contextlib.suppress(OSError):
                     write_atomic(self._state_path, orjson.dumps(self._state))
 
-    def _position(self, name: str) -> tuple[int, int]:
+    def _position(self, name: str) -> tuple[int, int] | None:
         """(offset, line_no) to read `name` from: the start again when the file is a new one
-        (a new attempt moved the old one away) or shorter than what was sent."""
+        (a new attempt moved the old one away) or shorter than what was sent. None when
+        there is no such file now: one the writer makes after this look is read from its
+        start on the next pass (read now, it would have no position to keep)."""
         pos = self._files.get(name)
         try:
             st = (self.run_dir / name).stat()
         except FileNotFoundError:
-            return 0, 0
+            return None
         if (pos is None or pos.get("ino") != st.st_ino or st.st_size < pos.get("offset", 0)
                 or _head(self.run_dir / name, len(pos.get("head", ""))) != pos.get("head", "")):
             # a file made anew may get the old one's inode: its first bytes tell them apart
@@ -189,7 +191,10 @@ class RunUpload:
             manifest = self.manifest()
             reads, heads = {}, {}
             for name in fmt.FILES:
-                offset, line_no = self._position(name)
+                at = self._position(name)
+                if at is None:
+                    continue
+                offset, line_no = at
                 res = read_new(self.run_dir / name, offset, line_no, READ_BYTES,
                                keep_lines=True)
                 if res.offset != offset:
