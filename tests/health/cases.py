@@ -312,6 +312,14 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"entropy": [1.0 * math.exp(-i / 15) for i in range(64)]}),
         ("grpo", NO, {"entropy": [1.0 - 0.004 * i for i in range(64)]}),
     ),
+    "grpo.reward_std_zero_often": (
+        # Groups alike on five steps in ten: half the steps taught nothing.
+        ("grpo", NO, {"reward_std": [*const(0.3, 10), 0.0, 0.3, 0.0, 0.0, 0.3, 0.0, 0.25,
+                                     0.0, 0.3, 0.3]}),
+        # Four in ten: a share under half.
+        ("grpo", NO, {"reward_std": [*const(0.3, 10), 0.0, 0.3, 0.0, 0.3, 0.3, 0.0, 0.25,
+                                     0.0, 0.3, 0.3]}),
+    ),
     "grpo.reward_std_zero": (
         # Groups alike on eight steps in ten, never four in a row.
         ("grpo", NO, {"reward_std": [*const(0.3, 10), 0.0, 0.0, 0.3, 0.0, 0.0, 0.0, 0.25,

@@ -43,6 +43,7 @@ RULE_CLASSES: dict[str, str] = {
     "grpo.zero_variance": "reward_zero_variance",
     "grpo.no_signal": "reward_zero_variance",
     "grpo.reward_std_zero": "reward_zero_variance",
+    "grpo.reward_std_zero_often": "reward_zero_variance",
     "grpo.no_gradient": "reward_zero_variance",
     "grpo.reward_pinned": "reward_zero_variance",
     "grpo.reward_range_zero": "reward_zero_variance",

@@ -540,6 +540,7 @@ RULES: tuple[Rule, ...] = (
         detector="threshold",
         params={"below": 0.001, **SUSTAINED},
         severity="warning",
+        signal="reward_spread",
         learning="reward_mean",
         condition="`reward_std` is below {below} on {k} of the last {n} steps: the samples of "
         "a prompt all score the same (rewards are of order 1, a verifier's 0/1 or ±1 or a "
@@ -554,6 +555,29 @@ RULES: tuple[Rule, ...] = (
         "every sample of a group scores the same, so the groups carry no learning signal.",
         advice="The reward is saturated or cannot tell samples apart: read the rollouts, "
         "make the task harder or the reward finer, or raise temperature or group_size.",
+    ),
+    Rule(
+        id="grpo.reward_std_zero_often",
+        title="Rewards within groups are alike on half the steps",
+        methods=GRPO,
+        variants=(("reward_std",),),
+        detector="threshold",
+        params={"below": 0.001, "k": 5, "n": 10},
+        severity="info",
+        signal="reward_spread",
+        condition="`reward_std` is below {below} on {k} of the last {n} steps: half the "
+        "steps' groups carried no learning signal. The spec reads a share of groups alike "
+        "under 30% as healthy and one consistently above 50% as a task too easy or too "
+        "hard; with one prompt a step a share near 50% reaches {k} of {n} by chance now and "
+        "then, so this is an info, and grpo.reward_std_zero warns at 8 of 10. On the "
+        "labelled corpus's train split it is the only finding of the class on two runs "
+        "labelled with groups alike on 33% and 58% of their steps, and an info on four "
+        "healthy runs of one prompt a step whose groups are alike on about a third of them.",
+        message="{metric} was below {below} on {in_window} of the last {n} steps (lowest "
+        "{min:.2g}): on those steps every sample of a group scored the same.",
+        advice="Half the compute teaches nothing: read identical_nonzero_reward_skip_ratio "
+        "or the rollouts to tell a task too easy from one too hard, and raise group_size or "
+        "temperature, or change the data's difficulty.",
     ),
     Rule(
         id="grpo.reward_pinned",
