@@ -370,16 +370,17 @@ class NoImprovement:
         noise = point_noise(self.tail)
         error = median_gap_error(noise, k)
         gain = self.sign * (now - start)
-        if self._means_rose(k):
-            gain = max(gain, 2 * self.z * error + abs(gain) + 1e-12)
-        self.gained = self.gained + 1 if gain > 2 * self.z * error else 0
+        # the means risen by `mean_z` errors count as the twice-the-edge gain that
+        # releases a finding, whatever the medians show
+        means = self._means_rose(k)
+        self.gained = self.gained + 1 if means or gain > 2 * self.z * error else 0
         self.risen = self.risen or self.gained >= self.CONFIRM
         # Once it holds, it takes twice the gain on CONFIRM judgements in a row to
         # release: a reward hovering near the limit does not resolve and reopen a finding
         # every few points (it opens at once: that is what a user waits for).
-        holds = gain <= (2 if self.verdict else 1) * self.z * error
+        holds = not means and gain <= (2 if self.verdict else 1) * self.z * error
         if self.risen and not self.verdict:
-            holds = gain < 0
+            holds = not means and gain < 0
         if holds:
             self.streak = 0
             # What the finding reports (and the point count its severity grows with) is
@@ -410,7 +411,7 @@ class NoImprovement:
         if not math.isfinite(self.mean_z) or k < 5:
             return False
         gap, error = mean_gap(self.head[:k], self.tail[-k:])
-        return error > 0 and self.sign * gap > self.mean_z * error
+        return self.sign * gap > self.mean_z * error
 
     def _trend_flat(self, noise: float) -> bool:
         """Whether the Theil–Sen trend through the points the medians take (the first

@@ -213,7 +213,8 @@ RULES: tuple[Rule, ...] = (
         "info, never a warning: "
         "on the labelled corpus's train split, the finished SFT, DPO and pretraining logs "
         "whose loss ended 4-15% below its start by these readings are labelled healthy 18 "
-        "times and not falling 16 times, while from 15% on all 163 are healthy. Readers "
+        "times and not falling 15 times, while from 15% on 176 are healthy and 3 not "
+        "falling. Readers "
         "split on how little a fall is too little (a 6% fall over six epochs, or over 60 "
         "steps of a short fine-tune), so the engine states the fall and leaves the verdict "
         "to the user. Not judged on a loss that starts at or below {min_level}.",
