@@ -22,6 +22,7 @@ from runwatch.jobs import control
 from runwatch.jobs.lifecycle import TransitionError
 from runwatch.rundir import format as fmt
 from runwatch.store import jobs as q
+from runwatch.store import queries as q_runs
 from runwatch.store import schema as s
 from tests.support import first_line, wait_for, write_manifest
 from tests.support.jobs import events, job, record_attempt, run_row, submit_command
@@ -116,6 +117,29 @@ def test_retry_after_a_cancel_queues_attempt_two_claimable_again(engine: Engine,
     assert claim is not None and (claim.name, claim.attempt) == ("back", 2)
     assert [(e["phase"], e.get("attempt")) for e in events(run.dir)] == \
         [("QUEUED", 1), ("CANCELLED", 1), ("QUEUED", 2)]
+
+
+def test_a_retried_run_waiting_in_the_queue_is_not_shown_as_a_dead_process(
+        engine: Engine, runs_dir: Path) -> None:
+    """Attempt 1's process (the one the manifest, kept across attempts, names) has exited;
+    attempt 2 has no process yet, so the QUEUED run is not "process gone" (the web app
+    showed "Queued (process gone)", and `runwatch runs logs --follow` stopped at it)."""
+    run = submit_command(engine, runs_dir, "again")
+    record_attempt(run.dir, 1, "FAILED")
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                            capture_output=True, text=True, check=True)
+    manifest = json.loads((run.dir / fmt.MANIFEST).read_text())
+    manifest.update(pid=int(exited.stdout), host=socket.gethostname())
+    (run.dir / fmt.MANIFEST).write_text(json.dumps(manifest))
+    Indexer(engine, runs_dir).index_once()
+    assert control.retry(engine, run.run_pk).phase == "QUEUED"
+    row = run_row(engine, "again")
+    assert row.status == "QUEUED" and not q_runs.process_gone(row)
+    assert not q_runs.process_here(row)
+    # the same manifest on a run that has started says its process is gone
+    with engine.begin() as conn:
+        conn.execute(update(s.runs).where(s.runs.c.pk == row.pk).values(status="RUNNING"))
+    assert q_runs.process_gone(run_row(engine, "again"))
 
 
 def hand_run(runs_dir: Path, name: str, **manifest: object) -> None:

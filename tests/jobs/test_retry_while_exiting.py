@@ -11,6 +11,7 @@ attempt 2 be claimed.
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from sqlalchemy import Engine
 
 from runwatch.ingest import Indexer
 from runwatch.jobs import control, reaper
+from runwatch.jobs.control import Outcome
 from runwatch.jobs.failures import AttemptEnd
+from runwatch.sdk.lock import RunLock
 from runwatch.store import jobs as q
 from tests.support.jobs import events, job, record_attempt, run_row, submit_command
 
@@ -47,3 +50,36 @@ def test_a_job_retried_before_its_process_exited_is_claimable_once_it_has(
     assert second is not None and (second.name, second.attempt) == ("exiting", 2)
     assert [(e["phase"], e.get("attempt")) for e in events(run.dir)][-2:] == [
         ("FAILED", None), ("QUEUED", 2)], "attempt 1 got no second verdict"
+
+
+def test_a_retry_that_waited_for_the_folder_leaves_the_job_to_no_one_once_its_worker_let_go(
+        engine: Engine, runs_dir: Path) -> None:
+    """Seen in CI (the web app's retry after a failure): the retry read the job while its
+    worker still held it, then waited for the folder while that worker concluded attempt 1
+    under the folder's lock and let the job go; the retry handed the job back to the
+    worker, which had nothing left to conclude, so attempt 2 stayed QUEUED and no worker
+    ever started it. The retry now reads the job under the folder's lock."""
+    run = submit_command(engine, runs_dir, "waited", max_attempts=1)
+    with engine.begin() as conn:
+        first = q.claim(conn, "w", 1, time.time())
+    assert first is not None
+    record_attempt(run.dir, 1, "FAILED")
+    Indexer(engine, runs_dir).index_once()
+
+    held = RunLock(run.dir)  # something holds the folder when the retry comes
+    answers: list[Outcome] = []
+    retry = threading.Thread(target=lambda: answers.append(
+        control.retry(engine, run.run_pk, wait_s=60)))
+    retry.start()
+    time.sleep(0.5)  # the retry has come to the folder's lock
+    held.release()
+    # the worker concludes attempt 1 now: before the retry takes the folder (the order
+    # that lost the job), or after it, when it sees attempt 2 and lets the job go
+    reaper.conclude(engine, first, "w", AttemptEnd(exit_code=1), lambda _: None, wait_s=60)
+    retry.join(60)
+    assert [a.phase for a in answers] == ["QUEUED"]
+    left = job(engine, "waited")
+    assert left is not None and (left["attempt"], left["worker_id"]) == (2, None), left
+    with engine.begin() as conn:
+        second = q.claim(conn, "w2", 1, time.time())
+    assert second is not None and (second.name, second.attempt) == ("waited", 2)

@@ -62,22 +62,28 @@ def last_event(run_dir: Path) -> dict[str, Any] | None:
 
 
 def new_attempt(run_dir: Path, next_attempt: int, *, wait_s: float = WAIT_S) -> list[str]:
-    """Start attempt `next_attempt` of the ended run in `run_dir`: under the folder's lock,
-    move attempt `next_attempt - 1`'s files into attempts/<next_attempt - 1>/, then append
-    {"phase": "QUEUED", "attempt": next_attempt}. Returns the names moved.
+    """Start attempt `next_attempt` of the ended run in `run_dir` under the folder's lock
+    (start_attempt). Returns the names moved.
 
     Raises TransitionError when the folder's last event is not a terminal one (the run
     has not ended, or the attempt was started already), RunBusy when a process still
     holds the folder after `wait_s` seconds.
     """
     with locked(run_dir, wait_s):
-        last = last_event(run_dir)
-        phase = None if last is None else last.get("phase")
-        if phase not in fmt.TERMINAL_PHASES:
-            raise TransitionError(f"the run's folder says it is {phase or 'not started'}, "
-                                  "not ended, so no new attempt was started: wait for it to "
-                                  "end, then retry")
-        moved = move_attempt_files(run_dir, next_attempt - 1)
-        write_events(run_dir, [{"phase": "QUEUED", "attempt": next_attempt}])
-    return moved
+        return start_attempt(run_dir, next_attempt)
 
+
+def start_attempt(run_dir: Path, next_attempt: int) -> list[str]:
+    """Move attempt `next_attempt - 1`'s files into attempts/<next_attempt - 1>/, then
+    append {"phase": "QUEUED", "attempt": next_attempt}; returns the names moved. The
+    caller holds the folder's lock. Raises TransitionError when the folder's last event
+    is not a terminal one."""
+    last = last_event(run_dir)
+    phase = None if last is None else last.get("phase")
+    if phase not in fmt.TERMINAL_PHASES:
+        raise TransitionError(f"the run's folder says it is {phase or 'not started'}, "
+                              "not ended, so no new attempt was started: wait for it to "
+                              "end, then retry")
+    moved = move_attempt_files(run_dir, next_attempt - 1)
+    write_events(run_dir, [{"phase": "QUEUED", "attempt": next_attempt}])
+    return moved

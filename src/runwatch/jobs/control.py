@@ -40,12 +40,12 @@ from sqlalchemy import Connection, Engine, select, update
 
 from runwatch.ingest.indexer import Indexer, IndexReport
 from runwatch.jobs import lifecycle
-from runwatch.jobs.attempts import new_attempt
+from runwatch.jobs.attempts import start_attempt
 from runwatch.jobs.executors import lost_cancel
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.jobs.lifecycle import TransitionError
 from runwatch.rundir import format as fmt
-from runwatch.rundir.append import append_events
+from runwatch.rundir.append import append_events, locked
 from runwatch.rundir.jsonl import loads_line
 from runwatch.sdk.lock import RunLock
 from runwatch.sdk.sender import FINISH_WAIT_S
@@ -182,17 +182,23 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
                               "is here to start again: retry it where it ran")
     attempt = max(row.attempt, job["attempt"]) + 1
     run_dir = Path(row.dir)
-    new_attempt(run_dir, attempt, wait_s=wait_s)
-    with engine.begin() as conn:
-        # before the run is QUEUED in the index, so no worker claims the old attempt
-        store_jobs.requeue(conn, row.pk, attempt)
-        if job["worker_id"] is not None:
-            # The old attempt's process recorded its end but has not exited (its worker
-            # still holds the job): the worker keeps holding it until the process has
-            # gone, then lets it go (reaper.conclude), so no new attempt starts beside it.
-            conn.execute(update(s.jobs).where(s.jobs.c.run_pk == row.pk).values(
-                worker_id=job["worker_id"], claimed_at=job["claimed_at"],
-                heartbeat_at=job["heartbeat_at"]))
+    # The folder's lock is held over both steps: the worker that ran the old attempt
+    # concludes it under the same lock (reaper.conclude), so it either lets the job go
+    # before the row is read here, or sees the new attempt after it is written.
+    with locked(run_dir, wait_s):
+        start_attempt(run_dir, attempt)
+        with engine.begin() as conn:
+            held = store_jobs.job_row(conn, row.pk)
+            # before the run is QUEUED in the index, so no worker claims the old attempt
+            store_jobs.requeue(conn, row.pk, attempt)
+            if held is not None and held["worker_id"] is not None:
+                # The old attempt's process recorded its end but has not exited (its
+                # worker still holds the job): the worker keeps holding it until the
+                # process has gone, then lets it go (reaper.conclude), so no new attempt
+                # starts beside it.
+                conn.execute(update(s.jobs).where(s.jobs.c.run_pk == row.pk).values(
+                    worker_id=held["worker_id"], claimed_at=held["claimed_at"],
+                    heartbeat_at=held["heartbeat_at"]))
     _index(engine, run_dir, runs_dir)
     with engine.connect() as conn:
         starts = who_starts(conn, job["device_profile"], time.time())

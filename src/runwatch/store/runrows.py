@@ -69,15 +69,21 @@ def json_or_text(text: str | None) -> Any:
         return text
 
 
+# A QUEUED run has no process: the one its manifest names ran an earlier attempt (a retry
+# or a requeue keeps the manifest), so whether that one lives says nothing of this run.
+_NO_PROCESS = frozenset(fmt.TERMINAL_PHASES) | {"QUEUED"}
+
+
 def process_gone(run: Any) -> bool:
-    """True when a run that is not finished was written by a process on this host that died."""
-    return run.status not in fmt.TERMINAL_PHASES and _local_process(run) is False
+    """True when a run that has started and not finished was written by a process on this
+    host that died."""
+    return run.status not in _NO_PROCESS and _local_process(run) is False
 
 
 def process_here(run: Any) -> bool:
-    """True when a run that is not finished was written by a process on this host that is
-    still alive (one this host can signal)."""
-    return run.status not in fmt.TERMINAL_PHASES and _local_process(run) is True
+    """True when a run that has started and not finished was written by a process on this
+    host that is still alive (one this host can signal)."""
+    return run.status not in _NO_PROCESS and _local_process(run) is True
 
 
 def _local_process(run: Any) -> bool | None:
