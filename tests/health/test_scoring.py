@@ -15,7 +15,14 @@ from typer.testing import CliRunner
 
 from runwatch.cli.main import app
 from runwatch.health.rules import BY_ID
-from runwatch.health.scoring import RULE_CLASSES, load_corpus, replay, replay_all, score
+from runwatch.health.scoring import (
+    RULE_CLASSES,
+    interval,
+    load_corpus,
+    replay,
+    replay_all,
+    score,
+)
 from runwatch.ingest.importers import read_source
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
@@ -60,7 +67,8 @@ def test_score_of_a_known_detection_a_miss_and_a_false_positive(tmp_path: Path) 
     assert (over["detected"], over["recall"], over["precision"]) == (0, 0.0, None)
     assert over["missed"] == ["missed"]
     assert every["pathologies"] == {"runs": 2, "detected": 1, "recall": 0.5, "warned": 1,
-                                    "warned_recall": 0.5, "median_delay_points": 1}
+                                    "warned_recall": 0.5, "median_delay_points": 1,
+                                    "recall_interval": interval(1, 2)}
     assert every["healthy"]["with_warnings"] == {"healthy_nan": ["metric.non_finite"]}
     held = score(results, "holdout")
     assert held["runs"] == 1 and held["pathologies"]["recall"] == 0.0
@@ -91,7 +99,21 @@ def test_a_pathology_found_by_an_info_alone_is_found_but_not_warned(tmp_path: Pa
     assert (sc["detected"], sc["recall"], sc["warned"], sc["warned_recall"]) == (2, 1.0, 1, 0.5)
     res = CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus), "--split", "train"])
     assert res.exit_code == 0, res.output
-    assert "2 of 2 pathologies found (100%; 1 by a warning, 50%)" in res.output
+    assert "2 of 2 pathologies found (100%, 95% interval 34-100%; 1 by a warning, 50%)" \
+        in res.output
+
+
+def test_the_score_states_each_share_with_its_wilson_interval() -> None:
+    # Wilson's bounds in closed form where k is 0 or n: z²/(n + z²) and n/(n + z²)
+    z2 = 1.96 ** 2
+    assert interval(0, 243) == (0.0, pytest.approx(z2 / (243 + z2)))
+    assert interval(154, 154) == (pytest.approx(154 / (154 + z2)), pytest.approx(1.0))
+    # symmetric in found and missed, and narrower than the share's whole range
+    low, high = interval(121, 154) or (0, 0)
+    other = interval(33, 154) or (0, 0)
+    assert (low, high) == (pytest.approx(1 - other[1]), pytest.approx(1 - other[0]))
+    assert 0.71 < low < 121 / 154 < high < 0.85
+    assert interval(0, 0) is None
 
 
 def test_health_eval_scores_one_round_on_its_own(tmp_path: Path) -> None:

@@ -19,6 +19,10 @@ info included; the summary line adds how many were told by a warning or worse, t
 bar a healthy run is judged by. A healthy run with a finding of warning or worse is a false
 alarm (at the highest severity the finding reaches: an info that holds long enough becomes
 a warning);
+the summary line gives both shares (pathologies found, healthy runs warned) with their
+95% Wilson intervals, since a few hundred runs measure a share to several points either
+way (121 of 154 found reads 79%, 71-84%, so it is short of 90% beyond the corpus's own
+noise, and 0 warned in 243 would read 0-2%, not a rate of 0);
 `run.stalled` is listed apart, since it reads wall-clock gaps between log lines that
 the labels do not judge. Held-back runs (`split: holdout`) stay out of tuning;
 the score is printed for `train`, for `holdout`, for every run, and for each `round` of

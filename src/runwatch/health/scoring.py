@@ -13,6 +13,7 @@ at the last line.
 
 from __future__ import annotations
 
+import math
 import statistics
 import tempfile
 import time
@@ -287,13 +288,33 @@ def score(results: list[Replayed], split: str = "all",
         "split": split, "round": round_, "runs": len(chosen), "classes": per_class,
         "pathologies": {"runs": len(labelled), "detected": len(found),
                         "recall": len(found) / len(labelled) if labelled else None,
+                        "recall_interval": interval(len(found), len(labelled)),
                         "warned": len(warned),
                         "warned_recall": len(warned) / len(labelled) if labelled else None,
                         "median_delay_points": statistics.median(delays) if delays else None},
         "healthy": {"runs": len(healthy),
+                    "warned_interval": interval(sum(1 for v in alarms.values() if v),
+                                                len(healthy)),
                     "with_warnings": {k: v for k, v in alarms.items() if v},
                     "process_findings": {k: v for k, v in process.items() if v}},
     }
+
+
+def interval(k: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
+    """The Wilson score interval (95% at z 1.96) of a share of k in n, or None for n 0.
+    A corpus of a few hundred runs measures a share to several points either way; the
+    interval says how far, and unlike the normal approximation it stays within 0-1 and
+    holds for shares near 0 or 1 (no false alarm in 243 runs is not a rate of 0)."""
+    if n <= 0:
+        return None
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _between(bounds: tuple[float, float] | None) -> str:
+    return "" if bounds is None else f", 95% interval {bounds[0] * 100:.0f}-{bounds[1]:.0%}"
 
 
 def pct(value: float | None) -> str:
@@ -306,10 +327,14 @@ def summary_line(title: str, sc: dict[str, Any]) -> str:
     (any severity) and told by a warning, the median delay, healthy runs warned."""
     p, h = sc["pathologies"], sc["healthy"]
     delay = p["median_delay_points"]
-    return (f"{title}: {p['detected']} of {p['runs']} pathologies found ({pct(p['recall'])}; "
+    warned = len(h["with_warnings"])
+    return (f"{title}: {p['detected']} of {p['runs']} pathologies found ({pct(p['recall'])}"
+            f"{_between(interval(p['detected'], p['runs']))}; "
             f"{p['warned']} by a warning, {pct(p['warned_recall'])}), median delay "
             f"{'—' if delay is None else f'{delay:g}'} logged points; "
-            f"{len(h['with_warnings'])} of {h['runs']} healthy runs with a warning")
+            f"{warned} of {h['runs']} healthy runs with a warning"
+            + (f" ({pct(warned / h['runs'])}{_between(interval(warned, h['runs']))})"
+               if h["runs"] else ""))
 
 
 def run_rows(results: list[Replayed]) -> list[dict[str, Any]]:
