@@ -152,7 +152,7 @@ def test_a_process_group_not_proved_the_attempts_is_not_signalled(
                 heartbeat_timeout_s=FAST["heartbeat_timeout_s"]))
             claim = store_jobs.claim(conn, "dead", 1, time.time())
             assert claim is not None
-            store_jobs.set_pid(conn, claim.run_pk, stranger.pid)
+            store_jobs.set_pid(conn, claim.run_pk, stranger.pid, "dead")
             conn.execute(update(s.jobs).where(s.jobs.c.run_pk == claim.run_pk)
                          .values(cancel_requested_at=time.time()))
         with locked(Path(claim.dir), 5.0):

@@ -124,7 +124,7 @@ def test_workers_heartbeat_drain_and_leave_stale_claims(engine: Engine,
     assert claim(engine, "w1", 2, 100.0) == "b"
     assert claim(engine, "w2", 1, 101.0) == "c"
     with engine.begin() as conn:
-        q.set_pid(conn, run_row(engine, "a").pk, 4242)
+        q.set_pid(conn, run_row(engine, "a").pk, 4242, "w1")
         q.heartbeat(conn, "w2", 140.0)
         stale = q.stale_claims(conn, 140.0)
         assert sorted(c.name for c in stale) == ["a", "b"], "w1 stopped stamping at 100"

@@ -78,12 +78,20 @@ def start_attempt(run_dir: Path, next_attempt: int) -> list[str]:
     append {"phase": "QUEUED", "attempt": next_attempt}; returns the names moved. The
     caller holds the folder's lock. Raises TransitionError when the folder's last event
     is not a terminal one."""
-    last = last_event(run_dir)
-    phase = None if last is None else last.get("phase")
+    events = list(records(run_dir / fmt.EVENTS))
+    phase = events[-1].get("phase") if events else None
     if phase not in fmt.TERMINAL_PHASES:
         raise TransitionError(f"the run's folder says it is {phase or 'not started'}, "
                               "not ended, so no new attempt was started: wait for it to "
                               "end, then retry")
+    # the attempt the folder is at: a retry that counted from an older reading (another
+    # retry, and that attempt's end, came in between) starts nothing
+    current = max((ev["attempt"] for ev in events if type(ev.get("attempt")) is int),
+                  default=1)
+    if next_attempt != current + 1:
+        raise TransitionError(f"the run is at attempt {current} now, not "
+                              f"{next_attempt - 1}: another retry came first; look at the "
+                              "run again before you retry it")
     moved = move_attempt_files(run_dir, next_attempt - 1)
     write_events(run_dir, [{"phase": "QUEUED", "attempt": next_attempt}])
     return moved

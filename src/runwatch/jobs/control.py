@@ -40,12 +40,12 @@ from sqlalchemy import Connection, Engine, select, update
 
 from runwatch.ingest.indexer import Indexer, IndexReport
 from runwatch.jobs import lifecycle
-from runwatch.jobs.attempts import start_attempt
+from runwatch.jobs.attempts import last_event, start_attempt
 from runwatch.jobs.executors import lost_cancel
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.jobs.lifecycle import TransitionError
 from runwatch.rundir import format as fmt
-from runwatch.rundir.append import append_events, locked
+from runwatch.rundir.append import locked, write_events
 from runwatch.rundir.jsonl import loads_line
 from runwatch.sdk.lock import RunLock
 from runwatch.sdk.sender import FINISH_WAIT_S
@@ -95,22 +95,26 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> Outcome
                               "process of it is here to stop: stop its process where it runs")
     run_dir = Path(row.dir)
     with engine.begin() as conn:
-        job = store_jobs.job_row(conn, row.pk)
-        if job is None:
+        if store_jobs.job_row(conn, row.pk) is None:
             return Outcome(_stop_by_hand(run_dir), SENT_SIGTERM)
         now = time.time()
         unclaimed = store_jobs.request_cancel(conn, row.pk, now)
-        if not (row.status == "QUEUED" and unclaimed):
+        job = store_jobs.job_row(conn, row.pk) or {}  # read after the write: current
+        if not unclaimed:
             conn.execute(update(s.runs).where(
                 s.runs.c.pk == row.pk, s.runs.c.status.not_in(fmt.TERMINAL_PHASES)
             ).values(status="CANCEL_REQUESTED"))
-            holder = store_jobs.job_row(conn, row.pk) or {}
-            return Outcome("CANCEL_REQUESTED", _who_stops(conn, holder.get("worker_id"), now))
-    # No worker holds the job and none will claim it now: it has no process to stop.
+            return Outcome("CANCEL_REQUESTED", _who_stops(conn, job.get("worker_id"), now))
+    # No worker holds the job and none will claim it now: it has no process to stop,
+    # whatever phase the index still shows (a worker's requeue after a failure, not yet
+    # indexed, reads RUNNING). The folder says whether it waits or has ended meanwhile.
     reason = CATALOGUE["cancelled"]
     try:
-        append_events(run_dir, [{"phase": reason.phase, "attempt": job["attempt"],
-                                 "code": reason.id, "reason": reason.sentence}])
+        with locked(run_dir):
+            ended = (last_event(run_dir) or {}).get("phase")
+            if ended not in fmt.TERMINAL_PHASES:
+                write_events(run_dir, [{"phase": reason.phase, "attempt": job["attempt"],
+                                        "code": reason.id, "reason": reason.sentence}])
     except BaseException:
         # The run stays QUEUED: let workers claim it again rather than strand it, and let
         # the caller say why the cancel did not happen (a busy or vanished folder).
@@ -120,6 +124,11 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> Outcome
                          .values(cancel_requested_at=None))
         raise
     _index(engine, run_dir, runs_dir)
+    if ended in fmt.TERMINAL_PHASES:
+        # it ended before the index showed it (a second cancel of a queued run, or a job
+        # its worker concluded a moment ago); the mark stays, harmless on an ended job
+        raise TransitionError(f"the run ended ({ended}) before this cancel came, so there is "
+                              "nothing to stop: retry it to run it again")
     return Outcome(reason.phase, ENDED_AT_ONCE)
 
 
@@ -198,7 +207,7 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
                 # starts beside it.
                 conn.execute(update(s.jobs).where(s.jobs.c.run_pk == row.pk).values(
                     worker_id=held["worker_id"], claimed_at=held["claimed_at"],
-                    heartbeat_at=held["heartbeat_at"]))
+                    heartbeat_at=held["heartbeat_at"], pid=held["pid"]))
     _index(engine, run_dir, runs_dir)
     with engine.connect() as conn:
         starts = who_starts(conn, job["device_profile"], time.time())

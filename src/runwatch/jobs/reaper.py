@@ -147,9 +147,13 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
             if (row is not None and row["worker_id"] == holder
                     and row["attempt"] > claim.attempt and stale_before is None):
                 # retried after its process recorded its end, before the process exited
-                # (control.retry): its worker let it go only now, with the process gone
+                # (control.retry): its worker let it go only now, with the process gone;
+                # a cancel asked of the new attempt meanwhile ends it, never started
+                cancelled = _cancel_unstarted(run_dir, row)
                 with engine.begin() as conn:
                     store_jobs.release(conn, claim.run_pk)
+                if cancelled:
+                    index(run_dir)
                 return None
             if (row is None or row["worker_id"] != holder or row["attempt"] != claim.attempt
                     or (stale_before is not None and (row["heartbeat_at"] or 0) >= stale_before)):
@@ -160,9 +164,12 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
             verdict = classify(end)
             events = [] if not now.started or now.terminal else [
                 verdict_event(verdict, claim.attempt)]
+            # a cancel asked after the worker last looked still keeps the next attempt
+            # from being queued: the process failed on its own, and that stands
             again = (now.started and verdict.phase == "FAILED"
                      and not (verdict.reason and verdict.reason.refusal)
-                     and claim.attempt < row["max_attempts"])
+                     and claim.attempt < row["max_attempts"]
+                     and row["cancel_requested_at"] is None)
             ended = now.terminal["phase"] if now.terminal else verdict.phase
             said = output_log_line(run_dir, claim.attempt, ended) if now.started else None
             if said is not None:
@@ -173,9 +180,13 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
             if events:
                 write_events(run_dir, events)
             with engine.begin() as conn:
-                if again:
-                    store_jobs.requeue(conn, claim.run_pk, claim.attempt + 1)
-                else:
+                # a cancel that lands after the row was read: the new attempt, queued in
+                # the folder, ends CANCELLED before it starts (the requeue would clear it)
+                if not (again and store_jobs.requeue(conn, claim.run_pk, claim.attempt + 1,
+                                                     unless_cancelled=True)):
+                    if not now.started or again:
+                        _cancel_unstarted(run_dir, store_jobs.job_row(conn, claim.run_pk),
+                                          claim.attempt + 1 if again else claim.attempt)
                     store_jobs.release(conn, claim.run_pk)
     except RunBusy:
         return None
@@ -190,6 +201,20 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
     log.info("%s attempt %d: %s%s%s", claim.name, claim.attempt, verdict.phase,
              f" ({verdict.code})" if verdict.code else "", ", queued again" if again else "")
     return verdict
+
+
+def _cancel_unstarted(run_dir: Path, row: dict[str, Any] | None,
+                      attempt: int | None = None) -> bool:
+    """End CANCELLED attempt `attempt` (by default the one `row` names), which no process
+    started, when a cancel was asked of the job (the caller holds the folder's lock);
+    whether it was."""
+    if row is None or row["cancel_requested_at"] is None:
+        return False
+    reason = CATALOGUE["cancelled"]
+    write_events(run_dir, [{"phase": reason.phase,
+                            "attempt": row["attempt"] if attempt is None else attempt,
+                            "code": reason.id, "reason": reason.sentence}])
+    return True
 
 
 # the catalogue's reason for a job whose run folder was deleted under it

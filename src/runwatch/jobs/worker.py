@@ -229,7 +229,7 @@ class Worker:
         for job in list(self.jobs.values()):
             if job.proc is None:  # not started: back to the queue
                 with self.engine.begin() as conn:
-                    store_jobs.release(conn, job.claim.run_pk)
+                    store_jobs.release(conn, job.claim.run_pk, self.id)
                 self._drop(job)
                 continue
             job.proc.kill()
@@ -410,7 +410,7 @@ class Worker:
         pid = job.proc.pid
         if pid is not None:
             with self.engine.begin() as conn:
-                store_jobs.set_pid(conn, claim.run_pk, pid)
+                store_jobs.set_pid(conn, claim.run_pk, pid, self.id)
         log.info("started %s attempt %d (%s executor%s)", claim.name, claim.attempt,
                  self.executor.name, "" if pid is None else f", pid {pid}")
         self._index(job.run_dir)

@@ -166,14 +166,19 @@ def heartbeat(conn: Connection, worker_id: str, now: float) -> None:
     conn.execute(update(s.jobs).where(j.worker_id == worker_id).values(heartbeat_at=now))
 
 
-def set_pid(conn: Connection, run_pk: int, pid: int) -> None:
-    """The process id of a claimed job's process (its process group's leader)."""
-    conn.execute(update(s.jobs).where(j.run_pk == run_pk).values(pid=pid))
+def set_pid(conn: Connection, run_pk: int, pid: int, holder: str) -> None:
+    """The process id of a claimed job's process (its process group's leader), written
+    while worker `holder` still holds the job (a worker stalled past its heartbeat may
+    have had it reaped and claimed by another)."""
+    conn.execute(update(s.jobs).where(j.run_pk == run_pk, j.worker_id == holder)
+                 .values(pid=pid))
 
 
-def release(conn: Connection, run_pk: int) -> None:
-    """No worker holds the job any more (its process ended, or it never started)."""
-    conn.execute(update(s.jobs).where(j.run_pk == run_pk).values(
+def release(conn: Connection, run_pk: int, holder: str | None = None) -> None:
+    """No worker holds the job any more (its process ended, or it never started); given
+    `holder`, only while that worker still holds it."""
+    cond = [j.run_pk == run_pk] + ([j.worker_id == holder] if holder is not None else [])
+    conn.execute(update(s.jobs).where(*cond).values(
         worker_id=None, claimed_at=None, heartbeat_at=None, pid=None))
 
 
@@ -187,12 +192,19 @@ def abandon(conn: Connection, run_pk: int, now: float, reason: str, code: str,
         status="FAILED", reason=reason, reason_code=code, ended_at=now, updated_at=now))
 
 
-def requeue(conn: Connection, run_pk: int, attempt: int) -> None:
+def requeue(conn: Connection, run_pk: int, attempt: int, *,
+            unless_cancelled: bool = False) -> bool:
     """Make the job claimable again as attempt `attempt` (retry, or a worker's requeue):
-    no worker, no cancel request. The caller has appended the QUEUED event."""
-    conn.execute(update(s.jobs).where(j.run_pk == run_pk).values(
+    no worker, no cancel request. The caller has appended the QUEUED event. With
+    `unless_cancelled` (a worker's own requeue after a failure) a job a cancel was asked
+    of is left as it is; whether it was requeued."""
+    cond = [j.run_pk == run_pk]
+    if unless_cancelled:
+        cond.append(j.cancel_requested_at.is_(None))
+    done = conn.execute(update(s.jobs).where(*cond).values(
         attempt=attempt, worker_id=None, claimed_at=None, heartbeat_at=None, pid=None,
         cancel_requested_at=None))
+    return done.rowcount > 0
 
 
 def request_cancel(conn: Connection, run_pk: int, now: float) -> bool:
