@@ -45,7 +45,7 @@ from runwatch.jobs.executors import lost_cancel
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.jobs.lifecycle import TransitionError
 from runwatch.rundir import format as fmt
-from runwatch.rundir.append import locked, write_events
+from runwatch.rundir.append import RunBusy, locked, write_events
 from runwatch.rundir.jsonl import loads_line
 from runwatch.sdk.lock import RunLock
 from runwatch.sdk.sender import FINISH_WAIT_S
@@ -56,6 +56,9 @@ RunRef = int | Any  # a run's pk, or a row of `runs` (anything with .pk)
 # How long a retry waits for the ended attempt's process to let go of the run's folder:
 # its last send, and a margin for the process to exit.
 RETRY_WAIT_S = FINISH_WAIT_S + 5.0
+# How long a cancel waits for the folder of a job no worker holds: job control holds it
+# for moments; a process holding it longer records the run, resumed by hand with the SDK.
+HELD_WAIT_S = 2.0
 
 ENDED_AT_ONCE = "it had not started, so it ended at once"
 TOLD_TO_STOP = "its process is told to stop; it ends CANCELLED then"  # by its live worker
@@ -110,18 +113,21 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> Outcome
     # indexed, reads RUNNING). The folder says whether it waits or has ended meanwhile.
     reason = CATALOGUE["cancelled"]
     try:
-        with locked(run_dir):
-            ended = (last_event(run_dir) or {}).get("phase")
-            if ended not in fmt.TERMINAL_PHASES:
-                write_events(run_dir, [{"phase": reason.phase, "attempt": job["attempt"],
-                                        "code": reason.id, "reason": reason.sentence}])
+        try:
+            with locked(run_dir, HELD_WAIT_S):
+                ended = (last_event(run_dir) or {}).get("phase")
+                if ended not in fmt.TERMINAL_PHASES:
+                    write_events(run_dir, [{"phase": reason.phase, "attempt": job["attempt"],
+                                            "code": reason.id, "reason": reason.sentence}])
+        except RunBusy:
+            # a process holds the folder and no worker runs it: the job's run resumed by
+            # hand with the SDK, which is stopped as a run started by hand is
+            _forget_cancel(engine, row.pk)
+            return Outcome(_stop_by_hand(run_dir), SENT_SIGTERM)
     except BaseException:
         # The run stays QUEUED: let workers claim it again rather than strand it, and let
         # the caller say why the cancel did not happen (a busy or vanished folder).
-        with engine.begin() as conn:
-            conn.execute(update(s.jobs).where(s.jobs.c.run_pk == row.pk,
-                                              s.jobs.c.worker_id.is_(None))
-                         .values(cancel_requested_at=None))
+        _forget_cancel(engine, row.pk)
         raise
     _index(engine, run_dir, runs_dir)
     if ended in fmt.TERMINAL_PHASES:
@@ -130,6 +136,14 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> Outcome
         raise TransitionError(f"the run ended ({ended}) before this cancel came, so there is "
                               "nothing to stop: retry it to run it again")
     return Outcome(reason.phase, ENDED_AT_ONCE)
+
+
+def _forget_cancel(engine: Engine, run_pk: int) -> None:
+    """Take back a cancel's mark on a job no worker holds (the cancel did not end it)."""
+    with engine.begin() as conn:
+        conn.execute(update(s.jobs).where(s.jobs.c.run_pk == run_pk,
+                                          s.jobs.c.worker_id.is_(None))
+                     .values(cancel_requested_at=None))
 
 
 def _who_stops(conn: Connection, holder: str | None, now: float) -> str:

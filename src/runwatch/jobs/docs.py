@@ -41,10 +41,12 @@ stands, and a failure is then not queued again for another attempt. Whether a pr
 exists is read from the job, not from the phase the index shows: a job no worker holds
 ends CANCELLED at once even while the index still reads RUNNING (a failed attempt its
 worker has just queued again), and a cancel that comes after the run's folder recorded
-its end is refused with that end. A run retried while its old process was still exiting
-and then cancelled ends CANCELLED once that process has gone, its new attempt never
-started. When the job's worker is lost (below), nothing tells the process to stop until a
-live worker that reaps that worker's jobs does: `runwatch runs cancel` and the API's
+its end is refused with that end; a job's run that a process resumed by hand with the
+SDK (no worker holds it, its folder is held) is sent SIGTERM like a run started by hand. A
+run retried while its old process was still exiting and then cancelled ends CANCELLED once
+that process has gone, its new attempt never started. When the job's worker is lost
+(below), nothing tells the process to stop until a live worker that reaps that worker's
+jobs does: `runwatch runs cancel` and the API's
 `next` say which worker that will be, or what the cancel waits for. **Retry** is the
 only way out of a terminal phase: a new attempt of the same run, QUEUED again; earlier
 attempts stay on record and in the cost. A run retried as soon as its process recorded

@@ -34,7 +34,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from runwatch.jobs.attempts import move_attempt_files
+from runwatch.jobs.attempts import last_event, move_attempt_files
 from runwatch.jobs.executors import REAPS, Executor, LocalExecutor
 from runwatch.jobs.failures import CATALOGUE, AttemptEnd, Verdict, classify
 from runwatch.jobs.process import tail
@@ -149,9 +149,8 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
                 # retried after its process recorded its end, before the process exited
                 # (control.retry): its worker let it go only now, with the process gone;
                 # a cancel asked of the new attempt meanwhile ends it, never started
-                cancelled = _cancel_unstarted(run_dir, row)
                 with engine.begin() as conn:
-                    store_jobs.release(conn, claim.run_pk)
+                    cancelled = _let_go(conn, run_dir, claim.run_pk, row["attempt"])
                 if cancelled:
                     index(run_dir)
                 return None
@@ -184,10 +183,9 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
                 # the folder, ends CANCELLED before it starts (the requeue would clear it)
                 if not (again and store_jobs.requeue(conn, claim.run_pk, claim.attempt + 1,
                                                      unless_cancelled=True)):
-                    if not now.started or again:
-                        _cancel_unstarted(run_dir, store_jobs.job_row(conn, claim.run_pk),
-                                          claim.attempt + 1 if again else claim.attempt)
-                    store_jobs.release(conn, claim.run_pk)
+                    unstarted = claim.attempt + 1 if again else (
+                        None if now.started else claim.attempt)
+                    _let_go(conn, run_dir, claim.run_pk, unstarted)
     except RunBusy:
         return None
     except FileNotFoundError:  # the run folder was deleted: nothing to record, free the job
@@ -203,16 +201,23 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
     return verdict
 
 
-def _cancel_unstarted(run_dir: Path, row: dict[str, Any] | None,
-                      attempt: int | None = None) -> bool:
-    """End CANCELLED attempt `attempt` (by default the one `row` names), which no process
-    started, when a cancel was asked of the job (the caller holds the folder's lock);
-    whether it was."""
-    if row is None or row["cancel_requested_at"] is None:
+def _let_go(conn: Connection, run_dir: Path, run_pk: int, unstarted: int | None) -> bool:
+    """Release the job (in the caller's transaction, its folder locked); when attempt
+    `unstarted`, which no process started, is the folder's next and a cancel was asked,
+    end it CANCELLED. Whether it was.
+
+    The release is written before the cancel is read, so the two cannot pass each other:
+    a cancel committed before it is seen here; one after it finds no worker holding the
+    job and ends the attempt itself (control.cancel)."""
+    store_jobs.release(conn, run_pk)
+    row = store_jobs.job_row(conn, run_pk)
+    if unstarted is None or row is None or row["cancel_requested_at"] is None:
         return False
+    last = last_event(run_dir) or {}
+    if last.get("phase") in fmt.TERMINAL_PHASES:
+        return False  # ended already (a worker's start saw the cancel and recorded it)
     reason = CATALOGUE["cancelled"]
-    write_events(run_dir, [{"phase": reason.phase,
-                            "attempt": row["attempt"] if attempt is None else attempt,
+    write_events(run_dir, [{"phase": reason.phase, "attempt": unstarted,
                             "code": reason.id, "reason": reason.sentence}])
     return True
 

@@ -69,21 +69,26 @@ def json_or_text(text: str | None) -> Any:
         return text
 
 
-# A QUEUED run has no process: the one its manifest names ran an earlier attempt (a retry
-# or a requeue keeps the manifest), so whether that one lives says nothing of this run.
-_NO_PROCESS = frozenset(fmt.TERMINAL_PHASES) | {"QUEUED"}
+def _no_process(run: Any) -> bool:
+    """Whether the run has no process of its own to judge: it ended, or it is a job's
+    next attempt waiting in the queue (a retry or requeue keeps the manifest, which names
+    the earlier attempt's process). A run started by hand may be QUEUED in its own
+    process (the SDK's start phase), which does count."""
+    return run.status in fmt.TERMINAL_PHASES or (run.status == "QUEUED"
+                                                 and (run.attempt or 1) > 1)
 
 
 def process_gone(run: Any) -> bool:
-    """True when a run that has started and not finished was written by a process on this
-    host that died."""
-    return run.status not in _NO_PROCESS and _local_process(run) is False
+    """True when a run that is not finished, and not a job's attempt waiting in the queue,
+    was written by a process on this host that died."""
+    return not _no_process(run) and _local_process(run) is False
 
 
 def process_here(run: Any) -> bool:
-    """True when a run that has started and not finished was written by a process on this
-    host that is still alive (one this host can signal)."""
-    return run.status not in _NO_PROCESS and _local_process(run) is True
+    """True when a run that is not finished, and not a job's attempt waiting in the queue,
+    was written by a process on this host that is still alive (one this host can
+    signal)."""
+    return not _no_process(run) and _local_process(run) is True
 
 
 def _local_process(run: Any) -> bool | None:
