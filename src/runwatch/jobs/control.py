@@ -44,6 +44,7 @@ from runwatch.jobs.attempts import last_event, start_attempt
 from runwatch.jobs.executors import lost_cancel
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.jobs.lifecycle import TransitionError
+from runwatch.jobs.reaper import cancelled_event
 from runwatch.rundir import format as fmt
 from runwatch.rundir.append import RunBusy, locked, write_events
 from runwatch.rundir.jsonl import loads_line
@@ -111,14 +112,12 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> Outcome
     # No worker holds the job and none will claim it now: it has no process to stop,
     # whatever phase the index still shows (a worker's requeue after a failure, not yet
     # indexed, reads RUNNING). The folder says whether it waits or has ended meanwhile.
-    reason = CATALOGUE["cancelled"]
     try:
         try:
             with locked(run_dir, HELD_WAIT_S):
                 ended = (last_event(run_dir) or {}).get("phase")
                 if ended not in fmt.TERMINAL_PHASES:
-                    write_events(run_dir, [{"phase": reason.phase, "attempt": job["attempt"],
-                                            "code": reason.id, "reason": reason.sentence}])
+                    write_events(run_dir, [cancelled_event(job["attempt"])])
         except RunBusy:
             # a process holds the folder and no worker runs it: the job's run resumed by
             # hand with the SDK, which is stopped as a run started by hand is
@@ -135,7 +134,7 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> Outcome
         # its worker concluded a moment ago); the mark stays, harmless on an ended job
         raise TransitionError(f"the run ended ({ended}) before this cancel came, so there is "
                               "nothing to stop: retry it to run it again")
-    return Outcome(reason.phase, ENDED_AT_ONCE)
+    return Outcome(CATALOGUE["cancelled"].phase, ENDED_AT_ONCE)
 
 
 def _forget_cancel(engine: Engine, run_pk: int) -> None:

@@ -115,6 +115,12 @@ def verdict_event(verdict: Verdict, attempt: int) -> dict[str, Any]:
     return event
 
 
+def cancelled_event(attempt: int) -> dict[str, Any]:
+    """The event that ends attempt `attempt` CANCELLED before any process of it started
+    (a cancel of a queued job, or of one its worker had not started yet)."""
+    return verdict_event(classify(AttemptEnd(cancel_requested=True)), attempt)
+
+
 def output_log_line(run_dir: Path, attempt: int, phase: str) -> dict[str, Any] | None:
     """The log line that keeps the end of an attempt's output (attempts/<n>/output.log)
     in the run's logs when it did not succeed (None when it did, or printed nothing):
@@ -216,9 +222,7 @@ def _let_go(conn: Connection, run_dir: Path, run_pk: int, unstarted: int | None)
     last = last_event(run_dir) or {}
     if last.get("phase") in fmt.TERMINAL_PHASES:
         return False  # ended already (a worker's start saw the cancel and recorded it)
-    reason = CATALOGUE["cancelled"]
-    write_events(run_dir, [{"phase": reason.phase, "attempt": unstarted,
-                            "code": reason.id, "reason": reason.sentence}])
+    write_events(run_dir, [cancelled_event(unstarted)])
     return True
 
 

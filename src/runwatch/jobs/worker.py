@@ -68,7 +68,7 @@ from runwatch.ingest.indexer import Indexer, IndexReport
 from runwatch.jobs import reaper
 from runwatch.jobs.cost import CPU
 from runwatch.jobs.executors import Attempt, Executor, LocalExecutor, StartError, attempt_env, note
-from runwatch.jobs.failures import AttemptEnd, classify
+from runwatch.jobs.failures import AttemptEnd
 from runwatch.rundir import format as fmt
 from runwatch.rundir.append import RunBusy, locked, write_events
 from runwatch.store import jobs as store_jobs
@@ -367,8 +367,7 @@ class Worker:
                     self._drop(job)
                     return
                 if cancelled:
-                    write_events(job.run_dir, [reaper.verdict_event(
-                        classify(AttemptEnd(cancel_requested=True)), claim.attempt)])
+                    write_events(job.run_dir, [reaper.cancelled_event(claim.attempt)])
                 else:
                     write_events(job.run_dir, [first])
                     _, offset, line_no = reaper.read_events(job.run_dir)
