@@ -6,8 +6,9 @@
 - Completions at the length limit on 3 of the last 5 steps, not 5 of 10, so a notebook
   stopped after 5 steps is judged (`grpo.length_at_ceiling`,
   grpo_llama31_8b_nis2_unsloth_t4_completions_at_cap).
-- A policy loss more than 50 times the largest size it logged before is a jump, from its
-  second point (`grpo.loss_above_max`, grpo_gptneo125m_analogy_loss_swings).
+- A policy loss more than 50 times (8 times since session 24) the largest size it logged
+  before is a jump, from its second point (`grpo.loss_above_max`,
+  grpo_gptneo125m_analogy_loss_swings).
 """
 
 from __future__ import annotations

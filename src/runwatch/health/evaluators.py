@@ -87,7 +87,8 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
         return j.Spike(
             factor=factor or None, drop=drop or None, window=int(_num(p, "window", 200)),
             min_history=int(_num(p, "min_history", 10)), floor=_num(p, "floor", 0.0),
-            min_median=_num(p, "min_median", 0.0), hold=int(_num(p, "hold", 5)), state=state,
+            min_median=_num(p, "min_median", 0.0), hold=int(_num(p, "hold", 5)),
+            noise_k=_num(p, "noise_k", 0.0), state=state,
         )
     if kind == "trend":
         return t.Trend(

@@ -26,7 +26,12 @@ class Spike:
     """A value `factor` times the rolling median of the previous `window` points (or,
     with `drop` < 1, below `drop` times it). The median is refreshed every `BLOCK`
     points, which keeps the per-point cost to one comparison. A spike keeps its finding
-    open for `hold` points so that a burst of spikes reads as one finding."""
+    open for `hold` points so that a burst of spikes reads as one finding.
+
+    With `noise_k`, a rise must also stand `noise_k` robust standard deviations of the
+    window above its median: a series whose spread is of the order of its median (a KL
+    estimated as the mean log-ratio of a few samples, which goes negative as often as
+    not) reaches `factor` times that median by noise alone."""
 
     BLOCK = 32
 
@@ -40,8 +45,10 @@ class Spike:
         hold: int = 5,
         state: dict[str, Any] | None = None,
         min_median: float = 0.0,
+        noise_k: float = 0.0,
     ) -> None:
         self.factor, self.drop, self.floor = factor, drop, floor
+        self.noise_k = noise_k
         # The least median a rise is measured against: a series that starts at 0 by
         # construction (a KL to the reference) rises from it once, and that is no spike.
         self.min_median = min_median
@@ -53,6 +60,7 @@ class Spike:
         # The median in use and the point count at which it is next refreshed: counted
         # over the run, so batches of any size give the same verdicts.
         self.med: float | None = st.get("med")
+        self.spread = float(st.get("spread", 0.0))  # noise_k robust sds of the window
         self.seen = int(st.get("seen", 0))
         self.refresh_at = int(st.get("at", 0))
 
@@ -64,6 +72,8 @@ class Spike:
         while i < m:
             if self.seen >= self.refresh_at:
                 self.med = median(hist) if len(hist) >= max(1, self.min_history) else None
+                if self.noise_k and self.med is not None:
+                    self.spread = self.noise_k * robust_sd(hist, self.med)
                 # Short blocks while the history fills, so early spikes are judged against
                 # nearly every point before them.
                 n = len(hist)
@@ -74,7 +84,7 @@ class Spike:
             self.seen += len(block)
             med = self.med
             if med is not None:
-                hi = (max(factor * max(med, self.min_median), floor)
+                hi = (max(factor * max(med, self.min_median), floor, med + self.spread)
                       if factor is not None else INF)
                 lo = drop * med if drop is not None else -INF
                 hits.extend([1 if (v > hi or v < lo) and v - v == 0 else 0 for v in block])
@@ -96,7 +106,7 @@ class Spike:
 
     def state(self) -> dict[str, Any]:
         return {"history": self.history, "tail": self.window.tail, "med": self.med,
-                "seen": self.seen, "at": self.refresh_at}
+                "seen": self.seen, "at": self.refresh_at, "spread": self.spread}
 
 
 class AboveMax:

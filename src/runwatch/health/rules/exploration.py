@@ -25,11 +25,15 @@ RULES: tuple[Rule, ...] = (
         variants=(("fb/loss/kl_ref/mean",),),
         detector="spike",
         params={"factor": 10.0, "window": 200, "min_history": 10, "floor": 0.05,
-                "min_median": 0.05, "hold": 5, "repeat": 2},
+                "min_median": 0.05, "hold": 5, "repeat": 2, "noise_k": 6.0},
         severity="info",
         condition="`fb/loss/kl_ref/mean` exceeds {factor}× its rolling median, the median "
         "taken as at least {min_median} nats: a KL starts at 0, and its first rise away from "
-        "the reference is growth (grpo.kl_ref_growing judges it), not a spike; a warning "
+        "the reference is growth (grpo.kl_ref_growing judges it), not a spike. It must also "
+        "stand {noise_k} robust standard deviations of the window above the median: a KL "
+        "estimated as the mean log-ratio of one group's samples goes negative as often as "
+        "not, and reaches {factor}× its median by noise alone (a healthy run of the labelled "
+        "corpus wanders from -0.46 to 0.56 around a median of 0.07). A warning "
         "when {repeat} such spikes come within {hold} points (a KL estimated on one group of "
         "samples spikes on one step and is back at the next).",
         message="{metric} spiked to {max:.3g} against a median of {median:.3g}{repeats}.",
