@@ -235,7 +235,9 @@ DETECTOR_DOCS = (
     ("pinned", "a value equals exactly the lowest the series has taken (with `side: top`, "
      "the highest), and has taken before, on *k* of the last *n* points (a new low is no hit)"),
     ("spike", "a value exceeds `factor` × the rolling median of the previous `window` points "
-     "(the median taken as at least `min_median`; or falls below `drop` × it); the finding "
+     "(the median taken as at least `min_median`; or falls below `drop` × it); with "
+     "`noise_k`, a rise must also stand `noise_k` robust standard deviations of the window "
+     "(by its median absolute deviation) above the median, refreshed with it; the finding "
      "stays open `hold` points"),
     ("trend", "the Theil–Sen slope over the last `window` points (on 8 bucket medians) moves "
      "the series by at least `min_effect` (`relative`: as a fraction of its level) `up` or "

@@ -29,9 +29,10 @@ class Spike:
     open for `hold` points so that a burst of spikes reads as one finding.
 
     With `noise_k`, a rise must also stand `noise_k` robust standard deviations of the
-    window above its median: a series whose spread is of the order of its median (a KL
-    estimated as the mean log-ratio of a few samples, which goes negative as often as
-    not) reaches `factor` times that median by noise alone."""
+    window (its median absolute deviation, which earlier spikes barely move) above its
+    median, refreshed with it: a series whose spread is of the order of its median (a KL
+    estimated as the mean log-ratio of a few samples, negative on a third of its steps)
+    reaches `factor` times that median by noise alone."""
 
     BLOCK = 32
 
@@ -60,7 +61,7 @@ class Spike:
         # The median in use and the point count at which it is next refreshed: counted
         # over the run, so batches of any size give the same verdicts.
         self.med: float | None = st.get("med")
-        self.spread = float(st.get("spread", 0.0))  # noise_k robust sds of the window
+        self.spread = float(st.get("spread", 0.0))  # noise_k MAD-sds of the window
         self.seen = int(st.get("seen", 0))
         self.refresh_at = int(st.get("at", 0))
 
@@ -72,8 +73,10 @@ class Spike:
         while i < m:
             if self.seen >= self.refresh_at:
                 self.med = median(hist) if len(hist) >= max(1, self.min_history) else None
-                if self.noise_k and self.med is not None:
-                    self.spread = self.noise_k * robust_sd(hist, self.med)
+                # The median absolute deviation alone: the mean one would let the
+                # window's earlier spikes raise the bar for the next ones.
+                self.spread = (self.noise_k * 1.4826 * median([abs(x - self.med) for x in hist])
+                               if self.noise_k and self.med is not None else 0.0)
                 # Short blocks while the history fills, so early spikes are judged against
                 # nearly every point before them.
                 n = len(hist)

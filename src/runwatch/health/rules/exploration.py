@@ -31,8 +31,8 @@ RULES: tuple[Rule, ...] = (
         "taken as at least {min_median} nats: a KL starts at 0, and its first rise away from "
         "the reference is growth (grpo.kl_ref_growing judges it), not a spike. It must also "
         "stand {noise_k} robust standard deviations of the window above the median: a KL "
-        "estimated as the mean log-ratio of one group's samples goes negative as often as "
-        "not, and reaches {factor}× its median by noise alone (a healthy run of the labelled "
+        "estimated as the mean log-ratio of one group's samples goes negative on many "
+        "steps, and reaches {factor}× its median by noise alone (a healthy run of the labelled "
         "corpus wanders from -0.46 to 0.56 around a median of 0.07). A warning "
         "when {repeat} such spikes come within {hold} points (a KL estimated on one group of "
         "samples spikes on one step and is back at the next).",
