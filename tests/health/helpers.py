@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from runwatch.health.engine import Engine
 from runwatch.health.findings import Finding
 from runwatch.health.rules import BY_ID
+from runwatch.ingest.importers import read_source
 from runwatch.store.points import PointColumns
 
+REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 T0 = 1_000_000.0
 STEP_S = 10.0
 
@@ -39,3 +42,10 @@ def at_end(rule_id: str) -> bool:
 
 def rule_ids(findings: list[Finding]) -> set[str]:
     return {f.rule_id for f in findings}
+
+
+def corpus_records(run: str) -> list[dict[str, Any]]:
+    """A labelled corpus run's logged lines in step order, read by the importer `runwatch
+    import` uses."""
+    (path,) = [p for p in (REAL / run).iterdir() if p.name != "source.json"]
+    return sorted(read_source(path).records, key=lambda r: r["step"])

@@ -13,21 +13,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from runwatch.health.engine import Engine
-from runwatch.ingest.importers import read_source
 
+from .helpers import corpus_records as _records
 from .helpers import evaluate, rule_ids, to_batch
-
-REAL = Path(__file__).resolve().parents[1] / "data" / "real"
-
-
-def _records(run: str) -> list[dict[str, Any]]:
-    """A corpus run's logged lines, read by the importer `runwatch import` uses."""
-    (path,) = [p for p in (REAL / run).iterdir() if p.name != "source.json"]
-    return read_source(path).records
 
 
 def _series(records: list[dict[str, Any]], *names: str

@@ -15,24 +15,18 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from runwatch.health.engine import Engine
 from runwatch.health.findings import Finding
 from runwatch.health.jumps import Spike
-from runwatch.ingest.importers import read_source
 
-from .helpers import evaluate, to_batch
-
-REAL = Path(__file__).resolve().parents[1] / "data" / "real"
+from .helpers import corpus_records, evaluate, to_batch
 
 
 def _series(run: str, key: str) -> list[float]:
-    """A corpus run's logged values of one key, read by the importer `runwatch import` uses."""
-    (path,) = [p for p in (REAL / run).iterdir() if p.name != "source.json"]
-    rows = sorted(read_source(path).records, key=lambda r: r["step"])
-    return [float(r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+    """A corpus run's logged values of one key, in step order."""
+    return [float(r[key]) for r in corpus_records(run) if isinstance(r.get(key), (int, float))]
 
 
 def _live(method: str, name: str, values: list[float],
@@ -129,8 +123,7 @@ def test_earlier_spikes_do_not_raise_the_bar_for_later_ones() -> None:
     # A GRPO run whose KL (median about 0.3-0.5) spikes to 6.1 at step 96 and 13.0 at step
     # 295, among others (grpo_yuxuan_arrays_csv, labelled kl_growth): a spread taken from
     # the mean absolute deviation let the earlier spikes lift the bar past both.
-    path = next(p for p in (REAL / "grpo_yuxuan_arrays_csv").iterdir() if p.suffix == ".csv")
-    rows = sorted(read_source(path).records, key=lambda r: r["step"])
+    rows = corpus_records("grpo_yuxuan_arrays_csv")
     steps = [int(r["step"]) for r in rows]
     kl = [float(r["kl_avg"]) for r in rows]
     found = _of(_live("grpo", "fb/loss/kl_ref/mean", kl, steps), "grpo.kl_ref_spike")

@@ -32,6 +32,12 @@ def median(values: list[float]) -> float:
     return s[mid] if n % 2 else 0.5 * (s[mid - 1] + s[mid])
 
 
+def mad_sd(values: list[float], center: float) -> float:
+    """The standard deviation of `values` around `center`, as estimated by their median
+    absolute deviation alone: outliers, however many short of half, barely move it."""
+    return 1.4826 * median([abs(x - center) for x in values])
+
+
 def robust_sd(values: list[float], center: float) -> float:
     """The standard deviation of `values` around `center`, as estimated by their median
     absolute deviation, or by their mean one where that is larger (a two-valued series

@@ -15,7 +15,7 @@ import math
 from itertools import pairwise
 from typing import Any
 
-from runwatch.health.detectors import INF, KOfN, Waiting, median, robust_sd
+from runwatch.health.detectors import INF, KOfN, Waiting, mad_sd, median, robust_sd
 
 # The last of the 4 decimals trainers log a loss to (the HF Trainer rounds there): a change
 # or a noise below it is the logger's rounding, not a measurement.
@@ -73,9 +73,9 @@ class Spike:
         while i < m:
             if self.seen >= self.refresh_at:
                 self.med = median(hist) if len(hist) >= max(1, self.min_history) else None
-                # The median absolute deviation alone: the mean one would let the
-                # window's earlier spikes raise the bar for the next ones.
-                self.spread = (self.noise_k * 1.4826 * median([abs(x - self.med) for x in hist])
+                # The median absolute deviation alone (not robust_sd): the mean one would
+                # let the window's earlier spikes raise the bar for the next ones.
+                self.spread = (self.noise_k * mad_sd(hist, self.med)
                                if self.noise_k and self.med is not None else 0.0)
                 # Short blocks while the history fills, so early spikes are judged against
                 # nearly every point before them.
