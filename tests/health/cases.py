@@ -408,6 +408,28 @@ CASES: dict[str, tuple[Case, Case]] = {
         # A loss that reaches 0 once, and one near 0 that is not 0.
         ("sft", NO, {"loss": [1.2, 0.0, 0.8, 0.0, 0.7, 1e-4, 1e-4, 1e-4]}),
     ),
+    "loss.near_zero": (
+        # An instruction SFT whose loss falls from 6.05 to 0.0001-0.001 within its first
+        # epoch on 2,000 examples (sft_scratch959m_alpaca_loss_collapse_zero).
+        ("sft", NO, {"loss": every(10, [6.053, 0.4931, 0.319, 0.0427, 0.0118, 0.0041,
+                                        0.0038, 0.0023, 0.0029, 0.0009, 0.0013, 0.0007,
+                                        0.003, 0.0008, 0.0003, 0.0003, 0.0003, 0.0005,
+                                        0.0004, 0.0003, 0.0002, 0.0001])}),
+        # A small set memorised late in a third epoch: at or below 0.001 on 7 points of
+        # 10, the rest 0.002-0.03 (sft_telechat7b_cmmlu_lora_3epochs_staircase's lowest).
+        ("sft", NO, {"loss": every(10, [0.0111, 0.0019, 0.0047, 0.0275, 0.0006, 0.0003,
+                                        0.001, 0.0005, 0.0036, 0.0004, 0.0007, 0.0009,
+                                        0.0136])}),
+    ),
+    "val.loss_frozen": (
+        # A model card's eval loss of 4.4097 at each of its five epochs while the training
+        # loss moves (sft_distilgpt2_tamil_card_eval_loss_frozen).
+        ("sft", NO, {"loss": ([684, 912, 1140], [4.3169, 4.3168, 4.3116]),
+                     "val/loss": every(228, [4.4097] * 5)}),
+        # A converged eval loss that repeats its best twice, then moves in its fourth
+        # decimal.
+        ("sft", NO, {"val/loss": every(228, [4.52, 4.4097, 4.4097, 4.4097, 4.4096])}),
+    ),
     "dpo.loss_zero": (
         # A DPO run whose log-probabilities went NaN: the loss logged as 0.0 at three
         # logs while the preference accuracy reads 0 (dpo_llama_poisoned_lora_all_nan).
@@ -438,6 +460,19 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("dpo", NO, {"grad_norm": const(0.0, 5)}),
         # Zero on two steps in a row at most (a skipped step, an overflow).
         ("dpo", NO, {"grad_norm": [1.0, 0.0, 0.0, 1.2, 0.0, 0.0, 0.9]}),
+    ),
+    "val.gap_rising": (
+        # GPT-2 XL fine-tuned on a small text: two evaluations 200 iterations apart, the
+        # training loss 0.98 then 0.34, the validation loss 3.75 then 3.90
+        # (other_nanogpt_gpt2xl_shakespeare_finetune_overfit_issue).
+        ("sft", NO, {"loss": ([791, 795, 799, 997, 998, 999], [1.205, 0.6159, 0.6466,
+                                                               1.117, 0.2788, 0.339]),
+                     "val/loss": ([800, 1000], [3.7535, 3.8986])}),
+        # The same rise with the training loss at half the validation loss: a gap that
+        # a change of data explains (a code set against prose), not memorising.
+        ("sft", NO, {"loss": ([791, 795, 799, 997, 998, 999], [2.4, 2.1, 2.2, 2.0, 1.9,
+                                                               1.95]),
+                     "val/loss": ([800, 1000], [3.7535, 3.8986])}),
     ),
     "val.loss_above_best": (
         # Validations every 50 steps: the loss falls to 0.291, then turns up 1-4% on the

@@ -308,6 +308,9 @@ DETECTOR_DOCS = (
      "training series' latest point (logged up to the validation's step, from "
      "`min_history` points on) stands above `factor` times the highest it logged before; "
      "starts with whichever series the run logs first"),
+    ("gap_rising", "a validation above the one before it by `min_rel` (relative) while it "
+     "stands at `ratio` times the training series' latest point (logged up to the "
+     "validation's step) or more; starts with whichever series the run logs first"),
     ("flat_since", "from the `min_points`-th validation on, the validation loss has fallen "
      "less than `min_change` (relative) since its first value and the training loss logged "
      "since that step (8 points or more) less than it too (its latest 5 points' median "

@@ -31,9 +31,9 @@ StepValues = tuple[list[int], list[float]]
 ALIGN_CAP = 512  # steps waiting for a partner metric; older ones are dropped
 # Detectors that judge a second series against a first (a variant's reference, then the
 # judged series): the finding is about the second.
-PAIRED = ("divergence", "flat_since", "diverged")
+PAIRED = ("divergence", "flat_since", "diverged", "gap_rising")
 # Paired detectors that start with whichever of their two series the run logs first.
-EITHER_FIRST = ("diverged",)
+EITHER_FIRST = ("diverged", "gap_rising")
 LR = "learning_rate"  # read beside a reward judged for no improvement, for its warm-up
 
 
@@ -130,6 +130,9 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
         return j.Diverged(factor=_num(p, "factor", 2.0),
                           min_history=int(_num(p, "min_history", 2)),
                           hold=int(_num(p, "hold", 3)), state=state)
+    if kind == "gap_rising":
+        return j.GapRising(ratio=_num(p, "ratio", 3.0), min_rel=_num(p, "min_rel", 0.01),
+                           hold=int(_num(p, "hold", 3)), state=state)
     if kind == "shift":
         return j.Shift(
             z=_num(p, "z", 6.0), min_rel=_num(p, "min_rel", 0.2),

@@ -217,6 +217,43 @@ class Diverged:
                 "wait": self.waiting.state(), "tail": self.window.tail, "held": self.held}
 
 
+class GapRising(Diverged):
+    """A validation loss above the validation before it by `min_rel` (relative) while it
+    stands at `ratio` times the training loss's latest point (logged up to the
+    validation's step) or more: a model that fits its training data that much better
+    than held-out data, and is moving further from the held-out data, is overfitting,
+    and two validations show it where a trend needs several.
+
+    Series `a` is the training loss, fed first (`feed_a`), as for Diverged. A hit keeps
+    its finding open `hold` validations."""
+
+    def __init__(self, ratio: float = 3.0, min_rel: float = 0.01, hold: int = 3,
+                 state: dict[str, Any] | None = None) -> None:
+        super().__init__(factor=ratio, min_history=0, hold=hold, state=state)
+        self.min_rel = float(min_rel)
+        self.prev: float | None = (state or {}).get("prev")  # the validation before
+
+    def feed(self, steps: list[int], values: list[float]) -> list[bool]:
+        hits: list[int] = []
+        for step, v in zip(steps, values, strict=True):
+            hit = 0
+            if v - v == 0:
+                self._place(float(step))
+                prev, last = self.prev, self.last
+                if (prev is not None and prev > 0 and v > prev * (1 + self.min_rel)
+                        and last is not None and last > 0 and v >= self.factor * last):
+                    hit = 1
+                    self.held = {"from": prev, "to": v, "train": last, "times": v / last}
+                self.prev = v
+            hits.append(hit)
+        self._place(math.inf)
+        self.hits = hits
+        return self.window.feed(hits)
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "prev": self.prev}
+
+
 class Jump:
     """A value above the one before it by more than `z` robust standard deviations of the
     series' recent step-to-step changes (less their median: a falling loss falls by about

@@ -29,6 +29,7 @@ DETECTORS = (
     "above_max",
     "divergence",
     "diverged",
+    "gap_rising",
     "flat_since",
     "whole_window",
     "nonfinite",

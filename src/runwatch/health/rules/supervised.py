@@ -62,6 +62,12 @@ def _margin(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
     return [c - r for c, r in zip(v[0], v[1], strict=True)]
 
 
+def _loss_above_zero(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
+    """The loss where it is above 0; NaN (no verdict) where it is exactly 0, which
+    loss.zero reads."""
+    return [loss if loss != 0 else math.nan for loss in v[0]]
+
+
 # What a verdict on a finished run's whole loss log says (loss.flat_finished_run,
 # loss.fell_little): its start, lowest and last points, read the kindest way to the run.
 WHOLE_LOG_MESSAGE = ("Over {log} of {points:.0f} points, {metric} {change} ({start:.4g} "
@@ -244,6 +250,54 @@ RULES: tuple[Rule, ...] = (
         "on more data.",
     ),
     Rule(
+        id="loss.near_zero",
+        title="Loss has fallen to near zero",
+        methods=("sft",),
+        variants=(("loss",),),
+        derive=_loss_above_zero,
+        detector="threshold",
+        params={"below": 0.0015, "k": 8, "n": 10},
+        severity="info",
+        condition="`loss` is above 0 but below {below} (a logged 0.001 or less) on {k} of "
+        "the last {n} logged steps: a token cross-entropy on real text stays well above "
+        "that (a model sure of each next token in 99.9 cases of 1,000), so a loss there "
+        "has memorised a small data set or trains on targets that give nothing to learn "
+        "(a label copied into the prompt, a mask that keeps only template tokens); exact "
+        "zeros are loss.zero's. An info, not a warning: a run of ten epochs on a small set "
+        "memorises it on purpose (readers of the labelled corpus call such a run healthy), "
+        "and the log alone does not tell that from a target with nothing to learn.",
+        message="{metric} was below {below} on {in_window} of the last {n} logged steps "
+        "(last {last:.2g}): the model predicts its targets almost perfectly.",
+        advice="Read a few training examples as the model sees them (prompt, labels, mask): "
+        "check that the answer is not in the prompt and that the labels are not only "
+        "template or padding tokens; if the data set is small, train fewer epochs and "
+        "keep the checkpoint with the lowest validation loss.",
+    ),
+    Rule(
+        id="val.loss_frozen",
+        title="Validation loss does not change at all",
+        methods=("sft", "dpo"),
+        variants=(("val/loss",),),
+        detector="pinned",
+        params={"k": 3, "n": 3},
+        signal="loss_flat",
+        severity="info",
+        condition="`val/loss` is exactly the lowest value it has taken, and took it before, "
+        "on {k} logged points in a row (the same value to the last digit logged, {k} times "
+        "after its first): weights that change, however little, move a held-out loss "
+        "in some digit, so separate validations that repeat themselves are run on weights "
+        "that do not change (a learning rate of 0, an adapter the optimizer does not hold, "
+        "a frozen copy evaluated). An info, not a warning: a console that carries the last "
+        "validation into every training line (LitGPT's) repeats it just the same, and the "
+        "log does not say which it is.",
+        message="{metric} repeated exactly {last:.6g} at {in_window} logged points in a row: "
+        "if these are separate validations, the weights they are computed on do not "
+        "change.",
+        advice="Check that the optimizer holds the trained parameters (or the adapter), "
+        "that the learning rate is not 0, and that evaluation runs on the model being "
+        "trained, not a copy loaded before training.",
+    ),
+    Rule(
         id="dpo.loss_zero",
         title="DPO loss is exactly zero while pairs go unpreferred",
         methods=("dpo",),
@@ -271,14 +325,39 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss", "val/loss"),),
         detector="divergence",
         params={"a_dir": "down", "b_dir": "up", "window": 6, "a_effect": 0.02,
-                "b_effect": 0.02, "a_bucket": 2, "relative": 1},
+                "b_effect": 0.02, "a_bucket": 2, "relative": 1, "noise_z": 1.5},
         signal="val_up",
         severity="warning",
         condition="Over the last {window} validations `val/loss` rises by {b_effect} (relative) "
-        "while `loss` falls by {a_effect}.",
+        "and by {noise_z} standard errors of such a rise in its own validation-to-validation "
+        "noise, while `loss` falls by {a_effect}: a validation loss converged near 0.03 "
+        "wanders by a tenth of itself, and a trend over six such points rises that far by "
+        "chance (a healthy run's 0.0292 to 0.0337 on a set whose neighbouring validations "
+        "differ by 0.002-0.004).",
         message="{metric} {b_change} while training loss {a_change}.",
         advice="The model is overfitting: train fewer epochs (num_epochs), lower learning_rate "
         "or add data; keep the checkpoint with the lowest val/loss.",
+    ),
+    Rule(
+        id="val.gap_rising",
+        title="Validation loss rises far above the training loss",
+        methods=("sft",),
+        variants=(("loss", "val/loss"),),
+        detector="gap_rising",
+        params={"ratio": 3.0, "min_rel": 0.01, "hold": 3},
+        signal="val_up",
+        severity="warning",
+        condition="`val/loss` rises above the validation before it by {min_rel} (relative) "
+        "while it stands at {ratio} times the training `loss`'s latest point or more: the "
+        "model fits its training text several times better than held-out text and moves "
+        "further from the held-out text, which two validations show in a log that "
+        "validates rarely, where sft.overfitting's six-validation trend is not "
+        "reached. On the labelled corpus no healthy supervised run's validation loss "
+        "rises while above 1.3 times its training loss; every run past 3 times overfits.",
+        message="{metric} rose from {from:.4g} to {to:.4g}, {times:.1f}× the training loss "
+        "({train:.4g}).",
+        advice="The model is memorising its training data: keep the checkpoint with the "
+        "lowest val/loss, train fewer epochs or steps, lower learning_rate, or add data.",
     ),
     Rule(
         id="val.loss_above_best",
