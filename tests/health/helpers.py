@@ -49,3 +49,14 @@ def corpus_records(run: str) -> list[dict[str, Any]]:
     import` uses."""
     (path,) = [p for p in (REAL / run).iterdir() if p.name != "source.json"]
     return sorted(read_source(path).records, key=lambda r: r["step"])
+
+
+def of_rule(found: list[Finding], rule_id: str) -> list[Finding]:
+    """The findings of one rule."""
+    return [f for f in found if f.rule_id == rule_id]
+
+
+def corpus_columns(run: str, key: str) -> tuple[list[int], list[float]]:
+    """A labelled corpus run's steps and values of one logged key, in step order."""
+    rows = [r for r in corpus_records(run) if isinstance(r.get(key), (int, float))]
+    return [int(r["step"]) for r in rows], [float(r[key]) for r in rows]

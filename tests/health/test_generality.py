@@ -17,10 +17,7 @@ from runwatch.health.thresholds import parse
 from runwatch.store.points import PointColumns
 
 from .helpers import evaluate, to_batch
-
-
-def _of(found: list[Finding], rule_id: str) -> list[Finding]:
-    return [f for f in found if f.rule_id == rule_id]
+from .helpers import of_rule as _of
 
 
 def _noisy(level: float, slope: float, n: int, start: int = 1) -> tuple[list[int], list[float]]:

@@ -19,17 +19,13 @@ import random
 from typing import Any
 
 from runwatch.health.engine import Engine
-from runwatch.health.findings import Finding
 from runwatch.health.progress import Learning
 from runwatch.health.rules.base import LEARNING_PARAMS
 from runwatch.metrics.aliases import health_name
 
 from .cases import every
 from .helpers import evaluate, to_batch
-
-
-def _of(found: list[Finding], rule_id: str) -> list[Finding]:
-    return [f for f in found if f.rule_id == rule_id]
+from .helpers import of_rule as _of
 
 
 def _one_group_a_step(n: int, rising: bool, seed: int = 3) -> dict[str, list[float]]:

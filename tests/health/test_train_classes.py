@@ -11,14 +11,9 @@ from __future__ import annotations
 
 import random
 
-from runwatch.health.findings import Finding
-
 from .cases import every
 from .helpers import evaluate
-
-
-def _of(found: list[Finding], rule_id: str) -> list[Finding]:
-    return [f for f in found if f.rule_id == rule_id]
+from .helpers import of_rule as _of
 
 
 def _margins(level: float, n: int = 20, noise: float = 0.01, seed: int = 2) -> list[float]:

@@ -14,14 +14,8 @@ near miss for each change to the supervised, DPO and loss rules.
 
 from __future__ import annotations
 
-from runwatch.health.findings import Finding
-
 from .helpers import evaluate
-
-
-def _of(found: list[Finding], rule_id: str) -> list[Finding]:
-    return [f for f in found if f.rule_id == rule_id]
-
+from .helpers import of_rule as _of
 
 # loss.doubled
 

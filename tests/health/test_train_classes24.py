@@ -21,12 +21,13 @@ from runwatch.health.engine import Engine
 from runwatch.health.findings import Finding
 from runwatch.health.jumps import Spike
 
-from .helpers import corpus_records, evaluate, to_batch
+from .helpers import corpus_columns, corpus_records, evaluate, to_batch
+from .helpers import of_rule as _of
 
 
 def _series(run: str, key: str) -> list[float]:
     """A corpus run's logged values of one key, in step order."""
-    return [float(r[key]) for r in corpus_records(run) if isinstance(r.get(key), (int, float))]
+    return corpus_columns(run, key)[1]
 
 
 def _live(method: str, name: str, values: list[float],
@@ -37,10 +38,6 @@ def _live(method: str, name: str, values: list[float],
     for i, v in enumerate(values):
         found += engine.feed(to_batch({name: ([steps[i] if steps else i + 1], [v])}))
     return found
-
-
-def _of(found: list[Finding], rule_id: str) -> list[Finding]:
-    return [f for f in found if f.rule_id == rule_id]
 
 
 def test_a_signed_kl_estimate_wandering_around_its_median_is_no_spike() -> None:

@@ -17,20 +17,11 @@ from __future__ import annotations
 
 import json
 
-from runwatch.health.findings import Finding
 from runwatch.health.jumps import GapRising
 
-from .helpers import corpus_records, evaluate
-
-
-def _columns(run: str, key: str) -> tuple[list[int], list[float]]:
-    """A corpus run's steps and values of one key, in step order."""
-    rows = [r for r in corpus_records(run) if isinstance(r.get(key), (int, float))]
-    return [int(r["step"]) for r in rows], [float(r[key]) for r in rows]
-
-
-def _of(found: list[Finding], rule_id: str) -> list[Finding]:
-    return [f for f in found if f.rule_id == rule_id]
+from .helpers import corpus_columns as _columns
+from .helpers import evaluate
+from .helpers import of_rule as _of
 
 
 def test_two_validations_rising_far_above_the_training_loss_are_overfitting() -> None:
@@ -40,7 +31,8 @@ def test_two_validations_rising_far_above_the_training_loss_are_overfitting() ->
     found = evaluate("sft", {}, {"loss": _columns(run, "loss"), "val/loss": val})
     (f,) = _of(found, "val.gap_rising")
     assert (f.first_step, f.severity) == (1000, "warning")
-    assert "3.899" in f.message and "0.339" in f.message
+    # against the median of the three training points since the validation before
+    assert "3.899" in f.message and "(0.339)" in f.message
     assert not _of(found, "sft.overfitting")
 
 
@@ -70,6 +62,48 @@ def test_the_gap_reads_the_training_loss_logged_before_each_validation() -> None
     det.feed_a([350], [1.0])
     assert det.feed([400], [4.5]) == [True]
     assert det.held == {"from": 4.2, "to": 4.5, "train": 1.0, "times": 4.5}
+
+
+def test_a_diverging_run_is_no_gap() -> None:
+    # A LoRA at lr 2e-4 whose training loss climbs 2.15 -> 10.97 as its validation loss
+    # goes 1.86 -> 10.82 (sft_llama32_3b_mlx_lora_lr2e4_loss_blowup): the training
+    # points' median, 2.6, is not where the training loss stands; loss.diverged says it.
+    found = evaluate("sft", {}, {"loss": ([5, 10, 15, 20], [2.148, 2.609, 4.104, 10.965]),
+                                 "val/loss": ([1, 20], [1.858, 10.821])})
+    assert not _of(found, "val.gap_rising") and _of(found, "loss.diverged")
+
+
+def test_a_training_loss_logged_after_a_validation_waits_for_the_next() -> None:
+    # Both series in one batch: the 0.5 at step 350 comes after the validation at 300.
+    det = GapRising(ratio=3.0, min_rel=0.01)
+    det.feed([100], [4.0])
+    det.feed_a([250, 350], [2.0, 0.5])
+    assert det.feed([300], [4.2]) == [False]  # 2.1 times the 2.0 of step 250
+    assert det.feed([400], [4.5]) == [True]  # 9 times the 0.5 since
+
+
+def test_one_easy_batch_does_not_make_a_gap() -> None:
+    # The training points since the validation before stand near 2; the latest, 0.1,
+    # is one easy batch: the gap is read against their median.
+    det = GapRising(ratio=3.0, min_rel=0.01)
+    det.feed([0], [4.0])
+    det.feed_a([10, 20, 30], [2.0, 2.1, 0.1])
+    assert det.feed([30], [4.5]) == [False]
+    det.feed_a([40, 50, 60], [1.2, 1.0, 1.1])
+    assert det.feed([60], [4.6]) == [True]
+    assert det.held["train"] == 1.1
+
+
+def test_each_finding_of_a_log_read_whole_reports_its_own_rise() -> None:
+    # Two rises far above a training loss of 1, the second after the first closed: read
+    # in one batch (an imported file), each finding states its own validations.
+    val = [2.9, 3.0, 3.5, 3.4, 3.3, 3.2, 3.1, 4.5]
+    found = _of(evaluate("sft", {}, {"loss": ([50 * i for i in range(1, 17)], [1.0] * 16),
+                                     "val/loss": ([100 * i for i in range(1, 9)], val)}),
+                "val.gap_rising")
+    assert [f.first_step for f in found] == [200, 800]
+    assert "from 3 to 3.5" in found[0].message
+    assert "from 3.1 to 4.5" in found[1].message
 
 
 def test_the_gap_detector_survives_a_state_round_trip() -> None:
@@ -116,9 +150,10 @@ def test_a_converged_validation_loss_wandering_in_its_noise_is_no_overfitting() 
     run = "sft_serverlog_trl_sft_eval_plateau_ckpt2000"
     series = {"loss": _columns(run, "loss"), "val/loss": _columns(run, "eval_loss")}
     assert not _of(evaluate("sft", {}, series), "sft.overfitting")
-    # A rise of a third over the same six validations, past that noise: found.
+    # A noisy rise of a sixth over the same six validations clears 1.5 standard errors
+    # of its noise (not 2): found.
     steps, val = series["val/loss"]
-    risen = [*val[:14], 0.031, 0.033, 0.035, 0.037, 0.039, 0.041]
+    risen = [*val[:14], 0.0315, 0.0295, 0.0335, 0.0315, 0.0355, 0.0335]
     found = _of(evaluate("sft", {}, {"loss": series["loss"], "val/loss": (steps, risen)}),
                 "sft.overfitting")
     assert found and found[0].severity == "warning"

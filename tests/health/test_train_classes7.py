@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import math
 
-from runwatch.health.findings import Finding
-
 from .helpers import evaluate
+from .helpers import of_rule as _of
 
 EPOCH = 45  # logs an epoch
 
@@ -41,10 +40,6 @@ def _climbing(settle: int, n: int) -> list[float]:
     return [(0.3 * (1 + 2 * (settle - i) / settle) if i < settle
              else 0.3 * (1 + 0.015 * (i - settle))) * (1 + 0.05 * math.sin(1.3 * i))
             for i in range(n)]
-
-
-def _of(found: list[Finding], rule_id: str) -> list[Finding]:
-    return [f for f in found if f.rule_id == rule_id]
 
 
 def test_a_loss_that_climbs_through_each_epoch_and_steps_down_is_no_climb() -> None:

@@ -22,14 +22,8 @@ from __future__ import annotations
 import math
 import random
 
-from runwatch.health.findings import Finding
-
 from .helpers import evaluate
-
-
-def _of(found: list[Finding], rule_id: str) -> list[Finding]:
-    return [f for f in found if f.rule_id == rule_id]
-
+from .helpers import of_rule as _of
 
 # dpo.over_optimisation
 

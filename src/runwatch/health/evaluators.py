@@ -430,7 +430,9 @@ class Evaluator:
                 extra["start"] = self.below_start.start()
         elif isinstance(det, pg.NoProgress):
             extra.update(det.held or {"effect": det.last_effect})
-        elif isinstance(det, t.FlatSince | fin.WholeWindow | j.Diverged):
+        elif isinstance(det, j.Diverged | j.GapRising):
+            extra.update(det.held_upto(rec.get("last_step")))
+        elif isinstance(det, t.FlatSince | fin.WholeWindow):
             extra.update(det.held)
         elif isinstance(det, t.Divergence):
             extra["a_effect_seen"], extra["b_effect_seen"] = det.held

@@ -156,30 +156,26 @@ class AboveMax:
         return {"top": self.top, "seen": self.seen, "tail": self.window.tail, "jump": self.jump}
 
 
-class Diverged:
-    """A validation loss above `factor` times its lowest earlier value while the training
-    loss's latest point stands above `factor` times the highest it logged before (from
-    `min_history` training points on): the weights diverged. A bad batch raises the
-    training loss alone, and a model that overfits raises its validation loss while its
-    training loss falls; both jumping past twice where they stood is neither, and two
-    points of each are enough to see it.
+class _AgainstTraining:
+    """A validation series judged against the training loss logged up to its step.
 
     Series `a` is the training loss, fed first (`feed_a`); its points wait for the
-    validations of their batch (`Waiting`). A hit keeps its finding open `hold`
-    validations."""
+    validations of their batch (`Waiting`), so a validation reads only the training points
+    logged at or before its own step. A hit keeps its finding open `hold` validations;
+    `held_upto` gives the numbers of the latest hit at or before a step, so a finding that
+    closes inside a batch read whole (an imported file) reports its own hit, not a later
+    one's. Subclasses judge a validation (`_judge`) and take it in (`_take`)."""
 
-    def __init__(self, factor: float = 2.0, min_history: int = 2, hold: int = 3,
-                 state: dict[str, Any] | None = None) -> None:
+    def __init__(self, hold: int, state: dict[str, Any] | None = None) -> None:
         st = state or {}
-        self.factor, self.min_history = float(factor), int(min_history)
         self.top: float | None = st.get("top")  # the training loss's highest before `last`
         self.last: float | None = st.get("last")  # its latest finite point
         self.seen = int(st.get("seen", 0))  # its finite points so far
-        self.best: float | None = st.get("best")  # the lowest validation so far
         self.waiting = Waiting(st.get("wait"))
         self.window = KOfN(1, hold, st.get("tail"))
         self.hits: list[int] = []
         self.held: dict[str, float] = dict(st.get("held", {}))
+        self._batch_held: list[tuple[float, dict[str, float]]] = []
 
     def feed_a(self, steps: list[int], values: list[float]) -> None:
         self._place(math.inf)
@@ -192,66 +188,117 @@ class Diverged:
                 self.top = self.last if self.top is None else max(self.top, self.last)
             self.last = v
             self.seen += 1
+            self._placed(v)
+
+    def _placed(self, v: float) -> None:
+        """A training point taken in (for subclasses that keep more than the latest)."""
+
+    def _judge(self, v: float) -> dict[str, float] | None:
+        raise NotImplementedError
+
+    def _take(self, v: float) -> None:
+        raise NotImplementedError
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         hits: list[int] = []
+        self._batch_held = []
         for step, v in zip(steps, values, strict=True):
             hit = 0
             if v - v == 0:
                 self._place(float(step))
-                best, top, last = self.best, self.top, self.last
-                if (best is not None and best > 0 and v > self.factor * best
-                        and top is not None and last is not None and top > 0
-                        and self.seen > self.min_history and last > self.factor * top):
+                held = self._judge(v)
+                if held is not None:
                     hit = 1
-                    self.held = {"best": best, "to": v, "ratio": v / best, "top": top,
-                                 "train_to": last, "train_ratio": last / top}
-                self.best = v if best is None else min(best, v)
+                    self.held = held
+                    self._batch_held.append((float(step), held))
+                self._take(v)
             hits.append(hit)
         self._place(math.inf)
         self.hits = hits
         return self.window.feed(hits)
 
+    def held_upto(self, step: float | None) -> dict[str, float]:
+        """The numbers of the latest hit at or before `step` in the last batch (the
+        latest hit of all where none of that batch is)."""
+        if step is not None:
+            for at, held in reversed(self._batch_held):
+                if at <= step:
+                    return held
+        return self.held
+
     def state(self) -> dict[str, Any]:
-        return {"top": self.top, "last": self.last, "seen": self.seen, "best": self.best,
+        return {"top": self.top, "last": self.last, "seen": self.seen,
                 "wait": self.waiting.state(), "tail": self.window.tail, "held": self.held}
 
 
-class GapRising(Diverged):
-    """A validation loss above the validation before it by `min_rel` (relative) while it
-    stands at `ratio` times the training loss's latest point (logged up to the
-    validation's step) or more: a model that fits its training data that much better
-    than held-out data, and is moving further from the held-out data, is overfitting,
-    and two validations show it where a trend needs several.
+class Diverged(_AgainstTraining):
+    """A validation loss above `factor` times its lowest earlier value while the training
+    loss's latest point stands above `factor` times the highest it logged before (from
+    `min_history` training points on): the weights diverged. A bad batch raises the
+    training loss alone, and a model that overfits raises its validation loss while its
+    training loss falls; both jumping past twice where they stood is neither, and two
+    points of each are enough to see it."""
 
-    Series `a` is the training loss, fed first (`feed_a`), as for Diverged. A hit keeps
-    its finding open `hold` validations."""
+    def __init__(self, factor: float = 2.0, min_history: int = 2, hold: int = 3,
+                 state: dict[str, Any] | None = None) -> None:
+        super().__init__(hold, state)
+        self.factor, self.min_history = float(factor), int(min_history)
+        self.best: float | None = (state or {}).get("best")  # the lowest validation so far
+
+    def _judge(self, v: float) -> dict[str, float] | None:
+        best, top, last = self.best, self.top, self.last
+        if (best is not None and best > 0 and v > self.factor * best
+                and top is not None and last is not None and top > 0
+                and self.seen > self.min_history and last > self.factor * top):
+            return {"best": best, "to": v, "ratio": v / best, "top": top,
+                    "train_to": last, "train_ratio": last / top}
+        return None
+
+    def _take(self, v: float) -> None:
+        self.best = v if self.best is None else min(self.best, v)
+
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "best": self.best}
+
+
+class GapRising(_AgainstTraining):
+    """A validation loss above the validation before it by `min_rel` (relative) while it
+    stands at `ratio` times the training loss or more: the higher of the median of the
+    training points logged since the validation before and the latest one, so neither one
+    easy batch nor a training loss that is itself climbing (a run diverging, its validation
+    loss with it) makes the gap. A model that fits its training data that much
+    better than held-out data, and is moving further from the held-out data, is
+    overfitting, and two validations show it where a trend needs several."""
+
+    KEEP = 256  # training points since the validation before, at most
 
     def __init__(self, ratio: float = 3.0, min_rel: float = 0.01, hold: int = 3,
                  state: dict[str, Any] | None = None) -> None:
-        super().__init__(factor=ratio, min_history=0, hold=hold, state=state)
-        self.min_rel = float(min_rel)
-        self.prev: float | None = (state or {}).get("prev")  # the validation before
+        super().__init__(hold, state)
+        st = state or {}
+        self.ratio, self.min_rel = float(ratio), float(min_rel)
+        self.prev: float | None = st.get("prev")  # the validation before
+        self.since: list[float] = list(st.get("since", []))  # training points since it
 
-    def feed(self, steps: list[int], values: list[float]) -> list[bool]:
-        hits: list[int] = []
-        for step, v in zip(steps, values, strict=True):
-            hit = 0
-            if v - v == 0:
-                self._place(float(step))
-                prev, last = self.prev, self.last
-                if (prev is not None and prev > 0 and v > prev * (1 + self.min_rel)
-                        and last is not None and last > 0 and v >= self.factor * last):
-                    hit = 1
-                    self.held = {"from": prev, "to": v, "train": last, "times": v / last}
-                self.prev = v
-            hits.append(hit)
-        self._place(math.inf)
-        self.hits = hits
-        return self.window.feed(hits)
+    def _placed(self, v: float) -> None:
+        self.since.append(v)
+        del self.since[:-self.KEEP]
+
+    def _judge(self, v: float) -> dict[str, float] | None:
+        prev = self.prev
+        last = self.last
+        train = max(median(self.since), last) if self.since and last is not None else last
+        if (prev is not None and prev > 0 and v > prev * (1 + self.min_rel)
+                and train is not None and train > 0 and v >= self.ratio * train):
+            return {"from": prev, "to": v, "train": train, "times": v / train}
+        return None
+
+    def _take(self, v: float) -> None:
+        self.prev = v
+        self.since = []
 
     def state(self) -> dict[str, Any]:
-        return {**super().state(), "prev": self.prev}
+        return {**super().state(), "prev": self.prev, "since": self.since}
 
 
 class Jump:

@@ -63,9 +63,9 @@ def _margin(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
 
 
 def _loss_above_zero(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
-    """The loss where it is above 0; NaN (no verdict) where it is exactly 0, which
-    loss.zero reads."""
-    return [loss if loss != 0 else math.nan for loss in v[0]]
+    """The loss where it is above 0; NaN (no verdict) where it is not: an exact 0 is
+    loss.zero's, and a loss below 0 is no cross-entropy."""
+    return [loss if loss > 0 else math.nan for loss in v[0]]
 
 
 # What a verdict on a finished run's whole loss log says (loss.flat_finished_run,
@@ -258,7 +258,7 @@ RULES: tuple[Rule, ...] = (
         detector="threshold",
         params={"below": 0.0015, "k": 8, "n": 10},
         severity="info",
-        condition="`loss` is above 0 but below {below} (a logged 0.001 or less) on {k} of "
+        condition="`loss` is above 0 but below {below} (a logged 0.0014 or less) on {k} of "
         "the last {n} logged steps: a token cross-entropy on real text stays well above "
         "that (a model sure of each next token in 99.9 cases of 1,000), so a loss there "
         "has memorised a small data set or trains on targets that give nothing to learn "
@@ -290,9 +290,9 @@ RULES: tuple[Rule, ...] = (
         "a frozen copy evaluated). An info, not a warning: a console that carries the last "
         "validation into every training line (LitGPT's) repeats it just the same, and the "
         "log does not say which it is.",
-        message="{metric} repeated exactly {last:.6g} at {in_window} logged points in a row: "
-        "if these are separate validations, the weights they are computed on do not "
-        "change.",
+        message="{metric} repeated exactly {last:.6g}, its lowest, at {in_window} logged "
+        "points in a row after first taking it: if these are separate validations, the "
+        "weights they are computed on do not change.",
         advice="Check that the optimizer holds the trained parameters (or the adapter), "
         "that the learning rate is not 0, and that evaluation runs on the model being "
         "trained, not a copy loaded before training.",
@@ -348,12 +348,14 @@ RULES: tuple[Rule, ...] = (
         signal="val_up",
         severity="warning",
         condition="`val/loss` rises above the validation before it by {min_rel} (relative) "
-        "while it stands at {ratio} times the training `loss`'s latest point or more: the "
-        "model fits its training text several times better than held-out text and moves "
-        "further from the held-out text, which two validations show in a log that "
-        "validates rarely, where sft.overfitting's six-validation trend is not "
-        "reached. On the labelled corpus no healthy supervised run's validation loss "
-        "rises while above 1.3 times its training loss; every run past 3 times overfits.",
+        "while it stands at {ratio} times the training `loss` or more (the higher of the "
+        "median of the training points logged since the validation before and the latest "
+        "one, so neither one easy batch nor a diverging run's climbing loss makes the "
+        "gap): the model fits its training text several times better than "
+        "held-out text and moves further from the held-out text, which two validations "
+        "show in a log that validates rarely, where sft.overfitting's six-validation trend "
+        "is not reached. On the labelled corpus's train split no healthy supervised run's "
+        "validation loss rises by 1% while above 1.3 times its training loss.",
         message="{metric} rose from {from:.4g} to {to:.4g}, {times:.1f}× the training loss "
         "({train:.4g}).",
         advice="The model is memorising its training data: keep the checkpoint with the "
