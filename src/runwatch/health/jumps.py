@@ -168,9 +168,7 @@ class _AgainstTraining:
 
     def __init__(self, hold: int, state: dict[str, Any] | None = None) -> None:
         st = state or {}
-        self.top: float | None = st.get("top")  # the training loss's highest before `last`
-        self.last: float | None = st.get("last")  # its latest finite point
-        self.seen = int(st.get("seen", 0))  # its finite points so far
+        self.last: float | None = st.get("last")  # the training loss's latest finite point
         self.waiting = Waiting(st.get("wait"))
         self.window = KOfN(1, hold, st.get("tail"))
         self.hits: list[int] = []
@@ -184,14 +182,12 @@ class _AgainstTraining:
     def _place(self, upto: float) -> None:
         """Take the waiting training points logged up to step `upto` as the latest."""
         for _step, v in self.waiting.take(upto):
-            if self.last is not None:
-                self.top = self.last if self.top is None else max(self.top, self.last)
-            self.last = v
-            self.seen += 1
-            self._placed(v)
+            before, self.last = self.last, v
+            self._placed(before, v)
 
-    def _placed(self, v: float) -> None:
-        """A training point taken in (for subclasses that keep more than the latest)."""
+    def _placed(self, before: float | None, v: float) -> None:
+        """A training point `v` taken in after `before` (for subclasses that keep more
+        than the latest)."""
 
     def _judge(self, v: float) -> dict[str, float] | None:
         raise NotImplementedError
@@ -227,8 +223,8 @@ class _AgainstTraining:
         return self.held
 
     def state(self) -> dict[str, Any]:
-        return {"top": self.top, "last": self.last, "seen": self.seen,
-                "wait": self.waiting.state(), "tail": self.window.tail, "held": self.held}
+        return {"last": self.last, "wait": self.waiting.state(), "tail": self.window.tail,
+                "held": self.held}
 
 
 class Diverged(_AgainstTraining):
@@ -242,8 +238,16 @@ class Diverged(_AgainstTraining):
     def __init__(self, factor: float = 2.0, min_history: int = 2, hold: int = 3,
                  state: dict[str, Any] | None = None) -> None:
         super().__init__(hold, state)
+        st = state or {}
         self.factor, self.min_history = float(factor), int(min_history)
-        self.best: float | None = (state or {}).get("best")  # the lowest validation so far
+        self.top: float | None = st.get("top")  # the training loss's highest before `last`
+        self.seen = int(st.get("seen", 0))  # its finite points so far
+        self.best: float | None = st.get("best")  # the lowest validation so far
+
+    def _placed(self, before: float | None, v: float) -> None:
+        if before is not None:
+            self.top = before if self.top is None else max(self.top, before)
+        self.seen += 1
 
     def _judge(self, v: float) -> dict[str, float] | None:
         best, top, last = self.best, self.top, self.last
@@ -258,7 +262,7 @@ class Diverged(_AgainstTraining):
         self.best = v if self.best is None else min(self.best, v)
 
     def state(self) -> dict[str, Any]:
-        return {**super().state(), "best": self.best}
+        return {**super().state(), "top": self.top, "seen": self.seen, "best": self.best}
 
 
 class GapRising(_AgainstTraining):
@@ -280,7 +284,7 @@ class GapRising(_AgainstTraining):
         self.prev: float | None = st.get("prev")  # the validation before
         self.since: list[float] = list(st.get("since", []))  # training points since it
 
-    def _placed(self, v: float) -> None:
+    def _placed(self, before: float | None, v: float) -> None:
         self.since.append(v)
         del self.since[:-self.KEEP]
 

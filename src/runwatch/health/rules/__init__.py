@@ -11,10 +11,14 @@ from runwatch.health.rules.base import ALL_METHODS, DETECTORS, SEVERITIES, Deriv
 from runwatch.health.rules.exploration import RULES as EXPLORATION
 from runwatch.health.rules.general import RULES as GENERAL
 from runwatch.health.rules.grpo import RULES as GRPO
+from runwatch.health.rules.loss_jumps import RULES as LOSS_JUMPS
+from runwatch.health.rules.loss_progress import RULES as LOSS_PROGRESS
+from runwatch.health.rules.preference import RULES as PREFERENCE
 from runwatch.health.rules.rl_system import RULES as RL_SYSTEM
-from runwatch.health.rules.supervised import RULES as SUPERVISED
+from runwatch.health.rules.validation import RULES as VALIDATION
 
-CATALOGUE: tuple[Rule, ...] = GRPO + EXPLORATION + RL_SYSTEM + SUPERVISED + GENERAL
+CATALOGUE: tuple[Rule, ...] = (GRPO + EXPLORATION + RL_SYSTEM + LOSS_PROGRESS + VALIDATION
+                               + LOSS_JUMPS + PREFERENCE + GENERAL)
 BY_ID: dict[str, Rule] = {r.id: r for r in CATALOGUE}
 
 __all__ = ["ALL_METHODS", "BY_ID", "CATALOGUE", "DETECTORS", "SEVERITIES", "Derive", "Rule"]
