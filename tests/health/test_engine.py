@@ -21,15 +21,24 @@ from runwatch.metrics.aliases import canonical
 from runwatch.store.points import PointColumns
 
 from .cases import CASES, every, ramp
-from .helpers import rule_ids, to_batch
+from .helpers import corpus_records, rule_ids, to_batch
 
 
-def summary(findings: list[Any]) -> dict[tuple[str, str, int], tuple[str, int]]:
-    """Final status and last step of each finding, keyed by rule, metric, first step."""
+def summary(findings: list[Any]) -> dict[tuple[str, str, int], tuple[str, int, str]]:
+    """Final status, last step and message of each finding, keyed by rule, metric, first
+    step. A stall is left out: it reads the wall time between batches."""
     out = {}
     for f in findings:
-        out[(f.rule_id, f.metric, f.first_step)] = (f.status, f.last_step)
+        if f.rule_id != "run.stalled":
+            out[(f.rule_id, f.metric, f.first_step)] = (f.status, f.last_step, f.message)
     return out
+
+
+class OneStep(random.Random):
+    """Batches of one step each, as a live run that is indexed after every line."""
+
+    def randint(self, a: int, b: int) -> int:
+        return 1
 
 
 def split_feed(method: str, settings_: dict[str, float], series: dict[str, Any],
@@ -63,6 +72,28 @@ def test_batches_match_one_batch(rule_id: str) -> None:
         whole = summary(Engine(method, settings_).feed(to_batch(series)))
         parts = summary(split_feed(method, settings_, series, random.Random(rule_id)))
         assert parts == whole
+
+
+@pytest.mark.parametrize(("run", "method", "rule_id"), [
+    ("dpo_gemma2_2b_fifty_epochs_console", "dpo", "dpo.loss_not_falling"),
+    ("grpo_unsloth_gsm8k_250steps", "grpo", "optim.grad_norm_spike"),
+])
+def test_a_log_read_whole_gives_each_finding_its_own_numbers(
+        run: str, method: str, rule_id: str) -> None:
+    """An imported file is read in one batch. Findings that resolved long before its end
+    read as they do live, line by line: each flat stretch with its own fall, each spike
+    against the median before it, not the numbers at the end of the file."""
+    records = corpus_records(run)
+    keys = {k for r in records for k, v in r.items()
+            if k not in ("step", "ts") and isinstance(v, int | float)}
+    series = {k: ([int(r["step"]) for r in records if isinstance(r.get(k), int | float)],
+                  [float(r[k]) for r in records if isinstance(r.get(k), int | float)])
+              for k in keys}
+    whole = summary(Engine(method, {}).feed(to_batch(series)))
+    live = summary(split_feed(method, {}, series, OneStep()))
+    messages = {v[2] for k, v in whole.items() if k[0] == rule_id and v[0] == "resolved"}
+    assert len(messages) >= 2  # several findings of the rule resolved inside the file
+    assert whole == live
 
 
 def test_state_is_plain_json() -> None:

@@ -73,7 +73,12 @@ would say the same thing again). Repeated loss spikes within
 `hold` points are one `loss.spike` finding, which turns from info to warning at the
 second. Messages state changes in words with their numbers ("loss fell only 2.0% over
 897 steps (0.69 to 0.676)."), and a resolved finding describes what held, not the
-change that ended it.
+change that ended it. Its numbers are those of the step it resolved at, however the log
+arrives: a whole imported file, read as one batch, gives each finding the numbers a run
+indexed line by line gives it (each flat stretch its own fall, each spike the median
+before it), because a batch in which findings resolved is fed again from its start, cut
+after each step where one resolved. A log whose steps repeat or go back cannot be cut by
+step; its findings that resolved inside a batch carry the numbers of the batch's end.
 
 ## Judging with few points and a warm-up
 

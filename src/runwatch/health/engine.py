@@ -15,6 +15,7 @@ import json
 import math
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from runwatch.health import detectors as d
@@ -31,7 +32,7 @@ from runwatch.health.evaluators import (
 )
 from runwatch.health.findings import Finding, Record, finite_or_text, render
 from runwatch.health.rules import BY_ID, CATALOGUE
-from runwatch.health.rules.base import Param
+from runwatch.health.rules.base import Param, Rule
 from runwatch.health.thresholds import NONE, Overrides
 from runwatch.metrics.aliases import alone_rank, health_name
 from runwatch.store.points import PointColumns
@@ -131,18 +132,24 @@ class Engine:
             return None
         variant = tuple(variant_text.split("|"))
         params = self.overrides.params(rule)
-        det = build_detector(rule, in_points(params, self.stride), self.settings,
-                             (state or {}).get("det"))
+        det = self._detector(rule, params, (state or {}).get("det"))
         if det is None:
             return None
+        gate = learning_key(rule)
+        return Evaluator(rule, variant, params, self.overrides.severity(rule), det,
+                         self.settings, state, self.gates[gate][1] if gate else None,
+                         fixed=self.overrides.severity_set(rule),
+                         remake=partial(self._detector, rule, params))
+
+    def _detector(self, rule: Rule, params: Mapping[str, Param],
+                  state: dict[str, Any] | None) -> Any:
+        """`rule`'s detector from its saved `state` (None: a fresh one)."""
+        det = build_detector(rule, in_points(params, self.stride), self.settings, state)
         if isinstance(getattr(det, "epochs", None), pg.EpochStart):
             # a detector that asks where the log starts gets the run's one EpochStart, fed
             # by every batch that logs `epoch` (its own default reads nothing)
             det.epochs = self.epochs
-        gate = learning_key(rule)
-        return Evaluator(rule, variant, params, self.overrides.severity(rule), det,
-                         self.settings, state, self.gates[gate][1] if gate else None,
-                         fixed=self.overrides.severity_set(rule))
+        return det
 
     def _restore(self) -> None:
         for key, est in self._saved.items():

@@ -7,9 +7,13 @@ the new points of its metrics, and turns its records into `Finding`s.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from itertools import pairwise
 from typing import Any
+
+import orjson
 
 from runwatch.health import detectors as d
 from runwatch.health import finished as fin
@@ -177,25 +181,34 @@ class Evaluator:
     def __init__(self, rule: Rule, variant: tuple[str, ...], params: Mapping[str, Param],
                  severity: str, detector: Any, settings: Mapping[str, float],
                  state: dict[str, Any] | None = None,
-                 learning: pg.Learning | None = None, fixed: bool = False) -> None:
-        st = state or {}
+                 learning: pg.Learning | None = None, fixed: bool = False,
+                 remake: Callable[[dict[str, Any] | None], Any] | None = None) -> None:
         self.rule, self.variant, self.params, self.severity = rule, variant, params, severity
         # a severity the project set is the one reported (thresholds: severity_set)
         self.fixed = fixed
         self.settings = settings
         self.detector = detector
+        # The detector again from a saved state (the engine's builder): a batch is fed
+        # again in parts from its start when findings closed inside it (`feed`).
+        self.remake = remake
+        self.restamps = remake is not None and isinstance(detector, STAMP_READS_DETECTOR)
+        self.metric = variant[-1] if rule.detector in PAIRED else variant[0]
+        # Whether the run learns (Rule.learning): the engine's gate on that metric, one
+        # per run that every rule naming it reads (`learning_gate`).
+        self.learning = learning
+        self._load(state or {})
+
+    def _load(self, st: dict[str, Any]) -> None:
+        """Take the state `state()` saved (all but the detector, which is built apart)."""
         self.tracker = Tracker(st.get("open"))
         # Steps still waiting for a partner metric (derived rules only): step -> values.
         self.pending: dict[int, list[float | None]] = {
             int(s): v for s, v in st.get("align", [])
         }
-        self.metric = variant[-1] if rule.detector in PAIRED else variant[0]
-        # Whether the run learns (Rule.learning): the engine's gate on that metric, one
-        # per run that every rule naming it reads (`learning_gate`).
-        self.learning = learning
         # A trend's fall that must also be one from the series' start (`of_start`).
-        self.below_start = (pg.BelowStart(_num(params, "of_start", 1.0), state=st.get("g"))
-                            if "of_start" in params else None)
+        self.below_start = (
+            pg.BelowStart(_num(self.params, "of_start", 1.0), state=st.get("g"))
+            if "of_start" in self.params else None)
         # The first step of the window the trend last judged: the gate may open between
         # two judgements, in a later batch, and the finding still starts where it did.
         self.window_from: int | None = st.get("wf")
@@ -210,6 +223,34 @@ class Evaluator:
         return self.learning is not None and self.learning.rising
 
     def feed(self, cols: Mapping[str, StepValues]) -> tuple[list[Record], bool]:
+        """Feed the new points of the metrics this evaluator reads; returns the records
+        that resolved and whether one is open and was extended.
+
+        A resolved record is stamped with the detector's context (`_stamp`: the median a
+        spike stood against, the change a flat window held) as it stands when the record
+        closes, as a live run that logs one point at a time sees it. When records close
+        inside a batch of several steps (an imported file read whole), the batch is fed
+        again from the state before it, cut after each step where one closed, so each
+        record gets its own numbers and not those of the batch's end."""
+        again = self.restamps and _several_steps(cols, self.reads)
+        # the state as it is saved between batches
+        saved = orjson.loads(orjson.dumps(self.state())) if again else None
+        closed, touched = self._feed(cols)
+        ends = self.tracker.ends
+        if (saved is None or not ends or ends == [_last_step(cols, self.reads)]
+                or not _rising(cols, self.reads)):
+            return closed, touched  # none closed before the batch's end, or it cannot be cut
+        assert self.remake is not None
+        self.detector = self.remake(saved["det"])
+        self._load(saved)
+        closed = []
+        for part in _cut(cols, self.reads, ends):
+            if any(m in part for m in self.reads):
+                got, touched = self._feed(part)
+                closed += got
+        return closed, touched
+
+    def _feed(self, cols: Mapping[str, StepValues]) -> tuple[list[Record], bool]:
         rule = self.rule
         if isinstance(self.detector, fin.WholeWindow):
             # judged only at the run's end (`finish`): its finding stays as the end left it
@@ -430,9 +471,7 @@ class Evaluator:
                 extra["start"] = self.below_start.start()
         elif isinstance(det, pg.NoProgress):
             extra.update(det.held or {"effect": det.last_effect})
-        elif isinstance(det, j.Diverged | j.GapRising):
-            extra.update(det.held_upto(rec.get("last_step")))
-        elif isinstance(det, t.FlatSince | fin.WholeWindow):
+        elif isinstance(det, j.Diverged | j.GapRising | t.FlatSince | fin.WholeWindow):
             extra.update(det.held)
         elif isinstance(det, t.Divergence):
             extra["a_effect_seen"], extra["b_effect_seen"] = det.held
@@ -545,6 +584,56 @@ class Evaluator:
             st["g"] = self.below_start.state()
             st["wf"] = self.window_from
         return st
+
+
+# Detectors whose context a resolved record is stamped with (`Evaluator._stamp`) changes
+# with every point. A threshold's count in its window is kept per finding as it is fed
+# (`_note_window`); a non-finite value and a judgement of the whole log need nothing.
+STAMP_READS_DETECTOR = (j.Spike, j.Jump, j.AboveMax, j.Shift, j.Excursion, j.AboveBest,
+                        j.Diverged, j.GapRising, pg.NoImprovement, pg.NoProgress, t.Trend,
+                        t.FlatSince, t.Divergence, d.Repeats)
+
+
+def _several_steps(cols: Mapping[str, StepValues], reads: tuple[str, ...]) -> bool:
+    """Whether the metrics in `reads` span more than one step in `cols`."""
+    first = None
+    for m in reads:
+        col = cols.get(m)
+        if col is not None:
+            steps = col[0]
+            if steps[-1] != steps[0] or (first is not None and steps[0] != first):
+                return True
+            first = steps[0]
+    return False
+
+
+def _rising(cols: Mapping[str, StepValues], reads: tuple[str, ...]) -> bool:
+    """Whether each metric in `reads` is logged at rising steps in `cols` (a batch that
+    can be cut by step)."""
+    return all(all(a < b for a, b in pairwise(cols[m][0])) for m in reads if m in cols)
+
+
+def _last_step(cols: Mapping[str, StepValues], reads: tuple[str, ...]) -> int:
+    return max(cols[m][0][-1] for m in reads if m in cols and cols[m][0])
+
+
+def _cut(cols: Mapping[str, StepValues], reads: tuple[str, ...],
+         ends: list[int]) -> list[dict[str, StepValues]]:
+    """`cols` in parts, each ending at a step of `ends` (the last part takes the rest).
+    Only the metrics in `reads` are cut; another a detector reads beside them (a learning
+    rate's warm-up) comes whole with the first part, as the whole batch feeds it first."""
+    parts: list[dict[str, StepValues]] = [{} for _ in range(len(ends) + 1)]
+    for name, (steps, values) in cols.items():
+        if name not in reads:
+            parts[0][name] = (steps, values)
+            continue
+        lo = 0
+        for i, end in enumerate([*ends, math.inf]):
+            hi = len(steps) if end == math.inf else bisect_right(steps, end, lo)
+            if hi > lo:
+                parts[i][name] = (steps[lo:hi], values[lo:hi])
+            lo = hi
+    return parts
 
 
 def learning_key(rule: Rule) -> str | None:

@@ -64,6 +64,8 @@ class Tracker:
 
     def __init__(self, record: Record | None = None) -> None:
         self.open: Record | None = record
+        # the step at which each record the last update resolved was resolved
+        self.ends: list[int] = []
 
     def update(
         self, steps: list[int], verdicts: list[bool], values: list[float],
@@ -78,6 +80,7 @@ class Tracker:
         hits there were from that step until the point that opened it (the finding's
         count holds them: "0 on 3 steps in a row", not "on 1")."""
         closed: list[Record] = []
+        self.ends = []
         touched = False
         pos, m = 0, len(verdicts)
         while pos < m:
@@ -99,6 +102,7 @@ class Tracker:
                 touched = True
             if end < m:
                 closed.append(self.open)
+                self.ends.append(steps[end])
                 self.open = None
                 touched = False
             pos = end

@@ -161,10 +161,8 @@ class _AgainstTraining:
 
     Series `a` is the training loss, fed first (`feed_a`); its points wait for the
     validations of their batch (`Waiting`), so a validation reads only the training points
-    logged at or before its own step. A hit keeps its finding open `hold` validations;
-    `held_upto` gives the numbers of the latest hit at or before a step, so a finding that
-    closes inside a batch read whole (an imported file) reports its own hit, not a later
-    one's. Subclasses judge a validation (`_judge`) and take it in (`_take`)."""
+    logged at or before its own step. A hit keeps its finding open `hold` validations.
+    Subclasses judge a validation (`_judge`) and take it in (`_take`)."""
 
     def __init__(self, hold: int, state: dict[str, Any] | None = None) -> None:
         st = state or {}
@@ -173,7 +171,6 @@ class _AgainstTraining:
         self.window = KOfN(1, hold, st.get("tail"))
         self.hits: list[int] = []
         self.held: dict[str, float] = dict(st.get("held", {}))
-        self._batch_held: list[tuple[float, dict[str, float]]] = []
 
     def feed_a(self, steps: list[int], values: list[float]) -> None:
         self._place(math.inf)
@@ -197,7 +194,6 @@ class _AgainstTraining:
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         hits: list[int] = []
-        self._batch_held = []
         for step, v in zip(steps, values, strict=True):
             hit = 0
             if v - v == 0:
@@ -206,21 +202,11 @@ class _AgainstTraining:
                 if held is not None:
                     hit = 1
                     self.held = held
-                    self._batch_held.append((float(step), held))
                 self._take(v)
             hits.append(hit)
         self._place(math.inf)
         self.hits = hits
         return self.window.feed(hits)
-
-    def held_upto(self, step: float | None) -> dict[str, float]:
-        """The numbers of the latest hit at or before `step` in the last batch (the
-        latest hit of all where none of that batch is)."""
-        if step is not None:
-            for at, held in reversed(self._batch_held):
-                if at <= step:
-                    return held
-        return self.held
 
     def state(self) -> dict[str, Any]:
         return {"last": self.last, "wait": self.waiting.state(), "tail": self.window.tail,
