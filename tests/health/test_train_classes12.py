@@ -102,6 +102,21 @@ def test_a_kl_that_keeps_growing_after_the_gap_is_found() -> None:
     assert "grpo.kl_ref_growing" in rule_ids(evaluate("grpo", {}, _kl_windows(late)))
 
 
+def test_a_growth_that_ends_at_a_gap_says_how_much_it_grew() -> None:
+    # grpo_gemma2_2b_gsm8k_cuda_lr1e5_1000_updates: windows of a 1,000-step log; the
+    # KL grew to 0.94 by step 193, then the log jumps to step 980. The trend starts afresh
+    # after the gap, and the finding open at it resolved reading the new trend's effect
+    # (none yet): "did not change from step 5 to 193" on the engine before.
+    early = [0.5 * i / 76 * (1 + 0.05 * math.sin(1.3 * i)) for i in range(77)]
+    late = [0.6 * (1 + 0.05 * math.sin(2.1 * i)) for i in range(28)]
+    steps = list(range(1, 78)) + list(range(473, 501))
+    found = evaluate("grpo", {}, {"kl": (steps, early + late)})
+    (hit,) = [f for f in found if f.rule_id == "grpo.kl_ref_growing"]
+    assert hit.status == "resolved" and hit.last_step <= 77
+    assert hit.evidence["effect"] > 0.1
+    assert " rose " in hit.message
+
+
 def test_a_log_every_fifty_steps_is_no_gap() -> None:
     # Near miss: a KL logged every 50 steps that climbs 0 -> 1: its gaps are its stride.
     steps = [50 * (i + 1) for i in range(40)]

@@ -322,10 +322,12 @@ class Evaluator:
             if (len(window) * 2 >= det.size and window[-1] > window[0]
                     and step - window[-1] > window[-1] - window[0]):
                 out += det.feed(steps[cut:i], values[cut:i]) if i > cut else []
-                past = det.past
+                past, held = det.past, det.held_effect
                 det = self.detector = build_detector(
                     self.rule, {**self.params, "window": det.size}, self.settings, None)
                 det.past = past
+                # a finding open at the gap resolves after it: it says what held before
+                det.held_effect = held
                 window, cut = deque(maxlen=det.size), i
             window.append(float(step))
         return out + det.feed(steps[cut:], values[cut:])
