@@ -127,3 +127,21 @@ def test_a_finding_that_reopens_within_its_window_counts_only_its_own_hits() -> 
     for found in (live, whole):
         assert [(f.first_step, f.last_step, f.evidence["count"]) for f in found] == [
             (0, 12, 5), (14, 24, 3)]
+
+
+def test_a_spike_over_a_median_of_zero_names_no_multiple() -> None:
+    # A gradient norm logged as exactly 0 on most steps, then 0.73: the spike stands
+    # against a median of 0, of which it is no multiple. The message read "?× its
+    # median of 0" (the ratio has no value) on the engine before.
+    grad = [0.0] * 30 + [0.727] + [0.0] * 10
+    (f,) = [f for f in evaluate("sft", {}, {"grad_norm": grad})
+            if f.rule_id == "optim.grad_norm_spike"]
+    assert f.message == "grad_norm spiked to 0.727, against a median of 0."
+
+
+def test_a_spike_over_a_median_says_how_many_times_it() -> None:
+    grad = [1.0 + 0.01 * math.sin(i) for i in range(30)] + [15.0] + [1.0] * 10
+    (f,) = [f for f in evaluate("sft", {}, {"grad_norm": grad})
+            if f.rule_id == "optim.grad_norm_spike"]
+    assert re.fullmatch(r"grad_norm spiked to 15, 1[45]\.\d× its median of 1(\.\d+)?\.",
+                        f.message), f.message

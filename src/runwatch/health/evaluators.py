@@ -547,8 +547,15 @@ class Evaluator:
         if kind in ("jump", "spike", "above_max"):
             count = evidence.get("count")
             noun = "jump" if kind == "above_max" else kind
-            return {"repeats": f"; {count} {noun}s within {self.params.get('hold')} points"
-                    if isinstance(count, int) and count > 1 else ""}
+            words = {"repeats": f"; {count} {noun}s within {self.params.get('hold')} points"
+                     if isinstance(count, int) and count > 1 else ""}
+            ratio, median = evidence.get("ratio"), evidence.get("median")
+            if isinstance(median, int | float):
+                # a median of 0 (a norm logged as 0 on most steps) has no multiple
+                words["against"] = (f"{ratio:.1f}× its median of {median:.3g}"
+                                    if isinstance(ratio, int | float) and median
+                                    else f"against a median of {median:.3g}")
+            return words
         if kind == "no_improvement":
             return {"change": change_words(evidence.get("effect"), False,
                                            str(self.params.get("direction", "up")))}
