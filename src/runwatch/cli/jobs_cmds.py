@@ -45,6 +45,7 @@ from runwatch.jobs.cost import ProfileError, Profiles, read_profiles
 from runwatch.jobs.lifecycle import TransitionError
 from runwatch.rundir.format import RunDirError
 from runwatch.store import jobs as store_jobs
+from runwatch.store.db import writing
 
 Action = Callable[[Engine, Any, Path | None], control.Outcome]
 
@@ -177,7 +178,7 @@ def _jobs(jobs: list[dict[str, Any]]) -> str:
 
 def _drain(ctx: Context, ref: str, profiles: Profiles | None, output: Output,
            jq: str | None, raw: bool) -> None:
-    with ctx.engine.begin() as conn:
+    with writing(ctx.engine) as conn:
         rows = store_jobs.list_workers(conn)
         worker = _one_worker([w["id"] for w in rows], ref)
         row = next(w for w in rows if w["id"] == worker)

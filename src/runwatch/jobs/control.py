@@ -52,6 +52,7 @@ from runwatch.sdk.lock import RunLock
 from runwatch.sdk.sender import FINISH_WAIT_S
 from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
+from runwatch.store.db import writing
 
 RunRef = int | Any  # a run's pk, or a row of `runs` (anything with .pk)
 # How long a retry waits for the ended attempt's process to let go of the run's folder:
@@ -98,7 +99,7 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> Outcome
         raise TransitionError("this run was sent to the server over HTTP, so no folder or "
                               "process of it is here to stop: stop its process where it runs")
     run_dir = Path(row.dir)
-    with engine.begin() as conn:
+    with writing(engine) as conn:
         if store_jobs.job_row(conn, row.pk) is None:
             return Outcome(_stop_by_hand(run_dir), SENT_SIGTERM)
         now = time.time()
@@ -209,7 +210,7 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
     # before the row is read here, or sees the new attempt after it is written.
     with locked(run_dir, wait_s):
         start_attempt(run_dir, attempt)
-        with engine.begin() as conn:
+        with writing(engine) as conn:
             held = store_jobs.job_row(conn, row.pk)
             # before the run is QUEUED in the index, so no worker claims the old attempt
             store_jobs.requeue(conn, row.pk, attempt)

@@ -42,6 +42,7 @@ from runwatch.rundir import format as fmt
 from runwatch.rundir.append import RunBusy, locked, write_events, write_records
 from runwatch.rundir.reader import read_new
 from runwatch.store import jobs as store_jobs
+from runwatch.store.db import writing
 from runwatch.store.jobs import Claim
 
 log = logging.getLogger(__name__)
@@ -195,7 +196,7 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
     except RunBusy:
         return None
     except FileNotFoundError:  # the run folder was deleted: nothing to record, free the job
-        with engine.begin() as conn:
+        with writing(engine) as conn:
             row = store_jobs.job_row(conn, claim.run_pk)
             if row is not None and row["worker_id"] == holder:
                 abandon(conn, claim.run_pk)

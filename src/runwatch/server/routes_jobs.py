@@ -45,6 +45,7 @@ from runwatch.server.schemas import (
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
+from runwatch.store.db import writing
 
 router = APIRouter(tags=["jobs"])
 
@@ -119,7 +120,7 @@ def drain(request: Request, worker: str, _body: Empty | None = None,
           st: ServerState = Depends(state)) -> dict[str, Any]:
     """Stop a worker: it finishes the jobs it runs, claims no more, then exits."""
     scopes.require(request, None, "admin")
-    with st.engine.begin() as conn:
+    with writing(st.engine) as conn:
         rows = {w["id"]: w for w in store_jobs.list_workers(conn)}
         row = rows.get(worker)
         if row is None:

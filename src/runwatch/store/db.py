@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,10 @@ POOL_OVERFLOW = 20
 POOL_TIMEOUT_S = 5.0
 # How long opening an index waits for another process that is creating it.
 CREATE_WAIT_S = 30.0
+
+
+# The PostgreSQL advisory lock every `writing` transaction holds (the bytes of "rnwt").
+WRITE_LOCK_KEY = 0x726E7774
 
 
 class StoreError(RuntimeError):
@@ -80,6 +86,24 @@ def open_engine(target: str | Path, migrate: bool = True, *,
     if migrate:
         ensure_schema(engine)
     return engine
+
+
+@contextmanager
+def writing(engine: Engine) -> Iterator[Connection]:
+    """A transaction that holds the database's write lock from its start, so what it reads
+    before it writes stays true until it commits: a job row read, then requeued or let go
+    on what it said. `engine.begin()` alone does not do that on SQLite: Python's sqlite3
+    begins a transaction only at the first write, so the reads before it see a database
+    another process may change in between. Here SQLite takes `BEGIN IMMEDIATE` (another
+    writer waits for the lock, up to the connection's busy timeout), and PostgreSQL a
+    transaction-level advisory lock that every `writing` transaction takes, so they run
+    one at a time there too."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        elif conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": WRITE_LOCK_KEY})
+        yield conn
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -8,7 +8,10 @@ can be claimed while its run is QUEUED, no worker holds it and no cancel was ask
 statement takes the database's write lock before it reads, so two workers never pick
 the same row); on PostgreSQL `SELECT … FOR UPDATE SKIP LOCKED`, then the UPDATE. Call
 it at the start of a transaction (`with engine.begin() as conn: claim(conn, …)`): on
-SQLite a transaction that read first may be refused the write lock.
+SQLite a transaction that read first may be refused the write lock. A transaction that
+reads a row and then writes on what it read (a retry's requeue beside the old holder, a
+cancel, a drain) is taken with `store.db.writing`, which holds the write lock from its
+start.
 
 A worker is **lost** when its own last heartbeat is older than the heartbeat timeout it
 declared as it registered (`lost`; workers.heartbeat_timeout_s): the workers view says so,
