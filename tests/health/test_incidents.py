@@ -54,6 +54,19 @@ def test_fed_step_by_step_it_is_still_one_finding() -> None:
                                 "2 logged steps from 18 to 19")
 
 
+def test_a_step_whose_lines_come_apart_counts_once() -> None:
+    # An MLX log writes the validation loss and the training loss of step 3600 on two
+    # lines, read in two batches by a live index; each was NaN. The incident counted the
+    # step twice ("NaN at 54 logged steps" for 51) on the engine before.
+    engine = HealthEngine("sft")
+    found: list[Finding] = []
+    for step, key in ((3590, "train_loss"), (3600, "val_loss"), (3600, "train_loss"),
+                      (3610, "train_loss")):
+        found += nonfinite(engine.feed(to_batch({key: ([step], [NAN])})))
+    assert found[-1].evidence["count"] == 3
+    assert "NaN at 3 logged steps from 3590 to 3610" in found[-1].message
+
+
 def test_separate_bad_steps_are_separate_incidents() -> None:
     found = nonfinite(evaluate("dpo", {}, dpo_series({3, 30})))
     assert [(f.first_step, f.status) for f in found] == [(3, "resolved"), (30, "resolved")]

@@ -354,8 +354,9 @@ class Engine:
             if rec is None:
                 rec = {"id": None, "first_step": step, "last_step": step, "count": 0,
                        "values": {}}
+            if not rec["count"] or step != rec["last_step"]:
+                rec["count"] += 1  # a step whose lines come in two batches is one step
             rec["last_step"] = step
-            rec["count"] += 1
             for raw, text in found.items():
                 rec["values"].setdefault(raw, text)
             touched = True
