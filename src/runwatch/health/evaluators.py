@@ -235,6 +235,7 @@ class Evaluator:
         again = self.restamps and _several_steps(cols, self.reads)
         # the state as it is saved between batches
         saved = orjson.loads(orjson.dumps(self.state())) if again else None
+        self.tracker.ends = []  # a batch that judges nothing (a paired rule's `a` alone)
         closed, touched = self._feed(cols)
         ends = self.tracker.ends
         if (saved is None or not ends or ends == [_last_step(cols, self.reads)]
