@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from runwatch.health.detectors import KOfN
 from runwatch.health.engine import Engine
 from runwatch.health.thresholds import ThresholdError, load_yaml, parse
-from runwatch.health.trendstats import theil_sen
+from runwatch.health.trendstats import pair_slopes, theil_sen, theil_sen_apart
 from runwatch.metrics.aliases import canonical
 from runwatch.store.points import PointColumns
 
@@ -330,6 +330,22 @@ def test_theil_sen_ignores_an_outlier() -> None:
     ys[3] = 1000.0
     assert theil_sen(xs, ys) == pytest.approx(2.0)
     assert math.isclose(theil_sen([0.0, 0.0, 1.0], [1.0, 2.0, 3.0]), 1.5)
+
+
+finite_st = st.one_of(st.sampled_from([0.0, 0.5, 1.0]),
+                      st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(finite_st, min_size=1, max_size=30), st.lists(finite_st, min_size=1, max_size=30),
+       st.integers(0, 500))
+def test_theil_sen_of_a_head_and_a_tail_apart_is_theil_sen(
+        head: list[float], tail: list[float], extra: int) -> None:
+    # The no-improvement rule judges a series' first points against its latest every 10
+    # points of a long run, with the head's own slopes kept: the same slope, exactly.
+    gap = len(head) + extra
+    xs = [float(i) for i in range(len(head))] + [float(gap + j) for j in range(len(tail))]
+    assert theil_sen_apart(head, tail, gap, pair_slopes(head)) == theil_sen(xs, head + tail)
 
 
 values_st = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32),

@@ -16,8 +16,10 @@ from runwatch.health.trendstats import (
     mean_gap,
     median_gap_error,
     median_points,
+    pair_slopes,
     point_noise,
     theil_sen,
+    theil_sen_apart,
 )
 
 
@@ -306,6 +308,8 @@ class NoImprovement:
         self._lr_at: dict[int, float] = {}
         # the run's epochs (the engine's, shared by the rules that ask it)
         self.epochs = EpochStart()
+        # the slopes between the head's points, once it is full (`_trend_flat`)
+        self._head_slopes: list[float] | None = None
 
     def feed_lr(self, steps: list[int], values: list[float]) -> None:
         """Note the learning rate at `steps`, for the reward points of the same steps that
@@ -417,16 +421,24 @@ class NoImprovement:
         """Whether the Theil–Sen trend through the points the medians take (the first
         `head` and the latest `head`, all of them while they overlap) rises by no more
         than `z` standard errors of such a rise in the series' point noise."""
-        first = self.count - len(self.tail)
-        at = dict(enumerate(self.head))
-        at.update((first + i, v) for i, v in enumerate(self.tail))
-        xs = [float(i) for i in sorted(at)]
-        ys = [at[i] for i in sorted(at)]
+        head, tail = self.head, self.tail
+        first = self.count - len(tail)
+        if first >= len(head) == self.size and len(tail) >= 2:
+            # apart (a long run): the head's own slopes are the same at every judgement
+            if self._head_slopes is None:
+                self._head_slopes = pair_slopes(head)
+            xs = [*range(len(head)), *range(first, self.count)]
+            slope = theil_sen_apart(head, tail, first, self._head_slopes)
+        else:
+            at = dict(enumerate(head))
+            at.update((first + i, v) for i, v in enumerate(tail))
+            xs = sorted(at)
+            slope = theil_sen([float(i) for i in xs], [at[i] for i in xs])
         mean = sum(xs) / len(xs)
         spread = sum((x - mean) ** 2 for x in xs)
         if spread <= 0:
             return True
-        rise = self.sign * theil_sen(xs, ys) * (xs[-1] - xs[0])
+        rise = self.sign * slope * (xs[-1] - xs[0])
         return rise <= self.z * noise * (xs[-1] - xs[0]) / math.sqrt(spread)
 
     def _window(self, step: int) -> bool:

@@ -273,12 +273,9 @@ class Divergence(Onsets):
                     "not_up", eb + self.noise_z * change_error(by, self.relative, 1e-6),
                     self.b_effect, self.verdict))
         else:
-            b_noise = None
-            if self.a_noise_z and len(self.b_tail) > len(by):
-                b_noise = change_noise(self.b_tail) / math.sqrt(self.b.size)
             b_holds = trend_holds(self.b_dir, eb, self.b_effect, self.verdict) and (
                 self.b_dir == "flat"
-                or beyond_noise(by, eb, self.noise_z, self.relative, 1e-6, b_noise))
+                or beyond_noise(by, eb, self.noise_z, self.relative, 1e-6, self._b_noise(by)))
         if not b_holds:
             return False  # the judged series alone settles it: skip the reference's trend
         span = self.a.between(bx[0], bx[-1])
@@ -294,6 +291,14 @@ class Divergence(Onsets):
         if holds:
             self.held = self.last
         return holds
+
+    def _b_noise(self, by: list[float]) -> float | None:
+        """The noise of a bucket median of the judged series, measured on its history
+        (with a_noise_z; None: on the window's medians). Asked only once its trend holds:
+        a dense series is judged at every point, and this reads its whole history."""
+        if self.a_noise_z and len(self.b_tail) > len(by):
+            return change_noise(self.b_tail) / math.sqrt(self.b.size)
+        return None
 
     def _a_beyond_noise(self, span: tuple[list[float], list[float]],
                         ea: float | None) -> bool:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from functools import lru_cache
-from itertools import pairwise
-from operator import itemgetter, sub, truediv
+from itertools import pairwise, repeat
+from operator import add, itemgetter, sub, truediv
 from typing import Any, Protocol
 
 from runwatch.health.detectors import median, robust_sd
@@ -40,6 +40,47 @@ def theil_sen(xs: list[float], ys: list[float]) -> float:
     if not k:
         return 0.0
     # The median, inline: this runs tens of thousands of times in a long run.
+    return slopes[k // 2] if k % 2 else 0.5 * (slopes[k // 2 - 1] + slopes[k // 2])
+
+
+@lru_cache(maxsize=16)
+def _apart_pairs(h: int, t: int) -> tuple[itemgetter[Any], itemgetter[Any], list[int]]:
+    """Getters of the first and second member of every (first group, second group) pair
+    of h and t items, and how many places apart the two are within their groups (j - i)."""
+    pairs = [(i, j) for i in range(h) for j in range(t)]
+    return (itemgetter(*[p[0] for p in pairs]), itemgetter(*[p[1] for p in pairs]),
+            [j - i for i, j in pairs])
+
+
+@lru_cache(maxsize=16)
+def _pair_gaps(n: int) -> list[int]:
+    """How many places apart the members of every pair (i < j) of n items are."""
+    return [j - i for i in range(n - 1) for j in range(i + 1, n)]
+
+
+def pair_slopes(ys: list[float]) -> list[float]:
+    """The slopes between every pair of `ys` logged at consecutive points, sorted."""
+    if len(ys) < 3:
+        return [ys[1] - ys[0]] if len(ys) == 2 else []
+    first, second = _pair_getters(len(ys))
+    return sorted(map(truediv, map(sub, second(ys), first(ys)), _pair_gaps(len(ys))))
+
+
+def theil_sen_apart(head: list[float], tail: list[float], gap: int,
+                    head_slopes: list[float]) -> float:
+    """`theil_sen` of `head` at points 0.. and `tail` at points gap.. (gap at least
+    len(head)), given the head's own slopes (`pair_slopes`, the same for every tail): a
+    series' first points against its latest, judged again and again as the latest move
+    on."""
+    if len(tail) < 3 or len(head) < 2:
+        xs = [float(i) for i in range(len(head))] + [float(gap + j) for j in range(len(tail))]
+        return theil_sen(xs, head + tail)
+    first, second = _pair_getters(len(tail))
+    within = map(truediv, map(sub, second(tail), first(tail)), _pair_gaps(len(tail)))
+    of_head, of_tail, apart = _apart_pairs(len(head), len(tail))
+    across = map(truediv, map(sub, of_tail(tail), of_head(head)), map(add, apart, repeat(gap)))
+    slopes = sorted([*head_slopes, *within, *across])
+    k = len(slopes)
     return slopes[k // 2] if k % 2 else 0.5 * (slopes[k // 2 - 1] + slopes[k // 2])
 
 
