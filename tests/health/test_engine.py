@@ -24,13 +24,14 @@ from .cases import CASES, every, ramp
 from .helpers import corpus_records, rule_ids, to_batch
 
 
-def summary(findings: list[Any]) -> dict[tuple[str, str, int], tuple[str, int, str]]:
-    """Final status, last step and message of each finding, keyed by rule, metric, first
-    step. A stall is left out: it reads the wall time between batches."""
+def summary(findings: list[Any]) -> dict[tuple[str, str, int], tuple[str, str, int, str]]:
+    """Final status, severity, last step and message of each finding, keyed by rule,
+    metric, first step. A stall is left out: it reads the wall time between batches."""
     out = {}
     for f in findings:
         if f.rule_id != "run.stalled":
-            out[(f.rule_id, f.metric, f.first_step)] = (f.status, f.last_step, f.message)
+            out[(f.rule_id, f.metric, f.first_step)] = (f.status, f.severity, f.last_step,
+                                                        f.message)
     return out
 
 
@@ -83,6 +84,31 @@ def test_a_log_read_whole_gives_each_finding_its_own_numbers(
     """An imported file is read in one batch. Findings that resolved long before its end
     read as they do live, line by line: each flat stretch with its own fall, each spike
     against the median before it, not the numbers at the end of the file."""
+    whole, live = _whole_and_live(run, method)
+    messages = {v[3] for k, v in whole.items() if k[0] == rule_id and v[0] == "resolved"}
+    assert len(messages) >= 2  # several findings of the rule resolved inside the file
+    assert whole == live
+
+
+@pytest.mark.parametrize(("run", "method", "finding", "severity"), [
+    ("grpo_tikz_simple_shapes_overnight", "grpo",
+     ("grpo.no_signal", "zero_variance_skip_ratio", 67), "warning"),
+    ("dpo_orpo_gemma2_2b_isaerft_2ep", "dpo", ("dpo.loss_not_falling", "loss", 85), "info"),
+])
+def test_a_log_read_whole_gives_each_finding_the_severity_it_had_live(
+        run: str, method: str, finding: tuple[str, str, int], severity: str) -> None:
+    """A rule that says info once the run learns asks where the run stood when its
+    finding resolved, not at the end of the 1,024 steps a file read whole feeds at once:
+    the reward had not risen yet when zero_variance_skip_ratio stood at 1 (warning), and
+    the ORPO margin had when its loss stayed flat (info). Read whole, both were the other
+    way on the engine before."""
+    whole, live = _whole_and_live(run, method)
+    assert whole[finding][:2] == ("resolved", severity)
+    assert whole == live
+
+
+def _whole_and_live(run: str, method: str) -> tuple[dict[Any, Any], dict[Any, Any]]:
+    """A corpus run's findings read whole (one batch) and a step at a time."""
     records = corpus_records(run)
     keys = {k for r in records for k, v in r.items()
             if k not in ("step", "ts") and isinstance(v, int | float)}
@@ -90,10 +116,7 @@ def test_a_log_read_whole_gives_each_finding_its_own_numbers(
                   [float(r[k]) for r in records if isinstance(r.get(k), int | float)])
               for k in keys}
     whole = summary(Engine(method, {}).feed(to_batch(series)))
-    live = summary(split_feed(method, {}, series, OneStep()))
-    messages = {v[2] for k, v in whole.items() if k[0] == rule_id and v[0] == "resolved"}
-    assert len(messages) >= 2  # several findings of the rule resolved inside the file
-    assert whole == live
+    return whole, summary(split_feed(method, {}, series, OneStep()))
 
 
 def test_state_is_plain_json() -> None:

@@ -77,8 +77,11 @@ change that ended it. Its numbers are those of the step it resolved at, however 
 arrives: a whole imported file, read as one batch, gives each finding the numbers a run
 indexed line by line gives it (each flat stretch its own fall, each spike the median
 before it), because a batch in which findings resolved is fed again from its start, cut
-after each step where one resolved. A log whose steps repeat or go back cannot be cut by
-step; its findings that resolved inside a batch carry the numbers of the batch's end.
+after each step where one resolved. Its severity too: a rule that says info once the run
+learns (`Rule.learning`) asks whether the run had learned by the step its finding
+resolved at, not by the end of the batch. A log whose steps repeat or go back cannot be
+cut by step; its findings that resolved inside a batch carry the numbers of the batch's
+end.
 
 ## Judging with few points and a warm-up
 

@@ -306,7 +306,7 @@ class Engine:
             if learn:
                 for metric, gate in self.gates.values():
                     if metric in chunk:
-                        gate.feed(chunk[metric][1])
+                        gate.feed(chunk[metric][1], chunk[metric][0])
             for key, ev in evals.items():
                 if not any(m in chunk for m in ev.reads):
                     continue

@@ -218,8 +218,11 @@ class Evaluator:
         """The metrics this evaluator is fed."""
         return self.variant
 
-    def learns(self) -> bool:
-        """The run's learning metric has risen beyond its noise (Rule.learning)."""
+    def learns(self, rec: Record | None = None) -> bool:
+        """The run's learning metric has risen beyond its noise (Rule.learning): by the
+        step where `rec` resolved, if it resolved inside its batch, else now."""
+        if rec is not None and "learns" in rec:
+            return bool(rec["learns"])
         return self.learning is not None and self.learning.rising
 
     def feed(self, cols: Mapping[str, StepValues]) -> tuple[list[Record], bool]:
@@ -303,8 +306,10 @@ class Evaluator:
             self.window_from = int(marks[-1][1])
         if isinstance(self.detector, d.Threshold) and True in verdicts:
             self._note_window(verdicts, closed)
-        for rec in closed:
+        for rec, end in zip(closed, self.tracker.ends, strict=True):
             self._stamp(rec)
+            if self.learning is not None:
+                rec["learns"] = self.learning.rising_at(end)
         return closed, touched
 
     def _trend_across_gaps(self, steps: list[int], values: list[float]) -> list[bool]:
@@ -503,15 +508,15 @@ class Evaluator:
             rule_id=self.rule.id, title=self.rule.title, severity=self._severity(rec, evidence),
             status=status,
             metric=self.metric, first_step=first_step, last_step=last_step, evidence=evidence,
-            message=render(self.rule.message, fields) + self._learning_words(),
+            message=render(self.rule.message, fields) + self._learning_words(rec),
             advice=self.rule.advice,
             id=rec.get("id"), record=rec,
         )
 
-    def _learning_words(self) -> str:
+    def _learning_words(self, rec: Record) -> str:
         """Why a finding of a run that learns is info (Rule.learning)."""
         rule = self.rule
-        if not self.learns():
+        if not self.learns(rec):
             return ""
         if rule.learning_level is None:
             return f" {rule.learning} has risen beyond its noise since the start: the run learns."
@@ -524,7 +529,7 @@ class Evaluator:
         cost the run), or it was judged on `warn_after` points or more (a reward flat
         over 10 points may yet move; over 30 it is not learning). A severity the project's
         thresholds set is never raised: `{severity: info}` keeps the rule at info."""
-        if self.learns():
+        if self.learns(rec):
             return "info"
         if evidence.get("mid_run"):
             return "info"  # a window cut from a run: its start is not the run's

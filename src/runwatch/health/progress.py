@@ -6,6 +6,7 @@ shows learning (`Learning`, which only lowers a severity).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from typing import Any
 
 from runwatch.health.detectors import median
@@ -469,23 +470,49 @@ class Learning:
         self.tail: list[float] = list(st.get("tail", []))  # the latest `head` values
         self.count = int(st.get("n", 0))
         self.rising = bool(st.get("r", False))
+        # The last batch: its steps and values, and the gate as it stood before it.
+        self._batch: tuple[list[int], list[float], list[float], list[float], int, bool] | None
+        self._batch = None
 
-    def feed(self, values: list[float]) -> None:
+    def feed(self, values: list[float], steps: list[int] | None = None) -> None:
+        if steps is not None and len(steps) > 1:
+            self._batch = (steps, values, list(self.head), list(self.tail), self.count,
+                           self.rising)
+        else:
+            self._batch = None
+        head, tail, self.count = self._take(values, self.head, self.tail, self.count)
+        if self.count >= self.min_points and values:
+            self.rising = self._judge(head, tail, self.count)
+
+    def rising_at(self, step: int) -> bool:
+        """Whether the run had learned by `step` of the last batch, as a live run indexed
+        a line at a time judges it there: a file read whole feeds the gate up to 1,024
+        steps ahead of the rules it lowers (`rising` is its verdict at the batch's end)."""
+        batch = self._batch
+        if batch is None or step >= batch[0][-1] or any(
+                b < a for a, b in zip(batch[0], batch[0][1:], strict=False)):
+            return self.rising
+        steps, values, head, tail, count, rising = batch
+        n = bisect_right(steps, step)
+        head, tail, count = self._take(values[:n], head, tail, count)
+        return self._judge(head, tail, count) if count >= self.min_points and n else rising
+
+    def _take(self, values: list[float], head: list[float], tail: list[float],
+              count: int) -> tuple[list[float], list[float], int]:
         for v in values:
             if v - v != 0:
                 continue
-            keep(self.head, self.tail, self.size, v)
-            self.count += 1
-        if self.count >= self.min_points and values:
-            self.rising = self._judge()
+            keep(head, tail, self.size, v)
+            count += 1
+        return head, tail, count
 
-    def _judge(self) -> bool:
-        k = min(self.count // 2, self.size)
-        now = sum(self.tail[-k:]) / k
-        noise = point_noise(self.tail)
+    def _judge(self, head: list[float], tail: list[float], count: int) -> bool:
+        k = min(count // 2, self.size)
+        now = sum(tail[-k:]) / k
+        noise = point_noise(tail)
         if self.level is not None:
             return now - self.level > self.z * noise / math.sqrt(k)
-        start = sum(self.head[:k]) / k
+        start = sum(head[:k]) / k
         return now - start > self.z * noise * math.sqrt(2 / k)
 
     def state(self) -> dict[str, Any]:
