@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from runwatch.health.detectors import KOfN
 from runwatch.health.engine import Engine
+from runwatch.health.progress import NoImprovement
 from runwatch.health.thresholds import ThresholdError, load_yaml, parse
 from runwatch.health.trendstats import pair_slopes, theil_sen, theil_sen_apart
 from runwatch.metrics.aliases import canonical
@@ -369,6 +370,31 @@ def test_theil_sen_of_a_head_and_a_tail_apart_is_theil_sen(
     gap = len(head) + extra
     xs = [float(i) for i in range(len(head))] + [float(gap + j) for j in range(len(tail))]
     assert theil_sen_apart(head, tail, gap, pair_slopes(head)) == theil_sen(xs, head + tail)
+
+
+def test_a_long_runs_flat_check_reads_its_first_and_latest_points_where_they_lie() -> None:
+    # rl.no_progress asks, every 10 points of a long run, whether the Theil-Sen trend
+    # through its first 25 and latest 25 points rises less than z standard errors. At the
+    # noise where that rise is exactly the limit, a hair more noise passes and a hair less
+    # does not: the slope must be that of the points where they were logged.
+    det = NoImprovement(head=25, min_points=10)
+    rng = random.Random(4)
+    checked = 0
+    for i in range(400):
+        det.feed([i], [0.002 * i + rng.gauss(0.0, 0.1)])
+        if i < 60 or i % 37:
+            continue
+        first = det.count - len(det.tail)
+        xs = [float(k) for k in range(len(det.head))] + [
+            float(first + k) for k in range(len(det.tail))]
+        rise = theil_sen(xs, det.head + det.tail) * (xs[-1] - xs[0])
+        mean = sum(xs) / len(xs)
+        spread = sum((x - mean) ** 2 for x in xs)
+        limit = rise * math.sqrt(spread) / (det.z * (xs[-1] - xs[0]))
+        assert limit > 0
+        assert det._trend_flat(limit * 1.000001) and not det._trend_flat(limit * 0.999999)
+        checked += 1
+    assert checked >= 8
 
 
 values_st = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32),

@@ -123,6 +123,23 @@ def test_learning_is_judged_against_the_noise_and_a_known_level() -> None:
     assert not _gate(level=None).rising  # no points, no verdict
 
 
+def test_the_gate_at_a_step_of_a_batch_is_the_gate_a_line_at_a_time() -> None:
+    # A file read whole feeds the gate a whole batch; a finding that resolved inside it
+    # asks where the gate stood at its step, in any order and as often as rules ask.
+    values = [0.02 * i + 0.1 * ((i * 7) % 5 - 2) for i in range(60)]
+    live = []
+    gate = _gate(level=None)
+    for v in values:
+        gate.feed([v])
+        live.append(gate.rising)
+    assert True in live and False in live
+    whole = _gate(level=None)
+    whole.feed(values, list(range(60)))
+    rng = random.Random(3)
+    asked = [rng.randrange(60) for _ in range(200)]
+    assert [whole.rising_at(i) for i in asked] == [live[i] for i in asked]
+
+
 def _dpo_loop(margin: float, n: int = 40, seed: int = 5) -> dict[str, object]:
     """A DPO loop of 8 pairs a batch logged every 8 steps: its loss sits near ln 2 with
     noise of 0.035 a log (falling only 1.5% by step 240), its margin noisy around

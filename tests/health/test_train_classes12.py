@@ -19,6 +19,7 @@ import math
 from runwatch.metrics.aliases import health_name
 
 from .helpers import evaluate, rule_ids
+from .test_engine import OneStep, split_feed
 
 LENGTHS_27 = [200.0, 168.7, 199.2, 199.7, 169.3, 200.0, 200.0, 188.2, 184.3, 200.0, 155.7,
               200.0, 200.0, 200.0, 187.7, 133.0, 200.0, 200.0, 178.0, 166.2, 193.7, 194.8,
@@ -115,6 +116,21 @@ def test_a_growth_that_ends_at_a_gap_says_how_much_it_grew() -> None:
     assert hit.status == "resolved" and hit.last_step <= 77
     assert hit.evidence["effect"] > 0.1
     assert " rose " in hit.message
+
+
+def test_a_growth_that_ends_at_a_gap_starts_where_it_does_live() -> None:
+    # Read whole, the trend started afresh after the gap kept only its new stretch's
+    # windows, so the finding open before the gap took a window start from the wrong
+    # stretch: "from step 32" where a live run says "from step 5".
+    early = [0.5 * i / 76 * (1 + 0.05 * math.sin(1.3 * i)) for i in range(77)]
+    late = [0.6 * (1 + 0.05 * math.sin(2.1 * i)) for i in range(8)]
+    series = {"kl": (list(range(1, 78)) + list(range(473, 481)), early + late)}
+    whole = [f for f in evaluate("grpo", {}, series) if f.rule_id == "grpo.kl_ref_growing"]
+    live = [f for f in split_feed("grpo", {}, series, OneStep())
+            if f.rule_id == "grpo.kl_ref_growing"]
+    assert [(f.first_step, f.message) for f in whole] == [
+        (f.first_step, f.message) for f in live]
+    assert whole[0].first_step < 10
 
 
 def test_a_log_every_fifty_steps_is_no_gap() -> None:

@@ -323,11 +323,14 @@ class Evaluator:
         det = self.detector
         window: deque[float] = deque((p[0] for p in det.points), maxlen=det.size)
         out: list[bool] = []
+        marks: list[tuple[int, float]] = []  # each stretch's, counted from the batch's start
         cut = 0
         for i, step in enumerate(steps):
             if (len(window) * 2 >= det.size and window[-1] > window[0]
                     and step - window[-1] > window[-1] - window[0]):
-                out += det.feed(steps[cut:i], values[cut:i]) if i > cut else []
+                if i > cut:
+                    out += det.feed(steps[cut:i], values[cut:i])
+                    marks += [(at + cut, first) for at, first in det.marks]
                 past, held = det.past, det.held_effect
                 det = self.detector = build_detector(
                     self.rule, {**self.params, "window": det.size}, self.settings, None)
@@ -336,7 +339,10 @@ class Evaluator:
                 det.held_effect = held
                 window, cut = deque(maxlen=det.size), i
             window.append(float(step))
-        return out + det.feed(steps[cut:], values[cut:])
+        out += det.feed(steps[cut:], values[cut:])
+        # a finding that opened before a gap starts where its own stretch's window did
+        det.marks = marks + [(at + cut, first) for at, first in det.marks]
+        return out
 
     def _window_onset(self, onset: Any) -> Any:
         """`onset`, falling back on the window of the last batch's last judgement."""

@@ -494,7 +494,7 @@ class Learning:
             return self.rising
         steps, values, head, tail, count, rising = batch
         n = bisect_right(steps, step)
-        head, tail, count = self._take(values[:n], head, tail, count)
+        head, tail, count = self._take(values[:n], list(head), list(tail), count)
         return self._judge(head, tail, count) if count >= self.min_points and n else rising
 
     def _take(self, values: list[float], head: list[float], tail: list[float],
