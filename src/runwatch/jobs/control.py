@@ -100,7 +100,7 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> Outcome
                               "process of it is here to stop: stop its process where it runs")
     run_dir = Path(row.dir)
     with writing(engine) as conn:
-        if store_jobs.job_row(conn, row.pk) is None:
+        if store_jobs.job_row(conn, row.pk, lock=True) is None:
             return Outcome(_stop_by_hand(run_dir), SENT_SIGTERM)
         now = time.time()
         unclaimed = store_jobs.request_cancel(conn, row.pk, now)
@@ -211,7 +211,7 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
     with locked(run_dir, wait_s):
         start_attempt(run_dir, attempt)
         with writing(engine) as conn:
-            held = store_jobs.job_row(conn, row.pk)
+            held = store_jobs.job_row(conn, row.pk, lock=True)
             # before the run is QUEUED in the index, so no worker claims the old attempt
             store_jobs.requeue(conn, row.pk, attempt)
             if held is not None and held["worker_id"] is not None:

@@ -153,6 +153,12 @@ cluster instead of a local process, and watches, stops and concludes it the same
   the `cpu` profile the worker names them in the job's `CUDA_VISIBLE_DEVICES` (ids from
   the worker's own `CUDA_VISIBLE_DEVICES`, else 0..N-1; a worker refuses to offer more
   devices than that names), and `ui --workers N` splits the ids among its workers.
+  Job control that reads a job's row and writes on what it read (cancel, retry, a
+  reaper letting go of a job whose folder is gone) does it in one transaction
+  (`store.db.writing`) in which no other writer can change that row between the read
+  and the write: on SQLite the transaction holds the database's write lock from its
+  start (`BEGIN IMMEDIATE`); on PostgreSQL it reads the row `FOR UPDATE`, and `writing`
+  transactions (these and a drain) run one at a time under an advisory lock.
 - **While it runs.** The worker heartbeats every `--heartbeat-s` (2 s), from a thread of
   its own so that a long index pass does not hold it back, and indexes its runs every
   pass. Each worker declares its `--heartbeat-timeout-s` ({timeout:g} s) as it starts: it

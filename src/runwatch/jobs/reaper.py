@@ -197,7 +197,7 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
         return None
     except FileNotFoundError:  # the run folder was deleted: nothing to record, free the job
         with writing(engine) as conn:
-            row = store_jobs.job_row(conn, claim.run_pk)
+            row = store_jobs.job_row(conn, claim.run_pk, lock=True)
             if row is not None and row["worker_id"] == holder:
                 abandon(conn, claim.run_pk)
         log.warning("the folder of %s is gone; its job ended FAILED (%s)", claim.name, GONE)

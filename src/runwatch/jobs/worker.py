@@ -72,7 +72,6 @@ from runwatch.jobs.failures import AttemptEnd
 from runwatch.rundir import format as fmt
 from runwatch.rundir.append import RunBusy, locked, write_events
 from runwatch.store import jobs as store_jobs
-from runwatch.store.db import writing
 from runwatch.store.jobs import Claim, WorkerRow
 
 log = logging.getLogger(__name__)
@@ -492,7 +491,7 @@ def device_ids(profile: str, devices: int, environ: Mapping[str, str]) -> list[s
 def _still_ours(engine: Engine, claim: Claim, worker_id: str, *, stamp: bool = False) -> bool:
     """Whether the job row still names `claim`'s attempt and `worker_id` (with `stamp`,
     the worker's heartbeat is stamped in the same transaction if so)."""
-    with writing(engine) as conn:
+    with engine.begin() as conn:
         row = store_jobs.job_row(conn, claim.run_pk)
         ours = (row is not None and row["worker_id"] == worker_id
                 and row["attempt"] == claim.attempt)

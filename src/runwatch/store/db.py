@@ -90,14 +90,16 @@ def open_engine(target: str | Path, migrate: bool = True, *,
 
 @contextmanager
 def writing(engine: Engine) -> Iterator[Connection]:
-    """A transaction that holds the database's write lock from its start, so what it reads
-    before it writes stays true until it commits: a job row read, then requeued or let go
-    on what it said. `engine.begin()` alone does not do that on SQLite: Python's sqlite3
-    begins a transaction only at the first write, so the reads before it see a database
-    another process may change in between. Here SQLite takes `BEGIN IMMEDIATE` (another
-    writer waits for the lock, up to the connection's busy timeout), and PostgreSQL a
-    transaction-level advisory lock that every `writing` transaction takes, so they run
-    one at a time there too."""
+    """A transaction for reading rows and then writing on what they said (a job row read,
+    then requeued or let go). `engine.begin()` alone does not keep such reads true on
+    SQLite: Python's sqlite3 begins a transaction only at the first write, so the reads
+    before it see a database another process may change in between. Here SQLite takes
+    `BEGIN IMMEDIATE`: the transaction holds the database's write lock from its start
+    (another writer waits for it, up to the connection's busy timeout), so nothing it read
+    changes before it commits. PostgreSQL takes a transaction-level advisory lock, so
+    `writing` transactions run one at a time as on SQLite; a plain transaction is not held
+    by it, so a row read there stays as read only if it is read with `FOR UPDATE`
+    (`store.jobs.job_row(…, lock=True)`)."""
     with engine.begin() as conn:
         if conn.dialect.name == "sqlite":
             conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -9,9 +9,11 @@ statement takes the database's write lock before it reads, so two workers never 
 the same row); on PostgreSQL `SELECT … FOR UPDATE SKIP LOCKED`, then the UPDATE. Call
 it at the start of a transaction (`with engine.begin() as conn: claim(conn, …)`): on
 SQLite a transaction that read first may be refused the write lock. A transaction that
-reads a row and then writes on what it read (a retry's requeue beside the old holder, a
-cancel, a drain) is taken with `store.db.writing`, which holds the write lock from its
-start.
+reads a job row and then writes on what it read (a cancel, a retry's requeue beside the
+old holder, a reaper letting go of a job whose folder is gone) is taken with
+`store.db.writing` and reads the row with `job_row(…, lock=True)`: on SQLite the
+transaction holds the database's write lock from its start, on PostgreSQL the row lock
+holds that row until it commits.
 
 A worker is **lost** when its own last heartbeat is older than the heartbeat timeout it
 declared as it registered (`lost`; workers.heartbeat_timeout_s): the workers view says so,
@@ -298,9 +300,12 @@ def _fits(profile_column: Any, dir_column: Any, device_profile: str | None,
     return out
 
 
-def job_row(conn: Connection, run_pk: int) -> dict[str, Any] | None:
-    """The job row of a run (argv as a list), or None for a run started by hand."""
-    row = conn.execute(select(s.jobs).where(j.run_pk == run_pk)).first()
+def job_row(conn: Connection, run_pk: int, *, lock: bool = False) -> dict[str, Any] | None:
+    """The job row of a run (argv as a list), or None for a run started by hand. With
+    `lock`, the row is locked until the transaction ends (`SELECT … FOR UPDATE` on
+    PostgreSQL; SQLite's `store.db.writing` already holds the whole database)."""
+    stmt = select(s.jobs).where(j.run_pk == run_pk)
+    row = conn.execute(stmt.with_for_update() if lock else stmt).first()
     if row is None:
         return None
     out = dict(row._mapping)
