@@ -52,12 +52,16 @@ _SHARED_SCOPE = re.compile(r"""@pytest\.fixture\(\s*scope\s*=\s*["'](module|clas
 
 def grouped_files(root: Path) -> frozenset[str]:
     """The test files (as node ids name them) whose tests share a module-, class- or
-    package-scoped fixture defined in the file or in a conftest.py above it."""
+    package-scoped fixture defined in the file, in a conftest.py above it, or in a test
+    file it imports from (a Ray head one file starts and another borrows)."""
     tests = root / "tests"
     found = [f for f in tests.rglob("*.py") if _SHARED_SCOPE.search(f.read_text())]
     above = [f.parent for f in found if f.name == "conftest.py"]
+    lenders = [f"from {f.relative_to(root).with_suffix('').as_posix().replace('/', '.')} import"
+               for f in found if f.name.startswith("test_")]
     return frozenset(f.relative_to(root).as_posix() for f in tests.rglob("test_*.py")
-                     if f in found or any(f.is_relative_to(d) for d in above))
+                     if f in found or any(f.is_relative_to(d) for d in above)
+                     or any(lender in f.read_text() for lender in lenders))
 
 
 def _shared_scope(item: pytest.Item) -> str | None:
