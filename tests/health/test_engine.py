@@ -664,3 +664,21 @@ def test_a_summed_policy_loss_is_read_for_its_spikes() -> None:
     values = [50.0 + 3.0 * math.sin(1.7 * i) for i in range(30)]
     values[20] = -900.0
     assert "grpo.loss_spike" in rule_ids(Engine("grpo").feed(to_batch({"loss:sum": values})))
+
+
+def test_a_log_whose_steps_repeat_gives_each_spike_its_own_median() -> None:
+    # A log that numbers its lines by epoch (three lines a step) read whole: each spike
+    # of the gradient norm stands against the median before it, as a line at a time.
+    # Steps that repeat cannot be cut by step; they were stamped at the batch's end.
+    rng = random.Random(7)
+    grad = [1.0 + 0.2 * i / 90 + 0.02 * rng.random() for i in range(90)]
+    for i in (30, 55, 80):
+        grad[i] = 40.0
+    steps = [i // 3 for i in range(90)]
+    whole = summary(Engine("sft").feed(to_batch({"grad_norm": (steps, grad)})))
+    engine, live = Engine("sft"), {}
+    for step, value in zip(steps, grad, strict=True):
+        live.update(summary(engine.feed(to_batch({"grad_norm": ([step], [value])}))))
+    spikes = {k: v for k, v in whole.items() if k[0] == "optim.grad_norm_spike"}
+    assert len({v[3] for v in spikes.values()}) == 3
+    assert spikes == {k: v for k, v in live.items() if k[0] == "optim.grad_norm_spike"}

@@ -79,9 +79,10 @@ indexed line by line gives it (each flat stretch its own fall, each spike the me
 before it), because a batch in which findings resolved is fed again from its start, cut
 after each step where one resolved. Its severity too: a rule that says info once the run
 learns (`Rule.learning`) asks whether the run had learned by the step its finding
-resolved at, not by the end of the batch. A log whose steps repeat or go back cannot be
-cut by step; its findings that resolved inside a batch carry the numbers of the batch's
-end.
+resolved at, not by the end of the batch. In a log whose steps repeat or go back, a rule
+of one metric is cut at the points where its findings resolved; a rule that lines up two
+metrics by step cannot be cut there, and its findings that resolved inside a batch carry
+the numbers of the batch's end.
 
 ## Judging with few points and a warm-up
 

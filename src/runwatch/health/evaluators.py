@@ -233,26 +233,47 @@ class Evaluator:
         spike stood against, the change a flat window held) as it stands when the record
         closes, as a live run that logs one point at a time sees it. When records close
         inside a batch of several steps (an imported file read whole), the batch is fed
-        again from the state before it, cut after each step where one closed, so each
-        record gets its own numbers and not those of the batch's end."""
+        again from the state before it, cut after each step where one closed (after each
+        point, for a rule of one metric whose steps repeat or go back), so each record
+        gets its own numbers and not those of the batch's end."""
         again = self.restamps and _several_steps(cols, self.reads)
         # the state as it is saved between batches
         saved = orjson.loads(orjson.dumps(self.state())) if again else None
-        self.tracker.ends = []  # a batch that judges nothing (a paired rule's `a` alone)
+        # a batch that judges nothing (a paired rule's `a` alone) resolves nothing
+        self.tracker.ends, self.tracker.ends_at = [], []
         closed, touched = self._feed(cols)
         ends = self.tracker.ends
-        if (saved is None or not ends or ends == [_last_step(cols, self.reads)]
-                or not _rising(cols, self.reads)):
-            return closed, touched  # none closed before the batch's end, or it cannot be cut
+        if saved is None or not ends:
+            return closed, touched
+        if _rising(cols, self.reads):
+            if ends == [_last_step(cols, self.reads)]:
+                return closed, touched  # none closed before the batch's end
+            parts = _cut(cols, self.reads, ends)
+        elif self._one_series():
+            # steps that repeat or go back (epochs numbered as steps, a resumed run): cut
+            # at the points where findings resolved
+            at = self.tracker.ends_at
+            if at == [len(cols[self.metric][0]) - 1]:
+                return closed, touched
+            parts = _cut_at(cols, self.metric, at)
+        else:
+            return closed, touched  # metrics at steps that repeat cannot be lined up
         assert self.remake is not None
         self.detector = self.remake(saved["det"])
         self._load(saved)
         closed = []
-        for part in _cut(cols, self.reads, ends):
+        for part in parts:
             if any(m in part for m in self.reads):
                 got, touched = self._feed(part)
                 closed += got
         return closed, touched
+
+    def _one_series(self) -> bool:
+        """Whether the detector judges the points of one metric as they come, so the
+        tracker's points are that metric's points."""
+        return (len(self.reads) == 1 and self.rule.derive is None
+                and self.rule.detector not in PAIRED
+                and not _num(self.params, "zero_unmeasured", 0))
 
     def _feed(self, cols: Mapping[str, StepValues]) -> tuple[list[Record], bool]:
         rule = self.rule
@@ -651,6 +672,23 @@ def _cut(cols: Mapping[str, StepValues], reads: tuple[str, ...],
         lo = 0
         for i, end in enumerate([*ends, math.inf]):
             hi = len(steps) if end == math.inf else bisect_right(steps, end, lo)
+            if hi > lo:
+                parts[i][name] = (steps[lo:hi], values[lo:hi])
+            lo = hi
+    return parts
+
+
+def _cut_at(cols: Mapping[str, StepValues], metric: str,
+            ends_at: list[int]) -> list[dict[str, StepValues]]:
+    """`cols` in parts, `metric`'s points cut after each of the places `ends_at` (the
+    last part takes the rest); another metric comes whole with the first part."""
+    parts: list[dict[str, StepValues]] = [{} for _ in range(len(ends_at) + 1)]
+    for name, (steps, values) in cols.items():
+        if name != metric:
+            parts[0][name] = (steps, values)
+            continue
+        lo = 0
+        for i, hi in enumerate([*(e + 1 for e in ends_at), len(steps)]):
             if hi > lo:
                 parts[i][name] = (steps[lo:hi], values[lo:hi])
             lo = hi

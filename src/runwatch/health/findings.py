@@ -64,8 +64,10 @@ class Tracker:
 
     def __init__(self, record: Record | None = None) -> None:
         self.open: Record | None = record
-        # the step at which each record the last update resolved was resolved
+        # the step at which each record the last update resolved was resolved, and its
+        # place among the update's points
         self.ends: list[int] = []
+        self.ends_at: list[int] = []
 
     def update(
         self, steps: list[int], verdicts: list[bool], values: list[float],
@@ -80,7 +82,7 @@ class Tracker:
         hits there were from that step until the point that opened it (the finding's
         count holds them: "0 on 3 steps in a row", not "on 1")."""
         closed: list[Record] = []
-        self.ends = []
+        self.ends, self.ends_at = [], []
         touched = False
         pos, m = 0, len(verdicts)
         while pos < m:
@@ -103,6 +105,7 @@ class Tracker:
             if end < m:
                 closed.append(self.open)
                 self.ends.append(steps[end])
+                self.ends_at.append(end)
                 self.open = None
                 touched = False
             pos = end
