@@ -29,6 +29,7 @@ from runwatch.health.findings import (
     render,
 )
 from runwatch.health.rules.base import LEARNING_PARAMS, SEVERITY_RANK, Param, Rule
+from runwatch.health.trendstats import lazy_numpy
 
 # The steps and values of one metric's PointColumns, after its alias transform.
 StepValues = tuple[list[int], list[float]]
@@ -342,24 +343,22 @@ class Evaluator:
         many-epoch loss that steps down at an epoch boundary inside the gap and climbs
         after it is in its cycle, as it would be in a log with no gap."""
         det = self.detector
-        window: deque[float] = deque((p[0] for p in det.points), maxlen=det.size)
         out: list[bool] = []
         marks: list[tuple[int, float]] = []  # each stretch's, counted from the batch's start
         cut = 0
-        for i, step in enumerate(steps):
-            if (len(window) * 2 >= det.size and window[-1] > window[0]
-                    and step - window[-1] > window[-1] - window[0]):
-                if i > cut:
-                    out += det.feed(steps[cut:i], values[cut:i])
-                    marks += [(at + cut, first) for at, first in det.marks]
-                past, held = det.past, det.held_effect
-                det = self.detector = build_detector(
-                    self.rule, {**self.params, "window": det.size}, self.settings, None)
-                det.past = past
-                # a finding open at the gap resolves after it: it says what held before
-                det.held_effect = held
-                window, cut = deque(maxlen=det.size), i
-            window.append(float(step))
+        i = _first_gap([p[0] for p in det.points][-det.size:], steps, 0, det.size)
+        while i is not None:
+            if i > cut:
+                out += det.feed(steps[cut:i], values[cut:i])
+                marks += [(at + cut, first) for at, first in det.marks]
+            past, held = det.past, det.held_effect
+            det = self.detector = build_detector(
+                self.rule, {**self.params, "window": det.size}, self.settings, None)
+            det.past = past
+            # a finding open at the gap resolves after it: it says what held before
+            det.held_effect = held
+            cut = i
+            i = _first_gap([float(steps[i])], steps, i + 1, det.size)
         out += det.feed(steps[cut:], values[cut:])
         # a finding that opened before a gap starts where its own stretch's window did
         det.marks = marks + [(at + cut, first) for at, first in det.marks]
@@ -723,3 +722,29 @@ def _measured(steps: list[int], values: list[float]) -> StepValues:
 def clean(values: list[Any]) -> list[float]:
     """NULL (the store's NaN) as NaN, so detectors only ever see floats."""
     return [math.nan if v is None else v for v in values]
+
+
+GAP_SCAN_LEAST = 32  # fewer steps than this (a live batch) are scanned without numpy
+
+
+def _first_gap(window: list[float], steps: list[int], start: int, size: int) -> int | None:
+    """The first index i from `start` at which `steps` leaves a gap longer than the steps
+    its window (`size` steps, at least half full) spans: the window holds `window` (the
+    latest steps before `start`) and then steps[start:i]. None if there is none."""
+    if len(steps) - start < GAP_SCAN_LEAST:
+        win: deque[float] = deque(window, maxlen=size)
+        for i in range(start, len(steps)):
+            step = steps[i]
+            if (len(win) * 2 >= size and win[-1] > win[0]
+                    and step - win[-1] > win[-1] - win[0]):
+                return i
+            win.append(float(step))
+        return None
+    np = lazy_numpy()
+    w = np.concatenate((np.asarray(window[-size:], dtype=np.float64),
+                        np.asarray(steps[start:], dtype=np.float64)))
+    at = np.arange(len(window[-size:]), len(w))  # the positions of steps[start:] in w
+    first, last = w[np.maximum(0, at - size)], w[at - 1]
+    gap = (np.minimum(at, size) * 2 >= size) & (last > first) & (w[at] - last > last - first)
+    hits = np.flatnonzero(gap)
+    return start + int(hits[0]) if len(hits) else None

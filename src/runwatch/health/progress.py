@@ -14,6 +14,7 @@ from runwatch.health.trendstats import (
     MOST_MEDIAN,
     Buckets,
     judge,
+    lazy_numpy,
     mean_gap,
     median_gap_error,
     median_points,
@@ -310,7 +311,7 @@ class NoImprovement:
         # the run's epochs (the engine's, shared by the rules that ask it)
         self.epochs = EpochStart()
         # the slopes between the head's points, once it is full (`_trend_flat`)
-        self._head_slopes: list[float] | None = None
+        self._head_slopes: Any = None  # a numpy array
 
     def feed_lr(self, steps: list[int], values: list[float]) -> None:
         """Note the learning rate at `steps`, for the reward points of the same steps that
@@ -427,7 +428,7 @@ class NoImprovement:
         if first >= len(head) == self.size and len(tail) >= 2:
             # apart (a long run): the head's own slopes are the same at every judgement
             if self._head_slopes is None:
-                self._head_slopes = pair_slopes(head)
+                self._head_slopes = lazy_numpy().asarray(pair_slopes(head), dtype=float)
             xs = [*range(len(head)), *range(first, self.count)]
             slope = theil_sen_apart(head, tail, first, self._head_slopes)
         else:

@@ -16,6 +16,7 @@ from typing import Any
 from runwatch.health.detectors import Waiting, median, robust_sd
 from runwatch.health.progress import NoProgress
 from runwatch.health.trendstats import (
+    AHEAD_LEAST,
     MOST_MEDIAN,
     Buckets,
     Onsets,
@@ -26,8 +27,11 @@ from runwatch.health.trendstats import (
     judge,
     median_points,
     point_noise,
+    span_effects,
     theil_sen,
     thin,
+    window_change_noises,
+    window_effects,
 )
 
 
@@ -100,6 +104,8 @@ class Trend(Onsets):
         # The effect of the last judgement that held: what a finding reports, also
         # after the trend has gone (a resolved finding describes what held, not what ended it).
         self.held_effect: float = float((state or {}).get("h", self.last_effect))
+        # the effects of the batch's windows, taken at once (`look_ahead`)
+        self.ahead: dict[int, float] = {}
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         if not self.keeps:
@@ -171,11 +177,16 @@ class Trend(Onsets):
         scale = 0.5 if holding else 1.0
         return sign * change >= scale * max(0.25 * self.min_effect, self.recent_z * noise)
 
+    def look_ahead(self, js: list[int], closed: list[int]) -> None:
+        """Take the effects of the batch's windows to be judged (`js`) at once."""
+        self.ahead = window_effects(self.buckets, js, self.relative, self.floor)
+
     def judge(self, j: int) -> bool:
         xs, ys = self.buckets.upto(j)
         if len(xs) < self.min_buckets:
             return False
-        self.last_effect = effect(xs, ys, self.relative, self.floor)
+        ahead = self.ahead.get(j)
+        self.last_effect = effect(xs, ys, self.relative, self.floor) if ahead is None else ahead
         holds = trend_holds(self.direction, self.last_effect, self.min_effect, self.verdict)
         if holds and self.direction != "flat":
             noise = None
@@ -231,8 +242,17 @@ class Divergence(Onsets):
         self.noise_z, self.a_noise_z = noise_z, a_noise_z
         self.b_tail: list[float] = list(st.get("t", []))  # the judged series' latest points
         self._pending: list[float] = []
-        self._fed = 0
+        self._fed, self._upto = 0, -1
         self.a_effect, self.b_effect, self.relative = a_effect, b_effect, relative
+        self.floor = 1e-6  # the level a relative change is taken against, at least
+        # the effects of the batch's windows of b, taken at once, and those of its
+        # judgements that fail on that effect alone (`look_ahead`)
+        self.ahead: dict[int, float] = {}
+        self.quiet: set[int] = set()
+        self.noise_ahead: dict[int, float] = {}  # b's noise at a judgement, taken at once
+        self.window_noise: dict[int, float] = {}  # that of b's window (`change_error`)
+        self.a_ahead: dict[int, float] = {}  # the reference's effect over b's window
+        self._last_judged: int | None = None
         nb = min(Trend.BUCKETS, max(2, int(window)))
         self.b = Buckets(max(1, int(window) // nb), nb, st.get("b"))
         self.a = Buckets(a_bucket, 256, st.get("a"))
@@ -246,58 +266,131 @@ class Divergence(Onsets):
         self.a.feed(steps, values)
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
-        self._pending, self._fed = values, 0
+        self._pending, self._fed, self._upto = values, 0, -1
+        self.quiet, self._last_judged = set(), None
         out = judge(self.b, steps, values, self)
+        last = self._last_judged
+        if last is not None and last in self.quiet:  # as `judge` would have left it
+            self.last = (self.last[0], self.ahead[last])
         self.take_upto(len(values) - 1)
+        self._tail()
         return out
 
+    def look_ahead(self, js: list[int], closed: list[int]) -> None:
+        """Take the effects of b's windows to be judged (`js`; `closed`: the index of
+        each bucket's last point in the batch) at once, and note the judgements that fail
+        on that effect alone, however the last one went (`quiet`): b's trend falls short
+        of the edge of a trend that already holds. With a_noise_z, take the noise of b's
+        latest points at the others too."""
+        self.ahead = window_effects(self.b, js, self.relative, self.floor)
+        self._last_judged = js[-1] if js else None
+        held = 0.5 * self.b_effect  # `trend_holds`'s edge for a trend that holds
+        if self.b_dir == "down":
+            self.quiet = {j for j, e in self.ahead.items() if e > -held}
+        elif self.b_dir == "up":
+            self.quiet = {j for j, e in self.ahead.items() if e < held}
+        elif self.b_dir == "flat":
+            self.quiet = {j for j, e in self.ahead.items() if abs(e) >= 3.0 * self.b_effect}
+        b = self.b
+        left = [j for j in self.ahead if j not in self.quiet]
+        # the reference's effect over each window's steps (`span_effects`)
+        self.a_ahead = span_effects(
+            self.a, {j: (b.xs[b.base + j + 1 - b.keep], b.xs[b.base + j]) for j in left},
+            self.relative, self.floor, Trend.BUCKETS)
+        self.window_noise = {}
+        if self.b_dir == "not_up" and self.noise_z:  # b's noise where it is not flat
+            rows = [j for j in left if abs(self.ahead[j]) >= self.b_effect]
+            if len(rows) >= AHEAD_LEAST:
+                noises = window_change_noises(b.ys, [b.base + j + 1 for j in rows], b.keep)
+                self.window_noise = {j: n for j, n in zip(rows, noises, strict=True)
+                                     if n is not None}
+        self.noise_ahead = {}
+        if self.a_noise_z and self.b_dir not in ("flat", "not_up") and self.ahead:
+            # b's latest TAIL points as `_tail` keeps them at each judgement
+            before = len(self.b_tail)
+            finite = list(accumulate(1 if v - v == 0 else 0 for v in self._pending))
+            at = {j: before + finite[closed[j]] for j in self.ahead if j not in self.quiet}
+            at = {j: c for j, c in at.items() if c >= NoProgress.TAIL}
+            if len(at) >= AHEAD_LEAST:
+                points = self.b_tail + [v for v in self._pending if v - v == 0]
+                noises = window_change_noises(points, list(at.values()), NoProgress.TAIL)
+                self.noise_ahead = {j: n for j, n in zip(at, noises, strict=True)
+                                    if n is not None}
+
     def take_upto(self, end: int) -> None:
-        """Keep the judged series' points up to index `end` for its noise (a_noise_z)."""
-        if not self.a_noise_z:
-            return
-        self.b_tail.extend(v for v in self._pending[self._fed:end + 1] if v - v == 0)
-        self._fed = max(self._fed, end + 1)
-        del self.b_tail[: -NoProgress.TAIL]
+        """Note that the judged series' points up to index `end` are in: `_tail` keeps
+        them when its noise is asked for (a_noise_z)."""
+        self._upto = end
+
+    def _tail(self) -> list[float]:
+        """The judged series' latest points, up to the one `take_upto` last noted."""
+        if self.a_noise_z and self._upto >= self._fed:
+            self.b_tail.extend(v for v in self._pending[self._fed:self._upto + 1]
+                               if v - v == 0)
+            self._fed = self._upto + 1
+            del self.b_tail[: -NoProgress.TAIL]
+        return self.b_tail
 
     def judge(self, j: int) -> bool:
-        bx, by = self.b.upto(j)
-        if len(bx) < 3:
-            return False
-        eb = effect(bx, by, self.relative, 1e-6)
+        eb = self.ahead.get(j)  # a whole window's, taken with the batch's others
+        bx, by = self.b.upto(j) if eb is None else ([], [])
+        if eb is None:
+            if len(bx) < 3:
+                return False
+            eb = effect(bx, by, self.relative, self.floor)
         self.last = (self.last[0], eb)
+        # The judged series' own trend first: it alone settles most judgements, without
+        # its window's points.
         if self.b_dir == "not_up":
             # flat, or short of a rise by noise_z standard errors over a whole window (a
             # noisy score's Theil-Sen trend dips below a small rise by chance)
-            b_holds = trend_holds("flat", eb, self.b_effect, self.verdict) or (
-                len(bx) == self.b.keep and trend_holds(
-                    "not_up", eb + self.noise_z * change_error(by, self.relative, 1e-6),
-                    self.b_effect, self.verdict))
+            b_holds = trend_holds("flat", eb, self.b_effect, self.verdict)
+            if not b_holds:
+                if not bx:
+                    bx, by = self.b.upto(j)
+                b_holds = len(bx) == self.b.keep and trend_holds(
+                    "not_up", eb + self.noise_z * change_error(
+                        by, self.relative, self.floor, self.window_noise.get(j)),
+                    self.b_effect, self.verdict)
         else:
-            b_holds = trend_holds(self.b_dir, eb, self.b_effect, self.verdict) and (
-                self.b_dir == "flat"
-                or beyond_noise(by, eb, self.noise_z, self.relative, 1e-6, self._b_noise(by)))
+            b_holds = trend_holds(self.b_dir, eb, self.b_effect, self.verdict)
+            if b_holds and self.b_dir != "flat":
+                if not bx:
+                    bx, by = self.b.upto(j)
+                b_holds = beyond_noise(by, eb, self.noise_z, self.relative, self.floor,
+                                       self._b_noise(by, j))
         if not b_holds:
             return False  # the judged series alone settles it: skip the reference's trend
-        span = self.a.between(bx[0], bx[-1])
-        ax, ay = thin(*span, Trend.BUCKETS)
-        if len(ax) < 3:
-            return False
-        ea = effect(ax, ay, self.relative, 1e-6)
+        if not bx:
+            bx, by = self.b.upto(j)
+        ea = self.a_ahead.get(j)  # taken with the batch's others
+        span = None
+        if ea is None:
+            span = self.a.between(bx[0], bx[-1])
+            ax, ay = thin(*span, Trend.BUCKETS)
+            if len(ax) < 3:
+                return False
+            ea = effect(ax, ay, self.relative, self.floor)
         self.last = (ea, eb)
         holds = trend_holds(self.a_dir, ea, self.a_effect, self.verdict)
         if holds and self.a_noise_z and self.a_dir in ("up", "down"):
+            if span is None:
+                span = self.a.between(bx[0], bx[-1])
             holds = self._a_beyond_noise(span, ea) and self._a_beyond_noise(
                 (span[0][:-1], span[1][:-1]), None)
         if holds:
             self.held = self.last
         return holds
 
-    def _b_noise(self, by: list[float]) -> float | None:
+    def _b_noise(self, by: list[float], j: int) -> float | None:
         """The noise of a bucket median of the judged series, measured on its history
         (with a_noise_z; None: on the window's medians). Asked only once its trend holds:
         a dense series is judged at every point, and this reads its whole history."""
-        if self.a_noise_z and len(self.b_tail) > len(by):
-            return change_noise(self.b_tail) / math.sqrt(self.b.size)
+        if self.a_noise_z and len(self._tail()) > len(by):
+            noise = self.noise_ahead.get(j)
+            if noise is None:
+                noise = change_noise(self.b_tail)
+            return noise / math.sqrt(self.b.size)
         return None
 
     def _a_beyond_noise(self, span: tuple[list[float], list[float]],
@@ -311,11 +404,11 @@ class Divergence(Onsets):
         if len(ax) < 3:
             return False
         if ea is None:
-            ea = effect(ax, ay, self.relative, 1e-6)
+            ea = effect(ax, ay, self.relative, self.floor)
             if not trend_holds(self.a_dir, ea, self.a_effect, self.verdict):
                 return False
         noise = point_noise(self.a.ys) / math.sqrt(len(span[1]) / len(ay))
-        return beyond_noise(ay, ea, self.a_noise_z, self.relative, 1e-6, noise)
+        return beyond_noise(ay, ea, self.a_noise_z, self.relative, self.floor, noise)
 
     def state(self) -> dict[str, Any]:
         st = {"a": self.a.state(), "b": self.b.state(), "v": self.verdict,

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from collections.abc import Container
 from functools import lru_cache
-from itertools import pairwise, repeat
-from operator import add, itemgetter, sub, truediv
+from itertools import pairwise
+from operator import itemgetter, sub, truediv
 from typing import Any, Protocol
 
 from runwatch.health.detectors import median, robust_sd
+
+
+def lazy_numpy() -> Any:
+    """numpy, imported where a long batch is first judged: a command that only reads
+    stored findings (`runwatch health`) does not pay for loading it."""
+    import numpy
+
+    return numpy
 
 
 @lru_cache(maxsize=64)
@@ -44,12 +53,14 @@ def theil_sen(xs: list[float], ys: list[float]) -> float:
 
 
 @lru_cache(maxsize=16)
-def _apart_pairs(h: int, t: int) -> tuple[itemgetter[Any], itemgetter[Any], list[int]]:
-    """Getters of the first and second member of every (first group, second group) pair
-    of h and t items, and how many places apart the two are within their groups (j - i)."""
+def _apart_columns(h: int, t: int) -> tuple[Any, Any, Any]:
+    """The columns of the first and second member of every (first group, second group)
+    pair of h and t items, and how many places apart the two are within their groups
+    (j - i)."""
+    np = lazy_numpy()
     pairs = [(i, j) for i in range(h) for j in range(t)]
-    return (itemgetter(*[p[0] for p in pairs]), itemgetter(*[p[1] for p in pairs]),
-            [j - i for i, j in pairs])
+    return (np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs]),
+            np.array([j - i for i, j in pairs]))
 
 
 @lru_cache(maxsize=16)
@@ -67,21 +78,27 @@ def pair_slopes(ys: list[float]) -> list[float]:
 
 
 def theil_sen_apart(head: list[float], tail: list[float], gap: int,
-                    head_slopes: list[float]) -> float:
+                    head_slopes: Any) -> float:
     """`theil_sen` of `head` at points 0.. and `tail` at points gap.. (gap at least
-    len(head)), given the head's own slopes (`pair_slopes`, the same for every tail): a
-    series' first points against its latest, judged again and again as the latest move
-    on."""
+    len(head)), given the head's own slopes (`pair_slopes`, as a numpy array: the same
+    for every tail): a series' first points against its latest, judged again and again
+    as the latest move on. With numpy: the same quotients, so the same median (a zero's
+    sign aside: the head's slopes come first)."""
     if len(tail) < 3 or len(head) < 2:
         xs = [float(i) for i in range(len(head))] + [float(gap + j) for j in range(len(tail))]
         return theil_sen(xs, head + tail)
-    first, second = _pair_getters(len(tail))
-    within = map(truediv, map(sub, second(tail), first(tail)), _pair_gaps(len(tail)))
-    of_head, of_tail, apart = _apart_pairs(len(head), len(tail))
-    across = map(truediv, map(sub, of_tail(tail), of_head(head)), map(add, apart, repeat(gap)))
-    slopes = sorted([*head_slopes, *within, *across])
+    np = lazy_numpy()
+    t, h = np.asarray(tail, dtype=np.float64), np.asarray(head, dtype=np.float64)
+    first, second = _pair_columns(len(tail))
+    within = (t[second] - t[first]) / (second - first)
+    of_head, of_tail, apart = _apart_columns(len(head), len(tail))
+    across = (t[of_tail] - h[of_head]) / (apart + gap)
+    slopes = np.concatenate((head_slopes, within, across))
     k = len(slopes)
-    return slopes[k // 2] if k % 2 else 0.5 * (slopes[k // 2 - 1] + slopes[k // 2])
+    if k % 2:
+        return float(np.partition(slopes, k // 2)[k // 2])
+    low, high = np.partition(slopes, (k // 2 - 1, k // 2))[k // 2 - 1 : k // 2 + 1]
+    return float(0.5 * (low + high))
 
 
 def thin(xs: list[float], ys: list[float], most: int) -> tuple[list[float], list[float]]:
@@ -93,6 +110,19 @@ def thin(xs: list[float], ys: list[float], most: int) -> tuple[list[float], list
     edges = [n * g // most for g in range(most + 1)]
     return ([median(xs[a:b]) for a, b in pairwise(edges)],
             [median(ys[a:b]) for a, b in pairwise(edges)])
+
+
+def _small_medians(values: list[float], size: int) -> list[float] | None:
+    """The medians of consecutive buckets of one or two points (the median of two is
+    their mean, whichever comes first), or None where a value is not finite."""
+    try:
+        if not math.isfinite(sum(values)):
+            return None
+    except TypeError:  # a missing value
+        return None
+    if size == 1:
+        return values
+    return [0.5 * (a + b) for a, b in zip(values[::2], values[1::2], strict=True)]
 
 
 class Buckets:
@@ -124,16 +154,20 @@ class Buckets:
             px.extend(steps[:i])
             py.extend(values[:i])
             if len(px) == size:
-                self._add([px[size // 2]], [py], [i - 1], closed)
+                self._add([float(px[size // 2])], [py], [i - 1], closed)
                 px.clear()
                 py.clear()
         end = i + (m - i) // size * size
         if end > i:
             starts = range(i, end, size)
             # Steps arrive in order, so a bucket's middle step is its median step.
-            self._add([float(x) for x in steps[i + size // 2 : end : size]],
-                      [values[k : k + size] for k in starts],
-                      [k + size - 1 for k in starts], closed)
+            xs = [float(x) for x in steps[i + size // 2 : end : size]]
+            ends = [k + size - 1 for k in starts]
+            ys = _small_medians(values[i:end], size) if size <= 2 else None
+            if ys is not None:
+                self._take(xs, ys, ends, closed)
+            else:
+                self._add(xs, [values[k : k + size] for k in starts], ends, closed)
         px.extend(steps[end:])
         py.extend(values[end:])
         return closed
@@ -143,6 +177,10 @@ class Buckets:
         hi = self.base + j + 1
         lo = max(0, hi - self.keep)
         return self.xs[lo:hi], self.ys[lo:hi]
+
+    def window_start(self, j: int) -> float:
+        """The first step of `upto(j)`'s window."""
+        return self.xs[max(0, self.base + j + 1 - self.keep)]
 
     def _add(self, xs: list[float], groups: list[list[float]], ends: list[int],
              closed: list[int]) -> None:
@@ -164,6 +202,11 @@ class Buckets:
             srt = list(map(sorted, groups))
             ys = ([q[half] for q in srt] if self.size % 2
                   else [0.5 * (q[half - 1] + q[half]) for q in srt])
+        self._take(xs, ys, ends, closed)
+
+    def _take(self, xs: list[float], ys: list[float], ends: list[int],
+              closed: list[int]) -> None:
+        """Append whole buckets' median steps and values."""
         if ys and self.first is None:
             self.first = ys[0]
         self.xs.extend(xs)
@@ -192,6 +235,109 @@ def effect(xs: list[float], ys: list[float], relative: bool, floor: float) -> fl
     if not relative:
         return change
     return change / max(abs(median(ys)), floor)
+
+
+@lru_cache(maxsize=16)
+def _pair_columns(n: int) -> tuple[Any, Any]:
+    """The columns of the first and second member of every pair (i < j) of n items, in
+    `theil_sen`'s order."""
+    np = lazy_numpy()
+    pairs = [(i, j) for i in range(n - 1) for j in range(i + 1, n)]
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
+AHEAD_LEAST = 16  # fewer judgements than this (a live batch) are not worth numpy's start
+
+
+def window_effects(buckets: Buckets, js: list[int], relative: bool,
+                   floor: float) -> dict[int, float]:
+    """`effect` of each window `buckets.upto(j)` for j in `js`, taken for all of them at
+    once with numpy where there are enough (a whole file, a long batch): the same
+    differences, quotients and products as `effect`, and stable sorts that keep equal
+    slopes in `theil_sen`'s order, so the same floats to the bit. Only whole windows
+    without repeated steps are taken; the caller computes the rest itself."""
+    keep = buckets.keep
+    full = [(j, buckets.base + j + 1 - keep) for j in js if buckets.base + j + 1 >= keep]
+    if len(full) < AHEAD_LEAST or keep < 3:
+        return {}
+    np = lazy_numpy()
+    xs = np.asarray(buckets.xs, dtype=np.float64)
+    ys = np.asarray(buckets.ys, dtype=np.float64)
+    return _row_effects(np, xs, ys, full, keep, relative, floor)
+
+
+def span_effects(buckets: Buckets, spans: dict[int, tuple[float, float]], relative: bool,
+                 floor: float, most: int) -> dict[int, float]:
+    """`effect(*thin(*buckets.between(lo, hi), most), relative, floor)` for each (lo, hi)
+    of `spans`, taken at once as `window_effects` takes them, where the span holds 3 to
+    `most` buckets (none to thin) and the buckets' steps only rise; the caller computes
+    the rest itself."""
+    if len(spans) < AHEAD_LEAST or len(buckets.xs) < 3:
+        return {}
+    np = lazy_numpy()
+    xs = np.asarray(buckets.xs, dtype=np.float64)
+    if not (xs[1:] > xs[:-1]).all():  # a repeated or earlier step: bisect's own answer
+        return {}
+    ys = np.asarray(buckets.ys, dtype=np.float64)
+    keys = list(spans)
+    bounds = np.array([spans[j] for j in keys], dtype=np.float64)
+    los = np.searchsorted(xs, bounds[:, 0], side="left").tolist()
+    widths = (np.searchsorted(xs, bounds[:, 1], side="right") - los).tolist()
+    out: dict[int, float] = {}
+    for width in set(widths):
+        if 3 <= width <= most:
+            rows = [(j, lo) for j, lo, w in zip(keys, los, widths, strict=True) if w == width]
+            out.update(_row_effects(np, xs, ys, rows, width, relative, floor))
+    return out
+
+
+def _row_effects(np: Any, xs: Any, ys: Any, rows: list[tuple[int, int]], width: int,
+                 relative: bool, floor: float) -> dict[int, float]:
+    """`effect` of the window xs[start : start + width] (and ys's) of each (key, start) of
+    `rows`, by key; a window with a repeated step is left out."""
+    at = np.array([start for _, start in rows])[:, None] + np.arange(width)[None, :]
+    wx, wy = xs[at], ys[at]
+    first, second = _pair_columns(width)
+    dx = wx[:, second] - wx[:, first]
+    good = (dx != 0).all(axis=1)  # a repeated step drops pairs: left to `effect`
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        slopes = np.sort((wy[:, second] - wy[:, first]) / dx, axis=1, kind="stable")
+        k = slopes.shape[1]
+        mid = (slopes[:, k // 2] if k % 2
+               else 0.5 * (slopes[:, k // 2 - 1] + slopes[:, k // 2]))
+        change = mid * (wx[:, -1] - wx[:, 0])
+        if relative:
+            sy = np.sort(wy, axis=1, kind="stable")
+            level = (sy[:, width // 2] if width % 2
+                     else 0.5 * (sy[:, width // 2 - 1] + sy[:, width // 2]))
+            change = change / np.maximum(np.abs(level), floor)
+    return {j: c for (j, _), c, ok in zip(rows, change.tolist(), good.tolist(), strict=True)
+            if ok}
+
+
+def window_change_noises(points: list[float], ends: list[int], width: int) -> list[float | None]:
+    """`change_noise(points[end - width : end])` for each end of `ends` (at least `width`),
+    taken at once with numpy: the same differences and the same medians (the middle
+    values themselves), so the same floats. None where the median absolute deviation is
+    0, which `change_noise` measures otherwise."""
+    if not ends or width < 3:
+        return [None] * len(ends)
+    np = lazy_numpy()
+    rows = np.lib.stride_tricks.sliding_window_view(
+        np.asarray(points, dtype=np.float64), width)[np.asarray(ends) - width]
+    diffs = rows[:, 1:] - rows[:, :-1]
+    center = _row_medians(np, diffs)
+    dev = _row_medians(np, np.abs(diffs - center[:, None]))
+    return [1.4826 * d / math.sqrt(2) if d > 0 else None for d in dev.tolist()]
+
+
+def _row_medians(np: Any, rows: Any) -> Any:
+    """The median of each row, as `median` takes it."""
+    n = rows.shape[1]
+    if n % 2:
+        return np.partition(rows, n // 2, axis=1)[:, n // 2]
+    part = np.partition(rows, (n // 2 - 1, n // 2), axis=1)
+    return 0.5 * (part[:, n // 2 - 1] + part[:, n // 2])
 
 
 def change_noise(ys: list[float]) -> float:
@@ -302,16 +448,25 @@ def judge(buckets: Buckets, steps: list[int], values: list[float], who: _Judged)
     first = buckets.closed
     who.marks = []
     take = getattr(who, "take_upto", None)  # a detector that also keeps the points
-    for j, end in enumerate(buckets.feed(steps, values)):
-        if take is not None:
-            take(end)
-        if (first + j + 1) % who.stride:
+    closed = buckets.feed(steps, values)
+    stride = who.stride
+    look = getattr(who, "look_ahead", None)  # a detector that takes the batch's windows
+    if look is not None:  # at once
+        look([j for j in range(len(closed)) if not (first + j + 1) % stride], closed)
+    # judgements whose verdict is False whatever came before (`look_ahead` says which)
+    quiet: Container[int] = getattr(who, "quiet", ())
+    marks = who.marks
+    for j, end in enumerate(closed):
+        if (first + j + 1) % stride:
             continue
         out.extend([who.verdict] * (end - start))
-        who.verdict = who.judge(j)
-        window = buckets.upto(j)[0]
-        if window:
-            who.marks.append((end, window[0]))
+        if j in quiet:
+            who.verdict = False
+        else:
+            if take is not None:  # the points up to here (cumulative: those skipped too)
+                take(end)
+            who.verdict = who.judge(j)
+        marks.append((end, buckets.window_start(j)))
         start = end
     out.extend([who.verdict] * (len(values) - start))
     return out
