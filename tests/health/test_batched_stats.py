@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from runwatch.health.engine import Engine
 from runwatch.health.evaluators import GAP_SCAN_LEAST, _first_gap
+from runwatch.health.progress import NoImprovement
 from runwatch.health.trendstats import (
     AHEAD_LEAST,
     Buckets,
@@ -223,4 +224,28 @@ def test_a_long_log_read_whole_reads_as_it_does_step_by_step() -> None:
         lo = hi
     assert "grpo.task_score_falling" in {rule for rule, _ in found_whole}
     assert found_whole == found_live
+    assert orjson.dumps(whole.state()) == orjson.dumps(live.state())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(120, 400), st.booleans(), st.booleans())
+def test_a_reward_fed_whole_is_judged_as_fed_point_by_point(
+        seed: int, n: int, gaps: bool, warm_up: bool) -> None:
+    # rl.no_progress's detector fed a long batch (its numpy slopes, its learning-rate
+    # warm-up, missing points) gives the verdicts and state it gives fed point by point
+    rng = random.Random(seed)
+    steps = list(range(n))
+    values = [0.5 + 0.001 * s + rng.gauss(0.0, 0.1) for s in steps]
+    if gaps:  # missing points (NaN) here and there
+        for s in rng.sample(steps, n // 10):
+            values[s] = math.nan
+    lr = [min(1.0, s / 150) if warm_up else 1.0 for s in steps]
+    whole, live = NoImprovement(head=25, min_points=10), NoImprovement(head=25, min_points=10)
+    whole.feed_lr(steps, lr)
+    got = whole.feed(steps, values)
+    want = []
+    for s in steps:
+        live.feed_lr([s], [lr[s]])
+        want += live.feed([s], [values[s]])
+    assert got == want
     assert orjson.dumps(whole.state()) == orjson.dumps(live.state())
