@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import pytest
@@ -121,14 +121,33 @@ def ray_cluster() -> Iterator[RayHead]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
+def head_gone(head: RayHead, exc: Exception) -> NoReturn:
+    """Fail with what the module's Ray head left in its log: its dashboard answered when
+    the module started, and no longer does."""
+    code = head.proc.poll()
+    logs = [head.log, *sorted({log.resolve() for name in ("dashboard.log", "dashboard.err")
+                               for log in head.log.parent.glob(f"session_*/logs/{name}")})]
+    pytest.fail(f"the module's Ray head stopped answering ({exc}); `ray start` "
+                f"{'still runs' if code is None else f'exited {code}'}. "
+                + "".join(f"\n--- {log.name} ends:\n{log.read_text(errors='replace')[-3000:]}"
+                          for log in logs if log.is_file()))
+
+
 @pytest.fixture
 def ray_head(ray_cluster: RayHead) -> Iterator[RayHead]:
     """The module's Ray head, left with no job running after each test (a test's runs and
     index are its own; the head's two CPUs must be free for the next test)."""
-    yield ray_cluster
-    from runwatch.jobs.ray_executor import TERMINAL, connect
+    from runwatch.jobs.ray_executor import TERMINAL, RayUnavailable, connect
 
-    client = connect(ray_cluster.address)
+    try:
+        connect(ray_cluster.address)
+    except RayUnavailable as exc:
+        head_gone(ray_cluster, exc)
+    yield ray_cluster
+    try:
+        client = connect(ray_cluster.address)
+    except RayUnavailable as exc:
+        head_gone(ray_cluster, exc)
 
     def running() -> list[str]:
         return [str(j.submission_id) for j in client.list_jobs()

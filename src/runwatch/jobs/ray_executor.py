@@ -132,9 +132,10 @@ def connect(address: str, timeout: float = REQUEST_TIMEOUT_S) -> Any:
     except (OSError, RuntimeError) as exc:
         if "ray[default]" in str(exc):
             raise RayUnavailable(f"Ray's job submission API is missing: {INSTALL_HINT}") from None
-        raise RayUnavailable(f"no Ray dashboard answers at {address}: start the cluster "
-                             "with its dashboard (ray start --head --include-dashboard=true) "
-                             "or pass its dashboard's address with --address") from None
+        raise RayUnavailable(f"no Ray dashboard answers at {address} ({exc}): start the "
+                             "cluster with its dashboard (ray start --head "
+                             "--include-dashboard=true) or pass its dashboard's address with "
+                             "--address") from None
 
 
 def entrypoint(argv: list[str], cwd: str) -> str:
