@@ -741,9 +741,10 @@ def _first_gap(window: list[float], steps: list[int], start: int, size: int) -> 
             win.append(float(step))
         return None
     np = lazy_numpy()
-    w = np.concatenate((np.asarray(window[-size:], dtype=np.float64),
+    window = window[-size:]  # what the deque holds
+    w = np.concatenate((np.asarray(window, dtype=np.float64),
                         np.asarray(steps[start:], dtype=np.float64)))
-    at = np.arange(len(window[-size:]), len(w))  # the positions of steps[start:] in w
+    at = np.arange(len(window), len(w))  # the positions of steps[start:] in w
     first, last = w[np.maximum(0, at - size)], w[at - 1]
     gap = (np.minimum(at, size) * 2 >= size) & (last > first) & (w[at] - last > last - first)
     hits = np.flatnonzero(gap)

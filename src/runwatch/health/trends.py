@@ -252,7 +252,6 @@ class Divergence(Onsets):
         self.noise_ahead: dict[int, float] = {}  # b's noise at a judgement, taken at once
         self.window_noise: dict[int, float] = {}  # that of b's window (`change_error`)
         self.a_ahead: dict[int, float] = {}  # the reference's effect over b's window
-        self._last_judged: int | None = None
         nb = min(Trend.BUCKETS, max(2, int(window)))
         self.b = Buckets(max(1, int(window) // nb), nb, st.get("b"))
         self.a = Buckets(a_bucket, 256, st.get("a"))
@@ -267,11 +266,7 @@ class Divergence(Onsets):
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         self._pending, self._fed, self._upto = values, 0, -1
-        self.quiet, self._last_judged = set(), None
         out = judge(self.b, steps, values, self)
-        last = self._last_judged
-        if last is not None and last in self.quiet:  # as `judge` would have left it
-            self.last = (self.last[0], self.ahead[last])
         self.take_upto(len(values) - 1)
         self._tail()
         return out
@@ -283,8 +278,8 @@ class Divergence(Onsets):
         of the edge of a trend that already holds. With a_noise_z, take the noise of b's
         latest points at the others too."""
         self.ahead = window_effects(self.b, js, self.relative, self.floor)
-        self._last_judged = js[-1] if js else None
         held = 0.5 * self.b_effect  # `trend_holds`'s edge for a trend that holds
+        self.quiet = set()
         if self.b_dir == "down":
             self.quiet = {j for j, e in self.ahead.items() if e > -held}
         elif self.b_dir == "up":
@@ -309,7 +304,7 @@ class Divergence(Onsets):
             # b's latest TAIL points as `_tail` keeps them at each judgement
             before = len(self.b_tail)
             finite = list(accumulate(1 if v - v == 0 else 0 for v in self._pending))
-            at = {j: before + finite[closed[j]] for j in self.ahead if j not in self.quiet}
+            at = {j: before + finite[closed[j]] for j in left}
             at = {j: c for j, c in at.items() if c >= NoProgress.TAIL}
             if len(at) >= AHEAD_LEAST:
                 points = self.b_tail + [v for v in self._pending if v - v == 0]
@@ -333,40 +328,33 @@ class Divergence(Onsets):
 
     def judge(self, j: int) -> bool:
         eb = self.ahead.get(j)  # a whole window's, taken with the batch's others
-        bx, by = self.b.upto(j) if eb is None else ([], [])
+        if j in self.quiet:  # b's effect alone fails it, however the last one went
+            self.last = (self.last[0], self.ahead[j])
+            return False
+        bx, by = self.b.upto(j)
         if eb is None:
             if len(bx) < 3:
                 return False
             eb = effect(bx, by, self.relative, self.floor)
         self.last = (self.last[0], eb)
-        # The judged series' own trend first: it alone settles most judgements, without
-        # its window's points.
         if self.b_dir == "not_up":
             # flat, or short of a rise by noise_z standard errors over a whole window (a
             # noisy score's Theil-Sen trend dips below a small rise by chance)
-            b_holds = trend_holds("flat", eb, self.b_effect, self.verdict)
-            if not b_holds:
-                if not bx:
-                    bx, by = self.b.upto(j)
-                b_holds = len(bx) == self.b.keep and trend_holds(
+            b_holds = trend_holds("flat", eb, self.b_effect, self.verdict) or (
+                len(bx) == self.b.keep and trend_holds(
                     "not_up", eb + self.noise_z * change_error(
                         by, self.relative, self.floor, self.window_noise.get(j)),
-                    self.b_effect, self.verdict)
+                    self.b_effect, self.verdict))
         else:
-            b_holds = trend_holds(self.b_dir, eb, self.b_effect, self.verdict)
-            if b_holds and self.b_dir != "flat":
-                if not bx:
-                    bx, by = self.b.upto(j)
-                b_holds = beyond_noise(by, eb, self.noise_z, self.relative, self.floor,
-                                       self._b_noise(by, j))
+            b_holds = trend_holds(self.b_dir, eb, self.b_effect, self.verdict) and (
+                self.b_dir == "flat"
+                or beyond_noise(by, eb, self.noise_z, self.relative, self.floor,
+                                self._b_noise(by, j)))
         if not b_holds:
             return False  # the judged series alone settles it: skip the reference's trend
-        if not bx:
-            bx, by = self.b.upto(j)
+        span = self.a.between(bx[0], bx[-1])
         ea = self.a_ahead.get(j)  # taken with the batch's others
-        span = None
         if ea is None:
-            span = self.a.between(bx[0], bx[-1])
             ax, ay = thin(*span, Trend.BUCKETS)
             if len(ax) < 3:
                 return False
@@ -374,8 +362,6 @@ class Divergence(Onsets):
         self.last = (ea, eb)
         holds = trend_holds(self.a_dir, ea, self.a_effect, self.verdict)
         if holds and self.a_noise_z and self.a_dir in ("up", "down"):
-            if span is None:
-                span = self.a.between(bx[0], bx[-1])
             holds = self._a_beyond_noise(span, ea) and self._a_beyond_noise(
                 (span[0][:-1], span[1][:-1]), None)
         if holds:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Container
 from functools import lru_cache
 from itertools import pairwise
 from operator import itemgetter, sub, truediv
@@ -20,7 +19,7 @@ from runwatch.health.detectors import median, robust_sd
 
 def lazy_numpy() -> Any:
     """numpy, imported where a long batch is first judged: a command that only reads
-    stored findings (`runwatch health`) does not pay for loading it."""
+    stored findings (`runwatch runs health`) does not pay for loading it."""
     import numpy
 
     return numpy
@@ -453,19 +452,14 @@ def judge(buckets: Buckets, steps: list[int], values: list[float], who: _Judged)
     look = getattr(who, "look_ahead", None)  # a detector that takes the batch's windows
     if look is not None:  # at once
         look([j for j in range(len(closed)) if not (first + j + 1) % stride], closed)
-    # judgements whose verdict is False whatever came before (`look_ahead` says which)
-    quiet: Container[int] = getattr(who, "quiet", ())
     marks = who.marks
     for j, end in enumerate(closed):
         if (first + j + 1) % stride:
             continue
+        if take is not None:  # the points up to here (cumulative: those skipped too)
+            take(end)
         out.extend([who.verdict] * (end - start))
-        if j in quiet:
-            who.verdict = False
-        else:
-            if take is not None:  # the points up to here (cumulative: those skipped too)
-                take(end)
-            who.verdict = who.judge(j)
+        who.verdict = who.judge(j)
         marks.append((end, buckets.window_start(j)))
         start = end
     out.extend([who.verdict] * (len(values) - start))
