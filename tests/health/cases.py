@@ -270,6 +270,15 @@ CASES: dict[str, tuple[Case, Case]] = {
         # A falling loss whose one bad batch comes back to 1.8× its start, not twice.
         ("sft", NO, {"loss": [2.0, 1.7, 1.5, 1.4, 3.6, 1.3, 1.25]}),
     ),
+    "loss.spike_isolated": (
+        # A diffusion LM's per-epoch loss: 17.8 between 4.5 and 5.0, 4.7x the median of
+        # the five epochs before it (other_diffusion_lm_sigmoid05_loss_spikes).
+        ("sft", NO, {"loss": [7.89, 13.2, 16.09, 24.61, 4.8, 26.22, 3.42, 3.84, 3.83, 4.48,
+                              17.77, 5.02, 5.61, 4.92, 3.43]}),
+        # The same jump, but the point after it stays up: not a spike that came back.
+        ("sft", NO, {"loss": [7.89, 13.2, 16.09, 24.61, 4.8, 26.22, 3.42, 3.84, 3.83, 4.48,
+                              17.77, 6.2, 5.61, 4.92, 3.43]}),
+    ),
     "loss.rising": (
         ("sft", NO, {"loss": ramp(1.0, -0.03, 30) + ramp(0.1, 0.01, 30)}),
         ("sft", NO, {"loss": ramp(1.0, -0.03, 30) + ramp(0.1, 0.001, 30)}),

@@ -306,6 +306,9 @@ DETECTOR_DOCS = (
      "compared whatever their sign, once the largest earlier size is at least `floor`; with "
      "`repeat`, a finding holding that many (within `hold` points of each other) is a "
      "warning"),
+    ("isolated", "a value `factor` times the median of the up to `window` points before it "
+     "(at least `min_history` of them), and the point after it back within `back` times "
+     "that median: found at the point that comes back, starting at the spike's step"),
     ("divergence", "one series trends one way while another trends a given way over the "
      "same steps (e.g. training up, validation down; validation loss up while validation "
      "reward does not fall; `not_up`: flat, or short of a rise of the effect by `noise_z` "

@@ -109,7 +109,7 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             warmup_steps=int(_num(p, "warmup_steps", 0)),
             min_points=int(_num(p, "min_points", 0)), moved=bool(_num(p, "moved", 0)),
             max_spread=_num(p, "max_spread", 0.0), noise_z=_num(p, "noise_z", 0.0),
-            state=state,
+            window_info=bool(_num(p, "window_info", 0)), state=state,
         )
     if kind == "divergence":
         return t.Divergence(
@@ -149,6 +149,11 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             window=int(_num(p, "window", 20)), stay=int(_num(p, "stay", 5)),
             back=_num(p, "back", 0.2), hold=int(_num(p, "hold", 5)), state=state,
         )
+    if kind == "isolated":
+        return j.Isolated(factor=_num(p, "factor", 3.0), window=int(_num(p, "window", 5)),
+                          min_history=int(_num(p, "min_history", 3)),
+                          back=_num(p, "back", 1.5), hold=int(_num(p, "hold", 5)),
+                          state=state)
     if kind == "above_best":
         return j.AboveBest(
             min_rel=_num(p, "min_rel", 0.01), k=int(_num(p, "k", 2)),
@@ -313,7 +318,7 @@ class Evaluator:
                 if self.below_start is not None:
                     verdicts = [v and low for v, low in
                                 zip(verdicts, self.below_start.feed(values), strict=True)]
-            elif isinstance(self.detector, j.Shift | j.Excursion | d.Repeats):
+            elif isinstance(self.detector, j.Shift | j.Excursion | j.Isolated | d.Repeats):
                 verdicts = self.detector.feed(values, steps)
             else:  # spike, jump, above_best, above_max
                 verdicts = self.detector.feed(values)
@@ -493,6 +498,11 @@ class Evaluator:
                 level, peak, since, points = det.excursion
                 extra.update({"level": level, "peak": peak, "since": since, "points": points,
                               "ratio": peak / level if level > 0 else None})
+        elif isinstance(det, j.Isolated):
+            if det.spike:
+                at, peak, med, after = det.spike
+                extra.update({"at": at, "to": peak, "median": med, "after": after,
+                              "ratio": peak / med})
         elif isinstance(det, j.AboveBest):
             if det.rise:
                 extra["best"], extra["to"] = det.rise
@@ -559,6 +569,8 @@ class Evaluator:
             return "info"
         if evidence.get("mid_run"):
             return "info"  # a window cut from a run: its start is not the run's
+        if evidence.get("still_falling"):
+            return "info"  # a loss that fell at each of its latest points is learning
         if self.fixed or SEVERITY_RANK[self.severity] >= SEVERITY_RANK["warning"]:
             return self.severity
         repeat, warn_after = self.params.get("repeat"), self.params.get("warn_after")
@@ -596,6 +608,10 @@ class Evaluator:
             size = fell.removeprefix("fell ") if fell.startswith("fell") else None
             log = ("a log that starts mid-run (not at the run's start)"
                    if evidence.get("mid_run") else "its whole log")
+            falls = evidence.get("still_falling")
+            if falls:  # the verdict stands, and what lowers it is said
+                log += f", still falling at each of its latest {falls:.0f} points,"
+
             words = {"log": log}
             if evidence.get("by_end"):  # its lowest point went further: where it ended
                 return {**words, "change": f"ended only {size} below where it started"
@@ -607,7 +623,10 @@ class Evaluator:
             # (an entropy down to a fraction of its start) reads "fell 80%".
             wanted = None if _num(self.params, "moved", 0) else str(
                 self.params.get("direction", "down"))
-            return {"change": change_words(evidence.get("effect"), True, wanted)}
+            change = change_words(evidence.get("effect"), True, wanted)
+            if evidence.get("mid_run"):
+                change += " in a log that starts mid-run (not at the run's start)"
+            return {"change": change}
         if kind == "flat_since":
             return {"val_change": change_words(evidence.get("val_effect"), True, "down"),
                     "train_change": change_words(evidence.get("train_effect"), True, "down")}
@@ -630,9 +649,9 @@ class Evaluator:
 # Detectors whose context a resolved record is stamped with (`Evaluator._stamp`) changes
 # with every point. A threshold's count in its window is kept per finding as it is fed
 # (`_note_window`); a non-finite value and a judgement of the whole log need nothing.
-STAMP_READS_DETECTOR = (j.Spike, j.Jump, j.AboveMax, j.Shift, j.Excursion, j.AboveBest,
-                        j.Diverged, j.GapRising, pg.NoImprovement, pg.NoProgress, t.Trend,
-                        t.FlatSince, t.Divergence, d.Repeats)
+STAMP_READS_DETECTOR = (j.Spike, j.Jump, j.AboveMax, j.Shift, j.Excursion, j.Isolated,
+                        j.AboveBest, j.Diverged, j.GapRising, pg.NoImprovement,
+                        pg.NoProgress, t.Trend, t.FlatSince, t.Divergence, d.Repeats)
 
 
 def _several_steps(cols: Mapping[str, StepValues], reads: tuple[str, ...]) -> bool:

@@ -17,6 +17,10 @@ from runwatch.health.detectors import median
 from runwatch.health.progress import EpochStart, starts_mid_run
 
 EDGE = 5  # the first and latest points kept: the start and the end are medians of up to 5
+# A loss that fell at each of its latest STILL_FALLING points or more is still falling: it
+# has not fallen far yet, but a flat or noisy loss does not fall five times in a row (one
+# chance in 120 for points in random order).
+STILL_FALLING = 5
 
 
 class WholeWindow:
@@ -41,7 +45,10 @@ class WholeWindow:
     left to lose). A log that starts more than `WINDOW_STRIDES` logging
     strides after step 0 (a window cut from a longer run, or a resumed one), or whose
     epochs show it starts mid-run (`EpochStart`), is judged with `mid_run` in the
-    evidence: the window is flat, but its start is not the run's, so the finding is info."""
+    evidence: the window is flat, but its start is not the run's, so the finding is info.
+    So is one whose loss fell at each of its latest `STILL_FALLING` points or more
+    (`still_falling` in the evidence: a slow start, such as a learning-rate warm-up's,
+    that is under way)."""
 
     def __init__(self, state: dict[str, Any] | None = None) -> None:
         st = state or {}
@@ -51,6 +58,7 @@ class WholeWindow:
         self.first_step: int | None = st.get("fs")
         self.last_step: int | None = st.get("ls")
         self.lowest: list[float] | None = st.get("lo")  # [step, value] of the lowest point
+        self.falls = int(st.get("dn", 0))  # the latest points that each fell
         self.held: dict[str, float] = {}
         # the run's epochs (the engine's, shared by the rules that ask it)
         self.epochs = EpochStart()
@@ -66,6 +74,7 @@ class WholeWindow:
             self.count += 1
             if len(self.head) < EDGE:
                 self.head.append(v)
+            self.falls = self.falls + 1 if self.tail and v < self.tail[-1] else 0
             self.tail.append(v)
             del self.tail[:-EDGE]
             if self.lowest is None or v < self.lowest[1]:
@@ -98,9 +107,10 @@ class WholeWindow:
                      "effect": -fell if fell < min_change else -ended,
                      "by_end": float(fell >= min_change),
                      "points": self.count, "span": self.last_step - self.first_step,
-                     "mid_run": float(mid_run)}
+                     "mid_run": float(mid_run),
+                     "still_falling": float(self.falls if self.falls >= STILL_FALLING else 0)}
         return self.held
 
     def state(self) -> dict[str, Any]:
         return {"h": self.head, "t": self.tail, "n": self.count, "fs": self.first_step,
-                "ls": self.last_step, "lo": self.lowest}
+                "ls": self.last_step, "lo": self.lowest, "dn": self.falls}

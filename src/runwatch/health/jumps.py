@@ -463,7 +463,38 @@ class Shift:
                 "last": self.last_step, "hist": self.hist}
 
 
-class Excursion:
+class _FoundLater:
+    """A detector that finds an event at a later point (a spike once the point after it
+    comes back, an excursion once it ends): each hit's finding starts at the event's own
+    step (`onset`). Subclasses take a finite point (`_step`, 1 for a hit) and say where
+    the event they last found began (`_began`)."""
+
+    window: KOfN
+    onsets: list[int | None]
+    hits: list[int]
+
+    def _step(self, step: int, v: float) -> int:
+        raise NotImplementedError
+
+    def _began(self) -> int:
+        raise NotImplementedError
+
+    def feed(self, values: list[float], steps: list[int]) -> list[bool]:
+        hits = []
+        self.onsets = []
+        for step, v in zip(steps, values, strict=True):
+            hit = self._step(step, v) if v - v == 0 else 0
+            hits.append(hit)
+            self.onsets.append(self._began() if hit else None)
+        self.hits = hits
+        return self.window.feed(hits)
+
+    def onset(self, i: int) -> int | None:
+        """The step the event began, for the hit at point i."""
+        return self.onsets[i] if i < len(self.onsets) else None
+
+
+class Excursion(_FoundLater):
     """A long excursion that came back: the median of the last 3 points rose above the
     level before (the median of the `window` points before it) by `min_rel` of it and by
     `z` robust standard deviations of those points, stayed out `stay` points or more,
@@ -487,20 +518,11 @@ class Excursion:
         self.onsets: list[int | None] = []
         self.hits: list[int] = []
 
-    def feed(self, values: list[float], steps: list[int]) -> list[bool]:
-        hits = []
-        self.onsets = []
-        for step, v in zip(steps, values, strict=True):
-            hit = 0
-            if v - v == 0:
-                self.recent = [*self.recent[-2:], v]
-                hit = self._step(step, v)
-            hits.append(hit)
-            self.onsets.append(int(self.excursion[2]) if hit else None)
-        self.hits = hits
-        return self.window.feed(hits)
+    def _began(self) -> int:
+        return int(self.excursion[2])
 
     def _step(self, step: int, v: float) -> int:
+        self.recent = [*self.recent[-2:], v]
         now = median(self.recent)
         if self.out is not None:
             level = self.out[0]
@@ -523,12 +545,67 @@ class Excursion:
         del self.points[: -self.size]
         return 0
 
-    def onset(self, i: int) -> int | None:
-        """The step the excursion left its level, for the hit at point i."""
-        return self.onsets[i] if i < len(self.onsets) else None
-
     def state(self) -> dict[str, Any]:
         return {"p": self.points, "r": self.recent, "out": self.out, "exc": self.excursion,
+                "tail": self.window.tail}
+
+
+class Isolated(_FoundLater):
+    """An isolated spike: a value `factor` times the median of the up to `window` finite
+    points before it (at least `min_history` of them), and the point after it back within
+    `back` times that median. This is how a reader tells a spike: several times its
+    neighbours, then back. No estimate of the noise is needed, so a run of a few points
+    or one logged sparsely is judged too, where a jump against the noise of
+    its recent changes (`Jump`) has no history yet or is hidden by that noise. It is found
+    at the point that comes back, and the finding starts at the spike's step (`onset`).
+
+    Nor a rise smaller than `OF_START` of the series' first value, as for `Jump`: a
+    loss at the logger's rounding (a memorised set) moves by multiples of itself at no
+    cost. A hit keeps its finding open `hold` points."""
+
+    OF_START = 0.01
+
+    def __init__(self, factor: float = 3.0, window: int = 5, min_history: int = 3,
+                 back: float = 1.5, hold: int = 5,
+                 state: dict[str, Any] | None = None) -> None:
+        self.factor, self.back = float(factor), float(back)
+        self.size, self.min_history = max(1, int(window)), max(1, int(min_history))
+        st = state or {}
+        self.points: list[float] = list(st.get("p", []))  # the latest finite points
+        self.first: float | None = st.get("first")
+        # the point waiting for the next: [step, value, the median before it]
+        self.pending: list[float] | None = st.get("w")
+        self.spike: list[float] = list(st.get("s", []))  # the last: [step, value, median,
+        #                                                  the point after]
+        self.window = KOfN(1, hold, st.get("tail"))
+        self.onsets: list[int | None] = []
+        self.hits: list[int] = []
+
+    def _began(self) -> int:
+        return int(self.spike[0])
+
+    def _step(self, step: int, v: float) -> int:
+        if self.first is None:
+            self.first = v
+        hit = 0
+        waiting = self.pending
+        if waiting is not None:
+            self.pending = None
+            if v <= self.back * waiting[2]:
+                self.spike = [waiting[0], waiting[1], waiting[2], v]
+                hit = 1
+        pts = self.points
+        if len(pts) >= self.min_history:
+            med = median(pts)
+            least = self.OF_START * abs(self.first or 0.0)
+            if med > 0 and v >= self.factor * med and v - med > least:
+                self.pending = [float(step), v, med]
+        pts.append(v)
+        del pts[: -self.size]
+        return hit
+
+    def state(self) -> dict[str, Any]:
+        return {"p": self.points, "first": self.first, "w": self.pending, "s": self.spike,
                 "tail": self.window.tail}
 
 

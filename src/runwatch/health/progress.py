@@ -61,9 +61,15 @@ class NoProgress:
         moved: bool = False,
         max_spread: float = 0.0,
         noise_z: float = 0.0,
+        window_info: bool = False,
         state: dict[str, Any] | None = None,
     ) -> None:
         self.direction, self.min_change = direction, min_change
+        # With `window_info`, a verdict on a log that starts mid-run (`starts_mid_run`)
+        # says so (`mid_run` in the evidence, which makes the finding info): a loss flat
+        # over a window cut from a longer run may have fallen before it.
+        self.window_info = window_info
+        self.epochs = EpochStart()  # the run's epochs (the engine's, shared)
         self.noise_z = noise_z
         # With `max_spread`, it holds only while every point so far lies within that
         # fraction of the start (a loss with no noise at all: nothing is being learned,
@@ -169,6 +175,10 @@ class NoProgress:
         if holds:
             self.held = {"effect": self.last_effect, "start": start, "now": now,
                          "span": xs[-1] - self.first[0], "points": self.count}
+            if self.window_info:
+                stride = (xs[-1] - self.first[0]) / max(1, self.count - 1)
+                self.held["mid_run"] = float(starts_mid_run(self.first[0], stride,
+                                                            self.epochs))
         return holds
 
     def state(self) -> dict[str, Any]:

@@ -60,6 +60,7 @@ RULE_CLASSES: dict[str, str] = {
     "loss.spike": "loss_spike",
     "loss.excursion": "loss_spike",
     "loss.above_max": "loss_spike",
+    "loss.spike_isolated": "loss_spike",
     "grpo.loss_above_max": "loss_spike",
     "loss.rising": "loss_rising",
     "loss.stepped_up": "loss_rising",

@@ -312,7 +312,7 @@ def health_for_run(conn: Connection, run_pk: int, now: float | None = None) -> l
 # Rules whose findings mark one event at one step; such findings that start at the same
 # step are one incident (a NaN step where the loss also jumped, a spike in loss and
 # gradient norm together).
-EVENT_DETECTORS = frozenset({"spike", "jump", "above_max", "nonfinite"})
+EVENT_DETECTORS = frozenset({"spike", "jump", "above_max", "isolated", "nonfinite"})
 
 
 def incidents(found: list[dict[str, Any]]) -> list[dict[str, Any]]:

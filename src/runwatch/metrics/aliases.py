@@ -286,6 +286,20 @@ ALONE_TRANSFORMED: dict[str, tuple[str, str]] = {"train/entropy_loss": ("entropy
 NOT_THE_MODELS_LOSS = frozenset({"value", "vf", "critic", "kl", "entropy", "ent", "aux", "reg",
                                  "z", "teacher", "distill", "balance", "router", "moe", "sft",
                                  "ref"})
+# A cross-entropy named as such (`cross-entropy-loss`, `ce_loss`, `xent_loss`, `nll_loss`) is
+# the model's own token loss, though "entropy" alone makes a loss an entropy bonus's term.
+CROSS_ENTROPY = frozenset({"ce", "xent", "crossentropy", "nll"})
+
+
+def _loss_words(words: set[str]) -> set[str]:
+    """A name's words with those that say it is a cross-entropy (CROSS_ENTROPY beside
+    "loss", or "cross" with "entropy", which is a loss by itself) read as "loss", so that
+    neither the entropy role nor NOT_THE_MODELS_LOSS takes them for an entropy's."""
+    if {"cross", "entropy"} <= words:
+        return (words - {"cross", "entropy"}) | {"loss"}
+    if "loss" not in words:
+        return words
+    return words - CROSS_ENTROPY
 
 
 # A name no table knows is read by the role its words name, last of all (after every
@@ -373,7 +387,8 @@ def role_by_words(key: str) -> str | None:
         # trained on, whose rules judge it against its own best.
         if _quality_share(name, words):
             return "val/accuracy"
-        if "loss" in words and not words & (NOT_THE_MODELS_LOSS | NOT_A_LEVEL | SPREAD):
+        if "loss" in words and not _loss_words(words) & (NOT_THE_MODELS_LOSS | NOT_A_LEVEL
+                                                         | SPREAD):
             return "val/loss"
         return None
     if _quality_share(name, words):
@@ -395,6 +410,7 @@ def role_by_words(key: str) -> str | None:
             return "async/accepted_groups"
     if words & NOT_A_LEVEL:
         return None
+    words = _loss_words(words)
     for role, wanted, unwanted in ROLE_WORDS:
         if not words & wanted or words & unwanted:
             continue

@@ -27,6 +27,7 @@ DETECTORS = (
     "excursion",
     "above_best",
     "above_max",
+    "isolated",
     "divergence",
     "diverged",
     "gap_rising",

@@ -15,6 +15,13 @@ def _loss_above_zero(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[f
     return [loss if loss > 0 else math.nan for loss in v[0]]
 
 
+# What a loss-flat rule's condition says of a log that starts mid-run (`window_info`).
+MID_RUN_INFO = ("On a log that starts mid-run (its first step more than 3 logging strides "
+                "after step 0, or its `epoch` past the start of the run), the finding is "
+                "info: a loss flat over a window cut from a longer run may have fallen "
+                "before it.")
+
+
 # What a verdict on a finished run's whole loss log says (loss.flat_finished_run,
 # loss.fell_little): its start, lowest and last points, read the kindest way to the run.
 WHOLE_LOG_MESSAGE = ("Over {log} of {points:.0f} points, {metric} {change} ({start:.4g} "
@@ -29,7 +36,8 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="no_progress",
         params={"direction": "down", "min_change": 0.05, "warmup": 30, "bucket": 5,
-                "warmup_steps": 200, "min_points": 10, "noise_z": 1.0, "warn_after": 30},
+                "warmup_steps": 200, "min_points": 10, "noise_z": 1.0, "warn_after": 30,
+                "window_info": 1},
         signal="loss_flat",
         severity="info",
         condition="After {warmup} logged points (or, in a run logged sparsely, after "
@@ -43,7 +51,8 @@ RULES: tuple[Rule, ...] = (
         "show a fall of {min_change} in that noise (16 at most, else it is not judged "
         "flat), its first against its latest, once it has twice that many: a single "
         "batch's loss that swings by a third between steps cannot show a fall of 5% in a "
-        "median of 5 points, and a start of 5 such points may sit a tenth off its level.",
+        "median of 5 points, and a start of 5 such points may sit a tenth off its level. "
+        + MID_RUN_INFO,
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}).",
         advice="Raise learning_rate, and check the loss mask (trained_tokens) and the data.",
     ),
@@ -88,7 +97,7 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="no_progress",
         params={"direction": "down", "min_change": 0.005, "max_spread": 0.005, "warmup": 30,
-                "bucket": 2, "warmup_steps": 50, "min_points": 8},
+                "bucket": 2, "warmup_steps": 50, "min_points": 8, "window_info": 1},
         signal="loss_flat",
         severity="warning",
         condition="After {min_points} logged points over {warmup_steps} steps (or {warmup} "
@@ -97,7 +106,9 @@ RULES: tuple[Rule, ...] = (
         "learning, as a frozen model or one at chance (ln of its vocabulary: 10.8 for "
         "GPT-2's) gives. A DPO loss starts at ln 2 on every batch while the policy is the "
         "reference (every margin is 0), and stays there with no batch noise while the policy "
-        "does not move.",
+        "does not move. " + MID_RUN_INFO + " A loss logged to two decimals and averaged "
+        "over hundreds of steps (7.42-7.44 over 2,000 steps of a long pretraining run) "
+        "moves this little on a plateau.",
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}), never "
         "moving more than {max_spread:.1%} from where it started.",
         advice="Nothing is learned: check that learning_rate is not 0, that the parameters "

@@ -1,0 +1,131 @@
+"""Session 28: what round 25's runs, spent to the train split, showed.
+
+- A 14-step warm-up window whose loss falls at every step, 1.5% in all
+  (other_llm_from_scratch_aaron_14steps, healthy): `loss.flat_finished_run` warned. A loss
+  that fell at each of its latest five points or more is still falling: info.
+- A flat window of a long pretraining run, from step 7,400, logged to two decimals
+  (other_transformerxl_wt103_attn2_flat_ppl1670_issue, healthy): `loss.stuck` warned. A
+  loss-flat verdict on a log that starts mid-run is info, as `loss.flat_finished_run`'s is.
+- A per-epoch loss that spikes to 4.7 times its neighbours and comes back
+  (other_diffusion_lm_sigmoid05_loss_spikes): `loss.spike_isolated`.
+- A loss logged as `cross-entropy-loss` (other_pithtrain_moe_15step_lr1e6_issue) was read
+  by no rule.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine as SqlEngine
+
+from runwatch.health.engine import Engine
+from runwatch.health.jumps import Isolated
+from runwatch.metrics.aliases import health_name
+
+from .helpers import corpus_columns as _columns
+from .helpers import evaluate, to_batch
+from .helpers import of_rule as _of
+from .test_store import index, listing, write_run
+
+
+def _finished(series: dict[str, object], method: str = "sft") -> list:
+    return Engine(method, finished=True).feed(to_batch(series))
+
+
+def test_a_loss_still_falling_at_its_end_is_an_info() -> None:
+    run = "other_llm_from_scratch_aaron_14steps"
+    (f,) = _of(_finished({"loss": _columns(run, "loss")}), "loss.flat_finished_run")
+    assert f.severity == "info" and f.evidence["still_falling"] == 13
+    assert "still falling at each of its latest 13 points" in f.message
+    # The same loss with its last point back up: the verdict warns, as before.
+    steps, values = _columns(run, "loss")
+    (f,) = _of(_finished({"loss": (steps, [*values[:-1], values[-3]])}),
+               "loss.flat_finished_run")
+    assert f.severity == "warning" and not f.evidence["still_falling"]
+    assert "still falling" not in f.message
+
+
+def test_four_falls_in_a_row_are_not_enough() -> None:
+    flat = [2.31, 2.30, 2.32, 2.29, 2.30, 2.33, 2.31, 2.34, 2.32, 2.31, 2.30, 2.29]
+    (f,) = _of(_finished({"loss": flat}), "loss.flat_finished_run")
+    assert f.severity == "warning" and f.evidence["still_falling"] == 0
+    (f,) = _of(_finished({"loss": [*flat, 2.27]}), "loss.flat_finished_run")
+    assert f.severity == "info" and f.evidence["still_falling"] == 5
+
+
+def test_a_flat_window_that_starts_mid_run_is_an_info() -> None:
+    run = "other_transformerxl_wt103_attn2_flat_ppl1670_issue"
+    loss = _columns(run, "loss")
+    assert loss[0][0] == 7400
+    (f,) = _of(evaluate("sft", {}, {"loss": loss}), "loss.stuck")
+    assert f.severity == "info" and f.evidence["mid_run"] == 1.0
+    assert "in a log that starts mid-run" in f.message
+    # The same values from step 0: a loss that never moved from where the run started.
+    from_zero = ([s - 7400 for s in loss[0]], loss[1])
+    (f,) = _of(evaluate("sft", {}, {"loss": from_zero}), "loss.stuck")
+    assert f.severity == "warning" and not f.evidence["mid_run"]
+    assert "mid-run" not in f.message
+
+
+@pytest.mark.parametrize("rule", ["sft.loss_not_falling", "dpo.loss_not_falling"])
+def test_the_other_loss_flat_rules_say_a_window_too(rule: str) -> None:
+    method = rule.split(".")[0]
+    values = [2.0 + 0.01 * ((i * 7) % 5) for i in range(40)]
+    found = evaluate(method, {}, {"loss": ([1000 + 10 * i for i in range(40)], values)})
+    assert {f.severity for f in _of(found, rule)} == {"info"}
+    found = evaluate(method, {}, {"loss": ([10 * i for i in range(40)], values)})
+    assert "warning" in {f.severity for f in _of(found, rule)}
+
+
+def test_an_isolated_spike_is_found_where_it_comes_back() -> None:
+    run = "other_diffusion_lm_sigmoid05_loss_spikes"
+    (f,) = _of(evaluate("sft", {}, {"loss": _columns(run, "loss")}), "loss.spike_isolated")
+    assert (f.severity, f.first_step) == ("info", 10)
+    assert f.evidence["ratio"] == pytest.approx(17.7679 / 3.8431)
+    assert f.message == ("loss jumped to 17.77 at step 10, 4.6× the median of the points "
+                         "before it (3.843), and came back to 5.024 at the next point.")
+
+
+def test_the_isolated_spike_detector_in_batches_of_any_size() -> None:
+    values = [4.0, 3.9, 3.8, 3.9, 12.0, 3.7, 3.6, 3.5, 11.0, 9.0, 3.4, 3.3]
+    steps = list(range(len(values)))
+    whole = Isolated()
+    hits_whole = whole.feed(values, steps)
+    one = Isolated()
+    hits_one: list[bool] = []
+    for s, v in zip(steps, values, strict=True):
+        one = Isolated(state=one.state())  # through its saved state, as the store does
+        hits_one += one.feed([v], [s])
+    assert hits_whole == hits_one
+    assert whole.spike == [4.0, 12.0, 3.9, 3.7]  # the second jump stayed up: no spike
+    # no hit before three points of history, nor a rise under 1% of the first value
+    assert not any(Isolated().feed([1.0, 5.0, 1.0], [0, 1, 2]))
+    assert not any(Isolated().feed([1.0, 0.001, 0.001, 0.001, 0.004, 0.001],
+                                   list(range(6))))
+
+
+@pytest.mark.parametrize(("key", "role"), [
+    ("cross-entropy-loss", "loss"), ("ce_loss", "loss"), ("train/xent_loss", "loss"),
+    ("nll_loss", "loss"), ("cross_entropy", "loss"), ("val_cross_entropy_loss", "val/loss"),
+    ("eval/ce_loss", "val/loss"),
+    # an entropy's own loss term, and a router's, stay unread as the model's loss
+    ("entropy_loss", "entropy_loss"), ("load-balance-loss", "load-balance-loss"),
+])
+def test_a_cross_entropy_under_its_own_name_is_the_loss(key: str, role: str) -> None:
+    assert health_name(key)[0] == role
+
+
+def test_the_spike_is_one_incident_with_the_other_spike_rules(engine: SqlEngine,
+                                                              tmp_path: Path) -> None:
+    # Found at the point after it, the finding still starts at the spike's step, so the
+    # listing merges it with loss.spike's and loss.above_max's findings of that step.
+    runs = tmp_path / "runs"
+    values = [2.0 - 0.01 * i + 0.02 * math.sin(i) for i in range(30)]
+    values[20] = 8.0
+    write_run(runs, "r", "sft", [{"step": i, "loss": v} for i, v in enumerate(values)])
+    index(engine, runs)
+    (item,) = [x for x in listing(engine, "r") if x["first_step"] == 20]
+    merged = {m["rule_id"] for m in item["evidence"]["incident"]}
+    assert {"loss.spike", "loss.spike_isolated", "loss.above_max"} <= merged
