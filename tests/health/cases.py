@@ -35,6 +35,12 @@ def mostly(value: float, other: float, hits: int, n: int = 30) -> list[float]:
     return [value if i % 10 < hits else other for i in range(n)]
 
 
+def settled() -> list[float]:
+    """A loss that falls and settles at 1.0, wobbling by 0.0004 (an LSTM's epoch means)."""
+    return [2.0 * 0.9 ** i + 1.0 for i in range(20)] + [1.0 + 0.0004 * (-1) ** i
+                                                         for i in range(30)]
+
+
 NO: dict[str, float] = {}
 
 # rule id -> (trigger case, near-miss case)
@@ -278,6 +284,15 @@ CASES: dict[str, tuple[Case, Case]] = {
         # The same jump, but the point after it stays up: not a spike that came back.
         ("sft", NO, {"loss": [7.89, 13.2, 16.09, 24.61, 4.8, 26.22, 3.42, 3.84, 3.83, 4.48,
                               17.77, 6.2, 5.61, 4.92, 3.43]}),
+    ),
+    "loss.upturn": (
+        # A per-epoch loss that settles, then turns up 1.5% over its last 16 epochs with
+        # the small wobble of an LSTM's epoch means.
+        ("sft", NO, {"loss": settled() + [1.0 + 0.001 * i + 0.0004 * (-1) ** i
+                                          for i in range(1, 17)]}),
+        # The same settled loss wandering about its low with no trend.
+        ("sft", NO, {"loss": settled() + [1.0 + 0.0004 * (-1) ** i + 0.0001 * (i % 3)
+                                          for i in range(1, 17)]}),
     ),
     "loss.rising": (
         ("sft", NO, {"loss": ramp(1.0, -0.03, 30) + ramp(0.1, 0.01, 30)}),

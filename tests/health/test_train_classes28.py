@@ -10,20 +10,25 @@
   (other_diffusion_lm_sigmoid05_loss_spikes): `loss.spike_isolated`.
 - A loss logged as `cross-entropy-loss` (other_pithtrain_moe_15step_lr1e6_issue) was read
   by no rule.
+- Two LSTM language models whose per-epoch loss turns up 0.9% and 1.7% from its low over
+  their last epochs (other_bilstm_cn_lm_run1_100ep_upturn, other_bilstm_cn_lm_run2_ep71_270):
+  `loss.upturn`, an info.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine as SqlEngine
 
 from runwatch.health.engine import Engine
-from runwatch.health.jumps import Isolated
+from runwatch.health.jumps import Isolated, Upturn
 from runwatch.metrics.aliases import health_name
 
+from .cases import settled
 from .helpers import corpus_columns as _columns
 from .helpers import evaluate, to_batch
 from .helpers import of_rule as _of
@@ -88,16 +93,24 @@ def test_an_isolated_spike_is_found_where_it_comes_back() -> None:
                          "before it (3.843), and came back to 5.024 at the next point.")
 
 
+def _whole_and_live(kind: type[Isolated] | type[Upturn], values: list[float],
+                    ) -> tuple[Any, list[bool], Any, list[bool]]:
+    """A detector fed `values` whole, and one fed them a point at a time through its saved
+    state (as the store does), with their verdicts."""
+    steps = list(range(len(values)))
+    whole = kind()
+    verdicts = whole.feed(values, steps)
+    one = kind()
+    live: list[bool] = []
+    for s, v in zip(steps, values, strict=True):
+        one = kind(state=one.state())
+        live += one.feed([v], [s])
+    return whole, verdicts, one, live
+
+
 def test_the_isolated_spike_detector_in_batches_of_any_size() -> None:
     values = [4.0, 3.9, 3.8, 3.9, 12.0, 3.7, 3.6, 3.5, 11.0, 9.0, 3.4, 3.3]
-    steps = list(range(len(values)))
-    whole = Isolated()
-    hits_whole = whole.feed(values, steps)
-    one = Isolated()
-    hits_one: list[bool] = []
-    for s, v in zip(steps, values, strict=True):
-        one = Isolated(state=one.state())  # through its saved state, as the store does
-        hits_one += one.feed([v], [s])
+    whole, hits_whole, _, hits_one = _whole_and_live(Isolated, values)
     assert hits_whole == hits_one
     assert whole.spike == [4.0, 12.0, 3.9, 3.7]  # the second jump stayed up: no spike
     # no hit before three points of history, nor a rise under 1% of the first value
@@ -129,3 +142,28 @@ def test_the_spike_is_one_incident_with_the_other_spike_rules(engine: SqlEngine,
     (item,) = [x for x in listing(engine, "r") if x["first_step"] == 20]
     merged = {m["rule_id"] for m in item["evidence"]["incident"]}
     assert {"loss.spike", "loss.spike_isolated", "loss.above_max"} <= merged
+
+
+@pytest.mark.parametrize(("run", "low_step", "points"), [
+    ("other_bilstm_cn_lm_run1_100ep_upturn", 85, 16),
+    ("other_bilstm_cn_lm_run2_ep71_270", 261, 10),
+])
+def test_a_loss_that_turns_up_by_a_percent_is_an_info(run: str, low_step: int,
+                                                      points: int) -> None:
+    found = _of(evaluate("sft", {}, {"loss": _columns(run, "loss")}), "loss.upturn")
+    assert found and {f.severity for f in found} == {"info"}
+    f = found[-1]
+    assert (f.evidence["low_step"], f.evidence["points"]) == (low_step, points)
+    assert f.message.startswith("loss turned back up from its lowest, ")
+    assert "higher" in f.message
+    # The same run up to its low: settled, nothing to say.
+    steps, values = _columns(run, "loss")
+    cut = steps.index(low_step) + 1
+    assert not _of(evaluate("sft", {}, {"loss": (steps[:cut], values[:cut])}), "loss.upturn")
+
+
+def test_the_upturn_detector_in_batches_of_any_size() -> None:
+    values = settled() + [1.0 + 0.001 * i + 0.0004 * (-1) ** i for i in range(1, 17)]
+    whole, verdicts, one, live = _whole_and_live(Upturn, values)
+    assert verdicts == live and verdicts[-1]
+    assert whole.held == one.held

@@ -309,6 +309,10 @@ DETECTOR_DOCS = (
     ("isolated", "a value `factor` times the median of the up to `window` points before it "
      "(at least `min_history` of them), and the point after it back within `back` times "
      "that median: found at the point that comes back, starting at the spike's step"),
+    ("upturn", "the median of the latest 3 points stands `min_rel` (relative) above the "
+     "series' lowest median of 3, `min_points` or more points have been logged since that "
+     "low, and the Theil-Sen trend through them (the latest `window` at most) rises by `z` "
+     "standard errors in the series' own point-to-point noise"),
     ("divergence", "one series trends one way while another trends a given way over the "
      "same steps (e.g. training up, validation down; validation loss up while validation "
      "reward does not fall; `not_up`: flat, or short of a rise of the effect by `noise_z` "

@@ -154,6 +154,10 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
                           min_history=int(_num(p, "min_history", 3)),
                           back=_num(p, "back", 1.5), hold=int(_num(p, "hold", 5)),
                           state=state)
+    if kind == "upturn":
+        return j.Upturn(min_rel=_num(p, "min_rel", 0.005),
+                        min_points=int(_num(p, "min_points", 8)), z=_num(p, "z", 5.0),
+                        window=int(_num(p, "window", 40)), state=state)
     if kind == "above_best":
         return j.AboveBest(
             min_rel=_num(p, "min_rel", 0.01), k=int(_num(p, "k", 2)),
@@ -318,7 +322,8 @@ class Evaluator:
                 if self.below_start is not None:
                     verdicts = [v and low for v, low in
                                 zip(verdicts, self.below_start.feed(values), strict=True)]
-            elif isinstance(self.detector, j.Shift | j.Excursion | j.Isolated | d.Repeats):
+            elif isinstance(self.detector,
+                            j.Shift | j.Excursion | j.Isolated | j.Upturn | d.Repeats):
                 verdicts = self.detector.feed(values, steps)
             else:  # spike, jump, above_best, above_max
                 verdicts = self.detector.feed(values)
@@ -515,7 +520,8 @@ class Evaluator:
                 extra["start"] = self.below_start.start()
         elif isinstance(det, pg.NoProgress):
             extra.update(det.held or {"effect": det.last_effect})
-        elif isinstance(det, j.Diverged | j.GapRising | t.FlatSince | fin.WholeWindow):
+        elif isinstance(det, j.Diverged | j.GapRising | j.Upturn | t.FlatSince
+                        | fin.WholeWindow):
             extra.update(det.held)
         elif isinstance(det, t.Divergence):
             extra["a_effect_seen"], extra["b_effect_seen"] = det.held
@@ -650,7 +656,7 @@ class Evaluator:
 # with every point. A threshold's count in its window is kept per finding as it is fed
 # (`_note_window`); a non-finite value and a judgement of the whole log need nothing.
 STAMP_READS_DETECTOR = (j.Spike, j.Jump, j.AboveMax, j.Shift, j.Excursion, j.Isolated,
-                        j.AboveBest, j.Diverged, j.GapRising, pg.NoImprovement,
+                        j.Upturn, j.AboveBest, j.Diverged, j.GapRising, pg.NoImprovement,
                         pg.NoProgress, t.Trend, t.FlatSince, t.Divergence, d.Repeats)
 
 

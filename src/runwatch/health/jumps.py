@@ -16,6 +16,7 @@ from itertools import pairwise
 from typing import Any
 
 from runwatch.health.detectors import INF, KOfN, Waiting, mad_sd, median, robust_sd
+from runwatch.health.trendstats import theil_sen
 
 # The last of the 4 decimals trainers log a loss to (the HF Trainer rounds there): a change
 # or a noise below it is the logger's rounding, not a measurement.
@@ -607,6 +608,82 @@ class Isolated(_FoundLater):
     def state(self) -> dict[str, Any]:
         return {"p": self.points, "first": self.first, "w": self.pending, "s": self.spike,
                 "tail": self.window.tail}
+
+
+class Upturn:
+    """A series that has turned up from its lowest point and keeps rising: the median of
+    its latest 3 points stands `min_rel` (relative) above its lowest median of 3, at least
+    `min_points` points have been logged since that low, and the Theil-Sen trend through
+    them (the latest `window` at most) rises by `z` standard errors of such a rise in the
+    series' own point-to-point noise (the median absolute deviation of its latest `window`
+    changes). A loss that has settled wanders about its low with no trend; one that turns
+    back up rises steadily, however little (an LSTM's per-epoch loss 0.9% above its low
+    over its last 16 epochs rises 6 standard errors). Judged at every point of a run's
+    first `DENSE` points, then every `STRIDE` points."""
+
+    DENSE = 200
+    STRIDE = 8
+
+    def __init__(self, min_rel: float = 0.005, min_points: int = 8, z: float = 5.0,
+                 window: int = 40, state: dict[str, Any] | None = None) -> None:
+        self.min_rel, self.z = min_rel, z
+        self.min_points, self.size = max(3, int(min_points)), max(4, int(window))
+        st = state or {}
+        self.tail: list[float] = list(st.get("t", []))  # the latest window + 1 values
+        self.since: list[float] = list(st.get("s", []))  # the values since the low
+        self.low: list[float] | None = st.get("lo")  # [step, lowest median of 3]
+        self.prev: int | None = st.get("p")  # the step of the latest finite point
+        self.count = int(st.get("n", 0))
+        self.verdict = bool(st.get("v", False))
+        self.held: dict[str, float] = dict(st.get("held", {}))
+
+    def feed(self, values: list[float], steps: list[int]) -> list[bool]:
+        out = []
+        for step, v in zip(steps, values, strict=True):
+            if v - v == 0:
+                self._take(step, v)
+                if self.count < self.DENSE or self.count % self.STRIDE == 0:
+                    self.verdict = self._judge()
+            out.append(self.verdict)
+        return out
+
+    def _take(self, step: int, v: float) -> None:
+        tail = self.tail
+        tail.append(v)
+        del tail[: -(self.size + 1)]
+        self.count += 1
+        self.since.append(v)
+        if len(tail) >= 3:
+            m = median(tail[-3:])
+            if self.low is None or m < self.low[1]:
+                # the low is the middle of its three points; what follows it is since
+                self.low = [float(self.prev if self.prev is not None else step), m]
+                self.since = tail[-2:]
+        del self.since[: -self.size]
+        self.prev = step
+
+    def _judge(self) -> bool:
+        low, since = self.low, self.since
+        if low is None or len(since) < self.min_points:
+            return False
+        now = median(self.tail[-3:])
+        rel = (now - low[1]) / max(abs(low[1]), 1e-12)
+        if rel < self.min_rel:
+            return False
+        n = len(since)
+        rise = theil_sen([float(i) for i in range(n)], since) * (n - 1)
+        changes = [b - a for a, b in pairwise(self.tail)]
+        noise = mad_sd(changes, median(changes)) / math.sqrt(2)
+        error = noise * (n - 1) * math.sqrt(12.0 / (n * (n * n - 1)))
+        if rise <= self.z * error:
+            return False
+        self.held = {"low": low[1], "low_step": low[0], "now": now, "rise": rel,
+                     "points": float(n)}
+        return True
+
+    def state(self) -> dict[str, Any]:
+        return {"t": self.tail, "s": self.since, "lo": self.low, "p": self.prev,
+                "n": self.count, "v": self.verdict, "held": self.held}
 
 
 class AboveBest:

@@ -63,6 +63,7 @@ RULE_CLASSES: dict[str, str] = {
     "loss.spike_isolated": "loss_spike",
     "grpo.loss_above_max": "loss_spike",
     "loss.rising": "loss_rising",
+    "loss.upturn": "loss_rising",
     "loss.stepped_up": "loss_rising",
     "loss.climbing": "loss_rising",
     "loss.above_start": "loss_rising",

@@ -28,6 +28,7 @@ DETECTORS = (
     "above_best",
     "above_max",
     "isolated",
+    "upturn",
     "divergence",
     "diverged",
     "gap_rising",

@@ -178,6 +178,33 @@ RULES: tuple[Rule, ...] = (
         "epochs (num_epochs), and keep the checkpoint from where the loss was lowest.",
     ),
     Rule(
+        id="loss.upturn",
+        title="Loss has turned back up",
+        methods=("sft", "dpo"),
+        variants=(("loss",),),
+        detector="upturn",
+        params={"min_rel": 0.005, "min_points": 8, "z": 5.0, "window": 40},
+        severity="info",
+        condition="The median of the latest 3 `loss` values stands {min_rel} (relative) or "
+        "more above the lowest median of 3 it logged, at least {min_points} points have been "
+        "logged since that low, and the Theil-Sen trend through them (the latest {window} "
+        "at most) rises by {z} standard errors of such a rise in the loss's own "
+        "point-to-point noise: a loss that has settled wanders about its low with no trend, "
+        "and one that turns back up rises steadily, however little (an LSTM's per-epoch "
+        "loss 0.9% above its low over its last 16 epochs rises 6 standard errors). "
+        "loss.rising and loss.climbing warn on a rise of a third or more; this one is an "
+        "info, for the rise too small to cost the run much yet. Judged again and again as "
+        "a run goes on, a trend that rises by 4 standard errors turns up by chance in a "
+        "long plateau now and then (on 12 healthy runs of the labelled corpus's train "
+        "split); at 5, on 3.",
+        message="{metric} turned back up from its lowest, {low:.4g} at step {low_step:.0f}: "
+        "{now:.4g} now ({rise:.1%} higher), rising steadily over the {points:.0f} points "
+        "since.",
+        advice="Training may have gone past its best point: watch the validation metrics, "
+        "keep the checkpoint from the low, and lower learning_rate or train fewer epochs "
+        "if the rise goes on.",
+    ),
+    Rule(
         id="loss.climbing",
         title="Loss climbs steadily",
         methods=("sft", "dpo"),
