@@ -25,9 +25,17 @@ from runwatch.store import queries as q
 
 from .tfevents import event, file_version, frame, write_events
 
-# shared/ lies beside the repository (in CI too, next to the fresh clone).
-REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real-logs"
-needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="real logs not present")
+# The labelled corpus in the repository holds these logs as found (the copies beside the
+# repository, in shared/data/real-logs, are the same files): the tests run in any clone.
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "real"
+REAL_LOGS = {
+    "dpo_soup_takehome_trainer_state.json": CORPUS / "dpo_soup_takehome" / "trainer_state.json",
+    "grpo_stats_safety_unsloth_trainer_state.json":
+        CORPUS / "grpo_stats_safety_unsloth" / "trainer_state.json",
+    "sft_qwen05_verifier_trainer_state.json":
+        CORPUS / "sft_qwen05_verifier" / "trainer_state.json",
+    "tinker_rubric_rl_metrics.jsonl": CORPUS / "tinker_rubric_rl" / "metrics.jsonl",
+}
 
 
 def index_and_health(runs: Path, name: str) -> list[dict]:
@@ -40,9 +48,8 @@ def index_and_health(runs: Path, name: str) -> list[dict]:
     return found
 
 
-@needs_real
 def test_trl_dpo_state_imports_and_flags_nan(tmp_path: Path) -> None:
-    imported = read_source(REAL / "dpo_soup_takehome_trainer_state.json")
+    imported = read_source(REAL_LOGS["dpo_soup_takehome_trainer_state.json"])
     assert imported.trainer == "trl" and imported.method == "dpo"
     assert len(imported.records) == 75
     run_dir = write_run_dir(imported, tmp_path, "dpo-real")
@@ -55,13 +62,12 @@ def test_trl_dpo_state_imports_and_flags_nan(tmp_path: Path) -> None:
     assert not [f for f in found if f["rule_id"] == "dpo.loss_not_falling"]
 
 
-@needs_real
 @pytest.mark.parametrize("name, method, steps", [
     ("grpo_stats_safety_unsloth_trainer_state.json", "grpo", 158),
     ("sft_qwen05_verifier_trainer_state.json", "sft", 24),  # 6 evals join their step
 ])
 def test_trl_states(tmp_path: Path, name: str, method: str, steps: int) -> None:
-    imported = read_source(REAL / name)
+    imported = read_source(REAL_LOGS[name])
     assert imported.method == method and len(imported.records) == steps
     if method == "sft":  # eval entries join the training entry of their step
         assert any("eval_loss" in r and "loss" in r for r in imported.records)
@@ -69,9 +75,8 @@ def test_trl_states(tmp_path: Path, name: str, method: str, steps: int) -> None:
     index_and_health(tmp_path, "r")
 
 
-@needs_real
 def test_tinker_cookbook_jsonl(tmp_path: Path) -> None:
-    imported = read_source(REAL / "tinker_rubric_rl_metrics.jsonl")
+    imported = read_source(REAL_LOGS["tinker_rubric_rl_metrics.jsonl"])
     assert imported.trainer == "tinker-cookbook" and imported.method == "grpo"
     ts = [r["ts"] for r in imported.records]
     assert ts == sorted(ts) and ts[1] - ts[0] == pytest.approx(3816.386, rel=1e-3)
