@@ -167,3 +167,39 @@ def test_the_upturn_detector_in_batches_of_any_size() -> None:
     whole, verdicts, one, live = _whole_and_live(Upturn, values)
     assert verdicts == live and verdicts[-1]
     assert whole.held == one.held
+
+
+def test_two_high_points_in_a_row_are_no_isolated_spike() -> None:
+    # A stretch of high values is not a spike that came back: neither its first point
+    # (the next is not back) nor its second (the point before it was as high).
+    assert not any(Isolated().feed([1.0, 1.0, 1.0, 1.0, 5.0, 5.0, 1.0, 1.0], list(range(8))))
+    assert not any(Isolated().feed([1.0, 1.0, 1.0, 1.0, 5.0, 5.0, 5.0, 1.0], list(range(8))))
+    whole, hits, _, live = _whole_and_live(Isolated, [1.0, 1.0, 1.0, 1.0, 5.0, 5.0, 1.0,
+                                                      1.0, 6.0, 1.0])
+    assert hits == live and whole.spike == [8.0, 6.0, 1.0, 1.0]
+
+
+def test_a_loss_at_the_logger_s_last_digit_does_not_turn_up() -> None:
+    fall = [2.0 * 0.8 ** i for i in range(20)]
+    # a memorised set's loss logged to 4 decimals, one step of the last digit up
+    memorised = [round(v, 4) for v in fall] + [0.001] * 5 + [0.0011] * 20
+    # a plateau logged to 2 decimals, one step up
+    plateau = [round(0.5 + v, 2) for v in fall] + [0.5] * 20 + [0.51] * 20
+    for values in (memorised, plateau):
+        assert not _of(evaluate("sft", {}, {"loss": values}), "loss.upturn")
+
+
+def test_a_drift_of_hundredths_of_a_percent_is_not_still_falling() -> None:
+    # A learning rate too small to move the model: the loss falls at every step, by
+    # 0.04% in all, which stays a warning (the run trained without learning).
+    (f,) = _of(_finished({"loss": [2.3026 - 0.00005 * i for i in range(20)]}),
+               "loss.flat_finished_run")
+    assert f.severity == "warning" and not f.evidence["still_falling"]
+
+
+def test_a_log_that_starts_a_stride_or_two_after_step_0_is_no_window() -> None:
+    # Logged every 10 steps from step 30: three strides, the run's own start.
+    values = [2.0 + 0.01 * ((i * 7) % 5) for i in range(40)]
+    found = evaluate("sft", {}, {"loss": ([30 + 10 * i for i in range(40)], values)})
+    assert "warning" in {f.severity for f in _of(found, "sft.loss_not_falling")}
+    assert not any(f.evidence.get("mid_run") for f in _of(found, "sft.loss_not_falling"))

@@ -273,7 +273,8 @@ DETECTOR_DOCS = (
      "latest, and one too noisy for 16 not judged (a single batch's loss swinging by a "
      "third between steps shows no fall of 5% in a 5-point median); with `moved` (a fall "
      "that is the finding) it holds the other way, and once held is released only when "
-     "two thirds of the fall are gone"),
+     "two thirds of the fall are gone; with `window_info`, a verdict on a log that starts "
+     "mid-run (as `whole_window` reads it) is an info"),
     ("no_improvement", "after `min_points`, the median of the latest *k* points (*k* = half "
      "the points so far, at most `head`) has not gained on the median of the first *k* by "
      "more than `z` standard errors, the noise being the robust spread of the series' "
@@ -308,11 +309,13 @@ DETECTOR_DOCS = (
      "warning"),
     ("isolated", "a value `factor` times the median of the up to `window` points before it "
      "(at least `min_history` of them), and the point after it back within `back` times "
-     "that median: found at the point that comes back, starting at the spike's step"),
+     "that median, and the point before it not as high (a stretch of high values is no "
+     "isolated spike): found at the point that comes back, starting at the spike's step"),
     ("upturn", "the median of the latest 3 points stands `min_rel` (relative) above the "
-     "series' lowest median of 3, `min_points` or more points have been logged since that "
-     "low, and the Theil-Sen trend through them (the latest `window` at most) rises by `z` "
-     "standard errors in the series' own point-to-point noise"),
+     "series' lowest median of 3, `min_points` or more points have been logged from that "
+     "low on (the low included), and the Theil-Sen trend through them (the latest `window` "
+     "at most) rises by `z` standard errors in the series' own point-to-point noise (no "
+     "less than the smallest change it logged)"),
     ("divergence", "one series trends one way while another trends a given way over the "
      "same steps (e.g. training up, validation down; validation loss up while validation "
      "reward does not fall; `not_up`: flat, or short of a rise of the effect by `noise_z` "
@@ -342,7 +345,9 @@ DETECTOR_DOCS = (
      "first value and the median of its first third, 1 to 5 points) and its latest third's "
      "median ended within `min_change` of it; not on a start at or below `min_level`; an "
      "info (`mid_run`) on a log that starts more than 3 logging strides after step 0, or "
-     "whose first epoch is a fraction above 0.05 and above 3 epoch strides"),
+     "whose first epoch is a fraction above 0.05 and above 3 epoch strides, and on a "
+     "series that fell at each of its latest 5 points or more, by 0.5% of its start in all "
+     "(`still_falling`)"),
     ("nonfinite", "any metric is NaN, +Infinity or -Infinity"),
     ("stall", "a running run logs nothing for `factor` × its usual step interval, and at "
      "least `min_seconds`"),

@@ -17,10 +17,14 @@ from runwatch.health.detectors import median
 from runwatch.health.progress import EpochStart, starts_mid_run
 
 EDGE = 5  # the first and latest points kept: the start and the end are medians of up to 5
-# A loss that fell at each of its latest STILL_FALLING points or more is still falling: it
-# has not fallen far yet, but a flat or noisy loss does not fall five times in a row (one
-# chance in 120 for points in random order).
+# A loss that fell at each of its latest STILL_FALLING points or more, by STILL_FELL
+# (relative to where it started) in all, is still falling: it has not fallen far yet, but
+# a flat or noisy loss does not fall five times in a row (six points in falling order: one
+# chance in 720 for points in random order), and a fall of 0.5% over five points goes on
+# to the rule's 5% within fifty more. A drift of a few hundredths of a percent in all (a
+# learning rate too small to move the model, a smoothed loss) is not one.
 STILL_FALLING = 5
+STILL_FELL = 0.005
 
 
 class WholeWindow:
@@ -46,9 +50,9 @@ class WholeWindow:
     strides after step 0 (a window cut from a longer run, or a resumed one), or whose
     epochs show it starts mid-run (`EpochStart`), is judged with `mid_run` in the
     evidence: the window is flat, but its start is not the run's, so the finding is info.
-    So is one whose loss fell at each of its latest `STILL_FALLING` points or more
-    (`still_falling` in the evidence: a slow start, such as a learning-rate warm-up's,
-    that is under way)."""
+    So is one whose loss fell at each of its latest `STILL_FALLING` points or more, by
+    `STILL_FELL` of its start in all (`still_falling` in the evidence: a slow start, such
+    as a learning-rate warm-up's, that is under way)."""
 
     def __init__(self, state: dict[str, Any] | None = None) -> None:
         st = state or {}
@@ -59,6 +63,7 @@ class WholeWindow:
         self.last_step: int | None = st.get("ls")
         self.lowest: list[float] | None = st.get("lo")  # [step, value] of the lowest point
         self.falls = int(st.get("dn", 0))  # the latest points that each fell
+        self.fall_top: float | None = st.get("ft")  # where that run of falls began
         self.held: dict[str, float] = {}
         # the run's epochs (the engine's, shared by the rules that ask it)
         self.epochs = EpochStart()
@@ -74,7 +79,12 @@ class WholeWindow:
             self.count += 1
             if len(self.head) < EDGE:
                 self.head.append(v)
-            self.falls = self.falls + 1 if self.tail and v < self.tail[-1] else 0
+            if self.tail and v < self.tail[-1]:
+                if not self.falls:
+                    self.fall_top = self.tail[-1]
+                self.falls += 1
+            else:
+                self.falls = 0
             self.tail.append(v)
             del self.tail[:-EDGE]
             if self.lowest is None or v < self.lowest[1]:
@@ -108,9 +118,16 @@ class WholeWindow:
                      "by_end": float(fell >= min_change),
                      "points": self.count, "span": self.last_step - self.first_step,
                      "mid_run": float(mid_run),
-                     "still_falling": float(self.falls if self.falls >= STILL_FALLING else 0)}
+                     "still_falling": float(self.falls if self._still_falling(start) else 0)}
         return self.held
+
+    def _still_falling(self, start: float) -> bool:
+        """Whether the loss fell at each of its latest STILL_FALLING points or more, by
+        STILL_FELL of `start` in all."""
+        return (self.falls >= STILL_FALLING and self.fall_top is not None
+                and self.fall_top - self.tail[-1] >= STILL_FELL * abs(start))
 
     def state(self) -> dict[str, Any]:
         return {"h": self.head, "t": self.tail, "n": self.count, "fs": self.first_step,
-                "ls": self.last_step, "lo": self.lowest, "dn": self.falls}
+                "ls": self.last_step, "lo": self.lowest, "dn": self.falls,
+                "ft": self.fall_top}

@@ -576,6 +576,9 @@ class Isolated(_FoundLater):
         self.first: float | None = st.get("first")
         # the point waiting for the next: [step, value, the median before it]
         self.pending: list[float] | None = st.get("w")
+        # whether the latest point stood `factor` times its median: a point after it that
+        # does so too is a stretch of high values, no isolated spike
+        self.high = bool(st.get("h", False))
         self.spike: list[float] = list(st.get("s", []))  # the last: [step, value, median,
         #                                                  the point after]
         self.window = KOfN(1, hold, st.get("tail"))
@@ -596,27 +599,32 @@ class Isolated(_FoundLater):
                 self.spike = [waiting[0], waiting[1], waiting[2], v]
                 hit = 1
         pts = self.points
+        high = False
         if len(pts) >= self.min_history:
             med = median(pts)
             least = self.OF_START * abs(self.first or 0.0)
-            if med > 0 and v >= self.factor * med and v - med > least:
+            high = med > 0 and v >= self.factor * med and v - med > least
+            if high and not self.high:
                 self.pending = [float(step), v, med]
+        self.high = high
         pts.append(v)
         del pts[: -self.size]
         return hit
 
     def state(self) -> dict[str, Any]:
-        return {"p": self.points, "first": self.first, "w": self.pending, "s": self.spike,
-                "tail": self.window.tail}
+        return {"p": self.points, "first": self.first, "w": self.pending, "h": self.high,
+                "s": self.spike, "tail": self.window.tail}
 
 
 class Upturn:
     """A series that has turned up from its lowest point and keeps rising: the median of
     its latest 3 points stands `min_rel` (relative) above its lowest median of 3, at least
-    `min_points` points have been logged since that low, and the Theil-Sen trend through
-    them (the latest `window` at most) rises by `z` standard errors of such a rise in the
-    series' own point-to-point noise (the median absolute deviation of its latest `window`
-    changes). A loss that has settled wanders about its low with no trend; one that turns
+    `min_points` points have been logged from that low on (the low included), and the
+    Theil-Sen trend through them (the latest `window` at most) rises by `z` standard
+    errors of such a rise in the series' own point-to-point noise (the median absolute
+    deviation of its latest `window` changes, and no less than the smallest change it
+    logged: the logger's last digit). A loss that has settled wanders about its low with
+    no trend; one that turns
     back up rises steadily, however little (an LSTM's per-epoch loss 0.9% above its low
     over its last 16 epochs rises 6 standard errors). Judged at every point of a run's
     first `DENSE` points, then every `STRIDE` points."""
@@ -673,7 +681,11 @@ class Upturn:
         n = len(since)
         rise = theil_sen([float(i) for i in range(n)], since) * (n - 1)
         changes = [b - a for a, b in pairwise(self.tail)]
-        noise = mad_sd(changes, median(changes)) / math.sqrt(2)
+        # Never below the logger's own step, the smallest change it logged: a loss
+        # written to 2 or 4 decimals that sits still has a measured noise of 0, and one
+        # step of its last digit would be a rise of infinitely many standard errors.
+        step = min((abs(c) for c in changes if c), default=0.0)
+        noise = max(mad_sd(changes, median(changes)) / math.sqrt(2), step)
         error = noise * (n - 1) * math.sqrt(12.0 / (n * (n * n - 1)))
         if rise <= self.z * error:
             return False

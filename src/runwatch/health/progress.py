@@ -176,7 +176,10 @@ class NoProgress:
             self.held = {"effect": self.last_effect, "start": start, "now": now,
                          "span": xs[-1] - self.first[0], "points": self.count}
             if self.window_info:
-                stride = (xs[-1] - self.first[0]) / max(1, self.count - 1)
+                # xs[-1] is the median step of the latest bucket, the (closed - 1)th, whose
+                # middle point lies that many buckets and half a bucket after the first
+                at = (closed - 1) * b.size + (b.size - 1) / 2
+                stride = (xs[-1] - self.first[0]) / at if at > 0 else 1.0
                 self.held["mid_run"] = float(starts_mid_run(self.first[0], stride,
                                                             self.epochs))
         return holds

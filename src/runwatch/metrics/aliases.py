@@ -289,6 +289,11 @@ NOT_THE_MODELS_LOSS = frozenset({"value", "vf", "critic", "kl", "entropy", "ent"
 # A cross-entropy named as such (`cross-entropy-loss`, `ce_loss`, `xent_loss`, `nll_loss`) is
 # the model's own token loss, though "entropy" alone makes a loss an entropy bonus's term.
 CROSS_ENTROPY = frozenset({"ce", "xent", "crossentropy", "nll"})
+# Words that make a cross-entropy something else than the model's loss: a reward's, a
+# perplexity (its exponential), a ratio of two, a distillation's or an auxiliary head's
+# term (knowledge distillation, multi-token prediction). Such a name is left unread.
+NOT_CROSS_ENTROPY_LOSS = frozenset({"reward", "rewards", "rew", "return", "returns", "ppl",
+                                    "perplexity", "ratio", "kd", "mtp"})
 
 
 def _loss_words(words: set[str]) -> set[str]:
@@ -379,6 +384,9 @@ def role_by_words(key: str) -> str | None:
     words = set(re.split(r"[^a-z0-9]+", name)) - {""}
     if "dev" in words and words & SPREAD:
         words.discard("dev")  # a standard deviation (`reward_std_dev`), not a dev set
+    if ({"cross", "entropy"} <= words or ("loss" in words and words & CROSS_ENTROPY)) and (
+            words & NOT_CROSS_ENTROPY_LOSS):
+        return None  # a cross-entropy, but not the model's loss (NOT_CROSS_ENTROPY_LOSS)
     if words & HELD_OUT or PER_PROMPT_SAMPLES.search(name):
         # A held-out metric under a name of its own is left unread: its scale is unknown
         # (an environment's episode return), and the validation rules judge absolute falls
@@ -387,8 +395,8 @@ def role_by_words(key: str) -> str | None:
         # trained on, whose rules judge it against its own best.
         if _quality_share(name, words):
             return "val/accuracy"
-        if "loss" in words and not _loss_words(words) & (NOT_THE_MODELS_LOSS | NOT_A_LEVEL
-                                                         | SPREAD):
+        held = _loss_words(words)
+        if "loss" in held and not held & (NOT_THE_MODELS_LOSS | NOT_A_LEVEL | SPREAD):
             return "val/loss"
         return None
     if _quality_share(name, words):

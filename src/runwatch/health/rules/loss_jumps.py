@@ -55,14 +55,15 @@ RULES: tuple[Rule, ...] = (
         params={"factor": 3.0, "window": 5, "min_history": 3, "back": 1.5, "hold": 5},
         severity="info",
         condition="`loss` stands {factor}× the median of the up to {window} points before it "
-        "(at least {min_history} of them), and the next point is back within {back}× that "
-        "median: a spike as a reader sees one, several times its neighbours and then back, "
-        "with no estimate of the noise, so a run of a few points or one logged every epoch "
-        "is judged too (a diffusion LM's per-epoch loss at 3.4-5.0 that logs 17.8 once). "
+        "(at least {min_history} of them), the point before it was not as high, and the "
+        "next point is back within {back}× that median: a spike as a reader sees one, "
+        "several times its neighbours and then back, with no estimate of the noise, so a "
+        "run of a few points or one logged every epoch is judged too (a diffusion LM's per-epoch "
+        "loss at 3.4-5.0 that logs 17.8 once). "
         "Found at the point that comes back; the finding starts at the spike's step. Not a "
         "rise smaller than 1% of the first value (a memorised set's loss at 0.001 moves "
         "by multiples of itself at no cost). Always an info: single batches of a healthy "
-        "small-batch fine-tune spike this far now and then (7 of the labelled corpus's 325 "
+        "small-batch fine-tune spike this far now and then (6 of the labelled corpus's 355 "
         "healthy train runs).",
         message="{metric} jumped to {to:.4g} at step {at:.0f}, {ratio:.1f}× the median of the "
         "points before it ({median:.4g}), and came back to {after:.4g} at the next point.",
@@ -187,10 +188,13 @@ RULES: tuple[Rule, ...] = (
         severity="info",
         condition="The median of the latest 3 `loss` values stands {min_rel} (relative) or "
         "more above the lowest median of 3 it logged, at least {min_points} points have been "
-        "logged since that low, and the Theil-Sen trend through them (the latest {window} "
-        "at most) rises by {z} standard errors of such a rise in the loss's own "
-        "point-to-point noise: a loss that has settled wanders about its low with no trend, "
-        "and one that turns back up rises steadily, however little (an LSTM's per-epoch "
+        "logged from that low on (the low included), and the Theil-Sen trend through them "
+        "(the latest {window} at most) rises by {z} standard errors of such a rise in the "
+        "loss's own point-to-point noise (taken as no less than the smallest change it "
+        "logged, the logger's last digit: a loss written to 2 decimals that sits still has "
+        "no measured noise, and one step of its last digit is no trend): a loss that has "
+        "settled wanders about its low with no trend, and one that turns back up rises steadily, "
+        "however little (an LSTM's per-epoch "
         "loss 0.9% above its low over its last 16 epochs rises 6 standard errors). "
         "loss.rising and loss.climbing warn on a rise of a third or more; this one is an "
         "info, for the rise too small to cost the run much yet. Judged again and again as "
@@ -198,8 +202,8 @@ RULES: tuple[Rule, ...] = (
         "long plateau now and then (on 12 healthy runs of the labelled corpus's train "
         "split); at 5, on 3.",
         message="{metric} turned back up from its lowest, {low:.4g} at step {low_step:.0f}: "
-        "{now:.4g} now ({rise:.1%} higher), rising steadily over the {points:.0f} points "
-        "since.",
+        "{now:.4g} now ({rise:.1%} higher), rising steadily over its latest {points:.0f} "
+        "points.",
         advice="Training may have gone past its best point: watch the validation metrics, "
         "keep the checkpoint from the low, and lower learning_rate or train fewer epochs "
         "if the rise goes on.",

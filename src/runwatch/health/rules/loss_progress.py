@@ -150,7 +150,10 @@ RULES: tuple[Rule, ...] = (
         "split, a finished log of 8 points or more whose loss fell less than 5% is "
         "labelled not falling 31 times in 36, while on 4 to 7 points the labels split "
         "(4 healthy, 4 not falling): a handful of points cannot tell a loss that does "
-        "not fall from one that has not fallen yet.",
+        "not fall from one that has not fallen yet. Nor is it a warning where the loss "
+        "fell at each of its latest 5 points or more, by 0.5% of its start in all: it is "
+        "still falling (a 14-step warm-up window whose loss falls at every step, 1.5% in "
+        "all); a flat or noisy loss does not fall at six points in a row.",
         message=WHOLE_LOG_MESSAGE,
         advice="The run trained without learning: raise learning_rate (a LoRA at a low rank "
         "or a small lr barely moves the model), check that the parameters (or the adapter) "
