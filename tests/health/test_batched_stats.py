@@ -19,10 +19,13 @@ from runwatch.health.evaluators import GAP_SCAN_LEAST, _first_gap
 from runwatch.health.progress import NoImprovement
 from runwatch.health.trendstats import (
     AHEAD_LEAST,
+    EVEN_LEAST,
     Buckets,
     change_noise,
     effect,
     span_effects,
+    theil_sen,
+    theil_sen_even,
     thin,
     window_change_noises,
     window_effects,
@@ -92,6 +95,16 @@ def test_span_effects_are_effect_on_each_thinned_span(
             assert same(got[k], effect(*thin(*span, 8), relative, 1e-6))
         else:  # left to the caller: too few or too many buckets, or steps that repeat
             assert not rising or not 3 <= len(span[0]) <= 8
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(value_st, min_size=2, max_size=EVEN_LEAST + 30))
+def test_theil_sen_even_is_theil_sen_at_points_0_1_2(ys: list[float]) -> None:
+    # numpy from EVEN_LEAST points on: the same quotients and the same median (a zero's
+    # sign aside, which only a comparison with 0 reads)
+    want = theil_sen([float(i) for i in range(len(ys))], ys)
+    got = theil_sen_even(ys)
+    assert got == want and (len(ys) >= EVEN_LEAST or same(got, want))
 
 
 def test_spans_over_steps_that_go_back_are_left_to_bisect() -> None:

@@ -43,7 +43,9 @@ def test_a_loss_still_falling_at_its_end_is_an_info() -> None:
     run = "other_llm_from_scratch_aaron_14steps"
     (f,) = _of(_finished({"loss": _columns(run, "loss")}), "loss.flat_finished_run")
     assert f.severity == "info" and f.evidence["still_falling"] == 13
-    assert "still falling at each of its latest 13 points" in f.message
+    assert f.message == ("Over its whole log of 14 points, loss never fell more than 1.5% "
+                         "below where it started (10.87 → lowest 10.71, last 10.71). It is "
+                         "still falling: it fell at each of its latest 13 points.")
     # The same loss with its last point back up: the verdict warns, as before.
     steps, values = _columns(run, "loss")
     (f,) = _of(_finished({"loss": (steps, [*values[:-1], values[-3]])}),

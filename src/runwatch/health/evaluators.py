@@ -615,10 +615,9 @@ class Evaluator:
             log = ("a log that starts mid-run (not at the run's start)"
                    if evidence.get("mid_run") else "its whole log")
             falls = evidence.get("still_falling")
-            if falls:  # the verdict stands, and what lowers it is said
-                log += f", still falling at each of its latest {falls:.0f} points,"
-
-            words = {"log": log}
+            # the verdict stands, and what lowers it to an info is said after it
+            words = {"log": log, "falling": f" It is still falling: it fell at each of its "
+                     f"latest {falls:.0f} points." if falls else ""}
             if evidence.get("by_end"):  # its lowest point went further: where it ended
                 return {**words, "change": f"ended only {size} below where it started"
                         if size else "ended no lower than where it started"}

@@ -16,7 +16,7 @@ from itertools import pairwise
 from typing import Any
 
 from runwatch.health.detectors import INF, KOfN, Waiting, mad_sd, median, robust_sd
-from runwatch.health.trendstats import theil_sen
+from runwatch.health.trendstats import change_error, change_noise, theil_sen_even
 
 # The last of the 4 decimals trainers log a loss to (the HF Trainer rounds there): a change
 # or a noise below it is the logger's rounding, not a measurement.
@@ -564,7 +564,7 @@ class Isolated(_FoundLater):
     loss at the logger's rounding (a memorised set) moves by multiples of itself at no
     cost. A hit keeps its finding open `hold` points."""
 
-    OF_START = 0.01
+    OF_START = Jump.OF_START
 
     def __init__(self, factor: float = 3.0, window: int = 5, min_history: int = 3,
                  back: float = 1.5, hold: int = 5,
@@ -621,13 +621,12 @@ class Upturn:
     its latest 3 points stands `min_rel` (relative) above its lowest median of 3, at least
     `min_points` points have been logged from that low on (the low included), and the
     Theil-Sen trend through them (the latest `window` at most) rises by `z` standard
-    errors of such a rise in the series' own point-to-point noise (the median absolute
-    deviation of its latest `window` changes, and no less than the smallest change it
-    logged: the logger's last digit). A loss that has settled wanders about its low with
-    no trend; one that turns
-    back up rises steadily, however little (an LSTM's per-epoch loss 0.9% above its low
-    over its last 16 epochs rises 6 standard errors). Judged at every point of a run's
-    first `DENSE` points, then every `STRIDE` points."""
+    errors of such a rise in the series' own point-to-point noise (`change_noise` of its
+    latest `window` changes, and no less than the smallest change it logged: the
+    logger's last digit). A loss that has settled wanders about its low with
+    no trend; one that turns back up rises steadily, however little (an LSTM's per-epoch
+    loss 0.9% above its low over its last 16 epochs rises 6 standard errors). Judged at
+    every point of a run's first `DENSE` points, then every `STRIDE` points."""
 
     DENSE = 200
     STRIDE = 8
@@ -678,19 +677,16 @@ class Upturn:
         rel = (now - low[1]) / max(abs(low[1]), 1e-12)
         if rel < self.min_rel:
             return False
-        n = len(since)
-        rise = theil_sen([float(i) for i in range(n)], since) * (n - 1)
-        changes = [b - a for a, b in pairwise(self.tail)]
+        rise = theil_sen_even(since) * (len(since) - 1)
         # Never below the logger's own step, the smallest change it logged: a loss
-        # written to 2 or 4 decimals that sits still has a measured noise of 0, and one
-        # step of its last digit would be a rise of infinitely many standard errors.
-        step = min((abs(c) for c in changes if c), default=0.0)
-        noise = max(mad_sd(changes, median(changes)) / math.sqrt(2), step)
-        error = noise * (n - 1) * math.sqrt(12.0 / (n * (n * n - 1)))
-        if rise <= self.z * error:
+        # written to 2 or 4 decimals that sits still has a measured noise of about 0, and
+        # one step of its last digit would be a rise of very many standard errors.
+        step = min((abs(b - a) for a, b in pairwise(self.tail) if b != a), default=0.0)
+        noise = max(change_noise(self.tail), step)
+        if rise <= self.z * change_error(since, False, 0.0, noise):
             return False
         self.held = {"low": low[1], "low_step": low[0], "now": now, "rise": rel,
-                     "points": float(n)}
+                     "points": float(len(since))}
         return True
 
     def state(self) -> dict[str, Any]:

@@ -384,9 +384,10 @@ def role_by_words(key: str) -> str | None:
     words = set(re.split(r"[^a-z0-9]+", name)) - {""}
     if "dev" in words and words & SPREAD:
         words.discard("dev")  # a standard deviation (`reward_std_dev`), not a dev set
-    if ({"cross", "entropy"} <= words or ("loss" in words and words & CROSS_ENTROPY)) and (
-            words & NOT_CROSS_ENTROPY_LOSS):
+    loss_words = _loss_words(words)
+    if loss_words != words and words & NOT_CROSS_ENTROPY_LOSS:
         return None  # a cross-entropy, but not the model's loss (NOT_CROSS_ENTROPY_LOSS)
+    words = loss_words
     if words & HELD_OUT or PER_PROMPT_SAMPLES.search(name):
         # A held-out metric under a name of its own is left unread: its scale is unknown
         # (an environment's episode return), and the validation rules judge absolute falls
@@ -395,8 +396,7 @@ def role_by_words(key: str) -> str | None:
         # trained on, whose rules judge it against its own best.
         if _quality_share(name, words):
             return "val/accuracy"
-        held = _loss_words(words)
-        if "loss" in held and not held & (NOT_THE_MODELS_LOSS | NOT_A_LEVEL | SPREAD):
+        if "loss" in words and not words & (NOT_THE_MODELS_LOSS | NOT_A_LEVEL | SPREAD):
             return "val/loss"
         return None
     if _quality_share(name, words):
@@ -418,7 +418,6 @@ def role_by_words(key: str) -> str | None:
             return "async/accepted_groups"
     if words & NOT_A_LEVEL:
         return None
-    words = _loss_words(words)
     for role, wanted, unwanted in ROLE_WORDS:
         if not words & wanted or words & unwanted:
             continue

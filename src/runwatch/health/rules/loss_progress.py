@@ -25,7 +25,7 @@ MID_RUN_INFO = ("On a log that starts mid-run (its first step more than 3 loggin
 # What a verdict on a finished run's whole loss log says (loss.flat_finished_run,
 # loss.fell_little): its start, lowest and last points, read the kindest way to the run.
 WHOLE_LOG_MESSAGE = ("Over {log} of {points:.0f} points, {metric} {change} ({start:.4g} "
-                     "→ lowest {lowest:.4g}, last {last:.4g}).")
+                     "→ lowest {lowest:.4g}, last {last:.4g}).{falling}")
 
 
 RULES: tuple[Rule, ...] = (
