@@ -633,8 +633,12 @@ class Evaluator:
                 change += " in a log that starts mid-run (not at the run's start)"
             return {"change": change}
         if kind == "flat_since":
+            verdict = ("the log starts mid-run (not at the run's start), so the model may "
+                       "have learned before it." if evidence.get("mid_run")
+                       else "the model is not learning.")
             return {"val_change": change_words(evidence.get("val_effect"), True, "down"),
-                    "train_change": change_words(evidence.get("train_effect"), True, "down")}
+                    "train_change": change_words(evidence.get("train_effect"), True, "down"),
+                    "verdict": verdict}
         if kind == "divergence":
             relative = bool(_num(self.params, "relative", 0))
             return {"a_change": change_words(evidence.get("a_effect_seen"), relative),

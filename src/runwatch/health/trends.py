@@ -14,7 +14,7 @@ from itertools import accumulate, pairwise
 from typing import Any
 
 from runwatch.health.detectors import Waiting, median, robust_sd
-from runwatch.health.progress import NoProgress
+from runwatch.health.progress import EpochStart, NoProgress, starts_mid_run
 from runwatch.health.trendstats import (
     AHEAD_LEAST,
     MOST_MEDIAN,
@@ -444,7 +444,13 @@ class FlatSince(Onsets):
     from where it started (a GPT-2 fine-tune logging 1.96, 1.23, 1.31 every 100 steps and
     1.2-1.5 since, while its validation loss falls 1.371 -> 1.324 over its first eight),
     where a first log a few percent above the next is noise. Nor while either loss has
-    risen by `min_change` since the first validation: a loss that jumped up has moved."""
+    risen by `min_change` since the first validation: a loss that jumped up has moved.
+
+    A verdict on a log that starts mid-run (`starts_mid_run`, by the training loss's first
+    step and logging stride, or by the run's epochs) says so (`mid_run` in the evidence,
+    which makes the finding info), as the other loss-flat verdicts do: both losses flat
+    over a window cut from a longer run (a resumed run, a table whose first row is far
+    into training) may have fallen before it."""
 
     HALF = 5
     OPENING = 3  # the run's first logs whose median is where it started
@@ -463,12 +469,21 @@ class FlatSince(Onsets):
         self.recent: list[list[float]] = [list(p) for p in st.get("recent", [])]
         self.waiting = Waiting(st.get("wait"))
         self.opening: list[float] = list(st.get("o", []))  # the run's first training points
+        # the training loss's first and latest step and its finite points: where the log
+        # starts and its logging stride (`starts_mid_run`)
+        self.train_span: list[float] = list(st.get("ts", []))  # [first, last, count]
+        self.epochs = EpochStart()  # the run's epochs (the engine's, shared)
         self.verdict = bool(st.get("v", False))
         self.held: dict[str, float] = dict(st.get("held", {}))
         self.marks: list[tuple[int, float]] = []
 
     def feed_a(self, steps: list[int], values: list[float]) -> None:
         """Training points: they wait for the validations of their batch (`Waiting`)."""
+        at = [s for s, v in zip(steps, values, strict=True) if v - v == 0]
+        if at:
+            span = self.train_span
+            self.train_span = ([float(at[0]), float(at[-1]), float(len(at))] if not span
+                               else [span[0], float(at[-1]), span[2] + len(at)])
         if len(self.opening) < MOST_MEDIAN:  # filled once, from the run's first points
             finite = [v for v in values if v - v == 0]
             self.opening.extend(finite[: MOST_MEDIAN - len(self.opening)])
@@ -539,7 +554,18 @@ class FlatSince(Onsets):
         if holds:
             self.held = {"val_effect": -val_fall, "train_effect": -train_fall,
                          "since": self.first[0], "points": self.count}
+            if self._mid_run():
+                self.held["mid_run"] = 1.0
         return holds
+
+    def _mid_run(self) -> bool:
+        """Whether the log does not hold the run's start: its training loss's first step
+        lies more than `WINDOW_STRIDES` of its logging strides after step 0, or its epochs
+        say so (`starts_mid_run`)."""
+        if not self.train_span:
+            return self.epochs.window()
+        first, last, count = self.train_span
+        return starts_mid_run(first, (last - first) / max(1.0, count - 1), self.epochs)
 
     def _half_needed(self, train: list[float], early: list[float]) -> int | None:
         """The points a median needs for two of them to show a fall of `min_change` in the
@@ -550,4 +576,4 @@ class FlatSince(Onsets):
     def state(self) -> dict[str, Any]:
         return {"first": self.first, "n": self.count, "early": self.early,
                 "recent": self.recent, "wait": self.waiting.state(), "o": self.opening,
-                "v": self.verdict, "held": self.held}
+                "ts": self.train_span, "v": self.verdict, "held": self.held}

@@ -83,9 +83,9 @@ RULES: tuple[Rule, ...] = (
         "logs, or its first log where that stands a quarter or more above the median: a "
         "loss that fell 3.93, 1.23, 1.06 over its first logs and paused has learned, and "
         "so has one that logged 1.96 then 1.2-1.5 (a first log a few percent above the "
-        "next is noise, no fall).",
+        "next is noise, no fall). " + MID_RUN_INFO,
         message="{metric} {val_change} and the training loss {train_change} since step "
-        "{since:.0f} ({points:.0f} validations): the model is not learning.",
+        "{since:.0f} ({points:.0f} validations): {verdict}",
         advice="Raise learning_rate (a LoRA at a low rank or a small lr barely moves the "
         "model), check that the adapter's parameters are trainable and get gradients, and "
         "check the loss mask (trained_tokens) and the data.",
