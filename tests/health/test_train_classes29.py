@@ -76,3 +76,34 @@ def test_the_detector_in_batches_of_any_size() -> None:
         assert live == verdicts and any(verdicts)
         assert one.held == whole.held
         assert bool(whole.held.get("mid_run")) == (first == 5000)
+
+
+def test_every_loss_flat_verdict_takes_the_stride_the_same_way() -> None:
+    """One stride estimate for "starts mid-run" (`starts_mid_run`): the span of the points
+    logged so far over the gaps between them. A log whose first step is 30, logged every
+    10 steps but for one gap of 200, is a window for none of the verdicts and for all of
+    them once its first step is 400."""
+    from runwatch.health.finished import WholeWindow
+    from runwatch.health.progress import EpochStart, NoProgress, starts_mid_run
+
+    assert not starts_mid_run(30, 30 + 10 * 39, 40, EpochStart())
+    assert starts_mid_run(400, 400 + 10 * 39, 40, EpochStart())
+    values = [2.0 + 0.01 * ((i * 7) % 5) for i in range(40)]
+    for first, window in ((30, False), (400, True)):
+        steps = [first + 10 * i + (200 if i >= 20 else 0) for i in range(40)]
+        whole = NoProgress(min_change=0.05, warmup=30, bucket=5, window_info=True)
+        whole.feed(steps, values)
+        one = NoProgress(min_change=0.05, warmup=30, bucket=5, window_info=True)
+        for s, v in zip(steps, values, strict=True):
+            one = NoProgress(min_change=0.05, warmup=30, bucket=5, window_info=True,
+                             state=one.state())
+            one.feed([s], [v])
+        assert whole.held["mid_run"] == one.held["mid_run"] == float(window)
+        finished = WholeWindow()
+        finished.feed(steps, values)
+        held = finished.judge(0.05, 8, 0.0)
+        assert held is not None and held["mid_run"] == float(window)
+        flat = FlatSince(min_change=0.04, min_points=3)
+        flat.feed_a(steps, values)
+        flat.feed(steps[::5], [3.0] * 8)
+        assert flat.held and bool(flat.held.get("mid_run")) == window

@@ -97,9 +97,8 @@ class WholeWindow:
         if self.count < max(2, min_points) or self.lowest is None or self.first_step is None:
             return None
         assert self.last_step is not None
-        stride = max(1.0, (self.last_step - self.first_step) / (self.count - 1))
         # a log that starts mid-run: what it shows is this window, not the run
-        mid_run = starts_mid_run(self.first_step, stride, self.epochs)
+        mid_run = starts_mid_run(self.first_step, self.last_step, self.count, self.epochs)
         k = max(1, min(EDGE, self.count // 3))
         start = max(self.head[0], median(self.head[:k]))
         end = median(self.tail[-k:])

@@ -76,6 +76,7 @@ class NoProgress:
         # the weights do not move, or it sits at chance).
         self.max_spread = max_spread
         self._pending: list[float] = []
+        self._pending_steps: list[int] = []
         self._fed = 0
         # With `moved`, it holds the other way: the series *has* moved by min_change
         # from where it started (an entropy fallen to a fraction of its start).
@@ -98,6 +99,7 @@ class NoProgress:
         self.tail: list[float] = list(st.get("t", []))  # the latest TAIL points (noise_z)
         self.head: list[float] = list(st.get("h", []))  # the first MOST_MEDIAN (noise_z)
         self.count = int(st.get("c", 0))  # finite points so far
+        self.last_step: float | None = st.get("ls")  # the step of the latest of them
         # Whether a judgement got past the warm-up and the noise: a finished run this
         # never judged is judged on its whole log instead (`runwatch.health.finished`).
         self.judged = bool(st.get("j", False))
@@ -107,7 +109,7 @@ class NoProgress:
             at = next((i for i, v in enumerate(values) if v - v == 0), None)
             if at is not None:
                 self.first = [float(steps[at]), values[at]]
-        self._pending, self._fed = values, 0
+        self._pending, self._pending_steps, self._fed = values, steps, 0
         out = judge(self.buckets, steps, values, self)
         self.take_upto(len(values) - 1)
         return out
@@ -116,6 +118,10 @@ class NoProgress:
         """Count the batch's finite points up to index `end`, widen the lowest-to-highest
         extent by them, and keep the latest of them for the noise."""
         finite = [v for v in self._pending[self._fed:end + 1] if v - v == 0]
+        if finite:
+            self.last_step = float(next(
+                self._pending_steps[i] for i in range(end, self._fed - 1, -1)
+                if self._pending[i] - self._pending[i] == 0))
         self._fed = max(self._fed, end + 1)
         self.count += len(finite)
         if self.noise_z:
@@ -176,11 +182,8 @@ class NoProgress:
             self.held = {"effect": self.last_effect, "start": start, "now": now,
                          "span": xs[-1] - self.first[0], "points": self.count}
             if self.window_info:
-                # xs[-1] is the median step of the latest bucket, the (closed - 1)th, whose
-                # middle point lies that many buckets and half a bucket after the first
-                at = (closed - 1) * b.size + (b.size - 1) / 2
-                stride = (xs[-1] - self.first[0]) / at if at > 0 else 1.0
-                self.held["mid_run"] = float(starts_mid_run(self.first[0], stride,
+                last = self.first[0] if self.last_step is None else self.last_step
+                self.held["mid_run"] = float(starts_mid_run(self.first[0], last, self.count,
                                                             self.epochs))
         return holds
 
@@ -190,6 +193,8 @@ class NoProgress:
         if self.extent is not None:
             st["extent"] = self.extent
         st["c"] = self.count
+        if self.last_step is not None:
+            st["ls"] = self.last_step
         if self.judged:
             st["j"] = True
         if self.noise_z:
@@ -255,10 +260,14 @@ class EpochStart:
         return {"e": self.first, "s": self.last_step}
 
 
-def starts_mid_run(first_step: float, stride: float, epochs: EpochStart) -> bool:
+def starts_mid_run(first_step: float, last_step: float, points: int,
+                   epochs: EpochStart) -> bool:
     """Whether a log does not hold its run's start: its first step lies more than
     `WINDOW_STRIDES` logging strides (at least 1 step) after step 0 (a window of a longer
-    run, or a resumed one), or its epochs say so (`EpochStart`)."""
+    run, or a resumed one), or its epochs say so (`EpochStart`). The stride is the span
+    of the `points` finite points logged so far, `first_step` to `last_step`, over the
+    gaps between them: every verdict that asks takes it the same way."""
+    stride = (last_step - first_step) / max(1, points - 1)
     return first_step > WINDOW_STRIDES * max(stride, 1.0) or epochs.window()
 
 
@@ -459,7 +468,7 @@ class NoImprovement:
     def _window(self, step: int) -> bool:
         """Whether the log does not hold the run's start (`starts_mid_run`)."""
         first = self.first_step or 0
-        return starts_mid_run(first, (step - first) / max(1, self.count - 1), self.epochs)
+        return starts_mid_run(first, step, self.count, self.epochs)
 
     def state(self) -> dict[str, Any]:
         return {"head": self.head, "tail": self.tail, "n": self.count, "fs": self.first_step,

@@ -565,7 +565,7 @@ class FlatSince(Onsets):
         if not self.train_span:
             return self.epochs.window()
         first, last, count = self.train_span
-        return starts_mid_run(first, (last - first) / max(1.0, count - 1), self.epochs)
+        return starts_mid_run(first, last, int(count), self.epochs)
 
     def _half_needed(self, train: list[float], early: list[float]) -> int | None:
         """The points a median needs for two of them to show a fall of `min_change` in the
