@@ -220,3 +220,40 @@ def test_a_finding_counts_at_the_highest_severity_it_reaches(tmp_path: Path) -> 
     (found,) = [d for d in result.detections if d.rule_id == "rl.no_progress"]
     assert found.severity == "warning" and found.point < 30
     assert "rl.no_progress" in score([result], "train")["healthy"]["with_warnings"]["flat"]
+
+
+def test_the_table_names_train_runs_and_counts_held_back_ones(tmp_path: Path) -> None:
+    # A held-back healthy run with a warning is listed as a count by rule, not by name (a
+    # held-back run's findings are not read run by run); a train one by name. A healthy
+    # run with an info and no warning is counted apart: no false alarm, but read.
+    corpus = tmp_path / "corpus"
+    noise = [0.004, -0.007, 0.009, -0.002, 0.006, -0.009, 0.001, 0.008, -0.005, 0.003]
+    losses = [2.0 - 0.01 * i + noise[i % 10] for i in range(30)]
+    spiked = list(losses)
+    spiked[20] *= 1.6
+    trl_log(corpus / "train_nan", [*losses[:6], math.nan, *losses[7:]])
+    trl_log(corpus / "held_nan", [*losses[:8], math.nan, *losses[9:]])
+    trl_log(corpus / "held_spike", spiked)
+    trl_log(corpus / "held_ok", [0.5 + 1.5 * 0.9 ** i for i in range(30)])
+    runs: dict[str, Any] = {
+        name: {"file": "trainer_state.json", "method": "sft", "split": split,
+               "label": "healthy", "onset_step": None}
+        for name, split in (("train_nan", "train"), ("held_nan", "holdout"),
+                            ("held_spike", "holdout"), ("held_ok", "holdout"))}
+    for name in ("held_nan", "held_spike", "held_ok"):
+        runs[name]["round"] = 3
+    (corpus / "labels.yaml").write_text(yaml.safe_dump({"runs": runs}), encoding="utf-8")
+    res = CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus)])
+    assert res.exit_code == 0, res.output
+    assert "train_nan: metric.non_finite" in res.output
+    assert "held_nan" not in res.output and "held_spike" not in res.output
+    assert "held back, 1 run (by rule): metric.non_finite 1" in res.output
+    assert ("holdout: 0 of 0 pathologies found (—; 0 by a warning, —), median delay — "
+            "logged points; 1 of 3 healthy runs with a warning (33%, 95% interval 6-79%), "
+            "1 more with an info only") in res.output
+    out = json.loads(CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus),
+                                              "--split", "holdout", "-o", "json"]).stdout)
+    healthy = out["scores"]["holdout"]["healthy"]
+    assert list(healthy["with_warnings"]) == ["held_nan"]
+    assert list(healthy["with_infos_only"]) == ["held_spike"]
+    assert "loss.spike" in healthy["with_infos_only"]["held_spike"]

@@ -97,6 +97,7 @@ def _num(value: float | None) -> str:
 
 
 def _tables(data: dict[str, Any], wide: bool) -> None:
+    held = {r["name"] for r in data["runs"] if r["split"] != "train"}
     for sp, sc in data["scores"].items():
         rows = [[cls, c["runs"], c["detected"], pct(c["recall"]), len(c["false_positives"]),
                  pct(c["precision"]), _num(c["median_delay_points"]),
@@ -107,9 +108,26 @@ def _tables(data: dict[str, Any], wide: bool) -> None:
                     title=f"{sp}: {sc['runs']} runs", wide=wide, drop=["missed"],
                     prose=["missed"])
         h = sc["healthy"]
-        line(summary_line(sp, sc) + "".join(f"\n  {name}: {', '.join(rules)}"
-                                            for name, rules in h["with_warnings"].items()))
+        line(summary_line(sp, sc) + "".join(f"\n  {entry}" for entry in _named(
+            h["with_warnings"], held)))
         if h["process_findings"]:
-            line("  (not counted: " + "; ".join(
-                f"{name}: {', '.join(rules)}" for name, rules in h["process_findings"].items())
-                 + ")")
+            line("  (not counted: " + "; ".join(_named(h["process_findings"], held)) + ")")
+
+
+def _named(by_run: dict[str, list[str]], held: set[str]) -> list[str]:
+    """The rules of each train run by name, and those of the held-back runs as counts by
+    rule: a held-back run's findings are not read run by run (docs/health.md, the
+    protocol), and the table is what the lead reads when a new round is scored."""
+    out = [f"{name}: {', '.join(rules)}" for name, rules in by_run.items()
+           if name not in held]
+    counts: dict[str, int] = {}
+    for name, rules in by_run.items():
+        if name in held:
+            for rule in rules:
+                counts[rule] = counts.get(rule, 0) + 1
+    if counts:
+        runs = sum(1 for name in by_run if name in held)
+        out.append(f"held back, {runs} run{'s' if runs != 1 else ''} (by rule): "
+                   + ", ".join(f"{rule} {n}" for rule, n in
+                               sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+    return out

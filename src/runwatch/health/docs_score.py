@@ -26,7 +26,12 @@ noise, and 0 warned in 233 would read 0-2%, not a rate of 0);
 `run.stalled` is listed apart, since it reads wall-clock gaps between log lines that
 the labels do not judge. Held-back runs (`split: holdout`) stay out of tuning;
 the score is printed for `train`, for `holdout`, for every run, and for each `round` of
-held-back runs (`--round N` scores one round alone).
+held-back runs (`--round N` scores one round alone). The summary line also counts the
+healthy runs with an info and no warning ("2 more with an info only"; `with_infos_only` in
+`-o json`): no false alarm by the score's bar, but a finding a user reads all the same.
+Under it, the table names each train run with a warning and its rules, and gives the
+held-back ones as counts by rule only, since a held-back run's findings are not read run
+by run (`-o json` and `-o wide` hold every run, for the lead who spends a round).
 
 The findings of these rules count toward these classes:
 

@@ -279,6 +279,11 @@ def score(results: list[Replayed], split: str = "all",
                                   and d.rule_id not in PROCESS_RULES}) for r in healthy}
     process = {r.run.name: sorted({d.rule_id for d in r.detections
                                    if d.rule_id in PROCESS_RULES}) for r in healthy}
+    # Not a false alarm, but what a user of a healthy run reads all the same: the healthy
+    # runs with a finding below a warning and none above it.
+    infos = {r.run.name: sorted({d.rule_id for d in r.detections
+                                 if d.rule_id not in PROCESS_RULES})
+             for r in healthy if not alarms[r.run.name]}
     labelled = [r for r in chosen if r.run.labels]
     found = [r for r in labelled if any(d.cls in {lab.cls for lab in r.run.labels}
                                         for d in r.detections)]
@@ -301,6 +306,7 @@ def score(results: list[Replayed], split: str = "all",
                     "warned_interval": interval(sum(1 for v in alarms.values() if v),
                                                 len(healthy)),
                     "with_warnings": {k: v for k, v in alarms.items() if v},
+                    "with_infos_only": {k: v for k, v in infos.items() if v},
                     "process_findings": {k: v for k, v in process.items() if v}},
     }
 
@@ -329,17 +335,20 @@ def pct(value: float | None) -> str:
 
 def summary_line(title: str, sc: dict[str, Any]) -> str:
     """A score's one line, as `health-eval` and `make bench` print it: pathologies found
-    (any severity) and told by a warning, the median delay, healthy runs warned."""
+    (any severity) and told by a warning, the median delay, healthy runs warned, and the
+    healthy runs with an info and no warning (not false alarms, but read all the same)."""
     p, h = sc["pathologies"], sc["healthy"]
     delay = p["median_delay_points"]
     warned = len(h["with_warnings"])
+    infos = len(h.get("with_infos_only", {}))
     return (f"{title}: {p['detected']} of {p['runs']} pathologies found ({pct(p['recall'])}"
             f"{_between(interval(p['detected'], p['runs']))}; "
             f"{p['warned']} by a warning, {pct(p['warned_recall'])}), median delay "
             f"{'—' if delay is None else f'{delay:g}'} logged points; "
             f"{warned} of {h['runs']} healthy runs with a warning"
             + (f" ({pct(warned / h['runs'])}{_between(interval(warned, h['runs']))})"
-               if h["runs"] else ""))
+               if h["runs"] else "")
+            + (f", {infos} more with an info only" if infos else ""))
 
 
 def run_rows(results: list[Replayed]) -> list[dict[str, Any]]:
