@@ -250,10 +250,41 @@ def test_the_table_names_train_runs_and_counts_held_back_ones(tmp_path: Path) ->
     assert "held back, 1 run (by rule): metric.non_finite 1" in res.output
     assert ("holdout: 0 of 0 pathologies found (—; 0 by a warning, —), median delay — "
             "logged points; 1 of 3 healthy runs with a warning (33%, 95% interval 6-79%), "
-            "1 more with an info only") in res.output
+            "1 of them resolved by the run's end, 1 more with an info only") in res.output
     out = json.loads(CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus),
                                               "--split", "holdout", "-o", "json"]).stdout)
     healthy = out["scores"]["holdout"]["healthy"]
     assert list(healthy["with_warnings"]) == ["held_nan"]
     assert list(healthy["with_infos_only"]) == ["held_spike"]
     assert "loss.spike" in healthy["with_infos_only"]["held_spike"]
+
+
+def test_a_warning_taken_back_by_the_run_s_end_is_counted(tmp_path: Path) -> None:
+    # Two healthy GRPO runs whose reward sits flat for their first 45 steps: one rises
+    # from there, and rl.no_progress's warning resolves; the other stays flat, and its
+    # warning is open at the end. Both are warned; only the first was taken back.
+    corpus = tmp_path / "corpus"
+    noise = [0.03, -0.02, 0.05, -0.04, 0.01, -0.05, 0.02, 0.04, -0.01, -0.03]
+
+    def grpo_log(name: str, rises: bool) -> None:
+        rows = [{"step": i + 1, "loss": 0.01, "reward_std": 0.3,
+                 "reward": 0.1 + noise[i % 10] + (0.05 * (i - 44) if rises and i > 44 else 0)}
+                for i in range(120)]
+        (corpus / name).mkdir(parents=True)
+        (corpus / name / "trainer_state.json").write_text(
+            json.dumps({"log_history": rows}), encoding="utf-8")
+
+    grpo_log("late_riser", True)
+    grpo_log("never_rose", False)
+    runs = {name: {"file": "trainer_state.json", "method": "grpo", "split": "train",
+                   "label": "healthy", "onset_step": None}
+            for name in ("late_riser", "never_rose")}
+    (corpus / "labels.yaml").write_text(yaml.safe_dump({"runs": runs}), encoding="utf-8")
+    results = replay_all(load_corpus(corpus))
+    healthy = score(results, "train")["healthy"]
+    assert healthy["with_warnings"] == {"late_riser": ["rl.no_progress"],
+                                        "never_rose": ["rl.no_progress"]}
+    assert healthy["warnings_resolved_by_end"] == ["late_riser"]
+    res = CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus), "--split", "train"])
+    assert ("2 of 2 healthy runs with a warning (100%, 95% interval 34-100%), 1 of them "
+            "resolved by the run's end") in res.output

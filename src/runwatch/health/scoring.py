@@ -137,6 +137,7 @@ class Detection:
     step: int  # the step whose line made the finding appear
     point: int  # that line's index among the run's logged steps
     first_step: int
+    open_at_end: bool = True  # its status after the run's last line and end
 
 
 @dataclass
@@ -187,16 +188,18 @@ def replay(run: CorpusRun, folder: Path) -> Replayed:
             if pk is None:
                 pk = q.resolve_run(conn, run.name).pk
             f = s.findings.c
-            rows = conn.execute(select(f.id, f.rule_id, f.severity, f.first_step)
+            rows = conn.execute(select(f.id, f.rule_id, f.severity, f.first_step, f.status)
                                 .where(f.run_pk == pk)).all()
         for row in rows:
             known = seen.get(row.id)
             if known is not None:
                 if SEVERITY_RANK.get(row.severity, 0) > SEVERITY_RANK.get(known.severity, 0):
                     known.severity = row.severity
+                known.open_at_end = row.status == "open"
                 continue
             seen[row.id] = Detection(row.rule_id, RULE_CLASSES.get(row.rule_id),
-                                     row.severity, rec["step"], point, int(row.first_step))
+                                     row.severity, rec["step"], point, int(row.first_step),
+                                     row.status == "open")
             out.detections.append(seen[row.id])
 
     start = time.perf_counter()
@@ -279,6 +282,12 @@ def score(results: list[Replayed], split: str = "all",
                                   and d.rule_id not in PROCESS_RULES}) for r in healthy}
     process = {r.run.name: sorted({d.rule_id for d in r.detections
                                    if d.rule_id in PROCESS_RULES}) for r in healthy}
+    # A false alarm that the engine took back: every warning of the run had resolved by
+    # its end (a reward flat for its first 30 points that then rose), which a user saw
+    # while it held but does not find at the end.
+    taken_back = sorted(r.run.name for r in healthy if alarms[r.run.name] and not any(
+        d.open_at_end for d in r.detections
+        if SEVERITY_RANK.get(d.severity, 0) >= ALARM and d.rule_id not in PROCESS_RULES))
     # Not a false alarm, but what a user of a healthy run reads all the same: the healthy
     # runs with a finding below a warning and none above it.
     infos = {r.run.name: sorted({d.rule_id for d in r.detections
@@ -306,6 +315,7 @@ def score(results: list[Replayed], split: str = "all",
                     "warned_interval": interval(sum(1 for v in alarms.values() if v),
                                                 len(healthy)),
                     "with_warnings": {k: v for k, v in alarms.items() if v},
+                    "warnings_resolved_by_end": taken_back,
                     "with_infos_only": {k: v for k, v in infos.items() if v},
                     "process_findings": {k: v for k, v in process.items() if v}},
     }
@@ -335,12 +345,14 @@ def pct(value: float | None) -> str:
 
 def summary_line(title: str, sc: dict[str, Any]) -> str:
     """A score's one line, as `health-eval` and `make bench` print it: pathologies found
-    (any severity) and told by a warning, the median delay, healthy runs warned, and the
-    healthy runs with an info and no warning (not false alarms, but read all the same)."""
+    (any severity) and told by a warning, the median delay, healthy runs warned (and how
+    many of them had every warning resolved by the run's end), and the healthy runs with
+    an info and no warning (not false alarms, but read all the same)."""
     p, h = sc["pathologies"], sc["healthy"]
     delay = p["median_delay_points"]
     warned = len(h["with_warnings"])
     infos = len(h.get("with_infos_only", {}))
+    resolved = len(h.get("warnings_resolved_by_end", []))
     return (f"{title}: {p['detected']} of {p['runs']} pathologies found ({pct(p['recall'])}"
             f"{_between(interval(p['detected'], p['runs']))}; "
             f"{p['warned']} by a warning, {pct(p['warned_recall'])}), median delay "
@@ -348,6 +360,7 @@ def summary_line(title: str, sc: dict[str, Any]) -> str:
             f"{warned} of {h['runs']} healthy runs with a warning"
             + (f" ({pct(warned / h['runs'])}{_between(interval(warned, h['runs']))})"
                if h["runs"] else "")
+            + (f", {resolved} of them resolved by the run's end" if resolved else "")
             + (f", {infos} more with an info only" if infos else ""))
 
 
@@ -358,5 +371,6 @@ def run_rows(results: list[Replayed]) -> list[dict[str, Any]]:
         "points": len(r.steps), "seconds": round(r.seconds, 3),
         "findings": [{"rule_id": d.rule_id, "class": d.cls, "severity": d.severity,
                       "detected_step": d.step, "detected_point": d.point,
-                      "first_step": d.first_step} for d in r.detections],
+                      "first_step": d.first_step, "open_at_end": d.open_at_end}
+                     for d in r.detections],
     } for r in results]
