@@ -107,3 +107,23 @@ def test_every_loss_flat_verdict_takes_the_stride_the_same_way() -> None:
         flat.feed_a(steps, values)
         flat.feed(steps[::5], [3.0] * 8)
         assert flat.held and bool(flat.held.get("mid_run")) == window
+
+
+def test_the_plateau_s_stride_is_that_of_the_points_up_to_its_validation() -> None:
+    # A log from step 110 every 10 steps, then one training point at step 5000: read
+    # whole, each validation is judged with the training points logged up to it, as a
+    # live run judges it, not with the later point that widens the stride.
+    steps = [110 + 10 * k for k in range(10)]
+    whole = FlatSince(min_change=0.04, min_points=3, noise_z=1.0)
+    whole.feed_a([*steps, 5000], [*LOSS, LOSS[-1]])
+    whole.feed(steps, VAL)
+    one = FlatSince(min_change=0.04, min_points=3, noise_z=1.0)
+    for s, loss, val in zip(steps, LOSS, VAL, strict=True):
+        one = FlatSince(min_change=0.04, min_points=3, noise_z=1.0, state=one.state())
+        one.feed_a([s], [loss])
+        one.feed([s], [val])
+    one = FlatSince(min_change=0.04, min_points=3, noise_z=1.0, state=one.state())
+    one.feed_a([5000], [LOSS[-1]])
+    assert whole.held == one.held and whole.held["mid_run"] == 1.0
+    assert whole.train_span == [110.0, 5000.0, 11.0]  # and the live one, once judged on
+    assert one.train_span == [110.0, 200.0, 10.0] and one.span_wait == [5000]

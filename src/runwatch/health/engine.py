@@ -37,7 +37,7 @@ from runwatch.health.thresholds import NONE, Overrides
 from runwatch.metrics.aliases import alone_rank, health_name
 from runwatch.store.points import PointColumns
 
-STATE_VERSION = 6
+STATE_VERSION = 7
 EPOCH = "epoch"  # the run's own epoch, where its log starts (`pg.EpochStart`)
 STRIDE_PROBE = 3  # distinct logged steps that show a run's stride
 CHUNK_STEPS = 1024  # divergence rules need series interleaved by step at this grain
