@@ -251,6 +251,8 @@ def test_the_table_names_train_runs_and_counts_held_back_ones(tmp_path: Path) ->
     assert ("holdout: 0 of 0 pathologies found (—; 0 by a warning, —), median delay — "
             "logged points; 1 of 3 healthy runs with a warning (33%, 95% interval 6-79%), "
             "1 of them resolved by the run's end, 1 more with an info only") in res.output
+    wide = CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus), "-o", "wide"])
+    assert wide.exit_code == 0 and "held_nan" not in wide.output
     out = json.loads(CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus),
                                               "--split", "holdout", "-o", "json"]).stdout)
     healthy = out["scores"]["holdout"]["healthy"]
@@ -288,3 +290,16 @@ def test_a_warning_taken_back_by_the_run_s_end_is_counted(tmp_path: Path) -> Non
     res = CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus), "--split", "train"])
     assert ("2 of 2 healthy runs with a warning (100%, 95% interval 34-100%), 1 of them "
             "resolved by the run's end") in res.output
+
+
+def test_the_wide_table_counts_held_back_misses(tmp_path: Path) -> None:
+    # The fixture's overfitting run is held back and missed: -o wide gives it as a count
+    # in the missed column; -o json still names it.
+    corpus = fixture(tmp_path)
+    wide = CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus), "--split",
+                                    "holdout", "-o", "wide"])
+    assert wide.exit_code == 0, wide.output
+    assert "1 held back" in wide.output
+    out = json.loads(CliRunner().invoke(app, ["health-eval", "--corpus", str(corpus),
+                                              "--split", "holdout", "-o", "json"]).stdout)
+    assert out["scores"]["holdout"]["classes"]["overfitting"]["missed"] == ["missed"]

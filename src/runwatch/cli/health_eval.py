@@ -101,7 +101,7 @@ def _tables(data: dict[str, Any], wide: bool) -> None:
     for sp, sc in data["scores"].items():
         rows = [[cls, c["runs"], c["detected"], pct(c["recall"]), len(c["false_positives"]),
                  pct(c["precision"]), _num(c["median_delay_points"]),
-                 _num(c["median_delay_steps"]), ", ".join(c["missed"]) or "—"]
+                 _num(c["median_delay_steps"]), _missed(c["missed"], held)]
                 for cls, c in sc["classes"].items()]
         print_table(["class", "runs", "found", "recall", "false +", "precision",
                      "delay (points)", "delay (steps)", "missed"], rows,
@@ -112,6 +112,16 @@ def _tables(data: dict[str, Any], wide: bool) -> None:
             h["with_warnings"], held)))
         if h["process_findings"]:
             line("  (not counted: " + "; ".join(_named(h["process_findings"], held)) + ")")
+
+
+def _missed(names: list[str], held: set[str]) -> str:
+    """The missed runs of a class for `-o wide`: train runs by name, held-back ones as a
+    count (`_named`)."""
+    shown = [name for name in names if name not in held]
+    hidden = len(names) - len(shown)
+    if hidden:
+        shown.append(f"{hidden} held back")
+    return ", ".join(shown) or "—"
 
 
 def _named(by_run: dict[str, list[str]], held: set[str]) -> list[str]:

@@ -31,7 +31,8 @@ healthy runs with an info and no warning ("2 more with an info only"; `with_info
 `-o json`): no false alarm by the score's bar, but a finding a user reads all the same.
 Under it, the table names each train run with a warning and its rules, and gives the
 held-back ones as counts by rule only, since a held-back run's findings are not read run
-by run (`-o json` holds every run, for the lead who spends a round).
+by run; `-o wide`'s column of missed runs likewise names train runs and counts held-back
+ones (`-o json` holds every run, for the lead who spends a round).
 Of the healthy runs warned, the line says how many had every warning resolved by the
 run's end ("1 of them resolved by the run's end"; `warnings_resolved_by_end`, and each
 finding's `open_at_end` in `-o json`): a false alarm the engine took back, which a user
