@@ -126,4 +126,5 @@ def test_the_plateau_s_stride_is_that_of_the_points_up_to_its_validation() -> No
     one.feed_a([5000], [LOSS[-1]])
     assert whole.held == one.held and whole.held["mid_run"] == 1.0
     assert whole.train_span == [110.0, 5000.0, 11.0]  # and the live one, once judged on
-    assert one.train_span == [110.0, 200.0, 10.0] and one.span_wait == [5000]
+    assert one.train_span == [110.0, 200.0, 10.0]  # its step 5000 waits in `waiting`
+    assert one.waiting.points == [[5000.0, LOSS[-1]]]

@@ -59,8 +59,11 @@ class Waiting:
         self.points.extend([float(s), v] for s, v in zip(steps, values, strict=True)
                            if v - v == 0)
 
-    def drop_before(self, step: float) -> None:
+    def drop_before(self, step: float) -> list[list[float]]:
+        """Drop the points logged before `step`, and hand them back, oldest first."""
+        dropped = [p for p in self.points if p[0] < step]
         self.points = [p for p in self.points if p[0] >= step]
+        return dropped
 
     def take(self, upto: float) -> list[list[float]]:
         k = 0

@@ -40,6 +40,8 @@ PAIRED = ("divergence", "flat_since", "diverged", "gap_rising")
 # Paired detectors that start with whichever of their two series the run logs first.
 EITHER_FIRST = ("diverged", "gap_rising")
 LR = "learning_rate"  # read beside a reward judged for no improvement, for its warm-up
+# What a loss-flat finding on a log cut from a longer run says of it (`mid_run`).
+MID_RUN = "starts mid-run (not at the run's start)"
 
 
 def budget_value(
@@ -612,8 +614,7 @@ class Evaluator:
         if kind == "whole_window":
             fell = change_words(evidence.get("effect"), True)
             size = fell.removeprefix("fell ") if fell.startswith("fell") else None
-            log = ("a log that starts mid-run (not at the run's start)"
-                   if evidence.get("mid_run") else "its whole log")
+            log = f"a log that {MID_RUN}" if evidence.get("mid_run") else "its whole log"
             falls = evidence.get("still_falling")
             # the verdict stands, and what lowers it to an info is said after it
             words = {"log": log, "falling": f" It is still falling: it fell at each of its "
@@ -630,12 +631,11 @@ class Evaluator:
                 self.params.get("direction", "down"))
             change = change_words(evidence.get("effect"), True, wanted)
             if evidence.get("mid_run"):
-                change += " in a log that starts mid-run (not at the run's start)"
+                change += f" in a log that {MID_RUN}"
             return {"change": change}
         if kind == "flat_since":
-            verdict = ("the log starts mid-run (not at the run's start), so the model may "
-                       "have learned before it." if evidence.get("mid_run")
-                       else "the model is not learning.")
+            verdict = (f"the log {MID_RUN}, so the model may have learned before it."
+                       if evidence.get("mid_run") else "the model is not learning.")
             return {"val_change": change_words(evidence.get("val_effect"), True, "down"),
                     "train_change": change_words(evidence.get("train_effect"), True, "down"),
                     "verdict": verdict}

@@ -469,13 +469,10 @@ class FlatSince(Onsets):
         self.recent: list[list[float]] = [list(p) for p in st.get("recent", [])]
         self.waiting = Waiting(st.get("wait"))
         self.opening: list[float] = list(st.get("o", []))  # the run's first training points
-        # the training loss's first and latest step and its finite points up to the
-        # validation judged: where the log starts and its logging stride
-        # (`starts_mid_run`); the steps of the last batch's points wait for the
-        # validations of their batch, as the points do (a batch read whole judges each
-        # validation with the points logged up to it)
+        # the training loss's first and latest step and its finite points handed over by
+        # `waiting` so far (up to the validation judged): where the log starts and its
+        # logging stride (`starts_mid_run`)
         self.train_span: list[float] = list(st.get("ts", []))  # [first, last, count]
-        self.span_wait: list[int] = list(st.get("tw", []))
         self.epochs = EpochStart()  # the run's epochs (the engine's, shared)
         self.verdict = bool(st.get("v", False))
         self.held: dict[str, float] = dict(st.get("held", {}))
@@ -490,27 +487,24 @@ class FlatSince(Onsets):
             self._place(math.inf)
         elif steps:
             # Only points from the first validation on count, and it comes no earlier
-            # than the batch that holds it: earlier batches' points are dropped.
-            self.waiting.drop_before(steps[0])
+            # than the batch that holds it: earlier batches' points are dropped (but
+            # counted where the log starts).
+            self._count(self.waiting.drop_before(steps[0]))
         self.waiting.add(steps, values)
-        # the steps of earlier batches were logged before any validation still to come
-        self._span_upto(math.inf)
-        self.span_wait = [s for s, v in zip(steps, values, strict=True) if v - v == 0]
 
-    def _span_upto(self, upto: float) -> None:
-        """Count the waiting training steps up to step `upto` into `train_span`."""
-        n = next((i for i, s in enumerate(self.span_wait) if s > upto), len(self.span_wait))
-        if n:
-            taken, self.span_wait = self.span_wait[:n], self.span_wait[n:]
+    def _count(self, points: list[list[float]]) -> None:
+        """Note training points handed over by `waiting` in `train_span`."""
+        if points:
             span = self.train_span
-            self.train_span = ([float(taken[0]), float(taken[-1]), float(n)] if not span
-                               else [span[0], float(taken[-1]), span[2] + n])
+            self.train_span = ([points[0][0], points[-1][0], float(len(points))] if not span
+                               else [span[0], points[-1][0], span[2] + len(points)])
 
     def _place(self, upto: float) -> None:
         """Move the waiting training points logged up to step `upto` into the span."""
         assert self.first is not None
-        self._span_upto(upto)
-        for step, v in self.waiting.take(upto):
+        taken = self.waiting.take(upto)
+        self._count(taken)
+        for step, v in taken:
             if step < self.first[0]:
                 continue
             if len(self.early) < 2 * MOST_MEDIAN:
@@ -588,5 +582,4 @@ class FlatSince(Onsets):
     def state(self) -> dict[str, Any]:
         return {"first": self.first, "n": self.count, "early": self.early,
                 "recent": self.recent, "wait": self.waiting.state(), "o": self.opening,
-                "ts": self.train_span, "tw": self.span_wait, "v": self.verdict,
-                "held": self.held}
+                "ts": self.train_span, "v": self.verdict, "held": self.held}
