@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 
 import runwatch
+from runwatch.analysis.views import run_summary
+from runwatch.cli.context import open_context
+from runwatch.store import queries as q
 from tests.support import cli_here, first_line, run_cli, wait_for
 from tests.support.cli import CLI_DEADLINE_S
 
@@ -60,15 +63,21 @@ def test_hparams_and_engine_config(runs_dir: Path) -> None:
     assert alpha.stdout.strip() == "32"
 
 
-def test_wait_follows_a_run_to_its_end(runs_dir: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", (
+def _trainer(runs_dir: Path, name: str, phase: str, then: str) -> subprocess.Popen[str]:
+    """A training process that starts run `name` in `phase`, prints `started`, and runs the
+    code `then` once a line comes on its stdin."""
+    return subprocess.Popen([sys.executable, "-c", (
         "import sys, runwatch\n"
-        "run = runwatch.init(name='w', dir=sys.argv[1], phase='PREPARING')\n"
+        f"run = runwatch.init(name={name!r}, dir=sys.argv[1], phase={phase!r})\n"
         "print('started', flush=True)\n"
-        "sys.stdin.readline()  # until `runs wait` has seen PREPARING\n"
-        "run.set_phase('RUNNING')\n"
-        "run.fail('the training job was stopped')\n"), str(runs_dir)],
+        "sys.stdin.readline()\n" + then), str(runs_dir)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def test_wait_follows_a_run_to_its_end(runs_dir: Path) -> None:
+    # it goes on once `runs wait` has seen PREPARING
+    child = _trainer(runs_dir, "w", "PREPARING",
+                     "run.set_phase('RUNNING')\nrun.fail('the training job was stopped')\n")
     assert child.stdin is not None
     try:
         assert first_line(child, what="the training process to start") == "started"
@@ -148,3 +157,49 @@ def test_wait_on_a_run_whose_process_died_ends_the_stream_with_a_terminal_event(
 
 def _read(path: Path) -> bytes:
     return path.read_bytes() if path.exists() else b""
+
+
+def test_a_run_that_ended_just_before_its_process_died_is_not_called_gone(
+        runs_dir: Path) -> None:
+    """The index read before the process died can lack the end it wrote just before
+    (`runs wait` and `runs tensorboard` once concluded "the training process is gone" of a
+    run that had SUCCEEDED): Context.current_run reads the folder once more then."""
+    child = _trainer(runs_dir, "late", "RUNNING", "run.finish()\n")
+    assert child.stdin is not None
+    try:
+        assert first_line(child, what="the training process to start") == "started"
+        wait_for(lambda: b"RUNNING" in _read(runs_dir / "late" / "events.jsonl"),
+                 what="the run's RUNNING event on disk")
+        ctx = open_context(runs_dir, None)
+        child.stdin.write("go\n")
+        child.stdin.close()
+        assert child.wait(timeout=CLI_DEADLINE_S) == 0
+    finally:
+        child.kill()
+    with ctx.engine.connect() as conn:  # what a look made before the death was seen holds
+        stale = q.resolve_run(conn, "late")
+    assert stale.status == "RUNNING" and q.process_gone(stale)
+    row, gone = ctx.current_run("late")
+    assert (row.status, gone) == ("SUCCEEDED", False)
+    assert run_summary(row, gone=gone)["process_gone"] is False
+    out = cli_here("runs", "wait", "late", "--dir", str(runs_dir), "--exit-status",
+                   "--timeout", str(CLI_DEADLINE_S))
+    assert "SUCCEEDED" in out.stdout and "gone" not in out.stdout
+
+
+def test_a_run_whose_process_died_without_an_end_is_gone_after_a_second_read(
+        runs_dir: Path) -> None:
+    child = _trainer(runs_dir, "cut", "RUNNING", "")
+    try:
+        assert first_line(child, what="the training process to start") == "started"
+        wait_for(lambda: b"RUNNING" in _read(runs_dir / "cut" / "events.jsonl"),
+                 what="the run's RUNNING event on disk")
+        ctx = open_context(runs_dir, None)
+        row, gone = ctx.current_run("cut")
+        assert (row.status, gone) == ("RUNNING", False), "its process still runs"
+    finally:
+        child.kill()
+        child.wait(timeout=CLI_DEADLINE_S)
+    row, gone = ctx.current_run("cut")
+    assert (row.status, gone) == ("RUNNING", True)
+    assert run_summary(row, gone=gone)["process_gone"] is True

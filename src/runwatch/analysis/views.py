@@ -18,12 +18,16 @@ from runwatch.rundir.format import CANCELLABLE_PHASES, RETRYABLE_PHASES
 from runwatch.store.runrows import json_or_text, process_gone
 
 
-def run_summary(row: Any, now: float | None = None) -> dict[str, Any]:
+def run_summary(row: Any, now: float | None = None, gone: bool | None = None
+                ) -> dict[str, Any]:
     """A run's list fields: what the run list, the CLI's table and the streams carry.
 
     `process_gone` is true for a run that has not ended but whose training process (on
-    this host) is no longer alive; its duration then stops at its last record."""
-    gone = process_gone(row)
+    this host) is no longer alive; its duration then stops at its last record. `gone` is
+    that verdict where the caller made it with the row (cli Context.current_run), so the
+    summary does not judge again a process that died since."""
+    if gone is None:
+        gone = process_gone(row)
     try:
         tags = orjson.loads(row.tags or "[]")
     except orjson.JSONDecodeError:

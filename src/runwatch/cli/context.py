@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection, Engine
+    from sqlalchemy import Connection, Engine, Row
 
     from runwatch.ingest.indexer import IndexReport
     from runwatch.store.plain import Reader
@@ -43,6 +43,26 @@ class Context:
 
         return Indexer(self.engine, self.directory, hooks=[_health_hook],
                        events_hooks=[_health_end]).index_once()
+
+    def current_run(self, ref: str) -> tuple[Row[Any], bool]:
+        """The run `ref` names as the index holds it (or exit 2 saying why not), and
+        whether its process is gone: it has not ended, and the process that wrote it has
+        died. A process writes its end before it dies, so a row read before its death was
+        seen can lack an end that is on disk; the folder is indexed once more then, and
+        only that read can say the process died without an end. Judge "gone" here, on the
+        row returned, not again later: the process may die in between."""
+        from runwatch.cli.options import resolve_or_exit
+        from runwatch.rundir.format import TERMINAL_PHASES
+        from runwatch.store.runrows import process_gone
+
+        with self.engine.connect() as conn:
+            row = resolve_or_exit(conn, ref)
+        if row.status in TERMINAL_PHASES or not process_gone(row):
+            return row, False
+        self.refresh()
+        with self.engine.connect() as conn:
+            row = resolve_or_exit(conn, row.run_id)
+        return row, row.status not in TERMINAL_PHASES
 
 
 def _health_hook(conn: Connection, run_pk: int, points: Mapping[str, PointColumns]) -> None:

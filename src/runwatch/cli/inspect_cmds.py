@@ -282,9 +282,9 @@ class LocalWatch:
         self.pk, self.run_id = row.pk, row.run_id
 
     def look(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        row, gone = self.ctx.current_run(self.run_id)
         with self.ctx.engine.connect() as conn:
-            row = resolve_or_exit(conn, self.run_id)
-            return run_summary(row), q.events(conn, self.pk)
+            return run_summary(row, gone=gone), q.events(conn, self.pk)
 
     def detail(self) -> dict[str, Any]:
         with self.ctx.engine.connect() as conn:

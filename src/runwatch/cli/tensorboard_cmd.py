@@ -25,7 +25,6 @@ from runwatch.cli.inspect_cmds import flatten
 from runwatch.cli.options import DbOpt, DirOpt, RunArg, resolve_or_exit
 from runwatch.cli.output import fail, line
 from runwatch.rundir.format import TERMINAL_PHASES
-from runwatch.store import queries as q
 
 INSTALL_HINT = "install the extra: pip install 'runwatch[tensorboard]'"
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -186,11 +185,12 @@ def _follow(ctx: Context, export: Any, row: Any, interval: float) -> tuple[Any, 
     try:  # from the saying on (its flush can raise the Ctrl-C the reader sent at once)
         line(f"following {row.name} until it ends (Ctrl-C stops)")
         sys.stdout.flush()
-        while row.status not in TERMINAL_PHASES and not q.process_gone(row):
+        gone = False
+        while row.status not in TERMINAL_PHASES and not gone:
             time.sleep(interval)
             ctx.refresh()
+            row, gone = ctx.current_run(row.run_id)
             with ctx.engine.connect() as conn:
-                row = resolve_or_exit(conn, row.run_id)
                 added = export.sync(conn, row)
             if added:
                 line(f"+{added} points (step {row.observed_step})")
