@@ -35,7 +35,7 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
     run = rec.row
     manifest = _json(run.manifest) or {}
     config = _yaml(run.config)
-    summary = run_summary(run, now)
+    summary = run_summary(run, now, rec.process_gone)
     tiles = scalars(rec.keys, values, config, run.observed_step)
     if runs_dir is None and run.dir:
         runs_dir = Path(run.dir).parent

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from runwatch.server.series_cache import SeriesCache
 from runwatch.server.settings import token_problem
 from runwatch.server.state import Limits, ServerState, state
 from runwatch.server.warm import warm_up
+from runwatch.store.runrows import process_gone
 
 # RUNWATCH_STATIC_DIR serves a web build from elsewhere (a developer's own `vite build
 # --outDir`), so that several builds can be tried side by side without touching the package.
@@ -66,6 +68,7 @@ def create_app(
     metrics: routes_prom.ServerMetrics | None = None,
     warm: bool = False,
     lock_wait_s: float = RETRY_WAIT_S,
+    gone: Callable[[Any], bool] = process_gone,
 ) -> FastAPI:
     """The runwatch server app over `engine`'s index.
 
@@ -74,7 +77,9 @@ def create_app(
     indexer feeds its points hook); `token`, when given, is required on every route;
     `warm` serves one small request in-process first (runwatch.server.warm), so the first
     real one does not pay for first calls; `lock_wait_s` is how long a retry waits for a
-    process to let go of the run's folder before its 503 (job control's RETRY_WAIT_S).
+    process to let go of the run's folder before its 503 (job control's RETRY_WAIT_S);
+    `gone` says whether a run's process is gone (a Runner passes its indexer's judge,
+    server/settle.py).
     Without a token only loopback names are served; writes are same-origin JSON
     (server/origins.py).
     """
@@ -92,6 +97,7 @@ def create_app(
     )
     app.state.runwatch = ServerState(
         engine=engine,
+        gone=gone,
         cache=cache or SeriesCache(),
         feed=feed or ChangeFeed(),
         runs_dir=runs_dir,

@@ -26,7 +26,7 @@ def run_detail(conn: Connection, st: ServerState, row: Row[Any]) -> dict[str, An
     """The run detail (as the CLI shows it), its series read through the server's cache
     and its spend priced by the device profiles of the server's runs folder, and the
     cursor its live stream starts from."""
-    rec = read_run(conn, row)
+    rec = read_run(conn, row, st.gone)
     detail = shared_detail(rec, st.cache.values(conn, row.pk),
                            runs_dir=st.runs_dir)
     return {"ok": True, **detail, "cursor": stream_cursor(conn, row.pk, rec.keys)}

@@ -40,6 +40,7 @@ from runwatch.server.updates import (
     run_updates,
 )
 from runwatch.store.keys import run_keys
+from runwatch.store.runrows import process_gone
 
 log = logging.getLogger("runwatch.server")
 T = TypeVar("T")
@@ -170,7 +171,7 @@ class RunPoller(Poller):
                 self.cursor.metrics = self.cursor.checkpoints = -1
                 self.seen_counts = {}
             updates, self.more = run_updates(conn, self.run_pk, self.cursor,
-                                             self.seen_counts, marks)
+                                             self.seen_counts, marks, self.hub.gone)
             # findings that change after the baseline, the run's first ones included
             if stamp is not None and stamp != self.stamp:
                 self.stamp = stamp
@@ -195,7 +196,7 @@ class ListPoller(Poller):
 
     def look(self) -> list[Update]:
         with self.hub.engine.connect() as conn:
-            current = list_state(conn, self.project)
+            current = list_state(conn, self.project, self.hub.gone)
         updates = []
         prints = {}
         for run_id, summary in reversed(list(current.items())):  # oldest first
@@ -215,8 +216,10 @@ class Hub:
     """The pollers of one server, started on the first stream and stopped after the last."""
 
     def __init__(self, engine: Engine, feed: ChangeFeed, poll_interval: float,
-                 queue_limit: int = QUEUE_LIMIT) -> None:
+                 queue_limit: int = QUEUE_LIMIT,
+                 gone: Callable[[Any], bool] = process_gone) -> None:
         self.engine = engine
+        self.gone = gone  # whether a run's process is gone (ServerState.gone)
         self.feed = feed
         self.poll_interval = poll_interval
         self.queue_limit = queue_limit
@@ -304,7 +307,7 @@ class Hub:
 
     async def _phase_now(self, run_pk: int) -> Update | None:
         try:
-            return await self.read(partial(_read_phase, self.engine, run_pk))
+            return await self.read(partial(_read_phase, self.engine, run_pk, self.gone))
         except Exception as exc:  # the database is busy or gone: the poller will tell
             log.warning("a live stream's phase read failed (%s)", exc)
             return None
@@ -317,7 +320,7 @@ class Hub:
         while more:
             try:
                 updates, more = await self.read(
-                    partial(_read_run, self.engine, run_pk, cur.copy(), seen))
+                    partial(_read_run, self.engine, run_pk, cur.copy(), seen, self.gone))
             except Exception as exc:  # the database is busy or gone: try again later
                 log.warning("a live stream's catch-up read failed (%s); retrying", exc)
                 await asyncio.sleep(RETRY_S)
@@ -350,21 +353,21 @@ class Hub:
                     yield None
 
 
-def _read_phase(engine: Engine, run_pk: int) -> Update:
+def _read_phase(engine: Engine, run_pk: int, gone: Callable[[Any], bool]) -> Update:
     with engine.connect() as conn:
-        return phase_now(conn, run_pk)
+        return phase_now(conn, run_pk, gone)
 
 
-def _read_run(engine: Engine, run_pk: int, cur: RunCursor,
-              seen: dict[int, int]) -> tuple[list[Update], bool]:
+def _read_run(engine: Engine, run_pk: int, cur: RunCursor, seen: dict[int, int],
+              gone: Callable[[Any], bool]) -> tuple[list[Update], bool]:
     with engine.connect() as conn:
-        return run_updates(conn, run_pk, cur, seen, run_marks(conn, run_pk))
+        return run_updates(conn, run_pk, cur, seen, run_marks(conn, run_pk), gone)
 
 
 def hub(st: ServerState) -> Hub:
     """The server's hub of pollers, made on first use."""
     if st.hub is None:
-        st.hub = Hub(st.engine, st.feed, st.poll_interval)
+        st.hub = Hub(st.engine, st.feed, st.poll_interval, gone=st.gone)
     return st.hub
 
 

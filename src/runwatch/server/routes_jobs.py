@@ -251,4 +251,5 @@ def submit_job(request: Request, body: JobRequest, st: ServerState = Depends(sta
     with st.engine.connect() as conn:
         row = conn.execute(select(s.runs).where(s.runs.c.pk == made.run_pk)).one()
         starts = who_starts(conn, profile.name, time.time())
-    return {"ok": True, "status": row.status, "next": starts, "run": run_summary(row)}
+    return {"ok": True, "status": row.status, "next": starts,
+            "run": run_summary(row, gone=st.gone(row))}

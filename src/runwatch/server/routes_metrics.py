@@ -318,7 +318,7 @@ def overlay(
             refusals.append(exc)
             continue
         infos = run_keys(conn, row.pk)
-        runs.append({"ident": ident, "run": run_summary(row),
+        runs.append({"ident": ident, "run": run_summary(row, gone=st.gone(row)),
                      "cursor": stream_cursor(conn, row.pk, infos),
                      "keys": [_key(k) for k in infos]})
         if row.pk in seen:

@@ -47,7 +47,9 @@ def runs_list(
     """Runs newest first, a page at a time."""
     project = scopes.narrow(request, project)
     rows, nxt = list_runs(conn, q, project, cursor, limit, status, group)
-    return {"ok": True, "runs": [run_summary(r) for r in rows], "next_cursor": nxt}
+    gone = state(request).gone
+    return {"ok": True, "runs": [run_summary(r, gone=gone(r)) for r in rows],
+            "next_cursor": nxt}
 
 
 @router.get("/api/projects")
@@ -96,7 +98,8 @@ def _job_control(request: Request, st: ServerState, run: str, action: str) -> di
         raise unavailable(f"run {row.name}: {exc}; try again in a moment", 2) from None
     with st.engine.connect() as conn:
         now = conn.execute(select(s.runs).where(s.runs.c.pk == row.pk)).one()
-    return {"ok": True, "status": outcome.phase, "next": outcome.next, "run": run_summary(now)}
+    return {"ok": True, "status": outcome.phase, "next": outcome.next,
+            "run": run_summary(now, gone=st.gone(now))}
 
 
 @router.post("/api/runs/{run}/cancel", **documented(ActionAnswer, "the run's new phase"))

@@ -33,6 +33,7 @@ from runwatch.server.feed import ChangeFeed
 from runwatch.server.routes_prom import ServerMetrics
 from runwatch.server.series_cache import SeriesCache, default_disk_dir
 from runwatch.server.settings import DEFAULT_PORT, INDEX_INTERVAL_S
+from runwatch.server.settle import Settle
 from runwatch.server.warm import build_routes
 from runwatch.store import schema as s
 from runwatch.store.keys import run_keys
@@ -97,6 +98,8 @@ class Runner:
     device_profile: str = "cpu"
     device_ids: list[str] | None = None
     worker_settings: dict[str, Any] = field(default_factory=dict)
+    # whether a run's process is gone: judged by a pass that began after it died
+    settle: Settle = field(default_factory=Settle)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _workers: list[tuple[Worker, threading.Thread]] = field(default_factory=list)
@@ -125,8 +128,11 @@ class Runner:
         indexer = self._indexer()
         while not self._stop.is_set():
             try:
+                dead = self.settle.look(self.engine)
                 with self._index_lock:
                     report = indexer.index_once(stop=self._stop)
+                if not self._stop.is_set():  # a stopped pass may not have read every run
+                    self.settle.passed(dead)
                 if self.otel is not None:
                     self.otel.after_pass(self.engine)
             except Exception:
@@ -166,7 +172,7 @@ class Runner:
     def _make_server(self) -> uvicorn.Server:
         app = create_app(self.engine, runs_dir=self.runs_dir, token=self.token, feed=self.feed,
                          cache=self.cache, metrics=self.metrics, warm=self.warm,
-                         lock_wait_s=self.lock_wait_s)
+                         lock_wait_s=self.lock_wait_s, gone=self.settle.gone)
         # Built here, not at the first request that reaches each router: building one
         # swaps the process's warning handlers from the server's thread (warm.build_routes).
         # Not in create_app: an app called in-process (tests, the warm-up) needs no such
@@ -205,7 +211,9 @@ class Runner:
         if self.save_series and self.cache.disk_dir is None:
             self.cache.disk_dir = default_disk_dir(self.engine)
         if self.runs_dir is not None:
+            dead = self.settle.look(self.engine)
             self._indexer().index_once()
+            self.settle.passed(dead)
             t = threading.Thread(target=self._index_loop, name="runwatch-indexer", daemon=True)
             t.start()
             self._threads.append(t)

@@ -3,10 +3,10 @@ and the pollers of the live streams."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from sqlalchemy import Connection, Engine
@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Engine
 from runwatch.jobs.control import RETRY_WAIT_S
 from runwatch.server.feed import ChangeFeed
 from runwatch.server.series_cache import SeriesCache
+from runwatch.store.runrows import process_gone
 
 if TYPE_CHECKING:  # the pollers read through modules that import this one
     from runwatch.server.pollers import Hub
@@ -41,6 +42,9 @@ class ServerState:
     hub: Hub | None = None  # made by the first live stream (`runwatch.server.pollers.hub`)
     # how long a retry waits for a process to let go of the run's folder before its 503
     lock_wait_s: float = RETRY_WAIT_S
+    # whether a run's process is gone, as this server says it (server/settle.py: only
+    # once its indexer has read the folder since it saw the process dead)
+    gone: Callable[[Any], bool] = process_gone
 
 
 def state(request: Request) -> ServerState:

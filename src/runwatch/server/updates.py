@@ -7,6 +7,7 @@ Each function takes a connection for one short look and returns `Update`s; the p
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from runwatch.server.routes_records import findings_payload
 from runwatch.store import schema as s
 from runwatch.store.keys import run_keys
 from runwatch.store.points import key_of, run_points, seq_of
+from runwatch.store.runrows import process_gone
 
 SEQ_WINDOW = 2000  # records of metrics per look at most
 LOG_PAGE = 500  # log entries per look at most
@@ -146,9 +148,11 @@ def _new_points(conn: Connection, run_pk: int, cur: RunCursor,
 
 
 def run_updates(conn: Connection, run_pk: int, cur: RunCursor, seen_counts: dict[int, int],
-                marks: Marks) -> tuple[list[Update], bool]:
+                marks: Marks, gone: Callable[[Any], bool] = process_gone
+                ) -> tuple[list[Update], bool]:
     """Points, logs, checkpoints and a phase change stored after `cur` (up to `marks` at
-    least), and whether more may wait beyond the pages read; advances `cur`.
+    least), and whether more may wait beyond the pages read; advances `cur`. `gone` says
+    whether a run's process is gone (a server says it by server/settle.py).
 
     `seen_counts` (point counts per key id) is the caller's, kept from look to look.
     Only the kinds of record whose mark moved are read.
@@ -180,18 +184,19 @@ def run_updates(conn: Connection, run_pk: int, cur: RunCursor, seen_counts: dict
         # a phase event carries the run's list fields after the newest lifecycle event
         cur.events = marks.events
         row = conn.execute(select(s.runs).where(s.runs.c.pk == run_pk)).one()
-        out.append(Update("phase", run_summary(row), "events", cur.events))
+        out.append(Update("phase", run_summary(row, gone=gone(row)), "events", cur.events))
     elif moved:
         # job control changed the phase in the index alone (a cancel asked of a running
         # job is CANCEL_REQUESTED before its process records anything): no cursor moves
-        out.append(phase_now(conn, run_pk))
+        out.append(phase_now(conn, run_pk, gone))
     return out, more
 
 
-def phase_now(conn: Connection, run_pk: int) -> Update:
+def phase_now(conn: Connection, run_pk: int,
+              gone: Callable[[Any], bool] = process_gone) -> Update:
     """A phase event with the run's list fields as they are now; it moves no cursor."""
-    return Update("phase", run_summary(conn.execute(select(s.runs)
-                                                    .where(s.runs.c.pk == run_pk)).one()))
+    row = conn.execute(select(s.runs).where(s.runs.c.pk == run_pk)).one()
+    return Update("phase", run_summary(row, gone=gone(row)))
 
 
 def findings_update(conn: Connection, run_pk: int, count: int) -> Update:
@@ -199,7 +204,8 @@ def findings_update(conn: Connection, run_pk: int, count: int) -> Update:
     return Update("health", findings_payload(conn, run_pk), "health", count)
 
 
-def list_state(conn: Connection, project: str | None) -> dict[str, dict[str, Any]]:
+def list_state(conn: Connection, project: str | None,
+               gone: Callable[[Any], bool] = process_gone) -> dict[str, dict[str, Any]]:
     """The list fields of the newest LIST_WATCH runs (of `project`), newest first."""
     r = s.runs.c
     stmt = select(s.runs)
@@ -207,7 +213,7 @@ def list_state(conn: Connection, project: str | None) -> dict[str, dict[str, Any
         stmt = stmt.where(r.project == project)
     rows = conn.execute(stmt.order_by(r.created_at.desc(), r.pk.desc()).limit(LIST_WATCH)).all()
     now = time.time()
-    return {row.run_id: run_summary(row, now) for row in rows}
+    return {row.run_id: run_summary(row, now, gone(row)) for row in rows}
 
 
 def fingerprint(run: dict[str, Any]) -> tuple[Any, ...]:

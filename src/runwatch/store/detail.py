@@ -6,6 +6,7 @@ the run detail the CLI and the API show.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,14 @@ class RunRecords:
     parents: tuple[Row[Any], ...] = ()
 
 
-def read_run(conn: Connection, row: Row[Any]) -> RunRecords:
-    """The records of the run in `row`."""
+def read_run(conn: Connection, row: Row[Any],
+             gone: Callable[[Any], bool] = q.process_gone) -> RunRecords:
+    """The records of the run in `row`; `gone` says whether its process is gone (a
+    server says it by runwatch/server/settle.py)."""
     job = job_row(conn, row.pk)
     return RunRecords(row, q.events(conn, row.pk), run_keys(conn, row.pk),
                       checkpoint_rows(conn, row.pk), q.problems(conn, row.pk),
-                      q.process_gone(row), job, parent_runs(conn, row, job))
+                      gone(row), job, parent_runs(conn, row, job))
 
 
 INIT_FROM = "init_from:"

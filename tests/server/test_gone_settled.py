@@ -1,0 +1,75 @@
+"""A server says a run's process is gone only once its indexer has read the run's folder
+after the death was seen: a process writes its end just before it dies, and the index of
+the pass before holds the run as it was (CI saw `runs tensorboard` call a SUCCEEDED run
+gone from such a read; runwatch/server/settle.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from runwatch.server.runner import Runner, free_port
+from tests.killed import killed_run
+from tests.support import first_line, http, wait_for
+from tests.support.cli import CLI_DEADLINE_S
+
+
+def _run(client: Any, name: str) -> dict[str, Any]:
+    (found,) = [r for r in client.get("/api/runs").json()["runs"] if r["name"] == name]
+    return dict(found)
+
+
+def test_a_run_that_ended_as_its_process_died_is_not_gone_before_the_server_reads_it(
+        engine: Engine, runs_dir: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, runwatch\n"
+        "run = runwatch.init(name='late', dir=sys.argv[1], phase='RUNNING')\n"
+        "print('started', flush=True)\n"
+        "sys.stdin.readline()\n"
+        "run.finish()\n"), str(runs_dir)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None
+    try:
+        assert first_line(child, what="the training process to start") == "started"
+        wait_for(lambda: b"RUNNING" in (runs_dir / "late" / "events.jsonl").read_bytes()
+                 if (runs_dir / "late" / "events.jsonl").exists() else False,
+                 what="the run's RUNNING event on disk")
+        # no pass over the folder after its first two (the start's, the loop's first)
+        with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=3600,
+                    prewarm=False, warm=False) as srv, \
+                http.client(base_url=srv.url, timeout=10) as client:
+            wait_for(lambda: srv.settle.passes == 2, what="the loop's first pass")
+            child.stdin.write("go\n")
+            child.stdin.close()
+            assert child.wait(timeout=CLI_DEADLINE_S) == 0
+            # the index has not read the end, and the process is dead: not gone yet
+            listed = _run(client, "late")
+            assert (listed["status"], listed["process_gone"]) == ("RUNNING", False)
+            detail = client.get("/api/runs/late").json()
+            assert detail["state"]["process_gone"] is False
+            assert detail["run"]["process_gone"] is False
+    finally:
+        child.kill()
+        child.wait(timeout=CLI_DEADLINE_S)
+    # the next server's first pass reads the end
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), prewarm=False,
+                warm=False) as srv, http.client(base_url=srv.url, timeout=10) as client:
+        listed = _run(client, "late")
+        assert (listed["status"], listed["process_gone"]) == ("SUCCEEDED", False)
+
+
+def test_a_run_whose_process_died_without_an_end_is_gone_after_the_next_pass(
+        engine: Engine, runs_dir: Path) -> None:
+    killed_run(runs_dir, "killed")
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, prewarm=False,
+                warm=False) as srv, http.client(base_url=srv.url, timeout=10) as client:
+        # dead as a pass began, and no end read by that pass
+        wait_for(lambda: _run(client, "killed")["process_gone"],
+                 what="the server to call the run's process gone")
+        listed = _run(client, "killed")
+        assert listed["status"] == "RUNNING"
+        assert client.get("/api/runs/killed").json()["state"]["process_gone"] is True
