@@ -185,6 +185,8 @@ def test_a_run_that_ended_just_before_its_process_died_is_not_called_gone(
     out = cli_here("runs", "wait", "late", "--dir", str(runs_dir), "--exit-status",
                    "--timeout", str(CLI_DEADLINE_S))
     assert "SUCCEEDED" in out.stdout and "gone" not in out.stdout
+    (listed,) = json.loads(cli_here("runs", "list", "--dir", str(runs_dir), "-o", "json").stdout)
+    assert (listed["status"], listed["process_gone"]) == ("SUCCEEDED", False)
 
 
 def test_a_run_whose_process_died_without_an_end_is_gone_after_a_second_read(
@@ -203,3 +205,7 @@ def test_a_run_whose_process_died_without_an_end_is_gone_after_a_second_read(
     row, gone = ctx.current_run("cut")
     assert (row.status, gone) == ("RUNNING", True)
     assert run_summary(row, gone=gone)["process_gone"] is True
+    (listed,) = json.loads(cli_here("runs", "list", "--dir", str(runs_dir), "-o", "json").stdout)
+    assert (listed["status"], listed["process_gone"]) == ("RUNNING", True)
+    shown = json.loads(cli_here("runs", "get", "cut", "--dir", str(runs_dir), "-o", "json").stdout)
+    assert shown["state"]["process_gone"] is True and shown["run"]["process_gone"] is True

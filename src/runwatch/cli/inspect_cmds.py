@@ -287,8 +287,9 @@ class LocalWatch:
             return run_summary(row, gone=gone), q.events(conn, self.pk)
 
     def detail(self) -> dict[str, Any]:
+        row, gone = self.ctx.current_run(self.run_id)
         with self.ctx.engine.connect() as conn:
-            return detail_of(conn, resolve_or_exit(conn, self.run_id), self.ctx.directory)
+            return detail_of(conn, row, self.ctx.directory, gone)
 
     def refresh(self) -> None:
         self.ctx.refresh()

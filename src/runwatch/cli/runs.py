@@ -53,16 +53,17 @@ TABLE_ROLES = (Role.TRAIN_LOSS, Role.EVAL_LOSS, Role.ACCURACY, Role.VAL_ACCURACY
                Role.UPDATE_RATIO)
 
 
-def detail_of(conn: Connection, row: Row[Any], runs_dir: Path) -> dict[str, Any]:
+def detail_of(conn: Connection, row: Row[Any], runs_dir: Path, gone: bool) -> dict[str, Any]:
     """The run detail, as the API sends it, with its series read from the index (and its
-    spend at the device profiles of `runs_dir`)."""
+    spend at the device profiles of `runs_dir`); `gone`: whether its process is gone, as
+    Context.current_run judged it with `row`."""
     # imported here: numpy, which reads series, would slow every other command's start
     import_numpy()
     from runwatch.analysis.detail import run_detail
     from runwatch.store.series import read_series
 
-    return run_detail(read_run(conn, row), lambda key: read_series(conn, key.id).value,
-                      runs_dir=runs_dir)
+    return run_detail(read_run(conn, row, lambda _: gone),
+                      lambda key: read_series(conn, key.id).value, runs_dir=runs_dir)
 
 
 def read_detail(run: str, directory: Path | None, db: str | None, server: str | None,
@@ -72,8 +73,9 @@ def read_detail(run: str, directory: Path | None, db: str | None, server: str | 
     if remote is not None:
         return remote.detail(run)
     ctx = open_context(directory, db, read_only=True)
+    row, gone = ctx.current_run(run)
     with ctx.engine.connect() as conn:
-        return detail_of(conn, resolve_or_exit(conn, run), ctx.directory)
+        return detail_of(conn, row, ctx.directory, gone)
 
 
 def get_cmd(

@@ -3,6 +3,7 @@ SQLAlchemy: store/runrows.py) or of a team server, newest first."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -12,11 +13,20 @@ from runwatch.cli.context import open_reader, runs_dir
 from runwatch.cli.options import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, ServerOpt, TokenOpt
 from runwatch.cli.output import Output, emit, fmt_duration, line, print_table
 from runwatch.cli.remote import remote_for
-from runwatch.store.runrows import list_runs
+from runwatch.store.runrows import list_runs, process_gone
 
 
 def _status_text(d: dict[str, Any]) -> str:
     return f"{d['status']} (process gone)" if d["process_gone"] else d["status"]
+
+
+def _listed(directory: Path | None, db: str | None, search: str | None, project: str | None,
+            status: str | None, limit: int) -> tuple[list[Any], list[bool]]:
+    """The runs the list shows, from the index brought up to date, and whether each one's
+    process is gone."""
+    with open_reader(directory, db, saved=False) as (reader, _):
+        rows = list_runs(reader, search, project, status, limit)
+    return rows, [process_gone(r) for r in rows]
 
 
 def list_cmd(
@@ -35,8 +45,12 @@ def list_cmd(
         data = remote.runs(search, project, status, limit)
         where = remote.url
     else:
-        with open_reader(directory, db, saved=False) as (reader, _):
-            data = [run_summary(r) for r in list_runs(reader, search, project, status, limit)]
+        rows, gone = _listed(directory, db, search, project, status, limit)
+        if any(gone):
+            # a run that ended as its process died may have written its end after the
+            # read: only a read made after its death was seen can say it never ended
+            rows, gone = _listed(directory, db, search, project, status, limit)
+        data = [run_summary(r, gone=g) for r, g in zip(rows, gone, strict=True)]
         where = str(runs_dir(directory))
 
     def table(wide: bool) -> None:
