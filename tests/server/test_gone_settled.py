@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from runwatch.ingest import Indexer
 from runwatch.server.runner import Runner, free_port
 from tests.killed import killed_run
 from tests.support import first_line, http, wait_for
@@ -73,3 +74,16 @@ def test_a_run_whose_process_died_without_an_end_is_gone_after_the_next_pass(
         listed = _run(client, "killed")
         assert listed["status"] == "RUNNING"
         assert client.get("/api/runs/killed").json()["state"]["process_gone"] is True
+
+
+def test_a_server_that_indexes_no_folder_judges_by_the_row(engine: Engine,
+                                                           runs_dir: Path) -> None:
+    """A server of runs another indexer (or a sender over HTTP) stored has no pass to wait
+    for: the row and the process alone say it."""
+    killed_run(runs_dir, "killed")
+    Indexer(engine, runs_dir).index_once()
+    with Runner(engine, port=free_port(), prewarm=False, warm=False) as srv, \
+            http.client(base_url=srv.url, timeout=10) as client:
+        assert srv.settle.passes == 0
+        listed = _run(client, "killed")
+        assert (listed["status"], listed["process_gone"]) == ("RUNNING", True)

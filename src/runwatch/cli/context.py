@@ -62,7 +62,7 @@ class Context:
         self.refresh()
         with self.engine.connect() as conn:
             row = resolve_or_exit(conn, row.run_id)
-        return row, row.status not in TERMINAL_PHASES
+        return row, process_gone(row)
 
 
 def _health_hook(conn: Connection, run_pk: int, points: Mapping[str, PointColumns]) -> None:

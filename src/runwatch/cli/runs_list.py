@@ -46,10 +46,13 @@ def list_cmd(
         where = remote.url
     else:
         rows, gone = _listed(directory, db, search, project, status, limit)
-        if any(gone):
+        dead = {r.run_id for r, g in zip(rows, gone, strict=True) if g}
+        if dead:
             # a run that ended as its process died may have written its end after the
-            # read: only a read made after its death was seen can say it never ended
+            # read: only a read made after its death was seen can say it never ended (and
+            # only of the runs seen dead before it)
             rows, gone = _listed(directory, db, search, project, status, limit)
+            gone = [g and r.run_id in dead for r, g in zip(rows, gone, strict=True)]
         data = [run_summary(r, gone=g) for r, g in zip(rows, gone, strict=True)]
         where = str(runs_dir(directory))
 

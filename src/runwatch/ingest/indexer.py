@@ -67,6 +67,9 @@ class IndexReport:
     new_runs: int = 0
     rows: int = 0
     problems: list[str] = field(default_factory=list)
+    # the names of the run folders the pass did not read (it failed, waits to retry, or
+    # reads it again next pass): what they hold may be newer than the index
+    unread: set[str] = field(default_factory=set)
 
 
 class RereadNextPass(Exception):
@@ -149,12 +152,15 @@ class Indexer:
             return seen[1]
         failed = self._failed.get(run_dir)
         if failed is not None and failed[0] == signature and time.monotonic() < failed[1]:
+            report.unread.add(run_dir.name)
             return None
         try:
             run_pk = self._index_run(run_dir, report)
         except RereadNextPass:
+            report.unread.add(run_dir.name)
             return None
         except Exception:
+            report.unread.add(run_dir.name)
             wait = RETRY_MIN_S if failed is None else min(2 * failed[2], RETRY_MAX_S)
             self._failed[run_dir] = (signature, time.monotonic() + wait, wait)
             raise

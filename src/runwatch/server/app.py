@@ -33,9 +33,9 @@ from runwatch.server.jsonio import JSONResponse
 from runwatch.server.origins import SameOrigin
 from runwatch.server.series_cache import SeriesCache
 from runwatch.server.settings import token_problem
+from runwatch.server.settle import Gone, by_row
 from runwatch.server.state import Limits, ServerState, state
 from runwatch.server.warm import warm_up
-from runwatch.store.runrows import process_gone
 
 # RUNWATCH_STATIC_DIR serves a web build from elsewhere (a developer's own `vite build
 # --outDir`), so that several builds can be tried side by side without touching the package.
@@ -68,7 +68,7 @@ def create_app(
     metrics: routes_prom.ServerMetrics | None = None,
     warm: bool = False,
     lock_wait_s: float = RETRY_WAIT_S,
-    gone: Callable[[Any], bool] = process_gone,
+    judge: Callable[[], Gone] = by_row,
 ) -> FastAPI:
     """The runwatch server app over `engine`'s index.
 
@@ -78,8 +78,8 @@ def create_app(
     `warm` serves one small request in-process first (runwatch.server.warm), so the first
     real one does not pay for first calls; `lock_wait_s` is how long a retry waits for a
     process to let go of the run's folder before its 503 (job control's RETRY_WAIT_S);
-    `gone` says whether a run's process is gone (a Runner passes its indexer's judge,
-    server/settle.py).
+    `judge` gives, before each read, what says whether a run's process is gone (a Runner
+    that indexes a folder passes its indexer's, server/settle.py).
     Without a token only loopback names are served; writes are same-origin JSON
     (server/origins.py).
     """
@@ -97,7 +97,7 @@ def create_app(
     )
     app.state.runwatch = ServerState(
         engine=engine,
-        gone=gone,
+        judge=judge,
         cache=cache or SeriesCache(),
         feed=feed or ChangeFeed(),
         runs_dir=runs_dir,

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import Connection, Row
 
 from runwatch.analysis.detail import run_detail as shared_detail
+from runwatch.server.settle import Gone
 from runwatch.server.state import ServerState
 from runwatch.server.updates import RunCursor, run_marks
 from runwatch.store.detail import read_run
@@ -22,11 +23,13 @@ def stream_cursor(conn: Connection, run_pk: int, keys: list[KeyInfo]) -> str:
                          marks.checkpoints))
 
 
-def run_detail(conn: Connection, st: ServerState, row: Row[Any]) -> dict[str, Any]:
+def run_detail(conn: Connection, st: ServerState, row: Row[Any], gone: Gone
+               ) -> dict[str, Any]:
     """The run detail (as the CLI shows it), its series read through the server's cache
     and its spend priced by the device profiles of the server's runs folder, and the
-    cursor its live stream starts from."""
-    rec = read_run(conn, row, st.gone)
+    cursor its live stream starts from; `gone`: ServerState.judge's, taken before `row`
+    was read."""
+    rec = read_run(conn, row, gone)
     detail = shared_detail(rec, st.cache.values(conn, row.pk),
                            runs_dir=st.runs_dir)
     return {"ok": True, **detail, "cursor": stream_cursor(conn, row.pk, rec.keys)}

@@ -28,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 
 from runwatch.server.detail import stream_cursor
 from runwatch.server.feed import ChangeFeed
+from runwatch.server.settle import Gone, by_row
 from runwatch.server.state import ServerState
 from runwatch.server.updates import (
     RunCursor,
@@ -40,7 +41,6 @@ from runwatch.server.updates import (
     run_updates,
 )
 from runwatch.store.keys import run_keys
-from runwatch.store.runrows import process_gone
 
 log = logging.getLogger("runwatch.server")
 T = TypeVar("T")
@@ -153,6 +153,7 @@ class RunPoller(Poller):
         self.attempt = 1
 
     def look(self) -> list[Update]:
+        gone = self.hub.judge()  # before the rows are read
         with self.hub.engine.connect() as conn:
             marks = run_marks(conn, self.run_pk)
             stamp = marks.findings
@@ -171,7 +172,7 @@ class RunPoller(Poller):
                 self.cursor.metrics = self.cursor.checkpoints = -1
                 self.seen_counts = {}
             updates, self.more = run_updates(conn, self.run_pk, self.cursor,
-                                             self.seen_counts, marks, self.hub.gone)
+                                             self.seen_counts, marks, gone)
             # findings that change after the baseline, the run's first ones included
             if stamp is not None and stamp != self.stamp:
                 self.stamp = stamp
@@ -195,8 +196,9 @@ class ListPoller(Poller):
         self.prints: dict[str, tuple[Any, ...]] | None = None
 
     def look(self) -> list[Update]:
+        gone = self.hub.judge()  # before the rows are read
         with self.hub.engine.connect() as conn:
-            current = list_state(conn, self.project, self.hub.gone)
+            current = list_state(conn, self.project, gone)
         updates = []
         prints = {}
         for run_id, summary in reversed(list(current.items())):  # oldest first
@@ -216,10 +218,9 @@ class Hub:
     """The pollers of one server, started on the first stream and stopped after the last."""
 
     def __init__(self, engine: Engine, feed: ChangeFeed, poll_interval: float,
-                 queue_limit: int = QUEUE_LIMIT,
-                 gone: Callable[[Any], bool] = process_gone) -> None:
+                 queue_limit: int = QUEUE_LIMIT, judge: Callable[[], Gone] = by_row) -> None:
         self.engine = engine
-        self.gone = gone  # whether a run's process is gone (ServerState.gone)
+        self.judge = judge  # ServerState.judge
         self.feed = feed
         self.poll_interval = poll_interval
         self.queue_limit = queue_limit
@@ -307,7 +308,7 @@ class Hub:
 
     async def _phase_now(self, run_pk: int) -> Update | None:
         try:
-            return await self.read(partial(_read_phase, self.engine, run_pk, self.gone))
+            return await self.read(partial(_read_phase, self.engine, run_pk, self.judge))
         except Exception as exc:  # the database is busy or gone: the poller will tell
             log.warning("a live stream's phase read failed (%s)", exc)
             return None
@@ -320,7 +321,7 @@ class Hub:
         while more:
             try:
                 updates, more = await self.read(
-                    partial(_read_run, self.engine, run_pk, cur.copy(), seen, self.gone))
+                    partial(_read_run, self.engine, run_pk, cur.copy(), seen, self.judge))
             except Exception as exc:  # the database is busy or gone: try again later
                 log.warning("a live stream's catch-up read failed (%s); retrying", exc)
                 await asyncio.sleep(RETRY_S)
@@ -353,13 +354,15 @@ class Hub:
                     yield None
 
 
-def _read_phase(engine: Engine, run_pk: int, gone: Callable[[Any], bool]) -> Update:
+def _read_phase(engine: Engine, run_pk: int, judge: Callable[[], Gone]) -> Update:
+    gone = judge()  # before the row is read
     with engine.connect() as conn:
         return phase_now(conn, run_pk, gone)
 
 
 def _read_run(engine: Engine, run_pk: int, cur: RunCursor, seen: dict[int, int],
-              gone: Callable[[Any], bool]) -> tuple[list[Update], bool]:
+              judge: Callable[[], Gone]) -> tuple[list[Update], bool]:
+    gone = judge()  # before the rows are read
     with engine.connect() as conn:
         return run_updates(conn, run_pk, cur, seen, run_marks(conn, run_pk), gone)
 
@@ -367,7 +370,7 @@ def _read_run(engine: Engine, run_pk: int, cur: RunCursor, seen: dict[int, int],
 def hub(st: ServerState) -> Hub:
     """The server's hub of pollers, made on first use."""
     if st.hub is None:
-        st.hub = Hub(st.engine, st.feed, st.poll_interval, gone=st.gone)
+        st.hub = Hub(st.engine, st.feed, st.poll_interval, judge=st.judge)
     return st.hub
 
 

@@ -248,8 +248,9 @@ def submit_job(request: Request, body: JobRequest, st: ServerState = Depends(sta
         raise refused(str(exc), None) from None
     except SubmitError as exc:  # the name and project were checked: the name is taken
         raise refused(str(exc), exc.field, 409 if exc.field == "name" else 422) from None
+    gone = st.judge()
     with st.engine.connect() as conn:
         row = conn.execute(select(s.runs).where(s.runs.c.pk == made.run_pk)).one()
         starts = who_starts(conn, profile.name, time.time())
     return {"ok": True, "status": row.status, "next": starts,
-            "run": run_summary(row, gone=st.gone(row))}
+            "run": run_summary(row, gone=gone(row))}

@@ -297,6 +297,7 @@ def overlay(
     out and listed in `missing` with its status and error; the others are answered. When
     none can be read, the first one's error is the answer.
     """
+    gone = st.judge()  # before the runs are read
     if not run:
         raise bad_request("name at least one run: ?run=<id or name>")
     unknown = sorted(set(role) - set(Role))
@@ -318,7 +319,7 @@ def overlay(
             refusals.append(exc)
             continue
         infos = run_keys(conn, row.pk)
-        runs.append({"ident": ident, "run": run_summary(row, gone=st.gone(row)),
+        runs.append({"ident": ident, "run": run_summary(row, gone=gone(row)),
                      "cursor": stream_cursor(conn, row.pk, infos),
                      "keys": [_key(k) for k in infos]})
         if row.pk in seen:

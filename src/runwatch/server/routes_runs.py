@@ -45,9 +45,9 @@ def runs_list(
     conn: Connection = Depends(connection),
 ) -> dict[str, Any]:
     """Runs newest first, a page at a time."""
+    gone = state(request).judge()  # before the rows are read
     project = scopes.narrow(request, project)
     rows, nxt = list_runs(conn, q, project, cursor, limit, status, group)
-    gone = state(request).gone
     return {"ok": True, "runs": [run_summary(r, gone=gone(r)) for r in rows],
             "next_cursor": nxt}
 
@@ -67,7 +67,8 @@ def run_get(
     st: ServerState = Depends(state),
 ) -> dict[str, Any]:
     """A run's state, results, cost, settings, manifest, tiles, and its stream cursor."""
-    return run_detail(conn, st, scopes.run(request, conn, run))
+    gone = st.judge()  # before the run is read
+    return run_detail(conn, st, scopes.run(request, conn, run), gone)
 
 
 @router.get("/api/runs/{run}/events")
@@ -96,10 +97,11 @@ def _job_control(request: Request, st: ServerState, run: str, action: str) -> di
         raise not_found(str(exc)) from None
     except RunBusy as exc:  # its process still holds the folder; it lets go as it exits
         raise unavailable(f"run {row.name}: {exc}; try again in a moment", 2) from None
+    gone = st.judge()
     with st.engine.connect() as conn:
         now = conn.execute(select(s.runs).where(s.runs.c.pk == row.pk)).one()
     return {"ok": True, "status": outcome.phase, "next": outcome.next,
-            "run": run_summary(now, gone=st.gone(now))}
+            "run": run_summary(now, gone=gone(now))}
 
 
 @router.post("/api/runs/{run}/cancel", **documented(ActionAnswer, "the run's new phase"))

@@ -33,7 +33,7 @@ from runwatch.server.feed import ChangeFeed
 from runwatch.server.routes_prom import ServerMetrics
 from runwatch.server.series_cache import SeriesCache, default_disk_dir
 from runwatch.server.settings import DEFAULT_PORT, INDEX_INTERVAL_S
-from runwatch.server.settle import Settle
+from runwatch.server.settle import Settle, by_row
 from runwatch.server.warm import build_routes
 from runwatch.store import schema as s
 from runwatch.store.keys import run_keys
@@ -132,7 +132,7 @@ class Runner:
                 with self._index_lock:
                     report = indexer.index_once(stop=self._stop)
                 if not self._stop.is_set():  # a stopped pass may not have read every run
-                    self.settle.passed(dead)
+                    self.settle.passed(dead, report.unread)
                 if self.otel is not None:
                     self.otel.after_pass(self.engine)
             except Exception:
@@ -172,7 +172,8 @@ class Runner:
     def _make_server(self) -> uvicorn.Server:
         app = create_app(self.engine, runs_dir=self.runs_dir, token=self.token, feed=self.feed,
                          cache=self.cache, metrics=self.metrics, warm=self.warm,
-                         lock_wait_s=self.lock_wait_s, gone=self.settle.gone)
+                         lock_wait_s=self.lock_wait_s,
+                         judge=by_row if self.runs_dir is None else self.settle.judge)
         # Built here, not at the first request that reaches each router: building one
         # swaps the process's warning handlers from the server's thread (warm.build_routes).
         # Not in create_app: an app called in-process (tests, the warm-up) needs no such
@@ -212,8 +213,8 @@ class Runner:
             self.cache.disk_dir = default_disk_dir(self.engine)
         if self.runs_dir is not None:
             dead = self.settle.look(self.engine)
-            self._indexer().index_once()
-            self.settle.passed(dead)
+            report = self._indexer().index_once()
+            self.settle.passed(dead, report.unread)
             t = threading.Thread(target=self._index_loop, name="runwatch-indexer", daemon=True)
             t.start()
             self._threads.append(t)

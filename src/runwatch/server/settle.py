@@ -4,11 +4,15 @@ A process writes its end just before it dies, so a row read before its death can
 end that is already on disk: judged on the row alone (runrows.process_gone), a run that
 SUCCEEDED reads as one whose process died without ending until the next pass reads its
 end. The server's indexer notes, as each pass begins, which unfinished runs' processes are
-dead; once that pass has read their folders, those still unfinished are gone.
+dead; once that pass has read their folders, those still unfinished are gone. A reader
+takes the judge (`Settle.judge`) before it reads the rows it judges, so the rows are at
+least as new as the pass the judge stands on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -17,27 +21,40 @@ from runwatch.rundir.format import TERMINAL_PHASES
 from runwatch.store import schema as s
 from runwatch.store.runrows import process_gone
 
+Gone = Callable[[Any], bool]  # whether a runs row's process is gone
+
+
+def by_row() -> Gone:
+    """The judge of a server that indexes no folder (runs come over HTTP): the row alone,
+    which names a process on this host only when its sender runs here."""
+    return process_gone
+
 
 class Settle:
     def __init__(self) -> None:
-        self.dead: frozenset[str] = frozenset()  # as the last finished pass began
+        # (run id, manifest) of the runs found dead as the last finished pass began: the
+        # manifest names the process, so a run resumed by another one is judged afresh
+        self.dead: frozenset[tuple[str, str]] = frozenset()
         self.passes = 0  # finished passes
 
-    def look(self, engine: Engine) -> frozenset[str]:
-        """The run ids of the unfinished runs whose process is dead now: to take as a pass
-        begins, and hand to `passed` once it has ended."""
+    def look(self, engine: Engine) -> dict[tuple[str, str], str]:
+        """The unfinished runs whose process is dead now, with their folder's name: to
+        take as a pass begins, and hand to `passed` once it has ended."""
         r = s.runs.c
         with engine.connect() as conn:
-            rows = conn.execute(select(r.run_id, r.status, r.attempt, r.manifest)
+            rows = conn.execute(select(r.run_id, r.status, r.attempt, r.manifest, r.dir)
                                 .where(r.status.notin_(sorted(TERMINAL_PHASES)))).all()
-        return frozenset(row.run_id for row in rows if process_gone(row))
+        return {(row.run_id, row.manifest): Path(row.dir or "").name
+                for row in rows if process_gone(row)}
 
-    def passed(self, dead: frozenset[str]) -> None:
-        """Note a finished pass, and the runs `look` found dead as it began."""
-        self.dead = dead
+    def passed(self, dead: dict[tuple[str, str], str], unread: set[str]) -> None:
+        """Note a finished pass, the runs `look` found dead as it began, and the folders
+        (by name) the pass could not read, whose runs it leaves unjudged."""
+        self.dead = frozenset(key for key, folder in dead.items() if folder not in unread)
         self.passes += 1
 
-    def gone(self, run: Any) -> bool:
-        """Whether `run` (a runs row) has not ended and its process, dead before the last
-        finished pass began, left no end for that pass to read."""
-        return run.run_id in self.dead and process_gone(run)
+    def judge(self) -> Gone:
+        """Whether a run has not ended and its process, dead as the last finished pass
+        began, left no end for that pass to read: for rows read after this call."""
+        dead = self.dead
+        return lambda run: (run.run_id, run.manifest) in dead and process_gone(run)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fastapi import Request
 from sqlalchemy import Connection, Engine
@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Engine
 from runwatch.jobs.control import RETRY_WAIT_S
 from runwatch.server.feed import ChangeFeed
 from runwatch.server.series_cache import SeriesCache
-from runwatch.store.runrows import process_gone
+from runwatch.server.settle import Gone, by_row
 
 if TYPE_CHECKING:  # the pollers read through modules that import this one
     from runwatch.server.pollers import Hub
@@ -42,9 +42,9 @@ class ServerState:
     hub: Hub | None = None  # made by the first live stream (`runwatch.server.pollers.hub`)
     # how long a retry waits for a process to let go of the run's folder before its 503
     lock_wait_s: float = RETRY_WAIT_S
-    # whether a run's process is gone, as this server says it (server/settle.py: only
-    # once its indexer has read the folder since it saw the process dead)
-    gone: Callable[[Any], bool] = process_gone
+    # what says whether a run's process is gone, taken before the rows it judges are
+    # read (server/settle.py: once the indexer has read the folder since it saw it dead)
+    judge: Callable[[], Gone] = by_row
 
 
 def state(request: Request) -> ServerState:

@@ -152,7 +152,7 @@ def run_updates(conn: Connection, run_pk: int, cur: RunCursor, seen_counts: dict
                 ) -> tuple[list[Update], bool]:
     """Points, logs, checkpoints and a phase change stored after `cur` (up to `marks` at
     least), and whether more may wait beyond the pages read; advances `cur`. `gone` says
-    whether a run's process is gone (a server says it by server/settle.py).
+    whether a run's process is gone (a server's ServerState.judge, taken before the read).
 
     `seen_counts` (point counts per key id) is the caller's, kept from look to look.
     Only the kinds of record whose mark moved are read.
@@ -219,4 +219,4 @@ def list_state(conn: Connection, project: str | None,
 def fingerprint(run: dict[str, Any]) -> tuple[Any, ...]:
     """The list fields whose change is worth a `run` event."""
     return tuple(run[k] for k in ("status", "stage", "reason", "observed_step", "saved_step",
-                                  "started_at", "ended_at", "name"))
+                                  "started_at", "ended_at", "name", "process_gone"))
