@@ -4,6 +4,8 @@ rollouts (untrusted text stays text), URL state, and a refused action's message.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from playwright.sync_api import Page, Route, expect
 from runwatch.sdk import init
 from runwatch.server.runner import Runner
 from tests.killed import killed_run
-from tests.support import cli_here, http, write_manifest
+from tests.support import cli_here, first_line, http, write_manifest
 
 from .webhelpers import (
     chart_points,
@@ -250,6 +252,30 @@ def test_best_and_latest_train_loss_match_the_cli(page: Page, server: Runner,
 def _fmt(value: float) -> str:
     """A number as the web app's fmtNum shows it (4 significant digits, no trailing 0s)."""
     return f"{value:.4g}"
+
+
+def test_a_process_that_dies_while_the_page_is_open_shows_process_gone_without_a_reload(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """The list stream says so when `process_gone` changes, though the index does not (a
+    process that dies writes nothing): the list row and the open run's status both
+    change."""
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time, runwatch\n"
+        "run = runwatch.init(name='dies', dir=sys.argv[1], phase='RUNNING')\n"
+        "run.log({'loss': 1.0}, step=0)\n"
+        "print('started', flush=True)\n"
+        "time.sleep(600)\n"), str(runs_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert first_line(child, what="the training process to start") == "started"
+        wait_indexed(server.url, "dies", 0)
+        open_run(page, server.url, "dies")
+        expect(page.locator("#run-status")).to_have_text("Running")
+    finally:
+        child.kill()
+        child.wait(timeout=60)
+    expect(page.locator('.run-row:has-text("dies") .status')).to_have_text(
+        "Running (process gone)", timeout=30_000)
+    expect(page.locator("#run-status")).to_have_text("Running (process gone)")
 
 
 def test_a_run_whose_process_died_shows_process_gone(page: Page, server: Runner,
