@@ -1,5 +1,6 @@
 """A run whose training process died: started by a real subprocess that exits without
-finishing it, so its manifest names a process that no longer exists."""
+finishing it, so its manifest names a process that no longer exists; and a live one, to
+kill or let finish."""
 
 from __future__ import annotations
 
@@ -21,3 +22,17 @@ def killed_run(runs_dir: Path, name: str) -> None:
             "os._exit(9)\n")
     done = subprocess.run([sys.executable, "-c", code], check=False, timeout=60, cwd=REPO)
     assert done.returncode == 9, "the child should die without finishing the run"
+
+
+def live_process(runs_dir: Path, name: str, phase: str = "RUNNING", then: str = "",
+                 log: bool = False) -> subprocess.Popen[str]:
+    """A training process that starts run `name` in `phase` (and logs `loss` at step 0
+    with `log`), prints `started`, and runs the code `then` (with `run` in scope) once a
+    line comes on its stdin; with `then` empty it waits there until killed."""
+    return subprocess.Popen([sys.executable, "-c", (
+        "import sys, runwatch\n"
+        f"run = runwatch.init(name={name!r}, dir=sys.argv[1], phase={phase!r})\n"
+        + ("run.log({'loss': 1.0}, step=0)\n" if log else "")
+        + "print('started', flush=True)\n"
+        "sys.stdin.readline()\n" + then), str(runs_dir)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)

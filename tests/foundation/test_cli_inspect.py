@@ -14,6 +14,7 @@ import runwatch
 from runwatch.analysis.views import run_summary
 from runwatch.cli.context import open_context
 from runwatch.store import queries as q
+from tests.killed import live_process
 from tests.support import cli_here, first_line, run_cli, wait_for
 from tests.support.cli import CLI_DEADLINE_S
 
@@ -63,20 +64,9 @@ def test_hparams_and_engine_config(runs_dir: Path) -> None:
     assert alpha.stdout.strip() == "32"
 
 
-def _trainer(runs_dir: Path, name: str, phase: str, then: str) -> subprocess.Popen[str]:
-    """A training process that starts run `name` in `phase`, prints `started`, and runs the
-    code `then` once a line comes on its stdin."""
-    return subprocess.Popen([sys.executable, "-c", (
-        "import sys, runwatch\n"
-        f"run = runwatch.init(name={name!r}, dir=sys.argv[1], phase={phase!r})\n"
-        "print('started', flush=True)\n"
-        "sys.stdin.readline()\n" + then), str(runs_dir)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-
 def test_wait_follows_a_run_to_its_end(runs_dir: Path) -> None:
     # it goes on once `runs wait` has seen PREPARING
-    child = _trainer(runs_dir, "w", "PREPARING",
+    child = live_process(runs_dir, "w", "PREPARING",
                      "run.set_phase('RUNNING')\nrun.fail('the training job was stopped')\n")
     assert child.stdin is not None
     try:
@@ -164,7 +154,7 @@ def test_a_run_that_ended_just_before_its_process_died_is_not_called_gone(
     """The index read before the process died can lack the end it wrote just before
     (`runs wait` and `runs tensorboard` once concluded "the training process is gone" of a
     run that had SUCCEEDED): Context.current_run reads the folder once more then."""
-    child = _trainer(runs_dir, "late", "RUNNING", "run.finish()\n")
+    child = live_process(runs_dir, "late", "RUNNING", "run.finish()\n")
     assert child.stdin is not None
     try:
         assert first_line(child, what="the training process to start") == "started"
@@ -191,7 +181,7 @@ def test_a_run_that_ended_just_before_its_process_died_is_not_called_gone(
 
 def test_a_run_whose_process_died_without_an_end_is_gone_after_a_second_read(
         runs_dir: Path) -> None:
-    child = _trainer(runs_dir, "cut", "RUNNING", "")
+    child = live_process(runs_dir, "cut", "RUNNING", "")
     try:
         assert first_line(child, what="the training process to start") == "started"
         wait_for(lambda: b"RUNNING" in _read(runs_dir / "cut" / "events.jsonl"),

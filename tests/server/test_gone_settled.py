@@ -5,8 +5,6 @@ gone from such a read; runwatch/server/settle.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,7 @@ from sqlalchemy import Engine
 
 from runwatch.ingest import Indexer
 from runwatch.server.runner import Runner, free_port
-from tests.killed import killed_run
+from tests.killed import killed_run, live_process
 from tests.support import first_line, http, wait_for
 from tests.support.cli import CLI_DEADLINE_S
 
@@ -26,13 +24,7 @@ def _run(client: Any, name: str) -> dict[str, Any]:
 
 def test_a_run_that_ended_as_its_process_died_is_not_gone_before_the_server_reads_it(
         engine: Engine, runs_dir: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", (
-        "import sys, runwatch\n"
-        "run = runwatch.init(name='late', dir=sys.argv[1], phase='RUNNING')\n"
-        "print('started', flush=True)\n"
-        "sys.stdin.readline()\n"
-        "run.finish()\n"), str(runs_dir)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = live_process(runs_dir, "late", then="run.finish()\n")
     assert child.stdin is not None
     try:
         assert first_line(child, what="the training process to start") == "started"

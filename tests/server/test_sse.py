@@ -17,7 +17,8 @@ from runwatch.sdk import init
 from runwatch.server.runner import Runner, free_port
 from runwatch.server.updates import LOG_PAGE, SEQ_WINDOW
 from runwatch.store.db import POOL_OVERFLOW, POOL_SIZE, open_engine
-from tests.support import http, wait_for
+from tests.killed import live_process
+from tests.support import first_line, http, wait_for
 
 from .apiclient import read_events
 
@@ -229,3 +230,35 @@ def test_a_phase_set_by_job_control_alone_is_pushed(server: Runner, runs_dir: Pa
                                                 for e in ev))
     assert [e["data"]["status"] for e in events if e["event"] == "phase"][-1] == \
         "CANCEL_REQUESTED"
+
+
+def test_a_process_that_dies_is_pushed_on_the_run_stream(server: Runner,
+                                                         runs_dir: Path) -> None:
+    """A process that dies writes nothing, so no mark of the index moves: the run's own
+    stream says so with a phase event once the server calls its process gone."""
+    child = live_process(runs_dir, "dies")
+    try:
+        assert first_line(child, what="the training process to start") == "started"
+        with http.client(base_url=server.url, timeout=GUARD) as client:
+            _wait_for_run(client, "dies")
+
+            def running() -> dict[str, Any] | None:
+                got: dict[str, Any] = client.get("/api/runs/dies").json()
+                return got if got["run"]["status"] == "RUNNING" else None
+
+            body = wait_for(running, what="the server to index its RUNNING phase")
+            assert body is not None and body["run"]["process_gone"] is False
+            with client.stream("GET", "/api/runs/dies/stream",
+                               params={"cursor": body["cursor"]}) as resp:
+                child.kill()
+                child.wait(timeout=60)
+                events = read_events(_within(resp.iter_lines()),
+                                     lambda ev: any(e["event"] == "phase"
+                                                    and e["data"]["process_gone"] for e in ev))
+    finally:
+        child.kill()
+        child.wait(timeout=60)
+    # the phase as the stream started (its process alive), then the one that says it died
+    phases = [(e["data"]["status"], e["data"]["process_gone"]) for e in events
+              if e["event"] == "phase"]
+    assert phases[-1] == ("RUNNING", True) and ("RUNNING", True) not in phases[:-1]

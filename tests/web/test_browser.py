@@ -4,8 +4,6 @@ rollouts (untrusted text stays text), URL state, and a refused action's message.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,7 @@ from playwright.sync_api import Page, Route, expect
 
 from runwatch.sdk import init
 from runwatch.server.runner import Runner
-from tests.killed import killed_run
+from tests.killed import killed_run, live_process
 from tests.support import cli_here, first_line, http, write_manifest
 
 from .webhelpers import (
@@ -259,12 +257,7 @@ def test_a_process_that_dies_while_the_page_is_open_shows_process_gone_without_a
     """The list stream says so when `process_gone` changes, though the index does not (a
     process that dies writes nothing): the list row and the open run's status both
     change."""
-    child = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time, runwatch\n"
-        "run = runwatch.init(name='dies', dir=sys.argv[1], phase='RUNNING')\n"
-        "run.log({'loss': 1.0}, step=0)\n"
-        "print('started', flush=True)\n"
-        "time.sleep(600)\n"), str(runs_dir)], stdout=subprocess.PIPE, text=True)
+    child = live_process(runs_dir, "dies", log=True)
     try:
         assert first_line(child, what="the training process to start") == "started"
         wait_indexed(server.url, "dies", 0)

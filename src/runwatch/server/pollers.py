@@ -160,7 +160,7 @@ class RunPoller(Poller):
             if self.cursor is None:  # the baseline: updates are what comes after it
                 self.cursor = RunCursor.parse(
                     stream_cursor(conn, self.run_pk, run_keys(conn, self.run_pk)))
-                self.cursor.status = marks.status
+                self.cursor.status, self.cursor.gone = marks.status, gone(marks)
                 self.stamp = stamp
                 self.attempt = marks.attempt
                 return []

@@ -42,6 +42,8 @@ class RunCursor:
     health: int = 0
     # the run's phase as last seen (None: not yet), not part of the cursor a client sees
     status: str | None = None
+    # whether its process was gone as last seen (None: not yet), likewise
+    gone: bool | None = None
 
     def __str__(self) -> str:
         return f"{self.metrics}.{self.logs}.{self.events}.{self.checkpoints}"
@@ -57,7 +59,7 @@ class RunCursor:
 
     def copy(self) -> RunCursor:
         return RunCursor(self.metrics, self.logs, self.events, self.checkpoints, self.health,
-                         self.status)
+                         self.status, self.gone)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,10 @@ class Marks:
     findings: float | None  # when the findings last changed
     attempt: int  # the run's attempt: a new one starts its metrics and checkpoints at seq 0
     status: str  # the run's phase, which job control may change before any event says so
+    # the run's id and manifest: with attempt and status, what says whether its process
+    # is gone, which changes with nothing stored (a process that dies writes nothing)
+    run_id: str
+    manifest: str
 
 
 def _marks_statement() -> Any:
@@ -100,7 +106,7 @@ def _marks_statement() -> Any:
             (s.logs, s.logs.c.seq), (s.checkpoints, s.checkpoints.c.seq),
             (s.events, s.events.c.seq), (s.findings, s.findings.c.updated_ts))),
         *(select(c).where(s.runs.c.pk == bindparam("run_pk")).scalar_subquery()
-          for c in (s.runs.c.attempt, s.runs.c.status)))
+          for c in (s.runs.c.attempt, s.runs.c.status, s.runs.c.run_id, s.runs.c.manifest)))
 
 
 # built once: building the statement costs more than running it
@@ -108,13 +114,13 @@ RUN_MARKS = _marks_statement()
 
 
 def run_marks(conn: Connection, run_pk: int) -> Marks:
-    points, logs, checkpoints, events, findings, attempt, status = conn.execute(
-        RUN_MARKS, {"run_pk": run_pk}).one()
+    points, logs, checkpoints, events, findings, attempt, status, run_id, manifest = \
+        conn.execute(RUN_MARKS, {"run_pk": run_pk}).one()
     return Marks(int(points or 0), -1 if logs is None else int(logs),
                  -1 if checkpoints is None else int(checkpoints),
                  -1 if events is None else int(events),
                  None if findings is None else float(findings), int(attempt or 1),
-                 str(status))
+                 str(status), str(run_id), str(manifest))
 
 
 def _new_points(conn: Connection, run_pk: int, cur: RunCursor,
@@ -178,8 +184,10 @@ def run_updates(conn: Connection, run_pk: int, cur: RunCursor, seen_counts: dict
                               .order_by(ck.seq)).all():
             cur.checkpoints = r.seq
             out.append(Update("checkpoint", checkpoint_entry(r), "checkpoints", r.seq))
-    moved = cur.status is not None and marks.status != cur.status
-    cur.status = marks.status
+    gone_now = gone(marks)
+    moved = cur.status is not None and (marks.status != cur.status
+                                        or (cur.gone is not None and gone_now != cur.gone))
+    cur.status, cur.gone = marks.status, gone_now
     if marks.events > cur.events:
         # a phase event carries the run's list fields after the newest lifecycle event
         cur.events = marks.events
@@ -187,7 +195,8 @@ def run_updates(conn: Connection, run_pk: int, cur: RunCursor, seen_counts: dict
         out.append(Update("phase", run_summary(row, gone=gone(row)), "events", cur.events))
     elif moved:
         # job control changed the phase in the index alone (a cancel asked of a running
-        # job is CANCEL_REQUESTED before its process records anything): no cursor moves
+        # job is CANCEL_REQUESTED before its process records anything), or its process
+        # died: no cursor moves
         out.append(phase_now(conn, run_pk, gone))
     return out, more
 
