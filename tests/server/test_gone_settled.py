@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from runwatch.ingest import Indexer
+from runwatch.rundir.format import MANIFEST
 from runwatch.server.runner import Runner, free_port
 from tests.killed import killed_run, live_process
 from tests.support import first_line, http, wait_for
@@ -79,3 +80,21 @@ def test_a_server_that_indexes_no_folder_judges_by_the_row(engine: Engine,
         assert srv.settle.passes == 0
         listed = _run(client, "killed")
         assert (listed["status"], listed["process_gone"]) == ("RUNNING", True)
+
+
+def test_a_run_whose_folder_a_pass_cannot_read_is_left_unjudged(engine: Engine,
+                                                               runs_dir: Path) -> None:
+    """A pass that could not read a run's folder has not read its end either: the run is
+    not called gone until a pass reads the folder (IndexReport.unread)."""
+    killed_run(runs_dir, "killed")
+    Indexer(engine, runs_dir).index_once()  # its row: RUNNING, its process dead
+    manifest = runs_dir / "killed" / MANIFEST
+    good = manifest.read_bytes()
+    manifest.write_bytes(b"{not a manifest")
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, prewarm=False,
+                warm=False) as srv, http.client(base_url=srv.url, timeout=10) as client:
+        wait_for(lambda: srv.settle.passes >= 3, what="three passes")
+        assert _run(client, "killed")["process_gone"] is False
+        manifest.write_bytes(good)
+        wait_for(lambda: _run(client, "killed")["process_gone"],
+                 what="the server to call the run's process gone once it reads the folder")

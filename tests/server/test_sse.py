@@ -250,15 +250,15 @@ def test_a_process_that_dies_is_pushed_on_the_run_stream(server: Runner,
             assert body is not None and body["run"]["process_gone"] is False
             with client.stream("GET", "/api/runs/dies/stream",
                                params={"cursor": body["cursor"]}) as resp:
+                lines = _within(resp.iter_lines())
+                # the phase as the stream opens: the poller has its baseline by then
+                opened = read_events(lines, lambda ev: ev[-1]["event"] == "phase")
+                assert opened[-1]["data"]["process_gone"] is False
                 child.kill()
                 child.wait(timeout=60)
-                events = read_events(_within(resp.iter_lines()),
-                                     lambda ev: any(e["event"] == "phase"
-                                                    and e["data"]["process_gone"] for e in ev))
+                events = read_events(lines, lambda ev: ev[-1]["event"] == "phase")
     finally:
         child.kill()
         child.wait(timeout=60)
-    # the phase as the stream started (its process alive), then the one that says it died
-    phases = [(e["data"]["status"], e["data"]["process_gone"]) for e in events
-              if e["event"] == "phase"]
-    assert phases[-1] == ("RUNNING", True) and ("RUNNING", True) not in phases[:-1]
+    assert (events[-1]["data"]["status"], events[-1]["data"]["process_gone"]) == \
+        ("RUNNING", True)

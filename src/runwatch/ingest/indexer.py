@@ -168,6 +168,8 @@ class Indexer:
         if run_pk is not None:
             # Taken before reading, so anything written meanwhile is read next pass.
             self._seen[run_dir] = (signature, run_pk)
+        else:  # not read: its manifest is missing, unreadable or of another version
+            report.unread.add(run_dir.name)
         return run_pk
 
     def _index_run(self, run_dir: Path, report: IndexReport) -> int | None:

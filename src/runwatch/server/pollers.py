@@ -290,12 +290,12 @@ class Hub:
                         cur.health = poller.last_health.seq if poller.last_health else 0
                     async for got in self._catch_up(run_pk, cur):
                         yield got
-                    if item is START:
-                        # and the phase as it is now: job control may have changed it in
-                        # the index alone, which no cursor of the client's can tell
-                        now = await self._phase_now(run_pk)
-                        if now is not None:
-                            yield now, str(cur)
+                    # and the phase as it is now: job control may have changed it in the
+                    # index alone, or its process died, which no cursor can tell (a stream
+                    # that fell behind lost the poller's phase event with its queue)
+                    now = await self._phase_now(run_pk)
+                    if now is not None:
+                        yield now, str(cur)
                     # and the findings, if they changed while the stream was behind
                     item = [poller.last_health] if poller.last_health else []
                 if isinstance(item, list):
