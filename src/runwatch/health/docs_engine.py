@@ -242,7 +242,9 @@ DETECTOR_DOCS = (
      "after `min_points`; *k* is `k_binary` while every value has been exactly 0 or 1); a "
      "budget rule's limit is a fraction of a run setting such as `max_sample_tokens`"),
     ("pinned", "a value equals exactly the lowest the series has taken (with `side: top`, "
-     "the highest), and has taken before, on *k* of the last *n* points (a new low is no hit)"),
+     "the highest), and has taken before, on *k* of the last *n* points (a new low is no "
+     "hit); with `unless_setting`, silent where the run's config gives that setting (a rule "
+     "that reads the limit from the log, where a budget rule can read it from the config)"),
     ("spike", "a value exceeds `factor` × the rolling median of the previous `window` points "
      "(the median taken as at least `min_median`; or falls below `drop` × it); with "
      "`noise_k`, a rise must also stand `noise_k` robust standard deviations of the window "

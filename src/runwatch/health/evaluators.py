@@ -67,7 +67,8 @@ def _num(params: Mapping[str, Param], name: str, default: float) -> float:
 
 def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, float],
                    state: dict[str, Any] | None) -> Any:
-    """The detector for `rule` with resolved params `p`; None when a budget is unknown."""
+    """The detector for `rule` with resolved params `p`; None when a budget is unknown, or
+    when a pinned rule's `unless_setting` is known (the limit it infers from the log)."""
     kind = rule.detector
     if kind == "threshold":
         above = p.get("above")
@@ -86,6 +87,9 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             k_binary=int(p["k_binary"]) if "k_binary" in p else None, state=state,
         )
     if kind == "pinned":
+        known = p.get("unless_setting")
+        if isinstance(known, str) and known in settings:
+            return None  # a rule that reads the setting itself judges the run
         return d.Pinned(k=int(_num(p, "k", 1)), n=int(_num(p, "n", 1)),
                         min_points=int(_num(p, "min_points", 0)), state=state)
     if kind == "spike":
