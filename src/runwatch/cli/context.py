@@ -52,12 +52,11 @@ class Context:
         only that read can say the process died without an end. Judge "gone" here, on the
         row returned, not again later: the process may die in between."""
         from runwatch.cli.options import resolve_or_exit
-        from runwatch.rundir.format import TERMINAL_PHASES
         from runwatch.store.runrows import process_gone
 
         with self.engine.connect() as conn:
             row = resolve_or_exit(conn, ref)
-        if row.status in TERMINAL_PHASES or not process_gone(row):
+        if not process_gone(row):
             return row, False
         self.refresh()
         with self.engine.connect() as conn:

@@ -62,7 +62,7 @@ def detail_of(conn: Connection, row: Row[Any], runs_dir: Path, gone: bool) -> di
     from runwatch.analysis.detail import run_detail
     from runwatch.store.series import read_series
 
-    return run_detail(read_run(conn, row, lambda _: gone),
+    return run_detail(read_run(conn, row, gone),
                       lambda key: read_series(conn, key.id).value, runs_dir=runs_dir)
 
 

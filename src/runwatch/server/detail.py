@@ -29,7 +29,7 @@ def run_detail(conn: Connection, st: ServerState, row: Row[Any], gone: Gone
     and its spend priced by the device profiles of the server's runs folder, and the
     cursor its live stream starts from; `gone`: ServerState.judge's, taken before `row`
     was read."""
-    rec = read_run(conn, row, gone)
+    rec = read_run(conn, row, gone(row))
     detail = shared_detail(rec, st.cache.values(conn, row.pk),
                            runs_dir=st.runs_dir)
     return {"ok": True, **detail, "cursor": stream_cursor(conn, row.pk, rec.keys)}

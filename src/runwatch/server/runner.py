@@ -22,7 +22,7 @@ from sqlalchemy import Engine, select
 from runwatch.health.store import on_events as health_end
 from runwatch.health.store import on_metrics as health_hook
 from runwatch.ingest import Indexer
-from runwatch.ingest.indexer import PointsHook
+from runwatch.ingest.indexer import IndexReport, PointsHook
 from runwatch.interop.otel import OtelExport
 from runwatch.interop.otel import from_env as otel_from_env
 from runwatch.jobs.control import RETRY_WAIT_S
@@ -128,11 +128,8 @@ class Runner:
         indexer = self._indexer()
         while not self._stop.is_set():
             try:
-                dead = self.settle.look(self.engine)
                 with self._index_lock:
-                    report = indexer.index_once(stop=self._stop)
-                if not self._stop.is_set():  # a stopped pass may not have read every run
-                    self.settle.passed(dead, report.unread)
+                    report = self._index_pass(indexer, self._stop)
                 if self.otel is not None:
                     self.otel.after_pass(self.engine)
             except Exception:
@@ -145,6 +142,15 @@ class Runner:
                 self.stop()
                 return
             self._stop.wait(self.interval)
+
+    def _index_pass(self, indexer: Indexer, stop: threading.Event | None) -> IndexReport:
+        """One pass over the runs folder, noting for `settle` which unfinished runs'
+        processes were dead as it began."""
+        dead = self.settle.look(self.engine)
+        report = indexer.index_once(stop=stop)
+        if stop is None or not stop.is_set():  # a stopped pass may not have read every run
+            self.settle.passed(dead, report.unread)
+        return report
 
     def _prewarm(self) -> None:
         """Read the newest runs' series into the cache, so a restarted server answers fast.
@@ -212,9 +218,7 @@ class Runner:
         if self.save_series and self.cache.disk_dir is None:
             self.cache.disk_dir = default_disk_dir(self.engine)
         if self.runs_dir is not None:
-            dead = self.settle.look(self.engine)
-            report = self._indexer().index_once()
-            self.settle.passed(dead, report.unread)
+            self._index_pass(self._indexer(), None)
             t = threading.Thread(target=self._index_loop, name="runwatch-indexer", daemon=True)
             t.start()
             self._threads.append(t)

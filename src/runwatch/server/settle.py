@@ -19,7 +19,7 @@ from sqlalchemy import Engine, select
 
 from runwatch.rundir.format import TERMINAL_PHASES
 from runwatch.store import schema as s
-from runwatch.store.runrows import alive, local_pid, no_process, process_gone
+from runwatch.store.runrows import process_gone
 
 Gone = Callable[[Any], bool]  # whether a runs row's process is gone
 
@@ -36,9 +36,6 @@ class Settle:
         # manifest names the process, so a run resumed by another one is judged afresh
         self.dead: frozenset[tuple[str, str]] = frozenset()
         self.passes = 0  # finished passes
-        # the process each unfinished run's manifest names on this host, by manifest text:
-        # parsed once, not on every pass
-        self._pids: dict[str, int | None] = {}
 
     def look(self, engine: Engine) -> dict[tuple[str, str], str]:
         """The unfinished runs whose process is dead now, with their folder's name: to
@@ -47,12 +44,8 @@ class Settle:
         with engine.connect() as conn:
             rows = conn.execute(select(r.run_id, r.status, r.attempt, r.manifest, r.dir)
                                 .where(r.status.notin_(sorted(TERMINAL_PHASES)))).all()
-        pids = {row.manifest: self._pids[row.manifest] if row.manifest in self._pids
-                else local_pid(row.manifest) for row in rows}
-        self._pids = pids  # those of runs that ended are forgotten
         return {(row.run_id, row.manifest): os.path.basename(row.dir or "") for row in rows
-                if not no_process(row) and (pid := pids[row.manifest]) is not None
-                and alive(pid) is False}
+                if process_gone(row)}
 
     def passed(self, dead: dict[tuple[str, str], str], unread: set[str]) -> None:
         """Note a finished pass, the runs `look` found dead as it began, and the folders

@@ -7,7 +7,6 @@ Each function takes a connection for one short look and returns `Update`s; the p
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,10 +16,10 @@ from runwatch.analysis.views import checkpoint_entry, log_entry, run_summary
 from runwatch.server.errors import bad_request
 from runwatch.server.jsonio import dumps
 from runwatch.server.routes_records import findings_payload
+from runwatch.server.settle import Gone
 from runwatch.store import schema as s
 from runwatch.store.keys import run_keys
 from runwatch.store.points import key_of, run_points, seq_of
-from runwatch.store.runrows import process_gone
 
 SEQ_WINDOW = 2000  # records of metrics per look at most
 LOG_PAGE = 500  # log entries per look at most
@@ -154,8 +153,7 @@ def _new_points(conn: Connection, run_pk: int, cur: RunCursor,
 
 
 def run_updates(conn: Connection, run_pk: int, cur: RunCursor, seen_counts: dict[int, int],
-                marks: Marks, gone: Callable[[Any], bool] = process_gone
-                ) -> tuple[list[Update], bool]:
+                marks: Marks, gone: Gone) -> tuple[list[Update], bool]:
     """Points, logs, checkpoints and a phase change stored after `cur` (up to `marks` at
     least), and whether more may wait beyond the pages read; advances `cur`. `gone` says
     whether a run's process is gone (a server's ServerState.judge, taken before the read).
@@ -201,8 +199,7 @@ def run_updates(conn: Connection, run_pk: int, cur: RunCursor, seen_counts: dict
     return out, more
 
 
-def phase_now(conn: Connection, run_pk: int,
-              gone: Callable[[Any], bool] = process_gone) -> Update:
+def phase_now(conn: Connection, run_pk: int, gone: Gone) -> Update:
     """A phase event with the run's list fields as they are now; it moves no cursor."""
     row = conn.execute(select(s.runs).where(s.runs.c.pk == run_pk)).one()
     return Update("phase", run_summary(row, gone=gone(row)))
@@ -213,8 +210,8 @@ def findings_update(conn: Connection, run_pk: int, count: int) -> Update:
     return Update("health", findings_payload(conn, run_pk), "health", count)
 
 
-def list_state(conn: Connection, project: str | None,
-               gone: Callable[[Any], bool] = process_gone) -> dict[str, dict[str, Any]]:
+def list_state(conn: Connection, project: str | None, gone: Gone
+               ) -> dict[str, dict[str, Any]]:
     """The list fields of the newest LIST_WATCH runs (of `project`), newest first."""
     r = s.runs.c
     stmt = select(s.runs)

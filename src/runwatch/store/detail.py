@@ -6,7 +6,6 @@ the run detail the CLI and the API show.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,14 +34,13 @@ class RunRecords:
     parents: tuple[Row[Any], ...] = ()
 
 
-def read_run(conn: Connection, row: Row[Any],
-             gone: Callable[[Any], bool] = q.process_gone) -> RunRecords:
-    """The records of the run in `row`; `gone` says whether its process is gone (a
-    server says it by runwatch/server/settle.py)."""
+def read_run(conn: Connection, row: Row[Any], gone: bool) -> RunRecords:
+    """The records of the run in `row`; `gone`: whether its process is gone, judged by
+    the caller with `row` (cli Context.current_run, server/settle.py)."""
     job = job_row(conn, row.pk)
     return RunRecords(row, q.events(conn, row.pk), run_keys(conn, row.pk),
                       checkpoint_rows(conn, row.pk), q.problems(conn, row.pk),
-                      gone(row), job, parent_runs(conn, row, job))
+                      gone, job, parent_runs(conn, row, job))
 
 
 INIT_FROM = "init_from:"

@@ -69,7 +69,7 @@ def json_or_text(text: str | None) -> Any:
         return text
 
 
-def no_process(run: Any) -> bool:
+def _no_process(run: Any) -> bool:
     """Whether the run has no process of its own to judge: it ended, or it is a job's
     next attempt waiting in the queue (a retry or requeue keeps the manifest, which names
     the earlier attempt's process). A run started by hand may be QUEUED in its own
@@ -81,28 +81,21 @@ def no_process(run: Any) -> bool:
 def process_gone(run: Any) -> bool:
     """True when a run that is not finished, and not a job's attempt waiting in the queue,
     was written by a process on this host that died."""
-    return not no_process(run) and _local_process(run) is False
+    return not _no_process(run) and _local_process(run) is False
 
 
 def process_here(run: Any) -> bool:
     """True when a run that is not finished, and not a job's attempt waiting in the queue,
     was written by a process on this host that is still alive (one this host can
     signal)."""
-    return not no_process(run) and _local_process(run) is True
+    return not _no_process(run) and _local_process(run) is True
 
 
 def _local_process(run: Any) -> bool | None:
     """Whether the process the run's manifest names is alive, when it names one on this
     host; None when it names none, or one elsewhere, or one this user cannot see."""
-    pid = local_pid(run.manifest)
-    return None if pid is None else alive(pid)
-
-
-def local_pid(manifest_text: str) -> int | None:
-    """The process a run's manifest (its JSON text) names, when it names one on this
-    host."""
     try:
-        manifest = orjson.loads(manifest_text)
+        manifest = orjson.loads(run.manifest)
     except orjson.JSONDecodeError:
         return None
     if not isinstance(manifest, dict):
@@ -110,11 +103,6 @@ def local_pid(manifest_text: str) -> int | None:
     pid, host = manifest.get("pid"), manifest.get("host")
     if type(pid) is not int or pid <= 0 or host != socket.gethostname():
         return None
-    return pid
-
-
-def alive(pid: int) -> bool | None:
-    """Whether process `pid` of this host is alive; None when this user cannot see it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
