@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from runwatch.ingest import Indexer
 from runwatch.rundir.format import MANIFEST
 from runwatch.server.runner import Runner, free_port
+from runwatch.server.settle import Settle
 from tests.killed import killed_run, live_process
 from tests.support import first_line, http, wait_for
 from tests.support.cli import CLI_DEADLINE_S
@@ -91,10 +92,28 @@ def test_a_run_whose_folder_a_pass_cannot_read_is_left_unjudged(engine: Engine,
     manifest = runs_dir / "killed" / MANIFEST
     good = manifest.read_bytes()
     manifest.write_bytes(b"{not a manifest")
+    patient = Settle()
+    patient.UNREAD_PASSES = 10**9  # never judged on its row while unread (the next test)
     with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, prewarm=False,
-                warm=False) as srv, http.client(base_url=srv.url, timeout=10) as client:
+                warm=False, settle=patient) as srv, \
+            http.client(base_url=srv.url, timeout=10) as client:
         wait_for(lambda: srv.settle.passes >= 3, what="three passes")
         assert _run(client, "killed")["process_gone"] is False
         manifest.write_bytes(good)
         wait_for(lambda: _run(client, "killed")["process_gone"],
                  what="the server to call the run's process gone once it reads the folder")
+
+
+def test_a_dead_run_whose_folder_no_pass_can_read_is_judged_on_its_row(
+        engine: Engine, runs_dir: Path) -> None:
+    """A folder that stays unreadable (a damaged manifest) would leave its dead run
+    unjudged for ever, and `runs wait --server` waiting to its timeout: after
+    Settle.UNREAD_PASSES passes in a row that could not read it, its row judges it."""
+    killed_run(runs_dir, "killed")
+    Indexer(engine, runs_dir).index_once()  # its row: RUNNING, its process dead
+    (runs_dir / "killed" / MANIFEST).write_bytes(b"{not a manifest")
+    with Runner(engine, runs_dir=runs_dir, port=free_port(), interval=0.05, prewarm=False,
+                warm=False) as srv, http.client(base_url=srv.url, timeout=10) as client:
+        wait_for(lambda: _run(client, "killed")["process_gone"],
+                 what="the server to judge the unreadable run's process gone on its row")
+        assert srv.settle.passes >= Settle.UNREAD_PASSES

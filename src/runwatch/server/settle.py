@@ -7,6 +7,12 @@ end. The server's indexer notes, as each pass begins, which unfinished runs' pro
 dead; once that pass has read their folders, those still unfinished are gone. A reader
 takes the judge (`Settle.judge`) before it reads the rows it judges, so the rows are at
 least as new as the pass the judge stands on.
+
+A pass that could not read a folder (IndexReport.unread) has not read its end either, so
+its run is left unjudged; but a folder no pass can read (a damaged manifest) would leave
+its dead run unjudged for ever, and `runs wait --server` waiting on it to its timeout.
+After `UNREAD_PASSES` passes in a row that found its process dead and could not read its
+folder, the run is judged on its row: nothing the server can read will end it.
 """
 
 from __future__ import annotations
@@ -31,11 +37,15 @@ def by_row() -> Gone:
 
 
 class Settle:
+    UNREAD_PASSES = 10  # passes in a row that could not read a dead run's folder
+
     def __init__(self) -> None:
         # (run id, manifest) of the runs found dead as the last finished pass began: the
         # manifest names the process, so a run resumed by another one is judged afresh
         self.dead: frozenset[tuple[str, str]] = frozenset()
         self.passes = 0  # finished passes
+        # the dead runs whose folder the passes could not read, and how many passes in a row
+        self.unread: dict[tuple[str, str], int] = {}
 
     def look(self, engine: Engine) -> dict[tuple[str, str], str]:
         """The unfinished runs whose process is dead now, with their folder's name: to
@@ -49,8 +59,12 @@ class Settle:
 
     def passed(self, dead: dict[tuple[str, str], str], unread: set[str]) -> None:
         """Note a finished pass, the runs `look` found dead as it began, and the folders
-        (by name) the pass could not read, whose runs it leaves unjudged."""
-        self.dead = frozenset(key for key, folder in dead.items() if folder not in unread)
+        (by name) the pass could not read, whose runs it leaves unjudged until as many
+        passes in a row as `UNREAD_PASSES` could not read them."""
+        self.unread = {key: self.unread.get(key, 0) + 1 for key, folder in dead.items()
+                       if folder in unread}
+        self.dead = frozenset(key for key, folder in dead.items()
+                              if self.unread.get(key, self.UNREAD_PASSES) >= self.UNREAD_PASSES)
         self.passes += 1
 
     def judge(self) -> Gone:
