@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -17,16 +18,20 @@ from .apiclient import Api, MakeRun, assert_error
 BAD_RUN = "no-such-run"
 JSON = {"Content-Type": "application/json"}
 # Streams are long-lived; their bad-input answers come before any streaming starts.
+BIG = str(2**63)  # one past what a 64-bit integer column holds: no stored seq or step
 BAD_QUERIES: dict[str, list[dict[str, str]]] = {
-    "/api/runs": [{"cursor": "%%%"}, {"cursor": "WyJ4IiwyXQ"}, {"limit": "0"}, {"limit": "x"}],
+    "/api/runs": [{"cursor": "%%%"}, {"cursor": "WyJ4IiwyXQ"}, {"limit": "0"}, {"limit": "x"},
+                  {"cursor": base64.urlsafe_b64encode(f"[1.0,{BIG}]".encode()).decode()}],
     "/api/series": [{}, {"run": "r"}, {"run": "r", "key": "loss", "points": "5"},
                     {"run": "r", "key": "loss", "lo": "x"}],
     "/api/runs/{run}/history": [{"after": "x"}, {"before": "1.5"}, {"order": "sideways"},
-                                {"limit": "0"}],
+                                {"limit": "0"}, {"after": BIG}],
     "/api/runs/{run}/samples": [{"step": "-1"}, {"split": "test"}, {"best": "0"}],
-    "/api/runs/{run}/logs": [{"level": "loud"}, {"cursor": "zz"}, {"limit": "-3"}],
+    "/api/runs/{run}/logs": [{"level": "loud"}, {"cursor": "zz"}, {"limit": "-3"},
+                             {"cursor": BIG}],
     "/api/runs/{run}/series": [{"points": "big"}],
-    "/api/runs/{run}/stream": [{"cursor": "1.2"}],
+    "/api/runs/{run}/stream": [{"cursor": "1.2"}, {"cursor": f"{BIG}.0.0.0"},
+                               {"cursor": "-2.-1.-1.-1"}],
 }
 
 

@@ -52,6 +52,7 @@ from runwatch.store.summaries import (
     stored_level,
     summary_states,
 )
+from runwatch.store.values import parse_int64
 
 router = APIRouter(tags=["metrics"])
 
@@ -399,10 +400,10 @@ def _page_points(conn: Connection, st: ServerState, run_pk: int, key: KeyInfo,
 def _step_cursor(value: str | None, name: str) -> int | None:
     if value is None or value == "":
         return None
-    try:
-        return int(value)
-    except ValueError:
-        raise bad_request(f"{name} must be a step number from a previous page") from None
+    step = parse_int64(value)
+    if step is None:
+        raise bad_request(f"{name} must be a step number from a previous page")
+    return step
 
 
 @router.get("/api/runs/{run}/history", **documented(HistoryPage, "a page of steps"))

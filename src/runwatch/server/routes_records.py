@@ -22,6 +22,7 @@ from runwatch.server.schemas import (
 from runwatch.server.state import connection
 from runwatch.store.detail import checkpoint_rows, log_rows
 from runwatch.store.rollouts import NoRollouts, rollouts
+from runwatch.store.values import parse_int64
 
 router = APIRouter(tags=["records"])
 
@@ -77,10 +78,9 @@ def logs(
         raise bad_request(f"level {level!r} is not one of {', '.join(LOG_LEVELS)}")
     before = None
     if cursor:
-        try:
-            before = int(cursor)
-        except ValueError:
-            raise bad_request("the cursor is not one this server gave out") from None
+        before = parse_int64(cursor)
+        if before is None:
+            raise bad_request("the cursor is not one this server gave out")
     row = scopes.run(request, conn, run)
     rows = log_rows(conn, row.pk, lv or None, before, limit + 1)
     nxt = str(rows[limit - 1].seq) if len(rows) > limit else None

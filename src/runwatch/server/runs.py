@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Row
 
 from runwatch.server.errors import ApiError, bad_request
 from runwatch.store import queries
+from runwatch.store.values import INT64_MAX
 
 PAGE_SIZE = 100
 MAX_PAGE_SIZE = 500
@@ -28,7 +29,8 @@ def decode_cursor(cursor: str) -> tuple[float, int]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created_at, pk = orjson.loads(raw)
-        if not isinstance(pk, int) or not isinstance(created_at, int | float):
+        if (not isinstance(pk, int) or not isinstance(created_at, int | float)
+                or not 0 <= pk <= INT64_MAX):
             raise ValueError
         return float(created_at), pk
     except (binascii.Error, ValueError, TypeError, orjson.JSONDecodeError) as exc:

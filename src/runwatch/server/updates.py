@@ -20,6 +20,7 @@ from runwatch.server.settle import Gone
 from runwatch.store import schema as s
 from runwatch.store.keys import run_keys
 from runwatch.store.points import key_of, run_points, seq_of
+from runwatch.store.values import parse_int64
 
 SEQ_WINDOW = 2000  # records of metrics per look at most
 LOG_PAGE = 500  # log entries per look at most
@@ -49,11 +50,12 @@ class RunCursor:
 
     @classmethod
     def parse(cls, text: str) -> RunCursor:
-        try:
-            m, lg, e, c = (int(x) for x in text.split("."))
-        except ValueError:
+        # four seqs, each stored as a 64-bit integer or -1 ("none yet")
+        marks = [parse_int64(x) for x in text.split(".")]
+        if len(marks) != 4 or any(x is None or x < -1 for x in marks):
             raise bad_request("the stream cursor is not one this server gave out; "
-                              "use the cursor of GET /api/runs/{run}") from None
+                              "use the cursor of GET /api/runs/{run}")
+        m, lg, e, c = (int(x or 0) for x in marks)
         return cls(m, lg, e, c)
 
     def copy(self) -> RunCursor:

@@ -44,6 +44,16 @@ def is_int64(value: Any) -> bool:
     return type(value) is int and INT64_MIN <= value <= INT64_MAX
 
 
+def parse_int64(text: str) -> int | None:
+    """The whole number `text` writes, if a 64-bit integer column holds it; else None
+    (a cursor or step a client sent: one beyond the column is no step or seq stored)."""
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if is_int64(value) else None
+
+
 def preview(value: Any) -> str:
     """A short text of any value, however long or deeply nested, for a problem message."""
     if isinstance(value, str):
