@@ -21,8 +21,8 @@ alarm (at the highest severity the finding reaches: an info that holds long enou
 a warning);
 the summary line gives both shares (pathologies found, healthy runs warned) with their
 95% Wilson intervals, since a few hundred runs measure a share to several points either
-way (109 of 129 found reads 84%, 77-90%, so it is short of 90% beyond the corpus's own
-noise, and 0 warned in 233 would read 0-2%, not a rate of 0);
+way (128 of 149 found reads 86%, 79-91%, so 90% lies within the corpus's own noise of
+it, and 0 warned in 250 would read 0-2%, not a rate of 0);
 `run.stalled` is listed apart, since it reads wall-clock gaps between log lines that
 the labels do not judge. Held-back runs (`split: holdout`) stay out of tuning;
 the score is printed for `train`, for `holdout`, for every run, and for each `round` of
