@@ -157,3 +157,20 @@ def test_import_names_and_format_errors(tmp_path: Path) -> None:
     assert out["name"] == "imported-ppo_lunar_progress_csv"
     res = CliRunner().invoke(app, ["import", str(REAL / "README.md"), "--dir", str(runs)])
     assert res.exit_code != 0 and "csv or wandb" in res.output
+
+
+def test_an_unknown_step_column_or_method_is_refused_with_what_there_is(tmp_path: Path) -> None:
+    src = tmp_path / "train.csv"
+    src.write_text("step,loss,acc\n0,1.0,0.1\n1,0.9,0.2\n", encoding="utf-8")
+    with pytest.raises(SourceError, match=r"has no column 'nope'; pass --step-column one of "
+                                          r"its number columns: step, loss, acc"):
+        read_source(src, "csv", "nope")
+    runs = tmp_path / "runs"
+    res = CliRunner().invoke(app, ["import", str(src), "--dir", str(runs), "--name", "x",
+                                   "--method", "bogus"])
+    assert res.exit_code == 2, res.output
+    assert "--method 'bogus' is not one the health rules know" in res.output
+    assert "grpo" in res.output and "leave it out" in res.output
+    assert not (runs / "x").exists()  # refused before anything is written
+    # a method of a known family is taken as it is (a PPO run is judged by GRPO's rules)
+    assert import_run(src, runs, "--name", "y", "--method", "ppo")["method"] == "ppo"

@@ -17,6 +17,7 @@ from runwatch.cli.context import open_context, runs_dir
 from runwatch.cli.options import DbOpt, DirOpt, OutOpt
 from runwatch.cli.output import Output, emit, fail, line
 from runwatch.health import store as health_store
+from runwatch.health.engine import METHOD_FAMILIES
 from runwatch.ingest.importers import FORMATS, SourceError, read_source, write_run_dir
 from runwatch.rundir.format import RunDirError
 from runwatch.store import queries as q
@@ -32,9 +33,10 @@ def import_command(
                                              "source's path).")] = None,
     project: Annotated[str, typer.Option("--project", help="Project of the run.")
                        ] = "default",
-    method: Annotated[str | None, typer.Option("--method", help="sft, dpo or grpo "
-                                               "(default: guessed from the metric names).")
-                      ] = None,
+    method: Annotated[str | None, typer.Option("--method", help="sft, dpo, grpo, or one of "
+                                               "their kin the health rules know (ppo, orpo, "
+                                               "kto, ...; default: guessed from the metric "
+                                               "names).")] = None,
     kind: Annotated[str, typer.Option("--format", help="auto, trl, jsonl, tensorboard, csv "
                                       "or wandb.")] = "auto",
     step_column: Annotated[str | None, typer.Option(
@@ -45,6 +47,12 @@ def import_command(
     """Import another framework's training log as a finished run."""
     if kind not in FORMATS:
         raise fail(f"--format {kind!r} is not one of {', '.join(FORMATS)}")
+    if method is not None and method.lower() not in METHOD_FAMILIES:
+        # the method picks the health rules the run is judged by: one they do not know
+        # would judge it by none of a method's own rules, and say nothing of it
+        raise fail(f"--method {method!r} is not one the health rules know: "
+                   f"{', '.join(sorted(METHOD_FAMILIES))}; leave it out to guess it from "
+                   "the metric names")
     folder = runs_dir(directory)
     try:
         imported = read_source(source, kind, step_column)

@@ -61,6 +61,9 @@ def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path
     if not table:
         raise SourceError(f"{path} holds no rows of metrics to import")
     numeric = _numeric_columns(columns, table, path, first_line)
+    if step_column and step_column not in columns:
+        raise SourceError(f"{path} has no column {step_column!r}; pass --step-column one "
+                          f"of its number columns: {', '.join(numeric) or '(none)'}")
     step_col = _step_column(step_column, numeric, table, path)
     internal = {c for c in numeric if c.startswith("_")}  # W&B's _step, _runtime, …
     # "step" and "ts" name a record's own fields, never a metric.
