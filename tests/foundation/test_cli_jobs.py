@@ -59,6 +59,10 @@ def test_submit_a_recipe_queues_its_run_and_prints_runnable_next_steps(tmp_path:
     assert job["argv"][-4:] == ["recipes", "sft", "max_steps=3", "learning_rate=1e-3"]
     listed = run_cli("runs", "list", "--dir", str(runs), "--status", "QUEUED").stdout
     assert "first" in listed
+    assert "first" in cli_here("runs", "list", "--dir", str(runs), "--status", "queued").stdout
+    # a word that is no phase is refused, naming the phases (it listed "no runs" before)
+    bad = cli_here("runs", "list", "--dir", str(runs), "--status", "BOGUS", check=False)
+    assert bad.returncode == 2 and "'BOGUS' is not a phase: QUEUED, PREPARING" in bad.stderr
 
 
 def test_submit_a_command_keeps_its_own_options_after_the_double_dash(runs_dir: Path) -> None:

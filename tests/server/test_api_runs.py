@@ -69,6 +69,18 @@ def test_search_covers_every_listed_column(api: Api, make_run: MakeRun,
         assert names == expected, q
 
 
+def test_the_status_filter_takes_a_phase_in_any_case_and_names_the_phases(
+        api: Api, make_run: MakeRun, index: Callable[[], None]) -> None:
+    make_run("done", steps=2)
+    make_run("broke", steps=2, status="FAILED")
+    index()
+    for status in ("FAILED", "failed", "Failed"):
+        assert [r["name"] for r in api.ok("/api/runs", params={"status": status})["runs"]
+                ] == ["broke"], status
+    body = assert_error(api.get("/api/runs", params={"status": "bogus"}), 400)
+    assert "'bogus' is not a phase: QUEUED, PREPARING, RUNNING" in body["error"]
+
+
 def test_detail_has_state_results_cost_settings_manifest_summary(
         api: Api, make_run: MakeRun, index: Callable[[], None]) -> None:
     make_run("sft-1", steps=30, config={"gradient_accumulation_steps": 4},

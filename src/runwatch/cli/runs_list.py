@@ -11,8 +11,9 @@ import typer
 from runwatch.analysis.views import run_summary
 from runwatch.cli.context import open_reader, runs_dir
 from runwatch.cli.options import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, ServerOpt, TokenOpt
-from runwatch.cli.output import Output, emit, fmt_duration, line, print_table
+from runwatch.cli.output import Output, emit, fail, fmt_duration, line, print_table
 from runwatch.cli.remote import remote_for
+from runwatch.rundir.format import phase_named
 from runwatch.store.runrows import list_runs, process_gone
 
 
@@ -40,6 +41,11 @@ def list_cmd(
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """List runs, newest first."""
+    if status:
+        try:
+            status = phase_named(status)
+        except ValueError as exc:
+            raise fail(f"--status {exc}") from None
     remote = remote_for(server, token, directory, db)
     if remote is not None:
         data = remote.runs(search, project, status, limit)

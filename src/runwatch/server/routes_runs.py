@@ -13,10 +13,10 @@ from runwatch.analysis.views import run_summary
 from runwatch.jobs import control
 from runwatch.jobs.lifecycle import TransitionError
 from runwatch.rundir.append import RunBusy
-from runwatch.rundir.format import PHASES
+from runwatch.rundir.format import PHASES, phase_named
 from runwatch.server import scopes
 from runwatch.server.detail import run_detail
-from runwatch.server.errors import ApiError, not_found, unavailable
+from runwatch.server.errors import ApiError, bad_request, not_found, unavailable
 from runwatch.server.runs import (
     MAX_PAGE_SIZE,
     PAGE_SIZE,
@@ -36,8 +36,9 @@ def runs_list(
     q: str = Query("", max_length=200, description="words matched against name, id, status, "
                    "model, dataset, trainer and backend"),
     project: str | None = Query(None, max_length=128),
-    status: str | None = Query(None, pattern=f"^({'|'.join(PHASES)})$",
-                               description="only runs in this phase, e.g. QUEUED"),
+    status: str | None = Query(None, max_length=32,
+                               description=f"only runs in this phase: {', '.join(PHASES)} "
+                               "(in any case)"),
     group: str | None = Query(None, max_length=256,
                               description="only the runs of this group (e.g. a sweep's arms)"),
     cursor: str | None = Query(None, max_length=200, description="next_cursor of the last page"),
@@ -45,6 +46,11 @@ def runs_list(
     conn: Connection = Depends(connection),
 ) -> dict[str, Any]:
     """Runs newest first, a page at a time."""
+    if status:
+        try:
+            status = phase_named(status)
+        except ValueError as exc:
+            raise bad_request(f"status {exc}") from None
     gone = state(request).judge()  # before the rows are read
     project = scopes.narrow(request, project)
     rows, nxt = list_runs(conn, q, project, cursor, limit, status, group)
