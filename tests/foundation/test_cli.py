@@ -93,3 +93,21 @@ def test_bad_options_get_clear_errors(runs_dir: Path, tmp_path: Path) -> None:
     assert key.returncode == 2 and "run has no metric 'nokey'" in key.stderr
     missing = cli_here("runs", "list", "--dir", str(tmp_path / "absent"), check=False)
     assert missing.returncode == 2 and "is not a folder of runs" in missing.stderr
+
+
+def test_a_folder_the_index_cannot_read_is_named_not_dropped_in_silence(tmp_path: Path) -> None:
+    """The indexer says each problem once: `runs list`, the first command to meet a broken
+    manifest, warns on stderr, and `runwatch index` names the folder at every pass."""
+    runs = tmp_path / "runs"
+    for name in ("good", "broken"):
+        run = runwatch.init(name=name, dir=str(runs))
+        run.log({"loss": 1.0})
+        run.finish()
+    (runs / "broken" / "manifest.json").write_text("{bad json", encoding="utf-8")
+    listed = cli_here("runs", "list", "--dir", str(runs))
+    assert "good" in listed.stdout and "broken" not in listed.stdout
+    assert "broken/manifest.json is not readable JSON" in listed.stderr
+    assert f"runwatch index {runs} names every folder" in " ".join(listed.stderr.split())
+    for _ in range(2):  # the problem is not new the second time: it is named all the same
+        indexed = run_cli("index", str(runs)).stdout
+        assert "broken/manifest.json is not readable JSON" in indexed, indexed

@@ -10,6 +10,7 @@ import typer
 from runwatch.cli.context import open_context
 from runwatch.cli.options import DbOpt
 from runwatch.cli.output import line
+from runwatch.store import queries as q
 
 
 def index_cmd(
@@ -25,3 +26,11 @@ def index_cmd(
         line(f"  warning: {p}")
     if len(report.problems) > 50:
         line(f"  … and {len(report.problems) - 50} more warnings")
+    # A folder that cannot be read is warned about once, when the reason is new; it is
+    # named at every pass after that too, with the reason, so it never drops out of sight.
+    said = set(report.problems)
+    with ctx.engine.connect() as conn:
+        for name in sorted(report.unread):
+            why = q.folder_problems(conn, str(directory / name))
+            if why and why[0] not in said:
+                line(f"  not indexed: {why[0]}")
