@@ -64,7 +64,8 @@ def test_a_submitted_recipe_is_queued_at_once_in_every_view(server: Runner, runs
     assert [r["status"] for r in listed] == ["QUEUED"]
     assert [r["name"] for r in get(server, "/api/runs?status=QUEUED")["runs"]] == ["sft-a"]
     assert get(server, "/api/runs?status=RUNNING")["runs"] == []
-    assert_error(http.get(f"{server.url}/api/runs?status=queued", timeout=30), 400)
+    assert [r["name"] for r in get(server, "/api/runs?status=queued")["runs"]] == ["sft-a"]
+    assert_error(http.get(f"{server.url}/api/runs?status=waiting", timeout=30), 400)
     detail = get(server, "/api/runs/sft-a")
     job = detail["job"]
     assert job["argv"][-6:] == ["recipes", "sft", "max_steps=7", "lora_rank=4",

@@ -237,6 +237,7 @@ def test_runwatch_sync_with_a_write_token_sends_its_projects_runs_only(
         refused.stdout
     read_only = cli_here("sync", str(laptop / "laptop-alpha-2"), "--server", team.url,
                          "--token", team.secrets["A-read"], check=False)
-    assert read_only.returncode != 0 and "write on project 'proj-alpha'" in read_only.stderr
+    assert read_only.returncode != 0 and "write on project 'proj-alpha'" in \
+        read_only.stderr + read_only.stdout
     names = {r["name"] for r in team.client("boot").get("/api/runs").json()["runs"]}
     assert names == {"alpha-run", B_NAME, "bravo-job", "laptop-alpha"}

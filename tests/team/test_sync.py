@@ -213,10 +213,16 @@ def test_a_project_token_sends_only_runs_of_its_own_project(
         with runwatch.init(project, name=f"of-{project}", dir=runs) as run:
             run.log({"loss": 1.0}, step=0)
     other = _sync(runs / "of-b", team_server, check=False, token=write_a)
-    assert other.returncode == 2 and "needs write on the run's project" in other.stderr
+    assert other.returncode == 1 and "needs write on the run's project" in other.stdout
+    assert "1 run(s) were refused and not sent: of-b" in other.stderr
     read = _sync(runs / "of-a", team_server, check=False, token=read_a)
-    assert read.returncode == 2 and "needs write on the run's project" in read.stderr
-    assert "sent 2 events, 1 metrics" in _sync(runs / "of-a", team_server, token=write_a).stdout
+    assert read.returncode == 1 and "needs write on the run's project" in read.stdout
+    # the folder of both: the run of the token's project is sent, the other one passed
+    # over (it stopped the whole sync before, so of-a, after it, was never sent)
+    both = _sync(runs, team_server, check=False, token=write_a)
+    assert both.returncode == 1, both.stdout + both.stderr
+    assert "of-a: sent 2 events, 1 metrics" in both.stdout
+    assert "of-b: not sent:" in both.stdout and "refused and not sent: of-b" in both.stderr
     assert stored(team_server.engine, _run_id(runs / "of-b")) is None
 
 

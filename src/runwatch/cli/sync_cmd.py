@@ -70,12 +70,13 @@ def sync_cmd(
                    "runwatch.init)", ["pass a run folder, or a folder whose subfolders are runs"])
     client = Client(url, token or None)  # --token's envvar reads RUNWATCH_TOKEN
     skipped = 0
+    refused: set[str] = set()  # the runs the server refused (another project's, ...)
     try:
         while True:
-            runs = run_folders(directory)
+            runs = [r for r in run_folders(directory) if r.name not in refused]
             # looked at before the pass, so that the pass sends each ended run's last event
             ended = follow and all(_ended(run_dir) for run_dir in runs)
-            skipped += _pass(runs, client, retry_for, quiet=follow)
+            skipped += _pass(runs, client, retry_for, quiet=follow, refused=refused)
             if not follow or ended:
                 break
             time.sleep(interval)
@@ -84,15 +85,23 @@ def sync_cmd(
              "again to send it")
     finally:
         client.close()
+    if refused:
+        raise fail(f"{len(refused)} run(s) were refused and not sent: "
+                   f"{', '.join(sorted(refused))} (see the warnings above); the other runs "
+                   "were sent", ["nothing was lost: run the same command again once this is "
+                                 "fixed"], code=1)
     if skipped:
         raise fail(f"{skipped} record(s) were refused by the server and skipped (see the "
                    "warnings above); the rest was sent", code=1)
 
 
-def _pass(runs: list[Path], client: Client, retry_for: float, quiet: bool) -> int:
+def _pass(runs: list[Path], client: Client, retry_for: float, quiet: bool,
+          refused: set[str]) -> int:
     """Send what is new in each run; say what was sent (with `quiet`, only where something
-    was); returns the records the server refused."""
-    from runwatch.sdk.sendhttp import Refused, Unreachable
+    was); returns the records the server refused. A run the server refuses whole (a token
+    without write on its project, its manifest) is warned about, noted in `refused` and
+    passed over: the other runs are sent."""
+    from runwatch.sdk.sendhttp import Refused, RunRefused, Unreachable
     from runwatch.sdk.upload import sync_run
 
     skipped = 0
@@ -104,6 +113,10 @@ def _pass(runs: list[Path], client: Client, retry_for: float, quiet: bool) -> in
                        ["start the server or check --server; nothing was lost: run the "
                         "same command again and it goes on where it stopped"], code=1
                        ) from None
+        except RunRefused as exc:
+            line(f"{run_dir.name}: not sent: {exc}")
+            refused.add(run_dir.name)
+            continue
         except Refused as exc:
             raise fail(str(exc), ["nothing was lost: run the same command again once "
                                   "this is fixed"]) from None

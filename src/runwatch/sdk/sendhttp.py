@@ -28,6 +28,11 @@ class Refused(SendError):
     """An answer that trying again cannot change (a wrong token, a refused manifest)."""
 
 
+class RunRefused(Refused):
+    """A refusal of one run (its manifest, or a token without write on its project), not of
+    every request: a sender of several runs goes on with the others."""
+
+
 class NoRun(Refused):
     """The folder holds no manifest.json: it is no run (or, under the SDK, it was removed
     and the writer has not made it again yet)."""
@@ -125,9 +130,12 @@ def check_answer(client: Client, status: int, answer: Any) -> None:
     """Raise for an answer that is about the whole request, not its batches."""
     said = error_text(answer)
     if status in (401, 403):
-        raise Refused(f"{client.server} refused the request ({status}: {said or 'no reason'}); "
-                      f"check the token (--token, or {ENV_TOKEN}): it needs write on the run's "
-                      "project")
+        # a token the server does not know (401) is refused for every run; one without
+        # write on this run's project (403) for this run, not for a run of another project
+        kind = Refused if status == 401 else RunRefused
+        raise kind(f"{client.server} refused the request ({status}: {said or 'no reason'}); "
+                   f"check the token (--token, or {ENV_TOKEN}): it needs write on the run's "
+                   "project")
     if status == 429 or status >= 500:
         raise Unreachable(f"{client.server} answered {status} ({said or 'no reason'})")
     if status != 200 and not (isinstance(answer, dict) and isinstance(answer.get("results"),
@@ -143,8 +151,10 @@ def check_refusal(client: Client, run_dir: Path, result: dict[str, Any]) -> None
     token without write on it (another project's, or read only), or its manifest."""
     status, error = result.get("status"), result.get("error")
     if status in (401, 403):
-        raise Refused(f"{client.server} refused {run_dir.name} ({status}: {error}); check "
-                      f"the token (--token, or {ENV_TOKEN}): it needs write on the run's "
-                      "project")
+        raise RunRefused(f"{client.server} refused {run_dir.name} ({status}: {error}); check "
+                         f"the token (--token, or {ENV_TOKEN}): it needs write on the run's "
+                         "project")
+    if status == 409:  # the run conflicts with one the server holds: its name, its folder
+        raise RunRefused(f"{client.server} refused {run_dir.name} ({status}: {error})")
     if status in (400, 413) and "manifest" in str(error):
-        raise Refused(f"{client.server} refused the manifest of {run_dir}: {error}")
+        raise RunRefused(f"{client.server} refused the manifest of {run_dir}: {error}")

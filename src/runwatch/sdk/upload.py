@@ -46,6 +46,7 @@ from runwatch.sdk.sendhttp import (
     Client,
     NoRun,
     Refused,
+    RunRefused,
     Unreachable,
     UploadReport,
     check_answer,
@@ -176,9 +177,10 @@ class RunUpload:
                           "(runwatch.init writes one); pass a run folder or a folder of "
                           "runs") from None
         except (OSError, ValueError) as exc:
-            raise Refused(f"{path} cannot be read as JSON ({exc}); nothing was sent") from None
+            raise RunRefused(f"{path} cannot be read as JSON ({exc}); nothing was sent"
+                             ) from None
         if not isinstance(manifest, dict) or not isinstance(manifest.get("run_id"), str):
-            raise Refused(f"{path} has no run_id; nothing was sent")
+            raise RunRefused(f"{path} has no run_id; nothing was sent")
         self.run_id = manifest["run_id"]
         return dumps_line(manifest).rstrip(b"\n")
 
@@ -238,8 +240,8 @@ class RunUpload:
                           "is it a runwatch server?")
         if not batches:
             if not results[0].get("ok"):
-                raise Refused(f"{self.client.server} refused the manifest of {self.run_dir}: "
-                              f"{results[0].get('error')}")
+                raise RunRefused(f"{self.client.server} refused the manifest of "
+                                 f"{self.run_dir}: {results[0].get('error')}")
             return
         for (name, records, raw), result in zip(batches, results, strict=True):
             if result.get("ok"):
