@@ -175,7 +175,13 @@ def test_read_cannot_write_and_write_cannot_administer(team: Team) -> None:
     refused = read.post("/api/ingest", json=batch)
     assert refused.status_code == 403 and refused.json()["results"][0]["status"] == 403
     assert "write on project 'proj-alpha'" in refused.json()["error"]
-    assert write.post("/api/ingest", json=batch).json()["ok"] is True
+    # past the scope, the folder is the run's record: ingest never writes a folder's run
+    assert write.post("/api/ingest", json=batch).status_code == 409
+    sent_id = "5e" * 16  # a run of the write token's project, sent over HTTP
+    sent = {**batch, "run_id": sent_id, "manifest": {
+        "schema_version": 1, "run_id": sent_id, "name": "sent-by-write", "project": A,
+        "created_at": 1.0}}
+    assert write.post("/api/ingest", json=sent).json()["ok"] is True
     # a write token cannot move its run into another project, nor write into one
     moved = {**batch, "manifest": {"schema_version": 1, "run_id": team.a_run, "name": "x",
                                    "project": B, "created_at": 1.0}}

@@ -89,8 +89,9 @@ def test_a_streamed_runs_config_engine_config_and_samples_show_as_an_indexed_run
     assert streamed == indexed
 
 
-def _offline_run(runs: Path) -> runwatch.Run:
-    run = runwatch.init("team", name="off", dir=runs, config={"lr": 0.1})
+def _offline_run(runs: Path, name: str) -> runwatch.Run:
+    # a name of its own: the module's tests send to one server, where a name is one run's
+    run = runwatch.init("team", name=name, dir=runs, config={"lr": 0.1})
     assert isinstance(run, runwatch.Run)
     run.log({"loss": 1.0}, step=0)
     return run
@@ -103,7 +104,7 @@ def _post(server: ServerProcess, item: dict[str, Any]) -> httpx.Response:
 
 def test_a_whole_file_with_a_bad_name_or_content_is_refused_with_a_clear_400(
         tmp_path: Path, team_server: ServerProcess) -> None:
-    run = _offline_run(tmp_path / "runs")
+    run = _offline_run(tmp_path / "runs", "off-bad-file")
     run.finish()
     manifest = run.manifest
     for name in ("../config.yaml", "sub/step_0003_train.json", "notes.txt",
@@ -124,7 +125,7 @@ def test_a_whole_file_with_a_bad_name_or_content_is_refused_with_a_clear_400(
 
 def test_a_changed_config_is_sent_again_and_an_unchanged_one_is_not(
         tmp_path: Path, team_server: ServerProcess) -> None:
-    run = _offline_run(tmp_path / "runs")
+    run = _offline_run(tmp_path / "runs", "off-config")
     run.log_samples(3, SAMPLES)
     run.finish()
     client = Client(team_server.url, team_server.token)
@@ -155,7 +156,7 @@ def _job(server: ServerProcess | Runner, token: str | None, run_id: str) -> Any:
 
 def test_a_jobs_job_json_is_streamed_and_shown_but_never_replaces_a_folders(
         tmp_path: Path, team_server: ServerProcess) -> None:
-    run = _offline_run(tmp_path / "runs")
+    run = _offline_run(tmp_path / "runs", "off-job")
     spec = command_spec(["python", "train.py"], cwd=tmp_path, devices=2, priority=5)
     write_spec(run.dir, spec)
     run.finish()
@@ -184,7 +185,9 @@ def test_a_jobs_job_json_is_streamed_and_shown_but_never_replaces_a_folders(
             resp = http.post(f"{folder_server.url}/api/ingest", timeout=30, json={
                 "run_id": run.id, "manifest": run.manifest, "file": fmt.JOB, "content": sent},
                 headers={"Authorization": f"Bearer {team_server.token}"})
-            assert resp.status_code == 200 and resp.json()["results"][0]["rows"] == 0, resp.text
+            # refused whole: the folder is the run's record (a 409, nothing of it stored)
+            assert resp.status_code == 409 and resp.json()["results"][0]["status"] == 409, \
+                resp.text
             assert _job(folder_server, team_server.token, run.id)["argv"] == \
                 ["python", "train.py"]
             # nor with a changed manifest (a manifest sent over HTTP has no folder: it
@@ -193,7 +196,8 @@ def test_a_jobs_job_json_is_streamed_and_shown_but_never_replaces_a_folders(
             resp = http.post(f"{folder_server.url}/api/ingest", timeout=30, json={
                 "run_id": run.id, "manifest": changed, "file": fmt.JOB, "content": sent},
                 headers={"Authorization": f"Bearer {team_server.token}"})
-            assert resp.status_code == 200 and resp.json()["results"][0]["rows"] == 0, resp.text
+            assert resp.status_code == 409 and resp.json()["results"][0]["status"] == 409, \
+                resp.text
             assert _job(folder_server, team_server.token, run.id)["argv"] == \
                 ["python", "train.py"]
             with engine.connect() as conn:
@@ -234,7 +238,7 @@ def test_parts_missing_when_the_last_comes_are_asked_for_again_from_the_first() 
 
 def test_a_samples_file_over_the_request_limit_is_sent_in_parts_and_stored_whole(
         tmp_path: Path, team_server: ServerProcess) -> None:
-    run = _offline_run(tmp_path / "runs")
+    run = _offline_run(tmp_path / "runs", "off-samples")
     # ~12 MiB of JSON, with quotes and non-ASCII text, over the server's 8 MiB request limit
     big = [{"prompt": f"q{i} " + "x" * 2000, "completion": '"é" ' * 50, "reward": i / 10,
             "group": i % 4} for i in range(5000)]

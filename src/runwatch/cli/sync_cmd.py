@@ -101,7 +101,7 @@ def _pass(runs: list[Path], client: Client, retry_for: float, quiet: bool,
     was); returns the records the server refused. A run the server refuses whole (a token
     without write on its project, its manifest) is warned about, noted in `refused` and
     passed over: the other runs are sent."""
-    from runwatch.sdk.sendhttp import Refused, RunRefused, Unreachable
+    from runwatch.sdk.sendhttp import InFolder, Refused, RunRefused, Unreachable
     from runwatch.sdk.upload import sync_run
 
     skipped = 0
@@ -113,6 +113,10 @@ def _pass(runs: list[Path], client: Client, retry_for: float, quiet: bool,
                        ["start the server or check --server; nothing was lost: run the "
                         "same command again and it goes on where it stopped"], code=1
                        ) from None
+        except InFolder:
+            line(f"{run_dir.name}: not sent: {client.server} records it from the runs folder "
+                 "it indexes, so it holds it already")
+            continue
         except RunRefused as exc:
             line(f"{run_dir.name}: not sent: {exc}")
             refused.add(run_dir.name)

@@ -22,6 +22,7 @@ from runwatch.sdk.encode import warn
 from runwatch.sdk.sendhttp import ENV_TOKEN as ENV_TOKEN  # runwatch.init reads it here
 from runwatch.sdk.sendhttp import (
     Client,
+    InFolder,
     NoRun,
     Refused,
     UploadReport,
@@ -174,6 +175,8 @@ class Sender:
                 if ending:
                     break
                 wait = self.interval
+            except InFolder:  # the server indexes this run's folder: it has the run
+                break
             except Refused as exc:
                 self.error = str(exc)
                 warn(f"runwatch: stopped sending {self.run_dir}: {exc}. The run is still "

@@ -33,6 +33,11 @@ class RunRefused(Refused):
     every request: a sender of several runs goes on with the others."""
 
 
+class InFolder(RunRefused):
+    """The server records the run from a runs folder it indexes (the run's own folder, seen
+    by the server): it holds the run already, and nothing needs sending."""
+
+
 class NoRun(Refused):
     """The folder holds no manifest.json: it is no run (or, under the SDK, it was removed
     and the writer has not made it again yet)."""
@@ -155,6 +160,7 @@ def check_refusal(client: Client, run_dir: Path, result: dict[str, Any]) -> None
                          f"the token (--token, or {ENV_TOKEN}): it needs write on the run's "
                          "project")
     if status == 409:  # the run conflicts with one the server holds: its name, its folder
-        raise RunRefused(f"{client.server} refused {run_dir.name} ({status}: {error})")
+        kind = InFolder if result.get("code") == "folder_run" else RunRefused
+        raise kind(f"{client.server} refused {run_dir.name} ({status}: {error})")
     if status in (400, 413) and "manifest" in str(error):
         raise RunRefused(f"{client.server} refused the manifest of {run_dir}: {error}")

@@ -4,19 +4,26 @@ was stored of it, through the indexer's own functions (`runwatch.ingest.wholefil
 
 Each batch is stored in its own transaction, whole or not at all, so a bad batch is
 refused with its reason while the good batches of the same request are kept.
+
+Ingest writes only runs sent over HTTP: a run indexed from a runs folder (or one the server's
+runs folder holds) has the folder as its record, and a run's name may be no other run's
+(`_owner_refusal`, and the index's ux_runs_sent_name for two ingests that race).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import zlib
 from collections.abc import Iterable
 from functools import partial
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import orjson
 from fastapi import APIRouter, Request
 from sqlalchemy import Connection, select
+from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
 from runwatch.health.store import on_events as health_on_events
@@ -34,7 +41,7 @@ from runwatch.server.errors import ApiError, error_response
 from runwatch.server.jsonio import JSONResponse
 from runwatch.server.state import Limits, ServerState, state
 from runwatch.store import schema as s
-from runwatch.store.runs import manifest_json, upsert_run
+from runwatch.store.runs import manifest_json, name_taken, run_name, upsert_run
 
 router = APIRouter(tags=["ingest"])
 
@@ -74,10 +81,11 @@ REQUEST_BODY = {"requestBody": {"required": True, "content": {"application/json"
 class BatchError(Exception):
     """One batch cannot be stored; `status` is the HTTP status it would get alone."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.code = code  # a word a sender acts on (`FOLDER_RUN`), beside the message
 
 
 def _check_batch(batch: Any, limits: Limits) -> tuple[str, str, list[dict[str, Any]] | bytes,
@@ -212,7 +220,14 @@ def _checked(batch: Any, limits: Limits) -> Checked:
 
 
 def _refused(exc: BatchError) -> dict[str, Any]:
-    return {"ok": False, "error": exc.message, "status": exc.status}
+    out = {"ok": False, "error": exc.message, "status": exc.status}
+    return out if exc.code is None else {**out, "code": exc.code}
+
+
+# A batch of a run the server records from a runs folder: the run is there already (a
+# job's SDK that also streams to the server that indexes its folder), so its sender stops
+# without a warning.
+FOLDER_RUN = "folder_run"
 
 
 def _refusal(request: Request, runs: dict[str, _Run], run_id: str,
@@ -230,6 +245,8 @@ class _Run(NamedTuple):
     pk: int
     manifest: str | None
     project: str | None
+    name: str
+    dir: str | None  # the folder it is indexed from; None for a run sent over HTTP
 
 
 def _runs(conn: Connection, run_ids: Iterable[str]) -> dict[str, _Run]:
@@ -237,20 +254,73 @@ def _runs(conn: Connection, run_ids: Iterable[str]) -> dict[str, _Run]:
     ids = sorted(set(run_ids))
     if not ids:
         return {}
-    return {row.run_id: _Run(int(row.pk), row.manifest, row.project) for row in conn.execute(
-        select(r.run_id, r.pk, r.manifest, r.project).where(r.run_id.in_(ids)))}
+    return {row.run_id: _Run(int(row.pk), row.manifest, row.project, row.name, row.dir)
+            for row in conn.execute(select(r.run_id, r.pk, r.manifest, r.project, r.name, r.dir)
+                                    .where(r.run_id.in_(ids)))}
+
+
+class _NameRace(BatchError):
+    """The index refused the run's row: another ingest stored its name after this one's
+    check. The transaction is spoilt (PostgreSQL): a group is stored again batch by batch."""
+
+
+def _folder_refusal(name: str) -> BatchError:
+    return BatchError(409, f"run {name!r} is recorded in a runs folder this server indexes: "
+                           "the folder is its record, so it cannot be written over HTTP",
+                      FOLDER_RUN)
+
+
+def _name_refusal(name: str) -> BatchError:
+    return BatchError(409, f"the run name {name!r} is already taken by another run; name "
+                           "this run otherwise (runwatch.init(name=...)) and send it again")
+
+
+def _owner_refusal(conn: Connection, run: _Run | None, run_id: str,
+                   manifest: dict[str, Any] | None, runs_dir: Path | None
+                   ) -> BatchError | None:
+    """409 for a batch ingest may not write: of a run indexed from a folder, or whose
+    manifest names it as another run is named (in the index, or a folder of `runs_dir` the
+    indexer has not read yet, whose records would otherwise be taken by this batch's)."""
+    if run is not None and run.dir is not None:
+        return _folder_refusal(run.name)
+    if manifest is None or (run is not None and run.manifest == manifest_json(manifest)):
+        return None  # nothing to store of the manifest: the run's name stays as stored
+    name = run_name(manifest)
+    if runs_dir is not None and _in_folder(runs_dir, name):
+        return BatchError(409, f"the run name {name!r} is already taken by a run recorded in "
+                               "the runs folder this server indexes, which cannot be written "
+                               "over HTTP; a run recorded there needs no sending, and another "
+                               "run needs another name")
+    return _name_refusal(name) if name_taken(conn, name, run_id) else None
+
+
+def _in_folder(runs_dir: Path, name: str) -> bool:
+    """Whether the runs folder holds an entry `name` (only a valid run name is looked up)."""
+    try:
+        fmt.validate_name(name)
+    except fmt.RunDirError:
+        return False
+    return os.path.lexists(runs_dir / name)
 
 
 def _run_pk(conn: Connection, runs: dict[str, _Run], run_id: str,
-            manifest: dict[str, Any] | None) -> int:
+            manifest: dict[str, Any] | None, runs_dir: Path | None) -> int:
     """The run's pk: made or refreshed from `manifest` when it differs from the stored one
-    (`runs` is kept current), 404 when the run is unknown and no manifest came."""
+    (`runs` is kept current), 404 when the run is unknown and no manifest came, 409 when
+    ingest may not write it (`_owner_refusal`)."""
     run = runs.get(run_id)
+    if (refused := _owner_refusal(conn, run, run_id, manifest, runs_dir)) is not None:
+        raise refused
     if manifest is not None:
         text = manifest_json(manifest)
         if run is None or run.manifest != text:
-            pk, _ = upsert_run(conn, manifest, None)
-            run = runs[run_id] = _Run(pk, text, str(manifest.get("project") or "default"))
+            name = run_name(manifest)
+            try:
+                pk, _ = upsert_run(conn, manifest, None)
+            except IntegrityError as exc:  # ux_runs_sent_name: another ingest took the name
+                raise _NameRace(409, _name_refusal(name).message) from exc
+            run = runs[run_id] = _Run(pk, text, str(manifest.get("project") or "default"),
+                                      name, None)
     if run is None:
         raise BatchError(404, f"run {run_id!r} is unknown here; send its manifest with "
                               "the first batch")
@@ -270,7 +340,7 @@ def _store_each(st: ServerState, request: Request, checks: list[Checked],
                 runs = _runs(conn, [run_id])
                 if (refused := _refusal(request, runs, run_id, manifest)) is not None:
                     raise refused
-                run_pk = _run_pk(conn, runs, run_id, manifest)
+                run_pk = _run_pk(conn, runs, run_id, manifest, st.runs_dir)
                 results.append(_store(conn, run_pk, run_id, file, records, on_points))
         except BatchError as exc:
             results.append(_refused(exc))
@@ -278,10 +348,12 @@ def _store_each(st: ServerState, request: Request, checks: list[Checked],
 
 
 def _store_together(conn: Connection, jobs: list[Job], checked: list[list[Checked]],
-                    on_points: PointsHook | None) -> list[list[dict[str, Any]]]:
+                    on_points: PointsHook | None, runs_dir: Path | None
+                    ) -> list[list[dict[str, Any]]]:
     """Every job's batches in the one transaction of `conn`. A batch refused before
-    anything of it is written (its scope, an unknown run) is answered so; one refused
-    later (bad records) raises _Again."""
+    anything of it is written (its scope, an unknown run, a run ingest may not write) is
+    answered so; one refused later (bad records, a name another ingest took meanwhile)
+    raises _Again."""
     runs = _runs(conn, (c[0] for checks in checked for c in checks
                         if not isinstance(c, BatchError)))
     answers: dict[int, dict[str, Any]] = {}
@@ -310,7 +382,9 @@ def _store_together(conn: Connection, jobs: list[Job], checked: list[list[Checke
                 run_id, file, records, manifest = check
                 if (refused := _refusal(request, runs, run_id, manifest)) is not None:
                     raise refused
-                run_pk = _run_pk(conn, runs, run_id, manifest)
+                run_pk = _run_pk(conn, runs, run_id, manifest, runs_dir)
+            except _NameRace as exc:
+                raise _Again from exc
             except BatchError as exc:
                 results.append(_refused(exc))
                 continue
@@ -343,7 +417,7 @@ def _store_jobs(st: ServerState, jobs: list[Job], on_points: PointsHook | None
     checked = [[_checked(b, st.limits) for b in batches] for _, batches in jobs]
     try:
         with st.engine.begin() as conn:
-            return list(_store_together(conn, jobs, checked, on_points))
+            return list(_store_together(conn, jobs, checked, on_points, st.runs_dir))
     except _Again:
         pass
     except Exception:

@@ -55,14 +55,31 @@ def manifest_json(manifest: dict[str, Any]) -> str:
         return json.dumps(manifest, default=str)
 
 
+def run_name(manifest: dict[str, Any], run_dir: Path | None = None) -> str:
+    """The name a run's row takes from `manifest`: its name, else its folder's (a run sent
+    over HTTP: its run id), cut to the column."""
+    return cast(str, _fit("name", _text(
+        manifest.get("name") or (run_dir.name if run_dir else manifest["run_id"]))))
+
+
+def name_taken(conn: Connection, name: str, run_id: str) -> bool:
+    """Whether a run other than `run_id` has the name `name` in the index."""
+    r = s.runs.c
+    return conn.execute(select(r.pk).where(r.name == name, r.run_id != run_id).limit(1)
+                        ).first() is not None
+
+
 def upsert_run(
     conn: Connection, manifest: dict[str, Any], run_dir: Path | None
 ) -> tuple[int, bool]:
-    """Insert or refresh the run row described by `manifest`; returns (pk, is_new)."""
+    """Insert or refresh the run row described by `manifest`; returns (pk, is_new).
+
+    A run sent over HTTP (`run_dir` None) may not take a name another such run holds: the
+    index refuses it (ux_runs_sent_name) with IntegrityError, and the transaction is spoilt.
+    """
     r = s.runs.c
     values = {
-        "name": _fit("name", _text(
-            manifest.get("name") or (run_dir.name if run_dir else manifest["run_id"]))),
+        "name": run_name(manifest, run_dir),
         "project": _fit("project", _text(manifest.get("project") or "default")),
         "group_name": _fit("group", _s(manifest.get("group"))),
         "tags": orjson.dumps(tags(manifest) or []).decode(),
@@ -75,7 +92,7 @@ def upsert_run(
         "dir": str(run_dir.resolve()) if run_dir else None,
         "manifest": manifest_json(manifest),
     }
-    find = select(r.pk, r.manifest).where(r.run_id == manifest["run_id"])
+    find = select(r.pk, r.manifest, r.dir).where(r.run_id == manifest["run_id"])
     row = conn.execute(find).first()
     if row is None:
         pk = conn.execute(conflict_insert(conn.dialect.name, s.runs).values(
@@ -91,6 +108,10 @@ def upsert_run(
             # from (a folder's run keeps its job.json; a sender must not take that away)
             del values["dir"]
         conn.execute(update(s.runs).where(r.pk == row.pk).values(**values))
+    elif run_dir is not None and row.dir is None:
+        # a run sent over HTTP first, now found in a folder with the manifest it was sent
+        # with: the folder is its record from now on, and ingest leaves it alone
+        conn.execute(update(s.runs).where(r.pk == row.pk).values(dir=values["dir"]))
     return int(row.pk), False
 
 

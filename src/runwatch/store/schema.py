@@ -347,3 +347,10 @@ api_tokens = Table(
 Index("ix_runs_project_created", runs.c.project, runs.c.created_at)
 Index("ix_runs_status_created", runs.c.status, runs.c.created_at)
 Index("ix_runs_group_created", runs.c.group_name, runs.c.created_at)
+
+# --- the name of a run sent over HTTP (migration 0011) ---
+# A run sent over HTTP (no folder) holds its name alone: an ingest that would name a second
+# run so is refused by the index itself, not only by the check before it (two ingests can
+# race past that). A folder's runs are named by their folders, unique in the folder.
+Index("ux_runs_sent_name", runs.c.name, unique=True,
+      sqlite_where=runs.c.dir.is_(None), postgresql_where=runs.c.dir.is_(None))
