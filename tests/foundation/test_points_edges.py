@@ -132,7 +132,7 @@ def test_a_record_refused_for_its_step_leaves_no_empty_metric_key(
               + [{"seq": i, "step": -1, "ts": 1e9, "ghost": 1.0} for i in range(1, 4)])
     engine = open_engine(tmp_path / "i.db")
     report = Indexer(engine, runs_dir).index_once()
-    assert sum("'step' must be a non-negative integer" in p for p in report.problems) == 3
+    assert sum("step -1 is negative" in p for p in report.problems) == 3
     assert set(key_rows(engine, "neg")) == {"loss"}
 
 

@@ -13,12 +13,16 @@ import textwrap
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
+from sqlalchemy import Engine
 
 import runwatch
+from runwatch.ingest import Indexer
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.rundir import format as fmt
+from runwatch.store import queries as q
 from tests.support import wait_for
 
 FAILED_SENTENCE = CATALOGUE["failed"].sentence
@@ -103,6 +107,34 @@ def test_misuse_is_reported(runs_dir: Path) -> None:
         run.log({"a": 1.0})
     recs = lines(runs_dir / "mis" / "metrics.jsonl")
     assert recs[1] == {"step": 6, "ts": recs[1]["ts"], "a": 2.0, "seq": 1}
+
+
+def test_a_step_that_is_not_a_whole_number_from_0_is_refused_and_the_run_goes_on(
+        runs_dir: Path, engine: Engine) -> None:
+    run = runwatch.init(name="steps", dir=runs_dir)
+    for bad, said in [(-1, "step -1 is negative; steps are whole numbers >= 0"),
+                      (1.5, r"step 1\.5 is a float; steps are whole numbers"),
+                      (True, "step True is a bool"),
+                      (np.float64(2.0), "is a float64"),
+                      (fmt.MAX_STEP + 1, r"past 2\*\*63-1")]:
+        with pytest.raises(ValueError, match=said):
+            run.log({"loss": 9.0}, step=bad)  # type: ignore[arg-type]
+    run.log({"loss": 1.0}, step=np.int64(2))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"step 2\.7 is a float"):
+        run.log({"loss": 9.0}, step=2.7)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="step 1 is before the last logged step 2"):
+        run.log({"loss": 9.0}, step=1)
+    run.log({"loss": 0.5})
+    run.log({"loss": 0.25}, step=fmt.MAX_STEP)
+    run.finish()
+    recs = lines(runs_dir / "steps" / "metrics.jsonl")
+    assert [(r["step"], r["loss"], r["seq"]) for r in recs] == [
+        (2, 1.0, 0), (3, 0.5, 1), (fmt.MAX_STEP, 0.25, 2)], "a refused call records nothing"
+    report = Indexer(engine, runs_dir).index_once()
+    assert report.problems == [], "the indexer takes every record the SDK wrote"
+    with engine.connect() as conn:
+        last = q.last_values(conn, q.resolve_run(conn, "steps").pk)
+    assert last["loss"] == {"step": fmt.MAX_STEP, "value": 0.25, "points": 3}
 
 
 def test_existing_run_needs_resume_and_resume_continues_seq(runs_dir: Path) -> None:

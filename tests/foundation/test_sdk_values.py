@@ -13,8 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sqlalchemy import Engine
 
 import runwatch
+from runwatch.ingest import Indexer
+from runwatch.rundir import format as fmt
+from runwatch.store import queries as q
 from tests.support import wait_for
 
 
@@ -70,6 +74,30 @@ def test_a_key_that_is_not_a_string_is_refused_at_the_call(runs_dir: Path) -> No
             run.log({0: 1.0})  # type: ignore[dict-item]
         run.log({"a": 1.0}, step=0)
     assert [r["a"] for r in lines(runs_dir / "keys" / "metrics.jsonl")] == [1.0]
+
+
+def test_an_empty_or_over_long_key_is_refused_at_the_call_and_the_run_goes_on(
+        runs_dir: Path, engine: Engine) -> None:
+    longest = "k" * fmt.MAX_KEY_LENGTH
+    with open_run(runs_dir, "keylen") as run:
+        run.log({"loss": 1.0}, step=0)
+        with pytest.raises(ValueError, match="a metric key is empty; name a metric with 1 to "
+                                             f"{fmt.MAX_KEY_LENGTH} characters"):
+            run.log({"loss": 9.0, "": 9.0}, step=1)
+        with pytest.raises(ValueError, match=f"longer than {fmt.MAX_KEY_LENGTH} characters"):
+            run.log({"loss": 9.0, longest + "k": 9.0}, step=1)
+        run.log({"loss": 2.0, longest: 3.0}, step=1)
+        run.log({"loss": 4.0})
+    recs = [{k: v for k, v in r.items() if k != "ts"}
+            for r in lines(runs_dir / "keylen" / "metrics.jsonl")]
+    assert recs == [{"step": 0, "seq": 0, "loss": 1.0},
+                    {"step": 1, "seq": 1, "loss": 2.0, longest: 3.0},
+                    {"step": 2, "seq": 2, "loss": 4.0}], "a refused call records nothing"
+    report = Indexer(engine, runs_dir).index_once()
+    assert report.problems == [], "the indexer takes every key the SDK wrote"
+    with engine.connect() as conn:
+        last = q.last_values(conn, q.resolve_run(conn, "keylen").pk)
+    assert {key: v["points"] for key, v in last.items()} == {"loss": 3, longest: 1}
 
 
 def test_the_writer_keeps_writing_and_pushing_back_after_a_poison_value(

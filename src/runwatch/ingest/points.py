@@ -22,7 +22,7 @@ from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
 from runwatch.store.keys import metric_keys
 from runwatch.store.points import SEQ_BITS, SEQ_LIMIT, PointColumns, key_base, update_key_stats
-from runwatch.store.values import INT64_MAX, INT64_MIN, finite, is_int64, preview, to_float
+from runwatch.store.values import INT64_MAX, INT64_MIN, finite, preview, to_float
 
 _NUMERIC = frozenset({float, int, bool})
 _INT = frozenset({int})
@@ -278,8 +278,9 @@ class _PointSink:
                              f"have at most {MAX_KEYS_PER_RECORD}; skipped (log fewer "
                              "metrics per record)")
             return
-        if not is_int64(step) or step < 0:
-            self.res.problem(f"{place}: 'step' must be a non-negative integer below 2**63")
+        problem = fmt.validate_step(step)
+        if problem:
+            self.res.problem(f"{place}: {problem}; skipped")
             return
         if type(seq) is not int or not 0 <= seq < SEQ_LIMIT:
             self.res.problem(f"{place}: 'seq' must be an integer in 0..{SEQ_LIMIT - 1}")
@@ -393,7 +394,7 @@ def _valid(cols: list[tuple[Any, ...]]) -> bool:
     if not (_INT.issuperset(map(type, seqs)) and _INT.issuperset(map(type, steps))
             and _FLOAT.issuperset(map(type, tss)) and math.isfinite(sum(tss))):
         return False
-    if min(steps) < 0 or max(steps) > INT64_MAX or min(seqs) < 0 or max(seqs) >= SEQ_LIMIT:
+    if min(steps) < 0 or max(steps) > fmt.MAX_STEP or min(seqs) < 0 or max(seqs) >= SEQ_LIMIT:
         return False
     for col in cols[3:]:
         types = set(map(type, col))

@@ -72,6 +72,8 @@ SPLITS = ("train", "val")
 
 MAX_NAME_LENGTH = 128
 MAX_KEY_LENGTH = 256
+# A metrics record's step is a 64-bit integer in the index.
+MAX_STEP = 2**63 - 1
 
 # matched whole (fullmatch): `$` would let a name end in a newline
 _NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
@@ -101,8 +103,23 @@ def default_run_name(prefix: str) -> str:
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
 
 
+def validate_step(step: object) -> str | None:
+    """Return why a metrics record's step is unusable, or None when it is fine: a step is
+    an int (a bool is not one) from 0 to MAX_STEP, what the index's step column holds."""
+    if type(step) is not int:
+        return (f"step {step!r:.40} is a {type(step).__name__}; steps are whole numbers "
+                "(int, not bool) >= 0")
+    if step < 0:
+        return f"step {step} is negative; steps are whole numbers >= 0"
+    if step > MAX_STEP:
+        return f"step {step} is past 2**63-1, the largest step"
+    return None
+
+
 def validate_key(key: object) -> str | None:
-    """Return why a metric key is unusable, or None when it is fine."""
+    """Return why a metric key is unusable, or None when it is fine: a key is a string of
+    1 to MAX_KEY_LENGTH characters (the SDK refuses any other at log(), the indexer drops
+    it from a record)."""
     if not isinstance(key, str):
         return f"metric key {key!r} is not a string"
     if not key:

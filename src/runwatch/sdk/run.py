@@ -1,10 +1,12 @@
 """`Run`: the object a training loop records with. Every method only queues work.
 
-Misuse policy (docs/sdk.md): calling a method after `finish()`, a step that goes
-backwards and a metric key that is not a string raise at once, because they are bugs
-in the loop that a test run shows on its first step; a metric value that is not a
-number, and any value with no JSON form, is dropped, counted and warned about once
-per key, because it can appear hours into a run and must not end it.
+Misuse policy (docs/sdk.md): calling a method after `finish()`, a step that is not a
+whole number >= 0 or goes backwards, and a metric key that is not a string of 1 to 256
+characters (runwatch.rundir.format's rules, which the indexer applies too) raise at
+once, because they are bugs in the loop that a test run shows on its first step; a
+metric value that is not a number, and any value with no JSON form, is dropped, counted
+and warned about once per key, because it can appear hours into a run and must not end
+it.
 
 How a run ends (docs/sdk.md): its terminal event carries a reason from the failure
 catalogue (runwatch.jobs.failures) and that reason's id as `code`; an exception that
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import os
 import threading
 import time
@@ -41,6 +44,9 @@ _DEFAULT_CODE = {"FAILED": "failed", "CANCELLED": "cancelled"}
 # An error line keeps at most this much of an exception's message and traceback.
 MAX_MESSAGE_CHARS = 2_000
 MAX_TRACEBACK_CHARS = 20_000
+# log() remembers at most this many valid metric keys; a loop that makes new keys without
+# end has the keys past them checked at each call instead of held for ever.
+MAX_REMEMBERED_KEYS = 10_000
 
 
 class RunFinishedError(RuntimeError):
@@ -75,6 +81,8 @@ class Run:
         # A resumed loop restarts its step count at its checkpoint, which may be before
         # the last step logged before the crash, so step order is checked per process.
         self._last_step: int | None = None
+        # Metric keys log() has found valid, so a loop's usual keys are checked once.
+        self._valid_keys: set[str] = set()
         self._finished = False
         self._stop_requested = False
         # Reentrant: the SIGTERM handler (request_stop) may run while this thread holds it.
@@ -84,13 +92,21 @@ class Run:
     # -- recording -------------------------------------------------------------------
 
     def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
-        """Record scalar metrics for `step` (the previous step + 1 when omitted)."""
+        """Record scalar metrics for `step` (the previous step + 1 when omitted).
+
+        A step that is not a whole number >= 0 or goes backwards, and a metric key that
+        run-format v1 does not take, raise at once; nothing is recorded then."""
         if self._finished:
             raise RunFinishedError(f"run {self.name!r} is finished; log() after finish() is a bug")
         last = self._last_step
         if step is None:
             step = 0 if last is None else last + 1
-        elif last is not None and step < last:
+        elif type(step) is not int:
+            step = _whole_step(step)
+        problem = fmt.validate_step(step)
+        if problem:
+            raise ValueError(f"log(): {problem}")
+        if last is not None and step < last:
             raise ValueError(
                 f"step {step} is before the last logged step {last}: steps must not go backwards"
             )
@@ -99,6 +115,8 @@ class Run:
             record.update(**metrics)  # the cheapest check that every key is a str
         except TypeError:
             raise TypeError(_key_error(metrics)) from None
+        if not self._valid_keys.issuperset(metrics):
+            self._check_keys(metrics)
         self._last_step = step
         # BackgroundWriter.put, inlined: this is the call a training loop makes most.
         queue = self._queue
@@ -310,6 +328,19 @@ class Run:
         if self._finished:
             raise RunFinishedError(f"run {self.name!r} is finished; no more records can be added")
 
+    def _check_keys(self, metrics: dict[str, Any]) -> None:
+        """Refuse a metric key the run format does not take (fmt.validate_key); remember
+        the valid ones, up to MAX_REMEMBERED_KEYS."""
+        for key in metrics:
+            if key in self._valid_keys:
+                continue
+            problem = fmt.validate_key(key)
+            if problem:
+                raise ValueError(f"log(): {problem}; name a metric with 1 to "
+                                 f"{fmt.MAX_KEY_LENGTH} characters, such as 'train/loss'")
+            if len(self._valid_keys) < MAX_REMEMBERED_KEYS:
+                self._valid_keys.add(key)
+
     def _event(self, phase: str, **fields: Any) -> None:
         self._writer.put((fmt.EVENTS, self._event_record(phase, **fields)))
 
@@ -356,6 +387,17 @@ class RunLogHandler(logging.Handler):
             self.run.log_text(record.getMessage(), level=level, data=data)
         except Exception:
             self.handleError(record)
+
+
+def _whole_step(step: Any) -> Any:
+    """An integer step of another type (numpy, torch) as an int; any other value as it is,
+    for fmt.validate_step to refuse (a bool stays a bool: it is not a step)."""
+    if isinstance(step, bool):
+        return step
+    try:
+        return operator.index(step)
+    except TypeError:
+        return step
 
 
 def _key_error(metrics: Any) -> str:
