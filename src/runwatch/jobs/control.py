@@ -94,7 +94,18 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> Outcome
     CANCEL_REQUESTED (its process is to be stopped: the outcome says by whom, or what
     that waits for)."""
     row = _run(engine, run)
-    lifecycle.cancel(row.status)  # raises for a run that ended or is already stopping
+    try:
+        lifecycle.cancel(row.status)  # raises for a run that ended or is already stopping
+    except TransitionError:
+        if row.status in fmt.TERMINAL_PHASES and row.dir is not None:
+            with engine.connect() as conn:
+                started_by_hand = store_jobs.job_row(conn, row.pk) is None
+            if started_by_hand:  # retry, which the advice names, needs a job to run again
+                raise TransitionError(
+                    f"the run has already ended ({row.status}), so there is nothing to "
+                    "cancel; it was started by hand (it has no job.json), so start its "
+                    "script again to train again") from None
+        raise
     if row.dir is None:
         raise TransitionError("this run was sent to the server over HTTP, so no folder or "
                               "process of it is here to stop: stop its process where it runs")
