@@ -88,6 +88,10 @@ def test_bad_options_get_clear_errors(runs_dir: Path, tmp_path: Path) -> None:
     steps = cli_here("runs", "metrics", "sft-alpha", "--dir", str(runs_dir), "--steps", "a:b",
                     check=False)
     assert steps.returncode == 2 and "--steps 'a:b' is not A:B" in steps.stderr
+    backwards = cli_here("runs", "metrics", "sft-alpha", "--dir", str(runs_dir), "--steps",
+                         "10:5", check=False)  # an empty table with exit 0 before
+    assert backwards.returncode == 2 and "--steps '10:5' ends before it starts" in \
+        backwards.stderr and "--steps 5:10" in backwards.stderr
     key = cli_here("runs", "metrics", "sft-alpha", "--dir", str(runs_dir), "--key", "nokey",
                   check=False)
     assert key.returncode == 2 and "run has no metric 'nokey'" in key.stderr
@@ -111,3 +115,15 @@ def test_a_folder_the_index_cannot_read_is_named_not_dropped_in_silence(tmp_path
     for _ in range(2):  # the problem is not new the second time: it is named all the same
         indexed = run_cli("index", str(runs)).stdout
         assert "broken/manifest.json is not readable JSON" in indexed, indexed
+
+
+def test_the_metrics_table_says_how_many_metrics_it_leaves_out(runs_dir: Path) -> None:
+    with runwatch.init(name="custom", dir=runs_dir) as run:
+        for step in range(3):
+            run.log({"loss": 1.0, "my_custom": 2.0, "foo/bar": 3.0}, step=step)
+    table = cli_here("runs", "metrics", "custom", "--dir", str(runs_dir)).stdout
+    assert "my_custom" not in table  # the narrow table shows the metrics of known roles
+    assert "2 more metrics not shown (-o wide shows every one, --key NAME one)" in \
+        " ".join(table.split())
+    wide = cli_here("runs", "metrics", "custom", "--dir", str(runs_dir), "-o", "wide").stdout
+    assert "my_custom" in wide and "foo/bar" in wide and "not shown" not in wide

@@ -198,6 +198,8 @@ def parse_steps(text: str | None) -> tuple[int | None, int | None]:
                                                                        "--steps 500:"]) from None
     if not sep:
         hi = lo
+    if lo is not None and hi is not None and lo > hi:
+        raise fail(f"--steps {text!r} ends before it starts", [f"e.g. --steps {hi}:{lo}"])
     return lo, hi
 
 
@@ -257,6 +259,9 @@ def metrics_cmd(
         if len(hist) > len(tail):
             line(f"showing the last {len(tail)} of {len(hist)} steps "
                  "(--limit N, --steps A:B, or -o json for all)")
+        if len(keys) > len(shown):
+            line(f"{len(keys) - len(shown)} more metrics not shown "
+                 "(-o wide shows every one, --key NAME one)")
 
     emit(data, Output.table if output is MetricsOutput.csv else Output(output.value), jq,
          table, raw)
