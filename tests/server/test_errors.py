@@ -55,6 +55,9 @@ def test_every_route_refuses_an_unknown_run_or_bad_input(api: Api, make_run: Mak
             resp = api.request(method, path.replace("{run}", "r"), params=params, **body)
             assert_error(resp)
     assert_error(api.post("/api/ingest", content=b"\x00\xff", headers=JSON), 400)
+    # a body that is not JSON is said so (it read "bad request: 0: JSON decode error")
+    body = assert_error(api.post("/api/jobs", content=b"{not json", headers=JSON), 400)
+    assert "the body is not valid JSON" in body["error"] and "send a JSON object" in body["error"]
 
 
 def test_unknown_routes_and_methods_use_the_error_shape(api: Api) -> None:

@@ -55,6 +55,10 @@ def unavailable(message: str, retry_after_s: int) -> ApiError:
 def _validation_message(exc: RequestValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:
+        if err.get("type") == "json_invalid":  # its loc is the character the parse stopped at
+            at = err.get("loc", ("body", 0))[-1]
+            return (f"bad request: the body is not valid JSON (the parse stopped at character "
+                    f"{at}); send a JSON object")
         loc = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "path", "body"))
         parts.append(f"{loc or 'request'}: {err.get('msg', 'invalid')}")
     return "bad request: " + "; ".join(parts)
