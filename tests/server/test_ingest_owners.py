@@ -115,6 +115,9 @@ def test_a_run_the_folder_holds_before_the_index_reads_it_cannot_be_written_firs
              "records": [{"seq": 1, "step": 1, "ts": 1.0, "loss": 999.0}]}
     err = assert_error(post(slow_server, early), 409)
     assert "runs folder" in err["error"]
+    # this very run: coded so, for a sender that streams the run the folder holds (it was a
+    # plain "name taken" before its folder was indexed)
+    assert err["results"][0]["code"] == "folder_run", err
     index()  # the pass the server would run next
     assert losses(slow_server, run_id) == pytest.approx([2.0, 1.0, 2 / 3])
 
@@ -186,6 +189,27 @@ def test_a_name_an_earlier_ingest_took_is_taken(server: Runner, engine: Engine) 
         assert names_in_index(engine, name) == 1
 
 
+def test_a_run_stored_under_a_name_keeps_sending_when_its_manifest_changes(
+        server: Runner, make_run: MakeRun, engine: Engine) -> None:
+    """A name is checked when it is given, not at each change of the manifest: a run sent
+    before names were checked, under the name a folder run holds too, goes on (a changed
+    manifest, from set_manifest_fields or a resume, read as a new name refused it for
+    good). A name that is another run's id is taken as a name is."""
+    make_run("shared", steps=1)
+    sent_id = "5e" * 16
+    with engine.begin() as conn:  # as an index written before the check holds it
+        conn.execute(insert(s.runs).values(
+            run_id=sent_id, name="shared", created_at=1.0, status="RUNNING",
+            manifest=json.dumps(manifest(sent_id, "shared"))))
+    changed = {**manifest(sent_id, "shared"), "tags": ["resumed"]}
+    batch = {"run_id": sent_id, "file": "metrics.jsonl", "manifest": changed,
+             "records": [{"seq": 0, "step": 0, "ts": 1.0, "loss": 1.0}]}
+    assert post(server, batch).status_code == 200
+    by_id = {"run_id": OTHER_ID, "file": "logs.jsonl", "records": [],
+             "manifest": manifest(OTHER_ID, sent_id)}
+    assert "taken" in assert_error(post(server, by_id), 409)["error"]
+
+
 def test_two_ingests_racing_for_one_name_store_one_run(server: Runner, engine: Engine) -> None:
     """Many senders at once, each its own run id under one name: one run is stored."""
     go = threading.Barrier(12)
@@ -242,18 +266,30 @@ def test_an_index_with_two_sent_runs_under_one_name_keeps_both_when_upgraded(
     """Runs an earlier ingest stored under one name stay, the later ones renamed so that each
     can be named again; a folder's run keeps its name."""
     downgrade(engine, "0010")
+    renamed = f"twin.{'a' * 32}"  # the name the upgrade would give the second: taken already
     with engine.begin() as conn:
-        for run_id, run_dir in (("b" * 32, None), ("a" * 32, None), ("c" * 32, "/runs/twin")):
-            conn.execute(insert(s.runs).values(run_id=run_id, name="twin", created_at=1.0,
-                                               dir=run_dir, status="SUCCEEDED"))
+        for run_id, name, run_dir in (("b" * 32, "twin", None), ("a" * 32, "twin", None),
+                                      ("c" * 32, "twin", "/runs/twin"),
+                                      ("e" * 32, renamed, None)):
+            conn.execute(insert(s.runs).values(
+                run_id=run_id, name=name, created_at=1.0, dir=run_dir, status="SUCCEEDED",
+                manifest=json.dumps(manifest(run_id, name))))
     engine.dispose()
     upgraded = open_engine(db_url)
     try:
         with upgraded.connect() as conn:
             names = dict(conn.execute(select(s.runs.c.run_id, s.runs.c.name)).all())
-        assert names == {"b" * 32: "twin", "a" * 32: f"twin.{'a' * 32}", "c" * 32: "twin"}
+        assert names == {"b" * 32: "twin", "a" * 32: f"{renamed}.2", "c" * 32: "twin",
+                         "e" * 32: renamed}
         with pytest.raises(IntegrityError), upgraded.begin() as conn:
             upsert_run(conn, manifest(OTHER_ID, "twin"), None)
+        # the renamed run's sender goes on with its manifest, which still names it twin: a
+        # change of it (tags) keeps the row's name, and is no conflict
+        with upgraded.begin() as conn:
+            upsert_run(conn, {**manifest("a" * 32, "twin"), "tags": ["later"]}, None)
+        with upgraded.connect() as conn:
+            assert conn.execute(select(s.runs.c.name).where(
+                s.runs.c.run_id == "a" * 32)).scalar_one() == f"{renamed}.2"
     finally:
         upgraded.dispose()
 

@@ -259,8 +259,8 @@ def metrics_cmd(
         if len(hist) > len(tail):
             line(f"showing the last {len(tail)} of {len(hist)} steps "
                  "(--limit N, --steps A:B, or -o json for all)")
-        if len(keys) > len(shown):
-            line(f"{len(keys) - len(shown)} more metrics not shown "
+        if len(keys) > len(set(shown)):
+            line(f"{len(keys) - len(set(shown))} more metrics not shown "
                  "(-o wide shows every one, --key NAME one)")
 
     emit(data, Output.table if output is MetricsOutput.csv else Output(output.value), jq,

@@ -71,12 +71,14 @@ def sync_cmd(
     client = Client(url, token or None)  # --token's envvar reads RUNWATCH_TOKEN
     skipped = 0
     refused: set[str] = set()  # the runs the server refused (another project's, ...)
+    held: set[str] = set()  # the runs it records from its own runs folder: nothing to send
     try:
         while True:
-            runs = [r for r in run_folders(directory) if r.name not in refused]
+            runs = [r for r in run_folders(directory) if r.name not in refused | held]
             # looked at before the pass, so that the pass sends each ended run's last event
             ended = follow and all(_ended(run_dir) for run_dir in runs)
-            skipped += _pass(runs, client, retry_for, quiet=follow, refused=refused)
+            skipped += _pass(runs, client, retry_for, quiet=follow, refused=refused,
+                             held=held)
             if not follow or ended:
                 break
             time.sleep(interval)
@@ -96,11 +98,12 @@ def sync_cmd(
 
 
 def _pass(runs: list[Path], client: Client, retry_for: float, quiet: bool,
-          refused: set[str]) -> int:
+          refused: set[str], held: set[str]) -> int:
     """Send what is new in each run; say what was sent (with `quiet`, only where something
     was); returns the records the server refused. A run the server refuses whole (a token
     without write on its project, its manifest) is warned about, noted in `refused` and
-    passed over: the other runs are sent."""
+    passed over: the other runs are sent. One the server records from its own runs folder
+    is said once and noted in `held`."""
     from runwatch.sdk.sendhttp import InFolder, Refused, RunRefused, Unreachable
     from runwatch.sdk.upload import sync_run
 
@@ -116,6 +119,7 @@ def _pass(runs: list[Path], client: Client, retry_for: float, quiet: bool,
         except InFolder:
             line(f"{run_dir.name}: not sent: {client.server} records it from the runs folder "
                  "it indexes, so it holds it already")
+            held.add(run_dir.name)
             continue
         except RunRefused as exc:
             line(f"{run_dir.name}: not sent: {exc}")

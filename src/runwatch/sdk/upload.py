@@ -240,6 +240,7 @@ class RunUpload:
                           "is it a runwatch server?")
         if not batches:
             if not results[0].get("ok"):
+                check_refusal(self.client, self.run_dir, results[0])  # its token, its folder
                 raise RunRefused(f"{self.client.server} refused the manifest of "
                                  f"{self.run_dir}: {results[0].get('error')}")
             return

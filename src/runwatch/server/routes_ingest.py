@@ -36,12 +36,13 @@ from runwatch.ingest.points import MetricsGroup
 from runwatch.ingest.wholefiles import store_whole_file, whole_file_cap, whole_file_name_problem
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
+from runwatch.rundir.safeio import UnsafeFile, read_capped
 from runwatch.server import scopes
 from runwatch.server.errors import ApiError, error_response
 from runwatch.server.jsonio import JSONResponse
 from runwatch.server.state import Limits, ServerState, state
 from runwatch.store import schema as s
-from runwatch.store.runs import manifest_json, name_taken, run_name, upsert_run
+from runwatch.store.runs import manifest_json, name_taken, renames, run_name, upsert_run
 
 router = APIRouter(tags=["ingest"])
 
@@ -286,21 +287,34 @@ def _owner_refusal(conn: Connection, run: _Run | None, run_id: str,
     if manifest is None or (run is not None and run.manifest == manifest_json(manifest)):
         return None  # nothing to store of the manifest: the run's name stays as stored
     name = run_name(manifest)
-    if runs_dir is not None and _in_folder(runs_dir, name):
-        return BatchError(409, f"the run name {name!r} is already taken by a run recorded in "
-                               "the runs folder this server indexes, which cannot be written "
-                               "over HTTP; a run recorded there needs no sending, and another "
-                               "run needs another name")
+    held = _in_folder(runs_dir, name) if runs_dir is not None else None
+    if held == run_id:  # this very run, in a folder the indexer has not read yet
+        return _folder_refusal(name)
+    if run is not None and not renames(run.manifest, manifest):
+        return None  # its name is the one it was stored with: checked when it was given
+    if held is not None:
+        return BatchError(409, f"the run name {name!r} is already taken by a run recorded "
+                               "in the runs folder this server indexes; name this run "
+                               "otherwise (runwatch.init(name=...)) and send it again")
     return _name_refusal(name) if name_taken(conn, name, run_id) else None
 
 
-def _in_folder(runs_dir: Path, name: str) -> bool:
-    """Whether the runs folder holds an entry `name` (only a valid run name is looked up)."""
+def _in_folder(runs_dir: Path, name: str) -> str | None:
+    """Whether the runs folder holds an entry `name` (only a valid run name is looked up):
+    the run id its manifest gives, "" when it holds one whose manifest cannot be read (yet),
+    None when it holds none."""
     try:
         fmt.validate_name(name)
     except fmt.RunDirError:
-        return False
-    return os.path.lexists(runs_dir / name)
+        return None
+    if not os.path.lexists(runs_dir / name):
+        return None
+    try:
+        held = loads_line(read_capped(runs_dir / name / fmt.MANIFEST))
+    except (OSError, ValueError, UnsafeFile):
+        return ""
+    run_id = held.get("run_id") if isinstance(held, dict) else None
+    return run_id if isinstance(run_id, str) else ""
 
 
 def _run_pk(conn: Connection, runs: dict[str, _Run], run_id: str,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import orjson
-from sqlalchemy import Connection, String, delete, select, update
+from sqlalchemy import Connection, String, delete, or_, select, update
 
 from runwatch.store import schema as s
 from runwatch.store.dialect import conflict_insert
@@ -62,11 +62,28 @@ def run_name(manifest: dict[str, Any], run_dir: Path | None = None) -> str:
         manifest.get("name") or (run_dir.name if run_dir else manifest["run_id"]))))
 
 
+def _stored_name(text: str | None, run_dir: Path | None) -> str | None:
+    """The name a run's stored manifest (its JSON text) gives it; None if it gives none."""
+    try:
+        stored = json.loads(text or "")
+    except ValueError:
+        return None
+    return run_name(stored, run_dir) if isinstance(stored, dict) and "run_id" in stored \
+        else None
+
+
+def renames(stored_manifest: str | None, manifest: dict[str, Any]) -> bool:
+    """Whether `manifest` gives a run a name its stored manifest (JSON text) did not: a
+    run's name is checked when it is given, not at each change of its manifest."""
+    return _stored_name(stored_manifest, None) != run_name(manifest)
+
+
 def name_taken(conn: Connection, name: str, run_id: str) -> bool:
-    """Whether a run other than `run_id` has the name `name` in the index."""
+    """Whether a run other than `run_id` has the name `name` in the index, or `name` is
+    another run's id (a lookup by either would find two runs)."""
     r = s.runs.c
-    return conn.execute(select(r.pk).where(r.name == name, r.run_id != run_id).limit(1)
-                        ).first() is not None
+    return conn.execute(select(r.pk).where(or_(r.name == name, r.run_id == name),
+                                           r.run_id != run_id).limit(1)).first() is not None
 
 
 def upsert_run(
@@ -103,6 +120,10 @@ def upsert_run(
         # another indexer inserted it meanwhile (a server's, while `runwatch submit` indexes)
         row = conn.execute(find).one()
     if row.manifest != values["manifest"]:
+        if _stored_name(row.manifest, run_dir) == values["name"]:
+            # the manifest changed, not its name: the row keeps its own (one migration 0011
+            # gave a sent run whose name another held, `<name>.<run id>`, stays)
+            del values["name"]
         if run_dir is None:
             # a manifest sent over HTTP names no folder: the run keeps the one it was indexed
             # from (a folder's run keeps its job.json; a sender must not take that away)

@@ -25,13 +25,21 @@ def upgrade() -> None:
     runs = sa.table("runs", sa.column("pk", sa.Integer), sa.column("run_id", sa.String),
                     sa.column("name", sa.String), sa.column("dir", sa.Text))
     sent = sa.select(runs.c.pk, runs.c.run_id, runs.c.name).where(runs.c.dir.is_(None))
+    rows = conn.execute(sent.order_by(runs.c.pk)).all()
+    # every name a sent run holds, so a new one is none of them (a run may be named
+    # `<name>.<run id>` already)
+    taken = {row.name for row in rows}
     seen: set[str] = set()
-    for row in conn.execute(sent.order_by(runs.c.pk)).all():
+    for row in rows:
         if row.name not in seen:
             seen.add(row.name)
             continue
-        suffix = f".{row.run_id}"
-        name = row.name[:NAME_LENGTH - len(suffix)] + suffix
+        name, n = "", 1
+        while not name or name in taken:  # taken by a name as it was: a count makes it new
+            suffix = f".{row.run_id}" + (f".{n}" if n > 1 else "")
+            name, n = row.name[:NAME_LENGTH - len(suffix)] + suffix, n + 1
+        taken.add(name)
+        seen.add(name)
         conn.execute(sa.update(runs).where(runs.c.pk == row.pk).values(name=name))
     op.create_index("ux_runs_sent_name", "runs", ["name"], unique=True,
                     sqlite_where=sa.text("dir IS NULL"), postgresql_where=sa.text("dir IS NULL"))
