@@ -115,6 +115,11 @@ def test_a_folder_the_index_cannot_read_is_named_not_dropped_in_silence(tmp_path
     for _ in range(2):  # the problem is not new the second time: it is named all the same
         indexed = run_cli("index", str(runs)).stdout
         assert "broken/manifest.json is not readable JSON" in indexed, indexed
+    # asked for by name, the run is not found, and the answer says why
+    got = cli_here("runs", "get", "broken", "--dir", str(runs), check=False)
+    assert got.returncode == 2 and "no run has the id or name 'broken'" in got.stderr
+    assert "a folder 'broken' is not indexed:" in " ".join(got.stderr.split())
+    assert "not readable JSON" in " ".join(got.stderr.split())
 
 
 def test_the_metrics_table_says_how_many_metrics_it_leaves_out(runs_dir: Path) -> None:

@@ -176,6 +176,19 @@ def folder_problems(conn: Connection, folder: str) -> list[str]:
     return [m for (m,) in rows]
 
 
+def unindexed_folder(conn: Connection, name: str) -> str | None:
+    """Why a run folder named `name` is not indexed, if the indexer said so (its latest
+    problem without a run, on the folder or a file in it); None if it said nothing."""
+    c = s.ingest_problems.c
+    if not name or "/" in name:
+        return None
+    found = conn.execute(select(c.message).where(
+        c.run_pk.is_(None), c.path.endswith("/" + name, autoescape=True)
+        | c.path.contains("/" + name + "/", autoescape=True))
+        .order_by(c.id.desc()).limit(1)).first()
+    return None if found is None else str(found[0])
+
+
 def problems(conn: Connection, run_pk: int, limit: int = 50) -> list[str]:
     c = s.ingest_problems.c
     rows = conn.execute(select(c.message).where(c.run_pk == run_pk).order_by(c.id).limit(limit))
