@@ -28,7 +28,7 @@ WANDB_SCRIPT = """
     wandb.define_metric("val/*", step_metric="step")
     for step in range(5):
         wandb.log({"loss": 1.0 / (step + 1)}, commit=False)
-        wandb.log({"lr": wandb.config.lr, "val": {"loss": 2.0 - step / 10}})
+        wandb.log({"lr": wandb.config.lr, "val": {"loss": 2.0 - step / 10}, "step": step})
     table = wandb.Table(columns=["prompt", "completion", "reward"],
                         data=[["2+2=", "4", 1.0], ["3+3=", "7", 0.0]])
     table.add_data("1+1=", "2", 1.0)
@@ -72,6 +72,9 @@ def test_a_wandb_script_records_a_runwatch_run_with_the_import_swapped(tmp_path:
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_id, name = proc.stdout.split()[1:3]
     assert name == "sweep-arm-a"  # made safe as a folder name
+    # W&B's idiom of a "step" metric (define_metric's step_metric): a runwatch record's own
+    # field, said once and not recorded, where it overwrote the record's step
+    assert proc.stderr.count("'step': a runwatch record's own field") == 1, proc.stderr
 
     got = read(tmp_path, "get", name)
     assert got["run_id"] == run_id and got["run"]["status"] == "SUCCEEDED"

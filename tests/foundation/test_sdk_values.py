@@ -86,6 +86,10 @@ def test_an_empty_or_over_long_key_is_refused_at_the_call_and_the_run_goes_on(
             run.log({"loss": 9.0, "": 9.0}, step=1)
         with pytest.raises(ValueError, match=f"longer than {fmt.MAX_KEY_LENGTH} characters"):
             run.log({"loss": 9.0, longest + "k": 9.0}, step=1)
+        for field in fmt.RECORD_FIELDS:  # it would overwrite the record's own step, ts, seq
+            with pytest.raises(ValueError, match=f"metric key '{field}' names a field every "
+                                                 "record has"):
+                run.log({"loss": 9.0, field: 7.5}, step=1)
         run.log({"loss": 2.0, longest: 3.0}, step=1)
         run.log({"loss": 4.0})
     recs = [{k: v for k, v in r.items() if k != "ts"}

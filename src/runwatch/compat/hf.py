@@ -19,6 +19,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from runwatch.rundir import format as fmt
 from runwatch.sdk import NullRun, Run, init
 
 # The Trainer's end-of-training totals (one value per run, not a series).
@@ -82,7 +83,8 @@ class RunwatchCallback(TrainerCallback):
         metrics: dict[str, float] = {}
         summary: dict[str, float] = {}
         for key, value in logs.items():
-            if isinstance(value, Real):
+            # a record's own fields are no metric: the step is state.global_step
+            if isinstance(value, Real) and key not in fmt.RECORD_FIELDS:
                 (summary if key in SUMMARY_KEYS else metrics)[key] = float(value)
         if metrics:
             self.run.log(metrics, step=state.global_step)

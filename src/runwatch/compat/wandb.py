@@ -197,6 +197,14 @@ class Run:
         metrics: dict[str, float] = {}
         for key, value in row.items():
             number = _number(value)
+            if key in fmt.RECORD_FIELDS:  # W&B takes it as a metric; runwatch's records
+                # have a field of that name (the step is W&B's own step, kept as such)
+                if key not in self._warned:
+                    self._warned.add(key)
+                    warnings.warn(f"{key!r}: a runwatch record's own field, not recorded as a "
+                                  f"metric (log it under another name, such as 'train/{key}')",
+                                  stacklevel=3)
+                continue
             if number is not None:
                 metrics[key] = number
             elif isinstance(value, Table):

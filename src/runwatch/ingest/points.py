@@ -28,7 +28,7 @@ _NUMERIC = frozenset({float, int, bool})
 _INT = frozenset({int})
 _FLOAT = frozenset({float})
 # the fields of a metrics record that are not metrics
-RECORD_FIELDS = frozenset({"seq", "step", "ts", "_line"})
+RECORD_FIELDS = frozenset({*fmt.RECORD_FIELDS, "_line"})
 # One SQLite statement stores this many metrics of a record at most (one bound value
 # each, plus seq, step and ts); a wider record is stored in several.
 KEYS_PER_STATEMENT = 200

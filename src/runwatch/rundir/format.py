@@ -72,6 +72,8 @@ SPLITS = ("train", "val")
 
 MAX_NAME_LENGTH = 128
 MAX_KEY_LENGTH = 256
+# The fields every metrics record has beside its metrics: no metric takes these names.
+RECORD_FIELDS = ("step", "ts", "seq")
 # A metrics record's step is a 64-bit integer in the index.
 MAX_STEP = 2**63 - 1
 

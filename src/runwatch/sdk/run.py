@@ -338,6 +338,10 @@ class Run:
             if problem:
                 raise ValueError(f"log(): {problem}; name a metric with 1 to "
                                  f"{fmt.MAX_KEY_LENGTH} characters, such as 'train/loss'")
+            if key in fmt.RECORD_FIELDS:  # it would overwrite the record's own field
+                raise ValueError(f"log(): metric key {key!r} names a field every record has; "
+                                 "pass the step as log(metrics, step=...), or name the "
+                                 f"metric otherwise, such as 'train/{key}'")
             if len(self._valid_keys) < MAX_REMEMBERED_KEYS:
                 self._valid_keys.add(key)
 
