@@ -119,6 +119,12 @@ def test_a_step_that_is_not_a_whole_number_from_0_is_refused_and_the_run_goes_on
                       (fmt.MAX_STEP + 1, r"past 2\*\*63-1")]:
         with pytest.raises(ValueError, match=said):
             run.log({"loss": 9.0}, step=bad)  # type: ignore[arg-type]
+    # samples and checkpoints take a step by the same rule (1.5 was cut to 1 in silence)
+    with pytest.raises(ValueError, match=r"log_samples\(\): step 1\.5 is a float"):
+        run.log_samples(1.5, [{"prompt": "p"}])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"log_checkpoint\(\): step -2 is negative"):
+        run.log_checkpoint(-2, "training", "c")
+    run.log_samples(np.int64(2), [{"prompt": "p"}])  # type: ignore[arg-type]
     run.log({"loss": 1.0}, step=np.int64(2))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"step 2\.7 is a float"):
         run.log({"loss": 9.0}, step=2.7)  # type: ignore[arg-type]
@@ -130,6 +136,8 @@ def test_a_step_that_is_not_a_whole_number_from_0_is_refused_and_the_run_goes_on
     recs = lines(runs_dir / "steps" / "metrics.jsonl")
     assert [(r["step"], r["loss"], r["seq"]) for r in recs] == [
         (2, 1.0, 0), (3, 0.5, 1), (fmt.MAX_STEP, 0.25, 2)], "a refused call records nothing"
+    assert (runs_dir / "steps" / fmt.sample_file_name(2, "train", "completions")).is_file()
+    assert not (runs_dir / "steps" / fmt.CHECKPOINTS).exists()  # the refused one: nothing
     report = Indexer(engine, runs_dir).index_once()
     assert report.problems == [], "the indexer takes every record the SDK wrote"
     with engine.connect() as conn:

@@ -99,13 +99,12 @@ class Run:
         if self._finished:
             raise RunFinishedError(f"run {self.name!r} is finished; log() after finish() is a bug")
         last = self._last_step
-        if step is None:
-            step = 0 if last is None else last + 1
-        elif type(step) is not int:
-            step = _whole_step(step)
-        problem = fmt.validate_step(step)
-        if problem:
-            raise ValueError(f"log(): {problem}")
+        if step is not None:
+            step = _checked_step(step, "log")
+        elif last is not None:
+            step = last + 1
+        else:
+            step = 0
         if last is not None and step < last:
             raise ValueError(
                 f"step {step} is before the last logged step {last}: steps must not go backwards"
@@ -133,8 +132,9 @@ class Run:
     ) -> None:
         """Record one step's completions or episodes (prompt, completion, reward, …)."""
         self._check_open()
-        name = fmt.sample_file_name(int(step), split, kind)
-        payload = {"step": int(step), "split": split, "kind": kind, "ts": time.time(),
+        step = _checked_step(step, "log_samples")
+        name = fmt.sample_file_name(step, split, kind)
+        payload = {"step": step, "split": split, "kind": kind, "ts": time.time(),
                    "samples": [dict(s) for s in samples]}
         self._writer.put((name, payload))
 
@@ -145,7 +145,8 @@ class Run:
         self._check_open()
         if kind not in fmt.CHECKPOINT_KINDS:
             raise ValueError(f"checkpoint kind {kind!r} is not one of {fmt.CHECKPOINT_KINDS}")
-        record: dict[str, Any] = {"ts": time.time(), "step": int(step), "kind": kind, "id": str(id)}
+        record: dict[str, Any] = {"ts": time.time(), "step": _checked_step(step, "log_checkpoint"),
+                                  "kind": kind, "id": str(id)}
         if path is not None:
             record["path"] = str(path)
         record.update(meta)
@@ -391,6 +392,17 @@ class RunLogHandler(logging.Handler):
             self.run.log_text(record.getMessage(), level=level, data=data)
         except Exception:
             self.handleError(record)
+
+
+def _checked_step(step: Any, call: str) -> int:
+    """`step` as an int (a numpy or torch integer too), or a ValueError from `call` saying
+    what a step may be (fmt.validate_step): 1.5 was cut to 1 in silence."""
+    if type(step) is not int:
+        step = _whole_step(step)
+    problem = fmt.validate_step(step)
+    if problem:
+        raise ValueError(f"{call}(): {problem}")
+    return int(step)
 
 
 def _whole_step(step: Any) -> Any:
