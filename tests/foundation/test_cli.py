@@ -118,8 +118,12 @@ def test_a_folder_the_index_cannot_read_is_named_not_dropped_in_silence(tmp_path
     # asked for by name, the run is not found, and the answer says why
     got = cli_here("runs", "get", "broken", "--dir", str(runs), check=False)
     assert got.returncode == 2 and "no run has the id or name 'broken'" in got.stderr
-    assert "a folder 'broken' is not indexed:" in " ".join(got.stderr.split())
-    assert "not readable JSON" in " ".join(got.stderr.split())
+    said = " ".join(got.stderr.split())
+    assert f"the folder {runs / 'broken'} is not indexed:" in said and "not readable JSON" in said
+    # a name that is only a parent folder of it, or another case of it, gets no such hint
+    for other in (runs.name, "Broken", "manifest.json"):
+        miss = cli_here("runs", "get", other, "--dir", str(runs), check=False)
+        assert miss.returncode == 2 and "is not indexed" not in miss.stderr, other
 
 
 def test_the_metrics_table_says_how_many_metrics_it_leaves_out(runs_dir: Path) -> None:

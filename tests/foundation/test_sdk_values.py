@@ -86,10 +86,6 @@ def test_an_empty_or_over_long_key_is_refused_at_the_call_and_the_run_goes_on(
             run.log({"loss": 9.0, "": 9.0}, step=1)
         with pytest.raises(ValueError, match=f"longer than {fmt.MAX_KEY_LENGTH} characters"):
             run.log({"loss": 9.0, longest + "k": 9.0}, step=1)
-        for field in fmt.RECORD_FIELDS:  # it would overwrite the record's own step, ts, seq
-            with pytest.raises(ValueError, match=f"metric key '{field}' names a field every "
-                                                 "record has"):
-                run.log({"loss": 9.0, field: 7.5}, step=1)
         run.log({"loss": 2.0, longest: 3.0}, step=1)
         run.log({"loss": 4.0})
     recs = [{k: v for k, v in r.items() if k != "ts"}
@@ -137,3 +133,28 @@ def test_text_that_is_not_valid_unicode_is_kept_with_a_replacement(runs_dir: Pat
     sample = json.loads((d / "step_0000_completions.json").read_text())["samples"][0]
     assert sample == {"prompt": "p", "completion": "bad ? byte", "?": 1}
     assert run.dropped_values == 0
+
+
+def test_a_key_that_names_a_record_field_is_the_step_or_left_out(runs_dir: Path) -> None:
+    """`log({"step": it, "loss": l})`, as loops written for other trackers do, records at
+    step `it` (the key overwrote the record's step before, and a float one lost the whole
+    record); a `ts` or `seq` key, or a `step` key beside step=, is no metric: left out, with
+    one warning a key."""
+    with open_run(runs_dir, "fields") as run, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        run.log({"step": 5, "loss": 1.0})
+        run.log({"step": np.int64(7), "loss": 0.5})
+        with pytest.raises(ValueError, match=r"step 7\.5 is a float"):
+            run.log({"step": 7.5, "loss": 9.0})
+        run.log({"loss": 0.25, "ts": 3.0, "seq": 99})
+        run.log({"loss": 0.2, "ts": 4.0, "step": 99}, step=10)
+        run.log({"loss": 0.1, "ts": 5.0})
+    recs = [{k: v for k, v in r.items() if k != "ts"}
+            for r in lines(runs_dir / "fields" / "metrics.jsonl")]
+    assert recs == [{"step": 5, "seq": 0, "loss": 1.0}, {"step": 7, "seq": 1, "loss": 0.5},
+                    {"step": 8, "seq": 2, "loss": 0.25}, {"step": 10, "seq": 3, "loss": 0.2},
+                    {"step": 11, "seq": 4, "loss": 0.1}]
+    assert all(r["ts"] > 1e9 for r in lines(runs_dir / "fields" / "metrics.jsonl"))
+    told = sorted(str(w.message).split("'")[1] for w in said
+                  if "names a field every record has" in str(w.message))
+    assert told == ["seq", "step", "ts"], told  # once a key

@@ -39,7 +39,7 @@ def resolve_or_exit(conn: Connection, ref: str) -> Row[Any]:
         return q.resolve_run(conn, ref)
     except q.RunNotFound as exc:
         hints = ["candidates:"] + [f"  {c}" for c in exc.candidates] if exc.candidates else []
-        why = q.unindexed_folder(conn, ref)
-        if why is not None:  # its folder is there, and the index could not read it
-            hints = [f"a folder {ref!r} is not indexed: {why}", *hints]
+        found = q.unindexed_folder(conn, ref)
+        if found is not None and Path(found[0]).is_dir():  # still there, and not read
+            hints = [f"the folder {found[0]} is not indexed: {found[1]}", *hints]
         raise fail(str(exc), hints) from exc

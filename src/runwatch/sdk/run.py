@@ -83,6 +83,7 @@ class Run:
         self._last_step: int | None = None
         # Metric keys log() has found valid, so a loop's usual keys are checked once.
         self._valid_keys: set[str] = set()
+        self._warned_fields: set[str] = set()  # record fields log() was given as keys
         self._finished = False
         self._stop_requested = False
         # Reentrant: the SIGTERM handler (request_stop) may run while this thread holds it.
@@ -98,13 +99,21 @@ class Run:
         run-format v1 does not take, raise at once; nothing is recorded then."""
         if self._finished:
             raise RunFinishedError(f"run {self.name!r} is finished; log() after finish() is a bug")
+        try:
+            known = self._valid_keys.issuperset(metrics)
+        except TypeError:  # not a mapping of names at all
+            raise TypeError(_key_error(metrics)) from None
+        if not known:
+            metrics, step = self._check_keys(metrics, step)
         last = self._last_step
         if step is not None:
             step = _checked_step(step, "log")
-        elif last is not None:
+        elif last is None:
+            step = 0
+        elif last < fmt.MAX_STEP:
             step = last + 1
         else:
-            step = 0
+            raise ValueError(f"log(): the step after {last} is past 2**63-1, the largest step")
         if last is not None and step < last:
             raise ValueError(
                 f"step {step} is before the last logged step {last}: steps must not go backwards"
@@ -114,8 +123,6 @@ class Run:
             record.update(**metrics)  # the cheapest check that every key is a str
         except TypeError:
             raise TypeError(_key_error(metrics)) from None
-        if not self._valid_keys.issuperset(metrics):
-            self._check_keys(metrics)
         self._last_step = step
         # BackgroundWriter.put, inlined: this is the call a training loop makes most.
         queue = self._queue
@@ -329,22 +336,43 @@ class Run:
         if self._finished:
             raise RunFinishedError(f"run {self.name!r} is finished; no more records can be added")
 
-    def _check_keys(self, metrics: dict[str, Any]) -> None:
-        """Refuse a metric key the run format does not take (fmt.validate_key); remember
-        the valid ones, up to MAX_REMEMBERED_KEYS."""
+    def _check_keys(self, metrics: dict[str, Any], step: Any) -> tuple[dict[str, Any], Any]:
+        """Refuse a metric key the run format does not take (fmt.validate_key: TypeError
+        for one that is no string); remember the valid ones, up to MAX_REMEMBERED_KEYS.
+        A key that names a record's own field is no metric: `step` is the record's step
+        where the call gives none (`log({"step": it, "loss": l})`, as loops written for
+        other trackers do), and is otherwise left out, as `ts` and `seq` are, with one
+        warning a key. Returns the metrics to record and the step."""
+        if not hasattr(metrics, "keys"):
+            raise TypeError(_key_error(metrics))
+        fields = None
         for key in metrics:
             if key in self._valid_keys:
+                continue
+            if not isinstance(key, str):
+                raise TypeError(_key_error(metrics))
+            if key in fmt.RECORD_FIELDS:
+                fields = fields or []
+                fields.append(key)
                 continue
             problem = fmt.validate_key(key)
             if problem:
                 raise ValueError(f"log(): {problem}; name a metric with 1 to "
                                  f"{fmt.MAX_KEY_LENGTH} characters, such as 'train/loss'")
-            if key in fmt.RECORD_FIELDS:  # it would overwrite the record's own field
-                raise ValueError(f"log(): metric key {key!r} names a field every record has; "
-                                 "pass the step as log(metrics, step=...), or name the "
-                                 f"metric otherwise, such as 'train/{key}'")
             if len(self._valid_keys) < MAX_REMEMBERED_KEYS:
                 self._valid_keys.add(key)
+        if not fields:
+            return metrics, step
+        kept = {k: v for k, v in metrics.items() if k not in fields}
+        for key in fields:
+            if key == "step" and step is None:
+                step = metrics[key]  # checked as a step argument is, next
+            elif key not in self._warned_fields:
+                self._warned_fields.add(key)
+                warn(f"runwatch: log() key {key!r} names a field every record has, so it is "
+                     f"not recorded as a metric (the step is log()'s step=; name the metric "
+                     f"otherwise, such as 'train/{key}')")
+        return kept, step
 
     def _event(self, phase: str, **fields: Any) -> None:
         self._writer.put((fmt.EVENTS, self._event_record(phase, **fields)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 from sqlalchemy import Connection, Row, func, or_, select
@@ -176,17 +177,22 @@ def folder_problems(conn: Connection, folder: str) -> list[str]:
     return [m for (m,) in rows]
 
 
-def unindexed_folder(conn: Connection, name: str) -> str | None:
-    """Why a run folder named `name` is not indexed, if the indexer said so (its latest
-    problem without a run, on the folder or a file in it); None if it said nothing."""
+def unindexed_folder(conn: Connection, name: str) -> tuple[str, str] | None:
+    """A run folder named `name` the indexer said it could not read, and why (its latest
+    problem without a run, on the folder itself or a file right in it): (folder, message),
+    or None if it said nothing of one."""
     c = s.ingest_problems.c
     if not name or "/" in name:
         return None
-    found = conn.execute(select(c.message).where(
-        c.run_pk.is_(None), c.path.endswith("/" + name, autoescape=True)
-        | c.path.contains("/" + name + "/", autoescape=True))
-        .order_by(c.id.desc()).limit(1)).first()
-    return None if found is None else str(found[0])
+    rows = conn.execute(select(c.path, c.message).where(
+        c.run_pk.is_(None), c.path.contains("/" + name, autoescape=True))
+        .order_by(c.id.desc()).limit(50))
+    for path, message in rows:  # LIKE also finds parents and other cases: only the folder
+        where = PurePath(path)
+        folder = where if where.name == name else where.parent
+        if folder.name == name:
+            return str(folder), str(message)
+    return None
 
 
 def problems(conn: Connection, run_pk: int, limit: int = 50) -> list[str]:

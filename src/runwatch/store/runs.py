@@ -120,7 +120,7 @@ def upsert_run(
         # another indexer inserted it meanwhile (a server's, while `runwatch submit` indexes)
         row = conn.execute(find).one()
     if row.manifest != values["manifest"]:
-        if _stored_name(row.manifest, run_dir) == values["name"]:
+        if _stored_name(row.manifest, Path(row.dir) if row.dir else None) == values["name"]:
             # the manifest changed, not its name: the row keeps its own (one migration 0011
             # gave a sent run whose name another held, `<name>.<run id>`, stays)
             del values["name"]

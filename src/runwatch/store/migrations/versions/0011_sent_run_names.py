@@ -26,9 +26,9 @@ def upgrade() -> None:
                     sa.column("name", sa.String), sa.column("dir", sa.Text))
     sent = sa.select(runs.c.pk, runs.c.run_id, runs.c.name).where(runs.c.dir.is_(None))
     rows = conn.execute(sent.order_by(runs.c.pk)).all()
-    # every name a sent run holds, so a new one is none of them (a run may be named
-    # `<name>.<run id>` already)
-    taken = {row.name for row in rows}
+    # every name a run holds (sent or a folder's), so a new one is none of them (a run may
+    # be named `<name>.<run id>` already)
+    taken = set(conn.execute(sa.select(runs.c.name)).scalars())
     seen: set[str] = set()
     for row in rows:
         if row.name not in seen:
