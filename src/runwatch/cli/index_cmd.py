@@ -31,6 +31,6 @@ def index_cmd(
     said = set(report.problems)
     with ctx.engine.connect() as conn:
         for name in sorted(report.unread):
-            why = q.folder_problems(conn, str(directory / name))
-            if why and why[0] not in said:
-                line(f"  not indexed: {why[0]}")
+            why = q.folder_problem(conn, str(directory / name))
+            if why is not None and why not in said:
+                line(f"  not indexed: {why}")

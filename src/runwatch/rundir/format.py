@@ -40,15 +40,6 @@ PHASES = (
     "CANCELLED",
 )
 
-
-def phase_named(text: str) -> str:
-    """The phase `text` names, in any case (`succeeded` is SUCCEEDED); a ValueError that
-    lists the phases for a word that is none of them."""
-    phase = text.strip().upper()
-    if phase not in PHASES:
-        raise ValueError(f"{text!r} is not a phase: {', '.join(PHASES)}")
-    return phase
-
 # The groups of phases every reader of runs uses (the API's actions, the CLI, health):
 # a run has ended in a terminal phase; a process is at work on an active one; a run can
 # be cancelled until it is told to stop, and retried once it has ended. A new run starts
@@ -58,6 +49,16 @@ ACTIVE_PHASES = frozenset({"PREPARING", "RUNNING", "CANCEL_REQUESTED"})
 CANCELLABLE_PHASES = frozenset({"QUEUED", "PREPARING", "RUNNING"})
 RETRYABLE_PHASES = TERMINAL_PHASES
 START_PHASES = ("QUEUED", "PREPARING", "RUNNING")
+
+
+def phase_named(text: str) -> str:
+    """The phase `text` names, in any case (`succeeded` is SUCCEEDED); a ValueError that
+    lists the phases for a word that is none of them."""
+    phase = text.strip().upper()
+    if phase not in PHASES:
+        raise ValueError(f"{text!r} is not a phase: {', '.join(PHASES)}")
+    return phase
+
 
 # What job control tells a run's process (runwatch.init attaches to that folder).
 ENV_RUN_DIR = "RUNWATCH_RUN_DIR"

@@ -25,7 +25,7 @@ import time
 import traceback
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from runwatch.jobs.failures import CATALOGUE, exception_verdict
 from runwatch.rundir import format as fmt
@@ -47,6 +47,7 @@ MAX_TRACEBACK_CHARS = 20_000
 # log() remembers at most this many valid metric keys; a loop that makes new keys without
 # end has the keys past them checked at each call instead of held for ever.
 MAX_REMEMBERED_KEYS = 10_000
+_MAX_STEP = fmt.MAX_STEP  # read at every log(): a global, not a module attribute
 
 
 class RunFinishedError(RuntimeError):
@@ -107,10 +108,11 @@ class Run:
             metrics, step = self._check_keys(metrics, step)
         last = self._last_step
         if step is not None:
-            step = _checked_step(step, "log")
+            if type(step) is not int or not 0 <= step <= _MAX_STEP:  # the common case inline
+                step = _checked_step(step, "log")
         elif last is None:
             step = 0
-        elif last < fmt.MAX_STEP:
+        elif last < _MAX_STEP:
             step = last + 1
         else:
             raise ValueError(f"log(): the step after {last} is past 2**63-1, the largest step")
@@ -430,7 +432,7 @@ def _checked_step(step: Any, call: str) -> int:
     problem = fmt.validate_step(step)
     if problem:
         raise ValueError(f"{call}(): {problem}")
-    return int(step)
+    return cast(int, step)
 
 
 def _whole_step(step: Any) -> Any:

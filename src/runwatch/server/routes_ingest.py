@@ -271,20 +271,21 @@ def _folder_refusal(name: str) -> BatchError:
                       FOLDER_RUN)
 
 
-def _name_refusal(name: str) -> BatchError:
-    return BatchError(409, f"the run name {name!r} is already taken by another run; name "
-                           "this run otherwise (runwatch.init(name=...)) and send it again")
+def _name_refusal(name: str, by: str = "another run") -> BatchError:
+    return BatchError(409, f"the run name {name!r} is already taken by {by}; name this run "
+                           "otherwise (runwatch.init(name=...)) and send it again")
 
 
 def _owner_refusal(conn: Connection, run: _Run | None, run_id: str,
-                   manifest: dict[str, Any] | None, runs_dir: Path | None
+                   manifest: dict[str, Any] | None, text: str | None, runs_dir: Path | None
                    ) -> BatchError | None:
     """409 for a batch ingest may not write: of a run indexed from a folder, or whose
-    manifest names it as another run is named (in the index, or a folder of `runs_dir` the
-    indexer has not read yet, whose records would otherwise be taken by this batch's)."""
+    manifest (`text`: its JSON) names it as another run is named (in the index, or a folder
+    of `runs_dir` the indexer has not read yet, whose records would otherwise be taken by
+    this batch's)."""
     if run is not None and run.dir is not None:
         return _folder_refusal(run.name)
-    if manifest is None or (run is not None and run.manifest == manifest_json(manifest)):
+    if manifest is None or (run is not None and run.manifest == text):
         return None  # nothing to store of the manifest: the run's name stays as stored
     name = run_name(manifest)
     held = _in_folder(runs_dir, name) if runs_dir is not None else None
@@ -293,9 +294,7 @@ def _owner_refusal(conn: Connection, run: _Run | None, run_id: str,
     if run is not None and not renames(run.manifest, manifest):
         return None  # its name is the one it was stored with: checked when it was given
     if held is not None:
-        return BatchError(409, f"the run name {name!r} is already taken by a run recorded "
-                               "in the runs folder this server indexes; name this run "
-                               "otherwise (runwatch.init(name=...)) and send it again")
+        return _name_refusal(name, "a run recorded in the runs folder this server indexes")
     return _name_refusal(name) if name_taken(conn, name, run_id) else None
 
 
@@ -323,18 +322,17 @@ def _run_pk(conn: Connection, runs: dict[str, _Run], run_id: str,
     (`runs` is kept current), 404 when the run is unknown and no manifest came, 409 when
     ingest may not write it (`_owner_refusal`)."""
     run = runs.get(run_id)
-    if (refused := _owner_refusal(conn, run, run_id, manifest, runs_dir)) is not None:
+    text = None if manifest is None else manifest_json(manifest)
+    if (refused := _owner_refusal(conn, run, run_id, manifest, text, runs_dir)) is not None:
         raise refused
-    if manifest is not None:
-        text = manifest_json(manifest)
-        if run is None or run.manifest != text:
-            name = run_name(manifest)
-            try:
-                pk, _ = upsert_run(conn, manifest, None)
-            except IntegrityError as exc:  # ux_runs_sent_name: another ingest took the name
-                raise _NameRace(409, _name_refusal(name).message) from exc
-            run = runs[run_id] = _Run(pk, text, str(manifest.get("project") or "default"),
-                                      name, None)
+    if manifest is not None and (run is None or run.manifest != text):
+        name = run_name(manifest)
+        try:
+            pk, _ = upsert_run(conn, manifest, None)
+        except IntegrityError as exc:  # ux_runs_sent_name: another ingest took the name
+            raise _NameRace(409, _name_refusal(name).message) from exc
+        run = runs[run_id] = _Run(pk, text, str(manifest.get("project") or "default"),
+                                  name, None)
     if run is None:
         raise BatchError(404, f"run {run_id!r} is unknown here; send its manifest with "
                               "the first batch")

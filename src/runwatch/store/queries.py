@@ -165,16 +165,15 @@ def events(conn: Connection, run_pk: int) -> list[dict[str, Any]]:
     return [{k: v for k, v in r._mapping.items() if k != "run_pk"} for r in rows]
 
 
-def folder_problems(conn: Connection, folder: str) -> list[str]:
-    """Why the run folder `folder` (a path) is not indexed, as the indexer said it when it
-    first met each reason (it says each once; the latest first): its problems without a
-    run, on the folder or a file in it."""
+def folder_problem(conn: Connection, folder: str) -> str | None:
+    """Why the run folder `folder` (a path) is not indexed, as the indexer last said it
+    (it says each reason once, when it first meets it): its latest problem without a run,
+    on the folder or a file in it; None if it said nothing."""
     c = s.ingest_problems.c
-    rows = conn.execute(select(c.message).where(
+    return conn.execute(select(c.message).where(
         c.run_pk.is_(None), (c.path == folder) | c.path.startswith(folder + "/",
                                                                     autoescape=True))
-        .order_by(c.id.desc()).limit(5))
-    return [m for (m,) in rows]
+        .order_by(c.id.desc()).limit(1)).scalar()
 
 
 def unindexed_folder(conn: Connection, name: str) -> tuple[str, str] | None:
