@@ -316,6 +316,10 @@ def test_the_charts_in_the_window_are_drawn_first_and_the_rest_after(
     assert len(marks[0]) == 1 and len(marks[1]) == 1 and marks[0][0] <= marks[1][0], marks
     expect(page.locator("#compare-config tr").first).to_be_attached()
     expect(page.locator(".run-row")).to_have_count(2)
+    # a resource entry is listed once its response has ended: wait for both asks to end
+    # (CI saw the run list's entry while the projects' ask was still in flight)
+    page.wait_for_function("""() => ['/api/runs', '/api/projects'].every((want) =>
+        performance.getEntriesByType('resource').some((r) => new URL(r.name).pathname === want))""")
     later = page.evaluate("""() => performance.getEntriesByType('resource')
         .map((r) => [new URL(r.name).pathname, r.startTime])
         .filter(([path]) => /^[/]api[/](runs|projects)/.test(path))""")
