@@ -98,6 +98,32 @@ def test_a_refused_submit_says_why_and_makes_nothing(tmp_path: Path, args: list[
     assert not runs.exists(), "a refused job leaves no folder and no index behind"
 
 
+def test_submit_warns_when_the_recipe_would_log_to_wandb_with_no_wandb_here(
+        tmp_path: Path) -> None:
+    """The GRPO recipe logs to W&B by default: submitted where W&B cannot start (no key,
+    or no wandb), the job is queued with a warning that says what a worker will do and
+    what to set, not left to fail unexplained after its wait in the queue."""
+    runs = tmp_path / "runs"
+    no_wandb = {"WANDB_API_KEY": None, "WANDB_MODE": None, "WANDB_BASE_URL": None,
+                "HOME": str(tmp_path)}  # no ~/.netrc either
+    got = cli_here("submit", "--dir", str(runs), "-o", "json", "--name", "g", "recipes",
+                   "grpo", "from_scratch=true", env=no_wandb)
+    [warning] = json.loads(got.stdout)["warnings"]
+    assert "the grpo recipe's default wandb_project is 'post-training-cookbook'" in warning
+    assert "wandb_project=None" in warning and warning in got.stderr.replace("\n", " ")
+    assert json.loads(got.stdout)["status"] == "QUEUED", "queued all the same"
+    # given on the command line, the warning does not call it a default
+    got = cli_here("submit", "--dir", str(runs), "-o", "json", "--name", "s", "recipes",
+                   "sft", "wandb_project=mine", env=no_wandb)
+    [warning] = json.loads(got.stdout)["warnings"]
+    assert "default" not in warning and "W&B" in warning
+    # W&B turned off: no warning; a command job is not read for settings
+    for args in (["recipes", "grpo", "from_scratch=true", "wandb_project=None"],
+                 ["--", "python", "train.py", "wandb_project=x"]):
+        got = cli_here("submit", "--dir", str(runs), "-o", "json", *args, env=no_wandb)
+        assert json.loads(got.stdout)["warnings"] == [] and "warning" not in got.stderr
+
+
 def test_a_taken_name_is_refused_and_the_run_there_is_untouched(runs_dir: Path) -> None:
     with runwatch.init(name="mine", dir=runs_dir) as run:
         run.log({"loss": 1.0}, step=0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 # Only stops a hung command from hanging the suite.
@@ -25,7 +26,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
 
 
 def cli_here(*args: str, check: bool = True,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+             env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `runwatch ARGS` in this process (typer's CliRunner, the same app `runwatch`
     runs), for a test that reads what a command answers or refuses, where the process is
     not what it tests: a subprocess costs a new interpreter and its imports, 1-5 s under

@@ -17,7 +17,7 @@ import typer
 from runwatch.analysis.views import run_summary
 from runwatch.cli.context import open_context, runs_dir
 from runwatch.cli.options import DbOpt, DirOpt, OutOpt
-from runwatch.cli.output import Output, dumps, fail, line, runwatch_command
+from runwatch.cli.output import Output, console, dumps, fail, line, runwatch_command
 from runwatch.jobs.control import who_starts
 from runwatch.jobs.cost import ProfileError, read_profiles
 from runwatch.jobs.settings import SettingsError, check_recipe_settings
@@ -30,6 +30,8 @@ from runwatch.jobs.spec import (
     recipe_spec,
 )
 from runwatch.jobs.submit import SubmitError, submit
+from runwatch.recipes.config import TrainConfig
+from runwatch.recipes.wandb_bridge import WandbSetupError, check_wandb
 from runwatch.rundir import format as fmt
 from runwatch.store import jobs as store_jobs
 from runwatch.store import queries as q
@@ -77,7 +79,10 @@ def submit_cmd(
     fields: dict[str, Any] = {"devices": devices, "device_profile": profile.name,
                               "priority": priority, "max_attempts": max_attempts,
                               "startup_timeout_s": startup_timeout}
-    spec = _spec(args, fields)
+    spec, cfg = _spec(args, fields)
+    warnings = _warnings(args, cfg)
+    for warning in warnings:
+        console(stderr=True).print(f"warning: {warning}", markup=False, highlight=False)
     for what, value in (("run name", name), ("project name", project)):
         try:
             if value is not None:
@@ -97,27 +102,47 @@ def submit_cmd(
         workers = store_jobs.starters(conn, profile.name, now)
         starts = who_starts(conn, profile.name, now)
     if output is Output.json:
-        typer.echo(dumps({"status": row.status, "next": starts, "run": summary}))
+        typer.echo(dumps({"status": row.status, "next": starts, "warnings": warnings,
+                          "run": summary}))
         return
     _next_steps(made.name, made.run_id, folder, db, profile.name,
                 profile.name == profiles.default, starts, bool(workers))
 
 
-def _spec(args: list[str], fields: dict[str, Any]) -> JobSpec:
-    """The job of `args`: a built-in recipe with its checked settings, or a command."""
+def _spec(args: list[str], fields: dict[str, Any]) -> tuple[JobSpec, TrainConfig | None]:
+    """The job of `args`: a built-in recipe with its checked settings, or a command (no
+    settings)."""
     cwd = Path.cwd()
     try:
         if args[0] != RECIPE_WORD:
-            return command_spec(args, cwd=cwd, **fields)
+            return command_spec(args, cwd=cwd, **fields), None
         if len(args) < 2:
             raise fail(f"`runwatch submit {RECIPE_WORD}` needs the recipe's name",
                        [f"e.g. runwatch submit {RECIPE_WORD} sft max_steps=100"])
         spec = recipe_spec(args[1], args[2:], cwd=cwd, **fields)  # checks the recipe's name
-        check_recipe_settings(args[1], args[2:], INSTEAD,
-                              f"runwatch recipes {args[1]} --help lists its settings")
-        return spec
+        cfg = check_recipe_settings(args[1], args[2:], INSTEAD,
+                                    f"runwatch recipes {args[1]} --help lists its settings")
+        return spec, cfg
     except (JobSpecError, SettingsError) as exc:
         raise fail(str(exc)) from None
+
+
+def _warnings(args: list[str], cfg: TrainConfig | None) -> list[str]:
+    """What would stop the recipe at its start on this machine but may not on the worker
+    that runs it: W&B logging with no W&B set up here (the GRPO recipe logs to W&B by
+    default). The job is queued all the same; a worker that cannot start W&B refuses it
+    at once, before any model or data is loaded."""
+    if cfg is None:
+        return []
+    try:
+        check_wandb(cfg.wandb_project)
+    except WandbSetupError as exc:
+        given = any(a.partition("=")[0].strip() == "wandb_project" for a in args[2:])
+        whence = "" if given else \
+            f" (the {args[1]} recipe's default wandb_project is {cfg.wandb_project!r})"
+        return [f"the job logs to W&B{whence}, which cannot start here: {exc}. A worker "
+                "without W&B set up refuses the job when it starts"]
+    return []
 
 
 def _next_steps(name: str, run_id: str, folder: Path, db: str | None, profile: str,

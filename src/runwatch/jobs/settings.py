@@ -15,7 +15,13 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from runwatch.cli.recipes import RECIPES
-from runwatch.recipes.config import ConfigError, RecipeConfig, parse_argv, start_settings
+from runwatch.recipes.config import (
+    ConfigError,
+    RecipeConfig,
+    TrainConfig,
+    parse_argv,
+    start_settings,
+)
 
 JOB_OWNED = ("name", "project", "runs_dir", "resume")
 
@@ -30,10 +36,11 @@ class SettingsError(ValueError):
 
 
 def check_recipe_settings(recipe: str, argv: Sequence[str], instead: Mapping[str, str],
-                          listing: str) -> None:
-    """Raise SettingsError unless recipe `recipe` runs with the `key=value` items of
-    `argv`. `instead[key]` says what to do instead of a JOB_OWNED setting; `listing`
-    says where the recipe's settings are listed. The recipe's own refusal is kept."""
+                          listing: str) -> TrainConfig:
+    """The settings recipe `recipe` runs with from the `key=value` items of `argv`;
+    SettingsError if it cannot. `instead[key]` says what to do instead of a JOB_OWNED
+    setting; `listing` says where the recipe's settings are listed. The recipe's own
+    refusal is kept."""
     cfg = RECIPES[recipe][0]
     names = {f.name for f in dataclasses.fields(cfg)}
     for item in argv:
@@ -48,7 +55,7 @@ def check_recipe_settings(recipe: str, argv: Sequence[str], instead: Mapping[str
     try:
         # The recipe's start check too (GRPO without init_from): a job is refused at
         # submit, not after it waited in the queue.
-        start_settings(cfg, list(argv))
+        return start_settings(cfg, list(argv))
     except ConfigError as whole:
         raise SettingsError(str(whole), _at_fault(cfg, argv, whole)) from None
 
