@@ -508,6 +508,27 @@ def test_charts_follow_dark_mode(browser: Browser, server: Runner, runs_dir: Pat
         context.close()
 
 
+def test_a_chart_drawn_anew_under_a_still_mouse_keeps_its_tooltip(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """A chart made again (here the system turning dark; also a log scale or an x axis
+    switched, a tokens axis loaded) under a mouse that has not moved shows the tip of the
+    point under it at once: uPlot keeps no cursor across a rebuild, and the tip had hidden
+    until the mouse moved."""
+    sft_run(runs_dir, "still", steps=40)
+    wait_indexed(server.url, "still", 39)
+    open_run(page, server.url, "still")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    before = hover_tooltip(page, "loss", 0.5)
+    canvas = page.locator('[data-chart="loss"] canvas').first.element_handle()
+    page.emulate_media(color_scheme="dark")
+    # drawn anew: the old canvas is gone
+    page.wait_for_function("(old) => !old.isConnected", arg=canvas)
+    tip = page.locator('[data-chart="loss"] .chart-tip').first
+    expect(tip).to_be_visible()
+    assert tip.inner_text() == before
+    page.emulate_media(color_scheme="light")
+
+
 def test_wall_time_and_relative_time_axes(page: Page, server: Runner, runs_dir: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Points logged 30 s apart (the SDK's clock set so): the x axis in wall time and in

@@ -987,9 +987,14 @@ export class ChartView {
 
   /** Make the chart's uPlot again (the theme, the y scale or the x axis changed). */
   private rebuild(): void {
+    // uPlot keeps no cursor across a rebuild: a mouse still over the chart keeps its tip
+    const left = this.u?.cursor.left ?? -1;
+    const top = this.u?.cursor.top ?? -1;
     this.u?.destroy();
     this.u = null;
     this.render();
+    const made = this.u as uPlot | null; // render() makes it (none for a chart held back)
+    if (made && left >= 0 && top >= 0) made.setCursor({ left, top });
   }
 
   private create(): uPlot {
