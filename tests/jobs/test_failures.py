@@ -52,6 +52,20 @@ CASES: list[tuple[str, AttemptEnd, str, str | None]] = [
      "CANCELLED", "cancelled"),
     ("cancelled while failing", AttemptEnd(exit_code=1, sdk_phase="FAILED",
                                            cancel_requested=True), "CANCELLED", "cancelled"),
+    ("its worker was told to stop", AttemptEnd(signal=15, worker_stopped=True), "CANCELLED",
+     "worker_stopped"),
+    ("its worker was told to stop, SDK recorded it", AttemptEnd(
+        exit_code=1, sdk_phase="CANCELLED", sdk_code="worker_stopped", worker_stopped=True),
+     "CANCELLED", "worker_stopped"),
+    ("its worker stopped it, then a reaper concluded it", AttemptEnd(
+        worker_lost=True, worker_stopped=True), "CANCELLED", "worker_stopped"),
+    ("SDK recorded its worker's stop, reaped", AttemptEnd(
+        exit_code=1, sdk_phase="CANCELLED", sdk_code="worker_stopped"), "CANCELLED",
+     "worker_stopped"),
+    ("its worker was told to stop, a cancel was asked too", AttemptEnd(
+        signal=15, worker_stopped=True, cancel_requested=True), "CANCELLED", "cancelled"),
+    ("finished before its stopping worker's stop took effect", AttemptEnd(
+        exit_code=0, sdk_phase="SUCCEEDED", worker_stopped=True), "SUCCEEDED", None),
     ("could not start", AttemptEnd(start_failed=True), "FAILED", "could_not_start"),
     ("devices never answered", AttemptEnd(devices_timed_out=True), "FAILED",
      "devices_unreachable"),
@@ -174,7 +188,7 @@ def test_the_catalogue_s_entries_read_as_one_sentence_and_say_what_to_do() -> No
     failing = [r for r in CATALOGUE.values() if r.phase == "FAILED"]
     assert len({r.sentence for r in failing}) == len(failing)
     assert {r.id: r.phase for r in CATALOGUE.values() if r.phase != "FAILED"} == {
-        "cancelled": "CANCELLED"}
+        "cancelled": "CANCELLED", "worker_stopped": "CANCELLED"}
 
 
 SECRETS = ["SECRET-7f3a", "/home/alice/proj/train_secret.py", "mycorp.internal.trainer",

@@ -7,7 +7,8 @@ alone (`kill_now`) and conclude the job at once: queued again as its next attemp
 another worker could start beside the child still holding the devices. Now the worker
 SIGKILLs what is left of all its jobs, waits for their whole groups together, and leaves
 a job whose group outlives that to the reaper, which concludes it once its group has
-gone (it checks the group on this host).
+gone (it checks the group on this host), as the worker's stop (its note): CANCELLED
+`worker_stopped`, not queued again.
 
 The stuck child is a real one: frozen with the cgroup v1 freezer, a process SIGKILLed
 stays in the kernel (state D) until it is thawed, as a process in a driver's call does.
@@ -106,8 +107,9 @@ def test_a_job_whose_child_outlives_sigkill_is_concluded_only_once_the_child_has
             indexer.index_run(d, IndexReport())
 
         assert reaper.reap(engine, "other", later, index) == 1
-        assert [ev["phase"] for ev in events(run.dir)][-2:] == ["FAILED", "QUEUED"]
-        assert run_row(engine, "stuck").status == "QUEUED"
+        assert [(ev["phase"], ev.get("code")) for ev in events(run.dir)][-1] == (
+            "CANCELLED", "worker_stopped")
+        assert run_row(engine, "stuck").status == "CANCELLED"
     finally:
         stop.set()
         thread.join(DEADLINE_S)

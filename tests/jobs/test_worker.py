@@ -1,6 +1,7 @@
 """One `runwatch worker` process running real jobs: the phases a job goes through, its
 output and environment, the reasons a worker gives (could not start, startup timeout,
-a failure requeued while attempts remain), draining, a worker stopped by SIGTERM, a
+a failure requeued while attempts remain), draining, a worker stopped by SIGTERM (its
+jobs end CANCELLED worker_stopped, not requeued: tests/jobs/test_worker_stop.py), a
 deleted run folder, each job's own devices; and `runwatch ui` with its embedded worker."""
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ def _heartbeat(engine: Engine) -> float:
         return float(store_jobs.list_workers(conn)[0]["heartbeat_at"])
 
 
-def test_a_worker_stopped_by_sigterm_stops_its_jobs_and_queues_them_again(
+def test_a_worker_stopped_by_sigterm_stops_its_jobs_and_queues_none_again(
         engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
     forever = (f"import os, time; open('pid-' + os.environ['{fmt.ENV_RUN_ID}'], 'w')"
                ".write(str(os.getpid())); print('up', flush=True); time.sleep(300)")
@@ -175,20 +176,20 @@ def test_a_worker_stopped_by_sigterm_stops_its_jobs_and_queues_them_again(
 
         wait_for(up, what=f"{run.name} to run")
     assert workers.stop(proc, signal.SIGTERM) == 0
-    # stopped like a cancel; queued again where an attempt remains, else FAILED "stopped"
-    assert [(ev["phase"], ev.get("code")) for ev in events(again.dir)][-2:] == [
-        ("FAILED", "stopped"), ("QUEUED", None)]
-    assert [(ev["phase"], ev.get("code")) for ev in events(once.dir)][-1] == (
-        "FAILED", "stopped")
-    assert run_row(engine, "again").status == "QUEUED"
-    assert run_row(engine, "once").status == "FAILED"
+    # stopped like a cancel, and recorded as its worker's stop by the worker (no SDK
+    # here); not queued again even where an attempt remains
     for run in (again, once):
+        assert [(ev["phase"], ev.get("attempt"), ev.get("code"))
+                for ev in events(run.dir)][-2:] == [
+            ("PREPARING", 1, None), ("CANCELLED", 1, "worker_stopped")]
+        row = run_row(engine, run.name)
+        assert (row.status, row.attempt, row.reason_code) == ("CANCELLED", 1, "worker_stopped")
         assert group_gone(int((runs_dir / f"pid-{run.run_id}").read_text()))
     with engine.connect() as conn:
-        assert store_jobs.queue_depth(conn) == 1
+        assert store_jobs.queue_depth(conn) == 0
 
 
-def test_ui_runs_jobs_and_sigterm_stops_them_and_queues_them_again(
+def test_ui_runs_jobs_and_sigterm_stops_them_and_queues_none_again(
         engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
     quick = submit_command(engine, runs_dir, "quick", TRAIN)
     hang = f"import os, time; open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()));" \
@@ -204,8 +205,7 @@ def test_ui_runs_jobs_and_sigterm_stops_them_and_queues_them_again(
     assert workers.stop(ui, signal.SIGTERM) == 0
     assert group_gone(pid)
     assert [(ev["phase"], ev.get("attempt"), ev.get("code")) for ev in events(long.dir)] == [
-        ("QUEUED", 1, None), ("PREPARING", 1, None), ("FAILED", 1, "stopped"),
-        ("QUEUED", 2, None)]
+        ("QUEUED", 1, None), ("PREPARING", 1, None), ("CANCELLED", 1, "worker_stopped")]
     with engine.connect() as conn:
         [worker] = store_jobs.list_workers(conn)
     assert worker["stopped_at"] is not None and worker["jobs"] == []

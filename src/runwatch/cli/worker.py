@@ -62,8 +62,10 @@ def worker_cmd(
 ) -> None:
     """Run queued jobs: claim them from the index, run each as a process, until stopped.
 
-    Ctrl-C or SIGTERM stops the running jobs as a cancel would and queues them again
-    where attempts remain; drain the worker (runwatch resources) to let them finish.
+    Ctrl-C or SIGTERM stops the running jobs as a cancel would: each ends CANCELLED
+    ("its worker was stopped", code worker_stopped) with what it recorded still shown,
+    and is not queued again; retry it to start it over. To let the running jobs finish,
+    drain the worker instead (runwatch resources --drain WORKER).
     With --executor ray each job runs as a Ray job of the cluster at --address.
     """
     if executor is ExecutorName.local and address is not None:

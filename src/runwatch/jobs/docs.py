@@ -61,7 +61,8 @@ Any other move is refused with one sentence that says what the run can do instea
 ## Why a run failed
 
 A failed run carries one reason: a stable id (for scripts; its terminal event records it
-as `code`), the sentence it shows, and what to do. A cancelled run carries `cancelled`.
+as `code`), the sentence it shows, and what to do. A cancelled run carries `cancelled`,
+or `worker_stopped` when it was stopped because its worker was.
 Except for a refusal, a reason never carries an exception's message, a compute
 backend's message or a module name; those stay in the run's logs.
 """
@@ -83,7 +84,9 @@ recipe's own words.
 
 While a run records, SIGTERM (what cancel sends) makes the SDK record
 **CANCEL_REQUESTED** and unwind the training loop as Ctrl-C does; the run ends
-**CANCELLED** with code `cancelled`. When the loop ends with an exception the SDK
+**CANCELLED** with code `cancelled` (`worker_stopped` when the job's worker stopped it
+because the worker was told to stop: such a worker first leaves the note
+`attempts/<n>/worker_stopped.json`). When the loop ends with an exception the SDK
 records the reason `runwatch.jobs.failures.exception_verdict` gives it, and writes the
 exception's type, message and traceback to the run's logs as an error line:
 """
@@ -108,16 +111,19 @@ CLASSIFY = """A worker classifies an ended attempt from what it can observe
 (`runwatch.jobs.failures.classify`), taking the first that applies:
 
 1. The SDK recorded SUCCEEDED: the run succeeded (a kill during teardown undoes no
-   training). runwatch asked it to stop: CANCELLED (`cancelled`).
+   training). runwatch asked it to stop: CANCELLED (`cancelled`). Its worker stopped it
+   because the worker was told to stop (SIGTERM or Ctrl-C; the worker's note in
+   `attempts/<n>/`, which a reaper reads too): CANCELLED (`worker_stopped`), whatever
+   the process recorded but SUCCEEDED.
 2. What the worker saw itself: the process could not be started (`could_not_start`),
    the wait for devices ran out (`devices_unreachable`), no progress while PREPARING
    within the startup timeout (`startup_timeout`), its worker stopped heartbeating
    (`stopped_early`).
 3. The `code` the SDK recorded with its terminal event, the best evidence there is: its
-   catalogue reason (a refusal keeps its text); a CANCELLED that runwatch did not ask
-   for (SIGTERM or Ctrl-C from outside) is `stopped`. Then exit code 0 with nothing
-   recorded and no OOM kill: SUCCEEDED (a command that does not use the SDK; what it
-   printed on the way does not fail it).
+   catalogue reason (a refusal keeps its text; `worker_stopped` stays that); a CANCELLED
+   that runwatch did not ask for (SIGTERM or Ctrl-C from outside) is `stopped`. Then
+   exit code 0 with nothing recorded and no OOM kill: SUCCEEDED (a command that does not
+   use the SDK; what it printed on the way does not fail it).
 4. Memory: the kernel's OOM killer (SIGKILL with evidence such as the cgroup's `oom_kill`
    count), a host allocation failure (`MemoryError`, PyTorch's CPU allocator,
    `std::bad_alloc`) or Ray's memory monitor (`ray.exceptions.OutOfMemoryError`, Ray
@@ -178,14 +184,20 @@ cluster instead of a local process, and watches, stops and concludes it the same
   attempts remain (`--max-attempts` at submit). An attempt that did not succeed leaves
   the last 40 lines of its `output.log` in the run's logs (an error line when it
   FAILED). Whatever the main process leaves in its group when it exits is killed then.
-- **Stopping a worker.** Drain (`runwatch resources`, the API): claim nothing more,
-  finish the running jobs, exit. SIGTERM or Ctrl-C: the worker stops its running jobs
-  as a cancel would; a job that uses the SDK ends as the SDK records it (CANCELLED,
-  "the training job was stopped"), a plain command FAILED `stopped`, and each is queued
-  again where attempts remain. A job whose process group is not gone after its grace,
-  SIGKILL and 5 s more (a process stuck in the kernel, such as a driver freeing device
-  memory) is not concluded: the worker leaves it to the reaper below, so no next attempt
-  starts on its devices beside it.
+- **Stopping a worker.** Drain (`runwatch resources --drain WORKER`, the API): claim
+  nothing more, finish the running jobs, exit. SIGTERM or Ctrl-C: the worker notes in
+  each running job's `attempts/<n>/worker_stopped.json` that it stops it, then stops it
+  as a cancel would; the job ends CANCELLED `worker_stopped` ("the training job was
+  stopped because its worker was stopped"), recorded by its SDK or, for a plain
+  command, by the worker, and is **not** queued again, whatever attempts remain: a next
+  attempt would move the attempt that trained out of the run's view (its metrics,
+  samples and checkpoints go to `attempts/<n>/`) and train from scratch, while the run
+  as it stands shows what it recorded and can be retried, or resumed from its
+  checkpoint. A job that finished or failed on its own before the stop took effect ends
+  as it recorded, not queued again either. A job whose process group is not gone after
+  its grace, SIGKILL and 5 s more (a process stuck in the kernel, such as a driver
+  freeing device memory) is not concluded: the worker leaves it to the reaper below,
+  which ends it the same way once its group has gone.
 - **A worker that hangs** stops heartbeating: its heartbeats go on only while its loop
   moves, and a loop that has not finished a step for `--stall-timeout-s` ({stall_min:g}
   minutes; a database call or a filesystem read that never returns) gets no more, so

@@ -107,6 +107,12 @@ _CATALOGUE = (
            "It was asked to stop (cancelled, or sent SIGTERM or Ctrl-C) and stopped. Retry "
            "the run to start it again, or resume it if it holds a checkpoint.",
            phase="CANCELLED"),
+    Reason("worker_stopped", "the training job was stopped because its worker was stopped",
+           "Its worker (runwatch worker, or the one runwatch ui or server runs) was stopped "
+           "with SIGTERM or Ctrl-C while the job ran, so it stopped the job and did not queue "
+           "it again; what the job recorded stays in view. Retry the run to start it again, "
+           "or resume it if it holds a checkpoint; to stop a worker and let its jobs finish, "
+           "drain it (runwatch resources --drain WORKER).", phase="CANCELLED"),
 )
 CATALOGUE: dict[str, Reason] = {r.id: r for r in _CATALOGUE}
 
@@ -138,6 +144,7 @@ class AttemptEnd:
     devices_timed_out: bool = False  # the wait for its devices ran out
     start_failed: bool = False  # its process could not be started
     worker_lost: bool = False  # its worker stopped heartbeating
+    worker_stopped: bool = False  # its worker, told to stop, stopped it
     activity: Activity = Activity.TRAINING
 
     @classmethod
@@ -311,6 +318,8 @@ def _coded(end: AttemptEnd) -> Verdict | None:
     reason = CATALOGUE.get(end.sdk_code or "")
     if reason is None or reason.phase != end.sdk_phase:
         return None
+    if reason.id == "worker_stopped":
+        return _verdict(reason.id)  # a stopping worker asked, even one concluded by a reaper
     if reason.phase == "CANCELLED":
         return _verdict("stopped")  # stopped from outside: runwatch did not ask
     if reason.refusal:
@@ -333,6 +342,8 @@ def classify(end: AttemptEnd) -> Verdict:
         return Verdict("SUCCEEDED")  # what happened after the job said so undoes no training
     if end.cancel_requested:
         return _verdict("cancelled")
+    if end.worker_stopped:
+        return _verdict("worker_stopped")
     for flag, reason_id in ((end.start_failed, "could_not_start"),
                             (end.devices_timed_out, "devices_unreachable"),
                             (end.startup_timed_out, "startup_timeout"),

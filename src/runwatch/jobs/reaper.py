@@ -6,7 +6,9 @@ output that did not succeed as a line of the run's logs, appends the verdict eve
 (phase, reason, `code`) unless the run's own process recorded a terminal event for
 this attempt, requeues the run as its next attempt when the verdict is a failure other
 than a refusal and attempts remain (attempt files moved to attempts/<n>/, then QUEUED
-n+1), and releases the claim. Holding the lock while deciding makes it safe for two
+n+1), and releases the claim. An attempt its worker stopped because it was told to stop
+(its note in attempts/<n>/, runwatch.rundir.stopnote) ends CANCELLED `worker_stopped`,
+never requeued. Holding the lock while deciding makes it safe for two
 workers to reap the same dead worker's job: the second finds the row changed.
 
 `reap` is what every worker does each heartbeat: a job whose worker is lost (it has not
@@ -39,6 +41,7 @@ from runwatch.jobs.executors import REAPS, Executor, LocalExecutor
 from runwatch.jobs.failures import CATALOGUE, AttemptEnd, Verdict, classify
 from runwatch.jobs.process import tail
 from runwatch.rundir import format as fmt
+from runwatch.rundir import stopnote
 from runwatch.rundir.append import RunBusy, locked, write_events, write_records
 from runwatch.rundir.reader import read_new
 from runwatch.store import jobs as store_jobs
@@ -165,7 +168,11 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
                     or (stale_before is not None and (row["heartbeat_at"] or 0) >= stale_before)):
                 return None
             now = recorded(run_dir, claim.attempt)
+            # a stopping worker's note: its stop, not a failure, even when a reaper
+            # concludes it (its group outlived the stop)
             end = replace(end, worker_lost=end.worker_lost and now.terminal is None,
+                          worker_stopped=(end.worker_stopped
+                                          or stopnote.written(run_dir, claim.attempt)),
                           **sdk_fields(now.terminal))
             verdict = classify(end)
             events = [] if not now.started or now.terminal else [

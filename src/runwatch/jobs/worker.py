@@ -39,13 +39,16 @@ the worker watches, stops and concludes the same way.
 
 Draining (`runwatch resources` / the API): claim nothing more, finish the running jobs,
 then exit. Stopping (SIGTERM or Ctrl-C, `stop_event`): claim nothing more and stop the
-running jobs as a cancel would, at once; each ends as its process recorded it (the SDK
-records CANCELLED, "the training job was stopped"), or else FAILED with that sentence
-(`stopped`), and is queued again as its next attempt when attempts remain, so another
-worker picks it up; one whose process group outlives its SIGKILL (a process stuck in the
-kernel) is left to the reaper, which concludes it once the group has gone. A worker that
-dies (SIGKILL, a lost machine) leaves its jobs to the others' reaper after its heartbeat
-timeout.
+running jobs as a cancel would, at once, each after leaving the note that its worker
+stopped it (runwatch.rundir.stopnote); each ends CANCELLED `worker_stopped` (its SDK reads
+the note and records it so; for a plain command the worker does) and is not queued again,
+whatever attempts remain: a next attempt would move the one that trained out of view and
+start it over, while the run as it stands can be retried or resumed from its checkpoint
+(a job that finished or failed on its own before the stop took effect ends as it
+recorded). One whose process group outlives its SIGKILL (a process stuck in the kernel)
+is left to the reaper, which concludes it the same way once the group has gone. A worker
+that dies (SIGKILL, a lost machine) leaves its jobs to the others' reaper after its
+heartbeat timeout.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -70,6 +73,7 @@ from runwatch.jobs.cost import CPU
 from runwatch.jobs.executors import Attempt, Executor, LocalExecutor, StartError, attempt_env, note
 from runwatch.jobs.failures import AttemptEnd
 from runwatch.rundir import format as fmt
+from runwatch.rundir import stopnote
 from runwatch.rundir.append import RunBusy, locked, write_events
 from runwatch.store import jobs as store_jobs
 from runwatch.store.jobs import Claim, WorkerRow
@@ -99,6 +103,7 @@ class Job:
     proc: Attempt | None = None
     startup_timeout_s: float | None = None
     cancel: bool = False  # a cancel was asked, and the stop sent
+    worker_stopped: bool = False  # stopped because this worker was told to stop
     startup_timed_out: bool = False
     start_error: str | None = None  # why PREPARING could not be written (tried again)
     end: AttemptEnd | None = None  # what was observed of its end, once it has ended
@@ -215,13 +220,21 @@ class Worker:
                 store_jobs.stop_worker(conn, self.id, time.time())
 
     def stop_jobs(self) -> None:
-        """Claim nothing more; stop every running job (SIGTERM, the grace, SIGKILL) and
-        conclude each; give back the jobs not started yet."""
+        """Claim nothing more; stop every running job (the note that its worker stopped
+        it, then SIGTERM, the grace, SIGKILL) and conclude each; give back the jobs not
+        started yet."""
         self.stopping = True
         deadline = time.monotonic() + self.grace_s + STOP_MARGIN_S
         for job in self.jobs.values():
-            if job.proc is not None:
-                job.proc.stop(self.grace_s)
+            if job.proc is None or job.proc.stop_started is not None or job.proc.poll():
+                continue  # not started, stopping already, or ended on its own
+            job.worker_stopped = True
+            try:
+                stopnote.write(job.run_dir, job.claim.attempt, self.id)
+            except OSError as exc:  # its end is still this stop's, from job.worker_stopped
+                log.error("cannot note in %s that worker %s stops it: %s", job.run_dir,
+                          self.id, exc)
+            job.proc.stop(self.grace_s)
         while self.jobs and time.monotonic() < deadline:
             self._safe_tick()
             time.sleep(TICK_S / 4)
@@ -463,8 +476,9 @@ class Worker:
             assert job.proc is not None
             with self.engine.connect() as conn:  # a cancel asked while it was stopping
                 cancel = job.cancel or store_jobs.cancel_requested(conn, job.claim.run_pk)
-            job.end = job.proc.end(cancel_requested=cancel,
-                                   startup_timed_out=job.startup_timed_out)
+            job.end = replace(job.proc.end(cancel_requested=cancel,
+                                           startup_timed_out=job.startup_timed_out),
+                              worker_stopped=job.worker_stopped)
         verdict = reaper.conclude(self.engine, job.claim, self.id, job.end, self._index)
         if verdict is not None or not _still_ours(self.engine, job.claim, self.id):
             self._drop(job)

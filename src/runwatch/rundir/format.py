@@ -23,6 +23,9 @@ JOB = "job.json"
 # its process's output (OUTPUT_LOG); the indexer reads no subfolder.
 ATTEMPTS_DIR = "attempts"
 OUTPUT_LOG = "output.log"
+# attempts/<n>/ also holds this note when a stopping worker stopped attempt n
+# (runwatch.rundir.stopnote).
+WORKER_STOPPED = "worker_stopped.json"
 # The folder of a run's checkpoint files (checkpoints.jsonl names them relative to the run
 # folder); it belongs to one attempt like checkpoints.jsonl, and moves with it.
 CHECKPOINT_DIR = "checkpoints"

@@ -75,7 +75,8 @@ def init(
     if job_dir and not recording(Path(job_dir)):
         attached = _attach(Path(job_dir), described, config)
         if attached is not None:
-            return _start(*attached, phase, flush_interval, send_to)
+            return _start(*attached, phase, flush_interval, send_to,
+                          job_attempt=_attempt_number(os.environ.get(fmt.ENV_ATTEMPT)))
     if name is None:
         name = fmt.default_run_name(method or "run")
     fmt.validate_name(name)
@@ -165,13 +166,15 @@ def _send_to(server: str | None, token: str | None) -> tuple[str, str | None] | 
 
 
 def _start(run_dir: Path, manifest: dict[str, Any], next_seq: dict[str, int], lock: RunLock,
-           phase: str, flush_interval: float, send_to: tuple[str, str | None] | None) -> Run:
+           phase: str, flush_interval: float, send_to: tuple[str, str | None] | None,
+           job_attempt: int | None = None) -> Run:
     sender = None
     if send_to is not None:
         from runwatch.sdk.sender import Sender
 
         sender = Sender(run_dir, *send_to, interval=flush_interval)
-    run = Run(run_dir, manifest, next_seq, lock, interval=flush_interval, sender=sender)
+    run = Run(run_dir, manifest, next_seq, lock, interval=flush_interval, sender=sender,
+              job_attempt=job_attempt)
     register(run)
     run.set_phase(phase)
     return run
@@ -209,6 +212,12 @@ def _moved_on(run_dir: Path, given: str | None) -> str | None:
     return (f"{run_dir} is at attempt {current} of its run, not attempt {given} that "
             f"{fmt.ENV_ATTEMPT} names: this process was given up (its worker stopped "
             "heartbeating) and the run was started again, so it records nothing; stop it")
+
+
+def _attempt_number(given: str | None) -> int | None:
+    """The attempt RUNWATCH_ATTEMPT names, or None when it names none."""
+    text = (given or "").strip()
+    return int(text) if text.isdigit() else None
 
 
 def _attached_here(manifest: dict[str, Any]) -> bool:

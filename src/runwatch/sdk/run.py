@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from runwatch.jobs.failures import CATALOGUE, exception_verdict
 from runwatch.rundir import format as fmt
+from runwatch.rundir import stopnote
 from runwatch.sdk import live, writer
 from runwatch.sdk.encode import warn
 from runwatch.sdk.lock import LetGoAfter, RunLock
@@ -66,8 +67,11 @@ class Run:
         interval: float = 0.5,
         max_backlog: int = 10_000,
         sender: Sender | None = None,
+        job_attempt: int | None = None,
     ) -> None:
         self.dir = run_dir
+        # The attempt of the job this process runs (RUNWATCH_ATTEMPT), None outside a job.
+        self._job_attempt = job_attempt
         self._run_lock = lock
         self.id: str = manifest["run_id"]
         self.name: str = manifest["name"]
@@ -210,7 +214,8 @@ class Run:
         or Ctrl-C).
         `code` is the failure catalogue's id for the reason (runwatch.jobs.failures);
         FAILED or CANCELLED with no reason records that code's sentence (by default
-        `failed`, or `cancelled`).
+        `failed`, or `cancelled`; `worker_stopped` when the job's worker stopped this
+        process because it was told to stop, runwatch.rundir.stopnote).
         """
         with self._lock:
             if self._finished:
@@ -221,7 +226,7 @@ class Run:
                 raise ValueError(f"status {status!r} is not one of {sorted(fmt.TERMINAL_PHASES)}")
             _check_code(status, reason, code)
             if not reason and status in _DEFAULT_CODE:
-                code = code or _DEFAULT_CODE[status]
+                code = code or self._stopped_by_worker(status) or _DEFAULT_CODE[status]
                 reason = CATALOGUE[code].sentence
             self._finished = True
             self.status = status
@@ -255,6 +260,14 @@ class Run:
             # a late writer's records are still to come: the sender stops after them
             sender.close(then=folder.done, writing=not written)
         live.unregister(self)
+
+    def _stopped_by_worker(self, status: str) -> str | None:
+        """`worker_stopped` for a job's run asked to stop by its worker, which was told to
+        stop: it leaves a note before its SIGTERM, which alone is a cancel's."""
+        if (status == "CANCELLED" and self._stop_requested and self._job_attempt is not None
+                and stopnote.written(self.dir, self._job_attempt)):
+            return "worker_stopped"
+        return None
 
     def fail(self, reason: str, code: str | None = None) -> None:
         """Shorthand for finish(status="FAILED", reason=reason, code=code)."""

@@ -1,0 +1,117 @@
+"""A worker told to stop (Ctrl-C or SIGTERM) while a job trains: the job ends CANCELLED
+`worker_stopped`, with no new attempt, and what it recorded stays in view.
+
+It used to be queued again where attempts remained: the requeue moved the attempt that
+had trained (metrics, samples, checkpoints) into attempts/1/ and the run showed an empty
+QUEUED attempt 2 (`runs get`, `runs metrics` and the web app showed no step of it), and
+once that attempt was cancelled, "CANCELLED … [cancelled]" with nothing behind it; with
+one attempt the run read as a cancel ("It was asked to stop (cancelled…)") although
+nobody cancelled it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from runwatch.ingest import Indexer
+from runwatch.jobs import reaper
+from runwatch.jobs.failures import CATALOGUE, AttemptEnd
+from runwatch.rundir import format as fmt
+from runwatch.rundir import stopnote
+from runwatch.server.runner import Runner
+from runwatch.store import jobs as store_jobs
+from tests.support import http
+from tests.support.cli import run_cli
+from tests.support.jobs import events, job, record_attempt, run_row, submit_command
+from tests.support.wait import wait_for
+from tests.support.workers import Workers, group_gone, workers
+
+__all__ = ["workers"]  # the fixture
+
+# Logs three steps, then trains on until stopped (its SDK handles SIGTERM).
+TRAINS = """
+import os, time
+import runwatch
+run = runwatch.init(project="p")
+for step in range(3):
+    run.log({"train/loss": 1.0 / (step + 1)}, step=step)
+open("pid", "w").write(str(os.getpid()))
+while True:
+    time.sleep(0.05)
+"""
+WORKER_STOPPED = CATALOGUE["worker_stopped"]
+
+
+def test_a_stopped_worker_s_job_ends_cancelled_and_keeps_what_it_trained_in_view(
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers, server: Runner) -> None:
+    run = submit_command(engine, runs_dir, "trains", TRAINS, max_attempts=3)
+    proc = workers.start(runs_dir, db_url)
+    pid = int(wait_for(lambda: (runs_dir / "pid").exists() and (runs_dir / "pid").read_text(),
+                       what="the job to log its steps"))
+    assert workers.stop(proc, signal.SIGINT) == 0  # Ctrl-C, as a user stops it
+    assert group_gone(pid)
+
+    # the folder: the SDK recorded the worker's stop, and no next attempt was started
+    evs = [(ev["phase"], ev.get("attempt"), ev.get("code")) for ev in events(run.dir)]
+    assert evs[-1] == ("CANCELLED", None, "worker_stopped")
+    assert [e for e in evs if e[0] == "QUEUED"] == [("QUEUED", 1, None)]
+    assert events(run.dir)[-1]["reason"] == WORKER_STOPPED.sentence
+    # what the attempt trained stays in the run folder; attempts/1/ has the worker's files
+    steps = [json.loads(line)["step"] for line in (run.dir / fmt.METRICS).read_text().split()]
+    assert steps == [0, 1, 2]
+    assert sorted(p.name for p in fmt.attempt_dir(run.dir, 1).iterdir()) == [
+        fmt.OUTPUT_LOG, fmt.WORKER_STOPPED]
+
+    # the index, the job, the CLI and the web app's API
+    row = run_row(engine, "trains")
+    assert (row.status, row.attempt, row.reason_code, row.observed_step) == (
+        "CANCELLED", 1, "worker_stopped", 2)
+    held = job(engine, "trains")
+    assert held is not None and (held["attempt"], held["worker_id"]) == (1, None)
+    with engine.connect() as conn:
+        assert store_jobs.queue_depth(conn) == 0
+    where = ["--dir", str(runs_dir), "--db", db_url]
+    shown = json.loads(run_cli("runs", "get", "trains", "-o", "json", *where).stdout)
+    assert (shown["state"]["phase"], shown["state"]["observed_step"]) == ("CANCELLED", 2)
+    assert shown["failure"] == {"code": "worker_stopped", "reason": WORKER_STOPPED.sentence,
+                                "what_to_do": WORKER_STOPPED.what_to_do}
+    assert [(a["attempt"], a["reason_code"]) for a in shown["attempts"]] == [
+        (1, "worker_stopped")]
+    metrics = json.loads(run_cli("runs", "metrics", "trains", "-o", "json", *where).stdout)
+    assert [(s["step"], s["measured"]["train/loss"]) for s in metrics["steps"]] == [
+        (0, 1.0), (1, 0.5), (2, 1 / 3)]
+    page = http.get(f"{server.url}/api/runs/trains/history").json()
+    assert [r["step"] for r in page["rows"]] == [0, 1, 2], page
+
+
+def test_a_job_a_stopping_worker_left_to_the_reaper_ends_the_same_way(
+        engine: Engine, runs_dir: Path) -> None:
+    # the worker noted its stop, and its job's process group outlived it (stuck in the
+    # kernel), so another worker's reaper concludes the attempt once the group has gone
+    run = submit_command(engine, runs_dir, "stuck", max_attempts=2)
+    with engine.begin() as conn:
+        claim = store_jobs.claim(conn, "gone", 1, 100.0)
+    assert claim is not None
+    record_attempt(run.dir, 1, end=None)
+    stopnote.write(run.dir, 1, "gone")
+    indexer = Indexer(engine, runs_dir)
+
+    def index(_: Path) -> None:
+        indexer.index_once()
+
+    verdict = reaper.conclude(engine, claim, "gone", AttemptEnd(worker_lost=True), index,
+                              stale_before=time.time())
+    assert verdict is not None and (verdict.phase, verdict.code) == (
+        "CANCELLED", "worker_stopped")
+    assert [(ev["phase"], ev.get("code")) for ev in events(run.dir)][-1] == (
+        "CANCELLED", "worker_stopped")
+    assert (run.dir / fmt.METRICS).exists()
+    row = run_row(engine, "stuck")
+    assert (row.status, row.attempt, row.observed_step) == ("CANCELLED", 1, 4)
+    with engine.connect() as conn:
+        assert store_jobs.queue_depth(conn) == 0
