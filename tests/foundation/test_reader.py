@@ -56,3 +56,27 @@ def test_missing_and_shrunk_files(tmp_path: Path) -> None:
     p.write_bytes(b'{"seq":0}\n')
     res = read_new(p, 100, 5)
     assert res.records == [] and "shrank" in res.bad[0].error
+
+
+def test_a_read_holds_the_records_at_its_end_it_is_asked_to_hold(tmp_path: Path) -> None:
+    """`hold` (the indexer's, for the events that end a run): the records at the end of the
+    read it holds are left unread, with the bad lines after them; the read ends where the
+    first of them starts (a lone carriage return ends a line too), and goes on from there."""
+    p = tmp_path / "events.jsonl"
+    p.write_bytes(b'{"seq":0,"e":0}\n\nbad\n{"seq":1,"e":1}\r{"seq":2,"e":1}\nworse\n'
+                  b'{"seq":3,"e":1}\n')
+    ends = lambda rec: rec["e"] == 1  # noqa: E731
+    res = read_new(p, hold=ends)
+    assert [r["seq"] for r in res.records] == [0] and res.held
+    assert [b.line_no for b in res.bad] == [3]
+    assert (res.offset, res.line_no) == (len(b'{"seq":0,"e":0}\n\nbad\n'), 3)
+    rest = read_new(p, res.offset, res.line_no)
+    assert [(r["seq"], r["_line"]) for r in rest.records] == [(1, 4), (2, 5), (3, 7)]
+    assert [b.line_no for b in rest.bad] == [6] and not rest.held
+    # every record of the read held: nothing read (nor the bad line between), and it says so
+    again = read_new(p, res.offset, res.line_no, hold=ends)
+    assert (again.records, again.bad, again.offset, again.held) == ([], [], res.offset, True)
+    # a record not held after them: nothing is held
+    with open(p, "ab") as f:
+        f.write(b'{"seq":4,"e":0}\n')
+    assert not read_new(p, res.offset, res.line_no, hold=ends).held

@@ -2,6 +2,8 @@
 
 Each pass reads only what was appended since the last one (byte offsets are stored
 per file), so indexing twice changes nothing and a growing folder costs only its growth.
+A run is never seen ended before what it recorded before its end is stored: a pass stores
+an end event only once it has read the other record files after seeing that event.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from stat import S_ISREG
+from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select, update
 
@@ -57,6 +61,8 @@ PointsHook = Callable[[Connection, int, Mapping[str, PointColumns]], None]
 # Called with a run's pk after a pass stored new events of it (its phase may have
 # changed), once the pass has stored its metrics too, in a transaction of its own.
 EventsHook = Callable[[Connection, int], None]
+# Whether a read of a record file leaves a record at its end for later (read_new's hold).
+Hold = Callable[[dict[str, Any]], bool]
 
 
 @dataclass
@@ -220,18 +226,30 @@ class Indexer:
         report.new_runs += int(is_new)
         with self.engine.connect() as conn:  # where each record file stopped, in one query
             stopped = offsets_of(conn, run_pk)
+        # Events first: an event may start a new attempt, which forgets where the attempt's
+        # files stopped and the engine config just read (purge_attempt), and the new
+        # attempt's files are then read from their start in this same pass. But the events
+        # that end the file as read, when they end the run, wait (`_ends_run`) until the
+        # other files have been read after them, so that no reader sees a run ended before
+        # the metrics, checkpoints and logs it wrote before its end; then the events are
+        # read on from that end event (`through`, its line).
         new_events = False
-        for name in fmt.FILES:
-            if self._jsonl(run_pk, run_dir / name, report, stopped.get(name, 0)) \
-                    and name == fmt.EVENTS:
+        through: int | None = None
+        while True:
+            stored, held = self._jsonl(run_pk, run_dir / fmt.EVENTS, report,
+                                       stopped.get(fmt.EVENTS, 0), partial(_ends_run, through))
+            if stored:
                 new_events = True
-                # An event may have started a new attempt, which forgets where the
-                # attempt's files stopped and the engine config just read (purge_attempt):
-                # the new attempt's files are read from their start in this same pass.
                 with self.engine.begin() as conn:
                     self._whole_files(conn, run_pk, run_dir, report)
                 with self.engine.connect() as conn:
                     stopped = offsets_of(conn, run_pk)
+            for name in fmt.FILES:
+                if name != fmt.EVENTS:
+                    self._jsonl(run_pk, run_dir / name, report, stopped.get(name, 0))
+            if held is None:
+                break
+            through = held
         if new_events and self.events_hooks:
             with self.engine.begin() as conn:
                 for hook in self.events_hooks:
@@ -239,27 +257,30 @@ class Indexer:
         self._samples_and_foreign(run_pk, run_dir, report)
         return run_pk
 
-    def _jsonl(self, run_pk: int, path: Path, report: IndexReport, stopped: int) -> bool:
+    def _jsonl(self, run_pk: int, path: Path, report: IndexReport, stopped: int,
+               hold: Hold | None = None) -> tuple[bool, int | None]:
         """Index a record file slice by slice; `stopped`: its offset as of this pass.
-        True if a slice was stored."""
+        Whether a slice was stored, and the line of the first record `hold` left at the
+        file's end (see `_jsonl_slice`), if any."""
         more = True
         stored = False
+        held: int | None = None
         try:
             while more:
                 try:
                     st = path.lstat()
                 except FileNotFoundError:
-                    return stored
+                    return stored, held
                 if S_ISREG(st.st_mode):  # else the safe reader says what is wrong with it
                     if st.st_size <= stopped:
-                        return stored  # nothing new: no write lock taken
+                        return stored, held  # nothing new: no write lock taken
                     with self.engine.connect() as conn:  # another indexer may have read it
                         if not grown(conn, run_pk, path.name, st.st_size):
-                            return stored
+                            return stored, held
                     stopped = -1  # after a slice, ask the index again
                 with self.engine.begin() as conn:
                     lock_offsets(conn, run_pk, path.name)
-                    more = self._jsonl_slice(conn, run_pk, path, report)
+                    more, held = self._jsonl_slice(conn, run_pk, path, report, hold)
                 stored = True
         except Purged:
             # rolled back: another indexer started a new attempt meanwhile; this pass must
@@ -267,14 +288,17 @@ class Indexer:
             raise RereadNextPass from None
         except UnsafeFile as exc:
             self._problem_once(run_pk, str(path), f"{exc}; its records are not indexed", report)
-        return stored
+        return stored, held
 
-    def _jsonl_slice(self, conn: Connection, run_pk: int, path: Path,
-                     report: IndexReport) -> bool:
-        """Index up to SLICE_BYTES of a record file in one transaction; True if more is left.
+    def _jsonl_slice(self, conn: Connection, run_pk: int, path: Path, report: IndexReport,
+                     hold: Hold | None = None) -> tuple[bool, int | None]:
+        """Index up to SLICE_BYTES of a record file in one transaction: whether more may be
+        left, and the line of the first record `hold` left at the file's end, if any.
 
         The slice is read and stored in pieces of READ_BYTES, so each piece's records are
-        still in the processor's cache when they are stored.
+        still in the processor's cache when they are stored. The records at the end of a
+        piece for which `hold(record)` is true are read again with the next piece; those at
+        the end of the file are left for the caller to read later.
         """
         name = path.name
         off = offset_row(conn, run_pk, name)
@@ -283,12 +307,15 @@ class Indexer:
         bad: list[str] = []
         start = offset
         more = False
+        held: int | None = None
         # a record whose seq no point id (or 64-bit column) can hold is refused; it must
         # not hide the records after it
         seq_limit = SEQ_LIMIT if name == fmt.METRICS else INT64_MAX + 1
         while offset - start < SLICE_BYTES:
-            res = read_new(path, offset, line_no, READ_BYTES, max_line=SLICE_BYTES)
+            res = read_new(path, offset, line_no, READ_BYTES, max_line=SLICE_BYTES, hold=hold)
             if res.offset == offset and not res.bad:
+                if res.held:
+                    more, held = False, res.line_no + 1
                 break
             top = last_seq
             fresh = []
@@ -307,7 +334,7 @@ class Indexer:
             if not more:
                 break
         if offset == start and not bad:
-            return False
+            return False, held
         # at most MAX_PROBLEMS_LISTED record problems are itemised per slice, then counted
         problems = [f"{path.parent}/{p}" for p in total.problems]
         extra = total.problem_count - len(total.problems)
@@ -327,7 +354,7 @@ class Indexer:
             raise Purged
         report.rows += total.rows
         report.problems.extend(problems)
-        return more
+        return more, held
 
     def _whole_files(self, conn: Connection, run_pk: int, run_dir: Path,
                      report: IndexReport) -> None:
@@ -412,6 +439,13 @@ class Indexer:
         else:
             with self.engine.begin() as c:
                 go(c)
+
+
+def _ends_run(through: int | None, rec: dict[str, Any]) -> bool:
+    """Whether an events record ends the run (a terminal phase), unless it is the one at
+    line `through`, which the pass has read the other files after."""
+    phase = rec.get("phase")
+    return isinstance(phase, str) and phase in fmt.TERMINAL_PHASES and rec["_line"] != through
 
 
 def _being_created(run_dir: Path) -> bool:

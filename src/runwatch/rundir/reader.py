@@ -10,6 +10,7 @@ number; the lines after it are still read. Files are opened by `runwatch.rundir.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -41,10 +42,13 @@ class ReadResult:
     torn: bool = False
     # each record's line as the file holds it (no newline), when asked for (`keep_lines`)
     lines: list[bytes] = field(default_factory=list)
+    # the read ended before records it was asked to hold (`hold`)
+    held: bool = False
 
 
 def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CHUNK,
-             max_line: int | None = None, keep_lines: bool = False) -> ReadResult:
+             max_line: int | None = None, keep_lines: bool = False,
+             hold: Callable[[dict[str, Any]], bool] | None = None) -> ReadResult:
     """Read complete lines of `path` from byte `offset` (the file's `line_no` lines precede it).
 
     At most about `limit` bytes are consumed (more when one line is longer, up to
@@ -53,7 +57,9 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
     shrank below `offset` (it was replaced) is an error the caller decides about: it is
     reported as a bad line and nothing is read. A file that is a symbolic link or not a
     regular file raises `runwatch.rundir.safeio.UnsafeFile`. With `keep_lines`, `lines`
-    holds each record's line as read (to send on without encoding it again).
+    holds each record's line as read (to send on without encoding it again). With `hold`,
+    the records at the end of the read for which `hold(record)` is true are left unread:
+    the read ends at the start of the first one's line, and says so (`held`).
     """
     limit = max(limit, 1)
     max_line = max(max_line or limit, limit)
@@ -86,6 +92,7 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
     if end < 0:
         return ReadResult([], offset, line_no, torn=True)
     chunk = data[: end + 1]
+    first_line = line_no
     records: list[dict[str, Any]] = []
     bad: list[BadLine] = []
     lines: list[bytes] = []
@@ -109,6 +116,14 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
         records.append(obj)
         if keep_lines:
             lines.append(line)
+    kept = len(records)
+    while hold is not None and kept and hold(records[kept - 1]):
+        kept -= 1
+    if kept < len(records):
+        at = records[kept]["_line"] - 1  # the lines before the first record held
+        cut = sum(map(len, chunk.splitlines(keepends=True)[:at - first_line]))
+        return ReadResult(records[:kept], offset + cut, at, [b for b in bad if b.line_no <= at],
+                          lines=lines[:kept], held=True)
     return ReadResult(records, offset + len(chunk), line_no, bad, torn=end + 1 < len(data),
                       lines=lines)
 

@@ -39,7 +39,7 @@ import orjson
 from runwatch.rundir import format as fmt
 from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line, loads_line
-from runwatch.rundir.reader import read_new
+from runwatch.rundir.reader import ReadResult, read_new
 from runwatch.rundir.safeio import open_run_file, read_capped
 from runwatch.sdk.sendfiles import WholeFiles
 from runwatch.sdk.sendhttp import (
@@ -66,6 +66,8 @@ BACKOFF_MIN_S = 0.5
 BACKOFF_MAX_S = 15.0
 # The first bytes of each file sent from, kept with its offset to know it is the same file.
 HEAD_BYTES = 64
+# The record files but the events.
+OTHER_FILES = tuple(name for name in fmt.FILES if name != fmt.EVENTS)
 
 
 # A batch: the file, its records as read, and the same records as the file's lines (sent
@@ -191,14 +193,19 @@ class RunUpload:
         report = report or UploadReport()
         while stop is None or not stop.is_set():
             manifest = self.manifest()
-            reads, heads = {}, {}
-            for name in fmt.FILES:
+            reads: dict[str, ReadResult] = {}
+            heads: dict[str, str] = {}
+            # The events last: those that end the run wait until the other files are
+            # sent to their end (the writer writes a run's last records before its end
+            # event), so that the server never shows a run ended before its last metrics.
+            for name in (*OTHER_FILES, fmt.EVENTS):
                 at = self._position(name)
                 if at is None:
                     continue
                 offset, line_no = at
+                hold = _ends_run if name == fmt.EVENTS and reads else None
                 res = read_new(self.run_dir / name, offset, line_no, READ_BYTES,
-                               keep_lines=True)
+                               keep_lines=True, hold=hold)
                 if res.offset != offset:
                     reads[name] = res
                     # taken now, with the read: after the request the file may be another
@@ -212,7 +219,10 @@ class RunUpload:
                 self._whole.send_changed(self.run_id, manifest, report, stop)
                 return report
             batches = []
-            for name, res in reads.items():
+            for name in fmt.FILES:  # the events first, as the writer wrote them
+                if name not in reads:
+                    continue
+                res = reads[name]
                 batches += [(name, res.records[i:i + BATCH_RECORDS],
                              res.lines[i:i + BATCH_RECORDS])
                             for i in range(0, len(res.records), BATCH_RECORDS)]
@@ -261,6 +271,11 @@ class RunUpload:
             else:
                 raise Unreachable(f"{self.client.server} did not store a batch "
                                   f"({result.get('status')}: {result.get('error')})")
+
+
+def _ends_run(record: dict[str, Any]) -> bool:
+    """Whether an events record ends the run (a terminal phase)."""
+    return record.get("phase") in fmt.TERMINAL_PHASES
 
 
 def _head(path: Path, hex_chars: int) -> str:
