@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,8 +18,11 @@ JSON = {"Content-Type": "application/json"}
 
 
 def _metrics(run_id: str, seqs: range, with_manifest: bool = True) -> dict[str, Any]:
+    # logged now: a run is RUNNING from its first metrics, and one silent since long ago
+    # has stalled (health rule run.stalled)
+    now = time.time()
     batch: dict[str, Any] = {"run_id": run_id, "file": "metrics.jsonl",
-                             "records": [{"seq": i, "step": i, "ts": 1.0, "loss": i / 10}
+                             "records": [{"seq": i, "step": i, "ts": now + i, "loss": i / 10}
                                          for i in seqs]}
     if with_manifest:
         batch["manifest"] = manifest(run_id, run_id)
@@ -120,7 +124,7 @@ def test_a_streamed_run_is_judged_on_its_whole_log_when_its_end_arrives(api: Api
     assert api.post("/api/ingest", json=batch).status_code == 200
     assert api.ok("/api/runs/hf/health")["findings"] == []
     end = {"run_id": "hf", "file": "events.jsonl",
-           "records": [{"seq": 0, "ts": 1.0, "phase": "SUCCEEDED"}]}
+           "records": [{"seq": 0, "ts": time.time() + 8, "phase": "SUCCEEDED"}]}
     assert api.post("/api/ingest", json=end).status_code == 200
     findings = api.ok("/api/runs/hf/health")["findings"]
     assert [(f["rule_id"], f["severity"]) for f in findings] == [

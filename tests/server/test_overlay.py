@@ -8,6 +8,7 @@ and reads and saves a supervised pair's through the saved compared series."""
 from __future__ import annotations
 
 import gc
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from runwatch.ingest import Indexer
+from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
 from runwatch.server.runner import Runner
 from runwatch.server.series_cache import SeriesCache
@@ -40,21 +42,33 @@ def records(keys: dict[str, float], steps: range) -> list[dict[str, Any]]:
             for i, step in enumerate(steps)]
 
 
+def ended_run(runs_dir: Path, name: str, keys: dict[str, float], steps: range) -> None:
+    """A run folder of `keys` over `steps` that has ended: its answers do not change with
+    the time they are read at (a running run's duration does)."""
+    run = write_run(runs_dir, name, records(keys, steps))
+    (run / fmt.EVENTS).write_text(json.dumps({"seq": 0, "ts": 1.7e9, "phase": "RUNNING"})
+                                  + "\n" + json.dumps({"seq": 1, "ts": 1.7e9 + len(steps),
+                                                       "phase": "SUCCEEDED"}) + "\n",
+                                  encoding="utf-8")
+
+
 @pytest.fixture
 def client(server: Runner, runs_dir: Path) -> httpx.Client:
     """The server, once it indexed run alpha (300 steps) and run beta (every other step
     up to 1000): long enough for their series to be read from step summaries."""
-    write_run(runs_dir, "alpha", records(ALPHA, range(300)))
-    write_run(runs_dir, "beta", records(BETA, range(0, 1000, 2)))
+    ended_run(runs_dir, "alpha", ALPHA, range(300))
+    ended_run(runs_dir, "beta", BETA, range(0, 1000, 2))
     http = httpx.Client(base_url=server.url, timeout=DEADLINE_S)
 
     def indexed() -> bool:
         runs = http.get("/api/runs").json()["runs"]
         points = {r["name"]: sum(k["count"] for k in http.get(
             f"/api/runs/{r['run_id']}/metrics/keys").json()["keys"]) for r in runs}
-        return points == {"alpha": 300 * len(ALPHA), "beta": 500 * len(BETA)}
+        # a run is shown ended once its points are stored: the end is what comes last
+        return (points == {"alpha": 300 * len(ALPHA), "beta": 500 * len(BETA)}
+                and all(r["status"] == "SUCCEEDED" for r in runs))
 
-    wait_for(indexed, what="both runs indexed")
+    wait_for(indexed, what="both runs indexed, to their end")
     return http
 
 
@@ -141,7 +155,7 @@ def test_a_warmed_app_answered_one_overlay_and_kept_nothing_of_it(engine: Engine
     to the router: nothing cached, no request timed in /metrics, the process's objects
     frozen out of the collector's reach; the answers are the ones an app that was not
     warmed gives."""
-    write_run(runs_dir, "beta", records(BETA, range(0, 1000, 2)))
+    ended_run(runs_dir, "beta", BETA, range(0, 1000, 2))
     Indexer(engine, runs_dir).index_once()
     assert warm_up(create_app(engine, runs_dir=runs_dir), engine) == 200
     cache = SeriesCache()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol
+from urllib.parse import urlsplit
 
 import orjson
 import typer
@@ -41,7 +43,9 @@ from runwatch.cli.runs import detail_of
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.rundir.format import SPLITS, TERMINAL_PHASES
 from runwatch.store import queries as q
+from runwatch.store.jobs import job_row
 from runwatch.store.rollouts import NoRollouts, rollouts
+from runwatch.store.runrows import json_or_text
 
 if TYPE_CHECKING:
     from runwatch.cli.remote import Remote
@@ -216,7 +220,9 @@ def wait_cmd(
     """Follow a run until it reaches a terminal phase: its current phase, then each change.
 
     The terminal event carries the failure reason; with -o json the events are one JSON
-    object a line, and the whole run record follows the terminal one."""
+    object a line, and the whole run record follows the terminal one. A run whose process
+    nothing here can see stop (one that sends its records over HTTP from another host)
+    ends only with an end it records: the wait says so, and --timeout bounds it."""
     remote = remote_for(server, token, directory, db)
     watch: Watch = (RemoteWatch(remote, run) if remote is not None
                     else LocalWatch(open_context(directory, db, read_only=True), run))
@@ -226,6 +232,7 @@ def wait_cmd(
     # shown once: the event that records it later is not shown again
     told: str | None = None
     said: tuple[Any, ...] = ()  # what the last event said
+    noted = False  # whether what the wait depends on was said (once, after the first look)
     while True:
         now, events = watch.look()
         status = now["status"]
@@ -248,6 +255,14 @@ def wait_cmd(
             _end(now, watch, output)
             code = EXIT_CODES.get(status, 1)
             raise typer.Exit(code if exit_status else 0)
+        if not noted:
+            noted = True
+            if (unseen := watch.unseen_end()) is not None:
+                until = (f"until --timeout ({timeout:g}s)" if timeout is not None else
+                         "until interrupted; pass --timeout SECONDS to bound the wait")
+                console(stderr=output is Output.json).print(text(
+                    f"waiting for {now['name']} to record its end (SUCCEEDED, FAILED or "
+                    f"CANCELLED): {unseen}, so if it stops without one this waits {until}"))
         if timeout is not None and time.monotonic() - start >= timeout:
             # on stderr with -o json, which keeps stdout to JSON lines
             console(stderr=output is Output.json).print(
@@ -273,6 +288,11 @@ class Watch(Protocol):
         """Take in what is new before the next look."""
         ...
 
+    def unseen_end(self) -> str | None:
+        """Why nothing may see the run's process stop without recording an end, or None
+        (see `_unseen_end`)."""
+        ...
+
 
 class LocalWatch:
     def __init__(self, ctx: Context, ref: str) -> None:
@@ -294,11 +314,18 @@ class LocalWatch:
     def refresh(self) -> None:
         self.ctx.refresh()
 
+    def unseen_end(self) -> str | None:
+        row, _ = self.ctx.current_run(self.run_id)
+        with self.ctx.engine.connect() as conn:
+            job = job_row(conn, self.pk) is not None
+        return _unseen_end(json_or_text(row.manifest), job, here=True)
+
 
 class RemoteWatch:
     def __init__(self, remote: Remote, ref: str) -> None:
         self.remote = remote
-        self.run_id = remote.detail(ref)["run_id"]
+        self.first = remote.detail(ref)
+        self.run_id = self.first["run_id"]
 
     def look(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         return self.remote.summary(self.run_id), self.remote.events(self.run_id)
@@ -308,6 +335,27 @@ class RemoteWatch:
 
     def refresh(self) -> None:
         pass  # the server indexes by itself
+
+    def unseen_end(self) -> str | None:
+        # a server on this host (a loopback URL) judges as a local index does
+        here = urlsplit(self.remote.url).hostname in ("127.0.0.1", "localhost", "::1")
+        return _unseen_end(self.first["manifest"], self.first["job"] is not None, here)
+
+
+def _unseen_end(manifest: Any, job: bool, here: bool) -> str | None:
+    """Why nothing may see the run's process stop without recording an end, when it may:
+    then only the end it records (or --timeout) ends the wait. None for a job (its worker
+    sees the attempt end) and for a process on the host that judges it (`here`: the judge
+    runs on this host; else the server's host, which a client cannot name)."""
+    if job:
+        return None
+    pid = manifest.get("pid") if isinstance(manifest, dict) else None
+    host = manifest.get("host") if isinstance(manifest, dict) else None
+    if type(pid) is not int or not isinstance(host, str) or not host:
+        return "its manifest names no process to watch (no pid and host)"
+    if not here:
+        return f"only a server on {host}, where its process runs, sees that process stop"
+    return None if host == socket.gethostname() else f"its process runs on {host}, not here"
 
 
 def _said(ev: dict[str, Any]) -> tuple[Any, ...]:

@@ -1,5 +1,14 @@
 """Run lifecycle from its record files: events, checkpoints and logs into rows, and the
-run's state (phase, stage, progress, times, saved step) derived from them."""
+run's state (phase, stage, progress, times, saved step) derived from them.
+
+Events say the phase. Records say the run has started where no event does: a run is QUEUED
+until its process starts, and nothing of an attempt (metric points, checkpoints, samples)
+is recorded before that, so a QUEUED run that holds any is RUNNING from its earliest
+(`started_by_records`). A run sent without events (a hand-written client, the sync of a
+folder whose events.jsonl was lost) is then RUNNING, as a folder that holds the same files.
+Logs outlive attempts (a requeued job keeps the last one's) and a process may log while it
+waits, so they start only a run that no event speaks for.
+"""
 
 from __future__ import annotations
 
@@ -23,20 +32,33 @@ CODE_LENGTH = 64  # the events.code and runs.reason_code columns' String(64)
 def store_events(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]
                  ) -> IngestResult:
     """Store events records, then derive the run's state from all its events."""
-    return _store(conn, run_pk, fmt.EVENTS, records, s.events, _event_row, refresh_run_state)
+    return _store(conn, run_pk, fmt.EVENTS, records, s.events, _event_row,
+                  lambda c, pk, _: refresh_run_state(c, pk))
 
 
 def store_checkpoints(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]
                       ) -> IngestResult:
     """Store checkpoints records, then the run's newest saved training step."""
     return _store(conn, run_pk, fmt.CHECKPOINTS, records, s.checkpoints, _checkpoint_row,
-                  _refresh_saved_step)
+                  _checkpoints_stored)
 
 
 def store_logs(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]
                ) -> IngestResult:
-    """Store logs records."""
-    return _store(conn, run_pk, fmt.LOGS, records, s.logs, _log_row)
+    """Store logs records; a run that no event speaks for has started with them."""
+    return _store(conn, run_pk, fmt.LOGS, records, s.logs, _log_row, _logs_stored)
+
+
+def started_by_records(conn: Connection, run_pk: int, first_ts: float, *,
+                       unless_events: bool = False) -> None:
+    """Records of the run's current attempt are stored, the earliest at `first_ts`: a run
+    still QUEUED has started, and is RUNNING from then. With `unless_events` (records that
+    outlive an attempt: logs) only while no event of the run is stored."""
+    r = s.runs.c
+    cond = [r.pk == run_pk, r.status == "QUEUED"]
+    if unless_events:
+        cond.append(~select(s.events.c.seq).where(s.events.c.run_pk == run_pk).exists())
+    conn.execute(update(s.runs).where(*cond).values(status="RUNNING", started_at=first_ts))
 
 
 def refresh_run_state(conn: Connection, run_pk: int) -> None:
@@ -46,7 +68,9 @@ def refresh_run_state(conn: Connection, run_pk: int) -> None:
     A CANCEL_REQUESTED status that job control set in the index (runwatch.jobs.control)
     stays until the attempt ends: an event the process wrote before it heard of the
     request must not undo it. An event that starts a newer attempt first purges the old
-    attempt's rows from the index (`purge_attempt`), in this transaction.
+    attempt's rows from the index (`purge_attempt`), in this transaction. Where the index
+    holds records of the attempt and no event of its start, the records say when it
+    started, and a run whose events say QUEUED is RUNNING (see the module's docstring).
     """
     e = s.events.c
     rows = conn.execute(
@@ -61,8 +85,9 @@ def refresh_run_state(conn: Connection, run_pk: int) -> None:
             attempt, first = row.attempt, i
     current = rows[first:]
     last = current[-1]
-    run = conn.execute(select(s.runs.c.status, s.runs.c.attempt)
-                       .where(s.runs.c.pk == run_pk)).one()
+    runs = s.runs.c
+    run = conn.execute(select(runs.status, runs.attempt, runs.started_at, runs.observed_step)
+                       .where(runs.pk == run_pk)).one()
     if attempt > run.attempt:
         purge_attempt(conn, run_pk)
     status = last.phase
@@ -70,6 +95,13 @@ def refresh_run_state(conn: Connection, run_pk: int) -> None:
             and status in fmt.ACTIVE_PHASES):
         status = "CANCEL_REQUESTED"
     started = next((r.ts for r in current if r.phase == "RUNNING"), None)
+    if (started is None and status != "PREPARING" and attempt == run.attempt
+            and _attempt_recorded(conn, run_pk, run)):
+        # records of this attempt and no event of its start: it started when they said
+        # (started_by_records), else no later than its last event
+        started = run.started_at if run.started_at is not None else last.ts
+        if status == "QUEUED":
+            status = "RUNNING"
     ended = last.ts if last.phase in fmt.TERMINAL_PHASES else None
     conn.execute(
         update(s.runs).where(s.runs.c.pk == run_pk).values(
@@ -96,12 +128,22 @@ def purge_attempt(conn: Connection, run_pk: int) -> None:
         observed_step=None, saved_step=None, engine_config=None))
 
 
+def _attempt_recorded(conn: Connection, run_pk: int, run: Any) -> bool:
+    """Whether the index holds records of the run's current attempt: metric points (its
+    observed step), checkpoints or samples."""
+    if run.observed_step is not None:
+        return True
+    return any(conn.execute(select(table.c.run_pk).where(table.c.run_pk == run_pk).limit(1)
+                            ).first() is not None for table in (s.checkpoints, s.samples))
+
+
 def _store(
     conn: Connection, run_pk: int, file: str, records: Iterable[dict[str, Any]], table: Table,
     make_row: Callable[[int, dict[str, Any]], tuple[Any, ...]],
-    then: Callable[[Connection, int], None] | None = None,
+    then: Callable[[Connection, int, float], None] | None = None,
 ) -> IngestResult:
-    """Store the records that make a row; `then` refreshes the run when any were stored."""
+    """Store the records that make a row (its third column their time); `then` refreshes
+    the run, given the earliest of them, when any were stored."""
     res = IngestResult()
     rows = []
     for rec in records:
@@ -117,7 +159,7 @@ def _store(
         conn.exec_driver_sql(insert_ignore_sql(table, conn.dialect.name, conn.dialect), rows)
         res.rows = len(rows)
         if then is not None:
-            then(conn, run_pk)
+            then(conn, run_pk, min(row[2] for row in rows))
     return res
 
 
@@ -189,6 +231,15 @@ def _code(rec: dict[str, Any]) -> str | None:
 
 def _opt_str(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _checkpoints_stored(conn: Connection, run_pk: int, first_ts: float) -> None:
+    started_by_records(conn, run_pk, first_ts)
+    _refresh_saved_step(conn, run_pk)
+
+
+def _logs_stored(conn: Connection, run_pk: int, first_ts: float) -> None:
+    started_by_records(conn, run_pk, first_ts, unless_events=True)
 
 
 def _refresh_saved_step(conn: Connection, run_pk: int) -> None:

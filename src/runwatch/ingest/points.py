@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from itertools import groupby
@@ -160,7 +161,8 @@ def _flush_pg(conn: Connection, sinks: list[_PointSink]) -> None:
     if moved:
         conn.exec_driver_sql(_PG_ADVANCE, ([sink.run_pk for sink in moved],
                                            [sink.max_step for sink in moved],
-                                           [sink.max_ts for sink in moved]))
+                                           [sink.max_ts for sink in moved],
+                                           [sink.first_ts() for sink in moved]))
 
 
 def _first_of_each_seq(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -191,6 +193,7 @@ class _PointSink:
         self.rows: list[tuple[Any, ...]] = []  # single points (id, step, ts, value)
         self.max_step = -1
         self.max_ts = 0.0
+        self.min_ts = math.inf  # of the points with a time: when a QUEUED run started
 
     def _key_id(self, key: str) -> int:
         kid = self.keys.get(key)
@@ -236,6 +239,7 @@ class _PointSink:
             self._new_keys(new)
         self.max_step = max(self.max_step, max(parts[0][2][1]))
         self.max_ts = max(self.max_ts, max(parts[0][2][2]))
+        self.min_ts = min(self.min_ts, min(parts[0][2][2]))
         for part, params, cols in parts:
             self._store(part, params, cols)
         self.res.records += len(block)
@@ -290,6 +294,8 @@ class _PointSink:
         self.res.records += 1
         self.max_step = max(self.max_step, step)
         self.max_ts = max(self.max_ts, ts)
+        if ts:
+            self.min_ts = min(self.min_ts, ts)
         points = self.res.points
         for key, raw in rec.items():
             value = to_float(raw)
@@ -337,7 +343,12 @@ class _PointSink:
 
             update_summaries(conn, self.keys, self.res.points, exact=stored == attempted)
         if self.max_step >= 0:
-            _advance_run(conn, self.run_pk, self.max_step, self.max_ts)
+            _advance_run(conn, self.run_pk, self.max_step, self.max_ts, self.first_ts())
+
+    def first_ts(self) -> float:
+        """The time of the earliest point that has one (else now): when the run started,
+        if it is still QUEUED (runwatch.ingest.lifecycle.started_by_records)."""
+        return self.min_ts if self.min_ts != math.inf else time.time()
 
     def _key_stats(self, exact: bool) -> None:
         """Each touched key's point count and newest stored (step, value)."""
@@ -361,16 +372,20 @@ _PG_INSERT_COUNTED = (
     "got AS (SELECT kid, count(*) AS n FROM ins GROUP BY kid) "
     "SELECT u.kid, u.n - coalesce(got.n, 0) FROM unnest(%s::bigint[], %s::bigint[]) "
     "AS u(kid, n) LEFT JOIN got USING (kid) WHERE got.n IS DISTINCT FROM u.n")
-# Several runs' observed step and last update moved forward (never back), as _advance_run.
+# Several runs' observed step and last update moved forward (never back), and a QUEUED
+# one started, as _advance_run.
 _PG_ADVANCE = (
     "UPDATE runs AS r SET "
     "observed_step = CASE WHEN r.observed_step IS NULL OR r.observed_step < u.step "
     "THEN u.step ELSE r.observed_step END, "
     "updated_at = CASE WHEN r.updated_at IS NULL OR r.updated_at < u.ts "
-    "THEN u.ts ELSE r.updated_at END "
-    "FROM unnest(%s::integer[], %s::bigint[], %s::float8[]) AS u(pk, step, ts) "
+    "THEN u.ts ELSE r.updated_at END, "
+    "status = CASE WHEN r.status = 'QUEUED' THEN 'RUNNING' ELSE r.status END, "
+    "started_at = CASE WHEN r.status = 'QUEUED' THEN u.first ELSE r.started_at END "
+    "FROM unnest(%s::integer[], %s::bigint[], %s::float8[], %s::float8[]) "
+    "AS u(pk, step, ts, first) "
     "WHERE r.pk = u.pk AND (r.observed_step IS NULL OR r.observed_step < u.step "
-    "OR r.updated_at IS NULL OR r.updated_at < u.ts)")
+    "OR r.updated_at IS NULL OR r.updated_at < u.ts OR r.status = 'QUEUED')")
 
 
 def _pg_columns(rows: list[tuple[Any, ...]]) -> tuple[str, ...]:
@@ -425,20 +440,27 @@ def _advance_statement() -> Update:
     r = s.runs.c
     max_step = bindparam("to_step", type_=r.observed_step.type)
     max_ts = bindparam("to_ts", type_=r.updated_at.type)
+    first_ts = bindparam("first_ts", type_=r.started_at.type)
     step = case((or_(r.observed_step.is_(None), r.observed_step < max_step), max_step),
                 else_=r.observed_step)
     ts = case((or_(r.updated_at.is_(None), r.updated_at < max_ts), max_ts), else_=r.updated_at)
+    queued = r.status == "QUEUED"  # SET reads the row as it was
     return update(s.runs).where(
         r.pk == bindparam("at_run"), or_(r.observed_step.is_(None), r.observed_step < max_step,
-                                         r.updated_at.is_(None), r.updated_at < max_ts)
-    ).values(observed_step=step, updated_at=ts)
+                                         r.updated_at.is_(None), r.updated_at < max_ts, queued)
+    ).values(observed_step=step, updated_at=ts,
+             status=case((queued, "RUNNING"), else_=r.status),
+             started_at=case((queued, first_ts), else_=r.started_at))
 
 
 # built once: made anew for each batch it cost more than running it (about 2 ms)
 _ADVANCE = _advance_statement()
 
 
-def _advance_run(conn: Connection, run_pk: int, max_step: int, max_ts: float) -> None:
-    """The run's observed step and last update move forward, never back: one statement
-    that writes the row only when one of them moves."""
-    conn.execute(_ADVANCE, {"at_run": run_pk, "to_step": max_step, "to_ts": max_ts})
+def _advance_run(conn: Connection, run_pk: int, max_step: int, max_ts: float,
+                 first_ts: float) -> None:
+    """The run's observed step and last update move forward, never back, and a run still
+    QUEUED has started at `first_ts` (runwatch.ingest.lifecycle.started_by_records): one
+    statement that writes the row only when one of them moves."""
+    conn.execute(_ADVANCE, {"at_run": run_pk, "to_step": max_step, "to_ts": max_ts,
+                            "first_ts": first_ts})

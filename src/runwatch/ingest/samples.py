@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, cast
 
 import orjson
 from sqlalchemy import Connection, String, delete
 
+from runwatch.ingest.lifecycle import started_by_records
 from runwatch.ingest.sql import insert_ignore_sql
 from runwatch.rundir.jsonl import loads_line
 from runwatch.store import schema as s
-from runwatch.store.values import is_int64, to_float
+from runwatch.store.values import finite, is_int64, to_float
 
 KIND_LENGTH = cast(String, s.samples.c.kind.type).length or 64  # the schema's String(64)
 
@@ -20,7 +22,8 @@ def store_samples(conn: Connection, run_pk: int, name: str, raw: bytes,
     """Store (replacing) the samples of file `name`, whose content is `raw` and whose
     (step, split, kind) is `parsed`; returns how many were stored and how many set aside
     (a value beyond 64 bits or nested too deep for JSON readers). Raises ValueError when
-    it is not a samples file."""
+    it is not a samples file. Samples show a QUEUED run has started (at the file's `ts`,
+    else now)."""
     step, split, kind = parsed
     if len(kind) > KIND_LENGTH:
         raise ValueError(f"its kind is {len(kind)} characters, longer than the {KIND_LENGTH} "
@@ -48,6 +51,8 @@ def store_samples(conn: Connection, run_pk: int, name: str, raw: bytes,
                      prompt, completion, data))
     if rows:
         conn.exec_driver_sql(insert_ignore_sql(s.samples, conn.dialect.name, conn.dialect), rows)
+        written = finite(payload.get("ts")) if isinstance(payload, dict) else None
+        started_by_records(conn, run_pk, time.time() if written is None else written)
     return len(rows), aside
 
 
