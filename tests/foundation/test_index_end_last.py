@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, func, select
 from runwatch.ingest import Indexer
 from runwatch.jobs.attempts import new_attempt
 from runwatch.rundir import format as fmt
+from runwatch.sdk import init
 from runwatch.store import schema as s
 from tests.support import sdk_run
 from tests.support.jobs import record_attempt, run_row, submit_command
@@ -74,3 +75,24 @@ def test_a_retried_run_read_in_one_pass_ends_after_its_new_attempts_metrics(
     row = run_row(engine, "again")
     assert (row.status, row.attempt, row.observed_step, row.saved_step) == (
         "SUCCEEDED", 2, 2, 2)
+
+
+def test_a_runs_last_samples_are_stored_before_its_end(engine: Engine, runs_dir: Path) -> None:
+    """A validation's samples file written before the end: the pass stored the end event,
+    then the samples files, so a reader in between saw the run ended with none."""
+    run = init(name="val", dir=runs_dir, method="sft")
+    for i in range(3):
+        run.log({"loss": 1.0 / (i + 1)}, step=i)
+    run.log_samples(2, [{"prompt": "1+1=", "completion": "2", "reward": 1.0}], split="val")
+    run.finish()
+    seen: list[tuple[str, int]] = []
+
+    def look(conn: Connection, run_pk: int) -> None:  # after the pass stored the events
+        with engine.connect() as other:
+            status = other.execute(select(s.runs.c.status).where(s.runs.c.pk == run_pk)
+                                   ).scalar_one()
+            samples = other.execute(select(func.count()).select_from(s.samples)).scalar_one()
+        seen.append((status, int(samples)))
+
+    Indexer(engine, runs_dir, events_hooks=[look]).index_once()
+    assert seen == [("SUCCEEDED", 1)], seen

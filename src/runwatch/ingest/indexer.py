@@ -3,7 +3,8 @@
 Each pass reads only what was appended since the last one (byte offsets are stored
 per file), so indexing twice changes nothing and a growing folder costs only its growth.
 A run is never seen ended before what it recorded before its end is stored: a pass stores
-an end event only once it has read the other record files after seeing that event.
+an end event only once it has read the other record files and the samples files after
+seeing that event.
 """
 
 from __future__ import annotations
@@ -231,9 +232,10 @@ class Indexer:
         # attempt's files are then read from their start in this same pass. But the events
         # that end the file as read, when they end the run, wait (`_ends_run`) until the
         # other files have been read after them, so that no reader sees a run ended before
-        # the metrics, checkpoints and logs it wrote before its end; then the events are
-        # read on from that end event (`through`, its line).
+        # the metrics, checkpoints, logs and samples it wrote before its end; then the
+        # events are read on from that end event (`through`, its line).
         new_events = False
+        samples_read = False
         through: int | None = None
         while True:
             stored, held = self._jsonl(run_pk, run_dir / fmt.EVENTS, report,
@@ -249,12 +251,16 @@ class Indexer:
                     self._jsonl(run_pk, run_dir / name, report, stopped.get(name, 0))
             if held is None:
                 break
+            # the samples files too (each written whole, before the end)
+            self._samples_and_foreign(run_pk, run_dir, report)
+            samples_read = True
             through = held
         if new_events and self.events_hooks:
             with self.engine.begin() as conn:
                 for hook in self.events_hooks:
                     hook(conn, run_pk)
-        self._samples_and_foreign(run_pk, run_dir, report)
+        if not samples_read:
+            self._samples_and_foreign(run_pk, run_dir, report)
         return run_pk
 
     def _jsonl(self, run_pk: int, path: Path, report: IndexReport, stopped: int,

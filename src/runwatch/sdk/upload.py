@@ -66,8 +66,6 @@ BACKOFF_MIN_S = 0.5
 BACKOFF_MAX_S = 15.0
 # The first bytes of each file sent from, kept with its offset to know it is the same file.
 HEAD_BYTES = 64
-# The record files but the events.
-OTHER_FILES = tuple(name for name in fmt.FILES if name != fmt.EVENTS)
 
 
 # A batch: the file, its records as read, and the same records as the file's lines (sent
@@ -189,52 +187,86 @@ class RunUpload:
     def send_new(self, report: UploadReport | None = None,
                  stop: threading.Event | None = None) -> UploadReport:
         """Send everything complete that is new, a request at a time, until caught up.
-        Raises Unreachable or Refused; what was stored before stays stored and counted."""
+        Raises Unreachable or Refused; what was stored before stays stored and counted.
+
+        The events that end the run wait until the other files are sent to their end, so
+        the server never shows a run ended before what it recorded before its end (the
+        writer writes those first): the events are read first, and the end goes only in
+        a pass whose reads of the other files, made after it was seen, found nothing new,
+        after the whole files (its samples). Told to `stop` while the end waits (finish()
+        gave up on the backlog), the end goes at once: a run shown ended with its last
+        records to come (`runwatch sync`) is better than one shown running for ever."""
         report = report or UploadReport()
+        ending = False  # the last pass left the run's end unsent
         while stop is None or not stop.is_set():
             manifest = self.manifest()
-            reads: dict[str, ReadResult] = {}
-            heads: dict[str, str] = {}
-            # The events last: those that end the run wait until the other files are
-            # sent to their end (the writer writes a run's last records before its end
-            # event), so that the server never shows a run ended before its last metrics.
-            for name in (*OTHER_FILES, fmt.EVENTS):
-                at = self._position(name)
-                if at is None:
-                    continue
-                offset, line_no = at
-                hold = _ends_run if name == fmt.EVENTS and reads else None
-                res = read_new(self.run_dir / name, offset, line_no, READ_BYTES,
-                               keep_lines=True, hold=hold)
-                if res.offset != offset:
-                    reads[name] = res
-                    # taken now, with the read: after the request the file may be another
-                    head = self._files[name].get("head", "")
-                    if len(head) < 2 * HEAD_BYTES:
-                        head = _head(self.run_dir / name, 2 * min(HEAD_BYTES, res.offset))
-                    heads[name] = head
-                    report.problems += [f"{self.run_dir / name} line {b.line_no}: {b.error}; "
-                                        "not sent" for b in res.bad]
+            reads: dict[str, tuple[ReadResult, str | None]] = {}
+            ending = False
+            for name in fmt.FILES:  # the events first
+                got = self._read(name, _ends_run if name == fmt.EVENTS else None)
+                if got is not None:
+                    reads[name] = got
+                    ending = ending or got[0].held
+            reads = {name: got for name, got in reads.items() if got[1] is not None}
+            if ending and not reads.keys() - {fmt.EVENTS}:
+                # the other files, read after the end was seen, had nothing new: the run's
+                # records before its end are sent; its samples files next, then the end
+                self._whole.send_changed(self.run_id, manifest, report, stop)
+                got = self._read(fmt.EVENTS, None)
+                if got is not None:
+                    reads[fmt.EVENTS] = got
+                ending = False
             if not reads and manifest == self._manifest_sent:
                 self._whole.send_changed(self.run_id, manifest, report, stop)
                 return report
-            batches = []
-            for name in fmt.FILES:  # the events first, as the writer wrote them
-                if name not in reads:
-                    continue
-                res = reads[name]
-                batches += [(name, res.records[i:i + BATCH_RECORDS],
-                             res.lines[i:i + BATCH_RECORDS])
-                            for i in range(0, len(res.records), BATCH_RECORDS)]
-            self._deliver(manifest, batches, report)
-            self._manifest_sent = manifest
-            for name, res in reads.items():
-                self._files[name].update(offset=res.offset, line_no=res.line_no,
-                                         head=heads[name])
-            self._save_state()
+            self._send_reads(manifest, reads, report)
             # here too: a loop that logs faster than the server stores would never catch up
             self._whole.send_changed(self.run_id, manifest, report, stop)
+        if ending:
+            got = self._read(fmt.EVENTS, None)
+            if got is not None:
+                self._send_reads(self.manifest(), {fmt.EVENTS: got}, report)
         return report
+
+    def _read(self, name: str, hold: Callable[[dict[str, Any]], bool] | None
+              ) -> tuple[ReadResult, str | None] | None:
+        """What is new in record file `name` (`read_new` with `hold`), with the file's
+        first bytes to keep beside its new offset (None when nothing was read); None when
+        the file is not there."""
+        at = self._position(name)
+        if at is None:
+            return None
+        offset, line_no = at
+        res = read_new(self.run_dir / name, offset, line_no, READ_BYTES, keep_lines=True,
+                       hold=hold)
+        if res.offset == offset:
+            return res, None
+        # taken now, with the read: after the request the file may be another
+        head = self._files[name].get("head", "")
+        if len(head) < 2 * HEAD_BYTES:
+            head = _head(self.run_dir / name, 2 * min(HEAD_BYTES, res.offset))
+        return res, head
+
+    def _send_reads(self, manifest: bytes, reads: dict[str, tuple[ReadResult, str | None]],
+                    report: UploadReport) -> None:
+        """Send what was read of each file (the events first, as the writer wrote them),
+        then move the offsets on."""
+        batches = []
+        for name in fmt.FILES:
+            if name not in reads:
+                continue
+            res = reads[name][0]
+            report.problems += [f"{self.run_dir / name} line {b.line_no}: {b.error}; "
+                                "not sent" for b in res.bad]
+            batches += [(name, res.records[i:i + BATCH_RECORDS],
+                         res.lines[i:i + BATCH_RECORDS])
+                        for i in range(0, len(res.records), BATCH_RECORDS)]
+        self._deliver(manifest, batches, report)
+        self._manifest_sent = manifest
+        for name, (res, head) in reads.items():
+            if head is not None:
+                self._files[name].update(offset=res.offset, line_no=res.line_no, head=head)
+        self._save_state()
 
     def _deliver(self, manifest: bytes, batches: list[Batch], report: UploadReport) -> None:
         """Have the server store `batches` (the manifest alone when there are none);
