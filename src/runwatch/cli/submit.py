@@ -135,7 +135,7 @@ def _warnings(args: list[str], cfg: TrainConfig | None) -> list[str]:
     if cfg is None:
         return []
     try:
-        check_wandb(cfg.wandb_project)
+        check_wandb(cfg.wandb_project, load=False)  # looked for: importing it takes seconds
     except WandbSetupError as exc:
         given = any(a.partition("=")[0].strip() == "wandb_project" for a in args[2:])
         whence = "" if given else \

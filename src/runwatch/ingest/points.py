@@ -239,7 +239,10 @@ class _PointSink:
             self._new_keys(new)
         self.max_step = max(self.max_step, max(parts[0][2][1]))
         self.max_ts = max(self.max_ts, max(parts[0][2][2]))
-        self.min_ts = min(self.min_ts, min(parts[0][2][2]))
+        first = min(parts[0][2][2])
+        if not first:  # a record with no time (0) says nothing of when the run started
+            first = min((t for t in parts[0][2][2] if t), default=math.inf)
+        self.min_ts = min(self.min_ts, first)
         for part, params, cols in parts:
             self._store(part, params, cols)
         self.res.records += len(block)

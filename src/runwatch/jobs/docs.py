@@ -193,8 +193,9 @@ cluster instead of a local process, and watches, stops and concludes it the same
   attempt would move the attempt that trained out of the run's view (its metrics,
   samples and checkpoints go to `attempts/<n>/`) and train from scratch, while the run
   as it stands shows what it recorded and can be retried, or resumed from its
-  checkpoint. A job that finished or failed on its own before the stop took effect ends
-  as it recorded, not queued again either. A job whose process group is not gone after
+  checkpoint. A job whose process had already ended on its own when the stop came ends
+  as it recorded, as at any other time (a failure is queued again where attempts remain,
+  for another worker). A job whose process group is not gone after
   its grace, SIGKILL and 5 s more (a process stuck in the kernel, such as a driver
   freeing device memory) is not concluded: the worker leaves it to the reaper below,
   which ends it the same way once its group has gone.

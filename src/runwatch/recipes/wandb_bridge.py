@@ -7,6 +7,7 @@ prompt. `WANDB_MODE=offline` keeps W&B's files on disk; `wandb` is an optional e
 
 from __future__ import annotations
 
+import importlib.util
 import netrc
 import os
 from pathlib import Path
@@ -32,17 +33,22 @@ def _has_credentials() -> bool:
         return False
 
 
-def check_wandb(project: str | None) -> None:
-    """Fail now, with what to do, if W&B logging was requested but cannot work."""
+def check_wandb(project: str | None, load: bool = True) -> None:
+    """Fail now, with what to do, if W&B logging was requested but cannot work. With
+    `load` false, wandb is looked for, not imported (seconds saved where it is not used)."""
     if project is None:
         return
-    try:
-        import wandb  # noqa: F401
-    except ImportError as exc:
-        raise WandbSetupError(
-            "wandb_project is set but wandb is not installed: pip install 'runwatch[wandb]', "
-            "or set wandb_project=None"
-        ) from exc
+    missing = WandbSetupError(
+        "wandb_project is set but wandb is not installed: pip install 'runwatch[wandb]', "
+        "or set wandb_project=None")
+    if not load:
+        if importlib.util.find_spec("wandb") is None:
+            raise missing
+    else:
+        try:
+            import wandb  # noqa: F401
+        except ImportError as exc:
+            raise missing from exc
     mode = os.environ.get("WANDB_MODE", "online").lower()
     if mode not in OFFLINE_MODES and not _has_credentials():
         raise WandbSetupError(
