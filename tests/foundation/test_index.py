@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 
 import runwatch
 from runwatch.ingest import Indexer, ingest_records
+from runwatch.ingest.indexer import READ_BYTES, SLICE_BYTES
 from runwatch.store import open_engine
 from runwatch.store import queries as q
 from runwatch.store import schema as s
@@ -352,3 +353,27 @@ def test_a_pass_asked_to_stop_ends_after_the_run_under_way(runs_dir: Path,
     stop.clear()
     rest = Indexer(engine, runs_dir).index_once(stop)
     assert (rest.runs, rest.new_runs) == (3, 2)
+
+
+def test_a_pass_asked_to_stop_ends_after_the_slice_under_way(runs_dir: Path,
+                                                             tmp_path: Path) -> None:
+    """A first read of a long metrics file is many slices: a stopping server waits for one
+    of them, not for the whole file; the next pass reads on from where it stopped."""
+    run = runs_dir / "long"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps(manifest("long", method="sft")))
+    key = "k" * 200  # long lines: a slice of few points, quick to store
+    lines = 0
+    with open(run / "metrics.jsonl", "w", encoding="utf-8") as fh:
+        # over one slice, and the piece a slice may read past its end
+        while fh.tell() <= SLICE_BYTES + 2 * READ_BYTES:
+            fh.write(json.dumps({"step": lines, "ts": 1e9 + lines, "seq": lines, key: 1.0})
+                     + "\n")
+            lines += 1
+    engine = open_engine(tmp_path / "i.db")
+    stop = threading.Event()
+    first = Indexer(engine, runs_dir, hooks=[lambda conn, pk, points: stop.set()]).index_once(stop)
+    assert first.unread == {"long"}
+    assert 0 < count(engine, s.metric_points) < lines
+    rest = Indexer(engine, runs_dir).index_once()
+    assert rest.unread == set() and count(engine, s.metric_points) == lines

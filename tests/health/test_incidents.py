@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from pathlib import Path
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
+from runwatch.health import store as health_store
 from runwatch.health.engine import Engine as HealthEngine
 from runwatch.health.findings import Finding
 from runwatch.health.rules import BY_ID
 from runwatch.ingest.importers import read_source
+from runwatch.store import schema as s
 
 from .helpers import evaluate, to_batch
 from .test_store import append, index, listing, steps, write_run
@@ -158,3 +161,48 @@ def test_one_collapsing_entropy_is_listed_once(engine: Engine, tmp_path: Path) -
     assert lead["rule_id"] == f["rule_id"] and f["message"].startswith(lead["message"])
     assert not any(o["message"] in f["message"] for o in others)
     assert all(BY_ID[o["rule_id"]].title.lower() in f["message"] for o in others)
+
+
+def test_open_findings_are_counted_as_listed(engine: Engine, tmp_path: Path) -> None:
+    # /metrics counts open findings by severity without listing each run: its count is the
+    # listings' (one per incident), not the stored rows'.
+    runs = tmp_path / "runs"
+    write_run(runs, "entropy", "grpo",
+              [{"step": i, "entropy": 2.8 * math.exp(-i / 15)} for i in range(60)])
+    write_run(runs, "spikes", "sft",
+              [{"step": i, "loss": 3.0 if i == 20 else 2.0 - 0.01 * i,
+                "grad_norm": 20.0 if i == 20 else 1.0} for i in range(25)])
+    write_run(runs, "nan", "dpo", [{"step": i, "loss": NAN if i in (3, 11) else 0.5,
+                                    "grad_norm": math.inf if i == 11 else 1.0}
+                                   for i in range(12)])
+    write_run(runs, "fine", "sft", steps(0, 5, loss=0.6))
+    index(engine, runs)
+    listed: Counter[str] = Counter()
+    for name in ("entropy", "spikes", "nan", "fine"):
+        listed.update(f["severity"] for f in listing(engine, name, now=0)
+                      if f["status"] == "open")
+    with engine.connect() as conn:
+        counted = health_store.open_by_severity(conn)
+        stored = conn.execute(select(func.count()).select_from(s.findings)
+                              .where(s.findings.c.status == "open")).scalar()
+    assert counted == dict(listed)
+    assert listed["warning"] and listed["critical"] == 1
+    assert stored is not None and stored > sum(listed.values())
+
+
+def test_a_nan_and_infinities_of_one_metric_are_named_each(engine: Engine,
+                                                           tmp_path: Path) -> None:
+    # loss went NaN, then +inf, then -inf: the message said "NaN" alone (each metric kept
+    # its first kind), also when the steps come in batches apart, through the stored state.
+    (f,) = nonfinite(evaluate("sft", {}, {"loss": [0.5, NAN, math.inf, -math.inf]}))
+    assert f.message == "loss was NaN, Infinity or -Infinity at 3 logged steps from 1 to 3."
+    (g,) = nonfinite(evaluate("sft", {}, {"loss": [0.5, math.inf, math.inf]}))
+    assert g.message == "loss was Infinity at 2 logged steps from 1 to 2."
+    runs = tmp_path / "runs"
+    run = write_run(runs, "r", "sft", [{"step": 0, "loss": 0.5}, {"step": 1, "loss": NAN}])
+    index(engine, runs)
+    for seq, value in ((2, math.inf), (3, -math.inf)):
+        append(run, [{"step": seq, "loss": value}], seq)
+        index(engine, runs)
+    (h,) = [x for x in listing(engine, "r", now=0) if x["rule_id"] == "metric.non_finite"]
+    assert h["message"] == "loss was NaN, Infinity or -Infinity at 3 logged steps from 1 to 3."

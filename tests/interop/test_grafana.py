@@ -116,6 +116,41 @@ def test_without_a_grafana_address_it_says_how_to_give_one(runs_dir: Path,
     assert "--grafana-url" in proc.stderr and grafana.ENV_VAR in proc.stderr
 
 
+def test_grafana_under_a_sub_path_keeps_its_prefix(runs_dir: Path, make_run: MakeRun) -> None:
+    make_run("done", steps=2)
+    for given in ("https://example.org/grafana", "https://example.org/grafana/"):
+        url, query, _ = _link(runs_dir, "done", "--grafana-url", given)
+        assert urlsplit(url).path == f"/grafana/d/{grafana.UID}/{grafana.SLUG}"
+        assert url.startswith("https://example.org/grafana/d/") and query["orgId"] == ["1"]
+
+
+def test_a_page_s_address_or_another_scheme_is_refused(runs_dir: Path,
+                                                        make_run: MakeRun) -> None:
+    """A dashboard's address pasted from the browser was appended to (".../d/abc?x=1/d/
+    runwatch/..."), and ftp:// was taken: both are refused, from the option and from
+    RUNWATCH_GRAFANA_URL alike, saying to give Grafana's base address."""
+    make_run("done", steps=2)
+    cli_here("index", str(runs_dir))
+    pages = {"http://localhost:3000/d/abc?x=1": "http://localhost:3000",
+             "http://localhost:3000/d/abc/slug": "http://localhost:3000",
+             "https://example.org/grafana/d/abc": "https://example.org/grafana",
+             "http://localhost:3000/?orgId=1": "http://localhost:3000"}
+    for given, base in pages.items():
+        for how in (["--grafana-url", given], []):
+            proc = cli_here("runs", "grafana", "done", "--dir", str(runs_dir), *how,
+                            env={grafana.ENV_VAR: given}, check=False)
+            said = " ".join(proc.stderr.split())
+            assert proc.returncode == 2 and proc.stdout == "", (given, proc.stdout)
+            assert "give Grafana's base URL" in said and f"(here: {base})" in said, said
+    for given in ("ftp://x", "localhost:3000", "http://", "http://host:99999",
+                  "http://me:secret@localhost:3000"):
+        proc = cli_here("runs", "grafana", "done", "--dir", str(runs_dir), "--grafana-url",
+                        given, check=False)
+        said = " ".join(proc.stderr.split())
+        assert proc.returncode == 2 and proc.stdout == "", (given, proc.stdout)
+        assert "Grafana's base URL" in said or "give its base URL" in said, said
+
+
 # What the dashboard shows, written out here rather than read from grafana.PANELS, so that
 # a change to the builder (or to the SDK under it) that changes a panel fails here.
 RATE = "[$__rate_interval]"

@@ -4,20 +4,24 @@ server (with its token, as docs/prometheus.md configures it) and `promtool`'s li
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import urllib.parse
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from runwatch.interop import grafana
 from runwatch.sdk import init
 from runwatch.server.runner import Runner, free_port
+from runwatch.store import schema as s
 from tests.support import MakeRun, http, manifest
 from tests.support.wait import wait_for
 
@@ -143,9 +147,9 @@ def _value(base: str, expr: str) -> float | None:
     return float(value[1])
 
 
-@pytest.mark.skipif(PROMETHEUS is None, reason="needs Debian's prometheus package")
-def test_prometheus_scrapes_the_server(token_server: Runner, records: int,
-                                       tmp_path: Path) -> None:
+@contextmanager
+def _prometheus(srv: Runner, tmp_path: Path) -> Iterator[str]:
+    """A real Prometheus scraping `srv` every second with its token; its address."""
     port = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
@@ -153,14 +157,23 @@ def test_prometheus_scrapes_the_server(token_server: Runner, records: int,
         "scrape_configs:\n  - job_name: runwatch\n"
         "    authorization:\n      type: Bearer\n"
         f"      credentials: {TOKEN}\n"
-        f"    static_configs:\n      - targets: ['127.0.0.1:{token_server.port}']\n")
+        f"    static_configs:\n      - targets: ['127.0.0.1:{srv.port}']\n")
     assert PROMETHEUS is not None
-    log = (tmp_path / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with (tmp_path / "prometheus.log").open("w") as log:
+        proc = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="needs Debian's prometheus package")
+def test_prometheus_scrapes_the_server(token_server: Runner, records: int,
+                                       tmp_path: Path) -> None:
+    with _prometheus(token_server, tmp_path) as base:
         want = {
             'runwatch_runs{phase="SUCCEEDED"}': 1,
             'runwatch_runs{phase="FAILED"}': 1,
@@ -191,7 +204,61 @@ def test_prometheus_scrapes_the_server(token_server: Runner, records: int,
                 wait_for(lambda e=expr: _query(base, e),  # type: ignore[misc]
                          what=f"series of the panel {panel['title']!r}: {expr}",
                          deadline=DEADLINE_S, interval=0.5)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+
+
+def _listed_open(srv: Runner, runs: list[str]) -> Counter[str]:
+    """Open findings by severity as the API lists them, over `runs`."""
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    out: Counter[str] = Counter()
+    for run in runs:
+        got = http.get(f"{srv.url}/api/runs/{run}/health", headers=auth)
+        assert got.status_code == 200, got.text
+        out.update(f["severity"] for f in got.json()["findings"] if f["status"] == "open")
+    return out
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="needs Debian's prometheus package")
+def test_open_findings_count_as_listed(token_server: Runner, engine: Engine,
+                                       make_run: MakeRun, tmp_path: Path) -> None:
+    """Findings the API lists as one incident count once: an entropy that four rules judge
+    (one signal at four speeds), a loss and a gradient norm that spike at one step (one
+    event), a NaN in two metrics at once beside another NaN step that has passed."""
+    make_run("entropy", steps=60, method="grpo",
+             metrics=lambda i: {"entropy": 2.8 * math.exp(-i / 15)})
+    make_run("spikes", steps=25, metrics=lambda i: {
+        "loss": 3.0 if i == 20 else 2.0 - 0.01 * i, "grad_norm": 20.0 if i == 20 else 1.0})
+    make_run("nan", steps=12, status="FAILED", metrics=lambda i: {
+        "loss": math.nan if i in (3, 11) else 1.0 / (i + 1),
+        "grad_norm": math.inf if i == 11 else 1.0})
+    runs = ["entropy", "spikes", "nan"]
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    # a run that has ended in the index has all its points there (and judged)
+    for run in runs:
+        wait_for(lambda r=run: http.get(f"{token_server.url}/api/runs/{r}",  # type: ignore[misc]
+                                        headers=auth).json().get("run", {}).get("status")
+                 in ("SUCCEEDED", "FAILED"), what=f"run {run} indexed to its end")
+    listed = _listed_open(token_server, runs)
+    with engine.connect() as conn:
+        f = s.findings.c
+        stored = Counter(conn.execute(select(f.severity).where(f.status == "open")).scalars())
+    # the listing merged some: the stored rows alone would count more
+    assert sum(stored.values()) > sum(listed.values()), (stored, listed)
+    assert listed["warning"] == 1 and listed["critical"] == 1, listed
+    text = _metrics(token_server).splitlines()
+    for severity in ("info", "warning", "critical"):
+        assert f'runwatch_health_findings_open{{severity="{severity}"}} {listed[severity]}' \
+            in text, text
+    # the Grafana panel "Open health findings" reads the gauge by severity, as Prometheus
+    # scraped it
+    (panel,) = [p for p in grafana.dashboard()["panels"] if p["title"] == "Open health findings"]
+    (target,) = panel["targets"]
+    want = {sev: float(listed[sev]) for sev in ("info", "warning", "critical")}
+
+    def by_severity(base: str) -> dict[str, float]:
+        return {str(r["metric"]["severity"]): float(r["value"][1])  # type: ignore[index]
+                for r in _query(base, target["expr"])}
+
+    with _prometheus(token_server, tmp_path) as base:
+        wait_for(lambda: by_severity(base) == want,
+                 what=f"Prometheus to hold {want} (last: {by_severity(base)})",
+                 deadline=DEADLINE_S, interval=0.5)

@@ -6,10 +6,12 @@ API while the run trains."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +214,48 @@ def test_follow_adds_points_logged_after_it_starts(runs_dir: Path, tmp_path: Pat
     _check_scalars(acc, runs_dir, "live", range(10))
     _check_text(acc, range(10))
     _check_hparams(acc, api_pb2.STATUS_SUCCESS)
+
+
+def test_non_finite_points_are_written_without_a_warning_each(runs_dir: Path) -> None:
+    """A run's NaN and infinities are its values: they are written, read back as they were,
+    and tensorboardX's "NaN or Inf found" is not said once per point (it was, 40 lines)."""
+    values = [1.0, math.nan, math.inf, -math.inf, 2.0] * 8
+    with runwatch.init(name="bad", dir=runs_dir, method="sft") as run:
+        for step, value in enumerate(values):
+            run.log({"loss": value}, step=step)
+    done = run_cli("runs", "tensorboard", "bad", "--dir", str(runs_dir), "--no-start")
+    assert "NaN or Inf" not in done.stderr and done.stderr.strip() == "", done.stderr
+    events = _load(next((runs_dir / ".runwatch" / "tensorboard").iterdir())).Scalars("loss")
+    assert [e.step for e in events] == list(range(len(values)))
+    assert all(_same(e.value, v) for e, v in zip(events, values, strict=True))
+
+
+def test_only_the_export_s_own_non_finite_warning_is_dropped(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The warning is dropped in the export's thread while it is open; tensorboardX's other
+    messages, the same warning from another thread, and after the export, still show."""
+    from tensorboardX import x2num
+
+    from runwatch.interop.tensorboard import NONFINITE_LOGGER, Export
+
+    said = logging.getLogger(NONFINITE_LOGGER)
+    export = Export(tmp_path / "tb")
+    try:
+        with caplog.at_level(logging.WARNING, logger=NONFINITE_LOGGER):
+            x2num.check_nan(np.array([math.nan]))
+            assert caplog.messages == []
+            said.warning("something else went wrong")
+            other = threading.Thread(target=x2num.check_nan, args=(np.array([math.inf]),))
+            other.start()
+            other.join()
+            assert caplog.messages == ["something else went wrong",
+                                       "NaN or Inf found in input tensor."]
+    finally:
+        export.close()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=NONFINITE_LOGGER):
+        x2num.check_nan(np.array([math.nan]))
+    assert caplog.messages == ["NaN or Inf found in input tensor."]
 
 
 def test_bad_input_is_refused_in_plain_words(runs_dir: Path, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ and nothing else, and stops working when it expires, is tampered with or is revo
 from __future__ import annotations
 
 import base64
+import string
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,6 +145,10 @@ def _b64(text: str) -> str:
     return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
 
 
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
 def test_expired_tampered_and_foreign_links_are_refused(server: Runner, runs_dir: Path,
                                                         runs: tuple[str, str]) -> None:
     mine, other = runs
@@ -193,6 +198,37 @@ def test_a_revoked_link_is_refused_at_once(server: Runner, runs_dir: Path,
         assert other_link.get(f"/api/runs/{mine}").status_code == 200
 
 
+def test_a_tampered_signature_is_judged_before_revocation_and_expiry(
+        server: Runner, runs_dir: Path, runs: tuple[str, str]) -> None:
+    """The signature's last character carries bits that base64 decoding drops: another
+    character there decoded to the same signature, so a tampered revoked link said
+    "revoked" (and a tampered good link worked). Every changed character is a bad
+    signature, whatever else is wrong with the link."""
+    mine, _ = runs
+    alphabet = string.ascii_uppercase + string.ascii_lowercase + string.digits + "-_"
+    revoked, credential = _link(runs_dir, mine)
+    share.revoke(runs_dir, revoked.share_id)
+    key = share.secret(runs_dir)
+    assert key is not None
+    expired = share.sign(key, share.Share("abcdefgh12", mine, int(time.time()) - 1))
+    _, good = _link(runs_dir, mine)
+    for link in (credential, expired, good):
+        sig = link.rsplit(".", 1)[1]
+        for ch in alphabet.replace(sig[-1], ""):
+            tampered = _tampered(link, 3, sig[:-1] + ch)
+            with pytest.raises(share.ShareError, match="signature does not match"):
+                share.verify(key, tampered, share.revoked_ids(runs_dir))
+        # the one the decoding took as the same, over HTTP as a reader meets it
+        same_bytes = next(sig[:-1] + ch for ch in alphabet if ch != sig[-1]
+                          and _unb64(sig[:-1] + ch) == _unb64(sig))
+        with _client(server) as client:
+            body = assert_error(client.get(f"/share/{_tampered(link, 3, same_bytes)}"), 401)
+            assert "signature does not match" in body["error"], body
+        with _client(server, _tampered(link, 3, same_bytes)) as client:
+            body = assert_error(client.get(f"/api/runs/{mine}"), 401)
+            assert "signature does not match" in body["error"], body
+
+
 def test_a_live_stream_of_a_link_ends_once_the_link_is_revoked(
         server: Runner, runs_dir: Path, runs: tuple[str, str]) -> None:
     mine, _ = runs
@@ -236,6 +272,13 @@ def test_the_cli_prints_a_link_that_works(server: Runner, runs_dir: Path, db_url
         refused = CliRunner().invoke(cli, ["runs", "share", "shared", "--dir", str(runs_dir),
                                            "--db", db, *bad])
         assert refused.exit_code == 2 and "error" in refused.output
+    # a zero is a number with a unit: what is wrong is that it is not positive
+    for zero in ("0m", "0d"):
+        refused = CliRunner().invoke(cli, ["runs", "share", "shared", "--dir", str(runs_dir),
+                                           "--db", db, "--expires", zero])
+        said = " ".join(refused.output.split())
+        assert refused.exit_code == 2 and "must be positive" in said, said
+        assert "give a number and m, h, d or w" not in said, said
 
 
 def test_a_share_names_no_other_run_when_its_own_is_ambiguous(
@@ -306,3 +349,18 @@ def test_a_link_reads_its_run_in_its_project_only(server: Runner, runs_dir: Path
         assert client.get(f"/api/runs/{mine}").json()["run"]["run_id"] == mine
         assert client.get(f"/api/runs/{mine}/history").status_code == 200
         assert_error(client.get(f"/api/runs/{decoy}"), 403)
+
+
+def test_the_docs_name_every_route_a_share_reaches() -> None:
+    """docs/share.md's table and docs/api.md's share section list what `share.allows` lets
+    through (api.md left out /api/overlay)."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    table = (docs / "share.md").read_text().split("**What the share reaches**")[1]
+    table = table.split("Any other request")[0]
+    api = (docs / "api.md").read_text().split("## Share links")[1].split("\n## ")[0]
+    for text in (table, api):
+        for path in ("/runs", "/assets/", "/api/runs/{run}", "/api/series", "/api/overlay"):
+            assert f"`{path}" in text, (path, text)
+    for route in share.RUN_ROUTES - {""}:
+        assert f"`{route}`" in table or f"`/api/runs/{{run}}{route}`" in table, route
+        assert f"`{route[1:]}`" in api, route

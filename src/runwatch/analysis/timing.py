@@ -4,7 +4,8 @@ A run's **duration** (`duration_s` wherever runwatch shows one) is the wall-cloc
 it has been training: from its start (the first RUNNING event) to its end (the terminal
 event). While it is active it runs until now, except when its training process is gone,
 where it stops at the run's last metric record (at its start if it logged none). A run
-that has not started has no duration.
+that has not started has no duration, nor has one whose start or end is a time no date
+can show (a hand-written run folder or an HTTP client may send any number as a time).
 """
 
 from __future__ import annotations
@@ -16,19 +17,43 @@ from typing import Any
 
 from runwatch.rundir.format import TERMINAL_PHASES
 
+# The times a calendar date can show, in every time zone: a day inside years 1 to 9999.
+# A run folder written by hand or an HTTP client may hold any float as a time (1e15, a
+# count of tokens, milliseconds); a reader shows such a time as unknown, never fails on it.
+FIRST_DATED_TS = datetime(1, 1, 2, tzinfo=UTC).timestamp()
+LAST_DATED_TS = datetime(9999, 12, 30, tzinfo=UTC).timestamp()
+
+
+def dated(ts: float) -> bool:
+    """Whether `ts` is a time a date can show (within years 1 to 9999; not NaN)."""
+    return FIRST_DATED_TS <= ts <= LAST_DATED_TS
+
+
+def utc_datetime(ts: float | None) -> datetime | None:
+    """A Unix timestamp as an aware datetime in UTC; None for a time that is not `dated`
+    (a dated one converts to any time zone without overflow)."""
+    return None if ts is None or not dated(ts) else datetime.fromtimestamp(ts, UTC)
+
 
 def iso(ts: float | None) -> str | None:
-    """A Unix timestamp as ISO 8601 text in UTC ("2026-12-01T02:20:53.5Z"), None for None."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+    """A Unix timestamp as ISO 8601 text in UTC ("2026-12-01T02:20:53.5Z"); None for None
+    and for a time no date can show (unknown, see `utc_datetime`)."""
+    when = utc_datetime(ts)
+    return None if when is None else when.isoformat().replace("+00:00", "Z")
+
+
+def local_clock(ts: float | None, pattern: str = "%H:%M:%S") -> str:
+    """A Unix timestamp as local time in `pattern`; "?" for one no date can show."""
+    when = utc_datetime(ts)
+    return "?" if when is None else when.astimezone().strftime(pattern)
 
 
 def run_duration_s(started_at: float | None, ended_at: float | None,
                    last_record_at: float | None, process_gone: bool,
                    now: float | None = None) -> float | None:
-    """The run's duration in seconds (see the module docstring); None before it started."""
-    if started_at is None:
+    """The run's duration in seconds (see the module docstring); None before it started,
+    and None (unknown) where its start or end is a time no date can show."""
+    if started_at is None or not dated(started_at):
         return None
     if ended_at is not None:
         end = ended_at
@@ -36,11 +61,12 @@ def run_duration_s(started_at: float | None, ended_at: float | None,
         end = started_at if last_record_at is None else last_record_at
     else:
         end = time.time() if now is None else now
-    return max(0.0, end - started_at)
+    return None if not dated(end) else max(0.0, end - started_at)
 
 
 def phase_millis(events: Sequence[dict[str, Any]], now: float | None = None) -> dict[str, int]:
-    """Milliseconds spent in each phase; an unfinished last phase runs until `now`."""
+    """Milliseconds spent in each phase; an unfinished last phase runs until `now`. A
+    phase that starts or ends at a time no date can show is left out (unknown)."""
     out: dict[str, int] = {}
     now = time.time() if now is None else now
     for i, ev in enumerate(events):
@@ -48,5 +74,6 @@ def phase_millis(events: Sequence[dict[str, Any]], now: float | None = None) -> 
         if phase in TERMINAL_PHASES:
             break
         end = events[i + 1]["ts"] if i + 1 < len(events) else now
-        out[phase] = out.get(phase, 0) + max(0, round((end - ev["ts"]) * 1000))
+        if dated(ev["ts"]) and dated(end):  # else how long it lasted is unknown
+            out[phase] = out.get(phase, 0) + max(0, round((end - ev["ts"]) * 1000))
     return out

@@ -18,7 +18,8 @@ grafana_app = typer.Typer(help="Grafana: the dashboard over runwatch's Prometheu
 
 GrafanaUrlOpt = Annotated[str | None, typer.Option(
     "--grafana-url", envvar=grafana.ENV_VAR,
-    help=f"Grafana's base address, such as http://localhost:3000 (default: ${grafana.ENV_VAR}).",
+    help="Grafana's base address, http(s)://HOST[:PORT][/PATH], such as "
+    f"http://localhost:3000; not a dashboard's address (default: ${grafana.ENV_VAR}).",
     show_default=False)]
 
 
@@ -39,9 +40,10 @@ def grafana_run_cmd(
     if not grafana_url:
         raise fail("no Grafana address: give --grafana-url URL or set "
                    f"{grafana.ENV_VAR}", ["e.g. --grafana-url http://localhost:3000"])
-    if "://" not in grafana_url:
-        raise fail(f"--grafana-url {grafana_url!r} is not an address: give it as "
-                   "http://HOST:PORT")
+    try:
+        base = grafana.base_url(grafana_url)
+    except ValueError as exc:
+        raise fail(f"--grafana-url (or ${grafana.ENV_VAR}): {exc}") from exc
     ctx = open_context(directory, db, read_only=True)
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
@@ -49,7 +51,7 @@ def grafana_run_cmd(
         end, what = row.ended_at, f"run {row.name} ({row.run_id}), {row.status}"
         if attempt is not None:
             start, end, what = _attempt(conn, row, attempt)
-    line(grafana.run_link(grafana_url, row.run_id, start, end, server))
+    line(grafana.run_link(base, row.run_id, start, end, server))
     line(f"{what}, project {row.project}: "
          + ("from its start to its end" if end is not None
             else "from its start to now, following it"))

@@ -66,14 +66,17 @@ def import_command(
         row = q.resolve_run(conn, run_dir.name)
         health_store.ensure_current(conn, row.pk)
         findings = health_store.health_for_run(conn, row.pk)
+    steps = len({r["step"] for r in imported.records})
     data = {"run_id": row.run_id, "name": row.name, "dir": str(run_dir),
-            "trainer": imported.trainer, "method": row.method, "steps": len(imported.records),
-            "findings": len(findings)}
+            "trainer": imported.trainer, "method": row.method, "steps": steps,
+            "findings": len(findings), "notes": imported.notes}
 
     def table(wide: bool) -> None:
         line("imported ", str(source), " (", imported.trainer, ", ", row.method, ") as run ",
-             row.name, f": {len(imported.records)} steps, {len(findings)} health findings "
+             row.name, f": {steps} steps, {len(findings)} health findings "
              "(runwatch runs health ", row.name, ")")
+        for note in imported.notes:
+            line("note: ", note)
 
     emit(data, output, None, table)
 

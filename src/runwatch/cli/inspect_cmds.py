@@ -14,6 +14,7 @@ import orjson
 import typer
 import yaml
 
+from runwatch.analysis.timing import local_clock
 from runwatch.analysis.views import run_summary
 from runwatch.cli.context import Context, open_context
 from runwatch.cli.options import (
@@ -397,7 +398,7 @@ def _print_event(ev: dict[str, Any], output: Output) -> None:
         sys.stdout.write(dumps(ev) + "\n")
         sys.stdout.flush()
         return
-    stamp = time.strftime("%H:%M:%S", time.localtime(ev["ts"]))
+    stamp = local_clock(ev["ts"])
     parts = [stamp, "  ", ev["phase"]]
     if ev.get("attempt") and ev["attempt"] > 1:
         parts.append(f" (attempt {ev['attempt']})")

@@ -60,8 +60,10 @@ again the stall is stored as resolved.
 
 One cause at one step is one finding: every metric that is NaN or infinite at the same
 logged steps joins one `metric.non_finite` incident (consecutive bad steps extend it),
-whose `evidence.metrics` and `metrics` list them all and whose message names them
-("loss, grad_norm and rewards/margins were NaN at step 18."). Findings of event rules
+whose `evidence.metrics` and `metrics` list them all and whose message names them and
+every kind of value the incident held ("loss, grad_norm and rewards/margins were NaN at
+step 18.", "loss was NaN, Infinity or -Infinity at 3 logged steps from 1 to 3."; its
+`evidence.values` keeps each metric's first). Findings of event rules
 (spikes, jumps, non-finite values) that start at the same step are listed as one
 incident: the most severe leads (its id, rule and advice), the messages follow one
 another, `metrics` names every metric and `evidence.incident` keeps each merged
@@ -69,7 +71,9 @@ finding's rule id, id, severity, metric and message. Findings of rules that judg
 signal at different speeds (an entropy falling, collapsing and fallen to a quarter; see
 `Rule.signal`) whose steps overlap are listed as one the same way, starting at the first
 of them; its message is the lead's, naming the others by their titles (their own messages
-would say the same thing again). Repeated loss spikes within
+would say the same thing again). The server's count of open findings
+(`runwatch_health_findings_open`, docs/prometheus.md) counts them as they are listed: one
+per incident, at its lead's severity. Repeated loss spikes within
 `hold` points are one `loss.spike` finding, which turns from info to warning at the
 second. Messages state changes in words with their numbers ("loss fell only 2.0% over
 897 steps (0.69 to 0.676)."), and a resolved finding describes what held, not the

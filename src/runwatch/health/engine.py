@@ -41,6 +41,8 @@ STATE_VERSION = 7
 EPOCH = "epoch"  # the run's own epoch, where its log starts (`pg.EpochStart`)
 STRIDE_PROBE = 3  # distinct logged steps that show a run's stride
 CHUNK_STEPS = 1024  # divergence rules need series interleaved by step at this grain
+# the non-finite values, in the order a message names them (as the run file writes them)
+NONFINITE_KINDS = ("NaN", "Infinity", "-Infinity")
 # The rule family each training method is judged by: group-based and other policy-gradient
 # RL (on-policy distillation among them: it maximises minus a KL) as GRPO, the preference
 # losses as DPO, supervised and off-policy distillation as SFT. Not IPO: its loss is
@@ -357,8 +359,11 @@ class Engine:
             if not rec["count"] or step != rec["last_step"]:
                 rec["count"] += 1  # a step whose lines come in two batches is one step
             rec["last_step"] = step
+            kinds = rec.setdefault("kinds", [])  # every kind seen, for the message
             for raw, text in found.items():
                 rec["values"].setdefault(raw, text)
+                if text not in kinds:
+                    kinds.append(text)
             touched = True
         if rec is not None and touched:
             out[id(rec)] = self._nonfinite_finding(rec, "open")
@@ -368,13 +373,14 @@ class Engine:
         rule = BY_ID["metric.non_finite"]
         values: dict[str, str] = rec["values"]
         names = list(values)
-        kinds = sorted(set(values.values()), key=["NaN", "Infinity", "-Infinity"].index)
+        # a state saved before "kinds" was kept knows each metric's first kind only
+        kinds = sorted(set(rec.get("kinds") or values.values()), key=NONFINITE_KINDS.index)
         first, last = int(rec["first_step"]), int(rec["last_step"])
         evidence = {"metric": names[0], "metrics": names, "values": values,
                     "value": values[names[0]], "count": rec["count"]}
         fields = {
             "names": _listed(names), "verb": "was" if len(names) == 1 else "were",
-            "value": " or ".join(kinds),
+            "value": _listed(kinds, last="or"),
             "where": f"at step {first}" if first == last else
             f"at {rec['count']} logged steps from {first} to {last}",
         }
@@ -469,25 +475,33 @@ def _check_finite(raw: str, steps: list[int], values: list[Any],
     return values
 
 
-def _listed(names: list[str], most: int = 4) -> str:
-    """"a", "a and b", "a, b and c", "a, b, c and 3 more"."""
+def _listed(names: list[str], most: int = 4, last: str = "and") -> str:
+    """"a", "a and b", "a, b and c", "a, b, c and 3 more" (`last` "or": "a, b or c")."""
     if len(names) == 1:
         return names[0]
     if len(names) > most:
-        return ", ".join(names[: most - 1]) + f" and {len(names) - most + 1} more"
-    return ", ".join(names[:-1]) + " and " + names[-1]
+        return ", ".join(names[: most - 1]) + f" {last} {len(names) - most + 1} more"
+    return ", ".join(names[:-1]) + f" {last} " + names[-1]
 
 
 def _chunks(cols: dict[str, StepValues]) -> Iterable[dict[str, StepValues]]:
-    """Split a big batch into step ranges so that series advance together."""
+    """Split a big batch into step ranges of CHUNK_STEPS so that series advance together.
+
+    Only the ranges that hold points are visited: from one chunk the walk jumps to the
+    next range a point falls in, so the work is bounded by the batch's points, not by
+    its step numbers (a run that logs step 10**12 after step 4 is two chunks, not 10**9).
+    """
     lo = min((c[0][0] for c in cols.values()), default=0)
     hi = max((c[0][-1] for c in cols.values()), default=0)
     if hi - lo <= CHUNK_STEPS:
         yield cols
         return
     cuts = dict.fromkeys(cols, 0)
-    for edge in range(lo + CHUNK_STEPS, hi + CHUNK_STEPS + 1, CHUNK_STEPS):
-        last = edge > hi
+    # the edges are lo + j * CHUNK_STEPS; the first beyond hi is the last and takes the rest
+    final = lo + ((hi - lo) // CHUNK_STEPS + 1) * CHUNK_STEPS
+    edge = lo + CHUNK_STEPS
+    while edge <= final:
+        last = edge == final
         chunk: dict[str, StepValues] = {}
         for k, (steps, values) in cols.items():
             start = cuts[k]
@@ -499,4 +513,22 @@ def _chunks(cols: dict[str, StepValues]) -> Iterable[dict[str, StepValues]]:
                 cuts[k] = end
         if chunk:
             yield chunk
+        reach = [_reach(steps, cuts[k]) for k, (steps, _v) in cols.items()
+                 if cuts[k] < len(steps)]
+        if not reach:
+            return
+        # the first edge whose chunk takes a point: edge - 1 >= min(reach)
+        ahead = lo - (lo - min(reach) - 1) // CHUNK_STEPS * CHUNK_STEPS
+        edge = min(max(edge + CHUNK_STEPS, ahead), final)
 
+
+def _reach(steps: list[int], start: int) -> int:
+    """The least x for which `bisect_right(steps, x, start)` passes `start`: steps[start]
+    for sorted steps. Steps that go backwards (a resumed run) are searched as bisect
+    searches them: it stays at `start` only while x is below every step it probes on its
+    way down to `start`."""
+    least, hi = steps[start], len(steps)
+    while hi > start + 1:
+        hi = (start + hi) // 2
+        least = min(least, steps[hi])
+    return least

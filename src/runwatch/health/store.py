@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -20,6 +20,7 @@ import yaml
 from sqlalchemy import (
     Connection,
     delete,
+    func,
     insert,
     select,
     update,
@@ -309,17 +310,54 @@ def health_for_run(conn: Connection, run_pk: int, now: float | None = None) -> l
     return out
 
 
+def open_by_severity(conn: Connection) -> dict[str, int]:
+    """Open findings by severity, over every run, as `health_for_run` lists them (one per
+    incident): the count /metrics reports. Two queries, whatever the number of runs: the
+    findings of rules that never merge are counted by the database; those of rules that
+    may (`MERGING`) are read, a few columns each, for the runs with one open, and merged
+    as a listing merges them. A live stall is not stored, so not counted."""
+    f = s.findings.c
+    merging = sorted(MERGING)
+    out: dict[str, int] = {
+        severity: int(n) for severity, n in conn.execute(
+            select(f.severity, func.count())
+            .where(f.status == "open", f.rule_id.not_in(merging)).group_by(f.severity))}
+    runs = (select(f.run_pk).where(f.status == "open", f.rule_id.in_(merging))
+            .distinct().scalar_subquery())
+    by_run: dict[int, list[dict[str, Any]]] = {}
+    for r in conn.execute(select(f.run_pk, f.rule_id, f.severity, f.status, f.first_step,
+                                 f.last_step)
+                          .where(f.rule_id.in_(merging), f.run_pk.in_(runs))):
+        by_run.setdefault(r.run_pk, []).append(
+            {"rule_id": r.rule_id, "severity": r.severity, "status": r.status,
+             "first_step": r.first_step, "last_step": r.last_step})
+    for found in by_run.values():
+        for item in same_signal(incidents(found, _tally), _tally):
+            if item["status"] == "open":
+                out[item["severity"]] = out.get(item["severity"], 0) + 1
+    return out
+
+
 # Rules whose findings mark one event at one step; such findings that start at the same
 # step are one incident (a NaN step where the loss also jumped, a spike in loss and
 # gradient norm together).
 EVENT_DETECTORS = frozenset({"spike", "jump", "above_max", "isolated", "nonfinite"})
+# The rules whose findings `incidents` or `same_signal` may merge with others.
+MERGING = frozenset(rule.id for rule in CATALOGUE
+                    if rule.detector in EVENT_DETECTORS or rule.signal is not None)
+# How a group of findings becomes the one listed: (group, merged by signal) -> finding.
+Merge = Callable[[list[dict[str, Any]], bool], dict[str, Any]]
 
 
-def incidents(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def incidents(found: list[dict[str, Any]], merge: Merge | None = None
+              ) -> list[dict[str, Any]]:
     """Findings of event rules that start at the same step, merged into one: the most
     severe leads (its id, rule and title), the messages follow one another, `metrics`
     lists every metric, it is open while any is, and `evidence.incident` keeps each
-    merged finding's rule id, id, severity, metric and message."""
+    merged finding's rule id, id, severity, metric and message.
+
+    `merge` makes the merged finding of a group (default `_merged`, the listing's)."""
+    merge = merge or _merged
     groups: dict[int, list[dict[str, Any]]] = {}
     out: list[dict[str, Any]] = []
     for item in found:
@@ -328,14 +366,16 @@ def incidents(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append(item)
         else:
             groups.setdefault(int(item["first_step"]), []).append(item)
-    out += [_merged(group) for group in groups.values()]
+    out += [merge(group, False) for group in groups.values()]
     return out
 
 
-def same_signal(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def same_signal(found: list[dict[str, Any]], merge: Merge | None = None
+                ) -> list[dict[str, Any]]:
     """Findings of rules that judge one signal at different speeds (`Rule.signal`) whose
     steps overlap, merged into one as `incidents` merges events: the fast info finding,
     the trend's warning and the slow rule's warning about one entropy read as one."""
+    merge = merge or _merged
     groups: dict[str, list[dict[str, Any]]] = {}
     out: list[dict[str, Any]] = []
     for item in found:
@@ -349,10 +389,10 @@ def same_signal(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
         run: list[dict[str, Any]] = []
         for item in group:
             if run and item["first_step"] > max(g["last_step"] or 0 for g in run):
-                out.append(_merged(run, one_signal=True))
+                out.append(merge(run, True))
                 run = []
             run.append(item)
-        out.append(_merged(run, one_signal=True))
+        out.append(merge(run, True))
     return out
 
 
@@ -376,17 +416,33 @@ def _message(group: list[dict[str, Any]], one_signal: bool) -> str:
     return f"{group[0]['message']} Also: {'; '.join(others)}."
 
 
+def _led(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A group to merge, its lead first: open before resolved, the most severe, the rule
+    listed first in the catalogue."""
+    return sorted(group, key=lambda g: (*sort_key(g)[:2], CATALOGUE_ORDER.get(g["rule_id"], 0)))
+
+
+def _span(group: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a merged finding takes from its whole group: open while any is, its steps."""
+    return {"status": "open" if any(g["status"] == "open" for g in group) else "resolved",
+            "first_step": min(g["first_step"] for g in group),
+            "last_step": max(g["last_step"] or 0 for g in group)}
+
+
+def _tally(group: list[dict[str, Any]], one_signal: bool) -> dict[str, Any]:
+    """The merged finding as far as counting it needs: its lead's rule and severity, and
+    `_span`'s fields (what `_merged` gives them, without the text)."""
+    return {**_led(group)[0], **_span(group)}
+
+
 def _merged(group: list[dict[str, Any]], one_signal: bool = False) -> dict[str, Any]:
     if len(group) == 1:
         return group[0]
-    group = sorted(group, key=lambda g: (*sort_key(g)[:2],
-                                         CATALOGUE_ORDER.get(g["rule_id"], 0)))
+    group = _led(group)
     lead = group[0]
     return {
         **lead,
-        "status": "open" if any(g["status"] == "open" for g in group) else "resolved",
-        "first_step": min(g["first_step"] for g in group),
-        "last_step": max(g["last_step"] or 0 for g in group),
+        **_span(group),
         "message": _message(group, one_signal),
         "metrics": list(dict.fromkeys(m for g in group for m in g["metrics"])),
         "evidence": {**lead["evidence"], "incident": [

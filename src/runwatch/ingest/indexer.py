@@ -80,8 +80,9 @@ class IndexReport:
 
 
 class RereadNextPass(Exception):
-    """What a pass read of a run belongs to an attempt another indexer replaced meanwhile:
-    the folder is read again next pass, though it has not changed."""
+    """What a pass read of a run belongs to an attempt another indexer replaced meanwhile,
+    or the pass was asked to stop in the middle of a record file: the folder is read again
+    next pass, though it has not changed."""
 
 
 class Indexer:
@@ -108,9 +109,11 @@ class Indexer:
 
     def index_once(self, stop: threading.Event | None = None) -> IndexReport:
         """One pass over the runs folder. With `stop`, the pass ends after the run folder
-        under way once it is set: a pass is bounded per statement (SQLite's 30 s busy
-        wait), not as a whole, and a server stopping behind another process's long write
-        lock would otherwise wait that long for every folder."""
+        under way once it is set, or after the slice under way of a record file with more
+        to read (a first read of a long run's metrics file is many slices): a pass is
+        bounded per statement (SQLite's 30 s busy wait) and per slice, not as a whole, and
+        a server stopping behind another process's long write lock would otherwise wait
+        that long for every folder."""
         report = IndexReport()
         if not self.runs_dir.is_dir():
             return report
@@ -129,7 +132,7 @@ class Indexer:
             if entry.is_dir(follow_symlinks=False):
                 run_dir = Path(entry.path)
                 try:
-                    self.index_run(run_dir, report)
+                    self.index_run(run_dir, report, stop)
                 except Exception as exc:
                     # One run that cannot be indexed must not stop the others; its
                     # transaction is rolled back and it is tried again (see index_run).
@@ -145,8 +148,10 @@ class Indexer:
                                        f"{RETRY_MAX_S / 60:g} minutes", report)
         return report
 
-    def index_run(self, run_dir: Path, report: IndexReport) -> int | None:
-        """Index one run directory; returns its run pk, or None if it cannot be indexed.
+    def index_run(self, run_dir: Path, report: IndexReport,
+                  stop: threading.Event | None = None) -> int | None:
+        """Index one run directory; returns its run pk, or None if it cannot be indexed
+        (or `stop` was set before its record files were read to their end).
 
         A run whose indexing raised is tried again once its folder changes, or after a
         wait that doubles from RETRY_MIN_S to RETRY_MAX_S while it keeps failing: a run
@@ -162,7 +167,7 @@ class Indexer:
             report.unread.add(run_dir.name)
             return None
         try:
-            run_pk = self._index_run(run_dir, report)
+            run_pk = self._index_run(run_dir, report, stop)
         except RereadNextPass:
             report.unread.add(run_dir.name)
             return None
@@ -179,7 +184,8 @@ class Indexer:
             report.unread.add(run_dir.name)
         return run_pk
 
-    def _index_run(self, run_dir: Path, report: IndexReport) -> int | None:
+    def _index_run(self, run_dir: Path, report: IndexReport,
+                   stop: threading.Event | None) -> int | None:
         manifest_path = run_dir / fmt.MANIFEST
         try:
             fmt.validate_name(run_dir.name)
@@ -239,7 +245,8 @@ class Indexer:
         through: int | None = None
         while True:
             stored, held = self._jsonl(run_pk, run_dir / fmt.EVENTS, report,
-                                       stopped.get(fmt.EVENTS, 0), partial(_ends_run, through))
+                                       stopped.get(fmt.EVENTS, 0), partial(_ends_run, through),
+                                       stop)
             if stored:
                 new_events = True
                 with self.engine.begin() as conn:
@@ -248,7 +255,8 @@ class Indexer:
                     stopped = offsets_of(conn, run_pk)
             for name in fmt.FILES:
                 if name != fmt.EVENTS:
-                    self._jsonl(run_pk, run_dir / name, report, stopped.get(name, 0))
+                    self._jsonl(run_pk, run_dir / name, report, stopped.get(name, 0),
+                                stop=stop)
             if held is None:
                 break
             # the samples files too (each written whole, before the end)
@@ -264,15 +272,19 @@ class Indexer:
         return run_pk
 
     def _jsonl(self, run_pk: int, path: Path, report: IndexReport, stopped: int,
-               hold: Hold | None = None) -> tuple[bool, int | None]:
+               hold: Hold | None = None, stop: threading.Event | None = None
+               ) -> tuple[bool, int | None]:
         """Index a record file slice by slice; `stopped`: its offset as of this pass.
         Whether a slice was stored, and the line of the first record `hold` left at the
-        file's end (see `_jsonl_slice`), if any."""
+        file's end (see `_jsonl_slice`), if any. Once `stop` is set, no slice follows the
+        one under way: each is stored with its offset, so the next pass reads on from it."""
         more = True
         stored = False
         held: int | None = None
         try:
             while more:
+                if stored and stop is not None and stop.is_set():
+                    raise RereadNextPass
                 try:
                     st = path.lstat()
                 except FileNotFoundError:

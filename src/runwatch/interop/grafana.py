@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 UID = "runwatch"
 TITLE = "runwatch"
@@ -20,6 +20,9 @@ ENV_VAR = "RUNWATCH_GRAFANA_URL"
 # the edges of the run show on the graphs.
 MARGIN_S = 60.0
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+# Path segments of Grafana's pages (a dashboard, a panel alone): a URL holding one is a
+# page's address, not Grafana's base.
+PAGE_SEGMENTS = frozenset({"d", "d-solo"})
 
 # (title, unit, legend, PromQL expressions): the dashboard's time series panels.
 PANELS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
@@ -100,13 +103,42 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def run_link(base_url: str, run_id: str, start: float, end: float | None,
+def base_url(url: str) -> str:
+    """Grafana's base address from `url`: http or https, a host, an optional port and an
+    optional path prefix (Grafana served under a sub-path), without a trailing slash.
+
+    A page's address (a query, a fragment, a `/d/` dashboard path) is refused rather than
+    cut down, as are credentials in it. Raises ValueError saying what to give instead."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port  # ValueError for a port that is no number or out of range
+    except ValueError:
+        parts, port = None, None
+    if (parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname
+            or port == 0):
+        raise ValueError(f"{url!r} is not Grafana's address: give its base URL, "
+                         "http(s)://HOST[:PORT][/PATH], such as http://localhost:3000")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{url!r} holds a user name or password: give Grafana's base URL "
+                         "without them (whoever opens a link signs in to Grafana as usual)")
+    segments = parts.path.split("/")
+    page = next((i for i, seg in enumerate(segments) if seg in PAGE_SEGMENTS), None)
+    if page is not None or parts.query or parts.fragment:
+        base = (f"{parts.scheme.lower()}://{parts.netloc}"
+                f"{'/'.join(segments[:page]).rstrip('/')}")
+        raise ValueError(f"{url!r} is the address of a page in Grafana: give Grafana's base "
+                         f"URL instead, without a query or a /d/ dashboard path (here: {base})")
+    return f"{parts.scheme.lower()}://{parts.netloc}{parts.path.rstrip('/')}"
+
+
+def run_link(grafana_url: str, run_id: str, start: float, end: float | None,
              runwatch_url: str | None = None) -> str:
     """A link to the dashboard over one run: its start to its end, or to now while it
-    runs (Grafana's `now`, so the open page keeps following it)."""
+    runs (Grafana's `now`, so the open page keeps following it). Raises ValueError where
+    `grafana_url` is not Grafana's base address (`base_url`)."""
     params = {"orgId": "1", "from": str(int((start - MARGIN_S) * 1000)),
               "to": "now" if end is None else str(int((end + MARGIN_S) * 1000)),
               "var-run": run_id}
     if runwatch_url:
         params["var-runwatch_url"] = runwatch_url.rstrip("/")
-    return f"{base_url.rstrip('/')}/d/{UID}/{SLUG}?{urlencode(params)}"
+    return f"{base_url(grafana_url)}/d/{UID}/{SLUG}?{urlencode(params)}"

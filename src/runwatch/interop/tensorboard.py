@@ -10,8 +10,10 @@ while it trains. TensorBoard keeps scalars as 32-bit floats: a value reads back 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +34,11 @@ TEXT_ROLLOUTS = 8
 # Events the writer's thread may hold unwritten: its default (10) makes each point wait
 # for the thread, several times slower on a long run.
 WRITE_QUEUE = 1000
+# What tensorboardX's `x2num.check_nan` warns, once per point, of any NaN or infinity: an
+# export writes the run's NaN and ±Infinity on purpose (they are its values), so it is
+# dropped for the points an export writes (`ExpectedNonFinite`).
+NONFINITE_LOGGER = "tensorboardX.x2num"
+NONFINITE_WARNING = "NaN or Inf found in input tensor."
 # The HParams plugin's session status for each terminal phase.
 END_STATUS = {"SUCCEEDED": "STATUS_SUCCESS", "FAILED": "STATUS_FAILURE",
               "CANCELLED": "STATUS_ABORTED"}
@@ -144,8 +151,23 @@ def _summary_writer() -> Any:
     return SummaryWriter
 
 
+class ExpectedNonFinite(logging.Filter):
+    """Drops tensorboardX's warning of a NaN or infinite value in the thread that made the
+    filter (the export's): its other messages, and that one from other threads (another
+    user of tensorboardX in the process), pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.thread == self.thread and record.msg == NONFINITE_WARNING)
+
+
 class Export:
-    """Event files for one run in `out`, brought up to date by each `sync`."""
+    """Event files for one run in `out`, brought up to date by each `sync`; make, sync and
+    close it in one thread (tensorboardX's warning of each non-finite point it writes is
+    dropped in that thread until `close`)."""
 
     def __init__(self, out: Path, text_rollouts: int = TEXT_ROLLOUTS) -> None:
         SummaryWriter = _summary_writer()
@@ -160,6 +182,8 @@ class Export:
         self.tags: set[str] = set()
         # metric key (or reward term) -> its tag, unique in the export
         self.key_tags: dict[str, str] = {}
+        self.quiet = ExpectedNonFinite()  # last: `close` removes it
+        logging.getLogger(NONFINITE_LOGGER).addFilter(self.quiet)
 
     def write_hparams(self, flat_config: Mapping[str, Any], metric_tags: list[str]) -> None:
         """The config as one HParams session (this folder), with `metric_tags` listed as
@@ -238,7 +262,10 @@ class Export:
         self.writer.flush()
 
     def close(self) -> None:
-        self.writer.close()
+        try:
+            self.writer.close()
+        finally:
+            logging.getLogger(NONFINITE_LOGGER).removeFilter(self.quiet)
 
 
 def _term_means(samples: list[dict[str, Any]]) -> dict[str, float]:

@@ -22,6 +22,7 @@ from sqlalchemy import Connection, func, select
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runwatch.health.rules.base import SEVERITIES
+from runwatch.health.store import open_by_severity
 from runwatch.rundir.format import PHASES
 from runwatch.server import scopes
 from runwatch.server.state import connection
@@ -179,18 +180,18 @@ def prometheus_metrics(request: Request, conn: Connection = Depends(connection))
 
 def index_lines(conn: Connection) -> list[str]:
     """The series read from the index: runs by phase, open findings, queue, points."""
-    r, f = s.runs.c, s.findings.c
+    r = s.runs.c
     phases: dict[str, int] = {
         status: n for status, n in conn.execute(
             select(r.status, func.count()).group_by(r.status))}
-    open_by: dict[str, int] = {
-        severity: n for severity, n in conn.execute(
-            select(f.severity, func.count()).where(f.status == "open").group_by(f.severity))}
+    # as the API and CLI list them: findings of one incident count once
+    open_by = open_by_severity(conn)
     stored = conn.execute(select(func.coalesce(func.sum(s.metric_keys.c.points), 0))).scalar()
     out = [*_head("runs", "gauge", "Runs in the index, by phase.")]
     out += [f"{PREFIX}runs{_labels((('phase', p),))} {phases.get(p, 0)}"
             for p in (*PHASES, *sorted(set(phases) - set(PHASES)))]
-    out += _head("health_findings_open", "gauge", "Open health findings, by severity.")
+    out += _head("health_findings_open", "gauge",
+                 "Open health findings, by severity, as listed (one per incident).")
     out += [f"{PREFIX}health_findings_open{_labels((('severity', sev),))} {open_by.get(sev, 0)}"
             for sev in (*SEVERITIES, *sorted(set(open_by) - set(SEVERITIES)))]
     out += _head("queue_depth", "gauge", "Jobs waiting for a worker.")

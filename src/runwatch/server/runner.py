@@ -261,9 +261,9 @@ class Runner:
     def stop(self) -> None:
         """Stop serving, indexing and the workers; return once every thread this runner
         started has ended, so nothing writes to the index or the cache after it (an
-        index pass under way ends after the run folder it is at; a worker stops its jobs
-        first: SIGTERM, their grace period, SIGKILL). A second Ctrl-C while it waits
-        leaves at once."""
+        index pass under way ends after the run folder it is at, or the slice of a long
+        record file; a worker stops its jobs first: SIGTERM, their grace period,
+        SIGKILL). A second Ctrl-C while it waits leaves at once."""
         self._stop.set()
         self.feed.close()
         if self._server is not None:

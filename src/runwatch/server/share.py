@@ -78,9 +78,12 @@ def _unb64(text: str) -> bytes:
 def parse_duration(text: str) -> int:
     """Seconds of `30m`, `12h`, `7d` or `2w` (at most 366 days)."""
     m = re.fullmatch(r"\s*(\d+)\s*([mhdw])\s*", text.lower())
-    if not m or int(m[1]) <= 0:
+    if not m:
         raise ValueError(f"{text!r} is not a duration: give a number and m, h, d or w, "
                          "as in 7d or 12h")
+    if int(m[1]) <= 0:
+        raise ValueError(f"{text!r} would end the link at once: the number must be positive, "
+                         "as in 30m or 7d")
     seconds = int(m[1]) * _UNITS[m[2]]
     if seconds > MAX_SECONDS:
         raise ValueError(f"{text!r} is longer than a share link may last (366 days)")
@@ -140,7 +143,11 @@ def verify(key: bytes, credential: str, revoked: set[str], now: float | None = N
     """The share of a credential signed with `key`, unexpired and not revoked."""
     share = parse(credential)
     payload, _, sig = credential.strip().rpartition(".")
-    if not hmac.compare_digest(_unb64(sig), _signature(key, payload)):
+    _unb64(sig)  # ShareError unless base64url, so the text is ASCII
+    # The text, not the bytes it decodes to: the last character of a signature carries bits
+    # that decoding drops, so the bytes matched with that character changed (and the link
+    # was judged as if untouched: revoked, expired or good).
+    if not hmac.compare_digest(sig, _b64(_signature(key, payload))):
         raise ShareError("this share link is not valid: its signature does not match")
     if share.expires <= (time.time() if now is None else now):
         raise ShareError("this share link has expired; ask for a new one")

@@ -105,10 +105,10 @@ def keep_mask(step: IntArray) -> npt.NDArray[np.bool_]:
     if step.size == 0:
         return np.ones(0, dtype=bool)
     later_min = np.minimum.accumulate(step[::-1])[::-1]
-    nxt = np.empty_like(later_min)
-    nxt[:-1] = later_min[1:]
-    nxt[-1] = np.iinfo(np.int64).max
-    return step < nxt
+    keep = np.ones(step.size, dtype=bool)  # the last point: nothing comes after it
+    # (a sentinel of int64's largest would drop a last point at step 2**63-1, a valid step)
+    keep[:-1] = step[:-1] < later_min[1:]
+    return keep
 
 
 def _from_rows(rows: npt.NDArray[np.void]) -> Series:

@@ -6,7 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from runwatch.ingest.importers import csvlog, jsonl, tensorboard, trl, wandb_export
-from runwatch.ingest.importers.common import Imported, SourceError, write_run_dir
+from runwatch.ingest.importers.common import (
+    NOT_METRICS,
+    Imported,
+    SourceError,
+    repeated_steps,
+    repeats_note,
+    write_run_dir,
+)
 
 FORMATS = ("auto", "trl", "jsonl", "tensorboard", "csv", "wandb")
 
@@ -14,13 +21,16 @@ FORMATS = ("auto", "trl", "jsonl", "tensorboard", "csv", "wandb")
 def read_source(source: Path, kind: str = "auto", step_column: str | None = None) -> Imported:
     """Read `source` in format `kind` ("auto" looks at what the path is); `step_column`
     names the column that numbers a table's rows (CSV, W&B). A step that logs no metric
-    (LLaMA-Factory's last line, which has only its progress) is not a step of the run."""
+    (LLaMA-Factory's last line, which has only its progress) is not a step of the run. A
+    metric logged twice at one step shows its last value, as the index shows a resumed
+    run's: `notes` says which steps."""
     imported = _read(source, kind, step_column)
     imported.records = [r for r in imported.records if r.keys() - NOT_METRICS]
+    repeated = repeated_steps(imported.records)
+    if repeated:
+        what = "event" if imported.trainer == "tensorboard" else "row"
+        imported.notes.append(repeats_note(repeated, what))
     return imported
-
-
-NOT_METRICS = frozenset({"step", "ts"})
 
 
 def _read(source: Path, kind: str, step_column: str | None) -> Imported:

@@ -7,7 +7,6 @@ indexer then picks up like any other.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -16,10 +15,12 @@ from typing import Any
 
 import yaml
 
+from runwatch.ingest.points import MAX_KEYS_PER_RECORD, MAX_KEYS_PER_RUN, RECORD_FIELDS
 from runwatch.rundir import format as fmt
 from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line, loads_line
 from runwatch.rundir.manifest import build_manifest
+from runwatch.store.values import finite, to_float
 
 
 class SourceError(ValueError):
@@ -35,6 +36,8 @@ class Imported:
     records: list[dict[str, Any]]  # {"step": int, "ts": float?, metric: number, …}
     config: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    # what the import did that the user should know of (steps logged twice)
+    notes: list[str] = field(default_factory=list)
 
 
 def read_bytes(path: Path) -> bytes:
@@ -82,10 +85,17 @@ def held_out(row: dict[str, Any]) -> bool:
                for f in SPLIT_FIELDS)
 
 
-def as_held_out(values: dict[str, Any]) -> dict[str, Any]:
+def as_held_out(values: dict[str, Any], where: str) -> dict[str, Any]:
     """A held-out row's metrics under `val/` names (a name that already says held out is
-    kept), so they never read as the training metrics of the same name."""
-    return {k if k.startswith(HELD_OUT_PREFIXES) else f"val/{k}": v for k, v in values.items()}
+    kept), so they never read as the training metrics of the same name; a row (at `where`)
+    that holds both `loss` and `val/loss` is refused, as one would overwrite the other."""
+    out = {k if k.startswith(HELD_OUT_PREFIXES) else f"val/{k}": v for k, v in values.items()}
+    if len(out) < len(values):
+        both = next(k for k in values if f"val/{k}" in values)
+        raise SourceError(f"{where}: the row is held out (its split says so), and holds both "
+                          f"{both!r} and 'val/{both}', which would be one metric: rename "
+                          "one of them")
+    return out
 
 
 def numeric_items(entry: dict[str, Any], skip: frozenset[str]) -> dict[str, float | int]:
@@ -93,18 +103,97 @@ def numeric_items(entry: dict[str, Any], skip: frozenset[str]) -> dict[str, floa
     return {k: v for k, v in entry.items() if k not in skip and is_number(v)}
 
 
-def synthesize_ts(records: list[dict[str, Any]], end: float, seconds_per_step: float = 1.0
-                  ) -> None:
-    """Give records without a wall time one, spaced by step and ending at `end`, so the
-    run's timeline keeps its shape (logs that record no time at all)."""
-    if all(is_number(r.get("ts")) and math.isfinite(r["ts"]) for r in records):
+def checked_step(step: Any, where: str, fix: str) -> int:
+    """`step` if the run format takes it as a step (`rundir.format.validate_step`: a whole
+    number from 0 to 2**63-1), else a SourceError naming `where` (the row, the line) and
+    saying what to do: the indexer would skip that record."""
+    problem = fmt.validate_step(step)
+    if problem:
+        raise SourceError(f"{where}: {problem}; {fix}")
+    return step
+
+
+def synthesize_ts(records: list[dict[str, Any]], end: float) -> None:
+    """Give records without a wall time one: one second per logged step, the last step's
+    at `end`. A log with no clock says nothing of how far apart its steps were, so no gap
+    is made up (a jump in the step numbers is no stall), and the times stay near `end`
+    however large the steps (a log numbered by tokens, steps of 1e10 and more)."""
+    if all(finite(r.get("ts")) is not None for r in records):
         return
-    if not records:
-        return
-    last = records[-1]["step"]
+    order = {step: i for i, step in enumerate(sorted({r["step"] for r in records}))}
+    last = len(order) - 1
     for r in records:
-        if not (is_number(r.get("ts")) and math.isfinite(r["ts"])):
-            r["ts"] = end - (last - r["step"]) * seconds_per_step
+        if finite(r.get("ts")) is None:
+            r["ts"] = end - (last - order[r["step"]])
+
+
+def repeated_steps(records: list[dict[str, Any]]) -> list[int]:
+    """The steps at which some metric is logged again with another value (a later record
+    of the step hides the earlier value); the same value twice hides nothing."""
+    seen: dict[int, dict[str, Any]] = {}
+    repeated: set[int] = set()
+    for r in records:
+        logged = seen.setdefault(r["step"], {})
+        for key, value in r.items():
+            if key in NOT_METRICS:
+                continue
+            if key in logged and not _same(logged[key], value):
+                repeated.add(r["step"])
+            logged[key] = value
+    return sorted(repeated)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(a == b or (a != a and b != b))  # NaN is NaN
+
+
+def repeats_note(steps: list[int], what: str = "row") -> str:
+    """What a user reads of steps logged twice: which, and which value each shows."""
+    shown = ", ".join(map(str, steps[:5])) + (f" and {len(steps) - 5} more" if len(steps) > 5
+                                             else "")
+    steps_log = f"steps {shown} log" if len(steps) > 1 else f"step {shown} logs"
+    return (f"{steps_log} a metric more than once with different values: each shows the "
+            f"value of the step's last {what}, as for a run resumed from a checkpoint; the "
+            "run's metrics.jsonl keeps them all")
+
+
+NOT_METRICS = frozenset({"step", "ts"})
+
+
+def check_records(records: list[dict[str, Any]], source: str) -> None:
+    """Refuse, with what to do, records the indexer would drop in part or whole: a step the
+    run format does not take, a metric name that is not a key (or is a record's own field),
+    a value no float holds, more metric keys than a run may have."""
+    keys: set[str] = set()
+    for rec in records:
+        checked_step(rec["step"], source, "fix or delete that step's row")
+        for key, value in rec.items():
+            if key in NOT_METRICS:
+                continue
+            if key not in keys:
+                problem = fmt.validate_key(key) or (
+                    f"metric {key!r} has the name of a record's own field"
+                    if key in RECORD_FIELDS else None)
+                if problem:
+                    raise SourceError(f"{source}: {problem}: rename it in a copy of the "
+                                      "file and import that")
+                keys.add(key)
+            if to_float(value) is None:
+                raise SourceError(f"{source}: {key!r} at step {rec['step']} is "
+                                  f"{value!r:.40}, not a number a float holds; fix that value")
+    if len(keys) > MAX_KEYS_PER_RUN:
+        raise SourceError(f"{source} has {len(keys)} metrics, and a run holds at most "
+                          f"{MAX_KEYS_PER_RUN}: import a copy without the ones you do not "
+                          "need")
+
+
+def split_wide(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record's metrics in records of one step of at most MAX_KEYS_PER_RECORD metrics
+    each (the most the index takes in one record); readers join them into one step."""
+    metrics = [(k, v) for k, v in record.items() if k not in NOT_METRICS]
+    head = {"step": record["step"], "ts": record["ts"]}
+    return [{**head, **dict(metrics[i:i + MAX_KEYS_PER_RECORD])}
+            for i in range(0, max(len(metrics), 1), MAX_KEYS_PER_RECORD)]
 
 
 def write_run_dir(imported: Imported, runs_dir: Path, name: str, project: str = "default",
@@ -120,6 +209,7 @@ def write_run_dir(imported: Imported, runs_dir: Path, name: str, project: str = 
     if run_dir.exists():
         raise SourceError(f"{run_dir} already exists: pass --name with another run name")
     records = sorted(imported.records, key=lambda r: r["step"])
+    check_records(records, imported.source)
     synthesize_ts(records, end=time.time())
     first_ts, last_ts = records[0]["ts"], records[-1]["ts"]
     manifest = build_manifest(name, project, tags=["imported"], method=method or imported.method,
@@ -129,9 +219,10 @@ def write_run_dir(imported: Imported, runs_dir: Path, name: str, project: str = 
     tmp.mkdir(parents=True)
     write_atomic(tmp / fmt.MANIFEST, dumps_line(manifest))
     with open(tmp / fmt.METRICS, "wb") as fh:
-        for seq, rec in enumerate(records):
-            fh.write(dumps_line({"step": rec["step"], "ts": rec["ts"], "seq": seq,
-                                 **{k: v for k, v in rec.items() if k not in ("step", "ts")}}))
+        parts = (part for rec in records for part in split_wide(rec))
+        for seq, part in enumerate(parts):
+            fh.write(dumps_line({"step": part["step"], "ts": part["ts"], "seq": seq,
+                                 **{k: v for k, v in part.items() if k not in NOT_METRICS}}))
     with open(tmp / fmt.EVENTS, "wb") as fh:
         fh.write(dumps_line({"ts": first_ts, "seq": 0, "phase": "RUNNING"}))
         if finished:

@@ -4,9 +4,11 @@ reader the W&B history importer shares.
 A `step` column (or `global_step`, `train/global_step`, W&B's `_step`, a chart export's
 `Step`) gives each row its step; without one the row index does. Empty cells (and `NA`,
 `null`, `None`) are missing values; `nan`/`inf` cells are kept as non-finite values.
-Columns that hold only text are ignored; a column that mixes numbers and text is refused.
-A row whose `split` (or `mode`) column says it is held out (`val`, `eval`, `test`, …) has
-its metrics under `val/` names.
+Columns that hold only text are ignored; a column that mixes numbers and text is refused,
+and so is one of numbers written with a decimal comma, a name the header gives twice, a
+column with values and no name, and a step the run format does not take (negative). A row
+whose `split` (or `mode`) column says it is held out (`val`, `eval`, `test`, …) has its
+metrics under `val/` names.
 W&B exports are recognised by their `_step`/`_runtime`/`_timestamp` columns, or, for a
 chart panel's CSV, by `Step` and `<run> - <metric>` columns (with `__MIN`/`__MAX` bands).
 """
@@ -14,8 +16,11 @@ chart panel's CSV, by `Step` and `<run> - <metric>` columns (with `__MIN`/`__MAX
 from __future__ import annotations
 
 import csv
+import itertools
 import math
+import re
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +30,7 @@ from runwatch.ingest.importers.common import (
     Imported,
     SourceError,
     as_held_out,
+    checked_step,
     held_out,
     is_number,
 )
@@ -37,6 +43,8 @@ NON_FINITE = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.
 BAND_SUFFIXES = ("__MIN", "__MAX")
 # A chart panel's CSV names its columns "<run name> - <metric>".
 RUN_SEPARATOR = " - "
+# A number as a spreadsheet in a comma-decimal locale writes it: 2,5 or -1,5E-3
+DECIMAL_COMMA = re.compile(r"[+-]?[0-9]*,[0-9]+(?:[eE][+-]?[0-9]+)?")
 
 
 def read(path: Path, step_column: str | None = None) -> Imported:
@@ -44,13 +52,40 @@ def read(path: Path, step_column: str | None = None) -> Imported:
     header, rows = _read_table(path)
     if not header:
         raise SourceError(f"{path} has no header row: the first line must name the columns")
+    _check_header(header, rows, path)
     trainer = "wandb" if WANDB_COLUMNS & set(header) else "csv"
     renamed = _chart_export_names(header, path)
+    # None: not imported (a column without a name _check_header let pass, a chart's band)
+    names = [name or None for name in header]
     if renamed is not None:
         trainer = "wandb"
-        header = [renamed.get(name, "") for name in header]
-    table = [dict(zip(header, (_cell(v) for v in row), strict=False)) for row in rows]
+        names = [renamed.get(name) for name in header]
+    header = [n for n in names if n is not None]
+    _check_header(header, [], path)  # a chart's metric names
+    table = [{n: _cell(v) for n, v in zip(names, row, strict=False) if n is not None}
+             for row in rows]
     return records_from_table(header, table, path, trainer, step_column, first_line=2)
+
+
+def _check_header(header: list[str], rows: list[list[str]], path: Path) -> None:
+    """Refuse a header that would lose a column: a name given twice (a row holds one value
+    of a name), or no name for a column that holds values, except pandas's index (a first
+    column without a name, of whole numbers increasing row by row: the row number)."""
+    twice = [name for name, n in Counter(h for h in header if h).items() if n > 1]
+    if twice:
+        raise SourceError(f"{path}: the header names {', '.join(map(repr, twice))} more than "
+                          "once, and a run holds one metric of a name: rename or delete "
+                          "the other columns")
+    for col, name in enumerate(header):
+        if name or (col == 0 and _is_index([_cell(row[0]) if row else None for row in rows])):
+            continue
+        filled = next((n for n, row in enumerate(rows, start=2)
+                       if col < len(row) and _cell(row[col]) is not None), None)
+        if filled is not None:
+            raise SourceError(f"{path}: column {col + 1} has no name in the header but holds "
+                              f"values (line {filled}: {rows[filled - 2][col][:40]!r}): name "
+                              "it in the header, or delete it (pandas writes its index so: "
+                              "to_csv(index=False) leaves it out)")
 
 
 def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path: Path,
@@ -60,6 +95,10 @@ def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path
     column, keep numeric columns as metrics, W&B's wall clock as the records' time."""
     if not table:
         raise SourceError(f"{path} holds no rows of metrics to import")
+    unnamed = next((i for i, row in enumerate(table) if row.get("") is not None), None)
+    if unnamed is not None:
+        raise SourceError(f"{path}: line {unnamed + first_line} has a value with an empty "
+                          "name; name it, or delete it")
     numeric = _numeric_columns(columns, table, path, first_line)
     if step_column and step_column not in columns:
         raise SourceError(f"{path} has no column {step_column!r}; pass --step-column one "
@@ -74,12 +113,15 @@ def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path
     records: list[dict[str, Any]] = []
     runtimes: dict[int, float] = {}
     for index, row in enumerate(table):
-        step = index if step_col is None else int(row[step_col])
+        where = f"{path}: line {index + first_line}"
+        step = index if step_col is None else checked_step(
+            int(row[step_col]), where, f"fix or delete that row, or pass --step-column "
+            f"with another column than {step_col!r}")
         values = {c: row[c] for c in metrics if is_number(row.get(c))}
         if not values:
             continue
         if held_out(row):  # a `split`/`mode` column saying the row is validation
-            values = as_held_out(values)
+            values = as_held_out(values, where)
         if _finite(row.get("_timestamp")):
             values["ts"] = float(row["_timestamp"])
         if _finite(row.get("_runtime")):
@@ -164,12 +206,21 @@ def _chart_export_names(header: list[str], path: Path) -> dict[str, str] | None:
 def _numeric_columns(columns: Sequence[str], table: list[dict[str, Any]], path: Path,
                      first_line: int) -> list[str]:
     """The columns whose values are numbers (or missing); text-only columns are left out,
-    a column mixing numbers and text is refused."""
+    a column mixing numbers and text is refused, and so is one of numbers written with a
+    decimal comma (2,5), which would otherwise be left out as text."""
     kept: list[str] = []
     for name in dict.fromkeys(c for c in columns if c):
         cells = [(i, row.get(name)) for i, row in enumerate(table)]
         has_number = any(is_number(v) for _, v in cells)
         texts = [(i, v) for i, v in cells if v is not None and not is_number(v)]
+        commas = [(i, v) for i, v in texts if DECIMAL_COMMA.fullmatch(str(v))]
+        if commas and (has_number or len(commas) == len(texts)):
+            i, value = commas[0]
+            raise SourceError(f"{path}: column {name!r} holds a number written with a decimal "
+                              f"comma (line {i + first_line}: {str(value)[:40]!r}), and only "
+                              "a decimal point is read: export the file with '.' as the "
+                              "decimal separator (on a ';'-separated file, sed 's/,/./g' "
+                              "does it), or delete that column")
         if has_number and texts:
             i, value = texts[0]
             raise SourceError(f"{path}: column {name!r} mixes numbers and text (line "
@@ -195,6 +246,11 @@ def _step_column(wanted: str | None, numeric: list[str], table: list[dict[str, A
             raise SourceError(f"{path}: step column {name!r} has no whole number in data "
                               f"row {bad + 1} ({values[bad]!r}); pass another --step-column")
     return None
+
+
+def _is_index(cells: list[Any]) -> bool:
+    """Whether a column's cells are a row index: whole numbers, increasing row by row."""
+    return all(_whole(v) for v in cells) and all(a < b for a, b in itertools.pairwise(cells))
 
 
 def _finite(value: Any) -> bool:

@@ -5,7 +5,9 @@ tinker-cookbook writes `{"step": …, metric: …}`; verl's file logger writes
 in `current_steps` (with `total_steps` and `percentage` beside them, which are not
 metrics). All are read; NaN and Infinity tokens are kept. A line whose `split` (or `mode`)
 says it is held out (`val`, `eval`, `test`, …) has its metrics under `val/` names, so a
-loop that logs training and validation rows under one set of names keeps them apart.
+loop that logs training and validation rows under one set of names keeps them apart. A
+line without a step counts as the next line number; a step the run format does not take
+(negative, fractional, text) is refused, naming the line.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from runwatch.ingest.importers.common import (
     Imported,
     as_held_out,
+    checked_step,
     held_out,
     json_rows,
     numeric_items,
@@ -44,16 +47,21 @@ def guess(keys: set[str]) -> tuple[str, str]:
 def read(path: Path) -> Imported:
     records: list[dict[str, Any]] = []
     factory = False
-    for _, obj in json_rows(path, read_bytes(path)):
+    for number, obj in json_rows(path, read_bytes(path)):
+        where = f"{path}: line {number}"
         nested = obj.get("data")
         data: dict[str, Any] = nested if isinstance(nested, dict) else obj
         step = obj.get("step", data.get("progress/batch", data.get("current_steps")))
         factory = factory or "current_steps" in data
-        if not isinstance(step, int) or isinstance(step, bool):
-            step = len(records)  # logs without a step count lines
+        if isinstance(step, float) and step.is_integer():
+            step = int(step)  # 12.0: a logger that writes every number as a float
+        # a line without a step counts lines; one with a step the run format does not take
+        # is refused, as the indexer would skip it
+        step = len(records) if step is None else checked_step(
+            step, where, "fix or delete that line")
         values = numeric_items(data, SKIP | LLAMA_FACTORY if factory else SKIP)
         if held_out(data) or held_out(obj):
-            values = as_held_out(values)
+            values = as_held_out(values, where)
         rec: dict[str, Any] = {"step": step, **values}
         if isinstance(obj.get("ts"), int | float):
             rec["ts"] = float(obj["ts"])

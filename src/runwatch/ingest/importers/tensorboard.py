@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from runwatch.ingest.importers.common import Imported, SourceError
+from runwatch.ingest.importers.common import Imported, SourceError, checked_step
 
 _POLY = 0x82F63B78  # CRC32C (Castagnoli), reflected
 
@@ -160,20 +160,26 @@ def event_files(folder: Path) -> list[Path]:
 
 def read(folder: Path) -> Imported:
     """All scalars of the event files under `folder` (or of one event file), one record
-    per step."""
+    per step; a tag written again at a step (a run restarted into the same folder) starts
+    another record of that step, in file order, so the index shows the later value."""
     files = [folder] if folder.is_file() else event_files(folder)
     if not files:
         raise SourceError(f"{folder} holds no TensorBoard event files (events.out.tfevents.*)")
-    by_step: dict[int, dict[str, Any]] = {}
+    by_step: dict[int, list[dict[str, Any]]] = {}
     for path in files:
-        for payload in records(path):
+        for number, payload in enumerate(records(path)):
             step, wall_time, values = scalars(payload)
             if not values:
                 continue
-            rec = by_step.setdefault(step, {"step": step})
+            checked_step(step, f"{path}: event {number}", "delete that event file from a copy "
+                         "of the folder and import that")
+            recs = by_step.setdefault(step, [{"step": step}])
+            if recs[-1].keys() & {tag for tag, _ in values}:
+                recs.append({"step": step})
+            rec = recs[-1]
             rec["ts"] = max(rec.get("ts", 0.0), wall_time)
             rec.update(values)
-    recs = [by_step[s] for s in sorted(by_step)]
+    recs = [rec for s in sorted(by_step) for rec in by_step[s]]
     tags = {k for r in recs for k in r} - {"step", "ts"}
     method = "dpo" if any("rewards/chosen" in t for t in tags) else (
         "grpo" if any(t.endswith(("reward", "reward_std")) for t in tags) else "sft")

@@ -6,7 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from runwatch.ingest.importers.common import Imported, SourceError, is_number, numeric_items
+from runwatch.ingest.importers.common import (
+    Imported,
+    SourceError,
+    checked_step,
+    is_number,
+    numeric_items,
+)
 
 # Top-level fields of trainer_state.json worth keeping as the run's config.
 CONFIG_FIELDS = ("train_batch_size", "max_steps", "num_train_epochs", "logging_steps",
@@ -37,20 +43,22 @@ def read(path: Path) -> Imported:
     if not isinstance(history, list):
         raise SourceError(f"{path} has no log_history: is it a trainer_state.json?")
     records: list[dict[str, Any]] = []
-    for entry in history:
+    for index, entry in enumerate(history):
         if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
             continue
+        step = checked_step(entry["step"], f"{path}: log_history[{index}]",
+                            "fix or delete that entry")
         values = numeric_items(entry, SKIP)
         if SUMMARY_KEYS & values.keys():
             values = {k: v for k, v in values.items() if k not in SUMMARY_KEYS and k != "epoch"}
         if not values:
             continue
         # Training and evaluation entries of one step become one record.
-        if records and records[-1]["step"] == entry["step"] and \
+        if records and records[-1]["step"] == step and \
                 not (records[-1].keys() & values.keys()) - {"epoch"}:
             records[-1].update(values)
         else:
-            records.append({"step": entry["step"], **values})
+            records.append({"step": step, **values})
     keys = {k for r in records for k in r}
     config = {k: state[k] for k in CONFIG_FIELDS if is_number(state.get(k))}
     return Imported("trl", guess_method(keys), records, config, str(path))
