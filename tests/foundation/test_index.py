@@ -377,3 +377,32 @@ def test_a_pass_asked_to_stop_ends_after_the_slice_under_way(runs_dir: Path,
     assert 0 < count(engine, s.metric_points) < lines
     rest = Indexer(engine, runs_dir).index_once()
     assert rest.unread == set() and count(engine, s.metric_points) == lines
+
+
+def test_events_stored_by_a_pass_asked_to_stop_are_judged_by_that_pass(
+        runs_dir: Path, tmp_path: Path) -> None:
+    """A pass that stored a run's events and was asked to stop in a long metrics file
+    calls the events hooks (the health engine's check of a phase change, of a run's end)
+    before it stops: the next pass finds no new event, and never called them."""
+    run = runs_dir / "long"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps(manifest("long", method="sft")))
+    (run / "events.jsonl").write_text(json.dumps({"seq": 0, "ts": 1e9, "phase": "RUNNING"})
+                                      + "\n")
+    key = "k" * 200
+    lines = 0
+    with open(run / "metrics.jsonl", "w", encoding="utf-8") as fh:
+        while fh.tell() <= SLICE_BYTES + 2 * READ_BYTES:
+            fh.write(json.dumps({"step": lines, "ts": 1e9 + lines, "seq": lines, key: 1.0})
+                     + "\n")
+            lines += 1
+    engine = open_engine(tmp_path / "i.db")
+    stop = threading.Event()
+    judged: list[int] = []
+    first = Indexer(engine, runs_dir, hooks=[lambda conn, pk, points: stop.set()],
+                    events_hooks=[lambda conn, pk: judged.append(pk)]).index_once(stop)
+    assert first.unread == {"long"} and len(judged) == 1
+    rest = Indexer(engine, runs_dir, events_hooks=[lambda conn, pk: judged.append(pk)]
+                   ).index_once()
+    assert rest.unread == set() and count(engine, s.metric_points) == lines
+    assert len(judged) == 1, "no new event: the second pass calls no hook"

@@ -3,12 +3,14 @@ step of a TRL DPO log gave one critical finding per metric, 16 for one run)."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, update
 
 from runwatch.health import store as health_store
 from runwatch.health.engine import Engine as HealthEngine
@@ -206,3 +208,27 @@ def test_a_nan_and_infinities_of_one_metric_are_named_each(engine: Engine,
         index(engine, runs)
     (h,) = [x for x in listing(engine, "r", now=0) if x["rule_id"] == "metric.non_finite"]
     assert h["message"] == "loss was NaN, Infinity or -Infinity at 3 logged steps from 1 to 3."
+
+
+def test_an_incident_saved_before_kinds_were_kept_still_names_its_first_kind(
+        engine: Engine, tmp_path: Path) -> None:
+    """A state saved by the version before kept no "kinds": the incident's NaN, seen
+    then, stays in its message when an infinity comes after the upgrade."""
+    runs = tmp_path / "runs"
+    run = write_run(runs, "old", "sft", [{"step": 0, "loss": 0.5}, {"step": 1, "loss": NAN}])
+    index(engine, runs)
+
+    def without_kinds(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: without_kinds(v) for k, v in node.items() if k != "kinds"}
+        return [without_kinds(v) for v in node] if isinstance(node, list) else node
+
+    with engine.begin() as conn:
+        (state,) = conn.execute(select(s.health_state.c.state)).scalars().all()
+        assert '"kinds"' in state
+        conn.execute(update(s.health_state).values(
+            state=json.dumps(without_kinds(json.loads(state)))))
+    append(run, [{"step": 2, "loss": math.inf}], 2)
+    index(engine, runs)
+    (h,) = [x for x in listing(engine, "old", now=0) if x["rule_id"] == "metric.non_finite"]
+    assert h["message"] == "loss was NaN or Infinity at 2 logged steps from 1 to 2."

@@ -173,6 +173,23 @@ def test_columns_that_would_be_lost_are_refused(tmp_path: Path) -> None:
     index = tmp_path / "frame.csv"  # pandas's to_csv(): a first column of row numbers
     index.write_text(",step,loss\n0,10,2.0\n1,20,1.9\n", encoding="utf-8")
     assert read_source(index).records == [{"step": 10, "loss": 2.0}, {"step": 20, "loss": 1.9}]
+    # in a comma-separated file a quoted "0,1" is text (devices, a thousands separator):
+    # its column is left out as text, the import goes on (it was refused as a decimal comma)
+    listed = tmp_path / "devices.csv"
+    listed.write_text('step,loss,devices,tokens\n0,2.0,"0,1","12,345"\n1,1.9,"0,1","23,456"\n',
+                    encoding="utf-8")
+    assert read_source(listed).records == [{"step": 0, "loss": 2.0}, {"step": 1, "loss": 1.9}]
+
+
+def test_a_csv_step_is_read_as_written_however_large(tmp_path: Path) -> None:
+    """A step column read through a float: 2**53 + 1 came back 2**53 (two steps one, said
+    as a step logged twice) and 2**63 - 1 as 2**63, refused as past the largest step."""
+    src = tmp_path / "tokens.csv"
+    src.write_text(f"step,loss\n{2**53},2.0\n{2**53 + 1},1.9\n{2**63 - 1},1.8\n",
+                   encoding="utf-8")
+    got = read_source(src)
+    assert [r["step"] for r in got.records] == [2**53, 2**53 + 1, 2**63 - 1]
+    assert got.notes == []
 
 
 def test_a_step_logged_twice_shows_its_last_value_and_says_so(tmp_path: Path) -> None:

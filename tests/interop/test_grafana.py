@@ -134,7 +134,9 @@ def test_a_page_s_address_or_another_scheme_is_refused(runs_dir: Path,
     pages = {"http://localhost:3000/d/abc?x=1": "http://localhost:3000",
              "http://localhost:3000/d/abc/slug": "http://localhost:3000",
              "https://example.org/grafana/d/abc": "https://example.org/grafana",
-             "http://localhost:3000/?orgId=1": "http://localhost:3000"}
+             "http://localhost:3000/?orgId=1": "http://localhost:3000",
+             "http://localhost:3000/explore": "http://localhost:3000",
+             "https://example.org/grafana/dashboards/f/abc": "https://example.org/grafana"}
     for given, base in pages.items():
         for how in (["--grafana-url", given], []):
             proc = cli_here("runs", "grafana", "done", "--dir", str(runs_dir), *how,

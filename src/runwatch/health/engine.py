@@ -359,7 +359,9 @@ class Engine:
             if not rec["count"] or step != rec["last_step"]:
                 rec["count"] += 1  # a step whose lines come in two batches is one step
             rec["last_step"] = step
-            kinds = rec.setdefault("kinds", [])  # every kind seen, for the message
+            # every kind seen, for the message (a state saved before "kinds" was kept
+            # knows each metric's first kind)
+            kinds = rec.setdefault("kinds", list(dict.fromkeys(rec["values"].values())))
             for raw, text in found.items():
                 rec["values"].setdefault(raw, text)
                 if text not in kinds:

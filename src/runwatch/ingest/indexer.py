@@ -85,6 +85,11 @@ class RereadNextPass(Exception):
     next pass, though it has not changed."""
 
 
+class StoppedMidFile(RereadNextPass):
+    """The pass was asked to stop with record file `args[0]` not read to its end, after
+    storing some of it."""
+
+
 class Indexer:
     """Indexes the run directories under `runs_dir` into `engine`'s database."""
 
@@ -243,33 +248,45 @@ class Indexer:
         new_events = False
         samples_read = False
         through: int | None = None
-        while True:
-            stored, held = self._jsonl(run_pk, run_dir / fmt.EVENTS, report,
-                                       stopped.get(fmt.EVENTS, 0), partial(_ends_run, through),
-                                       stop)
-            if stored:
-                new_events = True
-                with self.engine.begin() as conn:
-                    self._whole_files(conn, run_pk, run_dir, report)
-                with self.engine.connect() as conn:
-                    stopped = offsets_of(conn, run_pk)
-            for name in fmt.FILES:
-                if name != fmt.EVENTS:
-                    self._jsonl(run_pk, run_dir / name, report, stopped.get(name, 0),
-                                stop=stop)
-            if held is None:
-                break
-            # the samples files too (each written whole, before the end)
-            self._samples_and_foreign(run_pk, run_dir, report)
-            samples_read = True
-            through = held
-        if new_events and self.events_hooks:
-            with self.engine.begin() as conn:
-                for hook in self.events_hooks:
-                    hook(conn, run_pk)
+        try:
+            while True:
+                stored, held = self._jsonl(run_pk, run_dir / fmt.EVENTS, report,
+                                           stopped.get(fmt.EVENTS, 0),
+                                           partial(_ends_run, through), stop)
+                if stored:
+                    new_events = True
+                    with self.engine.begin() as conn:
+                        self._whole_files(conn, run_pk, run_dir, report)
+                    with self.engine.connect() as conn:
+                        stopped = offsets_of(conn, run_pk)
+                for name in fmt.FILES:
+                    if name != fmt.EVENTS:
+                        self._jsonl(run_pk, run_dir / name, report, stopped.get(name, 0),
+                                    stop=stop)
+                if held is None:
+                    break
+                # the samples files too (each written whole, before the end)
+                self._samples_and_foreign(run_pk, run_dir, report)
+                samples_read = True
+                through = held
+        except StoppedMidFile as early:
+            # the events stored before the stop (the run's end among them) are judged now:
+            # the next pass, finding no new event, would not judge them
+            if new_events or early.args[0] == fmt.EVENTS:
+                self._after_events(run_pk)
+            raise
+        if new_events:
+            self._after_events(run_pk)
         if not samples_read:
             self._samples_and_foreign(run_pk, run_dir, report)
         return run_pk
+
+    def _after_events(self, run_pk: int) -> None:
+        """The events hooks, once a pass stored new events of the run."""
+        if self.events_hooks:
+            with self.engine.begin() as conn:
+                for hook in self.events_hooks:
+                    hook(conn, run_pk)
 
     def _jsonl(self, run_pk: int, path: Path, report: IndexReport, stopped: int,
                hold: Hold | None = None, stop: threading.Event | None = None
@@ -284,7 +301,7 @@ class Indexer:
         try:
             while more:
                 if stored and stop is not None and stop.is_set():
-                    raise RereadNextPass
+                    raise StoppedMidFile(path.name)
                 try:
                     st = path.lstat()
                 except FileNotFoundError:

@@ -22,7 +22,8 @@ MARGIN_S = 60.0
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 # Path segments of Grafana's pages (a dashboard, a panel alone): a URL holding one is a
 # page's address, not Grafana's base.
-PAGE_SEGMENTS = frozenset({"d", "d-solo"})
+PAGE_SEGMENTS = frozenset({"d", "d-solo", "dashboard", "dashboards", "explore", "goto",
+                           "public-dashboards", "alerting", "login", "playlists"})
 
 # (title, unit, legend, PromQL expressions): the dashboard's time series panels.
 PANELS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
@@ -127,7 +128,8 @@ def base_url(url: str) -> str:
         base = (f"{parts.scheme.lower()}://{parts.netloc}"
                 f"{'/'.join(segments[:page]).rstrip('/')}")
         raise ValueError(f"{url!r} is the address of a page in Grafana: give Grafana's base "
-                         f"URL instead, without a query or a /d/ dashboard path (here: {base})")
+                         "URL instead, without a query or a page's path such as /d/ or "
+                         f"/explore (here: {base})")
     return f"{parts.scheme.lower()}://{parts.netloc}{parts.path.rstrip('/')}"
 
 

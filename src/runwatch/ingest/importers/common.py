@@ -130,6 +130,8 @@ def synthesize_ts(records: list[dict[str, Any]], end: float) -> None:
 def repeated_steps(records: list[dict[str, Any]]) -> list[int]:
     """The steps at which some metric is logged again with another value (a later record
     of the step hides the earlier value); the same value twice hides nothing."""
+    if len({r["step"] for r in records}) == len(records):  # no step logged twice
+        return []
     seen: dict[int, dict[str, Any]] = {}
     repeated: set[int] = set()
     for r in records:
@@ -178,7 +180,7 @@ def check_records(records: list[dict[str, Any]], source: str) -> None:
                     raise SourceError(f"{source}: {problem}: rename it in a copy of the "
                                       "file and import that")
                 keys.add(key)
-            if to_float(value) is None:
+            if type(value) is not float and to_float(value) is None:  # a float is one
                 raise SourceError(f"{source}: {key!r} at step {rec['step']} is "
                                   f"{value!r:.40}, not a number a float holds; fix that value")
     if len(keys) > MAX_KEYS_PER_RUN:
@@ -190,6 +192,8 @@ def check_records(records: list[dict[str, Any]], source: str) -> None:
 def split_wide(record: dict[str, Any]) -> list[dict[str, Any]]:
     """A record's metrics in records of one step of at most MAX_KEYS_PER_RECORD metrics
     each (the most the index takes in one record); readers join them into one step."""
+    if len(record) <= MAX_KEYS_PER_RECORD:  # the usual record: as it is
+        return [record]
     metrics = [(k, v) for k, v in record.items() if k not in NOT_METRICS]
     head = {"step": record["step"], "ts": record["ts"]}
     return [{**head, **dict(metrics[i:i + MAX_KEYS_PER_RECORD])}

@@ -45,11 +45,13 @@ BAND_SUFFIXES = ("__MIN", "__MAX")
 RUN_SEPARATOR = " - "
 # A number as a spreadsheet in a comma-decimal locale writes it: 2,5 or -1,5E-3
 DECIMAL_COMMA = re.compile(r"[+-]?[0-9]*,[0-9]+(?:[eE][+-]?[0-9]+)?")
+# A whole number as written: read as an int, not through a float
+WHOLE = re.compile(r"[+-]?[0-9]+")
 
 
 def read(path: Path, step_column: str | None = None) -> Imported:
     """Read a CSV (or TSV) file of per-step metrics."""
-    header, rows = _read_table(path)
+    header, rows, delimiter = _read_table(path)
     if not header:
         raise SourceError(f"{path} has no header row: the first line must name the columns")
     _check_header(header, rows, path)
@@ -62,9 +64,13 @@ def read(path: Path, step_column: str | None = None) -> Imported:
         names = [renamed.get(name) for name in header]
     header = [n for n in names if n is not None]
     _check_header(header, [], path)  # a chart's metric names
-    table = [{n: _cell(v) for n, v in zip(names, row, strict=False) if n is not None}
-             for row in rows]
-    return records_from_table(header, table, path, trainer, step_column, first_line=2)
+    # a step column's whole numbers are read as written: through a float, a step past
+    # 2**53 would come back another (and two steps one)
+    steps = {step_column, *STEP_COLUMNS}
+    table = [{n: (_step_cell if n in steps else _cell)(v)
+              for n, v in zip(names, row, strict=False) if n is not None} for row in rows]
+    return records_from_table(header, table, path, trainer, step_column, first_line=2,
+                              decimal_commas=delimiter != ",")
 
 
 def _check_header(header: list[str], rows: list[list[str]], path: Path) -> None:
@@ -89,17 +95,19 @@ def _check_header(header: list[str], rows: list[list[str]], path: Path) -> None:
 
 
 def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path: Path,
-                       trainer: str, step_column: str | None = None, first_line: int = 1
-                       ) -> Imported:
+                       trainer: str, step_column: str | None = None, first_line: int = 1,
+                       decimal_commas: bool = False) -> Imported:
     """Turn rows of {column: number | text | None} into an `Imported` run: pick the step
-    column, keep numeric columns as metrics, W&B's wall clock as the records' time."""
+    column, keep numeric columns as metrics, W&B's wall clock as the records' time.
+    `decimal_commas`: the file separates its cells with another character than ',', so a
+    cell such as 2,5 is a number in a comma-decimal locale's writing (refused, saying so)."""
     if not table:
         raise SourceError(f"{path} holds no rows of metrics to import")
     unnamed = next((i for i, row in enumerate(table) if row.get("") is not None), None)
     if unnamed is not None:
         raise SourceError(f"{path}: line {unnamed + first_line} has a value with an empty "
                           "name; name it, or delete it")
-    numeric = _numeric_columns(columns, table, path, first_line)
+    numeric = _numeric_columns(columns, table, path, first_line, decimal_commas)
     if step_column and step_column not in columns:
         raise SourceError(f"{path} has no column {step_column!r}; pass --step-column one "
                           f"of its number columns: {', '.join(numeric) or '(none)'}")
@@ -151,7 +159,8 @@ def guess_method(keys: set[str]) -> str:
     return "sft"
 
 
-def _read_table(path: Path) -> tuple[list[str], list[list[str]]]:
+def _read_table(path: Path) -> tuple[list[str], list[list[str]], str]:
+    """The header, the rows and the character that separates the cells."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -166,13 +175,13 @@ def _read_table(path: Path) -> tuple[list[str], list[list[str]]]:
         raise SourceError(f"{path} is not a readable CSV file: {exc}") from exc
     lines = [line for line in lines if any(cell.strip() for cell in line)]
     if not lines:
-        return [], []
+        return [], [], delimiter
     header = [name.strip() for name in lines[0]]
     for number, line in enumerate(lines[1:], start=2):
         if len(line) > len(header):
             raise SourceError(f"{path}: line {number} has {len(line)} cells but the header "
                               f"names {len(header)} columns")
-    return header, lines[1:]
+    return header, lines[1:], delimiter
 
 
 def _cell(text: str) -> float | str | None:
@@ -185,6 +194,14 @@ def _cell(text: str) -> float | str | None:
         return float(value)
     except ValueError:
         return value
+
+
+def _step_cell(text: str) -> float | int | str | None:
+    """A cell of a step column: a whole number as an int, exactly as written."""
+    value = text.strip()
+    if WHOLE.fullmatch(value):
+        return int(value)
+    return _cell(text)
 
 
 def _chart_export_names(header: list[str], path: Path) -> dict[str, str] | None:
@@ -204,23 +221,26 @@ def _chart_export_names(header: list[str], path: Path) -> dict[str, str] | None:
 
 
 def _numeric_columns(columns: Sequence[str], table: list[dict[str, Any]], path: Path,
-                     first_line: int) -> list[str]:
+                     first_line: int, decimal_commas: bool) -> list[str]:
     """The columns whose values are numbers (or missing); text-only columns are left out,
-    a column mixing numbers and text is refused, and so is one of numbers written with a
-    decimal comma (2,5), which would otherwise be left out as text."""
+    a column mixing numbers and text is refused, and so, in a file whose cells are not
+    separated by commas (`decimal_commas`), is one of numbers written with a decimal comma
+    (2,5), which would otherwise be left out as text. In a comma-separated file a quoted
+    "0,1" is text (a list of devices, a thousands separator), left out as text is."""
     kept: list[str] = []
     for name in dict.fromkeys(c for c in columns if c):
         cells = [(i, row.get(name)) for i, row in enumerate(table)]
         has_number = any(is_number(v) for _, v in cells)
         texts = [(i, v) for i, v in cells if v is not None and not is_number(v)]
-        commas = [(i, v) for i, v in texts if DECIMAL_COMMA.fullmatch(str(v))]
+        commas = [(i, v) for i, v in texts
+                  if decimal_commas and DECIMAL_COMMA.fullmatch(str(v))]
         if commas and (has_number or len(commas) == len(texts)):
             i, value = commas[0]
             raise SourceError(f"{path}: column {name!r} holds a number written with a decimal "
                               f"comma (line {i + first_line}: {str(value)[:40]!r}), and only "
                               "a decimal point is read: export the file with '.' as the "
-                              "decimal separator (on a ';'-separated file, sed 's/,/./g' "
-                              "does it), or delete that column")
+                              "decimal separator and no thousands separator, or delete that "
+                              "column")
         if has_number and texts:
             i, value = texts[0]
             raise SourceError(f"{path}: column {name!r} mixes numbers and text (line "
