@@ -355,21 +355,27 @@ def test_a_pass_asked_to_stop_ends_after_the_run_under_way(runs_dir: Path,
     assert (rest.runs, rest.new_runs) == (3, 2)
 
 
-def test_a_pass_asked_to_stop_ends_after_the_slice_under_way(runs_dir: Path,
-                                                             tmp_path: Path) -> None:
-    """A first read of a long metrics file is many slices: a stopping server waits for one
-    of them, not for the whole file; the next pass reads on from where it stopped."""
+def long_run(runs_dir: Path) -> int:
+    """Run "long", whose metrics file is over one slice and the piece a slice may read past
+    its end (long lines: a slice of few points, quick to store); its number of lines."""
     run = runs_dir / "long"
     run.mkdir()
     (run / "manifest.json").write_text(json.dumps(manifest("long", method="sft")))
-    key = "k" * 200  # long lines: a slice of few points, quick to store
+    key = "k" * 200
     lines = 0
     with open(run / "metrics.jsonl", "w", encoding="utf-8") as fh:
-        # over one slice, and the piece a slice may read past its end
         while fh.tell() <= SLICE_BYTES + 2 * READ_BYTES:
             fh.write(json.dumps({"step": lines, "ts": 1e9 + lines, "seq": lines, key: 1.0})
                      + "\n")
             lines += 1
+    return lines
+
+
+def test_a_pass_asked_to_stop_ends_after_the_slice_under_way(runs_dir: Path,
+                                                             tmp_path: Path) -> None:
+    """A first read of a long metrics file is many slices: a stopping server waits for one
+    of them, not for the whole file; the next pass reads on from where it stopped."""
+    lines = long_run(runs_dir)
     engine = open_engine(tmp_path / "i.db")
     stop = threading.Event()
     first = Indexer(engine, runs_dir, hooks=[lambda conn, pk, points: stop.set()]).index_once(stop)
@@ -384,18 +390,9 @@ def test_events_stored_by_a_pass_asked_to_stop_are_judged_by_that_pass(
     """A pass that stored a run's events and was asked to stop in a long metrics file
     calls the events hooks (the health engine's check of a phase change, of a run's end)
     before it stops: the next pass finds no new event, and never called them."""
-    run = runs_dir / "long"
-    run.mkdir()
-    (run / "manifest.json").write_text(json.dumps(manifest("long", method="sft")))
-    (run / "events.jsonl").write_text(json.dumps({"seq": 0, "ts": 1e9, "phase": "RUNNING"})
-                                      + "\n")
-    key = "k" * 200
-    lines = 0
-    with open(run / "metrics.jsonl", "w", encoding="utf-8") as fh:
-        while fh.tell() <= SLICE_BYTES + 2 * READ_BYTES:
-            fh.write(json.dumps({"step": lines, "ts": 1e9 + lines, "seq": lines, key: 1.0})
-                     + "\n")
-            lines += 1
+    lines = long_run(runs_dir)
+    (runs_dir / "long" / "events.jsonl").write_text(
+        json.dumps({"seq": 0, "ts": 1e9, "phase": "RUNNING"}) + "\n")
     engine = open_engine(tmp_path / "i.db")
     stop = threading.Event()
     judged: list[int] = []
