@@ -27,7 +27,10 @@ REPO = Path(__file__).resolve().parents[1]
      "--list-requests", "3", "--stores", "sqlite", "--out", "{tmp}/team.json"],
     ["bench_sender.py", "--steps", "300", "--paced-steps", "30", "--repeat", "1",
      "--out", "{tmp}/snd.json"],
-], ids=["ingest", "server", "health", "jobs", "cold", "team", "sender"])
+    # exits 1 when the gauge is not what the listings hold
+    ["bench_prom.py", "--runs", "20", "--findings", "30", "--scrapes", "3", "--stores",
+     "sqlite", "--out", "{tmp}/p.json"],
+], ids=["ingest", "server", "health", "jobs", "cold", "team", "sender", "prom"])
 def test_bench_script_runs(args: list[str], tmp_path: Path) -> None:
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
     proc = subprocess.run([sys.executable, str(REPO / "bench" / argv[0]), *argv[1:]],

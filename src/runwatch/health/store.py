@@ -2,9 +2,10 @@
 
 `on_metrics` is the indexer's hook: it loads a run's engine state, evaluates the new
 points and writes back only the findings that changed, so listing (`health_for_run`)
-is a single query. A change of thresholds or of the run's config re-evaluates the run
-from its stored points. `on_events` is its hook for a run's new events: once the run has
-succeeded, the rules that wait for its end judge its whole log.
+is a single query; where findings change it counts the run's open ones as listed, which
+/metrics sums (`open_by_severity`). A change of thresholds or of the run's config
+re-evaluates the run from its stored points. `on_events` is its hook for a run's new
+events: once the run has succeeded, the rules that wait for its end judge its whole log.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -29,7 +31,7 @@ from sqlalchemy import (
 from runwatch.health.engine import Engine
 from runwatch.health.findings import Finding
 from runwatch.health.rules import BY_ID, CATALOGUE
-from runwatch.health.rules.base import SEVERITY_RANK
+from runwatch.health.rules.base import SEVERITIES, SEVERITY_RANK
 from runwatch.health.thresholds import NONE, Overrides, parse
 from runwatch.rundir.format import ACTIVE_PHASES
 from runwatch.store import schema as s
@@ -41,7 +43,11 @@ _NUMERIC = (int, float)
 # The end status whose run the rules that wait for the end judge: a run that failed or
 # was cancelled ended for a reason of its own, which is the news.
 FINISHED = "SUCCEEDED"
-
+# A run's open findings by severity, as listed, in its health_state row (a severity added
+# without its column fails here, at import). They are counted when the run's findings
+# change, so a change to how a listing merges findings (`incidents`, `same_signal`, a
+# rule's detector or signal) needs a migration that counts every run again, as 0012 does.
+OPEN_COUNTS = {severity: s.health_state.c[f"open_{severity}"] for severity in SEVERITIES}
 
 
 # --- run context ---------------------------------------------------------------
@@ -213,7 +219,7 @@ def reevaluate(conn: Connection, run_pk: int, engine: Engine | None = None) -> l
     conn.execute(delete(s.findings).where(s.findings.c.run_pk == run_pk))
     cols, last_seq = stored_points(conn, run_pk, -1)
     found = engine.feed(cols)
-    save(conn, run_pk, engine, found, last_seq)
+    save(conn, run_pk, engine, found, last_seq, recount=True)
     return found
 
 
@@ -249,8 +255,10 @@ def stored_points(conn: Connection, run_pk: int, after_seq: int
 
 
 def save(conn: Connection, run_pk: int, engine: Engine, found: list[Finding],
-         last_seq: int, now: float | None = None) -> None:
-    """Write changed findings (ids go back into the engine state), then the state."""
+         last_seq: int, now: float | None = None, recount: bool = False) -> None:
+    """Write changed findings (ids go back into the engine state), then the state, and
+    when a finding changed (or `recount`: the caller deleted some), the run's open
+    findings by severity as listed (`count_open`)."""
     now = time.time() if now is None else now
     f = s.findings
     for item in found:
@@ -277,6 +285,22 @@ def save(conn: Connection, run_pk: int, engine: Engine, found: list[Finding],
                         .values(state=blob, last_seq=last_seq)).rowcount
     if not done:
         conn.execute(insert(h).values(run_pk=run_pk, state=blob, last_seq=last_seq))
+    if found or recount or not done:
+        # Counted after the row is written: another process writing this run's findings
+        # holds the row until it commits, so the count (a later statement) sees them too.
+        count_open(conn, run_pk)
+
+
+def count_open(conn: Connection, run_pk: int) -> None:
+    """Store a run's open findings by severity, as `health_for_run` lists them (one per
+    incident), in its health_state row, where `open_by_severity` sums them."""
+    f = s.findings.c
+    rows = conn.execute(select(f.rule_id, f.severity, f.status, f.first_step, f.last_step)
+                        .where(f.run_pk == run_pk)).mappings()
+    counts = listed_open(rows)
+    h = s.health_state
+    conn.execute(update(h).where(h.c.run_pk == run_pk).values(
+        {column: counts.get(severity, 0) for severity, column in OPEN_COUNTS.items()}))
 
 
 # --- listing ---------------------------------------------------------------------
@@ -312,39 +336,26 @@ def health_for_run(conn: Connection, run_pk: int, now: float | None = None) -> l
 
 def open_by_severity(conn: Connection) -> dict[str, int]:
     """Open findings by severity, over every run, as `health_for_run` lists them (one per
-    incident): the count /metrics reports. Two queries, whatever the number of runs: the
-    findings of rules that never merge are counted by the database; those of rules that
-    may (`MERGING`) are read, a few columns each, for the runs with one open, and merged
-    as a listing merges them. A live stall is not stored, so not counted."""
-    f = s.findings.c
-    merging = sorted(MERGING)
-    out: dict[str, int] = {
-        severity: int(n) for severity, n in conn.execute(
-            select(f.severity, func.count())
-            .where(f.status == "open", f.rule_id.not_in(merging)).group_by(f.severity))}
-    runs = (select(f.run_pk).where(f.status == "open", f.rule_id.in_(merging))
-            .distinct().scalar_subquery())
-    by_run: dict[int, list[dict[str, Any]]] = {}
-    for r in conn.execute(select(f.run_pk, f.rule_id, f.severity, f.status, f.first_step,
-                                 f.last_step)
-                          .where(f.rule_id.in_(merging), f.run_pk.in_(runs))):
-        by_run.setdefault(r.run_pk, []).append(
-            {"rule_id": r.rule_id, "severity": r.severity, "status": r.status,
-             "first_step": r.first_step, "last_step": r.last_step})
-    for found in by_run.values():
-        for item in same_signal(incidents(found, _tally), _tally):
-            if item["status"] == "open":
-                out[item["severity"]] = out.get(item["severity"], 0) + 1
-    return out
+    incident): the count /metrics reports, one sum over the runs' counts that `save` keeps
+    (`count_open`), so a scrape reads a row a run whatever the findings' history. A live
+    stall is not stored, so not counted."""
+    sums = conn.execute(select(*(func.coalesce(func.sum(column), 0)
+                                 for column in OPEN_COUNTS.values()))).one()
+    return {severity: int(n) for severity, n in zip(OPEN_COUNTS, sums, strict=True) if n}
+
+
+def listed_open(found: Iterable[Mapping[Any, Any]]) -> Counter[str]:
+    """The open findings among one run's `found` (rule_id, severity, status, first_step,
+    last_step each), by severity, once merged into incidents as a listing merges them."""
+    items = [dict(item) for item in found]
+    return Counter(item["severity"] for item in same_signal(incidents(items, _tally), _tally)
+                   if item["status"] == "open")
 
 
 # Rules whose findings mark one event at one step; such findings that start at the same
 # step are one incident (a NaN step where the loss also jumped, a spike in loss and
 # gradient norm together).
 EVENT_DETECTORS = frozenset({"spike", "jump", "above_max", "isolated", "nonfinite"})
-# The rules whose findings `incidents` or `same_signal` may merge with others.
-MERGING = frozenset(rule.id for rule in CATALOGUE
-                    if rule.detector in EVENT_DETECTORS or rule.signal is not None)
 # How a group of findings becomes the one listed: (group, merged by signal) -> finding.
 Merge = Callable[[list[dict[str, Any]], bool], dict[str, Any]]
 

@@ -193,7 +193,7 @@ def index_lines(conn: Connection) -> list[str]:
     out += _head("health_findings_open", "gauge",
                  "Open health findings, by severity, as listed (one per incident).")
     out += [f"{PREFIX}health_findings_open{_labels((('severity', sev),))} {open_by.get(sev, 0)}"
-            for sev in (*SEVERITIES, *sorted(set(open_by) - set(SEVERITIES)))]
+            for sev in SEVERITIES]
     out += _head("queue_depth", "gauge", "Jobs waiting for a worker.")
     out.append(f"{PREFIX}queue_depth {queue_depth(conn)}")
     out += _head("points_stored", "gauge", "Metric points the index holds.")

@@ -197,12 +197,18 @@ findings = Table(
     Index("ix_findings_run", "run_pk", "status"),
 )
 
+# A run's health: its engine's state, the highest seq evaluated, and its open findings by
+# severity as they are listed (one per incident), counted where findings are written so
+# that /metrics sums them (runwatch.health.store.save, open_by_severity).
 health_state = Table(
     "health_state",
     metadata,
     Column("run_pk", Integer, primary_key=True),
     Column("state", Text, nullable=False),
     Column("last_seq", BigInteger, nullable=False, default=-1),
+    Column("open_info", Integer, nullable=False, server_default="0"),
+    Column("open_warning", Integer, nullable=False, server_default="0"),
+    Column("open_critical", Integer, nullable=False, server_default="0"),
 )
 
 # Per-project overrides of the health rules' thresholds (YAML-validated, stored as JSON).
