@@ -232,3 +232,36 @@ def test_an_incident_saved_before_kinds_were_kept_still_names_its_first_kind(
     index(engine, runs)
     (h,) = [x for x in listing(engine, "old", now=0) if x["rule_id"] == "metric.non_finite"]
     assert h["message"] == "loss was NaN or Infinity at 2 logged steps from 1 to 2."
+
+
+def test_an_exploding_loss_reads_by_how_far_it_rose(engine: Engine, tmp_path: Path) -> None:
+    # A loss flat at 1 that then doubles every 6 steps, to about 800: the listing led
+    # with "loss jumped from 1.023 to 1.506 (up 47%) and stayed up for 3 logged points",
+    # the onset alone, and its spike finding quoted the latest jump ("up 13%; 35 jumps
+    # within 10 points"), so nothing said how far the loss had gone.
+    rng = random.Random(1)
+    runs = tmp_path / "runs"
+    lines = [{"step": i, "loss": 1.0 + rng.gauss(0.0, 0.02) if i <= 60
+              else 2.0 ** ((i - 60) / 6.2) * (1 + rng.gauss(0.0, 0.1))} for i in range(1, 121)]
+    write_run(runs, "boom", "sft", lines)
+    index(engine, runs)
+    listed = listing(engine, "boom", now=0)
+    (up,) = [f for f in listed if f["rule_id"] in ("loss.doubled", "loss.above_start",
+                                                   "loss.stepped_up", "loss.rising")]
+    # the rise since the start leads, as a multiple; the others follow by their titles
+    assert up["rule_id"] == "loss.doubled" and up["status"] == "open"
+    fold = int(up["message"].split("rose ")[1].split("-fold")[0].replace(",", ""))
+    assert 500 < fold < 1000
+    assert "Also: " in up["message"] and "loss jumped and stayed up" in up["message"]
+    # the step up says how long it stayed up and where the loss is now
+    (stepped,) = [i for i in up["evidence"]["incident"] if i["rule_id"] == "loss.stepped_up"]
+    stayed = int(stepped["message"].split("stayed up for ")[1].split(" ")[0])
+    latest = float(stepped["message"].split("(latest ")[1].rstrip(").").replace(",", ""))
+    assert stayed > 40 and latest == float(f"{lines[-1]['loss']:.4g}")
+    # repeated jumps are counted from where they began
+    (spike,) = [f for f in listed if f["rule_id"] == "loss.spike"]
+    assert f"jumps from step {spike['first_step']}, each within 10 points" in spike["message"]
+    # the upturn's "now" is a median of 3, and says so
+    (turn,) = [f for f in listed if f["rule_id"] == "loss.upturn"]
+    assert "its latest 3 points' median is" in turn["message"] and "times the low" in \
+        turn["message"]

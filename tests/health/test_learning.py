@@ -172,7 +172,8 @@ def test_gradient_spikes_are_info_one_or_repeated() -> None:
     assert one.severity == "info"
     (two,) = _of(evaluate("sft", {}, {"grad_norm": _spikes(0.4, 4.8, [30, 33])}),
                  "optim.grad_norm_spike")
-    assert two.severity == "info" and "2 spikes within 5 points" in two.message
+    assert two.severity == "info"
+    assert "2 spikes from step 30, each within 5 points of the one before" in two.message
     # Spikes far apart are two findings, each info.
     far = _of(evaluate("sft", {}, {"grad_norm": _spikes(0.4, 4.8, [20, 45])}),
               "optim.grad_norm_spike")

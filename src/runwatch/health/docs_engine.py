@@ -71,13 +71,20 @@ finding's rule id, id, severity, metric and message. Findings of rules that judg
 signal at different speeds (an entropy falling, collapsing and fallen to a quarter; see
 `Rule.signal`) whose steps overlap are listed as one the same way, starting at the first
 of them; its message is the lead's, naming the others by their titles (their own messages
-would say the same thing again). The server's count of open findings
+would say the same thing again). Among findings as open and as severe, the rule listed
+first in the catalogue leads, except that a loss's rise since its start (`loss.doubled`,
+then `loss.above_start`) leads the rules that read its latest points: a loss that
+explodes reads "loss rose 731-fold over 118 steps (median 1.001 to 732.1)", not "rose 96%
+over the last 16 logged points". A rise of ten times or more is said as a multiple. The
+server's count of open findings
 (`runwatch_health_findings_open`, docs/prometheus.md) counts them as they are listed: one
 per incident, at its lead's severity. Repeated loss spikes within
 `hold` points are one `loss.spike` finding, which turns from info to warning at the
-second. Messages state changes in words with their numbers ("loss fell only 2.0% over
-897 steps (0.69 to 0.676)."), and a resolved finding describes what held, not the
-change that ended it. Its numbers are those of the step it resolved at, however the log
+second; its message gives the latest jump and counts them from the first ("35 jumps from
+step 62, each within 10 points of the one before, the highest to 829.5"). Messages
+state changes in words with their numbers ("loss fell only 2.0% over 897 steps (0.69
+to 0.676)."), and a resolved finding describes what held, not the change that ended it.
+Its numbers are those of the step it resolved at, however the log
 arrives: a whole imported file, read as one batch, gives each finding the numbers a run
 indexed line by line gives it (each flat stretch its own fall, each spike the median
 before it), because a batch in which findings resolved is fed again from its start, cut

@@ -26,6 +26,7 @@ from runwatch.health.findings import (
     Tracker,
     change_words,
     finite_or_text,
+    higher_words,
     render,
 )
 from runwatch.health.rules.base import LEARNING_PARAMS, SEVERITY_RANK, Param, Rule
@@ -551,7 +552,7 @@ class Evaluator:
         first_step = int(rec["first_step"])
         last_step = int(rec.get("last_step", first_step))
         fields = {**self.params, **evidence, "first_step": first_step, "last_step": last_step,
-                  **self._words(evidence)}
+                  **self._words(evidence, first_step)}
         return Finding(
             rule_id=self.rule.id, title=self.rule.title, severity=self._severity(rec, evidence),
             status=status,
@@ -594,17 +595,14 @@ class Evaluator:
             return "warning"
         return self.severity
 
-    def _words(self, evidence: Mapping[str, Any]) -> dict[str, str]:
+    def _words(self, evidence: Mapping[str, Any], first_step: int) -> dict[str, str]:
         """The changes a trend's message states, in plain words ("fell only 2.4%")."""
         kind = self.rule.detector
         if kind == "trend":
             relative = bool(_num(self.params, "relative", 1))
             return {"change": change_words(evidence.get("effect"), relative)}
         if kind in ("jump", "spike", "above_max"):
-            count = evidence.get("count")
-            noun = "jump" if kind == "above_max" else kind
-            words = {"repeats": f"; {count} {noun}s within {self.params.get('hold')} points"
-                     if isinstance(count, int) and count > 1 else ""}
+            words = {"repeats": self._repeats(evidence, first_step)}
             ratio, median = evidence.get("ratio"), evidence.get("median")
             if isinstance(median, int | float):
                 # a median of 0 (a norm logged as 0 on most steps) has no multiple
@@ -612,6 +610,8 @@ class Evaluator:
                                     if isinstance(ratio, int | float) and median
                                     else f"against a median of {median:.3g}")
             return words
+        if kind == "upturn":
+            return {"higher": higher_words(evidence.get("rise"), "the low")}
         if kind == "no_improvement":
             return {"change": change_words(evidence.get("effect"), False,
                                            str(self.params.get("direction", "up")))}
@@ -648,6 +648,21 @@ class Evaluator:
             return {"a_change": change_words(evidence.get("a_effect_seen"), relative),
                     "b_change": change_words(evidence.get("b_effect_seen"), relative)}
         return {}
+
+    def _repeats(self, evidence: Mapping[str, Any], first_step: int) -> str:
+        """What a spike's message adds when it repeated: how many, since when, and the
+        highest where the message quotes another (a loss that explodes jumps again and
+        again; its latest jump alone understates it)."""
+        count, kind = evidence.get("count"), self.rule.detector
+        if not isinstance(count, int) or count < 2:
+            return ""
+        noun = "spike" if kind == "spike" else "jump"
+        words = (f"; {count} {noun}s from step {first_step}, each within "
+                 f"{self.params.get('hold')} points of the one before")
+        top, latest = evidence.get("max"), evidence.get("to")
+        if kind != "spike" and isinstance(top, int | float) and top != latest:
+            words += f", the highest to {top:.4g}"
+        return words
 
     def state(self) -> dict[str, Any]:
         st: dict[str, Any] = {"det": self.detector.state(), "open": self.tracker.open}

@@ -150,6 +150,8 @@ class _Fmt(string.Formatter):
 
 
 _FMT = _Fmt()
+# From this many times its reference, a rise reads as a multiple ("rose 731-fold").
+FOLD = 10.0
 
 
 def change_words(effect: Any, relative: bool, wanted: str | None = None) -> str:
@@ -158,12 +160,24 @@ def change_words(effect: Any, relative: bool, wanted: str | None = None) -> str:
     too small reads "fell only 2.4%", so a message never says a number that fell did not."""
     if not isinstance(effect, int | float) or effect - effect != 0:
         return "changed by an unknown amount"
+    if relative and effect >= FOLD - 1:
+        return f"rose {1 + effect:,.0f}-fold"  # a loss that exploded: not "rose 73010.6%"
     size = f"{abs(effect):.1%}" if relative else f"{abs(effect):.3g}"
     if size.strip("0.%") == "":
         return "did not change"
     way = "rose" if effect > 0 else "fell"
     only = " only" if wanted is not None and (wanted == "up") == (effect > 0) else ""
     return f"{way}{only} {size}"
+
+
+def higher_words(rise: Any, than: str) -> str:
+    """A rise relative to a reference in plain words: "12.5% higher", or "749 times
+    {than}" once it is `FOLD` times or more."""
+    if not isinstance(rise, int | float) or rise - rise != 0:
+        return "higher by an unknown amount"
+    if rise >= FOLD - 1:
+        return f"{1 + rise:,.0f} times {than}"
+    return f"{rise:.1%} higher"
 
 
 def render(template: str, fields: dict[str, Any]) -> str:

@@ -408,8 +408,13 @@ def same_signal(found: list[dict[str, Any]], merge: Merge | None = None
 
 
 # A merged finding's lead among equals (open, as severe): the rule listed first in the
-# catalogue, which puts the general rule before its faster or narrower relatives.
-CATALOGUE_ORDER = {rule.id: i for i, rule in enumerate(CATALOGUE)}
+# catalogue, which puts the general rule before its faster or narrower relatives; but a
+# loss's rise since its start leads the rules that read its latest points, so a loss
+# that explodes reads "rose 731-fold over 118 steps", not "rose 96% over the last 16
+# logged points".
+LEADS_FIRST = ("loss.doubled", "loss.above_start")
+CATALOGUE_ORDER = {rule.id: i for i, rule in enumerate(
+    [BY_ID[r] for r in LEADS_FIRST] + [r for r in CATALOGUE if r.id not in LEADS_FIRST])}
 
 
 def _message(group: list[dict[str, Any]], one_signal: bool) -> str:

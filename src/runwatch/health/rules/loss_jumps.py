@@ -151,7 +151,7 @@ RULES: tuple[Rule, ...] = (
         "and by {z} robust standard deviations of those {window} points' step-to-step "
         "changes: a spike comes back, this did not.",
         message="{metric} jumped from {from:.4g} to {to:.4g} (up {rise:.0%}) and stayed up "
-        "for {stay} logged points.",
+        "for {count} logged points (latest {last:.4g}).",
         advice="Training lost ground it had: check a resume (the checkpoint, optimizer state "
         "and step counter it restarted from), a change of data mix, or a learning rate raised "
         "mid-run; keep the checkpoint from before the jump.",
@@ -202,8 +202,8 @@ RULES: tuple[Rule, ...] = (
         "long plateau now and then (on 12 healthy runs of the labelled corpus's train "
         "split); at 5, on 3.",
         message="{metric} turned back up from its lowest, {low:.4g} at step {low_step:.0f}: "
-        "{now:.4g} now ({rise:.1%} higher), rising steadily over its latest {points:.0f} "
-        "points.",
+        "its latest 3 points' median is {now:.4g} ({higher}), rising steadily over its "
+        "latest {points:.0f} points.",
         advice="Training may have gone past its best point: watch the validation metrics, "
         "keep the checkpoint from the low, and lower learning_rate or train fewer epochs "
         "if the rise goes on.",
