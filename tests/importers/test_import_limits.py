@@ -228,3 +228,60 @@ def test_a_step_logged_twice_shows_its_last_value_and_says_so(tmp_path: Path) ->
     wandb.write_text("".join(json.dumps({"_step": s, "_timestamp": 1.7e9 + i, "loss": 1.0 + i})
                              + "\n" for i, s in enumerate((0, 1, 1))), encoding="utf-8")
     assert "step 1 logs a metric" in read_source(wandb).notes[0]
+
+
+def test_a_ts_column_gives_each_row_its_time_and_a_round_trip_keeps_it(tmp_path: Path) -> None:
+    """`runs metrics -o csv` writes `step,ts,...`; imported back, its `ts` column was
+    dropped without a word and the rows got made-up times one second apart."""
+    runs = tmp_path / "runs"
+    src = tmp_path / "first.csv"
+    src.write_text("step,ts,loss\n0,1764580000.5,2.0\n10,1764580060.5,1.8\n"
+                   "20,,1.7\n30,1764580300,1.6\n", encoding="utf-8")
+    imported(src, runs, "--name", "first")
+    assert [(r["step"], r["ts"]) for r in metrics_lines(runs / "first")] == [
+        (0, 1764580000.5), (10, 1764580060.5), (20, 1764580060.5), (30, 1764580300.0)]
+    # the round trip: export the imported run, import the export, same steps and times
+    out = cli_here("runs", "metrics", "first", "--dir", str(runs), "-o", "csv").stdout
+    again = tmp_path / "again.csv"
+    again.write_text(out, encoding="utf-8")
+    imported(again, runs, "--name", "again")
+    assert [(r["step"], r["ts"], r["loss"]) for r in metrics_lines(runs / "again")] == [
+        (r["step"], r["ts"], r["loss"]) for r in metrics_lines(runs / "first")]
+    assert "ts" not in read_back(runs, "again")[0].values
+    # an ISO 8601 time is read too (without a zone, as UTC)
+    iso = tmp_path / "iso.csv"
+    iso.write_text("step,ts,loss\n0,2025-12-01T09:46:40Z,2.0\n1,2025-12-01T09:46:41,1.9\n",
+                   encoding="utf-8")
+    imported(iso, runs, "--name", "iso")
+    assert [r["ts"] for r in metrics_lines(runs / "iso")] == [1764582400.0, 1764582401.0]
+
+
+@pytest.mark.parametrize("first,cell", [("1764580000", "12"), ("1764580000", "-5"),
+                                        ("1764580000", "1764580000000"),
+                                        ("2025-12-01", "yesterday")])
+def test_a_ts_column_that_is_no_time_is_refused(tmp_path: Path, first: str, cell: str) -> None:
+    # 12 seconds is 1970 (a timestep, not a time), 1764580000000 is milliseconds; a
+    # column named ts that is no clock cannot become a metric either
+    src = tmp_path / "t.csv"
+    src.write_text(f"step,ts,loss\n0,{first},2.0\n1,{cell},1.9\n", encoding="utf-8")
+    said = refused(src, tmp_path / "runs")
+    assert "line 3: column 'ts' holds" in said and "rename the column" in said
+
+
+def test_tensorboard_tags_named_like_a_records_fields_are_left_out_and_said(
+        tmp_path: Path) -> None:
+    """A loop's add_scalar("step", ...) or ("ts", ...) overwrote the event's own step and
+    wall time: the points landed at the tag's values, or at a time of 3 seconds."""
+    tb = tmp_path / "tb"
+    write_events(tb / "events.out.tfevents.1.host",
+                 [event(s, 1.7e9 + s, {"loss": 2.0 - s / 10, "step": 100.0 + s, "ts": 3.0})
+                  for s in range(5)])
+    runs = tmp_path / "runs"
+    out = imported(tb, runs, "--name", "tb")
+    assert [(r["step"], r["ts"]) for r in metrics_lines(runs / "tb")] == [
+        (s, 1.7e9 + s) for s in range(5)]
+    assert [h.values for h in read_back(runs, "tb")] == [
+        {"loss": pytest.approx(2.0 - s / 10)} for s in range(5)]
+    assert sorted(out["notes"]) == [
+        f"tag {tag!r} (5 points) is not imported: a record's own field has that name (each "
+        "event's step and wall time are its record's)" for tag in ("step", "ts")]

@@ -9,6 +9,7 @@ and so is one of numbers written with a decimal comma, a name the header gives t
 column with values and no name, and a step the run format does not take (negative). A row
 whose `split` (or `mode`) column says it is held out (`val`, `eval`, `test`, …) has its
 metrics under `val/` names.
+A `ts` column gives each row its time (Unix seconds or ISO 8601).
 W&B exports are recognised by their `_step`/`_runtime`/`_timestamp` columns, or, for a
 chart panel's CSV, by `Step` and `<run> - <metric>` columns (with `__MIN`/`__MAX` bands).
 """
@@ -22,9 +23,11 @@ import re
 import time
 from collections import Counter
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from runwatch.analysis.timing import dated
 from runwatch.ingest.importers import jsonl, trl
 from runwatch.ingest.importers.common import (
     Imported,
@@ -45,6 +48,9 @@ BAND_SUFFIXES = ("__MIN", "__MAX")
 RUN_SEPARATOR = " - "
 # A number as a spreadsheet in a comma-decimal locale writes it: 2,5 or -1,5E-3
 DECIMAL_COMMA = re.compile(r"[+-]?[0-9]*,[0-9]+(?:[eE][+-]?[0-9]+)?")
+# The earliest time a `ts` column's number is taken for (2000-01-01 UTC): a smaller
+# number in a column of that name counts something else (a timestep)
+EARLIEST_TS = 946_684_800.0
 # A whole number as written: read as an int, not through a float
 WHOLE = re.compile(r"[+-]?[0-9]+")
 
@@ -120,6 +126,9 @@ def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path
                           f"{', '.join(c for c in columns if c) or 'none'})")
     records: list[dict[str, Any]] = []
     runtimes: dict[int, float] = {}
+    # W&B's clock, else a `ts` column (runwatch's own `runs metrics -o csv` writes one)
+    clock = "_timestamp" if "_timestamp" in numeric else (
+        "ts" if "ts" in columns and step_col != "ts" else None)
     for index, row in enumerate(table):
         where = f"{path}: line {index + first_line}"
         step = index if step_col is None else checked_step(
@@ -130,8 +139,10 @@ def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path
             continue
         if held_out(row):  # a `split`/`mode` column saying the row is validation
             values = as_held_out(values, where)
-        if _finite(row.get("_timestamp")):
+        if clock == "_timestamp" and _finite(row.get("_timestamp")):
             values["ts"] = float(row["_timestamp"])
+        elif clock == "ts" and row.get("ts") is not None:
+            values["ts"] = _row_time(row["ts"], where)
         if _finite(row.get("_runtime")):
             runtimes.setdefault(step, float(row["_runtime"]))
         # Train and eval rows W&B (or a script) wrote for one step become one record,
@@ -142,6 +153,8 @@ def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path
         else:
             records.append({"step": step, **values})
     _runtime_clock(records, runtimes)
+    if clock == "ts":
+        _fill_times(records)
     keys = {k.removeprefix("train/") for r in records for k in r}
     return Imported(trainer, guess_method(keys), records, {}, str(path))
 
@@ -271,6 +284,37 @@ def _step_column(wanted: str | None, numeric: list[str], table: list[dict[str, A
 def _is_index(cells: list[Any]) -> bool:
     """Whether a column's cells are a row index: whole numbers, increasing row by row."""
     return all(_whole(v) for v in cells) and all(a < b for a, b in itertools.pairwise(cells))
+
+
+def _row_time(value: Any, where: str) -> float:
+    """A `ts` cell as Unix seconds: a number of them, or a date and time in ISO 8601
+    (`2026-12-01T10:00:00Z`; one without a zone is UTC). Anything else is refused: the
+    column names the record's own time, so it cannot be kept as a metric."""
+    if is_number(value):
+        if _finite(value) and float(value) >= EARLIEST_TS and dated(float(value)):
+            return float(value)
+    else:
+        try:
+            when = datetime.fromisoformat(str(value).strip())
+        except ValueError:
+            pass
+        else:
+            return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+    raise SourceError(f"{where}: column 'ts' holds {str(value)[:40]!r}, and a 'ts' column is "
+                      "each row's time (Unix seconds since 2000 at the earliest, not "
+                      "milliseconds, or an ISO 8601 date and time, as "
+                      "`runwatch runs metrics -o csv` writes it): fix that cell, or rename "
+                      "the column to import it as a metric")
+
+
+def _fill_times(records: list[dict[str, Any]]) -> None:
+    """Records of a `ts` column whose cell was empty take the time of the record before
+    them (the first ones that of the first record with a time)."""
+    known = next((r["ts"] for r in records if "ts" in r), None)
+    if known is None:
+        return
+    for record in records:
+        known = record.setdefault("ts", known)
 
 
 def _finite(value: Any) -> bool:

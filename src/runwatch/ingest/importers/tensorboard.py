@@ -11,11 +11,13 @@ scalar needs: `wall_time` (1), `step` (2), `summary` (5) → `value` (1) → `ta
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from runwatch.ingest.importers.common import Imported, SourceError, checked_step
+from runwatch.ingest.points import RECORD_FIELDS
 
 _POLY = 0x82F63B78  # CRC32C (Castagnoli), reflected
 
@@ -166,9 +168,15 @@ def read(folder: Path) -> Imported:
     if not files:
         raise SourceError(f"{folder} holds no TensorBoard event files (events.out.tfevents.*)")
     by_step: dict[int, list[dict[str, Any]]] = {}
+    # tags that name a record's own field (a loop's add_scalar("step", step)): an event's
+    # step and wall time are the record's, so such a tag is left out, and the import says so
+    own: Counter[str] = Counter()
     for path in files:
         for number, payload in enumerate(records(path)):
             step, wall_time, values = scalars(payload)
+            if any(tag in RECORD_FIELDS for tag, _ in values):
+                own.update(tag for tag, _ in values if tag in RECORD_FIELDS)
+                values = [(tag, v) for tag, v in values if tag not in RECORD_FIELDS]
             if not values:
                 continue
             checked_step(step, f"{path}: event {number}", "delete that event file from a copy "
@@ -183,4 +191,6 @@ def read(folder: Path) -> Imported:
     tags = {k for r in recs for k in r} - {"step", "ts"}
     method = "dpo" if any("rewards/chosen" in t for t in tags) else (
         "grpo" if any(t.endswith(("reward", "reward_std")) for t in tags) else "sft")
-    return Imported("tensorboard", method, recs, {}, str(folder))
+    notes = [f"tag {tag!r} ({n} points) is not imported: a record's own field has that name "
+             "(each event's step and wall time are its record's)" for tag, n in own.items()]
+    return Imported("tensorboard", method, recs, {}, str(folder), notes)
