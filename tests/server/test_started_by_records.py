@@ -151,3 +151,30 @@ def test_a_folder_run_with_metrics_and_no_events_is_running_as_a_sent_one(
     (run / fmt.EVENTS).write_text(json.dumps({"seq": 0, "ts": T0 + 9, "phase": "SUCCEEDED"})
                                   + "\n", encoding="utf-8")
     assert row() == ("SUCCEEDED", T0, T0 + 9, 2)
+
+
+def test_an_end_sent_before_the_records_of_its_request_is_stored_after_them(
+        server: Runner) -> None:
+    """A hand-written client that puts a run's end first in a request, beside its metrics:
+    the end was stored first, so the run ended before anything started it (no start, no
+    duration) and its finished-run judgement saw no loss. The server stores the end after
+    the request's other batches, and answers each batch where it was sent."""
+    name = "end-first"
+    flat = [{"seq": i, "step": i, "ts": T0 + i, "loss": 2.0 + 0.001 * (i % 2)}
+            for i in range(14)]
+    batches = [
+        {"run_id": f"id-{name}", "file": fmt.EVENTS,
+         "manifest": manifest(f"id-{name}", name, method="sft"),
+         "records": [{"seq": 0, "ts": T0 + 20, "phase": "SUCCEEDED"}]},
+        {"run_id": f"id-{name}", "file": fmt.METRICS, "records": flat},
+    ]
+    answer = http.post(f"{server.url}/api/ingest", json={"batches": batches})
+    assert answer.status_code == 200, answer.text
+    assert [(r["file"], r["records"]) for r in answer.json()["results"]] == [
+        (fmt.EVENTS, 1), (fmt.METRICS, 14)]
+    state = _state(server, name)
+    assert (state["phase"], state["started_at"], state["ended_at"]) == (
+        "SUCCEEDED", T0, T0 + 20)
+    found = http.request("GET", f"{server.url}/api/runs/{name}/health").json()
+    rules = {f["rule_id"] for f in (found["findings"] if isinstance(found, dict) else found)}
+    assert "loss.flat_finished_run" in rules, rules

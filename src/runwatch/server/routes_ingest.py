@@ -427,20 +427,60 @@ def _store_jobs(st: ServerState, jobs: list[Job], on_points: PointsHook | None
     """Each job's results (or the exception that ended it): the jobs together in one
     transaction, or, when that fails, each batch again in its own."""
     checked = [[_checked(b, st.limits) for b in batches] for _, batches in jobs]
+    ordered = [_end_last(checks) for checks in checked]
+    checked = [checks for checks, _ in ordered]
+    orders = [order for _, order in ordered]
     try:
         with st.engine.begin() as conn:
-            return list(_store_together(conn, jobs, checked, on_points, st.runs_dir))
+            return [_as_sent(results, order) for results, order in zip(
+                _store_together(conn, jobs, checked, on_points, st.runs_dir), orders,
+                strict=True)]
     except _Again:
         pass
     except Exception:
         if len(jobs) == 1:  # its own error, as if it were stored alone
             raise
     out: list[list[dict[str, Any]] | BaseException] = []
-    for (request, _), checks in zip(jobs, checked, strict=True):
+    for (request, _), checks, order in zip(jobs, checked, orders, strict=True):
         try:
-            out.append(_store_each(st, request, checks, on_points))
+            out.append(_as_sent(_store_each(st, request, checks, on_points), order))
         except Exception as exc:  # this job's answer; the others' stand
             out.append(exc)
+    return out
+
+
+def _end_last(checks: list[Checked]) -> tuple[list[Checked], list[int]]:
+    """A request's batches in the order to store them, and that order (indices into
+    `checks`): as sent, but a batch of events that ends a run after the others, so that a
+    run reads as ended only once the records its client sent with the end are stored (the
+    indexer holds a folder's end back so too). A stream is one file's, so no file's own
+    order changes; a manifest the end's batch carried goes with the run's first batch."""
+    def ends(check: Checked) -> bool:
+        return (not isinstance(check, BatchError) and check[1] == fmt.EVENTS
+                and isinstance(check[2], list)
+                and any(isinstance(r, dict) and isinstance(r.get("phase"), str)
+                        and r["phase"] in fmt.TERMINAL_PHASES for r in check[2]))
+    order = sorted(range(len(checks)), key=lambda i: ends(checks[i]))
+    out = [checks[i] for i in order]
+    if order == sorted(order):
+        return out, order
+    first: dict[str, int] = {}  # each run's first batch in the new order
+    for at, check in enumerate(out):
+        if isinstance(check, BatchError):
+            continue
+        run_id, manifest = check[0], check[3]
+        head = out[first.setdefault(run_id, at)]
+        if manifest is not None and not isinstance(head, BatchError) and head[3] is None:
+            out[first[run_id]] = (head[0], head[1], head[2], manifest)
+    return out, order
+
+
+def _as_sent(results: list[dict[str, Any]], order: list[int]) -> list[dict[str, Any]]:
+    """A request's answers in the order its batches were sent (`order` is the order they
+    were stored in)."""
+    out: list[dict[str, Any]] = [{}] * len(results)
+    for stored_at, sent_at in enumerate(order):
+        out[sent_at] = results[stored_at]
     return out
 
 
