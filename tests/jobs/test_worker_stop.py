@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 from runwatch.ingest import Indexer
 from runwatch.jobs import reaper
 from runwatch.jobs.failures import CATALOGUE, AttemptEnd
+from runwatch.jobs.worker import Worker
 from runwatch.rundir import format as fmt
 from runwatch.rundir import stopnote
 from runwatch.server.runner import Runner
@@ -29,7 +30,7 @@ from tests.support import http
 from tests.support.cli import run_cli
 from tests.support.jobs import events, job, record_attempt, run_row, submit_command
 from tests.support.wait import wait_for
-from tests.support.workers import Workers, group_gone, workers
+from tests.support.workers import FAST, Workers, group_gone, workers
 
 __all__ = ["workers"]  # the fixture
 
@@ -115,3 +116,23 @@ def test_a_job_a_stopping_worker_left_to_the_reaper_ends_the_same_way(
     assert (row.status, row.attempt, row.observed_step) == ("CANCELLED", 1, 4)
     with engine.connect() as conn:
         assert store_jobs.queue_depth(conn) == 0
+
+
+def test_a_cancel_asked_just_before_the_worker_stops_stays_a_cancel(
+        engine: Engine, runs_dir: Path) -> None:
+    """A user's cancel that the worker had not acted on yet (asked since its last pass)
+    when it was told to stop: the worker noted its own stop first, so the run read
+    "stopped because its worker was stopped" and the cancel was lost from its record."""
+    run = submit_command(engine, runs_dir, "both", TRAINS, max_attempts=3)
+    worker = Worker(engine, runs_dir, indexer=Indexer(engine, runs_dir), **FAST)
+    wait_for(lambda: worker._safe_tick() or (runs_dir / "pid").exists(),
+             what="the job to log its steps")
+    with engine.begin() as conn:
+        # False: a worker holds the job, and it is the one to stop it
+        assert not store_jobs.request_cancel(conn, run_row(engine, "both").pk, time.time())
+    worker.stop_jobs()  # no pass in between: the cancel is not acted on yet
+    evs = [(ev["phase"], ev.get("code")) for ev in events(run.dir)]
+    assert evs[-1] == ("CANCELLED", "cancelled"), evs
+    assert not stopnote.written(run.dir, 1)
+    row = run_row(engine, "both")
+    assert (row.status, row.reason_code) == ("CANCELLED", "cancelled")

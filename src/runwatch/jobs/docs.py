@@ -193,7 +193,9 @@ cluster instead of a local process, and watches, stops and concludes it the same
   attempt would move the attempt that trained out of the run's view (its metrics,
   samples and checkpoints go to `attempts/<n>/`) and train from scratch, while the run
   as it stands shows what it recorded and can be retried, or resumed from its
-  checkpoint. A job whose process had already ended on its own when the stop came ends
+  checkpoint. A job whose cancel was asked before the stop, and not yet acted on, is
+  stopped as that cancel, with no note, and ends CANCELLED `cancelled`, as the user asked.
+  A job whose process had already ended on its own when the stop came ends
   as it recorded, as at any other time (a failure is queued again where attempts remain,
   for another worker). A job whose process group is not gone after
   its grace, SIGKILL and 5 s more (a process stuck in the kernel, such as a driver

@@ -66,6 +66,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from runwatch.ingest.indexer import Indexer, IndexReport
 from runwatch.jobs import reaper
@@ -228,6 +229,10 @@ class Worker:
         for job in self.jobs.values():
             if job.proc is None or job.proc.stop_started is not None or job.proc.poll():
                 continue  # not started, stopping already, or ended on its own
+            if self._cancel_asked(job):  # before this stop: the user's cancel, as asked
+                job.cancel = True
+                job.proc.stop(self.grace_s)
+                continue
             job.worker_stopped = True
             try:
                 stopnote.write(job.run_dir, job.claim.attempt, self.id)
@@ -261,6 +266,16 @@ class Worker:
                         "it after this worker's heartbeat timeout, once its process has gone",
                         self.id, job.claim.name)
             self._drop(job)
+
+    def _cancel_asked(self, job: Job) -> bool:
+        """Whether a cancel of `job` was asked that this worker has not acted on yet (asked
+        since its last tick); False when the index cannot say (its stop is this stop's)."""
+        try:
+            with self.engine.connect() as conn:
+                return store_jobs.cancel_requested(conn, job.claim.run_pk)
+        except SQLAlchemyError as exc:
+            log.error("cannot read whether %s was cancelled: %s", job.claim.name, exc)
+            return False
 
     def _safe_tick(self) -> None:
         try:
