@@ -129,6 +129,33 @@ def test_a_queued_event_says_less_than_records_of_its_attempt_but_a_new_attempt_
         "QUEUED", None, None)
 
 
+@pytest.mark.parametrize("first", [fmt.METRICS, fmt.CHECKPOINTS, fmt.LOGS])
+def test_records_of_a_run_that_stays_preparing_start_its_duration(server: Runner,
+                                                                    first: str) -> None:
+    """A plain command a worker runs reports no phase: its run is PREPARING (the worker's
+    event) until its end. Its records start it, so its duration counts from the first, not
+    from its end (0 s); its phase stays the one its events say. A PREPARING event that
+    comes after its records keeps that start."""
+    name = f"plain-{first.split('.')[0]}"
+    _send(server, name, fmt.EVENTS, [{"seq": 0, "ts": T0 - 5, "phase": "QUEUED"},
+                                     {"seq": 1, "ts": T0 - 1, "phase": "PREPARING"}])
+    record = {"seq": 0, "ts": T0 + 2, **({"step": 0, "loss": 1.0} if first == fmt.METRICS
+                                         else {"step": 0, "kind": "training", "id": "c0"}
+                                         if first == fmt.CHECKPOINTS
+                                         else {"level": "info", "message": "training"})}
+    _send(server, name, first, [record])
+    state = _state(server, name)
+    # logs outlive attempts: they start only a run no event speaks for
+    started = None if first == fmt.LOGS else T0 + 2
+    assert (state["phase"], state["started_at"]) == ("PREPARING", started)
+    _send(server, name, fmt.EVENTS, [{"seq": 2, "ts": T0 + 3, "phase": "PREPARING"}])
+    assert _state(server, name)["started_at"] == started
+    _send(server, name, fmt.EVENTS, [{"seq": 3, "ts": T0 + 30, "phase": "SUCCEEDED"}])
+    state = _state(server, name)
+    assert (state["phase"], state["started_at"], state["ended_at"]) == (
+        "SUCCEEDED", started, T0 + 30)
+
+
 def test_a_folder_run_with_metrics_and_no_events_is_running_as_a_sent_one(
         engine: Engine, runs_dir: Path) -> None:
     run = write_run(runs_dir, "folder", _metrics(range(3)))

@@ -6,6 +6,8 @@ until its process starts, and nothing of an attempt (metric points, checkpoints,
 is recorded before that, so a QUEUED run that holds any is RUNNING from its earliest
 (`started_by_records`). A run sent without events (a hand-written client, the sync of a
 folder whose events.jsonl was lost) is then RUNNING, as a folder that holds the same files.
+A run PREPARING that holds records (a plain command a worker runs, which reports no phase)
+stays PREPARING, and its earliest record is its start, so its duration counts from it.
 Logs outlive attempts (a requeued job keeps the last one's) and a process may log while it
 waits, so they start only a run that no event speaks for.
 """
@@ -55,10 +57,15 @@ def started_by_records(conn: Connection, run_pk: int, first_ts: float, *,
     still QUEUED has started, and is RUNNING from then. With `unless_events` (records that
     outlive an attempt: logs) only while no event of the run is stored."""
     r = s.runs.c
-    cond = [r.pk == run_pk, r.status == "QUEUED"]
+    cond = [r.pk == run_pk]
     if unless_events:
         cond.append(~select(s.events.c.seq).where(s.events.c.run_pk == run_pk).exists())
-    conn.execute(update(s.runs).where(*cond).values(status="RUNNING", started_at=first_ts))
+    conn.execute(update(s.runs).where(*cond, r.status == "QUEUED")
+                 .values(status="RUNNING", started_at=first_ts))
+    # a process that records while it says PREPARING (a plain command a worker runs,
+    # which reports no phase of its own) has started too; its phase stays its events'
+    conn.execute(update(s.runs).where(*cond, r.status == "PREPARING", r.started_at.is_(None))
+                 .values(started_at=first_ts))
 
 
 def refresh_run_state(conn: Connection, run_pk: int) -> None:
@@ -95,11 +102,12 @@ def refresh_run_state(conn: Connection, run_pk: int) -> None:
             and status in fmt.ACTIVE_PHASES):
         status = "CANCEL_REQUESTED"
     started = next((r.ts for r in current if r.phase == "RUNNING"), None)
-    if (started is None and status != "PREPARING" and attempt == run.attempt
-            and _attempt_recorded(conn, run_pk, run)):
+    if (started is None and attempt == run.attempt and _attempt_recorded(conn, run_pk, run)):
         # records of this attempt and no event of its start: it started when they said
-        # (started_by_records), else no later than its last event
-        started = run.started_at if run.started_at is not None else last.ts
+        # (started_by_records), else no later than its last event; a run PREPARING keeps
+        # its records' start, if any
+        started = run.started_at if run.started_at is not None or status == "PREPARING" \
+            else last.ts
         if status == "QUEUED":
             status = "RUNNING"
     ended = last.ts if last.phase in fmt.TERMINAL_PHASES else None

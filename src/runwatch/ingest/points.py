@@ -15,7 +15,7 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, Update, bindparam, case, or_, select, update
+from sqlalchemy import Connection, Update, and_, bindparam, case, or_, select, update
 
 from runwatch.ingest.result import IngestResult, where
 from runwatch.ingest.sql import insert_ignore_sql
@@ -384,11 +384,13 @@ _PG_ADVANCE = (
     "updated_at = CASE WHEN r.updated_at IS NULL OR r.updated_at < u.ts "
     "THEN u.ts ELSE r.updated_at END, "
     "status = CASE WHEN r.status = 'QUEUED' THEN 'RUNNING' ELSE r.status END, "
-    "started_at = CASE WHEN r.status = 'QUEUED' THEN u.first ELSE r.started_at END "
+    "started_at = CASE WHEN r.status = 'QUEUED' OR (r.status = 'PREPARING' AND "
+    "r.started_at IS NULL) THEN u.first ELSE r.started_at END "
     "FROM unnest(%s::integer[], %s::bigint[], %s::float8[], %s::float8[]) "
     "AS u(pk, step, ts, first) "
     "WHERE r.pk = u.pk AND (r.observed_step IS NULL OR r.observed_step < u.step "
-    "OR r.updated_at IS NULL OR r.updated_at < u.ts OR r.status = 'QUEUED')")
+    "OR r.updated_at IS NULL OR r.updated_at < u.ts OR r.status = 'QUEUED' "
+    "OR (r.status = 'PREPARING' AND r.started_at IS NULL))")
 
 
 def _pg_columns(rows: list[tuple[Any, ...]]) -> tuple[str, ...]:
@@ -448,12 +450,13 @@ def _advance_statement() -> Update:
                 else_=r.observed_step)
     ts = case((or_(r.updated_at.is_(None), r.updated_at < max_ts), max_ts), else_=r.updated_at)
     queued = r.status == "QUEUED"  # SET reads the row as it was
+    starts = or_(queued, and_(r.status == "PREPARING", r.started_at.is_(None)))
     return update(s.runs).where(
         r.pk == bindparam("at_run"), or_(r.observed_step.is_(None), r.observed_step < max_step,
-                                         r.updated_at.is_(None), r.updated_at < max_ts, queued)
+                                         r.updated_at.is_(None), r.updated_at < max_ts, starts)
     ).values(observed_step=step, updated_at=ts,
              status=case((queued, "RUNNING"), else_=r.status),
-             started_at=case((queued, first_ts), else_=r.started_at))
+             started_at=case((starts, first_ts), else_=r.started_at))
 
 
 # built once: made anew for each batch it cost more than running it (about 2 ms)
@@ -463,7 +466,8 @@ _ADVANCE = _advance_statement()
 def _advance_run(conn: Connection, run_pk: int, max_step: int, max_ts: float,
                  first_ts: float) -> None:
     """The run's observed step and last update move forward, never back, and a run still
-    QUEUED has started at `first_ts` (runwatch.ingest.lifecycle.started_by_records): one
-    statement that writes the row only when one of them moves."""
+    QUEUED has started at `first_ts` (runwatch.ingest.lifecycle.started_by_records; one
+    PREPARING with no start yet started then, and stays PREPARING): one statement that
+    writes the row only when one of them moves."""
     conn.execute(_ADVANCE, {"at_run": run_pk, "to_step": max_step, "to_ts": max_ts,
                             "first_ts": first_ts})
