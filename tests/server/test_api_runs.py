@@ -178,3 +178,26 @@ def test_projects_and_events(api: Api, make_run: MakeRun, index: Callable[[], No
     assert phases[-1] == "SUCCEEDED"
     assert [r["name"] for r in api.ok("/api/runs", params={"project": "vision"})["runs"]] == [
         "p-run"]
+
+
+def test_a_running_total_of_tokens_is_its_last_value_and_a_count_per_step_its_sum(
+        api: Api, make_run: MakeRun, index: Callable[[], None], runs_dir: Path) -> None:
+    """The Tokens tile summed every value of the series it read, so a running total
+    (TRL's `num_tokens`, 2**40 per step here) showed 901,599,534,776,320 for a run that
+    trained 43,980,465,111,040 tokens. 100 steps: past the point where a series is read
+    from its step summaries."""
+    make_run("total", steps=100, metrics=lambda i: {"num_tokens": float((i + 1) * 2**40),
+                                                    "num_examples": float(8 * (i + 1))})
+    # a count per step that ramps up and stays at its top: its last value is its greatest,
+    # as a running total's is, but it does not rise at every step
+    make_run("per-step", steps=100, metrics=lambda i: {"tokens": float(min(1024 * (i + 1),
+                                                                          8192))})
+    index()
+    where = ["--dir", str(runs_dir), "-o", "json"]
+    for name, tokens, examples in (("total", 100 * 2**40, 800.0),
+                                   ("per-step", sum(min(1024 * (i + 1), 8192)
+                                                    for i in range(100)), None)):
+        cli = json.loads(cli_here("runs", "get", name, *where).stdout)["scalars"]
+        api_tiles = api.ok(f"/api/runs/{name}")["scalars"]
+        assert (api_tiles["tokens"], api_tiles["examples"]) == (tokens, examples)
+        assert (cli["tokens"], cli["examples"]) == (tokens, examples)

@@ -72,6 +72,29 @@ def _series_stat(info: KeyInfo | None, values: SeriesValues, how: str) -> float 
     return float(fin.min() if how == "min" else fin.max() if how == "max" else fin.sum())
 
 
+def running_total(values: npt.NDArray[np.float64]) -> bool:
+    """Whether a count's values are a running total (TRL's `num_tokens`) rather than the
+    count of each step: never falling, and rising at 90% or more of its steps (the web
+    app's tokens axis reads a series the same way: web/src/charts.ts isRunningTotal)."""
+    fin = values[np.isfinite(values)]
+    if fin.size < 3:
+        return False
+    steps = np.diff(fin)
+    return bool((steps >= 0).all() and (steps > 0).sum() >= 0.9 * (fin.size - 1))
+
+
+def _count(info: KeyInfo | None, values: SeriesValues) -> float | None:
+    """A count's total over the run: the sum of its per-step values, or the last value of
+    a running total. The series is read only when its last value is its greatest, as a
+    running total's is."""
+    total = _series_stat(info, values, "sum")
+    if info is None or total is None or info.last_value is None:
+        return total
+    if info.last_value != _series_stat(info, values, "max"):
+        return total
+    return finite(info.last_value) if running_total(values(info)) else total
+
+
 def find_setting(config: Any, names_: Sequence[str]) -> Any:
     """The first numeric setting named one of `names_` anywhere in a nested config mapping."""
     if isinstance(config, dict):
@@ -98,8 +121,8 @@ def scalars(keys: Sequence[KeyInfo], values: SeriesValues, config: Any,
         steps = max((k.last_step for k in keys if k.last_step is not None), default=None)
     return {
         "steps": steps,
-        "examples": _series_stat(_role_key(by_key, Role.EXAMPLES), values, "sum"),
-        "tokens": _series_stat(_role_key(by_key, Role.TOKENS), values, "sum"),
+        "examples": _count(_role_key(by_key, Role.EXAMPLES), values),
+        "tokens": _count(_role_key(by_key, Role.TOKENS), values),
         "grad_accum": find_setting(config, names(Role.GRAD_ACCUM)),
         "best_train_loss": _series_stat(train, values, "min"),
         "latest_train_loss": _latest(train),
