@@ -136,9 +136,17 @@ def test_a_retried_run_waiting_in_the_queue_is_not_shown_as_a_dead_process(
     row = run_row(engine, "again")
     assert row.status == "QUEUED" and not q_runs.process_gone(row)
     assert not q_runs.process_here(row)
-    # the same manifest on a run that has started says its process is gone
+    # nor once its worker has started attempt 2, until that attempt's process attaches:
+    # the runs list and `runs wait` called it gone ("PREPARING (process gone)", exit 1)
+    for status in ("PREPARING", "RUNNING"):
+        with engine.begin() as conn:
+            conn.execute(update(s.runs).where(s.runs.c.pk == row.pk).values(status=status))
+        assert not q_runs.process_gone(run_row(engine, "again"))
+    # the manifest attempt 2's SDK wrote (it names its attempt) is judged: its process died
+    manifest["attempt"] = 2
     with engine.begin() as conn:
-        conn.execute(update(s.runs).where(s.runs.c.pk == row.pk).values(status="RUNNING"))
+        conn.execute(update(s.runs).where(s.runs.c.pk == row.pk).values(
+            manifest=json.dumps(manifest)))
     assert q_runs.process_gone(run_row(engine, "again"))
 
 

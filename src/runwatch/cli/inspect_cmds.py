@@ -221,9 +221,11 @@ def wait_cmd(
     """Follow a run until it reaches a terminal phase: its current phase, then each change.
 
     The terminal event carries the failure reason; with -o json the events are one JSON
-    object a line, and the whole run record follows the terminal one. A run whose process
-    nothing here can see stop (one that sends its records over HTTP from another host)
-    ends only with an end it records: the wait says so, and --timeout bounds it."""
+    object a line, and the whole run record follows the terminal one. A job's attempt that
+    failed while attempts remain is not the end: the wait says so and follows the attempt
+    its worker queues next. A run whose process nothing here can see stop (one that sends
+    its records over HTTP from another host) ends only with an end it records: the wait
+    says so, and --timeout bounds it."""
     remote = remote_for(server, token, directory, db)
     watch: Watch = (RemoteWatch(remote, run) if remote is not None
                     else LocalWatch(open_context(directory, db, read_only=True), run))
@@ -234,6 +236,7 @@ def wait_cmd(
     told: str | None = None
     said: tuple[Any, ...] = ()  # what the last event said
     noted = False  # whether what the wait depends on was said (once, after the first look)
+    retold: int | None = None  # the failed attempt said to be maybe queued again
     while True:
         now, events = watch.look()
         status = now["status"]
@@ -252,7 +255,14 @@ def wait_cmd(
             told = status
             _print_event({"ts": time.time(), "phase": told, "attempt": now["attempt"]},
                          output)
-        if status in TERMINAL_PHASES or now["process_gone"]:
+        # its worker queues a failed attempt again once its process has gone
+        requeue = status == "FAILED" and _may_requeue(events, watch.job(), now)
+        if requeue and retold != now["attempt"]:
+            retold = now["attempt"]
+            console(stderr=output is Output.json).print(text(
+                f"attempt {retold} failed and attempts remain: waiting for its worker to "
+                "queue it again"))
+        if not requeue and (status in TERMINAL_PHASES or now["process_gone"]):
             _end(now, watch, output)
             code = EXIT_CODES.get(status, 1)
             raise typer.Exit(code if exit_status else 0)
@@ -273,8 +283,27 @@ def wait_cmd(
         watch.refresh()
 
 
+def _may_requeue(events: list[dict[str, Any]], job: dict[str, Any] | None,
+                 now: dict[str, Any]) -> bool:
+    """Whether a FAILED run's attempt may yet be queued again: a worker still holds that
+    attempt of its job (it concludes it once the process has gone, and queues a failure
+    that is not a refusal again while attempts remain; docs/jobs.md) and attempts remain.
+    The SDK records the end before its process exits, so the index shows FAILED first."""
+    if job is None or job.get("worker_id") is None or job.get("attempt") != now["attempt"]:
+        return False
+    if int(job.get("attempt") or 1) >= int(job.get("max_attempts") or 1):
+        return False
+    last = next((ev for ev in reversed(events) if ev["phase"] in TERMINAL_PHASES), None)
+    reason = CATALOGUE.get(str(last.get("code"))) if last is not None else None
+    return not (reason is not None and reason.refusal)
+
+
 class Watch(Protocol):
     """Where `runs wait` looks: a local index, or a team server."""
+
+    def job(self) -> dict[str, Any] | None:
+        """The run's job (its attempt, max_attempts and holder), None for a hand run."""
+        ...
 
     def look(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The run's list fields, then its lifecycle events oldest first (read after the
@@ -312,6 +341,10 @@ class LocalWatch:
         with self.ctx.engine.connect() as conn:
             return detail_of(conn, row, self.ctx.directory, gone)
 
+    def job(self) -> dict[str, Any] | None:
+        with self.ctx.engine.connect() as conn:
+            return job_row(conn, self.pk)
+
     def refresh(self) -> None:
         self.ctx.refresh()
 
@@ -333,6 +366,10 @@ class RemoteWatch:
 
     def detail(self) -> dict[str, Any]:
         return self.remote.detail(self.run_id)
+
+    def job(self) -> dict[str, Any] | None:
+        job: dict[str, Any] | None = self.remote.detail(self.run_id)["job"]
+        return job
 
     def refresh(self) -> None:
         pass  # the server indexes by itself

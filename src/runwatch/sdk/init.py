@@ -140,7 +140,9 @@ def _attach(
             return None
         # The job's project and name stay; this process says what it trains and where.
         manifest.update({k: v for k, v in described.items() if v is not None})
-        manifest.update(environment(), attached_at=time.time())
+        attempt = _attempt_number(os.environ.get(fmt.ENV_ATTEMPT))
+        manifest.update(environment(), attached_at=time.time(),
+                        **({"attempt": attempt} if attempt is not None else {}))
         next_seq = _scan_existing(run_dir)
         _write(run_dir, manifest, config)
     except BaseException:

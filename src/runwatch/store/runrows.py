@@ -93,7 +93,8 @@ def process_here(run: Any) -> bool:
 
 def _local_process(run: Any) -> bool | None:
     """Whether the process the run's manifest names is alive, when it names one on this
-    host; None when it names none, or one elsewhere, or one this user cannot see."""
+    host; None when it names none, or one elsewhere, or one this user cannot see, or one
+    of an earlier attempt of a job (the SDK names the attempt it attached to)."""
     try:
         manifest = orjson.loads(run.manifest)
     except orjson.JSONDecodeError:
@@ -102,6 +103,11 @@ def _local_process(run: Any) -> bool | None:
         return None
     pid, host = manifest.get("pid"), manifest.get("host")
     if type(pid) is not int or pid <= 0 or host != socket.gethostname():
+        return None
+    attempt = run.attempt or 1
+    if attempt > 1 and manifest.get("attempt") != attempt:
+        # a job's next attempt whose process has not attached yet (or never will: a plain
+        # command): the manifest still names an earlier attempt's process
         return None
     try:
         os.kill(pid, 0)

@@ -1,0 +1,79 @@
+"""`runs wait` follows a job through its attempts, as a user (or a CI step with
+`--exit-status`) expects.
+
+- It ended at a failed attempt that its worker was about to queue again: the SDK records
+  the end before its process exits, and the worker queues the next attempt only once the
+  process has gone, so the index shows FAILED in between. `runs wait --exit-status`
+  exited 1 on a run that then succeeded at attempt 2.
+- A next attempt's run read as "process gone" while its worker prepared it: the manifest
+  still named attempt 1's exited process until attempt 2's SDK attached, so the wait
+  ended there too ("the training process is gone", exit 1).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from runwatch.rundir import format as fmt
+from tests.support.cli import run_cli
+from tests.support.jobs import events, run_row, submit_command
+from tests.support.workers import Workers, workers
+
+__all__ = ["workers"]  # the fixture
+
+# Fails at its first attempt, recording FAILED and then living on for a while (as a
+# process that writes its end, then flushes and tears down); succeeds at its second.
+FLAKY = """
+import os, sys, time
+import runwatch
+run = runwatch.init(project="p")
+run.log({"loss": 1.0}, step=0)
+if not os.path.exists("failed-once"):
+    open("failed-once", "w").close()
+    run.finish("FAILED")
+    time.sleep(1.5)
+    sys.exit(1)
+run.log({"loss": 0.5}, step=1)
+run.finish()
+"""
+
+
+def test_wait_follows_a_failed_attempt_to_the_next_one_and_its_end(
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers) -> None:
+    run = submit_command(engine, runs_dir, "flaky", FLAKY, max_attempts=2)
+    proc = workers.start(runs_dir, db_url)
+    try:
+        waited = run_cli("runs", "wait", "flaky", "--exit-status", "--interval", "0.1",
+                         "--timeout", "60", "--dir", str(runs_dir), "--db", db_url,
+                         check=False)
+    finally:
+        workers.stop(proc)
+    said = " ".join(waited.stdout.split()) + " " + " ".join(waited.stderr.split())
+    assert waited.returncode == 0, said
+    assert "attempt 1 failed and attempts remain: waiting for its worker to queue it " \
+        "again" in said
+    assert "process is gone" not in said
+    assert [(ev["phase"], ev.get("attempt")) for ev in events(run.dir)
+            if ev["phase"] in ("QUEUED", "FAILED", "SUCCEEDED")] == [
+        ("QUEUED", 1), ("FAILED", None), ("QUEUED", 2), ("SUCCEEDED", None)]
+    assert (run_row(engine, "flaky").status, run_row(engine, "flaky").attempt) == (
+        "SUCCEEDED", 2)
+    # attempt 2's SDK named its attempt in the manifest
+    assert json.loads((run.dir / fmt.MANIFEST).read_text())["attempt"] == 2
+
+
+def test_wait_ends_at_a_failed_last_attempt(engine: Engine, db_url: str, runs_dir: Path,
+                                            workers: Workers) -> None:
+    run_cli_args = ["--dir", str(runs_dir), "--db", db_url]
+    submit_command(engine, runs_dir, "once", "import sys; sys.exit(3)", max_attempts=1)
+    proc = workers.start(runs_dir, db_url)
+    try:
+        waited = run_cli("runs", "wait", "once", "--exit-status", "--interval", "0.1",
+                         "--timeout", "60", *run_cli_args, check=False)
+    finally:
+        workers.stop(proc)
+    assert waited.returncode == 1, waited.stdout + waited.stderr
+    assert "attempts remain" not in waited.stdout + waited.stderr
