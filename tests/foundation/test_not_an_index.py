@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from runwatch.server.runner import free_port
 from runwatch.store import StoreError, open_engine
 from tests.support.cli import run_cli
 
@@ -21,3 +22,21 @@ def test_a_file_that_is_not_a_database_is_named_and_left_as_it_was(tmp_path: Pat
         assert "notes.txt is not a SQLite database" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr, proc.stderr
     assert notes.read_text() == "not a database\n" * 100
+
+
+def test_a_database_server_that_does_not_answer_is_said_in_one_line(tmp_path: Path) -> None:
+    """A PostgreSQL URL whose server does not answer (a closed port) printed a 139-line
+    SQLAlchemy traceback from every command; now one line that names the cause and what
+    to check, without the URL's password."""
+    url = f"postgresql+psycopg://someone:s3cret@127.0.0.1:{free_port()}/runs"
+    (tmp_path / "runs").mkdir()
+    for args in (["runs", "list", "--db", url], ["tokens", "list", "--db", url],
+                 ["worker", str(tmp_path / "runs"), "--db", url],
+                 ["server", "--db", url, "--port", str(free_port())]):
+        proc = run_cli(*args, cwd=tmp_path, check=False)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        said = " ".join(proc.stderr.split())
+        assert "Traceback" not in said and "s3cret" not in said, said
+        assert "cannot connect to the database postgresql+psycopg://someone:***@127.0.0.1" \
+            in said and "Connection refused" in said and "check that the server runs" in said, \
+            said

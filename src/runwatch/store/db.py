@@ -25,7 +25,7 @@ from sqlalchemy import (
     inspect,
     text,
 )
-from sqlalchemy.exc import DatabaseError, DBAPIError
+from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 
 from runwatch.store.schema import metadata
 
@@ -84,8 +84,26 @@ def open_engine(target: str | Path, migrate: bool = True, *,
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     if migrate:
-        ensure_schema(engine)
+        try:
+            ensure_schema(engine)
+        except OperationalError as exc:  # the first connection: no server, no database
+            engine.dispose()
+            raise StoreError(_cannot_connect(engine, exc)) from exc
     return engine
+
+
+def _cannot_connect(engine: Engine, exc: OperationalError) -> str:
+    """What a failed first connection says, and what to do: the driver's own first line
+    (which names the cause: refused, no such database, no such role), the URL without
+    its password."""
+    said = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+    where = engine.url.render_as_string(hide_password=True)
+    if engine.dialect.name == "sqlite":
+        return (f"cannot open the index {engine.url.database}: {said}; check that its "
+                "folder is writable, or point --db at another file")
+    return (f"cannot connect to the database {where}: {said}; check that the server "
+            "runs and takes connections there, that the database exists (create it: "
+            "createdb NAME) and that this user may connect to it")
 
 
 @contextmanager
