@@ -232,11 +232,14 @@ def test_a_broken_profiles_file_leaves_spend_unknown_and_says_why(
     assert str(broken) in err["error"]
 
 
-def _worker(engine: Engine, wid: str, devices: int = 2, started: float | None = None) -> None:
-    """Register worker `wid` as started an hour ago (or at `started`), stamped now."""
+def _worker(engine: Engine, wid: str, devices: int = 2, started: float | None = None,
+            runs_dir: str | None = None) -> None:
+    """Register worker `wid` (of `runs_dir`, None: not known) as started an hour ago (or at
+    `started`), stamped now."""
     with engine.begin() as conn:
         store_jobs.register_worker(conn, store_jobs.WorkerRow(
-            wid, "host-a", 4242, devices, "cpu", started or time.time() - 3600))
+            wid, "host-a", 4242, devices, "cpu", started or time.time() - 3600,
+            runs_dir=runs_dir))
         store_jobs.heartbeat(conn, wid, time.time())
 
 
@@ -255,6 +258,16 @@ def test_submit_and_retry_say_which_worker_starts_the_job_or_how_to_start_one(
     retried = post(server, "/api/runs/alone/retry").json()
     assert retried["status"] == "QUEUED"
     assert retried["next"].startswith("attempt 2: no worker of profile cpu is running")
+    # a worker of another runs folder never claims the job: it was named all the same
+    _worker(engine, "w-2", runs_dir="/elsewhere/runs")
+    other = submit_recipe(server, "other")["next"]
+    assert other.startswith("no worker of profile cpu runs the jobs of "), other
+    assert "the running ones claim jobs of /elsewhere/runs only" in other, other
+    assert "runwatch worker " in other and "--device-profile cpu" in other, other
+    runs_dir = str(Path(get(server, "/api/runs/other")["dir"]).parent)
+    _worker(engine, "w-3", runs_dir=runs_dir)
+    assert submit_recipe(server, "mine")["next"] == (
+        "worker w-3 will start it when its devices are free")
 
 
 def test_workers_show_devices_jobs_rate_and_spend_and_drain(server: Runner, engine: Engine

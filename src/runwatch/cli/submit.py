@@ -99,8 +99,8 @@ def submit_cmd(
         row = q.resolve_run(conn, made.run_id)
         summary = run_summary(row)
         now = time.time()
-        workers = store_jobs.starters(conn, profile.name, now)
-        starts = who_starts(conn, profile.name, now)
+        workers = store_jobs.starters(conn, profile.name, now, row.dir)
+        starts = who_starts(conn, profile.name, now, row.dir)
     if output is Output.json:
         typer.echo(dumps({"status": row.status, "next": starts, "warnings": warnings,
                           "run": summary}))

@@ -235,17 +235,27 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
                     heartbeat_at=held["heartbeat_at"], pid=held["pid"]))
     _index(engine, run_dir, runs_dir)
     with engine.connect() as conn:
-        starts = who_starts(conn, job["device_profile"], time.time())
+        starts = who_starts(conn, job["device_profile"], time.time(), str(run_dir))
     return Outcome("QUEUED", f"attempt {attempt}: {starts}")
 
 
-def who_starts(conn: Connection, device_profile: str, now: float) -> str:
-    """Who starts a QUEUED job of `device_profile`, in words: the workers that would claim
-    it, or, when none runs, how to start one (else the job would wait with nobody to run
-    it)."""
-    ids = store_jobs.starters(conn, device_profile, now)
+def who_starts(conn: Connection, device_profile: str, now: float,
+               run_dir: str | None = None) -> str:
+    """Who starts a QUEUED job of `device_profile` in folder `run_dir` (absolute), in words:
+    the workers that would claim it, or, when none would, how to start one (else the job
+    would wait with nobody to run it)."""
+    ids = store_jobs.starters(conn, device_profile, now, run_dir)
     if ids:
         return f"worker {', '.join(ids)} will start it when its devices are free"
+    elsewhere = sorted({str(w["runs_dir"]) for w in store_jobs.list_workers(conn)
+                        if w["id"] in store_jobs.starters(conn, device_profile, now)
+                        and w.get("runs_dir")})
+    if run_dir is not None and elsewhere:
+        folder = str(Path(run_dir).parent)
+        return (f"no worker of profile {device_profile} runs the jobs of {folder}: the "
+                f"running ones claim jobs of {', '.join(elsewhere)} only; submit it there "
+                f"(--dir), or start a worker on this folder (runwatch worker {folder} "
+                f"--device-profile {device_profile})")
     return (f"no worker of profile {device_profile} is running on this index; start one "
             f"(runwatch worker --device-profile {device_profile}, or runwatch ui, which "
             "runs one of the default profile)")

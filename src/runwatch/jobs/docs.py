@@ -150,7 +150,9 @@ cluster instead of a local process, and watches, stops and concludes it the same
 (docs/team.md, "Jobs on Ray").
 
 - **Claim.** A worker claims the highest-priority, then oldest, QUEUED job of its device
-  profile whose folder is inside its runs folder and that fits its free devices,
+  profile whose folder is inside its runs folder (it registers that folder; a submit's
+  `next` names only workers whose folder holds the job, and says when the running ones
+  claim other folders' jobs only) and that fits its free devices,
   atomically (two workers never claim one job), appends PREPARING `{{attempt, worker}}`
   under the run folder's lock, and starts the job's argv in its cwd, in a session
   (process group) of its own, with

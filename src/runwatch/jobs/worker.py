@@ -181,7 +181,8 @@ class Worker:
             store_jobs.register_worker(conn, WorkerRow(
                 id=self.id, host=host, pid=os.getpid(), devices=devices,
                 device_profile=device_profile, started_at=time.time(),
-                executor=self.executor.name, heartbeat_timeout_s=heartbeat_timeout_s))
+                executor=self.executor.name, heartbeat_timeout_s=heartbeat_timeout_s,
+                runs_dir=self.runs_dir))
 
     @property
     def free_devices(self) -> int:

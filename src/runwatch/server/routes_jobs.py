@@ -251,6 +251,6 @@ def submit_job(request: Request, body: JobRequest, st: ServerState = Depends(sta
     gone = st.judge()
     with st.engine.connect() as conn:
         row = conn.execute(select(s.runs).where(s.runs.c.pk == made.run_pk)).one()
-        starts = who_starts(conn, profile.name, time.time())
+        starts = who_starts(conn, profile.name, time.time(), row.dir)
     return {"ok": True, "status": row.status, "next": starts,
             "run": run_summary(row, gone=gone(row))}

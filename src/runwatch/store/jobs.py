@@ -78,6 +78,7 @@ class WorkerRow:
     started_at: float
     executor: str = "local"
     heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S
+    runs_dir: str | None = None  # absolute: it claims the jobs whose folder is inside
 
 
 def lost(heartbeat_at: float | None, heartbeat_timeout_s: float, now: float) -> bool:
@@ -148,11 +149,20 @@ def live(worker: dict[str, Any], now: float) -> bool:
                                                      worker["heartbeat_timeout_s"], now)
 
 
-def starters(conn: Connection, device_profile: str, now: float) -> list[str]:
+def starters(conn: Connection, device_profile: str, now: float,
+             run_dir: str | None = None) -> list[str]:
     """The ids of the workers that would claim a queued job of `device_profile` now: live,
-    not draining, of that profile."""
+    not draining, of that profile, and (given the job's `run_dir`, absolute) whose runs
+    folder holds it (a worker registered without one counts)."""
     return [w["id"] for w in list_workers(conn) if live(w, now) and not w["draining"]
-            and w["device_profile"] == device_profile]
+            and w["device_profile"] == device_profile
+            and (run_dir is None or holds(w.get("runs_dir"), run_dir))]
+
+
+def holds(runs_dir: str | None, run_dir: str) -> bool:
+    """Whether a worker of `runs_dir` (None: not known) claims the job of folder `run_dir`,
+    as `claim` asks (`_fits`)."""
+    return runs_dir is None or run_dir.startswith(runs_dir.rstrip("/") + "/")
 
 
 def register_worker(conn: Connection, worker: WorkerRow) -> None:
@@ -160,7 +170,8 @@ def register_worker(conn: Connection, worker: WorkerRow) -> None:
     values = {"host": worker.host, "pid": worker.pid, "devices": worker.devices,
               "device_profile": worker.device_profile, "started_at": worker.started_at,
               "heartbeat_at": worker.started_at, "draining": False, "stopped_at": None,
-              "executor": worker.executor, "heartbeat_timeout_s": worker.heartbeat_timeout_s}
+              "executor": worker.executor, "heartbeat_timeout_s": worker.heartbeat_timeout_s,
+              "runs_dir": worker.runs_dir}
     if conn.execute(update(s.workers).where(w.id == worker.id).values(**values)).rowcount == 0:
         conn.execute(insert(s.workers).values(id=worker.id, **values))
 

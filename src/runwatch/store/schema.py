@@ -262,6 +262,8 @@ workers = Table(
     Column("executor", String(16), nullable=False, server_default="local"),
     # how long it may go without a heartbeat before it is lost (runwatch.store.jobs.lost)
     Column("heartbeat_timeout_s", Float, nullable=False, server_default="30"),
+    # the absolute runs folder whose jobs it claims (null: registered before 0013)
+    Column("runs_dir", Text),
 )
 
 # --- H5: step summaries (runwatch.store.summaries) ---
