@@ -309,3 +309,24 @@ def test_wait_follows_a_job_and_says_each_thing_once(runs_dir: Path) -> None:
     assert said == ["PREPARING", "PREPARING  tokenizing 1/2",
                     f"FAILED  {failed.sentence} [failed]"]
     assert f"what to do: {failed.what_to_do}" in out
+
+
+def test_resources_shows_a_small_spend_as_it_is(runs_dir: Path) -> None:
+    # a worker up for 2 s of 4 devices at 2.0 per device-hour spent about 0.0044: the
+    # table rounded it to 0, where `runs get` shows such a figure
+    (runs_dir / ".runwatch").mkdir()
+    (runs_dir / ".runwatch" / "profiles.yaml").write_text(PROFILES)
+    _worker(runs_dir, "w-brief", time.time() - 2, stopped=True)
+    (worker,) = json.loads(cli_here("resources", str(runs_dir), "-o", "json").stdout)[
+        "workers"]
+    assert 0.004 < worker["spend"] < 0.01
+    table = run_cli("resources", str(runs_dir), "-o", "wide").stdout
+    assert f"{worker['spend']:.4g}" in table, table
+
+
+def test_an_empty_filtered_list_says_what_it_filtered(runs_dir: Path) -> None:
+    runs_dir.mkdir(exist_ok=True)
+    assert "no runs in" in cli_here("runs", "list", "--dir", str(runs_dir)).stdout
+    said = cli_here("runs", "list", "--dir", str(runs_dir), "--status", "running",
+                    "--search", "x").stdout
+    assert f"no runs in {runs_dir} match --search x --status RUNNING" in " ".join(said.split())

@@ -28,6 +28,7 @@ from runwatch.cli.options import (
     RunArg,
     ServerOpt,
     TokenOpt,
+    WriteTokenOpt,
     resolve_or_exit,
 )
 from runwatch.cli.output import (
@@ -52,7 +53,7 @@ Action = Callable[[Engine, Any, Path | None], control.Outcome]
 
 def cancel_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
                output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False,
-               server: ServerOpt = None, token: TokenOpt = None) -> None:
+               server: ServerOpt = None, token: WriteTokenOpt = None) -> None:
     """Cancel a run: a QUEUED job ends CANCELLED at once; a PREPARING or RUNNING one is
     CANCEL_REQUESTED and ends CANCELLED when its process has stopped (the answer says
     what stops it: its worker, or, when that worker is lost, which worker will)."""
@@ -61,7 +62,7 @@ def cancel_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
 
 def retry_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
               output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False,
-              server: ServerOpt = None, token: TokenOpt = None) -> None:
+              server: ServerOpt = None, token: WriteTokenOpt = None) -> None:
     """Retry an ended job: its next attempt is QUEUED (the earlier attempts stay on
     record, and in its cost)."""
     _act("retry", control.retry, run, directory, db, output, jq, raw, server, token)
@@ -143,7 +144,7 @@ def resources_cmd(
         cols = ["WORKER", "STATUS", "DEVICES", "JOBS", "SPEND", "RATE", "PROFILE", "HOST",
                 "SEEN"]
         rows = [[w["id"], w["status"], f"{w['devices_used']}/{w['devices']}", _jobs(w["jobs"]),
-                 None if w["spend"] is None else round(w["spend"], 2), w["hourly_rate"],
+                 w["spend"], w["hourly_rate"],
                  w["device_profile"], w["host"],
                  f"{fmt_duration(w['heartbeat_age_s'])} ago"]
                 # the active ones first, the past (stopped) ones below them

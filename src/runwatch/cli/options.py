@@ -28,6 +28,9 @@ ServerOpt = Annotated[str | None, typer.Option(
 TokenOpt = Annotated[str | None, typer.Option(
     "--token", help="With --server: a token with read on the run's project (default: "
     "RUNWATCH_TOKEN).", show_default=False)]
+WriteTokenOpt = Annotated[str | None, typer.Option(
+    "--token", help="With --server: a token with write on the run's project (default: "
+    "RUNWATCH_TOKEN).", show_default=False)]
 RunArg = Annotated[str, typer.Argument(help="Run id, or a unique prefix of an id or name.")]
 
 

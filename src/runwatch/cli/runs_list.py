@@ -75,6 +75,8 @@ def list_cmd(
             rows.append(row)
         print_table(cols, rows, wide=wide, drop=("DURATION", "METHOD", "MODEL"))
         if not data:
-            line("no runs in ", where)
+            asked = [f"--{name} {value}" for name, value in
+                     (("search", search), ("project", project), ("status", status)) if value]
+            line("no runs in ", where, *((" match ", " ".join(asked)) if asked else ()))
 
     emit(data, output, jq, table, raw)
