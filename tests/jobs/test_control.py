@@ -166,6 +166,9 @@ def test_a_run_started_by_hand_is_refused_what_runwatch_cannot_do(engine: Engine
         control.cancel(engine, run_row(engine, "elsewhere"))
     with pytest.raises(TransitionError, match="no process records this run"):
         control.cancel(engine, run_row(engine, "gone"))
+    # still running: it was told to "wait for it to end, then retry", and then refused
+    with pytest.raises(TransitionError, match=r"started by hand.*runwatch submit"):
+        control.retry(engine, run_row(engine, "gone"))
     with (runs_dir / "gone" / fmt.EVENTS).open("a") as f:
         f.write(json.dumps({"seq": 1, "ts": 2.0, "phase": "FAILED"}) + "\n")
     Indexer(engine, runs_dir).index_once()

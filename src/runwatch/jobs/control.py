@@ -204,16 +204,17 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
     """Start the next attempt of an ended job, QUEUED. RunBusy when a process still holds
     the run's folder after `wait_s` seconds."""
     row = _run(engine, run)
-    lifecycle.retry(row.status)  # raises unless the run has ended
     with engine.connect() as conn:
         job = store_jobs.job_row(conn, row.pk)
+    # what can never be retried is said first, not "wait for it to end, then retry"
+    if row.dir is None:
+        raise TransitionError("this run was sent to the server over HTTP, so no folder of it "
+                              "is here to start again: retry it where it ran")
     if job is None:
         raise TransitionError("this run was started by hand (it has no job.json), so runwatch "
                               "cannot start it again: run its command again, or submit it "
                               "with `runwatch submit` so it can be retried")
-    if row.dir is None:
-        raise TransitionError("this run was sent to the server over HTTP, so no folder of it "
-                              "is here to start again: retry it where it ran")
+    lifecycle.retry(row.status)  # raises unless the run has ended
     attempt = max(row.attempt, job["attempt"]) + 1
     run_dir = Path(row.dir)
     # The folder's lock is held over both steps: the worker that ran the old attempt
