@@ -165,6 +165,12 @@ def test_lists_show_the_scopes_projects_and_the_servers_token_sees_all(team: Tea
     assert {t["project"] for t in listed} == {A} and len(listed) == 3
     assert all("secret" not in t and not any(s in str(t) for s in team.secrets.values())
                for t in listed)
+    # a job of B waiting in the queue: A's workers view counted it in queue_depth
+    assert team.client("B-admin").post("/api/jobs", json={
+        "kind": "recipe", "recipe": "sft", "project": B}).status_code == 201
+    depth = {who: team.client(who).get("/api/workers").json()["queue_depth"]
+             for who in ("boot", "B-admin", "A-read")}
+    assert depth == {"boot": 1, "B-admin": 1, "A-read": 0}
 
 
 def test_read_cannot_write_and_write_cannot_administer(team: Team) -> None:

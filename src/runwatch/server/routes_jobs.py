@@ -105,7 +105,7 @@ def workers(request: Request, conn: Connection = Depends(connection),
     """Every worker (newest first; stopped ones too) with its devices, profile, hourly
     rate, running jobs and estimated spend so far, and how many jobs wait in the queue."""
     view = workers_view(conn, _maybe_profiles(st), time.time())
-    scopes.hide_jobs(request, conn, view["workers"])
+    scopes.hide_jobs(request, conn, view)
     return {"ok": True, **view}
 
 

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Row, select
 
 from runwatch.server.errors import ApiError
 from runwatch.server.runs import resolve_run
+from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
 from runwatch.store.tokens import RIGHTS
 
@@ -100,11 +101,17 @@ def visible(request: Request, project: str) -> bool:
     return scope_of(request).covers(project)
 
 
-def hide_jobs(request: Request, conn: Connection, workers: list[dict[str, Any]]) -> None:
-    """Leave out of each worker's `jobs` (the workers view) the runs outside the scope."""
+def hide_jobs(request: Request, conn: Connection, view: dict[str, Any]) -> None:
+    """Leave out of the workers view the jobs outside the scope: of each worker's `jobs`
+    the runs of other projects, and from `queue_depth` their queued jobs (the devices a
+    worker uses stay: they say what the shared workers have free)."""
     sc = scope_of(request)
+    if sc.projects is None:
+        return
+    view["queue_depth"] = store_jobs.queue_depth(conn, projects=sc.projects)
+    workers: list[dict[str, Any]] = view["workers"]
     run_ids = {job["run_id"] for w in workers for job in w["jobs"]}
-    if sc.projects is None or not run_ids:
+    if not run_ids:
         return
     r = s.runs.c
     inside = set(conn.execute(select(r.run_id).where(

@@ -25,7 +25,7 @@ times are float seconds since the epoch.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -293,12 +293,14 @@ def list_workers(conn: Connection) -> list[dict[str, Any]]:
 
 
 def queue_depth(conn: Connection, device_profile: str | None = None,
-                runs_dir: str | None = None) -> int:
-    """How many jobs wait for a worker (of `device_profile`, on `runs_dir`, when given)."""
+                runs_dir: str | None = None, projects: Iterable[str] | None = None) -> int:
+    """How many jobs wait for a worker (of `device_profile`, on `runs_dir`, of `projects`,
+    when given)."""
+    only = [] if projects is None else [r.project.in_(sorted(projects))]
     return int(conn.execute(
         select(func.count()).select_from(s.jobs.join(s.runs, r.pk == j.run_pk))
         .where(r.status == "QUEUED", j.worker_id.is_(None), j.cancel_requested_at.is_(None),
-               *_fits(j.device_profile, r.dir, device_profile, runs_dir))
+               *_fits(j.device_profile, r.dir, device_profile, runs_dir), *only)
     ).scalar() or 0)
 
 
