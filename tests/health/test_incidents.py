@@ -265,3 +265,19 @@ def test_an_exploding_loss_reads_by_how_far_it_rose(engine: Engine, tmp_path: Pa
     (turn,) = [f for f in listed if f["rule_id"] == "loss.upturn"]
     assert "its latest 3 points' median is" in turn["message"] and "times the low" in \
         turn["message"]
+
+
+def test_a_message_names_the_metric_as_the_run_logs_it() -> None:
+    # TRL logs its KL to the reference as `kl`; the finding read "fb/loss/kl_ref/mean rose
+    # 0.24 from step 4 to 39", a name the run never logged
+    series = {"kl": [0.01 * i for i in range(40)], "reward_mean": [0.1 + 0.01 * i
+                                                                  for i in range(40)]}
+    (kl,) = [f for f in evaluate("grpo", {}, series) if f.rule_id == "grpo.kl_ref_growing"]
+    assert kl.message.startswith("kl rose "), kl.message
+    assert kl.metric == "fb/loss/kl_ref/mean"  # the data keeps the canonical name
+    # a key read through a transform is named with its canonical name and its own
+    ppl = {"loss": [3.0 - 0.01 * i for i in range(60)],
+           "eval_perplexity": [20.0] * 10 + [20.0 * 1.08 ** i for i in range(50)]}
+    found = [f for f in evaluate("sft", {}, ppl) if f.metric == "val/loss"]
+    assert found and all("val/loss (from eval_perplexity)" in f.message for f in found), \
+        [f.message for f in found]

@@ -84,6 +84,9 @@ second; its message gives the latest jump and counts them from the first ("35 ju
 step 62, each within 10 points of the one before, the highest to 829.5"). Messages
 state changes in words with their numbers ("loss fell only 2.0% over 897 steps (0.69
 to 0.676)."), and a resolved finding describes what held, not the change that ended it.
+A message names a metric as the run logs it (a TRL run's `kl`, where `metric` holds its
+canonical name, `fb/loss/kl_ref/mean`); a key read through a transform is named with both
+("val/loss (from eval_perplexity)").
 Its numbers are those of the step it resolved at, however the log
 arrives: a whole imported file, read as one batch, gives each finding the numbers a run
 indexed line by line gives it (each flat stretch its own fall, each spike the median

@@ -141,7 +141,16 @@ class Engine:
         return Evaluator(rule, variant, params, self.overrides.severity(rule), det,
                          self.settings, state, self.gates[gate][1] if gate else None,
                          fixed=self.overrides.severity_set(rule),
-                         remake=partial(self._detector, rule, params))
+                         remake=partial(self._detector, rule, params), shown=self.shown)
+
+    def shown(self, name: str) -> str:
+        """What a message calls canonical metric `name`: the key the run logs it as (a
+        TRL run's `kl`, not `fb/loss/kl_ref/mean`); one read through a transform (a
+        perplexity read as a loss) is named with the key it comes from."""
+        raw = self.claims.get(name)
+        if raw is None or raw == name:
+            return name
+        return raw if health_name(raw)[1] is None else f"{name} (from {raw})"
 
     def _detector(self, rule: Rule, params: Mapping[str, Param],
                   state: dict[str, Any] | None) -> Any:

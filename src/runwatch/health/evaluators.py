@@ -199,8 +199,11 @@ class Evaluator:
                  severity: str, detector: Any, settings: Mapping[str, float],
                  state: dict[str, Any] | None = None,
                  learning: pg.Learning | None = None, fixed: bool = False,
-                 remake: Callable[[dict[str, Any] | None], Any] | None = None) -> None:
+                 remake: Callable[[dict[str, Any] | None], Any] | None = None,
+                 shown: Callable[[str], str] | None = None) -> None:
         self.rule, self.variant, self.params, self.severity = rule, variant, params, severity
+        # the name a message gives a canonical metric: the key the run logged it as
+        self.shown = shown or str
         # a severity the project set is the one reported (thresholds: severity_set)
         self.fixed = fixed
         self.settings = settings
@@ -552,7 +555,7 @@ class Evaluator:
         first_step = int(rec["first_step"])
         last_step = int(rec.get("last_step", first_step))
         fields = {**self.params, **evidence, "first_step": first_step, "last_step": last_step,
-                  **self._words(evidence, first_step)}
+                  **self._words(evidence, first_step), "metric": self.shown(self.metric)}
         return Finding(
             rule_id=self.rule.id, title=self.rule.title, severity=self._severity(rec, evidence),
             status=status,
