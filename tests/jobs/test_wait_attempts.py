@@ -77,3 +77,15 @@ def test_wait_ends_at_a_failed_last_attempt(engine: Engine, db_url: str, runs_di
         workers.stop(proc)
     assert waited.returncode == 1, waited.stdout + waited.stderr
     assert "attempts remain" not in waited.stdout + waited.stderr
+
+
+def test_wait_on_a_queued_job_that_no_worker_will_start_says_so(
+        engine: Engine, db_url: str, runs_dir: Path) -> None:
+    # it waited in silence until --timeout
+    submit_command(engine, runs_dir, "lonely", "pass")
+    waited = run_cli("runs", "wait", "lonely", "--interval", "0.1", "--timeout", "0.5",
+                     "--dir", str(runs_dir), "--db", db_url, check=False)
+    said = " ".join(waited.stdout.split())
+    assert waited.returncode == 124, said
+    assert "lonely waits in the queue, and no worker of profile cpu is running on this " \
+        "index; start one (runwatch worker --device-profile cpu" in said, said

@@ -268,6 +268,9 @@ def wait_cmd(
             raise typer.Exit(code if exit_status else 0)
         if not noted:
             noted = True
+            if status == "QUEUED" and (nobody := watch.no_starter()) is not None:
+                console(stderr=output is Output.json).print(text(
+                    f"{now['name']} waits in the queue, and {nobody}"))
             if (unseen := watch.unseen_end()) is not None:
                 until = (f"until --timeout ({timeout:g}s)" if timeout is not None else
                          "until interrupted; pass --timeout SECONDS to bound the wait")
@@ -318,6 +321,11 @@ class Watch(Protocol):
         """Take in what is new before the next look."""
         ...
 
+    def no_starter(self) -> str | None:
+        """When no worker would start the run's queued job: that, and how to start one
+        (jobs.control.who_starts); None when one would, or when this cannot tell."""
+        ...
+
     def unseen_end(self) -> str | None:
         """Why nothing may see the run's process stop without recording an end, or None
         (see `_unseen_end`)."""
@@ -348,6 +356,20 @@ class LocalWatch:
     def refresh(self) -> None:
         self.ctx.refresh()
 
+    def no_starter(self) -> str | None:
+        from runwatch.jobs.control import who_starts
+        from runwatch.store.jobs import starters
+
+        row, _ = self.ctx.current_run(self.run_id)
+        with self.ctx.engine.connect() as conn:
+            job = job_row(conn, self.pk)
+            if job is None or job["worker_id"] is not None:
+                return None
+            now = time.time()
+            if starters(conn, job["device_profile"], now, row.dir):
+                return None
+            return who_starts(conn, job["device_profile"], now, row.dir)
+
     def unseen_end(self) -> str | None:
         row, _ = self.ctx.current_run(self.run_id)
         with self.ctx.engine.connect() as conn:
@@ -373,6 +395,9 @@ class RemoteWatch:
 
     def refresh(self) -> None:
         pass  # the server indexes by itself
+
+    def no_starter(self) -> str | None:
+        return None  # the server's answer to the submit said so (`next`)
 
     def unseen_end(self) -> str | None:
         # a server on this host (a loopback URL) judges as a local index does
