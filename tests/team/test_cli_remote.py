@@ -258,6 +258,12 @@ def test_cancel_over_the_server_needs_write_and_uses_its_job_control(team: Team,
     assert "queued-job" in said and "cancel" in said, said
     ended = cli("runs", "wait", "queued-job", "--exit-status", *read)
     assert ended.exit_code == 3 and "CANCELLED" in ended.stdout, ended.output
+    # what happens next, as the server said it (the CLI dropped it; a local retry says it)
+    write = ["--server", team.url, "--token", team.secrets["A-write"]]
+    again = json.loads(ok(cli("runs", "retry", "queued-job", *write, "-o", "json")))
+    assert again["status"] == "QUEUED" and again["next"].startswith("attempt 2: "), again
+    shown = " ".join(ok(cli("runs", "cancel", "queued-job", *write)).split())
+    assert "queued-job: CANCELLED" in shown, shown
 
 
 def test_a_local_read_command_does_not_load_the_http_client(runs_dir: Path) -> None:

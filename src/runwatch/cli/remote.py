@@ -327,7 +327,7 @@ class Remote:
         """Cancel or retry a run (POST /api/runs/RUN/cancel|retry): its new phase and list
         fields; a move its state does not allow exits 2 with the server's sentence."""
         answer = self.request("POST", self._run_path(ref, f"/{verb}"))
-        return {"status": answer["status"], "run": answer["run"]}
+        return {"status": answer["status"], "next": answer.get("next"), "run": answer["run"]}
 
 
 def _groups(keys: list[str], known: dict[str, dict[str, Any]]) -> list[list[str]]:
