@@ -22,11 +22,17 @@ from runwatch.sdk import init
 from runwatch.sdk import run as sdk_run_module
 from runwatch.server.runner import Runner
 
-from .webhelpers import drawn_charts, open_run, sft_run, shot, wait_indexed
+from .webhelpers import (
+    TRAIN_RGB,
+    VAL_RGB,
+    drag_zoom,
+    drawn_charts,
+    open_run,
+    sft_run,
+    shot,
+    wait_indexed,
+)
 
-# the light theme's line colours (style.css --blue, --orange)
-TRAIN_RGB = (0x25, 0x63, 0xEB)
-VAL_RGB = (0xEA, 0x58, 0x0C)
 LEGEND_CSS_PX = 26  # the legend's strip above the plot (grid top is 30)
 
 COUNT_PIXELS = """([sel, rgb, tol, topPx]) => {
@@ -243,12 +249,8 @@ FIND_COLOUR = """([sel, rgb, tol, yCss]) => {
 def test_a_drag_zooms_a_double_click_resets_and_the_legend_hides_a_line(
         page: Page, server: Runner, runs_dir: Path) -> None:
     chart, box = loss_chart_of_a_new_run(page, server, runs_dir, "dragged")
-    plot = box["width"] - 64 - 24  # the chart's grid, as hover_tooltip has it
+    drag_zoom(page, box, 0.25, 0.5)
     mid_y = box["y"] + box["height"] / 2
-    page.mouse.move(box["x"] + 64 + 0.25 * plot, mid_y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + 64 + 0.5 * plot, mid_y, steps=5)
-    page.mouse.up()
     # about steps 10 to 20 of 0 to 39, read again for that window
     expect(chart).to_have_attribute("data-zoomed", re.compile(r"^(9|10|11)-(19|20|21)$"))
     expect(chart).to_have_attribute("data-counts", re.compile(r"^loss=1[0-3];val/loss=[12]$"))

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect
+from playwright.sync_api import Browser, ConsoleMessage, FloatRect, Locator, Page, expect
 from sqlalchemy import Engine
 
 from runwatch.sdk import Run, init
@@ -19,6 +19,9 @@ from tests.support import http, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = REPO / "test-output"
+# the light theme's line colours (style.css --blue, --orange)
+TRAIN_RGB = (0x25, 0x63, 0xEB)
+VAL_RGB = (0xEA, 0x58, 0x0C)
 XSS_COMPLETION = "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">"
 
 
@@ -114,6 +117,17 @@ def job_on_a_lost_worker(base_url: str, engine: Engine, name: str, worker: str,
         assert store_jobs.claim(conn, worker, 1, time.time()) is not None
         store_jobs.heartbeat(conn, worker, time.time() - 300)
     return run_id
+
+
+def drag_zoom(page: Page, box: FloatRect, start: float, end: float) -> None:
+    """Drag across a chart (its bounding `box`) from `start` to `end`, fractions of its
+    plot's width, at mid height: a zoom into those steps."""
+    plot = box["width"] - 64 - 24  # the chart's grid, as hover_tooltip has it
+    mid_y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + 64 + start * plot, mid_y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 64 + end * plot, mid_y, steps=5)
+    page.mouse.up()
 
 
 def press(page: Page, target: Locator) -> None:

@@ -83,10 +83,34 @@ export function tokensAt(axis: TokenAxis, step: number): number | null {
   return total[lo] + f * (total[hi] - total[lo]);
 }
 
-export function axisNumber(v: number): string {
+/**
+ * The labels of an axis's ascending ticks ("" for null, a tick uPlot leaves unlabelled):
+ * each in the fewest digits that say it to a thousandth of the ticks' spacing, so that
+ * no two read alike (1.5e-4 between 1e-4 and 2e-4, not a second 1e-4 or 2e-4).
+ */
+export function axisLabels(ticks: (number | null)[]): string[] {
+  let gap = Infinity;
+  let last: number | null = null;
+  for (const v of ticks) {
+    if (v === null) continue;
+    if (last !== null && v > last) gap = Math.min(gap, v - last);
+    last = v;
+  }
+  const spacing = Number.isFinite(gap) ? gap : 0;
+  return ticks.map((v) => (v === null ? "" : axisNumber(v, spacing / 1000)));
+}
+
+/** `v` in the fewest significant digits that keep it within `tol` (and float noise) of
+ * itself; in exponent form below 1e-3 and from 1e5 on. */
+export function axisNumber(v: number, tol = 0): string {
   const a = Math.abs(v);
-  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(0);
-  return String(Number(v.toPrecision(4)));
+  const exp = a !== 0 && (a < 1e-3 || a >= 1e5);
+  const near = Math.max(tol, a * 1e-12);
+  for (let digits = 1; digits <= 17; digits++) {
+    const s = exp ? v.toExponential(digits - 1) : String(Number(v.toPrecision(digits)));
+    if (Math.abs(Number(s) - v) <= near) return s;
+  }
+  return String(v);
 }
 
 /** A duration in seconds as the relative-time axis shows it: 45s, 12m, 12m 05s, 3h 07m. */
@@ -139,7 +163,8 @@ export function ascending(xs: number[]): boolean {
  * and the multiples of `incr` between that keep clear of them. */
 export function endTicks(min: number, max: number, incr: number): number[] {
   const out = [min];
-  for (let v = Math.ceil(min / incr) * incr; v < max; v += incr) {
+  // past 2**53 a step smaller than a float's spacing there adds nothing: the loop stops
+  for (let v = Math.ceil(min / incr) * incr; v < max && v + incr > v; v += incr) {
     const t = Number(v.toPrecision(12));
     if (t - min >= 0.75 * incr && max - t >= 0.75 * incr) out.push(t);
   }

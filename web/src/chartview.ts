@@ -9,7 +9,7 @@ import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { canonicalName, type ResolvedLine } from "./chartspecs";
 import { h } from "./dom";
-import { MIN_SMOOTH_POINTS, ascending, axisNumber, compact, duration, durationInterval, ema, endTicks, finite, medianGap, nearest, smoothedLines, tokensAt, type TokenAxis } from "./chartmath";
+import { MIN_SMOOTH_POINTS, ascending, axisLabels, compact, duration, durationInterval, ema, endTicks, finite, medianGap, nearest, smoothedLines, tokensAt, type TokenAxis } from "./chartmath";
 import { chartTheme, cssVar, onThemeChange, type ChartTheme } from "./theme";
 import type { Finding, SeriesData } from "./types";
 
@@ -168,8 +168,11 @@ const RIGHT = 24;
 const LEGEND_ROW = 20;
 const LEGEND_ROWS = 3; // the most rows a legend takes; the rest are summed up as "+N more"
 const WHEEL_STEP = 0.8; // the window's span after one wheel notch in (120 units)
-// tick steps of the step axis: whole steps only
-const STEP_INCRS = [1, 2, 5].flatMap((m) => Array.from({ length: 10 }, (_, e) => m * 10 ** e)).sort((a, b) => a - b);
+// The tick steps of the step axis: whole steps, 1, 2 and 5 a decade, through the decade
+// past the largest step a run can log (2**63 - 1, rundir/format.py MAX_STEP), so that any
+// span of steps on any chart's width has one (a span with none is drawn with no tick).
+const STEP_INCRS: number[] = [];
+for (let decade = 1; decade / 10 < 2 ** 63; decade *= 10) STEP_INCRS.push(decade, 2 * decade, 5 * decade);
 
 // Label widths by font: measured once on one canvas of the page's, not per chart (each new
 // canvas context resolves the font again before its first measure).
@@ -272,7 +275,8 @@ export class ChartView {
   private tokens: TokenAxis | null;
   private readonly legend: boolean;
   private t0 = Infinity; // the first point's time, where relative time counts from
-  private labels: string[] = [];
+  // the labels uPlot drew last on each axis, for data-x-labels and data-y-labels (tests)
+  private labels: { x: string[]; y: string[] } = { x: [], y: [] };
   private labelsPending = false;
   private stopTheme: () => void;
   private hidden = new Set<number>(); // lines hidden from the legend
@@ -459,13 +463,20 @@ export class ChartView {
   }
 
   /** The chart as drawn, legend included, at twice the screen's pixel ratio, as a PNG data
-   * URL on the card's background: drawn again by a second uPlot at twice the size. */
+   * URL on the card's background: drawn again by a second uPlot at twice the size, over the
+   * x range the page shows (zoomed or not). */
   pngDataUrl(): string {
     this.reveal();
     const k = 2;
+    const shown = this.u?.scales.x;
     const box = document.createElement("div");
     const u = new uPlot(this.options(k, false), this.table, box);
-    u.batch(() => u.redraw(true, true));
+    // drawn now, not in uPlot's microtask; a chart just revealed has no x range yet, and
+    // the new one's own (the data's) is the same. (A redraw() here set the x scale to the
+    // new uPlot's, still unset: from -1 to 1.)
+    u.batch(() => {
+      if (shown?.min != null && shown.max != null) u.setScale("x", { min: shown.min, max: shown.max });
+    });
     const out = document.createElement("canvas");
     out.width = u.ctx.canvas.width;
     out.height = u.ctx.canvas.height;
@@ -608,17 +619,20 @@ export class ChartView {
       if (this.xMode === "relative") return duration(v);
       return compact(v);
     });
-    if (record) {
-      this.labels = labels.filter(Boolean);
-      if (!this.labelsPending) {
-        this.labelsPending = true;
-        requestAnimationFrame(() => {
-          this.labelsPending = false;
-          this.el.dataset.xLabels = this.labels.join("|");
-        });
-      }
-    }
+    if (record) this.record("x", labels);
     return labels;
+  }
+
+  /** Keep the labels drawn on `axis`; the data attribute follows once a frame. */
+  private record(axis: "x" | "y", labels: string[]): void {
+    this.labels[axis] = labels.filter(Boolean);
+    if (this.labelsPending) return;
+    this.labelsPending = true;
+    requestAnimationFrame(() => {
+      this.labelsPending = false;
+      this.el.dataset.xLabels = this.labels.x.join("|");
+      this.el.dataset.yLabels = this.labels.y.join("|");
+    });
   }
 
   /** The tooltip's first line: the point's step, and its x where the axis is not the step. */
@@ -861,7 +875,12 @@ export class ChartView {
       }
     }
     if (!(lo <= hi)) return this.logY ? [1, 10] : [0, 1];
-    if (this.logY) return uPlot.rangeLog(lo, hi, 10, true);
+    if (this.logY) {
+      // a constant line at a power of ten (a learning rate of 1e-3) is a range of one value,
+      // on which uPlot draws nothing: a decade either side of it instead
+      const [min, max] = uPlot.rangeLog(lo, hi, 10, true);
+      return min !== null && max !== null && max > min ? [min, max] : uPlot.rangeLog(lo / 10, hi * 10, 10, true);
+    }
     return uPlot.rangeNum(lo, hi, 0.1, true);
   }
 
@@ -915,12 +934,20 @@ export class ChartView {
       xAxis.values = (_u, splits) => this.xLabels(splits, live);
       xAxis.splits = (_u, _i, min, max, incr) => endTicks(min, max, incr);
     }
-    if (mode === "step") xAxis.incrs = STEP_INCRS;
+    if (mode === "step") {
+      xAxis.incrs = STEP_INCRS;
+      // a step of 13 digits (10**12) is wider than the usual space between ticks
+      xAxis.space = (_u, _i, _min, max) => Math.max(60 * k, textWidth(String(Math.round(max)), font) + 16 * k);
+    }
     if (mode === "relative") xAxis.incrs = (_u, _i, min, max) => [durationInterval(max - min)];
     const yAxis: uPlot.Axis = {
       scale: "y", stroke: theme.axis, font, size: LEFT * k, gap: 4 * k, grid, ticks, border, space: 30 * k,
       // uPlot leaves null in `splits` where a log axis skips a tick
-      values: (_u, splits) => splits.map((v) => (v === null ? "" : axisNumber(v))),
+      values: (_u, splits) => {
+        const labels = axisLabels(splits);
+        if (live) this.record("y", labels);
+        return labels;
+      },
     };
     const series: uPlot.Series[] = [{}];
     this.lines.forEach((l, i) => {

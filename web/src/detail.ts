@@ -344,7 +344,7 @@ export class DetailView {
       h(
         "div",
         { class: "title-row" },
-        h("h2", { id: "run-title" }, run.name),
+        h("h2", { id: "run-title", title: run.name }, run.name),
         h("span", { class: `badge ${statusClass(run.status)}`, id: "run-status" }, h("span", { class: "dot" }), statusText(run)),
         run.attempt > 1 ? h("span", { class: "badge", id: "run-attempt" }, `attempt ${run.attempt}`) : null,
         run.stage ? h("span", { class: "muted" }, run.stage) : null,

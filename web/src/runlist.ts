@@ -200,7 +200,7 @@ export class RunListView {
     const li = h(
       "li",
       { class: "run-row", "data-run": run.run_id, tabindex: "0", role: "button" },
-      h("div", { class: "run-name" }, box, h("span", {}, name)),
+      h("div", { class: "run-name" }, box, h("span", { title: name }, name)),
       h("div", { class: "run-model muted" }, h("span", { class: "model", title: run.base_model ?? "" }, modelLabel(run.base_model)), groupEl),
       h(
         "div",

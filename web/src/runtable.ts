@@ -235,7 +235,8 @@ export class RunTablePage {
     const cells = COLUMNS.map((c) => {
       const text = c.show ? c.show(r) : String(c.value(r) ?? "—");
       if (c.id === "name") {
-        const a = h("a", { href: `/runs?run=${encodeURIComponent(run.run_id)}` }, run.name);
+        // a long name wraps (compare.css); its tooltip holds it too
+        const a = h("a", { class: "run-table-name", href: `/runs?run=${encodeURIComponent(run.run_id)}`, title: run.name }, run.name);
         a.addEventListener("click", (e) => {
           e.preventDefault();
           this.onOpenRun(run.run_id);

@@ -1,0 +1,100 @@
+"""The page's layout in a real browser against what a run can hold: a phone's width (the list
+above the run, nothing wider than the window), and values long enough to break a row (a
+run name of 123 characters in the header, the list and the run table; a log line of 5,000)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from runwatch.sdk import init
+from runwatch.server.runner import Runner
+
+from .webhelpers import open_run, sft_run, shot, themed_page, wait_indexed
+
+pytestmark = pytest.mark.module_server
+
+PHONE = 390  # an iPhone's width in CSS pixels
+# one word to a browser: no space or hyphen to break the line at
+LONG_NAME = ("sweep_" + "_".join(f"lr{i}e4_warmup{i * 10}_seed{i}" for i in range(8)))[:123]
+
+# How far the page reaches past the window's right edge, and the element reaching furthest.
+PAST_THE_EDGE = """() => {
+  let widest = null, right = 0;
+  for (const el of document.querySelectorAll('body *')) {
+    const r = el.getBoundingClientRect();
+    if (r.width > 0 && r.right > right) { right = r.right; widest = el; }
+  }
+  const name = widest ? widest.tagName.toLowerCase() + (widest.id ? '#' + widest.id : '')
+    + (typeof widest.className === 'string' && widest.className ? '.' + widest.className : '') : '';
+  return [document.documentElement.scrollWidth - window.innerWidth, name];
+}"""
+
+
+def past_the_edge(page: Page) -> tuple[int, str]:
+    """Pixels the page lays out past the window's right edge (0: none), and the widest part."""
+    over, name = page.evaluate(PAST_THE_EDGE)
+    return int(over), str(name)
+
+
+def test_a_phone_shows_the_list_above_a_readable_run(browser: Browser, server: Runner,
+                                                     runs_dir: Path) -> None:
+    """At 390 px the list kept 320 px and the run 70, and the top bar laid the page out at
+    603 px: it scrolled sideways."""
+    sft_run(runs_dir, "phone-run", steps=40)
+    wait_indexed(server.url, "phone-run", 39)
+    with themed_page(browser, "light", width=PHONE) as page:
+        open_run(page, server.url, "phone-run")
+        # attached: in a 70-pixel pane the charts had no width, so were never "visible"
+        page.wait_for_selector(".chart-groups[data-drawn=true]", state="attached")
+        assert past_the_edge(page)[0] == 0, past_the_edge(page)
+        detail = page.locator("#detail").bounding_box()
+        assert detail is not None and detail["width"] >= PHONE - 2, detail
+        # the run is below the list, not beside it
+        sidebar = page.locator(".sidebar").bounding_box()
+        assert sidebar is not None and sidebar["y"] + sidebar["height"] <= detail["y"] + 1
+        for chart in ("loss", "lr"):
+            box = page.locator(f'[data-chart="{chart}"]').bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE, box
+        expect(page.locator("#run-title")).to_be_in_viewport()
+        page.locator("#run-title").scroll_into_view_if_needed()
+        shot(page, "layout-phone")
+
+
+def test_long_names_and_log_lines_stay_in_the_window(page: Page, server: Runner,
+                                                     runs_dir: Path) -> None:
+    """A 123-character name overran the header (and widened the page), one in the run table
+    made the table 4,209 px wide, and a log line of 5,000 characters one row 36,000 px wide."""
+    assert len(LONG_NAME) == 123
+    run = init(name=LONG_NAME, dir=runs_dir, method="sft", base_model="tiny", dataset="d")
+    for i in range(20):
+        run.log({"loss": 1.0 / (i + 1)}, step=i)
+    run.log_text("x" * 5000)
+    run.finish("SUCCEEDED")
+    wait_indexed(server.url, LONG_NAME, 19)
+    open_run(page, server.url, LONG_NAME)
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    expect(page.locator(".log-msg")).to_have_count(1)
+    assert past_the_edge(page)[0] == 0, past_the_edge(page)
+    width = page.viewport_size["width"] if page.viewport_size else 0
+    for part in ("#run-title", "#run-summary", ".log-row"):
+        box = page.locator(part).first.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= width, (part, box)
+    logs = page.locator(".logs")
+    assert logs.evaluate("el => el.scrollWidth - el.clientWidth") == 0
+    expect(page.locator("#run-title")).to_have_attribute("title", LONG_NAME)
+    # the list cuts the name short and keeps it whole in its tooltip
+    row_name = page.locator(f'.run-row .run-name span[title="{LONG_NAME}"]')
+    expect(row_name).to_have_count(1)
+    shot(page, "layout-long-name")
+
+    page.goto(f"{server.url}/table")
+    expect(page.locator("#run-table a", has_text=LONG_NAME)).to_have_count(1)
+    wrap = page.locator(".table-wrap")
+    assert wrap.evaluate("el => el.scrollWidth - el.clientWidth") == 0
+    assert past_the_edge(page)[0] == 0, past_the_edge(page)
+    # wrapped, the name is shown whole; its tooltip holds it too
+    expect(page.locator(f'#run-table a[title="{LONG_NAME}"]')).to_have_text(LONG_NAME)
+    shot(page, "layout-long-name-table")
