@@ -178,8 +178,13 @@ def test_attempts_are_numbered_and_cut_by_the_attempt_their_events_name() -> Non
                                                                       (2, 25.0, True)]
     assert not cost.estimate
     last = cost.as_dict()["attempts"][-1]
-    assert (last["phase"], last["reason_code"], last["started_at"], last["ended_at"]) == (
-        "FAILED", "failed", 40, 70)
+    assert (last["phase"], last["reason_code"], last["queued_at"], last["started_at"],
+            last["ended_at"]) == ("FAILED", "failed", 40, 45, 70)
+    # started_at was the queue time: a job that waited behind others read as started then
+    assert [(a["queued_at"], a["started_at"]) for a in cost.as_dict()["attempts"]] == [
+        (0, 5), (40, 45)]
+    waiting = run_cost([{"ts": 0, "phase": "QUEUED", "attempt": 1}], 1, RATE)
+    assert waiting.as_dict()["attempts"][0]["started_at"] is None
 
 
 # -- the profiles file -----------------------------------------------------------------

@@ -112,6 +112,9 @@ export interface Attempt {
   device_seconds: number;
   reason: string | null;
   reason_code: string | null;
+  /** Its first event. */
+  queued_at: number | null;
+  /** When a worker started it (its first PREPARING or RUNNING event); null while it waits. */
   started_at: number | null;
   ended_at: number | null;
 }

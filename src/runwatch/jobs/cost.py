@@ -224,8 +224,9 @@ class AttemptTime:
     phase: str = "QUEUED"  # its last phase
     reason: str | None = None  # of its terminal event
     code: str | None = None  # the failure catalogue id of its terminal event
-    started_at: float | None = None  # its first event
+    started_at: float | None = None  # its first event of a phase that holds devices
     ended_at: float | None = None  # its terminal event, or the next attempt's start
+    queued_at: float | None = None  # its first event
 
     @property
     def held_s(self) -> float:
@@ -241,9 +242,10 @@ class AttemptTime:
         last = events[-1]
         terminal = last["phase"] in TERMINAL_PHASES
         end = last["ts"] if terminal else superseded_at
+        started = next((ev["ts"] for ev in events if ev["phase"] in HOLDING_PHASES), None)
         return cls(number, phase_millis(events, until if end is None else end), end is not None,
                    last["phase"], last.get("reason") if terminal else None,
-                   last.get("code") if terminal else None, events[0]["ts"], end)
+                   last.get("code") if terminal else None, started, end, events[0]["ts"])
 
 
 @dataclass(frozen=True)
@@ -292,7 +294,8 @@ class Cost:
                           "phaseMillis": dict(a.phase_millis),
                           "device_seconds": a.held_s * self.devices,
                           "reason": a.reason, "reason_code": a.code,
-                          "started_at": a.started_at, "ended_at": a.ended_at}
+                          "queued_at": a.queued_at, "started_at": a.started_at,
+                          "ended_at": a.ended_at}
                          for a in self.attempts],
         }
 

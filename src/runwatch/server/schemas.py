@@ -146,7 +146,9 @@ class Attempt(BaseModel):
     device_seconds: float
     reason: str | None
     reason_code: str | None
-    started_at: float | None
+    queued_at: float | None = Field(description="its first event")
+    started_at: float | None = Field(description="when a worker started it (its first "
+                                     "PREPARING or RUNNING event); null while it waits")
     ended_at: float | None
 
 
