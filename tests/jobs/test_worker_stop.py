@@ -125,8 +125,12 @@ def test_a_cancel_asked_just_before_the_worker_stops_stays_a_cancel(
     "stopped because its worker was stopped" and the cancel was lost from its record."""
     run = submit_command(engine, runs_dir, "both", TRAINS, max_attempts=3)
     worker = Worker(engine, runs_dir, indexer=Indexer(engine, runs_dir), **FAST)
-    wait_for(lambda: worker._safe_tick() or (runs_dir / "pid").exists(),
-             what="the job to log its steps")
+
+    def started() -> bool:
+        worker._safe_tick()  # one pass of the worker's loop: claim, start, watch
+        return (runs_dir / "pid").exists()
+
+    wait_for(started, what="the job to log its steps")
     with engine.begin() as conn:
         # False: a worker holds the job, and it is the one to stop it
         assert not store_jobs.request_cancel(conn, run_row(engine, "both").pk, time.time())
