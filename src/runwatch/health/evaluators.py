@@ -570,9 +570,10 @@ class Evaluator:
         rule = self.rule
         if not self.learns(rec):
             return ""
+        learning = self.shown(rule.learning or "")
         if rule.learning_level is None:
-            return f" {rule.learning} has risen beyond its noise since the start: the run learns."
-        return (f" {rule.learning} stands above {rule.learning_level:g} beyond its noise: "
+            return f" {learning} has risen beyond its noise since the start: the run learns."
+        return (f" {learning} stands above {rule.learning_level:g} beyond its noise: "
                 "the run learns.")
 
     def _severity(self, rec: Record, evidence: Mapping[str, Any]) -> str:
