@@ -1,15 +1,20 @@
 """The training jobs view in a real browser: list, search, detail, charts, live points,
-rollouts (untrusted text stays text), URL state, and a refused action's message."""
+rollouts (untrusted text stays text), URL state, a refused action's message, and a server
+that stops and starts again under an open page."""
 
 from __future__ import annotations
 
 import json
+import re
+import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Page, Route, expect
+from sqlalchemy import Engine
 
-from runwatch.sdk import init
+from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
 from tests.killed import killed_run, live_process
 from tests.support import cli_here, first_line, http, write_manifest
@@ -143,6 +148,58 @@ def test_a_stream_the_browser_gave_up_on_is_opened_again(page: Page, server: Run
     assert len(refused) == 1
     run.finish("SUCCEEDED")
     expect(page.locator("#run-status")).to_have_text("Succeeded")
+
+
+# the browser's own line for each request the stopped server refused
+@pytest.mark.console_error(r"net::ERR_CONNECTION_REFUSED")
+def test_reads_that_failed_while_the_server_was_down_clear_once_it_answers(
+        page: Page, server: Runner, runs_dir: Path, engine: Engine) -> None:
+    """The detail and the history read again after new points, sent while the server is
+    down: each says it failed (and nothing is thrown uncaught, which the page fixture would
+    catch), and once a restarted server answers the next reads, neither says so still (the
+    detail's banner stayed while new points arrived)."""
+    run = init(name="restarted", dir=runs_dir, method="sft", dataset="arith",
+               flush_interval=0.05)
+    assert isinstance(run, Run)
+    for i in range(5):
+        run.log({"loss": 1.0 / (i + 1)}, step=i)
+    wait_indexed(server.url, "restarted", 4)
+    page.goto(f"{server.url}/runs?run=restarted")
+    page.wait_for_selector("#detail[data-loaded=true]")
+    # hold the reads the next point makes (a second after it) until the server is down
+    held: list[Route] = []
+    reads = re.compile(r"/api/runs/restarted(/history)?")
+
+    def hold(route: Route) -> None:
+        if len(held) < 2:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(lambda url: reads.fullmatch(urlparse(url).path) is not None, hold)
+    run.log({"loss": 0.1}, step=5)
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-points", "6")
+    deadline = time.monotonic() + 30
+    while len(held) < 2:
+        assert time.monotonic() < deadline, "the page did not read the detail and history"
+        page.wait_for_timeout(50)  # route handlers run while the page is waited on
+    server.stop()
+    for route in held:
+        route.continue_()
+    notice = page.locator(".notice")
+    expect(notice).to_contain_text("The run's details could not be read again. The "
+                                   "runwatch server did not answer.")
+    expect(page.locator("#history-error")).to_contain_text("The runwatch server did not answer.")
+    with Runner(engine, runs_dir=runs_dir, port=server.port, interval=0.05, warm=False):
+        run.log({"loss": 0.05}, step=6)
+        expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-points", "7",
+                                                                     timeout=30_000)
+        expect(notice).to_have_text("")
+        expect(page.locator("#history-error")).to_be_hidden()
+        expect(page.locator("#history")).to_have_attribute("data-total", "7")
+        run.finish("SUCCEEDED")
+        expect(page.locator("#run-status")).to_have_text("Succeeded")
+        page.close()
 
 
 # the refused Cancel, and the streams cut

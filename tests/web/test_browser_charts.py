@@ -290,8 +290,16 @@ def test_watch_first_and_optimizer_metrics_have_charts_that_findings_mark(
             m["val/mean_margin"] = i / 12
         dpo.log(m, step=i)
     dpo.finish("SUCCEEDED")
+    # SFT's validation samples too (the recipe's val/mean_response_length)
+    sft = init(name="sft-length", dir=runs_dir, method="sft", base_model="tiny",
+               dataset="arith")
+    for i in range(20):
+        sft.log({"loss": 1.0 - i / 40} | ({"val/mean_response_length": 12.0 + i}
+                                          if i % 5 == 4 else {}), step=i)
+    sft.finish("SUCCEEDED")
     wait_indexed(server.url, "grpo-watch", 19)
     wait_indexed(server.url, "dpo-margin", 19)
+    wait_indexed(server.url, "sft-length", 19)
 
     open_run(page, server.url, "grpo-watch")
     page.wait_for_selector(".chart-groups[data-drawn=true]")
@@ -307,7 +315,15 @@ def test_watch_first_and_optimizer_metrics_have_charts_that_findings_mark(
     flagged = page.locator('[data-chart="key:context_overflow_ratio"]')
     expect(flagged).to_have_attribute("data-markers", "1")
     expect(page.locator('[data-group="Flagged by health"]')).to_be_visible()
+    # what the model generates has a heading of no method; GRPO's own sampling keeps its
+    expect(page.locator('[data-group="Generation"] [data-chart]')).to_have_count(2)
+    expect(page.locator('[data-group="GRPO sampling"] [data-chart="skip"]')).to_be_visible()
     shot(page, "charts-watch-first")
+
+    open_run(page, server.url, "sft-length")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    expect(page.locator('[data-group="Generation"] [data-chart="length"]')).to_be_visible()
+    expect(page.locator(".group-title", has_text="GRPO")).to_have_count(0)
 
     open_run(page, server.url, "dpo-margin")
     page.wait_for_selector(".chart-groups[data-drawn=true]")

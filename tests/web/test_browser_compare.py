@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-import pytest
 from playwright.sync_api import Page, Request, Route, expect
 
 from runwatch.sdk import Run, init
@@ -23,8 +22,6 @@ from runwatch.server.runner import Runner
 from .webhelpers import click_as_it_ends, shot, wait_indexed
 
 LRS = (1e-4, 3e-4, 1e-3)
-# arms of a sweep follow different plans: the report's request is refused (409), on purpose
-pytestmark = pytest.mark.console_error(r"status of 409\b")
 
 
 def sweep_arm(runs_dir: Path, name: str, steps: int, lr: float, *, group: str = "lr-sweep",
@@ -113,6 +110,11 @@ def test_a_group_overlaid_on_shared_charts_with_its_settings_compared(
     expect(table.locator('tr[data-key="learning_rate"] td')).to_have_text(
         ["learning_rate", *[str(lr) for lr in _in_order(page, ids)]])
     shot(page, "compare-overlay")
+    # the smoothing slider shows its value, as the run page's does
+    smoothing = page.locator(".card.charts .smoothing")
+    expect(smoothing.locator(".smoothing-value")).to_have_text("0.60")
+    smoothing.locator("input").fill("0.9")
+    expect(smoothing.locator(".smoothing-value")).to_have_text("0.90")
     page.check("#compare-only-diff")
     expect(table.locator('tr[data-key="batch_size"]')).to_be_hidden()
     expect(table.locator('tr[data-key="learning_rate"]')).to_be_visible()

@@ -1,9 +1,12 @@
-"""The run list and the run table as lists: a derived run's model in words, a run that
-starts while the table is open joining it without a reload, and a click on a row that
-changes under the pointer still opening its run."""
+"""The run list and the run table as lists: an empty runs folder saying how to record a
+first run, a derived run's model in words (and raw in the table's CSV), a run that starts
+while the table is open joining it without a reload, and a click on a row that changes
+under the pointer still opening its run."""
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 
 from playwright.sync_api import Locator, Page, expect
@@ -42,6 +45,41 @@ def test_a_derived_run_names_its_parent_run_not_an_init_from_path(page: Page, se
     expect(cell).to_have_text("from run sft-parent")
     expect(page.locator("#run-table-body")).not_to_contain_text("init_from:")
     shot(page, "lists-derived-model")
+    # the CSV holds raw values: the init_from: path the run recorded, not the words shown
+    with page.expect_download() as info:
+        page.click("#table-csv")
+    table = list(csv.reader(io.StringIO(Path(info.value.path()).read_text())))
+    assert table[0][:4] == ["run_id", "name", "status", "model"]
+    rows = {r[1]: r for r in table[1:]}
+    assert rows["dpo-child"][3] == f"init_from:{runs_dir / 'sft-parent'}"
+    assert rows["sft-parent"][3] == "Qwen/Qwen2.5-0.5B"
+
+
+def test_an_empty_runs_folder_says_how_to_record_a_first_run(page: Page, server: Runner,
+                                                              runs_dir: Path) -> None:
+    """No run at all: the list says there is none yet and the pane how to record one (the
+    SDK's lines, `runwatch submit`); a search that matches nothing still says so; the first
+    run to arrive takes the guide's place."""
+    page.goto(f"{server.url}/runs")
+    status = page.locator(".list-status")
+    guide = page.locator("#first-run")
+    expect(status).to_have_text("No runs yet.")
+    expect(guide).to_contain_text("No runs yet")
+    expect(guide.locator("pre").first).to_contain_text("with runwatch.init(")
+    expect(guide.locator("pre").first).to_contain_text("run.log(")
+    expect(guide.locator("pre").last).to_contain_text("runwatch submit recipes sft")
+    shot(page, "lists-first-run")
+    page.fill("#search", "nothing-here")
+    expect(status).to_have_text("No runs match.")
+    expect(guide).to_have_count(0)
+    expect(page.locator("#pick-a-run")).to_be_visible()
+    page.fill("#search", "")
+    expect(guide).to_be_visible()
+    sft_run(runs_dir, "the-first", steps=3)
+    expect(page.locator(".run-row")).to_have_count(1)
+    expect(status).to_have_text("1 run")
+    expect(guide).to_have_count(0)
+    expect(page.locator("#pick-a-run")).to_have_text("Select a run on the left.")
 
 
 def test_a_run_started_while_the_table_is_open_joins_it(page: Page, server: Runner,

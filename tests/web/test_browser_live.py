@@ -1,21 +1,26 @@
 """The run page kept current while a run trains (issue #13): the History table and its
-pager, the tiles, the Job details card and the Cost card follow the points the run logs;
+pager, the tiles, the Job details card and the Cost card follow the points the run logs
+(and agree with each other: the last step, durations rounded alike);
 GRPO runs get reward tiles instead of a train loss, DPO runs their preference tiles; a run
 started from an earlier run (`init_from`) names its base model and links its parent run.
 
-Each run is written by the SDK while the page is open, as a training process would."""
+Each run is written by the SDK while the page is open, as a training process would (one by
+hand, for times exact to the hundredth)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
 
+from runwatch.rundir import format as fmt
 from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
 from tests.support import http
+from tests.support.rundirs import write_run
 
 from .webhelpers import open_run, shot, wait_indexed
 
@@ -242,3 +247,25 @@ def test_the_cost_card_shows_memory_and_data_fit_and_follows_the_run(
     shot(page, "live-cost-card")
     run.finish("SUCCEEDED")
     expect(cost.locator('[data-cost="device-time"]')).not_to_contain_text("(estimate)")
+
+
+def test_a_short_runs_tiles_agree_with_its_history_and_cost_card(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """Steps 0-85 are 86 steps: the tile names the last step (85), as the history counts
+    86. A run that trained 0.98 s after 0.04 s preparing held its device 1.02 s: both
+    durations round to the nearest second, "1s" (the tile floored to "0s" beside "1s")."""
+    t0 = 1.7e9
+    run = write_run(runs_dir, "short-run", [
+        {"step": i, "ts": t0 + 0.04 + i * 0.01, "seq": i, "loss": 1.0 / (i + 1)}
+        for i in range(86)], method="sft", base_model="tiny", created_at=t0)
+    events = [{"ts": t0, "phase": "PREPARING", "seq": 0},
+              {"ts": t0 + 0.04, "phase": "RUNNING", "seq": 1},
+              {"ts": t0 + 1.02, "phase": "SUCCEEDED", "seq": 2}]
+    (run / fmt.EVENTS).write_text("".join(json.dumps(e) + "\n" for e in events))
+    wait_indexed(server.url, "short-run", 85)
+    open_run(page, server.url, "short-run")
+    expect(page.locator('[data-tile="steps"] .tile-label')).to_have_text("Last step")
+    _expect_tiles(page, steps="85", duration="1s")
+    expect(page.locator("#history .pager")).to_contain_text("steps 0–49 of 86")
+    expect(page.locator('#cost [data-cost="device-time"]')).to_have_text("1s (1 × cpu)")
+    expect(page.locator('#cost [data-cost="training"]')).to_have_text("1s")

@@ -206,7 +206,6 @@ def plain(text: str) -> None:
 
 @pytest.mark.module_server
 @pytest.mark.console_error(r"status of (400|404|422)")
-@pytest.mark.console_error(r"No run has the id or name")  # the app logs the error it shows
 def test_errors_are_said_in_plain_words(page: Page, server: Runner) -> None:
     page.goto(f"{server.url}/new")
     expect(page.locator("#new-job[data-loaded=true]")).to_be_visible()

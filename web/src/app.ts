@@ -1,13 +1,14 @@
 // The app (its own chunk, imported by main.ts): the shell, URL state (/runs?project=…&run=…, /compare?run=…&run=…,
 // /table, /new, /resources, /tokens), routing and the keys of the run list.
 
-import { getJSON } from "./api";
+import { ApiError, getJSON } from "./api";
 import { CompareView, readCompareState, writeCompareState, type CompareState } from "./compare";
 import { DetailView } from "./detail";
 import { h, MARKS } from "./dom";
 import { installListKeys, type KeyTarget } from "./keyboard";
 import { LiveStream } from "./live";
 import { NewJobPage } from "./newjob";
+import { firstRunGuide } from "./recording";
 import { ResourcesPage } from "./resources";
 import { RunListView } from "./runlist";
 import { RunTablePage, readTableState, writeTableState, type TableState } from "./runtable";
@@ -101,7 +102,10 @@ class App {
   private table: RunTablePage | null = null;
   // the New job or Resources page while one is open
   private page: { el: HTMLElement; dispose?: () => void } | null = null;
-  private placeholder = h("main", { class: "detail empty-detail" }, h("p", { class: "muted" }, "Select a run on the left."));
+  private pick = h("p", { class: "muted", id: "pick-a-run" }, "Select a run on the left.");
+  private guide = firstRunGuide();
+  // the pane without a run: "select one", or how to record the first while there is none
+  private placeholder = h("main", { class: "detail empty-detail" }, this.pick);
 
   constructor() {
     const newJob = h("button", { class: "btn primary", id: "new-job-button" }, "+ New job");
@@ -135,6 +139,7 @@ class App {
       (q) => this.go({ q }, false),
       this.selection,
       (runs) => this.openCompare(runs),
+      (none) => this.placeholder.replaceChildren(none ? this.guide : this.pick),
     );
     window.addEventListener("popstate", () => {
       this.state = readUrl();
@@ -218,7 +223,12 @@ class App {
   }
 
   private async loadProjects(): Promise<void> {
-    const { projects } = await getJSON<{ projects: { name: string; runs: number }[] }>("/projects");
+    let projects: { name: string; runs: number }[];
+    try {
+      ({ projects } = await getJSON<{ projects: { name: string; runs: number }[] }>("/projects"));
+    } catch {
+      return; // the server did not answer: the list says so, and "All projects" stays
+    }
     for (const p of projects) this.projectSelect.appendChild(h("option", { value: p.name }, `${p.name} (${p.runs})`));
     this.projectSelect.value = this.state.project ?? "";
   }
@@ -310,7 +320,8 @@ class App {
   }
 
   private loadFailed(el: HTMLElement, e: unknown): void {
-    console.error(e);
+    // an API's refusal is the page's to say, and it does; anything else is a fault to report
+    if (!(e instanceof ApiError)) console.error(e);
     el.replaceChildren(h("p", { class: "error", id: "load-error" }, e instanceof Error ? e.message : String(e)));
   }
 }

@@ -8,7 +8,7 @@ import "./charts.css";
 import { ADDED_GROUP, CHARTS, FLAGGED_GROUP, GROUPS, canonicalName, findKey, findName, resolveLines, type ResolvedLine } from "./chartspecs";
 import type { TokenAxis } from "./chartmath";
 import { ChartView, X_LABELS, fitCharts, type XMode } from "./chartview";
-import { clear, h, MARKS, painted } from "./dom";
+import { clear, FailureLine, h, MARKS, painted } from "./dom";
 import { downloadCsv, downloadPng, seriesTable } from "./export";
 import { MetricPicker, type PickerKey } from "./picker";
 import type { Finding, MetricKey, PointsEvent, SeriesResponse } from "./types";
@@ -25,6 +25,25 @@ export function chartButton(cls: string, label: string, title: string): HTMLButt
 // export and the tokens axis ask for.
 const EXPORT_POINTS = 20_000;
 const SMOOTHING_KEY = "runwatch.smoothing";
+
+/** The page's smoothing as last set on any page (run or compare), 0.6 at first. */
+export function storedSmoothing(): number {
+  const stored = Number(localStorage.getItem(SMOOTHING_KEY) ?? "0.6");
+  return Number.isFinite(stored) ? Math.min(Math.max(stored, 0), 0.99) : 0.6;
+}
+
+/** The page's smoothing slider with its value beside it; `onChange` gets each new weight,
+ * which is remembered for the next page. */
+export function smoothingControl(weight: number, onChange: (weight: number) => void): HTMLElement {
+  const slider = h("input", { type: "range", min: "0", max: "0.99", step: "0.01", value: String(weight), "aria-label": "Smoothing" });
+  const shown = h("span", { class: "muted smoothing-value" }, weight.toFixed(2));
+  slider.addEventListener("input", () => {
+    shown.textContent = Number(slider.value).toFixed(2);
+    localStorage.setItem(SMOOTHING_KEY, slider.value);
+    onChange(Number(slider.value));
+  });
+  return h("label", { class: "smoothing" }, "Smoothing ", slider, " ", shown);
+}
 const CHARTS_KEY = "runwatch.charts.";
 
 interface ChartSettings {
@@ -122,17 +141,14 @@ export class ChartsPanel {
   // the whole series the run page read with the run's keys (GET /api/overlay), for the
   // first charts on a step axis
   private preloaded: SeriesResponse["series"] | null = null;
+  // a chart's read that failed (a zoom, a new chart, an export while the server is down)
+  private failure = new FailureLine("charts-error", "A chart could not be read.");
 
   constructor(private readonly runId: string) {
     this.stored = loadStored(runId);
-    const stored = Number(localStorage.getItem(SMOOTHING_KEY) ?? "0.6");
-    this.smoothing = Number.isFinite(stored) ? Math.min(Math.max(stored, 0), 0.99) : 0.6;
-    const slider = h("input", { type: "range", min: "0", max: "0.99", step: "0.01", value: String(this.smoothing), "aria-label": "Smoothing" });
-    const shown = h("span", { class: "muted" }, this.smoothing.toFixed(2));
-    slider.addEventListener("input", () => {
-      this.smoothing = Number(slider.value);
-      shown.textContent = this.smoothing.toFixed(2);
-      localStorage.setItem(SMOOTHING_KEY, slider.value);
+    this.smoothing = storedSmoothing();
+    const smoothing = smoothingControl(this.smoothing, (weight) => {
+      this.smoothing = weight;
       for (const c of this.charts.values()) {
         if (this.stored.settings[c.def.id]?.smoothing === undefined) this.applySmoothing(c, this.smoothing);
       }
@@ -150,8 +166,9 @@ export class ChartsPanel {
         "div",
         { class: "card-head" },
         h("h3", {}, "Metrics"),
-        h("div", { class: "charts-tools" }, add, h("label", { class: "smoothing" }, "Smoothing ", slider, " ", shown)),
+        h("div", { class: "charts-tools" }, add, smoothing),
       ),
+      this.failure.el,
       this.picker.el,
       this.grid,
     );
@@ -269,6 +286,14 @@ export class ChartsPanel {
     return keys.every((k) => held.has(k)) ? series : null;
   }
 
+  /** Say a failed read of `work` above the charts, until one succeeds. */
+  private settle(work: Promise<unknown>): void {
+    work.then(
+      () => this.failure.clear(),
+      (e: unknown) => this.failure.show(e),
+    );
+  }
+
   private settings(id: string): ChartSettings {
     return this.stored.settings[id] ?? {};
   }
@@ -318,12 +343,12 @@ export class ChartsPanel {
       box,
     );
     // a tokens axis is set (with build's loadTokens) before the series arrive
-    const view = new ChartView(box, def.lines, log.checked, smoothing, (range) => void this.zoom(c, range), { legend: def.legend, x });
+    const view = new ChartView(box, def.lines, log.checked, smoothing, (range) => this.settle(this.zoom(c, range)), { legend: def.legend, x });
     const c: Chart = { def, view, card, reset, smoothing: slider, smoothingShown, request: 0 };
     gear.addEventListener("click", () => (settings.hidden = !settings.hidden));
     reset.addEventListener("click", () => c.view.resetZoom());
     remove.addEventListener("click", () => this.remove(c));
-    csv.addEventListener("click", () => void this.exportCsv(c));
+    csv.addEventListener("click", () => this.settle(this.exportCsv(c)));
     png.addEventListener("click", () => downloadPng(`${this.fileStem(c)}.png`, c.view));
     log.addEventListener("change", () => {
       this.setting(def.id, { log: log.checked });
@@ -333,7 +358,7 @@ export class ChartsPanel {
       this.setting(def.id, { smoothing: Number(slider.value) });
       this.applySmoothing(c, Number(slider.value));
     });
-    xSelect.addEventListener("change", () => void this.changeX(c, xSelect.value as XMode));
+    xSelect.addEventListener("change", () => this.settle(this.changeX(c, xSelect.value as XMode)));
     return c;
   }
 
@@ -416,7 +441,7 @@ export class ChartsPanel {
     if (!this.stored.added.includes(key)) this.stored.added.push(key);
     this.stored.removed = this.stored.removed.filter((id) => id !== `key:${key}`);
     this.save();
-    void this.build().then(() => this.charts.get(`key:${key}`)?.card.scrollIntoView({ block: "nearest" }));
+    this.settle(this.build().then(() => this.charts.get(`key:${key}`)?.card.scrollIntoView({ block: "nearest" })));
   }
 
   private remove(c: Chart): void {
@@ -425,7 +450,7 @@ export class ChartsPanel {
     if (!this.stored.removed.includes(c.def.id)) this.stored.removed.push(c.def.id);
     this.save();
     this.drop(c);
-    void this.build(); // the last chart gone says so
+    this.settle(this.build()); // the last chart gone says so
   }
 
   private drop(c: Chart): void {
@@ -440,7 +465,7 @@ export class ChartsPanel {
     localStorage.removeItem(CHARTS_KEY + this.runId);
     this.stored = { added: [], removed: [], settings: {} };
     for (const c of [...this.charts.values()]) this.drop(c);
-    void this.build();
+    this.settle(this.build());
   }
 
   private updatePicker(): void {
@@ -463,7 +488,7 @@ export class ChartsPanel {
         if (c.view.keys.includes(key)) c.view.append(key, ev.step, value, undefined, now);
       }
     }
-    if (fresh) void this.build();
+    if (fresh) this.settle(this.build());
   }
 
   private growTokens(step: number, value: number): void {
@@ -480,7 +505,7 @@ export class ChartsPanel {
   setFindings(findings: Finding[]): void {
     this.findings = findings;
     for (const c of this.charts.values()) c.view.setFindings(findings);
-    if (this.flag()) void this.build();
+    if (this.flag()) this.settle(this.build());
   }
 
   /** Add to `flagged` the first logged key of each finding no chart shows; true if any. */

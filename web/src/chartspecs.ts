@@ -24,7 +24,7 @@ export interface ChartSpec {
 export const ADDED_GROUP = "Added";
 export const FLAGGED_GROUP = "Flagged by health";
 
-export const GROUPS = ["Training", "GRPO stability", "GRPO sampling", "Async collection", "Optimizer", "Timing", ADDED_GROUP, FLAGGED_GROUP];
+export const GROUPS = ["Training", "GRPO stability", "GRPO sampling", "Generation", "Async collection", "Optimizer", "Timing", ADDED_GROUP, FLAGGED_GROUP];
 
 export const CHARTS: ChartSpec[] = [
   {
@@ -118,10 +118,12 @@ export const CHARTS: ChartSpec[] = [
       { label: "advantage std", names: ["completion_advantage_std"] },
     ],
   },
+  // what the model generates, while training (GRPO's samples) or in validation (SFT's
+  // and GRPO's val/ lengths): no method's own heading
   {
     id: "truncation",
     title: "Truncated completions",
-    group: "GRPO sampling",
+    group: "Generation",
     lines: [
       { label: "train", names: ["truncated_ratio"] },
       { label: "val", names: ["val/truncated_ratio"] },
@@ -130,7 +132,7 @@ export const CHARTS: ChartSpec[] = [
   {
     id: "length",
     title: "Response length (tokens)",
-    group: "GRPO sampling",
+    group: "Generation",
     lines: [
       { label: "train", names: ["mean_sampled_response_length"] },
       { label: "val", names: ["val/mean_response_length"] },

@@ -7,7 +7,7 @@
 
 import "./compare.css";
 import { ApiError, chartSelectors, getJSON, getOverlay, overlayPath, plainError, runPath, type Overlay } from "./api";
-import { MAX_POINTS, chartButton, seriesPath } from "./charts";
+import { MAX_POINTS, chartButton, seriesPath, smoothingControl, storedSmoothing } from "./charts";
 import { MAX_SERIES, pointBudget, readCompareState, takeEarlyOverlay, type CompareState } from "./early";
 
 export { readCompareState, type CompareState };
@@ -36,7 +36,6 @@ const POLL_MS = 2000;
 const EXPORT_POINTS = 20_000;
 // polls of a run after it ended: its last points may be indexed after its end
 const POLLS_AFTER_END = 2;
-const SMOOTHING_KEY = "runwatch.smoothing";
 
 /** One compared run: its list fields, detail and keys, and the last step each key is shown up to. */
 interface Compared {
@@ -91,8 +90,7 @@ export class CompareView {
     private readonly onOpenRun: (runId: string) => void,
     private readonly onRuns: (runIds: string[]) => void,
   ) {
-    const stored = Number(localStorage.getItem(SMOOTHING_KEY) ?? "0.6");
-    this.smoothing = Number.isFinite(stored) ? Math.min(Math.max(stored, 0), 0.99) : 0.6;
+    this.smoothing = storedSmoothing();
     this.config = new ConfigTable(state.onlyDiff, (onlyDiff) => this.setState({ onlyDiff }));
     this.report = new CompareReportPanel((baseline, subject, acrossPlans) => this.setState({ baseline, subject, acrossPlans }));
     this.picker = new MetricPicker(
@@ -233,18 +231,16 @@ export class CompareView {
   }
 
   private chartsCard(): HTMLElement {
-    const slider = h("input", { type: "range", min: "0", max: "0.99", step: "0.01", value: String(this.smoothing), "aria-label": "Smoothing" });
-    slider.addEventListener("input", () => {
-      this.smoothing = Number(slider.value);
-      localStorage.setItem(SMOOTHING_KEY, slider.value);
-      for (const v of this.views.values()) v.setSmoothing(this.smoothing);
+    const smoothing = smoothingControl(this.smoothing, (weight) => {
+      this.smoothing = weight;
+      for (const v of this.views.values()) v.setSmoothing(weight);
     });
     const add = h("button", { type: "button", id: "chart-picker-open", class: "chart-add" }, "+ Add chart");
     add.addEventListener("click", () => (this.picker.isOpen ? this.picker.close() : this.picker.open()));
     return h(
       "section",
       { class: "card charts" },
-      h("div", { class: "card-head" }, h("h3", {}, "Metrics"), h("div", { class: "controls" }, add, h("label", { class: "smoothing" }, "Smoothing ", slider))),
+      h("div", { class: "card-head" }, h("h3", {}, "Metrics"), h("div", { class: "controls" }, add, smoothing)),
       this.picker.el,
       this.grid,
     );

@@ -11,7 +11,8 @@ import type { CompareReport, RunSummary } from "./types";
 
 type PlanDifference = CompareReport["plan"]["differences"][number];
 
-/** The error shape (docs/api.md); a 409 adds the plan differences. */
+/** The error shape (docs/api.md); a 409 (runs of different plans, not asked across plans)
+ * adds the plan differences. */
 interface ErrorBody {
   error?: string;
   differences?: PlanDifference[];
@@ -76,18 +77,29 @@ export class CompareReportPanel {
       return;
     }
     this.body.replaceChildren(h("p", { class: "muted" }, "Comparing…"));
-    const resp = await fetch(`/api/compare${query({ run, baseline, across_plans: this.across.checked ? "true" : "false" })}`);
+    // always across plans: the answer lists the plans' differences, and the page refuses
+    // runs of different plans itself until the box is ticked. Asked without it, the API's
+    // expected refusal (409) was logged by the browser as a failed request.
+    const resp = await fetch(`/api/compare${query({ run, baseline, across_plans: "true" })}`);
     const answer = (await resp.json().catch(() => null)) as (CompareReport & ErrorBody) | null;
     if (gen !== this.generation) return;
     this.body.dataset.status = String(resp.status);
     if (!resp.ok || !answer) {
-      const message = plainError(answer?.error ?? null, resp.status).message;
-      const refused = h("p", { class: "error", id: "compare-refused" }, message);
-      const diffs = answer?.differences ?? [];
-      this.body.replaceChildren(refused, ...(diffs.length ? [differencesTable(diffs, "compare-differences"), h("p", { class: "muted" }, "Tick “Compare across plans” to compare them anyway.")] : []));
+      this.refuse(plainError(answer?.error ?? null, resp.status).message, answer?.differences ?? []);
+      return;
+    }
+    const diffs = answer.plan.differences;
+    if (diffs.length && !this.across.checked) {
+      const fields = diffs.map((d) => d.field).join(", ");
+      this.refuse(`Runs ${answer.run.name} and ${answer.baseline.name} follow different plans (${fields}): their loss differs because of their plans as well as what they learned.`, diffs);
       return;
     }
     this.body.replaceChildren(...this.render(answer));
+  }
+
+  private refuse(message: string, diffs: PlanDifference[]): void {
+    const refused = h("p", { class: "error", id: "compare-refused" }, message);
+    this.body.replaceChildren(refused, ...(diffs.length ? [differencesTable(diffs, "compare-differences"), h("p", { class: "muted" }, "Tick “Compare across plans” to compare them anyway.")] : []));
   }
 
   private render(a: CompareReport): HTMLElement[] {

@@ -84,7 +84,8 @@ function modelValue(d: RunDetail): Node | string | null {
 // [label, scalar, shown for GRPO, shown for other methods]: GRPO's training loss is no
 // progress signal (the spec), so its tiles centre on reward; the rest show when logged.
 const SCALAR_TILES: [string, keyof Scalars, boolean, boolean][] = [
-  ["Steps", "steps", true, true],
+  // the API's `steps` is the last step observed (a run logging steps 0-85 is at 85)
+  ["Last step", "steps", true, true],
   ["Examples", "examples", true, true],
   ["Tokens", "tokens", true, true],
   ["Grad accum", "grad_accum", true, true],
@@ -142,6 +143,8 @@ export class DetailView {
   private refreshAgain = false;
   // how many new phases the page has shown without a read (see update and refresh)
   private phaseChanges = 0;
+  // the notice of the last failed read of the detail: the next read that answers clears it
+  private readFailure: string | null = null;
 
   constructor(
     private readonly runId: string,
@@ -285,9 +288,14 @@ export class DetailView {
         // next change would clear the notice as if the phase were new). A run has few
         // phases, so reads are skipped a few times at most.
         if (!(this.refreshAgain && phases !== this.phaseChanges)) this.show(detail);
+        // a read that failed before (the server was down) said so: this one answered
+        if (this.notice.textContent === this.readFailure) this.setNotice("");
       } while (this.refreshAgain);
     })()
-      .catch((e: unknown) => this.setNotice(`The run's details could not be read again. ${e instanceof Error ? e.message : String(e)} They are read again at its next change, or reload the page.`, true))
+      .catch((e: unknown) => {
+        this.readFailure = `The run's details could not be read again. ${e instanceof Error ? e.message : String(e)} They are read again at its next change, or reload the page.`;
+        this.setNotice(this.readFailure, true);
+      })
       .finally(() => {
         this.refreshing = null;
       });

@@ -133,3 +133,22 @@ export const MARKS = {
 export function countAnswer(el: HTMLElement): void {
   el.dataset.answers = String(Number(el.dataset.answers ?? 0) + 1);
 }
+
+/** A line in a card that says a read failed (the server down) until a later one succeeds:
+ * the card keeps what it showed, and the error is the page's to say, not an uncaught one. */
+export class FailureLine {
+  readonly el: HTMLElement;
+
+  constructor(id: string, private readonly what: string) {
+    this.el = h("p", { class: "error small", id, hidden: "" });
+  }
+
+  show(e: unknown): void {
+    this.el.textContent = `${this.what} ${e instanceof Error ? e.message : String(e)}`;
+    this.el.hidden = false;
+  }
+
+  clear(): void {
+    this.el.hidden = true;
+  }
+}

@@ -11,9 +11,11 @@ export function fmtNum(v: number | null | undefined, digits = 4): string {
   return v.toPrecision(digits).replace(/\.?0+$/, "");
 }
 
+/** A duration to the nearest second, as every duration on the page (and the charts'
+ * relative-time axis) rounds it: a run of 0.98 s took "1s", its device time of 1.02 s too. */
 export function fmtDuration(seconds: number | null | undefined): string {
   if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "—";
-  const s = Math.max(0, Math.floor(seconds));
+  const s = Math.max(0, Math.round(seconds));
   const d = Math.floor(s / 86400);
   const hh = Math.floor((s % 86400) / 3600);
   const mm = Math.floor((s % 3600) / 60);

@@ -6,7 +6,7 @@
 
 import { getJSON, runPath } from "./api";
 import { HISTORY_COLUMNS, resolveLines } from "./chartspecs";
-import { clear, h } from "./dom";
+import { clear, FailureLine, h } from "./dom";
 import { fmtNum } from "./format";
 import type { HistoryPage, MetricKey, PointsEvent } from "./types";
 
@@ -20,6 +20,7 @@ export class HistoryTable {
   private body = h("tbody");
   private head = h("thead");
   private info = h("span", { class: "muted" });
+  private failure = new FailureLine("history-error", "The history could not be read.");
   private prev = h("button", { class: "btn", disabled: "" }, "‹ Earlier");
   private next = h("button", { class: "btn", disabled: "" }, "Later ›");
   private first = h("button", { class: "btn" }, "First");
@@ -36,6 +37,7 @@ export class HistoryTable {
       "section",
       { class: "card history", id: "history" },
       h("div", { class: "card-head" }, h("h3", {}, "History"), h("div", { class: "pager" }, this.first, this.prev, this.info, this.next, this.last)),
+      this.failure.el,
       h("div", { class: "table-wrap" }, h("table", { class: "table" }, this.head, this.body)),
     );
     this.prev.addEventListener("click", () => void this.load({ before: this.page?.prev_cursor ?? null }));
@@ -91,8 +93,16 @@ export class HistoryTable {
     if (where.before) q.set("before", where.before);
     if (where.order) q.set("order", where.order);
     const read = ++this.reads;
-    const page = await getJSON<HistoryPage>(`${runPath(this.runId)}/history?${q.toString()}`);
+    let page: HistoryPage;
+    try {
+      page = await getJSON<HistoryPage>(`${runPath(this.runId)}/history?${q.toString()}`);
+    } catch (e) {
+      // the page shown stays; the next new points or a click on the pager read it again
+      if (read === this.reads) this.failure.show(e);
+      return;
+    }
     if (read !== this.reads) return;
+    this.failure.clear();
     this.page = page;
     clear(this.body);
     for (const row of this.page.rows) {

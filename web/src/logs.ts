@@ -1,7 +1,7 @@
 // Live logs: timestamp, level, message, and an expandable data payload.
 
 import { getJSON, runPath } from "./api";
-import { countAnswer, h, text } from "./dom";
+import { countAnswer, FailureLine, h, text } from "./dom";
 import { fmtTime } from "./format";
 import { LOG_LEVEL_RANK } from "./format.gen";
 import type { LogEntry, LogPage } from "./types";
@@ -14,6 +14,7 @@ export class LogsView {
   private level = h("select", { "aria-label": "Minimum level" }, ...LEVELS.map((l) => h("option", { value: l }, l || "all levels")));
   private older = h("button", { class: "btn", hidden: "" }, "Older");
   private empty = h("div", { class: "logs-empty muted", id: "logs-empty", hidden: "" });
+  private failure = new FailureLine("logs-error", "The log lines could not be read.");
   private cursor: string | null = null;
   private seen = new Set<number>();
   // which load() is current: an answer to an older one (another level) is dropped
@@ -24,6 +25,7 @@ export class LogsView {
       "section",
       { class: "card", id: "live-logs" },
       h("div", { class: "card-head" }, h("h3", {}, "Live logs"), this.level),
+      this.failure.el,
       this.list,
       this.empty,
       this.older,
@@ -36,9 +38,8 @@ export class LogsView {
     const gen = ++this.generation;
     this.list.replaceChildren();
     this.seen.clear();
-    const page = await getJSON<LogPage>(`${runPath(this.runId)}/logs`, { level: this.level.value, limit: 200 });
-    countAnswer(this.el);
-    if (gen !== this.generation) return;
+    const page = await this.read(gen, null);
+    if (!page) return;
     // the API pages newest first; show oldest at the top, before the lines the stream
     // appended while this page travelled (newer, or already in it: each shown once)
     this.list.prepend(...[...page.logs].reverse().filter((e) => !this.seen.has(e.seq)).map((e) => this.entry(e)));
@@ -81,12 +82,27 @@ export class LogsView {
   private async loadOlder(): Promise<void> {
     if (!this.cursor) return;
     const gen = this.generation;
-    const page = await getJSON<LogPage>(`${runPath(this.runId)}/logs`, { level: this.level.value, limit: 200, cursor: this.cursor });
-    countAnswer(this.el);
-    if (gen !== this.generation) return;
+    const page = await this.read(gen, this.cursor);
+    if (!page) return;
     for (const e of page.logs) if (!this.seen.has(e.seq)) this.list.insertBefore(this.entry(e), this.list.firstChild);
     this.cursor = page.next_cursor;
     this.older.hidden = !this.cursor;
+  }
+
+  /** A page of lines from `cursor` at the level chosen; null when it failed (said in the
+   * card) or another level was chosen meanwhile. */
+  private async read(gen: number, cursor: string | null): Promise<LogPage | null> {
+    let page: LogPage;
+    try {
+      page = await getJSON<LogPage>(`${runPath(this.runId)}/logs`, { level: this.level.value, limit: 200, cursor });
+    } catch (e) {
+      if (gen === this.generation) this.failure.show(e);
+      return null;
+    }
+    countAnswer(this.el);
+    if (gen !== this.generation) return null;
+    this.failure.clear();
+    return page;
   }
 
   append(e: LogEntry): void {

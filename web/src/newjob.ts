@@ -4,23 +4,8 @@
 
 import { ApiError, getJSON, postJSON } from "./api";
 import { h } from "./dom";
+import { CLI_JOBS, SDK_LOOP } from "./recording";
 import type { ActionAnswer, Recipe, RecipeList, RecipeSetting } from "./types";
-
-const SDK = `import runwatch
-
-run = runwatch.init(project="my-project", name="sft-qwen-0.5b", method="sft",
-                    base_model="Qwen/Qwen2.5-0.5B", dataset="my-dataset", dir="runs")
-for step in range(num_steps):
-    loss = train_step()
-    run.log({"loss": loss, "learning_rate": lr}, step=step)
-run.finish("SUCCEEDED")`;
-
-const CLI = `# the same jobs from a terminal
-runwatch submit recipes sft max_steps=200 --project demo
-runwatch submit --devices 1 -- python train.py --lr 1e-4
-
-# a run your own script starts is listed too: point runwatch at its folder
-runwatch ui runs/`;
 
 // Recipe settings the job's own fields set (the name and project) or that the queue
 // decides (where the run's folder is), so the form does not offer them twice.
@@ -173,8 +158,8 @@ export class NewJobPage {
         { class: "card", id: "record-yourself" },
         h("summary", {}, h("h3", {}, "Record a run from your own training loop")),
         h("p", {}, "Any Python loop records a run with the SDK:"),
-        h("pre", { class: "code" }, SDK),
-        h("pre", { class: "code" }, CLI),
+        h("pre", { class: "code" }, SDK_LOOP),
+        h("pre", { class: "code" }, CLI_JOBS),
       ),
     );
     this.kindRecipe.checked = true;

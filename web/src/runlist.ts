@@ -55,6 +55,8 @@ export class RunListView {
     private readonly onSearch: (q: string) => void,
     private readonly selection: Selection,
     onCompare: (runIds: string[]) => void,
+    /** Told whether the list, unfiltered by a search, holds no run at all (a new folder). */
+    private readonly onNoRuns: (none: boolean) => void = () => undefined,
   ) {
     this.search = searchBox("search", q, (text) => {
       this.onSearch(text);
@@ -97,7 +99,14 @@ export class RunListView {
 
   async reload(): Promise<void> {
     const gen = ++this.generation;
-    const page = await getJSON<RunList>("/runs", { project: this.project, q: this.query, limit: 100 });
+    let page: RunList;
+    try {
+      page = await getJSON<RunList>("/runs", { project: this.project, q: this.query, limit: 100 });
+    } catch (e) {
+      // the rows shown stay; the stream's `ready` lists them again once the server answers
+      if (gen === this.generation) this.status.textContent = `The runs could not be listed. ${e instanceof Error ? e.message : String(e)}`;
+      return;
+    }
     if (gen !== this.generation) return;
     // the rows already shown are patched, not rebuilt: a click on one as the list
     // reloads (the stream's `ready`, a search) still opens its run
@@ -110,8 +119,12 @@ export class RunListView {
   private async loadMore(): Promise<void> {
     if (!this.cursor) return;
     const gen = this.generation;
-    const page = await getJSON<RunList>("/runs", { project: this.project, q: this.query, limit: 100, cursor: this.cursor });
-    if (gen === this.generation) this.add(page);
+    try {
+      const page = await getJSON<RunList>("/runs", { project: this.project, q: this.query, limit: 100, cursor: this.cursor });
+      if (gen === this.generation) this.add(page);
+    } catch (e) {
+      if (gen === this.generation) this.status.textContent = `More runs could not be listed. ${e instanceof Error ? e.message : String(e)}`;
+    }
   }
 
   /** Show a page of runs after those listed, or in their place (`replace`). */
@@ -124,9 +137,17 @@ export class RunListView {
     Array.from(runs.values()).forEach((run, i) => this.rows.set(run.run_id, { run, el: els[i], at: Date.now() }));
     this.cursor = page.next_cursor;
     this.more.hidden = !this.cursor;
-    this.status.textContent = this.rows.size ? `${this.rows.size} run${this.rows.size === 1 ? "" : "s"}${this.cursor ? "+" : ""}` : "No runs match.";
-    this.list.dataset.count = String(this.rows.size);
+    this.showCount();
     this.highlight();
+  }
+
+  /** The count of runs listed; with none, whether a search hides them or there are none yet. */
+  private showCount(): void {
+    const n = this.rows.size;
+    const none = n === 0 && !this.query;
+    this.status.textContent = n ? `${n} run${n === 1 ? "" : "s"}${this.cursor ? "+" : ""}` : none ? (this.project ? `No runs in ${this.project} yet.` : "No runs yet.") : "No runs match.";
+    this.list.dataset.count = String(n);
+    this.onNoRuns(none);
   }
 
   /** A run changed or appeared (from the live list stream). */
@@ -145,8 +166,7 @@ export class RunListView {
         const el = this.rowEl(run);
         this.list.insertBefore(el, before);
         this.rows.set(run.run_id, { run, el, at: Date.now() });
-        this.list.dataset.count = String(this.rows.size);
-        this.status.textContent = `${this.rows.size} run${this.rows.size === 1 ? "" : "s"}${this.cursor ? "+" : ""}`;
+        this.showCount();
       }
     }
     this.highlight();

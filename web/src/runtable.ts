@@ -40,16 +40,19 @@ type Cell = string | number | null;
 interface Column {
   id: string;
   label: string;
-  /** The value sorted by and exported. */
+  /** The raw value, exported (and sorted by, unless `sortBy`). */
   value: (r: Row) => Cell;
   /** The text shown (the value when absent). */
   show?: (r: Row) => string;
+  /** The value sorted by, where it is the text shown rather than the raw value. */
+  sortBy?: (r: Row) => Cell;
 }
 
 const COLUMNS: Column[] = [
   { id: "name", label: "Name", value: (r) => r.run.name },
   { id: "status", label: "Status", value: (r) => r.run.status, show: (r) => statusText(r.run) },
-  { id: "model", label: "Model", value: (r) => (r.run.base_model ? modelLabel(r.run.base_model) : null) },
+  // shown and sorted as "from run <parent>", exported as the raw init_from: path
+  { id: "model", label: "Model", value: (r) => r.run.base_model, show: (r) => modelLabel(r.run.base_model), sortBy: (r) => (r.run.base_model ? modelLabel(r.run.base_model) : null) },
   { id: "method", label: "Method", value: (r) => r.run.method },
   { id: "group", label: "Group", value: (r) => r.run.group },
   { id: "tags", label: "Tags", value: (r) => r.run.tags.join(" ") || null },
@@ -189,7 +192,8 @@ export class RunTablePage {
 
   private sorted(): Row[] {
     const col = COLUMNS.find((c) => c.id === this.state.sort) ?? COLUMNS[0];
-    return this.rows.slice().sort((a, b) => compare(col.value(a), col.value(b), this.state.desc));
+    const key = col.sortBy ?? col.value;
+    return this.rows.slice().sort((a, b) => compare(key(a), key(b), this.state.desc));
   }
 
   private showHead(): void {
