@@ -147,3 +147,12 @@ def test_a_read_command_without_a_runs_folder_makes_nothing(
     res = cli("runs", "list", "--db", str(index))
     assert res.exit_code == 2 and "there is no index at" in res.stderr
     assert not index.exists()
+
+
+def test_durations_round_to_the_nearest_second_as_the_web_app_does() -> None:
+    # a run of 0.98 s read "0s" in the CLI and "1s" on the page
+    from runwatch.cli.output import fmt_duration
+
+    assert [fmt_duration(s) for s in (0.98, 0.4, 59.6, 3599.5, 7260.0)] == [
+        "1s", "0s", "1m00s", "1h00m", "2h01m"]
+    assert fmt_duration(None) == fmt_duration(math.nan) == fmt_duration(math.inf) == "-"

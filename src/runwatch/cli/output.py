@@ -294,9 +294,10 @@ def fmt_cell(value: Any) -> str:
 
 
 def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
+    """A duration to the nearest second, as the web app shows it (0.98 s is "1s")."""
+    if seconds is None or not math.isfinite(seconds):
         return "-"
-    s = int(seconds)
+    s = max(0, round(seconds))
     if s < 60:
         return f"{s}s"
     if s < 3600:
