@@ -205,3 +205,27 @@ def test_an_end_sent_before_the_records_of_its_request_is_stored_after_them(
     found = http.request("GET", f"{server.url}/api/runs/{name}/health").json()
     rules = {f["rule_id"] for f in (found["findings"] if isinstance(found, dict) else found)}
     assert "loss.flat_finished_run" in rules, rules
+
+
+def test_a_batch_that_starts_the_next_attempt_stays_before_that_attempts_records(
+        server: Runner) -> None:
+    """A client mirroring a retried job sends its events (attempt 1's end, attempt 2's
+    start and end) beside attempt 2's metrics. Stored after the metrics, the events'
+    attempt 2 forgot them as attempt 1's: the run showed no step at all."""
+    name = "retried"
+    events = [{"seq": 0, "ts": T0, "phase": "QUEUED"},
+              {"seq": 1, "ts": T0 + 1, "phase": "RUNNING"},
+              {"seq": 2, "ts": T0 + 5, "phase": "FAILED"},
+              {"seq": 3, "ts": T0 + 6, "phase": "QUEUED", "attempt": 2},
+              {"seq": 4, "ts": T0 + 7, "phase": "RUNNING", "attempt": 2},
+              {"seq": 5, "ts": T0 + 20, "phase": "SUCCEEDED"}]
+    batches = [{"run_id": f"id-{name}", "file": fmt.EVENTS, "records": events,
+                "manifest": manifest(f"id-{name}", name)},
+               {"run_id": f"id-{name}", "file": fmt.METRICS,
+                "records": _metrics(range(8, 13))}]
+    answer = http.post(f"{server.url}/api/ingest", json={"batches": batches})
+    assert answer.status_code == 200, answer.text
+    state = _state(server, name)
+    assert (state["phase"], state["observed_step"]) == ("SUCCEEDED", 12)
+    detail = http.request("GET", f"{server.url}/api/runs/{name}").json()
+    assert [a["attempt"] for a in detail["attempts"]] == [1, 2]

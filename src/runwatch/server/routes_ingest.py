@@ -453,13 +453,20 @@ def _end_last(checks: list[Checked]) -> tuple[list[Checked], list[int]]:
     """A request's batches in the order to store them, and that order (indices into
     `checks`): as sent, but a batch of events that ends a run after the others, so that a
     run reads as ended only once the records its client sent with the end are stored (the
-    indexer holds a folder's end back so too). A stream is one file's, so no file's own
-    order changes; a manifest the end's batch carried goes with the run's first batch."""
+    indexer holds a folder's end back so too). A batch of events that names an attempt
+    stays where it was sent (it may start the next attempt, whose records follow it). A
+    manifest the moved batch carried goes with the run's first batch."""
     def ends(check: Checked) -> bool:
-        return (not isinstance(check, BatchError) and check[1] == fmt.EVENTS
-                and isinstance(check[2], list)
-                and any(isinstance(r, dict) and isinstance(r.get("phase"), str)
-                        and r["phase"] in fmt.TERMINAL_PHASES for r in check[2]))
+        if isinstance(check, BatchError) or check[1] != fmt.EVENTS \
+                or not isinstance(check[2], list):
+            return False
+        records = [r for r in check[2] if isinstance(r, dict)]
+        # a batch that names an attempt may start the next one, which forgets what the
+        # index holds of the attempt before: the records sent beside it are that next
+        # attempt's, stored after it as sent
+        return (any(isinstance(r.get("phase"), str) and r["phase"] in fmt.TERMINAL_PHASES
+                    for r in records)
+                and not any("attempt" in r for r in records))
     order = sorted(range(len(checks)), key=lambda i: ends(checks[i]))
     out = [checks[i] for i in order]
     if order == sorted(order):
