@@ -13,13 +13,16 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from sqlalchemy import Engine
 
+from runwatch.ingest import Indexer
 from runwatch.rundir import format as fmt
+from runwatch.store import jobs as store_jobs
 from tests.support.cli import run_cli
-from tests.support.jobs import events, run_row, submit_command
+from tests.support.jobs import events, record_attempt, run_row, submit_command
 from tests.support.workers import Workers, workers
 
 __all__ = ["workers"]  # the fixture
@@ -89,3 +92,22 @@ def test_wait_on_a_queued_job_that_no_worker_will_start_says_so(
     assert waited.returncode == 124, said
     assert "lonely waits in the queue, and no worker of profile cpu is running on this " \
         "index; start one (runwatch worker --device-profile cpu" in said, said
+
+
+def test_wait_goes_on_while_the_index_lags_a_requeue(engine: Engine, db_url: str,
+                                                     runs_dir: Path) -> None:
+    """The worker queues attempt 2 in the index's job row before it indexes the folder: a
+    look in between saw the run FAILED at attempt 1, and the job no longer held at that
+    attempt, and ended the wait (exit 1) on a run that went on. (Found in review.)"""
+    run = submit_command(engine, runs_dir, "lagging", max_attempts=2)
+    with engine.begin() as conn:
+        assert store_jobs.claim(conn, "w", 1, time.time()) is not None
+    record_attempt(run.dir, 1, "FAILED")
+    Indexer(engine, runs_dir).index_once()
+    with engine.begin() as conn:  # what reaper.conclude commits before it indexes
+        assert store_jobs.requeue(conn, run_row(engine, "lagging").pk, 2)
+    waited = run_cli("runs", "wait", "lagging", "--exit-status", "--interval", "0.1",
+                     "--timeout", "0.5", "--dir", str(runs_dir), "--db", db_url, check=False)
+    said = " ".join(waited.stdout.split()) + " " + " ".join(waited.stderr.split())
+    assert waited.returncode == 124, said  # it waits on, for the attempt the job moved to
+    assert "attempt 1 failed and attempts remain" in said, said

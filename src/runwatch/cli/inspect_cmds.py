@@ -288,11 +288,17 @@ def wait_cmd(
 
 def _may_requeue(events: list[dict[str, Any]], job: dict[str, Any] | None,
                  now: dict[str, Any]) -> bool:
-    """Whether a FAILED run's attempt may yet be queued again: a worker still holds that
-    attempt of its job (it concludes it once the process has gone, and queues a failure
-    that is not a refusal again while attempts remain; docs/jobs.md) and attempts remain.
-    The SDK records the end before its process exits, so the index shows FAILED first."""
-    if job is None or job.get("worker_id") is None or job.get("attempt") != now["attempt"]:
+    """Whether a FAILED run's attempt may yet be queued again, or just was: a worker still
+    holds that attempt of its job (it concludes it once the process has gone, and queues a
+    failure that is not a refusal again while attempts remain; docs/jobs.md) and attempts
+    remain, or the job has moved on to a later attempt than the index shows (the worker
+    requeues it before it indexes the folder). The SDK records the end before its process
+    exits, so the index shows FAILED first."""
+    if job is None:
+        return False
+    if int(job.get("attempt") or 1) > int(now["attempt"] or 1):
+        return True  # queued again already; the index shows it at its next read
+    if job.get("worker_id") is None or job.get("attempt") != now["attempt"]:
         return False
     if int(job.get("attempt") or 1) >= int(job.get("max_attempts") or 1):
         return False
