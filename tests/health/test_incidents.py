@@ -281,3 +281,13 @@ def test_a_message_names_the_metric_as_the_run_logs_it() -> None:
     found = [f for f in evaluate("sft", {}, ppl) if f.metric == "val/loss"]
     assert found and all("val/loss (from eval_perplexity)" in f.message for f in found), \
         [f.message for f in found]
+
+
+def test_a_step_up_counts_every_point_it_stayed_up() -> None:
+    # the finding opens at the third point above the old level: it read "stayed up for 1
+    # logged points" then, and always 2 fewer than it had (found in review)
+    for after in (3, 4, 12):
+        loss = [1.0 + 0.01 * (i % 2) for i in range(30)] + [2.0 + 0.01 * (i % 2)
+                                                             for i in range(after)]
+        (f,) = [x for x in evaluate("sft", {}, {"loss": loss}) if x.rule_id == "loss.stepped_up"]
+        assert f"and stayed up for {after} logged points (latest " in f.message, f.message

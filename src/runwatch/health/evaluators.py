@@ -616,6 +616,11 @@ class Evaluator:
             return words
         if kind == "upturn":
             return {"higher": higher_words(evidence.get("rise"), "the low")}
+        if kind == "shift":
+            # the finding opens at the `stay`-th point above the old level, and counts from it
+            count, stay = evidence.get("count"), self.params.get("stay", 3)
+            return {"stayed": f"{int(count) + int(stay) - 1}"
+                    if isinstance(count, int) and isinstance(stay, int | float) else "?"}
         if kind == "no_improvement":
             return {"change": change_words(evidence.get("effect"), False,
                                            str(self.params.get("direction", "up")))}

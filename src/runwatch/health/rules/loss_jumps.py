@@ -151,7 +151,7 @@ RULES: tuple[Rule, ...] = (
         "and by {z} robust standard deviations of those {window} points' step-to-step "
         "changes: a spike comes back, this did not.",
         message="{metric} jumped from {from:.4g} to {to:.4g} (up {rise:.0%}) and stayed up "
-        "for {count} logged points (latest {last:.4g}).",
+        "for {stayed} logged points (latest {last:.4g}).",
         advice="Training lost ground it had: check a resume (the checkpoint, optimizer state "
         "and step counter it restarted from), a change of data mix, or a learning rate raised "
         "mid-run; keep the checkpoint from before the jump.",
