@@ -22,6 +22,7 @@ from runwatch.store import schema as s
 from runwatch.store.db import open_engine
 from tests.support import MakeRun, wait_for
 from tests.support.cli import cli_here, run_cli
+from tests.support.rundirs import write_manifest
 
 GRAFANA = "http://grafana.example:3000/"
 
@@ -94,6 +95,22 @@ def test_an_attempt_s_link_covers_that_attempt(runs_dir: Path, make_run: MakeRun
                        "--grafana-url", GRAFANA, check=False)
     assert missing.returncode == 2 and "no attempt 3" in missing.stderr
     again.finish("SUCCEEDED")
+
+
+def test_an_attempt_no_worker_has_started_links_from_its_queue(runs_dir: Path) -> None:
+    """A retried job's attempt 2, queued: `--attempt 2` said "run has no attempt 2 — its
+    attempts: 1, 2" once an attempt's start became its worker's start (found in review)."""
+    t0 = 1_700_000_000.0
+    folder = write_manifest(runs_dir / "requeued")
+    (folder / fmt.EVENTS).write_text("".join(json.dumps(e) + "\n" for e in [
+        {"seq": 0, "ts": t0, "phase": "QUEUED", "attempt": 1},
+        {"seq": 1, "ts": t0 + 1, "phase": "PREPARING", "attempt": 1, "worker": "w"},
+        {"seq": 2, "ts": t0 + 2, "phase": "RUNNING"},
+        {"seq": 3, "ts": t0 + 5, "phase": "FAILED"},
+        {"seq": 4, "ts": t0 + 9, "phase": "QUEUED", "attempt": 2}]))
+    _, two, out = _link(runs_dir, "requeued", "--attempt", "2", "--grafana-url", GRAFANA)
+    assert two["from"] == [str(int((t0 + 9 - grafana.MARGIN_S) * 1000))], out
+    assert two["to"] == ["now"] and "attempt 2 of run requeued" in out and "QUEUED" in out
 
 
 def test_the_link_of_a_training_run_ends_now(runs_dir: Path, make_run: MakeRun) -> None:

@@ -65,11 +65,13 @@ def _attempt(conn: Any, row: Any, number: int) -> tuple[float, float | None, str
 
     attempts = attempt_times(events(conn, row.pk))
     a = next((a for a in attempts if a.number == number), None)
-    if a is None or a.started_at is None:
+    start = None if a is None else a.started_at if a.started_at is not None else a.queued_at
+    if a is None or start is None:
         raise fail(f"run {row.name} has no attempt {number}",
                    [f"its attempts: {', '.join(str(a.number) for a in attempts)}"
                     if attempts else "it has not started"])
-    return (a.started_at, a.ended_at if a.ended else None,
+    # an attempt no worker started (queued, or cancelled while it waited) spans its queue
+    return (start, a.ended_at if a.ended else None,
             f"attempt {a.number} of run {row.name} ({row.run_id}), {a.phase}")
 
 
