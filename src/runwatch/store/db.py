@@ -84,11 +84,14 @@ def open_engine(target: str | Path, migrate: bool = True, *,
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     if migrate:
-        try:
-            ensure_schema(engine)
-        except OperationalError as exc:  # the first connection: no server, no database
+        try:  # the first connection: no server, no such database or role
+            engine.connect().close()
+        except OperationalError as exc:
             engine.dispose()
             raise StoreError(_cannot_connect(engine, exc)) from exc
+        except DatabaseError:
+            pass  # a file that is no SQLite database: ensure_schema names it
+        ensure_schema(engine)  # its own errors (a lock held too long) are its own
     return engine
 
 
