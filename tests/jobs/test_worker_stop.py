@@ -24,6 +24,7 @@ from runwatch.jobs.failures import CATALOGUE, AttemptEnd
 from runwatch.jobs.worker import Worker
 from runwatch.rundir import format as fmt
 from runwatch.rundir import stopnote
+from runwatch.rundir.append import locked
 from runwatch.server.runner import Runner
 from runwatch.store import jobs as store_jobs
 from tests.support import http
@@ -140,3 +141,25 @@ def test_a_cancel_asked_just_before_the_worker_stops_stays_a_cancel(
     assert not stopnote.written(run.dir, 1)
     row = run_row(engine, "both")
     assert (row.status, row.reason_code) == ("CANCELLED", "cancelled")
+
+
+def test_a_claimed_job_not_started_yet_whose_cancel_was_asked_ends_cancelled(
+        engine: Engine, runs_dir: Path) -> None:
+    """A job its worker claimed but had not started (its folder busy) when a cancel was
+    asked and the worker was told to stop: it went back to the queue, where no worker
+    claims a job a cancel was asked of, and nothing ever ended it. (Found in review.)"""
+    run = submit_command(engine, runs_dir, "unstarted", TRAINS)
+    worker = Worker(engine, runs_dir, indexer=Indexer(engine, runs_dir), **FAST)
+    with locked(run.dir):  # its folder busy: the claim is made, the start waits
+        worker._safe_tick()
+    held = job(engine, "unstarted")
+    assert held is not None and held["worker_id"] == worker.id and held["pid"] is None
+    with engine.begin() as conn:
+        assert not store_jobs.request_cancel(conn, run_row(engine, "unstarted").pk, time.time())
+    worker.stop_jobs()
+    assert [(ev["phase"], ev.get("code")) for ev in events(run.dir)][-1] == (
+        "CANCELLED", "cancelled")
+    assert not (runs_dir / "pid").exists()
+    assert run_row(engine, "unstarted").status == "CANCELLED"
+    held = job(engine, "unstarted")
+    assert held is not None and held["worker_id"] is None

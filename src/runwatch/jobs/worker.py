@@ -88,6 +88,9 @@ STOP_MARGIN_S = 5.0
 # ... and then waits this long for what it SIGKILLed to be gone (a stop takes at most
 # grace_s + STOP_MARGIN_S + KILL_WAIT_S, and the concluding).
 KILL_WAIT_S = 5.0
+# How long a stopping worker waits for the folder of a job it never started, to record its
+# cancel there
+GIVE_BACK_LOCK_S = 2.0
 # A loop whose steps have not moved for this long is taken for hung, and its worker stops
 # heartbeating. Ten times the ~30 s a healthy step can take (one index pass over a
 # 2M-point run, or the ui's index loop holding the index lock for one), so a loaded
@@ -241,15 +244,15 @@ class Worker:
                 log.error("cannot note in %s that worker %s stops it: %s", job.run_dir,
                           self.id, exc)
             job.proc.stop(self.grace_s)
-        while self.jobs and time.monotonic() < deadline:
+        # until the started ones have ended (one not started yet is not started now)
+        while (any(job.proc is not None for job in self.jobs.values())
+               and time.monotonic() < deadline):
             self._safe_tick()
             time.sleep(TICK_S / 4)
         left: list[Job] = []
         for job in list(self.jobs.values()):
-            if job.proc is None:  # not started: back to the queue
-                with self.engine.begin() as conn:
-                    store_jobs.release(conn, job.claim.run_pk, self.id)
-                self._drop(job)
+            if job.proc is None:  # not started: back to the queue, or ended if cancelled
+                self._give_back(job)
                 continue
             job.proc.kill()
             left.append(job)
@@ -267,6 +270,28 @@ class Worker:
                         "it after this worker's heartbeat timeout, once its process has gone",
                         self.id, job.claim.name)
             self._drop(job)
+
+    def _give_back(self, job: Job) -> None:
+        """A job this stopping worker claimed and never started: back to the queue, or,
+        when a cancel was asked of it, ended CANCELLED as its start would have ended it (no
+        worker claims a job a cancel was asked of, so back in the queue it would wait
+        there for ever)."""
+        if self._cancel_asked(job):
+            try:
+                with locked(job.run_dir, GIVE_BACK_LOCK_S):
+                    write_events(job.run_dir, [reaper.cancelled_event(job.claim.attempt)])
+            except (RunBusy, OSError) as exc:
+                log.error("cannot record in %s that %s was cancelled before it started: %s",
+                          job.run_dir, job.claim.name, exc)
+            else:
+                with self.engine.begin() as conn:
+                    store_jobs.release(conn, job.claim.run_pk, self.id)
+                self._drop(job)
+                self._index(job.run_dir)
+                return
+        with self.engine.begin() as conn:
+            store_jobs.release(conn, job.claim.run_pk, self.id)
+        self._drop(job)
 
     def _cancel_asked(self, job: Job) -> bool:
         """Whether a cancel of `job` was asked that this worker has not acted on yet (asked
