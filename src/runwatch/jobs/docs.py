@@ -196,7 +196,9 @@ cluster instead of a local process, and watches, stops and concludes it the same
   samples and checkpoints go to `attempts/<n>/`) and train from scratch, while the run
   as it stands shows what it recorded and can be retried, or resumed from its
   checkpoint. A job whose cancel was asked before the stop, and not yet acted on, is
-  stopped as that cancel, with no note, and ends CANCELLED `cancelled`, as the user asked.
+  stopped as that cancel, with no note, and ends CANCELLED `cancelled`, as the user asked;
+  one the worker claimed and had not started yet goes back to the queue, or, when a cancel
+  was asked of it, ends CANCELLED there and then.
   A job whose process had already ended on its own when the stop came ends
   as it recorded, as at any other time (a failure is queued again where attempts remain,
   for another worker). A job whose process group is not gone after
