@@ -114,3 +114,40 @@ def test_training_that_raises_ends_the_run_failed_with_the_exception(tmp_path: P
     errors = [line for line in logs if line["level"].lower() == "error"]
     assert errors and "RuntimeError" in errors[-1]["message"]
     assert "lost its shard at step 2" in errors[-1]["message"]
+
+
+def _args(out: Path, steps: int) -> TrainingArguments:
+    return TrainingArguments(
+        output_dir=str(out), max_steps=steps, per_device_train_batch_size=4, learning_rate=1e-3,
+        logging_steps=1, save_steps=2, report_to="none", use_cpu=True, disable_tqdm=True,
+        seed=3)
+
+
+def test_train_resumed_from_a_checkpoint_continues_the_named_run(tmp_path: Path) -> None:
+    """`trainer.train(resume_from_checkpoint=True)`, the usual way to resume, leaves the
+    TrainingArguments' own field unset: the callback started a new run under the name
+    that was taken, and the training crashed at its start ("already holds a run")."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    Trainer(model=tiny_model(), args=_args(out, 2), train_dataset=tiny_rows(),
+            callbacks=[RunwatchCallback(name="resumed", dir=runs)]).train()
+    Trainer(model=tiny_model(), args=_args(out, 4), train_dataset=tiny_rows(),
+            callbacks=[RunwatchCallback(name="resumed", dir=runs)]).train(
+                resume_from_checkpoint=True)
+    got = read(runs, "get", "resumed")
+    assert got["run"]["status"] == "SUCCEEDED"
+    steps = [s["step"] for s in read(runs, "metrics", "resumed")["steps"]]
+    assert steps == [1, 2, 3, 4]
+
+
+def test_what_the_trainer_logs_after_training_is_recorded_too(tmp_path: Path) -> None:
+    """`trainer.evaluate()` after `train()` (the usual closing evaluation): the run had
+    ended at train end and the callback dropped the test loss without a word."""
+    runs = tmp_path / "runs"
+    trainer = Trainer(model=tiny_model(), args=_args(tmp_path / "out", 2),
+                      train_dataset=tiny_rows(), callbacks=[RunwatchCallback(name="e", dir=runs)])
+    trainer.train()
+    scores = trainer.evaluate(eval_dataset=tiny_rows(8), metric_key_prefix="test")
+    got = read(runs, "get", "e")
+    assert got["run"]["status"] == "SUCCEEDED"
+    steps = {s["step"]: s["measured"] for s in read(runs, "metrics", "e")["steps"]}
+    assert steps[2]["test_loss"] == pytest.approx(scores["test_loss"])

@@ -63,6 +63,7 @@ class RunwatchCallback(TrainerCallback):
             "project": project, "name": name, "dir": dir, "group": group, "tags": tags,
             "method": method, "base_model": base_model, "dataset": dataset}
         self.run: Run | NullRun = NullRun()
+        self._after_end = False  # the run was resumed for logs after train end
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState,
                        control: TrainerControl, model: Any = None, **kwargs: Any) -> None:
@@ -71,14 +72,17 @@ class RunwatchCallback(TrainerCallback):
         described = dict(self._init_args)
         described["method"] = described["method"] or method_of(args)
         described["base_model"] = described["base_model"] or _model_name(model)
-        # A run is resumed when the Trainer resumes from a checkpoint under a named run.
-        resume = bool(args.resume_from_checkpoint) and described["name"] is not None
+        # A run is resumed when the Trainer resumes from a checkpoint under a named run:
+        # `train(resume_from_checkpoint=...)` leaves the argument unset, but the state it
+        # loaded from the checkpoint has steps already
+        resumes = bool(args.resume_from_checkpoint) or state.global_step > 0
+        resume = resumes and described["name"] is not None
         self.run = init(config=trainer_config(args, model), trainer=_trainer_name(args),
                         resume=resume, **described)
 
     def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        if self.run.finished or not logs:
+        if not logs or not self._recording():
             return
         metrics: dict[str, float] = {}
         summary: dict[str, float] = {}
@@ -91,6 +95,22 @@ class RunwatchCallback(TrainerCallback):
         if summary:
             self.run.set_manifest_fields(summary={**self.run.manifest.get("summary", {}),
                                                   **summary})
+        if self._after_end:  # what the trainer logs after training (evaluate()) ends it again
+            self.run.finish()
+
+    def _recording(self) -> bool:
+        """Whether the run takes what comes in: while it trains, and after training, when
+        the Trainer logs again (`trainer.evaluate()` after `train()`), the run that train
+        end finished is resumed for it and finished again (it was lost without a word)."""
+        if not self.run.finished:
+            return True
+        if not isinstance(self.run, Run) or self.run.status != "SUCCEEDED":
+            return False  # not recording on this rank, or ended otherwise: left as it is
+        described = {**self._init_args, "name": self.run.name, "dir": self.run.dir.parent,
+                     "project": self.run.manifest.get("project", self._init_args["project"])}
+        self.run = init(resume=True, **described)
+        self._after_end = True
+        return True
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                 **kwargs: Any) -> None:
@@ -102,6 +122,7 @@ class RunwatchCallback(TrainerCallback):
 
     def on_train_end(self, args: TrainingArguments, state: TrainerState,
                      control: TrainerControl, **kwargs: Any) -> None:
+        self._after_end = False
         self.run.finish()
 
 
