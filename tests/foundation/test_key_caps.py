@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import Engine, func, select
 
 from runwatch.ingest import Indexer
@@ -80,3 +81,24 @@ def test_a_record_with_too_many_metrics_over_http_answers_400(runs_dir: Path,
 
     res = asyncio.run(go())
     assert res.status_code == 400 and f"at most {MAX_KEYS_PER_RECORD}" in res.text, res.text
+
+
+def test_the_sdk_splits_a_wide_log_and_refuses_keys_past_the_runs_cap(
+        runs_dir: Path, engine: Engine) -> None:
+    """`log()` of 3,000 metrics was accepted and then skipped whole by the indexer (the
+    loss with it); keys past 10,000 were dropped at indexing with no word at the call."""
+    from runwatch.sdk import init
+
+    run = init(name="sdk-wide", dir=runs_dir)
+    run.log({"loss": 0.5, **{f"m/{i:05d}": float(i) for i in range(3000)}}, step=8)
+    with pytest.raises(ValueError, match=r"key number 10,001.*at most 10,000 a run"):
+        run.log({f"n/{i:05d}": 1.0 for i in range(MAX_KEYS_PER_RUN)}, step=9)
+    # the run goes on; the refused call recorded nothing, and took none of the room left
+    run.log({"loss": 0.4, **{f"n/{i:05d}": 1.0 for i in range(6999)}}, step=9)
+    run.finish()
+    Indexer(engine, runs_dir).index_once()
+    assert key_count(engine, "sdk-wide") == MAX_KEYS_PER_RUN
+    with engine.connect() as conn:
+        steps = q.history(conn, q.resolve_run(conn, "sdk-wide").pk)
+    assert [(h.step, len(h.values)) for h in steps] == [(8, 3001), (9, 7000)]
+    assert steps[0].values["m/02999"] == 2999.0 and steps[0].values["loss"] == 0.5

@@ -35,8 +35,8 @@ RECORD_FIELDS = frozenset({*fmt.RECORD_FIELDS, "_line"})
 KEYS_PER_STATEMENT = 200
 # Each new key costs statements inside the transaction that holds the index's write
 # lock: a record may have at most this many metrics, a run at most this many keys.
-MAX_KEYS_PER_RECORD = 2_000
-MAX_KEYS_PER_RUN = 10_000
+MAX_KEYS_PER_RECORD = fmt.MAX_METRICS_PER_RECORD
+MAX_KEYS_PER_RUN = fmt.MAX_KEYS_PER_RUN
 
 
 def store_metrics(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]

@@ -76,6 +76,11 @@ SPLITS = ("train", "val")
 
 MAX_NAME_LENGTH = 128
 MAX_KEY_LENGTH = 256
+# The most metrics one record may hold, and the most metric keys a run may have: the index
+# drops a record over the first (the SDK splits a wider log() into records of one step)
+# and the keys over the second (log() refuses them)
+MAX_METRICS_PER_RECORD = 2_000
+MAX_KEYS_PER_RUN = 10_000
 # The fields every metrics record has beside its metrics: no metric takes these names.
 RECORD_FIELDS = ("step", "ts", "seq")
 # A metrics record's step is a 64-bit integer in the index.

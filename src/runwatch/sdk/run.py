@@ -45,11 +45,21 @@ _DEFAULT_CODE = {"FAILED": "failed", "CANCELLED": "cancelled"}
 # An error line keeps at most this much of an exception's message and traceback.
 MAX_MESSAGE_CHARS = 2_000
 MAX_TRACEBACK_CHARS = 20_000
-# log() remembers at most this many valid metric keys; a loop that makes new keys without
-# end has the keys past them checked at each call instead of held for ever.
-MAX_REMEMBERED_KEYS = 10_000
+# A record of more than this many fields (its metrics, step and ts) is split into records
+# of one step that the index takes (readers join them into the step).
+_WIDEST_RECORD = fmt.MAX_METRICS_PER_RECORD + 2
 _MAX_STEP = fmt.MAX_STEP  # read at every log(): a global, not a module attribute
 
+
+
+def _split(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record's metrics in records of its step and time holding at most
+    fmt.MAX_METRICS_PER_RECORD metrics each (the most the index takes in one)."""
+    step, ts = record["step"], record["ts"]
+    items = [(k, v) for k, v in record.items() if k != "step" and k != "ts"]
+    width = fmt.MAX_METRICS_PER_RECORD
+    return [{"step": step, "ts": ts, **dict(items[i:i + width])}
+            for i in range(0, len(items), width)]
 
 class RunFinishedError(RuntimeError):
     """A method of a Run was called after finish()."""
@@ -132,7 +142,10 @@ class Run:
         self._last_step = step
         # BackgroundWriter.put, inlined: this is the call a training loop makes most.
         queue = self._queue
-        queue.append((_METRICS, record))
+        if len(record) > _WIDEST_RECORD:  # more metrics than the index takes in one record
+            queue.extend((_METRICS, part) for part in _split(record))
+        else:
+            queue.append((_METRICS, record))
         if len(queue) > self._writer.max_backlog:
             self._writer.wait_for_room()
 
@@ -353,7 +366,8 @@ class Run:
 
     def _check_keys(self, metrics: dict[str, Any], step: Any) -> tuple[dict[str, Any], Any]:
         """Refuse a metric key the run format does not take (fmt.validate_key: TypeError
-        for one that is no string); remember the valid ones, up to MAX_REMEMBERED_KEYS.
+        for one that is no string), and a new key past fmt.MAX_KEYS_PER_RUN; remember the
+        valid ones.
         A key that names a record's own field is no metric: `step` is the record's step
         where the call gives none (`log({"step": it, "loss": l})`, as loops written for
         other trackers do), and is otherwise left out, as `ts` and `seq` are, with one
@@ -361,6 +375,7 @@ class Run:
         if not hasattr(metrics, "keys"):
             raise TypeError(_key_error(metrics))
         fields = None
+        fresh: list[str] = []  # valid keys new to this run, remembered once all are checked
         for key in metrics:
             if key in self._valid_keys:
                 continue
@@ -374,8 +389,14 @@ class Run:
             if problem:
                 raise ValueError(f"log(): {problem}; name a metric with 1 to "
                                  f"{fmt.MAX_KEY_LENGTH} characters, such as 'train/loss'")
-            if len(self._valid_keys) < MAX_REMEMBERED_KEYS:
-                self._valid_keys.add(key)
+            if len(self._valid_keys) + len(fresh) >= fmt.MAX_KEYS_PER_RUN:
+                raise ValueError(
+                    f"log(): {key!r} would be this run's metric key number "
+                    f"{fmt.MAX_KEYS_PER_RUN + 1:,}, and the index keeps at most "
+                    f"{fmt.MAX_KEYS_PER_RUN:,} a run (it would drop it): log fewer distinct "
+                    "keys (a key per example or per step belongs in log_samples)")
+            fresh.append(key)
+        self._valid_keys.update(fresh)
         if not fields:
             return metrics, step
         kept = {k: v for k, v in metrics.items() if k not in fields}
