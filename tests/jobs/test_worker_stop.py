@@ -12,10 +12,12 @@ nobody cancelled it.
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import Engine
 
 from runwatch.ingest import Indexer
@@ -163,3 +165,25 @@ def test_a_claimed_job_not_started_yet_whose_cancel_was_asked_ends_cancelled(
     assert run_row(engine, "unstarted").status == "CANCELLED"
     held = job(engine, "unstarted")
     assert held is not None and held["worker_id"] is None
+
+
+def test_the_workers_log_line_says_the_end_the_run_records(
+        engine: Engine, runs_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A job stopped from outside (`ray job stop`) whose SDK recorded CANCELLED: the run
+    read CANCELLED `cancelled` while the worker's log said "attempt 1: FAILED (stopped)"
+    (its own verdict, which the recorded end outranks). Found in a trial."""
+    run = submit_command(engine, runs_dir, "outside", max_attempts=1)
+    with engine.begin() as conn:
+        claim = store_jobs.claim(conn, "w", 1, time.time())
+    assert claim is not None
+    record_attempt(run.dir, 1, "CANCELLED", code="cancelled")
+    indexer = Indexer(engine, runs_dir)
+
+    def index(_: Path) -> None:
+        indexer.index_once()
+
+    with caplog.at_level(logging.INFO, logger="runwatch.jobs.reaper"):
+        verdict = reaper.conclude(engine, claim, "w", AttemptEnd(exit_code=-15), index)
+    assert verdict is not None
+    assert "outside attempt 1: CANCELLED (cancelled)" in caplog.text, caplog.text
+    assert run_row(engine, "outside").status == "CANCELLED"

@@ -210,8 +210,10 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
         log.warning("the folder of %s is gone; its job ended FAILED (%s)", claim.name, GONE)
         return None
     index(run_dir)
-    log.info("%s attempt %d: %s%s%s", claim.name, claim.attempt, verdict.phase,
-             f" ({verdict.code})" if verdict.code else "", ", queued again" if again else "")
+    # what the run records: the end its process recorded wins over the worker's verdict
+    code = now.terminal.get("code") if now.terminal else verdict.code
+    log.info("%s attempt %d: %s%s%s", claim.name, claim.attempt, ended,
+             f" ({code})" if code else "", ", queued again" if again else "")
     return verdict
 
 
