@@ -48,12 +48,12 @@ def script(tmp_path: Path, module: str, ending: str = "wandb.finish()") -> Path:
     return path
 
 
-def run_script(path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_script(path: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(cwd),
            "WANDB_CONFIG_DIR": str(cwd / "wandb-config"), "WANDB_SILENT": "true"}
     env.pop("RUNWATCH_DIR", None)
-    return subprocess.run([sys.executable, str(path)], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run([sys.executable, str(path), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
 
 
 def read(cwd: Path, *args: str) -> Any:

@@ -2,11 +2,13 @@
 unchanged with one import swapped: `import runwatch.compat.wandb as wandb`.
 
 `init`, `log`, `config`, `summary`, `finish`, `Table` (logged as samples), `run`, and
-`define_metric` / `watch` / `login` (accepted, they do nothing). W&B's API is
+`define_metric` / `login` (accepted, they do nothing); the rest of W&B's API that a script
+commonly calls is accepted and ignored (runwatch.compat.wandb_ignored). W&B's API is
 module-level (`wandb.run`, `wandb.config`), so this module keeps the current run in
 module attributes as W&B does; every record goes through the SDK's `Run`. A script that
-ends without `finish()` ends its run as W&B does: SUCCEEDED, or FAILED with the
-uncaught exception. docs/wandb-compat.md says what maps to what.
+ends without `finish()` ends its run as W&B does: SUCCEEDED, or as the SDK ends a run
+its uncaught exception or a non-zero `sys.exit()` stopped. docs/wandb-compat.md says
+what maps to what.
 """
 
 from __future__ import annotations
@@ -17,21 +19,55 @@ import dataclasses
 import os
 import re
 import sys
+import threading
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
+from runwatch.compat.wandb_ignored import (
+    AlertLevel,
+    Artifact,
+    Audio,
+    BoundingBoxes2D,
+    Classes,
+    Graph,
+    Histogram,
+    Html,
+    Image,
+    ImageMask,
+    Molecule,
+    Object3D,
+    Plotly,
+    Settings,
+    Video,
+    alert,
+    link_model,
+    log_artifact,
+    log_code,
+    log_model,
+    mark_preempting,
+    restore,
+    save,
+    unwatch,
+    use_artifact,
+    watch,
+)
 from runwatch.rundir import format as fmt
 from runwatch.rundir.atomic import write_atomic
 from runwatch.sdk import NullRun
 from runwatch.sdk import Run as SdkRun
 from runwatch.sdk import init as sdk_init
 from runwatch.sdk.config import config_to_yaml
+from runwatch.sdk.run import checked_step
 
-__all__ = ["Config", "Error", "Run", "Summary", "Table", "config", "define_metric", "finish",
-           "init", "log", "login", "run", "summary", "watch"]
+__all__ = ["AlertLevel", "Artifact", "Audio", "BoundingBoxes2D", "Classes", "Config",
+           "Error", "Graph", "Histogram", "Html", "Image", "ImageMask",
+           "Molecule", "Object3D", "Plotly", "Run", "Settings", "Summary", "Table", "Video",
+           "alert", "config", "define_metric", "finish", "init", "link_model", "log",
+           "log_artifact", "log_code", "log_model", "login", "mark_preempting", "restore",
+           "run", "save", "summary", "unwatch", "use_artifact", "watch"]
 
 # Column names W&B scripts use for a sample's text and score, and runwatch's name for each.
 SAMPLE_COLUMNS = {"input": "prompt", "question": "prompt", "query": "prompt",
@@ -55,10 +91,17 @@ class Config:
         object.__setattr__(self, "_path", path)
 
     def __getattr__(self, key: str) -> Any:
+        # Read through __dict__: copy and pickle look up attributes of an instance they
+        # made without __init__, before it holds any values.
+        values = self.__dict__.get("_values", {})
         try:
-            return self._values[key]
+            return values[key]
         except KeyError:
             raise AttributeError(f"config has no key {key!r}") from None
+
+    def __reduce__(self) -> tuple[type[Config], tuple[dict[str, Any]]]:
+        # A copy holds the values only: changing it must not rewrite the run's config.yaml.
+        return Config, (dict(self._values),)
 
     def __setattr__(self, key: str, value: Any) -> None:
         self.update({key: value})
@@ -163,7 +206,16 @@ class Run:
         step before the current one is dropped with a warning."""
         if self._run.finished:
             raise Error("log() after finish(): start a new run with init()")
+        # What the SDK would refuse when the row is committed is refused here, at the call
+        # that gives it, so it cannot spoil the row or the steps of later calls.
+        row = _flat(data)
+        for key in row:
+            problem = fmt.validate_key(key)
+            if problem:
+                raise ValueError(f"log(): {problem}; name a metric with 1 to "
+                                 f"{fmt.MAX_KEY_LENGTH} characters, such as 'train/loss'")
         if step is not None:
+            step = checked_step(step, "log")
             if step < self.step:
                 warnings.warn(f"step {step} is before the current step {self.step}; W&B "
                               "drops such data and so does runwatch", stacklevel=2)
@@ -171,7 +223,7 @@ class Run:
             if step > self.step:
                 self._commit()
                 self.step = step
-        self._row.update(_flat(data))
+        self._row.update(row)
         if commit or (commit is None and step is None):
             self._commit()
             self.step += 1
@@ -179,17 +231,35 @@ class Run:
     def define_metric(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Accepted and ignored: runwatch keeps every metric against the logged step."""
 
-    def watch(self, *args: Any, **kwargs: Any) -> None:
-        """Accepted and ignored: runwatch records no gradient histograms."""
+    # W&B's calls that runwatch accepts and ignores (runwatch.compat.wandb_ignored)
+    alert = staticmethod(alert)
+    link_model = staticmethod(link_model)
+    log_artifact = staticmethod(log_artifact)
+    log_code = staticmethod(log_code)
+    log_model = staticmethod(log_model)
+    mark_preempting = staticmethod(mark_preempting)
+    restore = staticmethod(restore)
+    save = staticmethod(save)
+    unwatch = staticmethod(unwatch)
+    use_artifact = staticmethod(use_artifact)
+    watch = staticmethod(watch)
 
     def finish(self, exit_code: int | None = None, quiet: bool | None = None) -> None:
         """End the run: SUCCEEDED, or FAILED for a non-zero `exit_code`."""
+        self._end(None, "FAILED" if exit_code else None)
+
+    def _end(self, exc: BaseException | None, status: str | None = None) -> None:
+        """Commit the open row, write the summary and end the run: as the SDK ends a run
+        that `exc` stopped, else with `status` (None: SUCCEEDED)."""
         if self._run.finished:
             return
         self._commit()
         if self.summary:
             self._run.set_manifest_fields(summary={k: _plain(v) for k, v in self.summary.items()})
-        self._run.finish("FAILED" if exit_code else None)
+        if exc is None:
+            self._run.finish(status)
+        else:
+            self._run.fail_from(exc)
         _forget(self)
 
     def _commit(self) -> None:
@@ -216,30 +286,21 @@ class Run:
         if metrics:
             self._run.log(metrics, step=self.step)
 
-    def _end_at_exit(self) -> None:
-        """The script ended without finish(): as W&B, SUCCEEDED, or FAILED with the
-        uncaught exception (the interpreter keeps it as sys.last_value)."""
-        if self._run.finished:
-            return
+    def _end_at_exit(self, exit_status: object) -> None:
+        """The script ended without finish(): as W&B, SUCCEEDED, unless an uncaught
+        exception (the interpreter keeps it as sys.last_value) or a `sys.exit()` with a
+        non-zero `exit_status` ended it: then as the SDK ends a run that exception stopped."""
         exc = getattr(sys, "last_value", None)
-        if exc is None:
-            self.finish()
-            return
-        self._commit()
-        self._run.fail_from(exc)
-        _forget(self)
+        if exc is None and exit_status not in (None, 0):
+            exc = SystemExit(exit_status)
+        self._end(exc)
 
     def __enter__(self) -> Run:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if exc is None:
-            self.finish()
-        elif not self._run.finished:
-            self._commit()
-            self._run.fail_from(exc)
-            _forget(self)
+        self._end(exc)
 
 
 run: Run | None = None
@@ -255,7 +316,9 @@ def init(project: str | None = None, name: str | None = None, config: Any = None
 
     The run folder is $RUNWATCH_DIR/<name>, else `dir`/runs/<name>, else ./runs/<name>;
     `mode="disabled"` (or WANDB_MODE=disabled) records nothing. Names are made safe as
-    folder names (other characters become '-'). Other W&B arguments are accepted.
+    folder names (other characters become '-'); W&B lets runs share a name, so where the
+    folder holds a run already, the new one is <name>-2 (-3, …), with a warning. Other W&B
+    arguments are accepted.
     """
     if run is not None:
         run.finish()  # W&B finishes the previous run of the process too
@@ -263,9 +326,9 @@ def init(project: str | None = None, name: str | None = None, config: Any = None
     project = _safe(project or os.environ.get("WANDB_PROJECT") or "default")
     values = _as_dict(config)
     runs_dir = os.environ.get("RUNWATCH_DIR") or (Path(dir) / "runs" if dir else "runs")
-    sdk_run = sdk_init(project=project, name=_safe(name) if name else None, config=values,
-                       group=group, tags=list(tags or ()), dir=runs_dir,
-                       mode="disabled" if mode == "disabled" else "offline")
+    sdk_run = _start(Path(runs_dir), _safe(name) if name else None, project=project,
+                     config=values, group=group, tags=list(tags or ()),
+                     mode="disabled" if mode == "disabled" else "offline")
     described = {k: v for k, v in (("notes", notes), ("job_type", job_type)) if v}
     if described:
         sdk_run.set_manifest_fields(**described)
@@ -290,10 +353,6 @@ def define_metric(name: str, *args: Any, **kwargs: Any) -> None:
     """Accepted and ignored: runwatch keeps every metric against the logged step."""
 
 
-def watch(*args: Any, **kwargs: Any) -> None:
-    """Accepted and ignored: runwatch records no gradient histograms."""
-
-
 def login(*args: Any, **kwargs: Any) -> bool:
     """Accepted: runwatch needs no account."""
     return True
@@ -305,11 +364,40 @@ def _current() -> Run:
     return run
 
 
+def _start(runs_dir: Path, name: str | None, **kwargs: Any) -> SdkRun | NullRun:
+    """The SDK's run in `runs_dir`/`name`, else, where that folder holds a run already
+    (W&B lets runs share a name), in the first free `name`-2, `name`-3 … (a warning says
+    which)."""
+    folder, n = name, 1
+    while True:
+        try:
+            sdk_run = sdk_init(name=folder, dir=runs_dir, **kwargs)
+        except fmt.RunDirError:
+            if name is None or not (runs_dir / str(folder) / fmt.MANIFEST).exists():
+                raise
+            n += 1
+            folder = _numbered(name, n)
+            continue
+        if folder != name:
+            warnings.warn(f"{runs_dir / str(name)} holds a run already, so this run is "
+                          f"{runs_dir / str(folder)} (W&B lets runs share a name; runwatch "
+                          "names a run's folder by it)", stacklevel=3)
+        return sdk_run
+
+
+def _numbered(name: str, n: int) -> str:
+    suffix = f"-{n}"
+    return name[:fmt.MAX_NAME_LENGTH - len(suffix)] + suffix
+
+
 def _adopt(new: Run) -> None:
     global run, config, summary, _exit_hook
     if not _exit_hook:
         # Registered after the SDK's own exit hook, so it runs first (atexit is LIFO).
         atexit.register(_end_at_exit)
+        # The interpreter keeps no exit status for atexit to read, so, as W&B does, note
+        # the one sys.exit() is called with.
+        sys.exit = _noting_exit(sys.exit)
         _exit_hook = True
     run, config, summary = new, new.config, new.summary
 
@@ -321,11 +409,22 @@ def _forget(old: Run) -> None:
 
 
 _exit_hook = False
+_exit_status: object = None  # what the main thread last called sys.exit() with
+
+
+def _noting_exit(exit: Callable[..., NoReturn]) -> Callable[..., NoReturn]:
+    def noting_exit(status: object = None) -> NoReturn:
+        global _exit_status
+        if threading.current_thread() is threading.main_thread():
+            _exit_status = status  # another thread's sys.exit() ends that thread only
+        exit(status)
+
+    return noting_exit
 
 
 def _end_at_exit() -> None:
     if run is not None:
-        run._end_at_exit()
+        run._end_at_exit(_exit_status)
 
 
 def _safe(name: str) -> str:

@@ -123,7 +123,7 @@ class Run:
         last = self._last_step
         if step is not None:
             if type(step) is not int or not 0 <= step <= _MAX_STEP:  # the common case inline
-                step = _checked_step(step, "log")
+                step = checked_step(step, "log")
         elif last is None:
             step = 0
         elif last < _MAX_STEP:
@@ -158,7 +158,7 @@ class Run:
     ) -> None:
         """Record one step's completions or episodes (prompt, completion, reward, …)."""
         self._check_open()
-        step = _checked_step(step, "log_samples")
+        step = checked_step(step, "log_samples")
         name = fmt.sample_file_name(step, split, kind)
         payload = {"step": step, "split": split, "kind": kind, "ts": time.time(),
                    "samples": [dict(s) for s in samples]}
@@ -171,7 +171,7 @@ class Run:
         self._check_open()
         if kind not in fmt.CHECKPOINT_KINDS:
             raise ValueError(f"checkpoint kind {kind!r} is not one of {fmt.CHECKPOINT_KINDS}")
-        record: dict[str, Any] = {"ts": time.time(), "step": _checked_step(step, "log_checkpoint"),
+        record: dict[str, Any] = {"ts": time.time(), "step": checked_step(step, "log_checkpoint"),
                                   "kind": kind, "id": str(id)}
         if path is not None:
             record["path"] = str(path)
@@ -458,7 +458,7 @@ class RunLogHandler(logging.Handler):
             self.handleError(record)
 
 
-def _checked_step(step: Any, call: str) -> int:
+def checked_step(step: Any, call: str) -> int:
     """`step` as an int (a numpy or torch integer too), or a ValueError from `call` saying
     what a step may be (fmt.validate_step): 1.5 was cut to 1 in silence."""
     if type(step) is not int:
