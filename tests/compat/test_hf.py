@@ -152,3 +152,15 @@ def test_what_the_trainer_logs_after_training_is_recorded_too(tmp_path: Path) ->
     assert got["run"]["status"] == "SUCCEEDED"
     steps = {s["step"]: s["measured"] for s in read(runs, "metrics", "e")["steps"]}
     assert steps[2]["test_loss"] == pytest.approx(scores["test_loss"])
+    # the same callback on a training resumed from there records it as training again:
+    # it had stayed in its after-the-end mode and ended the run after every log, and its
+    # checkpoints were lost (found in review)
+    callback = next(c for c in trainer.callback_handler.callbacks
+                    if isinstance(c, RunwatchCallback))
+    Trainer(model=tiny_model(), args=_args(tmp_path / "out", 4), train_dataset=tiny_rows(),
+            callbacks=[callback]).train(resume_from_checkpoint=True)
+    got = read(runs, "get", "e")
+    assert [c["step"] for c in got["checkpoints"]] == [2, 4]
+    phases = [json.loads(line)["phase"]
+              for line in (runs / "e" / "events.jsonl").read_text().splitlines()]
+    assert phases.count("SUCCEEDED") == 3 and phases[-1] == "SUCCEEDED", phases

@@ -73,10 +73,11 @@ class RunwatchCallback(TrainerCallback):
         described["method"] = described["method"] or method_of(args)
         described["base_model"] = described["base_model"] or _model_name(model)
         # A run is resumed when the Trainer resumes from a checkpoint under a named run:
-        # `train(resume_from_checkpoint=...)` leaves the argument unset, but the state it
-        # loaded from the checkpoint has steps already
-        resumes = bool(args.resume_from_checkpoint) or state.global_step > 0
-        resume = resumes and described["name"] is not None
+        # the state it loaded from the checkpoint has steps already (the Trainer does not
+        # act on TrainingArguments.resume_from_checkpoint, and `train(resume_from_
+        # checkpoint=...)` leaves it unset)
+        self._after_end = False
+        resume = state.global_step > 0 and described["name"] is not None
         self.run = init(config=trainer_config(args, model), trainer=_trainer_name(args),
                         resume=resume, **described)
 
