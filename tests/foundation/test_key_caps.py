@@ -83,22 +83,29 @@ def test_a_record_with_too_many_metrics_over_http_answers_400(runs_dir: Path,
     assert res.status_code == 400 and f"at most {MAX_KEYS_PER_RECORD}" in res.text, res.text
 
 
-def test_the_sdk_splits_a_wide_log_and_refuses_keys_past_the_runs_cap(
+def test_the_sdk_splits_a_wide_log_and_leaves_out_keys_past_the_runs_cap(
         runs_dir: Path, engine: Engine) -> None:
     """`log()` of 3,000 metrics was accepted and then skipped whole by the indexer (the
-    loss with it); keys past 10,000 were dropped at indexing with no word at the call."""
+    loss with it); keys past 10,000 were dropped at indexing with no word at the call.
+    Past the cap a new key is left out of its call, with one warning, and the rest of the
+    call is recorded: raising would end a loop hours in for a key, the loss with it."""
     from runwatch.sdk import init
 
     run = init(name="sdk-wide", dir=runs_dir)
     run.log({"loss": 0.5, **{f"m/{i:05d}": float(i) for i in range(3000)}}, step=8)
-    with pytest.raises(ValueError, match=r"key number 10,001.*at most 10,000 a run"):
-        run.log({f"n/{i:05d}": 1.0 for i in range(MAX_KEYS_PER_RUN)}, step=9)
-    # the run goes on; the refused call recorded nothing, and took none of the room left
-    run.log({"loss": 0.4, **{f"n/{i:05d}": 1.0 for i in range(6999)}}, step=9)
+    run.log({f"n/{i:05d}": 1.0 for i in range(6999)}, step=9)
+    with pytest.warns(RuntimeWarning, match=r"'late/0' would be run 'sdk-wide'.s metric key "
+                                         r"number 10,001.*left out"):
+        run.log({"loss": 0.4, "late/0": 1.0, "late/1": 2.0}, step=10)
+    run.log({"loss": 0.3, "late/0": 1.0}, step=11)  # said once
+    assert run.keys_left_out == 3
     run.finish()
     Indexer(engine, runs_dir).index_once()
     assert key_count(engine, "sdk-wide") == MAX_KEYS_PER_RUN
     with engine.connect() as conn:
         steps = q.history(conn, q.resolve_run(conn, "sdk-wide").pk)
-    assert [(h.step, len(h.values)) for h in steps] == [(8, 3001), (9, 7000)]
+        problems = conn.execute(select(s.ingest_problems.c.message)).scalars().all()
+    assert [(h.step, len(h.values)) for h in steps] == [(8, 3001), (9, 6999), (10, 1), (11, 1)]
     assert steps[0].values["m/02999"] == 2999.0 and steps[0].values["loss"] == 0.5
+    assert [h.values["loss"] for h in steps[2:]] == [0.4, 0.3]
+    assert problems == []  # nothing the index had to drop

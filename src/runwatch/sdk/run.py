@@ -99,6 +99,7 @@ class Run:
         # Metric keys log() has found valid, so a loop's usual keys are checked once.
         self._valid_keys: set[str] = set()
         self._warned_fields: set[str] = set()  # record fields log() was given as keys
+        self._over_cap = 0  # new keys left out: the run had fmt.MAX_KEYS_PER_RUN already
         self._finished = False
         self._stop_requested = False
         # Reentrant: the SIGTERM handler (request_stop) may run while this thread holds it.
@@ -366,7 +367,8 @@ class Run:
 
     def _check_keys(self, metrics: dict[str, Any], step: Any) -> tuple[dict[str, Any], Any]:
         """Refuse a metric key the run format does not take (fmt.validate_key: TypeError
-        for one that is no string), and a new key past fmt.MAX_KEYS_PER_RUN; remember the
+        for one that is no string); leave out a new key past fmt.MAX_KEYS_PER_RUN (counted
+        in this process: a resumed run's earlier keys are not known here); remember the
         valid ones.
         A key that names a record's own field is no metric: `step` is the record's step
         where the call gives none (`log({"step": it, "loss": l})`, as loops written for
@@ -375,7 +377,7 @@ class Run:
         if not hasattr(metrics, "keys"):
             raise TypeError(_key_error(metrics))
         fields = None
-        fresh: list[str] = []  # valid keys new to this run, remembered once all are checked
+        fresh: list[str] = []  # valid keys new to this run
         for key in metrics:
             if key in self._valid_keys:
                 continue
@@ -390,18 +392,19 @@ class Run:
                 raise ValueError(f"log(): {problem}; name a metric with 1 to "
                                  f"{fmt.MAX_KEY_LENGTH} characters, such as 'train/loss'")
             if len(self._valid_keys) + len(fresh) >= fmt.MAX_KEYS_PER_RUN:
-                raise ValueError(
-                    f"log(): {key!r} would be this run's metric key number "
-                    f"{fmt.MAX_KEYS_PER_RUN + 1:,}, and the index keeps at most "
-                    f"{fmt.MAX_KEYS_PER_RUN:,} a run (it would drop it): log fewer distinct "
-                    "keys (a key per example or per step belongs in log_samples)")
+                # the index would drop it: left out here, the rest of the call recorded
+                fields = fields or []
+                fields.append(key)
+                continue
             fresh.append(key)
         self._valid_keys.update(fresh)
         if not fields:
             return metrics, step
         kept = {k: v for k, v in metrics.items() if k not in fields}
         for key in fields:
-            if key == "step" and step is None:
+            if key not in fmt.RECORD_FIELDS:
+                self._left_out(key)
+            elif key == "step" and step is None:
                 step = metrics[key]  # checked as a step argument is, next
             elif key not in self._warned_fields:
                 self._warned_fields.add(key)
@@ -409,6 +412,22 @@ class Run:
                      f"not recorded as a metric (the step is log()'s step=; name the metric "
                      f"otherwise, such as 'train/{key}')")
         return kept, step
+
+    def _left_out(self, key: str) -> None:
+        """A new key past the run's fmt.MAX_KEYS_PER_RUN, left out of its call (the index
+        would drop it): said once, with the first such key; `keys_left_out` counts them."""
+        self._over_cap += 1
+        if self._over_cap == 1:
+            warn(f"runwatch: log() key {key!r} would be run {self.name!r}'s metric key number "
+                 f"{fmt.MAX_KEYS_PER_RUN + 1:,}, and the index keeps at most "
+                 f"{fmt.MAX_KEYS_PER_RUN:,} a run: it and every later new key are left out "
+                 "(the rest of each call is recorded); log fewer distinct keys (a key per "
+                 "example or per step belongs in log_samples)")
+
+    @property
+    def keys_left_out(self) -> int:
+        """How many times log() left out a new key past the run's key cap (see `_left_out`)."""
+        return self._over_cap
 
     def _event(self, phase: str, **fields: Any) -> None:
         self._writer.put((fmt.EVENTS, self._event_record(phase, **fields)))
