@@ -19,6 +19,7 @@ class NullRun:
     dir: Path | None = None
     status: str | None = None
     dropped_values = 0
+    keys_left_out = 0
     dropped_lines = 0
     finished = False
 
