@@ -187,3 +187,32 @@ def test_the_workers_log_line_says_the_end_the_run_records(
     assert verdict is not None
     assert "outside attempt 1: CANCELLED (cancelled)" in caplog.text, caplog.text
     assert run_row(engine, "outside").status == "CANCELLED"
+
+
+def test_a_cancelled_unstarted_job_whose_folder_stays_busy_is_left_to_a_reaper(
+        engine: Engine, runs_dir: Path) -> None:
+    """The stopping worker cannot record the cancel (the folder stays busy): it put the
+    job back in the queue, where no worker claims a job a cancel was asked of, and nothing
+    ended it. It now leaves the claim held, and a live worker's reaper ends it (found in
+    review)."""
+    run = submit_command(engine, runs_dir, "busy", TRAINS)
+    worker = Worker(engine, runs_dir, indexer=Indexer(engine, runs_dir), **FAST)
+    with locked(run.dir):
+        worker._safe_tick()  # claimed, not started: the folder is busy
+        claim = worker.jobs[run_row(engine, "busy").pk].claim
+        with engine.begin() as conn:
+            store_jobs.request_cancel(conn, claim.run_pk, time.time())
+        worker.stop_jobs()  # still busy: the cancel cannot be recorded
+    held = job(engine, "busy")
+    assert held is not None and held["worker_id"] == worker.id  # not back in the queue
+    indexer = Indexer(engine, runs_dir)
+
+    def index(_: Path) -> None:
+        indexer.index_once()
+
+    # another worker's reaper, once this one's heartbeat is old
+    reaper.conclude(engine, claim, worker.id, AttemptEnd(worker_lost=True), index,
+                    stale_before=time.time() + 1)
+    assert [(ev["phase"], ev.get("code")) for ev in events(run.dir)][-1] == (
+        "CANCELLED", "cancelled")
+    assert run_row(engine, "busy").status == "CANCELLED"

@@ -279,16 +279,22 @@ class Worker:
         if self._cancel_asked(job):
             try:
                 with locked(job.run_dir, GIVE_BACK_LOCK_S):
-                    write_events(job.run_dir, [reaper.cancelled_event(job.claim.attempt)])
+                    # under the lock a reaper concludes under, as _start: a claim reaped
+                    # meanwhile is another worker's now, and its run is not ended here
+                    if _still_ours(self.engine, job.claim, self.id):
+                        write_events(job.run_dir, [reaper.cancelled_event(job.claim.attempt)])
+                        with self.engine.begin() as conn:
+                            store_jobs.release(conn, job.claim.run_pk, self.id)
             except (RunBusy, OSError) as exc:
-                log.error("cannot record in %s that %s was cancelled before it started: %s",
-                          job.run_dir, job.claim.name, exc)
-            else:
-                with self.engine.begin() as conn:
-                    store_jobs.release(conn, job.claim.run_pk, self.id)
+                # left held: the reaper of another worker ends it once this one's heartbeat
+                # is old (back in the queue, no worker would claim it, nothing would end it)
+                log.error("cannot record in %s that %s was cancelled before it started (%s); "
+                          "a live worker's reaper ends it", job.run_dir, job.claim.name, exc)
                 self._drop(job)
-                self._index(job.run_dir)
                 return
+            self._drop(job)
+            self._index(job.run_dir)
+            return
         with self.engine.begin() as conn:
             store_jobs.release(conn, job.claim.run_pk, self.id)
         self._drop(job)
