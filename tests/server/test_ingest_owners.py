@@ -23,7 +23,7 @@ from runwatch.server.runner import Runner, free_port
 from runwatch.store import schema as s
 from runwatch.store.db import open_engine
 from runwatch.store.runs import upsert_run
-from tests.support import MakeRun, cli_here, http, wait_for
+from tests.support import MakeRun, cli_here, http, sdk_run, wait_for
 from tests.support.migrations import downgrade
 
 from .apiclient import assert_error, manifest
@@ -123,12 +123,15 @@ def test_a_run_the_folder_holds_before_the_index_reads_it_cannot_be_written_firs
 
 
 def test_a_run_sent_over_http_is_refused_once_a_folder_indexed_holds_it(
-        server: Runner, make_run: MakeRun, runs_dir: Path) -> None:
+        server: Runner, runs_dir: Path) -> None:
     """A run streamed first and then found in the runs folder (the same run id) is the
     folder's from then on."""
-    run_id = make_run("both", steps=3)
+    # written outside the runs folder, which the server indexes on its own: written there
+    # and moved out, the server could index it first (and then refuse the batch)
+    outside = runs_dir.parent / "outside"
+    run_id = sdk_run(outside, "both", steps=3)
     moved = runs_dir.parent / "elsewhere"
-    (runs_dir / "both").rename(moved)
+    (outside / "both").rename(moved)
     sent = {"run_id": run_id, "file": "metrics.jsonl", "manifest": manifest(run_id, "both"),
             "records": [{"seq": 0, "step": 0, "ts": 1.0, "loss": 2.0}]}
     # the folder's own manifest text: the indexer finds it unchanged when it reads the folder
