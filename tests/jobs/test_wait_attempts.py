@@ -111,3 +111,23 @@ def test_wait_goes_on_while_the_index_lags_a_requeue(engine: Engine, db_url: str
     said = " ".join(waited.stdout.split()) + " " + " ".join(waited.stderr.split())
     assert waited.returncode == 124, said  # it waits on, for the attempt the job moved to
     assert "attempt 1 failed and attempts remain" in said, said
+
+
+def test_wait_on_a_failed_attempt_whose_worker_is_gone_says_who_ends_it(
+        engine: Engine, db_url: str, runs_dir: Path) -> None:
+    """The worker holding a failed attempt with attempts left died before it could queue
+    it again: the wait waited in silence for a reaper (found in review)."""
+    submit_command(engine, runs_dir, "orphan", max_attempts=2)
+    with engine.begin() as conn:
+        store_jobs.register_worker(conn, store_jobs.WorkerRow(
+            "w-dead", "host", 1, 1, "cpu", time.time() - 3600))
+        store_jobs.heartbeat(conn, "w-dead", time.time() - 3600)
+        assert store_jobs.claim(conn, "w-dead", 1, time.time() - 3600) is not None
+    record_attempt(runs_dir / "orphan", 1, "FAILED")
+    Indexer(engine, runs_dir).index_once()
+    waited = run_cli("runs", "wait", "orphan", "--exit-status", "--interval", "0.1",
+                     "--timeout", "0.3", "--dir", str(runs_dir), "--db", db_url, check=False)
+    said = " ".join((waited.stdout + " " + waited.stderr).split())
+    assert waited.returncode == 124, said
+    assert "(its worker w-dead is no longer running: a live worker's reaper queues it " \
+        "again; with none running, this waits until --timeout)" in said, said

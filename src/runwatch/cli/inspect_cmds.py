@@ -259,9 +259,10 @@ def wait_cmd(
         requeue = status == "FAILED" and _may_requeue(events, watch.job(), now)
         if requeue and retold != now["attempt"]:
             retold = now["attempt"]
+            gone = watch.holder_gone()
             console(stderr=output is Output.json).print(text(
                 f"attempt {retold} failed and attempts remain: waiting for its worker to "
-                "queue it again"))
+                "queue it again" + (f" ({gone})" if gone else "")))
         if not requeue and (status in TERMINAL_PHASES or now["process_gone"]):
             _end(now, watch, output)
             code = EXIT_CODES.get(status, 1)
@@ -332,6 +333,11 @@ class Watch(Protocol):
         (jobs.control.who_starts); None when one would, or when this cannot tell."""
         ...
 
+    def holder_gone(self) -> str | None:
+        """When the worker that holds the run's job is lost or stopped: that, and who ends
+        the attempt then; None while it lives, or when this cannot tell."""
+        ...
+
     def unseen_end(self) -> str | None:
         """Why nothing may see the run's process stop without recording an end, or None
         (see `_unseen_end`)."""
@@ -376,6 +382,21 @@ class LocalWatch:
                 return None
             return who_starts(conn, job["device_profile"], now, row.dir)
 
+    def holder_gone(self) -> str | None:
+        from runwatch.store.jobs import list_workers, lost
+
+        with self.ctx.engine.connect() as conn:
+            job = job_row(conn, self.pk)
+            holder = None if job is None else job["worker_id"]
+            worker = next((w for w in list_workers(conn) if w["id"] == holder), None)
+        if holder is None or worker is None:
+            return None
+        if worker["stopped_at"] is None and not lost(
+                worker["heartbeat_at"], worker["heartbeat_timeout_s"], time.time()):
+            return None
+        return (f"its worker {holder} is no longer running: a live worker's reaper queues it "
+                "again; with none running, this waits until --timeout")
+
     def unseen_end(self) -> str | None:
         row, _ = self.ctx.current_run(self.run_id)
         with self.ctx.engine.connect() as conn:
@@ -404,6 +425,9 @@ class RemoteWatch:
 
     def no_starter(self) -> str | None:
         return None  # the server's answer to the submit said so (`next`)
+
+    def holder_gone(self) -> str | None:
+        return None  # the server's workers view says so (`runwatch resources --server`)
 
     def unseen_end(self) -> str | None:
         # a server on this host (a loopback URL) judges as a local index does
