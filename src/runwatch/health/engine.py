@@ -20,12 +20,12 @@ from typing import Any
 
 from runwatch.health import detectors as d
 from runwatch.health import progress as pg
+from runwatch.health.build import build_detector
 from runwatch.health.evaluators import (
     EITHER_FIRST,
     PAIRED,
     Evaluator,
     StepValues,
-    build_detector,
     clean,
     learning_gate,
     learning_key,

@@ -20,17 +20,12 @@ from runwatch.health import finished as fin
 from runwatch.health import jumps as j
 from runwatch.health import progress as pg
 from runwatch.health import trends as t
-from runwatch.health.findings import (
-    Finding,
-    Record,
-    Tracker,
-    change_words,
-    finite_or_text,
-    higher_words,
-    render,
-)
+from runwatch.health.build import budget_value, build_detector, number
+from runwatch.health.context import STAMP_READS_DETECTOR, detector_context
+from runwatch.health.findings import Finding, Record, Tracker, finite_or_text, render
 from runwatch.health.rules.base import LEARNING_PARAMS, SEVERITY_RANK, Param, Rule
 from runwatch.health.trendstats import lazy_numpy
+from runwatch.health.wording import message_words
 
 # The steps and values of one metric's PointColumns, after its alias transform.
 StepValues = tuple[list[int], list[float]]
@@ -41,155 +36,6 @@ PAIRED = ("divergence", "flat_since", "diverged", "gap_rising")
 # Paired detectors that start with whichever of their two series the run logs first.
 EITHER_FIRST = ("diverged", "gap_rising")
 LR = "learning_rate"  # read beside a reward judged for no improvement, for its warm-up
-# What a loss-flat finding on a log cut from a longer run says of it (`mid_run`).
-MID_RUN = "starts mid-run (not at the run's start)"
-
-
-def budget_value(
-    rule: Rule, params: Mapping[str, Param], settings: Mapping[str, float]
-) -> float | None:
-    """The run setting a budget rule compares against, or None when it is unknown."""
-    if "budget" in params:
-        return float(params["budget"])
-    assert rule.budget is not None
-    total = 1.0
-    for name in rule.budget.split("*"):
-        value = settings.get(name.strip())
-        if value is None:
-            return None
-        total *= float(value)
-    return total
-
-
-def _num(params: Mapping[str, Param], name: str, default: float) -> float:
-    value = params.get(name, default)
-    return float(value) if not isinstance(value, str) else default
-
-
-def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, float],
-                   state: dict[str, Any] | None) -> Any:
-    """The detector for `rule` with resolved params `p`; None when a budget is unknown, or
-    when a pinned rule's `unless_setting` is known (the limit it infers from the log)."""
-    kind = rule.detector
-    if kind == "threshold":
-        above = p.get("above")
-        below = p.get("below")
-        if rule.budget is not None:
-            budget = budget_value(rule, p, settings)
-            if budget is None:
-                return None
-            limit = _num(p, "fraction", 1.0) * budget
-            above, below = (limit, None) if p.get("side", "above") == "above" else (None, limit)
-        return d.Threshold(
-            above=None if above is None else float(above),
-            below=None if below is None else float(below),
-            k=int(_num(p, "k", 1)), n=int(_num(p, "n", 1)),
-            min_points=int(_num(p, "min_points", 0)),
-            k_binary=int(p["k_binary"]) if "k_binary" in p else None, state=state,
-        )
-    if kind == "pinned":
-        known = p.get("unless_setting")
-        if isinstance(known, str) and known in settings:
-            return None  # a rule that reads the setting itself judges the run
-        return d.Pinned(k=int(_num(p, "k", 1)), n=int(_num(p, "n", 1)),
-                        min_points=int(_num(p, "min_points", 0)), state=state)
-    if kind == "spike":
-        factor = _num(p, "factor", 0.0)
-        drop = _num(p, "drop", 0.0)
-        return j.Spike(
-            factor=factor or None, drop=drop or None, window=int(_num(p, "window", 200)),
-            min_history=int(_num(p, "min_history", 10)), floor=_num(p, "floor", 0.0),
-            min_median=_num(p, "min_median", 0.0), hold=int(_num(p, "hold", 5)),
-            noise_k=_num(p, "noise_k", 0.0), state=state,
-        )
-    if kind == "trend":
-        return t.Trend(
-            direction=str(p["direction"]), window=int(_num(p, "window", 64)),
-            min_effect=_num(p, "min_effect", 0.1), relative=bool(_num(p, "relative", 1)),
-            min_buckets=int(_num(p, "min_buckets", 4)), recent_z=_num(p, "recent_z", 0.0),
-            noise_z=_num(p, "noise_z", 0.0), undone=int(_num(p, "undone", 0)), state=state,
-        )
-    if kind == "no_progress":
-        return pg.NoProgress(
-            direction=str(p.get("direction", "down")), min_change=_num(p, "min_change", 0.05),
-            warmup=int(_num(p, "warmup", 30)), bucket=int(_num(p, "bucket", 5)),
-            warmup_steps=int(_num(p, "warmup_steps", 0)),
-            min_points=int(_num(p, "min_points", 0)), moved=bool(_num(p, "moved", 0)),
-            max_spread=_num(p, "max_spread", 0.0), noise_z=_num(p, "noise_z", 0.0),
-            window_info=bool(_num(p, "window_info", 0)), state=state,
-        )
-    if kind == "divergence":
-        return t.Divergence(
-            a_dir=str(p["a_dir"]), b_dir=str(p["b_dir"]), window=int(_num(p, "window", 6)),
-            a_effect=_num(p, "a_effect", 0.05), b_effect=_num(p, "b_effect", 0.05),
-            a_bucket=int(_num(p, "a_bucket", 5)), relative=bool(_num(p, "relative", 0)),
-            noise_z=_num(p, "noise_z", 0.0), a_noise_z=_num(p, "a_noise_z", 0.0),
-            state=state,
-        )
-    if kind == "jump":
-        return j.Jump(
-            z=_num(p, "z", 6.0), min_rel=_num(p, "min_rel", 0.05),
-            window=int(_num(p, "window", 20)), min_history=int(_num(p, "min_history", 10)),
-            hold=int(_num(p, "hold", 10)), both=bool(_num(p, "both", 0)), state=state,
-        )
-    if kind == "above_max":
-        return j.AboveMax(factor=_num(p, "factor", 2.0),
-                          min_history=int(_num(p, "min_history", 3)),
-                          hold=int(_num(p, "hold", 5)),
-                          magnitude=bool(_num(p, "magnitude", 0)),
-                          floor=_num(p, "floor", 0.0), state=state)
-    if kind == "diverged":
-        return j.Diverged(factor=_num(p, "factor", 2.0),
-                          min_history=int(_num(p, "min_history", 2)),
-                          hold=int(_num(p, "hold", 3)), state=state)
-    if kind == "gap_rising":
-        return j.GapRising(ratio=_num(p, "ratio", 3.0), min_rel=_num(p, "min_rel", 0.01),
-                           hold=int(_num(p, "hold", 3)), state=state)
-    if kind == "shift":
-        return j.Shift(
-            z=_num(p, "z", 6.0), min_rel=_num(p, "min_rel", 0.2),
-            window=int(_num(p, "window", 10)), stay=int(_num(p, "stay", 3)), state=state,
-        )
-    if kind == "excursion":
-        return j.Excursion(
-            min_rel=_num(p, "min_rel", 0.5), z=_num(p, "z", 3.0),
-            window=int(_num(p, "window", 20)), stay=int(_num(p, "stay", 5)),
-            back=_num(p, "back", 0.2), hold=int(_num(p, "hold", 5)), state=state,
-        )
-    if kind == "isolated":
-        return j.Isolated(factor=_num(p, "factor", 3.0), window=int(_num(p, "window", 5)),
-                          min_history=int(_num(p, "min_history", 3)),
-                          back=_num(p, "back", 1.5), hold=int(_num(p, "hold", 5)),
-                          state=state)
-    if kind == "upturn":
-        return j.Upturn(min_rel=_num(p, "min_rel", 0.005),
-                        min_points=int(_num(p, "min_points", 8)), z=_num(p, "z", 5.0),
-                        window=int(_num(p, "window", 40)), state=state)
-    if kind == "above_best":
-        return j.AboveBest(
-            min_rel=_num(p, "min_rel", 0.01), k=int(_num(p, "k", 2)),
-            single=_num(p, "single", 0.05), min_points=int(_num(p, "min_points", 3)),
-            state=state,
-        )
-    if kind == "no_improvement":
-        return pg.NoImprovement(
-            direction=str(p.get("direction", "up")), z=_num(p, "z", 1.0),
-            min_points=int(_num(p, "min_points", 10)), head=int(_num(p, "head", 25)),
-            early_points=int(_num(p, "early_points", 0)),
-            mean_z=_num(p, "mean_z", math.inf), state=state,
-        )
-    if kind == "flat_since":
-        return t.FlatSince(min_change=_num(p, "min_change", 0.04),
-                           min_points=int(_num(p, "min_points", 3)),
-                           noise_z=_num(p, "noise_z", 0.0), state=state)
-    if kind == "whole_window":
-        return fin.WholeWindow(state=state)
-    if kind == "nonfinite":
-        return d.NonFinite()
-    if kind == "repeats":
-        return d.Repeats(length=int(_num(p, "length", 4)), chance=_num(p, "chance", 1e-3),
-                         state=state)
-    raise ValueError(f"rule {rule.id} has detector {kind!r}, which the engine cannot build")
 
 
 class Evaluator:
@@ -227,7 +73,7 @@ class Evaluator:
         }
         # A trend's fall that must also be one from the series' start (`of_start`).
         self.below_start = (
-            pg.BelowStart(_num(self.params, "of_start", 1.0), state=st.get("g"))
+            pg.BelowStart(number(self.params, "of_start", 1.0), state=st.get("g"))
             if "of_start" in self.params else None)
         # The first step of the window the trend last judged: the gate may open between
         # two judgements, in a later batch, and the finding still starts where it did.
@@ -293,7 +139,7 @@ class Evaluator:
         tracker's points are that metric's points."""
         return (len(self.reads) == 1 and self.rule.derive is None
                 and self.rule.detector not in PAIRED
-                and not _num(self.params, "zero_unmeasured", 0))
+                and not number(self.params, "zero_unmeasured", 0))
 
     def _feed(self, cols: Mapping[str, StepValues]) -> tuple[list[Record], bool]:
         rule = self.rule
@@ -314,7 +160,7 @@ class Evaluator:
             verdicts = self.detector.feed(values, steps)
         else:
             steps, values = cols[self.metric]
-            if _num(self.params, "zero_unmeasured", 0):
+            if number(self.params, "zero_unmeasured", 0):
                 steps, values = _measured(steps, values)
             if rule.detector == "pinned" and self.params.get("side") == "top":
                 # pinned at its ceiling: the floor of the series turned over
@@ -402,8 +248,8 @@ class Evaluator:
         assert isinstance(det, fin.WholeWindow)
         p = self.params
         held = None if judged_before else det.judge(
-            _num(p, "min_change", 0.05), int(_num(p, "min_points", 4)),
-            _num(p, "min_level", 0.0), _num(p, "end_change", -math.inf))
+            number(p, "min_change", 0.05), int(number(p, "min_points", 4)),
+            number(p, "min_level", 0.0), number(p, "end_change", -math.inf))
         rec = self.tracker.open
         if held is None:
             if rec is None:
@@ -473,74 +319,12 @@ class Evaluator:
 
     def _stamp(self, rec: Record) -> None:
         """Detector context at this moment (median, effect, …), kept with the record."""
-        det = self.detector
-        extra: dict[str, Any] = {}
-        if isinstance(det, d.Threshold):
-            # The most hits its window held while the finding was open: a message says
-            # "3 of the last 5", not the one hit of the point that opened it.
-            seen = rec.get("w")
-            extra["in_window"] = max(det.in_window() if seen is None else int(seen),
-                                     rec.get("x", {}).get("in_window", 0))
-            if det.above is not None:
-                extra["above"] = det.above
-            if det.below is not None:
-                extra["below"] = det.below
-            if self.rule.budget is not None:
-                extra["budget"] = budget_value(self.rule, self.params, self.settings)
-        elif isinstance(det, j.Spike):
-            ref = det.reference()
-            extra["median"] = ref
-            if ref and isinstance(rec.get("max"), int | float):
-                extra["ratio"] = rec["max"] / ref
-        elif isinstance(det, j.Jump):
-            if det.jump:
-                start, end, noise = det.jump
-                extra["from"], extra["to"] = start, end
-                # A series that moves by the same amount every step has no noise at all;
-                # floating-point dust is not worth a number.
-                extra["noise"] = noise if noise > 1e-9 * abs(start) else 0.0
-                extra["rise"] = (end - start) / max(abs(start), 1e-12)
-        elif isinstance(det, j.AboveMax):
-            if det.jump:
-                extra["top"], extra["to"] = det.jump
-                extra["ratio"] = det.jump[1] / det.jump[0]
-        elif isinstance(det, j.Shift):
-            if det.shift:
-                extra["from"], extra["to"] = det.shift
-                extra["rise"] = (det.shift[1] - det.shift[0]) / max(abs(det.shift[0]), 1e-12)
-        elif isinstance(det, j.Excursion):
-            if det.excursion:
-                level, peak, since, points = det.excursion
-                extra.update({"level": level, "peak": peak, "since": since, "points": points,
-                              "ratio": peak / level if level > 0 else None})
-        elif isinstance(det, j.Isolated):
-            if det.spike:
-                at, peak, med, after = det.spike
-                extra.update({"at": at, "to": peak, "median": med, "after": after,
-                              "ratio": peak / med})
-        elif isinstance(det, j.AboveBest):
-            if det.rise:
-                extra["best"], extra["to"] = det.rise
-                extra["rise"] = (det.rise[1] - det.rise[0]) / max(abs(det.rise[0]), 1e-12)
-        elif isinstance(det, pg.NoImprovement):
-            extra.update(det.held)
-        elif isinstance(det, t.Trend):
-            extra["effect"] = det.held_effect
-            if self.below_start is not None:
-                extra["start"] = self.below_start.start()
-        elif isinstance(det, pg.NoProgress):
-            extra.update(det.held or {"effect": det.last_effect})
-        elif isinstance(det, j.Diverged | j.GapRising | j.Upturn | t.FlatSince
-                        | fin.WholeWindow):
-            extra.update(det.held)
-        elif isinstance(det, t.Divergence):
-            extra["a_effect_seen"], extra["b_effect_seen"] = det.held
-            extra["reference"] = self.variant[0]
-        elif isinstance(det, d.Repeats):
-            extra.update(det.held)
-        elif isinstance(det, d.NonFinite):
-            extra["value"] = finite_or_text(rec.get("first"))
-        rec["x"] = extra
+        rule = self.rule
+        rec["x"] = detector_context(
+            self.detector, rec, reference=self.variant[0],
+            budget=None if rule.budget is None else budget_value(rule, self.params,
+                                                                   self.settings),
+            start=None if self.below_start is None else self.below_start.start())
 
     def finding(self, rec: Record, status: str) -> Finding:
         if status == "open" or "x" not in rec:
@@ -555,7 +339,8 @@ class Evaluator:
         first_step = int(rec["first_step"])
         last_step = int(rec.get("last_step", first_step))
         fields = {**self.params, **evidence, "first_step": first_step, "last_step": last_step,
-                  **self._words(evidence, first_step), "metric": self.shown(self.metric)}
+                  **message_words(self.rule, self.params, evidence, first_step),
+                  "metric": self.shown(self.metric)}
         return Finding(
             rule_id=self.rule.id, title=self.rule.title, severity=self._severity(rec, evidence),
             status=status,
@@ -599,80 +384,6 @@ class Evaluator:
             return "warning"
         return self.severity
 
-    def _words(self, evidence: Mapping[str, Any], first_step: int) -> dict[str, str]:
-        """The changes a trend's message states, in plain words ("fell only 2.4%")."""
-        kind = self.rule.detector
-        if kind == "trend":
-            relative = bool(_num(self.params, "relative", 1))
-            return {"change": change_words(evidence.get("effect"), relative)}
-        if kind in ("jump", "spike", "above_max"):
-            words = {"repeats": self._repeats(evidence, first_step)}
-            ratio, median = evidence.get("ratio"), evidence.get("median")
-            if isinstance(median, int | float):
-                # a median of 0 (a norm logged as 0 on most steps) has no multiple
-                words["against"] = (f"{ratio:.1f}× its median of {median:.3g}"
-                                    if isinstance(ratio, int | float) and median
-                                    else f"against a median of {median:.3g}")
-            return words
-        if kind == "upturn":
-            return {"higher": higher_words(evidence.get("rise"), "the low")}
-        if kind == "shift":
-            # the finding opens at the `stay`-th point above the old level, and counts from it
-            count, stay = evidence.get("count"), self.params.get("stay", 3)
-            return {"stayed": f"{int(count) + int(stay) - 1}"
-                    if isinstance(count, int) and isinstance(stay, int | float) else "?"}
-        if kind == "no_improvement":
-            return {"change": change_words(evidence.get("effect"), False,
-                                           str(self.params.get("direction", "up")))}
-        if kind == "whole_window":
-            fell = change_words(evidence.get("effect"), True)
-            size = fell.removeprefix("fell ") if fell.startswith("fell") else None
-            log = f"a log that {MID_RUN}" if evidence.get("mid_run") else "its whole log"
-            falls = evidence.get("still_falling")
-            # the verdict stands, and what lowers it to an info is said after it
-            words = {"log": log, "falling": f" It is still falling: it fell at each of its "
-                     f"latest {falls:.0f} points." if falls else ""}
-            if evidence.get("by_end"):  # its lowest point went further: where it ended
-                return {**words, "change": f"ended only {size} below where it started"
-                        if size else "ended no lower than where it started"}
-            return {**words, "change": f"never fell more than {size} below where it started"
-                    if size else "never fell below where it started"}
-        if kind == "no_progress":
-            # "fell only 4%" of a loss that should fall; a fall that is the finding
-            # (an entropy down to a fraction of its start) reads "fell 80%".
-            wanted = None if _num(self.params, "moved", 0) else str(
-                self.params.get("direction", "down"))
-            change = change_words(evidence.get("effect"), True, wanted)
-            if evidence.get("mid_run"):
-                change += f" in a log that {MID_RUN}"
-            return {"change": change}
-        if kind == "flat_since":
-            verdict = (f"the log {MID_RUN}, so the model may have learned before it."
-                       if evidence.get("mid_run") else "the model is not learning.")
-            return {"val_change": change_words(evidence.get("val_effect"), True, "down"),
-                    "train_change": change_words(evidence.get("train_effect"), True, "down"),
-                    "verdict": verdict}
-        if kind == "divergence":
-            relative = bool(_num(self.params, "relative", 0))
-            return {"a_change": change_words(evidence.get("a_effect_seen"), relative),
-                    "b_change": change_words(evidence.get("b_effect_seen"), relative)}
-        return {}
-
-    def _repeats(self, evidence: Mapping[str, Any], first_step: int) -> str:
-        """What a spike's message adds when it repeated: how many, since when, and the
-        highest where the message quotes another (a loss that explodes jumps again and
-        again; its latest jump alone understates it)."""
-        count, kind = evidence.get("count"), self.rule.detector
-        if not isinstance(count, int) or count < 2:
-            return ""
-        noun = "spike" if kind == "spike" else "jump"
-        words = (f"; {count} {noun}s from step {first_step}, each within "
-                 f"{self.params.get('hold')} points of the one before")
-        top, latest = evidence.get("max"), evidence.get("to")
-        if kind != "spike" and isinstance(top, int | float) and top != latest:
-            words += f", the highest to {top:.4g}"
-        return words
-
     def state(self) -> dict[str, Any]:
         st: dict[str, Any] = {"det": self.detector.state(), "open": self.tracker.open}
         if self.pending:
@@ -681,14 +392,6 @@ class Evaluator:
             st["g"] = self.below_start.state()
             st["wf"] = self.window_from
         return st
-
-
-# Detectors whose context a resolved record is stamped with (`Evaluator._stamp`) changes
-# with every point. A threshold's count in its window is kept per finding as it is fed
-# (`_note_window`); a non-finite value and a judgement of the whole log need nothing.
-STAMP_READS_DETECTOR = (j.Spike, j.Jump, j.AboveMax, j.Shift, j.Excursion, j.Isolated,
-                        j.Upturn, j.AboveBest, j.Diverged, j.GapRising, pg.NoImprovement,
-                        pg.NoProgress, t.Trend, t.FlatSince, t.Divergence, d.Repeats)
 
 
 def _several_steps(cols: Mapping[str, StepValues], reads: tuple[str, ...]) -> bool:

@@ -1,0 +1,92 @@
+"""The words a finding's message states its numbers in ("fell only 2.4%", "rose
+731-fold", "35 jumps from step 62"), by the rule's detector."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from runwatch.health.build import number
+from runwatch.health.findings import change_words, higher_words
+from runwatch.health.rules.base import Param, Rule
+
+# What a loss-flat finding on a log cut from a longer run says of it (`mid_run`).
+MID_RUN = "starts mid-run (not at the run's start)"
+
+
+def message_words(rule: Rule, params: Mapping[str, Param], evidence: Mapping[str, Any],
+                  first_step: int) -> dict[str, str]:
+    """The fields a message template takes in plain words, by the rule's detector: a
+    change ("fell only 2.4%"), repeated jumps, a rise as a multiple, a step up's stay."""
+    kind = rule.detector
+    if kind == "trend":
+        relative = bool(number(params, "relative", 1))
+        return {"change": change_words(evidence.get("effect"), relative)}
+    if kind in ("jump", "spike", "above_max"):
+        words = {"repeats": _repeats(rule, params, evidence, first_step)}
+        ratio, median = evidence.get("ratio"), evidence.get("median")
+        if isinstance(median, int | float):
+            # a median of 0 (a norm logged as 0 on most steps) has no multiple
+            words["against"] = (f"{ratio:.1f}× its median of {median:.3g}"
+                                if isinstance(ratio, int | float) and median
+                                else f"against a median of {median:.3g}")
+        return words
+    if kind == "upturn":
+        return {"higher": higher_words(evidence.get("rise"), "the low")}
+    if kind == "shift":
+        # the finding opens at the `stay`-th point above the old level, and counts from it
+        count, stay = evidence.get("count"), params.get("stay", 3)
+        return {"stayed": f"{int(count) + int(stay) - 1}"
+                if isinstance(count, int) and isinstance(stay, int | float) else "?"}
+    if kind == "no_improvement":
+        return {"change": change_words(evidence.get("effect"), False,
+                                       str(params.get("direction", "up")))}
+    if kind == "whole_window":
+        fell = change_words(evidence.get("effect"), True)
+        size = fell.removeprefix("fell ") if fell.startswith("fell") else None
+        log = f"a log that {MID_RUN}" if evidence.get("mid_run") else "its whole log"
+        falls = evidence.get("still_falling")
+        # the verdict stands, and what lowers it to an info is said after it
+        words = {"log": log, "falling": f" It is still falling: it fell at each of its "
+                 f"latest {falls:.0f} points." if falls else ""}
+        if evidence.get("by_end"):  # its lowest point went further: where it ended
+            return {**words, "change": f"ended only {size} below where it started"
+                    if size else "ended no lower than where it started"}
+        return {**words, "change": f"never fell more than {size} below where it started"
+                if size else "never fell below where it started"}
+    if kind == "no_progress":
+        # "fell only 4%" of a loss that should fall; a fall that is the finding
+        # (an entropy down to a fraction of its start) reads "fell 80%".
+        wanted = None if number(params, "moved", 0) else str(
+            params.get("direction", "down"))
+        change = change_words(evidence.get("effect"), True, wanted)
+        if evidence.get("mid_run"):
+            change += f" in a log that {MID_RUN}"
+        return {"change": change}
+    if kind == "flat_since":
+        verdict = (f"the log {MID_RUN}, so the model may have learned before it."
+                   if evidence.get("mid_run") else "the model is not learning.")
+        return {"val_change": change_words(evidence.get("val_effect"), True, "down"),
+                "train_change": change_words(evidence.get("train_effect"), True, "down"),
+                "verdict": verdict}
+    if kind == "divergence":
+        relative = bool(number(params, "relative", 0))
+        return {"a_change": change_words(evidence.get("a_effect_seen"), relative),
+                "b_change": change_words(evidence.get("b_effect_seen"), relative)}
+    return {}
+
+def _repeats(rule: Rule, params: Mapping[str, Param], evidence: Mapping[str, Any],
+             first_step: int) -> str:
+    """What a spike's message adds when it repeated: how many, since when, and the
+    highest where the message quotes another (a loss that explodes jumps again and
+    again; its latest jump alone understates it)."""
+    count, kind = evidence.get("count"), rule.detector
+    if not isinstance(count, int) or count < 2:
+        return ""
+    noun = "spike" if kind == "spike" else "jump"
+    words = (f"; {count} {noun}s from step {first_step}, each within "
+             f"{params.get('hold')} points of the one before")
+    top, latest = evidence.get("max"), evidence.get("to")
+    if kind != "spike" and isinstance(top, int | float) and top != latest:
+        words += f", the highest to {top:.4g}"
+    return words
