@@ -369,18 +369,14 @@ class LocalWatch:
         self.ctx.refresh()
 
     def no_starter(self) -> str | None:
-        from runwatch.jobs.control import who_starts
-        from runwatch.store.jobs import starters
+        from runwatch.jobs.control import nobody_starts
 
         row, _ = self.ctx.current_run(self.run_id)
         with self.ctx.engine.connect() as conn:
             job = job_row(conn, self.pk)
             if job is None or job["worker_id"] is not None:
                 return None
-            now = time.time()
-            if starters(conn, job["device_profile"], now, row.dir):
-                return None
-            return who_starts(conn, job["device_profile"], now, row.dir)
+            return nobody_starts(conn, job["device_profile"], time.time(), row.dir)
 
     def holder_gone(self) -> str | None:
         from runwatch.store.jobs import list_workers, lost

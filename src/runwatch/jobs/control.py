@@ -248,9 +248,23 @@ def who_starts(conn: Connection, device_profile: str, now: float,
     ids = store_jobs.starters(conn, device_profile, now, run_dir)
     if ids:
         return f"worker {', '.join(ids)} will start it when its devices are free"
-    elsewhere = sorted({str(w["runs_dir"]) for w in store_jobs.list_workers(conn)
-                        if w["id"] in store_jobs.starters(conn, device_profile, now)
-                        and w.get("runs_dir")})
+    return _nobody_starts(conn, device_profile, now, run_dir)
+
+
+def nobody_starts(conn: Connection, device_profile: str, now: float,
+                  run_dir: str | None = None) -> str | None:
+    """`who_starts`'s words when no worker would start the job (how to start one), else
+    None."""
+    if store_jobs.starters(conn, device_profile, now, run_dir):
+        return None
+    return _nobody_starts(conn, device_profile, now, run_dir)
+
+
+def _nobody_starts(conn: Connection, device_profile: str, now: float,
+                   run_dir: str | None) -> str:
+    # the folders of the workers of the profile that run: their jobs only are claimed
+    elsewhere = sorted({str(w["runs_dir"]) for w in store_jobs.claimers(conn, device_profile, now)
+                        if w.get("runs_dir")})
     if run_dir is not None and elsewhere:
         folder = str(Path(run_dir).parent)
         return (f"no worker of profile {device_profile} runs the jobs of {folder}: the "

@@ -151,12 +151,18 @@ def live(worker: dict[str, Any], now: float) -> bool:
 
 def starters(conn: Connection, device_profile: str, now: float,
              run_dir: str | None = None) -> list[str]:
-    """The ids of the workers that would claim a queued job of `device_profile` now: live,
-    not draining, of that profile, and (given the job's `run_dir`, absolute) whose runs
-    folder holds it (a worker registered without one counts)."""
-    return [w["id"] for w in list_workers(conn) if live(w, now) and not w["draining"]
-            and w["device_profile"] == device_profile
-            and (run_dir is None or holds(w.get("runs_dir"), run_dir))]
+    """The ids of the workers that would claim a queued job of `device_profile` now:
+    `claimers`, and (given the job's `run_dir`, absolute) whose runs folder holds it (a
+    worker registered without one counts)."""
+    return [w["id"] for w in claimers(conn, device_profile, now)
+            if run_dir is None or holds(w.get("runs_dir"), run_dir)]
+
+
+def claimers(conn: Connection, device_profile: str, now: float) -> list[dict[str, Any]]:
+    """The workers (rows of `list_workers`) that claim queued jobs of `device_profile` now,
+    of whatever runs folder: live, not draining, of that profile."""
+    return [w for w in list_workers(conn) if live(w, now) and not w["draining"]
+            and w["device_profile"] == device_profile]
 
 
 def holds(runs_dir: str | None, run_dir: str) -> bool:
