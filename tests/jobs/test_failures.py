@@ -5,10 +5,12 @@ printed."""
 
 from __future__ import annotations
 
+import errno
 import itertools
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import orjson
@@ -140,6 +142,16 @@ CASES: list[tuple[str, AttemptEnd, str, str | None]] = [
                                  "alloc_cpu.cpp:83] DefaultCPUAllocator: can't allocate "
                                  "memory: you tried to allocate 8 bytes"),
      "FAILED", "host_oom"),
+    ("a full disk, no SDK", AttemptEnd(exit_code=1, stderr_tail="Traceback (most recent "
+                                       "call last):\nOSError: [Errno 28] No space left on "
+                                       "device"), "FAILED", "disk_full"),
+    ("a full disk under torch.save", AttemptEnd(
+        exit_code=1, stderr_tail="RuntimeError: [enforce fail at inline_container.cc:672] . "
+        "unexpected pos 640 vs 534"), "FAILED", "disk_full"),
+    ("the SDK's disk_full code", AttemptEnd(exit_code=1, sdk_phase="FAILED",
+                                            sdk_code="disk_full",
+                                            sdk_reason=CATALOGUE["disk_full"].sentence),
+     "FAILED", "disk_full"),
     ("exited without finish()", AttemptEnd(
         exit_code=0, sdk_phase="FAILED", sdk_reason="the training job stopped before it "
         "finished (the process exited without calling finish())"), "FAILED", "stopped_early"),
@@ -309,10 +321,18 @@ def _raised_while_handling(first: BaseException, exc: Exception) -> Exception:
     (RuntimeError("DefaultCPUAllocator: can't allocate memory: SECRET"), "host_oom"),
     (_raised_from(MemoryError(), ValueError("SECRET")), "host_oom"),
     (_raised_while_handling(OutOfMemoryError("SECRET"), KeyError("SECRET")), "device_oom"),
+    (OSError(errno.ENOSPC, "No space left on device", "/ckpt/SECRET"), "disk_full"),
+    (OSError(errno.EDQUOT, "Disk quota exceeded", "/ckpt/SECRET"), "disk_full"),
+    (RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 640 vs 534"),
+     "disk_full"),
+    (_raised_from(OSError(errno.ENOSPC, "SECRET"), RuntimeError("saving failed SECRET")),
+     "disk_full"),
+    (OSError(errno.EACCES, "Permission denied SECRET"), "failed"),
     (KeyError("SECRET"), "failed"), (ValueError("out of bananas SECRET"), "failed"),
     (KeyboardInterrupt(), "cancelled"),
 ], ids=["torch-name", "subclass", "cuda-wording", "cublas", "host", "cpu-allocator",
-        "wrapped-host", "while-handling-device", "key", "value", "ctrl-c"])
+        "wrapped-host", "while-handling-device", "enospc", "edquot", "torch-writer",
+        "wrapped-enospc", "eacces", "key", "value", "ctrl-c"])
 def test_an_exception_gets_its_catalogue_sentence_never_its_text(exc: BaseException,
                                                                 reason: str) -> None:
     verdict = exception_verdict(exc)
@@ -393,6 +413,11 @@ for _ in range(64):  # 2 GiB, far past the limit
     held.append(bytearray(32 << 20))
 raise SystemExit("the address-space limit was not enforced")
 """
+# /dev/full refuses every write with ENOSPC, as a full disk does.
+WRITE_TO_A_FULL_DISK = """
+with open("/dev/full", "wb") as checkpoint:
+    checkpoint.write(b"weights SECRET" * 1024)
+"""
 SDK_CHILD = """
 import runwatch
 run = runwatch.init(name="child", dir="runs", flush_interval=0.05)
@@ -413,8 +438,14 @@ run.log({{"loss": 1.0}}, step=1)
     (SDK_CHILD.format(end="class OutOfMemoryError(RuntimeError): pass\n"
                           "with run: raise OutOfMemoryError('SECRET')"), False, "device_oom"),
     (SDK_CHILD.format(end="with run: raise MemoryError('SECRET')"), False, "host_oom"),
+    (WRITE_TO_A_FULL_DISK, False, "disk_full"),
+    ("import torch\ntorch.save({'w': torch.zeros(256, 256)}, '/dev/full')", False,
+     "disk_full"),
+    (SDK_CHILD.format(end="with run:\n" + textwrap.indent(WRITE_TO_A_FULL_DISK, "    ")),
+     False, "disk_full"),
 ], ids=["sigkill", "exception", "memory-rlimit", "torch-oom", "exit-3", "sdk-exception",
-        "sdk-no-finish", "sdk-device-oom", "sdk-host-oom"])
+        "sdk-no-finish", "sdk-device-oom", "sdk-host-oom", "full-disk", "torch-save-full-disk",
+        "sdk-full-disk"])
 def test_a_real_child_s_end_gets_its_reason(code: str, kill: bool, reason: str,
                                             tmp_path: Path) -> None:
     verdict = classify(_ended(code, tmp_path, kill))

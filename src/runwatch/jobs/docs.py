@@ -101,6 +101,9 @@ ENDINGS: tuple[tuple[str, str, str | None], ...] = (
      "`torch.cuda.OutOfMemoryError`, or its wording, such as \"CUDA out of memory\"), "
      "itself or what it was raised from", "FAILED", "device_oom"),
     ("`MemoryError`, or a host allocator's wording", "FAILED", "host_oom"),
+    ("a write the disk refused for want of space (`OSError` ENOSPC or EDQUOT, or PyTorch's "
+     "checkpoint writer failing, which on a full disk says only that a write failed), "
+     "itself or what it was raised from", "FAILED", "disk_full"),
     ("Ctrl-C or SIGTERM", "CANCELLED, after CANCEL_REQUESTED", "cancelled"),
     ("`sys.exit(0)`", "SUCCEEDED", None),
     ("any other exception (`sys.exit` with another code too)", "FAILED", "failed"),
@@ -132,6 +135,8 @@ CLASSIFY = """A worker classifies an ended attempt from what it can observe
    `RESOURCE_EXHAUSTED`) in the exception, the SDK's reason or the tail of stderr means
    device memory. Which reason depends on what the job was doing (`Activity`):
    {activities}.
+   Then a full disk: "No space left on device", "Disk quota exceeded" or PyTorch's
+   checkpoint writer failing, in the SDK's reason or the tail of stderr (`disk_full`).
 5. A signal from outside (SIGKILL, SIGTERM, SIGINT, SIGHUP, SIGQUIT, or a shell's exit
    code 128 + N for one of them), or the SDK recording CANCELLED that runwatch did not
    ask for: `stopped`. Any other signal (a crash): `failed`.

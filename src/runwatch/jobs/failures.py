@@ -15,6 +15,7 @@ This module imports no recipe and no framework, so the SDK can use it.
 
 from __future__ import annotations
 
+import errno
 import re
 import signal
 from collections.abc import Iterator
@@ -81,6 +82,12 @@ _CATALOGUE = (
            "host memory fits it",
            "The evaluation worker ran out of host memory, so the operating system stopped the "
            "job. Ask whoever runs your workers for evaluation devices with more host memory."),
+    Reason("disk_full", "the training job ran out of disk space",
+           "A write failed because the disk (or your quota on it) was full: most often a "
+           "checkpoint save, which needs as much free space as the weights and the optimizer "
+           "state. Free space on the disk the run writes its checkpoints and its run folder "
+           "to, or keep fewer checkpoints, then resume the run from its last checkpoint or "
+           "retry it."),
     Reason("devices_unreachable", "the training cluster did not answer while this run waited "
            "for its devices",
            "The run was granted its devices, and the cluster did not answer before the wait "
@@ -186,8 +193,10 @@ def exception_verdict(exc: BaseException) -> Verdict:
     out-of-memory error (a class named OutOfMemoryError, such as
     torch.cuda.OutOfMemoryError, or its known wording), here or in what it was raised
     from: `device_oom`; MemoryError, a host allocator's wording or Ray's
-    OutOfMemoryError (its node ran low on memory): `host_oom`. Anything
-    else: `failed`. No verdict carries the exception's message but a refusal's.
+    OutOfMemoryError (its node ran low on memory): `host_oom`. A write the disk
+    refused for want of space (ENOSPC or EDQUOT, or PyTorch's checkpoint writer's failure,
+    which names no cause): `disk_full`. Anything else: `failed`. No verdict carries the
+    exception's message but a refusal's.
     """
     if isinstance(exc, KeyboardInterrupt):
         return _verdict("cancelled")
@@ -205,6 +214,9 @@ def exception_verdict(exc: BaseException) -> Verdict:
             return _verdict("device_oom")
         if isinstance(link, MemoryError) or _HOST_OOM.search(named):
             return _verdict("host_oom")
+        if (isinstance(link, OSError) and link.errno in _DISK_FULL_ERRNOS) or \
+                _DISK_FULL.search(named):
+            return _verdict("disk_full")
     return _verdict("failed")
 
 
@@ -239,6 +251,14 @@ _DEVICE_OOM = re.compile(
 _HOST_OOM = re.compile(
     r"\bMemoryError\b|DefaultCPUAllocator: can't allocate memory|std::bad_alloc|"
     r"Cannot allocate memory")
+# A write the disk refused for want of space: the C library's words for ENOSPC and EDQUOT,
+# and PyTorch's checkpoint writer, whose errors on a full disk say only that a write failed
+# ("file write failed", "unexpected pos 640 vs 534", "basic_ios::clear: iostream error").
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_DISK_FULL = re.compile(
+    r"No space left on device|Disk quota exceeded|\[Errno (?:28|122)\]|"
+    r"PytorchStreamWriter failed writing file|inline_container\.cc:\d+\] \. unexpected pos "
+    r"\d+ vs \d+|basic_ios::clear: iostream error")
 # The last line of a traceback: a (dotted) exception name, then ":" or the line's end.
 _EXC_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?::|$)")
 # How the SDK recorded an exception that ended the loop before it recorded codes (old runs).
@@ -359,6 +379,8 @@ def classify(end: AttemptEnd) -> Verdict:
     memory = _memory(end, exc)
     if memory is not None:
         return memory
+    if _DISK_FULL.search(" ".join(t for t in (end.sdk_reason, end.stderr_tail) if t)):
+        return _verdict("disk_full")
     sig = _signal(end)
     if sig is not None:
         return _verdict("stopped" if sig in _STOP_SIGNALS else "failed")
