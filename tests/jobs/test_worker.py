@@ -276,6 +276,26 @@ def test_a_worker_offering_more_devices_than_it_may_use_is_refused(runs_dir: Pat
     assert f"offers 3 devices but {VISIBLE_DEVICES} names 1" in proc.stderr
 
 
+@pytest.mark.parametrize("command", ["worker", "ui"])
+def test_a_worker_offering_more_devices_than_its_profile_has_is_refused(
+        command: str, runs_dir: Path, tmp_path: Path) -> None:
+    """A gpu3 worker told to offer 5 would hand its jobs device ids 3 and 4, which a
+    machine of that profile lacks. (A cpu worker offering 2 runs two jobs at once, as
+    test_two_workers and others start them.)"""
+    assert VISIBLE_DEVICES not in os.environ
+    (runs_dir / ".runwatch").mkdir()
+    (runs_dir / ".runwatch" / "profiles.yaml").write_text(
+        "profiles:\n  gpu3:\n    devices: 3\n    hourly_rate: 2.0\n")
+    where = ["--db", str(tmp_path / "index.db")] if command == "worker" else \
+        ["--port", str(free_port())]
+    proc = run_cli(command, str(runs_dir), *where, "--device-profile", "gpu3", "--devices", "5",
+                   check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "a worker of profile gpu3 has 3 devices, so it can offer at most that many, " \
+           "not 5: offer fewer (--devices), or give the profile devices: 5" in said
+
+
 def test_a_heartbeat_timeout_not_longer_than_the_heartbeats_is_refused(tmp_path: Path) -> None:
     """The worker would be lost between two of its own heartbeats, and its jobs reaped.
     (The folder does not exist: a worker that was not refused stops there, not runs.)"""

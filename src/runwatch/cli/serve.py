@@ -13,7 +13,7 @@ import typer
 
 from runwatch.cli.context import default_db
 from runwatch.cli.options import DbOpt
-from runwatch.jobs.cost import ProfileError, read_profiles
+from runwatch.jobs.cost import ProfileError, offered_devices, read_profiles
 from runwatch.jobs.worker import device_ids
 from runwatch.server.settings import (
     DEFAULT_PORT,
@@ -54,14 +54,14 @@ def _workers(runs_dir: Path | None, workers: int, devices: int | None,
               "--workers 0")
     try:
         profile = read_profiles(runs_dir).get(device_profile)
+        each = offered_devices(profile, devices)
     except ProfileError as exc:
         _fail(str(exc))
-    devices = devices or profile.devices
     try:
-        ids = device_ids(profile.name, devices * workers, os.environ)
+        ids = device_ids(profile.name, each * workers, os.environ)
     except ValueError as exc:
         _fail(str(exc))
-    return devices, profile.name, ids
+    return each, profile.name, ids
 
 
 def _run(runner: Runner) -> None:

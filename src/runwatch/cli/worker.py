@@ -15,7 +15,7 @@ import typer
 
 from runwatch.cli.context import default_db
 from runwatch.cli.options import DbOpt
-from runwatch.jobs.cost import ProfileError, read_profiles
+from runwatch.jobs.cost import ProfileError, offered_devices, read_profiles
 from runwatch.jobs.worker import STALL_TIMEOUT_S
 from runwatch.store.db import StoreError, open_engine
 from runwatch.store.jobs import HEARTBEAT_TIMEOUT_S
@@ -93,24 +93,25 @@ def worker_cmd(
     from runwatch.ingest.indexer import Indexer
     from runwatch.jobs.worker import Worker, device_ids
 
-    devices = devices or profile.devices
     run_on = None
     ids = None
     if executor is ExecutorName.ray:
         assert address is not None
         from runwatch.jobs.ray_executor import RayExecutor, RayUnavailable, connect
 
+        offered = devices or profile.devices  # devices' worth of jobs on the cluster at once
         try:
             run_on = RayExecutor(connect(address), address)
         except RayUnavailable as exc:
             _fail(str(exc))
     else:
         try:
-            ids = device_ids(profile.name, devices, os.environ)
-        except ValueError as exc:
+            offered = offered_devices(profile, devices)
+            ids = device_ids(profile.name, offered, os.environ)
+        except (ProfileError, ValueError) as exc:
             _fail(str(exc))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    worker = Worker(engine, runs_dir, devices=devices, device_profile=profile.name,
+    worker = Worker(engine, runs_dir, devices=offered, device_profile=profile.name,
                     heartbeat_s=heartbeat_s, heartbeat_timeout_s=heartbeat_timeout_s,
                     grace_s=grace_s, startup_timeout_s=startup_timeout_s or None,
                     indexer=Indexer(engine, runs_dir, hooks=[health_hook],

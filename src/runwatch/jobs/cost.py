@@ -99,6 +99,24 @@ class Profiles:
         return profile
 
 
+def offered_devices(profile: DeviceProfile, devices: int | None) -> int:
+    """The devices a worker of `profile` on this machine offers: `devices`, else the
+    profile's count. On a profile of accelerators, ProfileError when that is more than a
+    worker of the profile has: its jobs would be handed device ids the machine lacks. On
+    `cpu` a device is a share of the CPUs, so `--devices N` runs N one-device jobs at once.
+    (A Ray worker's count is the cluster's, so it is not bounded here.)"""
+    if devices is None:
+        return profile.devices
+    if devices > profile.devices and profile.name != CPU.name:
+        raise ProfileError(
+            f"a worker of profile {profile.name} has {profile.devices} "
+            f"device{'s' if profile.devices > 1 else ''}, so it can offer at most that many, "
+            f"not {devices}: offer fewer (--devices), or give the profile devices: {devices} "
+            f"in the device profiles file ({PROFILES_FILE} in the runs folder, or the file "
+            f"{PROFILES_ENV} names)")
+    return devices
+
+
 def _number(name: str, key: str, value: Any, integer: bool, least: float) -> float:
     ok = isinstance(value, int if integer else int | float) and not isinstance(value, bool)
     if not ok or not math.isfinite(value) or value < least:

@@ -153,6 +153,12 @@ WORKERS = """## Workers
 `runwatch worker --executor ray --address URL` runs each job it claims as a job of a Ray
 cluster instead of a local process, and watches, stops and concludes it the same way
 (docs/team.md, "Jobs on Ray").
+A worker offers its profile's devices, or `--devices N`. On a profile of accelerators that
+is no more than a worker of the profile has (give the profile more in the profiles file,
+under "Cost"), since a job would be handed device ids the machine lacks. On `cpu` a device
+is a share of the machine's CPUs: `--devices 3` runs three one-device jobs at once (a job
+still asks for at most the profile's count). A Ray worker's `--devices` counts the
+cluster's devices and is not bounded by its profile.
 
 - **Claim.** A worker claims the highest-priority, then oldest, QUEUED job of its device
   profile whose folder is inside its runs folder (it registers that folder; a submit's
