@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import subprocess
 import warnings
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ import pytest
 import runwatch
 from runwatch.rundir import format as fmt
 from tests.support import wait_for
+from tests.support.cli import run_cli
 
 DISK_BYTES = 256 * 1024
 BLOCK = 4096  # tmpfs gives a file whole pages: a file's last page has room to append
@@ -103,7 +105,8 @@ def test_records_logged_while_the_disk_is_full_are_written_once_it_has_room(
     assert [e["phase"] for e in parsed(d / fmt.EVENTS)] == ["RUNNING", "SUCCEEDED"]
 
 
-def test_a_run_that_ends_on_a_full_disk_counts_what_it_could_not_write(disk: Path) -> None:
+def test_a_run_that_ends_on_a_full_disk_counts_what_it_could_not_write(disk: Path,
+                                                                       tmp_path: Path) -> None:
     run = open_run(disk, "ends-full")
     d = disk / "runs" / "ends-full"
     run.log({"loss": 1.0}, step=0)
@@ -133,6 +136,13 @@ def test_a_run_that_ends_on_a_full_disk_counts_what_it_could_not_write(disk: Pat
         f"{run.dropped_lines} records could not be written: the disk refused them"
     assert not [p.name for p in d.iterdir() if p.name.endswith(".tmp")]
     assert os.statvfs(disk).f_bavail == 0, "the disk stayed full throughout"
+    # the run list marks the run: a plain SUCCEEDED would hide that its records are lost
+    db = str(tmp_path / "index.db")  # the runs folder's own disk is full
+    run_cli("index", str(disk / "runs"), "--db", db)
+    listed = run_cli("runs", "list", "--dir", str(disk / "runs"), "--db", db,
+                     env={"COLUMNS": "160"})
+    assert re.search(r"ends-full\W+\w+\W+SUCCEEDED \(records lost\)", listed.stdout), \
+        listed.stdout
 
 
 def test_a_final_event_the_full_disk_refuses_is_counted_and_warned_of(disk: Path) -> None:

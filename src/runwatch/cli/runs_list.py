@@ -13,12 +13,16 @@ from runwatch.cli.context import open_reader, runs_dir
 from runwatch.cli.options import DbOpt, DirOpt, JqOpt, OutOpt, RawOpt, ServerOpt, TokenOpt
 from runwatch.cli.output import Output, emit, fail, fmt_duration, line, print_table
 from runwatch.cli.remote import remote_for
-from runwatch.rundir.format import phase_named
+from runwatch.rundir.format import RECORDS_LOST, phase_named
 from runwatch.store.runrows import list_runs, process_gone
 
 
 def _status_text(d: dict[str, Any]) -> str:
-    return f"{d['status']} (process gone)" if d["process_gone"] else d["status"]
+    if d["process_gone"]:
+        return f"{d['status']} (process gone)"
+    if RECORDS_LOST in (d["reason"] or ""):
+        return f"{d['status']} (records lost)"  # its reason, in -o wide, says how many
+    return str(d["status"])
 
 
 def _listed(directory: Path | None, db: str | None, search: str | None, project: str | None,

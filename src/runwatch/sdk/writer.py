@@ -185,7 +185,7 @@ class BackgroundWriter:
             name, record = self._final
             lost = self.unwritten
             if lost:
-                why = f"{lost} records could not be written: the disk refused them"
+                why = f"{lost} {fmt.RECORDS_LOST}"
                 record["unwritten"] = lost
                 record["reason"] = f"{record['reason']}; {why}" if record.get("reason") else why
             self._encode(name, record)
