@@ -16,10 +16,12 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import Engine
 
 from runwatch.ingest import Indexer
 from runwatch.rundir import format as fmt
+from runwatch.server.runner import Runner
 from runwatch.store import jobs as store_jobs
 from tests.support.cli import run_cli
 from tests.support.jobs import events, record_attempt, run_row, submit_command
@@ -113,10 +115,13 @@ def test_wait_goes_on_while_the_index_lags_a_requeue(engine: Engine, db_url: str
     assert "attempt 1 failed and attempts remain" in said, said
 
 
+@pytest.mark.parametrize("where", ["local", "server"])
 def test_wait_on_a_failed_attempt_whose_worker_is_gone_says_who_ends_it(
-        engine: Engine, db_url: str, runs_dir: Path) -> None:
+        where: str, engine: Engine, db_url: str, runs_dir: Path,
+        request: pytest.FixtureRequest) -> None:
     """The worker holding a failed attempt with attempts left died before it could queue
-    it again: the wait waited in silence for a reaper (found in review)."""
+    it again: the wait waited in silence for a reaper (found in review); over --server it
+    still did (the server's workers view knows the worker is lost)."""
     submit_command(engine, runs_dir, "orphan", max_attempts=2)
     with engine.begin() as conn:
         store_jobs.register_worker(conn, store_jobs.WorkerRow(
@@ -125,8 +130,13 @@ def test_wait_on_a_failed_attempt_whose_worker_is_gone_says_who_ends_it(
         assert store_jobs.claim(conn, "w-dead", 1, time.time() - 3600) is not None
     record_attempt(runs_dir / "orphan", 1, "FAILED")
     Indexer(engine, runs_dir).index_once()
+    if where == "server":
+        server: Runner = request.getfixturevalue("server")
+        at = ["--server", server.url]
+    else:
+        at = ["--dir", str(runs_dir), "--db", db_url]
     waited = run_cli("runs", "wait", "orphan", "--exit-status", "--interval", "0.1",
-                     "--timeout", "0.3", "--dir", str(runs_dir), "--db", db_url, check=False)
+                     "--timeout", "0.3", *at, check=False)
     said = " ".join((waited.stdout + " " + waited.stderr).split())
     assert waited.returncode == 124, said
     assert "(its worker w-dead is no longer running: a live worker's reaper queues it " \

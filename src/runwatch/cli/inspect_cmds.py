@@ -390,8 +390,7 @@ class LocalWatch:
         if worker["stopped_at"] is None and not lost(
                 worker["heartbeat_at"], worker["heartbeat_timeout_s"], time.time()):
             return None
-        return (f"its worker {holder} is no longer running: a live worker's reaper queues it "
-                "again; with none running, this waits until --timeout")
+        return _holder_gone(holder)
 
     def unseen_end(self) -> str | None:
         row, _ = self.ctx.current_run(self.run_id)
@@ -423,12 +422,25 @@ class RemoteWatch:
         return None  # the server's answer to the submit said so (`next`)
 
     def holder_gone(self) -> str | None:
-        return None  # the server's workers view says so (`runwatch resources --server`)
+        job = self.job()
+        holder = None if job is None else job.get("worker_id")
+        if holder is None:
+            return None
+        worker = next((w for w in self.remote.workers().get("workers", [])
+                       if w.get("id") == holder), None)  # the server judges it lost
+        if worker is None or worker.get("status") not in ("stopped", "lost"):
+            return None
+        return _holder_gone(holder)
 
     def unseen_end(self) -> str | None:
         # a server on this host (a loopback URL) judges as a local index does
         here = urlsplit(self.remote.url).hostname in ("127.0.0.1", "localhost", "::1")
         return _unseen_end(self.first["manifest"], self.first["job"] is not None, here)
+
+
+def _holder_gone(holder: str) -> str:
+    return (f"its worker {holder} is no longer running: a live worker's reaper queues it "
+            "again; with none running, this waits until --timeout")
 
 
 def _unseen_end(manifest: Any, job: bool, here: bool) -> str | None:
