@@ -1,6 +1,6 @@
 """The training jobs view in a real browser: list, search, detail, charts, live points,
-rollouts (untrusted text stays text), URL state, a refused action's message, and a server
-that stops and starts again under an open page."""
+rollouts (untrusted text stays text), health findings open and resolved, URL state, a
+refused action's message, and a server that stops and starts again under an open page."""
 
 from __future__ import annotations
 
@@ -266,6 +266,50 @@ def test_health_panel_and_chart_markers(page: Page, server: Runner, runs_dir: Pa
     expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-markers", "1")
     expect(page.locator(".reason")).to_have_text("the training job stopped before it finished")
     shot(page, "health")
+
+
+def test_a_critical_finding_that_resolved_stays_in_the_health_panel(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """A loss that was NaN at one step and finite again after: its critical finding resolved,
+    and the panel, which listed open findings only, hid it (live, and to a later visit)."""
+    run = init(name="nan-once", dir=runs_dir, method="sft", base_model="tiny", dataset="arith",
+               flush_interval=0.05)
+    assert isinstance(run, Run)
+    for i in range(10):
+        run.log({"loss": 1.0 / (i + 1)}, step=i)
+    wait_indexed(server.url, "nan-once", 9)
+    open_run(page, server.url, "nan-once")
+    panel = page.locator("#health")
+    expect(panel).to_be_hidden()
+    run.log({"loss": float("nan")}, step=10)
+    opened = panel.locator(".finding.severity-critical")
+    expect(opened).to_contain_text("loss was NaN at step 10.")
+    open_border = opened.evaluate("el => getComputedStyle(el).borderLeftColor")
+    run.log({"loss": 0.05}, step=11)
+
+    def resolved_shown() -> None:
+        part = panel.locator("#health-resolved")
+        # folded, its summary says what resolved
+        expect(part.locator("summary")).to_have_text("Resolved earlier in the run: 1 critical")
+        expect(part).not_to_have_attribute("open", re.compile(".*"))
+        part.locator("summary").click()
+        item = part.locator(".finding.resolved")
+        expect(item).to_have_count(1)
+        expect(item).to_contain_text("A metric is NaN or infinite")
+        expect(item).to_contain_text("step 10 · resolved")
+        expect(item).to_contain_text("loss was NaN at step 10.")
+        # not drawn as an open finding is
+        assert item.evaluate("el => getComputedStyle(el).borderLeftColor") != open_border
+        expect(panel.locator(".finding:not(.resolved)")).to_have_count(0)
+        expect(panel.locator("h3")).to_have_text("Health · no open findings")
+
+    resolved_shown()
+    shot(page, "health-resolved")
+    run.finish("SUCCEEDED")
+    expect(page.locator("#run-status")).to_have_text("Succeeded")
+    page.reload()
+    page.wait_for_selector("#detail[data-loaded=true]")
+    resolved_shown()
 
 
 def test_runs_indexed_out_of_creation_order_are_all_listed_newest_first(

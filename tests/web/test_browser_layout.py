@@ -1,6 +1,8 @@
 """The page's layout in a real browser against what a run can hold: a phone's width (the list
-above the run, nothing wider than the window), and values long enough to break a row (a
-run name of 123 characters in the header, the list and the run table; a log line of 5,000)."""
+above the run, nothing wider than the window), values long enough to break a row (a run
+name of 123 characters in the header, the list and the run table; a log line of 5,000), and
+values cut short (a compared run's chip, the settings compared, tags and groups) that show
+whole in their tooltips."""
 
 from __future__ import annotations
 
@@ -98,3 +100,72 @@ def test_long_names_and_log_lines_stay_in_the_window(page: Page, server: Runner,
     # wrapped, the name is shown whole; its tooltip holds it too
     expect(page.locator(f'#run-table a[title="{LONG_NAME}"]')).to_have_text(LONG_NAME)
     shot(page, "layout-long-name-table")
+
+
+# Each element `selector` matches whose text is cut short (an ellipsis, or its box running
+# past an ancestor that clips it): [its text, its tooltip].
+CUT_SHORT = """(selector) => {
+  const clipped = (el) => {
+    const r = el.getBoundingClientRect();
+    for (let a = el.parentElement; a; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX === 'visible') continue;
+      const c = a.getBoundingClientRect();
+      if (r.right > c.right + 1 || r.left < c.left - 1) return true;
+    }
+    return r.right > window.innerWidth + 1;
+  };
+  return [...document.querySelectorAll(selector)]
+    .filter((el) => el.scrollWidth > el.clientWidth + 1 || clipped(el))
+    .map((el) => [el.textContent, el.getAttribute('title')]);
+}"""
+
+
+def cut_short(page: Page, selector: str) -> list[tuple[str, str | None]]:
+    """The values `selector` matches that are cut short, each with its tooltip."""
+    return [(text, title) for text, title in page.evaluate(CUT_SHORT, selector)]
+
+
+def test_values_cut_short_show_whole_in_their_tooltip(page: Page, server: Runner,
+                                                      runs_dir: Path) -> None:
+    """A long run name, group, tag and config key and value, compared and in the run table:
+    the run's chip ran past the window (its × out of reach) and the config table's keys and
+    run names, the run table's tags were cut short, each with no tooltip to read it whole."""
+    names = [f"{LONG_NAME[:100]}-tip", "tip-short"]
+    group, tag = f"group-{LONG_NAME}", f"tag-{LONG_NAME}"
+    key = f"scheduler_{LONG_NAME}"
+    for name in names:
+        run = init(name=name, dir=runs_dir, method="sft", base_model="tiny", dataset="d",
+                   group=group, tags=(tag, "small"),
+                   config={"optim": {key: f"value-{LONG_NAME}-{name}"}})
+        for i in range(5):
+            run.log({"loss": 1.0 / (i + 1)}, step=i)
+        run.finish("SUCCEEDED")
+        wait_indexed(server.url, name, 4)
+    page.set_viewport_size({"width": 1000, "height": 1000})  # a laptop's narrower window
+    page.goto(f"{server.url}/compare?run={names[0]}&run={names[1]}")
+    expect(page.locator("#compare-config tbody tr").first).to_be_visible()
+    chip = page.locator(".compare-chip").first
+    remove = chip.locator(".chip-remove")
+    expect(remove).to_be_in_viewport()
+    chips = page.locator("#compare-runs").bounding_box()
+    box = remove.bounding_box()
+    assert chips is not None and box is not None
+    assert box["x"] + box["width"] <= chips["x"] + chips["width"] + 1, (box, chips)
+    shot(page, "compare-long-values")
+    cut = {sel: cut_short(page, sel) for sel in (
+        ".compare-chip .chip-name", "#compare-config td", "#compare-config th", ".run-group")}
+    assert cut[".compare-chip .chip-name"] == [(names[0], names[0])]
+    assert (f"optim.{key}", f"optim.{key}") in cut["#compare-config td"]
+    assert (names[0], names[0]) in cut["#compare-config th"]
+    for sel in (".compare-chip .chip-name", "#compare-config td", "#compare-config th"):
+        assert all(title == text for text, title in cut[sel]), (sel, cut[sel])
+    # the group's chip (in the list) names its whole group in its tooltip
+    assert cut[".run-group"], cut
+    assert all(title and text in title for text, title in cut[".run-group"]), cut
+
+    page.goto(f"{server.url}/table?q=tip")
+    expect(page.locator("#run-table tbody tr")).to_have_count(2)
+    tags, groups = cut_short(page, "#run-table .tag"), cut_short(page, "#run-table .run-group")
+    assert tags == [(tag, tag), (tag, tag)], tags
+    assert groups and all(title and text in title for text, title in groups), groups
+    shot(page, "table-long-values")

@@ -176,7 +176,7 @@ async function parse<T>(resp: Response, method: string): Promise<T> {
 }
 
 /** fetch, with a network failure (no answer at all) as an ApiError in plain words. */
-async function send(url: string, init: RequestInit): Promise<Response> {
+export async function send(url: string, init: RequestInit = {}): Promise<Response> {
   try {
     return await fetch(url, init);
   } catch (e) {

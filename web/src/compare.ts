@@ -3,7 +3,8 @@
 // shares the server's bucket edges (in groups of whole charts past the server's limit);
 // the `runs compare` report of one run against a baseline; and a table of their settings
 // with the differences marked. Runs that are still going are read again every POLL_MS:
-// their new points are appended to the charts.
+// their new points are appended to the charts. A read that fails (the server down) is said
+// in its card and made again at each poll until the server answers.
 
 import "./compare.css";
 import { ApiError, chartSelectors, getJSON, getOverlay, overlayPath, plainError, runPath, type Overlay } from "./api";
@@ -15,7 +16,7 @@ import { CHARTS, canonicalName, resolveLines, type ChartSpec, type ResolvedLine 
 import { ChartView, fitCharts } from "./chartview";
 import { CompareReportPanel } from "./comparereport";
 import { ConfigTable } from "./configtable";
-import { h, MARKS, painted, reconcile } from "./dom";
+import { FailureLine, h, MARKS, painted, reconcile } from "./dom";
 import { downloadCsv, downloadPng, seriesTable } from "./export";
 import { statusClass, statusText } from "./format";
 import { TERMINAL_PHASES } from "./format.gen";
@@ -32,6 +33,8 @@ export function writeCompareState(s: CompareState, p: URLSearchParams): void {
 }
 
 const POLL_MS = 2000;
+// what a failed read that is made again at each poll says after its error
+const READ_AGAIN = `The page reads it again every ${POLL_MS / 1000} s, and shows it once the server answers.`;
 // points per series of a chart's CSV: the server's most
 const EXPORT_POINTS = 20_000;
 // polls of a run after it ended: its last points may be indexed after its end
@@ -74,7 +77,13 @@ export class CompareView {
   private config: ConfigTable;
   private report: CompareReportPanel;
   private timer: number | undefined;
+  private ticking = false;
   private disposed = false;
+  // the reads that failed (the server down), by what they read ("build", "zoom:<chart id>",
+  // "report", "poll"), each made again at the next poll and said in its card's line
+  private retries = new Map<string, { work: () => Promise<void>; line: FailureLine }>();
+  // a read of the charts that failed: a zoom, a chart added, new points, an export
+  private failure = new FailureLine("compare-charts-error", "A chart could not be read.");
   // the whole series the runs were read with (GET /api/overlay), for the first charts
   private preloaded: SeriesData[] | null = null;
   // the drawing of charts held back out of the window (drawLater)
@@ -92,7 +101,10 @@ export class CompareView {
   ) {
     this.smoothing = storedSmoothing();
     this.config = new ConfigTable(state.onlyDiff, (onlyDiff) => this.setState({ onlyDiff }));
-    this.report = new CompareReportPanel((baseline, subject, acrossPlans) => this.setState({ baseline, subject, acrossPlans }));
+    this.report = new CompareReportPanel((baseline, subject, acrossPlans) => {
+      this.setState({ baseline, subject, acrossPlans });
+      void this.loadReport();
+    });
     this.picker = new MetricPicker(
       (key) => this.addKey(key),
       () => this.setKeys([]),
@@ -148,9 +160,37 @@ export class CompareView {
     await this.allDrawn;
     if (this.disposed) return;
     this.report.show(this.runs.map((r) => r.run), baseline ?? null, subject ?? null, this.state.acrossPlans);
+    void this.loadReport();
     void this.showSettings();
     this.el.dataset.loaded = "true";
     this.schedulePoll();
+  }
+
+  private loadReport(): Promise<void> {
+    return this.read("report", () => this.report.load(), this.report.failure);
+  }
+
+  /**
+   * Make the read `work`, and where the server does not answer it, say so in `line` (the
+   * card it reads for; `what` says what failed, the line's own by default). A read under a
+   * `key` is then made again at each poll until it answers (a later read under the same key
+   * takes its place); one without (an export, which a click makes again) is not. The line
+   * goes once a read answers and none of its card's is left to make again. Only the
+   * server's failures (ApiError) are caught: any other is the page's own, left uncaught.
+   */
+  private async read(key: string | null, work: () => Promise<void>, line = this.failure, what?: string): Promise<void> {
+    if (key) this.retries.delete(key);
+    try {
+      await work();
+    } catch (e) {
+      if (!(e instanceof ApiError)) throw e;
+      if (this.disposed) return;
+      if (key) this.retries.set(key, { work, line });
+      line.show(e, key ? READ_AGAIN : "", what);
+      this.schedulePoll();
+      return;
+    }
+    if (![...this.retries.values()].some((r) => r.line === line)) line.clear();
   }
 
   /** The settings table, once every run's detail is read (those that fail are left out). */
@@ -218,7 +258,8 @@ export class CompareView {
       this.chips,
       this.runs.map((r) => {
         const run = r.run;
-        const open = h("a", { href: `/runs?run=${encodeURIComponent(run.run_id)}`, class: "chip-name" }, run.name);
+        // cut short past the chip's room (compare.css): the tooltip holds it whole
+        const open = h("a", { href: `/runs?run=${encodeURIComponent(run.run_id)}`, class: "chip-name", title: run.name }, run.name);
         open.addEventListener("click", (e) => {
           e.preventDefault();
           this.onOpenRun(run.run_id);
@@ -241,6 +282,7 @@ export class CompareView {
       "section",
       { class: "card charts" },
       h("div", { class: "card-head" }, h("h3", {}, "Metrics"), h("div", { class: "controls" }, add, smoothing)),
+      this.failure.el,
       this.picker.el,
       this.grid,
     );
@@ -283,7 +325,7 @@ export class CompareView {
 
   /** Create the charts whose lines changed (all at first) and load them in one request. */
   private async buildCharts(): Promise<void> {
-    await this.buildViews();
+    await this.read("build", () => this.buildViews());
     this.showKeyChoices();
   }
 
@@ -303,7 +345,7 @@ export class CompareView {
       // made before its card is on the page: measuring each new chart's box as it is made
       // would lay the page out once per chart (fitCharts sizes them all below)
       const box = card.querySelector(".chart") as HTMLElement;
-      const view = new ChartView(box, chart.lines, chart.logY, this.smoothing, (range) => void this.zoom(view, range));
+      const view = new ChartView(box, chart.lines, chart.logY, this.smoothing, (range) => this.zoom(chart.id, view, range));
       const oldCard = this.grid.querySelector(`[data-chart-card="${CSS.escape(chart.id)}"]`);
       old?.dispose();
       if (oldCard) oldCard.replaceWith(card);
@@ -321,7 +363,19 @@ export class CompareView {
     if (created.length) {
       delete this.grid.dataset.drawn;
       delete this.grid.dataset.viewDrawn;
-      const series = this.takePreloaded(created) ?? (await this.fetchSeries(created, null));
+      let series: SeriesData[];
+      try {
+        series = this.takePreloaded(created) ?? (await this.fetchSeries(created, null));
+      } catch (e) {
+        // unread, the charts made are left to the next build (this one made again): their
+        // cards stay, empty, until it replaces them
+        for (const [id, v] of this.views) {
+          if (!created.includes(v)) continue;
+          v.dispose();
+          this.views.delete(id);
+        }
+        throw e;
+      }
       if (this.disposed) return;
       // the charts out of the window are drawn after the ones in it (drawLater): the page
       // was laid out by fitCharts above, so their boxes cost no layout
@@ -422,7 +476,7 @@ export class CompareView {
     const buttons = [reset, csv, png];
     const stem = `compare-${chart.id.replace(/[^A-Za-z0-9._-]+/g, "_")}`;
     reset.addEventListener("click", () => this.views.get(chart.id)?.resetZoom());
-    csv.addEventListener("click", () => void this.exportCsv(chart.id, `${stem}.csv`));
+    csv.addEventListener("click", () => void this.read(null, () => this.exportCsv(chart.id, `${stem}.csv`), this.failure, "The chart's CSV could not be read."));
     png.addEventListener("click", () => {
       const view = this.views.get(chart.id);
       if (view) downloadPng(`${stem}.png`, view);
@@ -497,11 +551,20 @@ export class CompareView {
     if (run && last > (run.shownTo.get(s.key) ?? -1)) run.shownTo.set(s.key, last);
   }
 
-  private async zoom(view: ChartView, range: { lo: number; hi: number } | null): Promise<void> {
+  private zoom(id: string, view: ChartView, range: { lo: number; hi: number } | null): void {
     const reset = view.el.parentElement?.querySelector<HTMLElement>(".chart-reset");
     if (reset) reset.hidden = range === null;
+    void this.read(`zoom:${id}`, () => this.loadWindow(id));
+  }
+
+  /** A chart's series over the window it shows now (zoomed, or the whole runs). */
+  private async loadWindow(id: string): Promise<void> {
+    const view = this.views.get(id);
+    if (!view) return;
+    const range = view.zoomed;
     const series = await this.fetchSeries([view], range);
-    if (!this.disposed) view.setSeries(series);
+    // made or zoomed again meanwhile: the read of that shows it
+    if (!this.disposed && this.views.get(id) === view && view.zoomed === range) view.setSeries(series);
   }
 
   /** A run's list fields changed (the run-list stream): its chip, and polling once it ends. */
@@ -517,14 +580,26 @@ export class CompareView {
     this.showChips();
   }
 
+  /** Poll in POLL_MS (unless a poll is under way or due) while a run is still going or a
+   * read that failed is left to make again. */
   private schedulePoll(): void {
-    window.clearTimeout(this.timer);
-    if (this.disposed || !this.runs.some((r) => r.pollsLeft > 0)) return;
+    if (this.disposed || this.ticking || this.timer !== undefined) return;
+    if (!this.runs.some((r) => r.pollsLeft > 0) && !this.retries.size) return;
     this.timer = window.setTimeout(() => {
-      this.poll()
-        .catch((e: unknown) => console.warn("compare: reading new points failed", e))
-        .finally(() => this.schedulePoll());
+      this.timer = undefined;
+      this.ticking = true;
+      void this.tick().finally(() => {
+        this.ticking = false;
+        this.schedulePoll();
+      });
     }, POLL_MS);
+  }
+
+  /** Make again the reads that failed, and read the runs still going. */
+  private async tick(): Promise<void> {
+    const reads = new Map(this.retries);
+    if (this.runs.some((r) => r.pollsLeft > 0)) reads.set("poll", { work: () => this.poll(), line: this.failure });
+    await Promise.all([...reads].map(([key, r]) => this.read(key, r.work, r.line)));
   }
 
   /**
@@ -585,6 +660,7 @@ export class CompareView {
     this.disposed = true;
     this.stopLater();
     window.clearTimeout(this.timer);
+    this.retries.clear();
     this.resizeObserver.disconnect();
     for (const v of this.views.values()) v.dispose();
     this.views.clear();

@@ -2,10 +2,11 @@
 // a baseline's (GET /api/compare): window means of the difference, gradient-norm spikes,
 // the first full window past the margin, and how the runs divide their sequences per
 // update. Runs whose plans differ are refused with the differences listed, unless
-// "Compare across plans" is ticked.
+// "Compare across plans" is ticked. A report the server did not answer is said in the
+// card's failure line; the compare view asks for it again (see CompareView.read).
 
-import { plainError, query } from "./api";
-import { h } from "./dom";
+import { plainError, query, send } from "./api";
+import { FailureLine, h } from "./dom";
 import { fmtNum } from "./format";
 import type { CompareReport, RunSummary } from "./types";
 
@@ -38,12 +39,11 @@ export class CompareReportPanel {
   private across = h("input", { type: "checkbox", id: "compare-across-plans" });
   private body = h("div", { id: "compare-report-body" });
   private generation = 0;
+  readonly failure = new FailureLine("compare-report-error", "The report could not be read.");
 
+  /** `onChange` is told of a run, baseline or across-plans picked: it loads the report. */
   constructor(private readonly onChange: (baseline: string, subject: string, acrossPlans: boolean) => void) {
-    const changed = () => {
-      this.onChange(this.baseline.value, this.subject.value, this.across.checked);
-      void this.load();
-    };
+    const changed = () => this.onChange(this.baseline.value, this.subject.value, this.across.checked);
     for (const el of [this.subject, this.baseline, this.across]) el.addEventListener("change", changed);
     this.el = h(
       "section",
@@ -54,10 +54,12 @@ export class CompareReportPanel {
         h("h3", {}, "Training loss against a baseline"),
         h("div", { class: "controls" }, h("label", {}, "Run ", this.subject), h("label", {}, "Baseline ", this.baseline), h("label", {}, this.across, " Compare across plans")),
       ),
+      this.failure.el,
       this.body,
     );
   }
 
+  /** The runs to pick from, and the picks; `load` reads the report. */
   show(runs: RunSummary[], baseline: string | null, subject: string | null, acrossPlans: boolean): void {
     const options = () => runs.map((r) => h("option", { value: r.run_id }, r.name));
     this.subject.replaceChildren(...options());
@@ -65,11 +67,13 @@ export class CompareReportPanel {
     if (subject) this.subject.value = subject;
     if (baseline) this.baseline.value = baseline;
     this.across.checked = acrossPlans;
-    void this.load();
   }
 
-  private async load(): Promise<void> {
+  /** Read the report of the runs picked, and show it. Throws (an ApiError) where the server
+   * did not answer: the card says "Comparing…" until a read answers. */
+  async load(): Promise<void> {
     const gen = ++this.generation;
+    delete this.body.dataset.status;
     const run = this.subject.value;
     const baseline = this.baseline.value;
     if (!run || !baseline || run === baseline) {
@@ -80,7 +84,14 @@ export class CompareReportPanel {
     // always across plans: the answer lists the plans' differences, and the page refuses
     // runs of different plans itself until the box is ticked. Asked without it, the API's
     // expected refusal (409) was logged by the browser as a failed request.
-    const resp = await fetch(`/api/compare${query({ run, baseline, across_plans: "true" })}`);
+    let resp: Response;
+    try {
+      resp = await send(`/api/compare${query({ run, baseline, across_plans: "true" })}`);
+    } catch (e) {
+      // a later pick's read says how it went
+      if (gen === this.generation) throw e;
+      return;
+    }
     const answer = (await resp.json().catch(() => null)) as (CompareReport & ErrorBody) | null;
     if (gen !== this.generation) return;
     this.body.dataset.status = String(resp.status);

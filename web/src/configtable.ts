@@ -1,6 +1,7 @@
 // The settings of compared runs side by side: a row per setting (the run's own fields,
 // then its config flattened to dotted keys), a column per run. A row whose values differ
-// between the runs has class `diff`; "Only differences" hides the others.
+// between the runs has class `diff`; "Only differences" hides the others. A cell cuts a long
+// value short (compare.css), so each holds its whole value in its tooltip.
 
 import { h } from "./dom";
 import type { RunDetail, RunSummary } from "./types";
@@ -75,12 +76,12 @@ export class ConfigTable {
       return h(
         "tr",
         { "data-key": name, ...(diff ? { class: "diff" } : {}) },
-        h("td", { class: "mono" }, name),
+        h("td", { class: "mono", title: name }, name),
         ...cells.map((c) => h("td", { title: c ?? "not set" }, c ?? "—")),
       );
     });
     this.table.replaceChildren(
-      h("thead", {}, h("tr", {}, h("th", {}, "Setting"), ...runs.map((d) => h("th", {}, d.name)))),
+      h("thead", {}, h("tr", {}, h("th", {}, "Setting"), ...runs.map((d) => h("th", { title: d.name }, d.name)))),
       h("tbody", {}, ...rows),
     );
     this.count.textContent = `${differ} of ${names.length} differ`;

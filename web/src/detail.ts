@@ -198,7 +198,7 @@ export class DetailView {
       phase: (d) => this.update(d as RunSummary, true),
       health: (d) => {
         const resp = d as HealthResponse;
-        this.health?.show(resp);
+        this.health?.update(resp);
         this.charts?.setFindings(resp.findings);
       },
     }, (up) => this.el.classList.toggle("offline", !up));

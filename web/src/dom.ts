@@ -143,8 +143,10 @@ export class FailureLine {
     this.el = h("p", { class: "error small", id, hidden: "" });
   }
 
-  show(e: unknown): void {
-    this.el.textContent = `${this.what} ${e instanceof Error ? e.message : String(e)}`;
+  /** Say what failed (`what`, the line's own by default), the error `e`, and what happens
+   * next (`next`, a sentence; none by default). */
+  show(e: unknown, next = "", what = this.what): void {
+    this.el.textContent = [what, e instanceof Error ? e.message : String(e), next].filter(Boolean).join(" ");
     this.el.hidden = false;
   }
 

@@ -248,7 +248,7 @@ export class RunTablePage {
         return h("td", { "data-col": c.id }, a);
       }
       if (c.id === "status") return h("td", { "data-col": c.id }, h("span", { class: `status ${statusClass(run.status)}` }, h("span", { class: "dot" }), text));
-      if (c.id === "tags") return h("td", { "data-col": c.id }, ...run.tags.map((t) => h("span", { class: "tag" }, t)));
+      if (c.id === "tags") return h("td", { "data-col": c.id }, ...run.tags.map((t) => h("span", { class: "tag", title: t }, t)));
       if (c.id === "group" && run.group) return h("td", { "data-col": c.id }, groupButton(run.group, () => this.project, this.selection));
       return h("td", { "data-col": c.id }, text);
     });
