@@ -234,3 +234,23 @@ def test_a_job_may_ask_for_at_most_its_profile_s_devices() -> None:
         profiles.for_job(None, 2)
     with pytest.raises(ProfileError, match="no device profile 'b200'"):
         profiles.for_job("b200", 1)
+
+
+def test_each_attempt_is_priced_at_the_rate_its_worker_recorded() -> None:
+    """A profile's rate raised after a run does not re-price its attempts: each keeps the
+    rate on its PREPARING event; one without (a run from before rates were recorded, or
+    started by hand) is priced at the profile's."""
+    events = [dict(ev) for ev in RETRIED]
+    events[1]["hourly_rate"] = 1.0  # attempt 1's PREPARING
+    cost = run_cost(events, devices=2, profile=RATE)  # the profile's rate is 3.6 now
+    assert [a.hourly_rate for a in cost.attempts] == [1.0, None]
+    assert cost.spend == pytest.approx((40 * 2 * 1.0 + 105 * 2 * 3.6) / 3600)
+    assert not cost.priced and cost.hourly_rate == 3.6  # the latest attempt's
+    events[5]["hourly_rate"] = 0  # attempt 2's PREPARING: a free machine
+    cost = run_cost(events, devices=2, profile=RATE)
+    assert cost.spend == pytest.approx(40 * 2 * 1.0 / 3600) and cost.priced
+    assert [(a["hourly_rate"], a["spend"]) for a in cost.as_dict()["attempts"]] == \
+        [(1.0, pytest.approx(80 / 3600)), (0, 0)]
+    for bad in ("2.5", -1, float("nan"), True):
+        events[5]["hourly_rate"] = bad  # not a rate: the profile's prices it
+        assert run_cost(events, devices=2, profile=RATE).attempts[1].hourly_rate is None

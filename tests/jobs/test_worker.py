@@ -6,6 +6,7 @@ deleted run folder, each job's own devices; and `runwatch ui` with its embedded 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -304,3 +305,32 @@ def test_a_heartbeat_timeout_not_longer_than_the_heartbeats_is_refused(tmp_path:
     assert said.returncode == 2
     assert "--heartbeat-timeout-s 2 would call this worker lost between two of its " \
            "heartbeats (2 s apart)" in " ".join(said.stderr.split())
+
+
+def test_an_attempt_keeps_the_rate_it_ran_at_when_the_profile_s_rate_changes(
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
+    """Spend was priced at the profile's rate as it is now, so raising a rate re-priced
+    every finished run. The worker records the rate on the attempt's PREPARING event, and
+    the attempt is priced at it."""
+    profiles = runs_dir / ".runwatch" / "profiles.yaml"
+    profiles.parent.mkdir()
+    profiles.write_text("profiles:\n  cpu: {hourly_rate: 2.0}\n")
+    run = submit_command(engine, runs_dir, "priced", TRAIN)
+    proc = workers.start(runs_dir, db_url)
+    wait_for(lambda: run_row(engine, "priced").status == "SUCCEEDED", what="the run to end")
+    workers.stop(proc)
+    assert [ev.get("hourly_rate") for ev in events(run.dir) if ev["phase"] == "PREPARING"
+            and ev.get("worker")] == [2.0]
+    profiles.write_text("profiles:\n  cpu: {hourly_rate: 9.0}\n")
+    detail = json.loads(run_cli("runs", "get", "priced", "--dir", str(runs_dir), "--db", db_url,
+                                "-o", "json").stdout)
+    cost, (attempt,) = detail["cost"], detail["attempts"]
+    assert cost["device_seconds"] > 0
+    assert cost["hourly_rate"] == attempt["hourly_rate"] == 2.0
+    assert cost["spend"] == pytest.approx(cost["device_seconds"] / 3600 * 2.0)
+    assert attempt["spend"] == pytest.approx(cost["spend"])
+    # with the profiles file unreadable, the recorded rate still prices it
+    profiles.write_text("profiles: [")
+    detail = json.loads(run_cli("runs", "get", "priced", "--dir", str(runs_dir), "--db", db_url,
+                                "-o", "json").stdout)
+    assert detail["cost"]["hourly_rate"] == 2.0 and detail["cost"]["problem"] is None

@@ -110,6 +110,11 @@ export interface Attempt {
   ended: boolean;
   phaseMillis: Record<string, number>;
   device_seconds: number;
+  /** The rate per device-hour it is priced at: the one its worker recorded when it started
+   * it, else its profile's now; null when that is unknown. */
+  hourly_rate: number | null;
+  /** Device hours × hourly_rate. */
+  spend: number | null;
   reason: string | null;
   reason_code: string | null;
   /** Its first event. */

@@ -43,6 +43,10 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
     until = run.updated_at if rec.process_gone and run.updated_at else now
     spent, problem = _run_cost(rec, runs_dir, until)
     figures = spent.as_dict()
+    if problem is not None:  # an attempt priced at no recorded rate has no spend
+        figures["attempts"] = [{**a, "hourly_rate": None, "spend": None}
+                               if t.hourly_rate is None else a
+                               for a, t in zip(figures["attempts"], spent.attempts, strict=True)]
     origin = model_origin(rec)
     return {
         "run_id": run.run_id,
@@ -120,7 +124,8 @@ def _summary(rec: RunRecords, origin: dict[str, Any]) -> str:
 
 def _run_cost(rec: RunRecords, runs_dir: Path | None, until: float) -> tuple[Cost, str | None]:
     """The run's cost for the devices and profile its job asked for (one device of the
-    default profile for a run started by hand), and why its spend is unknown, if it is."""
+    default profile for a run started by hand), and why its spend is unknown, if it is
+    (the profile cannot be read, and an attempt that held devices recorded no rate)."""
     job = rec.job or {}
     devices = job.get("devices")
     devices = devices if isinstance(devices, int) and devices >= 1 else 1
@@ -135,7 +140,10 @@ def _run_cost(rec: RunRecords, runs_dir: Path | None, until: float) -> tuple[Cos
         problem = (f"the run's device profile {name!r} is not among the profiles "
                    f"({', '.join(sorted(profiles.by_name))}); add it to the profiles file")
     unknown = DeviceProfile(name or "unknown", devices, 0, 0, 0.0)
-    return run_cost(rec.events, devices, unknown, until), problem
+    spent = run_cost(rec.events, devices, unknown, until)
+    if spent.priced and any(a.hourly_rate is not None for a in spent.attempts):
+        return spent, None  # every attempt that held devices recorded the rate it ran at
+    return spent, problem
 
 
 def _unknown_spend(figures: dict[str, Any], problem: str | None) -> dict[str, Any]:

@@ -199,7 +199,7 @@ def _event_row(run_pk: int, rec: dict[str, Any]) -> tuple[Any, ...]:
         raise ValueError(f"unknown phase {phase!r}")
     return (run_pk, _seq(rec), _ts(rec), phase, _opt_str(rec.get("stage")),
             _opt_int(rec.get("done")), _opt_int(rec.get("total")), _opt_str(rec.get("reason")),
-            _attempt(rec), _code(rec))
+            _attempt(rec), _code(rec), fmt.event_rate(rec))
 
 
 def _checkpoint_row(run_pk: int, rec: dict[str, Any]) -> tuple[Any, ...]:

@@ -8,7 +8,9 @@ attempt ends at a terminal event; the events after it are the next attempt's). U
 last attempt ends the figures are an estimate, with its open phase lasting until `until`.
 Phase times come from `runwatch.analysis.timing.phase_millis`.
 
-Spend is device hours × the profile's hourly rate per device. Profiles are a small table:
+Spend is device hours × the hourly rate per device: the rate the worker recorded on an
+attempt's PREPARING event (`hourly_rate`), so a later change of the profile's rate does not
+re-price it, else the profile's rate now. Profiles are a small table:
 the built-in `cpu` profile (this machine, one device) and those of a config mapping
 (`load_profiles`; its shape is in docs/jobs.md), read from a YAML file (`read_profiles`):
 the file `RUNWATCH_PROFILES` names, else `<runs dir>/.runwatch/profiles.yaml` when it
@@ -32,6 +34,7 @@ from runwatch.rundir.format import (
     PHASES,
     TERMINAL_PHASES,
     RunDirError,
+    event_rate,
     validate_name,
 )
 
@@ -245,6 +248,9 @@ class AttemptTime:
     started_at: float | None = None  # its first event of a phase that holds devices
     ended_at: float | None = None  # its terminal event, or the next attempt's start
     queued_at: float | None = None  # its first event
+    # the rate per device-hour its worker recorded when it started it (PREPARING's
+    # `hourly_rate`): its spend keeps it when the profile's rate changes later
+    hourly_rate: float | None = None
 
     @property
     def held_s(self) -> float:
@@ -261,9 +267,11 @@ class AttemptTime:
         terminal = last["phase"] in TERMINAL_PHASES
         end = last["ts"] if terminal else superseded_at
         started = next((ev["ts"] for ev in events if ev["phase"] in HOLDING_PHASES), None)
+        rate = next((r for ev in events if (r := event_rate(ev)) is not None), None)
         return cls(number, phase_millis(events, until if end is None else end), end is not None,
                    last["phase"], last.get("reason") if terminal else None,
-                   last.get("code") if terminal else None, started, end, events[0]["ts"])
+                   last.get("code") if terminal else None, started, end, events[0]["ts"],
+                   rate)
 
 
 @dataclass(frozen=True)
@@ -292,17 +300,33 @@ class Cost:
     def device_seconds(self) -> float:
         return sum(a.held_s for a in self.attempts) * self.devices
 
+    def rate_of(self, attempt: AttemptTime) -> float:
+        """The rate an attempt is priced at: the one recorded when it started, else (an
+        attempt from before rates were recorded, or a run started by hand) the profile's."""
+        return self.profile.hourly_rate if attempt.hourly_rate is None else attempt.hourly_rate
+
+    @property
+    def hourly_rate(self) -> float:
+        """The rate of the latest attempt (the profile's while none has started)."""
+        return self.rate_of(self.attempts[-1]) if self.attempts else self.profile.hourly_rate
+
+    @property
+    def priced(self) -> bool:
+        """Whether every attempt that held devices recorded its rate (then the spend does
+        not depend on the profiles as they are now)."""
+        return all(a.hourly_rate is not None for a in self.attempts if a.held_s > 0)
+
     @property
     def spend(self) -> float:
-        """Device hours × the profile's hourly rate."""
-        return self.device_seconds / 3600 * self.profile.hourly_rate
+        """Device hours × the hourly rate, each attempt at its own."""
+        return sum(a.held_s * self.devices / 3600 * self.rate_of(a) for a in self.attempts)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data, for the API and `-o json`: the figures, and each attempt."""
         return {
             "device_profile": self.profile.name,
             "devices": self.devices,
-            "hourly_rate": self.profile.hourly_rate,
+            "hourly_rate": self.hourly_rate,
             "device_seconds": self.device_seconds,
             "device_seconds_estimate": self.estimate,
             "spend": self.spend,
@@ -311,6 +335,8 @@ class Cost:
             "attempts": [{"attempt": a.number, "phase": a.phase, "ended": a.ended,
                           "phaseMillis": dict(a.phase_millis),
                           "device_seconds": a.held_s * self.devices,
+                          "hourly_rate": self.rate_of(a),
+                          "spend": a.held_s * self.devices / 3600 * self.rate_of(a),
                           "reason": a.reason, "reason_code": a.code,
                           "queued_at": a.queued_at, "started_at": a.started_at,
                           "ended_at": a.ended_at}

@@ -259,7 +259,11 @@ phase, summed over the attempts, is `timing.phaseMillis`.
 
 **Spend** is device hours × the hourly rate (per device) of the run's device profile. A
 profile says how many devices a worker of that kind has, the memory of each device, the
-host memory and the rate. The built-in profile:
+host memory and the rate. A worker records the rate on the PREPARING event of each
+attempt it starts (`hourly_rate`), and the attempt is priced at it: a rate changed later
+prices the attempts started after the change, not those before (an attempt that recorded
+none, such as a run started by hand, is priced at its profile's rate now). The built-in
+profile:
 
 | profile | devices | device memory | host memory | hourly rate |
 |---|---|---|---|---|

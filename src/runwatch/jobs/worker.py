@@ -70,7 +70,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from runwatch.ingest.indexer import Indexer, IndexReport
 from runwatch.jobs import reaper
-from runwatch.jobs.cost import CPU
+from runwatch.jobs.cost import CPU, ProfileError, read_profiles
 from runwatch.jobs.executors import Attempt, Executor, LocalExecutor, StartError, attempt_env, note
 from runwatch.jobs.failures import AttemptEnd
 from runwatch.rundir import format as fmt
@@ -407,6 +407,18 @@ class Worker:
                 self.startup_timeout_s if timeout is None else timeout))
             self._start(job)
 
+    def _rate(self) -> dict[str, float]:
+        """The rate per device-hour of this worker's profile now, for the attempt it starts
+        to keep (`hourly_rate` on PREPARING: a later change of the profiles does not re-price
+        it); nothing when the profiles file cannot be read (the attempt is priced at the
+        profile's rate when it is read)."""
+        try:
+            return {"hourly_rate": read_profiles(Path(self.runs_dir)).get(self.device_profile)
+                    .hourly_rate}
+        except ProfileError as exc:
+            log.warning("the attempt's rate is not recorded: %s", exc)
+            return {}
+
     def _start(self, job: Job) -> None:
         """Record PREPARING and start the job's process. A folder still busy is tried
         again next tick; a job cancelled meanwhile ends CANCELLED without a process; a
@@ -414,7 +426,8 @@ class Worker:
         claim = job.claim
         with self.engine.connect() as conn:
             cancelled = store_jobs.cancel_requested(conn, claim.run_pk)
-        first = {"phase": "PREPARING", "attempt": claim.attempt, "worker": self.id}
+        first = {"phase": "PREPARING", "attempt": claim.attempt, "worker": self.id,
+                 **self._rate()}
         try:
             with locked(job.run_dir, 0.0):
                 # under the lock a reaper concludes under: a claim reaped while the loop

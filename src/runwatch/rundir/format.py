@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -200,3 +202,13 @@ def parse_sample_file_name(name: str) -> tuple[int, str, str] | None:
         return None
     split = "val" if m.group(1) == "val" else "train"
     return int(m.group(2)), split, m.group(3)
+
+
+def event_rate(record: dict[str, Any]) -> float | None:
+    """An event's `hourly_rate` (a worker's PREPARING: the rate per device-hour it started
+    the attempt at), when it is one: a finite number from 0; None for anything else, and
+    the attempt is then priced at its device profile's rate."""
+    value = record.get("hourly_rate")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None

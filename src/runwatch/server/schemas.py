@@ -144,6 +144,10 @@ class Attempt(BaseModel):
     ended: bool
     phaseMillis: dict[str, float]
     device_seconds: float
+    hourly_rate: float | None = Field(description="the rate per device-hour it is priced at: "
+                                      "the one its worker recorded when it started it, else "
+                                      "its profile's now; null when that is unknown")
+    spend: float | None = Field(description="device hours × hourly_rate")
     reason: str | None
     reason_code: str | None
     queued_at: float | None = Field(description="its first event")

@@ -107,6 +107,8 @@ events = Table(
     Column("reason", Text),
     Column("attempt", Integer),
     Column("code", String(64)),
+    # the rate per device-hour the worker started the attempt at (its PREPARING; 0014)
+    Column("hourly_rate", Float),
 )
 
 checkpoints = Table(
