@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -53,11 +54,28 @@ def register(run: Run) -> None:
 
         def hook(t: type[BaseException], e: BaseException, tb: TracebackType | None) -> None:
             _LAST_EXCEPTION.append(e)
+            if isinstance(e, StopRequested) and previous is sys.__excepthook__:
+                # asked to stop, not a crash: one line, where a traceback of the signal
+                # handler's frames would read as an error (a hook of the process's own
+                # still gets it whole)
+                sys.stderr.write(_stopped_here(tb))
+                return
             previous(t, e, tb)
 
         sys.excepthook = hook
         atexit.register(_finish_live_runs)
     _install_sigterm()
+
+
+def _stopped_here(tb: TracebackType | None) -> str:
+    """What an uncaught StopRequested prints: that the process was asked to stop and its
+    run is recorded CANCELLED, and the line of the program (not runwatch's) it stopped at."""
+    own = Path(__file__).resolve().parents[1]
+    frames = [f for f in traceback.extract_tb(tb)
+              if not Path(f.filename).resolve().is_relative_to(own)]
+    at = f" at {frames[-1].filename}:{frames[-1].lineno} ({frames[-1].name})" if frames else ""
+    return (f"runwatch: SIGTERM asked this process to stop (a cancel, or a stop from "
+            f"outside); it stopped{at}, and its run is recorded CANCELLED\n")
 
 
 def recording(run_dir: Path) -> bool:
