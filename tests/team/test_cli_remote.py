@@ -221,6 +221,37 @@ def test_metrics_and_logs_longer_than_one_answer_come_whole(
     wait_for(lambda: cli(*logs, *remote).stdout == here, what="the server's logs to match")
 
 
+def test_a_step_logged_again_after_a_resume_has_the_time_of_the_values_shown(
+        team: Team) -> None:
+    """The local index paired a re-logged step's new values with its first record's time,
+    where the server gives the new record's (found in a trial): a CSV of the same run
+    differed between --dir and --server, and imported back put the resume's gap in the
+    wrong place."""
+    first = init(name="resumed-run", dir=team.runs_dir, project=A)
+    for step in range(4):
+        first.log({"loss": 2.0, "lr": 1e-4}, step=step)
+    first._writer.flush_now()
+    first.finish("FAILED")
+    time.sleep(0.05)  # the resume's records are later than the first ones
+    again = init(name="resumed-run", dir=team.runs_dir, project=A, resume=True)
+    for step in range(2, 6):
+        again.log({"loss": 1.0, "lr": 1e-4}, step=step)
+    again.finish("SUCCEEDED")
+    records = [json.loads(line) for line in
+               (team.runs_dir / "resumed-run" / "metrics.jsonl").read_text().splitlines()]
+    newest = {r["step"]: r["ts"] for r in records}  # the later record of a step wins
+    remote = ["--server", team.url, "--token", team.secrets["A-read"]]
+    wait_for(lambda: cli("runs", "metrics", "resumed-run", *remote, "--steps", "5:", "--jq",
+                         ".steps | length").stdout.strip() == "1",
+             what="the server to index resumed-run")
+    here = json.loads(ok(cli("runs", "metrics", "resumed-run", "--dir", str(team.runs_dir),
+                             "-o", "json")))
+    assert [(s["step"], s["ts"], s["measured"]["loss"]) for s in here["steps"]] == \
+        [(step, newest[step], 2.0 if step < 2 else 1.0) for step in range(6)]
+    assert ok(cli("runs", "metrics", "resumed-run", *remote, "-o", "csv")) == \
+        ok(cli("runs", "metrics", "resumed-run", "--dir", str(team.runs_dir), "-o", "csv"))
+
+
 def test_more_rollouts_than_one_answer_come_whole_in_their_order(team: Team) -> None:
     many = SAMPLES_PAGE * 2 + 100
     run = init(name="many-rollouts", dir=team.runs_dir, project=A, method="grpo")

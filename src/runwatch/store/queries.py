@@ -142,20 +142,19 @@ def history(
             raise KeyError(f"run has no metric {missing[0]!r}; it has: "
                            + ", ".join(sorted(ids)[:30]))
         ids = {k: ids[k] for k in keys}
-    # Per step: (lowest seq, its ts, values); within a key, points come in seq order,
-    # so a later record of the same step overwrites an earlier one.
-    by_step: dict[int, tuple[int, float, dict[str, float]]] = {}
+    # Per step, per key: the time and value of its newest record (points come in seq
+    # order, so a later record of the step overwrites an earlier one: a resumed run's
+    # step logged again). A step's time is the earliest of the records shown, as the API
+    # gives it (a superseded record's time is not the time of the values shown).
+    by_step: dict[int, dict[str, tuple[float, float]]] = {}
     nan = float("nan")
     for name, kid in ids.items():
-        for seq, step, ts, value in read_points(conn, kid, step_min=step_min,
-                                                step_max=step_max):
-            entry = by_step.get(step)
-            if entry is None:
-                entry = by_step[step] = (seq, ts, {})
-            elif seq < entry[0]:
-                entry = by_step[step] = (seq, ts, entry[2])
-            entry[2][name] = nan if value is None else value
-    return [StepRow(step, by_step[step][1], by_step[step][2]) for step in sorted(by_step)]
+        for _, step, ts, value in read_points(conn, kid, step_min=step_min,
+                                              step_max=step_max):
+            by_step.setdefault(step, {})[name] = (ts, nan if value is None else value)
+    return [StepRow(step, min(ts for ts, _ in shown.values()),
+                    {name: value for name, (_, value) in shown.items()})
+            for step, shown in sorted(by_step.items())]
 
 
 def events(conn: Connection, run_pk: int) -> list[dict[str, Any]]:
