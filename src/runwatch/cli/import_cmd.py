@@ -26,7 +26,8 @@ from runwatch.store import queries as q
 def import_command(
     source: Annotated[Path, typer.Argument(help="trainer_state.json, metrics.jsonl, a "
                                            "TensorBoard event folder, a CSV of per-step "
-                                           "metrics, or a W&B history export.")],
+                                           "metrics, a W&B history export, or `runwatch "
+                                           "runs metrics -o json` output.")],
     directory: DirOpt = None,
     db: DbOpt = None,
     name: Annotated[str | None, typer.Option("--name", help="Run name (default: from the "
@@ -37,8 +38,8 @@ def import_command(
                                                "their kin the health rules know (ppo, orpo, "
                                                "kto, ...; default: guessed from the metric "
                                                "names).")] = None,
-    kind: Annotated[str, typer.Option("--format", help="auto, trl, jsonl, tensorboard, csv "
-                                      "or wandb.")] = "auto",
+    kind: Annotated[str, typer.Option("--format", help="auto, trl, jsonl, tensorboard, csv, "
+                                      "wandb or runwatch.")] = "auto",
     step_column: Annotated[str | None, typer.Option(
         "--step-column", help="CSV/W&B column holding the step (default: step, global_step, "
         "train/global_step, _step, Step or iteration, else the row number).")] = None,

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runwatch.ingest.importers import csvlog, jsonl, tensorboard, trl, wandb_export
+from runwatch.ingest.importers import (
+    csvlog,
+    jsonl,
+    runwatch_export,
+    tensorboard,
+    trl,
+    wandb_export,
+)
 from runwatch.ingest.importers.common import (
     NOT_METRICS,
     Imported,
@@ -15,7 +22,7 @@ from runwatch.ingest.importers.common import (
     write_run_dir,
 )
 
-FORMATS = ("auto", "trl", "jsonl", "tensorboard", "csv", "wandb")
+FORMATS = ("auto", "trl", "jsonl", "tensorboard", "csv", "wandb", "runwatch")
 
 
 def read_source(source: Path, kind: str = "auto", step_column: str | None = None) -> Imported:
@@ -41,6 +48,8 @@ def _read(source: Path, kind: str, step_column: str | None) -> Imported:
             kind = "tensorboard"
         elif source.suffix in (".csv", ".tsv"):
             kind = "csv"
+        elif source.suffix == ".json" and runwatch_export.looks_like(source):
+            kind = "runwatch"
         elif source.suffix in (".jsonl", ".json") and wandb_export.looks_like(source):
             kind = "wandb"
         elif source.suffix == ".jsonl":
@@ -51,7 +60,7 @@ def _read(source: Path, kind: str, step_column: str | None) -> Imported:
             kind = "tensorboard"
         else:
             raise SourceError(f"cannot tell what {source} is: pass --format "
-                               "trl, jsonl, tensorboard, csv or wandb")
+                               "trl, jsonl, tensorboard, csv, wandb or runwatch")
     if kind == "trl":
         return trl.read(source)
     if kind == "jsonl":
@@ -62,6 +71,8 @@ def _read(source: Path, kind: str, step_column: str | None) -> Imported:
         return csvlog.read(source, step_column)
     if kind == "wandb":
         return wandb_export.read(source, step_column)
+    if kind == "runwatch":
+        return runwatch_export.read(source)
     raise SourceError(f"unknown format {kind!r}: use {', '.join(FORMATS)}")
 
 
