@@ -8,11 +8,9 @@ has), filled with a plain file until the kernel answers ENOSPC.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
-import subprocess
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,37 +22,14 @@ import runwatch
 from runwatch.rundir import format as fmt
 from tests.support import wait_for
 from tests.support.cli import run_cli
-
-DISK_BYTES = 256 * 1024
-BLOCK = 4096  # tmpfs gives a file whole pages: a file's last page has room to append
+from tests.support.disk import BLOCK, fill, small_disk
 
 
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
     """A folder on a fresh 256 KiB filesystem of its own."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES // 1024}k", "tmpfs",
-                           str(mount)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root): {done.stderr.strip()}")
-    try:
+    with small_disk(tmp_path / "disk") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True)
-
-
-def fill(disk: Path) -> Path:
-    """Fill `disk` until writes fail with ENOSPC; the filler file, to free it again."""
-    filler = disk / "filler"
-    with open(filler, "wb", buffering=0) as f:
-        for _ in range(DISK_BYTES // BLOCK + 1):
-            try:
-                f.write(b"\0" * BLOCK)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-                return filler
-    pytest.fail(f"a {DISK_BYTES // 1024} KiB tmpfs took {DISK_BYTES + BLOCK} bytes without ENOSPC")
 
 
 def parsed(path: Path) -> list[dict[str, Any]]:

@@ -17,13 +17,15 @@ from sqlalchemy import Engine
 from runwatch.sdk import Run, init
 from runwatch.server.runner import Runner
 from tests.killed import killed_run, live_process
-from tests.support import cli_here, first_line, http, write_manifest
+from tests.support import cli_here, first_line, http, wait_for, write_manifest
+from tests.support.disk import small_disk
 
 from .webhelpers import (
     chart_points,
     drawn_charts,
     grpo_run,
     open_run,
+    records_lost_run,
     sft_run,
     shot,
     wait_indexed,
@@ -383,3 +385,39 @@ def test_a_run_whose_process_died_shows_process_gone(page: Page, server: Runner,
     expect(page.locator('.run-row:has-text("finished") .status')).to_have_text("Succeeded")
     open_run(page, server.url, "killed")
     expect(page.locator("#run-status")).to_have_text("Running (process gone)")
+
+
+def test_a_run_whose_records_the_disk_refused_shows_records_lost(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """A run recorded on a disk that filled up and stayed full to its end succeeded with
+    records lost: `runwatch runs list` says "SUCCEEDED (records lost)", while the list, the
+    run's header and the run table showed a plain Succeeded."""
+    with small_disk(runs_dir / "disk-full"):
+        lost = records_lost_run(runs_dir, "disk-full")
+        sft_run(runs_dir, "disk-fine", steps=3)
+        wait_indexed(server.url, "disk-fine", 2)
+        with http.client(base_url=server.url, timeout=30) as client:
+            wait_for(lambda: client.get("/api/runs/disk-full").json()["run"]["status"]
+                     == "SUCCEEDED", what="the server to index the run's end")
+        # the CLI's mark, on an index of its own
+        cli_db = str(runs_dir.parent / "cli.db")
+        cli_here("index", str(runs_dir), "--db", cli_db)
+        listed = cli_here("runs", "list", "--dir", str(runs_dir), "--db", cli_db,
+                          env={"COLUMNS": "160"})
+        assert re.search(r"disk-full\W.*SUCCEEDED \(records lost\)", listed.stdout), listed.stdout
+        page.goto(f"{server.url}/runs")
+        expect(page.locator('.run-row:has-text("disk-full") .status')).to_have_text(
+            "Succeeded (records lost)")
+        expect(page.locator('.run-row:has-text("disk-fine") .status')).to_have_text("Succeeded")
+        open_run(page, server.url, "disk-full")
+        expect(page.locator("#run-status")).to_have_text("Succeeded (records lost)")
+        expect(page.locator("#run-reason")).to_have_text(
+            f"{lost} records could not be written: the disk refused them")
+        page.goto(f"{server.url}/table?q=disk-")
+        rows = page.locator("#run-table tbody tr")
+        expect(rows).to_have_count(2)
+        status = '#run-table tr:has-text("{}") td[data-col="status"]'
+        expect(page.locator(status.format("disk-full"))).to_have_text("Succeeded (records lost)")
+        expect(page.locator(status.format("disk-fine"))).to_have_text("Succeeded")
+        shot(page, "records-lost")
+        page.close()

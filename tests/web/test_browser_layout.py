@@ -169,3 +169,45 @@ def test_values_cut_short_show_whole_in_their_tooltip(page: Page, server: Runner
     assert tags == [(tag, tag), (tag, tag)], tags
     assert groups and all(title and text in title for text, title in groups), groups
     shot(page, "table-long-values")
+
+
+def test_the_compare_report_keeps_long_names_and_settings_inside_its_card(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """Two runs of different plans with long names, datasets and config values: the report's
+    run and baseline pickers (as wide as a name, with no tooltip), the message refusing
+    the runs and its table of differences ran past the report's card."""
+    names = [f"{LONG_NAME[:100]}-plan{i}" for i in range(2)]
+    key = f"scheduler_{LONG_NAME}"
+    for i, name in enumerate(names):
+        run = init(name=name, dir=runs_dir, method="sft", base_model="tiny",
+                   dataset=f"data-{LONG_NAME}-{i}",
+                   config={"optim": {key: f"value-{LONG_NAME}-{i}"}})
+        for step in range(5):
+            run.log({"loss": 1.0 / (step + 1 + i)}, step=step)
+        run.finish("SUCCEEDED")
+        wait_indexed(server.url, name, 4)
+    page.set_viewport_size({"width": 1000, "height": 1000})
+    page.goto(f"{server.url}/compare?run={names[0]}&run={names[1]}")
+    expect(page.locator("#compare-report-body")).to_have_attribute("data-status", "200")
+    refused = page.locator("#compare-refused")
+    expect(refused).to_contain_text(f"Runs {names[1]} and {names[0]} follow different plans")
+    card = page.locator("#compare-report").bounding_box()
+    assert card is not None
+    for part in ("#compare-subject", "#compare-baseline", "#compare-refused",
+                 "#compare-differences"):
+        box = page.locator(part).bounding_box()
+        assert box is not None, part
+        assert card["x"] <= box["x"] and box["x"] + box["width"] <= card["x"] + card["width"] + 1, \
+            (part, box, card)
+    # the message and the differences wrap: shown whole, the values' differing ends too
+    assert cut_short(page, "#compare-refused, #compare-differences td") == []
+    expect(page.locator("#compare-differences td", has_text=f"value-{LONG_NAME}-1")).to_have_text(
+        f"value-{LONG_NAME}-1")
+    # a picker cuts its run's name short: its tooltip holds it whole, and follows a new pick
+    subject, baseline = page.locator("#compare-subject"), page.locator("#compare-baseline")
+    expect(subject).to_have_attribute("title", names[1])
+    expect(baseline).to_have_attribute("title", names[0])
+    assert past_the_edge(page)[0] == 0, past_the_edge(page)
+    shot(page, "compare-report-long-names")
+    baseline.select_option(label=names[1])
+    expect(baseline).to_have_attribute("title", names[1])

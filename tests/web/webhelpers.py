@@ -6,6 +6,7 @@ import math
 import re
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,9 +14,11 @@ from pathlib import Path
 from playwright.sync_api import Browser, ConsoleMessage, FloatRect, Locator, Page, expect
 from sqlalchemy import Engine
 
+from runwatch.rundir import format as fmt
 from runwatch.sdk import Run, init
 from runwatch.store import jobs as store_jobs
 from tests.support import http, wait_for
+from tests.support.disk import fill
 
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = REPO / "test-output"
@@ -84,6 +87,27 @@ def wait_indexed(base_url: str, name: str, last_step: int, samples: int = 0) -> 
 
         wait_for(indexed, what=f"the server to index run {name!r} up to step {last_step} "
                  f"with {samples} sample files")
+
+
+def records_lost_run(runs_dir: Path, name: str) -> int:
+    """A run recorded for real into a folder on a small disk that fills up while it logs
+    and stays full to its end: the SDK's final SUCCEEDED event counts the records the disk
+    refused in its reason. The run folder must be `small_disk`'s; returns the count."""
+    run = init(name=name, dir=runs_dir, method="sft", base_model="tiny", dataset="arith",
+               flush_interval=0.05)
+    assert isinstance(run, Run)
+    run.log({"loss": 1.0}, step=0)
+    run._writer.flush_now()
+    wait_for(lambda: (runs_dir / name / fmt.METRICS).exists(), what="the first record on disk")
+    filler = fill(runs_dir / name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the SDK warns of each write the disk refused
+        for step in range(1, 1000):
+            run.log({"loss": 0.5, "pad": float(step)}, step=step)
+        run.finish()
+    filler.unlink()  # the run folder as the SDK left it
+    assert run.dropped_lines > 0
+    return run.dropped_lines
 
 
 def chart_points(page: Page, chart: str) -> int:

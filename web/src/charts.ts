@@ -1,7 +1,9 @@
 // The charts section of a run: resolves which charts to draw from the run's metric keys
 // (the specs' charts, the keys the metric picker added, the metrics a health finding names),
 // loads them with one downsampled request, applies live points, and keeps each chart's
-// settings (log scale, smoothing, x axis) and the run's chart set in localStorage.
+// settings (log scale, smoothing, x axis) and the run's chart set in localStorage. A read
+// the server does not answer (it is down) is said above the charts and made again every
+// 2 s until it answers (retry.ts): a chart whose series were not read is read by it.
 
 import { chartSelectors, getJSON, type KeySelectors } from "./api";
 import "./charts.css";
@@ -11,6 +13,7 @@ import { ChartView, X_LABELS, fitCharts, type XMode } from "./chartview";
 import { clear, FailureLine, h, MARKS, painted } from "./dom";
 import { downloadCsv, downloadPng, seriesTable } from "./export";
 import { MetricPicker, type PickerKey } from "./picker";
+import { Reads } from "./retry";
 import type { Finding, MetricKey, PointsEvent, SeriesResponse } from "./types";
 
 import { MAX_POINTS, pointBudget } from "./early";
@@ -115,6 +118,7 @@ interface ChartDef {
 interface Chart {
   def: ChartDef;
   view: ChartView;
+  x: XMode; // the x axis its settings ask for (the view shows it once it is read)
   card: HTMLElement;
   reset: HTMLButtonElement;
   smoothing: HTMLInputElement;
@@ -143,6 +147,10 @@ export class ChartsPanel {
   private preloaded: SeriesResponse["series"] | null = null;
   // a chart's read that failed (a zoom, a new chart, an export while the server is down)
   private failure = new FailureLine("charts-error", "A chart could not be read.");
+  // the charts' reads ("build", "window:<chart id>"), each made again while it fails
+  private reads = new Reads();
+  // the charts made whose series are not read yet: each build reads them (a failed one, again)
+  private unread = new Set<Chart>();
 
   constructor(private readonly runId: string) {
     this.stored = loadStored(runId);
@@ -230,16 +238,20 @@ export class ChartsPanel {
       if (old && old.view.keys.join("\n") === def.lines.map((l) => l.key).join("\n")) continue;
       const c = this.chart(def);
       if (old) {
+        this.unread.delete(old);
         old.view.dispose();
         old.card.replaceWith(c.card);
       } else {
         this.groupEl(def.group).appendChild(c.card);
       }
       this.charts.set(def.id, c);
+      this.unread.add(c);
       created.push(c);
     }
     this.updatePicker();
-    if (!created.length) {
+    // the charts made now, and those made before whose read failed
+    const unread = [...this.charts.values()].filter((c) => this.unread.has(c));
+    if (!unread.length) {
       if (!this.charts.size) {
         const note = this.knownKeys.size ? "No charts: add one with + Add chart, or go back to the default charts there." : "No metrics logged yet.";
         this.grid.replaceChildren(h("p", { class: "muted empty" }, note));
@@ -249,18 +261,20 @@ export class ChartsPanel {
     this.grid.querySelector(".empty, .loading")?.remove();
     // the new charts were made in boxes not yet on the page: size them all at once
     fitCharts(created.map((c) => c.view));
-    if (created.some((c) => this.settings(c.def.id).x === "tokens")) await this.loadTokens();
-    for (const c of created) {
+    if (unread.some((c) => c.x === "tokens")) await this.loadTokens();
+    for (const c of unread) {
       if (c.view.x === "tokens") c.view.setX("tokens", this.tokens?.axis ?? null);
     }
     // one request for the charts on a step axis, one for those that need each point's time
     const loads = [false, true].map(async (time) => {
-      const batch = created.filter((c) => c.view.needsTime === time);
+      const batch = unread.filter((c) => c.view.needsTime === time);
       if (!batch.length) return;
       const keys = batch.flatMap((c) => c.view.keys);
       const series = (!time && this.takePreloaded(keys)) || (await getJSON<SeriesResponse>(seriesPath([this.runId], keys, null, this.budget(batch[0].view), time))).series;
       if (this.disposed) return;
       for (const c of batch) {
+        // removed, or read by another build or its window's read, meanwhile
+        if (!this.unread.delete(c)) continue;
         c.view.setFindings(this.findings, false);
         c.view.setSeries(series, true);
       }
@@ -286,12 +300,15 @@ export class ChartsPanel {
     return keys.every((k) => held.has(k)) ? series : null;
   }
 
-  /** Say a failed read of `work` above the charts, until one succeeds. */
-  private settle(work: Promise<unknown>): void {
-    work.then(
-      () => this.failure.clear(),
-      (e: unknown) => this.failure.show(e),
-    );
+  /** Build the charts (see `build`); a build the server does not answer is made again. */
+  private loadCharts(): Promise<void> {
+    return this.reads.read("build", { work: () => this.build(), line: this.failure });
+  }
+
+  /** Read the window chart `c` shows now on the x axis it asks for; a read the server does
+   * not answer is made again (a later zoom or x axis takes its place). */
+  private readWindow(c: Chart): void {
+    void this.reads.read(`window:${c.def.id}`, { work: () => this.loadWindow(c), line: this.failure });
   }
 
   private settings(id: string): ChartSettings {
@@ -343,12 +360,15 @@ export class ChartsPanel {
       box,
     );
     // a tokens axis is set (with build's loadTokens) before the series arrive
-    const view = new ChartView(box, def.lines, log.checked, smoothing, (range) => this.settle(this.zoom(c, range)), { legend: def.legend, x });
-    const c: Chart = { def, view, card, reset, smoothing: slider, smoothingShown, request: 0 };
+    const view = new ChartView(box, def.lines, log.checked, smoothing, (range) => {
+      c.reset.hidden = range === null;
+      this.readWindow(c);
+    }, { legend: def.legend, x });
+    const c: Chart = { def, view, x, card, reset, smoothing: slider, smoothingShown, request: 0 };
     gear.addEventListener("click", () => (settings.hidden = !settings.hidden));
     reset.addEventListener("click", () => c.view.resetZoom());
     remove.addEventListener("click", () => this.remove(c));
-    csv.addEventListener("click", () => this.settle(this.exportCsv(c)));
+    csv.addEventListener("click", () => void this.reads.read(null, { work: () => this.exportCsv(c), line: this.failure, what: "The chart's CSV could not be read." }));
     png.addEventListener("click", () => downloadPng(`${this.fileStem(c)}.png`, c.view));
     log.addEventListener("change", () => {
       this.setting(def.id, { log: log.checked });
@@ -358,7 +378,11 @@ export class ChartsPanel {
       this.setting(def.id, { smoothing: Number(slider.value) });
       this.applySmoothing(c, Number(slider.value));
     });
-    xSelect.addEventListener("change", () => this.settle(this.changeX(c, xSelect.value as XMode)));
+    xSelect.addEventListener("change", () => {
+      c.x = xSelect.value as XMode;
+      this.setting(def.id, { x: c.x });
+      this.readWindow(c);
+    });
     return c;
   }
 
@@ -368,13 +392,22 @@ export class ChartsPanel {
     c.view.setSmoothing(weight);
   }
 
-  private async changeX(c: Chart, mode: XMode): Promise<void> {
-    this.setting(c.def.id, { x: mode });
-    if (mode === "tokens") await this.loadTokens();
-    if (this.disposed) return;
-    c.view.setX(mode, this.tokens?.axis ?? null);
-    c.reset.hidden = true;
-    await this.zoom(c, null);
+  /** The chart's series over the window it shows (zoomed, or the whole run), on the x axis
+   * it asks for: a new x axis (its tokens read first) shows the whole run. */
+  private async loadWindow(c: Chart): Promise<void> {
+    if (c.x === "tokens") await this.loadTokens();
+    // removed or made again meanwhile: nothing to read for it
+    if (this.disposed || this.charts.get(c.def.id) !== c) return;
+    if (c.view.x !== c.x) {
+      c.view.setX(c.x, this.tokens?.axis ?? null);
+      c.reset.hidden = true;
+    }
+    // a later read of the chart (a zoom, an x axis) drops this one's answer
+    const request = ++c.request;
+    const resp = await getJSON<SeriesResponse>(seriesPath([this.runId], c.view.keys, c.view.zoomed, this.budget(c.view), c.view.needsTime));
+    if (this.disposed || request !== c.request) return;
+    // a chart whose build did not read it is read now: the next build leaves it
+    c.view.setSeries(resp.series, this.unread.delete(c));
   }
 
   private fileStem(c: Chart): string {
@@ -392,6 +425,7 @@ export class ChartsPanel {
   private loadTokens(): Promise<void> {
     const key = findKey(this.knownKeys, "tokens");
     if (!key) return Promise.resolve();
+    // a read that failed is made again at the next call
     this.tokensLoading ??= (async () => {
       const resp = await getJSON<SeriesResponse>(seriesPath([this.runId], [key], null, EXPORT_POINTS, false));
       const s = resp.series[0];
@@ -407,7 +441,10 @@ export class ChartsPanel {
         total.push(sum);
       });
       this.tokens = { key, axis: { steps: s.step.slice(), total }, runningTotal };
-    })();
+    })().catch((e: unknown) => {
+      this.tokensLoading = null;
+      throw e;
+    });
     return this.tokensLoading;
   }
 
@@ -430,18 +467,11 @@ export class ChartsPanel {
     return el.querySelector(".chart-row") as HTMLElement;
   }
 
-  private async zoom(c: Chart, range: { lo: number; hi: number } | null): Promise<void> {
-    c.reset.hidden = range === null;
-    const request = ++c.request;
-    const resp = await getJSON<SeriesResponse>(seriesPath([this.runId], c.view.keys, range, this.budget(c.view), c.view.needsTime));
-    if (!this.disposed && request === c.request) c.view.setSeries(resp.series);
-  }
-
   private pick(key: string): void {
     if (!this.stored.added.includes(key)) this.stored.added.push(key);
     this.stored.removed = this.stored.removed.filter((id) => id !== `key:${key}`);
     this.save();
-    this.settle(this.build().then(() => this.charts.get(`key:${key}`)?.card.scrollIntoView({ block: "nearest" })));
+    void this.loadCharts().then(() => this.charts.get(`key:${key}`)?.card.scrollIntoView({ block: "nearest" }));
   }
 
   private remove(c: Chart): void {
@@ -450,10 +480,11 @@ export class ChartsPanel {
     if (!this.stored.removed.includes(c.def.id)) this.stored.removed.push(c.def.id);
     this.save();
     this.drop(c);
-    this.settle(this.build()); // the last chart gone says so
+    void this.loadCharts(); // the last chart gone says so
   }
 
   private drop(c: Chart): void {
+    this.unread.delete(c);
     c.view.dispose();
     const group = c.card.closest<HTMLElement>(".chart-group");
     c.card.remove();
@@ -465,7 +496,7 @@ export class ChartsPanel {
     localStorage.removeItem(CHARTS_KEY + this.runId);
     this.stored = { added: [], removed: [], settings: {} };
     for (const c of [...this.charts.values()]) this.drop(c);
-    this.settle(this.build());
+    void this.loadCharts();
   }
 
   private updatePicker(): void {
@@ -488,7 +519,7 @@ export class ChartsPanel {
         if (c.view.keys.includes(key)) c.view.append(key, ev.step, value, undefined, now);
       }
     }
-    if (fresh) this.settle(this.build());
+    if (fresh) void this.loadCharts();
   }
 
   private growTokens(step: number, value: number): void {
@@ -505,7 +536,7 @@ export class ChartsPanel {
   setFindings(findings: Finding[]): void {
     this.findings = findings;
     for (const c of this.charts.values()) c.view.setFindings(findings);
-    if (this.flag()) this.settle(this.build());
+    if (this.flag()) void this.loadCharts();
   }
 
   /** Add to `flagged` the first logged key of each finding no chart shows; true if any. */
@@ -526,6 +557,7 @@ export class ChartsPanel {
 
   dispose(): void {
     this.disposed = true;
+    this.reads.dispose();
     this.resizeObserver.disconnect();
     for (const c of this.charts.values()) c.view.dispose();
     this.charts.clear();

@@ -2,9 +2,10 @@
 // the runs overlaid on the same charts, fetched in one series request so that every run
 // shares the server's bucket edges (in groups of whole charts past the server's limit);
 // the `runs compare` report of one run against a baseline; and a table of their settings
-// with the differences marked. Runs that are still going are read again every POLL_MS:
-// their new points are appended to the charts. A read that fails (the server down) is said
-// in its card and made again at each poll until the server answers.
+// with the differences marked. Runs that are still going are read again every 2 s
+// (READ_AGAIN_MS): their new points are appended to the charts. A read that fails (the
+// server down) is said in its card and made again at each poll until the server answers
+// (retry.ts).
 
 import "./compare.css";
 import { ApiError, chartSelectors, getJSON, getOverlay, overlayPath, plainError, runPath, type Overlay } from "./api";
@@ -21,6 +22,7 @@ import { downloadCsv, downloadPng, seriesTable } from "./export";
 import { statusClass, statusText } from "./format";
 import { TERMINAL_PHASES } from "./format.gen";
 import { MetricPicker } from "./picker";
+import { Reads } from "./retry";
 import type { MetricKey, MetricKeys, RunDetail, RunList, RunSummary, SeriesData, SeriesResponse } from "./types";
 
 export function writeCompareState(s: CompareState, p: URLSearchParams): void {
@@ -32,9 +34,6 @@ export function writeCompareState(s: CompareState, p: URLSearchParams): void {
   if (s.onlyDiff) p.set("only_diff", "1");
 }
 
-const POLL_MS = 2000;
-// what a failed read that is made again at each poll says after its error
-const READ_AGAIN = `The page reads it again every ${POLL_MS / 1000} s, and shows it once the server answers.`;
 // points per series of a chart's CSV: the server's most
 const EXPORT_POINTS = 20_000;
 // polls of a run after it ended: its last points may be indexed after its end
@@ -76,14 +75,12 @@ export class CompareView {
   private resizeObserver: ResizeObserver;
   private config: ConfigTable;
   private report: CompareReportPanel;
-  private timer: number | undefined;
-  private ticking = false;
   private disposed = false;
-  // the reads that failed (the server down), by what they read ("build", "zoom:<chart id>",
-  // "report", "poll"), each made again at the next poll and said in its card's line
-  private retries = new Map<string, { work: () => Promise<void>; line: FailureLine }>();
   // a read of the charts that failed: a zoom, a chart added, new points, an export
   private failure = new FailureLine("compare-charts-error", "A chart could not be read.");
+  // the view's reads ("build", "zoom:<chart id>", "report", "settings"), each made again
+  // every 2 s while it fails, in one turn with the poll of the runs still going
+  private reads = new Reads({ work: () => this.poll(), line: this.failure, wanted: () => this.runs.some((r) => r.pollsLeft > 0) });
   // the whole series the runs were read with (GET /api/overlay), for the first charts
   private preloaded: SeriesData[] | null = null;
   // the drawing of charts held back out of the window (drawLater)
@@ -161,43 +158,32 @@ export class CompareView {
     if (this.disposed) return;
     this.report.show(this.runs.map((r) => r.run), baseline ?? null, subject ?? null, this.state.acrossPlans);
     void this.loadReport();
-    void this.showSettings();
+    void this.loadSettings();
     this.el.dataset.loaded = "true";
-    this.schedulePoll();
+    this.reads.wake();
   }
 
   private loadReport(): Promise<void> {
-    return this.read("report", () => this.report.load(), this.report.failure);
+    return this.reads.read("report", { work: () => this.report.load(), line: this.report.failure });
   }
 
-  /**
-   * Make the read `work`, and where the server does not answer it, say so in `line` (the
-   * card it reads for; `what` says what failed, the line's own by default). A read under a
-   * `key` is then made again at each poll until it answers (a later read under the same key
-   * takes its place); one without (an export, which a click makes again) is not. The line
-   * goes once a read answers and none of its card's is left to make again. Only the
-   * server's failures (ApiError) are caught: any other is the page's own, left uncaught.
-   */
-  private async read(key: string | null, work: () => Promise<void>, line = this.failure, what?: string): Promise<void> {
-    if (key) this.retries.delete(key);
-    try {
-      await work();
-    } catch (e) {
-      if (!(e instanceof ApiError)) throw e;
-      if (this.disposed) return;
-      if (key) this.retries.set(key, { work, line });
-      line.show(e, key ? READ_AGAIN : "", what);
-      this.schedulePoll();
-      return;
-    }
-    if (![...this.retries.values()].some((r) => r.line === line)) line.clear();
+  private loadSettings(): Promise<void> {
+    return this.reads.read("settings", {
+      work: () => this.showSettings(),
+      line: this.config.failure,
+      what: () => `The settings of ${listed(this.config.unread)} could not be read.`,
+    });
   }
 
-  /** The settings table, once every run's detail is read (those that fail are left out). */
+  /** The settings table of the runs whose detail is read; it names the others (a read that
+   * failed: its error is thrown, and the read is made again). */
   private async showSettings(): Promise<void> {
     const details = await Promise.allSettled(this.runs.map((r) => r.detail()));
     if (this.disposed) return;
-    this.config.show(details.flatMap((d) => (d.status === "fulfilled" ? [d.value] : [])));
+    const unread = this.runs.filter((_, i) => details[i].status === "rejected").map((r) => r.run.name);
+    this.config.show(details.flatMap((d) => (d.status === "fulfilled" ? [d.value] : [])), unread);
+    const failed = details.find((d) => d.status === "rejected");
+    if (failed) throw failed.reason;
   }
 
   /** The run id of a run named in the URL (by id or name), if it is compared. */
@@ -325,7 +311,7 @@ export class CompareView {
 
   /** Create the charts whose lines changed (all at first) and load them in one request. */
   private async buildCharts(): Promise<void> {
-    await this.read("build", () => this.buildViews());
+    await this.reads.read("build", { work: () => this.buildViews(), line: this.failure });
     this.showKeyChoices();
   }
 
@@ -476,7 +462,7 @@ export class CompareView {
     const buttons = [reset, csv, png];
     const stem = `compare-${chart.id.replace(/[^A-Za-z0-9._-]+/g, "_")}`;
     reset.addEventListener("click", () => this.views.get(chart.id)?.resetZoom());
-    csv.addEventListener("click", () => void this.read(null, () => this.exportCsv(chart.id, `${stem}.csv`), this.failure, "The chart's CSV could not be read."));
+    csv.addEventListener("click", () => void this.reads.read(null, { work: () => this.exportCsv(chart.id, `${stem}.csv`), line: this.failure, what: "The chart's CSV could not be read." }));
     png.addEventListener("click", () => {
       const view = this.views.get(chart.id);
       if (view) downloadPng(`${stem}.png`, view);
@@ -554,7 +540,7 @@ export class CompareView {
   private zoom(id: string, view: ChartView, range: { lo: number; hi: number } | null): void {
     const reset = view.el.parentElement?.querySelector<HTMLElement>(".chart-reset");
     if (reset) reset.hidden = range === null;
-    void this.read(`zoom:${id}`, () => this.loadWindow(id));
+    void this.reads.read(`zoom:${id}`, { work: () => this.loadWindow(id), line: this.failure });
   }
 
   /** A chart's series over the window it shows now (zoomed, or the whole runs). */
@@ -575,31 +561,9 @@ export class CompareView {
     if (TERMINAL_PHASES.includes(run.status)) r.pollsLeft = Math.min(r.pollsLeft, POLLS_AFTER_END);
     else if (r.pollsLeft <= 0) {
       r.pollsLeft = Infinity;
-      this.schedulePoll();
+      this.reads.wake();
     }
     this.showChips();
-  }
-
-  /** Poll in POLL_MS (unless a poll is under way or due) while a run is still going or a
-   * read that failed is left to make again. */
-  private schedulePoll(): void {
-    if (this.disposed || this.ticking || this.timer !== undefined) return;
-    if (!this.runs.some((r) => r.pollsLeft > 0) && !this.retries.size) return;
-    this.timer = window.setTimeout(() => {
-      this.timer = undefined;
-      this.ticking = true;
-      void this.tick().finally(() => {
-        this.ticking = false;
-        this.schedulePoll();
-      });
-    }, POLL_MS);
-  }
-
-  /** Make again the reads that failed, and read the runs still going. */
-  private async tick(): Promise<void> {
-    const reads = new Map(this.retries);
-    if (this.runs.some((r) => r.pollsLeft > 0)) reads.set("poll", { work: () => this.poll(), line: this.failure });
-    await Promise.all([...reads].map(([key, r]) => this.read(key, r.work, r.line)));
   }
 
   /**
@@ -659,8 +623,7 @@ export class CompareView {
   dispose(): void {
     this.disposed = true;
     this.stopLater();
-    window.clearTimeout(this.timer);
-    this.retries.clear();
+    this.reads.dispose();
     this.resizeObserver.disconnect();
     for (const v of this.views.values()) v.dispose();
     this.views.clear();
@@ -692,10 +655,20 @@ function nextTask(fn: () => void): () => void {
   };
 }
 
-/** A run's detail, asked for on first use (see fetchRun). */
+/** A run's detail, asked for on first use (see fetchRun); a read that failed is made again
+ * at the next use. */
 function lazyDetail(ident: string): () => Promise<RunDetail> {
   let asked: Promise<RunDetail> | null = null;
-  return () => (asked ??= getJSON<RunDetail>(runPath(ident)));
+  return () =>
+    (asked ??= getJSON<RunDetail>(runPath(ident)).catch((e: unknown) => {
+      asked = null;
+      throw e;
+    }));
+}
+
+/** "a", "a and b", "a, b and c". */
+function listed(names: string[]): string {
+  return names.length > 1 ? `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}` : (names[0] ?? "");
 }
 
 function compared(ident: string, run: RunSummary, keys: MetricKey[], detail: () => Promise<RunDetail>): Compared {

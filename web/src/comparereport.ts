@@ -3,7 +3,9 @@
 // the first full window past the margin, and how the runs divide their sequences per
 // update. Runs whose plans differ are refused with the differences listed, unless
 // "Compare across plans" is ticked. A report the server did not answer is said in the
-// card's failure line; the compare view asks for it again (see CompareView.read).
+// card's failure line; the compare view asks for it again (retry.ts). Long run names and
+// settings stay inside the card (compare.css): a picker cuts its run's name short and holds
+// it in its tooltip; the message and the differences wrap.
 
 import { plainError, query, send } from "./api";
 import { FailureLine, h } from "./dom";
@@ -26,7 +28,7 @@ function differencesTable(diffs: PlanDifference[], id: string): HTMLElement {
   const cell = (v: unknown) => h("td", {}, v === null || v === undefined ? "—" : typeof v === "string" ? v : JSON.stringify(v));
   return h(
     "table",
-    { class: "table", id },
+    { class: "table plan-differences", id },
     h("thead", {}, h("tr", {}, h("th", {}, "Setting"), h("th", {}, "Run"), h("th", {}, "Baseline"))),
     h("tbody", {}, ...diffs.map((d) => h("tr", { class: "diff" }, h("td", { class: "mono" }, d.field), cell(d.run), cell(d.baseline)))),
   );
@@ -43,7 +45,10 @@ export class CompareReportPanel {
 
   /** `onChange` is told of a run, baseline or across-plans picked: it loads the report. */
   constructor(private readonly onChange: (baseline: string, subject: string, acrossPlans: boolean) => void) {
-    const changed = () => this.onChange(this.baseline.value, this.subject.value, this.across.checked);
+    const changed = () => {
+      this.showPicks();
+      this.onChange(this.baseline.value, this.subject.value, this.across.checked);
+    };
     for (const el of [this.subject, this.baseline, this.across]) el.addEventListener("change", changed);
     this.el = h(
       "section",
@@ -61,12 +66,18 @@ export class CompareReportPanel {
 
   /** The runs to pick from, and the picks; `load` reads the report. */
   show(runs: RunSummary[], baseline: string | null, subject: string | null, acrossPlans: boolean): void {
-    const options = () => runs.map((r) => h("option", { value: r.run_id }, r.name));
+    const options = () => runs.map((r) => h("option", { value: r.run_id, title: r.name }, r.name));
     this.subject.replaceChildren(...options());
     this.baseline.replaceChildren(...options());
     if (subject) this.subject.value = subject;
     if (baseline) this.baseline.value = baseline;
     this.across.checked = acrossPlans;
+    this.showPicks();
+  }
+
+  /** Each picker's tooltip names its run whole: a long name is cut short in it. */
+  private showPicks(): void {
+    for (const select of [this.subject, this.baseline]) select.title = select.selectedOptions[0]?.text ?? "";
   }
 
   /** Read the report of the runs picked, and show it. Throws (an ApiError) where the server

@@ -1,9 +1,11 @@
 // The settings of compared runs side by side: a row per setting (the run's own fields,
 // then its config flattened to dotted keys), a column per run. A row whose values differ
 // between the runs has class `diff`; "Only differences" hides the others. A cell cuts a long
-// value short (compare.css), so each holds its whole value in its tooltip.
+// value short (compare.css), so each holds its whole value in its tooltip. A run whose
+// settings could not be read is named in the card's failure line (the compare view reads
+// them again).
 
-import { h } from "./dom";
+import { FailureLine, h } from "./dom";
 import type { RunDetail, RunSummary } from "./types";
 
 const FIELDS: [string, (r: RunSummary) => string | null][] = [
@@ -32,6 +34,9 @@ export class ConfigTable {
   private table = h("table", { class: "table config-table", id: "compare-config" });
   private count = h("span", { class: "muted", id: "compare-config-count" });
   private onlyDiff: HTMLInputElement;
+  readonly failure = new FailureLine("compare-config-error", "Some runs' settings could not be read.");
+  /** The names of the runs left out of the table: their settings could not be read. */
+  unread: string[] = [];
 
   constructor(onlyDiff: boolean, onToggle: (onlyDiff: boolean) => void) {
     this.onlyDiff = h("input", { type: "checkbox", id: "compare-only-diff" });
@@ -45,11 +50,14 @@ export class ConfigTable {
       "section",
       { class: "card", id: "compare-settings" },
       h("div", { class: "card-head" }, h("h3", {}, "Settings"), this.count, h("label", { class: "smoothing" }, this.onlyDiff, "Only differences")),
+      this.failure.el,
       h("div", { class: "table-wrap" }, this.table),
     );
   }
 
-  show(runs: RunDetail[]): void {
+  /** The settings of `runs` side by side; `unread` names the runs left out (see `failure`). */
+  show(runs: RunDetail[], unread: string[] = []): void {
+    this.unread = unread;
     const values = runs.map((d) => {
       const m = new Map<string, string>();
       for (const [name, get] of FIELDS) {

@@ -1,5 +1,6 @@
 // Formatting of numbers, durations, timestamps and statuses for display.
 
+import { RECORDS_LOST } from "./format.gen";
 import type { RunSummary } from "./types";
 
 export function fmtNum(v: number | null | undefined, digits = 4): string {
@@ -36,9 +37,12 @@ export function liveDuration(run: RunSummary, receivedAt: number): number | null
   return run.duration_s + Math.max(0, Date.now() - receivedAt) / 1000;
 }
 
-/** The status as a label, with "(process gone)" when the run's process has died. */
+
+/** The status as a label, with "(process gone)" when the run's process has died and
+ * "(records lost)" when the disk refused some of its records, as `runwatch runs list`
+ * shows it. */
 export function statusText(run: RunSummary): string {
-  return statusLabel(run.status) + (run.process_gone ? " (process gone)" : "");
+  return statusLabel(run.status) + (run.process_gone ? " (process gone)" : "") + (run.reason?.includes(RECORDS_LOST) ? " (records lost)" : "");
 }
 
 export function fmtTime(ts: string | null | undefined): string {

@@ -162,7 +162,10 @@ def typescript() -> str:
             f"export const TERMINAL_PHASES: readonly string[] = "
             f"{json.dumps(sorted(TERMINAL_PHASES))};\n"
             f"export const ACTIVE_PHASES: readonly string[] = "
-            f"{json.dumps(sorted(ACTIVE_PHASES))};\n")
+            f"{json.dumps(sorted(ACTIVE_PHASES))};\n"
+            "\n// The reason the SDK's final event holds when the disk refused records to the "
+            "run's end.\n"
+            f"export const RECORDS_LOST = {json.dumps(RECORDS_LOST)};\n")
 
 
 def sample_file_name(step: int, split: str, kind: str = "completions") -> str:
