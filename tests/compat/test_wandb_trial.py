@@ -178,3 +178,64 @@ def test_each_data_type_has_its_w_and_b_name() -> None:
                  "ImageMask", "Molecule", "Object3D", "Plotly", "Settings", "Video"):
         assert getattr(wandb, name).__name__ == name
         assert isinstance(getattr(wandb, name)(1, x=2), wandb_ignored.DataType)
+
+
+PLOTS = {"line": 'wandb.plot.line(table, "x", "y", title="loss")',
+         "scatter": 'wandb.plot.scatter(table, "x", "y")',
+         "bar": 'wandb.plot.bar(table, "x", "y")',
+         "histogram": 'wandb.plot.histogram(table, "y")',
+         "confusion": 'wandb.plot.confusion_matrix(y_true=[0, 1], preds=[0, 0], '
+                      'class_names=["a", "b"])',
+         "pr": "wandb.plot.pr_curve([0, 1], [[0.9, 0.1], [0.2, 0.8]])",
+         "roc": "wandb.plot.roc_curve([0, 1], [[0.9, 0.1], [0.2, 0.8]], labels=['a', 'b'])",
+         "series": 'wandb.plot.line_series(xs=[0, 1], ys=[[1, 2]], keys=["a"], title="s")'}
+
+
+def test_wandb_plot_charts_are_skipped_and_the_rest_of_their_row_is_recorded(
+        tmp_path: Path) -> None:
+    charts = ",\n".join(f'            "{key}": {call}' for key, call in PLOTS.items())
+    path = script(tmp_path, f"""
+        wandb.init(name="charts")
+        table = wandb.Table(columns=["x", "y"], data=[[0, 1.0], [1, 0.5]])
+        for step in range(2):
+            wandb.log({{"loss": 1 / (step + 1),
+{charts}}})
+        wandb.log({{"custom": wandb.plot_table("wandb/line/v0", table, {{"x": "x"}})}})
+        wandb.finish()
+    """)
+    proc = run_script(path, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert read(tmp_path, "get", "charts")["run"]["status"] == "SUCCEEDED"
+    assert metrics(tmp_path, "charts") == {0: {"loss": 1.0}, 1: {"loss": 0.5}}
+    # One warning a key, as for W&B's other data types: runwatch charts every metric itself.
+    for key in (*PLOTS, "custom"):
+        assert proc.stderr.count(f"{key!r}: runwatch records numbers and Tables; a "
+                                 "CustomChart is not recorded") == 1, proc.stderr[-3000:]
+
+
+def test_wandb_api_and_sweeps_say_what_to_use_instead_when_used(tmp_path: Path) -> None:
+    path = script(tmp_path, """
+        api_type = wandb.Api  # named (in a type hint, say) without a word
+        wandb.init(name="api")
+        for call in (lambda: wandb.Api(timeout=19),
+                     lambda: wandb.sweep({"method": "grid"}, project="p"),
+                     lambda: wandb.agent("sweep-id", function=print, count=1)):
+            try:
+                call()
+            except wandb.Error as exc:
+                print("REFUSED", exc)
+        wandb.log({"a": 1})
+        wandb.finish()
+    """)
+    proc = run_script(path, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    api, sweep, agent = [line for line in proc.stdout.splitlines()
+                         if line.startswith("REFUSED")]
+    assert "runwatch provides no wandb.Api()" in api
+    for way in ("runwatch runs list", "runwatch runs metrics RUN -o json", "GET /api/runs",
+                "docs/api.md"):
+        assert way in api
+    assert sweep == agent.replace("wandb.agent()", "wandb.sweep()")
+    assert "runwatch provides no sweeps, so wandb.sweep() cannot run" in sweep
+    assert "runwatch submit" in sweep and "group=" in sweep
+    assert metrics(tmp_path, "api") == {0: {"a": 1.0}}  # the run went on

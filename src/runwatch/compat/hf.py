@@ -6,7 +6,8 @@ Metric keys are kept as the trainer logs them (`loss`, `grad_norm`, `eval_loss`,
 canonical roles when the run is read. The totals the Trainer logs once at the end
 (`train_runtime`, `train_loss`, …) go to the manifest's `summary`, as W&B's callback
 puts them in its run summary. A run whose training raises is ended by the SDK's exit
-hook: FAILED, with the exception in logs.jsonl.
+hook: FAILED, with the exception in logs.jsonl. The completions TRL's GRPOTrainer keeps
+with `log_completions=True` are the run's samples (runwatch.compat.trl_completions).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from runwatch.compat.trl_completions import CompletionFiles
 from runwatch.rundir import format as fmt
 from runwatch.sdk import NullRun, Run, init
 
@@ -64,6 +66,7 @@ class RunwatchCallback(TrainerCallback):
             "method": method, "base_model": base_model, "dataset": dataset}
         self.run: Run | NullRun = NullRun()
         self._after_end = False  # the run was resumed for logs after train end
+        self._completions: CompletionFiles | None = None  # TRL's, with log_completions
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState,
                        control: TrainerControl, model: Any = None, **kwargs: Any) -> None:
@@ -80,11 +83,24 @@ class RunwatchCallback(TrainerCallback):
         resume = state.global_step > 0 and described["name"] is not None
         self.run = init(config=trainer_config(args, model), trainer=_trainer_name(args),
                         resume=resume, **described)
+        self._completions = None
+        if getattr(args, "log_completions", False) and args.output_dir:
+            self._completions = CompletionFiles(args.output_dir,
+                                                getattr(args, "num_generations", None),
+                                                getattr(args, "reward_weights", None))
+
+    def on_step_begin(self, args: TrainingArguments, state: TrainerState,
+                      control: TrainerControl, **kwargs: Any) -> None:
+        self._take_completions(state)
 
     def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not logs or not self._recording():
             return
+        if self._completions is not None:
+            self._completions.note_metrics(logs)
+            # an evaluation's log comes before it writes its file: the one there is training's
+            self._take_completions(state)
         metrics: dict[str, float] = {}
         summary: dict[str, float] = {}
         for key, value in logs.items():
@@ -113,8 +129,13 @@ class RunwatchCallback(TrainerCallback):
         self._after_end = True
         return True
 
+    def on_evaluate(self, args: TrainingArguments, state: TrainerState,
+                    control: TrainerControl, **kwargs: Any) -> None:
+        self._take_completions(state, "val")  # what the evaluation's log just wrote
+
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                 **kwargs: Any) -> None:
+        self._take_completions(state)
         if self.run.finished:
             return
         name = f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
@@ -123,8 +144,14 @@ class RunwatchCallback(TrainerCallback):
 
     def on_train_end(self, args: TrainingArguments, state: TrainerState,
                      control: TrainerControl, **kwargs: Any) -> None:
+        self._take_completions(state)
         self._after_end = False
         self.run.finish()
+
+    def _take_completions(self, state: TrainerState, split: str = "train") -> None:
+        """Record the completions file TRL wrote at this step, if it wrote one since."""
+        if self._completions is not None and not self.run.finished:
+            self._completions.take(self.run, state.global_step, split)
 
 
 def _model_name(model: Any) -> str | None:

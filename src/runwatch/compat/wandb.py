@@ -3,12 +3,13 @@ unchanged with one import swapped: `import runwatch.compat.wandb as wandb`.
 
 `init`, `log`, `config`, `summary`, `finish`, `Table` (logged as samples), `run`, and
 `define_metric` / `login` (accepted, they do nothing); the rest of W&B's API that a script
-commonly calls is accepted and ignored (runwatch.compat.wandb_ignored). W&B's API is
-module-level (`wandb.run`, `wandb.config`), so this module keeps the current run in
-module attributes as W&B does; every record goes through the SDK's `Run`. A script that
-ends without `finish()` ends its run as W&B does: SUCCEEDED, or as the SDK ends a run
-its uncaught exception or a non-zero `sys.exit()` stopped. docs/wandb-compat.md says
-what maps to what.
+commonly calls is accepted and ignored (runwatch.compat.wandb_ignored, and `wandb.plot`:
+runwatch.compat.wandb_plot), and `Api` and sweeps raise, saying what to use instead
+(runwatch.compat.wandb_absent). W&B's API is module-level (`wandb.run`, `wandb.config`),
+so this module keeps the current run in module attributes as W&B does; every record goes
+through the SDK's `Run`. A script that ends without `finish()` ends its run as W&B does:
+SUCCEEDED, or as the SDK ends a run its uncaught exception or an exit with a status other
+than 0 stopped (runwatch.compat.wandb_exit). docs/wandb-compat.md says what maps to what.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ import dataclasses
 import os
 import re
 import sys
-import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NoReturn
+from typing import Any
 
+from runwatch.compat import wandb_plot as plot
+from runwatch.compat.wandb_absent import Api, Error, agent, sweep
+from runwatch.compat.wandb_exit import Ending, ExitNotes
 from runwatch.compat.wandb_ignored import (
     AlertLevel,
     Artifact,
@@ -54,6 +57,7 @@ from runwatch.compat.wandb_ignored import (
     use_artifact,
     watch,
 )
+from runwatch.compat.wandb_plot import plot_table, visualize
 from runwatch.rundir import format as fmt
 from runwatch.rundir.atomic import write_atomic
 from runwatch.sdk import NullRun
@@ -62,22 +66,24 @@ from runwatch.sdk import init as sdk_init
 from runwatch.sdk.config import config_to_yaml
 from runwatch.sdk.run import checked_step
 
-__all__ = ["AlertLevel", "Artifact", "Audio", "BoundingBoxes2D", "Classes", "Config",
+__all__ = ["AlertLevel", "Api", "Artifact", "Audio", "BoundingBoxes2D", "Classes", "Config",
            "Error", "Graph", "Histogram", "Html", "Image", "ImageMask",
            "Molecule", "Object3D", "Plotly", "Run", "Settings", "Summary", "Table", "Video",
-           "alert", "config", "define_metric", "finish", "init", "link_model", "log",
-           "log_artifact", "log_code", "log_model", "login", "mark_preempting", "restore",
-           "run", "save", "summary", "unwatch", "use_artifact", "watch"]
+           "agent", "alert", "config", "define_metric", "finish", "init", "link_model", "log",
+           "log_artifact", "log_code", "log_model", "login", "mark_preempting", "plot",
+           "plot_table", "restore", "run", "save", "summary", "sweep", "unwatch",
+           "use_artifact", "visualize", "watch"]
 
 # Column names W&B scripts use for a sample's text and score, and runwatch's name for each.
 SAMPLE_COLUMNS = {"input": "prompt", "question": "prompt", "query": "prompt",
                   "response": "completion", "output": "completion", "generation": "completion",
                   "answer": "completion", "text": "completion", "score": "reward"}
 _BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-class Error(RuntimeError):
-    """A call this module cannot honour (W&B's `wandb.Error`)."""
+# What the run's log and stderr say when a SystemExit no hook saw ended the script.
+UNSEEN_EXIT = ("the script ended by a SystemExit raised without sys.exit() (`raise "
+               "SystemExit(...)`), whose status Python keeps from runwatch, so the run is "
+               "recorded SUCCEEDED, as W&B records it; end the script with "
+               "sys.exit(status), or call wandb.finish(exit_code=status), to record it")
 
 
 class Config:
@@ -286,14 +292,15 @@ class Run:
         if metrics:
             self._run.log(metrics, step=self.step)
 
-    def _end_at_exit(self, exit_status: object) -> None:
+    def _end_at_exit(self, ending: Ending) -> None:
         """The script ended without finish(): as W&B, SUCCEEDED, unless an uncaught
-        exception (the interpreter keeps it as sys.last_value) or a `sys.exit()` with a
-        non-zero `exit_status` ended it: then as the SDK ends a run that exception stopped."""
-        exc = getattr(sys, "last_value", None)
-        if exc is None and exit_status not in (None, 0):
-            exc = SystemExit(exit_status)
-        self._end(exc)
+        exception or an exit call with a status other than 0 ended it: then as the SDK
+        ends a run that exception stopped. A SystemExit whose status no hook saw is said
+        so, in the run's log and on stderr."""
+        if ending.unseen_exit and not self._run.finished:
+            self._run.log_text(UNSEEN_EXIT, level="warning")
+            print(f"runwatch: {UNSEEN_EXIT}", file=sys.stderr)
+        self._end(ending.exc)
 
     def __enter__(self) -> Run:
         return self
@@ -334,7 +341,7 @@ def init(project: str | None = None, name: str | None = None, config: Any = None
         sdk_run.set_manifest_fields(**described)
     path = None if sdk_run.dir is None else sdk_run.dir / fmt.CONFIG
     new = Run(sdk_run, Config(values, path), project)
-    _adopt(new)
+    _adopt(new, sys._getframe(1).f_globals)
     return new
 
 
@@ -390,15 +397,15 @@ def _numbered(name: str, n: int) -> str:
     return name[:fmt.MAX_NAME_LENGTH - len(suffix)] + suffix
 
 
-def _adopt(new: Run) -> None:
-    global run, config, summary, _exit_hook
-    if not _exit_hook:
+def _adopt(new: Run, caller_globals: dict[str, Any]) -> None:
+    global run, config, summary, _exit_notes
+    if _exit_notes is None:
+        # The interpreter shows no exit status to atexit hooks: note the one each exit
+        # call gives (runwatch.compat.wandb_exit), as W&B notes sys.exit()'s.
+        _exit_notes = ExitNotes()
+        _exit_notes.install(caller_globals)
         # Registered after the SDK's own exit hook, so it runs first (atexit is LIFO).
         atexit.register(_end_at_exit)
-        # The interpreter keeps no exit status for atexit to read, so, as W&B does, note
-        # the one sys.exit() is called with.
-        sys.exit = _noting_exit(sys.exit)
-        _exit_hook = True
     run, config, summary = new, new.config, new.summary
 
 
@@ -408,23 +415,12 @@ def _forget(old: Run) -> None:
         run = None
 
 
-_exit_hook = False
-_exit_status: object = None  # what the main thread last called sys.exit() with
-
-
-def _noting_exit(exit: Callable[..., NoReturn]) -> Callable[..., NoReturn]:
-    def noting_exit(status: object = None) -> NoReturn:
-        global _exit_status
-        if threading.current_thread() is threading.main_thread():
-            _exit_status = status  # another thread's sys.exit() ends that thread only
-        exit(status)
-
-    return noting_exit
+_exit_notes: ExitNotes | None = None
 
 
 def _end_at_exit() -> None:
-    if run is not None:
-        run._end_at_exit(_exit_status)
+    if run is not None and _exit_notes is not None:
+        run._end_at_exit(_exit_notes.ending())
 
 
 def _safe(name: str) -> str:
