@@ -18,6 +18,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
+import runwatch
 from runwatch.analysis import compare as cmp
 from runwatch.cli.compare_cmd import compare_cmd
 from runwatch.cli.main import app
@@ -340,3 +341,51 @@ def test_what_counts_as_the_plan() -> None:
     stated = cmp.plan_differences(_side({"batch_size": 64, "grad_accum": 2}, job_devices=2),
                                   _side({"batch_size": 64, "grad_accum": 4}))
     assert stated == [], "the same 64 sequences per update, divided differently"
+
+
+def test_an_unstated_accumulation_is_what_makes_the_parts_the_total() -> None:
+    """A global batch of 8 in micro batches of 2 on one device read as accumulation 1, a
+    division that multiplies to 2, not 8 (found in a trial)."""
+    side = _side({"global_batch_size": 8, "micro_batch_size": 2})
+    assert cmp.division(side) == {"devices": 1, "sequences_per_pass": 2, "accumulation": 4,
+                                  "sequences_per_update": 8}
+    on_two = _side({"global_batch_size": 8, "micro_batch_size": 2}, job_devices=2)
+    assert cmp.division(on_two)["accumulation"] == 2
+    # parts that do not divide the total: accumulation stays unstated's 1, as stated
+    odd = _side({"global_batch_size": 9, "micro_batch_size": 2})
+    assert cmp.division(odd) == {"devices": 1, "sequences_per_pass": 2, "accumulation": 1,
+                                 "sequences_per_update": 9}
+
+
+def test_a_run_compared_with_itself_is_refused(runs_dir: Path) -> None:
+    sdk_run(runs_dir, "alone", steps=20, metrics=losses(lambda i: 0.0), config=PLAN)
+    res = cli("alone", "alone", "--dir", str(runs_dir))
+    assert res.exit_code == 2 and res.stdout == ""
+    assert "run alone is its own baseline, so nothing differs: compare it with another " \
+        "run" in " ".join(res.stderr.split())
+
+
+@pytest.mark.parametrize(("other", "words"), [
+    (lambda i: {"loss": float("nan"), "grad_norm": 1.0},
+     "share no step where both logged a finite training loss (all 20 steps both logged "
+     "hold a NaN or infinite loss)"),
+    (None, "(baseline logged it at steps 0-19, offset logged it at steps 1000-1019)"),
+], ids=["all-nan", "no-common-step"])
+def test_runs_with_no_finite_loss_at_a_shared_step_are_refused(
+        runs_dir: Path, other: Callable[[int], dict[str, float]] | None, words: str) -> None:
+    """It said "0 steps compared … no full window differs" and exited 0, which reads as
+    "no difference" to a script or a skim (found in a trial)."""
+    sdk_run(runs_dir, "baseline", steps=20, metrics=losses(lambda i: 0.0), config=PLAN)
+    if other is None:
+        run = runwatch.init(name="offset", dir=runs_dir, method="sft", base_model="tiny-gpt",
+                            dataset="arith", config=PLAN)
+        for i in range(1000, 1020):
+            run.log(losses(lambda i: 0.0)(i), step=i)
+        run.finish()
+        name = "offset"
+    else:
+        sdk_run(runs_dir, "all-nan", steps=20, metrics=other, config=PLAN)
+        name = "all-nan"
+    res = cli("baseline", name, "--dir", str(runs_dir))
+    assert res.exit_code == 2 and res.stdout == "", res.output
+    assert words in " ".join(res.stderr.split()), res.stderr

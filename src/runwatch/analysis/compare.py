@@ -273,9 +273,15 @@ def _whole(value: Any) -> int | None:
 
 def _division(leaves: _Leaves, job_devices: int | None) -> dict[str, int | None]:
     devices = _whole(leaves.take(DEVICES)) or job_devices or 1
-    accumulation = _whole(leaves.take(ACCUMULATION)) or 1
+    stated = _whole(leaves.take(ACCUMULATION))
+    accumulation = stated or 1
     per_pass = _whole(leaves.take(PER_PASS))
     total = _whole(leaves.take(SEQUENCES_PER_UPDATE))
+    if (stated is None and per_pass is not None and total is not None
+            and total % (devices * per_pass) == 0):
+        # a global batch of 8 in passes of 2 on one device accumulates 4 (the parts must
+        # multiply to the total; accumulation 1 by default would not)
+        accumulation = total // (devices * per_pass)
     if total is None and per_pass is not None:
         total = devices * per_pass * accumulation
     if per_pass is None and total is not None and total % (devices * accumulation) == 0:
@@ -287,7 +293,8 @@ def _division(leaves: _Leaves, job_devices: int | None) -> dict[str, int | None]
 def division(side: Side) -> dict[str, int | None]:
     """How a run divides its sequences per update: devices × sequences per pass ×
     accumulation steps. A part it does not state is derived from the others where it can
-    be; devices default to its job's, else 1, and accumulation to 1."""
+    be (accumulation too: the total over devices × sequences per pass); devices default to
+    its job's, else 1, and accumulation to 1."""
     return _division(_Leaves(side.config), side.job_devices)
 
 
@@ -392,12 +399,31 @@ def _side_json(side: Side, median: float | None) -> dict[str, Any]:
             "grad_norm_median": median, "division": division(side)}
 
 
+def _nothing_shared(run: Side, baseline: Side, non_finite: int) -> str:
+    """Why two runs have no step to compare: the steps each logged its loss at, and how
+    many shared steps a NaN or infinite loss left out."""
+    def logged(side: Side) -> str:
+        assert side.loss is not None
+        steps = side.loss.step
+        return (f"{side.name} logged no training loss" if not steps.size else
+                f"{side.name} logged it at steps {int(steps.min())}-{int(steps.max())}")
+    why = (f"all {non_finite} steps both logged hold a NaN or infinite loss" if non_finite
+           else f"{logged(run)}, {logged(baseline)}")
+    return (f"runs {run.name} and {baseline.name} share no step where both logged a finite "
+            f"training loss ({why}), so there is nothing to compare")
+
+
 def compare(run: Side, baseline: Side, options: Options = Options()) -> dict[str, Any]:
     """The report of `run`'s training loss against `baseline`'s (difference = run −
     baseline, so a positive mean means the run's loss is higher).
 
-    Raises NotSupervised for a run with no training loss (a reinforcement run) and
-    PlansDiffer for runs whose plans differ, unless `options.across_plans`."""
+    Raises NotSupervised for a run with no training loss (a reinforcement run),
+    PlansDiffer for runs whose plans differ, unless `options.across_plans`, and
+    CompareError for a run compared with itself and for runs that share no step with a
+    finite loss (a report of no window would read as "no difference")."""
+    if run.run_id == baseline.run_id:
+        raise CompareError(f"run {run.name} is its own baseline, so nothing differs: "
+                           "compare it with another run")
     for side in (run, baseline):
         check_supervised(side)
     differences = plan_differences(run, baseline)
@@ -413,6 +439,8 @@ def compare(run: Side, baseline: Side, options: Options = Options()) -> dict[str
     finite = np.isfinite(diff)
     skipped = steps[~finite]
     steps, diff = steps[finite], diff[finite]
+    if not steps.size:
+        raise CompareError(_nothing_shared(run, baseline, skipped.size))
 
     w = options.window
     full = diff.size // w
