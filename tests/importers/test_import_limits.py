@@ -265,7 +265,7 @@ def test_a_ts_column_that_is_no_time_is_refused(tmp_path: Path, first: str, cell
     src = tmp_path / "t.csv"
     src.write_text(f"step,ts,loss\n0,{first},2.0\n1,{cell},1.9\n", encoding="utf-8")
     said = refused(src, tmp_path / "runs")
-    assert "line 3: column 'ts' holds" in said and "rename the column" in said
+    assert f"line 3: column 'ts' holds '{cell}'" in said and "rename the column" in said
 
 
 def test_tensorboard_tags_named_like_a_records_fields_are_left_out_and_said(

@@ -300,7 +300,9 @@ def _row_time(value: Any, where: str) -> float:
             pass
         else:
             return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
-    raise SourceError(f"{where}: column 'ts' holds {str(value)[:40]!r}, and a 'ts' column is "
+    # a whole number as the file wrote it (the reader made 1767225600000 a float)
+    shown = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+    raise SourceError(f"{where}: column 'ts' holds {shown[:40]!r}, and a 'ts' column is "
                       "each row's time (Unix seconds since 2000 at the earliest, not "
                       "milliseconds, or an ISO 8601 date and time, as "
                       "`runwatch runs metrics -o csv` writes it): fix that cell, or rename "
