@@ -158,3 +158,16 @@ def test_a_key_that_names_a_record_field_is_the_step_or_left_out(runs_dir: Path)
     told = sorted(str(w.message).split("'")[1] for w in said
                   if "names a field every record has" in str(w.message))
     assert told == ["seq", "step", "ts"], told  # once a key
+
+
+def test_a_bad_value_counts_right_after_its_log(runs_dir: Path) -> None:
+    """The writer's thread finds a value that is not a number: `dropped_values` read 0
+    right after the log() and 2 only after a flush (found in a trial). It now waits for
+    what was logged before it is read."""
+    run = runwatch.init(name="counted", dir=runs_dir, flush_interval=60.0)
+    assert isinstance(run, runwatch.Run)
+    run.log({"loss": 1.0, "note": "nan", "obj": object()}, step=0)
+    assert run.dropped_values == 2
+    assert run.dropped_lines == 0
+    run.finish()
+    assert run.dropped_values == 2

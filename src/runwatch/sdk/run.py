@@ -339,12 +339,17 @@ class Run:
 
     @property
     def dropped_values(self) -> int:
-        """Values dropped so far: metric values that are not numbers, values with no JSON form."""
+        """Values dropped so far: metric values that are not numbers, values with no JSON
+        form. The writer's thread finds them: this waits (a few seconds at most) until it
+        has read what was logged before, so a bad value counts right after its log()."""
+        self._writer.settle()
         return self._writer.dropped_values
 
     @property
     def dropped_lines(self) -> int:
-        """Records that never reached the disk because it refused writes (warned about)."""
+        """Records that never reached the disk because it refused writes (warned about),
+        after what was logged before is written or kept (as dropped_values waits)."""
+        self._writer.settle()
         return self._writer.dropped_lines
 
     def __enter__(self) -> Run:

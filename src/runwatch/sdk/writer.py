@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ Item = tuple[str, dict[str, Any]]
 # How long close() (a run's finish()) waits for the thread to write what is queued; read
 # at each close().
 CLOSE_WAIT_S = 30.0
+# How long reading a count the writer keeps waits for what was logged before it.
+SETTLE_S = 5.0
 
 
 class BackgroundWriter:
@@ -157,6 +160,24 @@ class BackgroundWriter:
         """Values dropped because they were not numbers (metrics) or had no JSON form."""
         return self._encoder.dropped
 
+    def settle(self, timeout: float = SETTLE_S) -> None:
+        """Wait (at most `timeout` seconds) until what was queued before this call is
+        encoded, so that counts made while encoding (`dropped_values`) include it. The
+        writer's own thread, or one past a stalled disk, does not wait."""
+        if threading.current_thread() is self._thread:
+            return
+        deadline = time.monotonic() + timeout
+        with self._drained:  # _drain pops and encodes a batch under it: an empty queue
+            self._wake.set()  # seen under it holds no half-encoded batch
+            while self.queue:
+                if not self._thread.is_alive():
+                    self._drain()  # no thread to wait for: encode from the caller
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._drained.wait(min(0.1, left))
+
     def flush_now(self) -> None:
         """Ask the thread to write at once (tests use it; close() wakes the thread itself)."""
         self._wake.set()
@@ -249,7 +270,7 @@ class BackgroundWriter:
             if key not in self._warned_keys:
                 self._warned_keys.add(key)
                 warn(f"runwatch: metric {key!r} got {type(value).__name__} {value!r:.60}, "
-                     "not a number; such values are dropped (counted in the run's summary)")
+                     "not a number; such values are dropped (counted in run.dropped_values)")
 
     def _flush_sinks(self) -> None:
         """Try every file, so that one the disk refuses does not hold back the others."""
