@@ -84,16 +84,29 @@ def test_wait_ends_at_a_failed_last_attempt(engine: Engine, db_url: str, runs_di
     assert "attempts remain" not in waited.stdout + waited.stderr
 
 
+@pytest.mark.parametrize("where", ["local", "server"])
 def test_wait_on_a_queued_job_that_no_worker_will_start_says_so(
-        engine: Engine, db_url: str, runs_dir: Path) -> None:
-    # it waited in silence until --timeout
+        where: str, engine: Engine, db_url: str, runs_dir: Path,
+        request: pytest.FixtureRequest) -> None:
+    """It waited in silence until --timeout; over --server it still did. The run detail
+    says it too (`job.waits_for`), and `runs get` shows it."""
     submit_command(engine, runs_dir, "lonely", "pass")
-    waited = run_cli("runs", "wait", "lonely", "--interval", "0.1", "--timeout", "0.5",
-                     "--dir", str(runs_dir), "--db", db_url, check=False)
+    if where == "server":
+        server: Runner = request.getfixturevalue("server")
+        at = ["--server", server.url]
+    else:
+        at = ["--dir", str(runs_dir), "--db", db_url]
+    waited = run_cli("runs", "wait", "lonely", "--interval", "0.1", "--timeout", "0.5", *at,
+                     check=False)
     said = " ".join(waited.stdout.split())
     assert waited.returncode == 124, said
-    assert "lonely waits in the queue, and no worker of profile cpu is running on this " \
-        "index; start one (runwatch worker --device-profile cpu" in said, said
+    words = ("no worker of profile cpu is running on this index; start one (runwatch worker "
+             "--device-profile cpu")
+    assert f"lonely waits in the queue, and {words}" in said, said
+    shown = " ".join(run_cli("runs", "get", "lonely", *at).stdout.split())
+    assert f"Waits: {words}" in shown, shown
+    detail = json.loads(run_cli("runs", "get", "lonely", *at, "-o", "json").stdout)
+    assert detail["job"]["waits_for"].startswith(words)
 
 
 def test_wait_goes_on_while_the_index_lags_a_requeue(engine: Engine, db_url: str,

@@ -146,6 +146,8 @@ export interface JobSpec {
   attempt: number;
   worker_id: string | null;
   cancel_requested_at: number | null;
+  /** For a queued job no worker would start: that, and how to start one; null otherwise. */
+  waits_for: string | null;
 }
 
 export interface Checkpoint {

@@ -25,12 +25,14 @@ JOB_FIELDS = ("kind", "recipe", "argv", "cwd", "devices", "device_profile", "pri
 
 
 def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
-               runs_dir: Path | None = None) -> dict[str, Any]:
+               runs_dir: Path | None = None, waits_for: str | None = None) -> dict[str, Any]:
     """Everything known about a run, as plain JSON-ready data.
 
     `values` gives a key's series values (the server passes its cache, the CLI reads
     the index). Spend uses the device profiles of `runs_dir` (see
-    `runwatch.jobs.cost.read_profiles`; by default the folder that holds the run's)."""
+    `runwatch.jobs.cost.read_profiles`; by default the folder that holds the run's).
+    `waits_for`: why no worker will start its queued job, and how to start one
+    (`runwatch.jobs.control.queued_waits`)."""
     now = time.time() if now is None else now
     run = rec.row
     manifest = _json(run.manifest) or {}
@@ -81,7 +83,7 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
         "cost": _unknown_spend(cost(spent, rec.keys, values, summary["duration_s"]), problem),
         "timing": figures["timing"],
         "attempts": figures["attempts"],
-        "job": _job(rec.job),
+        "job": _job(rec.job, waits_for),
         "scalars": tiles,
         "actions": actions(run.status, rec.job is not None and run.dir is not None,
                            process_here(run)),
@@ -164,9 +166,10 @@ def _failure(run: Any) -> dict[str, Any] | None:
             "what_to_do": known.what_to_do if known else None}
 
 
-def _job(job: dict[str, Any] | None) -> dict[str, Any] | None:
+def _job(job: dict[str, Any] | None, waits_for: str | None) -> dict[str, Any] | None:
     """The job a run was submitted as (None for a run started by hand)."""
-    return None if job is None else {k: job.get(k) for k in JOB_FIELDS}
+    return None if job is None else {**{k: job.get(k) for k in JOB_FIELDS},
+                                     "waits_for": waits_for}
 
 
 def _json(text: str | None) -> Any:

@@ -369,14 +369,12 @@ class LocalWatch:
         self.ctx.refresh()
 
     def no_starter(self) -> str | None:
-        from runwatch.jobs.control import nobody_starts
+        from runwatch.jobs.control import queued_waits
 
         row, _ = self.ctx.current_run(self.run_id)
         with self.ctx.engine.connect() as conn:
-            job = job_row(conn, self.pk)
-            if job is None or job["worker_id"] is not None:
-                return None
-            return nobody_starts(conn, job["device_profile"], time.time(), row.dir)
+            return queued_waits(conn, job_row(conn, self.pk), row.status, row.dir,
+                                time.time())
 
     def holder_gone(self) -> str | None:
         from runwatch.store.jobs import list_workers, lost
@@ -419,7 +417,8 @@ class RemoteWatch:
         pass  # the server indexes by itself
 
     def no_starter(self) -> str | None:
-        return None  # the server's answer to the submit said so (`next`)
+        job = self.job()
+        return None if job is None else job.get("waits_for")  # the server's judgement
 
     def holder_gone(self) -> str | None:
         job = self.job()

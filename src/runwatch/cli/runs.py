@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import shlex
 import sys
+import time
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
@@ -60,10 +61,12 @@ def detail_of(conn: Connection, row: Row[Any], runs_dir: Path, gone: bool) -> di
     # imported here: numpy, which reads series, would slow every other command's start
     import_numpy()
     from runwatch.analysis.detail import run_detail
+    from runwatch.jobs.control import queued_waits
     from runwatch.store.series import read_series
 
-    return run_detail(read_run(conn, row, gone),
-                      lambda key: read_series(conn, key.id).value, runs_dir=runs_dir)
+    rec = read_run(conn, row, gone)
+    return run_detail(rec, lambda key: read_series(conn, key.id).value, runs_dir=runs_dir,
+                      waits_for=queued_waits(conn, rec.job, row.status, row.dir, time.time()))
 
 
 def read_detail(run: str, directory: Path | None, db: str | None, server: str | None,
@@ -145,9 +148,12 @@ def _state_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def _job_lines(job: dict[str, Any]) -> list[tuple[str, Any]]:
     what = f"recipe {job['recipe']}" if job["recipe"] else "command"
-    return [("Runs", f"{what}: {shlex.join(job['argv'])}"), ("In", job["cwd"]),
-            ("Devices", f"{job['devices']} × {job['device_profile']}"),
-            ("Priority", job["priority"]), ("Worker", job["worker_id"])]
+    lines = [("Runs", f"{what}: {shlex.join(job['argv'])}"), ("In", job["cwd"]),
+             ("Devices", f"{job['devices']} × {job['device_profile']}"),
+             ("Priority", job["priority"]), ("Worker", job["worker_id"])]
+    if job.get("waits_for"):  # a queued job no worker would start, and how to start one
+        lines.append(("Waits", job["waits_for"]))
+    return lines
 
 
 def _cost_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:

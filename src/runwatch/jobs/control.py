@@ -260,6 +260,15 @@ def nobody_starts(conn: Connection, device_profile: str, now: float,
     return _nobody_starts(conn, device_profile, now, run_dir)
 
 
+def queued_waits(conn: Connection, job: dict[str, Any] | None, status: str,
+                 run_dir: str | None, now: float) -> str | None:
+    """For a run whose job waits in the queue with no worker that would start it: that,
+    and how to start one (`nobody_starts`); None for any other run."""
+    if job is None or job.get("worker_id") is not None or status != "QUEUED":
+        return None
+    return nobody_starts(conn, str(job["device_profile"]), now, run_dir)
+
+
 def _nobody_starts(conn: Connection, device_profile: str, now: float,
                    run_dir: str | None) -> str:
     # the folders of the workers of the profile that run: their jobs only are claimed

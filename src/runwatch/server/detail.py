@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy import Connection, Row
 
 from runwatch.analysis.detail import run_detail as shared_detail
+from runwatch.jobs.control import queued_waits
 from runwatch.server.settle import Gone
 from runwatch.server.state import ServerState
 from runwatch.server.updates import RunCursor, run_marks
@@ -30,6 +32,7 @@ def run_detail(conn: Connection, st: ServerState, row: Row[Any], gone: Gone
     cursor its live stream starts from; `gone`: ServerState.judge's, taken before `row`
     was read."""
     rec = read_run(conn, row, gone(row))
-    detail = shared_detail(rec, st.cache.values(conn, row.pk),
-                           runs_dir=st.runs_dir)
+    detail = shared_detail(rec, st.cache.values(conn, row.pk), runs_dir=st.runs_dir,
+                           waits_for=queued_waits(conn, rec.job, row.status, row.dir,
+                                                  time.time()))
     return {"ok": True, **detail, "cursor": stream_cursor(conn, row.pk, rec.keys)}

@@ -180,6 +180,8 @@ class JobSpec(BaseModel):
     attempt: int
     worker_id: str | None
     cancel_requested_at: float | None
+    waits_for: str | None = Field(description="for a queued job no worker would start: "
+                                  "that, and how to start one; null otherwise")
 
 
 class Checkpoint(BaseModel):
