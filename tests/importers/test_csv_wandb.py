@@ -156,7 +156,7 @@ def test_import_names_and_format_errors(tmp_path: Path) -> None:
     out = import_run(REAL / "ppo_lunar_progress_csv" / "progress.csv", runs)
     assert out["name"] == "imported-ppo_lunar_progress_csv"
     res = CliRunner().invoke(app, ["import", str(REAL / "README.md"), "--dir", str(runs)])
-    assert res.exit_code != 0 and "csv or wandb" in res.output
+    assert res.exit_code != 0 and "csv, wandb or runwatch" in res.output
 
 
 def test_an_unknown_step_column_or_method_is_refused_with_what_there_is(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from runwatch.server.runner import Runner
 from runwatch.store import jobs as store_jobs
 from tests.support.cli import run_cli
 from tests.support.jobs import events, record_attempt, run_row, submit_command
+from tests.support.wait import first_line
 from tests.support.workers import Workers, workers
 
 __all__ = ["workers"]  # the fixture
@@ -49,15 +52,25 @@ run.finish()
 def test_wait_follows_a_failed_attempt_to_the_next_one_and_its_end(
         engine: Engine, db_url: str, runs_dir: Path, workers: Workers) -> None:
     run = submit_command(engine, runs_dir, "flaky", FLAKY, max_attempts=2)
-    proc = workers.start(runs_dir, db_url)
+    # the wait looks first, while the job is queued: started after the worker, a slow
+    # start (a loaded machine) saw only the end
+    wait = subprocess.Popen([sys.executable, "-m", "runwatch", "runs", "wait", "flaky",
+                             "--exit-status", "--interval", "0.1", "--timeout", "60", "--dir",
+                             str(runs_dir), "--db", db_url], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
-        waited = run_cli("runs", "wait", "flaky", "--exit-status", "--interval", "0.1",
-                         "--timeout", "60", "--dir", str(runs_dir), "--db", db_url,
-                         check=False)
+        assert "QUEUED" in first_line(wait, what="the wait's first look")
+        proc = workers.start(runs_dir, db_url)
+        try:
+            out, err = wait.communicate(timeout=90)
+        finally:
+            workers.stop(proc)
     finally:
-        workers.stop(proc)
-    said = " ".join(waited.stdout.split()) + " " + " ".join(waited.stderr.split())
-    assert waited.returncode == 0, said
+        if wait.poll() is None:
+            wait.kill()
+            wait.communicate()
+    said = " ".join(out.split()) + " " + " ".join(err.split())
+    assert wait.returncode == 0, said
     assert "attempt 1 failed and attempts remain: waiting for its worker to queue it " \
         "again" in said
     assert "process is gone" not in said
