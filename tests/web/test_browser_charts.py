@@ -505,6 +505,31 @@ def test_csv_and_png_export_of_a_chart(page: Page, server: Runner, runs_dir: Pat
     assert png_size(data) == (round(box["width"]) * 2, round(box["height"]) * 2)
 
 
+def test_a_non_finite_value_is_told_from_one_never_logged(page: Page, server: Runner,
+                                                         runs_dir: Path) -> None:
+    """The API sends a NaN or an infinity as null at a step the series holds; a step the
+    key was not logged at is not in its series. The CSV writes `nan` for the first (as
+    `runwatch runs metrics -o csv` does) and an empty cell for the second; the tooltip says
+    "non-finite", not the dash of a missing value."""
+    run = init(name="nonfinite", dir=runs_dir, method="sft", base_model="tiny", dataset="d")
+    for i in range(10):
+        loss = {2: math.nan, 3: math.inf, 4: -math.inf}.get(i, 1.0 / (i + 1))
+        run.log({"loss": loss, **({"val/loss": 0.5} if i % 5 == 0 else {})}, step=i)
+    run.finish("SUCCEEDED")
+    wait_indexed(server.url, "nonfinite", 9)
+    open_run(page, server.url, "nonfinite")
+    page.wait_for_selector(".chart-groups[data-drawn=true]")
+    with page.expect_download() as dl:
+        card(page, "loss").locator(".chart-csv").click()
+    rows = list(csv.reader(io.StringIO(Path(dl.value.path()).read_text())))
+    assert rows[0][0] == "step" and rows[0][-2:] == ["train", "val"]
+    cells = {int(r[0]): r[-2:] for r in rows[1:]}
+    assert cells[2] == cells[3] == cells[4] == ["nan", ""]
+    assert cells[0] == ["1", "0.5"] and cells[5][1] == "0.5"
+    assert cells[6] == ["0.14285714285714285", ""]
+    assert "train: non-finite" in hover_tooltip(page, "loss", 3 / 9)
+
+
 def test_charts_follow_dark_mode(browser: Browser, server: Runner, runs_dir: Path) -> None:
     """Grid lines and axis labels in the dark theme's colours (style.css --chart-grid,
     --chart-axis); the old charts kept ECharts' light defaults on the dark card."""

@@ -10,7 +10,7 @@ import "uplot/dist/uPlot.min.css";
 import { canonicalName, type ResolvedLine } from "./chartspecs";
 import { h } from "./dom";
 import { MIN_SMOOTH_POINTS, ascending, axisLabels, compact, duration, durationInterval, ema, endTicks, finite, medianGap, nearest, smoothedLines, tokensAt, type TokenAxis } from "./chartmath";
-import { chartTheme, cssVar, onThemeChange, type ChartTheme } from "./theme";
+import { chartTheme, cssVar, isDark, onThemeChange, withLightness, type ChartTheme } from "./theme";
 import type { Finding, SeriesData } from "./types";
 
 // Line colours: CSS variables (they follow dark mode) with their light values as fallback,
@@ -27,6 +27,21 @@ const PALETTE: [string, string][] = [
 ];
 // A line labelled train or val has the same colour on every chart.
 const LABEL_SLOT: Record<string, number> = { train: 0, val: 1 };
+// On a chart of several runs each run has a style of its own: the palette's colours for the
+// first 8 runs, then each colour a shade darker, then lighter (its HSL lightness moved by
+// these, on a dark background the other way), and past those 24 the same colours in
+// another dash: 72 runs before two look alike.
+const RUN_SHADES = [0, -0.15, 0.15];
+// A run's dashes per 24 runs: [its first line, its later lines (val, say)], in CSS pixels
+// (solid, dashed; dotted, dash-dot; long dashes, dash-dot-dot).
+const RUN_DASHES: [number[], number[]][] = [
+  [[], [6, 4]],
+  [[2, 3], [8, 3, 2, 3]],
+  [[14, 4], [8, 3, 2, 3, 2, 3]],
+];
+// A legend's key is 16 pixels long: a line's dashes drawn shorter there, so a key shows one
+// or two of them.
+const LEGEND_DASH = 2 / 3;
 const SEVERITY_COLOR: Record<string, string> = {
   critical: "rgba(220,38,38,0.15)",
   error: "rgba(220,38,38,0.15)",
@@ -68,15 +83,26 @@ function colorOf(slot: number): string {
   return (name && cssVar(name)) || fallback;
 }
 
+/** The colour of the `i`th run of a chart of several runs (see RUN_SHADES). */
+function runColor(i: number): string {
+  const shade = RUN_SHADES[Math.floor(i / PALETTE.length) % RUN_SHADES.length];
+  return shade ? withLightness(colorOf(i), isDark() ? -shade : shade) : colorOf(i);
+}
+
+/** The runs of a chart's lines, in the order their first lines come. */
+function runsOf(lines: ResolvedLine[]): string[] {
+  return [...new Set(lines.map((l) => l.run ?? ""))];
+}
+
 /**
  * Each line's colour: its own if given; on a chart of several runs, one colour per run (a
- * run's later lines are dashed, see `dashedLines`); else train and val fixed and the rest
+ * run's later lines are dashed, see `lineDashes`); else train and val fixed and the rest
  * the first colour free.
  */
 function lineColors(lines: ResolvedLine[]): string[] {
   if (lines.some((l) => l.run !== undefined)) {
-    const runs = [...new Set(lines.map((l) => l.run ?? ""))];
-    return lines.map((l) => l.color ?? colorOf(runs.indexOf(l.run ?? "")));
+    const runs = runsOf(lines);
+    return lines.map((l) => l.color ?? runColor(runs.indexOf(l.run ?? "")));
   }
   const taken = new Set<number>();
   const slots: (number | null)[] = lines.map((l) => {
@@ -99,14 +125,19 @@ function lineColors(lines: ResolvedLine[]): string[] {
   });
 }
 
-/** On a chart of several runs, the lines after a run's first (its val line, say) are dashed. */
-function dashedLines(lines: ResolvedLine[]): boolean[] {
+/**
+ * Each line's dashes (empty: solid): on a chart of several runs, a run's first line and its
+ * later ones (its val line, say) as RUN_DASHES has them for the run's place; else solid.
+ */
+function lineDashes(lines: ResolvedLine[]): number[][] {
+  const runs = runsOf(lines);
   const seen = new Set<string>();
   return lines.map((l) => {
-    if (l.run === undefined) return false;
+    if (l.run === undefined) return [];
+    const [first, later] = RUN_DASHES[Math.floor(runs.indexOf(l.run) / (PALETTE.length * RUN_SHADES.length)) % RUN_DASHES.length];
     const again = seen.has(l.run);
     seen.add(l.run);
-    return again;
+    return again ? later : first;
   });
 }
 
@@ -286,12 +317,13 @@ export class ChartView {
   private drawn: DrawnLine[] = [];
   private table: uPlot.AlignedData = [[]];
   private colors: string[] = [];
-  private dashed: boolean[] = [];
+  private dashes: number[][] = [];
   private smooth: boolean[] = [];
   private layers: Under[] = [];
   private marks: Mark[] = [];
   private legendHits: LegendHit[] = [];
   private legendCache: { id: string; entries: LegendEntry[] } | null = null;
+  private legendRecorded: LegendEntry[] | null = null;
   private extent: { min: number; max: number } | null = null; // the x range of the whole run
   private window: { min: number; max: number } | null = null; // the x range zoomed to
   private minSpan = 0;
@@ -669,7 +701,9 @@ export class ChartView {
       const raw = d.value[j];
       const shown = finite(l.shown[k]);
       const dot = h("span", { class: "chart-tip-dot", style: `background: ${this.colors[i]}` });
-      const row = h("div", {}, dot, `${d.line.label}: `, h("b", {}, typeof raw === "number" ? raw.toPrecision(5) : "—"));
+      // a point whose value is null was logged as a NaN or an infinity (the API sends both
+      // as null); a step never logged has no point
+      const row = h("div", {}, dot, `${d.line.label}: `, h("b", {}, typeof raw === "number" ? raw.toPrecision(5) : "non-finite"));
       if (shown !== null && shown !== raw) row.append(" ", h("span", { class: "chart-tip-smooth" }, `(smoothed ${shown.toPrecision(5)})`));
       if (d.step[j] !== headStep) row.append(" ", h("span", { class: "chart-tip-smooth" }, `at step ${d.step[j]}`));
       rows.push(row);
@@ -712,7 +746,8 @@ export class ChartView {
 
   /**
    * The legend's entries laid out in centred rows `width` CSS pixels wide, at `k` times the
-   * size; past LEGEND_ROWS rows one entry with line -N says "+N more".
+   * size; past LEGEND_ROWS rows one entry with line -N says "+N more", at the end of the
+   * last row (all of the legend's rows lie above the plot, clear of the y axis's top label).
    */
   private legendLayout(width: number, k: number): LegendEntry[] {
     // uPlot asks for the padding (so the rows) a few times a draw: the labels are measured once
@@ -725,30 +760,43 @@ export class ChartView {
 
   private layoutLegend(width: number, k: number): LegendEntry[] {
     const font = `${12 * k}px ${FONT}`;
-    const out: LegendEntry[] = [];
+    const room = width - 16 * k;
+    const gap = 12 * k;
     const rows: { line: number; w: number }[][] = [[]];
     let used = 0;
+    let placed = 0;
     // the labels past the rows shown are not measured: "+N more" counts them
     for (let i = 0; i < this.lines.length; i++) {
       const w = 22 * k + textWidth(this.lines[i].label, font);
-      if (used + w > width - 16 * k && rows[rows.length - 1].length) {
+      if (used + w > room && rows[rows.length - 1].length) {
         if (rows.length === LEGEND_ROWS) break;
         rows.push([]);
         used = 0;
       }
       rows[rows.length - 1].push({ line: i, w });
-      used += w + 12 * k;
+      used += w + gap;
+      placed++;
     }
+    // "+N more" ends the last row: its entries that leave it no room count among the N
+    const last = rows[rows.length - 1];
+    const span = (row: { w: number }[]) => row.reduce((n, e) => n + e.w, 0) + gap * Math.max(0, row.length - 1);
+    let more: { line: number; w: number } | null = null;
+    while (placed < this.lines.length) {
+      more = { line: placed - this.lines.length, w: textWidth(`+${this.lines.length - placed} more`, font) };
+      if (!last.length || span(last) + gap + more.w <= room) break;
+      last.pop();
+      placed--;
+    }
+    if (more) last.push(more);
+    const out: LegendEntry[] = [];
     rows.forEach((row, r) => {
-      const total = row.reduce((n, e) => n + e.w, 0) + 12 * k * (row.length - 1);
-      let x = Math.max(0, (width - total) / 2);
+      let x = Math.max(0, (width - span(row)) / 2);
       for (const e of row) {
         out.push({ line: e.line, x, row: r, w: e.w });
-        x += e.w + 12 * k;
+        x += e.w + gap;
       }
     });
-    const left = this.lines.length - out.length;
-    return left > 0 ? [...out, { line: -left, x: 0, row: LEGEND_ROWS, w: 0 }] : out;
+    return out;
   }
 
   /** The rows the legend takes on `u` at `k` times the size. */
@@ -771,14 +819,14 @@ export class ChartView {
       const y = (4 + LEGEND_ROW * e.row + LEGEND_ROW / 2) * r;
       if (e.line < 0) {
         ctx.fillStyle = theme.axis;
-        ctx.fillText(`+${-e.line} more`, 4 * r, y);
+        ctx.fillText(`+${-e.line} more`, e.x * uPlot.pxRatio, y);
         continue;
       }
       const off = this.hidden.has(e.line);
       const color = off ? theme.grid : this.colors[e.line];
       ctx.strokeStyle = color;
       ctx.lineWidth = 3 * r;
-      ctx.setLineDash(this.dashed[e.line] ? [4 * r, 3 * r] : []);
+      ctx.setLineDash(this.dashes[e.line].map((d) => d * LEGEND_DASH * r));
       ctx.beginPath();
       ctx.moveTo(e.x * uPlot.pxRatio, y);
       ctx.lineTo((e.x + 16 * k) * uPlot.pxRatio, y);
@@ -788,7 +836,22 @@ export class ChartView {
       hits.push({ x0: e.x / k, x1: (e.x + e.w) / k, y0: LEGEND_ROW * e.row, y1: LEGEND_ROW * (e.row + 1) + 4, line: e.line });
     }
     ctx.restore();
-    if (k === 1) this.legendHits = hits;
+    if (k === 1) {
+      this.legendHits = hits;
+      this.recordLegend(layout);
+    }
+  }
+
+  /** The boxes of the legend's entries (data-legend-boxes) and of its "+N more"
+   * (data-legend-more), "left,top,right,bottom" in CSS pixels on the canvas, for tests. */
+  private recordLegend(layout: LegendEntry[]): void {
+    if (layout === this.legendRecorded) return;
+    this.legendRecorded = layout;
+    const box = (e: LegendEntry) => [e.x, 4 + LEGEND_ROW * e.row, e.x + e.w, 4 + LEGEND_ROW * (e.row + 1)].map((v) => Math.round(v * 10) / 10).join(",");
+    this.el.dataset.legendBoxes = layout.filter((e) => e.line >= 0).map(box).join("|");
+    const more = layout.find((e) => e.line < 0);
+    if (more) this.el.dataset.legendMore = box(more);
+    else delete this.el.dataset.legendMore;
   }
 
   /** The findings' shading, then each line's band and raw line, under the lines. */
@@ -957,7 +1020,7 @@ export class ChartView {
         show: !this.hidden.has(i),
         stroke: () => this.colors[i],
         width: this.lineWidth * k,
-        dash: this.dashed[i] ? [6 * k, 4 * k] : undefined,
+        dash: this.dashes[i].length ? this.dashes[i].map((d) => d * k) : undefined,
         paths: this.linePaths,
         points: { show: () => (this.data[i]?.step.length ?? 0) < MIN_SMOOTH_POINTS, size: 5 * k, fill: () => this.colors[i], stroke: () => this.colors[i] },
       });
@@ -1042,7 +1105,7 @@ export class ChartView {
     // a chart held back is prepared and drawn once revealed
     if (this.disposed || this.deferred) return;
     this.colors = lineColors(this.lines);
-    this.dashed = dashedLines(this.lines);
+    this.dashes = lineDashes(this.lines);
     const smoothed = smoothedLines(this.data.map((d) => d.step));
     this.smooth = smoothed.map((s) => s && this.smoothing > 0);
     const several = this.lines.some((l) => l.run !== undefined);
@@ -1108,6 +1171,7 @@ export class ChartView {
     this.el.dataset.markers = String(this.findings.length);
     this.el.dataset.legend = showLegend ? this.lines.map((l) => l.label).join("|") : "";
     this.el.dataset.colors = this.lines.map((l, i) => `${l.label}=${this.colors[i]}`).join("|");
+    this.el.dataset.dashes = this.dashes.map((d) => d.join(",")).join("|");
     this.el.dataset.smoothed = this.data.filter((_, i) => this.smooth[i]).map((d) => d.line.label).join("|");
     this.el.dataset.hidden = this.lines.filter((_, i) => this.hidden.has(i)).map((l) => l.label).join("|");
   }

@@ -8,14 +8,14 @@
 // (retry.ts).
 
 import "./compare.css";
-import { ApiError, chartSelectors, getJSON, getOverlay, overlayPath, plainError, runPath, type Overlay } from "./api";
+import { ApiError, getJSON, getOverlay, overlayPath, plainError, runPath, type Overlay } from "./api";
 import { MAX_POINTS, chartButton, seriesPath, smoothingControl, storedSmoothing } from "./charts";
-import { MAX_SERIES, pointBudget, readCompareState, takeEarlyOverlay, type CompareState } from "./early";
+import { MAX_SERIES, compareSelectors, pointBudget, readCompareState, takeEarlyOverlay, type CompareState } from "./early";
 
 export { readCompareState, type CompareState };
-import { CHARTS, canonicalName, resolveLines, type ChartSpec, type ResolvedLine } from "./chartspecs";
+import { CHARTS, canonicalName, findKey, resolveLines, type ChartSpec, type ResolvedLine } from "./chartspecs";
 import { ChartView, fitCharts } from "./chartview";
-import { CompareReportPanel } from "./comparereport";
+import { CompareReportPanel, notComparable } from "./comparereport";
 import { ConfigTable } from "./configtable";
 import { FailureLine, h, MARKS, painted, reconcile } from "./dom";
 import { downloadCsv, downloadPng, seriesTable } from "./export";
@@ -98,10 +98,13 @@ export class CompareView {
   ) {
     this.smoothing = storedSmoothing();
     this.config = new ConfigTable(state.onlyDiff, (onlyDiff) => this.setState({ onlyDiff }));
-    this.report = new CompareReportPanel((baseline, subject, acrossPlans) => {
-      this.setState({ baseline, subject, acrossPlans });
-      void this.loadReport();
-    });
+    this.report = new CompareReportPanel(
+      (baseline, subject, acrossPlans) => {
+        this.setState({ baseline, subject, acrossPlans });
+        void this.loadReport();
+      },
+      (runId) => this.whyNot(runId),
+    );
     this.picker = new MetricPicker(
       (key) => this.addKey(key),
       () => this.setKeys([]),
@@ -142,12 +145,16 @@ export class CompareView {
       this.notice.classList.add("error");
       this.notice.textContent = `Not compared: ${missing.join("; ")}`;
     }
-    this.el.replaceChildren(this.head(), this.notice, this.chartsCard(), this.report.el, this.config.el);
+    // one run has no baseline to be compared with: no report
+    const report = this.runs.length >= 2;
+    this.el.replaceChildren(this.head(), this.notice, this.chartsCard(), ...(report ? [this.report.el] : []), this.config.el);
     this.showChips();
     const ids = this.runs.map((r) => r.run.run_id);
     this.onRuns(ids);
-    const baseline = this.pick(this.state.baseline) ?? ids[0];
-    const subject = this.pick(this.state.subject) ?? ids.find((id) => id !== baseline);
+    // the report starts from runs it can compare, where the URL names none
+    const able = ids.filter((id) => this.whyNot(id) === null);
+    const baseline = this.pick(this.state.baseline) ?? able[0] ?? ids[0];
+    const subject = this.pick(this.state.subject) ?? able.find((id) => id !== baseline) ?? ids.find((id) => id !== baseline);
     // The report and the settings table are asked for once the charts are painted: on a
     // cold server each reads the runs' whole series, and asked for at once they take the
     // server from the charts' request.
@@ -156,11 +163,19 @@ export class CompareView {
     // they delayed the charts in the window; made between, those held back)
     await this.allDrawn;
     if (this.disposed) return;
-    this.report.show(this.runs.map((r) => r.run), baseline ?? null, subject ?? null, this.state.acrossPlans);
-    void this.loadReport();
+    if (report) {
+      this.report.show(this.runs.map((r) => r.run), baseline ?? null, subject ?? null, this.state.acrossPlans);
+      void this.loadReport();
+    }
     void this.loadSettings();
     this.el.dataset.loaded = "true";
     this.reads.wake();
+  }
+
+  /** Why the report cannot compare a run (a reinforcement run, no training loss yet). */
+  private whyNot(runId: string): string | null {
+    const r = this.runs.find((x) => x.run.run_id === runId);
+    return r ? notComparable(r.run, r.keys) : null;
   }
 
   private loadReport(): Promise<void> {
@@ -193,17 +208,16 @@ export class CompareView {
   }
 
   /**
-   * Every run's list fields and keys with the whole series of the standard charts' and the
-   * added keys, in one request (GET /api/overlay); null where it is refused (no run can be
-   * read, or more series than one request holds): then each run is read on its own.
+   * Every run's list fields and keys, in one request (GET /api/overlay), with the whole
+   * series of the standard charts' and the added keys where they fit it (compareSelectors:
+   * past the server's limit the charts' series are read in groups, fetchSeries); null where
+   * it is refused (no run can be read): then each run is read on its own.
    */
   private async fetchOverlay(): Promise<Overlay | null> {
-    // the keys added alone are past what one request holds
-    if (this.state.runs.length * this.state.keys.length > MAX_SERIES) return null;
     try {
       // the charts are not on the page yet: about half the view's width each
       const points = pointBudget(this.el.clientWidth / 2);
-      const select = chartSelectors(CHARTS, this.state.keys);
+      const select = compareSelectors(this.state);
       const opts = { points, bands: false };
       // asked by the first script already where it asked for the same (see early.ts)
       return await (takeEarlyOverlay(overlayPath(this.state.runs, select, opts)) ?? getOverlay(this.state.runs, select, opts));
@@ -229,11 +243,13 @@ export class CompareView {
   }
 
   private head(): HTMLElement {
+    const n = this.runs.length;
     return h(
       "header",
       { class: "detail-head" },
-      h("div", { class: "title-row" }, h("h2", {}, `Compare ${this.runs.length} runs`)),
+      h("div", { class: "title-row" }, h("h2", {}, `Compare ${n} ${n === 1 ? "run" : "runs"}`)),
       this.chips,
+      n < 2 ? h("p", { class: "notice", id: "compare-needs-two" }, "Comparing needs two or more runs: tick another run in the list (or press a run's group), then press Compare.") : null,
     );
   }
 
@@ -576,10 +592,12 @@ export class CompareView {
     const fresh = await Promise.all(polled.map((r) => getJSON<MetricKeys>(`${runPath(r.run.run_id)}/metrics/keys`)));
     if (this.disposed) return;
     let layoutChanged = false;
+    let lossLogged = false;
     const tails: Promise<void>[] = [];
     polled.forEach((r, i) => {
       const keys = presentKeys(fresh[i].keys);
       if ([...keys].some((k) => !r.keys.has(k))) layoutChanged = true;
+      if (findKey(r.keys, "train_loss") === undefined && findKey(keys, "train_loss") !== undefined) lossLogged = true;
       r.keys = keys;
       r.counts = keyCounts(fresh[i].keys);
       const shown = new Set(this.shownKeys(r.run.run_id));
@@ -588,6 +606,8 @@ export class CompareView {
       else if (Number.isFinite(r.pollsLeft)) r.pollsLeft -= 1;
     });
     if (layoutChanged) await this.buildCharts();
+    // a run that logs its first training loss can now be compared: the report said it could not
+    if (lossLogged && this.el.dataset.loaded && this.runs.length >= 2) void this.loadReport();
     await Promise.all(tails);
   }
 

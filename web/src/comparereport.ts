@@ -2,15 +2,36 @@
 // a baseline's (GET /api/compare): window means of the difference, gradient-norm spikes,
 // the first full window past the margin, and how the runs divide their sequences per
 // update. Runs whose plans differ are refused with the differences listed, unless
-// "Compare across plans" is ticked. A report the server did not answer is said in the
-// card's failure line; the compare view asks for it again (retry.ts). Long run names and
-// settings stay inside the card (compare.css): a picker cuts its run's name short and holds
-// it in its tooltip; the message and the differences wrap.
+// "Compare across plans" is ticked. A run the API refuses to compare (a reinforcement run,
+// one that logged no training loss) is not asked for: the card says why. A report the
+// server did not answer is said in the card's failure line; the compare view asks for it
+// again (retry.ts). Long run names and settings stay inside the card (compare.css): a
+// picker cuts its run's name short and holds it in its tooltip; the message and the
+// differences wrap.
 
 import { plainError, query, send } from "./api";
+import { findKey } from "./chartspecs";
 import { FailureLine, h } from "./dom";
 import { fmtNum } from "./format";
+import { TERMINAL_PHASES } from "./format.gen";
 import type { CompareReport, RunSummary } from "./types";
+
+/** The method families GET /api/compare refuses with a 400: they record a reward, not a
+ * training loss, at each step (runwatch.analysis.compare.REINFORCEMENT; a test checks that
+ * the two lists agree). */
+export const REINFORCEMENT = ["grpo", "ppo", "rl", "rloo", "dapo", "reinforce"];
+
+/**
+ * Why GET /api/compare would refuse `run` (its `keys`: those it logged a point of), in a
+ * sentence; null where it can be compared. It refuses a reinforcement run and a run that
+ * logged no training loss (docs/api.md, "Compare two runs").
+ */
+export function notComparable(run: RunSummary, keys: Set<string>): string | null {
+  const method = run.method ?? "";
+  if (REINFORCEMENT.includes(method.toLowerCase())) return `${run.name} is a reinforcement run (${method}): it records a reward at each step, not a training loss.`;
+  if (findKey(keys, "train_loss") === undefined) return `${run.name} has logged no training loss${TERMINAL_PHASES.includes(run.status) ? "" : " yet"}.`;
+  return null;
+}
 
 type PlanDifference = CompareReport["plan"]["differences"][number];
 
@@ -43,8 +64,14 @@ export class CompareReportPanel {
   private generation = 0;
   readonly failure = new FailureLine("compare-report-error", "The report could not be read.");
 
-  /** `onChange` is told of a run, baseline or across-plans picked: it loads the report. */
-  constructor(private readonly onChange: (baseline: string, subject: string, acrossPlans: boolean) => void) {
+  /**
+   * `onChange` is told of a run, baseline or across-plans picked: it loads the report.
+   * `why` says why the API would refuse a run (`notComparable` of its keys now), or null.
+   */
+  constructor(
+    private readonly onChange: (baseline: string, subject: string, acrossPlans: boolean) => void,
+    private readonly why: (runId: string) => string | null,
+  ) {
     const changed = () => {
       this.showPicks();
       this.onChange(this.baseline.value, this.subject.value, this.across.checked);
@@ -89,6 +116,14 @@ export class CompareReportPanel {
     const baseline = this.baseline.value;
     if (!run || !baseline || run === baseline) {
       this.body.replaceChildren(h("p", { class: "muted" }, "Pick a run and a different baseline."));
+      return;
+    }
+    // the API refuses them (400), which the browser logs as a failed request: say why here
+    const reasons = [...new Set([run, baseline].map(this.why).filter((r): r is string => r !== null))];
+    if (reasons.length) {
+      const able = [...this.subject.options].filter((o) => this.why(o.value) === null).length;
+      const next = able >= 2 ? "Pick two runs that log a training loss." : "The report compares the training loss of two supervised runs (SFT, DPO): compare two runs that log one.";
+      this.body.replaceChildren(h("p", { class: "muted", id: "compare-not-comparable" }, `${reasons.join(" ")} ${next}`));
       return;
     }
     this.body.replaceChildren(h("p", { class: "muted" }, "Comparing…"));

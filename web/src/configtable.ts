@@ -1,9 +1,9 @@
 // The settings of compared runs side by side: a row per setting (the run's own fields,
 // then its config flattened to dotted keys), a column per run. A row whose values differ
-// between the runs has class `diff`; "Only differences" hides the others. A cell cuts a long
-// value short (compare.css), so each holds its whole value in its tooltip. A run whose
-// settings could not be read is named in the card's failure line (the compare view reads
-// them again).
+// between the runs has class `diff`; "Only differences" hides the others. A row writes its
+// numbers in one notation. A cell cuts a long value short (compare.css), so each holds its
+// whole value in its tooltip. A run whose settings could not be read is named in the card's
+// failure line (the compare view reads them again).
 
 import { FailureLine, h } from "./dom";
 import type { RunDetail, RunSummary } from "./types";
@@ -19,14 +19,32 @@ const FIELDS: [string, (r: RunSummary) => string | null][] = [
   ["backend", (r) => r.backend],
 ];
 
-/** A config as dotted keys and their values as text, in the order they were written. */
-export function flatten(value: unknown, prefix = "", out = new Map<string, string>()): Map<string, string> {
+/** A config as dotted keys and their values, in the order they were written. */
+function flatten(value: unknown, prefix = "", out = new Map<string, unknown>()): Map<string, unknown> {
   if (value !== null && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length) {
     for (const [k, v] of Object.entries(value)) flatten(v, prefix ? `${prefix}.${k}` : k, out);
   } else if (prefix) {
-    out.set(prefix, typeof value === "string" ? value : JSON.stringify(value));
+    out.set(prefix, value);
   }
   return out;
+}
+
+const plainNumber = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+
+/**
+ * A row's values as text (undefined where a run has none): a string as it is, anything else
+ * as JSON, except that a row's numbers share one notation. JavaScript writes 1e-6 as
+ * 0.000001 but 5e-7 as 5e-7: where a row's numbers would mix the two, each is written with
+ * an exponent (1e-6, 5e-7), as short as still reads back the same number.
+ */
+function rowText(values: unknown[]): (string | undefined)[] {
+  const written = values.filter(plainNumber).map(String);
+  const exponent = written.some((w) => w.includes("e")) && written.some((w) => !w.includes("e"));
+  return values.map((v) => {
+    if (v === undefined) return undefined;
+    if (typeof v === "string") return v;
+    return exponent && plainNumber(v) ? v.toExponential() : JSON.stringify(v);
+  });
 }
 
 export class ConfigTable {
@@ -59,7 +77,7 @@ export class ConfigTable {
   show(runs: RunDetail[], unread: string[] = []): void {
     this.unread = unread;
     const values = runs.map((d) => {
-      const m = new Map<string, string>();
+      const m = new Map<string, unknown>();
       for (const [name, get] of FIELDS) {
         const v = get(d.run);
         if (v !== null && v !== "") m.set(name, v);
@@ -78,7 +96,7 @@ export class ConfigTable {
     }
     let differ = 0;
     const rows = names.map((name) => {
-      const cells = values.map((m) => m.get(name));
+      const cells = rowText(values.map((m) => m.get(name)));
       const diff = new Set(cells.map((c) => c ?? "\u0000missing")).size > 1;
       if (diff) differ += 1;
       return h(

@@ -43,11 +43,16 @@ export function downloadPng(filename: string, view: ChartView): void {
   download(filename, chartPng(view));
 }
 
+// A value the API sent as null at a step the series holds: a NaN or an infinity (docs/api.md
+// sends them as null; a step the key was not logged at is not in the series). Written as
+// `runwatch runs metrics -o csv` writes a NaN, never as the empty cell of a missing value.
+const NON_FINITE = "nan";
+
 /**
  * A chart's lines as one table joined on the step: `step`, `time` (unix seconds, where the
  * series carry it), then one column per line, and `<line> min` / `<line> max` for a line the
  * server downsampled (its column is then each bucket's last value). An empty cell is a step
- * the line has no point at.
+ * the line has no point at; `nan` a point whose value was not finite.
  */
 export function seriesTable(lines: ResolvedLine[], series: TimedSeries[]): { header: string[]; rows: Cell[][] } {
   const picked = lines.map((l) => series.find((s) => s.key === l.key && (l.run === undefined || s.run === l.run)));
@@ -62,10 +67,10 @@ export function seriesTable(lines: ResolvedLine[], series: TimedSeries[]): { hea
     header.push(...cols);
     const maps = cols.map(() => new Map<number, Cell>());
     s?.step.forEach((step, j) => {
-      maps[0].set(step, s.value[j]);
+      maps[0].set(step, s.value[j] ?? NON_FINITE);
       if (banded) {
-        maps[1].set(step, s.min?.[j] ?? null);
-        maps[2].set(step, s.max?.[j] ?? null);
+        maps[1].set(step, s.min?.[j] ?? NON_FINITE);
+        maps[2].set(step, s.max?.[j] ?? NON_FINITE);
       }
       const t = s.time?.[j];
       if (t !== undefined && Number.isFinite(t) && !times.has(step)) times.set(step, t);

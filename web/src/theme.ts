@@ -51,3 +51,41 @@ export function onThemeChange(fn: () => void): () => void {
   mq.addEventListener("change", fn);
   return () => mq.removeEventListener("change", fn);
 }
+
+/**
+ * `colour` (#rgb, #rrggbb or rgb(…)) with its HSL lightness moved by `dl` (−1 to 1, held
+ * within 0–1), as rgb(…): a shade of the same hue and saturation. A colour it cannot read
+ * comes back as it is.
+ */
+export function withLightness(colour: string, dl: number): string {
+  const rgb = parseColour(colour);
+  if (!rgb) return colour;
+  const [r, g, b] = rgb.map((v) => v / 255);
+  const max = Math.max(r, g, b);
+  const min = Math.min(r, g, b);
+  const l = (max + min) / 2;
+  const d = max - min;
+  const s = d === 0 ? 0 : d / (1 - Math.abs(2 * l - 1));
+  let hue = 0;
+  if (d !== 0) {
+    if (max === r) hue = ((g - b) / d + 6) % 6;
+    else if (max === g) hue = (b - r) / d + 2;
+    else hue = (r - g) / d + 4;
+  }
+  const l2 = Math.min(1, Math.max(0, l + dl));
+  const c = (1 - Math.abs(2 * l2 - 1)) * s;
+  const x = c * (1 - Math.abs((hue % 2) - 1));
+  const m = l2 - c / 2;
+  const [r2, g2, b2] = [[c, x, 0], [x, c, 0], [0, c, x], [0, x, c], [x, 0, c], [c, 0, x]][Math.floor(hue) % 6];
+  return `rgb(${[r2, g2, b2].map((v) => Math.round((v + m) * 255)).join(", ")})`;
+}
+
+function parseColour(colour: string): number[] | null {
+  const hex = colour.trim().match(/^#([0-9a-f]{3}|[0-9a-f]{6})$/i);
+  if (hex) {
+    const digits = hex[1].length === 3 ? [...hex[1]].map((c) => c + c) : hex[1].match(/../g) ?? [];
+    return digits.map((p) => parseInt(p, 16));
+  }
+  const fn = colour.match(/^rgba?\(\s*([\d.]+)[\s,]+([\d.]+)[\s,]+([\d.]+)/i);
+  return fn ? [Number(fn[1]), Number(fn[2]), Number(fn[3])] : null;
+}
