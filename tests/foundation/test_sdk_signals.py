@@ -91,7 +91,7 @@ def test_sigterm_ends_a_with_block_run_cancelled(runs_dir: Path) -> None:
     assert "Traceback" not in err and "StopRequested" not in err, err
     assert re.fullmatch(r"runwatch: SIGTERM asked this process to stop \(a cancel, or a stop "
                         r"from outside\); it stopped at <string>:\d+ \(<module>\), and its "
-                        r"run is recorded CANCELLED", err.strip().splitlines()[-1]), err
+                        r"run records the stop", err.strip().splitlines()[-1]), err
     logs = [json.loads(line) for line in (runs_dir / "job" / "logs.jsonl").read_text()
             .splitlines()]
     assert [(e["level"], "SIGTERM" in e["message"]) for e in logs] == [("warning", True)]

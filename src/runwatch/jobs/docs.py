@@ -84,9 +84,12 @@ recipe's own words.
 
 While a run records, SIGTERM (what cancel sends) makes the SDK record
 **CANCEL_REQUESTED** and unwind the training loop as Ctrl-C does; the run ends
-**CANCELLED** with code `cancelled` (`worker_stopped` when the job's worker stopped it
-because the worker was told to stop: such a worker first leaves the note
-`attempts/<n>/worker_stopped.json`). When the loop ends with an exception the SDK
+**CANCELLED** with code `cancelled`. A job's run tells whose SIGTERM it was by the notes
+job control leaves in `attempts/<n>/` before it sends one: `cancel_asked.json` (a cancel:
+`cancelled`), `worker_stopped.json` (its worker was told to stop: `worker_stopped`);
+with neither, something outside runwatch stopped it (a cluster preempting it, `kill`,
+`ray job stop`), and the run ends **FAILED** with code `stopped`, queued again while
+attempts remain. When the loop ends with an exception the SDK
 records the reason `runwatch.jobs.failures.exception_verdict` gives it, and writes the
 exception's type, message and traceback to the run's logs as an error line:
 """
@@ -104,7 +107,10 @@ ENDINGS: tuple[tuple[str, str, str | None], ...] = (
     ("a write the disk refused for want of space (`OSError` ENOSPC or EDQUOT, or PyTorch's "
      "checkpoint writer failing, which on a full disk says only that a write failed), "
      "itself or what it was raised from", "FAILED", "disk_full"),
-    ("Ctrl-C or SIGTERM", "CANCELLED, after CANCEL_REQUESTED", "cancelled"),
+    ("Ctrl-C or SIGTERM (a job's run: a cancel's, with its note)",
+     "CANCELLED, after CANCEL_REQUESTED", "cancelled"),
+    ("SIGTERM or Ctrl-C of a job's run with no note of job control's (from outside)",
+     "FAILED, after CANCEL_REQUESTED", "stopped"),
     ("`sys.exit(0)`", "SUCCEEDED", None),
     ("any other exception (`sys.exit` with another code too)", "FAILED", "failed"),
     ("nothing: the process exited without `finish()`", "FAILED", "stopped_early"),

@@ -38,6 +38,7 @@ from runwatch.jobs import process
 from runwatch.jobs.failures import AttemptEnd, ending_signal
 from runwatch.jobs.oom import OomWatch
 from runwatch.rundir import format as fmt
+from runwatch.rundir import stopnote
 from runwatch.store.jobs import Claim
 
 log = logging.getLogger(__name__)
@@ -229,6 +230,15 @@ class LocalAttempt:
             cancel_requested=cancel_requested, startup_timed_out=startup_timed_out)
 
 
+def note_cancel(claim: Claim, by: str = "reaper") -> None:
+    """The cancel's note in the attempt's folder, before its SIGTERM (runwatch.rundir.
+    stopnote): its SDK records the end as a cancel, not a stop from outside."""
+    try:
+        stopnote.write_cancel(Path(claim.dir), claim.attempt, by)
+    except OSError as exc:
+        log.error("cannot note in %s that it is cancelled: %s", claim.dir, exc)
+
+
 class LocalExecutor:
     """Runs each attempt as a process in a session of its own on this machine, with the
     worker's environment plus the attempt's (runwatch.jobs.process.start)."""
@@ -268,6 +278,7 @@ class LocalExecutor:
             log.warning("%s attempt %d was cancelled after its worker stopped heartbeating: "
                         "its process group %d is stopped here", claim.name, claim.attempt, pid)
             self._stopping[key] = time.monotonic()
+            note_cancel(claim)
             process.signal_group(int(pid), signal.SIGTERM)
         elif time.monotonic() - self._stopping[key] >= grace_s:
             process.signal_group(int(pid), signal.SIGKILL)

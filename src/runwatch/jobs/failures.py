@@ -111,8 +111,8 @@ _CATALOGUE = (
            "Nothing in the job reported what went wrong; its logs hold what it printed. "
            "Quote the run ID."),
     Reason("cancelled", "the training job was stopped",
-           "It was asked to stop (cancelled, or sent SIGTERM or Ctrl-C) and stopped. Retry "
-           "the run to start it again, or resume it if it holds a checkpoint.",
+           "It was cancelled (or, started by hand, sent SIGTERM or Ctrl-C) and stopped. "
+           "Retry the run to start it again, or resume it if it holds a checkpoint.",
            phase="CANCELLED"),
     Reason("worker_stopped", "the training job was stopped because its worker was stopped",
            "Its worker (runwatch worker, or the one runwatch ui or server runs) was stopped "

@@ -48,7 +48,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from runwatch.jobs.cost import CPU
-from runwatch.jobs.executors import LocalExecutor, Seen, StartError, note
+from runwatch.jobs.executors import LocalExecutor, Seen, StartError, note, note_cancel
 from runwatch.jobs.failures import RAY_HOST_OOM, AttemptEnd
 from runwatch.jobs.process import tail
 from runwatch.rundir import format as fmt
@@ -283,6 +283,7 @@ class RayExecutor:
         attempt = self._reaped.get(submission_id(claim))
         if attempt is None:
             return False
+        note_cancel(claim)
         attempt.stop(grace_s)
         return True
 

@@ -235,7 +235,7 @@ class Worker:
                 continue  # not started, stopping already, or ended on its own
             if self._cancel_asked(job):  # before this stop: the user's cancel, as asked
                 job.cancel = True
-                job.proc.stop(self.grace_s)
+                self._stop_cancelled(job)
                 continue
             job.worker_stopped = True
             try:
@@ -504,10 +504,22 @@ class Worker:
             job.startup_timed_out = not job.cancel and self._preparing_too_long(job)
             if job.startup_timed_out:
                 job.proc.kill()  # no SIGTERM: the SDK would record it CANCELLED
-            elif job.cancel or self.stopping:
+            elif job.cancel:
+                self._stop_cancelled(job)
+            elif self.stopping:
                 job.proc.stop(self.grace_s)
         if beat:
             job.proc.observe()
+
+    def _stop_cancelled(self, job: Job) -> None:
+        """Stop a cancelled job: the cancel's note first, which tells its SDK (and whoever
+        concludes it) that this SIGTERM is a cancel's, not one from outside."""
+        assert job.proc is not None
+        try:
+            stopnote.write_cancel(job.run_dir, job.claim.attempt, self.id)
+        except OSError as exc:  # its end is still a cancel, from the index's request
+            log.error("cannot note in %s that it is cancelled: %s", job.run_dir, exc)
+        job.proc.stop(self.grace_s)
 
     def _preparing_too_long(self, job: Job) -> bool:
         """Whether the job is still PREPARING and showed no progress for its startup

@@ -28,6 +28,9 @@ OUTPUT_LOG = "output.log"
 # attempts/<n>/ also holds this note when a stopping worker stopped attempt n
 # (runwatch.rundir.stopnote).
 WORKER_STOPPED = "worker_stopped.json"
+# and this one when job control stops attempt n for a cancel (runwatch.rundir.stopnote):
+# a SIGTERM without either note came from outside runwatch
+CANCEL_ASKED = "cancel_asked.json"
 # The folder of a run's checkpoint files (checkpoints.jsonl names them relative to the run
 # folder); it belongs to one attempt like checkpoints.jsonl, and moves with it.
 CHECKPOINT_DIR = "checkpoints"

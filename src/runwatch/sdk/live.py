@@ -69,13 +69,13 @@ def register(run: Run) -> None:
 
 def _stopped_here(tb: TracebackType | None) -> str:
     """What an uncaught StopRequested prints: that the process was asked to stop and its
-    run is recorded CANCELLED, and the line of the program (not runwatch's) it stopped at."""
+    run records the stop, and the line of the program (not runwatch's) it stopped at."""
     own = Path(__file__).resolve().parents[1]
     frames = [f for f in traceback.extract_tb(tb)
               if not Path(f.filename).resolve().is_relative_to(own)]
     at = f" at {frames[-1].filename}:{frames[-1].lineno} ({frames[-1].name})" if frames else ""
     return (f"runwatch: SIGTERM asked this process to stop (a cancel, or a stop from "
-            f"outside); it stopped{at}, and its run is recorded CANCELLED\n")
+            f"outside); it stopped{at}, and its run records the stop\n")
 
 
 def recording(run_dir: Path) -> bool:

@@ -228,8 +228,9 @@ class Run:
         or Ctrl-C).
         `code` is the failure catalogue's id for the reason (runwatch.jobs.failures);
         FAILED or CANCELLED with no reason records that code's sentence (by default
-        `failed`, or `cancelled`; `worker_stopped` when the job's worker stopped this
-        process because it was told to stop, runwatch.rundir.stopnote).
+        `failed`, or `cancelled`; for a job's run, `worker_stopped` when its worker stopped
+        this process because it was told to stop, and FAILED `stopped` when neither that
+        worker nor a cancel did: runwatch.rundir.stopnote).
         """
         with self._lock:
             if self._finished:
@@ -239,8 +240,11 @@ class Run:
             if status not in fmt.TERMINAL_PHASES:
                 raise ValueError(f"status {status!r} is not one of {sorted(fmt.TERMINAL_PHASES)}")
             _check_code(status, reason, code)
+            if status == "CANCELLED" and not reason and not code:
+                code = self._how_stopped()
+                status = CATALOGUE[code].phase if code else status
             if not reason and status in _DEFAULT_CODE:
-                code = code or self._stopped_by_worker(status) or _DEFAULT_CODE[status]
+                code = code or _DEFAULT_CODE[status]
                 reason = CATALOGUE[code].sentence
             self._finished = True
             self.status = status
@@ -275,13 +279,19 @@ class Run:
             sender.close(then=folder.done, writing=not written)
         live.unregister(self)
 
-    def _stopped_by_worker(self, status: str) -> str | None:
-        """`worker_stopped` for a job's run asked to stop by its worker, which was told to
-        stop: it leaves a note before its SIGTERM, which alone is a cancel's."""
-        if (status == "CANCELLED" and self._stop_requested and self._job_attempt is not None
-                and stopnote.written(self.dir, self._job_attempt)):
+    def _how_stopped(self) -> str | None:
+        """Who stopped a job's run that was asked to stop (SIGTERM, Ctrl-C), by the notes
+        job control leaves before its SIGTERM (runwatch.rundir.stopnote): its worker, told
+        to stop (`worker_stopped`); a cancel (`cancelled`); neither, so something outside
+        runwatch (a cluster preempting it): `stopped`, a failure, which its worker queues
+        again while attempts remain. None for a run started by hand (a cancel)."""
+        if not self._stop_requested or self._job_attempt is None:
+            return None
+        if stopnote.written(self.dir, self._job_attempt):
             return "worker_stopped"
-        return None
+        if stopnote.cancel_written(self.dir, self._job_attempt):
+            return "cancelled"
+        return "stopped"
 
     def fail(self, reason: str, code: str | None = None) -> None:
         """Shorthand for finish(status="FAILED", reason=reason, code=code)."""
