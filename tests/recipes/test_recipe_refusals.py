@@ -59,3 +59,20 @@ def test_dpo_refuses_a_pair_without_a_rejected_reply(tmp_path: Path) -> None:
     assert dpo.main([*common(tmp_path, "pairs"), f"data_path={data}"]) == 1
     end = final_event(tmp_path / "runs" / "pairs")
     assert end["phase"] == "FAILED" and end["reason"].startswith("row 2 ")
+
+
+@pytest.mark.parametrize(("recipe", "setting"), [(sft, "data_path"), (dpo, "data_path"),
+                                                 (sft, "val_data_path")])
+def test_a_data_file_that_cannot_be_read_is_refused_naming_it(
+        tmp_path: Path, recipe: object, setting: str) -> None:
+    """A typo in data_path failed the run with the generic `failed` ("nothing reported what
+    went wrong") and was retried to no end (found in a trial)."""
+    missing = tmp_path / "nope.jsonl"
+    given = [f"{setting}={missing}"]
+    if setting == "val_data_path":
+        given.append(f"data_path={write_rows(tmp_path / 'rows.jsonl', [GOOD, GOOD])}")
+    assert recipe.main([*common(tmp_path, "missing"), *given]) == 1  # type: ignore[attr-defined]
+    end = final_event(tmp_path / "runs" / "missing")
+    assert (end["phase"], end["code"]) == ("FAILED", "refused")
+    assert end["reason"] == (f"{setting} {missing} cannot be read (No such file or directory); "
+                             "give a JSONL file of rows (one JSON object per line)")

@@ -20,6 +20,7 @@ from runwatch.recipes.chat import (
     TEMPLATE_NAME,
     Message,
     RowRefusal,
+    SetupError,
     render_conversation,
     render_prompt,
     render_response,
@@ -37,10 +38,18 @@ Encoded = list[list[int]]
 """One tokenized row: SFT (ids, mask); DPO (prompt ids, chosen ids, rejected ids)."""
 
 
-def read_jsonl(path: str | Path) -> list[Any]:
-    """Rows of a JSONL file; a line that is not JSON is refused by its row number."""
+def read_jsonl(path: str | Path, setting: str = "data_path") -> list[Any]:
+    """Rows of a JSONL file; a line that is not JSON is refused by its row number, and a
+    file that cannot be read (missing, a folder, no permission) by its `setting`'s name:
+    a typo in a path is the input's fault, and a retry would not mend it."""
     rows: list[Any] = []
-    with open(path, encoding="utf-8") as fh:
+    try:
+        fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise SetupError(f"{setting} {path} cannot be read ({why}); give a JSONL file of "
+                         "rows (one JSON object per line)") from None
+    with fh:
         for line_no, line in enumerate(fh, start=1):
             if not line.strip():
                 continue

@@ -116,7 +116,7 @@ def validate(cfg: DPOConfig, policy: Policy, val: list[PairExample], step: int,
 
 def load_rows(cfg: DPOConfig) -> tuple[list[Any], list[Any]]:
     if cfg.data_path:
-        val = prep.read_jsonl(cfg.val_data_path) if cfg.val_data_path else []
+        val = prep.read_jsonl(cfg.val_data_path, "val_data_path") if cfg.val_data_path else []
         return prep.read_jsonl(cfg.data_path), val
     return dpo_rows(make_task(cfg.task, cfg.digits), cfg.n_train, cfg.n_val, cfg.seed)
 

@@ -58,7 +58,7 @@ def sft_loss(model: nn.Module, ids_BT: torch.Tensor, mask_BT: torch.Tensor
 
 def load_rows(cfg: TrainConfig) -> tuple[list[Any], list[Any]]:
     if cfg.data_path:
-        val = prep.read_jsonl(cfg.val_data_path) if cfg.val_data_path else []
+        val = prep.read_jsonl(cfg.val_data_path, "val_data_path") if cfg.val_data_path else []
         return prep.read_jsonl(cfg.data_path), val
     return sft_rows(make_task(cfg.task, cfg.digits), cfg.n_train, cfg.n_val, cfg.seed)
 
