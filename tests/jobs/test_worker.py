@@ -327,6 +327,13 @@ def test_an_attempt_keeps_the_rate_it_ran_at_when_the_profile_s_rate_changes(
     cost, (attempt,) = detail["cost"], detail["attempts"]
     assert cost["device_seconds"] > 0
     assert cost["hourly_rate"] == attempt["hourly_rate"] == 2.0
+    # the worker's own spend keeps the rate it registered at too (a trial saw a stopped
+    # worker's spend follow every later change of the rate)
+    view = json.loads(run_cli("resources", str(runs_dir), "--db", db_url, "-o", "json").stdout)
+    (worker,) = view["workers"]
+    assert worker["status"] == "stopped" and worker["hourly_rate"] == 2.0
+    up_h = (worker["stopped_at"] - worker["started_at"]) / 3600
+    assert worker["spend"] == pytest.approx(up_h * worker["devices"] * 2.0)
     assert cost["spend"] == pytest.approx(cost["device_seconds"] / 3600 * 2.0)
     assert attempt["spend"] == pytest.approx(cost["spend"])
     # with the profiles file unreadable, the recorded rate still prices it

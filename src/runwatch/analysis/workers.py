@@ -6,7 +6,9 @@ is lost once its last heartbeat is older than the heartbeat timeout it declared
 no live worker can reap says what it waits for (`waits_for`, runwatch.jobs.executors).
 
 A worker is a resource that costs while it is up, busy or not: its **spend** so far is
-its devices × its profile's hourly rate × the hours from its start to its stop (or now).
+its devices × its hourly rate × the hours from its start to its stop (or now); its rate is
+its profile's when it registered (a later change of the profile prices the workers started
+after it), else, for a worker registered without one, its profile's now.
 A lost worker's spend stops at its last heartbeat once it holds no job; while it still
 holds jobs, which may run on (a local process outlives its worker, a Ray job runs on
 the cluster) until a live worker reaps them, it counts until now. A run's own spend is
@@ -27,9 +29,11 @@ from runwatch.store import jobs as store_jobs
 def worker_entry(row: dict[str, Any], profiles: Profiles | None, now: float
                  ) -> dict[str, Any]:
     """One worker (a row of store.jobs.list_workers) as the view shows it; its rate and
-    spend are None when `profiles` is None or lacks its profile."""
+    spend are None when it recorded no rate and `profiles` is None or lacks its profile."""
     profile = profiles.by_name.get(row["device_profile"]) if profiles is not None else None
-    rate = profile.hourly_rate if profile is not None else None
+    rate = row.get("hourly_rate")
+    if rate is None:
+        rate = profile.hourly_rate if profile is not None else None
     stopped = row["stopped_at"]
     age = max(0.0, now - row["heartbeat_at"])
     status = ("stopped" if stopped is not None

@@ -185,7 +185,7 @@ class Worker:
                 id=self.id, host=host, pid=os.getpid(), devices=devices,
                 device_profile=device_profile, started_at=time.time(),
                 executor=self.executor.name, heartbeat_timeout_s=heartbeat_timeout_s,
-                runs_dir=self.runs_dir))
+                runs_dir=self.runs_dir, hourly_rate=self._rate().get("hourly_rate")))
 
     @property
     def free_devices(self) -> int:

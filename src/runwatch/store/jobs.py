@@ -79,6 +79,7 @@ class WorkerRow:
     executor: str = "local"
     heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S
     runs_dir: str | None = None  # absolute: it claims the jobs whose folder is inside
+    hourly_rate: float | None = None  # its profile's rate when it registered
 
 
 def lost(heartbeat_at: float | None, heartbeat_timeout_s: float, now: float) -> bool:
@@ -177,7 +178,7 @@ def register_worker(conn: Connection, worker: WorkerRow) -> None:
               "device_profile": worker.device_profile, "started_at": worker.started_at,
               "heartbeat_at": worker.started_at, "draining": False, "stopped_at": None,
               "executor": worker.executor, "heartbeat_timeout_s": worker.heartbeat_timeout_s,
-              "runs_dir": worker.runs_dir}
+              "runs_dir": worker.runs_dir, "hourly_rate": worker.hourly_rate}
     if conn.execute(update(s.workers).where(w.id == worker.id).values(**values)).rowcount == 0:
         conn.execute(insert(s.workers).values(id=worker.id, **values))
 

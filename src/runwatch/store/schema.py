@@ -266,6 +266,9 @@ workers = Table(
     Column("heartbeat_timeout_s", Float, nullable=False, server_default="30"),
     # the absolute runs folder whose jobs it claims (null: registered before 0013)
     Column("runs_dir", Text),
+    # its profile's rate per device-hour when it registered, which prices its uptime
+    # (null: registered before 0014, or its profiles could not be read)
+    Column("hourly_rate", Float),
 )
 
 # --- H5: step summaries (runwatch.store.summaries) ---
