@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 from pathlib import Path
@@ -341,3 +342,15 @@ def test_an_attempt_keeps_the_rate_it_ran_at_when_the_profile_s_rate_changes(
     detail = json.loads(run_cli("runs", "get", "priced", "--dir", str(runs_dir), "--db", db_url,
                                 "-o", "json").stdout)
     assert detail["cost"]["hourly_rate"] == 2.0 and detail["cost"]["problem"] is None
+    # a retry at the new rate: the run's spend is each attempt's, and says so
+    profiles.write_text("profiles:\n  cpu: {hourly_rate: 9.0}\n")
+    run_cli("runs", "retry", "priced", "--dir", str(runs_dir), "--db", db_url)
+    proc = workers.start(runs_dir, db_url)
+    wait_for(lambda: run_row(engine, "priced").status == "SUCCEEDED"
+             and run_row(engine, "priced").attempt == 2, what="attempt 2 to end")
+    workers.stop(proc)
+    shown = " ".join(run_cli("runs", "get", "priced", "--dir", str(runs_dir), "--db", db_url,
+                             env={"COLUMNS": "200"}).stdout.split())
+    assert "its attempts at 2 and 9 per device-hour" in shown, shown
+    assert re.search(r"#1: SUCCEEDED, [\d.]+ device-seconds, spend [\d.e-]+ at 2\b", shown)
+    assert re.search(r"#2: SUCCEEDED, [\d.]+ device-seconds, spend [\d.e-]+ at 9\b", shown)

@@ -165,8 +165,14 @@ def _cost_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
              ("Queue wait", fmt_duration(cost["queue_wait_s"])), ("Phases", phases),
              ("Device time", f"{cost['device_seconds']:.1f}s on {cost['devices']} × "
                              f"{cost['device_profile']}{estimate}")]
+    rates = sorted({a["hourly_rate"] for a in detail["attempts"]
+                    if a["hourly_rate"] is not None and a["device_seconds"] > 0})
     if cost["spend"] is None:
         lines.append(("Spend", cost["problem"]))
+    elif len(rates) > 1:  # each attempt at the rate it ran at (Attempts lists them)
+        lines.append(("Spend", f"{fmt_cell(cost['spend'])}, its attempts at "
+                               f"{' and '.join(f'{r:g}' for r in rates)} per "
+                               f"device-hour{estimate}"))
     else:
         lines.append(("Spend", f"{fmt_cell(cost['spend'])} at {cost['hourly_rate']:g} per "
                                f"device-hour{estimate}"))
@@ -176,6 +182,8 @@ def _cost_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def _attempt_text(attempt: dict[str, Any]) -> str:
     text = f"{attempt['phase']}, {attempt['device_seconds']:.1f} device-seconds"
+    if attempt.get("spend") is not None:
+        text += f", spend {fmt_cell(attempt['spend'])} at {attempt['hourly_rate']:g}"
     if attempt["reason"]:
         text += f": {attempt['reason']}"
     return text
