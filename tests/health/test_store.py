@@ -17,6 +17,7 @@ from runwatch.ingest.indexer import Indexer
 from runwatch.store import queries as q
 from runwatch.store import schema as s
 from tests.support import write_manifest
+from tests.support.cli import run_cli
 
 
 def write_run(runs: Path, name: str, method: str, lines: list[dict[str, Any]],
@@ -96,6 +97,23 @@ def test_stall_is_live_for_running_runs_only(engine: Engine, tmp_path: Path) -> 
     assert stalled and stalled[0]["id"] is None and stalled[0]["last_step"] == 9
     assert not [f for f in listing(engine, "live", now=1e9 + 100) if f["rule_id"] == "run.stalled"]
     assert not [f for f in listing(engine, "done", now=late) if f["rule_id"] == "run.stalled"]
+
+
+@pytest.mark.parametrize(("min_seconds", "stalled"), [(10, True), (1e12, False)])
+def test_a_what_if_judges_a_stall_by_its_overrides(
+        engine: Engine, db_url: str, tmp_path: Path, min_seconds: float, stalled: bool) -> None:
+    """`runs health --thresholds FILE` said nothing of a silent run's stall, whatever the
+    file set for run.stalled (found in a trial): the stall is judged when findings are
+    read, which the what-if skipped."""
+    runs = tmp_path / "runs"
+    write_run(runs, "live", "sft", steps(0, 10, loss=1.0))  # silent since 2001
+    index(engine, runs)
+    overrides = tmp_path / "stall.yaml"
+    overrides.write_text(f"rules:\n  run.stalled: {{min_seconds: {min_seconds}}}\n")
+    said = run_cli("runs", "health", "live", "--dir", str(runs), "--db", db_url,
+                   "--thresholds", str(overrides), "-o", "json")
+    found = [f["rule_id"] for f in json.loads(said.stdout)["findings"]]
+    assert ("run.stalled" in found) is stalled, found
 
 
 def test_config_budgets_reach_the_rules(engine: Engine, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ gate on a run's health.
 
 from __future__ import annotations
 
+import time
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -33,6 +34,7 @@ from runwatch.health import store as health_store
 from runwatch.health.engine import Engine
 from runwatch.health.rules.base import SEVERITY_RANK
 from runwatch.health.thresholds import ThresholdError, load_yaml
+from runwatch.rundir.format import ACTIVE_PHASES
 
 EXIT_UNHEALTHY = 1
 STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -154,6 +156,10 @@ def _what_if(conn: Any, row: Any, path: Path) -> list[dict[str, Any]]:
     settings = health_store.settings_from_config(row.config)
     engine = Engine(row.method, settings, overrides)
     cols, _ = health_store.stored_points(conn, row.pk, -1)
-    found = [health_store.finding_json(f.to_dict()) for f in engine.feed(cols)]
+    fed = engine.feed(cols)
+    # a running run that has gone silent, judged by these overrides too (run.stalled is a
+    # live condition the stored findings check when read; the what-if skipped it)
+    fed += engine.check_stall(time.time(), running=row.status in ACTIVE_PHASES)
+    found = [health_store.finding_json(f.to_dict()) for f in fed]
     found.sort(key=health_store.sort_key)
     return found
