@@ -162,9 +162,10 @@ one-prompt-a-step GRPO run
 (groups alike on a quarter of its steps while its reward climbs from 0.2 to 1.6) and a
 DPO loop of 8 pairs a batch (a loss noisy by 5% a log, 2% down at step 240, while its
 margin stands at 0.06 against noise of 0.08) warned; they are info now. An isolated
-spike of the gradient norm or of the KL to the reference is info too (a one-batch
-gradient that clipping bounds; a KL estimated on one group); a second within the
-finding's 5 points is the warning, as for `loss.spike`.
+spike of the KL to the reference is info too (a KL estimated on one group); a second
+within the finding's 5 points is the warning, as for `loss.spike`. A spike of the
+gradient norm is info however often it repeats: the norm is logged before clipping,
+which bounds the update it measures.
 
 A run is judged by its method's rules: ORPO, KTO, SimPO and CPO runs as DPO; PPO,
 RLOO, DAPO, GSPO, Dr. GRPO, REINFORCE and on-policy distillation (`opd`) as GRPO; off-policy
