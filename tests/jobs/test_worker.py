@@ -354,3 +354,5 @@ def test_an_attempt_keeps_the_rate_it_ran_at_when_the_profile_s_rate_changes(
     assert "its attempts at 2 and 9 per device-hour" in shown, shown
     assert re.search(r"#1: SUCCEEDED, [\d.]+ device-seconds, spend [\d.e-]+ at 2\b", shown)
     assert re.search(r"#2: SUCCEEDED, [\d.]+ device-seconds, spend [\d.e-]+ at 9\b", shown)
+    # retried by hand past its one automatic attempt: not "attempt 2 of at most 1"
+    assert "attempt 2 (retried by hand, past its automatic attempts)" in shown, shown

@@ -5,7 +5,7 @@
 // each time it reads the run's detail (while points arrive, at most once a second).
 
 import { append, h } from "./dom";
-import { fmtDuration, fmtNum, fmtSpend, statusClass, statusLabel } from "./format";
+import { attemptText, fmtDuration, fmtNum, fmtSpend, statusClass, statusLabel } from "./format";
 import { ACTIVE_PHASES } from "./format.gen";
 import type { Attempt, RunDetail } from "./types";
 
@@ -94,7 +94,7 @@ export class CostCard {
       ["Queue wait", h("span", { "data-cost": "queue-wait" }, fmtDuration(seconds(millis, "QUEUED")))],
       ["Preparing", fmtDuration(seconds(millis, "PREPARING"))],
       ["Training", h("span", { "data-cost": "training" }, fmtDuration(seconds(millis, "RUNNING", "CANCEL_REQUESTED")))],
-      ["Attempts", h("span", { "data-cost": "attempts" }, String(Math.max(d.run.attempt, d.attempts.length)), job ? ` of at most ${job.max_attempts}` : "")],
+      ["Attempts", h("span", { "data-cost": "attempts" }, job ? attemptText(Math.max(d.run.attempt, d.attempts.length), job.max_attempts) : String(Math.max(d.run.attempt, d.attempts.length)))],
       ["Last step time", h("span", { "data-cost": "step-time" }, c.last_step_time_s === null ? "—" : `${fmtNum(c.last_step_time_s)} s`)],
       ...Object.entries(c.peak_memory_bytes).map(([k, v]): [string, Node] => [`Peak memory: ${words(k.replace(/_bytes$/, ""))}`, h("span", { "data-memory": k }, fmtBytes(v))]),
       ...Object.entries(c.data_fit ?? {}).map(([k, v]): [string, Node] => [`Data fit: ${DATA_FIT[k] ?? words(k)}`, h("span", { "data-fit": k }, fmtNum(v))]),

@@ -6,7 +6,7 @@ import { ApiError, getJSON, getOverlay, postJSON, runPath } from "./api";
 import { ChartsPanel, pointBudget } from "./charts";
 import { CostCard } from "./costcard";
 import { append, clear, h, MARKS, painted, text } from "./dom";
-import { fmtDuration, fmtNum, fmtTime, liveDuration, statusClass, statusLabel, statusText } from "./format";
+import { attemptText, fmtDuration, fmtNum, fmtTime, liveDuration, statusClass, statusLabel, statusText } from "./format";
 import { TERMINAL_PHASES } from "./format.gen";
 import { HealthPanel } from "./health";
 import { HistoryTable } from "./history";
@@ -36,7 +36,7 @@ function jobRows(job: JobSpec | null, run: RunSummary): [string, unknown][] {
     ["Command", commandLine(job.argv)],
     ["Devices", `${job.devices} × ${job.device_profile}`],
     ["Priority", job.priority],
-    ["Attempt", `${run.attempt} of at most ${job.max_attempts}`],
+    ["Attempt", attemptText(run.attempt, job.max_attempts)],
     ["Worker", job.worker_id],
   ];
 }

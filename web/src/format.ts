@@ -82,3 +82,9 @@ export function modelLabel(base: string | null | undefined): string {
   if (ckpt < 0 && name?.endsWith(".pt") && parts.length > 1) name = parts[parts.length - 2];
   return name ? `from run ${name}` : "from an earlier run";
 }
+
+/** "2 of at most 3"; a retry by hand past the automatic attempts says so, not "2 of at
+ * most 1". */
+export function attemptText(attempt: number, maxAttempts: number): string {
+  return attempt <= maxAttempts ? `${attempt} of at most ${maxAttempts}` : `${attempt} (retried by hand, past its automatic attempts)`;
+}

@@ -126,7 +126,9 @@ def _state_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
     phase = st["phase"] + (" (the training process is gone: it stopped before it finished)"
                            if st["process_gone"] else "")
     if job and (job["attempt"] > 1 or job["max_attempts"] > 1):
-        phase += f", attempt {job['attempt']} of at most {job['max_attempts']}"
+        phase += f", attempt {job['attempt']}" + (
+            f" of at most {job['max_attempts']}" if job["attempt"] <= job["max_attempts"]
+            else " (retried by hand, past its automatic attempts)")
     lines = [("Project", st["project"]), ("Method", st["method"]),
              ("Base model", st["base_model"]), ("Dataset", st["dataset"]),
              ("Trainer", st["trainer"]), ("Phase", phase)]
