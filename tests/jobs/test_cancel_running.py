@@ -83,6 +83,10 @@ def test_a_job_that_ignores_sigterm_is_killed_with_its_group_after_the_grace(
     assert group_gone(pids[0])
     last = events(run.dir)[-1]
     assert (last["phase"], last["code"]) == ("CANCELLED", "cancelled")
+    # a command without the SDK records no CANCEL_REQUESTED of its own: its worker does,
+    # so the grace it stopped in is not counted as PREPARING (found in a trial)
+    assert [ev["phase"] for ev in events(run.dir)][-3:] == [
+        "PREPARING", "CANCEL_REQUESTED", "CANCELLED"]
 
 
 def _pids(runs_dir: Path) -> list[int] | None:

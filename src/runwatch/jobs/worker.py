@@ -519,6 +519,14 @@ class Worker:
             stopnote.write_cancel(job.run_dir, job.claim.attempt, self.id)
         except OSError as exc:  # its end is still a cancel, from the index's request
             log.error("cannot note in %s that it is cancelled: %s", job.run_dir, exc)
+        try:
+            # a process that records with the SDK holds its folder and records its own
+            # CANCEL_REQUESTED; one that does not, here: its grace is no PREPARING time
+            with locked(job.run_dir, 0.0):
+                write_events(job.run_dir, [{"phase": "CANCEL_REQUESTED",
+                                            "attempt": job.claim.attempt}])
+        except (RunBusy, OSError):
+            pass
         job.proc.stop(self.grace_s)
 
     def _preparing_too_long(self, job: Job) -> bool:
