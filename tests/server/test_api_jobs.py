@@ -268,6 +268,11 @@ def test_submit_and_retry_say_which_worker_starts_the_job_or_how_to_start_one(
     _worker(engine, "w-3", runs_dir=runs_dir)
     assert submit_recipe(server, "mine")["next"] == (
         "worker w-3 will start it when its devices are free")
+    # two that would: one of them starts it, not both (it read "worker w-3, w-4 will …")
+    _worker(engine, "w-4", runs_dir=runs_dir)
+    assert submit_recipe(server, "either")["next"] in (
+        f"one of the workers {a}, {b} will start it when its devices are free"
+        for a, b in (("w-3", "w-4"), ("w-4", "w-3")))
 
 
 def test_workers_show_devices_jobs_rate_and_spend_and_drain(server: Runner, engine: Engine

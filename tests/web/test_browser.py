@@ -421,3 +421,14 @@ def test_a_run_whose_records_the_disk_refused_shows_records_lost(
         expect(page.locator(status.format("disk-fine"))).to_have_text("Succeeded")
         shot(page, "records-lost")
         page.close()
+
+
+def test_a_run_s_address_as_a_path_opens_its_page(page: Page, server: Runner,
+                                                  runs_dir: Path) -> None:
+    """/runs/<run> answered a raw JSON 404 in the browser (found in a trial); the app's
+    address for a run is /runs?run=<run>, which the path now redirects to."""
+    sft_run(runs_dir, "by-path", steps=3)
+    wait_indexed(server.url, "by-path", 2)
+    page.goto(f"{server.url}/runs/by-path")
+    assert page.url == f"{server.url}/runs?run=by-path"
+    expect(page.locator("#run-title")).to_have_text("by-path")

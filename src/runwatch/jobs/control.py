@@ -246,8 +246,11 @@ def who_starts(conn: Connection, device_profile: str, now: float,
     the workers that would claim it, or, when none would, how to start one (else the job
     would wait with nobody to run it)."""
     ids = store_jobs.starters(conn, device_profile, now, run_dir)
-    if ids:
-        return f"worker {', '.join(ids)} will start it when its devices are free"
+    if len(ids) == 1:
+        return f"worker {ids[0]} will start it when its devices are free"
+    if ids:  # one of them: the first whose devices are free
+        return (f"one of the workers {', '.join(ids)} will start it when its devices are "
+                "free")
     return _nobody_starts(conn, device_profile, now, run_dir)
 
 

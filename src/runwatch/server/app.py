@@ -7,6 +7,7 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import Depends, FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
@@ -144,3 +145,8 @@ def _mount_web(app: FastAPI, static_dir: Path) -> None:
 
     for path in APP_ROUTES:
         app.add_api_route(path, page, methods=["GET"], include_in_schema=False)
+
+    @app.get("/runs/{run}", include_in_schema=False)
+    def run_page(run: str) -> RedirectResponse:
+        # the address a user writes for a run's page: the app's is /runs?run=RUN
+        return RedirectResponse(f"/runs?{urlencode({'run': run})}")
