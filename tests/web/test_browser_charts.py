@@ -528,6 +528,16 @@ def test_a_non_finite_value_is_told_from_one_never_logged(page: Page, server: Ru
     assert cells[0] == ["1", "0.5"] and cells[5][1] == "0.5"
     assert cells[6] == ["0.14285714285714285", ""]
     assert "train: non-finite" in hover_tooltip(page, "loss", 3 / 9)
+    # the History table tells them apart too (it showed "—" for both): the API leaves a key
+    # with no point at a step out of the row, and sends a non-finite value as null
+    def row(step: int) -> Locator:
+        return page.locator("#history tbody tr").filter(
+            has=page.locator("td:first-child", has_text=re.compile(rf"^{step}$")))
+
+    for step in (2, 3, 4):
+        expect(row(step).locator("td.non-finite")).to_have_text("non-finite")
+    expect(row(1).locator("td.non-finite")).to_have_count(0)
+    expect(row(1)).to_contain_text("—")  # no val/loss at step 1
 
 
 def test_charts_follow_dark_mode(browser: Browser, server: Runner, runs_dir: Path) -> None:

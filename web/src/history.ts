@@ -106,7 +106,7 @@ export class HistoryTable {
     this.page = page;
     clear(this.body);
     for (const row of this.page.rows) {
-      this.body.appendChild(h("tr", {}, h("td", {}, String(row.step)), ...this.columns.map((c) => h("td", {}, fmtNum(row.values[c.key] ?? null)))));
+      this.body.appendChild(h("tr", {}, h("td", {}, String(row.step)), ...this.columns.map((c) => cell(row.values, c.key))));
     }
     if (!this.page.rows.length) this.body.appendChild(h("tr", {}, h("td", { colspan: String(this.columns.length + 1), class: "muted" }, "No steps yet.")));
     const rows = this.page.rows;
@@ -115,4 +115,12 @@ export class HistoryTable {
     this.next.disabled = !this.page.next_cursor;
     this.el.dataset.total = String(this.page.total);
   }
+}
+
+/** A value of the table: a key the step logged no point of is "—" (the API leaves it out
+ * of the row), a non-finite value (NaN, ±Infinity: null in the JSON) "non-finite". */
+function cell(values: Record<string, number | null>, key: string): HTMLElement {
+  if (!(key in values)) return h("td", {}, "—");
+  const v = values[key];
+  return v === null ? h("td", { class: "non-finite" }, "non-finite") : h("td", {}, fmtNum(v));
 }

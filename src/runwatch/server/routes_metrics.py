@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -406,6 +407,9 @@ def _step_cursor(value: str | None, name: str) -> int | None:
     return step
 
 
+_MISSING = object()  # a history cell whose key logged no point at its step
+
+
 @router.get("/api/runs/{run}/history", **documented(HistoryPage, "a page of steps"))
 def history(
     request: Request,
@@ -449,16 +453,20 @@ def history(
     if window is not None:
         states = summary_states(conn, [k.id for k in chosen if k.points > HISTORY_WHOLE])
         columns = [(k.key, _page_points(conn, st, row.pk, k, page, states)) for k in chosen]
-    values: dict[str, list[float | None]] = {}
+    # per column, the value at each step of the page, or MISSING where the key logged none
+    # there: a key with no point at a step is left out of that row's values, and a
+    # non-finite value is null (the JSON has no NaN), so the two read apart
+    values: dict[str, list[Any]] = {}
     for name, s in columns:
         idx = np.searchsorted(s.step, page)
         idx_c = np.minimum(idx, max(s.size - 1, 0))
         hit = (idx < s.size) & (s.step[idx_c] == page) if s.size else np.zeros(page.size, bool)
         vals = np.where(hit, s.value[idx_c] if s.size else np.nan, np.nan)
-        values[name] = [None if not h or v != v else float(v)
+        values[name] = [_MISSING if not h else None if not math.isfinite(v) else float(v)
                         for h, v in zip(hit, vals, strict=True)]
     rows = [
-        {"step": int(step), "values": {name: values[name][i] for name, _ in columns}}
+        {"step": int(step), "values": {name: values[name][i] for name, _ in columns
+                                       if values[name][i] is not _MISSING}}
         for i, step in enumerate(page)
     ]
     return JSONResponse({
