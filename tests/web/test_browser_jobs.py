@@ -204,6 +204,9 @@ def test_retry_after_a_failure_runs_attempt_two_live(page: Page, server: Runner,
     expect(page.locator('[data-cost="attempts"]')).to_have_text(
         "2 (retried by hand, past its automatic attempts)")
     expect(page.locator("#cost-attempts tbody tr")).to_have_count(2)
+    # each attempt's spend at the rate its worker recorded (the built-in cpu profile's)
+    for attempt in ("1", "2"):
+        expect(page.locator(f'[data-attempt-spend="{attempt}"]')).to_contain_text(" at 0.05/h")
     expect(page.locator('[data-cost="device-time"]')).not_to_contain_text("estimate")
     shot(page, "run-retried")
 

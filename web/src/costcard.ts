@@ -33,7 +33,7 @@ function words(key: string): string {
 
 /** Each attempt: how it ended, its time in each part of the lifecycle, and why it ended. */
 function attemptsTable(attempts: Attempt[]): HTMLElement {
-  const head = ["Attempt", "Ended", "Queued", "Preparing", "Training", "Device time", "Reason"];
+  const head = ["Attempt", "Ended", "Queued", "Preparing", "Training", "Device time", "Spend", "Reason"];
   const row = (a: Attempt) =>
     h(
       "tr",
@@ -44,6 +44,8 @@ function attemptsTable(attempts: Attempt[]): HTMLElement {
       h("td", {}, fmtDuration(seconds(a.phaseMillis, "PREPARING"))),
       h("td", {}, fmtDuration(seconds(a.phaseMillis, "RUNNING", "CANCEL_REQUESTED"))),
       h("td", {}, fmtDuration(a.device_seconds)),
+      // each attempt at the rate it ran at: a retry after a rate changed costs the new one
+      h("td", { "data-attempt-spend": String(a.attempt) }, a.spend === null || a.hourly_rate === null ? "—" : `${fmtSpend(a.spend)} at ${fmtNum(a.hourly_rate)}/h`),
       h("td", { class: "reason-cell" }, a.reason ?? ""),
     );
   return h(
