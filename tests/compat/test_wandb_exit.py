@@ -6,6 +6,9 @@ said so. Real scripts in subprocesses, the runs read back through the index."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -100,3 +103,25 @@ def test_a_raised_system_exit_whose_status_is_unseen_is_said_so(tmp_path: Path) 
     logs = read(tmp_path, "logs", "raised")
     assert [line["level"] for line in logs if said in line["message"]] == ["WARNING"]
     assert "sys.exit(status)" in proc.stderr
+
+
+@pytest.mark.parametrize("launch", ["runpy", "pdb"])
+def test_a_script_run_by_runpy_or_pdb_that_ends_well_is_not_warned_of(
+        tmp_path: Path, launch: str) -> None:
+    """runpy and pdb run a script in a __main__ of their own, which keeps its __file__
+    at a normal end: the shim read that as a raised SystemExit and warned of it (found in
+    review)."""
+    path = script(tmp_path, """
+        wandb.init(name="launched")
+        wandb.log({"a": 1})
+    """)
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    env.pop("RUNWATCH_DIR", None)
+    argv = ([sys.executable, "-c", f"import runpy; runpy.run_path({str(path)!r}, "
+             "run_name='__main__')"] if launch == "runpy"
+            else [sys.executable, "-m", "pdb", str(path)])
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, input="c\nq\n", capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "SystemExit raised without sys.exit()" not in proc.stdout + proc.stderr
+    assert ended(tmp_path, "launched") == ("SUCCEEDED", None)

@@ -254,3 +254,13 @@ def test_each_attempt_is_priced_at_the_rate_its_worker_recorded() -> None:
     for bad in ("2.5", -1, float("nan"), True):
         events[5]["hourly_rate"] = bad  # not a rate: the profile's prices it
         assert run_cost(events, devices=2, profile=RATE).attempts[1].hourly_rate is None
+
+
+def test_the_run_s_rate_is_its_latest_attempt_that_held_devices() -> None:
+    """A retry still queued has run at no rate: the run's rate stays the one its spend was
+    made at (it read the profile's new rate, "spend 2 at 3 per device-hour")."""
+    events = [dict(ev) for ev in RETRIED[:4]] + [{"ts": 100, "phase": "QUEUED"}]
+    events[1]["hourly_rate"] = 1.0
+    cost = run_cost(events, devices=1, profile=RATE, until=500)
+    assert [a.held_s for a in cost.attempts] == [40.0, 0.0]
+    assert cost.hourly_rate == 1.0 and cost.spend == pytest.approx(40 / 3600)

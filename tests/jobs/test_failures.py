@@ -88,9 +88,15 @@ CASES: list[tuple[str, AttemptEnd, str, str | None]] = [
     ("SDK's code for exit without finish()", AttemptEnd(
         exit_code=0, sdk_phase="FAILED", sdk_code="stopped_early",
         sdk_reason=CATALOGUE["stopped_early"].sentence), "FAILED", "stopped_early"),
-    ("SIGTERM from outside, SDK recorded it", AttemptEnd(
+    # the SDK tells a cancel (job control's note) from a stop from outside itself: what it
+    # records stands, and a cancel recorded (or a program's own finish("CANCELLED")) is
+    # not queued again
+    ("a cancel the SDK recorded", AttemptEnd(
         signal=2, sdk_phase="CANCELLED", sdk_code="cancelled",
-        sdk_reason=CATALOGUE["cancelled"].sentence), "FAILED", "stopped"),
+        sdk_reason=CATALOGUE["cancelled"].sentence), "CANCELLED", "cancelled"),
+    ("SIGTERM from outside, SDK recorded it", AttemptEnd(
+        exit_code=130, sdk_phase="FAILED", sdk_code="stopped",
+        sdk_reason=CATALOGUE["stopped"].sentence), "FAILED", "stopped"),
     ("a code that does not fit its phase", AttemptEnd(exit_code=1, sdk_phase="FAILED",
                                                        sdk_code="cancelled",
                                                        stderr_tail=TORCH_OOM),

@@ -14,6 +14,7 @@ anything else), so that case is told apart, though its status is not known.
 from __future__ import annotations
 
 import builtins
+import os
 import sys
 import threading
 from collections.abc import Callable, MutableMapping
@@ -43,9 +44,10 @@ class ExitNotes:
         main = sys.modules.get("__main__")
         self._main: ModuleType | None = main
         # `python script.py`: the one way to run a script whose `__file__` CPython takes
-        # out of __main__ when it ends by anything but a SystemExit
+        # out of __main__ when it ends by anything but a SystemExit (runpy, pdb and
+        # coverage run a script in a __main__ of their own, which keeps it)
         self._script = (main is not None and getattr(main, "__spec__", None) is None
-                        and "__file__" in vars(main))
+                        and "__file__" in vars(main) and _run_as_script(vars(main)["__file__"]))
 
     def install(self, caller_globals: MutableMapping[str, Any] | None = None) -> None:
         """Note the status of every exit call from now on: wrap `sys.exit`, the builtins
@@ -74,6 +76,8 @@ class ExitNotes:
         exc = getattr(sys, "last_value", None)
         if exc is not None:
             return Ending(exc)
+        if sys.modules.get("__main__") is not self._main:
+            self._script = False  # another __main__ now: what its __file__ says is not ours
         if self._script and self._main is not None and "__file__" not in vars(self._main):
             return Ending(None)  # it ran to its end: any exit call it made was caught
         if self.status is not _NOT_CALLED:
@@ -91,6 +95,16 @@ class ExitNotes:
 
         noting_exit.__doc__ = exit.__doc__
         return noting_exit
+
+
+def _run_as_script(main_file: object) -> bool:
+    """Whether the interpreter was started as `python [options] main_file`: its first
+    argument that is no option is the script __main__ runs (not `-m pdb`, `-c`, coverage's
+    own script). An option that takes a value (`-X dev`) makes this False: no warning."""
+    argv = getattr(sys, "orig_argv", None) or []
+    rest = [a for a in argv[1:] if not a.startswith("-")]
+    return (isinstance(main_file, str) and bool(rest)
+            and os.path.abspath(rest[0]) == os.path.abspath(main_file))
 
 
 class _NotingQuitter:

@@ -307,8 +307,10 @@ class Cost:
 
     @property
     def hourly_rate(self) -> float:
-        """The rate of the latest attempt (the profile's while none has started)."""
-        return self.rate_of(self.attempts[-1]) if self.attempts else self.profile.hourly_rate
+        """The rate of the latest attempt that held devices (a retry still queued has run
+        at none); the profile's while none has."""
+        held = [a for a in self.attempts if a.held_s > 0]
+        return self.rate_of(held[-1]) if held else self.profile.hourly_rate
 
     @property
     def priced(self) -> bool:

@@ -131,8 +131,10 @@ CLASSIFY = """A worker classifies an ended attempt from what it can observe
    within the startup timeout (`startup_timeout`), its worker stopped heartbeating
    (`stopped_early`).
 3. The `code` the SDK recorded with its terminal event, the best evidence there is: its
-   catalogue reason (a refusal keeps its text; `worker_stopped` stays that); a CANCELLED
-   that runwatch did not ask for (SIGTERM or Ctrl-C from outside) is `stopped`. Then
+   catalogue reason (a refusal keeps its text; `worker_stopped` and `cancelled` stay
+   that: the SDK records a SIGTERM or Ctrl-C from outside as FAILED `stopped` itself, so a
+   recorded cancel is job control's or the program's own `finish("CANCELLED")`, and is
+   not queued again). Then
    exit code 0 with nothing recorded and no OOM kill: SUCCEEDED (a command that does not
    use the SDK; what it printed on the way does not fail it).
 4. Memory: the kernel's OOM killer (SIGKILL with evidence such as the cgroup's `oom_kill`

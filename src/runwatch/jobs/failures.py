@@ -338,10 +338,12 @@ def _coded(end: AttemptEnd) -> Verdict | None:
     reason = CATALOGUE.get(end.sdk_code or "")
     if reason is None or reason.phase != end.sdk_phase:
         return None
-    if reason.id == "worker_stopped":
-        return _verdict(reason.id)  # a stopping worker asked, even one concluded by a reaper
     if reason.phase == "CANCELLED":
-        return _verdict("stopped")  # stopped from outside: runwatch did not ask
+        # a stopping worker asked (`worker_stopped`, even one a reaper concludes), a cancel
+        # asked (`cancelled`, by its note), or the program ended itself so
+        # (`run.finish("CANCELLED")`): a SIGTERM from outside the SDK records as FAILED
+        # `stopped` itself, so a recorded cancel is one, and is not queued again
+        return _verdict(reason.id)
     if reason.refusal:
         refusal = _one_line(end.sdk_reason or "")
         return Verdict("FAILED", reason, refusal) if refusal else None

@@ -18,8 +18,10 @@ One loop (`Worker.tick`, every TICK_S) does everything but the stamp:
 - every `heartbeat_s`, in the loop: read whether it was told to drain, and reap the jobs of
   lost workers (runwatch.jobs.reaper): each is lost once its last heartbeat is older than
   the `heartbeat_timeout_s` it declared as it registered, as this one declares its own;
-- for each running job: see whether its process group has ended; stop it (SIGTERM, the
-  grace period, SIGKILL to the whole group) when a cancel was asked; SIGKILL the group
+- for each running job: see whether its process group has ended; stop it (the cancel's
+  note, runwatch.rundir.stopnote, so that its SDK records a cancel rather than a stop
+  from outside; SIGTERM, the grace period, SIGKILL to the whole group) when a cancel was
+  asked; SIGKILL the group
   when it stayed PREPARING with no new event and no new output for its startup timeout
   (it made no progress, so it has nothing to flush, and the SDK would record a SIGTERM
   as CANCELLED, not the timeout); conclude it once it has ended (reaper.conclude: the
@@ -149,6 +151,7 @@ class Worker:
                              f"{heartbeat_s:g} s apart: make it longer than that")
         self.engine = engine
         self.runs_dir = str(Path(runs_dir).resolve())
+        self._rate_problem = ""  # the profiles' problem last warned of (_rate)
         self.devices = devices
         self.device_profile = device_profile
         self.heartbeat_s = heartbeat_s
@@ -416,7 +419,9 @@ class Worker:
             return {"hourly_rate": read_profiles(Path(self.runs_dir)).get(self.device_profile)
                     .hourly_rate}
         except ProfileError as exc:
-            log.warning("the attempt's rate is not recorded: %s", exc)
+            if str(exc) != self._rate_problem:  # once a problem: _start is tried again
+                self._rate_problem = str(exc)
+                log.warning("the attempt's rate is not recorded: %s", exc)
             return {}
 
     def _start(self, job: Job) -> None:
@@ -521,10 +526,13 @@ class Worker:
             log.error("cannot note in %s that it is cancelled: %s", job.run_dir, exc)
         try:
             # a process that records with the SDK holds its folder and records its own
-            # CANCEL_REQUESTED; one that does not, here: its grace is no PREPARING time
+            # CANCEL_REQUESTED; one that does not, here: its grace is no PREPARING time.
+            # Not after the attempt's end (an SDK that finished while its process exits)
             with locked(job.run_dir, 0.0):
-                write_events(job.run_dir, [{"phase": "CANCEL_REQUESTED",
-                                            "attempt": job.claim.attempt}])
+                seen = reaper.recorded(job.run_dir, job.claim.attempt)
+                if seen.started and seen.phase not in fmt.TERMINAL_PHASES:
+                    write_events(job.run_dir, [{"phase": "CANCEL_REQUESTED",
+                                                "attempt": job.claim.attempt}])
         except (RunBusy, OSError):
             pass
         job.proc.stop(self.grace_s)

@@ -161,22 +161,27 @@ class BackgroundWriter:
         return self._encoder.dropped
 
     def settle(self, timeout: float = SETTLE_S) -> None:
-        """Wait (at most `timeout` seconds) until what was queued before this call is
-        encoded, so that counts made while encoding (`dropped_values`) include it. The
-        writer's own thread, or one past a stalled disk, does not wait."""
-        if threading.current_thread() is self._thread:
+        """Wait (at most `timeout` seconds, the lock included: the writer holds it while a
+        stalled disk takes a batch) until what was queued before this call is encoded,
+        so that counts made while encoding (`dropped_values`) include it. The writer's own
+        thread does not wait, nor does anyone once the writer has stopped (its counts are
+        final)."""
+        if threading.current_thread() is self._thread or not self._thread.is_alive():
             return
         deadline = time.monotonic() + timeout
-        with self._drained:  # _drain pops and encodes a batch under it: an empty queue
-            self._wake.set()  # seen under it holds no half-encoded batch
-            while self.queue:
-                if not self._thread.is_alive():
-                    self._drain()  # no thread to wait for: encode from the caller
-                    return
+        self._wake.set()
+        # _drain pops and encodes a batch under the lock: an empty queue seen under it
+        # holds no half-encoded batch
+        if not self._drained.acquire(timeout=timeout):
+            return
+        try:
+            while self.queue and self._thread.is_alive():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
                 self._drained.wait(min(0.1, left))
+        finally:
+            self._drained.release()
 
     def flush_now(self) -> None:
         """Ask the thread to write at once (tests use it; close() wakes the thread itself)."""
