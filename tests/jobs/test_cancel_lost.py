@@ -66,8 +66,11 @@ def _cancelled_and_stopped(engine: Engine, run_dir: Path, pid: int) -> None:
     assert group_gone(pid)
     row = run_row(engine, "orphan")
     assert (row.reason_code, row.attempt) == ("cancelled", 1)
+    # the reaping worker records CANCEL_REQUESTED for a command without the SDK, so its
+    # grace is not counted as PREPARING
     assert [(ev["phase"], ev.get("attempt"), ev.get("code")) for ev in events(run_dir)] == [
-        ("QUEUED", 1, None), ("PREPARING", 1, None), ("CANCELLED", 1, "cancelled")]
+        ("QUEUED", 1, None), ("PREPARING", 1, None), ("CANCEL_REQUESTED", 1, None),
+        ("CANCELLED", 1, "cancelled")]
     held = job(engine, "orphan") or {}
     assert (held.get("worker_id"), held.get("attempt")) == (None, 1)  # not queued again
 
@@ -130,7 +133,7 @@ def test_a_hung_workers_cancelled_job_is_stopped_and_ends_cancelled(
             _cancelled_and_stopped(engine, run.dir, pid)
         wait_for(lambda: not hung.jobs and hung.free_devices == hung.devices,
                  what="the hung worker, moving again, to let go of the concluded job")
-        assert len(events(run.dir)) == 3
+        assert len(events(run.dir)) == 4  # QUEUED, PREPARING, CANCEL_REQUESTED, CANCELLED
     finally:
         stop.set()
         thread.join(timeout=30)
@@ -214,7 +217,8 @@ def test_cancel_says_what_happens_to_a_lost_workers_job(
              and run_row(engine, "orphan-2").status == "CANCELLED",
              what="the live worker to stop both cancelled jobs", deadline=60)
     assert group_gone(pid)
-    assert [ev["phase"] for ev in events(run.dir)] == ["QUEUED", "PREPARING", "CANCELLED"]
+    assert [ev["phase"] for ev in events(run.dir)] == [
+        "QUEUED", "PREPARING", "CANCEL_REQUESTED", "CANCELLED"]
 
 
 def test_cancel_says_which_live_worker_can_stop_a_lost_workers_job(

@@ -36,7 +36,8 @@ and never stored twice. The moves a run can make:
 ACTIONS = """**Cancel** ends a QUEUED run at once, since it has no process yet. A PREPARING or
 RUNNING run is asked to stop (**CANCEL_REQUESTED**: its worker leaves the cancel's note,
 sends its process SIGTERM, then SIGKILL after a grace period; the SDK records
-CANCEL_REQUESTED, and for a command that does not use it the worker does) and is
+CANCEL_REQUESTED, and for a command that does not use it the worker does, or the live
+worker that stops a lost worker's job) and is
 CANCELLED when the process exits; if the
 process finished or failed on its own before the stop took effect, what it recorded
 stands, and a failure is then not queued again for another attempt. Whether a process

@@ -35,10 +35,12 @@ from typing import Any, Protocol
 from sqlalchemy import Engine
 
 from runwatch.jobs import process
+from runwatch.jobs.attempts import last_event
 from runwatch.jobs.failures import AttemptEnd, ending_signal
 from runwatch.jobs.oom import OomWatch
 from runwatch.rundir import format as fmt
 from runwatch.rundir import stopnote
+from runwatch.rundir.append import RunBusy, locked, write_events
 from runwatch.store.jobs import Claim
 
 log = logging.getLogger(__name__)
@@ -231,12 +233,26 @@ class LocalAttempt:
 
 
 def note_cancel(claim: Claim, by: str = "reaper") -> None:
-    """The cancel's note in the attempt's folder, before its SIGTERM (runwatch.rundir.
-    stopnote): its SDK records the end as a cancel, not a stop from outside."""
+    """What job control writes before a cancel's SIGTERM: the cancel's note in the
+    attempt's folder (runwatch.rundir.stopnote), so that its SDK records the end as a
+    cancel, not a stop from outside; and, for a process that does not record with the
+    SDK (the folder is not held), CANCEL_REQUESTED, so that the grace it stops in is not
+    counted as PREPARING; not once the attempt has ended (an SDK that finished while its
+    process exits)."""
+    run_dir = Path(claim.dir)
     try:
-        stopnote.write_cancel(Path(claim.dir), claim.attempt, by)
-    except OSError as exc:
+        stopnote.write_cancel(run_dir, claim.attempt, by)
+    except OSError as exc:  # its end is still a cancel, from the index's request
         log.error("cannot note in %s that it is cancelled: %s", claim.dir, exc)
+    try:
+        with locked(run_dir, 0.0):
+            last = last_event(run_dir)
+            if last is not None and last.get("phase") not in fmt.TERMINAL_PHASES \
+                    and last.get("attempt", claim.attempt) == claim.attempt:
+                write_events(run_dir, [{"phase": "CANCEL_REQUESTED",
+                                        "attempt": claim.attempt}])
+    except (RunBusy, OSError):
+        pass  # held: its SDK records its own
 
 
 class LocalExecutor:

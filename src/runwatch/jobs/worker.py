@@ -73,7 +73,15 @@ from sqlalchemy.exc import SQLAlchemyError
 from runwatch.ingest.indexer import Indexer, IndexReport
 from runwatch.jobs import reaper
 from runwatch.jobs.cost import CPU, ProfileError, read_profiles
-from runwatch.jobs.executors import Attempt, Executor, LocalExecutor, StartError, attempt_env, note
+from runwatch.jobs.executors import (
+    Attempt,
+    Executor,
+    LocalExecutor,
+    StartError,
+    attempt_env,
+    note,
+    note_cancel,
+)
 from runwatch.jobs.failures import AttemptEnd
 from runwatch.rundir import format as fmt
 from runwatch.rundir import stopnote
@@ -517,24 +525,10 @@ class Worker:
             job.proc.observe()
 
     def _stop_cancelled(self, job: Job) -> None:
-        """Stop a cancelled job: the cancel's note first, which tells its SDK (and whoever
-        concludes it) that this SIGTERM is a cancel's, not one from outside."""
+        """Stop a cancelled job: the cancel's note and, for a command that does not use
+        the SDK, CANCEL_REQUESTED first (executors.note_cancel), then SIGTERM."""
         assert job.proc is not None
-        try:
-            stopnote.write_cancel(job.run_dir, job.claim.attempt, self.id)
-        except OSError as exc:  # its end is still a cancel, from the index's request
-            log.error("cannot note in %s that it is cancelled: %s", job.run_dir, exc)
-        try:
-            # a process that records with the SDK holds its folder and records its own
-            # CANCEL_REQUESTED; one that does not, here: its grace is no PREPARING time.
-            # Not after the attempt's end (an SDK that finished while its process exits)
-            with locked(job.run_dir, 0.0):
-                seen = reaper.recorded(job.run_dir, job.claim.attempt)
-                if seen.started and seen.phase not in fmt.TERMINAL_PHASES:
-                    write_events(job.run_dir, [{"phase": "CANCEL_REQUESTED",
-                                                "attempt": job.claim.attempt}])
-        except (RunBusy, OSError):
-            pass
+        note_cancel(job.claim, self.id)
         job.proc.stop(self.grace_s)
 
     def _preparing_too_long(self, job: Job) -> bool:
