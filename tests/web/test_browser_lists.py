@@ -106,6 +106,24 @@ def test_a_run_started_while_the_table_is_open_joins_it(page: Page, server: Runn
     shot(page, "lists-table-live")
 
 
+def test_a_latest_loss_that_went_nan_reads_nan_not_missing(page: Page, server: Runner,
+                                                            runs_dir: Path) -> None:
+    """The table's latest loss showed "—", as for a run that never logged one, when the
+    last loss was NaN (found in review of a trial)."""
+    for name, last in (("went-nan", float("nan")), ("fine", 0.2)):
+        run = init(name=name, dir=runs_dir, method="sft", dataset="arith")
+        for i in range(5):
+            run.log({"loss": last if i == 4 else 1.0 / (i + 1)}, step=i)
+        run.finish("SUCCEEDED")
+        wait_indexed(server.url, name, 4)
+    page.goto(f"{server.url}/table")
+    expect(page.locator("#run-table-body")).to_have_attribute("data-latest", "true")
+    cell = page.locator('#run-table-body tr:has-text("went-nan") td[data-col="loss"]')
+    expect(cell).to_have_text("NaN")
+    fine = page.locator('#run-table-body tr:has-text("fine") td[data-col="loss"]')
+    expect(fine).to_have_text("0.2")
+
+
 def _live(runs_dir: Path, name: str) -> Run:
     run = init(name=name, dir=runs_dir, method="sft", dataset="arith", flush_interval=0.05)
     assert isinstance(run, Run)

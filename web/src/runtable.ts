@@ -58,9 +58,14 @@ const COLUMNS: Column[] = [
   { id: "tags", label: "Tags", value: (r) => r.run.tags.join(" ") || null },
   { id: "duration", label: "Duration", value: (r) => r.run.duration_s, show: (r) => fmtDuration(r.run.duration_s) },
   { id: "created", label: "Created", value: (r) => r.run.created_at, show: (r) => fmtTime(r.run.created_at) },
-  { id: "loss", label: "Latest loss", value: (r) => r.loss, show: (r) => fmtNum(r.loss) },
-  { id: "reward", label: "Latest reward", value: (r) => r.reward, show: (r) => fmtNum(r.reward) },
+  { id: "loss", label: "Latest loss", value: (r) => r.loss, show: (r) => fmtNum(r.loss), sortBy: (r) => finiteOrNull(r.loss) },
+  { id: "reward", label: "Latest reward", value: (r) => r.reward, show: (r) => fmtNum(r.reward), sortBy: (r) => finiteOrNull(r.reward) },
 ];
+
+/** A non-finite latest value sorts with the missing ones, last. */
+function finiteOrNull(v: number | null): number | null {
+  return v !== null && Number.isFinite(v) ? v : null;
+}
 
 const PAGE = 100;
 // metric-key reads at once while the latest loss and reward fill in
@@ -173,7 +178,12 @@ export class RunTablePage {
         const { keys } = await getJSON<MetricKeys>(`${runPath(row.run.run_id)}/metrics/keys`);
         if (gen !== this.generation || this.disposed) return;
         const present = new Set(keys.filter((k) => k.count > 0).map((k) => k.key));
-        const last = (key: string | undefined) => keys.find((k) => k.key === key)?.last_value ?? null;
+        // a key whose last point was non-finite has a null last value: NaN here, shown as
+        // such, not as the "—" of a key never logged
+        const last = (key: string | undefined) => {
+          const k = keys.find((x) => x.key === key);
+          return !k ? null : k.last_value ?? (k.count > 0 ? Number.NaN : null);
+        };
         row.loss = last(findKey(present, "train_loss"));
         row.reward = last(findKey(present, "reward"));
         this.latest.set(row.run.run_id, { loss: row.loss, reward: row.reward });
