@@ -125,3 +125,17 @@ def test_a_script_run_by_runpy_or_pdb_that_ends_well_is_not_warned_of(
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "SystemExit raised without sys.exit()" not in proc.stdout + proc.stderr
     assert ended(tmp_path, "launched") == ("SUCCEEDED", None)
+
+
+def test_the_noted_sys_exit_still_pickles_as_sys_exit(tmp_path: Path) -> None:
+    """The shim's sys.exit is a wrapper; named as the function it wraps, it pickles as
+    `sys.exit` (a closure of its own name could not be pickled; found in review)."""
+    path = script(tmp_path, """
+        import pickle
+        wandb.init(name="pickled")
+        print(pickle.loads(pickle.dumps(sys.exit)) is sys.exit)
+        wandb.finish()
+    """)
+    proc = run_script(path, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "True"

@@ -150,7 +150,9 @@ class RunwatchCallback(TrainerCallback):
 
     def _take_completions(self, state: TrainerState, split: str = "train") -> None:
         """Record the completions file TRL wrote at this step, if it wrote one since."""
-        if self._completions is not None and not self.run.finished:
+        # not on a rank that records nothing (a NullRun): it would read the file for none
+        if self._completions is not None and isinstance(self.run, Run) \
+                and not self.run.finished:
             self._completions.take(self.run, state.global_step, split)
 
 

@@ -14,6 +14,7 @@ anything else), so that case is told apart, though its status is not known.
 from __future__ import annotations
 
 import builtins
+import functools
 import os
 import sys
 import threading
@@ -89,11 +90,13 @@ class ExitNotes:
             self.status = status
 
     def _noting(self, exit: Callable[..., NoReturn]) -> Callable[..., NoReturn]:
+        # named as the function it wraps (sys.exit), so that it pickles as that name, which
+        # holds it from now on
+        @functools.wraps(exit)
         def noting_exit(status: object = None) -> NoReturn:
             self._note(status)
             exit(status)
 
-        noting_exit.__doc__ = exit.__doc__
         return noting_exit
 
 
