@@ -26,6 +26,16 @@ from runwatch.jobs.executors import waits_for
 from runwatch.store import jobs as store_jobs
 
 
+def worker_status(row: dict[str, Any], now: float) -> str:
+    """A worker's status (a row of store.jobs.list_workers): stopped, lost (no heartbeat
+    for its heartbeat timeout: the other workers reap its jobs), draining or active."""
+    if row["stopped_at"] is not None:
+        return "stopped"
+    if store_jobs.lost(row["heartbeat_at"], row["heartbeat_timeout_s"], now):
+        return "lost"
+    return "draining" if row["draining"] else "active"
+
+
 def worker_entry(row: dict[str, Any], profiles: Profiles | None, now: float
                  ) -> dict[str, Any]:
     """One worker (a row of store.jobs.list_workers) as the view shows it; its rate and
@@ -36,9 +46,7 @@ def worker_entry(row: dict[str, Any], profiles: Profiles | None, now: float
         rate = profile.hourly_rate if profile is not None else None
     stopped = row["stopped_at"]
     age = max(0.0, now - row["heartbeat_at"])
-    status = ("stopped" if stopped is not None
-              else "lost" if store_jobs.lost(row["heartbeat_at"], row["heartbeat_timeout_s"], now)
-              else "draining" if row["draining"] else "active")
+    status = worker_status(row, now)
     if stopped is not None:
         end = stopped
     else:  # a lost worker's jobs may still run, on its devices, until they are reaped

@@ -377,18 +377,15 @@ class LocalWatch:
                                 time.time())
 
     def holder_gone(self) -> str | None:
-        from runwatch.store.jobs import list_workers, lost
+        from runwatch.analysis.workers import worker_status
+        from runwatch.store.jobs import list_workers
 
         with self.ctx.engine.connect() as conn:
             job = job_row(conn, self.pk)
             holder = None if job is None else job["worker_id"]
             worker = next((w for w in list_workers(conn) if w["id"] == holder), None)
-        if holder is None or worker is None:
-            return None
-        if worker["stopped_at"] is None and not lost(
-                worker["heartbeat_at"], worker["heartbeat_timeout_s"], time.time()):
-            return None
-        return _holder_gone(holder)
+        return _holder_gone(holder, None if worker is None
+                            else worker_status(worker, time.time()))
 
     def unseen_end(self) -> str | None:
         row, _ = self.ctx.current_run(self.run_id)
@@ -426,10 +423,8 @@ class RemoteWatch:
         if holder is None:
             return None
         worker = next((w for w in self.remote.workers().get("workers", [])
-                       if w.get("id") == holder), None)  # the server judges it lost
-        if worker is None or worker.get("status") not in ("stopped", "lost"):
-            return None
-        return _holder_gone(holder)
+                       if w.get("id") == holder), None)  # the server judges its status
+        return _holder_gone(holder, None if worker is None else worker.get("status"))
 
     def unseen_end(self) -> str | None:
         # a server on this host (a loopback URL) judges as a local index does
@@ -437,7 +432,11 @@ class RemoteWatch:
         return _unseen_end(self.first["manifest"], self.first["job"] is not None, here)
 
 
-def _holder_gone(holder: str) -> str:
+def _holder_gone(holder: str | None, status: str | None) -> str | None:
+    """What the wait says of the holder of a failed attempt whose worker is stopped or
+    lost (analysis.workers.worker_status); None while it runs, or when unknown."""
+    if holder is None or status not in ("stopped", "lost"):
+        return None
     return (f"its worker {holder} is no longer running: a live worker's reaper queues it "
             "again; with none running, this waits until --timeout")
 

@@ -318,10 +318,14 @@ class Cost:
         not depend on the profiles as they are now)."""
         return all(a.hourly_rate is not None for a in self.attempts if a.held_s > 0)
 
+    def spend_of(self, attempt: AttemptTime) -> float:
+        """An attempt's device hours × the rate it is priced at."""
+        return attempt.held_s * self.devices / 3600 * self.rate_of(attempt)
+
     @property
     def spend(self) -> float:
         """Device hours × the hourly rate, each attempt at its own."""
-        return sum(a.held_s * self.devices / 3600 * self.rate_of(a) for a in self.attempts)
+        return sum(self.spend_of(a) for a in self.attempts)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data, for the API and `-o json`: the figures, and each attempt."""
@@ -338,7 +342,7 @@ class Cost:
                           "phaseMillis": dict(a.phase_millis),
                           "device_seconds": a.held_s * self.devices,
                           "hourly_rate": self.rate_of(a),
-                          "spend": a.held_s * self.devices / 3600 * self.rate_of(a),
+                          "spend": self.spend_of(a),
                           "reason": a.reason, "reason_code": a.code,
                           "queued_at": a.queued_at, "started_at": a.started_at,
                           "ended_at": a.ended_at}

@@ -66,6 +66,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -196,7 +197,7 @@ class Worker:
                 id=self.id, host=host, pid=os.getpid(), devices=devices,
                 device_profile=device_profile, started_at=time.time(),
                 executor=self.executor.name, heartbeat_timeout_s=heartbeat_timeout_s,
-                runs_dir=self.runs_dir, hourly_rate=self._rate().get("hourly_rate")))
+                runs_dir=self.runs_dir, hourly_rate=self._rate()))
 
     @property
     def free_devices(self) -> int:
@@ -418,19 +419,18 @@ class Worker:
                 self.startup_timeout_s if timeout is None else timeout))
             self._start(job)
 
-    def _rate(self) -> dict[str, float]:
-        """The rate per device-hour of this worker's profile now, for the attempt it starts
-        to keep (`hourly_rate` on PREPARING: a later change of the profiles does not re-price
-        it); nothing when the profiles file cannot be read (the attempt is priced at the
-        profile's rate when it is read)."""
+    def _rate(self) -> float | None:
+        """The rate per device-hour of this worker's profile now, for the worker and each
+        attempt it starts to keep (a later change of the profiles does not re-price them);
+        None when the profiles file cannot be read (priced at the profile's rate when it
+        is read)."""
         try:
-            return {"hourly_rate": read_profiles(Path(self.runs_dir)).get(self.device_profile)
-                    .hourly_rate}
+            return read_profiles(Path(self.runs_dir)).get(self.device_profile).hourly_rate
         except ProfileError as exc:
             if str(exc) != self._rate_problem:  # once a problem: _start is tried again
                 self._rate_problem = str(exc)
-                log.warning("the attempt's rate is not recorded: %s", exc)
-            return {}
+                log.warning("the rate is not recorded: %s", exc)
+            return None
 
     def _start(self, job: Job) -> None:
         """Record PREPARING and start the job's process. A folder still busy is tried
@@ -439,8 +439,11 @@ class Worker:
         claim = job.claim
         with self.engine.connect() as conn:
             cancelled = store_jobs.cancel_requested(conn, claim.run_pk)
-        first = {"phase": "PREPARING", "attempt": claim.attempt, "worker": self.id,
-                 **self._rate()}
+        first: dict[str, Any] = {"phase": "PREPARING", "attempt": claim.attempt,
+                                 "worker": self.id}
+        rate = self._rate()
+        if rate is not None:
+            first["hourly_rate"] = rate
         try:
             with locked(job.run_dir, 0.0):
                 # under the lock a reaper concludes under: a claim reaped while the loop

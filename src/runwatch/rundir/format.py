@@ -52,14 +52,14 @@ PHASES = (
 # a run has ended in a terminal phase; a process is at work on an active one; a run can
 # be cancelled until it is told to stop, and retried once it has ended. A new run starts
 # in one of the start phases.
-# The reason the SDK's final event carries (after any other) when the disk refused records
-# to the end: "<n> records could not be written: …". The run list marks such a run.
-RECORDS_LOST = "records could not be written: the disk refused them"
 TERMINAL_PHASES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 ACTIVE_PHASES = frozenset({"PREPARING", "RUNNING", "CANCEL_REQUESTED"})
 CANCELLABLE_PHASES = frozenset({"QUEUED", "PREPARING", "RUNNING"})
 RETRYABLE_PHASES = TERMINAL_PHASES
 START_PHASES = ("QUEUED", "PREPARING", "RUNNING")
+# The reason the SDK's final event carries (after any other) when the disk refused records
+# to the end: "<n> records could not be written: …". The run list marks such a run.
+RECORDS_LOST = "records could not be written: the disk refused them"
 
 
 def phase_named(text: str) -> str:

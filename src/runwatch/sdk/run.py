@@ -51,7 +51,6 @@ _WIDEST_RECORD = fmt.MAX_METRICS_PER_RECORD + 2
 _MAX_STEP = fmt.MAX_STEP  # read at every log(): a global, not a module attribute
 
 
-
 def _split(record: dict[str, Any]) -> list[dict[str, Any]]:
     """A record's metrics in records of its step and time holding at most
     fmt.MAX_METRICS_PER_RECORD metrics each (the most the index takes in one)."""
@@ -60,6 +59,7 @@ def _split(record: dict[str, Any]) -> list[dict[str, Any]]:
     width = fmt.MAX_METRICS_PER_RECORD
     return [{"step": step, "ts": ts, **dict(items[i:i + width])}
             for i in range(0, len(items), width)]
+
 
 class RunFinishedError(RuntimeError):
     """A method of a Run was called after finish()."""

@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.ingest.importers import jsonl
-from runwatch.ingest.importers.common import Imported, SourceError, checked_step, read_bytes
+from runwatch.ingest.importers.common import (
+    Imported,
+    SourceError,
+    checked_step,
+    is_number,
+    read_bytes,
+)
 from runwatch.rundir.jsonl import loads_line
 
 MARK = b'"run_id"'
@@ -44,8 +50,8 @@ def read(path: Path) -> Imported:
         step = checked_step(entry.get("step"), where, "fix or delete that step")
         rec: dict[str, Any] = {"step": step, **{
             k: float("nan") if v is None else v for k, v in measured.items()
-            if v is None or (isinstance(v, int | float) and not isinstance(v, bool))}}
-        if isinstance(entry.get("ts"), int | float) and not isinstance(entry["ts"], bool):
+            if v is None or is_number(v)}}
+        if is_number(entry.get("ts")):
             rec["ts"] = float(entry["ts"])
         records.append(rec)
     _, method = jsonl.guess({k for r in records for k in r})
