@@ -264,3 +264,14 @@ def test_the_run_s_rate_is_its_latest_attempt_that_held_devices() -> None:
     cost = run_cost(events, devices=1, profile=RATE, until=500)
     assert [a.held_s for a in cost.attempts] == [40.0, 0.0]
     assert cost.hourly_rate == 1.0 and cost.spend == pytest.approx(40 / 3600)
+
+
+def test_with_the_profile_unknown_only_a_recorded_rate_prices_an_attempt() -> None:
+    """The profiles file cannot be read: an attempt that recorded its rate keeps it, one
+    that did not has no rate or spend (it read the placeholder profile's 0.0)."""
+    events = [dict(ev) for ev in RETRIED]
+    events[1]["hourly_rate"] = 1.0
+    unknown = DeviceProfile("gone", 1, 0, 0, 0.0)
+    attempts = run_cost(events, 1, unknown, profile_known=False).as_dict()["attempts"]
+    assert [(a["hourly_rate"], a["spend"]) for a in attempts] == [
+        (1.0, pytest.approx(40 / 3600)), (None, None)]

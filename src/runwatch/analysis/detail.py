@@ -43,12 +43,8 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
         runs_dir = Path(run.dir).parent
     # a run whose process is gone stopped at its last record, not now
     until = run.updated_at if rec.process_gone and run.updated_at else now
-    spent, problem, unknown = _run_cost(rec, runs_dir, until)
+    spent, problem = _run_cost(rec, runs_dir, until)
     figures = spent.as_dict()
-    if unknown:  # the profile's rate is unknown: an attempt that recorded none has none
-        figures["attempts"] = [{**a, "hourly_rate": None, "spend": None}
-                               if t.hourly_rate is None else a
-                               for a, t in zip(figures["attempts"], spent.attempts, strict=True)]
     origin = model_origin(rec)
     return {
         "run_id": run.run_id,
@@ -125,11 +121,10 @@ def _summary(rec: RunRecords, origin: dict[str, Any]) -> str:
 
 
 def _run_cost(rec: RunRecords, runs_dir: Path | None, until: float
-              ) -> tuple[Cost, str | None, bool]:
+              ) -> tuple[Cost, str | None]:
     """The run's cost for the devices and profile its job asked for (one device of the
-    default profile for a run started by hand), why its spend is unknown, if it is (the
-    profile cannot be read, and an attempt that held devices recorded no rate), and
-    whether the profile's rate is unknown."""
+    default profile for a run started by hand), and why its spend is unknown, if it is
+    (the profile cannot be read, and an attempt that held devices recorded no rate)."""
     job = rec.job or {}
     devices = job.get("devices")
     devices = devices if isinstance(devices, int) and devices >= 1 else 1
@@ -140,14 +135,14 @@ def _run_cost(rec: RunRecords, runs_dir: Path | None, until: float
         problem = str(exc)
     else:
         if name is None or name in profiles.by_name:
-            return run_cost(rec.events, devices, profiles.get(name), until), None, False
+            return run_cost(rec.events, devices, profiles.get(name), until), None
         problem = (f"the run's device profile {name!r} is not among the profiles "
                    f"({', '.join(sorted(profiles.by_name))}); add it to the profiles file")
     unknown = DeviceProfile(name or "unknown", devices, 0, 0, 0.0)
-    spent = run_cost(rec.events, devices, unknown, until)
+    spent = run_cost(rec.events, devices, unknown, until, profile_known=False)
     if spent.priced and any(a.hourly_rate is not None for a in spent.attempts):
-        return spent, None, True  # every attempt that held devices recorded its rate
-    return spent, problem, True
+        return spent, None  # every attempt that held devices recorded its rate
+    return spent, problem
 
 
 def _unknown_spend(figures: dict[str, Any], problem: str | None) -> dict[str, Any]:

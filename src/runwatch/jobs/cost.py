@@ -282,6 +282,9 @@ class Cost:
     devices: int
     attempts: tuple[AttemptTime, ...]
     estimate: bool  # the run has not ended: the figures grow until it does
+    # False when the profile's rate is unknown (its profiles file cannot be read, or lacks
+    # it): an attempt that recorded no rate then has no rate or spend in `as_dict`
+    profile_known: bool = True
 
     @property
     def phase_millis(self) -> dict[str, int]:
@@ -341,8 +344,9 @@ class Cost:
             "attempts": [{"attempt": a.number, "phase": a.phase, "ended": a.ended,
                           "phaseMillis": dict(a.phase_millis),
                           "device_seconds": a.held_s * self.devices,
-                          "hourly_rate": self.rate_of(a),
-                          "spend": self.spend_of(a),
+                          **({"hourly_rate": self.rate_of(a), "spend": self.spend_of(a)}
+                             if self.profile_known or a.hourly_rate is not None
+                             else {"hourly_rate": None, "spend": None}),
                           "reason": a.reason, "reason_code": a.code,
                           "queued_at": a.queued_at, "started_at": a.started_at,
                           "ended_at": a.ended_at}
@@ -367,14 +371,15 @@ def split_attempts(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]
 
 
 def run_cost(events: Sequence[dict[str, Any]], devices: int, profile: DeviceProfile,
-             until: float | None = None) -> Cost:
-    """The cost of a run from its events (in order), for `devices` of `profile`; an attempt
-    still open lasts until `until` (now by default). Attempts are numbered by the
-    `attempt` their events name, else in order."""
+             until: float | None = None, profile_known: bool = True) -> Cost:
+    """The cost of a run from its events (in order), for `devices` of `profile` (whose rate
+    is unknown unless `profile_known`); an attempt still open lasts until `until` (now by
+    default). Attempts are numbered by the `attempt` their events name, else in order."""
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise ProfileError(f"a run uses at least one device, not {devices!r}")
     attempts = attempt_times(events, until)
-    return Cost(profile, devices, attempts, estimate=not attempts or not attempts[-1].ended)
+    return Cost(profile, devices, attempts, estimate=not attempts or not attempts[-1].ended,
+                profile_known=profile_known)
 
 
 def attempt_times(events: Sequence[dict[str, Any]], until: float | None = None
