@@ -86,7 +86,8 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             warmup_steps=int(number(p, "warmup_steps", 0)),
             min_points=int(number(p, "min_points", 0)), moved=bool(number(p, "moved", 0)),
             max_spread=number(p, "max_spread", 0.0), noise_z=number(p, "noise_z", 0.0),
-            window_info=bool(number(p, "window_info", 0)), state=state,
+            window_info=bool(number(p, "window_info", 0)),
+            latest=int(number(p, "latest", 0)), state=state,
         )
     if kind == "divergence":
         return t.Divergence(

@@ -291,7 +291,9 @@ DETECTOR_DOCS = (
      "third between steps shows no fall of 5% in a 5-point median); with `moved` (a fall "
      "that is the finding) it holds the other way, and once held is released only when "
      "two thirds of the fall are gone; with `window_info`, a verdict on a log that starts "
-     "mid-run (as `whole_window` reads it) is an info"),
+     "mid-run (as `whole_window` reads it) is an info; with `latest`, where the series "
+     "stands is the median of its latest `latest` points once that many follow the first "
+     "bucket (two bad batches in a row carry a median of 3, not one of 5)"),
     ("no_improvement", "after `min_points`, the median of the latest *k* points (*k* = half "
      "the points so far, at most `head`) has not gained on the median of the first *k* by "
      "more than `z` standard errors, the noise being the robust spread of the series' "

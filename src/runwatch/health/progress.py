@@ -45,7 +45,12 @@ class NoProgress:
     ones, once it has twice that many. A single batch's loss that swings by a third
     between steps cannot show a fall of 5% in a median of 5 points: its start, one such
     median, may sit a tenth below the loss's level, and of the hundred judgements of a
-    long run one latest median then sits above it by chance."""
+    long run one latest median then sits above it by chance.
+
+    With `latest` (wider than the bucket), where it has moved is read from the median of
+    the latest `latest` points rather than the latest bucket's, once that many follow the
+    first bucket (before then, the bucket's): a median of 3 is carried by two bad batches
+    in a row, one of 5 is not."""
 
     stride = 1
     TAIL = 64  # the latest points the noise is measured on
@@ -62,6 +67,7 @@ class NoProgress:
         max_spread: float = 0.0,
         noise_z: float = 0.0,
         window_info: bool = False,
+        latest: int = 0,
         state: dict[str, Any] | None = None,
     ) -> None:
         self.direction, self.min_change = direction, min_change
@@ -103,6 +109,9 @@ class NoProgress:
         # Whether a judgement got past the warm-up and the noise: a finished run this
         # never judged is judged on its whole log instead (`runwatch.health.finished`).
         self.judged = bool(st.get("j", False))
+        # With `latest`, the latest that many finite points (`now_value`).
+        self.latest = int(latest) if int(latest) > self.buckets.size else 0
+        self.recent: list[float] = list(st.get("r", []))
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         if self.first is None:
@@ -124,6 +133,9 @@ class NoProgress:
                 if self._pending[i] - self._pending[i] == 0))
         self._fed = max(self._fed, end + 1)
         self.count += len(finite)
+        if self.latest:
+            self.recent.extend(finite[-self.latest:])
+            del self.recent[: -self.latest]
         if self.noise_z:
             self.head.extend(finite[: MOST_MEDIAN - len(self.head)])
             self.tail.extend(finite)
@@ -146,7 +158,7 @@ class NoProgress:
         # (a fall that is the finding) from the median alone, so one high first point of a
         # flat series is no fall
         pick = max if self.direction == "down" else min
-        first, now, k = b.first, ys[-1], self.buckets.size
+        first, now, k = b.first, self.now_value(ys[-1]), self.buckets.size
         noise = 0.0
         if self.noise_z and not self.moved:
             noise = point_noise(self.tail)
@@ -187,9 +199,18 @@ class NoProgress:
                                                             self.epochs))
         return holds
 
+    def now_value(self, bucket_median: float) -> float:
+        """Where the series stands now: the latest bucket's median, or with `latest` the
+        median of the latest `latest` points once that many follow the first bucket."""
+        if self.latest and self.count - self.buckets.size >= self.latest:
+            return median(self.recent)
+        return bucket_median
+
     def state(self) -> dict[str, Any]:
         st = {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect,
               "first": self.first, "held": self.held}
+        if self.latest:
+            st["r"] = self.recent
         if self.extent is not None:
             st["extent"] = self.extent
         st["c"] = self.count

@@ -266,14 +266,15 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="no_progress",
         params={"direction": "up", "moved": 1, "min_change": 1.0, "bucket": 3,
-                "warmup": 6},
+                "warmup": 6, "latest": 5},
         signal="loss_up",
         severity="warning",
         condition="From {warmup} logged points on, the median `loss` of the latest "
-        "{bucket} points stands at twice (1 + {min_change}) the median of its first "
-        "{bucket} or more. A token cross-entropy that is minimised does not double: a "
-        "loss that stays there over a median of {bucket} points is no single bad batch "
-        "(loss.spike and loss.above_max see those) but a run that has lost what it "
+        "{latest} points ({bucket} until {latest} follow the first {bucket}) stands at "
+        "twice (1 + {min_change}) the median of its first {bucket} or more. A token "
+        "cross-entropy that is minimised does not double: a loss that stays there over "
+        "such a median is no bad batch or two (loss.spike and loss.above_max see those; "
+        "two in a row would carry a median of 3) but a run that has lost what it "
         "learned, found in a log of a few points, where loss.above_start's 32 and "
         "loss.rising's 16 are not reached (no healthy supervised run of the labelled corpus "
         "stands above 1.55 times its start by such medians). Not on DPO: a preference "
