@@ -27,6 +27,7 @@ import numpy.typing as npt
 import yaml
 
 from runwatch.metrics import Role, find_key
+from runwatch.rundir.configtext import ConfigError, load_config
 
 if TYPE_CHECKING:
     from runwatch.store.plain import Reader
@@ -134,7 +135,9 @@ def side_of(row: Any, keys: Sequence[Any], job_devices: int | None,
     config: Any = None
     if row.config:
         try:
-            config = yaml.load(row.config, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            config = load_config(row.config)
+        except ConfigError as exc:
+            problems.append(f"run {row.name}'s {exc}; its settings are not compared")
         except yaml.YAMLError:
             problems.append(f"run {row.name}'s config.yaml is not YAML: its settings are "
                             "not compared")

@@ -15,6 +15,7 @@ from runwatch.analysis.results import SeriesValues, cost, results, scalars
 from runwatch.analysis.views import actions, checkpoint_entry, run_summary, summary_line
 from runwatch.jobs.cost import Cost, DeviceProfile, ProfileError, read_profiles, run_cost
 from runwatch.jobs.failures import CATALOGUE
+from runwatch.rundir.configtext import ConfigError, load_config
 from runwatch.store.detail import RunRecords, init_from
 from runwatch.store.queries import process_here
 
@@ -36,7 +37,7 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
     now = time.time() if now is None else now
     run = rec.row
     manifest = _json(run.manifest) or {}
-    config = _yaml(run.config)
+    config, config_problem = _config(run.config)
     summary = run_summary(run, now, rec.process_gone)
     tiles = scalars(rec.keys, values, config, run.observed_step)
     if runs_dir is None and run.dir:
@@ -86,7 +87,7 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
         "checkpoints": [checkpoint_entry(c) for c in rec.checkpoints],
         "metrics": [k.key for k in rec.keys],
         "manifest": manifest,
-        "problems": rec.problems,
+        "problems": rec.problems + ([config_problem] if config_problem else []),
         "dir": run.dir,
         "settings": {
             "config": config,
@@ -173,10 +174,14 @@ def _json(text: str | None) -> Any:
     return orjson.loads(text) if text else None
 
 
-def _yaml(text: str | None) -> Any:
+def _config(text: str | None) -> tuple[Any, str | None]:
+    """config.yaml parsed, or its text as it is where it is not YAML; with the problem of
+    one that parses but that no reader can take (ConfigError: it expands too far)."""
     if not text:
-        return None
+        return None, None
     try:
-        return yaml.safe_load(text)
+        return load_config(text), None
+    except ConfigError as exc:
+        return text, f"{exc}; its text is shown as it is"
     except yaml.YAMLError:
-        return text
+        return text, None

@@ -42,6 +42,7 @@ from runwatch.cli.output import (
 from runwatch.cli.remote import remote_for
 from runwatch.cli.runs import detail_of
 from runwatch.jobs.failures import CATALOGUE
+from runwatch.rundir.configtext import ConfigError, load_config
 from runwatch.rundir.format import SPLITS, TERMINAL_PHASES
 from runwatch.store import queries as q
 from runwatch.store.jobs import job_row
@@ -155,7 +156,9 @@ def hparams_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
         raise fail(f"run {name} has no config.yaml yet",
                    ["it is written when the loop passes config= to runwatch.init"])
     try:
-        data = yaml.safe_load(config)
+        data = load_config(config)
+    except ConfigError as exc:
+        raise fail(f"run {name}'s {exc}") from exc
     except yaml.YAMLError as exc:
         raise fail(f"run {name}'s config.yaml is not YAML: {exc}") from exc
 

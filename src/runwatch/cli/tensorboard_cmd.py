@@ -24,6 +24,7 @@ from runwatch.cli.context import INDEX_DIRNAME, Context, open_context
 from runwatch.cli.inspect_cmds import flatten
 from runwatch.cli.options import DbOpt, DirOpt, RunArg, resolve_or_exit
 from runwatch.cli.output import fail, line
+from runwatch.rundir.configtext import load_config
 from runwatch.rundir.format import TERMINAL_PHASES
 
 INSTALL_HINT = "install the extra: pip install 'runwatch[tensorboard]'"
@@ -209,7 +210,7 @@ def _follow(ctx: Context, export: Any, row: Any, interval: float) -> tuple[Any, 
 def _config_of(row: Any) -> dict[str, Any]:
     """The run's config.yaml flattened (`optim.beta1`); empty when it has none."""
     try:
-        data = yaml.safe_load(row.config) if row.config else None
+        data = load_config(row.config) if row.config else None
     except yaml.YAMLError:
         return {}
     if isinstance(data, dict):

@@ -33,6 +33,7 @@ from runwatch.health.findings import Finding
 from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.rules.base import SEVERITIES, SEVERITY_RANK
 from runwatch.health.thresholds import NONE, Overrides, parse
+from runwatch.rundir.configtext import load_config
 from runwatch.rundir.format import ACTIVE_PHASES
 from runwatch.store import schema as s
 from runwatch.store.keys import metric_keys
@@ -59,7 +60,7 @@ def settings_from_config(text: str | None) -> dict[str, float]:
     if not text:
         return {}
     try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        data = load_config(text)
     except yaml.YAMLError:
         return {}
     out: dict[str, float] = {}
