@@ -22,13 +22,38 @@ def dumps_line(record: dict[str, Any]) -> bytes:
     return line + b"\n"
 
 
+# What a NUL character (`\u0000`) in a string of a run file or an API body is read as:
+# PostgreSQL's text cannot hold one, and SQLite cuts a LIKE pattern at it, so the index
+# holds this in its place on every backend (a log line or a sample of raw tokenizer
+# output may carry one; the run's own file keeps it as written).
+NUL_STANDIN = "\ufffd"
+
+
 def loads_line(line: bytes) -> Any:
-    """Parse one line; raises ValueError when it is not JSON or is nested too deeply."""
+    """Parse one line (NUL in its strings read as NUL_STANDIN); raises ValueError when it is
+    not JSON or is nested too deeply."""
     try:
-        return orjson.loads(line)
+        obj = orjson.loads(line)
     except orjson.JSONDecodeError:
         # The NaN / Infinity / -Infinity tokens are part of format v1.
         try:
-            return json.loads(line)
+            obj = json.loads(line)
         except RecursionError:
             raise ValueError("the JSON is nested too deeply") from None
+    if b"\\u0000" in line:  # rare: only then is the value walked
+        try:
+            return without_nul(obj)
+        except RecursionError:
+            raise ValueError("the JSON is nested too deeply") from None
+    return obj
+
+
+def without_nul(value: Any) -> Any:
+    """`value` with NUL_STANDIN for each NUL in its strings, keys included."""
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_STANDIN)
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_nul(v) for v in value]
+    return value

@@ -42,13 +42,18 @@ def _origin_authority(origin: str) -> str | None:
 
 
 class SameOrigin:
-    """ASGI middleware refusing rebound names and cross-site or non-JSON writes."""
+    """ASGI middleware refusing rebound names, cross-site or non-JSON writes, and a URL that
+    holds a NUL."""
 
     def __init__(self, app: ASGIApp, check_host: bool) -> None:
         self.app = app
         self.check_host = check_host
 
     def _refusal(self, scope: Scope) -> tuple[int, str] | None:
+        if "\x00" in scope.get("path", "") or b"%00" in scope.get("query_string", b""):
+            # no run, key or setting holds one; SQLite would cut a LIKE pattern there
+            return 400, ("the URL holds a NUL character (%00), which no run id, name, key "
+                         "or setting has: remove it")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         host = headers.get("host", "")
         if self.check_host and host:

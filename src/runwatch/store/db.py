@@ -27,6 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 
+from runwatch.rundir.jsonl import NUL_STANDIN
 from runwatch.store.schema import metadata
 
 # The newest migration in store/migrations/versions (a test keeps the two in step).
@@ -83,6 +84,8 @@ def open_engine(target: str | Path, migrate: bool = True, *,
         raise StoreError(f"cannot open database {url!r}: {exc}") from exc
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+    elif engine.dialect.name == "postgresql":
+        event.listen(engine, "before_cursor_execute", _no_nul, retval=True)
     if migrate:
         try:  # the first connection: no server, no such database or role
             engine.connect().close()
@@ -127,6 +130,43 @@ def writing(engine: Engine) -> Iterator[Connection]:
         elif conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": WRITE_LOCK_KEY})
         yield conn
+
+
+def _no_nul(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any,
+            executemany: bool) -> tuple[str, Any]:
+    """PostgreSQL refuses a text parameter that holds NUL, failing the whole statement (a
+    batch of good log lines with it). Run files and API bodies are read with NUL_STANDIN
+    in its place already (`rundir.jsonl.loads_line`); what reaches a statement by another
+    way (a config's text, a token's name) is sent with it here."""
+    if executemany and isinstance(parameters, list | tuple):
+        return statement, _rows_without_nul(parameters)
+    return statement, _without_nul(parameters)
+
+
+def _without_nul(params: Any) -> Any:
+    if isinstance(params, dict):
+        if any(type(v) is str and "\x00" in v for v in params.values()):
+            return {k: v.replace("\x00", NUL_STANDIN) if type(v) is str else v
+                    for k, v in params.items()}
+    elif (isinstance(params, list | tuple)
+          and any(type(v) is str and "\x00" in v for v in params)):
+        return type(params)(v.replace("\x00", NUL_STANDIN) if type(v) is str else v
+                            for v in params)
+    return params
+
+
+def _rows_without_nul(rows: list[Any] | tuple[Any, ...]) -> Any:
+    """executemany's rows: only the columns that hold text or None in the first row are
+    looked at (a column's type is its table's; a batch of points holds no text)."""
+    if not rows:
+        return rows
+    first = rows[0]
+    items = first.items() if isinstance(first, dict) else enumerate(first)
+    texts = [k for k, v in items if v is None or type(v) is str]
+    if not texts or not any(type(row[k]) is str and "\x00" in row[k]
+                            for row in rows for k in texts):
+        return rows
+    return [_without_nul(row) for row in rows]
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

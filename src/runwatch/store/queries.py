@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, func, or_, select
 
+from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
 from runwatch.store.keys import metric_keys, run_keys
 from runwatch.store.points import read_points
@@ -39,6 +40,13 @@ def resolve_run(conn: Connection, ref: str,
     ambiguities never name another project's runs)."""
     r = s.runs.c
     within = [r.project.in_(sorted(projects))] if projects is not None else []
+    if len(ref) > fmt.MAX_NAME_LENGTH or "\x00" in ref:
+        # no name or id is longer (nor holds a NUL), and SQLite refuses a LIKE pattern of
+        # some 50,000 characters: said without a query, and without echoing all of it
+        shown = ref[:40].replace("\x00", "\\0") + ("…" if len(ref) > 40 else "")
+        raise RunNotFound(f"no run has the id or name {shown!r} ({len(ref)} characters; "
+                          f"a run's name has at most {fmt.MAX_NAME_LENGTH}, its id 32, and "
+                          "neither holds a NUL)", [])
     exact = conn.execute(select(s.runs).where(or_(r.run_id == ref, r.name == ref),
                                               *within)).all()
     if len(exact) == 1:
