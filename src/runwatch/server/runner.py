@@ -29,6 +29,7 @@ from runwatch.jobs.control import RETRY_WAIT_S
 from runwatch.jobs.worker import Worker
 from runwatch.rundir import format as fmt
 from runwatch.server.app import create_app
+from runwatch.server.deadline import HEAD_TIMEOUT_S, with_head_timeout
 from runwatch.server.feed import ChangeFeed
 from runwatch.server.routes_prom import ServerMetrics
 from runwatch.server.series_cache import SeriesCache, default_disk_dir
@@ -85,6 +86,8 @@ class Runner:
     lock_wait_s: float = RETRY_WAIT_S
     # keep long series as files beside a SQLite index, for fast reads after a restart
     save_series: bool = True
+    # how long a connection has to deliver a request's head (server/deadline.py)
+    head_timeout_s: float = HEAD_TIMEOUT_S
     feed: ChangeFeed = field(default_factory=ChangeFeed)
     cache: SeriesCache = field(default_factory=SeriesCache)
     metrics: ServerMetrics = field(default_factory=ServerMetrics)
@@ -187,7 +190,8 @@ class Runner:
         build_routes(app.router.routes)
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning",
                                 access_log=False, lifespan="off", timeout_graceful_shutdown=1,
-                                timeout_keep_alive=KEEP_ALIVE_S)
+                                timeout_keep_alive=KEEP_ALIVE_S,
+                                http=with_head_timeout(self.head_timeout_s))
         return uvicorn.Server(config)
 
     def _listen(self) -> socket.socket:
