@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+import runwatch
 from runwatch.server.runner import Runner, free_port
 from runwatch.server.settings import new_token
 from tests.support import cli_here, wait_for, write_run
@@ -255,3 +256,41 @@ def test_a_file_the_writer_has_not_made_yet_is_sent_once_it_is_there(
     assert "5 metrics" in first.stdout and "events" not in first.stdout, first.stdout
     aside.rename(events)
     assert "sent 2 events" in _sync(run_dir, team_server).stdout
+
+
+def _fail_on_run(engine: Engine, name: str) -> None:
+    """Make the server's database refuse the run named `name` (a trigger), so the server
+    answers 500 for it and only for it: a server failing on one run, as a bug in it would."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql(
+                # an error of the statement, not a constraint's (a conflict of names)
+                f"CREATE TRIGGER fail_one BEFORE INSERT ON runs WHEN NEW.name = '{name}' "
+                "BEGIN SELECT abs(-9223372036854775808); END")
+        else:
+            conn.exec_driver_sql(
+                "CREATE FUNCTION fail_one() RETURNS trigger AS $$ BEGIN "
+                f"IF NEW.name = '{name}' THEN RAISE EXCEPTION 'failing on purpose'; END IF; "
+                "RETURN NEW; END $$ LANGUAGE plpgsql")
+            conn.exec_driver_sql("CREATE TRIGGER fail_one BEFORE INSERT ON runs FOR EACH ROW "
+                                 "EXECUTE FUNCTION fail_one()")
+
+
+def test_a_run_the_server_fails_on_is_passed_over(tmp_path: Path, team_server: Runner) -> None:
+    # Before, the first 500 stopped the sync: the runs after it were not sent, and the
+    # advice was to start the server, which was up.
+    runs = tmp_path / "runs"
+    ids = {}
+    for name in ("aaa-breaks", "zzz-fine"):
+        with runwatch.init(project="team", name=name, dir=runs) as run:
+            run.log({"loss": 1.0}, step=0)
+            ids[name] = run.id
+    _fail_on_run(team_server.engine, "aaa-breaks")
+    out = _sync(runs, team_server, "--retry-for", "0", check=False)
+    assert out.returncode == 1, out.stdout + out.stderr
+    said = out.stdout + out.stderr
+    assert "aaa-breaks: not sent" in said and "the server failed on this run" in said
+    assert "zzz-fine: sent" in said
+    assert "start the server" not in said
+    assert stored(team_server.engine, str(ids["zzz-fine"])) is not None
+    assert stored(team_server.engine, str(ids["aaa-breaks"])) is None

@@ -112,6 +112,12 @@ def _pass(runs: list[Path], client: Client, retry_for: float, quiet: bool,
         try:
             report = sync_run(run_dir, client, retry_for)
         except Unreachable as exc:
+            if exc.status == 500:
+                # the server answered, and failed on this run: the others may be sent
+                line(f"{run_dir.name}: not sent: {exc}: the server failed on this run, and "
+                     "its log says why")
+                refused.add(run_dir.name)
+                continue
             raise fail(f"{exc}; {run_dir.name} and the runs after it were not sent",
                        ["start the server or check --server; nothing was lost: run the "
                         "same command again and it goes on where it stopped"], code=1

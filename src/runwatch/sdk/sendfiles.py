@@ -160,8 +160,10 @@ class WholeFiles:
             report.problems.append(f"{self.run_dir / name}: the server refused it "
                                    f"({result.get('error')}); sent again when it changes")
             return False
+        status = result.get("status")
         raise Unreachable(f"{self.client.server} did not store {name} "
-                          f"({result.get('status')}: {result.get('error')})")
+                          f"({status}: {result.get('error')})",
+                          status if isinstance(status, int) else None)
 
 
 def _pieces(data: bytes, size: int) -> list[bytes]:

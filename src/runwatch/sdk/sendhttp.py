@@ -21,7 +21,12 @@ class SendError(Exception):
 
 
 class Unreachable(SendError):
-    """No answer, or one that says to try again later (5xx, 429): nothing was lost."""
+    """No answer, or one that says to try again later (5xx, 429): nothing was lost.
+    `status` is the answer's, where there was one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Refused(SendError):
@@ -142,7 +147,8 @@ def check_answer(client: Client, status: int, answer: Any) -> None:
                    f"check the token (--token, or {ENV_TOKEN}): it needs write on the run's "
                    "project")
     if status == 429 or status >= 500:
-        raise Unreachable(f"{client.server} answered {status} ({said or 'no reason'})")
+        raise Unreachable(f"{client.server} answered {status} ({said or 'no reason'})",
+                          status)
     if status != 200 and not (isinstance(answer, dict) and isinstance(answer.get("results"),
                                                                        list)):
         if status == 404:

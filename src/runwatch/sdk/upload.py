@@ -301,8 +301,10 @@ class RunUpload:
                                        f" the server refused it ({result.get('error')}); "
                                        "skipped")
             else:
+                status = result.get("status")
                 raise Unreachable(f"{self.client.server} did not store a batch "
-                                  f"({result.get('status')}: {result.get('error')})")
+                                  f"({status}: {result.get('error')})",
+                                  status if isinstance(status, int) else None)
 
 
 def _ends_run(record: dict[str, Any]) -> bool:
