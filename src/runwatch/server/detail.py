@@ -25,13 +25,14 @@ def stream_cursor(conn: Connection, run_pk: int, keys: list[KeyInfo]) -> str:
                          marks.checkpoints))
 
 
-def run_detail(conn: Connection, st: ServerState, row: Row[Any], gone: Gone
-               ) -> dict[str, Any]:
+def run_detail(conn: Connection, st: ServerState, row: Row[Any], gone: Gone,
+               projects: frozenset[str] | None) -> dict[str, Any]:
     """The run detail (as the CLI shows it), its series read through the server's cache
     and its spend priced by the device profiles of the server's runs folder, and the
     cursor its live stream starts from; `gone`: ServerState.judge's, taken before `row`
-    was read."""
-    rec = read_run(conn, row, gone(row))
+    was read; `projects`: the request's scope (None: every project), the only runs its
+    `model.parent` is looked for among."""
+    rec = read_run(conn, row, gone(row), projects)
     detail = shared_detail(rec, st.cache.values(conn, row.pk), runs_dir=st.runs_dir,
                            waits_for=queued_waits(conn, rec.job, row.status, row.dir,
                                                   time.time()))

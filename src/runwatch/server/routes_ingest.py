@@ -7,7 +7,8 @@ refused with its reason while the good batches of the same request are kept.
 
 Ingest writes only runs sent over HTTP: a run indexed from a runs folder (or one the server's
 runs folder holds) has the folder as its record, and a run's name may be no other run's
-(`_owner_refusal`, and the index's ux_runs_sent_name for two ingests that race).
+(`_owner_refusal`, and the index's ux_runs_sent_name for two ingests that race). Nor does
+it make a queued command job for a token that may not submit one (`_queued_command_refusal`).
 """
 
 from __future__ import annotations
@@ -176,6 +177,29 @@ def _store(conn: Connection, run_pk: int, run_id: str, file: str,
         health_on_events(conn, run_pk)  # a run that succeeded: its whole log is judged
     return {"ok": True, "run_id": run_id, "file": file, "records": result.records,
             "rows": result.rows}
+
+
+def _queued_command_refusal(conn: Connection, request: Request, run_pk: int, run_id: str,
+                            file: str) -> None:
+    """403 for a batch of events or a job.json that leaves a run waiting in the queue as a
+    command job (the events say QUEUED, or there are none) when the request may not submit
+    one: POST /api/jobs refuses a command job to a project token, so ingest must not make
+    one either, which would count in the queue depth and send an operator to start workers
+    for it. A job.json of a run that has started (an SDK streams it) is stored as before."""
+    if file not in (fmt.EVENTS, fmt.JOB):
+        return
+    sc = scopes.scope_of(request)
+    if sc.can(None, "write"):  # the server's token: it may submit command jobs
+        return
+    r, j = s.runs.c, s.jobs.c
+    queued = conn.execute(select(r.pk).join(s.jobs, j.run_pk == r.pk).where(
+        r.pk == run_pk, r.status == "QUEUED", j.kind == "command")).first()
+    if queued is not None:
+        raise BatchError(403, f"run {run_id!r} would wait in the queue as a command job, "
+                              f"and {sc.who} may not submit one (a command runs as the "
+                              "server's user, so only the server's token may); send its "
+                              "job.json once the run has started, or send it with the "
+                              "server's token")
 
 
 def _check_problems(result: IngestResult) -> None:
@@ -353,7 +377,9 @@ def _store_each(st: ServerState, request: Request, checks: list[Checked],
                 if (refused := _refusal(request, runs, run_id, manifest)) is not None:
                     raise refused
                 run_pk = _run_pk(conn, runs, run_id, manifest, st.runs_dir)
-                results.append(_store(conn, run_pk, run_id, file, records, on_points))
+                answer = _store(conn, run_pk, run_id, file, records, on_points)
+                _queued_command_refusal(conn, request, run_pk, run_id, file)
+                results.append(answer)
         except BatchError as exc:
             results.append(_refused(exc))
     return results
@@ -411,7 +437,9 @@ def _store_together(conn: Connection, jobs: list[Job], checked: list[list[Checke
                     continue
                 if group.holds(run_pk):
                     group.flush()  # a run's records are stored in the order they came
-                results.append(_store(conn, run_pk, run_id, file, records, count))
+                answer = _store(conn, run_pk, run_id, file, records, count)
+                _queued_command_refusal(conn, request, run_pk, run_id, file)
+                results.append(answer)
                 group.forget(run_pk)
             except BatchError as exc:
                 raise _Again from exc

@@ -35,6 +35,7 @@ from runwatch.jobs.submit import SubmitError, submit
 from runwatch.rundir import format as fmt
 from runwatch.server import scopes
 from runwatch.server.errors import ApiError, not_found
+from runwatch.server.jobpaths import foreign_path
 from runwatch.server.schemas import (
     ActionAnswer,
     RecipeList,
@@ -180,10 +181,14 @@ INSTEAD = {"name": "set it in the job's name field", "project": "set it in the j
            "/api/runs/{run}/retry"}
 
 
+def _argv(settings: dict[str, Value]) -> list[str]:
+    return [f"{k}={_text(v)}" for k, v in settings.items()]
+
+
 def _settings(recipe: str, settings: dict[str, Value]) -> list[str]:
     """The `key=value` arguments of `settings` for `recipe`, checked as its command line
     checks them; ApiError 422 naming the setting at fault otherwise."""
-    argv = [f"{k}={_text(v)}" for k, v in settings.items()]
+    argv = _argv(settings)
     try:
         check_recipe_settings(recipe, argv, INSTEAD, "GET /api/recipes lists its settings")
     except SettingsError as exc:
@@ -212,6 +217,25 @@ def _spec(body: JobRequest, profile: str) -> JobSpec:
                       "recipe")
     return recipe_spec(body.recipe, _settings(body.recipe, body.settings), cwd=cwd,
                        **fields)
+
+
+def _own_paths(request: Request, st: ServerState, body: JobRequest, cwd: Path) -> None:
+    """403 naming the setting when a project token's recipe job gives a path setting
+    outside its project's run folders (server/jobpaths.py); the refusal is the same whether
+    the path exists or not, so it tells nothing of other projects' folders."""
+    sc = scopes.scope_of(request)
+    if body.kind != "recipe" or body.recipe is None or sc.projects is None:
+        return
+    with st.engine.connect() as conn:
+        foreign = foreign_path(conn, body.recipe, _argv(body.settings), cwd, sc.projects)
+    if foreign is not None:
+        key, value = foreign
+        owned = ", ".join(sorted(sc.projects))
+        raise refused(f"{key} {value!r} is not inside a run folder of project {owned}, and "
+                      f"{sc.who} may give a recipe only paths in its project's runs (a "
+                      "run's `dir` as GET /api/runs/{run} shows it, or a file in it): leave "
+                      f"{key} out, or submit the job with the server's token",
+                      f"settings.{key}", 403)
 
 
 @router.post("/api/jobs", status_code=201,
@@ -243,6 +267,7 @@ def submit_job(request: Request, body: JobRequest, st: ServerState = Depends(sta
             raise refused(str(exc), what) from None
     try:
         spec = _spec(body, profile.name)
+        _own_paths(request, st, body, Path(spec.cwd))
         made = submit(st.engine, st.runs_dir, spec, body.name, body.project)
     except JobSpecError as exc:
         raise refused(str(exc), None) from None

@@ -74,7 +74,8 @@ def run_get(
 ) -> dict[str, Any]:
     """A run's state, results, cost, settings, manifest, tiles, and its stream cursor."""
     gone = st.judge()  # before the run is read
-    return run_detail(conn, st, scopes.run(request, conn, run), gone)
+    return run_detail(conn, st, scopes.run(request, conn, run), gone,
+                      scopes.scope_of(request).projects)
 
 
 @router.get("/api/runs/{run}/events")

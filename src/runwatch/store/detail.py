@@ -34,13 +34,16 @@ class RunRecords:
     parents: tuple[Row[Any], ...] = ()
 
 
-def read_run(conn: Connection, row: Row[Any], gone: bool) -> RunRecords:
+def read_run(conn: Connection, row: Row[Any], gone: bool,
+             projects: frozenset[str] | None = None) -> RunRecords:
     """The records of the run in `row`; `gone`: whether its process is gone, judged by
-    the caller with `row` (cli Context.current_run, server/settle.py)."""
+    the caller with `row` (cli Context.current_run, server/settle.py). Its parents are
+    looked for among the runs of `projects` only (None: every run), the runs its reader
+    may see."""
     job = job_row(conn, row.pk)
     return RunRecords(row, q.events(conn, row.pk), run_keys(conn, row.pk),
                       checkpoint_rows(conn, row.pk), q.problems(conn, row.pk),
-                      gone, job, parent_runs(conn, row, job))
+                      gone, job, parent_runs(conn, row, job, projects))
 
 
 INIT_FROM = "init_from:"
@@ -57,14 +60,17 @@ def init_from(base_model: str | None) -> str | None:
     return None
 
 
-def parent_runs(conn: Connection, row: Row[Any], job: dict[str, Any] | None
-                ) -> tuple[Row[Any], ...]:
+def parent_runs(conn: Connection, row: Row[Any], job: dict[str, Any] | None,
+                projects: frozenset[str] | None = None) -> tuple[Row[Any], ...]:
     """The indexed runs `row` started from, nearest first: its `init_from` run, that run's,
-    and so on (a cycle or a run not in the index ends the chain)."""
+    and so on (a cycle or a run not in the index ends the chain). Only runs of `projects`
+    (None: any) are found: a manifest names any path, and the run a path leads to must not
+    tell a reader of one project the id, name or base model of another's (a run outside
+    them ends the chain as one not in the index does)."""
     chain: list[Row[Any]] = []
     seen = {row.pk}
     while len(chain) < MAX_ANCESTORS:
-        parent = _parent_run(conn, row, job if not chain else None)
+        parent = _parent_run(conn, row, job if not chain else None, projects)
         if parent is None or parent.pk in seen:
             break
         chain.append(parent)
@@ -73,9 +79,9 @@ def parent_runs(conn: Connection, row: Row[Any], job: dict[str, Any] | None
     return tuple(chain)
 
 
-def _parent_run(conn: Connection, row: Row[Any], job: dict[str, Any] | None
-                ) -> Row[Any] | None:
-    """The indexed run whose folder holds `row`'s init_from path.
+def _parent_run(conn: Connection, row: Row[Any], job: dict[str, Any] | None,
+                projects: frozenset[str] | None) -> Row[Any] | None:
+    """The indexed run of `projects` (None: any) whose folder holds `row`'s init_from path.
 
     A relative path is read from the job's working folder, else from the folder that holds
     the runs folder (`runs/<run>`) or the runs folder itself; a checkpoint file is looked
@@ -101,14 +107,17 @@ def _parent_run(conn: Connection, row: Row[Any], job: dict[str, Any] | None
             folders.append(str(folder))
             names.append(folder.name)
     c = s.runs.c
+    visible = select(s.runs)
+    if projects is not None:
+        visible = visible.where(c.project.in_(sorted(projects)))
     if folders:
-        found = conn.execute(select(s.runs).where(c.dir.in_(folders))).all()
+        found = conn.execute(visible.where(c.dir.in_(folders))).all()
         if found:
             return min(found, key=lambda r: folders.index(r.dir))
     if runs_folder is None:
         return None
     near = [str(runs_folder / n) for n in dict.fromkeys(names) if n]
-    found = conn.execute(select(s.runs).where(c.dir.in_(near))).all() if near else []
+    found = conn.execute(visible.where(c.dir.in_(near))).all() if near else []
     return min(found, key=lambda r: near.index(r.dir)) if found else None
 
 

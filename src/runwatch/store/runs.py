@@ -89,7 +89,8 @@ def name_taken(conn: Connection, name: str, run_id: str) -> bool:
 def upsert_run(
     conn: Connection, manifest: dict[str, Any], run_dir: Path | None
 ) -> tuple[int, bool]:
-    """Insert or refresh the run row described by `manifest`; returns (pk, is_new).
+    """Insert or refresh the run row described by `manifest`; returns (pk, is_new): new
+    when the row was made, or made anew from the folder `run_dir` of a run sent over HTTP.
 
     A run sent over HTTP (`run_dir` None) may not take a name another such run holds: the
     index refuses it (ux_runs_sent_name) with IntegrityError, and the transaction is spoilt.
@@ -119,6 +120,15 @@ def upsert_run(
             return int(pk), True
         # another indexer inserted it meanwhile (a server's, while `runwatch submit` indexes)
         row = conn.execute(find).one()
+    if run_dir is not None and row.dir is None:
+        # a run sent over HTTP first, now found in a folder: the folder is its record from
+        # now on, and what was sent must not stand in for what the folder holds (a record
+        # sent first under a seq would hide the folder's, and the sender may be another
+        # project's token). It is forgotten, and the folder is read from its start into
+        # the row as a new run's (the pk stays: caches and streams know the run by it).
+        delete_records(conn, row.pk)
+        conn.execute(update(s.runs).where(r.pk == row.pk).values(**values, **UNREAD))
+        return int(row.pk), True
     if row.manifest != values["manifest"]:
         if _stored_name(row.manifest, Path(row.dir) if row.dir else None) == values["name"]:
             # the manifest changed, not its name: the row keeps its own (one migration 0011
@@ -129,11 +139,18 @@ def upsert_run(
             # from (a folder's run keeps its job.json; a sender must not take that away)
             del values["dir"]
         conn.execute(update(s.runs).where(r.pk == row.pk).values(**values))
-    elif run_dir is not None and row.dir is None:
-        # a run sent over HTTP first, now found in a folder with the manifest it was sent
-        # with: the folder is its record from now on, and ingest leaves it alone
-        conn.execute(update(s.runs).where(r.pk == row.pk).values(dir=values["dir"]))
     return int(row.pk), False
+
+
+# What the records of a run set in its row, as a run none of whose records is read has it
+# (the columns upsert_run sets from the manifest aside): the phase, times and steps its
+# events and metrics give, its whole files, its problems.
+UNREAD: dict[str, Any] = {
+    "status": "QUEUED", "stage": None, "progress_done": None, "progress_total": None,
+    "reason": None, "reason_code": None, "attempt": 1, "started_at": None, "ended_at": None,
+    "updated_at": None, "observed_step": None, "saved_step": None, "config": None,
+    "engine_config": None, "problems": 0,
+}
 
 
 def _fit(field: str, value: str | None) -> Any:
@@ -165,10 +182,16 @@ def delete_metrics(conn: Connection, run_pk: int) -> None:
     conn.execute(delete(s.metric_keys).where(s.metric_keys.c.run_pk == run_pk))
 
 
-def delete_run(conn: Connection, run_pk: int) -> None:
-    """Remove a run and everything the index holds of it (its folder is not touched)."""
+def delete_records(conn: Connection, run_pk: int) -> None:
+    """Remove everything the index holds of a run but its row: its records, whole files,
+    job, health, problems and where ingest stopped in each file."""
     delete_metrics(conn, run_pk)
     for table in reversed(s.metadata.sorted_tables):
         if "run_pk" in table.c:
             conn.execute(delete(table).where(table.c.run_pk == run_pk))
+
+
+def delete_run(conn: Connection, run_pk: int) -> None:
+    """Remove a run and everything the index holds of it (its folder is not touched)."""
+    delete_records(conn, run_pk)
     conn.execute(delete(s.runs).where(s.runs.c.pk == run_pk))
