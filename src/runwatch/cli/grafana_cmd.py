@@ -18,8 +18,9 @@ grafana_app = typer.Typer(help="Grafana: the dashboard over runwatch's Prometheu
 
 GrafanaUrlOpt = Annotated[str | None, typer.Option(
     "--grafana-url", envvar=grafana.ENV_VAR,
-    help="Grafana's base address, http(s)://HOST[:PORT][/PATH], such as "
-    f"http://localhost:3000; not a dashboard's address (default: ${grafana.ENV_VAR}).",
+    help="Grafana's base address: http or https, its host, and its port and path where it "
+    "has them, such as http://localhost:3000; not a dashboard's address "
+    f"(default: ${grafana.ENV_VAR}).",
     show_default=False)]
 
 

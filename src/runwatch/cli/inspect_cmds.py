@@ -41,6 +41,7 @@ from runwatch.cli.output import (
 )
 from runwatch.cli.remote import remote_for
 from runwatch.cli.runs import detail_of
+from runwatch.cli.sample_values import with_non_finite
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.rundir.configtext import ConfigError, load_config
 from runwatch.rundir.format import SPLITS, TERMINAL_PHASES
@@ -83,7 +84,8 @@ def rollouts_cmd(
             row = resolve_or_exit(conn, run)
             name = row.name
             try:
-                data = rollouts(conn, row.pk, step, split, best, worst, limit)
+                data = with_non_finite(rollouts(conn, row.pk, step, split, best, worst, limit),
+                                       row.dir)
             except NoRollouts as exc:
                 data = {"error": f"{exc} (run {name})",
                         "available": rollouts(conn, row.pk)["available"]}

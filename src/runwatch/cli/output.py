@@ -154,8 +154,10 @@ def run_jq(expr: str, data: Any, raw: bool = False) -> None:
         program = jq.compile(expr)
     except ValueError as exc:
         raise fail(f"--jq expression {expr!r} does not compile: {exc}") from exc
-    # jq has no NaN literal on input; the JSON null is what it would print for one anyway.
-    text = json.dumps(_nan_to_none(data), default=str)
+    # jq has no NaN or Infinity literal on input: it reads NaN as null and Infinity as its
+    # largest float, a finite number that `runwatch import` would keep; null for all three
+    # is what the README promises and what the importer reads back as NaN.
+    text = json.dumps(_non_finite_to_none(data), default=str)
     try:
         for value in program.input_text(text):
             if raw and isinstance(value, str):  # shown as it is, but for terminal controls
@@ -167,13 +169,13 @@ def run_jq(expr: str, data: Any, raw: bool = False) -> None:
         raise fail(f"--jq expression {expr!r} failed: {exc}") from exc
 
 
-def _nan_to_none(value: Any) -> Any:
+def _non_finite_to_none(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else value
+        return None
     if isinstance(value, dict):
-        return {k: _nan_to_none(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_nan_to_none(v) for v in value]
+        return {k: _non_finite_to_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_non_finite_to_none(v) for v in value]
     return value
 
 

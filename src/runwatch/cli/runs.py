@@ -234,8 +234,8 @@ def metrics_cmd(
     key: Annotated[list[str] | None, typer.Option("--key", "-k", help="Only these metrics "
                                                   "(repeatable).")] = None,
     steps: Annotated[str | None, typer.Option(help="Step range A:B (inclusive).")] = None,
-    limit: Annotated[int, typer.Option(help="Table: show the last N steps (json and csv show "
-                                       "all).")] = 30,
+    limit: Annotated[int, typer.Option(min=1, help="Table: show the last N steps (json and "
+                                       "csv show all).")] = 30,
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """The metrics a run logged at each step (every field under `measured`); -o csv writes
@@ -300,7 +300,7 @@ def logs_cmd(
     level: Annotated[str | None, typer.Option(help="Only this level and above "
                                               "(debug, info, warning, error, critical).")
                      ] = None,
-    tail: Annotated[int, typer.Option(help="The last N lines.")] = 200,
+    tail: Annotated[int, typer.Option(min=1, help="The last N lines.")] = 200,
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """The structured log lines of a run."""

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import hmac
+import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from runwatch.cli.context import open_context, runs_dir
-from runwatch.cli.options import DbOpt, DirOpt, resolve_or_exit
+from runwatch.cli.options import DbOpt, DirOpt, JqOpt, RawOpt, resolve_or_exit
 from runwatch.cli.output import Output, emit, fail, line
 
+if TYPE_CHECKING:
+    from runwatch.server.share import Share
+
 DEFAULT_SERVER = "http://127.0.0.1:8765"
+# The shares `runwatch runs share` issued from a runs folder, a line each ("<share id> <run
+# id> <expiry>"), so that --revoke tells an id it issued from a typo (the links themselves
+# are stateless: a signature, no record). The file begins with COMPLETE when it was begun
+# with the folder's signing key, so it holds every id that key signed; a folder whose key
+# signed links before runwatch kept this list has no such line.
+ISSUED_FILE = Path(".runwatch") / "share-issued"
+COMPLETE = "# every share of this folder's share.key"
 
 
 def share_cmd(
@@ -30,6 +42,7 @@ def share_cmd(
     directory: DirOpt = None, db: DbOpt = None,
     output: Annotated[Output, typer.Option("-o", "--output", help="table or json.")
                       ] = Output.table,
+    jq: JqOpt = None, raw: RawOpt = False,
 ) -> None:
     """Print a link that shows one run's page, read-only, without the server's token.
 
@@ -43,7 +56,7 @@ def share_cmd(
     if revoke is not None:
         if run is not None:
             raise fail("give either a RUN to share or --revoke LINK_OR_ID, not both")
-        _revoke(runs_dir(directory), revoke, output)
+        _revoke(runs_dir(directory), revoke, output, jq, raw)
         return
     if run is None:
         raise fail("give the RUN to share (or --revoke LINK_OR_ID)")
@@ -57,9 +70,14 @@ def share_cmd(
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
     try:
+        new_key = share.secret(ctx.directory) is None
         sh, credential = share.new_share(ctx.directory, str(row.run_id), seconds)
     except (OSError, share.ShareError) as exc:
         raise fail(f"cannot make a share key in {ctx.directory}: {exc}") from exc
+    try:
+        _record_issued(ctx.directory, sh, new_key)
+    except OSError as exc:
+        raise fail(f"cannot write {ctx.directory / ISSUED_FILE}: {exc}") from exc
     link = f"{server.rstrip('/')}/share/{credential}"
     until = datetime.fromtimestamp(sh.expires, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -70,7 +88,7 @@ def share_cmd(
         line(f"revoke it with: runwatch runs share --revoke {sh.share_id}")
 
     emit({"ok": True, "link": link, "id": sh.share_id, "run_id": sh.run_id, "name": row.name,
-          "expires": sh.expires}, output, None, table)
+          "expires": sh.expires}, output, jq, table, raw)
 
 
 def _days(expires: int) -> str:
@@ -78,16 +96,68 @@ def _days(expires: int) -> str:
     return f"{left / 86400:.1f} days" if left >= 86400 else f"{left / 3600:.1f} hours"
 
 
-def _revoke(directory: Path, link_or_id: str, output: Output) -> None:
+def _record_issued(directory: Path, sh: Share, new_key: bool) -> None:
+    """Add share `sh` to the folder's list of issued shares; with `new_key` (this share
+    made the folder's signing key) the list starts anew, complete: the links of an earlier
+    key stopped working with it."""
+    path = directory / ISSUED_FILE
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if new_key else os.O_APPEND)
+    with os.fdopen(os.open(path, flags, 0o600), "a", encoding="utf-8") as f:
+        f.write((f"{COMPLETE}\n" if new_key else "") + f"{sh.share_id} {sh.run_id} {sh.expires}\n")
+
+
+def _issued(directory: Path) -> tuple[set[str], bool]:
+    """The share ids the folder's list holds, and whether the list is complete."""
+    try:
+        lines = (directory / ISSUED_FILE).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return set(), False
+    return {ln.split()[0] for ln in lines if ln.strip() and ln != COMPLETE}, COMPLETE in lines[:1]
+
+
+def _revoke(directory: Path, link_or_id: str, output: Output, jq: str | None,
+            raw: bool) -> None:
+    """Revoke a link, or a share id, that this runs folder issued. A link must carry the
+    folder key's signature; an id must be on the folder's list of issued shares, or, where
+    that list is not complete (links made before runwatch kept it), it is revoked with a
+    line saying it could not be confirmed. An id revoked already is not written again."""
     from runwatch.server import share
 
+    credential = link_or_id.strip().rstrip("/").rsplit(share.LANDING, 1)[-1]
     try:
         share_id = share.share_id_of(link_or_id)
+        key = share.secret(directory)
+        if share_id in share.revoked_ids(directory):
+            emit({"ok": True, "revoked": share_id, "already_revoked": True}, output, jq,
+                 lambda wide: line(f"share {share_id} was revoked already: its link is "
+                                   "refused"), raw)
+            return
+        issued, complete = _issued(directory)
+        if "." in credential:  # a link: its signature says whether this folder issued it
+            if key is None or not hmac.compare_digest(
+                    share.sign(key, share.parse(credential)), credential):
+                raise fail(f"this link was not issued from {directory}: it does not carry the "
+                           "signature of its share key, so no server of the folder opens "
+                           "it; nothing was revoked",
+                           ["give the runs folder that issued it: --dir DIR"])
+        elif share_id not in issued and (complete or key is None):
+            raise fail(f"no share link with id {share_id!r} was issued from {directory}; "
+                       "nothing was revoked",
+                       ["`runwatch runs share RUN` prints each link's id; the link itself "
+                        "(--revoke LINK) works too", "give the runs folder that issued it: "
+                        "--dir DIR"])
         share.revoke(directory, share_id)
     except share.ShareError as exc:
         raise fail(str(exc)) from exc
     except OSError as exc:
         raise fail(f"cannot write {directory / share.REVOKED_FILE}: {exc}") from exc
-    emit({"ok": True, "revoked": share_id}, output, None,
-         lambda wide: line(f"revoked share {share_id}: its link is refused from the next "
-                           "request on"))
+    unconfirmed = "." not in credential and share_id not in issued
+
+    def table(wide: bool) -> None:
+        line(f"revoked share {share_id}: its link is refused from the next request on")
+        if unconfirmed:
+            line(f"{directory} has links made before runwatch listed the shares it issues, "
+                 "so it cannot confirm that it issued this id: a mistyped id revokes "
+                 "nothing (revoke by the link to be sure)")
+
+    emit({"ok": True, "revoked": share_id, "already_revoked": False}, output, jq, table, raw)

@@ -182,7 +182,7 @@ def refusal_of(exc: BaseException) -> str | None:
     the reason."""
     if not isinstance(exc, RefusedInput):
         return None
-    return _one_line(_text(exc)) or None
+    return reason_line(_text(exc)) or None
 
 
 def exception_verdict(exc: BaseException) -> Verdict:
@@ -274,7 +274,9 @@ _DEVICE_OOM_BY_ACTIVITY = {
 _EVALUATING = frozenset({Activity.EVALUATION, Activity.EVALUATION_ENGINE})
 
 
-def _one_line(text: str) -> str:
+def reason_line(text: str) -> str:
+    """`text` as a run's reason holds it: on one line (each run of whitespace, line breaks
+    too, one space) and at most MAX_REFUSAL_CHARS characters."""
     text = " ".join(text.split())
     return text if len(text) <= MAX_REFUSAL_CHARS else text[:MAX_REFUSAL_CHARS - 1] + "…"
 
@@ -345,7 +347,7 @@ def _coded(end: AttemptEnd) -> Verdict | None:
         # `stopped` itself, so a recorded cancel is one, and is not queued again
         return _verdict(reason.id)
     if reason.refusal:
-        refusal = _one_line(end.sdk_reason or "")
+        refusal = reason_line(end.sdk_reason or "")
         return Verdict("FAILED", reason, refusal) if refusal else None
     return _verdict(reason.id)
 

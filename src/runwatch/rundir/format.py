@@ -94,6 +94,24 @@ RECORD_FIELDS = ("step", "ts", "seq")
 # A metrics record's step is a 64-bit integer in the index.
 MAX_STEP = 2**63 - 1
 
+_FROM_INIT = "give it to runwatch.init(), which writes it once"
+_FROM_PROCESS = "the SDK records it for the process that writes the run"
+_FROM_RESUME = "a resume (runwatch.init(resume=True)) or job control sets it"
+# The manifest fields the format defines (docs/run-format.md), each with what writes it:
+# Run.set_manifest_fields() refuses them, since a loop that rewrote `run_id` or `name`
+# left the index with two runs, one stuck RUNNING. `wandb_url` is not among them: adding
+# it is what set_manifest_fields is for.
+MANIFEST_OWNED = {
+    "schema_version": "the run format's version: runwatch.init writes it",
+    "run_id": "a run's id is made once, by runwatch.init, and never changes",
+    "created_at": "runwatch.init writes when the run was made",
+    **dict.fromkeys(("name", "project", "group", "tags", "method", "base_model", "dataset",
+                     "trainer", "backend"), _FROM_INIT),
+    **dict.fromkeys(("host", "pid", "python", "platform", "argv", "packages", "git"),
+                    _FROM_PROCESS),
+    **dict.fromkeys(("resumed_at", "attached_at", "attempt"), _FROM_RESUME),
+}
+
 # matched whole (fullmatch): `$` would let a name end in a newline
 _NAME_RE = re.compile(r"[A-Za-z0-9._-]+")
 _SAMPLE_RE = re.compile(r"(step|val)_([0-9]{4,})_([A-Za-z0-9_-]+)\.json")

@@ -1,12 +1,13 @@
 """`Run`: the object a training loop records with. Every method only queues work.
 
 Misuse policy (docs/sdk.md): calling a method after `finish()`, a step that is not a
-whole number >= 0 or goes backwards, and a metric key that is not a string of 1 to 256
-characters (runwatch.rundir.format's rules, which the indexer applies too) raise at
-once, because they are bugs in the loop that a test run shows on its first step; a
-metric value that is not a number, and any value with no JSON form, is dropped, counted
-and warned about once per key, because it can appear hours into a run and must not end
-it.
+whole number >= 0 or goes backwards, a metric key that is not a string of 1 to 256
+characters (runwatch.rundir.format's rules, which the indexer applies too), a phase
+that set_phase() does not record, a manifest field the run format owns, and samples that
+are not a list of dicts raise at once, because they are bugs in the loop that a test run
+shows on its first step; a metric value that is not a number, and any value with no JSON
+form, is dropped, counted and warned about once per key, because it can appear hours
+into a run and must not end it.
 
 How a run ends (docs/sdk.md): its terminal event carries a reason from the failure
 catalogue (runwatch.jobs.failures) and that reason's id as `code`; an exception that
@@ -27,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
-from runwatch.jobs.failures import CATALOGUE, exception_verdict
+from runwatch.jobs.failures import CATALOGUE, exception_verdict, reason_line
 from runwatch.rundir import format as fmt
 from runwatch.rundir import stopnote
 from runwatch.sdk import live, writer
@@ -49,6 +50,18 @@ MAX_TRACEBACK_CHARS = 20_000
 # of one step that the index takes (readers join them into the step).
 _WIDEST_RECORD = fmt.MAX_METRICS_PER_RECORD + 2
 _MAX_STEP = fmt.MAX_STEP  # read at every log(): a global, not a module attribute
+# The phases set_phase() refuses, and what records each instead: it records PREPARING
+# and RUNNING (QUEUED only as the run's first event, which init() writes). A FAILED set
+# mid-loop, with no reason, made `runs wait --exit-status` fail a run that then succeeded.
+_NOT_SET_PHASE = {
+    "SUCCEEDED": "ends the run: call finish() when the loop is done",
+    "FAILED": "ends the run: call fail(reason), or finish('FAILED', reason), with the reason",
+    "CANCELLED": "ends the run: call finish('CANCELLED') once the loop has stopped",
+    "CANCEL_REQUESTED": "is recorded when the process is asked to stop (SIGTERM, Ctrl-C), "
+                        "as run.request_stop() does",
+    "QUEUED": "is where a run starts (runwatch.init(phase='QUEUED')), or starts again by "
+              "`runwatch runs retry`; a live run goes back to PREPARING or RUNNING",
+}
 
 
 def _split(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -101,6 +114,7 @@ class Run:
         self._warned_fields: set[str] = set()  # record fields log() was given as keys
         self._over_cap = 0  # new keys left out: the run had fmt.MAX_KEYS_PER_RUN already
         self._finished = False
+        self._started = False  # set_phase() has recorded the run's first phase
         self._stop_requested = False
         # Reentrant: the SIGTERM handler (request_stop) may run while this thread holds it.
         self._lock = threading.RLock()
@@ -162,7 +176,7 @@ class Run:
         step = checked_step(step, "log_samples")
         name = fmt.sample_file_name(step, split, kind)
         payload = {"step": step, "split": split, "kind": kind, "ts": time.time(),
-                   "samples": [dict(s) for s in samples]}
+                   "samples": _sample_dicts(samples)}
         self._writer.put((name, payload))
 
     def log_checkpoint(
@@ -187,9 +201,15 @@ class Run:
         total: int | None = None,
         reason: str | None = None,
     ) -> None:
-        """Record a lifecycle transition (and, in PREPARING, what it is doing)."""
+        """Record a move to PREPARING (with what it is doing) or RUNNING. A phase that ends
+        or stops the run, or QUEUED once the run has started, raises ValueError (see
+        _NOT_SET_PHASE): finish() and fail() end a run."""
         self._check_open()
+        if phase in _NOT_SET_PHASE and not (phase == "QUEUED" and not self._started):
+            raise ValueError(f"set_phase(): {phase} {_NOT_SET_PHASE[phase]}; set_phase "
+                             "records PREPARING and RUNNING")
         self._event(phase, stage=stage, done=done, total=total, reason=reason)
+        self._started = True
 
     def log_text(self, message: str, level: str = "info", data: Any = None) -> None:
         """Record one log line (level: debug, info, warning, error, critical)."""
@@ -212,8 +232,15 @@ class Run:
         self._writer.write_file(fmt.ENGINE_CONFIG, {"requested": requested, "resolved": resolved})
 
     def set_manifest_fields(self, **fields: Any) -> None:
-        """Add fields to manifest.json (for example `wandb_url`)."""
+        """Add fields to manifest.json (for example `wandb_url`). A field the run format
+        defines (`run_id`, `name`, `host`, …: fmt.MANIFEST_OWNED) raises ValueError, and
+        nothing is written."""
         self._check_open()
+        owned = next((k for k in fields if k in fmt.MANIFEST_OWNED), None)
+        if owned is not None:
+            raise ValueError(f"set_manifest_fields(): {owned!r} is a manifest field the run "
+                             f"format owns ({fmt.MANIFEST_OWNED[owned]}); add fields of "
+                             "your own, such as wandb_url")
         self.manifest.update(fields)
         self._writer.write_file(fmt.MANIFEST, self.manifest)
 
@@ -239,6 +266,8 @@ class Run:
                 status = "CANCELLED" if self._stop_requested else "SUCCEEDED"
             if status not in fmt.TERMINAL_PHASES:
                 raise ValueError(f"status {status!r} is not one of {sorted(fmt.TERMINAL_PHASES)}")
+            if reason is not None:
+                reason = self._reason_line(status, str(reason))
             _check_code(status, reason, code)
             if status == "CANCELLED" and not reason and not code:
                 code = self._how_stopped()
@@ -278,6 +307,16 @@ class Run:
             # a late writer's records are still to come: the sender stops after them
             sender.close(then=folder.done, writing=not written)
         live.unregister(self)
+
+    def _reason_line(self, status: str, reason: str) -> str | None:
+        """`reason` as the run's end records it: one line, cut as a refusal is (a reason is
+        one line in run-format v1; tables broke a multi-line one across rows). A reason
+        that this changes goes to logs.jsonl whole, first. None for one of only spaces."""
+        line = reason_line(reason)
+        if line and line != reason:
+            self.log_text(f"the {status} reason in full (the run shows it on one line): "
+                          f"{reason}", level="error" if status == "FAILED" else "warning")
+        return line or None
 
     def _how_stopped(self) -> str | None:
         """Who stopped a job's run that was asked to stop (SIGTERM, Ctrl-C), by the notes
@@ -512,6 +551,27 @@ def _whole_step(step: Any) -> Any:
         return operator.index(step)
     except TypeError:
         return step
+
+
+def _sample_dicts(samples: Any) -> list[dict[str, Any]]:
+    """`samples` as log_samples() records them: each a dict of its own. Another shape is a
+    ValueError that says which shape the call takes (dict() of a string said "dictionary
+    update sequence element #0 has length 1; 2 is required")."""
+    shape = ("log_samples() takes a list of samples, each a dict of its fields, such as "
+             "[{'prompt': p, 'completion': c, 'reward': r}]")
+    if hasattr(samples, "keys"):
+        raise ValueError(f"{shape}; got one {type(samples).__name__}: put the sample in a "
+                         "list")
+    if isinstance(samples, str | bytes):
+        raise ValueError(f"{shape}; got {type(samples).__name__}")
+    try:
+        items = list(samples)
+    except TypeError:
+        raise ValueError(f"{shape}; got {type(samples).__name__}") from None
+    for i, sample in enumerate(items):
+        if not hasattr(sample, "keys"):
+            raise ValueError(f"{shape}; its sample {i} is {type(sample).__name__}, not dict")
+    return [dict(sample) for sample in items]
 
 
 def _key_error(metrics: Any) -> str:

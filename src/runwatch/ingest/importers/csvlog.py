@@ -4,25 +4,28 @@ reader the W&B history importer shares.
 A `step` column (or `global_step`, `train/global_step`, W&B's `_step`, a chart export's
 `Step`) gives each row its step; without one the row index does. Empty cells (and `NA`,
 `null`, `None`) are missing values; `nan`/`inf` cells are kept as non-finite values.
-Columns that hold only text are ignored; a column that mixes numbers and text is refused,
+Columns that hold only text are ignored (a `note:` names every column left out or
+renamed); a column that mixes numbers and text is refused,
 and so is one of numbers written with a decimal comma, a name the header gives twice, a
 column with values and no name, and a step the run format does not take (negative). A row
 whose `split` (or `mode`) column says it is held out (`val`, `eval`, `test`, …) has its
 metrics under `val/` names.
 A `ts` column gives each row its time (Unix seconds or ISO 8601).
 W&B exports are recognised by their `_step`/`_runtime`/`_timestamp` columns, or, for a
-chart panel's CSV, by `Step` and `<run> - <metric>` columns (with `__MIN`/`__MAX` bands).
+chart panel's CSV, by `Step` and `<run> - <metric>` columns (with `__MIN`/`__MAX` bands);
+only in a W&B export are the other columns starting with `_` W&B's own, left out.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import math
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,7 @@ from typing import Any
 from runwatch.analysis.timing import dated
 from runwatch.ingest.importers import jsonl, trl
 from runwatch.ingest.importers.common import (
+    SPLIT_FIELDS,
     Imported,
     SourceError,
     as_held_out,
@@ -53,14 +57,25 @@ DECIMAL_COMMA = re.compile(r"[+-]?[0-9]*,[0-9]+(?:[eE][+-]?[0-9]+)?")
 EARLIEST_TS = 946_684_800.0
 # A whole number as written: read as an int, not through a float
 WHOLE = re.compile(r"[+-]?[0-9]+")
+# A note names at most this many columns, then says how many more
+NOTE_NAMES = 10
 
 
 def read(path: Path, step_column: str | None = None) -> Imported:
     """Read a CSV (or TSV) file of per-step metrics."""
-    header, rows, delimiter = _read_table(path)
-    if not header:
+    written, rows, delimiter = _read_table(path)
+    if not written:
         raise SourceError(f"{path} has no header row: the first line must name the columns")
+    header = [name.strip() for name in written]
+    notes = []
+    spaced = [(w, h) for w, h in zip(written, header, strict=True) if h and w != h]
+    if spaced:
+        notes.append(f"{_some(spaced, _read_as)}: the spaces around a name in the header are "
+                     "not part of it")
     _check_header(header, rows, path)
+    if header[0] == "" and any(row and _cell(row[0]) is not None for row in rows):
+        notes.append("the first column, which has no name, is not imported: it is pandas's "
+                     "index, the row number")
     trainer = "wandb" if WANDB_COLUMNS & set(header) else "csv"
     renamed = _chart_export_names(header, path)
     # None: not imported (a column without a name _check_header let pass, a chart's band)
@@ -68,6 +83,7 @@ def read(path: Path, step_column: str | None = None) -> Imported:
     if renamed is not None:
         trainer = "wandb"
         names = [renamed.get(name) for name in header]
+        notes.append(_chart_note(header, renamed))
     header = [n for n in names if n is not None]
     _check_header(header, [], path)  # a chart's metric names
     # a step column's whole numbers are read as written: through a float, a step past
@@ -75,8 +91,10 @@ def read(path: Path, step_column: str | None = None) -> Imported:
     steps = {step_column, *STEP_COLUMNS}
     table = [{n: (_step_cell if n in steps else _cell)(v)
               for n, v in zip(names, row, strict=False) if n is not None} for row in rows]
-    return records_from_table(header, table, path, trainer, step_column, first_line=2,
-                              decimal_commas=delimiter != ",")
+    imported = records_from_table(header, table, path, trainer, step_column, first_line=2,
+                                  decimal_commas=delimiter != ",")
+    imported.notes[:0] = notes
+    return imported
 
 
 def _check_header(header: list[str], rows: list[list[str]], path: Path) -> None:
@@ -118,7 +136,8 @@ def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path
         raise SourceError(f"{path} has no column {step_column!r}; pass --step-column one "
                           f"of its number columns: {', '.join(numeric) or '(none)'}")
     step_col = _step_column(step_column, numeric, table, path)
-    internal = {c for c in numeric if c.startswith("_")}  # W&B's _step, _runtime, …
+    # W&B's _step, _runtime, …; any other table keeps a column whose name starts with `_`
+    internal = {c for c in numeric if c.startswith("_")} if trainer == "wandb" else set()
     # "step" and "ts" name a record's own fields, never a metric.
     metrics = [c for c in numeric if c not in (step_col, "step", "ts") and c not in internal]
     if not metrics:
@@ -156,7 +175,47 @@ def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path
     if clock == "ts":
         _fill_times(records)
     keys = {k.removeprefix("train/") for r in records for k in r}
-    return Imported(trainer, guess_method(keys), records, {}, str(path))
+    used = {*metrics, step_col, clock, *SPLIT_FIELDS,
+            *(WANDB_COLUMNS if trainer == "wandb" else ())}
+    notes = _left_out_notes(columns, table, numeric, trainer == "wandb", used)
+    return Imported(trainer, guess_method(keys), records, {}, str(path), notes)
+
+
+def _left_out_notes(columns: Sequence[str], table: list[dict[str, Any]], numeric: list[str],
+                    wandb: bool, used: set[str | None]) -> list[str]:
+    """A note for each kind of column that holds values and is not imported (none is
+    left out in silence): W&B's own, text only, or named like a record's own field."""
+    left = [c for c in dict.fromkeys(columns) if c and c not in used
+            and any(row.get(c) is not None for row in table)]
+    own = [c for c in left if wandb and c.startswith("_")]
+    why = [(own, "in a W&B export, a column whose name starts with '_' is W&B's own"),
+           ([c for c in left if c not in own and c not in numeric],
+            "it holds text, not numbers"),
+           ([c for c in left if c not in own and c in numeric],
+            "a record's own field has that name; rename the column to import it")]
+    return [f"{_some(names, repr)} {'is' if len(names) == 1 else 'are'} not imported: {reason}"
+            for names, reason in why if names]
+
+
+def _chart_note(header: list[str], renamed: dict[str, str]) -> str:
+    """What reading a W&B chart export did to its columns."""
+    series = [(h, renamed[h]) for h in header if h in renamed and h != "Step"]
+    bands = [h for h in header if h.endswith(BAND_SUFFIXES)]
+    said = f"{_some(series, _read_as)} (a W&B chart "
+    return said + ("export names a column by its run and metric)" if not bands else
+                   f"export names a column by its run and metric), and "
+                   f"{_some(bands, repr)} (the chart's min and max bands) are not imported")
+
+
+def _read_as(names: tuple[str, str]) -> str:
+    return f"column {names[0]!r} is read as {names[1]!r}"
+
+
+def _some(items: Sequence[Any], show: Callable[[Any], str]) -> str:
+    """The first NOTE_NAMES of `items` as `show` writes them, and how many more."""
+    shown = ", ".join(show(item) for item in items[:NOTE_NAMES])
+    more = len(items) - NOTE_NAMES
+    return shown if more <= 0 else f"{shown} and {more} more"
 
 
 def guess_method(keys: set[str]) -> str:
@@ -173,7 +232,8 @@ def guess_method(keys: set[str]) -> str:
 
 
 def _read_table(path: Path) -> tuple[list[str], list[list[str]], str]:
-    """The header, the rows and the character that separates the cells."""
+    """The header (as written: with any spaces around its names), the rows and the
+    character that separates the cells."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -183,13 +243,15 @@ def _read_table(path: Path) -> tuple[list[str], list[list[str]], str]:
     if delimiter == "," and first.count(";") > first.count(","):
         delimiter = ";"
     try:
-        lines = list(csv.reader(text.splitlines(), delimiter=delimiter))
+        # from the text itself, not its lines: a quoted cell keeps its line breaks (a
+        # header name "a\nb", as `runs metrics -o csv` writes a key with one, came back "ab")
+        lines = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
     except csv.Error as exc:
         raise SourceError(f"{path} is not a readable CSV file: {exc}") from exc
     lines = [line for line in lines if any(cell.strip() for cell in line)]
     if not lines:
         return [], [], delimiter
-    header = [name.strip() for name in lines[0]]
+    header = lines[0]
     for number, line in enumerate(lines[1:], start=2):
         if len(line) > len(header):
             raise SourceError(f"{path}: line {number} has {len(line)} cells but the header "

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from runwatch.ingest.importers import trl
 from runwatch.ingest.importers.common import (
     Imported,
     as_held_out,
@@ -41,7 +42,10 @@ def guess(keys: set[str]) -> tuple[str, str]:
         return "tinker-cookbook", "sft"
     if "current_steps" in keys:
         return "llama-factory", "sft"
-    return "jsonl", "sft" if "loss" in keys else "grpo"
+    # a method's telltale keys first (a DPO or GRPO log has a `loss` too), then a loss
+    # alone is supervised
+    method = trl.guess_method(keys)
+    return "jsonl", method if method != "sft" else "sft" if "loss" in keys else "grpo"
 
 
 def read(path: Path) -> Imported:

@@ -25,7 +25,7 @@ SKIP = frozenset({"step"})
 
 def guess_method(keys: set[str]) -> str:
     """DPO logs chosen/rejected rewards, GRPO logs sampled rewards; otherwise SFT."""
-    if keys & {"rewards/chosen", "rewards/margins", "rewards/accuracies"}:
+    if keys & {"rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies"}:
         return "dpo"
     if keys & {"reward", "frac_reward_zero_std", "completion_length",
                "completions/mean_length", "reward_std"}:
