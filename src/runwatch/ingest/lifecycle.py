@@ -15,7 +15,7 @@ waits, so they start only a run that no event speaks for.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -110,6 +110,8 @@ def refresh_run_state(conn: Connection, run_pk: int) -> None:
             else last.ts
         if status == "QUEUED":
             status = "RUNNING"
+    if started is None and attempt == run.attempt:
+        started = _command_start(conn, run_pk, current)
     ended = last.ts if last.phase in fmt.TERMINAL_PHASES else None
     conn.execute(
         update(s.runs).where(s.runs.c.pk == run_pk).values(
@@ -134,6 +136,17 @@ def purge_attempt(conn: Connection, run_pk: int) -> None:
         conn.execute(delete(s.ingest_offsets).where(o.run_pk == run_pk, o.file.in_(scoped)))
     conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values(
         observed_step=None, saved_step=None, engine_config=None))
+
+
+def _command_start(conn: Connection, run_pk: int, current: Sequence[Any]) -> float | None:
+    """When the worker started a command job's process (its PREPARING event), for a command
+    that reports no phase and records nothing (no SDK): that is all there is of its start,
+    and its duration runs from it. None for a recipe's run, which reports RUNNING."""
+    preparing = next((r.ts for r in current if r.phase == "PREPARING"), None)
+    if preparing is None:
+        return None
+    kind = conn.execute(select(s.jobs.c.kind).where(s.jobs.c.run_pk == run_pk)).scalar()
+    return preparing if kind == "command" else None
 
 
 def _attempt_recorded(conn: Connection, run_pk: int, run: Any) -> bool:
