@@ -407,3 +407,27 @@ def test_io_failure_warns_once_and_logging_resumes(runs_dir: Path) -> None:
     assert steps == list(range(1, 40)), "nothing logged during the failure is lost"
     assert json.loads((d / "manifest.json").read_text())["name"] == "io"
 
+
+
+def test_a_folder_removed_while_recording_is_made_again_and_said_once(runs_dir: Path) -> None:
+    # Before, it was made again with no word: the steps it held were gone, and nothing
+    # told the user (docs/sdk.md's failure table promises one warning).
+    run = runwatch.init(name="gone", dir=runs_dir, flush_interval=0.05)
+    assert isinstance(run, runwatch.Run)
+    d = runs_dir / "gone"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(5):
+            run.log({"a": float(step)}, step=step)
+        run._writer.flush_now()
+        wait_for(lambda: (d / "metrics.jsonl").exists() and len(lines(d / "metrics.jsonl")) == 5,
+                 what="the first five steps")
+        shutil.rmtree(d)
+        for step in range(5, 8):
+            run.log({"a": float(step)}, step=step)
+        wait_for(lambda: (d / "manifest.json").exists(), what="the run folder made anew")
+        run.log_text("after")
+        run.finish()
+    said = [str(w.message) for w in caught if "was removed or replaced" in str(w.message)]
+    assert len(said) == 1 and str(d) in said[0]
+    assert [r["step"] for r in lines(d / "metrics.jsonl")] == [5, 6, 7]

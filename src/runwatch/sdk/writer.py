@@ -58,6 +58,7 @@ class BackgroundWriter:
         self._stop = False
         self._final: Item | None = None
         self._io_failing = False
+        self._told_remade = False  # the folder was found removed, and the user told
         self._lost = 0
         self.io_warnings = 0
         self.errors = 0
@@ -293,6 +294,12 @@ class BackgroundWriter:
         if error is not None:
             self._failed_io(error)
             return
+        if remade and not self._told_remade:  # once: each file finds it as it is next written
+            self._told_remade = True
+            self.io_warnings += 1
+            warn(f"runwatch: {self.run_dir} was removed or replaced while the run recorded; "
+                 "it is made again with its manifest and what comes next, and what it held "
+                 "before is gone unless it was copied elsewhere")
         if self._io_failing or remade:
             self._io_failing = False
             if self._restore is not None:
