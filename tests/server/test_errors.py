@@ -80,3 +80,19 @@ def test_an_exhausted_connection_pool_is_a_503_with_retry_after(tmp_path: Path) 
     body = assert_error(resp, 503)
     assert resp.headers["retry-after"] == "2" and body["retry_after"] == 2
     assert "busy" in body["error"]
+
+
+def test_a_nan_step_bound_and_a_missing_page_say_what_they_are(
+        api: Api, make_run: MakeRun, index: Callable[[], None]) -> None:
+    # lo=nan read every step as outside the window: a 200 with an empty series
+    make_run("r", steps=5)
+    index()
+    for params in ({"lo": "nan"}, {"hi": "nan", "lo": "1"}):
+        body = assert_error(api.get("/api/runs/r/series", params={"key": "loss", **params}),
+                            400)
+        assert "is NaN" in body["error"]
+    # a page or asset that is not there is no API route
+    for path in ("/assets/nothing.js", "/nowhere"):
+        body = assert_error(api.get(path), 404)
+        assert "no such page" in body["error"] and "API" not in body["error"]
+    assert "no such API route" in assert_error(api.get("/api/nowhere"), 404)["error"]

@@ -82,10 +82,12 @@ def install(app: FastAPI) -> None:
         return error_response(400, _validation_message(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
         if exc.status_code == 404 and message == "Not Found":
-            message = "no such API route; see /openapi.json for the routes"
+            message = ("no such API route; see /openapi.json for the routes"
+                       if request.url.path.startswith("/api/") else
+                       "no such page or file; the app's pages are under /runs")
         elif exc.status_code == 405:
             message = "this route does not accept that method; see /openapi.json"
         return error_response(exc.status_code, message)

@@ -129,6 +129,10 @@ def _series_answer(conn: Connection, st: ServerState, picked: list[_Pick], point
                   bands: bool = True) -> dict[str, Any]:
     """The series of each pick downsampled to `points` buckets with shared edges: over a
     whole series from the step summaries (every key's in one read), else from the cache."""
+    for name, bound in (("lo", lo), ("hi", hi)):
+        if bound is not None and bound != bound:
+            raise bad_request(f"{name} is NaN: give a step, or leave {name} out for the "
+                              "series' own end")
     if lo is not None and hi is not None and lo > hi:
         raise bad_request("lo is above hi: give the step range low to high")
     whole = lo is None and hi is None
