@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import hmac
-import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -15,17 +14,7 @@ from runwatch.cli.context import open_context, runs_dir
 from runwatch.cli.options import DbOpt, DirOpt, JqOpt, RawOpt, resolve_or_exit
 from runwatch.cli.output import Output, emit, fail, line
 
-if TYPE_CHECKING:
-    from runwatch.server.share import Share
-
 DEFAULT_SERVER = "http://127.0.0.1:8765"
-# The shares `runwatch runs share` issued from a runs folder, a line each ("<share id> <run
-# id> <expiry>"), so that --revoke tells an id it issued from a typo (the links themselves
-# are stateless: a signature, no record). The file begins with COMPLETE when it was begun
-# with the folder's signing key, so it holds every id that key signed; a folder whose key
-# signed links before runwatch kept this list has no such line.
-ISSUED_FILE = Path(".runwatch") / "share-issued"
-COMPLETE = "# every share of this folder's share.key"
 
 
 def share_cmd(
@@ -70,14 +59,9 @@ def share_cmd(
     with ctx.engine.connect() as conn:
         row = resolve_or_exit(conn, run)
     try:
-        new_key = share.secret(ctx.directory) is None
         sh, credential = share.new_share(ctx.directory, str(row.run_id), seconds)
     except (OSError, share.ShareError) as exc:
-        raise fail(f"cannot make a share key in {ctx.directory}: {exc}") from exc
-    try:
-        _record_issued(ctx.directory, sh, new_key)
-    except OSError as exc:
-        raise fail(f"cannot write {ctx.directory / ISSUED_FILE}: {exc}") from exc
+        raise fail(f"cannot make a share link in {ctx.directory}: {exc}") from exc
     link = f"{server.rstrip('/')}/share/{credential}"
     until = datetime.fromtimestamp(sh.expires, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -94,25 +78,6 @@ def share_cmd(
 def _days(expires: int) -> str:
     left = expires - time.time()
     return f"{left / 86400:.1f} days" if left >= 86400 else f"{left / 3600:.1f} hours"
-
-
-def _record_issued(directory: Path, sh: Share, new_key: bool) -> None:
-    """Add share `sh` to the folder's list of issued shares; with `new_key` (this share
-    made the folder's signing key) the list starts anew, complete: the links of an earlier
-    key stopped working with it."""
-    path = directory / ISSUED_FILE
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if new_key else os.O_APPEND)
-    with os.fdopen(os.open(path, flags, 0o600), "a", encoding="utf-8") as f:
-        f.write((f"{COMPLETE}\n" if new_key else "") + f"{sh.share_id} {sh.run_id} {sh.expires}\n")
-
-
-def _issued(directory: Path) -> tuple[set[str], bool]:
-    """The share ids the folder's list holds, and whether the list is complete."""
-    try:
-        lines = (directory / ISSUED_FILE).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return set(), False
-    return {ln.split()[0] for ln in lines if ln.strip() and ln != COMPLETE}, COMPLETE in lines[:1]
 
 
 def _revoke(directory: Path, link_or_id: str, output: Output, jq: str | None,
@@ -132,7 +97,7 @@ def _revoke(directory: Path, link_or_id: str, output: Output, jq: str | None,
                  lambda wide: line(f"share {share_id} was revoked already: its link is "
                                    "refused"), raw)
             return
-        issued, complete = _issued(directory)
+        issued, complete = share.issued(directory)
         if "." in credential:  # a link: its signature says whether this folder issued it
             if key is None or not hmac.compare_digest(
                     share.sign(key, share.parse(credential)), credential):

@@ -180,11 +180,44 @@ def share_id_of(link_or_id: str) -> str:
 
 
 def new_share(runs_dir: Path, run_id: str, seconds: int) -> tuple[Share, str]:
-    """A new share of `run_id` for `seconds`, and its credential."""
+    """A new share of `run_id` for `seconds`, and its credential; noted in the folder's
+    list of issued shares (`issued`)."""
     share = Share(secrets.token_urlsafe(9), run_id, int(time.time()) + seconds)
+    new_key = secret(runs_dir) is None
     key = secret(runs_dir, create=True)
     assert key is not None
+    _note_issued(runs_dir, share, new_key)
     return share, sign(key, share)
+
+
+# The shares issued from a runs folder, a line each ("<share id> <run id> <expiry>"), so
+# that a revocation tells an id it issued from a typo (a link itself is stateless: a
+# signature, no record). The file begins with ISSUED_COMPLETE when it was begun with the
+# folder's signing key, so it holds every id that key signed; a folder whose key signed
+# links before runwatch kept this list has no such line.
+ISSUED_FILE = Path(".runwatch") / "share-issued"
+ISSUED_COMPLETE = "# every share of this folder's share.key"
+
+
+def _note_issued(runs_dir: Path, share: Share, new_key: bool) -> None:
+    """Add `share` to the folder's list of issued shares; with `new_key` (this share made
+    the folder's signing key) the list starts anew, complete: the links of an earlier key
+    stopped working with it."""
+    path = runs_dir / ISSUED_FILE
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if new_key else os.O_APPEND)
+    with os.fdopen(os.open(path, flags, 0o600), "a", encoding="utf-8") as f:
+        f.write((f"{ISSUED_COMPLETE}\n" if new_key else "")
+                + f"{share.share_id} {share.run_id} {share.expires}\n")
+
+
+def issued(runs_dir: Path) -> tuple[set[str], bool]:
+    """The share ids the folder's list holds, and whether the list is complete."""
+    try:
+        lines = (runs_dir / ISSUED_FILE).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return set(), False
+    ids = {ln.split()[0] for ln in lines if ln.strip() and ln != ISSUED_COMPLETE}
+    return ids, ISSUED_COMPLETE in lines[:1]
 
 
 def allows(scope: ASGIScope, run_id: str) -> bool:
