@@ -5,6 +5,7 @@ a stream of another token runs on, and reconnecting with the revoked one is refu
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,7 +15,7 @@ from runwatch.server.runner import Runner, free_port
 from runwatch.server.settings import new_token
 from runwatch.store import tokens
 from tests.server.apiclient import manifest, read_events
-from tests.support import http
+from tests.support import http, write_run
 
 RUN = "revoked-1"
 
@@ -57,3 +58,36 @@ def test_a_live_stream_ends_once_its_token_is_revoked(engine: Engine) -> None:
                 e["event"] == "points" and e["data"][0]["step"] == 1 for e in ev))
         again = client.get(f"/api/runs/{RUN}/stream", headers=as_viewer)
         assert again.status_code == 401, again.text
+
+
+def test_a_stream_ends_when_a_folder_of_another_project_takes_its_run(
+        engine: Engine, tmp_path: Path) -> None:
+    # A run alpha sent over HTTP, then found in a folder of bravo under its run id: the run
+    # is bravo's, records and all (store.runs.upsert_run). A stream alpha opened on it
+    # before followed it by its row and went on with bravo's records.
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with engine.begin() as conn:
+        tokens.create_project(conn, "alpha", "test")
+        tokens.create_project(conn, "bravo", "test")
+        _, writer = tokens.create(conn, "alpha", "write", "sender", "test")
+    server_token = new_token()
+    run_id = "e" * 32
+    with Runner(engine, runs_dir=runs, port=free_port(), token=server_token, warm=False,
+                interval=0.1) as srv, http.client(base_url=srv.url, timeout=60) as client:
+        as_alpha = {"Authorization": f"Bearer {writer}"}
+        batch = {"run_id": run_id, "file": "metrics.jsonl",
+                 "manifest": manifest(run_id, "sent-first", project="alpha"),
+                 "records": [{"seq": 0, "step": 0, "ts": time.time(), "loss": 1.0}]}
+        assert client.post("/api/ingest", json=batch, headers=as_alpha).status_code == 200
+        with client.stream("GET", f"/api/runs/{run_id}/stream", headers=as_alpha) as stream:
+            assert stream.status_code == 200
+            write_run(runs, "bravo-run", [{"seq": 0, "step": 0, "ts": time.time(),
+                                           "loss": 5.0}],
+                      run_id=run_id, project="bravo")
+            lines = stream.iter_lines()
+            events = read_events(lines, lambda ev: ev[-1]["event"] == "revoked")
+            assert "no longer one of your project's runs" in events[-1]["data"]["error"]
+            assert not any(e["event"] == "points" and e["data"][0]["value"] == [5.0]
+                           for e in events)
+            assert list(lines) == []

@@ -7,7 +7,8 @@ see `runwatch.server.pollers`. A stream opened with an API token looks at that t
 every REVOCATION_CHECK_S: once it is revoked (by the API, the web app or `runwatch tokens
 revoke` in another process) the stream says so in a `revoked` event and ends; reconnecting
 is refused as any request with that token is. A stream opened through a share link does the
-same once the link is revoked (`runwatch runs share --revoke`) or expires.
+same once the link is revoked (`runwatch runs share --revoke`) or expires, and one opened
+with a project's token once its run is no longer that project's (a folder took it over).
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from typing import TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
+from sqlalchemy import select
 
 from runwatch.server import auth, scopes, share
 from runwatch.server.detail import stream_cursor
 from runwatch.server.pollers import hub
 from runwatch.server.state import ServerState, state
 from runwatch.server.updates import RunCursor, Update
+from runwatch.store import schema as s
 from runwatch.store import tokens
 from runwatch.store.keys import run_keys
 
@@ -81,12 +84,17 @@ def _still_let_in(request: Request, st: ServerState) -> Callable[[], bytes | Non
 
 
 async def _events(request: Request, st: ServerState, updates: AsyncGenerator[T | None],
-                  render: Callable[[T], bytes]) -> AsyncIterator[bytes]:
+                  render: Callable[[T], bytes],
+                  run_check: Callable[[], bytes | None] | None = None
+                  ) -> AsyncIterator[bytes]:
     """The stream's bytes: each update rendered as a frame, a keep-alive comment after
     `heartbeat` seconds without one; ends when the client leaves, the server stops or the
-    stream's API token or share link is revoked (or the link expires)."""
+    stream's API token or share link is revoked (or the link expires), or `run_check`
+    says the run left what the stream may read."""
     yield b"retry: 1000\n\n"
-    still = _still_let_in(request, st)
+    let_in = _still_let_in(request, st)
+    still = let_in if run_check is None else (
+        run_check if let_in is None else lambda: let_in() or run_check())
     last = checked = time.monotonic()
     async with aclosing(updates):
         async for got in updates:
@@ -132,8 +140,30 @@ async def run_stream(
         return frame(update.event, update.body, event_id)
 
     updates = hub(st).follow_run(run_pk, cur)
-    return StreamingResponse(_events(request, st, updates, render),
+    return StreamingResponse(_events(request, st, updates, render,
+                                     _run_in_scope(request, st, run_pk)),
                              media_type="text/event-stream", headers=HEADERS)
+
+
+def _run_in_scope(request: Request, st: ServerState, run_pk: int
+                  ) -> Callable[[], bytes | None] | None:
+    """For a stream opened with a project's token: whether its run is still one of the
+    token's projects. A run sent over HTTP that a folder takes over is the folder's from
+    then on (store.runs.upsert_run), project and all, and a stream opened on it before
+    must not go on with the folder's records."""
+    projects = scopes.scope_of(request).projects
+    if projects is None:
+        return None
+
+    def check() -> bytes | None:
+        with st.engine.connect() as conn:
+            project = conn.execute(select(s.runs.c.project)
+                                   .where(s.runs.c.pk == run_pk)).scalar()
+        if project in projects:
+            return None
+        return (b'{"error": "this run is no longer one of your project\'s runs (another '
+                b'project\'s run folder now records it); the stream has ended"}')
+    return check
 
 
 @router.get("/api/stream/runs")
