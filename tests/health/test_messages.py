@@ -145,3 +145,27 @@ def test_a_spike_over_a_median_says_how_many_times_it() -> None:
             if f.rule_id == "optim.grad_norm_spike"]
     assert re.fullmatch(r"grad_norm spiked to 15, 1[45]\.\d× its median of 1(\.\d+)?\.",
                         f.message), f.message
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_a_trend_names_the_steps_its_change_was_measured_over(live: bool) -> None:
+    # A KL rising 0.01 a step for 300 steps read "kl rose 0.56 from step 4 to 299": the
+    # change of the trend's 64-step window beside the steps since the finding opened (a
+    # trial, session 35). Each trend finding now names its window's steps, and its change
+    # is the KL's between them.
+    kl = [0.01 * s for s in range(300)]
+    if live:
+        engine, found = Engine("grpo"), []
+        for step, value in enumerate(kl):
+            found += engine.feed(to_batch({"kl": ([step], [value])}))
+        latest = {f.rule_id: f for f in found}  # each rule's last word
+    else:
+        latest = {f.rule_id: f for f in evaluate("grpo", {}, {"kl": kl})}
+    trends = [f for f in latest.values()
+              if f.rule_id in ("grpo.kl_ref_growing", "grpo.kl_ref_drift")]
+    assert len(trends) == 2
+    for f in trends:
+        m = re.search(r"kl rose ([0-9.]+) from step (\d+) to (\d+)", f.message)
+        assert m, f.message
+        change, a, b = float(m[1]), int(m[2]), int(m[3])
+        assert a < b and change == pytest.approx(kl[b] - kl[a], abs=0.01), f.message

@@ -77,6 +77,8 @@ def detector_context(det: Any, rec: Record, *, reference: str, budget: float | N
         extra.update(det.held)
     elif isinstance(det, t.Trend):
         extra["effect"] = det.held_effect
+        if det.held_span is not None:
+            extra["window_from"], extra["window_to"] = det.held_span
         if start is not None:
             extra["start"] = start
     elif isinstance(det, pg.NoProgress):

@@ -217,12 +217,12 @@ class Evaluator:
             if i > cut:
                 out += det.feed(steps[cut:i], values[cut:i])
                 marks += [(at + cut, first) for at, first in det.marks]
-            past, held = det.past, det.held_effect
+            past, held, span = det.past, det.held_effect, det.held_span
             det = self.detector = build_detector(
                 self.rule, {**self.params, "window": det.size}, self.settings, None)
             det.past = past
             # a finding open at the gap resolves after it: it says what held before
-            det.held_effect = held
+            det.held_effect, det.held_span = held, span
             cut = i
             i = _first_gap([float(steps[i])], steps, i + 1, det.size)
         out += det.feed(steps[cut:], values[cut:])

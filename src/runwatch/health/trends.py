@@ -104,6 +104,9 @@ class Trend(Onsets):
         # The effect of the last judgement that held: what a finding reports, also
         # after the trend has gone (a resolved finding describes what held, not what ended it).
         self.held_effect: float = float((state or {}).get("h", self.last_effect))
+        # the steps its window spanned then (the first and last bucket's middle steps):
+        # the effect is the change between them, which a message names
+        self.held_span: list[float] | None = (state or {}).get("hs")
         # the effects of the batch's windows, taken at once (`look_ahead`)
         self.ahead: dict[int, float] = {}
 
@@ -202,11 +205,14 @@ class Trend(Onsets):
             holds = not self.undone_lately(ys)
         if holds:
             self.held_effect = self.last_effect
+            self.held_span = [xs[0], xs[-1]]
         return holds
 
     def state(self) -> dict[str, Any]:
         st = {"b": self.buckets.state(), "v": self.verdict, "e": self.last_effect,
               "h": self.held_effect}
+        if self.held_span is not None:
+            st["hs"] = self.held_span
         if self.keeps:
             st["p"] = self.points
         if self.undone:

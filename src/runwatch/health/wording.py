@@ -21,7 +21,12 @@ def message_words(rule: Rule, params: Mapping[str, Param], evidence: Mapping[str
     kind = rule.detector
     if kind == "trend":
         relative = bool(number(params, "relative", 1))
-        return {"change": change_words(evidence.get("effect"), relative)}
+        # the change is the trend's over its window when it last held, not since the
+        # finding opened (a KL rising for 300 steps "rose 0.56" over a 64-step window)
+        a, b = evidence.get("window_from"), evidence.get("window_to")
+        span = (f"from step {a:.0f} to {b:.0f}" if isinstance(a, int | float)
+                and isinstance(b, int | float) else f"by step {first_step}")
+        return {"change": change_words(evidence.get("effect"), relative), "span": span}
     if kind in ("jump", "spike", "above_max"):
         words = {"repeats": _repeats(rule, params, evidence, first_step)}
         ratio, median = evidence.get("ratio"), evidence.get("median")

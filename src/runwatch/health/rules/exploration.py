@@ -63,7 +63,7 @@ RULES: tuple[Rule, ...] = (
         "train split a reward that climbs as the entropy halves is as often a proxy "
         "being gamed (four runs of one project labelled entropy_collapse, three of them "
         "reward hacking, whose only warning this is)." + UNMEASURED,
-        message="{metric} {change} from step {first_step} to {last_step} (now {last:.3g}; "
+        message="{metric} {change} {span} (now {last:.3g}; "
         "it started at {start:.3g}).",
         advice=ENTROPY_ADVICE,
     ),
@@ -85,7 +85,7 @@ RULES: tuple[Rule, ...] = (
         "grpo.entropy_collapse reads both): the early form of grpo.entropy_collapse, worth "
         "knowing before it halves. Info, since a policy that learns also sharpens."
         + UNMEASURED,
-        message="{metric} {change} from step {first_step} to {last_step} and is still "
+        message="{metric} {change} {span} and is still "
         "falling (now {last:.3g}; it started at {start:.3g}).",
         advice="Watch the reward: if it stops rising as entropy falls, raise temperature, "
         "lower learning_rate, or add an entropy bonus.",
@@ -159,7 +159,7 @@ RULES: tuple[Rule, ...] = (
         "{min_window} logged points): a KL that climbs {min_effect} nats over {window} "
         "steps and is still climbing in the latest half of them grows too slowly for a "
         "64-step window but is not held by its penalty either.",
-        message="{metric} {change} from step {first_step} to {last_step} (now {last:.3g}).",
+        message="{metric} {change} {span} (now {last:.3g}).",
         advice="The policy drifts away from the reference without bound: raise beta (the KL "
         "coefficient) or lower learning_rate, and read rollouts for reward hacking.",
     ),
@@ -180,7 +180,7 @@ RULES: tuple[Rule, ...] = (
         "grpo.kl_ref_growing's 0.1 nats that has not levelled off after hundreds of steps. "
         "A KL held by its penalty rises in the first tens of steps and then settles; info, "
         "since a small KL that creeps may still be harmless.",
-        message="{metric} {change} from step {first_step} to {last_step} and is still "
+        message="{metric} {change} {span} and is still "
         "rising (now {last:.3g}).",
         advice="Watch the KL and the held-out score: if the KL keeps climbing, raise beta "
         "(the KL coefficient) or lower learning_rate, and read rollouts for reward hacking.",
@@ -219,7 +219,7 @@ RULES: tuple[Rule, ...] = (
         "the latest half of them it still rises, at half that rate or more and by {recent_z} "
         "widths of its point-to-point noise: a KL that rises once and settles, as a KL "
         "penalty holds it, is not growth; one that keeps climbing is not held by beta.",
-        message="{metric} {change} from step {first_step} to {last_step} (now {last:.3g}).",
+        message="{metric} {change} {span} (now {last:.3g}).",
         advice="The policy drifts away from the reference without bound: raise beta (the KL "
         "coefficient) or lower learning_rate, and read rollouts for reward hacking.",
     ),

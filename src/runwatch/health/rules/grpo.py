@@ -218,7 +218,7 @@ RULES: tuple[Rule, ...] = (
         "least {min_window} logged points) rises by {min_effect} and the latest half of "
         "them still rises: responses grow into the budget before most are cut "
         "(grpo.truncation).",
-        message="{metric} {change} from step {first_step} to {last_step} and is still "
+        message="{metric} {change} {span} and is still "
         "rising (now {last:.3g}).",
         advice="Responses are outgrowing max_sample_tokens: raise it, or set "
         "overlong_penalty_factor if the extra length buys no reward.",
