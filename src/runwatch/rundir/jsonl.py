@@ -27,25 +27,38 @@ def dumps_line(record: dict[str, Any]) -> bytes:
 # holds this in its place on every backend (a log line or a sample of raw tokenizer
 # output may carry one; the run's own file keeps it as written).
 NUL_STANDIN = "\ufffd"
+NUL_ESCAPE = b"\\u0000"  # how JSON writes one
 
 
-def loads_line(line: bytes) -> Any:
+def loads_line(line: bytes, nul_free: bool = False) -> Any:
     """Parse one line (NUL in its strings read as NUL_STANDIN); raises ValueError when it is
-    not JSON or is nested too deeply."""
+    not JSON or is nested too deeply. `nul_free`: the caller found no NUL_ESCAPE in a chunk
+    that holds the line, so it is not looked for again."""
+    if nul_free or NUL_ESCAPE not in line:
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return _loads_exact(line)
+    try:  # rare: only then is the value walked
+        return without_nul(_loads_any(line))
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
+
+
+def _loads_any(line: bytes) -> Any:
     try:
-        obj = orjson.loads(line)
+        return orjson.loads(line)
     except orjson.JSONDecodeError:
-        # The NaN / Infinity / -Infinity tokens are part of format v1.
-        try:
-            obj = json.loads(line)
-        except RecursionError:
-            raise ValueError("the JSON is nested too deeply") from None
-    if b"\\u0000" in line:  # rare: only then is the value walked
-        try:
-            return without_nul(obj)
-        except RecursionError:
-            raise ValueError("the JSON is nested too deeply") from None
-    return obj
+        return _loads_exact(line)
+
+
+def _loads_exact(line: bytes) -> Any:
+    """The standard library's parse, for the NaN / Infinity / -Infinity tokens of format
+    v1 that orjson refuses."""
+    try:
+        return json.loads(line)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
 
 
 def without_nul(value: Any) -> Any:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from runwatch.rundir.jsonl import loads_line
+from runwatch.rundir.jsonl import NUL_ESCAPE, loads_line
 from runwatch.rundir.safeio import open_run_file
 
 # Read big files in slices so one huge file never needs to sit in memory at once.
@@ -96,12 +96,13 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
     records: list[dict[str, Any]] = []
     bad: list[BadLine] = []
     lines: list[bytes] = []
+    nul_free = NUL_ESCAPE not in chunk  # one look at the chunk, not one per line
     for line in chunk.splitlines():
         line_no += 1
         if not line.strip():
             continue
         try:
-            obj = loads_line(line)
+            obj = loads_line(line, nul_free)
         except ValueError as exc:
             bad.append(BadLine(name, line_no, f"not JSON ({str(exc).splitlines()[0][:120]})"))
             continue
