@@ -151,6 +151,8 @@ def test_cancel_a_queued_job_then_retry_it(runs_dir: Path) -> None:
     table = cli_here("runs", "get", "q", "--dir", str(runs_dir)).stdout
     assert "What to do:" in table and "[cancelled]" in table and "Queue wait:" in table
 
+    assert "Retry the run" in ended["failure"]["what_to_do"]  # a job can be retried
+
     retried = run_cli("runs", "retry", "q", "--dir", str(runs_dir)).stdout
     assert "q: QUEUED (attempt 2" in retried
     follow = next(ln for ln in retried.splitlines() if "runwatch runs wait" in ln)
@@ -173,6 +175,27 @@ def test_cancel_and_retry_of_a_run_started_by_hand(runs_dir: Path) -> None:
     assert "runwatch submit" in retry.stderr
     cancel = cli_here("runs", "cancel", "byhand", "--dir", str(runs_dir), check=False)
     assert cancel.returncode == 2 and "already ended (SUCCEEDED)" in cancel.stderr
+
+
+def test_a_run_started_by_hand_is_told_what_it_can_do_not_to_retry(runs_dir: Path) -> None:
+    """Trial 35, D3: a cancelled run started by hand was told "Retry the run to start it
+    again", which `runs retry` (and the web app, which offers no Retry) then refused."""
+    with pytest.raises(KeyboardInterrupt), runwatch.init(name="stopped", dir=runs_dir) as run:
+        run.log({"loss": 1.0}, step=0)
+        raise KeyboardInterrupt  # Ctrl-C: the SDK records it CANCELLED
+    ended = detail(runs_dir, "stopped")
+    assert ended["job"] is None and ended["actions"]["retry"] is False
+    assert ended["failure"]["code"] == "cancelled"
+    advice = ended["failure"]["what_to_do"]
+    assert "Retry" not in advice and "run its command again" in advice
+    assert "runwatch submit" in advice and advice == CATALOGUE["cancelled"].by_hand
+    table = " ".join(cli_here("runs", "get", "stopped", "--dir", str(runs_dir)).stdout.split())
+    assert f"What to do: {advice}" in table
+    waited = " ".join(cli_here("runs", "wait", "stopped", "--dir", str(runs_dir),
+                               check=False).stdout.split())
+    assert f"what to do: {advice}" in waited
+    assert cli_here("runs", "retry", "stopped", "--dir", str(runs_dir),
+                    check=False).returncode == 2
 
 
 def test_wait_on_a_cancelled_job_ends_with_its_reason_and_code(runs_dir: Path) -> None:

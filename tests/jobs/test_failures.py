@@ -209,6 +209,28 @@ def test_the_catalogue_s_entries_read_as_one_sentence_and_say_what_to_do() -> No
         "cancelled": "CANCELLED", "worker_stopped": "CANCELLED"}
 
 
+# The reasons a run started by hand can end with: those the SDK records for an exception
+# that ended its loop (exception_verdict), and `stopped` for a SIGTERM from outside.
+BY_HAND_ENDS = ("cancelled", "refused", "device_oom", "host_oom", "disk_full", "failed",
+                "stopped")
+# Advice only a job can follow: runwatch cannot retry or submit again a run that has no
+# job.json, and such a run has no device profile to choose.
+JOB_ONLY = ("retry", "submit the run again", "device profile", "whoever runs your workers")
+
+
+def test_a_run_started_by_hand_gets_advice_it_can_follow() -> None:
+    """Trial 35, D3: a cancelled run started by hand was told to retry the run."""
+    assert {exception_verdict(e).code for e in (
+        KeyboardInterrupt(), RuntimeError("x"), MemoryError(), OSError(errno.ENOSPC, "full"),
+        RefusedInput("row 3 ends with a user message"))} <= set(BY_HAND_ENDS)
+    for reason in CATALOGUE.values():
+        assert reason.advice(job=True) == reason.what_to_do
+        by_hand = reason.advice(job=False)
+        assert by_hand[0].isupper() and by_hand.endswith(".") and "\n" not in by_hand
+        if reason.id in BY_HAND_ENDS:
+            assert not any(w in by_hand.lower() for w in JOB_ONLY), (reason.id, by_hand)
+
+
 SECRETS = ["SECRET-7f3a", "/home/alice/proj/train_secret.py", "mycorp.internal.trainer",
            "NCCL WARN SECRET-nccl"]
 

@@ -92,6 +92,23 @@ def test_a_command_job_runs_in_the_server_s_folder(server: Runner) -> None:
     assert job["argv"] == [sys.executable, "train.py"] and job["cwd"] == str(Path.cwd())
 
 
+def test_a_command_job_runs_in_the_working_folder_it_gives(server: Runner, tmp_path: Path
+                                                         ) -> None:
+    folder = tmp_path / "my project"
+    folder.mkdir()
+    for name, given in (("cmd-abs", str(folder)), ("cmd-rel", "."),
+                        ("cmd-dots", f"{folder}/sub/..")):
+        if given.endswith(".."):
+            (folder / "sub").mkdir()
+        resp = post(server, "/api/jobs", {"kind": "command", "argv": ["python", "train.py"],
+                                          "name": name, "cwd": given})
+        assert resp.status_code == 201, resp.text
+    # a relative folder is read from the server's own; each is kept as a plain absolute path
+    assert get(server, "/api/runs/cmd-abs")["job"]["cwd"] == str(folder)
+    assert get(server, "/api/runs/cmd-rel")["job"]["cwd"] == str(Path.cwd())
+    assert get(server, "/api/runs/cmd-dots")["job"]["cwd"] == str(folder)
+
+
 @pytest.fixture(scope="module", params=STORES)
 def refusing(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[tuple[Runner, Path]]:
@@ -132,6 +149,13 @@ def refusing(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     ({"name": "../up"}, 422, "name", "may only hold letters"),
     ({"project": "a b"}, 422, "project", "project name 'a b' may only hold"),
     ({"kind": "shell"}, 400, None, "kind"),
+    # a command's working folder must be a folder on the server's host (trial 35, D1: the
+    # New job form's Working folder was refused as a field the API did not know)
+    ({"kind": "command", "recipe": None, "argv": ["x"], "cwd": "/no/such/folder"}, 400, "cwd",
+     "working folder /no/such/folder does not exist"),
+    ({"kind": "command", "recipe": None, "argv": ["x"], "cwd": sys.executable}, 400, "cwd",
+     "is not a folder"),
+    ({"cwd": "/tmp"}, 422, "cwd", "a recipe job runs in the server's working folder"),
     ({"devices": 0}, 400, None, "devices"),
     ({"extra": 1}, 400, None, "extra"),
 ])

@@ -79,7 +79,7 @@ def test_an_empty_runs_folder_says_how_to_record_a_first_run(page: Page, server:
     expect(page.locator(".run-row")).to_have_count(1)
     expect(status).to_have_text("1 run")
     expect(guide).to_have_count(0)
-    expect(page.locator("#pick-a-run")).to_have_text("Select a run on the left.")
+    expect(page.locator("#pick-a-run")).to_have_text("Select a run in the list.")
 
 
 def test_a_run_started_while_the_table_is_open_joins_it(page: Page, server: Runner,

@@ -49,6 +49,19 @@ def sft_run(runs_dir: Path, name: str = "sft-small", steps: int = 40) -> None:
     run.finish("SUCCEEDED")
 
 
+def long_run(runs_dir: Path, name: str, steps: int = 5000) -> None:
+    """A finished SFT run longer than a chart's points (its series come downsampled): loss,
+    learning rate and gradient norm every step from step 0, val loss every 1000th."""
+    run = init(name=name, dir=runs_dir, method="sft", base_model="tiny", dataset="arith")
+    for i in range(steps):
+        m = {"loss": 2.0 * math.exp(-i / 2000) + 0.05 * math.sin(i / 10),
+             "learning_rate": 1e-4 * min(1.0, (i + 1) / 100), "grad_norm": 1.0 + 0.1 * math.cos(i)}
+        if i % 1000 == 0:
+            m["val/loss"] = 2.0 * math.exp(-i / 2000) + 0.1
+        run.log(m, step=i)
+    run.finish("SUCCEEDED")
+
+
 def grpo_run(runs_dir: Path, name: str = "grpo-arith", steps: int = 25,
              finish: bool = True) -> Run:
     """A GRPO run with reward, stability and timing metrics and two steps of rollouts."""

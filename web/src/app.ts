@@ -102,7 +102,8 @@ class App {
   private table: RunTablePage | null = null;
   // the New job or Resources page while one is open
   private page: { el: HTMLElement; dispose?: () => void } | null = null;
-  private pick = h("p", { class: "muted", id: "pick-a-run" }, "Select a run on the left.");
+  // the list lies left of the pane, or above it on a phone: the hint names neither side
+  private pick = h("p", { class: "muted", id: "pick-a-run" }, "Select a run in the list.");
   private guide = firstRunGuide();
   // the pane without a run: "select one", or how to record the first while there is none
   private placeholder = h("main", { class: "detail empty-detail" }, this.pick);
@@ -198,11 +199,13 @@ class App {
     this.detail = view;
     this.body.replaceChildren(view.el);
     view.el.append(h("p", { class: "muted" }, "Loading…"));
-    view.load().catch((e: unknown) => this.loadFailed(view.el, e));
+    view.open().catch((e: unknown) => this.loadFailed(view.el, e));
     return unused;
   }
 
   private openRun(runId: string): void {
+    // the run shown, clicked again: a load the server did not answer is made again now
+    if (this.state.page === "runs" && this.state.run === runId) this.detail?.loadAgain();
     this.go({ page: "runs", run: runId, tab: "overview" });
   }
 
@@ -316,7 +319,7 @@ class App {
     this.detail = view;
     current.replaceWith(view.el);
     view.el.append(h("p", { class: "muted" }, "Loading…"));
-    view.load().catch((e: unknown) => this.loadFailed(view.el, e));
+    view.open().catch((e: unknown) => this.loadFailed(view.el, e));
   }
 
   private loadFailed(el: HTMLElement, e: unknown): void {

@@ -152,7 +152,11 @@ export class ChartsPanel {
   // the charts made whose series are not read yet: each build reads them (a failed one, again)
   private unread = new Set<Chart>();
 
-  constructor(private readonly runId: string) {
+  /** `onPick`: a click on a chart's point gives its step (the run page's History opens it). */
+  constructor(
+    private readonly runId: string,
+    private readonly onPick: ((step: number) => void) | null = null,
+  ) {
     this.stored = loadStored(runId);
     this.smoothing = storedSmoothing();
     const smoothing = smoothingControl(this.smoothing, (weight) => {
@@ -363,7 +367,7 @@ export class ChartsPanel {
     const view = new ChartView(box, def.lines, log.checked, smoothing, (range) => {
       c.reset.hidden = range === null;
       this.readWindow(c);
-    }, { legend: def.legend, x });
+    }, { legend: def.legend, x, onPick: this.onPick ?? undefined });
     const c: Chart = { def, view, x, card, reset, smoothing: slider, smoothingShown, request: 0 };
     gear.addEventListener("click", () => (settings.hidden = !settings.hidden));
     reset.addEventListener("click", () => c.view.resetZoom());

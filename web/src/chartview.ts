@@ -66,6 +66,8 @@ export interface ChartOptions {
   legend?: boolean;
   x?: XMode;
   tokens?: TokenAxis | null;
+  /** A click on a point (not a drag) gives its step (the run page opens it in the History). */
+  onPick?: (step: number) => void;
 }
 
 interface LineData {
@@ -76,6 +78,8 @@ interface LineData {
   min: (number | null)[] | null;
   max: (number | null)[] | null;
   full: boolean;
+  // the step of its first point: a downsampled line's first bucket is drawn after it
+  first: number | null;
 }
 
 function colorOf(slot: number): string {
@@ -313,6 +317,8 @@ export class ChartView {
   private hidden = new Set<number>(); // lines hidden from the legend
   private size = { width: 0, height: 0 };
   private tip: HTMLElement;
+  private tipStep: number | null = null; // the step of the point the tooltip names
+  private readonly onPick: ((step: number) => void) | null;
   // what the last render drew (the hooks and the tooltip read it)
   private drawn: DrawnLine[] = [];
   private table: uPlot.AlignedData = [[]];
@@ -343,7 +349,8 @@ export class ChartView {
     this.xMode = options.x ?? "step";
     this.tokens = options.tokens ?? null;
     this.legend = options.legend ?? false;
-    this.data = lines.map((line) => ({ line, step: [], time: [], value: [], min: null, max: null, full: true }));
+    this.onPick = options.onPick ?? null;
+    this.data = lines.map((line) => ({ line, step: [], time: [], value: [], min: null, max: null, full: true, first: null }));
     this.tip = h("div", { class: "chart-tip", hidden: "" });
     el.appendChild(this.tip);
     this.stopTheme = onThemeChange(() => this.rebuild());
@@ -379,6 +386,7 @@ export class ChartView {
       d.time = s.time ? s.time.slice() : s.step.map(() => NaN);
       d.value = s.value.slice();
       d.full = s.full;
+      d.first = s.first_step ?? (s.step.length ? s.step[0] : null);
       d.min = s.full || !s.min ? null : s.min.slice();
       d.max = s.full || !s.max ? null : s.max.slice();
       for (const [step, value, time] of newer) this.push(d, step, value, time);
@@ -410,6 +418,7 @@ export class ChartView {
   }
 
   private push(d: LineData, step: number, value: number | null, time: number): void {
+    if (d.first === null || step < d.first) d.first = step;
     d.step.push(step);
     d.time.push(time);
     d.value.push(value);
@@ -573,6 +582,20 @@ export class ChartView {
     return Number.isFinite(lo) && Number.isFinite(hi) && lo <= hi ? { lo, hi } : { lo: 0, hi: 0 };
   }
 
+  /** Where the chart's first logged point lies on the x axis: a downsampled line draws its
+   * first bucket at that bucket's last step, and every chart of a run starts at its first. */
+  private firstX(): number | null {
+    const firsts = this.data.flatMap((d) => (d.first === null ? [] : [d.first]));
+    return firsts.length ? this.xAtStep(Math.min(...firsts)) : null;
+  }
+
+  /** The x scale's range for uPlot: the whole run from its first logged point (not only
+   * the points drawn) unless zoomed, and a span around a single value. */
+  private xRange(min: number, max: number): uPlot.Range.MinMax {
+    if (!this.window && this.extent) min = Math.min(min, this.extent.min);
+    return min === max ? [min - 1, max + 1] : [min, max];
+  }
+
   /** Where `step` lies on the x axis (for finding markers): the nearest point's x. */
   private xAtStep(step: number): number | null {
     if (this.xMode === "step") return step;
@@ -681,6 +704,7 @@ export class ChartView {
   private showTip(u: uPlot): void {
     const left = u.cursor.left ?? -1;
     const top = u.cursor.top ?? 0;
+    this.tipStep = null;
     if (left < 0 || !this.drawn.length) {
       if (!this.tip.hidden) this.tip.hidden = true;
       return;
@@ -713,7 +737,9 @@ export class ChartView {
       return;
     }
     const marks = this.marks.filter((m) => m.a <= x && x <= m.b).map((m) => h("div", { class: "chart-tip-mark" }, m.title));
-    this.tip.replaceChildren(head, ...rows, ...marks);
+    this.tipStep = headStep;
+    const hint = this.onPick ? h("div", { class: "chart-tip-hint" }, `Click: step ${headStep} in the History`) : null;
+    this.tip.replaceChildren(head, ...rows, ...marks, ...(hint ? [hint] : []));
     this.tip.hidden = false;
     // beside the cursor, on the side with room
     const plotLeft = u.bbox.left / uPlot.pxRatio;
@@ -1033,7 +1059,7 @@ export class ChartView {
       legend: { show: false },
       series,
       scales: {
-        x: { time: mode === "time", range: (_u, min, max) => (min === max ? [min - 1, max + 1] : [min, max]) },
+        x: { time: mode === "time", range: (_u, min, max) => this.xRange(min, max) },
         y: { distr: this.logY ? 3 : 1, range: (u, min, max) => this.yRange(u, min, max) },
       },
       axes: [xAxis, yAxis],
@@ -1091,6 +1117,15 @@ export class ChartView {
     const u = new uPlot(this.options(1, true), this.table, this.el);
     u.over.addEventListener("wheel", (e) => this.wheel(e), { passive: false });
     u.root.addEventListener("click", (e) => this.legendClick(e));
+    if (this.onPick) {
+      // a drag (a zoom) ends in a click too: only a click where the button went down picks
+      let down = { x: NaN, y: NaN };
+      u.over.addEventListener("mousedown", (e) => (down = { x: e.clientX, y: e.clientY }));
+      u.over.addEventListener("click", (e) => {
+        const still = Math.abs(e.clientX - down.x) <= 3 && Math.abs(e.clientY - down.y) <= 3;
+        if (still && this.tipStep !== null) this.onPick?.(this.tipStep);
+      });
+    }
     // the tooltip stays on top of the chart
     this.el.appendChild(this.tip);
     const theme = chartTheme();
@@ -1141,7 +1176,7 @@ export class ChartView {
     this.table = aligned(this.drawn);
     const xs = this.table[0] as number[];
     this.minSpan = xs.length > 1 ? 2 * medianGap(xs) : 0;
-    if (!this.window && xs.length) this.extent = { min: xs[0], max: xs[xs.length - 1] };
+    if (!this.window && xs.length) this.extent = { min: Math.min(xs[0], this.firstX() ?? xs[0]), max: xs[xs.length - 1] };
     this.marks = this.findings.flatMap((f) => {
       const a = this.xAtStep(f.first_step ?? 0);
       const last = Math.max(f.last_step ?? f.first_step ?? 0, f.first_step ?? 0);

@@ -102,6 +102,8 @@ export class CostCard {
       ...Object.entries(c.data_fit ?? {}).map(([k, v]): [string, Node] => [`Data fit: ${DATA_FIT[k] ?? words(k)}`, h("span", { "data-fit": k }, fmtNum(v))]),
     ];
     this.el.replaceChildren();
+    // the attempts table needs the pane's width (style.css)
+    this.el.classList.toggle("wide", d.attempts.length > 1);
     append(
       this.el,
       h("h3", {}, "Cost"),

@@ -12,6 +12,7 @@ import { HealthPanel } from "./health";
 import { HistoryTable } from "./history";
 import { LiveStream } from "./live";
 import { LogsView } from "./logs";
+import { READ_AGAIN, READ_AGAIN_MS } from "./retry";
 import { RolloutsView } from "./rollouts";
 import type { ActionAnswer, HealthResponse, JobSpec, LogEntry, MetricKeys, PointsEvent, RunDetail, SeriesData, RunSummary, Scalars } from "./types";
 
@@ -34,6 +35,7 @@ function jobRows(job: JobSpec | null, run: RunSummary): [string, unknown][] {
   return [
     ["Job", job.kind === "recipe" ? `recipe ${job.recipe ?? ""}` : "command"],
     ["Command", commandLine(job.argv)],
+    ["Working folder", job.cwd],
     ["Devices", `${job.devices} × ${job.device_profile}`],
     ["Priority", job.priority],
     ["Attempt", attemptText(run.attempt, job.max_attempts)],
@@ -145,6 +147,9 @@ export class DetailView {
   private phaseChanges = 0;
   // the notice of the last failed read of the detail: the next read that answers clears it
   private readFailure: string | null = null;
+  // a load the server did not answer: what the pane says, and when it is made again (open)
+  private loadError: HTMLElement | null = null;
+  private loadAgainTimer: number | undefined;
 
   constructor(
     private readonly runId: string,
@@ -153,7 +158,35 @@ export class DetailView {
     private readonly onRunChanged: (run: RunSummary) => void,
   ) {}
 
-  async load(): Promise<void> {
+  /**
+   * Load the pane. A load the server did not answer (it is down, or failed: status 0 or
+   * 5xx) says so in the pane and is made again every READ_AGAIN_MS until it answers, or at
+   * once by `loadAgain` (a click on the run in the list); any other refusal (no such run)
+   * is said and left. Only the server's failures (ApiError) are caught.
+   */
+  async open(): Promise<void> {
+    window.clearTimeout(this.loadAgainTimer);
+    this.loadAgainTimer = undefined;
+    try {
+      await this.load();
+    } catch (e) {
+      if (!(e instanceof ApiError)) throw e;
+      if (this.disposed) return;
+      // what the failed load made (its charts' and history's reads) stops with it
+      this.stopLive();
+      const again = e.status === 0 || e.status >= 500;
+      this.loadError = h("p", { class: "error", id: "load-error" }, again ? `${e.message} ${READ_AGAIN}` : e.message);
+      this.el.replaceChildren(this.loadError);
+      if (again) this.loadAgainTimer = window.setTimeout(() => void this.open(), READ_AGAIN_MS);
+    }
+  }
+
+  /** Make a load the server did not answer again now, rather than at its next try. */
+  loadAgain(): void {
+    if (this.loadAgainTimer !== undefined) void this.open();
+  }
+
+  private async load(): Promise<void> {
     const gen = ++this.generation;
     const stale = () => this.disposed || gen !== this.generation;
     performance.mark(MARKS.open);
@@ -163,15 +196,22 @@ export class DetailView {
     // while they travel. The detail is asked for once they came, not beside them: on the
     // server (one process) its read would share the cores with theirs, and the charts wait
     // for theirs alone (docs/benchmarks.md, "Cold open").
-    const charts = (this.charts = new ChartsPanel(this.runId));
+    // a click on a chart's point opens its step in the History
+    const charts = (this.charts = new ChartsPanel(this.runId, (step) => this.history?.goTo(step)));
     const first = this.keysAndSeries(charts);
     this.logs = new LogsView(this.runId);
     this.health = new HealthPanel(this.runId);
     const history = (this.history = new HistoryTable(this.runId));
     this.overview.replaceChildren(this.tilesEl, this.scalarsEl, this.health.el, this.charts.el, history.el, this.cardsEl, this.logs.el);
-    this.el.replaceChildren(this.header, this.notice, this.overview, this.rolloutsEl);
+    const frame = [this.header, this.notice, this.overview, this.rolloutsEl];
+    // a load made again keeps saying why until the server answers (no empty frame between)
+    if (!this.loadError) this.el.replaceChildren(...frame);
     const { keys, series } = await first;
     if (stale()) return;
+    if (this.loadError) {
+      this.loadError = null;
+      this.el.replaceChildren(...frame);
+    }
     const detailLoaded = getJSON<RunDetail>(runPath(this.runId)).then((detail) => {
       if (stale()) return;
       if (this.lastStep === null || (detail.scalars.steps ?? -1) > this.lastStep) this.lastStep = detail.scalars.steps;
@@ -179,6 +219,7 @@ export class DetailView {
     });
     const logs = this.logs;
     const health = this.health;
+    health.addKeys(keys.keys.filter((k) => k.count > 0).map((k) => k.key));
     const chartsLoaded = charts.load(keys.keys, series);
     // What lies below the charts waits for their series: on a cold server the history's
     // first page costs more than every chart together, and asked for at once it delays them.
@@ -227,6 +268,7 @@ export class DetailView {
   private onPoints(batch: PointsEvent[]): void {
     this.history?.onPoints(batch);
     for (const ev of batch) {
+      this.health?.addKeys(Object.keys(ev.values));
       this.charts?.applyPoints(ev);
       if (this.lastStep === null || ev.step > this.lastStep) this.lastStep = ev.step;
     }
@@ -327,7 +369,7 @@ export class DetailView {
     this.rollouts = null;
     this.rolloutsEl.replaceChildren();
     delete this.el.dataset.loaded;
-    this.load().catch((e: unknown) => this.setNotice(e instanceof Error ? e.message : String(e), true));
+    void this.open();
   }
 
   private setNotice(message: string, error = false): void {
@@ -502,6 +544,7 @@ export class DetailView {
 
   dispose(): void {
     this.disposed = true;
+    window.clearTimeout(this.loadAgainTimer);
     this.stopLive();
   }
 }

@@ -1,8 +1,11 @@
 // The health panel: the health engine's open findings with their advice and, folded under
 // them, the critical and warning findings that have resolved (a NaN that came and went),
 // so that a later look at the run still shows what went wrong. Shown only when it has some.
+// A finding names its metrics by their canonical names; the panel names each as the run
+// logged it (as the finding's message does), the canonical name in its tooltip.
 
 import { getJSON, runPath } from "./api";
+import { canonicalName, findName } from "./chartspecs";
 import { FailureLine, h } from "./dom";
 import type { Finding, HealthResponse } from "./types";
 
@@ -15,7 +18,24 @@ function steps(f: Finding): string {
   return f.last_step !== null && f.last_step !== f.first_step ? `steps ${f.first_step}–${f.last_step}` : `step ${f.first_step}`;
 }
 
-function findingEl(f: Finding): HTMLElement {
+/** What the run logged canonical metric `name` as (a TRL run's `kl` for
+ * `fb/loss/kl_ref/mean`), as the health engine's messages name it: the key that holds it
+ * as is, else "<name> (from <key>)" for one read through a transform (a perplexity read as
+ * a loss), else the name itself. */
+function loggedName(keys: Set<string>, name: string): string {
+  const key = findName(keys, name);
+  if (key) return key;
+  const read = [...keys].sort().find((k) => canonicalName(k)[0] === name);
+  return read ? `${name} (from ${read})` : name;
+}
+
+/** A metric of a finding's footer: as the run logged it, the canonical name in its tooltip. */
+function metricEl(keys: Set<string>, name: string): HTMLElement {
+  const shown = loggedName(keys, name);
+  return h("span", { "data-metric": name, ...(shown !== name ? { title: `canonical name: ${name}` } : {}) }, shown);
+}
+
+function findingEl(f: Finding, keys: Set<string>): HTMLElement {
   const resolved = f.status === "resolved";
   const when = [steps(f), resolved ? "resolved" : ""].filter(Boolean).join(" · ");
   return h(
@@ -24,7 +44,7 @@ function findingEl(f: Finding): HTMLElement {
     h("div", {}, h("span", { class: "sev" }, f.severity), " ", h("b", {}, f.title), " ", h("span", { class: "muted" }, when)),
     f.message ? h("p", {}, f.message) : null,
     f.advice ? h("p", { class: "advice" }, f.advice) : null,
-    h("p", { class: "muted small" }, `${f.rule_id} · ${f.metrics.join(", ")}`),
+    h("p", { class: "muted small" }, `${f.rule_id} · `, ...f.metrics.flatMap((m, i) => [i ? ", " : "", metricEl(keys, m)])),
   );
 }
 
@@ -48,8 +68,15 @@ export class HealthPanel {
   private reads = 0;
   private failure = new FailureLine("health-error", "The resolved findings could not be read.");
   private folded = h("details", { class: "health-resolved", id: "health-resolved" });
+  // the keys the run logged: a finding's metrics are named as the run logged them
+  private keys = new Set<string>();
 
   constructor(private readonly runId: string) {}
+
+  /** The run logged these keys (its keys when the pane loads, then each new one). */
+  addKeys(keys: Iterable<string>): void {
+    for (const k of keys) this.keys.add(k);
+  }
 
   /** Read the run's findings, the resolved ones too, and show them; returns the open ones
    * (the charts mark them). */
@@ -105,11 +132,11 @@ export class HealthPanel {
     this.el.hidden = this.failure.el.hidden && (!this.available || (n === 0 && this.resolved.length === 0));
     if (this.el.hidden) return;
     // the resolved part stays as the reader left it, folded or not
-    this.folded.replaceChildren(h("summary", {}, `Resolved earlier in the run: ${severityCounts(this.resolved)}`), ...this.resolved.map(findingEl));
+    this.folded.replaceChildren(h("summary", {}, `Resolved earlier in the run: ${severityCounts(this.resolved)}`), ...this.resolved.map((f) => findingEl(f, this.keys)));
     this.el.replaceChildren(
       h("div", { class: "card-head" }, h("h3", {}, `Health · ${n ? `${n} open finding${n === 1 ? "" : "s"}` : "no open findings"}`)),
       this.failure.el,
-      ...this.open.map(findingEl),
+      ...this.open.map((f) => findingEl(f, this.keys)),
       ...(this.resolved.length ? [this.folded] : []),
     );
   }

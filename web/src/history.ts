@@ -1,7 +1,9 @@
-// The history table: every step of the run, a page at a time. While the run logs, the
-// page in view is read again (at most once a second): a page with no later one (the
-// first, until it is full, or the latest page) shows the new steps, and any page its
-// count of steps and a pager that reaches them. An answer to an older read than the
+// The history table: every step of the run, a page at a time. A step typed in the pager
+// (or a click on a chart's point, through `goTo`) opens the page that starts at it, its
+// row marked, so a long run's step is one action away, not thousands of pages. While the
+// run logs, the page in view is read again (at most once a second): a page with no later
+// one (the first, until it is full, or the latest page) shows the new steps, and any page
+// its count of steps and a pager that reaches them. An answer to an older read than the
 // last one asked (a live read overtaken by a click on the pager) is dropped.
 
 import { getJSON, runPath } from "./api";
@@ -19,7 +21,9 @@ export class HistoryTable {
   readonly el: HTMLElement;
   private body = h("tbody");
   private head = h("thead");
-  private info = h("span", { class: "muted" });
+  private info = h("span", { class: "muted", id: "history-range" });
+  private stepInput = h("input", { type: "number", id: "history-step", min: "0", step: "1", placeholder: "step", "aria-label": "Go to step", title: "Go to step" });
+  private goForm = h("form", { class: "history-go" }, this.stepInput, h("button", { class: "btn", type: "submit" }, "Go"));
   private failure = new FailureLine("history-error", "The history could not be read.");
   private prev = h("button", { class: "btn", disabled: "" }, "‹ Earlier");
   private next = h("button", { class: "btn", disabled: "" }, "Later ›");
@@ -31,12 +35,14 @@ export class HistoryTable {
   private where: Where = {};
   private timer: number | undefined;
   private reads = 0;
+  // the step gone to (typed, or a chart point clicked): its row is marked
+  private marked: number | null = null;
 
   constructor(private readonly runId: string) {
     this.el = h(
       "section",
       { class: "card history", id: "history" },
-      h("div", { class: "card-head" }, h("h3", {}, "History"), h("div", { class: "pager" }, this.first, this.prev, this.info, this.next, this.last)),
+      h("div", { class: "card-head" }, h("h3", {}, "History"), h("div", { class: "pager" }, this.first, this.prev, this.info, this.next, this.last, this.goForm)),
       this.failure.el,
       h("div", { class: "table-wrap" }, h("table", { class: "table" }, this.head, this.body)),
     );
@@ -44,6 +50,19 @@ export class HistoryTable {
     this.next.addEventListener("click", () => void this.load({ after: this.page?.next_cursor ?? null }));
     this.first.addEventListener("click", () => void this.load({}));
     this.last.addEventListener("click", () => void this.load({ order: "latest" }));
+    this.goForm.addEventListener("submit", (e) => {
+      e.preventDefault();
+      const step = Number(this.stepInput.value);
+      if (this.stepInput.value.trim() !== "" && Number.isInteger(step) && step >= 0) this.goTo(step);
+    });
+  }
+
+  /** Open the page that starts at `step` (the first step logged from it on; past the last
+   * step, the latest page), its row marked. */
+  goTo(step: number): void {
+    this.marked = step;
+    this.stepInput.value = String(step);
+    void this.load(step > 0 ? { after: String(step - 1) } : {});
   }
 
   async init(keys: MetricKey[]): Promise<void> {
@@ -102,11 +121,16 @@ export class HistoryTable {
       return;
     }
     if (read !== this.reads) return;
+    // a step past the last one logged: the latest page holds the steps nearest it
+    if (where.after && !page.rows.length && page.total > 0) {
+      void this.load({ order: "latest" });
+      return;
+    }
     this.failure.clear();
     this.page = page;
     clear(this.body);
     for (const row of this.page.rows) {
-      this.body.appendChild(h("tr", {}, h("td", {}, String(row.step)), ...this.columns.map((c) => cell(row.values, c.key))));
+      this.body.appendChild(h("tr", row.step === this.marked ? { class: "at-step" } : {}, h("td", {}, String(row.step)), ...this.columns.map((c) => cell(row.values, c.key))));
     }
     if (!this.page.rows.length) this.body.appendChild(h("tr", {}, h("td", { colspan: String(this.columns.length + 1), class: "muted" }, "No steps yet.")));
     const rows = this.page.rows;

@@ -126,7 +126,7 @@ export class NewJobPage {
       { class: "card", id: "command-form", hidden: "" },
       field("Command", "argv", this.command, "One command line, quoted as in a shell. A script that calls runwatch.init() records into this job's run."),
       this.argvPreview,
-      field("Working folder", "cwd", this.cwd),
+      field("Working folder", "cwd", this.cwd, "A folder on the server's machine, where the command runs; a relative one is read from the server's own."),
     );
     const job = h(
       "aside",

@@ -9,6 +9,15 @@ import type { Sample, SamplesResponse } from "./types";
 /** Rollouts a page shows in "all, in order". */
 const PAGE = 100;
 
+/**
+ * A rollout's number as the History and the charts' tooltips say it: "non-finite" where
+ * the field was `logged` with no finite number (the index keeps a NaN or an infinity as
+ * null, the field kept in the sample's data), "—" where it was not logged at all.
+ */
+function value(v: number | null | undefined, logged: boolean): string {
+  return (v === null || v === undefined) && logged ? "non-finite" : fmtNum(v);
+}
+
 function messageText(v: unknown): string {
   if (typeof v === "string") return v;
   if (Array.isArray(v)) {
@@ -126,11 +135,11 @@ export class RolloutsView {
   private card(s: Sample): HTMLElement {
     const terms = Object.entries(s.reward_terms ?? {});
     const facts: [string, string][] = [
-      ["reward", fmtNum(s.reward)],
-      ["advantage", fmtNum(s.advantage)],
+      ["reward", value(s.reward, s.data.reward === null)],
+      ["advantage", value(s.advantage, s.data.advantage === null)],
       ["group", s.group === null || s.group === undefined ? "—" : String(s.group)],
       ["truncated", s.truncated === null ? "—" : s.truncated ? "yes" : "no"],
-      ...Object.entries(s.tokens ?? {}).map(([k, v]): [string, string] => [k, fmtNum(v)]),
+      ...Object.entries(s.tokens ?? {}).map(([k, v]): [string, string] => [k, value(v, v === null)]),
     ];
     const prompt = h("pre", { class: "prompt" });
     prompt.textContent = messageText(s.prompt);
@@ -140,7 +149,7 @@ export class RolloutsView {
       "article",
       { class: "rollout", "data-index": String(s.index) },
       h("div", { class: "facts" }, ...facts.map(([k, v]) => h("span", { class: "fact" }, h("b", {}, k), " ", v))),
-      terms.length ? h("div", { class: "terms" }, h("b", {}, "reward terms "), ...terms.map(([k, v]) => h("span", { class: "term" }, `${k}: ${fmtNum(v)}`))) : null,
+      terms.length ? h("div", { class: "terms" }, h("b", {}, "reward terms "), ...terms.map(([k, v]) => h("span", { class: "term" }, `${k}: ${value(v, v === null)}`))) : null,
       h("div", { class: "io" }, h("div", {}, h("h5", {}, "Prompt"), prompt), h("div", {}, h("h5", {}, "Completion"), completion)),
     );
   }

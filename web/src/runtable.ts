@@ -217,8 +217,10 @@ export class RunTablePage {
       ...COLUMNS.map((c) => {
         const sorted = c.id === this.state.sort;
         const button = h("button", { class: "sort", "data-sort": c.id }, c.label, sorted ? (this.state.desc ? " ▼" : " ▲") : "");
-        button.addEventListener("click", () => this.sortBy(c.id));
-        return h("th", { "aria-sort": sorted ? (this.state.desc ? "descending" : "ascending") : "none" }, button);
+        // the whole cell sorts, not only its label: the button (for the keyboard) is inside it
+        const th = h("th", { class: "sortable", "aria-sort": sorted ? (this.state.desc ? "descending" : "ascending") : "none" }, button);
+        th.addEventListener("click", () => this.sortBy(c.id));
+        return th;
       }),
     );
   }
@@ -258,6 +260,8 @@ export class RunTablePage {
         return h("td", { "data-col": c.id }, a);
       }
       if (c.id === "status") return h("td", { "data-col": c.id }, h("span", { class: `status ${statusClass(run.status)}` }, h("span", { class: "dot" }), text));
+      // a long model name is cut short (compare.css), whole in its tooltip
+      if (c.id === "model") return h("td", { "data-col": c.id }, h("span", { class: "run-table-model", ...(run.base_model ? { title: run.base_model } : {}) }, text));
       if (c.id === "tags") return h("td", { "data-col": c.id }, ...run.tags.map((t) => h("span", { class: "tag", title: t }, t)));
       if (c.id === "group" && run.group) return h("td", { "data-col": c.id }, groupButton(run.group, () => this.project, this.selection));
       return h("td", { "data-col": c.id }, text);

@@ -214,6 +214,9 @@ export interface SeriesData {
   key: string;
   full: boolean;
   count: number;
+  /** The step of the series' first point in the window (null: none): where its line
+   * starts, since a downsampled bucket is drawn at its last point's step. */
+  first_step: number | null;
   step: number[];
   value: (number | null)[];
   min?: (number | null)[];

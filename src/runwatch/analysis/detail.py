@@ -75,7 +75,7 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
             "ended_at": run.ended_at,
             "updated_at": run.updated_at,
         },
-        "failure": _failure(run),
+        "failure": _failure(run, rec.job is not None),
         "results": results(rec.keys, tiles["best_train_loss"], rec.checkpoints),
         "cost": _unknown_spend(cost(spent, rec.keys, values, summary["duration_s"]), problem),
         "timing": figures["timing"],
@@ -154,14 +154,15 @@ def _unknown_spend(figures: dict[str, Any], problem: str | None) -> dict[str, An
             "problem": f"the spend is unknown: {problem}"}
 
 
-def _failure(run: Any) -> dict[str, Any] | None:
+def _failure(run: Any, job: bool) -> dict[str, Any] | None:
     """Why a FAILED or CANCELLED run ended, and what to do about it (the failure
-    catalogue's advice for its reason code); None for any other run."""
+    catalogue's advice for its reason code, for a `job` or a run started by hand, which
+    cannot be retried); None for any other run."""
     if run.status not in ("FAILED", "CANCELLED") or not (run.reason or run.reason_code):
         return None
     known = CATALOGUE.get(run.reason_code) if run.reason_code else None
     return {"code": run.reason_code, "reason": run.reason,
-            "what_to_do": known.what_to_do if known else None}
+            "what_to_do": known.advice(job) if known else None}
 
 
 def _job(job: dict[str, Any] | None, waits_for: str | None) -> dict[str, Any] | None:

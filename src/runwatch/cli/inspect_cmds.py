@@ -493,7 +493,10 @@ def _end(now: dict[str, Any], watch: Watch, output: Output) -> None:
         line("the training process is gone: ", GONE.sentence)
     code = GONE.id if gone else now["reason_code"]
     if code in CATALOGUE and now["status"] != "SUCCEEDED":
-        line("what to do: ", CATALOGUE[code].what_to_do)
+        # the run detail's advice: a run started by hand is not told to retry
+        failure = None if gone else watch.detail().get("failure")
+        line("what to do: ", failure["what_to_do"] if failure and failure.get("what_to_do")
+             else CATALOGUE[code].what_to_do)
 
 
 def _print_event(ev: dict[str, Any], output: Output) -> None:

@@ -65,7 +65,10 @@ Any other move is refused with one sentence that says what the run can do instea
 
 A failed run carries one reason: a stable id (for scripts; its terminal event records it
 as `code`), the sentence it shows, and what to do. A cancelled run carries `cancelled`,
-or `worker_stopped` when it was stopped because its worker was.
+or `worker_stopped` when it was stopped because its worker was. A run started by hand
+(no `job.json`) cannot be retried or submitted again by runwatch, so where a job's advice
+asks for that (or for a device profile), the run detail (`failure.what_to_do`, `runwatch
+runs get`, the web app's "What to do") gives it the advice marked *started by hand* below.
 Except for a refusal, a reason never carries an exception's message, a compute
 backend's message or a module name; those stay in the run's logs.
 """
@@ -304,7 +307,8 @@ def render() -> str:
             "| id | the run shows | what to do |", "|---|---|---|"]
     for r in CATALOGUE.values():
         shows = f"*{r.sentence}*" if r.refusal else f"“{r.sentence}”"
-        out.append(f"| `{r.id}` | {shows} | {r.what_to_do} |")
+        by_hand = f"<br>*Started by hand:* {r.by_hand}" if r.by_hand else ""
+        out.append(f"| `{r.id}` | {shows} | {r.what_to_do}{by_hand} |")
     activities = ", ".join(f"`{a.value}`" for a in Activity)
     out += ["", RECORDS, "| the loop ended with | the run ends | code |", "|---|---|---|"]
     out += [f"| {what} | {phase} | {f'`{code}`' if code else 'none'} |"

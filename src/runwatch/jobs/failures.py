@@ -1,14 +1,15 @@
 """The failure catalogue, and how an ended attempt is classified into it.
 
 A failed run carries one reason from `CATALOGUE`: a stable id (the `code` of its
-terminal event), a sentence that says what happened and what would fit, and what to do;
-a cancelled run carries the `cancelled` entry. Except for a refusal (the runtime's own
-words about the input it would not train on, which name that input), a reason never
-carries an exception's message, a compute backend's message or a module name: those
-belong in the run's logs. `exception_verdict` gives the reason for an exception that
-ended a training loop (the SDK records it), and `classify` reads what a worker can
-observe of an ended attempt (`AttemptEnd`) and says how the attempt ended: its terminal
-phase and, unless it succeeded, the reason.
+terminal event), a sentence that says what happened and what would fit, and what to do
+(`Reason.advice`: a run started by hand, which runwatch cannot retry, gets its own words
+where a job's would not fit); a cancelled run carries the `cancelled` entry. Except for
+a refusal (the runtime's own words about the input it would not train on, which name
+that input), a reason never carries an exception's message, a compute backend's message
+or a module name: those belong in the run's logs. `exception_verdict` gives the reason
+for an exception that ended a training loop (the SDK records it), and `classify` reads
+what a worker can observe of an ended attempt (`AttemptEnd`) and says how the attempt
+ended: its terminal phase and, unless it succeeded, the reason.
 
 This module imports no recipe and no framework, so the SDK can use it.
 """
@@ -42,18 +43,32 @@ class Reason:
     what_to_do: str
     refusal: bool = False
     phase: str = "FAILED"  # the terminal phase a run with this reason ends in
+    # what to do about a run started by hand (no job.json) with this reason, where
+    # `what_to_do` asks for what only a job has: a retry, a resubmit, a device profile
+    by_hand: str | None = None
+
+    def advice(self, job: bool) -> str:
+        """What to do about a run that ended with this reason: a job's advice, or one a run
+        started by hand can follow (runwatch cannot start such a run again)."""
+        return self.by_hand if self.by_hand is not None and not job else self.what_to_do
 
 
 _CATALOGUE = (
     Reason("refused", "the runtime's refusal itself, which names the input it would not train "
            "on, such as \"row 3 ends with a user message\"",
            "Correct the input the refusal names, then submit the run again: the runtime read "
-           "the run's inputs and would not train on them.", refusal=True),
+           "the run's inputs and would not train on them.", refusal=True,
+           by_hand="Correct the input the refusal names, then run the run's command again: "
+                   "the runtime read the run's inputs and would not train on them."),
     Reason("device_oom", "the training job ran out of device memory; shorter sequences, a "
            "smaller micro batch or activation checkpointing need less",
            "A training step needed more device memory than the device has. Lower the longest "
            "sequence length or the micro batch, or turn on activation (gradient) "
-           "checkpointing; if it still fails, choose a device profile with more device memory."),
+           "checkpointing; if it still fails, choose a device profile with more device memory.",
+           by_hand="A training step needed more device memory than the device has. Lower the "
+                   "longest sequence length or the micro batch, or turn on activation (gradient) "
+                   "checkpointing, then run the run's command again; if it still fails, run it "
+                   "on a device with more memory."),
     Reason("rollout_engine_oom", "the training job's rollout engine did not fit in its share "
            "of device memory; shorter sequences or a smaller model fit",
            "The rollout engine could not hold the model's weights and the cache for one "
@@ -77,7 +92,11 @@ _CATALOGUE = (
            "shorter sequences need less",
            "The worker ran out of host memory, so the operating system stopped the job. "
            "Lower the longest sequence length or the micro batch; if it still fails, choose "
-           "a device profile with more host memory."),
+           "a device profile with more host memory.",
+           by_hand="The machine ran out of host memory, so the operating system stopped the "
+                   "run. Lower the longest sequence length or the micro batch, then run the "
+                   "run's command again; if it still fails, run it on a machine with more "
+                   "memory."),
     Reason("eval_host_oom", "the evaluation job ran out of host memory; a device with more "
            "host memory fits it",
            "The evaluation worker ran out of host memory, so the operating system stopped the "
@@ -87,7 +106,12 @@ _CATALOGUE = (
            "checkpoint save, which needs as much free space as the weights and the optimizer "
            "state. Free space on the disk the run writes its checkpoints and its run folder "
            "to, or keep fewer checkpoints, then resume the run from its last checkpoint or "
-           "retry it."),
+           "retry it.",
+           by_hand="A write failed because the disk (or your quota on it) was full: most often "
+                   "a checkpoint save, which needs as much free space as the weights and the "
+                   "optimizer state. Free space on the disk the run writes its checkpoints and "
+                   "its run folder to, or keep fewer checkpoints, then run the run's command "
+                   "again, resuming from its last checkpoint if it holds one."),
     Reason("devices_unreachable", "the training cluster did not answer while this run waited "
            "for its devices",
            "The run was granted its devices, and the cluster did not answer before the wait "
@@ -113,7 +137,11 @@ _CATALOGUE = (
     Reason("cancelled", "the training job was stopped",
            "It was cancelled (or, started by hand, sent SIGTERM or Ctrl-C) and stopped. "
            "Retry the run to start it again, or resume it if it holds a checkpoint.",
-           phase="CANCELLED"),
+           phase="CANCELLED",
+           by_hand="It was cancelled (or sent SIGTERM or Ctrl-C) and stopped. It was started "
+                   "by hand, so runwatch cannot start it again: run its command again "
+                   "(resuming from its last checkpoint if it holds one), or submit it with "
+                   "runwatch submit so that it can be retried."),
     Reason("worker_stopped", "the training job was stopped because its worker was stopped",
            "Its worker (runwatch worker, or the one runwatch ui or server runs) was stopped "
            "with SIGTERM or Ctrl-C while the job ran, so it stopped the job and did not queue "

@@ -8,6 +8,7 @@ same-origin JSON (server/origins.py; docs/security.md says what that stops).
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import typing
 from pathlib import Path
@@ -148,6 +149,10 @@ class JobRequest(BaseModel):
                                        description="the recipe's settings (kind recipe)")
     argv: list[str] | None = Field(None, min_length=1, max_length=1000,
                                    description="the command to run (kind command)")
+    cwd: str | None = Field(None, min_length=1, max_length=4096,
+                            description="the folder the command runs in (kind command): a "
+                            "folder on the server's host, a relative one read from the "
+                            "server's working folder, which is the default")
     name: str | None = Field(None, max_length=fmt.MAX_NAME_LENGTH,
                              description="the run's name; by default one is made")
     project: str = Field("default", max_length=fmt.MAX_NAME_LENGTH)
@@ -196,11 +201,33 @@ def _settings(recipe: str, settings: dict[str, Value]) -> list[str]:
     return argv
 
 
+def working_folder(given: str | None) -> Path:
+    """The folder a command job runs in: `given` (`~` expanded, a relative one read from
+    the server's working folder, `..` taken out), else the server's working folder;
+    ApiError 400 naming `cwd` when it is not a folder on this host."""
+    if given is None:
+        return Path.cwd()
+    try:
+        folder = Path(os.path.normpath(Path.cwd() / Path(given).expanduser()))
+        exists, is_dir = folder.exists(), folder.is_dir()
+    except (OSError, ValueError, RuntimeError):  # a NUL, an unknown ~user, a path too long
+        exists = is_dir = False
+        folder = Path(given)
+    if not exists:
+        raise refused(f"working folder {folder} does not exist on the server's host: give "
+                      "a folder that does, or leave it out to run in the server's own",
+                      "cwd", 400)
+    if not is_dir:
+        raise refused(f"working folder {folder} is not a folder: give the folder the "
+                      "command runs in, or leave it out to run in the server's own",
+                      "cwd", 400)
+    return folder
+
+
 def _spec(body: JobRequest, profile: str) -> JobSpec:
     fields: dict[str, Any] = {"devices": body.devices, "device_profile": profile,
                               "priority": body.priority, "max_attempts": body.max_attempts,
                               "startup_timeout_s": body.startup_timeout_s}
-    cwd = Path.cwd()
     if body.kind == "command":
         if body.recipe is not None or body.settings:
             raise refused("a command job has no recipe or settings: put them in argv, or "
@@ -208,10 +235,18 @@ def _spec(body: JobRequest, profile: str) -> JobSpec:
         if not body.argv:
             raise refused("a command job needs argv, the command to run, e.g. "
                           "[\"python\", \"train.py\"]", "argv")
-        return command_spec(body.argv, cwd=cwd, **fields)
+        return command_spec(body.argv, cwd=working_folder(body.cwd), **fields)
     if body.argv is not None:
         raise refused("a recipe job runs its recipe: leave argv out, or use kind 'command'",
                       "argv")
+    # A recipe reads its relative path settings from its working folder: a project's
+    # token, which may submit recipes, must not move that folder into another project's
+    # runs, and an absolute path setting does all a folder would.
+    if body.cwd is not None:
+        raise refused("a recipe job runs in the server's working folder: leave cwd out, and "
+                      "give its path settings (data_path, init_from, …) as absolute paths",
+                      "cwd")
+    cwd = Path.cwd()
     if body.recipe not in RECIPES:
         raise refused(f"recipe must be one of {', '.join(RECIPES)}, not {body.recipe!r}",
                       "recipe")
@@ -244,7 +279,8 @@ def submit_job(request: Request, body: JobRequest, st: ServerState = Depends(sta
                ) -> dict[str, Any]:
     """Submit a job: its run is QUEUED at once, and a worker starts it when devices are
     free. Recipe settings are checked as `runwatch recipes` checks them (422 naming the
-    setting); a taken name is 409. Commands run in the server's working folder."""
+    setting); a taken name is 409. A command runs in its `cwd` (400 when that is not a
+    folder here), by default the server's working folder, as a recipe always does."""
     # a command runs as the server's user, outside any project: only the server's token
     scopes.require(request, body.project if body.kind == "recipe" else None, "write")
     if st.runs_dir is None:

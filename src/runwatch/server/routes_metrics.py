@@ -177,13 +177,15 @@ def _series_answer(conn: Connection, st: ServerState, picked: list[_Pick], point
             d = downsample(s.step[a:b], s.value[a:b], edges, points, s.ts[a:b])
         if d is None:
             item: dict[str, Any] = {"run": p.run, "key": p.key, "full": True, "count": 0,
-                                    "step": [], "value": []}
+                                    "first_step": None, "step": [], "value": []}
             if x_time:
                 item["time"] = []
             out.append(item)
             continue
+        # a bucket is drawn at its last point: where the line starts is said apart
+        first = p.steps[0] if p.steps is not None else int(d.step[0]) if d.count else None
         item = {"run": p.run, "key": p.key, "full": d.full, "count": d.count,
-                "step": d.step, "value": d.last}
+                "first_step": first, "step": d.step, "value": d.last}
         if not d.full and bands:
             item["min"] = d.min
             item["max"] = d.max

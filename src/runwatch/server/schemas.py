@@ -254,6 +254,9 @@ class SeriesData(BaseModel):
     key: str
     full: bool
     count: int
+    first_step: int | None = Field(description="the step of the series' first point in the "
+                                   "window (null when it has none): where its line starts, "
+                                   "since a downsampled bucket is at its last point's step")
     step: list[int]
     value: list[float | None]
     min: list[float | None] = Field(default_factory=list)
