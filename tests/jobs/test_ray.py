@@ -84,9 +84,19 @@ def ray_cluster() -> Iterator[RayHead]:
     """A Ray head on free loopback ports with its dashboard, two CPUs, its own temp
     folder (short: Ray's socket paths must fit), stopped with everything it started.
     Started once for the module: a head takes 10-30 s to come up on two loaded cores."""
+    head = start_head()
+    try:
+        yield head
+    finally:
+        stop_head(head)
+
+
+def start_head(dashboard: int | None = None) -> RayHead:
+    """Start a Ray head as `ray_cluster` describes (its dashboard on port `dashboard`, or
+    a free one) and wait until its dashboard answers; stop it with `stop_head`."""
     temp = Path(tempfile.mkdtemp(prefix="rw-ray-", dir="/tmp"))
     log = temp / "head.log"
-    dashboard = free_port()
+    dashboard = dashboard or free_port()
     args = [str(RAY), "start", "--head", "--block", f"--port={free_port()}",
             "--include-dashboard=true", "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dashboard}", "--node-ip-address=127.0.0.1",
@@ -108,17 +118,26 @@ def ray_cluster() -> Iterator[RayHead]:
                 return False
 
         wait_for(up, what="the Ray head's dashboard", deadline=HEAD_DEADLINE_S, interval=0.5)
-        yield head
-    finally:
-        proc.send_signal(signal.SIGTERM)  # `ray start --block` stops what it started
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=60)
-        for pid in group_members(proc.pid, session=True):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, ChildProcessError):
-            proc.wait(timeout=10)
-        shutil.rmtree(temp, ignore_errors=True)
+    except BaseException:
+        stop_head(head)
+        raise
+    return head
+
+
+def stop_head(head: RayHead) -> None:
+    """Stop a head `start_head` started, with everything it started, as `ray stop` would
+    (but only this head: `ray stop` stops every Ray process of the machine), and remove
+    its temp folder."""
+    proc = head.proc
+    proc.send_signal(signal.SIGTERM)  # `ray start --block` stops what it started
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=60)
+    for pid in group_members(proc.pid, session=True):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, ChildProcessError, subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+    shutil.rmtree(head.log.parent, ignore_errors=True)
 
 
 def head_gone(head: RayHead, exc: Exception) -> NoReturn:
@@ -137,7 +156,7 @@ def head_gone(head: RayHead, exc: Exception) -> NoReturn:
 def ray_head(ray_cluster: RayHead) -> Iterator[RayHead]:
     """The module's Ray head, left with no job running after each test (a test's runs and
     index are its own; the head's two CPUs must be free for the next test)."""
-    from runwatch.jobs.ray_executor import TERMINAL, RayUnavailable, connect
+    from runwatch.jobs.ray_executor import TERMINAL, RayUnavailable, connect, given_up_path
 
     try:
         connect(ray_cluster.address)
@@ -149,9 +168,19 @@ def ray_head(ray_cluster: RayHead) -> Iterator[RayHead]:
     except RayUnavailable as exc:
         head_gone(ray_cluster, exc)
 
+    def given_up(job: Any) -> bool:
+        """A job Ray has not started that runwatch gave up: Ray keeps it PENDING, stop or
+        not, until its own start timeout (it waits for GPUs the head has not), and it
+        cannot run its command; it holds none of the head's CPUs."""
+        env = (job.runtime_env or {}).get("env_vars") or {}
+        return (str(getattr(job.status, "value", job.status)) == "PENDING"
+                and fmt.ENV_RUN_DIR in env and given_up_path(
+                    Path(env[fmt.ENV_RUN_DIR]), int(env[fmt.ENV_ATTEMPT])).exists())
+
     def running() -> list[str]:
         return [str(j.submission_id) for j in client.list_jobs()
-                if str(getattr(j.status, "value", j.status)) not in TERMINAL]
+                if str(getattr(j.status, "value", j.status)) not in TERMINAL
+                and not given_up(j)]
 
     for submission_id in running():
         client.stop_job(submission_id)

@@ -155,6 +155,10 @@ class Executor(Protocol):
 
     def start(self, claim: Claim, env: dict[str, str], output: Path) -> Attempt: ...
 
+    def unavailable(self) -> str | None:
+        """Why it cannot start an attempt now, in words (a Ray cluster that does not
+        answer), so that its worker claims nothing meanwhile; None when it can."""
+
     def sweep(self, engine: Engine, now: float) -> None:
         """Called each heartbeat: stop what is left running of attempts that no live worker
         holds any more (their worker died), where the reaper cannot see it."""
@@ -267,6 +271,9 @@ class LocalExecutor:
 
     def start(self, claim: Claim, env: dict[str, str], output: Path) -> LocalAttempt:
         return LocalAttempt(process.start(claim.argv, Path(claim.cwd), env, output))
+
+    def unavailable(self) -> None:
+        """Nothing: this machine starts its processes (a failed start is the job's)."""
 
     def sweep(self, engine: Engine, now: float) -> None:
         """Nothing: a dead worker's processes on this host are the reaper's (it waits for

@@ -4,13 +4,24 @@ as a Ray job through Ray's job submission API, at the cluster's dashboard addres
 
 The worker claims, heartbeats, indexes and concludes as it does for local processes
 (runwatch.jobs.worker); here is what differs:
-- start: `submit_job` with the entrypoint `cd CWD && exec ARGV`, the attempt's
+- claim: only while the cluster answers (`unavailable`, asked before each claim, and
+  every PROBE_S while it does not): a job claimed while it does not would fail
+  `could_not_start` at once and spend its attempts.
+- start: `submit_job` with the entrypoint `cd CWD && exec ARGV` (run only while the
+  attempt's GIVEN_UP note is absent, see below), the attempt's
   environment (plus RUNWATCH_SERVER, RUNWATCH_TOKEN and RUNWATCH_PROJECT where the
   worker has them) as the runtime environment's env_vars, and the job's devices as
   entrypoint CPUs (cpu profile) or GPUs, so Ray places it. Its submission id is
   `runwatch-<run id>-<attempt>`.
 - stop: `stop_job` (Ray sends SIGTERM, then SIGKILL after the cluster's
-  RAY_JOB_STOP_WAIT_TIME_S); a kill is the same, Ray has no other.
+  RAY_JOB_STOP_WAIT_TIME_S); a kill is the same, Ray has no other. Ray takes a stop of a
+  job it has not started (PENDING: no node has the CPUs or GPUs it asks for free) and
+  does nothing with it until its own start timeout (RAY_JOB_START_TIMEOUT_SECONDS, 900 s),
+  so a stop first writes attempts/<n>/GIVEN_UP, whose presence makes the entrypoint exit
+  at once without running the command, and an attempt Ray still reports PENDING after
+  that ends there and then (`observed_end`: the cluster had no devices for it); Ray sets
+  a job RUNNING before it starts its entrypoint, so one read PENDING after the note was
+  written can never run its command.
 - output: Ray keeps what the job prints; the worker copies it to attempts/<n>/output.log
   while the job prepares and when it has ended, so the run's logs and its reason read it.
 - end: Ray's status, error type and exit code map to `AttemptEnd` (`observed_end`), which
@@ -25,7 +36,8 @@ The worker claims, heartbeats, indexes and concludes as it does for local proces
   attempts that no worker holds any more or that were cancelled after their worker died
   (`orphaned`), and `start` stops the run's earlier attempts still running (the reaper
   gave one up) and waits, up to EARLIER_WAIT_S, for Ray to say they ended before it
-  submits the next one.
+  submits the next one; of these, one Ray has not started is given up (`_forgo`: its
+  GIVEN_UP note), not stopped or waited for.
 
 The job writes its run folder itself: on one machine, or where every node sees the runs
 folder at the same path (a shared filesystem); see docs/team.md, "Jobs on Ray".
@@ -52,6 +64,8 @@ from runwatch.jobs.executors import LocalExecutor, Seen, StartError, note, note_
 from runwatch.jobs.failures import RAY_HOST_OOM, AttemptEnd
 from runwatch.jobs.process import tail
 from runwatch.rundir import format as fmt
+from runwatch.rundir.atomic import write_atomic
+from runwatch.rundir.jsonl import dumps_line
 from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
 from runwatch.store.jobs import Claim
@@ -69,6 +83,11 @@ UNREACHABLE_S = 120.0
 STOP_MARGIN_S = 10.0
 # How often a worker looks for Ray jobs of attempts no worker holds (one list_jobs).
 SWEEP_S = 10.0
+# While the cluster does not answer, a worker claims nothing and asks again this often.
+PROBE_S = 5.0
+# attempts/<n>/GIVEN_UP: runwatch gave the attempt up; its entrypoint, if Ray ever starts
+# it, exits at once without running the command.
+GIVEN_UP = "ray_given_up.json"
 # How long `start` waits for a run's earlier attempts it stopped to end on Ray (Ray sends
 # SIGKILL after its RAY_JOB_STOP_WAIT_TIME_S, 3 s by default) before it gives up starting.
 EARLIER_WAIT_S = 30.0
@@ -138,9 +157,32 @@ def connect(address: str, timeout: float = REQUEST_TIMEOUT_S) -> Any:
                              "--address") from None
 
 
-def entrypoint(argv: list[str], cwd: str) -> str:
-    """The shell command Ray runs for an attempt: its command, in its folder."""
-    return f"cd {shlex.quote(cwd)} && exec {shlex.join(argv)}"
+def entrypoint(argv: list[str], cwd: str, given_up: Path) -> str:
+    """The shell command Ray runs for an attempt: its command, in its folder, unless the
+    attempt's `given_up` note exists (runwatch gave it up before Ray started it)."""
+    return (f"if [ -e {shlex.quote(str(given_up))} ]; then echo 'runwatch: this attempt "
+            "was given up before Ray started it, so its command does not run' >&2; exit 1; "
+            f"fi; cd {shlex.quote(cwd)} && exec {shlex.join(argv)}")
+
+
+def given_up_path(run_dir: Path, attempt: int) -> Path:
+    """attempts/<attempt>/GIVEN_UP of the run in `run_dir`."""
+    return fmt.attempt_dir(run_dir, attempt) / GIVEN_UP
+
+
+def give_up(path: Path, job_id: str) -> bool:
+    """Write the note `path` (`given_up_path`) that keeps Ray job `job_id` from running
+    its command if Ray starts it from now on; False (logged) when the disk refused it or
+    the run's folder is gone (it is not made again)."""
+    try:
+        if not path.parents[2].is_dir():
+            raise FileNotFoundError(f"the run's folder {path.parents[2]} is gone")
+        write_atomic(path, dumps_line({"ts": time.time(), "job": job_id}))
+    except OSError as exc:
+        log.warning("Ray job %s: cannot write %s (%s); were Ray to start it, it would run "
+                    "its command", job_id, path, exc)
+        return False
+    return True
 
 
 def submission_id(claim: Claim) -> str:
@@ -201,19 +243,73 @@ class RayExecutor:
         source = os.environ if environ is None else environ
         self.forwarded = {k: source[k] for k in FORWARDED_ENV if source.get(k)}
         self._swept_at: float | None = None
+        # why the cluster did not answer its last request (None: it did), and when asked
+        self._silent: str | None = None
+        self._heard_at = 0.0
         # the Ray jobs of dead workers' attempts the reaper asks about, by submission id
         self._reaped: dict[str, RayAttempt] = {}
 
-    def _running(self) -> list[tuple[str, str, int]]:
-        """(submission id, run id, attempt) of the Ray jobs runwatch submitted that have
-        not ended."""
+    def _running(self) -> list[tuple[str, str, int, str]]:
+        """(submission id, run id, attempt, Ray's status) of the Ray jobs runwatch
+        submitted that have not ended."""
         found = []
         for info in self.client.list_jobs():
             status = job_status(info)
             parsed = parse_submission_id(info.submission_id or "")
             if parsed is not None and status not in TERMINAL:
-                found.append((info.submission_id, *parsed))
+                found.append((info.submission_id, *parsed, status))
         return found
+
+    def _heard(self, exc: Exception | None) -> None:
+        """Whether the cluster answered a request (`exc` None) or not; said in the log
+        once as it stops answering and once as it answers again."""
+        self._heard_at = time.monotonic()
+        if exc is None:
+            if self._silent is not None:
+                log.warning("the Ray cluster at %s answers again: this worker claims jobs "
+                            "again", self.address)
+            self._silent = None
+            return
+        if self._silent is None:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            log.warning("the Ray cluster at %s does not answer (%s): this worker claims no "
+                        "job until it does, and asks it again every %g s", self.address,
+                        first, PROBE_S)
+        self._silent = f"its Ray cluster at {self.address} does not answer"
+
+    def unavailable(self) -> str | None:
+        """Why no job can be started now: the cluster did not answer (asked each call while
+        it answers, every PROBE_S while it does not); None when it answers."""
+        if self._silent is not None and time.monotonic() - self._heard_at < PROBE_S:
+            return self._silent
+        try:
+            self.client.get_version()
+        except (OSError, RuntimeError) as exc:
+            self._heard(exc)
+            return self._silent
+        self._heard(None)
+        return None
+
+    def _forgo(self, job_id: str, note_path: Path, why: str) -> bool:
+        """Make sure Ray job `job_id`, PENDING when listed, never runs its command: its
+        GIVEN_UP note, then Ray asked again. True when it was still PENDING (Ray sets a
+        job RUNNING before it starts its entrypoint, which will find the note; a stop is
+        sent too); False when it started meanwhile or the note could not be written:
+        stop it as a running job."""
+        if not note_path.exists():
+            if not give_up(note_path, job_id):
+                return False
+            log.warning("Ray job %s has not started (Ray says PENDING) and no worker watches "
+                        "it (%s): given up, so were Ray to start it, it would exit at once "
+                        "without running its command", job_id, why)
+        try:
+            pending = job_status(self.client.get_job_info(job_id)) == "PENDING"
+        except (OSError, RuntimeError):
+            return False
+        if pending:
+            with contextlib.suppress(OSError, RuntimeError):
+                self.client.stop_job(job_id)
+        return pending
 
     def _stop(self, job_id: str, why: str) -> None:
         try:
@@ -236,22 +332,28 @@ class RayExecutor:
         try:
             running = self._running()
         except (OSError, RuntimeError) as exc:
-            log.warning("the Ray cluster at %s did not list its jobs (%s); asking again in "
-                        "%g s", self.address, exc, SWEEP_S)
+            self._heard(exc)  # asked again at the next sweep
             return
+        self._heard(None)
         if not running:
             return
         with engine.connect() as conn:
             rows = {row.run_id: row for row in conn.execute(
-                select(s.runs.c.run_id, s.runs.c.status, s.jobs.c.attempt, s.jobs.c.worker_id,
+                select(s.runs.c.run_id, s.runs.c.status, s.runs.c.dir, s.jobs.c.attempt,
+                       s.jobs.c.worker_id,
                        s.jobs.c.heartbeat_at, s.jobs.c.cancel_requested_at,
                        store_jobs.holder_timeout().label("heartbeat_timeout_s"))
                 .join(s.jobs, s.jobs.c.run_pk == s.runs.c.pk)
                 .outerjoin(s.workers, s.workers.c.id == s.jobs.c.worker_id)
-                .where(s.runs.c.run_id.in_({run_id for _, run_id, _ in running})))}
-        for job_id, run_id, attempt in running:
-            why = orphaned(attempt, rows.get(run_id), now)
-            if why is not None:
+                .where(s.runs.c.run_id.in_({run_id for _, run_id, _, _ in running})))}
+        for job_id, run_id, attempt, status in running:
+            row = rows.get(run_id)
+            why = orphaned(attempt, row, now)
+            if row is None or why is None:
+                continue
+            # a job Ray has not started takes no stop: it is given up instead
+            if status != "PENDING" or not self._forgo(
+                    job_id, given_up_path(Path(row.dir), attempt), why):
                 self._stop(job_id, why)
 
     def seen(self, claim: Claim, job: Mapping[str, Any], host: str | None) -> Seen:
@@ -314,27 +416,38 @@ class RayExecutor:
     def start(self, claim: Claim, env: dict[str, str], output: Path) -> RayAttempt:
         job_id = submission_id(claim)
         try:  # an earlier attempt still running (its worker died) must not run beside it
-            earlier = [j for j, run_id, n in self._running()
-                       if run_id == claim.run_id and n < claim.attempt]
+            listed = [(j, n, status) for j, run_id, n, status in self._running()
+                      if run_id == claim.run_id and n < claim.attempt]
         except (OSError, RuntimeError) as exc:  # the sweep stops them once it can
-            log.warning("the Ray cluster at %s did not list its jobs (%s)", self.address, exc)
-            earlier = []
-        for old in earlier:
-            self._stop(old, f"attempt {claim.attempt} of its run starts")
+            self._heard(exc)
+            listed = []
+        earlier = []
+        for old, n, status in listed:
+            why = f"attempt {claim.attempt} of its run starts"
+            # one Ray has not started, given up, cannot run: it is not waited for
+            if status != "PENDING" or not self._forgo(
+                    old, given_up_path(Path(claim.dir), n), why):
+                self._stop(old, why)
+                earlier.append(old)
         self._wait_ended(earlier, claim)
         devices: dict[str, float] = (
             {"entrypoint_num_cpus": claim.devices} if claim.device_profile == CPU.name
             else {"entrypoint_num_gpus": claim.devices})
         try:
             self.client.submit_job(
-                entrypoint=entrypoint(claim.argv, claim.cwd), submission_id=job_id,
+                entrypoint=entrypoint(claim.argv, claim.cwd,
+                                      given_up_path(Path(claim.dir), claim.attempt)),
+                submission_id=job_id,
                 runtime_env={"env_vars": {**self.forwarded, **env}},
                 metadata={"runwatch_run": claim.name, "runwatch_attempt": str(claim.attempt)},
                 **devices)
         except (OSError, RuntimeError) as exc:
             if isinstance(exc, RayTimeout):  # it may have been taken: nothing runs untracked
+                give_up(given_up_path(Path(claim.dir), claim.attempt), job_id)
                 with contextlib.suppress(OSError, RuntimeError):
                     self.client.stop_job(job_id)
+            if isinstance(exc, OSError):  # no claim until the cluster answers again
+                self._heard(exc)
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StartError(f"the Ray cluster at {self.address} did not take the job "
                              f"({first})") from None
@@ -357,6 +470,7 @@ class RayAttempt:
     stop_started: float | None = None
     grace_s: float = 0.0
     _stop_sent: bool = False
+    _given_up: bool = False  # its GIVEN_UP note is written
     _asked_at: float = 0.0
     _copied_at: float = 0.0
     _size: int = 0
@@ -373,8 +487,11 @@ class RayAttempt:
         if now - self._asked_at < POLL_S:
             return False
         self._asked_at = now
-        if self.stop_started is not None and not self._stop_sent:
-            self._send_stop()
+        if self.stop_started is not None:
+            # the note before the status is read: a job read PENDING after it cannot run
+            self._given_up = self._given_up or give_up(self.given_up, self.job_id)
+            if not self._stop_sent:
+                self._send_stop()
         try:
             info = self.client.get_job_info(self.job_id)
         except (OSError, RuntimeError) as exc:
@@ -384,10 +501,30 @@ class RayAttempt:
             return self._unanswered(now, exc)
         self._unanswered_since = None
         self.status = job_status(info)
+        if self.status == "PENDING" and (self._given_up or self.given_up.exists()):
+            return self._not_started(info)
         if self.status not in TERMINAL:
             return False
         self.info = info
         self._copy_output(final=True)
+        return True
+
+    @property
+    def given_up(self) -> Path:
+        """Its GIVEN_UP note, beside its output (attempts/<n>/)."""
+        return self.output.parent / GIVEN_UP
+
+    def _not_started(self, info: Any) -> bool:
+        """It was stopped (or given up by a worker that died) while Ray had not started it:
+        Ray keeps it PENDING, stop or not, until its own start timeout, and its GIVEN_UP
+        note keeps it from running its command should Ray start it later, so it ends
+        here (`observed_end`: no devices for it)."""
+        self.info = info
+        self._copy_output(final=True)
+        note(self.output, f"runwatch: Ray had not started job {self.job_id} (PENDING) when "
+                          "runwatch stopped it, and a stop does not end such a job on Ray; it "
+                          "was given up here, and would exit at once, without running its "
+                          "command, were Ray to start it later\n")
         return True
 
     def _unanswered(self, now: float, exc: Exception) -> bool:
@@ -411,6 +548,7 @@ class RayAttempt:
             return
         self.stop_started = time.monotonic()
         self.grace_s = grace_s
+        self._given_up = give_up(self.given_up, self.job_id)
         self._send_stop()
 
     def _send_stop(self) -> None:
@@ -445,8 +583,9 @@ class RayAttempt:
         said = ""
         if final and self.status != "SUCCEEDED" and self.info is not None:
             message = (getattr(self.info, "message", None) or "").strip()
+            state = f"ended {self.status}" if self.status in TERMINAL else f"is {self.status}"
             if message and message.splitlines()[0] not in text:
-                said = f"runwatch: Ray says the job ended {self.status}: {message}\n"
+                said = f"runwatch: Ray says the job {state}: {message}\n"
         body = f"{self.header}{text}{said}"
         try:
             self.output.parent.mkdir(parents=True, exist_ok=True)
@@ -470,6 +609,8 @@ def observed_end(status: str, info: Any, lost: str | None, output_tail: str, *,
       program (126, 127, its own words in the output) did not start it;
     - STOPPED: stopped by runwatch (a cancel, a startup timeout) or else from outside
       (`ray job stop`), as SIGTERM;
+    - PENDING: runwatch stopped it (a cancel, its worker's stop, the startup timeout)
+      before Ray started it: the cluster had no devices for it in time;
     - Ray could not set up, schedule or start the job: could not start, or the cluster
       had no devices for it in time;
     - the job's supervisor died (its node was lost) or Ray lost the job: it stopped
@@ -483,6 +624,8 @@ def observed_end(status: str, info: Any, lost: str | None, output_tail: str, *,
                         getattr(info, "error_type", None)) or "")
     code = getattr(info, "driver_exit_code", None)
     message = str(getattr(info, "message", None) or "")
+    if status == "PENDING":
+        return AttemptEnd(devices_timed_out=True, **seen)
     if status == "STOPPED":
         return AttemptEnd(signal=signal.SIGTERM, **seen)
     if status == "SUCCEEDED":
