@@ -298,7 +298,8 @@ def test_cancel_a_claimed_job_asks_its_worker_and_wait_shows_it(runs_dir: Path) 
     submit(runs_dir, "--name", "claimed", "--", "python", "-c", "pass")
     _worker(runs_dir, "w-two", time.time(), profile="cpu")  # claims it, starts nothing
     out = run_cli("runs", "cancel", "claimed", "--dir", str(runs_dir)).stdout
-    assert "claimed: CANCEL_REQUESTED (its process is told to stop" in out
+    # no process of it runs yet: none is told to stop (trial35, defect 4)
+    assert "claimed: CANCEL_REQUESTED (its worker has not started it and will not" in out
     proc = run_cli("runs", "wait", "claimed", "--dir", str(runs_dir), "-o", "json",
                    "--timeout", "0.5", "--interval", "0.2", check=False)
     assert proc.returncode == 124 and "still CANCEL_REQUESTED" in proc.stderr

@@ -143,3 +143,33 @@ def test_a_final_event_the_full_disk_refuses_is_counted_and_warned_of(disk: Path
     assert any(f"runwatch: {run.dropped_lines} records could not be written" in str(w.message)
                for w in caught)
     assert os.statvfs(disk).f_bavail == 0, "the disk stayed full throughout"
+
+
+def test_one_record_the_full_disk_refused_is_said_in_the_singular(disk: Path,
+                                                                  tmp_path: Path) -> None:
+    """Found in a trial (trial35, a wording finding): "1 records could not be written: the
+    disk refused them". The run list marks it all the same."""
+    run = open_run(disk, "one-lost")
+    d = disk / "runs" / "one-lost"
+    run.log({"loss": 1.0}, step=0)
+    run._writer.flush_now()
+    wait_for(lambda: (d / fmt.METRICS).exists(), what="the first record on disk")
+    fill(disk)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # a sample file of its own, which needs a page the full disk does not give
+        run.log_samples(1, [{"prompt": "p", "completion": "x" * 5000}])
+        run.finish()
+
+    assert run.dropped_lines == 1
+    assert any(f"runwatch: 1 record could not be written to {d} and is lost" in
+               str(w.message) for w in caught), [str(w.message) for w in caught]
+    end = parsed(d / fmt.EVENTS)[-1]
+    assert (end["phase"], end["unwritten"]) == ("SUCCEEDED", 1)
+    assert end["reason"] == "1 record could not be written: the disk refused it"
+    db = str(tmp_path / "index.db")
+    run_cli("index", str(disk / "runs"), "--db", db)
+    listed = run_cli("runs", "list", "--dir", str(disk / "runs"), "--db", db,
+                     env={"COLUMNS": "160"})
+    assert re.search(r"one-lost\W+\w+\W+SUCCEEDED \(records lost\)", listed.stdout), \
+        listed.stdout

@@ -61,11 +61,21 @@ export function statusLabel(status: string): string {
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
-/** An amount of money in the deployment's currency: cents, or more digits below one cent. */
+/** Money below this shows as "< 0.0001". */
+const LEAST_MONEY = 0.0001;
+
+/**
+ * An amount of money in the deployment's currency (a spend, a rate), in fixed notation as
+ * the CLI shows it (runwatch.cli.output.fmt_money): "< 0.0001" below a cent's hundredth,
+ * else four significant digits with no trailing zeros (0.000273, 0.05, 12.35, 1235).
+ */
 export function fmtSpend(v: number | null | undefined): string {
   if (v === null || v === undefined || !Number.isFinite(v)) return "—";
-  if (v !== 0 && Math.abs(v) < 0.01) return v.toPrecision(2);
-  return v.toFixed(2);
+  if (v === 0) return "0";
+  if (v > 0 && v < LEAST_MONEY) return `< ${LEAST_MONEY.toFixed(4)}`;
+  const digits = Math.max(0, 3 - Math.floor(Math.log10(Math.abs(v))));
+  const text = v.toFixed(digits);
+  return text.includes(".") ? text.replace(/\.?0+$/, "") : text;
 }
 
 /**

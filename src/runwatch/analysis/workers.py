@@ -8,11 +8,13 @@ no live worker can reap says what it waits for (`waits_for`, runwatch.jobs.execu
 A worker is a resource that costs while it is up, busy or not: its **spend** so far is
 its devices × its hourly rate × the hours from its start to its stop (or now); its rate is
 its profile's when it registered (a later change of the profile prices the workers started
-after it), else, for a worker registered without one, its profile's now.
-A lost worker's spend stops at its last heartbeat once it holds no job; while it still
-holds jobs, which may run on (a local process outlives its worker, a Ray job runs on
-the cluster) until a live worker reaps them, it counts until now. A run's own spend is
-in its detail's cost.
+after it, and the attempts any worker starts after it), else, for a worker registered
+without one, its profile's now.
+A lost worker's spend stops where it was found lost, its last heartbeat plus its heartbeat
+timeout: until then it counted until now, so the figure never goes down, and it does not
+change when the jobs it left (a local process outlives its worker, a Ray job runs on the
+cluster) are reaped, which the index does not tie back to it. A job's device time until
+it is reaped is in its run's cost, as a run's own spend always is.
 """
 
 from __future__ import annotations
@@ -47,10 +49,10 @@ def worker_entry(row: dict[str, Any], profiles: Profiles | None, now: float
     stopped = row["stopped_at"]
     age = max(0.0, now - row["heartbeat_at"])
     status = worker_status(row, now)
-    if stopped is not None:
-        end = stopped
-    else:  # a lost worker's jobs may still run, on its devices, until they are reaped
-        end = row["heartbeat_at"] if status == "lost" and not row["jobs"] else now
+    # until now while it heartbeats, and from the moment it is lost no further: a spend so
+    # far that never goes down (store.jobs.lost)
+    end = stopped if stopped is not None else min(
+        now, row["heartbeat_at"] + row["heartbeat_timeout_s"])
     hours = max(0.0, end - row["started_at"]) / 3600
     return {
         "id": row["id"], "host": row["host"], "pid": row["pid"], "devices": row["devices"],

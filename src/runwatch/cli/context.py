@@ -78,15 +78,17 @@ def _health_end(conn: Connection, run_pk: int) -> None:
 
 
 def open_context(directory: Path | None, db: str | None, refresh: bool = True,
-                 read_only: bool = False) -> Context:
+                 read_only: bool = False, dir_argument: bool = False) -> Context:
     """The runs folder and its index, brought up to date unless `refresh` is False.
 
     A `read_only` command (one that only shows what is there) makes nothing: where the
-    folder or the index file does not exist it says so instead of creating them."""
+    folder or the index file does not exist it says so instead of creating them. A command
+    that takes the folder as its argument DIR (`dir_argument`: runwatch resources, index),
+    not as --dir, is told so in the hint of a folder that is not one."""
     from runwatch.cli.output import fail
     from runwatch.store import StoreError, open_engine
 
-    d = _checked_dir(directory, db, read_only)
+    d = _checked_dir(directory, db, read_only, dir_argument)
     try:
         engine = open_engine(db or default_db(d))
     except StoreError as exc:
@@ -183,26 +185,34 @@ def _unchanged(reader: Reader, d: Path) -> bool:
     return unchanged(reader, d)
 
 
-def _checked_dir(directory: Path | None, db: str | None, read_only: bool) -> Path:
-    """The runs folder; exit 2 where --dir is not a folder, or (read-only) where there is
-    nothing to read."""
+def _checked_dir(directory: Path | None, db: str | None, read_only: bool,
+                 dir_argument: bool = False) -> Path:
+    """The runs folder; exit 2 where the folder given (--dir, or the argument DIR) is not
+    one, or (read-only) where there is nothing to read."""
     from runwatch.cli.output import fail
 
     d = runs_dir(directory)
     if directory is not None and not d.is_dir():
-        raise fail(f"{d} is not a folder of runs", ["pass --dir DIR with the folder your "
-                                                     "training loop gives runwatch.init(dir=…)"])
+        raise fail(f"{d} is not a folder of runs",
+                   [f"{_give_dir(dir_argument)} the folder your training loop gives "
+                    "runwatch.init(dir=…)"])
     if read_only:
-        _must_exist(d, db)
+        _must_exist(d, db, dir_argument)
     return d
 
 
-def _must_exist(d: Path, db: str | None) -> None:
+def _give_dir(dir_argument: bool) -> str:
+    """How to name the runs folder to a command: as its argument DIR, or with --dir."""
+    return "give as DIR" if dir_argument else "pass --dir DIR with"
+
+
+def _must_exist(d: Path, db: str | None, dir_argument: bool = False) -> None:
     from runwatch.cli.output import fail
 
     if db is None and not d.is_dir():
+        given = "give DIR" if dir_argument else "pass --dir DIR"
         raise fail(f"there is no runs folder here: {d.resolve()} does not exist",
-                   ["pass --dir DIR or set RUNWATCH_DIR to the folder your training loop "
+                   [f"{given} or set RUNWATCH_DIR to the folder your training loop "
                     "gives runwatch.init(dir=…) (./runs by default)"])
     if db is not None and "://" not in db and not Path(db).expanduser().is_file():
         raise fail(f"there is no index at {db}",

@@ -18,7 +18,7 @@ def index_cmd(
     db: DbOpt = None,
 ) -> None:
     """Index what is new in a folder of runs (safe to repeat: it adds only what is new)."""
-    ctx = open_context(directory, db, refresh=False)
+    ctx = open_context(directory, db, refresh=False, dir_argument=True)
     report = ctx.refresh()
     line(f"indexed {report.runs} runs ({report.new_runs} new), {report.rows} new rows "
          f"from {directory}")

@@ -226,7 +226,8 @@ def wait_cmd(
     """Follow a run until it reaches a terminal phase: its current phase, then each change.
 
     The terminal event carries the failure reason; with -o json the events are one JSON
-    object a line, and the whole run record follows the terminal one. A job's attempt that
+    object a line, each with the attempt it belongs to, and the whole run record follows
+    the terminal one. A job's attempt that
     failed while attempts remain is not the end: the wait says so and follows the attempt
     its worker queues next. A run whose process nothing here can see stop (one that sends
     its records over HTTP from another host) ends only with an end it records: the wait
@@ -244,6 +245,7 @@ def wait_cmd(
     retold: int | None = None  # the failed attempt said to be maybe queued again
     while True:
         now, events = watch.look()
+        events = _with_attempts(events)
         status = now["status"]
         for ev in _to_show(events, seen, status in TERMINAL_PHASES):
             if ev["phase"] == told:
@@ -460,6 +462,21 @@ def _unseen_end(manifest: Any, job: bool, here: bool) -> str | None:
     if not here:
         return f"only a server on {host}, where its process runs, sees that process stop"
     return None if host == socket.gethostname() else f"its process runs on {host}, not here"
+
+
+def _with_attempts(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's events (all of them, oldest first), each with the attempt it belongs to: job
+    control's events name theirs, and one its process recorded (the SDK's, which names
+    none) belongs to the attempt the last event before it named (1 before any, as a run
+    started by hand is at attempt 1)."""
+    attempt = 1
+    out = []
+    for ev in events:
+        if ev.get("attempt") is None:
+            ev = {**ev, "attempt": attempt}
+        attempt = ev["attempt"]
+        out.append(ev)
+    return out
 
 
 def _said(ev: dict[str, Any]) -> tuple[Any, ...]:

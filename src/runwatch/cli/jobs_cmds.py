@@ -36,6 +36,7 @@ from runwatch.cli.output import (
     emit,
     fail,
     fmt_duration,
+    fmt_money,
     line,
     print_table,
     runwatch_command,
@@ -49,6 +50,10 @@ from runwatch.store import jobs as store_jobs
 from runwatch.store.db import writing
 
 Action = Callable[[Engine, Any, Path | None], control.Outcome]
+# `resources` takes its runs folder as its argument DIR, not as --dir
+ResourcesServerOpt = Annotated[str | None, typer.Option(
+    "--server", help="Read a team server's workers (its base URL) instead of a local index "
+    "(default: RUNWATCH_SERVER, unless DIR or --db is given).", show_default=False)]
 
 
 def cancel_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
@@ -118,11 +123,11 @@ def resources_cmd(
     drain: Annotated[str | None, typer.Option(
         "--drain", metavar="WORKER", help="Stop a worker (its id, or a unique prefix): it "
         "finishes the jobs it runs, claims no more, then exits.")] = None,
-    server: ServerOpt = None, token: TokenOpt = None,
+    server: ResourcesServerOpt = None, token: TokenOpt = None,
 ) -> None:
     """The workers: devices used of total, profile, hourly rate, jobs running, estimated
     spend so far (devices × rate × hours up), last heartbeat; and the queue's depth."""
-    remote = remote_for(server, token, directory, db)
+    remote = remote_for(server, token, directory, db, dir_argument=True)
     if remote is not None:  # the server's view (GET /api/workers), its drain
         data = remote.workers()
         if drain is not None:
@@ -131,7 +136,7 @@ def resources_cmd(
             return
         problem, start = None, runwatch_command("worker", "RUNS_DIR")
     else:
-        ctx = open_context(directory, db, refresh=False)
+        ctx = open_context(directory, db, refresh=False, dir_argument=True)
         profiles, problem = _profiles(ctx)
         if drain is not None:
             _drain(ctx, drain, profiles, output, jq, raw)
@@ -144,7 +149,7 @@ def resources_cmd(
         cols = ["WORKER", "STATUS", "DEVICES", "JOBS", "SPEND", "RATE", "PROFILE", "HOST",
                 "SEEN"]
         rows = [[w["id"], w["status"], f"{w['devices_used']}/{w['devices']}", _jobs(w["jobs"]),
-                 w["spend"], w["hourly_rate"],
+                 fmt_money(w["spend"]), fmt_money(w["hourly_rate"]),
                  w["device_profile"], w["host"],
                  f"{fmt_duration(w['heartbeat_age_s'])} ago"]
                 # the active ones first, the past (stopped) ones below them
@@ -157,8 +162,10 @@ def resources_cmd(
             for job in worker["jobs"]:
                 if job.get("waits_for"):  # absent from an older server's answer
                     line(f"{job['name']}: ", job["waits_for"])
-        line(f"{data['queue_depth']} job(s) wait in the queue; RATE is per device-hour, SPEND "
-             "the estimate so far (devices × rate × hours up), SEEN the last heartbeat")
+        line(f"{data['queue_depth']} job(s) wait in the queue; RATE is per device-hour, the "
+             "profile's when the worker started (a job is charged the profile's rate when it "
+             "starts), SPEND the estimate so far (devices × rate × hours up), SEEN the last "
+             "heartbeat")
         if problem:
             line("rates and spend are unknown: ", problem)
 

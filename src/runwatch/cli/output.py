@@ -295,6 +295,25 @@ def fmt_cell(value: Any) -> str:
     return escape_controls(str(value))
 
 
+# Money below this shows as "< 0.0001" (a cent's hundredth: nothing anyone pays).
+LEAST_MONEY = 0.0001
+
+
+def fmt_money(value: float | None) -> str:
+    """An amount of money (spend, a rate) as table text, in fixed notation: "< 0.0001"
+    below LEAST_MONEY, else four significant digits with no trailing zeros (0.000273,
+    0.05, 12.35, 1235, 12346). web/src/format.ts's fmtSpend shows it alike."""
+    if value is None or not math.isfinite(value):
+        return fmt_cell(value)
+    if value == 0:
+        return "0"
+    if 0 < value < LEAST_MONEY:
+        return f"< {LEAST_MONEY:.4f}"
+    digits = max(0, 3 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def fmt_duration(seconds: float | None) -> str:
     """A duration to the nearest second, as the web app shows it (0.98 s is "1s")."""
     if seconds is None or not math.isfinite(seconds):

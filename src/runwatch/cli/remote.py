@@ -39,11 +39,13 @@ API_LIST_HINT = "; list runs with GET /api/runs"
 
 
 def remote_for(server: str | None, token: str | None, directory: Path | None,
-               db: str | None) -> Remote | None:
-    """The server a read command reads: --server, else RUNWATCH_SERVER unless --dir or --db
-    names a local index; None reads the local index."""
+               db: str | None, dir_argument: bool = False) -> Remote | None:
+    """The server a read command reads: --server, else RUNWATCH_SERVER unless --dir (the
+    argument DIR of a command that takes the folder so: `dir_argument`) or --db names a
+    local index; None reads the local index."""
     if server is not None and (directory is not None or db is not None):
-        raise fail("--server reads a team server and --dir/--db a local index: give one "
+        local = "DIR" if dir_argument else "--dir"
+        raise fail(f"--server reads a team server and {local}/--db a local index: give one "
                    "of them")
     if server is not None:
         url = server.strip()

@@ -38,6 +38,7 @@ from runwatch.cli.output import (
     fail,
     fmt_cell,
     fmt_duration,
+    fmt_money,
     line,
     print_table,
     text,
@@ -172,12 +173,12 @@ def _cost_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
     if cost["spend"] is None:
         lines.append(("Spend", cost["problem"]))
     elif len(rates) > 1:  # each attempt at the rate it ran at (Attempts lists them)
-        lines.append(("Spend", f"{fmt_cell(cost['spend'])}, its attempts at "
-                               f"{' and '.join(f'{r:g}' for r in rates)} per "
+        lines.append(("Spend", f"{fmt_money(cost['spend'])}, its attempts at "
+                               f"{' and '.join(fmt_money(r) for r in rates)} per "
                                f"device-hour{estimate}"))
     else:
-        lines.append(("Spend", f"{fmt_cell(cost['spend'])} at {cost['hourly_rate']:g} per "
-                               f"device-hour{estimate}"))
+        lines.append(("Spend", f"{fmt_money(cost['spend'])} at "
+                               f"{fmt_money(cost['hourly_rate'])} per device-hour{estimate}"))
     mem = cost["peak_memory_bytes"]
     return lines + [(f"Peak memory {k}", _bytes(v)) for k, v in mem.items()]
 
@@ -185,7 +186,7 @@ def _cost_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
 def _attempt_text(attempt: dict[str, Any]) -> str:
     text = f"{attempt['phase']}, {attempt['device_seconds']:.1f} device-seconds"
     if attempt.get("spend") is not None:
-        text += f", spend {fmt_cell(attempt['spend'])} at {attempt['hourly_rate']:g}"
+        text += f", spend {fmt_money(attempt['spend'])} at {fmt_money(attempt['hourly_rate'])}"
     if attempt["reason"]:
         text += f": {attempt['reason']}"
     return text

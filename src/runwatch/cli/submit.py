@@ -18,7 +18,7 @@ from runwatch.analysis.views import run_summary
 from runwatch.cli.context import open_context, runs_dir
 from runwatch.cli.options import DbOpt, DirOpt, OutOpt
 from runwatch.cli.output import Output, console, dumps, fail, line, runwatch_command
-from runwatch.jobs.control import who_starts
+from runwatch.jobs.control import nobody_starts, who_starts
 from runwatch.jobs.cost import ProfileError, read_profiles
 from runwatch.jobs.settings import SettingsError, check_recipe_settings
 from runwatch.jobs.spec import (
@@ -33,7 +33,6 @@ from runwatch.jobs.submit import SubmitError, submit
 from runwatch.recipes.config import TrainConfig
 from runwatch.recipes.wandb_bridge import WandbSetupError, check_wandb
 from runwatch.rundir import format as fmt
-from runwatch.store import jobs as store_jobs
 from runwatch.store import queries as q
 
 RECIPE_WORD = "recipes"  # `runwatch submit recipes NAME …`, as `runwatch recipes NAME …`
@@ -99,14 +98,15 @@ def submit_cmd(
         row = q.resolve_run(conn, made.run_id)
         summary = run_summary(row)
         now = time.time()
-        workers = store_jobs.starters(conn, profile.name, now, row.dir)
-        starts = who_starts(conn, profile.name, now, row.dir)
+        # the words `runs get` shows as Waits while no worker would start it
+        waits = nobody_starts(conn, profile.name, now, row.dir, devices)
+        starts = waits or who_starts(conn, profile.name, now, row.dir, devices)
     if output is Output.json:
         typer.echo(dumps({"status": row.status, "next": starts, "warnings": warnings,
                           "run": summary}))
         return
     _next_steps(made.name, made.run_id, folder, db, profile.name,
-                profile.name == profiles.default, starts, bool(workers))
+                profile.name == profiles.default, starts, waits is None, devices)
 
 
 def _spec(args: list[str], fields: dict[str, Any]) -> tuple[JobSpec, TrainConfig | None]:
@@ -146,20 +146,23 @@ def _warnings(args: list[str], cfg: TrainConfig | None) -> list[str]:
 
 
 def _next_steps(name: str, run_id: str, folder: Path, db: str | None, profile: str,
-                default_profile: bool, starts: str, started: bool) -> None:
-    """What was queued, who starts it (`starts`, jobs.control.who_starts) and the commands
-    that follow it (runnable as printed)."""
+                default_profile: bool, starts: str, started: bool, devices: int) -> None:
+    """What was queued, who starts it (`starts`, jobs.control.who_starts: when no worker
+    would, why, as `runs get` says it) and the commands that follow it, a worker that would
+    start it among them (runnable as printed)."""
     line(f"queued {name} (run {run_id}): QUEUED")
     line("next:")
     for cmd in (("runs", "get", name), ("runs", "wait", name, "--exit-status")):
         line("  ", runwatch_command(*cmd, folder=folder, db=db))
+    line(starts)
     if started:
-        line(starts)
         return
-    line(f"no worker of profile {profile} is running on this index; start one:")
-    if default_profile:
+    offers = ("--devices", str(devices)) if devices > 1 else ()
+    line("a worker that starts it:")
+    if default_profile and not offers:
         line("  ", runwatch_command("ui", str(folder), db=db),
              "   (the web app, with one worker)")
         line("  ", runwatch_command("worker", str(folder), db=db))
     else:
-        line("  ", runwatch_command("worker", str(folder), "--device-profile", profile, db=db))
+        line("  ", runwatch_command("worker", str(folder), "--device-profile", profile,
+                                    *offers, db=db))

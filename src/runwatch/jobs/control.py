@@ -29,6 +29,7 @@ team server (sdk.sender.FINISH_WAIT_S at most): a retry waits that long for the 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import time
@@ -64,6 +65,11 @@ HELD_WAIT_S = 2.0
 
 ENDED_AT_ONCE = "it had not started, so it ended at once"
 TOLD_TO_STOP = "its process is told to stop; it ends CANCELLED then"  # by its live worker
+# a QUEUED job a live worker holds: claimed and not started yet, or retried while the
+# process of the attempt before still exits (retry), which is not the cancel's to stop
+NOT_STARTED = ("its worker has not started it and will not: it ends CANCELLED without a "
+               "process, once the process of the attempt before it has exited where that "
+               "one still runs")
 SENT_SIGTERM = ("its process was sent SIGTERM; its SDK records CANCEL_REQUESTED, then "
                 "CANCELLED as it stops")
 
@@ -120,7 +126,8 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> Outcome
             conn.execute(update(s.runs).where(
                 s.runs.c.pk == row.pk, s.runs.c.status.not_in(fmt.TERMINAL_PHASES)
             ).values(status="CANCEL_REQUESTED"))
-            return Outcome("CANCEL_REQUESTED", _who_stops(conn, job.get("worker_id"), now))
+            return Outcome("CANCEL_REQUESTED", _who_stops(conn, job.get("worker_id"), now,
+                                                          started=row.status != "QUEUED"))
     # No worker holds the job and none will claim it now: it has no process to stop,
     # whatever phase the index still shows (a worker's requeue after a failure, not yet
     # indexed, reads RUNNING). The folder says whether it waits or has ended meanwhile.
@@ -157,13 +164,15 @@ def _forget_cancel(engine: Engine, run_pk: int) -> None:
                      .values(cancel_requested_at=None))
 
 
-def _who_stops(conn: Connection, holder: str | None, now: float) -> str:
+def _who_stops(conn: Connection, holder: str | None, now: float, started: bool = True
+               ) -> str:
     """What stops the process of a job worker `holder` holds, once a cancel was asked: the
-    worker itself while it lives, else a live worker that reaps its jobs."""
+    worker itself while it lives, else a live worker that reaps its jobs. A job not
+    `started` (QUEUED in the index) has no process of its attempt to stop."""
     workers = store_jobs.list_workers(conn)
     row = next((w for w in workers if w["id"] == holder), None)
     if holder is None or (row is not None and store_jobs.live(row, now)):
-        return TOLD_TO_STOP
+        return TOLD_TO_STOP if started else NOT_STARTED
     live = [(w["executor"], w["host"]) for w in workers if store_jobs.live(w, now)]
     if row is None:  # a holder no worker row names: a local process, on a host unknown
         return lost_cancel(holder, "local", None, live)
@@ -236,53 +245,74 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
                     heartbeat_at=held["heartbeat_at"], pid=held["pid"]))
     _index(engine, run_dir, runs_dir)
     with engine.connect() as conn:
-        starts = who_starts(conn, job["device_profile"], time.time(), str(run_dir))
+        starts = who_starts(conn, job["device_profile"], time.time(), str(run_dir),
+                            job["devices"])
     return Outcome("QUEUED", f"attempt {attempt}: {starts}")
 
 
 def who_starts(conn: Connection, device_profile: str, now: float,
-               run_dir: str | None = None) -> str:
-    """Who starts a QUEUED job of `device_profile` in folder `run_dir` (absolute), in words:
-    the workers that would claim it, or, when none would, how to start one (else the job
-    would wait with nobody to run it)."""
-    ids = store_jobs.starters(conn, device_profile, now, run_dir)
+               run_dir: str | None = None, devices: int = 1) -> str:
+    """Who starts a QUEUED job of `device_profile` in folder `run_dir` (absolute) that asks
+    for `devices`, in words: the workers that would claim it, or, when none would, why and
+    what to do (`nobody_starts`: else the job would wait with nobody to run it)."""
+    ids = store_jobs.starters(conn, device_profile, now, run_dir, devices)
     if len(ids) == 1:
         return f"worker {ids[0]} will start it when its devices are free"
     if ids:  # one of them: the first whose devices are free
         return (f"one of the workers {', '.join(ids)} will start it when its devices are "
                 "free")
-    return _nobody_starts(conn, device_profile, now, run_dir)
+    return _nobody_starts(conn, device_profile, now, run_dir, devices)
 
 
 def nobody_starts(conn: Connection, device_profile: str, now: float,
-                  run_dir: str | None = None) -> str | None:
-    """`who_starts`'s words when no worker would start the job (how to start one), else
-    None."""
-    if store_jobs.starters(conn, device_profile, now, run_dir):
+                  run_dir: str | None = None, devices: int = 1) -> str | None:
+    """`who_starts`'s words when no worker would start the job (why, and what to do), else
+    None: what a submit's `next` and the run detail's `job.waits_for` say alike."""
+    if store_jobs.starters(conn, device_profile, now, run_dir, devices):
         return None
-    return _nobody_starts(conn, device_profile, now, run_dir)
+    return _nobody_starts(conn, device_profile, now, run_dir, devices)
 
 
 def queued_waits(conn: Connection, job: dict[str, Any] | None, status: str,
                  run_dir: str | None, now: float) -> str | None:
     """For a run whose job waits in the queue with no worker that would start it: that,
-    and how to start one (`nobody_starts`); None for any other run."""
+    and what to do (`nobody_starts`); None for any other run."""
     if job is None or job.get("worker_id") is not None or status != "QUEUED":
         return None
-    return nobody_starts(conn, str(job["device_profile"]), now, run_dir)
+    return nobody_starts(conn, str(job["device_profile"]), now, run_dir,
+                         int(job.get("devices") or 1))
 
 
 def _nobody_starts(conn: Connection, device_profile: str, now: float,
-                   run_dir: str | None) -> str:
+                   run_dir: str | None, devices: int) -> str:
+    """Why no worker starts the job, first that applies: the running workers of its profile
+    that claim its folder's jobs offer fewer devices than it asks for; those that claim
+    jobs claim other folders' only; those of its folder all drain; none runs."""
+    running = [w for w in store_jobs.list_workers(conn)
+               if w["device_profile"] == device_profile and store_jobs.live(w, now)]
+    here = [w for w in running
+            if run_dir is None or store_jobs.holds(w.get("runs_dir"), run_dir)]
+    folder = None if run_dir is None else str(Path(run_dir).parent)
+    start = shlex.join(["runwatch", "worker", *([folder] if folder else []),
+                        "--device-profile", device_profile])
+    if claiming := [w for w in here if not w["draining"]]:
+        most = max(int(w["devices"]) for w in claiming)
+        return (f"no running worker of profile {device_profile} offers {devices} devices "
+                f"(the most one offers is {most}), so none will start it: start a worker "
+                f"that offers them ({start} --devices {devices}), or cancel it and submit "
+                f"it again with --devices {most} or fewer")
     # the folders of the workers of the profile that run: their jobs only are claimed
     elsewhere = sorted({str(w["runs_dir"]) for w in store_jobs.claimers(conn, device_profile, now)
                         if w.get("runs_dir")})
-    if run_dir is not None and elsewhere:
-        folder = str(Path(run_dir).parent)
+    if folder is not None and elsewhere:
         return (f"no worker of profile {device_profile} runs the jobs of {folder}: the "
                 f"running ones claim jobs of {', '.join(elsewhere)} only; submit it there "
-                f"(--dir), or start a worker on this folder (runwatch worker {folder} "
-                f"--device-profile {device_profile})")
+                f"(--dir), or start a worker on this folder ({start})")
+    if here:
+        return (f"every running worker of profile {device_profile} that claims this "
+                f"folder's jobs is draining ({', '.join(w['id'] for w in here)}): a "
+                "draining worker claims no more jobs and exits once its own have ended; "
+                f"start another ({start})")
     return (f"no worker of profile {device_profile} is running on this index; start one "
             f"(runwatch worker --device-profile {device_profile}, or runwatch ui, which "
             "runs one of the default profile)")

@@ -47,7 +47,9 @@ worker has just queued again), and a cancel that comes after the run's folder re
 its end is refused with that end; a job's run that a process resumed by hand with the
 SDK (no worker holds it, its folder is held) is sent SIGTERM like a run started by hand. A
 run retried while its old process was still exiting and then cancelled ends CANCELLED once
-that process has gone, its new attempt never started. When the job's worker is lost
+that process has gone, its new attempt never started; the cancel is the new attempt's, so
+the old process, which recorded its end and may still be at its work after `finish()`, is
+not told to stop. When the job's worker is lost
 (below), nothing tells the process to stop until a live worker that reaps that worker's
 jobs does: `runwatch runs cancel` and the API's
 `next` say which worker that will be, or what the cancel waits for. **Retry** is the
@@ -139,8 +141,10 @@ CLASSIFY = """A worker classifies an ended attempt from what it can observe
    that: the SDK records a SIGTERM or Ctrl-C from outside as FAILED `stopped` itself, so a
    recorded cancel is job control's or the program's own `finish("CANCELLED")`, and is
    not queued again). Then
-   exit code 0 with nothing recorded and no OOM kill: SUCCEEDED (a command that does not
-   use the SDK; what it printed on the way does not fail it).
+   exit code 0 with no end recorded and no OOM kill: SUCCEEDED for a process that
+   recorded nothing (a command that does not use the SDK; what it printed on the way does
+   not fail it), `stopped_early` for one that recorded phases of its own (its SDK
+   attached, and it exited without `finish()`, such as by `os._exit(0)`).
 4. Memory: the kernel's OOM killer (SIGKILL with evidence such as the cgroup's `oom_kill`
    count), a host allocation failure (`MemoryError`, PyTorch's CPU allocator,
    `std::bad_alloc`) or Ray's memory monitor (`ray.exceptions.OutOfMemoryError`, Ray
@@ -166,18 +170,25 @@ WORKERS = """## Workers
 `--device-profile`), and `runwatch server` none unless `--workers N --runs-dir DIR`.
 `runwatch worker --executor ray --address URL` runs each job it claims as a job of a Ray
 cluster instead of a local process, and watches, stops and concludes it the same way
-(docs/team.md, "Jobs on Ray").
-A worker offers its profile's devices, or `--devices N`. On a profile of accelerators that
-is no more than a worker of the profile has (give the profile more in the profiles file,
-under "Cost"), since a job would be handed device ids the machine lacks. On `cpu` a device
+(docs/team.md, "Jobs on Ray"), except that it claims nothing while the cluster does not
+answer, and a job the cluster has not started by its startup timeout ends
+`devices_unreachable`.
+A worker offers its profile's devices, or `--devices N`. On a profile of accelerators
+`--devices N` may be no more than the profile's device count, the devices a worker of it
+has (give the profile more in the profiles file, under "Cost"), since a job would be
+handed device ids the machine lacks. On `cpu` a device
 is a share of the machine's CPUs: `--devices 3` runs three one-device jobs at once (a job
 still asks for at most the profile's count). A Ray worker's `--devices` counts the
-cluster's devices and is not bounded by its profile.
+cluster's devices and is not bounded by its profile. A job that asks for more devices
+than any running worker of its profile offers waits until one that offers them starts:
+its `next` at submit and the run detail's `job.waits_for` say so, with the most a worker
+offers.
 
 - **Claim.** A worker claims the highest-priority, then oldest, QUEUED job of its device
   profile whose folder is inside its runs folder (it registers that folder; a submit's
   `next` names only workers whose folder holds the job, and says when the running ones
-  claim other folders' jobs only) and that fits its free devices,
+  claim other folders' jobs only, offer fewer devices than it asks for, or drain) and
+  that fits its free devices,
   atomically (two workers never claim one job), appends PREPARING `{{attempt, worker}}`
   under the run folder's lock, and starts the job's argv in its cwd, in a session
   (process group) of its own, with
@@ -276,7 +287,12 @@ profile says how many devices a worker of that kind has, the memory of each devi
 host memory and the rate. A worker records the rate on the PREPARING event of each
 attempt it starts (`hourly_rate`), and the attempt is priced at it: a rate changed later
 prices the attempts started after the change, not those before (an attempt that recorded
-none, such as a run started by hand, is priced at its profile's rate now). The built-in
+none, such as a run started by hand, is priced at its profile's rate now). A worker
+keeps a rate of its own too: the one its profile had when it registered, which prices its
+uptime (`RATE` and `SPEND` in `runwatch resources`, `hourly_rate` and `spend` in `GET
+/api/workers`). So after a change of a profile's rate a worker started before it shows
+its old rate while the attempts it starts from then on are charged the new one; a worker
+started after the change shows the new rate. The built-in
 profile:
 
 | profile | devices | device memory | host memory | hourly rate |

@@ -118,9 +118,10 @@ _CATALOGUE = (
            "for them ran out. Submit the run again later; if it fails the same way, give the "
            "run ID to whoever runs your workers."),
     Reason("could_not_start", "this run's training process could not be started",
-           "Starting the run's process failed on every try; the sentence names no cause. "
-           "Submit the run again later; if it fails the same way, give the run ID to whoever "
-           "runs your workers."),
+           "Starting the run's process failed, and its logs say why (runwatch runs logs "
+           "RUN), such as a command that is not installed where the worker runs or a working "
+           "folder that is gone. Correct that, then submit the run again; if its logs name "
+           "no cause, give the run ID to whoever runs your workers."),
     Reason("startup_timeout", "this run's training job reported no progress within the "
            "startup timeout",
            "The job was preparing and reported nothing for the deployment's startup timeout. "
@@ -173,6 +174,8 @@ class AttemptEnd:
     sdk_phase: str | None = None  # the terminal phase the SDK recorded, if any
     sdk_reason: str | None = None  # the reason the SDK recorded with it
     sdk_code: str | None = None  # the catalogue id the SDK recorded with it (its `code`)
+    # the process recorded a phase of its own (its SDK attached), whether or not an end
+    sdk_recorded: bool = False
     stderr_tail: str = ""  # the last lines the process wrote to stderr
     cancel_requested: bool = False  # runwatch asked it to stop
     startup_timed_out: bool = False  # no progress while PREPARING within the startup timeout
@@ -406,7 +409,9 @@ def classify(end: AttemptEnd) -> Verdict:
     if coded is not None:
         return coded
     if end.exit_code == 0 and end.sdk_phase is None and not end.oom_killed:
-        return Verdict("SUCCEEDED")  # a command that records nothing and exits well
+        # a command that records nothing and exits well; a process that recorded phases
+        # and no end exited without finish() (os._exit(0)): it stopped partway
+        return _verdict("stopped_early") if end.sdk_recorded else Verdict("SUCCEEDED")
     exc = _exception(end)
     memory = _memory(end, exc)
     if memory is not None:

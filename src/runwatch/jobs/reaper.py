@@ -64,11 +64,14 @@ IndexRun = Callable[[Path], None]
 @dataclass(frozen=True)
 class Recorded:
     """What a run's events say of one attempt: whether job control started it (its
-    PREPARING event), the phase it is in now, and the terminal event its process wrote."""
+    PREPARING event), the phase it is in now, the terminal event its process wrote, and
+    whether its process recorded any event of its own (its SDK attached: job control's
+    events name their attempt, the SDK's do not)."""
 
     started: bool = False
     phase: str | None = None
     terminal: dict[str, Any] | None = None
+    own: bool = False
 
 
 def read_events(run_dir: Path, offset: int = 0, line_no: int = 0
@@ -94,20 +97,24 @@ def recorded(run_dir: Path, attempt: int) -> Recorded:
                  and "worker" in ev), default=None)
     if start is None:
         return Recorded()
-    phase = None
-    for ev in events[start:]:
+    phase, own = events[start].get("phase"), False
+    for ev in events[start + 1:]:
         phase = ev.get("phase")
+        own = own or "attempt" not in ev
         if phase in fmt.TERMINAL_PHASES:
-            return Recorded(True, phase, ev)
-    return Recorded(True, phase)
+            return Recorded(True, phase, ev, own)
+    return Recorded(True, phase, own=own)
 
 
-def sdk_fields(terminal: dict[str, Any] | None) -> dict[str, Any]:
-    """AttemptEnd's fields for the terminal event a run's process recorded, if any."""
+def sdk_fields(now: Recorded) -> dict[str, Any]:
+    """AttemptEnd's fields for what an attempt's process recorded: whether it recorded
+    anything (a process that did and exits 0 with no end left before finish()), and the
+    terminal event it wrote, if any."""
+    terminal = now.terminal
     if terminal is None:
-        return {}
-    return {"sdk_phase": terminal.get("phase"), "sdk_reason": terminal.get("reason"),
-            "sdk_code": terminal.get("code")}
+        return {"sdk_recorded": now.own}
+    return {"sdk_recorded": now.own, "sdk_phase": terminal.get("phase"),
+            "sdk_reason": terminal.get("reason"), "sdk_code": terminal.get("code")}
 
 
 def verdict_event(verdict: Verdict, attempt: int) -> dict[str, Any]:
@@ -135,7 +142,8 @@ def output_log_line(run_dir: Path, attempt: int, phase: str) -> dict[str, Any] |
         return None
     rel = path.relative_to(run_dir).as_posix()
     return {"level": "error" if phase == "FAILED" else "info",
-            "message": f"attempt {attempt} ended {phase}; the last {len(lines)} lines of its "
+            "message": f"attempt {attempt} ended {phase}; the last "
+                       f"{'line' if len(lines) == 1 else f'{len(lines)} lines'} of its "
                        f"output ({rel}):\n" + "\n".join(lines),
             "data": {"attempt": attempt, "output": rel}}
 
@@ -161,8 +169,10 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
                 # a cancel asked of the new attempt meanwhile ends it, never started
                 with engine.begin() as conn:
                     cancelled = _let_go(conn, run_dir, claim.run_pk, row["attempt"])
+                recorded_end = recorded(run_dir, claim.attempt).terminal or {}
                 if cancelled:
                     index(run_dir)
+                _log_let_go(claim, recorded_end, row["attempt"], cancelled)
                 return None
             if (row is None or row["worker_id"] != holder or row["attempt"] != claim.attempt
                     or (stale_before is not None and (row["heartbeat_at"] or 0) >= stale_before)):
@@ -173,7 +183,7 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
             end = replace(end, worker_lost=end.worker_lost and now.terminal is None,
                           worker_stopped=(end.worker_stopped
                                           or stopnote.written(run_dir, claim.attempt)),
-                          **sdk_fields(now.terminal))
+                          **sdk_fields(now))
             verdict = classify(end)
             events = [] if not now.started or now.terminal else [
                 verdict_event(verdict, claim.attempt)]
@@ -215,6 +225,18 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
     log.info("%s attempt %d: %s%s%s", claim.name, claim.attempt, ended,
              f" ({code})" if code else "", ", queued again" if again else "")
     return verdict
+
+
+def _log_let_go(claim: Claim, ended: dict[str, Any], retried: int, cancelled: bool) -> None:
+    """The worker's log lines for an attempt retried before its process exited, concluded
+    once it has: the end it recorded, and what became of the next attempt."""
+    code = ended.get("code")
+    log.info("%s attempt %d: %s%s; its process has exited, so attempt %d, retried "
+             "meanwhile, %s", claim.name, claim.attempt, ended.get("phase", "ended"),
+             f" ({code})" if code else "", retried,
+             "was cancelled before it started" if cancelled else "can start now")
+    if cancelled:
+        log.info("%s attempt %d: CANCELLED (cancelled) before it started", claim.name, retried)
 
 
 def _let_go(conn: Connection, run_dir: Path, run_pk: int, unstarted: int | None) -> bool:

@@ -28,9 +28,11 @@ One loop (`Worker.tick`, every TICK_S) does everything but the stamp:
   verdict event unless the process recorded its own end, a requeue when attempts
   remain, the claim released);
 - index the folders of its runs, so every surface sees their progress at once;
-- claim jobs of its runs folder and device profile while it has free devices and is not
-  draining (a job that asks for another profile waits for a worker of that one), and
-  start each: PREPARING {attempt, worker} appended under the folder's lock, then the
+- claim jobs of its runs folder and device profile while it has free devices, is not
+  draining and its executor can start them (a job that asks for another profile waits for
+  a worker of that one; a Ray worker claims nothing while its cluster does not answer,
+  since each start would fail and spend an attempt of the job), and start each:
+  PREPARING {attempt, worker} appended under the folder's lock, then the
   process, in a session of its own, with RUNWATCH_RUN_DIR, RUNWATCH_RUN_ID and
   RUNWATCH_ATTEMPT set and its output in attempts/<n>/output.log. A job holds devices of
   its own: except for the cpu profile, its CUDA_VISIBLE_DEVICES names them (`device_ids`).
@@ -312,11 +314,12 @@ class Worker:
         self._drop(job)
 
     def _cancel_asked(self, job: Job) -> bool:
-        """Whether a cancel of `job` was asked that this worker has not acted on yet (asked
-        since its last tick); False when the index cannot say (its stop is this stop's)."""
+        """Whether a cancel of `job`'s attempt was asked that this worker has not acted on
+        yet (asked since its last tick); False when the index cannot say (its stop is this
+        stop's)."""
         try:
             with self.engine.connect() as conn:
-                return store_jobs.cancel_requested(conn, job.claim.run_pk)
+                return store_jobs.cancel_requested(conn, job.claim.run_pk, job.claim.attempt)
         except SQLAlchemyError as exc:
             log.error("cannot read whether %s was cancelled: %s", job.claim.name, exc)
             return False
@@ -403,6 +406,8 @@ class Worker:
             with self.engine.connect() as conn:
                 if store_jobs.queue_depth(conn, self.device_profile, self.runs_dir) == 0:
                     return
+            if self.executor.unavailable() is not None:  # it says so in the log
+                return
             with self.engine.begin() as conn:
                 claim = store_jobs.claim(conn, self.id, self.free_devices, time.time(),
                                          self.device_profile, self.runs_dir)
@@ -515,8 +520,12 @@ class Worker:
             self._finish(job)
             return
         if job.proc.stop_started is None:
+            # a cancel of this attempt only: one of the next attempt, retried while this
+            # attempt's process exits after recording its end (its work after finish()), is
+            # carried out once this process has gone (reaper.conclude), never by signalling it
             with self.engine.connect() as conn:
-                job.cancel = store_jobs.cancel_requested(conn, job.claim.run_pk)
+                job.cancel = store_jobs.cancel_requested(conn, job.claim.run_pk,
+                                                         job.claim.attempt)
             job.startup_timed_out = not job.cancel and self._preparing_too_long(job)
             if job.startup_timed_out:
                 job.proc.kill()  # no SIGTERM: the SDK would record it CANCELLED
@@ -560,7 +569,8 @@ class Worker:
         if job.end is None:
             assert job.proc is not None
             with self.engine.connect() as conn:  # a cancel asked while it was stopping
-                cancel = job.cancel or store_jobs.cancel_requested(conn, job.claim.run_pk)
+                cancel = job.cancel or store_jobs.cancel_requested(conn, job.claim.run_pk,
+                                                                   job.claim.attempt)
             job.end = replace(job.proc.end(cancel_requested=cancel,
                                            startup_timed_out=job.startup_timed_out),
                               worker_stopped=job.worker_stopped)

@@ -132,8 +132,10 @@ class BackgroundWriter:
         for sink in self._sinks.values():
             sink.close()
         if lost:
-            warn(f"runwatch: {lost} records could not be written to {self.run_dir} and are "
-                 "lost (counted in run.dropped_lines); free space on that disk")
+            said = "1 record" if lost == 1 else f"{lost} records"
+            warn(f"runwatch: {said} could not be written to {self.run_dir} and "
+                 f"{'is' if lost == 1 else 'are'} lost (counted in run.dropped_lines); free "
+                 "space on that disk")
 
     def _ended(self) -> None:
         """The thread has written its last batch: when close() gave up waiting for it, end
@@ -212,7 +214,7 @@ class BackgroundWriter:
             name, record = self._final
             lost = self.unwritten
             if lost:
-                why = f"{lost} {fmt.RECORDS_LOST}"
+                why = fmt.records_lost(lost)
                 record["unwritten"] = lost
                 record["reason"] = f"{record['reason']}; {why}" if record.get("reason") else why
             self._encode(name, record)

@@ -312,6 +312,6 @@ def submit_job(request: Request, body: JobRequest, st: ServerState = Depends(sta
     gone = st.judge()
     with st.engine.connect() as conn:
         row = conn.execute(select(s.runs).where(s.runs.c.pk == made.run_pk)).one()
-        starts = who_starts(conn, profile.name, time.time(), row.dir)
+        starts = who_starts(conn, profile.name, time.time(), row.dir, spec.devices)
     return {"ok": True, "status": row.status, "next": starts,
             "run": run_summary(row, gone=gone(row))}

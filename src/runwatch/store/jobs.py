@@ -151,12 +151,13 @@ def live(worker: dict[str, Any], now: float) -> bool:
 
 
 def starters(conn: Connection, device_profile: str, now: float,
-             run_dir: str | None = None) -> list[str]:
-    """The ids of the workers that would claim a queued job of `device_profile` now:
-    `claimers`, and (given the job's `run_dir`, absolute) whose runs folder holds it (a
-    worker registered without one counts)."""
+             run_dir: str | None = None, devices: int = 1) -> list[str]:
+    """The ids of the workers that would claim a queued job of `device_profile` that asks
+    for `devices` now: `claimers` that offer that many, and (given the job's `run_dir`,
+    absolute) whose runs folder holds it (a worker registered without one counts)."""
     return [w["id"] for w in claimers(conn, device_profile, now)
-            if run_dir is None or holds(w.get("runs_dir"), run_dir)]
+            if w["devices"] >= devices
+            and (run_dir is None or holds(w.get("runs_dir"), run_dir))]
 
 
 def claimers(conn: Connection, device_profile: str, now: float) -> list[dict[str, Any]]:
@@ -240,10 +241,15 @@ def request_cancel(conn: Connection, run_pk: int, now: float) -> bool:
     return row is not None and row.worker_id is None
 
 
-def cancel_requested(conn: Connection, run_pk: int) -> bool:
-    """Whether a cancel was asked of the job (a worker polls this while it runs it)."""
-    return conn.execute(select(j.cancel_requested_at).where(j.run_pk == run_pk)
-                        ).scalar() is not None
+def cancel_requested(conn: Connection, run_pk: int, attempt: int | None = None) -> bool:
+    """Whether a cancel was asked of the job (a worker polls this while it runs it); given
+    `attempt`, of that attempt: a job retried while the process of its ended attempt still
+    exits names the next attempt (its worker holds it until that process has gone), and a
+    cancel then is of the next attempt, which no process runs (jobs.control.retry)."""
+    cond = [j.run_pk == run_pk, j.cancel_requested_at.is_not(None)]
+    if attempt is not None:
+        cond.append(j.attempt == attempt)
+    return conn.execute(select(j.run_pk).where(*cond)).first() is not None
 
 
 def holder_timeout() -> Any:
