@@ -96,7 +96,9 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
     records: list[dict[str, Any]] = []
     bad: list[BadLine] = []
     lines: list[bytes] = []
-    nul_free = NUL_ESCAPE not in chunk  # one look at the chunk, not one per line
+    # one look at the chunk, not one per line; most chunks (metrics) hold no backslash at
+    # all, which is found 50 times faster than the escape itself
+    nul_free = b"\\" not in chunk or NUL_ESCAPE not in chunk
     for line in chunk.splitlines():
         line_no += 1
         if not line.strip():
