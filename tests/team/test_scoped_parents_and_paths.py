@@ -132,3 +132,21 @@ def test_a_project_token_gives_its_own_runs_and_the_server_any_path(team: Team) 
     assert resp.status_code == 201, resp.text
     resp = _submit(team, "boot", init_from=str(team.runs_dir / "b-model"))
     assert resp.status_code == 201, resp.text
+
+
+def test_a_path_setting_given_by_an_alias_is_checked_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A recipe setting may be accepted under an older name (TrainConfig.ALIASES); the
+    # check read the names as given, so `init=/etc` would have passed as no path setting.
+    from runwatch.recipes.config import SFTConfig
+    from runwatch.server.jobpaths import foreign_path
+    from runwatch.store import open_engine
+
+    monkeypatch.setattr(SFTConfig, "ALIASES", {"init": "init_from"})
+    engine = open_engine(tmp_path / "index.db")
+    try:
+        with engine.connect() as conn:
+            assert foreign_path(conn, "sft", ["init=/etc"], tmp_path,
+                                frozenset({"alpha"})) == ("init_from", "/etc")
+    finally:
+        engine.dispose()

@@ -26,8 +26,10 @@ def foreign_path(conn: Connection, recipe: str, argv: Sequence[str], cwd: Path,
     """The first path setting given in `argv` (the job's `key=value` settings, already
     checked) that does not lie inside a run folder of `projects`, read as the recipe reads
     it from the job's working folder `cwd`, with its value; None when every one does."""
-    given = {item.partition("=")[0].strip() for item in argv}
-    cfg = parse_argv(RECIPES[recipe][0], list(argv))
+    config = RECIPES[recipe][0]
+    # by the names the config takes them under: an alias of a path setting is that setting
+    given = {config.ALIASES.get(k, k) for k in (i.partition("=")[0].strip() for i in argv)}
+    cfg = parse_argv(config, list(argv))
     for key in PATH_SETTINGS:
         value = getattr(cfg, key, None)
         if key in given and value is not None and not _in_own_run(conn, cwd, value, projects):
