@@ -80,14 +80,20 @@ def test_records_logged_while_the_disk_is_full_are_written_once_it_has_room(
     assert [e["phase"] for e in parsed(d / fmt.EVENTS)] == ["RUNNING", "SUCCEEDED"]
 
 
-def test_a_run_that_ends_on_a_full_disk_counts_what_it_could_not_write(disk: Path,
-                                                                       tmp_path: Path) -> None:
-    run = open_run(disk, "ends-full")
-    d = disk / "runs" / "ends-full"
+def _full_after_first_record(disk: Path, name: str) -> tuple[runwatch.Run, Path]:
+    """A run on `disk` whose first record is written, then the disk filled."""
+    run = open_run(disk, name)
+    d = disk / "runs" / name
     run.log({"loss": 1.0}, step=0)
     run._writer.flush_now()
     wait_for(lambda: (d / fmt.METRICS).exists(), what="the first record on disk")
     fill(disk)
+    return run, d
+
+
+def test_a_run_that_ends_on_a_full_disk_counts_what_it_could_not_write(disk: Path,
+                                                                       tmp_path: Path) -> None:
+    run, d = _full_after_first_record(disk, "ends-full")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for step in range(1, 1000):
@@ -149,12 +155,7 @@ def test_one_record_the_full_disk_refused_is_said_in_the_singular(disk: Path,
                                                                   tmp_path: Path) -> None:
     """Found in a trial (trial35, a wording finding): "1 records could not be written: the
     disk refused them". The run list marks it all the same."""
-    run = open_run(disk, "one-lost")
-    d = disk / "runs" / "one-lost"
-    run.log({"loss": 1.0}, step=0)
-    run._writer.flush_now()
-    wait_for(lambda: (d / fmt.METRICS).exists(), what="the first record on disk")
-    fill(disk)
+    run, d = _full_after_first_record(disk, "one-lost")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         # a sample file of its own, which needs a page the full disk does not give
