@@ -33,6 +33,17 @@ SILENT = "does not answer"
 AGAIN = "answers again"
 
 
+def _ray_worker(workers: Workers, runs_dir: Path, tmp_path: Path, address: str,
+                *extra: str) -> Path:
+    """Start a Ray worker on `runs_dir` (FAST timings); the path of its log."""
+    log = tmp_path / "worker.log"
+    settings = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()]
+    workers.spawn(runs_dir, ["worker", str(runs_dir), "--db", str(tmp_path / "index.db"),
+                             *settings, *extra, "--executor=ray", f"--address={address}"],
+                  log=log)
+    return log
+
+
 @needs_ray
 @pytest.mark.slow
 def test_a_ray_worker_claims_nothing_while_its_cluster_is_down_and_again_once_it_answers(
@@ -40,11 +51,7 @@ def test_a_ray_worker_claims_nothing_while_its_cluster_is_down_and_again_once_it
     engine = sqlite_index
     head = start_head()
     try:
-        log = tmp_path / "worker.log"
-        settings = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()]
-        workers.spawn(runs_dir, ["worker", str(runs_dir), "--db", str(tmp_path / "index.db"),
-                                 *settings, "--executor=ray", f"--address={head.address}"],
-                      log=log)
+        log = _ray_worker(workers, runs_dir, tmp_path, head.address)
 
         def registered() -> bool:
             with engine.connect() as conn:
@@ -68,5 +75,42 @@ def test_a_ray_worker_claims_nothing_while_its_cluster_is_down_and_again_once_it
             ("QUEUED", 1), ("PREPARING", 1), ("SUCCEEDED", 1)], "no attempt was spent"
         said = log.read_text()
         assert (said.count(SILENT), said.count(AGAIN)) == (1, 1), said
+    finally:
+        stop_head(head)
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_queued_job_too_big_for_the_free_devices_has_the_worker_ask_its_cluster_nothing(
+        sqlite_index: Engine, runs_dir: Path, tmp_path: Path, workers: Workers) -> None:
+    """The worker asks its cluster whether it answers only when it would claim a job: a
+    job asking for more devices than it has free waits without a question at each tick
+    (before, it asked at every 0.2 s tick, and so found the stopped cluster silent)."""
+    engine = sqlite_index
+    head = start_head()
+    try:
+        log = _ray_worker(workers, runs_dir, tmp_path, head.address, "--devices=1")
+
+        def heartbeat() -> float:
+            with engine.connect() as conn:
+                found = store_jobs.list_workers(conn)
+                return float(found[0]["heartbeat_at"]) if found else 0.0
+
+        wait_for(lambda: heartbeat() > 0, what="the Ray worker to register",
+                 deadline=JOB_DEADLINE_S)
+        stop_head(head)
+
+        submit_command(engine, runs_dir, "wide", "print('ran')", devices=2)
+        since = heartbeat()
+        wait_for(lambda: heartbeat() > since + 2.0,
+                 what="the worker to go round its loop for 2 s", deadline=JOB_DEADLINE_S)
+        assert SILENT not in log.read_text(), "it asked its cluster for a job it cannot claim"
+
+        submit_command(engine, runs_dir, "narrow", "print('ran')")
+        wait_for(lambda: SILENT in log.read_text(),
+                 what="the worker to ask its cluster for the job it can claim",
+                 deadline=JOB_DEADLINE_S)
+        assert (run_row(engine, "wide").status, run_row(engine, "narrow").status) == (
+            "QUEUED", "QUEUED")
     finally:
         stop_head(head)

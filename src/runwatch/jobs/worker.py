@@ -404,8 +404,11 @@ class Worker:
     def _claim(self) -> None:
         while self.free_devices > 0:
             with self.engine.connect() as conn:
-                if store_jobs.queue_depth(conn, self.device_profile, self.runs_dir) == 0:
+                if store_jobs.queue_depth(conn, self.device_profile, self.runs_dir,
+                                          fitting=self.free_devices) == 0:
                     return
+            # asked only when a job would be claimed: a queued job too big for the free
+            # devices does not have a Ray worker ask its cluster at every tick
             if self.executor.unavailable() is not None:  # it says so in the log
                 return
             with self.engine.begin() as conn:

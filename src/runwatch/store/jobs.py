@@ -306,10 +306,13 @@ def list_workers(conn: Connection) -> list[dict[str, Any]]:
 
 
 def queue_depth(conn: Connection, device_profile: str | None = None,
-                runs_dir: str | None = None, projects: Iterable[str] | None = None) -> int:
+                runs_dir: str | None = None, projects: Iterable[str] | None = None,
+                fitting: int | None = None) -> int:
     """How many jobs wait for a worker (of `device_profile`, on `runs_dir`, of `projects`,
-    when given)."""
-    only = [] if projects is None else [r.project.in_(sorted(projects))]
+    asking for at most `fitting` devices, when given)."""
+    only: list[Any] = [] if projects is None else [r.project.in_(sorted(projects))]
+    if fitting is not None:
+        only.append(j.devices <= fitting)
     return int(conn.execute(
         select(func.count()).select_from(s.jobs.join(s.runs, r.pk == j.run_pk))
         .where(r.status == "QUEUED", j.worker_id.is_(None), j.cancel_requested_at.is_(None),
