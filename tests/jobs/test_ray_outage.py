@@ -9,11 +9,14 @@ with everything it started and started again on the same dashboard port.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 
+from runwatch.jobs.control import queued_waits
 from runwatch.store import jobs as store_jobs
 from tests.jobs.test_ray import (
     JOB_DEADLINE_S,
@@ -23,6 +26,7 @@ from tests.jobs.test_ray import (
     start_head,
     stop_head,
 )
+from tests.support.cli import cli_here
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
 from tests.support.workers import FAST, Workers, workers
@@ -31,6 +35,11 @@ __all__ = ["sqlite_index", "workers"]  # the fixtures
 
 SILENT = "does not answer"
 AGAIN = "answers again"
+
+
+def _worker(engine: Engine) -> dict[str, Any]:
+    with engine.connect() as conn:
+        return store_jobs.list_workers(conn)[0]
 
 
 def _ray_worker(workers: Workers, runs_dir: Path, tmp_path: Path, address: str,
@@ -67,6 +76,17 @@ def test_a_ray_worker_claims_nothing_while_its_cluster_is_down_and_again_once_it
         queued = run_row(engine, "later")
         assert (queued.status, queued.reason_code) == ("QUEUED", None)
         assert ((job(engine, "later") or {})["worker_id"], queued.attempt) == (None, 1)
+        # the worker's row says so, so resources and "who starts it" do not count on it
+        wait_for(lambda: _worker(engine)["unavailable"] is not None,
+                 what="the worker to record that it starts no job", deadline=JOB_DEADLINE_S)
+        assert "does not answer" in _worker(engine)["unavailable"]
+        with engine.connect() as conn:
+            waits = queued_waits(conn, job(engine, "later"), "QUEUED", str(runs_dir / "later"),
+                                 time.time())
+        assert waits is not None and "start no job now" in waits, waits
+        shown = cli_here("resources", str(runs_dir), "--db", str(tmp_path / "index.db"))
+        assert "unavailable" in shown.stdout and "starts no job now" in shown.stdout, (
+            shown.stdout)
 
         head = start_head(int(head.address.rsplit(":", 1)[1]))  # the same address
         ended = _wait_ended(engine, "later")
@@ -75,6 +95,9 @@ def test_a_ray_worker_claims_nothing_while_its_cluster_is_down_and_again_once_it
             ("QUEUED", 1), ("PREPARING", 1), ("SUCCEEDED", 1)], "no attempt was spent"
         said = log.read_text()
         assert (said.count(SILENT), said.count(AGAIN)) == (1, 1), said
+        wait_for(lambda: _worker(engine)["unavailable"] is None,
+                 what="the worker to record that it starts jobs again",
+                 deadline=JOB_DEADLINE_S)
     finally:
         stop_head(head)
 

@@ -44,3 +44,24 @@ def test_a_lost_ray_workers_job_says_it_waits_for_a_ray_worker(page: Page, serve
             "w-ray-2", "other-node", 4343, 1, "cpu", time.time(), executor="ray"))
     page.goto(f"{server.url}/resources")
     expect(row.locator("[data-waits]")).to_have_count(0, timeout=30_000)
+
+
+def test_a_live_ray_worker_whose_cluster_does_not_answer_says_it_starts_no_job(
+        page: Page, server: Runner, engine: Engine) -> None:
+    """The row a Ray worker writes while its cluster is silent (jobs.worker._heartbeat)
+    shows on the page beside its Active state; once cleared, the line goes."""
+    why = "its Ray cluster at http://127.0.0.1:8265 does not answer"
+    with engine.begin() as conn:
+        store_jobs.register_worker(conn, store_jobs.WorkerRow(
+            "w-silent", "head-node", 4242, 1, "cpu", time.time(), executor="ray",
+            heartbeat_timeout_s=3600.0))
+        store_jobs.set_unavailable(conn, "w-silent", why)
+    page.goto(f"{server.url}/resources")
+    row = page.locator('tr[data-worker="w-silent"]')
+    expect(row.locator("[data-state]")).to_have_attribute("data-state", "active")
+    expect(row.locator('[data-unavailable="w-silent"]')).to_have_text(f"Starts no job: {why}")
+    with engine.begin() as conn:
+        store_jobs.set_unavailable(conn, "w-silent", None)
+    page.reload()
+    expect(row.locator("[data-state]")).to_have_attribute("data-state", "active")
+    expect(row.locator("[data-unavailable]")).to_have_count(0)

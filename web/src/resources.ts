@@ -138,7 +138,13 @@ export class ResourcesPage {
       jobs,
       h("td", { "data-spend": "" }, fmtSpend(spend)),
       h("td", {}, up ? `${fmtDuration(w.heartbeat_age_s + since)} ago` : "—"),
-      h("td", {}, h("span", { class: `status ${cls}`, "data-state": w.status }, h("span", { class: "dot" }), label)),
+      h(
+        "td",
+        {},
+        h("span", { class: `status ${cls}`, "data-state": w.status }, h("span", { class: "dot" }), label),
+        // a live worker that claims nothing meanwhile (its Ray cluster does not answer)
+        ...(w.unavailable ? [h("div", { class: "muted", "data-unavailable": w.id }, `Starts no job: ${w.unavailable}`)] : []),
+      ),
       action,
     );
   }

@@ -382,6 +382,8 @@ export interface Worker {
   /** "active", "draining", "stopped", or "lost": not stopped, and no heartbeat for its
    * heartbeat_timeout_s. */
   status: string;
+  /** Why a live worker starts no job now (its Ray cluster does not answer); null when it can. */
+  unavailable?: string | null;
   spend: number | null;
   jobs: WorkerJob[];
 }

@@ -61,6 +61,8 @@ def worker_entry(row: dict[str, Any], profiles: Profiles | None, now: float
         "heartbeat_at": row["heartbeat_at"], "heartbeat_age_s": age,
         "heartbeat_timeout_s": row["heartbeat_timeout_s"],
         "draining": row["draining"], "stopped_at": stopped, "status": status,
+        # why a live worker starts no job now (its Ray cluster does not answer)
+        "unavailable": row.get("unavailable") if status in ("active", "draining") else None,
         "spend": None if rate is None else hours * row["devices"] * rate,
         "jobs": [{"run_id": j["run_id"], "name": j["name"], "status": j["status"],
                   "devices": j["devices"], "attempt": j["attempt"],

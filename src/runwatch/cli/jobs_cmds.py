@@ -148,7 +148,8 @@ def resources_cmd(
     def table(wide: bool) -> None:
         cols = ["WORKER", "STATUS", "DEVICES", "JOBS", "SPEND", "RATE", "PROFILE", "HOST",
                 "SEEN"]
-        rows = [[w["id"], w["status"], f"{w['devices_used']}/{w['devices']}", _jobs(w["jobs"]),
+        rows = [[w["id"], "unavailable" if w.get("unavailable") else w["status"],
+                 f"{w['devices_used']}/{w['devices']}", _jobs(w["jobs"]),
                  fmt_money(w["spend"]), fmt_money(w["hourly_rate"]),
                  w["device_profile"], w["host"],
                  f"{fmt_duration(w['heartbeat_age_s'])} ago"]
@@ -158,6 +159,9 @@ def resources_cmd(
         print_table(cols, rows, wide=wide, drop=["SEEN", "HOST", "PROFILE", "RATE"])
         if not data["workers"]:
             line("no worker has run on this index; start one: ", start)
+        for worker in data["workers"]:
+            if worker.get("unavailable"):  # absent from an older server's answer
+                line(f"{worker['id']} starts no job now: ", worker["unavailable"])
         for worker in data["workers"]:
             for job in worker["jobs"]:
                 if job.get("waits_for"):  # absent from an older server's answer

@@ -286,8 +286,9 @@ def queued_waits(conn: Connection, job: dict[str, Any] | None, status: str,
 def _nobody_starts(conn: Connection, device_profile: str, now: float,
                    run_dir: str | None, devices: int) -> str:
     """Why no worker starts the job, first that applies: the running workers of its profile
-    that claim its folder's jobs offer fewer devices than it asks for; those that claim
-    jobs claim other folders' only; those of its folder all drain; none runs."""
+    that claim its folder's jobs and offer its devices start no job now (`unavailable`);
+    they offer fewer devices than it asks for; those that claim jobs claim other folders'
+    only; those of its folder all drain; none runs."""
     running = [w for w in store_jobs.list_workers(conn)
                if w["device_profile"] == device_profile and store_jobs.live(w, now)]
     here = [w for w in running
@@ -295,6 +296,11 @@ def _nobody_starts(conn: Connection, device_profile: str, now: float,
     folder = None if run_dir is None else str(Path(run_dir).parent)
     start = shlex.join(["runwatch", "worker", *([folder] if folder else []),
                         "--device-profile", device_profile])
+    if silent := [w for w in here if not w["draining"] and w.get("unavailable")
+                  and int(w["devices"]) >= devices]:
+        said = "; ".join(f"{w['id']}: {w['unavailable']}" for w in silent)
+        return (f"the workers that would start it start no job now ({said}): it waits "
+                "until one can (a Ray worker asks its cluster again every few seconds)")
     if claiming := [w for w in here if not w["draining"]]:
         most = max(int(w["devices"]) for w in claiming)
         return (f"no running worker of profile {device_profile} offers {devices} devices "

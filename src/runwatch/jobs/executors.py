@@ -159,6 +159,10 @@ class Executor(Protocol):
         """Why it cannot start an attempt now, in words (a Ray cluster that does not
         answer), so that its worker claims nothing meanwhile; None when it can."""
 
+    def found_unavailable(self) -> str | None:
+        """What `unavailable` or a sweep last found, without asking again: for the
+        worker's row, which `runwatch resources` and a submit read."""
+
     def sweep(self, engine: Engine, now: float) -> None:
         """Called each heartbeat: stop what is left running of attempts that no live worker
         holds any more (their worker died), where the reaper cannot see it."""
@@ -274,6 +278,9 @@ class LocalExecutor:
 
     def unavailable(self) -> None:
         """Nothing: this machine starts its processes (a failed start is the job's)."""
+
+    def found_unavailable(self) -> None:
+        """Nothing, as `unavailable`."""
 
     def sweep(self, engine: Engine, now: float) -> None:
         """Nothing: a dead worker's processes on this host are the reaper's (it waits for

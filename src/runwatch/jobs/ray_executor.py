@@ -290,6 +290,11 @@ class RayExecutor:
         self._heard(None)
         return None
 
+    def found_unavailable(self) -> str | None:
+        """Why the cluster could not start jobs when last asked (by `unavailable` before a
+        claim, or a sweep, every SWEEP_S); None when it answered."""
+        return self._silent
+
     def _forgo(self, job_id: str, note_path: Path, why: str) -> bool:
         """Make sure Ray job `job_id`, PENDING when listed, never runs its command: its
         GIVEN_UP note, then Ray asked again. True when it was still PENDING (Ray sets a

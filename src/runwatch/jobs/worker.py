@@ -190,6 +190,7 @@ class Worker:
         self.stopping = False
         self._beat_at = 0.0
         self._beating = False  # a stamp thread runs (`_stamp_forever`)
+        self._unavailable: str | None = None  # what its row says (`store.jobs.set_unavailable`)
         # When the loop last finished a step (monotonic), and the thread it runs on: what
         # the stamp thread reads to stamp only a loop that moves.
         self._moved_at = time.monotonic()
@@ -391,6 +392,11 @@ class Worker:
             self.draining = store_jobs.draining(conn, self.id)
         # jobs an executor still runs for attempts no worker holds (a dead worker's Ray jobs)
         self.executor.sweep(self.engine, now)
+        why = self.executor.found_unavailable()
+        if why != self._unavailable:  # for resources and submit: whether it starts jobs
+            with self.engine.begin() as conn:
+                store_jobs.set_unavailable(conn, self.id, why)
+            self._unavailable = why
         reaper.reap(self.engine, self.id, now, self._index, executor=self.executor,
                     grace_s=self.grace_s)
 

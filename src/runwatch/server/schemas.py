@@ -452,6 +452,9 @@ class Worker(BaseModel):
                                        "before it is lost (its --heartbeat-timeout-s)")
     status: str = Field(description="active, draining, stopped or lost (no heartbeat for "
                         "its heartbeat_timeout_s)")
+    unavailable: str | None = Field(
+        default=None, description="why a live worker starts no job now, in words (its Ray "
+        "cluster does not answer); null when it can, and for a stopped or lost worker")
     spend: float | None = Field(description="devices × hourly rate × hours up; null when "
                                 "the rate is unknown")
     jobs: list[WorkerJob]

@@ -153,10 +153,11 @@ def live(worker: dict[str, Any], now: float) -> bool:
 def starters(conn: Connection, device_profile: str, now: float,
              run_dir: str | None = None, devices: int = 1) -> list[str]:
     """The ids of the workers that would claim a queued job of `device_profile` that asks
-    for `devices` now: `claimers` that offer that many, and (given the job's `run_dir`,
-    absolute) whose runs folder holds it (a worker registered without one counts)."""
+    for `devices` now: `claimers` that offer that many, can start jobs (`unavailable`
+    null), and (given the job's `run_dir`, absolute) whose runs folder holds it (a worker
+    registered without one counts)."""
     return [w["id"] for w in claimers(conn, device_profile, now)
-            if w["devices"] >= devices
+            if w["devices"] >= devices and not w.get("unavailable")
             and (run_dir is None or holds(w.get("runs_dir"), run_dir))]
 
 
@@ -179,7 +180,8 @@ def register_worker(conn: Connection, worker: WorkerRow) -> None:
               "device_profile": worker.device_profile, "started_at": worker.started_at,
               "heartbeat_at": worker.started_at, "draining": False, "stopped_at": None,
               "executor": worker.executor, "heartbeat_timeout_s": worker.heartbeat_timeout_s,
-              "runs_dir": worker.runs_dir, "hourly_rate": worker.hourly_rate}
+              "runs_dir": worker.runs_dir, "hourly_rate": worker.hourly_rate,
+              "unavailable": None}
     if conn.execute(update(s.workers).where(w.id == worker.id).values(**values)).rowcount == 0:
         conn.execute(insert(s.workers).values(id=worker.id, **values))
 
@@ -273,6 +275,12 @@ def set_draining(conn: Connection, worker_id: str, draining: bool) -> bool:
     """Tell a worker to claim no more jobs (or to claim again); False for an unknown id."""
     return conn.execute(update(s.workers).where(w.id == worker_id).values(
         draining=draining)).rowcount > 0
+
+
+def set_unavailable(conn: Connection, worker_id: str, why: str | None) -> None:
+    """Why the worker cannot start jobs now, in words (its executor's: a Ray cluster that
+    does not answer); None when it can."""
+    conn.execute(update(s.workers).where(w.id == worker_id).values(unavailable=why))
 
 
 def draining(conn: Connection, worker_id: str) -> bool:

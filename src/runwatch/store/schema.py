@@ -269,6 +269,9 @@ workers = Table(
     # its profile's rate per device-hour when it registered, which prices its uptime
     # (null: registered before 0014, or its profiles could not be read)
     Column("hourly_rate", Float),
+    # why it cannot start jobs now, as its executor last found (a Ray cluster that does
+    # not answer); null when it can (0015)
+    Column("unavailable", Text),
 )
 
 # --- H5: step summaries (runwatch.store.summaries) ---
