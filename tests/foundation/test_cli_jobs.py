@@ -124,6 +124,32 @@ def test_submit_warns_when_the_recipe_would_log_to_wandb_with_no_wandb_here(
         assert json.loads(got.stdout)["warnings"] == [] and "warning" not in got.stderr
 
 
+def test_submit_warns_of_a_command_this_machine_cannot_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program not on PATH, a path to no file and a script that is not executable would
+    each end every attempt could_not_start on a worker here: submit says so, and queues
+    the job all the same (a worker elsewhere may have it). One it can start warns of
+    nothing."""
+    runs = tmp_path / "runs"
+    monkeypatch.chdir(tmp_path)  # the job's folder: where a relative program is looked for
+    (tmp_path / "train.sh").write_text("#!/bin/sh\necho hi\n")
+    for name, program, said in (
+            ("a", "no-such-trainer-xyz", "is not on this machine's PATH"),
+            ("b", "./missing.sh", "is no file here"),
+            ("c", "./train.sh", "chmod +x ./train.sh")):
+        got = cli_here("submit", "--dir", str(runs), "-o", "json", "--name", name, "--",
+                       program, "--lr", "1e-4")
+        [warning] = json.loads(got.stdout)["warnings"]
+        assert said in warning and "could_not_start" in warning, warning
+        assert warning in got.stderr.replace("\n", " ")
+        assert json.loads(got.stdout)["status"] == "QUEUED", "queued all the same"
+    (tmp_path / "train.sh").chmod(0o755)
+    for name, program in (("d", "./train.sh"), ("e", sys.executable), ("f", "python3")):
+        got = cli_here("submit", "--dir", str(runs), "-o", "json", "--name", name, "--",
+                       program)
+        assert json.loads(got.stdout)["warnings"] == [] and got.stderr == "", got.stderr
+
+
 def test_a_taken_name_is_refused_and_the_run_there_is_untouched(runs_dir: Path) -> None:
     with runwatch.init(name="mine", dir=runs_dir) as run:
         run.log({"loss": 1.0}, step=0)

@@ -8,6 +8,9 @@ index starts the job: `runwatch ui` runs one, `runwatch worker` is one on its ow
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -79,7 +82,7 @@ def submit_cmd(
                               "priority": priority, "max_attempts": max_attempts,
                               "startup_timeout_s": startup_timeout}
     spec, cfg = _spec(args, fields)
-    warnings = _warnings(args, cfg)
+    warnings = _warnings(args, cfg) if cfg is not None else _command_warnings(spec.argv)
     for warning in warnings:
         console(stderr=True).print(f"warning: {warning}", markup=False, highlight=False)
     for what, value in (("run name", name), ("project name", project)):
@@ -142,6 +145,29 @@ def _warnings(args: list[str], cfg: TrainConfig | None) -> list[str]:
             f" (the {args[1]} recipe's default wandb_project is {cfg.wandb_project!r})"
         return [f"the job logs to W&B{whence}, which cannot start here: {exc}. A worker "
                 "without W&B set up refuses the job when it starts"]
+    return []
+
+
+def _command_warnings(argv: list[str]) -> list[str]:
+    """What would stop a command job at its start on this machine: a program not on PATH,
+    or a path to no executable file (relative to the job's folder, this one). A worker
+    elsewhere may have it, so the job is queued all the same."""
+    program = argv[0]
+    if os.sep not in program:
+        if shutil.which(program) is None:
+            return [f"{program!r} is not on this machine's PATH, so a worker here cannot "
+                    "start the job (it would end could_not_start): give the program's path, "
+                    "or check that the worker's PATH has it"]
+        return []
+    path = Path(program).expanduser()
+    if not path.is_file():
+        return [f"{program!r} is no file here, so a worker here cannot start the job (it "
+                "would end could_not_start): give the program's path from this folder, "
+                "where the job starts, or an absolute one"]
+    if not os.access(path, os.X_OK):
+        return [f"{program!r} is not executable, so a worker cannot start the job (it would "
+                f"end could_not_start): chmod +x {shlex.quote(program)}, or run it through "
+                f"its interpreter (runwatch submit -- python {shlex.quote(program)} …)"]
     return []
 
 
