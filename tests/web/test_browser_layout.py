@@ -88,8 +88,13 @@ def test_long_names_and_log_lines_stay_in_the_window(page: Page, server: Runner,
     assert logs.evaluate("el => el.scrollWidth - el.clientWidth") == 0
     expect(page.locator("#run-title")).to_have_attribute("title", LONG_NAME)
     # the list cuts the name short and keeps it whole in its tooltip
-    row_name = page.locator(f'.run-row .run-name span[title="{LONG_NAME}"]')
+    row_name = page.locator(f'.run-row .run-name .run-open[title="{LONG_NAME}"]')
     expect(row_name).to_have_count(1)
+    assert row_name.evaluate("el => el.scrollWidth > el.clientWidth"), "cut short"
+    box = row_name.bounding_box()
+    row_box = page.locator(".run-row").first.bounding_box()
+    assert box is not None and row_box is not None
+    assert box["x"] + box["width"] <= row_box["x"] + row_box["width"], (box, row_box)
     shot(page, "layout-long-name")
 
     page.goto(f"{server.url}/table")

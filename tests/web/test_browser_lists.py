@@ -180,3 +180,22 @@ def test_a_click_on_a_table_row_whose_run_changes_under_it_opens_the_run(
     click_as_it_ends(page, run, row.locator('td[data-col="name"] a'),
                       row.locator('td[data-col="status"] .status'))
     _opened(page, "press-table")
+
+
+def test_a_list_row_is_no_button_around_controls_and_its_name_opens_the_run(
+        page: Page, server: Runner, runs_dir: Path) -> None:
+    """A row was a button (role=button) holding a checkbox and a group button, controls a
+    screen reader cannot reach inside a button. The row is a list item; its name is the
+    button that opens the run, reached with Tab after the row's checkbox."""
+    sft_run(runs_dir, "named-open", steps=3)
+    wait_indexed(server.url, "named-open", 2)
+    page.goto(f"{server.url}/runs")
+    row = page.locator('.run-row:has-text("named-open")')
+    expect(row).to_have_count(1)
+    assert row.get_attribute("role") is None
+    assert row.locator("[role=button], button").count() == 1  # its name's, no group here
+    row.locator(".run-check").focus()
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Open named-open")).to_be_focused()
+    page.keyboard.press("Enter")
+    _opened(page, "named-open")

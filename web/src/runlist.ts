@@ -217,10 +217,14 @@ export class RunListView {
     box.addEventListener("click", (e) => e.stopPropagation());
     box.addEventListener("change", () => this.selection.toggle(run.run_id, box.checked));
     const groupEl = run.group ? groupButton(run.group, () => this.project, this.selection) : null;
+    // the row is a list item that a click anywhere opens, not a button: a button may hold
+    // no other control, and the row holds a checkbox and a group button; its name is the
+    // button that opens the run for a screen reader and the Tab key
+    const open = h("button", { type: "button", class: "run-open", title: name, "aria-label": `Open ${name}` }, name);
     const li = h(
       "li",
-      { class: "run-row", "data-run": run.run_id, tabindex: "0", role: "button" },
-      h("div", { class: "run-name" }, box, h("span", { title: name }, name)),
+      { class: "run-row", "data-run": run.run_id, tabindex: "-1" },
+      h("div", { class: "run-name" }, box, open),
       h("div", { class: "run-model muted" }, h("span", { class: "model", title: run.base_model ?? "" }, modelLabel(run.base_model)), groupEl),
       h(
         "div",
