@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -76,6 +77,18 @@ def install(app: FastAPI) -> None:
         busy = unavailable("the server is busy: every database connection is in use; "
                            "retry in a few seconds", 2)
         return error_response(busy.status, busy.message, busy.headers, **busy.extra)
+
+    @app.exception_handler(OperationalError)
+    async def _database_down(request: Request, exc: OperationalError) -> JSONResponse:
+        # the database refused or dropped the connection (stopped, restarting, out of
+        # connections, a SQLite file locked past its wait): the request may be sent again,
+        # and nothing the client sent is wrong
+        said = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+        log.warning("the database did not answer %s %s: %s", request.method,
+                    request.url.path, said)
+        down = unavailable("the server cannot reach its database now; retry in a few "
+                           "seconds (the server's log says why)", 5)
+        return error_response(down.status, down.message, down.headers, **down.extra)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
