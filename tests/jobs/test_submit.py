@@ -57,6 +57,22 @@ def test_a_taken_name_is_refused_and_the_run_there_is_untouched(engine: Engine,
         assert conn.execute(select(func.count()).select_from(s.jobs)).scalar() == 1
 
 
+def test_a_name_another_run_of_the_index_holds_is_refused(engine: Engine, runs_dir: Path,
+                                                           tmp_path: Path) -> None:
+    """A run of the index by that name in no folder of this runs folder (one sent over
+    HTTP, one of another runs folder): before, the job took the name too, and `runs get
+    NAME` then failed ("names 2 runs")."""
+    elsewhere = tmp_path / "other-runs"
+    submit_command(engine, elsewhere, "shared")
+    with pytest.raises(SubmitError, match=r"'shared' already exists on this index") as err:
+        submit_command(engine, runs_dir, "shared")
+    assert err.value.field == "name"
+    assert not (runs_dir / "shared").exists(), "nothing is made for a refused job"
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(s.runs)
+                            .where(s.runs.c.name == "shared")).scalar() == 1
+
+
 @pytest.mark.parametrize(("name", "project", "field"), [
     ("../escape", "default", "name"), ("", "default", "name"), ("ok", "a/b", "project")])
 def test_a_bad_name_or_project_is_refused_before_any_folder(

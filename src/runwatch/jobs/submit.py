@@ -25,7 +25,7 @@ from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line
 from runwatch.rundir.manifest import build_manifest
 from runwatch.store import schema as s
-from runwatch.store.runs import delete_run
+from runwatch.store.runs import delete_run, name_taken
 
 
 class SubmitError(ValueError):
@@ -69,13 +69,22 @@ def submit(engine: Engine, runs_dir: Path, spec: JobSpec, name: str | None = Non
     except fmt.RunDirError as exc:
         raise SubmitError(str(exc), "name") from None
     runs_dir = Path(runs_dir)
-    runs_dir.mkdir(parents=True, exist_ok=True)
     run_dir = runs_dir / name
+    taken = SubmitError(f"a run named {name!r} already exists in {runs_dir}: choose another "
+                        "name", "name")
+    if run_dir.exists():
+        raise taken
+    with engine.connect() as conn:
+        # a run of the index by that name, or with that id, elsewhere than this folder (one
+        # sent over HTTP, one of another runs folder): a name would then find two runs
+        if name_taken(conn, name, ""):
+            raise SubmitError(f"a run named {name!r} already exists on this index (sent to "
+                              "it, or in another runs folder): choose another name", "name")
+    runs_dir.mkdir(parents=True, exist_ok=True)
     try:
         run_dir.mkdir()
     except FileExistsError:
-        raise SubmitError(f"a run named {name!r} already exists in {runs_dir}: choose another "
-                          "name", "name") from None
+        raise taken from None
     now = time.time()
     manifest = build_manifest(name, project, group=group, tags=tags,
                               method=method or spec.recipe, base_model=base_model,
