@@ -40,3 +40,22 @@ def test_a_database_server_that_does_not_answer_is_said_in_one_line(tmp_path: Pa
         assert "cannot connect to the database postgresql+psycopg://someone:***@127.0.0.1" \
             in said and "Connection refused" in said and "check that the server runs" in said, \
             said
+
+
+def test_a_postgres_url_in_libpqs_form_opens_the_database(tmp_path: Path,
+                                                            db_url: str) -> None:
+    """`postgres://…` (psql's, and most hosted DATABASE_URLs') and `postgresql://…` with no
+    driver were refused ("Can't load plugin: sqlalchemy.dialects:postgres"); they open with
+    the driver runwatch installs."""
+    from runwatch.store.db import database_url
+
+    assert database_url("postgres://u:p@db:5432/runs") == "postgresql+psycopg://u:p@db:5432/runs"
+    assert database_url("postgresql:///runs?host=/tmp") == "postgresql+psycopg:///runs?host=/tmp"
+    assert database_url("postgresql+psycopg://db/runs") == "postgresql+psycopg://db/runs"
+    if not db_url.startswith("postgresql"):
+        return  # the SQLite case: the URL forms above are the whole of it
+    plain = "postgres://" + db_url.split("://", 1)[1]  # the test's own database
+    proc = run_cli("tokens", "list", "--db", plain, cwd=tmp_path, check=False)
+    assert "Can't load plugin" not in proc.stderr and "Traceback" not in proc.stderr, (
+        proc.stderr)
+    assert proc.returncode == 0, proc.stderr

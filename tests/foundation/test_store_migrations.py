@@ -5,6 +5,8 @@ head with the schema of a new index and every row that the first revision can ho
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +107,26 @@ def test_migrations_go_down_to_the_first_revision_and_up_again_keeping_the_rows(
             assert len(q.history(conn, q.resolve_run(conn, "metrics").pk)) == 31
     finally:
         upgraded.dispose()
+
+
+def test_processes_that_open_an_older_index_together_all_open_it(
+        engine: Engine, db_url: str) -> None:
+    """A server and its workers restarted together after an upgrade: each finds the index
+    one revision behind and upgrades it. They upgrade one after the other (a lock taken
+    before the revision is read), the later ones finding it at head; before, all but one
+    failed ("column … already exists … this runwatch may be older than the database")."""
+    downgrade(engine, "0013")
+    engine.dispose()
+    code = ("import sys; from runwatch.store.db import open_engine; "
+            "open_engine(sys.argv[1]).dispose(); print('opened')")
+    procs = [subprocess.Popen([sys.executable, "-c", code, db_url], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(5)]
+    said = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 5, [err[-600:] for _, err in said]
+    assert all(out.strip() == "opened" for out, _ in said)
+    reopened = open_engine(db_url)
+    try:
+        assert version(reopened) == HEAD_REVISION
+        assert drift(reopened) == []
+    finally:
+        reopened.dispose()

@@ -48,6 +48,9 @@ CREATE_WAIT_S = 30.0
 
 # The PostgreSQL advisory lock every `writing` transaction holds (the bytes of "rnwt").
 WRITE_LOCK_KEY = 0x726E7774
+# The one a schema upgrade holds (the bytes of "rnmg"): processes that open an older
+# database together upgrade it one after the other, the later ones finding it at head.
+MIGRATE_LOCK_KEY = 0x726E6D67
 
 
 class StoreError(RuntimeError):
@@ -58,6 +61,11 @@ def database_url(target: str | Path) -> str:
     """A SQLAlchemy URL for a URL or a plain file path (a SQLite database file)."""
     s = str(target)
     if "://" in s:
+        # libpq's scheme (psql, DATABASE_URL), and a PostgreSQL URL with no driver:
+        # SQLAlchemy knows neither as the driver runwatch installs (psycopg 3)
+        scheme, rest = s.split("://", 1)
+        if scheme in ("postgres", "postgresql"):
+            return f"postgresql+psycopg://{rest}"
         return s
     return f"sqlite:///{Path(s).expanduser().resolve()}"
 
@@ -290,8 +298,15 @@ def _alembic(command_name: str, engine: Engine) -> None:
                 if sqlite and not conn.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
                     # pysqlite opens its transaction only before a first INSERT, UPDATE or
                     # DELETE: a migration's leading CREATE TABLE would commit on its own, and
-                    # one that failed later would leave its tables at the old revision
-                    conn.exec_driver_sql("BEGIN")
+                    # one that failed later would leave its tables at the old revision.
+                    # IMMEDIATE: the write lock from the start, so a second process waits
+                    # and then reads the revision the first left (head: nothing to do).
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+                elif not sqlite:
+                    # the same on PostgreSQL: one upgrade at a time, each reading the
+                    # revision (Alembic reads it after this) once the one before committed
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                 {"key": MIGRATE_LOCK_KEY})
                 cfg.attributes["connection"] = conn
                 getattr(command, command_name)(cfg, "head")
         except Exception as exc:
