@@ -53,6 +53,24 @@ def unavailable(message: str, retry_after_s: int) -> ApiError:
                     retry_after=retry_after_s)
 
 
+# SQLite's words for a database another process holds, or a file it cannot open now
+SQLITE_BUSY = ("database is locked", "database is busy", "unable to open database file")
+
+
+def database_down(exc: OperationalError) -> bool:
+    """Whether an OperationalError says the database cannot be reached now (a request may
+    be sent again), not that this request failed in it: on PostgreSQL the driver's
+    OperationalError (no connection, a connection ended, the server shutting down); on
+    SQLite a file locked past its wait or that cannot be opened (its other operational
+    errors, such as a trigger's RAISE or a full disk, are failures of the request)."""
+    orig = exc.orig
+    if exc.connection_invalidated:
+        return True
+    if type(orig).__module__.startswith("psycopg"):
+        return True
+    return any(words in str(orig) for words in SQLITE_BUSY)
+
+
 def _validation_message(exc: RequestValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:
@@ -82,7 +100,9 @@ def install(app: FastAPI) -> None:
     async def _database_down(request: Request, exc: OperationalError) -> JSONResponse:
         # the database refused or dropped the connection (stopped, restarting, out of
         # connections, a SQLite file locked past its wait): the request may be sent again,
-        # and nothing the client sent is wrong
+        # and nothing the client sent is wrong; any other failure is the server's own
+        if not database_down(exc):
+            return await _crash(request, exc)
         said = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
         log.warning("the database did not answer %s %s: %s", request.method,
                     request.url.path, said)
