@@ -176,8 +176,13 @@ def test_other_methods_are_judged_by_their_family(method: str, rule_id: str) -> 
     flat = [2.0 + 0.01 * math.sin(1.7 * i) for i in range(40)]
     series = {"reward_mean": flat} if rule_id.startswith("rl.") else {"loss": flat}
     assert _of(evaluate(method, {}, series), rule_id)
-    # A method the engine does not know gets only the rules for every method.
-    assert _of(evaluate("mystery", {}, series), rule_id) == []
+    # A method the engine does not know is judged by the family its metrics tell
+    # (test_method_told.py): a loss alone is supervised, a reward GRPO's; a loss alone
+    # gives no DPO rule.
+    told = "sft.loss_not_falling" if "loss" in series else "rl.no_progress"
+    assert _of(evaluate("mystery", {}, series), told)
+    if rule_id.startswith("dpo."):
+        assert _of(evaluate("mystery", {}, series), rule_id) == []
 
 
 def test_one_high_first_entropy_is_no_fall() -> None:

@@ -1,8 +1,8 @@
 """`runwatch runs health RUN`: the findings of the health rules on one run.
 
 Registered in cli/main.py as `runs health` and `thresholds`. With `--fail-on` the command
-exits 1 when a finding (open or resolved) is at or above that severity, so a script can
-gate on a run's health.
+exits 1 when a finding (open or resolved, listed or merged into another's incident) is at
+or above that severity, so a script can gate on a run's health.
 """
 
 from __future__ import annotations
@@ -144,8 +144,11 @@ def thresholds_command(
 
 
 def worst(findings: list[dict[str, Any]]) -> int:
-    """Rank of the most severe finding (-1 when there is none)."""
-    return max((SEVERITY_RANK.get(f["severity"], 0) for f in findings), default=-1)
+    """Rank of the most severe finding, each one merged into an incident included (-1 when
+    there is none): a server that lists a group at its lead's severity cannot hide a
+    warning that resolved under an open info."""
+    return max((SEVERITY_RANK.get(item["severity"], 0) for f in findings
+                for item in [f, *(f.get("evidence") or {}).get("incident", [])]), default=-1)
 
 
 def _what_if(conn: Any, row: Any, path: Path) -> list[dict[str, Any]]:
@@ -160,6 +163,4 @@ def _what_if(conn: Any, row: Any, path: Path) -> list[dict[str, Any]]:
     # a running run that has gone silent, judged by these overrides too (run.stalled is a
     # live condition the stored findings check when read; the what-if skipped it)
     fed += engine.check_stall(time.time(), running=row.status in ACTIVE_PHASES)
-    found = [health_store.finding_json(f.to_dict()) for f in fed]
-    found.sort(key=health_store.sort_key)
-    return found
+    return health_store.listed([health_store.finding_json(f.to_dict()) for f in fed])

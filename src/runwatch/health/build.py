@@ -13,17 +13,28 @@ from runwatch.health import progress as pg
 from runwatch.health import trends as t
 from runwatch.health.rules.base import Param, Rule
 
+# The names other trainers give a budget setting, looked for when the run's config lacks
+# runwatch's own: the completion's token limit is TRL's max_completion_length, verl's
+# data.max_response_length, OpenRLHF's generate_max_len, a generation config's
+# max_new_tokens (settings are read by their last name, at any depth).
+BUDGET_NAMES: dict[str, tuple[str, ...]] = {
+    "max_sample_tokens": ("max_completion_length", "max_response_length",
+                          "generate_max_len", "max_new_tokens"),
+}
+
 
 def budget_value(
     rule: Rule, params: Mapping[str, Param], settings: Mapping[str, float]
 ) -> float | None:
-    """The run setting a budget rule compares against, or None when it is unknown."""
+    """The run setting a budget rule compares against (by runwatch's name, else by the
+    first of its other names, `BUDGET_NAMES`), or None when it is unknown."""
     if "budget" in params:
         return float(params["budget"])
     assert rule.budget is not None
     total = 1.0
     for name in rule.budget.split("*"):
-        value = settings.get(name.strip())
+        names = (name.strip(), *BUDGET_NAMES.get(name.strip(), ()))
+        value = next((settings[n] for n in names if n in settings), None)
         if value is None:
             return None
         total *= float(value)
@@ -87,7 +98,8 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             min_points=int(number(p, "min_points", 0)), moved=bool(number(p, "moved", 0)),
             max_spread=number(p, "max_spread", 0.0), noise_z=number(p, "noise_z", 0.0),
             window_info=bool(number(p, "window_info", 0)),
-            latest=int(number(p, "latest", 0)), state=state,
+            latest=int(number(p, "latest", 0)), fell_once=number(p, "fell_once", 0.0),
+            rise_limit=number(p, "rise_limit", 0.0), state=state,
         )
     if kind == "divergence":
         return t.Divergence(

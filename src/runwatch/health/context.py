@@ -43,6 +43,7 @@ def detector_context(det: Any, rec: Record, *, reference: str, budget: float | N
         extra["median"] = ref
         if ref and isinstance(rec.get("max"), int | float):
             extra["ratio"] = rec["max"] / ref
+        extra["in_a_row"] = det.row
     elif isinstance(det, j.Jump):
         if det.jump:
             start, end, noise = det.jump

@@ -1,5 +1,8 @@
 """docs/health.md's first part: how the engine judges a run (detectors, thresholds,
-findings, judging few points, the stress set). `{detectors}` is filled with DETECTOR_DOCS."""
+findings, judging few points, the stress set). `{detectors}` is filled with DETECTOR_DOCS,
+`{settings}` with the run settings the rules read, and `{RULE_ID:PARAM}` with that rule's
+default parameter (`{RULE_ID:PARAM%}` as a percentage; `runwatch.health.docs.fill`), so
+the text says the numbers the rules hold."""
 
 ENGINE = """# Health rules
 
@@ -27,13 +30,19 @@ so no stored point escapes the rules.
 ## Overriding thresholds
 
 Every parameter below can be overridden per project; the defaults are the spec's values.
-Store a project's overrides with `runwatch thresholds PROJECT FILE` (or through the API;
-`--clear` removes them) and its runs are re-evaluated; try a file on one run without
-storing anything with `runwatch runs health RUN --thresholds FILE`. Budget rules read
-their budget (`max_sample_tokens`, `batch_size`, …) from the run's `config.yaml` at any
-depth; `settings` supplies one the config lacks. A `severity` set here is the severity the
-rule reports: a rule that turns from info to warning as its evidence grows (`repeat`,
-`warn_after`) stays at the severity the project chose.
+Store a project's overrides with `runwatch thresholds PROJECT FILE` where its index is
+(`--clear` removes them, no FILE shows them; the server has no route for them) and its
+runs are re-evaluated; try a file on one run without storing anything with `runwatch
+runs health RUN --thresholds FILE`. Budget rules read their budget from the run's
+`config.yaml` at any depth; `settings` supplies one the config lacks. The settings the
+rules read are
+{settings};
+a file that names another (a misspelt one, which no rule would ever read) is refused, as
+is a section or a rule's entry that is not a mapping. A `severity` set here is the
+severity the rule reports: a rule that turns from info to warning as its evidence grows
+(`repeat`, `warn_after`) stays at the severity the project chose, and one that says info
+while the run learns (`Rule.learning`) or on a window cut from a longer run reports the
+chosen severity all the same.
 
 ```yaml
 rules:
@@ -52,8 +61,12 @@ A finding carries `rule_id`, `severity`, `status` (`open` or `resolved`), `metri
 a trend, the first step of the window it judged) and `last_step` (the latest step the
 condition held at), `evidence` (the values of the
 points that crossed the limit: `first`, `last`, `min`, `max`, `count`, plus the
-detector's context such as the rolling `median`, a trend's `effect` or the `budget`), a
-`message` and the `advice`. Non-finite values appear in
+detector's context such as the rolling `median`, a trend's `effect` or the `budget`; a
+trend's `levels`, its window's first and last levels and its low and high, and for a
+divergence the reference's `reference_levels` over the same window), a
+`message` and the `advice`. A trend's message states its change between its window's
+end levels (a percentage of the first when both are positive, else the difference),
+where the rule decides on the change relative to the window's median. Non-finite values appear in
 evidence as the text `NaN`, `Infinity` or `-Infinity`. A `run.stalled` finding of a run
 still running is computed when findings are read (its `id` is null); once metrics arrive
 again the stall is stored as resolved.
@@ -65,20 +78,26 @@ every kind of value the incident held ("loss, grad_norm and rewards/margins were
 step 18.", "loss was NaN, Infinity or -Infinity at 3 logged steps from 1 to 3."; its
 `evidence.values` keeps each metric's first). Findings of event rules
 (spikes, jumps, non-finite values) that start at the same step are listed as one
-incident: the most severe leads (its id, rule and advice), the messages follow one
-another, `metrics` names every metric and `evidence.incident` keeps each merged
-finding's rule id, id, severity, metric and message. Findings of rules that judge one
+incident: an open finding leads a resolved one, then the most severe leads (its id, rule
+and advice), the messages follow one another, `metrics` names every metric and
+`evidence.incident` keeps each merged finding's rule id, id, severity, status, metric and
+message. Findings of rules that judge one
 signal at different speeds (an entropy falling, collapsing and fallen to a quarter; see
 `Rule.signal`) whose steps overlap are listed as one the same way, starting at the first
 of them; its message is the lead's, naming the others by their titles (their own messages
-would say the same thing again). Among findings as open and as severe, the rule listed
-first in the catalogue leads, except that a loss's rise since its start (`loss.doubled`,
-then `loss.above_start`) leads the rules that read its latest points: a loss that
+would say the same thing again). A merged finding is open while any of its findings is,
+and as severe as the worst of them; the lead says what holds now: a warning that resolved
+under an info still open (overfitting over, the validation loss still above its best) is
+listed as an open warning led by the info, whose message names the other "(warning,
+resolved at step 299)", and `--fail-on warning` judges every finding, merged or not.
+Among findings as open and as severe, the rule listed first in the catalogue leads,
+except that a loss's rise since its start (`loss.doubled`, then `loss.above_start`)
+leads the rules that read its latest points: a loss that
 explodes reads "loss rose 731-fold over 118 steps (median 1.001 to 732.1)", not "rose 96%
 over the last 16 logged points". A rise of ten times or more is said as a multiple. The
 server's count of open findings
 (`runwatch_health_findings_open`, docs/prometheus.md) counts them as they are listed: one
-per incident, at its lead's severity. Repeated loss spikes within
+per incident, at its severity (the worst of its findings). Repeated loss spikes within
 `hold` points are one `loss.spike` finding, which turns from info to warning at the
 second; its message gives the latest jump and counts them from the first ("35 jumps from
 step 62, each within 10 points of the one before, the highest to 829.5"). Messages
@@ -101,51 +120,59 @@ the numbers of the batch's end.
 ## Judging with few points and a warm-up
 
 Trend rules wait for their window (a `trend` needs half its buckets, `no_progress` its
-`warmup` of 30 logged points, or in a run logged sparsely `warmup_steps` (200) training
-steps and at least `min_points` (10) logged points) so the noisy first steps of a run (a
-learning-rate warm-up, a DPO loss sitting at log 2) cannot raise them, and "where it
-started" is the higher of the first value and the first bucket's median, so a loss that
-dropped in its first points and then drifts down slowly has fallen. The warm-up in steps
-is why a loss logged every 50 steps is judged after 10 logs (500 steps), not after 30
-(1,500 steps); with 200 steps no healthy `train` run raises it, while 10 points alone
-raise it on two (a DPO loss at step 10, an SFT loss at step 45, both still in their
-first fall). Where a run logs too few points for a k-of-n
-rule, an extreme value is enough on its own: `grpo.truncation_extreme` (most
-completions cut on one step), `grpo.no_signal` (no group with reward variance on 3
-logged steps in a row), `dpo.over_optimisation` (one margin above 10). Rules that judge
-against noise (`loss.spike`, `rl.no_progress`) measure it on the series itself, so a
-run logged every 10 steps is judged on its own scale. Before `rl.no_progress` has the
-10 points it measures noise on, from 4 points on it says (info) that a reward has not
-risen at all: the median of its latest half not above its first half's, its Theil–Sen
-slope not above 0 and its latest point not above the first half's median (one measure
-alone flickers on a noisy rise: on simulated rewards rising 0.4 noise widths a point, the
-three together open an early finding in 18% of runs, the median pair alone in 30%). The
-early finding holds until the 10th point, where the rule judges afresh, so from there on
-the verdicts are the noise test's alone and an early finding never holds a reward that
-test would release.
+`warmup` of {sft.loss_not_falling:warmup} logged points, or in a run logged sparsely
+`warmup_steps` ({sft.loss_not_falling:warmup_steps}) training steps and at least
+`min_points` ({sft.loss_not_falling:min_points}) logged points) so the noisy first steps
+of a run (a learning-rate warm-up, a DPO loss sitting at log 2) cannot raise them, and
+"where it started" is the higher of the first value and the first bucket's median, so a
+loss that dropped in its first points and then drifts down slowly has fallen. The warm-up
+in steps is why a loss logged every 50 steps is judged after 10 logs (500 steps), not
+after 30 (1,500 steps); with 200 steps no healthy `train` run raises it, while 10 points
+alone raise it on two (a DPO loss at step 10, an SFT loss at step 45, both still in their
+first fall). Where a run logs too few points for a rule that needs most of its latest ones
+(`grpo.zero_variance`: {grpo.zero_variance:k} of the last {grpo.zero_variance:n}), a rule
+that needs fewer, or one extreme value, judges it: `grpo.truncation_extreme` (a share of
+completions cut above {grpo.truncation_extreme:above} on one step), `grpo.no_signal` (no
+group with a reward spread, a share above {grpo.no_signal:above}, on {grpo.no_signal:k} of
+the last {grpo.no_signal:n} logged steps, so from a run's {grpo.no_signal:k}th logged step
+on; {grpo.no_signal:k_binary} of {grpo.no_signal:n} where the share is only ever exactly 0
+or 1, a run of one group a step), `dpo.over_optimisation` (one margin above
+{dpo.over_optimisation:above}). Rules that judge against noise (`loss.spike`,
+`rl.no_progress`) measure it on the series itself, so a run logged every 10 steps is
+judged on its own scale. Before `rl.no_progress` has the {rl.no_progress:min_points}
+points it measures noise on, from {rl.no_progress:early_points} points on it says (info)
+that a reward has not risen at all: the median of its latest half not above its first
+half's, its Theil–Sen slope not above 0 and its latest point not above the first half's
+median (one measure alone flickers on a noisy rise: on simulated rewards rising 0.4 noise
+widths a point, the three together open an early finding in 18% of runs, the median pair
+alone in 30%). The early finding holds until the {rl.no_progress:min_points}th point,
+where the rule judges afresh, so from there on the verdicts are the noise test's alone and
+an early finding never holds a reward that test would release.
 
 A run that has ended is judged once more, on its whole log. While a run is running, a flat
 loss over its first points means nothing, and `sft.loss_not_falling` and
-`dpo.loss_not_falling` wait for their warm-up; a run of a few epochs logged once each, or a
-short fine-tune, ends before it. When the run succeeds (the SDK's `finish`, an import, or
-an end status streamed over HTTP: the index reads it from the run's events) the engine
+`dpo.loss_not_falling` wait for their warm-up; a run of a few epochs logged once each, or
+a short fine-tune, ends before it. When the run succeeds (the SDK's `finish`, an import,
+or an end status streamed over HTTP: the index reads it from the run's events) the engine
 judges `loss.flat_finished_run` on everything the run logged, if the live rule never
-judged it: a finding when the loss never stood 5% below where it started and ended within
-5% of it, a warning from 8 logged points on and an info on fewer (a handful of points
-cannot tell a loss that does not fall from one that has not fallen yet). Each reading is
-the kindest to the run (the higher start, its lowest point), so a short run whose loss
-falls 5-20% in noise is not flagged because its last point bounced back up. A run that
-failed or was cancelled is not judged (its end is the news), nor a loss already near 0.
-A log that starts far from step 0 (a window of a longer run) or, by the run's own `epoch`,
-at a first epoch that is a fraction above 0.05 and above 3 of the log's epoch strides (a
-window whose lines were numbered from where it was cut) gets an info: the window is flat,
-but the run may have learned before it. Where nothing about a loss that does not fall is
-open at the end, `loss.fell_little` states, as an info and never more, a loss that ended
-less than 15% below where it started by the same readings: readers of the labelled corpus
-split on how little a fall is too little (on the train split, 18 such finished logs are
-labelled healthy and 15 not falling; from 15% on, 176 healthy and 3 not falling), so the engine
-says the fall and leaves the verdict to the user. Points that arrive after the end are
-judged with it again; the end read twice changes nothing.
+judged it: a finding when the loss never stood {loss.flat_finished_run:min_change%} below
+where it started, or ended less than {loss.flat_finished_run:end_change%} below it, and
+did not end {loss.flat_finished_run:min_change%} above it; a warning from
+{loss.flat_finished_run:warn_after} logged points on and an info on fewer (a handful of
+points cannot tell a loss that does not fall from one that has not fallen yet). Each
+reading is the kindest to the run (the higher start, its lowest point), so a short run
+whose loss falls 5-20% in noise is not flagged because its last point bounced back up. A
+run that failed or was cancelled is not judged (its end is the news), nor a loss already
+near 0. A log that starts far from step 0 (a window of a longer run) or, by the run's own
+`epoch`, at a first epoch that is a fraction above 0.05 and above 3 of the log's epoch
+strides (a window whose lines were numbered from where it was cut) gets an info: the
+window is flat, but the run may have learned before it. Where nothing about a loss that
+does not fall is open at the end, `loss.fell_little` states, as an info and never more, a
+loss that ended less than 15% below where it started by the same readings: readers of the
+labelled corpus split on how little a fall is too little (on the train split, 18 such
+finished logs are labelled healthy and 15 not falling; from 15% on, 176 healthy and 3 not
+falling), so the engine says the fall and leaves the verdict to the user. Points that
+arrive after the end are judged with it again; the end read twice changes nothing.
 
 A rule about a run's learning signal (groups without a reward spread, a DPO loss not
 yet down 5%) names the metric that shows the run learning (`Rule.learning`: the reward,

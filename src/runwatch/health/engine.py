@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from functools import partial
@@ -35,6 +36,7 @@ from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.rules.base import Param, Rule
 from runwatch.health.thresholds import NONE, Overrides
 from runwatch.metrics.aliases import alone_rank, health_name
+from runwatch.metrics.catalogue import GROUPS
 from runwatch.store.points import PointColumns
 
 STATE_VERSION = 7
@@ -51,7 +53,10 @@ NONFINITE_KINDS = ("NaN", "Infinity", "-Infinity")
 METHOD_FAMILIES = {"ppo": "grpo", "rl": "grpo", "rloo": "grpo", "dapo": "grpo",
                    "reinforce": "grpo", "grpo": "grpo", "gspo": "grpo", "dr_grpo": "grpo",
                    "opd": "grpo", "sft": "sft", "distillation": "sft", "dpo": "dpo",
-                   "orpo": "dpo", "kto": "dpo", "simpo": "dpo", "cpo": "dpo"}
+                   "orpo": "dpo", "kto": "dpo", "simpo": "dpo", "cpo": "dpo",
+                   # IPO's loss, (h - 1/(2 tau))^2, sits near 0 with accuracy 1 on a healthy
+                   # run: a family of its own, judged by the rules of every method only
+                   "ipo": "ipo"}
 
 # New points by metric key, as the store hands them out; the engine reads their steps,
 # wall times and values (a value may also be None for NaN).
@@ -59,7 +64,36 @@ Batch = Mapping[str, PointColumns]
 
 
 def normalize_method(method: str | None) -> str:
-    return METHOD_FAMILIES.get((method or "").lower(), (method or "").lower())
+    """The family (sft, dpo or grpo) of a method as a run names it, in any case and
+    punctuation ("Dr. GRPO" is `dr_grpo`), or of the one known name among its words
+    ("my_rl"); a method the engine does not know as it is written, in words joined by `_`
+    ("" for none)."""
+    text = re.sub(r"[^a-z0-9]+", "_", (method or "").lower()).strip("_")
+    if text in METHOD_FAMILIES:
+        return METHOD_FAMILIES[text]
+    # a name made of a known one ("my_rl", "dpo_v2"): its family, when its words name one
+    named = {METHOD_FAMILIES[w] for w in text.split("_") if w in METHOD_FAMILIES}
+    return named.pop() if len(named) == 1 else text
+
+
+FAMILIES = frozenset(METHOD_FAMILIES.values())
+# The canonical metrics only one family logs (docs/metrics.md), which tell the family of
+# a run whose method is not given or not known. A task score (`accuracy`) and a reward's
+# spread are left out: a supervised or preference log may hold a metric read as one.
+_TOLD_BY = {family: frozenset(
+    m.name for _title, metrics in GROUPS for m in metrics
+    if m.recipes == (family,) and m.name not in ("accuracy", "val/accuracy"))
+    for family in ("dpo", "grpo")}
+
+
+def told_method(seen: set[str]) -> str | None:
+    """The family a run's canonical metrics `seen` tell: DPO's or GRPO's own metrics
+    (DPO's first: its logs may hold a reward), else a training loss alone is supervised;
+    None while they tell nothing (no loss yet)."""
+    for family in ("dpo", "grpo"):
+        if seen & _TOLD_BY[family]:
+            return family
+    return "sft" if "loss" in seen else None
 
 
 # The catalogue's shape, computed once: a new rule or default changes every fingerprint.
@@ -81,6 +115,9 @@ class Engine:
                  overrides: Overrides = NONE, state: dict[str, Any] | None = None,
                  finished: bool = False) -> None:
         self.method = normalize_method(method)
+        # A method not given or not known is judged as the family its metrics tell, told
+        # once by the first metrics that tell one (`told_method`), and kept in the state.
+        self.told: str | None = None
         # The run has succeeded: `feed` also judges the rules that wait for its end.
         self.finished = finished
         self.settings = {**(settings or {}), **overrides.settings}
@@ -89,16 +126,8 @@ class Engine:
         st = state if state and state.get("fp") == self.fp else {}
         self.claims: dict[str, str] = dict(st.get("claims", {}))  # canonical -> raw key
         self.seen: set[str] = set(st.get("seen", []))  # canonical keys seen
-        self.rules = [r for r in CATALOGUE if r.applies_to(self.method) and overrides.enabled(r)]
-        self.rule_ids = {r.id for r in self.rules}
-        # Whether the run learns, judged once per learning metric (and chance level) from
-        # the run's first point, for every rule that names it (Rule.learning).
-        saved_gates = st.get("learning", {})
         self.gates: dict[str, tuple[str, pg.Learning]] = {}
-        for rule in self.rules:
-            key = learning_key(rule)
-            if key is not None and rule.learning is not None and key not in self.gates:
-                self.gates[key] = (rule.learning, learning_gate(rule, saved_gates.get(key)))
+        self._choose_rules(st.get("told"), st.get("learning", {}))
         self.evals: dict[str, Evaluator] = {}
         # Saved evaluators are rebuilt on the first batch, not here: reading a run's
         # stall status needs none of them.
@@ -120,6 +149,22 @@ class Engine:
         self.epochs = pg.EpochStart(st.get("epochs"))
         # What the store remembers about the run's config between batches.
         self.config_cache: dict[str, Any] | None = None
+
+    def _choose_rules(self, told: str | None, saved_gates: Mapping[str, Any]) -> None:
+        """The rules of the run's method's family (of `told`, the family its metrics told,
+        for a method not given or not known; until they tell one, the rules of every
+        method's), and their learning gates."""
+        self.told = told if self.method not in FAMILIES else None
+        family = self.method if self.method in FAMILIES else (told or self.method)
+        self.rules = [r for r in CATALOGUE if r.applies_to(family)
+                      and self.overrides.enabled(r)]
+        self.rule_ids = {r.id for r in self.rules}
+        # Whether the run learns, judged once per learning metric (and chance level) from
+        # the run's first point, for every rule that names it (Rule.learning).
+        for rule in self.rules:
+            key = learning_key(rule)
+            if key is not None and rule.learning is not None and key not in self.gates:
+                self.gates[key] = (rule.learning, learning_gate(rule, saved_gates.get(key)))
 
     # --- building evaluators -------------------------------------------------------
 
@@ -243,6 +288,11 @@ class Engine:
             if name not in self.seen:
                 self.seen.add(name)
                 grown = True
+        if self.method not in FAMILIES and self.told is None:
+            told = told_method(self.seen)
+            if told is not None:  # its metrics tell its family: that family's rules
+                self._choose_rules(told, {})
+                grown = True  # they start on the metrics seen
         if EPOCH in cols:  # before the rules that ask where the log starts
             self.epochs.feed(*cols[EPOCH])
         if "metric.non_finite" in self.rule_ids:
@@ -439,6 +489,7 @@ class Engine:
             "fp": self.fp,
             "claims": self.claims,
             "seen": sorted(self.seen),
+            "told": self.told,
             "evals": {**self._saved, **{k: ev.state() for k, ev in self.evals.items()}},
             "learning": {k: gate.state() for k, (_m, gate) in self.gates.items()},
             "nonfinite": self.nonfinite,

@@ -24,7 +24,7 @@ from runwatch.health.build import budget_value, build_detector, number
 from runwatch.health.context import STAMP_READS_DETECTOR, detector_context
 from runwatch.health.findings import Finding, Record, Tracker, finite_or_text, render
 from runwatch.health.rules.base import LEARNING_PARAMS, SEVERITY_RANK, Param, Rule
-from runwatch.health.trendstats import lazy_numpy
+from runwatch.health.trendstats import lazy_numpy, thin, window_levels
 from runwatch.health.wording import message_words
 
 # The steps and values of one metric's PointColumns, after its alias transform.
@@ -217,12 +217,12 @@ class Evaluator:
             if i > cut:
                 out += det.feed(steps[cut:i], values[cut:i])
                 marks += [(at + cut, first) for at, first in det.marks]
-            past, held, span = det.past, det.held_effect, det.held_span
+            past, held, span, levels = det.past, det.held_effect, det.held_span, det.buckets.held
             det = self.detector = build_detector(
                 self.rule, {**self.params, "window": det.size}, self.settings, None)
             det.past = past
             # a finding open at the gap resolves after it: it says what held before
-            det.held_effect, det.held_span = held, span
+            det.held_effect, det.held_span, det.buckets.held = held, span, levels
             cut = i
             i = _first_gap([float(steps[i])], steps, i + 1, det.size)
         out += det.feed(steps[cut:], values[cut:])
@@ -325,6 +325,22 @@ class Evaluator:
             budget=None if rule.budget is None else budget_value(rule, self.params,
                                                                    self.settings),
             start=None if self.below_start is None else self.below_start.start())
+        rec["x"].update(self._levels())
+
+    def _levels(self) -> dict[str, Any]:
+        """Where a trend's window started and ended when it last held (`window_levels`):
+        the levels its message states the change between. Apart from the effect the rule
+        decided on, which is the change over the window's median level."""
+        det = self.detector
+        if isinstance(det, t.Trend) and det.buckets.held is not None:
+            return {"levels": det.buckets.held}
+        if isinstance(det, t.Divergence) and det.b.held is not None:
+            held = det.b.held
+            # the reference over the judged series' window, thinned as the rule read it
+            ref = window_levels(*thin(*det.a.between(held["from_step"], held["to_step"]),
+                                      t.Trend.BUCKETS))
+            return {"levels": held, **({"reference_levels": ref} if ref else {})}
+        return {}
 
     def finding(self, rec: Record, status: str) -> Finding:
         if status == "open" or "x" not in rec:
@@ -341,6 +357,10 @@ class Evaluator:
         fields = {**self.params, **evidence, "first_step": first_step, "last_step": last_step,
                   **message_words(self.rule, self.params, evidence, first_step),
                   "metric": self.shown(self.metric)}
+        if len(self.variant) > 1:
+            # the names the run logged them as; the evidence keeps the canonical ones
+            fields["reference"] = self.shown(self.variant[0])
+            fields["metrics"] = [self.shown(m) for m in self.variant]
         return Finding(
             rule_id=self.rule.id, title=self.rule.title, severity=self._severity(rec, evidence),
             status=status,
@@ -353,7 +373,7 @@ class Evaluator:
     def _learning_words(self, rec: Record) -> str:
         """Why a finding of a run that learns is info (Rule.learning)."""
         rule = self.rule
-        if not self.learns(rec):
+        if self.fixed or not self.learns(rec):  # a severity the project set is not lowered
             return ""
         learning = self.shown(rule.learning or "")
         if rule.learning_level is None:
@@ -366,14 +386,17 @@ class Evaluator:
         finding holds `repeat` hits (a loss spike is worth knowing; spikes that repeat
         cost the run), or it was judged on `warn_after` points or more (a reward flat
         over 10 points may yet move; over 30 it is not learning). A severity the project's
-        thresholds set is never raised: `{severity: info}` keeps the rule at info."""
+        thresholds set is the one reported, never raised nor lowered: `{severity: info}`
+        keeps the rule at info, `{severity: critical}` at critical while the run learns."""
+        if self.fixed:
+            return self.severity
         if self.learns(rec):
             return "info"
         if evidence.get("mid_run"):
             return "info"  # a window cut from a run: its start is not the run's
         if evidence.get("still_falling"):
             return "info"  # a loss that fell at each of its latest points is learning
-        if self.fixed or SEVERITY_RANK[self.severity] >= SEVERITY_RANK["warning"]:
+        if SEVERITY_RANK[self.severity] >= SEVERITY_RANK["warning"]:
             return self.severity
         repeat, warn_after = self.params.get("repeat"), self.params.get("warn_after")
         # the points a verdict stands on, where its detector counts fewer than it read

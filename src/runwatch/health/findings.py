@@ -170,6 +170,37 @@ def change_words(effect: Any, relative: bool, wanted: str | None = None) -> str:
     return f"{way}{only} {size}"
 
 
+def level_words(levels: Any, relative: bool) -> str | None:
+    """The change between a window's first and last level (`trendstats.window_levels`) in
+    plain words: with `relative`, as a share of the first where both are positive (a
+    positive quantity falls 100% at most: "fell 90.3%" of an entropy from 0.6 to 0.058),
+    else as the difference, which a level at or below 0 leaves a share no sense ("rose
+    0.31" of a reward from -0.01 to 0.3). None where the levels are not known."""
+    if not isinstance(levels, dict):
+        return None
+    start, end = _num(levels.get("from")), _num(levels.get("to"))
+    if start is None or end is None:
+        return None
+    if relative and start > 0 and end >= 0:
+        return change_words((end - start) / start, True)
+    return change_words(end - start, False)
+
+
+def range_words(levels: Any) -> str:
+    """", moving between 0.862 and 0.958" where a window's lowest or highest level lies
+    beyond its first and last (as printed): a series whose trend is flat over a window
+    may have fallen and come back (a V) or jumped at its end. Else nothing."""
+    if not isinstance(levels, dict):
+        return ""
+    start, end = _num(levels.get("from")), _num(levels.get("to"))
+    low, high = _num(levels.get("low")), _num(levels.get("high"))
+    if start is None or end is None or low is None or high is None:
+        return ""
+    if (f"{low:.3g}", f"{high:.3g}") == (f"{min(start, end):.3g}", f"{max(start, end):.3g}"):
+        return ""
+    return f", moving between {low:.3g} and {high:.3g}"
+
+
 def higher_words(rise: Any, than: str) -> str:
     """A rise relative to a reference in plain words: "12.5% higher", or "749 times
     {than}" once it is `FOLD` times or more."""

@@ -65,6 +65,9 @@ class Spike:
         self.spread = float(st.get("spread", 0.0))  # noise_k MAD-sds of the window
         self.seen = int(st.get("seen", 0))
         self.refresh_at = int(st.get("at", 0))
+        # how many of the latest points in a row stood past the limit: a series that
+        # stepped up and stays there, which a message tells from spikes that repeat
+        self.row = int(st.get("row", 0))
 
     def feed(self, values: list[float]) -> list[bool]:
         hits: list[int] = []
@@ -102,6 +105,8 @@ class Spike:
             if len(hist) > size:
                 del hist[: len(hist) - size]
         self.hits = hits
+        for hit in hits:
+            self.row = self.row + 1 if hit else 0
         return self.window.feed(hits)
 
     def reference(self) -> float | None:
@@ -110,7 +115,8 @@ class Spike:
 
     def state(self) -> dict[str, Any]:
         return {"history": self.history, "tail": self.window.tail, "med": self.med,
-                "seen": self.seen, "at": self.refresh_at, "spread": self.spread}
+                "seen": self.seen, "at": self.refresh_at, "spread": self.spread,
+                "row": self.row}
 
 
 class AboveMax:

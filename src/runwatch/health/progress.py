@@ -68,9 +68,17 @@ class NoProgress:
         noise_z: float = 0.0,
         window_info: bool = False,
         latest: int = 0,
+        fell_once: float = 0.0,
+        rise_limit: float = 0.0,
         state: dict[str, Any] | None = None,
     ) -> None:
         self.direction, self.min_change = direction, min_change
+        # For "not moved" (down): with `fell_once`, it holds no more once a judgement found
+        # the series fallen `fell_once` times min_change (a loss that fell and then jumped
+        # back has fallen: its jump is the jump rules'); with `rise_limit`, only while the
+        # series stands less than that far (relative) above where it started (a loss that
+        # rose is rising: loss.above_start's, whose advice is the other way).
+        self.fell_once, self.rise_limit = fell_once, rise_limit
         # With `window_info`, a verdict on a log that starts mid-run (`starts_mid_run`)
         # says so (`mid_run` in the evidence, which makes the finding info): a loss flat
         # over a window cut from a longer run may have fallen before it.
@@ -112,6 +120,7 @@ class NoProgress:
         # With `latest`, the latest that many finite points (`now_value`).
         self.latest = int(latest) if int(latest) > self.buckets.size else 0
         self.recent: list[float] = list(st.get("r", []))
+        self.fallen = bool(st.get("f", False))  # a judgement found it fallen (`fell_once`)
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         if self.first is None:
@@ -181,6 +190,11 @@ class NoProgress:
         if self.noise_z and not self.moved:
             edge -= self.noise_z * median_gap_error(noise, k) / max(abs(start), 1e-12)
         holds = self.last_effect > -edge if self.direction == "down" else self.last_effect < edge
+        if self.fell_once and not self.moved and self.direction == "down":
+            self.fallen = self.fallen or self.last_effect <= -self.fell_once * self.min_change
+            holds = holds and not self.fallen
+        if self.rise_limit and not self.moved and self.direction == "down":
+            holds = holds and self.last_effect < self.rise_limit
         if self.moved:
             holds = not holds
             if holds and self.noise_z:
@@ -211,6 +225,8 @@ class NoProgress:
               "first": self.first, "held": self.held}
         if self.latest:
             st["r"] = self.recent
+        if self.fallen:
+            st["f"] = True
         if self.extent is not None:
             st["extent"] = self.extent
         st["c"] = self.count

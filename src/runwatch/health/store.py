@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
+import sqlalchemy as sa
 import yaml
 from sqlalchemy import (
     Connection,
@@ -83,7 +84,7 @@ def get_thresholds(conn: Connection, project: str) -> Overrides:
     """A project's overrides (none when the project has not set any)."""
     text = conn.execute(select(s.health_thresholds.c.overrides)
                         .where(s.health_thresholds.c.project == project)).scalar()
-    return parse(orjson.loads(text)) if text else NONE
+    return parse(orjson.loads(text), stored=True) if text else NONE
 
 
 def set_thresholds(conn: Connection, project: str, data: Mapping[str, Any] | None) -> Overrides:
@@ -330,7 +331,13 @@ def health_for_run(conn: Connection, run_pk: int, now: float | None = None) -> l
     stall = live_stall(conn, run_pk, time.time() if now is None else now)
     if stall is not None:
         out.append(finding_json(stall.to_dict()))
-    out = same_signal(incidents(out))
+    return listed(out)
+
+
+def listed(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings (each in the shape of `finding_json`) as every listing shows them, stored or
+    a what-if's: merged into incidents (`incidents`, `same_signal`), worst first."""
+    out = same_signal(incidents(found))
     out.sort(key=sort_key)
     return out
 
@@ -343,6 +350,26 @@ def open_by_severity(conn: Connection) -> dict[str, int]:
     sums = conn.execute(select(*(func.coalesce(func.sum(column), 0)
                                  for column in OPEN_COUNTS.values()))).one()
     return {severity: int(n) for severity, n in zip(OPEN_COUNTS, sums, strict=True) if n}
+
+
+def recount_open(conn: Connection) -> None:
+    """Count again the open findings of every run that has one, as listed now, into its
+    health_state row (for a migration, after a change to how a listing merges findings:
+    `OPEN_COUNTS`). Written with plain tables, so it runs at any schema revision that has
+    the counts (0012 on)."""
+    findings = sa.table("findings", *(sa.column(name) for name in (
+        "run_pk", "rule_id", "severity", "status", "first_step", "last_step")))
+    state = sa.table("health_state", sa.column("run_pk"),
+                     *(sa.column(f"open_{severity}") for severity in SEVERITIES))
+    f, h = findings.c, state.c
+    runs = conn.execute(sa.select(h.run_pk).where(h.run_pk.in_(
+        sa.select(f.run_pk).where(f.status == "open")))).scalars().all()
+    for run_pk in runs:  # one run's findings at a time, however many the index holds
+        counts = listed_open(conn.execute(
+            sa.select(f.rule_id, f.severity, f.status, f.first_step, f.last_step)
+            .where(f.run_pk == run_pk)).mappings())
+        conn.execute(sa.update(state).where(h.run_pk == run_pk).values(
+            {f"open_{severity}": counts.get(severity, 0) for severity in SEVERITIES}))
 
 
 def listed_open(found: Iterable[Mapping[Any, Any]]) -> Counter[str]:
@@ -363,10 +390,11 @@ Merge = Callable[[list[dict[str, Any]], bool], dict[str, Any]]
 
 def incidents(found: list[dict[str, Any]], merge: Merge | None = None
               ) -> list[dict[str, Any]]:
-    """Findings of event rules that start at the same step, merged into one: the most
-    severe leads (its id, rule and title), the messages follow one another, `metrics`
-    lists every metric, it is open while any is, and `evidence.incident` keeps each
-    merged finding's rule id, id, severity, metric and message.
+    """Findings of event rules that start at the same step, merged into one: an open one
+    before a resolved one, then the most severe, leads (its id, rule and title), the
+    messages follow one another, `metrics` lists every metric, it is open while any is and
+    as severe as the worst, and `evidence.incident` keeps each merged finding's rule id,
+    id, severity, status, metric and message.
 
     `merge` makes the merged finding of a group (default `_merged`, the listing's)."""
     merge = merge or _merged
@@ -421,34 +449,50 @@ CATALOGUE_ORDER = {rule.id: i for i, rule in enumerate(
 def _message(group: list[dict[str, Any]], one_signal: bool) -> str:
     """The merged finding's message: each metric's own where an incident spans several
     metrics; where several rules judged one signal, the lead's alone (theirs would say the
-    same thing again), naming the others."""
+    same thing again), naming the others, with the severity and state of one more severe
+    than the lead (a warning that resolved under an open info: the group's severity)."""
     if not one_signal:
         return " ".join(g["message"] for g in group)
-    lead = group[0]["rule_id"]
-    others = [BY_ID[g["rule_id"]].title.lower() if g["rule_id"] in BY_ID else g["rule_id"]
-              for g in group[1:] if g["rule_id"] != lead]
+    lead = group[0]
+    others = [_named(g, lead) for g in group[1:] if g["rule_id"] != lead["rule_id"]]
     others = list(dict.fromkeys(others))
     if not others:
         return str(group[0]["message"])
     return f"{group[0]['message']} Also: {'; '.join(others)}."
 
 
+def _named(item: Mapping[str, Any], lead: Mapping[str, Any]) -> str:
+    """A merged finding named after its lead's message: its rule's title, and where it is
+    more severe than the lead, its severity and state."""
+    rule = BY_ID.get(item["rule_id"])
+    name = rule.title.lower() if rule else str(item["rule_id"])
+    if SEVERITY_RANK.get(item["severity"], 0) <= SEVERITY_RANK.get(lead["severity"], 0):
+        return name
+    state = ("open" if item["status"] == "open"
+             else f"resolved at step {item['last_step']}")
+    return f"{name} ({item['severity']}, {state})"
+
+
 def _led(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A group to merge, its lead first: open before resolved, the most severe, the rule
-    listed first in the catalogue."""
+    """A group to merge, its lead first: open before resolved (the lead says what holds
+    now), the most severe, the rule listed first in the catalogue."""
     return sorted(group, key=lambda g: (*sort_key(g)[:2], CATALOGUE_ORDER.get(g["rule_id"], 0)))
 
 
 def _span(group: list[dict[str, Any]]) -> dict[str, Any]:
-    """What a merged finding takes from its whole group: open while any is, its steps."""
+    """What a merged finding takes from its whole group: open while any is, as severe as
+    the worst (a warning that resolved under an open info still makes the group a warning,
+    which `--fail-on` and the open counts see), its steps."""
     return {"status": "open" if any(g["status"] == "open" for g in group) else "resolved",
+            "severity": max((g["severity"] for g in group),
+                            key=lambda sev: SEVERITY_RANK.get(sev, 0)),
             "first_step": min(g["first_step"] for g in group),
             "last_step": max(g["last_step"] or 0 for g in group)}
 
 
 def _tally(group: list[dict[str, Any]], one_signal: bool) -> dict[str, Any]:
-    """The merged finding as far as counting it needs: its lead's rule and severity, and
-    `_span`'s fields (what `_merged` gives them, without the text)."""
+    """The merged finding as far as counting it needs: its lead's rule, and `_span`'s
+    fields, its severity among them (what `_merged` gives them, without the text)."""
     return {**_led(group)[0], **_span(group)}
 
 
@@ -463,7 +507,7 @@ def _merged(group: list[dict[str, Any]], one_signal: bool = False) -> dict[str, 
         "message": _message(group, one_signal),
         "metrics": list(dict.fromkeys(m for g in group for m in g["metrics"])),
         "evidence": {**lead["evidence"], "incident": [
-            {k: g[k] for k in ("rule_id", "id", "severity", "metric", "message")}
+            {k: g[k] for k in ("rule_id", "id", "severity", "status", "metric", "message")}
             for g in group]},
         "updated_ts": max(g["updated_ts"] or 0 for g in group) or None,
     }

@@ -1,6 +1,7 @@
 """Per-project overrides of the rules' thresholds; the spec's values are the defaults.
 
-A project's overrides are one mapping, written as YAML or sent through the API:
+A project's overrides are one mapping, written as YAML (`runwatch thresholds PROJECT FILE`
+stores it; `runs health RUN --thresholds FILE` tries it):
 
     rules:
       grpo.clip_high: {above: 0.15}      # any of the rule's params
@@ -13,6 +14,7 @@ A project's overrides are one mapping, written as YAML or sent through the API:
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from runwatch.health.rules import BY_ID, SEVERITIES, Rule
+from runwatch.health.rules import BY_ID, CATALOGUE, SEVERITIES, Rule
 from runwatch.health.rules.base import Param
 
 
@@ -63,29 +65,88 @@ NONE = Overrides()
 _EXTRA = {"enabled", "severity", "budget"}
 
 
-def parse(data: Any) -> Overrides:
-    """Validate a mapping (from YAML or JSON) into Overrides; raises ThresholdError."""
+def setting_names(rules: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+    """The run settings the rules read, sorted: each budget rule's `budget` (the factors of
+    a product such as `batch_size*max_sampling_attempts`) and each `unless_setting`, as
+    `rules` (validated overrides) may rename it."""
+    names: set[str] = set()
+    for rule in CATALOGUE:
+        if rule.budget is not None:
+            names.update(part.strip() for part in rule.budget.split("*"))
+        unless = (rules or {}).get(rule.id, {}).get("unless_setting",
+                                                     rule.params.get("unless_setting"))
+        if isinstance(unless, str):
+            names.add(unless)
+    return sorted(names)
+
+
+def parse(data: Any, stored: bool = False) -> Overrides:
+    """Validate a mapping (from YAML or JSON) into Overrides; raises ThresholdError.
+
+    A setting no rule reads is refused, naming the ones they read; with `stored` (a
+    project's overrides as the index holds them, which may predate that check) it is left
+    out instead: no rule ever read it, and a project's stored overrides must not stop its
+    runs being judged."""
     if data is None:
         return NONE
     if not isinstance(data, Mapping):
-        raise ThresholdError("health thresholds must be a mapping with 'rules' and 'settings'")
+        raise ThresholdError("health thresholds must be a mapping with 'rules' and 'settings', "
+                             f"not {_shape(data)}")
     unknown = set(data) - {"rules", "settings"}
     if unknown:
-        raise ThresholdError(f"unknown section {sorted(unknown)[0]!r}: use 'rules' or 'settings'")
+        raise ThresholdError(f"unknown section {sorted(map(str, unknown))[0]!r}: "
+                             "use 'rules' or 'settings'")
     rules: dict[str, dict[str, Any]] = {}
-    for rule_id, params in (data.get("rules") or {}).items():
+    for rule_id, params in _section(data, "rules", "rule ids to their parameters, such as "
+                                    "'grpo.clip_high: {above: 0.15}'").items():
         rule = BY_ID.get(rule_id)
         if rule is None:
-            raise ThresholdError(f"unknown health rule {rule_id!r}: see docs/health.md for ids")
+            raise ThresholdError(f"unknown health rule {rule_id!r}"
+                                 f"{_closest(rule_id, list(BY_ID))}: see docs/health.md for ids")
         if not isinstance(params, Mapping):
-            raise ThresholdError(f"overrides of {rule_id} must be a mapping of parameters")
+            raise ThresholdError(f"rules: {rule_id} must be a mapping of its parameters, such "
+                                 f"as '{rule_id}: {{enabled: false}}', not {_shape(params)}")
         rules[rule_id] = {n: _check(rule, n, v) for n, v in params.items()}
     settings: dict[str, float] = {}
-    for name, value in (data.get("settings") or {}).items():
+    known = setting_names(rules)
+    for name, value in _section(data, "settings", "setting names to numbers, such as "
+                                "'max_sample_tokens: 1024'").items():
+        if name not in known:
+            if stored:
+                continue
+            raise ThresholdError(f"unknown setting {name!r}{_closest(name, known)}: the rules "
+                                 f"read {', '.join(known)}")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ThresholdError(f"setting {name!r} must be a number, not {value!r}")
         settings[str(name)] = float(value)
     return Overrides(rules, settings)
+
+
+def _section(data: Mapping[str, Any], name: str, expected: str) -> Mapping[Any, Any]:
+    """Section `name` of the overrides (empty when absent); raises ThresholdError when it
+    is not a mapping (`expected` says of what)."""
+    section = data.get(name)
+    if section is None:
+        return {}
+    if not isinstance(section, Mapping):
+        raise ThresholdError(f"the {name!r} section must be a mapping of {expected}, "
+                             f"not {_shape(section)}")
+    return section
+
+
+def _shape(value: Any) -> str:
+    """What a wrong value is, in YAML's words."""
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, str):
+        return f"the text {value!r}"
+    return f"{value!r}"
+
+
+def _closest(name: Any, known: list[str]) -> str:
+    """' (did you mean X?)' where `name` is a likely misspelling of a known name."""
+    near = difflib.get_close_matches(str(name), known, n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 def _check(rule: Rule, name: str, value: Any) -> Any:

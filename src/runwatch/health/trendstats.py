@@ -2,7 +2,8 @@
 (`Buckets`), effects and their noise (the robust spread of point-to-point changes, the
 standard error of a difference of medians), how many points a median needs to show a
 change beyond that noise, and the judging of a detector at each completed bucket (`judge`,
-with `Onsets` keeping when its verdict turned true).
+with `Onsets` keeping when its verdict turned true, and `Buckets.held` the levels of the
+window its latest verdict that held looked at).
 """
 
 from __future__ import annotations
@@ -156,6 +157,10 @@ class Buckets:
         self.px: list[float] = st.get("px", [])
         self.py: list[float] = st.get("py", [])
         self.first: float | None = st.get("first")
+        # The window of the latest judgement that held (`window_levels`), taken as the
+        # batch that judged it ends: a message states the change it saw between levels,
+        # after later batches have dropped the window's first buckets.
+        self.held: dict[str, float] | None = st.get("hw")
         self.base = len(self.xs)  # buckets held before the current batch
         self.closed = int(st.get("n", 0))  # buckets completed over the run
 
@@ -196,6 +201,10 @@ class Buckets:
         hi = self.base + j + 1
         lo = max(0, hi - self.keep)
         return self.xs[lo:hi], self.ys[lo:hi]
+
+    def hold(self, j: int) -> None:
+        """Keep the levels of `upto(j)`'s window, whose judgement held."""
+        self.held = window_levels(*self.upto(j))
 
     def window_start(self, j: int) -> float:
         """The first step of `upto(j)`'s window."""
@@ -243,13 +252,30 @@ class Buckets:
 
     def state(self) -> dict[str, Any]:
         xs, ys = self.recent()
-        return {"xs": xs, "ys": ys, "px": self.px, "py": self.py, "n": self.closed,
-                "first": self.first}
+        st = {"xs": xs, "ys": ys, "px": self.px, "py": self.py, "n": self.closed,
+              "first": self.first}
+        if self.held is not None:
+            st["hw"] = self.held
+        return st
+
+
+def window_levels(xs: list[float], ys: list[float]) -> dict[str, float] | None:
+    """Where a window of bucket medians (or points) started and ended, and its lowest
+    and highest: the levels a message states a change between. Never the decision's
+    effect, which is the Theil-Sen change over the window's median level: an entropy
+    falling from 0.6 to 0.06 has a median of 0.3, and "fell 107%" of that."""
+    if not ys:
+        return None
+    low = min(range(len(ys)), key=ys.__getitem__)
+    high = max(range(len(ys)), key=ys.__getitem__)
+    return {"from_step": xs[0], "from": ys[0], "to_step": xs[-1], "to": ys[-1],
+            "low_step": xs[low], "low": ys[low], "high_step": xs[high], "high": ys[high]}
 
 
 def effect(xs: list[float], ys: list[float], relative: bool, floor: float) -> float:
     """Change over the window implied by the Theil–Sen slope, absolute or relative to
-    the window's median level (never below `floor`, so a series near zero stays sane)."""
+    the window's median level (never below `floor`, so a series near zero stays sane).
+    A detector decides on it; a message states `window_levels` instead."""
     change = theil_sen(xs, ys) * (xs[-1] - xs[0])
     if not relative:
         return change
@@ -473,6 +499,7 @@ def judge(buckets: Buckets, steps: list[int], values: list[float], who: _Judged)
     if look is not None:  # at once
         look([j for j in range(len(closed)) if not (first + j + 1) % stride], closed)
     marks = who.marks
+    held = None  # the latest judgement that held
     for j, end in enumerate(closed):
         if (first + j + 1) % stride:
             continue
@@ -480,7 +507,11 @@ def judge(buckets: Buckets, steps: list[int], values: list[float], who: _Judged)
             take(end)
         out.extend([who.verdict] * (end - start))
         who.verdict = who.judge(j)
+        if who.verdict:
+            held = j
         marks.append((end, buckets.window_start(j)))
         start = end
     out.extend([who.verdict] * (len(values) - start))
+    if held is not None:  # the batch's buckets are all still there
+        buckets.hold(held)
     return out

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runwatch.health.build import number
-from runwatch.health.findings import change_words, higher_words
+from runwatch.health.findings import change_words, higher_words, level_words, range_words
 from runwatch.health.rules.base import Param, Rule
 
 # What a loss-flat finding on a log cut from a longer run says of it (`mid_run`).
@@ -26,7 +26,9 @@ def message_words(rule: Rule, params: Mapping[str, Param], evidence: Mapping[str
         a, b = evidence.get("window_from"), evidence.get("window_to")
         span = (f"from step {a:.0f} to {b:.0f}" if isinstance(a, int | float)
                 and isinstance(b, int | float) else f"by step {first_step}")
-        return {"change": change_words(evidence.get("effect"), relative), "span": span}
+        flat = params.get("direction") == "flat"
+        return {"change": _change(evidence, "effect", "levels", relative, flat),
+                "span": span, "between": range_words(evidence.get("levels")) if flat else ""}
     if kind in ("jump", "spike", "above_max"):
         words = {"repeats": _repeats(rule, params, evidence, first_step)}
         ratio, median = evidence.get("ratio"), evidence.get("median")
@@ -76,9 +78,28 @@ def message_words(rule: Rule, params: Mapping[str, Param], evidence: Mapping[str
                 "verdict": verdict}
     if kind == "divergence":
         relative = bool(number(params, "relative", 0))
-        return {"a_change": change_words(evidence.get("a_effect_seen"), relative),
-                "b_change": change_words(evidence.get("b_effect_seen"), relative)}
+        words = {}
+        for side, levels in (("a", "reference_levels"), ("b", "levels")):
+            # a side judged flat (or not rising) says how far it moved in its window
+            flat = params.get(f"{side}_dir") in ("flat", "not_up")
+            change = _change(evidence, f"{side}_effect_seen", levels, relative, flat)
+            words[f"{side}_change"] = change + (range_words(evidence.get(levels))
+                                                if flat else "")
+        return words
     return {}
+
+
+def _change(evidence: Mapping[str, Any], effect: str, levels: str, relative: bool,
+            flat: bool) -> str:
+    """A trend's change in words. The rule decided on its effect: the Theil-Sen change
+    over the window, relative to the window's median level where `relative`. A message
+    states a relative change, or one judged flat, between the window's first and last
+    levels instead (`level_words`): a share of the median reads "fell 107%" of an
+    entropy from 0.6 to 0.058, and a flat slope "did not change" of a loss that fell 10%
+    and came back. An absolute trend's change is its effect, as the rule read it."""
+    words = level_words(evidence.get(levels), relative) if relative or flat else None
+    return words or change_words(evidence.get(effect), relative)
+
 
 def _repeats(rule: Rule, params: Mapping[str, Param], evidence: Mapping[str, Any],
              first_step: int) -> str:
@@ -89,6 +110,12 @@ def _repeats(rule: Rule, params: Mapping[str, Param], evidence: Mapping[str, Any
     if not isinstance(count, int) or count < 2:
         return ""
     noun = "spike" if kind == "spike" else "jump"
+    row = evidence.get("in_a_row")
+    if kind == "spike" and isinstance(row, int) and row >= count:
+        # every point since the first stood past the limit: a step up that stays, which
+        # its rolling median has not caught up with yet, not spikes that come back
+        return (f"; it stayed that high on {count} logged points in a row from step "
+                f"{first_step}: a step up, not a spike that comes back")
     words = (f"; {count} {noun}s from step {first_step}, each within "
              f"{params.get('hold')} points of the one before")
     top, latest = evidence.get("max"), evidence.get("to")

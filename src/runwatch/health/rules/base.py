@@ -74,7 +74,7 @@ class Rule:
     exclusive: bool = False
     # Rules that judge one signal at different speeds (an entropy falling, collapsing,
     # fallen to a fraction) share a name here: their findings that overlap in steps are
-    # listed as one, the most severe leading.
+    # listed as one, an open one leading, as severe as the worst of them.
     signal: str | None = None
     # A metric that rises while the run learns (the reward, a DPO margin): while it has
     # risen beyond its noise since the start (`LEARNING_PARAMS`), the rule's finding is

@@ -127,7 +127,7 @@ RULES: tuple[Rule, ...] = (
         "in the metric's own point-to-point noise: a score averaged over a few held-out "
         "samples (a win rate of 5 games) moves by a fifth from one validation to the next "
         "without getting worse.",
-        message="{metric} {change} over the last {window} validations "
+        message="{metric} {change} {span} "
         "(now {last:.3g}).",
         advice="Training is making the model worse on held-out data: lower learning_rate, "
         "read the rollouts for reward hacking, and keep the checkpoint from before the fall.",
@@ -145,7 +145,7 @@ RULES: tuple[Rule, ...] = (
         severity="info",
         condition="The trend of the validation metric over the last {window} validations moves "
         "less than {min_effect} of its level.",
-        message="{metric} has stayed flat for {window} validations (now {last:.3g}).",
+        message="{metric} {change} {span}{between} (now {last:.3g}).",
         advice="Plateaus are normal; if it holds, stop at the best checkpoint or lower "
         "learning_rate for the remaining steps (max_steps).",
     ),

@@ -77,11 +77,15 @@ RULES: tuple[Rule, ...] = (
         variants=(("fb/loss/ratio/mean",),),
         detector="trend",
         params={"direction": "up", "window": 64, "min_effect": 0.05, "relative": 0,
-                "window_in": "steps", "min_window": 8},
+                "window_in": "steps", "min_window": 8, "recent_z": 4.0},
         severity="warning",
         condition="The Theil–Sen trend of `fb/loss/ratio/mean` over the last {window} steps "
-        "(at least {min_window} logged points) rises by at least {min_effect}.",
-        message="{metric} {change} over the last {window} steps (now {last:.3g}).",
+        "(at least {min_window} logged points) rises by at least {min_effect}, and the "
+        "latest half of the window still rises (by half that rate, and by {recent_z} "
+        "widths of the ratio's point-to-point noise), as for grpo.kl_ref_growing: a ratio "
+        "that stepped up once and stays (a learning rate raised mid-run) keeps no growth "
+        "going; grpo.ratio_drift judges where it stands.",
+        message="{metric} {change} {span} (now {last:.3g}).",
         advice="The policy moves faster than the generator's log-probabilities stay fresh: "
         "lower learning_rate.",
     ),
@@ -136,7 +140,7 @@ RULES: tuple[Rule, ...] = (
         severity="info",
         condition="`fb/loss/clip/high_fraction` rises by {b_effect} over {window} steps while "
         "`accuracy` moves less than {a_effect}.",
-        message="{metric} {b_change} while accuracy {a_change}.",
+        message="{metric} {b_change} while {reference} {a_change}.",
         advice="The model cannot push already-likely tokens further: raise clip_high_threshold "
         "or move to harder training data.",
     ),
@@ -314,7 +318,8 @@ RULES: tuple[Rule, ...] = (
         params={"above": 0.1, **SUSTAINED},
         severity="info",
         condition="`accuracy` − `reward_mean` is above {above} on {k} of the last {n} steps.",
-        message="reward_mean sat {last:.3g} below accuracy: the overlong penalty lowers reward.",
+        message="{metrics[1]} sat {last:.3g} below {metrics[0]}: the overlong penalty lowers "
+        "reward.",
         advice="The overlong penalty is lowering reward: lower overlong_penalty_factor or raise "
         "max_sample_tokens.",
     ),
@@ -342,7 +347,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="The trend of `mean_logprob` over the last {window} steps (at least "
         "{min_window} logged points) falls by at least {min_effect} of its level.",
-        message="{metric} {change} over the last {window} steps (now {last:.3g}).",
+        message="{metric} {change} {span} (now {last:.3g}).",
         advice="Check temperature and exploration, and read the rollouts for mode collapse onto "
         "rare tokens.",
     ),
@@ -450,7 +455,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="The trend of `val/mean_response_length` over the last {window} validations "
         "rises by at least {min_effect} of its level.",
-        message="{metric} {change} over the last {window} validations "
+        message="{metric} {change} {span} "
         "(now {last:.4g}).",
         advice="Length runaway: set or raise overlong_penalty_factor, or lower "
         "max_sample_tokens, and read the longest rollouts.",
@@ -639,7 +644,7 @@ RULES: tuple[Rule, ...] = (
         "so no group differs within itself, every advantage is 0 and those steps learned "
         "nothing (grpo.no_gradient's reading, for a run whose gradient also carries a KL "
         "or entropy term and is never exactly 0).",
-        message="reward_max equalled reward_min on {in_window} of the last {n} logged steps: "
+        message="{metrics[0]} equalled {metrics[1]} on {in_window} of the last {n} logged steps: "
         "every completion of those steps scored the same, so they learned nothing.",
         advice="The task is far too hard (or too easy) for the model, or the reward cannot "
         "tell completions apart: read the rollouts and their rewards, then change the "

@@ -13,7 +13,7 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="jump",
         params={"z": 6.0, "min_rel": 0.05, "window": 20, "min_history": 10, "hold": 10,
-                "repeat": 2},
+                "repeat": 2, "zero_unmeasured": 1},
         severity="info",
         condition="`loss` rises above the point before it by more than {z} robust standard "
         "deviations of its last {window} step-to-step changes, and by at least {min_rel} of "
@@ -32,7 +32,7 @@ RULES: tuple[Rule, ...] = (
         methods=("sft", "dpo"),
         variants=(("loss",),),
         detector="above_max",
-        params={"factor": 2.0, "min_history": 2, "hold": 5, "repeat": 2},
+        params={"factor": 2.0, "min_history": 2, "hold": 5, "repeat": 2, "zero_unmeasured": 1},
         severity="info",
         condition="After {min_history} logged points, `loss` rises above {factor}× the "
         "highest value it logged before: a spike no noise estimate is needed to see, so it "
@@ -52,7 +52,8 @@ RULES: tuple[Rule, ...] = (
         methods=("sft", "dpo"),
         variants=(("loss",),),
         detector="isolated",
-        params={"factor": 3.0, "window": 5, "min_history": 3, "back": 1.5, "hold": 5},
+        params={"factor": 3.0, "window": 5, "min_history": 3, "back": 1.5, "hold": 5,
+                "zero_unmeasured": 1},
         severity="info",
         condition="`loss` stands {factor}× the median of the up to {window} points before it "
         "(at least {min_history} of them), the point before it was not as high, and the "
@@ -124,7 +125,8 @@ RULES: tuple[Rule, ...] = (
         methods=("sft", "dpo"),
         variants=(("loss",),),
         detector="excursion",
-        params={"min_rel": 0.5, "z": 3.0, "window": 20, "stay": 5, "back": 0.2, "hold": 5},
+        params={"min_rel": 0.5, "z": 3.0, "window": 20, "stay": 5, "back": 0.2, "hold": 5,
+                "zero_unmeasured": 1},
         severity="info",
         condition="The median of the last 3 `loss` values rose above its level before (the "
         "median of the {window} points before) by {min_rel} of it and by {z} robust standard "
@@ -143,7 +145,7 @@ RULES: tuple[Rule, ...] = (
         methods=("sft",),
         variants=(("loss",),),
         detector="shift",
-        params={"z": 6.0, "min_rel": 0.2, "window": 10, "stay": 3},
+        params={"z": 6.0, "min_rel": 0.2, "window": 10, "stay": 3, "zero_unmeasured": 1},
         signal="loss_up",
         severity="warning",
         condition="The last {stay} logged `loss` values all lie above the level just before "
@@ -163,7 +165,7 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="trend",
         params={"direction": "up", "window": 16, "min_effect": 0.5, "relative": 1,
-                "noise_z": 3.0, "undone": 3},
+                "noise_z": 3.0, "undone": 3, "zero_unmeasured": 1},
         signal="loss_up",
         severity="warning",
         condition="The Theil–Sen trend of `loss` over the last {window} logged points rises "
@@ -174,7 +176,7 @@ RULES: tuple[Rule, ...] = (
         "points) over the last {undone} windows, as for loss.climbing: a rise a loss makes "
         "and undoes in its own swings (a memorised set's loss at 0.001-0.17, skewed by "
         "single hard batches) is not a turn upward.",
-        message="{metric} {change} over the last {window} logged points (now {last:.4g}).",
+        message="{metric} {change} {span} (now {last:.4g}).",
         advice="Training has gone past its best point: lower learning_rate or train fewer "
         "epochs (num_epochs), and keep the checkpoint from where the loss was lowest.",
     ),
@@ -184,7 +186,7 @@ RULES: tuple[Rule, ...] = (
         methods=("sft", "dpo"),
         variants=(("loss",),),
         detector="upturn",
-        params={"min_rel": 0.005, "min_points": 8, "z": 5.0, "window": 40},
+        params={"min_rel": 0.005, "min_points": 8, "z": 5.0, "window": 40, "zero_unmeasured": 1},
         severity="info",
         condition="The median of the latest 3 `loss` values stands {min_rel} (relative) or "
         "more above the lowest median of 3 it logged, at least {min_points} points have been "
@@ -215,7 +217,7 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="trend",
         params={"direction": "up", "window": 32, "min_effect": 0.3, "relative": 1,
-                "noise_z": 3.0, "undone": 3},
+                "noise_z": 3.0, "undone": 3, "zero_unmeasured": 1},
         signal="loss_up",
         severity="warning",
         condition="The Theil–Sen trend of `loss` over the last {window} logged points rises "
@@ -228,7 +230,7 @@ RULES: tuple[Rule, ...] = (
         "windows: a loss that creeps up through each epoch and steps back down at the "
         "next one's start (a many-epoch fine-tune's sawtooth) is in a cycle, and one whose "
         "spikes come straight back moves that far in its noise; neither is climbing.",
-        message="{metric} {change} over the last {window} logged points (now {last:.4g}).",
+        message="{metric} {change} {span} (now {last:.4g}).",
         advice="Training is losing ground: lower learning_rate (or beta for a preference "
         "loss), check the data order and the learning-rate schedule, and keep the "
         "checkpoint from where the loss was lowest.",
@@ -240,7 +242,7 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="no_progress",
         params={"direction": "up", "moved": 1, "min_change": 0.2, "bucket": 16,
-                "warmup": 32, "noise_z": 3.0},
+                "warmup": 32, "noise_z": 3.0, "zero_unmeasured": 1},
         signal="loss_up",
         severity="warning",
         condition="From {warmup} logged points on, the median `loss` of the latest "
@@ -266,7 +268,7 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="no_progress",
         params={"direction": "up", "moved": 1, "min_change": 1.0, "bucket": 3,
-                "warmup": 6, "latest": 5},
+                "warmup": 6, "latest": 5, "zero_unmeasured": 1},
         signal="loss_up",
         severity="warning",
         condition="From {warmup} logged points on, the median `loss` of the latest "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from runwatch.health.jumps import RESOLUTION
 from runwatch.health.rules.base import Param, Rule
 
 
@@ -15,11 +16,30 @@ def _loss_above_zero(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[f
     return [loss if loss > 0 else math.nan for loss in v[0]]
 
 
+def _loss_not_negative(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
+    """The loss where it is 0 or above, or 0 within a logger's rounding (-0.0001 of the HF
+    Trainer's 4 decimals); NaN (no verdict) further below, which no cross-entropy reaches
+    (a custom loss that goes negative is not "exactly 0")."""
+    return [loss if loss >= -RESOLUTION else math.nan for loss in v[0]]
+
+
 # What a loss-flat rule's condition says of a log that starts mid-run (`window_info`).
 MID_RUN_INFO = ("On a log that starts mid-run (its first step more than 3 logging strides "
                 "after step 0, or its `epoch` past the start of the run), the finding is "
                 "info: a loss flat over a window cut from a longer run may have fallen "
                 "before it.")
+
+
+# What a not-falling rule's condition says of a loss that fell once, or that rose
+# (`fell_once`, `rise_limit`): those are other rules' to report.
+RISE_BOUND = ("It holds only while the loss stands less than {rise_limit} (relative) above "
+              "where it started: one that rose further is rising, loss.above_start's, "
+              "whose advice is the other way.")
+NOT_FALLING_BOUNDS = (
+    "It holds no more once a judgement has found the loss {fell_once}× {min_change} below "
+    "where it started (a loss that fell and then jumped back has fallen: the jump is "
+    "loss.stepped_up's and loss.upturn's; judged on the noise-wide medians above, so a "
+    "flat loss does not reach it by chance). " + RISE_BOUND + " ")
 
 
 # What a verdict on a finished run's whole loss log says (loss.flat_finished_run,
@@ -37,7 +57,7 @@ RULES: tuple[Rule, ...] = (
         detector="no_progress",
         params={"direction": "down", "min_change": 0.05, "warmup": 30, "bucket": 5,
                 "warmup_steps": 200, "min_points": 10, "noise_z": 1.0, "warn_after": 30,
-                "window_info": 1},
+                "window_info": 1, "zero_unmeasured": 1, "fell_once": 3, "rise_limit": 0.2},
         signal="loss_flat",
         severity="info",
         condition="After {warmup} logged points (or, in a run logged sparsely, after "
@@ -52,9 +72,10 @@ RULES: tuple[Rule, ...] = (
         "flat), its first against its latest, once it has twice that many: a single "
         "batch's loss that swings by a third between steps cannot show a fall of 5% in a "
         "median of 5 points, and a start of 5 such points may sit a tenth off its level. "
-        + MID_RUN_INFO,
+        + NOT_FALLING_BOUNDS + MID_RUN_INFO,
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}).",
-        advice="Raise learning_rate, and check the loss mask (trained_tokens) and the data.",
+        advice="A loss that stays where it started: raise learning_rate; one that drifts up "
+        "from its start: lower it. Check the loss mask (trained_tokens) and the data.",
     ),
     Rule(
         id="sft.plateau",
@@ -97,7 +118,8 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="no_progress",
         params={"direction": "down", "min_change": 0.005, "max_spread": 0.005, "warmup": 30,
-                "bucket": 2, "warmup_steps": 50, "min_points": 8, "window_info": 1},
+                "bucket": 2, "warmup_steps": 50, "min_points": 8, "window_info": 1,
+                "zero_unmeasured": 1},
         signal="loss_flat",
         severity="warning",
         condition="After {min_points} logged points over {warmup_steps} steps (or {warmup} "
@@ -197,13 +219,16 @@ RULES: tuple[Rule, ...] = (
         title="Loss is exactly zero",
         methods=("sft",),
         variants=(("loss",),),
+        derive=_loss_not_negative,
         detector="threshold",
         params={"below": 1e-12, "k": 3, "n": 3},
         severity="warning",
         condition="`loss` is exactly 0 on {k} logged steps in a row: a token cross-entropy "
         "on real data reaches 0 only when the steps train on nothing (every label masked, or "
         "non-finite steps filtered out of the logged mean) or the model has memorised a "
-        "tiny data set past the logger's rounding (the HF Trainer logs 4 decimals).",
+        "tiny data set past the logger's rounding (the HF Trainer logs 4 decimals, and "
+        "-0.0001 for a loss rounded from just below 0). A loss further below 0 is no "
+        "cross-entropy and counts for nothing here.",
         message="{metric} was exactly 0 on {count} logged steps from step {first_step}.",
         advice="Check the loss mask (labels all -100 after truncation or a template "
         "mismatch) and the data collator, and read the trainer's log for skipped NaN steps; "

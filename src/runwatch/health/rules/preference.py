@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from runwatch.health.rules.base import Param, Rule
-from runwatch.health.rules.loss_progress import MID_RUN_INFO
+from runwatch.health.rules.loss_progress import MID_RUN_INFO, RISE_BOUND
 
 OVER_OPTIMISED = ("The preference is over-optimised: keep an earlier checkpoint, raise beta, "
                   "and lower learning_rate or num_epochs; read samples for degenerate text.")
@@ -72,7 +72,8 @@ RULES: tuple[Rule, ...] = (
         variants=(("loss",),),
         detector="no_progress",
         params={"direction": "down", "min_change": 0.05, "warmup": 30, "bucket": 5,
-                "warmup_steps": 200, "min_points": 10, "window_info": 1},
+                "warmup_steps": 200, "min_points": 10, "window_info": 1,
+                "zero_unmeasured": 1, "rise_limit": 0.2},
         severity="warning",
         signal="loss_flat",
         learning="mean_margin",
@@ -81,10 +82,11 @@ RULES: tuple[Rule, ...] = (
         "{warmup_steps} steps and {min_points} points), the median `loss` of the latest "
         "{bucket} points is less than {min_change} (relative) below where it started: the "
         "higher of its first value and the median of its first {bucket} points. "
-        + MID_RUN_INFO,
+        + RISE_BOUND + " " + MID_RUN_INFO,
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}).",
-        advice="Raise learning_rate or beta, and check that chosen and rejected are not "
-        "swapped in the dataset.",
+        advice="A loss that stays where it started: raise learning_rate or beta; one that "
+        "drifts up from its start: lower learning_rate. Check that chosen and rejected are "
+        "not swapped in the dataset.",
     ),
     Rule(
         id="dpo.loss_zero",

@@ -38,7 +38,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="`terminated_ratio` is below {terminated_below} while `truncated_ratio` is "
         "above {above}, on {k} of the last {n} steps.",
-        message="Few episodes finish: truncated_ratio {last:.3g} with terminated_ratio under "
+        message="Few episodes finish: {metrics[1]} {last:.3g} with {metrics[0]} under "
         "{terminated_below}.",
         advice="Episodes run out of turns or context before finishing: raise max_turns or "
         "max_model_length, or simplify the task.",
@@ -55,7 +55,7 @@ RULES: tuple[Rule, ...] = (
         condition="The trend of `parse_failure_ratio` over the last {window} steps (at least "
         "{min_window} logged points) rises by at "
         "least {min_effect}.",
-        message="{metric} {change} over the last {window} steps (now {last:.3g}).",
+        message="{metric} {change} {span} (now {last:.3g}).",
         advice="The model emits malformed tool calls: check the system prompt and the tool "
         "schemas.",
     ),
