@@ -39,7 +39,7 @@ from runwatch.cli.output import (
     print_table,
     text,
 )
-from runwatch.cli.remote import remote_for
+from runwatch.cli.remote import UNREACHABLE_HINTS, Patience, Unanswered, remote_for
 from runwatch.cli.runs import detail_of
 from runwatch.cli.sample_values import with_non_finite
 from runwatch.jobs.failures import CATALOGUE
@@ -222,6 +222,10 @@ def wait_cmd(
                            ] = False,
     interval: Annotated[float, typer.Option(min=0.1, help="Seconds between checks.")] = 1.0,
     server: ServerOpt = None, token: TokenOpt = None,
+    retry_for: Annotated[float, typer.Option(
+        "--retry-for", min=0,
+        help="With --server: seconds to keep trying while the server cannot be reached "
+             "(each outage, such as a restart).")] = 30.0,
 ) -> None:
     """Follow a run until it reaches a terminal phase: its current phase, then each change.
 
@@ -231,11 +235,33 @@ def wait_cmd(
     failed while attempts remain is not the end: the wait says so and follows the attempt
     its worker queues next. A run whose process nothing here can see stop (one that sends
     its records over HTTP from another host) ends only with an end it records: the wait
-    says so, and --timeout bounds it."""
+    says so, and --timeout bounds it. A team server that does not answer (a restart) is
+    asked again for up to --retry-for seconds, said on stderr."""
     remote = remote_for(server, token, directory, db)
-    watch: Watch = (RemoteWatch(remote, run) if remote is not None
-                    else LocalWatch(open_context(directory, db, read_only=True), run))
     start = time.monotonic()
+    if remote is None:
+        _follow(LocalWatch(open_context(directory, db, read_only=True), run), output,
+                timeout, exit_status, interval, start)
+        return
+    remote.patience = Patience(remote.url, retry_for,
+                               None if timeout is None else start + timeout)
+    try:
+        _follow(RemoteWatch(remote, run), output, timeout, exit_status, interval, start)
+    except Unanswered as exc:
+        if timeout is not None and time.monotonic() - start >= timeout:
+            console(stderr=output is Output.json).print(text(
+                f"the server at {remote.url} has not answered for {exc.for_s:.0f}s and "
+                f"--timeout ({timeout:g}s) has passed; the run goes on"))
+            raise typer.Exit(124) from None
+        raise fail(f"cannot reach the runwatch server at {remote.url} for "
+                   f"{exc.for_s:.0f}s ({exc.why}); the run goes on",
+                   [*UNREACHABLE_HINTS, "--retry-for SECONDS waits longer for it"]) from None
+
+
+def _follow(watch: Watch, output: Output, timeout: float | None, exit_status: bool,
+            interval: float, start: float) -> None:
+    """wait_cmd's loop: print the run's phase, then each change, until it ends (exit with
+    its status), its process is found gone, or `timeout` seconds from `start` pass."""
     seen: int | None = None  # the seq of the last event printed; None before the first look
     # a phase the index holds before any event says so (job control's CANCEL_REQUESTED),
     # shown once: the event that records it later is not shown again

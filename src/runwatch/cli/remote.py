@@ -5,18 +5,21 @@ server").
 
 Every failure exits 2 with what to do: a server that does not answer (its URL, what to
 check), a token refused (401/403: where the token came from, `runwatch tokens create`),
-a run the token's project does not hold (404, with the server's candidates).
+a run the token's project does not hold (404, with the server's candidates). A command
+that waits on the server (`runs wait`) gives it `Patience` instead: its reads ride out an
+outage (a restart) for a bound it sets, and only then fail (`Unanswered`).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from runwatch.cli.output import fail
+from runwatch.cli.output import console, fail, text
 
 if TYPE_CHECKING:
     from runwatch.store.queries import StepRow
@@ -36,6 +39,12 @@ POINTS_PER_REQUEST = 200_000
 MAX_KEYS = 400
 # What the API's "run not found" ends with (server/runs.resolve_run).
 API_LIST_HINT = "; list runs with GET /api/runs"
+# Answers that say the server (or a proxy before it) cannot answer now: a patient read
+# asks again (a server restarting behind a proxy is 502 or 503 for a moment).
+TRY_AGAIN = (429, 502, 503, 504)
+# What to check when the server does not answer.
+UNREACHABLE_HINTS = ["check the URL (--server, or RUNWATCH_SERVER) and that `runwatch server` "
+                     "runs there and this machine reaches it (host, port, firewall, proxy)"]
 
 
 def remote_for(server: str | None, token: str | None, directory: Path | None,
@@ -78,9 +87,64 @@ def remote_for(server: str | None, token: str | None, directory: Path | None,
                   f"the token in {ENV_TOKEN}")
 
 
+class Unanswered(Exception):
+    """The server did not answer a read (no connection, or TRY_AGAIN) for as long as the
+    command's `Patience` waits; `why` is the last failure, `for_s` how long it lasted."""
+
+    def __init__(self, why: str, for_s: float) -> None:
+        super().__init__(why)
+        self.why = why
+        self.for_s = for_s
+
+
+class Patience:
+    """How a command that waits on the server (`runs wait`) rides out an outage: a read
+    the server does not answer is asked again, with backoff, until it answers, or until
+    `retry_for` seconds have passed since the server last answered, or the time.monotonic()
+    deadline `until`; then `Unanswered`. It says on stderr once that the server does not
+    answer and it keeps trying, and once that it answers again."""
+
+    def __init__(self, url: str, retry_for: float, until: float | None = None) -> None:
+        self.url = url
+        self.retry_for = retry_for
+        self.until = until
+        self.since: float | None = None  # when the first read of this outage failed
+        self.failures = 0
+
+    def missed(self, why: str) -> None:
+        """A read was not answered (`why`): wait before it is asked again, or raise
+        Unanswered once the bound has passed."""
+        from runwatch.sdk.upload import backoff  # the SDK's and sync's backoff
+
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+        end = self.since + self.retry_for
+        if self.until is not None:
+            end = min(end, self.until)
+        if now >= end:
+            raise Unanswered(why, now - self.since)
+        if self.failures == 0:
+            console(stderr=True).print(text(
+                f"the runwatch server at {self.url} does not answer ({why}); trying again "
+                f"for up to {self.retry_for:g}s (--retry-for)"))
+        self.failures += 1
+        time.sleep(min(backoff(self.failures), end - now))
+
+    def answered(self) -> None:
+        """A read was answered: an outage, if there was one, is over."""
+        if self.failures and self.since is not None:
+            console(stderr=True).print(text(
+                f"the runwatch server at {self.url} answers again after "
+                f"{time.monotonic() - self.since:.0f}s; still waiting"))
+        self.since = None
+        self.failures = 0
+
+
 class Remote:
     """One team server's API, read with one token; each method answers as the local index
-    would, or exits saying why it cannot."""
+    would, or exits saying why it cannot (with `patience`, a read the server does not
+    answer is asked again for a while first)."""
 
     def __init__(self, url: str, token: str | None, token_from: str) -> None:
         """`token_from` says where the token came from, in the errors."""
@@ -100,34 +164,34 @@ class Remote:
         # follows no redirect to an https:// one
         self._http = httpx.Client(base_url=url, headers=headers, timeout=TIMEOUT_S,
                                   verify=url_scheme(url) == "https")
+        # set by a command that waits on the server: its reads ride out an outage
+        self.patience: Patience | None = None
 
     # --- HTTP, and what each failure means to the person at the terminal
 
     def request(self, method: str, path: str, params: Any = None,
                 accept: tuple[int, ...] = ()) -> dict[str, Any]:
         """The answer to METHOD path (a dict), or exit 2 saying what went wrong; the
-        answer of a status in `accept` comes back too (its `ok` false)."""
-        # here: importing runwatch.sdk (the SDK's imports) would slow every read command
-        # of a local index, which never calls this
-        from runwatch.sdk.sendhttp import closed_under
-
-        # a write carries a JSON body, even an empty one: the API takes no other
-        body: dict[str, Any] | None = {} if method == "POST" else None
-        try:
+        answer of a status in `accept` comes back too (its `ok` false). With `patience`,
+        a read the server does not answer is asked again (Unanswered once it gives up)."""
+        patience = self.patience if method == "GET" else None  # a write is never sent twice
+        while True:
             try:
-                resp = self._http.request(method, path, params=params, json=body)
-            except closed_under(self._httpx):
-                if method != "GET":  # a write may have been done: never twice
-                    raise
-                # a kept-alive connection closed under the request: a read is asked
-                # again, once, on a new connection
-                resp = self._http.request(method, path, params=params, json=body)
-        except self._httpx.HTTPError as exc:
-            raise fail(f"cannot reach the runwatch server at {self.url} "
-                       f"({type(exc).__name__}: {exc})",
-                       ["check the URL (--server, or RUNWATCH_SERVER) and that `runwatch "
-                        "server` runs there and this machine reaches it (host, port, "
-                        "firewall, proxy)"]) from None
+                resp = self._send(method, path, params)
+            except self._httpx.HTTPError as exc:
+                why = f"{type(exc).__name__}: {exc}"
+                if patience is None:
+                    raise fail(f"cannot reach the runwatch server at {self.url} ({why})",
+                               UNREACHABLE_HINTS) from None
+                patience.missed(why)
+                continue
+            if patience is None:
+                break
+            if resp.status_code in TRY_AGAIN:
+                patience.missed(f"it answered {resp.status_code}")
+                continue
+            patience.answered()
+            break
         try:
             answer = resp.json()
         except ValueError:
@@ -140,6 +204,24 @@ class Remote:
             return answer
         raise self._refusal(resp.status_code, str(answer.get("error") or "no reason given"),
                             answer)
+
+    def _send(self, method: str, path: str, params: Any) -> Any:
+        """One request (a read once more, on a new connection, when the kept-alive one it
+        went out on was closed under it); raises httpx.HTTPError when it got no answer."""
+        # here: importing runwatch.sdk (the SDK's imports) would slow every read command
+        # of a local index, which never calls this
+        from runwatch.sdk.sendhttp import closed_under
+
+        # a write carries a JSON body, even an empty one: the API takes no other
+        body: dict[str, Any] | None = {} if method == "POST" else None
+        try:
+            return self._http.request(method, path, params=params, json=body)
+        except closed_under(self._httpx):
+            if method != "GET":  # a write may have been done: never twice
+                raise
+            # a kept-alive connection closed under the request: a read is asked again,
+            # once, on a new connection
+            return self._http.request(method, path, params=params, json=body)
 
     def _refusal(self, status: int, said: str, answer: dict[str, Any]) -> Exception:
         token = (self.token_from if self.has_token

@@ -2,8 +2,9 @@
 
 DIR is one run folder or a folder of runs. Each run sends only what it has not sent to
 that server before (the offsets are kept in the run folder), so a run still being
-written can be synced again and again; the sender of `runwatch.init(server=…)` is the
-same code (runwatch.sdk.upload).
+written can be synced again and again, and what the server no longer holds (it is asked
+first: a database restored from a backup); the sender of `runwatch.init(server=…)` is
+the same code (runwatch.sdk.upload).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 (step_NNNN_<split>.json / val_NNNN_<split>.json, which the writer writes complete, by
 renaming), each sent as one `{"file", "content"}` item when it is new or changed: its size,
 mtime and sha256 as sent are kept in the sender's state file, so an unchanged file costs a
-stat per pass.
+stat per pass. Those the server said it no longer holds (`forget`: its database was restored
+from a backup) are sent again.
 
 A file the server refuses as over its request limit (413) is sent again in parts of
 PART_BYTES (smaller ones if a part is still too big), each with `"part": {"index", "count",
@@ -17,7 +18,7 @@ import contextlib
 import hashlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
@@ -45,7 +46,8 @@ PARTS_MISSING = "send the file again from part 0"
 
 class WholeFiles:
     """Sends a run folder's whole files to one server; `sent` is the state file's entry
-    for them (name -> size, mtime_ns, sha256), which `save` writes."""
+    for them (name -> size, mtime_ns, sha256, and `refused` for one the server refused),
+    which `save` writes."""
 
     def __init__(self, run_dir: Path, client: Client, sent: dict[str, dict[str, Any]],
                  save: Callable[[], None]) -> None:
@@ -89,24 +91,39 @@ class WholeFiles:
                 continue
             digest = hashlib.sha256(raw).hexdigest()
             if seen is None or seen.get("sha256") != digest:
-                self.send(run_id, manifest, name, raw, report)
+                if not self.send(run_id, manifest, name, raw, report):
+                    mark["refused"] = True
+            elif seen.get("refused"):
+                mark["refused"] = True
             self.sent[name] = {**mark, "sha256": digest}
             self.save()
 
+    def forget(self, held: Collection[str]) -> bool:
+        """Forget having sent the files the server does not hold (`held` names those it
+        does), so that they are sent again; not those it refused, nor those that could not
+        be read. Whether any was forgotten (the caller saves)."""
+        lost = [name for name, seen in self.sent.items() if name not in held
+                and seen.get("sha256") is not None and not seen.get("refused")]
+        for name in lost:
+            del self.sent[name]
+        return bool(lost)
+
     def send(self, run_id: str, manifest: bytes, name: str, raw: bytes,
-             report: UploadReport) -> None:
+             report: UploadReport) -> bool:
         """Have the server store one whole file, in parts when it is over the server's
         request limit; raises Unreachable or Refused when it did not and trying again can
-        help, reports it when the file itself was refused."""
+        help, reports it when the file itself was refused (False)."""
         text = raw.decode("utf-8", errors="replace")
         result = self._post(run_id, manifest, name, text, None, report)
         if result is None:  # over the request limit
-            self._send_parts(run_id, manifest, name, text.encode(), report)
-        elif self._stored(name, result, report):
-            report.files += 1
+            return self._send_parts(run_id, manifest, name, text.encode(), report)
+        if not self._stored(name, result, report):
+            return False
+        report.files += 1
+        return True
 
     def _send_parts(self, run_id: str, manifest: bytes, name: str, data: bytes,
-                    report: UploadReport) -> None:
+                    report: UploadReport) -> bool:
         digest = hashlib.sha256(data).hexdigest()
         for size in PART_BYTES:
             pieces = _pieces(data, size)
@@ -120,14 +137,15 @@ class WholeFiles:
                             PARTS_MISSING in str(result.get("error")):
                         break  # the server lost the earlier parts: once more from the first
                     if not self._stored(name, result, report):
-                        return
+                        return False
                 else:
                     report.files += 1
-                    return
+                    return True
                 if result is None:
                     break
         report.problems.append(f"{self.run_dir / name} is too big for {self.client.server} "
                                f"even in parts of {PART_BYTES[-1]} bytes; not sent")
+        return False
 
     def _post(self, run_id: str, manifest: bytes, name: str, text: str,
               part: dict[str, Any] | None, report: UploadReport) -> dict[str, Any] | None:

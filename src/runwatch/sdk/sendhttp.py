@@ -1,5 +1,6 @@
-"""The sender's HTTP side: one server's `POST /api/ingest` (`Client`), what its answers
-mean (`check_answer`, `check_refusal`) and the errors the sender sorts them into:
+"""The sender's HTTP side: one server's `POST /api/ingest` and `GET /api/ingest?run=`
+(`Client`), what their answers mean (`check_answer`, `check_refusal`) and the errors the
+sender sorts them into:
 `Unreachable` (try again later), `Refused` (trying again cannot help); and `url_scheme`,
 what every client of a team server (the sender, the CLI's `--server`) takes a URL to be.
 """
@@ -49,6 +50,17 @@ class NoRun(Refused):
 
 
 @dataclass
+class Held:
+    """What a server holds of a run (`GET /api/ingest?run=`): per record file the highest
+    seq stored (None: none), the whole files stored, and the manifest (None: the run is
+    not held at all)."""
+
+    last_seq: dict[str, int | None] = field(default_factory=dict)
+    whole_files: frozenset[str] = frozenset()
+    manifest: dict[str, Any] | None = None
+
+
+@dataclass
 class UploadReport:
     """What one upload pass sent: records stored per file, records skipped and why."""
 
@@ -94,6 +106,41 @@ class Client:
                 self.gzip = False  # a server from before gzip bodies: send them plain
                 continue
             return resp.status_code, answer
+
+    def held(self, run_dir: Path, run_id: str) -> Held | None:
+        """What the server holds of run `run_id` (of folder `run_dir`); None from a server
+        that cannot say (one from before `GET /api/ingest`, which answers 405). Raises
+        Unreachable, Refused (a refused token) or InFolder (the server records the run from
+        its own runs folder)."""
+        try:
+            try:
+                resp = self._http.get("/api/ingest", params={"run": run_id})
+            except closed_under(self._httpx):  # a read: asked again at once
+                resp = self._http.get("/api/ingest", params={"run": run_id})
+        except self._httpx.HTTPError as exc:
+            raise Unreachable(f"cannot reach {self.server} ({type(exc).__name__}: "
+                              f"{exc or 'no answer'})") from None
+        try:
+            answer = resp.json()
+        except ValueError:
+            answer = None
+        if resp.status_code == 405:
+            return None
+        if resp.status_code == 404 and isinstance(answer, dict) and "error" in answer:
+            return Held()  # a run the server does not hold (or the token may not see)
+        check_answer(self, resp.status_code, answer)
+        if resp.status_code != 200 or not isinstance(answer, dict) \
+                or not isinstance(answer.get("last_seq"), dict):
+            raise Refused(f"{self.server} answered GET /api/ingest with {resp.status_code} "
+                          "and no runwatch JSON; is it a runwatch server?")
+        if answer.get("folder"):
+            check_refusal(self, run_dir, {"status": 409, "code": "folder_run",
+                                          "error": "the server records it from a runs folder"})
+        manifest = answer.get("manifest")
+        return Held({name: seq for name, seq in answer["last_seq"].items()
+                     if isinstance(seq, int) or seq is None},
+                    frozenset(str(name) for name in answer.get("whole_files") or ()),
+                    manifest if isinstance(manifest, dict) else None)
 
     def _send(self, data: bytes, headers: dict[str, str]) -> Any:
         """One POST, sent again at once, on a new connection, when the connection it went

@@ -12,6 +12,10 @@ writes (`runwatch.rundir.reader.read_new`, the indexer's reader). It
   per server), only once the server answered that it stored them, so a restart of
   either side resends at most the last request, which the server's idempotence on
   (run, file, seq) turns into nothing new;
+- asks the server what it holds of the run when it starts and after the server did not
+  answer (`GET /api/ingest?run=`), and sends again from there what it holds less of than
+  the offsets say was sent: a server whose database was restored from a backup, or made
+  anew at the same URL, gets back what it lost;
 - splits a batch the server refuses as bad in halves until the one bad record is found,
   and skips (and reports) only that record;
 - sends the run's whole files (`runwatch.sdk.sendfiles`: config.yaml, engine_config.json,
@@ -44,6 +48,7 @@ from runwatch.rundir.safeio import open_run_file, read_capped
 from runwatch.sdk.sendfiles import WholeFiles
 from runwatch.sdk.sendhttp import (
     Client,
+    Held,
     NoRun,
     Refused,
     RunRefused,
@@ -130,6 +135,8 @@ class RunUpload:
         self._whole = WholeFiles(self.run_dir, client, mine.setdefault("whole", {}),
                                  self._save_state)
         self._manifest_sent: bytes | None = None
+        # whether the server said what it holds of the run since it last did not answer
+        self._asked = False
         self.run_id = ""
 
     # -- the offsets ------------------------------------------------------------------
@@ -189,6 +196,10 @@ class RunUpload:
         """Send everything complete that is new, a request at a time, until caught up.
         Raises Unreachable or Refused; what was stored before stays stored and counted.
 
+        The first pass, and the first after the server did not answer (it may come back
+        with its database restored from a backup), asks the server what it holds of the
+        run, and goes on from there where it holds less than was sent (`_catch_up`).
+
         The events that end the run wait until the other files are sent to their end, so
         the server never shows a run ended before what it recorded before its end (the
         writer writes those first): the events are read first, and the end goes only in
@@ -197,9 +208,18 @@ class RunUpload:
         gave up on the backlog), the end goes at once: a run shown ended with its last
         records to come (`runwatch sync`) is better than one shown running for ever."""
         report = report or UploadReport()
+        try:
+            return self._send_new(report, stop)
+        except Unreachable:
+            self._asked = False
+            raise
+
+    def _send_new(self, report: UploadReport, stop: threading.Event | None) -> UploadReport:
         ending = False  # the last pass left the run's end unsent
         while stop is None or not stop.is_set():
             manifest = self.manifest()
+            if not self._asked:
+                self._catch_up(manifest, report)
             reads: dict[str, tuple[ReadResult, str | None]] = {}
             ending = False
             for name in fmt.FILES:  # the events first
@@ -261,16 +281,55 @@ class RunUpload:
             batches += [(name, res.records[i:i + BATCH_RECORDS],
                          res.lines[i:i + BATCH_RECORDS])
                         for i in range(0, len(res.records), BATCH_RECORDS)]
-        self._deliver(manifest, batches, report)
+        stored: dict[str, int] = {}
+        self._deliver(manifest, batches, report, stored)
         self._manifest_sent = manifest
         for name, (res, head) in reads.items():
             if head is not None:
-                self._files[name].update(offset=res.offset, line_no=res.line_no, head=head)
+                pos = self._files[name]
+                pos.update(offset=res.offset, line_no=res.line_no, head=head)
+                if name in stored:
+                    pos["seq"] = max(pos.get("seq", -1), stored[name])
         self._save_state()
 
-    def _deliver(self, manifest: bytes, batches: list[Batch], report: UploadReport) -> None:
+    def _catch_up(self, manifest: bytes, report: UploadReport) -> None:
+        """Ask the server what it holds of the run, and where it holds less than the
+        offsets say was sent, go back to the first record it lacks (each record file) and
+        send again the whole files it lacks. A server that holds the manifest as it is
+        here is not sent it again, so a pass with nothing new costs this one request."""
+        held = self.client.held(self.run_dir, self.run_id)
+        report.requests += 1
+        self._asked = True
+        if held is None:  # a server that cannot say: the offsets stand
+            return
+        moved = [self._rewind(name, held) for name in fmt.FILES]
+        if self._whole.forget(held.whole_files) or any(moved):
+            self._save_state()
+        if held.manifest is not None and held.manifest == loads_line(manifest):
+            self._manifest_sent = manifest
+
+    def _rewind(self, name: str, held: Held) -> bool:
+        """Go back in record file `name` to its first record above the highest seq the
+        server holds of it, when that is below the highest it stored from here (whether
+        it changed the offsets)."""
+        pos = self._files.get(name)
+        if pos is None or not pos.get("offset") or self._position(name) is None:
+            return False
+        pos = self._files[name]  # a new file is read from its start anyway
+        top = held.last_seq.get(name)
+        top = -1 if top is None else top
+        # an entry written before "seq" was kept: the file's seq counts its lines
+        if top >= pos.get("seq", pos.get("line_no", 0) - 1):
+            return False
+        offset, line_no = _after_seq(self.run_dir / name, top, pos["offset"])
+        pos.update(offset=offset, line_no=line_no, seq=top)
+        return True
+
+    def _deliver(self, manifest: bytes, batches: list[Batch], report: UploadReport,
+                 stored: dict[str, int]) -> None:
         """Have the server store `batches` (the manifest alone when there are none);
-        a batch refused as bad is split until its bad records are found and skipped."""
+        a batch refused as bad is split until its bad records are found and skipped.
+        `stored` gets, per file, the highest seq the server said it stored."""
         body = _body(self.run_id, manifest, batches or [(fmt.EVENTS, [], [])])
         status, answer = self.client.post(body)
         report.requests += 1
@@ -289,12 +348,13 @@ class RunUpload:
         for (name, records, raw), result in zip(batches, results, strict=True):
             if result.get("ok"):
                 report.records[name] = report.records.get(name, 0) + len(records)
+                stored[name] = max(stored.get(name, -1), *(r["seq"] for r in records))
                 continue
             check_refusal(self.client, self.run_dir, result)
             if result.get("status") in (400, 413) and len(records) > 1:
                 half = len(records) // 2
                 self._deliver(manifest, [(name, records[:half], raw[:half]),
-                                         (name, records[half:], raw[half:])], report)
+                                         (name, records[half:], raw[half:])], report, stored)
             elif result.get("status") in (400, 413):
                 report.skipped += 1
                 report.problems.append(f"{self.run_dir / name} line {records[0].get('_line')}:"
@@ -310,6 +370,21 @@ class RunUpload:
 def _ends_run(record: dict[str, Any]) -> bool:
     """Whether an events record ends the run (a terminal phase)."""
     return record.get("phase") in fmt.TERMINAL_PHASES
+
+
+def _after_seq(path: Path, seq: int, upto: int) -> tuple[int, int]:
+    """(offset, line_no) of the first record of `path` whose seq is above `seq` (a file's
+    seqs rise line by line), looked for before byte `upto`, a line's end; `upto` and its
+    line when every record before it is at or below `seq`."""
+    offset = line_no = 0
+    while offset < upto:
+        res = read_new(path, offset, line_no, min(READ_BYTES, upto - offset),
+                       hold=lambda record: record["seq"] > seq)
+        moved = res.offset != offset  # else the file changed under the read
+        offset, line_no = res.offset, res.line_no
+        if res.held or not moved:
+            break
+    return offset, line_no
 
 
 def _head(path: Path, hex_chars: int) -> str:

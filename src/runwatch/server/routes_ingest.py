@@ -9,6 +9,9 @@ Ingest writes only runs sent over HTTP: a run indexed from a runs folder (or one
 runs folder holds) has the folder as its record, and a run's name may be no other run's
 (`_owner_refusal`, and the index's ux_runs_sent_name for two ingests that race). Nor does
 it make a queued command job for a token that may not submit one (`_queued_command_refusal`).
+
+`GET /api/ingest?run=` says what the index holds of a run (`held`), for a sender to go on
+from there when it holds less than the sender sent (a database restored from a backup).
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import orjson
-from fastapi import APIRouter, Request
-from sqlalchemy import Connection, select
+from fastapi import APIRouter, Depends, Query, Request
+from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
@@ -39,10 +42,14 @@ from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
 from runwatch.rundir.safeio import UnsafeFile, read_capped
 from runwatch.server import scopes
-from runwatch.server.errors import ApiError, error_response
+from runwatch.server.errors import ApiError, error_response, not_found
 from runwatch.server.jsonio import JSONResponse
-from runwatch.server.state import Limits, ServerState, state
+from runwatch.server.schemas import IngestHeld, documented
+from runwatch.server.state import Limits, ServerState, connection, state
 from runwatch.store import schema as s
+from runwatch.store.keys import run_keys
+from runwatch.store.points import newest_seq
+from runwatch.store.runrows import json_or_text
 from runwatch.store.runs import manifest_json, name_taken, renames, run_name, upsert_run
 
 router = APIRouter(tags=["ingest"])
@@ -693,3 +700,39 @@ async def ingest(request: Request) -> JSONResponse:
             results=results,
         )
     return JSONResponse({"ok": True, "results": results})
+
+
+@router.get("/api/ingest", **documented(IngestHeld, "what the index holds of the run"))
+def held(request: Request,
+         run: str = Query(..., min_length=1, max_length=64,
+                          description="the run's id (its manifest's run_id; no name)"),
+         conn: Connection = Depends(connection)) -> dict[str, Any]:
+    """What the index holds of run `run`, for a sender to go on from: per record file the
+    highest seq stored, the whole files stored, and the manifest.
+
+    A sender that sent more than this (the server's database was restored from a backup,
+    or made anew at the same URL) sends again from there: storing is idempotent on (run,
+    file, seq), so what it sends twice is stored once. A run the index does not hold, or
+    one outside the token's projects, is 404."""
+    r = s.runs.c
+    row = conn.execute(select(r.pk, r.run_id, r.project, r.dir, r.manifest, r.config,
+                              r.engine_config).where(r.run_id == run)).first()
+    if row is None or not scopes.scope_of(request).can(row.project, "read"):
+        raise not_found(f"run {run!r} is not held here; a sender sends it whole, its "
+                        "manifest with its first batch")
+    last_seq = {fmt.METRICS: newest_seq(conn, (k.id for k in run_keys(conn, row.pk)))}
+    for table, name in ((s.events, fmt.EVENTS), (s.checkpoints, fmt.CHECKPOINTS),
+                        (s.logs, fmt.LOGS)):
+        last_seq[name] = conn.execute(select(func.max(table.c.seq))
+                                      .where(table.c.run_pk == row.pk)).scalar()
+    whole = [name for name, value in ((fmt.CONFIG, row.config),
+                                      (fmt.ENGINE_CONFIG, row.engine_config))
+             if value is not None]
+    if conn.execute(select(s.jobs.c.run_pk).where(s.jobs.c.run_pk == row.pk)).first():
+        whole.append(fmt.JOB)
+    whole += conn.execute(select(s.samples.c.file).where(s.samples.c.run_pk == row.pk)
+                          .distinct().order_by(s.samples.c.file)).scalars()
+    manifest = json_or_text(row.manifest)
+    return {"ok": True, "run_id": row.run_id, "folder": row.dir is not None,
+            "manifest": manifest if isinstance(manifest, dict) else {}, "last_seq": last_seq,
+            "whole_files": whole}

@@ -575,6 +575,22 @@ class CompareReport(BaseModel):
     reported: ReportedWindow | None
 
 
+class IngestHeld(BaseModel):
+    """What the index holds of a run (GET /api/ingest?run=): where a sender goes on from."""
+
+    ok: bool
+    run_id: str
+    folder: bool = Field(description="recorded from a runs folder: ingest refuses its "
+                                     "batches (409 folder_run)")
+    manifest: dict[str, Any] = Field(description="the run's manifest as the index holds it")
+    last_seq: dict[str, int | None] = Field(
+        description="per record file (metrics.jsonl, events.jsonl, checkpoints.jsonl, "
+                    "logs.jsonl), the highest seq stored; null when none is")
+    whole_files: list[str] = Field(
+        description="the whole files stored: config.yaml, engine_config.json, job.json, and "
+                    "each samples file that holds a sample")
+
+
 # --- H6: API tokens ---
 
 
