@@ -17,10 +17,10 @@ BLOCK = 4096  # tmpfs gives a file whole pages: a file's last page has room to a
 
 
 @contextmanager
-def small_disk(folder: Path) -> Iterator[Path]:
-    """`folder` (made here) on a fresh 256 KiB filesystem of its own."""
+def small_disk(folder: Path, size_kib: int = DISK_BYTES // 1024) -> Iterator[Path]:
+    """`folder` (made here) on a fresh filesystem of its own, of `size_kib` KiB (256)."""
     folder.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES // 1024}k", "tmpfs",
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs",
                            str(folder)], capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here (needs root): {done.stderr.strip()}")

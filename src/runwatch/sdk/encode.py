@@ -9,6 +9,11 @@ and a lone surrogate in text (which UTF-8 cannot hold) as '?'.
 A value with no JSON form is dropped from its object (or becomes null in a list, so
 positions hold), counted, and warned about once per file and key; the rest of the
 record is kept.
+
+The writer's thread encodes a record after its call returned, when the loop may have
+changed what the call was given (a running total kept in a tensor, a dict reused each
+step): `snapshot` and `metric_now` take a value as it is at the call, and
+`unchanging` tells the types that need neither.
 """
 
 from __future__ import annotations
@@ -129,6 +134,66 @@ class Encoder:
         warn(f"runwatch: {key!r} in {file} got {type(value).__name__} {_short(value)}, which "
              "could not be encoded as JSON; such values are dropped (counted in "
              "run.dropped_values)")
+
+
+# Values of these types cannot change: a list of only these is copied whole at once.
+_SCALARS = frozenset({str, float, int, bool, type(None)})
+
+
+def unchanging(kind: type) -> bool:
+    """Whether a value of type `kind` stays as it was made: numbers and text, numpy's
+    scalars too (an array or a tensor does not)."""
+    return issubclass(kind, int | float | str) or any(
+        c.__name__ == "generic" and c.__module__ == "numpy" for c in kind.__mro__)
+
+
+def metric_now(value: Any) -> Any:
+    """A metric value that may change after log() returns, as it is now: a number (what
+    the writer would make of it), or, for a tensor on a device, a copy of it
+    (`detach().clone()`, as float() would wait for the device); a value that is no number
+    as it is (the writer drops it)."""
+    try:
+        if _is_tensor(value) and not getattr(value, "is_cpu", False):
+            return value.detach().clone()
+        if type(value) is not bool and not isinstance(value, str) and hasattr(value, "__float__"):
+            return float(value)
+    except Exception:
+        pass  # the writer's float() meets the same and drops the value
+    return value
+
+
+def snapshot(value: Any, depth: int = 0) -> Any:
+    """`value` as it is now, for a record encoded later: containers copied, an array
+    copied, a tensor copied by `detach().clone()` (which does not wait for its device), a
+    dataclass as an object of its fields; a value that cannot change (a number, text, a
+    path) or of another kind as it is."""
+    t = type(value)
+    if t is str or t is float or t is int or t is bool or value is None or depth > MAX_DEPTH:
+        return value  # the encoder drops a value nested deeper than MAX_DEPTH
+    try:
+        if isinstance(value, dict):
+            return {k: snapshot(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            if _SCALARS.issuperset(map(type, value)):  # token ids, rewards: one copy in C
+                return list(value) if isinstance(value, list) else value
+            items = [snapshot(v, depth + 1) for v in value]
+            return items if isinstance(value, list) else tuple(items)
+        if isinstance(value, set):
+            return set(value)  # its items are hashable, so as good as unchanging
+        if _is_tensor(value):
+            return value.detach().clone()
+        if callable(getattr(value, "tolist", None)) and callable(getattr(value, "copy", None)):
+            return value.copy()  # a numpy array
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {f.name: snapshot(getattr(value, f.name), depth + 1)
+                    for f in dataclasses.fields(value)}
+    except Exception:
+        pass  # the encoder meets the same and drops the value
+    return value
+
+
+def _is_tensor(value: Any) -> bool:
+    return callable(getattr(value, "detach", None)) and callable(getattr(value, "clone", None))
 
 
 def _key(key: Any) -> str | None:

@@ -3,6 +3,7 @@ made for this process, and return the Run that writes it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -73,18 +74,21 @@ def init(
                  "tags": list(tags) or None}
     job_dir = os.environ.get(fmt.ENV_RUN_DIR)
     if job_dir and not recording(Path(job_dir)):
-        attached = _attach(Path(job_dir), described, config)
+        attached = _attach(Path(job_dir).absolute(), described, config)
         if attached is not None:
             return _start(*attached, phase, flush_interval, send_to,
                           job_attempt=_attempt_number(os.environ.get(fmt.ENV_ATTEMPT)))
     if name is None:
         name = fmt.default_run_name(method or "run")
     fmt.validate_name(name)
-    run_dir = Path(dir) / name
+    # Absolute: the run keeps its folder when the loop changes its working directory.
+    run_dir = Path(dir).absolute() / name
+    made = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     # Only the holder of the folder's lock looks at what is there, so of two processes
     # starting or resuming one run at the same instant exactly one goes on.
     lock = RunLock(run_dir)
+    new = False
     try:
         manifest_path = run_dir / fmt.MANIFEST
         if manifest_path.exists():
@@ -99,15 +103,22 @@ def init(
             manifest.update(host=env["host"], pid=env["pid"], resumed_at=time.time())
             next_seq = _scan_existing(run_dir)
         else:
+            new = True
             manifest = build_manifest(name, project, group=group, tags=tags, method=method,
                                       base_model=base_model, dataset=dataset, trainer=trainer,
                                       backend=backend, **environment())
             next_seq = {}
         _write(run_dir, manifest, config)
+        return _start(run_dir, manifest, next_seq, lock, phase, flush_interval, send_to)
     except BaseException:
-        lock.release()
+        # Stopped before its run went live (Ctrl-C, an error in config.to_yaml()): a new
+        # run leaves nothing behind, not a manifest that would hold its name as a run that
+        # never ends. A run that went live is the exit hook's to end.
+        if not recording(run_dir):
+            if new:
+                _forget(run_dir, made)
+            lock.release()
         raise
-    return _start(run_dir, manifest, next_seq, lock, phase, flush_interval, send_to)
 
 
 def _attach(
@@ -151,10 +162,26 @@ def _attach(
     return run_dir, manifest, next_seq, lock
 
 
+def _forget(run_dir: Path, made: bool) -> None:
+    """Remove what init() wrote of a new run that never went live, and its folder if
+    init() made it."""
+    for name in (fmt.MANIFEST, fmt.CONFIG):
+        for path in (run_dir / name, run_dir / f"{name}.tmp"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+    if made:
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()  # only when empty: nothing of anyone else's goes
+
+
 def _write(run_dir: Path, manifest: dict[str, Any], config: Any) -> None:
+    # The config's own code (to_yaml()) runs before anything is written: a stop that comes
+    # while it runs (SIGTERM, which ends the process at once before the run is live) then
+    # leaves no manifest of a run that never started.
+    config_text = None if config is None else config_to_yaml(config).encode()
     write_atomic(run_dir / fmt.MANIFEST, dumps_line(manifest))
-    if config is not None:
-        write_atomic(run_dir / fmt.CONFIG, config_to_yaml(config).encode())
+    if config_text is not None:
+        write_atomic(run_dir / fmt.CONFIG, config_text)
 
 
 def _send_to(server: str | None, token: str | None) -> tuple[str, str | None] | None:

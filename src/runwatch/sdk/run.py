@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, cast
 from runwatch.jobs.failures import CATALOGUE, exception_verdict, reason_line
 from runwatch.rundir import format as fmt
 from runwatch.rundir import stopnote
-from runwatch.sdk import live, writer
-from runwatch.sdk.encode import warn
+from runwatch.sdk import encode, live, writer
+from runwatch.sdk.encode import snapshot, warn
 from runwatch.sdk.lock import LetGoAfter, RunLock
 from runwatch.sdk.writer import BackgroundWriter
 
@@ -109,6 +109,10 @@ class Run:
         # A resumed loop restarts its step count at its checkpoint, which may be before
         # the last step logged before the crash, so step order is checked per process.
         self._last_step: int | None = None
+        self._step_lock = threading.Lock()
+        # Types of a record's values that cannot change after log() returns (numbers, text,
+        # numpy scalars; None, a step not yet given): a record of only these is queued as it is.
+        self._unchanging: set[type] = {float, int, type(None)}
         # Metric keys log() has found valid, so a loop's usual keys are checked once.
         self._valid_keys: set[str] = set()
         self._warned_fields: set[str] = set()  # record fields log() was given as keys
@@ -135,34 +139,53 @@ class Run:
             raise TypeError(_key_error(metrics)) from None
         if not known:
             metrics, step = self._check_keys(metrics, step)
-        last = self._last_step
-        if step is not None:
-            if type(step) is not int or not 0 <= step <= _MAX_STEP:  # the common case inline
-                step = checked_step(step, "log")
-        elif last is None:
-            step = 0
-        elif last < _MAX_STEP:
-            step = last + 1
-        else:
-            raise ValueError(f"log(): the step after {last} is past 2**63-1, the largest step")
-        if last is not None and step < last:
-            raise ValueError(
-                f"step {step} is before the last logged step {last}: steps must not go backwards"
-            )
-        record = {"step": step, "ts": _now()}
+        if step is not None and (type(step) is not int or not 0 <= step <= _MAX_STEP):
+            step = checked_step(step, "log")  # the common case inline
         try:
-            record.update(**metrics)  # the cheapest check that every key is a str
-        except TypeError:
+            # its keys are valid (checked above), so strings: no `**` check of each needed
+            record = {"step": step, "ts": _now(), **metrics}
+        except TypeError:  # not a mapping
             raise TypeError(_key_error(metrics)) from None
-        self._last_step = step
-        # BackgroundWriter.put, inlined: this is the call a training loop makes most.
+        if not self._unchanging.issuperset(map(type, record.values())):
+            self._values_now(record)  # an array or tensor the loop may change later
         queue = self._queue
-        if len(record) > _WIDEST_RECORD:  # more metrics than the index takes in one record
-            queue.extend((_METRICS, part) for part in _split(record))
-        else:
-            queue.append((_METRICS, record))
+        # Another thread may log too: the step is checked and the record queued as one, so
+        # the file's steps never go backwards.
+        with self._step_lock:
+            last = self._last_step
+            if step is None:
+                if last is None:
+                    step = 0
+                elif last < _MAX_STEP:
+                    step = last + 1
+                else:
+                    raise ValueError(f"log(): the step after {last} is past 2**63-1, the "
+                                     "largest step")
+                record["step"] = step
+            elif last is not None and step < last:
+                raise ValueError(f"step {step} is before the last logged step {last}: steps "
+                                 "must not go backwards")
+            self._last_step = step
+            # BackgroundWriter.put, inlined: this is the call a training loop makes most.
+            if len(record) > _WIDEST_RECORD:  # more metrics than the index takes in one record
+                queue.extend((_METRICS, part) for part in _split(record))
+            else:
+                queue.append((_METRICS, record))
         if len(queue) > self._writer.max_backlog:
             self._writer.wait_for_room()
+
+    def _values_now(self, record: dict[str, Any]) -> None:
+        """Take the values of `record` that may change after log() returns as they are now
+        (encode.metric_now); remember the types that cannot change."""
+        unchanging = self._unchanging
+        for key, value in record.items():
+            kind = type(value)
+            if kind in unchanging:
+                continue
+            if encode.unchanging(kind):
+                unchanging.add(kind)
+            else:
+                record[key] = encode.metric_now(value)
 
     def log_samples(
         self,
@@ -190,7 +213,7 @@ class Run:
                                   "kind": kind, "id": str(id)}
         if path is not None:
             record["path"] = str(path)
-        record.update(meta)
+        record.update(snapshot(meta))  # as it is now: the writer encodes it later
         self._writer.put((fmt.CHECKPOINTS, record))
 
     def set_phase(
@@ -219,7 +242,7 @@ class Run:
             raise ValueError(f"log level {level!r} is not one of {', '.join(fmt.LOG_LEVELS)}")
         record: dict[str, Any] = {"ts": time.time(), "level": level, "message": str(message)}
         if data is not None:
-            record["data"] = data
+            record["data"] = snapshot(data)  # as it is now: the writer encodes it later
         self._writer.put((fmt.LOGS, record))
 
     def logging_handler(self, level: int = logging.INFO) -> logging.Handler:
@@ -396,8 +419,9 @@ class Run:
 
     @property
     def dropped_lines(self) -> int:
-        """Records that never reached the disk because it refused writes (warned about),
-        after what was logged before is written or kept (as dropped_values waits)."""
+        """Records that never reached the disk (warned about): the disk refused them, or
+        they were larger than a reader reads; after what was logged before is written or
+        kept (as dropped_values waits)."""
         self._writer.settle()
         return self._writer.dropped_lines
 
@@ -554,7 +578,8 @@ def _whole_step(step: Any) -> Any:
 
 
 def _sample_dicts(samples: Any) -> list[dict[str, Any]]:
-    """`samples` as log_samples() records them: each a dict of its own. Another shape is a
+    """`samples` as log_samples() records them: each a dict of its own, its values as they
+    are now (encode.snapshot: the writer encodes them later). Another shape is a
     ValueError that says which shape the call takes (dict() of a string said "dictionary
     update sequence element #0 has length 1; 2 is required")."""
     shape = ("log_samples() takes a list of samples, each a dict of its fields, such as "
@@ -571,7 +596,7 @@ def _sample_dicts(samples: Any) -> list[dict[str, Any]]:
     for i, sample in enumerate(items):
         if not hasattr(sample, "keys"):
             raise ValueError(f"{shape}; its sample {i} is {type(sample).__name__}, not dict")
-    return [dict(sample) for sample in items]
+    return [snapshot(dict(sample)) for sample in items]
 
 
 def _key_error(metrics: Any) -> str:

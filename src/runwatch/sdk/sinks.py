@@ -6,6 +6,11 @@ line) and the line is kept to retry from its beginning, so no record is torn or 
 to another. `WholeFiles` holds whole-file writes (sample files, and a manifest or engine
 config that could not be written at the call) until one succeeds. Both remember what is
 still unwritten, so a run that ends on a full disk can say how much it lost.
+
+Nothing waits here long on a disk that takes writes: the writer writes whenever
+`FLUSH_BYTES` wait. Only while the disk refuses writes does it trim a sink (`trim`) to
+`MAX_PENDING_BYTES`, dropping the oldest. A sample file never grows past what its readers
+read (`SAMPLES_CAP`): samples that would pass it are left out of it and counted.
 """
 
 from __future__ import annotations
@@ -18,10 +23,20 @@ from typing import Any
 
 from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line, loads_line
+from runwatch.rundir.safeio import CAPS, SAMPLES_CAP
 from runwatch.sdk.encode import warn
 
 # Bytes kept for retry while the disk refuses writes; past this the oldest are dropped.
 MAX_PENDING_BYTES = 64 * 1024 * 1024
+# The longest line of a record file (newline included) that the index reads: it reads
+# them with max_line=runwatch.ingest.indexer.SLICE_BYTES and skips a longer line whole. The
+# writer writes no longer line (writer.py). Importing the indexer would load SQLAlchemy into
+# every training process, so a test holds the two equal.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+# Encoded bytes the writer lets wait before it writes them, even within one batch: a burst
+# of large records (sample files, long log lines) is written as it comes, so a disk that
+# takes writes never makes MAX_PENDING_BYTES wait.
+FLUSH_BYTES = 8 * 1024 * 1024
 
 
 class LineSink:
@@ -39,9 +54,12 @@ class LineSink:
     def add(self, line: bytes) -> None:
         self.pending.append(line)
         self.pending_bytes += len(line)
+
+    def trim(self) -> None:
+        """Drop the oldest lines past MAX_PENDING_BYTES, counted in `dropped` (the writer
+        calls this only while the disk refuses writes: keep the newest)."""
         if self.pending_bytes <= MAX_PENDING_BYTES:
             return
-        # Only a disk that refuses writes for long lets this much wait: keep the newest.
         before = self.dropped
         while self.pending_bytes > MAX_PENDING_BYTES and len(self.pending) > 1:
             oldest = self.pending.popleft()
@@ -128,30 +146,51 @@ class WholeFiles:
         # file name -> bytes to write whole, or a samples payload to add to the file
         self.pending: dict[str, bytes | dict[str, Any]] = {}
         self._sizes: dict[str, int] = {}
+        self.pending_bytes = 0
         self.dropped = 0
 
-    def replace(self, name: str, data: bytes) -> None:
+    def replace(self, name: str, data: bytes) -> bool:
+        """Queue `data` as the whole file `name`; False (nothing queued) when it is larger
+        than its readers read (runwatch.rundir.safeio.CAPS)."""
+        cap = CAPS.get(name)
+        if cap is not None and len(data) > cap:
+            return False
         self._keep(name, data, len(data))
+        return True
 
-    def add_samples(self, name: str, payload: dict[str, Any], size: int) -> None:
-        """Queue `payload` (JSON values only, `size` bytes encoded) for sample file `name`."""
+    def add_samples(self, name: str, payload: dict[str, Any], size: int) -> int:
+        """Queue `payload` (JSON values only, `size` bytes encoded) for sample file `name`,
+        less the last of its samples when the file would pass SAMPLES_CAP, the most its
+        readers read: how many samples were left out."""
+        held = self._sizes.get(name, 0) + _size_on_disk(self.run_dir / name)
+        given = len(payload["samples"])
+        if held + size > SAMPLES_CAP:
+            # the sizes add up to a little more than the file they make (one header each)
+            payload, size = _fitting(payload, SAMPLES_CAP - held)
+        left_out = given - len(payload["samples"])
+        if left_out and not payload["samples"]:
+            return left_out
         waiting = self.pending.get(name)
         if isinstance(waiting, dict):
             payload = {**payload, "samples": waiting["samples"] + payload["samples"]}
             size += self._sizes[name]
         self._keep(name, payload, size)
+        return left_out
 
     def _keep(self, name: str, content: bytes | dict[str, Any], size: int) -> None:
+        self.pending_bytes += size - self._sizes.get(name, 0)
         self.pending[name] = content
         self._sizes[name] = size
-        if sum(self._sizes.values()) <= MAX_PENDING_BYTES:
+
+    def trim(self) -> None:
+        """As LineSink.trim: drop the oldest files past MAX_PENDING_BYTES, counted."""
+        if self.pending_bytes <= MAX_PENDING_BYTES:
             return
-        # As for lines: only a disk that refuses writes for long gets here; keep the newest.
         before = self.dropped
-        while sum(self._sizes.values()) > MAX_PENDING_BYTES and len(self.pending) > 1:
+        while self.pending_bytes > MAX_PENDING_BYTES and len(self.pending) > 1:
             oldest = next(iter(self.pending))
             self.dropped += _records(self.pending.pop(oldest))
-            del self._sizes[oldest]
+            self.pending_bytes -= self._sizes.pop(oldest)
         if before == 0 < self.dropped:
             _warn_dropping(f"files of {self.run_dir}", "files")
 
@@ -170,7 +209,7 @@ class WholeFiles:
                 error = error or exc
                 continue
             del self.pending[name]
-            del self._sizes[name]
+            self.pending_bytes -= self._sizes.pop(name)
         if error is not None:
             raise error
 
@@ -189,6 +228,27 @@ class WholeFiles:
         if isinstance(before, list):
             content = {**content, "samples": before + content["samples"]}
         write_atomic(path, dumps_line(content))
+
+
+def _size_on_disk(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _fitting(payload: dict[str, Any], room: int) -> tuple[dict[str, Any], int]:
+    """`payload` with as many of its first samples as fit in `room` bytes encoded, and its
+    size encoded."""
+    size = len(dumps_line({**payload, "samples": []}))
+    kept = 0
+    for sample in payload["samples"]:
+        more = len(dumps_line(sample))  # its newline stands for the comma before it
+        if size + more > room:
+            break
+        size += more
+        kept += 1
+    return {**payload, "samples": payload["samples"][:kept]}, size
 
 
 def _records(content: bytes | dict[str, Any]) -> int:

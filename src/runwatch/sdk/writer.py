@@ -2,10 +2,14 @@
 
 `Run.log()` only appends to an in-memory deque. This thread drains it at most every
 `interval` seconds (sooner when the backlog passes `max_backlog`, which also makes the
-producer wait, so memory stays bounded when the loop outruns the disk). An I/O error
-becomes one warning; the unwritten bytes are kept and retried (sinks.py), so logging
-resumes when the disk is writable again. A record that cannot be encoded loses only its
-unencodable values (encode.py), and no error in one batch stops the thread.
+producer wait, so memory stays bounded when the loop outruns the disk), and writes what it
+encoded whenever `sinks.FLUSH_BYTES` of it wait. An I/O error becomes one warning; the
+unwritten bytes are kept and retried (sinks.py), so logging resumes when the disk is
+writable again. A record that cannot be encoded loses only its unencodable values
+(encode.py), and no error in one batch stops the thread. No record is written that its
+readers would skip (a line past `sinks.MAX_LINE_BYTES`, a file past its cap): a log line
+is cut to fit, any other such record is left out. Every record left out, for whatever
+reason, is counted, and the run's last event says how many.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.rundir import format as fmt
+from runwatch.rundir.safeio import CAPS, SAMPLES_CAP, MiB
 from runwatch.sdk.encode import Encoder, warn
-from runwatch.sdk.sinks import LineSink, WholeFiles
+from runwatch.sdk.sinks import FLUSH_BYTES, MAX_LINE_BYTES, LineSink, WholeFiles
 
 # Metric records whose values are all of these types need no per-value check.
 _PLAIN_NUMBERS = frozenset({float, int})
@@ -59,7 +64,11 @@ class BackgroundWriter:
         self._final: Item | None = None
         self._io_failing = False
         self._told_remade = False  # the folder was found removed, and the user told
-        self._lost = 0
+        self._lost = 0  # unwritten when the run ended
+        self._failed_records = 0  # records whose encoding met an error
+        self._too_big = 0  # records left out because readers would skip them
+        self._waiting = 0  # bytes added to the line sinks since they were last flushed
+        self._told_too_big: set[str] = set()  # the files whose records were cut or left out
         self.io_warnings = 0
         self.errors = 0
         self._warned_keys: set[str] = set()
@@ -94,7 +103,14 @@ class BackgroundWriter:
         retry with the rest."""
         with self._drained:
             try:
-                self._files.replace(name, self._encoder.line(name, record))
+                data = self._encoder.line(name, record)
+                if not self._files.replace(name, data):
+                    self._too_big += 1
+                    self._warn_too_big(name, f"runwatch: {name} would be {len(data):,} bytes, "
+                                       f"more than the {CAPS[name] // MiB} MiB a reader of it "
+                                       "reads, so it is not written (counted in "
+                                       "run.dropped_lines)")
+                    return
                 self._files.flush()
             except OSError as exc:
                 self._failed_io(exc)
@@ -154,9 +170,22 @@ class BackgroundWriter:
 
     @property
     def dropped_lines(self) -> int:
-        """Records lost: dropped while the disk refused writes for long, or unwritten at close."""
-        return (sum(sink.dropped for sink in self._sinks.values()) + self._files.dropped
-                + self._lost)
+        """Records lost: dropped while the disk refused writes for long, unwritten at close,
+        left out because readers would skip them, or met by an error."""
+        return self._dropped_by_disk() + self._lost + self._too_big + self._failed_records
+
+    def _dropped_by_disk(self) -> int:
+        return sum(sink.dropped for sink in self._sinks.values()) + self._files.dropped
+
+    def _not_written(self) -> tuple[int, str]:
+        """How many records the run's end says were not written, and why (its reason)."""
+        disk = self._dropped_by_disk() + self.unwritten
+        causes = [fmt.records_lost(disk) if disk else "",
+                  _not_written(self._too_big, "it was larger than a reader reads",
+                               "they were larger than a reader reads"),
+                  _not_written(self._failed_records, "the writer met an error",
+                               "the writer met errors")]
+        return disk + self._too_big + self._failed_records, "; ".join(c for c in causes if c)
 
     @property
     def dropped_values(self) -> int:
@@ -211,10 +240,10 @@ class BackgroundWriter:
     def _last_batch(self) -> None:
         self._drain()
         if self._final is not None:
+            self._flush_sinks()  # what the disk refused before, once more: then count
             name, record = self._final
-            lost = self.unwritten
+            lost, why = self._not_written()
             if lost:
-                why = fmt.records_lost(lost)
                 record["unwritten"] = lost
                 record["reason"] = f"{record['reason']}; {why}" if record.get("reason") else why
             self._encode(name, record)
@@ -225,9 +254,12 @@ class BackgroundWriter:
 
         Writing after each batch (not once the queue is empty) keeps the encoded lines
         in memory bounded even while the producer keeps refilling the queue, and wakes
-        a producer that waits on backpressure as soon as there is room.
+        a producer that waits on backpressure as soon as there is room. Within a batch,
+        what was encoded is written whenever FLUSH_BYTES of it wait (a burst of large
+        records), or, while the disk refuses writes, trimmed to what the sinks keep.
         """
         q = self.queue
+        files = self._files
         while q:
             with self._drained:
                 for _ in range(min(len(q), self.max_backlog)):
@@ -235,14 +267,21 @@ class BackgroundWriter:
                     try:
                         self._encode(*item)
                     except Exception as exc:
-                        self._lost += 1
+                        self._failed_records += 1
                         self._failed(exc)
+                    if self._waiting + files.pending_bytes > FLUSH_BYTES:
+                        if self._io_failing:
+                            self._trim()  # written at the batch's end, if the disk takes it
+                        else:
+                            self._flush_sinks()
                 self._flush_sinks()
                 self._drained.notify_all()
 
     def _encode(self, name: str, record: dict[str, Any]) -> None:
         if name.endswith(".json"):
-            self._files.add_samples(name, *self._encoder.checked(name, record))
+            left_out = self._files.add_samples(name, *self._encoder.checked(name, record))
+            if left_out:
+                self._samples_left_out(name, left_out)
             return
         seq = self._seq.get(name, 0)
         self._seq[name] = seq + 1
@@ -252,7 +291,63 @@ class BackgroundWriter:
         sink = self._sinks.get(name)
         if sink is None:
             sink = self._sinks[name] = LineSink(self.run_dir / name)
-        sink.add(self._encoder.line(name, record))
+        line = self._encoder.line(name, record)
+        if len(line) > MAX_LINE_BYTES:
+            fitted = self._fitted(name, record, len(line))
+            if fitted is None:
+                self._seq[name] = seq  # no line, so no seq: the file's seqs stay consecutive
+                return
+            line = fitted
+        sink.add(line)
+        self._waiting += len(line)
+
+    def _fitted(self, name: str, record: dict[str, Any], size: int) -> bytes | None:
+        """The line of a record that would be `size` bytes, more than MAX_LINE_BYTES, the
+        longest line a reader reads: a log line without its data, and with its message cut
+        if that is not enough, each said in the message and counted in `dropped_values`;
+        None for any other record, which is left out and counted lost. Warned once a file."""
+        limit = f"the {MAX_LINE_BYTES // MiB} MiB a reader of {name} reads"
+        if name != fmt.LOGS:
+            self._too_big += 1
+            self._warn_too_big(name, f"runwatch: a record of {name} would be a line of "
+                               f"{size:,} bytes, more than {limit}, so it is not written "
+                               "(counted in run.dropped_lines)")
+            return None
+        message = record["message"]
+        called = f"{message!r}" if len(message) <= 40 else f"{message[:40]!r}…"
+        self._warn_too_big(name, f"runwatch: log_text({called}) would be a line of "
+                           f"{size:,} bytes, more than {limit}, so it is written without its "
+                           "data (its message says so, and is cut too where it alone is too "
+                           "long; counted in run.dropped_values); put large outputs in "
+                           "log_samples() or a file of your own")
+        self._encoder.dropped += 1
+        said = f"this line would have been {size:,} bytes, more than {limit}"
+        had_data = record.pop("data", None) is not None
+        if had_data:
+            record["message"] = f"{message} [runwatch left out its data: {said}]"
+            line = self._encoder.line(name, record)
+            if len(line) <= MAX_LINE_BYTES:
+                return line
+        record["message"] = message
+        over = len(self._encoder.line(name, record)) - MAX_LINE_BYTES
+        cut = f"[runwatch cut this message{' and left out its data' if had_data else ''}: {said}]"
+        # a character is at least a byte: cutting `over` of them, and as many as the note
+        # and "… " (4 bytes) take, is enough
+        record["message"] = f"{message[:max(0, len(message) - over - len(cut) - 4)]}… {cut}"
+        return self._encoder.line(name, record)
+
+    def _samples_left_out(self, name: str, count: int) -> None:
+        self._too_big += count
+        self._warn_too_big("samples", f"runwatch: log_samples() would make {name} larger "
+                           f"than {SAMPLES_CAP // MiB} MiB, the most a reader of a samples "
+                           f"file reads, so {count} of its samples are left out of it, as "
+                           "are later ones past that size (counted in run.dropped_lines); "
+                           "log fewer or shorter samples a step")
+
+    def _warn_too_big(self, what: str, message: str) -> None:
+        if what not in self._told_too_big:
+            self._told_too_big.add(what)
+            warn(message)
 
     def _check_values(self, record: dict[str, Any]) -> None:
         """Drop (counted, warned once per key) values that are not numbers."""
@@ -295,7 +390,9 @@ class BackgroundWriter:
             error = error or exc
         if error is not None:
             self._failed_io(error)
+            self._trim()
             return
+        self._waiting = 0
         if remade and not self._told_remade:  # once: each file finds it as it is next written
             self._told_remade = True
             self.io_warnings += 1
@@ -307,6 +404,13 @@ class BackgroundWriter:
             if self._restore is not None:
                 with contextlib.suppress(OSError):
                     self._restore()
+
+    def _trim(self) -> None:
+        """While the disk refuses writes: keep at most what each sink keeps, the newest."""
+        for sink in self._sinks.values():
+            sink.trim()
+        self._files.trim()
+        self._waiting = sum(sink.pending_bytes for sink in self._sinks.values())
 
     def _failed_io(self, exc: OSError) -> None:
         if not self._io_failing:
@@ -321,6 +425,14 @@ class BackgroundWriter:
         if self.errors == 1:
             warn(f"runwatch: the writer of {self.run_dir} met an error and carries on "
                  f"({type(exc).__name__}: {exc}); please report it")
+
+
+def _not_written(count: int, why_one: str, why_many: str) -> str:
+    """Part of the run's end's reason: `count` records not written, and why ('' for none)."""
+    if not count:
+        return ""
+    return f"1 record could not be written: {why_one}" if count == 1 else \
+        f"{count} records could not be written: {why_many}"
 
 
 def _nothing() -> None:
