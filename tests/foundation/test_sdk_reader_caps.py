@@ -110,6 +110,9 @@ def test_a_checkpoint_record_longer_than_readers_read_is_left_out(runs_dir: Path
     end = lines(d / fmt.EVENTS)[-1]
     assert end["unwritten"] == 1
     assert end["reason"] == "1 record could not be written: it was larger than a reader reads"
+    # the run list marks it as it marks records the disk refused (it read SUCCEEDED)
+    listed = run_cli("runs", "list", "--dir", str(runs_dir), env={"COLUMNS": "160"}).stdout
+    assert "SUCCEEDED (records lost)" in listed, listed
 
 
 def test_an_engine_config_larger_than_readers_read_is_not_written(runs_dir: Path) -> None:

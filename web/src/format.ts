@@ -39,7 +39,7 @@ export function liveDuration(run: RunSummary, receivedAt: number): number | null
 
 
 /** The status as a label, with "(process gone)" when the run's process has died and
- * "(records lost)" when the disk refused some of its records, as `runwatch runs list`
+ * "(records lost)" when some of its records were not written, as `runwatch runs list`
  * shows it. */
 export function statusText(run: RunSummary): string {
   return statusLabel(run.status) + (run.process_gone ? " (process gone)" : "") + (run.reason?.includes(RECORDS_LOST) ? " (records lost)" : "");

@@ -57,16 +57,19 @@ ACTIVE_PHASES = frozenset({"PREPARING", "RUNNING", "CANCEL_REQUESTED"})
 CANCELLABLE_PHASES = frozenset({"QUEUED", "PREPARING", "RUNNING"})
 RETRYABLE_PHASES = TERMINAL_PHASES
 START_PHASES = ("QUEUED", "PREPARING", "RUNNING")
-# The reason the SDK's final event carries (after any other) when the disk refused records
-# to the end (`records_lost`): "1 record could not be written: the disk refused it", "<n>
-# records could not be written: the disk refused them". RECORDS_LOST is what every such
-# reason holds, older runs' "1 records … them" too: the run list marks a run by it.
-RECORDS_LOST = "could not be written: the disk refused"
+# The reason the SDK's final event carries (after any other) when records were not written
+# (`records_lost`): "1 record could not be written: the disk refused it", "<n> records
+# could not be written: they were larger than a reader reads". RECORDS_LOST is what every
+# such reason holds, older runs' "1 records … them" too: the run list marks a run by it.
+RECORDS_LOST = "could not be written"
 
 
-def records_lost(count: int) -> str:
-    """The reason (or the part of one) that says `count` records could not be written."""
-    return f"1 record {RECORDS_LOST} it" if count == 1 else f"{count} records {RECORDS_LOST} them"
+def records_lost(count: int, why_one: str = "the disk refused it",
+                 why_many: str = "the disk refused them") -> str:
+    """The reason (or the part of one) that says `count` records could not be written,
+    and why."""
+    return f"1 record {RECORDS_LOST}: {why_one}" if count == 1 else \
+        f"{count} records {RECORDS_LOST}: {why_many}"
 
 
 def phase_named(text: str) -> str:
@@ -191,8 +194,8 @@ def typescript() -> str:
             f"{json.dumps(sorted(TERMINAL_PHASES))};\n"
             f"export const ACTIVE_PHASES: readonly string[] = "
             f"{json.dumps(sorted(ACTIVE_PHASES))};\n"
-            "\n// What the reason of the SDK's final event holds when the disk refused records to "
-            "the run's end.\n"
+            "\n// What the reason of the SDK's final event holds when records were not written "
+            "(the disk refused them, they were too large for a reader, the writer failed).\n"
             f"export const RECORDS_LOST = {json.dumps(RECORDS_LOST)};\n")
 
 

@@ -181,10 +181,11 @@ class BackgroundWriter:
         """How many records the run's end says were not written, and why (its reason)."""
         disk = self._dropped_by_disk() + self.unwritten
         causes = [fmt.records_lost(disk) if disk else "",
-                  _not_written(self._too_big, "it was larger than a reader reads",
-                               "they were larger than a reader reads"),
-                  _not_written(self._failed_records, "the writer met an error",
-                               "the writer met errors")]
+                  fmt.records_lost(self._too_big, "it was larger than a reader reads",
+                                   "they were larger than a reader reads")
+                  if self._too_big else "",
+                  fmt.records_lost(self._failed_records, "the writer met an error",
+                                   "the writer met errors") if self._failed_records else ""]
         return disk + self._too_big + self._failed_records, "; ".join(c for c in causes if c)
 
     @property
@@ -425,14 +426,6 @@ class BackgroundWriter:
         if self.errors == 1:
             warn(f"runwatch: the writer of {self.run_dir} met an error and carries on "
                  f"({type(exc).__name__}: {exc}); please report it")
-
-
-def _not_written(count: int, why_one: str, why_many: str) -> str:
-    """Part of the run's end's reason: `count` records not written, and why ('' for none)."""
-    if not count:
-        return ""
-    return f"1 record could not be written: {why_one}" if count == 1 else \
-        f"{count} records could not be written: {why_many}"
 
 
 def _nothing() -> None:
