@@ -4,7 +4,8 @@ One run with one key of 1,000,000 points is stored in a SQLite index, the real s
 (uvicorn) serves it on a loopback port, and an HTTP client asks for the whole series in
 1,000 buckets: the first request (cold: the series is read from SQLite into the cache),
 then N more (warm). Also timed: a zoomed window that is still downsampled, a window small
-enough to come back at full resolution, and the downsampling function alone.
+enough to come back at full resolution, a small answer (/api/projects) on the kept-open
+connection and on a new one each, and the downsampling function alone.
 
     python bench/bench_server.py                  # 1,000,000 points, 50 requests
     python bench/bench_server.py --points 200000 --requests 20
@@ -107,6 +108,20 @@ def main() -> int:
             fine, body = timed(client, {**base, "lo": lo, "hi": lo + 999}, args.requests)
             assert body["series"][0]["full"] and len(body["series"][0]["step"]) == 1000
             out["zoomed_full_resolution"] = summary(fine)
+            # a small answer on the kept-open connection, and on a new connection each: the
+            # two were 44 and 1 ms while Nagle's algorithm held the kept-open one's answers
+            small = []
+            for _ in range(args.requests):
+                t = time.perf_counter()
+                client.get("/api/projects").raise_for_status()
+                small.append((time.perf_counter() - t) * 1000)
+            out["small_answer_kept_open"] = summary(small)
+            fresh = []
+            for _ in range(args.requests):
+                t = time.perf_counter()
+                httpx.get(f"{server.url}/api/projects", timeout=60).raise_for_status()
+                fresh.append((time.perf_counter() - t) * 1000)
+            out["small_answer_new_connection"] = summary(fresh)
         engine.dispose()
     steps = np.arange(args.points, dtype=np.int64)
     values = np.sin(steps / 500.0)

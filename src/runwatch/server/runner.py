@@ -200,9 +200,17 @@ class Runner:
         and a caller that asks for port 0 gets a port no other process can take between
         finding it free and binding it (as one from `free_port` can be, under load)."""
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        # made as socket.create_server makes it, but with its protocol named (TCP): asyncio
+        # turns Nagle's algorithm off (TCP_NODELAY) only on the connections of a socket
+        # whose protocol is IPPROTO_TCP, and with it on, each answer after the first on a
+        # kept-open connection waited about 40 ms for the client's delayed ACK
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         try:
-            sock = socket.create_server((self.host, self.port), family=family)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+            sock.listen()
         except OSError as exc:
+            sock.close()
             raise OSError(f"the server could not listen on {self.url} ({exc.strerror or exc}): "
                           "is the port taken? choose another with --port") from None
         self.port = int(sock.getsockname()[1])
