@@ -9,7 +9,10 @@ runwatch.compat.wandb_plot), and `Api` and sweeps raise, saying what to use inst
 so this module keeps the current run in module attributes as W&B does; every record goes
 through the SDK's `Run`. A script that ends without `finish()` ends its run as W&B does:
 SUCCEEDED, or as the SDK ends a run its uncaught exception or an exit with a status other
-than 0 stopped (runwatch.compat.wandb_exit). docs/wandb-compat.md says what maps to what.
+than 0 stopped (runwatch.compat.wandb_exit). A process forked from the script (a
+DataLoader or Pool worker) neither ends nor records into its parent's run, as W&B ignores
+such a process's calls: its `init()` starts a run of its own. docs/wandb-compat.md says
+what maps to what.
 """
 
 from __future__ import annotations
@@ -406,6 +409,7 @@ def _adopt(new: Run, caller_globals: dict[str, Any]) -> None:
         _exit_notes.install(caller_globals)
         # Registered after the SDK's own exit hook, so it runs first (atexit is LIFO).
         atexit.register(_end_at_exit)
+        os.register_at_fork(after_in_child=_forked_child)
     run, config, summary = new, new.config, new.summary
 
 
@@ -421,6 +425,16 @@ _exit_notes: ExitNotes | None = None
 def _end_at_exit() -> None:
     if run is not None and _exit_notes is not None:
         run._end_at_exit(_exit_notes.ending())
+
+
+def _forked_child() -> None:
+    """In a process forked from the script: its run is the parent's, which the SDK makes
+    record nothing here (runwatch.sdk.live.InheritedRun). The child's exit does not end it
+    (without exit notes `_end_at_exit` does nothing, until an init() here notes its own
+    run's), and `wandb.config` no longer writes the parent's config.yaml."""
+    global _exit_notes
+    _exit_notes = None
+    object.__setattr__(config, "_path", None)  # (Config's own setattr sets a value)
 
 
 def _safe(name: str) -> str:

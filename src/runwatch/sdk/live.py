@@ -1,6 +1,16 @@
 """The runs of this process that have not finished, and the process-wide hooks that end
-them: an uncaught exception or an exit without finish() (atexit and sys.excepthook),
-and SIGTERM.
+them: an uncaught exception or an exit without finish() (atexit, sys.excepthook and
+threading.excepthook), and SIGTERM; and what a forked child makes of them.
+
+An uncaught exception in another thread ends a run that thread started as one in the
+main thread does (its loop is gone); every other live run logs it as an error line, with
+its traceback, and takes it as its reason should the process leave it unfinished.
+
+A process forked from one that records runs (a DataLoader or Pool worker, `os.fork()`)
+records none of them: in the child each becomes an `InheritedRun`, which records and ends
+nothing, the exit hooks know no run, and SIGTERM does what it did before runwatch. The
+run, its writer and its lock stay the parent's (sdk/lock.py closes the child's copy of
+the lock).
 
 The SIGTERM handler is installed in the main thread while a run is live, and the
 handler it replaced comes back when the last run finishes. On SIGTERM every live run
@@ -8,22 +18,28 @@ records CANCEL_REQUESTED at once; then, when the replaced handler was Python cod
 framework's own graceful stop), that code runs and decides how the loop stops;
 otherwise `StopRequested` (a KeyboardInterrupt) is raised in the main thread, so the
 loop unwinds as on Ctrl-C and the run ends CANCELLED. A process that ignores SIGTERM
-keeps ignoring it. This module is the SDK's one piece of process-wide state, because
-atexit, sys.excepthook and signal handlers are process-wide too.
+keeps ignoring it. This module is the SDK's one piece of process-wide state (with the
+locks sdk/lock.py holds), because atexit, the exception hooks, signal handlers and fork
+are process-wide too.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import sys
 import threading
 import traceback
+import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
+
+from runwatch.sdk.null import NullRun
 
 if TYPE_CHECKING:
     from runwatch.sdk.run import Run
@@ -38,16 +54,26 @@ class StopRequested(KeyboardInterrupt):
     CANCELLED."""
 
 
-_LIVE_RUNS: set[Run] = set()
+@dataclass
+class _Live:
+    """What the hooks know of a live run."""
+
+    thread: threading.Thread  # the thread that started it: its loop's, as a rule
+    pid: int  # the process that records it
+    thread_exc: BaseException | None = None  # the last exception another thread died of
+
+
+_LIVE_RUNS: dict[Run, _Live] = {}
 _LAST_EXCEPTION: list[BaseException] = []
 _EXIT_HOOKS = threading.Event()
 _sigterm: dict[str, Handler] = {}  # "previous": the handler ours replaced, while ours is in
+_forking = threading.local()  # .held: this thread's os.fork() blocked SIGTERM (_hold_sigterm)
 
 
 def register(run: Run) -> None:
     """Track `run` until it finishes: an uncaught exception, an exit without finish() or
     SIGTERM ends it."""
-    _LIVE_RUNS.add(run)
+    _LIVE_RUNS[run] = _Live(threading.current_thread(), os.getpid())
     if not _EXIT_HOOKS.is_set():
         _EXIT_HOOKS.set()
         previous = sys.excepthook
@@ -63,8 +89,47 @@ def register(run: Run) -> None:
             previous(t, e, tb)
 
         sys.excepthook = hook
+        previous_in_thread = threading.excepthook
+
+        def thread_hook(args: threading.ExceptHookArgs) -> None:
+            try:
+                previous_in_thread(args)  # the traceback on stderr, as without runwatch
+            finally:
+                _thread_died(args.exc_value, args.thread)
+
+        threading.excepthook = thread_hook
         atexit.register(_finish_live_runs)
+        os.register_at_fork(before=_hold_sigterm, after_in_parent=_let_sigterm_in,
+                            after_in_child=_forget_in_child)
     _install_sigterm()
+
+
+def _thread_died(exc: BaseException | None, thread: threading.Thread | None) -> None:
+    """A thread ended by an uncaught exception `exc`: a run that thread started ends as
+    the main thread's exception would end it; every other live run logs it (an error
+    line with its traceback) and keeps it as the reason to end with, should the process
+    leave the run unfinished."""
+    if exc is None or isinstance(exc, SystemExit):
+        return  # a thread's sys.exit() ends that thread only, and quietly
+    for run, live in list(_LIVE_RUNS.items()):
+        try:
+            if live.thread is thread:
+                run.fail_from(exc)
+            else:
+                live.thread_exc = exc
+                _log_thread_exception(run, exc, thread)
+        except Exception:
+            continue  # a run that finished meanwhile, or a hook that must not fail
+
+
+def _log_thread_exception(run: Run, exc: BaseException, thread: threading.Thread | None) -> None:
+    from runwatch.sdk.run import exception_data  # (run.py imports this module)
+
+    data = exception_data(exc)
+    said = " ".join(data["message"].split())[:300]
+    name = f"thread {thread.name!r}" if thread is not None else "a thread"
+    run.log_text(f"{name} raised {data['exception']}{': ' + said if said else ''}, which "
+                 "ended that thread; the run goes on", level="error", data=data)
 
 
 def _stopped_here(tb: TracebackType | None) -> str:
@@ -91,7 +156,7 @@ def live_runs() -> list[Run]:
 
 def unregister(run: Run) -> None:
     """`run` has finished; the last one to finish puts the replaced SIGTERM handler back."""
-    _LIVE_RUNS.discard(run)
+    _LIVE_RUNS.pop(run, None)
     if not _LIVE_RUNS:
         _restore_sigterm()
 
@@ -113,18 +178,23 @@ def _install_sigterm() -> None:
 def _restore_sigterm() -> None:
     if "previous" not in _sigterm or not _on_main_thread():
         return  # off the main thread ours stays, and passes SIGTERM on (see _on_sigterm)
-    previous = _sigterm.pop("previous")
+    previous = _sigterm["previous"]
     if signal.getsignal(signal.SIGTERM) is _on_sigterm:  # else someone replaced ours: keep it
         signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+    # forgotten only now: signal.signal() first runs ours for a SIGTERM that came
+    # meanwhile, which passes it on to `previous`
+    del _sigterm["previous"]
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     previous = _sigterm.get("previous")
-    if not _LIVE_RUNS:
+    # (a child forked a moment ago, whose at-fork hook has not run yet, has its parent's)
+    ours = [run for run, live in list(_LIVE_RUNS.items()) if live.pid == os.getpid()]
+    if not ours:
         _pass_on(previous, signum, frame)  # no run is recording: as if we were not here
         return
     # A run that is finishing records nothing more, and the process is ending anyway.
-    first = [run for run in list(_LIVE_RUNS) if run.request_stop()]
+    first = [run for run in ours if run.request_stop()]
     if callable(previous):
         previous(signum, frame)  # the loop's framework stops it its own way
     elif first:
@@ -142,8 +212,92 @@ def _pass_on(previous: Handler, signum: int, frame: FrameType | None) -> None:
 
 def _finish_live_runs() -> None:
     exc = _LAST_EXCEPTION[-1] if _LAST_EXCEPTION else None
-    for run in list(_LIVE_RUNS):
+    for run, live in list(_LIVE_RUNS.items()):
         try:
-            run.end_unfinished(exc)
+            run.end_unfinished(exc if exc is not None else live.thread_exc)
         except Exception:
             continue
+
+
+def _forget_in_child() -> None:
+    """In a process just forked from this one: the live runs are the parent's. Forget
+    them, so that the child's exit ends none of them; make each an InheritedRun, so that
+    what the child calls on it records nothing (its writer's thread is not in the child,
+    and its queue and files are the parent's); and let SIGTERM do what it did before
+    runwatch (Pool.terminate() stops its workers with it)."""
+    inherited = list(_LIVE_RUNS)
+    _LIVE_RUNS.clear()
+    _LAST_EXCEPTION.clear()
+    for run in inherited:
+        # the same object, which the child's code holds: only its methods change
+        run.__class__ = InheritedRun  # type: ignore[assignment]
+    # where it cannot be put back, ours stays, and passes SIGTERM on (no run is live)
+    with contextlib.suppress(ValueError, OSError):
+        _restore_sigterm()
+    _let_sigterm_in()
+
+
+def _hold_sigterm() -> None:
+    """Before os.fork() while ours is the handler: block SIGTERM in the forking thread
+    until the child has put back the handler ours replaced. One that came before would
+    meet ours there, or be lost as the interpreter readies itself in the child, where
+    without runwatch it ends the child. Delivered once unblocked, in either process."""
+    if "previous" in _sigterm:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        _forking.held = signal.SIGTERM not in held
+
+
+def _let_sigterm_in() -> None:
+    if getattr(_forking, "held", False):
+        _forking.held = False
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+class InheritedRun(NullRun):
+    """A run as a process forked from the one recording it sees it: the parent records
+    and ends it, so here it records nothing and ends nothing. Its first record warns,
+    once, that a process records a run of its own with runwatch.init()."""
+
+    _told = False
+
+    def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        self._not_recorded("log")
+
+    def log_samples(self, step: int, samples: list[dict[str, Any]], split: str = "train",
+                    kind: str = "completions") -> None:
+        self._not_recorded("log_samples")
+
+    def log_checkpoint(self, step: int, kind: str, id: str,
+                       path: str | os.PathLike[str] | None = None, **meta: Any) -> None:
+        self._not_recorded("log_checkpoint")
+
+    def set_phase(self, phase: str, stage: str | None = None, done: int | None = None,
+                  total: int | None = None, reason: str | None = None) -> None:
+        self._not_recorded("set_phase")
+
+    def log_text(self, message: str, level: str = "info", data: Any = None) -> None:
+        self._not_recorded("log_text")
+
+    def log_engine_config(self, requested: dict[str, Any], resolved: dict[str, Any]) -> None:
+        self._not_recorded("log_engine_config")
+
+    def set_manifest_fields(self, **fields: Any) -> None:
+        self._not_recorded("set_manifest_fields")
+
+    def finish(self, status: str | None = None, reason: str | None = None,
+               code: str | None = None) -> None:
+        return None  # the parent ends the run (a child's `with` block, sys.exit(), its end)
+
+    def _not_recorded(self, call: str) -> None:
+        if self._told:
+            return
+        self._told = True
+        recorder = self.manifest.get("pid", "the one that started it")
+        message = (f"runwatch: {call}() records nothing: run {self.name!r} is recorded by "
+                   f"process {recorder}, and this process ({os.getpid()}) was forked from "
+                   "it; call runwatch.init() here to record a run of its own, or send what "
+                   "to record to that process (a multiprocessing queue)")
+        try:
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+        except Exception:  # warnings made errors must not end the worker
+            print(message, file=sys.stderr)

@@ -2,7 +2,12 @@
 
 The lock is `flock` on the folder itself, so the run format gains no file and the
 indexer sees nothing new. The kernel drops it when the process ends, however it ends,
-so a crashed run can always be resumed.
+so a crashed run can always be resumed. A flock belongs to the open file, which a forked
+child shares: `release()` unlocks it explicitly (closing this process's descriptor would
+leave it held while a child's copy is open), and a forked child closes its copies at
+once without unlocking (`_close_inherited`), so a worker that outlives its parent (a
+persistent DataLoader or Pool worker) holds no run. An exec'd child gets no copy (the
+descriptor is not inheritable).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from pathlib import Path
 
 from runwatch.rundir import format as fmt
@@ -55,12 +61,41 @@ class RunLock:
                           "second process recording this run at the same time would not be "
                           "stopped", RuntimeWarning, stacklevel=3)
         self._fd = fd
+        _HELD.add(self)
 
     def release(self) -> None:
+        """Let the folder go: unlock it, then close the descriptor (see the module's note)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        _HELD.discard(self)
+
+    def _close_inherited(self) -> None:
+        """In a forked child: close this process's copy of the descriptor, never unlocking
+        it (that would let go the parent's lock, which the open file shares)."""
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
+
+
+# The locks this process holds, for a forked child to close its copies of. Process-wide
+# because fork is.
+_HELD: weakref.WeakSet[RunLock] = weakref.WeakSet()
+
+
+def _close_inherited() -> None:
+    """A forked child's copies of its parent's locks: closed, so that the child, which
+    records none of its parent's runs, does not keep them locked should it outlive it."""
+    for lock in list(_HELD):
+        lock._close_inherited()
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_close_inherited)
 
 
 class LetGoAfter:
