@@ -315,7 +315,21 @@ class Run:
             if sender is not None:
                 sender.written()
 
-        written = self._writer.close(final=(fmt.EVENTS, record), late=written_late)
+        final = (fmt.EVENTS, record)
+        try:
+            written = self._writer.close(final=final, late=written_late)
+        except KeyboardInterrupt:
+            # Ctrl-C while finish() waits for the writer (a slow disk): the run's end is
+            # what it writes next, so wait once more (a second Ctrl-C stops that too),
+            # then let the folder go and stop as asked; the exit hook would find the run
+            # finished and wait for nothing, and its end would be lost
+            done = self._writer.close(final=final, late=written_late)
+            if done:
+                folder.done()
+            if sender is not None:
+                sender.close(then=folder.done, writing=not done)
+            live.unregister(self)
+            raise
         if written:
             folder.done()
         else:

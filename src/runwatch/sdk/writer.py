@@ -76,6 +76,10 @@ class BackgroundWriter:
         # waiting for it (under `_ending`, so exactly one of them ends the files).
         self._ending = threading.Lock()
         self._written = False
+        # Set by the thread once its last batch is written: close() waits on it, not on
+        # join(), whose state a Ctrl-C that interrupts it spoils (Python 3.11 then takes
+        # the thread for ended while it still writes).
+        self._done = threading.Event()
         self._late: Callable[[], None] | None = None
         self._thread = threading.Thread(target=self._loop, name="runwatch-writer", daemon=True)
 
@@ -129,9 +133,9 @@ class BackgroundWriter:
         self._final = final
         self._stop = True
         self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(CLOSE_WAIT_S if timeout is None else timeout)
-        else:  # no thread to write it: write it here
+        if self._thread.ident is not None:  # started: it writes the last batch
+            self._done.wait(CLOSE_WAIT_S if timeout is None else timeout)
+        elif not self._written:  # no thread to write it: write it here
             self._last_batch()
             self._written = True
         with self._ending:
@@ -159,6 +163,7 @@ class BackgroundWriter:
         with self._ending:
             self._written = True
             late = self._late
+            self._done.set()
         if late is not None:
             self._end_files()
             late()
