@@ -142,8 +142,8 @@ def test_a_fifo_as_config_does_not_block_indexing(runs_dir: Path, tmp_path: Path
 
 def test_a_fifo_as_config_does_not_keep_runwatch_ui_from_listening(runs_dir: Path,
                                                                    tmp_path: Path) -> None:
-    """`runwatch ui` indexes the folder once before it listens: with a FIFO as a run's
-    config it still answers, and lists the run."""
+    """`runwatch ui` indexes the folder in its indexer's thread from its start: with a
+    FIFO as a run's config it still answers, and lists the run once it has read it."""
     run = write_run(runs_dir, "fifo-ui", [{"seq": 0, "step": 0, "ts": 1e9, "loss": 1.0}])
     os.mkfifo(run / fmt.CONFIG)
     port = free_port()

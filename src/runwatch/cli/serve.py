@@ -124,7 +124,7 @@ def ui(
     devices, profile, ids = _workers(runs_dir, workers, devices, device_profile)
     _run(Runner(engine, runs_dir=runs_dir, host=host, port=port, token=token,
                 interval=interval, exit_when_done=exit_when_done, workers=workers,
-                devices=devices, device_profile=profile, device_ids=ids))
+                devices=devices, device_profile=profile, device_ids=ids, index_first=False))
 
 
 def server(
@@ -154,4 +154,5 @@ def server(
 
     devices, profile, ids = _workers(runs_dir, workers, devices, device_profile)
     _run(Runner(engine, runs_dir=runs_dir, host=host, port=port, token=token, interval=interval,
-                workers=workers, devices=devices, device_profile=profile, device_ids=ids))
+                workers=workers, devices=devices, device_profile=profile, device_ids=ids,
+                index_first=False))

@@ -101,6 +101,11 @@ class Runner:
     device_profile: str = "cpu"
     device_ids: list[str] | None = None
     worker_settings: dict[str, Any] = field(default_factory=dict)
+    # whether start() returns only once the runs folder's first index pass is done (as a
+    # test or a script wants); else (`runwatch ui`, `runwatch server`) the server answers
+    # at once and the first pass runs in the indexer's thread, the embedded workers
+    # starting after it: a folder of millions of points took a minute to answer anything
+    index_first: bool = True
     # whether a run's process is gone: judged by a pass that began after it died
     settle: Settle = field(default_factory=Settle)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -129,6 +134,7 @@ class Runner:
 
     def _index_loop(self) -> None:
         indexer = self._indexer()
+        workers_started = self.index_first
         while not self._stop.is_set():
             try:
                 with self._index_lock:
@@ -139,6 +145,11 @@ class Runner:
                 log.exception("indexing %s failed; retrying", self.runs_dir)
                 self._stop.wait(1.0)
                 continue
+            if not workers_started and not self._stop.is_set():
+                # the first pass is done: the workers' jobs find their runs indexed, and
+                # their loops do not wait on the index lock the first pass held
+                self._start_workers()
+                workers_started = True
             if report.rows or report.new_runs:
                 self.feed.notify()
             elif self.exit_when_done and all_finished(self.engine):
@@ -230,21 +241,12 @@ class Runner:
         if self.save_series and self.cache.disk_dir is None:
             self.cache.disk_dir = default_disk_dir(self.engine)
         if self.runs_dir is not None:
-            self._index_pass(self._indexer(), None)
+            if self.index_first:
+                self._index_pass(self._indexer(), None)
+                self._start_workers()
             t = threading.Thread(target=self._index_loop, name="runwatch-indexer", daemon=True)
             t.start()
             self._threads.append(t)
-            for n in range(self.workers):
-                ids = (None if self.device_ids is None
-                       else self.device_ids[n * self.devices:(n + 1) * self.devices])
-                worker = Worker(self.engine, self.runs_dir, devices=self.devices,
-                                device_profile=self.device_profile, indexer=self._indexer(),
-                                index_lock=self._index_lock, device_ids=ids,
-                                **self.worker_settings)
-                t = threading.Thread(target=worker.run_forever, args=(self._stop,),
-                                     name=f"runwatch-worker-{n}", daemon=True)
-                t.start()
-                self._workers.append((worker, t))
         if self.prewarm:
             t = threading.Thread(target=self._prewarm, name="runwatch-prewarm", daemon=True)
             t.start()
@@ -259,6 +261,21 @@ class Runner:
                 raise OSError(f"the server could not start on {self.url}")
             time.sleep(0.02)
         return self
+
+    def _start_workers(self) -> None:
+        """Start the embedded workers (after the runs folder's first index pass)."""
+        assert self.runs_dir is not None
+        for n in range(self.workers):
+            ids = (None if self.device_ids is None
+                   else self.device_ids[n * self.devices:(n + 1) * self.devices])
+            worker = Worker(self.engine, self.runs_dir, devices=self.devices,
+                            device_profile=self.device_profile, indexer=self._indexer(),
+                            index_lock=self._index_lock, device_ids=ids,
+                            **self.worker_settings)
+            t = threading.Thread(target=worker.run_forever, args=(self._stop,),
+                                 name=f"runwatch-worker-{n}", daemon=True)
+            t.start()
+            self._workers.append((worker, t))
 
     def wait(self) -> None:
         """Block until the server stops (Ctrl-C, or --exit-when-done)."""
