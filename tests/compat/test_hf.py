@@ -17,7 +17,13 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # the Trainer needs it
 
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
 
 from runwatch.compat.hf import RunwatchCallback
 from tests.support import cli_here
@@ -164,3 +170,46 @@ def test_what_the_trainer_logs_after_training_is_recorded_too(tmp_path: Path) ->
     phases = [json.loads(line)["phase"]
               for line in (runs / "e" / "events.jsonl").read_text().splitlines()]
     assert phases.count("SUCCEEDED") == 3 and phases[-1] == "SUCCEEDED", phases
+
+
+def test_train_called_again_records_a_run_of_its_own(tmp_path: Path) -> None:
+    """A notebook's second `trainer.train()` on the same Trainer, from step 0: the callback
+    asked for the name its first run holds, and training stopped at its start ("already
+    holds a run"). It records a run of its own, named after the first."""
+    runs = tmp_path / "runs"
+    trainer = Trainer(model=tiny_model(), args=_args(tmp_path / "out", 2),
+                      train_dataset=tiny_rows(), callbacks=[RunwatchCallback(name="nb", dir=runs)])
+    trainer.train()
+    trainer.train()
+    assert read(runs, "get", "nb")["run"]["status"] == "SUCCEEDED"
+    assert read(runs, "get", "nb-2")["run"]["status"] == "SUCCEEDED"
+    assert [s["step"] for s in read(runs, "metrics", "nb-2")["steps"]] == [1, 2]
+
+
+class _Breaks(TrainerCallback):
+    """Raises at step 1 of the first training only: the script catches it and trains again."""
+
+    def __init__(self) -> None:
+        self.raised = False
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not self.raised:
+            self.raised = True
+            raise RuntimeError("the data loader broke")
+
+
+def test_train_after_a_caught_exception_ends_the_first_run_and_records_anew(
+        tmp_path: Path) -> None:
+    """The first train() raised, the script caught it and trained again: the callback's
+    run was still live, so the second train() failed with "already holds a run", and the
+    first run then recorded that error instead of its own."""
+    runs = tmp_path / "runs"
+    trainer = Trainer(model=tiny_model(), args=_args(tmp_path / "out", 2),
+                      train_dataset=tiny_rows(),
+                      callbacks=[RunwatchCallback(name="caught", dir=runs), _Breaks()])
+    with pytest.raises(RuntimeError, match="the data loader broke"):
+        trainer.train()
+    trainer.train()
+    first = read(runs, "get", "caught")["run"]
+    assert first["status"] == "FAILED" and "stopped before its end" in first["reason"]
+    assert read(runs, "get", "caught-2")["run"]["status"] == "SUCCEEDED"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from numbers import Real
+from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
@@ -81,6 +82,16 @@ class RunwatchCallback(TrainerCallback):
         # checkpoint=...)` leaves it unset)
         self._after_end = False
         resume = state.global_step > 0 and described["name"] is not None
+        previous = self.run
+        if isinstance(previous, Run) and not previous.finished:
+            # the last train() never reached its end (an exception the script caught):
+            # that run ends here, for what it is, before this train() records
+            previous.finish("FAILED", reason=STOPPED_BEFORE_END, code="failed")
+        if (not resume and isinstance(previous, Run) and described["name"] is not None
+                and previous.name == described["name"]):
+            # a train() again from step 0 with this callback (a notebook's second cell):
+            # a run of its own, named after the first, not an error in the new training
+            described["name"] = _next_name(previous.dir.parent, previous.name)
         self.run = init(config=trainer_config(args, model), trainer=_trainer_name(args),
                         resume=resume, **described)
         self._completions = None
@@ -154,6 +165,19 @@ class RunwatchCallback(TrainerCallback):
         if self._completions is not None and isinstance(self.run, Run) \
                 and not self.run.finished:
             self._completions.take(self.run, state.global_step, split)
+
+
+# What a run says when its train() stopped before its end and train() was called again.
+STOPPED_BEFORE_END = ("train() stopped before its end (an exception the script caught) and "
+                      "was called again")
+
+
+def _next_name(runs_dir: Path, name: str) -> str:
+    """`name-2`, `name-3`, …: the first that no run folder of `runs_dir` holds."""
+    n = 2
+    while (runs_dir / f"{name}-{n}").exists():
+        n += 1
+    return f"{name}-{n}"
 
 
 def _model_name(model: Any) -> str | None:
