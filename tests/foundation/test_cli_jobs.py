@@ -255,7 +255,7 @@ def _worker(runs: Path, wid: str, started_at: float, profile: str = "big",
 
 
 def test_resources_lists_the_workers_and_drains_one(runs_dir: Path) -> None:
-    (runs_dir / ".runwatch").mkdir()
+    (runs_dir / ".runwatch").mkdir(exist_ok=True)
     (runs_dir / ".runwatch" / "profiles.yaml").write_text(PROFILES)
     submit(runs_dir, "--name", "held", "--devices", "3", "--device-profile", "big",
            "--", "python", "-c", "pass")
@@ -364,7 +364,7 @@ def test_wait_follows_a_job_and_says_each_thing_once(runs_dir: Path) -> None:
 def test_resources_shows_a_small_spend_as_it_is(runs_dir: Path) -> None:
     # a worker up for 2 s of 4 devices at 2.0 per device-hour spent about 0.0044: the
     # table rounded it to 0, where `runs get` shows such a figure
-    (runs_dir / ".runwatch").mkdir()
+    (runs_dir / ".runwatch").mkdir(exist_ok=True)
     (runs_dir / ".runwatch" / "profiles.yaml").write_text(PROFILES)
     _worker(runs_dir, "w-brief", time.time() - 2, stopped=True)
     (worker,) = json.loads(cli_here("resources", str(runs_dir), "-o", "json").stdout)[

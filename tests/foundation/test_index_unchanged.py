@@ -125,7 +125,7 @@ def test_runs_list_of_an_unchanged_folder_loads_no_numpy(folder: tuple[Path, Pat
     """The check for new data (run by every read command) needs neither numpy nor the
     indexer's libraries."""
     runs, db = folder
-    (runs / ".runwatch").mkdir()
+    (runs / ".runwatch").mkdir(exist_ok=True)
     shutil.copy(db, runs / ".runwatch" / "index.db")
     assert is_unchanged(runs, runs / ".runwatch" / "index.db")
     assert "numpy" not in imported_by("runs", "list", "--dir", str(runs))
@@ -136,7 +136,7 @@ def test_a_manifest_that_is_not_a_regular_file_is_not_read(folder: tuple[Path, P
     manifest.json (it would block an open for reading) is a change, not a hang, and the
     command lists the other runs."""
     runs, db = folder
-    (runs / ".runwatch").mkdir()
+    (runs / ".runwatch").mkdir(exist_ok=True)
     shutil.copy(db, runs / ".runwatch" / "index.db")
     (runs / "fifo").mkdir()
     os.mkfifo(runs / "fifo" / "manifest.json")

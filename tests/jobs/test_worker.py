@@ -235,7 +235,7 @@ def test_a_job_whose_folder_is_deleted_is_released_and_the_worker_goes_on(
 
 def test_a_worker_runs_its_folders_and_profiles_jobs_each_on_devices_of_its_own(
         engine: Engine, db_url: str, runs_dir: Path, workers: Workers, tmp_path: Path) -> None:
-    (runs_dir / ".runwatch").mkdir()
+    (runs_dir / ".runwatch").mkdir(exist_ok=True)
     (runs_dir / ".runwatch" / "profiles.yaml").write_text(
         "profiles:\n  gpu3:\n    devices: 3\n    hourly_rate: 2.0\n")
     gate = tmp_path / "go"
@@ -269,7 +269,7 @@ def test_a_worker_runs_its_folders_and_profiles_jobs_each_on_devices_of_its_own(
 
 def test_a_worker_offering_more_devices_than_it_may_use_is_refused(runs_dir: Path,
                                                                    tmp_path: Path) -> None:
-    (runs_dir / ".runwatch").mkdir()
+    (runs_dir / ".runwatch").mkdir(exist_ok=True)
     (runs_dir / ".runwatch" / "profiles.yaml").write_text(
         "profiles:\n  gpu3:\n    devices: 3\n    hourly_rate: 2.0\n")
     proc = run_cli("worker", str(runs_dir), "--db", str(tmp_path / "index.db"),
@@ -285,7 +285,7 @@ def test_a_worker_offering_more_devices_than_its_profile_has_is_refused(
     machine of that profile lacks. (A cpu worker offering 2 runs two jobs at once, as
     test_two_workers and others start them.)"""
     assert VISIBLE_DEVICES not in os.environ
-    (runs_dir / ".runwatch").mkdir()
+    (runs_dir / ".runwatch").mkdir(exist_ok=True)
     (runs_dir / ".runwatch" / "profiles.yaml").write_text(
         "profiles:\n  gpu3:\n    devices: 3\n    hourly_rate: 2.0\n")
     where = ["--db", str(tmp_path / "index.db")] if command == "worker" else \

@@ -209,7 +209,7 @@ def test_a_job_write_needs_json_from_this_origin_and_the_token(engine: Engine, r
 def test_recipes_list_their_settings_and_the_profiles(server: Runner, runs_dir: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(PROFILES_ENV, raising=False)
-    (runs_dir / ".runwatch").mkdir()
+    (runs_dir / ".runwatch").mkdir(exist_ok=True)
     (runs_dir / ".runwatch" / "profiles.yaml").write_text(
         "profiles:\n  a100x8: {devices: 8, device_memory_gib: 80, hourly_rate: 2.5}\n")
     body = get(server, "/api/recipes")

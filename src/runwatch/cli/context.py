@@ -94,9 +94,27 @@ def open_context(directory: Path | None, db: str | None, refresh: bool = True,
     except StoreError as exc:
         raise fail(str(exc)) from exc
     ctx = Context(d, engine)
-    if refresh and (d.is_dir() or not read_only) and not _engine_unchanged(engine, d):
+    if (refresh and (d.is_dir() or not read_only) and not _engine_unchanged(engine, d)
+            and not (read_only and _indexed_elsewhere(engine, d))):
         _warn(ctx.refresh().problems, d)
     return ctx
+
+
+def _indexed_elsewhere(engine: Engine, d: Path) -> bool:
+    """Whether a server's indexer indexes folder `d` into this index (its lease): then a
+    read command waits for its next pass instead of indexing beside it, and says so when
+    that pass is long (the index then holds part of what the folder does)."""
+    from runwatch.ingest.lease import index_name, wait_for_pass
+
+    elsewhere, behind = wait_for_pass(d, index_name(engine))
+    if behind is not None:
+        from runwatch.cli.output import console
+
+        console(stderr=True).print(
+            f"note: process {behind.pid} (runwatch ui or server) is indexing {d} and has not "
+            "finished its pass; this shows what it has read so far (ask again for more)",
+            markup=False)
+    return elsewhere
 
 
 WARNED = 3  # problems a command that indexed its folder shows before it counts the rest

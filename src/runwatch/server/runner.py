@@ -23,6 +23,7 @@ from runwatch.health.store import on_events as health_end
 from runwatch.health.store import on_metrics as health_hook
 from runwatch.ingest import Indexer
 from runwatch.ingest.indexer import IndexReport, PointsHook
+from runwatch.ingest.lease import Lease, index_name
 from runwatch.interop.otel import OtelExport
 from runwatch.interop.otel import from_env as otel_from_env
 from runwatch.jobs.control import RETRY_WAIT_S
@@ -133,12 +134,25 @@ class Runner:
         return self._index
 
     def _index_loop(self) -> None:
+        assert self.runs_dir is not None
+        # the folder's lease, which read commands find (ingest.lease): they wait for this
+        # indexer's next pass instead of indexing beside it (not held: another server
+        # indexes the folder, or it is not writable; commands then index it themselves)
+        lease = Lease(self.runs_dir, index_name(self.engine))
+        lease.take()
+        try:
+            self._index_forever(lease)
+        finally:
+            lease.release()
+
+    def _index_forever(self, lease: Lease) -> None:
         indexer = self._indexer()
         workers_started = self.index_first
         while not self._stop.is_set():
             try:
                 with self._index_lock:
                     report = self._index_pass(indexer, self._stop)
+                lease.passed()
                 if self.otel is not None:
                     self.otel.after_pass(self.engine)
             except Exception:
