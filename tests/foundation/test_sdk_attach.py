@@ -166,6 +166,17 @@ def test_secondary_ranks_of_a_job_record_nothing(job_env: tuple[Path, str],
     assert [e["phase"] for e in lines(run_dir / fmt.EVENTS)] == ["QUEUED", "PREPARING"]
 
 
+def test_a_local_rank_of_minus_one_is_no_secondary_rank(runs_dir: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # -1 is the HF Trainer's local_rank when not distributed: it recorded nothing, silently
+    monkeypatch.setenv("LOCAL_RANK", "-1")
+    monkeypatch.setenv("RANK", "-1")
+    with runwatch.init(name="single", dir=runs_dir) as run:
+        assert not isinstance(run, runwatch.NullRun)
+        run.log({"loss": 1.0}, step=0)
+    assert (runs_dir / "single" / fmt.METRICS).exists()
+
+
 def test_a_plain_script_under_a_job_records_into_the_job_s_run(runs_dir: Path,
                                                                tmp_path: Path) -> None:
     run_dir, run_id = queued_job(runs_dir)

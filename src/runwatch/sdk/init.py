@@ -210,9 +210,11 @@ def _start(run_dir: Path, manifest: dict[str, Any], next_seq: dict[str, int], lo
 
 
 def _is_secondary_rank() -> bool:
+    """Whether RANK or LOCAL_RANK names a process other than the first; -1 is the
+    frameworks' "not distributed" (the HF Trainer's local_rank default), so it records."""
     for var in ("RANK", "LOCAL_RANK"):
         value = os.environ.get(var)
-        if value and value.strip() not in ("0", ""):
+        if value and value.strip() not in ("0", "-1", ""):
             return True
     return False
 
