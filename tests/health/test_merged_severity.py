@@ -147,3 +147,18 @@ def test_migration_0016_counts_a_group_at_its_worst(engine: Engine, db_url: str,
             assert health_store.open_by_severity(conn) == now
     finally:
         upgraded.dispose()
+
+
+def test_one_rule_on_one_metric_through_two_variants_is_listed_once() -> None:
+    """grpo.reward_hacking judges val/accuracy against accuracy and against reward_mean:
+    one fall of the validation was two critical findings with the same steps (a trial,
+    session 36). They are one listing; its evidence keeps both."""
+    found = [_finding("grpo.reward_hacking", "critical", "open", 79, 199,
+                      "val/accuracy fell 0.1 while accuracy rose 0.2."),
+             _finding("grpo.reward_hacking", "critical", "open", 79, 199,
+                      "val/accuracy fell 0.1 while reward_mean rose 0.3.")]
+    (group,) = health_store.listed(found)
+    assert group["severity"] == "critical" and len(group["evidence"]["incident"]) == 2
+    # near miss: the same rule at steps apart stays two
+    apart = [found[0], {**found[1], "first_step": 300, "last_step": 400}]
+    assert len(health_store.listed(apart)) == 2

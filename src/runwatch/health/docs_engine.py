@@ -85,7 +85,9 @@ message. Findings of rules that judge one
 signal at different speeds (an entropy falling, collapsing and fallen to a quarter; see
 `Rule.signal`) whose steps overlap are listed as one the same way, starting at the first
 of them; its message is the lead's, naming the others by their titles (their own messages
-would say the same thing again). A merged finding is open while any of its findings is,
+would say the same thing again). So are the findings of one rule on one metric through
+several of its variants (`grpo.reward_hacking` judges `val/accuracy` against the task
+score and against the reward: one fall, not two). A merged finding is open while any of its findings is,
 and as severe as the worst of them; the lead says what holds now: a warning that resolved
 under an info still open (overfitting over, the validation loss still above its best) is
 listed as an open warning led by the info, whose message names the other "(warning,

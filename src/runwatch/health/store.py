@@ -414,16 +414,21 @@ def same_signal(found: list[dict[str, Any]], merge: Merge | None = None
                 ) -> list[dict[str, Any]]:
     """Findings of rules that judge one signal at different speeds (`Rule.signal`) whose
     steps overlap, merged into one as `incidents` merges events: the fast info finding,
-    the trend's warning and the slow rule's warning about one entropy read as one."""
+    the trend's warning and the slow rule's warning about one entropy read as one. So are
+    the findings of one rule on one metric through several variants (grpo.reward_hacking
+    judges val/accuracy against accuracy and against reward_mean: one fall of the
+    validation, two findings with the same steps)."""
     merge = merge or _merged
     groups: dict[str, list[dict[str, Any]]] = {}
     out: list[dict[str, Any]] = []
     for item in found:
         rule = BY_ID.get(item["rule_id"])
-        if rule is None or rule.signal is None or item["first_step"] is None:
+        key = None if rule is None else rule.signal or (
+            f"{rule.id}|{item.get('metric')}" if len(rule.variants) > 1 else None)
+        if key is None or item["first_step"] is None:
             out.append(item)
         else:
-            groups.setdefault(rule.signal, []).append(item)
+            groups.setdefault(key, []).append(item)
     for group in groups.values():
         group.sort(key=lambda g: (g["first_step"], g["last_step"] or 0))
         run: list[dict[str, Any]] = []
