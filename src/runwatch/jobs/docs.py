@@ -187,7 +187,8 @@ offers.
 - **Claim.** A worker claims the highest-priority, then oldest, QUEUED job of its device
   profile whose folder is inside its runs folder (it registers that folder; a submit's
   `next` names only workers whose folder holds the job, and says when the running ones
-  claim other folders' jobs only, offer fewer devices than it asks for, or drain) and
+  start no job now (a Ray worker whose cluster does not answer), claim other folders'
+  jobs only, offer fewer devices than it asks for, or drain) and
   that fits its free devices,
   atomically (two workers never claim one job), appends PREPARING `{{attempt, worker}}`
   under the run folder's lock, and starts the job's argv in its cwd, in a session
