@@ -51,20 +51,23 @@ def list_cmd(
         except ValueError as exc:
             raise fail(f"--status {exc}") from None
     remote = remote_for(server, token, directory, db)
+    # one run past the limit is read to tell a cut list from one that ends there
     if remote is not None:
-        data = remote.runs(search, project, status, limit)
+        data = remote.runs(search, project, status, limit + 1)
         where = remote.url
     else:
-        rows, gone = _listed(directory, db, search, project, status, limit)
+        rows, gone = _listed(directory, db, search, project, status, limit + 1)
         dead = {r.run_id for r, g in zip(rows, gone, strict=True) if g}
         if dead:
             # a run that ended as its process died may have written its end after the
             # read: only a read made after its death was seen can say it never ended (and
             # only of the runs seen dead before it)
-            rows, gone = _listed(directory, db, search, project, status, limit)
+            rows, gone = _listed(directory, db, search, project, status, limit + 1)
             gone = [g and r.run_id in dead for r, g in zip(rows, gone, strict=True)]
         data = [run_summary(r, gone=g) for r, g in zip(rows, gone, strict=True)]
         where = str(runs_dir(directory))
+    cut = len(data) > limit
+    data = data[:limit]
 
     def table(wide: bool) -> None:
         cols = ["NAME", "ID", "STATUS", "METHOD", "MODEL", "STEP", "DURATION"]
@@ -78,6 +81,9 @@ def list_cmd(
                 row += [d["project"], d["dataset"], d["trainer"], d["reason"]]
             rows.append(row)
         print_table(cols, rows, wide=wide, drop=("DURATION", "METHOD", "MODEL"))
+        if cut:
+            line(f"showing the newest {len(data)} runs; more match "
+                 "(--limit N shows more; --search, --project or --status narrows)")
         if not data:
             asked = [f"--{name} {value}" for name, value in
                      (("search", search), ("project", project), ("status", status)) if value]

@@ -351,20 +351,21 @@ HISTORY_WHOLE = 5_000
 
 
 def _window_steps(conn: Connection, st: ServerState, run_pk: int, chosen: list[KeyInfo]
-                  ) -> npt.NDArray[np.int64] | None:
+                  ) -> _Steps | None:
     """The chosen keys' steps, read without their values when the cache does not hold
     their series and no long key had a step logged again (its summaries say so); None
     when the series must be read whole.
 
     A long key with as many points as steps from its first to its last logged every step
-    between (its steps are distinct): those are a range, read from nothing. The steps of
-    the others are read by the database, counted once."""
+    between (its steps are distinct): those are a span, read from nothing. The steps of
+    the others are read by the database, counted once, but for a long key whose first and
+    last step lie in one span: it has no step outside it."""
     long = [k for k in chosen if k.points > HISTORY_WHOLE]
     if not st.cache.summaries or not long or all(st.cache.holds(run_pk, k) for k in long):
         return None
     states = summary_states(conn, [k.id for k in long])
     spans: list[tuple[int, int]] = []  # first and last step of each key that logged all
-    sparse: list[int] = []
+    sparse: list[tuple[int, int, int | None]] = []  # (id, first step, last step)
     for k in long:
         state = states.get(k.id)
         if state is None or retained_count(conn, k.id, state) != k.points:
@@ -372,33 +373,134 @@ def _window_steps(conn: Connection, st: ServerState, run_pk: int, chosen: list[K
         if k.last_step is not None and k.last_step - state.first_step + 1 == k.points:
             spans.append((state.first_step, k.last_step))
         else:
-            sparse.append(k.id)
-    steps = _span_steps(spans)
+            sparse.append((k.id, state.first_step, k.last_step))
+    spans = _merged(spans)
     more = [st.cache.get(conn, run_pk, k).step for k in chosen if k.points <= HISTORY_WHOLE]
-    if sparse:
-        more.append(distinct_steps(conn, sparse))
-    return np.union1d(steps, np.concatenate(more)) if more else steps
+    outside = [kid for kid, first, last in sparse if last is None
+               or not any(lo <= first and last <= hi for lo, hi in spans)]
+    if outside:
+        more.append(distinct_steps(conn, outside))
+    return _Steps.of(spans, more)
 
 
-def _span_steps(spans: list[tuple[int, int]]) -> npt.NDArray[np.int64]:
-    """Every step of the (first, last) spans, sorted, each once: the spans merged first
-    (keys logged together share theirs), so no step is made twice."""
-    merged: list[list[int]] = []
+def _series_steps(columns: list[tuple[str, Series]]) -> _Steps:
+    """The steps of the columns' series: a series that logged every step from its first
+    to its last (strictly rising, so as many points as steps between) is its span."""
+    spans: list[tuple[int, int]] = []
+    sparse: list[npt.NDArray[np.int64]] = []
+    for _, s in columns:
+        if s.size and int(s.step[-1]) - int(s.step[0]) + 1 == s.size:
+            spans.append((int(s.step[0]), int(s.step[-1])))
+        elif s.size:
+            sparse.append(s.step)
+    return _Steps.of(spans, sparse)
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """The distinct steps of a History table, kept as spans of consecutive steps and the
+    sorted steps in none of them, so that a page, its place and the total are found
+    without making every step: a 1,000,000-step key is one span, and a page of it costs
+    what a page of a short run does."""
+
+    spans: list[tuple[int, int]]  # (first, last), sorted, apart: none touches the next
+    extra: npt.NDArray[np.int64]  # sorted, each once, in no span
+
+    @classmethod
+    def of(cls, spans: list[tuple[int, int]], parts: list[npt.NDArray[np.int64]]) -> _Steps:
+        """The union of the (first, last) spans and the parts (each sorted, each step once)."""
+        merged = _merged(spans)
+        return cls(merged, _union([_outside(merged, part) for part in parts]))
+
+    @property
+    def total(self) -> int:
+        return sum(last - first + 1 for first, last in self.spans) + int(self.extra.size)
+
+    def below(self, step: int) -> int:
+        """How many of the steps are below `step`."""
+        inside = sum(min(last, step - 1) - first + 1 for first, last in self.spans
+                     if first < step)
+        return inside + int(np.searchsorted(self.extra, step, side="left"))
+
+    def after(self, step: int | None, limit: int) -> npt.NDArray[np.int64]:
+        """The first `limit` steps above `step` (from the first when None)."""
+        i = 0 if step is None else int(np.searchsorted(self.extra, step, side="right"))
+        parts = [self.extra[i:i + limit]]
+        taken = 0
+        for first, last in self.spans:
+            lo = first if step is None else max(first, step + 1)
+            if lo <= last and taken < limit:
+                n = min(last - lo + 1, limit - taken)
+                parts.append(lo + np.arange(n, dtype=np.int64))
+                taken += n
+        return np.sort(np.concatenate(parts))[:limit]
+
+    def before(self, step: int | None, limit: int) -> npt.NDArray[np.int64]:
+        """The last `limit` steps below `step` (up to the last when None)."""
+        j = self.extra.size if step is None else int(np.searchsorted(self.extra, step,
+                                                                     side="left"))
+        parts = [self.extra[max(0, j - limit):j]]
+        taken = 0
+        for first, last in reversed(self.spans):
+            hi = last if step is None else min(last, step - 1)
+            if first <= hi and taken < limit:
+                n = min(hi - first + 1, limit - taken)
+                parts.append(hi - n + 1 + np.arange(n, dtype=np.int64))
+                taken += n
+        found = np.sort(np.concatenate(parts))
+        return found[max(0, found.size - limit):]
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (first, last) spans sorted, those that overlap or touch made one."""
+    merged: list[tuple[int, int]] = []
     for first, last in sorted(spans):
         if merged and first <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], last)
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
         else:
-            merged.append([first, last])
-    parts = [np.arange(first, last + 1, dtype=np.int64) for first, last in merged]
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            merged.append((first, last))
+    return merged
+
+
+def _outside(spans: list[tuple[int, int]], steps: npt.NDArray[np.int64]
+             ) -> npt.NDArray[np.int64]:
+    """The sorted `steps` that fall in none of the sorted spans."""
+    if not spans or not steps.size:
+        return steps
+    starts = np.searchsorted(steps, [first for first, _ in spans], side="left")
+    ends = np.searchsorted(steps, [last for _, last in spans], side="right")
+    keep, at = [], 0
+    for start, end in zip(starts, ends, strict=True):
+        keep.append(steps[at:start])
+        at = int(end)
+    keep.append(steps[at:])
+    return np.concatenate(keep)
+
+
+def _union(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+    """The steps of the sorted parts, sorted, each once. Keys logged together share their
+    steps: a part equal to one before it is left out (a compare, not a sort)."""
+    kept: list[npt.NDArray[np.int64]] = []
+    for part in parts:
+        if part.size and not any(np.array_equal(part, k) for k in kept):
+            kept.append(part)
+    if len(kept) < 2:
+        return kept[0] if kept else np.zeros(0, dtype=np.int64)
+    # a stable sort merges the sorted runs (1 ms for a million steps; np.unique: 0.5 s)
+    steps = np.sort(np.concatenate(kept), kind="stable")
+    return steps[np.concatenate(([True], steps[1:] != steps[:-1]))]
 
 
 def _page_points(conn: Connection, st: ServerState, run_pk: int, key: KeyInfo,
                  page: npt.NDArray[np.int64], states: dict[int, State]) -> Series:
     """A key's points over the page's steps (a long key's from the window: it has no
-    superseded points, so seq order is step order, and its summaries bound the seqs)."""
+    superseded points, so seq order is step order, and its summaries bound the seqs; of
+    a page past either end, none)."""
     state = states.get(key.id)
-    if key.points <= HISTORY_WHOLE or not page.size or state is None:
+    if not page.size:
+        none = np.zeros(0, dtype=np.int64)
+        return Series(none, none.astype(np.float64), none.astype(np.float64), 0, -1)
+    if key.points <= HISTORY_WHOLE or state is None:
         return st.cache.get(conn, run_pk, key)
     rows = step_window(conn, key.id, state, int(page[0]), int(page[-1]))
     return Series(rows["step"], rows["value"], rows["ts"], rows.size, -1)
@@ -440,22 +542,20 @@ def history(
     window = _window_steps(conn, st, row.pk, chosen)
     if window is None:
         columns = [(k.key, st.cache.get(conn, row.pk, k)) for k in chosen]
-        steps = (np.unique(np.concatenate([s.step for _, s in columns])) if columns
-                 else np.zeros(0, dtype=np.int64))
+        steps = _series_steps(columns)
     else:
         steps = window
-    total = int(steps.size)
+    total = steps.total
     if after_step is not None:
-        start = int(np.searchsorted(steps, after_step, side="right"))
-        end = min(total, start + limit)
+        page = steps.after(after_step, limit)
     elif before_step is not None:
-        end = int(np.searchsorted(steps, before_step, side="left"))
-        start = max(0, end - limit)
+        page = steps.before(before_step, limit)
     elif order == "latest":
-        end, start = total, max(0, total - limit)
+        page = steps.before(None, limit)
     else:
-        start, end = 0, min(total, limit)
-    page = steps[start:end]
+        page = steps.after(None, limit)
+    start = steps.below(int(page[0])) if page.size else 0  # the page's place among the steps
+    end = start + int(page.size)
     if window is not None:
         states = summary_states(conn, [k.id for k in chosen if k.points > HISTORY_WHOLE])
         columns = [(k.key, _page_points(conn, st, row.pk, k, page, states)) for k in chosen]
