@@ -85,12 +85,14 @@ def running_total(values: npt.NDArray[np.float64]) -> bool:
 
 def _count(info: KeyInfo | None, values: SeriesValues) -> float | None:
     """A count's total over the run: the sum of its per-step values, or the last value of
-    a running total. The series is read only when its last value is its greatest, as a
-    running total's is."""
+    a running total. The series is read only when its last value is its greatest and not
+    its least, as a running total's is (one that never changes never rises)."""
     total = _series_stat(info, values, "sum")
     if info is None or total is None or info.last_value is None:
         return total
     if info.last_value != _series_stat(info, values, "max"):
+        return total
+    if info.last_value == _series_stat(info, values, "min"):
         return total
     return finite(info.last_value) if running_total(values(info)) else total
 

@@ -8,6 +8,7 @@ import csv
 import shlex
 import sys
 import time
+from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
@@ -33,6 +34,7 @@ from runwatch.cli.options import (
 from runwatch.cli.output import (
     Output,
     console,
+    dumps,
     emit,
     escape_controls,
     fail,
@@ -56,17 +58,18 @@ TABLE_ROLES = (Role.TRAIN_LOSS, Role.EVAL_LOSS, Role.ACCURACY, Role.VAL_ACCURACY
 
 
 def detail_of(conn: Connection, row: Row[Any], runs_dir: Path, gone: bool) -> dict[str, Any]:
-    """The run detail, as the API sends it, with its series read from the index (and its
-    spend at the device profiles of `runs_dir`); `gone`: whether its process is gone, as
-    Context.current_run judged it with `row`."""
+    """The run detail, as the API sends it, with its tiles from the index (a key's step
+    summaries, its series read only where they cannot say: runwatch.store.series
+    IndexValues) and its spend at the device profiles of `runs_dir`; `gone`: whether its
+    process is gone, as Context.current_run judged it with `row`."""
     # imported here: numpy, which reads series, would slow every other command's start
     import_numpy()
     from runwatch.analysis.detail import run_detail
     from runwatch.jobs.control import queued_waits
-    from runwatch.store.series import read_series
+    from runwatch.store.series import IndexValues
 
     rec = read_run(conn, row, gone)
-    return run_detail(rec, lambda key: read_series(conn, key.id).value, runs_dir=runs_dir,
+    return run_detail(rec, IndexValues(conn), runs_dir=runs_dir,
                       waits_for=queued_waits(conn, rec.job, row.status, row.dir, time.time()))
 
 
@@ -245,54 +248,131 @@ def metrics_cmd(
     remote = remote_for(server, token, directory, db)
     if remote is not None:
         found = remote.detail(run)
-        run_id, name = found["run_id"], found["name"]
-        hist = remote.history(run_id, key, lo, hi)
-    else:
-        ctx = open_context(directory, db, read_only=True)
-        with ctx.engine.connect() as conn:
-            row = resolve_or_exit(conn, run)
-            run_id, name = row.run_id, row.name
-            try:
-                hist = q.history(conn, row.pk, key, lo, hi)
-            except KeyError as exc:
-                raise fail(str(exc.args[0])) from exc
-    if output is MetricsOutput.csv and not jq:
-        write_csv(hist, key)
+        sent = _Sent(remote.history(found["run_id"], key, lo, hi))
+        show_history(sent, found["run_id"], found["name"], output, jq, raw, key, limit)
         return
-    data = {"run_id": run_id, "name": name,
-            "steps": [{"step": h.step, "ts": h.ts, "measured": h.values} for h in hist]}
+    import_numpy()
+    ctx = open_context(directory, db, read_only=True)
+    with ctx.engine.connect() as conn:
+        row = resolve_or_exit(conn, run)
+        try:
+            hist = q.History(conn, row.pk, key, lo, hi)
+        except KeyError as exc:
+            raise fail(str(exc.args[0])) from exc
+        try:
+            show_history(hist, row.run_id, row.name, output, jq, raw, key, limit)
+        except q.HistoryChanged as exc:
+            raise fail(str(exc)) from exc
+
+
+class _Sent:
+    """A history the team server sent whole, read as a `q.History` is."""
+
+    def __init__(self, rows: list[q.StepRow]) -> None:
+        self.rows = rows
+
+    def tail(self, n: int) -> tuple[list[q.StepRow], list[str]]:
+        return self.rows[-n:], self.present()
+
+    def count(self) -> int:
+        return len(self.rows)
+
+    def present(self) -> list[str]:
+        return list(dict.fromkeys(k for h in self.rows for k in h.values))
+
+    def blocks(self) -> list[q.StepBlock]:
+        import_numpy()
+        return [q.StepBlock.of_rows(self.rows)] if self.rows else []
+
+    def row_chunks(self) -> list[list[q.StepRow]]:
+        return [self.rows]
+
+    def step_chunks(self) -> list[list[tuple[int, float, dict[str, float]]]]:
+        return [[(h.step, h.ts, h.values) for h in self.rows]]
+
+
+def show_history(hist: q.History | _Sent, run_id: str, name: str, output: MetricsOutput,
+                 jq: str | None, raw: bool, key: list[str] | None, limit: int) -> None:
+    """Write a run's history as `runs metrics` was asked to: the exports as they are read,
+    a table from the last `limit` steps alone."""
+    if jq:  # the filter reads the whole document
+        data = {"run_id": run_id, "name": name,
+                "steps": [{"step": h.step, "ts": h.ts, "measured": h.values}
+                          for rows in hist.row_chunks() for h in rows]}
+        emit(data, Output.table if output is MetricsOutput.csv else Output(output.value), jq,
+             lambda wide: None, raw)
+        return
+    if output is MetricsOutput.csv:
+        write_csv(hist.blocks(), key or sorted(hist.present()))
+        return
+    if output is MetricsOutput.json and not raw:
+        write_json(run_id, name, hist.step_chunks())
+        return
+    tail, present = hist.tail(limit)
+    total = hist.count() if len(tail) == limit else len(tail)
 
     def table(wide: bool) -> None:
-        keys = sorted({k for h in hist for k in h.values})
+        keys = sorted(present)
         if not wide and not key:
             found = (find_key(keys, role) for role in TABLE_ROLES)
             shown = [k for k in found if k is not None] or keys[:8]
         else:
             shown = keys
-        tail = hist[-limit:]
         rows = [[h.step, *[h.values.get(k) for k in shown]] for h in tail]
         # the roles last in TABLE_ROLES are the first left out of a narrow terminal
         print_table(["STEP", *shown], rows, wide=wide or bool(key), drop=shown[:0:-1])
-        if len(hist) > len(tail):
-            line(f"showing the last {len(tail)} of {len(hist)} steps "
+        if total > len(tail):
+            line(f"showing the last {len(tail)} of {total} steps "
                  "(--limit N, --steps A:B, or -o json for all)")
         if len(keys) > len(set(shown)):
             line(f"{len(keys) - len(set(shown))} more metrics not shown "
                  "(-o wide shows every one, --key NAME one)")
 
-    emit(data, Output.table if output is MetricsOutput.csv else Output(output.value), jq,
-         table, raw)
+    # a table, or -r without --jq, which emit refuses
+    emit(None, Output(output.value), None, table, raw)
 
 
-def write_csv(hist: list[q.StepRow], keys: list[str] | None) -> None:
-    """The steps as CSV: step, ts (unix seconds), then each metric in name order (an empty
-    cell where a step logged no value; NaN and infinities as nan, inf and -inf)."""
-    names = keys or sorted({k for h in hist for k in h.values})
-    out = csv.writer(sys.stdout, lineterminator="\n")
-    out.writerow(["step", "ts", *[escape_controls(k) for k in names]])
-    for h in hist:
-        out.writerow([h.step, repr(h.ts), *["" if (v := h.values.get(k)) is None else repr(v)
-                                            for k in names]])
+def write_csv(blocks: Iterable[q.StepBlock], names: list[str]) -> None:
+    """The steps as CSV: step, ts (unix seconds), then each metric of `names` (an empty
+    cell where a step logged no value; NaN and infinities as nan, inf and -inf), a block
+    of steps at a time. No cell but the header's needs quoting: a number's repr holds no
+    comma, quote or line break."""
+    out = sys.stdout
+    csv.writer(out, lineterminator="\n").writerow(["step", "ts",
+                                                   *[escape_controls(k) for k in names]])
+    for block in blocks:
+        n = block.step.size
+        by_name = {name: (at, values) for name, at, values in block.columns}
+        cols = [list(map(str, block.step.tolist())), list(map(repr, block.ts.tolist()))]
+        for name in names:
+            at, values = by_name.get(name, (None, None))
+            if values is None:
+                cols.append([""] * n)
+                continue
+            cells = list(map(repr, values.tolist()))
+            if at is not None:
+                spread = [""] * n
+                for i, cell in zip(at.tolist(), cells, strict=True):
+                    spread[i] = cell
+                cells = spread
+            cols.append(cells)
+        out.write("\n".join(map(",".join, zip(*cols, strict=True))) + "\n")
+
+
+def write_json(run_id: str, name: str,
+               chunks: Iterable[list[tuple[int, float, dict[str, float]]]]) -> None:
+    """{"run_id", "name", "steps": [{"step", "ts", "measured"}, ...]}, as `emit` writes it,
+    a chunk of (step, ts, values) at a time."""
+    head = dumps({"run_id": run_id, "name": name, "steps": []})
+    out = sys.stdout
+    out.write(head[:-len("[]}")] + "[")
+    sep = ""
+    for steps in chunks:
+        if steps:
+            out.write(sep + dumps([{"step": step, "ts": ts, "measured": values}
+                                   for step, ts, values in steps])[1:-1])
+            sep = ", "
+    out.write("]}\n")
 
 
 def logs_cmd(

@@ -21,7 +21,8 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Connection
 
-from runwatch.store.points import scan_points
+from runwatch.store.keys import KeyInfo
+from runwatch.store.points import id_range, scan_points
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -71,6 +72,51 @@ class Series:
 def read_series(conn: Connection, key_id: int) -> Series:
     """Every point of a key as a series."""
     return _from_rows(read_rows(conn, key_id, -1))
+
+
+class IndexValues:
+    """`runwatch.analysis.results.SeriesValues` over the index alone, for a process that
+    holds no series (the command line's run detail): called with a key, its values, read
+    whole; `stat(key, how)` is the least ("min"), greatest ("max") or sum ("sum") of its
+    finite values (None when it has none), from its step summaries where they give
+    exactly what the values would, so the detail of a long run reads no whole series."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def __call__(self, key: KeyInfo) -> FloatArray:
+        return read_series(self.conn, key.id).value
+
+    def stat(self, key: KeyInfo, how: str) -> float | None:
+        # imported here: runwatch.store.summaries reads its points with this module
+        from runwatch.store.summaries import finite_stats
+
+        found = finite_stats(self.conn, key.id)  # None: the key has no summaries
+        if found is not None:
+            low, high, total = found
+            if low is None or high is None:
+                return None
+            stat = low if how == "min" else high if how == "max" else total
+            # summed in another order, a sum is the same only when every partial sum is
+            # exact; and the sign of a zero may differ
+            if stat != 0 and (how != "sum" or self._whole(key, max(-low, high))):
+                return stat
+        values = self(key)
+        fin = values[np.isfinite(values)]
+        if not fin.size:
+            return None
+        return float(fin.min() if how == "min" else fin.max() if how == "max" else fin.sum())
+
+    def _whole(self, key: KeyInfo, largest: float) -> bool:
+        """Whether every value of the key is a whole number, and `largest` (the greatest
+        magnitude) times its point count below 2**53: then every partial sum, in any
+        order, is a float exactly (one scan of its points by the database)."""
+        if largest * key.points >= 2**53:
+            return False
+        m = "?" if self.conn.dialect.paramstyle == "qmark" else "%s"
+        return self.conn.exec_driver_sql(
+            f"SELECT 1 FROM metric_points WHERE id BETWEEN {m} AND {m} "
+            "AND value <> ROUND(value) LIMIT 1", id_range(key.id)).first() is None
 
 
 def extend_series(conn: Connection, key_id: int, old: Series) -> Series:
