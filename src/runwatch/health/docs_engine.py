@@ -87,11 +87,12 @@ signal at different speeds (an entropy falling, collapsing and fallen to a quart
 of them; its message is the lead's, naming the others by their titles (their own messages
 would say the same thing again). So are the findings of one rule on one metric through
 several of its variants (`grpo.reward_hacking` judges `val/accuracy` against the task
-score and against the reward: one fall, not two). A merged finding is open while any of its findings is,
-and as severe as the worst of them; the lead says what holds now: a warning that resolved
-under an info still open (overfitting over, the validation loss still above its best) is
-listed as an open warning led by the info, whose message names the other "(warning,
-resolved at step 299)", and `--fail-on warning` judges every finding, merged or not.
+score and against the reward: one fall, not two). A merged finding is open while any of
+its findings is, and as severe as the worst of them; the lead says what holds now: a
+warning that resolved under an info still open (overfitting over, the validation loss
+still above its best) is listed as an open warning led by the info, whose message names
+the other "(warning, resolved at step 299)", and `--fail-on warning` judges every
+finding, merged or not.
 Among findings as open and as severe, the rule listed first in the catalogue leads,
 except that a loss's rise since its start (`loss.doubled`, then `loss.above_start`)
 leads the rules that read its latest points: a loss that
