@@ -6,6 +6,12 @@ hook, as `runwatch index` runs it, and without), `runwatch index` as a command o
 fresh database, a second pass that must add nothing, and
 `runwatch runs metrics RUN -o json` written to a file, which must hold every point.
 
+The run's keys (`train/metric_NN`) are read by no health rule, so its figure with the
+health engine is that of ingest alone. A second run of the same shape names its first
+three keys as a supervised fine-tune logs them (`loss`, a falling and noisy loss;
+`learning_rate`, warmed up then decayed; `grad_norm`), and is indexed with and without
+the health engine too: that figure is what the rules a real run wakes cost.
+
     python bench/bench_ingest.py                    # 100,000 x 20, 3 repeats
     python bench/bench_ingest.py --steps 10000 --repeat 1   # quick look
 """
@@ -14,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
+import random
 import resource
 import subprocess
 import sys
@@ -35,6 +43,8 @@ from runwatch.store import open_engine
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "build" / "bench" / "ingest.json"
 RUN_NAME = "ingest-bench"
+SFT_RUN = "ingest-bench-sft"
+SFT_KEYS = ("loss", "learning_rate", "grad_norm")  # as an SFT trainer names them
 
 
 def _cli() -> list[str]:
@@ -45,6 +55,39 @@ def _cli() -> list[str]:
 
 def _children_peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def log_sft_run(runs_dir: Path, steps: int, n_metrics: int) -> None:
+    """A run shaped as the bench's whose first keys are an SFT run's: a loss falling from
+    2.5 towards 0.5 with noise, a learning rate warmed up over 3% of the run then decayed
+    on a cosine, a noisy gradient norm; the other keys as in `one_round`."""
+    rng = random.Random(36)
+    keys = [*SFT_KEYS, *(f"train/metric_{i:02d}" for i in range(len(SFT_KEYS), n_metrics))]
+    keys = keys[:n_metrics]
+    warmup = max(1, steps * 3 // 100)
+    run = runwatch.init("bench", name=SFT_RUN, dir=runs_dir, method="sft")
+    for step in range(steps):
+        values = {
+            "loss": 0.5 + 2.0 * math.exp(-3 * step / steps) + 0.05 * rng.gauss(0, 1),
+            "learning_rate": 2e-5 * min(1.0, step / warmup)
+            * 0.5 * (1 + math.cos(math.pi * step / steps)),
+            "grad_norm": 1.0 + 0.3 * rng.random(),
+        }
+        run.log({k: values.get(k, step * 1e-3 + i) for i, k in enumerate(keys)}, step)
+    run.finish()
+
+
+def index_pass(db: Path, runs_dir: Path, health: bool) -> tuple[float, float, int]:
+    """One `Indexer.index_once()` of `runs_dir` into a fresh database `db`, with the health
+    engine's hook or without it: wall seconds, CPU seconds and rows added."""
+    engine = open_engine(db)
+    t, cpu = time.perf_counter(), time.process_time()
+    rows = Indexer(engine, runs_dir, hooks=[health_hook] if health else []).index_once().rows
+    # SQLite works in this thread, so CPU time is the whole cost less the waiting for
+    # a core on a shared machine (and for the disk).
+    wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+    engine.dispose()
+    return wall, cpu, rows
 
 
 def one_round(tmp: Path, steps: int, n_metrics: int) -> dict[str, Any]:
@@ -114,6 +157,15 @@ def one_round(tmp: Path, steps: int, n_metrics: int) -> dict[str, Any]:
     out["export_s"] = time.perf_counter() - t
     out["export_mib"] = export.stat().st_size / 2**20
     out["cli_peak_rss_mib"] = _children_peak_mib()
+
+    # The SFT-named run, indexed with the health engine and without it.
+    sft_dir = tmp / "runs-sft"
+    log_sft_run(sft_dir, steps, n_metrics)
+    for label, health in (("sft_index", True), ("sft_index_no_health", False)):
+        wall, cpu, rows = index_pass(tmp / f"{label}.db", sft_dir, health)
+        out.update({f"{label}_s": wall, f"{label}_cpu_s": cpu, f"{label}_rows": rows,
+                    f"{label}_points_per_s": points / wall,
+                    f"{label}_points_per_cpu_s": points / cpu})
     t = time.perf_counter()
     data = orjson.loads(export.read_bytes())
     got = data["steps"]
@@ -147,6 +199,15 @@ def _report(r: dict[str, Any]) -> str:
         f"{r['index_no_health_points_per_s']:>11,.0f} points/s",
         f"    in CPU time                         {r['index_no_health_cpu_s']:8.2f} s  "
         f"{r['index_no_health_points_per_cpu_s']:>11,.0f} points per CPU second",
+        f"  the same shape, keys named as an SFT run's ({', '.join(SFT_KEYS)}, ...):",
+        f"    health engine included              {r['sft_index_s']:8.2f} s  "
+        f"{r['sft_index_points_per_s']:>11,.0f} points/s  ({r['sft_index_rows']:,} rows)",
+        f"    in CPU time                         {r['sft_index_cpu_s']:8.2f} s  "
+        f"{r['sft_index_points_per_cpu_s']:>11,.0f} points per CPU second",
+        f"    without the health engine           {r['sft_index_no_health_s']:8.2f} s  "
+        f"{r['sft_index_no_health_points_per_s']:>11,.0f} points/s",
+        f"    in CPU time                         {r['sft_index_no_health_cpu_s']:8.2f} s  "
+        f"{r['sft_index_no_health_points_per_cpu_s']:>11,.0f} points per CPU second",
         f"  Indexer.index_once(), second pass     {r['reindex_s']:8.2f} s  "
         f"adds {r['reindex_rows']} rows  [{ok(r['reindex_rows'] == 0)}]",
         f"  `runwatch index` command, fresh db    {r['cli_index_s']:8.2f} s  "
@@ -179,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         rounds.append(r)
         print(f"  [{i + 1}/{a.repeat}] index {r['index_points_per_s']:,.0f} points/s "
               f"({r['index_points_per_cpu_s']:,.0f} per CPU second), without health "
-              f"{r['index_no_health_points_per_s']:,.0f} points/s, "
+              f"{r['index_no_health_points_per_s']:,.0f} points/s; SFT-named run "
+              f"{r['sft_index_points_per_cpu_s']:,.0f} per CPU second, without health "
+              f"{r['sft_index_no_health_points_per_cpu_s']:,.0f}; "
               f"export {r['export_s']:.2f} s, round trip {r['round_trip_s']:.2f} s",
               flush=True)
     chosen = sorted(rounds, key=lambda r: r["index_s"])[(len(rounds) - 1) // 2]
@@ -197,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nresults: {a.json}")
     good = all(r["reindex_rows"] == 0 and r["export_points"] == r["points"]
                and r["index_no_health_rows"] == r["index_rows"]
+               and r["sft_index_rows"] == r["sft_index_no_health_rows"] == r["index_rows"]
                and r["export_exact"] and r["stored_points"] == r["points"] for r in rounds)
     return 0 if good else 1
 

@@ -16,6 +16,7 @@ every rule on 100,000 steps in a couple of seconds this way.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import deque
 from itertools import accumulate, pairwise
 from operator import sub
@@ -50,28 +51,46 @@ class Waiting:
     """A paired rule's training points waiting for the validations of their batch (a
     validation comes in the batch that holds its step), so that a batch read whole judges
     each validation with the training points logged up to it; only one batch's points
-    wait. `take(upto)` hands over those logged up to step `upto`, oldest first."""
+    wait. `take(upto)` hands over those logged up to step `upto`, oldest first, as their
+    steps and their values (kept apart: most are taken whole at the next batch, and only
+    the state pairs them)."""
 
     def __init__(self, state: list[list[float]] | None = None) -> None:
-        self.points: list[list[float]] = [list(p) for p in state or []]
+        self.steps: list[float] = [p[0] for p in state or []]
+        self.values: list[float] = [p[1] for p in state or []]
 
     def add(self, steps: list[int], values: list[float]) -> None:
-        self.points.extend([float(s), v] for s, v in zip(steps, values, strict=True)
-                           if v - v == 0)
+        at = finite_at(values)
+        if len(at) == len(values):
+            self.steps += map(float, steps)
+            self.values += values
+        else:
+            self.steps += [float(steps[i]) for i in at]
+            self.values += [values[i] for i in at]
 
-    def drop_before(self, step: float) -> list[list[float]]:
+    def drop_before(self, step: float) -> tuple[list[float], list[float]]:
         """Drop the points logged before `step`, and hand them back, oldest first."""
-        dropped = [p for p in self.points if p[0] < step]
-        self.points = [p for p in self.points if p[0] >= step]
+        early = [s < step for s in self.steps]
+        dropped = ([s for s, e in zip(self.steps, early, strict=True) if e],
+                   [v for v, e in zip(self.values, early, strict=True) if e])
+        self.steps = [s for s, e in zip(self.steps, early, strict=True) if not e]
+        self.values = [v for v, e in zip(self.values, early, strict=True) if not e]
         return dropped
 
-    def take(self, upto: float) -> list[list[float]]:
-        k = 0
-        while k < len(self.points) and self.points[k][0] <= upto:
-            k += 1
-        taken = self.points[:k]
-        del self.points[:k]
+    def take(self, upto: float) -> tuple[list[float], list[float]]:
+        k = len(self.steps)  # all of them, at the batch's end (`upto` infinite)
+        if upto < math.inf:
+            k = 0
+            while k < len(self.steps) and self.steps[k] <= upto:
+                k += 1
+        taken = self.steps[:k], self.values[:k]
+        del self.steps[:k], self.values[:k]
         return taken
+
+    @property
+    def points(self) -> list[list[float]]:
+        """The waiting points as [step, value], oldest first."""
+        return [[s, v] for s, v in zip(self.steps, self.values, strict=True)]
 
     def state(self) -> list[list[float]]:
         return self.points
@@ -332,37 +351,89 @@ class Repeats:
         self.hits: list[int] = []
 
     def feed(self, values: list[float], steps: list[int]) -> list[bool]:
-        hits = []
-        for step, v in zip(steps, values, strict=True):
-            hit = 0
-            if v - v == 0:
-                if self.recent and v != self.recent[-1][1]:
-                    change = abs(v - self.recent[-1][1])
-                    self.grid = change if self.grid is None else min(self.grid, change)
-                self.recent.append([float(step), v])
-                del self.recent[:-self.length]
-                if len(self.recent) == self.length:
-                    hit = self._judge()
-            hits.append(hit)
+        # The batch at once, its windows as C-level passes: each finite point's repr is
+        # taken once and each window's name joins those of its points; once `KEEP`
+        # windows are remembered no more are, and the windows are only looked up. Whether
+        # a window's values differ is asked only of one remembered or to remember, and
+        # the smallest change up to a window only of one that repeats (`_grids`).
+        size, seen, recent = self.length, self.seen, self.recent
+        at = finite_at(values)
+        hits = [0] * len(values)
+        if not at:
+            self.hits = hits
+            return self.window.feed(hits)
+        before = len(recent)
+        vals = [p[1] for p in recent] + (values if len(at) == len(values)
+                                         else [values[i] for i in at])
+        first = max(before, size - 1) - size + 1  # where the first window judged starts
+        floats = set(map(type, vals)) == {float}
+        keys = list(map(repr, vals))
+        names = list(map(",".join, zip(*(keys[first + d :] for d in range(size)),
+                                       strict=False)))
+
+        def step(i: int) -> float:  # of point i of `vals`
+            return recent[i][0] if i < before else float(steps[at[i - before]])
+
+        def differ(w: int) -> bool:  # whether window w's values differ from one another
+            window = vals[first + w : first + w + size]
+            # floats that differ have a difference that is not 0; an int and a float
+            # may not (2**53 + 1 and 2.0**53)
+            return len(set(window)) == size if floats else _differ(window)
+
+        found: list[tuple[int, float, int]] = []  # window, its first step, memory
+        w = 0
+        while w < len(names) and len(seen) < self.KEEP:
+            # a window may repeat one remembered earlier in the same batch
+            if differ(w):
+                was = seen.get(names[w])
+                if was is None:
+                    seen[names[w]] = step(first + w)
+                else:
+                    found.append((w, was, len(seen)))
+            w += 1
+        found += [(k, was, len(seen)) for k, was in enumerate(map(seen.get, names[w:]), w)
+                  if was is not None and differ(k)]
+        grids = self._grids(vals, before) if found else []
+        for k, was, remembered in found:
+            lo = first + k
+            window = [[step(i), vals[i]] for i in range(lo, lo + size)]
+            hits[at[lo + size - 1 - before]] = self._repeat(window, was, remembered,
+                                                            grids[lo + size - 1])
+        tail = vals[max(0, before - 1) :]
+        changes = (list(filter(None, map(abs, map(sub, tail[1:], tail[:-1])))) if floats
+                   else [abs(b - a) for a, b in pairwise(tail) if b != a])
+        if changes:
+            least = min(changes)  # the first of equal ones, as min() one by one keeps
+            self.grid = least if self.grid is None else min(self.grid, least)
+        self.recent = [recent[i] if i < before else [step(i), vals[i]]
+                       for i in range(max(0, len(vals) - size), len(vals))]
         self.hits = hits
         return self.window.feed(hits)
 
-    def _judge(self) -> int:
-        vals = sorted(v for _, v in self.recent)
-        if min(b - a for a, b in pairwise(vals)) <= 0:
+    def _grids(self, vals: list[float], before: int) -> list[float | None]:
+        """The smallest change that is not 0 up to each of `vals` (the `before` points
+        kept from earlier batches, then this batch's)."""
+        grid = self.grid
+        out = [grid] * len(vals)
+        for q in range(max(1, before), len(vals)):
+            a, b = vals[q - 1], vals[q]
+            if b != a:
+                change = abs(b - a)
+                grid = change if grid is None else min(grid, change)
+            out[q] = grid
+        return out
+
+    def _repeat(self, recent: list[list[float]], was: float, remembered: int,
+                grid: float | None) -> int:
+        """Whether the stretch `recent`, first logged from step `was`, repeats it not by
+        chance (1) or not (0), `remembered` stretches being remembered then."""
+        vals = sorted(v for _, v in recent)
+        start, end = recent[0][0], recent[-1][0]
+        assert grid is not None  # values that differ have changed
+        levels = (vals[-1] - vals[0]) / grid
+        if was >= start or remembered > self.chance * levels ** self.length:
             return 0
-        key = ",".join(repr(v) for _, v in self.recent)
-        start, end = self.recent[0][0], self.recent[-1][0]
-        was = self.seen.get(key)
-        if was is None:
-            if len(self.seen) < self.KEEP:
-                self.seen[key] = start
-            return 0
-        assert self.grid is not None  # values that differ have changed
-        levels = (vals[-1] - vals[0]) / self.grid
-        if was >= start or len(self.seen) > self.chance * levels ** self.length:
-            return 0
-        if self.held.get("to") == self.recent[-2][0]:
+        if self.held.get("to") == recent[-2][0]:
             self.held["to"] = end  # the repeat goes on: one stretch, from where it began
         else:
             self.held = {"was": was, "from": start, "to": end}
@@ -371,6 +442,30 @@ class Repeats:
     def state(self) -> dict[str, Any]:
         return {"r": self.recent, "s": self.seen, "held": self.held, "tail": self.window.tail,
                 "g": self.grid}
+
+
+def finite_at(values: list[float]) -> list[int] | range:
+    """The indices of the finite values (None, a missing one, is not): all of them where
+    their sum is finite (one C-level pass, the usual case)."""
+    try:
+        if math.isfinite(sum(values)):
+            return range(len(values))
+    except TypeError:  # a missing value
+        pass
+    return [i for i, v in enumerate(values) if v is not None and v - v == 0]
+
+
+def count_upto(at: list[int] | range, end: int) -> int:
+    """How many of the indices `at` (rising, as `finite_at` gives them) are at most `end`."""
+    if isinstance(at, range):  # every value finite
+        return max(0, min(end + 1, len(at)))
+    return bisect_right(at, end)
+
+
+def _differ(values: list[float]) -> bool:
+    """Whether no two of `values` are the same number (their differences are not 0)."""
+    ordered = sorted(values)
+    return min(b - a for a, b in pairwise(ordered)) > 0
 
 
 class NonFinite:

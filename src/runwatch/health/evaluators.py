@@ -102,9 +102,11 @@ class Evaluator:
         again from the state before it, cut after each step where one closed (after each
         point, for a rule of one metric whose steps repeat or go back), so each record
         gets its own numbers and not those of the batch's end."""
-        again = self.restamps and _several_steps(cols, self.reads)
-        # the state as it is saved between batches
-        saved = orjson.loads(orjson.dumps(self.state())) if again else None
+        # Not where no record can resolve: a paired rule's batch without the series it
+        # judges. The state as it is saved between batches, read back only where one did.
+        again = (self.restamps and _several_steps(cols, self.reads)
+                 and (self.rule.detector not in PAIRED or self.variant[-1] in cols))
+        saved = orjson.dumps(self.state()) if again else None
         # a batch that judges nothing (a paired rule's `a` alone) resolves nothing
         self.tracker.ends, self.tracker.ends_at = [], []
         closed, touched = self._feed(cols)
@@ -125,8 +127,9 @@ class Evaluator:
         else:
             return closed, touched  # metrics at steps that repeat cannot be lined up
         assert self.remake is not None
-        self.detector = self.remake(saved["det"])
-        self._load(saved)
+        before = orjson.loads(saved)
+        self.detector = self.remake(before["det"])
+        self._load(before)
         closed = []
         for part in parts:
             if any(m in part for m in self.reads):
@@ -495,9 +498,9 @@ def learning_gate(rule: Rule, state: dict[str, Any] | None = None) -> pg.Learnin
 def _measured(steps: list[int], values: list[float]) -> StepValues:
     """The points of a series that are not exactly 0 (`zero_unmeasured`: a mean over no
     token is logged as 0, which is no measurement)."""
-    kept = [i for i, v in enumerate(values) if v != 0]
-    if len(kept) == len(values):
+    if 0.0 not in values:  # one C-level pass: a value equal to 0 is one that is 0
         return steps, values
+    kept = [i for i, v in enumerate(values) if v != 0]
     return [steps[i] for i in kept], [values[i] for i in kept]
 
 

@@ -12,15 +12,35 @@ state and round-trips through a JSON-able dict.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from itertools import pairwise
+from operator import lt
 from typing import Any
 
-from runwatch.health.detectors import INF, KOfN, Waiting, mad_sd, median, robust_sd
-from runwatch.health.trendstats import change_error, change_noise, theil_sen_even
+from runwatch.health.detectors import (
+    INF,
+    KOfN,
+    Waiting,
+    finite_at,
+    mad_sd,
+    median,
+    robust_sd,
+)
+from runwatch.health.trendstats import (
+    change_error,
+    change_noise,
+    lazy_numpy,
+    only_floats,
+    theil_sen_even,
+    window_medians,
+)
 
 # The last of the 4 decimals trainers log a loss to (the HF Trainer rounds there): a change
 # or a noise below it is the logger's rounding, not a measurement.
 RESOLUTION = 1e-4
+# Fewer finite points than this in a batch (a live one) are stepped through one by one:
+# numpy's start costs more than the points.
+GATED_LEAST = 32
 
 
 class Spike:
@@ -185,13 +205,14 @@ class _AgainstTraining:
 
     def _place(self, upto: float) -> None:
         """Take the waiting training points logged up to step `upto` as the latest."""
-        for _step, v in self.waiting.take(upto):
-            before, self.last = self.last, v
-            self._placed(before, v)
+        taken = self.waiting.take(upto)[1]
+        if taken:
+            self._placed(self.last, taken)
+            self.last = taken[-1]
 
-    def _placed(self, before: float | None, v: float) -> None:
-        """A training point `v` taken in after `before` (for subclasses that keep more
-        than the latest)."""
+    def _placed(self, before: float | None, taken: list[float]) -> None:
+        """Training points `taken` in after `before`, the latest until then (for
+        subclasses that keep more than the latest)."""
 
     def _judge(self, v: float) -> dict[str, float] | None:
         raise NotImplementedError
@@ -237,10 +258,13 @@ class Diverged(_AgainstTraining):
         self.seen = int(st.get("seen", 0))  # its finite points so far
         self.best: float | None = st.get("best")  # the lowest validation so far
 
-    def _placed(self, before: float | None, v: float) -> None:
-        if before is not None:
-            self.top = before if self.top is None else max(self.top, before)
-        self.seen += 1
+    def _placed(self, before: float | None, taken: list[float]) -> None:
+        # the highest of the points before each (the first of equal ones, as max() one
+        # by one keeps it)
+        earlier = [x for x in (self.top, before) if x is not None] + taken[:-1]
+        if earlier:
+            self.top = max(earlier)
+        self.seen += len(taken)
 
     def _judge(self, v: float) -> dict[str, float] | None:
         best, top, last = self.best, self.top, self.last
@@ -277,8 +301,8 @@ class GapRising(_AgainstTraining):
         self.prev: float | None = st.get("prev")  # the validation before
         self.since: list[float] = list(st.get("since", []))  # training points since it
 
-    def _placed(self, before: float | None, v: float) -> None:
-        self.since.append(v)
+    def _placed(self, before: float | None, taken: list[float]) -> None:
+        self.since += taken
         del self.since[:-self.KEEP]
 
     def _judge(self, v: float) -> dict[str, float] | None:
@@ -422,34 +446,99 @@ class Shift:
         self.hist: list[list[float]] = [list(h) for h in st.get("hist", [])]  # [step, value]
 
     def feed(self, values: list[float], steps: list[int] | None = None) -> list[bool]:
-        out = []
-        keep = self.window + self.stay
-        for i, v in enumerate(values):
-            if steps is not None:
-                step = steps[i]
-                if self.last_step is not None and step <= self.last_step:
-                    self.hist = [h for h in self.hist if h[0] <= step]
-                    self.points = [h[1] for h in self.hist[-self.window:]]
-                    self.level = None
-                self.last_step = step
-            if v - v != 0:
-                out.append(self.level is not None)
+        # At steps that rise, the quiet stretches of a steady detector (no shift held, its
+        # window full) are taken at once: only the points its gates name are stepped
+        # through, so each point gets the verdict it got one by one.
+        out = [False] * len(values)
+        at = finite_at(values)
+        gated = (steps is not None and len(at) >= GATED_LEAST
+                 and (self.last_step is None or steps[0] > self.last_step)
+                 and all(map(lt, steps, steps[1:]))
+                 and only_floats([values[i] for i in at], self.points))
+        i = 0
+        while i < len(values):
+            if not (gated and self._steady()):
+                out[i] = self._point(i, values, steps)
+                i += 1
                 continue
-            self.points.append(v)
-            if len(self.points) > keep:
-                del self.points[0]
-            if steps is not None:
-                self.hist.append([steps[i], v])
-                if len(self.hist) > self.HISTORY:  # thin the older half
-                    half = self.HISTORY // 2
-                    self.hist = self.hist[:half:2] + self.hist[half:]
-            if self.level is not None:
-                if v > self.level + 0.5 * self.min_rel * abs(self.level):
-                    out.append(True)
-                    continue
-                self.level = None
-            out.append(self._shifted())
+            assert steps is not None
+            idx = at[bisect_left(at, i):]
+            done = i
+            for g in self._gates([values[j] for j in idx]):
+                self._quietly(values, steps, at, done, idx[g])
+                out[idx[g]] = self._point(idx[g], values, steps)
+                done = idx[g] + 1
+                if not self._steady():
+                    break
+            else:
+                self._quietly(values, steps, at, done, len(values))
+                done = len(values)
+            i = done
         return out
+
+    def _point(self, i: int, values: list[float], steps: list[int] | None) -> bool:
+        """Take point i of the batch; whether a shift holds there."""
+        v = values[i]
+        if steps is not None:
+            step = steps[i]
+            if self.last_step is not None and step <= self.last_step:
+                self.hist = [h for h in self.hist if h[0] <= step]
+                self.points = [h[1] for h in self.hist[-self.window:]]
+                self.level = None
+            self.last_step = step
+        if v - v != 0:
+            return self.level is not None
+        self.points.append(v)
+        if len(self.points) > self.window + self.stay:
+            del self.points[0]
+        if steps is not None:
+            self._remember([[steps[i], v]])
+        if self.level is not None:
+            if v > self.level + 0.5 * self.min_rel * abs(self.level):
+                return True
+            self.level = None
+        return self._shifted()
+
+    def _remember(self, points: list[Any]) -> None:
+        """Add [step, value] points to the history, thinning its older half each time
+        it grows past HISTORY."""
+        done = 0
+        while done < len(points):
+            room = self.HISTORY + 1 - len(self.hist)
+            self.hist += points[done : done + room]
+            done += room
+            if len(self.hist) > self.HISTORY:  # thin the older half
+                half = self.HISTORY // 2
+                self.hist = self.hist[:half:2] + self.hist[half:]
+
+    def _steady(self) -> bool:
+        """Whether no shift holds and each point fills the window (`_gates`)."""
+        return self.level is None and len(self.points) >= self.window + self.stay - 1
+
+    def _gates(self, values: list[float]) -> list[int]:
+        """Of finite float `values` about to be taken from a steady state, those whose
+        last `stay` points may stand `min_rel` above the level before (taken with numpy);
+        the others shift nothing."""
+        np = lazy_numpy()
+        series = self.points + values
+        at, stay, m = len(self.points) - self.stay, self.stay, len(values)
+        level = window_medians(series, 3)[at - 2 : at - 2 + m]
+        low = np.lib.stride_tricks.sliding_window_view(
+            np.asarray(series, dtype=np.float64), stay).min(axis=1)[at + 1 : at + 1 + m]
+        return np.flatnonzero(low - level > self.min_rel * np.abs(level)).tolist()
+
+    def _quietly(self, values: list[float], steps: list[int], at: list[int] | range,
+                 lo: int, hi: int) -> None:
+        """Take points lo to hi (not included) of a steady batch, none of them a shift."""
+        kept = at[bisect_left(at, lo) : bisect_left(at, hi)]
+        if kept:
+            self.points = (self.points + [values[j] for j in kept])[-(self.window + self.stay):]
+            # thinned by their places, and only those kept made [step, value]
+            self._remember(list(kept))
+            self.hist = [h if isinstance(h, list) else [steps[h], values[h]]
+                         for h in self.hist]
+        if hi > lo:
+            self.last_step = steps[hi - 1]
 
     def _shifted(self) -> bool:
         if len(self.points) < self.window + self.stay:
@@ -457,10 +546,13 @@ class Shift:
         before, after = self.points[: self.window], self.points[self.window :]
         # The level just before: a loss still falling sits below its window's median.
         level = median(before[-3:])
+        rise = min(after) - level
+        least = self.min_rel * abs(level)
+        if not rise > least:
+            return False  # short of min_rel: the noise need not be measured
         diffs = [b - a for a, b in pairwise(before)]
         center = median(diffs)
-        rise = min(after) - level
-        if rise > max(self.min_rel * abs(level), self.z * robust_sd(diffs, center)):
+        if rise > max(least, self.z * robust_sd(diffs, center)):
             self.level, self.shift = level, [level, after[-1]]
             return True
         return False
@@ -486,15 +578,57 @@ class _FoundLater:
     def _began(self) -> int:
         raise NotImplementedError
 
+    def _steady(self) -> bool:
+        """Whether the detector waits for an event with its windows full: the state in
+        which `_gates` tells the points that need `_step`."""
+        return False
+
+    def _gates(self, values: list[float]) -> list[int]:
+        """Of finite float `values` about to be taken from a steady state, the places
+        where one may start or find an event, taken with numpy; at the others `_step`
+        only keeps the point (`_quietly`), as long as the state stays steady."""
+        raise NotImplementedError
+
+    def _quietly(self, values: list[float]) -> None:
+        """Keep finite `values` as `_step` keeps points that start nothing."""
+        raise NotImplementedError
+
+    def _kept(self) -> list[float]:
+        """The points the detector keeps (floats, for `_gates` to be exact)."""
+        return []
+
     def feed(self, values: list[float], steps: list[int]) -> list[bool]:
-        hits = []
-        self.onsets = []
-        for step, v in zip(steps, values, strict=True):
-            hit = self._step(step, v) if v - v == 0 else 0
-            hits.append(hit)
-            self.onsets.append(self._began() if hit else None)
+        # A steady detector's quiet stretches are taken at once: only the points its
+        # gates name are stepped through, so each point gets the verdict it got one by one.
+        hits = [0] * len(values)
+        self.onsets = [None] * len(values)
+        at = finite_at(values)
+        gated = len(at) >= GATED_LEAST and only_floats([values[i] for i in at], self._kept())
+        k = 0
+        while k < len(at):
+            if not (gated and self._steady()):
+                self._one(at[k], steps, values, hits)
+                k += 1
+                continue
+            rest = [values[i] for i in at[k:]]
+            done = 0
+            for g in self._gates(rest):
+                self._quietly(rest[done:g])
+                self._one(at[k + g], steps, values, hits)
+                done = g + 1
+                if not self._steady():
+                    break
+            else:
+                self._quietly(rest[done:])
+                done = len(rest)
+            k += done
         self.hits = hits
         return self.window.feed(hits)
+
+    def _one(self, i: int, steps: list[int], values: list[float], hits: list[int]) -> None:
+        hit = hits[i] = self._step(steps[i], values[i])
+        if hit:
+            self.onsets[i] = self._began()
 
     def onset(self, i: int) -> int | None:
         """The step the event began, for the hit at point i."""
@@ -528,6 +662,24 @@ class Excursion(_FoundLater):
     def _began(self) -> int:
         return int(self.excursion[2])
 
+    def _steady(self) -> bool:
+        return self.out is None and len(self.points) >= self.size and len(self.recent) >= 2
+
+    def _kept(self) -> list[float]:
+        return self.points + self.recent
+
+    def _gates(self, values: list[float]) -> list[int]:
+        # a point may leave the level only where the median of the last 3 rises by
+        # min_rel above the median of the window before it
+        level = window_medians(self.points[-self.size:] + values[:-1], self.size)
+        now = window_medians(self.recent[-2:] + values, 3)
+        np = lazy_numpy()
+        return np.flatnonzero(now - level > self.min_rel * np.abs(level)).tolist()
+
+    def _quietly(self, values: list[float]) -> None:
+        self.recent = (self.recent + values)[-3:]
+        self.points = (self.points + values)[-self.size:]
+
     def _step(self, step: int, v: float) -> int:
         self.recent = [*self.recent[-2:], v]
         now = median(self.recent)
@@ -544,8 +696,10 @@ class Excursion(_FoundLater):
             return int(long_enough)
         if len(self.points) >= self.size and len(self.recent) == 3:
             level = median(self.points)
-            if now - level > max(self.min_rel * abs(level),
-                                 self.z * robust_sd(self.points, level)):
+            least = self.min_rel * abs(level)
+            # short of min_rel, the noise need not be measured
+            if now - level > least and now - level > max(
+                    least, self.z * robust_sd(self.points, level)):
                 self.out = [level, float(step), now, 1.0]
                 return 0
         self.points.append(v)
@@ -593,6 +747,22 @@ class Isolated(_FoundLater):
 
     def _began(self) -> int:
         return int(self.spike[0])
+
+    def _steady(self) -> bool:
+        return (self.pending is None and not self.high and self.first is not None
+                and len(self.points) >= max(self.size, self.min_history))
+
+    def _kept(self) -> list[float]:
+        return self.points
+
+    def _gates(self, values: list[float]) -> list[int]:
+        # a point may stand high only where it is `factor` times the median before it
+        med = window_medians(self.points[-self.size:] + values[:-1], self.size)
+        np = lazy_numpy()
+        return np.flatnonzero(np.asarray(values) >= self.factor * med).tolist()
+
+    def _quietly(self, values: list[float]) -> None:
+        self.points = (self.points + values)[-self.size:]
 
     def _step(self, step: int, v: float) -> int:
         if self.first is None:
@@ -651,13 +821,94 @@ class Upturn:
         self.held: dict[str, float] = dict(st.get("held", {}))
 
     def feed(self, values: list[float], steps: list[int]) -> list[bool]:
-        out = []
-        for step, v in zip(steps, values, strict=True):
-            if v - v == 0:
-                self._take(step, v)
-                if self.count < self.DENSE or self.count % self.STRIDE == 0:
-                    self.verdict = self._judge()
-            out.append(self.verdict)
+        at = finite_at(values)
+        kept = [values[i] for i in at]
+        if (len(at) < GATED_LEAST or len(self.tail) < 2
+                or not only_floats(kept, self.tail, self.since, self.low[1:] if self.low else [])):
+            out = []
+            for step, v in zip(steps, values, strict=True):
+                if v - v == 0:
+                    self._take(step, v)
+                    if self.count < self.DENSE or self.count % self.STRIDE == 0:
+                        self.verdict = self._judge()
+                out.append(self.verdict)
+            return out
+        # A long batch: the points whose judgement may hold are found at once (`_gates`);
+        # the others are taken together (`_advance`), each judgement of them failing.
+        start = self.verdict
+        batch = _UpturnBatch(kept, steps, at, self.tail[-2:], self.prev, self.count,
+                             self._lows(kept))
+        verdicts: list[bool] = []  # the verdict after each finite point
+        done = 0
+        for g in [*self._gates(batch), len(kept)]:
+            verdicts += self._advance(batch, done, g)
+            if g == len(kept):
+                break
+            self._take(steps[at[g]], kept[g])
+            self.verdict = self._judge()
+            verdicts.append(self.verdict)
+            done = g + 1
+        if len(at) == len(values):
+            return verdicts
+        out, k = [], 0  # a point that is not finite carries the verdict before it
+        for i in range(len(values)):
+            if k < len(at) and at[k] == i:
+                start = verdicts[k]
+                k += 1
+            out.append(start)
+        return out
+
+    def _lows(self, kept: list[float]) -> tuple[Any, Any]:
+        """For each of a batch's finite float points `kept`: the median of the latest 3
+        and the place of the latest new low up to it (-1: none in the batch), as numpy
+        arrays."""
+        np = lazy_numpy()
+        med = window_medians(self.tail[-2:] + kept, 3)
+        low = self.low[1] if self.low is not None else math.inf
+        before = np.minimum.accumulate(np.concatenate(([low], med[:-1])))
+        return med, np.maximum.accumulate(np.where(med < before, np.arange(len(kept)), -1))
+
+    def _gates(self, batch: _UpturnBatch) -> list[int]:
+        """The places of a batch's finite points judged with enough points since the low
+        and the latest 3 points' median `min_rel` above it: only there may a judgement
+        hold."""
+        np = lazy_numpy()
+        med, last = batch.lows
+        at = np.arange(len(batch.kept))
+        count = self.count + at + 1
+        judged = (count < self.DENSE) | (count % self.STRIDE == 0)
+        level = np.where(last >= 0, med[np.maximum(last, 0)],
+                         self.low[1] if self.low is not None else 0.0)
+        since = np.minimum(self.size, np.where(last >= 0, at - last + 2,
+                                               len(self.since) + at + 1))
+        rel = (med - level) / np.maximum(np.abs(level), 1e-12)
+        return np.flatnonzero(judged & (since >= self.min_points)
+                              & ~(rel < self.min_rel)).tolist()
+
+    def _advance(self, batch: _UpturnBatch, a: int, b: int) -> list[bool]:
+        """Take the batch's finite points a to b (not included), none of whose
+        judgements holds; the verdict after each."""
+        if b <= a:
+            return []
+        kept, size = batch.kept, self.size
+        self.tail = (self.tail + kept[a:b])[-(size + 1):]
+        low = int(batch.lows[1][b - 1])
+        if low >= a:  # a new low: the middle of its three points, and since it
+            three = (batch.head + kept[max(0, low - 2) : low + 1])[-3:]
+            prev = batch.step(low - 1) if low else batch.prev
+            self.low = [float(prev if prev is not None else batch.step(low)), median(three)]
+            self.since = (three[1:] + kept[low + 1 : b])[-size:]
+        else:
+            self.since = (self.since + kept[a:b])[-size:]
+        self.count += b - a
+        self.prev = batch.step(b - 1)
+        # the first judged of them (`feed`): from there on the verdict is False
+        count = batch.count + a + 1
+        first = a if count < self.DENSE else a + (-count) % self.STRIDE
+        if first >= b:
+            return [self.verdict] * (b - a)
+        out = [self.verdict] * (first - a) + [False] * (b - first)
+        self.verdict = False
         return out
 
     def _take(self, step: int, v: float) -> None:
@@ -698,6 +949,22 @@ class Upturn:
     def state(self) -> dict[str, Any]:
         return {"t": self.tail, "s": self.since, "lo": self.low, "p": self.prev,
                 "n": self.count, "v": self.verdict, "held": self.held}
+
+
+class _UpturnBatch:
+    """A batch `Upturn` takes at once: its finite points (`kept`, at indices `at` of its
+    `steps`), the detector's last 2 values, latest step and count before it, and the
+    medians of 3 and latest lows of its points (`Upturn._lows`)."""
+
+    def __init__(self, kept: list[float], steps: list[int], at: list[int] | range,
+                 head: list[float], prev: int | None, count: int,
+                 lows: tuple[Any, Any]) -> None:
+        self.kept, self.steps, self.at, self.head = kept, steps, at, head
+        self.prev, self.count, self.lows = prev, count, lows
+
+    def step(self, k: int) -> int:
+        """The step of finite point k."""
+        return self.steps[self.at[k]]
 
 
 class AboveBest:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from itertools import accumulate
 from typing import Any
 
-from runwatch.health.detectors import median
+from runwatch.health.detectors import count_upto, finite_at, median
 from runwatch.health.trendstats import (
+    AHEAD_LEAST,
     MOST_MEDIAN,
     Buckets,
     judge,
@@ -18,10 +20,13 @@ from runwatch.health.trendstats import (
     mean_gap,
     median_gap_error,
     median_points,
+    only_floats,
     pair_slopes,
     point_noise,
     theil_sen,
     theil_sen_apart,
+    window_medians,
+    window_point_noises,
 )
 
 
@@ -89,9 +94,13 @@ class NoProgress:
         # fraction of the start (a loss with no noise at all: nothing is being learned,
         # the weights do not move, or it sits at chance).
         self.max_spread = max_spread
-        self._pending: list[float] = []
-        self._pending_steps: list[int] = []
-        self._fed = 0
+        self._batch = _Taken([], [], [], [], [], [], None, None)
+        self._noise_ahead: dict[int, float] = {}  # the noise at the batch's judgements
+        # the batch's judgements that hold nothing (`_quiet_ahead`), which are not made,
+        # and the latest judgement made that got past the warm-up and the noise
+        self.idle: set[int] = set()
+        self._judged_at: int | None = None
+        self._closed: list[int] = []
         # With `moved`, it holds the other way: the series *has* moved by min_change
         # from where it started (an entropy fallen to a fraction of its start).
         self.moved = moved
@@ -124,62 +133,199 @@ class NoProgress:
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
         if self.first is None:
-            at = next((i for i, v in enumerate(values) if v - v == 0), None)
-            if at is not None:
-                self.first = [float(steps[at]), values[at]]
-        self._pending, self._pending_steps, self._fed = values, steps, 0
-        out = judge(self.buckets, steps, values, self)
+            first = next((i for i, v in enumerate(values) if v - v == 0), None)
+            if first is not None:
+                self.first = [float(steps[first]), values[first]]
+        at = finite_at(values)
+        self._batch = _Taken(steps, at, values if len(at) == len(values)
+                             else [values[i] for i in at], self.recent, self.head,
+                             self.tail, self.extent, self.last_step)
+        self._noise_ahead, self.idle, self._judged_at = {}, set(), None
+        if self._settled():
+            out = self._judge_settled(steps, values)
+        else:
+            out = judge(self.buckets, steps, values, self)
+            last = max(self.idle, default=-1)
+            if last > (-1 if self._judged_at is None else self._judged_at):
+                # the last judgement was one not made: its effect is the one kept
+                self._seek(self._batch.count(self._closed[last]))
+                measured = self._measure(last)
+                assert measured is not None
+                self.last_effect = self._effect(measured[2])
         self.take_upto(len(values) - 1)
+        self._keep()
         return out
 
     def take_upto(self, end: int) -> None:
-        """Count the batch's finite points up to index `end`, widen the lowest-to-highest
-        extent by them, and keep the latest of them for the noise."""
-        finite = [v for v in self._pending[self._fed:end + 1] if v - v == 0]
-        if finite:
-            self.last_step = float(next(
-                self._pending_steps[i] for i in range(end, self._fed - 1, -1)
-                if self._pending[i] - self._pending[i] == 0))
-        self._fed = max(self._fed, end + 1)
-        self.count += len(finite)
-        if self.latest:
-            self.recent.extend(finite[-self.latest:])
-            del self.recent[: -self.latest]
-        if self.noise_z:
-            self.head.extend(finite[: MOST_MEDIAN - len(self.head)])
-            self.tail.extend(finite)
-            del self.tail[: -self.TAIL]
-        if finite and self.max_spread:
-            lo, hi = min(finite), max(finite)
-            self.extent = [lo, hi] if self.extent is None else [min(self.extent[0], lo),
-                                                                max(self.extent[1], hi)]
+        """Count the batch's finite points up to index `end` as taken: a judgement reads
+        the latest of them, the first and their extent (`_Taken`), and the batch's end
+        keeps them (`_keep`)."""
+        self._seek(max(self._batch.taken, self._batch.count(end)))
 
-    def judge(self, j: int) -> bool:
+    def _seek(self, taken: int) -> None:
+        """Take the batch's first `taken` finite points (and no more)."""
+        batch = self._batch
+        self.count += taken - batch.taken
+        batch.taken = taken
+
+    def look_ahead(self, js: list[int], closed: list[int]) -> None:
+        """Take at once what the batch's judgements (`js`; `closed`: the index of each
+        bucket's last point in the batch) need: with noise_z, the noise of the latest TAIL
+        points, where TAIL points are in; for a move that is the finding, the judgements
+        that hold nothing (`_quiet_ahead`)."""
+        self._closed = closed
+        if len(js) < AHEAD_LEAST:
+            return
+        if self.moved:
+            self.idle = self._quiet_ahead(js, closed)
+            self.judged = self.judged or bool(self.idle)
+        batch = self._batch
+        if not self.noise_z or not only_floats(batch.tail, batch.points):
+            return
+        series = batch.tail + batch.points
+        ends = {j: len(batch.tail) + batch.count(closed[j]) for j in js}
+        ends = {j: end for j, end in ends.items() if end >= self.TAIL}
+        noises = window_point_noises(series, list(ends.values()), self.TAIL)
+        self._noise_ahead = dict(zip(ends, noises, strict=False))
+
+    def _quiet_ahead(self, js: list[int], closed: list[int]) -> set[int]:
+        """Of the judgements `js` of a move that is the finding (`moved`), those past the
+        warm-up whose move falls short of the lower of its two edges (the one a held
+        finding is released at): they hold nothing whatever the one before held, and
+        only note that they judged and their effect. Taken with numpy, on floats only."""
+        b, batch = self.buckets, self._batch
+        if (b.first is None or self.first is None
+                or not only_floats(batch.recent, batch.points, [b.first])):
+            return set()
+        np = lazy_numpy()
+        judged = np.asarray(js)
+        done = b.closed - len(b.xs) + b.base + 1 + judged  # buckets closed at each
+        warm = done >= self.warmup_buckets
+        if self.warmup_steps and not warm.all():
+            steps = np.asarray(b.xs, dtype=np.float64)[b.base + judged]
+            warm |= steps - self.first[0] >= self.warmup_steps
+        past = judged[(done >= self.min_buckets) & warm]
+        if not len(past):
+            return set()
+        now = np.asarray(b.ys, dtype=np.float64)[b.base + past]
+        if self.latest:
+            taken = batch.upto(np.asarray(closed)[past])
+            late = self.count + taken - b.size >= self.latest
+            if late.any():
+                medians = window_medians(batch.recent + batch.points, self.latest)
+                now[late] = medians[len(batch.recent) + taken[late] - self.latest]
+        effect = (now - b.first) / max(abs(b.first), 1e-12)
+        edge = min(self.min_change * (2 / 3), self.min_change)
+        short = effect > -edge if self.direction == "down" else effect < edge
+        return set(past[short].tolist())
+
+    def _effect(self, now: float) -> float:
+        """The relative move of `now` from where the series started (a `moved` one's start:
+        the first bucket's median)."""
+        assert self.buckets.first is not None
+        start = self.buckets.first
+        return (now - start) / max(abs(start), 1e-12)
+
+    def _noise(self, j: int) -> float:
+        """The point noise of the latest TAIL points at judgement j."""
+        noise = self._noise_ahead.get(j)
+        if noise is None:
+            batch = self._batch
+            noise = point_noise(batch.latest(batch.tail, self.TAIL))
+        return noise
+
+    def _keep(self) -> None:
+        """Keep what the batch's taken points leave: the latest of them (with `latest`,
+        and with noise_z for the noise), the first (with noise_z), the lowest-to-highest
+        extent (with `max_spread`) and the step of the latest."""
+        batch = self._batch
+        if not batch.taken:
+            return
+        self.last_step = batch.last_step()
+        if self.latest:
+            self.recent = batch.latest(batch.recent, self.latest)
+        if self.noise_z:
+            self.head, self.tail = batch.first(MOST_MEDIAN), batch.latest(batch.tail, self.TAIL)
+        if self.max_spread:
+            self.extent = batch.extent()
+
+    def _settled(self) -> bool:
+        """Whether no judgement can hold any more: the series has fallen once (`fell_once`),
+        or its points have spread beyond `max_spread` of a start that no longer moves. A
+        judgement then only notes its effect."""
+        if self.fell_once and not self.moved and self.direction == "down":
+            return self.fallen  # if not, a judgement may yet find it fallen
+        b, extent = self.buckets, self.extent
+        if (not self.max_spread or self.noise_z or extent is None or b.first is None
+                or self.first is None):
+            return False
+        pick = max if self.direction == "down" else min
+        start = b.first if self.moved else pick(self.first[1], b.first)
+        return not extent[1] - extent[0] <= self.max_spread * abs(start)
+
+    def _judge_settled(self, steps: list[int], values: list[float]) -> list[bool]:
+        """`judge` for a settled series (`_settled`): every judgement fails, so each point
+        from the batch's first judgement on is False, and only the last judgement that
+        gets past the warm-up and the noise leaves its effect."""
+        b = self.buckets
+        first = b.closed
+        closed = b.feed(steps, values)
+        js = range((-first - 1) % self.stride, len(closed), self.stride)
+        self.marks = b.marks(closed, js)
+        if not js:
+            return [self.verdict] * len(values)
+        start = closed[js[0]]
+        out = [self.verdict] * start + [False] * (len(values) - start)
+        for j in reversed(js):
+            self._seek(self._batch.count(closed[j]))
+            if self._measure(j) is not None:
+                self.judge(j)  # fails, and notes its effect
+                break
+        self.verdict = False
+        return out
+
+    def _measure(self, j: int) -> tuple[list[float], float, float, int, float] | None:
+        """What judgement `j` of the batch compares: the window's steps, where the series
+        started and where it stands (as `judge` picks them), the points each median takes
+        and the noise; None where it is not judged (in the warm-up, too noisy, at 0)."""
         b = self.buckets
         closed = b.closed - len(b.xs) + b.base + j + 1
         if closed < self.min_buckets or b.first is None or self.first is None:
-            return False
+            return None
         xs, ys = b.upto(j)
         if closed < self.warmup_buckets and (
                 not self.warmup_steps or xs[-1] - self.first[0] < self.warmup_steps):
+            return None
+        first, now, k = b.first, self.now_value(ys[-1]), self.buckets.size
+        noise = 0.0
+        if self.noise_z and not self.moved:
+            batch = self._batch
+            head = batch.first(MOST_MEDIAN)
+            noise = self._noise(j)
+            needed = median_points(noise, self.min_change * abs(median(head)),
+                                   self.noise_z, k)
+            if needed is None or (needed > k and self.count < 2 * needed):
+                return None
+            if needed > k:
+                tail = batch.latest(batch.tail, self.TAIL)
+                k, first, now = needed, median(head[:needed]), median(tail[-needed:])
+        if now == 0 and self.direction == "down" and not self.moved:
+            # a loss at exactly 0 has nowhere to fall (loss.zero reports it)
+            return None
+        return xs, first, now, k, noise
+
+    def judge(self, j: int) -> bool:
+        measured = self._measure(j)
+        if measured is None:
             return False
+        self._judged_at = j
+        xs, first, now, k, noise = measured
         # "not moved": the kinder of the first value and the first bucket's median; "moved"
         # (a fall that is the finding) from the median alone, so one high first point of a
         # flat series is no fall
         pick = max if self.direction == "down" else min
-        first, now, k = b.first, self.now_value(ys[-1]), self.buckets.size
-        noise = 0.0
-        if self.noise_z and not self.moved:
-            noise = point_noise(self.tail)
-            needed = median_points(noise, self.min_change * abs(median(self.head)),
-                                   self.noise_z, k)
-            if needed is None or (needed > k and self.count < 2 * needed):
-                return False
-            if needed > k:
-                k, first, now = needed, median(self.head[:needed]), median(self.tail[-needed:])
-        if now == 0 and self.direction == "down" and not self.moved:
-            # a loss at exactly 0 has nowhere to fall (loss.zero reports it)
-            return False
+        b = self.buckets
+        assert b.first is not None and self.first is not None
         self.judged = True
         start = b.first if self.moved else pick(self.first[1], first)
         self.last_effect = (now - start) / max(abs(start), 1e-12)
@@ -200,15 +346,17 @@ class NoProgress:
             if holds and self.noise_z:
                 # a move that is the finding holds only beyond the two medians' noise
                 holds = abs(now - start) >= self.noise_z * median_gap_error(
-                    point_noise(self.tail), k)
+                    self._noise(j), k)
         if holds and self.max_spread:
-            holds = (self.extent is not None
-                     and self.extent[1] - self.extent[0] <= self.max_spread * abs(start))
+            extent = self._batch.extent()
+            holds = (extent is not None
+                     and extent[1] - extent[0] <= self.max_spread * abs(start))
         if holds:
             self.held = {"effect": self.last_effect, "start": start, "now": now,
                          "span": xs[-1] - self.first[0], "points": self.count}
             if self.window_info:
-                last = self.first[0] if self.last_step is None else self.last_step
+                last = self._batch.last_step()
+                last = self.first[0] if last is None else last
                 self.held["mid_run"] = float(starts_mid_run(self.first[0], last, self.count,
                                                             self.epochs))
         return holds
@@ -217,7 +365,7 @@ class NoProgress:
         """Where the series stands now: the latest bucket's median, or with `latest` the
         median of the latest `latest` points once that many follow the first bucket."""
         if self.latest and self.count - self.buckets.size >= self.latest:
-            return median(self.recent)
+            return median(self._batch.latest(self._batch.recent, self.latest))
         return bucket_median
 
     def state(self) -> dict[str, Any]:
@@ -237,6 +385,65 @@ class NoProgress:
         if self.noise_z:
             st.update(t=self.tail, h=self.head)
         return st
+
+
+class _Taken:
+    """A batch's finite points (`points`, at indices `at` of its `steps`), of which a
+    detector has taken the first `taken`, and what it kept from earlier batches: its
+    latest points (`recent`, `tail`), its first (`head`), their extent and the step of
+    the latest. What a judgement reads of them is cut from the batch when it reads it."""
+
+    def __init__(self, steps: list[int], at: list[int] | range, points: list[float],
+                 recent: list[float], head: list[float], tail: list[float],
+                 extent: list[float] | None, step: float | None) -> None:
+        self.steps, self.at, self.points = steps, at, points
+        self.recent, self.head, self.tail = recent, head, tail
+        self.kept_extent, self.kept_step = extent, step
+        self.taken = 0
+        self._runs: tuple[list[float], list[float]] | None = None
+
+    def count(self, end: int) -> int:
+        """How many of the points lie at or before index `end` of the batch."""
+        return count_upto(self.at, end)
+
+    def upto(self, ends: Any) -> Any:
+        """`count` of each of `ends` (a numpy array)."""
+        np = lazy_numpy()
+        if isinstance(self.at, range):
+            return np.minimum(ends + 1, len(self.at))
+        return np.searchsorted(np.asarray(self.at, dtype=np.int64), ends, side="right")
+
+    def latest(self, kept: list[float], n: int) -> list[float]:
+        """The latest `n` of `kept` followed by the points taken."""
+        taken = self.taken
+        if taken >= n:
+            return self.points[taken - n : taken]
+        return kept[-(n - taken):] + self.points[:taken]
+
+    def first(self, n: int) -> list[float]:
+        """The first `n` of `head` followed by the points taken."""
+        head = self.head
+        if len(head) >= n:
+            return head
+        return head + self.points[: min(self.taken, n - len(head))]
+
+    def extent(self) -> list[float] | None:
+        """The lowest and highest of the points taken and the extent kept (the first of
+        equal ones, as `min` and `max` one by one keep them)."""
+        if not self.taken:
+            return self.kept_extent
+        if self._runs is None:
+            self._runs = (list(accumulate(self.points, min)),
+                          list(accumulate(self.points, max)))
+        lo, hi = self._runs[0][self.taken - 1], self._runs[1][self.taken - 1]
+        kept = self.kept_extent
+        return [lo, hi] if kept is None else [min(kept[0], lo), max(kept[1], hi)]
+
+    def last_step(self) -> float | None:
+        """The step of the latest point taken (or kept)."""
+        if not self.taken:
+            return self.kept_step
+        return float(self.steps[self.at[self.taken - 1]])
 
 
 def keep(head: list[float], tail: list[float], size: int, v: float) -> None:

@@ -13,7 +13,7 @@ import math
 from itertools import accumulate, pairwise
 from typing import Any
 
-from runwatch.health.detectors import Waiting, median, robust_sd
+from runwatch.health.detectors import Waiting, count_upto, finite_at, median, robust_sd
 from runwatch.health.progress import EpochStart, NoProgress, starts_mid_run
 from runwatch.health.trendstats import (
     AHEAD_LEAST,
@@ -25,6 +25,7 @@ from runwatch.health.trendstats import (
     change_noise,
     effect,
     judge,
+    lazy_numpy,
     median_points,
     point_noise,
     span_effects,
@@ -92,8 +93,12 @@ class Trend(Onsets):
         self.size = nb * self.buckets.size
         self.points: list[list[float]] = [list(p) for p in (state or {}).get("p", [])]
         self.past: list[float] = list((state or {}).get("u", []))  # the last `undone` windows
-        self._pending: tuple[list[int], list[float]] = ([], [])
-        self._fed = 0
+        # The batch (its steps and values), the indices of its finite points, of which
+        # the first `_taken` are taken, and the points and past kept before it (`_sync`).
+        self._batch: tuple[list[int], list[float]] = ([], [])
+        self._at: list[int] | range = []
+        self._taken = 0
+        self._kept: tuple[list[list[float]], list[float]] = (self.points, self.past)
         self.min_buckets = max(2, min(int(min_buckets), nb))
         # Judged every quarter window: a trend needs a window to show, and this halves
         # the Theil–Sen work on dense series.
@@ -107,37 +112,54 @@ class Trend(Onsets):
         # the steps its window spanned then (the first and last bucket's middle steps):
         # the effect is the change between them, which a message names
         self.held_span: list[float] | None = (state or {}).get("hs")
-        # the effects of the batch's windows, taken at once (`look_ahead`)
+        # the effects of the batch's windows, taken at once (`look_ahead`), those of them
+        # that show no trend (`idle`), which are not judged, and the latest one judged
         self.ahead: dict[int, float] = {}
+        self.idle: set[int] = set()
+        self._judged_at = -1
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:
+        self.ahead, self.idle, self._judged_at = {}, set(), -1
         if not self.keeps:
-            return judge(self.buckets, steps, values, self)
+            return self._noted(judge(self.buckets, steps, values, self))
         # The points are kept to judge the latest half of each window (and its noise),
         # taken up to each closing bucket's last point, so a batch is judged as if fed a
         # point at a time.
-        self._pending = (steps, values)
-        self._fed = 0
+        self._batch = (steps, values)
+        self._at = finite_at(values)
+        self._taken = 0
+        self._kept = (self.points, self.past)
         out = judge(self.buckets, steps, values, self)
         self.take_upto(len(values) - 1)
+        self._sync()
+        return self._noted(out)
+
+    def _noted(self, out: list[bool]) -> list[bool]:
+        """`out`, once the effect of the batch's last judgement is the one kept: one
+        not made (`idle`) notes only its effect."""
+        last = max(self.idle, default=-1)
+        if last > self._judged_at:
+            self.last_effect = self.ahead[last]
         return out
 
     def take_upto(self, end: int) -> None:
-        """Keep the batch's points up to index `end` (the closing point of a bucket)."""
-        if not self.keeps:
-            return
-        steps, values = self._pending
-        for i in range(self._fed, end + 1):
-            v = values[i]
-            if v is not None and v - v == 0:
-                self.points.append([float(steps[i]), v])
-                if self.undone:
-                    self.past.append(v)
-        self._fed = max(self._fed, end + 1)
-        if len(self.points) > self.size:
-            del self.points[: len(self.points) - self.size]
-        if len(self.past) > self.undone * self.size:
-            del self.past[: len(self.past) - self.undone * self.size]
+        """Take the batch's points up to index `end` (the closing point of a bucket): a
+        judgement that reads them keeps them first (`_sync`)."""
+        if self.keeps:
+            self._taken = max(self._taken, count_upto(self._at, end))
+
+    def _sync(self) -> None:
+        """Keep the latest window of points taken (and `undone` windows of values)."""
+        points, past = self._kept
+        (steps, values), at, taken, size = self._batch, self._at, self._taken, self.size
+        self.points = [[float(steps[i]), values[i]] for i in at[max(0, taken - size) : taken]]
+        if taken < size:
+            self.points = points[-(size - taken):] + self.points
+        if self.undone:
+            keep = self.undone * size
+            self.past = [values[i] for i in at[max(0, taken - keep) : taken]]
+            if taken < keep:
+                self.past = past[-(keep - taken):] + self.past
 
     def undone_lately(self, ys: list[float]) -> bool:
         """Whether, over the last `undone` windows, the series swung against the trend by
@@ -181,8 +203,26 @@ class Trend(Onsets):
         return sign * change >= scale * max(0.25 * self.min_effect, self.recent_z * noise)
 
     def look_ahead(self, js: list[int], closed: list[int]) -> None:
-        """Take the effects of the batch's windows to be judged (`js`) at once."""
+        """Take the effects of the batch's windows to be judged (`js`) at once, and note
+        those that show no trend whether one held before or not (`idle`): a judgement
+        on them would only note its effect."""
         self.ahead = window_effects(self.buckets, js, self.relative, self.floor)
+        if not self.ahead:
+            return
+        np = lazy_numpy()
+        at = list(self.ahead)
+        effects = np.asarray([self.ahead[j] for j in at], dtype=np.float64)
+        # `trend_holds` at both of its edges, a trend held before and none
+        me, direction = self.min_effect, self.direction
+        if direction == "flat":
+            shows = (np.abs(effects) < 3.0 * me) | (np.abs(effects) < me)
+        elif direction == "not_up":
+            shows = (effects < 3.0 * me) | (effects < me)
+        elif direction == "up":
+            shows = (effects >= 0.5 * me) | (effects >= me)
+        else:
+            shows = (effects <= -(0.5 * me)) | (effects <= -me)
+        self.idle = set(np.asarray(at)[~shows].tolist())
 
     def judge(self, j: int) -> bool:
         xs, ys = self.buckets.upto(j)
@@ -190,9 +230,12 @@ class Trend(Onsets):
             return False
         ahead = self.ahead.get(j)
         self.last_effect = effect(xs, ys, self.relative, self.floor) if ahead is None else ahead
+        self._judged_at = j
         holds = trend_holds(self.direction, self.last_effect, self.min_effect, self.verdict)
         if holds and self.direction != "flat":
             noise = None
+            if self.keeps:
+                self._sync()  # the points up to this judgement
             if self.keeps and self.buckets.size > 1 and len(self.points) > 2:
                 # a median of k points has about 1/sqrt(k) of a point's noise
                 noise = change_noise([p[1] for p in self.points]) / math.sqrt(
@@ -495,27 +538,26 @@ class FlatSince(Onsets):
             # Only points from the first validation on count, and it comes no earlier
             # than the batch that holds it: earlier batches' points are dropped (but
             # counted where the log starts).
-            self._count(self.waiting.drop_before(steps[0]))
+            self._count(self.waiting.drop_before(steps[0])[0])
         self.waiting.add(steps, values)
 
-    def _count(self, points: list[list[float]]) -> None:
-        """Note training points handed over by `waiting` in `train_span`."""
-        if points:
+    def _count(self, steps: list[float]) -> None:
+        """Note the steps of training points handed over by `waiting` in `train_span`."""
+        if steps:
             span = self.train_span
-            self.train_span = ([points[0][0], points[-1][0], float(len(points))] if not span
-                               else [span[0], points[-1][0], span[2] + len(points)])
+            self.train_span = ([steps[0], steps[-1], float(len(steps))] if not span
+                               else [span[0], steps[-1], span[2] + len(steps)])
 
     def _place(self, upto: float) -> None:
         """Move the waiting training points logged up to step `upto` into the span."""
         assert self.first is not None
-        taken = self.waiting.take(upto)
-        self._count(taken)
-        for step, v in taken:
-            if step < self.first[0]:
-                continue
-            if len(self.early) < 2 * MOST_MEDIAN:
-                self.early.append([step, v])
-            self.recent.append([step, v])
+        steps, values = self.waiting.take(upto)
+        self._count(steps)
+        since = self.first[0]
+        kept = [i for i, step in enumerate(steps) if not step < since]
+        room = max(0, 2 * MOST_MEDIAN - len(self.early))
+        self.early += [[steps[i], values[i]] for i in kept[:room]]
+        self.recent += [[steps[i], values[i]] for i in kept[-self.TAIL:]]
         del self.recent[: -self.TAIL]
 
     def feed(self, steps: list[int], values: list[float]) -> list[bool]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
 from functools import lru_cache
 from itertools import pairwise
 from operator import itemgetter, sub, truediv
@@ -206,9 +207,11 @@ class Buckets:
         """Keep the levels of `upto(j)`'s window, whose judgement held."""
         self.held = window_levels(*self.upto(j))
 
-    def window_start(self, j: int) -> float:
-        """The first step of `upto(j)`'s window."""
-        return self.xs[max(0, self.base + j + 1 - self.keep)]
+    def marks(self, closed: list[int], js: Iterable[int]) -> list[tuple[int, float]]:
+        """For each j of `js`, the index in the batch of the point that closed its j-th new
+        bucket (`closed`) and the first step of `upto(j)`'s window."""
+        xs, lo = self.xs, self.base + 1 - self.keep
+        return [(closed[j], xs[j + lo if j + lo > 0 else 0]) for j in js]
 
     def _add(self, xs: list[float], groups: list[list[float]], ends: list[int],
              closed: list[int]) -> None:
@@ -376,6 +379,40 @@ def window_change_noises(points: list[float], ends: list[int], width: int) -> li
     return [1.4826 * d / math.sqrt(2) if d > 0 else None for d in dev.tolist()]
 
 
+def window_point_noises(points: list[float], ends: list[int], width: int) -> list[float]:
+    """`point_noise(points[end - width : end])` for each end of `ends` (at least `width`,
+    over finite floats), taken at once with numpy: the same differences, medians and
+    deviations, summed by Python's own `sum`, so the same floats. Empty where a change
+    is not finite (an overflow, whose median numpy orders otherwise)."""
+    if not ends or width < 2:
+        return []
+    np = lazy_numpy()
+    rows = np.lib.stride_tricks.sliding_window_view(
+        np.asarray(points, dtype=np.float64), width)[np.asarray(ends) - width]
+    with np.errstate(over="ignore", invalid="ignore"):
+        changes = rows[:, 1:] - rows[:, :-1]
+    if not np.isfinite(changes).all():
+        return []
+    dev = np.abs(changes - _row_medians(np, changes)[:, None])
+    root2, n = math.sqrt(2), width - 1
+    return [max(1.4826 * m, 1.2533 * sum(d) / n) / root2
+            for m, d in zip(_row_medians(np, dev).tolist(), dev.tolist(), strict=True)]
+
+
+def window_medians(values: list[float], width: int) -> Any:
+    """The median of each run of `width` consecutive `values` (finite floats), as `median`
+    takes it (the middle values themselves, or 0.5 * their sum), as a numpy array."""
+    np = lazy_numpy()
+    rows = np.lib.stride_tricks.sliding_window_view(np.asarray(values, dtype=np.float64),
+                                                    width)
+    return _row_medians(np, rows)
+
+
+def only_floats(*lists: list[Any]) -> bool:
+    """Whether every item of `lists` is a float: numpy then computes what Python does."""
+    return all(set(map(type, items)) <= {float} for items in lists)
+
+
 def _row_medians(np: Any, rows: Any) -> Any:
     """The median of each row, as `median` takes it."""
     n = rows.shape[1]
@@ -491,27 +528,31 @@ def judge(buckets: Buckets, steps: list[int], values: list[float], who: _Judged)
     out: list[bool] = []
     start = 0
     first = buckets.closed
-    who.marks = []
     take = getattr(who, "take_upto", None)  # a detector that also keeps the points
     closed = buckets.feed(steps, values)
-    stride = who.stride
+    # the buckets judged: every stride-th over the run
+    js = range((-first - 1) % who.stride, len(closed), who.stride)
     look = getattr(who, "look_ahead", None)  # a detector that takes the batch's windows
     if look is not None:  # at once
-        look([j for j in range(len(closed)) if not (first + j + 1) % stride], closed)
-    marks = who.marks
+        look(list(js), closed)
+    # the judgements the look ahead found to hold nothing, and to change nothing it does
+    # not note itself: they are not made
+    idle = getattr(who, "idle", ())
     held = None  # the latest judgement that held
-    for j, end in enumerate(closed):
-        if (first + j + 1) % stride:
+    for j in js:
+        end = closed[j]
+        out += [who.verdict] * (end - start)
+        start = end
+        if j in idle:
+            who.verdict = False
             continue
         if take is not None:  # the points up to here (cumulative: those skipped too)
             take(end)
-        out.extend([who.verdict] * (end - start))
         who.verdict = who.judge(j)
         if who.verdict:
             held = j
-        marks.append((end, buckets.window_start(j)))
-        start = end
-    out.extend([who.verdict] * (len(values) - start))
+    out += [who.verdict] * (len(values) - start)
+    who.marks = buckets.marks(closed, js)
     if held is not None:  # the batch's buckets are all still there
         buckets.hold(held)
     return out
