@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from runwatch.health.engine import Engine
 from runwatch.health.evaluators import GAP_SCAN_LEAST, _first_gap
-from runwatch.health.progress import NoImprovement
+from runwatch.health.improvement import NoImprovement
 from runwatch.health.trendstats import (
     AHEAD_LEAST,
     EVEN_LEAST,

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from runwatch.health.detectors import KOfN
 from runwatch.health.engine import Engine
-from runwatch.health.progress import NoImprovement
+from runwatch.health.improvement import NoImprovement
 from runwatch.health.thresholds import ThresholdError, load_yaml, parse
 from runwatch.health.trendstats import pair_slopes, theil_sen, theil_sen_apart
 from runwatch.metrics.aliases import canonical

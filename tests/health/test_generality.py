@@ -12,7 +12,7 @@ import pytest
 
 from runwatch.health.engine import Engine
 from runwatch.health.findings import Finding
-from runwatch.health.progress import NoImprovement
+from runwatch.health.improvement import NoImprovement
 from runwatch.health.thresholds import parse
 from runwatch.store.points import PointColumns
 

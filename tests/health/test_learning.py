@@ -19,7 +19,7 @@ import random
 from typing import Any
 
 from runwatch.health.engine import Engine
-from runwatch.health.progress import Learning
+from runwatch.health.improvement import Learning
 from runwatch.health.rules.base import LEARNING_PARAMS
 from runwatch.metrics.aliases import health_name
 

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from runwatch.health import detectors as d
+from runwatch.health import excursions as ex
 from runwatch.health import jumps as j
 from runwatch.health import progress as pg
 from runwatch.health import store as health_store
@@ -67,17 +68,17 @@ def loss_like(seed: int, ints: bool = False) -> list[Any]:
 Feed = Callable[[Any, list[Any], list[int]], list[bool]]
 DETECTORS: dict[str, tuple[Callable[[dict[str, Any] | None], Any], Feed]] = {
     "repeats": (lambda st: d.Repeats(4, 1e-3, state=st), lambda x, v, s: x.feed(v, s)),
-    "excursion": (lambda st: j.Excursion(0.5, 3.0, 20, 5, 0.2, 5, state=st),
+    "excursion": (lambda st: ex.Excursion(0.5, 3.0, 20, 5, 0.2, 5, state=st),
                   lambda x, v, s: x.feed(v, s)),
-    "excursion_tight": (lambda st: j.Excursion(0.05, 1.0, 7, 2, 0.2, 5, state=st),
+    "excursion_tight": (lambda st: ex.Excursion(0.05, 1.0, 7, 2, 0.2, 5, state=st),
                         lambda x, v, s: x.feed(v, s)),
-    "isolated": (lambda st: j.Isolated(3.0, 5, 3, 1.5, 5, state=st),
+    "isolated": (lambda st: ex.Isolated(3.0, 5, 3, 1.5, 5, state=st),
                  lambda x, v, s: x.feed(v, s)),
     "shift": (lambda st: j.Shift(6.0, 0.2, 10, 3, state=st), lambda x, v, s: x.feed(v, s)),
     "shift_tight": (lambda st: j.Shift(1.0, 0.01, 5, 1, state=st),
                     lambda x, v, s: x.feed(v, s)),
-    "upturn": (lambda st: j.Upturn(0.005, 8, 5.0, 40, state=st), lambda x, v, s: x.feed(v, s)),
-    "upturn_tight": (lambda st: j.Upturn(0.0005, 4, 1.0, 10, state=st),
+    "upturn": (lambda st: ex.Upturn(0.005, 8, 5.0, 40, state=st), lambda x, v, s: x.feed(v, s)),
+    "upturn_tight": (lambda st: ex.Upturn(0.0005, 4, 1.0, 10, state=st),
                      lambda x, v, s: x.feed(v, s)),
     "not_falling": (lambda st: pg.NoProgress("down", 0.05, 30, 5, 200, 10, noise_z=1.0,
                                              window_info=True, fell_once=3, rise_limit=0.2,

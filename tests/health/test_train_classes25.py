@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 
-from runwatch.health.jumps import GapRising
+from runwatch.health.against import GapRising
 
 from .helpers import corpus_columns as _columns
 from .helpers import evaluate

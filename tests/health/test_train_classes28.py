@@ -25,7 +25,7 @@ import pytest
 from sqlalchemy import Engine as SqlEngine
 
 from runwatch.health.engine import Engine
-from runwatch.health.jumps import Isolated, Upturn
+from runwatch.health.excursions import Isolated, Upturn
 from runwatch.metrics.aliases import health_name
 
 from .cases import settled

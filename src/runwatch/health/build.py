@@ -6,8 +6,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from runwatch.health import against as ag
 from runwatch.health import detectors as d
+from runwatch.health import excursions as ex
 from runwatch.health import finished as fin
+from runwatch.health import improvement as im
 from runwatch.health import jumps as j
 from runwatch.health import progress as pg
 from runwatch.health import trends as t
@@ -122,11 +125,11 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
                           magnitude=bool(number(p, "magnitude", 0)),
                           floor=number(p, "floor", 0.0), state=state)
     if kind == "diverged":
-        return j.Diverged(factor=number(p, "factor", 2.0),
+        return ag.Diverged(factor=number(p, "factor", 2.0),
                           min_history=int(number(p, "min_history", 2)),
                           hold=int(number(p, "hold", 3)), state=state)
     if kind == "gap_rising":
-        return j.GapRising(ratio=number(p, "ratio", 3.0), min_rel=number(p, "min_rel", 0.01),
+        return ag.GapRising(ratio=number(p, "ratio", 3.0), min_rel=number(p, "min_rel", 0.01),
                            hold=int(number(p, "hold", 3)), state=state)
     if kind == "shift":
         return j.Shift(
@@ -134,28 +137,28 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
             window=int(number(p, "window", 10)), stay=int(number(p, "stay", 3)), state=state,
         )
     if kind == "excursion":
-        return j.Excursion(
+        return ex.Excursion(
             min_rel=number(p, "min_rel", 0.5), z=number(p, "z", 3.0),
             window=int(number(p, "window", 20)), stay=int(number(p, "stay", 5)),
             back=number(p, "back", 0.2), hold=int(number(p, "hold", 5)), state=state,
         )
     if kind == "isolated":
-        return j.Isolated(factor=number(p, "factor", 3.0), window=int(number(p, "window", 5)),
+        return ex.Isolated(factor=number(p, "factor", 3.0), window=int(number(p, "window", 5)),
                           min_history=int(number(p, "min_history", 3)),
                           back=number(p, "back", 1.5), hold=int(number(p, "hold", 5)),
                           state=state)
     if kind == "upturn":
-        return j.Upturn(min_rel=number(p, "min_rel", 0.005),
+        return ex.Upturn(min_rel=number(p, "min_rel", 0.005),
                         min_points=int(number(p, "min_points", 8)), z=number(p, "z", 5.0),
                         window=int(number(p, "window", 40)), state=state)
     if kind == "above_best":
-        return j.AboveBest(
+        return ag.AboveBest(
             min_rel=number(p, "min_rel", 0.01), k=int(number(p, "k", 2)),
             single=number(p, "single", 0.05), min_points=int(number(p, "min_points", 3)),
             state=state,
         )
     if kind == "no_improvement":
-        return pg.NoImprovement(
+        return im.NoImprovement(
             direction=str(p.get("direction", "up")), z=number(p, "z", 1.0),
             min_points=int(number(p, "min_points", 10)), head=int(number(p, "head", 25)),
             early_points=int(number(p, "early_points", 0)),

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from runwatch.health import against as ag
 from runwatch.health import detectors as d
+from runwatch.health import excursions as ex
 from runwatch.health import finished as fin
+from runwatch.health import improvement as im
 from runwatch.health import jumps as j
 from runwatch.health import progress as pg
 from runwatch.health import trends as t
@@ -15,8 +18,8 @@ from runwatch.health.findings import Record, finite_or_text
 # Detectors whose context a resolved record is stamped with (`detector_context`) changes
 # with every point. A threshold's count in its window is kept per finding as it is fed
 # (`_note_window`); a non-finite value and a judgement of the whole log need nothing.
-STAMP_READS_DETECTOR = (j.Spike, j.Jump, j.AboveMax, j.Shift, j.Excursion, j.Isolated,
-                        j.Upturn, j.AboveBest, j.Diverged, j.GapRising, pg.NoImprovement,
+STAMP_READS_DETECTOR = (j.Spike, j.Jump, j.AboveMax, j.Shift, ex.Excursion, ex.Isolated,
+                        ex.Upturn, ag.AboveBest, ag.Diverged, ag.GapRising, im.NoImprovement,
                         pg.NoProgress, t.Trend, t.FlatSince, t.Divergence, d.Repeats)
 
 
@@ -60,21 +63,21 @@ def detector_context(det: Any, rec: Record, *, reference: str, budget: float | N
         if det.shift:
             extra["from"], extra["to"] = det.shift
             extra["rise"] = (det.shift[1] - det.shift[0]) / max(abs(det.shift[0]), 1e-12)
-    elif isinstance(det, j.Excursion):
+    elif isinstance(det, ex.Excursion):
         if det.excursion:
             level, peak, since, points = det.excursion
             extra.update({"level": level, "peak": peak, "since": since, "points": points,
                           "ratio": peak / level if level > 0 else None})
-    elif isinstance(det, j.Isolated):
+    elif isinstance(det, ex.Isolated):
         if det.spike:
             at, peak, med, after = det.spike
             extra.update({"at": at, "to": peak, "median": med, "after": after,
                           "ratio": peak / med})
-    elif isinstance(det, j.AboveBest):
+    elif isinstance(det, ag.AboveBest):
         if det.rise:
             extra["best"], extra["to"] = det.rise
             extra["rise"] = (det.rise[1] - det.rise[0]) / max(abs(det.rise[0]), 1e-12)
-    elif isinstance(det, pg.NoImprovement):
+    elif isinstance(det, im.NoImprovement):
         extra.update(det.held)
     elif isinstance(det, t.Trend):
         extra["effect"] = det.held_effect
@@ -84,7 +87,7 @@ def detector_context(det: Any, rec: Record, *, reference: str, budget: float | N
             extra["start"] = start
     elif isinstance(det, pg.NoProgress):
         extra.update(det.held or {"effect": det.last_effect})
-    elif isinstance(det, j.Diverged | j.GapRising | j.Upturn | t.FlatSince
+    elif isinstance(det, ag.Diverged | ag.GapRising | ex.Upturn | t.FlatSince
                     | fin.WholeWindow):
         extra.update(det.held)
     elif isinstance(det, t.Divergence):

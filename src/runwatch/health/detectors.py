@@ -1,7 +1,7 @@
 """Incremental point detectors shared by the health rules: k-of-n thresholds, a value
 pinned at its floor or ceiling, a stretch repeating an earlier one, non-finite values and
-stalls (a point departing from its series' past is in jumps.py; trends live in trends.py
-and progress.py).
+stalls (a point departing from its series' past is in jumps.py, excursions.py and
+against.py; trends live in trends.py, progress.py and improvement.py).
 
 Each detector takes the new points of a series in batches and answers, for every new
 point, whether its condition holds there. State is bounded (a window, a few bucket

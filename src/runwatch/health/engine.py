@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from runwatch.health import detectors as d
+from runwatch.health import improvement as im
 from runwatch.health import progress as pg
 from runwatch.health.build import build_detector
 from runwatch.health.evaluators import (
@@ -126,7 +127,7 @@ class Engine:
         st = state if state and state.get("fp") == self.fp else {}
         self.claims: dict[str, str] = dict(st.get("claims", {}))  # canonical -> raw key
         self.seen: set[str] = set(st.get("seen", []))  # canonical keys seen
-        self.gates: dict[str, tuple[str, pg.Learning]] = {}
+        self.gates: dict[str, tuple[str, im.Learning]] = {}
         self._choose_rules(st.get("told"), st.get("learning", {}))
         self.evals: dict[str, Evaluator] = {}
         # Saved evaluators are rebuilt on the first batch, not here: reading a run's

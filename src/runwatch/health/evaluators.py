@@ -16,9 +16,10 @@ from typing import Any
 import orjson
 
 from runwatch.health import detectors as d
+from runwatch.health import excursions as ex
 from runwatch.health import finished as fin
+from runwatch.health import improvement as im
 from runwatch.health import jumps as j
-from runwatch.health import progress as pg
 from runwatch.health import trends as t
 from runwatch.health.build import budget_value, build_detector, number
 from runwatch.health.context import STAMP_READS_DETECTOR, detector_context
@@ -44,7 +45,7 @@ class Evaluator:
     def __init__(self, rule: Rule, variant: tuple[str, ...], params: Mapping[str, Param],
                  severity: str, detector: Any, settings: Mapping[str, float],
                  state: dict[str, Any] | None = None,
-                 learning: pg.Learning | None = None, fixed: bool = False,
+                 learning: im.Learning | None = None, fixed: bool = False,
                  remake: Callable[[dict[str, Any] | None], Any] | None = None,
                  shown: Callable[[str], str] | None = None) -> None:
         self.rule, self.variant, self.params, self.severity = rule, variant, params, severity
@@ -73,7 +74,7 @@ class Evaluator:
         }
         # A trend's fall that must also be one from the series' start (`of_start`).
         self.below_start = (
-            pg.BelowStart(number(self.params, "of_start", 1.0), state=st.get("g"))
+            im.BelowStart(number(self.params, "of_start", 1.0), state=st.get("g"))
             if "of_start" in self.params else None)
         # The first step of the window the trend last judged: the gate may open between
         # two judgements, in a later batch, and the finding still starts where it did.
@@ -171,7 +172,7 @@ class Evaluator:
             elif rule.detector in ("threshold", "pinned"):
                 verdicts = self.detector.feed(values, steps)
             elif rule.detector in ("trend", "no_progress", "no_improvement"):
-                if isinstance(self.detector, pg.NoImprovement) and LR in cols:
+                if isinstance(self.detector, im.NoImprovement) and LR in cols:
                     # its warm-up is no part of the span a reward is judged flat over
                     self.detector.feed_lr(*cols[LR])
                 if isinstance(self.detector, t.Trend) and self.detector.keeps:
@@ -182,7 +183,7 @@ class Evaluator:
                     verdicts = [v and low for v, low in
                                 zip(verdicts, self.below_start.feed(values), strict=True)]
             elif isinstance(self.detector,
-                            j.Shift | j.Excursion | j.Isolated | j.Upturn | d.Repeats):
+                            j.Shift | ex.Excursion | ex.Isolated | ex.Upturn | d.Repeats):
                 verdicts = self.detector.feed(values, steps)
             else:  # spike, jump, above_best, above_max
                 verdicts = self.detector.feed(values)
@@ -488,10 +489,10 @@ def learning_key(rule: Rule) -> str | None:
         f"{rule.learning}>{rule.learning_level:g}")
 
 
-def learning_gate(rule: Rule, state: dict[str, Any] | None = None) -> pg.Learning:
+def learning_gate(rule: Rule, state: dict[str, Any] | None = None) -> im.Learning:
     """The gate judging whether `rule.learning` shows the run learning (LEARNING_PARAMS)."""
     lp = LEARNING_PARAMS
-    return pg.Learning(z=lp["z"], min_points=int(lp["min_points"]), head=int(lp["head"]),
+    return im.Learning(z=lp["z"], min_points=int(lp["min_points"]), head=int(lp["head"]),
                       level=rule.learning_level, state=state)
 
 
