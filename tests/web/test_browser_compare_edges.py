@@ -133,6 +133,46 @@ def test_fifty_runs_each_have_a_style_and_the_legend_note_overlaps_nothing(
     shot(page, "compare-fifty")
 
 
+def test_the_legend_names_what_it_cannot_show(page: Page, server: Runner, runs_dir: Path,
+                                               fifty: list[str]) -> None:
+    """A legend entry's name longer than the chart is cut to it with an ellipsis, and the
+    mouse over an entry shows its whole name; over "+N more", the names of the lines it
+    stands for (the canvas shows neither)."""
+    long = ("a-run-whose-name-is-longer-than-any-chart-is-wide-" * 3)[:124] + "-end"
+    sft(runs_dir, long)
+    sft(runs_dir, "short-one")
+    wait_indexed(server.url, long, 9)
+    wait_indexed(server.url, "short-one", 9)
+    page.goto(compare_url(server, [long, "short-one"]))
+    expect(page.locator("#compare-charts")).to_have_attribute("data-drawn", "true")
+    chart = page.locator('[data-chart="loss"]')
+    canvas = chart.locator("canvas").bounding_box()
+    assert canvas is not None
+    entries = [box(b) for b in (chart.get_attribute("data-legend-boxes") or "").split("|")]
+    assert len(entries) == 2
+    for e in entries:  # each entry stays inside the canvas
+        assert 0 <= e[0] < e[2] <= canvas["width"], (e, canvas)
+    root = chart.locator(".uplot")
+    for e, name in zip(entries, [long, "short-one"], strict=True):
+        page.mouse.move(canvas["x"] + (e[0] + e[2]) / 2, canvas["y"] + (e[1] + e[3]) / 2)
+        expect(root).to_have_attribute("title", re.compile(rf"^{re.escape(name)}\b"))
+
+    page.goto(compare_url(server, fifty))
+    expect(page.locator("#compare-charts")).to_have_attribute("data-drawn", "true",
+                                                              timeout=30_000)
+    lr = page.locator('[data-chart="lr"]')
+    shown = len((lr.get_attribute("data-legend-boxes") or "").split("|"))
+    note = box(lr.get_attribute("data-legend-more") or "0,0,0,0")
+    canvas = lr.locator("canvas").bounding_box()
+    assert canvas is not None and 0 < shown < 50
+    page.mouse.move(canvas["x"] + (note[0] + note[2]) / 2, canvas["y"] + (note[1] + note[3]) / 2)
+    title = lr.locator(".uplot")
+    last = re.compile(r"^many-\d\d .*many-49 · learning rate$", re.S)
+    expect(title).to_have_attribute("title", last)
+    names = (title.get_attribute("title") or "").split("\n")
+    assert len(names) == 50 - shown and names[0].startswith(f"{FIFTY[shown]} "), names[:2]
+
+
 def sft(runs_dir: Path, name: str, *, loss: bool = True, **config: float) -> None:
     run = init(name=name, dir=runs_dir, method="sft", base_model="tiny", dataset="arith",
                config={"seed": 1, **config})

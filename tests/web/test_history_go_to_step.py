@@ -1,7 +1,8 @@
 """The History of a long run in a real browser on a real server (trial 35, D4: a 200,000-step
 run could only be paged 50 steps at a time, 4,000 clicks to its end): a step typed in the
 pager opens the page that starts at it, and a click on a chart point opens the page of
-that point's step, its row marked."""
+that point's step, its row marked and brought into view (the History lies below the
+charts, out of sight, where a click changed it unseen)."""
 
 from __future__ import annotations
 
@@ -57,9 +58,13 @@ def test_a_click_on_a_chart_point_opens_its_step_in_the_history(page: Page, serv
     expect(head).to_have_text(re.compile(r"^step \d+$"))
     step = int((head.text_content() or "").split()[1])
     assert 2000 < step < 4000, step
+    # the History is below the charts, out of sight
+    expect(page.locator("#history tbody")).not_to_be_in_viewport()
     page.mouse.click(x, y)
     expect(page.locator("#history-range")).to_have_text(re.compile(rf"^steps {step}–"))
-    expect(page.locator("#history tbody tr.at-step td").first).to_have_text(str(step))
+    marked = page.locator("#history tbody tr.at-step")
+    expect(marked.locator("td").first).to_have_text(str(step))
+    expect(marked).to_be_in_viewport()
     # a click is no zoom
     assert chart.get_attribute("data-zoomed") is None
     shot(page, "trial-history-chart-click")

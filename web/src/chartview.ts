@@ -201,6 +201,7 @@ const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
 const LEFT = 64; // the y axis's width: the plot starts here
 const RIGHT = 24;
 const LEGEND_ROW = 20;
+const PICK_WAIT_MS = 300; // a click on a point waits this long for a second click (a double click)
 const LEGEND_ROWS = 3; // the most rows a legend takes; the rest are summed up as "+N more"
 const WHEEL_STEP = 0.8; // the window's span after one wheel notch in (120 units)
 // The tick steps of the step axis: whole steps, 1, 2 and 5 a decade, through the decade
@@ -225,6 +226,19 @@ function textWidth(text: string, font: string): number {
     WIDTHS.set(id, w);
   }
   return w;
+}
+
+/** `text` cut with an ellipsis to fit `width` pixels (whole when it fits). */
+function fitText(text: string, font: string, width: number): string {
+  if (textWidth(text, font) <= width) return text;
+  let lo = 0;
+  let hi = text.length;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (textWidth(`${text.slice(0, mid)}…`, font) <= width) lo = mid;
+    else hi = mid - 1;
+  }
+  return `${text.slice(0, lo)}…`;
 }
 
 /**
@@ -751,15 +765,39 @@ export class ChartView {
     this.tip.style.top = `${Math.max(0, plotTop + top - this.tip.offsetHeight / 2)}px`;
   }
 
+  /** The legend entry under the mouse, if any ("+N more" has a negative line). */
+  private legendHit(e: MouseEvent): LegendHit | undefined {
+    const u = this.u;
+    if (!u) return undefined;
+    const rect = u.ctx.canvas.getBoundingClientRect();
+    const x = e.clientX - rect.left;
+    const y = e.clientY - rect.top;
+    return this.legendHits.find((b) => x >= b.x0 && x <= b.x1 && y >= b.y0 && y <= b.y1);
+  }
+
+  /** Over a legend entry, its line's whole name and what a click does; over "+N more",
+   * the names of the lines it stands for (the canvas shows neither). */
+  private legendHover(e: MouseEvent): void {
+    const u = this.u;
+    if (!u) return;
+    const hit = this.legendHit(e);
+    let title = "";
+    if (hit && hit.line >= 0) {
+      title = `${this.lines[hit.line].label}\n(click to ${this.hidden.has(hit.line) ? "show" : "hide"} this line)`;
+    } else if (hit) {
+      title = this.lines.slice(this.lines.length + hit.line).map((l) => l.label).join("\n");
+    }
+    if (title) u.root.title = title;
+    else u.root.removeAttribute("title");
+    u.root.style.cursor = hit && hit.line >= 0 ? "pointer" : "";
+  }
+
   /** A click on a legend entry hides its line, or shows it again. */
   private legendClick(e: MouseEvent): void {
     const u = this.u;
     if (!u) return;
-    const rect = u.ctx.canvas.getBoundingClientRect();
-    const x = e.clientX - rect.left;
-    const y = e.clientY - rect.top;
-    const hit = this.legendHits.find((b) => x >= b.x0 && x <= b.x1 && y >= b.y0 && y <= b.y1);
-    if (!hit) return;
+    const hit = this.legendHit(e);
+    if (!hit || hit.line < 0) return;
     if (this.hidden.has(hit.line)) this.hidden.delete(hit.line);
     else this.hidden.add(hit.line);
     u.setSeries(hit.line + 1, { show: !this.hidden.has(hit.line) });
@@ -793,7 +831,8 @@ export class ChartView {
     let placed = 0;
     // the labels past the rows shown are not measured: "+N more" counts them
     for (let i = 0; i < this.lines.length; i++) {
-      const w = 22 * k + textWidth(this.lines[i].label, font);
+      // a label longer than the row is cut to it (its whole name is the entry's tooltip)
+      const w = Math.min(room, 22 * k + textWidth(this.lines[i].label, font));
       if (used + w > room && rows[rows.length - 1].length) {
         if (rows.length === LEGEND_ROWS) break;
         rows.push([]);
@@ -846,6 +885,7 @@ export class ChartView {
       if (e.line < 0) {
         ctx.fillStyle = theme.axis;
         ctx.fillText(`+${-e.line} more`, e.x * uPlot.pxRatio, y);
+        hits.push({ x0: e.x / k, x1: (e.x + e.w) / k, y0: LEGEND_ROW * e.row, y1: LEGEND_ROW * (e.row + 1) + 4, line: e.line });
         continue;
       }
       const off = this.hidden.has(e.line);
@@ -858,7 +898,7 @@ export class ChartView {
       ctx.lineTo((e.x + 16 * k) * uPlot.pxRatio, y);
       ctx.stroke();
       ctx.fillStyle = off ? theme.grid : theme.text;
-      ctx.fillText(this.lines[e.line].label, (e.x + 22 * k) * uPlot.pxRatio, y);
+      ctx.fillText(fitText(this.lines[e.line].label, `${12 * k}px ${FONT}`, e.w - 22 * k), (e.x + 22 * k) * uPlot.pxRatio, y);
       hits.push({ x0: e.x / k, x1: (e.x + e.w) / k, y0: LEGEND_ROW * e.row, y1: LEGEND_ROW * (e.row + 1) + 4, line: e.line });
     }
     ctx.restore();
@@ -1117,13 +1157,20 @@ export class ChartView {
     const u = new uPlot(this.options(1, true), this.table, this.el);
     u.over.addEventListener("wheel", (e) => this.wheel(e), { passive: false });
     u.root.addEventListener("click", (e) => this.legendClick(e));
+    u.root.addEventListener("mousemove", (e) => this.legendHover(e));
     if (this.onPick) {
       // a drag (a zoom) ends in a click too: only a click where the button went down picks
+      // and a double click (which resets the zoom) picks nothing: a click picks once the
+      // time for a second one has passed (the History it opens is brought into view)
       let down = { x: NaN, y: NaN };
+      let pick: number | undefined;
       u.over.addEventListener("mousedown", (e) => (down = { x: e.clientX, y: e.clientY }));
       u.over.addEventListener("click", (e) => {
+        window.clearTimeout(pick);
         const still = Math.abs(e.clientX - down.x) <= 3 && Math.abs(e.clientY - down.y) <= 3;
-        if (still && this.tipStep !== null) this.onPick?.(this.tipStep);
+        const step = this.tipStep;
+        if (!still || step === null || e.detail > 1) return;
+        pick = window.setTimeout(() => this.onPick?.(step), PICK_WAIT_MS);
       });
     }
     // the tooltip stays on top of the chart

@@ -37,6 +37,9 @@ export class HistoryTable {
   private reads = 0;
   // the step gone to (typed, or a chart point clicked): its row is marked
   private marked: number | null = null;
+  // the page read for a step gone to is brought into view once it is shown (a chart point
+  // clicked far above the History would otherwise change a table out of sight)
+  private reveal = false;
 
   constructor(private readonly runId: string) {
     this.el = h(
@@ -61,6 +64,7 @@ export class HistoryTable {
    * step, the latest page), its row marked. */
   goTo(step: number): void {
     this.marked = step;
+    this.reveal = true;
     this.stepInput.value = String(step);
     void this.load(step > 0 ? { after: String(step - 1) } : {});
   }
@@ -117,7 +121,10 @@ export class HistoryTable {
       page = await getJSON<HistoryPage>(`${runPath(this.runId)}/history?${q.toString()}`);
     } catch (e) {
       // the page shown stays; the next new points or a click on the pager read it again
-      if (read === this.reads) this.failure.show(e);
+      if (read === this.reads) {
+        this.failure.show(e);
+        this.reveal = false;
+      }
       return;
     }
     if (read !== this.reads) return;
@@ -133,6 +140,10 @@ export class HistoryTable {
       this.body.appendChild(h("tr", row.step === this.marked ? { class: "at-step" } : {}, h("td", {}, String(row.step)), ...this.columns.map((c) => cell(row.values, c.key))));
     }
     if (!this.page.rows.length) this.body.appendChild(h("tr", {}, h("td", { colspan: String(this.columns.length + 1), class: "muted" }, "No steps yet.")));
+    if (this.reveal) {
+      this.reveal = false;
+      (this.body.querySelector("tr.at-step") ?? this.el).scrollIntoView({ block: "nearest" });
+    }
     const rows = this.page.rows;
     this.info.textContent = rows.length ? `steps ${rows[0].step}–${rows[rows.length - 1].step} of ${this.page.total}` : "";
     this.prev.disabled = !this.page.prev_cursor;
