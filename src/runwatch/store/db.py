@@ -177,12 +177,19 @@ def _rows_without_nul(rows: list[Any] | tuple[Any, ...]) -> Any:
     return [_without_nul(row) for row in rows]
 
 
+WAL_LIMIT_BYTES = 64 * 1024 * 1024
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     # WAL lets the web server read while the indexer writes; NORMAL is durable across
     # process crashes, which is the failure the run directory itself already covers.
     _journal_wal(cur)
     cur.execute("PRAGMA synchronous=NORMAL")
+    # the WAL grows to the largest transaction written since it last restarted (a first
+    # index of a long run: hundreds of MB) and keeps that size while any connection is
+    # open; past a checkpoint, a restarted WAL is cut back to this
+    cur.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA cache_size=-65536")
     cur.execute("PRAGMA temp_store=MEMORY")
