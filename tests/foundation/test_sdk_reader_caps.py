@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import runwatch
-from runwatch.ingest.indexer import SLICE_BYTES
 from runwatch.rundir import format as fmt
+from runwatch.rundir.format import MAX_LINE_BYTES
 from runwatch.rundir.safeio import SAMPLES_CAP
-from runwatch.sdk.sinks import MAX_LINE_BYTES
 from tests.support.cli import run_cli
 
 BIG = 17_000_000  # past the 16 MiB line cap
@@ -33,12 +32,6 @@ def open_run(runs_dir: Path, name: str) -> runwatch.Run:
     run = runwatch.init(name=name, dir=runs_dir, flush_interval=60)
     assert isinstance(run, runwatch.Run)
     return run
-
-
-def test_the_sdk_s_line_cap_is_the_indexer_s() -> None:
-    # the indexer reads record files with max_line=SLICE_BYTES and skips longer lines; the
-    # SDK cannot import it (SQLAlchemy would load into every training process)
-    assert MAX_LINE_BYTES == SLICE_BYTES
 
 
 def test_a_log_line_longer_than_readers_read_keeps_its_message(runs_dir: Path) -> None:

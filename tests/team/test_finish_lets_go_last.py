@@ -111,7 +111,7 @@ def test_a_sender_stuck_writing_its_offsets_keeps_the_folder_until_the_write_lan
     run = runwatch.init("team", name="stuck", dir=tmp_path / "runs", server=server.url)
     assert run.dir is not None
     (sending,) = (t for t in set(threading.enumerate()) - before if t.name == "runwatch-sender")
-    state = run.dir / upload.STATE_DIR / upload.STATE_FILE
+    state = run.dir / fmt.STATE_DIR / upload.STATE_FILE
     state.parent.mkdir(exist_ok=True)
     os.mkfifo(state.with_name(state.name + ".tmp"))
     run.log({"loss": 1.0}, step=0)

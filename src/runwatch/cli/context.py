@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runwatch.rundir.format import STATE_DIR
+
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine, Row
 
@@ -17,7 +19,8 @@ if TYPE_CHECKING:
     from runwatch.store.points import PointColumns
 
 DEFAULT_DIR = "runs"
-INDEX_DIRNAME = ".runwatch"
+# runwatch's folder in a runs folder: the index is made there unless --db names another
+INDEX_DIRNAME = STATE_DIR
 
 
 def runs_dir(option: Path | None) -> Path:

@@ -50,7 +50,8 @@ log = logging.getLogger(__name__)
 
 KNOWN_FILES = frozenset({fmt.MANIFEST, fmt.CONFIG, fmt.ENGINE_CONFIG, fmt.JOB, *fmt.FILES})
 # Records are committed in slices of about this many bytes of a file, read and stored
-# in pieces of READ_BYTES (small enough that a piece's records stay in cache).
+# in pieces of READ_BYTES (small enough that a piece's records stay in cache); a line longer
+# than a piece is read alone, up to the format's longest line (fmt.MAX_LINE_BYTES).
 SLICE_BYTES = 16 * 1024 * 1024
 READ_BYTES = 1024 * 1024
 # A run whose indexing failed is tried again after these many seconds, doubling.
@@ -347,7 +348,8 @@ class Indexer:
         # not hide the records after it
         seq_limit = SEQ_LIMIT if name == fmt.METRICS else INT64_MAX + 1
         while offset - start < SLICE_BYTES:
-            res = read_new(path, offset, line_no, READ_BYTES, max_line=SLICE_BYTES, hold=hold)
+            res = read_new(path, offset, line_no, READ_BYTES, max_line=fmt.MAX_LINE_BYTES,
+                           hold=hold)
             if res.offset == offset and not res.bad:
                 if res.held:
                     more, held = False, res.line_no + 1

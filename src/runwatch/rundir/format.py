@@ -37,6 +37,13 @@ CHECKPOINT_DIR = "checkpoints"
 
 # The append-only record files, in the order the indexer reads them.
 FILES = (EVENTS, METRICS, CHECKPOINTS, LOGS)
+# The longest line of a record file, its newline included: the SDK writes none longer, every
+# reader (the indexer, the sender) reads lines up to it and skips a longer one whole, and a
+# server takes a record of up to it in a request of its own (runwatch.server.state.Limits).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+# runwatch's own folder, in a runs folder (the index, job profiles, share keys) and in a
+# run folder (a sender's offsets); the indexer reads neither as a run nor as a run's file.
+STATE_DIR = ".runwatch"
 
 PHASES = (
     "QUEUED",

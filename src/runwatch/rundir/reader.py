@@ -51,9 +51,10 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
              hold: Callable[[dict[str, Any]], bool] | None = None) -> ReadResult:
     """Read complete lines of `path` from byte `offset` (the file's `line_no` lines precede it).
 
-    At most about `limit` bytes are consumed (more when one line is longer, up to
-    `max_line`, by default `limit`: a longer line is reported as broken and skipped);
-    call again with the returned offset until the offset stops moving. A file that
+    At most about `limit` bytes are consumed, or one line longer than that, alone, up to
+    `max_line` (by default `limit`; a longer line is reported as broken and skipped), so
+    what one read holds is bounded by the larger of the two: call again with the returned
+    offset until the offset stops moving. A file that
     shrank below `offset` (it was replaced) is an error the caller decides about: it is
     reported as a bad line and nothing is read. A file that is a symbolic link or not a
     regular file raises `runwatch.rundir.safeio.UnsafeFile`. With `keep_lines`, `lines`
@@ -79,6 +80,9 @@ def read_new(path: Path, offset: int = 0, line_no: int = 0, limit: int = READ_CH
         data = f.read(min(size - offset, limit))
         if b"\n" not in data and len(data) < size - offset and max_line > limit:
             data += f.read(min(size - offset, max_line) - len(data))
+            # a line longer than `limit` is read alone, not with the lines after it: a
+            # sender sends it in a request of its own (runwatch.sdk.upload)
+            data = data[:data.find(b"\n") + 1] or data
         if b"\n" not in data and len(data) >= max_line:
             # One line longer than max_line: skip it whole, as one bad line, once its
             # end is written (until then it is a torn line like any other).

@@ -36,6 +36,9 @@ ENV_PROJECT = "RUNWATCH_PROJECT"
 FINISH_WAIT_S = 15.0
 # How long finish() then waits for an offsets write under way to end (a stalled disk).
 LET_GO_WAIT_S = 1.0
+# records a live sender could not send that it names in warnings; past them it says how
+# there are more, once (the run folder keeps every record)
+PROBLEMS_SAID = 5
 
 
 def server_url(server: str | None = None) -> str | None:
@@ -79,6 +82,7 @@ class Sender:
         self._then: Callable[[], None] | None = None
         self._token = token is not None
         self.report = UploadReport()
+        self._said = 0  # the report's problems said so far
         self.error: str | None = None
         # made here, in init(): importing the HTTP client in the thread would hold the
         # interpreter while the training loop runs
@@ -189,10 +193,24 @@ class Sender:
                          "when the server answers")
                 failures += 1
                 wait = backoff(failures)
+            self._say_problems()
             self._wake.wait(wait)
             self._wake.clear()
+        self._say_problems()
         self._drained.set()
         self._client.close()
+
+
+    def _say_problems(self) -> None:
+        """Warn of what a pass could not send (a line past the run format's cap, a record
+        the server refused): the first PROBLEMS_SAID, then how many more there were."""
+        problems = self.report.problems
+        for problem in problems[self._said:PROBLEMS_SAID]:
+            warn(f"runwatch: {problem}")
+        if len(problems) > PROBLEMS_SAID and self._said <= PROBLEMS_SAID:
+            warn(f"runwatch: more records of {self.run_dir} were not sent to {self.server}; "
+                 "the run folder keeps them all")
+        self._said = max(self._said, min(len(problems), PROBLEMS_SAID + 1))
 
 
 def _nothing() -> None:

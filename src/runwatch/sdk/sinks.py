@@ -28,11 +28,6 @@ from runwatch.sdk.encode import warn
 
 # Bytes kept for retry while the disk refuses writes; past this the oldest are dropped.
 MAX_PENDING_BYTES = 64 * 1024 * 1024
-# The longest line of a record file (newline included) that the index reads: it reads
-# them with max_line=runwatch.ingest.indexer.SLICE_BYTES and skips a longer line whole. The
-# writer writes no longer line (writer.py). Importing the indexer would load SQLAlchemy into
-# every training process, so a test holds the two equal.
-MAX_LINE_BYTES = 16 * 1024 * 1024
 # Encoded bytes the writer lets wait before it writes them, even within one batch: a burst
 # of large records (sample files, long log lines) is written as it comes, so a disk that
 # takes writes never makes MAX_PENDING_BYTES wait.

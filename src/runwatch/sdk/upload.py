@@ -7,7 +7,10 @@ writes (`runwatch.rundir.reader.read_new`, the indexer's reader). It
 - reads what is new in each record file from the offsets it saved, complete lines only
   (a line still being written waits for the next pass);
 - sends it in batches of at most BATCH_RECORDS records, gzip-compressed, every batch
-  with the run's manifest (the server then knows the run whatever it lost);
+  with the run's manifest (the server then knows the run whatever it lost); a line longer
+  than READ_BYTES, which the reader reads alone (up to the format's longest line,
+  `fmt.MAX_LINE_BYTES`, as the indexer does), goes in a request of its own, without the
+  manifest, which a server takes past its body limit;
 - moves its offsets on, in `<run>/.runwatch/sent.json` (written atomically, one entry
   per server), only once the server answered that it stored them, so a restart of
   either side resends at most the last request, which the server's idempotence on
@@ -17,7 +20,8 @@ writes (`runwatch.rundir.reader.read_new`, the indexer's reader). It
   the offsets say was sent: a server whose database was restored from a backup, or made
   anew at the same URL, gets back what it lost;
 - splits a batch the server refuses as bad in halves until the one bad record is found,
-  and skips (and reports) only that record;
+  and skips (and reports) only that record, as it does a record a server refuses as too
+  large (one from before requests of one record could be);
 - sends the run's whole files (`runwatch.sdk.sendfiles`: config.yaml, engine_config.json,
   job.json, the samples files) after each request of records (or none), and again
   whenever one changes; one over the server's request limit in parts.
@@ -56,14 +60,15 @@ from runwatch.sdk.sendhttp import (
     UploadReport,
     check_answer,
     check_refusal,
+    error_text,
 )
 
-# The offsets, per server, inside the run folder (a folder: the indexer reads no
-# subfolder of a run).
-STATE_DIR = ".runwatch"
+# The offsets, per server, inside the run folder, in fmt.STATE_DIR (a folder: the indexer
+# reads no subfolder of a run).
 STATE_FILE = "sent.json"
 # At most this many records per batch and bytes read per file per request (the server
-# takes 10,000 records per batch and 8 MiB per request).
+# takes 10,000 records per batch and 8 MiB per request); a longer line is read alone and
+# sent alone (`_send_reads`).
 BATCH_RECORDS = 5_000
 READ_BYTES = 1024 * 1024
 # Backoff between tries while the server cannot be reached: doubling, capped.
@@ -127,7 +132,7 @@ class RunUpload:
         self.run_dir = Path(run_dir)
         self.client = client
         self._hold = hold or FolderHold()
-        self._state_path = self.run_dir / STATE_DIR / STATE_FILE
+        self._state_path = self.run_dir / fmt.STATE_DIR / STATE_FILE
         self._state = self._load_state()
         mine = self._state.setdefault("servers", {}).setdefault(client.server, {})
         self._files: dict[str, dict[str, Any]] = mine.setdefault("files", {})
@@ -257,8 +262,8 @@ class RunUpload:
         if at is None:
             return None
         offset, line_no = at
-        res = read_new(self.run_dir / name, offset, line_no, READ_BYTES, keep_lines=True,
-                       hold=hold)
+        res = read_new(self.run_dir / name, offset, line_no, READ_BYTES,
+                       max_line=fmt.MAX_LINE_BYTES, keep_lines=True, hold=hold)
         if res.offset == offset:
             return res, None
         # taken now, with the read: after the request the file may be another
@@ -270,20 +275,29 @@ class RunUpload:
     def _send_reads(self, manifest: bytes, reads: dict[str, tuple[ReadResult, str | None]],
                     report: UploadReport) -> None:
         """Send what was read of each file (the events first, as the writer wrote them),
-        then move the offsets on."""
-        batches = []
+        then move the offsets on. A line longer than READ_BYTES (read alone) goes after the
+        others, alone in its request, which a server takes up to the format's longest
+        line: without the manifest, so the manifest goes first when the server may not
+        hold it as it is."""
+        batches, alone = [], []
         for name in fmt.FILES:
             if name not in reads:
                 continue
             res = reads[name][0]
             report.problems += [f"{self.run_dir / name} line {b.line_no}: {b.error}; "
                                 "not sent" for b in res.bad]
+            if len(res.lines) == 1 and len(res.lines[0]) > READ_BYTES:
+                alone.append((name, res.records, res.lines))
+                continue
             batches += [(name, res.records[i:i + BATCH_RECORDS],
                          res.lines[i:i + BATCH_RECORDS])
                         for i in range(0, len(res.records), BATCH_RECORDS)]
         stored: dict[str, int] = {}
-        self._deliver(manifest, batches, report, stored)
-        self._manifest_sent = manifest
+        if batches or not alone or manifest != self._manifest_sent:
+            self._deliver(manifest, batches, report, stored)
+            self._manifest_sent = manifest
+        for batch in alone:
+            self._deliver(None, [batch], report, stored)
         for name, (res, head) in reads.items():
             if head is not None:
                 pos = self._files[name]
@@ -305,8 +319,10 @@ class RunUpload:
         moved = [self._rewind(name, held) for name in fmt.FILES]
         if self._whole.forget(held.whole_files) or any(moved):
             self._save_state()
-        if held.manifest is not None and held.manifest == loads_line(manifest):
-            self._manifest_sent = manifest
+        # a server that lost the run (or holds another manifest) is sent it again before
+        # a record that goes without it
+        same = held.manifest is not None and held.manifest == loads_line(manifest)
+        self._manifest_sent = manifest if same else None
 
     def _rewind(self, name: str, held: Held) -> bool:
         """Go back in record file `name` to its first record above the highest seq the
@@ -325,15 +341,22 @@ class RunUpload:
         pos.update(offset=offset, line_no=line_no, seq=top)
         return True
 
-    def _deliver(self, manifest: bytes, batches: list[Batch], report: UploadReport,
+    def _deliver(self, manifest: bytes | None, batches: list[Batch], report: UploadReport,
                  stored: dict[str, int]) -> None:
-        """Have the server store `batches` (the manifest alone when there are none);
-        a batch refused as bad is split until its bad records are found and skipped.
-        `stored` gets, per file, the highest seq the server said it stored."""
+        """Have the server store `batches` (the manifest alone when there are none; each
+        batch with it unless it is None); a batch refused as bad is split until its bad
+        records are found and skipped, as is a record refused as too large. `stored` gets,
+        per file, the highest seq the server said it stored."""
         body = _body(self.run_id, manifest, batches or [(fmt.EVENTS, [], [])])
         status, answer = self.client.post(body)
         report.requests += 1
         report.body_bytes += len(body)
+        if status == 413 and len(batches) == 1 and len(batches[0][1]) == 1 and not (
+                isinstance(answer, dict) and isinstance(answer.get("results"), list)):
+            # one record over the request limit of a server from before one record could
+            # be as long as a line of its file: it will not take it later either
+            self._skip(report, batches[0], error_text(answer))
+            return
         check_answer(self.client, status, answer)
         results = answer.get("results") if isinstance(answer, dict) else None
         if not isinstance(results, list) or len(results) != max(len(batches), 1):
@@ -356,15 +379,19 @@ class RunUpload:
                 self._deliver(manifest, [(name, records[:half], raw[:half]),
                                          (name, records[half:], raw[half:])], report, stored)
             elif result.get("status") in (400, 413):
-                report.skipped += 1
-                report.problems.append(f"{self.run_dir / name} line {records[0].get('_line')}:"
-                                       f" the server refused it ({result.get('error')}); "
-                                       "skipped")
+                self._skip(report, (name, records, raw), result.get("error"))
             else:
                 status = result.get("status")
                 raise Unreachable(f"{self.client.server} did not store a batch "
                                   f"({status}: {result.get('error')})",
                                   status if isinstance(status, int) else None)
+
+    def _skip(self, report: UploadReport, batch: Batch, error: object) -> None:
+        """Count and say the one record of `batch`, which the server refused."""
+        name, records, _ = batch
+        report.skipped += 1
+        report.problems.append(f"{self.run_dir / name} line {records[0].get('_line')}: the "
+                               f"server refused it ({error}); skipped")
 
 
 def _ends_run(record: dict[str, Any]) -> bool:
@@ -379,6 +406,7 @@ def _after_seq(path: Path, seq: int, upto: int) -> tuple[int, int]:
     offset = line_no = 0
     while offset < upto:
         res = read_new(path, offset, line_no, min(READ_BYTES, upto - offset),
+                       max_line=fmt.MAX_LINE_BYTES,
                        hold=lambda record: record["seq"] > seq)
         moved = res.offset != offset  # else the file changed under the read
         offset, line_no = res.offset, res.line_no
@@ -398,9 +426,12 @@ def _head(path: Path, hex_chars: int) -> str:
         return ""
 
 
-def _body(run_id: str, manifest: bytes, batches: list[Batch]) -> bytes:
-    """The request's JSON: each batch's lines as the file holds them."""
-    head = b'{"run_id":' + orjson.dumps(run_id) + b',"manifest":' + manifest
+def _body(run_id: str, manifest: bytes | None, batches: list[Batch]) -> bytes:
+    """The request's JSON: each batch's lines as the file holds them (with the manifest
+    unless it is None)."""
+    head = b'{"run_id":' + orjson.dumps(run_id)
+    if manifest is not None:
+        head += b',"manifest":' + manifest
     parts = [head + b',"file":' + orjson.dumps(name) + b',"records":[' + b",".join(lines)
              + b"]}" for name, _, lines in batches]
     return b'{"batches":[' + b",".join(parts) + b"]}"

@@ -7,9 +7,9 @@ encoded whenever `sinks.FLUSH_BYTES` of it wait. An I/O error becomes one warnin
 unwritten bytes are kept and retried (sinks.py), so logging resumes when the disk is
 writable again. A record that cannot be encoded loses only its unencodable values
 (encode.py), and no error in one batch stops the thread. No record is written that its
-readers would skip (a line past `sinks.MAX_LINE_BYTES`, a file past its cap): a log line
-is cut to fit, any other such record is left out. Every record left out, for whatever
-reason, is counted, and the run's last event says how many.
+readers would skip (a line past `rundir.format.MAX_LINE_BYTES`, a file past its cap): a
+log line is cut to fit, any other such record is left out. Every record left out, for
+whatever reason, is counted, and the run's last event says how many.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from runwatch.rundir import format as fmt
+from runwatch.rundir.format import MAX_LINE_BYTES
 from runwatch.rundir.safeio import CAPS, SAMPLES_CAP, MiB
 from runwatch.sdk.encode import Encoder, warn
-from runwatch.sdk.sinks import FLUSH_BYTES, MAX_LINE_BYTES, LineSink, WholeFiles
+from runwatch.sdk.sinks import FLUSH_BYTES, LineSink, WholeFiles
 
 # Metric records whose values are all of these types need no per-value check.
 _PLAIN_NUMBERS = frozenset({float, int})

@@ -612,50 +612,68 @@ def _writer(request: Request, st: ServerState) -> _Writer:
     return writer
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it passes `limit` bytes: a chunked body is
+def _too_big(limits: Limits, what: str = "is") -> ApiError:
+    return ApiError(413, f"the request {what} over {limits.max_body_bytes} bytes; send smaller "
+                         f"batches (only a request of one record may be larger, up to "
+                         f"{limits.max_one_record_bytes} bytes)")
+
+
+async def _read_body(request: Request, limits: Limits) -> bytes:
+    """The body, refused with 413 as soon as it passes its limit: max_body_bytes, or
+    max_one_record_bytes for a body whose Content-Length says it is within that (whether it
+    holds one record is checked once it is parsed, `_one_record`). A chunked body is
     counted while it streams in, so an oversized one is never held whole."""
-    too_big = ApiError(413, f"the request is over {limit} bytes; send smaller batches")
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise too_big
+    length = int(declared) if declared and declared.isdigit() else None
+    if length is not None and length > limits.max_one_record_bytes:
+        raise _too_big(limits)
+    limit = limits.max_body_bytes if length is None else limits.max_one_record_bytes
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise too_big
+            raise _too_big(limits)
     return bytes(body)
 
 
-def _gunzip(body: bytes, limit: int) -> bytes:
-    """A gzip body inflated, refused with 413 as soon as it would pass `limit` bytes (a small
-    body that inflates to gigabytes is never held whole) and with 400 when it is not gzip."""
+def _gunzip(body: bytes, limits: Limits) -> bytes:
+    """A gzip body inflated, refused with 413 as soon as it would pass max_one_record_bytes
+    (a small body that inflates to gigabytes is never held whole) and with 400 when it is
+    not gzip."""
+    limit = limits.max_one_record_bytes
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip header and trailer
     try:
         out = inflater.decompress(body, limit + 1)
         if len(out) > limit or inflater.unconsumed_tail:
-            raise ApiError(413, f"the request inflates to over {limit} bytes; send smaller "
-                                "batches")
+            raise _too_big(limits, "inflates to")
         out += inflater.flush()
     except zlib.error as exc:
         raise ApiError(400, f"the body is not valid gzip: {exc}") from exc
     if not inflater.eof:
         raise ApiError(400, "the body is not valid gzip: it ends early")
     if len(out) > limit:
-        raise ApiError(413, f"the request inflates to over {limit} bytes; send smaller batches")
+        raise _too_big(limits, "inflates to")
     return out
 
 
-async def _payload(request: Request, limit: int) -> bytes:
-    """The JSON text of the request: the body as sent, or inflated when it says
-    `Content-Encoding: gzip`; either way at most `limit` bytes."""
-    body = await _read_body(request, limit)
+async def _payload(request: Request, limits: Limits) -> tuple[bytes, str]:
+    """The JSON text of the request, the body as sent or inflated when it says
+    `Content-Encoding: gzip`, at most max_one_record_bytes; and how to say its size ("is",
+    "inflates to")."""
+    body = await _read_body(request, limits)
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding in ("", "identity"):
-        return body
+        return body, "is"
     if encoding in ("gzip", "x-gzip"):
-        return _gunzip(body, limit)
+        return _gunzip(body, limits), "inflates to"
     raise ApiError(415, f"Content-Encoding {encoding!r} is not supported; send gzip or none")
+
+
+def _one_record(batches: list[Any]) -> bool:
+    """Whether a request's batches are one batch of one record (such a request may be
+    larger than max_body_bytes: a line of a record file may be)."""
+    return (len(batches) == 1 and isinstance(batches[0], dict)
+            and isinstance(records := batches[0].get("records"), list) and len(records) == 1)
 
 
 @router.post("/api/ingest", openapi_extra=REQUEST_BODY)
@@ -667,7 +685,9 @@ async def ingest(request: Request) -> JSONResponse:
     (or JSON value); it replaces what was stored of that file, as re-indexing the folder would.
 
     The body may be gzip-compressed (`Content-Encoding: gzip`); the inflated body has the
-    same size limit as a plain one (413 past it, 400 when it is not valid gzip).
+    same size limit as a plain one (413 past it, 400 when it is not valid gzip). A request
+    of one batch of one record may be larger, up to the longest line of a record file and
+    its envelope (`Limits.max_one_record_bytes`); sent plain, it says its Content-Length.
 
     Sending a batch again stores nothing new. Answers 200 when every batch was stored;
     otherwise the one error shape with the status of the first refused batch and
@@ -675,13 +695,19 @@ async def ingest(request: Request) -> JSONResponse:
     """
     st = state(request)  # called, not a dependency: FastAPI runs a plain one in a thread
     limits = st.limits
+    text, size = await _payload(request, limits)
+    over = len(text) > limits.max_body_bytes  # then it must be one record
     try:
-        payload = loads_line(await _payload(request, limits.max_body_bytes))
+        payload = loads_line(text)
     except ValueError as exc:
+        if over:
+            raise _too_big(limits, size) from None
         raise ApiError(400, f"the body is not JSON: {exc}") from exc
     if isinstance(payload, dict) and "batches" not in payload:
         payload = {"batches": [payload]}
     batches = payload.get("batches") if isinstance(payload, dict) else None
+    if over and not (isinstance(batches, list) and _one_record(batches)):
+        raise _too_big(limits, size)
     if not isinstance(batches, list) or not batches:
         raise ApiError(400, 'the body must be {"batches": [...]} or one batch object')
     if len(batches) > limits.max_batches:

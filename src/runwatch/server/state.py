@@ -12,12 +12,18 @@ from fastapi import Request
 from sqlalchemy import Connection, Engine
 
 from runwatch.jobs.control import RETRY_WAIT_S
+from runwatch.rundir.format import MAX_LINE_BYTES
 from runwatch.server.feed import ChangeFeed
 from runwatch.server.series_cache import SeriesCache
 from runwatch.server.settle import Gone, by_row
 
 if TYPE_CHECKING:  # the pollers read through modules that import this one
     from runwatch.server.pollers import Hub
+
+
+# What a request of one record holds beside its line: `{"batches":[{"run_id", "file",
+# "records":[…]}]}` (a run id is at most 64 characters; the sender sends no manifest with it).
+ONE_RECORD_ENVELOPE = 4096
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,10 @@ class Limits:
     max_body_bytes: int = 8 * 1024 * 1024
     max_records: int = 10_000
     max_batches: int = 100
+    # A request of one batch of one record may be larger than max_body_bytes, up to the
+    # longest line of a record file and its envelope, so that every line a reader of the
+    # run folder reads can be sent; it says its Content-Length up front (or is gzip).
+    max_one_record_bytes: int = MAX_LINE_BYTES + ONE_RECORD_ENVELOPE
 
 
 @dataclass
