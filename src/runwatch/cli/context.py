@@ -99,7 +99,7 @@ def open_context(directory: Path | None, db: str | None, refresh: bool = True,
     ctx = Context(d, engine)
     if (refresh and (d.is_dir() or not read_only) and not _engine_unchanged(engine, d)
             and not (read_only and _indexed_elsewhere(engine, d))):
-        _warn(ctx.refresh().problems, d)
+        _warn(ctx.refresh().problems, d, db)
     return ctx
 
 
@@ -123,19 +123,20 @@ def _indexed_elsewhere(engine: Engine, d: Path) -> bool:
 WARNED = 3  # problems a command that indexed its folder shows before it counts the rest
 
 
-def _warn(problems: list[str], d: Path) -> None:
+def _warn(problems: list[str], d: Path, db: str | None) -> None:
     """Say on stderr what a command's indexing met for the first time (a folder it cannot
     read, a bad record): the indexer says each problem once, so a command that swallowed
     it would leave a run missing from every list without a word."""
     if not problems:
         return
-    from runwatch.cli.output import console
+    from runwatch.cli.output import console, runwatch_command
 
     err = console(stderr=True)
     for p in problems[:WARNED]:
         err.print(f"warning: {p}", markup=False)
     more = f"{len(problems) - WARNED} more; " if len(problems) > WARNED else ""
-    err.print(f"({more}runwatch index {d} names every folder it cannot read)", markup=False)
+    index = runwatch_command("index", str(d), db=db)
+    err.print(f"({more}{index} names every folder it cannot read)", markup=False)
 
 
 def _engine_unchanged(engine: Engine, d: Path) -> bool:

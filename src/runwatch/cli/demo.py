@@ -27,7 +27,7 @@ from typing import Annotated
 
 import typer
 
-from runwatch.cli.context import open_context
+from runwatch.cli.context import open_context, runs_dir
 from runwatch.cli.output import console, fail, line
 from runwatch.cli.program import runwatch_words
 from runwatch.health.store import health_for_run
@@ -152,8 +152,9 @@ def _summary(directory: Path, names: tuple[str, ...]) -> None:
 
 
 def demo_cmd(
-    directory: Annotated[Path, typer.Option("--dir", help="Folder to record runs into.")
-                         ] = Path("runs"),
+    directory: Annotated[Path | None, typer.Option(
+        "--dir", help="Folder to record runs into (default: $RUNWATCH_DIR or ./runs).",
+        show_default=False)] = None,
     port: Annotated[int, typer.Option(help="Port for the web app (another if busy).")] = 8765,
     serve: Annotated[bool, typer.Option(
         help="Serve the web app (and its worker) while the recipes train; else a worker.")
@@ -164,6 +165,7 @@ def demo_cmd(
     """Submit SFT, then GRPO and DPO from its checkpoint, while the web app shows them live;
     the web app keeps serving them afterwards until Ctrl-C."""
     c = console()
+    directory = runs_dir(directory)
     directory.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     port = _free_port(port) if serve else port

@@ -15,7 +15,7 @@ import typer
 
 from runwatch.cli.context import open_context, runs_dir
 from runwatch.cli.options import DbOpt, DirOpt, OutOpt
-from runwatch.cli.output import Output, emit, fail, line
+from runwatch.cli.output import Output, emit, fail, line, runwatch_command
 from runwatch.health import store as health_store
 from runwatch.health.engine import METHOD_FAMILIES
 from runwatch.ingest.importers import FORMATS, SourceError, read_source, write_run_dir
@@ -74,8 +74,8 @@ def import_command(
 
     def table(wide: bool) -> None:
         line("imported ", str(source), " (", imported.trainer, ", ", row.method, ") as run ",
-             row.name, f": {steps} steps, {len(findings)} health findings "
-             "(runwatch runs health ", row.name, ")")
+             row.name, f": {steps} steps, {len(findings)} health findings (",
+             runwatch_command("runs", "health", row.name, folder=directory, db=db), ")")
         for note in imported.notes:
             line("note: ", note)
 

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
-import typer
-
-from runwatch.cli.context import open_context
-from runwatch.cli.options import DbOpt
+from runwatch.cli.context import open_context, runs_dir
+from runwatch.cli.options import DbOpt, DirArg
 from runwatch.cli.output import line
 from runwatch.store import queries as q
 
 
-def index_cmd(
-    directory: Annotated[Path, typer.Argument(help="Folder of run directories.")] = Path("runs"),
-    db: DbOpt = None,
-) -> None:
+def index_cmd(directory: DirArg = None, db: DbOpt = None) -> None:
     """Index what is new in a folder of runs (safe to repeat: it adds only what is new)."""
+    # resolved here, so that a default folder that is not one is refused like a given one
+    directory = runs_dir(directory)
     ctx = open_context(directory, db, refresh=False, dir_argument=True)
     report = ctx.refresh()
     line(f"indexed {report.runs} runs ({report.new_runs} new), {report.rows} new rows "

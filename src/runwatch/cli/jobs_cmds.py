@@ -21,6 +21,7 @@ from runwatch.analysis.workers import worker_entry, workers_view
 from runwatch.cli.context import Context, open_context
 from runwatch.cli.options import (
     DbOpt,
+    DirArg,
     DirOpt,
     JqOpt,
     OutOpt,
@@ -117,8 +118,7 @@ def _show_action(data: dict[str, Any], output: Output, jq: str | None, raw: bool
 
 
 def resources_cmd(
-    directory: Annotated[Path | None, typer.Argument(
-        help="Folder of runs (default: $RUNWATCH_DIR or ./runs).", show_default=False)] = None,
+    directory: DirArg = None,
     db: DbOpt = None, output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False,
     drain: Annotated[str | None, typer.Option(
         "--drain", metavar="WORKER", help="Stop a worker (its id, or a unique prefix): it "

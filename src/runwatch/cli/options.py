@@ -15,6 +15,10 @@ if TYPE_CHECKING:
 
 DirOpt = Annotated[Path | None, typer.Option("--dir", help="Folder of runs (default: "
                                              "$RUNWATCH_DIR or ./runs).", show_default=False)]
+# The runs folder of a command that takes it as its argument DIR (index, ui, worker,
+# resources); None: $RUNWATCH_DIR or ./runs, as cli.context.runs_dir says
+DirArg = Annotated[Path | None, typer.Argument(help="Folder of runs (default: $RUNWATCH_DIR "
+                                               "or ./runs).", show_default=False)]
 DbOpt = Annotated[str | None, typer.Option("--db", help="Index database URL or SQLite path "
                                            "(default: DIR/.runwatch/index.db).")]
 OutOpt = Annotated[Output, typer.Option("-o", "--output", help="table, wide or json.")]

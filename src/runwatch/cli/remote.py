@@ -228,8 +228,9 @@ class Remote:
                  else f"no token (neither --token nor {ENV_TOKEN} is set)")
         if status == 401:
             return fail(f"{self.url} refused {token}: {said}",
-                        ["an admin of the project makes one on the server's machine: runwatch "
-                         "tokens create --project P --right read; then set RUNWATCH_TOKEN"])
+                        ["an admin of the project makes one on the server's machine with "
+                         "`runwatch tokens create --project P --right read --name WHO --db DB`"
+                         " (DB being the server's index); then set RUNWATCH_TOKEN"])
         if status == 403:  # the server says which right on which project is needed
             return fail(f"{self.url} refused {token}: {said}")
         candidates = answer.get("candidates") or []  # a run that is not found, or ambiguous

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from runwatch.cli.context import default_db
-from runwatch.cli.options import DbOpt
+from runwatch.cli.context import runs_dir as folder_of
+from runwatch.cli.options import DbOpt, DirArg
 from runwatch.jobs.cost import ProfileError, offered_devices, read_profiles
 from runwatch.jobs.worker import device_ids
 from runwatch.server.settings import (
@@ -94,7 +95,7 @@ ProfileOption = Annotated[str | None, typer.Option(
 
 
 def ui(
-    runs_dir: Annotated[Path, typer.Argument(help="folder of run directories")] = Path("runs"),
+    runs_dir: DirArg = None,
     port: Annotated[int, typer.Option(help="port to listen on")] = DEFAULT_PORT,
     host: Annotated[str, typer.Option(help="address to bind; non-loopback needs --token")] = (
         "127.0.0.1"),
@@ -112,6 +113,7 @@ def ui(
     """Index a runs folder continuously, run its queued jobs (one embedded worker; --workers
     0: none) and serve the web app on http://127.0.0.1:8765."""
     _check_bind(host, token)
+    runs_dir = folder_of(runs_dir)
     if not runs_dir.is_dir():
         _fail(f"{runs_dir} is not a folder; create it or point ui at your runs folder")
     target = db or str(default_db(runs_dir))

@@ -12,7 +12,7 @@ import typer
 
 from runwatch.cli.context import open_context, runs_dir
 from runwatch.cli.options import DbOpt, DirOpt, JqOpt, RawOpt, resolve_or_exit
-from runwatch.cli.output import Output, emit, fail, line
+from runwatch.cli.output import Output, emit, fail, line, runwatch_command
 
 DEFAULT_SERVER = "http://127.0.0.1:8765"
 
@@ -69,7 +69,9 @@ def share_cmd(
         line(link)
         line(f"read-only link to run {row.name} ({sh.run_id}); works until {until} "
              f"(in {_days(sh.expires)}); share id {sh.share_id}")
-        line(f"revoke it with: runwatch runs share --revoke {sh.share_id}")
+        # the revoke reads the folder's key and list of shares, not the index: no --db
+        line("revoke it with: ", runwatch_command("runs", "share", "--revoke", sh.share_id,
+                                                  folder=directory))
 
     emit({"ok": True, "link": link, "id": sh.share_id, "run_id": sh.run_id, "name": row.name,
           "expires": sh.expires}, output, jq, table, raw)

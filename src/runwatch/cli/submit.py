@@ -39,14 +39,19 @@ from runwatch.rundir import format as fmt
 from runwatch.store import queries as q
 
 RECIPE_WORD = "recipes"  # `runwatch submit recipes NAME …`, as `runwatch recipes NAME …`
-# What to do instead of giving a recipe a setting the job owns (jobs.settings.JOB_OWNED)
-INSTEAD = {"name": "pass --name", "project": "pass --project", "runs_dir": "pass --dir",
-           "resume": "a job makes a new run; retry an ended one with runwatch runs retry RUN"}
 
 Args = Annotated[list[str], typer.Argument(
     help="`recipes NAME key=value …` for a built-in recipe, or `-- CMD ARGS …` for any "
          "command (after --, its own options are not read as submit's).",
     show_default=False, metavar="recipes NAME key=value… | -- CMD ARGS…")]
+
+
+def _instead(directory: Path | None, db: str | None) -> dict[str, str]:
+    """What to do instead of giving a job-owned setting (jobs.settings.JOB_OWNED), each
+    command with the --dir and --db this one was given, so that it runs as printed."""
+    retry = runwatch_command("runs", "retry", "RUN", folder=directory, db=db)
+    return {"name": "pass --name", "project": "pass --project", "runs_dir": "pass --dir",
+            "resume": f"a job makes a new run; retry an ended one with {retry}"}
 
 
 def submit_cmd(
@@ -81,7 +86,7 @@ def submit_cmd(
     fields: dict[str, Any] = {"devices": devices, "device_profile": profile.name,
                               "priority": priority, "max_attempts": max_attempts,
                               "startup_timeout_s": startup_timeout}
-    spec, cfg = _spec(args, fields)
+    spec, cfg = _spec(args, fields, _instead(directory, db))
     warnings = _warnings(args, cfg) if cfg is not None else _command_warnings(spec.argv)
     for warning in warnings:
         console(stderr=True).print(f"warning: {warning}", markup=False, highlight=False)
@@ -112,9 +117,10 @@ def submit_cmd(
                 profile.name == profiles.default, starts, waits is None, devices)
 
 
-def _spec(args: list[str], fields: dict[str, Any]) -> tuple[JobSpec, TrainConfig | None]:
+def _spec(args: list[str], fields: dict[str, Any], instead: dict[str, str]
+          ) -> tuple[JobSpec, TrainConfig | None]:
     """The job of `args`: a built-in recipe with its checked settings, or a command (no
-    settings)."""
+    settings); `instead` says what to do instead of a job-owned setting."""
     cwd = Path.cwd()
     try:
         if args[0] != RECIPE_WORD:
@@ -123,7 +129,7 @@ def _spec(args: list[str], fields: dict[str, Any]) -> tuple[JobSpec, TrainConfig
             raise fail(f"`runwatch submit {RECIPE_WORD}` needs the recipe's name",
                        [f"e.g. runwatch submit {RECIPE_WORD} sft max_steps=100"])
         spec = recipe_spec(args[1], args[2:], cwd=cwd, **fields)  # checks the recipe's name
-        cfg = check_recipe_settings(args[1], args[2:], INSTEAD,
+        cfg = check_recipe_settings(args[1], args[2:], instead,
                                     f"runwatch recipes {args[1]} --help lists its settings")
         return spec, cfg
     except (JobSpecError, SettingsError) as exc:

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import getpass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from runwatch.cli.context import open_context
-from runwatch.cli.output import Output, emit, fail, line, print_table
+from runwatch.cli.output import Output, emit, fail, line, print_table, runwatch_command
 from runwatch.cli.runs import DbOpt, DirOpt
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from runwatch.store.tokens import TokenError
 
 tokens_app = typer.Typer(help="API tokens of a team server: one project, one right each.",
                          no_args_is_help=True)
@@ -22,6 +27,12 @@ OutputOpt = Annotated[Output, typer.Option("-o", "--output", help="table or json
 
 def _when(ts: float | None) -> str:
     return "-" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _refused(exc: TokenError, directory: Path | None, db: str | None) -> typer.Exit:
+    """The error of a token or project command, the commands it names given the index
+    this one was (its --dir, its --db), so that they run as printed."""
+    return fail(exc.said(lambda *words: runwatch_command(*words, folder=directory, db=db)))
 
 
 def _user() -> str:
@@ -43,19 +54,21 @@ def create_cmd(
     """Make a token; its secret is printed this once (only its sha256 is kept)."""
     from runwatch.store import tokens
 
-    ctx = open_context(directory, db, refresh=False)
+    # read_only: the index must exist (a token needs a project in it), never made here
+    ctx = open_context(directory, db, refresh=False, read_only=True)
     try:
         with ctx.engine.begin() as conn:
             made, secret = tokens.create(conn, project, right, name, _user())
     except tokens.TokenError as exc:
-        raise fail(str(exc)) from exc
+        raise _refused(exc, directory, db) from exc
 
     def table(wide: bool) -> None:
         line(secret)
         line(f"token {made.id} ({made.name}): {made.right} on project {made.project}. "
              "Copy it now: it is not shown again.")
+        revoke = runwatch_command("tokens", "revoke", made.id, folder=directory, db=db)
         line("use it as RUNWATCH_TOKEN=… or 'Authorization: Bearer …'; revoke it with "
-             f"`runwatch tokens revoke {made.id}`")
+             f"`{revoke}`")
 
     emit({"ok": True, "token": made.json(), "secret": secret}, output, None, table)
 
@@ -96,7 +109,7 @@ def revoke_cmd(
         with ctx.engine.begin() as conn:
             done = tokens.revoke(conn, token_id)
     except tokens.TokenError as exc:
-        raise fail(str(exc)) from exc
+        raise _refused(exc, directory, db) from exc
     emit({"ok": True, "token": done.json()}, output, None,
          lambda wide: line(f"token {done.id} ({done.name}, project {done.project}) is revoked"))
 
@@ -114,11 +127,12 @@ def project_create_cmd(
         with ctx.engine.begin() as conn:
             made = tokens.create_project(conn, name, _user())
     except tokens.TokenError as exc:
-        raise fail(str(exc)) from exc
+        raise _refused(exc, directory, db) from exc
     said = "made" if made else "already exists"
+    create = runwatch_command("tokens", "create", "--project", name, "--right", "write",
+                              "--name", "WHO", folder=directory, db=db)
     emit({"ok": True, "name": name, "created": made}, output, None,
-         lambda wide: line(f"project {name} {said}; make a token for it with `runwatch "
-                           f"tokens create --project {name} --name WHO --right write`"))
+         lambda wide: line(f"project {name} {said}; make a token for it with `{create}`"))
 
 
 @projects_app.command("list")

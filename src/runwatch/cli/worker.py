@@ -8,13 +8,13 @@ import signal
 import sys
 import threading
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from runwatch.cli.context import default_db
-from runwatch.cli.options import DbOpt
+from runwatch.cli.context import runs_dir as folder_of
+from runwatch.cli.options import DbOpt, DirArg
 from runwatch.jobs.cost import ProfileError, offered_devices, read_profiles
 from runwatch.jobs.worker import STALL_TIMEOUT_S
 from runwatch.store.db import StoreError, open_engine
@@ -32,7 +32,7 @@ def _fail(message: str) -> None:
 
 
 def worker_cmd(
-    runs_dir: Annotated[Path, typer.Argument(help="folder of run directories")] = Path("runs"),
+    runs_dir: DirArg = None,
     db: DbOpt = None,
     devices: Annotated[int | None, typer.Option(
         min=1, help="devices this worker offers; default: the device profile's")] = None,
@@ -68,6 +68,7 @@ def worker_cmd(
     drain the worker instead (runwatch resources --drain WORKER).
     With --executor ray each job runs as a Ray job of the cluster at --address.
     """
+    runs_dir = folder_of(runs_dir)
     if executor is ExecutorName.local and address is not None:
         _fail("--address names a Ray cluster: add --executor ray, or leave --address out")
     if executor is ExecutorName.ray and not address:

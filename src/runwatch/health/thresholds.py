@@ -35,7 +35,8 @@ class Overrides:
     """Validated overrides: per-rule params (plus enabled/severity) and run settings."""
 
     rules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    settings: Mapping[str, float] = field(default_factory=dict)
+    # as written: a whole number stays an int (a token budget shows as 1024, not 1024.0)
+    settings: Mapping[str, int | float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"rules": {k: dict(v) for k, v in self.rules.items()},
@@ -107,7 +108,7 @@ def parse(data: Any, stored: bool = False) -> Overrides:
             raise ThresholdError(f"rules: {rule_id} must be a mapping of its parameters, such "
                                  f"as '{rule_id}: {{enabled: false}}', not {_shape(params)}")
         rules[rule_id] = {n: _check(rule, n, v) for n, v in params.items()}
-    settings: dict[str, float] = {}
+    settings: dict[str, int | float] = {}
     known = setting_names(rules)
     for name, value in _section(data, "settings", "setting names to numbers, such as "
                                 "'max_sample_tokens: 1024'").items():
@@ -118,7 +119,7 @@ def parse(data: Any, stored: bool = False) -> Overrides:
                                  f"read {', '.join(known)}")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ThresholdError(f"setting {name!r} must be a number, not {value!r}")
-        settings[str(name)] = float(value)
+        settings[str(name)] = value
     return Overrides(rules, settings)
 
 

@@ -17,7 +17,8 @@ handler it replaced comes back when the last run finishes. On SIGTERM every live
 records CANCEL_REQUESTED at once; then, when the replaced handler was Python code (a
 framework's own graceful stop), that code runs and decides how the loop stops;
 otherwise `StopRequested` (a KeyboardInterrupt) is raised in the main thread, so the
-loop unwinds as on Ctrl-C and the run ends CANCELLED. A process that ignores SIGTERM
+loop unwinds as on Ctrl-C and the run ends CANCELLED; left uncaught, it ends the process
+by SIGTERM once the interpreter has exited. A process that ignores SIGTERM
 keeps ignoring it. This module is the SDK's one piece of process-wide state (with the
 locks sdk/lock.py holds), because atexit, the exception hooks, signal handlers and fork
 are process-wide too.
@@ -80,12 +81,14 @@ def register(run: Run) -> None:
 
         def hook(t: type[BaseException], e: BaseException, tb: TracebackType | None) -> None:
             _LAST_EXCEPTION.append(e)
-            if isinstance(e, StopRequested) and previous is sys.__excepthook__:
-                # asked to stop, not a crash: one line, where a traceback of the signal
-                # handler's frames would read as an error (a hook of the process's own
-                # still gets it whole)
-                sys.stderr.write(_stopped_here(tb))
-                return
+            if isinstance(e, StopRequested):
+                _end_by_sigterm()  # the loop did not catch the stop: the process is stopped
+                if previous is sys.__excepthook__:
+                    # asked to stop, not a crash: one line, where a traceback of the signal
+                    # handler's frames would read as an error (a hook of the process's own
+                    # still gets it whole)
+                    sys.stderr.write(_stopped_here(tb))
+                    return
             previous(t, e, tb)
 
         sys.excepthook = hook
@@ -141,6 +144,32 @@ def _stopped_here(tb: TracebackType | None) -> str:
     at = f" at {frames[-1].filename}:{frames[-1].lineno} ({frames[-1].name})" if frames else ""
     return (f"runwatch: SIGTERM asked this process to stop (a cancel, or a stop from "
             f"outside); it stopped{at}, and its run records the stop\n")
+
+
+# The audit event of the interpreter's last clean-up (a documented CPython event): after
+# the atexit functions (the runs' ends among them), the modules' teardown and the last
+# flush of stdout and stderr, once Python has put back the default action of SIGTERM.
+LAST_EVENT = "cpython.PyInterpreterState_Clear"
+
+
+def _end_by_sigterm() -> None:
+    """Have this process end, once the interpreter has done all it does at exit, killed
+    by SIGTERM (exit status 143 in a shell, -15 to subprocess), as Python ends by SIGINT
+    after Ctrl-C's uncaught KeyboardInterrupt: a job runner, a scheduler or `timeout`
+    reads a stop, where exit status 1 (an uncaught StopRequested) reads as a failure. An
+    interactive interpreter goes on, as after Ctrl-C."""
+    if sys.flags.interactive or hasattr(sys, "ps1"):
+        return
+
+    # Run when the modules' globals are gone: the hook uses only what it holds itself.
+    def at_last(event: str, args: tuple[Any, ...], last: str = LAST_EVENT,
+                kill: Callable[[int, int], None] = os.kill,
+                getpid: Callable[[], int] = os.getpid,
+                sigterm: int = int(signal.SIGTERM)) -> None:
+        if event == last:
+            kill(getpid(), sigterm)
+
+    sys.addaudithook(at_last)
 
 
 def recording(run_dir: Path) -> bool:

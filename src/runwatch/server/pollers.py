@@ -288,14 +288,16 @@ class Hub:
                 if item is START or item is BEHIND:
                     if item is START:  # findings are sent when they change from now on
                         cur.health = poller.last_health.seq if poller.last_health else 0
-                    async for got in self._catch_up(run_pk, cur):
-                        yield got
-                    # and the phase as it is now: job control may have changed it in the
-                    # index alone, or its process died, which no cursor can tell (a stream
-                    # that fell behind lost the poller's phase event with its queue)
+                    # first the phase as it is now, whatever the cursor: a client that
+                    # (re)connects learns the run's state before its records; job control
+                    # may have changed it in the index alone, or its process died, which
+                    # no cursor can tell (a stream that fell behind lost the poller's phase
+                    # event with its queue)
                     now = await self._phase_now(run_pk)
                     if now is not None:
                         yield now, str(cur)
+                    async for got in self._catch_up(run_pk, cur):
+                        yield got
                     # and the findings, if they changed while the stream was behind
                     item = [poller.last_health] if poller.last_health else []
                 if isinstance(item, list):

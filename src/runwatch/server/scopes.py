@@ -67,8 +67,9 @@ def require(request: Request, project: str | None, right: str) -> None:
     held = (f"{sc.right} on {', '.join(sorted(sc.projects))}" if sc.projects is not None
             else f"{sc.right} on every project")
     need = ("the server's token" if project is None
-            else f"a token with {right} on {_where(project)} (an admin makes one with "
-                 f"`runwatch tokens create --project {project} --right {right}`)")
+            else f"a token with {right} on {_where(project)} (an admin makes one on the "
+                 f"server's machine with `runwatch tokens create --project {project} --right "
+                 f"{right} --name WHO --db DB`, DB being the server's index)")
     raise ApiError(403, f"{sc.who} holds {held}; this request needs {right} on "
                         f"{_where(project)}: use {need}")
 

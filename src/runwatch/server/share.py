@@ -238,6 +238,19 @@ def allows(scope: ASGIScope, run_id: str) -> bool:
     return ref == run_id and (slash + rest) in RUN_ROUTES
 
 
+def _refusal(scope: ASGIScope, run_id: str) -> str:
+    """Why `allows` refused a share this request: a route of a run that is not named by
+    the shared run's id (a name or a prefix is not resolved: whether one names the shared
+    run alone would tell the link's holder of the project's other runs), or any other."""
+    head = "/api/runs/"
+    path: str = scope["path"]
+    _, slash, rest = path[len(head):].partition("/")
+    if scope["method"] == "GET" and path.startswith(head) and (slash + rest) in RUN_ROUTES:
+        return (f"a share link reads one run, named by its id alone (not by a name or a "
+                f"prefix): GET {head}{run_id}{slash}{rest}")
+    return "a share link reads only the page of its run; this request needs the server's token"
+
+
 def check(runs_dir: Path | None, credential: str) -> Share:
     """The share a credential grants on a server of `runs_dir`; ShareError when none."""
     try:
@@ -262,8 +275,7 @@ def grant(scope: ASGIScope, credential: str) -> Scope:
     except ShareError as exc:
         raise ApiError(401, str(exc)) from None
     if not allows(scope, share.run_id):
-        raise ApiError(403, "a share link reads only the page of its run; this request needs "
-                            "the server's token")
+        raise ApiError(403, _refusal(scope, share.run_id))
     if not scope["path"].startswith("/api/"):
         return Scope(frozenset(), "read", WHO)
     project = _project(st.engine, share.run_id)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import shlex
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +28,25 @@ USE_RESOLUTION_S = 60.0
 
 
 class TokenError(ValueError):
-    """A token or project that cannot be made or found; the message says what to do."""
+    """A token or project that cannot be made or found; the message says what to do.
+
+    What to do may be a `runwatch` command: `steps` holds each as a lead-in and the
+    command's words, so that a caller prints it as it runs there (`said`: the CLI adds the
+    --dir or --db it was given); the message itself names them as plain `runwatch …`."""
+
+    def __init__(self, what: str, steps: Sequence[tuple[str, Sequence[str]]] = ()) -> None:
+        self.what = what
+        self.steps = tuple((lead, tuple(words)) for lead, words in steps)
+        super().__init__(self.said())
+
+    def said(self, command: Callable[..., str] | None = None) -> str:
+        """The message, each step's command written by `command(*words)` (by default
+        `runwatch WORDS…`)."""
+        command = command or (lambda *words: shlex.join(["runwatch", *words]))
+        if not self.steps:
+            return self.what
+        return f"{self.what}; " + " or ".join(f"{lead} `{command(*words)}`"
+                                              for lead, words in self.steps)
 
 
 @dataclass(frozen=True)
@@ -110,8 +130,9 @@ def create(conn: Connection, project: str, right: str, name: str, created_by: st
     """A new token of `project` with `right`, and its secret (shown once, never stored)."""
     check_right(right)
     if not project_exists(conn, project):
-        raise TokenError(f"there is no project {project!r}; make it with `runwatch projects "
-                         f"create {project}` or list them with `runwatch projects list`")
+        raise TokenError(f"there is no project {project!r}",
+                         [("make it with", ("projects", "create", project)),
+                          ("list them with", ("projects", "list"))])
     name = name.strip()
     if not name or len(name) > 128:
         raise TokenError("give the token a name of 1 to 128 characters, saying who or what "
@@ -147,8 +168,8 @@ def revoke(conn: Connection, token_id: str) -> Token:
                  .values(revoked_at=time.time()))
     found = get(conn, token_id)
     if found is None:
-        raise TokenError(f"no token has the id {token_id!r}; list them with "
-                         "`runwatch tokens list`")
+        raise TokenError(f"no token has the id {token_id!r}",
+                         [("list them with", ("tokens", "list"))])
     return found
 
 

@@ -40,7 +40,8 @@ class GRPOConfig(TrainConfig):
     from_scratch: bool = _f(False, "Train a freshly initialised model: without init_from or "
                                    "base_model GRPO refuses to start unless this is true, as "
                                    "a random model earns no reward to learn from.")
-    pathology: str | None = _f(None, "A preset that breaks the run on purpose (docs/recipes.md).")
+    pathology: str | None = _f(None, "A preset that breaks the run on purpose: the name of "
+                                     "one of the pathology presets below.")
     max_model_length: int = _f(48, "Longest sequence (prompt + completion, all turns) sampled "
                                    "or trained; at most the model's own length.")
     # -- task and reward ---------------------------------------------------------------
