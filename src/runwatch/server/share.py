@@ -32,6 +32,7 @@ from sqlalchemy import Engine, select
 from starlette.datastructures import QueryParams
 from starlette.types import Scope as ASGIScope
 
+from runwatch.rundir.format import STATE_DIR
 from runwatch.server.errors import ApiError, not_found
 from runwatch.server.scopes import Scope
 from runwatch.server.state import ServerState, state
@@ -39,8 +40,8 @@ from runwatch.store import schema as s
 
 COOKIE = "runwatch_share"
 LANDING = "/share/"
-KEY_FILE = Path(".runwatch") / "share.key"
-REVOKED_FILE = Path(".runwatch") / "share-revoked"
+KEY_FILE = Path(STATE_DIR) / "share.key"
+REVOKED_FILE = Path(STATE_DIR) / "share-revoked"
 MAX_SECONDS = 366 * 86400
 # what a shared link may read: the run page, its assets, and these routes of its run
 RUN_ROUTES = frozenset({"", "/metrics/keys", "/series", "/history", "/samples", "/checkpoints",
@@ -195,7 +196,7 @@ def new_share(runs_dir: Path, run_id: str, seconds: int) -> tuple[Share, str]:
 # signature, no record). The file begins with ISSUED_COMPLETE when it was begun with the
 # folder's signing key, so it holds every id that key signed; a folder whose key signed
 # links before runwatch kept this list has no such line.
-ISSUED_FILE = Path(".runwatch") / "share-issued"
+ISSUED_FILE = Path(STATE_DIR) / "share-issued"
 ISSUED_COMPLETE = "# every share of this folder's share.key"
 
 
