@@ -18,7 +18,7 @@ import typer
 import typer.main
 from typer.testing import CliRunner
 
-from runwatch.cli import lazy
+from runwatch.cli import lazy, main
 from runwatch.cli import plainparams as pp
 from runwatch.cli.main import app
 from runwatch.cli.plainparams import PlainRuntimeParam
@@ -108,6 +108,7 @@ def test_listing_is_the_eager_apps_listing() -> None:
 
     root = groups()[0]
     reference = eager(root, root.help or "")
+    reference.callback()(main._main)  # the root's own options (--version)
     for args in (["--help"], ["runs", "--help"], ["grafana", "--help"]):
         got = CliRunner().invoke(app, args, env={"COLUMNS": "100"}, prog_name="runwatch")
         want = CliRunner().invoke(reference, args, env={"COLUMNS": "100"},

@@ -4,6 +4,8 @@ so each command starts without the others' libraries (see cli/lazy.py)."""
 
 from __future__ import annotations
 
+import typer
+
 from runwatch.cli.lazy import LazyTyper
 
 app = LazyTyper(
@@ -11,6 +13,28 @@ app = LazyTyper(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    """`--version`: which runwatch this is, the index schema it writes (an index it opens
+    at an older one is upgraded, one way) and the run format it records."""
+    if not value:
+        return
+    from runwatch import __version__
+    from runwatch.rundir.format import SCHEMA_VERSION
+    from runwatch.store.db import HEAD_REVISION
+
+    typer.echo(f"runwatch {__version__} (index schema {HEAD_REVISION}, run format "
+               f"{SCHEMA_VERSION})")
+    raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_version,
+        help="Say which runwatch this is, its index schema and its run format, and exit.")
+) -> None:
+    pass
 runs = LazyTyper(help="Read the runs in the index.", no_args_is_help=True)
 
 app.lazy("import", "runwatch.cli.import_cmd:import_command")
