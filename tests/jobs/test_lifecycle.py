@@ -75,7 +75,7 @@ def test_specific_refusals_say_the_way_out() -> None:
     assert "CANCEL_REQUESTED" in (lifecycle.refusal("RUNNING", "CANCELLED") or "")
     assert "cannot be queued again" in (lifecycle.refusal("RUNNING", "QUEUED") or "")
     assert lifecycle.refusal("QUEUED", "RUNNING") == \
-        "a QUEUED run can move to PREPARING or CANCELLED, not to RUNNING"
+        "a QUEUED run can move to PREPARING, CANCELLED or FAILED, not to RUNNING"
 
 
 @pytest.mark.parametrize(("current", "after"), [

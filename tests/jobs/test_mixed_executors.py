@@ -34,7 +34,7 @@ from tests.jobs.test_ray import (
     ray_head,
     sqlite_index,
 )
-from tests.support.jobs import events, job, submit_command
+from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
 from tests.support.workers import FAST, Workers, workers
 
@@ -75,6 +75,9 @@ def test_a_local_worker_leaves_a_lost_ray_workers_job_to_a_ray_worker(
     first = workers.spawn(runs_dir, ray_args)
     wait_for(lambda: _ray_status(ray, engine, "mixed") == "RUNNING", what="the Ray job to run",
              deadline=JOB_DEADLINE_S, interval=0.2)
+    # the run leaves QUEUED once its worker sees Ray run it (within a tick)
+    wait_for(lambda: run_row(engine, "mixed").status == "PREPARING",
+             what="the Ray worker to record the job's start", deadline=JOB_DEADLINE_S)
     held = job(engine, "mixed") or {}
     workers.stop(first, signal.SIGKILL)
 
@@ -91,7 +94,7 @@ def test_a_local_worker_leaves_a_lost_ray_workers_job_to_a_ray_worker(
     assert (now["worker_id"], now["attempt"]) == (held["worker_id"], 1)
     assert _ray_status(ray, engine, "mixed") == "RUNNING"
     assert [(ev["phase"], ev.get("attempt")) for ev in events(runs_dir / "mixed")] == [
-        ("QUEUED", 1), ("PREPARING", 1)], "no attempt runs beside the Ray job"
+        ("QUEUED", 1), ("QUEUED", 1), ("PREPARING", 1)], "no attempt runs beside the Ray job"
     # whoever looks is told what the job waits for: the view counts its worker lost, as
     # the reaper does, past the heartbeat timeout that worker declared
     assert other["executor"] == "local"

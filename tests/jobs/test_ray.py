@@ -364,14 +364,15 @@ def test_a_dead_workers_ray_jobs_run_on_and_end_as_ray_says(
 
 
 def _held_by_a_dead_worker(engine: Engine, runs_dir: Path, name: str, executor: Any) -> Any:
-    """Claim run `name` for a worker "dead" that records PREPARING and starts its attempt
-    on `executor`, as a worker does, and then stamps nothing more; its claim."""
+    """Claim run `name` for a worker "dead" that records its start (QUEUED until Ray
+    starts it) and starts its attempt on `executor`, as a worker does, and then stamps
+    nothing more; its claim."""
     with engine.begin() as conn:
         claim = store_jobs.claim(conn, "dead", 1, time.time())
     assert claim is not None and claim.name == name
     with locked(Path(claim.dir), 5.0):
-        write_events(Path(claim.dir), [{"phase": "PREPARING", "attempt": claim.attempt,
-                                        "worker": "dead"}])
+        write_events(Path(claim.dir), [reaper.start_event(claim.attempt, "dead",
+                                                          executor.queue)])
     executor.start(claim, attempt_env(claim),
                    fmt.attempt_dir(Path(claim.dir), claim.attempt) / fmt.OUTPUT_LOG)
     return claim

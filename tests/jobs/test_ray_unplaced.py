@@ -2,9 +2,11 @@
 nothing with it until its own start timeout (RAY_JOB_START_TIMEOUT_SECONDS, 900 s). Its
 startup timeout ends the attempt `devices_unreachable` (and the next attempt starts at
 once, not 30 s later as `could_not_start`), a cancel ends it CANCELLED, its worker's stop
-CANCELLED `worker_stopped`; before, each waited for Ray's 900 s with the attempt billed
-as holding devices all along. A job given up while PENDING never runs its command, even
-when Ray places it later: its entrypoint finds the attempt's GIVEN_UP note and exits.
+CANCELLED `worker_stopped`, and a cancel of a dead worker's job CANCELLED as the reaper
+concludes it; before, each waited for Ray's 900 s. Each stays QUEUED until it ends, with
+no device time: it never held devices (it was billed from its submission). A job given up
+while PENDING never runs its command, even when Ray places it later: its entrypoint finds
+the attempt's GIVEN_UP note and exits.
 
 The head (test_ray's) has two CPUs and no GPU: a job of a GPU profile waits for a GPU
 forever, and a two-CPU job waits while another job holds one of the CPUs.
@@ -14,13 +16,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
 
-from runwatch.jobs import control
+from runwatch.jobs import control, reaper
+from runwatch.jobs.cost import CPU, run_cost
 from runwatch.rundir import format as fmt
+from runwatch.store import jobs as store_jobs
 from tests.jobs.test_ray import (
     JOB_DEADLINE_S,
     PLAIN,
@@ -55,6 +60,14 @@ def _output(runs_dir: Path, name: str, attempt: int = 1) -> str:
     return (runs_dir / name / "attempts" / str(attempt) / fmt.OUTPUT_LOG).read_text()
 
 
+def _never_held_devices(runs_dir: Path, name: str) -> bool:
+    """Whether no attempt of run `name` held devices so far: none left QUEUED but to
+    end, and its cost is 0 device seconds."""
+    evs = events(runs_dir / name)
+    return (run_cost(evs, 1, CPU).device_seconds == 0
+            and {ev["phase"] for ev in evs} <= {"QUEUED", *fmt.TERMINAL_PHASES})
+
+
 @needs_ray
 @pytest.mark.slow
 def test_a_ray_job_no_node_can_place_ends_at_its_startup_timeout_cancel_and_workers_stop(
@@ -83,6 +96,7 @@ def test_a_ray_job_no_node_can_place_ends_at_its_startup_timeout_cancel_and_work
         assert _ray_status(ray, engine, "timed-out", attempt) == "PENDING"  # Ray's 900 s
         assert given_up_path(runs_dir / "timed-out", attempt).is_file()
         assert "Ray had not started job" in _output(runs_dir, "timed-out", attempt)
+    assert _never_held_devices(runs_dir, "timed-out")
 
     # a cancel ends it CANCELLED within a poll or two
     submit_command(engine, runs_dir, "cancelled", command, device_profile="gpu1")
@@ -93,6 +107,7 @@ def test_a_ray_job_no_node_can_place_ends_at_its_startup_timeout_cancel_and_work
     cancelled = _wait_ended(engine, "cancelled")
     assert (cancelled.status, cancelled.reason_code) == ("CANCELLED", "cancelled")
     assert given_up_path(runs_dir / "cancelled", 1).is_file()
+    assert _never_held_devices(runs_dir, "cancelled")
 
     # the worker's stop ends it CANCELLED worker_stopped, and the worker exits
     submit_command(engine, runs_dir, "stopped", command, device_profile="gpu1")
@@ -101,6 +116,45 @@ def test_a_ray_job_no_node_can_place_ends_at_its_startup_timeout_cancel_and_work
     assert workers.stop(worker) == 0
     stopped = _wait_ended(engine, "stopped")
     assert (stopped.status, stopped.reason_code) == ("CANCELLED", "worker_stopped")
+    assert _never_held_devices(runs_dir, "stopped")
+    assert not ran.exists()
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_dead_worker_s_job_ray_never_started_is_cancelled_by_the_reaper_at_no_cost(
+        ray_head: RayHead, sqlite_index: Engine, runs_dir: Path, tmp_path: Path) -> None:
+    """A job of a GPU profile waits on the two-CPU head for ever; its worker dies. A cancel
+    is carried out by another worker's reaper: the job is given up on Ray and ends
+    CANCELLED, never having left QUEUED or held a device."""
+    from runwatch.jobs.ray_executor import RayExecutor, connect, given_up_path
+
+    engine, ray = sqlite_index, connect(ray_head.address)
+    executor = RayExecutor(ray, ray_head.address)
+    profiles = runs_dir / ".runwatch" / "profiles.yaml"
+    profiles.parent.mkdir(parents=True, exist_ok=True)
+    profiles.write_text("profiles:\n  gpu1: {devices: 1, hourly_rate: 4.0}\n")
+    ran = tmp_path / "ran"
+    submit_command(engine, runs_dir, "orphan", [sys.executable, "-c", TOUCH, str(ran)],
+                   device_profile="gpu1")
+    _held_by_a_dead_worker(engine, runs_dir, "orphan", executor)
+    wait_for(lambda: _ray_status(ray, engine, "orphan") == "PENDING",
+             what="the job to wait on Ray", deadline=JOB_DEADLINE_S, interval=0.2)
+
+    def reap() -> int:  # "dead" has no worker row: it declared the default timeout
+        later = time.time() + store_jobs.HEARTBEAT_TIMEOUT_S + 1
+        return reaper.reap(engine, "other", later, lambda d: None, executor=executor)
+
+    assert reap() == 0  # Ray has not started it: it still waits there
+    assert _never_held_devices(runs_dir, "orphan")
+    outcome = control.cancel(engine, run_row(engine, "orphan").pk, runs_dir)
+    assert outcome.phase == "CANCEL_REQUESTED"
+    wait_for(lambda: reap() == 1, what="the reaper to conclude the cancelled job",
+             deadline=JOB_DEADLINE_S, interval=0.2)
+    assert [ev["phase"] for ev in events(runs_dir / "orphan")][-1] == "CANCELLED"
+    assert given_up_path(runs_dir / "orphan", 1).is_file()
+    assert _never_held_devices(runs_dir, "orphan")
+    assert _ray_status(ray, engine, "orphan") == "PENDING"  # until Ray's 900 s
     assert not ran.exists()
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from runwatch.jobs.cost import Profiles
-from runwatch.jobs.executors import waits_for
+from runwatch.jobs.executors import held_waits
 from runwatch.store import jobs as store_jobs
 
 
@@ -72,10 +72,12 @@ def worker_entry(row: dict[str, Any], profiles: Profiles | None, now: float
 
 def workers_view(conn: Connection, profiles: Profiles | None, now: float) -> dict[str, Any]:
     """Every worker, newest first (stopped ones too), and how many jobs wait."""
-    workers = [worker_entry(w, profiles, now) for w in store_jobs.list_workers(conn)]
-    live = {w["executor"] for w in workers if w["status"] in ("active", "draining")}
+    rows = store_jobs.list_workers(conn)
+    workers = [worker_entry(w, profiles, now) for w in rows]
     for worker in workers:
         if worker["status"] in ("lost", "stopped"):
+            # the run detail's job.waits_for says the same (jobs.control.queued_waits)
+            held = held_waits(rows, worker["id"], now)
             for job in worker["jobs"]:
-                job["waits_for"] = waits_for(worker["executor"], live)
+                job["waits_for"] = held
     return {"queue_depth": store_jobs.queue_depth(conn), "workers": workers}

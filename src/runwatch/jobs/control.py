@@ -42,7 +42,7 @@ from sqlalchemy import Connection, Engine, select, update
 from runwatch.ingest.indexer import Indexer, IndexReport
 from runwatch.jobs import lifecycle
 from runwatch.jobs.attempts import last_event, start_attempt
-from runwatch.jobs.executors import lost_cancel
+from runwatch.jobs.executors import held_waits, lost_cancel
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.jobs.lifecycle import TransitionError
 from runwatch.jobs.reaper import cancelled_event
@@ -70,6 +70,9 @@ TOLD_TO_STOP = "its process is told to stop; it ends CANCELLED then"  # by its l
 NOT_STARTED = ("its worker has not started it and will not: it ends CANCELLED without a "
                "process, once the process of the attempt before it has exited where that "
                "one still runs")
+# a QUEUED job its live worker submitted to a cluster that has not started it (Ray PENDING)
+WITHDRAWN = ("its worker gives up its job, which the cluster has not started, so its "
+             "command never runs: it ends CANCELLED then")
 SENT_SIGTERM = ("its process was sent SIGTERM; its SDK records CANCEL_REQUESTED, then "
                 "CANCELLED as it stops")
 
@@ -126,8 +129,9 @@ def cancel(engine: Engine, run: RunRef, runs_dir: Path | None = None) -> Outcome
             conn.execute(update(s.runs).where(
                 s.runs.c.pk == row.pk, s.runs.c.status.not_in(fmt.TERMINAL_PHASES)
             ).values(status="CANCEL_REQUESTED"))
-            return Outcome("CANCEL_REQUESTED", _who_stops(conn, job.get("worker_id"), now,
-                                                          started=row.status != "QUEUED"))
+            return Outcome("CANCEL_REQUESTED", _who_stops(
+                conn, job.get("worker_id"), now, started=row.status != "QUEUED",
+                waiting=_in_cluster_queue(run_dir, job.get("attempt"))))
     # No worker holds the job and none will claim it now: it has no process to stop,
     # whatever phase the index still shows (a worker's requeue after a failure, not yet
     # indexed, reads RUNNING). The folder says whether it waits or has ended meanwhile.
@@ -164,19 +168,30 @@ def _forget_cancel(engine: Engine, run_pk: int) -> None:
                      .values(cancel_requested_at=None))
 
 
-def _who_stops(conn: Connection, holder: str | None, now: float, started: bool = True
-               ) -> str:
+def _who_stops(conn: Connection, holder: str | None, now: float, started: bool = True,
+               waiting: bool = False) -> str:
     """What stops the process of a job worker `holder` holds, once a cancel was asked: the
     worker itself while it lives, else a live worker that reaps its jobs. A job not
-    `started` (QUEUED in the index) has no process of its attempt to stop."""
+    `started` (QUEUED in the index) has no process of its attempt to stop; one `waiting`
+    in its cluster's queue is given up there."""
     workers = store_jobs.list_workers(conn)
     row = next((w for w in workers if w["id"] == holder), None)
     if holder is None or (row is not None and store_jobs.live(row, now)):
-        return TOLD_TO_STOP if started else NOT_STARTED
+        return TOLD_TO_STOP if started else WITHDRAWN if waiting else NOT_STARTED
     live = [(w["executor"], w["host"]) for w in workers if store_jobs.live(w, now)]
     if row is None:  # a holder no worker row names: a local process, on a host unknown
         return lost_cancel(holder, "local", None, live)
     return lost_cancel(holder, row["executor"], row["host"], live)
+
+
+def _in_cluster_queue(run_dir: Path, attempt: Any) -> bool:
+    """Whether attempt `attempt` of the run in `run_dir` waits QUEUED in its cluster's
+    queue: its worker's start event is the folder's last (reaper.start_event)."""
+    try:
+        last = last_event(run_dir) or {}
+    except OSError:
+        return False
+    return last.get("phase") == "QUEUED" and "worker" in last and last.get("attempt") == attempt
 
 
 def _stop_by_hand(run_dir: Path) -> str:
@@ -275,9 +290,16 @@ def nobody_starts(conn: Connection, device_profile: str, now: float,
 
 def queued_waits(conn: Connection, job: dict[str, Any] | None, status: str,
                  run_dir: str | None, now: float) -> str | None:
-    """For a run whose job waits in the queue with no worker that would start it: that,
-    and what to do (`nobody_starts`); None for any other run."""
-    if job is None or job.get("worker_id") is not None or status != "QUEUED":
+    """What a run's job (its jobs row) waits for with nothing to move it on, in words, or
+    None: a QUEUED job no worker would start (`nobody_starts`: why, and what to do), or one
+    held by a lost or stopped worker that no live worker can reap (`held_waits`, the words
+    the workers view says of it). The one judgement of the run detail's `job.waits_for`
+    (CLI and API alike) and of `runs wait`."""
+    if job is None:
+        return None
+    if job.get("worker_id") is not None:
+        return held_waits(store_jobs.list_workers(conn), str(job["worker_id"]), now)
+    if status != "QUEUED":
         return None
     return nobody_starts(conn, str(job["device_profile"]), now, run_dir,
                          int(job.get("devices") or 1))

@@ -1,9 +1,11 @@
 """What a run costs: device time over all its attempts, and spend at a device profile's rate.
 
-A run holds its devices from the moment a worker starts its process (PREPARING) until the
-process exits (through RUNNING, and CANCEL_REQUESTED while it stops), so an attempt's
-device seconds are that time × the devices the run asked for; QUEUED time is shown apart,
-as queue wait, and costs nothing. A retried run's cost is the sum over its attempts (an
+A run holds its devices from the moment its process starts (PREPARING: as its worker
+starts it, or, for a job a Ray cluster keeps queued until devices are free, once the
+cluster starts it) until the process exits (through RUNNING, and CANCEL_REQUESTED while it
+stops), so an attempt's device seconds are that time × the devices the run asked for;
+QUEUED time, waiting for a worker or for the cluster, is shown apart, as queue wait, and
+costs nothing. A retried run's cost is the sum over its attempts (an
 attempt ends at a terminal event; the events after it are the next attempt's). Until the
 last attempt ends the figures are an estimate, with its open phase lasting until `until`.
 Phase times come from `runwatch.analysis.timing.phase_millis`.
@@ -32,6 +34,7 @@ from runwatch.analysis.timing import phase_millis
 from runwatch.rundir.format import (
     ACTIVE_PHASES,
     PHASES,
+    STATE_DIR,
     TERMINAL_PHASES,
     RunDirError,
     event_rate,
@@ -175,7 +178,7 @@ def load_profiles(config: Mapping[str, Any] | None = None) -> Profiles:
 
 PROFILES_ENV = "RUNWATCH_PROFILES"
 # where a runs folder keeps its profiles when the environment names no file
-PROFILES_FILE = Path(".runwatch") / "profiles.yaml"
+PROFILES_FILE = Path(STATE_DIR) / "profiles.yaml"
 MAX_PROFILES_BYTES = 1024 * 1024
 _read_cache: dict[tuple[str, int, int], Profiles | ProfileError] = {}
 

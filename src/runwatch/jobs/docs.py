@@ -10,6 +10,7 @@ from runwatch.jobs.control import RETRY_WAIT_S
 from runwatch.jobs.cost import CPU, HOLDING_PHASES, PROFILES_ENV, PROFILES_FILE
 from runwatch.jobs.failures import CATALOGUE, MAX_REFUSAL_CHARS, Activity
 from runwatch.jobs.lifecycle import TRANSITIONS, WHY
+from runwatch.jobs.ray_executor import RayExecutor
 from runwatch.jobs.worker import STALL_TIMEOUT_S
 from runwatch.metrics.docs import write_generated
 from runwatch.sdk.sender import FINISH_WAIT_S
@@ -26,14 +27,16 @@ INTRO = """# Jobs: lifecycle, failure reasons and cost
 
 ## Lifecycle
 
-A run is **QUEUED** until a worker starts it, **PREPARING** while it reads, tokenizes and
-loads (it holds its devices from here on), **RUNNING** while it trains, and ends
+A run is **QUEUED** until a worker starts it (a job a worker submits to a Ray cluster:
+until the cluster starts it, waiting for devices there), **PREPARING** while it reads,
+tokenizes and loads (it holds its devices from here on), **RUNNING** while it trains, and ends
 **SUCCEEDED**, **FAILED** with a reason from the catalogue below, or **CANCELLED**. Each
 move is an event with a timestamp, so the time in each phase is derived from the events
 and never stored twice. The moves a run can make:
 """
 
-ACTIONS = """**Cancel** ends a QUEUED run at once, since it has no process yet. A PREPARING or
+ACTIONS = """**Cancel** ends a QUEUED run at once, since it has no process yet (one waiting in a
+Ray cluster's queue once its worker has given it up there, see docs/team.md). A PREPARING or
 RUNNING run is asked to stop (**CANCEL_REQUESTED**: its worker leaves the cancel's note,
 sends its process SIGTERM, then SIGKILL after a grace period; the SDK records
 CANCEL_REQUESTED, and for a command that does not use it the worker does, or the live
@@ -171,8 +174,9 @@ WORKERS = """## Workers
 `runwatch worker --executor ray --address URL` runs each job it claims as a job of a Ray
 cluster instead of a local process, and watches, stops and concludes it the same way
 (docs/team.md, "Jobs on Ray"), except that it claims nothing while the cluster does not
-answer, and a job the cluster has not started by its startup timeout ends
-`devices_unreachable`.
+answer, that a job stays QUEUED (stage "{ray_queue}") from its submission until the
+cluster starts it, holding no devices meanwhile, and that a job the cluster has not
+started by its startup timeout ends `devices_unreachable`.
 A worker offers its profile's devices, or `--devices N`. On a profile of accelerators
 `--devices N` may be no more than the profile's device count, the devices a worker of it
 has (give the profile more in the profiles file, under "Cost"), since a job would be
@@ -191,7 +195,10 @@ offers.
   jobs only, offer fewer devices than it asks for, or drain) and
   that fits its free devices,
   atomically (two workers never claim one job), appends PREPARING `{{attempt, worker}}`
-  under the run folder's lock, and starts the job's argv in its cwd, in a session
+  under the run folder's lock (a Ray worker: QUEUED `{{attempt, worker, stage}}`, then
+  PREPARING `{{attempt}}` once the cluster has started the job; a process that attached to
+  the run with the SDK first records its own phases instead), and starts the job's argv
+  in its cwd, in a session
   (process group) of its own, with
   `RUNWATCH_RUN_DIR`, `RUNWATCH_RUN_ID` and `RUNWATCH_ATTEMPT` set; its stdout and
   stderr go to `attempts/<n>/output.log`. Each job holds devices of its own: except on
@@ -215,7 +222,8 @@ offers.
   `startup_timeout_s` wins; 0: none): a job still PREPARING that wrote no event and no
   output for that long has its group SIGKILLed at once (it made no progress, so there
   is nothing to flush) and FAILS `startup_timeout`; a command that does not use the
-  SDK never leaves PREPARING, so what it prints counts as progress.
+  SDK never leaves PREPARING, so what it prints counts as progress. A Ray job still
+  waiting for its cluster that long is given up there and FAILS `devices_unreachable`.
 - **The end.** When the process group is gone the worker classifies the attempt (exit
   code or signal, the kernel's OOM killer where readable, the output's tail, what the
   SDK recorded), appends the verdict with its `code` unless the SDK recorded the end
@@ -258,6 +266,11 @@ offers.
   says it ended, as Ray reports that end (docs/team.md, "Jobs on Ray"), so no next
   attempt starts beside it: a local worker, which cannot ask the cluster, leaves it, and
   while no Ray worker is up `runwatch resources` and the API say the job waits for one.
+  A dead worker's Ray job that the cluster starts meanwhile is recorded PREPARING by the
+  reaping worker when it sees it running, so its device time counts from then; its end
+  is dated when Ray says the job ended, so its device time stops there, not at the reap
+  (which comes only once its worker is lost). A local process's end is dated at the reap
+  that finds its group gone, the first moment anything sees it.
 - **A cancel of a lost worker's job** (it died, or its loop hung) is carried out by a
   live worker on the same host as it reaps that worker's jobs: once a process of the
   attempt's group proves the group is that attempt's (it carries the attempt's
@@ -273,20 +286,23 @@ offers.
 
 COST = """## Cost
 
-A run holds its devices from the moment a worker starts its process until the process
-exits, through these phases:
+A run holds its devices from the moment its process starts until the process exits,
+through these phases:
 {holding}.
+A local worker's job holds them from its start; a Ray job from when the cluster starts it
+(it waits QUEUED in the cluster's queue, holding none, until then).
 An attempt's **device seconds** are that time × the devices the run asked for, and a
 run's are the sum over all its attempts, so a retried run keeps its earlier attempts'
-cost. QUEUED time is shown apart, as queue wait, and costs nothing. Until the run ends
-the figures are an **estimate**: its open phase counts until now, or until the moment
-the caller passes (a run whose process is gone stops at its last record). The time per
-phase, summed over the attempts, is `timing.phaseMillis`.
+cost. QUEUED time, waiting for a worker and then for the cluster, is shown apart, as
+queue wait (`queue_wait_s`; `duration_s` is the time it trained), and costs nothing.
+Until the run ends the figures are an **estimate**: its open phase counts until now, or
+until the moment the caller passes (a run whose process is gone stops at its last
+record). The time per phase, summed over the attempts, is `timing.phaseMillis`.
 
 **Spend** is device hours × the hourly rate (per device) of the run's device profile. A
 profile says how many devices a worker of that kind has, the memory of each device, the
-host memory and the rate. A worker records the rate on the PREPARING event of each
-attempt it starts (`hourly_rate`), and the attempt is priced at it: a rate changed later
+host memory and the rate. A worker records the rate on the event with which it starts
+each attempt (`hourly_rate`), and the attempt is priced at it: a rate changed later
 prices the attempts started after the change, not those before (an attempt that recorded
 none, such as a run started by hand, is priced at its profile's rate now). A worker
 keeps a rate of its own too: the one its profile had when it registered, which prices its
@@ -331,7 +347,8 @@ def render() -> str:
     out += [f"| {what} | {phase} | {f'`{code}`' if code else 'none'} |"
             for what, phase, code in ENDINGS]
     out += ["", CLASSIFY.format(activities=activities),
-            WORKERS.format(stall_min=STALL_TIMEOUT_S / 60, timeout=HEARTBEAT_TIMEOUT_S)]
+            WORKERS.format(stall_min=STALL_TIMEOUT_S / 60, timeout=HEARTBEAT_TIMEOUT_S,
+                           ray_queue=RayExecutor.queue)]
     out.append(COST.format(holding=", ".join(HOLDING_PHASES), cpu=CPU.name,
                            devices=CPU.devices, rate=CPU.hourly_rate, config=CONFIG_EXAMPLE,
                            env=PROFILES_ENV, file=PROFILES_FILE.as_posix()))

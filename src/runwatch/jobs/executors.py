@@ -7,6 +7,13 @@ Whatever runs it, an attempt gets the same command (`claim.argv` in `claim.cwd`)
 same environment for its SDK (`attempt_env`) and its output in attempts/<n>/output.log,
 so the run's folder, its reason and its logs read the same either way.
 
+An attempt holds its devices once its command runs. A local process runs at once; a Ray
+job may wait in the cluster's own queue first (Ray keeps it PENDING while no node has
+the devices it asks for free). An executor whose attempts wait so names that wait
+(`Executor.queue`): its worker then records the attempt QUEUED at submission, and
+PREPARING only once the attempt says it has started (`Attempt.started`), so that the
+wait costs no device time and shows as the wait it is.
+
 An executor also answers the reaper (runwatch.jobs.reaper) for an attempt whose worker
 stopped heartbeating (`seen`): whether it still runs and, once it has ended, what was
 observed of its end. The local one checks the attempt's process group where it ran on
@@ -15,7 +22,8 @@ started, which has a pid, it checks as the local one does). So a worker reaps on
 attempts of lost workers whose executor it can answer for (`REAPS`): a local worker
 cannot ask Ray whether a Ray job still runs, and concluding it unasked would queue the
 next attempt beside it. `waits_for` says what such a job waits for when no live worker
-can reap it. Of a lost worker's attempt that was cancelled, the executor stops what
+can reap it (`held_waits` judges it from the workers' rows: what the workers view and the
+run detail say alike). Of a lost worker's attempt that was cancelled, the executor stops what
 still runs (`stop_lost`): the local one a process group of this host that carries the
 attempt's RUNWATCH_* variables (SIGTERM, the grace, SIGKILL), the Ray one the Ray job;
 `lost_cancel` says which live worker that will be, or what the cancel waits for.
@@ -27,7 +35,7 @@ import logging
 import signal
 import socket
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,10 +49,13 @@ from runwatch.jobs.oom import OomWatch
 from runwatch.rundir import format as fmt
 from runwatch.rundir import stopnote
 from runwatch.rundir.append import RunBusy, locked, write_events
+from runwatch.store import jobs as store_jobs
 from runwatch.store.jobs import Claim
 
 log = logging.getLogger(__name__)
 
+# The phases of an attempt whose command runs: the only ones a CANCEL_REQUESTED follows.
+_STARTED = frozenset({"PREPARING", "RUNNING"})
 
 # Which lost workers' attempts a worker of each executor answers for (`Executor.seen`), by
 # the lost worker's executor: a local worker sees processes only; a Ray worker asks the
@@ -64,6 +75,19 @@ def waits_for(executor: str, live: Collection[str]) -> str | None:
     kind, how = SAID.get(executor, (executor, f"a worker whose executor is {executor}"))
     return (f"its {kind} worker no longer heartbeats, and no live worker can tell whether "
             f"it still runs: it waits for a {kind} worker ({how}) to reap it")
+
+
+def held_waits(workers: Sequence[dict[str, Any]], holder: str, now: float) -> str | None:
+    """What a job worker `holder` holds waits for, given every worker (rows of
+    store.jobs.list_workers), as `waits_for` says it: None while its holder lives, or
+    when a live worker can reap it. A holder no worker row names counts as a local
+    worker, as the reaper counts it. What the workers view says of each job and the run
+    detail's `job.waits_for` (jobs.control.queued_waits) alike."""
+    row = next((w for w in workers if w["id"] == holder), None)
+    if row is not None and store_jobs.live(row, now):
+        return None
+    running = {str(w["executor"]) for w in workers if store_jobs.live(w, now)}
+    return waits_for("local" if row is None else str(row["executor"]), running)
 
 
 def lost_cancel(worker: str, executor: str, host: str | None,
@@ -99,6 +123,9 @@ class Seen:
     """What an executor can tell of an attempt whose worker stopped heartbeating."""
 
     running: bool  # something of it still runs (or may: asked again next heartbeat)
+    # its command has started (it holds its devices, or held them): what the reaper
+    # records of an attempt that waited in its cluster's queue (reaper.record_start)
+    started: bool = False
     # once it has ended, what was observed of its end; None: only that nothing of it is
     # left (its exit status went with its worker), or that it cannot be seen from here
     end: AttemptEnd | None = None
@@ -128,6 +155,11 @@ class Attempt(Protocol):
     def pid(self) -> int | None:
         """Its process group on this machine (what the reaper checks), or None."""
 
+    @property
+    def started(self) -> bool:
+        """Whether its command has started, holding its devices (a job its cluster keeps
+        queued has not); once True, True for good."""
+
     def poll(self) -> bool:
         """Whether it has ended and nothing of it is left running."""
 
@@ -152,6 +184,10 @@ class Executor(Protocol):
     """Starts attempts. `start` raises OSError or StartError when it cannot."""
 
     name: str
+    # None: an attempt it starts runs at once, holding its devices (PREPARING from its
+    # start); else the stage of the QUEUED event in which its attempts wait in a queue of
+    # their own (a Ray cluster's) until `Attempt.started`
+    queue: str | None
 
     def start(self, claim: Claim, env: dict[str, str], output: Path) -> Attempt: ...
 
@@ -210,6 +246,10 @@ class LocalAttempt:
         return self.proc.pid
 
     @property
+    def started(self) -> bool:
+        return True  # a process of this machine runs from its start
+
+    @property
     def stop_started(self) -> float | None:
         return self.proc.stop_started
 
@@ -246,7 +286,8 @@ def note_cancel(claim: Claim, by: str = "reaper") -> None:
     cancel, not a stop from outside; and, for a process that does not record with the
     SDK (the folder is not held), CANCEL_REQUESTED, so that the grace it stops in is not
     counted as PREPARING; not once the attempt has ended (an SDK that finished while its
-    process exits)."""
+    process exits), nor while it has not started (QUEUED in its cluster's queue: it holds
+    no devices, and ends CANCELLED from there)."""
     run_dir = Path(claim.dir)
     try:
         stopnote.write_cancel(run_dir, claim.attempt, by)
@@ -255,7 +296,7 @@ def note_cancel(claim: Claim, by: str = "reaper") -> None:
     try:
         with locked(run_dir, 0.0):
             last = last_event(run_dir)
-            if last is not None and last.get("phase") not in fmt.TERMINAL_PHASES \
+            if last is not None and last.get("phase") in _STARTED \
                     and last.get("attempt", claim.attempt) == claim.attempt:
                 write_events(run_dir, [{"phase": "CANCEL_REQUESTED",
                                         "attempt": claim.attempt}])
@@ -268,6 +309,7 @@ class LocalExecutor:
     worker's environment plus the attempt's (runwatch.jobs.process.start)."""
 
     name = "local"
+    queue: str | None = None
 
     def __init__(self) -> None:
         # lost workers' cancelled attempts being stopped: when SIGTERM went to each group

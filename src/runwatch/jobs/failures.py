@@ -184,6 +184,9 @@ class AttemptEnd:
     worker_lost: bool = False  # its worker stopped heartbeating
     worker_stopped: bool = False  # its worker, told to stop, stopped it
     activity: Activity = Activity.TRAINING
+    # when it ended, where its runner reports that (Ray's end time: a lost worker's job is
+    # concluded later, at its reap); None: when it was seen to have ended
+    ended_at: float | None = None
 
     @classmethod
     def from_returncode(cls, returncode: int, **observed: Any) -> AttemptEnd:

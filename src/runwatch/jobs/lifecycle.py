@@ -2,7 +2,9 @@
 
 QUEUED → PREPARING → RUNNING → SUCCEEDED | FAILED | CANCELLED. A worker moves a claimed
 run to PREPARING when it starts the run's process (the run holds its devices from then
-on); the process reports RUNNING when it trains. A QUEUED run has no process, so cancel
+on); a job it submits to a Ray cluster stays QUEUED until the cluster starts it, and ends
+FAILED from there when the cluster does not take it or has not started it by its startup
+timeout. The process reports RUNNING when it trains. A QUEUED run has no process, so cancel
 ends it at once; a PREPARING or RUNNING one is asked to stop first (CANCEL_REQUESTED)
 and ends when its process exits, in whatever phase the process recorded if it ended on
 its own before the stop took effect. Retry is the one way out of a terminal phase: a new
@@ -28,7 +30,7 @@ from runwatch.rundir.format import (
 
 # Where each phase may go next. A terminal phase goes nowhere but to QUEUED, by retry.
 TRANSITIONS: Mapping[str, tuple[str, ...]] = {
-    "QUEUED": ("PREPARING", "CANCELLED"),
+    "QUEUED": ("PREPARING", "CANCELLED", "FAILED"),
     "PREPARING": ("RUNNING", "CANCEL_REQUESTED", "SUCCEEDED", "FAILED"),
     "RUNNING": ("CANCEL_REQUESTED", "SUCCEEDED", "FAILED"),
     "CANCEL_REQUESTED": ("CANCELLED", "SUCCEEDED", "FAILED"),
@@ -39,8 +41,13 @@ TRANSITIONS: Mapping[str, tuple[str, ...]] = {
 
 # Why each move happens, for docs/jobs.md.
 WHY: Mapping[tuple[str, str], str] = {
-    ("QUEUED", "PREPARING"): "a worker claimed the run and started its process",
-    ("QUEUED", "CANCELLED"): "cancel: the run had no process yet, so it ends at once",
+    ("QUEUED", "PREPARING"): "a worker claimed the run and started its process (a job it "
+                             "submitted to a Ray cluster: the cluster started it)",
+    ("QUEUED", "CANCELLED"): "cancel: the run had no process yet, so it ends at once (a "
+                             "job waiting in a Ray cluster's queue: once its worker gave "
+                             "it up there)",
+    ("QUEUED", "FAILED"): "a Ray cluster did not take the job its worker submitted, or had "
+                          "not started it by its startup timeout",
     ("PREPARING", "RUNNING"): "the process started training",
     ("PREPARING", "CANCEL_REQUESTED"): "cancel: its worker tells the process to stop (or, "
                                        "when that worker is lost, a live worker that reaps "

@@ -13,6 +13,12 @@ The worker claims, heartbeats, indexes and concludes as it does for local proces
   worker has them) as the runtime environment's env_vars, and the job's devices as
   entrypoint CPUs (cpu profile) or GPUs, so Ray places it. Its submission id is
   `runwatch-<run id>-<attempt>`.
+- wait: Ray keeps a job PENDING until a node has the devices it asks for free, and then
+  sets it RUNNING and starts its entrypoint. Meanwhile it holds no devices: the worker
+  records the attempt QUEUED at submission (`queue`, the stage) and PREPARING once Ray
+  says the job left PENDING (`RayAttempt.started`), so its device time starts then and
+  the wait shows as queue wait; the job's startup timeout bounds the wait as it does
+  preparing.
 - stop: `stop_job` (Ray sends SIGTERM, then SIGKILL after the cluster's
   RAY_JOB_STOP_WAIT_TIME_S); a kill is the same, Ray has no other. Ray takes a stop of a
   job it has not started (PENDING: no node has the CPUs or GPUs it asks for free) and
@@ -234,6 +240,7 @@ class RayExecutor:
     """Starts attempts as jobs of the Ray cluster `client` talks to (see `connect`)."""
 
     name = "ray"
+    queue: str | None = "waiting for the Ray cluster to start it"
 
     def __init__(self, client: Any, address: str,
                  environ: Mapping[str, str] | None = None) -> None:
@@ -374,9 +381,9 @@ class RayExecutor:
             self.client, job_id, fmt.attempt_dir(Path(claim.dir), claim.attempt)
             / fmt.OUTPUT_LOG, header=f"runwatch: Ray job {job_id} at {self.address}\n"))
         if not attempt.poll():
-            return Seen(running=True)
+            return Seen(running=True, started=attempt.started)
         del self._reaped[job_id]
-        return Seen(running=False, end=attempt.end(
+        return Seen(running=False, started=attempt.started, end=attempt.end(
             cancel_requested=job.get("cancel_requested_at") is not None,
             startup_timed_out=False))
 
@@ -476,6 +483,7 @@ class RayAttempt:
     grace_s: float = 0.0
     _stop_sent: bool = False
     _given_up: bool = False  # its GIVEN_UP note is written
+    _ran: bool = False  # Ray was seen to start it (`started`)
     _asked_at: float = 0.0
     _copied_at: float = 0.0
     _size: int = 0
@@ -484,6 +492,13 @@ class RayAttempt:
     @property
     def pid(self) -> None:
         return None  # its processes are Ray's, maybe on another machine
+
+    @property
+    def started(self) -> bool:
+        """Whether Ray started its entrypoint: it was seen RUNNING, or it ended as only a
+        job that ran does (SUCCEEDED, or with its entrypoint's exit code). One stopped or
+        failed while PENDING never ran."""
+        return self._ran
 
     def poll(self) -> bool:
         if self.info is not None or self.lost is not None:
@@ -508,6 +523,8 @@ class RayAttempt:
         self.status = job_status(info)
         if self.status == "PENDING" and (self._given_up or self.given_up.exists()):
             return self._not_started(info)
+        self._ran = self._ran or self.status == "RUNNING" or self.status == "SUCCEEDED" or (
+            self.status in TERMINAL and getattr(info, "driver_exit_code", None) is not None)
         if self.status not in TERMINAL:
             return False
         self.info = info
@@ -620,9 +637,13 @@ def observed_end(status: str, info: Any, lost: str | None, output_tail: str, *,
       had no devices for it in time;
     - the job's supervisor died (its node was lost) or Ray lost the job: it stopped
       early, unless Ray says its memory ran out (host memory).
+    An ended job's end is dated as Ray reports it (`end_time`), when it was seen later.
     """
+    end_ms = getattr(info, "end_time", None) if status in TERMINAL else None
     seen: dict[str, Any] = {"stderr_tail": output_tail, "cancel_requested": cancel_requested,
-                            "startup_timed_out": startup_timed_out}
+                            "startup_timed_out": startup_timed_out,
+                            "ended_at": end_ms / 1000 if isinstance(end_ms, int | float)
+                            and not isinstance(end_ms, bool) else None}
     if lost is not None:
         return AttemptEnd(worker_lost=True, **seen)
     error = str(getattr(getattr(info, "error_type", None), "value",

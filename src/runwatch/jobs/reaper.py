@@ -63,15 +63,17 @@ IndexRun = Callable[[Path], None]
 
 @dataclass(frozen=True)
 class Recorded:
-    """What a run's events say of one attempt: whether job control started it (its
-    PREPARING event), the phase it is in now, the terminal event its process wrote, and
-    whether its process recorded any event of its own (its SDK attached: job control's
-    events name their attempt, the SDK's do not)."""
+    """What a run's events say of one attempt: whether job control started it (the event
+    its worker wrote as it started it, naming the worker: PREPARING, or QUEUED while it
+    waits in its cluster's queue), the phase it is in now, the terminal event its process
+    wrote, and whether its process recorded any event of its own (its SDK attached: job
+    control's events name their attempt, the SDK's do not)."""
 
     started: bool = False
     phase: str | None = None
     terminal: dict[str, Any] | None = None
     own: bool = False
+    last_ts: float | None = None  # of its latest event
 
 
 def read_events(run_dir: Path, offset: int = 0, line_no: int = 0
@@ -89,21 +91,56 @@ def read_events(run_dir: Path, offset: int = 0, line_no: int = 0
 
 
 def recorded(run_dir: Path, attempt: int) -> Recorded:
-    """What the events of `run_dir` say of attempt `attempt`, from the PREPARING event a
-    worker wrote when it started it."""
+    """What the events of `run_dir` say of attempt `attempt`, from the event a worker
+    wrote when it started it (`start_event`)."""
     events, _, _ = read_events(run_dir)
     start = max((i for i, ev in enumerate(events)
-                 if ev.get("phase") == "PREPARING" and ev.get("attempt") == attempt
-                 and "worker" in ev), default=None)
+                 if ev.get("attempt") == attempt and "worker" in ev), default=None)
     if start is None:
         return Recorded()
-    phase, own = events[start].get("phase"), False
+    phase, own, ts = events[start].get("phase"), False, events[start].get("ts")
     for ev in events[start + 1:]:
-        phase = ev.get("phase")
+        phase, ts = ev.get("phase"), ev.get("ts")
         own = own or "attempt" not in ev
         if phase in fmt.TERMINAL_PHASES:
-            return Recorded(True, phase, ev, own)
-    return Recorded(True, phase, own=own)
+            return Recorded(True, phase, ev, own, ts)
+    return Recorded(True, phase, own=own, last_ts=ts)
+
+
+def start_event(attempt: int, worker: str, queue: str | None) -> dict[str, Any]:
+    """The event a worker writes as it starts attempt `attempt` (`recorded` finds it by
+    the worker it names): PREPARING, the attempt holding its devices from now; or, for an
+    executor whose attempts wait in a queue of their own first (`Executor.queue`, the
+    stage it names), QUEUED until `record_start`."""
+    if queue is None:
+        return {"phase": "PREPARING", "attempt": attempt, "worker": worker}
+    return {"phase": "QUEUED", "attempt": attempt, "worker": worker, "stage": queue}
+
+
+def start_on_record(run_dir: Path, attempt: int) -> bool:
+    """Whether the events of `run_dir` say attempt `attempt` has started: it is not (or no
+    longer) QUEUED after its start event."""
+    return recorded(run_dir, attempt).phase != "QUEUED"
+
+
+def record_start(run_dir: Path, attempt: int) -> bool:
+    """Record that attempt `attempt`, which waited QUEUED in its cluster's queue, has
+    started, so that it holds its devices from now: PREPARING, written under the folder's
+    lock unless its start is on record already (`start_on_record`: its process's own
+    phase, or one written before). Whether it was written: not while the folder is busy (a
+    process that attached to the run records its own phases; ask again later) or cannot
+    be written to."""
+    try:
+        with locked(run_dir, 0.0):
+            if start_on_record(run_dir, attempt):
+                return False
+            write_events(run_dir, [{"phase": "PREPARING", "attempt": attempt}])
+            return True
+    except RunBusy:
+        return False
+    except OSError as exc:
+        log.warning("cannot record in %s that attempt %d started: %s", run_dir, attempt, exc)
+        return False
 
 
 def sdk_fields(now: Recorded) -> dict[str, Any]:
@@ -117,8 +154,13 @@ def sdk_fields(now: Recorded) -> dict[str, Any]:
             "sdk_reason": terminal.get("reason"), "sdk_code": terminal.get("code")}
 
 
-def verdict_event(verdict: Verdict, attempt: int) -> dict[str, Any]:
+def verdict_event(verdict: Verdict, attempt: int, ended_at: float | None = None
+                  ) -> dict[str, Any]:
+    """The event that ends attempt `attempt` with `verdict`: dated `ended_at` when given
+    (when its process ended, as its runner reported), else now."""
     event: dict[str, Any] = {"phase": verdict.phase, "attempt": attempt}
+    if ended_at is not None:
+        event["ts"] = ended_at
     if verdict.text:
         event["reason"] = verdict.text
     if verdict.code:
@@ -152,7 +194,9 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
              stale_before: float | None = None, wait_s: float = LOCK_WAIT_S
              ) -> Verdict | None:
     """End attempt `claim.attempt`, which worker `holder` held, from what was observed of
-    its process (`end`) and what it recorded (read here, under the lock). Returns the
+    its process (`end`, whose `ended_at` dates the verdict: a lost worker's Ray job is
+    concluded at a reap after it ended, and its device time ends where it did) and what
+    it recorded (read here, under the lock). Returns the
     verdict, or None when the job row names another attempt or worker now (someone else
     ended it), was stamped at or after `stale_before` (its worker lives), the run folder
     stayed busy for `wait_s` seconds (try again later), or is gone (the job is released).
@@ -185,8 +229,12 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
                                           or stopnote.written(run_dir, claim.attempt)),
                           **sdk_fields(now))
             verdict = classify(end)
+            # dated when it ended (its devices were let go then): after its last event, and
+            # not later than now (another machine's clock)
+            ended_at = None if end.ended_at is None else min(
+                max(end.ended_at, now.last_ts or 0.0), time.time())
             events = [] if not now.started or now.terminal else [
-                verdict_event(verdict, claim.attempt)]
+                verdict_event(verdict, claim.attempt, ended_at)]
             # a cancel asked after the worker last looked still keeps the next attempt
             # from being queued: the process failed on its own, and that stands
             again = (now.started and verdict.phase == "FAILED"
@@ -294,6 +342,10 @@ def reap(engine: Engine, worker_id: str, now: float, index: IndexRun,
             continue  # it cannot see that attempt: its surfaces say what the job waits for
         seen = executor.seen(claim, row, holder.get("host"))
         cancelled = row["cancel_requested_at"] is not None
+        # one its cluster started after its worker died holds devices from now
+        if (seen.started and not start_on_record(Path(claim.dir), claim.attempt)
+                and record_start(Path(claim.dir), claim.attempt)):
+            index(Path(claim.dir))
         if seen.running:
             # something of it still runs; its end is concluded once it has gone
             if cancelled:

@@ -36,6 +36,9 @@ One loop (`Worker.tick`, every TICK_S) does everything but the stamp:
   process, in a session of its own, with RUNWATCH_RUN_DIR, RUNWATCH_RUN_ID and
   RUNWATCH_ATTEMPT set and its output in attempts/<n>/output.log. A job holds devices of
   its own: except for the cpu profile, its CUDA_VISIBLE_DEVICES names them (`device_ids`).
+  An executor whose attempts wait in a queue of their own (a Ray cluster's) gets QUEUED
+  {attempt, worker, stage} instead, and PREPARING once the attempt has started
+  (reaper.record_start): the wait holds no devices, and its startup timeout covers it.
 
 What starts a job is the worker's executor (runwatch.jobs.executors): a process of this
 machine by default, or the same command as a Ray job (runwatch.jobs.ray_executor), which
@@ -68,7 +71,6 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -109,6 +111,8 @@ GIVE_BACK_LOCK_S = 2.0
 # 2M-point run, or the ui's index loop holding the index lock for one), so a loaded
 # machine is not taken for a hung one.
 STALL_TIMEOUT_S = 300.0
+# The phases a job's startup timeout covers: waiting in its cluster's queue, and preparing.
+STARTING = ("QUEUED", "PREPARING")
 
 
 @dataclass
@@ -122,12 +126,15 @@ class Job:
     cancel: bool = False  # a cancel was asked, and the stop sent
     worker_stopped: bool = False  # stopped because this worker was told to stop
     startup_timed_out: bool = False
-    start_error: str | None = None  # why PREPARING could not be written (tried again)
+    start_error: str | None = None  # why its start event could not be written (tried again)
     end: AttemptEnd | None = None  # what was observed of its end, once it has ended
     # Its events as read so far (offset and line), its phase, its output's size, and
     # when it last showed progress (a new event or output).
     events_at: tuple[int, int] = (0, 0)
     phase: str = "PREPARING"
+    # its start is on record, holding devices from then (False while it waits QUEUED in
+    # its cluster's queue: reaper.record_start once it has started)
+    start_recorded: bool = True
     output_size: int = 0
     last_event: float = field(default_factory=time.monotonic)
 
@@ -447,14 +454,14 @@ class Worker:
             return None
 
     def _start(self, job: Job) -> None:
-        """Record PREPARING and start the job's process. A folder still busy is tried
-        again next tick; a job cancelled meanwhile ends CANCELLED without a process; a
-        claim reaped meanwhile (the loop stood still past stall_timeout_s) is let go."""
+        """Record its start (reaper.start_event) and start the job's process. A folder
+        still busy is tried again next tick; a job cancelled meanwhile ends CANCELLED
+        without a process; a claim reaped meanwhile (the loop stood still past
+        stall_timeout_s) is let go."""
         claim = job.claim
         with self.engine.connect() as conn:
             cancelled = store_jobs.cancel_requested(conn, claim.run_pk)
-        first: dict[str, Any] = {"phase": "PREPARING", "attempt": claim.attempt,
-                                 "worker": self.id}
+        first = reaper.start_event(claim.attempt, self.id, self.executor.queue)
         rate = self._rate()
         if rate is not None:
             first["hourly_rate"] = rate
@@ -497,6 +504,8 @@ class Worker:
             return
         job.events_at = (offset, line_no)
         job.last_event = time.monotonic()
+        job.phase = str(first["phase"])
+        job.start_recorded = job.phase != "QUEUED"
         output = fmt.attempt_dir(job.run_dir, claim.attempt) / fmt.OUTPUT_LOG
         env = attempt_env(claim)
         if self.device_ids is not None:
@@ -528,6 +537,8 @@ class Worker:
         if job.proc.poll():
             self._finish(job)
             return
+        if not job.start_recorded and job.proc.started:  # its cluster started it
+            job.start_recorded = self._record_start(job)
         if job.proc.stop_started is None:
             # a cancel of this attempt only: one of the next attempt, retried while this
             # attempt's process exits after recording its end (its work after finish()), is
@@ -545,6 +556,14 @@ class Worker:
         if beat:
             job.proc.observe()
 
+    def _record_start(self, job: Job) -> bool:
+        """Record that the job, which waited in its cluster's queue, has started
+        (reaper.record_start); whether its start is on record now."""
+        if reaper.record_start(job.run_dir, job.claim.attempt):
+            self._index(job.run_dir)
+            return True
+        return reaper.start_on_record(job.run_dir, job.claim.attempt)
+
     def _stop_cancelled(self, job: Job) -> None:
         """Stop a cancelled job: the cancel's note and, for a command that does not use
         the SDK, CANCEL_REQUESTED first (executors.note_cancel), then SIGTERM."""
@@ -553,10 +572,11 @@ class Worker:
         job.proc.stop(self.grace_s)
 
     def _preparing_too_long(self, job: Job) -> bool:
-        """Whether the job is still PREPARING and showed no progress for its startup
-        timeout: no new event, and no new output (a command that does not use the SDK
-        never leaves PREPARING, so what it prints is its only sign of progress)."""
-        if job.startup_timeout_s is None or job.phase != "PREPARING" or job.proc is None:
+        """Whether the job is still starting (QUEUED in its cluster's queue, or PREPARING)
+        and showed no progress for its startup timeout: no new event, and no new output (a
+        command that does not use the SDK never leaves PREPARING, so what it prints is its
+        only sign of progress)."""
+        if job.startup_timeout_s is None or job.phase not in STARTING or job.proc is None:
             return False
         offset, line_no = job.events_at
         events, offset, line_no = reaper.read_events(job.run_dir, offset, line_no)
@@ -567,7 +587,7 @@ class Worker:
         if events or size != job.output_size:
             job.output_size = size
             job.last_event = time.monotonic()
-        return (job.phase == "PREPARING"
+        return (job.phase in STARTING
                 and time.monotonic() - job.last_event > job.startup_timeout_s)
 
     def _finish(self, job: Job, end: AttemptEnd | None = None) -> None:
@@ -577,6 +597,8 @@ class Worker:
             job.end = end
         if job.end is None:
             assert job.proc is not None
+            if not job.start_recorded and job.proc.started:  # it ran between two polls
+                job.start_recorded = self._record_start(job)
             with self.engine.connect() as conn:  # a cancel asked while it was stopping
                 cancel = job.cancel or store_jobs.cancel_requested(conn, job.claim.run_pk,
                                                                    job.claim.attempt)

@@ -180,8 +180,10 @@ class JobSpec(BaseModel):
     attempt: int
     worker_id: str | None
     cancel_requested_at: float | None
-    waits_for: str | None = Field(description="for a queued job no worker would start: "
-                                  "that, and how to start one; null otherwise")
+    waits_for: str | None = Field(description="for a queued job no worker would start, "
+                                  "or a job held by a lost or stopped worker that no live "
+                                  "worker can reap: that, and how to start one; null "
+                                  "otherwise")
 
 
 class Checkpoint(BaseModel):
