@@ -53,7 +53,13 @@ def _named_key(keys: Sequence[KeyInfo], name: str) -> KeyInfo | None:
 
 
 def _latest(info: KeyInfo | None) -> float | None:
-    return finite(info.last_value) if info else None
+    """A key's last logged value as logged, NaN and ±Infinity included (the index stores
+    a NaN as NULL: a key with points and a NULL last value last logged NaN); None when
+    the run logs no such key. A run that diverged reads NaN, not "not logged", and the
+    API sends a non-finite value as null (docs/api.md)."""
+    if info is None or info.points == 0:
+        return None
+    return math.nan if info.last_value is None else info.last_value
 
 
 def _series_stat(info: KeyInfo | None, values: SeriesValues, how: str) -> float | None:
@@ -150,7 +156,7 @@ def results(keys: Sequence[KeyInfo], best_train_loss: float | None,
     for name, role in RESULT_ROLES.items():
         info = _role_key(by_key, role)
         if info is not None:
-            out[name] = info.last_value
+            out[name] = _latest(info)
     out["best_train_loss"] = best_train_loss
     out["registered_model"] = next((c.ckpt_id for c in reversed(checkpoints)
                                     if c.kind == "inference"), None)
@@ -170,7 +176,7 @@ def cost(run_cost: Cost, keys: Sequence[KeyInfo], values: SeriesValues,
     return {
         "duration_s": duration_s,
         **figures,
-        "last_step_time_s": step_time.last_value if step_time else None,
+        "last_step_time_s": _latest(step_time),
         "peak_memory_bytes": {k.key.split("/", 1)[1]: _series_stat(k, values, "max")
                               for k in keys if k.key.startswith("memory/")},
         "data_fit": {k.key.split("/", 1)[1]: _latest(k)

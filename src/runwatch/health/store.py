@@ -4,12 +4,16 @@
 points and writes back only the findings that changed, so listing (`health_for_run`)
 is a single query; where findings change it counts the run's open ones as listed, which
 /metrics sums (`open_by_severity`). A change of thresholds or of the run's config
-re-evaluates the run from its stored points. `on_events` is its hook for a run's new
-events: once the run has succeeded, the rules that wait for its end judge its whole log.
+re-evaluates the run from its stored points, as does a new rule catalogue (a run that
+gets no new points is judged again by the server's sweep, `runwatch.health.catchup`, or
+when read, `ensure_current`); a finding found again keeps its id (`replace`). `on_events`
+is its hook for a run's new events: once the run has succeeded, the rules that wait for
+its end judge its whole log.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 import zlib
@@ -29,7 +33,7 @@ from sqlalchemy import (
     update,
 )
 
-from runwatch.health.engine import Engine
+from runwatch.health.engine import CATALOGUE_FP, Engine
 from runwatch.health.findings import Finding
 from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.rules.base import SEVERITIES, SEVERITY_RANK
@@ -50,6 +54,11 @@ FINISHED = "SUCCEEDED"
 # change, so a change to how a listing merges findings (`incidents`, `same_signal`, a
 # rule's detector or signal) needs a migration that counts every run again, as 0012 does.
 OPEN_COUNTS = {severity: s.health_state.c[f"open_{severity}"] for severity in SEVERITIES}
+# How every engine state `save` writes begins: the rule catalogue that judged the run
+# (`CATALOGUE_FP`), so the runs an older catalogue judged are found by one query
+# (`runwatch.health.catchup`) without loading each run's engine.
+CATALOGUE_ID = hashlib.sha256(CATALOGUE_FP.encode()).hexdigest()[:16]
+CATALOGUE_MARK = f'{{"catalogue":"{CATALOGUE_ID}"'
 
 
 # --- run context ---------------------------------------------------------------
@@ -124,8 +133,11 @@ def _load_state(conn: Connection, run_pk: int) -> tuple[dict[str, Any] | None, i
     return orjson.loads(row.state), int(row.last_seq)
 
 
-def _engine(conn: Connection, run_pk: int, state: dict[str, Any] | None,
-            overrides: Overrides | None = None) -> Engine:
+def run_engine(conn: Connection, run_pk: int, state: dict[str, Any] | None,
+               overrides: Overrides | None = None) -> Engine:
+    """The engine of run `run_pk`: its method, config settings and project thresholds
+    (`overrides` instead, when given), from saved `state` (None: a fresh one). Raises
+    LookupError when the run is not in the index."""
     row = _run_row(conn, run_pk)
     cfg = row.config or ""
     cfg_key = f"{len(cfg)}:{zlib.crc32(cfg.encode())}"
@@ -175,7 +187,7 @@ def on_metrics(conn: Connection, run_pk: int,
 
 def _update(conn: Connection, run_pk: int, state: dict[str, Any] | None,
             batch: dict[str, Any], last_seq: int) -> None:
-    engine = _engine(conn, run_pk, state)
+    engine = run_engine(conn, run_pk, state)
     if state is not None and engine.fresh:
         # Thresholds, config or rules changed since the state was saved: start over.
         reevaluate(conn, run_pk, engine=engine)
@@ -198,7 +210,7 @@ def on_events(conn: Connection, run_pk: int) -> None:
     state, last_seq = _load_state(conn, run_pk)
     if state is None:
         return  # no points evaluated yet: the first batch judges them, end and all
-    engine = _engine(conn, run_pk, state)
+    engine = run_engine(conn, run_pk, state)
     if not engine.finished:
         return
     if engine.fresh:
@@ -216,21 +228,51 @@ def on_events(conn: Connection, run_pk: int) -> None:
 
 
 def reevaluate(conn: Connection, run_pk: int, engine: Engine | None = None) -> list[Finding]:
-    """Forget a run's findings and evaluate all its stored points again."""
-    engine = engine or _engine(conn, run_pk, None)
-    conn.execute(delete(s.findings).where(s.findings.c.run_pk == run_pk))
+    """Evaluate all a run's stored points again, from a fresh engine state, and put what
+    is found in place of its findings (`replace`)."""
+    engine = engine or run_engine(conn, run_pk, None)
     cols, last_seq = stored_points(conn, run_pk, -1)
     found = engine.feed(cols)
-    save(conn, run_pk, engine, found, last_seq, recount=True)
+    replace(conn, run_pk, engine, found, last_seq)
     return found
+
+
+def replace(conn: Connection, run_pk: int, engine: Engine, found: list[Finding],
+            last_seq: int) -> None:
+    """Store `found`, a judgement of the run's whole log by `engine`, in place of its
+    findings, in the caller's transaction: a reader sees the old set or the new one, never
+    both. A finding found again (the same rule on the same metric from the same step)
+    keeps its id and opened time, so a run judged again (other thresholds, a new rule
+    catalogue) does not change the findings a user or a link already points at."""
+    f = s.findings.c
+    kept: dict[tuple[str, Any, Any], list[int]] = {}
+    for row in conn.execute(select(f.id, f.rule_id, f.first_step, f.evidence)
+                            .where(f.run_pk == run_pk).order_by(f.id)):
+        metric = orjson.loads(row.evidence).get("metric") if row.evidence else None
+        kept.setdefault((row.rule_id, metric, row.first_step), []).append(int(row.id))
+    for item in found:
+        ids = kept.get((item.rule_id, item.evidence.get("metric"), item.first_step))
+        if ids:
+            item.id = ids.pop(0)
+            if item.record is not None:
+                item.record["id"] = item.id
+    gone = [i for ids in kept.values() for i in ids]
+    save(conn, run_pk, engine, found, last_seq, recount=not gone)
+    # deleted after the new ones are inserted: SQLite gives a new row the highest id
+    # plus one, so no new finding takes the id of one that has gone
+    for at in range(0, len(gone), 500):  # bound parameters a statement: SQLite's limit
+        conn.execute(delete(s.findings).where(f.id.in_(gone[at:at + 500])))
+    if gone:
+        count_open(conn, run_pk)
 
 
 def ensure_current(conn: Connection, run_pk: int) -> None:
     """Evaluate whatever stored points the engine has not seen yet (for a run indexed
-    without the hook, or after thresholds changed). Cheap when nothing is new."""
+    without the hook), or the whole run after its thresholds or the rule catalogue changed.
+    Cheap when nothing is new."""
     state, last_seq = _load_state(conn, run_pk)
     newest = newest_seq(conn, metric_keys(conn, run_pk).values())
-    engine = _engine(conn, run_pk, state)
+    engine = run_engine(conn, run_pk, state)
     if state is None or engine.fresh:
         if newest is not None or state is not None:
             reevaluate(conn, run_pk, engine=engine)
@@ -281,7 +323,7 @@ def save(conn: Connection, run_pk: int, engine: Engine, found: list[Finding],
             conn.execute(update(f).where(f.c.id == item.id).values(**values))
     state = engine.state()
     state["config"] = engine.config_cache
-    blob = orjson.dumps(state).decode()
+    blob = orjson.dumps({"catalogue": CATALOGUE_ID, **state}).decode()
     h = s.health_state
     done = conn.execute(update(h).where(h.c.run_pk == run_pk)
                         .values(state=blob, last_seq=last_seq)).rowcount
@@ -546,6 +588,6 @@ def live_stall(conn: Connection, run_pk: int, now: float) -> Finding | None:
     state, _ = _load_state(conn, run_pk)
     if state is None:
         return None
-    engine = _engine(conn, run_pk, state)
+    engine = run_engine(conn, run_pk, state)
     found = engine.check_stall(now, running=True)
     return found[0] if found else None

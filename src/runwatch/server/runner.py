@@ -1,5 +1,6 @@
 """Running the server: uvicorn plus, when a runs folder is given, an indexer thread and
-the embedded workers' threads (`workers`, none by default; `runwatch ui` runs one).
+the embedded workers' threads (`workers`, none by default; `runwatch ui` runs one), and a
+thread that judges again the runs an older rule catalogue judged (health/catchup.py).
 
 `ui`, `server`, the browser tests and the benchmarks all start the server this way. The
 indexer is one, shared by the index loop and the workers (each use holds `_index_lock`),
@@ -19,6 +20,7 @@ from typing import Any
 import uvicorn
 from sqlalchemy import Engine, select
 
+from runwatch.health.catchup import sweep
 from runwatch.health.store import on_events as health_end
 from runwatch.health.store import on_metrics as health_hook
 from runwatch.ingest import Indexer
@@ -197,6 +199,20 @@ class Runner:
                         return
                     self.cache.get(conn, pk, info)
 
+    def _judge_again(self) -> None:
+        """Judge again, with this runwatch's rules, the runs an older one judged (after
+        an upgrade: `health.catchup`), newest first, a run at a time while no request
+        waits for its answer; live streams are told of each run whose findings changed."""
+        try:
+            for _run_pk, changed in sweep(self.engine):
+                if changed:
+                    self.feed.notify()
+                self._give_way()
+                if self._stop.is_set():
+                    return
+        except Exception:  # the index cannot be read: runs are judged on their next points
+            log.exception("looking for runs to judge again with this runwatch's rules failed")
+
     def _give_way(self) -> None:
         """Wait while a request waits for its answer (between the warming's series and
         between pieces of one: `store.series.pausing`), or until the server stops."""
@@ -265,6 +281,9 @@ class Runner:
             t = threading.Thread(target=self._prewarm, name="runwatch-prewarm", daemon=True)
             t.start()
             self._threads.append(t)
+        t = threading.Thread(target=self._judge_again, name="runwatch-health", daemon=True)
+        t.start()
+        self._threads.append(t)
         self._server = self._make_server()
         t = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
                              name="runwatch-http", daemon=True)

@@ -1,11 +1,14 @@
 """Opening the index database: SQLite (WAL) by default, PostgreSQL by URL, schema at head.
 
 A new database is created from schema.py and stamped at the newest migration; an older
-one is brought forward with Alembic. Both paths end at the same schema.
+one is brought forward with Alembic, which is said once on stderr (the process's log) by
+the process that does it, since an older runwatch cannot open the index after. Both paths
+end at the same schema. A database a newer runwatch made is refused, saying what to do.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -29,6 +32,8 @@ from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 
 from runwatch.rundir.jsonl import NUL_STANDIN
 from runwatch.store.schema import metadata
+
+log = logging.getLogger(__name__)
 
 # The newest migration in store/migrations/versions (a test keeps the two in step).
 HEAD_REVISION = "0016"
@@ -253,7 +258,7 @@ def ensure_schema(engine: Engine, wait_s: float = CREATE_WAIT_S) -> None:
                 if time.monotonic() > deadline:  # not another process creating it: say why
                     raise
         elif version is not None:
-            _alembic("upgrade", engine)
+            _upgrade(engine)
             return
         elif not tables - {"alembic_version"} <= set(metadata.tables):
             raise StoreError("the database holds tables that are not a runwatch index; "
@@ -286,12 +291,27 @@ def _stamp(conn: Connection) -> None:
     conn.execute(version.insert().values(version_num=HEAD_REVISION))
 
 
-def _alembic(command_name: str, engine: Engine) -> None:
+def _named(engine: Engine) -> str:
+    """The index as a message names it: its file, or its URL without the password."""
+    if engine.dialect.name == "sqlite":
+        return f"the index {engine.url.database}"
+    return f"the index database {engine.url.render_as_string(hide_password=True)}"
+
+
+def _upgrade(engine: Engine) -> None:
+    """Bring an index of an older schema revision to head with Alembic, one process at a
+    time, and say so once (a warning on the `runwatch.store.db` logger, which a command
+    prints on stderr): the upgrade is one-way, and an older runwatch then refuses the
+    index. A process that finds it upgraded meanwhile says nothing; one that finds a
+    revision it does not know (a newer runwatch's) raises StoreError saying what to do."""
     from alembic import command
     from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    known = {script.revision for script in ScriptDirectory.from_config(cfg).walk_revisions()}
+    version: str | None = None
     with engine.connect() as conn:
         sqlite = conn.dialect.name == "sqlite"
         if sqlite:
@@ -314,12 +334,34 @@ def _alembic(command_name: str, engine: Engine) -> None:
                     # revision (Alembic reads it after this) once the one before committed
                     conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
                                  {"key": MIGRATE_LOCK_KEY})
+                # read under the lock: another process may have upgraded it meanwhile
+                version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+                if version == HEAD_REVISION:
+                    return
+                if version not in known:
+                    raise StoreError(_unknown_revision(engine, version))
                 cfg.attributes["connection"] = conn
-                getattr(command, command_name)(cfg, "head")
+                command.upgrade(cfg, "head")
+        except StoreError:
+            raise
         except Exception as exc:
-            raise StoreError(f"cannot bring the database schema to {HEAD_REVISION}: {exc}; "
-                             "this runwatch may be older than the database") from exc
+            raise StoreError(f"cannot upgrade {_named(engine)} from schema {version} to "
+                             f"{HEAD_REVISION}: {exc}; it was left at {version}") from exc
         finally:
             if sqlite:
                 conn.exec_driver_sql("PRAGMA foreign_keys=ON")
                 conn.commit()
+    log.warning("upgraded %s from schema %s to %s; runwatch versions before this one cannot "
+                "open it now", _named(engine), version, HEAD_REVISION)
+
+
+def _unknown_revision(engine: Engine, version: str | None) -> str:
+    """Why an index at a schema revision this runwatch does not know is refused, and what
+    to do: a newer runwatch made it (its revisions count on from HEAD_REVISION), or
+    something else stamped it."""
+    if version is not None and version.isdigit() and int(version) > int(HEAD_REVISION):
+        return (f"{_named(engine)} was made by a newer runwatch (schema {version}; this one "
+                f"knows up to {HEAD_REVISION}): upgrade runwatch, or point --db at another "
+                "index (the runs folder is indexed again there)")
+    return (f"{_named(engine)} is at schema {version!r}, which no runwatch made: point --db "
+            "at another index (the runs folder is indexed again there)")
