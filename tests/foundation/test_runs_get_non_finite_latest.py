@@ -51,3 +51,28 @@ def test_the_api_sends_a_non_finite_latest_value_as_null_and_present(runs_dir: P
     assert "reward_mean" in results and results["reward_mean"] is None
     assert "val_loss" not in results
     assert results["best_train_loss"] == 0.56
+    # the tiles name which of their nulls were logged non-finite
+    tiles = detail["scalars"]
+    assert tiles["latest_train_loss"] is None and tiles["mean_reward"] is None
+    assert sorted(tiles["non_finite"]) == ["latest_train_loss", "mean_reward"]
+    assert tiles["eval_loss"] is None  # never logged
+
+
+def test_runs_get_over_a_server_shows_nan_as_from_the_folder(runs_dir: Path) -> None:
+    """`runs get --server` reads the API's nulls back as the values they were (it showed
+    no train loss at all for a run that diverged)."""
+    diverged(runs_dir)
+    engine = open_engine(runs_dir / ".runwatch" / "index.db")
+    try:
+        with Runner(engine, runs_dir=runs_dir, port=free_port(), warm=False) as srv:
+            text = cli_here("runs", "get", "s", "--server", srv.url).stdout
+            detail = json.loads(cli_here("runs", "get", "s", "--server", srv.url,
+                                         "-o", "json").stdout)
+    finally:
+        engine.dispose()
+    assert "Train loss: NaN" in text and "Best train loss: 0.56" in text
+    assert math.isnan(detail["results"]["train_loss"])
+    assert math.isnan(detail["scalars"]["latest_train_loss"])
+    assert math.isnan(detail["scalars"]["mean_reward"])  # an infinity is non-finite too
+    assert detail["scalars"]["eval_loss"] is None
+    assert "val_loss" not in detail["results"]

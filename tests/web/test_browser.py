@@ -350,6 +350,23 @@ def test_best_and_latest_train_loss_match_the_cli(page: Page, server: Runner,
     assert shown == [_fmt(best), _fmt(latest)]
 
 
+def test_a_latest_train_loss_that_went_nan_shows_its_tile_as_nan(page: Page, server: Runner,
+                                                                  runs_dir: Path) -> None:
+    """The API sends a non-finite value as null, and the tile of a latest loss that went
+    NaN was left out, as one never logged (session 37): the detail names it non-finite."""
+    run = init(name="tile-nan", dir=runs_dir, method="sft", base_model="tiny", dataset="arith")
+    for i in range(6):
+        run.log({"loss": 1.0 / (i + 1) if i < 5 else float("nan")}, step=i)
+    run.finish("FAILED")
+    wait_indexed(server.url, "tile-nan", 5)
+    open_run(page, server.url, "tile-nan")
+    tile = page.locator('[data-tile="latest_train_loss"] .tile-value')
+    expect(tile).to_have_text("NaN")
+    expect(page.locator('[data-tile="best_train_loss"] .tile-value')).to_have_text("0.2")
+    # a tile never logged stays out
+    expect(page.locator('[data-tile="eval_loss"]')).to_have_count(0)
+
+
 def _fmt(value: float) -> str:
     """A number as the web app's fmtNum shows it (4 significant digits, no trailing 0s)."""
     return f"{value:.4g}"

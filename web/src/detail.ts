@@ -14,7 +14,7 @@ import { LiveStream } from "./live";
 import { LogsView } from "./logs";
 import { READ_AGAIN, READ_AGAIN_MS } from "./retry";
 import { RolloutsView } from "./rollouts";
-import type { ActionAnswer, HealthResponse, JobSpec, LogEntry, MetricKeys, PointsEvent, RunDetail, SeriesData, RunSummary, Scalars } from "./types";
+import type { ActionAnswer, HealthResponse, JobSpec, LogEntry, MetricKeys, PointsEvent, RunDetail, SeriesData, RunSummary, TileKey } from "./types";
 
 /** Set an element's text only when it changed (a selection in it stays). */
 function setText(el: HTMLElement, value: string): void {
@@ -85,7 +85,7 @@ function modelValue(d: RunDetail): Node | string | null {
 
 // [label, scalar, shown for GRPO, shown for other methods]: GRPO's training loss is no
 // progress signal (the spec), so its tiles centre on reward; the rest show when logged.
-const SCALAR_TILES: [string, keyof Scalars, boolean, boolean][] = [
+const SCALAR_TILES: [string, TileKey, boolean, boolean][] = [
   // the API's `steps` is the last step observed (a run logging steps 0-85 is at 85)
   ["Last step", "steps", true, true],
   ["Examples", "examples", true, true],
@@ -469,6 +469,8 @@ export class DetailView {
       tile("Duration", fmtDuration(liveDuration(run, this.detailAt)), "duration"),
     );
     const s = { ...d.scalars };
+    // a latest value that went NaN is sent as null, like one never logged: it reads NaN
+    for (const id of d.scalars.non_finite ?? []) if (s[id] === null) s[id] = Number.NaN;
     // the points seen since the detail was read may be later than its step count
     if (this.lastStep !== null && (s.steps === null || this.lastStep > s.steps)) s.steps = this.lastStep;
     const grpo = (run.method ?? "").toLowerCase() === "grpo";

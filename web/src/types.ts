@@ -53,7 +53,12 @@ export interface Scalars {
   margin: number | null;
   val_preference_accuracy: number | null;
   val_margin: number | null;
+  /** The tiles whose latest value was NaN or infinite (sent as null, as one never logged). */
+  non_finite?: TileKey[];
 }
+
+/** A tile's name among the Scalars. */
+export type TileKey = Exclude<keyof Scalars, "non_finite">;
 
 /** What the run's phase allows; the app shows Cancel and Retry from these. */
 export interface Actions {

@@ -127,7 +127,7 @@ def scalars(keys: Sequence[KeyInfo], values: SeriesValues, config: Any,
     steps = observed_step
     if steps is None and keys:
         steps = max((k.last_step for k in keys if k.last_step is not None), default=None)
-    return {
+    tiles: dict[str, Any] = {
         "steps": steps,
         "examples": _count(_role_key(by_key, Role.EXAMPLES), values),
         "tokens": _count(_role_key(by_key, Role.TOKENS), values),
@@ -145,6 +145,11 @@ def scalars(keys: Sequence[KeyInfo], values: SeriesValues, config: Any,
         "val_preference_accuracy": _latest(_role_key(by_key, Role.VAL_PREFERENCE_ACCURACY)),
         "val_margin": _latest(_role_key(by_key, Role.VAL_MARGIN)),
     }
+    # the API sends a non-finite value as null, like one never logged: these say which
+    # were logged (a loss gone NaN is shown as NaN, not left out)
+    tiles["non_finite"] = [name for name, value in tiles.items()
+                           if isinstance(value, float) and not math.isfinite(value)]
+    return tiles
 
 
 def results(keys: Sequence[KeyInfo], best_train_loss: float | None,

@@ -12,6 +12,7 @@ outage (a restart) for a bound it sets, and only then fail (`Unanswered`).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -268,7 +269,21 @@ class Remote:
     def detail(self, ref: str) -> dict[str, Any]:
         """The run detail, as `runs get -o json` shows it from a local index."""
         answer = self.request("GET", self._run_path(ref))
-        return {k: v for k, v in answer.items() if k not in ("ok", "cursor")}
+        detail = {k: v for k, v in answer.items() if k not in ("ok", "cursor")}
+        # the API sends a non-finite value as null: a result the run logs (a metric it does
+        # not log is left out) and a tile it names non-finite were NaN or infinite, and
+        # read NaN here, as from a local index
+        results = detail.get("results")
+        if isinstance(results, dict):
+            for name, value in results.items():
+                if value is None and name not in ("best_train_loss", "registered_model"):
+                    results[name] = math.nan
+        tiles = detail.get("scalars")
+        if isinstance(tiles, dict):
+            for name in tiles.get("non_finite") or ():
+                if tiles.get(name) is None:
+                    tiles[name] = math.nan
+        return detail
 
     def summary(self, run_id: str) -> dict[str, Any]:
         """The run's list fields (found by its id among GET /api/runs?q=<id>)."""

@@ -83,6 +83,10 @@ class Scalars(BaseModel):
     margin: float | None = Field(description="the latest mean DPO margin")
     val_preference_accuracy: float | None
     val_margin: float | None
+    non_finite: list[str] = Field(
+        default_factory=list,
+        description="the tiles above whose latest value was NaN or infinite (each sent as "
+        "null, as a value never logged is)")
 
 
 class Actions(BaseModel):
