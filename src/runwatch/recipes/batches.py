@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from runwatch.recipes.config import ConfigError
 from runwatch.recipes.data import Encoded
 
 
@@ -98,7 +99,9 @@ class BatchOrder:
 
     def __init__(self, n_rows: int, batch_size: int, seed: int) -> None:
         if n_rows == 0:
-            raise ValueError("no rows are left to train on; see the data-fit report")
+            raise ConfigError("no rows are left to train on: there were none, or "
+                              "max_seq_length cut every one to nothing (the data-fit report "
+                              "says which); give rows, or raise max_seq_length")
         self.n_rows = n_rows
         self.batch_size = batch_size
         self.seed = seed

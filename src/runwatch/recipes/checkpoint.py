@@ -40,6 +40,15 @@ def load(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def source(path: str | Path) -> dict[str, Any]:
+    """What rebuilds the model of inference checkpoint `path` (its "source"), read without
+    loading its weights into memory."""
+    data = torch.load(Path(path), map_location="cpu", weights_only=True, mmap=True)
+    if not isinstance(data, dict) or not isinstance(data.get("source"), dict):
+        raise SetupError(f"{path} is not a runwatch inference checkpoint")
+    return dict(data["source"])
+
+
 def has_adapter(model: nn.Module) -> bool:
     return any(is_adapter_param(n) for n, _ in model.named_parameters())
 

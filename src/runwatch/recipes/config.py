@@ -1,7 +1,8 @@
 """The base of recipe configs: a flat, documented dataclass with YAML and key=value overrides.
 
-Each field carries its help text in `metadata["help"]`; that one table feeds
-`--help`, docs/recipes.md and a test that fails when a field is undocumented. A
+Each field carries its help text in `metadata["help"]` and the values it may take in
+`metadata["bounds"]` (`setting(..., above=0)`); that one table feeds `--help`,
+docs/recipes.md, `validate` and a test that fails when a field is undocumented. A
 setting has one name; `ALIASES` lists the other names it is still accepted under.
 `refuse_settings` is where a recipe's command line refuses its settings, torch-free, so
 `runwatch recipes NAME` refuses them before the recipe's modules load torch.
@@ -10,6 +11,7 @@ setting has one name; `ALIASES` lists the other names it is still accepted under
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import types
 import typing
@@ -19,6 +21,7 @@ from typing import Any, ClassVar, TypeVar, Union
 import yaml
 
 from runwatch.jobs.failures import RefusedInput
+from runwatch.recipes.tasks import TASKS, make_task
 
 C = TypeVar("C", bound="RecipeConfig")
 
@@ -29,9 +32,63 @@ _FALSE_WORDS = {"false", "0", "no", "off"}
 REFUSED_EXIT = 2
 
 
-def setting(default: Any, help: str) -> Any:
-    """A config field with a default and the help text that documents it."""
-    return dataclasses.field(default=default, metadata={"help": help})
+Number = int | float
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """The values one setting may take, declared with it: a number from `at_least` (or
+    above `above`) up to `at_most`, or one of `choices`. Every float must be finite too;
+    None (an unset optional setting) is always allowed."""
+
+    at_least: Number | None = None
+    above: Number | None = None
+    at_most: Number | None = None
+    choices: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """The allowed values in words, as --help and docs/recipes.md show them."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.at_least is not None and self.at_most is not None:
+            return f"from {self.at_least} to {self.at_most}"
+        words = []
+        if self.above is not None:
+            words.append("positive" if self.above == 0 else f"more than {self.above}")
+        if self.at_least is not None:
+            words.append("0 or more" if self.at_least == 0 else f"at least {self.at_least}")
+        if self.at_most is not None:
+            words.append(f"at most {self.at_most}")
+        return " and ".join(words)
+
+    def refusal(self, name: str, value: Any) -> str | None:
+        """Why `value` is refused for setting `name`, or None when it is allowed."""
+        if value is None or isinstance(value, bool):
+            return None
+        if isinstance(value, str):
+            if not self.choices or value in self.choices:
+                return None
+            return f"{name} must be {self.describe()}, got {value!r}"
+        if isinstance(value, float) and not math.isfinite(value):
+            allowed = f" and {self.describe()}" if self.describe() else ""
+            return f"{name} must be finite{allowed}, got {value}"
+        if ((self.above is not None and value <= self.above)
+                or (self.at_least is not None and value < self.at_least)
+                or (self.at_most is not None and value > self.at_most)):
+            return f"{name} must be {self.describe()}, got {value}"
+        return None
+
+
+def setting(default: Any, help: str, *, at_least: Number | None = None,
+            above: Number | None = None, at_most: Number | None = None,
+            choices: tuple[str, ...] = ()) -> Any:
+    """A config field with a default, the help text that documents it and the values it
+    may take (`Bounds`); a subclass that changes only its default or help keeps them."""
+    metadata: dict[str, Any] = {"help": help}
+    bounds = Bounds(at_least, above, at_most, tuple(choices))
+    if bounds != Bounds():
+        metadata["bounds"] = bounds
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 class ConfigError(RefusedInput, ValueError):
@@ -99,8 +156,26 @@ class RecipeConfig:
             data[self.ALIASES.get(key, key)] = value
         return type(self).from_dict(data)
 
+    @classmethod
+    def bounds(cls, name: str) -> Bounds:
+        """The values setting `name` may take: as declared with it, or, where a subclass
+        redeclares it without bounds (a new default or help), as the class it overrides
+        declared them."""
+        for klass in cls.__mro__:
+            if dataclasses.is_dataclass(klass):
+                found = next((f for f in dataclasses.fields(klass) if f.name == name), None)
+                if found is not None and "bounds" in found.metadata:
+                    bounds: Bounds = found.metadata["bounds"]
+                    return bounds
+        return Bounds()
+
     def validate(self) -> None:
-        """Raise ConfigError for values the recipe cannot run with."""
+        """Raise ConfigError, naming the setting, for a value outside its declared
+        `bounds`; a subclass adds the checks that involve several settings."""
+        for f in dataclasses.fields(self):
+            said = self.bounds(f.name).refusal(f.name, getattr(self, f.name))
+            if said is not None:
+                raise ConfigError(said, f.name)
 
     def check_start(self) -> None:
         """Raise ConfigError for settings that are valid but would waste the run; the
@@ -114,8 +189,10 @@ class RecipeConfig:
         fields = []
         for f in dataclasses.fields(cls):
             also = "".join(f"; alias {a}" for a, name in cls.ALIASES.items() if name == f.name)
+            allowed = cls.bounds(f.name).describe()
             fields.append((f"{f.name} ({_type_name(hints[f.name])}, default {f.default!r}{also})",
-                           f.metadata.get("help", "")))
+                           f.metadata.get("help", "") + (f" Allowed: {allowed}." if allowed
+                                                         else "")))
         return [("Config fields (pass as key=value)", fields)]
 
     @classmethod
@@ -186,11 +263,15 @@ class TrainConfig(RecipeConfig):
     resume: bool = setting(
         False, "Continue the run `name` from its last training checkpoint "
         "(step count and LR schedule continue).")
-    seed: int = setting(0, "Seed for data generation, shuffling and initialisation.")
-    task: str = setting("addition", "Synthetic task: addition, reverse or sort.")
-    digits: int = setting(2, "Task size: operand digits (addition) or string length.")
-    n_train: int = setting(8000, "Training rows generated from the task.")
-    n_val: int = setting(200, "Validation rows generated from the task (disjoint).")
+    seed: int = setting(0, "Seed for data generation, shuffling and initialisation.",
+                        at_least=0, at_most=2**32 - 1)
+    task: str = setting("addition", "Synthetic task: addition, reverse or sort.",
+                        choices=tuple(TASKS))
+    digits: int = setting(2, "Task size: operand digits (addition) or string length.",
+                          at_least=1)
+    n_train: int = setting(8000, "Training rows generated from the task.", above=0)
+    n_val: int = setting(200, "Validation rows generated from the task (disjoint); 0 "
+                              "turns validation off.", at_least=0)
     data_path: str | None = setting(
         None, "JSONL file of training rows to use instead of the task.")
     val_data_path: str | None = setting(
@@ -202,25 +283,31 @@ class TrainConfig(RecipeConfig):
         "unset builds the tiny model.")
     init_from: str | None = setting(
         None, "Start from an inference checkpoint: a .pt file or a run directory.")
-    n_layer: int = setting(4, "Tiny model: transformer blocks.")
-    n_head: int = setting(4, "Tiny model: attention heads.")
-    d_model: int = setting(128, "Tiny model: width.")
-    lora_rank: int = setting(0, "LoRA adapter rank; 0 trains all weights (full fine-tuning).")
-    lora_alpha: float = setting(16.0, "LoRA scale numerator (update scaled by alpha/rank).")
+    n_layer: int = setting(4, "Tiny model: transformer blocks.", above=0)
+    n_head: int = setting(4, "Tiny model: attention heads.", above=0)
+    d_model: int = setting(128, "Tiny model: width.", above=0)
+    lora_rank: int = setting(0, "LoRA adapter rank; 0 trains all weights (full fine-tuning).",
+                             at_least=0)
+    lora_alpha: float = setting(16.0, "LoRA scale numerator (update scaled by alpha/rank).",
+                                above=0)
     lora_targets: str = setting(
         "", "Comma-separated suffixes of linear layers to adapt; empty adapts all but the head.")
-    batch_size: int = setting(64, "Sequences per optimizer step.")
-    max_steps: int = setting(400, "Optimizer steps to train.")
-    learning_rate: float = setting(3e-3, "Peak learning rate (AdamW), decayed linearly to 0.")
-    warmup_steps: int = setting(20, "Steps of linear warmup before the decay.")
-    weight_decay: float = setting(0.0, "AdamW weight decay.")
-    max_grad_norm: float = setting(1.0, "Clip the gradient norm to this; 0 disables clipping.")
-    max_seq_length: int = setting(48, "Longest sequence trained; longer rows are cut.")
-    val_interval: int = setting(50, "Validate every this many steps (and at the end).")
+    batch_size: int = setting(64, "Sequences per optimizer step.", above=0)
+    max_steps: int = setting(400, "Optimizer steps to train.", above=0)
+    learning_rate: float = setting(3e-3, "Peak learning rate (AdamW), decayed linearly to 0.",
+                                   above=0)
+    warmup_steps: int = setting(20, "Steps of linear warmup before the decay.", at_least=0)
+    weight_decay: float = setting(0.0, "AdamW weight decay.", at_least=0)
+    max_grad_norm: float = setting(1.0, "Clip the gradient norm to this; 0 disables clipping.",
+                                   at_least=0)
+    max_seq_length: int = setting(48, "Longest sequence trained; longer rows are cut.",
+                                  above=0)
+    val_interval: int = setting(50, "Validate every this many steps (and at the end).",
+                                above=0)
     checkpoint_interval: int = setting(
-        150, "Save a training checkpoint every this many steps (and at the end).")
+        150, "Save a training checkpoint every this many steps (and at the end).", above=0)
     export_samples: bool = setting(True, "Write validation completions to val_NNNN_*.json.")
-    torch_threads: int = setting(1, "CPU threads for PyTorch.")
+    torch_threads: int = setting(1, "CPU threads for PyTorch.", above=0)
     wandb_project: str | None = setting(
         None, "Also log to this W&B project; None turns W&B off.")
     wandb_entity: str | None = setting(None, "W&B entity (team or user).")
@@ -229,26 +316,30 @@ class TrainConfig(RecipeConfig):
     wandb_run_name: str | None = setting(None, "W&B run name; default the runwatch run name.")
 
     def validate(self) -> None:
-        positive = ("batch_size", "max_steps", "max_seq_length", "val_interval",
-                    "checkpoint_interval", "n_layer", "n_head", "d_model", "torch_threads")
-        for key in positive:
-            if getattr(self, key) <= 0:
-                raise ConfigError(f"{key} must be positive, got {getattr(self, key)}")
-        if self.lora_rank < 0:
-            raise ConfigError(
-                f"lora_rank must be 0 (full fine-tuning) or more, got {self.lora_rank}")
+        super().validate()
         if self.d_model % self.n_head:
             raise ConfigError(f"d_model {self.d_model} must be divisible by n_head {self.n_head}")
         if self.resume and not self.name:
             raise ConfigError("resume=true needs name=<the run to continue>")
+        if self.uses_task_rows():
+            have = make_task(self.task, self.digits).distinct_questions()
+            if have < self.n_train + self.n_val:
+                raise ConfigError(
+                    f"task {self.task} with digits={self.digits} has {have} distinct "
+                    f"questions, fewer than n_train + n_val = {self.n_train + self.n_val}; "
+                    "lower n_train or n_val, or raise digits")
+
+    def uses_task_rows(self) -> bool:
+        """Whether the run's rows are generated from `task` (not read from data_path)."""
+        return self.data_path is None
 
 
 @dataclasses.dataclass
 class SFTConfig(TrainConfig):
     """Supervised fine-tuning. Defaults learn 2-digit addition to >95% on a CPU."""
 
-    max_new_tokens: int = setting(8, "Longest greedy completion at validation.")
-    val_batch_size: int = setting(256, "Rows per forward pass during validation.")
+    max_new_tokens: int = setting(8, "Longest greedy completion at validation.", above=0)
+    val_batch_size: int = setting(256, "Rows per forward pass during validation.", above=0)
 
 
 @dataclasses.dataclass
@@ -257,10 +348,10 @@ class DPOConfig(TrainConfig):
 
     beta: float = setting(
         0.3, "DPO temperature: scales the margin inside the loss; a larger beta stops "
-        "pushing sooner once a pair is separated.")
+        "pushing sooner once a pair is separated.", above=0)
     rpo_alpha: float = setting(
         1.0, "Weight of the chosen replies' per-token NLL added to the DPO loss (RPO); "
-        "0 is plain DPO, which can lower the chosen reply too.")
+        "0 is plain DPO, which can lower the chosen reply too.", at_least=0)
     n_train: int = setting(2000, "Training pairs generated from the task.")
     batch_size: int = setting(32, "Preference pairs per optimizer step.")
     max_steps: int = setting(150, "Optimizer steps to train.")
@@ -269,13 +360,6 @@ class DPOConfig(TrainConfig):
     val_interval: int = setting(20, "Validate every this many steps (and before and at the end).")
     checkpoint_interval: int = setting(
         50, "Save a training checkpoint every this many steps (and at the end).")
-
-    def validate(self) -> None:
-        super().validate()
-        if self.beta <= 0:
-            raise ConfigError(f"beta must be positive, got {self.beta}")
-        if self.rpo_alpha < 0:
-            raise ConfigError(f"rpo_alpha must be 0 or more, got {self.rpo_alpha}")
 
 
 def parse_argv(cls: type[C], argv: list[str]) -> C:

@@ -77,14 +77,29 @@ class HFChatTokenizer:
         return [self.end_id]
 
 
-def load_hf(base_model: str | Path) -> tuple[HFCausalLM, HFChatTokenizer]:
-    """Model and tokenizer from a local `save_pretrained` directory, in float32 on CPU."""
+def _model_dir(base_model: str | Path) -> Path:
     path = Path(base_model).expanduser()
     if not path.is_dir():
         raise SetupError(
             f"base_model {path} is not a directory; give the folder save_pretrained wrote "
             "(models are never downloaded)"
         )
+    return path
+
+
+def hf_skeleton(base_model: str | Path) -> HFCausalLM:
+    """The model `load_hf` loads, built from its config.json on the meta device: its
+    layers and shapes without weights or memory, to check settings against."""
+    path = _model_dir(base_model)
+    tf = _transformers()
+    config = tf.AutoConfig.from_pretrained(str(path), local_files_only=True)
+    with torch.device("meta"):
+        return HFCausalLM(tf.AutoModelForCausalLM.from_config(config))
+
+
+def load_hf(base_model: str | Path) -> tuple[HFCausalLM, HFChatTokenizer]:
+    """Model and tokenizer from a local `save_pretrained` directory, in float32 on CPU."""
+    path = _model_dir(base_model)
     tf = _transformers()
     tok = tf.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     lm = tf.AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True)

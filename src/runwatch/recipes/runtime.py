@@ -1,14 +1,15 @@
 """What every recipe (SFT, DPO, GRPO) does around its loop: parse its settings, start
 the run record, mirror to W&B, resume, report.
 
-`recipe_main` is each recipe's command line; a setting it refuses, and a W&B set-up
-that cannot work, stop the recipe before any run folder is made (under a job, whose run
-exists already, they fail that run). `run_recipe` turns a later refusal or setup error
-(a `RefusedInput`) into a FAILED run whose reason is the refusal itself (which names the
-row and the fix, code `refused`), and an exit code of 1. Under a job (started by a
-runwatch worker) the run is the job's: `name`, `runs_dir` and `resume` do not pick it,
-and settings that do not parse fail it as a refusal too. The end of each step is in
-`steps`.
+`recipe_main` is each recipe's command line; a setting it refuses, an adapter that would
+adapt no layer of the model, and a W&B set-up that cannot work, stop the recipe before
+any run folder is made (under a job, whose run exists already, they fail that run).
+`run_recipe` checks its config again (a config built in Python skips the command line),
+and turns a later refusal or setup error (a `RefusedInput`) into a FAILED run whose
+reason is the refusal itself (which names the row and the fix, code `refused`), and an
+exit code of 1. Under a job (started by a runwatch worker) the run is the job's: `name`,
+`runs_dir` and `resume` do not pick it, and settings that do not parse fail it as a
+refusal too. The end of each step is in `steps`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import torch
 import runwatch
 from runwatch.recipes import checkpoint
 from runwatch.recipes.batches import DataFit
-from runwatch.recipes.build import Policy, base_model_label, dataset_label
+from runwatch.recipes.build import Policy, base_model_label, check_adapter, dataset_label
 from runwatch.recipes.config import REFUSED_EXIT, ConfigError, TrainConfig, refuse_settings
 from runwatch.recipes.memory import MemoryMeter
 from runwatch.recipes.wandb_bridge import WandbBridge, WandbSetupError, check_wandb
@@ -97,6 +98,11 @@ def _fail_job_run(method: str, exc: RefusedInput) -> None:
 
 def run_recipe(cfg: TrainConfig, method: str, body: Body) -> int:
     """Record a run of `body` and return the process exit code (0 = SUCCEEDED)."""
+    try:
+        cfg.validate()  # its command line did; a config built in Python did not
+    except ConfigError as exc:
+        _refuse(method, exc)
+        return REFUSED_EXIT
     torch.set_num_threads(cfg.torch_threads)
     try:
         # Before any run, data or model: a missing W&B key must cost seconds, not a run
@@ -105,6 +111,13 @@ def run_recipe(cfg: TrainConfig, method: str, body: Body) -> int:
     except WandbSetupError as exc:
         _refuse(method, exc)
         return 1
+    try:
+        # Needs torch and the model's own config (not its weights), so not on the
+        # command line, but still before anything is made.
+        check_adapter(cfg)
+    except ConfigError as exc:
+        _refuse(method, exc)
+        return REFUSED_EXIT
     name = cfg.name or f"{method}-{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         run = runwatch.init(

@@ -20,6 +20,10 @@ class Task(Protocol):
 
     def question(self, rng: random.Random) -> str: ...
 
+    def distinct_questions(self) -> int:
+        """How many different questions the task can ask."""
+        ...
+
     def answer(self, question: str) -> str: ...
 
     def wrong_answer(self, question: str, rng: random.Random) -> str:
@@ -49,6 +53,9 @@ class Addition:
     def question(self, rng: random.Random) -> str:
         hi = 10**self.digits - 1
         return f"{rng.randint(0, hi):0{self.digits}d}+{rng.randint(0, hi):0{self.digits}d}"
+
+    def distinct_questions(self) -> int:
+        return int(10 ** (2 * self.digits))
 
     def answer(self, question: str) -> str:
         a, b = question.split("+")
@@ -82,6 +89,9 @@ class Reverse:
     def question(self, rng: random.Random) -> str:
         return "".join(rng.choice("abcdefghij") for _ in range(self.digits))
 
+    def distinct_questions(self) -> int:
+        return int(10**self.digits)
+
     def answer(self, question: str) -> str:
         return question[::-1]
 
@@ -106,6 +116,9 @@ class SortDigits:
 
     def question(self, rng: random.Random) -> str:
         return "".join(rng.choice("0123456789") for _ in range(self.digits))
+
+    def distinct_questions(self) -> int:
+        return int(10**self.digits)
 
     def answer(self, question: str) -> str:
         return "".join(sorted(question))

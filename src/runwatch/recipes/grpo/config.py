@@ -17,6 +17,7 @@ from runwatch.recipes.grpo.pathologies import PATHOLOGIES, expand
 ENVS = ("single_turn", "guess_number")
 REWARDS = ("exact", "digit_overlap", "format")
 AGGREGATIONS = ("token_mean", "sequence_mean")
+SCHEDULES = ("constant", "linear")
 
 
 @dataclass
@@ -41,66 +42,60 @@ class GRPOConfig(TrainConfig):
                                    "base_model GRPO refuses to start unless this is true, as "
                                    "a random model earns no reward to learn from.")
     pathology: str | None = _f(None, "A preset that breaks the run on purpose: the name of "
-                                     "one of the pathology presets below.")
+                                     "one of the pathology presets below.",
+                               choices=tuple(PATHOLOGIES))
     max_model_length: int = _f(48, "Longest sequence (prompt + completion, all turns) sampled "
-                                   "or trained; at most the model's own length.")
+                                   "or trained; at most the model's own length.", above=0)
     # -- task and reward ---------------------------------------------------------------
     env: str = _f("single_turn", "single_turn (one answer per prompt) or guess_number "
-                                 "(multi-turn, higher/lower feedback).")
+                                 "(multi-turn, higher/lower feedback).", choices=ENVS)
     reward: str = _f("exact", "exact (exact match), digit_overlap (a flawed scorer a long "
                               "answer can exploit) or format (any non-empty answer that ends "
-                              "passes).")
-    max_turns: int = _f(6, "Multi-turn: turns before an episode is truncated.")
-    guess_max: int = _f(16, "Multi-turn: the secret number lies in 1..guess_max.")
+                              "passes).", choices=REWARDS)
+    max_turns: int = _f(6, "Multi-turn: turns before an episode is truncated.", above=0)
+    guess_max: int = _f(16, "Multi-turn: the secret number lies in 1..guess_max.", above=0)
     # -- sampling --------------------------------------------------------------------------
-    group_size: int = _f(8, "Completions sampled per prompt (one group).")
-    temperature: float = _f(0.5, "Sampling temperature of the generator.")
-    max_sample_tokens: int = _f(8, "Most tokens a completion (or a turn) may have.")
+    group_size: int = _f(8, "Completions sampled per prompt (one group).", at_least=2)
+    temperature: float = _f(0.5, "Sampling temperature of the generator.", above=0)
+    max_sample_tokens: int = _f(8, "Most tokens a completion (or a turn) may have.", above=0)
     overlong_penalty_factor: float = _f(0.0, "Largest penalty for a completion that runs into "
-                                             "the budget; 0 turns the penalty off.")
+                                             "the budget; 0 turns the penalty off.",
+                                        at_least=0)
     overlong_buffer_tokens: int = _f(2, "The penalty ramps from 0 to the factor over the last "
-                                        "this-many tokens of the budget.")
+                                        "this-many tokens of the budget.", at_least=0)
     max_sampling_attempts: int = _f(1, "Above 1 turns on dynamic sampling: redraw until "
-                                       "batch_size groups have varied rewards.")
+                                       "batch_size groups have varied rewards.", above=0)
     # -- loss and optimizer --------------------------------------------------------------
-    lr_schedule: str = _f("linear", "constant or linear (decay to 0 at the last step).")
+    lr_schedule: str = _f("linear", "constant or linear (decay to 0 at the last step).",
+                          choices=SCHEDULES)
     num_minibatches: int = _f(1, "Optimizer updates per sampled batch; above 1 the later "
-                                 "updates are off-policy and the ratio leaves 1.")
-    clip_low_threshold: float = _f(0.8, "Lower bound of the importance ratio clip.")
-    clip_high_threshold: float = _f(1.28, "Upper bound of the importance ratio clip.")
-    beta: float = _f(0.0, "Weight of the KL term to the reference (initial) policy.")
-    loss_aggregation: str = _f("token_mean", "token_mean or sequence_mean.")
+                                 "updates are off-policy and the ratio leaves 1.", above=0)
+    clip_low_threshold: float = _f(0.8, "Lower bound of the importance ratio clip.", above=0,
+                                   at_most=1)
+    clip_high_threshold: float = _f(1.28, "Upper bound of the importance ratio clip.",
+                                    at_least=1)
+    beta: float = _f(0.0, "Weight of the KL term to the reference (initial) policy.",
+                     at_least=0)
+    loss_aggregation: str = _f("token_mean", "token_mean or sequence_mean.",
+                               choices=AGGREGATIONS)
     # -- async collection ---------------------------------------------------------------
     max_steps_off_policy: int | None = _f(None, "Set to collect rollouts in the background; "
                                                 "groups older than this many optimizer steps "
-                                                "are dropped.")
-    groups_in_flight: int = _f(8, "Async: most groups collected ahead of the trainer.")
+                                                "are dropped.", at_least=0)
+    groups_in_flight: int = _f(8, "Async: most groups collected ahead of the trainer.",
+                               above=0)
     weights_sync_interval: int = _f(1, "Optimizer steps between weight publishes to the "
-                                       "generator.")
+                                       "generator.", above=0)
 
     def validate(self) -> None:
-        """Raise ConfigError naming the setting when a value cannot work."""
+        """Raise ConfigError when a value cannot work: one outside its declared bounds
+        (naming the setting), or settings that do not fit together."""
         super().validate()
         checks = [
             (not self.resume, "resume is not supported by GRPO yet; start a new run with "
                               "init_from=<the run's directory>"),
             (self.data_path is None, "GRPO samples task questions; data_path is not "
                                      "supported, set task and digits instead"),
-            (self.env in ENVS, f"env must be one of {', '.join(ENVS)}"),
-            (self.reward in REWARDS, f"reward must be one of {', '.join(REWARDS)}"),
-            (self.loss_aggregation in AGGREGATIONS,
-             f"loss_aggregation must be one of {', '.join(AGGREGATIONS)}"),
-            (self.lr_schedule in ("constant", "linear"), "lr_schedule must be constant or linear"),
-            (self.group_size >= 2, "group_size must be at least 2 to compare completions"),
-            (self.max_sample_tokens >= 1, "max_sample_tokens must be at least 1"),
-            (0 < self.clip_low_threshold <= 1 <= self.clip_high_threshold,
-             "clip thresholds must satisfy 0 < clip_low_threshold <= 1 <= clip_high_threshold"),
-            (self.max_sampling_attempts >= 1, "max_sampling_attempts must be at least 1"),
-            (self.num_minibatches >= 1, "num_minibatches must be at least 1"),
-            (self.max_steps_off_policy is None or self.max_steps_off_policy >= 0,
-             "max_steps_off_policy must be >= 0 or unset"),
-            (self.groups_in_flight >= 1 and self.weights_sync_interval >= 1,
-             "groups_in_flight and weights_sync_interval must be at least 1"),
             # Otherwise every group would be too stale until the next publish, which
             # needs a training step, which needs groups: the run would hang.
             (self.max_steps_off_policy is None
@@ -110,6 +105,9 @@ class GRPOConfig(TrainConfig):
         for ok, message in checks:
             if not ok:
                 raise ConfigError(f"invalid GRPO config: {message}")
+
+    def uses_task_rows(self) -> bool:
+        return self.env == "single_turn"
 
     def check_start(self) -> None:
         """Refuse to train a random model unless asked to: every completion of a group earns

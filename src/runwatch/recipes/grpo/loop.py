@@ -239,8 +239,8 @@ def train(cfg: GRPOConfig, rec: Recorder) -> None:
     trainer = Trainer(cfg, rec)
     trainer.log_start(rec)
     steps = StepContext(rec, cfg, trainer.policy, trainer.optimizer,
-                        lambda at: trainer.validation(at, rec), SHOWN,
-                        val_timing_key="timing/step_val_s")
+                        (lambda at: trainer.validation(at, rec)) if trainer.val_q else None,
+                        SHOWN, val_timing_key="timing/step_val_s")
     rec.run.set_phase("RUNNING")
     try:
         for step in range(cfg.max_steps + 1):

@@ -15,6 +15,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
+from runwatch.recipes.config import ConfigError
 from runwatch.recipes.grpo.config import GRPOConfig
 from runwatch.recipes.grpo.rollout import Group
 from runwatch.recipes.grpo.weights import GeneratorPolicy
@@ -33,7 +34,8 @@ class PromptStream:
 
     def __init__(self, questions: list[str], seed: int) -> None:
         if not questions:
-            raise ValueError("the GRPO task has no training questions; raise n_train")
+            raise ConfigError("the GRPO task has no training questions; raise n_train",
+                              "n_train")
         self.questions = questions
         self.rng = random.Random(seed)
 
