@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -167,3 +168,31 @@ def test_wait_on_a_failed_attempt_whose_worker_is_gone_says_who_ends_it(
     assert waited.returncode == 124, said
     assert "(its worker w-dead is no longer running: a live worker's reaper queues it " \
         "again; with none running, this waits until --timeout)" in said, said
+
+
+def test_wait_on_an_attempt_whose_process_died_goes_on_while_attempts_remain(
+        engine: Engine, db_url: str, runs_dir: Path) -> None:
+    """A job's process and its worker were killed (kill -9): the run reads RUNNING, its
+    process gone, and attempts remain, so a live worker's reaper concludes it stopped_early
+    and queues it again. `runs wait --exit-status` said "the training process is gone"
+    and exited 1 on a run that then succeeded (a crash-safety trial, session 37)."""
+    run = submit_command(engine, runs_dir, "killed", max_attempts=2)
+    with engine.begin() as conn:
+        store_jobs.register_worker(conn, store_jobs.WorkerRow(
+            "w-killed", "host", 1, 1, "cpu", time.time() - 3600))
+        store_jobs.heartbeat(conn, "w-killed", time.time() - 3600)
+        assert store_jobs.claim(conn, "w-killed", 1, time.time() - 3600) is not None
+    record_attempt(run.dir, 1, end=None)  # RUNNING, no end recorded
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    manifest = json.loads((run.dir / fmt.MANIFEST).read_text())
+    manifest.update(pid=dead.pid, host=socket.gethostname(), attempt=1)
+    (run.dir / fmt.MANIFEST).write_text(json.dumps(manifest))
+    Indexer(engine, runs_dir).index_once()
+    waited = run_cli("runs", "wait", "killed", "--exit-status", "--interval", "0.1",
+                     "--timeout", "0.3", "--dir", str(runs_dir), "--db", db_url, check=False)
+    said = " ".join((waited.stdout + " " + waited.stderr).split())
+    assert waited.returncode == 124, said  # it waits on for the next attempt
+    assert "attempt 1 stopped (its process is gone) and attempts remain: waiting for its " \
+        "worker to queue it again" in said, said
+    assert "the training process is gone" not in said

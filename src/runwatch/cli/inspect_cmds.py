@@ -288,13 +288,17 @@ def _follow(watch: Watch, output: Output, timeout: float | None, exit_status: bo
             told = status
             _print_event({"ts": time.time(), "phase": told, "attempt": now["attempt"]},
                          output)
-        # its worker queues a failed attempt again once its process has gone
-        requeue = status == "FAILED" and _may_requeue(events, watch.job(), now)
+        # its worker queues a failed attempt again once its process has gone, and one
+        # whose process died before it could record an end (a reaper concludes it
+        # stopped_early, then queues it again)
+        stopped = now["process_gone"] and status not in TERMINAL_PHASES
+        requeue = (status == "FAILED" or stopped) and _may_requeue(events, watch.job(), now)
         if requeue and retold != now["attempt"]:
             retold = now["attempt"]
             gone = watch.holder_gone()
+            how = "stopped (its process is gone)" if stopped else "failed"
             console(stderr=output is Output.json).print(text(
-                f"attempt {retold} failed and attempts remain: waiting for its worker to "
+                f"attempt {retold} {how} and attempts remain: waiting for its worker to "
                 "queue it again" + (f" ({gone})" if gone else "")))
         if not requeue and (status in TERMINAL_PHASES or now["process_gone"]):
             _end(now, watch, output)
@@ -322,7 +326,8 @@ def _follow(watch: Watch, output: Output, timeout: float | None, exit_status: bo
 
 def _may_requeue(events: list[dict[str, Any]], job: dict[str, Any] | None,
                  now: dict[str, Any]) -> bool:
-    """Whether a FAILED run's attempt may yet be queued again, or just was: a worker still
+    """Whether a FAILED run's attempt (or one whose process is gone before it recorded an
+    end) may yet be queued again, or just was: a worker still
     holds that attempt of its job (it concludes it once the process has gone, and queues a
     failure that is not a refusal again while attempts remain; docs/jobs.md) and attempts
     remain, or the job has moved on to a later attempt than the index shows (the worker
