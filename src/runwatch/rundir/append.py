@@ -18,6 +18,7 @@ from typing import Any
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import dumps_line
 from runwatch.rundir.reader import read_new
+from runwatch.rundir.torn import open_append, torn_seq
 from runwatch.sdk.lock import RunLock
 
 # How long job control waits for a run's process to let go of its folder by default.
@@ -58,8 +59,18 @@ def records(path: Path) -> Iterator[dict[str, Any]]:
 
 def next_seq(path: Path) -> int:
     """The seq the next record of record file `path` takes: one past the highest there
-    (0 for a missing or empty file)."""
-    return max((rec["seq"] for rec in records(path)), default=-1) + 1
+    (0 for a missing or empty file): of every line a reader reads, up to MAX_LINE_BYTES
+    long, and of a torn last line when it is a record whole but for its newline (the next
+    writer ends it, runwatch.rundir.torn, and it is read)."""
+    top, offset, line_no = -1, 0, 0
+    while True:
+        res = read_new(path, offset, line_no, max_line=fmt.MAX_LINE_BYTES)
+        top = max([top, *(rec["seq"] for rec in res.records)])
+        if res.offset == offset:
+            break
+        offset, line_no = res.offset, res.line_no
+    torn = torn_seq(path, offset)
+    return max(top, -1 if torn is None else torn) + 1
 
 
 def write_records(run_dir: Path, name: str, records: Sequence[dict[str, Any]]) -> None:
@@ -72,12 +83,8 @@ def write_records(run_dir: Path, name: str, records: Sequence[dict[str, Any]]) -
     seq = next_seq(path)
     lines = [dumps_line({"ts": time.time(), **rec, "seq": seq + i})
              for i, rec in enumerate(records)]
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+    fd = open_append(path, os.O_NOFOLLOW)  # a torn last line is ended first
     try:
-        size = os.fstat(fd).st_size
-        # a torn last line (its writer died mid-line) must not swallow the first record
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            lines.insert(0, b"\n")
         os.write(fd, b"".join(lines))
         os.fsync(fd)
     finally:

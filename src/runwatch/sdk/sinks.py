@@ -1,11 +1,14 @@
 """Where the writer's bytes wait until the disk takes them: one sink per file.
 
-A `LineSink` appends whole lines to a JSONL file. When the disk refuses a write part
-way through a line, the fragment is cut off again (the file ends at the last complete
-line) and the line is kept to retry from its beginning, so no record is torn or glued
-to another. `WholeFiles` holds whole-file writes (sample files, and a manifest or engine
-config that could not be written at the call) until one succeeds. Both remember what is
-still unwritten, so a run that ends on a full disk can say how much it lost.
+A `LineSink` appends whole lines to a JSONL file. It opens the file by
+`runwatch.rundir.torn.open_append`, which ends a torn last line (one a process that died
+mid-line left: a resumed or attached run's) before the first line is written. When the
+disk refuses a write part way through a line, the fragment is cut off again (the file
+ends at the last complete line) and the line is kept to retry from its beginning, so no
+record is torn or glued to another. `WholeFiles` holds whole-file writes (sample files,
+and a manifest or engine config that could not be written at the call) until one
+succeeds. Both remember what is still unwritten, so a run that ends on a full disk can
+say how much it lost.
 
 Nothing waits here long on a disk that takes writes: the writer writes whenever
 `FLUSH_BYTES` wait. Only while the disk refuses writes does it trim a sink (`trim`) to
@@ -24,6 +27,7 @@ from typing import Any
 from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line, loads_line
 from runwatch.rundir.safeio import CAPS, SAMPLES_CAP
+from runwatch.rundir.torn import open_append
 from runwatch.sdk.encode import warn
 
 # Bytes kept for retry while the disk refuses writes; past this the oldest are dropped.
@@ -43,8 +47,6 @@ class LineSink:
         self.pending: collections.deque[bytes] = collections.deque()
         self.pending_bytes = 0
         self.dropped = 0
-        # The file may end in a fragment that could not be cut off: end it first.
-        self._torn = False
 
     def add(self, line: bytes) -> None:
         self.pending.append(line)
@@ -79,19 +81,17 @@ class LineSink:
         if self.fd is not None and not self._still_ours():
             # The file was removed or replaced: writes to the old descriptor would vanish.
             self.close()
-            self._torn = False
             remade = True
         if self.fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            # A torn last line, left by a process that died mid-line or a fragment _cut
+            # could not cut, is ended before the first line: nothing is glued onto it.
+            self.fd = open_append(self.path)
         data = b"".join(self.pending)
         self.pending.clear()
         self.pending_bytes = 0
         view = memoryview(data)
         try:
-            if self._torn:
-                os.write(self.fd, b"\n")  # one byte: written whole or not at all
-                self._torn = False
             while view:
                 n = os.write(self.fd, view)
                 view = view[n:]
@@ -103,17 +103,16 @@ class LineSink:
             if done > start:
                 self._cut(done - start)
             self.add(data[start:])
-            self.close()
+            self.close()  # the next flush opens it again, ending what _cut could not cut
             raise
         return remade
 
     def _cut(self, fragment: int) -> None:
-        """Truncate the `fragment` bytes just written; if that fails, end them next time."""
+        """Truncate the `fragment` bytes just written; if that fails, the next open ends
+        them (open_append)."""
         assert self.fd is not None
-        try:
+        with contextlib.suppress(OSError):
             os.ftruncate(self.fd, os.fstat(self.fd).st_size - fragment)
-        except OSError:
-            self._torn = True
 
     def _still_ours(self) -> bool:
         assert self.fd is not None
