@@ -18,6 +18,7 @@ the file, and no record short only of its newline is lost.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from runwatch.rundir.format import MAX_LINE_BYTES
@@ -27,24 +28,41 @@ from runwatch.rundir.safeio import open_run_file
 
 def open_append(path: Path, flags: int = 0) -> int:
     """A descriptor that appends to record file `path` (made, mode 0644, when missing),
-    opened `O_RDWR | O_APPEND | O_CREAT | flags`, once its torn last line, if any, is
-    ended: the next line written starts a line of its own. Raises OSError (nothing left
+    opened `O_WRONLY | O_APPEND | O_CREAT | flags`, once its torn last line, if any, is
+    ended: the next line written starts a line of its own. Opened for writing only, as
+    before: an open that blocks (a hung network filesystem) blocks the writer's thread,
+    whose stall finish() waits out, not the training loop. Raises OSError (nothing left
     open) when the file cannot be opened or the newline cannot be written."""
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | flags, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | flags, 0o644)
     try:
-        end_torn(fd)
+        end_torn(fd, path)
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
-def end_torn(fd: int) -> bool:
-    """End the torn last line of the record file open (readable, with O_APPEND) as `fd`
-    with a newline; True when it had one. The caller is the file's only writer (it holds
-    the run folder's lock), so the fragment is no other writer's line in progress."""
-    size = os.fstat(fd).st_size
-    if size and os.pread(fd, 1, size - 1) != b"\n":
+def end_torn(fd: int, path: Path) -> bool:
+    """End the torn last line of the record file `path`, open for appending as `fd`, with
+    a newline; True when it had one. Its last byte is read through a descriptor of its
+    own, of the same file (a regular one: anything else has no last line). The caller is
+    the file's only writer (it holds the run folder's lock), so the fragment is no other
+    writer's line in progress."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+        return False
+    try:
+        rfd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False  # cannot be read: nothing to judge (it is written as before)
+    try:
+        seen = os.fstat(rfd)
+        if (seen.st_dev, seen.st_ino) != (st.st_dev, st.st_ino):
+            return False  # replaced since: the file written is the one open as `fd`
+        last = os.pread(rfd, 1, st.st_size - 1)
+    finally:
+        os.close(rfd)
+    if last != b"\n":
         os.write(fd, b"\n")  # one byte with O_APPEND: written whole or not at all
         return True
     return False
