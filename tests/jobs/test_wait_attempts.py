@@ -114,13 +114,15 @@ def test_wait_on_a_queued_job_that_no_worker_will_start_says_so(
                      check=False)
     said = " ".join(waited.stdout.split())
     assert waited.returncode == 124, said
-    words = ("no worker of profile cpu is running on this index; start one (runwatch worker "
-             "--device-profile cpu")
-    assert f"lonely waits in the queue, and {words}" in said, said
+    words = "no worker of profile cpu is running on this index; start one ("
+    # a worker on the job's runs folder (session 37, defect 6.2: it named none)
+    start = f"worker {runs_dir.resolve()} --device-profile cpu"
+    assert f"lonely waits in the queue, and {words}" in said and start in said, said
     shown = " ".join(run_cli("runs", "get", "lonely", *at).stdout.split())
-    assert f"Waits: {words}" in shown, shown
+    assert f"Waits: {words}" in shown and start in shown, shown
     detail = json.loads(run_cli("runs", "get", "lonely", *at, "-o", "json").stdout)
     assert detail["job"]["waits_for"].startswith(words)
+    assert start in detail["job"]["waits_for"]
 
 
 def test_wait_goes_on_while_the_index_lags_a_requeue(engine: Engine, db_url: str,

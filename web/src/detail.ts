@@ -388,6 +388,8 @@ export class DetailView {
     const actions = h("div", { class: "actions" });
     if (d.actions.cancel) actions.appendChild(this.actionButton("Cancel", "cancel"));
     if (d.actions.retry) actions.appendChild(this.actionButton("Retry", "retry"));
+    // a resume goes on from the run's last training checkpoint (docs/jobs.md, "Resume")
+    if (d.actions.retry && run.saved_step !== null) actions.appendChild(this.actionButton("Resume", "retry", true));
     const tabs = h("nav", { class: "tabs" }, this.tabButton("Overview", "overview"), this.tabButton("Rollouts", "rollouts"));
     clear(this.header);
     append(this.header,
@@ -407,13 +409,13 @@ export class DetailView {
     );
   }
 
-  private actionButton(label: string, action: "cancel" | "retry"): HTMLElement {
-    const b = h("button", { class: `btn ${action === "cancel" ? "danger" : ""}`, id: `action-${action}` }, label);
+  private actionButton(label: string, action: "cancel" | "retry", resume = false): HTMLElement {
+    const b = h("button", { class: `btn ${action === "cancel" ? "danger" : ""}`, id: resume ? "action-resume" : `action-${action}`, title: resume ? "Go on from its last training checkpoint, keeping its metrics up to it" : "" }, label);
     b.addEventListener("click", async () => {
       b.disabled = true;
       this.setNotice("");
       try {
-        const res = await postJSON<ActionAnswer>(`${runPath(this.runId)}/${action}`);
+        const res = await postJSON<ActionAnswer>(`${runPath(this.runId)}/${action}`, resume ? { resume: true } : {});
         const shown = this.detail?.run;
         if (action === "cancel" && shown && shown.attempt === res.run.attempt && TERMINAL_PHASES.includes(shown.status) && !TERMINAL_PHASES.includes(res.run.status)) {
           // the run ended while the cancel's answer travelled (its stream said so first):
@@ -425,7 +427,9 @@ export class DetailView {
         this.setNotice(
           action === "retry"
             ? // who starts it: a worker of its profile, or how to start one when none runs
-              `Queued again (${res.next ?? `attempt ${res.run.attempt}`}); the charts start empty.`
+              resume
+              ? `Queued again (${res.next ?? `attempt ${res.run.attempt}`}); the charts show the run up to its checkpoint once a worker starts it.`
+              : `Queued again (${res.next ?? `attempt ${res.run.attempt}`}); the charts start empty.`
             : res.status === "CANCELLED"
               ? "Cancelled before it started."
               : // what stops it: its worker, or, when that worker is lost, which worker will

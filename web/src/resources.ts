@@ -108,9 +108,10 @@ export class ResourcesPage {
   /** One worker's row, its heartbeat age and spend counted on `since` seconds after the answer. */
   private row(w: Worker, since: number): HTMLElement {
     const up = w.stopped_at === null;
-    // a lost worker's spend stopped where it was found lost (analysis/workers.py): it grows
-    // only while the worker heartbeats, so it never goes down between two answers
-    const beats = w.status === "active" || w.status === "draining";
+    // a worker's spend grows while it is up, and while a lost or stopped one still holds
+    // jobs (they hold its devices until reaped: analysis/workers.py); else it stopped, so
+    // it never goes down between two answers
+    const beats = w.status === "active" || w.status === "draining" || w.jobs.length > 0;
     const spend = w.spend === null || w.hourly_rate === null ? null : w.spend + (beats ? (since * w.devices * w.hourly_rate) / 3600 : 0);
     const [label, cls] = STATES[w.status] ?? [w.status, ""];
     const jobs = h("td", { class: "jobs" });

@@ -10,11 +10,12 @@ its devices × its hourly rate × the hours from its start to its stop (or now);
 its profile's when it registered (a later change of the profile prices the workers started
 after it, and the attempts any worker starts after it), else, for a worker registered
 without one, its profile's now.
-A lost worker's spend stops where it was found lost, its last heartbeat plus its heartbeat
-timeout: until then it counted until now, so the figure never goes down, and it does not
-change when the jobs it left (a local process outlives its worker, a Ray job runs on the
-cluster) are reaped, which the index does not tie back to it. A job's device time until
-it is reaped is in its run's cost, as a run's own spend always is.
+A lost (or stopped) worker's spend runs on while it still holds jobs: the jobs it left (a
+local process outlives its worker, a Ray job runs on the cluster) hold its devices until a
+reaper concludes them, which stamps when it let go of the last (workers.released_at). Then
+it stops there, or where the worker was found lost (its last heartbeat plus its heartbeat
+timeout) or stopped, whichever is later (`spend_until`): the figure never goes down. A
+job's device time is in its run's cost as well, as a run's own spend always is.
 """
 
 from __future__ import annotations
@@ -38,6 +39,22 @@ def worker_status(row: dict[str, Any], now: float) -> str:
     return "draining" if row["draining"] else "active"
 
 
+def spend_until(row: dict[str, Any], status: str, now: float) -> float:
+    """Until when a worker (a row of store.jobs.list_workers, in `status`) has cost: now
+    while it is up, or while it is lost or stopped and still holds jobs (they run on,
+    holding its devices, until a reaper concludes them); else the later of when it went
+    (its stop, or the moment it was found lost: its last heartbeat and its timeout) and
+    when its last job was let go (workers.released_at, reaper.released). So its spend so
+    far never goes down."""
+    if status in ("active", "draining") or row["jobs"]:
+        return now
+    gone = row["stopped_at"]
+    if gone is None:
+        gone = row["heartbeat_at"] + row["heartbeat_timeout_s"]
+    released = row.get("released_at")
+    return min(now, gone if released is None else max(gone, released))
+
+
 def worker_entry(row: dict[str, Any], profiles: Profiles | None, now: float
                  ) -> dict[str, Any]:
     """One worker (a row of store.jobs.list_workers) as the view shows it; its rate and
@@ -49,11 +66,7 @@ def worker_entry(row: dict[str, Any], profiles: Profiles | None, now: float
     stopped = row["stopped_at"]
     age = max(0.0, now - row["heartbeat_at"])
     status = worker_status(row, now)
-    # until now while it heartbeats, and from the moment it is lost no further: a spend so
-    # far that never goes down (store.jobs.lost)
-    end = stopped if stopped is not None else min(
-        now, row["heartbeat_at"] + row["heartbeat_timeout_s"])
-    hours = max(0.0, end - row["started_at"]) / 3600
+    hours = max(0.0, spend_until(row, status, now) - row["started_at"]) / 3600
     return {
         "id": row["id"], "host": row["host"], "pid": row["pid"], "devices": row["devices"],
         "devices_used": row["devices_used"], "device_profile": row["device_profile"],

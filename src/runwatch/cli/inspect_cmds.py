@@ -37,6 +37,7 @@ from runwatch.cli.output import (
     fmt_cell,
     line,
     print_table,
+    runwatch_command,
     text,
 )
 from runwatch.cli.remote import UNREACHABLE_HINTS, Patience, Unanswered, remote_for
@@ -240,7 +241,7 @@ def wait_cmd(
     remote = remote_for(server, token, directory, db)
     start = time.monotonic()
     if remote is None:
-        _follow(LocalWatch(open_context(directory, db, read_only=True), run), output,
+        _follow(LocalWatch(open_context(directory, db, read_only=True), run, db), output,
                 timeout, exit_status, interval, start)
         return
     remote.patience = Patience(remote.url, retry_for,
@@ -383,8 +384,9 @@ class Watch(Protocol):
 
 
 class LocalWatch:
-    def __init__(self, ctx: Context, ref: str) -> None:
+    def __init__(self, ctx: Context, ref: str, db: str | None = None) -> None:
         self.ctx = ctx
+        self.db = db  # the --db given, which the commands it prints name
         with ctx.engine.connect() as conn:
             row = resolve_or_exit(conn, ref)
         self.pk, self.run_id = row.pk, row.run_id
@@ -397,7 +399,7 @@ class LocalWatch:
     def detail(self) -> dict[str, Any]:
         row, gone = self.ctx.current_run(self.run_id)
         with self.ctx.engine.connect() as conn:
-            return detail_of(conn, row, self.ctx.directory, gone)
+            return detail_of(conn, row, self.ctx.directory, gone, self.db)
 
     def job(self) -> dict[str, Any] | None:
         with self.ctx.engine.connect() as conn:
@@ -412,7 +414,7 @@ class LocalWatch:
         row, _ = self.ctx.current_run(self.run_id)
         with self.ctx.engine.connect() as conn:
             return queued_waits(conn, job_row(conn, self.pk), row.status, row.dir,
-                                time.time())
+                                time.time(), lambda *w: runwatch_command(*w, db=self.db))
 
     def holder_gone(self) -> str | None:
         from runwatch.analysis.workers import worker_status

@@ -68,18 +68,31 @@ def cancel_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
 
 def retry_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
               output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False,
-              server: ServerOpt = None, token: WriteTokenOpt = None) -> None:
+              server: ServerOpt = None, token: WriteTokenOpt = None,
+              resume: Annotated[bool, typer.Option(
+                  "--resume", help="Continue from the run's last training checkpoint, "
+                  "keeping its metrics and checkpoints up to it, instead of training again "
+                  "from step 0.")] = False) -> None:
     """Retry an ended job: its next attempt is QUEUED (the earlier attempts stay on
-    record, and in its cost)."""
-    _act("retry", control.retry, run, directory, db, output, jq, raw, server, token)
+    record, and in its cost) and trains again from step 0, its earlier attempt's metrics
+    and checkpoints moved out of view; with --resume it continues from the run's last
+    training checkpoint instead (a recipe with resume=true; a command with
+    RUNWATCH_RESUME_STEP set), keeping the run's record up to that step."""
+    def action(engine: Engine, row: Any, folder: Path | None) -> control.Outcome:
+        return control.retry(engine, row, folder, resume=resume,
+                             command=lambda *words: runwatch_command(*words, db=db))
+
+    _act("retry", action, run, directory, db, output, jq, raw, server, token,
+         {"resume": True} if resume else None)
 
 
 def _act(verb: str, action: Action, run: str, directory: Path | None, db: str | None,
-         output: Output, jq: str | None, raw: bool, server: str | None, token: str | None
-         ) -> None:
+         output: Output, jq: str | None, raw: bool, server: str | None, token: str | None,
+         body: dict[str, Any] | None = None) -> None:
     remote = remote_for(server, token, directory, db)
     if remote is not None:  # the server's job control does it (POST /api/runs/RUN/VERB)
-        _show_action(remote.act(run, verb), output, jq, raw, ["runs", "wait", "--exit-status"],
+        _show_action(remote.act(run, verb, body), output, jq, raw,
+                     ["runs", "wait", "--exit-status"],
                      ["--server", remote.url])
         return
     ctx = open_context(directory, db)

@@ -171,14 +171,15 @@ class Remote:
     # --- HTTP, and what each failure means to the person at the terminal
 
     def request(self, method: str, path: str, params: Any = None,
-                accept: tuple[int, ...] = ()) -> dict[str, Any]:
+                accept: tuple[int, ...] = (), body: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
         """The answer to METHOD path (a dict), or exit 2 saying what went wrong; the
         answer of a status in `accept` comes back too (its `ok` false). With `patience`,
         a read the server does not answer is asked again (Unanswered once it gives up)."""
         patience = self.patience if method == "GET" else None  # a write is never sent twice
         while True:
             try:
-                resp = self._send(method, path, params)
+                resp = self._send(method, path, params, body)
             except self._httpx.HTTPError as exc:
                 why = f"{type(exc).__name__}: {exc}"
                 if patience is None:
@@ -206,7 +207,8 @@ class Remote:
         raise self._refusal(resp.status_code, str(answer.get("error") or "no reason given"),
                             answer)
 
-    def _send(self, method: str, path: str, params: Any) -> Any:
+    def _send(self, method: str, path: str, params: Any,
+              given: dict[str, Any] | None = None) -> Any:
         """One request (a read once more, on a new connection, when the kept-alive one it
         went out on was closed under it); raises httpx.HTTPError when it got no answer."""
         # here: importing runwatch.sdk (the SDK's imports) would slow every read command
@@ -214,7 +216,7 @@ class Remote:
         from runwatch.sdk.sendhttp import closed_under
 
         # a write carries a JSON body, even an empty one: the API takes no other
-        body: dict[str, Any] | None = {} if method == "POST" else None
+        body: dict[str, Any] | None = (given or {}) if method == "POST" else None
         try:
             return self._http.request(method, path, params=params, json=body)
         except closed_under(self._httpx):
@@ -423,10 +425,11 @@ class Remote:
         answer = self.request("POST", f"/api/workers/{quote(worker, safe='')}/drain")
         return dict(answer["worker"])
 
-    def act(self, ref: str, verb: str) -> dict[str, Any]:
-        """Cancel or retry a run (POST /api/runs/RUN/cancel|retry): its new phase and list
-        fields; a move its state does not allow exits 2 with the server's sentence."""
-        answer = self.request("POST", self._run_path(ref, f"/{verb}"))
+    def act(self, ref: str, verb: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Cancel or retry a run (POST /api/runs/RUN/cancel|retry, with `body`): its new
+        phase and list fields; a move its state does not allow exits 2 with the server's
+        sentence."""
+        answer = self.request("POST", self._run_path(ref, f"/{verb}"), body=body)
         return {"status": answer["status"], "next": answer.get("next"), "run": answer["run"]}
 
 

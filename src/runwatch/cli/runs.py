@@ -43,6 +43,7 @@ from runwatch.cli.output import (
     fmt_money,
     line,
     print_table,
+    runwatch_command,
     text,
 )
 from runwatch.cli.remote import remote_for
@@ -57,7 +58,8 @@ TABLE_ROLES = (Role.TRAIN_LOSS, Role.EVAL_LOSS, Role.ACCURACY, Role.VAL_ACCURACY
                Role.UPDATE_RATIO)
 
 
-def detail_of(conn: Connection, row: Row[Any], runs_dir: Path, gone: bool) -> dict[str, Any]:
+def detail_of(conn: Connection, row: Row[Any], runs_dir: Path, gone: bool,
+              db: str | None = None) -> dict[str, Any]:
     """The run detail, as the API sends it, with its tiles from the index (a key's step
     summaries, its series read only where they cannot say: runwatch.store.series
     IndexValues) and its spend at the device profiles of `runs_dir`; `gone`: whether its
@@ -70,7 +72,8 @@ def detail_of(conn: Connection, row: Row[Any], runs_dir: Path, gone: bool) -> di
 
     rec = read_run(conn, row, gone)
     return run_detail(rec, IndexValues(conn), runs_dir=runs_dir,
-                      waits_for=queued_waits(conn, rec.job, row.status, row.dir, time.time()))
+                      waits_for=queued_waits(conn, rec.job, row.status, row.dir, time.time(),
+                                             lambda *w: runwatch_command(*w, db=db)))
 
 
 def read_detail(run: str, directory: Path | None, db: str | None, server: str | None,
@@ -82,7 +85,7 @@ def read_detail(run: str, directory: Path | None, db: str | None, server: str | 
     ctx = open_context(directory, db, read_only=True)
     row, gone = ctx.current_run(run)
     with ctx.engine.connect() as conn:
-        return detail_of(conn, row, ctx.directory, gone)
+        return detail_of(conn, row, ctx.directory, gone, db)
 
 
 def get_cmd(

@@ -49,9 +49,10 @@ Args = Annotated[list[str], typer.Argument(
 def _instead(directory: Path | None, db: str | None) -> dict[str, str]:
     """What to do instead of giving a job-owned setting (jobs.settings.JOB_OWNED), each
     command with the --dir and --db this one was given, so that it runs as printed."""
-    retry = runwatch_command("runs", "retry", "RUN", folder=directory, db=db)
+    resume = runwatch_command("runs", "retry", "RUN", "--resume", folder=directory, db=db)
     return {"name": "pass --name", "project": "pass --project", "runs_dir": "pass --dir",
-            "resume": f"a job makes a new run; retry an ended one with {retry}"}
+            "resume": f"a job makes a new run; to continue an ended job's run from its last "
+                      f"checkpoint, resume it with {resume}"}
 
 
 def submit_cmd(
@@ -87,7 +88,8 @@ def submit_cmd(
                               "priority": priority, "max_attempts": max_attempts,
                               "startup_timeout_s": startup_timeout}
     spec, cfg = _spec(args, fields, _instead(directory, db))
-    warnings = _warnings(args, cfg) if cfg is not None else _command_warnings(spec.argv)
+    warnings = (_warnings(args, cfg) if cfg is not None
+                else _command_warnings(spec.argv, directory, db))
     for warning in warnings:
         console(stderr=True).print(f"warning: {warning}", markup=False, highlight=False)
     for what, value in (("run name", name), ("project name", project)):
@@ -106,9 +108,13 @@ def submit_cmd(
         row = q.resolve_run(conn, made.run_id)
         summary = run_summary(row)
         now = time.time()
-        # the words `runs get` shows as Waits while no worker would start it
-        waits = nobody_starts(conn, profile.name, now, row.dir, devices)
-        starts = waits or who_starts(conn, profile.name, now, row.dir, devices)
+        # the words `runs get` shows as Waits while no worker would start it, its
+        # commands with the --db given
+        def command(*words: str) -> str:
+            return runwatch_command(*words, db=db)
+
+        waits = nobody_starts(conn, profile.name, now, row.dir, devices, command)
+        starts = waits or who_starts(conn, profile.name, now, row.dir, devices, command)
     if output is Output.json:
         typer.echo(dumps({"status": row.status, "next": starts, "warnings": warnings,
                           "run": summary}))
@@ -154,10 +160,11 @@ def _warnings(args: list[str], cfg: TrainConfig | None) -> list[str]:
     return []
 
 
-def _command_warnings(argv: list[str]) -> list[str]:
+def _command_warnings(argv: list[str], directory: Path | None, db: str | None) -> list[str]:
     """What would stop a command job at its start on this machine: a program not on PATH,
     or a path to no executable file (relative to the job's folder, this one). A worker
-    elsewhere may have it, so the job is queued all the same."""
+    elsewhere may have it, so the job is queued all the same. A submit it names has the
+    --dir and --db this one was given."""
     program = argv[0]
     if os.sep not in program:
         if shutil.which(program) is None:
@@ -171,9 +178,13 @@ def _command_warnings(argv: list[str]) -> list[str]:
                 "would end could_not_start): give the program's path from this folder, "
                 "where the job starts, or an absolute one"]
     if not os.access(path, os.X_OK):
+        # --dir and --db before `--`, after which every word is the command's
+        where = (["--dir", str(directory)] if directory is not None else []) + \
+            (["--db", db] if db else [])
+        submit = runwatch_command("submit", *where, "--", "python", program)
         return [f"{program!r} is not executable, so a worker cannot start the job (it would "
                 f"end could_not_start): chmod +x {shlex.quote(program)}, or run it through "
-                f"its interpreter (runwatch submit -- python {shlex.quote(program)} …)"]
+                f"its interpreter ({submit} …)"]
     return []
 
 

@@ -5,7 +5,9 @@ The order makes it safe to crash anywhere: until the event is written the run is
 the ended attempt n (a second try moves whatever is left and writes the event), and
 once it is written the indexer purges attempt n from the index knowing that no file of
 it is left in the run folder to be read back. Nothing is overwritten: a file whose name
-is taken in attempts/<n>/ is kept beside it under the next free `<name>.<k>`.
+is taken in attempts/<n>/ is kept beside it under the next free `<name>.<k>`. A resumed
+attempt keeps them in the run folder instead, up to the step it resumes from
+(runwatch.jobs.resume).
 """
 
 from __future__ import annotations
@@ -20,24 +22,26 @@ from runwatch.rundir import format as fmt
 from runwatch.rundir.append import WAIT_S, locked, records, write_events
 
 
-def move_attempt_files(run_dir: Path, attempt: int) -> list[str]:
+def move_attempt_files(run_dir: Path, attempt: int, *, folders: bool = True) -> list[str]:
     """Move the attempt-scoped files in `run_dir` into attempts/<attempt>/ and return
-    their names. The caller holds the folder's lock."""
+    their names; with `folders` False the checkpoints/ folder stays (a resumed attempt
+    goes on with its checkpoint files). The caller holds the folder's lock."""
     names = sorted(e.name for e in os.scandir(run_dir)
                    if (fmt.is_attempt_file(e.name) and e.is_file(follow_symlinks=False))
-                   or (fmt.is_attempt_folder(e.name) and e.is_dir(follow_symlinks=False)))
+                   or (folders and fmt.is_attempt_folder(e.name)
+                       and e.is_dir(follow_symlinks=False)))
     if not names:
         return []
     target = fmt.attempt_dir(run_dir, attempt)
     target.mkdir(parents=True, exist_ok=True)
     for name in names:
-        os.rename(run_dir / name, _free(target / name))
-    _fsync_dir(target)
-    _fsync_dir(run_dir)
+        os.rename(run_dir / name, free_path(target / name))
+    fsync_dir(target)
+    fsync_dir(run_dir)
     return names
 
 
-def _free(path: Path) -> Path:
+def free_path(path: Path) -> Path:
     """`path`, or the first of `path`.1, `path`.2 … that does not exist."""
     k = 0
     candidate = path
@@ -47,7 +51,7 @@ def _free(path: Path) -> Path:
     return candidate
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -78,6 +82,16 @@ def start_attempt(run_dir: Path, next_attempt: int) -> list[str]:
     append {"phase": "QUEUED", "attempt": next_attempt}; returns the names moved. The
     caller holds the folder's lock. Raises TransitionError when the folder's last event
     is not a terminal one."""
+    check_next(run_dir, next_attempt)
+    moved = move_attempt_files(run_dir, next_attempt - 1)
+    write_events(run_dir, [{"phase": "QUEUED", "attempt": next_attempt}])
+    return moved
+
+
+def check_next(run_dir: Path, next_attempt: int) -> None:
+    """Raise TransitionError unless attempt `next_attempt` is the one the folder of the
+    ended run in `run_dir` can start now: its last event is a terminal one, of attempt
+    `next_attempt - 1`. The caller holds the folder's lock."""
     events = list(records(run_dir / fmt.EVENTS))
     phase = events[-1].get("phase") if events else None
     if phase not in fmt.TERMINAL_PHASES:
@@ -92,6 +106,3 @@ def start_attempt(run_dir: Path, next_attempt: int) -> list[str]:
         raise TransitionError(f"the run is at attempt {current} now, not "
                               f"{next_attempt - 1}: another retry came first; look at the "
                               "run again before you retry it")
-    moved = move_attempt_files(run_dir, next_attempt - 1)
-    write_events(run_dir, [{"phase": "QUEUED", "attempt": next_attempt}])
-    return moved

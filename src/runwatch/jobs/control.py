@@ -17,13 +17,18 @@ process to stop until a live worker that can reap the lost worker's jobs does
 its SDK records as CANCEL_REQUESTED then CANCELLED, when it runs on this host and still
 holds its folder's lock; otherwise only its own user can stop it.
 
-Retry: an ended job starts its next attempt (runwatch.jobs.attempts), QUEUED again. Its
-run may have ended while its process still runs (what follows the SDK's finish(), or the
-process exiting): the job then stays its worker's until that process has gone, and only
-then can a worker claim the new attempt. The process holds the run's folder until its
+Retry: an ended job starts its next attempt (runwatch.jobs.attempts), QUEUED again; a
+resume is a retry whose attempt continues from the run's last training checkpoint and
+keeps the run's record up to it (runwatch.jobs.resume). Its run may have ended while
+its process still runs (what follows the SDK's finish(), or the process exiting): the job
+then stays its worker's until that process has gone, and only then can a worker claim the
+new attempt. The process holds the run's folder until its
 finish() is done, which after its end is recorded can take its sender's last send to a
 team server (sdk.sender.FINISH_WAIT_S at most): a retry waits that long for the folder
 (RETRY_WAIT_S), so a run that shows ended is not answered busy.
+
+The commands the outcomes name (a worker to start) are rendered by the caller's `command`
+(`Command`): the CLI's name the --db it was given.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import shlex
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +52,8 @@ from runwatch.jobs.executors import held_waits, lost_cancel
 from runwatch.jobs.failures import CATALOGUE
 from runwatch.jobs.lifecycle import TransitionError
 from runwatch.jobs.reaper import cancelled_event
+from runwatch.jobs.resume import INSTEAD as RESUME_INSTEAD
+from runwatch.jobs.resume import resume_attempt
 from runwatch.rundir import format as fmt
 from runwatch.rundir.append import RunBusy, locked, write_events
 from runwatch.rundir.jsonl import loads_line
@@ -56,6 +64,16 @@ from runwatch.store import schema as s
 from runwatch.store.db import writing
 
 RunRef = int | Any  # a run's pk, or a row of `runs` (anything with .pk)
+# Renders a runwatch command to print from its words (`command("worker", DIR)`): the CLI
+# passes one that adds the --db it was given and names the program as it can be run
+# (cli.output.runwatch_command), which job control, below the CLI, cannot know.
+Command = Callable[..., str]
+
+
+def plain_command(*words: str) -> str:
+    """`runwatch WORDS…`, quoted: the rendering of a caller that passes none."""
+    return shlex.join(["runwatch", *words])
+
 # How long a retry waits for the ended attempt's process to let go of the run's folder:
 # its last send, and a margin for the process to exit.
 RETRY_WAIT_S = FINISH_WAIT_S + 5.0
@@ -224,9 +242,14 @@ def _stop_by_hand(run_dir: Path) -> str:
 
 
 def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
-          wait_s: float = RETRY_WAIT_S) -> Outcome:
-    """Start the next attempt of an ended job, QUEUED. RunBusy when a process still holds
-    the run's folder after `wait_s` seconds."""
+          wait_s: float = RETRY_WAIT_S, resume: bool = False,
+          command: Command = plain_command) -> Outcome:
+    """Start the next attempt of an ended job, QUEUED: from step 0, or with `resume` from
+    the run's last training checkpoint, keeping its record up to that step
+    (runwatch.jobs.resume). RunBusy when a process still holds the run's folder after
+    `wait_s` seconds; TransitionError, saying what to do instead, for a run that cannot
+    be resumed (no checkpoint, or a recipe that cannot resume). `command` renders the
+    commands the outcome names (who_starts)."""
     row = _run(engine, run)
     with engine.connect() as conn:
         job = store_jobs.job_row(conn, row.pk)
@@ -239,13 +262,26 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
                               "cannot start it again: run its command again, or submit it "
                               "with `runwatch submit` so it can be retried")
     lifecycle.retry(row.status)  # raises unless the run has ended
+    if resume and job["kind"] == "recipe":
+        # imported here: the recipes' settings (and Typer, which lists them) load only for
+        # the one caller that needs them
+        from runwatch.jobs.settings import resume_refusal
+
+        why = resume_refusal(str(job["recipe"]), job["argv"], row.name)
+        if why is not None:
+            raise TransitionError(f"its {job['recipe']} recipe cannot resume it ({why}): "
+                                  f"{RESUME_INSTEAD}")
     attempt = max(row.attempt, job["attempt"]) + 1
     run_dir = Path(row.dir)
+    resumed = None
     # The folder's lock is held over both steps: the worker that ran the old attempt
     # concludes it under the same lock (reaper.conclude), so it either lets the job go
     # before the row is read here, or sees the new attempt after it is written.
     with locked(run_dir, wait_s):
-        start_attempt(run_dir, attempt)
+        if resume:
+            resumed = resume_attempt(run_dir, attempt)
+        else:
+            start_attempt(run_dir, attempt)
         with writing(engine) as conn:
             held = store_jobs.job_row(conn, row.pk, lock=True)
             # before the run is QUEUED in the index, so no worker claims the old attempt
@@ -261,12 +297,14 @@ def retry(engine: Engine, run: RunRef, runs_dir: Path | None = None, *,
     _index(engine, run_dir, runs_dir)
     with engine.connect() as conn:
         starts = who_starts(conn, job["device_profile"], time.time(), str(run_dir),
-                            job["devices"])
-    return Outcome("QUEUED", f"attempt {attempt}: {starts}")
+                            job["devices"], command)
+    where = "" if resumed is None else f", resuming from step {resumed.step}"
+    return Outcome("QUEUED", f"attempt {attempt}{where}: {starts}")
 
 
 def who_starts(conn: Connection, device_profile: str, now: float,
-               run_dir: str | None = None, devices: int = 1) -> str:
+               run_dir: str | None = None, devices: int = 1,
+               command: Command = plain_command) -> str:
     """Who starts a QUEUED job of `device_profile` in folder `run_dir` (absolute) that asks
     for `devices`, in words: the workers that would claim it, or, when none would, why and
     what to do (`nobody_starts`: else the job would wait with nobody to run it)."""
@@ -276,20 +314,22 @@ def who_starts(conn: Connection, device_profile: str, now: float,
     if ids:  # one of them: the first whose devices are free
         return (f"one of the workers {', '.join(ids)} will start it when its devices are "
                 "free")
-    return _nobody_starts(conn, device_profile, now, run_dir, devices)
+    return _nobody_starts(conn, device_profile, now, run_dir, devices, command)
 
 
 def nobody_starts(conn: Connection, device_profile: str, now: float,
-                  run_dir: str | None = None, devices: int = 1) -> str | None:
+                  run_dir: str | None = None, devices: int = 1,
+                  command: Command = plain_command) -> str | None:
     """`who_starts`'s words when no worker would start the job (why, and what to do), else
     None: what a submit's `next` and the run detail's `job.waits_for` say alike."""
     if store_jobs.starters(conn, device_profile, now, run_dir, devices):
         return None
-    return _nobody_starts(conn, device_profile, now, run_dir, devices)
+    return _nobody_starts(conn, device_profile, now, run_dir, devices, command)
 
 
 def queued_waits(conn: Connection, job: dict[str, Any] | None, status: str,
-                 run_dir: str | None, now: float) -> str | None:
+                 run_dir: str | None, now: float, command: Command = plain_command
+                 ) -> str | None:
     """What a run's job (its jobs row) waits for with nothing to move it on, in words, or
     None: a QUEUED job no worker would start (`nobody_starts`: why, and what to do), or one
     held by a lost or stopped worker that no live worker can reap (`held_waits`, the words
@@ -302,22 +342,23 @@ def queued_waits(conn: Connection, job: dict[str, Any] | None, status: str,
     if status != "QUEUED":
         return None
     return nobody_starts(conn, str(job["device_profile"]), now, run_dir,
-                         int(job.get("devices") or 1))
+                         int(job.get("devices") or 1), command)
 
 
 def _nobody_starts(conn: Connection, device_profile: str, now: float,
-                   run_dir: str | None, devices: int) -> str:
+                   run_dir: str | None, devices: int, command: Command) -> str:
     """Why no worker starts the job, first that applies: the running workers of its profile
     that claim its folder's jobs and offer its devices start no job now (`unavailable`);
     they offer fewer devices than it asks for; those that claim jobs claim other folders'
-    only; those of its folder all drain; none runs."""
+    only; those of its folder all drain; none runs. The commands it names (a worker that
+    would start the job) are `command`'s renderings."""
     running = [w for w in store_jobs.list_workers(conn)
                if w["device_profile"] == device_profile and store_jobs.live(w, now)]
     here = [w for w in running
             if run_dir is None or store_jobs.holds(w.get("runs_dir"), run_dir)]
     folder = None if run_dir is None else str(Path(run_dir).parent)
-    start = shlex.join(["runwatch", "worker", *([folder] if folder else []),
-                        "--device-profile", device_profile])
+    on = [folder] if folder else []
+    start = command("worker", *on, "--device-profile", device_profile)
     if silent := [w for w in here if not w["draining"] and w.get("unavailable")
                   and int(w["devices"]) >= devices]:
         said = "; ".join(f"{w['id']}: {w['unavailable']}" for w in silent)
@@ -325,9 +366,11 @@ def _nobody_starts(conn: Connection, device_profile: str, now: float,
                 "until one can (a Ray worker asks its cluster again every few seconds)")
     if claiming := [w for w in here if not w["draining"]]:
         most = max(int(w["devices"]) for w in claiming)
+        offering = command("worker", *on, "--device-profile", device_profile, "--devices",
+                           str(devices))
         return (f"no running worker of profile {device_profile} offers {devices} devices "
                 f"(the most one offers is {most}), so none will start it: start a worker "
-                f"that offers them ({start} --devices {devices}), or cancel it and submit "
+                f"that offers them ({offering}), or cancel it and submit "
                 f"it again with --devices {most} or fewer")
     # the folders of the workers of the profile that run: their jobs only are claimed
     elsewhere = sorted({str(w["runs_dir"]) for w in store_jobs.claimers(conn, device_profile, now)
@@ -342,5 +385,4 @@ def _nobody_starts(conn: Connection, device_profile: str, now: float,
                 "draining worker claims no more jobs and exits once its own have ended; "
                 f"start another ({start})")
     return (f"no worker of profile {device_profile} is running on this index; start one "
-            f"(runwatch worker --device-profile {device_profile}, or runwatch ui, which "
-            "runs one of the default profile)")
+            f"({start}, or {command('ui', *on)}, which runs one of the default profile)")

@@ -57,7 +57,22 @@ not told to stop. When the job's worker is lost
 jobs does: `runwatch runs cancel` and the API's
 `next` say which worker that will be, or what the cancel waits for. **Retry** is the
 only way out of a terminal phase: a new attempt of the same run, QUEUED again; earlier
-attempts stay on record and in the cost. A run retried as soon as its process recorded
+attempts stay on record and in the cost. A retry trains from step 0: the earlier attempt's
+metrics, samples and checkpoints move to `attempts/<n>/`, out of the run's view.
+**Resume** (`runwatch runs retry RUN --resume`, the API's retry with `{{"resume": true}}`)
+is a retry whose attempt goes on from the run's last training checkpoint (the last
+`training` record of its checkpoints.jsonl, whose file, when it names one, must still be
+there): a run that holds none, or whose recipe cannot resume (GRPO), is refused with what
+to do instead, a plain retry. The run keeps its metrics, samples and checkpoint records up
+to that step (the worker puts them back as it starts the attempt, so while the attempt
+waits QUEUED they are out of view; a Ray worker puts them back as it submits the attempt to
+its cluster, and the index then reads the attempt as RUNNING while the cluster keeps it
+queued) and its `checkpoints/` folder; `attempts/<n>/` keeps all the attempt before
+recorded, what came after that step too. The worker starts the attempt with
+`RUNWATCH_RESUME_STEP` (the step) and `RUNWATCH_RESUME_CHECKPOINT` (the checkpoint's file,
+when its record names one) in its environment, and a built-in recipe with `resume=true`;
+its device time, the steps it trains again included, adds to the run's cost as every
+attempt's does. A run retried as soon as its process recorded
 its end, before that process exited (what follows `finish()`, or its exit on a loaded
 machine), stays its worker's until the process has gone: the new attempt never runs
 beside the old one. The process holds the run's folder until its `finish()` is done,
@@ -81,7 +96,8 @@ backend's message or a module name; those stay in the run's logs.
 RECORDS = """## What a job's process records
 
 A worker starts a job's process with `RUNWATCH_RUN_DIR`, `RUNWATCH_RUN_ID` and
-`RUNWATCH_ATTEMPT` in its environment. Its `runwatch.init()` then attaches to that run
+`RUNWATCH_ATTEMPT` in its environment (an attempt that resumes the run: `RUNWATCH_RESUME_STEP`
+and `RUNWATCH_RESUME_CHECKPOINT` too, above). Its `runwatch.init()` then attaches to that run
 whatever folder, name or `resume` it names: it checks that the folder holds the run the
 job names, keeps the job's project and name, adds what the process describes (method,
 base model, data set, trainer, backend, group, tags, its config, its host and pid) and

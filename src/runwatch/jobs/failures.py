@@ -53,6 +53,8 @@ class Reason:
         return self.by_hand if self.by_hand is not None and not job else self.what_to_do
 
 
+# How a job's run is resumed, in the advice that names it (runwatch.jobs.resume).
+RESUME = "resume it from its last checkpoint if it holds one (runwatch runs retry RUN --resume)"
 _CATALOGUE = (
     Reason("refused", "the runtime's refusal itself, which names the input it would not train "
            "on, such as \"row 3 ends with a user message\"",
@@ -105,8 +107,7 @@ _CATALOGUE = (
            "A write failed because the disk (or your quota on it) was full: most often a "
            "checkpoint save, which needs as much free space as the weights and the optimizer "
            "state. Free space on the disk the run writes its checkpoints and its run folder "
-           "to, or keep fewer checkpoints, then resume the run from its last checkpoint or "
-           "retry it.",
+           f"to, or keep fewer checkpoints, then {RESUME}, or retry it.",
            by_hand="A write failed because the disk (or your quota on it) was full: most often "
                    "a checkpoint save, which needs as much free space as the weights and the "
                    "optimizer state. Free space on the disk the run writes its checkpoints and "
@@ -128,8 +129,10 @@ _CATALOGUE = (
            "Submit the run again; if it hangs again, read the run's logs for the last step "
            "it reported, or ask for a longer startup timeout."),
     Reason("stopped", "the training job was stopped",
-           "Something outside runwatch ended the job. Start the run again, or resume it if it "
-           "holds a checkpoint."),
+           "Something outside runwatch ended the job. Retry the run to start it again, or "
+           f"{RESUME}.",
+           by_hand="Something outside runwatch ended it. Run its command again, resuming from "
+                   "its last checkpoint if it holds one."),
     Reason("stopped_early", "the training job stopped before it finished",
            "The job ended without reporting how. Start the run again."),
     Reason("failed", "the training job failed; the run ID is what support needs",
@@ -137,7 +140,7 @@ _CATALOGUE = (
            "Quote the run ID."),
     Reason("cancelled", "the training job was stopped",
            "It was cancelled (or, started by hand, sent SIGTERM or Ctrl-C) and stopped. "
-           "Retry the run to start it again, or resume it if it holds a checkpoint.",
+           f"Retry the run to start it again, or {RESUME}.",
            phase="CANCELLED",
            by_hand="It was cancelled (or sent SIGTERM or Ctrl-C) and stopped. It was started "
                    "by hand, so runwatch cannot start it again: run its command again "
@@ -147,8 +150,8 @@ _CATALOGUE = (
            "Its worker (runwatch worker, or the one runwatch ui or server runs) was stopped "
            "with SIGTERM or Ctrl-C while the job ran, so it stopped the job and did not queue "
            "it again; what the job recorded stays in view. Retry the run to start it again, "
-           "or resume it if it holds a checkpoint; to stop a worker and let its jobs finish, "
-           "drain it (runwatch resources --drain WORKER).", phase="CANCELLED"),
+           f"or {RESUME}; to stop a worker and let its jobs finish, drain it (runwatch "
+           "resources --drain WORKER).", phase="CANCELLED"),
 )
 CATALOGUE: dict[str, Reason] = {r.id: r for r in _CATALOGUE}
 

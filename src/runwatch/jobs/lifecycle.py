@@ -8,7 +8,8 @@ timeout. The process reports RUNNING when it trains. A QUEUED run has no process
 ends it at once; a PREPARING or RUNNING one is asked to stop first (CANCEL_REQUESTED)
 and ends when its process exits, in whatever phase the process recorded if it ended on
 its own before the stop took effect. Retry is the one way out of a terminal phase: a new
-attempt of the same run, QUEUED again.
+attempt of the same run, QUEUED again (a resume is a retry that continues from the run's
+last checkpoint: runwatch.jobs.resume).
 
 The phase names and groups are those of `runwatch.rundir.format`. Refusals are one
 sentence that says what the run can do instead (the API answers them with 409). The
@@ -39,6 +40,9 @@ TRANSITIONS: Mapping[str, tuple[str, ...]] = {
     "CANCELLED": ("QUEUED",),
 }
 
+# Why an ended run is QUEUED again.
+RETRIED = ("retry: a new attempt of the same run, from step 0 (resume: from its last "
+           "training checkpoint, keeping its record up to it)")
 # Why each move happens, for docs/jobs.md.
 WHY: Mapping[tuple[str, str], str] = {
     ("QUEUED", "PREPARING"): "a worker claimed the run and started its process (a job it "
@@ -65,9 +69,9 @@ WHY: Mapping[tuple[str, str], str] = {
                                        "reaped",
     ("CANCEL_REQUESTED", "SUCCEEDED"): "the process finished before the stop took effect",
     ("CANCEL_REQUESTED", "FAILED"): "the process failed before the stop took effect",
-    ("SUCCEEDED", "QUEUED"): "retry: a new attempt of the same run",
-    ("FAILED", "QUEUED"): "retry: a new attempt of the same run",
-    ("CANCELLED", "QUEUED"): "retry: a new attempt of the same run",
+    ("SUCCEEDED", "QUEUED"): RETRIED,
+    ("FAILED", "QUEUED"): RETRIED,
+    ("CANCELLED", "QUEUED"): RETRIED,
 }
 
 

@@ -6,9 +6,10 @@ output that did not succeed as a line of the run's logs, appends the verdict eve
 (phase, reason, `code`) unless the run's own process recorded a terminal event for
 this attempt, requeues the run as its next attempt when the verdict is a failure other
 than a refusal and attempts remain (attempt files moved to attempts/<n>/, then QUEUED
-n+1), and releases the claim. An attempt its worker stopped because it was told to stop
-(its note in attempts/<n>/, runwatch.rundir.stopnote) ends CANCELLED `worker_stopped`,
-never requeued. Holding the lock while deciding makes it safe for two
+n+1), and releases the claim, stamping the worker that held it (`released`: a lost
+worker's spend runs until its jobs are let go). An attempt its worker stopped because it
+was told to stop (its note in attempts/<n>/, runwatch.rundir.stopnote) ends CANCELLED
+`worker_stopped`, never requeued. Holding the lock while deciding makes it safe for two
 workers to reap the same dead worker's job: the second finds the row changed.
 
 `reap` is what every worker does each heartbeat: a job whose worker is lost (it has not
@@ -34,7 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, or_, update
 
 from runwatch.jobs.attempts import last_event, move_attempt_files
 from runwatch.jobs.executors import REAPS, Executor, LocalExecutor
@@ -45,6 +46,7 @@ from runwatch.rundir import stopnote
 from runwatch.rundir.append import RunBusy, locked, write_events, write_records
 from runwatch.rundir.reader import read_new
 from runwatch.store import jobs as store_jobs
+from runwatch.store import schema as s
 from runwatch.store.db import writing
 from runwatch.store.jobs import Claim
 
@@ -213,6 +215,7 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
                 # a cancel asked of the new attempt meanwhile ends it, never started
                 with engine.begin() as conn:
                     cancelled = _let_go(conn, run_dir, claim.run_pk, row["attempt"])
+                    released(conn, holder, time.time())
                 recorded_end = recorded(run_dir, claim.attempt).terminal or {}
                 if cancelled:
                     index(run_dir)
@@ -258,6 +261,7 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
                     unstarted = claim.attempt + 1 if again else (
                         None if now.started else claim.attempt)
                     _let_go(conn, run_dir, claim.run_pk, unstarted)
+                released(conn, holder, time.time())
     except RunBusy:
         return None
     except FileNotFoundError:  # the run folder was deleted: nothing to record, free the job
@@ -265,6 +269,7 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
             row = store_jobs.job_row(conn, claim.run_pk, lock=True)
             if row is not None and row["worker_id"] == holder:
                 abandon(conn, claim.run_pk)
+                released(conn, holder, time.time())
         log.warning("the folder of %s is gone; its job ended FAILED (%s)", claim.name, GONE)
         return None
     index(run_dir)
@@ -273,6 +278,16 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
     log.info("%s attempt %d: %s%s%s", claim.name, claim.attempt, ended,
              f" ({code})" if code else "", ", queued again" if again else "")
     return verdict
+
+
+def released(conn: Connection, holder: str, now: float) -> None:
+    """Stamp on worker `holder` that job control let go of a job it held at `now`
+    (workers.released_at, never moved back): a lost or stopped worker's jobs hold its
+    devices until then, so its spend runs until then (runwatch.analysis.workers)."""
+    w = s.workers.c
+    conn.execute(update(s.workers).where(
+        w.id == holder, or_(w.released_at.is_(None), w.released_at < now)
+    ).values(released_at=now))
 
 
 def _log_let_go(claim: Claim, ended: dict[str, Any], retried: int, cancelled: bool) -> None:

@@ -6,7 +6,8 @@ A job's run folder, name and project are the job's own, so the recipe settings t
 would choose them (`JOB_OWNED`) are refused; each caller says what to do instead. A
 config file is the command line's (`runwatch submit -- recipes NAME --config FILE …`:
 after `--`, which passes the options on to the recipe); as a setting (`--config=FILE`, a
-POST's settings key) it is no setting, refused before any file is read.
+POST's settings key) it is no setting, refused before any file is read. Whether a recipe
+can resume a job's run from its checkpoint is asked of it the same way (`resume_refusal`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from runwatch.cli.recipes import RECIPES
+from runwatch.jobs.resume import recipe_settings
+from runwatch.jobs.spec import recipe_argv
 from runwatch.recipes.config import (
     ConfigError,
     RecipeConfig,
@@ -58,6 +61,18 @@ def check_recipe_settings(recipe: str, argv: Sequence[str], instead: Mapping[str
         return start_settings(cfg, list(argv))
     except ConfigError as whole:
         raise SettingsError(str(whole), _at_fault(cfg, argv, whole)) from None
+
+
+def resume_refusal(recipe: str, argv: Sequence[str], name: str) -> str | None:
+    """Why built-in recipe `recipe`, the job's command `argv` (spec.recipe_argv), cannot
+    resume run `name` from its checkpoint, in the recipe's own words (GRPO cannot resume
+    yet); None when it can."""
+    settings = list(argv[len(recipe_argv(recipe)):])
+    try:
+        start_settings(RECIPES[recipe][0], [*settings, *recipe_settings(name)])
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def _at_fault(cfg: type[RecipeConfig], argv: Sequence[str], whole: ConfigError) -> str | None:

@@ -34,8 +34,10 @@ One loop (`Worker.tick`, every TICK_S) does everything but the stamp:
   since each start would fail and spend an attempt of the job), and start each:
   PREPARING {attempt, worker} appended under the folder's lock, then the
   process, in a session of its own, with RUNWATCH_RUN_DIR, RUNWATCH_RUN_ID and
-  RUNWATCH_ATTEMPT set and its output in attempts/<n>/output.log. A job holds devices of
-  its own: except for the cpu profile, its CUDA_VISIBLE_DEVICES names them (`device_ids`).
+  RUNWATCH_ATTEMPT set and its output in attempts/<n>/output.log (an attempt that resumes
+  the run from its checkpoint gets where to resume too: runwatch.jobs.resume). A job holds
+  devices of its own: except for the cpu profile, its CUDA_VISIBLE_DEVICES names them
+  (`device_ids`).
   An executor whose attempts wait in a queue of their own (a Ray cluster's) gets QUEUED
   {attempt, worker, stage} instead, and PREPARING once the attempt has started
   (reaper.record_start): the wait holds no devices, and its startup timeout covers it.
@@ -88,6 +90,7 @@ from runwatch.jobs.executors import (
     note_cancel,
 )
 from runwatch.jobs.failures import AttemptEnd
+from runwatch.jobs.resume import restore, resumed
 from runwatch.rundir import format as fmt
 from runwatch.rundir import stopnote
 from runwatch.rundir.append import RunBusy, locked, write_events
@@ -462,6 +465,7 @@ class Worker:
         with self.engine.connect() as conn:
             cancelled = store_jobs.cancel_requested(conn, claim.run_pk)
         first = reaper.start_event(claim.attempt, self.id, self.executor.queue)
+        resume = None
         rate = self._rate()
         if rate is not None:
             first["hourly_rate"] = rate
@@ -479,6 +483,10 @@ class Worker:
                 if cancelled:
                     write_events(job.run_dir, [reaper.cancelled_event(claim.attempt)])
                 else:
+                    # a resumed attempt gets the run's record back before it starts
+                    resume = resumed(reaper.read_events(job.run_dir)[0], claim.attempt)
+                    if resume is not None:
+                        restore(job.run_dir, resume)
                     write_events(job.run_dir, [first])
                     _, offset, line_no = reaper.read_events(job.run_dir)
         except RunBusy:
@@ -510,8 +518,15 @@ class Worker:
         env = attempt_env(claim)
         if self.device_ids is not None:
             env[VISIBLE_DEVICES] = ",".join(self.device_ids[slot] for slot in job.slots)
+        started = claim
+        if resume is not None:  # the process is told where to resume (jobs.resume)
+            with self.engine.connect() as conn:
+                kind = (store_jobs.job_row(conn, claim.run_pk) or {}).get("kind")
+            more, resume_env = resume.args(job.run_dir, kind, claim.name)
+            started = replace(claim, argv=[*claim.argv, *more])
+            env.update(resume_env)
         try:
-            job.proc = self.executor.start(claim, env, output)
+            job.proc = self.executor.start(started, env, output)
         except (OSError, StartError) as exc:
             why = (exc.strerror if isinstance(exc, OSError) else None) or exc
             note(output, f"runwatch: could not start {claim.argv[0] if claim.argv else '?'}"
@@ -522,8 +537,9 @@ class Worker:
         if pid is not None:
             with self.engine.begin() as conn:
                 store_jobs.set_pid(conn, claim.run_pk, pid, self.id)
-        log.info("started %s attempt %d (%s executor%s)", claim.name, claim.attempt,
-                 self.executor.name, "" if pid is None else f", pid {pid}")
+        log.info("started %s attempt %d (%s executor%s)%s", claim.name, claim.attempt,
+                 self.executor.name, "" if pid is None else f", pid {pid}",
+                 "" if resume is None else f", resuming from step {resume.step}")
         self._index(job.run_dir)
 
     def _watch(self, job: Job, beat: bool) -> None:

@@ -182,8 +182,9 @@ def _text(value: Value) -> str:
 # What to do instead of a recipe setting the job owns (jobs.settings.JOB_OWNED).
 INSTEAD = {"name": "set it in the job's name field", "project": "set it in the job's "
            "project field", "runs_dir": "a job's run folder is made by the server, so leave "
-           "it out", "resume": "a job makes a new run; retry an ended one with POST "
-           "/api/runs/{run}/retry"}
+           "it out", "resume": "a job makes a new run; to continue an ended job's run from "
+           "its last checkpoint, resume it with POST /api/runs/{run}/retry and the body "
+           "{\"resume\": true}"}
 
 
 def _argv(settings: dict[str, Value]) -> list[str]:

@@ -22,7 +22,7 @@ from runwatch.server.runs import (
     PAGE_SIZE,
     list_runs,
 )
-from runwatch.server.schemas import ActionAnswer, RunDetail, RunList, documented
+from runwatch.server.schemas import ActionAnswer, RetryRequest, RunDetail, RunList, documented
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store import queries, tokens
 from runwatch.store import schema as s
@@ -87,17 +87,19 @@ def run_events(request: Request, run: str, conn: Connection = Depends(connection
                                    for e in queries.events(conn, row.pk)]}
 
 
-def _job_control(request: Request, st: ServerState, run: str, action: str) -> dict[str, Any]:
-    """Do `action` (cancel or retry) to a run through job control; 409 with what is
-    possible when its state does not allow it, 404 when it left the index meanwhile, 503
-    while a process still holds its folder."""
+def _job_control(request: Request, st: ServerState, run: str, action: str,
+                 resume: bool = False) -> dict[str, Any]:
+    """Do `action` (cancel or retry, with `resume` a resume) to a run through job control;
+    409 with what is possible when its state does not allow it, 404 when it left the index
+    meanwhile, 503 while a process still holds its folder."""
     with st.engine.connect() as conn:
         row = scopes.run(request, conn, run, "write")
     try:
         if action == "cancel":
             outcome = control.cancel(st.engine, row, st.runs_dir)
         else:
-            outcome = control.retry(st.engine, row, st.runs_dir, wait_s=st.lock_wait_s)
+            outcome = control.retry(st.engine, row, st.runs_dir, wait_s=st.lock_wait_s,
+                                    resume=resume)
     except TransitionError as exc:
         raise ApiError(409, f"run {row.name}: {exc}") from None
     except LookupError as exc:  # deleted from the index meanwhile
@@ -121,7 +123,10 @@ def run_cancel(request: Request, run: str, st: ServerState = Depends(state)) -> 
 
 
 @router.post("/api/runs/{run}/retry", **documented(ActionAnswer, "the run's new phase"))
-def run_retry(request: Request, run: str, st: ServerState = Depends(state)) -> dict[str, Any]:
+def run_retry(request: Request, run: str, body: RetryRequest | None = None,
+              st: ServerState = Depends(state)) -> dict[str, Any]:
     """Retry an ended job as its next attempt, QUEUED: the earlier attempts stay on record
-    (and in its cost); their metrics, samples and checkpoints leave the view."""
-    return _job_control(request, st, run, "retry")
+    (and in its cost); their metrics, samples and checkpoints leave the view. With
+    `{"resume": true}` the attempt goes on from the run's last training checkpoint and the
+    run keeps its record up to it (409 when it holds none)."""
+    return _job_control(request, st, run, "retry", resume=body is not None and body.resume)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from runwatch.server import jsonio
 
@@ -376,6 +376,16 @@ class PointsEvent(BaseModel):
     step: int
     values: dict[str, float | None]
 
+
+
+class RetryRequest(BaseModel):
+    """The body of a retry (POST /api/runs/{run}/retry), which may be left out."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    resume: bool = Field(False, description="continue from the run's last training "
+                         "checkpoint, keeping its metrics and checkpoints up to it, instead "
+                         "of training again from step 0; a run that holds none is 409")
 
 
 class ActionAnswer(BaseModel):

@@ -272,6 +272,9 @@ workers = Table(
     # why it cannot start jobs now, as its executor last found (a Ray cluster that does
     # not answer); null when it can (0015)
     Column("unavailable", Text),
+    # when job control last let go of a job it held (runwatch.jobs.reaper.conclude): a lost
+    # or stopped worker's spend runs until then (0017)
+    Column("released_at", Float),
 )
 
 # --- H5: step summaries (runwatch.store.summaries) ---
