@@ -290,12 +290,12 @@ def test_submit_and_retry_say_which_worker_starts_the_job_or_how_to_start_one(
     assert other.startswith("no worker of profile cpu runs the jobs of "), other
     assert "the running ones claim jobs of /elsewhere/runs only" in other, other
     assert "runwatch worker " in other and "--device-profile cpu" in other, other
-    runs_dir = str(Path(get(server, "/api/runs/other")["dir"]).parent)
-    _worker(engine, "w-3", runs_dir=runs_dir)
+    folder = str(Path(get(server, "/api/runs/other")["dir"]).parent)
+    _worker(engine, "w-3", runs_dir=folder)
     assert submit_recipe(server, "mine")["next"] == (
         "worker w-3 will start it when its devices are free")
     # two that would: one of them starts it, not both (it read "worker w-3, w-4 will …")
-    _worker(engine, "w-4", runs_dir=runs_dir)
+    _worker(engine, "w-4", runs_dir=folder)
     assert submit_recipe(server, "either")["next"] in (
         f"one of the workers {a}, {b} will start it when its devices are free"
         for a, b in (("w-3", "w-4"), ("w-4", "w-3")))
