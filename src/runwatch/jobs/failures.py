@@ -136,8 +136,9 @@ _CATALOGUE = (
     Reason("stopped_early", "the training job stopped before it finished",
            "The job ended without reporting how. Start the run again."),
     Reason("failed", "the training job failed; the run ID is what support needs",
-           "Nothing in the job reported what went wrong; its logs hold what it printed. "
-           "Quote the run ID."),
+           "An exception the job raised is in its error logs (runwatch runs logs RUN "
+           "--level error), with its traceback; a job that raised none left only what it "
+           "printed in its logs. Quote the run ID."),
     Reason("cancelled", "the training job was stopped",
            "It was cancelled (or, started by hand, sent SIGTERM or Ctrl-C) and stopped. "
            f"Retry the run to start it again, or {RESUME}.",
