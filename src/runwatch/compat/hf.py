@@ -5,14 +5,19 @@ Metric keys are kept as the trainer logs them (`loss`, `grad_norm`, `eval_loss`,
 `rewards/margins`…); runwatch's alias tables (runwatch.metrics.aliases) give them their
 canonical roles when the run is read. The totals the Trainer logs once at the end
 (`train_runtime`, `train_loss`, …) go to the manifest's `summary`, as W&B's callback
-puts them in its run summary. A run whose training raises is ended by the SDK's exit
-hook: FAILED, with the exception in logs.jsonl. The completions TRL's GRPOTrainer keeps
-with `log_completions=True` are the run's samples (runwatch.compat.trl_completions).
+puts them in its run summary. The run is named by the callback's `name`, else by the
+`run_name` the user gave the TrainingArguments (as HF's own tracker callbacks name theirs).
+What the Trainer logs outside `train()` (a baseline `trainer.evaluate()` before it, a
+closing one after) is recorded in the run that training continues (or continued). A
+run whose training raises is ended by the SDK's exit hook: FAILED, with the exception
+in logs.jsonl. The completions TRL's GRPOTrainer keeps with `log_completions=True` are
+the run's samples (runwatch.compat.trl_completions).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from numbers import Real
 from pathlib import Path
@@ -21,6 +26,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from runwatch.compat.names import folder_name
 from runwatch.compat.trl_completions import CompletionFiles
 from runwatch.rundir import format as fmt
 from runwatch.sdk import NullRun, Run, init
@@ -40,6 +46,16 @@ def method_of(args: TrainingArguments) -> str | None:
     return None
 
 
+def user_run_name(args: TrainingArguments) -> str | None:
+    """The `run_name` the user gave the TrainingArguments, made a run folder's name, or None
+    when they gave none: transformers 4 fills an unset run_name with `output_dir`, which
+    names no run (HF's W&B callback takes that value for "no name" too)."""
+    name = getattr(args, "run_name", None)
+    if not name or name == args.output_dir:
+        return None
+    return folder_name(str(name)) or None
+
+
 def trainer_config(args: TrainingArguments, model: Any) -> dict[str, Any]:
     """The run's config: the TrainingArguments at the top level (so `learning_rate` and
     `seed` read as in any runwatch plan) and the model's config under `model`."""
@@ -53,9 +69,11 @@ def trainer_config(args: TrainingArguments, model: Any) -> dict[str, Any]:
 class RunwatchCallback(TrainerCallback):
     """Records the training it is attached to as a runwatch run in `dir`/<name>.
 
-    The arguments are those of `runwatch.init`; `method` defaults to the TRL trainer's
-    (sft, dpo, grpo), `base_model` to the model's `name_or_path`. The run is started on
-    train begin and can be reached as `.run` from then on.
+    The arguments are those of `runwatch.init`; `name` defaults to the TrainingArguments'
+    `run_name` when the user set one, `method` to the TRL trainer's (sft, dpo, grpo),
+    `base_model` to the model's `name_or_path`. The run is started on train begin, or at
+    the first log before it (a baseline `trainer.evaluate()`), which training then
+    continues; it can be reached as `.run` from then on.
     """
 
     def __init__(self, project: str = "default", name: str | None = None,
@@ -66,34 +84,45 @@ class RunwatchCallback(TrainerCallback):
             "project": project, "name": name, "dir": dir, "group": group, "tags": tags,
             "method": method, "base_model": base_model, "dataset": dataset}
         self.run: Run | NullRun = NullRun()
-        self._after_end = False  # the run was resumed for logs after train end
+        self._trained = False  # a train() has begun with this callback
+        self._one_log = False  # the run is open for one log outside train(): ended after it
         self._completions: CompletionFiles | None = None  # TRL's, with log_completions
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState,
                        control: TrainerControl, model: Any = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero:
             return
-        described = dict(self._init_args)
-        described["method"] = described["method"] or method_of(args)
-        described["base_model"] = described["base_model"] or _model_name(model)
+        described = self._described(args, model)
         # A run is resumed when the Trainer resumes from a checkpoint under a named run:
         # the state it loaded from the checkpoint has steps already (the Trainer does not
         # act on TrainingArguments.resume_from_checkpoint, and `train(resume_from_
         # checkpoint=...)` leaves it unset)
-        self._after_end = False
+        self._one_log = False
         resume = state.global_step > 0 and described["name"] is not None
         previous = self.run
         if isinstance(previous, Run) and not previous.finished:
             # the last train() never reached its end (an exception the script caught):
             # that run ends here, for what it is, before this train() records
             previous.finish("FAILED", reason=STOPPED_BEFORE_END, code="failed")
-        if (not resume and isinstance(previous, Run) and described["name"] is not None
+        if isinstance(previous, Run) and not self._trained:
+            # what the Trainer logged before train() (a baseline evaluate()) started the
+            # run: this training continues it
+            described, resume = self._described(args, model, previous), True
+        elif (not resume and isinstance(previous, Run) and described["name"] is not None
                 and previous.name == described["name"]):
             # a train() again from step 0 with this callback (a notebook's second cell):
             # a run of its own, named after the first, not an error in the new training
             described["name"] = _next_name(previous.dir.parent, previous.name)
-        self.run = init(config=trainer_config(args, model), trainer=_trainer_name(args),
-                        resume=resume, **described)
+        try:
+            self.run = init(config=trainer_config(args, model), trainer=_trainer_name(args),
+                            resume=resume, **described)
+        except fmt.RunDirError as exc:
+            folder = Path(described["dir"]) / str(described["name"])
+            if resume or not (folder / fmt.MANIFEST).exists():
+                raise
+            # init() says to pass resume=True, which a callback's user cannot
+            raise fmt.RunDirError(NAME_TAKEN.format(folder=folder)) from exc
+        self._trained = True
         self._completions = None
         if getattr(args, "log_completions", False) and args.output_dir:
             self._completions = CompletionFiles(args.output_dir,
@@ -105,8 +134,9 @@ class RunwatchCallback(TrainerCallback):
         self._take_completions(state)
 
     def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-               logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        if not logs or not self._recording():
+               logs: dict[str, Any] | None = None, model: Any = None,
+               **kwargs: Any) -> None:
+        if not logs or not self._recording(args, state, model):
             return
         if self._completions is not None:
             self._completions.note_metrics(logs)
@@ -123,22 +153,63 @@ class RunwatchCallback(TrainerCallback):
         if summary:
             self.run.set_manifest_fields(summary={**self.run.manifest.get("summary", {}),
                                                   **summary})
-        if self._after_end:  # what the trainer logs after training (evaluate()) ends it again
+        if self._one_log:  # logged outside train() (an evaluate()): the run ends again
             self.run.finish()
 
-    def _recording(self) -> bool:
-        """Whether the run takes what comes in: while it trains, and after training, when
-        the Trainer logs again (`trainer.evaluate()` after `train()`), the run that train
-        end finished is resumed for it and finished again (it was lost without a word)."""
-        if not self.run.finished:
-            return True
-        if not isinstance(self.run, Run) or self.run.status != "SUCCEEDED":
-            return False  # not recording on this rank, or ended otherwise: left as it is
-        described = {**self._init_args, "name": self.run.name, "dir": self.run.dir.parent,
-                     "project": self.run.manifest.get("project", self._init_args["project"])}
-        self.run = init(resume=True, **described)
-        self._after_end = True
+    def _recording(self, args: TrainingArguments, state: TrainerState, model: Any) -> bool:
+        """Whether the run takes what the Trainer logs: while it trains; and outside
+        `train()` (`trainer.evaluate()` before or after it), when the run is started for
+        that one log, or the run a train end or an earlier such log finished is resumed
+        for it, and finished again after it (both were lost without a word)."""
+        if not state.is_world_process_zero:
+            return False  # other ranks record nothing
+        run = self.run
+        if isinstance(run, Run):
+            if not run.finished:
+                return True
+            if run.status != "SUCCEEDED":
+                return False  # ended otherwise: left as it is
+            self.run = init(resume=True, **self._described(args, model, run))
+        elif self._trained:
+            return False  # init() gave a NullRun: this process records nothing
+        elif not self._may_start(args, model):
+            return False
+        else:
+            self.run = init(config=trainer_config(args, model), trainer=_trainer_name(args),
+                            **self._described(args, model))
+        self._one_log = True
         return True
+
+    def _may_start(self, args: TrainingArguments, model: Any) -> bool:
+        """Whether a log before train() may start the run: not when the run it names is
+        in its folder already, which train() then resumes from a checkpoint (what was
+        logged before is of the model before the checkpoint is loaded, at step 0); one
+        warning says so."""
+        described = self._described(args, model)
+        if described["name"] is None:
+            return True
+        folder = Path(described["dir"]) / described["name"]
+        if not (folder / fmt.MANIFEST).exists():
+            return True
+        warnings.warn(f"runwatch: what the Trainer logged before train() is not recorded: "
+                      f"{folder} holds the run already, which train() resumes from a "
+                      "checkpoint, and a log before train() is of the model before the "
+                      "checkpoint is loaded; evaluate after train() to record an evaluation "
+                      "in that run", RuntimeWarning, stacklevel=2)
+        return False
+
+    def _described(self, args: TrainingArguments, model: Any,
+                   run: Run | None = None) -> dict[str, Any]:
+        """The arguments of `init` for the run: the callback's, and where it gives none the
+        trainer's (run_name, method, model); those that reach `run`, to go on with it."""
+        described = dict(self._init_args)
+        described["name"] = described["name"] or user_run_name(args)
+        described["method"] = described["method"] or method_of(args)
+        described["base_model"] = described["base_model"] or _model_name(model)
+        if run is not None:
+            described.update(name=run.name, dir=run.dir.parent,
+                             project=run.manifest.get("project", described["project"]))
+        return described
 
     def on_evaluate(self, args: TrainingArguments, state: TrainerState,
                     control: TrainerControl, **kwargs: Any) -> None:
@@ -156,7 +227,7 @@ class RunwatchCallback(TrainerCallback):
     def on_train_end(self, args: TrainingArguments, state: TrainerState,
                      control: TrainerControl, **kwargs: Any) -> None:
         self._take_completions(state)
-        self._after_end = False
+        self._one_log = False
         self.run.finish()
 
     def _take_completions(self, state: TrainerState, split: str = "train") -> None:
@@ -170,6 +241,13 @@ class RunwatchCallback(TrainerCallback):
 # What a run says when its train() stopped before its end and train() was called again.
 STOPPED_BEFORE_END = ("train() stopped before its end (an exception the script caught) and "
                       "was called again")
+
+
+# What train() from step 0 says when the run folder its name names holds a run already.
+NAME_TAKEN = ("{folder} holds a run already: to continue it, resume the training from its "
+              "checkpoint (`trainer.train(resume_from_checkpoint=True)`); to record a new "
+              "run, give it another name (`RunwatchCallback(name=...)` or "
+              "`TrainingArguments.run_name`)")
 
 
 def _next_name(runs_dir: Path, name: str) -> str:

@@ -21,7 +21,6 @@ import argparse
 import atexit
 import dataclasses
 import os
-import re
 import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -30,6 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from runwatch.compat import wandb_plot as plot
+from runwatch.compat.names import folder_name
 from runwatch.compat.wandb_absent import Api, Error, agent, sweep
 from runwatch.compat.wandb_exit import Ending, ExitNotes
 from runwatch.compat.wandb_ignored import (
@@ -77,11 +77,15 @@ __all__ = ["AlertLevel", "Api", "Artifact", "Audio", "BoundingBoxes2D", "Classes
            "plot_table", "restore", "run", "save", "summary", "sweep", "unwatch",
            "use_artifact", "visualize", "watch"]
 
+# W&B is a package: a library that imports its submodules (transformers' WandbCallback:
+# `from wandb.sdk.lib.config_util import ...`) where a script put this module in
+# sys.modules["wandb"] finds them in runwatch.compat.wandb_modules, which says what to use.
+__path__ = [str(Path(__file__).with_name("wandb_modules"))]
+
 # Column names W&B scripts use for a sample's text and score, and runwatch's name for each.
 SAMPLE_COLUMNS = {"input": "prompt", "question": "prompt", "query": "prompt",
                   "response": "completion", "output": "completion", "generation": "completion",
                   "answer": "completion", "text": "completion", "score": "reward"}
-_BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 # What the run's log and stderr say when a SystemExit no hook saw ended the script.
 UNSEEN_EXIT = ("the script ended by a SystemExit raised without sys.exit() (`raise "
                "SystemExit(...)`), whose status Python keeps from runwatch, so the run is "
@@ -438,7 +442,7 @@ def _forked_child() -> None:
 
 
 def _safe(name: str) -> str:
-    return _BAD_NAME_CHARS.sub("-", str(name)).strip("-.")[:fmt.MAX_NAME_LENGTH] or "run"
+    return folder_name(str(name)) or "run"
 
 
 def _as_dict(values: Any) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The parts of W&B's API runwatch does not provide: `Api` (reading runs back) and
 sweeps (`sweep`, `agent`). They exist, so a script that imports or names them loads;
-using one raises `Error`, saying what to use in runwatch instead.
+using one raises `Error`, saying what to use in runwatch instead. W&B's internals
+(`wandb.sdk`) raise ModuleNotFoundError when imported (runwatch.compat.wandb_modules).
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ API_INSTEAD = (
     "(`runwatch runs list`, `runwatch runs get RUN`, `runwatch runs metrics RUN -o json`, "
     "`runwatch runs rollouts RUN`) or with the HTTP API of `runwatch ui` (`GET /api/runs`, "
     "`GET /api/runs/{run}`, `GET /api/runs/{run}/history?key=…`; docs/api.md)")
+
+
+SDK_INSTEAD = (
+    "runwatch's W&B module (runwatch.compat.wandb) has none of W&B's internals (wandb.sdk), "
+    "so transformers' WandbCallback (report_to=\"wandb\") cannot record through it: record "
+    "a Hugging Face Trainer or TRL run with runwatch.compat.hf.RunwatchCallback instead, "
+    "`Trainer(..., callbacks=[RunwatchCallback()])` with report_to=\"none\" "
+    "(docs/huggingface.md)")
 
 
 def _sweeps_instead(call: str) -> str:
