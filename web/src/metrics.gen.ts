@@ -36,7 +36,7 @@ export const ROLE_NAMES: Readonly<Record<Role, readonly string[]>> = {
   train_loss: ["loss", "gpt_loss", "train_mean_nll", "dpo_loss", "train_loss"],
   eval_loss: ["val/loss", "eval_loss", "val_loss"],
   reward: ["reward_mean", "reward", "objective/scores", "env/reward_mean", "critic/rewards/mean", "env/all/reward/total", "rollout/ep_rew_mean", "mean_reward"],
-  val_reward: ["val/reward_mean", "eval_reward", "test/env/all/reward/total"],
+  val_reward: ["val/reward_mean", "eval_reward", "test/env/all/reward/total", "eval_objective/scores"],
   accuracy: ["accuracy", "critic/score/mean", "env/all/correct"],
   val_accuracy: ["val/accuracy", "eval_accuracy", "test/env/all/correct"],
   preference_accuracy: ["preference_accuracy", "rewards/accuracies"],
@@ -149,6 +149,8 @@ export const ALIASES: ReadonlyMap<string, readonly [string, string | null]> = ne
   ["reverse_kl", ["reward_mean", "-x"]],
   ["flat_reward_group_ratio", ["zero_variance_skip_ratio", null]],
   ["zvf", ["zero_variance_skip_ratio", null]],
+  ["eval_completions/clipped_ratio", ["val/truncated_ratio", null]],
+  ["eval_objective/scores", ["val/reward_mean", null]],
 ]);
 
 /** A name that starts with a prefix is looked up with it replaced: [prefix, replacement]. */

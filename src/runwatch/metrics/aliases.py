@@ -165,6 +165,25 @@ EXACT: dict[str, Alias] = {
     "zvf": Alias("zero_variance_skip_ratio", "hand-written GRPO loops"),
 }
 
+
+def eval_twins(table: dict[str, Alias]) -> dict[str, Alias]:
+    """The eval set's form of each TRL name in `table` that the vocabulary has a `val/`
+    form for: TRL's trainers, built on the Hugging Face Trainer, log an evaluation's
+    metrics under their training names prefixed `eval_` (`completions/clipped_ratio` is
+    `truncated_ratio`, so `eval_completions/clipped_ratio` is `val/truncated_ratio`).
+    Not the PPOTrainer's before 0.12, which was no Trainer; names the table lists already
+    keep their entry."""
+    return {f"eval_{key}": Alias(f"val/{alias.canonical}", f"{alias.framework} (eval set)",
+                                 alias.transform)
+            for key, alias in table.items()
+            if alias.framework.startswith("TRL") and "before 0.12" not in alias.framework
+            and f"val/{alias.canonical}" in BY_NAME and f"eval_{key}" not in table}
+
+
+# The eval twins are aliases the health rules read too: a TRL run that logs one feeds a
+# `val/` metric it did not feed before (docs/metrics.md lists them with the others).
+EXACT.update(eval_twins(EXACT))
+
 # Names that hand-written loops and older tools log for a metric that a display (tile,
 # result, table column, chart line) shows. The health rules do not read them (their
 # meaning varies between tools: the HF Trainer's `train_loss` is the run's mean loss),

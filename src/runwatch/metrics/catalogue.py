@@ -137,8 +137,8 @@ GROUPS: tuple[tuple[str, tuple[Metric, ...]], ...] = (
           (GRPO,)),
         M("val/terminated_ratio", "fraction", "`terminated_ratio` of the validation "
           "episodes.", (GRPO,)),
-        M("val/truncated_ratio", "fraction", "`truncated_ratio` of the validation episodes.",
-          (GRPO,)),
+        M("val/truncated_ratio", "fraction", "`truncated_ratio` of the validation "
+          "completions or episodes.", (GRPO,)),
         M("val/parse_failure_ratio", "fraction", "`parse_failure_ratio` of the validation "
           "episodes.", (GRPO,)),
         M("val/context_overflow_ratio", "fraction", "`context_overflow_ratio` of the "

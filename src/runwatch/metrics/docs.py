@@ -50,10 +50,11 @@ Names other frameworks log, and the canonical name they stand for. The health ru
 these; a transform, where given, is applied to the values first.
 """
 
-SHOWN_INTRO = """Names that hand-written loops and config files use for a role. The displays show
-them; the health rules read `train_loss` and `val_loss` only in a run that logs no other
-name for the loss or the validation loss (docs/health.md), since their meaning varies
-between tools (the Hugging Face Trainer's `train_loss` is the mean loss of the whole run).
+SHOWN_INTRO = """Names that hand-written loops and config files use for a role. The displays and
+the keys API read them; the health rules read `train_loss` and `val_loss` only in a run that
+logs no other name for the loss or the validation loss (docs/health.md), since their meaning
+varies between tools (the Hugging Face Trainer's `train_loss` is the mean loss of the whole
+run).
 """
 
 PREFIX_INTRO = """Prefixes: a name that starts with one is looked up with the prefix replaced (the

@@ -58,8 +58,13 @@ class KeyMeaning:
 
 
 def describe(key: str) -> KeyMeaning:
-    """The canonical name of a logged key, its catalogue entry and the transform it needs."""
+    """The canonical name of a logged key, its catalogue entry and the transform it needs,
+    as the displays read it (the keys API, a run's results): the alias tables, prefixes and
+    patterns the health rules read too (`resolve`), then, under the name as logged, the
+    names only the displays read (`SHOWN`), as `names` and so `find_key` list them."""
     name, alias = resolve(key)
+    if alias is None:
+        alias = SHOWN.get(key)
     if alias is not None:
         name = alias.canonical
     return KeyMeaning(name, BY_NAME.get(name), alias.transform if alias else None)
