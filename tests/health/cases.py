@@ -261,6 +261,18 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("grpo", NO, {"val/accuracy": every(10, [1.0, 0.84, 0.71, 0.62, 0.5])}),
         ("grpo", NO, {"val/accuracy": every(10, [0.6, 0.62, 0.58, 0.61, 0.6, 0.59])}),
     ),
+    "loss.implausible": (
+        # An SFT run at learning rate 100 of a 47-token model: a uniform guess is 3.85 nats.
+        ("sft", {"vocab_size": 47.0}, {"loss": [47768.0, 514506.0, 146162.0]}),
+        # A loss above ln(vocab_size) at the start of a run from random weights, falling.
+        ("sft", {"vocab_size": 47.0}, {"loss": [4.3, 4.0, 3.6, 3.2, 2.9]}),
+    ),
+    "val.collapsed": (
+        # A GRPO run at 100x its learning rate: held-out accuracy 0.825, then 0 and 0.
+        ("grpo", NO, {"val/accuracy": every(4, [0.825, 0.0, 0.0])}),
+        # A noisy score swinging by a third, never half its best twice in a row.
+        ("grpo", NO, {"val/accuracy": every(4, [0.6, 0.4, 0.6, 0.35, 0.55, 0.3, 0.6])}),
+    ),
     "val.plateau": (
         ("grpo", NO, {"val/accuracy": every(10, [0.6 + 0.001 * (k % 2) for k in range(10)])}),
         ("grpo", NO, {"val/accuracy": every(10, ramp(0.3, 0.05, 10))}),
@@ -299,8 +311,10 @@ CASES: dict[str, tuple[Case, Case]] = {
         ("sft", NO, {"loss": ramp(1.0, -0.03, 30) + ramp(0.1, 0.001, 30)}),
     ),
     "dpo.over_optimisation": (
-        ("dpo", NO, {"mean_margin": ramp(0.0, 0.5, 50)}),
-        ("dpo", NO, {"mean_margin": ramp(0.0, 0.08, 50)}),
+        # TRL's β-scaled margin (runwatch's own `mean_margin` is in nats: its limit is 10/β,
+        # test_dpo_margin_units.py)
+        ("dpo", NO, {"rewards/margins": ramp(0.0, 0.5, 50)}),
+        ("dpo", NO, {"rewards/margins": ramp(0.0, 0.08, 50)}),
     ),
     "rl.no_progress": (
         ("grpo", NO, {"reward_mean": [0.5 + 0.1 * math.sin(1.3 * i) for i in range(40)]}),

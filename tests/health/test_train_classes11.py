@@ -103,8 +103,10 @@ def test_steps_logged_again_after_a_resume_are_a_near_miss() -> None:
 def test_a_held_out_margin_past_10_is_over_optimised() -> None:
     # dpo_gpt2_harmful_two_epochs_readme: one evaluation an epoch, margins 16.1 and 24.3,
     # and no training margin. On the engine before, no finding.
+    # (TRL's eval_rewards/margins, β-scaled: runwatch's own val/mean_margin is in nats,
+    # held to 10/β, test_dpo_margin_units.py)
     found = evaluate("dpo", {}, {"loss": ([1, 2], [0.0539, 0.0001]),
-                                 "val/mean_margin": ([1, 2], [16.14, 24.34])})
+                                 "eval_rewards/margins": ([1, 2], [16.14, 24.34])})
     (f,) = _of(found, "dpo.over_optimisation")
     assert f.severity == "warning" and f.first_step == 1 and "reached 24.3" in f.message
 
@@ -112,11 +114,12 @@ def test_a_held_out_margin_past_10_is_over_optimised() -> None:
 def test_a_held_out_margin_of_a_few_units_is_a_near_miss() -> None:
     # The healthy runs' held-out margins stand at 1.8 at most (dpo_starchat2_15b_two_epochs).
     margin = [0.2, 0.6, 0.9, 1.2, 1.4, 1.6, 1.7, 1.8, 1.8, 1.83, 1.8]
-    assert _of(evaluate("dpo", {}, {"val/mean_margin": margin}), "dpo.over_optimisation") == []
+    assert _of(evaluate("dpo", {}, {"eval_rewards/margins": margin}),
+               "dpo.over_optimisation") == []
 
 
 def test_a_training_margin_is_read_before_the_held_out_one() -> None:
     # A run that logs both is judged on the pairs it trains on.
-    found = evaluate("dpo", {}, {"mean_margin": [0.5, 1.0, 1.5, 2.0],
-                                 "val/mean_margin": [0.5, 1.0, 12.0, 13.0]})
+    found = evaluate("dpo", {}, {"rewards/margins": [0.5, 1.0, 1.5, 2.0],
+                                 "eval_rewards/margins": [0.5, 1.0, 12.0, 13.0]})
     assert _of(found, "dpo.over_optimisation") == []

@@ -165,10 +165,22 @@ class AboveBest:
     A rise smaller than `RESOLUTION` is no rise: trainers log a loss to 4 decimals (the
     HF Trainer rounds there), and a loss below that resolution, a held-out set predicted
     all but perfectly (a DPO loss of 3e-7 at a margin of 15), moves by its own
-    floating-point rounding, a tenth of itself from one validation to the next."""
+    floating-point rounding, a tenth of itself from one validation to the next.
+
+    With `direction` "down" it judges a score the other way: below its best so far (the
+    running maximum, while that is above 0) by `min_rel` of it, and by `min_drop` in the
+    score's own unit (a held-out accuracy fallen from 0.8 to 0 in one validation, where a
+    trend over several reads no slope). With `back_k`, a holding finding is released only
+    once the series is back within half of `min_rel` of its best on that many points in a
+    row (a noisy score that touches its best once between falls is one episode)."""
 
     def __init__(self, min_rel: float = 0.01, k: int = 2, single: float = 0.05,
-                 min_points: int = 3, state: dict[str, Any] | None = None) -> None:
+                 min_points: int = 3, direction: str = "up", min_drop: float = 0.0,
+                 back_k: int = 1, state: dict[str, Any] | None = None) -> None:
+        # a score that falls is judged as its negation rises: its best is the running
+        # maximum, negated; what is kept and reported is in the score's own sign
+        self.sign = -1.0 if direction == "down" else 1.0
+        self.min_drop = min_drop
         self.min_rel, self.single = min_rel, single
         self.k, self.min_points = max(1, int(k)), max(2, int(min_points))
         st = state or {}
@@ -176,32 +188,51 @@ class AboveBest:
         self.count = int(st.get("n", 0))  # finite points seen
         self.above = int(st.get("above", 0))  # points in a row above the best by min_rel
         self.held = bool(st.get("held", False))
+        self.back_k = max(1, int(back_k))
+        self.back = int(st.get("back", 0))  # points in a row back near the best, while held
         self.rise: list[float] = list(st.get("rise", []))  # [best, value]
 
     def feed(self, values: list[float]) -> list[bool]:
         out = []
-        for v in values:
-            if v - v != 0:
+        sign = self.sign
+        for value in values:
+            if value - value != 0:
                 out.append(self.held)
                 continue
+            v = sign * value
             self.count += 1
             best = self.best
             if best is None or v <= best:
-                self.best, self.above, self.held = v, 0, False
-                out.append(False)
+                self.best, self.above = v, 0
+                if self.held:  # a new best is a point back near it
+                    self.back += 1
+                    self.held = self.back < self.back_k
+                if not self.held:
+                    self.back = 0
+                out.append(self.held)
                 continue
+            held_before = self.held
             rel = (v - best) / max(abs(best), 1e-12) if v - best >= RESOLUTION else 0.0
+            near = rel  # how far it stands from its best, for a finding that holds
+            if sign < 0 and (best >= 0 or v - best < self.min_drop * (1 - 1e-9)):
+                # a score's fall opens a finding from a best above 0, and by min_drop in
+                # its unit too (0.6 - 0.4 is 0.19999999999999996)
+                rel = 0.0
             self.above = self.above + 1 if rel >= self.min_rel else 0
             if self.held:
-                self.held = rel >= 0.5 * self.min_rel
+                # released once back within half of min_rel on `back_k` points in a row
+                self.back = self.back + 1 if near < 0.5 * self.min_rel else 0
+                self.held = self.back < self.back_k
             elif self.count >= self.min_points and (
                     self.above >= self.k or (self.single > 0 and rel >= self.single)):
                 self.held = True
             if self.held:
-                self.rise = [best, v]
+                # a rise as it is now; a fall at its deepest in this episode
+                deepest = sign < 0 and held_before and self.rise and self.rise[1] < value
+                self.rise = [sign * best, self.rise[1] if deepest else value]
             out.append(self.held)
         return out
 
     def state(self) -> dict[str, Any]:
         return {"best": self.best, "n": self.count, "above": self.above, "held": self.held,
-                "rise": self.rise}
+                "back": self.back, "rise": self.rise}

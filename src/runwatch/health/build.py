@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from runwatch.health import against as ag
@@ -16,14 +17,102 @@ from runwatch.health import progress as pg
 from runwatch.health import trends as t
 from runwatch.health.rules.base import Param, Rule
 
-# The names other trainers give a budget setting, looked for when the run's config lacks
-# runwatch's own: the completion's token limit is TRL's max_completion_length, verl's
-# data.max_response_length, OpenRLHF's generate_max_len, a generation config's
-# max_new_tokens (settings are read by their last name, at any depth).
-BUDGET_NAMES: dict[str, tuple[str, ...]] = {
-    "max_sample_tokens": ("max_completion_length", "max_response_length",
-                          "generate_max_len", "max_new_tokens"),
+
+@dataclass(frozen=True)
+class Named:
+    """Another trainer's name for a setting: `key` in the run's settings (a config's last
+    name, at any depth) shows the run's trainer has it, and advice calls it `shown` (else
+    `key`): TRL writes epsilon_high as null until it is set, but always writes epsilon."""
+
+    key: str
+    shown: str = ""
+
+
+@dataclass(frozen=True)
+class SettingWords:
+    """How advice names a setting (`Rule.advice` writes runwatch's name in backticks).
+
+    A run whose config holds the setting under runwatch's name or one of `names` is told
+    that name. One of runwatch's recipes' own settings (`recipe`) is otherwise told as
+    `idea` followed by "(runwatch's recipe setting NAME)"; a setting most trainers name
+    alike (learning_rate) by runwatch's name where the run has no config to tell its
+    trainer by, and as `idea` where its config has no such setting."""
+
+    idea: str
+    names: tuple[Named, ...] = ()
+    recipe: bool = True
+
+
+N = Named
+# Every setting health advice names, by runwatch's name, with other trainers' names for it
+# (TRL 1.16's GRPOConfig, RLOOConfig, DPOConfig and SFTConfig, which extend the Hugging
+# Face TrainingArguments; verl's and OpenRLHF's configs), in the order they are looked for.
+# A setting no other trainer has (overlong_penalty_factor: TRL's soft overlong punishment
+# is a reward function) is named by its idea there, never as a setting to set.
+SETTINGS: dict[str, SettingWords] = {
+    # OpenRLHF, verl (actor_rollout_ref.actor.optim.lr)
+    "learning_rate": SettingWords("the learning rate", (N("actor_learning_rate"), N("lr")),
+                                  recipe=False),
+    # verl, OpenRLHF
+    "max_grad_norm": SettingWords("the gradient clipping norm", (N("grad_clip"), N("max_norm")),
+                                  recipe=False),
+    # verl
+    "max_steps": SettingWords("the training steps", (N("total_training_steps"),),
+                              recipe=False),
+    # TRL and the Hugging Face Trainer, verl, OpenRLHF: runwatch's recipes count max_steps
+    "num_epochs": SettingWords("the number of epochs", (
+        N("num_train_epochs"), N("total_epochs"), N("max_epochs")), recipe=False),
+    "temperature": SettingWords("the sampling temperature", recipe=False),
+    # GRPO's KL coefficient: verl's, OpenRLHF's (DPO's beta is beta in every trainer)
+    "beta": SettingWords("the KL coefficient", (N("kl_loss_coef"), N("init_kl_coef")),
+                         recipe=False),
+    # TRL, verl, OpenRLHF, a generation config; also the budget its rules compare against
+    # (`BUDGET_NAMES`), in this order
+    "max_sample_tokens": SettingWords("the completion token limit", (
+        N("max_completion_length"), N("max_response_length"), N("generate_max_len"),
+        N("max_new_tokens"))),
+    # TRL, OpenRLHF, verl
+    "group_size": SettingWords("the number of completions per prompt", (
+        N("num_generations"), N("n_samples_per_prompt"), N("n", "rollout.n"))),
+    "overlong_penalty_factor": SettingWords("a penalty on overlong completions in the reward"),
+    # TRL, verl: widened by a higher threshold and by a higher epsilon alike
+    "clip_high_threshold": SettingWords("the upper clip bound of the importance ratio", (
+        N("epsilon_high"), N("epsilon", "epsilon_high"), N("clip_ratio_high"),
+        N("clip_ratio", "clip_ratio_high"))),
+    # TRL, verl: widened by a lower threshold but by a higher epsilon (advice says "widen")
+    "clip_low_threshold": SettingWords("the lower clip bound of the importance ratio", (
+        N("epsilon"), N("clip_ratio_low"), N("clip_ratio", "clip_ratio_low"))),
+    # TRL: the optimizer steps each generated batch is split into
+    "num_minibatches": SettingWords("the optimizer steps per sampled batch", (
+        N("steps_per_generation"),)),
+    # TRL (with vLLM)
+    "max_model_length": SettingWords("the context length", (N("vllm_max_model_length"),)),
+    "max_steps_off_policy": SettingWords("the steps a rollout may lag the policy"),
+    "max_sampling_attempts": SettingWords("the batches a step may draw"),
+    "groups_in_flight": SettingWords("the groups collected ahead of the trainer"),
+    "max_turns": SettingWords("the turn limit"),
+    "weights_sync_interval": SettingWords("the steps between weight syncs"),
 }
+
+# The names other trainers give a budget setting, looked for when the run's config lacks
+# runwatch's own (settings are read by their last name, at any depth).
+BUDGET_NAMES: dict[str, tuple[str, ...]] = {
+    "max_sample_tokens": tuple(n.key for n in SETTINGS["max_sample_tokens"].names),
+}
+
+
+def setting_words(name: str, settings: Mapping[str, float]) -> str:
+    """What advice calls setting `name` (`SETTINGS`) in a run of these settings: its name
+    in the run's config, else in words (`SettingWords`)."""
+    words = SETTINGS[name]
+    if name in settings:
+        return name
+    found = next((n for n in words.names if n.key in settings), None)
+    if found is not None:
+        return found.shown or found.key
+    if words.recipe:
+        return f"{words.idea} (runwatch's recipe setting {name})"
+    return words.idea if settings else name
 
 
 def budget_value(
@@ -35,12 +124,16 @@ def budget_value(
         return float(params["budget"])
     assert rule.budget is not None
     total = 1.0
-    for name in rule.budget.split("*"):
-        names = (name.strip(), *BUDGET_NAMES.get(name.strip(), ()))
+    for part in rule.budget.split("*"):
+        name = part.strip()
+        log = name.startswith("ln(") and name.endswith(")")  # the setting's natural log
+        if log:
+            name = name[3:-1]
+        names = (name, *BUDGET_NAMES.get(name, ()))
         value = next((settings[n] for n in names if n in settings), None)
-        if value is None:
+        if value is None or (log and not float(value) > 1):
             return None
-        total *= float(value)
+        total *= math.log(float(value)) if log else float(value)
     return total
 
 
@@ -155,6 +248,8 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
         return ag.AboveBest(
             min_rel=number(p, "min_rel", 0.01), k=int(number(p, "k", 2)),
             single=number(p, "single", 0.05), min_points=int(number(p, "min_points", 3)),
+            direction=str(p.get("direction", "up")), min_drop=number(p, "min_drop", 0.0),
+            back_k=int(number(p, "back_k", 1)),
             state=state,
         )
     if kind == "no_improvement":

@@ -77,6 +77,7 @@ def detector_context(det: Any, rec: Record, *, reference: str, budget: float | N
         if det.rise:
             extra["best"], extra["to"] = det.rise
             extra["rise"] = (det.rise[1] - det.rise[0]) / max(abs(det.rise[0]), 1e-12)
+            extra["fall"] = -extra["rise"]
     elif isinstance(det, im.NoImprovement):
         extra.update(det.held)
     elif isinstance(det, t.Trend):

@@ -108,7 +108,12 @@ state changes in words with their numbers ("loss fell only 2.0% over 897 steps (
 to 0.676)."), and a resolved finding describes what held, not the change that ended it.
 A message names a metric as the run logs it (a TRL run's `kl`, where `metric` holds its
 canonical name, `fb/loss/kl_ref/mean`); a key read through a transform is named with both
-("val/loss (from eval_perplexity)").
+("val/loss (from eval_perplexity)"). Its advice names settings and metrics the same way:
+this page writes runwatch's names in code type, and a finding names each as the run's
+config and log do (a TRL run is told `max_completion_length` and `frac_reward_zero_std`);
+a metric the run does not log, and a setting its trainer lacks, are said in words ("a
+penalty on overlong completions in the reward (runwatch's recipe setting
+overlong_penalty_factor)").
 Its numbers are those of the step it resolved at, however the log
 arrives: a whole imported file, read as one batch, gives each finding the numbers a run
 indexed line by line gives it (each flat stretch its own fall, each spike the median
@@ -349,7 +354,11 @@ DETECTOR_DOCS = (
      "`back` of the level: found when it ends"),
     ("above_best", "after `min_points` points, the last `k` points in a row lie above the "
      "series' best so far (its running minimum) by `min_rel` of it, or one point by "
-     "`single`; it holds while the series stays above the best by half of `min_rel`"),
+     "`single`; it holds while the series stays above the best by half of `min_rel`; with "
+     "`direction` down, below its best (its running maximum, while that is above 0) by "
+     "`min_rel` of it and by `min_drop` in the series' unit; with `back_k`, a finding is "
+     "released only once the series is back within half of `min_rel` of its best on that "
+     "many points in a row"),
     ("above_max", "from `min_history` points on, a value above `factor` times the highest "
      "the series logged before it (while that is above 0): a jump seen without an "
      "estimate of the noise, on a run's first points too; with `magnitude`, sizes are "

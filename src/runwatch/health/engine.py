@@ -36,6 +36,7 @@ from runwatch.health.findings import Finding, Record, finite_or_text, render
 from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.rules.base import Param, Rule
 from runwatch.health.thresholds import NONE, Overrides
+from runwatch.health.wording import advice_words
 from runwatch.metrics.aliases import alone_rank, health_name
 from runwatch.metrics.catalogue import GROUPS
 from runwatch.store.points import PointColumns
@@ -98,8 +99,27 @@ def told_method(seen: set[str]) -> str | None:
 
 
 # The catalogue's shape, computed once: a new rule or default changes every fingerprint.
-CATALOGUE_FP = json.dumps([STATE_VERSION, [(r.id, dict(r.params)) for r in CATALOGUE]],
+CATALOGUE_FP = json.dumps([STATE_VERSION, [(r.id, dict(r.params), r.native_scale)
+                                           for r in CATALOGUE]],
                           sort_keys=True, default=str)
+
+
+def native_limits(rule: Rule, params: Mapping[str, Param],
+                  settings: Mapping[str, float]) -> dict[str, Param]:
+    """`rule`'s params for metrics logged in runwatch's own unit (`Rule.native_scale`):
+    its limits divided by the run's setting, or by the rule's default for it where the
+    run does not give a positive one."""
+    assert rule.native_scale is not None
+    name, default = rule.native_scale
+    scale = settings.get(name)
+    if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        scale = default
+    out: dict[str, Param] = dict(params)
+    for limit in ("above", "below"):
+        value = params.get(limit)
+        if isinstance(value, (int, float)):
+            out[limit] = float(value) / float(scale)
+    return out
 
 
 def fingerprint(method: str, settings: Mapping[str, float], overrides: Overrides) -> str:
@@ -180,6 +200,8 @@ class Engine:
             return None
         variant = tuple(variant_text.split("|"))
         params = self.overrides.params(rule)
+        if rule.native_scale is not None and all(self.claims.get(m) == m for m in variant):
+            params = native_limits(rule, params, self.settings)
         det = self._detector(rule, params, (state or {}).get("det"))
         if det is None:
             return None
@@ -197,6 +219,19 @@ class Engine:
         if raw is None or raw == name:
             return name
         return raw if health_name(raw)[1] is None else f"{name} (from {raw})"
+
+    def advice(self, rule: Rule) -> str:
+        """`rule`'s advice in this run's names: a setting as the run's trainer names it,
+        a metric as the run logs it (`advice_words`; the docs show runwatch's names)."""
+        return advice_words(rule.advice, self.settings,
+                            lambda name: self.shown(name) if name in self.claims else None)
+
+    def _advised(self, found: Iterable[Finding]) -> list[Finding]:
+        """The findings the engine hands out, their advice in this run's names."""
+        out = list(found)
+        for item in out:
+            item.advice = self.advice(BY_ID[item.rule_id])
+        return out
 
     def _detector(self, rule: Rule, params: Mapping[str, Param],
                   state: dict[str, Any] | None) -> Any:
@@ -323,7 +358,7 @@ class Engine:
         if self.finished:  # points read after the end (or with it): judged again
             for item in self.finish():
                 out[id(item.record)] = item
-        return list(out.values())
+        return self._advised(out.values())
 
     def finish(self) -> list[Finding]:
         """Judge the rules that wait for the run's end (`whole_window`) on its whole log;
@@ -357,7 +392,7 @@ class Engine:
             found = ev.finish(judged)
             if found is not None:
                 out.append(found)
-        return out
+        return self._advised(out)
 
     def _run(self, evals: Mapping[str, Evaluator], cols: dict[str, StepValues],
              out: dict[int, Finding], touched: set[str], learn: bool = False) -> None:
@@ -462,7 +497,7 @@ class Engine:
             return []
         if not self.stall.stalled(now):
             return []
-        return [self._stall_finding(self._stall_record(now), "open")]
+        return self._advised([self._stall_finding(self._stall_record(now), "open")])
 
     def _past_stall(self, resumed_ts: float, out: dict[int, Finding]) -> None:
         if "run.stalled" in self.rule_ids and self.stall.stalled(resumed_ts):

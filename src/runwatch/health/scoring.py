@@ -69,6 +69,7 @@ RULE_CLASSES: dict[str, str] = {
     "loss.above_start": "loss_rising",
     "loss.doubled": "loss_rising",
     "loss.diverged": "loss_rising",
+    "loss.implausible": "loss_rising",
     "loss.repeats": "loss_not_falling",
     "loss.zero": "loss_zero",
     "loss.near_zero": "loss_zero",

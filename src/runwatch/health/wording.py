@@ -1,17 +1,49 @@
 """The words a finding's message states its numbers in ("fell only 2.4%", "rose
-731-fold", "35 jumps from step 62"), by the rule's detector."""
+731-fold", "35 jumps from step 62"), by the rule's detector, and the names its advice
+gives settings and metrics, as the run's trainer and log name them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from runwatch.health.build import number
+from runwatch.health.build import SETTINGS, number, setting_words
 from runwatch.health.findings import change_words, higher_words, level_words, range_words
 from runwatch.health.rules.base import Param, Rule
 
 # What a loss-flat finding on a log cut from a longer run says of it (`mid_run`).
 MID_RUN = "starts mid-run (not at the run's start)"
+
+# A setting or metric advice names, written in backticks by runwatch's name (the docs show
+# it so): a finding's advice names it as the run's trainer and log do (`advice_words`).
+NAMED = re.compile(r"`([^`]+)`")
+# What advice calls each metric it names where the run does not log it.
+METRIC_IDEAS: dict[str, str] = {
+    "fb/loss/ratio/mean": "the mean importance ratio",
+    "identical_nonzero_reward_skip_ratio": "the share of groups whose samples all succeeded",
+    "val/mean_response_length": "the held-out completions' mean length",
+    "zero_variance_skip_ratio": "the share of groups whose samples all scored alike",
+    "update_ratio": "the size of each update relative to the weights",
+    "trained_tokens": "the tokens the loss is computed on",
+    "val/loss": "the validation loss",
+    "grad_norm": "the gradient norm",
+}
+
+
+def advice_words(advice: str, settings: Mapping[str, float],
+                 logged: Callable[[str], str | None]) -> str:
+    """A rule's advice as a run reads it: each name in backticks, a setting (`SETTINGS`)
+    as the run's trainer names it (`setting_words`), a metric (`METRIC_IDEAS`) as the run
+    logs it (`logged`, None where it does not), else in words. The text around them is
+    the rule's: only words change, never what the rule found."""
+    def named(match: re.Match[str]) -> str:
+        name = match[1]
+        if name in SETTINGS:
+            return setting_words(name, settings)
+        return logged(name) or METRIC_IDEAS.get(name, name)
+
+    return NAMED.sub(named, advice)
 
 
 def message_words(rule: Rule, params: Mapping[str, Param], evidence: Mapping[str, Any],

@@ -81,6 +81,12 @@ class Rule:
     # info, whatever its severity: what it reports has not yet stopped the run learning.
     learning: str | None = None
     learning_level: float | None = None  # the learning metric's chance level, if known
+    # (setting, default): a rule whose limits are in another trainer's scaled unit (TRL's
+    # β-scaled DPO margins) reads a metric the run logs under its own canonical name
+    # (runwatch's unit: unscaled log-prob nats) against its limits divided by that
+    # setting, or by the default where the run's settings do not give it
+    # (`native_limits`), so its messages speak the unit the run logs
+    native_scale: tuple[str, float] | None = None
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.reads if m != "*" and m not in BY_NAME]

@@ -13,8 +13,8 @@ from runwatch.health.rules.grpo import GRPO, SUSTAINED
 # alike), and a policy's mean token entropy is never exactly 0 in floating point.
 UNMEASURED = (" An entropy of exactly 0 is read as no measurement (a loop that averages it "
               "over the sequences it trains on logs 0 at a step that kept none).")
-ENTROPY_ADVICE = ("Exploration is dying: raise temperature, lower learning_rate, or add an "
-                  "entropy bonus; watch zero_variance_skip_ratio, which follows.")
+ENTROPY_ADVICE = ("Exploration is dying: raise `temperature`, lower `learning_rate`, or add "
+                  "an entropy bonus; watch `zero_variance_skip_ratio`, which follows.")
 
 
 RULES: tuple[Rule, ...] = (
@@ -37,8 +37,8 @@ RULES: tuple[Rule, ...] = (
         "when {repeat} such spikes come within {hold} points (a KL estimated on one group of "
         "samples spikes on one step and is back at the next).",
         message="{metric} spiked to {max:.3g} against a median of {median:.3g}{repeats}.",
-        advice="The step was too large: lower learning_rate (or raise beta to hold the policy "
-        "nearer the reference).",
+        advice="The step was too large: lower `learning_rate` (or raise `beta` to hold the "
+        "policy nearer the reference).",
     ),
     Rule(
         id="grpo.entropy_collapse",
@@ -87,8 +87,8 @@ RULES: tuple[Rule, ...] = (
         + UNMEASURED,
         message="{metric} {change} {span} and is still "
         "falling (now {last:.3g}; it started at {start:.3g}).",
-        advice="Watch the reward: if it stops rising as entropy falls, raise temperature, "
-        "lower learning_rate, or add an entropy bonus.",
+        advice="Watch the reward: if it stops rising as entropy falls, raise `temperature`, "
+        "lower `learning_rate`, or add an entropy bonus.",
     ),
     Rule(
         id="grpo.entropy_low",
@@ -160,8 +160,8 @@ RULES: tuple[Rule, ...] = (
         "steps and is still climbing in the latest half of them grows too slowly for a "
         "64-step window but is not held by its penalty either.",
         message="{metric} {change} {span} (now {last:.3g}).",
-        advice="The policy drifts away from the reference without bound: raise beta (the KL "
-        "coefficient) or lower learning_rate, and read rollouts for reward hacking.",
+        advice="The policy drifts away from the reference without bound: raise `beta` or "
+        "lower `learning_rate`, and read rollouts for reward hacking.",
     ),
     Rule(
         id="grpo.kl_ref_creep",
@@ -182,8 +182,8 @@ RULES: tuple[Rule, ...] = (
         "since a small KL that creeps may still be harmless.",
         message="{metric} {change} {span} and is still "
         "rising (now {last:.3g}).",
-        advice="Watch the KL and the held-out score: if the KL keeps climbing, raise beta "
-        "(the KL coefficient) or lower learning_rate, and read rollouts for reward hacking.",
+        advice="Watch the KL and the held-out score: if the KL keeps climbing, raise `beta` "
+        "or lower `learning_rate`, and read rollouts for reward hacking.",
     ),
     Rule(
         id="grpo.kl_ref_high",
@@ -200,9 +200,9 @@ RULES: tuple[Rule, ...] = (
         "trend follows, or a jump in the first steps).",
         message="{metric} was above {above} on {in_window} of the last {n} logged steps "
         "(last {last:.3g}).",
-        advice="The policy drifts away from the reference without bound: raise beta (the KL "
-        "coefficient) or lower learning_rate, check the KL estimator (k3 is bounded below "
-        "where k1 is not), and read rollouts for reward hacking.",
+        advice="The policy drifts away from the reference without bound: raise `beta` or "
+        "lower `learning_rate`, check the KL estimator (k3 is bounded below where k1 is "
+        "not), and read rollouts for reward hacking.",
     ),
     Rule(
         id="grpo.kl_ref_growing",
@@ -220,7 +220,7 @@ RULES: tuple[Rule, ...] = (
         "widths of its point-to-point noise: a KL that rises once and settles, as a KL "
         "penalty holds it, is not growth; one that keeps climbing is not held by beta.",
         message="{metric} {change} {span} (now {last:.3g}).",
-        advice="The policy drifts away from the reference without bound: raise beta (the KL "
-        "coefficient) or lower learning_rate, and read rollouts for reward hacking.",
+        advice="The policy drifts away from the reference without bound: raise `beta` or "
+        "lower `learning_rate`, and read rollouts for reward hacking.",
     ),
 )

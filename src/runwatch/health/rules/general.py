@@ -28,8 +28,8 @@ RULES: tuple[Rule, ...] = (
         condition="`grad_clip_factor` is below 1 on {k} of the last {n} steps.",
         message="{metric} stayed below 1 (last {last:.3g}): grad_norm says little about "
         "update size.",
-        advice="Read update_ratio for the size of each update; if it is large, lower "
-        "learning_rate, otherwise raise max_grad_norm.",
+        advice="Read `update_ratio`: if each update is large, lower `learning_rate`, "
+        "otherwise raise `max_grad_norm`.",
     ),
     Rule(
         id="optim.grad_norm_spike",
@@ -48,8 +48,8 @@ RULES: tuple[Rule, ...] = (
         "often while its loss falls as it should (a DPO LoRA in fp32 on MPS: 160,621 "
         "against a median of 9 on 9 of 50 steps, every loss ordinary).",
         message="{metric} spiked to {max:.3g}, {against}{repeats}.",
-        advice="Read the batch at that step for bad rows; if spikes repeat, lower learning_rate "
-        "or max_grad_norm.",
+        advice="Read the batch at that step for bad rows; if spikes repeat, lower "
+        "`learning_rate` or `max_grad_norm`.",
     ),
     Rule(
         id="optim.zero_gradient",
@@ -69,7 +69,7 @@ RULES: tuple[Rule, ...] = (
         "frozen model beside a loss that does not fall.",
         message="{metric} was exactly 0 on {count} logged steps from step {first_step}.",
         advice="Check that the parameters (or the adapter) require gradients and that the "
-        "loss depends on them; under DeepSpeed, check whether grad_norm is logged at all.",
+        "loss depends on them; under DeepSpeed, check whether `grad_norm` is logged at all.",
     ),
     Rule(
         id="optim.update_ratio_high",
@@ -82,7 +82,7 @@ RULES: tuple[Rule, ...] = (
         condition="`update_ratio` is above {above} on {k} of the last {n} steps, after the "
         "first {min_points}.",
         message="{metric} stayed above {above} (last {last:.3g}, max {max:.3g}).",
-        advice="Each update changes the adapter by a large fraction: lower learning_rate.",
+        advice="Each update changes the adapter by a large fraction: lower `learning_rate`.",
     ),
     Rule(
         id="metric.non_finite",
@@ -94,7 +94,8 @@ RULES: tuple[Rule, ...] = (
         condition="Any metric's value is NaN, +Infinity or -Infinity; one finding per "
         "incident (consecutive logged steps with such a value) lists every metric in it.",
         message="{names} {verb} {value} {where}.",
-        advice="Training diverged or divided by zero: lower learning_rate, set max_grad_norm, "
+        advice="Training diverged or divided by zero: lower `learning_rate`, set "
+        "`max_grad_norm`, "
         "check the reward and loss for log(0), and resume from the last good checkpoint.",
     ),
     Rule(
@@ -129,8 +130,34 @@ RULES: tuple[Rule, ...] = (
         "without getting worse.",
         message="{metric} {change} {span} "
         "(now {last:.3g}).",
-        advice="Training is making the model worse on held-out data: lower learning_rate, "
+        advice="Training is making the model worse on held-out data: lower `learning_rate`, "
         "read the rollouts for reward hacking, and keep the checkpoint from before the fall.",
+    ),
+    Rule(
+        id="val.collapsed",
+        title="Validation score collapsed",
+        methods=ALL_METHODS,
+        variants=(("val/accuracy",), ("val/preference_accuracy",)),
+        detector="above_best",
+        params={"direction": "down", "min_rel": 0.5, "min_drop": 0.2, "k": 2, "single": 0,
+                "min_points": 2, "back_k": 2},
+        exclusive=True,
+        severity="warning",
+        condition="A held-out accuracy lies below its best so far by {min_rel} of that best "
+        "and by {min_drop} (a fraction of the pairs or prompts) on {k} validations in a row: "
+        "a model that has lost half of what it could do on data it never trained on. "
+        "val.falling reads a trend over several validations, and a score that falls to 0 "
+        "at once and stays there has no slope (the Theil–Sen slope of 0.83, 0, 0, 0, 0, 0 "
+        "is 0): a GRPO recipe run at 100 times its learning rate did that in its first 4 "
+        "steps and was told only that its validation had plateaued. The finding holds "
+        "until the score is back within a quarter of its best on {back_k} validations in a "
+        "row: a score measured on a few samples that touches its best once between falls "
+        "is one episode.",
+        message="{metric} fell from its best {best:.3g} to {to:.3g} (down {fall:.0%}; now "
+        "{last:.3g}).",
+        advice="Training broke the model on held-out data: lower `learning_rate` (a rate far "
+        "too high does this in a few steps), keep the checkpoint from before the fall, and "
+        "read the samples for degenerate text.",
     ),
     Rule(
         id="val.plateau",
@@ -147,6 +174,6 @@ RULES: tuple[Rule, ...] = (
         "less than {min_effect} of its level.",
         message="{metric} {change} {span}{between} (now {last:.3g}).",
         advice="Plateaus are normal; if it holds, stop at the best checkpoint or lower "
-        "learning_rate for the remaining steps (max_steps).",
+        "`learning_rate` for the remaining steps (`max_steps`).",
     ),
 )

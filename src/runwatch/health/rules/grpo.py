@@ -54,8 +54,8 @@ RULES: tuple[Rule, ...] = (
         "steps.",
         message="{metric} stayed outside [{below}, {above}] (last {last:.3g}, range "
         "{min:.3g}–{max:.3g}).",
-        advice="Rule out the system before the reward: check that weights_sync reaches the "
-        "generators before sampling and that rollouts are fresh (lower max_steps_off_policy).",
+        advice="Rule out the system before the reward: check that the new weights reach the "
+        "generators before sampling, and lower `max_steps_off_policy` to keep rollouts fresh.",
     ),
     Rule(
         id="grpo.ratio_extreme",
@@ -67,8 +67,9 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="`fb/loss/ratio/mean` is outside [{below}, {above}] on any step.",
         message="{metric} reached {max:.3g} (lowest {min:.3g}) on a single step.",
-        advice="One step moved the policy far from the generator's: lower learning_rate (or "
-        "use fewer num_minibatches per sampled batch), and check max_steps_off_policy.",
+        advice="One step moved the policy far from the generator's: lower `learning_rate` or "
+        "`num_minibatches` (fewer updates per sampled batch), and check "
+        "`max_steps_off_policy`.",
     ),
     Rule(
         id="grpo.ratio_growth",
@@ -87,7 +88,7 @@ RULES: tuple[Rule, ...] = (
         "going; grpo.ratio_drift judges where it stands.",
         message="{metric} {change} {span} (now {last:.3g}).",
         advice="The policy moves faster than the generator's log-probabilities stay fresh: "
-        "lower learning_rate.",
+        "lower `learning_rate`.",
     ),
     Rule(
         id="grpo.kl_policy_spike",
@@ -99,8 +100,8 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="`fb/loss/kl_policy/mean` exceeds {factor}× its rolling median (and {floor}).",
         message="{metric} spiked to {max:.3g} against a median of {median:.3g}.",
-        advice="Updates are over-aggressive: lower learning_rate, and check "
-        "fb/loss/ratio/mean for drift at the same steps.",
+        advice="Updates are over-aggressive: lower `learning_rate`, and check "
+        "`fb/loss/ratio/mean` for drift at the same steps.",
     ),
     Rule(
         id="grpo.clip_high",
@@ -113,8 +114,8 @@ RULES: tuple[Rule, ...] = (
         condition="`fb/loss/clip/high_fraction` is above {above} on {k} of the last {n} steps "
         "(under 0.01–0.02 is healthy).",
         message="{metric} stayed above {above} (last {last:.3g}, max {max:.3g}).",
-        advice="Updates are aggressively suppressed: lower learning_rate or widen the clip "
-        "band (raise clip_high_threshold).",
+        advice="Updates are aggressively suppressed: lower `learning_rate`, or raise "
+        "`clip_high_threshold` to widen the clip band.",
     ),
     Rule(
         id="grpo.clip_low",
@@ -126,8 +127,8 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="`fb/loss/clip/low_fraction` is above {above} on {k} of the last {n} steps.",
         message="{metric} stayed above {above} (last {last:.3g}, max {max:.3g}).",
-        advice="Updates are aggressively suppressed: lower learning_rate or widen the clip "
-        "band (lower clip_low_threshold).",
+        advice="Updates are aggressively suppressed: lower `learning_rate`, or widen the clip "
+        "band through `clip_low_threshold`.",
     ),
     Rule(
         id="grpo.clip_rising_plateau",
@@ -141,8 +142,8 @@ RULES: tuple[Rule, ...] = (
         condition="`fb/loss/clip/high_fraction` rises by {b_effect} over {window} steps while "
         "`accuracy` moves less than {a_effect}.",
         message="{metric} {b_change} while {reference} {a_change}.",
-        advice="The model cannot push already-likely tokens further: raise clip_high_threshold "
-        "or move to harder training data.",
+        advice="The model cannot push already-likely tokens further: raise "
+        "`clip_high_threshold` or move to harder training data.",
     ),
     Rule(
         id="grpo.active_fraction_drop",
@@ -155,7 +156,7 @@ RULES: tuple[Rule, ...] = (
         condition="`fb/loss/aggregate/active_fraction` falls below {drop}× its rolling median.",
         message="{metric} fell to {min:.3g} against a median of {median:.3g}.",
         advice="Completions are short next to their prompts, or many carry zero loss weight: "
-        "check prompt lengths against max_model_length and the loss weights.",
+        "check prompt lengths against `max_model_length` and the loss weights.",
     ),
     Rule(
         id="grpo.zero_variance",
@@ -178,8 +179,8 @@ RULES: tuple[Rule, ...] = (
         message="the share of groups with no reward variance ({metric}) stayed above "
         "{above} (last {last:.3g}).",
         advice="The task is too easy or too hard for the model now: read "
-        "identical_nonzero_reward_skip_ratio to tell which, then change the data's difficulty, "
-        "group_size or temperature.",
+        "`identical_nonzero_reward_skip_ratio` to tell which, then change the data's "
+        "difficulty, `group_size` or `temperature`.",
     ),
     Rule(
         id="grpo.saturated_groups",
@@ -205,8 +206,8 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="`truncated_ratio` is above {above} on {k} of the last {n} steps.",
         message="{metric} stayed above {above} (last {last:.3g}, max {max:.3g}).",
-        advice="The budget is too tight or the output runs away: raise max_sample_tokens, or "
-        "set overlong_penalty_factor if val/mean_response_length keeps climbing.",
+        advice="The budget is too tight or the output runs away: raise `max_sample_tokens`, "
+        "or set `overlong_penalty_factor` if `val/mean_response_length` keeps climbing.",
     ),
     Rule(
         id="grpo.truncation_rising",
@@ -224,8 +225,8 @@ RULES: tuple[Rule, ...] = (
         "(grpo.truncation).",
         message="{metric} {change} {span} and is still "
         "rising (now {last:.3g}).",
-        advice="Responses are outgrowing max_sample_tokens: raise it, or set "
-        "overlong_penalty_factor if the extra length buys no reward.",
+        advice="Responses are outgrowing `max_sample_tokens`: raise it, or set "
+        "`overlong_penalty_factor` if the extra length buys no reward.",
     ),
     Rule(
         id="grpo.length_at_budget",
@@ -239,7 +240,7 @@ RULES: tuple[Rule, ...] = (
         condition="`mean_sampled_response_length` is above {fraction}× max_sample_tokens on "
         "{k} of the last {n} steps.",
         message="{metric} stayed near the budget of {budget:.0f} tokens (last {last:.4g}).",
-        advice="The model keeps running into the limit: raise max_sample_tokens.",
+        advice="The model keeps running into the limit: raise `max_sample_tokens`.",
     ),
     Rule(
         id="grpo.length_at_ceiling",
@@ -264,8 +265,8 @@ RULES: tuple[Rule, ...] = (
         message="{metric} was exactly {max:.4g}, its highest, on {in_window} of the last {n} "
         "logged steps: every completion of those steps stopped at that length, the token "
         "limit.",
-        advice="Completions are cut mid-answer: raise max_completion_length (or "
-        "max_sample_tokens), or reward shorter answers, and read the cut rollouts.",
+        advice="Completions are cut mid-answer: raise `max_sample_tokens`, or reward shorter "
+        "answers, and read the cut rollouts.",
     ),
     Rule(
         id="grpo.budget_squeezed",
@@ -279,8 +280,8 @@ RULES: tuple[Rule, ...] = (
         condition="`mean_response_budget` is below {fraction}× max_sample_tokens on {k} of the "
         "last {n} steps.",
         message="{metric} stayed well below max_sample_tokens={budget:.0f} (last {last:.4g}).",
-        advice="Long prompts leave less room in max_model_length: raise max_model_length or "
-        "shorten the prompts.",
+        advice="Long prompts leave less room in `max_model_length`: raise it or shorten the "
+        "prompts.",
     ),
     Rule(
         id="grpo.post_budget_clip",
@@ -293,8 +294,8 @@ RULES: tuple[Rule, ...] = (
         condition="`post_budget_clip_ratio` is above {above} on {k} of the last {n} steps "
         "(it should stay near zero).",
         message="{metric} stayed above {above} (last {last:.3g}).",
-        advice="Completions are cut to the budget before training: raise max_model_length or "
-        "shorten the prompts.",
+        advice="Completions are cut to the budget before training: raise `max_model_length` "
+        "or shorten the prompts.",
     ),
     Rule(
         id="grpo.overlong_penalty",
@@ -306,7 +307,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="`mean_overlong_penalty` is below {below} on {k} of the last {n} steps.",
         message="{metric} stayed below {below} (last {last:.3g}).",
-        advice="Lower overlong_penalty_factor or raise max_sample_tokens.",
+        advice="Lower `overlong_penalty_factor` or raise `max_sample_tokens`.",
     ),
     Rule(
         id="grpo.reward_below_accuracy",
@@ -320,8 +321,8 @@ RULES: tuple[Rule, ...] = (
         condition="`accuracy` − `reward_mean` is above {above} on {k} of the last {n} steps.",
         message="{metrics[1]} sat {last:.3g} below {metrics[0]}: the overlong penalty lowers "
         "reward.",
-        advice="The overlong penalty is lowering reward: lower overlong_penalty_factor or raise "
-        "max_sample_tokens.",
+        advice="The overlong penalty is lowering reward: lower `overlong_penalty_factor` or "
+        "raise `max_sample_tokens`.",
     ),
     Rule(
         id="grpo.advantage_collapse",
@@ -333,8 +334,8 @@ RULES: tuple[Rule, ...] = (
         severity="info",
         condition="`completion_advantage_std` is below {below} on {k} of the last {n} steps.",
         message="{metric} stayed below {below} (last {last:.3g}): updates are small.",
-        advice="Rewards barely differ within groups: use a finer-grained reward, a larger "
-        "group_size or a higher temperature.",
+        advice="Rewards barely differ within groups: use a finer-grained reward, or raise "
+        "`group_size` or `temperature`.",
     ),
     Rule(
         id="grpo.logprob_falling",
@@ -348,8 +349,8 @@ RULES: tuple[Rule, ...] = (
         condition="The trend of `mean_logprob` over the last {window} steps (at least "
         "{min_window} logged points) falls by at least {min_effect} of its level.",
         message="{metric} {change} {span} (now {last:.3g}).",
-        advice="Check temperature and exploration, and read the rollouts for mode collapse onto "
-        "rare tokens.",
+        advice="Check `temperature` and exploration, and read the rollouts for mode collapse "
+        "onto rare tokens.",
     ),
     Rule(
         id="grpo.sampling_attempts_cap",
@@ -363,8 +364,8 @@ RULES: tuple[Rule, ...] = (
         condition="`dynamic_sampling/attempts` reaches max_sampling_attempts on {k} of the last "
         "{n} steps.",
         message="{metric} reached the cap of {budget:.0f} attempts on most recent steps.",
-        advice="Most groups score identically: look at task difficulty and temperature before "
-        "raising max_sampling_attempts.",
+        advice="Most groups score identically: look at task difficulty and `temperature` "
+        "before raising `max_sampling_attempts`.",
     ),
     Rule(
         id="grpo.sampling_short_batch",
@@ -379,7 +380,7 @@ RULES: tuple[Rule, ...] = (
         "steps.",
         message="{metric} stayed below batch_size={budget:.0f} (last {last:.3g}).",
         advice="Steps ran out of attempts and trained on smaller batches: make the data's "
-        "difficulty fit the model, or raise max_sampling_attempts.",
+        "difficulty fit the model, or raise `max_sampling_attempts`.",
     ),
     Rule(
         id="grpo.reward_hacking",
@@ -457,8 +458,8 @@ RULES: tuple[Rule, ...] = (
         "rises by at least {min_effect} of its level.",
         message="{metric} {change} {span} "
         "(now {last:.4g}).",
-        advice="Length runaway: set or raise overlong_penalty_factor, or lower "
-        "max_sample_tokens, and read the longest rollouts.",
+        advice="Length runaway: set or raise `overlong_penalty_factor`, or lower "
+        "`max_sample_tokens`, and read the longest rollouts.",
     ),
     Rule(
         id="rl.no_progress",
@@ -496,8 +497,8 @@ RULES: tuple[Rule, ...] = (
         message="{metric} {change} over {points:.0f} logged points ({start:.3g} to "
         "{now:.3g}), within its noise (sd {noise:.2g} per point).",
         advice="The policy is not learning from this reward: check that rewards vary within "
-        "groups (zero_variance_skip_ratio), raise learning_rate, and read the rollouts for a "
-        "reward the model cannot earn.",
+        "groups (`zero_variance_skip_ratio`), raise `learning_rate`, and read the rollouts "
+        "for a reward the model cannot earn.",
     ),
     Rule(
         id="grpo.truncation_extreme",
@@ -512,8 +513,8 @@ RULES: tuple[Rule, ...] = (
         "while one of the last {n} is): judged on one point, for runs that log too few for "
         "grpo.truncation.",
         message="{metric} reached {max:.3g}: most completions were cut at the limit.",
-        advice="The budget is too tight or the output runs away: raise max_sample_tokens, or "
-        "set overlong_penalty_factor.",
+        advice="The budget is too tight or the output runs away: raise `max_sample_tokens`, "
+        "or set `overlong_penalty_factor`.",
     ),
     Rule(
         id="grpo.no_signal",
@@ -536,8 +537,8 @@ RULES: tuple[Rule, ...] = (
         "(last {last:.3g}): on those steps every group scored all its samples the same, so "
         "they learned nothing.",
         advice="The task is far too easy or too hard for the model: read "
-        "identical_nonzero_reward_skip_ratio to tell which, then change the data's "
-        "difficulty, group_size or temperature.",
+        "`identical_nonzero_reward_skip_ratio` to tell which, then change the data's "
+        "difficulty, `group_size` or `temperature`.",
     ),
     Rule(
         id="grpo.reward_std_zero",
@@ -561,7 +562,7 @@ RULES: tuple[Rule, ...] = (
         message="{metric} fell to {min:.2g} ({in_window} of the last {n} steps below {below}): "
         "every sample of a group scores the same, so the groups carry no learning signal.",
         advice="The reward is saturated or cannot tell samples apart: read the rollouts, "
-        "make the task harder or the reward finer, or raise temperature or group_size.",
+        "make the task harder or the reward finer, or raise `temperature` or `group_size`.",
     ),
     Rule(
         id="grpo.reward_std_zero_often",
@@ -582,9 +583,9 @@ RULES: tuple[Rule, ...] = (
         "healthy runs of one prompt a step whose groups are alike on about a third of them.",
         message="{metric} was below {below} on {in_window} of the last {n} steps (lowest "
         "{min:.2g}): on those steps every sample of a group scored the same.",
-        advice="Half the compute teaches nothing: read identical_nonzero_reward_skip_ratio "
-        "or the rollouts to tell a task too easy from one too hard, and raise group_size or "
-        "temperature, or change the data's difficulty.",
+        advice="Half the compute teaches nothing: read `identical_nonzero_reward_skip_ratio` "
+        "or the rollouts to tell a task too easy from one too hard, and raise `group_size` "
+        "or `temperature`, or change the data's difficulty.",
     ),
     Rule(
         id="grpo.reward_pinned",
@@ -605,7 +606,7 @@ RULES: tuple[Rule, ...] = (
         "carry no learning signal.",
         advice="The task is far too hard for the model, or the reward cannot tell samples "
         "apart: read the rollouts and their rewards, then change the data's difficulty, the "
-        "reward (partial credit), group_size or temperature.",
+        "reward (partial credit), `group_size` or `temperature`.",
     ),
     Rule(
         id="grpo.no_gradient",
@@ -628,7 +629,7 @@ RULES: tuple[Rule, ...] = (
         "on those steps.",
         advice="The reward gives no group a spread (a cap every sample reaches, a task solved "
         "or never solved): read the rewards per group, remove the cap or change the data's "
-        "difficulty, group_size or temperature.",
+        "difficulty, `group_size` or `temperature`.",
     ),
     Rule(
         id="grpo.reward_range_zero",
@@ -648,7 +649,7 @@ RULES: tuple[Rule, ...] = (
         "every completion of those steps scored the same, so they learned nothing.",
         advice="The task is far too hard (or too easy) for the model, or the reward cannot "
         "tell completions apart: read the rollouts and their rewards, then change the "
-        "data's difficulty, the reward (partial credit), group_size or temperature.",
+        "data's difficulty, the reward (partial credit), `group_size` or `temperature`.",
     ),
     Rule(
         id="grpo.perplexity_hacking",
@@ -665,7 +666,7 @@ RULES: tuple[Rule, ...] = (
         "less likely, which is what reward hacking looks like when the reward model itself "
         "judges validation.",
         message="{metric} {b_change} while {reference} {a_change}.",
-        advice="Likely reward hacking: read validation rollouts for degenerate text, add or "
-        "raise the KL penalty (beta), and keep the checkpoint from before the climb.",
+        advice="Likely reward hacking: read validation rollouts for degenerate text, add a KL "
+        "penalty or raise `beta`, and keep the checkpoint from before the climb.",
     ),
 )

@@ -24,7 +24,7 @@ RULES: tuple[Rule, ...] = (
         message="{metric} jumped from {from:.4g} to {to:.4g} (up {rise:.0%}); its "
         "step-to-step change varies by {noise:.2g}{repeats}.",
         advice="Read the batches at those steps for bad rows; if spikes repeat, lower "
-        "learning_rate or max_grad_norm, and check the learning-rate schedule's warm-up.",
+        "`learning_rate` or `max_grad_norm`, and check the learning-rate schedule's warm-up.",
     ),
     Rule(
         id="loss.above_max",
@@ -42,8 +42,8 @@ RULES: tuple[Rule, ...] = (
         "{repeat} such jumps come within {hold} points.",
         message="{metric} jumped to {to:.4g}, {ratio:.1f}× the highest value it had logged "
         "before ({top:.4g}){repeats}.",
-        advice="Read the batches at those steps for bad rows; lower learning_rate or "
-        "max_grad_norm (a batch of one pair or one example swings the most), and check the "
+        advice="Read the batches at those steps for bad rows; lower `learning_rate` or "
+        "`max_grad_norm` (a batch of one pair or one example swings the most), and check the "
         "learning-rate schedule's warm-up.",
     ),
     Rule(
@@ -69,7 +69,7 @@ RULES: tuple[Rule, ...] = (
         message="{metric} jumped to {to:.4g} at step {at:.0f}, {ratio:.1f}× the median of the "
         "points before it ({median:.4g}), and came back to {after:.4g} at the next point.",
         advice="Read the batch at that step for bad rows (an overlong or mislabelled example); "
-        "if spikes recur, lower learning_rate or max_grad_norm.",
+        "if spikes recur, lower `learning_rate` or `max_grad_norm`.",
     ),
     Rule(
         id="grpo.loss_spike",
@@ -91,7 +91,7 @@ RULES: tuple[Rule, ...] = (
         message="{metric} jumped from {from:.4g} to {to:.4g}; its step-to-step change "
         "varies by {noise:.2g}{repeats}.",
         advice="Read the batch at that step (rewards, advantages, the importance ratio and "
-        "the KL estimate); if spikes repeat, lower learning_rate or the clip range, or use "
+        "the KL estimate); if spikes repeat, lower `learning_rate` or the clip range, or use "
         "a bounded KL estimator (k3 rather than k1/k2).",
     ),
     Rule(
@@ -116,7 +116,7 @@ RULES: tuple[Rule, ...] = (
         message="{metric} jumped to {to:.4g} in size, {ratio:.0f}× the largest it had logged "
         "before ({top:.4g}){repeats}.",
         advice="Read the batch at that step (rewards, advantages, the importance ratio, the "
-        "loss scale under fp16); lower learning_rate or the clip range, and prefer bf16 or "
+        "loss scale under fp16); lower `learning_rate` or the clip range, and prefer bf16 or "
         "a bounded KL estimator.",
     ),
     Rule(
@@ -137,7 +137,7 @@ RULES: tuple[Rule, ...] = (
         message="{metric} rose from its level of {level:.4g} to {peak:.4g} for {points:.0f} "
         "logged points from step {since:.0f}, and came back.",
         advice="Read the batches of that stretch for bad rows (a shard of another language "
-        "or format); if it recurs, lower learning_rate or max_grad_norm.",
+        "or format); if it recurs, lower `learning_rate` or `max_grad_norm`.",
     ),
     Rule(
         id="loss.stepped_up",
@@ -177,8 +177,8 @@ RULES: tuple[Rule, ...] = (
         "and undoes in its own swings (a memorised set's loss at 0.001-0.17, skewed by "
         "single hard batches) is not a turn upward.",
         message="{metric} {change} {span} (now {last:.4g}).",
-        advice="Training has gone past its best point: lower learning_rate or train fewer "
-        "epochs (num_epochs), and keep the checkpoint from where the loss was lowest.",
+        advice="Training has gone past its best point: lower `learning_rate` or "
+        "`num_epochs`, and keep the checkpoint from where the loss was lowest.",
     ),
     Rule(
         id="loss.upturn",
@@ -207,7 +207,7 @@ RULES: tuple[Rule, ...] = (
         "its latest 3 points' median is {now:.4g} ({higher}), rising steadily over its "
         "latest {points:.0f} points.",
         advice="Training may have gone past its best point: watch the validation metrics, "
-        "keep the checkpoint from the low, and lower learning_rate or train fewer epochs "
+        "keep the checkpoint from the low, and lower `learning_rate` or train fewer epochs "
         "if the rise goes on.",
     ),
     Rule(
@@ -231,7 +231,7 @@ RULES: tuple[Rule, ...] = (
         "next one's start (a many-epoch fine-tune's sawtooth) is in a cycle, and one whose "
         "spikes come straight back moves that far in its noise; neither is climbing.",
         message="{metric} {change} {span} (now {last:.4g}).",
-        advice="Training is losing ground: lower learning_rate (or beta for a preference "
+        advice="Training is losing ground: lower `learning_rate` (or `beta` for a preference "
         "loss), check the data order and the learning-rate schedule, and keep the "
         "checkpoint from where the loss was lowest.",
     ),
@@ -257,9 +257,34 @@ RULES: tuple[Rule, ...] = (
         "swing by a tenth, from counting a swing as a rise.",
         message="{metric} {change} over {span:.0f} steps (median {start:.4g} to "
         "{now:.4g}).",
-        advice="Training is losing ground from its first steps: lower learning_rate, check "
+        advice="Training is losing ground from its first steps: lower `learning_rate`, check "
         "the optimizer's settings (betas, eps, weight decay) and the learning-rate "
         "schedule, and check that the data order does not put the hardest rows last.",
+    ),
+    Rule(
+        id="loss.implausible",
+        title="Loss far above a uniform guess",
+        methods=("sft",),
+        variants=(("loss",), ("val/loss",)),
+        detector="threshold",
+        budget="ln(vocab_size)",
+        params={"fraction": 2.0, "k": 1, "n": 1},
+        signal="loss_up",
+        severity="warning",
+        condition="`loss` (or `val/loss`) is above {fraction} times the natural log of the "
+        "model's `vocab_size` (a setting the run's config gives, as a Hugging Face model's "
+        "config does), on any logged step. A token cross-entropy of ln(vocab_size) is a "
+        "uniform guess over the vocabulary; a fine-tune starts well below it, and a model "
+        "at twice it has weights gone wrong (a learning rate far too high, an overflow). "
+        "The rules that compare a loss with where it started read a run whose loss blew "
+        "up before its first log as starting there: an SFT run at learning rate 100 logged "
+        "47,768, 514,506 and 146,162 nats against a uniform guess's 3.85, and no other "
+        "rule found it.",
+        message="{metric} reached {max:.4g}, above {above:.3g}: {fraction:g} times the "
+        "{budget:.3g} nats of a uniform guess over the model's vocabulary.",
+        advice="The model's weights have blown up: lower `learning_rate` (or lengthen its "
+        "warm-up), check that `max_grad_norm` clips, and restart from the base model or the "
+        "last checkpoint before the loss rose.",
     ),
     Rule(
         id="loss.doubled",
@@ -284,7 +309,7 @@ RULES: tuple[Rule, ...] = (
         "and swings to several times its start and back.",
         message="{metric} {change} over {span:.0f} steps (median {start:.4g} to "
         "{now:.4g}).",
-        advice="The run diverged: lower learning_rate (or lengthen its warm-up), lower "
-        "max_grad_norm, and resume from the checkpoint before the rise.",
+        advice="The run diverged: lower `learning_rate` (or lengthen its warm-up), lower "
+        "`max_grad_norm`, and resume from the checkpoint before the rise.",
     ),
 )

@@ -74,8 +74,8 @@ RULES: tuple[Rule, ...] = (
         "median of 5 points, and a start of 5 such points may sit a tenth off its level. "
         + NOT_FALLING_BOUNDS + MID_RUN_INFO,
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}).",
-        advice="A loss that stays where it started: raise learning_rate; one that drifts up "
-        "from its start: lower it. Check the loss mask (trained_tokens) and the data.",
+        advice="A loss that stays where it started: raise `learning_rate`; one that drifts up "
+        "from its start: lower it. Check the loss mask (`trained_tokens`) and the data.",
     ),
     Rule(
         id="sft.plateau",
@@ -107,9 +107,9 @@ RULES: tuple[Rule, ...] = (
         "next is noise, no fall). " + MID_RUN_INFO,
         message="{metric} {val_change} and the training loss {train_change} since step "
         "{since:.0f} ({points:.0f} validations): {verdict}",
-        advice="Raise learning_rate (a LoRA at a low rank or a small lr barely moves the "
-        "model), check that the adapter's parameters are trainable and get gradients, and "
-        "check the loss mask (trained_tokens) and the data.",
+        advice="Raise `learning_rate` (a LoRA at a low rank or a small learning rate barely "
+        "moves the model), check that the adapter's parameters are trainable and get "
+        "gradients, and check the loss mask (`trained_tokens`) and the data.",
     ),
     Rule(
         id="loss.stuck",
@@ -133,7 +133,7 @@ RULES: tuple[Rule, ...] = (
         "moves this little on a plateau.",
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}), never "
         "moving more than {max_spread:.1%} from where it started.",
-        advice="Nothing is learned: check that learning_rate is not 0, that the parameters "
+        advice="Nothing is learned: check that `learning_rate` is not 0, that the parameters "
         "(or the adapter) are trainable and receive gradients, and that the labels are not "
         "all masked.",
     ),
@@ -177,9 +177,10 @@ RULES: tuple[Rule, ...] = (
         "still falling (a 14-step warm-up window whose loss falls at every step, 1.5% in "
         "all); a flat or noisy loss does not fall at six points in a row.",
         message=WHOLE_LOG_MESSAGE,
-        advice="The run trained without learning: raise learning_rate (a LoRA at a low rank "
-        "or a small lr barely moves the model), check that the parameters (or the adapter) "
-        "are trainable and that the labels are not all masked (trained_tokens), and train "
+        advice="The run trained without learning: raise `learning_rate` (a LoRA at a low "
+        "rank or a small learning rate barely moves the model), check that the parameters "
+        "(or the adapter) are trainable and that the labels are not all masked "
+        "(`trained_tokens`), and train "
         "for more steps. On a log that starts mid-run (an info), read the run's whole log "
         "before changing anything.",
     ),
@@ -210,7 +211,7 @@ RULES: tuple[Rule, ...] = (
         message=WHOLE_LOG_MESSAGE,
         advice="Worth a look, not a verdict: compare the fall with what a run of this "
         "length should reach (a fine-tune over several epochs usually ends well below its "
-        "start); if it should have fallen further, raise learning_rate or the LoRA rank, "
+        "start); if it should have fallen further, raise `learning_rate` or the LoRA rank, "
         "check that the parameters (or the adapter) are trainable and that the labels are "
         "not all masked, and read the validation loss beside it.",
     ),

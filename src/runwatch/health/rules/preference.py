@@ -10,8 +10,13 @@ from collections.abc import Mapping, Sequence
 from runwatch.health.rules.base import Param, Rule
 from runwatch.health.rules.loss_progress import MID_RUN_INFO, RISE_BOUND
 
-OVER_OPTIMISED = ("The preference is over-optimised: keep an earlier checkpoint, raise beta, "
-                  "and lower learning_rate or num_epochs; read samples for degenerate text.")
+OVER_OPTIMISED = ("The preference is over-optimised: keep an earlier checkpoint, raise "
+                  "`beta`, and lower `learning_rate` or train for fewer steps (epochs); read "
+                  "samples "
+                  "for degenerate text.")
+# TRL's default β, and most trainers': a margin logged in runwatch's unit by a run whose
+# settings give no beta is read as if trained with it
+DEFAULT_BETA = 0.1
 
 
 def _loss_when_all_preferred(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
@@ -84,8 +89,8 @@ RULES: tuple[Rule, ...] = (
         "higher of its first value and the median of its first {bucket} points. "
         + RISE_BOUND + " " + MID_RUN_INFO,
         message="{metric} {change} over {span:.0f} steps ({start:.4g} to {now:.4g}).",
-        advice="A loss that stays where it started: raise learning_rate or beta; one that "
-        "drifts up from its start: lower learning_rate. Check that chosen and rejected are "
+        advice="A loss that stays where it started: raise `learning_rate` or `beta`; one that "
+        "drifts up from its start: lower `learning_rate`. Check that chosen and rejected are "
         "not swapped in the dataset.",
     ),
     Rule(
@@ -129,8 +134,8 @@ RULES: tuple[Rule, ...] = (
         "apart (ORPO at a small beta: accuracy 0.11 beside a margin above 0 at every "
         "evaluation, while its NLL falls).",
         message="{metric} stayed below {below} (last {last:.3g}).",
-        advice="The policy is not separating chosen from rejected: raise learning_rate, check "
-        "the pair labels, and check that beta is not too large.",
+        advice="The policy is not separating chosen from rejected: raise `learning_rate`, "
+        "check the pair labels, and check that `beta` is not too large.",
     ),
     Rule(
         id="dpo.margin_not_positive",
@@ -143,7 +148,7 @@ RULES: tuple[Rule, ...] = (
         condition="`val/mean_margin` is at or below 0 on {k} consecutive validations after the "
         "first {min_points}.",
         message="{metric} stayed at or below zero (last {last:.3g}).",
-        advice="Chosen and rejected are not separating: raise learning_rate and check the "
+        advice="Chosen and rejected are not separating: raise `learning_rate` and check the "
         "dataset's chosen/rejected columns.",
     ),
     Rule(
@@ -167,7 +172,7 @@ RULES: tuple[Rule, ...] = (
         message="{metric} was at or below 0 on {in_window} of the last {n} logged steps "
         "(last {last:.3g}): the policy does not prefer the chosen replies it trains on.",
         advice="Check that chosen and rejected are not swapped in the dataset and that the "
-        "chat template matches the model; then raise learning_rate or beta.",
+        "chat template matches the model; then raise `learning_rate` or `beta`.",
     ),
     Rule(
         id="dpo.over_optimisation",
@@ -179,6 +184,7 @@ RULES: tuple[Rule, ...] = (
         derive=_margin,
         detector="threshold",
         params={"above": 10.0, "k": 1, "n": 1},
+        native_scale=("beta", DEFAULT_BETA),
         severity="warning",
         condition="`mean_margin` (TRL's β-scaled rewards/margins; in a run that logs no "
         "margin, the β-scaled chosen reward less the rejected one, as OpenRLHF logs them; "
@@ -191,9 +197,14 @@ RULES: tuple[Rule, ...] = (
         "widening is the rejected replies pushed down. Healthy runs end at a few units "
         "(the labelled corpus's at 4.4 at most); over-optimised ones reach 9 to 17 within "
         "their first tens of logs (a DPOP run's six records: 0.79, 2.4, 4.9, 9.5, 13.0, "
-        "17.1).",
-        message="the DPO margin reached {max:.3g}, above {above}: the policy pushes rejected "
-        "replies far below the reference instead of learning the preference.",
+        "17.1). A margin logged in runwatch's own unit (`mean_margin`, `val/mean_margin` "
+        "and the deltas under their own names, as the recipes log them: log-probability "
+        "differences in nats, not scaled by β) is held to {above} divided by the run's "
+        "`beta` setting (by 0.1, TRL's default, where the run does not give it): the "
+        "default DPO recipe (β 0.3) ends its 150 steps at a margin of about 10 nats, 3 "
+        "β-scaled.",
+        message="the DPO margin reached {max:.3g}, above {above:.3g}: the policy pushes "
+        "rejected replies far below the reference instead of learning the preference.",
         advice=OVER_OPTIMISED,
     ),
     Rule(

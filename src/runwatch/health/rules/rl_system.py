@@ -40,8 +40,8 @@ RULES: tuple[Rule, ...] = (
         "above {above}, on {k} of the last {n} steps.",
         message="Few episodes finish: {metrics[1]} {last:.3g} with {metrics[0]} under "
         "{terminated_below}.",
-        advice="Episodes run out of turns or context before finishing: raise max_turns or "
-        "max_model_length, or simplify the task.",
+        advice="Episodes run out of turns or context before finishing: raise `max_turns` or "
+        "`max_model_length`, or simplify the task.",
     ),
     Rule(
         id="multiturn.parse_failures_rising",
@@ -69,7 +69,7 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="`context_overflow_ratio` is above {above} on {k} of the last {n} steps.",
         message="{metric} stayed above {above} (last {last:.3g}).",
-        advice="Episodes outgrow the context: raise max_model_length or lower max_turns.",
+        advice="Episodes outgrow the context: raise `max_model_length` or lower `max_turns`.",
     ),
     Rule(
         id="async.dropped_stale",
@@ -81,8 +81,8 @@ RULES: tuple[Rule, ...] = (
         severity="warning",
         condition="`async/dropped_stale_groups` is above {above} on {k} of the last {n} steps.",
         message="{metric} stayed non-zero (last {last:.3g}, max {max:.3g}).",
-        advice="Rollouts are slower than the optimizer: raise max_steps_off_policy, add "
-        "generator replicas, or lower groups_in_flight.",
+        advice="Rollouts are slower than the optimizer: raise `max_steps_off_policy`, add "
+        "generator replicas, or lower `groups_in_flight`.",
     ),
     Rule(
         id="async.short_steps",
@@ -95,7 +95,8 @@ RULES: tuple[Rule, ...] = (
         severity="info",
         condition="`async/accepted_groups` is below batch_size on {k} of the last {n} steps.",
         message="{metric} stayed below batch_size={budget:.0f} (last {last:.3g}).",
-        advice="Steps run short of groups: add generator replicas or raise groups_in_flight.",
+        advice="Steps run short of groups: add generator replicas or raise "
+        "`groups_in_flight`.",
     ),
     Rule(
         id="async.staleness_over_budget",
@@ -109,7 +110,7 @@ RULES: tuple[Rule, ...] = (
         condition="`async/staleness_max` exceeds max_steps_off_policy, which it never should.",
         message="{metric} reached {max:.3g}, above max_steps_off_policy={budget:.0f}.",
         advice="The staleness budget is not enforced: check the async collector's version "
-        "bookkeeping and max_steps_off_policy in the run's config.",
+        "bookkeeping and `max_steps_off_policy` in the run's config.",
     ),
     Rule(
         id="async.zero_variance_drops",
@@ -138,7 +139,8 @@ RULES: tuple[Rule, ...] = (
         condition="`async/train_wait_s` is above {above} s with `async/queue_depth` at 0 on "
         "{k} of the last {n} steps.",
         message="Steps waited {last:.3g} s for groups with an empty queue.",
-        advice="Collection cannot keep up: add generator replicas or raise groups_in_flight.",
+        advice="Collection cannot keep up: add generator replicas or raise "
+        "`groups_in_flight`.",
     ),
     Rule(
         id="async.collection_outruns",
@@ -151,7 +153,7 @@ RULES: tuple[Rule, ...] = (
         severity="info",
         condition="`async/queue_depth` sits at groups_in_flight on {k} of the last {n} steps.",
         message="{metric} stayed at groups_in_flight={budget:.0f}.",
-        advice="Groups wait for the trainer and grow stale: lower groups_in_flight.",
+        advice="Groups wait for the trainer and grow stale: lower `groups_in_flight`.",
     ),
     Rule(
         id="policy.weights_not_applied",
@@ -180,7 +182,7 @@ RULES: tuple[Rule, ...] = (
         condition="`trainer_step` − `applied_weights_version` is above {above} on {k} of the "
         "last {n} steps.",
         message="Generators serve weights {last:.0f} versions behind the trainer.",
-        advice="Sync weights more often (weights_sync after each step), or lower "
-        "max_steps_off_policy.",
+        advice="Sync weights more often: lower `weights_sync_interval` or "
+        "`max_steps_off_policy`.",
     ),
 )

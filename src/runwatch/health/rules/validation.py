@@ -48,8 +48,8 @@ RULES: tuple[Rule, ...] = (
         "chance (a healthy run's 0.0292 to 0.0337 on a set whose neighbouring validations "
         "differ by 0.002-0.004).",
         message="{metric} {b_change} while training loss {a_change}.",
-        advice="The model is overfitting: train fewer epochs (num_epochs), lower learning_rate "
-        "or add data; keep the checkpoint with the lowest val/loss.",
+        advice="The model is overfitting: lower `num_epochs` or `learning_rate`, or add data; "
+        "keep the checkpoint with the lowest `val/loss`.",
     ),
     Rule(
         id="val.gap_rising",
@@ -72,7 +72,7 @@ RULES: tuple[Rule, ...] = (
         message="{metric} rose from {from:.4g} to {to:.4g}, {times:.1f}× the training loss "
         "({train:.4g}).",
         advice="The model is memorising its training data: keep the checkpoint with the "
-        "lowest val/loss, train fewer epochs or steps, lower learning_rate, or add data.",
+        "lowest `val/loss`, train fewer epochs or steps, lower `learning_rate`, or add data.",
     ),
     Rule(
         id="val.loss_above_best",
@@ -90,8 +90,9 @@ RULES: tuple[Rule, ...] = (
         "log a loss to 4 decimals, and a held-out loss below that (3e-7, every pair "
         "separated) moves by its floating-point rounding, a tenth of itself a validation.",
         message="{metric} rose from its best {best:.4g} to {to:.4g} (up {rise:.1%}).",
-        advice="Keep the checkpoint with the lowest val/loss (load_best_model_at_end); if it "
-        "keeps rising, train fewer epochs or lower learning_rate.",
+        advice="Keep the checkpoint with the lowest `val/loss` (the Hugging Face Trainer's "
+        "load_best_model_at_end does); if it keeps rising, train fewer epochs or lower "
+        "`learning_rate`.",
     ),
     Rule(
         id="loss.diverged",
@@ -114,8 +115,8 @@ RULES: tuple[Rule, ...] = (
         message="{metric} rose to {to:.4g}, {ratio:.1f}× its lowest ({best:.4g}), as the "
         "training loss jumped to {train_to:.4g}, {train_ratio:.1f}× the highest it had "
         "logged before ({top:.4g}): the run diverged.",
-        advice="Lower learning_rate (or lengthen its warm-up) and max_grad_norm, and resume "
-        "from the checkpoint with the lowest val/loss; in bf16 or fp16, check the loss "
+        advice="Lower `learning_rate` (or lengthen its warm-up) and `max_grad_norm`, and "
+        "resume from the checkpoint with the lowest `val/loss`; in bf16 or fp16, check the loss "
         "scale and the optimizer's eps.",
     ),
 )
