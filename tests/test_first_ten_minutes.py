@@ -39,6 +39,7 @@ from filelock import FileLock
 import runwatch
 from runwatch.cli.context import open_context
 from runwatch.jobs.control import cancel
+from runwatch.rundir import format as fmt
 from runwatch.server.runner import free_port
 from runwatch.server.settings import DEFAULT_PORT
 from tests.support import TINY_MODEL
@@ -139,6 +140,9 @@ def after_demo(clone: Path, sft_checkpoint: Path) -> Path:
     ctx = open_context(runs, None)
     submit_command(ctx.engine, runs, "queued-job")
     ended = submit_command(ctx.engine, runs, "ended-job")
+    # a training checkpoint its script keeps (the record names no file): retry --resume
+    (ended.dir / fmt.CHECKPOINTS).write_text(json.dumps(
+        {"seq": 0, "ts": 1.0, "step": 3, "kind": "training", "id": "ck-3"}) + "\n")
     cancel(ctx.engine, ended.run_pk, runs)
     ctx.engine.dispose()
     (clone / "trainer_state.json").write_text(json.dumps({"global_step": 2, "log_history": [

@@ -81,15 +81,22 @@ def hostile_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return runs
 
 
-# One of each way the commands print: `get` plain lines, `health` a table with a title and
-# advice lines (`-o wide` puts the advice into the same table), `rollouts` clipped cells,
-# `wait` phase lines, `logs -o wide` a table with the log's data
-@pytest.mark.parametrize("args", [["get"], ["health"], ["rollouts"], ["wait"],
-                                  ["logs", "-o", "wide"]], ids=" ".join)
+# One of each way the commands print: `get` plain lines, `wait` phase lines, `logs -o wide`
+# a table with the log's data
+@pytest.mark.parametrize("args", [["get"], ["wait"], ["logs", "-o", "wide"]], ids=" ".join)
 def test_a_runs_own_words_are_shown_literally(hostile_runs: Path, args: list[str]) -> None:
     out = run_cli("runs", args[0], "id-hostile", *args[1:], "--dir", str(hostile_runs),
                   env=WIDE).stdout
     _shown_literally(out)
+
+
+@pytest.mark.parametrize("command", ["health", "rollouts"])
+def test_a_folder_run_is_named_by_its_folder_not_its_manifest(hostile_runs: Path,
+                                                              command: str) -> None:
+    # `health` and `rollouts` print the run's name alone: a run of a folder is named by its
+    # folder (letters, digits, '.', '_', '-'), so the manifest's hostile name never shows
+    out = run_cli("runs", command, "id-hostile", "--dir", str(hostile_runs), env=WIDE).stdout
+    assert "hostile" in out and "evil.example" not in out, out
 
 
 def test_a_runs_own_words_in_json_lines_are_escaped(hostile_runs: Path) -> None:

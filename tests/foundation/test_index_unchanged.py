@@ -86,15 +86,21 @@ CHANGES: dict[str, Callable[[Path], None]] = {
 }
 
 
-def test_an_indexed_folder_is_unchanged_also_once_moved(folder: tuple[Path, Path],
-                                                        tmp_path: Path) -> None:
+def test_an_indexed_folder_moved_elsewhere_is_a_change_once(folder: tuple[Path, Path],
+                                                             tmp_path: Path) -> None:
+    """A moved runs folder is one change: its runs' folders moved, which one pass records
+    (the run keeps its id and records); then it is unchanged again."""
     runs, db = folder
     (runs / ".hidden").mkdir()  # the indexer reads no dot folder
     (runs / "README.txt").write_text("the indexer reads folders only")
     assert is_unchanged(runs, db)
     moved = tmp_path / "moved"
     shutil.move(runs, moved)
-    assert is_unchanged(moved, db), "the indexer finds a run by its id, not its folder"
+    assert not is_unchanged(moved, db), "the runs' folders moved: a pass records it"
+    engine = open_engine(db)
+    Indexer(engine, moved).index_once()
+    engine.dispose()
+    assert is_unchanged(moved, db)
 
 
 @pytest.mark.parametrize("change", list(CHANGES))

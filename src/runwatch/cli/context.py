@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,11 +42,19 @@ class Context:
     engine: Engine
 
     def refresh(self) -> IndexReport:
-        """Index what is new in the folder (health findings included), so answers are current."""
+        """Index what is new in the folder (health findings included), so answers are
+        current; the runs whose folder is gone leave the index. The report says what the
+        pass met (the command prints it: the indexer's log would say it twice). An index
+        that cannot be used (a full disk, a damaged file) exits 2 saying so in one line."""
+        from runwatch.cli.output import fail
         from runwatch.ingest.indexer import Indexer
+        from runwatch.store.db import IndexUnusable
 
-        return Indexer(self.engine, self.directory, hooks=[_health_hook],
-                       events_hooks=[_health_end]).index_once()
+        try:
+            return Indexer(self.engine, self.directory, hooks=[_health_hook],
+                           events_hooks=[_health_end], log_folder=False).index_once()
+        except IndexUnusable as exc:
+            raise fail(str(exc)) from exc
 
     def current_run(self, ref: str) -> tuple[Row[Any], bool]:
         """The run `ref` names as the index holds it (or exit 2 saying why not), and
@@ -99,7 +108,7 @@ def open_context(directory: Path | None, db: str | None, refresh: bool = True,
     ctx = Context(d, engine)
     if (refresh and (d.is_dir() or not read_only) and not _engine_unchanged(engine, d)
             and not (read_only and _indexed_elsewhere(engine, d))):
-        _warn(ctx.refresh().problems, d, db)
+        _warn(ctx.refresh(), d, db)
     return ctx
 
 
@@ -123,15 +132,21 @@ def _indexed_elsewhere(engine: Engine, d: Path) -> bool:
 WARNED = 3  # problems a command that indexed its folder shows before it counts the rest
 
 
-def _warn(problems: list[str], d: Path, db: str | None) -> None:
+def _warn(report: IndexReport, d: Path, db: str | None) -> None:
     """Say on stderr what a command's indexing met for the first time (a folder it cannot
-    read, a bad record): the indexer says each problem once, so a command that swallowed
-    it would leave a run missing from every list without a word."""
-    if not problems:
+    read, a bad record), and the runs it forgot (their folder is gone): the indexer says
+    each once, so a command that swallowed it would leave a run missing from every list
+    without a word."""
+    problems = report.problems
+    if not problems and not report.forgotten:
         return
     from runwatch.cli.output import console, runwatch_command
 
     err = console(stderr=True)
+    for line in report.forgotten:
+        err.print(f"note: {line}", markup=False)
+    if not problems:
+        return
     for p in problems[:WARNED]:
         err.print(f"warning: {p}", markup=False)
     more = f"{len(problems) - WARNED} more; " if len(problems) > WARNED else ""
@@ -197,8 +212,22 @@ def open_reader(directory: Path | None, db: str | None, saved: bool = True
         from runwatch.store.plain_series import saved_folder  # loads numpy: only here
 
         yield reader, saved_folder(path)
+    except sqlite3.DatabaseError as exc:
+        _exit_if_unusable(exc)
+        raise
     finally:
         conn.close()
+
+
+def _exit_if_unusable(exc: BaseException) -> None:
+    """Exit 2, saying so in one line, where reading the index met a full disk or a damaged
+    file (store.db.IndexUnusable)."""
+    from runwatch.cli.output import fail
+    from runwatch.store.db import unusable
+
+    found = unusable(exc)
+    if found is not None:
+        raise fail(str(found)) from exc
 
 
 def _unchanged(reader: Reader, d: Path) -> bool:

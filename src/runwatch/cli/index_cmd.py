@@ -9,13 +9,16 @@ from runwatch.store import queries as q
 
 
 def index_cmd(directory: DirArg = None, db: DbOpt = None) -> None:
-    """Index what is new in a folder of runs (safe to repeat: it adds only what is new)."""
+    """Index what is new in a folder of runs, and forget the runs whose folder is gone (safe
+    to repeat: it adds only what is new)."""
     # resolved here, so that a default folder that is not one is refused like a given one
     directory = runs_dir(directory)
     ctx = open_context(directory, db, refresh=False, dir_argument=True)
     report = ctx.refresh()
     line(f"indexed {report.runs} runs ({report.new_runs} new), {report.rows} new rows "
          f"from {directory}")
+    for forgotten in report.forgotten:
+        line(f"  note: {forgotten}")
     for p in report.problems[:50]:
         line(f"  warning: {p}")
     if len(report.problems) > 50:

@@ -4,7 +4,8 @@ Each pass reads only what was appended since the last one (byte offsets are stor
 per file), so indexing twice changes nothing and a growing folder costs only its growth.
 A run is never seen ended before what it recorded before its end is stored: a pass stores
 an end event only once it has read the other record files and the samples files after
-seeing that event.
+seeing that event. A pass that listed the whole folder then forgets the runs whose folder
+no longer holds them (ingest/forget.py).
 """
 
 from __future__ import annotations
@@ -23,18 +24,29 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select, update
 
+from runwatch.ingest.forget import forget_gone
+from runwatch.ingest.gone import copy_problem, holds_run
 from runwatch.ingest.jobspec import store_job_spec
 from runwatch.ingest.manifest import manifest_problems
+from runwatch.ingest.marks import (
+    NOT_READ,
+    Stopped,
+    holds_unread,
+    replaced,
+    replaced_message,
+    stop_mark,
+)
 from runwatch.ingest.offsets import (
     Purged,
-    grown,
     lock_offsets,
     move_offsets,
     offset_row,
     offsets_of,
     set_mtime,
+    stopped_at,
 )
 from runwatch.ingest.records import IngestResult, ingest_records
+from runwatch.ingest.replaced import forget_file
 from runwatch.ingest.samples import store_samples
 from runwatch.ingest.wholefiles import whole_file_text
 from runwatch.rundir import format as fmt
@@ -42,6 +54,7 @@ from runwatch.rundir.jsonl import loads_line
 from runwatch.rundir.reader import read_new
 from runwatch.rundir.safeio import SAMPLES_CAP, UnsafeFile, read_capped
 from runwatch.store import schema as s
+from runwatch.store.db import unusable
 from runwatch.store.points import SEQ_LIMIT, PointColumns
 from runwatch.store.runs import RUN_ID_LENGTH, upsert_run
 from runwatch.store.values import INT64_MAX
@@ -57,6 +70,10 @@ READ_BYTES = 1024 * 1024
 # A run whose indexing failed is tried again after these many seconds, doubling.
 RETRY_MIN_S = 1.0
 RETRY_MAX_S = 300.0
+# A pass whose listing found the run folders it found last time, holding the runs they
+# held, looks for runs to forget only once this long after the last look (a row another
+# process indexed from a folder made and deleted between two passes); any other pass looks.
+FORGET_LOOK_S = 60.0
 
 # Called with each slice's new points by key, inside the transaction that stores them.
 PointsHook = Callable[[Connection, int, Mapping[str, PointColumns]], None]
@@ -78,6 +95,9 @@ class IndexReport:
     # the names of the run folders the pass did not read (it failed, waits to retry, or
     # reads it again next pass): what they hold may be newer than the index
     unread: set[str] = field(default_factory=set)
+    # one line per run the pass took out of the index: its folder is gone, or holds
+    # another run now (ingest/forget.py)
+    forgotten: list[str] = field(default_factory=list)
 
 
 class RereadNextPass(Exception):
@@ -95,9 +115,17 @@ class Indexer:
     """Indexes the run directories under `runs_dir` into `engine`'s database."""
 
     def __init__(self, engine: Engine, runs_dir: Path, hooks: Sequence[PointsHook] = (),
-                 events_hooks: Sequence[EventsHook] = ()):
+                 events_hooks: Sequence[EventsHook] = (), log_folder: bool = True):
         self.engine = engine
         self.runs_dir = Path(runs_dir)
+        # Whether a pass logs (a warning) what it says of the runs folder as a whole: the
+        # runs it forgot, and why it listed or forgot nothing. A server has no other word
+        # for it; the CLI prints the pass's report instead.
+        self.log_folder = log_folder
+        self._folder_said: str | None = None  # what was last logged of the folder
+        # the run folders (and their runs) the last look for runs to forget found, when,
+        # and what it said of the runs folder (a note of runs kept), if anything
+        self._looked: tuple[dict[str, int | None], float, str | None] | None = None
         # New metrics go to each hook in turn, inside the transaction that stores them;
         # the composition roots (`runwatch.server.runner`, `runwatch.cli.context`) pass
         # the health engine's, so findings are current whenever the index is. A run's new
@@ -119,11 +147,35 @@ class Indexer:
         to read (a first read of a long run's metrics file is many slices): a pass is
         bounded per statement (SQLite's 30 s busy wait) and per slice, not as a whole, and
         a server stopping behind another process's long write lock would otherwise wait
-        that long for every folder."""
+        that long for every folder.
+
+        An index on a full disk, or damaged, stops the pass with `store.db.IndexUnusable`,
+        which says so in one line: every run would fail alike, and saying it of each (in
+        that same index) fails too."""
+        try:
+            return self._pass(stop)
+        except Exception as exc:
+            found = unusable(exc)
+            if found is None:
+                raise
+            raise found from exc
+
+    def _pass(self, stop: threading.Event | None) -> IndexReport:
         report = IndexReport()
         if not self.runs_dir.is_dir():
             return report
-        for entry in sorted(os.scandir(self.runs_dir), key=lambda e: e.name):
+        try:
+            entries = sorted(os.scandir(self.runs_dir), key=lambda e: e.name)
+        except OSError as exc:
+            # nothing can be told of its runs: none is forgotten (a folder that is there
+            # but cannot be read must not empty the index)
+            self._folder_note(f"the runs folder {self.runs_dir} cannot be listed "
+                              f"({exc.strerror or exc}): nothing in it was indexed, and no "
+                              "run was forgotten", report)
+            return report
+        # each run folder listed, and the run pk it was indexed as (None: not read)
+        folders: dict[str, int | None] = {}
+        for entry in entries:
             if stop is not None and stop.is_set():
                 break
             if entry.name.startswith("."):
@@ -137,9 +189,12 @@ class Indexer:
                 continue
             if entry.is_dir(follow_symlinks=False):
                 run_dir = Path(entry.path)
+                folders[entry.name] = None
                 try:
-                    self.index_run(run_dir, report, stop)
+                    folders[entry.name] = self.index_run(run_dir, report, stop)
                 except Exception as exc:
+                    if unusable(exc) is not None:
+                        raise
                     # One run that cannot be indexed must not stop the others; its
                     # transaction is rolled back and it is tried again (see index_run).
                     if self._failed[run_dir][2] == RETRY_MIN_S:
@@ -152,7 +207,50 @@ class Indexer:
                                        "the other runs are indexed, and this one is tried "
                                        "again when its files change, and at least every "
                                        f"{RETRY_MAX_S / 60:g} minutes", report)
+        if stop is None or not stop.is_set():  # every run folder was looked at
+            self._forget(folders, not entries, report)
         return report
+
+    def _forget(self, folders: dict[str, int | None], empty: bool,
+                report: IndexReport) -> None:
+        """Forget the runs whose folder no longer holds them, after a pass that looked at
+        every run folder of the listing (`folders`; `empty`: it listed nothing at all)."""
+        now = time.monotonic()
+        # `runwatch ui` passes every 0.2 s: an idle pass costs no query for this
+        if (self._looked is None or self._looked[0] != folders
+                or now - self._looked[1] >= FORGET_LOOK_S):
+            for cache in (self._seen, self._failed):
+                for path in [p for p in cache if p.name not in folders]:
+                    del cache[path]
+            gone = forget_gone(self.engine, self.runs_dir, folders, empty)
+            for name, run_id, folder in gone.runs:
+                why = "holds another run now" if Path(folder).name in folders else "is gone"
+                line = (f"run {name} ({run_id[:8]}) is no longer indexed: its folder {folder} "
+                        f"{why}")
+                report.forgotten.append(line)
+                if self.log_folder:
+                    log.warning("%s", line)
+            note = None
+            if gone.kept:
+                runs, are, they = (("run", "is", "it") if gone.kept == 1 else
+                                   ("runs", "are", "they"))
+                note = (f"the runs folder {self.runs_dir} is empty, so the {gone.kept} {runs} "
+                        f"indexed from it whose folder is gone {are} kept, in case its disk "
+                        f"is not mounted; {they} {are} forgotten once the runs folder holds "
+                        "anything")
+            self._looked = (folders, now, note)
+        if self._looked[2] is not None:
+            self._folder_note(self._looked[2], report)
+        else:
+            self._folder_said = None
+
+    def _folder_note(self, message: str, report: IndexReport) -> None:
+        """A problem of the runs folder as a whole: in the report at every pass that meets
+        it, in the log when it is new."""
+        report.problems.append(message)
+        if self.log_folder and message != self._folder_said:
+            log.warning("%s", message)
+        self._folder_said = message
 
     def index_run(self, run_dir: Path, report: IndexReport,
                   stop: threading.Event | None = None) -> int | None:
@@ -177,10 +275,11 @@ class Indexer:
         except RereadNextPass:
             report.unread.add(run_dir.name)
             return None
-        except Exception:
+        except Exception as exc:
             report.unread.add(run_dir.name)
-            wait = RETRY_MIN_S if failed is None else min(2 * failed[2], RETRY_MAX_S)
-            self._failed[run_dir] = (signature, time.monotonic() + wait, wait)
+            if unusable(exc) is None:  # the index's fault, not the run's: no waiting
+                wait = RETRY_MIN_S if failed is None else min(2 * failed[2], RETRY_MAX_S)
+                self._failed[run_dir] = (signature, time.monotonic() + wait, wait)
             raise
         self._failed.pop(run_dir, None)
         if run_pk is not None:
@@ -230,6 +329,15 @@ class Indexer:
                                "characters; run not indexed", report)
             return None
         with self.engine.begin() as conn:
+            indexed_from = conn.execute(select(s.runs.c.dir).where(
+                s.runs.c.run_id == run_id)).scalar()
+            if (indexed_from is not None and indexed_from != str(run_dir.resolve())
+                    and holds_run(indexed_from, run_id)):
+                # a copy (`cp -r runs/a runs/b`): one run, one folder. Once the folder its
+                # row names no longer holds it, the run moved here (upsert_run).
+                self._problem_once(None, str(run_dir),
+                                   copy_problem(run_dir, run_id, indexed_from), report, conn)
+                return None
             run_pk, is_new = upsert_run(conn, manifest, run_dir)
             for problem in manifest_problems(manifest):
                 self._problem_once(run_pk, str(manifest_path), f"{manifest_path}: {problem}",
@@ -252,7 +360,7 @@ class Indexer:
         try:
             while True:
                 stored, held = self._jsonl(run_pk, run_dir / fmt.EVENTS, report,
-                                           stopped.get(fmt.EVENTS, 0),
+                                           stopped.get(fmt.EVENTS, NOT_READ),
                                            partial(_ends_run, through), stop)
                 if stored:
                     new_events = True
@@ -262,8 +370,8 @@ class Indexer:
                         stopped = offsets_of(conn, run_pk)
                 for name in fmt.FILES:
                     if name != fmt.EVENTS:
-                        self._jsonl(run_pk, run_dir / name, report, stopped.get(name, 0),
-                                    stop=stop)
+                        self._jsonl(run_pk, run_dir / name, report,
+                                    stopped.get(name, NOT_READ), stop=stop)
                 if held is None:
                     break
                 # the samples files too (each written whole, before the end)
@@ -289,10 +397,11 @@ class Indexer:
                 for hook in self.events_hooks:
                     hook(conn, run_pk)
 
-    def _jsonl(self, run_pk: int, path: Path, report: IndexReport, stopped: int,
+    def _jsonl(self, run_pk: int, path: Path, report: IndexReport, stopped: Stopped | None,
                hold: Hold | None = None, stop: threading.Event | None = None
                ) -> tuple[bool, int | None]:
-        """Index a record file slice by slice; `stopped`: its offset as of this pass.
+        """Index a record file slice by slice; `stopped`: where it stopped as of this pass
+        (None: ask the index). A file replaced since is read again (ingest/replaced.py).
         Whether a slice was stored, and the line of the first record `hold` left at the
         file's end (see `_jsonl_slice`), if any. Once `stop` is set, no slice follows the
         one under way: each is stored with its offset, so the next pass reads on from it."""
@@ -308,12 +417,13 @@ class Indexer:
                 except FileNotFoundError:
                     return stored, held
                 if S_ISREG(st.st_mode):  # else the safe reader says what is wrong with it
-                    if st.st_size <= stopped:
+                    if stopped is not None and not holds_unread(path, st.st_size, stopped):
                         return stored, held  # nothing new: no write lock taken
                     with self.engine.connect() as conn:  # another indexer may have read it
-                        if not grown(conn, run_pk, path.name, st.st_size):
+                        if not holds_unread(path, st.st_size,
+                                            stopped_at(conn, run_pk, path.name)):
                             return stored, held
-                    stopped = -1  # after a slice, ask the index again
+                    stopped = None  # after a slice, ask the index again
                 with self.engine.begin() as conn:
                     lock_offsets(conn, run_pk, path.name)
                     more, held = self._jsonl_slice(conn, run_pk, path, report, hold)
@@ -339,6 +449,10 @@ class Indexer:
         name = path.name
         off = offset_row(conn, run_pk, name)
         offset, line_no, last_seq = off["offset"], off["line_no"], off["last_seq"]
+        if replaced(path, Stopped(offset, off["tail"])):
+            forget_file(conn, run_pk, path)
+            self._problem_once(run_pk, str(path), replaced_message(path), report, conn)
+            offset, line_no, last_seq = 0, 0, -1
         total = IngestResult()
         bad: list[str] = []
         start = offset
@@ -387,7 +501,8 @@ class Indexer:
             for hook in self.hooks:
                 hook(conn, run_pk, total.points)
         # last, so that nothing of a slice whose file was purged meanwhile is kept
-        if not move_offsets(conn, run_pk, name, offset, line_no, last_seq, len(bad)):
+        if not move_offsets(conn, run_pk, name, offset, line_no, last_seq, len(bad),
+                            stop_mark(path, offset)):
             raise Purged
         report.rows += total.rows
         report.problems.extend(problems)

@@ -5,10 +5,14 @@ indexer's imports (SQLAlchemy alone is 0.45 s), when nothing changed.
 It says "unchanged" only where a pass of the indexer (ingest/indexer.py) would store
 nothing: every run folder's run in the index (found by its id, as the indexer finds it)
 with the manifest the folder holds, every record file read to its end (or to a last line
-not ended yet, which the indexer leaves for later), every whole file and samples file
+not ended yet, which the indexer leaves for later) and not replaced since (its size and
+tail, ingest/replaced.py), every whole file and samples file
 read at its mtime. Run files are opened as the indexer opens them (rundir/safeio).
 Anything it does not recognise (a folder that is not a run yet, a file outside the run
-format, a symbolic link) counts as a change, and the indexer decides what it is.
+format, a symbolic link) counts as a change, and the indexer decides what it is. So does
+a run of the folder in the index that no folder holds now (deleted, moved, or made again
+by a new run of its name: the indexer forgets or moves it, ingest/forget.py), but a copy
+of a run's folder the indexer has said it does not read (ingest/gone.holds_run).
 """
 
 from __future__ import annotations
@@ -16,9 +20,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from stat import S_ISREG
+from typing import NamedTuple
 
 import orjson
 
+from runwatch.ingest.gone import base_of, copy_problem, holds_run, leaf_in
+from runwatch.ingest.marks import Stopped, replaced
 from runwatch.rundir import format as fmt
 from runwatch.rundir.safeio import open_run_file, read_capped
 from runwatch.store.plain import Reader
@@ -33,10 +40,12 @@ TORN_MAX = 64 * 1024
 def unchanged(db: Reader, runs_dir: Path) -> bool:
     """True when indexing `runs_dir` into `db`'s index now would store nothing."""
     try:
-        runs = {run_id: (pk, manifest) for pk, run_id, manifest in db.rows(
-            "SELECT pk, run_id, manifest FROM runs")}
-        offsets = {(pk, name): (offset, mtime) for pk, name, offset, mtime in db.rows(
-            'SELECT run_pk, file, "offset", mtime FROM ingest_offsets')}
+        base = base_of(runs_dir)
+        runs = {run_id: _Run(pk, manifest, folder) for pk, run_id, manifest, folder in db.rows(
+            "SELECT pk, run_id, manifest, dir FROM runs")}
+        offsets = {(pk, name): (offset, mtime, tail) for pk, name, offset, mtime, tail in db.rows(
+            'SELECT run_pk, file, "offset", mtime, last_error FROM ingest_offsets')}
+        held: set[int] = set()  # the runs a folder of runs_dir holds where their row says
         with os.scandir(runs_dir) as entries:
             for entry in entries:
                 if entry.name.startswith("."):
@@ -44,8 +53,12 @@ def unchanged(db: Reader, runs_dir: Path) -> bool:
                 if entry.is_symlink():
                     return False
                 if entry.is_dir(follow_symlinks=False) and not _run_unchanged(
-                        Path(entry.path), runs, offsets):
+                        Path(entry.path), os.path.join(base, entry.name), runs, offsets,
+                        held, db):
                     return False
+        if any(leaf_in(base, run.dir) is not None and run.pk not in held
+               for run in runs.values()):
+            return False
     except (OSError, ValueError, fmt.RunDirError):
         return False
     except Exception:  # the driver's error: an index older than these tables' columns
@@ -53,8 +66,18 @@ def unchanged(db: Reader, runs_dir: Path) -> bool:
     return True
 
 
-def _run_unchanged(run_dir: Path, runs: dict[str, tuple[int, str]],
-                   offsets: dict[tuple[int, str], tuple[int, float | None]]) -> bool:
+class _Run(NamedTuple):
+    pk: int
+    manifest: str
+    dir: str | None
+
+
+def _run_unchanged(run_dir: Path, folder: str, runs: dict[str, _Run],
+                   offsets: dict[tuple[int, str], tuple[int, float | None, str | None]],
+                   held: set[int],
+                   db: Reader) -> bool:
+    """Whether the indexer would store nothing of run folder `run_dir` (absolute: `folder`);
+    the run it holds where its row says goes into `held`."""
     fmt.validate_name(run_dir.name)
     # opened as the indexer opens it (a link, a FIFO or a huge file is refused: OSError)
     raw = read_capped(run_dir / fmt.MANIFEST)
@@ -64,11 +87,19 @@ def _run_unchanged(run_dir: Path, runs: dict[str, tuple[int, str]],
         # store/runs.manifest_json does (its other branch: values orjson refuses)
         run = runs.get(manifest["run_id"]) if isinstance(manifest, dict) else None
         if run is None or orjson.dumps(manifest, option=orjson.OPT_NON_STR_KEYS
-                                       ).decode() != run[1]:
+                                       ).decode() != run.manifest:
             return False
     except (orjson.JSONDecodeError, TypeError, KeyError):
         return False
-    pk = run[0]
+    if run.dir != folder:
+        # moved here (the indexer moves its row), or a copy the indexer does not read:
+        # unchanged once the indexer has said so, as it says it (its _problem_once)
+        run_id = manifest["run_id"]
+        return run.dir is not None and holds_run(run.dir, run_id) and bool(db.rows(
+            "SELECT 1 FROM ingest_problems WHERE path = ? AND message = ?", str(run_dir),
+            copy_problem(run_dir, run_id, run.dir)))
+    pk = run.pk
+    held.add(pk)
     with os.scandir(run_dir) as entries:
         for entry in entries:
             name = entry.name
@@ -83,6 +114,11 @@ def _run_unchanged(run_dir: Path, runs: dict[str, tuple[int, str]],
                     return False
                 if st.st_size > (stored[0] if stored else 0) and (
                         stored is None or not _torn(Path(entry.path), stored[0], st.st_size)):
+                    return False
+                # a file not written since it was read (its size and mtime then) is not
+                # replaced; else its tail says (one small read)
+                if stored is not None and (st.st_size, st.st_mtime) != stored[:2] and replaced(
+                        Path(entry.path), Stopped(stored[0], stored[2]), st.st_size):
                     return False
             elif name in WHOLE_FILES or fmt.parse_sample_file_name(name) is not None:
                 if stored is None or stored[1] != st.st_mtime:

@@ -6,15 +6,17 @@ Every error response, whatever raised it, leaves through `error_response`.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from runwatch.server.jsonio import JSONResponse
+from runwatch.store.db import IndexUnusable, unusable
 
 log = logging.getLogger("runwatch.server")
 
@@ -85,6 +87,16 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 def install(app: FastAPI) -> None:
     """Route every error raised in `app` through `error_response`."""
+    said: set[str] = set()  # what the log said of an index that cannot be used, once each
+
+    def _unusable(found: IndexUnusable) -> JSONResponse:
+        # the index's disk is full or its file damaged: every request meets it, and the
+        # log says it once, in its own words, not as a traceback per request
+        if str(found) not in said:
+            said.add(str(found))
+            log.error("%s", found)
+        down = unavailable(str(found), 60)
+        return error_response(down.status, down.message, down.headers, **down.extra)
 
     @app.exception_handler(ApiError)
     async def _api(_: Request, exc: ApiError) -> JSONResponse:
@@ -102,13 +114,20 @@ def install(app: FastAPI) -> None:
         # connections, a SQLite file locked past its wait): the request may be sent again,
         # and nothing the client sent is wrong; any other failure is the server's own
         if not database_down(exc):
-            return await _crash(request, exc)
+            return await _database_failed(request, exc)
         said = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
         log.warning("the database did not answer %s %s: %s", request.method,
                     request.url.path, said)
         down = unavailable("the server cannot reach its database now; retry in a few "
                            "seconds (the server's log says why)", 5)
         return error_response(down.status, down.message, down.headers, **down.extra)
+
+    @app.exception_handler(DatabaseError)
+    @app.exception_handler(sqlite3.DatabaseError)
+    async def _database_failed(request: Request, exc: Exception) -> JSONResponse:
+        # through SQLAlchemy, or the plain reader's (store/plain): a full disk or a
+        # damaged file is the index's state, said as such; any other is the server's own
+        return await _crash(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -127,5 +146,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        found = unusable(exc)
+        if found is not None:
+            return _unusable(found)
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(500, "the server failed on this request; its log has the details")

@@ -40,6 +40,7 @@ from runwatch.server.settings import DEFAULT_PORT, INDEX_INTERVAL_S
 from runwatch.server.settle import Settle, by_row
 from runwatch.server.warm import build_routes
 from runwatch.store import schema as s
+from runwatch.store.db import IndexUnusable
 from runwatch.store.keys import run_keys
 from runwatch.store.series import pausing
 
@@ -55,6 +56,9 @@ PREWARM_YIELD_S = 0.02
 KEEP_ALIVE_S = 65
 # stop() says what it waits for once a thread has not ended after this long.
 STOP_NOTE_S = 5.0
+# An index that cannot be used (full disk, damaged file) is said in the log at most this
+# often while each pass meets it, and again when what is wrong changes.
+UNUSABLE_NOTE_S = 60.0
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -150,6 +154,7 @@ class Runner:
     def _index_forever(self, lease: Lease) -> None:
         indexer = self._indexer()
         workers_started = self.index_first
+        said: tuple[str, float] | None = None  # what was said of an unusable index, when
         while not self._stop.is_set():
             try:
                 with self._index_lock:
@@ -157,6 +162,20 @@ class Runner:
                 lease.passed()
                 if self.otel is not None:
                     self.otel.after_pass(self.engine)
+                if said is not None:
+                    log.warning("the index can be written again; indexing %s goes on",
+                                self.runs_dir)
+                    said = None
+            except IndexUnusable as exc:
+                # each pass meets it until space returns or the file is replaced: one
+                # line a minute, no traceback; the runs whose end it could not store stay
+                # unjudged (settle), not dead
+                now = time.monotonic()
+                if said is None or said[0] != str(exc) or now - said[1] >= UNUSABLE_NOTE_S:
+                    log.error("%s", exc)
+                    said = (str(exc), now)
+                self._stop.wait(max(self.interval, 1.0))
+                continue
             except Exception:
                 log.exception("indexing %s failed; retrying", self.runs_dir)
                 self._stop.wait(1.0)
@@ -166,7 +185,7 @@ class Runner:
                 # their loops do not wait on the index lock the first pass held
                 self._start_workers()
                 workers_started = True
-            if report.rows or report.new_runs:
+            if report.rows or report.new_runs or report.forgotten:
                 self.feed.notify()
             elif self.exit_when_done and all_finished(self.engine):
                 self.stop()

@@ -8,6 +8,7 @@ end at the same schema. A database a newer runwatch made is refused, saying what
 
 from __future__ import annotations
 
+import errno
 import logging
 import sqlite3
 import time
@@ -62,6 +63,45 @@ class StoreError(RuntimeError):
     """The index database cannot be opened or is of an unknown version."""
 
 
+class IndexUnusable(StoreError):
+    """The index database can no longer be written or read where it is: its disk is full,
+    or its file is damaged. Its text says so and what to do, in one line; the runs folder
+    is the record, so a new index anywhere holds it all again."""
+
+
+# The words for each: the driver's own first line goes between the brackets.
+INDEX_FULL = ("the index DB is on a full disk ({why}): free space, or point --db elsewhere; "
+              "the runs folder is indexed again there")
+INDEX_DAMAGED = ("the index DB is damaged ({why}): delete it (the runs folder is indexed "
+                 "again into a new one) or point --db elsewhere")
+# SQLite's primary result codes (an extended code's low byte) and PostgreSQL's SQLSTATEs
+_SQLITE_FULL, _SQLITE_CORRUPT = 13, 11
+_PG_FULL, _PG_DAMAGED = frozenset({"53100"}), frozenset({"XX001", "XX002"})
+
+
+def unusable(exc: BaseException) -> IndexUnusable | None:
+    """The IndexUnusable an error met in the index means (the driver's error, SQLAlchemy's
+    around it, or the OSError of a full disk), if it means one."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, IndexUnusable):
+            return e
+        code = getattr(e, "sqlite_errorcode", None)
+        primary = code & 0xFF if isinstance(code, int) else None
+        state = getattr(e, "sqlstate", None)
+        why = (e.strerror if isinstance(e, OSError) and e.strerror else
+               (str(e).strip().splitlines() or [type(e).__name__])[0])
+        if (primary == _SQLITE_FULL or state in _PG_FULL
+                or (isinstance(e, OSError) and e.errno == errno.ENOSPC)):
+            return IndexUnusable(INDEX_FULL.format(why=why))
+        if primary == _SQLITE_CORRUPT or state in _PG_DAMAGED:
+            return IndexUnusable(INDEX_DAMAGED.format(why=why))
+        e = getattr(e, "orig", None) or e.__cause__ or e.__context__
+    return None
+
+
 def database_url(target: str | Path) -> str:
     """A SQLAlchemy URL for a URL or a plain file path (a SQLite database file)."""
     s = str(target)
@@ -107,7 +147,14 @@ def open_engine(target: str | Path, migrate: bool = True, *,
             raise StoreError(_cannot_connect(engine, exc)) from exc
         except DatabaseError:
             pass  # a file that is no SQLite database: ensure_schema names it
-        ensure_schema(engine)  # its own errors (a lock held too long) are its own
+        try:
+            ensure_schema(engine)  # its own errors (a lock held too long) are its own
+        except DBAPIError as exc:
+            found = unusable(exc)
+            if found is None:
+                raise
+            engine.dispose()
+            raise found from exc
     return engine
 
 

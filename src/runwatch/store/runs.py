@@ -56,10 +56,12 @@ def manifest_json(manifest: dict[str, Any]) -> str:
 
 
 def run_name(manifest: dict[str, Any], run_dir: Path | None = None) -> str:
-    """The name a run's row takes from `manifest`: its name, else its folder's (a run sent
-    over HTTP: its run id), cut to the column."""
-    return cast(str, _fit("name", _text(
-        manifest.get("name") or (run_dir.name if run_dir else manifest["run_id"]))))
+    """The name a run's row takes: its folder's, for a run indexed from one (a run's folder
+    is named after it, so a folder renamed by hand renames its run, and a rebuilt index
+    names it the same); else its manifest's name, else its run id; cut to the column."""
+    if run_dir is not None:
+        return cast(str, _fit("name", run_dir.name))
+    return cast(str, _fit("name", _text(manifest.get("name") or manifest["run_id"])))
 
 
 def _stored_name(text: str | None, run_dir: Path | None) -> str | None:
@@ -91,6 +93,9 @@ def upsert_run(
 ) -> tuple[int, bool]:
     """Insert or refresh the run row described by `manifest`; returns (pk, is_new): new
     when the row was made, or made anew from the folder `run_dir` of a run sent over HTTP.
+    A run found in another folder than its row names moved there (`mv runs/a runs/b`):
+    the row takes the new folder and its name, and keeps its records (the indexer reads a
+    folder that is a copy of another's run as no run: ingest/gone.holds_run).
 
     A run sent over HTTP (`run_dir` None) may not take a name another such run holds: the
     index refuses it (ux_runs_sent_name) with IntegrityError, and the transaction is spoilt.
@@ -129,7 +134,7 @@ def upsert_run(
         delete_records(conn, row.pk)
         conn.execute(update(s.runs).where(r.pk == row.pk).values(**values, **UNREAD))
         return int(row.pk), True
-    if row.manifest != values["manifest"]:
+    if row.manifest != values["manifest"] or (run_dir is not None and row.dir != values["dir"]):
         if _stored_name(row.manifest, Path(row.dir) if row.dir else None) == values["name"]:
             # the manifest changed, not its name: the row keeps its own (one migration 0011
             # gave a sent run whose name another held, `<name>.<run id>`, stays)
@@ -195,3 +200,30 @@ def delete_run(conn: Connection, run_pk: int) -> None:
     """Remove a run and everything the index holds of it (its folder is not touched)."""
     delete_records(conn, run_pk)
     conn.execute(delete(s.runs).where(s.runs.c.pk == run_pk))
+
+
+def folder_runs(conn: Connection, base: str) -> list[tuple[int, str]]:
+    """(pk, dir) of each run whose row names a folder that may lie right inside runs folder
+    `base` (absolute; ingest/gone.leaf_in says which do)."""
+    r = s.runs.c
+    return [(int(pk), str(folder)) for pk, folder in conn.execute(
+        select(r.pk, r.dir).where(r.dir.startswith(base.rstrip("/") + "/", autoescape=True)))]
+
+
+def forget_run(conn: Connection, run_pk: int, folder: str) -> tuple[str, str] | None:
+    """Remove run `run_pk`, whose folder `folder` is gone, and everything the index holds
+    of it, in the caller's `store.db.writing` transaction; its (name, run id), or None
+    when it stays: its row names another folder now (it moved, and was found there), or a
+    worker holds its job (the worker ends the job when it finds the folder gone, and lets
+    it go; the run is forgotten after that)."""
+    r = s.runs.c
+    row = conn.execute(select(r.name, r.run_id).where(r.pk == run_pk, r.dir == folder)
+                       .with_for_update()).first()
+    if row is None:
+        return None
+    holder = conn.execute(select(s.jobs.c.worker_id).where(s.jobs.c.run_pk == run_pk)
+                          .with_for_update()).scalar()
+    if holder is not None:
+        return None
+    delete_run(conn, run_pk)
+    return str(row.name), str(row.run_id)
