@@ -4,6 +4,7 @@ reason with what to do, the Cost card and the Resources page with Stop (drain)."
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from collections.abc import Iterator
@@ -262,3 +263,49 @@ def test_resources_page_shows_the_worker_and_stops_it(page: Page, server: Runner
     expect(page.locator("#past-workers tr [data-state]")).to_have_attribute(
         "data-state", "stopped", timeout=60_000)
     expect(page.locator("#no-workers")).to_be_visible()
+
+
+# Logs a step and a training checkpoint every `pause` seconds, from the step its attempt
+# resumes at (RUNWATCH_RESUME_STEP + 1, the checkpoint's step done), to `steps`.
+RESUMABLE = """
+import os, sys, time
+import runwatch
+
+steps, pause = int(sys.argv[1]), float(sys.argv[2])
+start = int(os.environ.get("RUNWATCH_RESUME_STEP", "-1")) + 1
+run = runwatch.init(method="sft", base_model="tiny", dataset="arith", flush_interval=0.05)
+for i in range(start, steps):
+    run.log({"loss": 1.0 / (i + 1)}, step=i)
+    run.log_checkpoint(i, "training", f"ck-{i}")
+    time.sleep(pause)
+run.finish("SUCCEEDED")
+"""
+
+
+def test_resume_goes_on_from_the_checkpoint_live(page: Page, server: Runner,
+                                                 tmp_path: Path) -> None:
+    """A cancelled job's Resume (beside Retry) queues attempt 2 from its last training
+    checkpoint: the charts keep the steps up to it, and the run ends with every step once,
+    without a reload."""
+    script = tmp_path / "resumable.py"
+    script.write_text(RESUMABLE)
+    run = submit(server.url, kind="command", name="resumable",
+                 argv=[sys.executable, str(script), "12", "0.25"])
+    open_run_page(page, server.url, run["run_id"])
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute(
+        "data-points", re.compile(r"^([3-9]|1[01])$"), timeout=60_000)
+    page.click("#action-cancel")
+    expect(page.locator("#run-status")).to_have_text("Cancelled", timeout=60_000)
+    expect(page.locator("#action-resume")).to_be_visible()
+    saved = int(http.get(f"{server.url}/api/runs/{run['run_id']}", timeout=30)
+                .json()["run"]["saved_step"])
+    page.click("#action-resume")
+    expect(page.locator(".notice")).to_contain_text(
+        "the charts show the run up to its checkpoint once a worker starts it")
+    expect(page.locator("#run-status")).to_have_text("Succeeded", timeout=60_000)
+    expect(page.locator('[data-chart="loss"]')).to_have_attribute("data-points", "12")
+    assert page.evaluate("window.__marker") == "same page"  # no reload happened
+    points = http.get(f"{server.url}/api/runs/{run['run_id']}/history?limit=50&key=loss",
+                      timeout=30).json()["rows"]
+    assert [p["step"] for p in points] == list(range(12))  # each step once
+    assert saved >= 2
