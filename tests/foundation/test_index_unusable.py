@@ -4,7 +4,9 @@ its log, answers 503 with it, and shows no run as dead for an end it could not s
 
 from __future__ import annotations
 
+import errno
 import logging
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,7 +20,7 @@ from runwatch.rundir.format import TERMINAL_PHASES
 from runwatch.server.app import create_app
 from runwatch.server.runner import Runner
 from runwatch.store import schema as s
-from runwatch.store.db import IndexUnusable, open_engine
+from runwatch.store.db import IndexUnusable, open_engine, unusable
 from runwatch.store.runrows import process_gone
 from tests.server.apiclient import Api, assert_error
 from tests.support.cli import run_cli
@@ -129,3 +131,27 @@ def test_the_api_on_a_damaged_index_answers_503_saying_so(
     engine.dispose()
     said = [r for r in caplog.records if "damaged" in r.getMessage()]
     assert len(said) == 1 and said[0].exc_info is None
+
+
+def test_a_full_disk_elsewhere_is_not_the_index_s() -> None:
+    """A write to a run folder on a full disk (a server's retry writing a run's events) is
+    no full index: moving --db would not help (found in review: any ENOSPC in an error's
+    chain read "the index DB is on a full disk")."""
+    folder_full = OSError(errno.ENOSPC, "No space left on device")
+    assert unusable(folder_full) is None
+    try:
+        raise RuntimeError("the route failed") from folder_full
+    except RuntimeError as exc:
+        assert unusable(exc) is None
+    full = sqlite3.connect(":memory:")
+    try:
+        full.execute("PRAGMA max_page_count=1")
+        full.execute("CREATE TABLE t (x BLOB)")
+        full.execute("INSERT INTO t VALUES (randomblob(100000))")
+    except sqlite3.Error as exc:
+        found = unusable(exc)
+        assert found is not None and "full" in str(found)
+    else:
+        raise AssertionError("SQLite took a row past its page limit")
+    finally:
+        full.close()

@@ -8,7 +8,6 @@ end at the same schema. A database a newer runwatch made is refused, saying what
 
 from __future__ import annotations
 
-import errno
 import logging
 import sqlite3
 import time
@@ -80,8 +79,10 @@ _PG_FULL, _PG_DAMAGED = frozenset({"53100"}), frozenset({"XX001", "XX002"})
 
 
 def unusable(exc: BaseException) -> IndexUnusable | None:
-    """The IndexUnusable an error met in the index means (the driver's error, SQLAlchemy's
-    around it, or the OSError of a full disk), if it means one."""
+    """The IndexUnusable an error met in the index means (the driver's error, or SQLAlchemy's
+    around it), if it means one. A plain OSError of a full disk is not the index's: the runs
+    folder a route or the indexer writes may be on another disk (a server's retry that
+    writes a run's events there is told that disk is full, not to move --db)."""
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
@@ -91,10 +92,8 @@ def unusable(exc: BaseException) -> IndexUnusable | None:
         code = getattr(e, "sqlite_errorcode", None)
         primary = code & 0xFF if isinstance(code, int) else None
         state = getattr(e, "sqlstate", None)
-        why = (e.strerror if isinstance(e, OSError) and e.strerror else
-               (str(e).strip().splitlines() or [type(e).__name__])[0])
-        if (primary == _SQLITE_FULL or state in _PG_FULL
-                or (isinstance(e, OSError) and e.errno == errno.ENOSPC)):
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        if primary == _SQLITE_FULL or state in _PG_FULL:
             return IndexUnusable(INDEX_FULL.format(why=why))
         if primary == _SQLITE_CORRUPT or state in _PG_DAMAGED:
             return IndexUnusable(INDEX_DAMAGED.format(why=why))
