@@ -116,3 +116,23 @@ def test_an_older_copy_of_the_events_file_restored(tmp_path: Path) -> None:
     with engine.connect() as conn:
         stored = conn.execute(select(s.events.c.seq)).scalars().all()
     assert len(stored) == 1
+
+
+def test_an_events_file_left_with_no_whole_record_leaves_no_ended_state(tmp_path: Path) -> None:
+    """Emptied (or left with only a torn line) the events file says nothing, and the run no
+    longer reads SUCCEEDED with an end time behind no event (found in review: the state was
+    derived only while events remained). It reads as a run no event speaks for yet."""
+    runs, db = tmp_path / "runs", tmp_path / "index.db"
+    sdk_run(runs, "a", steps=5)
+    engine = fresh_index(runs, db)
+    events = runs / "a" / "events.jsonl"
+    columns = (s.runs.c.status, s.runs.c.ended_at, s.runs.c.reason, s.runs.c.attempt)
+    try:
+        for left in (b"", b'{"seq": 0, "ts": 1.0, "pha'):
+            events.write_bytes(left)
+            Indexer(engine, runs).index_once()
+            with engine.connect() as conn:
+                assert tuple(conn.execute(select(*columns)).one()) == ("QUEUED", None, None, 1)
+                assert conn.execute(select(s.events.c.seq)).scalars().all() == []
+    finally:
+        engine.dispose()

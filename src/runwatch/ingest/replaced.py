@@ -18,7 +18,11 @@ from sqlalchemy import Connection, delete, update
 from runwatch.ingest.offsets import restart_offsets
 from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
-from runwatch.store.runs import delete_metrics
+from runwatch.store.runs import UNREAD, delete_metrics
+
+# A run's columns its events set (ingest/lifecycle.refresh_run_state).
+EVENT_STATE = ("status", "stage", "progress_done", "progress_total", "reason", "reason_code",
+               "attempt", "started_at", "ended_at")
 
 
 def forget_file(conn: Connection, run_pk: int, path: Path) -> None:
@@ -38,6 +42,11 @@ def forget_file(conn: Connection, run_pk: int, path: Path) -> None:
     elif name in (fmt.EVENTS, fmt.LOGS):
         table = s.events if name == fmt.EVENTS else s.logs
         conn.execute(delete(table).where(table.c.run_pk == run_pk))
+        if name == fmt.EVENTS:
+            # what the events said goes with them, as a new index of the folder would read
+            # it: a file left with no whole record (emptied, an older copy holding a torn
+            # line) says nothing, and the run's ended state must not outlive its events
+            conn.execute(runs.values({k: UNREAD[k] for k in EVENT_STATE}))
     p = s.ingest_problems.c
     gone = conn.execute(delete(s.ingest_problems).where(
         p.run_pk == run_pk, p.path == str(path))).rowcount
