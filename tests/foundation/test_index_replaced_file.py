@@ -11,11 +11,10 @@ from sqlalchemy import Engine, select
 
 import runwatch
 from runwatch.ingest.indexer import Indexer
-from runwatch.ingest.unchanged import unchanged
-from runwatch.store import plain
 from runwatch.store import schema as s
 from runwatch.store.db import open_engine
 from runwatch.store.series import read_series
+from tests.foundation.test_index_unchanged import is_unchanged
 from tests.support import sdk_run
 
 
@@ -37,14 +36,6 @@ def fresh_index(runs: Path, db: Path) -> Engine:
 def problems(engine: Engine) -> list[str]:
     with engine.connect() as conn:
         return list(conn.execute(select(s.ingest_problems.c.message)).scalars())
-
-
-def is_unchanged(runs: Path, db: Path) -> bool:
-    conn = plain.connect_sqlite(db)
-    try:
-        return unchanged(plain.Reader(conn), runs)
-    finally:
-        conn.close()
 
 
 def keep_lines(path: Path, n: int) -> None:

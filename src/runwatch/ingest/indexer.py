@@ -417,11 +417,13 @@ class Indexer:
                 except FileNotFoundError:
                     return stored, held
                 if S_ISREG(st.st_mode):  # else the safe reader says what is wrong with it
-                    if stopped is not None and not holds_unread(path, st.st_size, stopped):
+                    # a file not written since it was read is judged by lstat alone
+                    if stopped is not None and not holds_unread(path, st.st_size, stopped,
+                                                                st.st_mtime):
                         return stored, held  # nothing new: no write lock taken
                     with self.engine.connect() as conn:  # another indexer may have read it
                         if not holds_unread(path, st.st_size,
-                                            stopped_at(conn, run_pk, path.name)):
+                                            stopped_at(conn, run_pk, path.name), st.st_mtime):
                             return stored, held
                     stopped = None  # after a slice, ask the index again
                 with self.engine.begin() as conn:

@@ -15,11 +15,13 @@ from runwatch.rundir.safeio import open_run_file
 
 
 class Stopped(NamedTuple):
-    """Where the indexer stopped in a record file: its offset, and the tail of the bytes
-    before it (None: none read yet, or read by a runwatch that kept no tail)."""
+    """Where the indexer stopped in a record file: its offset, the tail of the bytes
+    before it (None: none read yet, or read by a runwatch that kept no tail) and the
+    file's mtime as it was read (None: not known)."""
 
     offset: int
     tail: str | None
+    mtime: float | None = None
 
 
 NOT_READ = Stopped(0, None)
@@ -51,7 +53,8 @@ def stop_mark(path: Path, offset: int) -> tuple[str | None, float | None]:
     return hashlib.blake2b(data, digest_size=8).hexdigest(), mtime
 
 
-def replaced(path: Path, at: Stopped, size: int | None = None) -> bool:
+def replaced(path: Path, at: Stopped, size: int | None = None,
+             mtime: float | None = None) -> bool:
     """Whether a record file (of `size` bytes; by default its size now) no longer holds what
     the indexer read of it up to `at`. A tail of None (an index a runwatch that kept none
     wrote) trusts the bytes before the offset; a file that is gone is not replaced (what
@@ -67,14 +70,16 @@ def replaced(path: Path, at: Stopped, size: int | None = None) -> bool:
         return True
     if at.tail is None:
         return False
+    if size == at.offset and mtime is not None and mtime == at.mtime:
+        return False  # not written since it was read: its tail is the one read
     now = tail_of(path, at.offset)
     return now is not None and now != at.tail
 
 
-def holds_unread(path: Path, size: int, at: Stopped) -> bool:
+def holds_unread(path: Path, size: int, at: Stopped, mtime: float | None = None) -> bool:
     """Whether a record file of `size` bytes holds records the index lacks: bytes past
     where the indexer stopped (`at`), or other bytes before it."""
-    return size > at.offset or replaced(path, at, size)
+    return size > at.offset or replaced(path, at, size, mtime)
 
 
 def replaced_message(path: Path) -> str:

@@ -23,7 +23,7 @@ _TAIL = _o.last_error
 _THIS_FILE = (_o.run_pk == bindparam("at_run"), _o.file == bindparam("at_file"))
 _FIND = select(_o.offset, _o.line_no, _o.last_seq, _o.mtime, _TAIL.label("tail")
                ).where(*_THIS_FILE)
-_STOPPED = select(_o.offset, _TAIL).where(*_THIS_FILE)
+_STOPPED = select(_o.offset, _TAIL, _o.mtime).where(*_THIS_FILE)
 _SET_MTIME = update(s.ingest_offsets).where(*_THIS_FILE).values(mtime=bindparam("to_mtime"))
 _LOCK = update(s.ingest_offsets).where(*_THIS_FILE).values(offset=_o.offset)
 _MOVE = update(s.ingest_offsets).where(*_THIS_FILE).values(
@@ -85,15 +85,15 @@ def restart_offsets(conn: Connection, run_pk: int, name: str) -> None:
 
 def offsets_of(conn: Connection, run_pk: int) -> dict[str, Stopped]:
     """Where the indexer stopped in each of a run's files (offset 0 for a whole file)."""
-    return {f: Stopped(int(off or 0), tail) for f, off, tail in conn.execute(
-        select(_o.file, _o.offset, _TAIL).where(_o.run_pk == bindparam("at_run")),
+    return {f: Stopped(int(off or 0), tail, mtime) for f, off, tail, mtime in conn.execute(
+        select(_o.file, _o.offset, _TAIL, _o.mtime).where(_o.run_pk == bindparam("at_run")),
         {"at_run": run_pk})}
 
 
 def stopped_at(conn: Connection, run_pk: int, name: str) -> Stopped:
     """Where the indexer stopped in a record file, as the index says now."""
     row = conn.execute(_STOPPED, {"at_run": run_pk, "at_file": name}).first()
-    return NOT_READ if row is None else Stopped(int(row[0] or 0), row[1])
+    return NOT_READ if row is None else Stopped(int(row[0] or 0), row[1], row[2])
 
 
 def lock_offsets(conn: Connection, run_pk: int, name: str) -> None:

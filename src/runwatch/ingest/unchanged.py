@@ -116,9 +116,10 @@ def _run_unchanged(run_dir: Path, folder: str, runs: dict[str, _Run],
                         stored is None or not _torn(Path(entry.path), stored[0], st.st_size)):
                     return False
                 # a file not written since it was read (its size and mtime then) is not
-                # replaced; else its tail says (one small read)
-                if stored is not None and (st.st_size, st.st_mtime) != stored[:2] and replaced(
-                        Path(entry.path), Stopped(stored[0], stored[2]), st.st_size):
+                # replaced; else its tail says (one small read: marks.replaced)
+                if stored is not None and replaced(
+                        Path(entry.path), Stopped(stored[0], stored[2], stored[1]),
+                        st.st_size, st.st_mtime):
                     return False
             elif name in WHOLE_FILES or fmt.parse_sample_file_name(name) is not None:
                 if stored is None or stored[1] != st.st_mtime:
