@@ -15,6 +15,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,22 +24,28 @@ from sqlalchemy import Engine
 
 from runwatch.analysis.workers import workers_view
 from runwatch.store import jobs as store_jobs
-from tests.jobs.test_ray import (
+from tests.jobs.rayhelp import (
     JOB_DEADLINE_S,
     PLAIN,
     RayHead,
-    _ray_status,
-    _wait_ended,
     needs_ray,
-    ray_cluster,
-    ray_head,
-    sqlite_index,
+    ray_status,
+    spawn_ray_worker,
+    started_head,
+    wait_ended,
 )
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
 from tests.support.workers import FAST, Workers, workers
 
-__all__ = ["ray_cluster", "ray_head", "sqlite_index", "workers"]  # the fixtures
+__all__ = ["workers"]  # the fixture
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[RayHead]:
+    """This file's Ray head (rayhelp.started_head), which its tests share."""
+    with started_head() as head:
+        yield head
 
 
 def _worker(engine: Engine, worker_id: str) -> dict[str, Any]:
@@ -69,11 +76,8 @@ def test_a_local_worker_leaves_a_lost_ray_workers_job_to_a_ray_worker(
     submit_command(engine, runs_dir, "mixed", [sys.executable, "-c", PLAIN, str(gate)],
                    max_attempts=2)
     db = str(tmp_path / "index.db")
-    settings = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()]
-    ray_args = ["worker", str(runs_dir), "--db", db, *settings, "--executor=ray",
-                f"--address={ray_head.address}"]
-    first = workers.spawn(runs_dir, ray_args)
-    wait_for(lambda: _ray_status(ray, engine, "mixed") == "RUNNING", what="the Ray job to run",
+    first = spawn_ray_worker(workers, runs_dir, Path(db), ray_head)
+    wait_for(lambda: ray_status(ray, engine, "mixed") == "RUNNING", what="the Ray job to run",
              deadline=JOB_DEADLINE_S, interval=0.2)
     # the run leaves QUEUED once its worker sees Ray run it (within a tick)
     wait_for(lambda: run_row(engine, "mixed").status == "PREPARING",
@@ -92,7 +96,7 @@ def test_a_local_worker_leaves_a_lost_ray_workers_job_to_a_ray_worker(
              what="the local worker to heartbeat past the stale point", deadline=60)
     now = job(engine, "mixed") or {}
     assert (now["worker_id"], now["attempt"]) == (held["worker_id"], 1)
-    assert _ray_status(ray, engine, "mixed") == "RUNNING"
+    assert ray_status(ray, engine, "mixed") == "RUNNING"
     assert [(ev["phase"], ev.get("attempt")) for ev in events(runs_dir / "mixed")] == [
         ("QUEUED", 1), ("QUEUED", 1), ("PREPARING", 1)], "no attempt runs beside the Ray job"
     # whoever looks is told what the job waits for: the view counts its worker lost, as
@@ -104,12 +108,12 @@ def test_a_local_worker_leaves_a_lost_ray_workers_job_to_a_ray_worker(
     assert "waits for a Ray worker" in (lost["jobs"][0]["waits_for"] or "")
 
     # a Ray worker reaps it once Ray says it ended, as its own worker would
-    workers.spawn(runs_dir, ray_args)
+    spawn_ray_worker(workers, runs_dir, Path(db), ray_head)
     wait_for(lambda: _in_view(engine, held["worker_id"])["jobs"][0]["waits_for"] is None,
              what="the view to see a live Ray worker", deadline=JOB_DEADLINE_S)
     gate.touch()
-    ended = _wait_ended(engine, "mixed")
+    ended = wait_ended(engine, "mixed")
     assert (ended.status, ended.reason_code) == ("SUCCEEDED", None)
-    assert _ray_status(ray, engine, "mixed", 2) == ""
+    assert ray_status(ray, engine, "mixed", 2) == ""
     assert local.poll() is None
 

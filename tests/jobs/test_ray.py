@@ -17,187 +17,57 @@ its earlier one has ended.
 
 from __future__ import annotations
 
-import contextlib
 import http.server
 import importlib.util
 import json
-import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, NoReturn
+from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import Engine, select, update
 
-from runwatch.ingest import Indexer
-from runwatch.ingest.indexer import IndexReport
-from runwatch.jobs import control, reaper
+from runwatch.jobs import control
 from runwatch.jobs.executors import attempt_env
 from runwatch.jobs.failures import classify, exception_verdict
-from runwatch.jobs.process import group_members
 from runwatch.rundir import format as fmt
-from runwatch.rundir.append import locked, write_events
 from runwatch.server.runner import free_port
 from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
-from runwatch.store.db import open_engine
 from runwatch.store.jobs import Claim
+from tests.jobs.rayhelp import (
+    JOB_DEADLINE_S,
+    PLAIN,
+    RayHead,
+    dead_worker_reaper,
+    held_by_a_dead_worker,
+    needs_ray,
+    ray_status,
+    spawn_ray_worker,
+    started_head,
+    wait_ended,
+)
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
-from tests.support.workers import FAST, Workers, workers
+from tests.support.workers import Workers, workers
 
 __all__ = ["workers"]  # the fixture
 
 SCRIPTS = Path(__file__).parent / "scripts"
-RAY = Path(sys.executable).parent / "ray"
-# Starting a head (GCS, raylet, dashboard) and each job's supervisor takes a while on a
-# loaded two-core machine; these bound waits only ever reached when something is wrong.
-HEAD_DEADLINE_S = 180.0
-JOB_DEADLINE_S = 180.0
-
-needs_ray = pytest.mark.skipif(
-    importlib.util.find_spec("ray") is None or importlib.util.find_spec("aiohttp") is None,
-    reason="the ray extra is not installed (pip install -e '.[ray]': ray[default], whose "
-           "dashboard serves the job submission API)")
-
-
-@dataclass
-class RayHead:
-    address: str  # the dashboard's URL, which the job submission API answers at
-    proc: subprocess.Popen[bytes]
-    log: Path
 
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[RayHead]:
-    """A Ray head on free loopback ports with its dashboard, two CPUs, its own temp
-    folder (short: Ray's socket paths must fit), stopped with everything it started.
-    Started once for the module: a head takes 10-30 s to come up on two loaded cores."""
-    head = start_head()
-    try:
+    """This file's Ray head (rayhelp.started_head), which its tests share."""
+    with started_head() as head:
         yield head
-    finally:
-        stop_head(head)
-
-
-def start_head(dashboard: int | None = None) -> RayHead:
-    """Start a Ray head as `ray_cluster` describes (its dashboard on port `dashboard`, or
-    a free one) and wait until its dashboard answers; stop it with `stop_head`."""
-    temp = Path(tempfile.mkdtemp(prefix="rw-ray-", dir="/tmp"))
-    log = temp / "head.log"
-    dashboard = dashboard or free_port()
-    args = [str(RAY), "start", "--head", "--block", f"--port={free_port()}",
-            "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={dashboard}", "--node-ip-address=127.0.0.1",
-            f"--ray-client-server-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}", "--num-cpus=2",
-            f"--temp-dir={temp}", "--disable-usage-stats"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-    head = RayHead(f"http://127.0.0.1:{dashboard}", proc, log)
-    try:
-        def up() -> bool:
-            if proc.poll() is not None:
-                pytest.fail(f"ray start exited {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                return httpx.get(f"{head.address}/api/version", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(up, what="the Ray head's dashboard", deadline=HEAD_DEADLINE_S, interval=0.5)
-    except BaseException:
-        stop_head(head)
-        raise
-    return head
-
-
-def stop_head(head: RayHead) -> None:
-    """Stop a head `start_head` started, with everything it started, as `ray stop` would
-    (but only this head: `ray stop` stops every Ray process of the machine), and remove
-    its temp folder."""
-    proc = head.proc
-    proc.send_signal(signal.SIGTERM)  # `ray start --block` stops what it started
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=60)
-    for pid in group_members(proc.pid, session=True):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError, ChildProcessError, subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-    shutil.rmtree(head.log.parent, ignore_errors=True)
-
-
-def head_gone(head: RayHead, exc: Exception) -> NoReturn:
-    """Fail with what the module's Ray head left in its log: its dashboard answered when
-    the module started, and no longer does."""
-    code = head.proc.poll()
-    logs = [head.log, *sorted({log.resolve() for name in ("dashboard.log", "dashboard.err")
-                               for log in head.log.parent.glob(f"session_*/logs/{name}")})]
-    pytest.fail(f"the module's Ray head stopped answering ({exc}); `ray start` "
-                f"{'still runs' if code is None else f'exited {code}'}. "
-                + "".join(f"\n--- {log.name} ends:\n{log.read_text(errors='replace')[-3000:]}"
-                          for log in logs if log.is_file()))
-
-
-@pytest.fixture
-def ray_head(ray_cluster: RayHead) -> Iterator[RayHead]:
-    """The module's Ray head, left with no job running after each test (a test's runs and
-    index are its own; the head's two CPUs must be free for the next test)."""
-    from runwatch.jobs.ray_executor import TERMINAL, RayUnavailable, connect, given_up_path
-
-    try:
-        connect(ray_cluster.address)
-    except RayUnavailable as exc:
-        head_gone(ray_cluster, exc)
-    yield ray_cluster
-    try:
-        client = connect(ray_cluster.address)
-    except RayUnavailable as exc:
-        head_gone(ray_cluster, exc)
-
-    def given_up(job: Any) -> bool:
-        """A job Ray has not started that runwatch gave up: Ray keeps it PENDING, stop or
-        not, until its own start timeout (it waits for GPUs the head has not), and it
-        cannot run its command; it holds none of the head's CPUs."""
-        env = (job.runtime_env or {}).get("env_vars") or {}
-        return (str(getattr(job.status, "value", job.status)) == "PENDING"
-                and fmt.ENV_RUN_DIR in env and given_up_path(
-                    Path(env[fmt.ENV_RUN_DIR]), int(env[fmt.ENV_ATTEMPT])).exists())
-
-    def running() -> list[str]:
-        return [str(j.submission_id) for j in client.list_jobs()
-                if str(getattr(j.status, "value", j.status)) not in TERMINAL
-                and not given_up(j)]
-
-    for submission_id in running():
-        client.stop_job(submission_id)
-    wait_for(lambda: not running(), what="the test's Ray jobs to stop", deadline=JOB_DEADLINE_S,
-             interval=0.2)
-
-
-def _ray_status(client: Any, engine: Engine, name: str, attempt: int = 1) -> str:
-    """What Ray says of attempt `attempt` of run `name` (its Ray job's status; "" while
-    Ray knows no such job)."""
-    try:
-        info = client.get_job_info(f"runwatch-{run_row(engine, name).run_id}-{attempt}")
-    except RuntimeError as exc:
-        if "404" in str(exc) or "does not exist" in str(exc):
-            return ""
-        raise
-    return str(getattr(info.status, "value", info.status))
 
 
 def _loss_points(engine: Engine, name: str) -> int:
@@ -216,27 +86,9 @@ def _wait_concluded(engine: Engine, *names: str) -> None:
              what=f"the worker to conclude {', '.join(names)}", deadline=JOB_DEADLINE_S)
 
 
-def _wait_ended(engine: Engine, name: str) -> Any:
-    """Wait until job `name` was concluded and its end indexed (the job is released just
-    before the run folder is indexed); its runs row."""
-    wait_for(lambda: (job(engine, name) or {}).get("worker_id", "") is None
-             and run_row(engine, name).status in fmt.TERMINAL_PHASES,
-             what=f"{name} to be concluded and indexed", deadline=JOB_DEADLINE_S)
-    return run_row(engine, name)
-
-
 def _wait_points(engine: Engine, name: str, expected: int) -> None:
     wait_for(lambda: _loss_points(engine, name) == expected,
              what=f"{name}'s {expected} loss points in the index")
-
-
-@pytest.fixture
-def sqlite_index(tmp_path: Path) -> Iterator[Engine]:
-    """The worker's index, on SQLite only: the store is not what this test is about, and
-    a Ray head is too costly to start once per store (test_two_workers covers both)."""
-    engine = open_engine(tmp_path / "index.db")
-    yield engine
-    engine.dispose()
 
 
 @needs_ray
@@ -257,24 +109,21 @@ def test_ray_worker_runs_two_at_once_cancels_and_classifies(
                    priority=1)
     submit_command(engine, runs_dir, "no-program", [str(tmp_path / "no-such-program")])
     submit_command(engine, runs_dir, "last", [*gated, str(never)], priority=-1)
-    settings = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()]
-    worker = workers.spawn(runs_dir, ["worker", str(runs_dir), "--db", str(tmp_path / "index.db"),
-                             "--devices=2", *settings, "--executor=ray",
-                             f"--address={ray_head.address}"])
+    worker = spawn_ray_worker(workers, runs_dir, tmp_path / "index.db", ray_head, "--devices=2")
 
     def status(name: str) -> str:
         return str(run_row(engine, name).status)
 
     wait_for(lambda: status("one") == status("two") == "RUNNING",
              what="jobs one and two to run at once", deadline=JOB_DEADLINE_S, interval=0.1)
-    assert [_ray_status(ray, engine, n) for n in ("one", "two")] == ["RUNNING"] * 2
+    assert [ray_status(ray, engine, n) for n in ("one", "two")] == ["RUNNING"] * 2
     gate.touch()
     wait_for(lambda: status("one") in fmt.TERMINAL_PHASES and status("two") in
              fmt.TERMINAL_PHASES, what="jobs one and two to end", deadline=JOB_DEADLINE_S)
     _wait_concluded(engine, "one", "two")
     for name in ("one", "two"):
         assert status(name) == "SUCCEEDED"
-        assert _ray_status(ray, engine, name) == "SUCCEEDED"
+        assert ray_status(ray, engine, name) == "SUCCEEDED"
         lines = (runs_dir / name / fmt.METRICS).read_text().splitlines()
         _wait_points(engine, name, len(lines))
         output = (runs_dir / name / "attempts" / "1" / fmt.OUTPUT_LOG).read_text()
@@ -287,7 +136,7 @@ def test_ray_worker_runs_two_at_once_cancels_and_classifies(
     wait_for(lambda: status("cancelled") == "CANCELLED", what="the cancel to end the job",
              deadline=JOB_DEADLINE_S)
     # The job's SDK recorded CANCELLED on Ray's SIGTERM; Ray says STOPPED once it is gone.
-    wait_for(lambda: _ray_status(ray, engine, "cancelled") == "STOPPED",
+    wait_for(lambda: ray_status(ray, engine, "cancelled") == "STOPPED",
              what="Ray to say the cancelled job STOPPED", interval=0.2)
     assert run_row(engine, "cancelled").reason_code == "cancelled"
 
@@ -297,7 +146,7 @@ def test_ray_worker_runs_two_at_once_cancels_and_classifies(
     raises, missing = run_row(engine, "raises"), run_row(engine, "no-program")
     assert (raises.status, raises.reason_code) == ("FAILED", "failed")
     assert (missing.status, missing.reason_code) == ("FAILED", "could_not_start")
-    assert _ray_status(ray, engine, "raises") == "FAILED"
+    assert ray_status(ray, engine, "raises") == "FAILED"
     # The reason keeps no exception text; the run's logs keep what the job printed.
     assert "runwatch_e2e_secret" not in (raises.reason or "")
     assert "runwatch_e2e_secret" in (runs_dir / "raises" / "attempts" / "1" /
@@ -307,15 +156,8 @@ def test_ray_worker_runs_two_at_once_cancels_and_classifies(
     wait_for(lambda: status("last") == "RUNNING", what="the last job to run",
              deadline=JOB_DEADLINE_S)
     assert workers.stop(worker) == 0
-    assert _ray_status(ray, engine, "last") == "STOPPED"
+    assert ray_status(ray, engine, "last") == "STOPPED"
     assert status("last") == "CANCELLED"
-
-
-# A plain command (no SDK, so it holds no lock on its run folder): waits for a gate that
-# never opens, for at most 300 s.
-PLAIN = ("import pathlib, sys, time\nend = time.monotonic() + 300\n"
-         "while not pathlib.Path(sys.argv[1]).exists() and time.monotonic() < end:\n"
-         "    time.sleep(0.05)\n")
 
 
 @needs_ray
@@ -336,46 +178,29 @@ def test_a_dead_workers_ray_jobs_run_on_and_end_as_ray_says(
         submit_command(engine, runs_dir, name, [sys.executable, "-c", PLAIN,
                                                 str(tmp_path / f"{name}-gate")],
                        max_attempts=attempts)
-    settings = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()]
-    args = ["worker", str(runs_dir), "--db", str(tmp_path / "index.db"), "--devices=2",
-            *settings, "--executor=ray", f"--address={ray_head.address}"]
-    first = workers.spawn(runs_dir, args)
-    wait_for(lambda: [_ray_status(ray, engine, n) for n in ("again", "once")] == ["RUNNING"] * 2,
+    first = spawn_ray_worker(workers, runs_dir, tmp_path / "index.db", ray_head, "--devices=2")
+    wait_for(lambda: [ray_status(ray, engine, n) for n in ("again", "once")] == ["RUNNING"] * 2,
              what="both Ray jobs to run", deadline=JOB_DEADLINE_S, interval=0.2)
     dead = (job(engine, "again") or {})["worker_id"]
     workers.stop(first, signal.SIGKILL)
-    workers.spawn(runs_dir, args)  # on the same index and runs folder
+    # on the same index and runs folder
+    spawn_ray_worker(workers, runs_dir, tmp_path / "index.db", ray_head, "--devices=2")
     (tmp_path / "once-gate").touch()
-    once = _wait_ended(engine, "once")
+    once = wait_ended(engine, "once")
     assert (once.status, once.reason_code) == ("SUCCEEDED", None)
-    assert _ray_status(ray, engine, "once") == "SUCCEEDED"
+    assert ray_status(ray, engine, "once") == "SUCCEEDED"
     # Both claims went stale together and a pass reaps them in run order, so the pass that
     # concluded 'once' asked Ray of 'again' first: it runs on, still held, attempt 1 only.
     held = job(engine, "again") or {}
     assert (held["worker_id"], held["attempt"]) == (dead, 1)
-    assert _ray_status(ray, engine, "again") == "RUNNING"
-    assert _ray_status(ray, engine, "again", 2) == ""
+    assert ray_status(ray, engine, "again") == "RUNNING"
+    assert ray_status(ray, engine, "again", 2) == ""
     assert control.cancel(engine, run_row(engine, "again").pk, runs_dir).phase == "CANCEL_REQUESTED"
-    again = _wait_ended(engine, "again")
+    again = wait_ended(engine, "again")
     assert (again.status, again.reason_code) == ("CANCELLED", "cancelled")
-    assert _ray_status(ray, engine, "again") == "STOPPED"
-    assert ((job(engine, "again") or {})["attempt"], _ray_status(ray, engine, "again", 2)) == \
+    assert ray_status(ray, engine, "again") == "STOPPED"
+    assert ((job(engine, "again") or {})["attempt"], ray_status(ray, engine, "again", 2)) == \
         (1, "")
-
-
-def _held_by_a_dead_worker(engine: Engine, runs_dir: Path, name: str, executor: Any) -> Any:
-    """Claim run `name` for a worker "dead" that records its start (QUEUED until Ray
-    starts it) and starts its attempt on `executor`, as a worker does, and then stamps
-    nothing more; its claim."""
-    with engine.begin() as conn:
-        claim = store_jobs.claim(conn, "dead", 1, time.time())
-    assert claim is not None and claim.name == name
-    with locked(Path(claim.dir), 5.0):
-        write_events(Path(claim.dir), [reaper.start_event(claim.attempt, "dead",
-                                                          executor.queue)])
-    executor.start(claim, attempt_env(claim),
-                   fmt.attempt_dir(Path(claim.dir), claim.attempt) / fmt.OUTPUT_LOG)
-    return claim
 
 
 @needs_ray
@@ -394,24 +219,17 @@ def test_the_reaper_concludes_a_dead_workers_ray_job_only_once_ray_says_it_ended
     code = PLAIN + "raise ValueError('the gate opened')\n"
     submit_command(engine, runs_dir, "held", [sys.executable, "-c", code, str(gate)],
                    max_attempts=2)
-    claim = _held_by_a_dead_worker(engine, runs_dir, "held", executor)
-    wait_for(lambda: _ray_status(ray, engine, "held") == "RUNNING", what="the Ray job to run",
+    claim = held_by_a_dead_worker(engine, runs_dir, "held", executor)
+    wait_for(lambda: ray_status(ray, engine, "held") == "RUNNING", what="the Ray job to run",
              deadline=JOB_DEADLINE_S, interval=0.2)
-    indexer = Indexer(engine, runs_dir)
-
-    def index(d: Path) -> None:
-        indexer.index_run(d, IndexReport())
-
-    def reap() -> int:  # "dead" has no worker row: it declared the default timeout
-        later = time.time() + store_jobs.HEARTBEAT_TIMEOUT_S + 1
-        return reaper.reap(engine, "other", later, index, executor=executor)
+    reap = dead_worker_reaper(engine, executor, runs_dir)
 
     assert reap() == 0
     held = job(engine, "held") or {}
     assert (held["worker_id"], held["attempt"]) == ("dead", 1)
-    assert _ray_status(ray, engine, "held") == "RUNNING"
+    assert ray_status(ray, engine, "held") == "RUNNING"
     gate.touch()
-    wait_for(lambda: _ray_status(ray, engine, "held") == "FAILED",
+    wait_for(lambda: ray_status(ray, engine, "held") == "FAILED",
              what="the Ray job to exit", deadline=JOB_DEADLINE_S, interval=0.2)
     wait_for(lambda: reap() == 1, what="the reaper to conclude the job",
              deadline=JOB_DEADLINE_S, interval=0.2)
@@ -443,8 +261,8 @@ def test_an_attempt_starts_on_ray_only_once_the_earlier_one_has_ended(
     engine, ray = sqlite_index, connect(ray_head.address)
     executor = RayExecutor(ray, ray_head.address)
     submit_command(engine, runs_dir, "twice", STUBBORN, max_attempts=2)
-    first = _held_by_a_dead_worker(engine, runs_dir, "twice", executor)
-    wait_for(lambda: _ray_status(ray, engine, "twice") == "RUNNING",
+    first = held_by_a_dead_worker(engine, runs_dir, "twice", executor)
+    wait_for(lambda: ray_status(ray, engine, "twice") == "RUNNING",
              what="attempt 1 to run", deadline=JOB_DEADLINE_S, interval=0.2)
     with engine.begin() as conn:  # given up: queued again as attempt 2
         store_jobs.requeue(conn, first.run_pk, 2)
@@ -454,8 +272,8 @@ def test_an_attempt_starts_on_ray_only_once_the_earlier_one_has_ended(
     assert second is not None and second.attempt == 2
     executor.start(second, attempt_env(second),
                    fmt.attempt_dir(Path(second.dir), 2) / fmt.OUTPUT_LOG)
-    assert _ray_status(ray, engine, "twice", 1) in TERMINAL
-    assert _ray_status(ray, engine, "twice", 2) != ""
+    assert ray_status(ray, engine, "twice", 1) in TERMINAL
+    assert ray_status(ray, engine, "twice", 2) != ""
 
 
 def test_which_ray_jobs_a_sweep_stops() -> None:

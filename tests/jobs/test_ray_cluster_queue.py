@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +20,29 @@ import pytest
 from sqlalchemy import Engine
 
 from runwatch.rundir import format as fmt
-from tests.jobs.test_ray import (
+from tests.jobs.rayhelp import (
     JOB_DEADLINE_S,
     PLAIN,
     RayHead,
-    _ray_status,
-    _wait_ended,
     needs_ray,
-    ray_cluster,
-    ray_head,
-    sqlite_index,
+    ray_status,
+    spawn_ray_worker,
+    started_head,
+    wait_ended,
 )
+from tests.jobs.test_resume import RESUMABLE, records
 from tests.support.cli import cli_here
-from tests.support.jobs import events, submit_command
+from tests.support.jobs import events, run_row, submit_command
 from tests.support.wait import wait_for
-from tests.support.workers import FAST, Workers, workers
+from tests.support.workers import Workers, workers
 
-__all__ = ["ray_cluster", "ray_head", "sqlite_index", "workers"]  # the fixtures
+__all__ = ["workers"]  # the fixture
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[RayHead]:
+    """This file's Ray head (rayhelp.started_head), which its tests share."""
+    with started_head() as head:
+        yield head
 
 
 def _detail(runs_dir: Path, db: Path, name: str) -> dict[str, Any]:
@@ -69,17 +76,15 @@ def test_a_job_ray_keeps_pending_is_queued_and_costs_nothing_until_ray_starts_it
                    priority=2)
     submit_command(engine, runs_dir, "two-cpus", [sys.executable, "-c", PLAIN, str(waits)],
                    devices=2, startup_timeout_s=600)
-    settings = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()]
-    workers.spawn(runs_dir, ["worker", str(runs_dir), "--db", str(db), *settings,
-                             "--devices=3", "--executor=ray", f"--address={ray_head.address}"])
-    wait_for(lambda: _ray_status(ray, engine, "holds-a-cpu") == "RUNNING"
-             and _ray_status(ray, engine, "two-cpus") == "PENDING",
+    spawn_ray_worker(workers, runs_dir, db, ray_head, "--devices=3")
+    wait_for(lambda: ray_status(ray, engine, "holds-a-cpu") == "RUNNING"
+             and ray_status(ray, engine, "two-cpus") == "PENDING",
              what="one job to run on Ray and the two-CPU one to wait", deadline=JOB_DEADLINE_S,
              interval=0.2)
 
     # Ray keeps it PENDING: every surface says it waits, and it has cost nothing
     first = _detail(runs_dir, db, "two-cpus")
-    assert _ray_status(ray, engine, "two-cpus") == "PENDING"
+    assert ray_status(ray, engine, "two-cpus") == "PENDING"
     assert first["cost"]["device_seconds"] == 0 and first["cost"]["spend"] == 0
     assert first["state"]["phase"] == _listed(runs_dir, db, "two-cpus") == "QUEUED"
     assert first["state"]["stage"] == RayExecutor.queue
@@ -90,18 +95,18 @@ def test_a_job_ray_keeps_pending_is_queued_and_costs_nothing_until_ray_starts_it
     wait_for(lambda: _detail(runs_dir, db, "two-cpus")["cost"]["queue_wait_s"]
              > first["cost"]["queue_wait_s"], what="the queue wait to grow")
     later = _detail(runs_dir, db, "two-cpus")
-    assert _ray_status(ray, engine, "two-cpus") == "PENDING"
+    assert ray_status(ray, engine, "two-cpus") == "PENDING"
     assert later["cost"]["device_seconds"] == 0
     assert set(later["timing"]["phaseMillis"]) == {"QUEUED"}
 
     # its CPUs are free: Ray starts it, and it holds its devices from then
     holds.touch()
-    wait_for(lambda: _ray_status(ray, engine, "two-cpus") == "RUNNING",
+    wait_for(lambda: ray_status(ray, engine, "two-cpus") == "RUNNING",
              what="Ray to start the two-CPU job", deadline=JOB_DEADLINE_S, interval=0.2)
     wait_for(lambda: _detail(runs_dir, db, "two-cpus")["state"]["phase"] == "PREPARING",
              what="the run to show its start", deadline=JOB_DEADLINE_S)
     waits.touch()
-    ended = _wait_ended(engine, "two-cpus")
+    ended = wait_ended(engine, "two-cpus")
     assert (ended.status, ended.reason_code) == ("SUCCEEDED", None)
     evs = events(runs_dir / "two-cpus")
     assert [ev["phase"] for ev in evs] == ["QUEUED", "QUEUED", "PREPARING", "SUCCEEDED"]
@@ -117,3 +122,49 @@ def test_a_job_ray_keeps_pending_is_queued_and_costs_nothing_until_ray_starts_it
     # the duration is the time it ran, not the wait
     assert detail["cost"]["duration_s"] == pytest.approx(ended_at - started_at, abs=0.01)
     assert (runs_dir / "two-cpus" / "attempts" / "1" / fmt.OUTPUT_LOG).is_file()
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_resumed_job_ray_keeps_pending_is_queued_with_its_record_back(
+        ray_head: RayHead, sqlite_index: Engine, runs_dir: Path, tmp_path: Path,
+        workers: Workers) -> None:
+    """`runs retry RUN --resume` of a job on Ray: its worker puts the run's record up to its
+    checkpoint back as it submits the attempt, and the run stays QUEUED while Ray keeps
+    the job PENDING, as a fresh job does (it read RUNNING: the index took the records put
+    back for the attempt's start)."""
+    from runwatch.jobs.ray_executor import RayExecutor, connect
+
+    engine, ray, db = sqlite_index, connect(ray_head.address), tmp_path / "index.db"
+    profiles = runs_dir / ".runwatch" / "profiles.yaml"
+    profiles.parent.mkdir(parents=True, exist_ok=True)
+    profiles.write_text("profiles:\n  cpu: {devices: 2}\n")
+    run = submit_command(engine, runs_dir, "resumed", [sys.executable, "-c", RESUMABLE],
+                         devices=2)
+    spawn_ray_worker(workers, runs_dir, db, ray_head, "--devices=3")
+    assert wait_ended(engine, "resumed").reason_code == "failed"  # after its step 3 checkpoint
+
+    holds = tmp_path / "holds-gate"
+    submit_command(engine, runs_dir, "holds-a-cpu", [sys.executable, "-c", PLAIN, str(holds)])
+    wait_for(lambda: ray_status(ray, engine, "holds-a-cpu") == "RUNNING",
+             what="a one-CPU job to run on Ray", deadline=JOB_DEADLINE_S, interval=0.2)
+    cli_here("runs", "retry", "resumed", "--resume", "--dir", str(runs_dir), "--db", str(db))
+    wait_for(lambda: ray_status(ray, engine, "resumed", 2) == "PENDING"
+             and run_row(engine, "resumed").observed_step == 3,
+             what="the resumed attempt to wait on Ray with its record back",
+             deadline=JOB_DEADLINE_S, interval=0.2)
+
+    shown = _detail(runs_dir, db, "resumed")
+    assert ray_status(ray, engine, "resumed", 2) == "PENDING"
+    assert shown["state"]["phase"] == _listed(runs_dir, db, "resumed") == "QUEUED"
+    assert shown["state"]["stage"] == RayExecutor.queue
+    assert shown["attempts"][-1]["started_at"] is None
+    assert shown["attempts"][-1]["device_seconds"] == 0
+    row = run_row(engine, "resumed")
+    assert (row.attempt, row.observed_step, row.saved_step) == (2, 3, 3)
+
+    holds.touch()  # Ray starts it: it goes on from step 3
+    ended = wait_ended(engine, "resumed")
+    assert (ended.attempt, ended.reason_code) == (2, "failed")
+    assert [(m["step"], m["loss"]) for m in records(run.dir / fmt.METRICS)] == [
+        (1, 101), (2, 102), (3, 103), (4, 204), (5, 205), (6, 206), (7, 207), (8, 208)]

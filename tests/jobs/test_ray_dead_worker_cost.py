@@ -12,31 +12,32 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
 
-from runwatch.ingest import Indexer
-from runwatch.ingest.indexer import IndexReport
-from runwatch.jobs import reaper
 from runwatch.jobs.cost import CPU, run_cost
-from runwatch.store import jobs as store_jobs
-from tests.jobs.test_ray import (
+from tests.jobs.rayhelp import (
     JOB_DEADLINE_S,
     PLAIN,
     RayHead,
-    _held_by_a_dead_worker,
-    _ray_status,
+    dead_worker_reaper,
+    held_by_a_dead_worker,
     needs_ray,
-    ray_cluster,
-    ray_head,
-    sqlite_index,
+    ray_status,
+    started_head,
 )
 from tests.support.jobs import events, run_row, submit_command
 from tests.support.wait import wait_for
 
-__all__ = ["ray_cluster", "ray_head", "sqlite_index"]  # the fixtures
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[RayHead]:
+    """This file's Ray head (rayhelp.started_head), which its tests share."""
+    with started_head() as head:
+        yield head
 
 
 @needs_ray
@@ -49,17 +50,10 @@ def test_a_dead_worker_s_ray_job_is_billed_until_ray_says_it_ended_not_until_its
     executor = RayExecutor(ray, ray_head.address)
     gate = tmp_path / "gate"
     submit_command(engine, runs_dir, "orphan", [sys.executable, "-c", PLAIN, str(gate)])
-    claim = _held_by_a_dead_worker(engine, runs_dir, "orphan", executor)
-    wait_for(lambda: _ray_status(ray, engine, "orphan") == "RUNNING",
+    claim = held_by_a_dead_worker(engine, runs_dir, "orphan", executor)
+    wait_for(lambda: ray_status(ray, engine, "orphan") == "RUNNING",
              what="the Ray job to run", deadline=JOB_DEADLINE_S, interval=0.2)
-    indexer = Indexer(engine, runs_dir)
-
-    def index(d: Path) -> None:
-        indexer.index_run(d, IndexReport())
-
-    def reap() -> int:  # "dead" has no worker row: it declared the default timeout
-        later = time.time() + store_jobs.HEARTBEAT_TIMEOUT_S + 1
-        return reaper.reap(engine, "other", later, index, executor=executor)
+    reap = dead_worker_reaper(engine, executor, runs_dir)
 
     # the reaper sees it run, and records its start: its devices are held from then
     wait_for(lambda: reap() == 0 and [ev["phase"] for ev in events(Path(claim.dir))]
@@ -67,7 +61,7 @@ def test_a_dead_worker_s_ray_job_is_billed_until_ray_says_it_ended_not_until_its
              deadline=JOB_DEADLINE_S, interval=0.2)
     assert run_row(engine, "orphan").status == "PREPARING"
     gate.touch()
-    wait_for(lambda: _ray_status(ray, engine, "orphan") == "SUCCEEDED",
+    wait_for(lambda: ray_status(ray, engine, "orphan") == "SUCCEEDED",
              what="the Ray job to end", deadline=JOB_DEADLINE_S, interval=0.2)
     seen_ended = time.time()  # the job had ended by now; it is concluded after
     ended_ms = ray.get_job_info(submission_id(claim)).end_time

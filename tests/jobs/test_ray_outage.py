@@ -18,20 +18,19 @@ from sqlalchemy import Engine
 
 from runwatch.jobs.control import queued_waits
 from runwatch.store import jobs as store_jobs
-from tests.jobs.test_ray import (
+from tests.jobs.rayhelp import (
     JOB_DEADLINE_S,
-    _wait_ended,
     needs_ray,
-    sqlite_index,
     start_head,
     stop_head,
+    wait_ended,
 )
 from tests.support.cli import cli_here
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
 from tests.support.workers import FAST, Workers, workers
 
-__all__ = ["sqlite_index", "workers"]  # the fixtures
+__all__ = ["workers"]  # the fixture
 
 SILENT = "does not answer"
 AGAIN = "answers again"
@@ -89,7 +88,7 @@ def test_a_ray_worker_claims_nothing_while_its_cluster_is_down_and_again_once_it
             shown.stdout)
 
         head = start_head(int(head.address.rsplit(":", 1)[1]))  # the same address
-        ended = _wait_ended(engine, "later")
+        ended = wait_ended(engine, "later")
         assert (ended.status, ended.reason_code, ended.attempt) == ("SUCCEEDED", None, 1)
         assert [(ev["phase"], ev.get("attempt")) for ev in events(runs_dir / "later")] == [
             ("QUEUED", 1), ("QUEUED", 1), ("PREPARING", 1), ("SUCCEEDED", 1)], \

@@ -14,46 +14,43 @@ forever, and a two-CPU job waits while another job holds one of the CPUs.
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
 
-from runwatch.jobs import control, reaper
+from runwatch.jobs import control
 from runwatch.jobs.cost import CPU, run_cost
 from runwatch.rundir import format as fmt
-from runwatch.store import jobs as store_jobs
-from tests.jobs.test_ray import (
+from tests.jobs.rayhelp import (
     JOB_DEADLINE_S,
     PLAIN,
     RayHead,
-    _held_by_a_dead_worker,
-    _ray_status,
-    _wait_ended,
+    dead_worker_reaper,
+    held_by_a_dead_worker,
     needs_ray,
-    ray_cluster,
-    ray_head,
-    sqlite_index,
+    ray_status,
+    spawn_ray_worker,
+    started_head,
+    wait_ended,
 )
 from tests.support.jobs import events, run_row, submit_command
 from tests.support.wait import wait_for
-from tests.support.workers import FAST, Workers, workers
+from tests.support.workers import Workers, workers
 
-__all__ = ["ray_cluster", "ray_head", "sqlite_index", "workers"]  # the fixtures
+__all__ = ["workers"]  # the fixture
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[RayHead]:
+    """This file's Ray head (rayhelp.started_head), which its tests share."""
+    with started_head() as head:
+        yield head
 
 # Touches the file it is given: whether the command ran.
 TOUCH = "import pathlib, sys\npathlib.Path(sys.argv[1]).touch()\n"
-
-
-def _ray_worker(workers: Workers, runs_dir: Path, tmp_path: Path, head: RayHead,
-                *options: str) -> subprocess.Popen[str]:
-    settings = [f"--{key.replace('_', '-')}={value}" for key, value in FAST.items()]
-    return workers.spawn(runs_dir, ["worker", str(runs_dir), "--db", str(tmp_path / "index.db"),
-                                    *settings, *options, "--executor=ray",
-                                    f"--address={head.address}"])
 
 
 def _output(runs_dir: Path, name: str, attempt: int = 1) -> str:
@@ -83,38 +80,39 @@ def test_a_ray_job_no_node_can_place_ends_at_its_startup_timeout_cancel_and_work
     command = [sys.executable, "-c", TOUCH, str(ran)]
     submit_command(engine, runs_dir, "timed-out", command, device_profile="gpu1",
                    startup_timeout_s=2, max_attempts=2, priority=2)
-    worker = _ray_worker(workers, runs_dir, tmp_path, ray_head, "--device-profile=gpu1")
+    worker = spawn_ray_worker(workers, runs_dir, tmp_path / "index.db", ray_head,
+                              "--device-profile=gpu1")
 
     # the startup timeout ends each attempt, and the next one is submitted at once (the
     # first, which Ray keeps PENDING, is given up, not waited for)
-    timed_out = _wait_ended(engine, "timed-out")
+    timed_out = wait_ended(engine, "timed-out")
     assert (timed_out.status, timed_out.reason_code, timed_out.attempt) == \
         ("FAILED", "devices_unreachable", 2)
     assert [ev.get("code") for ev in events(runs_dir / "timed-out") if ev["phase"] == "FAILED"] \
         == ["devices_unreachable"] * 2
     for attempt in (1, 2):
-        assert _ray_status(ray, engine, "timed-out", attempt) == "PENDING"  # Ray's 900 s
+        assert ray_status(ray, engine, "timed-out", attempt) == "PENDING"  # Ray's 900 s
         assert given_up_path(runs_dir / "timed-out", attempt).is_file()
         assert "Ray had not started job" in _output(runs_dir, "timed-out", attempt)
     assert _never_held_devices(runs_dir, "timed-out")
 
     # a cancel ends it CANCELLED within a poll or two
     submit_command(engine, runs_dir, "cancelled", command, device_profile="gpu1")
-    wait_for(lambda: _ray_status(ray, engine, "cancelled") == "PENDING",
+    wait_for(lambda: ray_status(ray, engine, "cancelled") == "PENDING",
              what="the job to cancel to wait on Ray", deadline=JOB_DEADLINE_S, interval=0.2)
     assert control.cancel(engine, run_row(engine, "cancelled").pk, runs_dir).phase == \
         "CANCEL_REQUESTED"
-    cancelled = _wait_ended(engine, "cancelled")
+    cancelled = wait_ended(engine, "cancelled")
     assert (cancelled.status, cancelled.reason_code) == ("CANCELLED", "cancelled")
     assert given_up_path(runs_dir / "cancelled", 1).is_file()
     assert _never_held_devices(runs_dir, "cancelled")
 
     # the worker's stop ends it CANCELLED worker_stopped, and the worker exits
     submit_command(engine, runs_dir, "stopped", command, device_profile="gpu1")
-    wait_for(lambda: _ray_status(ray, engine, "stopped") == "PENDING",
+    wait_for(lambda: ray_status(ray, engine, "stopped") == "PENDING",
              what="the last job to wait on Ray", deadline=JOB_DEADLINE_S, interval=0.2)
     assert workers.stop(worker) == 0
-    stopped = _wait_ended(engine, "stopped")
+    stopped = wait_ended(engine, "stopped")
     assert (stopped.status, stopped.reason_code) == ("CANCELLED", "worker_stopped")
     assert _never_held_devices(runs_dir, "stopped")
     assert not ran.exists()
@@ -137,14 +135,11 @@ def test_a_dead_worker_s_job_ray_never_started_is_cancelled_by_the_reaper_at_no_
     ran = tmp_path / "ran"
     submit_command(engine, runs_dir, "orphan", [sys.executable, "-c", TOUCH, str(ran)],
                    device_profile="gpu1")
-    _held_by_a_dead_worker(engine, runs_dir, "orphan", executor)
-    wait_for(lambda: _ray_status(ray, engine, "orphan") == "PENDING",
+    held_by_a_dead_worker(engine, runs_dir, "orphan", executor)
+    wait_for(lambda: ray_status(ray, engine, "orphan") == "PENDING",
              what="the job to wait on Ray", deadline=JOB_DEADLINE_S, interval=0.2)
 
-    def reap() -> int:  # "dead" has no worker row: it declared the default timeout
-        later = time.time() + store_jobs.HEARTBEAT_TIMEOUT_S + 1
-        return reaper.reap(engine, "other", later, lambda d: None, executor=executor)
-
+    reap = dead_worker_reaper(engine, executor)
     assert reap() == 0  # Ray has not started it: it still waits there
     assert _never_held_devices(runs_dir, "orphan")
     outcome = control.cancel(engine, run_row(engine, "orphan").pk, runs_dir)
@@ -154,7 +149,7 @@ def test_a_dead_worker_s_job_ray_never_started_is_cancelled_by_the_reaper_at_no_
     assert [ev["phase"] for ev in events(runs_dir / "orphan")][-1] == "CANCELLED"
     assert given_up_path(runs_dir / "orphan", 1).is_file()
     assert _never_held_devices(runs_dir, "orphan")
-    assert _ray_status(ray, engine, "orphan") == "PENDING"  # until Ray's 900 s
+    assert ray_status(ray, engine, "orphan") == "PENDING"  # until Ray's 900 s
     assert not ran.exists()
 
 
@@ -177,19 +172,19 @@ def test_a_ray_job_given_up_while_pending_never_runs_its_command_once_placed(
                    priority=2)
     submit_command(engine, runs_dir, "two-cpus", [sys.executable, "-c", TOUCH, str(ran)],
                    devices=2, startup_timeout_s=2)
-    _ray_worker(workers, runs_dir, tmp_path, ray_head, "--devices=3")
-    wait_for(lambda: _ray_status(ray, engine, "holds-a-cpu") == "RUNNING",
+    spawn_ray_worker(workers, runs_dir, tmp_path / "index.db", ray_head, "--devices=3")
+    wait_for(lambda: ray_status(ray, engine, "holds-a-cpu") == "RUNNING",
              what="the one-CPU job to run", deadline=JOB_DEADLINE_S, interval=0.2)
-    two = _wait_ended(engine, "two-cpus")
+    two = wait_ended(engine, "two-cpus")
     assert (two.status, two.reason_code) == ("FAILED", "devices_unreachable")
-    assert _ray_status(ray, engine, "two-cpus") == "PENDING"
+    assert ray_status(ray, engine, "two-cpus") == "PENDING"
 
     gate.touch()  # its CPU is free: Ray places the job it was told to stop
-    wait_for(lambda: _ray_status(ray, engine, "two-cpus") in TERMINAL,
+    wait_for(lambda: ray_status(ray, engine, "two-cpus") in TERMINAL,
              what="Ray to place and end the given-up job", deadline=JOB_DEADLINE_S,
              interval=0.2)
     assert not ran.exists()
-    two = _wait_ended(engine, "two-cpus")
+    two = wait_ended(engine, "two-cpus")
     assert (two.status, two.reason_code, two.attempt) == ("FAILED", "devices_unreachable", 1)
 
 
@@ -203,8 +198,8 @@ def test_an_entrypoint_exits_without_running_its_command_once_its_attempt_was_gi
     ran = tmp_path / "ran"
     run = submit_command(engine, runs_dir, "given-up", [sys.executable, "-c", TOUCH, str(ran)])
     give_up(given_up_path(run.dir, 1), "before it was submitted")
-    _held_by_a_dead_worker(engine, runs_dir, "given-up", RayExecutor(ray, ray_head.address))
-    wait_for(lambda: _ray_status(ray, engine, "given-up") == "FAILED",
+    held_by_a_dead_worker(engine, runs_dir, "given-up", RayExecutor(ray, ray_head.address))
+    wait_for(lambda: ray_status(ray, engine, "given-up") == "FAILED",
              what="the given-up job to exit", deadline=JOB_DEADLINE_S, interval=0.2)
     assert not ran.exists()
     logs = ray.get_job_logs(f"runwatch-{run.run_id}-1")

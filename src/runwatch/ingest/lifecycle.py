@@ -4,7 +4,11 @@ run's state (phase, stage, progress, times, saved step) derived from them.
 Events say the phase. Records say the run has started where no event does: a run is QUEUED
 until its process starts, and nothing of an attempt (metric points, checkpoints, samples)
 is recorded before that, so a QUEUED run that holds any is RUNNING from its earliest
-(`started_by_records`). A run sent without events (a hand-written client, the sync of a
+(`started_by_records`). Records older than the run's last QUEUED event are not its current
+attempt's: nothing of an attempt is recorded before it is queued, so they were put back from
+the attempt it resumes (runwatch.jobs.resume.restore) and start nothing (`predates_queueing`):
+a resumed attempt stays QUEUED until its process starts (a Ray job: until the cluster starts
+it), as a fresh one does. A run sent without events (a hand-written client, the sync of a
 folder whose events.jsonl was lost) is then RUNNING, as a folder that holds the same files.
 A run PREPARING that holds records (a plain command a worker runs, which reports no phase)
 stays PREPARING, and its earliest record is its start, so its duration counts from it.
@@ -19,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Table, delete, func, select, update
+from sqlalchemy import ColumnElement, Connection, Table, delete, func, select, update
 
 from runwatch.ingest.result import IngestResult, where
 from runwatch.ingest.sql import insert_ignore_sql
@@ -51,13 +55,25 @@ def store_logs(conn: Connection, run_pk: int, records: Iterable[dict[str, Any]]
     return _store(conn, run_pk, fmt.LOGS, records, s.logs, _log_row, _logs_stored)
 
 
+def predates_queueing(run_pk: ColumnElement[int] | int,
+                      first_ts: ColumnElement[float] | float) -> ColumnElement[bool]:
+    """Whether records whose earliest is at `first_ts` are older than the run's last
+    QUEUED event: then they are not the queued attempt's own but were put back from the
+    attempt it resumes, and do not start it. runwatch.ingest.points asks it of metric
+    points, in its one statement per batch."""
+    e = s.events.c
+    return (select(e.seq).where(e.run_pk == run_pk, e.phase == "QUEUED", e.ts > first_ts)
+            .exists())
+
+
 def started_by_records(conn: Connection, run_pk: int, first_ts: float, *,
                        unless_events: bool = False) -> None:
     """Records of the run's current attempt are stored, the earliest at `first_ts`: a run
-    still QUEUED has started, and is RUNNING from then. With `unless_events` (records that
-    outlive an attempt: logs) only while no event of the run is stored."""
+    still QUEUED has started, and is RUNNING from then, unless they predate its queueing
+    (`predates_queueing`). With `unless_events` (records that outlive an attempt: logs)
+    only while no event of the run is stored."""
     r = s.runs.c
-    cond = [r.pk == run_pk]
+    cond = [r.pk == run_pk, ~predates_queueing(run_pk, first_ts)]
     if unless_events:
         cond.append(~select(s.events.c.seq).where(s.events.c.run_pk == run_pk).exists())
     conn.execute(update(s.runs).where(*cond, r.status == "QUEUED")
@@ -77,7 +93,8 @@ def refresh_run_state(conn: Connection, run_pk: int) -> None:
     request must not undo it. An event that starts a newer attempt first purges the old
     attempt's rows from the index (`purge_attempt`), in this transaction. Where the index
     holds records of the attempt and no event of its start, the records say when it
-    started, and a run whose events say QUEUED is RUNNING (see the module's docstring).
+    started, and a run whose events say QUEUED is RUNNING, unless all of them predate its
+    last queueing (see the module's docstring).
     """
     e = s.events.c
     rows = conn.execute(
@@ -93,8 +110,8 @@ def refresh_run_state(conn: Connection, run_pk: int) -> None:
     current = rows[first:]
     last = current[-1]
     runs = s.runs.c
-    run = conn.execute(select(runs.status, runs.attempt, runs.started_at, runs.observed_step)
-                       .where(runs.pk == run_pk)).one()
+    run = conn.execute(select(runs.status, runs.attempt, runs.started_at, runs.observed_step,
+                              runs.updated_at).where(runs.pk == run_pk)).one()
     if attempt > run.attempt:
         purge_attempt(conn, run_pk)
     status = last.phase
@@ -102,7 +119,9 @@ def refresh_run_state(conn: Connection, run_pk: int) -> None:
             and status in fmt.ACTIVE_PHASES):
         status = "CANCEL_REQUESTED"
     started = next((r.ts for r in current if r.phase == "RUNNING"), None)
-    if (started is None and attempt == run.attempt and _attempt_recorded(conn, run_pk, run)):
+    queued_at = max((r.ts for r in rows if r.phase == "QUEUED"), default=None)
+    if (started is None and attempt == run.attempt
+            and _attempt_recorded(conn, run_pk, run, queued_at)):
         # records of this attempt and no event of its start: it started when they said
         # (started_by_records), else no later than its last event; a run PREPARING keeps
         # its records' start, if any
@@ -149,13 +168,25 @@ def _command_start(conn: Connection, run_pk: int, current: Sequence[Any]) -> flo
     return preparing if kind == "command" else None
 
 
-def _attempt_recorded(conn: Connection, run_pk: int, run: Any) -> bool:
-    """Whether the index holds records of the run's current attempt: metric points (its
-    observed step), checkpoints or samples."""
-    if run.observed_step is not None:
+def _attempt_recorded(conn: Connection, run_pk: int, run: Any, queued_at: float | None
+                      ) -> bool:
+    """Whether the index holds records of the run's current attempt not older than its
+    last queueing at `queued_at` (`predates_queueing`): metric points (its observed step,
+    the newest at its updated_at), checkpoints or samples. A sample keeps no time in the
+    index: samples count where the run was never queued, or once records started it."""
+    if queued_at is None:
+        return run.observed_step is not None or any(
+            _holds(conn, table, run_pk) for table in (s.checkpoints, s.samples))
+    if run.observed_step is not None and (run.updated_at or 0.0) >= queued_at:
         return True
-    return any(conn.execute(select(table.c.run_pk).where(table.c.run_pk == run_pk).limit(1)
-                            ).first() is not None for table in (s.checkpoints, s.samples))
+    return (_holds(conn, s.checkpoints, run_pk, s.checkpoints.c.ts >= queued_at)
+            or (run.started_at is not None and _holds(conn, s.samples, run_pk)))
+
+
+def _holds(conn: Connection, table: Table, run_pk: int, *cond: ColumnElement[bool]) -> bool:
+    """Whether `table` holds a row of the run (that meets `cond`)."""
+    return conn.execute(select(table.c.run_pk).where(table.c.run_pk == run_pk, *cond).limit(1)
+                        ).first() is not None
 
 
 def _store(

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Update, and_, bindparam, case, or_, select, update
 
+from runwatch.ingest.lifecycle import predates_queueing
 from runwatch.ingest.result import IngestResult, where
 from runwatch.ingest.sql import insert_ignore_sql
 from runwatch.rundir import format as fmt
@@ -383,9 +384,12 @@ _PG_ADVANCE = (
     "THEN u.step ELSE r.observed_step END, "
     "updated_at = CASE WHEN r.updated_at IS NULL OR r.updated_at < u.ts "
     "THEN u.ts ELSE r.updated_at END, "
-    "status = CASE WHEN r.status = 'QUEUED' THEN 'RUNNING' ELSE r.status END, "
-    "started_at = CASE WHEN r.status = 'QUEUED' OR (r.status = 'PREPARING' AND "
-    "r.started_at IS NULL) THEN u.first ELSE r.started_at END "
+    "status = CASE WHEN r.status = 'QUEUED' AND NOT EXISTS (SELECT 1 FROM events e "
+    "WHERE e.run_pk = r.pk AND e.phase = 'QUEUED' AND e.ts > u.first) "
+    "THEN 'RUNNING' ELSE r.status END, "
+    "started_at = CASE WHEN (r.status = 'QUEUED' OR (r.status = 'PREPARING' AND "
+    "r.started_at IS NULL)) AND NOT EXISTS (SELECT 1 FROM events e WHERE e.run_pk = r.pk "
+    "AND e.phase = 'QUEUED' AND e.ts > u.first) THEN u.first ELSE r.started_at END "
     "FROM unnest(%s::integer[], %s::bigint[], %s::float8[], %s::float8[]) "
     "AS u(pk, step, ts, first) "
     "WHERE r.pk = u.pk AND (r.observed_step IS NULL OR r.observed_step < u.step "
@@ -449,8 +453,9 @@ def _advance_statement() -> Update:
     step = case((or_(r.observed_step.is_(None), r.observed_step < max_step), max_step),
                 else_=r.observed_step)
     ts = case((or_(r.updated_at.is_(None), r.updated_at < max_ts), max_ts), else_=r.updated_at)
-    queued = r.status == "QUEUED"  # SET reads the row as it was
-    starts = or_(queued, and_(r.status == "PREPARING", r.started_at.is_(None)))
+    restored = predates_queueing(r.pk, first_ts)  # put back by a resume: they start nothing
+    queued = and_(r.status == "QUEUED", ~restored)  # SET reads the row as it was
+    starts = or_(queued, and_(r.status == "PREPARING", r.started_at.is_(None), ~restored))
     return update(s.runs).where(
         r.pk == bindparam("at_run"), or_(r.observed_step.is_(None), r.observed_step < max_step,
                                          r.updated_at.is_(None), r.updated_at < max_ts, starts)

@@ -65,9 +65,10 @@ is a retry whose attempt goes on from the run's last training checkpoint (the la
 there): a run that holds none, or whose recipe cannot resume (GRPO), is refused with what
 to do instead, a plain retry. The run keeps its metrics, samples and checkpoint records up
 to that step (the worker puts them back as it starts the attempt, so while the attempt
-waits QUEUED they are out of view; a Ray worker puts them back as it submits the attempt to
-its cluster, and the index then reads the attempt as RUNNING while the cluster keeps it
-queued) and its `checkpoints/` folder; `attempts/<n>/` keeps all the attempt before
+waits QUEUED for a worker they are out of view; a Ray worker puts them back as it submits
+the attempt to its cluster, and the attempt reads QUEUED until the cluster starts it, as a
+fresh one does: records older than the attempt's queueing do not start it) and its
+`checkpoints/` folder; `attempts/<n>/` keeps all the attempt before
 recorded, what came after that step too. The worker starts the attempt with
 `RUNWATCH_RESUME_STEP` (the step) and `RUNWATCH_RESUME_CHECKPOINT` (the checkpoint's file,
 when its record names one) in its environment, and a built-in recipe with `resume=true`;

@@ -9,13 +9,16 @@ record whose file is gone restores nothing). Job control first moves attempt n's
 attempts/<n>/ as a retry does, all but the checkpoints/ folder, which the next attempt goes
 on with, and appends `{"phase": "QUEUED", "attempt": n+1, "resume": {"attempt": n,
 "step": S, "checkpoint"?: PATH}}` and a log line (`resume_attempt`). The index then shows
-the attempt QUEUED with nothing recorded (it reads records of a QUEUED attempt as its
-start, and a worker claims only a QUEUED job). The worker that starts it puts back, under
-the folder's lock and before its start event, what attempt n recorded up to step S: the
-records of metrics.jsonl and checkpoints.jsonl of those steps, the sample files of those
-steps and the engine config (`restore`; attempts/<n>/ keeps them all, what came after S
-too: the work the attempt does again). So the run's series follows the training that goes
-on, as a trainer that restores a step drops what came after it.
+the attempt QUEUED with nothing recorded (a worker claims only a QUEUED job). The worker
+that starts it puts back, under the folder's lock and before its start event, what attempt
+n recorded up to step S: the records of metrics.jsonl and checkpoints.jsonl of those steps,
+the sample files of those steps and the engine config (`restore`; attempts/<n>/ keeps them
+all, what came after S too: the work the attempt does again). They keep attempt n's times,
+older than the QUEUED event, so the index does not read them as the attempt's start
+(runwatch.ingest.lifecycle.predates_queueing): a Ray worker's attempt, whose start event
+is QUEUED until its cluster starts it, reads QUEUED until then, its record in view. So the
+run's series follows the training that goes on, as a trainer that restores a step drops
+what came after it.
 
 The worker tells the process where to resume (`Resume.args`): `RUNWATCH_RESUME_STEP` (and
 `RUNWATCH_RESUME_CHECKPOINT`, the checkpoint's file, when its record names one) in its
