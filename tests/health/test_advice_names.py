@@ -164,5 +164,6 @@ def test_rendered_advice_never_tells_a_trl_run_to_set_a_recipe_setting(
 
 def test_the_budget_names_are_the_settings_table_s() -> None:
     assert BUDGET_NAMES == {"max_sample_tokens": ("max_completion_length",
-                                                  "max_response_length", "generate_max_len",
+                                                  "max_response_length", "response_length",
+                                                  "generate_max_len",
                                                   "max_new_tokens")}

@@ -181,7 +181,8 @@ export interface RunDetail {
    * model at the start of the chain and the run it started from. */
   model: { base_model: string | null; init_from: string | null; parent: { run_id: string; name: string } | null };
   state: RunState;
-  results: Record<string, number | string | null>;
+  /** Result values by name; `non_finite` names those that were NaN or infinite (sent as null). */
+  results: Record<string, number | string | string[] | null>;
   cost: Cost;
   timing: { phaseMillis: Record<string, number> };
   attempts: Attempt[];

@@ -155,7 +155,10 @@ def scalars(keys: Sequence[KeyInfo], values: SeriesValues, config: Any,
 def results(keys: Sequence[KeyInfo], best_train_loss: float | None,
             checkpoints: Sequence[Any]) -> dict[str, Any]:
     """The run's results: the last value of each result metric it logs, its best train
-    loss and its registered (inference) checkpoint."""
+    loss and its registered (inference) checkpoint; then, where any of them is NaN or
+    infinite, `non_finite` naming them (the API sends such a value as null, like one that
+    is not known: a client reads it back as NaN from this list, `runwatch runs get
+    --server` among them)."""
     by_key = {k.key: k for k in keys}
     out: dict[str, Any] = {}
     for name, role in RESULT_ROLES.items():
@@ -165,6 +168,10 @@ def results(keys: Sequence[KeyInfo], best_train_loss: float | None,
     out["best_train_loss"] = best_train_loss
     out["registered_model"] = next((c.ckpt_id for c in reversed(checkpoints)
                                     if c.kind == "inference"), None)
+    non_finite = [name for name, value in out.items()
+                  if isinstance(value, float) and not math.isfinite(value)]
+    if non_finite:  # only then: every other entry is a result a table lists
+        out["non_finite"] = non_finite
     return out
 
 

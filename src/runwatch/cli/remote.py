@@ -272,19 +272,14 @@ class Remote:
         """The run detail, as `runs get -o json` shows it from a local index."""
         answer = self.request("GET", self._run_path(ref))
         detail = {k: v for k, v in answer.items() if k not in ("ok", "cursor")}
-        # the API sends a non-finite value as null: a result the run logs (a metric it does
-        # not log is left out) and a tile it names non-finite were NaN or infinite, and
-        # read NaN here, as from a local index
-        results = detail.get("results")
-        if isinstance(results, dict):
-            for name, value in results.items():
-                if value is None and name not in ("best_train_loss", "registered_model"):
-                    results[name] = math.nan
-        tiles = detail.get("scalars")
-        if isinstance(tiles, dict):
-            for name in tiles.get("non_finite") or ():
-                if tiles.get(name) is None:
-                    tiles[name] = math.nan
+        # the API sends a non-finite value as null, as one not known: the results and the
+        # tiles each name theirs (`non_finite`), which read NaN here, as from a local index
+        for part in ("results", "scalars"):
+            values = detail.get(part)
+            if isinstance(values, dict):
+                for name in values.get("non_finite") or ():
+                    if name in values and values[name] is None:
+                        values[name] = math.nan
         return detail
 
     def summary(self, run_id: str) -> dict[str, Any]:

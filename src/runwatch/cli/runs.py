@@ -105,7 +105,7 @@ def get_cmd(
             _section(c, "Job", _job_lines(detail["job"]))
         res = detail["results"]
         _section(c, "Results", [(k.replace("_", " ").capitalize(), v) for k, v in res.items()
-                                if v is not None])
+                                if v is not None and k != "non_finite"])
         _section(c, "Cost", _cost_lines(detail))
         if len(detail["attempts"]) > 1:
             _section(c, "Attempts", [(f"#{a['attempt']}", _attempt_text(a))

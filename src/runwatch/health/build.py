@@ -69,8 +69,8 @@ SETTINGS: dict[str, SettingWords] = {
     # TRL, verl, OpenRLHF, a generation config; also the budget its rules compare against
     # (`BUDGET_NAMES`), in this order
     "max_sample_tokens": SettingWords("the completion token limit", (
-        N("max_completion_length"), N("max_response_length"), N("generate_max_len"),
-        N("max_new_tokens"))),
+        N("max_completion_length"), N("max_response_length"), N("response_length"),
+        N("generate_max_len"), N("max_new_tokens"))),
     # TRL, OpenRLHF, verl
     "group_size": SettingWords("the number of completions per prompt", (
         N("num_generations"), N("n_samples_per_prompt"), N("n", "rollout.n"))),
@@ -115,6 +115,14 @@ def setting_words(name: str, settings: Mapping[str, float]) -> str:
     return words.idea if settings else name
 
 
+def setting_value(name: str, settings: Mapping[str, float]) -> float | None:
+    """Setting `name` in a run's settings: by runwatch's name, else by the first of other
+    trainers' names for it (`BUDGET_NAMES`, from `SETTINGS`) the run's config holds (a TRL
+    run's max_completion_length is its max_sample_tokens); None where it holds none."""
+    return next((settings[n] for n in (name, *BUDGET_NAMES.get(name, ())) if n in settings),
+                None)
+
+
 def budget_value(
     rule: Rule, params: Mapping[str, Param], settings: Mapping[str, float]
 ) -> float | None:
@@ -129,8 +137,7 @@ def budget_value(
         log = name.startswith("ln(") and name.endswith(")")  # the setting's natural log
         if log:
             name = name[3:-1]
-        names = (name, *BUDGET_NAMES.get(name, ()))
-        value = next((settings[n] for n in names if n in settings), None)
+        value = setting_value(name, settings)
         if value is None or (log and not float(value) > 1):
             return None
         total *= math.log(float(value)) if log else float(value)
@@ -166,7 +173,7 @@ def build_detector(rule: Rule, p: Mapping[str, Param], settings: Mapping[str, fl
         )
     if kind == "pinned":
         known = p.get("unless_setting")
-        if isinstance(known, str) and known in settings:
+        if isinstance(known, str) and setting_value(known, settings) is not None:
             return None  # a rule that reads the setting itself judges the run
         return d.Pinned(k=int(number(p, "k", 1)), n=int(number(p, "n", 1)),
                         min_points=int(number(p, "min_points", 0)), state=state)

@@ -7,7 +7,12 @@ findings until someone read it with `runwatch runs health`. `sweep` finds such r
 one query, newest first, and judges each again on its stored points, reading on a
 connection of its own and writing only to put the new findings in place of the old
 (`store.replace`: a finding found again keeps its id and opened time), so the server's
-answers never wait for it. The server runs one sweep when it starts (`Runner`).
+answers never wait for it. The server runs one sweep when it starts (`Runner`), and
+`runwatch index` one after its pass, so an index kept by the CLI alone is judged again too
+(the other read commands show no findings; `runwatch runs health` judges the run it shows).
+The catalogue's mark covers every rule field a stored finding copies (its advice, message
+and severity: `runwatch.health.engine.catalogue_fingerprint`), so an upgrade that changes
+only a rule's advice is one too.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from sqlalchemy import Connection, Engine, select
 
 from runwatch.health.store import CATALOGUE_MARK, replace, run_engine, stored_points
 from runwatch.store import schema as s
-from runwatch.store.db import writing
+from runwatch.store.db import unusable, writing
 
 log = logging.getLogger(__name__)
 # Stale runs read from the index at a time.
@@ -65,7 +70,9 @@ def sweep(db: Engine, chunk: int = CHUNK) -> Iterator[tuple[int, bool]]:
     """Judge again every run of the index that another catalogue judged, newest first:
     yields each run's pk, and whether its findings changed, after judging it (the caller
     may stop, or give way, between runs). A run whose judgement fails is logged and
-    left as it was: health never stops the server."""
+    left as it was: health never stops the server. An index that cannot be used (a full
+    disk, a damaged file) stops the sweep with `store.db.IndexUnusable`: every run would
+    fail alike."""
     below: int | None = None
     while True:
         with db.connect() as conn:
@@ -76,7 +83,10 @@ def sweep(db: Engine, chunk: int = CHUNK) -> Iterator[tuple[int, bool]]:
             below = pk
             try:
                 changed = rejudge(db, pk)
-            except Exception:
+            except Exception as exc:
+                found = unusable(exc)
+                if found is not None:
+                    raise found from exc
                 log.exception("judging run %s again with this runwatch's rules failed; "
                               "it keeps its findings", pk)
                 changed = False

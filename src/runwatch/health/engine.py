@@ -16,6 +16,7 @@ import math
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
+from dataclasses import fields
 from functools import partial
 from typing import Any
 
@@ -98,10 +99,40 @@ def told_method(seen: set[str]) -> str | None:
     return "sft" if "loss" in seen else None
 
 
-# The catalogue's shape, computed once: a new rule or default changes every fingerprint.
-CATALOGUE_FP = json.dumps([STATE_VERSION, [(r.id, dict(r.params), r.native_scale)
-                                           for r in CATALOGUE]],
-                          sort_keys=True, default=str)
+# The fields of a rule that no stored finding or engine state copies: a listing reads the
+# rule's title as it is now, and only the docs show its condition. Every other field (a
+# new one too) is in the catalogue's fingerprint (`catalogue_fingerprint`).
+READ_LIVE = frozenset({"title", "condition"})
+
+
+def catalogue_fingerprint(rules: Iterable[Rule]) -> str:
+    """The catalogue `rules` as stored findings and engine states depend on it: every field
+    of each rule but `READ_LIVE` (advice, message and severity, which a finding copies, as
+    well as what shapes its evaluation), so an upgrade that changes any of them changes
+    every run's fingerprint and the runs an older catalogue judged are judged again."""
+    return json.dumps([STATE_VERSION, [
+        {f.name: getattr(rule, f.name) for f in fields(rule) if f.name not in READ_LIVE}
+        for rule in rules]], sort_keys=True, default=_fingerprinted)
+
+
+def _fingerprinted(value: Any) -> Any:
+    """What JSON does not hold, in a form that is the same in every process: a mapping
+    (a rule's params) as a dict, a function (a `derive`) by its qualified name, never a
+    repr that holds its address."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    qualname = getattr(value, "__qualname__", None)
+    if callable(value) and qualname is not None:
+        return f"{value.__module__}.{qualname}"
+    raise TypeError(f"a rule field's value {value!r} has no stable form for the catalogue's "
+                    "fingerprint: give it plain data or a module-level function")
+
+
+# The catalogue's shape, computed once, and its digest: any change to a rule a stored
+# finding or state depends on, or a new rule, changes every fingerprint. Every engine
+# state begins with the digest (`runwatch.health.store.CATALOGUE_MARK`).
+CATALOGUE_FP = catalogue_fingerprint(CATALOGUE)
+CATALOGUE_ID = hashlib.sha256(CATALOGUE_FP.encode()).hexdigest()[:16]
 
 
 def native_limits(rule: Rule, params: Mapping[str, Param],
@@ -124,7 +155,7 @@ def native_limits(rule: Rule, params: Mapping[str, Param],
 
 def fingerprint(method: str, settings: Mapping[str, float], overrides: Overrides) -> str:
     """Changes when anything that shapes evaluation changes; then state is rebuilt."""
-    blob = json.dumps([CATALOGUE_FP, method, dict(settings), overrides.to_dict()],
+    blob = json.dumps([CATALOGUE_ID, method, dict(settings), overrides.to_dict()],
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -140,9 +140,7 @@ class NoImprovement:
         if (self.sign * (now - start) > 0 or self.sign * slope > 0
                 or self.sign * (pts[-1] - start) > 0):
             return False
-        self.held = {"start": start, "now": now, "effect": now - start,
-                     "noise": point_noise(self.tail),
-                     "points": self.count, "span": step - (self.first_step or 0)}
+        self.held = self._evidence(start, now, point_noise(self.tail), k, step)
         return True
 
     def _judge(self, step: int) -> bool:
@@ -171,9 +169,7 @@ class NoImprovement:
             flat = gain <= self.z * error
             judged = int(self.held.get("judged", 0))
             if flat or not self.held:
-                self.held = {"start": start, "now": now, "effect": now - start,
-                             "noise": noise, "points": self.count,
-                             "span": step - (self.first_step or 0)}
+                self.held = self._evidence(start, now, noise, k, step)
             if flat and self._trend_flat(noise):
                 judged = 0 if self._window(step) else self.count - self.warm
             self.held["judged"] = judged
@@ -183,6 +179,18 @@ class NoImprovement:
             return True
         self.streak = 0
         return False
+
+    def _evidence(self, start: float, now: float, noise: float, k: int,
+                  step: int) -> dict[str, float]:
+        """What a finding reports of a judgement: the two medians it compared, each over
+        `window` points, the steps it spans, and the series' first and latest points (a
+        reward at 0.6 for its first 4 points and 0 after has both medians at 0: the
+        message says it fell all the same)."""
+        first = self.first_step or 0
+        return {"start": start, "now": now, "effect": now - start, "noise": noise,
+                "points": self.count, "span": step - first, "window": k,
+                "from_step": first, "to_step": step, "first_point": self.head[0],
+                "latest_point": self.tail[-1]}
 
     def _means_rose(self, k: int) -> bool:
         """Whether the mean of the latest k points lies above the first k's by `mean_z`

@@ -5,15 +5,14 @@ points and writes back only the findings that changed, so listing (`health_for_r
 is a single query; where findings change it counts the run's open ones as listed, which
 /metrics sums (`open_by_severity`). A change of thresholds or of the run's config
 re-evaluates the run from its stored points, as does a new rule catalogue (a run that
-gets no new points is judged again by the server's sweep, `runwatch.health.catchup`, or
-when read, `ensure_current`); a finding found again keeps its id (`replace`). `on_events`
-is its hook for a run's new events: once the run has succeeded, the rules that wait for
-its end judge its whole log.
+gets no new points is judged again by the sweep of a server or of `runwatch index`,
+`runwatch.health.catchup`, or when read, `ensure_current`); a finding found again keeps
+its id (`replace`). `on_events` is its hook for a run's new events: once the run has
+succeeded, the rules that wait for its end judge its whole log.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 import zlib
@@ -33,7 +32,7 @@ from sqlalchemy import (
     update,
 )
 
-from runwatch.health.engine import CATALOGUE_FP, Engine
+from runwatch.health.engine import CATALOGUE_ID, Engine
 from runwatch.health.findings import Finding
 from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.rules.base import SEVERITIES, SEVERITY_RANK
@@ -55,9 +54,9 @@ FINISHED = "SUCCEEDED"
 # rule's detector or signal) needs a migration that counts every run again, as 0012 does.
 OPEN_COUNTS = {severity: s.health_state.c[f"open_{severity}"] for severity in SEVERITIES}
 # How every engine state `save` writes begins: the rule catalogue that judged the run
-# (`CATALOGUE_FP`), so the runs an older catalogue judged are found by one query
-# (`runwatch.health.catchup`) without loading each run's engine.
-CATALOGUE_ID = hashlib.sha256(CATALOGUE_FP.encode()).hexdigest()[:16]
+# (`CATALOGUE_ID`, the digest of every rule's fields a finding or state depends on:
+# `runwatch.health.engine.catalogue_fingerprint`), so the runs an older catalogue judged
+# are found by one query (`runwatch.health.catchup`) without loading each run's engine.
 CATALOGUE_MARK = f'{{"catalogue":"{CATALOGUE_ID}"'
 
 

@@ -11,6 +11,8 @@ from typing import Any
 from runwatch.health.build import SETTINGS, number, setting_words
 from runwatch.health.findings import change_words, higher_words, level_words, range_words
 from runwatch.health.rules.base import Param, Rule
+from runwatch.health.trendstats import median_gap_error
+from runwatch.store.values import finite as _num
 
 # What a loss-flat finding on a log cut from a longer run says of it (`mid_run`).
 MID_RUN = "starts mid-run (not at the run's start)"
@@ -78,8 +80,7 @@ def message_words(rule: Rule, params: Mapping[str, Param], evidence: Mapping[str
         return {"stayed": f"{int(count) + int(stay) - 1}"
                 if isinstance(count, int) and isinstance(stay, int | float) else "?"}
     if kind == "no_improvement":
-        return {"change": change_words(evidence.get("effect"), False,
-                                       str(params.get("direction", "up")))}
+        return _not_risen(params, evidence)
     if kind == "whole_window":
         fell = change_words(evidence.get("effect"), True)
         size = fell.removeprefix("fell ") if fell.startswith("fell") else None
@@ -119,6 +120,51 @@ def message_words(rule: Rule, params: Mapping[str, Param], evidence: Mapping[str
                                                 if flat else "")
         return words
     return {}
+
+
+def _not_risen(params: Mapping[str, Param], evidence: Mapping[str, Any]) -> dict[str, str]:
+    """A series that has not risen (`NoImprovement`) in words: which way it went, over which
+    steps, and the two medians it was judged on, each with its window of points. Its
+    medians alone can hide a fall (a reward at 0.6 for its first 4 points and 0 after has
+    both at 0, which read "did not change (0 to 0)"): a first point that stands above the
+    latest median by more than twice the noise is said too, as a fall."""
+    up = params.get("direction", "up") != "down"
+    start, now = _num(evidence.get("start")), _num(evidence.get("now"))
+    noise, points = _num(evidence.get("noise")) or 0.0, _num(evidence.get("points"))
+    k = _num(evidence.get("window"))
+    if k is None and points is not None:  # a finding stored before it kept its window
+        k = min(points // 2, number(params, "head", 25))
+    a, b = _num(evidence.get("from_step")), _num(evidence.get("to_step"))
+    steps = f" (steps {a:.0f} to {b:.0f})" if a is not None and b is not None else ""
+    if start is None or now is None or k is None:
+        return {"change": change_words(evidence.get("effect"), False, "up" if up else "down"),
+                "steps": steps, "judged": "its medians are not known"}
+    sign, way = (1.0, "rise") if up else (-1.0, "fall")
+    lost = "fell" if up else "rose"
+    latest = f"the median of its latest {k:.0f} points is {now:.3g}"
+    first = _num(evidence.get("first_point"))
+    noted = f"{sign * (now - start):.3g}"
+    if sign * (now - start) < 0 and noted.strip("-0.") != "":
+        # a dip of a flat reward's medians is no fall: its noise is said with it
+        within = (", within its noise (sd {noise:.2g} per point)"
+                  if abs(now - start) <= number(params, "z", 1.0) * median_gap_error(
+                      noise, int(k)) else "")
+        return {"change": lost, "steps": steps,
+                "judged": f"{latest}, {'down' if up else 'up'} from {start:.3g} for its "
+                          f"first {k:.0f}{within.format(noise=noise)}"}
+    if first is not None and sign * (first - now) > 2 * noise and f"{first:.3g}" != f"{now:.3g}":
+        return {"change": lost, "steps": steps,
+                "judged": f"it opened at {first:.3g}, and {latest}, no "
+                          f"{'higher' if up else 'lower'} than {start:.3g} for its first "
+                          f"{k:.0f}"}
+    if noted.strip("-0.") == "":
+        return {"change": f"did not {way}", "steps": steps,
+                "judged": f"{latest}, as for its first {k:.0f} (noise sd {noise:.2g} per "
+                          "point)"}
+    return {"change": f"{'rose' if up else 'fell'} only {abs(now - start):.3g}",
+            "steps": steps,
+            "judged": f"{latest}, against {start:.3g} for its first {k:.0f}, within its "
+                      f"noise (sd {noise:.2g} per point)"}
 
 
 def _change(evidence: Mapping[str, Any], effect: str, levels: str, relative: bool,

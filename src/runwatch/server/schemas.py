@@ -220,7 +220,10 @@ class RunDetail(BaseModel):
     model: ModelOrigin
     state: RunState
     failure: Failure | None
-    results: dict[str, float | str | None]
+    results: dict[str, float | str | list[str] | None] = Field(
+        description="the last value of each result metric, best_train_loss, "
+        "registered_model; and non_finite, naming those whose value was NaN or infinite "
+        "(sent as null, as a value not known is), only where there are any")
     cost: Cost
     timing: Timing
     attempts: list[Attempt]

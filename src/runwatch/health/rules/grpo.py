@@ -494,8 +494,7 @@ RULES: tuple[Rule, ...] = (
         "From {early_points} points until "
         "{min_points}, too few to measure the noise, it holds while the latest half's "
         "median has not risen at all.",
-        message="{metric} {change} over {points:.0f} logged points ({start:.3g} to "
-        "{now:.3g}), within its noise (sd {noise:.2g} per point).",
+        message="{metric} {change} over {points:.0f} logged points{steps}: {judged}.",
         advice="The policy is not learning from this reward: check that rewards vary within "
         "groups (`zero_variance_skip_ratio`), raise `learning_rate`, and read the rollouts "
         "for a reward the model cannot earn.",
