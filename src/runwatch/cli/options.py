@@ -35,7 +35,8 @@ TokenOpt = Annotated[str | None, typer.Option(
 WriteTokenOpt = Annotated[str | None, typer.Option(
     "--token", help="With --server: a token with write on the run's project (default: "
     "RUNWATCH_TOKEN).", show_default=False)]
-RunArg = Annotated[str, typer.Argument(help="Run id, or a unique prefix of an id or name.")]
+RunArg = Annotated[str, typer.Argument(help="Run id, or a unique prefix of an id or name; "
+                                      "PROJECT/NAME where two projects use a name.")]
 
 
 def resolve_or_exit(conn: Connection, ref: str) -> Row[Any]:

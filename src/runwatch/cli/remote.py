@@ -38,8 +38,10 @@ SERIES_POINTS = 20_000
 # gave them), so that an answer stays a few megabytes.
 POINTS_PER_REQUEST = 200_000
 MAX_KEYS = 400
-# What the API's "run not found" ends with (server/runs.resolve_run).
+# What the API's "run not found" ends with (server/runs.resolve_run), and where its
+# "a name runs of several projects bear" says how an HTTP client names one.
 API_LIST_HINT = "; list runs with GET /api/runs"
+API_PROJECT_HINT = "; over HTTP, ?project="
 # Answers that say the server (or a proxy before it) cannot answer now: a patient read
 # asks again (a server restarting behind a proxy is 502 or 503 for a moment).
 TRY_AGAIN = (429, 502, 503, 504)
@@ -217,6 +219,9 @@ class Remote:
 
         # a write carries a JSON body, even an empty one: the API takes no other
         body: dict[str, Any] | None = (given or {}) if method == "POST" else None
+        path, _, query = path.partition("?")  # a run path's ?project= (`_run_path`)
+        if query:
+            params = self._httpx.QueryParams(query).merge(params or {})
         try:
             return self._http.request(method, path, params=params, json=body)
         except closed_under(self._httpx):
@@ -238,6 +243,8 @@ class Remote:
             return fail(f"{self.url} refused {token}: {said}")
         candidates = answer.get("candidates") or []  # a run that is not found, or ambiguous
         hints = ["candidates:"] + [f"  {c}" for c in candidates] if candidates else []
+        if status == 409 and answer.get("projects"):  # a name runs of several projects bear
+            return fail(f"{said.split(API_PROJECT_HINT)[0]} (on {self.url})", hints)
         if status == 404:
             if self.has_token:
                 hints.append(f"{self.url} shows a token only its project's runs: is "
@@ -248,7 +255,13 @@ class Remote:
         return fail(f"{self.url} answered {status}: {said}", hints)
 
     def _run_path(self, ref: str, tail: str = "") -> str:
-        return f"/api/runs/{quote(ref, safe='')}{tail}"
+        """The API path of run `ref`; `PROJECT/RUN` (a name is a run's own within its
+        project) names the project with ?project=, since a path segment holds no `/`."""
+        from runwatch.store.plain import split_ref  # no SQLAlchemy: a short command's start
+
+        project, run = split_ref(ref)
+        query = "" if project is None else f"?project={quote(project, safe='')}"
+        return f"/api/runs/{quote(run, safe='')}{tail}{query}"
 
     # --- what the commands read
 

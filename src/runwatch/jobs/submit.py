@@ -75,9 +75,10 @@ def submit(engine: Engine, runs_dir: Path, spec: JobSpec, name: str | None = Non
     if run_dir.exists():
         raise taken
     with engine.connect() as conn:
-        # a run of the index by that name, or with that id, elsewhere than this folder (one
-        # sent over HTTP, one of another runs folder): a name would then find two runs
-        if name_taken(conn, name, ""):
+        # a run of this project on the index by that name, or with that id, elsewhere than
+        # this folder (one sent over HTTP, one of another runs folder): a name would then
+        # find two runs; another project's names are its own, and not told
+        if name_taken(conn, name, "", project):
             raise SubmitError(f"a run named {name!r} already exists on this index (sent to "
                               "it, or in another runs folder): choose another name", "name")
     runs_dir.mkdir(parents=True, exist_ok=True)

@@ -7,8 +7,9 @@ refused with its reason while the good batches of the same request are kept.
 
 Ingest writes only runs sent over HTTP: a run indexed from a runs folder (or one the server's
 runs folder holds) has the folder as its record, and a run's name may be no other run's
-(`_owner_refusal`, and the index's ux_runs_sent_name for two ingests that race). Nor does
-it make a queued command job for a token that may not submit one (`_queued_command_refusal`).
+in its project (`_owner_refusal`, and the index's ux_runs_sent_name for two ingests that
+race). Nor does it make a queued command job for a token that may not submit one
+(`_queued_command_refusal`).
 
 `GET /api/ingest?run=` says what the index holds of a run (`held`), for a sender to go on
 from there when it holds less than the sender sent (a database restored from a backup).
@@ -50,7 +51,14 @@ from runwatch.store import schema as s
 from runwatch.store.keys import run_keys
 from runwatch.store.points import newest_seq
 from runwatch.store.runrows import json_or_text
-from runwatch.store.runs import manifest_json, name_taken, renames, run_name, upsert_run
+from runwatch.store.runs import (
+    manifest_json,
+    name_taken,
+    renames,
+    run_name,
+    run_project,
+    upsert_run,
+)
 
 router = APIRouter(tags=["ingest"])
 
@@ -302,8 +310,9 @@ def _folder_refusal(name: str) -> BatchError:
                       FOLDER_RUN)
 
 
-def _name_refusal(name: str, by: str = "another run") -> BatchError:
-    return BatchError(409, f"the run name {name!r} is already taken by {by}; name this run "
+def _name_refusal(name: str, project: str, by: str = "another run") -> BatchError:
+    return BatchError(409, f"the run name {name!r} is already taken in project {project!r} "
+                           f"by {by}; name this run "
                            "otherwise (runwatch.init(name=...)) and send it again")
 
 
@@ -318,20 +327,30 @@ def _owner_refusal(conn: Connection, run: _Run | None, run_id: str,
         return _folder_refusal(run.name)
     if manifest is None or (run is not None and run.manifest == text):
         return None  # nothing to store of the manifest: the run's name stays as stored
-    name = run_name(manifest)
+    name, project = run_name(manifest), run_project(manifest)
     held = _in_folder(runs_dir, name) if runs_dir is not None else None
-    if held == run_id:  # this very run, in a folder the indexer has not read yet
+    if held is not None and held.run_id == run_id:  # this very run, not yet indexed
         return _folder_refusal(name)
-    if run is not None and not renames(run.manifest, manifest):
+    if run is not None and not renames(run.manifest, manifest) and run.project == project:
         return None  # its name is the one it was stored with: checked when it was given
-    if held is not None:
-        return _name_refusal(name, "a run recorded in the runs folder this server indexes")
-    return _name_refusal(name) if name_taken(conn, name, run_id) else None
+    if held is not None and held.project in (None, project):
+        # a folder of another project's run takes nothing (names are a project's own);
+        # one whose project cannot be read yet is taken as this project's
+        return _name_refusal(name, project,
+                             "a run recorded in the runs folder this server indexes")
+    return _name_refusal(name, project) if name_taken(conn, name, run_id, project) else None
 
 
-def _in_folder(runs_dir: Path, name: str) -> str | None:
-    """Whether the runs folder holds an entry `name` (only a valid run name is looked up):
-    the run id its manifest gives, "" when it holds one whose manifest cannot be read (yet),
+class _Held(NamedTuple):
+    """The run a folder of the server's runs folder holds: the run id and the project its
+    manifest gives ("" and None while its manifest cannot be read)."""
+
+    run_id: str
+    project: str | None
+
+
+def _in_folder(runs_dir: Path, name: str) -> _Held | None:
+    """What the runs folder holds as entry `name` (only a valid run name is looked up),
     None when it holds none."""
     try:
         fmt.validate_name(name)
@@ -342,9 +361,10 @@ def _in_folder(runs_dir: Path, name: str) -> str | None:
     try:
         held = loads_line(read_capped(runs_dir / name / fmt.MANIFEST))
     except (OSError, ValueError, UnsafeFile):
-        return ""
-    run_id = held.get("run_id") if isinstance(held, dict) else None
-    return run_id if isinstance(run_id, str) else ""
+        return _Held("", None)
+    if not isinstance(held, dict) or not isinstance(held.get("run_id"), str):
+        return _Held("", None)
+    return _Held(held["run_id"], run_project(held))
 
 
 def _run_pk(conn: Connection, runs: dict[str, _Run], run_id: str,
@@ -361,9 +381,8 @@ def _run_pk(conn: Connection, runs: dict[str, _Run], run_id: str,
         try:
             pk, _ = upsert_run(conn, manifest, None)
         except IntegrityError as exc:  # ux_runs_sent_name: another ingest took the name
-            raise _NameRace(409, _name_refusal(name).message) from exc
-        run = runs[run_id] = _Run(pk, text, str(manifest.get("project") or "default"),
-                                  name, None)
+            raise _NameRace(409, _name_refusal(name, run_project(manifest)).message) from exc
+        run = runs[run_id] = _Run(pk, text, run_project(manifest), name, None)
     if run is None:
         raise BatchError(404, f"run {run_id!r} is unknown here; send its manifest with "
                               "the first batch")

@@ -55,13 +55,18 @@ def list_runs(
     return rows, nxt
 
 
-def resolve_run(conn: Connection, ident: str, projects: frozenset[str] | None = None
-                ) -> Row[Any]:
+def resolve_run(conn: Connection, ident: str, projects: frozenset[str] | None = None,
+                project: str | None = None) -> Row[Any]:
     """The run with this id or name (or a unique prefix of one), among the runs of
-    `projects` when given; 404 or 400 otherwise."""
+    `projects` when given, and of `project` (`?project=`, or `ident` written
+    `PROJECT/RUN`); 404 when none, 400 when several, 409 (with `projects`) when it is a
+    name runs of several projects bear."""
     try:
-        return queries.resolve_run(conn, ident, projects)
+        return queries.resolve_run(conn, ident, projects, project)
     except queries.RunNotFound as exc:
+        if exc.projects:
+            raise ApiError(409, f"{exc}; over HTTP, ?project={exc.projects[0]} says which",
+                           candidates=exc.candidates, projects=exc.projects) from exc
         status = 400 if exc.ambiguous else 404
         raise ApiError(status, f"{exc}; list runs with GET /api/runs",
                        candidates=exc.candidates) from exc

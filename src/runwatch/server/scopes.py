@@ -21,6 +21,7 @@ from runwatch.server.errors import ApiError
 from runwatch.server.runs import resolve_run
 from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
+from runwatch.store.plain import split_ref
 from runwatch.store.tokens import RIGHTS
 
 
@@ -78,8 +79,15 @@ def run(request: Request, conn: Connection, ident: str, right: str = "read") -> 
     """The run `ident` names among the scope's runs, once `right` over its project is held.
 
     A run outside the scope is not found (404): its id, name or prefix is looked up among
-    the scope's runs only, so a 404's or 400's candidates are the scope's runs too."""
-    row = resolve_run(conn, ident, scope_of(request).projects)
+    the scope's runs only, so a 404's or 400's candidates are the scope's runs too. A name
+    is a run's own within its project: the request names the project with `?project=` or
+    as `PROJECT/RUN` (a project outside the scope is 403, as for lists), and a name that
+    runs of several projects in scope bear is 409, listing them."""
+    project = split_ref(ident)[0] or request.query_params.get("project") or None
+    if project is not None:
+        require(request, project, right)
+    row = resolve_run(conn, ident, scope_of(request).projects,
+                      request.query_params.get("project") or None)
     require(request, row.project, right)
     return row
 

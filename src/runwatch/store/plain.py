@@ -87,6 +87,13 @@ def head_revision() -> str:
     return max(p.name.split("_", 1)[0] for p in _VERSIONS.glob("[0-9]*_*.py"))
 
 
+def split_ref(ref: str) -> tuple[str | None, str]:
+    """A run reference as (project, run): `PROJECT/RUN` names a run of one project (a run's
+    name and id hold no `/`, so the last one parts them); a plain reference names none."""
+    project, slash, run = ref.rpartition("/")
+    return (project, run) if slash else (None, ref)
+
+
 def schema_current(db: Reader) -> bool:
     """Whether the index is at the schema's head (else opening it with SQLAlchemy
     migrates it first)."""
@@ -98,25 +105,35 @@ def schema_current(db: Reader) -> bool:
 
 
 def resolve_run(db: Reader, ref: str) -> RunRow:
-    """The run whose id or name is `ref`, or whose id or name uniquely starts with it."""
-    exact = db.rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ? OR name = ?", ref, ref)
+    """The run whose id or name is `ref`, or whose id or name uniquely starts with it; `ref`
+    written `PROJECT/RUN` names a run of that project only (store/queries.resolve_run's
+    meaning: a name is a run's own within its project)."""
+    project, ref = split_ref(ref)
+    within, args = ("", ()) if project is None else (" AND project = ?", (project,))
+    where = "" if project is None else f" in project {project!r}"
+    exact = db.rows(f"SELECT {_RUN_COLUMNS}, project FROM runs WHERE (run_id = ? OR "
+                    f"name = ?){within}", ref, ref, *args)
     if len(exact) == 1:
-        return RunRow(*exact[0])
+        return RunRow(*exact[0][:-1])
     if exact:
-        raise NoSuchRun(f"{ref!r} names {len(exact)} runs; use a run id",
-                        [f"{r[1]}  {r[2]}" for r in exact])
+        held = sorted({r[-1] for r in exact})
+        said = (f"{ref!r} names runs of {len(held)} projects ({', '.join(held)}); say which "
+                f"as PROJECT/{ref} (e.g. {held[0]}/{ref}), or use a run id" if len(held) > 1
+                else f"{ref!r} names {len(exact)} runs; use a run id")
+        raise NoSuchRun(said, [f"{r[1]}  {r[-1]}/{r[2]}" for r in exact])
     pattern = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    found = db.rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id LIKE ? ESCAPE '\\' OR "
-                    f"name LIKE ? ESCAPE '\\' ORDER BY created_at DESC LIMIT {MATCHES_LISTED}",
-                    pattern, pattern)
+    found = db.rows(f"SELECT {_RUN_COLUMNS} FROM runs WHERE (run_id LIKE ? ESCAPE '\\' OR "
+                    f"name LIKE ? ESCAPE '\\'){within} ORDER BY created_at DESC "
+                    f"LIMIT {MATCHES_LISTED}", pattern, pattern, *args)
     if len(found) == 1:
         return RunRow(*found[0])
     if found:
-        raise NoSuchRun(f"{ref!r} matches {len(found)} runs; give more of the id or name",
-                        [f"{r[1]}  {r[2]}" for r in found])
-    recent = db.rows(f"SELECT run_id, name FROM runs ORDER BY created_at DESC "
-                     f"LIMIT {RECENT_LISTED}")
-    raise NoSuchRun(f"no run has the id or name {ref!r}", [f"{r[0]}  {r[1]}" for r in recent])
+        raise NoSuchRun(f"{ref!r} matches {len(found)} runs{where}; give more of the id or "
+                        "name", [f"{r[1]}  {r[2]}" for r in found])
+    recent = db.rows(f"SELECT run_id, name FROM runs WHERE 1 = 1{within} ORDER BY created_at "
+                     f"DESC LIMIT {RECENT_LISTED}", *args)
+    raise NoSuchRun(f"no run has the id or name {ref!r}{where}",
+                    [f"{r[0]}  {r[1]}" for r in recent])
 
 
 def run_keys(db: Reader, run_pk: int) -> list[Key]:

@@ -8,11 +8,12 @@ from itertools import islice, repeat
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Row, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Row, func, or_, select
 
 from runwatch.rundir import format as fmt
 from runwatch.store import schema as s
 from runwatch.store.keys import KeyInfo, run_keys
+from runwatch.store.plain import split_ref
 from runwatch.store.points import SEQ_LIMIT, SEQ_MASK, id_range, newest_seq
 
 # json_or_text, process_gone and process_here are read without SQLAlchemy (runs list);
@@ -34,21 +35,34 @@ if TYPE_CHECKING:  # numpy loads with the first history read: most commands neve
 class RunNotFound(LookupError):
     """A run reference matched no run, or more than one."""
 
-    def __init__(self, message: str, candidates: Sequence[str] = (), ambiguous: bool = False
-                 ) -> None:
+    def __init__(self, message: str, candidates: Sequence[str] = (), ambiguous: bool = False,
+                 projects: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.candidates = list(candidates)
         # True when several runs matched (the caller must be more precise), False when none.
         self.ambiguous = ambiguous
+        # the projects whose runs all bear the name given: the caller must say which
+        self.projects = list(projects)
 
 
-def resolve_run(conn: Connection, ref: str,
-                projects: frozenset[str] | None = None) -> Row[Any]:
+def resolve_run(conn: Connection, ref: str, projects: frozenset[str] | None = None,
+                project: str | None = None) -> Row[Any]:
     """The run whose id is `ref`, or whose id or name uniquely starts with `ref`; with
     `projects`, among those projects' runs only (a scoped token's candidates and
-    ambiguities never name another project's runs)."""
+    ambiguities never name another project's runs); with `project`, or `ref` written
+    `PROJECT/RUN`, among that project's runs. A name is a run's own within its project
+    only, so a name two projects' runs bear is ambiguous (RunNotFound with `projects`)."""
     r = s.runs.c
-    within = [r.project.in_(sorted(projects))] if projects is not None else []
+    named, ref = split_ref(ref)
+    if named is not None and project is not None and named != project:
+        raise RunNotFound(f"{named}/{ref} names project {named!r} and the request "
+                          f"project {project!r}; name one project")
+    project = named if named is not None else project
+    within: list[ColumnElement[bool]] = (
+        [r.project.in_(sorted(projects))] if projects is not None else [])
+    if project is not None:
+        within.append(r.project == project)
+    where = f" in project {project!r}" if project is not None else ""
     if len(ref) > fmt.MAX_NAME_LENGTH or "\x00" in ref:
         # no name or id is longer (nor holds a NUL), and SQLite refuses a LIKE pattern of
         # some 50,000 characters: said without a query, and without echoing all of it
@@ -61,8 +75,14 @@ def resolve_run(conn: Connection, ref: str,
     if len(exact) == 1:
         return exact[0]
     if len(exact) > 1:
+        held = sorted({x.project for x in exact})
+        if len(held) > 1:
+            raise RunNotFound(
+                f"{ref!r} names runs of {len(held)} projects ({', '.join(held)}); say which "
+                f"as PROJECT/{ref} (e.g. {held[0]}/{ref}), or use a run id",
+                _labels(exact), ambiguous=True, projects=held)
         raise RunNotFound(f"{ref!r} names {len(exact)} runs; use a run id",
-                          [f"{x.run_id}  {x.name}" for x in exact], ambiguous=True)
+                          _labels(exact), ambiguous=True)
     pattern = escape_like(ref) + "%"
     found = conn.execute(
         select(s.runs).where(or_(r.run_id.like(pattern, escape="\\"),
@@ -72,12 +92,19 @@ def resolve_run(conn: Connection, ref: str,
     if len(found) == 1:
         return found[0]
     if found:
-        raise RunNotFound(f"{ref!r} matches {len(found)} runs; give more of the id or name",
-                          [f"{x.run_id}  {x.name}" for x in found], ambiguous=True)
-    recent = conn.execute(select(r.run_id, r.name).where(*within)
+        raise RunNotFound(f"{ref!r} matches {len(found)} runs{where}; give more of the id "
+                          "or name", _labels(found), ambiguous=True)
+    recent = conn.execute(select(r.run_id, r.name, r.project).where(*within)
                           .order_by(r.created_at.desc()).limit(10)).all()
-    raise RunNotFound(f"no run has the id or name {ref!r}",
-                      [f"{x.run_id}  {x.name}" for x in recent])
+    raise RunNotFound(f"no run has the id or name {ref!r}{where}", _labels(recent))
+
+
+def _labels(rows: Sequence[Any]) -> list[str]:
+    """Runs as a list of candidates names them: `id  name`, or `id  project/name` where
+    they are of several projects."""
+    several = len({x.project for x in rows}) > 1
+    return [f"{x.run_id}  {x.project}/{x.name}" if several else f"{x.run_id}  {x.name}"
+            for x in rows]
 
 
 # What a list row carries (runwatch.analysis.views.run_summary's fields, the cursor's pk,

@@ -80,12 +80,22 @@ def renames(stored_manifest: str | None, manifest: dict[str, Any]) -> bool:
     return _stored_name(stored_manifest, None) != run_name(manifest)
 
 
-def name_taken(conn: Connection, name: str, run_id: str) -> bool:
-    """Whether a run other than `run_id` has the name `name` in the index, or `name` is
-    another run's id (a lookup by either would find two runs)."""
+def name_taken(conn: Connection, name: str, run_id: str, project: str | None = None
+               ) -> bool:
+    """Whether a run of `project` (None: of any project) other than `run_id` has the name
+    `name`, or `name` is another run's id (a lookup by either would find two runs). With
+    `project`, another project's run of that name takes nothing: names are a project's
+    own, and a refusal must not tell one project's token what another's runs are named."""
     r = s.runs.c
-    return conn.execute(select(r.pk).where(or_(r.name == name, r.run_id == name),
-                                           r.run_id != run_id).limit(1)).first() is not None
+    same = r.name == name if project is None else (r.name == name) & (r.project == project)
+    return conn.execute(select(r.pk).where(or_(same, r.run_id == name), r.run_id != run_id)
+                        .limit(1)).first() is not None
+
+
+def run_project(manifest: dict[str, Any]) -> str:
+    """The project a run's row takes from its manifest: its `project`, else "default";
+    cut to the column."""
+    return cast(str, _fit("project", _text(manifest.get("project") or "default")))
 
 
 def upsert_run(
@@ -97,13 +107,14 @@ def upsert_run(
     the row takes the new folder and its name, and keeps its records (the indexer reads a
     folder that is a copy of another's run as no run: ingest/gone.holds_run).
 
-    A run sent over HTTP (`run_dir` None) may not take a name another such run holds: the
-    index refuses it (ux_runs_sent_name) with IntegrityError, and the transaction is spoilt.
+    A run sent over HTTP (`run_dir` None) may not take a name another such run of its
+    project holds: the index refuses it (ux_runs_sent_name) with IntegrityError, and the
+    transaction is spoilt.
     """
     r = s.runs.c
     values = {
         "name": run_name(manifest, run_dir),
-        "project": _fit("project", _text(manifest.get("project") or "default")),
+        "project": run_project(manifest),
         "group_name": _fit("group", _s(manifest.get("group"))),
         "tags": orjson.dumps(tags(manifest) or []).decode(),
         "method": _fit("method", _s(manifest.get("method"))),

@@ -61,6 +61,10 @@ runs = Table(
     Column("problems", Integer, nullable=False, default=0),
     Index("ix_runs_created", "created_at"),
     Index("ix_runs_name", "name"),
+    # pks are never reused (SQLite would reuse the highest after a delete; 0018): the
+    # server's series cache, finding ids and stream cursors know a run by its pk, and a
+    # forgotten run's must not serve a new one
+    sqlite_autoincrement=True,
 )
 
 metric_keys = Table(
@@ -367,9 +371,11 @@ Index("ix_runs_project_created", runs.c.project, runs.c.created_at)
 Index("ix_runs_status_created", runs.c.status, runs.c.created_at)
 Index("ix_runs_group_created", runs.c.group_name, runs.c.created_at)
 
-# --- the name of a run sent over HTTP (migration 0011) ---
-# A run sent over HTTP (no folder) holds its name alone: an ingest that would name a second
-# run so is refused by the index itself, not only by the check before it (two ingests can
-# race past that). A folder's runs are named by their folders, unique in the folder.
-Index("ux_runs_sent_name", runs.c.name, unique=True,
+# --- the name of a run sent over HTTP (migrations 0011, 0018) ---
+# A run sent over HTTP (no folder) holds its name alone in its project: an ingest that would
+# name a second run of the project so is refused by the index itself, not only by the check
+# before it (two ingests can race past that). Another project may hold the name too (a
+# token learns nothing of other projects' runs by being refused). A folder's runs are named
+# by their folders, unique in the folder.
+Index("ux_runs_sent_name", runs.c.project, runs.c.name, unique=True,
       sqlite_where=runs.c.dir.is_(None), postgresql_where=runs.c.dir.is_(None))
