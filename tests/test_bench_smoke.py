@@ -17,8 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("args", [
     ["bench_ingest.py", "--steps", "2000", "--metrics", "5", "--repeat", "1",
      "--json", "{tmp}/i.json"],
-    # a timed target missed is printed, and fails only with --strict (the test below)
-    ["bench_server.py", "--points", "20000", "--requests", "3", "--out", "{tmp}/s.json"],
+    # bench_server.py: run (three times) by the test below, whose plain run must pass
     ["bench_health.py", "--steps", "2000", "--repeat", "1"],
     ["bench_jobs.py", "--jobs", "1", "--claims", "10", "--claimers", "2", "--out", "{tmp}/j.json"],
     ["bench_cold.py", "--steps", "300", "--runs", "2", "--repeat", "1", "--out", "{tmp}/c.json"],
@@ -30,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
     # exits 1 when the gauge is not what the listings hold
     ["bench_prom.py", "--runs", "20", "--findings", "30", "--scrapes", "3", "--stores",
      "sqlite", "--out", "{tmp}/p.json"],
-], ids=["ingest", "server", "health", "jobs", "cold", "team", "sender", "prom"])
+], ids=["ingest", "health", "jobs", "cold", "team", "sender", "prom"])
 def test_bench_script_runs(args: list[str], tmp_path: Path) -> None:
     argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
     proc = subprocess.run([sys.executable, str(REPO / "bench" / argv[0]), *argv[1:]],

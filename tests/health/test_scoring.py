@@ -149,15 +149,16 @@ HELD = sorted(n for n, x in REAL_LABELS.items()
 
 
 def _one_of_each_kind(names: list[str]) -> list[str]:
-    """The shortest held-back run of each round, log format and method: every importer
-    and method the held-back part holds, without replaying all of it (every run is
-    imported by tests/importers/test_real_corpus.py, and replayed by `make bench`)."""
+    """The shortest held-back run of each log format and method: every importer and method
+    the held-back part holds, without replaying all of it (every run is imported by
+    tests/importers/test_real_corpus.py, and replayed by `make bench`). Not one per round
+    too: a round adds no code path, and 76 replays took 440 worker-seconds of the suite."""
     kinds: dict[tuple[Any, ...], tuple[int, str]] = {}
     for n in names:
         label = REAL_LABELS[n]
         fmt = json.loads((REAL / n / "source.json").read_text(encoding="utf-8"))["format"]
         size = (REAL / n / label["file"]).stat().st_size
-        kind = (label["round"], fmt, label["method"])
+        kind = (fmt, label["method"])
         kinds[kind] = min(kinds.get(kind, (size, n)), (size, n))
     return sorted(n for _, n in kinds.values())
 
