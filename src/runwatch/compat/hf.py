@@ -8,15 +8,19 @@ canonical roles when the run is read. The totals the Trainer logs once at the en
 puts them in its run summary. The run is named by the callback's `name`, else by the
 `run_name` the user gave the TrainingArguments (as HF's own tracker callbacks name theirs).
 What the Trainer logs outside `train()` (a baseline `trainer.evaluate()` before it, a
-closing one after) is recorded in the run that training continues (or continued). A
-run whose training raises is ended by the SDK's exit hook: FAILED, with the exception
-in logs.jsonl. The completions TRL's GRPOTrainer keeps with `log_completions=True` are
-the run's samples (runwatch.compat.trl_completions).
+closing one after) is recorded in the run that training continues (or continued); under
+a runwatch job that run is the job's, held open from the first log to the end of
+training or of the process. A run whose training raises, or whose script raises before
+`train()` after a log started it, ends FAILED with the exception in logs.jsonl. The
+completions TRL's GRPOTrainer keeps with `log_completions=True` are the run's samples
+(runwatch.compat.trl_completions).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from numbers import Real
@@ -87,6 +91,10 @@ class RunwatchCallback(TrainerCallback):
         self._trained = False  # a train() has begun with this callback
         self._one_log = False  # the run is open for one log outside train(): ended after it
         self._completions: CompletionFiles | None = None  # TRL's, with log_completions
+        self._exit_hooked = False  # _at_exit is registered
+        # the uncaught exception the process had shown when a log before train() started
+        # the run (an interactive session's last one): not one that ends the process
+        self._exc_before: BaseException | None = None
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState,
                        control: TrainerControl, model: Any = None, **kwargs: Any) -> None:
@@ -100,6 +108,13 @@ class RunwatchCallback(TrainerCallback):
         self._one_log = False
         resume = state.global_step > 0 and described["name"] is not None
         previous = self.run
+        if isinstance(previous, Run) and not previous.finished and not self._trained:
+            # the job's run, which a log before train() attached to and holds open: this
+            # training goes on in it (an init() now would find it this process's and
+            # record a run of its own)
+            self._trained = True
+            self._watch_completions(args)
+            return
         if isinstance(previous, Run) and not previous.finished:
             # the last train() never reached its end (an exception the script caught):
             # that run ends here, for what it is, before this train() records
@@ -123,6 +138,10 @@ class RunwatchCallback(TrainerCallback):
             # init() says to pass resume=True, which a callback's user cannot
             raise fmt.RunDirError(NAME_TAKEN.format(folder=folder)) from exc
         self._trained = True
+        self._watch_completions(args)
+
+    def _watch_completions(self, args: TrainingArguments) -> None:
+        """Read the completions TRL's GRPOTrainer writes with `log_completions=True`."""
         self._completions = None
         if getattr(args, "log_completions", False) and args.output_dir:
             self._completions = CompletionFiles(args.output_dir,
@@ -138,6 +157,19 @@ class RunwatchCallback(TrainerCallback):
                **kwargs: Any) -> None:
         if not logs or not self._recording(args, state, model):
             return
+        try:
+            self._record(state, logs)
+        except BaseException as exc:
+            if self._one_log:
+                # the run was opened for this log alone: it ends with what stopped it,
+                # not left open (a notebook's kernel would hold it RUNNING for good)
+                self._one_log = False
+                self.run.fail_from(exc)
+            raise
+        if self._one_log:  # logged outside train() (an evaluate()): the run ends again
+            self.run.finish()
+
+    def _record(self, state: TrainerState, logs: dict[str, Any]) -> None:
         if self._completions is not None:
             self._completions.note_metrics(logs)
             # an evaluation's log comes before it writes its file: the one there is training's
@@ -153,14 +185,15 @@ class RunwatchCallback(TrainerCallback):
         if summary:
             self.run.set_manifest_fields(summary={**self.run.manifest.get("summary", {}),
                                                   **summary})
-        if self._one_log:  # logged outside train() (an evaluate()): the run ends again
-            self.run.finish()
 
     def _recording(self, args: TrainingArguments, state: TrainerState, model: Any) -> bool:
         """Whether the run takes what the Trainer logs: while it trains; and outside
         `train()` (`trainer.evaluate()` before or after it), when the run is started for
         that one log, or the run a train end or an earlier such log finished is resumed
-        for it, and finished again after it (both were lost without a word)."""
+        for it, and finished again after it (both were lost without a word). Under a
+        runwatch job the run a log before train() starts is the job's: it is held open,
+        not finished after the log (the job's run read SUCCEEDED mid-job, and train()
+        then took it back by its folder instead of as the job's)."""
         if not state.is_world_process_zero:
             return False  # other ranks record nothing
         run = self.run
@@ -177,8 +210,48 @@ class RunwatchCallback(TrainerCallback):
         else:
             self.run = init(config=trainer_config(args, model), trainer=_trainer_name(args),
                             **self._described(args, model))
+            self._end_at_exit()
+            if isinstance(self.run, Run) and _jobs_run(self.run):
+                return True  # held open: train() goes on in it, or the process's exit ends it
         self._one_log = True
         return True
+
+    def _end_at_exit(self) -> None:
+        """Have the process's exit end the run a log before train() started (once)."""
+        if not self._exit_hooked:
+            self._exit_hooked = True
+            self._exc_before = getattr(sys, "last_value", None)
+            # registered after init() registered the SDK's exit hook: runs before it
+            atexit.register(self._at_exit)
+
+    def _at_exit(self) -> None:
+        """At the process's exit, when no train() began: the run a log before train()
+        started ends as the script did. A clean exit ends a run held open (a job's)
+        SUCCEEDED, or CANCELLED once asked to stop, where the SDK's exit hook would read
+        it as a process that never called finish(); an uncaught exception ends it FAILED
+        with the exception, the SDK's exit hook for a run held open, and here for one that
+        its last log had ended SUCCEEDED (it read SUCCEEDED for a script that crashed
+        before training)."""
+        run = self.run
+        if self._trained or not isinstance(run, Run):
+            return  # training's end or the SDK's exit hook ends the run
+        exc = getattr(sys, "last_value", None)
+        if exc is self._exc_before:
+            exc = None  # shown before the run started: not what ends the process
+        if not run.finished:
+            if exc is None:
+                run.finish()
+            return
+        if exc is None or run.status != "SUCCEEDED":
+            return
+        try:
+            self.run = init(resume=True, name=run.name, dir=run.dir.parent,
+                            project=run.manifest.get("project"))
+            self.run.fail_from(exc)
+        except Exception as err:  # the process is ending: one line, not a traceback
+            warnings.warn(f"runwatch: run {run.name!r} reads SUCCEEDED though the script "
+                          f"raised {type(exc).__name__} before train(), and ending it FAILED "
+                          f"failed: {err}", RuntimeWarning, stacklevel=1)
 
     def _may_start(self, args: TrainingArguments, model: Any) -> bool:
         """Whether a log before train() may start the run: not when the run it names is
@@ -256,6 +329,13 @@ def _next_name(runs_dir: Path, name: str) -> str:
     while (runs_dir / f"{name}-{n}").exists():
         n += 1
     return f"{name}-{n}"
+
+
+def _jobs_run(run: Run) -> bool:
+    """Whether `run` is the run job control made for this process (its folder is in
+    the environment): the process's own, which ends with it."""
+    job_dir = os.environ.get(fmt.ENV_RUN_DIR)
+    return bool(job_dir) and run.dir.resolve() == Path(str(job_dir)).resolve()
 
 
 def _model_name(model: Any) -> str | None:
