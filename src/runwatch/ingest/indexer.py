@@ -141,6 +141,15 @@ class Indexer:
         # though it has not changed, and the wait that came to.
         self._failed: dict[Path, tuple[tuple[tuple[str, int, int], ...], float, float]] = {}
 
+    def start_over(self) -> None:
+        """Forget what this indexer holds of the index (the runs' pks and the folders
+        unchanged since it read them, the waits of failed runs, the last look for runs to
+        forget): the index was made again, and the next pass reads every folder into it."""
+        self._seen.clear()
+        self._failed.clear()
+        self._looked = None
+        self._folder_said = None
+
     def index_once(self, stop: threading.Event | None = None) -> IndexReport:
         """One pass over the runs folder. With `stop`, the pass ends after the run folder
         under way once it is set, or after the slice under way of a record file with more

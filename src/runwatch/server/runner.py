@@ -40,7 +40,7 @@ from runwatch.server.settings import DEFAULT_PORT, INDEX_INTERVAL_S
 from runwatch.server.settle import Settle, by_row
 from runwatch.server.warm import build_routes
 from runwatch.store import schema as s
-from runwatch.store.db import IndexUnusable
+from runwatch.store.db import IndexFile, StoreError
 from runwatch.store.keys import run_keys
 from runwatch.store.series import pausing
 
@@ -121,6 +121,9 @@ class Runner:
     _server: uvicorn.Server | None = None
     _index: Indexer | None = None
     _index_lock: threading.Lock = field(default_factory=threading.Lock)
+    # the index's file as opened (store.db.IndexFile), taken as the server starts
+    _index_file: IndexFile | None = None
+    _index_moved_said: bool = False
 
     @property
     def url(self) -> str:
@@ -158,6 +161,7 @@ class Runner:
         while not self._stop.is_set():
             try:
                 with self._index_lock:
+                    self._follow_index_file(indexer, lease)
                     report = self._index_pass(indexer, self._stop)
                 lease.passed()
                 if self.otel is not None:
@@ -166,10 +170,11 @@ class Runner:
                     log.warning("the index can be written again; indexing %s goes on",
                                 self.runs_dir)
                     said = None
-            except IndexUnusable as exc:
-                # each pass meets it until space returns or the file is replaced: one
-                # line a minute, no traceback; the runs whose end it could not store stay
-                # unjudged (settle), not dead
+            except StoreError as exc:
+                # each pass meets it until space returns or the file is replaced (or, for
+                # an index file deleted, until it can be made again): one line a minute, no
+                # traceback; the runs whose end it could not store stay unjudged (settle),
+                # not dead
                 now = time.monotonic()
                 if said is None or said[0] != str(exc) or now - said[1] >= UNUSABLE_NOTE_S:
                     log.error("%s", exc)
@@ -191,6 +196,35 @@ class Runner:
                 self.stop()
                 return
             self._stop.wait(self.interval)
+
+    def _follow_index_file(self, indexer: Indexer, lease: Lease) -> None:
+        """Before a pass: when the index's file was deleted or replaced since it was opened
+        (`rm` of it or of its folder, a copy restored over it), open the index at its path
+        again (made anew, or the file found there) and forget all that was held of the old
+        one, so that the pass reads every run folder into it. Without this the indexer wrote
+        on into the deleted file, which the server alone still read, and the commands read
+        an empty index (or failed, sharing the old file's WAL). The run folders are the
+        record: nothing they hold is lost. Said once, in the log."""
+        assert self._index_file is not None
+        why = self._index_file.moved()
+        if why is None:
+            return
+        if not self._index_moved_said:  # not said again while making it again fails
+            log.warning("the index %s %s while this server ran: it is opened again there "
+                        "and %s is indexed into it again", self._index_file.path, why,
+                        self.runs_dir)
+            self._index_moved_said = True
+        self._index_file.reopen()
+        self._index_moved_said = False
+        indexer.start_over()
+        self.cache.clear()
+        self.settle.clear()
+        # the lease's files lay beside the old index (gone with its folder): read commands
+        # find this indexer again only through new ones
+        lease.release()
+        lease.take()
+        # open pages read again (the pass that follows notifies as it stores the runs)
+        self.feed.notify()
 
     def _index_pass(self, indexer: Indexer, stop: threading.Event | None) -> IndexReport:
         """One pass over the runs folder, noting for `settle` which unfinished runs'
@@ -287,6 +321,7 @@ class Runner:
             raise
 
     def _start(self, sock: socket.socket) -> Runner:
+        self._index_file = IndexFile(self.engine)
         if self.save_series and self.cache.disk_dir is None:
             self.cache.disk_dir = default_disk_dir(self.engine)
         if self.runs_dir is not None:

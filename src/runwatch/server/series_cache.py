@@ -15,6 +15,7 @@ saved compared series, checked against the index the same way.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import zipfile
@@ -65,6 +66,24 @@ class SeriesCache:
         # the run's id and the key's name of each series, for saving later
         self._names: dict[tuple[int, int], tuple[str, str]] = {}
         self._run_ids: dict[int, str] = {}
+        # moved by `clear`: a series read from the index before it was made again (a
+        # request under way then) is not kept, since its run's pk may be another run's now
+        self._generation = 0
+
+    def clear(self) -> None:
+        """Forget every series, held and saved (the index was made again: its runs and
+        keys are numbered anew, and a series of an old pk would be shown for a new run)."""
+        with self._lock:
+            self._generation += 1
+            self._items.clear()
+            self._held = 0
+            self._saved.clear()
+            self._names.clear()
+            self._run_ids.clear()
+        if self.disk_dir is not None:
+            for path in self.disk_dir.glob("*.npz"):
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
     @property
     def disk_dir(self) -> Path | None:
@@ -81,6 +100,7 @@ class SeriesCache:
         """The series of `key`, current as of `key.points` (read from metric_keys)."""
         ident = (run_pk, key.id)
         with self._lock:
+            generation = self._generation
             cached = self._items.get(ident)
             if cached is not None:
                 self._items.move_to_end(ident)
@@ -97,8 +117,8 @@ class SeriesCache:
             series = cached
         else:
             series = extend_series(conn, key.id, cached)
-        self._put(ident, series)
-        self._save(ident, (run_id, key.key), series)
+        if self._put(ident, series, generation):
+            self._save(ident, (run_id, key.key), series)
         return series
 
     def _run_id(self, conn: Connection, run_pk: int) -> str:
@@ -168,8 +188,12 @@ class SeriesCache:
         except OSError:
             return  # the cache on disk is an optimisation; the database stays the record
 
-    def _put(self, ident: tuple[int, int], series: Series) -> None:
+    def _put(self, ident: tuple[int, int], series: Series, generation: int) -> bool:
+        """Hold `series`, read since `generation`; whether it is held (not when the cache
+        was cleared since)."""
         with self._lock:
+            if generation != self._generation:
+                return False
             old = self._items.pop(ident, None)
             if old is not None:
                 self._held -= old.size
@@ -178,6 +202,7 @@ class SeriesCache:
             while self._held > self.max_points and len(self._items) > 1:
                 _, dropped = self._items.popitem(last=False)
                 self._held -= dropped.size
+        return True
 
     def warm(self, conn: Connection, run_pk: int, keys: Iterable[str]) -> None:
         """Bring the named keys of a run up to date.

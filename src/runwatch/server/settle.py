@@ -47,6 +47,13 @@ class Settle:
         # the dead runs whose folder the passes could not read, and how many passes in a row
         self.unread: dict[tuple[str, str], int] = {}
 
+    def clear(self) -> None:
+        """The index was made again: no run is judged gone until a pass over the new one
+        has read its folder."""
+        self.dead = frozenset()
+        self.passes = 0
+        self.unread = {}
+
     def look(self, engine: Engine) -> dict[tuple[str, str], str]:
         """The unfinished runs whose process is dead now, with their folder's name: to
         take as a pass begins, and hand to `passed` once it has ended."""

@@ -8,13 +8,16 @@ end at the same schema. A database a newer runwatch made is refused, saying what
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import (
     Column,
@@ -154,7 +157,19 @@ def open_engine(target: str | Path, migrate: bool = True, *,
                 raise
             engine.dispose()
             raise found from exc
+        if engine.dialect.name == "sqlite" and pooled:
+            event.listen(engine, "do_connect", _existing_file_only)
     return engine
+
+
+def _existing_file_only(_dialect: Any, _record: Any, cargs: list[Any],
+                        cparams: dict[str, Any]) -> None:
+    """Open an index file made already, never a new empty one in its place: a connection
+    opened once the file was deleted (a server's request) made an empty file there, which
+    answered "no such table" until the index was made again (IndexFile.reopen)."""
+    if not str(cargs[0]).startswith("file:"):
+        cargs[0] = f"file:{quote(str(cargs[0]))}?mode=rw"
+        cparams["uri"] = True
 
 
 def _cannot_connect(engine: Engine, exc: OperationalError) -> str:
@@ -169,6 +184,87 @@ def _cannot_connect(engine: Engine, exc: OperationalError) -> str:
     return (f"cannot connect to the database {where}: {said}; check that the server "
             "runs and takes connections there, that the database exists (create it: "
             "createdb NAME) and that this user may connect to it")
+
+
+class IndexFile:
+    """The SQLite file an engine's index is in, as it was when opened (its device and
+    inode), for a process that keeps the engine open for long (a server's indexer): a file
+    deleted at its path, or replaced by another, while the process writes on into the one it
+    opened, is told by `moved`, and `reopen` opens the index at the path again. An index
+    that is no file (PostgreSQL, in memory) is never moved."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        database = engine.url.database if engine.dialect.name == "sqlite" else None
+        self.path = Path(database) if database and database != ":memory:" else None
+        self.identity = self._identity()
+
+    def _identity(self) -> tuple[int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def moved(self) -> str | None:
+        """What became of the file since it was opened ("was deleted", "was replaced by
+        another file"), or None while it is the one opened (one stat call)."""
+        if self.path is None:
+            return None
+        now = self._identity()
+        if now == self.identity:
+            return None
+        return "was deleted" if now is None else "was replaced by another file"
+
+    def reopen(self) -> None:
+        """Close every connection the pool holds to the old file, then open the index at
+        the path: a new one made there (its folder too), or the file found there brought
+        to head. Raises StoreError (IndexUnusable on a full disk) saying what to do; the
+        file stays `moved` until a reopen succeeds."""
+        assert self.path is not None
+        try:
+            # made whole beside it first: a request that opened the path while its tables
+            # were being made found none ("no such table")
+            fresh = None if self.path.exists() else self._made_aside()
+            self.engine.dispose()
+            # the old file's WAL and shared memory, which SQLite leaves at the path when
+            # its file is deleted or replaced: a file there would be read through them (the
+            # old file's pages read as the new one's) and share them with the old file's
+            # last connections (other processes' reads failed with "disk I/O error")
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{self.path}{suffix}")
+            if fresh is not None:
+                try:
+                    os.link(fresh, self.path)
+                except FileExistsError:
+                    pass  # another process made one there meanwhile: that one is opened
+                finally:
+                    os.unlink(fresh)
+            ensure_schema(self.engine)
+        except OSError as exc:
+            raise StoreError(f"cannot make the index {self.path} again ({exc.strerror or exc}): "
+                             "check that its folder is writable, or point --db elsewhere"
+                             ) from exc
+        except DBAPIError as exc:
+            found = unusable(exc)
+            if found is None:
+                raise StoreError(f"cannot make the index {self.path} again ({exc.orig}): "
+                                 "point --db elsewhere") from exc
+            raise found from exc
+        self.identity = self._identity()
+
+    def _made_aside(self) -> Path:
+        """A new index at head beside the path (its folder made again if it is gone)."""
+        assert self.path is not None
+        aside = self.path.with_name(f"{self.path.name}.{os.getpid()}.new")
+        for suffix in ("", "-wal", "-shm"):  # left by a reopen that failed halfway
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{aside}{suffix}")
+        open_engine(aside).dispose()  # its last connection leaves no WAL behind
+        return aside
 
 
 @contextmanager
