@@ -9,9 +9,9 @@ puts them in its run summary. The run is named by the callback's `name`, else by
 `run_name` the user gave the TrainingArguments (as HF's own tracker callbacks name theirs).
 What the Trainer logs outside `train()` (a baseline `trainer.evaluate()` before it, a
 closing one after) is recorded in the run that training continues (or continued); under
-a runwatch job that run is the job's, held open from the first log to the end of
-training or of the process. A run whose training raises, or whose script raises before
-`train()` after a log started it, ends FAILED with the exception in logs.jsonl. The
+a runwatch job that run is the job's, held open from the first log, or from train begin,
+to the process's exit, which ends it once. A run whose training raises, or whose script
+raises before `train()` after a log started it, ends FAILED with the exception in logs.jsonl. The
 completions TRL's GRPOTrainer keeps with `log_completions=True` are the run's samples
 (runwatch.compat.trl_completions).
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
 import warnings
 from collections.abc import Sequence
 from numbers import Real
@@ -34,6 +33,7 @@ from runwatch.compat.names import folder_name
 from runwatch.compat.trl_completions import CompletionFiles
 from runwatch.rundir import format as fmt
 from runwatch.sdk import NullRun, Run, init
+from runwatch.sdk.live import ending_exception
 
 # The Trainer's end-of-training totals (one value per run, not a series).
 SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second",
@@ -92,9 +92,9 @@ class RunwatchCallback(TrainerCallback):
         self._one_log = False  # the run is open for one log outside train(): ended after it
         self._completions: CompletionFiles | None = None  # TRL's, with log_completions
         self._exit_hooked = False  # _at_exit is registered
-        # the uncaught exception the process had shown when a log before train() started
-        # the run (an interactive session's last one): not one that ends the process
-        self._exc_before: BaseException | None = None
+        # the job's run, which a train() that reached its end left open for what the
+        # script logs after it (a closing evaluate()): the process's exit ends it
+        self._held = False
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState,
                        control: TrainerControl, model: Any = None, **kwargs: Any) -> None:
@@ -108,6 +108,11 @@ class RunwatchCallback(TrainerCallback):
         self._one_log = False
         resume = state.global_step > 0 and described["name"] is not None
         previous = self.run
+        if isinstance(previous, Run) and not previous.finished and self._held:
+            # the job's run, held open after the last train() reached its end: it ends
+            # as that training did, and this train() records as after any ended run
+            previous.finish()
+        self._held = False
         if isinstance(previous, Run) and not previous.finished and not self._trained:
             # the job's run, which a log before train() attached to and holds open: this
             # training goes on in it (an init() now would find it this process's and
@@ -211,7 +216,7 @@ class RunwatchCallback(TrainerCallback):
             self.run = init(config=trainer_config(args, model), trainer=_trainer_name(args),
                             **self._described(args, model))
             self._end_at_exit()
-            if isinstance(self.run, Run) and _jobs_run(self.run):
+            if isinstance(self.run, Run) and self.run.is_jobs_run:
                 return True  # held open: train() goes on in it, or the process's exit ends it
         self._one_log = True
         return True
@@ -220,29 +225,28 @@ class RunwatchCallback(TrainerCallback):
         """Have the process's exit end the run a log before train() started (once)."""
         if not self._exit_hooked:
             self._exit_hooked = True
-            self._exc_before = getattr(sys, "last_value", None)
             # registered after init() registered the SDK's exit hook: runs before it
             atexit.register(self._at_exit)
 
     def _at_exit(self) -> None:
-        """At the process's exit, when no train() began: the run a log before train()
-        started ends as the script did. A clean exit ends a run held open (a job's)
-        SUCCEEDED, or CANCELLED once asked to stop, where the SDK's exit hook would read
-        it as a process that never called finish(); an uncaught exception ends it FAILED
-        with the exception, the SDK's exit hook for a run held open, and here for one that
-        its last log had ended SUCCEEDED (it read SUCCEEDED for a script that crashed
-        before training)."""
+        """At the process's exit, when no train() began, or when the job's run is held
+        open after training's end: the run ends as the script did. A clean exit ends a
+        run held open (a job's) SUCCEEDED, or CANCELLED once asked to stop, where the
+        SDK's exit hook would read it as a process that never called finish(); the
+        exception that ends the process (the SDK's `ending_exception()`: not an error a
+        notebook's cell showed, after which the kernel went on) ends it FAILED, the SDK's
+        exit hook for a run held open, and here for one that its last log before
+        train() had ended SUCCEEDED (it read SUCCEEDED for a script that crashed before
+        training)."""
         run = self.run
-        if self._trained or not isinstance(run, Run):
+        if (self._trained and not self._held) or not isinstance(run, Run):
             return  # training's end or the SDK's exit hook ends the run
-        exc = getattr(sys, "last_value", None)
-        if exc is self._exc_before:
-            exc = None  # shown before the run started: not what ends the process
+        exc = ending_exception()
         if not run.finished:
             if exc is None:
                 run.finish()
             return
-        if exc is None or run.status != "SUCCEEDED":
+        if self._trained or exc is None or run.status != "SUCCEEDED":
             return
         try:
             self.run = init(resume=True, name=run.name, dir=run.dir.parent,
@@ -301,7 +305,15 @@ class RunwatchCallback(TrainerCallback):
                      control: TrainerControl, **kwargs: Any) -> None:
         self._take_completions(state)
         self._one_log = False
-        self.run.finish()
+        run = self.run
+        if isinstance(run, Run) and run.is_jobs_run and not run.finished:
+            # the job's run ends once, with its process: a closing evaluate() goes on in
+            # it (finished here, it read SUCCEEDED, RUNNING, SUCCEEDED, and the job's
+            # worker could take the job as done mid-evaluation)
+            self._held = True
+            self._end_at_exit()
+            return
+        run.finish()
 
     def _take_completions(self, state: TrainerState, split: str = "train") -> None:
         """Record the completions file TRL wrote at this step, if it wrote one since."""
@@ -312,8 +324,8 @@ class RunwatchCallback(TrainerCallback):
 
 
 # What a run says when its train() stopped before its end and train() was called again.
-STOPPED_BEFORE_END = ("train() stopped before its end (an exception the script caught) and "
-                      "was called again")
+STOPPED_BEFORE_END = ("train() stopped before its end (an exception the script caught, or a "
+                      "notebook's cell interrupted or raising) and was called again")
 
 
 # What train() from step 0 says when the run folder its name names holds a run already.
@@ -329,13 +341,6 @@ def _next_name(runs_dir: Path, name: str) -> str:
     while (runs_dir / f"{name}-{n}").exists():
         n += 1
     return f"{name}-{n}"
-
-
-def _jobs_run(run: Run) -> bool:
-    """Whether `run` is the run job control made for this process (its folder is in
-    the environment): the process's own, which ends with it."""
-    job_dir = os.environ.get(fmt.ENV_RUN_DIR)
-    return bool(job_dir) and run.dir.resolve() == Path(str(job_dir)).resolve()
 
 
 def _model_name(model: Any) -> str | None:

@@ -77,12 +77,19 @@ def init(
         attached = _attach(Path(job_dir).absolute(), described, config)
         if attached is not None:
             return _start(*attached, phase, flush_interval, send_to,
-                          job_attempt=_attempt_number(os.environ.get(fmt.ENV_ATTEMPT)))
+                          job_attempt=_attempt_number(os.environ.get(fmt.ENV_ATTEMPT)),
+                          jobs_run=True)
     if name is None:
         name = fmt.default_run_name(method or "run")
     fmt.validate_name(name)
     # Absolute: the run keeps its folder when the loop changes its working directory.
     run_dir = Path(dir).absolute() / name
+    if recording(run_dir):
+        # its lock would name this very process as the one to wait for or stop
+        raise fmt.RunDirError(
+            f"this process records {run_dir} already (an init() before, such as a "
+            "notebook cell run again): go on with the Run that init() returned, or call its "
+            "finish() and then init() another run name, or this one with resume=True")
     made = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     # Only the holder of the folder's lock looks at what is there, so of two processes
@@ -196,14 +203,14 @@ def _send_to(server: str | None, token: str | None) -> tuple[str, str | None] | 
 
 def _start(run_dir: Path, manifest: dict[str, Any], next_seq: dict[str, int], lock: RunLock,
            phase: str, flush_interval: float, send_to: tuple[str, str | None] | None,
-           job_attempt: int | None = None) -> Run:
+           job_attempt: int | None = None, jobs_run: bool = False) -> Run:
     sender = None
     if send_to is not None:
         from runwatch.sdk.sender import Sender
 
         sender = Sender(run_dir, *send_to, interval=flush_interval)
     run = Run(run_dir, manifest, next_seq, lock, interval=flush_interval, sender=sender,
-              job_attempt=job_attempt)
+              job_attempt=job_attempt, jobs_run=jobs_run)
     register(run)
     run.set_phase(phase)
     return run

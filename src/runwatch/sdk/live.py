@@ -80,7 +80,10 @@ def register(run: Run) -> None:
         previous = sys.excepthook
 
         def hook(t: type[BaseException], e: BaseException, tb: TracebackType | None) -> None:
-            _LAST_EXCEPTION.append(e)
+            if not hasattr(sys, "ps1"):
+                # at an interactive prompt (`python -i`) the error of a line typed there
+                # is shown and the session goes on: it ends no run
+                _LAST_EXCEPTION.append(e)
             if isinstance(e, StopRequested):
                 _end_by_sigterm()  # the loop did not catch the stop: the process is stopped
                 if previous is sys.__excepthook__:
@@ -172,6 +175,15 @@ def _end_by_sigterm() -> None:
     sys.addaudithook(at_last)
 
 
+def ending_exception() -> BaseException | None:
+    """The uncaught exception that ends this process, as the SDK's `sys.excepthook` saw it
+    (the last one), or None: at exit, None for a clean exit or `sys.exit()`. An error a
+    notebook's cell or an interactive prompt showed is none: IPython shows a cell's error
+    without `sys.excepthook`, and the kernel goes on. A compat module ending a run at exit
+    reads it (runwatch.compat.hf), as the SDK's exit hook does."""
+    return _LAST_EXCEPTION[-1] if _LAST_EXCEPTION else None
+
+
 def recording(run_dir: Path) -> bool:
     """Whether a live run of this process records the folder `run_dir`."""
     where = run_dir.resolve()
@@ -240,7 +252,7 @@ def _pass_on(previous: Handler, signum: int, frame: FrameType | None) -> None:
 
 
 def _finish_live_runs() -> None:
-    exc = _LAST_EXCEPTION[-1] if _LAST_EXCEPTION else None
+    exc = ending_exception()
     for run, live in list(_LIVE_RUNS.items()):
         try:
             run.end_unfinished(exc if exc is not None else live.thread_exc)

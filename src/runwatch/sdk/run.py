@@ -91,8 +91,10 @@ class Run:
         max_backlog: int = 10_000,
         sender: Sender | None = None,
         job_attempt: int | None = None,
+        jobs_run: bool = False,
     ) -> None:
         self.dir = run_dir
+        self._jobs_run = jobs_run  # init() attached it: the run job control made for us
         # The attempt of the job this process runs (RUNWATCH_ATTEMPT), None outside a job.
         self._job_attempt = job_attempt
         self._run_lock = lock
@@ -422,6 +424,13 @@ class Run:
     @property
     def finished(self) -> bool:
         return self._finished
+
+    @property
+    def is_jobs_run(self) -> bool:
+        """Whether this is the run of the runwatch job this process was started for
+        (init() attached to it, docs/sdk.md "Under a job"): the job ends when the process
+        does, whatever the run records."""
+        return self._jobs_run
 
     @property
     def dropped_values(self) -> int:
