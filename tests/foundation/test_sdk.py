@@ -399,7 +399,7 @@ def test_io_failure_warns_once_and_logging_resumes(runs_dir: Path) -> None:
         for step in range(31, 40):
             run.log({"a": float(step)}, step=step)
         wait_for(lambda: (d / "manifest.json").exists(), what="the run folder made anew")
-        with pytest.raises(fmt.RunDirError, match="this process records .* already"):
+        with pytest.raises(fmt.RunDirError, match=r"this process records .* already"):
             runwatch.init(name="io", dir=runs_dir, resume=True)
         run.finish()
     assert sum("could not write" in str(w.message) for w in caught) == 1

@@ -128,6 +128,6 @@ def test_a_killed_process_leaves_no_lock_behind(runs_dir: Path,
 
 def test_a_run_held_in_this_process_is_refused_too(runs_dir: Path) -> None:
     with runwatch.init(name="same", dir=runs_dir), \
-            pytest.raises(fmt.RunDirError, match="this process records .* already"):
+            pytest.raises(fmt.RunDirError, match=r"this process records .* already"):
         runwatch.init(name="same", dir=runs_dir, resume=True)
     runwatch.init(name="same", dir=runs_dir, resume=True).finish()
