@@ -1,9 +1,14 @@
 """The sender's whole files: config.yaml, engine_config.json, job.json and the samples files
 (step_NNNN_<split>.json / val_NNNN_<split>.json, which the writer writes complete, by
-renaming), each sent as one `{"file", "content"}` item when it is new or changed: its size,
-mtime and sha256 as sent are kept in the sender's state file, so an unchanged file costs a
-stat per pass. Those the server said it no longer holds (`forget`: its database was restored
-from a backup) are sent again.
+renaming), each sent as one `{"file", "content"}` item when it is new or changed. Its stat
+as sent (size, mtime, ctime, inode) and sha256 are kept in the sender's state file, so an
+unchanged file costs a stat per pass, and any change to its stat has it read and sent when its
+sha256 differs: a file restored over the old one with its mtime and size kept (`cp -p`,
+`rsync -a`) gets a new ctime, one renamed over it a new inode. A stat taken within RACY_NS of
+the file's last change is not trusted (a coarse file-system clock may show a rewrite of the
+same size in the same tick): the file is read again on the next passes until it is older.
+Those the server said it no longer holds, or may hold an older version of (`forget`: its
+database was restored from a backup), are sent again.
 
 A file the server refuses as over its request limit (413) is sent again in parts of
 PART_BYTES (smaller ones if a part is still too big), each with `"part": {"index", "count",
@@ -18,7 +23,9 @@ import contextlib
 import hashlib
 import os
 import threading
-from collections.abc import Callable, Collection
+import time
+from collections.abc import Callable
+from os import stat_result
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
@@ -29,6 +36,7 @@ from runwatch.rundir import format as fmt
 from runwatch.rundir.safeio import CAPS, SAMPLES_CAP, read_capped
 from runwatch.sdk.sendhttp import (
     Client,
+    Held,
     Refused,
     Unreachable,
     UploadReport,
@@ -42,19 +50,28 @@ from runwatch.sdk.sendhttp import (
 PART_BYTES = (2 * 1024 * 1024, 512 * 1024, 128 * 1024)
 # What the server says when it no longer holds the earlier parts (runwatch.ingest.parts.MISSING).
 PARTS_MISSING = "send the file again from part 0"
+# A file changed less than this before its stat was taken may change again in the same tick of
+# its file system's clock (1 or 2 s on some) with the same size: its stat is not trusted
+# (git's "racy clean").
+RACY_NS = 3 * 10**9
+# The stat fields that tell a file changed; ctime moves on every write, rename and utime.
+STAT_MARK = ("size", "mtime_ns", "ctime_ns", "ino")
 
 
 class WholeFiles:
     """Sends a run folder's whole files to one server; `sent` is the state file's entry
-    for them (name -> size, mtime_ns, sha256, and `refused` for one the server refused),
-    which `save` writes."""
+    for them (name -> STAT_MARK, sha256, `racy` for a stat not trusted yet, `refused` for
+    one the server refused, `after`: the highest seq stored from here of each record file,
+    in fmt.FILES order, when it was sent), which `save` writes. `stored_seqs` gives those
+    seqs now."""
 
     def __init__(self, run_dir: Path, client: Client, sent: dict[str, dict[str, Any]],
-                 save: Callable[[], None]) -> None:
+                 save: Callable[[], None], stored_seqs: Callable[[], list[int]]) -> None:
         self.run_dir = run_dir
         self.client = client
         self.sent = sent
         self.save = save
+        self.stored_seqs = stored_seqs
 
     def names(self) -> list[str]:
         """config.yaml, engine_config.json, job.json and the samples files the folder holds
@@ -73,37 +90,47 @@ class WholeFiles:
             if stop is not None and stop.is_set():
                 return
             path = self.run_dir / name
+            now = time.time_ns()  # before the stat: a change after it is after `now`
             try:
                 st = path.lstat()
             except OSError:
                 continue
             seen = self.sent.get(name)
-            if not S_ISREG(st.st_mode) or (seen is not None and seen.get("size") == st.st_size
-                                            and seen.get("mtime_ns") == st.st_mtime_ns):
+            mark = _mark(st, now)
+            if not S_ISREG(st.st_mode) or (seen is not None and not seen.get("racy") and all(
+                    seen.get(key) == mark[key] for key in STAT_MARK)):
                 continue
-            mark = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
             try:
                 raw = read_capped(path, CAPS.get(name, SAMPLES_CAP))
             except OSError as exc:
                 report.problems.append(f"{path} cannot be sent ({exc}); sent when it changes")
+                mark.pop("racy", None)  # said once: tried again when its stat changes
                 self.sent[name] = {**mark, "sha256": None}
                 self.save()
                 continue
             digest = hashlib.sha256(raw).hexdigest()
             if seen is None or seen.get("sha256") != digest:
+                # taken before the send: records stored meanwhile may be stored after it
+                mark["after"] = self.stored_seqs()
                 if not self.send(run_id, manifest, name, raw, report):
                     mark["refused"] = True
-            elif seen.get("refused"):
-                mark["refused"] = True
+            else:
+                mark["after"] = seen.get("after")
+                if seen.get("refused"):
+                    mark["refused"] = True
             self.sent[name] = {**mark, "sha256": digest}
             self.save()
 
-    def forget(self, held: Collection[str]) -> bool:
-        """Forget having sent the files the server does not hold (`held` names those it
-        does), so that they are sent again; not those it refused, nor those that could not
-        be read. Whether any was forgotten (the caller saves)."""
-        lost = [name for name, seen in self.sent.items() if name not in held
-                and seen.get("sha256") is not None and not seen.get("refused")]
+    def forget(self, held: Held) -> bool:
+        """Forget having sent the files the server may not hold as sent, so that they are
+        sent again: those it does not hold, and those sent after it stored records that it
+        no longer holds (its database is a backup from before they were sent: it may hold
+        an older version of them). Not those it refused, nor those that could not be read.
+        Whether any was forgotten (the caller saves)."""
+        tops = [-1 if (top := held.last_seq.get(name)) is None else top for name in fmt.FILES]
+        lost = [name for name, seen in self.sent.items()
+                if seen.get("sha256") is not None and not seen.get("refused")
+                and (name not in held.whole_files or _sent_since(seen.get("after"), tops))]
         for name in lost:
             del self.sent[name]
         return bool(lost)
@@ -182,6 +209,22 @@ class WholeFiles:
         raise Unreachable(f"{self.client.server} did not store {name} "
                           f"({status}: {result.get('error')})",
                           status if isinstance(status, int) else None)
+
+
+def _mark(st: stat_result, now: int) -> dict[str, Any]:
+    """A file's STAT_MARK, with `racy` when it changed within RACY_NS before `now`."""
+    mark: dict[str, Any] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                            "ctime_ns": st.st_ctime_ns, "ino": st.st_ino}
+    if max(st.st_mtime_ns, st.st_ctime_ns) > now - RACY_NS:
+        mark["racy"] = True
+    return mark
+
+
+def _sent_since(after: object, tops: list[int]) -> bool:
+    """Whether the server holds fewer records now (`tops`, fmt.FILES order) than it had
+    stored from here when a file was sent (`after`): its database is from before that send."""
+    return isinstance(after, list) and any(
+        isinstance(seq, int) and seq > top for seq, top in zip(after, tops, strict=False))
 
 
 def _pieces(data: bytes, size: int) -> list[bytes]:

@@ -24,7 +24,8 @@ writes (`runwatch.rundir.reader.read_new`, the indexer's reader). It
   large (one from before requests of one record could be);
 - sends the run's whole files (`runwatch.sdk.sendfiles`: config.yaml, engine_config.json,
   job.json, the samples files) after each request of records (or none), and again
-  whenever one changes; one over the server's request limit in parts.
+  whenever one changes (its stat first, then its sha256); one over the server's request
+  limit in parts.
 
 Errors (`runwatch.sdk.sendhttp`) are sorted into `Unreachable` (no answer, 5xx, 429: try
 again later, with exponential backoff), `Refused` (401/403, a manifest the server refuses,
@@ -138,7 +139,7 @@ class RunUpload:
         self._files: dict[str, dict[str, Any]] = mine.setdefault("files", {})
         # per whole file: the size, mtime_ns and sha256 it was last sent (or refused) with
         self._whole = WholeFiles(self.run_dir, client, mine.setdefault("whole", {}),
-                                 self._save_state)
+                                 self._save_state, self._stored_seqs)
         self._manifest_sent: bytes | None = None
         # whether the server said what it holds of the run since it last did not answer
         self._asked = False
@@ -175,6 +176,12 @@ class RunUpload:
             # a file made anew may get the old one's inode: its first bytes tell them apart
             pos = self._files[name] = {"offset": 0, "line_no": 0, "ino": st.st_ino}
         return pos["offset"], pos["line_no"]
+
+    def _stored_seqs(self) -> list[int]:
+        """The highest seq stored from here of each record file, in fmt.FILES order (-1:
+        none; an entry written before "seq" was kept counts its lines)."""
+        return [pos.get("seq", pos.get("line_no", 0) - 1) if (pos := self._files.get(name))
+                else -1 for name in fmt.FILES]
 
     # -- sending ----------------------------------------------------------------------
 
@@ -309,15 +316,18 @@ class RunUpload:
     def _catch_up(self, manifest: bytes, report: UploadReport) -> None:
         """Ask the server what it holds of the run, and where it holds less than the
         offsets say was sent, go back to the first record it lacks (each record file) and
-        send again the whole files it lacks. A server that holds the manifest as it is
+        send again the whole files it lacks, or may hold an older version of (sent after
+        records it lacks: `WholeFiles.forget`). A server that holds the manifest as it is
         here is not sent it again, so a pass with nothing new costs this one request."""
         held = self.client.held(self.run_dir, self.run_id)
         report.requests += 1
         self._asked = True
         if held is None:  # a server that cannot say: the offsets stand
             return
+        # before _rewind: it lowers the seqs stored from here to the server's
+        forgot = self._whole.forget(held)
         moved = [self._rewind(name, held) for name in fmt.FILES]
-        if self._whole.forget(held.whole_files) or any(moved):
+        if forgot or any(moved):
             self._save_state()
         # a server that lost the run (or holds another manifest) is sent it again before
         # a record that goes without it
