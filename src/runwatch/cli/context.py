@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 DEFAULT_DIR = "runs"
 # runwatch's folder in a runs folder: the index is made there unless --db names another
 INDEX_DIRNAME = STATE_DIR
+_SQLITE_IOERR = 10  # "disk I/O error", the primary code of each SQLITE_IOERR_*
 
 
 def runs_dir(option: Path | None) -> Path:
@@ -55,6 +56,9 @@ class Context:
                            events_hooks=[_health_end], log_folder=False).index_once()
         except IndexUnusable as exc:
             raise fail(str(exc)) from exc
+        except Exception as exc:
+            _exit_if_moved(exc, self.directory, _index_of(self.engine))
+            raise
 
     def current_run(self, ref: str) -> tuple[Row[Any], bool]:
         """The run `ref` names as the index holds it (or exit 2 saying why not), and
@@ -99,17 +103,66 @@ def open_context(directory: Path | None, db: str | None, refresh: bool = True,
     not as --dir, is told so in the hint of a folder that is not one."""
     from runwatch.cli.output import fail
     from runwatch.store import StoreError, open_engine
+    from runwatch.store.db import database_url
 
     d = _checked_dir(directory, db, read_only, dir_argument)
+    target = db or default_db(d)
     try:
-        engine = open_engine(db or default_db(d))
+        engine = open_engine(target)
     except StoreError as exc:
+        _exit_if_moved(exc, d, database_url(target))
         raise fail(str(exc)) from exc
+    except Exception as exc:
+        _exit_if_moved(exc, d, database_url(target))
+        raise
     ctx = Context(d, engine)
-    if (refresh and (d.is_dir() or not read_only) and not _engine_unchanged(engine, d)
-            and not (read_only and _indexed_elsewhere(engine, d))):
-        _warn(ctx.refresh(), d, db)
+    try:
+        if (refresh and (d.is_dir() or not read_only) and not _engine_unchanged(engine, d)
+                and not (read_only and _indexed_elsewhere(engine, d))):
+            _warn(ctx.refresh(), d, db)
+    except Exception as exc:
+        _exit_if_moved(exc, d, _index_of(engine))
+        raise
     return ctx
+
+
+def _index_of(engine: Engine) -> str:
+    from runwatch.ingest.lease import index_name
+
+    return index_name(engine)
+
+
+def _exit_if_moved(exc: BaseException, d: Path, index: str) -> None:
+    """Exit 2, saying so in one line, where reading a SQLite index met "disk I/O error"
+    while a server indexes folder `d` into it (its lease): the index file was deleted or
+    replaced under that server, whose connections keep the old file's WAL at the path
+    until its next pass makes the index again there (store.db.IndexFile). Any other error
+    is left to be raised."""
+    if not index.startswith("sqlite:///") or not _io_error(exc):
+        return
+    from runwatch.cli.output import fail
+    from runwatch.ingest.lease import holder
+
+    server = holder(d, index)
+    if server is None:
+        return
+    path = index.split(":///", 1)[1]
+    raise fail(f"the index {path} was deleted or replaced while runwatch ui or server "
+               f"(process {server.pid}) uses it; that server makes it again at its next "
+               "pass: run this command again in a moment") from exc
+
+
+def _io_error(exc: BaseException) -> bool:
+    """Whether SQLite's "disk I/O error" (SQLITE_IOERR) is among `exc` and its causes."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        code = getattr(e, "sqlite_errorcode", None)
+        if isinstance(code, int) and code & 0xFF == _SQLITE_IOERR:
+            return True
+        e = getattr(e, "orig", None) or e.__cause__ or e.__context__
+    return False
 
 
 def _indexed_elsewhere(engine: Engine, d: Path) -> bool:
@@ -186,6 +239,7 @@ def open_reader(directory: Path | None, db: str | None, saved: bool = True
     `open_context` brings it up to date first. Another database is read over its
     driver's own connection."""
     from runwatch.store import plain
+    from runwatch.store.db import database_url
 
     d = _checked_dir(directory, db, read_only=True)
     target = db or str(default_db(d))
@@ -213,6 +267,7 @@ def open_reader(directory: Path | None, db: str | None, saved: bool = True
 
         yield reader, saved_folder(path)
     except sqlite3.DatabaseError as exc:
+        _exit_if_moved(exc, d, database_url(path))
         _exit_if_unusable(exc)
         raise
     finally:

@@ -4,6 +4,8 @@ under the `runwatch.` prefix, over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
 `OtelExport.on_points` is an indexer points hook (the step timing of runs as they are
 indexed); `after_pass` sends the spans of runs that ended since the last pass. The
 providers are passed in, so a test reads what is sent with the SDK's in-memory exporter.
+What it keeps of a run is kept by its id, which a run folder gives it: a pk names another
+run once the index is made again (`start_over`).
 """
 
 from __future__ import annotations
@@ -51,11 +53,17 @@ class OtelExport:
             description="Metric points indexed, by run.")
         # runs that ended before `since` were someone else's to send (an earlier server)
         self.since = since
-        self._sent: set[int] = set()
-        # per run: its id, and the last step indexed with the time it was logged
+        self._sent: set[str] = set()  # the ids of the runs whose spans were sent
+        # each run's id by its pk in the index, and per run id the last step indexed with
+        # the time it was logged
         self._run_ids: dict[int, str] = {}
-        self._last_step: dict[int, tuple[int, float]] = {}
+        self._last_step: dict[str, tuple[int, float]] = {}
         self._shut = False
+
+    def start_over(self) -> None:
+        """The index was made again (its file deleted or replaced): its pks name other
+        runs. What was sent, and each run's last step, are kept by run id."""
+        self._run_ids.clear()
 
     def on_points(self, conn: Connection, run_pk: int,
                   points: Mapping[str, PointColumns]) -> None:
@@ -70,7 +78,7 @@ class OtelExport:
                     step_ts[step] = ts
         attributes = {RUN_ID: run_id}
         self.points.add(count, attributes)
-        last = self._last_step.get(run_pk)
+        last = self._last_step.get(run_id)
         for step in sorted(step_ts):
             ts = step_ts[step]
             if last is not None and step > last[0] and ts >= last[1]:
@@ -79,7 +87,7 @@ class OtelExport:
             if last is None or step > last[0]:
                 last = (step, ts)
         if last is not None:
-            self._last_step[run_pk] = last
+            self._last_step[run_id] = last
 
     def after_pass(self, engine: Engine) -> int:
         """Send the phase spans of runs that ended since the last call; returns how many."""
@@ -90,17 +98,17 @@ class OtelExport:
                        r.created_at, r.started_at, r.ended_at)
                 .where(r.status.in_(sorted(TERMINAL_PHASES)), r.ended_at >= self.since)
             ).all()
-        fresh = [row for row in rows if row.pk not in self._sent]
+        fresh = [row for row in rows if row.run_id not in self._sent]
         for row in fresh:
             self._run_spans(row)
-            self._sent.add(row.pk)
-            self._last_step.pop(row.pk, None)
+            self._sent.add(row.run_id)
+            self._last_step.pop(row.run_id, None)
             self._run_ids.pop(row.pk, None)
         if rows:
             # the next pass reads only runs that ended lately: a run indexed a while after
             # its end (a slow pass, a clock apart) still falls within the lag kept
             since = max(self.since, max(row.ended_at for row in rows) - SPAN_LAG_S)
-            self._sent = {row.pk for row in rows if row.ended_at >= since}
+            self._sent = {row.run_id for row in rows if row.ended_at >= since}
             self.since = since
         return len(fresh)
 

@@ -2,7 +2,9 @@
 
 The live streams' pollers (`runwatch.server.pollers`) still look at the database every
 few seconds, which covers writers in other processes (a second server, `runwatch sync`)
-that cannot bump this counter.
+that cannot bump this counter. Its generation moves when the index is made again (`reset`):
+what was read of the index before (a run's pk, a key's id) names nothing, or another run,
+in the one after.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import time
 
 
 class ChangeFeed:
-    """A thread-safe version number; `wait` returns when it moves or after a timeout."""
+    """A thread-safe version number; `wait` returns when it moves or after a timeout. The
+    generation counts the times the index was made again."""
 
     def __init__(self) -> None:
         self._version = 0
+        self._generation = 0
         self._lock = threading.Lock()
         self.closed = False
 
@@ -24,8 +28,20 @@ class ChangeFeed:
     def version(self) -> int:
         return self._version
 
+    @property
+    def generation(self) -> int:
+        return self._generation
+
     def notify(self) -> None:
         with self._lock:
+            self._version += 1
+
+    def reset(self) -> None:
+        """The index was made again (its file deleted or replaced, every run indexed anew
+        under new pks): the live streams end, and their clients reconnect and find their
+        runs by id afresh."""
+        with self._lock:
+            self._generation += 1
             self._version += 1
 
     def close(self) -> None:

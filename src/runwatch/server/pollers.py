@@ -12,6 +12,13 @@ itself from its own cursor (reads of a page at a time, as a reconnecting client 
 and rejoins, so its client misses nothing and the server keeps at most QUEUE_LIMIT
 looks' updates for it. A behind list stream is sent every watched run once, as a
 reconnecting one is.
+
+A poller reads its run by pk, which names another run (or none) once the index is made
+again (its file deleted or replaced: every run is indexed anew, ChangeFeed.reset). Then
+each poller ends its streams, and their clients reconnect and find their run by id
+afresh, resuming at their cursor (a record's seq is the run folder's, the same in the
+index made again). A run poller also ends its streams when its pk names another run than
+at its first look, which is how a file replaced shows before the server tells.
 """
 
 from __future__ import annotations
@@ -93,6 +100,10 @@ class Subscriber:
             return TICK
 
 
+class RunMoved(Exception):
+    """A stream's run pk names another run, or none: the index was made again."""
+
+
 class Poller:
     """Looks at the database while anyone watches and offers each update to every one."""
 
@@ -101,10 +112,20 @@ class Poller:
         self.subscribers: set[Subscriber] = set()
         self.ready = asyncio.Event()  # set once the first look has taken the baseline
         self.task: asyncio.Task[None] | None = None
+        # the index it reads (ChangeFeed.generation), and whether its run left it
+        self.generation = hub.feed.generation
+        self.moved = False
 
     @property
     def stopped(self) -> bool:
         return self.task is None or self.task.done()
+
+    @property
+    def current(self) -> bool:
+        """Whether its looks still read what its streams watch: not once the server
+        stops, the index is made again, or its run's pk names another run."""
+        feed = self.hub.feed
+        return not feed.closed and feed.generation == self.generation and not self.moved
 
     def look(self) -> list[Update]:
         """One look (in a worker thread, with a connection of its own)."""
@@ -120,7 +141,7 @@ class Poller:
     async def run(self) -> None:
         feed = self.hub.feed
         try:
-            while self.subscribers and not feed.closed:
+            while self.subscribers and self.current:
                 version = feed.version
                 try:
                     updates = await self.hub.read(self.look)
@@ -128,6 +149,8 @@ class Poller:
                     log.warning("a live stream's look at the database failed (%s); retrying", exc)
                     await asyncio.sleep(RETRY_S)
                     continue
+                if not self.current:  # it may have read the index made again by old pks
+                    break
                 self.ready.set()
                 if updates:
                     self.deliver(updates)
@@ -151,6 +174,7 @@ class RunPoller(Poller):
         self.stamp: float | None = None
         self.last_health: Update | None = None
         self.attempt = 1
+        self.run_id: str | None = None  # the id of the run its pk named at the baseline
 
     def look(self) -> list[Update]:
         gone = self.hub.judge()  # before the rows are read
@@ -163,6 +187,10 @@ class RunPoller(Poller):
                 self.cursor.status, self.cursor.gone = marks.status, gone(marks)
                 self.stamp = stamp
                 self.attempt = marks.attempt
+                self.run_id = marks.run_id
+                return []
+            if marks.run_id != self.run_id:
+                self.moved = True  # its streams end (run)
                 return []
             if marks.attempt != self.attempt:
                 # A new attempt: the old one's points and checkpoints left the index and
@@ -228,6 +256,7 @@ class Hub:
         self._gate = asyncio.Semaphore(STREAM_CONNECTIONS)
         self._runs: dict[int, RunPoller] = {}
         self._lists: dict[str | None, ListPoller] = {}
+        self._generation = feed.generation
 
     def _on_this_loop(self) -> None:
         # pollers and their queues belong to one event loop: a new loop starts afresh
@@ -235,6 +264,13 @@ class Hub:
         if loop is not self._loop:
             self._loop = loop
             self._gate = asyncio.Semaphore(STREAM_CONNECTIONS)
+            self._runs, self._lists = {}, {}
+
+    def _pollers_of_this_index(self) -> None:
+        """After the index was made again, a new stream gets new pollers; the old ones end
+        their streams as they wake (Poller.current)."""
+        if self.feed.generation != self._generation:
+            self._generation = self.feed.generation
             self._runs, self._lists = {}, {}
 
     async def read(self, fn: Callable[[], T]) -> T:
@@ -277,53 +313,61 @@ class Hub:
     async def follow_run(self, run_pk: int, start: RunCursor
                          ) -> AsyncGenerator[tuple[Update, str] | None]:
         """Every update of the run after `start`, each with the cursor after it, in order;
-        None after each WAKE_S without one. Ends when the server stops."""
+        None after each WAKE_S without one. Ends when the server stops, or when the index
+        is made again (then `run_pk` names another run, or none)."""
         self._on_this_loop()
+        self._pollers_of_this_index()
         poller = self._runs.get(run_pk)
         if poller is None:
             poller = self._runs[run_pk] = RunPoller(self, run_pk)
         cur = start.copy()
-        async with contextlib.aclosing(self._follow(poller, START)) as items:
-            async for item in items:
-                if item is START or item is BEHIND:
-                    if item is START:  # findings are sent when they change from now on
-                        cur.health = poller.last_health.seq if poller.last_health else 0
-                    # first the phase as it is now, whatever the cursor: a client that
-                    # (re)connects learns the run's state before its records; job control
-                    # may have changed it in the index alone, or its process died, which
-                    # no cursor can tell (a stream that fell behind lost the poller's phase
-                    # event with its queue)
-                    now = await self._phase_now(run_pk)
-                    if now is not None:
-                        yield now, str(cur)
-                    async for got in self._catch_up(run_pk, cur):
-                        yield got
-                    # and the findings, if they changed while the stream was behind
-                    item = [poller.last_health] if poller.last_health else []
-                if isinstance(item, list):
-                    for update in item:
-                        fresh = _advance(cur, update)
-                        if fresh is not None:
-                            yield fresh, str(cur)
-                elif item is TICK:
-                    yield None
+        with contextlib.suppress(RunMoved):  # its pk names another run now: the stream ends
+            async with contextlib.aclosing(self._follow(poller, START)) as items:
+                async for item in items:
+                    if item is START or item is BEHIND:
+                        if item is START:  # findings are sent when they change from now on
+                            cur.health = poller.last_health.seq if poller.last_health else 0
+                        # first the phase as it is now, whatever the cursor: a client that
+                        # (re)connects learns the run's state before its records; job control
+                        # may have changed it in the index alone, or its process died, which
+                        # no cursor can tell (a stream that fell behind lost the poller's phase
+                        # event with its queue)
+                        now = await self._phase_now(run_pk, poller.run_id)
+                        if now is not None:
+                            yield now, str(cur)
+                        async for got in self._catch_up(run_pk, poller.run_id, cur):
+                            yield got
+                        # and the findings, if they changed while the stream was behind
+                        item = [poller.last_health] if poller.last_health else []
+                    if isinstance(item, list):
+                        for update in item:
+                            fresh = _advance(cur, update)
+                            if fresh is not None:
+                                yield fresh, str(cur)
+                    elif item is TICK:
+                        yield None
 
-    async def _phase_now(self, run_pk: int) -> Update | None:
+    async def _phase_now(self, run_pk: int, run_id: str | None) -> Update | None:
         try:
-            return await self.read(partial(_read_phase, self.engine, run_pk, self.judge))
+            return await self.read(partial(_read_phase, self.engine, run_pk, run_id,
+                                           self.judge))
+        except RunMoved:
+            raise
         except Exception as exc:  # the database is busy or gone: the poller will tell
             log.warning("a live stream's phase read failed (%s)", exc)
             return None
 
-    async def _catch_up(self, run_pk: int, cur: RunCursor
+    async def _catch_up(self, run_pk: int, run_id: str | None, cur: RunCursor
                         ) -> AsyncIterator[tuple[Update, str]]:
         """What is stored after `cur`, read a page at a time until nothing is new."""
         seen: dict[int, int] = {}
         more = True
         while more:
             try:
-                updates, more = await self.read(
-                    partial(_read_run, self.engine, run_pk, cur.copy(), seen, self.judge))
+                updates, more = await self.read(partial(
+                    _read_run, self.engine, run_pk, run_id, cur.copy(), seen, self.judge))
+            except RunMoved:
+                raise
             except Exception as exc:  # the database is busy or gone: try again later
                 log.warning("a live stream's catch-up read failed (%s); retrying", exc)
                 await asyncio.sleep(RETRY_S)
@@ -336,8 +380,10 @@ class Hub:
     async def follow_list(self, project: str | None, resumed: bool
                           ) -> AsyncGenerator[Update | None]:
         """`ready` (or, for a resumed stream, every watched run), then a `run` update per
-        new or changed run; None after each WAKE_S without one."""
+        new or changed run; None after each WAKE_S without one. Ends when the server stops
+        or the index is made again."""
         self._on_this_loop()
+        self._pollers_of_this_index()
         poller = self._lists.get(project)
         if poller is None:
             poller = self._lists[project] = ListPoller(self, project)
@@ -356,17 +402,24 @@ class Hub:
                     yield None
 
 
-def _read_phase(engine: Engine, run_pk: int, judge: Callable[[], Gone]) -> Update:
+def _read_phase(engine: Engine, run_pk: int, run_id: str | None,
+                judge: Callable[[], Gone]) -> Update:
     gone = judge()  # before the row is read
     with engine.connect() as conn:
-        return phase_now(conn, run_pk, gone)
+        update = phase_now(conn, run_pk, gone)
+    if update.data["run_id"] != run_id:
+        raise RunMoved
+    return update
 
 
-def _read_run(engine: Engine, run_pk: int, cur: RunCursor, seen: dict[int, int],
-              judge: Callable[[], Gone]) -> tuple[list[Update], bool]:
+def _read_run(engine: Engine, run_pk: int, run_id: str | None, cur: RunCursor,
+              seen: dict[int, int], judge: Callable[[], Gone]) -> tuple[list[Update], bool]:
     gone = judge()  # before the rows are read
     with engine.connect() as conn:
-        return run_updates(conn, run_pk, cur, seen, run_marks(conn, run_pk), gone)
+        marks = run_marks(conn, run_pk)
+        if marks.run_id != run_id:
+            raise RunMoved
+        return run_updates(conn, run_pk, cur, seen, marks, gone)
 
 
 def hub(st: ServerState) -> Hub:

@@ -219,12 +219,16 @@ class Runner:
         indexer.start_over()
         self.cache.clear()
         self.settle.clear()
+        if self.otel is not None:
+            self.otel.start_over()
         # the lease's files lay beside the old index (gone with its folder): read commands
         # find this indexer again only through new ones
         lease.release()
         lease.take()
-        # open pages read again (the pass that follows notifies as it stores the runs)
-        self.feed.notify()
+        # the live streams, which read their run by its old pk, end: their pages reconnect,
+        # find the run by id in this index and resume at their cursor (the pass that
+        # follows notifies as it stores the runs)
+        self.feed.reset()
 
     def _index_pass(self, indexer: Indexer, stop: threading.Event | None) -> IndexReport:
         """One pass over the runs folder, noting for `settle` which unfinished runs'
