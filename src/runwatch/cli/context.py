@@ -42,18 +42,21 @@ class Context:
     directory: Path
     engine: Engine
 
-    def refresh(self) -> IndexReport:
+    def refresh(self, forget_all_gone: bool = False) -> IndexReport:
         """Index what is new in the folder (health findings included), so answers are
-        current; the runs whose folder is gone leave the index. The report says what the
-        pass met (the command prints it: the indexer's log would say it twice). An index
-        that cannot be used (a full disk, a damaged file) exits 2 saying so in one line."""
+        current; the runs whose folder is gone leave the index (with `forget_all_gone`,
+        also when many went at once or the folder is empty: `runwatch index --forget-gone`).
+        The report says what the pass met (the command prints it: the indexer's log would
+        say it twice). An index that cannot be used (a full disk, a damaged file) exits 2
+        saying so in one line."""
         from runwatch.cli.output import fail
         from runwatch.ingest.indexer import Indexer
         from runwatch.store.db import IndexUnusable
 
         try:
             return Indexer(self.engine, self.directory, hooks=[_health_hook],
-                           events_hooks=[_health_end], log_folder=False).index_once()
+                           events_hooks=[_health_end], log_folder=False,
+                           forget_all_gone=forget_all_gone).index_once()
         except IndexUnusable as exc:
             raise fail(str(exc)) from exc
         except Exception as exc:

@@ -3,6 +3,9 @@ runwatch's health rules the runs an older runwatch's rules judged."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
+import typer
 from sqlalchemy import Engine
 
 from runwatch.cli.context import open_context, runs_dir
@@ -12,15 +15,20 @@ from runwatch.health.catchup import sweep
 from runwatch.store import queries as q
 from runwatch.store.db import IndexUnusable
 
+ForgetGoneOpt = Annotated[bool, typer.Option(
+    "--forget-gone", help="Forget every run whose folder is gone, also when many went at once "
+    "or the folder is empty (a pass keeps those, in case a disk is not mounted).")]
 
-def index_cmd(directory: DirArg = None, db: DbOpt = None) -> None:
+
+def index_cmd(directory: DirArg = None, db: DbOpt = None,
+              forget_gone: ForgetGoneOpt = False) -> None:
     """Index what is new in a folder of runs, forget the runs whose folder is gone, and judge
     again the runs an older runwatch's health rules judged (safe to repeat: it adds only
     what is new)."""
     # resolved here, so that a default folder that is not one is refused like a given one
     directory = runs_dir(directory)
     ctx = open_context(directory, db, refresh=False, dir_argument=True)
-    report = ctx.refresh()
+    report = ctx.refresh(forget_all_gone=forget_gone)
     line(f"indexed {report.runs} runs ({report.new_runs} new), {report.rows} new rows "
          f"from {directory}")
     for forgotten in report.forgotten:

@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select, update
 
-from runwatch.ingest.forget import forget_gone
+from runwatch.ingest.forget import FEW_GONE, forget_gone
 from runwatch.ingest.gone import copy_problem, holds_run
 from runwatch.ingest.jobspec import store_job_spec
 from runwatch.ingest.manifest import manifest_problems
@@ -115,9 +115,17 @@ class Indexer:
     """Indexes the run directories under `runs_dir` into `engine`'s database."""
 
     def __init__(self, engine: Engine, runs_dir: Path, hooks: Sequence[PointsHook] = (),
-                 events_hooks: Sequence[EventsHook] = (), log_folder: bool = True):
+                 events_hooks: Sequence[EventsHook] = (), log_folder: bool = True,
+                 forget_all_gone: bool = False):
         self.engine = engine
         self.runs_dir = Path(runs_dir)
+        # Whether a pass forgets every run whose folder is gone, however many, also from a
+        # runs folder that holds nothing or whose disk changed: a user said they are gone
+        # (`runwatch index --forget-gone`); otherwise ingest/forget.py keeps them.
+        self.forget_all_gone = forget_all_gone
+        # the device of the runs folder at the last pass: a pass that finds another (a
+        # disk was mounted on it, or unmounted) forgets nothing
+        self._dev: int | None = None
         # Whether a pass logs (a warning) what it says of the runs folder as a whole: the
         # runs it forgot, and why it listed or forgot nothing. A server has no other word
         # for it; the CLI prints the pass's report instead.
@@ -174,6 +182,7 @@ class Indexer:
         if not self.runs_dir.is_dir():
             return report
         try:
+            dev = os.stat(self.runs_dir).st_dev
             entries = sorted(os.scandir(self.runs_dir), key=lambda e: e.name)
         except OSError as exc:
             # nothing can be told of its runs: none is forgotten (a folder that is there
@@ -182,6 +191,7 @@ class Indexer:
                               f"({exc.strerror or exc}): nothing in it was indexed, and no "
                               "run was forgotten", report)
             return report
+        remounted, self._dev = self._dev not in (None, dev), dev
         # each run folder listed, and the run pk it was indexed as (None: not read)
         folders: dict[str, int | None] = {}
         for entry in entries:
@@ -217,7 +227,13 @@ class Indexer:
                                        "again when its files change, and at least every "
                                        f"{RETRY_MAX_S / 60:g} minutes", report)
         if stop is None or not stop.is_set():  # every run folder was looked at
-            self._forget(folders, not entries, report)
+            if remounted and not self.forget_all_gone:
+                self._looked = None  # the next pass looks
+                self._folder_note(f"the runs folder {self.runs_dir} is on another disk than "
+                                  "at the last pass (a disk was mounted or unmounted on it): "
+                                  "no run was forgotten in this pass", report)
+            else:
+                self._forget(folders, not entries, report)
         return report
 
     def _forget(self, folders: dict[str, int | None], empty: bool,
@@ -231,7 +247,8 @@ class Indexer:
             for cache in (self._seen, self._failed):
                 for path in [p for p in cache if p.name not in folders]:
                     del cache[path]
-            gone = forget_gone(self.engine, self.runs_dir, folders, empty)
+            gone = forget_gone(self.engine, self.runs_dir, folders, empty,
+                               self.forget_all_gone)
             for name, run_id, folder in gone.runs:
                 why = "holds another run now" if Path(folder).name in folders else "is gone"
                 line = (f"run {name} ({run_id[:8]}) is no longer indexed: its folder {folder} "
@@ -243,10 +260,18 @@ class Indexer:
             if gone.kept:
                 runs, are, they = (("run", "is", "it") if gone.kept == 1 else
                                    ("runs", "are", "they"))
-                note = (f"the runs folder {self.runs_dir} is empty, so the {gone.kept} {runs} "
-                        f"indexed from it whose folder is gone {are} kept, in case its disk "
-                        f"is not mounted; {they} {are} forgotten once the runs folder holds "
-                        "anything")
+                if empty and gone.kept <= FEW_GONE:
+                    note = (f"the runs folder {self.runs_dir} is empty, so the {gone.kept} "
+                            f"{runs} indexed from it whose folder is gone {are} kept, in "
+                            f"case its disk is not mounted; {they} {are} forgotten once the "
+                            "runs folder holds anything")
+                else:  # more than FEW_GONE: forget.too_many
+                    note = (f"the folders of {gone.kept} of the {gone.indexed} runs indexed "
+                            f"from the runs folder {self.runs_dir} are gone at once, so they "
+                            "are kept, in case its disk is not mounted or its listing is "
+                            "incomplete; if they are gone for good, `runwatch index "
+                            f"{self.runs_dir} --forget-gone` (with this index's --db) "
+                            "forgets them")
             self._looked = (folders, now, note)
         if self._looked[2] is not None:
             self._folder_note(self._looked[2], report)
