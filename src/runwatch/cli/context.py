@@ -242,7 +242,6 @@ def open_reader(directory: Path | None, db: str | None, saved: bool = True
     `open_context` brings it up to date first. Another database is read over its
     driver's own connection."""
     from runwatch.store import plain
-    from runwatch.store.db import database_url
 
     d = _checked_dir(directory, db, read_only=True)
     target = db or str(default_db(d))
@@ -270,6 +269,8 @@ def open_reader(directory: Path | None, db: str | None, saved: bool = True
 
         yield reader, saved_folder(path)
     except sqlite3.DatabaseError as exc:
+        from runwatch.store.db import database_url  # SQLAlchemy: on this error alone
+
         _exit_if_moved(exc, d, database_url(path))
         _exit_if_unusable(exc)
         raise
