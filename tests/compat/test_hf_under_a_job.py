@@ -1,8 +1,10 @@
 """RunwatchCallback in a runwatch job's process, run by a real `runwatch worker`: what the
-Trainer logs before `train()` (a baseline `trainer.evaluate()`) goes into the job's run,
-which stays RUNNING until training, or the process, ends it, once. The callback ended the
-job's run SUCCEEDED after the evaluation, and train() then took it back by its folder
-rather than as the job's (SUCCEEDED mid-job, then RUNNING again)."""
+Trainer logs outside `train()` goes into the job's run, which ends once, as training or the
+process ends. A baseline `trainer.evaluate()` before `train()` ended the job's run
+SUCCEEDED, and train() then took it back by its folder rather than as the job's (SUCCEEDED
+mid-job, then RUNNING again); a closing one after `train()` took back the run training's
+end had finished (SUCCEEDED, RUNNING, SUCCEEDED: the worker could read the job as done
+mid-evaluation)."""
 
 from __future__ import annotations
 
@@ -38,12 +40,21 @@ from tests.compat.test_hf import tiny_model, tiny_rows
 args = TrainingArguments(output_dir=sys.argv[2], max_steps=2, logging_steps=1,
                          per_device_train_batch_size=4, per_device_eval_batch_size=8,
                          save_steps=2, report_to="none", use_cpu=True, disable_tqdm=True)
+callback = RunwatchCallback()
 trainer = Trainer(model=tiny_model(), args=args, train_dataset=tiny_rows(),
-                  eval_dataset=tiny_rows(8), callbacks=[RunwatchCallback()])
+                  eval_dataset=tiny_rows(8), callbacks=[callback])
+mode = sys.argv[1]
+if mode.startswith("after"):  # train, then a closing evaluation
+    trainer.train()
+    assert callback.run.is_jobs_run and not callback.run.finished  # held for what follows
+    trainer.evaluate()
+    if mode == "after-raise":
+        raise RuntimeError("the test set upload failed after the evaluation")
+    sys.exit(0)
 trainer.evaluate()
-if sys.argv[1] == "raise":
+if mode == "raise":
     raise RuntimeError("the tokenizer download failed before training")
-if sys.argv[1] == "train":
+if mode == "train":
     trainer.train()
 """
 
@@ -53,7 +64,7 @@ def _records(run_dir: Path, name: str) -> list[dict[str, object]]:
     return [loads_line(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
-def test_an_evaluation_before_train_keeps_the_jobs_run_running_until_its_end(
+def test_what_is_logged_outside_train_goes_into_the_jobs_run_which_ends_once(
         tmp_path: Path, workers: Workers) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -64,10 +75,10 @@ def test_an_evaluation_before_train_keeps_the_jobs_run_running_until_its_end(
         jobs = {mode: submit_command(engine, runs, f"hf-{mode}",
                                      [sys.executable, str(script), mode,
                                       str(tmp_path / f"out-{mode}")])
-                for mode in ("train", "raise", "evaluate")}
+                for mode in ("train", "raise", "evaluate", "after", "after-raise")}
     finally:
         engine.dispose()
-    workers.start(runs, database_url(tmp_path / "index.db"), devices=3,
+    workers.start(runs, database_url(tmp_path / "index.db"), devices=5,
                   env={"PYTHONPATH": str(REPO)})
 
     def ended(run_dir: Path) -> bool:
@@ -101,3 +112,18 @@ def test_an_evaluation_before_train_keeps_the_jobs_run_running_until_its_end(
     evaluated = jobs["evaluate"].dir
     assert phases(evaluated) == ["QUEUED", "PREPARING", "RUNNING", "SUCCEEDED"]
     assert [m["step"] for m in _records(evaluated, fmt.METRICS) if "eval_loss" in m] == [0]
+
+    # train, then evaluate: one run, RUNNING until the process exits, SUCCEEDED once
+    done = jobs["after"].dir
+    assert phases(done) == ["QUEUED", "PREPARING", "RUNNING", "SUCCEEDED"]
+    metrics = _records(done, fmt.METRICS)
+    assert {m["step"] for m in metrics if "loss" in m} == {1, 2}
+    assert [m["step"] for m in metrics if "eval_loss" in m] == [2]  # the closing one
+
+    # an exception after the closing evaluation ends the job's run FAILED, with the error
+    raised = jobs["after-raise"].dir
+    assert phases(raised) == ["QUEUED", "PREPARING", "RUNNING", "FAILED"]
+    assert events(raised)[-1]["code"] == "failed"
+    assert [m["step"] for m in _records(raised, fmt.METRICS) if "eval_loss" in m] == [2]
+    errors = [line for line in _records(raised, fmt.LOGS) if line["level"] == "error"]
+    assert errors and "the test set upload failed" in str(errors[-1]["message"])
