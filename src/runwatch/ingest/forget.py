@@ -13,7 +13,11 @@ holds nothing at all, nor for more than half of a folder's runs (and more than F
 at once: an unmounted disk leaves its mount point empty, or holding the few folders written
 into it meanwhile, and a listing cut short looks the same; neither must empty the index.
 A run sent over HTTP (no folder) and the runs of another runs folder in the same index are
-not the pass's to judge.
+not the pass's to judge. Nor is a runs folder found on another device than at the index's
+last pass over it (a disk mounted on it or unmounted): the index records each runs folder
+it was indexed from (the runs_folders table, `record_folder`), with that device, so a
+command's single pass is guarded as a long-lived indexer's next pass is, and the move
+search knows every runs folder, also those no run is indexed from yet.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, insert, select, update
 
 from runwatch.ingest.gone import base_of, folder_gone, leaf_in
 from runwatch.rundir import format as fmt
@@ -33,12 +37,16 @@ from runwatch.rundir.safeio import read_capped
 from runwatch.store import schema as s
 from runwatch.store.db import writing
 from runwatch.store.runs import RUN_ID_LENGTH, folder_runs, forget_run, upsert_run
+from runwatch.store.values import INT64_MAX
 
 # A pass forgets at once at most this share of the runs indexed from a runs folder, or
 # FEW_GONE runs, whichever is more; the rest of the time more gone at once is kept until
 # a user says they are gone (forget_gone's `confirmed`).
 GONE_SHARE = 0.5
 FEW_GONE = 3
+# A pass writes its runs folder's row (runs_folders) only when it finds another device than
+# the row holds, or the row's time is older than this: an idle pass writes nothing.
+PASSED_AT_S = 3600.0
 
 
 @dataclass
@@ -53,6 +61,45 @@ class Forgotten:
     indexed: int = 0
     # (run id, old folder, new folder) of each run found moved to another runs folder
     moved: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FolderRecord:
+    """What the index records of a runs folder (its runs_folders row): its device at the
+    index's last pass over it (`device_value`), and when that pass wrote it."""
+
+    dev: int
+    passed_at: float
+
+
+def device_value(st_dev: int) -> int:
+    """`st_dev` as the index stores it: a signed 64-bit value (BigInteger), which the
+    unsigned dev_t of a device whose number has the top bit set would overflow."""
+    return st_dev - 2 ** 64 if st_dev > INT64_MAX else st_dev
+
+
+def folder_record(engine: Engine, runs_dir: Path) -> FolderRecord | None:
+    """What the index records of `runs_dir` (None: no pass indexed it into this index)."""
+    t = s.runs_folders
+    with engine.connect() as conn:
+        row = conn.execute(select(t.c.dev, t.c.passed_at)
+                           .where(t.c.path == base_of(runs_dir))).first()
+    return None if row is None else FolderRecord(int(row.dev), float(row.passed_at))
+
+
+def record_folder(engine: Engine, runs_dir: Path, record: FolderRecord | None, st_dev: int,
+                  now: float) -> FolderRecord:
+    """Record a pass over `runs_dir` that found it on device `st_dev`, where `record` (what
+    the index held) differs or is older than PASSED_AT_S; the record the index holds now."""
+    dev = device_value(st_dev)
+    if record is not None and record.dev == dev and now - record.passed_at < PASSED_AT_S:
+        return record
+    t, path = s.runs_folders, base_of(runs_dir)
+    with writing(engine) as conn:  # one writer at a time: the insert cannot race another
+        if not conn.execute(update(t).where(t.c.path == path)
+                            .values(dev=dev, passed_at=now)).rowcount:
+            conn.execute(insert(t).values(path=path, dev=dev, passed_at=now))
+    return FolderRecord(dev, now)
 
 
 def too_many(gone: int, indexed: int) -> bool:
@@ -109,16 +156,20 @@ def _move_found_elsewhere(engine: Engine, base: str, gone: Mapping[int, str]
     folder of the index holds now to that folder (store.runs.upsert_run, as that folder's
     own pass would): (run id, old folder, new folder) by pk of each one moved.
 
-    The other runs folders are those the index holds runs of; each is listed once, and
-    only the folders no run of the index is indexed from are read (their manifest): the
-    cost is one listing per runs folder, and only on a pass that has a run to forget."""
+    The other runs folders are every one the index knows: those a pass indexed into it
+    (runs_folders, also those it holds no run of yet) and those it holds runs of (a row of
+    an index from before runs_folders); one no longer there is skipped. Each is listed
+    once, and only the folders no run of the index is indexed from are read (their
+    manifest): the cost is one listing per runs folder, and only on a pass that has a run
+    to forget."""
     with engine.connect() as conn:
         run_ids = {str(run_id): int(pk) for run_id, pk in conn.execute(
             select(s.runs.c.run_id, s.runs.c.pk).where(s.runs.c.pk.in_(list(gone))))}
         known = {str(d) for d in conn.execute(select(s.runs.c.dir).where(
             s.runs.c.dir.is_not(None))).scalars()}
-    found = _folders_holding(sorted({os.path.dirname(d) for d in known} - {base}), known,
-                             run_ids)
+        indexed = {str(p) for p in conn.execute(select(s.runs_folders.c.path)).scalars()}
+    found = _folders_holding(sorted(({os.path.dirname(d) for d in known} | indexed) - {base}),
+                             known, run_ids)
     moved: dict[int, tuple[str, str, str]] = {}
     for run_id, (folder, manifest) in found.items():
         pk = run_ids[run_id]

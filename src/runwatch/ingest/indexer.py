@@ -24,7 +24,14 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select, update
 
-from runwatch.ingest.forget import FEW_GONE, forget_gone
+from runwatch.ingest.forget import (
+    FEW_GONE,
+    FolderRecord,
+    device_value,
+    folder_record,
+    forget_gone,
+    record_folder,
+)
 from runwatch.ingest.gone import copy_problem, holds_run
 from runwatch.ingest.jobspec import store_job_spec
 from runwatch.ingest.manifest import manifest_problems
@@ -123,9 +130,12 @@ class Indexer:
         # runs folder that holds nothing or whose disk changed: a user said they are gone
         # (`runwatch index --forget-gone`); otherwise ingest/forget.py keeps them.
         self.forget_all_gone = forget_all_gone
-        # the device of the runs folder at the last pass: a pass that finds another (a
-        # disk was mounted on it, or unmounted) forgets nothing
-        self._dev: int | None = None
+        # What the index records of the runs folder (ingest/forget.FolderRecord: its device
+        # at the index's last pass over it, whichever process made that pass), read at
+        # this indexer's first pass and kept as this indexer writes it: a pass that finds
+        # another device (a disk was mounted on it, or unmounted) forgets nothing.
+        self._record: FolderRecord | None = None
+        self._record_read = False
         # Whether a pass logs (a warning) what it says of the runs folder as a whole: the
         # runs it forgot, and why it listed or forgot nothing. A server has no other word
         # for it; the CLI prints the pass's report instead.
@@ -157,6 +167,7 @@ class Indexer:
         self._failed.clear()
         self._looked = None
         self._folder_said = None
+        self._record_read = False
 
     def index_once(self, stop: threading.Event | None = None) -> IndexReport:
         """One pass over the runs folder. With `stop`, the pass ends after the run folder
@@ -191,7 +202,9 @@ class Indexer:
                               f"({exc.strerror or exc}): nothing in it was indexed, and no "
                               "run was forgotten", report)
             return report
-        remounted, self._dev = self._dev not in (None, dev), dev
+        if not self._record_read:
+            self._record, self._record_read = folder_record(self.engine, self.runs_dir), True
+        remounted = self._record is not None and self._record.dev != device_value(dev)
         # each run folder listed, and the run pk it was indexed as (None: not read)
         folders: dict[str, int | None] = {}
         for entry in entries:
@@ -227,6 +240,9 @@ class Indexer:
                                        "again when its files change, and at least every "
                                        f"{RETRY_MAX_S / 60:g} minutes", report)
         if stop is None or not stop.is_set():  # every run folder was looked at
+            # recorded only now: a pass stopped before this leaves the next to judge it
+            self._record = record_folder(self.engine, self.runs_dir, self._record, dev,
+                                         time.time())
             if remounted and not self.forget_all_gone:
                 self._looked = None  # the next pass looks
                 self._folder_note(f"the runs folder {self.runs_dir} is on another disk than "

@@ -185,6 +185,21 @@ ingest_problems = Table(
     Column("ts", Float, nullable=False),
 )
 
+# The runs folders the index was indexed from (migration 0019), by their path as the
+# indexer resolves it (ingest/gone.base_of): a run gone from one is looked for in the
+# others, also those no run is indexed from yet, and a pass that finds a runs folder on
+# another device than at the index's last pass over it (a disk unmounted or mounted)
+# forgets nothing (ingest/forget.py). A pass writes its row only when `dev` changed, or
+# `passed_at` is older than forget.PASSED_AT_S.
+runs_folders = Table(
+    "runs_folders",
+    metadata,
+    Column("path", Text, primary_key=True),
+    # st_dev at the last pass, as a signed 64-bit value (forget.device_value)
+    Column("dev", BigInteger, nullable=False),
+    Column("passed_at", Float, nullable=False),
+)
+
 findings = Table(
     "findings",
     metadata,
