@@ -146,10 +146,10 @@ def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def indexed(runs_dir: Path, db_url: str) -> list[str]:
     """The runs indexed at `db_url` (on SQLite and on PostgreSQL): the options that name
-    them."""
+    them. Indexed in this process: `runwatch index` runs as a subprocess in test_cli.py."""
     for name, records in RUNS.items():
         write_run(runs_dir, name, numbered(records))
-    run_cli("index", str(runs_dir), "--db", db_url)
+    cli_here("index", str(runs_dir), "--db", db_url)
     return ["--dir", str(runs_dir), "--db", db_url]
 
 

@@ -67,7 +67,7 @@ def indexed(runs_dir: Path, db_url: str) -> list[str]:
     them."""
     for name, records in RUNS.items():
         write_run(runs_dir, name, [{**r, "seq": i} for i, r in enumerate(records)])
-    run_cli("index", str(runs_dir), "--db", db_url)
+    cli_here("index", str(runs_dir), "--db", db_url)  # a subprocess in test_cli.py
     return ["--dir", str(runs_dir), "--db", db_url]
 
 

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 import runwatch
-from tests.support.cli import run_cli
+from tests.support.cli import cli_here, run_cli
 
 
 def test_jq_gives_null_for_nan_and_both_infinities_and_import_reads_them_as_nan(
@@ -20,11 +20,12 @@ def test_jq_gives_null_for_nan_and_both_infinities_and_import_reads_them_as_nan(
     said = run_cli("runs", "metrics", "inf", "--dir", str(runs), "--jq", ".steps[0].measured")
     assert json.loads(said.stdout) == {"loss": None, "neg": None, "nan": None, "ok": 1.5}
 
+    # the rest in this process: what the commands answer, not the process, is read here
     export = tmp_path / "through-jq.json"
-    export.write_text(run_cli("runs", "metrics", "inf", "--dir", str(runs),
-                              "--jq", ".").stdout)
-    run_cli("import", str(export), "--dir", str(runs), "--name", "back")
-    back = run_cli("runs", "metrics", "back", "--dir", str(runs), "-o", "json").stdout
+    export.write_text(cli_here("runs", "metrics", "inf", "--dir", str(runs),
+                               "--jq", ".").stdout)
+    cli_here("import", str(export), "--dir", str(runs), "--name", "back")
+    back = cli_here("runs", "metrics", "back", "--dir", str(runs), "-o", "json").stdout
     measured = json.loads(back)["steps"][0]["measured"]
     assert all(math.isnan(measured[k]) for k in ("loss", "neg", "nan")), back
     assert measured["ok"] == 1.5

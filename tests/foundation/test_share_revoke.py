@@ -15,11 +15,13 @@ from runwatch.server import share
 from tests.support.cli import cli_here, run_cli
 
 
-def _shared(runs: Path) -> dict[str, str]:
-    """A new link to run `s` of `runs` (made first if need be), as `runs share` prints it."""
+def _shared(runs: Path, *, real_process: bool = False) -> dict[str, str]:
+    """A new link to run `s` of `runs` (made first if need be), as `runs share` prints it:
+    in this process, or (`real_process`) as a real `runwatch` process."""
     if not (runs / "s").exists():
         runwatch.init(name="s", dir=runs).finish()
-    return json.loads(run_cli("runs", "share", "s", "--dir", str(runs), "-o", "json").stdout)
+    run = run_cli if real_process else cli_here
+    return json.loads(run("runs", "share", "s", "--dir", str(runs), "-o", "json").stdout)
 
 
 def _revoke(runs: Path, link_or_id: str) -> tuple[int, str]:
@@ -36,7 +38,7 @@ def test_an_id_never_issued_is_refused_and_nothing_is_written(runs_dir: Path) ->
     runwatch.init(name="s", dir=runs_dir).finish()
     code, said = _revoke(runs_dir, "typo-id-123")  # no link was ever made here
     assert code == 2 and "no share link with id 'typo-id-123' was issued from" in said
-    made = _shared(runs_dir)
+    made = _shared(runs_dir, real_process=True)
     code, said = _revoke(runs_dir, "typo-id-123")
     assert code == 2 and "nothing was revoked" in said
     assert _revoked_lines(runs_dir) == []
