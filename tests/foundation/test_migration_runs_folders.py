@@ -45,7 +45,7 @@ def test_an_index_at_0018_keeps_its_runs_and_learns_its_runs_folders(
     try:
         with upgraded.connect() as conn:
             assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() \
-                == HEAD_REVISION == "0019"
+                == HEAD_REVISION
             assert conn.execute(select(s.runs).order_by(s.runs.c.pk)).all() == held
             assert conn.execute(select(s.runs_folders)).all() == []
         assert counts(upgraded) == before

@@ -4,14 +4,19 @@ index, whether the indexer read them from a run folder or a sender posted them t
 A job.json posted to /api/ingest is stored (into the run's jobs row, for the server to show
 what the job is) only for a run the index knows no folder of: a worker runs the command of
 the jobs row of a run in its folder, and a token that may send records must not change it.
+
+Each whole file stored keeps its size and sha256 (whole_file_hashes), which GET /api/ingest
+answers without reading it: a sender whose file the server holds another version of sends it
+again.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from runwatch.ingest.parts import PARTS, Piece
 from runwatch.ingest.samples import store_samples
@@ -74,16 +79,29 @@ def store_whole_file(conn: Connection, run_pk: int, name: str, raw: bytes,
     if column is not None:
         value = whole_file_text(name, raw, where)
         conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values({column: value}))
-        return 1, 0
-    if name == fmt.JOB:
-        return _store_job_spec(conn, run_pk, raw, where), 0
-    parsed = fmt.parse_sample_file_name(name)
-    if parsed is None:
-        raise ValueError(whole_file_name_problem(name))
-    try:
-        return store_samples(conn, run_pk, name, raw, parsed)
-    except ValueError as exc:
-        raise ValueError(f"{where}: not a samples file ({exc})") from None
+        stored = 1, 0
+    elif name == fmt.JOB:
+        stored = _store_job_spec(conn, run_pk, raw, where), 0
+        if not stored[0]:
+            return stored  # the folder's job.json is kept: its hash is not this one
+    else:
+        parsed = fmt.parse_sample_file_name(name)
+        if parsed is None:
+            raise ValueError(whole_file_name_problem(name))
+        try:
+            stored = store_samples(conn, run_pk, name, raw, parsed)
+        except ValueError as exc:
+            raise ValueError(f"{where}: not a samples file ({exc})") from None
+    _keep_hash(conn, run_pk, name, raw)
+    return stored
+
+
+def _keep_hash(conn: Connection, run_pk: int, name: str, raw: bytes) -> None:
+    """Keep the size and sha256 of the whole file just stored, replacing its last ones."""
+    h = s.whole_file_hashes.c
+    conn.execute(delete(s.whole_file_hashes).where(h.run_pk == run_pk, h.file == name))
+    conn.execute(insert(s.whole_file_hashes).values(
+        run_pk=run_pk, file=name, size=len(raw), sha256=hashlib.sha256(raw).hexdigest()))
 
 
 def _store_job_spec(conn: Connection, run_pk: int, raw: bytes, where: str) -> int:

@@ -7,8 +7,9 @@ sha256 differs: a file restored over the old one with its mtime and size kept (`
 `rsync -a`) gets a new ctime, one renamed over it a new inode. A stat taken within RACY_NS of
 the file's last change is not trusted (a coarse file-system clock may show a rewrite of the
 same size in the same tick): the file is read again on the next passes until it is older.
-Those the server said it no longer holds, or may hold an older version of (`forget`: its
-database was restored from a backup), are sent again.
+Those the server said it no longer holds, or holds another version of, or may hold an older
+version of (`forget`: its database was restored from a backup), are sent again: the server
+answers the sha256 it stored each file with, which is compared with the one kept here.
 
 A file the server refuses as over its request limit (413) is sent again in parts of
 PART_BYTES (smaller ones if a part is still too big), each with `"part": {"index", "count",
@@ -62,8 +63,9 @@ class WholeFiles:
     """Sends a run folder's whole files to one server; `sent` is the state file's entry
     for them (name -> STAT_MARK, sha256, `racy` for a stat not trusted yet, `refused` for
     one the server refused, `after`: the highest seq stored from here of each record file,
-    in fmt.FILES order, when it was sent), which `save` writes. `stored_seqs` gives those
-    seqs now."""
+    in fmt.FILES order, when it was sent, `stored_sha256` when the server stores another
+    sha256 than the file's: one not UTF-8, sent with its bad bytes replaced), which `save`
+    writes. `stored_seqs` gives those seqs now."""
 
     def __init__(self, run_dir: Path, client: Client, sent: dict[str, dict[str, Any]],
                  save: Callable[[], None], stored_seqs: Callable[[], list[int]]) -> None:
@@ -114,23 +116,27 @@ class WholeFiles:
                 mark["after"] = self.stored_seqs()
                 if not self.send(run_id, manifest, name, raw, report):
                     mark["refused"] = True
+                elif (stored := _stored_sha256(raw)) is not None:
+                    mark["stored_sha256"] = stored
             else:
-                mark["after"] = seen.get("after")
-                if seen.get("refused"):
-                    mark["refused"] = True
+                mark.update((key, seen[key]) for key in ("after", "refused", "stored_sha256")
+                            if key in seen)
             self.sent[name] = {**mark, "sha256": digest}
             self.save()
 
     def forget(self, held: Held) -> bool:
         """Forget having sent the files the server may not hold as sent, so that they are
-        sent again: those it does not hold, and those sent after it stored records that it
-        no longer holds (its database is a backup from before they were sent: it may hold
-        an older version of them). Not those it refused, nor those that could not be read.
-        Whether any was forgotten (the caller saves)."""
+        sent again: those it does not hold, those it holds with another sha256 than the one
+        sent (its database is a backup from between two sends of the file) or with none (it
+        stored them before it kept hashes: sent again once), and those sent after it stored
+        records that it no longer holds (a server that keeps no hashes may hold an older
+        version of them). Not those it refused, nor those that could not be read. Whether
+        any was forgotten (the caller saves)."""
         tops = [-1 if (top := held.last_seq.get(name)) is None else top for name in fmt.FILES]
         lost = [name for name, seen in self.sent.items()
                 if seen.get("sha256") is not None and not seen.get("refused")
-                and (name not in held.whole_files or _sent_since(seen.get("after"), tops))]
+                and (name not in held.whole_files or _sent_since(seen.get("after"), tops)
+                     or _other_version(seen, held.whole_sha256, name))]
         for name in lost:
             del self.sent[name]
         return bool(lost)
@@ -218,6 +224,24 @@ def _mark(st: stat_result, now: int) -> dict[str, Any]:
     if max(st.st_mtime_ns, st.st_ctime_ns) > now - RACY_NS:
         mark["racy"] = True
     return mark
+
+
+def _stored_sha256(raw: bytes) -> str | None:
+    """The sha256 the server stores a file of bytes `raw` with, when it is not raw's own:
+    a file not UTF-8 is sent as text with its bad bytes replaced."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return hashlib.sha256(raw.decode("utf-8", errors="replace").encode()).hexdigest()
+    return None
+
+
+def _other_version(seen: dict[str, Any], held_sha256: dict[str, str] | None,
+                   name: str) -> bool:
+    """Whether the server stores file `name` with another sha256 than it was sent with
+    (none: stored before the server kept them); never for a server that does not say."""
+    return held_sha256 is not None and \
+        held_sha256.get(name) != seen.get("stored_sha256", seen.get("sha256"))
 
 
 def _sent_since(after: object, tops: list[int]) -> bool:

@@ -52,12 +52,14 @@ class NoRun(Refused):
 @dataclass
 class Held:
     """What a server holds of a run (`GET /api/ingest?run=`): per record file the highest
-    seq stored (None: none), the whole files stored, and the manifest (None: the run is
-    not held at all)."""
+    seq stored (None: none), the whole files stored, the manifest (None: the run is not
+    held at all), and the sha256 each whole file was stored with (a file stored before
+    the server kept them has none; None: a server that does not say)."""
 
     last_seq: dict[str, int | None] = field(default_factory=dict)
     whole_files: frozenset[str] = frozenset()
     manifest: dict[str, Any] | None = None
+    whole_sha256: dict[str, str] | None = None
 
 
 @dataclass
@@ -137,10 +139,14 @@ class Client:
             check_refusal(self, run_dir, {"status": 409, "code": "folder_run",
                                           "error": "the server records it from a runs folder"})
         manifest = answer.get("manifest")
+        hashes = answer.get("whole_file_hashes")
         return Held({name: seq for name, seq in answer["last_seq"].items()
                      if isinstance(seq, int) or seq is None},
                     frozenset(str(name) for name in answer.get("whole_files") or ()),
-                    manifest if isinstance(manifest, dict) else None)
+                    manifest if isinstance(manifest, dict) else None,
+                    {str(name): held["sha256"] for name, held in hashes.items()
+                     if isinstance(held, dict) and isinstance(held.get("sha256"), str)}
+                    if isinstance(hashes, dict) else None)
 
     def _send(self, data: bytes, headers: dict[str, str]) -> Any:
         """One POST, sent again at once, on a new connection, when the connection it went

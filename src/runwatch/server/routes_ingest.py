@@ -753,7 +753,8 @@ def held(request: Request,
                           description="the run's id (its manifest's run_id; no name)"),
          conn: Connection = Depends(connection)) -> dict[str, Any]:
     """What the index holds of run `run`, for a sender to go on from: per record file the
-    highest seq stored, the whole files stored, and the manifest.
+    highest seq stored, the whole files stored (with the size and sha256 each was stored
+    with, kept when it was: none for one stored before schema 0020), and the manifest.
 
     A sender that sent more than this (the server's database was restored from a backup,
     or made anew at the same URL) sends again from there: storing is idempotent on (run,
@@ -777,7 +778,10 @@ def held(request: Request,
         whole.append(fmt.JOB)
     whole += conn.execute(select(s.samples.c.file).where(s.samples.c.run_pk == row.pk)
                           .distinct().order_by(s.samples.c.file)).scalars()
+    h = s.whole_file_hashes.c
+    hashes = {file: {"size": size, "sha256": sha256} for file, size, sha256 in conn.execute(
+        select(h.file, h.size, h.sha256).where(h.run_pk == row.pk)) if file in whole}
     manifest = json_or_text(row.manifest)
     return {"ok": True, "run_id": row.run_id, "folder": row.dir is not None,
             "manifest": manifest if isinstance(manifest, dict) else {}, "last_seq": last_seq,
-            "whole_files": whole}
+            "whole_files": whole, "whole_file_hashes": hashes}

@@ -608,6 +608,11 @@ class IngestHeld(BaseModel):
     whole_files: list[str] = Field(
         description="the whole files stored: config.yaml, engine_config.json, job.json, and "
                     "each samples file that holds a sample")
+    whole_file_hashes: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="per whole file stored since schema 0020, the size and sha256 of the "
+                    "bytes stored: a sender sends again a file whose sha256 differs from the "
+                    "one it sent (a server restored from a backup)")
 
 
 # --- H6: API tokens ---

@@ -158,6 +158,19 @@ samples = Table(
     Index("ix_samples_step", "run_pk", "split", "step"),
 )
 
+# The size and sha256 of each whole file a sender posted to /api/ingest, as it was stored
+# (migration 0020; runwatch.ingest.wholefiles): GET /api/ingest answers them, so a sender
+# whose file the server holds another version of (its database restored from a backup)
+# sends it again. A file stored before 0020 has no row.
+whole_file_hashes = Table(
+    "whole_file_hashes",
+    metadata,
+    Column("run_pk", Integer, ForeignKey("runs.pk", ondelete="CASCADE"), primary_key=True),
+    Column("file", String(256), primary_key=True),
+    Column("size", BigInteger, nullable=False),
+    Column("sha256", String(64), nullable=False),
+)
+
 # Where the indexer stopped in each file: byte offset and line count for JSONL files,
 # size and mtime for whole-file records (samples, manifest, config).
 ingest_offsets = Table(
