@@ -11,7 +11,8 @@ What the Trainer logs outside `train()` (a baseline `trainer.evaluate()` before 
 closing one after) is recorded in the run that training continues (or continued); under
 a runwatch job that run is the job's, held open from the first log, or from train begin,
 to the process's exit, which ends it once. A run whose training raises, or whose script
-raises before `train()` after a log started it, ends FAILED with the exception in logs.jsonl. The
+raises before `train()` after a log started it, ends FAILED with the exception in logs.jsonl;
+one whose train() Ctrl-C stopped, in a notebook's kernel too, ends CANCELLED. The
 completions TRL's GRPOTrainer keeps with `log_completions=True` are the run's samples
 (runwatch.compat.trl_completions).
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from numbers import Real
@@ -95,11 +97,16 @@ class RunwatchCallback(TrainerCallback):
         # the job's run, which a train() that reached its end left open for what the
         # script logs after it (a closing evaluate()): the process's exit ends it
         self._held = False
+        # id() of the error the session had shown when the last train() began: one shown
+        # since is of that train() or later (compared, not held: it holds the frames)
+        self._shown_at_train: int | None = None
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState,
                        control: TrainerControl, model: Any = None, **kwargs: Any) -> None:
         if not state.is_world_process_zero:
             return
+        interrupt = self._interrupt()
+        self._shown_at_train = id(_shown_error())
         described = self._described(args, model)
         # A run is resumed when the Trainer resumes from a checkpoint under a named run:
         # the state it loaded from the checkpoint has steps already (the Trainer does not
@@ -121,9 +128,13 @@ class RunwatchCallback(TrainerCallback):
             self._watch_completions(args)
             return
         if isinstance(previous, Run) and not previous.finished:
-            # the last train() never reached its end (an exception the script caught):
-            # that run ends here, for what it is, before this train() records
-            previous.finish("FAILED", reason=STOPPED_BEFORE_END, code="failed")
+            # the last train() never reached its end: that run ends here, for what it is,
+            # before this train() records: CANCELLED when Ctrl-C stopped it (a notebook's
+            # interrupted cell), else FAILED (an exception the script caught)
+            if interrupt is not None:
+                previous.fail_from(interrupt)
+            else:
+                previous.finish("FAILED", reason=STOPPED_BEFORE_END, code="failed")
         if isinstance(previous, Run) and not self._trained:
             # what the Trainer logged before train() (a baseline evaluate()) started the
             # run: this training continues it
@@ -143,6 +154,7 @@ class RunwatchCallback(TrainerCallback):
             # init() says to pass resume=True, which a callback's user cannot
             raise fmt.RunDirError(NAME_TAKEN.format(folder=folder)) from exc
         self._trained = True
+        self._end_at_exit()  # for a train() that Ctrl-C stops in a notebook
         self._watch_completions(args)
 
     def _watch_completions(self, args: TrainingArguments) -> None:
@@ -222,7 +234,7 @@ class RunwatchCallback(TrainerCallback):
         return True
 
     def _end_at_exit(self) -> None:
-        """Have the process's exit end the run a log before train() started (once)."""
+        """Have the process's exit end the run as `_at_exit` says (registered once)."""
         if not self._exit_hooked:
             self._exit_hooked = True
             # registered after init() registered the SDK's exit hook: runs before it
@@ -237,10 +249,19 @@ class RunwatchCallback(TrainerCallback):
         notebook's cell showed, after which the kernel went on) ends it FAILED, the SDK's
         exit hook for a run held open, and here for one that its last log before
         train() had ended SUCCEEDED (it read SUCCEEDED for a script that crashed before
-        training)."""
+        training). A run whose train() Ctrl-C stopped in a notebook ends CANCELLED as the
+        kernel exits (`_interrupt`). The exit status of `sys.exit(n)` is not seen: Python
+        gives no hook a SystemExit, nor atexit hooks the status (docs/huggingface.md)."""
         run = self.run
-        if (self._trained and not self._held) or not isinstance(run, Run):
-            return  # training's end or the SDK's exit hook ends the run
+        if not isinstance(run, Run):
+            return
+        if self._trained and not self._held:
+            # training's end or the SDK's exit hook ends the run; a notebook's kernel that
+            # restarts after Ctrl-C stopped train() exits cleanly: that ends it CANCELLED
+            interrupt = self._interrupt()
+            if interrupt is not None:
+                run.fail_from(interrupt)
+            return
         exc = ending_exception()
         if not run.finished:
             if exc is None:
@@ -256,6 +277,27 @@ class RunwatchCallback(TrainerCallback):
             warnings.warn(f"runwatch: run {run.name!r} reads SUCCEEDED though the script "
                           f"raised {type(exc).__name__} before train(), and ending it FAILED "
                           f"failed: {err}", RuntimeWarning, stacklevel=1)
+
+    def _interrupt(self) -> KeyboardInterrupt | None:
+        """The Ctrl-C that stopped this callback's last train() in a notebook's kernel (or
+        at Python's prompt), or None. The Trainer calls no callback when train() raises,
+        and the kernel shows the error without `sys.excepthook` and goes on; what it keeps
+        is the error it showed last (`sys.last_value`): that is the one when it is a
+        KeyboardInterrupt shown since that train() began and raised through the `train()`
+        of a Trainer this callback is attached to (a Ctrl-C of another cell, or an error
+        shown after it, is not taken for training's)."""
+        exc = _shown_error()
+        if not isinstance(exc, KeyboardInterrupt) or id(exc) == self._shown_at_train:
+            return None
+        tb = exc.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            if frame.f_code.co_name == "train":  # (f_locals only of a frame that ended)
+                handler = getattr(frame.f_locals.get("self"), "callback_handler", None)
+                if any(callback is self for callback in getattr(handler, "callbacks", ())):
+                    return exc
+            tb = tb.tb_next
+        return None
 
     def _may_start(self, args: TrainingArguments, model: Any) -> bool:
         """Whether a log before train() may start the run: not when the run it names is
@@ -325,7 +367,14 @@ class RunwatchCallback(TrainerCallback):
 
 # What a run says when its train() stopped before its end and train() was called again.
 STOPPED_BEFORE_END = ("train() stopped before its end (an exception the script caught, or a "
-                      "notebook's cell interrupted or raising) and was called again")
+                      "notebook's cell raising) and was called again")
+
+
+def _shown_error() -> BaseException | None:
+    """The error an interactive session (a notebook's kernel, Python's prompt) showed
+    last, which it keeps as `sys.last_value`; None when it showed none."""
+    exc = getattr(sys, "last_value", None)
+    return exc if isinstance(exc, BaseException) else None
 
 
 # What train() from step 0 says when the run folder its name names holds a run already.
