@@ -138,6 +138,16 @@ def _query(base: str, expr: str) -> list[dict[str, object]]:
     return result
 
 
+def _targets(base: str) -> list[tuple[object, object]]:
+    """Each scrape target's health and last error, as Prometheus says them."""
+    try:
+        with urllib.request.urlopen(f"{base}/api/v1/targets", timeout=5) as resp:
+            active = json.load(resp)["data"]["activeTargets"]
+    except OSError as exc:
+        return [("unreachable", str(exc))]
+    return [(t.get("health"), t.get("lastError")) for t in active]
+
+
 def _value(base: str, expr: str) -> float | None:
     result = _query(base, expr)
     if len(result) != 1:
@@ -149,8 +159,24 @@ def _value(base: str, expr: str) -> float | None:
 
 @contextmanager
 def _prometheus(srv: Runner, tmp_path: Path) -> Iterator[str]:
-    """A real Prometheus scraping `srv` every second with its token; its address."""
-    port = free_port()
+    """A real Prometheus scraping `srv` every second with its token, ready; its address.
+    A Prometheus that exits before it is ready (its port taken meanwhile by another test's
+    server: a free port is only free when it is picked) is started again on another port,
+    twice at most; one that never gets ready fails the test with its log."""
+    for attempt in range(3):
+        with _prometheus_on(free_port(), srv, tmp_path / f"prometheus-{attempt}") as base:
+            if base is not None:
+                yield base
+                return
+    log = (tmp_path / "prometheus-2" / "prometheus.log").read_text(errors="replace")
+    pytest.fail(f"Prometheus exited before it was ready, three times; its log ends:\n"
+                f"{log[-2000:]}")
+
+
+@contextmanager
+def _prometheus_on(port: int, srv: Runner, tmp_path: Path) -> Iterator[str | None]:
+    """Prometheus on `port` once it answers ready, or None where it exited first."""
+    tmp_path.mkdir()
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
@@ -163,8 +189,21 @@ def _prometheus(srv: Runner, tmp_path: Path) -> Iterator[str]:
         proc = subprocess.Popen(
             [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
              f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+
+        def ready() -> bool:
+            if proc.poll() is not None:
+                return True  # exited: not to be waited for
+            try:
+                with urllib.request.urlopen(f"{base}/-/ready", timeout=5) as resp:
+                    return bool(resp.status == 200)
+            except OSError:
+                return False
+
         try:
-            yield f"http://127.0.0.1:{port}"
+            wait_for(ready, what=f"Prometheus ready (its log: {log.name})",
+                     deadline=DEADLINE_S, interval=0.2)
+            yield base if proc.poll() is None else None
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -259,6 +298,8 @@ def test_open_findings_count_as_listed(token_server: Runner, engine: Engine,
                 for r in _query(base, target["expr"])}
 
     with _prometheus(token_server, tmp_path) as base:
-        wait_for(lambda: by_severity(base) == want,
-                 what=f"Prometheus to hold {want} (last: {by_severity(base)})",
-                 deadline=DEADLINE_S, interval=0.5)
+        try:
+            wait_for(lambda: by_severity(base) == want, what=f"Prometheus to hold {want}",
+                     deadline=DEADLINE_S, interval=0.5)
+        except pytest.fail.Exception as exc:
+            pytest.fail(f"{exc} (last: {by_severity(base)}; its scrapes: {_targets(base)})")
