@@ -6,36 +6,16 @@ restarts; a Ctrl-C of another cell is not taken for training's."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.notebook import events, run_cells
 
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # the Trainer needs it
 
 REPO = Path(__file__).resolve().parents[2]
-
-# A kernel as IPython's runs cells: one namespace; a cell's uncaught exception, Ctrl-C's
-# KeyboardInterrupt included, is shown and kept in sys.last_* (sys.excepthook is not
-# called), and the next cell runs.
-KERNEL = r'''
-import sys
-namespace = {"__name__": "__main__"}
-cell = []
-for line in sys.stdin:
-    if line.rstrip("\n") != "#%% end of cell":
-        cell.append(line)
-        continue
-    try:
-        exec(compile("".join(cell), "<cell>", "exec"), namespace)
-    except BaseException as exc:
-        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, exc.__traceback__
-        print(f"cell error: {type(exc).__name__}: {exc}", flush=True)
-    cell = []
-'''
 
 # Ctrl-C at the end of step 2 of the first train(): SIGINT, as the kernel's interrupt
 # sends it, raises KeyboardInterrupt in the training loop.
@@ -59,24 +39,13 @@ trainer = Trainer(model=tiny_model(), args=args, train_dataset=tiny_rows(),
                   callbacks=[RunwatchCallback(name='nb'), CtrlC()])"""
 
 
-def run_cells(cwd: Path, cells: list[str]) -> str:
-    """Run `cells` in a kernel started in `cwd`, then end it as a restart does; its output."""
-    (cwd / "kernel.py").write_text(KERNEL)
-    done = subprocess.run([sys.executable, "kernel.py"], cwd=cwd, text=True,
-                          input="".join(f"{c}\n#%% end of cell\n" for c in cells),
-                          capture_output=True, timeout=240)
-    assert done.returncode == 0, done.stderr
-    return done.stdout + done.stderr
-
-
 def ends(run_dir: Path) -> list[tuple[object, object]]:
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    return [(e["phase"], e.get("code")) for e in events]
+    return [(e["phase"], e.get("code")) for e in events(run_dir)]
 
 
 def test_a_train_that_ctrl_c_stopped_ends_cancelled_when_train_runs_again(
         tmp_path: Path) -> None:
-    out = run_cells(tmp_path, [SETUP, "trainer.train()", "trainer.train()"])
+    out = run_cells(tmp_path, [SETUP, "trainer.train()", "trainer.train()"], timeout=240)
     assert "cell error: KeyboardInterrupt" in out
     assert ends(tmp_path / "runs" / "nb") == [
         ("RUNNING", None), ("CANCEL_REQUESTED", None), ("CANCELLED", "cancelled")]
@@ -85,7 +54,7 @@ def test_a_train_that_ctrl_c_stopped_ends_cancelled_when_train_runs_again(
 
 def test_a_train_that_ctrl_c_stopped_ends_cancelled_at_the_kernels_restart(
         tmp_path: Path) -> None:
-    out = run_cells(tmp_path, [SETUP, "trainer.train()"])
+    out = run_cells(tmp_path, [SETUP, "trainer.train()"], timeout=240)
     assert "cell error: KeyboardInterrupt" in out
     assert ends(tmp_path / "runs" / "nb")[-1] == ("CANCELLED", "cancelled")
 

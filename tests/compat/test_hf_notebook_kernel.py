@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # the Trainer needs it
 
-from tests.foundation.test_sdk_notebook_rerun import events, run_cells
+from tests.support.notebook import events, run_cells
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,21 +1,15 @@
 """The index records the runs folders it was indexed from (runs_folders, migration 0019):
 a run moved into a runs folder the index holds no run of yet is a move, whichever folder's
-`runwatch index` comes first, and one `runwatch index` (one pass per process) that finds
-the runs folder on another disk than the index's last pass over it forgets nothing. Before,
-the move search knew only the runs folders the index held runs of (the run was forgotten,
-its findings' ids and job row lost, and indexed anew), and the device was compared only
-within one long-lived indexer. An idle pass writes nothing to the table.
+`runwatch index` comes first. Before, the move search knew only the runs folders the index
+held runs of (the run was forgotten, its findings' ids and job row lost, and indexed
+anew). An idle pass writes nothing to the table. (The device it records, read by one
+`runwatch index` after a disk was mounted or unmounted: test_index_many_gone_at_once.)
 
-Real run folders written by the SDK, the real `runwatch index` command (as a subprocess
-where a pass per process is what is tested), the real indexer on SQLite and PostgreSQL,
-and a real mount (in a private mount namespace)."""
+Real run folders written by the SDK, the real `runwatch index` command, and the real
+indexer on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -113,66 +107,3 @@ def test_an_idle_pass_writes_nothing_to_the_runs_folders_table(engine: Engine,
     assert said == ["SELECT"]
     with engine.connect() as conn:
         assert conn.execute(select(s.runs_folders)).all() == recorded
-
-
-# Run in a private mount namespace (`unshare -rm`): a tmpfs holding runs a and b is bound
-# on the runs folder and `runwatch index` indexes it; it is unbound (the mount point holds
-# run `under`, written into it before), and `runwatch index` runs again; then bound again.
-# Each `runwatch index` is a process of its own: only the index knows the last device.
-MOUNTED = """
-import json, subprocess, sys
-from pathlib import Path
-from sqlalchemy import select
-from runwatch.store import open_engine
-from runwatch.store import schema as s
-from tests.support import sdk_run
-
-runs, disk, db = (Path(a) for a in sys.argv[1:4])
-sdk_run(runs, "under", steps=3)
-subprocess.run(["mount", "-t", "tmpfs", "none", str(disk)], check=True)
-subprocess.run(["mount", "--bind", str(disk), str(runs)], check=True)
-sdk_run(runs, "a", steps=3)
-sdk_run(runs, "b", steps=3)
-def index():
-    return subprocess.run([sys.executable, "-m", "runwatch", "index", str(runs), "--db",
-                           str(db)], capture_output=True, text=True, check=True).stdout
-def pks():
-    engine = open_engine(str(db))
-    try:
-        with engine.connect() as conn:
-            return {name: pk for name, pk in conn.execute(select(s.runs.c.name, s.runs.c.pk))}
-    finally:
-        engine.dispose()
-out = {}
-index()
-out["mounted"] = pks()
-subprocess.run(["umount", str(runs)], check=True)
-out["unmounted"] = {"said": index(), "pks": pks()}
-subprocess.run(["mount", "--bind", str(disk), str(runs)], check=True)
-out["back"] = {"said": index(), "pks": pks()}
-print(json.dumps(out))
-"""
-
-
-def test_runwatch_index_of_a_runs_folder_on_another_disk_than_at_the_last_pass_forgets_nothing(
-        tmp_path: Path) -> None:
-    unshare = shutil.which("unshare")
-    if unshare is None or subprocess.run([unshare, "-rm", "true"],
-                                         capture_output=True).returncode != 0:
-        pytest.skip("no private mount namespace here (unshare -rm) to mount a disk in")
-    runs, disk = tmp_path / "mnt", tmp_path / "disk"
-    runs.mkdir()
-    disk.mkdir()
-    got = subprocess.run([unshare, "-rm", sys.executable, "-c", MOUNTED, str(runs), str(disk),
-                          str(tmp_path / "index.db")], capture_output=True, text=True,
-                         cwd=ROOT, timeout=300)
-    assert got.returncode == 0, got.stderr
-    out: dict[str, Any] = json.loads(got.stdout.splitlines()[-1])
-    mounted = out["mounted"]
-    assert sorted(mounted) == ["a", "b"]
-    for state in ("unmounted", "back"):
-        said = out[state]["said"]
-        assert "is no longer indexed" not in said, said
-        assert (f"the runs folder {runs} is on another disk than at the last pass (a disk "
-                "was mounted or unmounted on it): no run was forgotten in this pass") in said
-        assert {n: out[state]["pks"][n] for n in ("a", "b")} == mounted

@@ -111,9 +111,11 @@ def test_runwatch_index_forget_gone_forgets_what_a_pass_kept(tmp_path: Path) -> 
     assert said.count("  note: run r4") == 1
 
 
-# Run in a private mount namespace (`unshare -rm`): a tmpfs holds the runs; it is bound on
-# the runs folder (the disk is mounted), then unbound (unmounted: the mount point holds one
-# run written into it meanwhile), then bound again.
+# Run in a private mount namespace (`unshare -rm`): a tmpfs holding runs a and b is bound on
+# the runs folder and indexed; it is unbound (the mount point holds run `under`, written
+# into it before) and indexed again; then bound again and indexed. `server`: one long-lived
+# indexer makes the passes; `command`: each is a `runwatch index` process of its own, so
+# only the index knows the last device (its runs_folders row).
 MOUNTED = """
 import json, subprocess, sys
 from pathlib import Path
@@ -123,7 +125,7 @@ from sqlalchemy import select
 from runwatch.store import schema as s
 from tests.support import sdk_run
 
-runs, disk, db = (Path(a) for a in sys.argv[1:4])
+mode, (runs, disk, db) = sys.argv[1], (Path(a) for a in sys.argv[2:5])
 sdk_run(runs, "under", steps=3)
 subprocess.run(["mount", "-t", "tmpfs", "none", str(disk)], check=True)
 subprocess.run(["mount", "--bind", str(disk), str(runs)], check=True)
@@ -131,24 +133,31 @@ sdk_run(runs, "a", steps=3)
 sdk_run(runs, "b", steps=3)
 engine = open_engine(str(db))
 server = Indexer(engine, runs, log_folder=False)
+def index():
+    # what the pass said: the command's output, or the indexer's report in its words
+    if mode == "command":
+        return subprocess.run([sys.executable, "-m", "runwatch", "index", str(runs), "--db",
+                               str(db)], capture_output=True, text=True, check=True).stdout
+    report = server.index_once()
+    return "\\n".join([*report.problems,
+                      *(f"run {name} is no longer indexed" for name in report.forgotten)])
 def pks():
     with engine.connect() as conn:
         return {name: pk for name, pk in conn.execute(select(s.runs.c.name, s.runs.c.pk))}
 out = {}
-server.index_once()
+index()
 out["mounted"] = pks()
 subprocess.run(["umount", str(runs)], check=True)
-report = server.index_once()
-out["unmounted"] = {"pks": pks(), "forgotten": report.forgotten, "problems": report.problems}
+out["unmounted"] = {"said": index(), "pks": pks()}
 subprocess.run(["mount", "--bind", str(disk), str(runs)], check=True)
-report = server.index_once()
-out["back"] = {"pks": pks(), "forgotten": report.forgotten}
+out["back"] = {"said": index(), "pks": pks()}
 print(json.dumps(out))
 """
 
 
+@pytest.mark.parametrize("mode", ["server", "command"])
 def test_a_runs_folder_on_another_disk_than_at_the_last_pass_forgets_nothing(
-        tmp_path: Path) -> None:
+        tmp_path: Path, mode: str) -> None:
     unshare = shutil.which("unshare")
     if unshare is None or subprocess.run([unshare, "-rm", "true"],
                                          capture_output=True).returncode != 0:
@@ -156,18 +165,16 @@ def test_a_runs_folder_on_another_disk_than_at_the_last_pass_forgets_nothing(
     runs, disk = tmp_path / "mnt", tmp_path / "disk"
     runs.mkdir()
     disk.mkdir()
-    got = subprocess.run([unshare, "-rm", sys.executable, "-c", MOUNTED, str(runs), str(disk),
-                          str(tmp_path / "index.db")], capture_output=True, text=True,
-                         cwd=ROOT, timeout=300)
+    got = subprocess.run([unshare, "-rm", sys.executable, "-c", MOUNTED, mode, str(runs),
+                          str(disk), str(tmp_path / "index.db")], capture_output=True,
+                         text=True, cwd=ROOT, timeout=300)
     assert got.returncode == 0, got.stderr
     out: dict[str, Any] = json.loads(got.stdout.splitlines()[-1])
     mounted = out["mounted"]
     assert sorted(mounted) == ["a", "b"]
-    unmounted = out["unmounted"]
-    assert unmounted["forgotten"] == []
-    assert unmounted["problems"] == [
-        f"the runs folder {runs} is on another disk than at the last pass (a disk was mounted "
-        "or unmounted on it): no run was forgotten in this pass"]
-    assert {n: unmounted["pks"][n] for n in ("a", "b")} == mounted
-    assert out["back"]["forgotten"] == []
-    assert {n: out["back"]["pks"][n] for n in ("a", "b")} == mounted
+    for state in ("unmounted", "back"):
+        said = out[state]["said"]
+        assert "is no longer indexed" not in said, said
+        assert (f"the runs folder {runs} is on another disk than at the last pass (a disk "
+                "was mounted or unmounted on it): no run was forgotten in this pass") in said
+        assert {n: out[state]["pks"][n] for n in ("a", "b")} == mounted

@@ -12,39 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-# A kernel as IPython's runs cells: one namespace; a cell's uncaught exception is shown
-# and kept in sys.last_* (sys.excepthook is not called), and the next cell runs.
-KERNEL = r'''
-import sys, traceback
-namespace = {"__name__": "__main__"}
-cell = []
-for line in sys.stdin:
-    if line.rstrip("\n") != "#%% end of cell":
-        cell.append(line)
-        continue
-    try:
-        exec(compile("".join(cell), "<cell>", "exec"), namespace)
-    except Exception as exc:
-        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, exc.__traceback__
-        print(f"cell error: {type(exc).__name__}: {exc}", flush=True)
-    cell = []
-'''
-
-
-def run_cells(cwd: Path, cells: list[str], timeout: float = 120.0) -> str:
-    """Run `cells` one after another in a kernel started in `cwd`, then end it as a
-    kernel restart does (its process exits); its output."""
-    kernel = cwd / "kernel.py"
-    kernel.write_text(KERNEL)
-    done = subprocess.run([sys.executable, str(kernel)], cwd=cwd, text=True,
-                          input="".join(f"{c}\n#%% end of cell\n" for c in cells),
-                          capture_output=True, timeout=timeout)
-    assert done.returncode == 0, done.stderr
-    return done.stdout + done.stderr
-
-
-def events(run_dir: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+from tests.support.notebook import events, run_cells
 
 
 def test_an_init_cell_run_again_says_the_run_is_this_kernels_own(tmp_path: Path) -> None:
