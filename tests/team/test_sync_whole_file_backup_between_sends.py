@@ -9,7 +9,6 @@ and on PostgreSQL."""
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +16,13 @@ from sqlalchemy import Engine, inspect, select
 
 import runwatch
 from runwatch.rundir import format as fmt
-from runwatch.server.runner import Runner, free_port
+from runwatch.server.runner import free_port
 from runwatch.server.settings import new_token
 from runwatch.store import schema as s
 from runwatch.store.db import open_engine
 from tests.support import cli_here, http
 from tests.support.migrations import downgrade
-
-SAMPLES = [{"prompt": "2+2", "completion": "4", "reward": 1.0}]
-
-
-def _serve(engine: Engine, port: int, token: str) -> Runner:
-    return Runner(engine, port=port, token=token, prewarm=False, save_series=False,
-                  warm=False)
+from tests.team.test_sync_whole_file_changed import SAMPLES, backup_sqlite, serve
 
 
 def _get(url: str, token: str, path: str) -> Any:
@@ -60,15 +53,6 @@ def _edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
-def _backup(db: Path, to: Path) -> None:
-    source, dest = sqlite3.connect(db), sqlite3.connect(to)
-    try:
-        source.backup(dest)
-    finally:
-        source.close()
-        dest.close()
-
-
 def test_a_server_restored_from_a_backup_between_two_sends_gets_the_newer_file(
         tmp_path: Path) -> None:
     runs, port, token = tmp_path / "runs", free_port(), new_token()
@@ -78,13 +62,13 @@ def test_a_server_restored_from_a_backup_between_two_sends_gets_the_newer_file(
     samples = run.dir / fmt.sample_file_name(3, "train", "completions")
     live = open_engine(tmp_path / "live.db")
     try:
-        with _serve(live, port, token):
+        with serve(live, port, token):
             cli_here(*sync)
         live.dispose()
-        _backup(tmp_path / "live.db", tmp_path / "backup.db")  # every record, the old files
+        backup_sqlite(tmp_path / "live.db", tmp_path / "backup.db")  # every record, the old files
         _edit(run.dir / fmt.CONFIG, "0.1", "0.2")
         _edit(samples, '"4"', '"5"')
-        with _serve(live, port, token):
+        with serve(live, port, token):
             said = cli_here(*sync).stdout
             assert "between: sent 2 whole files" in said, said
             assert _shown(url, token, run.id) == ({"lr": 0.2}, ["5"])
@@ -92,7 +76,7 @@ def test_a_server_restored_from_a_backup_between_two_sends_gets_the_newer_file(
         live.dispose()
     backup = open_engine(tmp_path / "backup.db")
     try:
-        with _serve(backup, port, token):
+        with serve(backup, port, token):
             assert _shown(url, token, run.id) == ({"lr": 0.1}, ["4"])
             said = cli_here(*sync).stdout
             assert f"between: sent 2 whole files to {url}" in said, said
@@ -109,7 +93,7 @@ def test_an_index_at_0019_answers_the_hashes_of_whole_files_sent_again_once(
     url = f"http://127.0.0.1:{port}"
     sync = ("sync", str(runs), "--server", url, "--token", token)
     run = _offline_run(runs, "old")
-    with _serve(engine, port, token):
+    with serve(engine, port, token):
         cli_here(*sync)
     with engine.connect() as conn:
         held_runs = conn.execute(select(s.runs)).all()
@@ -125,7 +109,7 @@ def test_an_index_at_0019_answers_the_hashes_of_whole_files_sent_again_once(
             assert conn.execute(select(s.runs)).all() == held_runs
             assert conn.execute(select(s.samples)).all() == held_samples
             assert conn.execute(select(s.whole_file_hashes)).all() == []
-        with _serve(upgraded, port, token):
+        with serve(upgraded, port, token):
             answer = _get(url, token, f"/api/ingest?run={run.id}")
             assert answer["whole_file_hashes"] == {}
             assert fmt.CONFIG in answer["whole_files"]
@@ -152,7 +136,7 @@ def test_a_config_not_utf8_is_not_sent_again_for_its_replaced_bytes(tmp_path: Pa
     (run.dir / fmt.CONFIG).write_bytes(b"name: caf\xe9\n")
     engine = open_engine(tmp_path / "index.db")
     try:
-        with _serve(engine, port, token):
+        with serve(engine, port, token):
             assert "latin: sent" in cli_here(*sync).stdout
             held = _get(url, token, f"/api/ingest?run={run.id}")["whole_file_hashes"]
             assert held[fmt.CONFIG]["sha256"] == hashlib.sha256(

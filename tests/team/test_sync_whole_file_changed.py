@@ -24,7 +24,8 @@ from tests.support import cli_here, http, wait_for
 SAMPLES = [{"prompt": "2+2", "completion": "4", "reward": 1.0}]
 
 
-def _serve(engine: Engine, port: int, token: str) -> Runner:
+def serve(engine: Engine, port: int, token: str) -> Runner:
+    """A team server on `port` with `token`, as these tests run it (no prewarming)."""
     return Runner(engine, port=port, token=token, prewarm=False, save_series=False,
                   warm=False)
 
@@ -81,7 +82,7 @@ def test_sync_sends_again_a_file_changed_with_its_size_and_mtime_kept(
     sync = ("sync", str(runs), "--server", url, "--token", token)
     run = _offline_run(runs, "edited")
     run.finish()
-    with _serve(engine, port, token):
+    with serve(engine, port, token):
         assert "3 whole files" in cli_here(*sync).stdout
         assert _shown(url, token, run.id) == {"config": {"lr": 0.1}, "engine": {"tp": 1},
                                               "completions": ["4"]}
@@ -103,7 +104,7 @@ def test_a_live_senders_samples_file_rewritten_with_its_stat_kept_is_sent_again(
         tmp_path: Path, engine: Engine) -> None:
     port, token = free_port(), new_token()
     url = f"http://127.0.0.1:{port}"
-    with _serve(engine, port, token):
+    with serve(engine, port, token):
         run = runwatch.init("team", name="live", dir=tmp_path / "runs", config={"lr": 0.1},
                             server=url, token=token, flush_interval=0.05)
         assert isinstance(run, runwatch.Run)
@@ -119,7 +120,8 @@ def test_a_live_senders_samples_file_rewritten_with_its_stat_kept_is_sent_again(
         assert (_shown(url, token, run.id) or {}).get("completions") == ["5"]
 
 
-def _backup(db: Path, to: Path) -> None:
+def backup_sqlite(db: Path, to: Path) -> None:
+    """A copy of the SQLite index `db` at `to`, by SQLite's own online backup."""
     source, dest = sqlite3.connect(db), sqlite3.connect(to)
     try:
         source.backup(dest)
@@ -137,22 +139,22 @@ def test_a_server_restored_from_a_backup_gets_again_a_file_changed_since(
     run.finish()
     live = open_engine(tmp_path / "live.db")
     try:
-        with _serve(live, port, token):
+        with serve(live, port, token):
             cli_here(*sync)
         live.dispose()
-        _backup(tmp_path / "live.db", tmp_path / "backup.db")  # holds lr 0.1
+        backup_sqlite(tmp_path / "live.db", tmp_path / "backup.db")  # holds lr 0.1
         resumed = runwatch.init("team", name="restored", dir=runs, resume=True,
                                 config={"lr": 0.3})
         resumed.log({"loss": 0.5}, step=1)
         resumed.finish()
-        with _serve(live, port, token):
+        with serve(live, port, token):
             cli_here(*sync)
             assert _config(url, token, run.id) == {"lr": 0.3}
     finally:
         live.dispose()
     backup = open_engine(tmp_path / "backup.db")
     try:
-        with _serve(backup, port, token):
+        with serve(backup, port, token):
             assert _config(url, token, run.id) == {"lr": 0.1}
             said = cli_here(*sync).stdout
             assert "1 metrics" in said and "1 whole file " in said, said
