@@ -31,12 +31,11 @@ from typing import Any
 from sqlalchemy import Connection, Engine, insert, select, update
 
 from runwatch.ingest.gone import base_of, folder_gone, leaf_in
+from runwatch.ingest.manifest import NotARun, read_run_manifest
 from runwatch.rundir import format as fmt
-from runwatch.rundir.jsonl import loads_line
-from runwatch.rundir.safeio import read_capped
 from runwatch.store import schema as s
 from runwatch.store.db import writing
-from runwatch.store.runs import RUN_ID_LENGTH, folder_runs, forget_run, upsert_run
+from runwatch.store.runs import folder_runs, forget_run, upsert_run
 from runwatch.store.values import INT64_MAX
 
 # A pass forgets at once at most this share of the runs indexed from a runs folder, or
@@ -200,19 +199,13 @@ def _folders_holding(bases: list[str], known: Collection[str], run_ids: Collecti
 
 
 def _run_manifest(folder: str) -> dict[str, Any] | None:
-    """The manifest of run folder `folder` where the indexer would read it as a run (its
-    `_index_run`: a valid name, a manifest of this format version with a run id)."""
+    """The manifest of run folder `folder` where the indexer would read it as a run (a
+    valid name, and ingest.manifest.read_run_manifest's checks)."""
     try:
         fmt.validate_name(os.path.basename(folder))
-        manifest = loads_line(read_capped(Path(folder) / fmt.MANIFEST))
-    except (OSError, ValueError):  # fmt.RunDirError is a ValueError
+        return read_run_manifest(Path(folder))
+    except (OSError, ValueError, NotARun):  # fmt.RunDirError and UnsafeFile among them
         return None
-    if not isinstance(manifest, dict) or manifest.get("schema_version") != fmt.SCHEMA_VERSION:
-        return None
-    run_id = manifest.get("run_id")
-    if not isinstance(run_id, str) or not 0 < len(run_id) <= RUN_ID_LENGTH:
-        return None
-    return manifest
 
 
 def _still_at(conn: Connection, pk: int, folder: str) -> bool:

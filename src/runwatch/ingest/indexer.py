@@ -34,7 +34,7 @@ from runwatch.ingest.forget import (
 )
 from runwatch.ingest.gone import copy_problem, holds_run
 from runwatch.ingest.jobspec import store_job_spec
-from runwatch.ingest.manifest import manifest_problems
+from runwatch.ingest.manifest import NotARun, manifest_problems, read_run_manifest
 from runwatch.ingest.marks import (
     NOT_READ,
     Stopped,
@@ -57,13 +57,12 @@ from runwatch.ingest.replaced import forget_file
 from runwatch.ingest.samples import store_samples
 from runwatch.ingest.wholefiles import whole_file_text
 from runwatch.rundir import format as fmt
-from runwatch.rundir.jsonl import loads_line
 from runwatch.rundir.reader import read_new
 from runwatch.rundir.safeio import SAMPLES_CAP, UnsafeFile, read_capped
 from runwatch.store import schema as s
 from runwatch.store.db import unusable
 from runwatch.store.points import SEQ_LIMIT, PointColumns
-from runwatch.store.runs import RUN_ID_LENGTH, upsert_run
+from runwatch.store.runs import upsert_run
 from runwatch.store.values import INT64_MAX
 
 log = logging.getLogger(__name__)
@@ -348,9 +347,7 @@ class Indexer:
             self._problem_once(None, str(run_dir), f"{exc}; the folder is not indexed", report)
             return None
         try:
-            manifest = loads_line(read_capped(manifest_path))
-            if not isinstance(manifest, dict):
-                raise ValueError("not a JSON object")
+            manifest = read_run_manifest(run_dir)
         except FileNotFoundError:
             if _being_created(run_dir):
                 return None  # runwatch.init writes the manifest next: look again next pass
@@ -361,23 +358,15 @@ class Indexer:
         except UnsafeFile as exc:
             self._problem_once(None, str(manifest_path), f"{exc}; run not indexed", report)
             return None
+        except NotARun as exc:
+            self._problem_once(None, str(manifest_path), str(exc), report)
+            return None
         except (OSError, ValueError) as exc:
             self._problem_once(None, str(manifest_path),
                                f"{manifest_path} is not readable JSON ({exc}); run not indexed",
                                report)
             return None
-        version = manifest.get("schema_version")
-        if version != fmt.SCHEMA_VERSION:
-            self._problem_once(None, str(manifest_path),
-                               f"{manifest_path} has schema_version {version!r}; this runwatch "
-                               f"reads version {fmt.SCHEMA_VERSION}: upgrade runwatch", report)
-            return None
-        run_id = manifest.get("run_id")
-        if not isinstance(run_id, str) or not 0 < len(run_id) <= RUN_ID_LENGTH:
-            self._problem_once(None, str(manifest_path),
-                               f"{manifest_path} has no run_id of 1 to {RUN_ID_LENGTH} "
-                               "characters; run not indexed", report)
-            return None
+        run_id = manifest["run_id"]
         with self.engine.begin() as conn:
             indexed_from = conn.execute(select(s.runs.c.dir).where(
                 s.runs.c.run_id == run_id)).scalar()

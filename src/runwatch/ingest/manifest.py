@@ -7,16 +7,44 @@ batch (`check_manifest` raises `ManifestError`, which the API answers with 400).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from runwatch.store.runs import TEXT_FIELDS, column_length, created_at, tags
+from runwatch.rundir import format as fmt
+from runwatch.rundir.jsonl import loads_line
+from runwatch.rundir.safeio import read_capped
+from runwatch.store.runs import RUN_ID_LENGTH, TEXT_FIELDS, column_length, created_at, tags
 from runwatch.store.values import preview
 
 
 class ManifestError(ValueError):
     """A manifest with fields runwatch cannot use; the message names each and why."""
+
+
+class NotARun(Exception):
+    """A run folder's manifest that makes it no run this runwatch indexes (another format
+    version, no usable run id); the message says which, naming the file."""
+
+
+def read_run_manifest(run_dir: Path) -> dict[str, Any]:
+    """The manifest of run folder `run_dir` where the indexer reads it as a run. Raises
+    OSError (FileNotFoundError: none yet), rundir.safeio.UnsafeFile, ValueError (not a
+    JSON object), or NotARun (see there)."""
+    path = run_dir / fmt.MANIFEST
+    manifest = loads_line(read_capped(path))
+    if not isinstance(manifest, dict):
+        raise ValueError("not a JSON object")
+    version = manifest.get("schema_version")
+    if version != fmt.SCHEMA_VERSION:
+        raise NotARun(f"{path} has schema_version {version!r}; this runwatch reads version "
+                      f"{fmt.SCHEMA_VERSION}: upgrade runwatch")
+    run_id = manifest.get("run_id")
+    if not isinstance(run_id, str) or not 0 < len(run_id) <= RUN_ID_LENGTH:
+        raise NotARun(f"{path} has no run_id of 1 to {RUN_ID_LENGTH} characters; run not "
+                      "indexed")
+    return manifest
 
 
 def manifest_problems(manifest: dict[str, Any]) -> list[str]:
