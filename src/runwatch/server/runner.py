@@ -40,7 +40,7 @@ from runwatch.server.settings import DEFAULT_PORT, INDEX_INTERVAL_S
 from runwatch.server.settle import Settle, by_row
 from runwatch.server.warm import build_routes
 from runwatch.store import schema as s
-from runwatch.store.db import IndexFile, StoreError
+from runwatch.store.db import IndexFile, IndexMoved, StoreError
 from runwatch.store.keys import run_keys
 from runwatch.store.series import pausing
 
@@ -149,6 +149,8 @@ class Runner:
         # indexes the folder, or it is not writable; commands then index it themselves)
         lease = Lease(self.runs_dir, index_name(self.engine))
         lease.take()
+        assert self._index_file is not None
+        self._index_file.owner = threading.get_ident()
         try:
             self._index_forever(lease)
         finally:
@@ -170,6 +172,10 @@ class Runner:
                     log.warning("the index can be written again; indexing %s goes on",
                                 self.runs_dir)
                     said = None
+            except IndexMoved:
+                # met within the pass: the next opens the index again (_follow_index_file)
+                self._stop.wait(0.05)
+                continue
             except StoreError as exc:
                 # each pass meets it until space returns or the file is replaced (or, for
                 # an index file deleted, until it can be made again): one line a minute, no

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,6 +53,9 @@ POOL_OVERFLOW = 20
 POOL_TIMEOUT_S = 5.0
 # How long opening an index waits for another process that is creating it.
 CREATE_WAIT_S = 30.0
+# How long a server's request waits for its index opened again (IndexFile), and the reopen
+# waits for the connections to the old file to end.
+REOPEN_WAIT_S = 30.0
 
 
 # The PostgreSQL advisory lock every `writing` transaction holds (the bytes of "rnwt").
@@ -69,6 +73,11 @@ class IndexUnusable(StoreError):
     """The index database can no longer be written or read where it is: its disk is full,
     or its file is damaged. Its text says so and what to do, in one line; the runs folder
     is the record, so a new index anywhere holds it all again."""
+
+
+class IndexMoved(IndexUnusable):
+    """The index file was deleted or replaced while the thread that opens it again
+    (IndexFile.owner) was at work in it: it stops and opens it again."""
 
 
 # The words for each: the driver's own first line goes between the brackets.
@@ -191,13 +200,36 @@ class IndexFile:
     inode), for a process that keeps the engine open for long (a server's indexer): a file
     deleted at its path, or replaced by another, while the process writes on into the one it
     opened, is told by `moved`, and `reopen` opens the index at the path again. An index
-    that is no file (PostgreSQL, in memory) is never moved."""
+    that is no file (PostgreSQL, in memory) is never moved.
 
-    def __init__(self, engine: Engine) -> None:
+    The engine's connections are watched so that none reads the new file through the old
+    one's WAL and shared memory, which SQLite leaves at the path when a file is replaced:
+    a connection opened once the file at the path is no longer the one opened (a request
+    between the replacement and `reopen`) waits, up to `wait_s`, for `reopen` to finish
+    (the `owner` thread, which calls it, is told IndexMoved at once), and `reopen` waits
+    for every connection opened before it to close (each is closed as it is given back)
+    before it removes those files and opens the new one. Without this a request's
+    connection to the new file, made through the old shared memory, held a lock there
+    that the reopened index waited out for 30 s."""
+
+    def __init__(self, engine: Engine, wait_s: float = REOPEN_WAIT_S) -> None:
         self.engine = engine
+        self.wait_s = wait_s
         database = engine.url.database if engine.dialect.name == "sqlite" else None
         self.path = Path(database) if database and database != ":memory:" else None
         self.identity = self._identity()
+        self._changed = threading.Condition()
+        self._reopening = False
+        self._open: set[int] = set()  # id() of every connection open to the index
+        # the thread that calls `reopen` (a server's indexer): it does not wait for itself
+        self.owner: int | None = None
+        if self.path is not None:
+            # the connections opened before the watch began are closed: every one is known
+            engine.dispose()
+            event.listen(engine, "connect", self._on_connect, insert=True)
+            event.listen(engine, "checkin", self._on_checkin)
+            event.listen(engine, "close", self._on_close)
+            event.listen(engine, "close_detached", self._on_close_detached)
 
     def _identity(self) -> tuple[int, int] | None:
         if self.path is None:
@@ -218,17 +250,65 @@ class IndexFile:
             return None
         return "was deleted" if now is None else "was replaced by another file"
 
+    def _on_connect(self, dbapi_conn: Any, record: Any) -> None:
+        # before the pragmas, whose first read opens the WAL and shared memory at the path:
+        # the file the connection opened is the one at the path now (a stat after the open)
+        deadline = time.monotonic() + self.wait_s
+        with self._changed:
+            while self._reopening or self._identity() != self.identity:
+                if threading.get_ident() == self.owner:
+                    dbapi_conn.close()
+                    raise IndexMoved(f"the index {self.path} was deleted or replaced; it is "
+                                     "opened again before the next pass")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    dbapi_conn.close()
+                    # "locked": the API answers 503, retry, as for a file locked too long
+                    raise sqlite3.OperationalError(
+                        f"database is locked: the index {self.path} was deleted or replaced "
+                        "and is being opened again; retry in a few seconds")
+                self._changed.wait(min(left, 0.5))  # a moved file is seen without a notify
+            self._open.add(id(dbapi_conn))
+            record.info["index_identity"] = self.identity
+
+    def _on_checkin(self, dbapi_conn: Any, record: Any) -> None:
+        # a connection to the old file is closed as it is given back, not kept in the pool
+        if dbapi_conn is not None and (self._reopening
+                                       or record.info.get("index_identity") != self.identity
+                                       or self._identity() != self.identity):
+            record.invalidate()
+
+    def _on_close(self, dbapi_conn: Any, _record: Any) -> None:
+        self._on_close_detached(dbapi_conn)
+
+    def _on_close_detached(self, dbapi_conn: Any) -> None:
+        with self._changed:
+            self._open.discard(id(dbapi_conn))
+            self._changed.notify_all()
+
     def reopen(self) -> None:
-        """Close every connection the pool holds to the old file, then open the index at
-        the path: a new one made there (its folder too), or the file found there brought
-        to head. Raises StoreError (IndexUnusable on a full disk) saying what to do; the
-        file stays `moved` until a reopen succeeds."""
+        """Wait for every connection to the old file to close, then open the index at the
+        path: a new one made there (its folder too), or the file found there brought to
+        head. Raises StoreError (IndexUnusable on a full disk) saying what to do; the file
+        stays `moved` until a reopen succeeds."""
+        assert self.path is not None
+        with self._changed:
+            self._reopening = True
+        try:
+            self._reopen()
+        finally:
+            with self._changed:
+                self._reopening = False
+                self._changed.notify_all()
+
+    def _reopen(self) -> None:
         assert self.path is not None
         try:
             # made whole beside it first: a request that opened the path while its tables
             # were being made found none ("no such table")
             fresh = None if self.path.exists() else self._made_aside()
-            self.engine.dispose()
+            self.engine.dispose()  # the idle ones; the rest close as they are given back
+            self._wait_closed()
             # the old file's WAL and shared memory, which SQLite leaves at the path when
             # its file is deleted or replaced: a file there would be read through them (the
             # old file's pages read as the new one's) and share them with the old file's
@@ -243,7 +323,8 @@ class IndexFile:
                     pass  # another process made one there meanwhile: that one is opened
                 finally:
                     os.unlink(fresh)
-            ensure_schema(self.engine)
+            # on an engine of its own: this one's connections wait until the reopen is done
+            open_engine(self.path).dispose()
         except OSError as exc:
             raise StoreError(f"cannot make the index {self.path} again ({exc.strerror or exc}): "
                              "check that its folder is writable, or point --db elsewhere"
@@ -255,6 +336,18 @@ class IndexFile:
                                  "point --db elsewhere") from exc
             raise found from exc
         self.identity = self._identity()
+
+    def _wait_closed(self) -> None:
+        deadline = time.monotonic() + self.wait_s
+        with self._changed:
+            while self._open:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StoreError(
+                        f"the index {self.path} was deleted or replaced, and {len(self._open)} "
+                        "of this server's connections to the old file are still in use after "
+                        f"{self.wait_s:g} s; it is opened again once they end")
+                self._changed.wait(left)
 
     def _made_aside(self) -> Path:
         """A new index at head beside the path (its folder made again if it is gone)."""
