@@ -250,6 +250,7 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
         events = _stream_events(client, "/api/runs/typed/stream", {"points", "log", "phase"})
         sent: dict[str, Any] = {
             "RunList": run_list, "RunSummary": run_list["runs"][0], "RunDetail": detail,
+            "ServerInfo": get("/api/server"),
             "Scalars": detail["scalars"], "Actions": detail["actions"],
             "RunState": detail["state"], "Cost": detail["cost"],
             "Checkpoint": detail["checkpoints"][0],

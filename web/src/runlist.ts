@@ -6,7 +6,10 @@ import { h, morph, reconcile } from "./dom";
 import { fmtDuration, liveDuration, modelLabel, statusClass, statusText } from "./format";
 import { restoreCursor, saveCursor } from "./keyboard";
 import { groupButton, type Selection } from "./selection";
-import type { RunList, RunSummary } from "./types";
+import type { RunList, RunSummary, ServerInfo } from "./types";
+
+/** Seconds between two reads of the server's notes on its runs folder. */
+const NOTES_EVERY = 2;
 
 /** A run search box that calls `onSearch` once typing pauses for 200 ms. */
 export function searchBox(id: string, q: string, onSearch: (q: string) => void): HTMLInputElement {
@@ -40,6 +43,10 @@ export class RunListView {
   private more = h("button", { class: "btn more", id: "load-more", hidden: "" }, "Load 100 more");
   private search: HTMLInputElement;
   private status = h("p", { class: "muted list-status" });
+  /** What the server's indexer says of its runs folder as a whole (runs kept though their
+   *  folders are gone, a folder it cannot list): read from /api/server every NOTES_EVERY s. */
+  private notes = h("div", { class: "notice folder-notes", id: "folder-notes", role: "status" });
+  private ticks = 0;
   private compare = h("button", { class: "btn primary", id: "compare-button" });
   private clearButton = h("button", { class: "btn", id: "clear-selection" }, "Clear");
   private unsubscribe: () => void;
@@ -67,9 +74,23 @@ export class RunListView {
     this.clearButton.addEventListener("click", () => this.selection.set([]));
     this.unsubscribe = selection.onChange(() => this.showSelection());
     const bar = h("div", { class: "compare-bar" }, this.compare, this.clearButton);
-    this.el = h("aside", { class: "sidebar" }, h("div", { class: "search-box" }, this.search, bar), this.status, this.list, this.more);
+    this.el = h("aside", { class: "sidebar" }, h("div", { class: "search-box" }, this.search, bar), this.notes, this.status, this.list, this.more);
     this.showSelection();
     this.ticker = window.setInterval(() => this.tick(), 1000);
+    void this.readNotes();
+  }
+
+  private async readNotes(): Promise<void> {
+    try {
+      const info = await getJSON<ServerInfo>("/server");
+      const notes = info.notes;
+      // rebuilt only when they change: a reader selecting a note's text keeps it
+      if (notes.join("\n") !== Array.from(this.notes.children, (p) => p.textContent).join("\n")) {
+        this.notes.replaceChildren(...notes.map((note) => h("p", {}, note)));
+      }
+    } catch {
+      // the list's own status says when the server does not answer; the notes shown stay
+    }
   }
 
   get searchInput(): HTMLInputElement {
@@ -243,6 +264,7 @@ export class RunListView {
   }
 
   private tick(): void {
+    if (++this.ticks % NOTES_EVERY === 0) void this.readNotes();
     for (const { run, el, at } of this.rows.values()) {
       if (run.ended_at || run.process_gone || run.duration_s === null) continue;
       const d = el.querySelector(".duration");

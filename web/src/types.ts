@@ -29,6 +29,15 @@ export interface RunSummary {
   reason_code: string | null;
 }
 
+/** GET /api/server: what the server is, and what its indexer says of its runs folder. */
+export interface ServerInfo {
+  ok: boolean;
+  version: string;
+  auth: boolean;
+  runs_dir: string | null;
+  notes: string[];
+}
+
 export interface RunList {
   ok: boolean;
   runs: RunSummary[];

@@ -104,6 +104,10 @@ class IndexReport:
     # one line per run the pass took out of the index: its folder is gone, or holds
     # another run now (ingest/forget.py)
     forgotten: list[str] = field(default_factory=list)
+    # what the pass said of the runs folder as a whole (it cannot be listed, it is on
+    # another disk, runs whose folders are gone kept): in `problems` too; a server shows
+    # the last pass's in its web app (GET /api/server)
+    folder_notes: list[str] = field(default_factory=list)
 
 
 class RereadNextPass(Exception):
@@ -297,6 +301,7 @@ class Indexer:
         """A problem of the runs folder as a whole: in the report at every pass that meets
         it, in the log when it is new."""
         report.problems.append(message)
+        report.folder_notes.append(message)
         if self.log_folder and message != self._folder_said:
             log.warning("%s", message)
         self._folder_said = message

@@ -25,6 +25,7 @@ from runwatch.server import (
     routes_records,
     routes_runs,
     routes_tokens,
+    schemas,
     share,
     sse,
 )
@@ -70,6 +71,7 @@ def create_app(
     warm: bool = False,
     lock_wait_s: float = RETRY_WAIT_S,
     judge: Callable[[], Gone] = by_row,
+    folder_notes: list[str] | None = None,
 ) -> FastAPI:
     """The runwatch server app over `engine`'s index.
 
@@ -99,6 +101,7 @@ def create_app(
     app.state.runwatch = ServerState(
         engine=engine,
         judge=judge,
+        folder_notes=folder_notes if folder_notes is not None else [],
         cache=cache or SeriesCache(),
         feed=feed or ChangeFeed(),
         runs_dir=runs_dir,
@@ -112,11 +115,14 @@ def create_app(
                    routes_compare, share, routes_tokens):
         app.include_router(module.router)
 
-    @app.get("/api/server", tags=["server"])
+    @app.get("/api/server", tags=["server"], response_model=schemas.ServerInfo)
     def server_info(st: ServerState = Depends(state)) -> dict[str, Any]:
-        """What this server is: version, whether auth is on, what it indexes."""
+        """What this server is: version, whether auth is on, what it indexes, and what its
+        indexer's last pass said of that runs folder as a whole (`notes`: runs kept though
+        their folders are gone, a folder that cannot be listed or moved to another disk)."""
         return {"ok": True, "version": _version(), "auth": st.token is not None,
-                "runs_dir": str(st.runs_dir) if st.runs_dir else None}
+                "runs_dir": str(st.runs_dir) if st.runs_dir else None,
+                "notes": list(st.folder_notes)}
 
     routes_prom.install(app, metrics or routes_prom.ServerMetrics())
     _mount_web(app, static_dir)

@@ -115,6 +115,8 @@ class Runner:
     index_first: bool = True
     # whether a run's process is gone: judged by a pass that began after it died
     settle: Settle = field(default_factory=Settle)
+    # what the last whole pass said of the runs folder as a whole (GET /api/server's notes)
+    folder_notes: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _workers: list[tuple[Worker, threading.Thread]] = field(default_factory=list)
@@ -243,6 +245,7 @@ class Runner:
         report = indexer.index_once(stop=stop)
         if stop is None or not stop.is_set():  # a stopped pass may not have read every run
             self.settle.passed(dead, report.unread)
+            self.folder_notes[:] = report.folder_notes
         return report
 
     def _prewarm(self) -> None:
@@ -285,7 +288,7 @@ class Runner:
     def _make_server(self) -> uvicorn.Server:
         app = create_app(self.engine, runs_dir=self.runs_dir, token=self.token, feed=self.feed,
                          cache=self.cache, metrics=self.metrics, warm=self.warm,
-                         lock_wait_s=self.lock_wait_s,
+                         lock_wait_s=self.lock_wait_s, folder_notes=self.folder_notes,
                          judge=by_row if self.runs_dir is None else self.settle.judge)
         # Built here, not at the first request that reaches each router: building one
         # swaps the process's warning handlers from the server's thread (warm.build_routes).

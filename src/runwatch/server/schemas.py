@@ -58,6 +58,19 @@ class RunSummary(RunLabels):
     saved_step: int | None
 
 
+class ServerInfo(BaseModel):
+    """GET /api/server: what this server is, and what its indexer's last pass said of its
+    runs folder as a whole."""
+
+    ok: bool
+    version: str
+    auth: bool
+    runs_dir: str | None
+    notes: list[str] = Field(description="what the last index pass said of the runs folder "
+                             "as a whole: runs kept though their folders are gone, a folder "
+                             "that cannot be listed or is on another disk; empty when nothing")
+
+
 class RunList(BaseModel):
     ok: bool
     runs: list[RunSummary]

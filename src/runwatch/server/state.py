@@ -55,6 +55,9 @@ class ServerState:
     # what says whether a run's process is gone, taken before the rows it judges are
     # read (server/settle.py: once the indexer has read the folder since it saw it dead)
     judge: Callable[[], Gone] = by_row
+    # what the indexer's last whole pass said of the runs folder as a whole (IndexReport.
+    # folder_notes), replaced in place by the runner after each pass
+    folder_notes: list[str] = field(default_factory=list)
 
 
 def state(request: Request) -> ServerState:
