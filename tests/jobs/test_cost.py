@@ -19,6 +19,7 @@ from runwatch.jobs.cost import (
     PROFILES_FILE,
     DeviceProfile,
     ProfileError,
+    attempt_times,
     load_profiles,
     profiles_path,
     read_profiles,
@@ -97,6 +98,19 @@ def test_attempts_are_cut_after_each_terminal_event() -> None:
         ["QUEUED", "PREPARING", "RUNNING", "FAILED"],
         ["QUEUED", "PREPARING", "RUNNING", "SUCCEEDED"]]
     assert split_attempts([]) == []
+
+
+def test_a_worker_s_end_after_the_one_its_process_recorded_ends_the_same_attempt() -> None:
+    # the process recorded SUCCEEDED, then exited with an error: its worker's FAILED, which
+    # names the attempt, supersedes it (jobs/failures.exited_after_success)
+    failed = {"ts": 135, "phase": "FAILED", "attempt": 1, "code": "failed",
+              "reason": "its process exited with code 3 after its run recorded SUCCEEDED"}
+    events = [{**e, "attempt": 1} if e["phase"] != "SUCCEEDED" else e for e in ONE] + [failed]
+    assert [[e["phase"] for e in a] for a in split_attempts(events)] == [
+        ["QUEUED", "PREPARING", "PREPARING", "RUNNING", "SUCCEEDED", "FAILED"]]
+    (attempt,) = attempt_times(events, until=999)
+    assert (attempt.number, attempt.ended, attempt.code, attempt.ended_at) == (
+        1, True, "failed", 135)
 
 
 def test_as_dict_is_json_with_the_spec_s_phase_millis() -> None:

@@ -29,8 +29,10 @@ def test_the_table_covers_every_phase_of_the_run_format() -> None:
 
 def test_the_table_agrees_with_the_format_s_phase_groups() -> None:
     assert {a for a, b in ALLOWED if b == "QUEUED"} == RETRYABLE_PHASES
-    # An ended run goes nowhere but back to the queue, by retry.
-    assert all(TRANSITIONS[p] == ("QUEUED",) for p in TERMINAL_PHASES)
+    # An ended run goes nowhere but back to the queue, by retry, but for a job's worker
+    # failing a SUCCEEDED run whose process then exited with an error (jobs/failures.py).
+    assert {p: TRANSITIONS[p] for p in TERMINAL_PHASES} == {
+        "SUCCEEDED": ("QUEUED", "FAILED"), "FAILED": ("QUEUED",), "CANCELLED": ("QUEUED",)}
     # A run whose process is at work can always end, either way.
     assert all({"SUCCEEDED", "FAILED"} <= set(TRANSITIONS[p]) for p in ACTIVE_PHASES)
     assert {p for p in PHASES if p != "CANCEL_REQUESTED" and p not in TERMINAL_PHASES} \

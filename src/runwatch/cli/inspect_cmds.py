@@ -270,6 +270,7 @@ def _follow(watch: Watch, output: Output, timeout: float | None, exit_status: bo
     said: tuple[Any, ...] = ()  # what the last event said
     noted = False  # whether what the wait depends on was said (once, after the first look)
     retold: int | None = None  # the failed attempt said to be maybe queued again
+    concluding_said = False
     while True:
         now, events = watch.look()
         events = _with_attempts(events)
@@ -301,7 +302,16 @@ def _follow(watch: Watch, output: Output, timeout: float | None, exit_status: bo
             console(stderr=output is Output.json).print(text(
                 f"attempt {retold} {how} and attempts remain: waiting for its worker to "
                 "queue it again" + (f" ({gone})" if gone else "")))
-        if not requeue and (status in TERMINAL_PHASES or now["process_gone"]):
+        # a job's worker concludes the attempt once its process has exited: an exit code
+        # of its own after the SDK recorded SUCCEEDED fails it then (jobs/failures.py)
+        concluding = status == "SUCCEEDED" and _held(watch.job(), now)
+        if concluding and not concluding_said:
+            concluding_said = True
+            console(stderr=output is Output.json).print(text(
+                f"{now['name']} recorded SUCCEEDED: waiting for its process to exit and its "
+                "worker to conclude the job"))
+        if not requeue and not concluding and (status in TERMINAL_PHASES
+                                               or now["process_gone"]):
             _end(now, watch, output)
             code = EXIT_CODES.get(status, 1)
             raise typer.Exit(code if exit_status else 0)
@@ -325,6 +335,13 @@ def _follow(watch: Watch, output: Output, timeout: float | None, exit_status: bo
         watch.refresh()
 
 
+def _held(job: dict[str, Any] | None, now: dict[str, Any]) -> bool:
+    """Whether a worker still holds the run's job at the attempt the index shows: it has
+    not concluded that attempt yet."""
+    return (job is not None and job.get("worker_id") is not None
+            and job.get("attempt") == now["attempt"])
+
+
 def _may_requeue(events: list[dict[str, Any]], job: dict[str, Any] | None,
                  now: dict[str, Any]) -> bool:
     """Whether a FAILED run's attempt (or one whose process is gone before it recorded an
@@ -338,7 +355,7 @@ def _may_requeue(events: list[dict[str, Any]], job: dict[str, Any] | None,
         return False
     if int(job.get("attempt") or 1) > int(now["attempt"] or 1):
         return True  # queued again already; the index shows it at its next read
-    if job.get("worker_id") is None or job.get("attempt") != now["attempt"]:
+    if not _held(job, now):
         return False
     if int(job.get("attempt") or 1) >= int(job.get("max_attempts") or 1):
         return False

@@ -360,13 +360,17 @@ class Cost:
 def split_attempts(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """A run's lifecycle events, cut into attempts: a new one starts after each terminal
     event, and at an event that names a higher `attempt` than the events before it (a
-    job requeued without a terminal event)."""
+    job requeued without a terminal event). A terminal event naming the attempt that just
+    ended is that attempt's end too, not a new attempt: the worker's FAILED after the
+    SUCCEEDED its process recorded, when the process then exited with an error."""
     out: list[list[dict[str, Any]]] = [[]]
     number = 0
     for event in events:
         attempt = event.get("attempt")
         newer = isinstance(attempt, int) and attempt > number
-        if out[-1] and (out[-1][-1]["phase"] in TERMINAL_PHASES or newer):
+        supersedes = (event.get("phase") in TERMINAL_PHASES and attempt == number
+                      and not newer)
+        if out[-1] and not supersedes and (out[-1][-1]["phase"] in TERMINAL_PHASES or newer):
             out.append([])
         number = max(number, attempt) if isinstance(attempt, int) else number
         out[-1].append(event)

@@ -147,8 +147,17 @@ ENDINGS: tuple[tuple[str, str, str | None], ...] = (
 CLASSIFY = """A worker classifies an ended attempt from what it can observe
 (`runwatch.jobs.failures.classify`), taking the first that applies:
 
-1. The SDK recorded SUCCEEDED: the run succeeded (a kill during teardown undoes no
-   training). runwatch asked it to stop: CANCELLED (`cancelled`). Its worker stopped it
+1. The SDK recorded SUCCEEDED: the run succeeded (a kill during teardown, or a stop
+   runwatch asked for, undoes no training), unless the process then exited with a
+   non-zero exit code of its own (`sys.exit(3)` after an evaluation, a failed upload or
+   test after training: Python gives the SDK no exit status, so it recorded SUCCEEDED):
+   FAILED `failed`, the reason saying "its process exited with code N after its run
+   recorded SUCCEEDED". The worker appends that end after the SDK's, which stays in
+   `events.jsonl`; the run reads FAILED, can be retried, and is not queued again by
+   itself (its training ended: a next attempt would move it out of the run's view and
+   train again); `runwatch runs wait --exit-status` of a job waits for its worker to
+   conclude it, so that it exits with the job's end. runwatch asked it to stop:
+   CANCELLED (`cancelled`). Its worker stopped it
    because the worker was told to stop (SIGTERM or Ctrl-C; the worker's note in
    `attempts/<n>/`, which a reaper reads too): CANCELLED (`worker_stopped`), whatever
    the process recorded but SUCCEEDED.
@@ -244,8 +253,10 @@ offers.
 - **The end.** When the process group is gone the worker classifies the attempt (exit
   code or signal, the kernel's OOM killer where readable, the output's tail, what the
   SDK recorded), appends the verdict with its `code` unless the SDK recorded the end
-  itself, and queues a FAILED attempt that is not a refusal again as attempt n+1 while
-  attempts remain (`--max-attempts` at submit). An attempt that did not succeed leaves
+  itself (or after the SDK's SUCCEEDED, when the process then exited non-zero: see the
+  classification above), and queues a FAILED attempt that is not a refusal, nor one that
+  failed after its run recorded SUCCEEDED, again as attempt n+1 while attempts remain
+  (`--max-attempts` at submit). An attempt that did not succeed leaves
   the last 40 lines of its `output.log` in the run's logs (an error line when it
   FAILED). Whatever the main process leaves in its group when it exits is killed then.
 - **Stopping a worker.** Drain (`runwatch resources --drain WORKER`, the API): claim

@@ -398,10 +398,31 @@ def _recorded(end: AttemptEnd) -> Verdict | None:
     return None if found is None else _verdict(found.id)
 
 
+def exited_after_success(end: AttemptEnd) -> Verdict:
+    """How an attempt whose process recorded SUCCEEDED ended: SUCCEEDED, unless the
+    process then exited with an error code of its own (a failed upload or test after
+    training, `sys.exit(3)` after an evaluation: Python gives the SDK no exit status, so
+    it recorded SUCCEEDED), which fails it `failed`, saying so. A signal (a kill during
+    teardown, a shell's 128 + N for a stop signal) or a stop runwatch asked for undoes no
+    training: it stays SUCCEEDED."""
+    code = end.exit_code
+    if (code is None or code == 0 or ending_signal(code) is not None or end.cancel_requested
+            or end.worker_stopped):
+        return Verdict("SUCCEEDED")
+    reason = CATALOGUE["failed"]
+    return Verdict("FAILED", reason,
+                   f"{reason.sentence}: {EXITED_AFTER_SUCCESS.format(code=code)}")
+
+
+# What the reason of a job whose process failed after its run recorded SUCCEEDED adds to
+# the `failed` sentence (the worker's end follows the SDK's, which stays on record).
+EXITED_AFTER_SUCCESS = "its process exited with code {code} after its run recorded SUCCEEDED"
+
+
 def classify(end: AttemptEnd) -> Verdict:
     """How an attempt ended, from what its worker observed (see docs/jobs.md)."""
     if end.sdk_phase == "SUCCEEDED":
-        return Verdict("SUCCEEDED")  # what happened after the job said so undoes no training
+        return exited_after_success(end)
     if end.cancel_requested:
         return _verdict("cancelled")
     if end.worker_stopped:

@@ -35,7 +35,7 @@ TRANSITIONS: Mapping[str, tuple[str, ...]] = {
     "PREPARING": ("RUNNING", "CANCEL_REQUESTED", "SUCCEEDED", "FAILED"),
     "RUNNING": ("CANCEL_REQUESTED", "SUCCEEDED", "FAILED"),
     "CANCEL_REQUESTED": ("CANCELLED", "SUCCEEDED", "FAILED"),
-    "SUCCEEDED": ("QUEUED",),
+    "SUCCEEDED": ("QUEUED", "FAILED"),
     "FAILED": ("QUEUED",),
     "CANCELLED": ("QUEUED",),
 }
@@ -70,6 +70,9 @@ WHY: Mapping[tuple[str, str], str] = {
     ("CANCEL_REQUESTED", "SUCCEEDED"): "the process finished before the stop took effect",
     ("CANCEL_REQUESTED", "FAILED"): "the process failed before the stop took effect",
     ("SUCCEEDED", "QUEUED"): RETRIED,
+    ("SUCCEEDED", "FAILED"): "a job's process exited with an error code of its own after its "
+                             "run recorded SUCCEEDED (its worker's end follows the SDK's; "
+                             "the job is not queued again)",
     ("FAILED", "QUEUED"): RETRIED,
     ("CANCELLED", "QUEUED"): RETRIED,
 }

@@ -4,9 +4,11 @@
 the job row still names the attempt and the worker that held it, keeps the end of an
 output that did not succeed as a line of the run's logs, appends the verdict event
 (phase, reason, `code`) unless the run's own process recorded a terminal event for
-this attempt, requeues the run as its next attempt when the verdict is a failure other
-than a refusal and attempts remain (attempt files moved to attempts/<n>/, then QUEUED
-n+1), and releases the claim, stamping the worker that held it (`released`: a lost
+this attempt (or after the SUCCEEDED its process recorded, when its exit code then
+failed it: the SDK's end stays, the verdict supersedes it), requeues the run as its next
+attempt when the verdict is a failure other than a refusal, or than one after SUCCEEDED,
+and attempts remain (attempt files moved to attempts/<n>/, then QUEUED n+1), and
+releases the claim, stamping the worker that held it (`released`: a lost
 worker's spend runs until its jobs are let go). An attempt its worker stopped because it
 was told to stop (its note in attempts/<n>/, runwatch.rundir.stopnote) ends CANCELLED
 `worker_stopped`, never requeued. Holding the lock while deciding makes it safe for two
@@ -68,14 +70,23 @@ class Recorded:
     """What a run's events say of one attempt: whether job control started it (the event
     its worker wrote as it started it, naming the worker: PREPARING, or QUEUED while it
     waits in its cluster's queue), the phase it is in now, the terminal event its process
-    wrote, and whether its process recorded any event of its own (its SDK attached: job
-    control's events name their attempt, the SDK's do not)."""
+    wrote, the one job control wrote after it, if any (its worker's end for a process that
+    exited with an error after it recorded SUCCEEDED), and whether its process recorded
+    any event of its own (its SDK attached: job control's events name their attempt, the
+    SDK's do not)."""
 
     started: bool = False
     phase: str | None = None
     terminal: dict[str, Any] | None = None
     own: bool = False
     last_ts: float | None = None  # of its latest event
+    superseded_by: dict[str, Any] | None = None
+
+    @property
+    def end(self) -> dict[str, Any] | None:
+        """The terminal event the attempt ends with: job control's after its process's, if
+        one followed, else its process's."""
+        return self.superseded_by or self.terminal
 
 
 def read_events(run_dir: Path, offset: int = 0, line_no: int = 0
@@ -101,11 +112,15 @@ def recorded(run_dir: Path, attempt: int) -> Recorded:
     if start is None:
         return Recorded()
     phase, own, ts = events[start].get("phase"), False, events[start].get("ts")
-    for ev in events[start + 1:]:
+    for i, ev in enumerate(events[start + 1:], start + 1):
         phase, ts = ev.get("phase"), ev.get("ts")
         own = own or "attempt" not in ev
         if phase in fmt.TERMINAL_PHASES:
-            return Recorded(True, phase, ev, own, ts)
+            after = next((e for e in events[i + 1:i + 2] if e.get("attempt") == attempt
+                          and e.get("phase") in fmt.TERMINAL_PHASES), None)
+            if after is not None:
+                phase, ts = after.get("phase"), after.get("ts")
+            return Recorded(True, phase, ev, own, ts, after)
     return Recorded(True, phase, own=own, last_ts=ts)
 
 
@@ -216,7 +231,7 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
                 with engine.begin() as conn:
                     cancelled = _let_go(conn, run_dir, claim.run_pk, row["attempt"])
                     released(conn, holder, time.time())
-                recorded_end = recorded(run_dir, claim.attempt).terminal or {}
+                recorded_end = recorded(run_dir, claim.attempt).end or {}
                 if cancelled:
                     index(run_dir)
                 _log_let_go(claim, recorded_end, row["attempt"], cancelled)
@@ -236,15 +251,24 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
             # not later than now (another machine's clock)
             ended_at = None if end.ended_at is None else min(
                 max(end.ended_at, now.last_ts or 0.0), time.time())
-            events = [] if not now.started or now.terminal else [
-                verdict_event(verdict, claim.attempt, ended_at)]
+            # the process's exit status undoes the SUCCEEDED it recorded (classify): the
+            # worker's end follows the SDK's, which stays on record
+            supersede = (now.terminal is not None and now.superseded_by is None
+                         and now.terminal.get("phase") == "SUCCEEDED"
+                         and verdict.phase != "SUCCEEDED")
+            events = [verdict_event(verdict, claim.attempt, ended_at)] if now.started and (
+                now.terminal is None or supersede) else []
             # a cancel asked after the worker last looked still keeps the next attempt
-            # from being queued: the process failed on its own, and that stands
-            again = (now.started and verdict.phase == "FAILED"
+            # from being queued: the process failed on its own, and that stands; one that
+            # failed after its run recorded SUCCEEDED is not queued either (its training
+            # ended, and a next attempt would move it out of view and train again)
+            again = (now.started and verdict.phase == "FAILED" and not supersede
+                     and now.superseded_by is None
                      and not (verdict.reason and verdict.reason.refusal)
                      and claim.attempt < row["max_attempts"]
                      and row["cancel_requested_at"] is None)
-            ended = now.terminal["phase"] if now.terminal else verdict.phase
+            final = verdict_event(verdict, claim.attempt) if supersede else now.end
+            ended = final["phase"] if final else verdict.phase
             said = output_log_line(run_dir, claim.attempt, ended) if now.started else None
             if said is not None:
                 write_records(run_dir, fmt.LOGS, [said])
@@ -273,8 +297,9 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
         log.warning("the folder of %s is gone; its job ended FAILED (%s)", claim.name, GONE)
         return None
     index(run_dir)
-    # what the run records: the end its process recorded wins over the worker's verdict
-    code = now.terminal.get("code") if now.terminal else verdict.code
+    # what the run records: the end its process recorded wins over the worker's verdict,
+    # but for a SUCCEEDED that its exit status undid
+    code = final.get("code") if final else verdict.code
     log.info("%s attempt %d: %s%s%s", claim.name, claim.attempt, ended,
              f" ({code})" if code else "", ", queued again" if again else "")
     return verdict
