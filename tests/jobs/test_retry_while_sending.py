@@ -7,7 +7,9 @@ holding the run folder's lock. The index shows the run ended as soon as the end 
 written, so the web app offers Retry; the retry waited 10 s for the folder and answered
 503 ("being recorded by a live process ... try again in a moment", RunBusy). Now a retry
 waits as long as a finishing process can hold the folder. Here the team server does not
-answer (a closed port), so the last send takes the whole 15 s.
+answer (a closed port), so the last send takes the whole finish wait: the job sets it to
+HOLD_S (RUNWATCH_FINISH_WAIT_S), long enough for the test to see the run ended while its
+process holds the folder, and the retry waits for that hold however long it is.
 """
 
 from __future__ import annotations
@@ -25,11 +27,16 @@ from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import DEADLINE_S, wait_for
 from tests.support.workers import FAST, group_gone
 
+# How long the job's finish() waits for its last send (RUNWATCH_FINISH_WAIT_S): its
+# process holds the folder that long after the run shows ended.
+HOLD_S = 4
+
 
 def test_a_retry_while_the_ended_run_still_sends_waits_for_it(
         engine: Engine, runs_dir: Path) -> None:
     closed = free_port()  # nothing listens there: every send is refused
-    train = (f"import runwatch\nrun = runwatch.init(server='http://127.0.0.1:{closed}')\n"
+    train = (f"import os, runwatch\nos.environ['RUNWATCH_FINISH_WAIT_S'] = '{HOLD_S}'\n"
+             f"run = runwatch.init(server='http://127.0.0.1:{closed}')\n"
              "run.log({'loss': 1.0})\nrun.finish()\n")
     run = submit_command(engine, runs_dir, "sending", train)
     worker = Worker(engine, runs_dir, indexer=Indexer(engine, runs_dir), **FAST)

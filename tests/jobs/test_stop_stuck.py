@@ -30,6 +30,7 @@ from sqlalchemy import Engine
 from runwatch.ingest import Indexer
 from runwatch.ingest.indexer import IndexReport
 from runwatch.jobs import reaper
+from runwatch.jobs import worker as worker_module
 from runwatch.jobs.worker import Worker
 from runwatch.store import jobs as store_jobs
 from tests.support.jobs import events, job, run_row, submit_command
@@ -74,7 +75,10 @@ def frozen(pid: int) -> Iterator[None]:
 
 
 def test_a_job_whose_child_outlives_sigkill_is_concluded_only_once_the_child_has_gone(
-        engine: Engine, runs_dir: Path) -> None:
+        engine: Engine, runs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the stop's waits (11 s) end with the child frozen however long they are: shortened
+    monkeypatch.setattr(worker_module, "STOP_MARGIN_S", 0.0)
+    monkeypatch.setattr(worker_module, "KILL_WAIT_S", 0.5)
     run = submit_command(engine, runs_dir, "stuck", PARENT_AND_CHILD, max_attempts=2)
     worker = Worker(engine, runs_dir, indexer=Indexer(engine, runs_dir), **FAST)
     stop = threading.Event()

@@ -191,18 +191,24 @@ def _write(run_dir: Path, manifest: dict[str, Any], config: Any) -> None:
         write_atomic(run_dir / fmt.CONFIG, config_text)
 
 
-def _send_to(server: str | None, token: str | None) -> tuple[str, str | None] | None:
-    """(server URL, token) when the run is also sent to a server (runwatch.sdk.sender)."""
+def _send_to(server: str | None,
+             token: str | None) -> tuple[str, str | None, float] | None:
+    """(server URL, token, finish() wait for the last send) when the run is also sent to a
+    server (runwatch.sdk.sender)."""
     if server is None and not os.environ.get("RUNWATCH_SERVER"):
         return None
-    from runwatch.sdk.sender import ENV_TOKEN, server_url
+    from runwatch.sdk.sender import ENV_TOKEN, finish_wait_s, server_url
 
     url = server_url(server)
-    return None if url is None else (url, token or os.environ.get(ENV_TOKEN) or None)
+    if url is None:
+        return None
+    # a bad RUNWATCH_FINISH_WAIT_S is refused here, before the run's folder is made
+    return url, token or os.environ.get(ENV_TOKEN) or None, finish_wait_s()
 
 
 def _start(run_dir: Path, manifest: dict[str, Any], next_seq: dict[str, int], lock: RunLock,
-           phase: str, flush_interval: float, send_to: tuple[str, str | None] | None,
+           phase: str, flush_interval: float,
+           send_to: tuple[str, str | None, float] | None,
            job_attempt: int | None = None, jobs_run: bool = False) -> Run:
     sender = None
     if send_to is not None:

@@ -32,8 +32,10 @@ from runwatch.sdk.upload import FolderHold, RunUpload, backoff
 
 ENV_SERVER = "RUNWATCH_SERVER"
 ENV_PROJECT = "RUNWATCH_PROJECT"
-# How long finish() waits for the sender to send what is left.
+# How long finish() waits for the sender to send what is left: at most this (job control's
+# retry waits this plus a margin for a finishing process), shorter by RUNWATCH_FINISH_WAIT_S.
 FINISH_WAIT_S = 15.0
+ENV_FINISH_WAIT = "RUNWATCH_FINISH_WAIT_S"
 # How long finish() then waits for an offsets write under way to end (a stalled disk).
 LET_GO_WAIT_S = 1.0
 # records a live sender could not send that it names in warnings; past them it says how
@@ -53,6 +55,24 @@ def server_url(server: str | None = None) -> str | None:
     return url
 
 
+def finish_wait_s() -> float:
+    """How long finish() waits for the sender's last send: RUNWATCH_FINISH_WAIT_S seconds,
+    0 to FINISH_WAIT_S, else FINISH_WAIT_S. ValueError, saying what to set, for a value
+    that is no such number (a longer wait would outlast job control's retry wait)."""
+    value = os.environ.get(ENV_FINISH_WAIT, "").strip()
+    if not value:
+        return FINISH_WAIT_S
+    try:
+        wait = float(value)
+    except ValueError:
+        wait = -1.0
+    if not 0.0 <= wait <= FINISH_WAIT_S:  # NaN too
+        raise ValueError(f"{ENV_FINISH_WAIT}={value!r} is not a number of seconds from 0 to "
+                         f"{FINISH_WAIT_S:g} (how long finish() waits for the last send to "
+                         "the server); set one, or unset it for the default")
+    return wait
+
+
 class Sender:
     """The SDK's background thread: sends a run folder's records as the writer writes them.
 
@@ -66,9 +86,10 @@ class Sender:
     """
 
     def __init__(self, run_dir: Path, server: str, token: str | None,
-                 interval: float = 0.5) -> None:
+                 finish_wait: float, interval: float = 0.5) -> None:
         self.run_dir = Path(run_dir)
         self.server = server
+        self.finish_wait = finish_wait  # finish_wait_s(), read by runwatch.init
         self.interval = interval
         self._wake = threading.Event()
         self._closing = threading.Event()
@@ -102,7 +123,7 @@ class Sender:
     def close(self, wait: float | None = None, then: Callable[[], None] | None = None,
               writing: bool = False) -> None:
         """Send what is left (the writer has written it all), waiting at most `wait`
-        seconds (FINISH_WAIT_S, read now); what is still unsent then stays in the run
+        seconds (self.finish_wait); what is still unsent then stays in the run
         folder, said in a warning, and the thread writes nothing more there. `then` (the
         run lets its folder go) is called once the thread writes nothing into the folder
         any more: before this returns, or as a write of its offsets that a stalled disk
@@ -111,7 +132,7 @@ class Sender:
         `writing`: the writer still writes (finish() stopped waiting for it). The thread
         then sends on until `written()` and stops after the pass that follows. This waits
         only until what the folder holds now is sent (or `wait` ends) while that has not
-        come; written() then waits for the last pass instead (FINISH_WAIT_S, in the
+        come; written() then waits for the last pass instead (self.finish_wait, in the
         writer's thread), so a disk that never takes the rest costs finish() no more.
         """
         then = then or _nothing
@@ -119,7 +140,7 @@ class Sender:
             self._written.set()
         self._closing.set()
         self._wake.set()
-        wait = FINISH_WAIT_S if wait is None else wait
+        wait = self.finish_wait if wait is None else wait
         deadline = time.monotonic() + wait
         if writing:
             self._drained.wait(wait)
@@ -132,14 +153,14 @@ class Sender:
     def written(self) -> None:
         """The writer has written its last records, late (finish() had stopped waiting for
         it): a closing sender sends them and stops. When close() has returned already,
-        this waits FINISH_WAIT_S (read now) for that last pass, then gives up as close()
+        this waits self.finish_wait for that last pass, then gives up as close()
         does."""
         with self._guard:
             self._written.set()
             then, self._then = self._then, None
         self._wake.set()
         if then is not None:
-            self._stop(FINISH_WAIT_S, then)
+            self._stop(self.finish_wait, then)
 
     def _stop(self, wait: float, then: Callable[[], None]) -> None:
         """Wait up to `wait` seconds for the thread's last pass; then leave what is unsent
