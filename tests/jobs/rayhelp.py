@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-import httpx
 import pytest
 from sqlalchemy import Engine
 
@@ -47,6 +46,13 @@ RAY = Path(sys.executable).parent / "ray"
 # loaded two-core machine; these bound waits only ever reached when something is wrong.
 HEAD_DEADLINE_S = 180.0
 JOB_DEADLINE_S = 180.0
+# `ray start` exits when a port picked free was taken before it bound: started again.
+START_TRIES = 3
+# The no-op job `wait_ready` runs on a head before a test may use it.
+READY_PROBE = "rayhelp-ready-probe"
+# The head's session logs a failure message ends with.
+HEAD_LOGS = ("dashboard.log", "dashboard.err", "dashboard_JobHead.log", "dashboard_agent.log",
+             "raylet.out", "raylet.err", "runtime_env_agent.log")
 
 needs_ray = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None or importlib.util.find_spec("aiohttp") is None,
@@ -81,7 +87,26 @@ def started_head() -> Iterator[RayHead]:
 
 def start_head(dashboard: int | None = None) -> RayHead:
     """Start a Ray head as `started_head` describes (its dashboard on port `dashboard`, or
-    a free one) and wait until its dashboard answers; stop it with `stop_head`."""
+    a free one) and wait until it takes a job and runs it (`wait_ready`); stop it with
+    `stop_head`. A `ray start` that exits first (a port picked free was taken before it
+    bound) is started again on other free ports, up to START_TRIES times."""
+    for tries in range(1, START_TRIES + 1):
+        head = _launch(dashboard)
+        try:
+            if wait_ready(head, last=tries == START_TRIES):
+                return head
+        except BaseException:
+            stop_head(head)
+            raise
+        stop_head(head)
+    raise AssertionError("not reached: the last try fails the test")
+
+
+def _launch(dashboard: int | None) -> RayHead:
+    """`ray start --head --block` in a temp folder of its own, not waited for. The
+    dashboard's agent binds a port of its own choosing (0): one picked free here could be
+    taken before it binds (a loaded CI machine opens many connections), and an agent that
+    cannot bind lives on without its HTTP server, so the head refuses every job."""
     temp = Path(tempfile.mkdtemp(prefix="rw-ray-", dir="/tmp"))
     log = temp / "head.log"
     dashboard = dashboard or free_port()
@@ -89,27 +114,59 @@ def start_head(dashboard: int | None = None) -> RayHead:
             "--include-dashboard=true", "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dashboard}", "--node-ip-address=127.0.0.1",
             f"--ray-client-server-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}", "--num-cpus=2",
+            "--dashboard-agent-listen-port=0", "--num-cpus=2",
             f"--temp-dir={temp}", "--disable-usage-stats"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
-    head = RayHead(f"http://127.0.0.1:{dashboard}", proc, log)
-    try:
-        def up() -> bool:
-            if proc.poll() is not None:
-                pytest.fail(f"ray start exited {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                return httpx.get(f"{head.address}/api/version", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
+    return RayHead(f"http://127.0.0.1:{dashboard}", proc, log)
 
-        wait_for(up, what="the Ray head's dashboard", deadline=HEAD_DEADLINE_S, interval=0.5)
-    except BaseException:
-        stop_head(head)
-        raise
-    return head
+
+def wait_ready(head: RayHead, *, last: bool) -> bool:
+    """Wait until the head has run a no-op job (READY_PROBE) to its end: its dashboard
+    answers before its dashboard agent, which Ray's job API hands each job to, has
+    registered (a job submitted before then waits 10 s and is refused, "No available
+    agent to submit job"), and the job also needs its raylet and a worker. True when it
+    did; False when `ray start` exited first and this is not the `last` try; else the
+    test fails with what Ray said and the head's logs."""
+    from runwatch.jobs.ray_executor import RayUnavailable, connect
+
+    submitted: list[bool] = []  # one once the head took the job
+    said = ["its dashboard did not answer"]  # what the head said last
+    status = [""]
+
+    def ran() -> bool:
+        if head.proc.poll() is not None:
+            return True
+        try:
+            client = connect(head.address)
+            if not submitted:
+                try:
+                    client.submit_job(entrypoint="true", submission_id=READY_PROBE)
+                except RuntimeError as exc:  # taken by a try whose answer timed out
+                    if "already exists" not in str(exc):
+                        raise
+                submitted.append(True)
+            info = client.get_job_info(READY_PROBE)
+        except (RayUnavailable, OSError, RuntimeError) as exc:
+            said[0] = f"{type(exc).__name__}: {exc}"
+            return False
+        status[0] = str(getattr(info.status, "value", info.status))
+        said[0] = f"Ray says the job is {status[0]}: {info.message or ''}".strip()
+        return status[0] in ("SUCCEEDED", "FAILED", "STOPPED")
+
+    with reported(head, lambda: f"last: {said[0]}"):
+        wait_for(ran, what="the Ray head to run a no-op job", deadline=HEAD_DEADLINE_S,
+                 interval=0.5)
+    if head.proc.poll() is None:
+        if status[0] != "SUCCEEDED":
+            head_failed(head, f"the Ray head did not run a no-op job ({said[0]})")
+        return True
+    if last:
+        head_failed(head, f"ray start exited {head.proc.returncode} before the head ran a "
+                          f"job, {START_TRIES} times")
+    return False
 
 
 def stop_head(head: RayHead) -> None:
@@ -128,16 +185,65 @@ def stop_head(head: RayHead) -> None:
     shutil.rmtree(head.log.parent, ignore_errors=True)
 
 
-def head_gone(head: RayHead, exc: Exception) -> NoReturn:
-    """Fail with what the module's Ray head left in its log: its dashboard answered when
-    the module started, and no longer does."""
+def head_logs(head: RayHead) -> str:
+    """The ends of what the head wrote (`ray start`'s own log, and the logs under its
+    session that say why a job was not taken, started or run), for a failure message."""
+    session = head.log.parent / "session_latest" / "logs"
+    logs = [head.log, *(session / name for name in HEAD_LOGS)]
+    return "".join(f"\n--- {log.name} ends:\n{log.read_text(errors='replace')[-2000:]}"
+                   for log in logs if log.is_file())
+
+
+def head_failed(head: RayHead, why: str) -> NoReturn:
+    """Fail the test saying `why`, whether `ray start` still runs, and the head's logs."""
     code = head.proc.poll()
-    logs = [head.log, *sorted({log.resolve() for name in ("dashboard.log", "dashboard.err")
-                               for log in head.log.parent.glob(f"session_*/logs/{name}")})]
-    pytest.fail(f"the module's Ray head stopped answering ({exc}); `ray start` "
-                f"{'still runs' if code is None else f'exited {code}'}. "
-                + "".join(f"\n--- {log.name} ends:\n{log.read_text(errors='replace')[-3000:]}"
-                          for log in logs if log.is_file()))
+    pytest.fail(f"{why}; `ray start` {'still runs' if code is None else f'exited {code}'}. "
+                + head_logs(head), pytrace=False)
+
+
+def head_gone(head: RayHead, exc: Exception) -> NoReturn:
+    """Fail with what the module's Ray head left in its logs: its dashboard answered when
+    the module started, and no longer does."""
+    head_failed(head, f"the module's Ray head stopped answering ({exc})")
+
+
+@contextlib.contextmanager
+def reported(head: RayHead, said: Callable[[], str]) -> Iterator[None]:
+    """Where a wait inside gives up (`wait_for`'s failure), fail instead with what it
+    waited for, what `said()` tells of it then, and the head's logs."""
+    try:
+        yield
+    except pytest.fail.Exception as exc:
+        head_failed(head, f"{exc.msg}: {said()}")
+
+
+def told(head: RayHead, engine: Engine, *names: str) -> str:
+    """What the index and Ray say of runs `names` (each attempt's Ray job: status, error
+    type, message) and the end of their worker's log, for a failure message."""
+    from runwatch.jobs.ray_executor import connect
+
+    lines = []
+    for name in names:
+        try:
+            row = run_row(engine, name)
+        except Exception as exc:  # a report must not hide the failure
+            lines.append(f"{name}: not in the index ({exc})")
+            continue
+        lines.append(f"{name}: {row.status} attempt {row.attempt} ({row.reason_code}: "
+                     f"{row.reason})")
+        for attempt in range(1, (row.attempt or 1) + 1):
+            job_id = f"runwatch-{row.run_id}-{attempt}"
+            try:
+                info = connect(head.address).get_job_info(job_id)
+                lines.append(f"  Ray job {job_id}: {getattr(info.status, 'value', info.status)}"
+                             f" {getattr(info.error_type, 'value', info.error_type) or ''} "
+                             f"{(info.message or '').strip()[:500]}")
+            except Exception as exc:
+                lines.append(f"  Ray job {job_id}: not known to Ray ({exc})")
+        runs_dir = Path(row.dir).parent
+        for log in sorted(runs_dir.parent.glob("worker-*.log")):
+            lines.append(f"--- {log.name} ends:\n{log.read_text(errors='replace')[-2000:]}")
+    return "\n".join(dict.fromkeys(lines))
 
 
 def ray_status(client: Any, engine: Engine, name: str, attempt: int = 1) -> str:
@@ -152,12 +258,15 @@ def ray_status(client: Any, engine: Engine, name: str, attempt: int = 1) -> str:
     return str(getattr(info.status, "value", info.status))
 
 
-def wait_ended(engine: Engine, name: str) -> Any:
+def wait_ended(engine: Engine, name: str, head: RayHead | None = None) -> Any:
     """Wait until job `name` was concluded and its end indexed (the job is released just
-    before the run folder is indexed); its runs row."""
-    wait_for(lambda: (job(engine, name) or {}).get("worker_id", "") is None
-             and run_row(engine, name).status in fmt.TERMINAL_PHASES,
-             what=f"{name} to be concluded and indexed", deadline=JOB_DEADLINE_S)
+    before the run folder is indexed); its runs row. Given the `head` it ran on, a wait
+    that gives up says what the index, Ray and the worker say of it."""
+    with (contextlib.nullcontext() if head is None
+          else reported(head, lambda: told(head, engine, name))):
+        wait_for(lambda: (job(engine, name) or {}).get("worker_id", "") is None
+                 and run_row(engine, name).status in fmt.TERMINAL_PHASES,
+                 what=f"{name} to be concluded and indexed", deadline=JOB_DEADLINE_S)
     return run_row(engine, name)
 
 

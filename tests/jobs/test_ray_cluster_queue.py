@@ -11,6 +11,7 @@ one of them.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,14 +21,17 @@ import pytest
 from sqlalchemy import Engine
 
 from runwatch.rundir import format as fmt
+from tests.jobs import rayhelp
 from tests.jobs.rayhelp import (
     JOB_DEADLINE_S,
     PLAIN,
     RayHead,
     needs_ray,
     ray_status,
+    reported,
     spawn_ray_worker,
     started_head,
+    told,
     wait_ended,
 )
 from tests.jobs.test_resume import RESUMABLE, records
@@ -40,9 +44,27 @@ __all__ = ["workers"]  # the fixture
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[RayHead]:
-    """This file's Ray head (rayhelp.started_head), which its tests share."""
-    with started_head() as head:
-        yield head
+    """This file's Ray head (rayhelp.started_head), which its tests share, started as a
+    loaded CI machine can have it start: a port picked free for it, past the three it is
+    told (GCS, dashboard, client server), is taken before Ray binds it. In CI the port
+    picked for its dashboard agent was taken so: the agent lived on without its HTTP
+    server, and the head, whose dashboard answered, refused every job ("No available
+    agent to submit job") after 10 s, so each failed `could_not_start`. The agent now
+    binds a port of its own choosing, and the head is used once it has run a job."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    picks: list[int] = []
+    free_port = rayhelp.free_port
+
+    def taken_past_three() -> int:
+        picks.append(free_port() if len(picks) < 3 else taken.getsockname()[1])
+        return picks[-1]
+
+    with taken, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rayhelp, "free_port", taken_past_three)
+        with started_head() as head:
+            yield head
 
 
 def _detail(runs_dir: Path, db: Path, name: str) -> dict[str, Any]:
@@ -50,6 +72,17 @@ def _detail(runs_dir: Path, db: Path, name: str) -> dict[str, Any]:
     out = cli_here("runs", "get", name, "--dir", str(runs_dir), "--db", str(db), "-o", "json")
     detail: dict[str, Any] = json.loads(out.stdout)
     return detail
+
+
+def _not_ended(engine: Engine, *names: str) -> bool:
+    """True while none of runs `names` has ended; a wait for them to run fails at once,
+    saying how, when one has (it would wait out its deadline for what cannot happen)."""
+    ended = {name: run_row(engine, name) for name in names}
+    ended = {name: row for name, row in ended.items() if row.status in fmt.TERMINAL_PHASES}
+    if ended:
+        pytest.fail("gave up: " + ", ".join(f"{name} ended {row.status} ({row.reason_code})"
+                                            for name, row in ended.items()))
+    return True
 
 
 def _listed(runs_dir: Path, db: Path, name: str) -> str:
@@ -77,10 +110,12 @@ def test_a_job_ray_keeps_pending_is_queued_and_costs_nothing_until_ray_starts_it
     submit_command(engine, runs_dir, "two-cpus", [sys.executable, "-c", PLAIN, str(waits)],
                    devices=2, startup_timeout_s=600)
     spawn_ray_worker(workers, runs_dir, db, ray_head, "--devices=3")
-    wait_for(lambda: ray_status(ray, engine, "holds-a-cpu") == "RUNNING"
-             and ray_status(ray, engine, "two-cpus") == "PENDING",
-             what="one job to run on Ray and the two-CPU one to wait", deadline=JOB_DEADLINE_S,
-             interval=0.2)
+    with reported(ray_head, lambda: told(ray_head, engine, "holds-a-cpu", "two-cpus")):
+        wait_for(lambda: _not_ended(engine, "holds-a-cpu", "two-cpus")
+                 and ray_status(ray, engine, "holds-a-cpu") == "RUNNING"
+                 and ray_status(ray, engine, "two-cpus") == "PENDING",
+                 what="one job to run on Ray and the two-CPU one to wait",
+                 deadline=JOB_DEADLINE_S, interval=0.2)
 
     # Ray keeps it PENDING: every surface says it waits, and it has cost nothing
     first = _detail(runs_dir, db, "two-cpus")
@@ -101,12 +136,14 @@ def test_a_job_ray_keeps_pending_is_queued_and_costs_nothing_until_ray_starts_it
 
     # its CPUs are free: Ray starts it, and it holds its devices from then
     holds.touch()
-    wait_for(lambda: ray_status(ray, engine, "two-cpus") == "RUNNING",
-             what="Ray to start the two-CPU job", deadline=JOB_DEADLINE_S, interval=0.2)
+    with reported(ray_head, lambda: told(ray_head, engine, "two-cpus")):
+        wait_for(lambda: _not_ended(engine, "two-cpus")
+                 and ray_status(ray, engine, "two-cpus") == "RUNNING",
+                 what="Ray to start the two-CPU job", deadline=JOB_DEADLINE_S, interval=0.2)
     wait_for(lambda: _detail(runs_dir, db, "two-cpus")["state"]["phase"] == "PREPARING",
              what="the run to show its start", deadline=JOB_DEADLINE_S)
     waits.touch()
-    ended = wait_ended(engine, "two-cpus")
+    ended = wait_ended(engine, "two-cpus", ray_head)
     assert (ended.status, ended.reason_code) == ("SUCCEEDED", None)
     evs = events(runs_dir / "two-cpus")
     assert [ev["phase"] for ev in evs] == ["QUEUED", "QUEUED", "PREPARING", "SUCCEEDED"]
@@ -142,17 +179,21 @@ def test_a_resumed_job_ray_keeps_pending_is_queued_with_its_record_back(
     run = submit_command(engine, runs_dir, "resumed", [sys.executable, "-c", RESUMABLE],
                          devices=2)
     spawn_ray_worker(workers, runs_dir, db, ray_head, "--devices=3")
-    assert wait_ended(engine, "resumed").reason_code == "failed"  # after its step 3 checkpoint
+    first = wait_ended(engine, "resumed", ray_head)
+    assert first.reason_code == "failed", told(ray_head, engine, "resumed")  # after step 3
 
     holds = tmp_path / "holds-gate"
     submit_command(engine, runs_dir, "holds-a-cpu", [sys.executable, "-c", PLAIN, str(holds)])
-    wait_for(lambda: ray_status(ray, engine, "holds-a-cpu") == "RUNNING",
-             what="a one-CPU job to run on Ray", deadline=JOB_DEADLINE_S, interval=0.2)
+    with reported(ray_head, lambda: told(ray_head, engine, "holds-a-cpu")):
+        wait_for(lambda: _not_ended(engine, "holds-a-cpu")
+                 and ray_status(ray, engine, "holds-a-cpu") == "RUNNING",
+                 what="a one-CPU job to run on Ray", deadline=JOB_DEADLINE_S, interval=0.2)
     cli_here("runs", "retry", "resumed", "--resume", "--dir", str(runs_dir), "--db", str(db))
-    wait_for(lambda: ray_status(ray, engine, "resumed", 2) == "PENDING"
-             and run_row(engine, "resumed").observed_step == 3,
-             what="the resumed attempt to wait on Ray with its record back",
-             deadline=JOB_DEADLINE_S, interval=0.2)
+    with reported(ray_head, lambda: told(ray_head, engine, "resumed", "holds-a-cpu")):
+        wait_for(lambda: ray_status(ray, engine, "resumed", 2) == "PENDING"
+                 and run_row(engine, "resumed").observed_step == 3,
+                 what="the resumed attempt to wait on Ray with its record back",
+                 deadline=JOB_DEADLINE_S, interval=0.2)
 
     shown = _detail(runs_dir, db, "resumed")
     assert ray_status(ray, engine, "resumed", 2) == "PENDING"
@@ -164,7 +205,7 @@ def test_a_resumed_job_ray_keeps_pending_is_queued_with_its_record_back(
     assert (row.attempt, row.observed_step, row.saved_step) == (2, 3, 3)
 
     holds.touch()  # Ray starts it: it goes on from step 3
-    ended = wait_ended(engine, "resumed")
+    ended = wait_ended(engine, "resumed", ray_head)
     assert (ended.attempt, ended.reason_code) == (2, "failed")
     assert [(m["step"], m["loss"]) for m in records(run.dir / fmt.METRICS)] == [
         (1, 101), (2, 102), (3, 103), (4, 204), (5, 205), (6, 206), (7, 207), (8, 208)]
