@@ -22,6 +22,7 @@ search knows every runs folder, also those no run is indexed from yet.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -77,12 +78,18 @@ def device_value(st_dev: int) -> int:
     return st_dev - 2 ** 64 if st_dev > INT64_MAX else st_dev
 
 
+def path_key(path: str) -> str:
+    """The key of a runs folder's runs_folders row: the sha256 (hex) of its path's bytes
+    (PostgreSQL cannot key a path over about 2.7 KB itself)."""
+    return hashlib.sha256(os.fsencode(path)).hexdigest()
+
+
 def folder_record(engine: Engine, runs_dir: Path) -> FolderRecord | None:
     """What the index records of `runs_dir` (None: no pass indexed it into this index)."""
     t = s.runs_folders
     with engine.connect() as conn:
         row = conn.execute(select(t.c.dev, t.c.passed_at)
-                           .where(t.c.path == base_of(runs_dir))).first()
+                           .where(t.c.path_key == path_key(base_of(runs_dir)))).first()
     return None if row is None else FolderRecord(int(row.dev), float(row.passed_at))
 
 
@@ -94,10 +101,11 @@ def record_folder(engine: Engine, runs_dir: Path, record: FolderRecord | None, s
     if record is not None and record.dev == dev and now - record.passed_at < PASSED_AT_S:
         return record
     t, path = s.runs_folders, base_of(runs_dir)
+    key = path_key(path)
     with writing(engine) as conn:  # one writer at a time: the insert cannot race another
-        if not conn.execute(update(t).where(t.c.path == path)
+        if not conn.execute(update(t).where(t.c.path_key == key)
                             .values(dev=dev, passed_at=now)).rowcount:
-            conn.execute(insert(t).values(path=path, dev=dev, passed_at=now))
+            conn.execute(insert(t).values(path_key=key, path=path, dev=dev, passed_at=now))
     return FolderRecord(dev, now)
 
 

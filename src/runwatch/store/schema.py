@@ -207,7 +207,10 @@ ingest_problems = Table(
 runs_folders = Table(
     "runs_folders",
     metadata,
-    Column("path", Text, primary_key=True),
+    # sha256 (hex) of the path's bytes (ingest/forget.path_key; migration 0021): PostgreSQL
+    # cannot key a path over about 2.7 KB itself
+    Column("path_key", String(64), primary_key=True),
+    Column("path", Text, nullable=False),
     # st_dev at the last pass, as a signed 64-bit value (forget.device_value)
     Column("dev", BigInteger, nullable=False),
     Column("passed_at", Float, nullable=False),
