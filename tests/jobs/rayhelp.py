@@ -102,11 +102,12 @@ def start_head(dashboard: int | None = None) -> RayHead:
     raise AssertionError("not reached: the last try fails the test")
 
 
-def _launch(dashboard: int | None) -> RayHead:
+def _launch(dashboard: int | None, agent_port: int = 0) -> RayHead:
     """`ray start --head --block` in a temp folder of its own, not waited for. The
     dashboard's agent binds a port of its own choosing (0): one picked free here could be
     taken before it binds (a loaded CI machine opens many connections), and an agent that
-    cannot bind lives on without its HTTP server, so the head refuses every job."""
+    cannot bind lives on without its HTTP server, so the head refuses every job (as one
+    given `agent_port`, taken, does)."""
     temp = Path(tempfile.mkdtemp(prefix="rw-ray-", dir="/tmp"))
     log = temp / "head.log"
     dashboard = dashboard or free_port()
@@ -114,7 +115,7 @@ def _launch(dashboard: int | None) -> RayHead:
             "--include-dashboard=true", "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dashboard}", "--node-ip-address=127.0.0.1",
             f"--ray-client-server-port={free_port()}",
-            "--dashboard-agent-listen-port=0", "--num-cpus=2",
+            f"--dashboard-agent-listen-port={agent_port}", "--num-cpus=2",
             f"--temp-dir={temp}", "--disable-usage-stats"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     with open(log, "wb") as out:

@@ -200,7 +200,11 @@ WORKERS = """## Workers
 `runwatch worker --executor ray --address URL` runs each job it claims as a job of a Ray
 cluster instead of a local process, and watches, stops and concludes it the same way
 (docs/team.md, "Jobs on Ray"), except that it claims nothing while the cluster does not
-answer, that a job stays QUEUED (stage "{ray_queue}") from its submission until the
+answer, nor for 30 s after it refused a job for now (a head whose dashboard answers before
+the agent that takes jobs is up: Ray says "please try again later"; the job it refused is
+kept QUEUED, its attempt not spent, and submitted again until its startup timeout, then
+ends `could_not_start` saying what the cluster answered; a cancel ends it CANCELLED),
+that a job stays QUEUED (stage "{ray_queue}") from its submission until the
 cluster starts it, holding no devices meanwhile, and that a job the cluster has not
 started by its startup timeout ends `devices_unreachable`.
 A worker offers its profile's devices, or `--devices N`. On a profile of accelerators

@@ -118,6 +118,12 @@ class StartError(Exception):
     """An attempt could not be started; the message says why, in the job's own terms."""
 
 
+class StartLater(StartError):
+    """An attempt could not be started now, for a cause its cluster says will pass (a Ray
+    head whose dashboard answers but whose job agent is not up yet): the worker keeps the
+    claim and asks again, without spending the attempt, until its startup timeout."""
+
+
 @dataclass(frozen=True)
 class Seen:
     """What an executor can tell of an attempt whose worker stopped heartbeating."""

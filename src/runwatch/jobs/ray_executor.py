@@ -66,7 +66,14 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from runwatch.jobs.cost import CPU
-from runwatch.jobs.executors import LocalExecutor, Seen, StartError, note, note_cancel
+from runwatch.jobs.executors import (
+    LocalExecutor,
+    Seen,
+    StartError,
+    StartLater,
+    note,
+    note_cancel,
+)
 from runwatch.jobs.failures import RAY_HOST_OOM, AttemptEnd
 from runwatch.jobs.process import tail
 from runwatch.rundir import format as fmt
@@ -91,6 +98,13 @@ STOP_MARGIN_S = 10.0
 SWEEP_S = 10.0
 # While the cluster does not answer, a worker claims nothing and asks again this often.
 PROBE_S = 5.0
+# While the cluster refuses jobs for now (StartLater), a worker claims nothing new for
+# this long, or until a job it holds is taken.
+REFUSED_S = 30.0
+# What Ray's job API says of a refusal that passes: its dashboard answers while the agent
+# that takes jobs has not registered ("No available agent to submit job, please try again
+# later"), or a proxy before it answers 502-504.
+RETRY_LATER = ("try again later", "status code 502", "status code 503", "status code 504")
 # attempts/<n>/GIVEN_UP: runwatch gave the attempt up; its entrypoint, if Ray ever starts
 # it, exits at once without running the command.
 GIVEN_UP = "ray_given_up.json"
@@ -253,6 +267,8 @@ class RayExecutor:
         # why the cluster did not answer its last request (None: it did), and when asked
         self._silent: str | None = None
         self._heard_at = 0.0
+        # why the cluster refuses jobs for now, and since when (StartLater)
+        self._refused: tuple[str, float] | None = None
         # the Ray jobs of dead workers' attempts the reaper asks about, by submission id
         self._reaped: dict[str, RayAttempt] = {}
 
@@ -285,8 +301,12 @@ class RayExecutor:
         self._silent = f"its Ray cluster at {self.address} does not answer"
 
     def unavailable(self) -> str | None:
-        """Why no job can be started now: the cluster did not answer (asked each call while
-        it answers, every PROBE_S while it does not); None when it answers."""
+        """Why no job can be started now: the cluster refused one for now within
+        REFUSED_S (its dashboard answers then, so it is not asked), or did not answer
+        (asked each call while it answers, every PROBE_S while it does not); None when it
+        answers."""
+        if self._refused is not None and time.monotonic() - self._refused[1] < REFUSED_S:
+            return self._refused[0]
         if self._silent is not None and time.monotonic() - self._heard_at < PROBE_S:
             return self._silent
         try:
@@ -300,6 +320,8 @@ class RayExecutor:
     def found_unavailable(self) -> str | None:
         """Why the cluster could not start jobs when last asked (by `unavailable` before a
         claim, or a sweep, every SWEEP_S); None when it answered."""
+        if self._refused is not None and time.monotonic() - self._refused[1] < REFUSED_S:
+            return self._refused[0]
         return self._silent
 
     def _forgo(self, job_id: str, note_path: Path, why: str) -> bool:
@@ -461,8 +483,20 @@ class RayExecutor:
             if isinstance(exc, OSError):  # no claim until the cluster answers again
                 self._heard(exc)
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if not isinstance(exc, OSError) and any(words in str(exc) for words in RETRY_LATER):
+                if self._refused is None:
+                    log.warning("the Ray cluster at %s refuses jobs for now (%s): this worker "
+                                "asks again for the jobs it holds, and claims no other for "
+                                "%g s", self.address, first, REFUSED_S)
+                self._refused = (f"its Ray cluster at {self.address} refuses jobs for now "
+                                 f"({first})", time.monotonic())
+                raise StartLater(f"the Ray cluster at {self.address} cannot take the job now "
+                                 f"({first})") from None
             raise StartError(f"the Ray cluster at {self.address} did not take the job "
                              f"({first})") from None
+        if self._refused is not None:
+            log.warning("the Ray cluster at %s takes jobs again", self.address)
+            self._refused = None
         log.info("%s attempt %d is Ray job %s", claim.name, claim.attempt, job_id)
         return RayAttempt(self.client, job_id, output,
                           header=f"runwatch: Ray job {job_id} at {self.address}\n")

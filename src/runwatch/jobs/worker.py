@@ -85,6 +85,7 @@ from runwatch.jobs.executors import (
     Executor,
     LocalExecutor,
     StartError,
+    StartLater,
     attempt_env,
     note,
     note_cancel,
@@ -130,6 +131,9 @@ class Job:
     worker_stopped: bool = False  # stopped because this worker was told to stop
     startup_timed_out: bool = False
     start_error: str | None = None  # why its start event could not be written (tried again)
+    # what its executor was asked to start, which its cluster refused for now (StartLater):
+    # asked again at a heartbeat once the executor would start jobs, its start event written
+    later: tuple[Claim, dict[str, str], Path, int | None] | None = None
     end: AttemptEnd | None = None  # what was observed of its end, once it has ended
     # Its events as read so far (offset and line), its phase, its output's size, and
     # when it last showed progress (a new event or output).
@@ -525,29 +529,73 @@ class Worker:
             more, resume_env = resume.args(job.run_dir, kind, claim.name)
             started = replace(claim, argv=[*claim.argv, *more])
             env.update(resume_env)
+        self._execute(job, (started, env, output, None if resume is None else resume.step))
+
+    def _execute(self, job: Job, what: tuple[Claim, dict[str, str], Path, int | None]) -> None:
+        """Ask the executor to start the attempt (its start event is written): a refusal
+        its cluster says will pass (StartLater) keeps the claim, to be asked again
+        (`_start_later`); any other failure ends the attempt `could_not_start`."""
+        started, env, output, resumed_at = what
+        claim = job.claim
         try:
             job.proc = self.executor.start(started, env, output)
+        except StartLater as exc:
+            if job.later is None:
+                log.warning("cannot start %s attempt %d now: %s; asked again until its "
+                            "startup timeout", claim.name, claim.attempt, exc)
+            job.later = what
+            return
         except (OSError, StartError) as exc:
             why = (exc.strerror if isinstance(exc, OSError) else None) or exc
             note(output, f"runwatch: could not start {claim.argv[0] if claim.argv else '?'}"
                           f" in {claim.cwd}: {why}\n")
+            job.later = None
             self._finish(job, AttemptEnd(start_failed=True))
             return
+        job.later = None
         pid = job.proc.pid
         if pid is not None:
             with self.engine.begin() as conn:
                 store_jobs.set_pid(conn, claim.run_pk, pid, self.id)
         log.info("started %s attempt %d (%s executor%s)%s", claim.name, claim.attempt,
                  self.executor.name, "" if pid is None else f", pid {pid}",
-                 "" if resume is None else f", resuming from step {resume.step}")
+                 "" if resumed_at is None else f", resuming from step {resumed_at}")
         self._index(job.run_dir)
+
+    def _start_later(self, job: Job) -> None:
+        """A start its cluster refused for now, at a heartbeat: a cancel ends it CANCELLED,
+        a stopping worker ends it `worker_stopped`, its startup timeout `could_not_start`
+        (saying what the cluster answered), and otherwise the executor is asked again once
+        it says it would start jobs (`Executor.unavailable`: a refusal holds it a while)."""
+        assert job.later is not None
+        claim, output = job.claim, job.later[2]
+        with self.engine.connect() as conn:
+            cancelled = store_jobs.cancel_requested(conn, claim.run_pk, claim.attempt)
+        if cancelled:
+            self._finish(job, AttemptEnd(cancel_requested=True))
+        elif self.stopping:
+            self._finish(job, AttemptEnd(worker_stopped=True))
+        elif (job.startup_timeout_s is not None
+              and time.monotonic() - job.last_event > job.startup_timeout_s):
+            note(output, f"runwatch: its cluster did not take {claim.name} attempt "
+                         f"{claim.attempt} within its startup timeout "
+                         f"({job.startup_timeout_s:g} s): "
+                         f"{self.executor.found_unavailable() or 'it refused it'}\n")
+            self._finish(job, AttemptEnd(start_failed=True))
+        elif self.executor.unavailable() is None:
+            # asked again once the executor would start jobs again (a refusal holds it for
+            # a while): each refusal holds this loop as long as the cluster takes to answer
+            self._execute(job, job.later)
 
     def _watch(self, job: Job, beat: bool) -> None:
         if job.end is not None:  # ended, and its folder was busy: conclude it again
             self._finish(job)
             return
         if job.proc is None:
-            if not self.stopping and (beat or job.start_error is None):
+            if job.later is not None:
+                if beat:
+                    self._start_later(job)
+            elif not self.stopping and (beat or job.start_error is None):
                 self._start(job)
             return
         if job.proc.poll():
