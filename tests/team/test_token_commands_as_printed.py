@@ -49,8 +49,10 @@ def test_the_commands_projects_and_tokens_print_run_against_their_db(tmp_path: P
     assert shlex.split(create)[-2:] == ["--db", db], create
     token = run_printed(create, here, WHO="ci-uploader")
     assert token.returncode == 0, token.stderr
-    assert "write on project vision" in token.stdout
-    revoke = run_printed(printed(token.stdout), here)
+    assert token.stdout.strip().startswith("rw_") and len(token.stdout.split()) == 1, \
+        token.stdout  # the secret alone: TOKEN=$(runwatch tokens create …) holds it
+    assert "write on project vision" in token.stderr
+    revoke = run_printed(printed(token.stderr), here)
     assert revoke.returncode == 0 and "is revoked" in revoke.stdout, revoke.stderr
 
     refused = run_cli("tokens", "create", "-p", "nope", "--name", "x", "--db", db, cwd=here,
@@ -94,5 +96,5 @@ def test_a_refused_token_is_told_the_whole_command_that_makes_one(tmp_path: Path
         assert unknown.returncode == 2
         made = run_printed(printed(unknown.stderr), tmp_path, P="bravo", WHO="ci",
                            DB=str(db))
-        assert made.returncode == 0 and "read on project bravo" in made.stdout, made.stderr
+        assert made.returncode == 0 and "read on project bravo" in made.stderr, made.stderr
     engine.dispose()

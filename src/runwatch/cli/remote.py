@@ -74,7 +74,7 @@ def remote_for(server: str | None, token: str | None, directory: Path | None,
                        "local index", ["pass --server URL (or set RUNWATCH_SERVER) too"])
         return None
     # here, with a server to read: importing runwatch.sdk would slow every local read
-    from runwatch.sdk.sendhttp import url_scheme
+    from runwatch.sdk.sendhttp import bearer_token, url_scheme
 
     if url_scheme(url) is None:
         given = "--server" if server is not None else ENV_SERVER
@@ -84,10 +84,12 @@ def remote_for(server: str | None, token: str | None, directory: Path | None,
     if token == "":
         raise fail("--token is empty", ["pass the token `runwatch tokens create` printed, or "
                                         "leave --token out to use RUNWATCH_TOKEN"])
-    if token is not None:
-        return Remote(url.rstrip("/"), token, "the token given with --token")
-    return Remote(url.rstrip("/"), os.environ.get(ENV_TOKEN) or None,
-                  f"the token in {ENV_TOKEN}")
+    secret, source = ((token, "the token given with --token") if token is not None
+                      else (os.environ.get(ENV_TOKEN), f"the token in {ENV_TOKEN}"))
+    try:
+        return Remote(url.rstrip("/"), bearer_token(secret, source), source)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
 
 
 class Unanswered(Exception):

@@ -90,6 +90,7 @@ def submit_cmd(
     spec, cfg = _spec(args, fields, _instead(directory, db))
     warnings = (_warnings(args, cfg) if cfg is not None
                 else _command_warnings(spec.argv, directory, db))
+    warnings += _server_warnings(folder, directory, db)
     for warning in warnings:
         console(stderr=True).print(f"warning: {warning}", markup=False, highlight=False)
     for what, value in (("run name", name), ("project name", project)):
@@ -158,6 +159,18 @@ def _warnings(args: list[str], cfg: TrainConfig | None) -> list[str]:
         return [f"the job logs to W&B{whence}, which cannot start here: {exc}. A worker "
                 "without W&B set up refuses the job when it starts"]
     return []
+
+
+def _server_warnings(folder: Path, directory: Path | None, db: str | None) -> list[str]:
+    """A submit that RUNWATCH_SERVER might be thought to send to a team server: it queues
+    into a local index (the `runs` commands read the server then, but submit does not)."""
+    server = os.environ.get("RUNWATCH_SERVER", "").strip()
+    if not server or directory is not None or db is not None or os.environ.get("RUNWATCH_DIR"):
+        return []
+    return [f"RUNWATCH_SERVER is set, but submit queues the job in {folder} on this machine, "
+            f"not on {server}: a worker of this runs folder starts it; to queue it on the team "
+            "server, POST it to /api/jobs there (docs/api.md, \"Jobs\"), or run submit on the "
+            "server's machine with --dir set to its --runs-dir"]
 
 
 def _command_warnings(argv: list[str], directory: Path | None, db: str | None) -> list[str]:

@@ -55,12 +55,13 @@ def sync_cmd(
     so it can be run again while a run is still being written (or keep at it: --follow)."""
     # imported here: the sender's HTTP client would slow every other command's start
     from runwatch.sdk.sender import server_url
-    from runwatch.sdk.sendhttp import Client
+    from runwatch.sdk.sendhttp import Client, bearer_token
 
     if not directory.is_dir():
         raise fail(f"{directory} is not a folder", ["pass a run folder or a folder of runs"])
     try:
         url = server_url(server)
+        token = bearer_token(token, "the token (--token, or RUNWATCH_TOKEN)")
     except ValueError as exc:
         raise fail(str(exc)) from None
     if url is None:

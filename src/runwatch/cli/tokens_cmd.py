@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from runwatch.cli.context import open_context
-from runwatch.cli.output import Output, emit, fail, line, print_table, runwatch_command
+from runwatch.cli.output import (
+    Output,
+    console,
+    emit,
+    fail,
+    line,
+    print_table,
+    runwatch_command,
+)
 from runwatch.cli.runs import DbOpt, DirOpt
 
 if TYPE_CHECKING:
@@ -63,12 +71,15 @@ def create_cmd(
         raise _refused(exc, directory, db) from exc
 
     def table(wide: bool) -> None:
+        # the secret alone on stdout, so that TOKEN=$(runwatch tokens create …) holds it
+        # and nothing else; what to do with it on stderr
         line(secret)
-        line(f"token {made.id} ({made.name}): {made.right} on project {made.project}. "
-             "Copy it now: it is not shown again.")
+        note = console(stderr=True)
+        note.print(f"token {made.id} ({made.name}): {made.right} on project {made.project}. "
+                   "Copy it now: it is not shown again.", markup=False, highlight=False)
         revoke = runwatch_command("tokens", "revoke", made.id, folder=directory, db=db)
-        line("use it as RUNWATCH_TOKEN=… or 'Authorization: Bearer …'; revoke it with "
-             f"`{revoke}`")
+        note.print("use it as RUNWATCH_TOKEN=… or 'Authorization: Bearer …'; revoke it with "
+                   f"`{revoke}`", markup=False, highlight=False)
 
     emit({"ok": True, "token": made.json(), "secret": secret}, output, None, table)
 

@@ -198,12 +198,15 @@ def _send_to(server: str | None,
     if server is None and not os.environ.get("RUNWATCH_SERVER"):
         return None
     from runwatch.sdk.sender import ENV_TOKEN, finish_wait_s, server_url
+    from runwatch.sdk.sendhttp import bearer_token
 
     url = server_url(server)
     if url is None:
         return None
-    # a bad RUNWATCH_FINISH_WAIT_S is refused here, before the run's folder is made
-    return url, token or os.environ.get(ENV_TOKEN) or None, finish_wait_s()
+    # a bad token or RUNWATCH_FINISH_WAIT_S is refused here, before the run's folder is made
+    sent = bearer_token(token or os.environ.get(ENV_TOKEN),
+                        "token=" if token else f"the token in {ENV_TOKEN}")
+    return url, sent, finish_wait_s()
 
 
 def _start(run_dir: Path, manifest: dict[str, Any], next_seq: dict[str, int], lock: RunLock,

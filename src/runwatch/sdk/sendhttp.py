@@ -1,8 +1,9 @@
 """The sender's HTTP side: one server's `POST /api/ingest` and `GET /api/ingest?run=`
 (`Client`), what their answers mean (`check_answer`, `check_refusal`) and the errors the
 sender sorts them into:
-`Unreachable` (try again later), `Refused` (trying again cannot help); and `url_scheme`,
-what every client of a team server (the sender, the CLI's `--server`) takes a URL to be.
+`Unreachable` (try again later), `Refused` (trying again cannot help); and `url_scheme` and
+`bearer_token`, what every client of a team server (the sender, the CLI's `--server`) takes
+a URL and a token to be.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class Client:
         self.server = server
         self.gzip = True
         headers = {"Content-Type": "application/json", "User-Agent": "runwatch-sender"}
+        token = bearer_token(token, "the token (--token, or RUNWATCH_TOKEN)")
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self._httpx = httpx
@@ -164,6 +166,25 @@ class Client:
 
     def close(self) -> None:
         self._http.close()
+
+
+def bearer_token(token: str | None, given: str) -> str | None:
+    """The token a client of a team server sends (None for none), as every client (the
+    SDK's sender, `runwatch sync`, the CLI's `--server`) takes it. ValueError, naming where
+    it came from (`given`), for a value no server hands out: one with a line break, a space
+    or a character beyond ASCII (`TOKEN=$(runwatch tokens create …)` of an older runwatch
+    caught its notes too), which no HTTP header can carry."""
+    if not token:
+        return None
+    bad = next((c for c in token if not (c.isascii() and c.isprintable()) or c.isspace()),
+               None)
+    if bad is None:
+        return token
+    what = {"\n": "a line break", "\r": "a line break", " ": "a space",
+            "\t": "a tab"}.get(bad, f"the character {bad!r}")
+    raise ValueError(f"{given} is not one token: it holds {what}; set it to the token alone, "
+                     "the rw_… line `runwatch tokens create` printed (ASCII letters, digits "
+                     "and punctuation, no spaces)")
 
 
 def url_scheme(url: str) -> str | None:

@@ -155,7 +155,9 @@ class JobRequest(BaseModel):
                             "server's working folder, which is the default")
     name: str | None = Field(None, max_length=fmt.MAX_NAME_LENGTH,
                              description="the run's name; by default one is made")
-    project: str = Field("default", max_length=fmt.MAX_NAME_LENGTH)
+    project: str | None = Field(None, max_length=fmt.MAX_NAME_LENGTH, description="the "
+                                "run's project; by default the token's own (a project "
+                                "token's), else `default`")
     devices: int = Field(1, ge=1, le=MAX_DEVICES)
     device_profile: str | None = Field(None, max_length=64, description="by default the "
                                        "profiles' default")
@@ -274,6 +276,14 @@ def _own_paths(request: Request, st: ServerState, body: JobRequest, cwd: Path) -
                       f"settings.{key}", 403)
 
 
+def _own_project(request: Request) -> str:
+    """The project of a job whose body names none: a project token's own (the one project
+    it may submit to, so that it need not repeat it), else `default`."""
+    sc = scopes.scope_of(request)
+    return next(iter(sc.projects)) if sc.projects is not None and len(sc.projects) == 1 \
+        else "default"
+
+
 @router.post("/api/jobs", status_code=201,
              **documented(ActionAnswer, "the QUEUED run the job became", status=201))
 def submit_job(request: Request, body: JobRequest, st: ServerState = Depends(state)
@@ -282,11 +292,13 @@ def submit_job(request: Request, body: JobRequest, st: ServerState = Depends(sta
     free. Recipe settings are checked as `runwatch recipes` checks them (422 naming the
     setting); a taken name is 409. A command runs in its `cwd` (400 when that is not a
     folder here), by default the server's working folder, as a recipe always does."""
+    project = body.project if body.project is not None else _own_project(request)
     # a command runs as the server's user, outside any project: only the server's token
-    scopes.require(request, body.project if body.kind == "recipe" else None, "write")
+    scopes.require(request, project if body.kind == "recipe" else None, "write")
     if st.runs_dir is None:
         raise ApiError(409, "this server has no runs folder to make the job's run in; "
-                            "start it with one (runwatch ui DIR) to submit jobs")
+                            "start it with one to submit jobs (runwatch server --runs-dir "
+                            "DIR, or runwatch ui DIR)")
     profiles = _profiles(st)
     try:
         name = profiles.get(body.device_profile).name
@@ -296,7 +308,7 @@ def submit_job(request: Request, body: JobRequest, st: ServerState = Depends(sta
         profile = profiles.for_job(name, body.devices)
     except ProfileError as exc:
         raise refused(str(exc), "devices") from None
-    for what, value in (("name", body.name), ("project", body.project)):
+    for what, value in (("name", body.name), ("project", project)):
         try:
             if value is not None:
                 fmt.validate_name(value, f"{what if what == 'project' else 'run'} name")
@@ -305,7 +317,7 @@ def submit_job(request: Request, body: JobRequest, st: ServerState = Depends(sta
     try:
         spec = _spec(body, profile.name)
         _own_paths(request, st, body, Path(spec.cwd))
-        made = submit(st.engine, st.runs_dir, spec, body.name, body.project)
+        made = submit(st.engine, st.runs_dir, spec, body.name, project)
     except JobSpecError as exc:
         raise refused(str(exc), None) from None
     except SubmitError as exc:  # the name and project were checked: the name is taken
