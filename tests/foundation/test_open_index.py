@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from runwatch.store.db import HEAD_REVISION, StoreError, ensure_schema, open_engine
+from tests.support import cli_here
 
 OPENERS = 6
 # Rounds of the race, each on a new file, run by the same processes (a spawned process
@@ -104,3 +105,25 @@ def test_opening_a_new_file_another_process_is_making_waits_for_it(tmp_path: Pat
         held.set()
         releaser.join(30)
         maker.close()
+
+
+@pytest.mark.parametrize("url", ["postgressql://alice:hunter2@db/runwatch",
+                                 "mysql://alice:hunter2@db/runwatch",
+                                 "postgresql+psycopg2://alice:hunter2@db/runwatch"])
+def test_a_database_runwatch_cannot_keep_its_index_in_is_named_with_what_to_pass(
+        url: str) -> None:
+    # a misspelt scheme said "Can't load plugin: sqlalchemy.dialects:postgressql", and
+    # mysql:// "No module named 'MySQLdb'"
+    listed = cli_here("runs", "list", "--db", url, check=False)
+    assert listed.returncode == 2, listed.stdout + listed.stderr
+    said = " ".join(listed.stderr.split())
+    assert "runwatch keeps its index in SQLite (a file path, or sqlite:///PATH) or " \
+        "PostgreSQL (postgresql://USER@HOST/DB); pass one of these" in said, said
+    assert "hunter2" not in said and "alice:***@db" in said
+    assert "Traceback" not in listed.stderr
+
+
+def test_a_scheme_is_read_in_any_case(tmp_path: Path) -> None:
+    engine = open_engine(f"SQLite:///{tmp_path / 'index.db'}")
+    engine.dispose()
+    assert (tmp_path / "index.db").is_file()

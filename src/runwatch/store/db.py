@@ -32,6 +32,7 @@ from sqlalchemy import (
     inspect,
     text,
 )
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DatabaseError, DBAPIError, OperationalError
 
 from runwatch.rundir.jsonl import NUL_STANDIN
@@ -120,10 +121,27 @@ def database_url(target: str | Path) -> str:
         # libpq's scheme (psql, DATABASE_URL), and a PostgreSQL URL with no driver:
         # SQLAlchemy knows neither as the driver runwatch installs (psycopg 3)
         scheme, rest = s.split("://", 1)
+        scheme = scheme.lower()  # a scheme is case-insensitive; SQLAlchemy's names are not
         if scheme in ("postgres", "postgresql"):
             return f"postgresql+psycopg://{rest}"
-        return s
+        return f"{scheme}://{rest}"
     return f"sqlite:///{Path(s).expanduser().resolve()}"
+
+
+# The URL schemes of the stores runwatch installs a driver for (database_url's output).
+KNOWN_SCHEMES = ("sqlite", "postgresql+psycopg")
+
+
+def _unknown_scheme(url: str) -> StoreError:
+    """What a URL of a database runwatch cannot keep its index in says, and what to pass
+    (its password left out)."""
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        shown = url.split("://", 1)[0] + "://…"
+    return StoreError(f"cannot open database {shown}: runwatch keeps its index in SQLite (a "
+                      "file path, or sqlite:///PATH) or PostgreSQL "
+                      "(postgresql://USER@HOST/DB); pass one of these")
 
 
 def open_engine(target: str | Path, migrate: bool = True, *,
@@ -131,6 +149,8 @@ def open_engine(target: str | Path, migrate: bool = True, *,
     """An Engine for `target` (URL or SQLite path) whose schema is at head; a request for
     a connection waits at most `pool_timeout_s` for a free one."""
     url = database_url(target)
+    if url.split("://", 1)[0] not in KNOWN_SCHEMES:
+        raise _unknown_scheme(url)
     kwargs: dict[str, Any] = {}
     pooled = True
     if url.startswith("sqlite"):
