@@ -45,8 +45,11 @@ export class RunListView {
   private status = h("p", { class: "muted list-status" });
   /** What the server's indexer says of its runs folder as a whole (runs kept though their
    *  folders are gone, a folder it cannot list): read from /api/server every NOTES_EVERY s. */
-  private notes = h("div", { class: "notice folder-notes", id: "folder-notes", role: "status" });
+  private notes = h("div", { class: "folder-notes", id: "folder-notes", role: "status" });
   private ticks = 0;
+  /** Whether the list is in use (reloaded once): a share page's list is not, and a share
+   *  may read nothing of the server but its run. */
+  private listed = false;
   private compare = h("button", { class: "btn primary", id: "compare-button" });
   private clearButton = h("button", { class: "btn", id: "clear-selection" }, "Clear");
   private unsubscribe: () => void;
@@ -77,7 +80,6 @@ export class RunListView {
     this.el = h("aside", { class: "sidebar" }, h("div", { class: "search-box" }, this.search, bar), this.notes, this.status, this.list, this.more);
     this.showSelection();
     this.ticker = window.setInterval(() => this.tick(), 1000);
-    void this.readNotes();
   }
 
   private async readNotes(): Promise<void> {
@@ -119,6 +121,10 @@ export class RunListView {
   }
 
   async reload(): Promise<void> {
+    if (!this.listed) {
+      this.listed = true;
+      void this.readNotes();
+    }
     const gen = ++this.generation;
     let page: RunList;
     try {
@@ -264,7 +270,7 @@ export class RunListView {
   }
 
   private tick(): void {
-    if (++this.ticks % NOTES_EVERY === 0) void this.readNotes();
+    if (this.listed && ++this.ticks % NOTES_EVERY === 0) void this.readNotes();
     for (const { run, el, at } of this.rows.values()) {
       if (run.ended_at || run.process_gone || run.duration_s === null) continue;
       const d = el.querySelector(".duration");
