@@ -236,7 +236,10 @@ class IndexFile:
         self.engine = engine
         self.wait_s = wait_s
         database = engine.url.database if engine.dialect.name == "sqlite" else None
-        self.path = Path(database) if database and database != ":memory:" else None
+        # made absolute now: SQLAlchemy opens a relative path from the working folder of
+        # the time, so a later chdir would make the file look deleted
+        self.path = (Path(os.path.abspath(database)) if database and database != ":memory:"
+                     else None)
         self.identity = self._identity()
         self._changed = threading.Condition()
         self._reopening = False
