@@ -4,9 +4,10 @@ dashboard, and one that cannot bind its port lives on without its HTTP server) h
 submission 10 s and refuses it: "No available agent to submit job, please try again
 later". Before, the worker ended each job it claimed FAILED `could_not_start` at once (a
 worker started with its cluster burned its queue so). Now it keeps the claim, claims no
-other job meanwhile, asks again each heartbeat until the job's startup timeout, and a
-cancel ends the job CANCELLED. On a real Ray head (its agent's port taken, as a loaded
-CI machine once had it), with a real `runwatch worker` process."""
+other job meanwhile, asks again until the job's startup timeout (then `could_not_start`,
+its output saying what Ray answered), and a cancel ends the job CANCELLED. On a real Ray
+head (its agent's port taken, as a loaded CI machine once had it), with a real `runwatch
+worker` process."""
 
 from __future__ import annotations
 
@@ -96,3 +97,21 @@ def test_a_job_a_ray_cluster_refuses_for_now_is_kept_not_failed_and_can_be_cance
     logs = "".join(p.read_text() for p in tmp_path.glob("worker-*.log"))
     assert "cannot start refused attempt 1 now" in logs, logs[-2000:]
     assert "refuses jobs for now" in logs
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_job_refused_past_its_startup_timeout_could_not_start_saying_what_ray_answered(
+        refusing_head: RayHead, sqlite_index: Engine, runs_dir: Path, tmp_path: Path,
+        workers: Workers) -> None:
+    engine, db = sqlite_index, tmp_path / "index.db"
+    run = submit_command(engine, runs_dir, "timed-out",
+                         [sys.executable, "-c", PLAIN, str(tmp_path / "gate")],
+                         startup_timeout_s=2)
+    spawn_ray_worker(workers, runs_dir, db, refusing_head)
+    ended = rayhelp.wait_ended(engine, "timed-out", refusing_head)
+    assert (ended.status, ended.reason_code, ended.attempt) == ("FAILED", "could_not_start", 1)
+    output = (fmt.attempt_dir(run.dir, 1) / fmt.OUTPUT_LOG).read_text()
+    assert "its cluster did not take timed-out attempt 1 within its startup timeout (2 s): " \
+        "its Ray cluster at" in output, output
+    assert "refuses jobs for now" in output and "try again later" in output, output
