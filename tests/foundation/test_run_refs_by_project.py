@@ -15,6 +15,7 @@ from runwatch.jobs.spec import command_spec
 from runwatch.jobs.submit import SubmitError, submit
 from runwatch.store import plain
 from runwatch.store import queries as q
+from tests.support.cli import cli_here
 from tests.support.rundirs import write_run
 
 
@@ -84,3 +85,17 @@ def test_a_job_may_take_a_name_only_another_projects_run_bears(
     with pytest.raises(SubmitError, match="already exists on this index"):
         submit(engine, other, spec, name="x", project="pa")
     assert not (other / "x").exists()
+
+
+def test_runs_list_names_a_name_of_several_projects_as_project_slash_name(
+        engine: Engine, db_url: str, tmp_path: Path) -> None:
+    # the table showed two rows `x` with nothing to tell them apart but `-o wide`
+    dirs = two_projects(engine, tmp_path)
+    table = cli_here("runs", "list", "--dir", str(dirs["pa"]), "--db", db_url).stdout
+    names = {row.split()[0] for row in table.splitlines()[2:] if row.strip()}
+    assert names == {"pa/x", "pb/x", "only-a"}, table
+    # as the other commands take them
+    for ref in ("pa/x", "pb/x"):
+        got = cli_here("runs", "get", ref, "--dir", str(dirs["pa"]), "--db", db_url,
+                       "-o", "json").stdout
+        assert f'"project": "{ref.split("/")[0]}"' in got

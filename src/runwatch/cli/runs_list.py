@@ -73,9 +73,16 @@ def list_cmd(
         cols = ["NAME", "ID", "STATUS", "METHOD", "MODEL", "STEP", "DURATION"]
         if wide:
             cols += ["PROJECT", "DATASET", "TRAINER", "REASON"]
+        # a name runs of several projects bear is shown as PROJECT/NAME, the reference the
+        # other commands take for one of them (a bare name of several is refused there)
+        seen: dict[str, set[Any]] = {}
+        for d in data:
+            seen.setdefault(d["name"], set()).add(d.get("project"))
         rows = []
         for d in data:
-            row = [d["name"], d["run_id"][:8], _status_text(d), d["method"], d["base_model"],
+            shown = (f"{d['project']}/{d['name']}" if len(seen[d["name"]]) > 1 and d.get("project")
+                     else d["name"])
+            row = [shown, d["run_id"][:8], _status_text(d), d["method"], d["base_model"],
                    d["observed_step"], fmt_duration(d["duration_s"])]
             if wide:
                 row += [d["project"], d["dataset"], d["trainer"], d["reason"]]
