@@ -1,9 +1,8 @@
 """Submitting a job to a team server with a project's token, as the web app's form and a
 first `curl` do: a body that names no project queues the run in the token's own project (not
 `default`, which the token may not write); a server started with no runs folder says
-how a `runwatch server` gets one; and `runwatch submit`, which queues into a local runs
-folder, says so where RUNWATCH_SERVER (which points the `runs` commands at the server) is
-set."""
+how a `runwatch server` gets one; and `runwatch submit` queues on the server RUNWATCH_SERVER
+names (as the `runs` commands read it), unless --dir or --db names a local runs folder."""
 
 from __future__ import annotations
 
@@ -67,14 +66,33 @@ def test_a_server_without_a_runs_folder_says_how_to_give_it_one(engine: Engine,
     assert "runwatch server --runs-dir DIR" in refused.json()["error"]
 
 
-def test_submit_says_it_queues_here_when_runwatch_server_is_set(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_submit_queues_on_the_team_server_runwatch_server_names(
+        with_folder: str, secret: str, engine: Engine, runs_dir: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # it queued into ./runs on this machine, where no worker runs, while the `runs`
+    # commands read the server RUNWATCH_SERVER names
     monkeypatch.delenv("RUNWATCH_DIR", raising=False)
-    monkeypatch.chdir(tmp_path)
-    env = {"RUNWATCH_SERVER": "http://runwatch.lan:8765", "RUNWATCH_TOKEN": None}
-    made = cli_here("submit", "--name", "here-1", "--", "true", env=env)
-    assert "RUNWATCH_SERVER is set, but submit queues the job in" in made.stderr, made.stderr
-    assert "POST it to /api/jobs" in made.stderr
-    assert (tmp_path / "runs" / "here-1").is_dir()
-    quiet = cli_here("submit", "--name", "here-2", "--dir", "runs", "--", "true", env=env)
-    assert "RUNWATCH_SERVER" not in quiet.stderr
+    here = tmp_path / "elsewhere"  # not the server's runs folder (tmp_path/runs)
+    here.mkdir()
+    monkeypatch.chdir(here)
+    env = {"RUNWATCH_SERVER": with_folder, "RUNWATCH_TOKEN": secret}
+    made = cli_here("submit", "--name", "there-1", "recipes", "sft", "max_steps=5", env=env)
+    assert "queued there-1 (run " in made.stdout and f"on {with_folder}: QUEUED" in made.stdout
+    assert f"runwatch runs wait vision/there-1 --exit-status --server {with_folder}" \
+        in made.stdout, made.stdout
+    assert not (here / "runs").exists()  # nothing queued here
+    assert (runs_dir / "there-1").is_dir()  # in the server's runs folder
+    listed = cli_here("runs", "get", "vision/there-1", "-o", "json", env=env).stdout
+    assert '"project": "vision"' in listed and '"status": "QUEUED"' in listed
+
+    # the server checks the job as a local submit does, and its refusal is said as such
+    bad = cli_here("submit", "recipes", "sft", "max_stepz=5", env=env, check=False)
+    assert bad.returncode == 2, bad.stderr
+    assert "the sft recipe has no setting 'max_stepz'" in bad.stderr
+    # a command runs as the server's user: a project's token may not queue one
+    refused = cli_here("submit", "--", "true", env=env, check=False)
+    assert refused.returncode == 2, refused.stderr
+    assert "needs write on every project: use the server's token" in refused.stderr
+    # --dir (or --db) names a local runs folder: queued here, as before
+    local = cli_here("submit", "--name", "here-1", "--dir", "runs", "--", "true", env=env)
+    assert "queued here-1" in local.stdout and (here / "runs" / "here-1").is_dir()

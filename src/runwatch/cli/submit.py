@@ -19,8 +19,9 @@ import typer
 
 from runwatch.analysis.views import run_summary
 from runwatch.cli.context import open_context, runs_dir
-from runwatch.cli.options import DbOpt, DirOpt, OutOpt
+from runwatch.cli.options import DbOpt, DirOpt, OutOpt, ServerOpt, WriteTokenOpt
 from runwatch.cli.output import Output, console, dumps, fail, line, runwatch_command
+from runwatch.cli.remote import Remote, remote_for
 from runwatch.jobs.control import nobody_starts, who_starts
 from runwatch.jobs.cost import ProfileError, read_profiles
 from runwatch.jobs.settings import SettingsError, check_recipe_settings
@@ -60,7 +61,9 @@ def submit_cmd(
     directory: DirOpt = None, db: DbOpt = None, output: OutOpt = Output.table,
     name: Annotated[str | None, typer.Option(help="The run's name (default: the recipe, or "
                                              "'job', then the time).")] = None,
-    project: Annotated[str, typer.Option(help="The run's project.")] = "default",
+    project: Annotated[str | None, typer.Option(
+        help="The run's project (default: `default`; on a team server, a project token's "
+             "own).")] = None,
     devices: Annotated[int, typer.Option(min=1, max=MAX_DEVICES, help="Devices the job "
                                          "holds while it runs.")] = 1,
     device_profile: Annotated[str | None, typer.Option(
@@ -72,12 +75,21 @@ def submit_cmd(
     startup_timeout: Annotated[float | None, typer.Option(
         min=0.001, help="Seconds a PREPARING attempt may report nothing before it fails "
         "(default: the worker's).")] = None,
+    server: ServerOpt = None, token: WriteTokenOpt = None,
 ) -> None:
     """Queue a job: its run is QUEUED at once, and a worker starts it when devices are free.
 
     Examples: `runwatch submit recipes sft max_steps=100`; `runwatch submit --devices 2
-    -- python train.py --lr 1e-4`.
+    -- python train.py --lr 1e-4`. With --server (or RUNWATCH_SERVER, unless --dir or --db
+    is given) the job is queued on that team server, whose workers start it there.
     """
+    remote = remote_for(server, token, directory, db)
+    if remote is not None:
+        _submit_remote(remote, args, output, name=name, project=project, devices=devices,
+                       device_profile=device_profile, priority=priority,
+                       max_attempts=max_attempts, startup_timeout_s=startup_timeout)
+        return
+    project = project or "default"
     folder = runs_dir(directory)
     try:
         profiles = read_profiles(folder)
@@ -90,7 +102,6 @@ def submit_cmd(
     spec, cfg = _spec(args, fields, _instead(directory, db))
     warnings = (_warnings(args, cfg) if cfg is not None
                 else _command_warnings(spec.argv, directory, db))
-    warnings += _server_warnings(folder, directory, db)
     for warning in warnings:
         console(stderr=True).print(f"warning: {warning}", markup=False, highlight=False)
     for what, value in (("run name", name), ("project name", project)):
@@ -161,16 +172,41 @@ def _warnings(args: list[str], cfg: TrainConfig | None) -> list[str]:
     return []
 
 
-def _server_warnings(folder: Path, directory: Path | None, db: str | None) -> list[str]:
-    """A submit that RUNWATCH_SERVER might be thought to send to a team server: it queues
-    into a local index (the `runs` commands read the server then, but submit does not)."""
-    server = os.environ.get("RUNWATCH_SERVER", "").strip()
-    if not server or directory is not None or db is not None or os.environ.get("RUNWATCH_DIR"):
-        return []
-    return [f"RUNWATCH_SERVER is set, but submit queues the job in {folder} on this machine, "
-            f"not on {server}: a worker of this runs folder starts it; to queue it on the team "
-            "server, POST it to /api/jobs there (docs/api.md, \"Jobs\"), or run submit on the "
-            "server's machine with --dir set to its --runs-dir"]
+def _submit_remote(remote: Remote, args: list[str], output: Output, **fields: Any) -> None:
+    """Queue the job on a team server (POST /api/jobs), which checks it as a local submit
+    does; a command runs in this folder's path on the server's host (one that is no
+    folder there is refused, saying so)."""
+    if not args:
+        raise fail("submit needs a job", [f"e.g. runwatch submit {RECIPE_WORD} sft "
+                                          "max_steps=100, or runwatch submit -- CMD ARGS"])
+    body: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+    if args[0] == RECIPE_WORD:
+        if len(args) < 2:
+            raise fail(f"`runwatch submit {RECIPE_WORD}` needs the recipe's name",
+                       [f"e.g. runwatch submit {RECIPE_WORD} sft max_steps=100"])
+        settings: dict[str, str] = {}
+        for arg in args[2:]:
+            key, eq, value = arg.partition("=")
+            if not eq or not key.strip():
+                raise fail(f"recipe setting {arg!r} is not key=value",
+                           [f"runwatch recipes {args[1]} --help lists its settings"])
+            settings[key.strip()] = value
+        body.update(kind="recipe", recipe=args[1], settings=settings)
+    else:
+        body.update(kind="command", argv=args, cwd=str(Path.cwd()))
+    answer = remote.request("POST", "/api/jobs", body=body)
+    run = answer["run"]
+    if output is Output.json:
+        typer.echo(dumps({"status": answer["status"], "next": answer.get("next"),
+                          "warnings": [], "run": run}))
+        return
+    ref = f"{run['project']}/{run['name']}" if run.get("project") else run["name"]
+    line(f"queued {run['name']} (run {run['run_id']}) on {remote.url}: {answer['status']}")
+    line("next:")
+    for cmd in (("runs", "get", ref), ("runs", "wait", ref, "--exit-status")):
+        line("  ", runwatch_command(*cmd, "--server", remote.url))
+    if answer.get("next"):
+        line(str(answer["next"]))
 
 
 def _command_warnings(argv: list[str], directory: Path | None, db: str | None) -> list[str]:
