@@ -27,7 +27,7 @@ from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
 from tests.support.cli import cli_here
 from tests.support.jobs import events, job, run_row, submit_command
-from tests.support.wait import first_line, wait_for
+from tests.support.wait import first_line, rest_of_output, wait_for
 from tests.support.workers import Workers, workers
 
 __all__ = ["workers"]  # the fixture
@@ -148,11 +148,13 @@ def test_wait_exit_status_is_the_jobs_end_not_the_success_its_run_recorded_first
         assert "SUCCEEDED" in said
         assert wait.poll() is None  # the process has not exited: the job has not ended
         gate.touch()
-        out, _ = wait.communicate(timeout=120)
+        out = rest_of_output(wait, what="the wait to end", deadline=120)
     finally:
         if wait.poll() is None:
             wait.kill()
             wait.communicate()
     told = " ".join((said + out).split())
     assert wait.returncode == 1, told  # FAILED's
+    assert "gated recorded SUCCEEDED: waiting for its process to exit and its worker to " \
+        "conclude the job" in told
     assert "exited with code 3 after its run recorded SUCCEEDED" in told
