@@ -271,6 +271,7 @@ def _follow(watch: Watch, output: Output, timeout: float | None, exit_status: bo
     noted = False  # whether what the wait depends on was said (once, after the first look)
     retold: int | None = None  # the failed attempt said to be maybe queued again
     concluding_said = False
+    rechecked = False  # looked again once after the worker let the job go
     while True:
         now, events = watch.look()
         events = _with_attempts(events)
@@ -305,6 +306,11 @@ def _follow(watch: Watch, output: Output, timeout: float | None, exit_status: bo
         # a job's worker concludes the attempt once its process has exited: an exit code
         # of its own after the SDK recorded SUCCEEDED fails it then (jobs/failures.py)
         concluding = status == "SUCCEEDED" and _held(watch.job(), now)
+        if status == "SUCCEEDED" and concluding_said and not concluding and not rechecked:
+            # the worker lets the job go once it has written its end, then indexes the
+            # run: a look between the two finds the job let go and the SDK's SUCCEEDED
+            # still; the next look (after the index is read again) has the end
+            rechecked = concluding = True
         if concluding and not concluding_said:
             concluding_said = True
             console(stderr=output is Output.json).print(text(
