@@ -243,6 +243,7 @@ class IndexFile:
         self.identity = self._identity()
         self._changed = threading.Condition()
         self._reopening = False
+        self._stale = False  # the file was found moved and is not opened again yet
         self._open: set[int] = set()  # id() of every connection open to the index
         # the thread that calls `reopen` (a server's indexer): it does not wait for itself
         self.owner: int | None = None
@@ -271,6 +272,7 @@ class IndexFile:
         now = self._identity()
         if now == self.identity:
             return None
+        self._stale = True  # the connections given back from now on are closed
         return "was deleted" if now is None else "was replaced by another file"
 
     def _on_connect(self, dbapi_conn: Any, record: Any) -> None:
@@ -295,10 +297,10 @@ class IndexFile:
             record.info["index_identity"] = self.identity
 
     def _on_checkin(self, dbapi_conn: Any, record: Any) -> None:
-        # a connection to the old file is closed as it is given back, not kept in the pool
-        if dbapi_conn is not None and (self._reopening
-                                       or record.info.get("index_identity") != self.identity
-                                       or self._identity() != self.identity):
+        # a connection to the old file is closed as it is given back, not kept in the pool,
+        # once the file is known to have moved (no stat here: every request gives one back)
+        if dbapi_conn is not None and (self._reopening or self._stale
+                                       or record.info.get("index_identity") != self.identity):
             record.invalidate()
 
     def _on_close(self, dbapi_conn: Any, _record: Any) -> None:
@@ -316,7 +318,7 @@ class IndexFile:
         stays `moved` until a reopen succeeds."""
         assert self.path is not None
         with self._changed:
-            self._reopening = True
+            self._reopening = self._stale = True
         try:
             self._reopen()
         finally:
@@ -359,6 +361,7 @@ class IndexFile:
                                  "point --db elsewhere") from exc
             raise found from exc
         self.identity = self._identity()
+        self._stale = False
 
     def _wait_closed(self) -> None:
         deadline = time.monotonic() + self.wait_s
