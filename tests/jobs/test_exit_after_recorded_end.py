@@ -16,17 +16,20 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
 
-from runwatch.jobs import control
+from runwatch.ingest import Indexer, IndexReport
+from runwatch.jobs import control, reaper
 from runwatch.jobs.failures import AttemptEnd, classify
 from runwatch.rundir import format as fmt
 from runwatch.rundir.jsonl import loads_line
+from runwatch.store import jobs as store_jobs
 from tests.support.cli import cli_here
-from tests.support.jobs import events, job, run_row, submit_command
+from tests.support.jobs import events, job, record_attempt, run_row, submit_command
 from tests.support.wait import first_line, rest_of_output, wait_for
 from tests.support.workers import Workers, workers
 
@@ -158,3 +161,37 @@ def test_wait_exit_status_is_the_jobs_end_not_the_success_its_run_recorded_first
     assert "gated recorded SUCCEEDED: waiting for its process to exit and its worker to " \
         "conclude the job" in told
     assert "exited with code 3 after its run recorded SUCCEEDED" in told
+
+
+@pytest.mark.parametrize(("recorded", "exit_code", "max_attempts", "status"), [
+    ("SUCCEEDED", 3, 1, "FAILED"),  # the exit status undoes the SDK's SUCCEEDED
+    ("FAILED", 1, 2, "QUEUED"),  # queued again: attempt 2
+])
+def test_the_job_is_let_go_only_once_its_end_is_in_the_index(
+        engine: Engine, runs_dir: Path, recorded: str, exit_code: int, max_attempts: int,
+        status: str) -> None:
+    """Seen in CI (`runs wait --exit-status`): the worker let the job go, then indexed the
+    run, so a look between the two saw the job released and the SDK's SUCCEEDED still in
+    the index, and exited 0 for a job its worker failed. Whoever sees the job let go now
+    reads its end: the worker indexes the run first."""
+    run = submit_command(engine, runs_dir, "ordered", max_attempts=max_attempts)
+    with engine.begin() as conn:
+        claim = store_jobs.claim(conn, "w", 1, time.time())
+    assert claim is not None
+    record_attempt(run.dir, 1, recorded)  # what its SDK wrote; the process has exited
+    indexer = Indexer(engine, runs_dir)
+    indexer.index_once()
+    assert run_row(engine, "ordered").status == recorded
+
+    seen: list[tuple[object, str]] = []  # at each index of the run: (holder, status after)
+
+    def index(run_dir: Path) -> None:
+        holder = (job(engine, "ordered") or {}).get("worker_id")
+        indexer.index_run(run_dir, IndexReport())
+        seen.append((holder, run_row(engine, "ordered").status))
+
+    assert reaper.conclude(engine, claim, "w", AttemptEnd(exit_code=exit_code), index)
+    assert seen and seen[0] == ("w", status), seen
+    after = job(engine, "ordered")
+    assert after is not None and after["worker_id"] is None
+    assert run_row(engine, "ordered").status == status

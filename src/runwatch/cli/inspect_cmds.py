@@ -307,9 +307,10 @@ def _follow(watch: Watch, output: Output, timeout: float | None, exit_status: bo
         # of its own after the SDK recorded SUCCEEDED fails it then (jobs/failures.py)
         concluding = status == "SUCCEEDED" and _held(watch.job(), now)
         if status == "SUCCEEDED" and concluding_said and not concluding and not rechecked:
-            # the worker lets the job go once it has written its end, then indexes the
-            # run: a look between the two finds the job let go and the SDK's SUCCEEDED
-            # still; the next look (after the index is read again) has the end
+            # a look reads the run before its job: one that read the SDK's SUCCEEDED just
+            # before the worker indexed the job's end, and the job just after it let the
+            # job go, sees neither; the next look has the end (the worker indexes it
+            # before it lets go: jobs.reaper.conclude)
             rechecked = concluding = True
         if concluding and not concluding_said:
             concluding_said = True

@@ -277,6 +277,11 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
                 events.append({"phase": "QUEUED", "attempt": claim.attempt + 1})
             if events:
                 write_events(run_dir, events)
+            # indexed before the job is let go: whoever sees the job released (runs wait,
+            # the web app) reads its end in the index, not the SDK's SUCCEEDED that the
+            # process's exit status undid, nor a FAILED about to be queued again
+            index(run_dir)
+            cancelled = False
             with engine.begin() as conn:
                 # a cancel that lands after the row was read: the new attempt, queued in
                 # the folder, ends CANCELLED before it starts (the requeue would clear it)
@@ -284,8 +289,10 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
                                                      unless_cancelled=True)):
                     unstarted = claim.attempt + 1 if again else (
                         None if now.started else claim.attempt)
-                    _let_go(conn, run_dir, claim.run_pk, unstarted)
+                    cancelled = _let_go(conn, run_dir, claim.run_pk, unstarted)
                 released(conn, holder, time.time())
+            if cancelled:  # the end _let_go wrote
+                index(run_dir)
     except RunBusy:
         return None
     except FileNotFoundError:  # the run folder was deleted: nothing to record, free the job
@@ -296,7 +303,6 @@ def conclude(engine: Engine, claim: Claim, holder: str, end: AttemptEnd, index: 
                 released(conn, holder, time.time())
         log.warning("the folder of %s is gone; its job ended FAILED (%s)", claim.name, GONE)
         return None
-    index(run_dir)
     # what the run records: the end its process recorded wins over the worker's verdict,
     # but for a SUCCEEDED that its exit status undid
     code = final.get("code") if final else verdict.code
