@@ -113,6 +113,8 @@ def _other(name: str, value: Any) -> Any:
     knows, for a field that names one)."""
     if name == "learning":
         return "loss" if value != "loss" else "reward_mean"
+    if name == "not_with":
+        return (*value, "num_turns_mean" if "num_turns_mean" not in value else "loss")
     if isinstance(value, bool):
         return not value
     if isinstance(value, str):

@@ -89,7 +89,9 @@ def render() -> str:
         condition = rule.condition.format(**{k: v for k, v in rule.params.items()})
         out.append(f"### `{rule.id}` — {rule.title}\n")
         out.append(f"- **Methods:** {_methods(rule)}")
-        out.append(f"- **Reads:** {metrics}")
+        out.append(f"- **Reads:** {metrics}" + (
+            "; not on a run that logs " + " or ".join(f"`{m}`" for m in rule.not_with)
+            if rule.not_with else ""))
         out.append(f"- **Detector:** `{rule.detector}`; parameters: {_params(rule)}"
                    + (f"; budget: `{rule.budget}`" if rule.budget else ""))
         out.append(f"- **Condition:** {condition}")

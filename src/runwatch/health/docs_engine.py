@@ -214,6 +214,14 @@ their validation metrics) runs on the first in its order that the run logs, also
 that one appears after another: a loop that logs its held-out accuracy at step 0 and
 its reward from step 1 is judged on the reward.
 
+A rule that does not apply to a kind of run names the metrics that tell it (`not_with`):
+it does not start on a run that logs one, and one that started stops, its open finding
+resolved, when one appears. A multi-turn run logs `terminated_ratio` or `num_turns_mean`,
+and its `truncated_ratio` counts episodes cut short by the turn limit or the context:
+`multiturn.unfinished_episodes` judges it, and the completion budget rules
+(`grpo.truncation`, `grpo.truncation_rising`, `grpo.truncation_extreme`), whose advice is
+to raise `max_sample_tokens`, do not.
+
 Trend rules whose window is a number of training steps (`window_in=steps`: the ratio,
 log-probability, parse-failure, entropy and KL trends) learn the run's logging stride
 from its first three logged steps (the median gap) and judge `window` ÷ stride logged

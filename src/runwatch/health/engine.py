@@ -277,7 +277,7 @@ class Engine:
     def _restore(self) -> None:
         for key, est in self._saved.items():
             ev = self._make(key, est)
-            if ev is not None:
+            if ev is not None and not any(m in self.seen for m in ev.rule.not_with):
                 self.evals[key] = ev
         self._saved = {}
 
@@ -287,6 +287,11 @@ class Engine:
         dropped: list[Evaluator] = []
         for rule in self.rules:
             if rule.detector in ("nonfinite", "stall"):
+                continue
+            if any(m in self.seen for m in rule.not_with):
+                # the run logs what says the rule does not apply: it stops, if it started
+                dropped += [self.evals.pop(k) for k in [k for k in self.evals
+                                                       if k.startswith(rule.id + "|")]]
                 continue
             for variant in rule.variants:
                 key = rule.id + "|" + "|".join(variant)

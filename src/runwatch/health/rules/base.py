@@ -87,9 +87,14 @@ class Rule:
     # setting, or by the default where the run's settings do not give it
     # (`native_limits`), so its messages speak the unit the run logs
     native_scale: tuple[str, float] | None = None
+    # Metrics that tell the rule does not apply to the run: it does not start on a run
+    # that logs one of them, and one that started stops (its open finding resolved) when
+    # one appears (a multi-turn run's truncated_ratio counts episodes cut short by the
+    # turn limit or the context, not completions at the token budget)
+    not_with: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        unknown = [m for m in self.reads if m != "*" and m not in BY_NAME]
+        unknown = [m for m in self.reads + self.not_with if m != "*" and m not in BY_NAME]
         if unknown:
             raise ValueError(f"rule {self.id} reads {unknown}, which the metric vocabulary "
                              "(runwatch.metrics.catalogue) does not know: add them there")

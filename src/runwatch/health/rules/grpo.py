@@ -13,6 +13,11 @@ from runwatch.health.rules.base import Param, Rule
 
 GRPO = ("grpo",)
 SUSTAINED = {"k": 8, "n": 10}
+# What a multi-turn run logs in place of per-completion stats (the spec's multi-turn
+# metrics): its truncated_ratio counts episodes cut short by the turn limit, the context, a
+# parse failure or the environment, which multiturn.unfinished_episodes judges with its
+# own advice; the completion budget rules do not apply to it
+MULTI_TURN = ("terminated_ratio", "num_turns_mean")
 
 
 def _zero_variance_share(v: Sequence[list[float]], p: Mapping[str, Param]) -> list[float]:
@@ -200,6 +205,7 @@ RULES: tuple[Rule, ...] = (
         title="Many completions hit the length budget",
         methods=GRPO,
         variants=(("truncated_ratio",),),
+        not_with=MULTI_TURN,
         detector="threshold",
         params={"above": 0.3, **SUSTAINED},
         signal="truncation",
@@ -214,6 +220,7 @@ RULES: tuple[Rule, ...] = (
         title="More and more completions hit the length budget",
         methods=GRPO,
         variants=(("truncated_ratio",),),
+        not_with=MULTI_TURN,
         detector="trend",
         params={"direction": "up", "window": 32, "min_effect": 0.05, "relative": 0,
                 "window_in": "steps", "min_window": 8, "recent_z": 2.0},
@@ -504,6 +511,7 @@ RULES: tuple[Rule, ...] = (
         title="Most completions hit the length budget",
         methods=GRPO,
         variants=(("truncated_ratio",),),
+        not_with=MULTI_TURN,
         detector="threshold",
         params={"above": 0.8, "k": 1, "n": 10},
         signal="truncation",
