@@ -6,6 +6,7 @@ names (as the `runs` commands read it), unless --dir or --db names a local runs 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,3 +97,35 @@ def test_submit_queues_on_the_team_server_runwatch_server_names(
     # --dir (or --db) names a local runs folder: queued here, as before
     local = cli_here("submit", "--name", "here-1", "--dir", "runs", "--", "true", env=env)
     assert "queued here-1" in local.stdout and (here / "runs" / "here-1").is_dir()
+
+
+def test_submit_cwd_names_the_folder_a_command_starts_in(
+        with_folder: str, engine: Engine, runs_dir: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command queued on a team server started in this folder's path on the server's
+    host, whatever folder there it should start in: --cwd names it (the server checks it
+    is a folder there), here and on a server alike; a recipe on a server starts in the
+    server's own, and --cwd with one is refused before anything is sent."""
+    monkeypatch.delenv("RUNWATCH_DIR", raising=False)
+    here, work = tmp_path / "laptop", tmp_path / "work"
+    here.mkdir()
+    work.mkdir()
+    monkeypatch.chdir(here)
+    env = {"RUNWATCH_SERVER": with_folder, "RUNWATCH_TOKEN": BOOT}
+    cli_here("submit", "--name", "in-work", "--cwd", str(work), "--", "true", env=env)
+    missing = cli_here("submit", "--cwd", str(tmp_path / "nowhere"), "--", "true", env=env,
+                       check=False)
+    assert missing.returncode == 2 and "does not exist on the server's host" in missing.stderr
+    recipe = cli_here("submit", "--cwd", str(work), "recipes", "sft", "max_steps=5", env=env,
+                      check=False)
+    assert recipe.returncode == 2 and "leave --cwd out" in recipe.stderr
+    # queued here: the folder must be one here
+    local = cli_here("submit", "--name", "local-work", "--dir", str(runs_dir), "--cwd",
+                     str(work), "--", "true")
+    assert "queued local-work" in local.stdout
+    nowhere = cli_here("submit", "--dir", str(runs_dir), "--cwd", "nowhere", "--", "true",
+                       check=False)
+    assert nowhere.returncode == 2 and "--cwd nowhere is no folder here" in nowhere.stderr
+    for name in ("in-work", "local-work"):
+        spec = json.loads((runs_dir / name / "job.json").read_text())
+        assert spec["cwd"] == str(work), (name, spec)

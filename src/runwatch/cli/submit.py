@@ -75,6 +75,10 @@ def submit_cmd(
     startup_timeout: Annotated[float | None, typer.Option(
         min=0.001, help="Seconds a PREPARING attempt may report nothing before it fails "
         "(default: the worker's).")] = None,
+    cwd: Annotated[str | None, typer.Option(
+        "--cwd", help="The folder the job starts in (default: this one). On a team server "
+        "(--server), a command job's folder on the server's host (a relative path is from "
+        "the server's working folder, where its recipe jobs start).")] = None,
     server: ServerOpt = None, token: WriteTokenOpt = None,
 ) -> None:
     """Queue a job: its run is QUEUED at once, and a worker starts it when devices are free.
@@ -85,8 +89,8 @@ def submit_cmd(
     """
     remote = remote_for(server, token, directory, db)
     if remote is not None:
-        _submit_remote(remote, args, output, name=name, project=project, devices=devices,
-                       device_profile=device_profile, priority=priority,
+        _submit_remote(remote, args, output, cwd, name=name, project=project,
+                       devices=devices, device_profile=device_profile, priority=priority,
                        max_attempts=max_attempts, startup_timeout_s=startup_timeout)
         return
     project = project or "default"
@@ -99,9 +103,9 @@ def submit_cmd(
     fields: dict[str, Any] = {"devices": devices, "device_profile": profile.name,
                               "priority": priority, "max_attempts": max_attempts,
                               "startup_timeout_s": startup_timeout}
-    spec, cfg = _spec(args, fields, _instead(directory, db))
+    spec, cfg = _spec(args, fields, _instead(directory, db), _local_cwd(cwd))
     warnings = (_warnings(args, cfg) if cfg is not None
-                else _command_warnings(spec.argv, directory, db))
+                else _command_warnings(spec.argv, Path(spec.cwd), directory, db))
     for warning in warnings:
         console(stderr=True).print(f"warning: {warning}", markup=False, highlight=False)
     for what, value in (("run name", name), ("project name", project)):
@@ -135,11 +139,24 @@ def submit_cmd(
                 profile.name == profiles.default, starts, waits is None, devices)
 
 
-def _spec(args: list[str], fields: dict[str, Any], instead: dict[str, str]
+def _local_cwd(given: str | None) -> Path:
+    """The folder a job queued here starts in: --cwd's, which must be a folder here (a
+    worker of this runs folder starts it on this machine), or this one."""
+    if given is None:
+        return Path.cwd()
+    path = Path(given).expanduser().resolve()
+    if not path.is_dir():
+        raise fail(f"--cwd {given} is no folder here, so a worker could not start the job in "
+                   "it", ["give a folder that exists, or leave --cwd out to start it in this "
+                          "one"])
+    return path
+
+
+def _spec(args: list[str], fields: dict[str, Any], instead: dict[str, str], cwd: Path
           ) -> tuple[JobSpec, TrainConfig | None]:
     """The job of `args`: a built-in recipe with its checked settings, or a command (no
-    settings); `instead` says what to do instead of a job-owned setting."""
-    cwd = Path.cwd()
+    settings), started in `cwd`; `instead` says what to do instead of a job-owned
+    setting."""
     try:
         if args[0] != RECIPE_WORD:
             return command_spec(args, cwd=cwd, **fields), None
@@ -172,10 +189,11 @@ def _warnings(args: list[str], cfg: TrainConfig | None) -> list[str]:
     return []
 
 
-def _submit_remote(remote: Remote, args: list[str], output: Output, **fields: Any) -> None:
+def _submit_remote(remote: Remote, args: list[str], output: Output, cwd: str | None,
+                   **fields: Any) -> None:
     """Queue the job on a team server (POST /api/jobs), which checks it as a local submit
-    does; a command runs in this folder's path on the server's host (one that is no
-    folder there is refused, saying so)."""
+    does; a command runs in `cwd` on the server's host, by default in this folder's path
+    (one that is no folder there is refused, saying so, and that --cwd names one)."""
     if not args:
         raise fail("submit needs a job", [f"e.g. runwatch submit {RECIPE_WORD} sft "
                                           "max_steps=100, or runwatch submit -- CMD ARGS"])
@@ -191,9 +209,12 @@ def _submit_remote(remote: Remote, args: list[str], output: Output, **fields: An
                 raise fail(f"recipe setting {arg!r} is not key=value",
                            [f"runwatch recipes {args[1]} --help lists its settings"])
             settings[key.strip()] = value
+        if cwd is not None:
+            raise fail("a recipe job on a team server starts in the server's working folder: "
+                       "leave --cwd out (it is for a command job)")
         body.update(kind="recipe", recipe=args[1], settings=settings)
     else:
-        body.update(kind="command", argv=args, cwd=str(Path.cwd()))
+        body.update(kind="command", argv=args, cwd=cwd or str(Path.cwd()))
     answer = remote.request("POST", "/api/jobs", body=body)
     run = answer["run"]
     if output is Output.json:
@@ -209,9 +230,10 @@ def _submit_remote(remote: Remote, args: list[str], output: Output, **fields: An
         line(str(answer["next"]))
 
 
-def _command_warnings(argv: list[str], directory: Path | None, db: str | None) -> list[str]:
+def _command_warnings(argv: list[str], cwd: Path, directory: Path | None, db: str | None
+                      ) -> list[str]:
     """What would stop a command job at its start on this machine: a program not on PATH,
-    or a path to no executable file (relative to the job's folder, this one). A worker
+    or a path to no executable file (relative to the job's folder `cwd`). A worker
     elsewhere may have it, so the job is queued all the same. A submit it names has the
     --dir and --db this one was given."""
     program = argv[0]
@@ -221,15 +243,16 @@ def _command_warnings(argv: list[str], directory: Path | None, db: str | None) -
                     "start the job (it would end could_not_start): give the program's path, "
                     "or check that the worker's PATH has it"]
         return []
-    path = Path(program).expanduser()
+    path = cwd / Path(program).expanduser()
     if not path.is_file():
+        here = "this folder" if cwd == Path.cwd() else f"--cwd {cwd}"
         return [f"{program!r} is no file here, so a worker here cannot start the job (it "
-                "would end could_not_start): give the program's path from this folder, "
+                f"would end could_not_start): give the program's path from {here}, "
                 "where the job starts, or an absolute one"]
     if not os.access(path, os.X_OK):
         # --dir and --db before `--`, after which every word is the command's
         where = (["--dir", str(directory)] if directory is not None else []) + \
-            (["--db", db] if db else [])
+            (["--db", db] if db else []) + (["--cwd", str(cwd)] if cwd != Path.cwd() else [])
         submit = runwatch_command("submit", *where, "--", "python", program)
         return [f"{program!r} is not executable, so a worker cannot start the job (it would "
                 f"end could_not_start): chmod +x {shlex.quote(program)}, or run it through "
