@@ -113,4 +113,4 @@ def test_tiles_are_the_series_own(indexed: list[str], monkeypatch: pytest.Monkey
 def test_the_table_shows_the_same_tiles(indexed: list[str]) -> None:
     out = run_cli("runs", "get", "restored", *indexed).stdout
     assert "Best train loss: 1" in out
-    assert "Peak memory act_bytes: 4.7 GiB" in out
+    assert "Peak memory (act): 4.7 GiB" in out

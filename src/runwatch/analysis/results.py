@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from runwatch.jobs.cost import Cost
-from runwatch.metrics import Role, describe, find_key, names
+from runwatch.metrics import METRICS, Role, describe, find_key, names
 from runwatch.store.keys import KeyInfo
 
 # The values of one key's series, in step order, with superseded points removed.
@@ -175,13 +175,30 @@ def results(keys: Sequence[KeyInfo], best_train_loss: float | None,
     return out
 
 
+# The phases in which a run trains: its training time is what it spent in them over all
+# its attempts (the web app's Cost card sums the same phases: web/src/costcard.ts).
+TRAINING_PHASES = ("RUNNING", "CANCEL_REQUESTED")
+
+# The memory key whose peak says what held the device at the step that held the most.
+MEMORY_TOTAL = "memory/total_bytes"
+# A memory key that is no part of the device's step: the process's own peak (host memory).
+PROCESS_PEAK = "memory/process_peak_rss_bytes"
+_CATALOGUE_ORDER = {m.name: i for i, m in enumerate(METRICS)}
+
+
+def training_s(phase_millis: Mapping[str, float]) -> float | None:
+    """A run's training time over all its attempts, from its time in each phase summed
+    over them (`timing.phaseMillis`): the seconds in TRAINING_PHASES; None when it holds
+    none of them (the run never trained, or when it did is a time no date can show)."""
+    found = [phase_millis[p] for p in TRAINING_PHASES if p in phase_millis]
+    return sum(found) / 1000 if found else None
+
+
 def cost(run_cost: Cost, keys: Sequence[KeyInfo], values: SeriesValues,
          duration_s: float | None) -> dict[str, Any]:
     """What the run used: its training duration, queue wait, device time and spend over
-    all attempts (an estimate until it ends), its last step time, the peak of each
-    memory part it logged (`memory/<part>_bytes`: the recipes log the parts of their one
-    device's step with the most memory) and its data fit (the last value of each
-    `data_fit/<count>` it logged: how its rows fitted max_seq_length)."""
+    all attempts (an estimate until it ends), its last step time, its memory at its peak
+    (`peak_memory`) and its data fit (`data_fit`)."""
     by_key = {k.key: k for k in keys}
     step_time = _role_key(by_key, Role.STEP_TIME)
     figures = {k: v for k, v in run_cost.as_dict().items() if k not in ("timing", "attempts")}
@@ -189,8 +206,71 @@ def cost(run_cost: Cost, keys: Sequence[KeyInfo], values: SeriesValues,
         "duration_s": duration_s,
         **figures,
         "last_step_time_s": _latest(step_time),
-        "peak_memory_bytes": {k.key.split("/", 1)[1]: _series_stat(k, values, "max")
-                              for k in keys if k.key.startswith("memory/")},
-        "data_fit": {k.key.split("/", 1)[1]: _latest(k)
-                     for k in keys if k.key.startswith("data_fit/")},
+        "peak_memory_bytes": peak_memory(keys, values),
+        "data_fit": data_fit(keys, values),
     }
+
+
+def peak_memory(keys: Sequence[KeyInfo], values: SeriesValues) -> dict[str, float | None]:
+    """What held the device at the peak of the step that held the most, by part
+    (`memory/<part>_bytes` without its prefix): the total first, then the parts logged at
+    the step where `memory/total_bytes` peaked, never a part's value from another step
+    (one that peaked elsewhere would not add up to the total shown). A run that logs no
+    total says nothing of which parts were held together: each part is then its own peak.
+    `process_peak_rss_bytes`, the process's host memory, is its own peak either way."""
+    mem = sorted((k for k in keys if k.key.startswith("memory/")), key=_memory_order)
+    total = next((k for k in mem if k.key == MEMORY_TOTAL), None)
+    parts = [k for k in mem if k.key != PROCESS_PEAK]
+    found = (_at_peak(total, parts, values) if total is not None
+             else {k.key: _series_stat(k, values, "max") for k in parts})
+    found.update({k.key: _series_stat(k, values, "max") for k in mem if k.key == PROCESS_PEAK})
+    return {key.split("/", 1)[1]: value for key, value in found.items()}
+
+
+def _memory_order(info: KeyInfo) -> tuple[int, int, str]:
+    """The total first, then the parts in the catalogue's order (weights, adapter, ...),
+    any other part by name, and the process's own peak last."""
+    rank = 0 if info.key == MEMORY_TOTAL else 2 if info.key == PROCESS_PEAK else 1
+    return rank, _CATALOGUE_ORDER.get(info.key, len(_CATALOGUE_ORDER)), info.key
+
+
+def _at_peak(total: KeyInfo, parts: Sequence[KeyInfo], values: SeriesValues
+             ) -> dict[str, float | None]:
+    """Each of `parts` (the total among them) at the step where the total peaked. The
+    recipes log memory only on a step that sets a new peak, so the total's last record is
+    usually its peak, and the parts logged with it are those whose last record has its
+    step: nothing is read. Otherwise (a resumed attempt whose peak was lower, or a loop
+    that logs memory every step) the series are read: a part logged in every record the
+    total was (its series as long, ending at the same step) is read at the total's peak;
+    any other is left out, since at which step its values were logged is not known here."""
+    peak = _series_stat(total, values, "max")
+    if peak is None:
+        return {total.key: None}
+    if total.last_value == peak:
+        return {k.key: finite(k.last_value) for k in parts if k.last_step == total.last_step}
+    total_values = values(total)
+    at = int(np.where(np.isfinite(total_values), total_values, -np.inf).argmax())
+    found: dict[str, float | None] = {}
+    for k in parts:
+        part_values = total_values if k is total else values(k)
+        if part_values.size == total_values.size and k.last_step == total.last_step:
+            found[k.key] = finite(float(part_values[at]))
+    return found
+
+
+def data_fit(keys: Sequence[KeyInfo], values: SeriesValues) -> dict[str, float | None]:
+    """How a supervised run's rows fitted max_seq_length: the last value of each
+    `data_fit/<count>` it logged, in the catalogue's order (`rows`, `rows_at_max_length`,
+    `rows_lost_target_end`, `rows_dropped_empty`); then `padding_fraction`, the share of
+    its batches that was padding, where it logs the metric `padding_fraction` (the SFT and
+    DPO recipes do, each step's share) and no `data_fit/padding_fraction` of its own: the
+    mean of the steps' shares (no step's token count is logged to weigh them by)."""
+    logged = sorted((k for k in keys if k.key.startswith("data_fit/")),
+                    key=lambda k: (_CATALOGUE_ORDER.get(k.key, len(_CATALOGUE_ORDER)), k.key))
+    fit = {k.key.split("/", 1)[1]: _latest(k) for k in logged}
+    padding = _named_key(keys, "padding_fraction")
+    if padding is not None and "padding_fraction" not in fit:
+        padding_values = values(padding)
+        shares = padding_values[np.isfinite(padding_values)]
+        fit["padding_fraction"] = float(shares.mean()) if shares.size else None
+    return fit

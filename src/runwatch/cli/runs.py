@@ -5,6 +5,7 @@ The options and the run lookup the `runs` commands share are in cli/options.py."
 from __future__ import annotations
 
 import csv
+import math
 import shlex
 import sys
 import time
@@ -107,6 +108,8 @@ def get_cmd(
         _section(c, "Results", [(k.replace("_", " ").capitalize(), v) for k, v in res.items()
                                 if v is not None and k != "non_finite"])
         _section(c, "Cost", _cost_lines(detail))
+        if detail["cost"]["data_fit"]:
+            _section(c, "Data fit", _data_fit_lines(detail["cost"]["data_fit"]))
         if len(detail["attempts"]) > 1:
             _section(c, "Attempts", [(f"#{a['attempt']}", _attempt_text(a))
                                      for a in detail["attempts"]])
@@ -166,33 +169,91 @@ def _job_lines(job: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _cost_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
+    # imported here: numpy, which the module imports, would slow every other command's start
+    from runwatch.analysis.results import training_s
+
     cost = detail["cost"]
     estimate = " (estimate: the run has not ended)" if cost["device_seconds_estimate"] else ""
-    phases = ", ".join(f"{k.lower()} {fmt_duration(v / 1000)}"
-                       for k, v in detail["timing"]["phaseMillis"].items())
-    lines = [("Training time", fmt_duration(cost["duration_s"])),
+    phase_millis = detail["timing"]["phaseMillis"]
+    phases = ", ".join(f"{k.lower()} {fmt_duration(v / 1000)}" for k, v in phase_millis.items())
+    lines = [("Training time", fmt_duration(training_s(phase_millis))),
              ("Queue wait", fmt_duration(cost["queue_wait_s"])), ("Phases", phases),
-             ("Device time", f"{cost['device_seconds']:.1f}s on {cost['devices']} × "
+             ("Device time", f"{_device_seconds(cost['device_seconds'])}s on {cost['devices']} × "
                              f"{cost['device_profile']}{estimate}")]
     rates = sorted({a["hourly_rate"] for a in detail["attempts"]
                     if a["hourly_rate"] is not None and a["device_seconds"] > 0})
+    spend = _spend(cost["spend"], cost["device_seconds"])
     if cost["spend"] is None:
         lines.append(("Spend", cost["problem"]))
     elif len(rates) > 1:  # each attempt at the rate it ran at (Attempts lists them)
-        lines.append(("Spend", f"{fmt_money(cost['spend'])}, its attempts at "
+        lines.append(("Spend", f"{spend}, its attempts at "
                                f"{' and '.join(fmt_money(r) for r in rates)} per "
                                f"device-hour{estimate}"))
     else:
-        lines.append(("Spend", f"{fmt_money(cost['spend'])} at "
-                               f"{fmt_money(cost['hourly_rate'])} per device-hour{estimate}"))
-    mem = cost["peak_memory_bytes"]
-    return lines + [(f"Peak memory {k}", _bytes(v)) for k, v in mem.items()]
+        lines.append(("Spend", f"{spend} at {fmt_money(cost['hourly_rate'])} per "
+                               f"device-hour{estimate}"))
+    return lines + _memory_lines(cost["peak_memory_bytes"])
+
+
+def _device_seconds(seconds: float) -> str:
+    return f"{seconds:.1f}"
+
+
+def _spend(spend: float | None, device_seconds: float) -> str:
+    """A spend as table text, at the precision its device time is shown with: a device
+    time shown as 0.0 spent nothing (a job whose process never started held its devices
+    for the worker's few milliseconds), not "< 0.0001"."""
+    if spend is not None and _device_seconds(device_seconds) == _device_seconds(0.0):
+        spend = 0.0
+    return fmt_money(spend)
+
+
+# The memory key that is the process's own peak (host memory), no part of the device's
+# step (runwatch.analysis.results PROCESS_PEAK), and what the table calls it.
+PROCESS_PEAK = ("process_peak_rss_bytes", "Process peak RSS (host memory)")
+# What each data fit count counts (cost.data_fit); the web app's Cost card names them alike
+# (web/src/costcard.ts DATA_FIT).
+DATA_FIT_LABELS = {"rows": "Rows drawn", "rows_at_max_length": "Rows at max_seq_length",
+                   "rows_lost_target_end": "Rows that lost their target's end",
+                   "rows_dropped_empty": "Rows dropped (nothing to train on)",
+                   "padding_fraction": "Padding"}
+
+
+def _words(key: str) -> str:
+    return key.removesuffix("_bytes").replace("_", " ").capitalize()
+
+
+def _memory_lines(memory: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The memory at the step that held the most: the total, and the parts of that step
+    under it; a run that logs no total, the peak of each part (runwatch.analysis.results
+    peak_memory). The process's own peak is apart from either."""
+    key, label = PROCESS_PEAK
+    parts = {k: v for k, v in memory.items() if k != key}
+    if "total_bytes" in parts:
+        total = parts.pop("total_bytes")
+        lines = [("Peak memory", f"{_bytes(total)} (the step that held the most)")]
+        lines += [(f"  {_words(k)}", _bytes(v)) for k, v in parts.items()]
+    else:
+        lines = [(f"Peak memory ({_words(k).lower()})", _bytes(v)) for k, v in parts.items()]
+    return lines + ([(label, _bytes(memory[key]))] if key in memory else [])
+
+
+def _data_fit_lines(fit: dict[str, Any]) -> list[tuple[str, Any]]:
+    """How the rows fitted max_seq_length, and the share of the batches that was padding."""
+    lines: list[tuple[str, Any]] = []
+    for k, v in fit.items():
+        shown = (f"{v * 100:.1f}% of the batches' tokens"
+                 if k == "padding_fraction" and isinstance(v, int | float) and math.isfinite(v)
+                 else v)
+        lines.append((DATA_FIT_LABELS.get(k, _words(k)), shown))
+    return lines
 
 
 def _attempt_text(attempt: dict[str, Any]) -> str:
-    text = f"{attempt['phase']}, {attempt['device_seconds']:.1f} device-seconds"
+    text = f"{attempt['phase']}, {_device_seconds(attempt['device_seconds'])} device-seconds"
     if attempt.get("spend") is not None:
-        text += f", spend {fmt_money(attempt['spend'])} at {fmt_money(attempt['hourly_rate'])}"
+        text += (f", spend {_spend(attempt['spend'], attempt['device_seconds'])} at "
+                 f"{fmt_money(attempt['hourly_rate'])}")
     if attempt["reason"]:
         text += f": {attempt['reason']}"
     return text
