@@ -128,8 +128,10 @@ def test_a_run_whose_process_died_says_so_in_its_summary(
     assert detail["timing"]["phaseMillis"] == {"RUNNING": round(listed["duration_s"] * 1000)}
     # one device (of the built-in cpu profile) for the time it ran: fixed, not growing
     assert detail["cost"]["device_seconds"] == detail["timing"]["phaseMillis"]["RUNNING"] / 1000
-    assert detail["cost"]["device_seconds_estimate"] is True
+    # it ended at its last record: final figures, and the reason it stopped
+    assert detail["cost"]["device_seconds_estimate"] is False
     assert detail["cost"]["device_profile"] == "cpu" and detail["cost"]["devices"] == 1
+    assert detail["failure"]["code"] == "stopped_early"
     # nothing is left to stop, and a run started by hand cannot be retried
     assert detail["actions"] == {"cancel": False, "retry": False}
 

@@ -1,6 +1,7 @@
 // The Cost card of the run detail: device time and spend over all attempts (marked as an
 // estimate while the run has not ended, and counted on each second from the server's
-// figures), queue wait apart from preparing and training time, the peak of each memory
+// figures while its process lives: one whose process is gone stopped at its last record),
+// queue wait apart from preparing and training time, the peak of each memory
 // part and the data fit the run logged, and each attempt. The run page shows it again
 // each time it reads the run's detail (while points arrive, at most once a second).
 
@@ -55,6 +56,12 @@ function attemptsTable(attempts: Attempt[]): HTMLElement {
   );
 }
 
+/** Whether the run's open phase goes on now: it has not ended, and its process has not
+ * gone (the server's figures for one that has stop at its last record). */
+function counting(d: RunDetail): boolean {
+  return d.cost.device_seconds_estimate && !d.run.process_gone;
+}
+
 export class CostCard {
   readonly el = h("section", { class: "card", id: "cost" });
   private detail: RunDetail | null = null;
@@ -69,7 +76,7 @@ export class CostCard {
 
   /** Count the open phase on to now (called each second while the run is active). */
   tick(): void {
-    if (this.detail?.cost.device_seconds_estimate) this.render();
+    if (this.detail && counting(this.detail)) this.render();
   }
 
   private render(): void {
@@ -79,10 +86,10 @@ export class CostCard {
     const status = d.run.status;
     const estimate = c.device_seconds_estimate;
     // the server counted the open phase up to when it answered; go on counting from there
-    const open = estimate ? Math.max(0, Date.now() - this.at) / 1000 : 0;
-    const holding = estimate && ACTIVE_PHASES.includes(status) ? open : 0;
+    const open = counting(d) ? Math.max(0, Date.now() - this.at) / 1000 : 0;
+    const holding = ACTIVE_PHASES.includes(status) ? open : 0;
     const millis = { ...d.timing.phaseMillis };
-    if (estimate) millis[status] = (millis[status] ?? 0) + open * 1000;
+    if (open) millis[status] = (millis[status] ?? 0) + open * 1000;
     const deviceS = c.device_seconds + holding * c.devices;
     const mark = () => (estimate ? h("span", { class: "estimate", title: "The run has not ended: this grows until it does." }, " (estimate)") : null);
     const spend =

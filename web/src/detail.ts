@@ -43,6 +43,15 @@ function jobRows(job: JobSpec | null, run: RunSummary): [string, unknown][] {
   ];
 }
 
+/** The run's stage with its progress, as `runwatch runs get` shows it: "tokenizing
+ * (30/100)". The progress is the detail's, shown only while the stage it was read with is
+ * the one the run reports now (the run's stream brings a new stage before its detail). */
+function stageText(d: RunDetail): string | null {
+  const stage = d.run.stage;
+  const progress = d.state.stage === stage ? d.state.progress : null;
+  return stage && progress ? `${stage} (${progress.done ?? 0}/${progress.total})` : stage;
+}
+
 /** A label as a `data-row` name: "Observed step" → "observed-step". */
 function rowName(label: string): string {
   return label.toLowerCase().replace(/[^a-z0-9]+/g, "-");
@@ -304,7 +313,7 @@ export class DetailView {
     if (run.status !== prev.status) {
       // the new phase shows at once; the detail fetched next brings its actions and cards
       this.phaseChanges++;
-      this.detail = { ...this.detail!, run, actions: { cancel: false, retry: false } };
+      this.detail = { ...this.detail!, run, actions: { cancel: false, retry: false }, failure: null };
       this.el.dataset.status = run.status;
       this.renderHeader();
     }
@@ -351,7 +360,7 @@ export class DetailView {
     this.el.dataset.attempt = String(detail.run.attempt);
     // the header (its buttons and tabs) is drawn again only when what it shows changed
     const { duration_s: _d, observed_step: _o, saved_step: _s, ...headed } = detail.run;
-    const shown = JSON.stringify([headed, detail.summary, detail.failure, detail.actions]);
+    const shown = JSON.stringify([headed, detail.state.progress, detail.summary, detail.failure, detail.actions]);
     if (shown !== this.headerShown) {
       this.renderHeader();
       this.headerShown = shown;
@@ -382,7 +391,10 @@ export class DetailView {
     if (!d) return;
     this.headerShown = "";
     const run = d.run;
+    // why it ended: recorded, or, for a run started by hand whose process died without
+    // recording an end, the server's verdict (the run keeps the phase it recorded)
     const failure = d.failure;
+    const reason = failure?.reason ?? run.reason;
     // a run that was stopped did not fail: its reason is not shown as an error
     const stopped = run.status === "CANCELLED" ? "stopped" : "";
     const actions = h("div", { class: "actions" });
@@ -399,11 +411,11 @@ export class DetailView {
         h("h2", { id: "run-title", title: run.name }, run.name),
         h("span", { class: `badge ${statusClass(run.status)}`, id: "run-status" }, h("span", { class: "dot" }), statusText(run)),
         run.attempt > 1 ? h("span", { class: "badge", id: "run-attempt" }, `attempt ${run.attempt}`) : null,
-        run.stage ? h("span", { class: "muted" }, run.stage) : null,
+        run.stage ? h("span", { class: "muted", id: "run-stage" }, stageText(d)) : null,
         actions,
       ),
       h("p", { class: "summary", id: "run-summary" }, d.summary),
-      run.reason ? h("p", { class: `reason ${stopped}`, id: "run-reason" }, run.reason) : null,
+      reason ? h("p", { class: `reason ${stopped}`, id: "run-reason" }, reason) : null,
       failure?.what_to_do ? h("p", { class: `what-to-do ${stopped}`, id: "what-to-do" }, h("strong", {}, "What to do: "), failure.what_to_do) : null,
       tabs,
     );
@@ -515,7 +527,7 @@ export class DetailView {
         ["Trainer", run.trainer],
         ["Method", run.method],
         ["Status", statusLabel(run.status)],
-        ["Stage", run.stage],
+        ["Stage", stageText(d)],
         ["Observed step", observed],
         ["Saved step", run.saved_step],
         ["Run id", run.run_id],
@@ -525,7 +537,7 @@ export class DetailView {
         ["Created", fmtTime(run.created_at)],
         ["Started", fmtTime(run.started_at)],
         ["Ended", fmtTime(run.ended_at)],
-        ["Failure reason", run.reason],
+        ["Failure reason", d.failure?.reason ?? run.reason],
         ...jobRows(d.job, run),
       ]),
     );

@@ -99,7 +99,7 @@ export interface RunState {
 }
 
 /** What a run used over all its attempts; device time and spend are estimates while
- * it has not ended. Rate and spend are null when its device profile is unknown
+ * it has not ended (a run started by hand whose process died ended at its last record). Rate and spend are null when its device profile is unknown
  * (`problem` says why). */
 export interface Cost {
   duration_s: number | null;
@@ -138,7 +138,9 @@ export interface Attempt {
   ended_at: number | null;
 }
 
-/** Why a run failed (or was stopped), from the failure catalogue, and what to do. */
+/** Why a run failed (or was stopped), from the failure catalogue, and what to do; for a
+ * run started by hand whose process died without recording an end (`process_gone`), the
+ * server's verdict: it stopped before it finished (`stopped_early`). */
 export interface Failure {
   code: string | null;
   reason: string | null;

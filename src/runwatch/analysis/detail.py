@@ -13,9 +13,17 @@ import yaml
 
 from runwatch.analysis.results import SeriesValues, cost, results, scalars
 from runwatch.analysis.views import actions, checkpoint_entry, run_summary, summary_line
-from runwatch.jobs.cost import Cost, DeviceProfile, ProfileError, read_profiles, run_cost
-from runwatch.jobs.failures import CATALOGUE
+from runwatch.jobs.cost import (
+    Cost,
+    DeviceProfile,
+    LostEnd,
+    ProfileError,
+    read_profiles,
+    run_cost,
+)
+from runwatch.jobs.failures import CATALOGUE, Reason
 from runwatch.rundir.configtext import ConfigError, load_config
+from runwatch.rundir.format import TERMINAL_PHASES
 from runwatch.store.detail import RunRecords, init_from
 from runwatch.store.queries import process_here
 
@@ -44,7 +52,9 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
         runs_dir = Path(run.dir).parent
     # a run whose process is gone stopped at its last record, not now
     until = run.updated_at if rec.process_gone and run.updated_at else now
-    spent, problem = _run_cost(rec, runs_dir, until)
+    lost = unrecorded_end(run, rec.process_gone, rec.job is not None)
+    spent, problem = _run_cost(rec, runs_dir, until, None if lost is None else
+                               LostEnd(until, lost.sentence, lost.id))
     figures = spent.as_dict()
     origin = model_origin(rec)
     return {
@@ -75,7 +85,7 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
             "ended_at": run.ended_at,
             "updated_at": run.updated_at,
         },
-        "failure": _failure(run, rec.job is not None),
+        "failure": _failure(run, rec.job is not None, lost),
         "results": results(rec.keys, tiles["best_train_loss"], rec.checkpoints),
         "cost": _unknown_spend(cost(spent, rec.keys, values, summary["duration_s"]), problem),
         "timing": figures["timing"],
@@ -121,11 +131,25 @@ def _summary(rec: RunRecords, origin: dict[str, Any]) -> str:
     return line.replace(f"Training {rec.row.base_model}", f"Training {model}", 1)
 
 
-def _run_cost(rec: RunRecords, runs_dir: Path | None, until: float
+def unrecorded_end(run: Any, process_gone: bool, job: bool) -> Reason | None:
+    """How a run started by hand ended when its process is gone (killed: SIGKILL, the
+    kernel's OOM killer) and it recorded no end: it stopped before it finished
+    (`stopped_early`). None for any other run: one that recorded its end, one whose
+    process lives or cannot be seen, and a job, whose worker (or another worker's reaper)
+    records how its attempt ended (docs/jobs.md). Nothing is written: the run's folder is
+    its process's record, and this is every reader's verdict on it (the run detail, so
+    `runs get`, the API and the web app, and `runs wait`)."""
+    if not process_gone or job or run.status in TERMINAL_PHASES:
+        return None
+    return CATALOGUE["stopped_early"]
+
+
+def _run_cost(rec: RunRecords, runs_dir: Path | None, until: float, lost: LostEnd | None
               ) -> tuple[Cost, str | None]:
     """The run's cost for the devices and profile its job asked for (one device of the
     default profile for a run started by hand), and why its spend is unknown, if it is
-    (the profile cannot be read, and an attempt that held devices recorded no rate)."""
+    (the profile cannot be read, and an attempt that held devices recorded no rate); a
+    run that ended without recording it (`lost`) ended at its last record."""
     job = rec.job or {}
     devices = job.get("devices")
     devices = devices if isinstance(devices, int) and devices >= 1 else 1
@@ -136,11 +160,11 @@ def _run_cost(rec: RunRecords, runs_dir: Path | None, until: float
         problem = str(exc)
     else:
         if name is None or name in profiles.by_name:
-            return run_cost(rec.events, devices, profiles.get(name), until), None
+            return run_cost(rec.events, devices, profiles.get(name), until, lost=lost), None
         problem = (f"the run's device profile {name!r} is not among the profiles "
                    f"({', '.join(sorted(profiles.by_name))}); add it to the profiles file")
     unknown = DeviceProfile(name or "unknown", devices, 0, 0, 0.0)
-    spent = run_cost(rec.events, devices, unknown, until, profile_known=False)
+    spent = run_cost(rec.events, devices, unknown, until, profile_known=False, lost=lost)
     if spent.priced and any(a.hourly_rate is not None for a in spent.attempts):
         return spent, None  # every attempt that held devices recorded its rate
     return spent, problem
@@ -154,10 +178,13 @@ def _unknown_spend(figures: dict[str, Any], problem: str | None) -> dict[str, An
             "problem": f"the spend is unknown: {problem}"}
 
 
-def _failure(run: Any, job: bool) -> dict[str, Any] | None:
-    """Why a FAILED or CANCELLED run ended, and what to do about it (the failure
-    catalogue's advice for its reason code, for a `job` or a run started by hand, which
-    cannot be retried); None for any other run."""
+def _failure(run: Any, job: bool, lost: Reason | None) -> dict[str, Any] | None:
+    """Why a FAILED or CANCELLED run ended, or a run that ended without recording it
+    (`lost`: unrecorded_end), and what to do about it (the failure catalogue's advice for
+    its reason code, for a `job` or a run started by hand, which cannot be retried); None
+    for any other run."""
+    if lost is not None:
+        return {"code": lost.id, "reason": lost.sentence, "what_to_do": lost.advice(job)}
     if run.status not in ("FAILED", "CANCELLED") or not (run.reason or run.reason_code):
         return None
     known = CATALOGUE.get(run.reason_code) if run.reason_code else None

@@ -555,20 +555,33 @@ def _to_show(events: list[dict[str, Any]], seen: int | None, ended: bool
 
 
 def _end(now: dict[str, Any], watch: Watch, output: Output) -> None:
-    """After the terminal event: the run record (json), or what to do about a failure."""
+    """After the terminal event: the run record (json), or what to do about a failure.
+
+    A run whose process is gone without recording an end ends with the run detail's
+    verdict on it (analysis.detail.unrecorded_end: a run started by hand stopped before
+    it finished); a job whose worker has yet to record how its attempt ended, with the
+    same sentence. With -o json that is the stream's terminal event, in the phase the
+    verdict ends a run in and marked `"recorded": false`: the run's own record still
+    holds the phase it was in."""
     gone = now["status"] not in TERMINAL_PHASES
+    detail = watch.detail() if output is Output.json or now["status"] != "SUCCEEDED" else {}
+    failure: dict[str, Any] | None = detail.get("failure")
+    if gone:
+        verdict = failure if failure and failure.get("code") in CATALOGUE else {
+            "code": GONE.id, "reason": GONE.sentence, "what_to_do": GONE.what_to_do}
+        failure = verdict
     if output is Output.json:
-        if gone:  # no process will record an end: say so as the stream's terminal event
-            _print_event({"ts": time.time(), "phase": now["status"], "process_gone": True,
-                          "reason": GONE.sentence, "code": GONE.id}, output)
-        sys.stdout.write(dumps(watch.detail()) + "\n")
+        if gone:  # no process will record an end: say so as the terminal event
+            _print_event({"ts": time.time(), "phase": CATALOGUE[verdict["code"]].phase,
+                          "recorded": False, "process_gone": True, "attempt": now["attempt"],
+                          "reason": verdict["reason"], "code": verdict["code"]}, output)
+        sys.stdout.write(dumps(detail) + "\n")
         return
     if gone:
-        line("the training process is gone: ", GONE.sentence)
-    code = GONE.id if gone else now["reason_code"]
+        line("the training process is gone: ", verdict["reason"])
+    code = failure["code"] if failure else now["reason_code"]
     if code in CATALOGUE and now["status"] != "SUCCEEDED":
         # the run detail's advice: a run started by hand is not told to retry
-        failure = None if gone else watch.detail().get("failure")
         line("what to do: ", failure["what_to_do"] if failure and failure.get("what_to_do")
              else CATALOGUE[code].what_to_do)
 

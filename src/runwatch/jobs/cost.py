@@ -8,6 +8,8 @@ QUEUED time, waiting for a worker or for the cluster, is shown apart, as queue w
 costs nothing. A retried run's cost is the sum over its attempts (an
 attempt ends at a terminal event; the events after it are the next attempt's). Until the
 last attempt ends the figures are an estimate, with its open phase lasting until `until`.
+A last attempt whose process died without recording its end (`LostEnd`: a run started by
+hand that was killed) ended at its last record: its figures are final, not an estimate.
 Phase times come from `runwatch.analysis.timing.phase_millis`.
 
 Spend is device hours × the hourly rate per device: the rate the worker recorded on an
@@ -278,6 +280,17 @@ class AttemptTime:
 
 
 @dataclass(frozen=True)
+class LostEnd:
+    """The end of a run's last attempt whose process died without recording one: when it
+    last recorded anything, and the failure catalogue's verdict on it (its sentence and
+    id: runwatch.analysis.detail.unrecorded_end)."""
+
+    at: float
+    reason: str
+    code: str
+
+
+@dataclass(frozen=True)
 class Cost:
     """A run's cost over all its attempts."""
 
@@ -378,26 +391,34 @@ def split_attempts(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]
 
 
 def run_cost(events: Sequence[dict[str, Any]], devices: int, profile: DeviceProfile,
-             until: float | None = None, profile_known: bool = True) -> Cost:
+             until: float | None = None, profile_known: bool = True,
+             lost: LostEnd | None = None) -> Cost:
     """The cost of a run from its events (in order), for `devices` of `profile` (whose rate
     is unknown unless `profile_known`); an attempt still open lasts until `until` (now by
-    default). Attempts are numbered by the `attempt` their events name, else in order."""
+    default), or, when its process died without recording its end (`lost`), it ended then.
+    Attempts are numbered by the `attempt` their events name, else in order."""
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise ProfileError(f"a run uses at least one device, not {devices!r}")
-    attempts = attempt_times(events, until)
+    attempts = attempt_times(events, until, lost)
     return Cost(profile, devices, attempts, estimate=not attempts or not attempts[-1].ended,
                 profile_known=profile_known)
 
 
-def attempt_times(events: Sequence[dict[str, Any]], until: float | None = None
-                  ) -> tuple[AttemptTime, ...]:
+def attempt_times(events: Sequence[dict[str, Any]], until: float | None = None,
+                  lost: LostEnd | None = None) -> tuple[AttemptTime, ...]:
     """A run's attempts from its events (in order), numbered by the `attempt` their events
-    name, else in order; an attempt still open lasts until `until` (now by default)."""
+    name, else in order; an attempt still open lasts until `until` (now by default), but
+    the last one ended at `lost.at`, with its verdict, when its process died without
+    recording its end."""
     attempts: list[AttemptTime] = []
     parts = split_attempts(events)
     for i, evs in enumerate(parts):
         named = next((e["attempt"] for e in evs if isinstance(e.get("attempt"), int)), None)
         number = named if named is not None else len(attempts) + 1
         after = parts[i + 1][0]["ts"] if i + 1 < len(parts) else None
-        attempts.append(AttemptTime.of(number, evs, until, after))
+        if after is None and lost is not None and evs[-1]["phase"] not in TERMINAL_PHASES:
+            attempt = AttemptTime.of(number, evs, until, max(lost.at, evs[-1]["ts"]))
+            attempts.append(replace(attempt, reason=lost.reason, code=lost.code))
+        else:
+            attempts.append(AttemptTime.of(number, evs, until, after))
     return tuple(attempts)

@@ -144,7 +144,9 @@ class Cost(BaseModel):
     devices: int
     hourly_rate: float | None = Field(description="per device-hour; null when unknown")
     device_seconds: float
-    device_seconds_estimate: bool = Field(description="the run has not ended")
+    device_seconds_estimate: bool = Field(
+        description="the run has not ended: the figures grow until it does (a run started "
+        "by hand whose process died without recording an end ended at its last record)")
     spend: float | None = Field(description="device hours × hourly rate; null when unknown")
     last_step_time_s: float | None
     peak_memory_bytes: dict[str, float | None]
@@ -174,7 +176,9 @@ class Attempt(BaseModel):
 
 
 class Failure(BaseModel):
-    """Why a FAILED or CANCELLED run ended, and the failure catalogue's advice."""
+    """Why a FAILED or CANCELLED run ended, and the failure catalogue's advice; for a run
+    started by hand whose process died without recording an end (`process_gone`), the
+    verdict every reader gives: it stopped before it finished (`stopped_early`)."""
 
     code: str | None
     reason: str | None
