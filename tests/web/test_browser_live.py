@@ -228,7 +228,8 @@ def test_the_cost_card_shows_memory_and_data_fit_and_follows_the_run(
     run = _live(runs_dir, "cost-live")
     run.log({"loss": 1.0, "timing/step_total_s": 1.5, "memory/total_bytes": 1.5 * GIB,
              "data_fit/rows": 120, "data_fit/rows_at_max_length": 3,
-             "data_fit/rows_lost_target_end": 1, "data_fit/rows_dropped_empty": 0}, step=0)
+             "data_fit/rows_lost_target_end": 1, "data_fit/rows_dropped_empty": 0,
+             "padding_fraction": 0.25}, step=0)
     wait_indexed(server.url, "cost-live", 0)
     open_run(page, server.url, "cost-live")
     cost = page.locator("#cost")
@@ -243,6 +244,9 @@ def test_the_cost_card_shows_memory_and_data_fit_and_follows_the_run(
     expect(cost.locator('[data-fit="rows"]')).to_have_text("120")
     expect(cost.locator('[data-fit="rows_lost_target_end"]')).to_have_text("1")
     expect(cost).to_contain_text("Data fit: rows at max_seq_length")
+    # the padding share of the batches' tokens, as a percent
+    expect(cost.locator('[data-fit="padding_fraction"]')).to_have_text(
+        "25.0% of the batches' tokens")
     cost.scroll_into_view_if_needed()
     shot(page, "live-cost-card")
     run.finish("SUCCEEDED")

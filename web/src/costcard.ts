@@ -26,7 +26,17 @@ const DATA_FIT: Record<string, string> = {
   rows_at_max_length: "rows at max_seq_length",
   rows_lost_target_end: "rows that lost their target's end",
   rows_dropped_empty: "rows dropped (nothing to train)",
+  padding_fraction: "padding",
 };
+
+// A data fit figure as the card shows it: the padding share as a percent of the
+// batches' tokens, a count as a number.
+function fitText(key: string, value: number | null): string {
+  if (key === "padding_fraction" && value !== null && Number.isFinite(value)) {
+    return `${(value * 100).toFixed(1)}% of the batches' tokens`;
+  }
+  return fmtNum(value);
+}
 
 function words(key: string): string {
   return key.replace(/_/g, " ");
@@ -106,7 +116,7 @@ export class CostCard {
       ["Attempts", h("span", { "data-cost": "attempts" }, job ? attemptText(Math.max(d.run.attempt, d.attempts.length), job.max_attempts) : String(Math.max(d.run.attempt, d.attempts.length)))],
       ["Last step time", h("span", { "data-cost": "step-time" }, c.last_step_time_s === null ? "—" : `${fmtNum(c.last_step_time_s)} s`)],
       ...Object.entries(c.peak_memory_bytes).map(([k, v]): [string, Node] => [`Peak memory: ${words(k.replace(/_bytes$/, ""))}`, h("span", { "data-memory": k }, fmtBytes(v))]),
-      ...Object.entries(c.data_fit ?? {}).map(([k, v]): [string, Node] => [`Data fit: ${DATA_FIT[k] ?? words(k)}`, h("span", { "data-fit": k }, fmtNum(v))]),
+      ...Object.entries(c.data_fit ?? {}).map(([k, v]): [string, Node] => [`Data fit: ${DATA_FIT[k] ?? words(k)}`, h("span", { "data-fit": k }, fitText(k, v))]),
     ];
     this.el.replaceChildren();
     // the attempts table needs the pane's width (style.css)
