@@ -6,6 +6,7 @@ the run reports more."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
@@ -30,6 +31,12 @@ def test_a_killed_hand_run_shows_why_and_its_cost_stops(page: Page, server: Runn
     page.clock.install()  # the page's clock, moved on below without waiting
     open_run(page, server.url, "killed")
     expect(page.locator("#run-status")).to_have_text("Running (process gone)")
+    # not live: its dot does not pulse as a running run's does (style.css)
+    expect(page.locator("#run-status")).to_have_class(re.compile(r"\bprocess-gone\b"))
+    assert page.eval_on_selector("#run-status .dot",
+                                 "d => getComputedStyle(d).animationName") == "none"
+    expect(page.locator('.run-row:has-text("killed") .status')).to_have_class(
+        re.compile(r"\bprocess-gone\b"))  # the run list the page was opened from
     expect(page.locator("#run-reason")).to_have_text(GONE.sentence)
     expect(page.locator("#what-to-do")).to_have_text(f"What to do: {GONE.advice(False)}")
     expect(page.locator('#detail [data-row="failure-reason"]')).to_have_text(GONE.sentence)

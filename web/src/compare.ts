@@ -19,7 +19,7 @@ import { CompareReportPanel, notComparable } from "./comparereport";
 import { ConfigTable } from "./configtable";
 import { FailureLine, h, MARKS, painted, reconcile } from "./dom";
 import { downloadCsv, downloadPng, seriesTable } from "./export";
-import { statusClass, statusText } from "./format";
+import { runStatusClass, statusText } from "./format";
 import { TERMINAL_PHASES } from "./format.gen";
 import { MetricPicker } from "./picker";
 import { Reads } from "./retry";
@@ -268,7 +268,7 @@ export class CompareView {
         });
         const remove = h("button", { class: "chip-remove", title: `Leave ${run.name} out`, "aria-label": `Leave ${run.name} out` }, "×");
         remove.addEventListener("click", () => this.setState({ runs: this.state.runs.filter((x) => x !== r.ident) }));
-        return h("li", { class: "compare-chip", "data-run": run.run_id }, open, " ", h("span", { class: `status ${statusClass(run.status)}` }, h("span", { class: "dot" }), statusText(run)), remove);
+        return h("li", { class: "compare-chip", "data-run": run.run_id }, open, " ", h("span", { class: `status ${runStatusClass(run)}` }, h("span", { class: "dot" }), statusText(run)), remove);
       }),
     );
   }

@@ -6,7 +6,7 @@ import { ApiError, getJSON, getOverlay, postJSON, runPath } from "./api";
 import { ChartsPanel, pointBudget } from "./charts";
 import { CostCard } from "./costcard";
 import { append, clear, h, MARKS, painted, text } from "./dom";
-import { attemptText, fmtDuration, fmtNum, fmtTime, liveDuration, statusClass, statusLabel, statusText } from "./format";
+import { attemptText, fmtDuration, fmtNum, fmtTime, liveDuration, runStatusClass, statusLabel, statusText } from "./format";
 import { TERMINAL_PHASES } from "./format.gen";
 import { HealthPanel } from "./health";
 import { HistoryTable } from "./history";
@@ -409,7 +409,7 @@ export class DetailView {
         "div",
         { class: "title-row" },
         h("h2", { id: "run-title", title: run.name }, run.name),
-        h("span", { class: `badge ${statusClass(run.status)}`, id: "run-status" }, h("span", { class: "dot" }), statusText(run)),
+        h("span", { class: `badge ${runStatusClass(run)}`, id: "run-status" }, h("span", { class: "dot" }), statusText(run)),
         run.attempt > 1 ? h("span", { class: "badge", id: "run-attempt" }, `attempt ${run.attempt}`) : null,
         run.stage ? h("span", { class: "muted", id: "run-stage" }, stageText(d)) : null,
         actions,

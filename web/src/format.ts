@@ -52,6 +52,12 @@ export function fmtTime(ts: string | null | undefined): string {
   return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
+/** A run's status classes: its phase's, and `process-gone` when its process died without
+ * recording an end (its dot then no longer pulses as a live run's does). */
+export function runStatusClass(run: RunSummary): string {
+  return statusClass(run.status) + (run.process_gone ? " process-gone" : "");
+}
+
 export function statusClass(status: string): string {
   return `status-${status.toLowerCase().replace(/[^a-z_]/g, "")}`;
 }

@@ -3,7 +3,7 @@
 
 import { getJSON } from "./api";
 import { h, morph, reconcile } from "./dom";
-import { fmtDuration, liveDuration, modelLabel, statusClass, statusText } from "./format";
+import { fmtDuration, liveDuration, modelLabel, runStatusClass, statusText } from "./format";
 import { restoreCursor, saveCursor } from "./keyboard";
 import { groupButton, type Selection } from "./selection";
 import type { RunList, RunSummary, ServerInfo } from "./types";
@@ -256,7 +256,7 @@ export class RunListView {
       h(
         "div",
         { class: "run-meta" },
-        h("span", { class: `status ${statusClass(run.status)}` }, h("span", { class: "dot" }), statusText(run)),
+        h("span", { class: `status ${runStatusClass(run)}` }, h("span", { class: "dot" }), statusText(run)),
         dur,
       ),
     );

@@ -7,7 +7,7 @@ import { getJSON, runPath } from "./api";
 import { findKey } from "./chartspecs";
 import { h, morph, reconcile } from "./dom";
 import { downloadCsv } from "./export";
-import { fmtDuration, fmtNum, fmtTime, modelLabel, statusClass, statusText } from "./format";
+import { fmtDuration, fmtNum, fmtTime, modelLabel, runStatusClass, statusText } from "./format";
 import { restoreCursor, saveCursor } from "./keyboard";
 import { compareLabel, runMatches, searchBox } from "./runlist";
 import { groupButton, type Selection } from "./selection";
@@ -259,7 +259,7 @@ export class RunTablePage {
         });
         return h("td", { "data-col": c.id }, a);
       }
-      if (c.id === "status") return h("td", { "data-col": c.id }, h("span", { class: `status ${statusClass(run.status)}` }, h("span", { class: "dot" }), text));
+      if (c.id === "status") return h("td", { "data-col": c.id }, h("span", { class: `status ${runStatusClass(run)}` }, h("span", { class: "dot" }), text));
       // a long model name is cut short (compare.css), whole in its tooltip
       if (c.id === "model") return h("td", { "data-col": c.id }, h("span", { class: "run-table-model", ...(run.base_model ? { title: run.base_model } : {}) }, text));
       if (c.id === "tags") return h("td", { "data-col": c.id }, ...run.tags.map((t) => h("span", { class: "tag", title: t }, t)));
