@@ -173,9 +173,11 @@ def test_cancel_a_queued_job_then_retry_it(runs_dir: Path) -> None:
     assert "cannot cancel run q: the run has already ended (CANCELLED)" in again.stderr
     assert "retry it" in again.stderr
     ended = detail(runs_dir, "q")
-    assert ended["failure"]["code"] == "cancelled" and ended["failure"]["what_to_do"]
+    assert ended["failure"]["code"] == "cancelled_before_start"
+    assert ended["failure"]["what_to_do"]
     table = cli_here("runs", "get", "q", "--dir", str(runs_dir)).stdout
-    assert "What to do:" in table and "[cancelled]" in table and "Queue wait:" in table
+    assert "What to do:" in table and "[cancelled_before_start]" in table
+    assert "Queue wait:" in table
 
     assert "Retry the run" in ended["failure"]["what_to_do"]  # a job can be retried
 
@@ -233,7 +235,7 @@ def test_wait_on_a_cancelled_job_ends_with_its_reason_and_code(runs_dir: Path) -
     assert proc.returncode == 3, proc.stderr
     end, record = (json.loads(ln) for ln in proc.stdout.splitlines())
     assert (end["phase"], end["code"], end["reason"]) == \
-        ("CANCELLED", "cancelled", "the training job was stopped")
+        ("CANCELLED", "cancelled_before_start", "the training job was cancelled before it started")
     assert record["state"]["phase"] == "CANCELLED" and record["name"] == "c"
 
 

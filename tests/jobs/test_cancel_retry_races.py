@@ -82,7 +82,9 @@ def test_a_cancel_of_a_retried_run_whose_old_process_still_exits_ends_it_cancell
                     lambda d: index(engine, runs_dir))
     assert phases(run.dir)[-3:] == [("FAILED", None), ("QUEUED", 2), ("CANCELLED", 2)]
     row = run_row(engine, "lingers")
-    assert (row.status, row.attempt, row.reason_code) == ("CANCELLED", 2, "cancelled")
+    # attempt 2 never started
+    assert (row.status, row.attempt, row.reason_code) == (
+        "CANCELLED", 2, "cancelled_before_start")
     left = job(engine, "lingers")
     assert left is not None and left["worker_id"] is None
     assert claimable(engine) is None

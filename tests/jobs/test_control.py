@@ -34,9 +34,10 @@ def test_a_queued_job_is_cancelled_at_once_and_never_claimed(engine: Engine,
     assert control.cancel(engine, run.run_pk).phase == "CANCELLED"
     row = run_row(engine, "nope")
     assert (row.status, row.reason_code, row.reason) == \
-        ("CANCELLED", "cancelled", "the training job was stopped")
+        ("CANCELLED", "cancelled_before_start", "the training job was cancelled before it started")
     last = events(run.dir)[-1]
-    assert (last["phase"], last["attempt"], last["code"]) == ("CANCELLED", 1, "cancelled")
+    assert (last["phase"], last["attempt"], last["code"]) == (
+        "CANCELLED", 1, "cancelled_before_start")
     with engine.begin() as conn:
         assert q.claim(conn, "w", 8, 0.0) is None
         assert q.queue_depth(conn) == 0

@@ -47,6 +47,8 @@ CASES: list[tuple[str, AttemptEnd, str, str | None]] = [
     ("a command that records nothing exits 0", AttemptEnd(exit_code=0), "SUCCEEDED", None),
     ("exits 0 after a memory warning", AttemptEnd(exit_code=0, stderr_tail=TORCH_OOM),
      "SUCCEEDED", None),
+    ("cancelled before any process of it ran", AttemptEnd(cancel_requested=True),
+     "CANCELLED", "cancelled_before_start"),
     ("cancelled by runwatch", AttemptEnd(signal=15, cancel_requested=True), "CANCELLED",
      "cancelled"),
     ("cancelled, SDK recorded it", AttemptEnd(exit_code=1, sdk_phase="CANCELLED",
@@ -206,7 +208,8 @@ def test_the_catalogue_s_entries_read_as_one_sentence_and_say_what_to_do() -> No
     failing = [r for r in CATALOGUE.values() if r.phase == "FAILED"]
     assert len({r.sentence for r in failing}) == len(failing)
     assert {r.id: r.phase for r in CATALOGUE.values() if r.phase != "FAILED"} == {
-        "cancelled": "CANCELLED", "worker_stopped": "CANCELLED"}
+        "cancelled": "CANCELLED", "cancelled_before_start": "CANCELLED",
+        "worker_stopped": "CANCELLED"}
 
 
 # The reasons a run started by hand can end with: those the SDK records for an exception

@@ -93,7 +93,9 @@ def test_a_job_a_ray_cluster_refuses_for_now_is_kept_not_failed_and_can_be_cance
 
     control.cancel(engine, run.run_pk)
     ended = rayhelp.wait_ended(engine, "refused", refusing_head)
-    assert (ended.status, ended.reason_code, ended.attempt) == ("CANCELLED", "cancelled", 1)
+    # Ray never took it: it was cancelled before it started
+    assert (ended.status, ended.reason_code, ended.attempt) == (
+        "CANCELLED", "cancelled_before_start", 1)
     logs = "".join(p.read_text() for p in tmp_path.glob("worker-*.log"))
     assert "cannot start refused attempt 1 now" in logs, logs[-2000:]
     assert "refuses jobs for now" in logs

@@ -160,7 +160,7 @@ def test_a_claimed_job_not_started_yet_whose_cancel_was_asked_ends_cancelled(
         assert not store_jobs.request_cancel(conn, run_row(engine, "unstarted").pk, time.time())
     worker.stop_jobs()
     assert [(ev["phase"], ev.get("code")) for ev in events(run.dir)][-1] == (
-        "CANCELLED", "cancelled")
+        "CANCELLED", "cancelled_before_start")  # no process of it started
     assert not (runs_dir / "pid").exists()
     assert run_row(engine, "unstarted").status == "CANCELLED"
     held = job(engine, "unstarted")
@@ -214,5 +214,5 @@ def test_a_cancelled_unstarted_job_whose_folder_stays_busy_is_left_to_a_reaper(
     reaper.conclude(engine, claim, worker.id, AttemptEnd(worker_lost=True), index,
                     stale_before=time.time() + 1)
     assert [(ev["phase"], ev.get("code")) for ev in events(run.dir)][-1] == (
-        "CANCELLED", "cancelled")
+        "CANCELLED", "cancelled_before_start")  # no process of it started
     assert run_row(engine, "busy").status == "CANCELLED"

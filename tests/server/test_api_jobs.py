@@ -378,7 +378,8 @@ def test_cancel_a_queued_job_at_once_then_retry_it_as_attempt_two(server: Runner
     assert answer["status"] == "CANCELLED" and answer["run"]["status"] == "CANCELLED"
     detail = get(server, "/api/runs/c1")
     assert detail["actions"] == {"cancel": False, "retry": True}
-    assert detail["failure"]["code"] == "cancelled" and detail["failure"]["what_to_do"]
+    assert detail["failure"]["code"] == "cancelled_before_start"
+    assert detail["failure"]["what_to_do"]
     assert detail["cost"]["device_seconds_estimate"] is False
     err = assert_error(post(server, "/api/runs/c1/cancel"), 409)
     assert "already ended (CANCELLED)" in err["error"] and "retry" in err["error"]
@@ -389,7 +390,7 @@ def test_cancel_a_queued_job_at_once_then_retry_it_as_attempt_two(server: Runner
     detail = get(server, "/api/runs/c1")
     assert [(a["attempt"], a["phase"], a["ended"]) for a in detail["attempts"]] == [
         (1, "CANCELLED", True), (2, "QUEUED", False)]
-    assert detail["attempts"][0]["reason_code"] == "cancelled"
+    assert detail["attempts"][0]["reason_code"] == "cancelled_before_start"
     assert detail["actions"] == {"cancel": True, "retry": False}
     assert detail["failure"] is None and detail["job"]["attempt"] == 2
     err = assert_error(post(server, "/api/runs/c1/retry"), 409)

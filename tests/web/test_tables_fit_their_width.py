@@ -55,7 +55,7 @@ def test_the_cost_card_s_attempts_table_fits_its_card(page: Page, server: Runner
     assert fits["past"] <= 0.5 and fits["hidden"] <= 0, fits
     # every column is in view, the reason included
     expect(page.locator("#cost-attempts td.reason-cell").first).to_contain_text(
-        "the training job was stopped")
+        "the training job was cancelled before it started")
     expect(page.locator("#cost-attempts td.reason-cell").first).to_be_in_viewport()
 
 

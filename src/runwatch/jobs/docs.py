@@ -36,7 +36,8 @@ and never stored twice. The moves a run can make:
 """
 
 ACTIONS = """**Cancel** ends a QUEUED run at once, since it has no process yet (one waiting in a
-Ray cluster's queue once its worker has given it up there, see docs/team.md). A PREPARING or
+Ray cluster's queue once its worker has given it up there, see docs/team.md), with code
+`cancelled_before_start`: nothing of it ran, so there is nothing to resume. A PREPARING or
 RUNNING run is asked to stop (**CANCEL_REQUESTED**: its worker leaves the cancel's note,
 sends its process SIGTERM, then SIGKILL after a grace period; the SDK records
 CANCEL_REQUESTED, and for a command that does not use it the worker does, or the live
@@ -86,7 +87,8 @@ Any other move is refused with one sentence that says what the run can do instea
 
 A failed run carries one reason: a stable id (for scripts; its terminal event records it
 as `code`), the sentence it shows, and what to do. A cancelled run carries `cancelled`,
-or `worker_stopped` when it was stopped because its worker was. A run started by hand
+`cancelled_before_start` when no process of it ran (it was cancelled while it waited to
+start), or `worker_stopped` when it was stopped because its worker was. A run started by hand
 (no `job.json`) cannot be retried or submitted again by runwatch, so where a job's advice
 asks for that (or for a device profile), the run detail (`failure.what_to_do`, `runwatch
 runs get`, the web app's "What to do") gives it the advice marked *started by hand* below.
@@ -157,7 +159,10 @@ CLASSIFY = """A worker classifies an ended attempt from what it can observe
    itself (its training ended: a next attempt would move it out of the run's view and
    train again); `runwatch runs wait --exit-status` of a job waits for its worker to
    conclude it, so that it exits with the job's end. runwatch asked it to stop:
-   CANCELLED (`cancelled`). Its worker stopped it
+   CANCELLED (`cancelled`), or `cancelled_before_start` when nothing shows that a
+   process of the attempt ran (no exit status or signal, no record or output of its own:
+   a queued job, one its worker or its cluster had not started yet, one whose start
+   failed). Its worker stopped it
    because the worker was told to stop (SIGTERM or Ctrl-C; the worker's note in
    `attempts/<n>/`, which a reaper reads too): CANCELLED (`worker_stopped`), whatever
    the process recorded but SUCCEEDED.
@@ -275,7 +280,7 @@ offers.
   checkpoint. A job whose cancel was asked before the stop, and not yet acted on, is
   stopped as that cancel, with no note, and ends CANCELLED `cancelled`, as the user asked;
   one the worker claimed and had not started yet goes back to the queue, or, when a cancel
-  was asked of it, ends CANCELLED there and then.
+  was asked of it, ends CANCELLED (`cancelled_before_start`) there and then.
   A job whose process had already ended on its own when the stop came ends
   as it recorded, as at any other time (a failure is queued again where attempts remain,
   for another worker). A job whose process group is not gone after

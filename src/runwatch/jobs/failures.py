@@ -3,7 +3,8 @@
 A failed run carries one reason from `CATALOGUE`: a stable id (the `code` of its
 terminal event), a sentence that says what happened and what would fit, and what to do
 (`Reason.advice`: a run started by hand, which runwatch cannot retry, gets its own words
-where a job's would not fit); a cancelled run carries the `cancelled` entry. Except for
+where a job's would not fit); a cancelled run carries the `cancelled` entry, or
+`cancelled_before_start` when no process of it ran (`AttemptEnd.ran`). Except for
 a refusal (the runtime's own words about the input it would not train on, which name
 that input), a reason never carries an exception's message, a compute backend's message
 or a module name: those belong in the run's logs. `exception_verdict` gives the reason
@@ -147,6 +148,11 @@ _CATALOGUE = (
                    "by hand, so runwatch cannot start it again: run its command again "
                    "(resuming from its last checkpoint if it holds one), or submit it with "
                    "runwatch submit so that it can be retried."),
+    # a cancel of a job no process of which ran: a queued job's, or one its worker (or its
+    # cluster) had not started yet; nothing of it ran, so there is nothing to resume
+    Reason("cancelled_before_start", "the training job was cancelled before it started",
+           "It was cancelled while it waited to start, so it never ran and recorded nothing. "
+           "Retry the run to queue it again (runwatch runs retry RUN).", phase="CANCELLED"),
     Reason("worker_stopped", "the training job was stopped because its worker was stopped",
            "Its worker (runwatch worker, or the one runwatch ui or server runs) was stopped "
            "with SIGTERM or Ctrl-C while the job ran, so it stopped the job and did not queue "
@@ -191,6 +197,21 @@ class AttemptEnd:
     # when it ended, where its runner reports that (Ray's end time: a lost worker's job is
     # concluded later, at its reap); None: when it was seen to have ended
     ended_at: float | None = None
+
+    @property
+    def ran(self) -> bool:
+        """Whether a process of the attempt ran, as far as what was observed shows: an exit
+        status or a signal, a record or an exception of its own, its output, a kill, a
+        startup timeout (it was PREPARING). A start that failed, or a cluster that never
+        granted its devices, ran nothing; an attempt ended with nothing observed of a
+        process (a queued job cancelled, or one its worker or cluster had not started yet)
+        never ran. A lost worker's attempt may have run: it counts as run."""
+        if self.start_failed or self.devices_timed_out:
+            return False
+        return (self.exit_code is not None or self.signal is not None or self.oom_killed
+                or self.sdk_recorded or self.sdk_phase is not None or self.worker_lost
+                or self.startup_timed_out or self.exception_type is not None
+                or bool(self.stderr_tail.strip()))
 
     @classmethod
     def from_returncode(cls, returncode: int, **observed: Any) -> AttemptEnd:
@@ -424,7 +445,7 @@ def classify(end: AttemptEnd) -> Verdict:
     if end.sdk_phase == "SUCCEEDED":
         return exited_after_success(end)
     if end.cancel_requested:
-        return _verdict("cancelled")
+        return _verdict("cancelled" if end.ran else "cancelled_before_start")
     if end.worker_stopped:
         return _verdict("worker_stopped")
     for flag, reason_id in ((end.start_failed, "could_not_start"),
