@@ -30,6 +30,9 @@ def test_every_surface_gives_the_wait_s_verdict_on_a_killed_hand_run(
     failure = shown["failure"]
     assert failure == {"code": "stopped_early", "reason": GONE.sentence,
                        "what_to_do": GONE.advice(False)}
+    # advice a run started by hand can follow: runwatch cannot start it again
+    assert "Run its command again" in failure["what_to_do"]
+    assert failure["what_to_do"] != GONE.what_to_do
     assert (shown["state"]["phase"], shown["state"]["process_gone"]) == ("RUNNING", True)
     # its cost ended at its last record: final figures, not an estimate that grows
     cost = shown["cost"]
@@ -40,7 +43,7 @@ def test_every_surface_gives_the_wait_s_verdict_on_a_killed_hand_run(
     assert cost["device_seconds"] == attempt["device_seconds"] == \
         shown["timing"]["phaseMillis"]["RUNNING"] / 1000
 
-    table = cli_here("runs", "get", "killed", *here).stdout
+    table = " ".join(cli_here("runs", "get", "killed", *here).stdout.split())  # unwrapped
     assert f"Reason: {GONE.sentence} [{GONE.id}]" in table
     assert f"What to do: {GONE.advice(False)}" in table
     assert "estimate" not in table

@@ -135,7 +135,11 @@ _CATALOGUE = (
            by_hand="Something outside runwatch ended it. Run its command again, resuming from "
                    "its last checkpoint if it holds one."),
     Reason("stopped_early", "the training job stopped before it finished",
-           "The job ended without reporting how. Start the run again."),
+           "The job ended without reporting how. Start the run again.",
+           by_hand="Its process died without recording how it ended: it was killed "
+           "(SIGKILL, or the operating system's out-of-memory killer: dmesg says which), or "
+           "its machine stopped. Run its command again, resuming from its last checkpoint "
+           "if it holds one; submit it with runwatch submit so that runwatch can retry it."),
     Reason("failed", "the training job failed; the run ID is what support needs",
            "An exception the job raised is in its error logs (runwatch runs logs RUN "
            "--level error), with its traceback; a job that raised none left only what it "
