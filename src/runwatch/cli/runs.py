@@ -9,7 +9,7 @@ import math
 import shlex
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
@@ -52,6 +52,7 @@ from runwatch.metrics import Role, find_key
 from runwatch.rundir.format import LOG_LEVELS
 from runwatch.store import queries as q
 from runwatch.store.detail import log_rows, read_run
+from runwatch.store.reward_terms import SplitTerms, step_terms
 
 # The metrics `runs metrics` shows by default, by the role they play.
 TABLE_ROLES = (Role.TRAIN_LOSS, Role.EVAL_LOSS, Role.ACCURACY, Role.VAL_ACCURACY, Role.REWARD,
@@ -140,7 +141,8 @@ def _state_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
             f" of at most {job['max_attempts']}" if job["attempt"] <= job["max_attempts"]
             else " (retried by hand, past its automatic attempts)")
     lines = [("Project", st["project"]), ("Method", st["method"]),
-             ("Base model", st["base_model"]), ("Dataset", st["dataset"]),
+             ("Base model", _model_text(detail["model"], st["base_model"])),
+             ("Dataset", st["dataset"]),
              ("Trainer", st["trainer"]), ("Phase", phase)]
     if st["stage"]:
         prog = st["progress"]
@@ -156,6 +158,19 @@ def _state_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
     elif st["reason"]:
         lines.append(("Reason", st["reason"]))
     return lines
+
+
+def _model_text(model: dict[str, Any], base_model: str | None) -> str | None:
+    """The model a run trains as the detail's `model` (runwatch.analysis.detail
+    model_origin) and the web app name it: a run started from an earlier run's checkpoint
+    names the base model at the start of the chain and the run it started from, not its
+    bare `init_from:<path>`."""
+    if not model["init_from"]:
+        return base_model
+    base = model["base_model"] or "unknown base model"
+    if model["parent"]:
+        return f"{base} (from run {model['parent']['name']})"
+    return f"{base} (from {model['init_from']}: no run in the index holds it)"
 
 
 def _job_lines(job: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -306,14 +321,17 @@ def metrics_cmd(
                                        "csv show all).")] = 30,
     server: ServerOpt = None, token: TokenOpt = None,
 ) -> None:
-    """The metrics a run logged at each step (every field under `measured`); -o csv writes
-    a row a step and a column a metric."""
+    """The metrics a run logged at each step (every field under `measured`) and, for a run
+    that kept rollouts, the mean of each reward term over the step's rollouts per split
+    (under `rewardTerms`; the table's `term/NAME` columns); -o csv writes a row a step and
+    a column a metric."""
     lo, hi = parse_steps(steps)
     remote = remote_for(server, token, directory, db)
     if remote is not None:
         found = remote.detail(run)
         sent = _Sent(remote.history(found["run_id"], key, lo, hi))
-        show_history(sent, found["run_id"], found["name"], output, jq, raw, key, limit)
+        show_history(sent, found["run_id"], found["name"], output, jq, raw, key, limit,
+                     _no_terms)
         return
     import_numpy()
     ctx = open_context(directory, db, read_only=True)
@@ -323,10 +341,34 @@ def metrics_cmd(
             hist = q.History(conn, row.pk, key, lo, hi)
         except KeyError as exc:
             raise fail(str(exc.args[0])) from exc
+        pk = row.pk
+
+        def terms(first: int, last: int) -> dict[int, SplitTerms]:
+            return step_terms(conn, pk, first, last)
+
         try:
-            show_history(hist, row.run_id, row.name, output, jq, raw, key, limit)
+            show_history(hist, row.run_id, row.name, output, jq, raw, key, limit, terms)
         except q.HistoryChanged as exc:
             raise fail(str(exc)) from exc
+
+
+# The reward terms of the steps from the first to the last given, by step (store.reward_terms)
+TermsOf = Callable[[int, int], dict[int, SplitTerms]]
+
+
+def _no_terms(first: int, last: int) -> dict[int, SplitTerms]:
+    """A team server's history comes from its series route, which has no reward terms."""
+    return {}
+
+
+def _with_terms(entries: list[dict[str, Any]], terms: TermsOf) -> list[dict[str, Any]]:
+    """The steps (ascending), each with its `rewardTerms` where its rollouts report any."""
+    if entries:
+        found = terms(entries[0]["step"], entries[-1]["step"])
+        for e in entries:
+            if e["step"] in found:
+                e["rewardTerms"] = found[e["step"]]
+    return entries
 
 
 class _Sent:
@@ -356,13 +398,16 @@ class _Sent:
 
 
 def show_history(hist: q.History | _Sent, run_id: str, name: str, output: MetricsOutput,
-                 jq: str | None, raw: bool, key: list[str] | None, limit: int) -> None:
+                 jq: str | None, raw: bool, key: list[str] | None, limit: int,
+                 terms: TermsOf) -> None:
     """Write a run's history as `runs metrics` was asked to: the exports as they are read,
-    a table from the last `limit` steps alone."""
+    a table from the last `limit` steps alone; JSON and the table add each step's reward
+    terms (`terms`), read a chunk of steps at a time."""
     if jq:  # the filter reads the whole document
         data = {"run_id": run_id, "name": name,
-                "steps": [{"step": h.step, "ts": h.ts, "measured": h.values}
-                          for rows in hist.row_chunks() for h in rows]}
+                "steps": [e for rows in hist.row_chunks() for e in _with_terms(
+                    [{"step": h.step, "ts": h.ts, "measured": h.values} for h in rows],
+                    terms)]}
         emit(data, Output.table if output is MetricsOutput.csv else Output(output.value), jq,
              lambda wide: None, raw)
         return
@@ -370,10 +415,16 @@ def show_history(hist: q.History | _Sent, run_id: str, name: str, output: Metric
         write_csv(hist.blocks(), key or sorted(hist.present()))
         return
     if output is MetricsOutput.json and not raw:
-        write_json(run_id, name, hist.step_chunks())
+        write_json(run_id, name, hist.step_chunks(), terms)
         return
     tail, present = hist.tail(limit)
     total = hist.count() if len(tail) == limit else len(tail)
+    tail_terms = terms(tail[0].step, tail[-1].step) if tail else {}
+    # a column per split and term, train's first: `term/NAME`, and for another split
+    # `SPLIT/term/NAME`, as a held-out metric is `val/NAME`
+    term_cols = sorted({(split, term) for by_split in tail_terms.values()
+                        for split, means in by_split.items() for term in means},
+                       key=lambda st: (st[0] != "train", st))
 
     def table(wide: bool) -> None:
         keys = sorted(present)
@@ -382,9 +433,15 @@ def show_history(hist: q.History | _Sent, run_id: str, name: str, output: Metric
             shown = [k for k in found if k is not None] or keys[:8]
         else:
             shown = keys
-        rows = [[h.step, *[h.values.get(k) for k in shown]] for h in tail]
-        # the roles last in TABLE_ROLES are the first left out of a narrow terminal
-        print_table(["STEP", *shown], rows, wide=wide or bool(key), drop=shown[:0:-1])
+        rows = [[h.step, *[h.values.get(k) for k in shown],
+                 *[tail_terms.get(h.step, {}).get(split, {}).get(term)
+                   for split, term in term_cols]] for h in tail]
+        heads = [("" if split == "train" else f"{split}/") + f"term/{term}"
+                 for split, term in term_cols]
+        # a narrow terminal leaves out the reward terms first (another split's before
+        # train's), then the roles last in TABLE_ROLES
+        drop = heads[::-1] + shown[:0:-1]
+        print_table(["STEP", *shown, *heads], rows, wide=wide or bool(key), drop=drop)
         if total > len(tail):
             line(f"showing the last {len(tail)} of {total} steps "
                  "(--limit N, --steps A:B, or -o json for all)")
@@ -424,17 +481,19 @@ def write_csv(blocks: Iterable[q.StepBlock], names: list[str]) -> None:
 
 
 def write_json(run_id: str, name: str,
-               chunks: Iterable[list[tuple[int, float, dict[str, float]]]]) -> None:
-    """{"run_id", "name", "steps": [{"step", "ts", "measured"}, ...]}, as `emit` writes it,
-    a chunk of (step, ts, values) at a time."""
+               chunks: Iterable[list[tuple[int, float, dict[str, float]]]],
+               terms: TermsOf) -> None:
+    """{"run_id", "name", "steps": [{"step", "ts", "measured", "rewardTerms"?}, ...]}, as
+    `emit` writes it, a chunk of (step, ts, values) and its steps' reward terms at a time."""
     head = dumps({"run_id": run_id, "name": name, "steps": []})
     out = sys.stdout
     out.write(head[:-len("[]}")] + "[")
     sep = ""
     for steps in chunks:
         if steps:
-            out.write(sep + dumps([{"step": step, "ts": ts, "measured": values}
-                                   for step, ts, values in steps])[1:-1])
+            entries = [{"step": step, "ts": ts, "measured": values}
+                       for step, ts, values in steps]
+            out.write(sep + dumps(_with_terms(entries, terms))[1:-1])
             sep = ", "
     out.write("]}\n")
 

@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import Connection, Row
 
 from runwatch.store.keys import run_keys
+from runwatch.store.reward_terms import term_means
 from runwatch.store.rollouts import rollouts
 from runwatch.store.series import keep_mask, read_rows
 
@@ -236,7 +237,7 @@ class Export:
             self.rollout_steps.add((step, split))
             kept = rollouts(conn, run.pk, step=step, split=split, limit=a["count"])
             samples = kept["samples"]
-            for term, mean in _term_means(samples).items():
+            for term, mean in term_means(s["reward_terms"] for s in samples).items():
                 # keyed apart from the metric keys, one of which may be named like it
                 tag = self._tag(f"\0{split}\0{term}", term_tag(split, term))
                 self.writer.add_scalar(tag, mean, step, walltime=self.step_time.get(step))
@@ -267,12 +268,3 @@ class Export:
         finally:
             logging.getLogger(NONFINITE_LOGGER).removeFilter(self.quiet)
 
-
-def _term_means(samples: list[dict[str, Any]]) -> dict[str, float]:
-    """The mean of each numeric reward term over the samples that report it."""
-    sums: dict[str, list[float]] = {}
-    for s in samples:
-        for term, v in s["reward_terms"].items():
-            if isinstance(v, int | float) and not isinstance(v, bool):
-                sums.setdefault(str(term), []).append(float(v))
-    return {t: sum(vs) / len(vs) for t, vs in sorted(sums.items())}

@@ -39,6 +39,7 @@ from runwatch.server.schemas import (
 )
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store.keys import KeyInfo, run_keys
+from runwatch.store.reward_terms import step_terms
 from runwatch.store.series import Series
 from runwatch.store.summaries import (
     SUMMARY_MIN_POINTS,
@@ -527,10 +528,14 @@ def history(
     after: str | None = Query(None, description="next page: steps after this one"),
     before: str | None = Query(None, description="previous page: steps before this one"),
     order: str = Query("first", pattern="^(first|latest)$"),
+    reward_terms: bool = Query(False, description="add each step's reward terms: the mean "
+                               "of each over the step's rollouts, per split"),
     conn: Connection = Depends(connection),
     st: ServerState = Depends(state),
 ) -> JSONResponse:
-    """Every step of the run with the value of each key, a page at a time."""
+    """Every step of the run with the value of each key, a page at a time (and with
+    `reward_terms`, each step's reward terms: asked for, since they are read from the page's
+    rollouts, which cost more than its values)."""
     after_step = _step_cursor(after, "after")
     before_step = _step_cursor(before, "before")
     row = scopes.run(request, conn, run)
@@ -570,11 +575,15 @@ def history(
         vals = np.where(hit, s.value[idx_c] if s.size else np.nan, np.nan)
         values[name] = [_MISSING if not h else None if not math.isfinite(v) else float(v)
                         for h, v in zip(hit, vals, strict=True)]
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"step": int(step), "values": {name: values[name][i] for name, _ in columns
                                        if values[name][i] is not _MISSING}}
         for i, step in enumerate(page)
     ]
+    if reward_terms:
+        terms = step_terms(conn, row.pk, only=page.tolist()) if page.size else {}
+        for r in rows:
+            r["reward_terms"] = terms.get(r["step"], {})
     return JSONResponse({
         "ok": True,
         "columns": [name for name, _ in columns],

@@ -307,6 +307,9 @@ class SeriesResponse(BaseModel):
 class HistoryRow(BaseModel):
     step: int
     values: dict[str, float | None]
+    reward_terms: dict[str, dict[str, float]] | None = Field(
+        None, description="with ?reward_terms=true: per split, the mean of each reward term "
+        "over the step's rollouts ({} where it kept none)")
 
 
 class HistoryPage(BaseModel):

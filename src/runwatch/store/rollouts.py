@@ -8,6 +8,7 @@ from sqlalchemy import Connection, func, select
 
 from runwatch.store import schema as s
 from runwatch.store.queries import json_or_text
+from runwatch.store.reward_terms import terms_of
 
 
 class NoRollouts(LookupError):
@@ -18,7 +19,6 @@ def sample_dict(row: Any) -> dict[str, Any]:
     """One stored sample as the API and CLI show it."""
     data = json_or_text(row.data)
     data = data if isinstance(data, dict) else {}
-    terms = data.get("reward_terms") or data.get("terms") or {}
     tokens = data.get("tokens") if isinstance(data.get("tokens"), dict) else {
         k: v for k, v in data.items() if k.endswith("_tokens") and isinstance(v, int | float)}
     return {
@@ -26,7 +26,7 @@ def sample_dict(row: Any) -> dict[str, Any]:
         "prompt": data.get("prompt", json_or_text(row.prompt)),
         "completion": data.get("completion", json_or_text(row.completion)),
         "reward": row.reward,
-        "reward_terms": terms if isinstance(terms, dict) else {},
+        "reward_terms": terms_of(data),
         "advantage": row.advantage,
         "group": row.group_id,
         "truncated": row.truncated,
