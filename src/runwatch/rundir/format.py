@@ -114,6 +114,7 @@ MAX_STEP = 2**63 - 1
 _FROM_INIT = "give it to runwatch.init(), which writes it once"
 _FROM_PROCESS = "the SDK records it for the process that writes the run"
 _FROM_RESUME = "a resume (runwatch.init(resume=True)) or job control sets it"
+_FROM_IMPORT = "runwatch import writes it for a run it made from another tool's log"
 # The manifest fields the format defines (docs/run-format.md), each with what writes it:
 # Run.set_manifest_fields() refuses them, since a loop that rewrote `run_id` or `name`
 # left the index with two runs, one stuck RUNNING. `wandb_url` is not among them: adding
@@ -127,6 +128,7 @@ MANIFEST_OWNED = {
     **dict.fromkeys(("host", "pid", "python", "platform", "argv", "packages", "git"),
                     _FROM_PROCESS),
     **dict.fromkeys(("resumed_at", "attached_at", "attempt"), _FROM_RESUME),
+    **dict.fromkeys(("imported_from", "imported_times"), _FROM_IMPORT),
 }
 
 # matched whole (fullmatch): `$` would let a name end in a newline

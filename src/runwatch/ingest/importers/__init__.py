@@ -3,6 +3,7 @@ directories."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from runwatch.ingest.importers import (
@@ -17,6 +18,7 @@ from runwatch.ingest.importers.common import (
     NOT_METRICS,
     Imported,
     SourceError,
+    place_times,
     repeated_steps,
     repeats_note,
     write_run_dir,
@@ -30,13 +32,16 @@ def read_source(source: Path, kind: str = "auto", step_column: str | None = None
     names the column that numbers a table's rows (CSV, W&B). A step that logs no metric
     (LLaMA-Factory's last line, which has only its progress) is not a step of the run. A
     metric logged twice at one step shows its last value, as the index shows a resumed
-    run's: `notes` says which steps."""
+    run's: `notes` says which steps. A log with no wall clock that logs its step times is
+    timed by them, ending now (`common.place_times`): `times` and `notes` say so; one with
+    neither is timed one second a step when it is written (`write_run_dir`)."""
     imported = _read(source, kind, step_column)
     imported.records = [r for r in imported.records if r.keys() - NOT_METRICS]
     repeated = repeated_steps(imported.records)
     if repeated:
         what = "event" if imported.trainer == "tensorboard" else "row"
         imported.notes.append(repeats_note(repeated, what))
+    place_times(imported, end=time.time())
     return imported
 
 

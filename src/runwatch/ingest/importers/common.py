@@ -11,11 +11,14 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import yaml
 
 from runwatch.ingest.points import MAX_KEYS_PER_RECORD, MAX_KEYS_PER_RUN, RECORD_FIELDS
+from runwatch.metrics.catalogue import Role
+from runwatch.metrics.lookup import find_key
 from runwatch.rundir import format as fmt
 from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.jsonl import dumps_line, loads_line
@@ -25,6 +28,55 @@ from runwatch.store.values import finite, to_float
 
 class SourceError(ValueError):
     """The source cannot be imported; the message says why and what to pass instead."""
+
+
+# How an import timed a log that holds no wall clock (`MadeTimes.basis`): from the log's
+# own step durations (their sum is the run's duration, an estimate), from the log's own
+# time since the run started (W&B's `_runtime`: its spacing is the log's), or one second
+# per logged step (made up: the log says nothing of how long the run took).
+STEP_TIMES = "step_times"
+ELAPSED = "elapsed"
+ONE_SECOND_PER_STEP = "one_second_per_step"
+
+
+@dataclass(frozen=True)
+class MadeTimes:
+    """The wall times an import gave records whose log holds none, and how. A run's
+    manifest keeps it as `imported_times` (docs/run-format.md), so that what reads a
+    duration from those times (the run's duration, device time and spend) can tell them
+    from a clock the log recorded. Every basis places the run so that it ends at the
+    import: its dates are not the run's."""
+
+    basis: str  # STEP_TIMES, ELAPSED or ONE_SECOND_PER_STEP
+    steps: int  # the steps given a time
+    key: str | None = None  # the metric (or column) the times come from
+    timed_steps: int | None = None  # STEP_TIMES: the steps that log it
+    start: float | None = None  # when the first step began, where the times say
+
+    def manifest(self) -> dict[str, Any]:
+        """The manifest's `imported_times`."""
+        out: dict[str, Any] = {"basis": self.basis, "steps": self.steps}
+        if self.key is not None:
+            out["key"] = self.key
+        if self.timed_steps is not None:
+            out["timed_steps"] = self.timed_steps
+        return out
+
+    def note(self) -> str:
+        """What the import says of the times it made."""
+        if self.basis == STEP_TIMES:
+            timed = (f"logged at all {self.steps} steps" if self.timed_steps == self.steps
+                     else f"logged at {self.timed_steps} of {self.steps} steps; the others "
+                     "count as their median")
+            return (f"the log has no wall clock: the run's times are rebuilt from its step "
+                    f"times ({self.key!r}, {timed}), ending at the import, so its duration is "
+                    "their sum, an estimate")
+        if self.basis == ELAPSED:
+            return (f"the log has no dates, only the time since the run started "
+                    f"({self.key!r}): the run's times keep that spacing and end at the import")
+        return (f"the log has no wall clock and no step times: {self.steps} steps are given "
+                "made-up times, one second apart, ending at the import, so the run's "
+                "duration is not known")
 
 
 @dataclass
@@ -38,6 +90,8 @@ class Imported:
     source: str = ""
     # what the import did that the user should know of (steps logged twice)
     notes: list[str] = field(default_factory=list)
+    # the times the import gave records the log holds no wall clock for (None: the log's)
+    times: MadeTimes | None = None
 
 
 def read_bytes(path: Path) -> bytes:
@@ -113,18 +167,72 @@ def checked_step(step: Any, where: str, fix: str) -> int:
     return step
 
 
-def synthesize_ts(records: list[dict[str, Any]], end: float) -> None:
-    """Give records without a wall time one: one second per logged step, the last step's
-    at `end`. A log with no clock says nothing of how far apart its steps were, so no gap
-    is made up (a jump in the step numbers is no stall), and the times stay near `end`
-    however large the steps (a log numbered by tokens, steps of 1e10 and more)."""
-    if all(finite(r.get("ts")) is not None for r in records):
-        return
-    order = {step: i for i, step in enumerate(sorted({r["step"] for r in records}))}
+def synthesize_ts(records: list[dict[str, Any]], end: float) -> MadeTimes | None:
+    """Give records without a wall time one, the last step's at `end`; say how (None: every
+    record had one). A log with no clock that logs its step times is timed by them
+    (`by_step_times`). Otherwise each step gets one second (in a log that times some of
+    its records, the others): a log with no clock says nothing of how far apart its steps
+    were, so no gap is made up (a jump in the step numbers is no stall), and the times
+    stay near `end` however large the steps (a log numbered by tokens, steps of 1e10 and
+    more)."""
+    untimed = [r for r in records if finite(r.get("ts")) is None]
+    if not untimed:
+        return None
+    made = by_step_times(records, end)
+    if made is not None:
+        return made
+    order = {step: i for i, step in enumerate(sorted({r["step"] for r in untimed}))}
     last = len(order) - 1
+    for r in untimed:
+        r["ts"] = end - (last - order[r["step"]])
+    return MadeTimes(ONE_SECOND_PER_STEP, len(order))
+
+
+def by_step_times(records: list[dict[str, Any]], end: float) -> MadeTimes | None:
+    """Time the records of a log with no clock (none has a `ts`) by the durations its
+    steps log under the key that plays the step-time role (`timing/step_total_s`,
+    tinker-cookbook's `time/total`: the one a run's cost shows as its step time), the
+    last step ending at `end`; None when the log has a clock or logs no step time."""
+    if any(finite(r.get("ts")) is not None for r in records):
+        return None
+    key = find_key({k for r in records for k in r if k not in NOT_METRICS}, Role.STEP_TIME)
+    return None if key is None else _by_step_times(records, key, end)
+
+
+def _by_step_times(records: list[dict[str, Any]], key: str, end: float) -> MadeTimes | None:
+    """Time `records` by the durations their steps log under `key` (a step logged twice:
+    its last; a step that logs none: their median), each step's time its end, the last
+    at `end`; None when no step logs a duration."""
+    logged: dict[int, float] = {}
     for r in records:
-        if finite(r.get("ts")) is None:
-            r["ts"] = end - (last - order[r["step"]])
+        took = finite(r.get(key))
+        if took is not None and took >= 0:
+            logged[r["step"]] = took
+    if not logged:
+        return None
+    typical = median(logged.values())
+    steps = sorted({r["step"] for r in records})
+    start = end - sum(logged.get(step, typical) for step in steps)
+    ends: dict[int, float] = {}
+    clock = start
+    for step in steps:
+        clock += logged.get(step, typical)
+        ends[step] = clock
+    for r in records:
+        r["ts"] = ends[r["step"]]
+    return MadeTimes(STEP_TIMES, len(steps), key, len(logged), start)
+
+
+def place_times(imported: Imported, end: float) -> None:
+    """Time `imported`'s records by their step times where the log has no clock but logs
+    those (`by_step_times`), and say in its `notes` how the import timed them, where it
+    did (by step times, or by W&B's `_runtime`). A log with neither is timed when it is
+    written (`write_run_dir`), one second per step, which its manifest records."""
+    made = by_step_times(imported.records, end)
+    if made is not None:
+        imported.times = made
+    if imported.times is not None:
+        imported.notes.append(imported.times.note())
 
 
 def repeated_steps(records: list[dict[str, Any]]) -> list[int]:
@@ -214,11 +322,15 @@ def write_run_dir(imported: Imported, runs_dir: Path, name: str, project: str = 
         raise SourceError(f"{run_dir} already exists: pass --name with another run name")
     records = sorted(imported.records, key=lambda r: r["step"])
     check_records(records, imported.source)
-    synthesize_ts(records, end=time.time())
-    first_ts, last_ts = records[0]["ts"], records[-1]["ts"]
+    made = synthesize_ts(records, end=time.time()) or imported.times
+    # the run began with its first step, where the times say when that was
+    first_ts = made.start if made is not None and made.start is not None else records[0]["ts"]
+    last_ts = records[-1]["ts"]
+    extra: dict[str, Any] = {"imported_from": imported.source}
+    if made is not None:
+        extra["imported_times"] = made.manifest()
     manifest = build_manifest(name, project, tags=["imported"], method=method or imported.method,
-                              trainer=imported.trainer, created_at=first_ts,
-                              imported_from=imported.source)
+                              trainer=imported.trainer, created_at=first_ts, **extra)
     tmp = runs_dir / f".{name}.importing-{os.getpid()}"
     tmp.mkdir(parents=True)
     write_atomic(tmp / fmt.MANIFEST, dumps_line(manifest))

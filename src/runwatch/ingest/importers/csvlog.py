@@ -33,8 +33,10 @@ from typing import Any
 from runwatch.analysis.timing import dated
 from runwatch.ingest.importers import jsonl, trl
 from runwatch.ingest.importers.common import (
+    ELAPSED,
     SPLIT_FIELDS,
     Imported,
+    MadeTimes,
     SourceError,
     as_held_out,
     checked_step,
@@ -171,14 +173,14 @@ def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path
             records[-1].update({k: v for k, v in values.items() if k != "ts"})
         else:
             records.append({"step": step, **values})
-    _runtime_clock(records, runtimes)
+    times = _runtime_clock(records, runtimes)
     if clock == "ts":
         _fill_times(records)
     keys = {k.removeprefix("train/") for r in records for k in r}
     used = {*metrics, step_col, clock, *SPLIT_FIELDS,
             *(WANDB_COLUMNS if trainer == "wandb" else ())}
     notes = _left_out_notes(columns, table, numeric, trainer == "wandb", used)
-    return Imported(trainer, guess_method(keys), records, {}, str(path), notes)
+    return Imported(trainer, guess_method(keys), records, {}, str(path), notes, times)
 
 
 def _left_out_notes(columns: Sequence[str], table: list[dict[str, Any]], numeric: list[str],
@@ -389,11 +391,14 @@ def _whole(value: Any) -> bool:
     return _finite(value) and float(value).is_integer()
 
 
-def _runtime_clock(records: list[dict[str, Any]], runtimes: dict[int, float]) -> None:
+def _runtime_clock(records: list[dict[str, Any]], runtimes: dict[int, float]
+                   ) -> MadeTimes | None:
     """A W&B export without `_timestamp` still has `_runtime` (seconds since the run
-    started): place the records on a clock ending now so their spacing is kept."""
+    started): place the records on a clock ending now so their spacing is kept, and say
+    so (None: the export has its clock, or not every row a `_runtime`)."""
     if any("ts" in r for r in records) or not all(r["step"] in runtimes for r in records):
-        return
+        return None
     start = time.time() - max(runtimes.values())
     for record in records:
         record["ts"] = start + runtimes[record["step"]]
+    return MadeTimes(ELAPSED, len({r["step"] for r in records}), "_runtime", start=start)

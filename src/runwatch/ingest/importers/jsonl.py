@@ -12,7 +12,6 @@ line without a step counts as the next line number; a step the run format does n
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +71,6 @@ def read(path: Path) -> Imported:
         records.append(rec)
     keys = {k for r in records for k in r}
     trainer, method = ("llama-factory", _factory_method(keys)) if factory else guess(keys)
-    _cumulative_time(records)
     return Imported(trainer, method, records, {}, str(path))
 
 
@@ -80,18 +78,3 @@ def _factory_method(keys: set[str]) -> str:
     """LLaMA-Factory writes one trainer_log.jsonl for every stage: a PPO run's has `reward`,
     a DPO/KTO run's `accuracy` (its rewards/accuracies), a supervised run's neither."""
     return "grpo" if "reward" in keys else "dpo" if "accuracy" in keys else "sft"
-
-
-def _cumulative_time(records: list[dict[str, Any]]) -> None:
-    """tinker-cookbook logs each step's duration (`time/total`) but no clock: rebuild
-    wall times from the durations so stalls and cost read right."""
-    if any("ts" in r for r in records) or not all("time/total" in r for r in records):
-        return
-    clock = 0.0
-    for r in records:
-        clock += float(r["time/total"])
-        r["ts"] = clock
-    # The log ended around when the file was last written; keep the spacings.
-    offset = time.time() - clock
-    for r in records:
-        r["ts"] += offset
