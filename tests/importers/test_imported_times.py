@@ -57,6 +57,12 @@ def test_a_log_s_step_times_make_its_duration_and_the_manifest_says_so(
     got = json.loads(cli_here("runs", "get", "timed", "--dir", str(runs), "-o", "json").stdout)
     assert got["cost"]["duration_s"] == pytest.approx(sum(STEP_S))  # about 30 minutes, not 59 s
     assert got["manifest"]["imported_times"]["basis"] == "step_times"
+    # an estimate, and what it rests on
+    assert got["cost"]["device_seconds_estimate"] is True
+    assert got["cost"]["times"] == ("estimated from the log's step times "
+                                    "(timing/step_total_s, logged at all 60 steps)")
+    table = " ".join(cli_here("runs", "get", "timed", "--dir", str(runs)).stdout.split())
+    assert "Times: estimated from the log's step times" in table
 
 
 def test_steps_that_log_no_time_count_as_the_median_of_those_that_do(tmp_path: Path) -> None:
@@ -86,6 +92,16 @@ def test_a_log_without_step_times_is_still_one_second_a_step_and_marked_made_up(
     run_dir = write_run_dir(imported, tmp_path / "runs", "plain")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["imported_times"] == {"basis": "one_second_per_step", "steps": 4}
+    # how long it took is not known: no duration nor spend, and the cost says why
+    got = json.loads(cli_here("runs", "get", "plain", "--dir", str(tmp_path / "runs"), "-o",
+                              "json").stdout)["cost"]
+    assert (got["duration_s"], got["spend"], got["device_seconds_estimate"]) == (
+        None, None, True)
+    assert got["times"].startswith("made up, one second a step")
+    assert "no clock and no step times" in got["problem"]
+    table = " ".join(cli_here("runs", "get", "plain", "--dir", str(tmp_path / "runs")
+                              ).stdout.split())
+    assert "Training time: unknown" in table and "Spend: the imported log has no clock" in table
     metrics = lines(run_dir / "metrics.jsonl")
     assert [r["ts"] - metrics[0]["ts"] for r in metrics] == [0, 1, 2, 3]
     # health scoring's replay gives a log so the same times (synthesize_ts, as before)

@@ -114,6 +114,7 @@ export class CostCard {
       ["Preparing", fmtDuration(seconds(millis, "PREPARING"))],
       ["Training", h("span", { "data-cost": "training" }, fmtDuration(seconds(millis, "RUNNING", "CANCEL_REQUESTED")))],
       ["Attempts", h("span", { "data-cost": "attempts" }, job ? attemptText(Math.max(d.run.attempt, d.attempts.length), job.max_attempts) : String(Math.max(d.run.attempt, d.attempts.length)))],
+      ...(c.times ? [["Times", h("span", { "data-cost": "times" }, c.times)] as [string, Node]] : []),
       ["Last step time", h("span", { "data-cost": "step-time" }, c.last_step_time_s === null ? "—" : `${fmtNum(c.last_step_time_s)} s`)],
       ...Object.entries(c.peak_memory_bytes).map(([k, v]): [string, Node] => [`Peak memory: ${words(k.replace(/_bytes$/, ""))}`, h("span", { "data-memory": k }, fmtBytes(v))]),
       ...Object.entries(c.data_fit ?? {}).map(([k, v]): [string, Node] => [`Data fit: ${DATA_FIT[k] ?? words(k)}`, h("span", { "data-fit": k }, fitText(k, v))]),

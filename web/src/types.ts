@@ -115,6 +115,9 @@ export interface Cost {
   /** The last value of each data_fit/<count> the run logged. */
   data_fit: Record<string, number | null>;
   problem: string | null;
+  /** What the figures rest on where no clock recorded the run's times (an imported log
+   * without one); null where a clock did. */
+  times?: string | null;
 }
 
 /** One attempt of a run: how it ended, its time per phase and the device time it held. */

@@ -87,7 +87,9 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
         },
         "failure": _failure(run, rec.job is not None, lost),
         "results": results(rec.keys, tiles["best_train_loss"], rec.checkpoints),
-        "cost": _unknown_spend(cost(spent, rec.keys, values, summary["duration_s"]), problem),
+        "cost": _made_times(_unknown_spend(cost(spent, rec.keys, values,
+                                                 summary["duration_s"]), problem),
+                            manifest.get("imported_times")),
         "timing": figures["timing"],
         "attempts": figures["attempts"],
         "job": _job(rec.job, waits_for),
@@ -176,6 +178,29 @@ def _unknown_spend(figures: dict[str, Any], problem: str | None) -> dict[str, An
         return {**figures, "problem": None}
     return {**figures, "hourly_rate": None, "spend": None,
             "problem": f"the spend is unknown: {problem}"}
+
+
+def _made_times(figures: dict[str, Any], made: Any) -> dict[str, Any]:
+    """The cost figures with `times`: what they rest on where no clock recorded the run's
+    times (`runwatch import` of a log without one: the manifest's `imported_times`, which
+    docs/run-format.md describes), None where a clock did. Rebuilt from the log's step
+    times, the figures are an estimate; made up at one second a step, how long the run
+    took is not known, so neither is its duration or spend."""
+    if not isinstance(made, dict):
+        return {**figures, "times": None}
+    basis, key = made.get("basis"), made.get("key")
+    steps, timed = made.get("steps"), made.get("timed_steps")
+    if basis == "step_times":
+        of = (f"all {steps} steps" if timed == steps
+              else f"{timed} of {steps} steps, the others at their median")
+        return {**figures, "device_seconds_estimate": True,
+                "times": f"estimated from the log's step times ({key}, logged at {of})"}
+    if basis == "elapsed":
+        return {**figures, "times": f"from the log's time since the run started ({key})"}
+    unknown = ("the imported log has no clock and no step times, so how long the run took "
+               "is not known")
+    return {**figures, "device_seconds_estimate": True, "duration_s": None, "spend": None,
+            "problem": unknown, "times": f"made up, one second a step: {unknown}"}
 
 
 def _failure(run: Any, job: bool, lost: Reason | None) -> dict[str, Any] | None:

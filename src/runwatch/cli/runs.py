@@ -191,7 +191,9 @@ def _cost_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
     estimate = " (estimate: the run has not ended)" if cost["device_seconds_estimate"] else ""
     phase_millis = detail["timing"]["phaseMillis"]
     phases = ", ".join(f"{k.lower()} {fmt_duration(v / 1000)}" for k, v in phase_millis.items())
-    lines = [("Training time", fmt_duration(training_s(phase_millis))),
+    # made-up times (an imported log with no clock, no step times) tell no duration
+    made_up = cost["duration_s"] is None and cost.get("times") is not None
+    lines = [("Training time", "unknown" if made_up else fmt_duration(training_s(phase_millis))),
              ("Queue wait", fmt_duration(cost["queue_wait_s"])), ("Phases", phases),
              ("Device time", f"{_device_seconds(cost['device_seconds'])}s on {cost['devices']} × "
                              f"{cost['device_profile']}{estimate}")]
@@ -207,6 +209,8 @@ def _cost_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
     else:
         lines.append(("Spend", f"{spend} at {fmt_money(cost['hourly_rate'])} per "
                                f"device-hour{estimate}"))
+    if cost.get("times"):  # an imported log without a clock: what the figures rest on
+        lines.append(("Times", cost["times"]))
     return lines + _memory_lines(cost["peak_memory_bytes"])
 
 

@@ -153,6 +153,9 @@ class Cost(BaseModel):
     data_fit: dict[str, float | None] = Field(description="the last value of each "
                                               "data_fit/<count> the run logged")
     problem: str | None = Field(description="why the rate and spend are unknown")
+    times: str | None = Field(None, description="what the figures rest on where no clock "
+                              "recorded the run's times (an imported log without one: "
+                              "its step times, or made up); null where a clock did")
 
 
 class Attempt(BaseModel):
