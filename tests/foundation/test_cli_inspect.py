@@ -51,6 +51,8 @@ def test_rollouts_latest_step_best_worst_and_errors(runs_dir: Path) -> None:
 
 def test_hparams_and_engine_config(runs_dir: Path) -> None:
     make_rl_run(runs_dir)
+    with runwatch.init(name="lacking", dir=runs_dir) as run:
+        run.log_engine_config({"lr": 1e-5, "warmup": 10}, {"optimizer": {"lr": 1e-5}})
     hp = run_cli("runs", "hparams", "rl", "--dir", str(runs_dir)).stdout
     assert "optim.beta1" in hp and "learning_rate" in hp
     beta = cli_here("runs", "hparams", "rl", "--dir", str(runs_dir), "--jq", ".optim.beta1")
@@ -58,9 +60,23 @@ def test_hparams_and_engine_config(runs_dir: Path) -> None:
     table = run_cli("runs", "engine-config", "rl", "--dir", str(runs_dir)).stdout
     rank_line = next(line for line in table.splitlines() if line.startswith("rank"))
     assert "8" in rank_line and "16" in rank_line
+    # blank RESOLVED is "as asked"; a setting the resolved config lacks is said so
+    lr_line = next(line for line in table.splitlines() if line.startswith("lr"))
+    assert _cells(lr_line) == ["lr", "1e-05", ""]
+    lacking = run_cli("runs", "engine-config", "lacking", "--dir", str(runs_dir)).stdout
+    warmup = next(line for line in lacking.splitlines() if line.startswith("warmup"))
+    assert _cells(warmup) == ["warmup", "10", "(not in resolved)"], warmup
+    assert "(not in resolved): the engine's resolved config has no setting" in lacking
+    wide = run_cli("runs", "engine-config", "rl", "--dir", str(runs_dir), "-o", "wide").stdout
+    assert _cells(next(line for line in wide.splitlines() if line.startswith("alpha"))) == [
+        "alpha", "(not asked)", "32"]
     alpha = cli_here("runs", "engine-config", "rl", "--dir", str(runs_dir),
                     "--jq", ".resolved.alpha")
     assert alpha.stdout.strip() == "32"
+
+
+def _cells(row: str) -> list[str]:
+    return [cell.strip() for cell in row.split("│")]
 
 
 def test_wait_follows_a_run_to_its_end(runs_dir: Path) -> None:

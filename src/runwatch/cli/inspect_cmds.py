@@ -172,6 +172,12 @@ def hparams_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
     emit(data, output, jq, table, raw)
 
 
+# The engine-config table's words for a setting one side lacks: blank RESOLVED is "as
+# asked", so a missing one is said, not left as a dash that reads as "no difference".
+NOT_ASKED = "(not asked)"
+NOT_RESOLVED = "(not in resolved)"
+
+
 def engine_config_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
                       output: OutOpt = Output.table, jq: JqOpt = None, raw: RawOpt = False,
                       server: ServerOpt = None, token: TokenOpt = None) -> None:
@@ -188,10 +194,14 @@ def engine_config_cmd(run: RunArg, directory: DirOpt = None, db: DbOpt = None,
         rows = []
         for k in keys:
             r, v = req.get(k), res.get(k)
-            rows.append([k, json.dumps(r) if k in req else "-",
-                         "" if k in req and v == r else json.dumps(v) if k in res else "-"])
+            rows.append([k, json.dumps(r) if k in req else NOT_ASKED,
+                         "" if k in req and v == r else json.dumps(v) if k in res
+                         else NOT_RESOLVED])
         print_table(["SETTING", "REQUESTED", "RESOLVED (if different)"], rows, wide=wide,
                     prose=("REQUESTED", "RESOLVED (if different)"))
+        if any(row[2] == NOT_RESOLVED for row in rows):
+            line(f"{NOT_RESOLVED}: the engine's resolved config has no setting of that name "
+                 "(it may hold it under another: --jq .resolved shows it whole)")
         if not wide:
             line("-o wide adds the settings the engine filled in itself")
 
