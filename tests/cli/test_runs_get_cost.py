@@ -6,13 +6,17 @@ app counts it, and no spend shown for a device time shown as nothing."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 
+import runwatch
 from runwatch.analysis.results import training_s
+from runwatch.rundir import format as fmt
+from runwatch.rundir.jsonl import dumps_line
 from runwatch.server.app import create_app
 from tests.server.apiclient import Api
 from tests.support import cli_here, run_cli
@@ -170,3 +174,21 @@ def test_a_job_that_never_started_spent_nothing(runs_dir: Path, db_url: str,
 def test_training_time_is_unknown_for_a_run_that_never_trained() -> None:
     assert training_s({"QUEUED": 24031, "PREPARING": 4}) is None
     assert training_s({"RUNNING": 1500, "CANCEL_REQUESTED": 500}) == 2.0
+
+
+def test_a_stage_with_a_total_and_no_count_yet_has_done_none(runs_dir: Path) -> None:
+    """An events line of another writer that names a stage's total and not its count read
+    "tokenizing (None/100)" in runs get; the detail counts it as none done, for every
+    surface (the web app and the wait read the same)."""
+    run = runwatch.init(name="counting", dir=runs_dir)
+    try:
+        with open(run.dir / fmt.EVENTS, "ab") as fh:
+            fh.write(dumps_line({"ts": time.time(), "seq": 99, "phase": "PREPARING",
+                                 "stage": "tokenizing", "total": 100}))
+        shown = json.loads(cli_here("runs", "get", "counting", "--dir", str(runs_dir),
+                                    "-o", "json").stdout)
+        assert shown["state"]["progress"] == {"done": 0, "total": 100}
+        table = cli_here("runs", "get", "counting", "--dir", str(runs_dir)).stdout
+        assert "Stage: tokenizing (0/100)" in table
+    finally:
+        run.finish()

@@ -74,7 +74,8 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
             "backend": run.backend,
             "phase": run.status,
             "stage": run.stage,
-            "progress": ({"done": run.progress_done, "total": run.progress_total}
+            # a stage that names its total and not yet a count has done none
+            "progress": ({"done": run.progress_done or 0, "total": run.progress_total}
                          if run.progress_total is not None else None),
             "observed_step": run.observed_step,
             "saved_step": run.saved_step,
