@@ -182,7 +182,7 @@ def test_a_stage_with_a_total_and_no_count_yet_has_done_none(runs_dir: Path) -> 
     surface (the web app and the wait read the same)."""
     run = runwatch.init(name="counting", dir=runs_dir)
     try:
-        with open(run.dir / fmt.EVENTS, "ab") as fh:
+        with open(runs_dir / "counting" / fmt.EVENTS, "ab") as fh:
             fh.write(dumps_line({"ts": time.time(), "seq": 99, "phase": "PREPARING",
                                  "stage": "tokenizing", "total": 100}))
         shown = json.loads(cli_here("runs", "get", "counting", "--dir", str(runs_dir),
@@ -192,3 +192,34 @@ def test_a_stage_with_a_total_and_no_count_yet_has_done_none(runs_dir: Path) -> 
         assert "Stage: tokenizing (0/100)" in table
     finally:
         run.finish()
+
+
+def test_a_pipeline_reports_each_train_stages_cost_and_the_total(runs_dir: Path) -> None:
+    """The spec: a pipeline's detail reports the cost of each train stage and the total. A
+    run started from another's checkpoint (`init_from`), itself started from a third's,
+    reported only its own cost."""
+    base = "tiny-gpt"
+    for name in ("sft", "dpo", "grpo"):
+        with runwatch.init(name=name, dir=runs_dir, base_model=base) as run:
+            run.log({"loss": 1.0}, step=1)
+            time.sleep(0.05)  # some device time for each stage
+        base = f"init_from:{runs_dir / name}"
+    shown = json.loads(cli_here("runs", "get", "grpo", "--dir", str(runs_dir), "-o",
+                                "json").stdout)
+    pipeline = shown["cost"]["pipeline"]
+    assert [st["name"] for st in pipeline["stages"]] == ["sft", "dpo", "grpo"]
+    own = {name: json.loads(cli_here("runs", "get", name, "--dir", str(runs_dir), "-o",
+                                     "json").stdout)["cost"] for name in ("sft", "dpo")}
+    own["grpo"] = shown["cost"]
+    for st in pipeline["stages"]:
+        assert (st["device_seconds"], st["spend"], st["estimate"]) == (
+            own[st["name"]]["device_seconds"], own[st["name"]]["spend"], False)
+    assert pipeline["device_seconds"] == pytest.approx(
+        sum(c["device_seconds"] for c in own.values()))
+    assert pipeline["spend"] == pytest.approx(sum(c["spend"] for c in own.values()))
+    assert pipeline["estimate"] is False
+    table = " ".join(cli_here("runs", "get", "grpo", "--dir", str(runs_dir)).stdout.split())
+    assert "Pipeline: sft " in table and " → dpo " in table and " → grpo " in table
+    assert "; total " in table
+    # a run that started from no indexed run is no pipeline
+    assert own["sft"]["pipeline"] is None

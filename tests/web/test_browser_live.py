@@ -10,6 +10,7 @@ hand, for times exact to the hundredth)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,9 @@ def test_a_derived_run_names_its_base_model_and_links_its_parent(
     expect(page.locator("#run-summary")).to_have_text(
         "Training tiny-gpt-4x128 (from run sft-base) with runwatch-grpo on arith via local "
         "(GRPO).")
+    # the pipeline's cost: each train stage, first first, and the total
+    expect(page.locator('#cost [data-cost="pipeline"]')).to_contain_text(
+        re.compile(r"^sft-base \S+ → grpo-child \S+; total \S+ device time, spend "))
     page.locator("#job-details").scroll_into_view_if_needed()
     shot(page, "derived-run-model")
     page.click("#parent-run")

@@ -201,6 +201,11 @@ def _runs(runs_dir: Path) -> None:
         for i in range(5):
             sft.log({"loss": 1.0 / (i + 1)}, step=i)
         sft.finish("SUCCEEDED")
+    # started from cmp-a's folder: a pipeline of two stages, for Cost.pipeline
+    child = init(name="cmp-child", dir=runs_dir, method="dpo",
+                 base_model=f"init_from:{runs_dir / 'cmp-a'}")
+    child.log({"loss": 0.5}, step=0)
+    child.finish("SUCCEEDED")
 
 
 def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Path) -> None:
@@ -240,6 +245,11 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
         wait_for(ready, what="the runs indexed: typed with its samples and a health finding, "
                  "cmp-a and cmp-b to step 4")
         detail = get("/api/runs/typed")
+        def child_pipeline() -> Any:
+            c = client.get("/api/runs/cmp-child")
+            return c.status_code == 200 and c.json()["cost"]["pipeline"]
+
+        pipeline = wait_for(child_pipeline, what="cmp-child's pipeline")
         run_list = get("/api/runs")
         keys = get("/api/runs/typed/metrics/keys")
         series = get("/api/series", run="typed", key="loss", points=10)
@@ -272,6 +282,7 @@ def test_types_match_the_responses_of_a_real_server(server: Runner, runs_dir: Pa
             "CompareReport": get("/api/compare", run="cmp-a", baseline="cmp-b"),
             "Overlay": overlay, "OverlayRun": overlay["runs"][0],
             "OverlayMissing": overlay["missing"][0],
+            "Pipeline": pipeline, "PipelineStage": pipeline["stages"][0],
         }
     assert {name.split(" ")[0] for name in sent} == set(declared), "every interface is checked"
     for name, body in sent.items():

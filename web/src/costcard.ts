@@ -8,7 +8,7 @@
 import { append, h } from "./dom";
 import { attemptText, fmtDuration, fmtNum, fmtSpend, statusClass, statusLabel } from "./format";
 import { ACTIVE_PHASES } from "./format.gen";
-import type { Attempt, RunDetail } from "./types";
+import type { Attempt, Pipeline, RunDetail } from "./types";
 
 function seconds(millis: Record<string, number>, ...phases: string[]): number {
   return phases.reduce((sum, p) => sum + (millis[p] ?? 0), 0) / 1000;
@@ -28,6 +28,14 @@ const DATA_FIT: Record<string, string> = {
   rows_dropped_empty: "rows dropped (nothing to train)",
   padding_fraction: "padding",
 };
+
+// A pipeline's stages, first first, each with its device time, then the total: what the
+// chain of runs that made this one cost (`runwatch runs get` shows the same).
+function pipelineText(p: Pipeline): Node {
+  const stages = p.stages.map((s) => `${s.name} ${fmtDuration(s.device_seconds)}`).join(" → ");
+  const spend = p.spend === null ? "spend unknown" : `spend ${fmtSpend(p.spend)}`;
+  return h("span", { "data-cost": "pipeline" }, `${stages}; total ${fmtDuration(p.device_seconds)} device time, ${spend}${p.estimate ? " (estimate)" : ""}`);
+}
 
 // A data fit figure as the card shows it: the padding share as a percent of the
 // batches' tokens, a count as a number.
@@ -115,6 +123,7 @@ export class CostCard {
       ["Training", h("span", { "data-cost": "training" }, fmtDuration(seconds(millis, "RUNNING", "CANCEL_REQUESTED")))],
       ["Attempts", h("span", { "data-cost": "attempts" }, job ? attemptText(Math.max(d.run.attempt, d.attempts.length), job.max_attempts) : String(Math.max(d.run.attempt, d.attempts.length)))],
       ...(c.times ? [["Times", h("span", { "data-cost": "times" }, c.times)] as [string, Node]] : []),
+      ...(c.pipeline ? [["Pipeline", pipelineText(c.pipeline)] as [string, Node]] : []),
       ["Last step time", h("span", { "data-cost": "step-time" }, c.last_step_time_s === null ? "—" : `${fmtNum(c.last_step_time_s)} s`)],
       ...Object.entries(c.peak_memory_bytes).map(([k, v]): [string, Node] => [`Peak memory: ${words(k.replace(/_bytes$/, ""))}`, h("span", { "data-memory": k }, fmtBytes(v))]),
       ...Object.entries(c.data_fit ?? {}).map(([k, v]): [string, Node] => [`Data fit: ${DATA_FIT[k] ?? words(k)}`, h("span", { "data-fit": k }, fitText(k, v))]),

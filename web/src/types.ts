@@ -98,6 +98,24 @@ export interface RunState {
   updated_at: number | null;
 }
 
+/** One train stage of a pipeline: a run of the chain and what it cost. */
+export interface PipelineStage {
+  run_id: string;
+  name: string;
+  device_seconds: number;
+  spend: number | null;
+  estimate: boolean;
+}
+
+/** A chain of runs, each started from the one before's checkpoint (`init_from`). */
+export interface Pipeline {
+  /** The first stage first, this run last. */
+  stages: PipelineStage[];
+  device_seconds: number;
+  spend: number | null;
+  estimate: boolean;
+}
+
 /** What a run used over all its attempts; device time and spend are estimates while
  * it has not ended (a run started by hand whose process died ended at its last record). Rate and spend are null when its device profile is unknown
  * (`problem` says why). */
@@ -118,6 +136,9 @@ export interface Cost {
   /** What the figures rest on where no clock recorded the run's times (an imported log
    * without one); null where a clock did. */
   times?: string | null;
+  /** For a run started from an earlier indexed run's checkpoint: each train stage's cost
+   * and the total. */
+  pipeline?: Pipeline | null;
 }
 
 /** One attempt of a run: how it ended, its time per phase and the device time it held. */

@@ -53,8 +53,8 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
     # a run whose process is gone stopped at its last record, not now
     until = run.updated_at if rec.process_gone and run.updated_at else now
     lost = unrecorded_end(run, rec.process_gone, rec.job is not None)
-    spent, problem = _run_cost(rec, runs_dir, until, None if lost is None else
-                               LostEnd(until, lost.sentence, lost.id))
+    spent, problem = _run_cost(rec.events, rec.job, runs_dir, until, None if lost is None
+                               else LostEnd(until, lost.sentence, lost.id))
     figures = spent.as_dict()
     origin = model_origin(rec)
     return {
@@ -88,9 +88,9 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
         },
         "failure": _failure(run, rec.job is not None, lost),
         "results": results(rec.keys, tiles["best_train_loss"], rec.checkpoints),
-        "cost": _made_times(_unknown_spend(cost(spent, rec.keys, values,
-                                                 summary["duration_s"]), problem),
-                            manifest.get("imported_times")),
+        "cost": _with_pipeline(_made_times(
+            _unknown_spend(cost(spent, rec.keys, values, summary["duration_s"]), problem),
+            manifest.get("imported_times")), rec, runs_dir, now),
         "timing": figures["timing"],
         "attempts": figures["attempts"],
         "job": _job(rec.job, waits_for),
@@ -147,13 +147,15 @@ def unrecorded_end(run: Any, process_gone: bool, job: bool) -> Reason | None:
     return CATALOGUE["stopped_early"]
 
 
-def _run_cost(rec: RunRecords, runs_dir: Path | None, until: float, lost: LostEnd | None
+def _run_cost(events: list[dict[str, Any]], job_row: dict[str, Any] | None,
+              runs_dir: Path | None, until: float, lost: LostEnd | None
               ) -> tuple[Cost, str | None]:
-    """The run's cost for the devices and profile its job asked for (one device of the
-    default profile for a run started by hand), and why its spend is unknown, if it is
-    (the profile cannot be read, and an attempt that held devices recorded no rate); a
-    run that ended without recording it (`lost`) ended at its last record."""
-    job = rec.job or {}
+    """A run's cost from its `events`, for the devices and profile its job asked for (one
+    device of the default profile for a run started by hand, `job_row` None), and why its
+    spend is unknown, if it is (the profile cannot be read, and an attempt that held
+    devices recorded no rate); a run that ended without recording it (`lost`) ended at its
+    last record."""
+    job = job_row or {}
     devices = job.get("devices")
     devices = devices if isinstance(devices, int) and devices >= 1 else 1
     name = job.get("device_profile")
@@ -163,11 +165,11 @@ def _run_cost(rec: RunRecords, runs_dir: Path | None, until: float, lost: LostEn
         problem = str(exc)
     else:
         if name is None or name in profiles.by_name:
-            return run_cost(rec.events, devices, profiles.get(name), until, lost=lost), None
+            return run_cost(events, devices, profiles.get(name), until, lost=lost), None
         problem = (f"the run's device profile {name!r} is not among the profiles "
                    f"({', '.join(sorted(profiles.by_name))}); add it to the profiles file")
     unknown = DeviceProfile(name or "unknown", devices, 0, 0, 0.0)
-    spent = run_cost(rec.events, devices, unknown, until, profile_known=False, lost=lost)
+    spent = run_cost(events, devices, unknown, until, profile_known=False, lost=lost)
     if spent.priced and any(a.hourly_rate is not None for a in spent.attempts):
         return spent, None  # every attempt that held devices recorded its rate
     return spent, problem
@@ -179,6 +181,40 @@ def _unknown_spend(figures: dict[str, Any], problem: str | None) -> dict[str, An
         return {**figures, "problem": None}
     return {**figures, "hourly_rate": None, "spend": None,
             "problem": f"the spend is unknown: {problem}"}
+
+
+def _with_pipeline(figures: dict[str, Any], rec: RunRecords, runs_dir: Path | None,
+                   now: float) -> dict[str, Any]:
+    """The cost figures with `pipeline`: for a run started from an earlier run's checkpoint
+    (`init_from`, a run the index holds), each train stage of the chain, the first first
+    and this run last, with its device time and spend, and their total (the spend null
+    when a stage's is unknown; an estimate while a stage has not ended). None for a run
+    that started from no indexed run."""
+    if not rec.parents:
+        return {**figures, "pipeline": None}
+    stages = []
+    for parent, (events, job) in reversed(list(zip(rec.parents, rec.parent_records,
+                                                   strict=True))):
+        folder = Path(parent.dir).parent if parent.dir else runs_dir
+        spent, problem = _run_cost(events, job, folder, now, None)
+        own = spent.as_dict()
+        stages.append(_stage(parent, own["device_seconds"],
+                             None if problem else own["spend"],
+                             own["device_seconds_estimate"]))
+    stages.append(_stage(rec.row, figures["device_seconds"], figures["spend"],
+                         figures["device_seconds_estimate"]))
+    spends = [st["spend"] for st in stages]
+    return {**figures, "pipeline": {
+        "stages": stages,
+        "device_seconds": sum(st["device_seconds"] for st in stages),
+        "spend": None if any(sp is None for sp in spends) else sum(spends),
+        "estimate": any(st["estimate"] for st in stages)}}
+
+
+def _stage(row: Any, device_seconds: float, spend: float | None, estimate: bool
+           ) -> dict[str, Any]:
+    return {"run_id": row.run_id, "name": row.name, "device_seconds": device_seconds,
+            "spend": spend, "estimate": estimate}
 
 
 def _made_times(figures: dict[str, Any], made: Any) -> dict[str, Any]:

@@ -211,7 +211,22 @@ def _cost_lines(detail: dict[str, Any]) -> list[tuple[str, Any]]:
                                f"device-hour{estimate}"))
     if cost.get("times"):  # an imported log without a clock: what the figures rest on
         lines.append(("Times", cost["times"]))
+    if cost.get("pipeline"):  # started from an earlier run: the chain's stages and total
+        lines.append(("Pipeline", _pipeline_text(cost["pipeline"])))
     return lines + _memory_lines(cost["peak_memory_bytes"])
+
+
+def _pipeline_text(pipeline: dict[str, Any]) -> str:
+    """A pipeline's stages, first first, each with its device time and spend, then the
+    total, as the web app's Cost card shows them."""
+    stages = " → ".join(
+        f"{st['name']} {_device_seconds(st['device_seconds'])}s"
+        f" ({_spend(st['spend'], st['device_seconds'])})" for st in pipeline["stages"])
+    spend = ("spend unknown" if pipeline["spend"] is None
+             else f"spend {_spend(pipeline['spend'], pipeline['device_seconds'])}")
+    estimate = " (estimate)" if pipeline["estimate"] else ""
+    return (f"{stages}; total {_device_seconds(pipeline['device_seconds'])} device-seconds, "
+            f"{spend}{estimate}")
 
 
 def _device_seconds(seconds: float) -> str:

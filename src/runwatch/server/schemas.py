@@ -135,6 +135,25 @@ class Timing(BaseModel):
                                           "over the attempts")
 
 
+class PipelineStage(BaseModel):
+    """One train stage of a pipeline: a run of the chain and what it cost."""
+
+    run_id: str
+    name: str
+    device_seconds: float
+    spend: float | None = Field(description="null when its rate is unknown")
+    estimate: bool = Field(description="the stage has not ended: its figures still grow")
+
+
+class Pipeline(BaseModel):
+    """A chain of runs, each started from the one before's checkpoint (`init_from`)."""
+
+    stages: list[PipelineStage] = Field(description="the first stage first, this run last")
+    device_seconds: float = Field(description="over every stage")
+    spend: float | None = Field(description="over every stage; null when one's is unknown")
+    estimate: bool = Field(description="a stage has not ended")
+
+
 class Cost(BaseModel):
     """Time and devices a run used over all its attempts, and what they cost."""
 
@@ -153,6 +172,9 @@ class Cost(BaseModel):
     data_fit: dict[str, float | None] = Field(description="the last value of each "
                                               "data_fit/<count> the run logged")
     problem: str | None = Field(description="why the rate and spend are unknown")
+    pipeline: Pipeline | None = Field(None, description="for a run started from an earlier "
+                                      "indexed run's checkpoint: the cost of each train "
+                                      "stage of the chain and the total")
     times: str | None = Field(None, description="what the figures rest on where no clock "
                               "recorded the run's times (an imported log without one: "
                               "its step times, or made up); null where a clock did")

@@ -32,6 +32,9 @@ class RunRecords:
     job: dict[str, Any] | None  # its row in the queue (store.jobs.job_row); None by hand
     # the runs it started from, nearest first (`init_from`: see `parent_runs`)
     parents: tuple[Row[Any], ...] = ()
+    # each parent's events and job row (None: started by hand), in `parents`' order: what
+    # its cost is made from, for the chain's cost (a pipeline's stages and total)
+    parent_records: tuple[tuple[list[dict[str, Any]], dict[str, Any] | None], ...] = ()
 
 
 def read_run(conn: Connection, row: Row[Any], gone: bool,
@@ -41,9 +44,11 @@ def read_run(conn: Connection, row: Row[Any], gone: bool,
     looked for among the runs of `projects` only (None: every run), the runs its reader
     may see."""
     job = job_row(conn, row.pk)
+    parents = parent_runs(conn, row, job, projects)
     return RunRecords(row, q.events(conn, row.pk), run_keys(conn, row.pk),
                       checkpoint_rows(conn, row.pk), q.problems(conn, row.pk),
-                      gone, job, parent_runs(conn, row, job, projects))
+                      gone, job, parents,
+                      tuple((q.events(conn, p.pk), job_row(conn, p.pk)) for p in parents))
 
 
 INIT_FROM = "init_from:"
