@@ -18,12 +18,14 @@ from runwatch.jobs.cost import (
     DeviceProfile,
     LostEnd,
     ProfileError,
+    Resumed,
     read_profiles,
+    resumed_gaps,
     run_cost,
 )
 from runwatch.jobs.failures import CATALOGUE, Reason
 from runwatch.rundir.configtext import ConfigError, load_config
-from runwatch.rundir.format import TERMINAL_PHASES
+from runwatch.rundir.format import DEAD_SPANS, TERMINAL_PHASES
 from runwatch.store.detail import RunRecords, init_from
 from runwatch.store.queries import process_here
 
@@ -54,7 +56,8 @@ def run_detail(rec: RunRecords, values: SeriesValues, now: float | None = None,
     until = run.updated_at if rec.process_gone and run.updated_at else now
     lost = unrecorded_end(run, rec.process_gone, rec.job is not None)
     spent, problem = _run_cost(rec.events, rec.job, runs_dir, until, None if lost is None
-                               else LostEnd(until, lost.sentence, lost.id))
+                               else LostEnd(until, lost.sentence, lost.id),
+                               resumed_gaps(manifest.get(DEAD_SPANS), rec.job is not None))
     figures = spent.as_dict()
     origin = model_origin(rec)
     return {
@@ -148,13 +151,13 @@ def unrecorded_end(run: Any, process_gone: bool, job: bool) -> Reason | None:
 
 
 def _run_cost(events: list[dict[str, Any]], job_row: dict[str, Any] | None,
-              runs_dir: Path | None, until: float, lost: LostEnd | None
-              ) -> tuple[Cost, str | None]:
+              runs_dir: Path | None, until: float, lost: LostEnd | None,
+              resumed: tuple[Resumed, ...] = ()) -> tuple[Cost, str | None]:
     """A run's cost from its `events`, for the devices and profile its job asked for (one
     device of the default profile for a run started by hand, `job_row` None), and why its
     spend is unknown, if it is (the profile cannot be read, and an attempt that held
     devices recorded no rate); a run that ended without recording it (`lost`) ended at its
-    last record."""
+    last record; the spans of `resumed` (killed, then resumed later) held no devices."""
     job = job_row or {}
     devices = job.get("devices")
     devices = devices if isinstance(devices, int) and devices >= 1 else 1
@@ -165,11 +168,13 @@ def _run_cost(events: list[dict[str, Any]], job_row: dict[str, Any] | None,
         problem = str(exc)
     else:
         if name is None or name in profiles.by_name:
-            return run_cost(events, devices, profiles.get(name), until, lost=lost), None
+            return run_cost(events, devices, profiles.get(name), until, lost=lost,
+                            resumed=resumed), None
         problem = (f"the run's device profile {name!r} is not among the profiles "
                    f"({', '.join(sorted(profiles.by_name))}); add it to the profiles file")
     unknown = DeviceProfile(name or "unknown", devices, 0, 0, 0.0)
-    spent = run_cost(events, devices, unknown, until, profile_known=False, lost=lost)
+    spent = run_cost(events, devices, unknown, until, profile_known=False, lost=lost,
+                     resumed=resumed)
     if spent.priced and any(a.hourly_rate is not None for a in spent.attempts):
         return spent, None  # every attempt that held devices recorded its rate
     return spent, problem
@@ -196,7 +201,8 @@ def _with_pipeline(figures: dict[str, Any], rec: RunRecords, runs_dir: Path | No
     for parent, (events, job) in reversed(list(zip(rec.parents, rec.parent_records,
                                                    strict=True))):
         folder = Path(parent.dir).parent if parent.dir else runs_dir
-        spent, problem = _run_cost(events, job, folder, now, None)
+        spent, problem = _run_cost(events, job, folder, now, None, resumed_gaps(
+            (_json(parent.manifest) or {}).get(DEAD_SPANS), job is not None))
         own = spent.as_dict()
         stages.append(_stage(parent, own["device_seconds"],
                              None if problem else own["spend"],

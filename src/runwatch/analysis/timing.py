@@ -64,16 +64,22 @@ def run_duration_s(started_at: float | None, ended_at: float | None,
     return None if not dated(end) else max(0.0, end - started_at)
 
 
-def phase_millis(events: Sequence[dict[str, Any]], now: float | None = None) -> dict[str, int]:
+def phase_millis(events: Sequence[dict[str, Any]], now: float | None = None,
+                 idle: Sequence[tuple[float, float]] = ()) -> dict[str, int]:
     """Milliseconds spent in each phase; an unfinished last phase runs until `now`. A
-    phase that starts or ends at a time no date can show is left out (unknown)."""
+    phase that starts or ends at a time no date can show is left out (unknown). The spans
+    of `idle` (from, to) are no phase's time: no process of the run lived then (a run
+    killed and resumed later: runwatch.jobs.cost.Resumed)."""
     out: dict[str, int] = {}
     now = time.time() if now is None else now
     for i, ev in enumerate(events):
         phase = ev["phase"]
         if phase in TERMINAL_PHASES:
             break
+        start = ev["ts"]
         end = events[i + 1]["ts"] if i + 1 < len(events) else now
-        if dated(ev["ts"]) and dated(end):  # else how long it lasted is unknown
-            out[phase] = out.get(phase, 0) + max(0, round((end - ev["ts"]) * 1000))
+        if dated(start) and dated(end):  # else how long it lasted is unknown
+            lived = end - start - sum(max(0.0, min(end, to) - max(start, since))
+                                      for since, to in idle)
+            out[phase] = out.get(phase, 0) + max(0, round(lived * 1000))
     return out

@@ -30,7 +30,11 @@ def median(values: list[float]) -> float:
     s = sorted(values)
     n = len(s)
     mid = n // 2
-    return s[mid] if n % 2 else 0.5 * (s[mid - 1] + s[mid])
+    if n % 2:
+        return s[mid]
+    middle = 0.5 * (s[mid - 1] + s[mid])
+    # two values near the double's limit overflow their sum: halve them first
+    return middle if middle - middle == 0 else 0.5 * s[mid - 1] + 0.5 * s[mid]
 
 
 def mad_sd(values: list[float], center: float) -> float:

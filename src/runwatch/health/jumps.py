@@ -26,6 +26,7 @@ from runwatch.health.detectors import (
     robust_sd,
 )
 from runwatch.health.trendstats import (
+    bounded,
     lazy_numpy,
     only_floats,
     window_medians,
@@ -95,7 +96,7 @@ class Spike:
                 self.med = median(hist) if len(hist) >= max(1, self.min_history) else None
                 # The median absolute deviation alone (not robust_sd): the mean one would
                 # let the window's earlier spikes raise the bar for the next ones.
-                self.spread = (self.noise_k * mad_sd(hist, self.med)
+                self.spread = (bounded(self.noise_k * mad_sd(hist, self.med))
                                if self.noise_k and self.med is not None else 0.0)
                 # Short blocks while the history fills, so early spikes are judged against
                 # nearly every point before them.

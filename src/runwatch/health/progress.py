@@ -14,6 +14,7 @@ from runwatch.health.trendstats import (
     AHEAD_LEAST,
     MOST_MEDIAN,
     Buckets,
+    bounded,
     judge,
     lazy_numpy,
     median_gap_error,
@@ -219,7 +220,7 @@ class NoProgress:
         the first bucket's median)."""
         assert self.buckets.first is not None
         start = self.buckets.first
-        return (now - start) / max(abs(start), 1e-12)
+        return bounded((now - start) / max(abs(start), 1e-12))
 
     def _noise(self, j: int) -> float:
         """The point noise of the latest TAIL points at judgement j."""
@@ -323,7 +324,7 @@ class NoProgress:
         assert b.first is not None and self.first is not None
         self.judged = True
         start = b.first if self.moved else pick(self.first[1], first)
-        self.last_effect = (now - start) / max(abs(start), 1e-12)
+        self.last_effect = bounded((now - start) / max(abs(start), 1e-12))
         # A fall that is the finding, once held, is released only when two thirds of it
         # are gone (hysteresis): an entropy hovering at a quarter of its start would open
         # and resolve a finding on every other judgement.

@@ -18,6 +18,18 @@ from typing import Any, Protocol
 
 from runwatch.health.detectors import median, robust_sd
 
+LARGEST = 1.7976931348623157e308  # the largest finite double (sys.float_info.max)
+
+
+def bounded(x: float) -> float:
+    """An effect or level as a finite number: one that overflowed (a series near the
+    double's limit, such as 1e308 next to 2) as the largest double of its sign, and NaN
+    (∞ − ∞) as 0.0, no move that can be told. A detector's state is kept as JSON, which
+    holds no NaN or infinity, and a move that large is judged as the largest there is."""
+    if math.isnan(x):
+        return 0.0
+    return max(-LARGEST, min(LARGEST, x))
+
 
 def lazy_numpy() -> Any:
     """numpy, imported where a long batch is first judged: a command that only reads
@@ -281,8 +293,8 @@ def effect(xs: list[float], ys: list[float], relative: bool, floor: float) -> fl
     A detector decides on it; a message states `window_levels` instead."""
     change = theil_sen(xs, ys) * (xs[-1] - xs[0])
     if not relative:
-        return change
-    return change / max(abs(median(ys)), floor)
+        return bounded(change)
+    return bounded(change / max(abs(median(ys)), floor))
 
 
 @lru_cache(maxsize=64)
@@ -359,8 +371,8 @@ def _row_effects(np: Any, xs: Any, ys: Any, rows: list[tuple[int, int]], width: 
             level = (sy[:, width // 2] if width % 2
                      else 0.5 * (sy[:, width // 2 - 1] + sy[:, width // 2]))
             change = change / np.maximum(np.abs(level), floor)
-    return {j: c for (j, _), c, ok in zip(rows, change.tolist(), good.tolist(), strict=True)
-            if ok}
+    return {j: bounded(c) for (j, _), c, ok in zip(rows, change.tolist(), good.tolist(),
+                                                    strict=True) if ok}
 
 
 def window_change_noises(points: list[float], ends: list[int], width: int) -> list[float | None]:
@@ -495,9 +507,14 @@ def mean_gap(first: list[float], latest: list[float]) -> tuple[float, float]:
 def median_points(noise: float, change: float, z: float, least: int) -> int | None:
     """How many points two medians need for their difference to show `change` (in the
     series' units) at `z` standard errors when each point carries `noise`: `least` at
-    least; None where that takes more than MOST_MEDIAN (too noisy to judge)."""
+    least; None where that takes more than MOST_MEDIAN (too noisy to judge), as where the
+    noise or the change is no number (a spread of values near the double's limit, such
+    as 1e308 next to 2, overflows)."""
     error = median_gap_error(noise, 1)  # of two single points
-    k = max(least, math.ceil((z * error / max(change, 1e-12)) ** 2))
+    need = (z * error / max(change, 1e-12)) ** 2
+    if not math.isfinite(need) or need > MOST_MEDIAN:
+        return None
+    k = max(least, math.ceil(need))
     return k if k <= MOST_MEDIAN else None
 
 

@@ -36,10 +36,9 @@ def read_run_manifest(run_dir: Path) -> dict[str, Any]:
     manifest = loads_line(read_capped(path))
     if not isinstance(manifest, dict):
         raise ValueError("not a JSON object")
-    version = manifest.get("schema_version")
-    if version != fmt.SCHEMA_VERSION:
-        raise NotARun(f"{path} has schema_version {version!r}; this runwatch reads version "
-                      f"{fmt.SCHEMA_VERSION}: upgrade runwatch")
+    problem = fmt.schema_version_problem(manifest.get("schema_version"))
+    if problem is not None:
+        raise NotARun(f"{path} {problem}")
     run_id = manifest.get("run_id")
     if not isinstance(run_id, str) or not 0 < len(run_id) <= RUN_ID_LENGTH:
         raise NotARun(f"{path} has no run_id of 1 to {RUN_ID_LENGTH} characters; run not "

@@ -10,6 +10,9 @@ attempt ends at a terminal event; the events after it are the next attempt's). U
 last attempt ends the figures are an estimate, with its open phase lasting until `until`.
 A last attempt whose process died without recording its end (`LostEnd`: a run started by
 hand that was killed) ended at its last record: its figures are final, not an estimate.
+A run started by hand that was killed and later resumed (`Resumed`) held no devices from
+the dead process's last record until the resumed process started: a run killed in the
+evening and resumed the next morning is not billed the night.
 Phase times come from `runwatch.analysis.timing.phase_millis`.
 
 Spend is device hours × the hourly rate per device: the rate the worker recorded on an
@@ -32,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from runwatch.analysis.timing import phase_millis
+from runwatch.analysis.timing import dated, phase_millis
 from runwatch.rundir.format import (
     ACTIVE_PHASES,
     PHASES,
@@ -264,16 +267,19 @@ class AttemptTime:
 
     @classmethod
     def of(cls, number: int, events: Sequence[dict[str, Any]], until: float | None,
-           superseded_at: float | None = None) -> AttemptTime:
+           superseded_at: float | None = None, resumed: Sequence[Resumed] = ()) -> AttemptTime:
         """The attempt made of `events` (in order); an open phase lasts until `until`,
         or until `superseded_at` when a next attempt started without a terminal event
-        (a requeued job whose worker was lost), where this attempt ends."""
+        (a requeued job whose worker was lost), where this attempt ends. The spans of
+        `resumed` are in no phase: no process of the run lived then."""
         last = events[-1]
         terminal = last["phase"] in TERMINAL_PHASES
         end = last["ts"] if terminal else superseded_at
         started = next((ev["ts"] for ev in events if ev["phase"] in HOLDING_PHASES), None)
         rate = next((r for ev in events if (r := event_rate(ev)) is not None), None)
-        return cls(number, phase_millis(events, until if end is None else end), end is not None,
+        idle = [(r.last_record, r.at) for r in resumed]
+        return cls(number, phase_millis(events, until if end is None else end, idle),
+                   end is not None,
                    last["phase"], last.get("reason") if terminal else None,
                    last.get("code") if terminal else None, started, end, events[0]["ts"],
                    rate)
@@ -288,6 +294,31 @@ class LostEnd:
     at: float
     reason: str
     code: str
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A span in which no process of a run started by hand lived: from a killed process's
+    last record (`last_record`) until the run was resumed (`at`), as the resume recorded it
+    in the manifest's `dead_spans` (docs/run-format.md). Made by `resumed_gaps`."""
+
+    last_record: float
+    at: float
+
+
+def resumed_gaps(spans: Any, job: bool) -> tuple[Resumed, ...]:
+    """The spans of a manifest's `dead_spans` ([from, to] pairs) in which the run held no
+    devices; none for a `job`, whose worker records its attempts' phases (docs/jobs.md),
+    and none of a pair that is not two times a date can show, in order."""
+    if job or not isinstance(spans, list):
+        return ()
+    out = []
+    for span in spans:
+        if (isinstance(span, list) and len(span) == 2
+                and all(isinstance(v, int | float) and not isinstance(v, bool)
+                        and dated(v) for v in span) and span[0] < span[1]):
+            out.append(Resumed(float(span[0]), float(span[1])))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -392,24 +423,26 @@ def split_attempts(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]
 
 def run_cost(events: Sequence[dict[str, Any]], devices: int, profile: DeviceProfile,
              until: float | None = None, profile_known: bool = True,
-             lost: LostEnd | None = None) -> Cost:
+             lost: LostEnd | None = None, resumed: Sequence[Resumed] = ()) -> Cost:
     """The cost of a run from its events (in order), for `devices` of `profile` (whose rate
     is unknown unless `profile_known`); an attempt still open lasts until `until` (now by
-    default), or, when its process died without recording its end (`lost`), it ended then.
-    Attempts are numbered by the `attempt` their events name, else in order."""
+    default), or, when its process died without recording its end (`lost`), it ended then;
+    the spans of `resumed` (a run killed and resumed later) hold no devices. Attempts are
+    numbered by the `attempt` their events name, else in order."""
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise ProfileError(f"a run uses at least one device, not {devices!r}")
-    attempts = attempt_times(events, until, lost)
+    attempts = attempt_times(events, until, lost, resumed)
     return Cost(profile, devices, attempts, estimate=not attempts or not attempts[-1].ended,
                 profile_known=profile_known)
 
 
 def attempt_times(events: Sequence[dict[str, Any]], until: float | None = None,
-                  lost: LostEnd | None = None) -> tuple[AttemptTime, ...]:
+                  lost: LostEnd | None = None, resumed: Sequence[Resumed] = ()
+                  ) -> tuple[AttemptTime, ...]:
     """A run's attempts from its events (in order), numbered by the `attempt` their events
     name, else in order; an attempt still open lasts until `until` (now by default), but
     the last one ended at `lost.at`, with its verdict, when its process died without
-    recording its end."""
+    recording its end. The spans of `resumed` are in no attempt's phases."""
     attempts: list[AttemptTime] = []
     parts = split_attempts(events)
     for i, evs in enumerate(parts):
@@ -417,8 +450,8 @@ def attempt_times(events: Sequence[dict[str, Any]], until: float | None = None,
         number = named if named is not None else len(attempts) + 1
         after = parts[i + 1][0]["ts"] if i + 1 < len(parts) else None
         if after is None and lost is not None and evs[-1]["phase"] not in TERMINAL_PHASES:
-            attempt = AttemptTime.of(number, evs, until, max(lost.at, evs[-1]["ts"]))
+            attempt = AttemptTime.of(number, evs, until, max(lost.at, evs[-1]["ts"]), resumed)
             attempts.append(replace(attempt, reason=lost.reason, code=lost.code))
         else:
-            attempts.append(AttemptTime.of(number, evs, until, after))
+            attempts.append(AttemptTime.of(number, evs, until, after, resumed))
     return tuple(attempts)

@@ -12,6 +12,29 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 
+
+def schema_version_problem(version: Any) -> str | None:
+    """Why a manifest's `schema_version` is not the one this runwatch reads, and what to
+    do, as the end of a sentence that names the file; None for SCHEMA_VERSION. Only a
+    newer version is mended by upgrading runwatch: a missing, older or mistyped one was
+    written by hand or by another program."""
+    if isinstance(version, int) and not isinstance(version, bool):
+        if version == SCHEMA_VERSION:
+            return None
+        if version > SCHEMA_VERSION:
+            return (f"has schema_version {version}, newer than the version {SCHEMA_VERSION} "
+                    "this runwatch reads: upgrade runwatch")
+        return (f"has schema_version {version}, which no runwatch writes (versions start "
+                f"at {SCHEMA_VERSION}): set it to {SCHEMA_VERSION} if the folder holds a "
+                "run in the format of docs/run-format.md")
+    if version is None:
+        return ("has no schema_version, so runwatch.init did not write it: add "
+                f'"schema_version": {SCHEMA_VERSION} if the folder holds a run in the format '
+                "of docs/run-format.md")
+    return (f"has schema_version {version!r}, which is not a whole number: write it as "
+            f"the number {SCHEMA_VERSION} if the folder holds a run in the format of "
+            "docs/run-format.md")
+
 MANIFEST = "manifest.json"
 CONFIG = "config.yaml"
 ENGINE_CONFIG = "engine_config.json"
@@ -111,6 +134,9 @@ RECORD_FIELDS = ("step", "ts", "seq")
 # A metrics record's step is a 64-bit integer in the index.
 MAX_STEP = 2**63 - 1
 
+# The manifest field a resume adds to: [from, to] spans in which no process of a run started
+# by hand lived (killed, then resumed later), which its cost leaves out (jobs.cost)
+DEAD_SPANS = "dead_spans"
 _FROM_INIT = "give it to runwatch.init(), which writes it once"
 _FROM_PROCESS = "the SDK records it for the process that writes the run"
 _FROM_RESUME = "a resume (runwatch.init(resume=True)) or job control sets it"
@@ -127,7 +153,7 @@ MANIFEST_OWNED = {
                      "trainer", "backend"), _FROM_INIT),
     **dict.fromkeys(("host", "pid", "python", "platform", "argv", "packages", "git"),
                     _FROM_PROCESS),
-    **dict.fromkeys(("resumed_at", "attached_at", "attempt"), _FROM_RESUME),
+    **dict.fromkeys(("resumed_at", "attached_at", "attempt", "dead_spans"), _FROM_RESUME),
     **dict.fromkeys(("imported_from", "imported_times"), _FROM_IMPORT),
 }
 
@@ -143,13 +169,15 @@ class RunDirError(ValueError):
 def validate_name(name: str, what: str = "run name") -> str:
     """Return `name` if it is safe as a single path component, else raise RunDirError."""
     if not isinstance(name, str) or not name:
-        raise RunDirError(f"the {what} is empty: use letters, digits, '.', '_' or '-'")
+        raise RunDirError(f"the {what} is empty: use letters, digits, '.', '_' or '-' "
+                          "(letters A-Z and a-z only)")
     if len(name) > MAX_NAME_LENGTH:
         raise RunDirError(f"the {what} {name[:40]!r}… is longer than {MAX_NAME_LENGTH} characters")
     if name in (".", "..") or not _NAME_RE.fullmatch(name):
         raise RunDirError(
-            f"the {what} {name!r} may only hold letters, digits, '.', '_' and '-' "
-            "(no path separators, never '..')"
+            f"the {what} {name!r} may only hold letters, digits, '.', '_' and '-', its "
+            "letters A-Z and a-z only (ASCII: no é or 实), no spaces or path separators, "
+            "never '..': choose a name of those"
         )
     return name
 

@@ -106,8 +106,14 @@ def init(
                 )
             manifest = loads_line(manifest_path.read_bytes())
             env = environment()
+            resumed_at = time.time()
+            # a process that died without recording its end held no devices from its last
+            # record until this one started: the span is kept for the run's cost
+            dead = _dead_span(run_dir, resumed_at)
+            if dead is not None:
+                manifest[fmt.DEAD_SPANS] = [*_spans(manifest.get(fmt.DEAD_SPANS)), dead]
             # The resumed process is the one to watch now; keep the first start's git state.
-            manifest.update(host=env["host"], pid=env["pid"], resumed_at=time.time())
+            manifest.update(host=env["host"], pid=env["pid"], resumed_at=resumed_at)
             next_seq = _scan_existing(run_dir)
         else:
             new = True
@@ -271,6 +277,23 @@ def _attached_here(manifest: dict[str, Any]) -> bool:
     """Whether this process attached to the run before (its manifest names it): its
     attempt ended, and a further init() records a run of its own."""
     return manifest.get("pid") == os.getpid() and manifest.get("host") == socket.gethostname()
+
+
+def _dead_span(run_dir: Path, resumed_at: float) -> list[float] | None:
+    """[from, to]: when no process of a run being resumed lived, from its last record to
+    `resumed_at`, where its latest event is no end (its process died without recording
+    one: killed, or its machine stopped); None where it ended, or recorded nothing."""
+    if _last_phase(run_dir) in (None, *fmt.TERMINAL_PHASES):
+        return None
+    last = max((rec["ts"] for name in fmt.FILES for rec in append.records(run_dir / name)
+                if isinstance(rec.get("ts"), int | float)), default=None)
+    return None if last is None or not last < resumed_at else [float(last), resumed_at]
+
+
+def _spans(kept: Any) -> list[list[float]]:
+    """The dead spans a manifest already holds, those that are [from, to] pairs."""
+    return [list(s) for s in kept if isinstance(s, list) and len(s) == 2] \
+        if isinstance(kept, list) else []
 
 
 def _last_phase(run_dir: Path) -> str | None:

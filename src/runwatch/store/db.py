@@ -153,11 +153,13 @@ def open_engine(target: str | Path, migrate: bool = True, *,
         raise _unknown_scheme(url)
     kwargs: dict[str, Any] = {}
     pooled = True
+    made: Path | None = None  # the SQLite file this call makes, if it makes one
     if url.startswith("sqlite"):
         path = url.split(":///", 1)[1] if ":///" in url else ""
         pooled = bool(path) and path != ":memory:"  # an in-memory database has no pool
         if pooled:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+            made = None if Path(path).exists() else Path(path)
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
     if pooled:
         kwargs.update(pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW,
@@ -175,7 +177,9 @@ def open_engine(target: str | Path, migrate: bool = True, *,
             engine.connect().close()
         except OperationalError as exc:
             engine.dispose()
-            raise StoreError(_cannot_connect(engine, exc)) from exc
+            _unmake(made)
+            # a disk too full to make the file in is told so, not to check permissions
+            raise (unusable(exc) or StoreError(_cannot_connect(engine, exc))) from exc
         except DatabaseError:
             pass  # a file that is no SQLite database: ensure_schema names it
         try:
@@ -185,10 +189,23 @@ def open_engine(target: str | Path, migrate: bool = True, *,
             if found is None:
                 raise
             engine.dispose()
+            _unmake(made)
             raise found from exc
         if engine.dialect.name == "sqlite" and pooled:
             event.listen(engine, "do_connect", _existing_file_only)
     return engine
+
+
+def _unmake(made: Path | None) -> None:
+    """Remove the index file an open that failed made while it is still empty (a disk too
+    full to write its first page), with its -wal and -shm files, so no 0-byte index.db is
+    left behind; a file with anything in it, or one that was there before, stays."""
+    with contextlib.suppress(OSError):
+        if made is None or made.stat().st_size > 0:
+            return
+        for leftover in (made.with_name(made.name + "-wal"),
+                         made.with_name(made.name + "-shm"), made):
+            leftover.unlink(missing_ok=True)
 
 
 def _existing_file_only(_dialect: Any, _record: Any, cargs: list[Any],
