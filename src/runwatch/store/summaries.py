@@ -122,7 +122,22 @@ def _finite(values: npt.NDArray[np.float64], state: State | None = None
         lows.append(state.fin_min)
         highs.append(state.fin_max)
     return (min(lows) if lows else None, max(highs) if highs else None,
-            (state.fin_sum if state else 0.0) + float(fin.sum()))
+            _bounded(_bounded(float(fin.sum())) + (state.fin_sum if state else 0.0)))
+
+
+# the largest finite double: a sum of finite values past it is held there
+_LARGEST = float(np.finfo(np.float64).max)
+
+
+def _bounded(total: float) -> float:
+    """A running sum kept finite: one that overflowed stays at the largest double of its
+    sign, and one that overflowed both ways (values near ±1.8e308) is 0, so the stored
+    sum is never NaN (metric_summary_state.fin_sum is NOT NULL: a NaN there, stored as
+    NULL, failed the pass and left the run unindexed). Such a sum is no true total, but
+    no double holds that."""
+    if math.isnan(total):
+        return 0.0
+    return max(-_LARGEST, min(_LARGEST, total))
 
 
 # --- reading ---
