@@ -53,9 +53,9 @@ def test_every_column_a_table_import_leaves_out_is_said(tmp_path: Path) -> None:
                      "1,2.0,1700000002.0,8,1.5,train\n", encoding="utf-8")
     got = read_source(wandb)
     assert got.trainer == "wandb" and all("_private" not in r for r in got.records)
-    assert got.notes == [
-        "'_private' is not imported: in a W&B export, a column whose name starts with '_' "
-        "is W&B's own",
+    assert got.notes == [  # _runtime too: _timestamp is the clock
+        "'_runtime', '_private' are not imported: in a W&B export, a column whose name "
+        "starts with '_' is W&B's own",
         "'phase' is not imported: it holds text, not numbers"]
     plain = tmp_path / "log.csv"
     plain.write_text("iter,step,loss,note,split\n0,5,2.0,a,train\n1,6,1.9,,val\n",

@@ -174,17 +174,17 @@ def test_a_page_s_address_or_another_scheme_is_refused(runs_dir: Path,
 # a change to the builder (or to the SDK under it) that changes a panel fails here.
 RATE = "[$__rate_interval]"
 SERIES_PANELS = [  # (title, unit, [(refId, PromQL, legend)]), left to right, top to bottom
-    ("Runs by phase", "short", [("A", "sum by (phase) (runwatch_runs)", "{{phase}}")]),
+    ("Runs by phase", "short", [("A", "max by (phase) (runwatch_runs)", "{{phase}}")]),
     ("Open health findings", "short",
-     [("A", "sum by (severity) (runwatch_health_findings_open)", "{{severity}}")]),
+     [("A", "max by (severity) (runwatch_health_findings_open)", "{{severity}}")]),
     ("Points indexed per second", "short",
-     [("A", f"rate(runwatch_points_ingested_total{RATE})", "points/s")]),
+     [("A", f"rate(runwatch_points_ingested_total{RATE})", "{{instance}}")]),
     ("Ingest lag (p50, p95)", "s", [
         ("A", "histogram_quantile(0.5, sum by (le) "
               f"(rate(runwatch_ingest_lag_seconds_bucket{RATE})))", "p50"),
         ("B", "histogram_quantile(0.95, sum by (le) "
               f"(rate(runwatch_ingest_lag_seconds_bucket{RATE})))", "p95")]),
-    ("Queue depth", "short", [("A", "runwatch_queue_depth", "jobs waiting")]),
+    ("Queue depth", "short", [("A", "max(runwatch_queue_depth)", "jobs waiting")]),
     ("Request latency p95 by route", "s", [
         ("A", "histogram_quantile(0.95, sum by (le, route, method) "
               f"(rate(runwatch_http_request_duration_seconds_bucket{RATE})))",

@@ -3,11 +3,13 @@
 Mount with `app.command("import")(import_command)`. Reads a TRL `trainer_state.json`, a
 verl or tinker-cookbook `metrics.jsonl`, a TensorBoard event folder, a CSV of per-step
 metrics, or a W&B history export (CSV or JSON lines); writes a run directory, indexes it
-and evaluates the health rules on it.
+and evaluates the health rules on it. A W&B offline run is refused, saying how to export
+its history (ingest/importers/wandb_offline.py).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +21,7 @@ from runwatch.cli.output import Output, emit, fail, line, runwatch_command
 from runwatch.health import store as health_store
 from runwatch.health.engine import METHOD_FAMILIES
 from runwatch.ingest.importers import FORMATS, SourceError, read_source, write_run_dir
+from runwatch.ingest.importers.wandb_offline import refuse_offline_run
 from runwatch.rundir.format import RunDirError
 from runwatch.store import queries as q
 
@@ -56,6 +59,7 @@ def import_command(
                    "the metric names")
     folder = runs_dir(directory)
     try:
+        refuse_offline_run(source, kind)
         imported = read_source(source, kind, step_column)
         run_name = name or default_name(source)
         folder.mkdir(parents=True, exist_ok=True)
@@ -74,7 +78,8 @@ def import_command(
 
     def table(wide: bool) -> None:
         line("imported ", str(source), " (", imported.trainer, ", ", row.method, ") as run ",
-             row.name, f": {steps} steps, {len(findings)} health findings (",
+             row.name, f": {_count(steps, 'step')}, "
+             f"{_count(len(findings), 'health finding')} (",
              runwatch_command("runs", "health", row.name, folder=directory, db=db), ")")
         for note in imported.notes:
             line("note: ", note)
@@ -88,8 +93,14 @@ GENERIC_STEMS = ("trainer_state", "metrics", "progress", "history", "wandb-histo
 
 
 def default_name(source: Path) -> str:
-    """A run name from the source path: its folder (or file stem), made safe."""
+    """A run name from the source path: its folder (or file stem), made safe. The folder
+    of a relative path (`history.csv`, `.`) is the one it names, not an empty name."""
+    source = Path(os.path.abspath(source))
     base = source.name if source.is_dir() else (
         source.parent.name if source.stem in GENERIC_STEMS else source.stem)
     safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in base).strip(".-")
     return f"imported-{safe or 'run'}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -73,8 +73,9 @@ def tensorboard_cmd(
             row = resolve_or_exit(conn, row.run_id)
             export.sync(conn, row)
             export.write_hparams(_config_of(row), sorted(export.tags))
-        line(f"wrote {export.points} points of {len(export.tags)} scalars and "
-             f"{len(export.rollout_steps)} steps of rollouts of {row.name} to {target}")
+        line(f"wrote {_count(export.points, 'point')} of {_count(len(export.tags), 'scalar')} "
+             f"and {_count(len(export.rollout_steps), 'step')} of rollouts of {row.name} to "
+             f"{target}")
         if start:
             _serve(ctx, export, row, target, port, interval)
             return
@@ -216,3 +217,7 @@ def _config_of(row: Any) -> dict[str, Any]:
     if isinstance(data, dict):
         return flatten(data)
     return {} if data is None else {"config": data}
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

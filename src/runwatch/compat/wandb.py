@@ -25,7 +25,7 @@ import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 from runwatch.compat import wandb_plot as plot
@@ -230,8 +230,8 @@ class Run:
         if step is not None:
             step = checked_step(step, "log")
             if step < self.step:
-                warnings.warn(f"step {step} is before the current step {self.step}; W&B "
-                              "drops such data and so does runwatch", stacklevel=2)
+                _warn(f"step {step} is before the current step {self.step}; W&B drops "
+                      "such data and so does runwatch")
                 return
             if step > self.step:
                 self._commit()
@@ -284,9 +284,8 @@ class Run:
                 # have a field of that name (the step is W&B's own step, kept as such)
                 if key not in self._warned:
                     self._warned.add(key)
-                    warnings.warn(f"{key!r}: a runwatch record's own field, not recorded as a "
-                                  f"metric (log it under another name, such as 'train/{key}')",
-                                  stacklevel=3)
+                    _warn(f"{key!r}: a runwatch record's own field, not recorded as a "
+                          f"metric (log it under another name, such as 'train/{key}')")
                 continue
             if number is not None:
                 metrics[key] = number
@@ -294,8 +293,9 @@ class Run:
                 self._run.log_samples(self.step, value.samples())
             elif key not in self._warned:
                 self._warned.add(key)
-                warnings.warn(f"{key!r}: runwatch records numbers and Tables; a "
-                              f"{type(value).__name__} is not recorded", stacklevel=3)
+                kind = type(value).__name__
+                _warn(f"{key!r}: runwatch records numbers and Tables; "
+                      f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind} is not recorded")
         if metrics:
             self._run.log(metrics, step=self.step)
 
@@ -393,10 +393,28 @@ def _start(runs_dir: Path, name: str | None, **kwargs: Any) -> SdkRun | NullRun:
             folder = _numbered(name, n)
             continue
         if folder != name:
-            warnings.warn(f"{runs_dir / str(name)} holds a run already, so this run is "
-                          f"{runs_dir / str(folder)} (W&B lets runs share a name; runwatch "
-                          "names a run's folder by it)", stacklevel=3)
+            _warn(f"{runs_dir / str(name)} holds a run already, so this run is "
+                  f"{runs_dir / str(folder)} (W&B lets runs share a name; runwatch names a "
+                  "run's folder by it)")
         return sdk_run
+
+
+def _warn(message: str) -> None:
+    """Warn at the script's line that called W&B's API: the first frame outside this
+    module and its helpers (wandb_exit's hooks), however many of their calls lie between
+    (`wandb.log` or `run.log`, a row committed by `finish()`), so that the warning names
+    the user's line and a filter on the user's module matches it."""
+    frame = sys._getframe(1)
+    level = 2  # the frame that called _warn
+    while frame.f_back is not None and _ours(frame):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, stacklevel=level)
+
+
+def _ours(frame: FrameType) -> bool:
+    module = frame.f_globals.get("__name__", "")
+    return bool(module == __name__ or module.startswith(f"{__name__}_"))
 
 
 def _numbered(name: str, n: int) -> str:

@@ -25,19 +25,23 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 PAGE_SEGMENTS = frozenset({"d", "d-solo", "dashboard", "dashboards", "explore", "goto",
                            "public-dashboards", "alerting", "login", "playlists"})
 
-# (title, unit, legend, PromQL expressions): the dashboard's time series panels.
+# (title, unit, legend, PromQL expressions): the dashboard's time series panels. The
+# index's gauges (runs, findings, queue) are read from the index at each scrape, so every
+# server of one index says the same: `max` shows it once, where `sum` would count it once
+# per server. What a server counts of its own work (points it indexed) is a series per
+# server; the latency histograms add up the servers' requests.
 PANELS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
-    ("Runs by phase", "short", "{{phase}}", ("sum by (phase) (runwatch_runs)",)),
+    ("Runs by phase", "short", "{{phase}}", ("max by (phase) (runwatch_runs)",)),
     ("Open health findings", "short", "{{severity}}",
-     ("sum by (severity) (runwatch_health_findings_open)",)),
-    ("Points indexed per second", "short", "points/s",
+     ("max by (severity) (runwatch_health_findings_open)",)),
+    ("Points indexed per second", "short", "{{instance}}",
      ("rate(runwatch_points_ingested_total[$__rate_interval])",)),
     ("Ingest lag (p50, p95)", "s", "",
      ("histogram_quantile(0.5, sum by (le) "
       "(rate(runwatch_ingest_lag_seconds_bucket[$__rate_interval])))",
       "histogram_quantile(0.95, sum by (le) "
       "(rate(runwatch_ingest_lag_seconds_bucket[$__rate_interval])))")),
-    ("Queue depth", "short", "jobs waiting", ("runwatch_queue_depth",)),
+    ("Queue depth", "short", "jobs waiting", ("max(runwatch_queue_depth)",)),
     ("Request latency p95 by route", "s", "{{method}} {{route}}",
      ("histogram_quantile(0.95, sum by (le, route, method) "
       "(rate(runwatch_http_request_duration_seconds_bucket[$__rate_interval])))",)),

@@ -177,23 +177,28 @@ def records_from_table(columns: Sequence[str], table: list[dict[str, Any]], path
     if clock == "ts":
         _fill_times(records)
     keys = {k.removeprefix("train/") for r in records for k in r}
-    used = {*metrics, step_col, clock, *SPLIT_FIELDS,
-            *(WANDB_COLUMNS if trainer == "wandb" else ())}
-    notes = _left_out_notes(columns, table, numeric, trainer == "wandb", used)
+    # W&B's `_runtime` is used where it times the run (no `_timestamp`), and `_step` where
+    # it is the step: otherwise they are left out, and said so as any other column
+    used = {*metrics, step_col, clock, *SPLIT_FIELDS, "_runtime" if times else None}
+    notes = _left_out_notes(columns, table, numeric, trainer == "wandb", used, step_col)
     return Imported(trainer, guess_method(keys), records, {}, str(path), notes, times)
 
 
 def _left_out_notes(columns: Sequence[str], table: list[dict[str, Any]], numeric: list[str],
-                    wandb: bool, used: set[str | None]) -> list[str]:
+                    wandb: bool, used: set[str | None], step_col: str | None) -> list[str]:
     """A note for each kind of column that holds values and is not imported (none is
-    left out in silence): W&B's own, text only, or named like a record's own field."""
+    left out in silence): W&B's step where another column is the step, W&B's own, text
+    only, or named like a record's own field."""
     left = [c for c in dict.fromkeys(columns) if c and c not in used
             and any(row.get(c) is not None for row in table)]
-    own = [c for c in left if wandb and c.startswith("_")]
-    why = [(own, "in a W&B export, a column whose name starts with '_' is W&B's own"),
-           ([c for c in left if c not in own and c not in numeric],
-            "it holds text, not numbers"),
-           ([c for c in left if c not in own and c in numeric],
+    steps = [c for c in left if wandb and c == "_step" and c in numeric]
+    own = [c for c in left if wandb and c.startswith("_") and c not in steps]
+    rest = [c for c in left if c not in steps and c not in own]
+    step_is = "the row number" if step_col is None else repr(step_col)
+    why = [(steps, f"the run's step is {step_is} (--step-column picks another)"),
+           (own, "in a W&B export, a column whose name starts with '_' is W&B's own"),
+           ([c for c in rest if c not in numeric], "it holds text, not numbers"),
+           ([c for c in rest if c in numeric],
             "a record's own field has that name; rename the column to import it")]
     return [f"{_some(names, repr)} {'is' if len(names) == 1 else 'are'} not imported: {reason}"
             for names, reason in why if names]

@@ -1,7 +1,7 @@
 """Import a W&B run history exported as JSON: `run.history()` or `run.scan_history()`
-written as JSON lines (one row per step, with `_step`, `_runtime`, `_timestamp`), a JSON
-list of such rows, or an offline run's `wandb-history.jsonl`. A CSV export is read by
-`csvlog`, which recognises the same columns."""
+written as JSON lines (one row per step, with `_step`, `_runtime`, `_timestamp`), or a JSON
+list of such rows. A CSV export is read by `csvlog`, which recognises the same columns; an
+offline run's binary `run-<id>.wandb` is refused, saying so (`wandb_offline`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from runwatch.ingest.importers.common import (
     read_bytes,
 )
 from runwatch.ingest.importers.csvlog import WANDB_COLUMNS, records_from_table
+from runwatch.ingest.importers.wandb_offline import refuse_offline_run
 from runwatch.rundir.jsonl import loads_line
 
 
@@ -34,6 +35,7 @@ def looks_like(path: Path) -> bool:
 
 
 def read(path: Path, step_column: str | None = None) -> Imported:
+    refuse_offline_run(path, "wandb")
     rows = _rows(path)
     columns: dict[str, None] = {}
     table: list[dict[str, Any]] = []
