@@ -94,9 +94,39 @@ def test_a_run_resumed_after_it_ended_or_a_job_has_no_dead_span(tmp_path: Path) 
     # resume starts a new attempt
     ended = [{"ts": 100.0, "phase": "RUNNING"}, {"ts": 150.0, "phase": "SUCCEEDED"},
              {"ts": 200.0, "phase": "RUNNING"}]
-    assert [a.held_s for a in attempt_times(ended, until=300.0)] == [50.0, 100.0]
+    # (one attempt of two sessions: a resume is no retry; only job control queues one)
+    assert [(a.number, a.held_s) for a in attempt_times(ended, until=300.0)] == [(1, 150.0)]
     with runwatch.init(name="ended", dir=tmp_path) as run:
         run.log({"loss": 1.0}, step=0)
     with runwatch.init(name="ended", dir=tmp_path, resume=True) as run:
         run.log({"loss": 0.5}, step=1)
     assert "dead_spans" not in orjson.loads((tmp_path / "ended" / "manifest.json").read_bytes())
+
+
+def test_a_run_resumed_for_each_evaluate_is_one_attempt_of_several_sessions(
+        tmp_path: Path) -> None:
+    """Found in a new user's trial: an HF Trainer script (evaluate, train, evaluate) read
+    Attempts #1-#3 in runs get, each with its own device time and spend: the callback
+    resumes the run for each evaluate() after the one before ended. A resume is the same
+    attempt; its device time is its sessions' and not the time between them."""
+    for i, step in enumerate((0, 5, 9)):
+        with runwatch.init(name="evals", dir=tmp_path, resume=i > 0) as run:
+            run.log({"eval_loss": 1.0 - step / 10}, step=step)
+            time.sleep(0.05)
+        time.sleep(0.3)  # between sessions: no process holds the devices
+    events = _lines(tmp_path / "evals" / "events.jsonl")
+    assert [e["phase"] for e in events] == ["RUNNING", "SUCCEEDED"] * 3
+    shown = json.loads(cli_here("runs", "get", "evals", "--dir", str(tmp_path), "-o",
+                                "json").stdout)
+    (attempt,) = shown["attempts"]
+    assert attempt["attempt"] == 1 and attempt["phase"] == "SUCCEEDED"
+    sessions = sum(b["ts"] - a["ts"] for a, b in zip(events[::2], events[1::2], strict=True))
+    assert shown["cost"]["device_seconds"] == pytest.approx(sessions, abs=0.003)
+    assert shown["cost"]["device_seconds"] < events[-1]["ts"] - events[0]["ts"] - 0.5
+    table = cli_here("runs", "get", "evals", "--dir", str(tmp_path)).stdout
+    assert "Attempts" not in table
+    # a retry (job control queues it) is still an attempt of its own
+    retried = [{"ts": 0.0, "phase": "QUEUED"}, {"ts": 1.0, "phase": "RUNNING"},
+               {"ts": 2.0, "phase": "FAILED"}, {"ts": 3.0, "phase": "QUEUED"},
+               {"ts": 4.0, "phase": "RUNNING"}, {"ts": 6.0, "phase": "SUCCEEDED"}]
+    assert [(a.number, a.held_s) for a in attempt_times(retried)] == [(1, 1.0), (2, 2.0)]

@@ -440,18 +440,42 @@ def attempt_times(events: Sequence[dict[str, Any]], until: float | None = None,
                   lost: LostEnd | None = None, resumed: Sequence[Resumed] = ()
                   ) -> tuple[AttemptTime, ...]:
     """A run's attempts from its events (in order), numbered by the `attempt` their events
-    name, else in order; an attempt still open lasts until `until` (now by default), but
-    the last one ended at `lost.at`, with its verdict, when its process died without
-    recording its end. The spans of `resumed` are in no attempt's phases."""
+    name; an attempt still open lasts until `until` (now by default), but the last one
+    ended at `lost.at`, with its verdict, when its process died without recording its
+    end. The spans of `resumed` are in no attempt's phases.
+
+    Events after an end that name no later attempt, and do not start QUEUED, are the same
+    attempt resumed, not a new one: a run started by hand and resumed
+    (`init(resume=True)`: the Hugging Face callback resumes a run for each evaluate()
+    after train()), or a job's process that resumes its run. Only job control starts an
+    attempt (a retry, a requeue: it queues it, naming it). The resumed attempt's phases
+    add up its sessions, and it ends as its last does."""
     attempts: list[AttemptTime] = []
     parts = split_attempts(events)
     for i, evs in enumerate(parts):
         named = next((e["attempt"] for e in evs if isinstance(e.get("attempt"), int)), None)
-        number = named if named is not None else len(attempts) + 1
+        number = (named if named is not None else 1 if not attempts
+                  else attempts[-1].number + (evs[0]["phase"] == "QUEUED"))
         after = parts[i + 1][0]["ts"] if i + 1 < len(parts) else None
         if after is None and lost is not None and evs[-1]["phase"] not in TERMINAL_PHASES:
             attempt = AttemptTime.of(number, evs, until, max(lost.at, evs[-1]["ts"]), resumed)
             attempts.append(replace(attempt, reason=lost.reason, code=lost.code))
         else:
             attempts.append(AttemptTime.of(number, evs, until, after, resumed))
+        if len(attempts) > 1 and attempts[-2].number == attempts[-1].number:
+            attempts[-2:] = [_sessions(attempts[-2], attempts[-1])]
     return tuple(attempts)
+
+
+def _sessions(first: AttemptTime, then: AttemptTime) -> AttemptTime:
+    """One attempt of two sessions (its run resumed after `first` ended): the time in each
+    phase of both, and the end of `then`."""
+    millis = dict(first.phase_millis)
+    for phase, ms in then.phase_millis.items():
+        millis[phase] = millis.get(phase, 0) + ms
+    return replace(then, phase_millis=millis,
+                   started_at=first.started_at if first.started_at is not None
+                   else then.started_at,
+                   queued_at=first.queued_at,
+                   hourly_rate=first.hourly_rate if first.hourly_rate is not None
+                   else then.hourly_rate)
