@@ -61,8 +61,11 @@ def _started(engine: Engine, runs_dir: Path) -> int:
 
 def _cancelled_and_stopped(engine: Engine, run_dir: Path, pid: int) -> None:
     assert control.cancel(engine, run_row(engine, "orphan").pk).phase == "CANCEL_REQUESTED"
-    wait_for(lambda: run_row(engine, "orphan").status == "CANCELLED",
-             what="the live worker to stop the lost worker's cancelled job", deadline=60)
+    # the reaper indexes the end, then lets the job go
+    wait_for(lambda: run_row(engine, "orphan").status == "CANCELLED"
+             and (job(engine, "orphan") or {}).get("worker_id", "") is None,
+             what="the live worker to stop the lost worker's cancelled job and let it go",
+             deadline=60)
     assert group_gone(pid)
     row = run_row(engine, "orphan")
     assert (row.reason_code, row.attempt) == ("cancelled", 1)

@@ -16,7 +16,7 @@ import typer
 import yaml
 from rich.text import Text
 
-from runwatch.cli.context import open_context
+from runwatch.cli.context import open_context, runs_dir
 from runwatch.cli.options import (
     DbOpt,
     DirOpt,
@@ -33,8 +33,9 @@ from runwatch.cli.remote import remote_for
 from runwatch.health import store as health_store
 from runwatch.health.engine import Engine
 from runwatch.health.rules.base import SEVERITY_RANK
-from runwatch.health.thresholds import ThresholdError, load_yaml
-from runwatch.rundir.format import ACTIVE_PHASES
+from runwatch.health.thresholds import NONE, ThresholdError, load_yaml
+from runwatch.rundir import thresholdfiles
+from runwatch.rundir.format import ACTIVE_PHASES, RunDirError
 
 EXIT_UNHEALTHY = 1
 STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -125,22 +126,45 @@ def thresholds_command(
     directory: DirOpt = None,
     db: DbOpt = None,
 ) -> None:
-    """Show or set a project's health thresholds; setting re-evaluates its runs."""
-    ctx = open_context(directory, db)
-    with ctx.engine.begin() as conn:
-        if file is None and not clear:
+    """Show or set a project's health thresholds; setting re-evaluates its runs.
+
+    They are kept in the runs folder (.runwatch/thresholds/PROJECT.yaml), which an index
+    made again reads back, and in the index; an index with no runs folder (a team server's
+    PostgreSQL) is their only store."""
+    try:
+        overrides = NONE if clear else load_yaml(file) if file is not None else None
+        path = thresholdfiles.path_of(runs_dir(directory), project)
+    except (ThresholdError, RunDirError) as exc:
+        raise fail(str(exc), ["see docs/health.md for the file's shape and the rule ids"]
+                   ) from exc
+    # showing reads only the folder's thresholds files, not its runs
+    ctx = open_context(directory, db, refresh=overrides is not None)
+    if overrides is None:
+        # a file edited by hand since the last pass is read now; one that is refused says
+        # so each time, since what is shown is then not what the file says
+        for problem in health_store.sync_thresholds(ctx.engine, ctx.directory, every=True):
+            console(stderr=True).print(f"warning: {problem}", markup=False)
+        with ctx.engine.connect() as conn:
             current = health_store.get_thresholds(conn, project).to_dict()
-            console().print(yaml.safe_dump(current, sort_keys=True).rstrip(), markup=False)
-            return
+        console().print(yaml.safe_dump(current, sort_keys=True).rstrip(), markup=False)
+        return
+    written = None
+    if ctx.directory.is_dir():
         try:
-            data = None if clear else load_yaml(file).to_dict() if file else None
-            health_store.set_thresholds(conn, project, data)
-        except ThresholdError as exc:
-            raise fail(str(exc), ["see docs/health.md for the file's shape and the rule ids"]
-                       ) from exc
+            written = thresholdfiles.write(ctx.directory, project, overrides.to_dict())
+        except OSError as exc:
+            raise fail(f"cannot write {path} ({exc.strerror or exc}): nothing was stored",
+                       ["make the runs folder writable, or pass --dir with the folder "
+                        "the index is of"]) from exc
+    with ctx.engine.begin() as conn:
+        health_store.set_thresholds(conn, project, overrides.to_dict(),
+                                    updated_ts=written.mtime if written else None)
         count = health_store.refresh_project(conn, project)
-    console().print(f"{'cleared' if clear else 'stored'} the health thresholds of {project}; "
-                    f"re-evaluated {count} runs", markup=False)
+    where = (f"in {written.path} and the index" if written else
+             f"in the index only (there is no runs folder {ctx.directory} to keep them in: "
+             "an index made again will not have them)")
+    console().print(f"{'cleared' if clear else 'stored'} the health thresholds of {project} "
+                    f"{where}; re-evaluated {count} runs", markup=False)
 
 
 def worst(findings: list[dict[str, Any]]) -> int:

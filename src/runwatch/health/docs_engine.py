@@ -30,10 +30,28 @@ so no stored point escapes the rules.
 ## Overriding thresholds
 
 Every parameter below can be overridden per project; the defaults are the spec's values.
-Store a project's overrides with `runwatch thresholds PROJECT FILE` where its index is
-(`--clear` removes them, no FILE shows them; the server has no route for them) and its
-runs are re-evaluated; try a file on one run without storing anything with `runwatch
-runs health RUN --thresholds FILE`. Budget rules read their budget from the run's
+Store a project's overrides with `runwatch thresholds PROJECT FILE` (with the runs
+folder's `--dir` and the index's `--db`, as for any command; `--clear` removes them, no
+FILE shows them; the server has no route for them) and its runs are re-evaluated; try a
+file on one run without storing anything with `runwatch runs health RUN --thresholds
+FILE`.
+
+The overrides are kept in the runs folder, in `.runwatch/thresholds/PROJECT.yaml`
+(written whole, as the command validated it), and in the index, where the rules read
+them. The folder is the record: an index made again from it (a damaged one deleted,
+another `--db`) reads the files back before it judges a run, so its findings are the
+ones the old index had, and every index of one folder (two servers on it, each with its
+own `--db`) judges with the same overrides. A pass of the indexer reads a file that is
+newer than what its index holds (its mtime against the index's `updated_ts`), so a file
+edited by hand is read by the next pass of a server or `runwatch ui`, by `runwatch index`
+and by `runwatch thresholds PROJECT`, and the project's runs are judged again. A file
+that is not valid YAML, or that the command would refuse, changes nothing: the project
+keeps the overrides the index last read, and the pass says so once, naming the file and
+what is wrong (a server logs it; `runwatch thresholds PROJECT` says it each time). With
+several runs folders indexed into one index, a project has one set of overrides there:
+the newest file of any of them. An index with no runs folder (a team server's PostgreSQL
+that only takes runs over HTTP) is the overrides' only store, and the command says so:
+keep the file you stored. Budget rules read their budget from the run's
 `config.yaml` at any depth; `settings` supplies one the config lacks. The settings the
 rules read are
 {settings};

@@ -18,6 +18,7 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -36,7 +37,8 @@ from runwatch.health.engine import CATALOGUE_ID, Engine
 from runwatch.health.findings import Finding
 from runwatch.health.rules import BY_ID, CATALOGUE
 from runwatch.health.rules.base import SEVERITIES, SEVERITY_RANK
-from runwatch.health.thresholds import NONE, Overrides, parse
+from runwatch.health.thresholds import NONE, Overrides, ThresholdError, parse
+from runwatch.rundir import thresholdfiles
 from runwatch.rundir.configtext import load_config
 from runwatch.rundir.format import ACTIVE_PHASES
 from runwatch.store import schema as s
@@ -95,16 +97,88 @@ def get_thresholds(conn: Connection, project: str) -> Overrides:
     return parse(orjson.loads(text), stored=True) if text else NONE
 
 
-def set_thresholds(conn: Connection, project: str, data: Mapping[str, Any] | None) -> Overrides:
+def set_thresholds(conn: Connection, project: str, data: Mapping[str, Any] | None,
+                   updated_ts: float | None = None) -> Overrides:
     """Validate and store a project's overrides (None clears them); the project's runs are
-    re-evaluated on their next batch, or now with `reevaluate`. Raises ThresholdError."""
+    re-evaluated on their next batch, or now with `reevaluate`. `updated_ts` is the mtime of
+    the runs folder's file they were read from or written to (rundir/thresholdfiles), so a
+    pass reads that file again only once it changes. Raises ThresholdError."""
     overrides = parse(data)
     conn.execute(delete(s.health_thresholds).where(s.health_thresholds.c.project == project))
-    if data:
+    if data is not None:
         conn.execute(insert(s.health_thresholds).values(
             project=project, overrides=orjson.dumps(overrides.to_dict()).decode(),
-            updated_ts=time.time()))
+            updated_ts=time.time() if updated_ts is None else updated_ts))
     return overrides
+
+
+def sync_thresholds(engine: sa.Engine, runs_dir: Path, every: bool = False,
+                    log_new: bool = False) -> list[str]:
+    """Read into the index each thresholds file of the runs folder newer than what it holds
+    of that project (all of them, into an index made again), and re-evaluate the project's
+    runs where the overrides changed: the folder keeps them, so every index of it judges
+    alike. A file that cannot be read, or is not valid, changes nothing (the project keeps
+    the overrides the index held) and is returned, said in one line: once per file and
+    message (the index keeps what it said, `ingest_problems`), or with `every` at every
+    call; with `log_new` (a server, which has no other word for it) each new one is also
+    logged."""
+    p = s.ingest_problems.c
+    refused: list[tuple[str, str]] = []  # (path, what to say)
+    try:
+        files = thresholdfiles.listed(runs_dir)
+    except OSError as exc:
+        folder = runs_dir / thresholdfiles.FOLDER
+        files = []
+        refused.append((str(folder), f"the folder of health thresholds {folder} cannot be "
+                                     f"listed ({exc.strerror or exc}): the index keeps the "
+                                     "thresholds it holds"))
+    if not files and not refused:
+        return []  # most runs folders: a pass costs no query for this
+    with engine.connect() as conn:
+        held = {str(project): float(ts) for project, ts in conn.execute(
+            select(s.health_thresholds.c.project, s.health_thresholds.c.updated_ts))}
+    files = thresholdfiles.newer(files, held)
+    if not files and not refused:
+        return []
+    with engine.begin() as conn:
+        for file in files:
+            try:
+                overrides = parse(thresholdfiles.read(file.path))
+            except (OSError, yaml.YAMLError, ThresholdError) as exc:
+                refused.append((str(file.path), _refused(file, exc)))
+                continue
+            # said again should it break again
+            conn.execute(delete(s.ingest_problems).where(p.run_pk.is_(None),
+                                                         p.path == str(file.path)))
+            before = get_thresholds(conn, file.project)
+            set_thresholds(conn, file.project, overrides.to_dict(), updated_ts=file.mtime)
+            if overrides != before:
+                refresh_project(conn, file.project)
+        said = []
+        for path, message in refused:
+            seen = conn.execute(select(p.id).where(p.run_pk.is_(None), p.path == path,
+                                                   p.message == message)).first()
+            if seen is None:
+                conn.execute(insert(s.ingest_problems).values(
+                    run_pk=None, path=path, message=message, ts=time.time()))
+                if log_new:
+                    log.warning("%s", message)
+            if seen is None or every:
+                said.append(message)
+    return said
+
+
+def _refused(file: thresholdfiles.ThresholdsFile, exc: Exception) -> str:
+    """What to say of a thresholds file that was not read in, in one line."""
+    if isinstance(exc, yaml.YAMLError):
+        why = f"is not valid YAML ({' '.join(str(exc).split())})"
+    elif isinstance(exc, ThresholdError):
+        why = f"is refused: {exc}"
+    else:
+        why = f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
+    return (f"the health thresholds file {file.path} {why}; project {file.project} keeps the "
+            "thresholds the index held: fix the file, or store one with `runwatch thresholds "
+            f"{file.project} FILE`")
 
 
 def refresh_project(conn: Connection, project: str) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select, update
 
+from runwatch.health.store import sync_thresholds
 from runwatch.ingest.forget import (
     FEW_GONE,
     FolderRecord,
@@ -105,8 +106,10 @@ class IndexReport:
     # another run now (ingest/forget.py)
     forgotten: list[str] = field(default_factory=list)
     # what the pass said of the runs folder as a whole (it cannot be listed, it is on
-    # another disk, runs whose folders are gone kept): in `problems` too; a server shows
-    # the last pass's in its web app (GET /api/server)
+    # another disk, runs whose folders are gone kept), in `problems` too, and of each run
+    # folder it does not index because it is a copy of another's run, in `problems` only
+    # the first time (it is said once); a server logs each when it is new and shows the
+    # last pass's in its web app (GET /api/server)
     folder_notes: list[str] = field(default_factory=list)
 
 
@@ -143,7 +146,8 @@ class Indexer:
         # runs it forgot, and why it listed or forgot nothing. A server has no other word
         # for it; the CLI prints the pass's report instead.
         self.log_folder = log_folder
-        self._folder_said: str | None = None  # what was last logged of the folder
+        # the folder notes of the last whole pass (logged as they came)
+        self._folder_said: frozenset[str] = frozenset()
         # the run folders (and their runs) the last look for runs to forget found, when,
         # and what it said of the runs folder (a note of runs kept), if anything
         self._looked: tuple[dict[str, int | None], float, str | None] | None = None
@@ -169,7 +173,7 @@ class Indexer:
         self._seen.clear()
         self._failed.clear()
         self._looked = None
-        self._folder_said = None
+        self._folder_said = frozenset()
         self._record_read = False
 
     def index_once(self, stop: threading.Event | None = None) -> IndexReport:
@@ -184,12 +188,15 @@ class Indexer:
         which says so in one line: every run would fail alike, and saying it of each (in
         that same index) fails too."""
         try:
-            return self._pass(stop)
+            report = self._pass(stop)
         except Exception as exc:
             found = unusable(exc)
             if found is None:
                 raise
             raise found from exc
+        if stop is None or not stop.is_set():  # a stopped pass may not have met them all
+            self._folder_said = frozenset(report.folder_notes)
+        return report
 
     def _pass(self, stop: threading.Event | None) -> IndexReport:
         report = IndexReport()
@@ -207,6 +214,8 @@ class Indexer:
             return report
         if not self._record_read:
             self._record, self._record_read = folder_record(self.engine, self.runs_dir), True
+        # the projects' health thresholds the folder keeps, read before its runs are judged
+        report.problems += sync_thresholds(self.engine, self.runs_dir, log_new=self.log_folder)
         remounted = self._record is not None and self._record.dev != device_value(dev)
         # each run folder listed, and the run pk it was indexed as (None: not read)
         folders: dict[str, int | None] = {}
@@ -294,17 +303,20 @@ class Indexer:
             self._looked = (folders, now, note)
         if self._looked[2] is not None:
             self._folder_note(self._looked[2], report)
-        else:
-            self._folder_said = None
 
     def _folder_note(self, message: str, report: IndexReport) -> None:
-        """A problem of the runs folder as a whole: in the report at every pass that meets
-        it, in the log when it is new."""
+        """A problem of the runs folder as a whole: in the report's problems and notes at
+        every pass that meets it, in the log when it is new."""
         report.problems.append(message)
-        report.folder_notes.append(message)
-        if self.log_folder and message != self._folder_said:
+        self._note(message, report)
+
+    def _note(self, message: str, report: IndexReport) -> None:
+        """A note of the pass (IndexReport.folder_notes), logged when the last whole pass
+        did not give it."""
+        if self.log_folder and message not in self._folder_said \
+                and message not in report.folder_notes:
             log.warning("%s", message)
-        self._folder_said = message
+        report.folder_notes.append(message)
 
     def index_run(self, run_dir: Path, report: IndexReport,
                   stop: threading.Event | None = None) -> int | None:
@@ -379,14 +391,17 @@ class Indexer:
                     and holds_run(indexed_from, run_id)):
                 # a copy (`cp -r runs/a runs/b`): one run, one folder. Once the folder its
                 # row names no longer holds it, the run moved here (upsert_run).
-                self._problem_once(None, str(run_dir),
-                                   copy_problem(run_dir, run_id, indexed_from), report, conn)
+                copied = copy_problem(run_dir, run_id, indexed_from)
+                self._problem_once(None, str(run_dir), copied, report, conn)
+                # a server has no other word for it, and the copy never shows: a note at
+                # every pass while it is there
+                self._note(copied, report)
                 return None
             run_pk, is_new = upsert_run(conn, manifest, run_dir)
             for problem in manifest_problems(manifest):
                 self._problem_once(run_pk, str(manifest_path), f"{manifest_path}: {problem}",
                                    report, conn)
-            self._whole_files(conn, run_pk, run_dir, report)
+            job_waits = self._whole_files(conn, run_pk, run_dir, report)
         report.runs += 1
         report.new_runs += int(is_new)
         with self.engine.connect() as conn:  # where each record file stopped, in one query
@@ -406,10 +421,10 @@ class Indexer:
                 stored, held = self._jsonl(run_pk, run_dir / fmt.EVENTS, report,
                                            stopped.get(fmt.EVENTS, NOT_READ),
                                            partial(_ends_run, through), stop)
-                if stored:
-                    new_events = True
+                if stored or job_waits:  # a job's row is made once its events are read
+                    new_events = new_events or stored
                     with self.engine.begin() as conn:
-                        self._whole_files(conn, run_pk, run_dir, report)
+                        job_waits = self._whole_files(conn, run_pk, run_dir, report)
                     with self.engine.connect() as conn:
                         stopped = offsets_of(conn, run_pk)
                 for name in fmt.FILES:
@@ -555,9 +570,12 @@ class Indexer:
         return more, held
 
     def _whole_files(self, conn: Connection, run_pk: int, run_dir: Path,
-                     report: IndexReport) -> None:
+                     report: IndexReport) -> bool:
         """config.yaml, engine_config.json and job.json, when changed; one refused is not
-        stored (a refused job.json leaves the jobs row as it was)."""
+        stored (a refused job.json leaves the jobs row as it was). Whether job.json waits
+        for the run's events to be read (ingest/jobspec.py): then it is read again after
+        them."""
+        job_waits = False
         for name, column in ((fmt.CONFIG, "config"), (fmt.ENGINE_CONFIG, "engine_config"),
                              (fmt.JOB, None)):
             path = run_dir / name
@@ -571,15 +589,18 @@ class Indexer:
             value: str | None = None
             try:
                 if column is None:
-                    store_job_spec(conn, run_pk, run_dir)
+                    job_waits = not store_job_spec(conn, run_pk, run_dir)
                 else:
                     value = _whole_file(path)
             except (OSError, ValueError) as exc:
                 self._problem_once(run_pk, str(path), f"{_said(path, exc)}; not stored",
                                    report, conn)
+            if job_waits:
+                continue
             if column is not None:
                 conn.execute(update(s.runs).where(s.runs.c.pk == run_pk).values({column: value}))
             set_mtime(conn, run_pk, name, mtime)
+        return job_waits
 
     def _samples_and_foreign(self, run_pk: int, run_dir: Path, report: IndexReport) -> None:
         with contextlib.suppress(Purged), self.engine.begin() as conn:

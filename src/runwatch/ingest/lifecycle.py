@@ -28,6 +28,7 @@ from sqlalchemy import ColumnElement, Connection, Table, delete, func, select, u
 from runwatch.ingest.result import IngestResult, where
 from runwatch.ingest.sql import insert_ignore_sql
 from runwatch.rundir import format as fmt
+from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
 from runwatch.store.runs import delete_metrics
 from runwatch.store.values import finite, is_int64
@@ -94,7 +95,9 @@ def refresh_run_state(conn: Connection, run_pk: int) -> None:
     attempt's rows from the index (`purge_attempt`), in this transaction. Where the index
     holds records of the attempt and no event of its start, the records say when it
     started, and a run whose events say QUEUED is RUNNING, unless all of them predate its
-    last queueing (see the module's docstring).
+    last queueing (see the module's docstring). A job's row takes the attempt the events
+    name (`store.jobs.follow_events`): an index made again from the folder of a retried
+    job must not start attempt 1 again.
     """
     e = s.events.c
     rows = conn.execute(
@@ -103,10 +106,7 @@ def refresh_run_state(conn: Connection, run_pk: int) -> None:
     ).all()
     if not rows:
         return
-    attempt, first = 1, 0
-    for i, row in enumerate(rows):
-        if row.attempt is not None and row.attempt > attempt:
-            attempt, first = row.attempt, i
+    attempt, first = _current_attempt(rows)
     current = rows[first:]
     last = current[-1]
     runs = s.runs.c
@@ -139,6 +139,26 @@ def refresh_run_state(conn: Connection, run_pk: int) -> None:
             started_at=started, ended_at=ended, attempt=attempt,
         )
     )
+    store_jobs.follow_events(conn, run_pk, attempt)
+
+
+def job_follows_events(conn: Connection, run_pk: int) -> None:
+    """Bring the run's job row in step with the events the index holds of the run
+    (`store.jobs.follow_events`), as `refresh_run_state` does whenever it stores them: for a
+    row made after them (ingest/jobspec.py)."""
+    e = s.events.c
+    attempt = conn.execute(select(func.max(e.attempt)).where(e.run_pk == run_pk)).scalar()
+    store_jobs.follow_events(conn, run_pk, attempt or 1)
+
+
+def _current_attempt(rows: Sequence[Any]) -> tuple[int, int]:
+    """The run's current attempt, the highest one its events (`rows`, in seq order) name
+    (1 where none does), and the position of the first event that names it."""
+    attempt, first = 1, 0
+    for i, row in enumerate(rows):
+        if row.attempt is not None and row.attempt > attempt:
+            attempt, first = row.attempt, i
+    return attempt, first
 
 
 def purge_attempt(conn: Connection, run_pk: int) -> None:

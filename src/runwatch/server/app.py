@@ -119,7 +119,8 @@ def create_app(
     def server_info(st: ServerState = Depends(state)) -> dict[str, Any]:
         """What this server is: version, whether auth is on, what it indexes, and what its
         indexer's last pass said of that runs folder as a whole (`notes`: runs kept though
-        their folders are gone, a folder that cannot be listed or moved to another disk)."""
+        their folders are gone, a folder that cannot be listed or moved to another disk, a
+        run folder that is a copy of another's, not indexed)."""
         return {"ok": True, "version": _version(), "auth": st.token is not None,
                 "runs_dir": str(st.runs_dir) if st.runs_dir else None,
                 "notes": list(st.folder_notes)}

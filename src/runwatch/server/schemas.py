@@ -68,7 +68,8 @@ class ServerInfo(BaseModel):
     runs_dir: str | None
     notes: list[str] = Field(description="what the last index pass said of the runs folder "
                              "as a whole: runs kept though their folders are gone, a folder "
-                             "that cannot be listed or is on another disk; empty when nothing")
+                             "that cannot be listed or is on another disk, a run folder that "
+                             "is a copy of another's, not indexed; empty when nothing")
 
 
 class RunList(BaseModel):

@@ -2,7 +2,11 @@
 
 A job is a run with a job.json; its row in `jobs` holds the spec (written by the indexer
 from job.json, `upsert_spec`) and the claim (written by workers and job control). A job
-can be claimed while its run is QUEUED, no worker holds it and no cancel was asked.
+can be claimed while its run is QUEUED, no worker holds it and no cancel was asked. The
+job's attempt is in the folder too (its events name it), and a row no worker holds
+follows them as they are indexed (`follow_events`): an index made again from the folder,
+or a second index over it, starts the attempt the folder is at. Whether the attempt has
+started, is being stopped or has ended is the run's status, which the same events set.
 
 `claim` is atomic across processes: on SQLite one conditional UPDATE … RETURNING (the
 statement takes the database's write lock before it reads, so two workers never pick
@@ -100,19 +104,34 @@ def _claim(row: Any) -> Claim:
 
 
 def upsert_spec(conn: Connection, run_pk: int, spec: dict[str, Any]) -> None:
-    """Insert the job row of `run_pk` from its spec fields (SPEC_COLUMNS; `argv` a list),
-    or refresh those fields of an existing row; the claim fields are left as they are."""
+    """Insert the job row of `run_pk` from its spec fields (SPEC_COLUMNS; `argv` a list), at
+    the attempt its run's row holds (the one its indexed events name), or refresh those
+    fields of an existing row; the claim fields are left as they are."""
     values = {name: spec[name] for name in SPEC_COLUMNS}
     values["argv"] = orjson.dumps(values["argv"]).decode()
     find = select(*(j[name] for name in SPEC_COLUMNS)).where(j.run_pk == run_pk)
     current = conn.execute(find).first()
     if current is None:
+        attempt = conn.execute(select(r.attempt).where(r.pk == run_pk)).scalar() or 1
         # another indexer (`runwatch submit`'s, a server's) may insert the row first
         conn.execute(conflict_insert(conn.dialect.name, s.jobs)
-                     .values(run_pk=run_pk, attempt=1, **values).on_conflict_do_nothing())
+                     .values(run_pk=run_pk, attempt=attempt, **values).on_conflict_do_nothing())
         current = conn.execute(find).one()
     if tuple(current) != tuple(values[name] for name in SPEC_COLUMNS):
         conn.execute(update(s.jobs).where(j.run_pk == run_pk).values(**values))
+
+
+def follow_events(conn: Connection, run_pk: int, attempt: int) -> None:
+    """The run's events name `attempt` as its current one: a job row no worker holds that
+    names an older attempt moves to it, with no cancel mark (one asked of the older
+    attempt), as `requeue` moves it. A row a worker holds is left to that worker and job
+    control (a retry queues the next attempt beside the holder of the ended one, which lets
+    it go once its process has gone), and no row moves back to an older attempt. The
+    events never set a cancel mark: it is job control's request, which no event records
+    (a CANCEL_REQUESTED event makes the run's status so, and a run in it is not claimed)."""
+    conn.execute(update(s.jobs).where(j.run_pk == run_pk, j.worker_id.is_(None),
+                                      j.attempt < attempt)
+                 .values(attempt=attempt, cancel_requested_at=None))
 
 
 def claim(conn: Connection, worker_id: str, free_devices: int, now: float,
