@@ -159,6 +159,6 @@ def test_postgresql_cancel_and_retry_as_on_sqlite(tmp_path: Path, pg_url: str) -
         lite.dispose()
         pg.dispose()
     assert want["runs"] == [("failed", "SUCCEEDED", 2, None, 2),
-                            ("queued", "CANCELLED", 1, "cancelled", None)]
+                            ("queued", "CANCELLED", 1, "cancelled_before_start", None)]
     assert want["points"] == [1 / 2, 1 / 3, 1 / 4] and want["samples"] == ["attempt 2"]
     assert got == want

@@ -444,18 +444,19 @@ def attempt_times(events: Sequence[dict[str, Any]], until: float | None = None,
     ended at `lost.at`, with its verdict, when its process died without recording its
     end. The spans of `resumed` are in no attempt's phases.
 
-    Events after an end that name no later attempt, and do not start QUEUED, are the same
-    attempt resumed, not a new one: a run started by hand and resumed
+    Events after a SUCCEEDED that name no later attempt, and do not start QUEUED, are the
+    same attempt resumed, not a new one: a run resumed to go on after it succeeded
     (`init(resume=True)`: the Hugging Face callback resumes a run for each evaluate()
-    after train()), or a job's process that resumes its run. Only job control starts an
-    attempt (a retry, a requeue: it queues it, naming it). The resumed attempt's phases
-    add up its sessions, and it ends as its last does."""
+    after train()). The resumed attempt's phases add up its sessions, and it ends as its
+    last does. A run resumed by hand after it failed or was cancelled is tried again: its
+    next attempt, as a retry's (which job control queues, naming it) is."""
     attempts: list[AttemptTime] = []
     parts = split_attempts(events)
     for i, evs in enumerate(parts):
         named = next((e["attempt"] for e in evs if isinstance(e.get("attempt"), int)), None)
         number = (named if named is not None else 1 if not attempts
-                  else attempts[-1].number + (evs[0]["phase"] == "QUEUED"))
+                  else attempts[-1].number + (evs[0]["phase"] == "QUEUED"
+                                              or attempts[-1].phase != "SUCCEEDED"))
         after = parts[i + 1][0]["ts"] if i + 1 < len(parts) else None
         if after is None and lost is not None and evs[-1]["phase"] not in TERMINAL_PHASES:
             attempt = AttemptTime.of(number, evs, until, max(lost.at, evs[-1]["ts"]), resumed)
