@@ -6,10 +6,7 @@ per server; the points a server indexes stay a series per server."""
 from __future__ import annotations
 
 import math
-import subprocess
-import urllib.request
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -17,8 +14,16 @@ from sqlalchemy import Engine
 
 from runwatch.interop import grafana
 from runwatch.server.runner import Runner, free_port
-from tests.interop.test_prometheus import DEADLINE_S, PROMETHEUS, TOKEN, _query, _value
-from tests.support import MakeRun, http
+from tests.interop.test_prometheus import (
+    DEADLINE_S,
+    PROMETHEUS,
+    TOKEN,
+    _metrics,
+    _prometheus,
+    _query,
+    _value,
+)
+from tests.support import MakeRun
 from tests.support.wait import wait_for
 
 # The panels of the index's own gauges, and the series each reads
@@ -29,10 +34,8 @@ INDEX_PANELS = {"Runs by phase": ("runwatch_runs", "phase"),
 
 def _scraped(srv: Runner, series: str, label: str | None) -> dict[str, float]:
     """`series` by `label` as the server's /metrics says it."""
-    got = http.get(f"{srv.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
-    assert got.status_code == 200, got.text
     out = {}
-    for line in got.text.splitlines():
+    for line in _metrics(srv).splitlines():
         name, _, value = line.rpartition(" ")
         if name == series or name.startswith(series + "{"):
             key = name.split(f'{label}="', 1)[1].split('"', 1)[0] if label else ""
@@ -48,40 +51,6 @@ def _shown(base: str, expr: str, label: str) -> dict[str, float]:
         assert isinstance(metric, dict) and isinstance(value, list)
         out[str(metric.get(label, ""))] = float(value[1])
     return out
-
-
-@contextmanager
-def _prometheus(servers: list[Runner], tmp_path: Path) -> Iterator[str]:
-    """A real Prometheus scraping every one of `servers` each second, with the token."""
-    port = free_port()
-    config = tmp_path / "prometheus.yml"
-    targets = ", ".join(f"'127.0.0.1:{srv.port}'" for srv in servers)
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-        "scrape_configs:\n  - job_name: runwatch\n"
-        f"    authorization:\n      type: Bearer\n      credentials: {TOKEN}\n"
-        f"    static_configs:\n      - targets: [{targets}]\n")
-    assert PROMETHEUS is not None
-    base = f"http://127.0.0.1:{port}"
-    with (tmp_path / "prometheus.log").open("w") as log:
-        proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
-
-        def ready() -> bool:
-            assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
-            try:
-                with urllib.request.urlopen(f"{base}/-/ready", timeout=5) as resp:
-                    return bool(resp.status == 200)
-            except OSError:
-                return False
-
-        try:
-            wait_for(ready, what="Prometheus ready", deadline=DEADLINE_S, interval=0.2)
-            yield base
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
 
 
 @pytest.mark.skipif(PROMETHEUS is None, reason="needs Debian's prometheus package")

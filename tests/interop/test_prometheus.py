@@ -158,7 +158,7 @@ def _value(base: str, expr: str) -> float | None:
 
 
 @contextmanager
-def _prometheus(srv: Runner, tmp_path: Path) -> Iterator[str]:
+def _prometheus(srv: Runner | list[Runner], tmp_path: Path) -> Iterator[str]:
     """A real Prometheus scraping `srv` every second with its token, ready; its address.
     A Prometheus that exits before it is ready (its port taken meanwhile by another test's
     server: a free port is only free when it is picked) is started again on another port,
@@ -174,16 +174,20 @@ def _prometheus(srv: Runner, tmp_path: Path) -> Iterator[str]:
 
 
 @contextmanager
-def _prometheus_on(port: int, srv: Runner, tmp_path: Path) -> Iterator[str | None]:
-    """Prometheus on `port` once it answers ready, or None where it exited first."""
+def _prometheus_on(port: int, srv: Runner | list[Runner], tmp_path: Path
+                   ) -> Iterator[str | None]:
+    """Prometheus on `port`, scraping `srv` (one server or several) each second with the
+    token, once it answers ready, or None where it exited first."""
     tmp_path.mkdir()
     config = tmp_path / "prometheus.yml"
+    targets = ", ".join(f"'127.0.0.1:{s.port}'" for s in
+                        (srv if isinstance(srv, list) else [srv]))
     config.write_text(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
         "scrape_configs:\n  - job_name: runwatch\n"
         "    authorization:\n      type: Bearer\n"
         f"      credentials: {TOKEN}\n"
-        f"    static_configs:\n      - targets: ['127.0.0.1:{srv.port}']\n")
+        f"    static_configs:\n      - targets: [{targets}]\n")
     assert PROMETHEUS is not None
     with (tmp_path / "prometheus.log").open("w") as log:
         proc = subprocess.Popen(

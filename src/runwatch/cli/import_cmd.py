@@ -17,7 +17,7 @@ import typer
 
 from runwatch.cli.context import open_context, runs_dir
 from runwatch.cli.options import DbOpt, DirOpt, OutOpt
-from runwatch.cli.output import Output, emit, fail, line, runwatch_command
+from runwatch.cli.output import Output, counted, emit, fail, line, runwatch_command
 from runwatch.health import store as health_store
 from runwatch.health.engine import METHOD_FAMILIES
 from runwatch.ingest.importers import FORMATS, SourceError, read_source, write_run_dir
@@ -78,8 +78,8 @@ def import_command(
 
     def table(wide: bool) -> None:
         line("imported ", str(source), " (", imported.trainer, ", ", row.method, ") as run ",
-             row.name, f": {_count(steps, 'step')}, "
-             f"{_count(len(findings), 'health finding')} (",
+             row.name, f": {counted(steps, 'step')}, "
+             f"{counted(len(findings), 'health finding')} (",
              runwatch_command("runs", "health", row.name, folder=directory, db=db), ")")
         for note in imported.notes:
             line("note: ", note)
@@ -101,6 +101,3 @@ def default_name(source: Path) -> str:
     safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in base).strip(".-")
     return f"imported-{safe or 'run'}"
 
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"

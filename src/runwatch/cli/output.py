@@ -299,6 +299,11 @@ def fmt_cell(value: Any) -> str:
 LEAST_MONEY = 0.0001
 
 
+def counted(n: int, noun: str) -> str:
+    """`n` of `noun`, plural but for one: "1 step", "3 steps"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def fmt_money(value: float | None) -> str:
     """An amount of money (spend, a rate) as table text, in fixed notation: "< 0.0001"
     below LEAST_MONEY, else four significant digits with no trailing zeros (0.000273,

@@ -237,7 +237,7 @@ def _spend(spend: float | None, device_seconds: float) -> str:
     """A spend as table text, at the precision its device time is shown with: a device
     time shown as 0.0 spent nothing (a job whose process never started held its devices
     for the worker's few milliseconds), not "< 0.0001"."""
-    if spend is not None and _device_seconds(device_seconds) == _device_seconds(0.0):
+    if spend is not None and round(device_seconds, 1) == 0:  # shown as 0.0
         spend = 0.0
     return fmt_money(spend)
 

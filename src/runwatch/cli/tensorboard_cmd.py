@@ -23,7 +23,7 @@ import yaml
 from runwatch.cli.context import INDEX_DIRNAME, Context, open_context
 from runwatch.cli.inspect_cmds import flatten
 from runwatch.cli.options import DbOpt, DirOpt, RunArg, resolve_or_exit
-from runwatch.cli.output import fail, line
+from runwatch.cli.output import counted, fail, line
 from runwatch.rundir.configtext import load_config
 from runwatch.rundir.format import TERMINAL_PHASES
 
@@ -73,8 +73,8 @@ def tensorboard_cmd(
             row = resolve_or_exit(conn, row.run_id)
             export.sync(conn, row)
             export.write_hparams(_config_of(row), sorted(export.tags))
-        line(f"wrote {_count(export.points, 'point')} of {_count(len(export.tags), 'scalar')} "
-             f"and {_count(len(export.rollout_steps), 'step')} of rollouts of {row.name} to "
+        line(f"wrote {counted(export.points, 'point')} of {counted(len(export.tags), 'scalar')} "
+             f"and {counted(len(export.rollout_steps), 'step')} of rollouts of {row.name} to "
              f"{target}")
         if start:
             _serve(ctx, export, row, target, port, interval)
@@ -218,6 +218,3 @@ def _config_of(row: Any) -> dict[str, Any]:
         return flatten(data)
     return {} if data is None else {"config": data}
 
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
