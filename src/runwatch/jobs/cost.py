@@ -454,9 +454,10 @@ def attempt_times(events: Sequence[dict[str, Any]], until: float | None = None,
     parts = split_attempts(events)
     for i, evs in enumerate(parts):
         named = next((e["attempt"] for e in evs if isinstance(e.get("attempt"), int)), None)
-        number = (named if named is not None else 1 if not attempts
-                  else attempts[-1].number + (evs[0]["phase"] == "QUEUED"
-                                              or attempts[-1].phase != "SUCCEEDED"))
+        goes_on = (bool(attempts) and attempts[-1].phase == "SUCCEEDED"
+                   and evs[0]["phase"] != "QUEUED")  # resumed after it succeeded
+        number = (named if named is not None else attempts[-1].number if goes_on
+                  else attempts[-1].number + 1 if attempts else 1)
         after = parts[i + 1][0]["ts"] if i + 1 < len(parts) else None
         if after is None and lost is not None and evs[-1]["phase"] not in TERMINAL_PHASES:
             attempt = AttemptTime.of(number, evs, until, max(lost.at, evs[-1]["ts"]), resumed)
