@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import errno
 import logging
+import re
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import select
 
 import runwatch
 from runwatch.rundir.format import TERMINAL_PHASES
 from runwatch.server.app import create_app
-from runwatch.server.runner import Runner
+from runwatch.server.runner import Runner, free_port
 from runwatch.store import schema as s
 from runwatch.store.db import IndexUnusable, open_engine, unusable
 from runwatch.store.runrows import process_gone
@@ -155,3 +157,43 @@ def test_a_full_disk_elsewhere_is_not_the_index_s() -> None:
         raise AssertionError("SQLite took a row past its page limit")
     finally:
         full.close()
+
+
+def test_a_server_whose_index_cannot_be_written_says_so_until_it_can(tmp_path: Path) -> None:
+    """While passes cannot write the index, a live run's page would stop moving with no
+    word why: /api/server's notes (beside the web app's run list) and /metrics say so,
+    and since when, until a pass writes the index again (here: once the disk has room)."""
+    runs = tmp_path / "runs"
+    big_runs(runs)
+    with small_disk(tmp_path / "disk", DISK_KIB) as disk:
+        engine = open_engine(disk / "index.db")
+        runner = Runner(engine, runs, port=free_port(), interval=0.01, index_first=False,
+                        prewarm=False, warm=False, save_series=False)
+        with runner, httpx.Client(base_url=runner.url) as http:
+            def notes() -> list[str]:
+                got: list[str] = http.get("/api/server").json()["notes"]
+                return got
+
+            def writable() -> str:
+                return next(line for line in http.get("/metrics").text.splitlines()
+                            if line.startswith("runwatch_index_writable "))
+
+            said = wait_for(lambda: [n for n in notes() if "full disk" in n],
+                            what="the server's notes to say its index cannot be written")
+            assert len(said) == 1
+            assert re.fullmatch(r"Nothing has been indexed since \d{4}-\d\d-\d\d "
+                                r"\d\d:\d\d:\d\d UTC: the index DB is on a full disk .*"
+                                r"catches up once the index can be written again\.", said[0])
+            assert writable() == "runwatch_index_writable 0"
+            # many more failed passes: still one note, its time that of the first
+            time.sleep(0.5)
+            assert [n for n in notes() if "full disk" in n] == said
+            subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+            wait_for(lambda: not [n for n in notes() if "full disk" in n],
+                     what="the note to go once a pass writes the index")
+            wait_for(lambda: writable() == "runwatch_index_writable 1",
+                     what="/metrics to say the index is written again")
+            with engine.connect() as conn:
+                ended = conn.execute(select(s.runs.c.status)).scalars().all()
+            assert sorted(ended) == ["SUCCEEDED"] * 3
+        engine.dispose()

@@ -79,6 +79,9 @@ class ServerMetrics:
         self.points_ingested = 0
         self.lag = Histogram(LAG_BUCKETS)
         self.latency = Histogram(LATENCY_BUCKETS)
+        # whether this server's indexer could write the index at its last pass (None: it
+        # has no indexer, as a team server that only takes runs over HTTP)
+        self.index_writable: bool | None = None
         # requests taken and not yet answering (a live stream counts until its first
         # byte): background work that can wait, such as the start-up warming, waits on it
         self.answering = 0
@@ -104,7 +107,14 @@ class ServerMetrics:
 
     def lines(self) -> list[str]:
         with self.lock:
+            writable = [] if self.index_writable is None else [
+                *_head("index_writable", "gauge",
+                       "1 while this server's indexer writes the index; 0 while its passes "
+                       "cannot (a full disk, a damaged file): the runs shown stop there."),
+                f"{PREFIX}index_writable {int(self.index_writable)}",
+            ]
             return [
+                *writable,
                 *_head("points_ingested_total", "counter",
                        "Metric points this server's indexer stored since it started."),
                 f"{PREFIX}points_ingested_total {self.points_ingested}",

@@ -126,6 +126,10 @@ class Runner:
     # the index's file as opened (store.db.IndexFile), taken as the server starts
     _index_file: IndexFile | None = None
     _index_moved_said: bool = False
+    # the note /api/server shows while passes cannot write the index (its disk full, its
+    # file damaged), and since when (wall time): what the pages show stops there
+    _unwritable_note: str | None = None
+    _unwritable_since: float | None = None
 
     @property
     def url(self) -> str:
@@ -174,6 +178,7 @@ class Runner:
                     log.warning("the index can be written again; indexing %s goes on",
                                 self.runs_dir)
                     said = None
+                self._writable_again()
             except IndexMoved:
                 # met within the pass: the next opens the index again (_follow_index_file)
                 self._stop.wait(0.05)
@@ -187,6 +192,7 @@ class Runner:
                 if said is None or said[0] != str(exc) or now - said[1] >= UNUSABLE_NOTE_S:
                     log.error("%s", exc)
                     said = (str(exc), now)
+                self._unwritable(exc)
                 self._stop.wait(max(self.interval, 1.0))
                 continue
             except Exception:
@@ -204,6 +210,27 @@ class Runner:
                 self.stop()
                 return
             self._stop.wait(self.interval)
+
+    def _unwritable(self, exc: StoreError) -> None:
+        """A pass could not write the index: say so among the server's notes (the web app
+        shows them beside the run list, /metrics as `runwatch_index_writable 0`), with
+        since when, so that a live run that stopped moving is not taken for a stalled one.
+        The log says it once a minute; the note stays until a pass succeeds."""
+        if self._unwritable_since is None:
+            self._unwritable_since = time.time()
+        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self._unwritable_since))
+        note = (f"Nothing has been indexed since {since}: {exc}. What these pages show of "
+                f"a run may be behind its folder; it catches up once the index can be "
+                f"written again.")
+        kept = [n for n in self.folder_notes if n != self._unwritable_note]
+        self.folder_notes[:] = [*kept, note]
+        self._unwritable_note = note
+        self.metrics.index_writable = False
+
+    def _writable_again(self) -> None:
+        """A pass wrote the index: its note is gone (the pass replaced the notes)."""
+        self._unwritable_note = self._unwritable_since = None
+        self.metrics.index_writable = True
 
     def _follow_index_file(self, indexer: Indexer, lease: Lease) -> None:
         """Before a pass: when the index's file was deleted or replaced since it was opened
@@ -340,6 +367,7 @@ class Runner:
         if self.runs_dir is not None:
             if self.index_first:
                 self._index_pass(self._indexer(), None)
+                self.metrics.index_writable = True
                 self._start_workers()
             t = threading.Thread(target=self._index_loop, name="runwatch-indexer", daemon=True)
             t.start()
