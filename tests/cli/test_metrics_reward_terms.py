@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from runwatch import init
+from runwatch.server.runner import Runner
 from tests.support import cli_here, run_cli, sdk_run
+from tests.support.wait import wait_for
 
 # step -> split -> the rollouts' reward terms (a later `terms`, a boolean and text are no
 # numeric reward term; a rollout without terms counts for none)
@@ -98,3 +101,36 @@ def test_base_model_of_a_run_from_a_checkpoint(runs_dir: Path, parent_indexed: b
         assert state["Base model"] == (f"unknown base model (from {parent}: no run in the "
                                        "index holds it)")
     assert "init_from:" not in state["Base model"]
+
+
+def test_a_team_servers_run_reports_the_same_terms(server: Runner, runs_dir: Path) -> None:
+    """`--server`: the history comes from the series route, the terms from the reward-terms
+    route, a page at a time; the same JSON and columns as from the local index."""
+    rl_run(runs_dir)
+
+    def indexed() -> bool:
+        run = httpx.get(f"{server.url}/api/runs/rl")
+        return run.status_code == 200 and run.json()["run"]["status"] == "SUCCEEDED"
+
+    wait_for(indexed, what="the server to index the run to its end")
+    where = ["--server", server.url]
+    out = json.loads(cli_here("runs", "metrics", "rl", *where, "-o", "json").stdout)
+    assert {s["step"]: s["rewardTerms"] for s in out["steps"] if "rewardTerms" in s} == EXPECTED
+    one = json.loads(cli_here("runs", "metrics", "rl", *where, "--steps", "1:2",
+                              "-o", "json").stdout)
+    assert [s.get("rewardTerms") for s in one["steps"]] == [EXPECTED[1], None]
+    table = cli_here("runs", "metrics", "rl", *where, "-o", "wide",
+                     env={"COLUMNS": "200"}).stdout
+    assert [c.strip() for c in table.splitlines()[0].split("┃")][-3:] == [
+        "term/penalty", "term/raw", "val/term/raw"]
+    # the route's pages: one step each, the next page's first step, none after the last
+    with httpx.Client(base_url=server.url) as http:
+        first = http.get("/api/runs/rl/reward-terms", params={"limit": 1}).json()
+        assert first == {"ok": True, "steps": [{"step": 0, "reward_terms": EXPECTED[0]}],
+                         "next_lo": 1}
+        last = http.get("/api/runs/rl/reward-terms", params={"lo": 1, "limit": 1}).json()
+        assert last == {"ok": True, "steps": [{"step": 1, "reward_terms": EXPECTED[1]}],
+                        "next_lo": None}
+        bad = http.get("/api/runs/rl/reward-terms", params={"lo": "one"})
+        assert bad.status_code == 400
+        assert bad.json()["error"] == "lo must be a step number (a whole number), got 'one'"

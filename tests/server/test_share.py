@@ -26,9 +26,9 @@ TOKEN = "Kq3v-9xTz_2mLw8RbY-share"
 # the GET routes a share of run R may read (R is put in for {run}); every other route of
 # the OpenAPI schema must refuse the share cookie
 ALLOWED = {"/api/runs/{run}", "/api/runs/{run}/metrics/keys", "/api/runs/{run}/series",
-           "/api/runs/{run}/history", "/api/runs/{run}/samples", "/api/runs/{run}/checkpoints",
-           "/api/runs/{run}/logs", "/api/runs/{run}/health", "/api/runs/{run}/events",
-           "/api/runs/{run}/stream", "/api/series", "/api/overlay"}
+           "/api/runs/{run}/history", "/api/runs/{run}/reward-terms", "/api/runs/{run}/samples",
+           "/api/runs/{run}/checkpoints", "/api/runs/{run}/logs", "/api/runs/{run}/health",
+           "/api/runs/{run}/events", "/api/runs/{run}/stream", "/api/series", "/api/overlay"}
 
 
 @pytest.fixture

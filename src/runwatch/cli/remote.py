@@ -33,6 +33,8 @@ RUNS_PAGE = 500
 # the most rollouts GET /api/runs/RUN/samples answers at once (routes_records.MAX_SAMPLES)
 SAMPLES_PAGE = 500
 LOGS_PAGE = 2000
+# the most steps GET /api/runs/RUN/reward-terms answers at once (its MAX_HISTORY_PAGE)
+TERMS_PAGE = 1000
 SERIES_POINTS = 20_000
 # Points asked for in one series request, over all its keys (their counts as the server
 # gave them), so that an answer stays a few megabytes.
@@ -304,6 +306,19 @@ class Remote:
             if found["run_id"] == run_id:
                 return dict(found)
         raise fail(f"run {run_id} is no longer on {self.url}")
+
+    def reward_terms(self, run_id: str, first: int, last: int
+                     ) -> dict[int, dict[str, dict[str, float]]]:
+        """Each step of [first, last] whose rollouts report a reward term: per split, the
+        mean of each term (store.reward_terms.step_terms), read a page at a time."""
+        out: dict[int, dict[str, dict[str, float]]] = {}
+        lo: int | None = first
+        while lo is not None:
+            answer = self.request("GET", self._run_path(run_id, "/reward-terms"),
+                                  {"lo": lo, "hi": last, "limit": TERMS_PAGE})
+            out.update((int(e["step"]), e["reward_terms"]) for e in answer["steps"])
+            lo = answer["next_lo"]
+        return out
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
         """The run's lifecycle events oldest first, `ts` in Unix seconds as the index

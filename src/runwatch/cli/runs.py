@@ -348,9 +348,13 @@ def metrics_cmd(
     remote = remote_for(server, token, directory, db)
     if remote is not None:
         found = remote.detail(run)
-        sent = _Sent(remote.history(found["run_id"], key, lo, hi))
-        show_history(sent, found["run_id"], found["name"], output, jq, raw, key, limit,
-                     _no_terms)
+        run_id = found["run_id"]
+        sent = _Sent(remote.history(run_id, key, lo, hi))
+
+        def sent_terms(first: int, last: int) -> dict[int, SplitTerms]:
+            return remote.reward_terms(run_id, first, last)
+
+        show_history(sent, run_id, found["name"], output, jq, raw, key, limit, sent_terms)
         return
     import_numpy()
     ctx = open_context(directory, db, read_only=True)
@@ -373,11 +377,6 @@ def metrics_cmd(
 
 # The reward terms of the steps from the first to the last given, by step (store.reward_terms)
 TermsOf = Callable[[int, int], dict[int, SplitTerms]]
-
-
-def _no_terms(first: int, last: int) -> dict[int, SplitTerms]:
-    """A team server's history comes from its series route, which has no reward terms."""
-    return {}
 
 
 def _with_terms(entries: list[dict[str, Any]], terms: TermsOf) -> list[dict[str, Any]]:

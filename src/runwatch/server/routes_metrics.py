@@ -34,12 +34,13 @@ from runwatch.server.schemas import (
     HistoryPage,
     MetricKeys,
     Overlay,
+    RewardTermsPage,
     SeriesResponse,
     documented,
 )
 from runwatch.server.state import ServerState, connection, state
 from runwatch.store.keys import KeyInfo, run_keys
-from runwatch.store.reward_terms import step_terms
+from runwatch.store.reward_terms import step_terms, terms_page
 from runwatch.store.series import Series
 from runwatch.store.summaries import (
     SUMMARY_MIN_POINTS,
@@ -507,13 +508,46 @@ def _page_points(conn: Connection, st: ServerState, run_pk: int, key: KeyInfo,
     return Series(rows["step"], rows["value"], rows["ts"], rows.size, -1)
 
 
-def _step_cursor(value: str | None, name: str) -> int | None:
+def _step_param(value: str | None, refused: str) -> int | None:
+    """A step given as a query parameter (none when empty), or 400 saying `refused`."""
     if value is None or value == "":
         return None
     step = parse_int64(value)
     if step is None:
-        raise bad_request(f"{name} must be a step number from a previous page")
+        raise bad_request(refused)
     return step
+
+
+def _step_cursor(value: str | None, name: str) -> int | None:
+    return _step_param(value, f"{name} must be a step number from a previous page")
+
+
+def _step_bound(value: str | None, name: str) -> int | None:
+    return _step_param(value, f"{name} must be a step number (a whole number), got {value!r}")
+
+
+@router.get("/api/runs/{run}/reward-terms",
+            **documented(RewardTermsPage, "a page of steps' reward terms"))
+def reward_terms_route(
+    request: Request,
+    run: str,
+    lo: str | None = Query(None, description="first step (inclusive)"),
+    hi: str | None = Query(None, description="last step (inclusive)"),
+    limit: int = Query(HISTORY_PAGE, ge=1, le=MAX_HISTORY_PAGE),
+    conn: Connection = Depends(connection),
+) -> JSONResponse:
+    """The reward terms of the run's steps in [lo, hi] that kept rollouts, the first
+    `limit` of them: per step and split, the mean of each numeric term over the step's
+    rollouts (as the history route's `reward_terms`), and `next_lo`, where the next page
+    starts (null on the last)."""
+    step_lo = _step_bound(lo, "lo")
+    step_hi = _step_bound(hi, "hi")
+    row = scopes.run(request, conn, run)
+    terms, more = terms_page(conn, row.pk, step_lo, step_hi, limit)
+    return JSONResponse({"ok": True,
+                         "steps": [{"step": step, "reward_terms": by_split}
+                                   for step, by_split in terms.items()],
+                         "next_lo": more})
 
 
 _MISSING = object()  # a history cell whose key logged no point at its step

@@ -338,6 +338,19 @@ class HistoryRow(BaseModel):
         "over the step's rollouts ({} where it kept none)")
 
 
+class StepRewardTerms(BaseModel):
+    step: int
+    reward_terms: dict[str, dict[str, float]] = Field(
+        description="per split, the mean of each numeric reward term over the step's rollouts")
+
+
+class RewardTermsPage(BaseModel):
+    ok: bool
+    steps: list[StepRewardTerms]
+    next_lo: int | None = Field(description="the first step of the next page; null on the "
+                                "last")
+
+
 class HistoryPage(BaseModel):
     ok: bool
     columns: list[str]

@@ -44,8 +44,8 @@ KEY_FILE = Path(STATE_DIR) / "share.key"
 REVOKED_FILE = Path(STATE_DIR) / "share-revoked"
 MAX_SECONDS = 366 * 86400
 # what a shared link may read: the run page, its assets, and these routes of its run
-RUN_ROUTES = frozenset({"", "/metrics/keys", "/series", "/history", "/samples", "/checkpoints",
-                        "/logs", "/health", "/events", "/stream"})
+RUN_ROUTES = frozenset({"", "/metrics/keys", "/series", "/history", "/reward-terms", "/samples",
+                        "/checkpoints", "/logs", "/health", "/events", "/stream"})
 _DOMAIN = b"runwatch-share-v1\0"
 _ID = re.compile(r"^[A-Za-z0-9_-]{8,32}$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

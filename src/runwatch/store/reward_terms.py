@@ -68,3 +68,21 @@ def step_terms(conn: Connection, run_pk: int, step_min: int | None = None,
         if means:
             out.setdefault(step, {})[split] = means
     return out
+
+
+def terms_page(conn: Connection, run_pk: int, step_min: int | None, step_max: int | None,
+               limit: int) -> tuple[dict[int, SplitTerms], int | None]:
+    """`step_terms` of the first `limit` steps of [step_min, step_max] that kept rollouts,
+    and the step the next page starts at (None: this is the last). A page reads only its
+    steps' rollouts, so a client can walk a long run a page at a time (the team server's
+    `runs metrics`)."""
+    c = s.samples.c
+    stmt = select(c.step).distinct().where(c.run_pk == run_pk)
+    if step_min is not None:
+        stmt = stmt.where(c.step >= step_min)
+    if step_max is not None:
+        stmt = stmt.where(c.step <= step_max)
+    steps = [int(x) for x in conn.execute(stmt.order_by(c.step).limit(limit + 1)).scalars()]
+    more = steps[limit] if len(steps) > limit else None
+    page = steps[:limit]
+    return (step_terms(conn, run_pk, only=page) if page else {}), more
