@@ -3,9 +3,11 @@
 A run's **duration** (`duration_s` wherever runwatch shows one) is the wall-clock time
 it has been training: from its start (the first RUNNING event) to its end (the terminal
 event). While it is active it runs until now, except when its training process is gone,
-where it stops at the run's last metric record (at its start if it logged none). A run
-that has not started has no duration, nor has one whose start or end is a time no date
-can show (a hand-written run folder or an HTTP client may send any number as a time).
+where it stops at the run's last metric record (at its start if it logged none). The
+spans in which no process of a run lived (killed, then resumed later: the manifest's
+`dead_spans`) are no training time. A run that has not started has no duration, nor has
+one whose start or end is a time no date can show (a hand-written run folder or an HTTP
+client may send any number as a time).
 """
 
 from __future__ import annotations
@@ -50,9 +52,11 @@ def local_clock(ts: float | None, pattern: str = "%H:%M:%S") -> str:
 
 def run_duration_s(started_at: float | None, ended_at: float | None,
                    last_record_at: float | None, process_gone: bool,
-                   now: float | None = None) -> float | None:
-    """The run's duration in seconds (see the module docstring); None before it started,
-    and None (unknown) where its start or end is a time no date can show."""
+                   now: float | None = None,
+                   idle: Sequence[tuple[float, float]] = ()) -> float | None:
+    """The run's duration in seconds (see the module docstring), less the spans of `idle`
+    (`dead_spans`); None before it started, and None (unknown) where its start or end is
+    a time no date can show."""
     if started_at is None or not dated(started_at):
         return None
     if ended_at is not None:
@@ -61,7 +65,23 @@ def run_duration_s(started_at: float | None, ended_at: float | None,
         end = started_at if last_record_at is None else last_record_at
     else:
         end = time.time() if now is None else now
-    return None if not dated(end) else max(0.0, end - started_at)
+    if not dated(end):
+        return None
+    lived = end - started_at - sum(max(0.0, min(end, to) - max(started_at, since))
+                                   for since, to in idle)
+    return max(0.0, lived)
+
+
+def dead_spans(spans: Any) -> list[tuple[float, float]]:
+    """The [from, to] pairs of a manifest's `dead_spans` in which no process of the run
+    lived (killed, then resumed later: runwatch.sdk records them on resume), in order;
+    a pair that is not two times a date can show, from before to, is left out."""
+    if not isinstance(spans, list):
+        return []
+    return [(float(span[0]), float(span[1])) for span in spans
+            if isinstance(span, list) and len(span) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) and dated(v)
+                    for v in span) and span[0] < span[1]]
 
 
 def phase_millis(events: Sequence[dict[str, Any]], now: float | None = None,

@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from runwatch.analysis.timing import iso, run_duration_s
-from runwatch.rundir.format import CANCELLABLE_PHASES, RETRYABLE_PHASES
+from runwatch.analysis.timing import dead_spans, iso, run_duration_s
+from runwatch.rundir.format import CANCELLABLE_PHASES, DEAD_SPANS, RETRYABLE_PHASES
 from runwatch.store.runrows import json_or_text, process_gone
 
 
@@ -53,10 +53,23 @@ def run_summary(row: Any, now: float | None = None, gone: bool | None = None
         "started_at": iso(row.started_at),
         "ended_at": iso(row.ended_at),
         "duration_s": run_duration_s(row.started_at, row.ended_at, row.updated_at, gone,
-                                     time.time() if now is None else now),
+                                     time.time() if now is None else now, _idle(row)),
         "observed_step": row.observed_step,
         "saved_step": row.saved_step,
     }
+
+
+def _idle(row: Any) -> list[tuple[float, float]]:
+    """The spans in which no process of a hand-started run lived (its manifest's
+    `dead_spans`): no training time. Read only where the manifest's text holds them."""
+    text = row.manifest
+    if not text or DEAD_SPANS not in (text if isinstance(text, str) else str(text)):
+        return []
+    try:
+        manifest = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return []
+    return dead_spans(manifest.get(DEAD_SPANS)) if isinstance(manifest, dict) else []
 
 
 def summary_line(row: Any) -> str:

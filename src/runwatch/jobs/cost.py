@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from runwatch.analysis.timing import dated, phase_millis
+from runwatch.analysis.timing import dead_spans, phase_millis
 from runwatch.rundir.format import (
     ACTIVE_PHASES,
     PHASES,
@@ -310,15 +310,7 @@ def resumed_gaps(spans: Any, job: bool) -> tuple[Resumed, ...]:
     """The spans of a manifest's `dead_spans` ([from, to] pairs) in which the run held no
     devices; none for a `job`, whose worker records its attempts' phases (docs/jobs.md),
     and none of a pair that is not two times a date can show, in order."""
-    if job or not isinstance(spans, list):
-        return ()
-    out = []
-    for span in spans:
-        if (isinstance(span, list) and len(span) == 2
-                and all(isinstance(v, int | float) and not isinstance(v, bool)
-                        and dated(v) for v in span) and span[0] < span[1]):
-            out.append(Resumed(float(span[0]), float(span[1])))
-    return tuple(out)
+    return () if job else tuple(Resumed(since, to) for since, to in dead_spans(spans))
 
 
 @dataclass(frozen=True)
