@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from pathlib import Path
 
 import yaml
 
+from runwatch.ingest.unchanged import unchanged
+from runwatch.store.plain import Reader
 from tests.support.cli import cli_here, run_cli
 
 from .test_store import steps, write_run
@@ -113,3 +116,28 @@ def test_a_project_that_is_no_file_name_is_refused(tmp_path: Path) -> None:
     done = cli_here("thresholds", "../x", str(file), "--dir", str(runs), check=False)
     assert done.returncode == 2 and "project name '../x'" in done.stderr
     assert not (runs / ".runwatch" / "x.yaml").exists()
+
+
+def test_a_read_command_sees_a_hand_edit_without_an_index_pass_of_its_own(
+        tmp_path: Path) -> None:
+    """A read command skips indexing when the folder holds nothing new (ingest/unchanged):
+    a thresholds file edited by hand is something new, and one the index could not read is
+    not new again until it is edited again."""
+    runs, file = truncating_run(tmp_path)
+    cli_here("thresholds", "p", str(file), "--dir", str(runs))
+    assert "grpo.truncation" not in found(runs)
+    kept = runs / ".runwatch" / "thresholds" / "p.yaml"
+    edit(kept, "rules:\n  grpo.truncation: {severity: critical}\n")
+    assert found(runs)["grpo.truncation"] == "critical"
+    edit(kept, "rules: [grpo.truncation\n")
+    assert found(runs)["grpo.truncation"] == "critical"  # the last good overrides
+    said = cli_here("thresholds", "p", "--dir", str(runs), env=WIDE).stderr
+    assert "is not valid YAML" in said
+    db = sqlite3.connect(runs / ".runwatch" / "index.db")
+    try:
+        assert unchanged(Reader(db), runs)  # said: nothing for a pass to do
+        edit(kept, "rules:\n  grpo.truncation: {enabled: false}\n")
+        assert not unchanged(Reader(db), runs)
+    finally:
+        db.close()
+    assert "grpo.truncation" not in found(runs)

@@ -123,7 +123,9 @@ def sync_thresholds(engine: sa.Engine, runs_dir: Path, every: bool = False,
     call; with `log_new` (a server, which has no other word for it) each new one is also
     logged."""
     p = s.ingest_problems.c
-    refused: list[tuple[str, str]] = []  # (path, what to say)
+    # (path, what to say, the mtime of the file's version said of: a read command's check
+    # for news, ingest/unchanged, takes a version said of as read)
+    refused: list[tuple[str, str, float]] = []
     try:
         files = thresholdfiles.listed(runs_dir)
     except OSError as exc:
@@ -131,7 +133,7 @@ def sync_thresholds(engine: sa.Engine, runs_dir: Path, every: bool = False,
         files = []
         refused.append((str(folder), f"the folder of health thresholds {folder} cannot be "
                                      f"listed ({exc.strerror or exc}): the index keeps the "
-                                     "thresholds it holds"))
+                                     "thresholds it holds", 0.0))
     if not files and not refused:
         return []  # most runs folders: a pass costs no query for this
     with engine.connect() as conn:
@@ -145,7 +147,7 @@ def sync_thresholds(engine: sa.Engine, runs_dir: Path, every: bool = False,
             try:
                 overrides = parse(thresholdfiles.read(file.path))
             except (OSError, yaml.YAMLError, ThresholdError) as exc:
-                refused.append((str(file.path), _refused(file, exc)))
+                refused.append((str(file.path), _refused(file, exc), file.mtime))
                 continue
             # said again should it break again
             conn.execute(delete(s.ingest_problems).where(p.run_pk.is_(None),
@@ -155,14 +157,18 @@ def sync_thresholds(engine: sa.Engine, runs_dir: Path, every: bool = False,
             if overrides != before:
                 refresh_project(conn, file.project)
         said = []
-        for path, message in refused:
-            seen = conn.execute(select(p.id).where(p.run_pk.is_(None), p.path == path,
-                                                   p.message == message)).first()
+        for path, message, mtime in refused:
+            seen = conn.execute(select(p.id, p.ts).where(
+                p.run_pk.is_(None), p.path == path, p.message == message)).first()
+            # its time: when said, or the file's mtime where that is later (a clock ahead
+            # of this one's, as a network disk's can be), so that this version reads as said
             if seen is None:
                 conn.execute(insert(s.ingest_problems).values(
-                    run_pk=None, path=path, message=message, ts=time.time()))
+                    run_pk=None, path=path, message=message, ts=max(time.time(), mtime)))
                 if log_new:
                     log.warning("%s", message)
+            elif seen.ts < mtime:  # the same words of a version written since
+                conn.execute(update(s.ingest_problems).where(p.id == seen.id).values(ts=mtime))
             if seen is None or every:
                 said.append(message)
     return said

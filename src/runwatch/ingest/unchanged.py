@@ -12,7 +12,9 @@ Anything it does not recognise (a folder that is not a run yet, a file outside t
 format, a symbolic link) counts as a change, and the indexer decides what it is. So does
 a run of the folder in the index that no folder holds now (deleted, moved, or made again
 by a new run of its name: the indexer forgets or moves it, ingest/forget.py), but a copy
-of a run's folder the indexer has said it does not read (ingest/gone.holds_run).
+of a run's folder the indexer has said it does not read (ingest/gone.holds_run). A project's
+thresholds file (rundir/thresholdfiles) newer than what the index read of it counts as a
+change too, unless the index has already said why it could not read that version.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import orjson
 from runwatch.ingest.gone import base_of, copy_problem, holds_run, leaf_in
 from runwatch.ingest.marks import Stopped, replaced
 from runwatch.rundir import format as fmt
+from runwatch.rundir import thresholdfiles
 from runwatch.rundir.safeio import open_run_file, read_capped
 from runwatch.store.plain import Reader
 
@@ -59,11 +62,32 @@ def unchanged(db: Reader, runs_dir: Path) -> bool:
         if any(leaf_in(base, run.dir) is not None and run.pk not in held
                for run in runs.values()):
             return False
+        if not _thresholds_unchanged(db, runs_dir):
+            return False
     except (OSError, ValueError, fmt.RunDirError):
         return False
     except Exception:  # the driver's error: an index older than these tables' columns
         return False
     return True
+
+
+def _thresholds_unchanged(db: Reader, runs_dir: Path) -> bool:
+    """Whether every thresholds file of the folder is one the index has read (its project's
+    `updated_ts` is the file's mtime: health.store.sync_thresholds) or has said it cannot
+    read (a folder problem said since the file was written). Raises OSError when the
+    folder of thresholds cannot be listed (the indexer says so)."""
+    files = thresholdfiles.listed(runs_dir)
+    if not files:
+        return True
+    held = {str(project): float(ts) for project, ts in db.rows(
+        "SELECT project, updated_ts FROM health_thresholds")}
+    fresh = thresholdfiles.newer(files, held)
+    if not fresh:
+        return True
+    said: dict[str, float] = {}
+    for path, ts in db.rows("SELECT path, ts FROM ingest_problems WHERE run_pk IS NULL"):
+        said[str(path)] = max(float(ts), said.get(str(path), float("-inf")))
+    return all(said.get(str(f.path), float("-inf")) >= f.mtime for f in fresh)
 
 
 class _Run(NamedTuple):

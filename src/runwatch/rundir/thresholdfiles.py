@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from runwatch.rundir.atomic import write_atomic
 from runwatch.rundir.format import STATE_DIR, RunDirError, validate_name
 from runwatch.rundir.safeio import MiB, read_capped
@@ -77,12 +75,16 @@ def newer(files: list[ThresholdsFile], held: Mapping[str, float]) -> list[Thresh
 def read(path: Path) -> Any:
     """The content of a thresholds file, as YAML loads it. Raises OSError (UnsafeFile for a
     link or a file over CAP) and yaml.YAMLError."""
+    import yaml  # not at import: ingest/unchanged lists these files and reads none
+
     return yaml.safe_load(read_capped(path, CAP).decode("utf-8", errors="replace"))
 
 
 def write(runs_dir: Path, project: str, overrides: Mapping[str, Any]) -> ThresholdsFile:
     """Write `project`'s overrides (validated: `Overrides.to_dict()`) whole, in place of
     its file, and say what was written. Raises OSError when the folder cannot take it."""
+    import yaml
+
     path = path_of(runs_dir, project)
     head = (f"# The health thresholds of project {project} (docs/health.md). `runwatch "
             f"thresholds {project} FILE` writes\n# this file; an edit by hand is read by the "
