@@ -203,24 +203,32 @@ def remove_while_written(folder: Path) -> None:
     raise AssertionError(f"{folder} was never removed: something writes in it without end")
 
 
-def test_a_run_folder_removed_while_streaming_is_sent_again_as_the_writer_remakes_it(
-        tmp_path: Path, engine: Engine) -> None:
+@pytest.mark.parametrize("gone", ["removed", "moved"])
+def test_a_run_folder_removed_or_moved_while_streaming_is_sent_on(
+        tmp_path: Path, engine: Engine, gone: str) -> None:
     """The writer makes a removed run folder anew; its new files (which may get the old
-    ones' inode numbers) are sent from their start."""
+    ones' inode numbers) are sent from their start. A folder renamed (`mv`) is written on
+    where it now is, and the sender reads it there, with the sending state that moved with
+    it. Either way nothing is lost and nothing stored twice."""
+    runs = tmp_path / "runs"
     with Runner(engine, port=free_port(), warm=False) as srv:
-        run = runwatch.init("team", name="r", dir=tmp_path / "runs", server=srv.url,
-                            flush_interval=0.05)
+        run = runwatch.init("team", name="r", dir=runs, server=srv.url, flush_interval=0.05)
         assert run.dir is not None
         for step in range(10):
             run.log({"loss": 1.0}, step=step)
         wait_for(lambda: _holds_points(engine, run.id), what="the first points on the server")
-        remove_while_written(run.dir)
+        if gone == "removed":
+            remove_while_written(run.dir)
+        else:
+            (runs / "r").rename(runs / "r2")
         for step in range(10, 20):
             run.log({"loss": 1.0}, step=step)
         run.finish()
     held = stored(engine, run.id)
     assert held is not None and [p[0] for p in held["points"]["loss"]] == list(range(20))
     assert held["events"] == [0, 1]
+    # moved: nothing made again at the old path (not even the sender's state)
+    assert (runs / "r").exists() == (gone == "removed")
 
 
 def test_the_environment_names_project_and_a_bad_server_url_is_refused_at_init(

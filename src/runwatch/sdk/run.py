@@ -101,7 +101,8 @@ class Run:
         self.id: str = manifest["run_id"]
         self.name: str = manifest["name"]
         self.manifest = manifest
-        self._writer = BackgroundWriter(run_dir, interval, max_backlog, restore=self._restore)
+        self._writer = BackgroundWriter(run_dir, interval, max_backlog, restore=self._restore,
+                                        moved=self._moved)
         self._writer.start(next_seq)
         self._queue = self._writer.queue
         # Streams the files the writer writes to a server (team mode), off this thread.
@@ -546,6 +547,15 @@ class Run:
         said = _one_line(data["message"])
         head = f"the training loop raised {data['exception']}"
         self.log_text(f"{head}: {said}" if said else head, level="error", data=data)
+
+    def _moved(self, now: Path) -> None:
+        """The writer found the run folder renamed or moved to `now`, and writes on there:
+        so do the folder's lock (taken again there, should the folder be made anew) and
+        the sender, and `dir` says where the run is."""
+        self.dir = now
+        self._run_lock.run_dir = now
+        if self._sender is not None:
+            self._sender.moved(now)
 
     def _restore(self) -> None:
         """Rewrite the manifest, and lock the folder again, after it was removed and made anew."""

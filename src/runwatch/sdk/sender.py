@@ -108,10 +108,17 @@ class Sender:
         # made here, in init(): importing the HTTP client in the thread would hold the
         # interpreter while the training loop runs
         self._client = Client(server, token)
+        self._moved_to: Path | None = None  # where the run folder was moved (`moved`)
         self._thread = threading.Thread(target=self._loop, name="runwatch-sender", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    def moved(self, now: Path) -> None:
+        """The run folder was renamed or moved to `now` (the writer writes on there): the
+        next pass reads it there, where its sending state moved with it."""
+        self._moved_to = now
+        self._wake.set()
 
     @property
     def sync_command(self) -> str:
@@ -182,6 +189,10 @@ class Sender:
         upload = RunUpload(self.run_dir, self._client, self._hold)
         failures = 0
         while not self._abandon.is_set():
+            moved = self._moved_to
+            if moved is not None and moved != upload.run_dir:
+                upload = RunUpload(moved, self._client, self._hold)
+                self.run_dir = moved
             closing = self._closing.is_set()
             # the last pass: one that starts once the writer has written everything
             ending = closing and self._written.is_set()

@@ -157,7 +157,9 @@ class RunUpload:
     def _save_state(self) -> None:
         with self._hold.writing() as held:
             # when it cannot be written the offsets lag: what is sent again is stored once
-            if held:
+            # never into a folder gone (moved or removed) since this pass read it: that
+            # would make its path again, holding this state alone and no run
+            if held and self.run_dir.is_dir():
                 with contextlib.suppress(OSError):
                     write_atomic(self._state_path, orjson.dumps(self._state))
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -49,11 +51,20 @@ class BackgroundWriter:
         interval: float = 0.5,
         max_backlog: int = 10_000,
         restore: Callable[[], None] | None = None,
+        moved: Callable[[Path], None] | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.interval = interval
         self.max_backlog = max_backlog
         self._restore = restore
+        self._moved = moved
+        # the run folder as opened at the start: where it is now, should it be renamed
+        # while the run records (`_follow_move`)
+        try:
+            self._dir_fd: int | None = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            self._dir_fd = None
+        self._moving = threading.Lock()
         self.queue: collections.deque[Item] = collections.deque()
         self._sinks: dict[str, LineSink] = {}
         self._files = WholeFiles(run_dir)
@@ -109,6 +120,7 @@ class BackgroundWriter:
         with self._drained:
             try:
                 data = self._encoder.line(name, record)
+                self._follow_move()
                 if not self._files.replace(name, data):
                     self._too_big += 1
                     self._warn_too_big(name, f"runwatch: {name} would be {len(data):,} bytes, "
@@ -152,6 +164,10 @@ class BackgroundWriter:
         self._lost += lost
         for sink in self._sinks.values():
             sink.close()
+        if self._dir_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._dir_fd)
+            self._dir_fd = None
         if lost:
             said = "1 record" if lost == 1 else f"{lost} records"
             warn(f"runwatch: {said} could not be written to {self.run_dir} and "
@@ -382,8 +398,41 @@ class BackgroundWriter:
                 warn(f"runwatch: metric {key!r} got {type(value).__name__} {value!r:.60}, "
                      "not a number; such values are dropped (counted in run.dropped_values)")
 
+    def _follow_move(self) -> None:
+        """When the run folder was renamed or moved (`mv runs/a runs/b`) while the run
+        records, write on where it is now: its files, opened before, are there, and the
+        run keeps its records (the indexer takes the move for a rename). Said once a move.
+        A folder removed is no move: each file is made again at the path (LineSink)."""
+        if self._dir_fd is None:
+            return
+        with self._moving:
+            try:
+                held = os.fstat(self._dir_fd)
+            except OSError:
+                return
+            try:
+                st = os.stat(self.run_dir)
+                if (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino):
+                    return
+            except OSError:
+                pass
+            if held.st_nlink == 0:
+                return  # removed
+            now = _folder_of(self._dir_fd, held)
+            if now is None or now == self.run_dir:
+                return
+            before, self.run_dir = self.run_dir, now
+            for name, sink in self._sinks.items():
+                sink.path = now / name
+            self._files.run_dir = now
+            if self._moved is not None:
+                self._moved(now)
+            warn(f"runwatch: {before} was moved to {now} while the run recorded; its records "
+                 "go on there")
+
     def _flush_sinks(self) -> None:
         """Try every file, so that one the disk refuses does not hold back the others."""
+        self._follow_move()
         remade = False
         error: OSError | None = None
         for sink in self._sinks.values():
@@ -432,6 +481,23 @@ class BackgroundWriter:
         if self.errors == 1:
             warn(f"runwatch: the writer of {self.run_dir} met an error and carries on "
                  f"({type(exc).__name__}: {exc}); please report it")
+
+
+def _folder_of(fd: int, held: os.stat_result) -> Path | None:
+    """Where the folder open as `fd` (of stat `held`) is now: read from /proc on Linux,
+    with F_GETPATH on macOS; None where neither tells, or what they tell is another."""
+    try:
+        if sys.platform == "darwin":
+            import fcntl
+
+            raw = fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024))  # type: ignore[attr-defined]
+            where = Path(os.fsdecode(raw.split(b"\0", 1)[0]))
+        else:
+            where = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        st = os.stat(where)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return where if (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino) else None
 
 
 def _nothing() -> None:
