@@ -226,10 +226,10 @@ class Indexer:
                 continue
             if entry.is_symlink():
                 if entry.is_dir():
-                    self._problem_once(None, entry.path,
-                                       f"{entry.path} is a symbolic link to a folder; a run "
-                                       "folder must be a real folder inside the runs folder, "
-                                       "so it is not indexed", report)
+                    self._not_indexed(entry.path,
+                                      f"{entry.path} is a symbolic link to a folder; a run "
+                                      "folder must be a real folder inside the runs folder, "
+                                      "so it is not indexed", report)
                 continue
             if entry.is_dir(follow_symlinks=False):
                 run_dir = Path(entry.path)
@@ -361,27 +361,27 @@ class Indexer:
         try:
             fmt.validate_name(run_dir.name)
         except fmt.RunDirError as exc:
-            self._problem_once(None, str(run_dir), f"{exc}; the folder is not indexed", report)
+            self._not_indexed(str(run_dir), f"{run_dir}: {exc}; the folder is not indexed "
+                              "(rename it)", report)
             return None
         try:
             manifest = read_run_manifest(run_dir)
         except FileNotFoundError:
             if _being_created(run_dir):
                 return None  # runwatch.init writes the manifest next: look again next pass
-            self._problem_once(None, str(run_dir),
-                               f"{run_dir} has no manifest.json, so it is not indexed "
-                               "(a run directory is made by runwatch.init)", report)
+            self._not_indexed(str(run_dir), f"{run_dir} has no manifest.json, so it is not "
+                              "indexed (a run directory is made by runwatch.init)", report)
             return None
         except UnsafeFile as exc:
-            self._problem_once(None, str(manifest_path), f"{exc}; run not indexed", report)
+            self._not_indexed(str(manifest_path), f"{exc}; run not indexed", report)
             return None
         except NotARun as exc:
-            self._problem_once(None, str(manifest_path), str(exc), report)
+            self._not_indexed(str(manifest_path), str(exc), report)
             return None
         except (OSError, ValueError) as exc:
-            self._problem_once(None, str(manifest_path),
-                               f"{manifest_path} is not readable JSON ({exc}); run not indexed",
-                               report)
+            self._not_indexed(str(manifest_path),
+                              f"{manifest_path} is not readable JSON ({exc}); run not indexed",
+                              report)
             return None
         run_id = manifest["run_id"]
         with self.engine.begin() as conn:
@@ -391,11 +391,8 @@ class Indexer:
                     and holds_run(indexed_from, run_id)):
                 # a copy (`cp -r runs/a runs/b`): one run, one folder. Once the folder its
                 # row names no longer holds it, the run moved here (upsert_run).
-                copied = copy_problem(run_dir, run_id, indexed_from)
-                self._problem_once(None, str(run_dir), copied, report, conn)
-                # a server has no other word for it, and the copy never shows: a note at
-                # every pass while it is there
-                self._note(copied, report)
+                self._not_indexed(str(run_dir), copy_problem(run_dir, run_id, indexed_from),
+                                  report, conn)
                 return None
             run_pk, is_new = upsert_run(conn, manifest, run_dir)
             for problem in manifest_problems(manifest):
@@ -640,6 +637,16 @@ class Indexer:
                                                "deep to store as JSON; skipped", report, conn)
                 if not set_mtime(conn, run_pk, name, mtime):
                     raise Purged
+
+    def _not_indexed(self, path: str, message: str, report: IndexReport,
+                     conn: Connection | None = None) -> None:
+        """A folder of the runs folder that is not indexed (a link, a name no run may have,
+        no manifest or one that is no run's, a copy of a run's folder): a problem said once
+        to the commands, and a note of every pass while it is there, since a server has no
+        other word for it (GET /api/server's notes, beside the web app's run list) and the
+        folder never shows as a run."""
+        self._problem_once(None, path, message, report, conn)
+        self._note(message, report)
 
     def _problem_once(self, run_pk: int | None, path: str, message: str, report: IndexReport,
                       conn: Connection | None = None) -> None:

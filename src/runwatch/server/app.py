@@ -120,7 +120,8 @@ def create_app(
         """What this server is: version, whether auth is on, what it indexes, and what its
         indexer's last pass said of that runs folder as a whole (`notes`: runs kept though
         their folders are gone, a folder that cannot be listed or moved to another disk, a
-        run folder that is a copy of another's, not indexed)."""
+        folder of it that is not indexed: a copy of a run's, a link, no run's manifest or
+        name), and while its indexer cannot write the index, since when and why."""
         return {"ok": True, "version": _version(), "auth": st.token is not None,
                 "runs_dir": str(st.runs_dir) if st.runs_dir else None,
                 "notes": list(st.folder_notes)}
