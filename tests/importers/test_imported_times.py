@@ -142,3 +142,50 @@ def test_records_an_importer_hands_over_untimed_are_timed_when_written(tmp_path:
     assert manifest["imported_times"]["basis"] == "step_times"
     events = lines(run_dir / "events.jsonl")
     assert events[-1]["ts"] - events[0]["ts"] == pytest.approx(6.0)
+
+
+def test_verl_s_step_time_times_its_log(tmp_path: Path) -> None:
+    """verl logs a step's seconds as `timing_s/step`, an alias of `timing/step_total_s`."""
+    src = write_jsonl(tmp_path / "verl" / "metrics.jsonl", [
+        {"step": s + 1, "data": {"critic/rewards/mean": 0.1 * s, "timing_s/step": STEP_S[s]}}
+        for s in range(10)])
+    imported = read_source(src)
+    assert imported.trainer == "verl"
+    runs = tmp_path / "runs"
+    cli_here("import", str(src), "--dir", str(runs), "--name", "v")
+    manifest = json.loads((runs / "v" / "manifest.json").read_text())
+    assert manifest["imported_times"] == {"basis": "step_times", "steps": 10,
+                                          "key": "timing_s/step", "timed_steps": 10}
+    got = json.loads(cli_here("runs", "get", "v", "--dir", str(runs), "-o", "json").stdout)
+    assert got["cost"]["duration_s"] == pytest.approx(sum(STEP_S[:10]))
+
+
+def test_llama_factory_s_elapsed_time_is_its_clock(tmp_path: Path) -> None:
+    """LLaMA-Factory's trainer_log.jsonl has no dates, but each line says how long the run
+    has been going (`elapsed_time`, as `H:MM:SS`): the records keep that spacing."""
+    elapsed = ["0:00:40", "0:01:21", "0:02:03", "1:00:00", "1 day, 0:00:30"]
+    src = write_jsonl(tmp_path / "lf" / "trainer_log.jsonl", [
+        {"current_steps": 10 * (i + 1), "total_steps": 50, "loss": 1.0 - i / 10,
+         "percentage": 20.0 * (i + 1), "elapsed_time": e, "remaining_time": "0:03:00"}
+        for i, e in enumerate(elapsed)])
+    runs = tmp_path / "runs"
+    said = " ".join(cli_here("import", str(src), "--dir", str(runs), "--name", "lf")
+                    .stdout.split())
+    assert ("the log has no dates, only the time since the run started ('elapsed_time'): "
+            "the run's times keep that spacing and end at the import") in said
+    manifest = json.loads((runs / "lf" / "manifest.json").read_text())
+    assert manifest["imported_times"] == {"basis": "elapsed", "steps": 5, "key": "elapsed_time"}
+    metrics = lines(runs / "lf" / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [10, 20, 30, 40, 50]
+    assert "elapsed_time" not in metrics[0] and "remaining_time" not in metrics[0]
+    gaps = [b["ts"] - a["ts"] for a, b in itertools.pairwise(metrics)]
+    assert gaps == pytest.approx([41.0, 42.0, 3600.0 - 123.0, 86430.0 - 3600.0])
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("0:00:00", 0.0), ("12:34:56", 45296.0), ("0:00:01.5", 1.5), ("2 days, 1:00:00", 176400.0),
+    ("1:2", None), ("soon", None), ("x days, 1:00:00", None), ("-1:00:00", None), (90, None)])
+def test_elapsed_time_text(text: Any, seconds: float | None) -> None:
+    from runwatch.ingest.importers.common import clock_seconds
+
+    assert clock_seconds(text) == seconds

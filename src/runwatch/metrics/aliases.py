@@ -107,6 +107,7 @@ EXACT: dict[str, Alias] = {
     "critic/advantages/std": Alias("completion_advantage_std", "verl"),
     "response_length/mean": Alias("mean_sampled_response_length", "verl"),
     "response_length/clip_ratio": Alias("truncated_ratio", "verl"),
+    "timing_s/step": Alias("timing/step_total_s", "verl"),
     # --- OpenRLHF ---
     "ppo_clip_ratio": Alias("fb/loss/clip/high_fraction", "OpenRLHF"),
     "ppo_kl": Alias("fb/loss/kl_policy/mean", "OpenRLHF"),

@@ -223,11 +223,50 @@ def _by_step_times(records: list[dict[str, Any]], key: str, end: float) -> MadeT
     return MadeTimes(STEP_TIMES, len(steps), key, len(logged), start)
 
 
+def elapsed_clock(records: list[dict[str, Any]], elapsed: dict[int, float], key: str
+                  ) -> MadeTimes | None:
+    """A log with no dates whose every step says how long the run had been going (W&B's
+    `_runtime`, LLaMA-Factory's `elapsed_time`, under `key`): place the records on a clock
+    ending now so their spacing is kept (None: the log has its clock, or a step says no
+    elapsed time)."""
+    if any("ts" in r for r in records) or not all(r["step"] in elapsed for r in records):
+        return None
+    start = time.time() - max(elapsed.values())
+    for record in records:
+        record["ts"] = start + elapsed[record["step"]]
+    return MadeTimes(ELAPSED, len({r["step"] for r in records}), key, start=start)
+
+
+def clock_seconds(value: Any) -> float | None:
+    """Seconds from a duration as Python's timedelta writes it (`0:01:23`, `1:02:03.5`,
+    `2 days, 3:04:05`), which LLaMA-Factory logs as `elapsed_time`; None for anything else."""
+    if not isinstance(value, str):
+        return None
+    days = 0
+    text = value.strip()
+    if "," in text:
+        head, text = (part.strip() for part in text.split(",", 1))
+        count, _, unit = head.partition(" ")
+        if unit not in ("day", "days") or not count.lstrip("-").isdigit():
+            return None
+        days = int(count)
+    parts = text.split(":")
+    if len(parts) != 3 or not all(parts):
+        return None
+    try:
+        hours, minutes, seconds = int(parts[0]), int(parts[1]), float(parts[2])
+    except ValueError:
+        return None
+    total = days * 86400 + hours * 3600 + minutes * 60 + seconds
+    return total if total >= 0 and total == total and total != float("inf") else None
+
+
 def place_times(imported: Imported, end: float) -> None:
     """Time `imported`'s records by their step times where the log has no clock but logs
     those (`by_step_times`), and say in its `notes` how the import timed them, where it
-    did (by step times, or by W&B's `_runtime`). A log with neither is timed when it is
-    written (`write_run_dir`), one second per step, which its manifest records."""
+    did (by step times, or by the time since the run started: W&B's `_runtime`,
+    LLaMA-Factory's `elapsed_time`). A log with none of these is timed when it is written
+    (`write_run_dir`), one second per step, which its manifest records."""
     made = by_step_times(imported.records, end)
     if made is not None:
         imported.times = made

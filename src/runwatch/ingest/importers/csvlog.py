@@ -23,7 +23,6 @@ import io
 import itertools
 import math
 import re
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -33,13 +32,13 @@ from typing import Any
 from runwatch.analysis.timing import dated
 from runwatch.ingest.importers import jsonl, trl
 from runwatch.ingest.importers.common import (
-    ELAPSED,
     SPLIT_FIELDS,
     Imported,
     MadeTimes,
     SourceError,
     as_held_out,
     checked_step,
+    elapsed_clock,
     held_out,
     is_number,
 )
@@ -399,11 +398,5 @@ def _whole(value: Any) -> bool:
 def _runtime_clock(records: list[dict[str, Any]], runtimes: dict[int, float]
                    ) -> MadeTimes | None:
     """A W&B export without `_timestamp` still has `_runtime` (seconds since the run
-    started): place the records on a clock ending now so their spacing is kept, and say
-    so (None: the export has its clock, or not every row a `_runtime`)."""
-    if any("ts" in r for r in records) or not all(r["step"] in runtimes for r in records):
-        return None
-    start = time.time() - max(runtimes.values())
-    for record in records:
-        record["ts"] = start + runtimes[record["step"]]
-    return MadeTimes(ELAPSED, len({r["step"] for r in records}), "_runtime", start=start)
+    started): its records on a clock that keeps their spacing (common.elapsed_clock)."""
+    return elapsed_clock(records, runtimes, "_runtime")

@@ -1,13 +1,14 @@
 """Import a verl, tinker-cookbook or LLaMA-Factory JSON-lines log (one object per step).
 
-tinker-cookbook writes `{"step": …, metric: …}`; verl's file logger writes
-`{"step": …, "data": {metric: …}}`; LLaMA-Factory's `trainer_log.jsonl` counts its steps
-in `current_steps` (with `total_steps` and `percentage` beside them, which are not
-metrics). All are read; NaN and Infinity tokens are kept. A line whose `split` (or `mode`)
-says it is held out (`val`, `eval`, `test`, …) has its metrics under `val/` names, so a
-loop that logs training and validation rows under one set of names keeps them apart. A
-line without a step counts as the next line number; a step the run format does not take
-(negative, fractional, text) is refused, naming the line.
+tinker-cookbook writes `{"step": …, metric: …}`; verl's file logger writes `{"step": …,
+"data": {metric: …}}`; LLaMA-Factory's `trainer_log.jsonl` counts its steps in
+`current_steps` (with `total_steps`, `percentage` and the times `elapsed_time` and
+`remaining_time` beside them, which are not metrics; its log has no dates, and is timed by
+its `elapsed_time`, the time since the run started). All are read; NaN and Infinity tokens
+are kept. A line whose `split` (or `mode`) says it is held out (`val`, `eval`, `test`, …)
+has its metrics under `val/` names, so a loop that logs training and validation rows under
+one set of names keeps them apart. A line without a step counts as the next line number; a
+step the run format does not take (negative, fractional, text) is refused, naming the line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from runwatch.ingest.importers.common import (
     Imported,
     as_held_out,
     checked_step,
+    clock_seconds,
+    elapsed_clock,
     held_out,
     json_rows,
     numeric_items,
@@ -29,6 +32,8 @@ from runwatch.ingest.importers.common import (
 SKIP = frozenset({"step", "ts", "seq"})
 # LLaMA-Factory's progress fields: its step, and where it stands in the plan
 LLAMA_FACTORY = frozenset({"current_steps", "total_steps", "percentage"})
+# and its clock: the time since the run started, as `H:MM:SS`
+FACTORY_ELAPSED = "elapsed_time"
 
 
 def guess(keys: set[str]) -> tuple[str, str]:
@@ -49,6 +54,7 @@ def guess(keys: set[str]) -> tuple[str, str]:
 
 def read(path: Path) -> Imported:
     records: list[dict[str, Any]] = []
+    elapsed: dict[int, float] = {}  # step -> LLaMA-Factory's elapsed_time, in seconds
     factory = False
     for number, obj in json_rows(path, read_bytes(path)):
         where = f"{path}: line {number}"
@@ -68,10 +74,14 @@ def read(path: Path) -> Imported:
         rec: dict[str, Any] = {"step": step, **values}
         if isinstance(obj.get("ts"), int | float):
             rec["ts"] = float(obj["ts"])
+        took = clock_seconds(data.get(FACTORY_ELAPSED)) if factory else None
+        if took is not None:
+            elapsed[step] = max(took, elapsed.get(step, took))
         records.append(rec)
     keys = {k for r in records for k in r}
     trainer, method = ("llama-factory", _factory_method(keys)) if factory else guess(keys)
-    return Imported(trainer, method, records, {}, str(path))
+    times = elapsed_clock(records, elapsed, FACTORY_ELAPSED) if elapsed else None
+    return Imported(trainer, method, records, {}, str(path), times=times)
 
 
 def _factory_method(keys: set[str]) -> str:
