@@ -22,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import Engine, update
 
 from runwatch.ingest import Indexer
@@ -36,10 +37,10 @@ from runwatch.store import jobs as store_jobs
 from runwatch.store import schema as s
 from tests.jobs.stacks import runs_in
 from tests.support import http
-from tests.support.cli import cli_here, run_cli
+from tests.support.cli import cli_here
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
-from tests.support.workers import FAST, Workers, group_gone, pid_alive, workers
+from tests.support.workers import FAST, Workers, group_gone, pid_alive, set_back, workers
 
 __all__ = ["workers"]  # the fixture
 
@@ -49,6 +50,12 @@ JOB = (f"import os, time\nif os.environ['{fmt.ENV_ATTEMPT}'] == '1':\n"
        "    open('pid', 'w').write(str(os.getpid()))\n    time.sleep(300)")
 STALL_TIMEOUT_S = 3.0
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+def _beat(engine: Engine, worker_id: str) -> float:
+    with engine.connect() as conn:
+        return next(float(w["heartbeat_at"]) for w in store_jobs.list_workers(conn)
+                    if w["id"] == worker_id)
 
 
 def _started(engine: Engine, runs_dir: Path) -> int:
@@ -83,8 +90,10 @@ def test_a_dead_workers_cancelled_job_is_stopped_and_ends_cancelled(
     run = submit_command(engine, runs_dir, "orphan", JOB, max_attempts=2)
     first = workers.start(runs_dir, db_url)
     pid = _started(engine, runs_dir)
+    holder = str((job(engine, "orphan") or {})["worker_id"])
     workers.stop(first, signal.SIGKILL)
     assert pid_alive(pid)  # the job outlives its worker
+    set_back(engine, holder)  # dead: its timeout set back, not waited out
     second = workers.start(runs_dir, db_url)
     _cancelled_and_stopped(engine, run.dir, pid)
     assert second.poll() is None
@@ -100,8 +109,10 @@ def test_a_dead_workers_cancelled_training_records_its_own_cancel(
                          max_attempts=2)
     first = workers.start(runs_dir, db_url)
     wait_for(lambda: run_row(engine, "training").status == "RUNNING", what="the training to run")
-    pid = int((job(engine, "training") or {})["pid"])
+    held = job(engine, "training") or {}
+    pid = int(held["pid"])
     workers.stop(first, signal.SIGKILL)
+    set_back(engine, str(held["worker_id"]))  # dead: its timeout set back, not waited out
     workers.start(runs_dir, db_url)
     assert control.cancel(engine, run.run_pk).phase == "CANCEL_REQUESTED"
     wait_for(lambda: (job(engine, "training") or {}).get("worker_id", "") is None
@@ -115,7 +126,8 @@ def test_a_dead_workers_cancelled_training_records_its_own_cancel(
 
 
 def test_a_hung_workers_cancelled_job_is_stopped_and_ends_cancelled(
-        engine: Engine, db_url: str, runs_dir: Path, workers: Workers) -> None:
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers,
+        caplog: pytest.LogCaptureFixture) -> None:
     """The worker of `runwatch ui` waits for the index lock its index loop holds (here the
     test): it stops heartbeating, and the cancel is carried out by `runwatch worker`.
     Once its loop moves again it lets go of the job the other concluded."""
@@ -133,7 +145,12 @@ def test_a_hung_workers_cancelled_job_is_stopped_and_ends_cancelled(
             wait_for(lambda: runs_in(thread, Worker._index),
                      what="the worker to wait for the index lock")
             workers.start(runs_dir, db_url)
+            # once it says it stamps no more: its timeout set back, not waited out
+            wait_for(lambda: any("its loop has not moved" in m for m in caplog.messages),
+                     what="the hung worker to stop heartbeating")
+            stamped = set_back(engine, hung.id)
             _cancelled_and_stopped(engine, run.dir, pid)
+            assert _beat(engine, hung.id) == stamped  # it has not stamped since
         wait_for(lambda: not hung.jobs and hung.free_devices == hung.devices,
                  what="the hung worker, moving again, to let go of the concluded job")
         assert len(events(run.dir)) == 4  # QUEUED, PREPARING, CANCEL_REQUESTED, CANCELLED
@@ -201,11 +218,9 @@ def test_cancel_says_what_happens_to_a_lost_workers_job(
     workers.stop(first, signal.SIGKILL)
     # dead, so nothing stamps it again: its heartbeat (its row's and its jobs') as it stands
     # once its timeout has passed, set back instead of waited out
-    with engine.begin() as conn:
-        store_jobs.heartbeat(conn, held["worker_id"],
-                             time.time() - FAST["heartbeat_timeout_s"] - 1)
+    set_back(engine, held["worker_id"])
 
-    said = run_cli("runs", "cancel", "orphan", "--dir", str(runs_dir), "--db", db_url).stdout
+    said = cli_here("runs", "cancel", "orphan", "--dir", str(runs_dir), "--db", db_url).stdout
     assert "told to stop" not in said
     words = " ".join(said.split())
     assert f"its worker {held['worker_id']} no longer heartbeats" in words

@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from runwatch.jobs import control, reaper
 from runwatch.jobs.failures import CATALOGUE, RESUME, AttemptEnd, classify
-from tests.support.cli import cli_here, run_cli
+from tests.support.cli import cli_here
 from tests.support.jobs import events, run_row, submit_command
 
 
@@ -30,7 +30,7 @@ def test_a_job_cancelled_while_queued_reads_as_one_that_never_started(
     assert (row.status, row.reason_code) == ("CANCELLED", "cancelled_before_start")
 
     where = ("--dir", str(runs_dir), "--db", db_url)
-    shown = " ".join(run_cli("runs", "get", "qcancel", *where).stdout.split())
+    shown = " ".join(cli_here("runs", "get", "qcancel", *where).stdout.split())
     assert "Reason: the training job was cancelled before it started" in shown, shown
     assert f"What to do: {CATALOGUE['cancelled_before_start'].what_to_do}" in shown, shown
     assert "was stopped" not in shown and "checkpoint" not in shown, shown

@@ -23,7 +23,7 @@ from runwatch.rundir import format as fmt
 from runwatch.store import jobs as store_jobs
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
-from tests.support.workers import FAST, Workers, group_gone, pid_alive, workers
+from tests.support.workers import FAST, Workers, group_gone, pid_alive, set_back, workers
 
 __all__ = ["workers"]  # the fixture
 
@@ -52,6 +52,9 @@ def test_a_dead_workers_job_fails_stopped_early_or_runs_again(
     assert held is not None and held["pid"] == int(pid)
     workers.stop(first, signal.SIGKILL)
     assert pid_alive(int(pid))  # the job outlives its worker
+    set_back(engine, held["worker_id"])  # dead: its timeout set back, not waited out
+    held = job(engine, "orphan")
+    assert held is not None
 
     second = workers.start(runs_dir, db_url)
     wait_for(lambda: any(w["id"] != held["worker_id"] for w in _workers(engine)),

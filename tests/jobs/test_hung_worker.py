@@ -33,7 +33,7 @@ from runwatch.store import schema as s
 from tests.jobs.stacks import runs_in
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.wait import wait_for
-from tests.support.workers import FAST, Workers, group_gone, job_processes, workers
+from tests.support.workers import FAST, Workers, group_gone, job_processes, set_back, workers
 
 __all__ = ["workers"]  # the fixture
 
@@ -63,6 +63,14 @@ def _beat(engine: Engine, worker_id: str) -> float:
                     if w["id"] == worker_id)
 
 
+def _stalled(caplog: pytest.LogCaptureFixture, engine: Engine, worker: Worker) -> float:
+    """Once `worker` (of this process) logs that its loop has not moved, so that it stamps
+    no more: its heartbeat set back past its timeout (not waited out), and that stamp."""
+    wait_for(lambda: any("its loop has not moved" in m for m in caplog.messages),
+             what="the stuck worker to stop heartbeating")
+    return set_back(engine, worker.id)
+
+
 # PostgreSQL only: on SQLite the lock a stuck call waits on stops the stamps' writes too
 @pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
 def test_a_worker_stuck_in_a_database_call_stops_heartbeating_and_is_reaped(
@@ -89,6 +97,10 @@ def test_a_worker_stuck_in_a_database_call_stops_heartbeating_and_is_reaped(
         (runs_dir / "go").touch()
         wait_for(lambda: group_gone(int(held["ended"]["pid"])), what="the ended job to exit")
         other = workers.start(runs_dir, db_url)
+        said = runs_dir.parent / "stuck-worker.log"
+        wait_for(lambda: "its loop has not moved" in said.read_text(),
+                 what="the stuck worker to stop heartbeating")
+        stamped = set_back(engine, stuck_worker)
         # the stuck worker's job that ended is reaped, queued again and run by the other
         wait_for(lambda: run_row(engine, "ended").status == "SUCCEEDED",
                  what="the other worker to reap the stuck worker's ended job and run it again",
@@ -103,6 +115,7 @@ def test_a_worker_stuck_in_a_database_call_stops_heartbeating_and_is_reaped(
         assert (job(engine, "stuck") or {}).get("worker_id") == stuck_worker
         assert run_row(engine, "stuck").status == "RUNNING"
         released_at = _beat(engine, stuck_worker)
+        assert released_at == stamped  # it has not stamped since
         holder.rollback()
 
     # the loop moves again: the worker heartbeats, and acts on a cancel
@@ -115,13 +128,14 @@ def test_a_worker_stuck_in_a_database_call_stops_heartbeating_and_is_reaped(
         ("QUEUED", 1), ("PREPARING", 1), ("FAILED", 1), ("QUEUED", 2), ("PREPARING", 2),
         ("SUCCEEDED", 2)]
     assert proc.poll() is None and other.poll() is None
-    said = (runs_dir.parent / "stuck-worker.log").read_text()
-    assert "its loop has not moved" in said and "in _index" in said
-    assert "its loop moves again" in said
+    log = said.read_text()
+    assert "its loop has not moved" in log and "in _index" in log
+    assert "its loop moves again" in log
 
 
 def test_a_worker_stuck_on_the_index_lock_stops_heartbeating_and_is_reaped(
-        engine: Engine, db_url: str, runs_dir: Path, workers: Workers) -> None:
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers,
+        caplog: pytest.LogCaptureFixture) -> None:
     """The worker of `runwatch ui` shares the index lock with the index loop: an index
     loop that never finishes its pass (stuck reading a folder, or in the database) holds
     it, and the worker waits. Held here by the test, as that loop would."""
@@ -142,11 +156,13 @@ def test_a_worker_stuck_on_the_index_lock_stops_heartbeating_and_is_reaped(
             (runs_dir / "go").touch()
             wait_for(lambda: group_gone(pid), what="the job to exit")
             workers.start(runs_dir, db_url)
+            stamped = _stalled(caplog, engine, worker)
             wait_for(lambda: run_row(engine, "ended").status == "FAILED",
                      what="the other worker to reap the stuck worker's ended job", deadline=60)
             assert [(ev["phase"], ev.get("code")) for ev in events(ended.dir)] == [
                 ("QUEUED", None), ("PREPARING", None), ("FAILED", "stopped_early")]
             released_at = _beat(engine, worker.id)
+            assert released_at == stamped  # it has not stamped since
         # the loop moves again: it stamps again and lets go of the job reaped meanwhile
         wait_for(lambda: _beat(engine, worker.id) > released_at, what="the worker to stamp again")
         # (it drops the job, then frees its devices: read from here, one after the other)
@@ -160,7 +176,8 @@ def test_a_worker_stuck_on_the_index_lock_stops_heartbeating_and_is_reaped(
 
 
 def test_a_claim_reaped_while_the_loop_stood_still_is_not_started_again(
-        engine: Engine, db_url: str, runs_dir: Path, workers: Workers) -> None:
+        engine: Engine, db_url: str, runs_dir: Path, workers: Workers,
+        caplog: pytest.LogCaptureFixture) -> None:
     """A job the stuck worker claimed but could not start yet (its folder was busy) goes
     back to the queue and runs on another worker; the stuck worker, once it moves again,
     must not start it too."""
@@ -184,10 +201,12 @@ def test_a_claim_reaped_while_the_loop_stood_still_is_not_started_again(
             wait_for(lambda: runs_in(thread, Worker._index),
                      what="the worker to wait for the index lock")
         other = workers.start(runs_dir, db_url)
+        stamped = _stalled(caplog, engine, worker)
         # reaped (never started, so back to the queue), claimed and started by the other
         wait_for(lambda: (row := job(engine, "unstarted") or {}).get("pid")
                  and row.get("worker_id") not in (None, worker.id),
                  what="the other worker to run the reaped claim", deadline=60)
+        assert _beat(engine, worker.id) == stamped  # it has not stamped since
         lock.release()
         held = False
         wait_for(lambda: unstarted.run_pk not in worker.jobs,

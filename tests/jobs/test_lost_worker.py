@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +26,11 @@ from runwatch.store import jobs as store_jobs
 from runwatch.store.db import HEAD_REVISION, open_engine
 from runwatch.store.jobs import WorkerRow
 from tests.support import http
-from tests.support.cli import run_cli
+from tests.support.cli import cli_here
 from tests.support.jobs import events, job, run_row, submit_command
 from tests.support.migrations import downgrade
 from tests.support.wait import wait_for
-from tests.support.workers import FAST, Workers, group_gone, workers
+from tests.support.workers import FAST, Workers, group_gone, set_back, workers
 
 __all__ = ["workers"]  # the fixture
 
@@ -80,10 +79,9 @@ def test_a_worker_is_lost_after_its_own_heartbeat_timeout(
     workers.stop(short, signal.SIGKILL)
     # dead, so nothing stamps it again: its last heartbeat as it stands once its timeout
     # has passed, set back instead of waited out
-    with engine.begin() as conn:
-        store_jobs.heartbeat(conn, short_id, time.time() - FAST["heartbeat_timeout_s"] - 1)
+    set_back(engine, short_id)
 
-    listed = run_cli("resources", str(runs_dir), "--db", db_url, "-o", "json").stdout
+    listed = cli_here("resources", str(runs_dir), "--db", db_url, "-o", "json").stdout
     status = {w["id"]: w["status"] for w in json.loads(listed)["workers"]}
     assert status == {short_id: "lost", long_id: "active"}
     assert {w["id"]: w["heartbeat_timeout_s"] for w in _workers(engine)} == {
@@ -142,8 +140,9 @@ def test_a_lost_workers_job_is_reaped_after_the_lost_workers_timeout(
     gate = tmp_path / "gate"
     run = submit_command(engine, runs_dir, "orphan", [sys.executable, "-c", GATED, str(gate)])
     first = workers.start(runs_dir, db_url)
-    pid, _ = _started(engine, runs_dir, "orphan")
+    pid, held = _started(engine, runs_dir, "orphan")
     workers.stop(first, signal.SIGKILL)
+    set_back(engine, held["worker_id"])  # dead: its timeout set back, not waited out
     workers.start(runs_dir, db_url, heartbeat_timeout_s=LONG_S)
     gate.touch()
     wait_for(lambda: group_gone(pid), what="the job to end")

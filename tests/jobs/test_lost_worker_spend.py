@@ -23,7 +23,7 @@ from runwatch.store import jobs as store_jobs
 from tests.support.cli import cli_here
 from tests.support.jobs import job, submit_command
 from tests.support.wait import wait_for
-from tests.support.workers import Workers, workers
+from tests.support.workers import Workers, set_back, workers
 
 __all__ = ["workers"]  # the fixture
 
@@ -47,6 +47,7 @@ def test_a_lost_worker_s_spend_runs_until_its_job_is_reaped_and_never_drops(
     wait_for(lambda: (job(engine, "orphan") or {}).get("pid"), what="the job to start")
     holder = str((job(engine, "orphan") or {})["worker_id"])
     workers.stop(first, signal.SIGKILL)  # its job runs on, with no worker watching it
+    set_back(engine, holder)  # dead: its timeout set back, not waited out
     lost = wait_for(lambda: (w := seen(runs_dir, db_url, holder))["status"] == "lost" and w,
                     what="the worker to show lost")
     assert [j["name"] for j in lost["jobs"]] == ["orphan"]

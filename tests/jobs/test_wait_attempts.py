@@ -26,7 +26,7 @@ from runwatch.ingest import Indexer
 from runwatch.rundir import format as fmt
 from runwatch.server.runner import Runner
 from runwatch.store import jobs as store_jobs
-from tests.support.cli import run_cli
+from tests.support.cli import cli_here
 from tests.support.jobs import events, record_attempt, run_row, submit_command
 from tests.support.wait import first_line
 from tests.support.workers import Workers, workers
@@ -86,12 +86,12 @@ def test_wait_follows_a_failed_attempt_to_the_next_one_and_its_end(
 
 def test_wait_ends_at_a_failed_last_attempt(engine: Engine, db_url: str, runs_dir: Path,
                                             workers: Workers) -> None:
-    run_cli_args = ["--dir", str(runs_dir), "--db", db_url]
+    where = ["--dir", str(runs_dir), "--db", db_url]
     submit_command(engine, runs_dir, "once", "import sys; sys.exit(3)", max_attempts=1)
     proc = workers.start(runs_dir, db_url)
     try:
-        waited = run_cli("runs", "wait", "once", "--exit-status", "--interval", "0.1",
-                         "--timeout", "60", *run_cli_args, check=False)
+        waited = cli_here("runs", "wait", "once", "--exit-status", "--interval", "0.1",
+                          "--timeout", "60", *where, check=False)
     finally:
         workers.stop(proc)
     assert waited.returncode == 1, waited.stdout + waited.stderr
@@ -110,17 +110,17 @@ def test_wait_on_a_queued_job_that_no_worker_will_start_says_so(
         at = ["--server", server.url]
     else:
         at = ["--dir", str(runs_dir), "--db", db_url]
-    waited = run_cli("runs", "wait", "lonely", "--interval", "0.1", "--timeout", "0.5", *at,
-                     check=False)
+    waited = cli_here("runs", "wait", "lonely", "--interval", "0.1", "--timeout", "0.5", *at,
+                      check=False)
     said = " ".join(waited.stdout.split())
     assert waited.returncode == 124, said
     words = "no worker of profile cpu is running on this index; start one ("
     # a worker on the job's runs folder (session 37, defect 6.2: it named none)
     start = f"worker {runs_dir.resolve()} --device-profile cpu"
     assert f"lonely waits in the queue, and {words}" in said and start in said, said
-    shown = " ".join(run_cli("runs", "get", "lonely", *at).stdout.split())
+    shown = " ".join(cli_here("runs", "get", "lonely", *at).stdout.split())
     assert f"Waits: {words}" in shown and start in shown, shown
-    detail = json.loads(run_cli("runs", "get", "lonely", *at, "-o", "json").stdout)
+    detail = json.loads(cli_here("runs", "get", "lonely", *at, "-o", "json").stdout)
     assert detail["job"]["waits_for"].startswith(words)
     assert start in detail["job"]["waits_for"]
 
@@ -137,8 +137,8 @@ def test_wait_goes_on_while_the_index_lags_a_requeue(engine: Engine, db_url: str
     Indexer(engine, runs_dir).index_once()
     with engine.begin() as conn:  # what reaper.conclude commits before it indexes
         assert store_jobs.requeue(conn, run_row(engine, "lagging").pk, 2)
-    waited = run_cli("runs", "wait", "lagging", "--exit-status", "--interval", "0.1",
-                     "--timeout", "0.5", "--dir", str(runs_dir), "--db", db_url, check=False)
+    waited = cli_here("runs", "wait", "lagging", "--exit-status", "--interval", "0.1",
+                      "--timeout", "0.5", "--dir", str(runs_dir), "--db", db_url, check=False)
     said = " ".join(waited.stdout.split()) + " " + " ".join(waited.stderr.split())
     assert waited.returncode == 124, said  # it waits on, for the attempt the job moved to
     assert "attempt 1 failed and attempts remain" in said, said
@@ -164,8 +164,8 @@ def test_wait_on_a_failed_attempt_whose_worker_is_gone_says_who_ends_it(
         at = ["--server", server.url]
     else:
         at = ["--dir", str(runs_dir), "--db", db_url]
-    waited = run_cli("runs", "wait", "orphan", "--exit-status", "--interval", "0.1",
-                     "--timeout", "0.3", *at, check=False)
+    waited = cli_here("runs", "wait", "orphan", "--exit-status", "--interval", "0.1",
+                      "--timeout", "0.3", *at, check=False)
     said = " ".join((waited.stdout + " " + waited.stderr).split())
     assert waited.returncode == 124, said
     assert "(its worker w-dead is no longer running: a live worker's reaper queues it " \
@@ -191,8 +191,8 @@ def test_wait_on_an_attempt_whose_process_died_goes_on_while_attempts_remain(
     manifest.update(pid=dead.pid, host=socket.gethostname(), attempt=1)
     (run.dir / fmt.MANIFEST).write_text(json.dumps(manifest))
     Indexer(engine, runs_dir).index_once()
-    waited = run_cli("runs", "wait", "killed", "--exit-status", "--interval", "0.1",
-                     "--timeout", "0.3", "--dir", str(runs_dir), "--db", db_url, check=False)
+    waited = cli_here("runs", "wait", "killed", "--exit-status", "--interval", "0.1",
+                      "--timeout", "0.3", "--dir", str(runs_dir), "--db", db_url, check=False)
     said = " ".join((waited.stdout + " " + waited.stderr).split())
     assert waited.returncode == 124, said  # it waits on for the next attempt
     assert "attempt 1 stopped (its process is gone) and attempts remain: waiting for its " \

@@ -323,14 +323,14 @@ def test_an_attempt_keeps_the_rate_it_ran_at_when_the_profile_s_rate_changes(
     assert [ev.get("hourly_rate") for ev in events(run.dir) if ev["phase"] == "PREPARING"
             and ev.get("worker")] == [2.0]
     profiles.write_text("profiles:\n  cpu: {hourly_rate: 9.0}\n")
-    detail = json.loads(run_cli("runs", "get", "priced", "--dir", str(runs_dir), "--db", db_url,
-                                "-o", "json").stdout)
+    detail = json.loads(cli_here("runs", "get", "priced", "--dir", str(runs_dir), "--db", db_url,
+                                 "-o", "json").stdout)
     cost, (attempt,) = detail["cost"], detail["attempts"]
     assert cost["device_seconds"] > 0
     assert cost["hourly_rate"] == attempt["hourly_rate"] == 2.0
     # the worker's own spend keeps the rate it registered at too (a trial saw a stopped
     # worker's spend follow every later change of the rate)
-    view = json.loads(run_cli("resources", str(runs_dir), "--db", db_url, "-o", "json").stdout)
+    view = json.loads(cli_here("resources", str(runs_dir), "--db", db_url, "-o", "json").stdout)
     (worker,) = view["workers"]
     assert worker["status"] == "stopped" and worker["hourly_rate"] == 2.0
     up_h = (worker["stopped_at"] - worker["started_at"]) / 3600
@@ -339,18 +339,18 @@ def test_an_attempt_keeps_the_rate_it_ran_at_when_the_profile_s_rate_changes(
     assert attempt["spend"] == pytest.approx(cost["spend"])
     # with the profiles file unreadable, the recorded rate still prices it
     profiles.write_text("profiles: [")
-    detail = json.loads(run_cli("runs", "get", "priced", "--dir", str(runs_dir), "--db", db_url,
-                                "-o", "json").stdout)
+    detail = json.loads(cli_here("runs", "get", "priced", "--dir", str(runs_dir), "--db", db_url,
+                                 "-o", "json").stdout)
     assert detail["cost"]["hourly_rate"] == 2.0 and detail["cost"]["problem"] is None
     # a retry at the new rate: the run's spend is each attempt's, and says so
     profiles.write_text("profiles:\n  cpu: {hourly_rate: 9.0}\n")
-    run_cli("runs", "retry", "priced", "--dir", str(runs_dir), "--db", db_url)
+    cli_here("runs", "retry", "priced", "--dir", str(runs_dir), "--db", db_url)
     proc = workers.start(runs_dir, db_url)
     wait_for(lambda: run_row(engine, "priced").status == "SUCCEEDED"
              and run_row(engine, "priced").attempt == 2, what="attempt 2 to end")
     workers.stop(proc)
-    shown = " ".join(run_cli("runs", "get", "priced", "--dir", str(runs_dir), "--db", db_url,
-                             env={"COLUMNS": "200"}).stdout.split())
+    shown = " ".join(cli_here("runs", "get", "priced", "--dir", str(runs_dir), "--db", db_url,
+                              env={"COLUMNS": "200"}).stdout.split())
     assert "its attempts at 2 and 9 per device-hour" in shown, shown
     assert re.search(r"#1: SUCCEEDED, [\d.]+ device-seconds, spend (< )?[\d.]+ at 2\b", shown)
     assert re.search(r"#2: SUCCEEDED, [\d.]+ device-seconds, spend (< )?[\d.]+ at 9\b", shown)

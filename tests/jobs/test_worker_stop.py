@@ -30,7 +30,7 @@ from runwatch.rundir.append import locked
 from runwatch.server.runner import Runner
 from runwatch.store import jobs as store_jobs
 from tests.support import http
-from tests.support.cli import run_cli
+from tests.support.cli import cli_here
 from tests.support.jobs import events, job, record_attempt, run_row, submit_command
 from tests.support.wait import wait_for
 from tests.support.workers import FAST, Workers, group_gone, workers
@@ -80,13 +80,13 @@ def test_a_stopped_worker_s_job_ends_cancelled_and_keeps_what_it_trained_in_view
     with engine.connect() as conn:
         assert store_jobs.queue_depth(conn) == 0
     where = ["--dir", str(runs_dir), "--db", db_url]
-    shown = json.loads(run_cli("runs", "get", "trains", "-o", "json", *where).stdout)
+    shown = json.loads(cli_here("runs", "get", "trains", "-o", "json", *where).stdout)
     assert (shown["state"]["phase"], shown["state"]["observed_step"]) == ("CANCELLED", 2)
     assert shown["failure"] == {"code": "worker_stopped", "reason": WORKER_STOPPED.sentence,
                                 "what_to_do": WORKER_STOPPED.what_to_do}
     assert [(a["attempt"], a["reason_code"]) for a in shown["attempts"]] == [
         (1, "worker_stopped")]
-    metrics = json.loads(run_cli("runs", "metrics", "trains", "-o", "json", *where).stdout)
+    metrics = json.loads(cli_here("runs", "metrics", "trains", "-o", "json", *where).stdout)
     assert [(s["step"], s["measured"]["train/loss"]) for s in metrics["steps"]] == [
         (0, 1.0), (1, 0.5), (2, 1 / 3)]
     page = http.get(f"{server.url}/api/runs/trains/history").json()

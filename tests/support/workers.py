@@ -7,7 +7,8 @@ every one is stopped (SIGTERM, then SIGKILL of its group) and every job
 process still running for the test's runs folders is SIGKILLed with its group, whatever
 the test did. A worker's jobs run in sessions of their own, so killing the worker alone
 would leave them running: `job_processes(runs)` finds them by the RUNWATCH_RUN_DIR their
-worker gave them. `phases(run_dir)` is a run's phases with repeats folded.
+worker gave them. `phases(run_dir)` is a run's phases with repeats folded;
+`set_back(engine, worker_id)` makes a worker that stamps no more lost at once.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TypedDict
 
 import pytest
+from sqlalchemy import Engine
 
 from runwatch.rundir import format as fmt
+from runwatch.store import jobs as store_jobs
 from tests.support.jobs import events
 from tests.support.wait import DEADLINE_S, wait_for
 
@@ -38,6 +42,16 @@ class Timings(TypedDict):
 
 # Short enough that a test waits little; heartbeat_timeout_s leaves room for a loaded CI.
 FAST: Timings = {"heartbeat_s": 0.2, "heartbeat_timeout_s": 3.0, "grace_s": 1.0}
+
+
+def set_back(engine: Engine, worker_id: str) -> float:
+    """Stamp a worker that stamps no more (killed, or its loop stalled: it logged so) as
+    its last heartbeat stands once FAST's timeout has passed, its row's and its jobs', so
+    that the others find it lost now instead of a timeout later; the stamp it now has."""
+    then = time.time() - FAST["heartbeat_timeout_s"] - 1
+    with engine.begin() as conn:
+        store_jobs.heartbeat(conn, worker_id, then)
+    return then
 
 
 def phases(run_dir: Path) -> list[str]:
