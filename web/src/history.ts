@@ -4,7 +4,10 @@
 // run logs, the page in view is read again (at most once a second): a page with no later
 // one (the first, until it is full, or the latest page) shows the new steps, and any page
 // its count of steps and a pager that reaches them. An answer to an older read than the
-// last one asked (a live read overtaken by a click on the pager) is dropped.
+// last one asked (a live read overtaken by a click on the pager) is dropped. A run whose
+// rollouts carry reward terms has a column per split and term after the metrics, the mean
+// over the step's rollouts (`term/NAME`, `SPLIT/term/NAME` for another split than train,
+// as `runwatch runs metrics` names them), for the terms the page's steps report.
 
 import { getJSON, runPath } from "./api";
 import { HISTORY_COLUMNS, resolveLines } from "./chartspecs";
@@ -30,6 +33,8 @@ export class HistoryTable {
   private first = h("button", { class: "btn" }, "First");
   private last = h("button", { class: "btn" }, "Latest");
   private columns: { label: string; key: string }[] = [];
+  // [split, term] of the reward-term columns the page in view shows
+  private terms: [string, string][] = [];
   private known = new Set<string>();
   private page: HistoryPage | null = null;
   private where: Where = {};
@@ -104,13 +109,18 @@ export class HistoryTable {
     if (!this.columns.length) {
       for (const k of [...this.known].slice(0, 6)) this.columns.push({ label: k, key: k });
     }
+    this.showHead();
+  }
+
+  private showHead(): void {
     clear(this.head);
-    this.head.appendChild(h("tr", {}, h("th", {}, "step"), ...this.columns.map((c) => h("th", { title: c.key }, c.label))));
+    const terms = this.terms.map(([split, term]) => h("th", { class: "term", title: `mean of reward term ${term} over the step's ${split} rollouts` }, termLabel(split, term)));
+    this.head.appendChild(h("tr", {}, h("th", {}, "step"), ...this.columns.map((c) => h("th", { title: c.key }, c.label)), ...terms));
   }
 
   private async load(where: Where): Promise<void> {
     this.where = where;
-    const q = new URLSearchParams({ limit: String(PAGE) });
+    const q = new URLSearchParams({ limit: String(PAGE), reward_terms: "true" });
     for (const c of this.columns) q.append("key", c.key);
     if (where.after) q.set("after", where.after);
     if (where.before) q.set("before", where.before);
@@ -135,11 +145,17 @@ export class HistoryTable {
     }
     this.failure.clear();
     this.page = page;
+    const terms = pageTerms(page);
+    if (terms.join("\n") !== this.terms.join("\n")) {
+      this.terms = terms;
+      this.showHead();
+    }
     clear(this.body);
     for (const row of this.page.rows) {
-      this.body.appendChild(h("tr", row.step === this.marked ? { class: "at-step" } : {}, h("td", {}, String(row.step)), ...this.columns.map((c) => cell(row.values, c.key))));
+      const byTerm = this.terms.map(([split, term]) => termCell(row.reward_terms?.[split]?.[term]));
+      this.body.appendChild(h("tr", row.step === this.marked ? { class: "at-step" } : {}, h("td", {}, String(row.step)), ...this.columns.map((c) => cell(row.values, c.key)), ...byTerm));
     }
-    if (!this.page.rows.length) this.body.appendChild(h("tr", {}, h("td", { colspan: String(this.columns.length + 1), class: "muted" }, "No steps yet.")));
+    if (!this.page.rows.length) this.body.appendChild(h("tr", {}, h("td", { colspan: String(this.columns.length + this.terms.length + 1), class: "muted" }, "No steps yet.")));
     if (this.reveal) {
       this.reveal = false;
       (this.body.querySelector("tr.at-step") ?? this.el).scrollIntoView({ block: "nearest" });
@@ -150,6 +166,27 @@ export class HistoryTable {
     this.next.disabled = !this.page.next_cursor;
     this.el.dataset.total = String(this.page.total);
   }
+}
+
+/** [split, term] of every reward term the page's steps report: train's first, then by
+ * split and name. */
+function pageTerms(page: HistoryPage): [string, string][] {
+  const seen = new Map<string, [string, string]>();
+  for (const row of page.rows) {
+    for (const [split, means] of Object.entries(row.reward_terms ?? {})) {
+      for (const term of Object.keys(means)) seen.set(`${split}\u0000${term}`, [split, term]);
+    }
+  }
+  return [...seen.values()].sort(([sa, ta], [sb, tb]) => Number(sa !== "train") - Number(sb !== "train") || (sa < sb ? -1 : sa > sb ? 1 : ta < tb ? -1 : ta > tb ? 1 : 0));
+}
+
+function termLabel(split: string, term: string): string {
+  return `${split === "train" ? "" : `${split}/`}term/${term}`;
+}
+
+/** A reward term's mean at a step: "—" where the step's rollouts report none. */
+function termCell(v: number | undefined): HTMLElement {
+  return v === undefined ? h("td", {}, "—") : h("td", {}, fmtNum(v));
 }
 
 /** A value of the table: a key the step logged no point of is "—" (the API leaves it out

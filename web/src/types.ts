@@ -275,7 +275,7 @@ export interface SeriesResponse {
 export interface HistoryPage {
   ok: boolean;
   columns: string[];
-  rows: { step: number; values: Record<string, number | null> }[];
+  rows: { step: number; values: Record<string, number | null>; reward_terms?: Record<string, Record<string, number>> | null }[];
   total: number;
   next_cursor: string | null;
   prev_cursor: string | null;
