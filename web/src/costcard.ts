@@ -7,7 +7,7 @@
 
 import { append, h } from "./dom";
 import { attemptText, fmtDuration, fmtNum, fmtSpend, statusClass, statusLabel } from "./format";
-import { ACTIVE_PHASES } from "./format.gen";
+import { ACTIVE_PHASES, TRAINING_PHASES } from "./format.gen";
 import type { Attempt, Pipeline, RunDetail } from "./types";
 
 function seconds(millis: Record<string, number>, ...phases: string[]): number {
@@ -61,7 +61,7 @@ function attemptsTable(attempts: Attempt[]): HTMLElement {
       h("td", {}, h("span", { class: `status ${statusClass(a.phase)}` }, h("span", { class: "dot" }), a.ended ? statusLabel(a.phase) : `${statusLabel(a.phase)} (open)`)),
       h("td", {}, fmtDuration(seconds(a.phaseMillis, "QUEUED"))),
       h("td", {}, fmtDuration(seconds(a.phaseMillis, "PREPARING"))),
-      h("td", {}, fmtDuration(seconds(a.phaseMillis, "RUNNING", "CANCEL_REQUESTED"))),
+      h("td", {}, fmtDuration(seconds(a.phaseMillis, ...TRAINING_PHASES))),
       h("td", {}, fmtDuration(a.device_seconds)),
       // each attempt at the rate it ran at: a retry after a rate changed costs the new one
       h("td", { "data-attempt-spend": String(a.attempt) }, a.spend === null || a.hourly_rate === null ? "—" : `${fmtSpend(a.spend)} at ${fmtNum(a.hourly_rate)}/h`),
@@ -120,7 +120,7 @@ export class CostCard {
       ["Spend", spend],
       ["Queue wait", h("span", { "data-cost": "queue-wait" }, fmtDuration(seconds(millis, "QUEUED")))],
       ["Preparing", fmtDuration(seconds(millis, "PREPARING"))],
-      ["Training", h("span", { "data-cost": "training" }, fmtDuration(seconds(millis, "RUNNING", "CANCEL_REQUESTED")))],
+      ["Training", h("span", { "data-cost": "training" }, fmtDuration(seconds(millis, ...TRAINING_PHASES)))],
       ["Attempts", h("span", { "data-cost": "attempts" }, job ? attemptText(Math.max(d.run.attempt, d.attempts.length), job.max_attempts) : String(Math.max(d.run.attempt, d.attempts.length)))],
       ...(c.times ? [["Times", h("span", { "data-cost": "times" }, c.times)] as [string, Node]] : []),
       ...(c.pipeline ? [["Pipeline", pipelineText(c.pipeline)] as [string, Node]] : []),

@@ -8,5 +8,8 @@ export const LOG_LEVEL_RANK: Record<string, number> = { debug: 10, info: 20, war
 export const TERMINAL_PHASES: readonly string[] = ["CANCELLED", "FAILED", "SUCCEEDED"];
 export const ACTIVE_PHASES: readonly string[] = ["CANCEL_REQUESTED", "PREPARING", "RUNNING"];
 
+// Phases in which a run trains: its training time is its time in them.
+export const TRAINING_PHASES: readonly string[] = ["RUNNING", "CANCEL_REQUESTED"];
+
 // What the reason of the SDK's final event holds when records were not written (the disk refused them, they were too large for a reader, the writer failed).
 export const RECORDS_LOST = "could not be written";

@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from runwatch.jobs.cost import Cost
 from runwatch.metrics import METRICS, Role, describe, find_key, names
+from runwatch.rundir.format import TRAINING_PHASES
 from runwatch.store.keys import KeyInfo
 
 # The values of one key's series, in step order, with superseded points removed.
@@ -174,10 +175,6 @@ def results(keys: Sequence[KeyInfo], best_train_loss: float | None,
         out["non_finite"] = non_finite
     return out
 
-
-# The phases in which a run trains: its training time is what it spent in them over all
-# its attempts (the web app's Cost card sums the same phases: web/src/costcard.ts).
-TRAINING_PHASES = ("RUNNING", "CANCEL_REQUESTED")
 
 # The memory key whose peak says what held the device at the step that held the most.
 MEMORY_TOTAL = "memory/total_bytes"

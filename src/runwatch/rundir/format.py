@@ -84,6 +84,9 @@ PHASES = (
 # in one of the start phases.
 TERMINAL_PHASES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 ACTIVE_PHASES = frozenset({"PREPARING", "RUNNING", "CANCEL_REQUESTED"})
+# The phases in which a run trains: its training time is what it spent in them over all its
+# attempts (runwatch.analysis.results.training_s; the web app's Cost card, format.gen.ts).
+TRAINING_PHASES = ("RUNNING", "CANCEL_REQUESTED")
 CANCELLABLE_PHASES = frozenset({"QUEUED", "PREPARING", "RUNNING"})
 RETRYABLE_PHASES = TERMINAL_PHASES
 START_PHASES = ("QUEUED", "PREPARING", "RUNNING")
@@ -231,6 +234,9 @@ def typescript() -> str:
             f"{json.dumps(sorted(TERMINAL_PHASES))};\n"
             f"export const ACTIVE_PHASES: readonly string[] = "
             f"{json.dumps(sorted(ACTIVE_PHASES))};\n"
+            "\n// Phases in which a run trains: its training time is its time in them.\n"
+            f"export const TRAINING_PHASES: readonly string[] = "
+            f"{json.dumps(list(TRAINING_PHASES))};\n"
             "\n// What the reason of the SDK's final event holds when records were not written "
             "(the disk refused them, they were too large for a reader, the writer failed).\n"
             f"export const RECORDS_LOST = {json.dumps(RECORDS_LOST)};\n")
