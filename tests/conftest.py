@@ -48,12 +48,13 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _SHARED_SCOPE = re.compile(r"""@pytest\.fixture\(\s*scope\s*=\s*["'](module|class|package)["']""")
+_GROUP_MARK = re.compile(r"""^pytestmark = pytest\.mark\.xdist_group\(["']([\w-]+)["']\)$""", re.M)
 
 
 def grouped_files(root: Path) -> frozenset[str]:
     """The test files (as node ids name them) whose tests share a module-, class- or
     package-scoped fixture defined in the file, in a conftest.py above it, or in a test
-    file it imports from (a Ray head one file starts and another borrows)."""
+    file it imports from."""
     tests = root / "tests"
     found = [f for f in tests.rglob("*.py") if _SHARED_SCOPE.search(f.read_text())]
     above = [f.parent for f in found if f.name == "conftest.py"]
@@ -71,21 +72,41 @@ def _shared_scope(item: pytest.Item) -> str | None:
     return next((s for s in ("package", "module", "class") if s in scopes), None)
 
 
+def file_groups(root: Path) -> dict[str, str]:
+    """The test files (as node ids name them) marked `pytestmark =
+    pytest.mark.xdist_group("NAME")`, each with its NAME: the files of a group share a
+    session-scoped fixture too costly to build on every worker (the Ray head of
+    tests/jobs/conftest.py)."""
+    tests = root / "tests"
+    return {f.relative_to(root).as_posix(): found.group(1) for f in tests.rglob("test_*.py")
+            if (found := _GROUP_MARK.search(f.read_text()))}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers it, and is left out under -p no:xdist
+    config.addinivalue_line("markers", "xdist_group(name): the test files of group `name` "
+                                       "go to one xdist worker together (tests/conftest.py)")
+
+
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent under -p no:xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """`--dist loadgroup` (make test): a test file whose tests share a module-scoped fixture
-    goes to one worker whole (grouped_files), every other test to whichever worker is free.
-    xdist's own loadgroup reads `xdist_group` marks, which it cannot see under pytest 9.2
+    """`--dist loadgroup` (make test): the test files of one `xdist_group` go to one worker
+    together (file_groups), a test file whose tests share a module-scoped fixture to one
+    worker whole (grouped_files), every other test to whichever worker is free. xdist's
+    own loadgroup reads `xdist_group` marks, which it cannot see under pytest 9.2
     (pytest-xdist issue 1386)."""
     if config.getoption("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     grouped = grouped_files(config.rootpath)
+    groups = file_groups(config.rootpath)
 
     class FilesWithSharedFixtures(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
+            if path in groups:
+                return f"xdist_group {groups[path]}"
             return path if path in grouped else nodeid
 
     return FilesWithSharedFixtures(config, log)

@@ -3,10 +3,14 @@ temp folder of its own), what Ray says of a run's job, a Ray worker, and a worke
 holding a Ray job with the reaper that concludes it. The fixtures over them (`ray_head`,
 `sqlite_index`) are in tests/jobs/conftest.py.
 
-Each test file that runs jobs on a head starts its own, once, with a module-scoped fixture
-of its own (`ray_cluster`, which yields `started_head()`): tests/conftest.py hands a file
-that defines a module-scoped fixture to one xdist worker whole, so the head starts once per
-file, not once per worker that runs one of its tests.
+A head takes 10-30 s to come up on two loaded cores, and idles at about 6% of a core. The
+files whose tests leave it as they found it (no job of theirs left running: `ray_head`
+checks) share one (tests/jobs/conftest.py's `shared_ray_head`), which a worker starts for
+the first test that takes it and stops after the last; they are marked
+`xdist_group("ray-head")`, so tests/conftest.py sends them to one xdist worker together
+and the head starts once. A file that stops or breaks its head (test_ray_outage,
+test_ray_refuses_for_now) has one of its own, with a module-scoped fixture:
+tests/conftest.py hands such a file to one worker whole.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import importlib.util
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -73,25 +78,36 @@ class RayHead:
     log: Path
 
 
-@contextlib.contextmanager
-def started_head() -> Iterator[RayHead]:
-    """A Ray head on free loopback ports with its dashboard, two CPUs, its own temp
-    folder (short: Ray's socket paths must fit), stopped with everything it started.
-    A head takes 10-30 s to come up on two loaded cores: a file starts one for its tests."""
-    head = start_head()
-    try:
-        yield head
-    finally:
-        stop_head(head)
+class KeptHead:
+    """A Ray head started when a test first needs it and kept for the next, until one
+    stops it: `up()` is the head, started (`start`, on dashboard port `dashboard`, or a
+    free one) where none runs; `down()` stops it."""
+
+    def __init__(self, start: Callable[[int | None], RayHead] | None = None) -> None:
+        self.head: RayHead | None = None
+        self._start = start or start_head
+
+    def up(self, dashboard: int | None = None) -> RayHead:
+        if self.head is None:
+            self.head = self._start(dashboard)
+        return self.head
+
+    def down(self) -> None:
+        head, self.head = self.head, None
+        if head is not None:
+            stop_head(head)
 
 
-def start_head(dashboard: int | None = None) -> RayHead:
-    """Start a Ray head as `started_head` describes (its dashboard on port `dashboard`, or
-    a free one) and wait until it takes a job and runs it (`wait_ready`); stop it with
-    `stop_head`. A `ray start` that exits first (a port picked free was taken before it
-    bound) is started again on other free ports, up to START_TRIES times."""
+def start_head(dashboard: int | None = None,
+               ports: Callable[[], Callable[[], int]] = lambda: free_port) -> RayHead:
+    """Start a Ray head on free loopback ports with its dashboard (on port `dashboard`, or a
+    free one), two CPUs and its own temp folder (short: Ray's socket paths must fit), and
+    wait until it takes a job and runs it (`wait_ready`); stop it, with everything it
+    started, with `stop_head`. A `ray start` that exits first (a port picked free was taken
+    before it bound) is started again on other free ports, up to START_TRIES times; each
+    try picks its ports with a picker `ports()` makes (free_port)."""
     for tries in range(1, START_TRIES + 1):
-        head = _launch(dashboard)
+        head = _launch(dashboard, pick=ports())
         try:
             if wait_ready(head, last=tries == START_TRIES):
                 return head
@@ -102,19 +118,44 @@ def start_head(dashboard: int | None = None) -> RayHead:
     raise AssertionError("not reached: the last try fails the test")
 
 
-def _launch(dashboard: int | None, agent_port: int = 0) -> RayHead:
-    """`ray start --head --block` in a temp folder of its own, not waited for. The
-    dashboard's agent binds a port of its own choosing (0): one picked free here could be
-    taken before it binds (a loaded CI machine opens many connections), and an agent that
-    cannot bind lives on without its HTTP server, so the head refuses every job (as one
-    given `agent_port`, taken, does)."""
+def start_head_past_a_taken_port(dashboard: int | None = None) -> RayHead:
+    """`start_head` as a loaded CI machine can have it start: a port a try picks free past
+    the three it is told (GCS, dashboard, client server) is taken before Ray binds it. In
+    CI the port picked for its dashboard agent was taken so: the agent lived on without
+    its HTTP server, and the head, whose dashboard answered, refused every job ("No
+    available agent to submit job") after 10 s, so each failed `could_not_start`. The
+    agent now binds a port of its own choosing, and the head is used once it has run a
+    job."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+
+        def past_three() -> Callable[[], int]:
+            picks: list[int] = []
+
+            def pick() -> int:
+                picks.append(free_port() if len(picks) < 3 else taken.getsockname()[1])
+                return picks[-1]
+
+            return pick
+
+        return start_head(dashboard, ports=past_three)
+
+
+def _launch(dashboard: int | None, agent_port: int = 0,
+            pick: Callable[[], int] = free_port) -> RayHead:
+    """`ray start --head --block` in a temp folder of its own, not waited for, on ports
+    `pick` picks. The dashboard's agent binds a port of its own choosing (0): one picked
+    free here could be taken before it binds (a loaded CI machine opens many connections),
+    and an agent that cannot bind lives on without its HTTP server, so the head refuses
+    every job (as one given `agent_port`, taken, does)."""
     temp = Path(tempfile.mkdtemp(prefix="rw-ray-", dir="/tmp"))
     log = temp / "head.log"
-    dashboard = dashboard or free_port()
-    args = [str(RAY), "start", "--head", "--block", f"--port={free_port()}",
+    dashboard = dashboard or pick()
+    args = [str(RAY), "start", "--head", "--block", f"--port={pick()}",
             "--include-dashboard=true", "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dashboard}", "--node-ip-address=127.0.0.1",
-            f"--ray-client-server-port={free_port()}",
+            f"--ray-client-server-port={pick()}",
             f"--dashboard-agent-listen-port={agent_port}", "--num-cpus=2",
             f"--temp-dir={temp}", "--disable-usage-stats"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
@@ -203,9 +244,9 @@ def head_failed(head: RayHead, why: str) -> NoReturn:
 
 
 def head_gone(head: RayHead, exc: Exception) -> NoReturn:
-    """Fail with what the module's Ray head left in its logs: its dashboard answered when
-    the module started, and no longer does."""
-    head_failed(head, f"the module's Ray head stopped answering ({exc})")
+    """Fail with what the shared Ray head left in its logs: its dashboard answered when it
+    started, and no longer does."""
+    head_failed(head, f"the shared Ray head stopped answering ({exc})")
 
 
 @contextlib.contextmanager

@@ -15,7 +15,6 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,6 @@ from tests.jobs.rayhelp import (
     needs_ray,
     ray_status,
     spawn_ray_worker,
-    started_head,
     wait_ended,
 )
 from tests.support.jobs import events, job, run_row, submit_command
@@ -41,11 +39,8 @@ from tests.support.workers import FAST, Workers, workers
 __all__ = ["workers"]  # the fixture
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[RayHead]:
-    """This file's Ray head (rayhelp.started_head), which its tests share."""
-    with started_head() as head:
-        yield head
+# Its tests run on the Ray head the files of this group share (tests/jobs/conftest.py).
+pytestmark = pytest.mark.xdist_group("ray-head")
 
 
 def _worker(engine: Engine, worker_id: str) -> dict[str, Any]:

@@ -26,7 +26,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -51,7 +50,6 @@ from tests.jobs.rayhelp import (
     needs_ray,
     ray_status,
     spawn_ray_worker,
-    started_head,
     wait_ended,
 )
 from tests.support.jobs import events, job, run_row, submit_command
@@ -63,11 +61,8 @@ __all__ = ["workers"]  # the fixture
 SCRIPTS = Path(__file__).parent / "scripts"
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[RayHead]:
-    """This file's Ray head (rayhelp.started_head), which its tests share."""
-    with started_head() as head:
-        yield head
+# Its tests run on the Ray head the files of this group share (tests/jobs/conftest.py).
+pytestmark = pytest.mark.xdist_group("ray-head")
 
 
 def _loss_points(engine: Engine, name: str) -> int:

@@ -4,16 +4,14 @@ PREPARING start then, and the wait shows as queue wait (`timing.phaseMillis`' QU
 
 It was PREPARING from its submission, billed as holding its devices all the while Ray
 kept it PENDING (up to Ray's 900 s start timeout), and its wait counted as training
-time. The head (test_ray's) has two CPUs: a two-CPU job waits while a one-CPU job holds
-one of them.
+time. The head (the one the Ray files share) has two CPUs: a two-CPU job waits while a
+one-CPU job holds one of them.
 """
 
 from __future__ import annotations
 
 import json
-import socket
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,6 @@ import pytest
 from sqlalchemy import Engine
 
 from runwatch.rundir import format as fmt
-from tests.jobs import rayhelp
 from tests.jobs.rayhelp import (
     JOB_DEADLINE_S,
     PLAIN,
@@ -30,7 +27,6 @@ from tests.jobs.rayhelp import (
     ray_status,
     reported,
     spawn_ray_worker,
-    started_head,
     told,
     wait_ended,
 )
@@ -42,29 +38,8 @@ from tests.support.workers import Workers, workers
 
 __all__ = ["workers"]  # the fixture
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[RayHead]:
-    """This file's Ray head (rayhelp.started_head), which its tests share, started as a
-    loaded CI machine can have it start: a port picked free for it, past the three it is
-    told (GCS, dashboard, client server), is taken before Ray binds it. In CI the port
-    picked for its dashboard agent was taken so: the agent lived on without its HTTP
-    server, and the head, whose dashboard answered, refused every job ("No available
-    agent to submit job") after 10 s, so each failed `could_not_start`. The agent now
-    binds a port of its own choosing, and the head is used once it has run a job."""
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen()
-    picks: list[int] = []
-    free_port = rayhelp.free_port
-
-    def taken_past_three() -> int:
-        picks.append(free_port() if len(picks) < 3 else taken.getsockname()[1])
-        return picks[-1]
-
-    with taken, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(rayhelp, "free_port", taken_past_three)
-        with started_head() as head:
-            yield head
+# Its tests run on the Ray head the files of this group share (tests/jobs/conftest.py).
+pytestmark = pytest.mark.xdist_group("ray-head")
 
 
 def _detail(runs_dir: Path, db: Path, name: str) -> dict[str, Any]:

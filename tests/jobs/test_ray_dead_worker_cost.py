@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,17 +26,12 @@ from tests.jobs.rayhelp import (
     held_by_a_dead_worker,
     needs_ray,
     ray_status,
-    started_head,
 )
 from tests.support.jobs import events, run_row, submit_command
 from tests.support.wait import wait_for
 
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[RayHead]:
-    """This file's Ray head (rayhelp.started_head), which its tests share."""
-    with started_head() as head:
-        yield head
+# Its tests run on the Ray head the files of this group share (tests/jobs/conftest.py).
+pytestmark = pytest.mark.xdist_group("ray-head")
 
 
 @needs_ray

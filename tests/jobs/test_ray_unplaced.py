@@ -8,14 +8,13 @@ no device time: it never held devices (it was billed from its submission). A job
 while PENDING never runs its command, even when Ray places it later: its entrypoint finds
 the attempt's GIVEN_UP note and exits.
 
-The head (test_ray's) has two CPUs and no GPU: a job of a GPU profile waits for a GPU
-forever, and a two-CPU job waits while another job holds one of the CPUs.
+The head (the one the Ray files share) has two CPUs and no GPU: a job of a GPU profile
+waits for a GPU forever, and a two-CPU job waits while another job holds one of the CPUs.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,6 @@ from tests.jobs.rayhelp import (
     needs_ray,
     ray_status,
     spawn_ray_worker,
-    started_head,
     wait_ended,
 )
 from tests.support.jobs import events, run_row, submit_command
@@ -43,11 +41,8 @@ from tests.support.workers import Workers, workers
 __all__ = ["workers"]  # the fixture
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[RayHead]:
-    """This file's Ray head (rayhelp.started_head), which its tests share."""
-    with started_head() as head:
-        yield head
+# Its tests run on the Ray head the files of this group share (tests/jobs/conftest.py).
+pytestmark = pytest.mark.xdist_group("ray-head")
 
 # Touches the file it is given: whether the command ran.
 TOUCH = "import pathlib, sys\npathlib.Path(sys.argv[1]).touch()\n"
