@@ -62,15 +62,27 @@ def next_seq(path: Path) -> int:
     (0 for a missing or empty file): of every line a reader reads, up to MAX_LINE_BYTES
     long, and of a torn last line when it is a record whole but for its newline (the next
     writer ends it, runwatch.rundir.torn, and it is read)."""
+    return scan(path)[0]
+
+
+def scan(path: Path) -> tuple[int, float | None]:
+    """Of record file `path`, read once: the seq its next record takes (`next_seq`), and
+    the latest time (`ts`) of its complete records (None when none has one)."""
     top, offset, line_no = -1, 0, 0
+    latest: float | None = None
     while True:
         res = read_new(path, offset, line_no, max_line=fmt.MAX_LINE_BYTES)
-        top = max([top, *(rec["seq"] for rec in res.records)])
+        for rec in res.records:
+            top = max(top, rec["seq"])
+            ts = rec.get("ts")
+            if isinstance(ts, int | float) and not isinstance(ts, bool) \
+                    and (latest is None or ts > latest):
+                latest = float(ts)
         if res.offset == offset:
             break
         offset, line_no = res.offset, res.line_no
     torn = torn_seq(path, offset)
-    return max(top, -1 if torn is None else torn) + 1
+    return max(top, -1 if torn is None else torn) + 1, latest
 
 
 def write_records(run_dir: Path, name: str, records: Sequence[dict[str, Any]]) -> None:

@@ -107,14 +107,16 @@ def init(
             manifest = loads_line(manifest_path.read_bytes())
             env = environment()
             resumed_at = time.time()
+            # each record file read once: its next seq and its latest record's time
+            scanned = {name: append.scan(run_dir / name) for name in fmt.FILES}
             # a process that died without recording its end held no devices from its last
             # record until this one started: the span is kept for the run's cost
-            dead = _dead_span(run_dir, resumed_at)
+            dead = _dead_span(run_dir, resumed_at, scanned)
             if dead is not None:
                 manifest[fmt.DEAD_SPANS] = [*_spans(manifest.get(fmt.DEAD_SPANS)), dead]
             # The resumed process is the one to watch now; keep the first start's git state.
             manifest.update(host=env["host"], pid=env["pid"], resumed_at=resumed_at)
-            next_seq = _scan_existing(run_dir)
+            next_seq = _scan_existing(run_dir, scanned)
         else:
             new = True
             manifest = build_manifest(name, project, group=group, tags=tags, method=method,
@@ -241,12 +243,14 @@ def _is_secondary_rank() -> bool:
     return False
 
 
-def _scan_existing(run_dir: Path) -> dict[str, int]:
+def _scan_existing(run_dir: Path, scanned: dict[str, tuple[int, float | None]] | None = None
+                   ) -> dict[str, int]:
     """The next seq of each record file of a run being resumed or attached to: past
     every seq the file had, in earlier attempts too (attempts/<n>/), so a reader's seq
-    cursor never sees a new attempt's records as ones it has read."""
+    cursor never sees a new attempt's records as ones it has read. `scanned`: the
+    folder's own files as `append.scan` read them already."""
     earlier = run_dir / fmt.ATTEMPTS_DIR
-    return {name: max([append.next_seq(run_dir / name),
+    return {name: max([scanned[name][0] if scanned else append.next_seq(run_dir / name),
                        *(append.next_seq(p) for p in earlier.glob(f"*/{name}"))])
             for name in fmt.FILES}
 
@@ -279,14 +283,15 @@ def _attached_here(manifest: dict[str, Any]) -> bool:
     return manifest.get("pid") == os.getpid() and manifest.get("host") == socket.gethostname()
 
 
-def _dead_span(run_dir: Path, resumed_at: float) -> list[float] | None:
-    """[from, to]: when no process of a run being resumed lived, from its last record to
+def _dead_span(run_dir: Path, resumed_at: float, scanned: dict[str, tuple[int, float | None]]
+               ) -> list[float] | None:
+    """[from, to]: when no process of a run being resumed lived, from its last record (the
+    latest time of `scanned`, its record files as `append.scan` read them) to
     `resumed_at`, where its latest event is no end (its process died without recording
     one: killed, or its machine stopped); None where it ended, or recorded nothing."""
     if _last_phase(run_dir) in (None, *fmt.TERMINAL_PHASES):
         return None
-    last = max((rec["ts"] for name in fmt.FILES for rec in append.records(run_dir / name)
-                if isinstance(rec.get("ts"), int | float)), default=None)
+    last = max((ts for _, ts in scanned.values() if ts is not None), default=None)
     return None if last is None or not last < resumed_at else [float(last), resumed_at]
 
 
