@@ -33,11 +33,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 from filelock import FileLock
 
 import runwatch
 from runwatch.cli.context import open_context
+from runwatch.health.scoring import read_labels
 from runwatch.jobs.control import cancel
 from runwatch.rundir import format as fmt
 from runwatch.server.runner import free_port
@@ -330,7 +330,7 @@ def readme_commands(text: str) -> list[str]:
 def _a_held_out_run() -> str:
     """The held-out run whose log is smallest (its replay is the line's whole cost)."""
     real = REPO / "tests" / "data" / "real"
-    labels = yaml.safe_load((real / "labels.yaml").read_text())
+    labels = read_labels(real)
     held_out = [name for name, run in labels["runs"].items() if run["split"] == "holdout"]
     assert held_out, "the corpus has no held-out run for README's health-eval line"
     return min(held_out, key=lambda name: (real / name / labels["runs"][name]["file"])

@@ -17,8 +17,10 @@ from runwatch.cli.main import app
 from runwatch.health.rules import BY_ID
 from runwatch.health.scoring import (
     RULE_CLASSES,
+    CorpusRun,
     interval,
     load_corpus,
+    read_labels,
     replay,
     replay_all,
     score,
@@ -142,7 +144,7 @@ def test_every_classed_rule_exists() -> None:
 
 # Only rounds already scored are replayed: a round merged but not yet scored keeps its one
 # clean score for the lead (labels.yaml's scored_rounds).
-REAL_DATA = yaml.safe_load((REAL / "labels.yaml").read_text(encoding="utf-8"))
+REAL_DATA = read_labels(REAL)  # each xdist worker reads labels.yaml when it collects
 REAL_LABELS: dict[str, Any] = REAL_DATA["runs"]
 HELD = sorted(n for n, x in REAL_LABELS.items()
               if x["split"] == "holdout" and x["round"] in REAL_DATA["scored_rounds"])
@@ -163,12 +165,20 @@ def _one_of_each_kind(names: list[str]) -> list[str]:
     return sorted(n for _, n in kinds.values())
 
 
+@pytest.fixture(scope="session")
+def real_corpus() -> dict[str, CorpusRun]:
+    """The real corpus's runs by name, as health-eval loads them (load_corpus): once per
+    process, not once per replay (its labels.yaml takes load_corpus a second to read)."""
+    return {run.name: run for run in load_corpus(REAL)}
+
+
 @pytest.mark.parametrize("name", _one_of_each_kind(HELD))
-def test_a_held_out_run_replays_step_by_step(tmp_path: Path, name: str) -> None:
+def test_a_held_out_run_replays_step_by_step(tmp_path: Path, real_corpus: dict[str, CorpusRun],
+                                             name: str) -> None:
     # One test per run, so xdist spreads the replays (all of them in one test took 123 s;
     # one a run, 157 worker-seconds for 50 runs); what is asserted is the replay's
     # bookkeeping, never a score to tune to.
-    run = next(r for r in load_corpus(REAL) if r.name == name)
+    run = real_corpus[name]
     result = replay(run, tmp_path)
     assert result.steps == sorted(r["step"] for r in read_source(run.path).records)
     for det in result.detections:

@@ -6,19 +6,21 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
+from sqlalchemy import Engine
 from typer.testing import CliRunner
 
 from runwatch.cli.main import app
+from runwatch.health.scoring import read_labels
 from runwatch.ingest.importers import read_source
 from runwatch.store import open_engine
 from runwatch.store import queries as q
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "real"
-LABELS = yaml.safe_load((CORPUS / "labels.yaml").read_text(encoding="utf-8"))["runs"]
+LABELS = read_labels(CORPUS)["runs"]  # each xdist worker reads labels.yaml when it collects
 RUNS = sorted(p.name for p in CORPUS.iterdir() if p.is_dir())
 METHODS = {"sft", "dpo", "grpo", "ppo", "other"}
 # What `runwatch import --method` takes for each corpus method.
@@ -110,21 +112,34 @@ def test_source_and_label(name: str) -> None:
     assert "://" not in text and "www." not in text
 
 
+@pytest.fixture(scope="session")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Engine]]:
+    """The index every import of this process goes into (`--db`), and an engine on it to
+    read them back. Each import writes its run into a runs folder of its own, so it
+    indexes that run alone and the test reads back that run exactly; none makes an index
+    (a fifth of an import), nor opens another engine to read it."""
+    path = tmp_path_factory.mktemp("corpus-index") / "index.db"
+    engine = open_engine(path)
+    yield path, engine
+    engine.dispose()
+
+
 @pytest.mark.parametrize("name", RUNS)
-def test_imports_into_an_index(tmp_path: Path, name: str) -> None:
+def test_imports_into_an_index(tmp_path: Path, index: tuple[Path, Engine], name: str) -> None:
     label = LABELS[name]
     src = CORPUS / name / label["file"]
     imported = read_source(src)
-    res = CliRunner().invoke(app, ["import", str(src), "--dir", str(tmp_path), "--name", name,
-                                   "--method", IMPORT_METHOD[label["method"]], "-o", "json"])
+    db, engine = index
+    res = CliRunner().invoke(app, ["import", str(src), "--dir", str(tmp_path), "--db", str(db),
+                                   "--name", name, "--method", IMPORT_METHOD[label["method"]],
+                                   "-o", "json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["steps"] == len({r["step"] for r in imported.records}) > 0
-    engine = open_engine(tmp_path / ".runwatch" / "index.db")
     with engine.begin() as conn:
         run = q.resolve_run(conn, name)
         rows = q.history(conn, run.pk)
-    engine.dispose()
+    assert (run.run_id, run.dir) == (out["run_id"], str(tmp_path / name))
     assert run.method == IMPORT_METHOD[label["method"]]
     assert [r.step for r in rows] == sorted({r["step"] for r in imported.records})
     # Every onset, main and secondary, is one of the log's steps as imported (the scorer
