@@ -100,6 +100,7 @@ def _check_untrusted_text(page: Page) -> None:
     assert page.evaluate("window.__xss") is None
 
 
+@pytest.mark.module_server
 def test_a_point_written_by_a_live_run_appears_without_reload(page: Page, server: Runner,
                                                               runs_dir: Path) -> None:
     run = grpo_run(runs_dir, "live-grpo", steps=10, finish=False)
@@ -120,6 +121,7 @@ def test_a_point_written_by_a_live_run_appears_without_reload(page: Page, server
     expect(page.locator("#action-cancel")).to_have_count(0)
 
 
+@pytest.mark.module_server
 @pytest.mark.console_error(r"503")
 def test_a_stream_the_browser_gave_up_on_is_opened_again(page: Page, server: Runner,
                                                          runs_dir: Path) -> None:
@@ -205,6 +207,7 @@ def test_reads_that_failed_while_the_server_was_down_clear_once_it_answers(
 
 
 # the refused Cancel, and the streams cut
+@pytest.mark.module_server
 @pytest.mark.console_error(r"status of 409\b|net::ERR_FAILED")
 def test_a_refused_cancel_shows_the_server_message(page: Page, server: Runner) -> None:
     """A Cancel the server refuses (the job ended meanwhile, and this page, its live
@@ -228,6 +231,7 @@ def test_a_refused_cancel_shows_the_server_message(page: Page, server: Runner) -
     assert page.url.endswith("/new")
 
 
+@pytest.mark.module_server
 def test_zooming_in_redraws_at_full_resolution(page: Page, server: Runner,
                                                runs_dir: Path) -> None:
     sft_run(runs_dir, "long-sft", steps=3000)
@@ -253,6 +257,7 @@ def test_zooming_in_redraws_at_full_resolution(page: Page, server: Runner,
     assert 0 < chart_points(page, "lr") < 1000
 
 
+@pytest.mark.module_server
 def test_health_panel_and_chart_markers(page: Page, server: Runner, runs_dir: Path) -> None:
     run = init(name="nan-run", dir=runs_dir, method="sft", base_model="tiny", dataset="arith")
     for i in range(30):
@@ -270,6 +275,7 @@ def test_health_panel_and_chart_markers(page: Page, server: Runner, runs_dir: Pa
     shot(page, "health")
 
 
+@pytest.mark.module_server
 def test_a_critical_finding_that_resolved_stays_in_the_health_panel(
         page: Page, server: Runner, runs_dir: Path) -> None:
     """A loss that was NaN at one step and finite again after: its critical finding resolved,
@@ -350,6 +356,7 @@ def test_best_and_latest_train_loss_match_the_cli(page: Page, server: Runner,
     assert shown == [_fmt(best), _fmt(latest)]
 
 
+@pytest.mark.module_server
 def test_a_latest_train_loss_that_went_nan_shows_its_tile_as_nan(page: Page, server: Runner,
                                                                   runs_dir: Path) -> None:
     """The API sends a non-finite value as null, and the tile of a latest loss that went
@@ -372,6 +379,7 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
+@pytest.mark.module_server
 def test_a_process_that_dies_while_the_page_is_open_shows_process_gone_without_a_reload(
         page: Page, server: Runner, runs_dir: Path) -> None:
     """The list stream says so when `process_gone` changes, though the index does not (a
@@ -440,6 +448,7 @@ def test_a_run_whose_records_the_disk_refused_shows_records_lost(
         page.close()
 
 
+@pytest.mark.module_server
 def test_a_run_s_address_as_a_path_opens_its_page(page: Page, server: Runner,
                                                   runs_dir: Path) -> None:
     """/runs/<run> answered a raw JSON 404 in the browser (found in a trial); the app's

@@ -33,6 +33,8 @@ from .webhelpers import (
     wait_indexed,
 )
 
+# Every test writes runs of its own names and reads only those: one server for the module.
+pytestmark = pytest.mark.module_server
 LEGEND_CSS_PX = 26  # the legend's strip above the plot (grid top is 30)
 
 COUNT_PIXELS = """([sel, rgb, tol, topPx]) => {

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+import pytest
 from playwright.sync_api import Page, Request, Route, expect
 
 from runwatch.sdk import Run, init
@@ -143,6 +144,7 @@ def test_the_charts_do_not_wait_for_the_run_details(page: Page, server: Runner,
     expect(page.locator('#compare-config tr[data-key="learning_rate"]')).to_have_class("diff")
 
 
+@pytest.mark.module_server
 def test_a_live_run_keeps_drawing_in_the_compare_view(page: Page, server: Runner,
                                                      runs_dir: Path) -> None:
     sweep_arm(runs_dir, "done", 20, 1e-4)
@@ -164,6 +166,7 @@ def test_a_live_run_keeps_drawing_in_the_compare_view(page: Page, server: Runner
     assert page.evaluate("window.__marker") == "same page"
 
 
+@pytest.mark.module_server
 def test_a_click_on_a_chip_whose_run_changes_under_it_opens_the_run(
         page: Page, server: Runner, runs_dir: Path) -> None:
     """A run's chip is patched as the run changes: rebuilt between the press and the
@@ -240,6 +243,7 @@ def test_the_view_is_kept_in_the_url(page: Page, server: Runner, runs_dir: Path)
     expect(page.locator(".compare-chip")).to_have_count(3)
 
 
+@pytest.mark.module_server
 def test_more_series_than_one_request_holds_come_in_whole_charts(
         page: Page, server: Runner, runs_dir: Path) -> None:
     """12 runs × 36 keys is past the server's 400 series a request: the charts come in two
@@ -352,6 +356,7 @@ def plan_run(runs_dir: Path, name: str, seed: int, extra: float = 0.0, spike_at:
     run.finish("SUCCEEDED")
 
 
+@pytest.mark.module_server
 def test_the_report_of_a_run_against_a_baseline(page: Page, server: Runner,
                                                 runs_dir: Path) -> None:
     plan_run(runs_dir, "base", seed=1)

@@ -9,6 +9,7 @@ import csv
 import io
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from runwatch.sdk import Run, init
@@ -25,6 +26,7 @@ def _derived_run(runs_dir: Path, name: str, parent: str) -> None:
     run.finish("SUCCEEDED")
 
 
+@pytest.mark.module_server
 def test_a_derived_run_names_its_parent_run_not_an_init_from_path(page: Page, server: Runner,
                                                                    runs_dir: Path) -> None:
     sft_run(runs_dir, "sft-parent", steps=12)
@@ -138,6 +140,7 @@ def _opened(page: Page, name: str) -> None:
     assert "run=" in page.url
 
 
+@pytest.mark.module_server
 def test_a_click_on_a_list_row_whose_run_changes_under_it_opens_the_run(
         page: Page, server: Runner, runs_dir: Path) -> None:
     """The list's row is patched as its run changes: rebuilt between the press and the
@@ -171,6 +174,7 @@ def test_a_click_on_a_list_row_as_the_list_reloads_opens_the_run(
     _opened(page, "reload-a")
 
 
+@pytest.mark.module_server
 def test_a_click_on_a_table_row_whose_run_changes_under_it_opens_the_run(
         page: Page, server: Runner, runs_dir: Path) -> None:
     run = _live(runs_dir, "press-table")
@@ -182,6 +186,7 @@ def test_a_click_on_a_table_row_whose_run_changes_under_it_opens_the_run(
     _opened(page, "press-table")
 
 
+@pytest.mark.module_server
 def test_a_list_row_is_no_button_around_controls_and_its_name_opens_the_run(
         page: Page, server: Runner, runs_dir: Path) -> None:
     """A row was a button (role=button) holding a checkbox and a group button, controls a
