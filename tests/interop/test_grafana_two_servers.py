@@ -17,6 +17,7 @@ from runwatch.server.runner import Runner, free_port
 from tests.interop.test_prometheus import (
     DEADLINE_S,
     PROMETHEUS,
+    QUERY_S,
     TOKEN,
     _metrics,
     _prometheus,
@@ -78,7 +79,7 @@ def test_two_servers_of_one_index_are_counted_once(engine: Engine, runs_dir: Pat
             # both servers scraped, each holding the index's counts
             wait_for(lambda: _value(base, 'count(runwatch_runs{phase="FAILED"} == 1)') == 2,
                      what="Prometheus to hold both servers' runwatch_runs",
-                     deadline=DEADLINE_S, interval=0.5)
+                     deadline=DEADLINE_S, interval=QUERY_S)
             panels = {p["title"]: p for p in grafana.dashboard()["panels"]}
             for title, (_, label) in INDEX_PANELS.items():
                 (target,) = panels[title]["targets"]
@@ -88,7 +89,7 @@ def test_two_servers_of_one_index_are_counted_once(engine: Engine, runs_dir: Pat
             (target,) = panels["Points indexed per second"]["targets"]
             expr = target["expr"].replace("$__rate_interval", "1m")
             wait_for(lambda: len(_shown(base, expr, "instance")) == 2,
-                     what=f"a series per server of {expr}", deadline=DEADLINE_S, interval=0.5)
+                     what=f"a series per server of {expr}", deadline=DEADLINE_S, interval=QUERY_S)
             assert set(_shown(base, expr, "instance")) == {f"127.0.0.1:{srv.port}"
                                                            for srv in servers}
             assert target["legendFormat"] == "{{instance}}"

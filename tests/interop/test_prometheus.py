@@ -28,8 +28,14 @@ from tests.support.wait import wait_for
 TOKEN = "prom-test-token-0123456789"
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
-# a scrape every second; a loaded machine may take a while to start Prometheus
+# a loaded machine may take a while to start Prometheus
 DEADLINE_S = 90.0
+# A scrape every quarter second (as often as a timeout allows: one must be no longer than
+# the interval), so that the two samples a rate needs come within half a second; a scrape
+# that times out on a loaded machine is only taken again. What Prometheus holds is asked
+# as often (QUERY_S).
+SCRAPE = "250ms"
+QUERY_S = 0.1
 
 
 @pytest.fixture
@@ -159,7 +165,7 @@ def _value(base: str, expr: str) -> float | None:
 
 @contextmanager
 def _prometheus(srv: Runner | list[Runner], tmp_path: Path) -> Iterator[str]:
-    """A real Prometheus scraping `srv` every second with its token, ready; its address.
+    """A real Prometheus scraping `srv` every SCRAPE with its token, ready; its address.
     A Prometheus that exits before it is ready (its port taken meanwhile by another test's
     server: a free port is only free when it is picked) is started again on another port,
     twice at most; one that never gets ready fails the test with its log."""
@@ -176,14 +182,14 @@ def _prometheus(srv: Runner | list[Runner], tmp_path: Path) -> Iterator[str]:
 @contextmanager
 def _prometheus_on(port: int, srv: Runner | list[Runner], tmp_path: Path
                    ) -> Iterator[str | None]:
-    """Prometheus on `port`, scraping `srv` (one server or several) each second with the
+    """Prometheus on `port`, scraping `srv` (one server or several) each SCRAPE with the
     token, once it answers ready, or None where it exited first."""
     tmp_path.mkdir()
     config = tmp_path / "prometheus.yml"
     targets = ", ".join(f"'127.0.0.1:{s.port}'" for s in
                         (srv if isinstance(srv, list) else [srv]))
     config.write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        f"global:\n  scrape_interval: {SCRAPE}\n  scrape_timeout: {SCRAPE}\n"
         "scrape_configs:\n  - job_name: runwatch\n"
         "    authorization:\n      type: Bearer\n"
         f"      credentials: {TOKEN}\n"
@@ -232,11 +238,11 @@ def test_prometheus_scrapes_the_server(token_server: Runner, records: int,
         for expr, value in want.items():
             wait_for(lambda e=expr, v=value: _value(base, e) == v,  # type: ignore[misc]
                      what=f"Prometheus to hold {expr} = {value} (last: {_value(base, expr)})",
-                     deadline=DEADLINE_S, interval=0.5)
+                     deadline=DEADLINE_S, interval=QUERY_S)
         # the scrapes themselves were timed, under the route's template
         wait_for(lambda: (_value(base, 'runwatch_http_request_duration_seconds_count'
                                  '{route="/metrics",method="GET"}') or 0) >= 1,
-                 what="the latency of /metrics scraped", deadline=DEADLINE_S, interval=0.5)
+                 what="the latency of /metrics scraped", deadline=DEADLINE_S, interval=QUERY_S)
         # a lag quantile comes out of the buckets: every record was indexed within a minute
         lag = _value(base, "histogram_quantile(0.99, runwatch_ingest_lag_seconds_bucket)")
         assert lag is not None and 0 <= lag <= 60
@@ -246,7 +252,7 @@ def test_prometheus_scrapes_the_server(token_server: Runner, records: int,
                 expr = target["expr"].replace("$__rate_interval", "1m")
                 wait_for(lambda e=expr: _query(base, e),  # type: ignore[misc]
                          what=f"series of the panel {panel['title']!r}: {expr}",
-                         deadline=DEADLINE_S, interval=0.5)
+                         deadline=DEADLINE_S, interval=QUERY_S)
 
 
 def _listed_open(srv: Runner, runs: list[str]) -> Counter[str]:
@@ -304,6 +310,6 @@ def test_open_findings_count_as_listed(token_server: Runner, engine: Engine,
     with _prometheus(token_server, tmp_path) as base:
         try:
             wait_for(lambda: by_severity(base) == want, what=f"Prometheus to hold {want}",
-                     deadline=DEADLINE_S, interval=0.5)
+                     deadline=DEADLINE_S, interval=QUERY_S)
         except pytest.fail.Exception as exc:
             pytest.fail(f"{exc} (last: {by_severity(base)}; its scrapes: {_targets(base)})")

@@ -10,19 +10,27 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, func, select
 
 from runwatch.rundir import format as fmt
-from runwatch.sdk import init
+from runwatch.sdk import init, upload
 from runwatch.sdk.sendhttp import Client
-from runwatch.sdk.upload import READ_BYTES, RunUpload, UploadReport, sync_run
+from runwatch.sdk.upload import RunUpload, UploadReport, sync_run
 from runwatch.server.runner import Runner, free_port
 from runwatch.server.settings import new_token
 from runwatch.store import schema as s
 from tests.support.wait import wait_for
 from tests.team.serving import stored
 
-STEPS = 30_000
+STEPS = 3_000
+
+
+@pytest.fixture
+def small_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sender that reads 64 KiB of a file per request, not 1 MiB: the 3,000 steps of
+    `long_run` then take several requests, as 30,000 would at 1 MiB."""
+    monkeypatch.setattr(upload, "READ_BYTES", 64 * 1024)
 
 
 class Watching(Client):
@@ -61,12 +69,12 @@ def long_run(runs: Path, name: str) -> str:
     run.log_samples(STEPS - 1, [{"prompt": "1+1=", "completion": "2", "reward": 1.0}],
                     split="val")
     run.finish()
-    assert (runs / name / fmt.METRICS).stat().st_size > 2 * READ_BYTES
+    assert (runs / name / fmt.METRICS).stat().st_size > 2 * upload.READ_BYTES
     return str(run.id)
 
 
 def test_a_run_sent_in_several_requests_is_shown_ended_only_with_all_its_records(
-        tmp_path: Path, engine: Engine) -> None:
+        tmp_path: Path, engine: Engine, small_reads: None) -> None:
     run_id = long_run(tmp_path, "long")
     total = 2 * STEPS
     with Runner(engine, port=free_port(), token=new_token(), warm=False) as srv:
@@ -85,7 +93,7 @@ def test_a_run_sent_in_several_requests_is_shown_ended_only_with_all_its_records
 
 
 def test_a_sender_told_to_stop_while_the_end_waits_sends_the_end(
-        tmp_path: Path, engine: Engine) -> None:
+        tmp_path: Path, engine: Engine, small_reads: None) -> None:
     """finish() gives up on a sender still behind (its 15 s): the end it held for the
     backlog goes at once, so the server shows the run ended, not running for ever, and
     `runwatch sync` sends the rest after."""

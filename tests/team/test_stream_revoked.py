@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import Engine
 
+from runwatch.server import sse
 from runwatch.server.runner import Runner, free_port
 from runwatch.server.settings import new_token
 from runwatch.store import tokens
@@ -18,6 +20,13 @@ from tests.server.apiclient import manifest, read_events
 from tests.support import http, write_run
 
 RUN = "revoked-1"
+
+
+@pytest.fixture(autouse=True)
+def quick_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streams that look at their token and run again every 0.2 s, not every 5 s: each
+    test waits for one such look (the server runs in this process)."""
+    monkeypatch.setattr(sse, "REVOCATION_CHECK_S", 0.2)
 
 
 def _ingest(client: httpx.Client, token: str, step: int, first: bool = False) -> None:

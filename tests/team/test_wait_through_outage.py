@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from runwatch.rundir import format as fmt
 from runwatch.server.runner import Runner, free_port
 from runwatch.server.settings import new_token
-from tests.support import run_cli, wait_for
+from tests.support import cli_here, run_cli, wait_for
 from tests.support.rundirs import write_manifest
 
 # Only stops a hung command from hanging the suite.
@@ -80,8 +80,9 @@ def test_wait_gives_up_after_retry_for_and_one_shot_reads_do_not_wait(
     url = f"http://127.0.0.1:{port}"
     env = {"RUNWATCH_TOKEN": token}
     with _serve(engine, runs_dir, port, token):
-        wait_for(lambda: run_cli("runs", "get", "long-run", "--server", url, env=env,
-                                 check=False).returncode == 0,
+        # in this process: the poll only reads whether the server has the run yet
+        wait_for(lambda: cli_here("runs", "get", "long-run", "--server", url, env=env,
+                                  check=False).returncode == 0,
                  what="the server to index the run")
     # nothing listens on the port now
     gone = run_cli("runs", "wait", "long-run", "--server", url, "--retry-for", "1", env=env,
