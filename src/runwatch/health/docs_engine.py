@@ -43,8 +43,10 @@ another `--db`) reads the files back before it judges a run, so its findings are
 ones the old index had, and every index of one folder (two servers on it, each with its
 own `--db`) judges with the same overrides. A pass of the indexer reads a file that is
 newer than what its index holds (its mtime against the index's `updated_ts`), so a file
-edited by hand is read by the next pass of a server or `runwatch ui`, by `runwatch index`
-and by `runwatch thresholds PROJECT`, and the project's runs are judged again. A file
+edited by hand is read by the next pass of a server or `runwatch ui`, by `runwatch index`,
+by `runwatch thresholds PROJECT` and by any read command (`runs health`, `runs list`, …: an
+edited thresholds file is news that makes them index the folder first), and the project's
+runs are judged again. A file
 that is not valid YAML, or that the command would refuse, changes nothing: the project
 keeps the overrides the index last read, and the pass says so once, naming the file and
 what is wrong (a server logs it; `runwatch thresholds PROJECT` says it each time). With
