@@ -422,8 +422,9 @@ def test_a_run_whose_records_the_disk_refused_shows_records_lost(
         sft_run(runs_dir, "disk-fine", steps=3)
         wait_indexed(server.url, "disk-fine", 2)
         with http.client(base_url=server.url, timeout=30) as client:
-            wait_for(lambda: client.get("/api/runs/disk-full").json()["run"]["status"]
-                     == "SUCCEEDED", what="the server to index the run's end")
+            # (a 404, no "run", until a pass has read its folder)
+            wait_for(lambda: (client.get("/api/runs/disk-full").json().get("run") or {})
+                     .get("status") == "SUCCEEDED", what="the server to index the run's end")
         # the CLI's mark, on an index of its own
         cli_db = str(runs_dir.parent / "cli.db")
         cli_here("index", str(runs_dir), "--db", cli_db)
