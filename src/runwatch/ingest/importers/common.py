@@ -7,6 +7,7 @@ indexer then picks up like any other.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -258,7 +259,7 @@ def clock_seconds(value: Any) -> float | None:
     except ValueError:
         return None
     total = days * 86400 + hours * 3600 + minutes * 60 + seconds
-    return total if total >= 0 and total == total and total != float("inf") else None
+    return total if math.isfinite(total) and total >= 0 else None
 
 
 def place_times(imported: Imported, end: float) -> None:
